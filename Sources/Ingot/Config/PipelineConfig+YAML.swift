@@ -1,0 +1,309 @@
+import Foundation
+import Yams
+
+extension PipelineConfig {
+    /// Reads and validates the pipeline file at `path`.
+    ///
+    /// Every problem is reported as a ``ConfigError`` at the line and column that caused it:
+    /// unknown keys, wrong types, identities naming no attribute, relationships to missing
+    /// entities, names that are not SQL identifiers.
+    public static func load(path: String) throws(ConfigError) -> PipelineConfig {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigError(file: path, line: 0, column: 0, message: "cannot read the pipeline file")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigError(file: path, line: 0, column: 0, message: "the pipeline file is not UTF-8")
+        }
+        return try parse(text: text, path: path)
+    }
+
+    /// Parses and validates a pipeline from its YAML text. `path` names it in errors and anchors
+    /// relative source directories.
+    public static func parse(text: String, path: String) throws(ConfigError) -> PipelineConfig {
+        var reader = PipelineYAMLReader(file: path)
+        return try reader.read(text)
+    }
+}
+
+/// Turns a pipeline file's YAML into a ``PipelineConfig``, remembering where each part of the
+/// model was declared so that model problems point at their line.
+struct PipelineYAMLReader {
+    let file: String
+    private var marks: [EntityModel.Location: Mark] = [:]
+
+    init(file: String) {
+        self.file = file
+    }
+
+    mutating func read(_ text: String) throws(ConfigError) -> PipelineConfig {
+        let root: Node
+        do {
+            guard let node = try Yams.compose(yaml: text) else { throw ConfigError(file: file, line: 1, column: 1, message: "the pipeline file is empty") }
+            root = node
+        } catch let e as ConfigError {
+            throw e
+        } catch let e as YamlError {
+            throw yamlError(e)
+        } catch {
+            throw ConfigError(file: file, line: 1, column: 1, message: "cannot parse YAML: \(error)")
+        }
+
+        let top = try mapping(root, allowed: ["version", "name", "source", "records", "root", "write", "batch_records", "entities"])
+        let versionNode = try required(top, "version", in: root)
+        let version = try int(versionNode)
+        guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
+        let nameNode = try required(top, "name", in: root)
+        let name = try string(nameNode)
+        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
+            throw error(nameNode, "name must be non-empty and use only letters, digits, '-', '_' and '.'")
+        }
+
+        var source = SourceConfig.none
+        if let node = top["source"] { source = try readSource(node) }
+
+        var recordsPath: [String] = []
+        if let node = top["records"] {
+            let path = try string(node)
+            if path != "." {
+                recordsPath = path.components(separatedBy: ".")
+                if recordsPath.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
+            }
+        }
+
+        var write = WriteMode.merge
+        if let node = top["write"] {
+            let value = try string(node)
+            guard let mode = WriteMode(rawValue: value) else {
+                throw error(node, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
+            }
+            write = mode
+        }
+
+        var batchRecords: Int?
+        if let node = top["batch_records"] {
+            let value = try int(node)
+            guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
+            batchRecords = value
+        }
+
+        let entitiesNode = try required(top, "entities", in: root)
+        let model = try readModel(entitiesNode)
+
+        let rootNode = try required(top, "root", in: root)
+        let rootName = try string(rootNode)
+        guard model[rootName] != nil else {
+            throw error(rootNode, "root entity '\(rootName)' is not declared under entities")
+        }
+
+        for problem in model.problems() {
+            throw error(marks[problem.location] ?? entitiesNode.mark, problem.message)
+        }
+        return PipelineConfig(
+            path: file, text: text, name: name, source: source, recordsPath: recordsPath, root: rootName,
+            write: write, batchRecords: batchRecords, model: model)
+    }
+
+    // MARK: - Sections
+
+    private func readSource(_ node: Node) throws(ConfigError) -> SourceConfig {
+        let source = try mapping(node, allowed: ["files", "http"])
+        if let http = source["http"] {
+            throw error(http, "http sources are not supported by this version of Ingot yet; use files")
+        }
+        guard let filesNode = source["files"] else { throw error(node, "source needs 'files'") }
+        let files = try mapping(filesNode, allowed: ["dir", "glob"])
+        let dir = try string(try required(files, "dir", in: filesNode))
+        let glob = try files["glob"].map { (n: Node) throws(ConfigError) in try string(n) } ?? "*.json"
+        // A relative directory is relative to the pipeline file, so a pipeline runs from anywhere.
+        let base = (file as NSString).deletingLastPathComponent
+        let resolved = dir.hasPrefix("/") || base.isEmpty ? dir : (base as NSString).appendingPathComponent(dir)
+        return .files(directory: resolved, glob: glob)
+    }
+
+    private mutating func readModel(_ node: Node) throws(ConfigError) -> EntityModel {
+        guard case .mapping(let mapping) = node else { throw error(node, "entities must be a mapping of entity names") }
+        if mapping.count == 0 { throw error(node, "entities must declare at least one entity") }
+        var entities: [Entity] = []
+        var seen: Set<String> = []
+        for (keyNode, value) in mapping {
+            let name = try string(keyNode)
+            guard seen.insert(name).inserted else { throw error(keyNode, "entity '\(name)' is declared twice") }
+            marks[.entity(name)] = keyNode.mark
+            entities.append(try readEntity(name, value))
+        }
+        return EntityModel(entities: entities)
+    }
+
+    private mutating func readEntity(_ name: String, _ node: Node) throws(ConfigError) -> Entity {
+        let fields = try mapping(node, allowed: ["table", "identity", "key_delimiter", "attributes", "relationships"])
+        var table = name
+        if let t = fields["table"] {
+            table = try string(t)
+            marks[.table(entity: name)] = t.mark
+        }
+        var delimiter = "."
+        if let d = fields["key_delimiter"] {
+            delimiter = try string(d)
+            marks[.keyDelimiter(entity: name)] = d.mark
+        }
+        var identity: [String] = []
+        if let i = fields["identity"] {
+            marks[.identity(entity: name)] = i.mark
+            switch i {
+            case .sequence(let seq):
+                for item in seq { identity.append(try string(item)) }
+                if identity.isEmpty { throw error(i, "identity must name at least one attribute") }
+            default:
+                identity = [try string(i)]
+            }
+        }
+
+        let attributesNode = try required(fields, "attributes", in: node)
+        guard case .mapping(let attributeMapping) = attributesNode else {
+            throw error(attributesNode, "attributes must be a mapping of attribute names to types")
+        }
+        var attributes: [Attribute] = []
+        for (keyNode, value) in attributeMapping {
+            let attributeName = try string(keyNode)
+            marks[.attribute(entity: name, name: attributeName)] = keyNode.mark
+            attributes.append(try readAttribute(attributeName, value))
+        }
+
+        var relationships: [Relationship] = []
+        if let relationshipsNode = fields["relationships"] {
+            guard case .mapping(let relationshipMapping) = relationshipsNode else {
+                throw error(relationshipsNode, "relationships must be a mapping of relationship names")
+            }
+            for (keyNode, value) in relationshipMapping {
+                let relationshipName = try string(keyNode)
+                marks[.relationship(entity: name, name: relationshipName)] = keyNode.mark
+                relationships.append(try readRelationship(relationshipName, value))
+            }
+        }
+        return Entity(
+            name: name, table: table, identity: identity, attributes: attributes, relationships: relationships,
+            keyDelimiter: delimiter)
+    }
+
+    private func readAttribute(_ name: String, _ node: Node) throws(ConfigError) -> Attribute {
+        if case .scalar = node {
+            return Attribute(name: name, type: try attributeType(node, format: nil, timeZone: nil))
+        }
+        let fields = try mapping(node, allowed: ["type", "key", "coerce", "format", "timezone"])
+        let typeNode = try required(fields, "type", in: node)
+        let type = try attributeType(typeNode, format: fields["format"], timeZone: fields["timezone"])
+        let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
+        let coerce = try fields["coerce"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        return Attribute(name: name, type: type, key: key, coerce: coerce)
+    }
+
+    private func attributeType(_ node: Node, format: Node?, timeZone: Node?) throws(ConfigError) -> AttributeType {
+        let name = try string(node)
+        let type: AttributeType
+        switch name {
+        case "integer": type = .integer
+        case "double": type = .double
+        case "string": type = .string
+        case "bool": type = .bool
+        case "json": type = .json
+        case "date":
+            var zone = "UTC"
+            if let timeZone {
+                zone = try string(timeZone)
+                guard TimeZone(identifier: zone) != nil else { throw error(timeZone, "unknown time zone '\(zone)'") }
+            }
+            let formatName = try format.map { (n: Node) throws(ConfigError) in try string(n) } ?? "iso8601"
+            switch formatName {
+            case "iso8601": type = .date(.iso8601(timeZone: zone))
+            case "unix": type = .date(.unixSeconds)
+            case "unix_ms": type = .date(.unixMilliseconds)
+            default:
+                if let problem = DatePattern.problem(in: formatName) {
+                    throw error(format, "date format '\(formatName)': \(problem)")
+                }
+                type = .date(.pattern(formatName, timeZone: zone))
+            }
+            return type
+        default:
+            throw error(node, "unknown attribute type '\(name)'; expected integer, double, string, bool, date or json")
+        }
+        if let format { throw error(format, "format applies only to date attributes") }
+        if let timeZone { throw error(timeZone, "timezone applies only to date attributes") }
+        return type
+    }
+
+    private func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
+        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered"])
+        let target = try string(try required(fields, "to", in: node))
+        let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
+        var missing = MissingTargetPolicy.stub
+        if let m = fields["missing"] {
+            let value = try string(m)
+            guard let policy = MissingTargetPolicy(rawValue: value) else {
+                throw error(m, "missing must be one of stub, ignore, reject, not '\(value)'")
+            }
+            missing = policy
+        }
+        return Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
+    }
+
+    // MARK: - Node helpers
+
+    private func mapping(_ node: Node, allowed: [String]) throws(ConfigError) -> [String: Node] {
+        guard case .mapping(let mapping) = node else { throw error(node, "expected a mapping with keys \(allowed.joined(separator: ", "))") }
+        var result: [String: Node] = [:]
+        for (keyNode, value) in mapping {
+            let key = try string(keyNode)
+            guard allowed.contains(key) else {
+                throw error(keyNode, "unknown key '\(key)'; expected one of \(allowed.joined(separator: ", "))")
+            }
+            guard result[key] == nil else { throw error(keyNode, "key '\(key)' appears twice") }
+            result[key] = value
+        }
+        return result
+    }
+
+    private func required(_ fields: [String: Node], _ key: String, in parent: Node) throws(ConfigError) -> Node {
+        guard let node = fields[key] else { throw error(parent, "missing required key '\(key)'") }
+        return node
+    }
+
+    private func string(_ node: Node) throws(ConfigError) -> String {
+        guard case .scalar(let scalar) = node else { throw error(node, "expected a string") }
+        return scalar.string
+    }
+
+    private func int(_ node: Node) throws(ConfigError) -> Int {
+        guard case .scalar(let scalar) = node, let value = Int(scalar.string) else { throw error(node, "expected an integer") }
+        return value
+    }
+
+    private func bool(_ node: Node) throws(ConfigError) -> Bool {
+        guard case .scalar(let scalar) = node else { throw error(node, "expected true or false") }
+        switch scalar.string {
+        case "true", "True", "TRUE", "yes": return true
+        case "false", "False", "FALSE", "no": return false
+        default: throw error(node, "expected true or false, not '\(scalar.string)'")
+        }
+    }
+
+    private func error(_ node: Node?, _ message: String) -> ConfigError {
+        error(node?.mark, message)
+    }
+
+    private func error(_ mark: Mark?, _ message: String) -> ConfigError {
+        ConfigError(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message)
+    }
+
+    private func yamlError(_ e: YamlError) -> ConfigError {
+        switch e {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            return ConfigError(file: file, line: mark.line, column: mark.column, message: "invalid YAML: \(problem)")
+        default:
+            return ConfigError(file: file, line: 1, column: 1, message: "invalid YAML: \(e)")
+        }
+    }
+}
+

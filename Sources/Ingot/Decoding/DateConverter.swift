@@ -1,0 +1,244 @@
+import Foundation
+
+/// Converts source dates to the stored form: `2026-01-14T09:09:02Z` (UTC, the source's fraction
+/// digits kept), or `2026-01-14` for a date without a time.
+///
+/// Pure arithmetic on the proleptic Gregorian calendar; Foundation is used only to find the
+/// offset of a named time zone. Never depends on the machine's locale or time zone.
+struct DateConverter {
+    private var zones: [String: TimeZone] = [:]
+
+    /// A civil date-time read from the source.
+    struct Civil {
+        var year = 1970, month = 1, day = 1, hour = 0, minute = 0, second = 0
+        var fraction: ArraySlice<UInt8> = []
+        var offsetSeconds: Int?
+        var hasTime = true
+    }
+
+    mutating func convert(_ bytes: ArraySlice<UInt8>, format: DateFormat) -> String? {
+        switch format {
+        case .iso8601(let zone):
+            guard let civil = DateConverter.parseISO8601(bytes) else { return nil }
+            return render(civil, zone: zone)
+        case .pattern(let pattern, let zone):
+            guard let p = DatePattern(pattern), let civil = DateConverter.parse(bytes, pattern: p) else { return nil }
+            return render(civil, zone: zone)
+        case .unixSeconds, .unixMilliseconds:
+            return nil  // numbers: see `convert(number:)`
+        }
+    }
+
+    /// Converts seconds (or milliseconds) since 1970 given as a JSON number.
+    func convert(number: Double, format: DateFormat) -> String? {
+        let scale: Double = format == .unixMilliseconds ? 1000 : 1
+        guard number.isFinite, abs(number / scale) < 253_402_300_800 else { return nil }  // year 9999
+        let totalMillis = (number * 1000 / scale).rounded()
+        var seconds = Int((totalMillis / 1000).rounded(.down))
+        let millis = Int(totalMillis - Double(seconds) * 1000)
+        let days = Int((Double(seconds) / 86400).rounded(.down))
+        seconds -= days * 86400
+        let (y, m, d) = DateConverter.civil(fromDays: days)
+        var civil = Civil(year: y, month: m, day: d, hour: seconds / 3600, minute: seconds / 60 % 60, second: seconds % 60)
+        if millis != 0 {
+            var digits = Array(String(millis + 1000).utf8.dropFirst())
+            while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+            civil.fraction = digits[...]
+        }
+        return DateConverter.format(civil)
+    }
+
+    // MARK: - Rendering
+
+    private mutating func render(_ civil: Civil, zone: String) -> String? {
+        guard civil.hasTime else { return DateConverter.format(civil) }
+        var offset = civil.offsetSeconds
+        if offset == nil {
+            if zone == "UTC" || zone == "GMT" {
+                offset = 0
+            } else {
+                guard let tz = timeZone(zone) else { return nil }
+                // The offset in force at that local time: guess with the local time as if UTC, then refine.
+                let local = Double(DateConverter.days(civil.year, civil.month, civil.day) * 86400
+                    + civil.hour * 3600 + civil.minute * 60 + civil.second)
+                let first = tz.secondsFromGMT(for: Date(timeIntervalSince1970: local))
+                offset = tz.secondsFromGMT(for: Date(timeIntervalSince1970: local - Double(first)))
+            }
+        }
+        var utc = civil
+        if let offset, offset != 0 {
+            var seconds = DateConverter.days(civil.year, civil.month, civil.day) * 86400
+                + civil.hour * 3600 + civil.minute * 60 + civil.second - offset
+            let days = Int((Double(seconds) / 86400).rounded(.down))
+            seconds -= days * 86400
+            (utc.year, utc.month, utc.day) = DateConverter.civil(fromDays: days)
+            utc.hour = seconds / 3600
+            utc.minute = seconds / 60 % 60
+            utc.second = seconds % 60
+        }
+        guard utc.year >= 0 && utc.year <= 9999 else { return nil }
+        return DateConverter.format(utc)
+    }
+
+    private mutating func timeZone(_ name: String) -> TimeZone? {
+        if let tz = zones[name] { return tz }
+        let tz = TimeZone(identifier: name)
+        zones[name] = tz
+        return tz
+    }
+
+    static func format(_ c: Civil) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        func put(_ value: Int, _ width: Int) {
+            var digits = [UInt8](repeating: UInt8(ascii: "0"), count: width)
+            var v = value
+            for k in stride(from: width - 1, through: 0, by: -1) {
+                digits[k] = UInt8(ascii: "0") + UInt8(v % 10)
+                v /= 10
+            }
+            out.append(contentsOf: digits)
+        }
+        put(c.year, 4); out.append(UInt8(ascii: "-")); put(c.month, 2); out.append(UInt8(ascii: "-")); put(c.day, 2)
+        if c.hasTime {
+            out.append(UInt8(ascii: "T")); put(c.hour, 2); out.append(UInt8(ascii: ":")); put(c.minute, 2)
+            out.append(UInt8(ascii: ":")); put(c.second, 2)
+            if !c.fraction.isEmpty {
+                out.append(UInt8(ascii: "."))
+                out.append(contentsOf: c.fraction)
+            }
+            out.append(UInt8(ascii: "Z"))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: - Parsing
+
+    /// `YYYY-MM-DD`, optionally followed by `T` (or a space) `HH:MM[:SS[.fff…]]` and `Z` or `±HH[:MM]`.
+    static func parseISO8601(_ b: ArraySlice<UInt8>) -> Civil? {
+        var i = b.startIndex
+        let end = b.endIndex
+        func number(_ width: Int) -> Int? {
+            guard end - i >= width else { return nil }
+            var v = 0
+            for k in i..<i + width {
+                let d = b[k] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v * 10 + Int(d)
+            }
+            i += width
+            return v
+        }
+        func expect(_ c: Character) -> Bool {
+            guard i < end, b[i] == c.asciiValue else { return false }
+            i += 1
+            return true
+        }
+        var c = Civil()
+        guard let y = number(4), expect("-"), let m = number(2), expect("-"), let d = number(2) else { return nil }
+        (c.year, c.month, c.day) = (y, m, d)
+        if i == end {
+            c.hasTime = false
+            return valid(c) ? c : nil
+        }
+        guard i < end, b[i] == UInt8(ascii: "T") || b[i] == UInt8(ascii: "t") || b[i] == UInt8(ascii: " ") else { return nil }
+        i += 1
+        guard let h = number(2), expect(":"), let mi = number(2) else { return nil }
+        (c.hour, c.minute) = (h, mi)
+        if expect(":") {
+            guard let s = number(2) else { return nil }
+            c.second = s
+            if i < end, b[i] == UInt8(ascii: ".") || b[i] == UInt8(ascii: ",") {
+                i += 1
+                let start = i
+                while i < end, b[i] &- UInt8(ascii: "0") < 10 { i += 1 }
+                guard i > start else { return nil }
+                c.fraction = b[start..<i]
+            }
+        }
+        if i < end {
+            if b[i] == UInt8(ascii: "Z") || b[i] == UInt8(ascii: "z") {
+                i += 1
+                c.offsetSeconds = 0
+            } else if b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") {
+                let sign = b[i] == UInt8(ascii: "-") ? -1 : 1
+                i += 1
+                guard let oh = number(2), oh <= 23 else { return nil }
+                var om = 0
+                if expect(":") {
+                    guard let v = number(2) else { return nil }
+                    om = v
+                } else if i < end {
+                    guard let v = number(2) else { return nil }
+                    om = v
+                }
+                guard om <= 59 else { return nil }
+                c.offsetSeconds = sign * (oh * 3600 + om * 60)
+            }
+        }
+        guard i == end, valid(c) else { return nil }
+        return c
+    }
+
+    static func parse(_ b: ArraySlice<UInt8>, pattern: DatePattern) -> Civil? {
+        var c = Civil()
+        c.hasTime = pattern.hasTime
+        var i = b.startIndex
+        for token in pattern.tokens {
+            guard b.endIndex - i >= token.width else { return nil }
+            if case .literal(let byte) = token {
+                guard b[i] == byte else { return nil }
+                i += 1
+                continue
+            }
+            var v = 0
+            for k in i..<i + token.width {
+                let d = b[k] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v * 10 + Int(d)
+            }
+            switch token {
+            case .year: c.year = v
+            case .month: c.month = v
+            case .day: c.day = v
+            case .hour: c.hour = v
+            case .minute: c.minute = v
+            case .second: c.second = v
+            case .millisecond: c.fraction = b[i..<i + 3]
+            case .literal: break
+            }
+            i += token.width
+        }
+        guard i == b.endIndex, valid(c) else { return nil }
+        return c
+    }
+
+    private static func valid(_ c: Civil) -> Bool {
+        guard c.month >= 1 && c.month <= 12, c.day >= 1, c.hour <= 23, c.minute <= 59, c.second <= 59 else { return false }
+        let leap = c.year % 4 == 0 && (c.year % 100 != 0 || c.year % 400 == 0)
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        return c.day <= lengths[c.month - 1]
+    }
+
+    /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
+    static func days(_ year: Int, _ month: Int, _ day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146097 + doe - 719468
+    }
+
+    static func civil(fromDays z0: Int) -> (Int, Int, Int) {
+        let z = z0 + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+}

@@ -1,0 +1,112 @@
+/// A value as stored: what a column holds after conversion.
+public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+
+    public var description: String {
+        switch self {
+        case .null: "NULL"
+        case .integer(let v): String(v)
+        case .real(let v): String(v)
+        case .text(let v): v
+        }
+    }
+}
+
+/// The identity of a row: one value, or one per key of a composite identity.
+public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
+    case single(SQLValue)
+    case composite([SQLValue])
+
+    public var values: [SQLValue] {
+        switch self {
+        case .single(let v): [v]
+        case .composite(let vs): vs
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .single(let v): v.description
+        case .composite(let vs): "(" + vs.map(\.description).joined(separator: ", ") + ")"
+        }
+    }
+}
+
+/// One upsert produced by the mapper: a record or a nested object of one entity, with only the
+/// columns its JSON mentioned.
+struct EntityRow: Sendable {
+    var entity: Int
+    /// `nil` for an entity without identity (the row is always inserted).
+    var identity: IdentityKey?
+    /// One slot per ``EntityLayout`` column: `nil` when the source did not mention it (the stored
+    /// value stays), `.null` when it said null.
+    var columns: [SQLValue?]
+    /// One entry per to-many relationship of the layout: `nil` when absent (links stay), else the
+    /// complete new set of target identities in JSON order (`[]` clears).
+    var toMany: [[IdentityKey]?]
+}
+
+/// A relationship given as a bare identity: the writer checks that the target exists and applies
+/// the relationship's ``MissingTargetPolicy``.
+struct Reference: Sendable {
+    enum Slot: Sendable {
+        /// A to-one relationship, by its index in the layout's `toOne`.
+        case toOne(Int)
+        /// Element `position` of to-many relationship `index` in the layout's `toMany`.
+        case toMany(index: Int, position: Int)
+    }
+    var target: Int
+    var identity: IdentityKey
+    var policy: MissingTargetPolicy
+    /// The row (in the record's `rows`) holding the link.
+    var row: Int
+    var slot: Slot
+    /// Set only for `.reject`: where the reference was, for the rejection.
+    var codingPath: String?
+}
+
+/// One record of a page, mapped: its own row first, then the rows of its nested objects, in
+/// document order; then the bare references it makes.
+struct DecodedRecord: Sendable {
+    var index: Int
+    var rows: [EntityRow]
+    var references: [Reference]
+    /// The record's JSON text, kept only while a reference might still reject it (policy `reject`).
+    var raw: String?
+}
+
+/// A record (or a whole page) that could not be saved, and why. A value, not a thrown error:
+/// rejections are counted and stored in `_ingot_rejects`; the run goes on.
+public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
+    /// The entity the record was mapped as.
+    public var entity: String
+    /// Where in the page the problem is, like `results[3].dogs[1].id`.
+    public var codingPath: String
+    public var reason: String
+    /// The file, URL or archive entry the page came from.
+    public var source: String
+    /// The record's index in the page's records; `nil` when the whole page was rejected.
+    public var recordIndex: Int?
+    /// The record's JSON text (the page's text for a rejected page).
+    public var raw: String
+
+    public var description: String {
+        "\(entity) at \(codingPath): \(reason) (\(source)\(recordIndex.map { ", record \($0)" } ?? ""))"
+    }
+}
+
+/// A page after decoding: its records, ready for the writer, and what was rejected.
+struct DecodedPage: Sendable {
+    var seq: Int
+    var source: String
+    var bytes: Int
+    var records: [DecodedRecord]
+    var rejections: [RecordRejection]
+    /// The page itself was rejected (not JSON, or no record array).
+    var pageRejected: Bool
+    /// Records seen in the page, accepted or not.
+    var recordCount: Int
+}

@@ -1,0 +1,63 @@
+import Dispatch
+
+/// The per-lane state decoding needs, bound to a decode lane's serial queue the way Core Data's
+/// decoders reach their managed object context.
+///
+/// A context belongs to the **queue** it is bound to (through `DispatchSpecificKey`), not to a
+/// thread: code running on that queue finds it with ``DecodingContext/current``, code running
+/// anywhere else finds none. Each lane owns its context and its mutable state (the record mapper,
+/// date caches, the objects decoded so far), so lanes never share anything mutable.
+///
+/// ```swift
+/// let lane = DispatchQueue(label: "decode.1")
+/// DecodingContext.bind(DecodingContext(name: "decode.1"), to: lane)
+/// lane.async { let context = DecodingContext.current }   // this lane's context
+/// ```
+public final class DecodingContext: @unchecked Sendable {  // mutable state confined to the queue it is bound to
+    private static let key = DispatchSpecificKey<DecodingContext>()
+
+    /// A name for logs and tests (the lane's label).
+    public let name: String
+    /// Maps pipeline records; `nil` for a context that only decodes Swift types.
+    var mapper: RecordMapper?
+    public init(name: String) {
+        self.name = name
+    }
+
+    init(name: String, plan: MappingPlan) {
+        self.name = name
+        self.mapper = RecordMapper(plan: plan)
+    }
+
+    /// Binds `context` to `queue`: code running on `queue` finds it as ``current``.
+    public static func bind(_ context: DecodingContext, to queue: DispatchQueue) {
+        queue.setSpecific(key: key, value: context)
+    }
+
+    /// The context of the queue the caller runs on, or `nil` off any decode lane.
+    public static var current: DecodingContext? {
+        DispatchQueue.getSpecific(key: key)
+    }
+
+    /// The current context, or a ``DecodingError`` naming `codingPath` when there is none.
+    public static func current(codingPath: [any CodingKey]) throws -> DecodingContext {
+        guard let context = current else { throw IngotDecodingError.missingContext(codingPath: codingPath) }
+        return context
+    }
+
+}
+
+/// Errors of decoding Swift ``IngotEntity`` types.
+public enum IngotDecodingError: Error, CustomStringConvertible {
+    /// An ``IngotEntity`` was decoded outside of a decode lane: no ``DecodingContext`` is bound to
+    /// the current queue.
+    case missingContext(codingPath: [any CodingKey])
+
+    public var description: String {
+        switch self {
+        case .missingContext(let path):
+            let where_ = path.isEmpty ? "at the top level" : "at " + path.map(\.stringValue).joined(separator: ".")
+            return "no DecodingContext on this queue (\(where_)): decode IngotEntity types on a queue bound with DecodingContext.bind(_:to:)"
+        }
+    }
+}

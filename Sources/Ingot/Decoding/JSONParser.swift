@@ -1,0 +1,256 @@
+/// The byte-level JSON parser behind ``JSONDocument``: one pass, no recursion, no allocation
+/// per value beyond the tape.
+///
+/// It accepts exactly RFC 8259: UTF-8 text (invalid sequences, overlong forms and encoded
+/// surrogates are refused), no trailing commas, no leading zeros, no control characters inside
+/// strings, and nesting up to `maxDepth`. A single leading UTF-8 byte order mark is not accepted
+/// (RFC 8259 §8.1 allows a parser to ignore it; we refuse it so that pages round-trip exactly).
+struct JSONParser {
+    let maxDepth: Int
+    private var nodes: [JSONNode] = []
+    private var stack: [Int] = []
+
+    init(maxDepth: Int) {
+        self.maxDepth = maxDepth
+    }
+
+    mutating func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> [JSONNode] {
+        guard bytes.count < Int(UInt32.max) else {
+            throw JSONSyntaxError(offset: 0, reason: "document larger than 4 GiB")
+        }
+        nodes.reserveCapacity(bytes.count / 6 + 4)
+        let result: Result<Void, JSONSyntaxError> = bytes.withUnsafeBufferPointer { buffer in
+            do throws(JSONSyntaxError) {
+                try run(buffer)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+        return nodes
+    }
+
+    // MARK: - Internals
+
+    private mutating func run(_ p: UnsafeBufferPointer<UInt8>) throws(JSONSyntaxError) {
+        let n = p.count
+        var i = 0
+
+        @inline(__always) func skipWhitespace() {
+            while i < n {
+                let c = p[i]
+                if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i += 1 } else { break }
+            }
+        }
+
+        valueLoop: while true {
+            skipWhitespace()
+            guard i < n else { throw fail(i, "unexpected end of input, expected a value") }
+            switch p[i] {
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                let isObject = p[i] == UInt8(ascii: "{")
+                guard stack.count < maxDepth else { throw fail(i, "nesting deeper than \(maxDepth)") }
+                stack.append(nodes.count)
+                nodes.append(JSONNode(kind: isObject ? .object : .array, start: UInt32(i), length: 0, count: 0, end: 0))
+                i += 1
+                skipWhitespace()
+                guard i < n else { throw fail(i, "unexpected end of input inside \(isObject ? "object" : "array")") }
+                if p[i] == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                    i += 1
+                    close(at: i)
+                } else if isObject {
+                    try parseKey(p, &i)
+                    continue valueLoop
+                } else {
+                    continue valueLoop
+                }
+            case UInt8(ascii: "\""):
+                try parseString(p, &i)
+            case UInt8(ascii: "t"):
+                try literal(p, &i, "true", .true)
+            case UInt8(ascii: "f"):
+                try literal(p, &i, "false", .false)
+            case UInt8(ascii: "n"):
+                try literal(p, &i, "null", .null)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                try parseNumber(p, &i)
+            default:
+                throw fail(i, "unexpected character \(describe(p[i])), expected a value")
+            }
+
+            // A value is complete: count it in its container, then close containers as far as
+            // the text says, or go back for the next value.
+            while let top = stack.last {
+                nodes[top].count += 1
+                skipWhitespace()
+                guard i < n else { throw fail(i, "unexpected end of input, container not closed") }
+                let c = p[i]
+                if c == UInt8(ascii: ",") {
+                    i += 1
+                    if nodes[top].kind == .object {
+                        skipWhitespace()
+                        try parseKey(p, &i)
+                    }
+                    continue valueLoop
+                }
+                let closing = nodes[top].kind == .object ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                guard c == closing else {
+                    throw fail(i, "unexpected character \(describe(c)), expected ',' or '\(Character(Unicode.Scalar(closing)))'")
+                }
+                i += 1
+                close(at: i)
+            }
+            skipWhitespace()
+            guard i == n else { throw fail(i, "unexpected character \(describe(p[i])) after the value") }
+            return
+        }
+    }
+
+    /// Closes the innermost open container, whose closing bracket ends just before `offset`.
+    @inline(__always) private mutating func close(at offset: Int) {
+        let top = stack.removeLast()
+        nodes[top].length = UInt32(offset) - nodes[top].start
+        nodes[top].end = UInt32(nodes.count)
+    }
+
+    private mutating func parseKey(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) throws(JSONSyntaxError) {
+        guard i < p.count, p[i] == UInt8(ascii: "\"") else {
+            throw fail(i, i < p.count ? "unexpected character \(describe(p[i])), expected a string key" : "unexpected end of input, expected a key")
+        }
+        try parseString(p, &i)
+        while i < p.count, p[i] == 0x20 || p[i] == 0x0A || p[i] == 0x0D || p[i] == 0x09 { i += 1 }
+        guard i < p.count, p[i] == UInt8(ascii: ":") else { throw fail(i, "expected ':' after an object key") }
+        i += 1
+    }
+
+    private mutating func literal(
+        _ p: UnsafeBufferPointer<UInt8>, _ i: inout Int, _ word: StaticString, _ kind: JSONNode.Kind
+    ) throws(JSONSyntaxError) {
+        let count = word.utf8CodeUnitCount
+        guard i + count <= p.count else { throw fail(i, "invalid literal") }
+        let w = word.utf8Start
+        for k in 0..<count where p[i + k] != w[k] { throw fail(i + k, "invalid literal") }
+        nodes.append(JSONNode(kind: kind, start: UInt32(i), length: UInt32(count), count: 0, end: UInt32(nodes.count + 1)))
+        i += count
+    }
+
+    private mutating func parseNumber(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) throws(JSONSyntaxError) {
+        let n = p.count
+        let start = i
+        var isInteger = true
+        @inline(__always) func isDigit(_ k: Int) -> Bool { k < n && p[k] &- UInt8(ascii: "0") < 10 }
+
+        if p[i] == UInt8(ascii: "-") { i += 1 }
+        guard isDigit(i) else { throw fail(i, "expected a digit") }
+        if p[i] == UInt8(ascii: "0") {
+            i += 1
+            if isDigit(i) { throw fail(i, "leading zero in a number") }
+        } else {
+            while isDigit(i) { i += 1 }
+        }
+        if i < n, p[i] == UInt8(ascii: ".") {
+            isInteger = false
+            i += 1
+            guard isDigit(i) else { throw fail(i, "expected a digit after '.'") }
+            while isDigit(i) { i += 1 }
+        }
+        if i < n, p[i] | 0x20 == UInt8(ascii: "e") {
+            isInteger = false
+            i += 1
+            if i < n, p[i] == UInt8(ascii: "+") || p[i] == UInt8(ascii: "-") { i += 1 }
+            guard isDigit(i) else { throw fail(i, "expected a digit in the exponent") }
+            while isDigit(i) { i += 1 }
+        }
+        nodes.append(JSONNode(
+            kind: isInteger ? .integer : .double, start: UInt32(start), length: UInt32(i - start),
+            count: 0, end: UInt32(nodes.count + 1)))
+    }
+
+    private mutating func parseString(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) throws(JSONSyntaxError) {
+        let n = p.count
+        i += 1  // opening quote
+        let start = i
+        var escaped = false
+        while true {
+            // Fast path: plain printable ASCII.
+            while i < n {
+                let c = p[i]
+                if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i += 1 } else { break }
+            }
+            guard i < n else { throw fail(start - 1, "unterminated string") }
+            let c = p[i]
+            if c == UInt8(ascii: "\"") { break }
+            if c == UInt8(ascii: "\\") {
+                escaped = true
+                guard i + 1 < n else { throw fail(i, "unterminated escape") }
+                switch p[i + 1] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"),
+                    UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    i += 2
+                case UInt8(ascii: "u"):
+                    guard i + 5 < n else { throw fail(i, "incomplete \\u escape") }
+                    for k in 2...5 where JSONParser.hexValue(p[i + k]) == nil {
+                        throw fail(i + k, "invalid hex digit in \\u escape")
+                    }
+                    i += 6
+                default:
+                    throw fail(i, "invalid escape \\\(describe(p[i + 1]))")
+                }
+            } else if c < 0x20 {
+                throw fail(i, "control character \(describe(c)) in a string")
+            } else {
+                i = try validateUTF8Sequence(p, i)
+            }
+        }
+        nodes.append(JSONNode(
+            kind: escaped ? .escapedString : .string, start: UInt32(start), length: UInt32(i - start),
+            count: 0, end: UInt32(nodes.count + 1)))
+        i += 1  // closing quote
+    }
+
+    /// Validates the multi-byte UTF-8 sequence at `i` (RFC 3629) and returns the offset after it.
+    private func validateUTF8Sequence(_ p: UnsafeBufferPointer<UInt8>, _ i: Int) throws(JSONSyntaxError) -> Int {
+        let n = p.count
+        let b0 = p[i]
+        @inline(__always) func cont(_ k: Int, _ lo: UInt8 = 0x80, _ hi: UInt8 = 0xBF) -> Bool {
+            k < n && p[k] >= lo && p[k] <= hi
+        }
+        switch b0 {
+        case 0xC2...0xDF:
+            if cont(i + 1) { return i + 2 }
+        case 0xE0:
+            if cont(i + 1, 0xA0) && cont(i + 2) { return i + 3 }
+        case 0xE1...0xEC, 0xEE...0xEF:
+            if cont(i + 1) && cont(i + 2) { return i + 3 }
+        case 0xED:
+            if cont(i + 1, 0x80, 0x9F) && cont(i + 2) { return i + 3 }
+        case 0xF0:
+            if cont(i + 1, 0x90) && cont(i + 2) && cont(i + 3) { return i + 4 }
+        case 0xF1...0xF3:
+            if cont(i + 1) && cont(i + 2) && cont(i + 3) { return i + 4 }
+        case 0xF4:
+            if cont(i + 1, 0x80, 0x8F) && cont(i + 2) && cont(i + 3) { return i + 4 }
+        default:
+            break
+        }
+        throw fail(i, "invalid UTF-8 byte \(describe(b0)) in a string")
+    }
+
+    static func hexValue(_ c: UInt8) -> UInt32? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(c - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(c - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(c - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
+    private func fail(_ offset: Int, _ reason: String) -> JSONSyntaxError {
+        JSONSyntaxError(offset: offset, reason: reason)
+    }
+
+    private func describe(_ c: UInt8) -> String {
+        c >= 0x20 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : "0x" + String(c, radix: 16, uppercase: true)
+    }
+}

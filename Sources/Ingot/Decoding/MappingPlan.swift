@@ -1,0 +1,69 @@
+import Foundation
+
+/// The model compiled for decoding: for each entity, the record keys it reads as UTF-8 bytes,
+/// each leading to the attribute slots and relationships it feeds. Built once per run, shared
+/// (immutable) by every decode lane.
+struct MappingPlan: Sendable {
+    struct Target: Sendable {
+        enum Kind: Sendable {
+            case attribute(slot: Int)
+            case toOne(Int)
+            case toMany(Int)
+        }
+        var kind: Kind
+        /// The key path components after the first, as UTF-8.
+        var rest: [[UInt8]]
+        /// The key path components after the first, as text (for coding paths).
+        var restNames: [String]
+
+        /// The whole key path, given its first component.
+        func keyPath(_ first: String) -> String { ([first] + restNames).joined(separator: ".") }
+    }
+
+    struct RootKey: Sendable {
+        var bytes: [UInt8]
+        var name: String
+        var targets: [Target]
+    }
+
+    struct EntityPlan: Sendable {
+        var name: String
+        var attributes: [Attribute]
+        var layout: EntityLayout
+        var rootKeys: [RootKey]
+        /// For each to-one of the layout: the relationship's policy.
+        var toOnePolicies: [MissingTargetPolicy]
+        var toManyPolicies: [MissingTargetPolicy]
+    }
+
+    var entities: [EntityPlan]
+    var root: Int
+    var recordsPath: [String]
+
+    init(model: EntityModel, root: String, recordsPath: [String]) {
+        let layouts = EntityLayout.layouts(of: model)
+        self.root = model.index(of: root) ?? 0
+        self.recordsPath = recordsPath
+        self.entities = model.entities.enumerated().map { index, entity in
+            let layout = layouts[index]
+            var rootKeys: [RootKey] = []
+            func add(_ key: String, _ kind: Target.Kind) {
+                var parts = key.components(separatedBy: entity.keyDelimiter)
+                let first = parts.removeFirst()
+                let target = Target(kind: kind, rest: parts.map { Array($0.utf8) }, restNames: parts)
+                if let k = rootKeys.firstIndex(where: { $0.name == first }) {
+                    rootKeys[k].targets.append(target)
+                } else {
+                    rootKeys.append(RootKey(bytes: Array(first.utf8), name: first, targets: [target]))
+                }
+            }
+            for (slot, attribute) in entity.attributes.enumerated() { add(attribute.key, .attribute(slot: slot)) }
+            for (k, toOne) in layout.toOne.enumerated() { add(entity.relationships[toOne.relationship].key, .toOne(k)) }
+            for (k, toMany) in layout.toMany.enumerated() { add(entity.relationships[toMany.relationship].key, .toMany(k)) }
+            return EntityPlan(
+                name: entity.name, attributes: entity.attributes, layout: layout, rootKeys: rootKeys,
+                toOnePolicies: layout.toOne.map { entity.relationships[$0.relationship].missing },
+                toManyPolicies: layout.toMany.map { entity.relationships[$0.relationship].missing })
+        }
+    }
+}

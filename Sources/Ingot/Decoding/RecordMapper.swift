@@ -1,0 +1,482 @@
+import Foundation
+
+/// Maps the records of a page to ``EntityRow``s following a ``MappingPlan``, applying Ingot's
+/// merge rules at the level of one record: present keys set, `null` clears, absent keys are left
+/// out; key paths whose root is present but whose leaf is missing become `NULL`.
+///
+/// A record that breaks a rule becomes a ``RecordRejection`` with its coding path; its rows are
+/// dropped whole, so no partial row of it is ever written. Runs on a decode lane; a mapper is
+/// owned by one ``DecodingContext``.
+struct RecordMapper {
+    let plan: MappingPlan
+    private var dates = DateConverter()
+
+    init(plan: MappingPlan) {
+        self.plan = plan
+    }
+
+    /// Decodes and maps one page.
+    mutating func map(bytes: [UInt8], seq: Int, source: String) -> DecodedPage {
+        var page = DecodedPage(
+            seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
+        let rootName = plan.entities[plan.root].name
+        func rejectPage(_ path: String, _ reason: String) {
+            page.pageRejected = true
+            page.rejections.append(RecordRejection(
+                entity: rootName, codingPath: path, reason: reason, source: source, recordIndex: nil,
+                raw: String(decoding: bytes, as: UTF8.self)))
+        }
+        let document: JSONDocument
+        do {
+            document = try JSONDocument(bytes: bytes)
+        } catch {
+            rejectPage("", error.description)
+            return page
+        }
+        // Find the records array.
+        var array = document.root
+        var path = ""
+        for component in plan.recordsPath {
+            path += path.isEmpty ? component : "." + component
+            guard let next = array[component] else {
+                rejectPage(path, "the page has no '\(path)'")
+                return page
+            }
+            array = next
+        }
+        guard array.kind == .array else {
+            rejectPage(path, "expected an array of records at '\(path.isEmpty ? "." : path)', got \(array.kind.rawValue)")
+            return page
+        }
+        page.recordCount = array.count
+        page.records.reserveCapacity(array.count)
+
+        document.nodes.withUnsafeBufferPointer { nodes in
+            document.bytes.withUnsafeBufferPointer { bytes in
+                var cursor = Cursor(nodes: nodes, bytes: bytes)
+                var index = 0
+                var element = array.index + 1
+                while index < array.count {
+                    var record = DecodedRecord(index: index, rows: [], references: [], raw: nil)
+                    do throws(MappingFailure) {
+                        _ = try mapObject(at: element, entity: plan.root, into: &record, &cursor)
+                        if record.references.contains(where: { $0.policy == .reject }) {
+                            record.raw = cursor.text(ofValueAt: element)
+                            let prefix = path + "[\(index)]."
+                            for r in record.references.indices where record.references[r].policy == .reject {
+                                record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
+                            }
+                        }
+                        page.records.append(record)
+                    } catch {
+                        let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
+                        page.rejections.append(RecordRejection(
+                            entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
+                            source: source, recordIndex: index, raw: cursor.text(ofValueAt: element)))
+                    }
+                    element = Int(nodes[element].end)
+                    index += 1
+                }
+            }
+        }
+        return page
+    }
+
+    // MARK: - Objects
+
+    /// Maps the object at tape index `at` as `entity`, appending its row (then its nested rows)
+    /// to `record`, and returns its identity.
+    private mutating func mapObject(
+        at: Int, entity e: Int, into record: inout DecodedRecord, _ c: inout Cursor
+    ) throws(MappingFailure) -> IdentityKey? {
+        let entity = plan.entities[e]
+        let node = c.nodes[at]
+        guard node.kind == .object else {
+            throw MappingFailure(reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name)
+        }
+        let layout = entity.layout
+        let rowIndex = record.rows.count
+        record.rows.append(EntityRow(
+            entity: e, identity: nil, columns: [SQLValue?](repeating: nil, count: layout.columns.count),
+            toMany: layout.toMany.isEmpty ? [] : [[IdentityKey]?](repeating: nil, count: layout.toMany.count)))
+        var columns = [SQLValue?](repeating: nil, count: layout.columns.count)
+        var toMany = [[IdentityKey]?](repeating: nil, count: layout.toMany.count)
+
+        var member = at + 1
+        for _ in 0..<node.count {
+            let keyIndex = member
+            let valueIndex = member + 1
+            member = Int(c.nodes[valueIndex].end)
+            guard let rootKey = c.match(keyAt: keyIndex, in: entity.rootKeys) else { continue }
+            for target in entity.rootKeys[rootKey].targets {
+                do throws(MappingFailure) {
+                    guard let leaf = try c.descend(from: valueIndex, along: target) else {
+                        // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
+                        switch target.kind {
+                        case .attribute(let slot): columns[slot] = .null
+                        case .toOne(let k): for s in layout.toOne[k].slots { columns[s] = .null }
+                        case .toMany(let k): toMany[k] = []
+                        }
+                        continue
+                    }
+                    switch target.kind {
+                    case .attribute(let slot):
+                        columns[slot] = try convert(leaf, entity.attributes[slot], &c)
+                    case .toOne(let k):
+                        let toOne = layout.toOne[k]
+                        guard let identity = try link(
+                            leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
+                            keyPath: target.keyPath(entity.rootKeys[rootKey].name), into: &record, &c)
+                        else { continue }
+                        for (offset, value) in identity.values.enumerated() { columns[toOne.slots.lowerBound + offset] = value }
+                    case .toMany(let k):
+                        let relationship = layout.toMany[k]
+                        let list = c.nodes[leaf]
+                        guard list.kind == .array else {
+                            throw MappingFailure(reason: "expected an array for to-many relationship, got \(list.kind.jsonName)")
+                        }
+                        var identities: [IdentityKey] = []
+                        identities.reserveCapacity(Int(list.count))
+                        var element = leaf + 1
+                        for position in 0..<Int(list.count) {
+                            do throws(MappingFailure) {
+                                if let identity = try link(
+                                    element, target: relationship.target, policy: entity.toManyPolicies[k], row: rowIndex,
+                                    slot: .toMany(index: k, position: identities.count),
+                                    keyPath: target.keyPath(entity.rootKeys[rootKey].name) + "[\(position)]", into: &record, &c)
+                                {
+                                    identities.append(identity)
+                                }
+                            } catch {
+                                throw error.prepending(.index(position))
+                            }
+                            element = Int(c.nodes[element].end)
+                        }
+                        toMany[k] = identities
+                    }
+                } catch {
+                    throw error.prepending(target.restNames.reversed().map { .key($0) } + [.key(entity.rootKeys[rootKey].name)])
+                }
+            }
+        }
+
+        var identity: IdentityKey?
+        if !layout.identitySlots.isEmpty {
+            var values: [SQLValue] = []
+            for slot in layout.identitySlots {
+                let key = entity.attributes[slot].key
+                guard let value = columns[slot] else {
+                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name)
+                        .prepending(.key(key))
+                }
+                guard value != .null else {
+                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is null", entity: entity.name)
+                        .prepending(.key(key))
+                }
+                values.append(value)
+            }
+            identity = values.count == 1 ? .single(values[0]) : .composite(values)
+        }
+        record.rows[rowIndex].identity = identity
+        record.rows[rowIndex].columns = columns
+        record.rows[rowIndex].toMany = toMany
+        return identity
+    }
+
+    /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
+    private mutating func link(
+        _ index: Int, target: Int, policy: MissingTargetPolicy, row: Int, slot: Reference.Slot, keyPath: @autoclosure () -> String,
+        into record: inout DecodedRecord, _ c: inout Cursor
+    ) throws(MappingFailure) -> IdentityKey? {
+        let node = c.nodes[index]
+        switch node.kind {
+        case .object:
+            return try mapObject(at: index, entity: target, into: &record, &c)
+        case .array:
+            throw MappingFailure(reason: "expected an object or an identity of '\(plan.entities[target].name)', got array")
+        case .null where !isToManySlot(slot):
+            return nil
+        default:
+            let entity = plan.entities[target]
+            guard entity.layout.identitySlots.count == 1 else {
+                throw MappingFailure(reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys")
+            }
+            let attribute = entity.attributes[entity.layout.identitySlots[0]]
+            let value = try convert(index, attribute, &c)
+            guard value != .null else {
+                throw MappingFailure(reason: "null is not an identity of '\(entity.name)'")
+            }
+            let identity = IdentityKey.single(value)
+            record.references.append(Reference(
+                target: target, identity: identity, policy: policy, row: row, slot: slot,
+                codingPath: policy == .reject ? keyPath() : nil))
+            return identity
+        }
+    }
+
+    private func isToManySlot(_ slot: Reference.Slot) -> Bool {
+        if case .toMany = slot { return true }
+        return false
+    }
+
+    // MARK: - Values
+
+    /// Converts the value at `index` to `attribute`'s stored form, or throws why it cannot.
+    private mutating func convert(_ index: Int, _ attribute: Attribute, _ c: inout Cursor) throws(MappingFailure) -> SQLValue {
+        let node = c.nodes[index]
+        if node.kind == .null { return .null }
+        func wrong() -> MappingFailure {
+            MappingFailure(reason: "expected \(attribute.type.name), got \(node.kind.jsonName) \(c.preview(index))")
+        }
+        switch attribute.type {
+        case .integer:
+            switch node.kind {
+            case .integer:
+                guard let v = c.int64(node) else {
+                    throw MappingFailure(reason: "integer \(c.preview(index)) does not fit in 64 bits")
+                }
+                return .integer(v)
+            case .double where attribute.coerce:
+                let d = c.double(node)
+                guard d.rounded() == d, abs(d) < 9.2e18 else { throw wrong() }
+                return .integer(Int64(d))
+            case .string where attribute.coerce:
+                guard let v = Int64(c.string(node).trimmingCharacters(in: .whitespaces)) else { throw wrong() }
+                return .integer(v)
+            case .true where attribute.coerce: return .integer(1)
+            case .false where attribute.coerce: return .integer(0)
+            default: throw wrong()
+            }
+        case .double:
+            switch node.kind {
+            case .integer, .double:
+                return .real(c.double(node))
+            case .string where attribute.coerce:
+                guard let v = Double(c.string(node).trimmingCharacters(in: .whitespaces)), v.isFinite else { throw wrong() }
+                return .real(v)
+            default: throw wrong()
+            }
+        case .string:
+            switch node.kind {
+            case .string, .escapedString: return .text(c.string(node))
+            case .integer, .double, .true, .false:
+                guard attribute.coerce else { throw wrong() }
+                return .text(c.raw(index))
+            default: throw wrong()
+            }
+        case .bool:
+            switch node.kind {
+            case .true: return .integer(1)
+            case .false: return .integer(0)
+            case .integer where attribute.coerce:
+                switch c.int64(node) {
+                case 0: return .integer(0)
+                case 1: return .integer(1)
+                default: throw wrong()
+                }
+            case .string where attribute.coerce:
+                switch c.string(node).lowercased() {
+                case "true", "1": return .integer(1)
+                case "false", "0": return .integer(0)
+                default: throw wrong()
+                }
+            default: throw wrong()
+            }
+        case .date(let format):
+            switch (node.kind, format) {
+            case (.string, .iso8601), (.string, .pattern), (.escapedString, .iso8601), (.escapedString, .pattern):
+                let text = node.kind == .string ? c.bytes(node) : ArraySlice(c.string(node).utf8)
+                guard let date = dates.convert(text, format: format) else {
+                    throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)")
+                }
+                return .text(date)
+            case (.integer, .unixSeconds), (.double, .unixSeconds), (.integer, .unixMilliseconds), (.double, .unixMilliseconds):
+                guard let date = dates.convert(number: c.double(node), format: format) else {
+                    throw MappingFailure(reason: "\(c.preview(index)) is out of the range of dates")
+                }
+                return .text(date)
+            case (.string, .unixSeconds), (.string, .unixMilliseconds):
+                guard attribute.coerce, let number = Double(c.string(node)),
+                    let date = dates.convert(number: number, format: format)
+                else { throw wrong() }
+                return .text(date)
+            default:
+                throw wrong()
+            }
+        case .json:
+            return .text(c.raw(index))
+        }
+    }
+}
+
+// MARK: - Cursor
+
+/// Unsafe views of one parsed page, valid while the mapper works on it.
+struct Cursor {
+    let nodes: UnsafeBufferPointer<JSONNode>
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    /// The member of `rootKeys` whose name is the key at `keyIndex`.
+    @inline(__always)
+    func match(keyAt keyIndex: Int, in rootKeys: [MappingPlan.RootKey]) -> Int? {
+        let key = nodes[keyIndex]
+        if key.kind == .escapedString {
+            let decoded = JSONValue.unescape(Array(bytes), Int(key.start), Int(key.length))
+            return rootKeys.firstIndex { $0.bytes == decoded }
+        }
+        let length = Int(key.length)
+        for (k, rootKey) in rootKeys.enumerated() where rootKey.bytes.count == length {
+            if equalBytes(Int(key.start), rootKey.bytes) { return k }
+        }
+        return nil
+    }
+
+    /// Follows the rest of a key path from the value at `index`: the leaf's index, or `nil` when a
+    /// step is missing or null. Throws when a step is not an object.
+    func descend(from index: Int, along target: MappingPlan.Target) throws(MappingFailure) -> Int? {
+        var current = index
+        if nodes[current].kind == .null { return nil }
+        for (step, key) in target.rest.enumerated() {
+            let node = nodes[current]
+            guard node.kind == .object else {
+                throw MappingFailure(reason: "expected an object, got \(node.kind.jsonName)")
+                    .prepending(target.restNames[..<step].reversed().map { .key($0) })
+            }
+            var found: Int?
+            var member = current + 1
+            for _ in 0..<node.count {
+                if keyEquals(member, key) { found = member + 1 }
+                member = Int(nodes[member + 1].end)
+            }
+            guard let next = found, nodes[next].kind != .null else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    func keyEquals(_ keyIndex: Int, _ key: [UInt8]) -> Bool {
+        let node = nodes[keyIndex]
+        if node.kind == .escapedString {
+            return JSONValue.unescape(Array(bytes), Int(node.start), Int(node.length)) == key
+        }
+        guard Int(node.length) == key.count else { return false }
+        return equalBytes(Int(node.start), key)
+    }
+
+    /// Whether the page's bytes at `start` begin with `key`.
+    @inline(__always)
+    func equalBytes(_ start: Int, _ key: [UInt8]) -> Bool {
+        key.withUnsafeBufferPointer { k in
+            guard let a = bytes.baseAddress, let b = k.baseAddress else { return k.isEmpty }
+            return memcmp(a + start, b, k.count) == 0
+        }
+    }
+
+    func int64(_ node: JSONNode) -> Int64? { JSONNumber.int64(bytes, Int(node.start), Int(node.length)) }
+
+    func double(_ node: JSONNode) -> Double { JSONNumber.double(bytes, Int(node.start), Int(node.length)) }
+
+    func bytes(_ node: JSONNode) -> ArraySlice<UInt8> {
+        ArraySlice(UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)]))
+    }
+
+    func string(_ node: JSONNode) -> String {
+        if node.kind == .escapedString {
+            return String(decoding: JSONValue.unescape(Array(bytes), Int(node.start), Int(node.length)), as: UTF8.self)
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)]), as: UTF8.self)
+    }
+
+    /// The exact JSON text of the value at `index`.
+    func raw(_ index: Int) -> String {
+        let node = nodes[index]
+        let quoted = node.kind == .string || node.kind == .escapedString
+        let start = Int(node.start) - (quoted ? 1 : 0)
+        let end = Int(node.start + node.length) + (quoted ? 1 : 0)
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+    }
+
+    func text(ofValueAt index: Int) -> String { raw(index) }
+
+    /// A short quote of a value for messages.
+    func preview(_ index: Int) -> String {
+        let text = raw(index)
+        return text.count <= 40 ? text : String(text.prefix(37)) + "…"
+    }
+}
+
+// MARK: - Failures
+
+/// Why a record cannot be mapped, and where: a path built from the inside out as the failure
+/// travels up to the record.
+struct MappingFailure: Error {
+    enum Component {
+        case key(String)
+        case index(Int)
+    }
+    var reason: String
+    var entity: String?
+    /// Innermost component last.
+    var path: [Component] = []
+
+    init(reason: String, entity: String? = nil) {
+        self.reason = reason
+        self.entity = entity
+    }
+
+    func prepending(_ component: Component) -> MappingFailure { prepending([component]) }
+
+    /// `components` are given innermost first.
+    func prepending(_ components: [Component]) -> MappingFailure {
+        var copy = self
+        copy.path = components.reversed() + path
+        return copy
+    }
+
+    /// `.dogs[1].id`
+    var pathText: String {
+        path.map {
+            switch $0 {
+            case .key(let k): "." + k
+            case .index(let i): "[\(i)]"
+            }
+        }.joined()
+    }
+}
+
+extension JSONNode.Kind {
+    var jsonName: String {
+        switch self {
+        case .null: "null"
+        case .true, .false: "bool"
+        case .integer, .double: "number"
+        case .string, .escapedString: "string"
+        case .array: "array"
+        case .object: "object"
+        }
+    }
+}
+
+extension AttributeType {
+    var name: String {
+        switch self {
+        case .integer: "integer"
+        case .double: "double"
+        case .string: "string"
+        case .bool: "bool"
+        case .date: "date"
+        case .json: "json"
+        }
+    }
+}
+
+extension DateFormat {
+    var name: String {
+        switch self {
+        case .iso8601: "iso8601"
+        case .pattern(let p, _): p
+        case .unixSeconds: "unix"
+        case .unixMilliseconds: "unix_ms"
+        }
+    }
+}

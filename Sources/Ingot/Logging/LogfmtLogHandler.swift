@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The metadata keys Ingot logs, each defined once. Messages are constant event names
+/// (`run.summary`); everything variable is metadata.
+public enum LogKey {
+    public static let pipeline = "pipeline"
+    public static let runID = "run_id"
+    public static let status = "status"
+    public static let pages = "pages"
+    public static let records = "records"
+    public static let inserted = "inserted"
+    public static let updated = "updated"
+    public static let deleted = "deleted"
+    public static let rejectedRecords = "rejected_records"
+    public static let rejectedPages = "rejected_pages"
+    public static let bytes = "bytes"
+    public static let recordsPerSecond = "records_per_s"
+    public static let duration = "duration_s"
+    public static let elapsed = "elapsed_s"
+    public static let error = "error"
+    public static let database = "db"
+    public static let lanes = "lanes"
+    public static let batchRecords = "batch_records"
+    public static let entity = "entity"
+    public static let codingPath = "coding_path"
+    public static let reason = "reason"
+    public static let source = "source"
+    public static let recordIndex = "record_index"
+    public static let seq = "seq"
+
+    static func seconds(_ value: Double) -> String { String(format: "%.3f", value) }
+}
+
+/// A swift-log handler writing one line per event, as logfmt (`key=value`, quoted where needed)
+/// or as one JSON object per line.
+///
+/// ```
+/// ts=2026-11-22T03:40:00.123Z level=info msg=run.summary pipeline=people pages=240 …
+/// {"ts":"2026-11-22T03:40:00.123Z","level":"info","msg":"run.summary","pipeline":"people","pages":"240",…}
+/// ```
+///
+/// Lines are written whole under a lock, so events from different queues never interleave.
+public struct LogfmtLogHandler: LogHandler {
+    public enum Format: String, Sendable, CaseIterable {
+        case logfmt, json
+    }
+
+    /// Where lines go: a file handle, or a closure in tests.
+    public final class Output: Sendable {
+        private let write: @Sendable (String) -> Void
+        private let lock = Mutex(())
+
+        public init(_ write: @escaping @Sendable (String) -> Void) {
+            self.write = write
+        }
+
+        public static let standardError = Output { line in
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+
+        func emit(_ line: String) {
+            lock.withLock { _ in write(line) }
+        }
+    }
+
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    public var metadataProvider: Logger.MetadataProvider?
+    let format: Format
+    let output: Output
+    /// Whether lines start with a timestamp (tests turn it off to pin exact lines).
+    let timestamps: Bool
+
+    public init(format: Format = .logfmt, output: Output = .standardError, timestamps: Bool = true) {
+        self.format = format
+        self.output = output
+        self.timestamps = timestamps
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var fields: [(String, String)] = []
+        if timestamps { fields.append(("ts", LogfmtLogHandler.now())) }
+        fields.append(("level", event.level.rawValue))
+        fields.append(("msg", event.message.description))
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        // Context first (pipeline, run), then the event's own keys in a stable order.
+        let context = [LogKey.pipeline, LogKey.runID]
+        for key in context { if let v = merged.removeValue(forKey: key) { fields.append((key, "\(v)")) } }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { fields.append((key, "\(value)")) }
+        output.emit(format == .json ? LogfmtLogHandler.json(fields) : LogfmtLogHandler.logfmt(fields))
+    }
+
+    static func logfmt(_ fields: [(String, String)]) -> String {
+        fields.map { key, value in "\(key)=\(quoteIfNeeded(value))" }.joined(separator: " ") + "\n"
+    }
+
+    static func quoteIfNeeded(_ value: String) -> String {
+        let needs = value.isEmpty || value.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" || $0.asciiValue.map { $0 < 0x20 } ?? false }
+        guard needs else { return value }
+        var out = "\""
+        for c in value.unicodeScalars {
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out + "\""
+    }
+
+    static func json(_ fields: [(String, String)]) -> String {
+        var out = "{"
+        for (k, (key, value)) in fields.enumerated() {
+            if k > 0 { out += "," }
+            JSONText.quote(key, into: &out)
+            out += ":"
+            JSONText.quote(value, into: &out)
+        }
+        return out + "}\n"
+    }
+
+    private static func now() -> String {
+        var t = timespec()
+        clock_gettime(CLOCK_REALTIME, &t)
+        var tm = tm()
+        var seconds = t.tv_sec
+        gmtime_r(&seconds, &tm)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(tm.tm_year) + 1900, Int(tm.tm_mon) + 1, Int(tm.tm_mday),
+            Int(tm.tm_hour), Int(tm.tm_min), Int(tm.tm_sec), t.tv_nsec / 1_000_000)
+    }
+}

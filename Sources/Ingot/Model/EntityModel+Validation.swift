@@ -1,0 +1,121 @@
+import Foundation
+
+/// The rules every model must follow, whichever way it was declared. Checked before anything runs.
+extension EntityModel {
+    /// Where in a model a problem is, so a pipeline file can point at the line that declared it.
+    public enum Location: Sendable, Hashable {
+        case entity(String)
+        case table(entity: String)
+        case identity(entity: String)
+        case attribute(entity: String, name: String)
+        case relationship(entity: String, name: String)
+        case keyDelimiter(entity: String)
+    }
+
+    /// One broken rule.
+    public struct Problem: Sendable, Equatable, CustomStringConvertible {
+        public var location: Location
+        public var message: String
+        public var description: String { message }
+    }
+
+    /// Every broken rule, in declaration order; empty for a valid model.
+    public func problems() -> [Problem] {
+        var problems: [Problem] = []
+        func add(_ location: Location, _ message: String) { problems.append(Problem(location: location, message: message)) }
+        var tables: [String: String] = [:]
+
+        if entities.isEmpty { add(.entity(""), "a model needs at least one entity") }
+        for entity in entities {
+            let e = entity.name
+            if !Self.isSQLIdentifier(e) { add(.entity(e), "entity name '\(e)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)") }
+            if !Self.isSQLIdentifier(entity.table) {
+                add(.table(entity: e), "table name '\(entity.table)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
+            } else if entity.table.hasPrefix("_ingot") {
+                add(.table(entity: e), "table name '\(entity.table)' is reserved: names starting with _ingot belong to Ingot")
+            } else if let other = tables[entity.table.lowercased()] {
+                add(.table(entity: e), "table '\(entity.table)' is already used by entity '\(other)'")
+            } else {
+                tables[entity.table.lowercased()] = e
+            }
+            if entity.keyDelimiter.isEmpty { add(.keyDelimiter(entity: e), "key_delimiter must not be empty") }
+            if entity.attributes.isEmpty { add(.entity(e), "entity '\(e)' has no attributes") }
+
+            var columns: Set<String> = []
+            for attribute in entity.attributes {
+                if !Self.isSQLIdentifier(attribute.name) {
+                    add(.attribute(entity: e, name: attribute.name),
+                        "attribute name '\(attribute.name)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
+                }
+                if !columns.insert(attribute.name.lowercased()).inserted {
+                    add(.attribute(entity: e, name: attribute.name), "attribute '\(attribute.name)' is declared twice")
+                }
+                if attribute.key.isEmpty || attribute.key.components(separatedBy: entity.keyDelimiter).contains("") {
+                    add(.attribute(entity: e, name: attribute.name), "key '\(attribute.key)' has an empty path component")
+                }
+            }
+            for name in entity.identity where entity.attribute(named: name) == nil {
+                add(.identity(entity: e), "identity '\(name)' names no attribute of entity '\(e)'")
+            }
+            for attribute in entity.identityAttributes {
+                if case .json = attribute.type {
+                    add(.identity(entity: e), "identity attribute '\(attribute.name)' cannot be of type json")
+                }
+            }
+            if Set(entity.identity).count != entity.identity.count {
+                add(.identity(entity: e), "identity names an attribute twice")
+            }
+
+            for relationship in entity.relationships {
+                let location = Location.relationship(entity: e, name: relationship.name)
+                if !Self.isSQLIdentifier(relationship.name) {
+                    add(location, "relationship name '\(relationship.name)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
+                }
+                guard let target = self[relationship.target] else {
+                    add(location, "relationship '\(relationship.name)' points to entity '\(relationship.target)', which is not declared")
+                    continue
+                }
+                if target.identity.isEmpty {
+                    add(location, "relationship '\(relationship.name)' points to entity '\(target.name)', which has no identity to link by")
+                }
+                if relationship.isToMany {
+                    if entity.identity.isEmpty {
+                        add(location, "to-many relationship '\(relationship.name)' needs an identity on entity '\(e)' for its join table")
+                    }
+                    let joinTable = "\(entity.table)_\(relationship.name)"
+                    if let other = tables[joinTable.lowercased()] {
+                        add(location, "join table '\(joinTable)' collides with the table of entity '\(other)'")
+                    }
+                } else {
+                    if relationship.isOrdered { add(location, "only a to-many relationship can be ordered") }
+                    for column in relationship.foreignKeyColumns(target: target)
+                    where !columns.insert(column.lowercased()).inserted {
+                        add(location, "column '\(column)' of relationship '\(relationship.name)' collides with another column")
+                    }
+                }
+            }
+        }
+        return problems
+    }
+
+    /// `[A-Za-z_][A-Za-z0-9_]*`: names we put into SQL unquoted, and the same in every backend.
+    public static func isSQLIdentifier(_ name: String) -> Bool {
+        guard let first = name.utf8.first else { return false }
+        func letter(_ c: UInt8) -> Bool { (c | 0x20) >= UInt8(ascii: "a") && (c | 0x20) <= UInt8(ascii: "z") || c == UInt8(ascii: "_") }
+        return letter(first) && name.utf8.allSatisfy { letter($0) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }
+    }
+}
+
+/// A model that breaks a rule, with every problem found.
+public struct ModelError: Error, Sendable, CustomStringConvertible {
+    public var problems: [EntityModel.Problem]
+    public var description: String { problems.map(\.message).joined(separator: "\n") }
+}
+
+extension EntityModel {
+    /// Throws a ``ModelError`` listing every broken rule.
+    public func validate() throws(ModelError) {
+        let problems = problems()
+        if !problems.isEmpty { throw ModelError(problems: problems) }
+    }
+}

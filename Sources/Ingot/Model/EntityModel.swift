@@ -1,0 +1,168 @@
+/// The entities a pipeline writes: their attributes, identity and relationships.
+///
+/// A model is a plain value, built either from a pipeline file (``PipelineConfig``) or from Swift
+/// types (``IngotEntity``); both produce the same `EntityModel`, and everything downstream (the
+/// record mapper, the store's schema) reads only this.
+public struct EntityModel: Sendable, Equatable {
+    /// Entities in declaration order.
+    public var entities: [Entity]
+
+    public init(entities: [Entity]) {
+        self.entities = entities
+    }
+
+    /// The entity named `name`.
+    public subscript(name: String) -> Entity? {
+        entities.first { $0.name == name }
+    }
+
+    /// The position of the entity named `name` in ``entities``.
+    public func index(of name: String) -> Int? {
+        entities.firstIndex { $0.name == name }
+    }
+}
+
+/// One entity: a table of rows with an optional identity.
+public struct Entity: Sendable, Equatable {
+    public var name: String
+    /// The SQL table; defaults to the entity's name.
+    public var table: String
+    /// Attribute names that identify a row (one: simple identity; several: composite). Empty: the
+    /// entity has no identity and every record inserts a row.
+    public var identity: [String]
+    public var attributes: [Attribute]
+    public var relationships: [Relationship]
+    /// The separator of key paths in this entity's `key`s.
+    public var keyDelimiter: String
+
+    public init(
+        name: String, table: String? = nil, identity: [String] = [], attributes: [Attribute],
+        relationships: [Relationship] = [], keyDelimiter: String = "."
+    ) {
+        self.name = name
+        self.table = table ?? name
+        self.identity = identity
+        self.attributes = attributes
+        self.relationships = relationships
+        self.keyDelimiter = keyDelimiter
+    }
+
+    public func attribute(named name: String) -> Attribute? {
+        attributes.first { $0.name == name }
+    }
+
+    /// The identity's attributes, in identity order.
+    public var identityAttributes: [Attribute] {
+        identity.compactMap { attribute(named: $0) }
+    }
+}
+
+/// A column of an entity, read from the record at `key`.
+public struct Attribute: Sendable, Equatable {
+    public var name: String
+    public var type: AttributeType
+    /// The key path in the record (`origin.country.name`); defaults to the attribute's name.
+    public var key: String
+    /// Accept a value of another JSON type that converts without loss (`"1699"` for an integer).
+    public var coerce: Bool
+
+    public init(name: String, type: AttributeType, key: String? = nil, coerce: Bool = false) {
+        self.name = name
+        self.type = type
+        self.key = key ?? name
+        self.coerce = coerce
+    }
+}
+
+/// The type of an attribute, and how it is stored.
+public enum AttributeType: Sendable, Equatable {
+    /// `INTEGER`, exact 64-bit.
+    case integer
+    /// `REAL`.
+    case double
+    /// `TEXT`.
+    case string
+    /// `INTEGER` 0 or 1.
+    case bool
+    /// `TEXT`, ISO-8601 in UTC, or `yyyy-MM-dd` for a date-only format.
+    case date(DateFormat)
+    /// `TEXT`: the value's JSON text.
+    case json
+
+    /// The SQL column type.
+    public var sqlType: String {
+        switch self {
+        case .integer, .bool: "INTEGER"
+        case .double: "REAL"
+        case .string, .date, .json: "TEXT"
+        }
+    }
+}
+
+/// How a date attribute is written in the source.
+public enum DateFormat: Sendable, Equatable {
+    /// ISO-8601 date-time, fraction optional; without an offset, the time is in `timeZone`.
+    case iso8601(timeZone: String)
+    /// A fixed pattern of `yyyy`, `MM`, `dd`, `HH`, `mm`, `ss`, `SSS` and literal characters, in `timeZone`.
+    case pattern(String, timeZone: String)
+    /// Seconds since 1970 (a number, fractions allowed).
+    case unixSeconds
+    /// Milliseconds since 1970.
+    case unixMilliseconds
+}
+
+/// A link from an entity to another (or to itself).
+public struct Relationship: Sendable, Equatable {
+    public var name: String
+    /// The target entity's name.
+    public var target: String
+    /// To-many (a join table) or to-one (a column on this table).
+    public var isToMany: Bool
+    /// To-many only: keep the JSON order in a `position` column.
+    public var isOrdered: Bool
+    /// The key path in the record; defaults to the relationship's name.
+    public var key: String
+    /// What a bare identity that names no stored row does.
+    public var missing: MissingTargetPolicy
+
+    public init(
+        name: String, target: String, isToMany: Bool = false, isOrdered: Bool = false, key: String? = nil,
+        missing: MissingTargetPolicy = .stub
+    ) {
+        self.name = name
+        self.target = target
+        self.isToMany = isToMany
+        self.isOrdered = isOrdered
+        self.key = key ?? name
+        self.missing = missing
+    }
+}
+
+/// What a relationship given as a bare identity does when no row has that identity.
+public enum MissingTargetPolicy: String, Sendable, Equatable, CaseIterable {
+    /// Create a row that holds only the identity (filled in when its own record arrives).
+    case stub
+    /// Leave the link out; the record is saved.
+    case ignore
+    /// Reject the whole record.
+    case reject
+}
+
+// MARK: - Column naming
+
+extension Relationship {
+    /// The columns of a to-one relationship on its source table: `<relationship>_id`, or
+    /// `<relationship>_<key>` per key of a composite target identity. They hold the target's identity.
+    public func foreignKeyColumns(target: Entity) -> [String] {
+        target.identity.count == 1 ? ["\(name)_id"] : target.identity.map { "\(name)_\($0)" }
+    }
+}
+
+extension Entity {
+    /// The join-table columns naming this entity's side: `<table>_id`, or `<table>_<key>` per key
+    /// of a composite identity.
+    public func joinColumns(prefix: String? = nil) -> [String] {
+        let p = prefix ?? table
+        return identity.count == 1 ? ["\(p)_id"] : identity.map { "\(p)_\($0)" }
+    }
+}

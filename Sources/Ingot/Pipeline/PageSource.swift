@@ -1,0 +1,58 @@
+import Foundation
+
+/// One raw payload entering the pipeline, numbered in arrival order.
+public struct Page: Sendable {
+    /// 1, 2, 3, … in the order the source produced the pages; pages are applied in this order.
+    public var seq: Int
+    /// Where the bytes came from: a file path, a URL or an archive entry.
+    public var source: String
+    public var bytes: [UInt8]
+
+    public init(seq: Int, source: String, bytes: [UInt8]) {
+        self.seq = seq
+        self.source = source
+        self.bytes = bytes
+    }
+}
+
+/// Produces a run's pages in order. Called from the pipeline's source queue only.
+public protocol PageSource: AnyObject, Sendable {
+    /// The next page, or `nil` when the source is exhausted.
+    func next() throws -> Page?
+}
+
+/// The files of a directory whose names match a glob, read whole, in name order.
+public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    public let directory: String
+    public let files: [String]
+    private var position = 0
+
+    /// Lists the matching files; throws when the directory cannot be read.
+    public init(directory: String, glob: String) throws {
+        self.directory = directory
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw SourceError(source: directory, message: "cannot list the directory: \(error.localizedDescription)")
+        }
+        files = names.filter { fnmatch(glob, $0, 0) == 0 }.sorted()
+    }
+
+    public func next() throws -> Page? {
+        guard position < files.count else { return nil }
+        let path = (directory as NSString).appendingPathComponent(files[position])
+        position += 1
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SourceError(source: path, message: "cannot read the file")
+        }
+        return Page(seq: position, source: path, bytes: [UInt8](data))
+    }
+}
+
+/// A source that cannot produce its next page: the run stops (everything before is committed).
+public struct SourceError: Error, Sendable, CustomStringConvertible {
+    public var source: String
+    public var message: String
+    public var description: String { "\(source): \(message)" }
+}

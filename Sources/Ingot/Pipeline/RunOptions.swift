@@ -1,0 +1,42 @@
+import Foundation
+
+/// Settings of one run. Every field has a default that suits a 2-core container.
+public struct RunOptions: Sendable {
+    /// The SQLite database file. Default `ingot.db`.
+    public var databasePath = "ingot.db"
+    /// Decode lanes (serial queues decoding pages in parallel). Default: the number of cores.
+    public var lanes = ProcessInfo.processInfo.activeProcessorCount
+    /// Records per transaction. Default: the pipeline's `batch_records`, else 5000.
+    public var batchRecords: Int?
+    /// Pages read but not yet folded into a batch, at most. Default: `2 × lanes + 2`. With
+    /// `batchRecords`, this bounds memory whatever the size of the source.
+    public var pagesInFlight: Int?
+    /// Seconds between progress lines. Default 5; 0 turns them off.
+    public var progressInterval: Double = 5
+    /// The run's id. Default: the start time and a random suffix.
+    public var runID: String?
+    /// Rejections logged one by one before the log only counts them (all are stored). Default 20.
+    public var loggedRejectionLimit = 20
+    public var store = Store.Options()
+
+    public init() {}
+
+    static let defaultBatchRecords = 5000
+}
+
+/// How a run ended, with its counters: the last line a run logs.
+public struct RunSummary: Sendable {
+    public enum Status: String, Sendable {
+        /// Every page was read and applied (rejections are counted, not fatal).
+        case finished
+        /// The run stopped on an error; everything committed before it stays.
+        case failed
+    }
+    public var runID: String
+    public var pipeline: String
+    public var status: Status
+    public var counters: RunCounters
+    public var duration: Double
+    /// Why the run failed.
+    public var error: String?
+}

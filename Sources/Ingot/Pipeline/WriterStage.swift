@@ -1,0 +1,163 @@
+import Dispatch
+import Logging
+import Synchronization
+
+/// The writer queue's state: reorders decoded pages by `seq`, folds them into batches and saves
+/// each batch through the ``Store`` in one transaction, with the run's counters and rejections.
+///
+/// Every field is confined to `queue`; the runner reads `result` only after `finished` fired.
+final class WriterStage: @unchecked Sendable {  // confined to `queue`
+    let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
+    private let store: Store
+    private let runID: String
+    private let batchLimit: Int
+    private let replace: Bool
+    private let logger: Logger
+    private let loggedRejectionLimit: Int
+    private let shared: SharedCounters
+    private let pageConsumed: @Sendable () -> Void
+    private let finished: @Sendable () -> Void
+    private let failed = Mutex(false)
+
+    /// Decoded pages that arrived before their turn.
+    private var waiting: [Int: DecodedPage] = [:]
+    private var nextSeq = 1
+    private var sourceTotal: Int?
+    private var batch: [DecodedPage] = []
+    private var batchRecords = 0
+    private var counters = RunCounters()
+    private var loggedRejections = 0
+    private(set) var result: (counters: RunCounters, failure: (any Error)?) = (RunCounters(), nil)
+    private var failure: (any Error)?
+
+    init(
+        store: Store, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
+        shared: SharedCounters, pageConsumed: @escaping @Sendable () -> Void, finished: @escaping @Sendable () -> Void
+    ) {
+        self.store = store
+        self.runID = runID
+        self.batchLimit = max(1, options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords)
+        self.replace = config.write == .replace
+        self.logger = logger
+        self.loggedRejectionLimit = options.loggedRejectionLimit
+        self.shared = shared
+        self.pageConsumed = pageConsumed
+        self.finished = finished
+    }
+
+    /// Whether saving failed (the source stops reading). Safe from any queue.
+    var hasFailed: Bool { failed.withLock { $0 } }
+
+    func receive(_ page: DecodedPage) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        waiting[page.seq] = page
+        drain()
+    }
+
+    func sourceFinished(total: Int) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        sourceTotal = total
+        drain()
+    }
+
+    func fail(_ error: any Error) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if failure == nil { failure = error }
+        failed.withLock { $0 = true }
+    }
+
+    // MARK: - Internals
+
+    private func drain() {
+        while let page = waiting.removeValue(forKey: nextSeq) {
+            nextSeq += 1
+            if failure == nil {
+                batch.append(page)
+                batchRecords += max(page.records.count, 1)
+                if batchRecords >= batchLimit { flush() }
+            }
+            pageConsumed()
+        }
+        if let total = sourceTotal, nextSeq > total {
+            if failure == nil { flush() }
+            if failure == nil && replace { deleteUntouched() }
+            result = (counters, failure)
+            finished()
+        }
+    }
+
+    /// Saves the current batch: rows, links, rejections and counters in one transaction.
+    private func flush() {
+        guard !batch.isEmpty else { return }
+        let pages = batch
+        batch = []
+        batchRecords = 0
+        var next = counters
+        var rejections: [RecordRejection] = []
+        for page in pages {
+            next.pages += 1
+            next.records += page.recordCount
+            next.bytes += page.bytes
+            if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
+            rejections += page.rejections
+        }
+        do {
+            let outcome = try store.save(pages) { outcome in
+                var committed = next
+                committed.inserted += outcome.inserted
+                committed.updated += outcome.updated
+                committed.rejectedRecords += outcome.rejections.count
+                try store.recordProgress(
+                    runID: runID, counters: committed, lastSeq: pages.last?.seq, rejections: rejections + outcome.rejections)
+            }
+            next.inserted += outcome.inserted
+            next.updated += outcome.updated
+            next.rejectedRecords += outcome.rejections.count
+            rejections += outcome.rejections
+            counters = next
+            shared.value.withLock { $0 = next }
+            log(rejections)
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: "\(pages.first?.seq ?? 0)"])
+            fail(error)
+        }
+    }
+
+    /// `write: replace`: deletes the root rows this run did not touch, only after a complete view
+    /// of the source (no rejected page or record).
+    private func deleteUntouched() {
+        guard counters.rejectedPages == 0 && counters.rejectedRecords == 0 else {
+            logger.warning("replace.skipped", metadata: [
+                LogKey.reason: "the run rejected \(counters.rejectedPages) pages and \(counters.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+            ])
+            return
+        }
+        do {
+            counters.deleted = try store.deleteUntouched()
+            shared.value.withLock { $0 = counters }
+        } catch {
+            fail(error)
+        }
+    }
+
+    private func log(_ rejections: [RecordRejection]) {
+        for r in rejections {
+            loggedRejections += 1
+            if loggedRejections > loggedRejectionLimit { break }
+            logger.warning("record.rejected", metadata: [
+                LogKey.entity: "\(r.entity)", LogKey.codingPath: "\(r.codingPath)", LogKey.reason: "\(r.reason)",
+                LogKey.source: "\(r.source)", LogKey.recordIndex: "\(r.recordIndex.map(String.init) ?? "page")",
+            ])
+            if loggedRejections == loggedRejectionLimit {
+                logger.warning("record.rejected.more", metadata: [
+                    LogKey.reason: "further rejections are counted and stored in _ingot_rejects, not logged"
+                ])
+            }
+        }
+    }
+}
+
+/// The run's committed counters, readable from any queue (the progress timer, `stop()` callers).
+final class SharedCounters: Sendable {
+    let value = Mutex(RunCounters())
+}

@@ -1,0 +1,133 @@
+import Foundation
+import GRDB
+
+/// Run bookkeeping: `_ingot_runs` (one row per run, its counters committed with each batch) and
+/// `_ingot_rejects` (one row per rejected record or page).
+extension Store {
+    /// Records the start of a run.
+    func beginRun(id: String, pipeline: String, startedAt: Date) throws {
+        try dbQueue.write { db in
+            try db.execute(
+                sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status) VALUES (?, ?, ?, 'running')",
+                arguments: [id, pipeline, Store.timestamp(startedAt)])
+        }
+    }
+
+    /// Inside a batch's transaction: stores its rejections and the run's counters so far.
+    func recordProgress(runID: String, counters: RunCounters, lastSeq: Int?, rejections: [RecordRejection]) throws {
+        if !rejections.isEmpty {
+            let insert = try statement(
+                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            for r in rejections {
+                insert.bind(.text(runID), at: 1)
+                insert.bind(.text(r.entity), at: 2)
+                insert.bind(.text(r.codingPath), at: 3)
+                insert.bind(.text(r.reason), at: 4)
+                insert.bind(.text(r.source), at: 5)
+                insert.bind(r.recordIndex.map { .integer(Int64($0)) } ?? .null, at: 6)
+                insert.bind(.text(r.raw), at: 7)
+                try insert.execute()
+            }
+        }
+        let update = try statement("""
+            UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
+              last_seq = ? WHERE run_id = ?
+            """)
+        update.bind(.integer(Int64(counters.pages)), at: 1)
+        update.bind(.integer(Int64(counters.records)), at: 2)
+        update.bind(.integer(Int64(counters.inserted)), at: 3)
+        update.bind(.integer(Int64(counters.updated)), at: 4)
+        update.bind(.integer(Int64(counters.rejectedRecords)), at: 5)
+        update.bind(.integer(Int64(counters.rejectedPages)), at: 6)
+        update.bind(lastSeq.map { .integer(Int64($0)) } ?? .null, at: 7)
+        update.bind(.text(runID), at: 8)
+        try update.execute()
+    }
+
+    /// Saves rejections and counters in a transaction of their own (pages with nothing to write).
+    func recordProgressAlone(runID: String, counters: RunCounters, lastSeq: Int?, rejections: [RecordRejection]) throws {
+        try dbQueue.inTransaction(.immediate) { _ in
+            try recordProgress(runID: runID, counters: counters, lastSeq: lastSeq, rejections: rejections)
+            return .commit
+        }
+    }
+
+    /// Marks the run finished (or failed / interrupted) with its final counters.
+    func finishRun(id: String, status: String, counters: RunCounters, finishedAt: Date) throws {
+        try dbQueue.write { db in
+            try db.execute(
+                sql: """
+                    UPDATE _ingot_runs SET status = ?, finished_at = ?, pages = ?, records = ?, inserted = ?, updated = ?,
+                      deleted = ?, rejected_records = ?, rejected_pages = ? WHERE run_id = ?
+                    """,
+                arguments: [
+                    status, Store.timestamp(finishedAt), counters.pages, counters.records, counters.inserted,
+                    counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, id,
+                ])
+        }
+    }
+
+    // MARK: - Replace mode
+
+    /// Starts recording which rows of `entity` the run touches (in a temporary table).
+    func beginReplace(entity: Int) throws {
+        let layout = layouts[entity]
+        let columns = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
+        try dbQueue.inDatabase { db in
+            try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_touched")
+            try db.execute(sql: "CREATE TEMP TABLE _ingot_touched (\(columns.joined(separator: ", ")), PRIMARY KEY (\(columns.joined(separator: ", "))))")
+        }
+        replaceEntity = entity
+    }
+
+    /// Records that the run touched `identity` of the replace entity.
+    func touch(_ identity: IdentityKey) throws {
+        let count = identity.values.count
+        let statement = try statement(
+            "INSERT OR IGNORE INTO temp._ingot_touched VALUES (\(Array(repeating: "?", count: count).joined(separator: ", ")))")
+        for (k, value) in identity.values.enumerated() { statement.bind(value, at: Int32(k + 1)) }
+        try statement.execute()
+    }
+
+    /// Deletes the rows of the replace entity the run did not touch, and their links. Returns how
+    /// many rows were deleted.
+    func deleteUntouched() throws -> Int {
+        guard let entity = replaceEntity else { return 0 }
+        let layout = layouts[entity]
+        let table = Store.quote(layout.table)
+        let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
+        let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
+        var deleted = 0
+        try dbQueue.inTransaction(.immediate) { db in
+            try db.execute(sql: "DELETE FROM \(table) WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))")
+            deleted = db.changesCount
+            for toMany in layout.toMany {
+                let join = Store.quote(toMany.joinTable)
+                let link = zip(toMany.sourceColumns, identity).map { "\(table).\($1) = \(join).\(Store.quote($0))" }
+                try db.execute(sql: "DELETE FROM \(join) WHERE NOT EXISTS (SELECT 1 FROM \(table) WHERE \(link.joined(separator: " AND ")))")
+            }
+            return .commit
+        }
+        return deleted
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
+
+/// The counters of a run, as the summary line and `_ingot_runs` show them.
+public struct RunCounters: Sendable, Equatable {
+    public var pages = 0
+    public var records = 0
+    public var inserted = 0
+    public var updated = 0
+    public var deleted = 0
+    public var rejectedRecords = 0
+    public var rejectedPages = 0
+    public var bytes = 0
+
+    public init() {}
+}

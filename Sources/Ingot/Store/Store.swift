@@ -1,0 +1,165 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// The one writer: owns the only connection to the database (a GRDB `DatabaseQueue` in WAL
+/// mode), creates the schema from the model, and saves batches — one transaction each.
+///
+/// All SQL Ingot runs is generated here (schema, identity lookups, inserts, updates, links,
+/// bookkeeping), so another backend is another `Store`, not a change elsewhere.
+///
+/// Not thread-safe: a pipeline uses its store from its writer queue only.
+public final class Store: @unchecked Sendable {  // confined to the pipeline's writer queue
+    public struct Options: Sendable {
+        /// SQLite page cache in MiB. Default 128.
+        public var cacheMiB = 128
+        /// Called with the SQL of every statement executed (tests count identity lookups with it).
+        public var statementObserver: (@Sendable (String) -> Void)?
+
+        public init() {}
+    }
+
+    let model: EntityModel
+    let layouts: [EntityLayout]
+    let dbQueue: DatabaseQueue
+    /// Prepared statements, keyed by their SQL; finalized by `close()`.
+    var statements: [String: RawStatement] = [:]
+    var connection: OpaquePointer?
+    /// Insert and update statements by shape; finalized by `close()`.
+    var shapeStatements: [ShapeKey: RawStatement] = [:]
+    /// In `replace` mode: the entity whose touched identities are recorded in `temp._ingot_touched`.
+    var replaceEntity: Int?
+
+    // MARK: - Opening
+
+    /// Opens (or creates) the database at `path` and brings its schema up to `model`: missing
+    /// tables, columns and indexes are created; nothing is dropped.
+    public init(path: String, model: EntityModel, options: Options = Options()) throws {
+        self.model = model
+        self.layouts = EntityLayout.layouts(of: model)
+        var config = Configuration()
+        config.journalMode = .wal
+        let cache = options.cacheMiB
+        let observer = options.statementObserver
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -\(cache * 1024)")
+            if let observer {
+                db.trace(options: .statement) { event in
+                    if case .statement(let statement) = event { observer(statement.sql) }
+                }
+            }
+        }
+        dbQueue = try DatabaseQueue(path: path, configuration: config)
+        try Store.migrator.migrate(dbQueue)
+        try dbQueue.inDatabase { db in
+            for sql in try Store.schemaStatements(model, existing: db) { try db.execute(sql: sql) }
+            connection = db.sqliteConnection
+        }
+    }
+
+    /// Finalizes prepared statements and closes the database.
+    public func close() throws {
+        try dbQueue.inDatabase { _ in
+            for statement in statements.values { statement.finalize() }
+            for statement in shapeStatements.values { statement.finalize() }
+        }
+        statements = [:]
+        shapeStatements = [:]
+        try dbQueue.close()
+    }
+
+    // MARK: - Schema
+
+    /// Ingot's own tables, versioned with GRDB migrations.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE _ingot_runs (
+                  run_id TEXT PRIMARY KEY,
+                  pipeline TEXT NOT NULL,
+                  started_at TEXT NOT NULL,
+                  finished_at TEXT,
+                  status TEXT NOT NULL,
+                  pages INTEGER NOT NULL DEFAULT 0,
+                  records INTEGER NOT NULL DEFAULT 0,
+                  inserted INTEGER NOT NULL DEFAULT 0,
+                  updated INTEGER NOT NULL DEFAULT 0,
+                  deleted INTEGER NOT NULL DEFAULT 0,
+                  rejected_records INTEGER NOT NULL DEFAULT 0,
+                  rejected_pages INTEGER NOT NULL DEFAULT 0,
+                  last_seq INTEGER
+                );
+                CREATE TABLE _ingot_rejects (
+                  run_id TEXT NOT NULL,
+                  entity TEXT NOT NULL,
+                  coding_path TEXT NOT NULL,
+                  reason TEXT NOT NULL,
+                  source TEXT NOT NULL,
+                  record_index INTEGER,
+                  raw TEXT
+                );
+                CREATE INDEX _ingot_rejects_run ON _ingot_rejects(run_id);
+                """)
+        }
+        return migrator
+    }
+
+    /// The DDL of `model`'s tables, as `ingot schema` prints it.
+    public static func schema(of model: EntityModel) -> [String] {
+        EntityLayout.layouts(of: model).flatMap { tableStatements($0, model: model) }
+    }
+
+    private static func tableStatements(_ layout: EntityLayout, model: EntityModel) -> [String] {
+        var statements: [String] = []
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        let columns = layout.columns.map { column in
+            "\(quote(column.name)) \(column.sqlType)\(identity.contains(column.name) ? " NOT NULL" : "")"
+        }
+        statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))")
+        if !identity.isEmpty {
+            statements.append(
+                "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(layout.table + "_identity")) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))")
+        }
+        for toMany in layout.toMany {
+            let source = model.entities[layout.entity].identityAttributes.map(\.type.sqlType)
+            let target = model.entities[toMany.target].identityAttributes.map(\.type.sqlType)
+            var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
+            defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
+            if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
+            let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
+            statements.append(
+                "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID")
+        }
+        return statements
+    }
+
+    /// The DDL that brings an existing database up to `model`: new tables, and `ALTER TABLE … ADD
+    /// COLUMN` for columns a changed pipeline added.
+    private static func schemaStatements(_ model: EntityModel, existing db: Database) throws -> [String] {
+        var statements: [String] = []
+        for layout in EntityLayout.layouts(of: model) {
+            if try db.tableExists(layout.table) {
+                let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
+                for column in layout.columns where !present.contains(column.name.lowercased()) {
+                    statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(column.sqlType)")
+                }
+            }
+            statements += tableStatements(layout, model: model)
+        }
+        return statements
+    }
+
+    static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    // MARK: - Statements
+
+    /// The prepared statement for `sql`, prepared once per store.
+    func statement(_ sql: String) throws(StoreError) -> RawStatement {
+        if let statement = statements[sql] { return statement }
+        guard let connection else { throw StoreError.schema("the store is closed") }
+        let statement = try RawStatement(connection: connection, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+}
