@@ -1,0 +1,45 @@
+# Ingot — `make run` runs the bundled pipeline offline, `make test` runs the tests.
+# Targets install the Debian packages they need when they are missing.
+
+SWIFT      ?= swift
+APT_PKGS   := libsqlite3-dev libcurl4-openssl-dev libzstd-dev
+SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+RELEASE    := .build/release/ingot
+OUT        := out
+
+.PHONY: all deps build release test run bench clean
+
+all: build
+
+## deps: install the system libraries (apt) when missing
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+## build: debug build
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+## test: every test, no network needed
+test: deps
+	$(SWIFT) test
+
+## run: the people pipeline over the sample bundled in pipelines/samples, into out/people.db
+run: release
+	@mkdir -p $(OUT) && rm -f $(OUT)/people.db $(OUT)/people.db-wal $(OUT)/people.db-shm
+	$(RELEASE) run pipelines/people.yml --db $(OUT)/people.db
+	@python3 ../shared/bench/gen_people.py --check $(OUT)/people.db --expected pipelines/samples/people/expected.json 2>/dev/null \
+	  || sqlite3 $(OUT)/people.db "SELECT 'persons', count(*) FROM person UNION ALL SELECT 'dogs', count(*) FROM dog" 2>/dev/null || true
+
+## bench: people 200k (release build); results go to docs/benchmarks.md by hand
+bench: release
+	python3 Benchmarks/bench.py --ingot $(RELEASE)
+
+clean:
+	rm -rf .build $(OUT)

@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// RFC 8259 conformance against JSONTestSuite's test_parsing files (../shared/data/JSONTestSuite).
+struct JSONConformanceTests {
+    static let directory = sharedRoot.appendingPathComponent("data/JSONTestSuite/test_parsing")
+
+    static func files(_ prefix: String) -> [URL] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.filter { $0.hasPrefix(prefix) && $0.hasSuffix(".json") }.sorted().map { directory.appendingPathComponent($0) }
+    }
+
+    @Test func acceptsEveryYFile() throws {
+        let files = Self.files("y_")
+        #expect(files.count == 95)
+        for file in files {
+            let bytes = try [UInt8](Data(contentsOf: file))
+            #expect(throws: Never.self, "\(file.lastPathComponent)") { _ = try JSONDocument(bytes: bytes) }
+        }
+    }
+
+    @Test func rejectsEveryNFile() throws {
+        let files = Self.files("n_")
+        #expect(files.count == 188)
+        for file in files {
+            let bytes = try [UInt8](Data(contentsOf: file))
+            #expect(throws: JSONSyntaxError.self, "\(file.lastPathComponent)") { _ = try JSONDocument(bytes: bytes) }
+        }
+    }
+
+    @Test func neverCrashesOnAnIFile() throws {
+        let files = Self.files("i_")
+        #expect(files.count > 30)
+        for file in files {
+            let bytes = try [UInt8](Data(contentsOf: file))
+            if let document = try? JSONDocument(bytes: bytes) {
+                // Reading every scalar must not crash either.
+                walk(document.root)
+            }
+        }
+    }
+
+    private func walk(_ value: JSONValue) {
+        switch value.kind {
+        case .array: for v in value.elements { walk(v) }
+        case .object: for (k, v) in value.members { _ = k.string; walk(v) }
+        case .string: _ = value.string
+        case .number: _ = value.int64; _ = value.double
+        default: _ = value.bool
+        }
+    }
+
+    @Test func integersAreExactToInt64() throws {
+        let doc = try JSONDocument(bytes: Array("[9223372036854775807,-9223372036854775808,9223372036854775808,0,-0]".utf8))
+        let values = Array(doc.root.elements)
+        #expect(values[0].int64 == Int64.max)
+        #expect(values[1].int64 == Int64.min)
+        #expect(values[2].int64 == nil)
+        #expect(values[2].double == 9223372036854775808.0)
+        #expect(values[3].int64 == 0)
+        #expect(values[4].int64 == 0)
+    }
+
+    @Test func doublesRoundTrip() throws {
+        var generator = SystemRandomNumberGenerator()
+        var samples: [Double] = [0.1, 1e-300, 2.2250738585072014e-308, 5e-324, 1.7976931348623157e308, 123.45, 0.3, 1e23, 9007199254740993]
+        for _ in 0..<2000 {
+            samples.append(Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF))
+            samples.append(Double.random(in: -1000...1000))
+        }
+        for d in samples where d.isFinite {
+            let text = "\(d)"
+            let doc = try JSONDocument(bytes: Array("[\(text)]".utf8))
+            let first = Array(doc.root.elements).first
+            let parsed = try #require(first?.double)
+            #expect(parsed == d, "\(text)")
+        }
+    }
+
+    @Test func stringsDecodeEscapesAndSurrogates() throws {
+        let doc = try JSONDocument(bytes: Array(#"["a\"b\\c\/\n\u00e9\ud83d\ude00", "\ud800x", "Ōtomo"]"#.utf8))
+        let values = Array(doc.root.elements)
+        #expect(values[0].string == "a\"b\\c/\né😀")
+        #expect(values[1].string == "\u{FFFD}x")
+        #expect(values[2].string == "Ōtomo")
+    }
+
+    @Test func syntaxErrorsNameTheirOffset() {
+        #expect(throws: JSONSyntaxError(offset: 6, reason: "unexpected character '}', expected a value")) {
+            _ = try JSONDocument(bytes: Array(#"{"a": }"#.utf8))
+        }
+        #expect(throws: JSONSyntaxError(offset: 3, reason: "unexpected character ']', expected a value")) {
+            _ = try JSONDocument(bytes: Array("[1,]".utf8))
+        }
+    }
+}

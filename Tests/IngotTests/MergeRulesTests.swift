@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+private let peopleYAML = """
+    version: 1
+    name: people
+    records: results
+    root: person
+    entities:
+      person:
+        identity: id
+        attributes:
+          id: integer
+          name: string
+          email: string
+          country: {type: string, key: origin.country.name}
+          score: double
+          active: bool
+          born: {type: date, format: "yyyy-MM-dd"}
+          seen: {type: date, format: iso8601}
+          meta: json
+          legacy: {type: integer, key: legacy_id, coerce: true}
+        relationships:
+          dogs: {to: dog, many: true}
+          best: {to: dog, key: best_friend}
+      dog:
+        identity: id
+        attributes: {id: integer, name: string}
+    """
+
+private func page(_ records: String) -> String { #"{"results": [\#(records)]}"# }
+
+/// Ingot's merge rules (see gen_people.py's docstring and docs/pipelines.md), one test each.
+struct MergeRulesTests {
+    @Test func storedIdentityUpdatesTheSameRow() throws {
+        let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "name": "Ada"}"#)])
+        let before = try rows(db, "SELECT rowid FROM person WHERE id = 1")
+        let (summary, _) = try ingest(peopleYAML, [page(#"{"id": 1, "name": "Grace"}"#)], db: db)
+        #expect(try rows(db, "SELECT rowid, name FROM person") == [[before[0][0], "Grace"]])
+        #expect(summary.counters.inserted == 0)
+        #expect(summary.counters.updated == 1)
+    }
+
+    @Test func presentSetsNullClearsAbsentKeeps() throws {
+        let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "name": "Ada", "email": "a@x", "score": 1.5}"#)])
+        try ingest(peopleYAML, [page(#"{"id": 1, "email": null, "score": 2}"#)], db: db)
+        #expect(try rows(db, "SELECT name, email, score FROM person") == [["Ada", "NULL", "2.0"]])
+    }
+
+    @Test func keyPathRootAbsentKeepsLeafMissingClears() throws {
+        let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "origin": {"country": {"name": "Chile"}}}"#)])
+        try ingest(peopleYAML, [page(#"{"id": 1, "name": "x"}"#)], db: db)
+        #expect(try rows(db, "SELECT country FROM person") == [["Chile"]])
+        try ingest(peopleYAML, [page(#"{"id": 1, "origin": {"country": {}}}"#)], db: db)
+        #expect(try rows(db, "SELECT country FROM person") == [["NULL"]])
+        try ingest(peopleYAML, [page(#"{"id": 1, "origin": {"country": {"name": "Peru"}}}"#)], db: db)
+        try ingest(peopleYAML, [page(#"{"id": 1, "origin": null}"#)], db: db)
+        #expect(try rows(db, "SELECT country FROM person") == [["NULL"]])
+    }
+
+    @Test func typesAreStoredAsDocumented() throws {
+        let (_, db) = try ingest(peopleYAML, [page(#"""
+            {"id": 1, "active": true, "born": "1990-02-03", "seen": "2026-01-14T10:09:02.5+01:00",
+             "meta": {"a": [1, 2]}, "legacy_id": "1699"}
+            """#)])
+        #expect(try rows(db, "SELECT active, born, seen, meta, legacy FROM person")
+            == [["1", "1990-02-03", "2026-01-14T09:09:02.5Z", #"{"a": [1, 2]}"#, "1699"]])
+    }
+
+    @Test func nestedObjectsUpsertAndPresentToManyReplacesTheSet() throws {
+        let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "dogs": [{"id": 7, "name": "Rex"}, {"id": 8, "name": "Fido"}]}"#)])
+        try ingest(peopleYAML, [page(#"{"id": 1, "dogs": [{"id": 8, "name": "Fido II"}]}"#)], db: db)
+        #expect(try rows(db, "SELECT person_id, dog_id FROM person_dogs") == [["1", "8"]])
+        #expect(try rows(db, "SELECT id, name FROM dog ORDER BY id") == [["7", "Rex"], ["8", "Fido II"]])
+        try ingest(peopleYAML, [page(#"{"id": 1, "name": "no dogs key"}"#)], db: db)
+        #expect(try rows(db, "SELECT count(*) FROM person_dogs") == [["1"]])
+        try ingest(peopleYAML, [page(#"{"id": 1, "dogs": []}"#)], db: db)
+        #expect(try rows(db, "SELECT count(*) FROM person_dogs") == [["0"]])
+        #expect(try rows(db, "SELECT count(*) FROM dog") == [["2"]], "targets are never deleted")
+    }
+
+    @Test func bareIdentitiesLinkOrCreateStubs() throws {
+        let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "dogs": [7, 8], "best_friend": 9}"#)])
+        #expect(try rows(db, "SELECT id, name FROM dog ORDER BY id") == [["7", "NULL"], ["8", "NULL"], ["9", "NULL"]])
+        #expect(try rows(db, "SELECT best_id FROM person") == [["9"]])
+        // The stub is filled in when its own record arrives.
+        try ingest(peopleYAML, [page(#"{"id": 2, "dogs": [{"id": 9, "name": "Laika"}], "best_friend": null}"#)], db: db)
+        #expect(try rows(db, "SELECT name FROM dog WHERE id = 9") == [["Laika"]])
+        try ingest(peopleYAML, [page(#"{"id": 1, "best_friend": null}"#)], db: db)
+        #expect(try rows(db, "SELECT best_id FROM person WHERE id = 1") == [["NULL"]])
+    }
+
+    @Test func sameIdentityTwiceInABatchIsOneRowLaterWins() throws {
+        let (summary, db) = try ingest(peopleYAML, [
+            page(#"{"id": 1, "name": "A", "email": "e"}, {"id": 1, "name": "B"}"#),
+            page(#"{"id": 2, "dogs": [{"id": 5, "name": "x"}]}, {"id": 3, "dogs": [{"id": 5, "name": "y"}]}"#),
+        ])
+        #expect(try rows(db, "SELECT id, name, email FROM person ORDER BY id") == [["1", "B", "e"], ["2", "NULL", "NULL"], ["3", "NULL", "NULL"]])
+        #expect(try rows(db, "SELECT id, name FROM dog") == [["5", "y"]])
+        #expect(summary.counters.inserted == 4)
+    }
+
+    @Test func laterPageWinsWhateverTheLanes() throws {
+        var pages: [String] = []
+        for p in 0..<40 { pages.append(page((0..<25).map { #"{"id": \#($0), "name": "p\#(p)"}"# }.joined(separator: ","))) }
+        for lanes in [1, 2, 4, 8] {
+            let (_, db) = try ingest(peopleYAML, pages, lanes: lanes, batchRecords: 60)
+            #expect(try rows(db, "SELECT DISTINCT name FROM person") == [["p39"]], "lanes=\(lanes)")
+        }
+    }
+
+    @Test func badRecordsAreRejectedWholeAndNeighboursSaved() throws {
+        let logs = LogCapture()
+        let (summary, db) = try ingest(peopleYAML, [
+            page(#"{"id": 1}, {"name": "no id"}, {"id": 2, "dogs": [{"id": 3}, {"name": "dog without id"}]}, {"id": "x"}, {"id": 4, "score": "high"}, {"id": 5, "dogs": {"id": 1}}, {"id": 6}"#),
+            #"{"results": [ {"id": 9}"#,
+        ], logs: logs)
+        #expect(try rows(db, "SELECT id FROM person ORDER BY id") == [["1"], ["6"]])
+        #expect(try rows(db, "SELECT count(*) FROM dog") == [["0"]], "no partial row of a rejected record")
+        #expect(summary.counters.rejectedRecords == 5)
+        #expect(summary.counters.rejectedPages == 1)
+        #expect(try rows(db, "SELECT entity, coding_path, reason, source, record_index FROM _ingot_rejects ORDER BY rowid LIMIT 6") == [
+            ["person", "results[1].id", "identity 'id' is missing", "page-1.json", "1"],
+            ["dog", "results[2].dogs[1].id", "identity 'id' is missing", "page-1.json", "2"],
+            ["person", "results[3].id", #"expected integer, got string "x""#, "page-1.json", "3"],
+            ["person", "results[4].score", #"expected double, got string "high""#, "page-1.json", "4"],
+            ["person", "results[5].dogs", "expected an array for to-many relationship, got object", "page-1.json", "5"],
+            ["person", "", "invalid JSON at byte 23: unexpected end of input, container not closed", "page-2.json", "NULL"],
+        ])
+        #expect(try rows(db, "SELECT raw FROM _ingot_rejects WHERE record_index = 3") == [[#"{"id": "x"}"#]])
+        #expect(summary.status == .finished)
+        #expect(logs.all.contains { $0.contains("msg=record.rejected") && $0.contains("coding_path=results[3].id") })
+    }
+
+    @Test func orderedToManyKeepsJSONOrder() throws {
+        let yaml = peopleYAML.replacingOccurrences(of: "dogs: {to: dog, many: true}", with: "dogs: {to: dog, many: true, ordered: true}")
+        let (_, db) = try ingest(yaml, [page(#"{"id": 1, "dogs": [9, 3, 5]}"#)])
+        #expect(try rows(db, "SELECT dog_id FROM person_dogs ORDER BY position") == [["9"], ["3"], ["5"]])
+    }
+
+    @Test func missingPolicyIgnoreAndReject() throws {
+        let yaml = peopleYAML
+            .replacingOccurrences(of: "dogs: {to: dog, many: true}", with: "dogs: {to: dog, many: true, missing: ignore}")
+            .replacingOccurrences(of: "best: {to: dog, key: best_friend}", with: "best: {to: dog, key: best_friend, missing: reject}")
+        let (summary, db) = try ingest(yaml, [page(#"{"id": 1, "dogs": [{"id": 3}, 4]}, {"id": 2, "best_friend": 4}, {"id": 5, "best_friend": 3}"#)])
+        #expect(try rows(db, "SELECT person_id, dog_id FROM person_dogs") == [["1", "3"]])
+        #expect(try rows(db, "SELECT id, best_id FROM person ORDER BY id") == [["1", "NULL"], ["5", "3"]])
+        #expect(summary.counters.rejectedRecords == 1)
+        #expect(try rows(db, "SELECT coding_path, reason FROM _ingot_rejects") == [["results[1].best_friend", "no 'dog' with identity 4"]])
+    }
+
+    @Test func compositeIdentityInTheBatchedPath() throws {
+        let yaml = """
+            version: 1
+            name: cards
+            records: "."
+            root: hand
+            entities:
+              hand:
+                identity: id
+                attributes: {id: integer}
+                relationships:
+                  cards: {to: card, many: true}
+                  top: {to: card}
+              card:
+                identity: [suit, value]
+                attributes: {suit: string, value: integer, label: string}
+            """
+        let (_, db) = try ingest(yaml, [
+            #"[{"id": 1, "cards": [{"suit": "h", "value": 1, "label": "A"}, {"suit": "s", "value": 1}], "top": {"suit": "h", "value": 1}}]"#,
+            #"[{"id": 2, "cards": [{"suit": "h", "value": 1, "label": "Ace"}]}]"#,
+        ], batchRecords: 1)
+        #expect(try rows(db, "SELECT suit, value, label FROM card ORDER BY suit") == [["h", "1", "Ace"], ["s", "1", "NULL"]])
+        #expect(try rows(db, "SELECT hand_id, card_suit, card_value FROM hand_cards ORDER BY hand_id, card_suit")
+            == [["1", "h", "1"], ["1", "s", "1"], ["2", "h", "1"]])
+        #expect(try rows(db, "SELECT top_suit, top_value FROM hand WHERE id = 1") == [["h", "1"]])
+    }
+
+    @Test func oneIdentityLookupPerEntityPerBatch() throws {
+        let statements = Mutex<[String]>([])
+        var pages: [String] = []
+        for p in 0..<10 {
+            pages.append(page((0..<50).map { i in #"{"id": \#(p * 50 + i), "dogs": [{"id": \#(i)}], "best_friend": \#(i + 100)}"# }.joined(separator: ",")))
+        }
+        let (summary, _) = try ingest(peopleYAML, pages, batchRecords: 100, observer: { sql in statements.withLock { $0.append(sql) } })
+        #expect(summary.counters.records == 500)
+        let lookups = statements.withLock { $0 }.filter { $0.contains("json_each") }
+        // 500 records in batches of 100: 5 batches × 2 entities (person, dog).
+        #expect(lookups.count == 10)
+        #expect(lookups.filter { $0.hasPrefix("SELECT \"id\" FROM \"person\"") }.count == 5)
+        #expect(lookups.filter { $0.hasPrefix("SELECT \"id\" FROM \"dog\"") }.count == 5)
+    }
+}
+
+import Synchronization

@@ -1,0 +1,82 @@
+import Foundation
+import GRDB
+import Logging
+import Testing
+
+@testable import Ingot
+
+/// The repository's root (the package directory).
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// `../shared` beside the project, where CI puts it too.
+let sharedRoot = packageRoot.deletingLastPathComponent().appendingPathComponent("shared")
+
+/// A fresh temporary directory, removed by the caller when it wants.
+func temporaryDirectory() -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("ingot-tests-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// Collects log lines in memory.
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+
+    var logger: Logger {
+        let output = LogfmtLogHandler.Output { line in self.lines.withLock { $0.append(line) } }
+        var logger = Logger(label: "test") { _ in LogfmtLogHandler(output: output, timestamps: false) }
+        logger.logLevel = .info
+        return logger
+    }
+}
+
+import Synchronization
+
+/// Pages given in memory.
+final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    private var pages: [String]
+    private var seq = 0
+    init(_ pages: [String]) { self.pages = pages }
+    func next() throws -> Page? {
+        guard !pages.isEmpty else { return nil }
+        seq += 1
+        return Page(seq: seq, source: "page-\(seq).json", bytes: Array(pages.removeFirst().utf8))
+    }
+}
+
+/// Runs `yaml` over `pages` into `db` (a new temporary database unless given).
+@discardableResult
+func ingest(
+    _ yaml: String, _ pages: [String], db: String? = nil, lanes: Int = 2, batchRecords: Int? = nil,
+    observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture()
+) throws -> (summary: RunSummary, db: String) {
+    let config = try PipelineConfig.parse(text: yaml, path: "test.yml")
+    let path = db ?? temporaryDirectory().appendingPathComponent("test.db").path
+    var options = RunOptions()
+    options.databasePath = path
+    options.lanes = lanes
+    options.batchRecords = batchRecords
+    options.progressInterval = 0
+    options.store.statementObserver = observer
+    let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))
+    return (summary, path)
+}
+
+/// Rows of `sql` as text ("NULL" for null), for compact assertions.
+func rows(_ db: String, _ sql: String) throws -> [[String]] {
+    let queue = try DatabaseQueue(path: db)
+    return try queue.read { db in
+        try Row.fetchAll(db, sql: sql).map { row in
+            row.databaseValues.map { value in
+                switch value.storage {
+                case .null: "NULL"
+                case .int64(let v): String(v)
+                case .double(let v): String(v)
+                case .string(let s): s
+                case .blob: "<blob>"
+                }
+            }
+        }
+    }
+}
