@@ -20,6 +20,12 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
     public let name: String
     /// Maps pipeline records; `nil` for a context that only decodes Swift types.
     var mapper: RecordMapper?
+    /// The ``IngotEntity`` objects decoded on this context, by entity name and identity; a second
+    /// object with the same identity replaces the first (later wins), as in a managed object context.
+    public private(set) var registeredObjects: [String: [IdentityKey: any IngotEntity]] = [:]
+    /// How many entity objects this context decoded.
+    public private(set) var decodedCount = 0
+
     public init(name: String) {
         self.name = name
     }
@@ -45,6 +51,24 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
         return context
     }
 
+
+    /// Records a decoded entity object under its identity.
+    func register(_ object: any IngotEntity, identity: IdentityKey?) {
+        decodedCount += 1
+        guard let identity else { return }
+        registeredObjects[type(of: object).entityName, default: [:]][identity] = object
+    }
+
+    /// The registered object of type `T` with `identity`, if this context decoded one.
+    public func registeredObject<T: IngotEntity>(_ type: T.Type, identity: IdentityKey) -> T? {
+        registeredObjects[T.entityName]?[identity] as? T
+    }
+
+    /// Forgets the registered objects (after they were saved).
+    public func reset() {
+        registeredObjects = [:]
+        decodedCount = 0
+    }
 }
 
 /// Errors of decoding Swift ``IngotEntity`` types.

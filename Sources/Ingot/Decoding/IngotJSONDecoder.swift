@@ -1,0 +1,218 @@
+import Foundation
+
+/// Decodes `Decodable` types straight from Ingot's JSON tape: no `Any`, no Foundation parsing.
+///
+/// Coding keys may be key paths (`origin.country.name`): a key that is not a member of the
+/// object is followed through nested objects. ``IngotEntity`` values are registered with the
+/// current queue's ``DecodingContext`` (later objects with the same identity replace earlier
+/// ones); decoding one with no context throws ``IngotDecodingError/missingContext(codingPath:)``.
+public struct IngotJSONDecoder: Sendable {
+    public init() {}
+
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        let document = try JSONDocument(bytes: bytes)
+        return try TapeDecoder(value: document.root, codingPath: []).decodeValue(type)
+    }
+}
+
+private struct TapeDecoder: Decoder {
+    let value: JSONValue
+    var codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard value.kind == .object else { throw mismatch([String: Int].self) }
+        return KeyedDecodingContainer(TapeKeyedContainer<Key>(object: value, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard value.kind == .array else { throw mismatch([Int].self) }
+        return TapeUnkeyedContainer(elements: Array(value.elements), codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { TapeSingleValueContainer(decoder: self) }
+
+    func mismatch(_ type: Any.Type) -> DecodingError {
+        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(type), found \(value.kind.rawValue)"))
+    }
+
+    /// Decodes `T` from this value, with the special cases the tape handles itself.
+    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        if let entity = type as? any IngotEntity.Type {
+            let context = try DecodingContext.current(codingPath: codingPath)
+            let object = try T(from: self)
+            if let object = object as? any IngotEntity {
+                context.register(object, identity: identity(entity))
+            }
+            return object
+        }
+        if type == Date.self {
+            guard let text = value.string, let civil = DateConverter.parseISO8601(ArraySlice(text.utf8)) else {
+                throw mismatch(Date.self)
+            }
+            let seconds = DateConverter.days(civil.year, civil.month, civil.day) * 86400 + civil.hour * 3600
+                + civil.minute * 60 + civil.second - (civil.offsetSeconds ?? 0)
+            let fraction = civil.fraction.isEmpty ? 0 : Double("0." + String(decoding: civil.fraction, as: UTF8.self)) ?? 0
+            guard let date = Date(timeIntervalSince1970: Double(seconds) + fraction) as? T else { throw mismatch(Date.self) }
+            return date
+        }
+        return try T(from: self)
+    }
+
+    /// The identity of the entity object at this value, read from its JSON.
+    private func identity(_ entity: any IngotEntity.Type) -> IdentityKey? {
+        let keys = entity.identity.map(\.stringValue)
+        guard !keys.isEmpty else { return nil }
+        var values: [SQLValue] = []
+        for key in keys {
+            guard let v = value[key] else { return nil }
+            if let i = v.int64 { values.append(.integer(i)) } else if let s = v.string { values.append(.text(s)) } else if let d = v.double { values.append(.real(d)) } else { return nil }
+        }
+        return values.count == 1 ? .single(values[0]) : .composite(values)
+    }
+}
+
+private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let object: JSONValue
+    var codingPath: [any CodingKey]
+
+    var allKeys: [Key] { object.members.compactMap { $0.key.string.flatMap(Key.init(stringValue:)) } }
+
+    /// The member at `key`, following a key path when the key is not a member itself. `.some(nil)`:
+    /// the path's root is present but a later step is missing.
+    private func lookup(_ key: Key) -> JSONValue?? {
+        if let v = object[key.stringValue] { return .some(v) }
+        let parts = key.stringValue.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count > 1, var current = object[parts[0]] else { return nil }
+        for part in parts.dropFirst() {
+            guard current.kind == .object, let next = current[part] else { return .some(nil) }
+            current = next
+        }
+        return .some(current)
+    }
+
+    func contains(_ key: Key) -> Bool { lookup(key) != nil }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        switch lookup(key) {
+        case .none: throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
+        case .some(.none): return true
+        case .some(.some(let v)): return v.isNull
+        }
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        guard case .some(.some(let v)) = lookup(key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
+        }
+        return try TapeDecoder(value: v, codingPath: codingPath + [key]).decodeValue(type)
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        guard case .some(.some(let v)) = lookup(key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
+        }
+        return try TapeDecoder(value: v, codingPath: codingPath + [key]).container(keyedBy: type)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        guard case .some(.some(let v)) = lookup(key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
+        }
+        return try TapeDecoder(value: v, codingPath: codingPath + [key]).unkeyedContainer()
+    }
+
+    func superDecoder() throws -> any Decoder { TapeDecoder(value: object, codingPath: codingPath) }
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        guard case .some(.some(let v)) = lookup(key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
+        }
+        return TapeDecoder(value: v, codingPath: codingPath + [key])
+    }
+}
+
+private struct IndexKey: CodingKey {
+    var intValue: Int?
+    var stringValue: String { "\(intValue ?? 0)" }
+    init(_ index: Int) { intValue = index }
+    init?(stringValue: String) { nil }
+    init?(intValue: Int) { self.intValue = intValue }
+}
+
+private struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
+    let elements: [JSONValue]
+    var codingPath: [any CodingKey]
+    var currentIndex = 0
+    var count: Int? { elements.count }
+    var isAtEnd: Bool { currentIndex >= elements.count }
+
+    private mutating func nextDecoder<T>(_ type: T.Type) throws -> TapeDecoder {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(type, .init(codingPath: codingPath, debugDescription: "the array has no more elements"))
+        }
+        defer { currentIndex += 1 }
+        return TapeDecoder(value: elements[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, elements[currentIndex].isNull else { return false }
+        currentIndex += 1
+        return true
+    }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try nextDecoder(type).decodeValue(type) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try nextDecoder(type).container(keyedBy: type)
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { try nextDecoder([Int].self).unkeyedContainer() }
+    mutating func superDecoder() throws -> any Decoder { try nextDecoder(Int.self) }
+}
+
+private struct TapeSingleValueContainer: SingleValueDecodingContainer {
+    let decoder: TapeDecoder
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var value: JSONValue { decoder.value }
+
+    func decodeNil() -> Bool { value.isNull }
+
+    func decode(_ type: Bool.Type) throws -> Bool {
+        guard let v = value.bool else { throw decoder.mismatch(type) }
+        return v
+    }
+
+    func decode(_ type: String.Type) throws -> String {
+        guard let v = value.string else { throw decoder.mismatch(type) }
+        return v
+    }
+
+    func decode(_ type: Double.Type) throws -> Double {
+        guard let v = value.double else { throw decoder.mismatch(type) }
+        return v
+    }
+
+    func decode(_ type: Float.Type) throws -> Float {
+        guard let v = value.double else { throw decoder.mismatch(type) }
+        return Float(v)
+    }
+
+    func decode(_ type: Int.Type) throws -> Int { try integer(type) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try integer(type) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try integer(type) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try integer(type) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try integer(type) }
+    func decode(_ type: UInt.Type) throws -> UInt { try integer(type) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try integer(type) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try integer(type) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try integer(type) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try integer(type) }
+
+    private func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
+        if let v = value.int64, let exact = T(exactly: v) { return exact }
+        if let text = value.numberText, let exact = T(text) { return exact }
+        throw decoder.mismatch(type)
+    }
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decoder.decodeValue(type) }
+}

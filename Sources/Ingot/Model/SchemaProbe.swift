@@ -1,0 +1,180 @@
+import Foundation
+
+/// Derives entities from `IngotEntity` types by running their `init(from:)` against a decoder
+/// that answers every request with a placeholder and writes down what was asked: the key and the
+/// Swift type of each property.
+final class SchemaProbe {
+    var entities: [String: Entity] = [:]
+    var order: [String] = []
+
+    struct Unsupported: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    func probe(_ type: any IngotEntity.Type) throws {
+        let name = type.entityName
+        guard entities[name] == nil else { return }
+        order.append(name)
+        entities[name] = Entity(name: name, identity: [], attributes: [], keyDelimiter: type.keyDelimiter)
+        let instance = try type.init(from: ProbeDecoder(probe: self, entity: name))
+        guard var entity = entities[name] else { return }
+        // Name columns after the stored properties: a synthesized `init(from:)` decodes them in
+        // declaration order, which is the order `Mirror` lists them in.
+        let labels = Mirror(reflecting: instance).children.compactMap(\.label)
+        let keys = recordedKeys[name] ?? []
+        var nameOfKey: [String: String] = [:]
+        if labels.count == keys.count {
+            for (key, label) in zip(keys, labels) { nameOfKey[key] = snakeCase(label.hasPrefix("_") ? String(label.dropFirst()) : label) }
+            for k in entity.attributes.indices { entity.attributes[k].name = nameOfKey[entity.attributes[k].key] ?? entity.attributes[k].name }
+            for k in entity.relationships.indices {
+                entity.relationships[k].name = nameOfKey[entity.relationships[k].key] ?? entity.relationships[k].name
+            }
+        }
+        entity.identity = type.identity.map { nameOfKey[$0.stringValue] ?? snakeCase($0.stringValue) }
+        entities[name] = entity
+    }
+
+    /// Per entity: the keys its `init(from:)` asked for, in order.
+    private var recordedKeys: [String: [String]] = [:]
+
+    func record(_ entity: String, key: any CodingKey, type: any Decodable.Type) throws {
+        guard var e = entities[entity] else { return }
+        guard !(recordedKeys[entity] ?? []).contains(key.stringValue) else { return }
+        recordedKeys[entity, default: []].append(key.stringValue)
+        let name = snakeCase(key.stringValue)
+        if let target = type as? any IngotEntity.Type {
+            try probe(target)
+            e = entities[entity] ?? e
+            e.relationships.append(Relationship(name: name, target: target.entityName, key: key.stringValue))
+        } else if let many = type as? any ToManyEntities.Type {
+            try probe(many.elementType)
+            e = entities[entity] ?? e
+            e.relationships.append(Relationship(
+                name: name, target: many.elementType.entityName, isToMany: true, isOrdered: many.isOrdered, key: key.stringValue))
+        } else {
+            e.attributes.append(Attribute(name: name, type: SchemaProbe.attributeType(type), key: key.stringValue))
+        }
+        entities[entity] = e
+    }
+
+    static func attributeType(_ type: any Decodable.Type) -> AttributeType {
+        switch type {
+        case is Bool.Type: .bool
+        case is String.Type: .string
+        case is Double.Type, is Float.Type: .double
+        case is Int.Type, is Int64.Type, is Int32.Type, is Int16.Type, is Int8.Type, is UInt.Type, is UInt32.Type,
+            is UInt16.Type, is UInt8.Type, is UInt64.Type:
+            .integer
+        case is Date.Type: .date(.iso8601(timeZone: "UTC"))
+        default: .json
+        }
+    }
+}
+
+/// The decoder a ``SchemaProbe`` hands to `init(from:)`.
+private struct ProbeDecoder: Decoder {
+    let probe: SchemaProbe
+    /// The entity being probed; `nil` below a property (nothing more is recorded there).
+    let entity: String?
+    var codingPath: [any CodingKey] = []
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(ProbeKeyedContainer<Key>(probe: probe, entity: entity, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        ProbeUnkeyedContainer(codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        ProbeSingleValueContainer(probe: probe, codingPath: codingPath)
+    }
+}
+
+/// Placeholder values for the types a probe is asked for.
+private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codingPath: [any CodingKey]) throws -> T {
+    switch type {
+    case is Bool.Type: return false as! T
+    case is String.Type: return "" as! T
+    case is Double.Type: return 0.0 as! T
+    case is Float.Type: return Float(0) as! T
+    case is Int.Type: return 0 as! T
+    case is Int64.Type: return Int64(0) as! T
+    case is Int32.Type: return Int32(0) as! T
+    case is UInt64.Type: return UInt64(0) as! T
+    case is Date.Type: return Date(timeIntervalSince1970: 0) as! T
+    default:
+        do {
+            return try T(from: ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath))
+        } catch {
+            throw SchemaProbe.Unsupported(description: "cannot derive a model from \(T.self) at \(codingPath.map(\.stringValue).joined(separator: ".")): \(error)")
+        }
+    }
+}
+
+private struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let probe: SchemaProbe
+    let entity: String?
+    var codingPath: [any CodingKey]
+    var allKeys: [Key] { [] }
+
+    func contains(_ key: Key) -> Bool { true }
+    func decodeNil(forKey key: Key) throws -> Bool { false }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if let entity { try probe.record(entity, key: key, type: type) }
+        return try placeholder(type, probe: probe, codingPath: codingPath + [key])
+    }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decode(type, key) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decode(type, key) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decode(type, key) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try decode(type, key) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decode(type, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decode(type, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decode(type, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decode(type, key) }
+
+    private func decode<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T {
+        try decode(type, forKey: key) as T
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        KeyedDecodingContainer(ProbeKeyedContainer<NestedKey>(probe: probe, entity: nil, codingPath: codingPath + [key]))
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        ProbeUnkeyedContainer(codingPath: codingPath + [key])
+    }
+
+    func superDecoder() throws -> any Decoder { ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath) }
+    func superDecoder(forKey key: Key) throws -> any Decoder { ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath + [key]) }
+}
+
+/// An empty array: collections probe as empty.
+private struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
+    var codingPath: [any CodingKey]
+    var count: Int? { 0 }
+    var isAtEnd: Bool { true }
+    var currentIndex: Int { 0 }
+
+    mutating func decodeNil() throws -> Bool { true }
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        throw DecodingError.valueNotFound(type, .init(codingPath: codingPath, debugDescription: "probe: empty"))
+    }
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        throw DecodingError.valueNotFound(type, .init(codingPath: codingPath, debugDescription: "probe: empty"))
+    }
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer { self }
+    mutating func superDecoder() throws -> any Decoder {
+        throw DecodingError.valueNotFound(Int.self, .init(codingPath: codingPath, debugDescription: "probe: empty"))
+    }
+}
+
+private struct ProbeSingleValueContainer: SingleValueDecodingContainer {
+    let probe: SchemaProbe
+    var codingPath: [any CodingKey]
+    func decodeNil() -> Bool { false }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try placeholder(type, probe: probe, codingPath: codingPath) }
+}

@@ -1,0 +1,131 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import Ingot
+
+private struct Dog: IngotEntity, Hashable {
+    var id: Int
+    var name: String?
+    var breed: String?
+    enum CodingKeys: String, CodingKey { case id, name, breed }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Person: IngotEntity {
+    var id: Int
+    var firstName: String?
+    var country: String?
+    var score: Double?
+    var dogs: Set<Dog>?
+
+    enum CodingKeys: String, CodingKey {
+        case id, firstName = "first_name", country = "origin.country.name", score, dogs
+    }
+    static let identity: [CodingKeys] = [.id]
+}
+
+/// Entities declared as Swift `Codable` types, Coredatable-style.
+struct SwiftEntityTests {
+    @Test func swiftTypesProduceTheSameModelAsYAML() throws {
+        let yaml = try PipelineConfig.parse(text: """
+            version: 1
+            name: people
+            root: person
+            entities:
+              person:
+                identity: id
+                attributes:
+                  id: integer
+                  first_name: string
+                  country: {type: string, key: origin.country.name}
+                  score: double
+                relationships:
+                  dogs: {to: dog, many: true}
+              dog:
+                identity: id
+                attributes: {id: integer, name: string, breed: string}
+            """, path: "p.yml")
+        let derived = try EntityModel(root: Person.self)
+        #expect(derived.entities.map(\.name) == yaml.model.entities.map(\.name))
+        for (d, y) in zip(derived.entities, yaml.model.entities) {
+            #expect(d.attributes == y.attributes)
+            #expect(d.relationships == y.relationships)
+            #expect(d.identity == y.identity)
+        }
+        #expect(derived == yaml.model)
+    }
+
+    @Test func decodingWithoutAContextThrowsMissingContext() {
+        let bytes = Array(#"{"id": 1}"#.utf8)
+        #expect {
+            _ = try IngotJSONDecoder().decode(Person.self, from: bytes)
+        } throws: { error in
+            guard case IngotDecodingError.missingContext(let path) = error else { return false }
+            return path.isEmpty
+        }
+        // Nested: the path names where the entity was met.
+        let nested = Array(#"{"pets": [{"id": 1}]}"#.utf8)
+        struct Owner: Decodable { var pets: [Dog] }
+        #expect {
+            _ = try IngotJSONDecoder().decode(Owner.self, from: nested)
+        } throws: { error in
+            guard case IngotDecodingError.missingContext(let path) = error else { return false }
+            return path.map(\.stringValue) == ["pets", "0"]
+        }
+    }
+
+    @Test func eachQueueDecodesWithItsOwnContext() throws {
+        let a = DispatchQueue(label: "lane.a")
+        let b = DispatchQueue(label: "lane.b")
+        let contextA = DecodingContext(name: "a")
+        let contextB = DecodingContext(name: "b")
+        DecodingContext.bind(contextA, to: a)
+        DecodingContext.bind(contextB, to: b)
+        #expect(DecodingContext.current == nil)
+
+        // Both queues decode at the same time: each waits for the other to have started.
+        let startedA = DispatchSemaphore(value: 0)
+        let startedB = DispatchSemaphore(value: 0)
+        let group = DispatchGroup()
+        func page(_ base: Int, _ country: String) -> [UInt8] {
+            Array(("[" + (0..<200).map { #"{"id": \#(base + $0), "first_name": "p", "origin": {"country": {"name": "\#(country)"}}, "dogs": [{"id": \#($0 % 7)}]}"# }.joined(separator: ",") + "]").utf8)
+        }
+        let pageA = page(0, "Chile")
+        let pageB = page(1000, "Japan")
+        a.async(group: group) {
+            startedA.signal()
+            startedB.wait()
+            #expect(DecodingContext.current === contextA)
+            #expect((try? IngotJSONDecoder().decode([Person].self, from: pageA))?.count == 200)
+        }
+        b.async(group: group) {
+            startedB.signal()
+            startedA.wait()
+            #expect(DecodingContext.current === contextB)
+            #expect((try? IngotJSONDecoder().decode([Person].self, from: pageB))?.count == 200)
+        }
+        group.wait()
+        // Each context holds only what its queue decoded: 200 persons and 7 shared dogs.
+        #expect(contextA.registeredObjects["person"]?.count == 200)
+        #expect(contextB.registeredObjects["person"]?.count == 200)
+        #expect(contextA.registeredObjects["dog"]?.count == 7)
+        #expect(contextA.registeredObject(Person.self, identity: .single(.integer(5)))?.country == "Chile")
+        #expect(contextB.registeredObject(Person.self, identity: .single(.integer(1005)))?.country == "Japan")
+        #expect(contextA.registeredObject(Person.self, identity: .single(.integer(1005))) == nil)
+    }
+
+    @Test func keyPathCodingKeysFollowNestedObjects() throws {
+        let queue = DispatchQueue(label: "lane")
+        DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
+        let person = try queue.sync {
+            try IngotJSONDecoder().decode(Person.self, from: Array(#"{"id": 3, "origin": {"country": {"name": "Kenya"}}, "score": 1.25}"#.utf8))
+        }
+        #expect(person.country == "Kenya")
+        #expect(person.score == 1.25)
+        let noLeaf = try queue.sync {
+            try IngotJSONDecoder().decode(Person.self, from: Array(#"{"id": 3, "origin": {}}"#.utf8))
+        }
+        #expect(noLeaf.country == nil)
+    }
+}
