@@ -9,7 +9,7 @@ struct IngotCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingot",
         abstract: "Ingest paginated JSON into SQLite with identity (find-or-create) semantics.",
-        subcommands: [Run.self, Validate.self, Schema.self])
+        subcommands: [Run.self, Validate.self, Schema.self, BenchDecode.self])
 }
 
 /// Exit codes: 0 finished (rejections counted), 1 failed, 2 bad config or usage.
@@ -130,5 +130,26 @@ struct Run: ParsableCommand {
         options.progressInterval = progressInterval
         let summary = PipelineRunner(config: config, options: options, logger: logger).run(source: source)
         if summary.status != .finished { throw Exit.failed }
+    }
+}
+
+struct BenchDecode: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-decode", abstract: "Time JSON parsing and record mapping alone, on one thread.", shouldDisplay: false)
+
+    @Argument(help: "The pipeline file.")
+    var pipeline: String
+
+    @Option(help: "The pages directory.")
+    var pages: String
+
+    func run() throws {
+        let config = try loadPipeline(pipeline)
+        var glob = "*.json"
+        if case .files(_, let g) = config.source { glob = g }
+        let r = try DecodeBenchmark.measure(config: config, source: DirectoryPageSource(directory: pages, glob: glob))
+        let mb = Double(r.bytes) / 1e6
+        print(String(format: "parse: %.1f MB/s (%.3f s)  parse+map: %.1f MB/s, %.0f records/s (%.3f s)",
+            mb / r.parseSeconds, r.parseSeconds, mb / r.mapSeconds, Double(r.records) / r.mapSeconds, r.mapSeconds))
     }
 }

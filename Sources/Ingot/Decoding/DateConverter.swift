@@ -7,6 +7,7 @@ import Foundation
 /// offset of a named time zone. Never depends on the machine's locale or time zone.
 struct DateConverter {
     private var zones: [String: TimeZone] = [:]
+    private var patterns: [String: DatePattern] = [:]
 
     /// A civil date-time read from the source.
     struct Civil {
@@ -22,7 +23,15 @@ struct DateConverter {
             guard let civil = DateConverter.parseISO8601(bytes) else { return nil }
             return render(civil, zone: zone)
         case .pattern(let pattern, let zone):
-            guard let p = DatePattern(pattern), let civil = DateConverter.parse(bytes, pattern: p) else { return nil }
+            let compiled: DatePattern
+            if let cached = patterns[pattern] {
+                compiled = cached
+            } else {
+                guard let p = DatePattern(pattern) else { return nil }
+                patterns[pattern] = p
+                compiled = p
+            }
+            guard let civil = DateConverter.parse(bytes, pattern: compiled) else { return nil }
             return render(civil, zone: zone)
         case .unixSeconds, .unixMilliseconds:
             return nil  // numbers: see `convert(number:)`
@@ -91,13 +100,14 @@ struct DateConverter {
         var out: [UInt8] = []
         out.reserveCapacity(32)
         func put(_ value: Int, _ width: Int) {
-            var digits = [UInt8](repeating: UInt8(ascii: "0"), count: width)
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
             var v = value
-            for k in stride(from: width - 1, through: 0, by: -1) {
-                digits[k] = UInt8(ascii: "0") + UInt8(v % 10)
-                v /= 10
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(v / divisor % 10))
+                v %= divisor
+                divisor /= 10
             }
-            out.append(contentsOf: digits)
         }
         put(c.year, 4); out.append(UInt8(ascii: "-")); put(c.month, 2); out.append(UInt8(ascii: "-")); put(c.day, 2)
         if c.hasTime {

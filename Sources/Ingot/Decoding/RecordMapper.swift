@@ -96,9 +96,8 @@ struct RecordMapper {
         }
         let layout = entity.layout
         let rowIndex = record.rows.count
-        record.rows.append(EntityRow(
-            entity: e, identity: nil, columns: [SQLValue?](repeating: nil, count: layout.columns.count),
-            toMany: layout.toMany.isEmpty ? [] : [[IdentityKey]?](repeating: nil, count: layout.toMany.count)))
+        // Reserve the row's place (parent before its nested rows); filled in below.
+        record.rows.append(EntityRow(entity: e, identity: nil, columns: [], toMany: []))
         var columns = [SQLValue?](repeating: nil, count: layout.columns.count)
         var toMany = [[IdentityKey]?](repeating: nil, count: layout.toMany.count)
 

@@ -1,0 +1,28 @@
+import Foundation
+
+/// Measures the decode stages alone on one thread (for `make bench`): JSON parsing, then
+/// parsing plus mapping to rows. Pages are read into memory first; only CPU work is timed.
+public enum DecodeBenchmark {
+    public struct Result: Sendable {
+        public var bytes: Int
+        public var records: Int
+        public var parseSeconds: Double
+        public var mapSeconds: Double
+    }
+
+    public static func measure(config: PipelineConfig, source: any PageSource) throws -> Result {
+        var pages: [Page] = []
+        while let page = try source.next() { pages.append(page) }
+        let bytes = pages.reduce(0) { $0 + $1.bytes.count }
+        var clock = ContinuousClock.now
+        for page in pages { _ = try? JSONDocument(bytes: page.bytes) }
+        let parse = ContinuousClock.now - clock
+        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath))
+        var records = 0
+        clock = ContinuousClock.now
+        for page in pages { records += mapper.map(bytes: page.bytes, seq: page.seq, source: page.source).records.count }
+        let map = ContinuousClock.now - clock
+        func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+        return Result(bytes: bytes, records: records, parseSeconds: seconds(parse), mapSeconds: seconds(map))
+    }
+}
