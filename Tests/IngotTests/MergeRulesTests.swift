@@ -178,6 +178,20 @@ struct MergeRulesTests {
         #expect(try rows(db, "SELECT top_suit, top_value FROM hand WHERE id = 1") == [["h", "1"]])
     }
 
+    @Test func replaceDeletesUntouchedRootRowsOnlyAfterACompleteRun() throws {
+        let yaml = peopleYAML.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
+        let (_, db) = try ingest(yaml, [page(#"{"id": 1, "dogs": [7]}, {"id": 2, "dogs": [8]}, {"id": 3}"#)])
+        // A run with a rejected record deletes nothing.
+        let partial = try ingest(yaml, [page(#"{"id": 1}, {"name": "no id"}"#)], db: db)
+        #expect(partial.summary.counters.deleted == 0)
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["3"]])
+        let (summary, _) = try ingest(yaml, [page(#"{"id": 1}, {"id": 3}"#)], db: db)
+        #expect(summary.counters.deleted == 1)
+        #expect(try rows(db, "SELECT id FROM person ORDER BY id") == [["1"], ["3"]])
+        #expect(try rows(db, "SELECT person_id, dog_id FROM person_dogs") == [["1", "7"]])
+        #expect(try rows(db, "SELECT count(*) FROM dog") == [["2"]], "targets are never deleted")
+    }
+
     @Test func oneIdentityLookupPerEntityPerBatch() throws {
         let statements = Mutex<[String]>([])
         var pages: [String] = []
