@@ -45,7 +45,7 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
         DispatchQueue.getSpecific(key: key)
     }
 
-    /// The current context, or a ``DecodingError`` naming `codingPath` when there is none.
+    /// The current context; throws ``IngotDecodingError/missingContext(codingPath:)`` when there is none.
     public static func current(codingPath: [any CodingKey]) throws -> DecodingContext {
         guard let context = current else { throw IngotDecodingError.missingContext(codingPath: codingPath) }
         return context

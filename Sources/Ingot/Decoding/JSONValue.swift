@@ -66,7 +66,8 @@ public struct JSONValue: Sendable {
                 String(decoding: UnsafeBufferPointer(rebasing: $0[Int(n.start)..<Int(n.start + n.length)]), as: UTF8.self)
             }
         case .escapedString:
-            return String(decoding: JSONValue.unescape(document.bytes, Int(n.start), Int(n.length)), as: UTF8.self)
+            let decoded = document.bytes.withUnsafeBufferPointer { JSONValue.unescape($0, Int(n.start), Int(n.length)) }
+            return String(decoding: decoded, as: UTF8.self)
         default:
             return nil
         }
@@ -129,11 +130,11 @@ public struct JSONValue: Sendable {
             }
         }
         guard n.kind == .escapedString else { return false }
-        return JSONValue.unescape(document.bytes, Int(n.start), Int(n.length)).elementsEqual(key)
+        return document.bytes.withUnsafeBufferPointer { JSONValue.unescape($0, Int(n.start), Int(n.length)) }.elementsEqual(key)
     }
 
     /// Decodes the escapes of the string content at `start..<start+length`. Lone surrogates become U+FFFD.
-    static func unescape(_ bytes: [UInt8], _ start: Int, _ length: Int) -> [UInt8] {
+    static func unescape(_ bytes: UnsafeBufferPointer<UInt8>, _ start: Int, _ length: Int) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(length)
         var i = start

@@ -61,7 +61,7 @@ struct RecordMapper {
                     do throws(MappingFailure) {
                         _ = try mapObject(at: element, entity: plan.root, into: &record, &cursor)
                         if record.references.contains(where: { $0.policy == .reject }) {
-                            record.raw = cursor.text(ofValueAt: element)
+                            record.raw = cursor.raw(element)
                             let prefix = path + "[\(index)]."
                             for r in record.references.indices where record.references[r].policy == .reject {
                                 record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
@@ -72,7 +72,7 @@ struct RecordMapper {
                         let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
                         page.rejections.append(RecordRejection(
                             entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
-                            source: source, recordIndex: index, raw: cursor.text(ofValueAt: element)))
+                            source: source, recordIndex: index, raw: cursor.raw(element)))
                     }
                     element = Int(nodes[element].end)
                     index += 1
@@ -320,7 +320,7 @@ struct Cursor {
     func match(keyAt keyIndex: Int, in rootKeys: [MappingPlan.RootKey]) -> Int? {
         let key = nodes[keyIndex]
         if key.kind == .escapedString {
-            let decoded = JSONValue.unescape(Array(bytes), Int(key.start), Int(key.length))
+            let decoded = JSONValue.unescape(bytes, Int(key.start), Int(key.length))
             return rootKeys.firstIndex { $0.bytes == decoded }
         }
         let length = Int(key.length)
@@ -356,7 +356,7 @@ struct Cursor {
     func keyEquals(_ keyIndex: Int, _ key: [UInt8]) -> Bool {
         let node = nodes[keyIndex]
         if node.kind == .escapedString {
-            return JSONValue.unescape(Array(bytes), Int(node.start), Int(node.length)) == key
+            return JSONValue.unescape(bytes, Int(node.start), Int(node.length)) == key
         }
         guard Int(node.length) == key.count else { return false }
         return equalBytes(Int(node.start), key)
@@ -381,7 +381,7 @@ struct Cursor {
 
     func string(_ node: JSONNode) -> String {
         if node.kind == .escapedString {
-            return String(decoding: JSONValue.unescape(Array(bytes), Int(node.start), Int(node.length)), as: UTF8.self)
+            return String(decoding: JSONValue.unescape(bytes, Int(node.start), Int(node.length)), as: UTF8.self)
         }
         return String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)]), as: UTF8.self)
     }
@@ -394,8 +394,6 @@ struct Cursor {
         let end = Int(node.start + node.length) + (quoted ? 1 : 0)
         return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
     }
-
-    func text(ofValueAt index: Int) -> String { raw(index) }
 
     /// A short quote of a value for messages.
     func preview(_ index: Int) -> String {

@@ -114,9 +114,9 @@ public final class PipelineRunner: Sendable {
         done.wait()
         progress?.cancel()
 
-        let counters = writer.result.counters
+        let counters = writer.counters
         do {
-            if let failure = writer.result.failure {
+            if let failure = writer.failure {
                 try? store.finishRun(id: runID, status: "failed", counters: counters, finishedAt: Date())
                 try? store.close()
                 logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])

@@ -5,7 +5,8 @@ import Synchronization
 /// The writer queue's state: reorders decoded pages by `seq`, folds them into batches and saves
 /// each batch through the ``Store`` in one transaction, with the run's counters and rejections.
 ///
-/// Every field is confined to `queue`; the runner reads `result` only after `finished` fired.
+/// Every field is confined to `queue`; the runner reads `counters` and `failure` only after
+/// `finished` fired.
 final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
     private let store: Store
@@ -25,10 +26,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private var sourceTotal: Int?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
-    private var counters = RunCounters()
+    /// The run's counters (read by the runner after `finished` fired).
+    private(set) var counters = RunCounters()
     private var loggedRejections = 0
-    private(set) var result: (counters: RunCounters, failure: (any Error)?) = (RunCounters(), nil)
-    private var failure: (any Error)?
+    /// Why saving failed, if it did (read by the runner after `finished` fired).
+    private(set) var failure: (any Error)?
 
     init(
         store: Store, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
@@ -81,7 +83,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         if let total = sourceTotal, nextSeq > total {
             if failure == nil { flush() }
             if failure == nil && replace { deleteUntouched() }
-            result = (counters, failure)
             finished()
         }
     }

@@ -44,14 +44,6 @@ extension Store {
         try update.execute()
     }
 
-    /// Saves rejections and counters in a transaction of their own (pages with nothing to write).
-    func recordProgressAlone(runID: String, counters: RunCounters, lastSeq: Int?, rejections: [RecordRejection]) throws {
-        try dbQueue.inTransaction(.immediate) { _ in
-            try recordProgress(runID: runID, counters: counters, lastSeq: lastSeq, rejections: rejections)
-            return .commit
-        }
-    }
-
     /// Marks the run finished (or failed / interrupted) with its final counters.
     func finishRun(id: String, status: String, counters: RunCounters, finishedAt: Date) throws {
         try dbQueue.write { db in
