@@ -1,7 +1,7 @@
 /// Writes JSON text: strings quoted and escaped (RFC 8259), identity values as JSON arrays for the
 /// store's `json_each` lookups, and log lines in JSON format.
 enum JSONText {
-    static func array(of keys: Set<IdentityKey>) -> String {
+    static func array(of keys: some Collection<IdentityKey>) -> String {
         var out = "["
         out.reserveCapacity(keys.count * 8)
         var first = true

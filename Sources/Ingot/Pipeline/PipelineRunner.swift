@@ -74,7 +74,10 @@ public final class PipelineRunner: Sendable {
         let done = DispatchSemaphore(value: 0)
         let writer = WriterStage(
             store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
-            pageConsumed: { inFlight.signal() }, finished: { done.signal() })
+            finished: { done.signal() })
+        let assembler = BatchAssembler(
+            writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
+            pageConsumed: { inFlight.signal() })
 
         let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
         let laneQueues = (0..<lanes).map { k in
@@ -87,6 +90,7 @@ public final class PipelineRunner: Sendable {
         let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
         sourceQueue.async { [stopping] in
             var seq = 0
+            var sourceError: (any Error)?
             do {
                 while !stopping.value.withLock({ $0 }) && !writer.hasFailed {
                     inFlight.wait()
@@ -103,13 +107,13 @@ public final class PipelineRunner: Sendable {
                         }
                         let decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
                         context.mapper = mapper
-                        writer.queue.async { writer.receive(decoded) }
+                        assembler.queue.async { assembler.receive(decoded) }
                     }
                 }
             } catch {
-                writer.queue.async { writer.fail(error) }
+                sourceError = error
             }
-            writer.queue.async { [seq] in writer.sourceFinished(total: seq) }
+            assembler.queue.async { [seq, sourceError] in assembler.sourceFinished(total: seq, error: sourceError) }
         }
         done.wait()
         progress?.cancel()

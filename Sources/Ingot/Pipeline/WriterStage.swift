@@ -2,8 +2,8 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// The writer queue's state: reorders decoded pages by `seq`, folds them into batches and saves
-/// each batch through the ``Store`` in one transaction, with the run's counters and rejections.
+/// The writer queue's state: saves each batch the ``BatchAssembler`` hands it through the
+/// ``Store`` in one transaction, with the run's counters and rejections.
 ///
 /// Every field is confined to `queue`; the runner reads `counters` and `failure` only after
 /// `finished` fired.
@@ -11,21 +11,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
     private let store: Store
     private let runID: String
-    private let batchLimit: Int
     private let replace: Bool
     private let logger: Logger
     private let loggedRejectionLimit: Int
     private let shared: SharedCounters
-    private let pageConsumed: @Sendable () -> Void
     private let finished: @Sendable () -> Void
     private let failed = Mutex(false)
 
-    /// Decoded pages that arrived before their turn.
-    private var waiting: [Int: DecodedPage] = [:]
-    private var nextSeq = 1
-    private var sourceTotal: Int?
-    private var batch: [DecodedPage] = []
-    private var batchRecords = 0
     /// The run's counters (read by the runner after `finished` fired).
     private(set) var counters = RunCounters()
     private var loggedRejections = 0
@@ -34,33 +26,19 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     init(
         store: Store, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
-        shared: SharedCounters, pageConsumed: @escaping @Sendable () -> Void, finished: @escaping @Sendable () -> Void
+        shared: SharedCounters, finished: @escaping @Sendable () -> Void
     ) {
         self.store = store
         self.runID = runID
-        self.batchLimit = max(1, options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords)
         self.replace = config.write == .replace
         self.logger = logger
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
-        self.pageConsumed = pageConsumed
         self.finished = finished
     }
 
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
-
-    func receive(_ page: DecodedPage) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        waiting[page.seq] = page
-        drain()
-    }
-
-    func sourceFinished(total: Int) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        sourceTotal = total
-        drain()
-    }
 
     func fail(_ error: any Error) {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -70,29 +48,19 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     // MARK: - Internals
 
-    private func drain() {
-        while let page = waiting.removeValue(forKey: nextSeq) {
-            nextSeq += 1
-            if failure == nil {
-                batch.append(page)
-                batchRecords += max(page.records.count, 1)
-                if batchRecords >= batchLimit { flush() }
-            }
-            pageConsumed()
-        }
-        if let total = sourceTotal, nextSeq > total {
-            if failure == nil { flush() }
-            if failure == nil && replace { deleteUntouched() }
-            finished()
-        }
+    /// After the last batch: `write: replace` deletes untouched rows, then the run is over.
+    func finish(sourceError: (any Error)?) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if let sourceError { fail(sourceError) }
+        if failure == nil && replace { deleteUntouched() }
+        finished()
     }
 
-    /// Saves the current batch: rows, links, rejections and counters in one transaction.
-    private func flush() {
-        guard !batch.isEmpty else { return }
-        let pages = batch
-        batch = []
-        batchRecords = 0
+    /// Saves a batch: rows, links, rejections and counters in one transaction. Does nothing once
+    /// the run has failed.
+    func save(_ pages: [DecodedPage]) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard failure == nil, !pages.isEmpty else { return }
         var next = counters
         var rejections: [RecordRejection] = []
         for page in pages {

@@ -1,8 +1,13 @@
 import GRDBSQLite
 
-/// The statement of one row shape: an insert or update of one entity writing the columns of `mask`.
+/// A statement the writer reuses: an insert or update of one entity writing the columns of
+/// `mask` (one per row shape), or the delete / insert of one to-many relationship's links.
 struct ShapeKey: Hashable {
-    enum Kind: Hashable { case insert, update }
+    enum Kind: Hashable {
+        case insert, update
+        /// To-many relationship `k` of the entity's layout.
+        case deleteLinks(Int), insertLink(Int)
+    }
     var kind: Kind
     var entity: Int
     var mask: ColumnMask
@@ -34,10 +39,28 @@ struct BatchWriter {
         merged = Array(repeating: MergedRows(), count: store.layouts.count)
     }
 
-    // MARK: - Resolve
+    // MARK: - Resolve and fold
 
-    /// Looks up, per entity, which of the batch's identities are already stored: one query each.
-    mutating func resolve() throws {
+    /// Resolves the batch's identities and folds its records into one row per identity.
+    ///
+    /// When every relationship stubs missing targets (the default), folding needs no database:
+    /// a stub is a row with no columns, which merges into anything. The batch is then folded
+    /// first and only the folded identities are looked up. With `missing: ignore` or `reject`,
+    /// whether a target exists decides how a record folds, so identities are looked up first.
+    mutating func prepare() throws {
+        if store.model.entities.contains(where: { $0.relationships.contains { $0.missing != .stub } }) {
+            try resolveAll()
+            foldCheckingReferences()
+        } else {
+            foldWithStubs()
+            for (entity, rows) in merged.enumerated() where !rows.index.isEmpty {
+                existing[entity] = try lookup(entity, rows.index.keys)
+            }
+        }
+    }
+
+    /// Looks up, per entity, which of the batch's identities (rows and references) are stored.
+    private mutating func resolveAll() throws {
         var identities = [Set<IdentityKey>](repeating: [], count: store.layouts.count)
         for page in pages {
             for record in page.records {
@@ -52,7 +75,8 @@ struct BatchWriter {
         }
     }
 
-    private func lookup(_ entity: Int, _ keys: Set<IdentityKey>) throws -> Set<IdentityKey> {
+    /// Which of `keys` are stored: one query for the entity.
+    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> Set<IdentityKey> {
         let layout = store.layouts[entity]
         let columns = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
         let table = Store.quote(layout.table)
@@ -77,12 +101,23 @@ struct BatchWriter {
         return found
     }
 
-    // MARK: - Fold
+    /// Folds the batch's records, in order, into one row per identity; each bare reference adds a
+    /// stub row (a no-op when its identity is already in the batch).
+    private mutating func foldWithStubs() {
+        for page in pages {
+            for record in page.records {
+                for row in record.rows { merge(row) }
+                for reference in record.references where merged[reference.target].index[reference.identity] == nil {
+                    merge(stub(reference.target, reference.identity))
+                }
+            }
+        }
+    }
 
     /// Folds the batch's records, in order, into one row per identity. References are checked
     /// against what is stored or created earlier in the batch: `reject` rejects the record,
     /// `ignore` drops the link, `stub` creates a row holding only the identity.
-    mutating func fold() {
+    private mutating func foldCheckingReferences() {
         var known = existing
         for page in pages {
             for var record in page.records {
@@ -158,7 +193,9 @@ struct BatchWriter {
         for (entity, rows) in merged.enumerated() {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
-            for row in rows.rows {
+            // Rows are unique per identity here, so their order is free: writing them in identity
+            // order walks the B-trees forwards instead of jumping around them.
+            for row in rows.rows.sorted(by: { IdentityKey.precedes($0.identity, $1.identity) }) {
                 guard let identity = row.identity else { continue }
                 let stored = existing[entity].contains(identity)
                 var mask = ColumnMask()
@@ -186,7 +223,7 @@ struct BatchWriter {
                 }
                 for (k, links) in row.toMany.enumerated() {
                     guard let links else { continue }
-                    try replaceLinks(of: identity, layout.toMany[k], links, stored: stored)
+                    try replaceLinks(of: identity, entity, k, links, stored: stored)
                 }
                 if store.replaceEntity == entity { try store.touch(identity) }
             }
@@ -210,36 +247,30 @@ struct BatchWriter {
     }
 
     private func replaceLinks(
-        of identity: IdentityKey, _ toMany: EntityLayout.ToMany, _ links: [IdentityKey], stored: Bool
+        of identity: IdentityKey, _ entity: Int, _ k: Int, _ links: [IdentityKey], stored: Bool
     ) throws {
-        let table = Store.quote(toMany.joinTable)
-        let source = toMany.sourceColumns.map(Store.quote)
         let values = identity.values
         if stored {
-            let condition = source.map { "\($0) = ?" }.joined(separator: " AND ")
-            let delete = try store.statement("DELETE FROM \(table) WHERE \(condition)")
-            for (k, value) in values.enumerated() { delete.bind(value, at: Int32(k + 1)) }
+            let delete = try shape(.deleteLinks(k), entity, ColumnMask())
+            for (i, value) in values.enumerated() { delete.bind(value, at: Int32(i + 1)) }
             try delete.execute()
         }
         guard !links.isEmpty else { return }
-        var columns = source + toMany.targetColumns.map(Store.quote)
-        if toMany.isOrdered { columns.append("\"position\"") }
-        let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
-        let insert = try store.statement(
-            "INSERT OR IGNORE INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))")
-        for (value, k) in zip(values, 0...) { insert.bind(value, at: Int32(k + 1)) }
+        let ordered = store.layouts[entity].toMany[k].isOrdered
+        let insert = try shape(.insertLink(k), entity, ColumnMask())
+        for (i, value) in values.enumerated() { insert.bind(value, at: Int32(i + 1)) }
         for (position, target) in links.enumerated() {
             var index = Int32(values.count + 1)
             for value in target.values {
                 insert.bind(value, at: index)
                 index += 1
             }
-            if toMany.isOrdered { insert.bind(.integer(Int64(position)), at: index) }
+            if ordered { insert.bind(.integer(Int64(position)), at: index) }
             try insert.execute()
         }
     }
 
-    /// The cached statement writing `mask`'s columns of `entity`.
+    /// The cached statement of `kind` for `entity` (writing `mask`'s columns for inserts and updates).
     private func shape(_ kind: ShapeKey.Kind, _ entity: Int, _ mask: ColumnMask) throws -> RawStatement {
         let key = ShapeKey(kind: kind, entity: entity, mask: mask)
         if let statement = store.shapeStatements[key] { return statement }
@@ -254,6 +285,16 @@ struct BatchWriter {
         case .update:
             let identity = layout.identitySlots.map { "\(Store.quote(layout.columns[$0].name)) = ?" }
             sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(identity.joined(separator: " AND "))"
+        case .deleteLinks(let k):
+            let toMany = layout.toMany[k]
+            let condition = toMany.sourceColumns.map { "\(Store.quote($0)) = ?" }.joined(separator: " AND ")
+            sql = "DELETE FROM \(Store.quote(toMany.joinTable)) WHERE \(condition)"
+        case .insertLink(let k):
+            let toMany = layout.toMany[k]
+            var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(Store.quote)
+            if toMany.isOrdered { linkColumns.append("\"position\"") }
+            let placeholders = Array(repeating: "?", count: linkColumns.count).joined(separator: ", ")
+            sql = "INSERT OR IGNORE INTO \(Store.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES (\(placeholders))"
         }
         guard let connection = store.connection else { throw StoreError.schema("the store is closed") }
         let statement = try RawStatement(connection: connection, sql: sql)
@@ -267,5 +308,39 @@ extension ColumnMask {
         var copy = self
         if slot < 64 { copy.low &= ~(1 << UInt64(slot)) } else { copy.high &= ~(1 << UInt64(slot - 64)) }
         return copy
+    }
+}
+
+extension IdentityKey {
+    /// An order on identities (integers, then reals, then text; composites component-wise), for
+    /// writing rows in index order.
+    static func precedes(_ a: IdentityKey?, _ b: IdentityKey?) -> Bool {
+        switch (a, b) {
+        case (.single(let x)?, .single(let y)?): return SQLValue.precedes(x, y)
+        case (.composite(let xs)?, .composite(let ys)?):
+            for (x, y) in zip(xs, ys) where x != y { return SQLValue.precedes(x, y) }
+            return false
+        default: return false
+        }
+    }
+}
+
+extension SQLValue {
+    static func precedes(_ a: SQLValue, _ b: SQLValue) -> Bool {
+        switch (a, b) {
+        case (.integer(let x), .integer(let y)): x < y
+        case (.real(let x), .real(let y)): x < y
+        case (.text(let x), .text(let y)): x < y
+        default: a.rank < b.rank
+        }
+    }
+
+    private var rank: Int {
+        switch self {
+        case .null: 0
+        case .integer: 1
+        case .real: 2
+        case .text: 3
+        }
     }
 }

@@ -49,8 +49,7 @@ extension Store {
         var outcome = BatchOutcome()
         try dbQueue.inTransaction(.immediate) { _ in
             var writer = BatchWriter(store: self, pages: pages)
-            try writer.resolve()
-            writer.fold()
+            try writer.prepare()
             try writer.write()
             outcome = writer.outcome
             try extra(outcome)

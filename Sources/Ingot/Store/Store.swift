@@ -13,6 +13,10 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
     public struct Options: Sendable {
         /// SQLite page cache in MiB. Default 128.
         public var cacheMiB = 128
+        /// WAL size, in pages, past which SQLite checkpoints it into the database. Default 20000
+        /// (about 80 MiB): a bulk writer that checkpoints every 1000 pages (SQLite's default)
+        /// rewrites the same pages over and over; measured here, 5.7 s → 4.1 s on people-200k.
+        public var walCheckpointPages = 20000
         /// Called with the SQL of every statement executed (tests count identity lookups with it).
         public var statementObserver: (@Sendable (String) -> Void)?
 
@@ -40,9 +44,10 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         var config = Configuration()
         config.journalMode = .wal
         let cache = options.cacheMiB
+        let checkpoint = options.walCheckpointPages
         let observer = options.statementObserver
         config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -\(cache * 1024)")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -\(cache * 1024); PRAGMA wal_autocheckpoint = \(checkpoint)")
             if let observer {
                 db.trace(options: .statement) { event in
                     if case .statement(let statement) = event { observer(statement.sql) }

@@ -1,0 +1,74 @@
+import Dispatch
+
+/// Reorders decoded pages by `seq` and cuts them into batches of about `batchRecords` records,
+/// handing each to the ``WriterStage``. Runs on its own serial queue, so pages keep being
+/// collected (and lanes keep decoding) while the writer saves the previous batch.
+///
+/// Backpressure: at most one batch is being saved while the next one is assembled. When the next
+/// one is full and the writer is still busy, `deliver` blocks this queue; pages then stop being
+/// consumed, the source's in-flight slots run out, and the source waits.
+///
+/// Every field is confined to `queue`.
+final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
+    let queue = DispatchQueue(label: "ingot.assembler", qos: .userInitiated)
+    private let writer: WriterStage
+    private let batchLimit: Int
+    private let pageConsumed: @Sendable () -> Void
+    /// One batch may be saving while the next is assembled.
+    private let saving = DispatchSemaphore(value: 1)
+
+    /// Decoded pages that arrived before their turn.
+    private var waiting: [Int: DecodedPage] = [:]
+    private var nextSeq = 1
+    private var sourceEnd: (total: Int, error: (any Error)?)?
+    private var batch: [DecodedPage] = []
+    private var batchRecords = 0
+
+    init(writer: WriterStage, batchLimit: Int, pageConsumed: @escaping @Sendable () -> Void) {
+        self.writer = writer
+        self.batchLimit = max(1, batchLimit)
+        self.pageConsumed = pageConsumed
+    }
+
+    func receive(_ page: DecodedPage) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        waiting[page.seq] = page
+        drain()
+    }
+
+    /// The source produced `total` pages (and stopped on `error`, if any).
+    func sourceFinished(total: Int, error: (any Error)?) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        sourceEnd = (total, error)
+        drain()
+    }
+
+    // MARK: - Internals
+
+    private func drain() {
+        while let page = waiting.removeValue(forKey: nextSeq) {
+            nextSeq += 1
+            if !writer.hasFailed {
+                batch.append(page)
+                batchRecords += max(page.records.count, 1)
+                if batchRecords >= batchLimit { deliver(last: false) }
+            }
+            pageConsumed()
+        }
+        if let end = sourceEnd, nextSeq > end.total {
+            deliver(last: true, sourceError: end.error)
+        }
+    }
+
+    private func deliver(last: Bool, sourceError: (any Error)? = nil) {
+        let pages = batch
+        batch = []
+        batchRecords = 0
+        saving.wait()
+        writer.queue.async { [saving, writer] in
+            writer.save(pages)
+            if last { writer.finish(sourceError: sourceError) }
+            saving.signal()
+        }
+    }
+}
