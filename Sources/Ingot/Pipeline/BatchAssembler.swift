@@ -61,12 +61,12 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     }
 
     private func deliver(last: Bool, sourceError: (any Error)? = nil) {
-        let pages = batch
+        let prepared = writer.store.prepare(batch)
         batch = []
         batchRecords = 0
         saving.wait()
         writer.queue.async { [saving, writer] in
-            writer.save(pages)
+            writer.save(prepared)
             if last { writer.finish(sourceError: sourceError) }
             saving.signal()
         }

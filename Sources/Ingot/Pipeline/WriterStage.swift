@@ -9,7 +9,8 @@ import Synchronization
 /// `finished` fired.
 final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
-    private let store: Store
+    /// Also read by the assembler to prepare batches (`Store.prepare` touches only immutable state).
+    let store: Store
     private let runID: String
     private let replace: Bool
     private let logger: Logger
@@ -58,8 +59,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// Saves a batch: rows, links, rejections and counters in one transaction. Does nothing once
     /// the run has failed.
-    func save(_ pages: [DecodedPage]) {
+    func save(_ batch: PreparedBatch) {
         dispatchPrecondition(condition: .onQueue(queue))
+        let pages = batch.pages
         guard failure == nil, !pages.isEmpty else { return }
         var next = counters
         var rejections: [RecordRejection] = []
@@ -71,7 +73,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             rejections += page.rejections
         }
         do {
-            let outcome = try store.save(pages) { outcome in
+            let outcome = try store.save(batch) { outcome in
                 var committed = next
                 committed.inserted += outcome.inserted
                 committed.updated += outcome.updated

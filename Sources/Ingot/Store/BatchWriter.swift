@@ -21,41 +21,33 @@ struct BatchWriter {
     private(set) var outcome = BatchOutcome()
 
     /// Per entity: identities already stored before this batch.
-    private var existing: [Set<IdentityKey>]
-    /// Per entity: the batch's rows folded by identity, in first-seen order.
-    private var merged: [MergedRows]
+    private var existing: [[IdentityKey: Int64]]
+    /// The batch's rows folded by identity.
+    private var folder: RowFolder
+    /// Folded before the batch reached the writer (every relationship stubs).
+    private let prefolded: Bool
 
-    struct MergedRows {
-        var index: [IdentityKey: Int] = [:]
-        var rows: [EntityRow] = []
-        /// Rows of an entity without identity: each is inserted.
-        var anonymous: [EntityRow] = []
-    }
-
-    init(store: Store, pages: [DecodedPage]) {
+    init(store: Store, batch: PreparedBatch) {
         self.store = store
-        self.pages = pages
-        existing = Array(repeating: [], count: store.layouts.count)
-        merged = Array(repeating: MergedRows(), count: store.layouts.count)
+        self.pages = batch.pages
+        existing = Array(repeating: [:], count: store.layouts.count)
+        prefolded = batch.folded != nil
+        folder = batch.folded ?? RowFolder(layouts: store.layouts)
     }
 
     // MARK: - Resolve and fold
 
-    /// Resolves the batch's identities and folds its records into one row per identity.
-    ///
-    /// When every relationship stubs missing targets (the default), folding needs no database:
-    /// a stub is a row with no columns, which merges into anything. The batch is then folded
-    /// first and only the folded identities are looked up. With `missing: ignore` or `reject`,
-    /// whether a target exists decides how a record folds, so identities are looked up first.
+    /// Resolves the batch's identities, then folds it if it was not folded already (see
+    /// ``Store/prepare(_:)``): with `missing: ignore` or `reject`, whether a target exists decides
+    /// how a record folds, so identities are looked up first.
     mutating func prepare() throws {
-        if store.model.entities.contains(where: { $0.relationships.contains { $0.missing != .stub } }) {
-            try resolveAll()
-            foldCheckingReferences()
-        } else {
-            foldWithStubs()
-            for (entity, rows) in merged.enumerated() where !rows.index.isEmpty {
+        if prefolded {
+            for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
                 existing[entity] = try lookup(entity, rows.index.keys)
             }
+        } else {
+            try resolveAll()
+            foldCheckingReferences()
         }
     }
 
@@ -75,50 +67,38 @@ struct BatchWriter {
         }
     }
 
-    /// Which of `keys` are stored: one query for the entity.
-    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> Set<IdentityKey> {
+    /// Which of `keys` are stored, with their rowids: one query for the entity.
+    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: Int64] {
         let layout = store.layouts[entity]
         let columns = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
         let table = Store.quote(layout.table)
         let sql: String
         if columns.count == 1 {
-            sql = "SELECT \(columns[0]) FROM \(table) WHERE \(columns[0]) IN (SELECT value FROM json_each(?))"
+            sql = "SELECT rowid, \(columns[0]) FROM \(table) WHERE \(columns[0]) IN (SELECT value FROM json_each(?))"
         } else {
             let on = columns.enumerated().map { "\(table).\($1) = json_extract(j.value, '$[\($0)]')" }
-            sql = "SELECT \(columns.map { "\(table).\($0)" }.joined(separator: ", ")) FROM json_each(?) AS j JOIN \(table) ON \(on.joined(separator: " AND "))"
+            sql = "SELECT \(table).rowid, \(columns.map { "\(table).\($0)" }.joined(separator: ", ")) FROM json_each(?) AS j JOIN \(table) ON \(on.joined(separator: " AND "))"
         }
         let statement = try store.statement(sql)
         statement.bind(.text(JSONText.array(of: keys)), at: 1)
-        var found = Set<IdentityKey>(minimumCapacity: keys.count)
+        var found = [IdentityKey: Int64](minimumCapacity: keys.count)
         let count = Int32(columns.count)
         try statement.query { row in
+            let rowid = sqlite3_column_int64(row, 0)
             if count == 1 {
-                found.insert(.single(RawStatement.column(row, 0)))
+                found[.single(RawStatement.column(row, 1))] = rowid
             } else {
-                found.insert(.composite((0..<count).map { RawStatement.column(row, $0) }))
+                found[.composite((1...count).map { RawStatement.column(row, $0) })] = rowid
             }
         }
         return found
-    }
-
-    /// Folds the batch's records, in order, into one row per identity; each bare reference adds a
-    /// stub row (a no-op when its identity is already in the batch).
-    private mutating func foldWithStubs() {
-        for page in pages {
-            for record in page.records {
-                for row in record.rows { merge(row) }
-                for reference in record.references where merged[reference.target].index[reference.identity] == nil {
-                    merge(stub(reference.target, reference.identity))
-                }
-            }
-        }
     }
 
     /// Folds the batch's records, in order, into one row per identity. References are checked
     /// against what is stored or created earlier in the batch: `reject` rejects the record,
     /// `ignore` drops the link, `stub` creates a row holding only the identity.
     private mutating func foldCheckingReferences() {
-        var known = existing
+        var known = existing.map { Set($0.keys) }
         for page in pages {
             for var record in page.records {
                 for row in record.rows { if let id = row.identity { known[row.entity].insert(id) } }
@@ -135,7 +115,7 @@ struct BatchWriter {
                     for reference in record.references where !known[reference.target].contains(reference.identity) {
                         switch reference.policy {
                         case .stub:
-                            merge(stub(reference.target, reference.identity))
+                            folder.merge(folder.stub(reference.target, reference.identity))
                             known[reference.target].insert(reference.identity)
                         case .ignore:
                             switch reference.slot {
@@ -155,49 +135,23 @@ struct BatchWriter {
                         record.rows[drop.row].toMany[drop.index]?.remove(at: drop.position)
                     }
                 }
-                for row in record.rows { merge(row) }
+                for row in record.rows { folder.merge(row) }
             }
-        }
-    }
-
-    private func stub(_ entity: Int, _ identity: IdentityKey) -> EntityRow {
-        let layout = store.layouts[entity]
-        var columns = [SQLValue?](repeating: nil, count: layout.columns.count)
-        for (slot, value) in zip(layout.identitySlots, identity.values) { columns[slot] = value }
-        return EntityRow(
-            entity: entity, identity: identity, columns: columns,
-            toMany: [[IdentityKey]?](repeating: nil, count: layout.toMany.count))
-    }
-
-    private mutating func merge(_ row: EntityRow) {
-        guard let identity = row.identity else {
-            merged[row.entity].anonymous.append(row)
-            return
-        }
-        if let at = merged[row.entity].index[identity] {
-            for (slot, value) in row.columns.enumerated() where value != nil {
-                merged[row.entity].rows[at].columns[slot] = value
-            }
-            for (k, links) in row.toMany.enumerated() where links != nil {
-                merged[row.entity].rows[at].toMany[k] = links
-            }
-        } else {
-            merged[row.entity].index[identity] = merged[row.entity].rows.count
-            merged[row.entity].rows.append(row)
         }
     }
 
     // MARK: - Write
 
     mutating func write() throws {
-        for (entity, rows) in merged.enumerated() {
+        for (entity, rows) in folder.merged.enumerated() {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
             // Rows are unique per identity here, so their order is free: writing them in identity
             // order walks the B-trees forwards instead of jumping around them.
             for row in rows.rows.sorted(by: { IdentityKey.precedes($0.identity, $1.identity) }) {
                 guard let identity = row.identity else { continue }
-                let stored = existing[entity].contains(identity)
+                let rowid = existing[entity][identity]
+                let stored = rowid != nil
                 var mask = ColumnMask()
                 for (slot, value) in row.columns.enumerated() where value != nil { mask.insert(slot) }
                 if stored {
@@ -210,10 +164,7 @@ struct BatchWriter {
                             statement.bind(value ?? .null, at: index)
                             index += 1
                         }
-                        for value in identity.values {
-                            statement.bind(value, at: index)
-                            index += 1
-                        }
+                        statement.bind(.integer(rowid ?? 0), at: index)
                         try statement.execute()
                     }
                     if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
@@ -283,8 +234,8 @@ struct BatchWriter {
             let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
             sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))"
         case .update:
-            let identity = layout.identitySlots.map { "\(Store.quote(layout.columns[$0].name)) = ?" }
-            sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(identity.joined(separator: " AND "))"
+            // By rowid: the lookup found it, so the identity index is not searched again.
+            sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE rowid = ?"
         case .deleteLinks(let k):
             let toMany = layout.toMany[k]
             let condition = toMany.sourceColumns.map { "\(Store.quote($0)) = ?" }.joined(separator: " AND ")

@@ -24,6 +24,16 @@ struct ColumnMask: Hashable {
 }
 
 extension Store {
+    /// Prepares `pages` for ``save(_:extra:)``. Safe on any queue (it reads only the model): the
+    /// pipeline calls it while the writer saves the previous batch. When every relationship stubs
+    /// missing targets (the default), the rows are folded here; otherwise folding needs the
+    /// identity lookups and happens in `save`.
+    nonisolated func prepare(_ pages: [DecodedPage]) -> PreparedBatch {
+        let checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
+        return PreparedBatch(
+            pages: pages, folded: checksReferences ? nil : RowFolder.foldingWithStubs(pages, layouts: layouts))
+    }
+
     /// Saves a batch of decoded pages in one transaction, in page order, so that later pages win.
     ///
     /// For each entity the batch's identities are resolved in **one** query:
@@ -44,11 +54,11 @@ extension Store {
     ///
     /// `extra` runs inside the same transaction, last (rejections, progress).
     func save(
-        _ pages: [DecodedPage], extra: (BatchOutcome) throws -> Void
+        _ batch: PreparedBatch, extra: (BatchOutcome) throws -> Void
     ) throws -> BatchOutcome {
         var outcome = BatchOutcome()
         try dbQueue.inTransaction(.immediate) { _ in
-            var writer = BatchWriter(store: self, pages: pages)
+            var writer = BatchWriter(store: self, batch: batch)
             try writer.prepare()
             try writer.write()
             outcome = writer.outcome
