@@ -39,7 +39,7 @@ extension Store {
     /// For each entity the batch's identities are resolved in **one** query:
     ///
     /// ```sql
-    /// SELECT "id" FROM "person" WHERE "id" IN (SELECT value FROM json_each(?))   -- ? = [17,3,…]
+    /// SELECT rowid, "id" FROM "person" WHERE "id" IN (SELECT value FROM json_each(?))   -- ? = [17,3,…]
     /// ```
     ///
     /// Records are then folded per identity (later values win, key by key), and each row is
@@ -47,7 +47,7 @@ extension Store {
     ///
     /// ```sql
     /// INSERT INTO "person" ("id", "first_name", "email") VALUES (?, ?, ?)    -- a new identity
-    /// UPDATE "person" SET "first_name" = ?, "email" = ? WHERE "id" = ?        -- a stored one
+    /// UPDATE "person" SET "first_name" = ?, "email" = ? WHERE rowid = ?        -- a stored one
     /// DELETE FROM "person_dogs" WHERE "person_id" = ?                          -- a to-many that was given
     /// INSERT OR IGNORE INTO "person_dogs" ("person_id", "dog_id") VALUES (?, ?)
     /// ```
