@@ -1,7 +1,9 @@
 import ArgumentParser
+import Dispatch
 import Foundation
 import Ingot
 import Logging
+import Synchronization
 
 /// `ingot`: parsing only; the work is in the Ingot library.
 @main
@@ -9,13 +11,69 @@ struct IngotCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingot",
         abstract: "Ingest paginated JSON into SQLite with identity (find-or-create) semantics.",
-        subcommands: [Run.self, Validate.self, Schema.self, BenchDecode.self])
+        subcommands: [Run.self, Replay.self, Validate.self, Schema.self, Archive.self, BenchDecode.self])
 }
 
-/// Exit codes: 0 finished (rejections counted), 1 failed, 2 bad config or usage.
+/// Exit codes: 0 finished (rejections counted), 1 failed, 2 bad config or usage, 130/143
+/// interrupted by SIGINT/SIGTERM.
 enum Exit {
     static let failed = ExitCode(1)
     static let badConfig = ExitCode(2)
+
+    static func code(for summary: RunSummary, signal: Int32?) -> ExitCode? {
+        switch summary.status {
+        case .finished: nil
+        case .failed: failed
+        case .interrupted: ExitCode(128 + (signal ?? SIGTERM))
+        }
+    }
+}
+
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}
+
+/// Runs `runner` over `source`, stopping it cleanly on the first SIGINT or SIGTERM (in-flight
+/// batches commit, the archive is closed, the summary is logged) and exiting at once on a second.
+func runHandlingSignals(_ runner: PipelineRunner, source: any PageSource) throws {
+    let signals = SignalWatcher(runner: runner)
+    let summary = runner.run(source: source)
+    if let code = Exit.code(for: summary, signal: signals.received) { throw code }
+}
+
+/// Turns SIGINT and SIGTERM into `PipelineRunner.stop()`, listening with Dispatch sources on
+/// their own queue (the signals themselves are ignored, so they never kill the process mid-write).
+final class SignalWatcher {
+    private let sources: [any DispatchSourceSignal]
+    private let first = FirstSignal()
+    private let queue = DispatchQueue(label: "ingot.signals")
+
+    final class FirstSignal: Sendable {
+        let value = Mutex<Int32?>(nil)
+    }
+
+    init(runner: PipelineRunner) {
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            sources.append(DispatchSource.makeSignalSource(signal: number, queue: queue))
+        }
+        self.sources = sources
+        for (source, number) in zip(sources, [SIGINT, SIGTERM]) {
+            source.setEventHandler { [first] in
+                let already = first.value.withLock { value -> Bool in
+                    defer { if value == nil { value = number } }
+                    return value != nil
+                }
+                if already { _exit(128 + number) }
+                runner.stop()
+            }
+            source.resume()
+        }
+    }
+
+    /// The first signal received, if any.
+    var received: Int32? { first.value.withLock { $0 } }
 }
 
 /// Loads a pipeline, printing `file:line:column: message` and exiting 2 when it is invalid.
@@ -90,6 +148,12 @@ struct Run: ParsableCommand {
     @Option(help: "Seconds between progress lines; 0 turns them off.")
     var progressInterval: Double = 5
 
+    @Option(help: "Where the run writes its archive of raw payloads.")
+    var archiveDir = "archives"
+
+    @Flag(help: "Do not archive the payloads.")
+    var noArchive = false
+
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -128,8 +192,148 @@ struct Run: ParsableCommand {
         if let lanes { options.lanes = lanes }
         options.batchRecords = batchRecords
         options.progressInterval = progressInterval
-        let summary = PipelineRunner(config: config, options: options, logger: logger).run(source: source)
-        if summary.status != .finished { throw Exit.failed }
+        options.archiveDirectory = noArchive ? nil : archiveDir
+        try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: source)
+    }
+}
+
+struct Replay: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the pipeline stages again over an archive, offline.",
+        discussion: "Maps the archived payloads with the archived pipeline, or with --pipeline to re-map old payloads with a new mapping.")
+
+    @Argument(help: "The archive file.")
+    var archive: String
+
+    @Option(help: "The SQLite database file.")
+    var db = "ingot.db"
+
+    @Option(help: "Map with this pipeline file instead of the archived one.")
+    var pipeline: String?
+
+    @Option(help: "Decode lanes (default: the number of cores).")
+    var lanes: Int?
+
+    @Option(help: "Records per transaction (default: the pipeline's batch_records, else 5000).")
+    var batchRecords: Int?
+
+    @Option(help: "Seconds between progress lines; 0 turns them off.")
+    var progressInterval: Double = 5
+
+    @OptionGroup var log: LogOptions
+
+    func run() throws {
+        let logger = log.makeLogger()
+        let reader: ArchiveReader
+        do {
+            reader = try ArchiveReader(path: archive)
+        } catch {
+            printError("\(error)")
+            throw Exit.failed
+        }
+        warnIfTorn(reader, logger)
+        let config: PipelineConfig
+        if let pipeline {
+            config = try loadPipeline(pipeline)
+        } else {
+            do {
+                config = try PipelineConfig.parse(text: reader.header.pipelineText, path: "\(archive) (pipeline \(reader.header.pipelinePath))")
+            } catch {
+                printError("\(error)")
+                throw Exit.badConfig
+            }
+        }
+        var options = RunOptions()
+        options.databasePath = db
+        if let lanes { options.lanes = lanes }
+        options.batchRecords = batchRecords
+        options.progressInterval = progressInterval
+        try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: ArchivePageSource(reader: reader))
+    }
+}
+
+func warnIfTorn(_ reader: ArchiveReader, _ logger: Logger) {
+    if let torn = reader.tornAt {
+        logger.warning("archive.torn", metadata: [
+            LogKey.archive: "\(reader.path)", LogKey.offset: "\(torn)", LogKey.reason: "\(reader.tornReason ?? "")",
+            "entries": "\(reader.entries.count)",
+        ])
+    }
+}
+
+struct Archive: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Inspect run archives.", subcommands: [List.self, Cat.self, Verify.self])
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "ls", abstract: "One line per entry.")
+
+        @Argument(help: "The archive file.")
+        var archive: String
+
+        func run() throws {
+            let reader: ArchiveReader
+            do {
+                reader = try ArchiveReader(path: archive)
+            } catch {
+                printError("\(error)")
+                // A file cut inside its header has no entries to list: say so, like any other cut.
+                if error.message.contains("cut inside its header") { return }
+                throw Exit.failed
+            }
+            let h = reader.header
+            print("# run \(h.runID) pipeline \(h.pipelineName) created \(h.createdAt) entries \(reader.entries.count)")
+            for entry in reader.entries {
+                let m = entry.metadata
+                let compressed = entry.frameLength
+                print("\(m.seq)\t\(m.fetchedAt)\t\(m.httpStatus.map(String.init) ?? "-")\t\(m.rawLength)\t\(compressed)\t\(String(m.crc32c, radix: 16))\t\(m.source)")
+            }
+            if let torn = reader.tornAt {
+                printError("warning: \(archive): \(reader.tornReason ?? "damaged") at byte \(torn); \(reader.entries.count) whole entries before it")
+            }
+        }
+    }
+
+    struct Cat: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Write an entry's raw payload to standard output.")
+
+        @Argument(help: "The archive file.")
+        var archive: String
+
+        @Argument(help: "The entry's sequence number.")
+        var seq: Int
+
+        func run() throws {
+            do {
+                let reader = try ArchiveReader(path: archive)
+                guard let entry = reader.entry(seq: seq) else {
+                    printError("\(archive): no entry \(seq)")
+                    throw Exit.failed
+                }
+                FileHandle.standardOutput.write(Data(try reader.payload(of: entry)))
+            } catch let error as ArchiveError {
+                printError("\(error)")
+                throw Exit.failed
+            }
+        }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Check every entry's checksum; exit 1 at the first mismatch.")
+
+        @Argument(help: "The archive file.")
+        var archive: String
+
+        func run() throws {
+            do {
+                let reader = try ArchiveReader(path: archive)
+                try reader.verify()
+                print("\(archive): ok, \(reader.entries.count) entries")
+            } catch {
+                printError("\(error)")
+                throw Exit.failed
+            }
+        }
     }
 }
 

@@ -92,6 +92,8 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     public var recordIndex: Int?
     /// The record's JSON text (the page's text for a rejected page).
     public var raw: String
+    /// The archive entry the page is stored in, when it was archived.
+    public var archive: ArchiveLocation?
 
     public var description: String {
         "\(entity) at \(codingPath): \(reason) (\(source)\(recordIndex.map { ", record \($0)" } ?? ""))"
@@ -109,4 +111,17 @@ struct DecodedPage: Sendable {
     var pageRejected: Bool
     /// Records seen in the page, accepted or not.
     var recordCount: Int
+}
+
+/// Where a payload is archived: the archive file and the entry's sequence number in it.
+public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
+    public var path: String
+    public var entry: Int
+
+    public init(path: String, entry: Int) {
+        self.path = path
+        self.entry = entry
+    }
+
+    public var description: String { "\(path)#\(entry)" }
 }

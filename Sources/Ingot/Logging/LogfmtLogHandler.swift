@@ -29,6 +29,8 @@ public enum LogKey {
     public static let source = "source"
     public static let recordIndex = "record_index"
     public static let seq = "seq"
+    public static let archive = "archive"
+    public static let offset = "offset"
 
     static func seconds(_ value: Double) -> String { String(format: "%.3f", value) }
 }

@@ -20,7 +20,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// Decoded pages that arrived before their turn.
     private var waiting: [Int: DecodedPage] = [:]
     private var nextSeq = 1
-    private var sourceEnd: (total: Int, error: (any Error)?)?
+    private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
 
@@ -36,10 +36,10 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         drain()
     }
 
-    /// The source produced `total` pages (and stopped on `error`, if any).
-    func sourceFinished(total: Int, error: (any Error)?) {
+    /// The source produced `total` pages, then stopped for `end`.
+    func sourceFinished(total: Int, end: SourceEnd) {
         dispatchPrecondition(condition: .onQueue(queue))
-        sourceEnd = (total, error)
+        sourceEnd = (total, end)
         drain()
     }
 
@@ -56,18 +56,19 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
             pageConsumed()
         }
         if let end = sourceEnd, nextSeq > end.total {
-            deliver(last: true, sourceError: end.error)
+            sourceEnd = nil
+            deliver(last: true, end: end.end)
         }
     }
 
-    private func deliver(last: Bool, sourceError: (any Error)? = nil) {
+    private func deliver(last: Bool, end: SourceEnd = .exhausted) {
         let prepared = writer.store.prepare(batch)
         batch = []
         batchRecords = 0
         saving.wait()
         writer.queue.async { [saving, writer] in
             writer.save(prepared)
-            if last { writer.finish(sourceError: sourceError) }
+            if last { writer.finish(end) }
             saving.signal()
         }
     }

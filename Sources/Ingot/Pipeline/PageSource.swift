@@ -7,11 +7,15 @@ public struct Page: Sendable {
     /// Where the bytes came from: a file path, a URL or an archive entry.
     public var source: String
     public var bytes: [UInt8]
+    /// The archive holding this payload, and its entry there (set by the archive stage, or by a
+    /// replay); rejections name them.
+    public var archive: ArchiveLocation?
 
-    public init(seq: Int, source: String, bytes: [UInt8]) {
+    public init(seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil) {
         self.seq = seq
         self.source = source
         self.bytes = bytes
+        self.archive = archive
     }
 }
 

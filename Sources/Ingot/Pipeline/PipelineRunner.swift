@@ -37,7 +37,8 @@ public final class PipelineRunner: Sendable {
         stopping.value.withLock { $0 = true }
     }
 
-    /// Runs the pipeline over `source` to the end and returns its summary. Blocks the caller.
+    /// Runs the pipeline over `source` to the end (or until ``stop()``) and returns its summary.
+    /// Blocks the caller.
     public func run(source: any PageSource) -> RunSummary {
         let started = Date()
         let runID = options.runID ?? PipelineRunner.makeRunID(started)
@@ -45,18 +46,20 @@ public final class PipelineRunner: Sendable {
         logger[metadataKey: LogKey.pipeline] = "\(config.name)"
         logger[metadataKey: LogKey.runID] = "\(runID)"
 
-        func summary(_ status: RunSummary.Status, _ counters: RunCounters, _ error: String?) -> RunSummary {
+        func summary(_ status: RunSummary.Status, _ counters: RunCounters, _ error: String?, archive: String? = nil) -> RunSummary {
             let s = RunSummary(
                 runID: runID, pipeline: config.name, status: status, counters: counters,
-                duration: Date().timeIntervalSince(started), error: error)
+                duration: Date().timeIntervalSince(started), error: error, archive: archive)
             PipelineRunner.logSummary(s, logger)
             return s
         }
 
         let store: Store
+        let archive: ArchiveStage?
         do {
+            archive = try makeArchive(runID: runID, started: started)
             store = try Store(path: options.databasePath, model: config.model, options: options.store)
-            try store.beginRun(id: runID, pipeline: config.name, startedAt: started)
+            try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
             if config.write == .replace, let root = config.model.index(of: config.root) {
                 try store.beginReplace(entity: root)
             }
@@ -64,10 +67,12 @@ public final class PipelineRunner: Sendable {
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
             return summary(.failed, RunCounters(), "\(error)")
         }
-        logger.info("run.started", metadata: [
+        var started_: Logger.Metadata = [
             LogKey.database: "\(options.databasePath)", LogKey.lanes: "\(max(1, options.lanes))",
             LogKey.batchRecords: "\(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords)",
-        ])
+        ]
+        if let archive { started_[LogKey.archive] = "\(archive.path)" }
+        logger.info("run.started", metadata: started_)
 
         let lanes = max(1, options.lanes)
         let inFlight = DispatchSemaphore(value: max(1, options.pagesInFlight ?? lanes * 2 + 2))
@@ -85,14 +90,34 @@ public final class PipelineRunner: Sendable {
             DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
             return queue
         }
+        /// Decodes `page` on its lane and hands the result to the assembler.
+        let decode: @Sendable (Page) -> Void = { page in
+            let lane = laneQueues[(page.seq - 1) % lanes]
+            lane.async {
+                guard let context = DecodingContext.current, var mapper = context.mapper else {
+                    preconditionFailure("decode lane \(lane.label) has no DecodingContext")
+                }
+                var decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
+                if let location = page.archive {
+                    for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
+                }
+                context.mapper = mapper
+                assembler.queue.async { [decoded] in assembler.receive(decoded) }
+            }
+        }
 
         let progress = startProgress(logger: logger, started: started)
         let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
         sourceQueue.async { [stopping] in
             var seq = 0
-            var sourceError: (any Error)?
+            var end = SourceEnd.exhausted
             do {
-                while !stopping.value.withLock({ $0 }) && !writer.hasFailed {
+                while true {
+                    if stopping.value.withLock({ $0 }) {
+                        end = .interrupted
+                        break
+                    }
+                    if writer.hasFailed || archive?.hasFailed == true { break }
                     inFlight.wait()
                     guard var page = try source.next() else {
                         inFlight.signal()
@@ -100,39 +125,69 @@ public final class PipelineRunner: Sendable {
                     }
                     seq += 1
                     page.seq = seq
-                    let lane = laneQueues[(seq - 1) % lanes]
-                    lane.async { [page] in
-                        guard let context = DecodingContext.current, var mapper = context.mapper else {
-                            preconditionFailure("decode lane \(lane.label) has no DecodingContext")
+                    if let archive {
+                        // Archived before it is decoded: anything decoded can be replayed.
+                        archive.queue.async { [page] in
+                            if let archived = archive.append(page) {
+                                decode(archived)
+                            } else {
+                                // Not archived, so not decoded: the page is consumed as empty and the run fails.
+                                let empty = DecodedPage(
+                                    seq: page.seq, source: page.source, bytes: 0, records: [], rejections: [],
+                                    pageRejected: false, recordCount: 0)
+                                assembler.queue.async { assembler.receive(empty) }
+                            }
                         }
-                        let decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
-                        context.mapper = mapper
-                        assembler.queue.async { assembler.receive(decoded) }
+                    } else {
+                        decode(page)
                     }
                 }
             } catch {
-                sourceError = error
+                end = .failed(error)
             }
-            assembler.queue.async { [seq, sourceError] in assembler.sourceFinished(total: seq, error: sourceError) }
+            let total = seq
+            let finish: @Sendable () -> Void = { [end] in
+                assembler.queue.async { assembler.sourceFinished(total: total, end: end) }
+            }
+            // Pages reach the assembler through the archive queue: let it drain first.
+            if let archive { archive.queue.async { finish() } } else { finish() }
         }
         done.wait()
         progress?.cancel()
+        archive?.queue.sync { archive?.close() }
 
-        let counters = writer.counters
-        do {
-            if let failure = writer.failure {
-                try? store.finishRun(id: runID, status: "failed", counters: counters, finishedAt: Date())
-                try? store.close()
-                logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])
-                return summary(.failed, counters, "\(failure)")
-            }
-            try store.finishRun(id: runID, status: "finished", counters: counters, finishedAt: Date())
-            try store.close()
-            return summary(.finished, counters, nil)
-        } catch {
-            logger.error("run.failed", metadata: [LogKey.error: "\(error)"])
-            return summary(.failed, counters, "\(error)")
+        var counters = writer.counters
+        var failure = writer.failure.map { "\($0)" }
+        if failure == nil, let archiveFailure = archive?.queue.sync(execute: { archive?.failure }) {
+            failure = "\(archiveFailure)"
         }
+        let status: RunSummary.Status = failure != nil ? .failed : writer.interrupted ? .interrupted : .finished
+        do {
+            try store.finishRun(id: runID, status: status.rawValue, counters: counters, finishedAt: Date())
+            try store.close()
+        } catch {
+            failure = failure ?? "\(error)"
+            counters = writer.counters
+        }
+        if let failure {
+            logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])
+            return summary(.failed, counters, failure, archive: archive?.path)
+        }
+        return summary(status, counters, nil, archive: archive?.path)
+    }
+
+    private func makeArchive(runID: String, started: Date) throws -> ArchiveStage? {
+        guard let directory = options.archiveDirectory else { return nil }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw ArchiveError(path: directory, message: "cannot create the archive directory: \(error.localizedDescription)")
+        }
+        let path = (directory as NSString).appendingPathComponent("\(config.name)-\(runID).ingot")
+        let header = ArchiveHeader(
+            formatVersion: ArchiveFormat.version, runID: runID, pipelineName: config.name, pipelineText: config.text,
+            pipelinePath: config.path, createdAt: ArchiveWriter.timestamp(started))
+        return ArchiveStage(writer: try ArchiveWriter(path: path, header: header, compressionLevel: options.compressionLevel))
     }
 
     // MARK: - Progress and summary
@@ -166,8 +221,9 @@ public final class PipelineRunner: Sendable {
             LogKey.duration: "\(LogKey.seconds(s.duration))",
         ]
         if c.deleted > 0 { metadata[LogKey.deleted] = "\(c.deleted)" }
+        if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
-        logger.log(level: s.status == .finished ? .info : .error, "run.summary", metadata: metadata)
+        logger.log(level: s.status == .failed ? .error : .info, "run.summary", metadata: metadata)
     }
 
     static func makeRunID(_ date: Date) -> String {
@@ -182,4 +238,14 @@ public final class PipelineRunner: Sendable {
 /// Set once to stop the source; read by the source queue.
 final class StopFlag: Sendable {
     let value = Mutex(false)
+}
+
+/// Why the source stopped.
+enum SourceEnd: Sendable {
+    /// It had no more pages: the run saw the whole source.
+    case exhausted
+    /// ``PipelineRunner/stop()`` was called (a signal): what was read is saved, the run is incomplete.
+    case interrupted
+    /// It failed: what was read is saved, then the run fails.
+    case failed(any Error)
 }

@@ -18,6 +18,11 @@ public struct RunOptions: Sendable {
     /// Rejections logged one by one before the log only counts them (all are stored). Default 20.
     public var loggedRejectionLimit = 20
     public var store = Store.Options()
+    /// Where the run writes its archive (`<pipeline>-<run id>.ingot`); `nil`: no archive. Default `nil`
+    /// (the CLI's default is `./archives`).
+    public var archiveDirectory: String?
+    /// zstd level of archived payloads. Default 3.
+    public var compressionLevel: Int32 = 3
 
     public init() {}
 
@@ -31,6 +36,8 @@ public struct RunSummary: Sendable {
         case finished
         /// The run stopped on an error; everything committed before it stays.
         case failed
+        /// The run was stopped (SIGINT/SIGTERM) before the end of its source; what was read is saved.
+        case interrupted
     }
     public var runID: String
     public var pipeline: String
@@ -39,4 +46,6 @@ public struct RunSummary: Sendable {
     public var duration: Double
     /// Why the run failed.
     public var error: String?
+    /// The archive the run wrote.
+    public var archive: String?
 }

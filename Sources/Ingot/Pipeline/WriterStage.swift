@@ -49,11 +49,24 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     // MARK: - Internals
 
-    /// After the last batch: `write: replace` deletes untouched rows, then the run is over.
-    func finish(sourceError: (any Error)?) {
+    /// The run was stopped before its source was exhausted (read by the runner after `finished`).
+    private(set) var interrupted = false
+
+    /// After the last batch: `write: replace` deletes untouched rows (only after the whole
+    /// source was seen), then the run is over.
+    func finish(_ end: SourceEnd) {
         dispatchPrecondition(condition: .onQueue(queue))
-        if let sourceError { fail(sourceError) }
-        if failure == nil && replace { deleteUntouched() }
+        switch end {
+        case .exhausted:
+            if failure == nil && replace { deleteUntouched() }
+        case .interrupted:
+            interrupted = true
+            if replace {
+                logger.warning("replace.skipped", metadata: [LogKey.reason: "the run was interrupted; no row is deleted"])
+            }
+        case .failed(let error):
+            fail(error)
+        }
         finished()
     }
 

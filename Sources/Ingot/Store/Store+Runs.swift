@@ -5,11 +5,11 @@ import GRDB
 /// `_ingot_rejects` (one row per rejected record or page).
 extension Store {
     /// Records the start of a run.
-    func beginRun(id: String, pipeline: String, startedAt: Date) throws {
+    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try dbQueue.write { db in
             try db.execute(
-                sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status) VALUES (?, ?, ?, 'running')",
-                arguments: [id, pipeline, Store.timestamp(startedAt)])
+                sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
+                arguments: [id, pipeline, Store.timestamp(startedAt), archive])
         }
     }
 
@@ -17,7 +17,7 @@ extension Store {
     func recordProgress(runID: String, counters: RunCounters, lastSeq: Int?, rejections: [RecordRejection]) throws {
         if !rejections.isEmpty {
             let insert = try statement(
-                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw) VALUES (?, ?, ?, ?, ?, ?, ?)")
+                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
             for r in rejections {
                 insert.bind(.text(runID), at: 1)
                 insert.bind(.text(r.entity), at: 2)
@@ -26,6 +26,8 @@ extension Store {
                 insert.bind(.text(r.source), at: 5)
                 insert.bind(r.recordIndex.map { .integer(Int64($0)) } ?? .null, at: 6)
                 insert.bind(.text(r.raw), at: 7)
+                insert.bind(r.archive.map { .text($0.path) } ?? .null, at: 8)
+                insert.bind(r.archive.map { .integer(Int64($0.entry)) } ?? .null, at: 9)
                 try insert.execute()
             }
         }

@@ -107,6 +107,13 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
                 CREATE INDEX _ingot_rejects_run ON _ingot_rejects(run_id);
                 """)
         }
+        migrator.registerMigration("v2: rejects name their archive entry") { db in
+            try db.execute(sql: """
+                ALTER TABLE _ingot_rejects ADD COLUMN archive TEXT;
+                ALTER TABLE _ingot_rejects ADD COLUMN archive_entry INTEGER;
+                ALTER TABLE _ingot_runs ADD COLUMN archive TEXT;
+                """)
+        }
         return migrator
     }
 

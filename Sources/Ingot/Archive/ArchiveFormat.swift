@@ -1,0 +1,91 @@
+import Foundation
+
+/// The archive file format, version 1 (docs/archive-format.md). All integers little-endian.
+///
+/// ```
+/// "INGOTARC" u32 headerLength u32 headerCRC headerJSON
+/// entry*:  "INGE" u32 metaLength u32 metaCRC u64 frameLength metaJSON zstdFrame
+/// footer:  "INGI" u32 count u64 offset×count u32 indexCRC u64 indexStart "INGOTEND"
+/// ```
+enum ArchiveFormat {
+    static let version = 1
+    static let fileMagic = Array("INGOTARC".utf8)
+    static let entryMagic = Array("INGE".utf8)
+    static let indexMagic = Array("INGI".utf8)
+    static let endMagic = Array("INGOTEND".utf8)
+    /// Bytes of an entry before its metadata.
+    static let entryPrefix = 4 + 4 + 4 + 8
+    /// `u64 indexStart` and the end magic.
+    static let trailer = 16
+    /// Largest metadata or header JSON we read.
+    static let maxMetadata = 16 << 20
+}
+
+/// What an archive says about itself: the run that wrote it and its pipeline, word for word.
+public struct ArchiveHeader: Codable, Sendable, Equatable {
+    public var formatVersion: Int
+    public var runID: String
+    public var pipelineName: String
+    /// The pipeline file's exact text, so a replay maps payloads as the run did.
+    public var pipelineText: String
+    public var pipelinePath: String
+    public var createdAt: String
+
+    enum CodingKeys: String, CodingKey {
+        case formatVersion = "format_version", runID = "run_id", pipelineName = "pipeline_name"
+        case pipelineText = "pipeline_text", pipelinePath = "pipeline_path", createdAt = "created_at"
+    }
+}
+
+/// One archived payload's metadata.
+public struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
+    public var seq: Int
+    /// The URL or file the payload came from.
+    public var source: String
+    public var fetchedAt: String
+    public var httpStatus: Int?
+    /// A safe subset of the response headers (never credentials).
+    public var headers: [String: String]?
+    public var rawLength: Int
+    /// CRC-32C of the raw payload.
+    public var crc32c: UInt32
+
+    enum CodingKeys: String, CodingKey {
+        case seq, source, fetchedAt = "fetched_at", httpStatus = "http_status", headers
+        case rawLength = "raw_length", crc32c
+    }
+}
+
+/// An archive that cannot be written or read, naming the file and, where there is one, the entry.
+public struct ArchiveError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    /// The entry's sequence number, or `nil` for the file as a whole.
+    public var seq: Int?
+    public var offset: Int?
+    public var message: String
+
+    public var description: String {
+        var place = path
+        if let seq { place += " entry \(seq)" }
+        if let offset { place += " (byte \(offset))" }
+        return "\(place): \(message)"
+    }
+}
+
+extension UInt32 {
+    var littleEndianBytes: [UInt8] { withUnsafeBytes(of: littleEndian) { Array($0) } }
+}
+
+extension UInt64 {
+    var littleEndianBytes: [UInt8] { withUnsafeBytes(of: littleEndian) { Array($0) } }
+}
+
+extension Array where Element == UInt8 {
+    func u32(at offset: Int) -> UInt32 {
+        withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self)) }
+    }
+
+    func u64(at offset: Int) -> UInt64 {
+        withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+    }
+}

@@ -1,0 +1,76 @@
+import CZstd
+
+/// A zstd compressor and decompressor with reused contexts. Not thread-safe: each owner (the
+/// archive writer's queue, a reader) has its own.
+final class Zstd {
+    private let cctx: OpaquePointer?
+    private let dctx: OpaquePointer?
+    let level: Int32
+
+    init(level: Int32 = 3) {
+        self.level = level
+        cctx = ZSTD_createCCtx()
+        dctx = ZSTD_createDCtx()
+    }
+
+    deinit {
+        ZSTD_freeCCtx(cctx)
+        ZSTD_freeDCtx(dctx)
+    }
+
+    /// One zstd frame holding `bytes`, its content size declared in the frame header.
+    func compress(_ bytes: [UInt8]) throws(ZstdError) -> [UInt8] {
+        let bound = ZSTD_compressBound(bytes.count)
+        var failure: ZstdError?
+        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
+            let written = bytes.withUnsafeBytes { src in
+                ZSTD_compressCCtx(cctx, buffer.baseAddress, bound, src.baseAddress, src.count, level)
+            }
+            if ZSTD_isError(written) != 0 {
+                failure = ZstdError(message: String(cString: ZSTD_getErrorName(written)))
+                count = 0
+            } else {
+                count = written
+            }
+        }
+        if let failure { throw failure }
+        return out
+    }
+
+    /// The frame's content, refusing frames that do not declare their size, declare more than
+    /// `limit` bytes, or differ from `expectedLength`. Nothing is allocated before the checks.
+    func decompress(_ frame: ArraySlice<UInt8>, expectedLength: Int, limit: Int) throws(ZstdError) -> [UInt8] {
+        let declared = frame.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
+        if declared == ZSTD_CONTENTSIZE_ERROR { throw ZstdError(message: "not a zstd frame") }
+        if declared == ZSTD_CONTENTSIZE_UNKNOWN { throw ZstdError(message: "the frame does not declare its size") }
+        guard declared <= UInt64(limit) else {
+            throw ZstdError(message: "the frame declares \(declared) bytes, over the limit of \(limit)")
+        }
+        guard declared == UInt64(expectedLength) else {
+            throw ZstdError(message: "the frame declares \(declared) bytes, the metadata \(expectedLength)")
+        }
+        let size = Int(declared)
+        var failure: ZstdError?
+        let out = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            let written = frame.withUnsafeBytes { src in
+                ZSTD_decompressDCtx(dctx, buffer.baseAddress, size, src.baseAddress, src.count)
+            }
+            if ZSTD_isError(written) != 0 {
+                failure = ZstdError(message: String(cString: ZSTD_getErrorName(written)))
+                count = 0
+            } else if written != size {
+                failure = ZstdError(message: "the frame inflates to \(written) bytes, not \(size)")
+                count = 0
+            } else {
+                count = written
+            }
+        }
+        if let failure { throw failure }
+        return out
+    }
+}
+
+struct ZstdError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { "zstd: \(message)" }
+}

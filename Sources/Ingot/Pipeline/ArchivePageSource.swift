@@ -1,0 +1,20 @@
+/// Replays an archive: its entries' payloads, in entry order, each checked against its length
+/// and CRC-32C. A torn tail ends the replay at the last whole entry (the reader says where).
+public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    public let reader: ArchiveReader
+    private var position = 0
+
+    public init(reader: ArchiveReader) {
+        self.reader = reader
+    }
+
+    public func next() throws -> Page? {
+        guard position < reader.entries.count else { return nil }
+        let entry = reader.entries[position]
+        position += 1
+        let bytes = try reader.payload(of: entry)
+        return Page(
+            seq: entry.metadata.seq, source: entry.metadata.source, bytes: bytes,
+            archive: ArchiveLocation(path: reader.path, entry: entry.metadata.seq))
+    }
+}
