@@ -30,10 +30,10 @@ release: deps
 test: deps
 	$(SWIFT) test
 
-## run: the people pipeline over the sample bundled in pipelines/samples, into out/people.db
+## run: replay the archive bundled in pipelines/samples (offline) into a fresh out/people.db
 run: release
 	@mkdir -p $(OUT) && rm -f $(OUT)/people.db $(OUT)/people.db-wal $(OUT)/people.db-shm
-	$(RELEASE) run pipelines/people.yml --db $(OUT)/people.db
+	$(RELEASE) replay pipelines/samples/people.ingot --db $(OUT)/people.db
 	@python3 ../shared/bench/gen_people.py --check $(OUT)/people.db --expected pipelines/samples/people/expected.json 2>/dev/null \
 	  || sqlite3 $(OUT)/people.db "SELECT 'persons', count(*) FROM person UNION ALL SELECT 'dogs', count(*) FROM dog" 2>/dev/null || true
 

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import Ingot
+
 /// The built `ingot` binary: output and exit codes, as a user sees them.
 struct CLITests {
     static var binary: URL {
@@ -37,14 +39,15 @@ struct CLITests {
     }
 
     @Test func runsTheBundledSampleAndSummarises() throws {
-        let db = temporaryDirectory().appendingPathComponent("people.db").path
-        let first = try run(["run", "pipelines/people.yml", "--db", db])
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("people.db").path
+        let first = try run(["run", "pipelines/people.yml", "--db", db, "--archive-dir", dir.path])
         #expect(first.status == 0)
         let summary = try #require(first.stderr.split(separator: "\n").last.map(String.init))
         for key in ["msg=run.summary", "pages=4", "records=73", "inserted=", "updated=", "rejected_records=1", "rejected_pages=0", "duration_s="] {
             #expect(summary.contains(key), "\(key) in \(summary)")
         }
-        let second = try run(["run", "pipelines/people.yml", "--db", db, "--log-format", "json"])
+        let second = try run(["run", "pipelines/people.yml", "--db", db, "--log-format", "json", "--no-archive"])
         #expect(second.status == 0)
         let last = try #require(second.stderr.split(separator: "\n").last.map(String.init))
         let json = try #require(try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: String])
@@ -52,9 +55,98 @@ struct CLITests {
         #expect(json["inserted"] == "0")
     }
 
+    @Test func bundledArchiveVerifiesListsAndReplays() throws {
+        let verify = try run(["archive", "verify", "pipelines/samples/people.ingot"])
+        #expect(verify.status == 0)
+        #expect(verify.stdout == "pipelines/samples/people.ingot: ok, 4 entries\n")
+        let list = try run(["archive", "ls", "pipelines/samples/people.ingot"])
+        #expect(list.stdout.split(separator: "\n").count == 5)
+        let cat = try run(["archive", "cat", "pipelines/samples/people.ingot", "2"])
+        #expect(cat.stdout == (try String(contentsOf: packageRoot.appendingPathComponent("pipelines/samples/people/page-00002.json"), encoding: .utf8)))
+        let db = temporaryDirectory().appendingPathComponent("replay.db").path
+        let replay = try run(["replay", "pipelines/samples/people.ingot", "--db", db])
+        #expect(replay.status == 0)
+        #expect(replay.stderr.contains("records=73"))
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["60"]])
+    }
+
+    @Test func damagedArchiveFailsVerifyAndCutArchiveStillReplays() throws {
+        var bytes = try [UInt8](Data(contentsOf: packageRoot.appendingPathComponent("pipelines/samples/people.ingot")))
+        let dir = temporaryDirectory()
+        let cut = dir.appendingPathComponent("cut.ingot")
+        try Data(bytes[..<(bytes.count * 2 / 3)]).write(to: cut)
+        let list = try run(["archive", "ls", cut.path])
+        #expect(list.status == 0)
+        #expect(list.stderr.hasPrefix("warning: \(cut.path): the archive is cut"))
+        let replay = try run(["replay", cut.path, "--db", dir.appendingPathComponent("r.db").path])
+        #expect(replay.status == 0)
+        #expect(replay.stderr.contains("msg=archive.torn"))
+
+        bytes[bytes.count / 2] ^= 1
+        let flipped = dir.appendingPathComponent("flipped.ingot")
+        try Data(bytes).write(to: flipped)
+        let verify = try run(["archive", "verify", flipped.path])
+        #expect(verify.status == 1)
+        #expect(verify.stderr.contains(" entry "))
+    }
+
     @Test func schemaPrintsTheDDL() throws {
         let result = try run(["schema", "pipelines/people.yml"])
         #expect(result.status == 0)
         #expect(result.stdout.contains(#"CREATE TABLE IF NOT EXISTS "person" ("id" INTEGER NOT NULL, "first_name" TEXT"#))
+    }
+
+    @Test func sigtermStopsCleanlyAndTheArchiveReplays() throws {
+        let dir = temporaryDirectory()
+        let pages = dir.appendingPathComponent("pages").path
+        let gen = Process()
+        gen.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        gen.arguments = ["python3", sharedRoot.appendingPathComponent("bench/gen_people.py").path, "--out", pages,
+                         "--persons", "40000", "--page-size", "200"]
+        gen.standardOutput = Pipe()
+        try gen.run()
+        gen.waitUntilExit()
+
+        let db = dir.appendingPathComponent("run.db").path
+        let archives = dir.appendingPathComponent("archives").path
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["run", "pipelines/people.yml", "--pages", pages, "--db", db, "--archive-dir", archives,
+                             "--progress-interval", "0", "--batch-records", "1000"]
+        process.currentDirectoryURL = packageRoot
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = Pipe()
+        try process.run()
+        // Wait until the first batch is committed, then ask it to stop.
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            if FileManager.default.fileExists(atPath: db),
+                let done = try? rows(db, "SELECT pages FROM _ingot_runs"), let p = Int(done.first?.first ?? ""), p > 0
+            { break }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        kill(process.processIdentifier, SIGTERM)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+
+        #expect(process.terminationStatus == 143)
+        let summary = try #require(stderr.split(separator: "\n").last { $0.contains("msg=run.summary") })
+        #expect(summary.contains("status=interrupted"), "\(summary)")
+        #expect(try rows(db, "PRAGMA integrity_check") == [["ok"]])
+        let pagesDone = try #require(Int(try rows(db, "SELECT pages FROM _ingot_runs").first?.first ?? ""))
+        #expect(pagesDone > 0 && pagesDone < 240, "stopped mid-run after \(pagesDone) pages")
+        #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["interrupted"]])
+
+        // The archive holds every page the run read, whole: a replay reaches the same state.
+        let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: archives).first)
+        let reader = try ArchiveReader(path: archives + "/" + archive)
+        #expect(reader.tornAt == nil)
+        #expect(reader.entries.count >= pagesDone)
+        let replayDB = dir.appendingPathComponent("replay.db").path
+        let replay = try run(["replay", archives + "/" + archive, "--db", replayDB, "--progress-interval", "0"])
+        #expect(replay.status == 0)
+        let content = "SELECT count(*), sum(id), sum(length(coalesce(last_name, ''))) FROM person"
+        #expect(try rows(replayDB, content) == rows(db, content))
     }
 }

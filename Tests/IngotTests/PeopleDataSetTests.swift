@@ -45,4 +45,26 @@ struct PeopleDataSetTests {
         #expect(second.counters.inserted == 0)
         #expect(try python(["--check", db, "--expected", pages + "/expected.json"]) == check)
     }
+
+    @Test func resultsDoNotDependOnTheNumberOfLanes() throws {
+        let dir = temporaryDirectory()
+        let pages = dir.appendingPathComponent("pages").path
+        _ = try python(["--out", pages, "--persons", "2000", "--page-size", "50", "--faults"])
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        var checks: [String] = []
+        for lanes in [1, 2, 4, 8] {
+            var options = RunOptions()
+            options.databasePath = dir.appendingPathComponent("lanes-\(lanes).db").path
+            options.progressInterval = 0
+            options.lanes = lanes
+            options.batchRecords = 300
+            let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+                .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+            #expect(summary.status == .finished)
+            checks.append(try python(["--check", options.databasePath, "--expected", pages + "/expected.json"]))
+        }
+        #expect(checks[0].contains(#""ok": true"#))
+        #expect(Set(checks).count == 1, "the same database whatever the lanes: \(checks)")
+    }
 }

@@ -23,6 +23,9 @@ public final class ArchiveReader {
     public private(set) var tornAt: Int?
     /// Why reading stopped at ``tornAt``.
     public private(set) var tornReason: String?
+    /// The entry where reading stopped (the one after the last whole entry), when the problem is
+    /// in an entry rather than in the index.
+    public private(set) var tornEntry: Int?
     /// Whether the index was present and agreed with the entries.
     public private(set) var hasIndex = false
     /// Largest payload a frame may inflate to. Default 64 MiB.
@@ -104,17 +107,20 @@ public final class ArchiveReader {
 
     /// Checks every entry (metadata, frame, payload checksum) and the index; throws at the first problem.
     public func verify() throws(ArchiveError) {
-        if let tornAt {
-            let next = (entries.last?.metadata.seq).map { $0 + 1 }
-            throw ArchiveError(path: path, seq: next, offset: tornAt, message: tornReason ?? "the archive is damaged")
-        }
         for entry in entries { _ = try payload(of: entry) }
+        if let tornAt {
+            throw ArchiveError(path: path, seq: tornEntry, offset: tornAt, message: tornReason ?? "the archive is damaged")
+        }
     }
 
     // MARK: - Internals
 
     /// Reads the entries by walking the file from the header; then checks the index against them.
     private func scan() {
+        // Where the trailer says the index starts, if the trailer is whole.
+        let trailer = ArchiveReader.pread(fd, size - ArchiveFormat.trailer, ArchiveFormat.trailer)
+        let claimedIndex = size - ArchiveFormat.trailer >= headerEnd && trailer.count == ArchiveFormat.trailer
+            && Array(trailer[8...]) == ArchiveFormat.endMagic ? Int(trailer.u64(at: 0)) : nil
         var offset = headerEnd
         var found: [Entry] = []
         var indexStart: Int?
@@ -125,7 +131,15 @@ public final class ArchiveReader {
                 break
             }
             guard prefix.count == ArchiveFormat.entryPrefix else { return torn(offset, "the archive is cut inside an entry header", found) }
-            guard Array(prefix[0..<4]) == ArchiveFormat.entryMagic else { return torn(offset, "no entry starts here", found) }
+            guard Array(prefix[0..<4]) == ArchiveFormat.entryMagic else {
+                if offset == claimedIndex {
+                    entries = found
+                    tornAt = offset
+                    tornReason = "the index is damaged"
+                    return
+                }
+                return torn(offset, "no entry starts here", found)
+            }
             let metaLength = Int(prefix.u32(at: 4))
             let metaCRC = prefix.u32(at: 8)
             let frameLength = prefix.u64(at: 12)
@@ -168,6 +182,7 @@ public final class ArchiveReader {
         entries = found
         tornAt = offset
         tornReason = reason
+        tornEntry = (found.last?.metadata.seq ?? 0) + 1
     }
 
     static func pread(_ fd: Int32, _ offset: Int, _ count: Int) -> [UInt8] {
