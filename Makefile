@@ -37,9 +37,9 @@ run: release
 	@python3 ../shared/bench/gen_people.py --check $(OUT)/people.db --expected pipelines/samples/people/expected.json 2>/dev/null \
 	  || sqlite3 $(OUT)/people.db "SELECT 'persons', count(*) FROM person UNION ALL SELECT 'dogs', count(*) FROM dog" 2>/dev/null || true
 
-## bench: people 200k (release build); results go to docs/benchmarks.md by hand
+## bench: people-200k (BENCH_ARGS=--big adds people-1M); results go to docs/benchmarks.md by hand
 bench: release
-	python3 Benchmarks/bench.py --ingot $(RELEASE)
+	python3 Benchmarks/bench.py --ingot $(RELEASE) $(BENCH_ARGS)
 
 clean:
 	rm -rf .build $(OUT)

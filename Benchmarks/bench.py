@@ -1,61 +1,95 @@
 #!/usr/bin/env python3
-"""make bench: people-200k through the release binary, 3 runs, medians.
+"""make bench: people data sets through the release binary; medians of 3 runs.
 
-Generates the data set once into .build-bench/ (gen_people.py from ../shared), runs
-`ingot run` with all lanes and with 1 lane, checks the database with --check, and prints
-wall time, records/s, MB/s and peak RSS. Copy the table into docs/benchmarks.md.
+Generates people-200k once (gen_people.py from ../shared) into .build-bench/, then measures:
+decode alone on one thread; `ingot run` over loose pages with all lanes, with 1 lane and without
+the archive; the archive's size as a share of the raw bytes; `ingot replay` of that archive;
+peak RSS (/usr/bin/time). `--big` adds one run over people-1M for peak RSS. Every database is
+checked with gen_people.py --check. Copy the output into docs/benchmarks.md.
 """
-import argparse, json, os, re, statistics, subprocess, sys
+import argparse, glob, json, os, re, shutil, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.path.join(os.path.dirname(ROOT), "shared", "bench", "gen_people.py")
+BENCH = os.path.join(ROOT, ".build-bench")
+PIPELINE = os.path.join(ROOT, "pipelines/people.yml")
 
 
-def run(ingot, pages, db, lanes):
+def dataset(persons, page_size):
+    data = os.path.join(BENCH, "people-%d-%d" % (persons, page_size))
+    if not os.path.exists(os.path.join(data, "expected.json")):
+        subprocess.run([sys.executable, GEN, "--out", data, "--persons", str(persons), "--page-size", str(page_size)],
+                       check=True, stdout=subprocess.DEVNULL)
+    return data, json.load(open(os.path.join(data, "expected.json")))
+
+
+def timed(cmd, db):
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
-    cmd = ["/usr/bin/time", "-f", "rss_kb=%M", ingot, "run", os.path.join(ROOT, "pipelines/people.yml"),
-           "--pages", pages, "--db", db, "--progress-interval", "0"]
-    if lanes:
-        cmd += ["--lanes", str(lanes)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(["/usr/bin/time", "-f", "rss_kb=%M"] + cmd + ["--db", db, "--progress-interval", "0"],
+                       capture_output=True, text=True)
     if p.returncode != 0:
-        sys.exit("ingot failed:\n" + p.stderr)
+        sys.exit("ingot failed:\n" + p.stderr[-2000:])
     summary = [l for l in p.stderr.splitlines() if "msg=run.summary" in l][-1]
     duration = float(re.search(r"duration_s=([0-9.]+)", summary).group(1))
     rss = int(re.search(r"rss_kb=(\d+)", p.stderr).group(1))
-    return duration, rss
+    archive = re.search(r"archive=(\S+)", summary)
+    return duration, rss, archive.group(1) if archive else None
+
+
+def check(db, data):
+    p = subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(data, "expected.json")],
+                       capture_output=True, text=True)
+    return json.loads(p.stdout)["ok"]
+
+
+def report(label, results, records, mb, ok):
+    wall = statistics.median(r[0] for r in results)
+    rss = max(r[1] for r in results) / 1024
+    print("%-22s median %6.2f s  %8.0f records/s  %6.1f MB/s  peak RSS %4.0f MB  check ok=%s  (runs: %s)" % (
+        label, wall, records / wall, mb / wall, rss, ok, ", ".join("%.2f" % r[0] for r in results)))
+    return wall
 
 
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
-    a.add_argument("--persons", type=int, default=200000)
-    a.add_argument("--page-size", type=int, default=1000)
     a.add_argument("--runs", type=int, default=3)
+    a.add_argument("--big", action="store_true", help="also people-1M (peak RSS)")
     args = a.parse_args()
-    data = os.path.join(ROOT, ".build-bench", "people-%d-%d" % (args.persons, args.page_size))
-    if not os.path.exists(os.path.join(data, "expected.json")):
-        subprocess.run([sys.executable, GEN, "--out", data, "--persons", str(args.persons),
-                        "--page-size", str(args.page_size)], check=True, stdout=subprocess.DEVNULL)
-    expected = json.load(open(os.path.join(data, "expected.json")))
-    db = os.path.join(ROOT, ".build-bench", "bench.db")
-    mb = expected["bytes"] / 1e6
-    print("people: %d pages, %d records, %.1f MB" % (expected["pages"], expected["records"], mb))
+    ingot = os.path.abspath(args.ingot)
+    data, expected = dataset(200000, 1000)
+    db = os.path.join(BENCH, "bench.db")
+    archives = os.path.join(BENCH, "archives")
+    records, mb = expected["records"], expected["bytes"] / 1e6
+    print("people-200k: %d pages, %d records, %.1f MB" % (expected["pages"], records, mb))
     for _ in range(args.runs):
-        p = subprocess.run([args.ingot, "bench-decode", os.path.join(ROOT, "pipelines/people.yml"), "--pages", data],
-                           capture_output=True, text=True, check=True)
+        p = subprocess.run([ingot, "bench-decode", PIPELINE, "--pages", data], capture_output=True, text=True, check=True)
         print("decode (1 thread): " + p.stdout.strip())
-    for label, lanes in (("all lanes", None), ("1 lane", 1)):
-        results = [run(args.ingot, data, db, lanes) for _ in range(args.runs)]
-        check = subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(data, "expected.json")],
-                               capture_output=True, text=True)
-        ok = json.loads(check.stdout)["ok"]
-        wall = statistics.median(r[0] for r in results)
-        rss = max(r[1] for r in results) / 1024
-        print("%-9s  median %.2f s  %7.0f records/s  %5.1f MB/s  peak RSS %.0f MB  check ok=%s  (runs: %s)" % (
-            label, wall, expected["records"] / wall, mb / wall, rss, ok, ", ".join("%.2f" % r[0] for r in results)))
+
+    def run(lanes=None, archive=True):
+        shutil.rmtree(archives, ignore_errors=True)
+        cmd = [ingot, "run", PIPELINE, "--pages", data] + (["--lanes", str(lanes)] if lanes else [])
+        cmd += ["--archive-dir", archives] if archive else ["--no-archive"]
+        return timed(cmd, db)
+
+    results = [run() for _ in range(args.runs)]
+    loose = report("run, all lanes", results, records, mb, check(db, data))
+    archive = results[-1][2]
+    size = os.path.getsize(archive)
+    print("archive: %.1f MB, %.1f%% of the raw %.1f MB" % (size / 1e6, 100.0 * size / expected["bytes"], mb))
+    replay = [timed([ingot, "replay", archive], db) for _ in range(args.runs)]
+    replayed = report("replay of the archive", replay, records, mb, check(db, data))
+    print("replay vs loose pages: %+.1f%%" % (100.0 * (replayed - loose) / loose))
+    report("run, no archive", [run(archive=False) for _ in range(args.runs)], records, mb, check(db, data))
+    report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
+    if args.big:
+        big, exp = dataset(1000000, 1000)
+        shutil.rmtree(archives, ignore_errors=True)
+        r = timed([ingot, "run", PIPELINE, "--pages", big, "--archive-dir", archives], db)
+        report("people-1M, all lanes", [r], exp["records"], exp["bytes"] / 1e6, check(db, big))
+    shutil.rmtree(archives, ignore_errors=True)
 
 
 if __name__ == "__main__":
