@@ -154,6 +154,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Do not archive the payloads.")
     var noArchive = false
 
+    @Flag(help: "Continue the pipeline's last unfinished run in this database (or start a new one when there is none).")
+    var resume = false
+
     @OptionGroup var log: LogOptions
 
     func validate() throws {
@@ -165,26 +168,11 @@ struct Run: ParsableCommand {
     func run() throws {
         let config = try loadPipeline(pipeline)
         let logger = log.makeLogger()
-        var glob = "*.json"
-        var directory: String
-        switch config.source {
-        case .files(let dir, let g):
-            directory = dir
-            glob = g
-        case .none:
-            guard let pages else {
-                FileHandle.standardError.write(Data("\(pipeline): the pipeline has no source; give --pages DIR\n".utf8))
-                throw Exit.badConfig
-            }
-            directory = pages
-        }
-        if let pages { directory = pages }
-
-        let source: DirectoryPageSource
+        let source: any PageSource
         do {
-            source = try DirectoryPageSource(directory: directory, glob: glob)
+            source = try makeSource(config, logger: logger)
         } catch {
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            printError("\(error)")
             throw Exit.badConfig
         }
         var options = RunOptions()
@@ -193,7 +181,31 @@ struct Run: ParsableCommand {
         options.batchRecords = batchRecords
         options.progressInterval = progressInterval
         options.archiveDirectory = noArchive ? nil : archiveDir
+        options.resume = resume
         try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: source)
+    }
+
+    /// The pipeline's source: `--pages DIR`, its files, or HTTP (with the incremental cursor kept
+    /// from the last run).
+    private func makeSource(_ config: PipelineConfig, logger: Logger) throws -> any PageSource {
+        switch config.source {
+        case .files(let dir, let glob):
+            return try DirectoryPageSource(directory: pages ?? dir, glob: glob)
+        case .none:
+            guard let pages else { throw ValidationError("\(pipeline): the pipeline has no source; give --pages DIR") }
+            return try DirectoryPageSource(directory: pages, glob: "*.json")
+        case .http(let http):
+            if let pages {
+                return try DirectoryPageSource(directory: pages, glob: "*.json")
+            }
+            var query: [(String, String)] = []
+            if let incremental = config.incremental,
+                let value = try Store.state(databasePath: db, model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
+            {
+                query.append((incremental.param, value))
+            }
+            return try HTTPPageSource(config: http, recordsPath: config.recordsPath, query: query, logger: logger)
+        }
     }
 }
 

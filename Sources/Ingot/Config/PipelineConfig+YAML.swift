@@ -48,7 +48,7 @@ struct PipelineYAMLReader {
             throw ConfigError(file: file, line: 1, column: 1, message: "cannot parse YAML: \(error)")
         }
 
-        let top = try mapping(root, allowed: ["version", "name", "source", "records", "root", "write", "batch_records", "entities"])
+        let top = try mapping(root, allowed: ["version", "name", "source", "records", "root", "write", "batch_records", "incremental", "entities"])
         let versionNode = try required(top, "version", in: root)
         let version = try int(versionNode)
         guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
@@ -86,6 +86,14 @@ struct PipelineYAMLReader {
             batchRecords = value
         }
 
+        var incremental: IncrementalConfig?
+        if let node = top["incremental"] {
+            let fields = try mapping(node, allowed: ["cursor_path", "param"])
+            let path = try string(try required(fields, "cursor_path", in: node))
+            incremental = IncrementalConfig(
+                cursorPath: path.components(separatedBy: "."), param: try string(try required(fields, "param", in: node)))
+        }
+
         let entitiesNode = try required(top, "entities", in: root)
         let model = try readModel(entitiesNode)
 
@@ -98,9 +106,11 @@ struct PipelineYAMLReader {
         for problem in model.problems() {
             throw error(marks[problem.location] ?? entitiesNode.mark, problem.message)
         }
-        return PipelineConfig(
+        var config = PipelineConfig(
             path: file, text: text, name: name, source: source, recordsPath: recordsPath, root: rootName,
             write: write, batchRecords: batchRecords, model: model)
+        config.incremental = incremental
+        return config
     }
 
     // MARK: - Sections
@@ -108,9 +118,10 @@ struct PipelineYAMLReader {
     private func readSource(_ node: Node) throws(ConfigError) -> SourceConfig {
         let source = try mapping(node, allowed: ["files", "http"])
         if let http = source["http"] {
-            throw error(http, "http sources are not supported by this version of Ingot yet; use files")
+            guard source["files"] == nil else { throw error(node, "source takes either files or http, not both") }
+            return .http(try readHTTP(http))
         }
-        guard let filesNode = source["files"] else { throw error(node, "source needs 'files'") }
+        guard let filesNode = source["files"] else { throw error(node, "source needs 'files' or 'http'") }
         let files = try mapping(filesNode, allowed: ["dir", "glob"])
         let dir = try string(try required(files, "dir", in: filesNode))
         let glob = try files["glob"].map { (n: Node) throws(ConfigError) in try string(n) } ?? "*.json"
@@ -118,6 +129,100 @@ struct PipelineYAMLReader {
         let base = (file as NSString).deletingLastPathComponent
         let resolved = dir.hasPrefix("/") || base.isEmpty ? dir : (base as NSString).appendingPathComponent(dir)
         return .files(directory: resolved, glob: glob)
+    }
+
+    private func readHTTP(_ node: Node) throws(ConfigError) -> HTTPSourceConfig {
+        let fields = try mapping(node, allowed: ["url", "headers", "auth", "paginate", "max_pages", "concurrency", "timeout_s", "retry"])
+        let urlNode = try required(fields, "url", in: node)
+        let url = try string(urlNode)
+        guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
+            throw error(urlNode, "url must be an absolute http(s) URL")
+        }
+        var config = HTTPSourceConfig(url: url)
+        if let headers = fields["headers"] {
+            guard case .mapping(let map) = headers else { throw error(headers, "headers must be a mapping of header names to values") }
+            for (k, v) in map {
+                let name = try string(k)
+                if ["authorization", "cookie"].contains(name.lowercased()) {
+                    throw error(k, "put credentials under auth (read from the environment), not in headers")
+                }
+                config.headers.append(.init(name: name, value: try string(v)))
+            }
+        }
+        if let auth = fields["auth"] {
+            let a = try mapping(auth, allowed: ["bearer_env", "basic", "api_key"])
+            guard a.count == 1 else { throw error(auth, "auth takes one of bearer_env, basic, api_key") }
+            if let env = a["bearer_env"] {
+                config.auth = .bearer(env: try string(env))
+            } else if let basic = a["basic"] {
+                let b = try mapping(basic, allowed: ["user", "password_env"])
+                config.auth = .basic(
+                    user: try string(try required(b, "user", in: basic)),
+                    passwordEnv: try string(try required(b, "password_env", in: basic)))
+            } else if let key = a["api_key"] {
+                let k = try mapping(key, allowed: ["header", "query", "env"])
+                let env = try string(try required(k, "env", in: key))
+                if let header = k["header"], k["query"] == nil {
+                    config.auth = .apiKeyHeader(header: try string(header), env: env)
+                } else if let query = k["query"], k["header"] == nil {
+                    config.auth = .apiKeyQuery(param: try string(query), env: env)
+                } else {
+                    throw error(key, "api_key takes header or query, and env")
+                }
+            }
+        }
+        if let paginate = fields["paginate"] {
+            let p = try mapping(paginate, allowed: ["next_url", "link_header", "page", "offset", "cursor"])
+            guard p.count == 1, let (kind, value) = p.first else {
+                throw error(paginate, "paginate takes one of next_url, link_header, page, offset, cursor")
+            }
+            switch kind {
+            case "next_url": config.paginate = .nextURL(path: try string(value).components(separatedBy: "."))
+            case "link_header":
+                guard try bool(value) else { throw error(value, "link_header: true, or leave paginate out") }
+                config.paginate = .linkHeader
+            case "page":
+                let f = try mapping(value, allowed: ["param", "start"])
+                config.paginate = .page(
+                    param: try string(try required(f, "param", in: value)),
+                    start: try f["start"].map { (n: Node) throws(ConfigError) in try int(n) } ?? 1)
+            case "offset":
+                let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
+                let limitNode = try required(f, "limit", in: value)
+                let limit = try int(limitNode)
+                guard limit >= 1 else { throw error(limitNode, "limit must be at least 1") }
+                config.paginate = .offset(
+                    param: try string(try required(f, "param", in: value)),
+                    limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
+                    total: try f["total"].map { (n: Node) throws(ConfigError) in try string(n).components(separatedBy: ".") })
+            default:
+                let f = try mapping(value, allowed: ["path", "param"])
+                config.paginate = .cursor(
+                    path: try string(try required(f, "path", in: value)).components(separatedBy: "."),
+                    param: try string(try required(f, "param", in: value)))
+            }
+        }
+        if let n = fields["max_pages"] {
+            config.maxPages = try int(n)
+            guard config.maxPages >= 1 else { throw error(n, "max_pages must be at least 1") }
+        }
+        if let n = fields["concurrency"] {
+            config.concurrency = try int(n)
+            guard (1...64).contains(config.concurrency) else { throw error(n, "concurrency must be between 1 and 64") }
+        }
+        if let n = fields["timeout_s"] {
+            guard case .scalar(let scalar) = n, let value = Double(scalar.string), value > 0 else {
+                throw error(n, "timeout_s must be a positive number of seconds")
+            }
+            config.timeout = value
+        }
+        if let r = fields["retry"] {
+            let f = try mapping(r, allowed: ["attempts", "base_delay_ms", "max_delay_ms"])
+            if let n = f["attempts"] { config.retry.attempts = max(1, try int(n)) }
+            if let n = f["base_delay_ms"] { config.retry.baseDelayMs = max(0, try int(n)) }
+            if let n = f["max_delay_ms"] { config.retry.maxDelayMs = max(0, try int(n)) }
+        }
+        return config
     }
 
     private mutating func readModel(_ node: Node) throws(ConfigError) -> EntityModel {

@@ -5,6 +5,8 @@ public struct PipelineConfig: Sendable {
     public var path: String
     /// The file's exact text (archived with every run).
     public var text: String
+    /// `incremental:` — remember the highest value seen at a key path and send it on the next run.
+    public var incremental: IncrementalConfig?
     public var name: String
     public var source: SourceConfig
     /// The key path from a page to its array of records; empty when the page is the array.
@@ -33,12 +35,80 @@ public struct PipelineConfig: Sendable {
     }
 }
 
+/// `incremental: {cursor_path: updated_at, param: updated_since}`.
+public struct IncrementalConfig: Sendable, Equatable {
+    /// Key path in each record whose highest value is kept (compared as text, so ISO-8601 dates and
+    /// zero-padded numbers order correctly).
+    public var cursorPath: [String]
+    /// Query parameter that sends the kept value on the next run.
+    public var param: String
+}
+
 /// Where a pipeline's pages come from.
 public enum SourceConfig: Sendable, Equatable {
     /// No source in the file: pages must be given at run time (`--pages`).
     case none
     /// The files of `directory` whose names match `glob`, in name order.
     case files(directory: String, glob: String)
+    /// Pages fetched over HTTP.
+    case http(HTTPSourceConfig)
+}
+
+/// `source: {http: …}`: where and how to fetch pages.
+public struct HTTPSourceConfig: Sendable, Equatable {
+    public var url: String
+    public var headers: [Header]
+    public var auth: Auth?
+    public var paginate: Pagination
+    /// A hard cap on pages; reaching it is logged. Default 10000.
+    public var maxPages = 10000
+    /// Requests in flight, where the paginator allows prefetching (page, offset). Default 1.
+    public var concurrency = 1
+    /// Seconds for one whole request. Default 30.
+    public var timeout: Double = 30
+    public var retry = RetryPolicy()
+
+    public init(url: String, headers: [Header] = [], auth: Auth? = nil, paginate: Pagination = .none) {
+        self.url = url
+        self.headers = headers
+        self.auth = auth
+        self.paginate = paginate
+    }
+
+    public struct Header: Sendable, Equatable {
+        public var name: String
+        public var value: String
+    }
+
+    /// Credentials, always read from the environment at run time, never from the file.
+    public enum Auth: Sendable, Equatable {
+        case bearer(env: String)
+        case basic(user: String, passwordEnv: String)
+        case apiKeyHeader(header: String, env: String)
+        case apiKeyQuery(param: String, env: String)
+    }
+
+    public enum Pagination: Sendable, Equatable {
+        /// One request.
+        case none
+        /// The body's next-page URL at this key path; stop on null or absent.
+        case nextURL(path: [String])
+        /// RFC 8288 `Link: <…>; rel="next"`.
+        case linkHeader
+        /// `?param=start`, `start+1`, …; stop on an empty page.
+        case page(param: String, start: Int)
+        /// `?offset=0&limit=L`, `L`, `2L`, …; stop on an empty page or past `total` (a key path).
+        case offset(param: String, limitParam: String, limit: Int, total: [String]?)
+        /// The next cursor at this key path, sent as `param`; stop on null, absent or empty.
+        case cursor(path: [String], param: String)
+    }
+
+    public struct RetryPolicy: Sendable, Equatable {
+        /// Tries per request, the first included. Default 6.
+        public var attempts = 6
+        public var baseDelayMs = 250
+        public var maxDelayMs = 60000
+    }
 }
 
 /// How a run treats rows it did not see.

@@ -111,6 +111,10 @@ struct DecodedPage: Sendable {
     var pageRejected: Bool
     /// Records seen in the page, accepted or not.
     var recordCount: Int
+    /// Where the source continues after this page (committed with the batch, for `--resume`).
+    var resumeState: String?
+    /// The highest value at the pipeline's incremental cursor path among the page's accepted records.
+    var incrementalMax: String?
 }
 
 /// Where a payload is archived: the archive file and the entry's sequence number in it.

@@ -39,8 +39,11 @@ struct MappingPlan: Sendable {
     var entities: [EntityPlan]
     var root: Int
     var recordsPath: [String]
+    /// `incremental.cursor_path`: the key path whose highest value a page reports.
+    var incrementalPath: [String]?
 
-    init(model: EntityModel, root: String, recordsPath: [String]) {
+    init(model: EntityModel, root: String, recordsPath: [String], incrementalPath: [String]? = nil) {
+        self.incrementalPath = incrementalPath
         let layouts = EntityLayout.layouts(of: model)
         self.root = model.index(of: root) ?? 0
         self.recordsPath = recordsPath

@@ -67,6 +67,11 @@ struct RecordMapper {
                                 record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
                             }
                         }
+                        if let path = plan.incrementalPath, let value = cursor.text(at: path, from: element),
+                            page.incrementalMax.map({ value > $0 }) ?? true
+                        {
+                            page.incrementalMax = value
+                        }
                         page.records.append(record)
                     } catch {
                         let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
@@ -393,6 +398,29 @@ struct Cursor {
         let start = Int(node.start) - (quoted ? 1 : 0)
         let end = Int(node.start + node.length) + (quoted ? 1 : 0)
         return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+    }
+
+    /// The string (or number text) at `path` in the object at `index`, if any.
+    func text(at path: [String], from index: Int) -> String? {
+        var current = index
+        for key in path {
+            let node = nodes[current]
+            guard node.kind == .object else { return nil }
+            var found: Int?
+            var member = current + 1
+            for _ in 0..<node.count {
+                if keyEquals(member, Array(key.utf8)) { found = member + 1 }
+                member = Int(nodes[member + 1].end)
+            }
+            guard let next = found else { return nil }
+            current = next
+        }
+        let node = nodes[current]
+        switch node.kind {
+        case .string, .escapedString: return string(node)
+        case .integer, .double: return raw(current)
+        default: return nil
+        }
     }
 
     /// A short quote of a value for messages.

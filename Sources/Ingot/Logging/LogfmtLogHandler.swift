@@ -30,6 +30,7 @@ public enum LogKey {
     public static let recordIndex = "record_index"
     public static let seq = "seq"
     public static let archive = "archive"
+    public static let url = "url"
     public static let offset = "offset"
 
     static func seconds(_ value: Double) -> String { String(format: "%.3f", value) }

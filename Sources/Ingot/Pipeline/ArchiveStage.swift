@@ -27,7 +27,9 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
         dispatchPrecondition(condition: .onQueue(queue))
         guard failure == nil else { return nil }
         do {
-            try writer.append(page.bytes, seq: page.seq, source: page.source)
+            try writer.append(
+                page.bytes, seq: page.seq, source: page.source, fetchedAt: page.http?.fetchedAt ?? Date(),
+                httpStatus: page.http?.status, headers: page.http?.headers)
             var archived = page
             archived.archive = ArchiveLocation(path: writer.path, entry: page.seq)
             return archived

@@ -24,8 +24,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
 
-    init(writer: WriterStage, batchLimit: Int, pageConsumed: @escaping @Sendable () -> Void) {
+    init(writer: WriterStage, batchLimit: Int, firstSeq: Int = 1, pageConsumed: @escaping @Sendable () -> Void) {
         self.writer = writer
+        self.nextSeq = firstSeq
         self.batchLimit = max(1, batchLimit)
         self.pageConsumed = pageConsumed
     }

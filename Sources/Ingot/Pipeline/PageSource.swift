@@ -10,12 +10,21 @@ public struct Page: Sendable {
     /// The archive holding this payload, and its entry there (set by the archive stage, or by a
     /// replay); rejections name them.
     public var archive: ArchiveLocation?
+    /// The HTTP status and safe headers, for a fetched page.
+    public var http: HTTPExchange?
+    /// Where the source continues after this page (committed with it, for `--resume`).
+    public var resumeState: String?
 
-    public init(seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil) {
+    public init(
+        seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
+        resumeState: String? = nil
+    ) {
         self.seq = seq
         self.source = source
         self.bytes = bytes
         self.archive = archive
+        self.http = http
+        self.resumeState = resumeState
     }
 }
 
@@ -23,6 +32,14 @@ public struct Page: Sendable {
 public protocol PageSource: AnyObject, Sendable {
     /// The next page, or `nil` when the source is exhausted.
     func next() throws -> Page?
+    /// Continues after a committed page, given the ``Page/resumeState`` it carried.
+    func resume(from state: String) throws
+}
+
+extension PageSource {
+    public func resume(from state: String) throws {
+        throw SourceError(source: "\(Self.self)", message: "this source cannot resume")
+    }
 }
 
 /// The files of a directory whose names match a glob, read whole, in name order.
@@ -50,7 +67,14 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
         guard let data = FileManager.default.contents(atPath: path) else {
             throw SourceError(source: path, message: "cannot read the file")
         }
-        return Page(seq: position, source: path, bytes: [UInt8](data))
+        return Page(seq: position, source: path, bytes: [UInt8](data), resumeState: "after:" + files[position - 1])
+    }
+
+    /// Continues with the first file named after `after:NAME`.
+    public func resume(from state: String) throws {
+        guard state.hasPrefix("after:") else { throw SourceError(source: directory, message: "cannot resume from '\(state)'") }
+        let last = String(state.dropFirst(6))
+        position = files.firstIndex { $0 > last } ?? files.count
     }
 }
 

@@ -41,7 +41,18 @@ public final class PipelineRunner: Sendable {
     /// Blocks the caller.
     public func run(source: any PageSource) -> RunSummary {
         let started = Date()
-        let runID = options.runID ?? PipelineRunner.makeRunID(started)
+        var resumed: UnfinishedRun?
+        if options.resume {
+            do {
+                resumed = try Store.unfinishedRun(databasePath: options.databasePath, model: config.model, pipeline: config.name)
+                if let state = resumed?.resumeState { try source.resume(from: state) }
+            } catch {
+                logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
+                return RunSummary(
+                    runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(), duration: 0, error: "\(error)")
+            }
+        }
+        let runID = resumed?.runID ?? options.runID ?? PipelineRunner.makeRunID(started)
         var logger = self.logger
         logger[metadataKey: LogKey.pipeline] = "\(config.name)"
         logger[metadataKey: LogKey.runID] = "\(runID)"
@@ -59,7 +70,14 @@ public final class PipelineRunner: Sendable {
         do {
             archive = try makeArchive(runID: runID, started: started)
             store = try Store(path: options.databasePath, model: config.model, options: options.store)
-            try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
+            if let resumed {
+                try store.reopenRun(id: resumed.runID, archive: archive?.path)
+                logger.info("run.resumed", metadata: [
+                    LogKey.seq: "\(resumed.lastSeq)", "resume_state": "\(resumed.resumeState ?? "start")",
+                ])
+            } else {
+                try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
+            }
             if config.write == .replace, let root = config.model.index(of: config.root) {
                 try store.beginReplace(entity: root)
             }
@@ -77,14 +95,16 @@ public final class PipelineRunner: Sendable {
         let lanes = max(1, options.lanes)
         let inFlight = DispatchSemaphore(value: max(1, options.pagesInFlight ?? lanes * 2 + 2))
         let done = DispatchSemaphore(value: 0)
+        let firstSeq = (resumed?.lastSeq ?? 0) + 1
         let writer = WriterStage(
             store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
-            finished: { done.signal() })
+            initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
-            pageConsumed: { inFlight.signal() })
+            firstSeq: firstSeq, pageConsumed: { inFlight.signal() })
 
-        let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
+        let plan = MappingPlan(
+            model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
         let laneQueues = (0..<lanes).map { k in
             let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
             DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
@@ -92,12 +112,13 @@ public final class PipelineRunner: Sendable {
         }
         /// Decodes `page` on its lane and hands the result to the assembler.
         let decode: @Sendable (Page) -> Void = { page in
-            let lane = laneQueues[(page.seq - 1) % lanes]
+            let lane = laneQueues[page.seq % lanes]
             lane.async {
                 guard let context = DecodingContext.current, var mapper = context.mapper else {
                     preconditionFailure("decode lane \(lane.label) has no DecodingContext")
                 }
                 var decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
+                decoded.resumeState = page.resumeState
                 if let location = page.archive {
                     for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
                 }
@@ -109,7 +130,7 @@ public final class PipelineRunner: Sendable {
         let progress = startProgress(logger: logger, started: started)
         let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
         sourceQueue.async { [stopping] in
-            var seq = 0
+            var seq = firstSeq - 1
             var end = SourceEnd.exhausted
             do {
                 while true {
@@ -183,7 +204,13 @@ public final class PipelineRunner: Sendable {
         } catch {
             throw ArchiveError(path: directory, message: "cannot create the archive directory: \(error.localizedDescription)")
         }
-        let path = (directory as NSString).appendingPathComponent("\(config.name)-\(runID).ingot")
+        var path = (directory as NSString).appendingPathComponent("\(config.name)-\(runID).ingot")
+        var part = 2
+        while FileManager.default.fileExists(atPath: path) {
+            // A resumed run archives its pages into a file of their own.
+            path = (directory as NSString).appendingPathComponent("\(config.name)-\(runID)-\(part).ingot")
+            part += 1
+        }
         let header = ArchiveHeader(
             formatVersion: ArchiveFormat.version, runID: runID, pipelineName: config.name, pipelineText: config.text,
             pipelinePath: config.path, createdAt: ArchiveWriter.timestamp(started))

@@ -21,6 +21,9 @@ public struct RunOptions: Sendable {
     /// Where the run writes its archive (`<pipeline>-<run id>.ingot`); `nil`: no archive. Default `nil`
     /// (the CLI's default is `./archives`).
     public var archiveDirectory: String?
+    /// Continue the last unfinished run of the pipeline in this database (or start a new one when
+    /// there is none). Default `false`.
+    public var resume = false
     /// zstd level of archived payloads. Default 3.
     public var compressionLevel: Int32 = 3
 

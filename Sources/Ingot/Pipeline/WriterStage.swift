@@ -20,23 +20,35 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let failed = Mutex(false)
 
     /// The run's counters (read by the runner after `finished` fired).
-    private(set) var counters = RunCounters()
+    private(set) var counters: RunCounters
     private var loggedRejections = 0
+    private let pipeline: String
+    /// `incremental.param` and the highest cursor value committed so far.
+    private let incrementalKey: String?
+    private var incrementalMax: String?
     /// Why saving failed, if it did (read by the runner after `finished` fired).
     private(set) var failure: (any Error)?
 
     init(
         store: Store, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
-        shared: SharedCounters, finished: @escaping @Sendable () -> Void
+        shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false,
+        finished: @escaping @Sendable () -> Void
     ) {
         self.store = store
         self.runID = runID
-        self.replace = config.write == .replace
+        self.pipeline = config.name
+        self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
+        self.counters = initialCounters
+        // The touched rows of an earlier process are gone: a resumed run cannot tell what it did not see.
+        self.replace = config.write == .replace && !resumed
+        self.replaceSkippedOnResume = config.write == .replace && resumed
         self.logger = logger
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
         self.finished = finished
     }
+
+    private let replaceSkippedOnResume: Bool
 
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
@@ -59,6 +71,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         switch end {
         case .exhausted:
             if failure == nil && replace { deleteUntouched() }
+            if replaceSkippedOnResume {
+                logger.warning("replace.skipped", metadata: [LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"])
+            }
         case .interrupted:
             interrupted = true
             if replace {
@@ -85,6 +100,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
             rejections += page.rejections
         }
+        var newMax = incrementalMax
+        for page in pages {
+            if let value = page.incrementalMax, newMax.map({ value > $0 }) ?? true { newMax = value }
+        }
+        var state: [(pipeline: String, key: String, value: String)] = []
+        if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
         do {
             let outcome = try store.save(batch) { outcome in
                 var committed = next
@@ -92,8 +113,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 committed.updated += outcome.updated
                 committed.rejectedRecords += outcome.rejections.count
                 try store.recordProgress(
-                    runID: runID, counters: committed, lastSeq: pages.last?.seq, rejections: rejections + outcome.rejections)
+                    runID: runID, counters: committed, lastSeq: pages.last?.seq,
+                    resumeState: pages.last { $0.resumeState != nil }?.resumeState,
+                    rejections: rejections + outcome.rejections, state: state)
             }
+            incrementalMax = newMax
             next.inserted += outcome.inserted
             next.updated += outcome.updated
             next.rejectedRecords += outcome.rejections.count

@@ -14,7 +14,18 @@ extension Store {
     }
 
     /// Inside a batch's transaction: stores its rejections and the run's counters so far.
-    func recordProgress(runID: String, counters: RunCounters, lastSeq: Int?, rejections: [RecordRejection]) throws {
+    func recordProgress(
+        runID: String, counters: RunCounters, lastSeq: Int?, resumeState: String?, rejections: [RecordRejection],
+        state: [(pipeline: String, key: String, value: String)] = []
+    ) throws {
+        for item in state {
+            let upsert = try statement(
+                "INSERT INTO _ingot_state (pipeline, key, value) VALUES (?, ?, ?) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value")
+            upsert.bind(.text(item.pipeline), at: 1)
+            upsert.bind(.text(item.key), at: 2)
+            upsert.bind(.text(item.value), at: 3)
+            try upsert.execute()
+        }
         if !rejections.isEmpty {
             let insert = try statement(
                 "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -33,7 +44,7 @@ extension Store {
         }
         let update = try statement("""
             UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
-              last_seq = ? WHERE run_id = ?
+              last_seq = ?, resume_state = coalesce(?, resume_state) WHERE run_id = ?
             """)
         update.bind(.integer(Int64(counters.pages)), at: 1)
         update.bind(.integer(Int64(counters.records)), at: 2)
@@ -42,8 +53,62 @@ extension Store {
         update.bind(.integer(Int64(counters.rejectedRecords)), at: 5)
         update.bind(.integer(Int64(counters.rejectedPages)), at: 6)
         update.bind(lastSeq.map { .integer(Int64($0)) } ?? .null, at: 7)
-        update.bind(.text(runID), at: 8)
+        update.bind(resumeState.map { .text($0) } ?? .null, at: 8)
+        update.bind(.text(runID), at: 9)
         try update.execute()
+    }
+
+    /// The most recent run of `pipeline`, when it did not finish: what `--resume` continues.
+    func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
+        try dbQueue.read { db in
+            guard let row = try Row.fetchOne(db, sql: """
+                SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at
+                FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1
+                """, arguments: [pipeline]), row["status"] as String? != "finished"
+            else { return nil }
+            var counters = RunCounters()
+            counters.pages = row["pages"]
+            counters.records = row["records"]
+            counters.inserted = row["inserted"]
+            counters.updated = row["updated"]
+            counters.rejectedRecords = row["rejected_records"]
+            counters.rejectedPages = row["rejected_pages"]
+            return UnfinishedRun(
+                runID: row["run_id"], counters: counters, lastSeq: row["last_seq"] ?? 0, resumeState: row["resume_state"])
+        }
+    }
+
+    /// ``unfinishedRun(pipeline:)`` of the database at `databasePath`, without keeping it open;
+    /// `nil` when there is no database yet.
+    static func unfinishedRun(databasePath: String, model: EntityModel, pipeline: String) throws -> UnfinishedRun? {
+        guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
+        let store = try Store(path: databasePath, model: model)
+        defer { try? store.close() }
+        return try store.unfinishedRun(pipeline: pipeline)
+    }
+
+    /// A kept value (the incremental cursor) of the database at `databasePath`; `nil` when there is none.
+    public static func state(databasePath: String, model: EntityModel, pipeline: String, key: String) throws -> String? {
+        guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
+        let store = try Store(path: databasePath, model: model)
+        defer { try? store.close() }
+        return try store.state(pipeline: pipeline, key: key)
+    }
+
+    /// Marks a resumed run running again.
+    func reopenRun(id: String, archive: String?) throws {
+        try dbQueue.write { db in
+            try db.execute(
+                sql: "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce(?, archive) WHERE run_id = ?",
+                arguments: [archive, id])
+        }
+    }
+
+    /// A value kept for `pipeline` across runs (the incremental cursor).
+    func state(pipeline: String, key: String) throws -> String? {
+        try dbQueue.read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM _ingot_state WHERE pipeline = ? AND key = ?", arguments: [pipeline, key])
+        }
     }
 
     /// Marks the run finished (or failed / interrupted) with its final counters.
@@ -124,4 +189,14 @@ public struct RunCounters: Sendable, Equatable {
     public var bytes = 0
 
     public init() {}
+}
+
+/// A run that stopped before the end of its source.
+struct UnfinishedRun: Sendable {
+    var runID: String
+    var counters: RunCounters
+    /// The last page committed.
+    var lastSeq: Int
+    /// Where its source continues; `nil` when no batch was committed.
+    var resumeState: String?
 }

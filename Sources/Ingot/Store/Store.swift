@@ -115,6 +115,17 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
                 ALTER TABLE _ingot_runs ADD COLUMN archive TEXT;
                 """)
         }
+        migrator.registerMigration("v3: resume and incremental state") { db in
+            try db.execute(sql: """
+                ALTER TABLE _ingot_runs ADD COLUMN resume_state TEXT;
+                CREATE TABLE _ingot_state (
+                  pipeline TEXT NOT NULL,
+                  key TEXT NOT NULL,
+                  value TEXT,
+                  PRIMARY KEY (pipeline, key)
+                );
+                """)
+        }
         return migrator
     }
 

@@ -1,0 +1,67 @@
+import Foundation
+
+/// Credentials resolved from the environment, and what must never be shown: the header names
+/// and query parameters that carry them. Every URL that reaches a log, an error, the archive
+/// or `_ingot_rejects` goes through ``redact(_:)``.
+struct Credentials: Sendable {
+    /// Headers sent with every request (auth included).
+    var headers: [(String, String)]
+    /// A query parameter added to every request (API key in the query).
+    var query: (name: String, value: String)?
+    /// Parameters whose values are redacted wherever a URL is shown.
+    var secretParams: Set<String> = ["access_token", "api_key", "apikey", "key", "token", "password", "secret"]
+
+    /// Reads `config`'s credentials from `environment`; throws naming the missing variable.
+    init(config: HTTPSourceConfig, environment: [String: String]) throws(FetchError) {
+        headers = config.headers.map { ($0.name, $0.value) }
+        func value(_ name: String) throws(FetchError) -> String {
+            guard let v = environment[name], !v.isEmpty else {
+                throw FetchError(url: Credentials.redact(config.url, secretParams), message: "the environment variable \(name) (auth) is not set")
+            }
+            return v
+        }
+        switch config.auth {
+        case .bearer(let env)?:
+            headers.append(("Authorization", "Bearer \(try value(env))"))
+        case .basic(let user, let env)?:
+            let token = Data("\(user):\(try value(env))".utf8).base64EncodedString()
+            headers.append(("Authorization", "Basic \(token)"))
+        case .apiKeyHeader(let header, let env)?:
+            headers.append((header, try value(env)))
+        case .apiKeyQuery(let param, let env)?:
+            query = (param, try value(env))
+            secretParams.insert(param.lowercased())
+        case nil:
+            break
+        }
+    }
+
+    /// `url` with the values of secret query parameters and any password replaced by `REDACTED`.
+    func redact(_ url: String) -> String { Credentials.redact(url, secretParams) }
+
+    static func redact(_ url: String, _ secrets: Set<String>) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        if components.password != nil { components.password = "REDACTED" }
+        if let items = components.queryItems {
+            components.queryItems = items.map { item in
+                secrets.contains(item.name.lowercased()) ? URLQueryItem(name: item.name, value: "REDACTED") : item
+            }
+        }
+        return components.string ?? url
+    }
+
+    /// The response headers worth archiving: never credentials or cookies.
+    static let archivedHeaders: Set<String> = [
+        "content-type", "content-length", "etag", "last-modified", "date", "link", "retry-after", "x-total-count",
+        "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "cache-control",
+    ]
+}
+
+/// A page that could not be fetched: the run stops (exit 1) after everything before it is committed.
+public struct FetchError: Error, Sendable, CustomStringConvertible {
+    /// The URL, redacted.
+    public var url: String
+    public var status: Int?
+    public var message: String
+    public var description: String { "\(url): \(status.map { "HTTP \($0): " } ?? "")\(message)" }
+}
