@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""A small HTTP/1.1 fixture server for Ingot's fetch tests. Loopback only; stops on SIGTERM (or, with --exit-on-eof, when stdin closes).
+
+Serves
+  /api/{films,people,planets,species}/[?page=N]   the Star Wars API from ../shared/data/swapi, rendered as
+                                                   the public API does: pages of 10, {count,next,previous,results},
+                                                   relations as URLs http://HOST/api/people/1/
+  /people/next?page=N        gen_people pages (--people DIR) with "next" rewritten to this server's URL
+  /people/link?page=N        the same pages, the next page in an RFC 8288 Link header
+  /people/page?page=N        page N; past the last, an empty page
+  /people/offset?offset=O&limit=L   L must be the page size; "count" holds the total
+  /people/cursor[?cursor=C]  meta.next_cursor holds the next cursor
+  /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
+  /requests                  how many requests were served
+
+Faults (--faults), each at the Nth request to /people/* (1-based), once:
+  500:N  429:N (Retry-After: 1)  drop:N (connection closed mid-body)  truncate:N (body cut short)
+  slow:N (sleeps --slow seconds before answering)  401:N
+--token T requires "Authorization: Bearer T" (401 otherwise) on /people/*.
+Prints "PORT <n>" on its first line once listening.
+"""
+import argparse, json, os, signal, socket, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+SWAPI = os.path.join(ROOT, "..", "..", "..", "shared", "data", "swapi")
+
+
+class State:
+    lock = threading.Lock()
+    requests = 0
+    people_requests = 0
+    faults = {}
+    people = []        # page bodies (parsed JSON), in order
+    page_size = 0
+    swapi = {}
+    token = None
+    slow = 3.0
+
+
+def load_swapi(host):
+    data = {}
+    for name in ("films", "people", "planets", "species"):
+        path = os.path.join(SWAPI, name + ".json")
+        data[name] = {row["pk"]: dict(row["fields"]) for row in json.load(open(path))}
+    def url(kind, pk):
+        return "%s/api/%s/%d/" % (host, kind, pk)
+    films_of, species_of = {}, {}
+    for pk, f in data["films"].items():
+        for c in f.get("characters", []):
+            films_of.setdefault(c, []).append(url("films", pk))
+    for pk, s in data["species"].items():
+        for p in s.get("people", []):
+            species_of.setdefault(p, []).append(url("species", pk))
+    rendered = {}
+    for kind, rows in data.items():
+        out = []
+        for pk in sorted(rows):
+            r = dict(rows[pk])
+            for key, target in (("characters", "people"), ("planets", "planets"), ("people", "people"),
+                                ("species", "species")):
+                if isinstance(r.get(key), list):
+                    r[key] = [url(target, x) for x in r[key]]
+            for key in ("starships", "vehicles"):
+                r.pop(key, None)
+            if kind in ("people", "species") and r.get("homeworld") is not None:
+                r["homeworld"] = url("planets", r["homeworld"])
+            if kind == "people":
+                r["films"] = films_of.get(pk, [])
+                r["species"] = species_of.get(pk, [])
+            r["url"] = url(kind, pk)
+            out.append(r)
+        rendered[kind] = out
+    return rendered
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args):
+        pass
+
+    def host(self):
+        return "http://%s:%d" % self.server.server_address[:2]
+
+    def send_json(self, body, status=200, headers=()):
+        raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+        return raw
+
+    def do_GET(self):
+        with State.lock:
+            State.requests += 1
+        u = urlparse(self.path)
+        q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        if u.path == "/requests":
+            return self.send_json({"requests": State.requests, "people_requests": State.people_requests})
+        if u.path.startswith("/api/"):
+            return self.swapi(u.path, q)
+        if u.path.startswith("/people/"):
+            with State.lock:
+                State.people_requests += 1
+                n = State.people_requests
+                fault = State.faults.pop(n, None)
+            if State.token and self.headers.get("Authorization") != "Bearer " + State.token:
+                return self.send_json({"detail": "unauthorized"}, 401)
+            if fault == "500":
+                return self.send_json({"detail": "boom"}, 500)
+            if fault == "401":
+                return self.send_json({"detail": "unauthorized"}, 401)
+            if fault == "429":
+                return self.send_json({"detail": "slow down"}, 429, [("Retry-After", "1")])
+            if fault == "slow":
+                time.sleep(State.slow)
+            return self.people(u.path[len("/people/"):], q, fault)
+        self.send_json({"detail": "not found"}, 404)
+
+    def swapi(self, path, q):
+        parts = [p for p in path.split("/") if p]
+        if len(parts) < 2 or parts[1] not in State.swapi:
+            return self.send_json({"detail": "not found"}, 404)
+        rows = State.swapi[parts[1]]
+        if len(parts) == 3:
+            match = [r for r in rows if r["url"].endswith("/%s/%s/" % (parts[1], parts[2]))]
+            return self.send_json(match[0]) if match else self.send_json({"detail": "not found"}, 404)
+        page = int(q.get("page", "1"))
+        chunk = rows[(page - 1) * 10: page * 10]
+        if not chunk:
+            return self.send_json({"detail": "not found"}, 404)
+        base = "%s/api/%s/" % (self.host(), parts[1])
+        nxt = base + "?page=%d" % (page + 1) if page * 10 < len(rows) else None
+        prev = base + "?page=%d" % (page - 1) if page > 1 else None
+        self.send_json({"count": len(rows), "next": nxt, "previous": prev, "results": chunk})
+
+    def people(self, style, q, fault):
+        pages = State.people
+        host = self.host()
+        if style in ("next", "link", "page"):
+            n = int(q.get("page", "1"))
+        elif style == "offset":
+            limit = int(q.get("limit", "0"))
+            if limit != State.page_size:
+                return self.send_json({"detail": "limit must be %d" % State.page_size}, 400)
+            n = int(q.get("offset", "0")) // limit + 1
+        elif style == "cursor":
+            n = int(q.get("cursor", "c1")[1:])
+        elif style == "loop":
+            return self.send_json({"next": host + "/people/loop", "results": [{"id": 1}]})
+        elif style == "stuck":
+            return self.send_json({"meta": {"next_cursor": "same"}, "results": [{"id": 1}]})
+        else:
+            return self.send_json({"detail": "not found"}, 404)
+        if 1 <= n <= len(pages) and isinstance(pages[n - 1], str):
+            raw = pages[n - 1].encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        body = dict(pages[n - 1]) if 1 <= n <= len(pages) else {"count": State.total, "next": None, "results": []}
+        headers = []
+        has_next = n < len(pages)
+        if style == "next":
+            body["next"] = "%s/people/next?page=%d" % (host, n + 1) if has_next else None
+        else:
+            body.pop("next", None)
+        if style == "link" and has_next:
+            headers.append(("Link", '<%s/people/link?page=%d>; rel="next"' % (host, n + 1)))
+        if style == "cursor":
+            body["meta"] = {"next_cursor": "c%d" % (n + 1) if has_next else None}
+        if style == "offset":
+            body["count"] = State.total
+        raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        if fault in ("drop", "truncate"):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw[: len(raw) // 2])
+            self.wfile.flush()
+            if fault == "drop":
+                self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--port", type=int, default=0)
+    a.add_argument("--people", help="a gen_people.py output directory")
+    a.add_argument("--faults", default="", help="comma-separated KIND:N")
+    a.add_argument("--token")
+    a.add_argument("--slow", type=float, default=3.0)
+    a.add_argument("--exit-on-eof", action="store_true", help="stop when standard input closes (tests hold a pipe)")
+    args = a.parse_args()
+    if args.people:
+        names = sorted(f for f in os.listdir(args.people) if f.startswith("page-"))
+        State.people = []
+        for f in names:
+            text = open(os.path.join(args.people, f), encoding="utf-8").read()
+            try:
+                State.people.append(json.loads(text))
+            except ValueError:
+                State.people.append(text)  # an invalid page is served as it is
+        State.page_size = max((len(p.get("results", [])) for p in State.people if isinstance(p, dict)), default=0)
+        State.total = sum(len(p.get("results", [])) for p in State.people if isinstance(p, dict))
+    for spec in filter(None, args.faults.split(",")):
+        kind, n = spec.split(":")
+        State.faults[int(n)] = kind
+    State.token = args.token
+    State.slow = args.slow
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    State.swapi = load_swapi("http://127.0.0.1:%d" % server.server_address[1])
+    print("PORT %d" % server.server_address[1], flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    if args.exit_on_eof:
+        threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
