@@ -140,7 +140,14 @@ public final class PipelineRunner: Sendable {
                     }
                     if writer.hasFailed || archive?.hasFailed == true { break }
                     inFlight.wait()
-                    guard var page = try source.next() else {
+                    let next: Page?
+                    do {
+                        next = try source.next()
+                    } catch {
+                        inFlight.signal()  // every slot goes back: libdispatch traps on a semaphore freed below its start value
+                        throw error
+                    }
+                    guard var page = next else {
                         inFlight.signal()
                         break
                     }

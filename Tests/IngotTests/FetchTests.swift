@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// The pipeline file of the people data set, fetched from the fixture server with `paginate`.
+private func peopleOverHTTP(_ url: String, paginate: String, extra: String = "") throws -> PipelineConfig {
+    let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+        .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
+              http:
+                url: \(url)
+                paginate: \(paginate)
+                timeout_s: 2
+                retry: {attempts: 4, base_delay_ms: 10, max_delay_ms: 200}
+            \(extra)
+            """)
+    return try PipelineConfig.parse(text: text, path: "people-http.yml")
+}
+
+private func run(_ config: PipelineConfig, db: String, resume: Bool = false, archive: String? = nil, logs: LogCapture = LogCapture(),
+                 environment: [String: String] = [:]) throws -> RunSummary {
+    guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+    var options = RunOptions()
+    options.databasePath = db
+    options.progressInterval = 0
+    options.batchRecords = 300
+    options.resume = resume
+    options.archiveDirectory = archive
+    let source = try HTTPPageSource(config: http, recordsPath: config.recordsPath, environment: environment, logger: logs.logger)
+    return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
+}
+
+@Suite(.serialized)
+struct FetchTests {
+    @Test func swapiFilmsAndPeopleIngestEverythingAndRerunsChangeNothing() throws {
+        let server = try FixtureServer()
+        let db = temporaryDirectory().appendingPathComponent("swapi.db").path
+        for name in ["swapi-films", "swapi-people"] {
+            let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/\(name).yml"), encoding: .utf8)
+                .replacingOccurrences(of: "https://swapi.dev", with: server.base)
+            let summary = try run(try PipelineConfig.parse(text: text, path: name), db: db)
+            #expect(summary.status == .finished)
+            #expect(summary.counters.rejectedRecords == 0)
+        }
+        #expect(try rows(db, "SELECT count(*), count(title) FROM film") == [["6", "6"]])
+        #expect(try rows(db, "SELECT count(*), count(name) FROM person") == [["82", "82"]])
+        #expect(try rows(db, "SELECT p.name FROM film_characters c JOIN film f ON f.url = c.film_id JOIN person p ON p.url = c.person_id WHERE f.title = 'A New Hope' ORDER BY length(p.url), p.url LIMIT 2")
+            == [["Luke Skywalker"], ["C-3PO"]])
+        #expect(try rows(db, "SELECT homeworld_id FROM person WHERE name = 'Luke Skywalker'") == [["\(server.base)/api/planets/1/"]])
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi-people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: "https://swapi.dev", with: server.base)
+        let again = try run(try PipelineConfig.parse(text: text, path: "swapi-people"), db: db)
+        #expect(again.counters.inserted == 0)
+    }
+
+    @Test(arguments: [
+        ("next", "{next_url: next}"),
+        ("link", "{link_header: true}"),
+        ("page", "{page: {param: page, start: 1}}"),
+        ("offset", "{offset: {param: offset, limit_param: limit, limit: 100, total: count}}"),
+        ("cursor", "{cursor: {path: meta.next_cursor, param: cursor}}"),
+    ])
+    func everyPaginatorReachesTheExpectedState(style: String, paginate: String) throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let concurrency = style == "page" || style == "offset" ? "    concurrency: 4" : ""
+        let config = try peopleOverHTTP("\(server.base)/people/\(style)", paginate: paginate, extra: concurrency)
+        let db = temporaryDirectory().appendingPathComponent("p.db").path
+        let summary = try run(config, db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+    }
+
+    @Test(arguments: ["500:2,500:3", "429:2", "drop:3", "truncate:4", "slow:2"])
+    func faultsAreRetriedToTheExactState(faults: String) throws {
+        let pages = try generatePeople(persons: 800, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: faults, slow: 3)
+        let logs = LogCapture()
+        let db = temporaryDirectory().appendingPathComponent("p.db").path
+        let summary = try run(try peopleOverHTTP("\(server.base)/people/next", paginate: "{next_url: next}"), db: db, logs: logs)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        #expect(logs.all.contains { $0.contains("msg=fetch.retry") })
+    }
+
+    @Test func authComesFromTheEnvironmentAndNeverShows() throws {
+        let pages = try generatePeople(persons: 300, pageSize: 100)
+        let server = try FixtureServer(people: pages, token: "s3cret-token")
+        let config = try peopleOverHTTP("\(server.base)/people/next", paginate: "{next_url: next}", extra: "    auth: {bearer_env: PEOPLE_TOKEN}")
+        let dir = temporaryDirectory()
+        // Missing variable: refused before anything runs.
+        #expect(throws: FetchError.self) { _ = try run(config, db: dir.appendingPathComponent("a.db").path) }
+        // Wrong token: 401 fails at once (no retries), exit status failed.
+        let logs = LogCapture()
+        let refused = try run(config, db: dir.appendingPathComponent("b.db").path, logs: logs, environment: ["PEOPLE_TOKEN": "wrong"])
+        #expect(refused.status == .failed)
+        #expect(refused.error?.contains("HTTP 401") == true)
+        #expect(!logs.all.contains { $0.contains("fetch.retry") })
+        // Right token: every page, and the token is nowhere in logs, archive or database.
+        let good = LogCapture()
+        let db = dir.appendingPathComponent("c.db").path
+        let archives = dir.appendingPathComponent("archives").path
+        let summary = try run(config, db: db, archive: archives, logs: good, environment: ["PEOPLE_TOKEN": "s3cret-token"])
+        #expect(summary.status == .finished)
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        #expect(!good.all.joined().contains("s3cret-token"))
+        let archive = try [UInt8](Data(contentsOf: URL(fileURLWithPath: try #require(summary.archive))))
+        let reader = try ArchiveReader(path: try #require(summary.archive))
+        #expect(reader.entries.allSatisfy { $0.metadata.httpStatus == 200 && $0.metadata.headers?["content-type"] == "application/json" })
+        #expect(!String(decoding: archive, as: UTF8.self).contains("s3cret"))
+    }
+
+    @Test func apiKeysInTheQueryAreRedacted() throws {
+        let credentials = try Credentials(
+            config: HTTPSourceConfig(url: "https://api.example.org/x", auth: .apiKeyQuery(param: "key", env: "K")),
+            environment: ["K": "abc123"])
+        #expect(credentials.redact("https://api.example.org/x?page=2&key=abc123") == "https://api.example.org/x?page=2&key=REDACTED")
+        #expect(credentials.redact("https://user:pw@api.example.org/x") == "https://user:REDACTED@api.example.org/x")
+    }
+
+    @Test func loopingPaginationStopsWithAnError() throws {
+        let server = try FixtureServer(people: try generatePeople(persons: 100, pageSize: 100))
+        let db = temporaryDirectory().appendingPathComponent("l.db").path
+        let loop = try run(try peopleOverHTTP("\(server.base)/people/loop", paginate: "{next_url: next}"), db: db)
+        #expect(loop.status == .failed)
+        #expect(loop.error?.contains("pagination would loop") == true)
+        let stuck = try run(try peopleOverHTTP("\(server.base)/people/stuck", paginate: "{cursor: {path: meta.next_cursor, param: cursor}}"), db: db)
+        #expect(stuck.status == .failed)
+        #expect(stuck.error?.contains("cursor did not change") == true)
+    }
+
+    @Test(arguments: ["next", "page"])
+    func aFailedRunResumesExactly(style: String) throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 100)
+        // Request 6 fails every one of its 4 attempts: the run stops after committing pages 1-5.
+        let server = try FixtureServer(people: pages, faults: "500:6,500:7,500:8,500:9")
+        let paginate = style == "next" ? "{next_url: next}" : "{page: {param: page, start: 1}}"
+        let config = try peopleOverHTTP("\(server.base)/people/\(style)", paginate: paginate)
+        let db = temporaryDirectory().appendingPathComponent("r.db").path
+        let first = try run(config, db: db)
+        #expect(first.status == .failed)
+        #expect(first.counters.pages == 5)
+        let resumed = try run(config, db: db, resume: true)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.runID == first.runID)
+        #expect(resumed.counters.pages == (style == "page" ? 19 : 18), "18 pages, and the empty page that ends page pagination")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        // A finished run is not resumed: --resume starts a new one.
+        let again = try run(config, db: db, resume: true)
+        #expect(again.runID != first.runID)
+        #expect(again.counters.inserted == 0)
+    }
+
+    @Test func retryAfterAndLinkHeadersParse() {
+        #expect(HTTPPageSource.retryAfter("2") == 2)
+        #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
+        #expect(HTTPPageSource.nextLink(#"<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel="next""#) == "https://a/x?page=3")
+        #expect(HTTPPageSource.nextLink(#"<https://a/x?page=1>; rel="prev""#) == nil)
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// Tests/Fixtures/server.py on 127.0.0.1 and a free port, for as long as the value lives.
+final class FixtureServer {
+    let process = Process()
+    private let stdin = Pipe()
+    let port: Int
+
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    init(people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        var arguments = ["python3", packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
+                         "--faults", faults, "--slow", "\(slow)"]
+        if let people { arguments += ["--people", people] }
+        if let token { arguments += ["--token", token] }
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = stdin
+        try process.run()
+        var line = Data()
+        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+            line.append(byte)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).replacingOccurrences(of: "PORT ", with: "")) else {
+            process.terminate()
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        self.port = port
+    }
+
+    deinit {
+        try? stdin.fileHandleForWriting.close()
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// gen_people.py output in a temporary directory.
+func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws -> String {
+    let dir = temporaryDirectory().appendingPathComponent("pages").path
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", sharedRoot.appendingPathComponent("bench/gen_people.py").path, "--out", dir,
+                         "--persons", "\(persons)", "--page-size", "\(pageSize)"] + (faults ? ["--faults"] : [])
+    process.standardOutput = Pipe()
+    try process.run()
+    process.waitUntilExit()
+    return dir
+}
+
+/// gen_people.py --check: the JSON it prints.
+func checkPeople(_ db: String, _ pages: String) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", sharedRoot.appendingPathComponent("bench/gen_people.py").path, "--check", db,
+                         "--expected", pages + "/expected.json"]
+    let out = Pipe()
+    process.standardOutput = out
+    try process.run()
+    let data = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
