@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test run bench clean
+.PHONY: all deps build release test run bench chaos clean
 
 all: build
 
@@ -40,6 +40,10 @@ run: release
 ## bench: people-200k (BENCH_ARGS=--big adds people-1M); results go to docs/benchmarks.md by hand
 bench: release
 	python3 Benchmarks/bench.py --ingot $(RELEASE) $(BENCH_ARGS)
+
+## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state
+chaos: release
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
 
 clean:
 	rm -rf .build $(OUT)

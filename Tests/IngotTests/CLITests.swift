@@ -149,4 +149,21 @@ struct CLITests {
         let content = "SELECT count(*), sum(id), sum(length(coalesce(last_name, ''))) FROM person"
         #expect(try rows(replayDB, content) == rows(db, content))
     }
+
+    @Test func killedRunsResumeToTheExactState() throws {
+        // The small version of `make chaos`: kill -9 three times, resume after each.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
+                             "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7"]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let result = String(decoding: data, as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(result)")
+        #expect(result.contains(#""ok": true"#))
+        #expect(result.contains(#""duplicate_rows": 0"#))
+    }
 }

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Chaos: kill -9 an `ingot run --resume` over HTTP at random moments, resume after each kill,
+and check that the database ends at the exact expected state with no duplicate rows.
+
+  scripts/chaos.py --ingot .build/release/ingot --kills 20 --persons 50000
+
+Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
+people data set with ../shared/bench/gen_people.py, and prints one JSON line with the result.
+Exit 0 when the final check passes.
+"""
+import argparse, json, os, random, signal, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GEN = os.path.join(os.path.dirname(ROOT), "shared", "bench", "gen_people.py")
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--ingot", required=True)
+    a.add_argument("--kills", type=int, default=20)
+    a.add_argument("--persons", type=int, default=50000)
+    a.add_argument("--page-size", type=int, default=200)
+    a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--max-delay", type=float, default=1.5, help="longest wait before a kill, in seconds")
+    args = a.parse_args()
+    rng = random.Random(args.seed)
+    work = tempfile.mkdtemp(prefix="ingot-chaos-")
+    pages = os.path.join(work, "pages")
+    subprocess.run([sys.executable, GEN, "--out", pages, "--persons", str(args.persons), "--page-size", str(args.page_size)],
+                   check=True, stdout=subprocess.DEVNULL)
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--people", pages, "--exit-on-eof"],
+                              stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        pipeline = open(os.path.join(ROOT, "pipelines/people.yml")).read().replace(
+            '  files: {dir: samples/people, glob: "page-*.json"}',
+            "  http:\n    url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n" % port)
+        yml = os.path.join(work, "people-http.yml")
+        open(yml, "w").write(pipeline)
+        db = os.path.join(work, "chaos.db")
+        cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--resume", "--archive-dir", os.path.join(work, "archives"),
+               "--progress-interval", "0", "--batch-records", "1000"]
+        kills, runs, finished = 0, 0, False
+        while not finished:
+            runs += 1
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if kills < args.kills:
+                time.sleep(rng.uniform(0.05, args.max_delay))
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+                    kills += 1
+            _, err = p.communicate()
+            if p.returncode == 0:
+                finished = True
+            elif p.returncode not in (-signal.SIGKILL,):
+                print(json.dumps({"ok": False, "error": "ingot exited %d" % p.returncode, "stderr": err[-2000:]}))
+                return 1
+            if runs > args.kills + 50:
+                print(json.dumps({"ok": False, "error": "no run finished"}))
+                return 1
+        check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
+                                          capture_output=True, text=True).stdout)
+        print(json.dumps({"ok": check["ok"], "kills": kills, "runs": runs, "persons": args.persons, "got": check["got"]}))
+        return 0 if check["ok"] else 1
+    finally:
+        server.stdin.close()
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
