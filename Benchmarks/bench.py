@@ -52,6 +52,30 @@ def report(label, results, records, mb, ok):
     return wall
 
 
+def fetch(ingot, data, expected, db, runs):
+    """Fetching people-200k from the fixture server on 127.0.0.1, page pagination, concurrency 1 vs 4."""
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--people", data, "--exit-on-eof"],
+                              stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        base = open(PIPELINE).read()
+        for concurrency in (1, 4):
+            yml = os.path.join(BENCH, "people-http-%d.yml" % concurrency)
+            open(yml, "w").write(base.replace(
+                '  files: {dir: samples/people, glob: "page-*.json"}',
+                "  http:\n    url: http://127.0.0.1:%d/people/page\n    paginate: {page: {param: page, start: 1}}\n"
+                "    concurrency: %d\n" % (port, concurrency)))
+            for _ in range(runs):
+                p = subprocess.run([ingot, "bench-fetch", yml], capture_output=True, text=True, check=True)
+                print("concurrency %d, fetch alone: %s" % (concurrency, p.stdout.strip()))
+            results = [timed([ingot, "run", yml, "--no-archive"], db) for _ in range(runs)]
+            wall = report("HTTP, concurrency %d" % concurrency, results, expected["records"], expected["bytes"] / 1e6, check(db, data))
+            print("  %.0f pages/s" % ((expected["pages"] + 1) / wall))
+    finally:
+        server.stdin.close()
+        server.wait()
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
@@ -84,6 +108,7 @@ def main():
     print("replay vs loose pages: %+.1f%%" % (100.0 * (replayed - loose) / loose))
     report("run, no archive", [run(archive=False) for _ in range(args.runs)], records, mb, check(db, data))
     report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
+    fetch(ingot, data, expected, db, args.runs)
     if args.big:
         big, exp = dataset(1000000, 1000)
         shutil.rmtree(archives, ignore_errors=True)

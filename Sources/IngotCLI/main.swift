@@ -11,7 +11,7 @@ struct IngotCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingot",
         abstract: "Ingest paginated JSON into SQLite with identity (find-or-create) semantics.",
-        subcommands: [Run.self, Replay.self, Validate.self, Schema.self, Archive.self, BenchDecode.self])
+        subcommands: [Run.self, Replay.self, Validate.self, Schema.self, Archive.self, BenchDecode.self, BenchFetch.self])
 }
 
 /// Exit codes: 0 finished (rejections counted), 1 failed, 2 bad config or usage, 130/143
@@ -367,5 +367,32 @@ struct BenchDecode: ParsableCommand {
         let mb = Double(r.bytes) / 1e6
         print(String(format: "parse: %.1f MB/s (%.3f s)  parse+map: %.1f MB/s, %.0f records/s (%.3f s)",
             mb / r.parseSeconds, r.parseSeconds, mb / r.mapSeconds, Double(r.records) / r.mapSeconds, r.mapSeconds))
+    }
+}
+
+struct BenchFetch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-fetch", abstract: "Fetch every page of an HTTP pipeline and discard it (fetch speed alone).",
+        shouldDisplay: false)
+
+    @Argument(help: "The pipeline file (an http source).")
+    var pipeline: String
+
+    func run() throws {
+        let config = try loadPipeline(pipeline)
+        guard case .http(let http) = config.source else { throw ValidationError("\(pipeline) has no http source") }
+        let source = try HTTPPageSource(config: http, recordsPath: config.recordsPath, logger: Logger(label: "bench"))
+        let clock = ContinuousClock()
+        let start = clock.now
+        var pages = 0
+        var bytes = 0
+        while let page = try source.next() {
+            pages += 1
+            bytes += page.bytes.count
+        }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        print(String(format: "fetch: %d pages, %.1f MB in %.3f s: %.0f pages/s, %.1f MB/s",
+            pages, Double(bytes) / 1e6, seconds, Double(pages) / seconds, Double(bytes) / 1e6 / seconds))
     }
 }

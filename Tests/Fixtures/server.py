@@ -227,6 +227,7 @@ def main():
     State.slow = args.slow
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    server.handle_error = lambda request, address: None  # clients killed mid-transfer are expected here
     State.swapi = load_swapi("http://127.0.0.1:%d" % server.server_address[1])
     print("PORT %d" % server.server_address[1], flush=True)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
