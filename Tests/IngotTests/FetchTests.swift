@@ -151,6 +151,35 @@ struct FetchTests {
         #expect(again.counters.inserted == 0)
     }
 
+    @Test func incrementalRunsSendTheHighestCursorSeen() throws {
+        let pages = try generatePeople(persons: 400, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try peopleOverHTTP(
+            "\(server.base)/people/next", paginate: "{next_url: next}",
+            extra: "incremental: {cursor_path: updated_at, param: updated_since}")
+        #expect(config.incremental == IncrementalConfig(cursorPath: ["updated_at"], param: "updated_since"))
+        let db = temporaryDirectory().appendingPathComponent("i.db").path
+        #expect(try run(config, db: db).status == .finished)
+
+        // The highest updated_at of every record served.
+        var highest = ""
+        for name in try FileManager.default.contentsOfDirectory(atPath: pages).filter({ $0.hasPrefix("page-") }) {
+            let document = try JSONDocument(bytes: [UInt8](Data(contentsOf: URL(fileURLWithPath: pages + "/" + name))))
+            for record in document.root["results"]?.elements ?? JSONElements(value: document.root) {
+                if let v = record["updated_at"]?.string, v > highest { highest = v }
+            }
+        }
+        let kept = try Store.state(databasePath: db, model: config.model, pipeline: config.name, key: "incremental:updated_since")
+        #expect(kept == highest)
+
+        // The next run's first request carries it.
+        guard case .http(let http) = config.source else { return }
+        let source = try HTTPPageSource(
+            config: http, recordsPath: config.recordsPath, query: [("updated_since", highest)], logger: LogCapture().logger)
+        let first = try #require(try source.next())
+        #expect(first.source.contains("updated_since=\(highest.replacingOccurrences(of: ":", with: "%3A"))") || first.source.contains("updated_since=\(highest)"))
+    }
+
     @Test func retryAfterAndLinkHeadersParse() {
         #expect(HTTPPageSource.retryAfter("2") == 2)
         #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
