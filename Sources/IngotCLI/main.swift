@@ -103,6 +103,36 @@ struct LogOptions: ParsableArguments {
 extension LogfmtLogHandler.Format: ExpressibleByArgument {}
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
+/// The options `run` and `replay` share: the database and how the stages run.
+struct StageOptions: ParsableArguments {
+    @Option(help: "The SQLite database file.")
+    var db = "ingot.db"
+
+    @Option(help: "Decode lanes (default: the number of cores).")
+    var lanes: Int?
+
+    @Option(help: "Records per transaction (default: the pipeline's batch_records, else 5000).")
+    var batchRecords: Int?
+
+    @Option(help: "Seconds between progress lines; 0 turns them off.")
+    var progressInterval: Double = 5
+
+    func validate() throws {
+        if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
+        if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
+        if progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
+    }
+
+    var runOptions: RunOptions {
+        var options = RunOptions()
+        options.databasePath = db
+        if let lanes { options.lanes = lanes }
+        options.batchRecords = batchRecords
+        options.progressInterval = progressInterval
+        return options
+    }
+}
+
 struct Validate: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Check a pipeline file; print its problems as file:line:column.")
 
@@ -133,20 +163,10 @@ struct Run: ParsableCommand {
     @Argument(help: "The pipeline file.")
     var pipeline: String
 
-    @Option(help: "The SQLite database file.")
-    var db = "ingot.db"
-
     @Option(help: "Read pages from the files of this directory matching the pipeline's files.glob, in name order.")
     var pages: String?
 
-    @Option(help: "Decode lanes (default: the number of cores).")
-    var lanes: Int?
-
-    @Option(help: "Records per transaction (default: the pipeline's batch_records, else 5000).")
-    var batchRecords: Int?
-
-    @Option(help: "Seconds between progress lines; 0 turns them off.")
-    var progressInterval: Double = 5
+    @OptionGroup var stages: StageOptions
 
     @Option(help: "Where the run writes its archive of raw payloads.")
     var archiveDir = "archives"
@@ -159,12 +179,6 @@ struct Run: ParsableCommand {
 
     @OptionGroup var log: LogOptions
 
-    func validate() throws {
-        if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
-        if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
-        if progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
-    }
-
     func run() throws {
         let config = try loadPipeline(pipeline)
         let logger = log.makeLogger()
@@ -175,11 +189,7 @@ struct Run: ParsableCommand {
             printError("\(error)")
             throw Exit.badConfig
         }
-        var options = RunOptions()
-        options.databasePath = db
-        if let lanes { options.lanes = lanes }
-        options.batchRecords = batchRecords
-        options.progressInterval = progressInterval
+        var options = stages.runOptions
         options.archiveDirectory = noArchive ? nil : archiveDir
         options.resume = resume
         try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: source)
@@ -200,7 +210,7 @@ struct Run: ParsableCommand {
             }
             var query: [(String, String)] = []
             if let incremental = config.incremental,
-                let value = try Store.state(databasePath: db, model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
+                let value = try Store.state(databasePath: stages.db, model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
             {
                 query.append((incremental.param, value))
             }
@@ -217,20 +227,10 @@ struct Replay: ParsableCommand {
     @Argument(help: "The archive file.")
     var archive: String
 
-    @Option(help: "The SQLite database file.")
-    var db = "ingot.db"
-
     @Option(help: "Map with this pipeline file instead of the archived one.")
     var pipeline: String?
 
-    @Option(help: "Decode lanes (default: the number of cores).")
-    var lanes: Int?
-
-    @Option(help: "Records per transaction (default: the pipeline's batch_records, else 5000).")
-    var batchRecords: Int?
-
-    @Option(help: "Seconds between progress lines; 0 turns them off.")
-    var progressInterval: Double = 5
+    @OptionGroup var stages: StageOptions
 
     @OptionGroup var log: LogOptions
 
@@ -255,12 +255,8 @@ struct Replay: ParsableCommand {
                 throw Exit.badConfig
             }
         }
-        var options = RunOptions()
-        options.databasePath = db
-        if let lanes { options.lanes = lanes }
-        options.batchRecords = batchRecords
-        options.progressInterval = progressInterval
-        try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: ArchivePageSource(reader: reader))
+        try runHandlingSignals(
+            PipelineRunner(config: config, options: stages.runOptions, logger: logger), source: ArchivePageSource(reader: reader))
     }
 }
 

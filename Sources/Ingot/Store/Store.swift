@@ -65,7 +65,7 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
 
     /// Finalizes prepared statements and closes the database.
     public func close() throws {
-        try dbQueue.inDatabase { _ in
+        dbQueue.inDatabase { _ in
             for statement in statements.values { statement.finalize() }
             for statement in shapeStatements.values { statement.finalize() }
         }
