@@ -23,6 +23,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
+    /// The batch last handed to the writer (maybe still being saved).
+    private var inFlight: PreparedBatch?
 
     init(writer: WriterStage, batchLimit: Int, firstSeq: Int = 1, pageConsumed: @escaping @Sendable () -> Void) {
         self.writer = writer
@@ -63,7 +65,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     }
 
     private func deliver(last: Bool, end: SourceEnd = .exhausted) {
-        let prepared = writer.store.prepare(batch)
+        let prepared = writer.store.prepare(batch, inFlight: inFlight)
+        inFlight = prepared
         batch = []
         batchRecords = 0
         saving.wait()

@@ -4,7 +4,7 @@ import GRDBSQLite
 /// `mask` (one per row shape), or the delete / insert of one to-many relationship's links.
 struct ShapeKey: Hashable {
     enum Kind: Hashable {
-        case insert, update
+        case insert, update, updateByIdentity
         /// To-many relationship `k` of the entity's layout.
         case deleteLinks(Int), insertLink(Int)
     }
@@ -30,10 +30,14 @@ struct BatchWriter {
     init(store: Store, batch: PreparedBatch) {
         self.store = store
         self.pages = batch.pages
-        existing = Array(repeating: [:], count: store.layouts.count)
+        existing = batch.existing ?? Array(repeating: [:], count: store.layouts.count)
+        resolved = batch.existing != nil
         prefolded = batch.folded != nil
         folder = batch.folded ?? RowFolder(layouts: store.layouts)
     }
+
+    /// Identities were looked up before the batch reached the writer.
+    private let resolved: Bool
 
     // MARK: - Resolve and fold
 
@@ -41,9 +45,12 @@ struct BatchWriter {
     /// ``Store/prepare(_:)``): with `missing: ignore` or `reject`, whether a target exists decides
     /// how a record folds, so identities are looked up first.
     mutating func prepare() throws {
-        if prefolded {
+        if resolved {
+            return
+        } else if prefolded {
+            let lookup = try store.writerLookup()
             for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
-                existing[entity] = try lookup(entity, rows.index.keys)
+                existing[entity] = try lookup.stored(entity, rows.index.keys)
             }
         } else {
             try resolveAll()
@@ -62,36 +69,10 @@ struct BatchWriter {
                 for reference in record.references { identities[reference.target].insert(reference.identity) }
             }
         }
+        let lookup = try store.writerLookup()
         for (entity, keys) in identities.enumerated() where !keys.isEmpty {
-            existing[entity] = try lookup(entity, keys)
+            existing[entity] = try lookup.stored(entity, keys)
         }
-    }
-
-    /// Which of `keys` are stored, with their rowids: one query for the entity.
-    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: Int64] {
-        let layout = store.layouts[entity]
-        let columns = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
-        let table = Store.quote(layout.table)
-        let sql: String
-        if columns.count == 1 {
-            sql = "SELECT rowid, \(columns[0]) FROM \(table) WHERE \(columns[0]) IN (SELECT value FROM json_each(?))"
-        } else {
-            let on = columns.enumerated().map { "\(table).\($1) = json_extract(j.value, '$[\($0)]')" }
-            sql = "SELECT \(table).rowid, \(columns.map { "\(table).\($0)" }.joined(separator: ", ")) FROM json_each(?) AS j JOIN \(table) ON \(on.joined(separator: " AND "))"
-        }
-        let statement = try store.statement(sql)
-        statement.bind(.text(JSONText.array(of: keys)), at: 1)
-        var found = [IdentityKey: Int64](minimumCapacity: keys.count)
-        let count = Int32(columns.count)
-        try statement.query { row in
-            let rowid = sqlite3_column_int64(row, 0)
-            if count == 1 {
-                found[.single(RawStatement.column(row, 1))] = rowid
-            } else {
-                found[.composite((1...count).map { RawStatement.column(row, $0) })] = rowid
-            }
-        }
-        return found
     }
 
     /// Folds the batch's records, in order, into one row per identity. References are checked
@@ -158,13 +139,23 @@ struct BatchWriter {
                     for slot in identitySlots where mask.contains(slot) { mask = mask.removing(slot) }
                     let changesLinks = row.toMany.contains { $0 != nil }
                     if mask != ColumnMask() {
-                        let statement = try shape(.update, entity, mask)
+                        // A row the batch saved just before this one created: its rowid was not known
+                        // to the lookup, so it is updated by identity.
+                        let pending = rowid == IdentityLookup.pendingRowid
+                        let statement = try shape(pending ? .updateByIdentity : .update, entity, mask)
                         var index: Int32 = 1
                         for (slot, value) in row.columns.enumerated() where mask.contains(slot) {
                             statement.bind(value ?? .null, at: index)
                             index += 1
                         }
-                        statement.bind(.integer(rowid ?? 0), at: index)
+                        if pending {
+                            for value in identity.values {
+                                statement.bind(value, at: index)
+                                index += 1
+                            }
+                        } else {
+                            statement.bind(.integer(rowid ?? 0), at: index)
+                        }
                         try statement.execute()
                     }
                     if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
@@ -236,6 +227,9 @@ struct BatchWriter {
         case .update:
             // By rowid: the lookup found it, so the identity index is not searched again.
             sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE rowid = ?"
+        case .updateByIdentity:
+            let identity = layout.identitySlots.map { "\(Store.quote(layout.columns[$0].name)) = ?" }
+            sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(identity.joined(separator: " AND "))"
         case .deleteLinks(let k):
             let toMany = layout.toMany[k]
             let condition = toMany.sourceColumns.map { "\(Store.quote($0)) = ?" }.joined(separator: " AND ")

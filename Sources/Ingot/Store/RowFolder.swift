@@ -68,4 +68,6 @@ struct RowFolder: Sendable {
 struct PreparedBatch: Sendable {
     var pages: [DecodedPage]
     var folded: RowFolder?
+    /// Per entity, the stored identities and their rowids, when resolved before the writer.
+    var existing: [[IdentityKey: Int64]]?
 }

@@ -28,10 +28,32 @@ extension Store {
     /// pipeline calls it while the writer saves the previous batch. When every relationship stubs
     /// missing targets (the default), the rows are folded here; otherwise folding needs the
     /// identity lookups and happens in `save`.
-    nonisolated func prepare(_ pages: [DecodedPage]) -> PreparedBatch {
+    ///
+    /// Folded batches are also resolved here, on the store's read connection: the batch being
+    /// saved (`inFlight`) may not be committed yet, so the identities it holds count as stored
+    /// too (with their rowid unknown, ``IdentityLookup/pendingRowid``). Any earlier batch is
+    /// committed: the pipeline saves one batch at a time. Call it from one queue only.
+    func prepare(_ pages: [DecodedPage], inFlight: PreparedBatch?) -> PreparedBatch {
         let checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
-        return PreparedBatch(
-            pages: pages, folded: checksReferences ? nil : RowFolder.foldingWithStubs(pages, layouts: layouts))
+        guard !checksReferences else { return PreparedBatch(pages: pages, folded: nil, existing: nil) }
+        let folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
+        guard let reader = readerLookup else { return PreparedBatch(pages: pages, folded: folder, existing: nil) }
+        var existing = [[IdentityKey: Int64]](repeating: [:], count: layouts.count)
+        do {
+            for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
+                var found = try reader.stored(entity, rows.index.keys)
+                if let pending = inFlight?.folded?.merged[entity].index {
+                    for key in rows.index.keys where found[key] == nil && pending[key] != nil {
+                        found[key] = IdentityLookup.pendingRowid
+                    }
+                }
+                existing[entity] = found
+            }
+        } catch {
+            // The writer looks them up itself.
+            return PreparedBatch(pages: pages, folded: folder, existing: nil)
+        }
+        return PreparedBatch(pages: pages, folded: folder, existing: existing)
     }
 
     /// Saves a batch of decoded pages in one transaction, in page order, so that later pages win.
@@ -40,6 +62,11 @@ extension Store {
     ///
     /// ```sql
     /// SELECT rowid, "id" FROM "person" WHERE "id" IN (SELECT value FROM json_each(?))   -- ? = [17,3,…]
+    /// ```
+    ///
+    /// (run by ``prepare(_:inFlight:)`` on the read connection when it could, else here)
+    ///
+    /// ```sql
     /// ```
     ///
     /// Records are then folded per identity (later values win, key by key), and each row is

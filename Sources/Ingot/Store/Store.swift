@@ -34,6 +34,13 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
     var shapeStatements: [ShapeKey: RawStatement] = [:]
     /// In `replace` mode: the entity whose touched identities are recorded in `temp._ingot_touched`.
     var replaceEntity: Int?
+    /// Identity lookups on the write connection (writer queue).
+    private var writerLookupStorage: IdentityLookup?
+    /// A read-only connection and its lookups, used by the assembler queue only to resolve the
+    /// next batch while the writer saves the current one. `nil` for an in-memory database.
+    private var readConnection: OpaquePointer?
+    private(set) var readerLookup: IdentityLookup?
+    private var traceContext: Unmanaged<TraceContext>?
 
     // MARK: - Opening
 
@@ -61,6 +68,38 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             for sql in try Store.schemaStatements(model, existing: db) { try db.execute(sql: sql) }
             connection = db.sqliteConnection
         }
+        var reader: OpaquePointer?
+        if path != ":memory:" && !path.isEmpty,
+            sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let reader
+        {
+            readConnection = reader
+            readerLookup = IdentityLookup(connection: reader, layouts: layouts)
+            if let observer {
+                let context = Unmanaged.passRetained(TraceContext(observer))
+                traceContext = context
+                sqlite3_trace_v2(reader, UInt32(SQLITE_TRACE_STMT), { _, context, statement, _ in
+                    guard let context, let statement else { return 0 }
+                    let sql = sqlite3_sql(OpaquePointer(statement)).map { String(cString: $0) } ?? ""
+                    Unmanaged<TraceContext>.fromOpaque(context).takeUnretainedValue().observer(sql)
+                    return 0
+                }, context.toOpaque())
+            } else {
+                traceContext = nil
+            }
+        } else {
+            sqlite3_close_v2(reader)
+            readerLookup = nil
+            traceContext = nil
+        }
+    }
+
+    /// The lookups on the write connection.
+    func writerLookup() throws(StoreError) -> IdentityLookup {
+        if let lookup = writerLookupStorage { return lookup }
+        guard let connection else { throw StoreError.schema("the store is closed") }
+        let lookup = IdentityLookup(connection: connection, layouts: layouts)
+        writerLookupStorage = lookup
+        return lookup
     }
 
     /// Finalizes prepared statements and closes the database.
@@ -68,9 +107,14 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         dbQueue.inDatabase { _ in
             for statement in statements.values { statement.finalize() }
             for statement in shapeStatements.values { statement.finalize() }
+            writerLookupStorage?.finalize()
         }
         statements = [:]
         shapeStatements = [:]
+        readerLookup?.finalize()
+        sqlite3_close_v2(readConnection)
+        readConnection = nil
+        traceContext?.release()
         try dbQueue.close()
     }
 
@@ -186,4 +230,10 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         statements[sql] = statement
         return statement
     }
+}
+
+/// Carries a statement observer through SQLite's C trace callback.
+final class TraceContext {
+    let observer: @Sendable (String) -> Void
+    init(_ observer: @escaping @Sendable (String) -> Void) { self.observer = observer }
 }
