@@ -4,7 +4,9 @@ import GRDBSQLite
 /// `mask` (one per row shape), or the delete / insert of one to-many relationship's links.
 struct ShapeKey: Hashable {
     enum Kind: Hashable {
-        case insert, update, updateByIdentity
+        /// A multi-row insert of `rows` rows.
+        case insert(rows: Int)
+        case update, updateByIdentity
         /// To-many relationship `k` of the entity's layout.
         case deleteLinks(Int), insertLink(Int)
     }
@@ -127,6 +129,7 @@ struct BatchWriter {
         for (entity, rows) in folder.merged.enumerated() {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
+            var inserts = InsertBuffer(entity: entity)
             // Rows are unique per identity here, so their order is free: writing them in identity
             // order walks the B-trees forwards instead of jumping around them.
             for row in rows.rows.sorted(by: { IdentityKey.precedes($0.identity, $1.identity) }) {
@@ -160,7 +163,7 @@ struct BatchWriter {
                     }
                     if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
                 } else {
-                    try insert(row, entity, mask)
+                    try inserts.add(row, mask, self)
                     outcome.inserted += 1
                 }
                 for (k, links) in row.toMany.enumerated() {
@@ -172,18 +175,42 @@ struct BatchWriter {
             for row in rows.anonymous {
                 var mask = ColumnMask()
                 for (slot, value) in row.columns.enumerated() where value != nil { mask.insert(slot) }
-                try insert(row, entity, mask)
+                try inserts.add(row, mask, self)
                 outcome.inserted += 1
             }
+            try inserts.flush(self)
         }
     }
 
-    private func insert(_ row: EntityRow, _ entity: Int, _ mask: ColumnMask) throws {
-        let statement = try shape(.insert, entity, mask)
+    /// New rows of one entity, grouped by shape and inserted `chunk` at a time with one
+    /// multi-row statement (`INSERT … VALUES (…), (…), …`): fewer statement executions.
+    private struct InsertBuffer {
+        static let chunk = 32
+        let entity: Int
+        var pending: [ColumnMask: [EntityRow]] = [:]
+
+        mutating func add(_ row: EntityRow, _ mask: ColumnMask, _ writer: BatchWriter) throws {
+            pending[mask, default: []].append(row)
+            if let rows = pending[mask], rows.count == InsertBuffer.chunk {
+                try writer.insert(rows, entity, mask)
+                pending[mask] = nil
+            }
+        }
+
+        mutating func flush(_ writer: BatchWriter) throws {
+            for (mask, rows) in pending where !rows.isEmpty { try writer.insert(rows, entity, mask) }
+            pending = [:]
+        }
+    }
+
+    private func insert(_ rows: [EntityRow], _ entity: Int, _ mask: ColumnMask) throws {
+        let statement = try shape(.insert(rows: rows.count), entity, mask)
         var index: Int32 = 1
-        for (slot, value) in row.columns.enumerated() where mask.contains(slot) {
-            statement.bind(value ?? .null, at: index)
-            index += 1
+        for row in rows {
+            for (slot, value) in row.columns.enumerated() where mask.contains(slot) {
+                statement.bind(value ?? .null, at: index)
+                index += 1
+            }
         }
         try statement.execute()
     }
@@ -221,9 +248,9 @@ struct BatchWriter {
         let columns = layout.columns.indices.filter { mask.contains($0) }.map { Store.quote(layout.columns[$0].name) }
         let sql: String
         switch kind {
-        case .insert:
-            let placeholders = Array(repeating: "?", count: columns.count).joined(separator: ", ")
-            sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES (\(placeholders))"
+        case .insert(let count):
+            let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
+            sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
         case .update:
             // By rowid: the lookup found it, so the identity index is not searched again.
             sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE rowid = ?"
