@@ -8,7 +8,7 @@ struct ShapeKey: Hashable {
         case insert(rows: Int)
         case update, updateByIdentity
         /// To-many relationship `k` of the entity's layout.
-        case deleteLinks(Int), insertLink(Int)
+        case deleteLinks(Int), insertLinks(Int, rows: Int)
     }
     var kind: Kind
     var entity: Int
@@ -130,6 +130,7 @@ struct BatchWriter {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
             var inserts = InsertBuffer(entity: entity)
+            var links = LinkBuffer(entity: entity)
             // Rows are unique per identity here, so their order is free: writing them in identity
             // order walks the B-trees forwards instead of jumping around them.
             for row in rows.rows.sorted(by: { IdentityKey.precedes($0.identity, $1.identity) }) {
@@ -166,9 +167,9 @@ struct BatchWriter {
                     try inserts.add(row, mask, self)
                     outcome.inserted += 1
                 }
-                for (k, links) in row.toMany.enumerated() {
-                    guard let links else { continue }
-                    try replaceLinks(of: identity, entity, k, links, stored: stored)
+                for (k, targets) in row.toMany.enumerated() {
+                    guard let targets else { continue }
+                    try replaceLinks(of: identity, entity, k, targets, stored: stored, into: &links)
                 }
                 if store.replaceEntity == entity { try store.touch(identity) }
             }
@@ -179,6 +180,7 @@ struct BatchWriter {
                 outcome.inserted += 1
             }
             try inserts.flush(self)
+            try links.flush(self)
         }
     }
 
@@ -215,8 +217,9 @@ struct BatchWriter {
         try statement.execute()
     }
 
+    /// Deletes a stored row's links (when it was stored) and queues its new ones.
     private func replaceLinks(
-        of identity: IdentityKey, _ entity: Int, _ k: Int, _ links: [IdentityKey], stored: Bool
+        of identity: IdentityKey, _ entity: Int, _ k: Int, _ links: [IdentityKey], stored: Bool, into buffer: inout LinkBuffer
     ) throws {
         let values = identity.values
         if stored {
@@ -224,19 +227,46 @@ struct BatchWriter {
             for (i, value) in values.enumerated() { delete.bind(value, at: Int32(i + 1)) }
             try delete.execute()
         }
-        guard !links.isEmpty else { return }
         let ordered = store.layouts[entity].toMany[k].isOrdered
-        let insert = try shape(.insertLink(k), entity, ColumnMask())
-        for (i, value) in values.enumerated() { insert.bind(value, at: Int32(i + 1)) }
         for (position, target) in links.enumerated() {
-            var index = Int32(values.count + 1)
-            for value in target.values {
-                insert.bind(value, at: index)
+            var tuple = values + target.values
+            if ordered { tuple.append(.integer(Int64(position))) }
+            try buffer.add(k, tuple, self)
+        }
+    }
+
+    /// Link rows of one entity's to-many relationships, inserted `chunk` at a time with one
+    /// multi-row `INSERT OR IGNORE`. A row's old links are deleted before its new ones are queued,
+    /// and no other row's delete touches them, so queueing keeps the result exact.
+    private struct LinkBuffer {
+        static let chunk = 64
+        let entity: Int
+        var pending: [Int: [[SQLValue]]] = [:]
+
+        mutating func add(_ k: Int, _ tuple: [SQLValue], _ writer: BatchWriter) throws {
+            pending[k, default: []].append(tuple)
+            if let tuples = pending[k], tuples.count == LinkBuffer.chunk {
+                try writer.insertLinks(tuples, entity, k)
+                pending[k] = nil
+            }
+        }
+
+        mutating func flush(_ writer: BatchWriter) throws {
+            for (k, tuples) in pending where !tuples.isEmpty { try writer.insertLinks(tuples, entity, k) }
+            pending = [:]
+        }
+    }
+
+    private func insertLinks(_ tuples: [[SQLValue]], _ entity: Int, _ k: Int) throws {
+        let statement = try shape(.insertLinks(k, rows: tuples.count), entity, ColumnMask())
+        var index: Int32 = 1
+        for tuple in tuples {
+            for value in tuple {
+                statement.bind(value, at: index)
                 index += 1
             }
-            if ordered { insert.bind(.integer(Int64(position)), at: index) }
-            try insert.execute()
         }
+        try statement.execute()
     }
 
     /// The cached statement of `kind` for `entity` (writing `mask`'s columns for inserts and updates).
@@ -261,12 +291,12 @@ struct BatchWriter {
             let toMany = layout.toMany[k]
             let condition = toMany.sourceColumns.map { "\(Store.quote($0)) = ?" }.joined(separator: " AND ")
             sql = "DELETE FROM \(Store.quote(toMany.joinTable)) WHERE \(condition)"
-        case .insertLink(let k):
+        case .insertLinks(let k, let count):
             let toMany = layout.toMany[k]
             var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(Store.quote)
             if toMany.isOrdered { linkColumns.append("\"position\"") }
-            let placeholders = Array(repeating: "?", count: linkColumns.count).joined(separator: ", ")
-            sql = "INSERT OR IGNORE INTO \(Store.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES (\(placeholders))"
+            let tuple = "(" + Array(repeating: "?", count: linkColumns.count).joined(separator: ", ") + ")"
+            sql = "INSERT OR IGNORE INTO \(Store.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
         }
         guard let connection = store.connection else { throw StoreError.schema("the store is closed") }
         let statement = try RawStatement(connection: connection, sql: sql)
