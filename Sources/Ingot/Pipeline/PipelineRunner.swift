@@ -85,12 +85,12 @@ public final class PipelineRunner: Sendable {
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
             return summary(.failed, RunCounters(), "\(error)")
         }
-        var started_: Logger.Metadata = [
+        var startMetadata: Logger.Metadata = [
             LogKey.database: "\(options.databasePath)", LogKey.lanes: "\(max(1, options.lanes))",
             LogKey.batchRecords: "\(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords)",
         ]
-        if let archive { started_[LogKey.archive] = "\(archive.path)" }
-        logger.info("run.started", metadata: started_)
+        if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
+        logger.info("run.started", metadata: startMetadata)
 
         let lanes = max(1, options.lanes)
         let inFlight = DispatchSemaphore(value: max(1, options.pagesInFlight ?? lanes * 2 + 2))
