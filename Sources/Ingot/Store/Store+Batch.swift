@@ -37,6 +37,9 @@ extension Store {
         let checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
         guard !checksReferences else { return PreparedBatch(pages: pages, folded: nil, existing: nil) }
         let folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
+        // The records live on in the folded rows; the pages keep only what the writer counts.
+        var pages = pages
+        for k in pages.indices { pages[k].records = [] }
         guard let reader = readerLookup else { return PreparedBatch(pages: pages, folded: folder, existing: nil) }
         var existing = [[IdentityKey: Int64]](repeating: [:], count: layouts.count)
         do {
