@@ -21,7 +21,7 @@ public final class PipelineRunner: Sendable {
     public let options: RunOptions
     let logger: Logger
     private let shared = SharedCounters()
-    private let stopping = StopFlag()
+    let stopping = StopFlag()
 
     public init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger) {
         self.config = config
@@ -103,83 +103,11 @@ public final class PipelineRunner: Sendable {
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
             firstSeq: firstSeq, pageConsumed: { inFlight.signal() })
 
-        let plan = MappingPlan(
-            model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
-        let laneQueues = (0..<lanes).map { k in
-            let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
-            DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
-            return queue
-        }
-        /// Decodes `page` on its lane and hands the result to the assembler.
-        let decode: @Sendable (Page) -> Void = { page in
-            let lane = laneQueues[page.seq % lanes]
-            lane.async {
-                guard let context = DecodingContext.current, var mapper = context.mapper else {
-                    preconditionFailure("decode lane \(lane.label) has no DecodingContext")
-                }
-                var decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
-                decoded.resumeState = page.resumeState
-                if let location = page.archive {
-                    for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
-                }
-                context.mapper = mapper
-                assembler.queue.async { [decoded] in assembler.receive(decoded) }
-            }
-        }
-
+        let decode = makeDecodeLanes(count: lanes, assembler: assembler)
         let progress = startProgress(logger: logger, started: started)
-        let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
-        sourceQueue.async { [stopping] in
-            var seq = firstSeq - 1
-            var end = SourceEnd.exhausted
-            do {
-                while true {
-                    if stopping.value.withLock({ $0 }) {
-                        end = .interrupted
-                        break
-                    }
-                    if writer.hasFailed || archive?.hasFailed == true { break }
-                    inFlight.wait()
-                    let next: Page?
-                    do {
-                        next = try source.next()
-                    } catch {
-                        inFlight.signal()  // every slot goes back: libdispatch traps on a semaphore freed below its start value
-                        throw error
-                    }
-                    guard var page = next else {
-                        inFlight.signal()
-                        break
-                    }
-                    seq += 1
-                    page.seq = seq
-                    if let archive {
-                        // Archived before it is decoded: anything decoded can be replayed.
-                        archive.queue.async { [page] in
-                            if let archived = archive.append(page) {
-                                decode(archived)
-                            } else {
-                                // Not archived, so not decoded: the page is consumed as empty and the run fails.
-                                let empty = DecodedPage(
-                                    seq: page.seq, source: page.source, bytes: 0, records: [], rejections: [],
-                                    pageRejected: false, recordCount: 0)
-                                assembler.queue.async { assembler.receive(empty) }
-                            }
-                        }
-                    } else {
-                        decode(page)
-                    }
-                }
-            } catch {
-                end = .failed(error)
-            }
-            let total = seq
-            let finish: @Sendable () -> Void = { [end] in
-                assembler.queue.async { assembler.sourceFinished(total: total, end: end) }
-            }
-            // Pages reach the assembler through the archive queue: let it drain first.
-            if let archive { archive.queue.async { finish() } } else { finish() }
-        }
+        startSource(
+            source, firstSeq: firstSeq, inFlight: inFlight, archive: archive, writer: writer, assembler: assembler,
+            decode: decode)
         done.wait()
         progress?.cancel()
         archive?.queue.sync { archive?.close() }

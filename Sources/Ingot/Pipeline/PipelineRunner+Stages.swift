@@ -1,0 +1,98 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The stages a run wires together: decode lanes, and the source loop that feeds them through
+/// the archive.
+extension PipelineRunner {
+    /// Creates `count` decode lanes, each a serial queue with its own ``DecodingContext``, and
+    /// returns the function that decodes a page on its lane (by `seq`) and hands the result to
+    /// the assembler.
+    func makeDecodeLanes(count lanes: Int, assembler: BatchAssembler) -> @Sendable (Page) -> Void {
+        let plan = MappingPlan(
+            model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
+        let laneQueues = (0..<lanes).map { k in
+            let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
+            DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
+            return queue
+        }
+        return { page in
+            let lane = laneQueues[page.seq % lanes]
+            lane.async {
+                guard let context = DecodingContext.current, var mapper = context.mapper else {
+                    preconditionFailure("decode lane \(lane.label) has no DecodingContext")
+                }
+                var decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
+                decoded.resumeState = page.resumeState
+                if let location = page.archive {
+                    for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
+                }
+                context.mapper = mapper
+                assembler.queue.async { [decoded] in assembler.receive(decoded) }
+            }
+        }
+    }
+
+    /// Reads `source` on its own queue, one in-flight slot per page, numbering pages from
+    /// `firstSeq`; each page is archived (when there is an archive) before it is decoded. Stops
+    /// when the source ends, on ``stop()``, or when the writer or the archive failed, then tells
+    /// the assembler how many pages there were and why the source stopped.
+    func startSource(
+        _ source: any PageSource, firstSeq: Int, inFlight: DispatchSemaphore, archive: ArchiveStage?, writer: WriterStage,
+        assembler: BatchAssembler, decode: @escaping @Sendable (Page) -> Void
+    ) {
+        let stopping = self.stopping
+        let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
+        sourceQueue.async {
+            var seq = firstSeq - 1
+            var end = SourceEnd.exhausted
+            do {
+                while true {
+                    if stopping.value.withLock({ $0 }) {
+                        end = .interrupted
+                        break
+                    }
+                    if writer.hasFailed || archive?.hasFailed == true { break }
+                    inFlight.wait()
+                    let next: Page?
+                    do {
+                        next = try source.next()
+                    } catch {
+                        inFlight.signal()  // every slot goes back: libdispatch traps on a semaphore freed below its start value
+                        throw error
+                    }
+                    guard var page = next else {
+                        inFlight.signal()
+                        break
+                    }
+                    seq += 1
+                    page.seq = seq
+                    if let archive {
+                        // Archived before it is decoded: anything decoded can be replayed.
+                        archive.queue.async { [page] in
+                            if let archived = archive.append(page) {
+                                decode(archived)
+                            } else {
+                                // Not archived, so not decoded: the page is consumed as empty and the run fails.
+                                let empty = DecodedPage(
+                                    seq: page.seq, source: page.source, bytes: 0, records: [], rejections: [],
+                                    pageRejected: false, recordCount: 0)
+                                assembler.queue.async { assembler.receive(empty) }
+                            }
+                        }
+                    } else {
+                        decode(page)
+                    }
+                }
+            } catch {
+                end = .failed(error)
+            }
+            let total = seq
+            let finish: @Sendable () -> Void = { [end] in
+                assembler.queue.async { assembler.sourceFinished(total: total, end: end) }
+            }
+            // Pages reach the assembler through the archive queue: let it drain first.
+            if let archive { archive.queue.async { finish() } } else { finish() }
+        }
+    }
+}
