@@ -86,7 +86,9 @@ class Handler(BaseHTTPRequestHandler):
         return "http://%s:%d" % self.server.server_address[:2]
 
     def send_json(self, body, status=200, headers=()):
-        raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        return self.send_raw(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), status, headers)
+
+    def send_raw(self, raw, status=200, headers=()):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
@@ -159,13 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             return self.send_json({"detail": "not found"}, 404)
         if 1 <= n <= len(pages) and isinstance(pages[n - 1], str):
-            raw = pages[n - 1].encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-            return
+            return self.send_raw(pages[n - 1].encode())
         body = dict(pages[n - 1]) if 1 <= n <= len(pages) else {"count": State.total, "next": None, "results": []}
         headers = []
         has_next = n < len(pages)
@@ -191,13 +187,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(raw)
+        self.send_raw(raw, 200, headers)
 
 
 def main():

@@ -129,8 +129,14 @@ struct BatchWriter {
         for (entity, rows) in folder.merged.enumerated() {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
-            var inserts = InsertBuffer(entity: entity)
-            var links = LinkBuffer(entity: entity)
+            // New rows 32 at a time per shape, links 64 at a time per relationship.
+            let statements = self  // the writes below only bind and step statements
+            var inserts = ChunkBuffer<ColumnMask, EntityRow>(chunk: 32) { mask, rows in
+                try statements.insert(rows, entity, mask)
+            }
+            var links = ChunkBuffer<Int, [SQLValue]>(chunk: 64) { k, tuples in
+                try statements.insertLinks(tuples, entity, k)
+            }
             // Rows are unique per identity here, so their order is free: writing them in identity
             // order walks the B-trees forwards instead of jumping around them.
             for row in rows.rows.sorted(by: { IdentityKey.precedes($0.identity, $1.identity) }) {
@@ -164,7 +170,7 @@ struct BatchWriter {
                     }
                     if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
                 } else {
-                    try inserts.add(row, mask, self)
+                    try inserts.add(row, to: mask)
                     outcome.inserted += 1
                 }
                 for (k, targets) in row.toMany.enumerated() {
@@ -176,31 +182,36 @@ struct BatchWriter {
             for row in rows.anonymous {
                 var mask = ColumnMask()
                 for (slot, value) in row.columns.enumerated() where value != nil { mask.insert(slot) }
-                try inserts.add(row, mask, self)
+                try inserts.add(row, to: mask)
                 outcome.inserted += 1
             }
-            try inserts.flush(self)
-            try links.flush(self)
+            try inserts.flush()
+            try links.flush()
         }
     }
 
-    /// New rows of one entity, grouped by shape and inserted `chunk` at a time with one
-    /// multi-row statement (`INSERT … VALUES (…), (…), …`): fewer statement executions.
-    private struct InsertBuffer {
-        static let chunk = 32
-        let entity: Int
-        var pending: [ColumnMask: [EntityRow]] = [:]
+    /// Items grouped by key and handed on `chunk` at a time (the rest on `flush`), so that one
+    /// multi-row statement writes many of them: `INSERT … VALUES (…), (…), …`.
+    private struct ChunkBuffer<Key: Hashable, Item> {
+        let chunk: Int
+        let write: (Key, [Item]) throws -> Void
+        private var pending: [Key: [Item]] = [:]
 
-        mutating func add(_ row: EntityRow, _ mask: ColumnMask, _ writer: BatchWriter) throws {
-            pending[mask, default: []].append(row)
-            if let rows = pending[mask], rows.count == InsertBuffer.chunk {
-                try writer.insert(rows, entity, mask)
-                pending[mask] = nil
+        init(chunk: Int, write: @escaping (Key, [Item]) throws -> Void) {
+            self.chunk = chunk
+            self.write = write
+        }
+
+        mutating func add(_ item: Item, to key: Key) throws {
+            pending[key, default: []].append(item)
+            if let items = pending[key], items.count == chunk {
+                try write(key, items)
+                pending[key] = nil
             }
         }
 
-        mutating func flush(_ writer: BatchWriter) throws {
-            for (mask, rows) in pending where !rows.isEmpty { try writer.insert(rows, entity, mask) }
+        mutating func flush() throws {
+            for (key, items) in pending where !items.isEmpty { try write(key, items) }
             pending = [:]
         }
     }
@@ -217,9 +228,12 @@ struct BatchWriter {
         try statement.execute()
     }
 
-    /// Deletes a stored row's links (when it was stored) and queues its new ones.
+    /// Deletes a stored row's links (when it was stored) and queues its new ones. A row's old
+    /// links are deleted before its new ones are queued, and no other row's delete touches them,
+    /// so queueing keeps the result exact.
     private func replaceLinks(
-        of identity: IdentityKey, _ entity: Int, _ k: Int, _ links: [IdentityKey], stored: Bool, into buffer: inout LinkBuffer
+        of identity: IdentityKey, _ entity: Int, _ k: Int, _ links: [IdentityKey], stored: Bool,
+        into buffer: inout ChunkBuffer<Int, [SQLValue]>
     ) throws {
         let values = identity.values
         if stored {
@@ -231,29 +245,7 @@ struct BatchWriter {
         for (position, target) in links.enumerated() {
             var tuple = values + target.values
             if ordered { tuple.append(.integer(Int64(position))) }
-            try buffer.add(k, tuple, self)
-        }
-    }
-
-    /// Link rows of one entity's to-many relationships, inserted `chunk` at a time with one
-    /// multi-row `INSERT OR IGNORE`. A row's old links are deleted before its new ones are queued,
-    /// and no other row's delete touches them, so queueing keeps the result exact.
-    private struct LinkBuffer {
-        static let chunk = 64
-        let entity: Int
-        var pending: [Int: [[SQLValue]]] = [:]
-
-        mutating func add(_ k: Int, _ tuple: [SQLValue], _ writer: BatchWriter) throws {
-            pending[k, default: []].append(tuple)
-            if let tuples = pending[k], tuples.count == LinkBuffer.chunk {
-                try writer.insertLinks(tuples, entity, k)
-                pending[k] = nil
-            }
-        }
-
-        mutating func flush(_ writer: BatchWriter) throws {
-            for (k, tuples) in pending where !tuples.isEmpty { try writer.insertLinks(tuples, entity, k) }
-            pending = [:]
+            try buffer.add(tuple, to: k)
         }
     }
 
