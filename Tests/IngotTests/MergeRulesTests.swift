@@ -151,6 +151,33 @@ struct MergeRulesTests {
         #expect(try rows(db, "SELECT coding_path, reason FROM _ingot_rejects") == [["results[1].best_friend", "no 'dog' with identity 4"]])
     }
 
+    @Test func aRejectedReferenceInsideANestedObjectNamesItsWholePath() throws {
+        let yaml = """
+            version: 1
+            name: vets
+            records: results
+            root: person
+            entities:
+              person:
+                identity: id
+                attributes: {id: integer}
+                relationships:
+                  dogs: {to: dog, many: true}
+              dog:
+                identity: id
+                attributes: {id: integer}
+                relationships:
+                  vet: {to: vet, missing: reject}
+              vet:
+                identity: id
+                attributes: {id: integer, name: string}
+            """
+        let (summary, db) = try ingest(yaml, [page(#"{"id": 1, "dogs": [{"id": 2, "vet": {"id": 7, "name": "Ada"}}]}, {"id": 3, "dogs": [{"id": 4}, {"id": 5, "vet": 8}]}"#)])
+        #expect(summary.counters.rejectedRecords == 1)
+        #expect(try rows(db, "SELECT coding_path, reason FROM _ingot_rejects") == [["results[1].dogs[1].vet", "no 'vet' with identity 8"]])
+        #expect(try rows(db, "SELECT id FROM person") == [["1"]])
+    }
+
     @Test func compositeIdentityInTheBatchedPath() throws {
         let yaml = """
             version: 1

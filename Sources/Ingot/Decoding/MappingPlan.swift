@@ -15,9 +15,6 @@ struct MappingPlan: Sendable {
         var rest: [[UInt8]]
         /// The key path components after the first, as text (for coding paths).
         var restNames: [String]
-
-        /// The whole key path, given its first component.
-        func keyPath(_ first: String) -> String { ([first] + restNames).joined(separator: ".") }
     }
 
     struct RootKey: Sendable {

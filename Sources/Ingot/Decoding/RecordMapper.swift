@@ -10,6 +10,9 @@ import Foundation
 struct RecordMapper {
     let plan: MappingPlan
     private var dates = DateConverter()
+    /// Where in the current record the mapper is, outermost first; read only to name the place
+    /// of a `missing: reject` reference.
+    private var trail: [MappingFailure.Component] = []
 
     init(plan: MappingPlan) {
         self.plan = plan
@@ -58,6 +61,7 @@ struct RecordMapper {
                 var element = array.index + 1
                 while index < array.count {
                     var record = DecodedRecord(index: index, rows: [], references: [], raw: nil)
+                    trail.removeAll(keepingCapacity: true)
                     do throws(MappingFailure) {
                         _ = try mapObject(at: element, entity: plan.root, into: &record, &cursor)
                         if record.references.contains(where: { $0.policy == .reject }) {
@@ -128,10 +132,16 @@ struct RecordMapper {
                         columns[slot] = try convert(leaf, entity.attributes[slot], &c)
                     case .toOne(let k):
                         let toOne = layout.toOne[k]
+                        let depth = trail.count
+                        enter(entity.rootKeys[rootKey].name, target)
                         guard let identity = try link(
                             leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
-                            keyPath: target.keyPath(entity.rootKeys[rootKey].name), into: &record, &c)
-                        else { continue }
+                            into: &record, &c)
+                        else {
+                            trail.removeLast(trail.count - depth)
+                            continue
+                        }
+                        trail.removeLast(trail.count - depth)
                         for (offset, value) in identity.values.enumerated() { columns[toOne.slots.lowerBound + offset] = value }
                     case .toMany(let k):
                         let relationship = layout.toMany[k]
@@ -142,20 +152,24 @@ struct RecordMapper {
                         var identities: [IdentityKey] = []
                         identities.reserveCapacity(Int(list.count))
                         var element = leaf + 1
+                        let depth = trail.count
+                        enter(entity.rootKeys[rootKey].name, target)
                         for position in 0..<Int(list.count) {
+                            trail.append(.index(position))
                             do throws(MappingFailure) {
                                 if let identity = try link(
                                     element, target: relationship.target, policy: entity.toManyPolicies[k], row: rowIndex,
-                                    slot: .toMany(index: k, position: identities.count),
-                                    keyPath: target.keyPath(entity.rootKeys[rootKey].name) + "[\(position)]", into: &record, &c)
+                                    slot: .toMany(index: k, position: identities.count), into: &record, &c)
                                 {
                                     identities.append(identity)
                                 }
                             } catch {
                                 throw error.prepending(.index(position))
                             }
+                            trail.removeLast()
                             element = Int(c.nodes[element].end)
                         }
+                        trail.removeLast(trail.count - depth)
                         toMany[k] = identities
                     }
                 } catch {
@@ -189,7 +203,7 @@ struct RecordMapper {
 
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
-        _ index: Int, target: Int, policy: MissingTargetPolicy, row: Int, slot: Reference.Slot, keyPath: @autoclosure () -> String,
+        _ index: Int, target: Int, policy: MissingTargetPolicy, row: Int, slot: Reference.Slot,
         into record: inout DecodedRecord, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let node = c.nodes[index]
@@ -213,9 +227,15 @@ struct RecordMapper {
             let identity = IdentityKey.single(value)
             record.references.append(Reference(
                 target: target, identity: identity, policy: policy, row: row, slot: slot,
-                codingPath: policy == .reject ? keyPath() : nil))
+                codingPath: policy == .reject ? MappingFailure.render(trail) : nil))
             return identity
         }
+    }
+
+    /// Steps into the relationship at `first` plus `target`'s key path components.
+    private mutating func enter(_ first: String, _ target: MappingPlan.Target) {
+        trail.append(.key(first))
+        for name in target.restNames { trail.append(.key(name)) }
     }
 
     private func isToManySlot(_ slot: Reference.Slot) -> Bool {
@@ -466,6 +486,18 @@ struct MappingFailure: Error {
             case .index(let i): "[\(i)]"
             }
         }.joined()
+    }
+
+    /// `dogs[1].vet`: `components` outermost first, without a leading dot.
+    static func render(_ components: [Component]) -> String {
+        var text = ""
+        for component in components {
+            switch component {
+            case .key(let k): text += text.isEmpty ? k : "." + k
+            case .index(let i): text += "[\(i)]"
+            }
+        }
+        return text
     }
 }
 
