@@ -73,4 +73,29 @@ struct PipelineConfigTests {
         #expect(ddl.contains(#"CREATE UNIQUE INDEX IF NOT EXISTS "person_identity" ON "person"("id")"#))
         #expect(ddl.contains(#"CREATE TABLE IF NOT EXISTS "person_dogs" ("person_id" INTEGER NOT NULL, "dog_id" INTEGER NOT NULL, PRIMARY KEY ("person_id", "dog_id")) WITHOUT ROWID"#))
     }
+
+    @Test func httpSourcesAreValidated() throws {
+        let http = base.replacingOccurrences(of: "root: a", with: """
+            root: a
+            source:
+              http:
+                url: https://api.example.org/items
+                paginate: {offset: {param: offset, limit_param: limit, limit: 50, total: meta.count}}
+                concurrency: 4
+                auth: {api_key: {query: key, env: ITEMS_KEY}}
+            """)
+        let config = try PipelineConfig.parse(text: http, path: "p.yml")
+        guard case .http(let source) = config.source else {
+            Issue.record("expected an http source")
+            return
+        }
+        #expect(source.paginate == .offset(param: "offset", limitParam: "limit", limit: 50, total: ["meta", "count"]))
+        #expect(source.auth == .apiKeyQuery(param: "key", env: "ITEMS_KEY"))
+        #expect(source.concurrency == 4)
+
+        #expect(error(http.replacingOccurrences(of: "https://api.example.org/items", with: "ftp://x")) == "p.yml:6:10: url must be an absolute http(s) URL")
+        #expect(error(http.replacingOccurrences(of: "    concurrency: 4", with: "    headers: {Authorization: Bearer abc}"))
+            == "p.yml:8:15: put credentials under auth (read from the environment), not in headers")
+        #expect(error(http.replacingOccurrences(of: "{offset: {param", with: "{pages: {param"))?.hasPrefix("p.yml:7:16: unknown key 'pages'") == true)
+    }
 }

@@ -1,0 +1,41 @@
+import Testing
+
+@testable import Ingot
+
+/// Dates are stored in UTC, fractions kept, whatever the machine's locale or time zone.
+struct DateConverterTests {
+    private func convert(_ text: String, _ format: DateFormat) -> String? {
+        var converter = DateConverter()
+        return converter.convert(ArraySlice(text.utf8), format: format)
+    }
+
+    @Test func iso8601WithOffsetsAndFractions() {
+        #expect(convert("2026-01-14T09:09:02Z", .iso8601(timeZone: "UTC")) == "2026-01-14T09:09:02Z")
+        #expect(convert("2026-01-14T10:09:02.250+01:00", .iso8601(timeZone: "UTC")) == "2026-01-14T09:09:02.250Z")
+        #expect(convert("2026-01-01T00:30:00-0130", .iso8601(timeZone: "UTC")) == "2026-01-01T02:00:00Z")
+        #expect(convert("2026-03-01T00:00:00+01:00", .iso8601(timeZone: "UTC")) == "2026-02-28T23:00:00Z")
+        #expect(convert("2026-01-14", .iso8601(timeZone: "UTC")) == "2026-01-14")
+    }
+
+    @Test func noOffsetMeansTheAttributesTimeZone() {
+        // Madrid is UTC+1 in January and UTC+2 in July.
+        #expect(convert("2026-01-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-01-14T09:00:00Z")
+        #expect(convert("2026-07-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-07-14T08:00:00Z")
+    }
+
+    @Test func patternsAndUnixTimes() {
+        #expect(convert("14/01/2026 09:09", .pattern("dd/MM/yyyy HH:mm", timeZone: "UTC")) == "2026-01-14T09:09:00Z")
+        #expect(convert("2026-01-14", .pattern("yyyy-MM-dd", timeZone: "UTC")) == "2026-01-14")
+        let converter = DateConverter()
+        #expect(converter.convert(number: 1_768_381_742, format: .unixSeconds) == "2026-01-14T09:09:02Z")
+        #expect(converter.convert(number: 1_768_381_742_250, format: .unixMilliseconds) == "2026-01-14T09:09:02.25Z")
+        #expect(converter.convert(number: -1, format: .unixSeconds) == "1969-12-31T23:59:59Z")
+    }
+
+    @Test func invalidDatesAreRefused() {
+        #expect(convert("2026-02-30", .iso8601(timeZone: "UTC")) == nil)
+        #expect(convert("2026-01-14T25:00:00Z", .iso8601(timeZone: "UTC")) == nil)
+        #expect(convert("14.01.2026", .pattern("dd/MM/yyyy", timeZone: "UTC")) == nil)
+        #expect(convert("yesterday", .iso8601(timeZone: "UTC")) == nil)
+    }
+}
