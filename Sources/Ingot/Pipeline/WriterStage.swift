@@ -9,10 +9,12 @@ import Synchronization
 /// `finished` fired.
 final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
-    /// Also read by the assembler to prepare batches (`Store.prepare` touches only immutable state).
+    /// Also used by the assembler to prepare batches: `Store.prepare` reads only the model and
+    /// the store's read connection, which belongs to the assembler's queue.
     let store: Store
     private let runID: String
-    private let replace: Bool
+    /// What `write: replace` does at the end of this run.
+    private let replace: ReplaceAtEnd
     private let logger: Logger
     private let loggedRejectionLimit: Int
     private let shared: SharedCounters
@@ -40,15 +42,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
         self.counters = initialCounters
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did not see.
-        self.replace = config.write == .replace && !resumed
-        self.replaceSkippedOnResume = config.write == .replace && resumed
+        self.replace = config.write != .replace ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
         self.logger = logger
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
         self.finished = finished
     }
-
-    private let replaceSkippedOnResume: Bool
 
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
@@ -70,13 +69,17 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         dispatchPrecondition(condition: .onQueue(queue))
         switch end {
         case .exhausted:
-            if failure == nil && replace { deleteUntouched() }
-            if replaceSkippedOnResume {
-                logger.warning("replace.skipped", metadata: [LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"])
+            switch replace {
+            case .deleteUntouched where failure == nil: deleteUntouched()
+            case .skipAfterResume:
+                logger.warning("replace.skipped", metadata: [
+                    LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"
+                ])
+            default: break
             }
         case .interrupted:
             interrupted = true
-            if replace {
+            if replace != .nothing {
                 logger.warning("replace.skipped", metadata: [LogKey.reason: "the run was interrupted; no row is deleted"])
             }
         case .failed(let error):
@@ -168,4 +171,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 /// The run's committed counters, readable from any queue (the progress timer, `stop()` callers).
 final class SharedCounters: Sendable {
     let value = Mutex(RunCounters())
+}
+
+/// What `write: replace` does when a run's source is exhausted.
+enum ReplaceAtEnd: Sendable {
+    /// `write: merge`.
+    case nothing
+    /// Delete the root rows the run did not touch (when it rejected nothing).
+    case deleteUntouched
+    /// A resumed run: it cannot know what the earlier process touched, so it deletes nothing and says so.
+    case skipAfterResume
 }
