@@ -23,8 +23,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
-    /// The batch last handed to the writer (maybe still being saved).
-    private var inFlight: PreparedBatch?
+    /// Per entity, the identities of the batch last handed to the writer (maybe still being
+    /// saved): only the keys, so the batch itself is freed once saved.
+    private var inFlight: [[IdentityKey: Int]]?
 
     init(writer: WriterStage, batchLimit: Int, firstSeq: Int = 1, pageConsumed: @escaping @Sendable () -> Void) {
         self.writer = writer
@@ -66,7 +67,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
 
     private func deliver(last: Bool, end: SourceEnd = .exhausted) {
         let prepared = writer.store.prepare(batch, inFlight: inFlight)
-        inFlight = prepared
+        inFlight = prepared.folded?.merged.map(\.index)
         batch = []
         batchRecords = 0
         saving.wait()

@@ -30,10 +30,10 @@ extension Store {
     /// identity lookups and happens in `save`.
     ///
     /// Folded batches are also resolved here, on the store's read connection: the batch being
-    /// saved (`inFlight`) may not be committed yet, so the identities it holds count as stored
-    /// too (with their rowid unknown, ``IdentityLookup/pendingRowid``). Any earlier batch is
-    /// committed: the pipeline saves one batch at a time. Call it from one queue only.
-    func prepare(_ pages: [DecodedPage], inFlight: PreparedBatch?) -> PreparedBatch {
+    /// saved may not be committed yet, so the identities it holds (`inFlight`, per entity) count
+    /// as stored too (with their rowid unknown, ``IdentityLookup/pendingRowid``). Any earlier
+    /// batch is committed: the pipeline saves one batch at a time. Call it from one queue only.
+    func prepare(_ pages: [DecodedPage], inFlight: [[IdentityKey: Int]]?) -> PreparedBatch {
         let checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
         guard !checksReferences else { return PreparedBatch(pages: pages, folded: nil, existing: nil) }
         let folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
@@ -45,7 +45,7 @@ extension Store {
         do {
             for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
                 var found = try reader.stored(entity, rows.index.keys)
-                if let pending = inFlight?.folded?.merged[entity].index {
+                if let pending = inFlight?[entity] {
                     for key in rows.index.keys where found[key] == nil && pending[key] != nil {
                         found[key] = IdentityLookup.pendingRowid
                     }
@@ -67,7 +67,7 @@ extension Store {
     /// SELECT rowid, "id" FROM "person" WHERE "id" IN (SELECT value FROM json_each(?))   -- ? = [17,3,…]
     /// ```
     ///
-    /// (run by ``prepare(_:inFlight:)`` on the read connection when it could, else here)
+    /// (run by ``prepare(_:inFlight:)`` on the read connection when it can, else here)
     ///
     /// ```sql
     /// ```
