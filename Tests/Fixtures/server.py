@@ -17,6 +17,7 @@ Faults (--faults), each at the Nth request to /people/* (1-based), once:
   500:N  429:N (Retry-After: 1)  drop:N (connection closed mid-body)  truncate:N (body cut short)
   slow:N (sleeps --slow seconds before answering)  401:N
 --token T requires "Authorization: Bearer T" (401 otherwise) on /people/*.
+--tls CERT KEY serves HTTPS (the tests use a self-signed certificate, which Ingot must refuse).
 Prints "PORT <n>" on its first line once listening.
 """
 import argparse, json, os, signal, socket, sys, threading, time
@@ -197,6 +198,7 @@ def main():
     a.add_argument("--faults", default="", help="comma-separated KIND:N")
     a.add_argument("--token")
     a.add_argument("--slow", type=float, default=3.0)
+    a.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate")
     a.add_argument("--exit-on-eof", action="store_true", help="stop when standard input closes (tests hold a pipe)")
     args = a.parse_args()
     if args.people:
@@ -217,8 +219,15 @@ def main():
     State.slow = args.slow
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    scheme = "http"
+    if args.tls:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*args.tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
     server.handle_error = lambda request, address: None  # clients killed mid-transfer are expected here
-    State.swapi = load_swapi("http://127.0.0.1:%d" % server.server_address[1])
+    State.swapi = load_swapi("%s://127.0.0.1:%d" % (scheme, server.server_address[1]))
     print("PORT %d" % server.server_address[1], flush=True)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     if args.exit_on_eof:

@@ -180,6 +180,30 @@ struct FetchTests {
         #expect(first.source.contains("updated_since=\(highest.replacingOccurrences(of: ":", with: "%3A"))") || first.source.contains("updated_since=\(highest)"))
     }
 
+    @Test func tlsIsAlwaysVerified() throws {
+        // A self-signed certificate: a server anyone could stand up. Ingot must refuse to talk to it.
+        let dir = temporaryDirectory()
+        let cert = dir.appendingPathComponent("cert.pem").path
+        let key = dir.appendingPathComponent("key.pem").path
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+                             "-days", "1", "-keyout", key, "-out", cert]
+        openssl.standardError = Pipe()
+        try openssl.run()
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+        let server = try FixtureServer(people: try generatePeople(persons: 100, pageSize: 100), tls: (cert, key))
+        let config = try peopleOverHTTP(
+            "https://127.0.0.1:\(server.port)/people/next", paginate: "{next_url: next}")
+        let logs = LogCapture()
+        let summary = try run(config, db: dir.appendingPathComponent("t.db").path, logs: logs)
+        #expect(summary.status == .failed)
+        #expect(summary.error?.lowercased().contains("certificate") == true || summary.error?.contains("SSL") == true, "\(summary.error ?? "")")
+        #expect(summary.counters.pages == 0)
+        #expect(!logs.all.contains { $0.contains("fetch.retry") }, "a certificate that does not verify is not retried")
+    }
+
     @Test func retryAfterAndLinkHeadersParse() {
         #expect(HTTPPageSource.retryAfter("2") == 2)
         #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)

@@ -8,12 +8,13 @@ final class FixtureServer {
 
     var base: String { "http://127.0.0.1:\(port)" }
 
-    init(people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3) throws {
+    init(people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, tls: (cert: String, key: String)? = nil) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = ["python3", packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
                          "--faults", faults, "--slow", "\(slow)"]
         if let people { arguments += ["--people", people] }
         if let token { arguments += ["--token", token] }
+        if let tls { arguments += ["--tls", tls.cert, tls.key] }
         process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out

@@ -22,6 +22,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var code: Int
     public var message: String
     public var isTimeout: Bool
+    /// False for failures a retry cannot fix: a certificate that does not verify, a bad URL.
+    public var isRetryable: Bool
     public var description: String { "\(url): \(message) (curl \(code))" }
 }
 
@@ -92,8 +94,13 @@ public final class HTTPClient {
         let code = curl_easy_perform(handle)
         guard code == CURLE_OK else {
             let message = sink.overflowed ? "the body is larger than \(maxBodyBytes) bytes" : String(cString: curl_easy_strerror(code))
+            let permanent: [CURLcode] = [
+                CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE, CURLE_URL_MALFORMAT,
+                CURLE_UNSUPPORTED_PROTOCOL,
+            ]
             throw TransportError(
-                url: url, code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT)
+                url: url, code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT,
+                isRetryable: !permanent.contains(code) && !sink.overflowed)
         }
         var status = 0
         _ = ingot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)

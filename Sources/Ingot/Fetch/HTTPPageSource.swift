@@ -303,6 +303,9 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             } catch let error as TransportError {
                 reason = error.message
                 delay = backoff(attempt)
+                if !error.isRetryable {
+                    throw FetchError(url: shown, message: error.message)
+                }
                 if attempt >= retry.attempts {
                     throw FetchError(url: shown, message: "\(error.message) (gave up after \(attempt) attempts)")
                 }
