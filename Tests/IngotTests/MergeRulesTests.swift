@@ -236,3 +236,37 @@ struct MergeRulesTests {
 }
 
 import Synchronization
+
+/// A source that takes its time, for progress lines.
+private final class SlowPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    private let pages: [String]
+    private var served = 0
+    init(_ pages: [String]) { self.pages = pages }
+    func next() throws -> Page? {
+        guard served < pages.count else { return nil }
+        Thread.sleep(forTimeInterval: 0.03)
+        served += 1
+        return Page(seq: served, source: "slow-\(served).json", bytes: Array(pages[served - 1].utf8))
+    }
+}
+
+struct ProgressTests {
+    @Test func longRunsLogProgressAtAnInterval() throws {
+        let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("p.db").path
+        options.progressInterval = 0.1
+        options.batchRecords = 1
+        let logs = LogCapture()
+        let pages = (0..<15).map { page(#"{"id": \#($0)}"#) }
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: SlowPageSource(pages))
+        #expect(summary.counters.pages == 15)
+        let progress = logs.all.filter { $0.contains("msg=run.progress") }
+        #expect(progress.count >= 2, "\(logs.all)")
+        for key in ["pages=", "records=", "records_per_s=", "rejected_records=", "rejected_pages=", "elapsed_s="] {
+            #expect(progress.allSatisfy { $0.contains(key) }, "\(key)")
+        }
+        #expect(logs.all.last?.contains("msg=run.summary") == true)
+    }
+}
+
