@@ -116,16 +116,3 @@ struct DecodedPage: Sendable {
     /// The highest value at the pipeline's incremental cursor path among the page's accepted records.
     var incrementalMax: String?
 }
-
-/// Where a payload is archived: the archive file and the entry's sequence number in it.
-public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
-    public var path: String
-    public var entry: Int
-
-    public init(path: String, entry: Int) {
-        self.path = path
-        self.entry = entry
-    }
-
-    public var description: String { "\(path)#\(entry)" }
-}
