@@ -204,6 +204,29 @@ struct FetchTests {
         #expect(!logs.all.contains { $0.contains("fetch.retry") }, "a certificate that does not verify is not retried")
     }
 
+    @Test func stoppingCutsARetryWaitShort() throws {
+        // Every request gets 429 with Retry-After: 1 for a while: the source would wait seconds.
+        let server = try FixtureServer(people: try generatePeople(persons: 100, pageSize: 100), faults: "429:1,429:2,429:3,429:4")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
+                  http:
+                    url: \(server.base)/people/next
+                    paginate: {next_url: next}
+                    retry: {attempts: 6, base_delay_ms: 1000, max_delay_ms: 5000}
+                """)
+        let config = try PipelineConfig.parse(text: text, path: "p.yml")
+        guard case .http(let http) = config.source else { return }
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("s.db").path
+        options.progressInterval = 0
+        let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { runner.stop() }
+        let started = Date()
+        let summary = runner.run(source: try HTTPPageSource(config: http, recordsPath: config.recordsPath, logger: LogCapture().logger))
+        #expect(summary.status == .interrupted)
+        #expect(Date().timeIntervalSince(started) < 1.0, "stop() must not wait out a 1 s Retry-After")
+    }
+
     @Test func retryAfterAndLinkHeadersParse() {
         #expect(HTTPPageSource.retryAfter("2") == 2)
         #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)

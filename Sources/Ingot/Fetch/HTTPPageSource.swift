@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// Fetches a pipeline's pages over HTTP through libcurl: pagination, auth from the environment,
 /// retries with exponential backoff and full jitter (connection errors, timeouts, 408, 429,
@@ -27,6 +28,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private var buffered: [Result<Page, FetchError>] = []
     /// Extra query parameters on the first request (incremental runs).
     private let firstQuery: [URLQueryItem]
+    /// Set by ``cancel()`` from another queue: a backoff in progress ends early.
+    private let cancelled = Mutex(false)
 
     enum Cursor: Equatable {
         case url(String)
@@ -84,6 +87,10 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             throw FetchError(url: credentials.redact(config.url), message: "cannot resume from state '\(state)'")
         }
         upcoming = cursor
+    }
+
+    public func cancel() {
+        cancelled.withLock { $0 = true }
     }
 
     public func next() throws -> Page? {
@@ -318,7 +325,16 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": "\(attempt)",
                 "delay_s": "\(LogKey.seconds(delay))",
             ])
-            Thread.sleep(forTimeInterval: delay)
+            try pause(delay, url: shown)
+        }
+    }
+
+    /// Sleeps `seconds` in short steps, giving up as soon as the run is stopping.
+    private func pause(_ seconds: Double, url: String) throws(FetchError) {
+        let until = Date().addingTimeInterval(seconds)
+        while Date() < until {
+            if cancelled.withLock({ $0 }) { throw FetchError(url: url, message: "stopped while waiting to retry") }
+            Thread.sleep(forTimeInterval: min(0.05, max(0, until.timeIntervalSinceNow)))
         }
     }
 

@@ -34,9 +34,14 @@ public protocol PageSource: AnyObject, Sendable {
     func next() throws -> Page?
     /// Continues after a committed page, given the ``Page/resumeState`` it carried.
     func resume(from state: String) throws
+    /// Asks a source that may be waiting (a retry's backoff) to give up promptly. Safe from any
+    /// queue; the run is stopping.
+    func cancel()
 }
 
 extension PageSource {
+    public func cancel() {}
+
     public func resume(from state: String) throws {
         throw SourceError(source: "\(Self.self)", message: "this source cannot resume")
     }

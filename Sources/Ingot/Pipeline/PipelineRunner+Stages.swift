@@ -85,7 +85,8 @@ extension PipelineRunner {
                     }
                 }
             } catch {
-                end = .failed(error)
+                // A source cancelled by stop() fails its wait: the run was interrupted, not broken.
+                end = stopping.value.withLock({ $0 }) ? .interrupted : .failed(error)
             }
             let total = seq
             let finish: @Sendable () -> Void = { [end] in

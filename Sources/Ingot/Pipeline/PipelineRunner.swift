@@ -22,6 +22,8 @@ public final class PipelineRunner: Sendable {
     let logger: Logger
     private let shared = SharedCounters()
     let stopping = StopFlag()
+    /// The source being read, so that ``stop()`` can cancel its waits.
+    private let activeSource = SourceBox()
 
     public init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger) {
         self.config = config
@@ -32,15 +34,19 @@ public final class PipelineRunner: Sendable {
     /// Counters of the run so far (committed batches only).
     public var counters: RunCounters { shared.value.withLock { $0 } }
 
-    /// Asks the run to stop reading: in-flight pages are still applied and committed.
+    /// Asks the run to stop reading: in-flight pages are still applied and committed. A source
+    /// waiting to retry gives up at once.
     public func stop() {
         stopping.value.withLock { $0 = true }
+        activeSource.value.withLock { $0 }?.cancel()
     }
 
     /// Runs the pipeline over `source` to the end (or until ``stop()``) and returns its summary.
     /// Blocks the caller.
     public func run(source: any PageSource) -> RunSummary {
         let started = Date()
+        activeSource.value.withLock { $0 = source }
+        defer { activeSource.value.withLock { $0 = nil } }
         var resumed: UnfinishedRun?
         if options.resume {
             do {
@@ -210,4 +216,9 @@ enum SourceEnd: Sendable {
     case interrupted
     /// It failed: what was read is saved, then the run fails.
     case failed(any Error)
+}
+
+/// The run's source, reachable from ``PipelineRunner/stop()`` on any queue.
+final class SourceBox: Sendable {
+    let value = Mutex<(any PageSource)?>(nil)
 }
