@@ -227,6 +227,17 @@ struct FetchTests {
         #expect(Date().timeIntervalSince(started) < 1.0, "stop() must not wait out a 1 s Retry-After")
     }
 
+    @Test func maxPagesIsAHardCapAndSaysSo() throws {
+        let pages = try generatePeople(persons: 1000, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try peopleOverHTTP("\(server.base)/people/page", paginate: "{page: {param: page, start: 1}}", extra: "    max_pages: 3\n    concurrency: 2")
+        let logs = LogCapture()
+        let summary = try run(config, db: temporaryDirectory().appendingPathComponent("m.db").path, logs: logs)
+        #expect(summary.status == .finished)
+        #expect(summary.counters.pages == 3)
+        #expect(logs.all.contains { $0.contains("msg=fetch.max_pages") && $0.contains("pages=3") })
+    }
+
     @Test func retryAfterAndLinkHeadersParse() {
         #expect(HTTPPageSource.retryAfter("2") == 2)
         #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
