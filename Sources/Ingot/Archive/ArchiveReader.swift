@@ -189,8 +189,12 @@ public final class ArchiveReader {
         guard count > 0 else { return [] }
         return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
             var done = 0
+            guard let base = buffer.baseAddress else {
+                initialized = 0
+                return
+            }
             while done < count {
-                let n = Foundation.pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + done))
+                let n = Foundation.pread(fd, base + done, count - done, off_t(offset + done))
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { break }
                 done += n

@@ -82,7 +82,10 @@ public final class ArchiveWriter {
     private func write(_ bytes: [UInt8]) throws(ArchiveError) {
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + done, $0.count - done) }
+            let n = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return Foundation.write(fd, base + done, raw.count - done)
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw ArchiveError(path: path, offset: Int(position), message: "write failed: \(String(cString: strerror(errno)))")

@@ -94,22 +94,24 @@ private struct ProbeDecoder: Decoder {
 
 /// Placeholder values for the types a probe is asked for.
 private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codingPath: [any CodingKey]) throws -> T {
-    switch type {
-    case is Bool.Type: return false as! T
-    case is String.Type: return "" as! T
-    case is Double.Type: return 0.0 as! T
-    case is Float.Type: return Float(0) as! T
-    case is Int.Type: return 0 as! T
-    case is Int64.Type: return Int64(0) as! T
-    case is Int32.Type: return Int32(0) as! T
-    case is UInt64.Type: return UInt64(0) as! T
-    case is Date.Type: return Date(timeIntervalSince1970: 0) as! T
-    default:
-        do {
-            return try T(from: ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath))
-        } catch {
-            throw SchemaProbe.Unsupported(description: "cannot derive a model from \(T.self) at \(codingPath.map(\.stringValue).joined(separator: ".")): \(error)")
+    let value: Any? =
+        switch type {
+        case is Bool.Type: false
+        case is String.Type: ""
+        case is Double.Type: 0.0
+        case is Float.Type: Float(0)
+        case is Int.Type: 0
+        case is Int64.Type: Int64(0)
+        case is Int32.Type: Int32(0)
+        case is UInt64.Type: UInt64(0)
+        case is Date.Type: Date(timeIntervalSince1970: 0)
+        default: nil
         }
+    if let value = value as? T { return value }
+    do {
+        return try T(from: ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath))
+    } catch {
+        throw SchemaProbe.Unsupported(description: "cannot derive a model from \(T.self) at \(codingPath.map(\.stringValue).joined(separator: ".")): \(error)")
     }
 }
 
