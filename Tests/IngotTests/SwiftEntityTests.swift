@@ -25,6 +25,14 @@ private struct Person: IngotEntity {
     static let identity: [CodingKeys] = [.id]
 }
 
+private struct Place: IngotEntity {
+    var id: Int
+    var country: String?
+    enum CodingKeys: String, CodingKey { case id, country = "origin/country.name" }
+    static let identity: [CodingKeys] = [.id]
+    static let keyDelimiter = "/"
+}
+
 /// Entities declared as Swift `Codable` types, Coredatable-style.
 struct SwiftEntityTests {
     @Test func swiftTypesProduceTheSameModelAsYAML() throws {
@@ -127,5 +135,17 @@ struct SwiftEntityTests {
             try IngotJSONDecoder().decode(Person.self, from: Array(#"{"id": 3, "origin": {}}"#.utf8))
         }
         #expect(noLeaf.country == nil)
+    }
+
+    @Test func aTypesKeyDelimiterSplitsItsKeyPaths() throws {
+        let queue = DispatchQueue(label: "lane")
+        DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
+        let place = try queue.sync {
+            try IngotJSONDecoder().decode(Place.self, from: Array(#"{"id": 1, "origin": {"country.name": "Chile"}}"#.utf8))
+        }
+        #expect(place.country == "Chile")
+        let model = try EntityModel(root: Place.self)
+        #expect(model["place"]?.keyDelimiter == "/")
+        #expect(model["place"]?.attribute(named: "country")?.key == "origin/country.name")
     }
 }

@@ -18,11 +18,13 @@ public struct IngotJSONDecoder: Sendable {
 private struct TapeDecoder: Decoder {
     let value: JSONValue
     var codingPath: [any CodingKey]
+    /// The key path separator of the entity being decoded (``IngotEntity/keyDelimiter``).
+    var delimiter = ""
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard value.kind == .object else { throw mismatch([String: Int].self) }
-        return KeyedDecodingContainer(TapeKeyedContainer<Key>(object: value, codingPath: codingPath))
+        return KeyedDecodingContainer(TapeKeyedContainer<Key>(object: value, codingPath: codingPath, delimiter: delimiter))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -40,7 +42,9 @@ private struct TapeDecoder: Decoder {
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
         if let entity = type as? any IngotEntity.Type {
             let context = try DecodingContext.current(codingPath: codingPath)
-            let object = try T(from: self)
+            var decoder = self
+            decoder.delimiter = entity.keyDelimiter
+            let object = try T(from: decoder)
             if let object = object as? any IngotEntity {
                 context.register(object, identity: identity(entity))
             }
@@ -75,6 +79,7 @@ private struct TapeDecoder: Decoder {
 private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let object: JSONValue
     var codingPath: [any CodingKey]
+    let delimiter: String
 
     var allKeys: [Key] { object.members.compactMap { $0.key.string.flatMap(Key.init(stringValue:)) } }
 
@@ -82,7 +87,7 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     /// the path's root is present but a later step is missing.
     private func lookup(_ key: Key) -> JSONValue?? {
         if let v = object[key.stringValue] { return .some(v) }
-        let parts = key.stringValue.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let parts = key.stringValue.components(separatedBy: delimiter)
         guard parts.count > 1, var current = object[parts[0]] else { return nil }
         for part in parts.dropFirst() {
             guard current.kind == .object, let next = current[part] else { return .some(nil) }
@@ -105,29 +110,29 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return try TapeDecoder(value: v, codingPath: codingPath + [key]).decodeValue(type)
+        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter).decodeValue(type)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return try TapeDecoder(value: v, codingPath: codingPath + [key]).container(keyedBy: type)
+        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter).container(keyedBy: type)
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return try TapeDecoder(value: v, codingPath: codingPath + [key]).unkeyedContainer()
+        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter).unkeyedContainer()
     }
 
-    func superDecoder() throws -> any Decoder { TapeDecoder(value: object, codingPath: codingPath) }
+    func superDecoder() throws -> any Decoder { TapeDecoder(value: object, codingPath: codingPath, delimiter: delimiter) }
     func superDecoder(forKey key: Key) throws -> any Decoder {
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return TapeDecoder(value: v, codingPath: codingPath + [key])
+        return TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter)
     }
 }
 
