@@ -8,7 +8,7 @@ Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end)
 people data set with ../shared/bench/gen_people.py, and prints one JSON line with the result.
 Exit 0 when the final check passes.
 """
-import argparse, json, os, random, signal, subprocess, sys, tempfile, time
+import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.path.join(os.path.dirname(ROOT), "shared", "bench", "gen_people.py")
@@ -22,6 +22,7 @@ def main():
     a.add_argument("--page-size", type=int, default=200)
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--max-delay", type=float, default=1.5, help="longest wait before a kill, in seconds")
+    a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     args = a.parse_args()
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="ingot-chaos-")
@@ -66,6 +67,10 @@ def main():
         server.stdin.close()
         server.terminate()
         server.wait()
+        if args.keep:
+            print("kept " + work, file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -111,8 +111,14 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Decode lanes (default: the number of cores).")
     var lanes: Int?
 
-    @Option(help: "Records per transaction (default: the pipeline's batch_records, else 5000).")
+    @Option(help: "Records per batch: folded, looked up and saved at once (default: the pipeline's batch_records, else 5000).")
     var batchRecords: Int?
+
+    @Option(help: "Records per transaction: batches share one until it holds this many (default 25000).")
+    var commitRecords: Int?
+
+    @Option(help: "Seconds a transaction stays open at most (default 1).")
+    var commitInterval: Double?
 
     @Option(help: "Seconds between progress lines; 0 turns them off.")
     var progressInterval: Double = 5
@@ -120,6 +126,8 @@ struct StageOptions: ParsableArguments {
     func validate() throws {
         if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
         if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
+        if let commitRecords, commitRecords < 1 { throw ValidationError("--commit-records must be at least 1") }
+        if let commitInterval, !(commitInterval > 0) { throw ValidationError("--commit-interval must be positive") }
         if progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
     }
 
@@ -128,6 +136,8 @@ struct StageOptions: ParsableArguments {
         options.databasePath = db
         if let lanes { options.lanes = lanes }
         options.batchRecords = batchRecords
+        if let commitRecords { options.commitRecords = commitRecords }
+        if let commitInterval { options.commitInterval = commitInterval }
         options.progressInterval = progressInterval
         return options
     }

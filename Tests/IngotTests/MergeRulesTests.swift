@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Testing
 
@@ -270,3 +271,83 @@ struct ProgressTests {
     }
 }
 
+
+/// A source that serves its first page, then waits on `gate` before the rest.
+private final class GatedPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    private let pages: [String]
+    private var served = 0
+    let gate = DispatchSemaphore(value: 0)
+    init(_ pages: [String]) { self.pages = pages }
+    func next() throws -> Page? {
+        guard served < pages.count else { return nil }
+        if served == 1 { gate.wait() }
+        served += 1
+        return Page(seq: served, source: "gated-\(served).json", bytes: Array(pages[served - 1].utf8))
+    }
+}
+
+/// Batches share a transaction until it holds `commitRecords` records, or has been open
+/// `commitInterval` seconds.
+struct TransactionTests {
+    @Test func batchesShareATransactionUntilItHoldsCommitRecords() throws {
+        let statements = Mutex<[String]>([])
+        let pages = (0..<10).map { p in page((0..<50).map { #"{"id": \#(p * 50 + $0)}"# }.joined(separator: ",")) }
+        let (summary, db) = try ingest(
+            peopleYAML, pages, batchRecords: 100, commitRecords: 250, observer: { sql in statements.withLock { $0.append(sql) } })
+        #expect(summary.counters.inserted == 500)
+        // Commits that carry person rows: after batch 3 (300 records ≥ 250), then at the end.
+        var dirty = false
+        var commits = 0
+        for sql in statements.withLock({ $0 }) {
+            if sql.hasPrefix("INSERT INTO \"person\"") { dirty = true }
+            if sql.hasPrefix("COMMIT") && dirty {
+                commits += 1
+                dirty = false
+            }
+        }
+        #expect(commits == 2)
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["500"]])
+        #expect(try rows(db, "SELECT pages, records, inserted, status FROM _ingot_runs") == [["10", "500", "500", "finished"]])
+    }
+
+    @Test func anOpenTransactionIsCommittedAfterTheIntervalWhenTheSourceWaits() throws {
+        let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("t.db").path
+        options.progressInterval = 0
+        options.batchRecords = 1
+        options.commitInterval = 0.1
+        let source = GatedPageSource([page(#"{"id": 1}"#), page(#"{"id": 2}"#)])
+        let done = DispatchSemaphore(value: 0)
+        let path = options.databasePath
+        DispatchQueue.global().async { [options] in
+            _ = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+            done.signal()
+        }
+        // The first page is saved, then the source waits: the interval commits it.
+        var seen: [[String]] = []
+        for _ in 0..<100 {
+            Thread.sleep(forTimeInterval: 0.05)
+            if let found = try? rows(path, "SELECT id FROM person"), !found.isEmpty {
+                seen = found
+                break
+            }
+        }
+        #expect(seen == [["1"]])
+        source.gate.signal()
+        done.wait()
+        #expect(try rows(path, "SELECT id FROM person ORDER BY id") == [["1"], ["2"]])
+    }
+
+    @Test func theNextBatchSeesRowsOfUncommittedBatches() throws {
+        // Batches of 1 record, one commit at the end: every later page updates a row that only
+        // the open transaction holds (the read connection does not see it).
+        let pages = (0..<6).map { page(#"{"id": 7, "name": "v\#($0)", "dogs": [{"id": 1, "name": "d\#($0)"}]}"#) }
+        let (summary, db) = try ingest(peopleYAML, pages, lanes: 1, batchRecords: 1, commitRecords: 1000)
+        #expect(summary.counters.inserted == 2)
+        #expect(summary.counters.updated == 10)
+        #expect(try rows(db, "SELECT id, name FROM person") == [["7", "v5"]])
+        #expect(try rows(db, "SELECT id, name FROM dog") == [["1", "d5"]])
+        #expect(try rows(db, "SELECT person_id, dog_id FROM person_dogs") == [["7", "1"]])
+    }
+}

@@ -11,11 +11,31 @@ let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().de
 /// `../shared` beside the project, where CI puts it too.
 let sharedRoot = packageRoot.deletingLastPathComponent().appendingPathComponent("shared")
 
-/// A fresh temporary directory, removed by the caller when it wants.
+/// A fresh temporary directory inside this test process's own root, which is removed when the
+/// process exits (roots left by crashed or killed test processes are swept by the next run).
 func temporaryDirectory() -> URL {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("ingot-tests-\(UUID().uuidString)")
+    let url = testRoot.appendingPathComponent(UUID().uuidString)
     try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     return url
+}
+
+/// `$TMPDIR/ingot-tests-<pid>`, created on first use.
+private let testRoot: URL = {
+    let fileManager = FileManager.default
+    let tmp = fileManager.temporaryDirectory
+    // Sweep roots whose process is gone.
+    for name in (try? fileManager.contentsOfDirectory(atPath: tmp.path)) ?? [] where name.hasPrefix("ingot-tests-") {
+        if let pid = Int32(name.dropFirst("ingot-tests-".count)), kill(pid, 0) == 0 || errno == EPERM { continue }
+        try? fileManager.removeItem(at: tmp.appendingPathComponent(name))
+    }
+    let root = tmp.appendingPathComponent("ingot-tests-\(getpid())")
+    try? fileManager.createDirectory(at: root, withIntermediateDirectories: true)
+    atexit { removeTestRoot() }
+    return root
+}()
+
+private func removeTestRoot() {
+    try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("ingot-tests-\(getpid())").path)
 }
 
 /// Collects log lines in memory.
@@ -49,7 +69,7 @@ final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from th
 @discardableResult
 func ingest(
     _ yaml: String, _ pages: [String], db: String? = nil, lanes: Int = 2, batchRecords: Int? = nil,
-    observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture()
+    commitRecords: Int? = nil, observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture()
 ) throws -> (summary: RunSummary, db: String) {
     let config = try PipelineConfig.parse(text: yaml, path: "test.yml")
     let path = db ?? temporaryDirectory().appendingPathComponent("test.db").path
@@ -57,6 +77,7 @@ func ingest(
     options.databasePath = path
     options.lanes = lanes
     options.batchRecords = batchRecords
+    if let commitRecords { options.commitRecords = commitRecords }
     options.progressInterval = 0
     options.store.statementObserver = observer
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))

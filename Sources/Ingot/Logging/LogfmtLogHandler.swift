@@ -23,6 +23,7 @@ public enum LogKey {
     public static let database = "db"
     public static let lanes = "lanes"
     public static let batchRecords = "batch_records"
+    public static let commitRecords = "commit_records"
     public static let entity = "entity"
     public static let codingPath = "coding_path"
     public static let reason = "reason"

@@ -23,9 +23,11 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
-    /// Per entity, the identities of the batch last handed to the writer (maybe still being
-    /// saved): only the keys, so the batch itself is freed once saved.
-    private var inFlight: [[IdentityKey: Int]]?
+    /// Batches handed to the writer so far.
+    private var delivered = 0
+    /// The identities of the delivered batches the writer has not committed yet: only the keys,
+    /// so a batch itself is freed once saved.
+    private var uncommitted = UncommittedIdentities()
 
     init(writer: WriterStage, batchLimit: Int, firstSeq: Int = 1, pageConsumed: @escaping @Sendable () -> Void) {
         self.writer = writer
@@ -66,12 +68,17 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     }
 
     private func deliver(last: Bool, end: SourceEnd = .exhausted) {
-        let prepared = writer.store.prepare(batch, inFlight: inFlight)
-        inFlight = prepared.folded?.merged.map(\.index)
+        delivered += 1
+        // Read what is committed before the lookup starts: a commit in between only makes the
+        // lookup see rows it also counts as uncommitted, which is harmless.
+        uncommitted.dropCommitted(through: writer.committedBatch)
+        var prepared = writer.store.prepare(batch, uncommitted: uncommitted)
+        prepared.number = delivered
+        if let folded = prepared.folded { uncommitted.append(delivered, folded.merged.map(\.index)) }
         batch = []
         batchRecords = 0
         saving.wait()
-        writer.queue.async { [saving, writer] in
+        writer.queue.async { [saving, writer, prepared] in
             writer.save(prepared)
             if last { writer.finish(end) }
             saving.signal()

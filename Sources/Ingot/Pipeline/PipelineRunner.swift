@@ -94,6 +94,7 @@ public final class PipelineRunner: Sendable {
         var startMetadata: Logger.Metadata = [
             LogKey.database: "\(options.databasePath)", LogKey.lanes: "\(max(1, options.lanes))",
             LogKey.batchRecords: "\(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords)",
+            LogKey.commitRecords: "\(options.commitRecords)",
         ]
         if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
         logger.info("run.started", metadata: startMetadata)

@@ -6,8 +6,15 @@ public struct RunOptions: Sendable {
     public var databasePath = "ingot.db"
     /// Decode lanes (serial queues decoding pages in parallel). Default: the number of cores.
     public var lanes = ProcessInfo.processInfo.activeProcessorCount
-    /// Records per transaction. Default: the pipeline's `batch_records`, else 5000.
+    /// Records per batch: the unit the pipeline folds, looks up (one query per entity) and saves
+    /// at once. Default: the pipeline's `batch_records`, else 5000.
     public var batchRecords: Int?
+    /// Records per transaction: batches share a transaction until it holds this many records.
+    /// Default 25,000. Fewer, bigger commits write each hot database page to the WAL once per
+    /// commit instead of once per batch; a killed run redoes at most this much on `--resume`.
+    public var commitRecords = 25_000
+    /// Seconds a transaction stays open at most, even when no further batch comes. Default 1.
+    public var commitInterval: Double = 1
     /// Pages read but not yet folded into a batch, at most. Default: `2 × lanes + 2`. With
     /// `batchRecords`, this bounds memory whatever the size of the source.
     public var pagesInFlight: Int?

@@ -3,10 +3,15 @@ import Logging
 import Synchronization
 
 /// The writer queue's state: saves each batch the ``BatchAssembler`` hands it through the
-/// ``Store`` in one transaction, with the run's counters and rejections.
+/// ``Store``, with the run's counters and rejections, and commits.
 ///
-/// Every field is confined to `queue`; the runner reads `counters` and `failure` only after
-/// `finished` fired.
+/// Batches share a transaction until `commitRecords` records are saved in it or it has been
+/// open `commitInterval` seconds (then it is committed even when no further batch comes), and
+/// at the end of the run. Each commit carries the progress and resume state of its last batch,
+/// so a killed run loses at most that much work and `--resume` redoes it.
+///
+/// Every field is confined to `queue`, but `committedBatch`; the runner reads `counters` and
+/// `failure` only after `finished` fired.
 final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
     /// Also used by the assembler to prepare batches: `Store.prepare` reads only the model and
@@ -21,8 +26,25 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let finished: @Sendable () -> Void
     private let failed = Mutex(false)
 
-    /// The run's counters (read by the runner after `finished` fired).
+    /// The run's committed counters (read by the runner after `finished` fired).
     private(set) var counters: RunCounters
+    /// The counters including the batches saved since the last commit.
+    private var saved: RunCounters
+
+    private let commitRecords: Int
+    private let commitInterval: Double
+    /// When the open transaction's first batch was saved.
+    private var transactionStart: DispatchTime?
+    /// The number of the last batch saved.
+    private var lastSaved = 0
+    /// Bumped by each commit, so a pending commit timer knows its transaction is gone.
+    private var commitGeneration = 0
+    /// The run is over: the runner owns the store now.
+    private var isFinished = false
+    private let committed = Atomic<Int>(0)
+
+    /// The number of the last batch committed. Safe from any queue.
+    var committedBatch: Int { committed.load(ordering: .acquiring) }
     private var loggedRejections = 0
     private let pipeline: String
     /// `incremental.param` and the highest cursor value committed so far.
@@ -41,6 +63,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.pipeline = config.name
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
         self.counters = initialCounters
+        self.saved = initialCounters
+        self.commitRecords = max(1, options.commitRecords)
+        self.commitInterval = options.commitInterval
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did not see.
         self.replace = config.write != .replace ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
         self.logger = logger
@@ -67,6 +92,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// source was seen), then the run is over.
     func finish(_ end: SourceEnd) {
         dispatchPrecondition(condition: .onQueue(queue))
+        defer {
+            commit()
+            isFinished = true
+            finished()
+        }
         switch end {
         case .exhausted:
             switch replace {
@@ -85,16 +115,15 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         case .failed(let error):
             fail(error)
         }
-        finished()
     }
 
-    /// Saves a batch: rows, links, rejections and counters in one transaction. Does nothing once
-    /// the run has failed.
+    /// Saves a batch: rows, links, rejections and counters, in the open transaction; commits when
+    /// the transaction is big or old enough. Does nothing once the run has failed.
     func save(_ batch: PreparedBatch) {
         dispatchPrecondition(condition: .onQueue(queue))
         let pages = batch.pages
         guard failure == nil, !pages.isEmpty else { return }
-        var next = counters
+        var next = saved
         var rejections: [RecordRejection] = []
         for page in pages {
             next.pages += 1
@@ -125,11 +154,44 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             next.updated += outcome.updated
             next.rejectedRecords += outcome.rejections.count
             rejections += outcome.rejections
-            counters = next
-            shared.value.withLock { $0 = next }
+            saved = next
+            lastSaved = batch.number
             log(rejections)
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: "\(pages.first?.seq ?? 0)"])
+            // The store rolled back the open transaction: what is committed stays as it was.
+            fail(error)
+            saved = counters
+            return
+        }
+        let uncommittedRecords = saved.records - counters.records
+        if let start = transactionStart {
+            let age = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+            if uncommittedRecords >= commitRecords || age >= commitInterval { commit() }
+        } else if uncommittedRecords >= commitRecords {
+            commit()
+        } else {
+            transactionStart = .now()
+            let generation = commitGeneration
+            queue.asyncAfter(deadline: .now() + commitInterval) { [self] in
+                if !isFinished && commitGeneration == generation { commit() }
+            }
+        }
+    }
+
+    /// Commits the batches saved since the last commit and publishes their counters.
+    private func commit() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        commitGeneration += 1
+        transactionStart = nil
+        guard store.hasUncommittedBatches else { return }
+        do {
+            try store.commit()
+            counters = saved
+            committed.store(lastSaved, ordering: .releasing)
+            shared.value.withLock { $0 = counters }
+        } catch {
+            logger.error("commit.failed", metadata: [LogKey.error: "\(error)"])
             fail(error)
         }
     }
@@ -137,15 +199,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// `write: replace`: deletes the root rows this run did not touch, only after a complete view
     /// of the source (no rejected page or record).
     private func deleteUntouched() {
-        guard counters.rejectedPages == 0 && counters.rejectedRecords == 0 else {
+        guard saved.rejectedPages == 0 && saved.rejectedRecords == 0 else {
             logger.warning("replace.skipped", metadata: [
-                LogKey.reason: "the run rejected \(counters.rejectedPages) pages and \(counters.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+                LogKey.reason: "the run rejected \(saved.rejectedPages) pages and \(saved.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
             ])
             return
         }
         do {
-            counters.deleted = try store.deleteUntouched()
-            shared.value.withLock { $0 = counters }
+            saved.deleted = try store.deleteUntouched()
         } catch {
             fail(error)
         }

@@ -129,17 +129,19 @@ struct BatchWriter {
         for (entity, rows) in folder.merged.enumerated() {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
-            // New rows 32 at a time per shape, links 64 at a time per relationship.
+            // New rows 32 at a time per shape, links 64 at a time per relationship. The buffers
+            // hold positions in `rows.rows`, not copies of the rows.
             let statements = self  // the writes below only bind and step statements
-            var inserts = ChunkBuffer<ColumnMask, EntityRow>(chunk: 32) { mask, rows in
-                try statements.insert(rows, entity, mask)
+            var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
+                try statements.insert(positions.lazy.map { rows.rows[$0] }, count: positions.count, entity, mask)
             }
-            var links = ChunkBuffer<Int, [SQLValue]>(chunk: 64) { k, tuples in
-                try statements.insertLinks(tuples, entity, k)
+            var links = ChunkBuffer<Int, Link>(chunk: 64) { k, batch in
+                try statements.insertLinks(batch, entity, k)
             }
             // Rows are unique per identity here, so their order is free: writing them in identity
             // order walks the B-trees forwards instead of jumping around them.
-            for row in rows.rows.sorted(by: { IdentityKey.precedes($0.identity, $1.identity) }) {
+            for position in BatchWriter.identityOrder(rows.rows) {
+                let row = rows.rows[position]
                 guard let identity = row.identity else { continue }
                 let rowid = existing[entity][identity]
                 let stored = rowid != nil
@@ -159,10 +161,7 @@ struct BatchWriter {
                             index += 1
                         }
                         if pending {
-                            for value in identity.values {
-                                statement.bind(value, at: index)
-                                index += 1
-                            }
+                            statement.bind(identity, from: index)
                         } else {
                             statement.bind(.integer(rowid ?? 0), at: index)
                         }
@@ -170,7 +169,7 @@ struct BatchWriter {
                     }
                     if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
                 } else {
-                    try inserts.add(row, to: mask)
+                    try inserts.add(position, to: mask)
                     outcome.inserted += 1
                 }
                 for (k, targets) in row.toMany.enumerated() {
@@ -179,15 +178,43 @@ struct BatchWriter {
                 }
                 if store.replaceEntity == entity { try store.touch(identity) }
             }
-            for row in rows.anonymous {
-                var mask = ColumnMask()
-                for (slot, value) in row.columns.enumerated() where value != nil { mask.insert(slot) }
-                try inserts.add(row, to: mask)
-                outcome.inserted += 1
-            }
             try inserts.flush()
             try links.flush()
+            var anonymous = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
+                try statements.insert(positions.lazy.map { rows.anonymous[$0] }, count: positions.count, entity, mask)
+            }
+            for (position, row) in rows.anonymous.enumerated() {
+                var mask = ColumnMask()
+                for (slot, value) in row.columns.enumerated() where value != nil { mask.insert(slot) }
+                try anonymous.add(position, to: mask)
+                outcome.inserted += 1
+            }
+            try anonymous.flush()
         }
+    }
+
+    /// The positions of `rows` in identity order (rows without identity last).
+    static func identityOrder(_ rows: [EntityRow]) -> [Int] {
+        // The common case, one integer identity: sort plain (id, position) pairs.
+        var integers: [(id: Int64, position: Int)] = []
+        integers.reserveCapacity(rows.count)
+        for (position, row) in rows.enumerated() {
+            guard case .single(.integer(let id))? = row.identity else { break }
+            integers.append((id, position))
+        }
+        if integers.count == rows.count {
+            integers.sort { $0.id < $1.id }
+            return integers.map(\.position)
+        }
+        return rows.indices.sorted { IdentityKey.precedes(rows[$0].identity, rows[$1].identity) }
+    }
+
+    /// One link of a to-many relationship, waiting to be inserted.
+    struct Link {
+        var source: IdentityKey
+        var target: IdentityKey
+        /// For an ordered relationship.
+        var position: Int?
     }
 
     /// Items grouped by key and handed on `chunk` at a time (the rest on `flush`), so that one
@@ -203,11 +230,16 @@ struct BatchWriter {
         }
 
         mutating func add(_ item: Item, to key: Key) throws {
-            pending[key, default: []].append(item)
-            if let items = pending[key], items.count == chunk {
-                try write(key, items)
-                pending[key] = nil
-            }
+            // Appended in place: no copy of the pending items per add.
+            if let full = ChunkBuffer.append(item, to: &pending[key, default: []], chunk: chunk) { try write(key, full) }
+        }
+
+        /// Appends `item`; returns the items and empties `items` when that made a chunk.
+        private static func append(_ item: Item, to items: inout [Item], chunk: Int) -> [Item]? {
+            items.append(item)
+            guard items.count == chunk else { return nil }
+            defer { items.removeAll(keepingCapacity: true) }
+            return items
         }
 
         mutating func flush() throws {
@@ -216,8 +248,8 @@ struct BatchWriter {
         }
     }
 
-    private func insert(_ rows: [EntityRow], _ entity: Int, _ mask: ColumnMask) throws {
-        let statement = try shape(.insert(rows: rows.count), entity, mask)
+    private func insert(_ rows: some Sequence<EntityRow>, count: Int, _ entity: Int, _ mask: ColumnMask) throws {
+        let statement = try shape(.insert(rows: count), entity, mask)
         var index: Int32 = 1
         for row in rows {
             for (slot, value) in row.columns.enumerated() where mask.contains(slot) {
@@ -232,29 +264,28 @@ struct BatchWriter {
     /// links are deleted before its new ones are queued, and no other row's delete touches them,
     /// so queueing keeps the result exact.
     private func replaceLinks(
-        of identity: IdentityKey, _ entity: Int, _ k: Int, _ links: [IdentityKey], stored: Bool,
-        into buffer: inout ChunkBuffer<Int, [SQLValue]>
+        of identity: IdentityKey, _ entity: Int, _ k: Int, _ targets: [IdentityKey], stored: Bool,
+        into buffer: inout ChunkBuffer<Int, Link>
     ) throws {
-        let values = identity.values
         if stored {
             let delete = try shape(.deleteLinks(k), entity, ColumnMask())
-            for (i, value) in values.enumerated() { delete.bind(value, at: Int32(i + 1)) }
+            delete.bind(identity, from: 1)
             try delete.execute()
         }
         let ordered = store.layouts[entity].toMany[k].isOrdered
-        for (position, target) in links.enumerated() {
-            var tuple = values + target.values
-            if ordered { tuple.append(.integer(Int64(position))) }
-            try buffer.add(tuple, to: k)
+        for (position, target) in targets.enumerated() {
+            try buffer.add(Link(source: identity, target: target, position: ordered ? position : nil), to: k)
         }
     }
 
-    private func insertLinks(_ tuples: [[SQLValue]], _ entity: Int, _ k: Int) throws {
-        let statement = try shape(.insertLinks(k, rows: tuples.count), entity, ColumnMask())
+    private func insertLinks(_ links: [Link], _ entity: Int, _ k: Int) throws {
+        let statement = try shape(.insertLinks(k, rows: links.count), entity, ColumnMask())
         var index: Int32 = 1
-        for tuple in tuples {
-            for value in tuple {
-                statement.bind(value, at: index)
+        for link in links {
+            index = statement.bind(link.source, from: index)
+            index = statement.bind(link.target, from: index)
+            if let position = link.position {
+                statement.bind(.integer(Int64(position)), at: index)
                 index += 1
             }
         }

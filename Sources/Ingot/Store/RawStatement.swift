@@ -47,6 +47,19 @@ final class RawStatement {
         }
     }
 
+    /// Binds the values of `identity` from parameter `index` on; returns the next parameter.
+    @inline(__always) @discardableResult
+    func bind(_ identity: IdentityKey, from index: Int32) -> Int32 {
+        switch identity {
+        case .single(let value):
+            bind(value, at: index)
+            return index + 1
+        case .composite(let values):
+            for (k, value) in values.enumerated() { bind(value, at: index + Int32(k)) }
+            return index + Int32(values.count)
+        }
+    }
+
     /// Runs a statement that returns no rows, then resets it for the next use.
     func execute() throws(StoreError) {
         let code = sqlite3_step(handle)

@@ -66,6 +66,8 @@ struct RowFolder: Sendable {
 /// A batch on its way to the writer: its pages, and their rows already folded when that needs
 /// no database (see ``Store/prepare(_:)``).
 struct PreparedBatch: Sendable {
+    /// The batch's number in the run (1, 2, …), in the order the writer saves them.
+    var number = 0
     var pages: [DecodedPage]
     var folded: RowFolder?
     /// Per entity, the stored identities and their rowids, when resolved before the writer.

@@ -113,6 +113,7 @@ extension Store {
 
     /// Marks the run finished (or failed / interrupted) with its final counters.
     func finishRun(id: String, status: String, counters: RunCounters, finishedAt: Date) throws {
+        try commit()
         try dbQueue.write { db in
             try db.execute(
                 sql: """
@@ -148,8 +149,8 @@ extension Store {
         try statement.execute()
     }
 
-    /// Deletes the rows of the replace entity the run did not touch, and their links. Returns how
-    /// many rows were deleted.
+    /// Deletes the rows of the replace entity the run did not touch, and their links, in the open
+    /// transaction (the last batch's), which the caller commits. Returns how many rows were deleted.
     func deleteUntouched() throws -> Int {
         guard let entity = replaceEntity else { return 0 }
         let layout = layouts[entity]
@@ -157,7 +158,8 @@ extension Store {
         let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
         let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
         var deleted = 0
-        try dbQueue.inTransaction(.immediate) { db in
+        try dbQueue.writeWithoutTransaction { db in
+            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "DELETE FROM \(table) WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))")
             deleted = db.changesCount
             for toMany in layout.toMany {
@@ -165,7 +167,6 @@ extension Store {
                 let link = zip(toMany.sourceColumns, identity).map { "\(table).\($1) = \(join).\(Store.quote($0))" }
                 try db.execute(sql: "DELETE FROM \(join) WHERE NOT EXISTS (SELECT 1 FROM \(table) WHERE \(link.joined(separator: " AND ")))")
             }
-            return .commit
         }
         return deleted
     }

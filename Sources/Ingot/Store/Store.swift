@@ -51,6 +51,8 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         self.layouts = EntityLayout.layouts(of: model)
         var config = Configuration()
         config.journalMode = .wal
+        // Batches share a write transaction until the writer commits (see `save`).
+        config.allowsUnsafeTransactions = true
         let cache = options.cacheMiB
         let checkpointMiB = options.walCheckpointMiB
         let observer = options.statementObserver
