@@ -8,6 +8,8 @@ import Foundation
 struct DateConverter {
     private var zones: [String: TimeZone] = [:]
     private var patterns: [String: DatePattern] = [:]
+    /// The pattern used last: a run converts the same few patterns over and over.
+    private var lastPattern: (text: String, compiled: DatePattern)?
 
     /// A civil date-time read from the source.
     struct Civil {
@@ -24,11 +26,15 @@ struct DateConverter {
             return render(civil, zone: zone)
         case .pattern(let pattern, let zone):
             let compiled: DatePattern
-            if let cached = patterns[pattern] {
+            if let last = lastPattern, last.text == pattern {
+                compiled = last.compiled
+            } else if let cached = patterns[pattern] {
                 compiled = cached
+                lastPattern = (pattern, cached)
             } else {
                 guard let p = DatePattern(pattern) else { return nil }
                 patterns[pattern] = p
+                lastPattern = (pattern, p)
                 compiled = p
             }
             guard let civil = DateConverter.parse(bytes, pattern: compiled) else { return nil }
@@ -97,29 +103,33 @@ struct DateConverter {
     }
 
     static func format(_ c: Civil) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        func put(_ value: Int, _ width: Int) {
-            var divisor = 1
-            for _ in 1..<width { divisor *= 10 }
-            var v = value
-            while divisor > 0 {
-                out.append(UInt8(ascii: "0") + UInt8(v / divisor % 10))
-                v %= divisor
-                divisor /= 10
+        // Written straight into the string's storage: no intermediate array.
+        String(unsafeUninitializedCapacity: 25 + c.fraction.count) { out in
+            var n = 0
+            func put(_ value: Int, _ width: Int) {
+                var v = value
+                for k in stride(from: width - 1, through: 0, by: -1) {
+                    out[n + k] = UInt8(ascii: "0") + UInt8(v % 10)
+                    v /= 10
+                }
+                n += width
             }
-        }
-        put(c.year, 4); out.append(UInt8(ascii: "-")); put(c.month, 2); out.append(UInt8(ascii: "-")); put(c.day, 2)
-        if c.hasTime {
-            out.append(UInt8(ascii: "T")); put(c.hour, 2); out.append(UInt8(ascii: ":")); put(c.minute, 2)
-            out.append(UInt8(ascii: ":")); put(c.second, 2)
-            if !c.fraction.isEmpty {
-                out.append(UInt8(ascii: "."))
-                out.append(contentsOf: c.fraction)
+            func put(_ byte: UInt8) {
+                out[n] = byte
+                n += 1
             }
-            out.append(UInt8(ascii: "Z"))
+            put(c.year, 4); put(UInt8(ascii: "-")); put(c.month, 2); put(UInt8(ascii: "-")); put(c.day, 2)
+            if c.hasTime {
+                put(UInt8(ascii: "T")); put(c.hour, 2); put(UInt8(ascii: ":")); put(c.minute, 2)
+                put(UInt8(ascii: ":")); put(c.second, 2)
+                if !c.fraction.isEmpty {
+                    put(UInt8(ascii: "."))
+                    for byte in c.fraction { put(byte) }
+                }
+                put(UInt8(ascii: "Z"))
+            }
+            return n
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     // MARK: - Parsing
@@ -139,13 +149,13 @@ struct DateConverter {
             i += width
             return v
         }
-        func expect(_ c: Character) -> Bool {
-            guard i < end, b[i] == c.asciiValue else { return false }
+        func expect(_ c: UInt8) -> Bool {
+            guard i < end, b[i] == c else { return false }
             i += 1
             return true
         }
         var c = Civil()
-        guard let y = number(4), expect("-"), let m = number(2), expect("-"), let d = number(2) else { return nil }
+        guard let y = number(4), expect(UInt8(ascii: "-")), let m = number(2), expect(UInt8(ascii: "-")), let d = number(2) else { return nil }
         (c.year, c.month, c.day) = (y, m, d)
         if i == end {
             c.hasTime = false
@@ -153,9 +163,9 @@ struct DateConverter {
         }
         guard i < end, b[i] == UInt8(ascii: "T") || b[i] == UInt8(ascii: "t") || b[i] == UInt8(ascii: " ") else { return nil }
         i += 1
-        guard let h = number(2), expect(":"), let mi = number(2) else { return nil }
+        guard let h = number(2), expect(UInt8(ascii: ":")), let mi = number(2) else { return nil }
         (c.hour, c.minute) = (h, mi)
-        if expect(":") {
+        if expect(UInt8(ascii: ":")) {
             guard let s = number(2) else { return nil }
             c.second = s
             if i < end, b[i] == UInt8(ascii: ".") || b[i] == UInt8(ascii: ",") {
@@ -175,7 +185,7 @@ struct DateConverter {
                 i += 1
                 guard let oh = number(2), oh <= 23 else { return nil }
                 var om = 0
-                if expect(":") {
+                if expect(UInt8(ascii: ":")) {
                     guard let v = number(2) else { return nil }
                     om = v
                 } else if i < end {
@@ -226,8 +236,12 @@ struct DateConverter {
     private static func valid(_ c: Civil) -> Bool {
         guard c.month >= 1 && c.month <= 12, c.day >= 1, c.hour <= 23, c.minute <= 59, c.second <= 59 else { return false }
         let leap = c.year % 4 == 0 && (c.year % 100 != 0 || c.year % 400 == 0)
-        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        return c.day <= lengths[c.month - 1]
+        let length = switch c.month {
+        case 2: leap ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+        return c.day <= length
     }
 
     /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).

@@ -37,7 +37,9 @@ struct JSONParser {
         let n = p.count
         var i = 0
 
-        @inline(__always) func skipWhitespace() {
+        // Not a closure over `i`: `i` is also passed inout below, and a captured var would be
+        // boxed and checked for exclusive access at run time on every token.
+        @inline(__always) func skipWhitespace(_ i: inout Int) {
             while i < n {
                 let c = p[i]
                 if c == 0x20 || c == 0x0A || c == 0x0D || c == 0x09 { i += 1 } else { break }
@@ -45,7 +47,7 @@ struct JSONParser {
         }
 
         valueLoop: while true {
-            skipWhitespace()
+            skipWhitespace(&i)
             guard i < n else { throw fail(i, "unexpected end of input, expected a value") }
             switch p[i] {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
@@ -54,7 +56,7 @@ struct JSONParser {
                 stack.append(nodes.count)
                 nodes.append(JSONNode(kind: isObject ? .object : .array, start: UInt32(i), length: 0, count: 0, end: 0))
                 i += 1
-                skipWhitespace()
+                skipWhitespace(&i)
                 guard i < n else { throw fail(i, "unexpected end of input inside \(isObject ? "object" : "array")") }
                 if p[i] == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
                     i += 1
@@ -83,13 +85,13 @@ struct JSONParser {
             // the text says, or go back for the next value.
             while let top = stack.last {
                 nodes[top].count += 1
-                skipWhitespace()
+                skipWhitespace(&i)
                 guard i < n else { throw fail(i, "unexpected end of input, container not closed") }
                 let c = p[i]
                 if c == UInt8(ascii: ",") {
                     i += 1
                     if nodes[top].kind == .object {
-                        skipWhitespace()
+                        skipWhitespace(&i)
                         try parseKey(p, &i)
                     }
                     continue valueLoop
@@ -101,7 +103,7 @@ struct JSONParser {
                 i += 1
                 close(at: i)
             }
-            skipWhitespace()
+            skipWhitespace(&i)
             guard i == n else { throw fail(i, "unexpected character \(describe(p[i])) after the value") }
             return
         }

@@ -23,14 +23,34 @@ struct MappingPlan: Sendable {
         var targets: [Target]
     }
 
-    struct EntityPlan: Sendable {
-        var name: String
-        var attributes: [Attribute]
-        var layout: EntityLayout
-        var rootKeys: [RootKey]
+    /// A class, immutable: the mapper reads it for every object, and a struct of arrays would be
+    /// copied (and its arrays retained) each time.
+    final class EntityPlan: Sendable {
+        let name: String
+        let attributes: [Attribute]
+        /// Per attribute slot, its type and `coerce`: what mapping reads per value, without
+        /// copying the whole ``Attribute``.
+        let types: [AttributeType]
+        let coerces: [Bool]
+        let layout: EntityLayout
+        let rootKeys: [RootKey]
         /// For each to-one of the layout: the relationship's policy.
-        var toOnePolicies: [MissingTargetPolicy]
-        var toManyPolicies: [MissingTargetPolicy]
+        let toOnePolicies: [MissingTargetPolicy]
+        let toManyPolicies: [MissingTargetPolicy]
+
+        init(
+            name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
+            toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy]
+        ) {
+            self.name = name
+            self.attributes = attributes
+            self.types = attributes.map(\.type)
+            self.coerces = attributes.map(\.coerce)
+            self.layout = layout
+            self.rootKeys = rootKeys
+            self.toOnePolicies = toOnePolicies
+            self.toManyPolicies = toManyPolicies
+        }
     }
 
     var entities: [EntityPlan]

@@ -129,7 +129,7 @@ struct RecordMapper {
                     }
                     switch target.kind {
                     case .attribute(let slot):
-                        columns[slot] = try convert(leaf, entity.attributes[slot], &c)
+                        columns[slot] = try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c)
                     case .toOne(let k):
                         let toOne = layout.toOne[k]
                         let depth = trail.count
@@ -219,8 +219,8 @@ struct RecordMapper {
             guard entity.layout.identitySlots.count == 1 else {
                 throw MappingFailure(reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys")
             }
-            let attribute = entity.attributes[entity.layout.identitySlots[0]]
-            let value = try convert(index, attribute, &c)
+            let identitySlot = entity.layout.identitySlots[0]
+            let value = try convert(index, entity.types[identitySlot], coerce: entity.coerces[identitySlot], &c)
             guard value != .null else {
                 throw MappingFailure(reason: "null is not an identity of '\(entity.name)'")
             }
@@ -246,13 +246,15 @@ struct RecordMapper {
     // MARK: - Values
 
     /// Converts the value at `index` to `attribute`'s stored form, or throws why it cannot.
-    private mutating func convert(_ index: Int, _ attribute: Attribute, _ c: inout Cursor) throws(MappingFailure) -> SQLValue {
+    private mutating func convert(
+        _ index: Int, _ type: AttributeType, coerce: Bool, _ c: inout Cursor
+    ) throws(MappingFailure) -> SQLValue {
         let node = c.nodes[index]
         if node.kind == .null { return .null }
         func wrong() -> MappingFailure {
-            MappingFailure(reason: "expected \(attribute.type.name), got \(node.kind.jsonName) \(c.preview(index))")
+            MappingFailure(reason: "expected \(type.name), got \(node.kind.jsonName) \(c.preview(index))")
         }
-        switch attribute.type {
+        switch type {
         case .integer:
             switch node.kind {
             case .integer:
@@ -260,22 +262,22 @@ struct RecordMapper {
                     throw MappingFailure(reason: "integer \(c.preview(index)) does not fit in 64 bits")
                 }
                 return .integer(v)
-            case .double where attribute.coerce:
+            case .double where coerce:
                 let d = c.double(node)
                 guard d.rounded() == d, abs(d) < 9.2e18 else { throw wrong() }
                 return .integer(Int64(d))
-            case .string where attribute.coerce:
+            case .string where coerce:
                 guard let v = Int64(c.string(node).trimmingCharacters(in: .whitespaces)) else { throw wrong() }
                 return .integer(v)
-            case .true where attribute.coerce: return .integer(1)
-            case .false where attribute.coerce: return .integer(0)
+            case .true where coerce: return .integer(1)
+            case .false where coerce: return .integer(0)
             default: throw wrong()
             }
         case .double:
             switch node.kind {
             case .integer, .double:
                 return .real(c.double(node))
-            case .string where attribute.coerce:
+            case .string where coerce:
                 guard let v = Double(c.string(node).trimmingCharacters(in: .whitespaces)), v.isFinite else { throw wrong() }
                 return .real(v)
             default: throw wrong()
@@ -284,7 +286,7 @@ struct RecordMapper {
             switch node.kind {
             case .string, .escapedString: return .text(c.string(node))
             case .integer, .double, .true, .false:
-                guard attribute.coerce else { throw wrong() }
+                guard coerce else { throw wrong() }
                 return .text(c.raw(index))
             default: throw wrong()
             }
@@ -292,13 +294,13 @@ struct RecordMapper {
             switch node.kind {
             case .true: return .integer(1)
             case .false: return .integer(0)
-            case .integer where attribute.coerce:
+            case .integer where coerce:
                 switch c.int64(node) {
                 case 0: return .integer(0)
                 case 1: return .integer(1)
                 default: throw wrong()
                 }
-            case .string where attribute.coerce:
+            case .string where coerce:
                 switch c.string(node).lowercased() {
                 case "true", "1": return .integer(1)
                 case "false", "0": return .integer(0)
@@ -320,7 +322,7 @@ struct RecordMapper {
                 }
                 return .text(date)
             case (.string, .unixSeconds), (.string, .unixMilliseconds):
-                guard attribute.coerce, let number = Double(c.string(node)),
+                guard coerce, let number = Double(c.string(node)),
                     let date = dates.convert(number: number, format: format)
                 else { throw wrong() }
                 return .text(date)

@@ -3,7 +3,8 @@ import GRDBSQLite
 /// Finds which identities of a batch are stored, one query per entity:
 ///
 /// ```sql
-/// SELECT rowid, "id" FROM "person" WHERE "id" IN (SELECT value FROM json_each(?))   -- ? = [17,3,…]
+/// SELECT "person".rowid, "person"."id" FROM json_each(?) AS j CROSS JOIN "person" ON "person"."id" = j.value
+///   -- ? = [3,17,…]: the batch's identities, sorted
 /// ```
 ///
 /// The writer runs it on the write connection; the assembler runs it on the store's read
@@ -27,7 +28,7 @@ final class IdentityLookup {
     /// Which of `keys` are stored, with their rowids.
     func stored(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: Int64] {
         let statement = try statement(entity)
-        statement.bind(.text(JSONText.array(of: keys)), at: 1)
+        statement.bind(.text(JSONText.array(of: IdentityLookup.indexOrder(keys))), at: 1)
         var found = [IdentityKey: Int64](minimumCapacity: keys.count)
         let count = Int32(layouts[entity].identitySlots.count)
         try statement.query { row in
@@ -39,6 +40,19 @@ final class IdentityLookup {
             }
         }
         return found
+    }
+
+    /// `keys` in index order when they are single integers (the common case), so that the
+    /// lookup probes the identity index forwards; else as they come.
+    static func indexOrder(_ keys: some Collection<IdentityKey>) -> [IdentityKey] {
+        var integers: [Int64] = []
+        integers.reserveCapacity(keys.count)
+        for key in keys {
+            guard case .single(.integer(let v)) = key else { return Array(keys) }
+            integers.append(v)
+        }
+        integers.sort()
+        return integers.map { .single(.integer($0)) }
     }
 
     func finalize() {
@@ -53,7 +67,8 @@ final class IdentityLookup {
         let table = Store.quote(layout.table)
         let sql: String
         if columns.count == 1 {
-            sql = "SELECT rowid, \(columns[0]) FROM \(table) WHERE \(columns[0]) IN (SELECT value FROM json_each(?))"
+            // json_each drives, the identity index is probed once per key, in the order given.
+            sql = "SELECT \(table).rowid, \(table).\(columns[0]) FROM json_each(?) AS j CROSS JOIN \(table) ON \(table).\(columns[0]) = j.value"
         } else {
             let on = columns.enumerated().map { "\(table).\($1) = json_extract(j.value, '$[\($0)]')" }
             sql = "SELECT \(table).rowid, \(columns.map { "\(table).\($0)" }.joined(separator: ", ")) FROM json_each(?) AS j JOIN \(table) ON \(on.joined(separator: " AND "))"

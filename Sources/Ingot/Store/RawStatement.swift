@@ -6,10 +6,23 @@ import GRDBSQLite
 /// Owned by the ``Store`` and used only on its database queue; finalized by `finalize()`.
 final class RawStatement {
     let sql: String
-    private(set) var handle: OpaquePointer?
+    /// A `let`: read on every bind and step, where a `var` of a class costs a run-time exclusivity check.
+    let handle: OpaquePointer
     private let connection: OpaquePointer
+    private var isFinalized = false
 
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
+
+    /// Text parameters are copied here and bound `SQLITE_STATIC`, so SQLite does not allocate a
+    /// copy of each (measured: `sqlite3_bind_text` with `SQLITE_TRANSIENT` was 7 % of a run's
+    /// instructions). The bytes stay put until the statement has run; `execute` and `query`
+    /// empty the arena, and every parameter is bound again before the next step. Text that does
+    /// not fit is bound `SQLITE_TRANSIENT`. Pointers, not stored properties: no exclusivity
+    /// checks on the hot path.
+    private let arena: UnsafeMutablePointer<UInt8>
+    private let arenaUsed: UnsafeMutablePointer<Int>
+    private static let arenaCapacity = 32 * 1024
 
     init(connection: OpaquePointer, sql: String) throws(StoreError) {
         self.sql = sql
@@ -20,11 +33,21 @@ final class RawStatement {
             throw StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(connection)), sql: sql)
         }
         handle = statement
+        arena = .allocate(capacity: RawStatement.arenaCapacity)
+        arenaUsed = .allocate(capacity: 1)
+        arenaUsed.initialize(to: 0)
     }
 
+    deinit {
+        arena.deallocate()
+        arenaUsed.deallocate()
+    }
+
+    /// Finalizes the statement; it must not be used after this.
     func finalize() {
+        guard !isFinalized else { return }
+        isFinalized = true
         sqlite3_finalize(handle)
-        handle = nil
     }
 
     @inline(__always)
@@ -38,10 +61,14 @@ final class RawStatement {
             sqlite3_bind_double(handle, index, v)
         case .text(var s):
             s.withUTF8 { utf8 in
-                if let base = utf8.baseAddress {
+                let used = arenaUsed.pointee
+                if utf8.count <= RawStatement.arenaCapacity - used {
+                    let start = arena + used
+                    if let base = utf8.baseAddress { start.update(from: base, count: utf8.count) }
+                    arenaUsed.pointee = used + utf8.count
+                    _ = sqlite3_bind_text(handle, index, start, Int32(utf8.count), RawStatement.static)
+                } else if let base = utf8.baseAddress {
                     _ = sqlite3_bind_text(handle, index, base, Int32(utf8.count), RawStatement.transient)
-                } else {
-                    _ = sqlite3_bind_text(handle, index, "", 0, RawStatement.transient)
                 }
             }
         }
@@ -64,13 +91,16 @@ final class RawStatement {
     func execute() throws(StoreError) {
         let code = sqlite3_step(handle)
         sqlite3_reset(handle)
+        arenaUsed.pointee = 0
         guard code == SQLITE_DONE else { throw error(code) }
     }
 
     /// Runs a query and calls `row` for each result row, then resets it.
     func query(_ row: (OpaquePointer) -> Void) throws(StoreError) {
-        guard let handle else { return }
-        defer { sqlite3_reset(handle) }
+        defer {
+            sqlite3_reset(handle)
+            arenaUsed.pointee = 0
+        }
         while true {
             let code = sqlite3_step(handle)
             if code == SQLITE_DONE { return }

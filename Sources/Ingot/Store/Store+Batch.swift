@@ -83,7 +83,8 @@ extension Store {
     /// For each entity the batch's identities are resolved in **one** query:
     ///
     /// ```sql
-    /// SELECT rowid, "id" FROM "person" WHERE "id" IN (SELECT value FROM json_each(?))   -- ? = [17,3,…]
+    /// SELECT "person".rowid, "person"."id" FROM json_each(?) AS j CROSS JOIN "person" ON "person"."id" = j.value
+    ///   -- ? = [3,17,…]: the batch's identities, sorted
     /// ```
     ///
     /// (run by ``prepare(_:inFlight:)`` on the read connection when it can, else here)
