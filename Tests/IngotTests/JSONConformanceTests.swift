@@ -87,6 +87,29 @@ struct JSONConformanceTests {
         #expect(values[2].string == "Ōtomo")
     }
 
+    /// The string scanner reads eight bytes at a time: a special byte must be found at every
+    /// offset of a word, and in the tail shorter than a word.
+    @Test func specialBytesAreFoundAtEveryOffsetOfAString() throws {
+        for offset in 0..<20 {
+            let pad = String(repeating: "x", count: offset)
+            let tail = String(repeating: "y", count: 11)
+            // Accepted, with the right value.
+            for (text, value) in [(#"\""#, "\""), (#"\n"#, "\n"), (#"\u00e9"#, "é"), ("é", "é"), ("中", "中"), ("😀", "😀")] {
+                let doc = try JSONDocument(bytes: Array("[\"\(pad)\(text)\(tail)\"]".utf8))
+                #expect(Array(doc.root.elements)[0].string == pad + value + tail, "offset \(offset): \(text)")
+            }
+            // Refused: a control character, an invalid UTF-8 byte, a string cut short.
+            for bad: [UInt8] in [[0x01], [0x1F], [0xFF], [0xC3], [0xED, 0xA0, 0x80]] {
+                let bytes = Array("[\"\(pad)".utf8) + bad + Array("\(tail)\"]".utf8)
+                #expect(throws: JSONSyntaxError.self, "offset \(offset): \(bad)") { _ = try JSONDocument(bytes: bytes) }
+            }
+            #expect(throws: JSONSyntaxError.self) { _ = try JSONDocument(bytes: Array("[\"\(pad)".utf8)) }
+            // The string ends at the first quote, wherever it is.
+            let doc = try JSONDocument(bytes: Array("[\"\(pad)\", \"\(tail)\"]".utf8))
+            #expect(Array(doc.root.elements).map(\.string) == [pad, tail])
+        }
+    }
+
     @Test func syntaxErrorsNameTheirOffset() {
         #expect(throws: JSONSyntaxError(offset: 6, reason: "unexpected character '}', expected a value")) {
             _ = try JSONDocument(bytes: Array(#"{"a": }"#.utf8))

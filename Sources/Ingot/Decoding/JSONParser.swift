@@ -174,8 +174,23 @@ struct JSONParser {
         i += 1  // opening quote
         let start = i
         var escaped = false
+        let base = UnsafeRawPointer(p.baseAddress)
         while true {
-            // Fast path: plain printable ASCII.
+            // Fast path: eight bytes at a time while none is a quote, a backslash, a control
+            // character or non-ASCII (SWAR: each test sets the high bit of a byte that matches).
+            if let base {
+                while i + 8 <= n {
+                    let x = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                    let quote = x ^ 0x2222_2222_2222_2222
+                    let backslash = x ^ 0x5C5C_5C5C_5C5C_5C5C
+                    let zeroInQuote = (quote &- 0x0101_0101_0101_0101) & ~quote
+                    let zeroInBackslash = (backslash &- 0x0101_0101_0101_0101) & ~backslash
+                    let control = (x &- 0x2020_2020_2020_2020) & ~x
+                    if (x | zeroInQuote | zeroInBackslash | control) & 0x8080_8080_8080_8080 != 0 { break }
+                    i += 8
+                }
+            }
+            // Then byte by byte: plain printable ASCII.
             while i < n {
                 let c = p[i]
                 if c >= 0x20 && c < 0x80 && c != UInt8(ascii: "\"") && c != UInt8(ascii: "\\") { i += 1 } else { break }
