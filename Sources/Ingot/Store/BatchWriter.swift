@@ -82,6 +82,7 @@ struct BatchWriter {
     /// `ignore` drops the link, `stub` creates a row holding only the identity.
     private mutating func foldCheckingReferences() {
         var known = existing.map { Set($0.keys) }
+        folder.reserve(for: pages)
         for page in pages {
             for var record in page.records {
                 for row in record.rows { if let id = row.identity { known[row.entity].insert(id) } }

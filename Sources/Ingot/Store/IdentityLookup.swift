@@ -28,7 +28,7 @@ final class IdentityLookup {
     /// Which of `keys` are stored, with their rowids.
     func stored(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: Int64] {
         let statement = try statement(entity)
-        statement.bind(.text(JSONText.array(of: IdentityLookup.indexOrder(keys))), at: 1)
+        statement.bind(.text(IdentityLookup.jsonArray(keys)), at: 1)
         var found = [IdentityKey: Int64](minimumCapacity: keys.count)
         let count = Int32(layouts[entity].identitySlots.count)
         try statement.query { row in
@@ -42,17 +42,47 @@ final class IdentityLookup {
         return found
     }
 
-    /// `keys` in index order when they are single integers (the common case), so that the
-    /// lookup probes the identity index forwards; else as they come.
-    static func indexOrder(_ keys: some Collection<IdentityKey>) -> [IdentityKey] {
+    /// `keys` as a JSON array for `json_each`. Single integers (the common case) are sorted, so
+    /// that the lookup probes the identity index forwards, and written digit by digit.
+    static func jsonArray(_ keys: some Collection<IdentityKey>) -> String {
         var integers: [Int64] = []
         integers.reserveCapacity(keys.count)
         for key in keys {
-            guard case .single(.integer(let v)) = key else { return Array(keys) }
+            guard case .single(.integer(let v)) = key else { return JSONText.array(of: keys) }
             integers.append(v)
         }
         integers.sort()
-        return integers.map { .single(.integer($0)) }
+        // 20 digits and a sign at most per integer, a comma, the brackets.
+        return String(unsafeUninitializedCapacity: integers.count * 21 + 2) { out in
+            var n = 0
+            out[n] = UInt8(ascii: "[")
+            n += 1
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // scratch for up to 24 digits
+            for (k, value) in integers.enumerated() {
+                if k > 0 {
+                    out[n] = UInt8(ascii: ",")
+                    n += 1
+                }
+                if value < 0 {
+                    out[n] = UInt8(ascii: "-")
+                    n += 1
+                }
+                var magnitude = value.magnitude
+                let count = withUnsafeMutableBytes(of: &digits) { scratch in
+                    var count = 0
+                    repeat {
+                        scratch[count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                        magnitude /= 10
+                        count += 1
+                    } while magnitude > 0
+                    for d in 0..<count { out[n + d] = scratch[count - 1 - d] }
+                    return count
+                }
+                n += count
+            }
+            out[n] = UInt8(ascii: "]")
+            return n + 1
+        }
     }
 
     func finalize() {

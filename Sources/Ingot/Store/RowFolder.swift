@@ -23,6 +23,7 @@ struct RowFolder: Sendable {
     /// Right when every relationship stubs missing targets.
     static func foldingWithStubs(_ pages: [DecodedPage], layouts: [EntityLayout]) -> RowFolder {
         var folder = RowFolder(layouts: layouts)
+        folder.reserve(for: pages)
         for page in pages {
             for record in page.records {
                 for row in record.rows { folder.merge(row) }
@@ -32,6 +33,20 @@ struct RowFolder: Sendable {
             }
         }
         return folder
+    }
+
+    /// Reserves room for the rows of `pages` (at most), so the indexes do not grow step by step.
+    mutating func reserve(for pages: [DecodedPage]) {
+        var counts = [Int](repeating: 0, count: layouts.count)
+        for page in pages {
+            for record in page.records {
+                for row in record.rows { counts[row.entity] += 1 }
+            }
+        }
+        for (entity, count) in counts.enumerated() where count > 0 {
+            merged[entity].index.reserveCapacity(count)
+            merged[entity].rows.reserveCapacity(count)
+        }
     }
 
     mutating func merge(_ row: EntityRow) {
