@@ -11,15 +11,20 @@ struct DateConverter {
     /// The pattern used last: a run converts the same few patterns over and over.
     private var lastPattern: (text: String, compiled: DatePattern)?
 
-    /// A civil date-time read from the source.
+    /// A civil date-time read from the source. `fraction` points into the bytes it was read
+    /// from: use a `Civil` only while they live.
     struct Civil {
         var year = 1970, month = 1, day = 1, hour = 0, minute = 0, second = 0
-        var fraction: ArraySlice<UInt8> = []
+        var fraction = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
         var offsetSeconds: Int?
         var hasTime = true
     }
 
     mutating func convert(_ bytes: ArraySlice<UInt8>, format: DateFormat) -> String? {
+        bytes.withUnsafeBufferPointer { convert($0, format: format) }
+    }
+
+    mutating func convert(_ bytes: UnsafeBufferPointer<UInt8>, format: DateFormat) -> String? {
         switch format {
         case .iso8601(let zone):
             guard let civil = DateConverter.parseISO8601(bytes) else { return nil }
@@ -55,12 +60,12 @@ struct DateConverter {
         seconds -= days * 86400
         let (y, m, d) = DateConverter.civil(fromDays: days)
         var civil = Civil(year: y, month: m, day: d, hour: seconds / 3600, minute: seconds / 60 % 60, second: seconds % 60)
-        if millis != 0 {
-            var digits = Array(String(millis + 1000).utf8.dropFirst())
-            while digits.last == UInt8(ascii: "0") { digits.removeLast() }
-            civil.fraction = digits[...]
+        var digits = millis != 0 ? Array(String(millis + 1000).utf8.dropFirst()) : []
+        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        return digits.withUnsafeBufferPointer { fraction in
+            civil.fraction = fraction
+            return DateConverter.format(civil)
         }
-        return DateConverter.format(civil)
     }
 
     // MARK: - Rendering
@@ -135,7 +140,7 @@ struct DateConverter {
     // MARK: - Parsing
 
     /// `YYYY-MM-DD`, optionally followed by `T` (or a space) `HH:MM[:SS[.fff…]]` and `Z` or `±HH[:MM]`.
-    static func parseISO8601(_ b: ArraySlice<UInt8>) -> Civil? {
+    static func parseISO8601(_ b: UnsafeBufferPointer<UInt8>) -> Civil? {
         var i = b.startIndex
         let end = b.endIndex
         func number(_ width: Int) -> Int? {
@@ -173,7 +178,7 @@ struct DateConverter {
                 let start = i
                 while i < end, b[i] &- UInt8(ascii: "0") < 10 { i += 1 }
                 guard i > start else { return nil }
-                c.fraction = b[start..<i]
+                c.fraction = UnsafeBufferPointer(rebasing: b[start..<i])
             }
         }
         if i < end {
@@ -200,7 +205,7 @@ struct DateConverter {
         return c
     }
 
-    static func parse(_ b: ArraySlice<UInt8>, pattern: DatePattern) -> Civil? {
+    static func parse(_ b: UnsafeBufferPointer<UInt8>, pattern: DatePattern) -> Civil? {
         var c = Civil()
         c.hasTime = pattern.hasTime
         var i = b.startIndex
@@ -224,7 +229,7 @@ struct DateConverter {
             case .hour: c.hour = v
             case .minute: c.minute = v
             case .second: c.second = v
-            case .millisecond: c.fraction = b[i..<i + 3]
+            case .millisecond: c.fraction = UnsafeBufferPointer(rebasing: b[i..<i + 3])
             case .literal: break
             }
             i += token.width

@@ -51,13 +51,16 @@ private struct TapeDecoder: Decoder {
             return object
         }
         if type == Date.self {
-            guard let text = value.string, let civil = DateConverter.parseISO8601(ArraySlice(text.utf8)) else {
-                throw mismatch(Date.self)
+            let interval: Double? = value.string.flatMap { text in
+                Array(text.utf8).withUnsafeBufferPointer { bytes in
+                    guard let civil = DateConverter.parseISO8601(bytes) else { return nil }
+                    let seconds = DateConverter.days(civil.year, civil.month, civil.day) * 86400 + civil.hour * 3600
+                        + civil.minute * 60 + civil.second - (civil.offsetSeconds ?? 0)
+                    let fraction = civil.fraction.isEmpty ? 0 : Double("0." + String(decoding: civil.fraction, as: UTF8.self)) ?? 0
+                    return Double(seconds) + fraction
+                }
             }
-            let seconds = DateConverter.days(civil.year, civil.month, civil.day) * 86400 + civil.hour * 3600
-                + civil.minute * 60 + civil.second - (civil.offsetSeconds ?? 0)
-            let fraction = civil.fraction.isEmpty ? 0 : Double("0." + String(decoding: civil.fraction, as: UTF8.self)) ?? 0
-            guard let date = Date(timeIntervalSince1970: Double(seconds) + fraction) as? T else { throw mismatch(Date.self) }
+            guard let interval, let date = Date(timeIntervalSince1970: interval) as? T else { throw mismatch(Date.self) }
             return date
         }
         return try T(from: self)

@@ -38,6 +38,18 @@ struct MappingPlan: Sendable {
         let toOnePolicies: [MissingTargetPolicy]
         let toManyPolicies: [MissingTargetPolicy]
 
+        // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
+        // copied, and so retained, per key it compares or target it follows).
+        /// Every root key's UTF-8 bytes, one after the other; `keyStarts[k]..<keyStarts[k + 1]`.
+        let keyBytes: [UInt8]
+        let keyStarts: [Int]
+        /// Every root key's targets, in order; root key `k`'s are `targetStarts[k]..<targetStarts[k + 1]`.
+        let targets: [Target]
+        let targetStarts: [Int]
+        let targetKinds: [Target.Kind]
+        /// The target's key path has no further component: the root key's value is the leaf.
+        let targetIsDirect: [Bool]
+
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy]
@@ -50,6 +62,12 @@ struct MappingPlan: Sendable {
             self.rootKeys = rootKeys
             self.toOnePolicies = toOnePolicies
             self.toManyPolicies = toManyPolicies
+            keyBytes = rootKeys.flatMap(\.bytes)
+            keyStarts = rootKeys.reduce(into: [0]) { starts, key in starts.append((starts.last ?? 0) + key.bytes.count) }
+            targets = rootKeys.flatMap(\.targets)
+            targetStarts = rootKeys.reduce(into: [0]) { starts, key in starts.append((starts.last ?? 0) + key.targets.count) }
+            targetKinds = targets.map(\.kind)
+            targetIsDirect = targets.map(\.rest.isEmpty)
         }
     }
 

@@ -115,25 +115,32 @@ struct RecordMapper {
             let keyIndex = member
             let valueIndex = member + 1
             member = Int(c.nodes[valueIndex].end)
-            guard let rootKey = c.match(keyAt: keyIndex, in: entity.rootKeys) else { continue }
-            for target in entity.rootKeys[rootKey].targets {
+            guard let rootKey = c.match(keyAt: keyIndex, in: entity) else { continue }
+            for t in entity.targetStarts[rootKey]..<entity.targetStarts[rootKey + 1] {
+                let kind = entity.targetKinds[t]
                 do throws(MappingFailure) {
-                    guard let leaf = try c.descend(from: valueIndex, along: target) else {
+                    let found: Int?
+                    if entity.targetIsDirect[t] {
+                        found = c.nodes[valueIndex].kind == .null ? nil : valueIndex
+                    } else {
+                        found = try c.descend(from: valueIndex, along: entity.targets[t])
+                    }
+                    guard let leaf = found else {
                         // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
-                        switch target.kind {
+                        switch kind {
                         case .attribute(let slot): columns[slot] = .null
                         case .toOne(let k): for s in layout.toOne[k].slots { columns[s] = .null }
                         case .toMany(let k): toMany[k] = []
                         }
                         continue
                     }
-                    switch target.kind {
+                    switch kind {
                     case .attribute(let slot):
                         columns[slot] = try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c)
                     case .toOne(let k):
                         let toOne = layout.toOne[k]
                         let depth = trail.count
-                        enter(entity.rootKeys[rootKey].name, target)
+                        enter(entity.rootKeys[rootKey].name, entity.targets[t])
                         guard let identity = try link(
                             leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
                             into: &record, &c)
@@ -153,7 +160,7 @@ struct RecordMapper {
                         identities.reserveCapacity(Int(list.count))
                         var element = leaf + 1
                         let depth = trail.count
-                        enter(entity.rootKeys[rootKey].name, target)
+                        enter(entity.rootKeys[rootKey].name, entity.targets[t])
                         for position in 0..<Int(list.count) {
                             trail.append(.index(position))
                             do throws(MappingFailure) {
@@ -173,13 +180,15 @@ struct RecordMapper {
                         toMany[k] = identities
                     }
                 } catch {
-                    throw error.prepending(target.restNames.reversed().map { .key($0) } + [.key(entity.rootKeys[rootKey].name)])
+                    throw error.prepending(entity.targets[t].restNames.reversed().map { .key($0) } + [.key(entity.rootKeys[rootKey].name)])
                 }
             }
         }
 
         var identity: IdentityKey?
-        if !layout.identitySlots.isEmpty {
+        if layout.identitySlots.count == 1, let value = columns[layout.identitySlots[0]], value != .null {
+            identity = .single(value)  // the common case, without an array
+        } else if !layout.identitySlots.isEmpty {
             var values: [SQLValue] = []
             for slot in layout.identitySlots {
                 let key = entity.attributes[slot].key
@@ -311,8 +320,10 @@ struct RecordMapper {
         case .date(let format):
             switch (node.kind, format) {
             case (.string, .iso8601), (.string, .pattern), (.escapedString, .iso8601), (.escapedString, .pattern):
-                let text = node.kind == .string ? c.bytes(node) : ArraySlice(c.string(node).utf8)
-                guard let date = dates.convert(text, format: format) else {
+                let converted =
+                    node.kind == .string
+                    ? dates.convert(c.bytes(node), format: format) : dates.convert(ArraySlice(c.string(node).utf8), format: format)
+                guard let date = converted else {
                     throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)")
                 }
                 return .text(date)
@@ -344,17 +355,21 @@ struct Cursor {
 
     /// The member of `rootKeys` whose name is the key at `keyIndex`.
     @inline(__always)
-    func match(keyAt keyIndex: Int, in rootKeys: [MappingPlan.RootKey]) -> Int? {
+    func match(keyAt keyIndex: Int, in entity: MappingPlan.EntityPlan) -> Int? {
         let key = nodes[keyIndex]
         if key.kind == .escapedString {
             let decoded = JSONValue.unescape(bytes, Int(key.start), Int(key.length))
-            return rootKeys.firstIndex { $0.bytes == decoded }
+            return entity.rootKeys.firstIndex { $0.bytes == decoded }
         }
         let length = Int(key.length)
-        for (k, rootKey) in rootKeys.enumerated() where rootKey.bytes.count == length {
-            if equalBytes(Int(key.start), rootKey.bytes) { return k }
+        return entity.keyBytes.withUnsafeBufferPointer { names in
+            guard let page = bytes.baseAddress, let names = names.baseAddress else { return nil }
+            let starts = entity.keyStarts
+            for k in 0..<starts.count - 1 where starts[k + 1] - starts[k] == length {
+                if memcmp(page + Int(key.start), names + starts[k], length) == 0 { return k }
+            }
+            return nil
         }
-        return nil
     }
 
     /// Follows the rest of a key path from the value at `index`: the leaf's index, or `nil` when a
@@ -402,8 +417,9 @@ struct Cursor {
 
     func double(_ node: JSONNode) -> Double { JSONNumber.double(bytes, Int(node.start), Int(node.length)) }
 
-    func bytes(_ node: JSONNode) -> ArraySlice<UInt8> {
-        ArraySlice(UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)]))
+    /// The value's bytes in the page (valid while the page is).
+    func bytes(_ node: JSONNode) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)])
     }
 
     func string(_ node: JSONNode) -> String {
