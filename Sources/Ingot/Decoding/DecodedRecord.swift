@@ -5,6 +5,18 @@ public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
     case real(Double)
     case text(String)
 
+    /// Hashes the payload only (equal values of different cases never occur as one identity's
+    /// values, and a collision would only cost a comparison): identities are hashed for every
+    /// row folded, looked up and written.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0 as UInt8)
+        case .integer(let v): hasher.combine(v)
+        case .real(let v): hasher.combine(v)
+        case .text(let v): hasher.combine(v)
+        }
+    }
+
     public var description: String {
         switch self {
         case .null: "NULL"
@@ -19,6 +31,13 @@ public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
 public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
     case single(SQLValue)
     case composite([SQLValue])
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .single(let v): v.hash(into: &hasher)
+        case .composite(let vs): for v in vs { v.hash(into: &hasher) }
+        }
+    }
 
     public var values: [SQLValue] {
         switch self {
