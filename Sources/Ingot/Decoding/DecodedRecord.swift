@@ -56,16 +56,42 @@ public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
 
 /// One upsert produced by the mapper: a record or a nested object of one entity, with only the
 /// columns its JSON mentioned.
+///
+/// Its values are not held by the row but by the page (or the folded batch) it belongs to, in
+/// flat arrays: one allocation per page instead of two per row, and no per-row arrays to copy,
+/// retain and free on the way to the writer. See ``RowStorage``.
 struct EntityRow: Sendable {
     var entity: Int
     /// `nil` for an entity without identity (the row is always inserted).
     var identity: IdentityKey?
-    /// One slot per ``EntityLayout`` column: `nil` when the source did not mention it (the stored
-    /// value stays), `.null` when it said null.
-    var columns: [SQLValue?]
-    /// One entry per to-many relationship of the layout: `nil` when absent (links stay), else the
-    /// complete new set of target identities in JSON order (`[]` clears).
-    var toMany: [[IdentityKey]?]
+    /// Where its column slots start in the storage's `values`: one slot per ``EntityLayout``
+    /// column, `nil` when the source did not mention it (the stored value stays), `.null` when
+    /// it said null.
+    var valueStart: Int
+    /// Where its to-many sets start in the storage's `linkSets`: one per to-many relationship of
+    /// the layout, `nil` when absent (links stay), else the complete new set of target
+    /// identities in JSON order (`[]` clears).
+    var linkStart: Int
+}
+
+/// The flat value arrays behind a set of ``EntityRow``s.
+struct RowStorage: Sendable {
+    var values: [SQLValue?] = []
+    var linkSets: [[IdentityKey]?] = []
+
+    /// Room for a row of `layout`, every slot `nil`; returns the row.
+    mutating func appendRow(entity: Int, layout: EntityLayout, identity: IdentityKey? = nil) -> EntityRow {
+        let row = EntityRow(entity: entity, identity: identity, valueStart: values.count, linkStart: linkSets.count)
+        values.append(contentsOf: repeatElement(nil, count: layout.columns.count))
+        if !layout.toMany.isEmpty { linkSets.append(contentsOf: repeatElement(nil, count: layout.toMany.count)) }
+        return row
+    }
+
+    /// Forgets everything past the given counts (a rejected record's rows).
+    mutating func truncate(values valueCount: Int, linkSets linkCount: Int) {
+        values.removeSubrange(valueCount...)
+        linkSets.removeSubrange(linkCount...)
+    }
 }
 
 /// A relationship given as a bare identity: the writer checks that the target exists and applies
@@ -80,7 +106,7 @@ struct Reference: Sendable {
     var target: Int
     var identity: IdentityKey
     var policy: MissingTargetPolicy
-    /// The row (in the record's `rows`) holding the link.
+    /// The row (in the page's `rows`) holding the link.
     var row: Int
     var slot: Slot
     /// Set only for `.reject`: where the reference was, for the rejection.
@@ -91,7 +117,8 @@ struct Reference: Sendable {
 /// document order; then the bare references it makes.
 struct DecodedRecord: Sendable {
     var index: Int
-    var rows: [EntityRow]
+    /// Its rows in the page's `rows`.
+    var rows: Range<Int>
     var references: [Reference]
     /// The record's JSON text, kept only while a reference might still reject it (policy `reject`).
     var raw: String?
@@ -125,6 +152,9 @@ struct DecodedPage: Sendable {
     var source: String
     var bytes: Int
     var records: [DecodedRecord]
+    /// The rows of every accepted record, and their values.
+    var rows: [EntityRow] = []
+    var storage = RowStorage()
     var rejections: [RecordRejection]
     /// The page itself was rejected (not JSON, or no record array).
     var pageRejected: Bool

@@ -53,6 +53,7 @@ struct RecordMapper {
         }
         page.recordCount = array.count
         page.records.reserveCapacity(array.count)
+        page.rows.reserveCapacity(array.count * 2)
 
         document.nodes.withUnsafeBufferPointer { nodes in
             document.bytes.withUnsafeBufferPointer { bytes in
@@ -60,10 +61,14 @@ struct RecordMapper {
                 var index = 0
                 var element = array.index + 1
                 while index < array.count {
-                    var record = DecodedRecord(index: index, rows: [], references: [], raw: nil)
+                    let firstRow = page.rows.count
+                    let valueCount = page.storage.values.count
+                    let linkCount = page.storage.linkSets.count
+                    var record = DecodedRecord(index: index, rows: firstRow..<firstRow, references: [], raw: nil)
                     trail.removeAll(keepingCapacity: true)
                     do throws(MappingFailure) {
-                        _ = try mapObject(at: element, entity: plan.root, into: &record, &cursor)
+                        _ = try mapObject(at: element, entity: plan.root, into: &record, &page, &cursor)
+                        record.rows = firstRow..<page.rows.count
                         if record.references.contains(where: { $0.policy == .reject }) {
                             record.raw = cursor.raw(element)
                             let prefix = path + "[\(index)]."
@@ -78,6 +83,9 @@ struct RecordMapper {
                         }
                         page.records.append(record)
                     } catch {
+                        // No partial row of a rejected record is kept.
+                        page.rows.removeSubrange(firstRow...)
+                        page.storage.truncate(values: valueCount, linkSets: linkCount)
                         let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
                         page.rejections.append(RecordRejection(
                             entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
@@ -96,7 +104,7 @@ struct RecordMapper {
     /// Maps the object at tape index `at` as `entity`, appending its row (then its nested rows)
     /// to `record`, and returns its identity.
     private mutating func mapObject(
-        at: Int, entity e: Int, into record: inout DecodedRecord, _ c: inout Cursor
+        at: Int, entity e: Int, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let entity = plan.entities[e]
         let node = c.nodes[at]
@@ -104,11 +112,12 @@ struct RecordMapper {
             throw MappingFailure(reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name)
         }
         let layout = entity.layout
-        let rowIndex = record.rows.count
-        // Reserve the row's place (parent before its nested rows); filled in below.
-        record.rows.append(EntityRow(entity: e, identity: nil, columns: [], toMany: []))
-        var columns = [SQLValue?](repeating: nil, count: layout.columns.count)
-        var toMany = [[IdentityKey]?](repeating: nil, count: layout.toMany.count)
+        let rowIndex = page.rows.count
+        // Reserve the row's place and slots (parent before its nested rows); filled in below.
+        let row = page.storage.appendRow(entity: e, layout: layout)
+        page.rows.append(row)
+        let v = row.valueStart
+        let l = row.linkStart
 
         var member = at + 1
         for _ in 0..<node.count {
@@ -128,28 +137,28 @@ struct RecordMapper {
                     guard let leaf = found else {
                         // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
                         switch kind {
-                        case .attribute(let slot): columns[slot] = .null
-                        case .toOne(let k): for s in layout.toOne[k].slots { columns[s] = .null }
-                        case .toMany(let k): toMany[k] = []
+                        case .attribute(let slot): page.storage.values[v + slot] = .null
+                        case .toOne(let k): for s in layout.toOne[k].slots { page.storage.values[v + s] = .null }
+                        case .toMany(let k): page.storage.linkSets[l + k] = []
                         }
                         continue
                     }
                     switch kind {
                     case .attribute(let slot):
-                        columns[slot] = try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c)
+                        page.storage.values[v + slot] = try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c)
                     case .toOne(let k):
                         let toOne = layout.toOne[k]
                         let depth = trail.count
                         enter(entity.rootKeys[rootKey].name, entity.targets[t])
                         guard let identity = try link(
                             leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
-                            into: &record, &c)
+                            into: &record, &page, &c)
                         else {
                             trail.removeLast(trail.count - depth)
                             continue
                         }
                         trail.removeLast(trail.count - depth)
-                        for (offset, value) in identity.values.enumerated() { columns[toOne.slots.lowerBound + offset] = value }
+                        for (offset, value) in identity.values.enumerated() { page.storage.values[v + toOne.slots.lowerBound + offset] = value }
                     case .toMany(let k):
                         let relationship = layout.toMany[k]
                         let list = c.nodes[leaf]
@@ -166,7 +175,7 @@ struct RecordMapper {
                             do throws(MappingFailure) {
                                 if let identity = try link(
                                     element, target: relationship.target, policy: entity.toManyPolicies[k], row: rowIndex,
-                                    slot: .toMany(index: k, position: identities.count), into: &record, &c)
+                                    slot: .toMany(index: k, position: identities.count), into: &record, &page, &c)
                                 {
                                     identities.append(identity)
                                 }
@@ -177,7 +186,7 @@ struct RecordMapper {
                             element = Int(c.nodes[element].end)
                         }
                         trail.removeLast(trail.count - depth)
-                        toMany[k] = identities
+                        page.storage.linkSets[l + k] = identities
                     }
                 } catch {
                     throw error.prepending(entity.targets[t].restNames.reversed().map { .key($0) } + [.key(entity.rootKeys[rootKey].name)])
@@ -186,13 +195,13 @@ struct RecordMapper {
         }
 
         var identity: IdentityKey?
-        if layout.identitySlots.count == 1, let value = columns[layout.identitySlots[0]], value != .null {
+        if layout.identitySlots.count == 1, let value = page.storage.values[v + layout.identitySlots[0]], value != .null {
             identity = .single(value)  // the common case, without an array
         } else if !layout.identitySlots.isEmpty {
             var values: [SQLValue] = []
             for slot in layout.identitySlots {
                 let key = entity.attributes[slot].key
-                guard let value = columns[slot] else {
+                guard let value = page.storage.values[v + slot] else {
                     throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name)
                         .prepending(.key(key))
                 }
@@ -204,21 +213,19 @@ struct RecordMapper {
             }
             identity = values.count == 1 ? .single(values[0]) : .composite(values)
         }
-        record.rows[rowIndex].identity = identity
-        record.rows[rowIndex].columns = columns
-        record.rows[rowIndex].toMany = toMany
+        page.rows[rowIndex].identity = identity
         return identity
     }
 
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
         _ index: Int, target: Int, policy: MissingTargetPolicy, row: Int, slot: Reference.Slot,
-        into record: inout DecodedRecord, _ c: inout Cursor
+        into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let node = c.nodes[index]
         switch node.kind {
         case .object:
-            return try mapObject(at: index, entity: target, into: &record, &c)
+            return try mapObject(at: index, entity: target, into: &record, &page, &c)
         case .array:
             throw MappingFailure(reason: "expected an object or an identity of '\(plan.entities[target].name)', got array")
         case .null where !isToManySlot(slot):

@@ -64,10 +64,10 @@ struct BatchWriter {
     private mutating func resolveAll() throws {
         var identities = [Set<IdentityKey>](repeating: [], count: store.layouts.count)
         for page in pages {
+            for row in page.rows {
+                if let identity = row.identity { identities[row.entity].insert(identity) }
+            }
             for record in page.records {
-                for row in record.rows {
-                    if let identity = row.identity { identities[row.entity].insert(identity) }
-                }
                 for reference in record.references { identities[reference.target].insert(reference.identity) }
             }
         }
@@ -83,13 +83,13 @@ struct BatchWriter {
     private mutating func foldCheckingReferences() {
         var known = existing.map { Set($0.keys) }
         folder.reserve(for: pages)
-        for page in pages {
-            for var record in page.records {
-                for row in record.rows { if let id = row.identity { known[row.entity].insert(id) } }
+        for var page in pages {
+            for record in page.records {
+                for r in record.rows { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
                 if !record.references.isEmpty {
                     if let missing = record.references.first(where: { $0.policy == .reject && !known[$0.target].contains($0.identity) }) {
                         outcome.rejections.append(RecordRejection(
-                            entity: store.model.entities[record.rows[0].entity].name,
+                            entity: store.model.entities[page.rows[record.rows.lowerBound].entity].name,
                             codingPath: missing.codingPath ?? "",
                             reason: "no '\(store.model.entities[missing.target].name)' with identity \(missing.identity)",
                             source: page.source, recordIndex: record.index, raw: record.raw ?? ""))
@@ -99,13 +99,14 @@ struct BatchWriter {
                     for reference in record.references where !known[reference.target].contains(reference.identity) {
                         switch reference.policy {
                         case .stub:
-                            folder.merge(folder.stub(reference.target, reference.identity))
+                            folder.addStub(reference.target, reference.identity)
                             known[reference.target].insert(reference.identity)
                         case .ignore:
+                            let row = page.rows[reference.row]
                             switch reference.slot {
                             case .toOne(let k):
-                                for slot in store.layouts[record.rows[reference.row].entity].toOne[k].slots {
-                                    record.rows[reference.row].columns[slot] = nil
+                                for slot in store.layouts[row.entity].toOne[k].slots {
+                                    page.storage.values[row.valueStart + slot] = nil
                                 }
                             case .toMany(let k, let position):
                                 dropped.append((reference.row, k, position))
@@ -116,10 +117,10 @@ struct BatchWriter {
                     }
                     // Remove ignored to-many links, last position first so earlier positions stay valid.
                     for drop in dropped.sorted(by: { $0.position > $1.position }) {
-                        record.rows[drop.row].toMany[drop.index]?.remove(at: drop.position)
+                        page.storage.linkSets[page.rows[drop.row].linkStart + drop.index]?.remove(at: drop.position)
                     }
                 }
-                for row in record.rows { folder.merge(row) }
+                for r in record.rows { folder.merge(page.rows[r], from: page.storage) }
             }
         }
     }
@@ -135,12 +136,14 @@ struct BatchWriter {
             // New rows 32 at a time per shape, links 64 at a time per relationship. The buffers
             // hold positions in `rows.rows`, not copies of the rows.
             let statements = self  // the writes below only bind and step statements
+            let columnCount = layout.columns.count
             try rows.rows.withUnsafeBufferPointer { all in
+              try rows.storage.values.withUnsafeBufferPointer { values in
                 // Rows are read in place through `all` (a copy of an `EntityRow` retains its
                 // arrays, which other threads allocated: measured, those retains were a tenth
                 // of the writer's time).
                 var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
-                    try statements.insert(positions, of: all, entity, mask)
+                    try statements.insert(positions, of: all, values, entity, mask)
                 }
                 var links = ChunkBuffer<Int, Link>(chunk: 64) { k, batch in
                     try statements.insertLinks(batch, entity, k)
@@ -152,10 +155,12 @@ struct BatchWriter {
                     guard let identity = all[position].identity else { continue }
                     let rowid = storedRows[identity]
                     let stored = rowid != nil
-                    var mask = all[position].columns.withUnsafeBufferPointer(ColumnMask.present)
+                    let columns = UnsafeBufferPointer(rebasing: values[all[position].valueStart..<all[position].valueStart + columnCount])
+                    var mask = ColumnMask.present(columns)
                     if stored {
                         for slot in identitySlots where mask.contains(slot) { mask = mask.removing(slot) }
-                        let changesLinks = all[position].toMany.contains { $0 != nil }
+                        let links = all[position].linkStart
+                        let changesLinks = layout.toMany.indices.contains { rows.storage.linkSets[links + $0] != nil }
                         if mask != ColumnMask() {
                             // A row the batch saved just before this one created: its rowid was not
                             // known to the lookup, so it is updated by identity.
@@ -168,11 +173,9 @@ struct BatchWriter {
                                 update = (mask, pending, statement)
                             }
                             var index: Int32 = 1
-                            all[position].columns.withUnsafeBufferPointer { columns in
-                                for slot in columns.indices where mask.contains(slot) {
-                                    statement.bind(columns[slot] ?? .null, at: index)
-                                    index += 1
-                                }
+                            for slot in columns.indices where mask.contains(slot) {
+                                statement.bind(columns[slot] ?? .null, at: index)
+                                index += 1
                             }
                             if pending {
                                 statement.bind(identity, from: index)
@@ -186,24 +189,28 @@ struct BatchWriter {
                         try inserts.add(position, to: mask)
                         outcome.inserted += 1
                     }
-                    for k in all[position].toMany.indices {
-                        guard let targets = all[position].toMany[k] else { continue }
+                    for k in layout.toMany.indices {
+                        guard let targets = rows.storage.linkSets[all[position].linkStart + k] else { continue }
                         try replaceLinks(of: identity, entity, k, targets, stored: stored, into: &links)
                     }
                     if touches { try store.touch(identity) }
                 }
                 try inserts.flush()
                 try links.flush()
+              }
             }
             try rows.anonymous.withUnsafeBufferPointer { all in
+              try rows.storage.values.withUnsafeBufferPointer { values in
                 var anonymous = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
-                    try statements.insert(positions, of: all, entity, mask)
+                    try statements.insert(positions, of: all, values, entity, mask)
                 }
                 for position in all.indices {
-                    try anonymous.add(position, to: all[position].columns.withUnsafeBufferPointer(ColumnMask.present))
+                    let start = all[position].valueStart
+                    try anonymous.add(position, to: ColumnMask.present(UnsafeBufferPointer(rebasing: values[start..<start + columnCount])))
                     outcome.inserted += 1
                 }
                 try anonymous.flush()
+              }
             }
         }
     }
@@ -263,15 +270,18 @@ struct BatchWriter {
         }
     }
 
-    private func insert(_ positions: [Int], of rows: UnsafeBufferPointer<EntityRow>, _ entity: Int, _ mask: ColumnMask) throws {
+    private func insert(
+        _ positions: [Int], of rows: UnsafeBufferPointer<EntityRow>, _ values: UnsafeBufferPointer<SQLValue?>,
+        _ entity: Int, _ mask: ColumnMask
+    ) throws {
         let statement = try shape(.insert(rows: positions.count), entity, mask)
+        let columnCount = store.layouts[entity].columns.count
         var index: Int32 = 1
         for position in positions {
-            rows[position].columns.withUnsafeBufferPointer { columns in
-                for slot in columns.indices where mask.contains(slot) {
-                    statement.bind(columns[slot] ?? .null, at: index)
-                    index += 1
-                }
+            let start = rows[position].valueStart
+            for slot in 0..<columnCount where mask.contains(slot) {
+                statement.bind(values[start + slot] ?? .null, at: index)
+                index += 1
             }
         }
         try statement.execute()

@@ -3,10 +3,11 @@
 struct RowFolder: Sendable {
     struct MergedRows: Sendable {
         var index: [IdentityKey: Int] = [:]
-        /// One row per identity, in first-seen order.
+        /// One row per identity, in first-seen order; their values are in `storage`.
         var rows: [EntityRow] = []
         /// Rows of an entity without identity: each is inserted.
         var anonymous: [EntityRow] = []
+        var storage = RowStorage()
     }
 
     let layouts: [EntityLayout]
@@ -26,55 +27,74 @@ struct RowFolder: Sendable {
         folder.reserve(for: pages)
         for page in pages {
             for record in page.records {
-                for row in record.rows { folder.merge(row) }
+                for r in record.rows { folder.merge(page.rows[r], from: page.storage) }
                 for reference in record.references where folder.merged[reference.target].index[reference.identity] == nil {
-                    folder.merge(folder.stub(reference.target, reference.identity))
+                    folder.addStub(reference.target, reference.identity)
                 }
             }
         }
         return folder
     }
 
-    /// Reserves room for the rows of `pages` (at most), so the indexes do not grow step by step.
+    /// Reserves room for the rows of `pages` (at most), so that nothing grows step by step.
     mutating func reserve(for pages: [DecodedPage]) {
         var counts = [Int](repeating: 0, count: layouts.count)
         for page in pages {
-            for record in page.records {
-                for row in record.rows { counts[row.entity] += 1 }
-            }
+            for row in page.rows { counts[row.entity] += 1 }
         }
         for (entity, count) in counts.enumerated() where count > 0 {
             merged[entity].index.reserveCapacity(count)
             merged[entity].rows.reserveCapacity(count)
+            merged[entity].storage.values.reserveCapacity(count * layouts[entity].columns.count)
+            merged[entity].storage.linkSets.reserveCapacity(count * layouts[entity].toMany.count)
         }
     }
 
-    mutating func merge(_ row: EntityRow) {
+    /// Merges `row`, whose values are in `source`: a new identity is copied in; a known one
+    /// takes the row's present columns and to-many sets (later wins, key by key).
+    mutating func merge(_ row: EntityRow, from source: RowStorage) {
+        let layout = layouts[row.entity]
+        let columnCount = layout.columns.count
+        let linkCount = layout.toMany.count
         guard let identity = row.identity else {
-            merged[row.entity].anonymous.append(row)
+            var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout)
+            copy.identity = nil
+            merged[row.entity].storage.overwrite(copy, with: row, from: source, columns: columnCount, links: linkCount)
+            merged[row.entity].anonymous.append(copy)
             return
         }
         if let at = merged[row.entity].index[identity] {
-            for (slot, value) in row.columns.enumerated() where value != nil {
-                merged[row.entity].rows[at].columns[slot] = value
-            }
-            for (k, links) in row.toMany.enumerated() where links != nil {
-                merged[row.entity].rows[at].toMany[k] = links
-            }
+            let target = merged[row.entity].rows[at]
+            merged[row.entity].storage.overwrite(target, with: row, from: source, columns: columnCount, links: linkCount)
         } else {
+            let copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout, identity: identity)
+            merged[row.entity].storage.overwrite(copy, with: row, from: source, columns: columnCount, links: linkCount)
             merged[row.entity].index[identity] = merged[row.entity].rows.count
-            merged[row.entity].rows.append(row)
+            merged[row.entity].rows.append(copy)
         }
     }
 
-    /// A row holding only `identity`.
-    func stub(_ entity: Int, _ identity: IdentityKey) -> EntityRow {
+    /// Adds a row holding only `identity` unless the identity is in the batch already.
+    mutating func addStub(_ entity: Int, _ identity: IdentityKey) {
+        guard merged[entity].index[identity] == nil else { return }
         let layout = layouts[entity]
-        var columns = [SQLValue?](repeating: nil, count: layout.columns.count)
-        for (slot, value) in zip(layout.identitySlots, identity.values) { columns[slot] = value }
-        return EntityRow(
-            entity: entity, identity: identity, columns: columns,
-            toMany: [[IdentityKey]?](repeating: nil, count: layout.toMany.count))
+        let row = merged[entity].storage.appendRow(entity: entity, layout: layout, identity: identity)
+        for (slot, value) in zip(layout.identitySlots, identity.values) { merged[entity].storage.values[row.valueStart + slot] = value }
+        merged[entity].index[identity] = merged[entity].rows.count
+        merged[entity].rows.append(row)
+    }
+}
+
+extension RowStorage {
+    /// Copies the present columns and to-many sets of `row` (in `source`) over those of `target`
+    /// (in this storage).
+    mutating func overwrite(_ target: EntityRow, with row: EntityRow, from source: RowStorage, columns: Int, links: Int) {
+        for slot in 0..<columns {
+            if let value = source.values[row.valueStart + slot] { values[target.valueStart + slot] = value }
+        }
+        for k in 0..<links {
+            if let set = source.linkSets[row.linkStart + k] { linkSets[target.linkStart + k] = set }
+        }
     }
 }
 

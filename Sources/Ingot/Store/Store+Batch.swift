@@ -60,7 +60,11 @@ extension Store {
         let folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
         // The records live on in the folded rows; the pages keep only what the writer counts.
         var pages = pages
-        for k in pages.indices { pages[k].records = [] }
+        for k in pages.indices {
+            pages[k].records = []
+            pages[k].rows = []
+            pages[k].storage = RowStorage()
+        }
         guard let reader = readerLookup else { return PreparedBatch(pages: pages, folded: folder, existing: nil) }
         var existing = [[IdentityKey: Int64]](repeating: [:], count: layouts.count)
         do {
