@@ -68,6 +68,8 @@ struct EntityRow: Sendable {
     /// column, `nil` when the source did not mention it (the stored value stays), `.null` when
     /// it said null.
     var valueStart: Int
+    /// The slots it holds a value for (`.null` included): the columns its statement writes.
+    var mask = ColumnMask()
     /// Where its to-many sets start in the storage's `linkSets`: one per to-many relationship of
     /// the layout, `nil` when absent (links stay), else the complete new set of target
     /// identities in JSON order (`[]` clears).

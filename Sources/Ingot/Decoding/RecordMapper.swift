@@ -118,6 +118,7 @@ struct RecordMapper {
         page.rows.append(row)
         let v = row.valueStart
         let l = row.linkStart
+        var mask = ColumnMask()
 
         var member = at + 1
         for _ in 0..<node.count {
@@ -137,8 +138,14 @@ struct RecordMapper {
                     guard let leaf = found else {
                         // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
                         switch kind {
-                        case .attribute(let slot): page.storage.values[v + slot] = .null
-                        case .toOne(let k): for s in layout.toOne[k].slots { page.storage.values[v + s] = .null }
+                        case .attribute(let slot):
+                            page.storage.values[v + slot] = .null
+                            mask.insert(slot)
+                        case .toOne(let k):
+                            for s in layout.toOne[k].slots {
+                                page.storage.values[v + s] = .null
+                                mask.insert(s)
+                            }
                         case .toMany(let k): page.storage.linkSets[l + k] = []
                         }
                         continue
@@ -146,6 +153,7 @@ struct RecordMapper {
                     switch kind {
                     case .attribute(let slot):
                         page.storage.values[v + slot] = try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c)
+                        mask.insert(slot)
                     case .toOne(let k):
                         let toOne = layout.toOne[k]
                         let depth = trail.count
@@ -158,7 +166,10 @@ struct RecordMapper {
                             continue
                         }
                         trail.removeLast(trail.count - depth)
-                        for (offset, value) in identity.values.enumerated() { page.storage.values[v + toOne.slots.lowerBound + offset] = value }
+                        for (offset, value) in identity.values.enumerated() {
+                            page.storage.values[v + toOne.slots.lowerBound + offset] = value
+                            mask.insert(toOne.slots.lowerBound + offset)
+                        }
                     case .toMany(let k):
                         let relationship = layout.toMany[k]
                         let list = c.nodes[leaf]
@@ -214,6 +225,7 @@ struct RecordMapper {
             identity = values.count == 1 ? .single(values[0]) : .composite(values)
         }
         page.rows[rowIndex].identity = identity
+        page.rows[rowIndex].mask = mask
         return identity
     }
 

@@ -24,6 +24,8 @@ struct BatchWriter {
 
     /// Per entity: identities already stored before this batch.
     private var existing: [[IdentityKey: Int64]]
+    /// Per entity, per folded row: its stored rowid (computed from `existing` when not given).
+    private var rowids: [[Int64?]]?
     /// The batch's rows folded by identity.
     private var folder: RowFolder
     /// Folded before the batch reached the writer (every relationship stubs).
@@ -33,6 +35,7 @@ struct BatchWriter {
         self.store = store
         self.pages = batch.pages
         existing = batch.existing ?? Array(repeating: [:], count: store.layouts.count)
+        rowids = batch.rowids
         resolved = batch.existing != nil
         prefolded = batch.folded != nil
         folder = batch.folded ?? RowFolder(layouts: store.layouts)
@@ -107,6 +110,7 @@ struct BatchWriter {
                             case .toOne(let k):
                                 for slot in store.layouts[row.entity].toOne[k].slots {
                                     page.storage.values[row.valueStart + slot] = nil
+                                    page.rows[reference.row].mask = page.rows[reference.row].mask.removing(slot)
                                 }
                             case .toMany(let k, let position):
                                 dropped.append((reference.row, k, position))
@@ -131,7 +135,7 @@ struct BatchWriter {
         for (entity, rows) in folder.merged.enumerated() {
             let layout = store.layouts[entity]
             let identitySlots = layout.identitySlots
-            let storedRows = existing[entity]
+            let storedRowids = rowids?[entity] ?? rows.rowids(existing[entity])
             let touches = store.replaceEntity == entity
             // New rows 32 at a time per shape, links 64 at a time per relationship. The buffers
             // hold positions in `rows.rows`, not copies of the rows.
@@ -153,10 +157,10 @@ struct BatchWriter {
                 // identity order walks the B-trees forwards instead of jumping around them.
                 for position in BatchWriter.identityOrder(all) {
                     guard let identity = all[position].identity else { continue }
-                    let rowid = storedRows[identity]
+                    let rowid = storedRowids[position]
                     let stored = rowid != nil
                     let columns = UnsafeBufferPointer(rebasing: values[all[position].valueStart..<all[position].valueStart + columnCount])
-                    var mask = ColumnMask.present(columns)
+                    var mask = all[position].mask
                     if stored {
                         for slot in identitySlots where mask.contains(slot) { mask = mask.removing(slot) }
                         let links = all[position].linkStart
@@ -205,8 +209,7 @@ struct BatchWriter {
                     try statements.insert(positions, of: all, values, entity, mask)
                 }
                 for position in all.indices {
-                    let start = all[position].valueStart
-                    try anonymous.add(position, to: ColumnMask.present(UnsafeBufferPointer(rebasing: values[start..<start + columnCount])))
+                    try anonymous.add(position, to: all[position].mask)
                     outcome.inserted += 1
                 }
                 try anonymous.flush()
@@ -356,12 +359,6 @@ struct BatchWriter {
 }
 
 extension ColumnMask {
-    /// The slots of `columns` the source mentioned (not `nil`).
-    static func present(_ columns: UnsafeBufferPointer<SQLValue?>) -> ColumnMask {
-        var mask = ColumnMask()
-        for slot in columns.indices where columns[slot] != nil { mask.insert(slot) }
-        return mask
-    }
 
     func removing(_ slot: Int) -> ColumnMask {
         var copy = self

@@ -8,6 +8,15 @@ struct RowFolder: Sendable {
         /// Rows of an entity without identity: each is inserted.
         var anonymous: [EntityRow] = []
         var storage = RowStorage()
+
+        /// The stored rowid of each row (`nil`: not stored), from the identities `found` stored.
+        func rowids(_ found: [IdentityKey: Int64]) -> [Int64?] {
+            var ids = [Int64?](repeating: nil, count: rows.count)
+            for (key, rowid) in found {
+                if let position = index[key] { ids[position] = rowid }
+            }
+            return ids
+        }
     }
 
     let layouts: [EntityLayout]
@@ -58,17 +67,17 @@ struct RowFolder: Sendable {
         let linkCount = layout.toMany.count
         guard let identity = row.identity else {
             var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout)
-            copy.identity = nil
-            merged[row.entity].storage.overwrite(copy, with: row, from: source, columns: columnCount, links: linkCount)
+            merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
             merged[row.entity].anonymous.append(copy)
             return
         }
         if let at = merged[row.entity].index[identity] {
-            let target = merged[row.entity].rows[at]
-            merged[row.entity].storage.overwrite(target, with: row, from: source, columns: columnCount, links: linkCount)
+            var target = merged[row.entity].rows[at]
+            merged[row.entity].storage.overwrite(&target, with: row, from: source, columns: columnCount, links: linkCount)
+            merged[row.entity].rows[at].mask = target.mask
         } else {
-            let copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout, identity: identity)
-            merged[row.entity].storage.overwrite(copy, with: row, from: source, columns: columnCount, links: linkCount)
+            var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout, identity: identity)
+            merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
             merged[row.entity].index[identity] = merged[row.entity].rows.count
             merged[row.entity].rows.append(copy)
         }
@@ -78,8 +87,11 @@ struct RowFolder: Sendable {
     mutating func addStub(_ entity: Int, _ identity: IdentityKey) {
         guard merged[entity].index[identity] == nil else { return }
         let layout = layouts[entity]
-        let row = merged[entity].storage.appendRow(entity: entity, layout: layout, identity: identity)
-        for (slot, value) in zip(layout.identitySlots, identity.values) { merged[entity].storage.values[row.valueStart + slot] = value }
+        var row = merged[entity].storage.appendRow(entity: entity, layout: layout, identity: identity)
+        for (slot, value) in zip(layout.identitySlots, identity.values) {
+            merged[entity].storage.values[row.valueStart + slot] = value
+            row.mask.insert(slot)
+        }
         merged[entity].index[identity] = merged[entity].rows.count
         merged[entity].rows.append(row)
     }
@@ -88,10 +100,11 @@ struct RowFolder: Sendable {
 extension RowStorage {
     /// Copies the present columns and to-many sets of `row` (in `source`) over those of `target`
     /// (in this storage).
-    mutating func overwrite(_ target: EntityRow, with row: EntityRow, from source: RowStorage, columns: Int, links: Int) {
-        for slot in 0..<columns {
-            if let value = source.values[row.valueStart + slot] { values[target.valueStart + slot] = value }
+    mutating func overwrite(_ target: inout EntityRow, with row: EntityRow, from source: RowStorage, columns: Int, links: Int) {
+        for slot in 0..<columns where row.mask.contains(slot) {
+            values[target.valueStart + slot] = source.values[row.valueStart + slot]
         }
+        target.mask.formUnion(row.mask)
         for k in 0..<links {
             if let set = source.linkSets[row.linkStart + k] { linkSets[target.linkStart + k] = set }
         }
@@ -107,4 +120,6 @@ struct PreparedBatch: Sendable {
     var folded: RowFolder?
     /// Per entity, the stored identities and their rowids, when resolved before the writer.
     var existing: [[IdentityKey: Int64]]?
+    /// The same, per folded row (`nil`: not stored), so that the writer need not hash identities.
+    var rowids: [[Int64?]]? = nil
 }

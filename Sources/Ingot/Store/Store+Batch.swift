@@ -18,6 +18,11 @@ struct ColumnMask: Hashable {
         if slot < 64 { low |= 1 << UInt64(slot) } else { high |= 1 << UInt64(slot - 64) }
     }
 
+    @inline(__always) mutating func formUnion(_ other: ColumnMask) {
+        low |= other.low
+        high |= other.high
+    }
+
     @inline(__always) func contains(_ slot: Int) -> Bool {
         slot < 64 ? low & (1 << UInt64(slot)) != 0 : high & (1 << UInt64(slot - 64)) != 0
     }
@@ -67,19 +72,21 @@ extension Store {
         }
         guard let reader = readerLookup else { return PreparedBatch(pages: pages, folded: folder, existing: nil) }
         var existing = [[IdentityKey: Int64]](repeating: [:], count: layouts.count)
+        var rowids = [[Int64?]](repeating: [], count: layouts.count)
         do {
             for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
                 var found = try reader.stored(entity, rows.index.keys)
                 for key in rows.index.keys where found[key] == nil && uncommitted.contains(key, entity: entity) {
                     found[key] = IdentityLookup.pendingRowid
                 }
+                rowids[entity] = rows.rowids(found)
                 existing[entity] = found
             }
         } catch {
             // The writer looks them up itself.
             return PreparedBatch(pages: pages, folded: folder, existing: nil)
         }
-        return PreparedBatch(pages: pages, folded: folder, existing: existing)
+        return PreparedBatch(pages: pages, folded: folder, existing: existing, rowids: rowids)
     }
 
     /// Saves a batch of decoded pages in one transaction, in page order, so that later pages win.
