@@ -59,6 +59,14 @@ struct PipelineConfigTests {
             == "p.yml:8:12: table name 'a; DROP TABLE x' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
     }
 
+    @Test func tooManyColumnsAreRefused() {
+        let attributes = (0..<128).map { "c\($0): string" }.joined(separator: ", ")
+        let wide = base.replacingOccurrences(of: "{id: integer}", with: "{id: integer, \(attributes)}")
+        #expect(error(wide) == "p.yml:5:3: entity 'a' has 129 columns (attributes and to-one keys); at most 128 are supported")
+        let fits = base.replacingOccurrences(of: "{id: integer}", with: "{id: integer, \((0..<127).map { "c\($0): string" }.joined(separator: ", "))}")
+        #expect(error(fits) == nil)
+    }
+
     @Test func rootMustBeDeclared() {
         #expect(error(base.replacingOccurrences(of: "root: a", with: "root: b")) == "p.yml:3:7: root entity 'b' is not declared under entities")
     }

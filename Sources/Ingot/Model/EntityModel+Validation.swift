@@ -54,6 +54,12 @@ extension EntityModel {
                     add(.attribute(entity: e, name: attribute.name), "key '\(attribute.key)' has an empty path component")
                 }
             }
+            let keyColumns = entity.relationships.filter { !$0.isToMany }.reduce(0) { count, relationship in
+                count + max(1, entities.first { $0.name == relationship.target }?.identity.count ?? 1)
+            }
+            if entity.attributes.count + keyColumns > ColumnMask.capacity {
+                add(.entity(e), "entity '\(e)' has \(entity.attributes.count + keyColumns) columns (attributes and to-one keys); at most \(ColumnMask.capacity) are supported")
+            }
             for name in entity.identity where entity.attribute(named: name) == nil {
                 add(.identity(entity: e), "identity '\(name)' names no attribute of entity '\(e)'")
             }

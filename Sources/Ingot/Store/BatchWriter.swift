@@ -358,14 +358,6 @@ struct BatchWriter {
     }
 }
 
-extension ColumnMask {
-
-    func removing(_ slot: Int) -> ColumnMask {
-        var copy = self
-        if slot < 64 { copy.low &= ~(1 << UInt64(slot)) } else { copy.high &= ~(1 << UInt64(slot - 64)) }
-        return copy
-    }
-}
 
 extension IdentityKey {
     /// An order on identities (integers, then reals, then text; composites component-wise), for

@@ -9,25 +9,6 @@ struct BatchOutcome: Sendable {
     var rejections: [RecordRejection] = []
 }
 
-/// Which columns a statement writes: one bit per layout slot (at most 128).
-struct ColumnMask: Hashable {
-    var low: UInt64 = 0
-    var high: UInt64 = 0
-
-    @inline(__always) mutating func insert(_ slot: Int) {
-        if slot < 64 { low |= 1 << UInt64(slot) } else { high |= 1 << UInt64(slot - 64) }
-    }
-
-    @inline(__always) mutating func formUnion(_ other: ColumnMask) {
-        low |= other.low
-        high |= other.high
-    }
-
-    @inline(__always) func contains(_ slot: Int) -> Bool {
-        slot < 64 ? low & (1 << UInt64(slot)) != 0 : high & (1 << UInt64(slot - 64)) != 0
-    }
-}
-
 /// The identities of the batches handed to the writer and not committed yet, per batch number
 /// and entity. A read connection does not see those rows, so ``Store/prepare(_:uncommitted:)``
 /// counts them as stored.
