@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test run bench chaos clean
+.PHONY: all deps build release test run bench instructions chaos clean
 
 all: build
 
@@ -40,6 +40,11 @@ run: release
 ## bench: people-200k (BENCH_ARGS=--big adds people-1M); results go to docs/benchmarks.md by hand
 bench: release
 	python3 Benchmarks/bench.py --ingot $(RELEASE) $(BENCH_ARGS)
+
+## instructions: instruction count of a people-20k run under callgrind (deterministic; see docs/benchmarks.md)
+instructions: release
+	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
+	scripts/instructions.sh $(RELEASE)
 
 ## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state
 chaos: release
