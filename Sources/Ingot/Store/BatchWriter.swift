@@ -133,89 +133,89 @@ struct BatchWriter {
 
     mutating func write() throws {
         for (entity, rows) in folder.merged.enumerated() {
-            let layout = store.layouts[entity]
-            let identitySlots = layout.identitySlots
-            let storedRowids = rowids?[entity] ?? rows.rowids(existing[entity])
-            let touches = store.replaceEntity == entity
-            // New rows 32 at a time per shape, links 64 at a time per relationship. The buffers
-            // hold positions in `rows.rows`, not copies of the rows.
-            let statements = self  // the writes below only bind and step statements
-            let columnCount = layout.columns.count
-            try rows.rows.withUnsafeBufferPointer { all in
-              try rows.storage.values.withUnsafeBufferPointer { values in
-                // Rows are read in place through `all` (a copy of an `EntityRow` retains its
-                // arrays, which other threads allocated: measured, those retains were a tenth
-                // of the writer's time).
+            try writeRows(of: entity, rows)
+            try insertAnonymous(of: entity, rows)
+        }
+    }
+
+    /// Writes the rows of `entity` that have an identity: an update (by rowid, or by identity
+    /// when an uncommitted batch created it) or a queued insert each, then its links.
+    private mutating func writeRows(of entity: Int, _ rows: RowFolder.MergedRows) throws {
+        let layout = store.layouts[entity]
+        let rowids = self.rowids?[entity] ?? rows.rowids(existing[entity])
+        let touches = store.replaceEntity == entity
+        let statements = self  // the closures below only bind and step statements
+        // Rows and values are read in place, not copied (a copy retains storage that another
+        // thread allocated; measured, such retains once took a tenth of the writer's time).
+        try rows.rows.withUnsafeBufferPointer { all in
+            try rows.storage.values.withUnsafeBufferPointer { values in
+                // New rows 32 at a time per shape, links 64 at a time per relationship.
                 var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
                     try statements.insert(positions, of: all, values, entity, mask)
                 }
                 var links = ChunkBuffer<Int, Link>(chunk: 64) { k, batch in
                     try statements.insertLinks(batch, entity, k)
                 }
-                var update: (mask: ColumnMask, pending: Bool, statement: RawStatement)?
+                var lastUpdate: (mask: ColumnMask, pending: Bool, statement: RawStatement)?
                 // Rows are unique per identity here, so their order is free: writing them in
                 // identity order walks the B-trees forwards instead of jumping around them.
                 for position in BatchWriter.identityOrder(all) {
-                    guard let identity = all[position].identity else { continue }
-                    let rowid = storedRowids[position]
-                    let stored = rowid != nil
-                    let columns = UnsafeBufferPointer(rebasing: values[all[position].valueStart..<all[position].valueStart + columnCount])
-                    var mask = all[position].mask
-                    if stored {
-                        for slot in identitySlots where mask.contains(slot) { mask = mask.removing(slot) }
-                        let links = all[position].linkStart
-                        let changesLinks = layout.toMany.indices.contains { rows.storage.linkSets[links + $0] != nil }
+                    let row = all[position]
+                    guard let identity = row.identity else { continue }
+                    let rowid = rowids[position]
+                    if let rowid {
+                        var mask = row.mask
+                        for slot in layout.identitySlots { mask = mask.removing(slot) }
+                        let changesLinks = layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil }
                         if mask != ColumnMask() {
-                            // A row the batch saved just before this one created: its rowid was not
-                            // known to the lookup, so it is updated by identity.
+                            // Rows an uncommitted batch created have no known rowid: by identity.
                             let pending = rowid == IdentityLookup.pendingRowid
                             let statement: RawStatement
-                            if let last = update, last.mask == mask, last.pending == pending {
+                            if let last = lastUpdate, last.mask == mask, last.pending == pending {
                                 statement = last.statement
                             } else {
                                 statement = try shape(pending ? .updateByIdentity : .update, entity, mask)
-                                update = (mask, pending, statement)
+                                lastUpdate = (mask, pending, statement)
                             }
                             var index: Int32 = 1
-                            for slot in columns.indices where mask.contains(slot) {
-                                statement.bind(columns[slot] ?? .null, at: index)
+                            for slot in 0..<layout.columns.count where mask.contains(slot) {
+                                statement.bind(values[row.valueStart + slot] ?? .null, at: index)
                                 index += 1
                             }
-                            if pending {
-                                statement.bind(identity, from: index)
-                            } else {
-                                statement.bind(.integer(rowid ?? 0), at: index)
-                            }
+                            if pending { statement.bind(identity, from: index) } else { statement.bind(.integer(rowid), at: index) }
                             try statement.execute()
                         }
                         if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
                     } else {
-                        try inserts.add(position, to: mask)
+                        try inserts.add(position, to: row.mask)
                         outcome.inserted += 1
                     }
                     for k in layout.toMany.indices {
-                        guard let targets = rows.storage.linkSets[all[position].linkStart + k] else { continue }
-                        try replaceLinks(of: identity, entity, k, targets, stored: stored, into: &links)
+                        guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
+                        try replaceLinks(of: identity, entity, k, targets, stored: rowid != nil, into: &links)
                     }
                     if touches { try store.touch(identity) }
                 }
                 try inserts.flush()
                 try links.flush()
-              }
-            }
-            try rows.anonymous.withUnsafeBufferPointer { all in
-              try rows.storage.values.withUnsafeBufferPointer { values in
-                var anonymous = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
-                    try statements.insert(positions, of: all, values, entity, mask)
-                }
-                for position in all.indices {
-                    try anonymous.add(position, to: all[position].mask)
-                    outcome.inserted += 1
-                }
-                try anonymous.flush()
-              }
             }
         }
+    }
+
+    /// Inserts the rows of `entity` that have no identity (each is a new row).
+    private mutating func insertAnonymous(of entity: Int, _ rows: RowFolder.MergedRows) throws {
+        guard !rows.anonymous.isEmpty else { return }
+        let statements = self
+        try rows.anonymous.withUnsafeBufferPointer { all in
+            try rows.storage.values.withUnsafeBufferPointer { values in
+                var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
+                    try statements.insert(positions, of: all, values, entity, mask)
+                }
+                for position in all.indices { try inserts.add(position, to: all[position].mask) }
+                try inserts.flush()
+            }
+        }
+        outcome.inserted += rows.anonymous.count
     }
 
     /// The positions of `rows` in identity order (rows without identity last).
