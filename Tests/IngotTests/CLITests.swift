@@ -55,6 +55,14 @@ struct CLITests {
         #expect(json["inserted"] == "0")
     }
 
+    @Test func aDatabaseThatCannotOpenFailsWithExitOneAndASummary() throws {
+        let result = try run(["run", "pipelines/people.yml", "--db", "/proc/no-such-dir/x.db", "--no-archive"])
+        #expect(result.status == 1)
+        let lines = result.stderr.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.contains("msg=run.failed") && $0.contains("db=/proc/no-such-dir/x.db") }, "\(lines)")
+        #expect(lines.last?.contains("msg=run.summary") == true && lines.last?.contains("status=failed") == true, "\(lines)")
+    }
+
     @Test func bundledArchiveVerifiesListsAndReplays() throws {
         let verify = try run(["archive", "verify", "pipelines/samples/people.ingot"])
         #expect(verify.status == 0)

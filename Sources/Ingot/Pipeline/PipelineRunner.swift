@@ -47,15 +47,29 @@ public final class PipelineRunner: Sendable {
         let started = Date()
         activeSource.value.withLock { $0 = source }
         defer { activeSource.value.withLock { $0 = nil } }
+        func failedToStart(_ error: any Error) -> RunSummary {
+            let logger = self.logger
+            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
+            let failed = RunSummary(
+                runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(),
+                duration: Date().timeIntervalSince(started), error: "\(error)")
+            PipelineRunner.logSummary(failed, logger)
+            return failed
+        }
+        let store: any IngestStore
+        do {
+            store = try Store(path: options.databasePath, model: config.model, options: options.store)
+        } catch {
+            return failedToStart(error)
+        }
         var resumed: UnfinishedRun?
         if options.resume {
             do {
-                resumed = try Store.unfinishedRun(databasePath: options.databasePath, model: config.model, pipeline: config.name)
+                resumed = try store.unfinishedRun(pipeline: config.name)
                 if let state = resumed?.resumeState { try source.resume(from: state) }
             } catch {
-                logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
-                return RunSummary(
-                    runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(), duration: 0, error: "\(error)")
+                try? store.close()
+                return failedToStart(error)
             }
         }
         let runID = resumed?.runID ?? options.runID ?? PipelineRunner.makeRunID(started)
@@ -71,11 +85,9 @@ public final class PipelineRunner: Sendable {
             return s
         }
 
-        let store: Store
         let archive: ArchiveStage?
         do {
             archive = try makeArchive(runID: runID, started: started)
-            store = try Store(path: options.databasePath, model: config.model, options: options.store)
             if let resumed {
                 try store.reopenRun(id: resumed.runID, archive: archive?.path)
                 logger.info("run.resumed", metadata: [
@@ -88,6 +100,7 @@ public final class PipelineRunner: Sendable {
                 try store.beginReplace(entity: root)
             }
         } catch {
+            try? store.close()
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
             return summary(.failed, RunCounters(), "\(error)")
         }

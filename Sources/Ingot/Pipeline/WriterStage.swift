@@ -16,7 +16,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
     /// Also used by the assembler to prepare batches: `Store.prepare` reads only the model and
     /// the store's read connection, which belongs to the assembler's queue.
-    let store: Store
+    let store: any IngestStore
     private let runID: String
     /// What `write: replace` does at the end of this run.
     private let replace: ReplaceAtEnd
@@ -54,7 +54,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private(set) var failure: (any Error)?
 
     init(
-        store: Store, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
+        store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false,
         finished: @escaping @Sendable () -> Void
     ) {

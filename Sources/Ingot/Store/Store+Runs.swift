@@ -16,7 +16,7 @@ extension Store {
     /// Inside a batch's transaction: stores its rejections and the run's counters so far.
     func recordProgress(
         runID: String, counters: RunCounters, lastSeq: Int?, resumeState: String?, rejections: [RecordRejection],
-        state: [(pipeline: String, key: String, value: String)] = []
+        state: [(pipeline: String, key: String, value: String)]
     ) throws {
         for item in state {
             let upsert = try statement(
@@ -76,15 +76,6 @@ extension Store {
             return UnfinishedRun(
                 runID: row["run_id"], counters: counters, lastSeq: row["last_seq"] ?? 0, resumeState: row["resume_state"])
         }
-    }
-
-    /// ``unfinishedRun(pipeline:)`` of the database at `databasePath`, without keeping it open;
-    /// `nil` when there is no database yet.
-    static func unfinishedRun(databasePath: String, model: EntityModel, pipeline: String) throws -> UnfinishedRun? {
-        guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
-        let store = try Store(path: databasePath, model: model)
-        defer { try? store.close() }
-        return try store.unfinishedRun(pipeline: pipeline)
     }
 
     /// A kept value (the incremental cursor) of the database at `databasePath`; `nil` when there is none.
