@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import GRDB
 import Testing
 
 @testable import Ingot
@@ -337,6 +338,51 @@ struct TransactionTests {
         source.gate.signal()
         done.wait()
         #expect(try rows(path, "SELECT id FROM person ORDER BY id") == [["1"], ["2"]])
+    }
+
+    /// A batch that fails rolls back the open transaction (the batches saved in it before too);
+    /// what was committed stays, and `--resume` redoes the rest exactly.
+    @Test func aFailingBatchRollsBackItsTransactionAndResumeRedoesIt() throws {
+        let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
+        let dir = temporaryDirectory()
+        let pages = dir.appendingPathComponent("pages")
+        try FileManager.default.createDirectory(at: pages, withIntermediateDirectories: true)
+        // 12 pages of 10 persons: ids 0..<120.
+        for p in 0..<12 {
+            let records = (0..<10).map { #"{"id": \#(p * 10 + $0), "name": "n\#(p * 10 + $0)"}"# }.joined(separator: ",")
+            try page(records).write(to: pages.appendingPathComponent(String(format: "page-%02d.json", p)), atomically: true, encoding: .utf8)
+        }
+        var options = RunOptions()
+        options.databasePath = dir.appendingPathComponent("r.db").path
+        options.progressInterval = 0
+        options.batchRecords = 10
+        options.commitRecords = 40  // batches 1-4 commit together, then 5-8, then 9-12
+        // The database refuses person 75 (in batch 8), as a full disk would refuse a write.
+        _ = try Store(path: options.databasePath, model: config.model).close()
+        try DatabaseQueue(path: options.databasePath).write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON person WHEN NEW.id = 75 BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        func run(resume: Bool) throws -> RunSummary {
+            var options = options
+            options.resume = resume
+            return PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+                .run(source: try DirectoryPageSource(directory: pages.path, glob: "page-*.json"))
+        }
+        let failed = try run(resume: false)
+        #expect(failed.status == .failed)
+        #expect(failed.error?.contains("refused") == true)
+        // Batches 1-4 were committed; 5-7 shared the transaction batch 8 rolled back.
+        #expect(failed.counters.records == 40)
+        #expect(try rows(options.databasePath, "SELECT count(*), max(id) FROM person") == [["40", "39"]])
+        #expect(try rows(options.databasePath, "SELECT records, last_seq FROM _ingot_runs") == [["40", "4"]])
+
+        try DatabaseQueue(path: options.databasePath).write { db in try db.execute(sql: "DROP TRIGGER refuse") }
+        let resumed = try run(resume: true)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.runID == failed.runID)
+        #expect(resumed.counters.records == 120)
+        #expect(resumed.counters.inserted == 120)
+        #expect(try rows(options.databasePath, "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM person") == [["120", "120", "0", "119"]])
     }
 
     @Test func theNextBatchSeesRowsOfUncommittedBatches() throws {
