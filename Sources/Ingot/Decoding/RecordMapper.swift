@@ -63,6 +63,7 @@ struct RecordMapper {
                 while index < array.count {
                     let firstRow = page.rows.count
                     let valueCount = page.storage.values.count
+                    let textCount = page.storage.text.count
                     let linkCount = page.storage.linkSets.count
                     var record = DecodedRecord(index: index, rows: firstRow..<firstRow, references: [], raw: nil)
                     trail.removeAll(keepingCapacity: true)
@@ -85,7 +86,7 @@ struct RecordMapper {
                     } catch {
                         // No partial row of a rejected record is kept.
                         page.rows.removeSubrange(firstRow...)
-                        page.storage.truncate(values: valueCount, linkSets: linkCount)
+                        page.storage.truncate(values: valueCount, text: textCount, linkSets: linkCount)
                         let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
                         page.rejections.append(RecordRejection(
                             entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
@@ -152,7 +153,12 @@ struct RecordMapper {
                     }
                     switch kind {
                     case .attribute(let slot):
-                        page.storage.values[v + slot] = try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c)
+                        if case .string = entity.types[slot], c.nodes[leaf].kind == .string {
+                            // Plain text: its bytes go from the page to the storage as they are.
+                            page.storage.setText(v + slot, c.bytes(c.nodes[leaf]))
+                        } else {
+                            page.storage.set(v + slot, try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c))
+                        }
                         mask.insert(slot)
                     case .toOne(let k):
                         let toOne = layout.toOne[k]
@@ -167,7 +173,7 @@ struct RecordMapper {
                         }
                         trail.removeLast(trail.count - depth)
                         for (offset, value) in identity.values.enumerated() {
-                            page.storage.values[v + toOne.slots.lowerBound + offset] = value
+                            page.storage.set(v + toOne.slots.lowerBound + offset, value)
                             mask.insert(toOne.slots.lowerBound + offset)
                         }
                     case .toMany(let k):
@@ -206,13 +212,13 @@ struct RecordMapper {
         }
 
         var identity: IdentityKey?
-        if layout.identitySlots.count == 1, let value = page.storage.values[v + layout.identitySlots[0]], value != .null {
+        if layout.identitySlots.count == 1, let value = page.storage.value(v + layout.identitySlots[0]), value != .null {
             identity = .single(value)  // the common case, without an array
         } else if !layout.identitySlots.isEmpty {
             var values: [SQLValue] = []
             for slot in layout.identitySlots {
                 let key = entity.attributes[slot].key
-                guard let value = page.storage.values[v + slot] else {
+                guard let value = page.storage.value(v + slot) else {
                     throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name)
                         .prepending(.key(key))
                 }

@@ -148,7 +148,7 @@ struct BatchWriter {
         // Rows and values are read in place, not copied (a copy retains storage that another
         // thread allocated; measured, such retains once took a tenth of the writer's time).
         try rows.rows.withUnsafeBufferPointer { all in
-            try rows.storage.values.withUnsafeBufferPointer { values in
+            try rows.storage.withView { values in
                 // New rows 32 at a time per shape, links 64 at a time per relationship.
                 var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
                     try statements.insert(positions, of: all, values, entity, mask)
@@ -179,7 +179,7 @@ struct BatchWriter {
                             }
                             var index: Int32 = 1
                             for slot in 0..<layout.columns.count where mask.contains(slot) {
-                                statement.bind(values[row.valueStart + slot] ?? .null, at: index)
+                                statement.bind(values, row.valueStart + slot, at: index)
                                 index += 1
                             }
                             if pending { statement.bind(identity, from: index) } else { statement.bind(.integer(rowid), at: index) }
@@ -207,7 +207,7 @@ struct BatchWriter {
         guard !rows.anonymous.isEmpty else { return }
         let statements = self
         try rows.anonymous.withUnsafeBufferPointer { all in
-            try rows.storage.values.withUnsafeBufferPointer { values in
+            try rows.storage.withView { values in
                 var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
                     try statements.insert(positions, of: all, values, entity, mask)
                 }
@@ -274,8 +274,7 @@ struct BatchWriter {
     }
 
     private func insert(
-        _ positions: [Int], of rows: UnsafeBufferPointer<EntityRow>, _ values: UnsafeBufferPointer<SQLValue?>,
-        _ entity: Int, _ mask: ColumnMask
+        _ positions: [Int], of rows: UnsafeBufferPointer<EntityRow>, _ values: StorageView, _ entity: Int, _ mask: ColumnMask
     ) throws {
         let statement = try shape(.insert(rows: positions.count), entity, mask)
         let columnCount = store.layouts[entity].columns.count
@@ -283,7 +282,7 @@ struct BatchWriter {
         for position in positions {
             let start = rows[position].valueStart
             for slot in 0..<columnCount where mask.contains(slot) {
-                statement.bind(values[start + slot] ?? .null, at: index)
+                statement.bind(values, start + slot, at: index)
                 index += 1
             }
         }

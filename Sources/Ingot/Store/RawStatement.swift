@@ -74,6 +74,26 @@ final class RawStatement {
         }
     }
 
+    /// Binds slot `slot` of `storage` (`nil`, not mentioned, binds NULL). Text is bound
+    /// `SQLITE_STATIC` straight from the storage's bytes, which stay put while the writer runs.
+    @inline(__always)
+    func bind(_ storage: StorageView, _ slot: Int, at index: Int32) {
+        switch storage.values[slot] {
+        case nil, .null?:
+            sqlite3_bind_null(handle, index)
+        case .integer(let v)?:
+            sqlite3_bind_int64(handle, index, v)
+        case .real(let v)?:
+            sqlite3_bind_double(handle, index, v)
+        case .text(let start, let count)?:
+            if let base = storage.text.baseAddress {
+                _ = sqlite3_bind_text(handle, index, base + Int(start), Int32(count), RawStatement.static)
+            } else {
+                _ = sqlite3_bind_text(handle, index, "", 0, RawStatement.transient)
+            }
+        }
+    }
+
     /// Binds the values of `identity` from parameter `index` on; returns the next parameter.
     @inline(__always) @discardableResult
     func bind(_ identity: IdentityKey, from index: Int32) -> Int32 {

@@ -89,7 +89,7 @@ struct RowFolder: Sendable {
         let layout = layouts[entity]
         var row = merged[entity].storage.appendRow(entity: entity, layout: layout, identity: identity)
         for (slot, value) in zip(layout.identitySlots, identity.values) {
-            merged[entity].storage.values[row.valueStart + slot] = value
+            merged[entity].storage.set(row.valueStart + slot, value)
             row.mask.insert(slot)
         }
         merged[entity].index[identity] = merged[entity].rows.count
@@ -102,7 +102,7 @@ extension RowStorage {
     /// (in this storage).
     mutating func overwrite(_ target: inout EntityRow, with row: EntityRow, from source: RowStorage, columns: Int, links: Int) {
         for slot in 0..<columns where row.mask.contains(slot) {
-            values[target.valueStart + slot] = source.values[row.valueStart + slot]
+            copy(target.valueStart + slot, from: source, row.valueStart + slot)
         }
         target.mask.formUnion(row.mask)
         for k in 0..<links {
