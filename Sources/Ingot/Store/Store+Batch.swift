@@ -79,19 +79,17 @@ extension Store {
     ///   -- ? = [3,17,…]: the batch's identities, sorted
     /// ```
     ///
-    /// (run by ``prepare(_:inFlight:)`` on the read connection when it can, else here)
+    /// (run by ``prepare(_:uncommitted:)`` on the read connection when it can, else here).
+    ///
+    /// Records are then folded per identity (later values win, key by key), and the rows are
+    /// written in identity order, each with a statement for its shape — the columns its records
+    /// mentioned:
     ///
     /// ```sql
-    /// ```
-    ///
-    /// Records are then folded per identity (later values win, key by key), and each row is
-    /// written with a statement for its shape — the columns its records mentioned:
-    ///
-    /// ```sql
-    /// INSERT INTO "person" ("id", "first_name", "email") VALUES (?, ?, ?)    -- a new identity
-    /// UPDATE "person" SET "first_name" = ?, "email" = ? WHERE rowid = ?        -- a stored one
-    /// DELETE FROM "person_dogs" WHERE "person_id" = ?                          -- a to-many that was given
-    /// INSERT OR IGNORE INTO "person_dogs" ("person_id", "dog_id") VALUES (?, ?)
+    /// INSERT INTO "person" ("id", "first_name", "email") VALUES (?, ?, ?), (?, ?, ?), …  -- new identities, 32 a statement
+    /// UPDATE "person" SET "first_name" = ?, "email" = ? WHERE rowid = ?                   -- a stored one
+    /// DELETE FROM "person_dogs" WHERE "person_id" = ?                                     -- a to-many that was given
+    /// INSERT OR IGNORE INTO "person_dogs" ("person_id", "dog_id") VALUES (?, ?), …        -- 64 links a statement
     /// ```
     ///
     /// `extra` runs inside the same transaction, last (rejections, progress).
