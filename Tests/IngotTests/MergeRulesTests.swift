@@ -71,6 +71,36 @@ struct MergeRulesTests {
             == [["1", "1990-02-03", "2026-01-14T09:09:02.5Z", #"{"a": [1, 2]}"#, "1699"]])
     }
 
+    /// Text is kept byte for byte whatever its form: plain, escaped, non-ASCII, empty; a text
+    /// identity finds its row again in a later batch and a later run.
+    @Test func textIsStoredExactlyAndTextIdentitiesMatchAcrossBatches() throws {
+        let yaml = """
+            version: 1
+            name: t
+            records: results
+            root: film
+            entities:
+              film:
+                identity: url
+                attributes: {url: string, title: string, crawl: string}
+            """
+        let first = page(#"""
+            {"url": "https://x/films/1/", "title": "A New Hope", "crawl": "It is a period of civil war.\r\nRebel \"spaceships\"\u2026"},
+            {"url": "https://x/films/\u0032/", "title": "Ōtomo 中国 😀", "crawl": ""}
+            """#)
+        let second = page(#"{"url": "https://x/films/2/", "title": "The Empire Strikes Back"}"#)
+        let (summary, db) = try ingest(yaml, [first, second], batchRecords: 1)
+        #expect(summary.counters.inserted == 2)
+        #expect(summary.counters.updated == 1)
+        #expect(try rows(db, "SELECT url, title, crawl FROM film ORDER BY url") == [
+            ["https://x/films/1/", "A New Hope", "It is a period of civil war.\r\nRebel \"spaceships\"…"],
+            ["https://x/films/2/", "The Empire Strikes Back", ""],
+        ])
+        let again = try ingest(yaml, [first], db: db)
+        #expect(again.summary.counters.inserted == 0)
+        #expect(try rows(db, "SELECT title FROM film ORDER BY url") == [["A New Hope"], ["Ōtomo 中国 😀"]])
+    }
+
     @Test func nestedObjectsUpsertAndPresentToManyReplacesTheSet() throws {
         let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "dogs": [{"id": 7, "name": "Rex"}, {"id": 8, "name": "Fido"}]}"#)])
         try ingest(peopleYAML, [page(#"{"id": 1, "dogs": [{"id": 8, "name": "Fido II"}]}"#)], db: db)
