@@ -265,6 +265,18 @@ struct MergeRulesTests {
         #expect(lookups.filter { $0.contains("CROSS JOIN \"person\" ON") }.count == 5)
         #expect(lookups.filter { $0.contains("CROSS JOIN \"dog\" ON") }.count == 5)
     }
+
+    @Test func aBatchAlsoEndsAtItsByteLimit() throws {
+        let statements = Mutex<[String]>([])
+        // Ten pages; at most two pages' bytes a batch: five batches, not one of 200 records.
+        let pages = (0..<10).map { p in page((0..<20).map { #"{"id": \#(p * 20 + $0), "name": "n"}"# }.joined(separator: ",")) }
+        let twoPages = pages[0].utf8.count * 2 - 10
+        let (summary, db) = try ingest(
+            peopleYAML, pages, batchRecords: 1000, batchBytes: twoPages, observer: { sql in statements.withLock { $0.append(sql) } })
+        #expect(summary.counters.inserted == 200)
+        #expect(statements.withLock { $0 }.filter { $0.contains("CROSS JOIN \"person\" ON") }.count == 5)
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["200"]])
+    }
 }
 
 import Synchronization

@@ -69,7 +69,7 @@ final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from th
 @discardableResult
 func ingest(
     _ yaml: String, _ pages: [String], db: String? = nil, lanes: Int = 2, batchRecords: Int? = nil,
-    commitRecords: Int? = nil, observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture()
+    commitRecords: Int? = nil, batchBytes: Int? = nil, observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture()
 ) throws -> (summary: RunSummary, db: String) {
     let config = try PipelineConfig.parse(text: yaml, path: "test.yml")
     let path = db ?? temporaryDirectory().appendingPathComponent("test.db").path
@@ -78,6 +78,7 @@ func ingest(
     options.lanes = lanes
     options.batchRecords = batchRecords
     if let commitRecords { options.commitRecords = commitRecords }
+    if let batchBytes { options.batchBytes = batchBytes }
     options.progressInterval = 0
     options.store.statementObserver = observer
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))

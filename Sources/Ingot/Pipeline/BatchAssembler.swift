@@ -1,7 +1,8 @@
 import Dispatch
 
-/// Reorders decoded pages by `seq` and cuts them into batches of about `batchRecords` records,
-/// handing each to the ``WriterStage``. Runs on its own serial queue, so pages keep being
+/// Reorders decoded pages by `seq` and cuts them into batches of about `batchRecords` records
+/// (or fewer, once a batch's pages hold `batchBytes` bytes: big records must not make big
+/// batches), handing each to the ``WriterStage``. Runs on its own serial queue, so pages keep being
 /// collected (and lanes keep decoding) while the writer saves the previous batch.
 ///
 /// Backpressure: at most one batch is being saved while the next one is assembled. When the next
@@ -13,6 +14,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.assembler", qos: .userInitiated)
     private let writer: WriterStage
     private let batchLimit: Int
+    private let byteLimit: Int
     private let pageConsumed: @Sendable () -> Void
     /// One batch may be saving while the next is assembled.
     private let saving = DispatchSemaphore(value: 1)
@@ -23,16 +25,21 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
+    private var batchBytes = 0
     /// Batches handed to the writer so far.
     private var delivered = 0
     /// The identities of the delivered batches the writer has not committed yet: only the keys,
     /// so a batch itself is freed once saved.
     private var uncommitted = UncommittedIdentities()
 
-    init(writer: WriterStage, batchLimit: Int, firstSeq: Int = 1, pageConsumed: @escaping @Sendable () -> Void) {
+    init(
+        writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
+        pageConsumed: @escaping @Sendable () -> Void
+    ) {
         self.writer = writer
         self.nextSeq = firstSeq
         self.batchLimit = max(1, batchLimit)
+        self.byteLimit = max(1, byteLimit)
         self.pageConsumed = pageConsumed
     }
 
@@ -57,7 +64,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
             if !writer.hasFailed {
                 batch.append(page)
                 batchRecords += max(page.records.count, 1)
-                if batchRecords >= batchLimit { deliver(last: false) }
+                batchBytes += page.bytes
+                if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
             }
             pageConsumed()
         }
@@ -77,6 +85,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         if let folded = prepared.folded { uncommitted.append(delivered, folded.merged.map(\.index)) }
         batch = []
         batchRecords = 0
+        batchBytes = 0
         saving.wait()
         writer.queue.async { [saving, writer, prepared] in
             writer.save(prepared)

@@ -121,7 +121,7 @@ public final class PipelineRunner: Sendable {
             initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
-            firstSeq: firstSeq, pageConsumed: { inFlight.signal() })
+            byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { inFlight.signal() })
 
         let decode = makeDecodeLanes(count: lanes, assembler: assembler)
         let progress = startProgress(logger: logger, started: started)

@@ -9,6 +9,10 @@ public struct RunOptions: Sendable {
     /// Records per batch: the unit the pipeline folds, looks up (one query per entity) and saves
     /// at once. Default: the pipeline's `batch_records`, else 5000.
     public var batchRecords: Int?
+    /// Page bytes per batch, at most (a batch ends at `batchRecords` records or this many bytes,
+    /// whichever comes first): records of a few megabytes each must not make a batch of
+    /// gigabytes. Default 64 MiB.
+    public var batchBytes = RunOptions.defaultBatchBytes
     /// Records per transaction: batches share a transaction until it holds this many records.
     /// Default 25,000. Fewer, bigger commits write each hot database page to the WAL once per
     /// commit instead of once per batch; a killed run redoes at most this much on `--resume`.
@@ -37,6 +41,7 @@ public struct RunOptions: Sendable {
     public init() {}
 
     static let defaultBatchRecords = 5000
+    static let defaultBatchBytes = 64 << 20
 }
 
 /// How a run ended, with its counters: the last line a run logs.
