@@ -270,7 +270,7 @@ struct MergeRulesTests {
         let statements = Mutex<[String]>([])
         // Ten pages; at most two pages' bytes a batch: five batches, not one of 200 records.
         let pages = (0..<10).map { p in page((0..<20).map { #"{"id": \#(p * 20 + $0), "name": "n"}"# }.joined(separator: ",")) }
-        let twoPages = pages[0].utf8.count * 2 - 10
+        let twoPages = 2 * (pages.map(\.utf8.count).max() ?? 0)
         let (summary, db) = try ingest(
             peopleYAML, pages, batchRecords: 1000, batchBytes: twoPages, observer: { sql in statements.withLock { $0.append(sql) } })
         #expect(summary.counters.inserted == 200)

@@ -78,9 +78,9 @@ struct EntityRow: Sendable {
 
 /// A column value as a ``RowStorage`` keeps it: like ``SQLValue``, but text is a range of the
 /// storage's `text` bytes. A plain value (no reference to count), 16 bytes with its `Optional`.
-/// 32-bit offsets are enough: a page is under 4 GiB (the parser refuses more) and a batch ends
-/// once its pages hold ``RunOptions/batchBytes`` (64 MiB by default), and text is never longer
-/// than the JSON it came from.
+/// 32-bit offsets are enough: the mapper rejects a record that would take its page's text past
+/// 4 GiB, and a batch holds either one page or at most ``RunOptions/batchBytes`` (64 MiB by
+/// default) of pages and text.
 enum StoredValue: Sendable, Equatable {
     case null
     case integer(Int64)

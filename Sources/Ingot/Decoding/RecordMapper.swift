@@ -69,6 +69,9 @@ struct RecordMapper {
                     trail.removeAll(keepingCapacity: true)
                     do throws(MappingFailure) {
                         _ = try mapObject(at: element, entity: plan.root, into: &record, &page, &cursor)
+                        guard page.storage.text.count <= Int(UInt32.max) else {
+                            throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages")
+                        }
                         record.rows = firstRow..<page.rows.count
                         if record.references.contains(where: { $0.policy == .reject }) {
                             record.raw = cursor.raw(element)

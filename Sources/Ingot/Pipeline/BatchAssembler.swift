@@ -62,9 +62,12 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         while let page = waiting.removeValue(forKey: nextSeq) {
             nextSeq += 1
             if !writer.hasFailed {
+                // A page's size: its JSON, or its stored text when that is bigger (dates from numbers).
+                let size = max(page.bytes, page.storage.text.count)
+                if !batch.isEmpty && batchBytes + size > byteLimit { deliver(last: false) }
                 batch.append(page)
                 batchRecords += max(page.records.count, 1)
-                batchBytes += page.bytes
+                batchBytes += size
                 if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
             }
             pageConsumed()
