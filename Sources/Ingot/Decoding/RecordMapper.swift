@@ -105,8 +105,9 @@ struct RecordMapper {
 
     // MARK: - Objects
 
-    /// Maps the object at tape index `at` as `entity`, appending its row (then its nested rows)
-    /// to `record`, and returns its identity.
+    /// Maps the object at tape index `at` as `entity`: appends its row (then its nested objects'
+    /// rows) to the page's rows and their values to the page's storage, its bare references to
+    /// `record`; returns its identity.
     private mutating func mapObject(
         at: Int, entity e: Int, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
