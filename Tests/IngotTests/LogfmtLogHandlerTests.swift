@@ -16,6 +16,13 @@ struct LogfmtLogHandlerTests {
         return lines.withLock { $0 }
     }
 
+    @Test func logfmtNeverBreaksALine() {
+        let lines = capture(.logfmt) { logger in
+            logger.info("page.rejected", metadata: [LogKey.reason: "bad\nline\r\u{01}end", LogKey.source: "a=b c"])
+        }
+        #expect(lines == [#"level=info msg=page.rejected pipeline=people reason="bad\nline\r\u0001end" source="a=b c""# + "\n"])
+    }
+
     @Test func logfmtQuotesOnlyWhatNeedsIt() {
         let lines = capture(.logfmt) { logger in
             logger.warning("record.rejected", metadata: [

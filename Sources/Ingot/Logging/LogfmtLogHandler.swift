@@ -107,21 +107,14 @@ public struct LogfmtLogHandler: LogHandler {
         fields.map { key, value in "\(key)=\(quoteIfNeeded(value))" }.joined(separator: " ") + "\n"
     }
 
+    /// The value as is when it has no space, `=`, quote, backslash or control character; else
+    /// quoted and escaped as a JSON string (so a value never breaks its line).
     static func quoteIfNeeded(_ value: String) -> String {
-        let needs = value.isEmpty || value.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" || $0.asciiValue.map { $0 < 0x20 } ?? false }
+        let needs = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" || $0.value < 0x20 }
         guard needs else { return value }
-        var out = "\""
-        for c in value.unicodeScalars {
-            switch c {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        return out + "\""
+        var out = ""
+        JSONText.quote(value, into: &out)
+        return out
     }
 
     static func json(_ fields: [(String, String)]) -> String {
