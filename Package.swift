@@ -31,10 +31,15 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(
+            name: "CSQLiteTuning",
+            linkerSettings: [.linkedLibrary("sqlite3")]
+        ),
+        .target(
             name: "Ingot",
             dependencies: [
                 "CZstd",
                 "CCurl",
+                "CSQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import CSQLiteTuning
 
 /// The one writer: owns the only connection to the database (a GRDB `DatabaseQueue` in WAL
 /// mode), creates the schema from the model, and saves batches — one transaction each.
@@ -47,6 +48,7 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
     /// Opens (or creates) the database at `path` and brings its schema up to `model`: missing
     /// tables, columns and indexes are created; nothing is dropped.
     public init(path: String, model: EntityModel, options: Options = Options()) throws {
+        _ = Store.tuneSQLite
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         var config = Configuration()
@@ -98,6 +100,10 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             traceContext = nil
         }
     }
+
+    /// Before the first connection: SQLite's memory statistics off (they take a global mutex on
+    /// every allocation).
+    private static let tuneSQLite: Void = { _ = ingot_sqlite_disable_memstatus() }()
 
     /// The lookups on the write connection.
     func writerLookup() throws(StoreError) -> IdentityLookup {
