@@ -65,7 +65,12 @@ struct JSONConformanceTests {
 
     @Test func doublesRoundTrip() throws {
         var generator = SystemRandomNumberGenerator()
-        var samples: [Double] = [0.1, 1e-300, 2.2250738585072014e-308, 5e-324, 1.7976931348623157e308, 123.45, 0.3, 1e23, 9007199254740993]
+        // The smallest subnormal and 2^53 + 1 (which rounds to 2^53), spelled so the compiler
+        // does not warn about their rounding.
+        var samples: [Double] = [
+            0.1, 1e-300, 2.2250738585072014e-308, .leastNonzeroMagnitude, 1.7976931348623157e308, 123.45, 0.3, 1e23,
+            Double(9_007_199_254_740_993 as Int64),
+        ]
         for _ in 0..<2000 {
             samples.append(Double(bitPattern: generator.next() & 0x7FEF_FFFF_FFFF_FFFF))
             samples.append(Double.random(in: -1000...1000))
