@@ -114,6 +114,9 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Records per batch: folded, looked up and saved at once (default: the pipeline's batch_records, else 5000).")
     var batchRecords: Int?
 
+    @Option(help: "Page bytes per batch at most, for big records (default 67108864: 64 MiB).")
+    var batchBytes: Int?
+
     @Option(help: "Records per transaction: batches share one until it holds this many (default 25000).")
     var commitRecords: Int?
 
@@ -126,6 +129,7 @@ struct StageOptions: ParsableArguments {
     func validate() throws {
         if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
         if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
+        if let batchBytes, batchBytes < 1 { throw ValidationError("--batch-bytes must be at least 1") }
         if let commitRecords, commitRecords < 1 { throw ValidationError("--commit-records must be at least 1") }
         if let commitInterval, !(commitInterval > 0) { throw ValidationError("--commit-interval must be positive") }
         if progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
@@ -136,6 +140,7 @@ struct StageOptions: ParsableArguments {
         options.databasePath = db
         if let lanes { options.lanes = lanes }
         options.batchRecords = batchRecords
+        if let batchBytes { options.batchBytes = batchBytes }
         if let commitRecords { options.commitRecords = commitRecords }
         if let commitInterval { options.commitInterval = commitInterval }
         options.progressInterval = progressInterval
