@@ -14,15 +14,20 @@ final class RawStatement {
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
     private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
 
-    /// Text parameters are copied here and bound `SQLITE_STATIC`, so SQLite does not allocate a
-    /// copy of each (measured: `sqlite3_bind_text` with `SQLITE_TRANSIENT` was 7 % of a run's
-    /// instructions). The bytes stay put until the statement has run; `execute` and `query`
-    /// empty the arena, and every parameter is bound again before the next step. Text that does
-    /// not fit is bound `SQLITE_TRANSIENT`. Pointers, not stored properties: no exclusivity
-    /// checks on the hot path.
-    private let arena: UnsafeMutablePointer<UInt8>
-    private let arenaUsed: UnsafeMutablePointer<Int>
-    private static let arenaCapacity = 32 * 1024
+    /// Text parameters given as ``SQLValue`` (identities of links, bookkeeping) are copied here
+    /// and bound `SQLITE_STATIC`, so SQLite does not allocate a copy of each (measured:
+    /// `sqlite3_bind_text` with `SQLITE_TRANSIENT` was 7 % of a run's instructions, before row
+    /// values were bound from their storage). The bytes stay put until the statement has run;
+    /// `execute` and `query` empty the arena, and every parameter is bound again before the next
+    /// step. Text that does not fit is bound `SQLITE_TRANSIENT`. Allocated on first use (most
+    /// statements never bind such text), behind a pointer, so that no stored property of this
+    /// class is written on the hot path (that would cost an exclusivity check).
+    private struct Arena {
+        var base: UnsafeMutablePointer<UInt8>?
+        var used = 0
+    }
+    private let arena: UnsafeMutablePointer<Arena>
+    private static let arenaCapacity = 8 * 1024
 
     init(connection: OpaquePointer, sql: String) throws(StoreError) {
         self.sql = sql
@@ -33,14 +38,13 @@ final class RawStatement {
             throw StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(connection)), sql: sql)
         }
         handle = statement
-        arena = .allocate(capacity: RawStatement.arenaCapacity)
-        arenaUsed = .allocate(capacity: 1)
-        arenaUsed.initialize(to: 0)
+        arena = .allocate(capacity: 1)
+        arena.initialize(to: Arena())
     }
 
     deinit {
+        arena.pointee.base?.deallocate()
         arena.deallocate()
-        arenaUsed.deallocate()
     }
 
     /// Finalizes the statement; it must not be used after this.
@@ -61,14 +65,19 @@ final class RawStatement {
             sqlite3_bind_double(handle, index, v)
         case .text(var s):
             s.withUTF8 { utf8 in
-                let used = arenaUsed.pointee
+                let used = arena.pointee.used
                 if utf8.count <= RawStatement.arenaCapacity - used {
-                    let start = arena + used
-                    if let base = utf8.baseAddress { start.update(from: base, count: utf8.count) }
-                    arenaUsed.pointee = used + utf8.count
+                    let base = arena.pointee.base ?? {
+                        let base = UnsafeMutablePointer<UInt8>.allocate(capacity: RawStatement.arenaCapacity)
+                        arena.pointee.base = base
+                        return base
+                    }()
+                    let start = base + used
+                    if let source = utf8.baseAddress { start.update(from: source, count: utf8.count) }
+                    arena.pointee.used = used + utf8.count
                     _ = sqlite3_bind_text(handle, index, start, Int32(utf8.count), RawStatement.static)
-                } else if let base = utf8.baseAddress {
-                    _ = sqlite3_bind_text(handle, index, base, Int32(utf8.count), RawStatement.transient)
+                } else if let source = utf8.baseAddress {
+                    _ = sqlite3_bind_text(handle, index, source, Int32(utf8.count), RawStatement.transient)
                 }
             }
         }
@@ -111,7 +120,7 @@ final class RawStatement {
     func execute() throws(StoreError) {
         let code = sqlite3_step(handle)
         sqlite3_reset(handle)
-        arenaUsed.pointee = 0
+        arena.pointee.used = 0
         guard code == SQLITE_DONE else { throw error(code) }
     }
 
@@ -119,7 +128,7 @@ final class RawStatement {
     func query(_ row: (OpaquePointer) -> Void) throws(StoreError) {
         defer {
             sqlite3_reset(handle)
-            arenaUsed.pointee = 0
+            arena.pointee.used = 0
         }
         while true {
             let code = sqlite3_step(handle)
