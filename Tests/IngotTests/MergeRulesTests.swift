@@ -266,6 +266,20 @@ struct MergeRulesTests {
         #expect(lookups.filter { $0.contains("CROSS JOIN \"dog\" ON") }.count == 5)
     }
 
+    @Test func multiRowInsertsComeInFewShapes() throws {
+        let statements = Mutex<[String]>([])
+        // Batches of 1 to 40 new persons: without care, 32 insert statements of distinct sizes.
+        var next = 0
+        let pages = (1...40).map { count in
+            defer { next += count }
+            return page((0..<count).map { #"{"id": \#(next + $0), "name": "n"}"# }.joined(separator: ","))
+        }
+        let (summary, _) = try ingest(peopleYAML, pages, lanes: 1, batchRecords: 1, observer: { sql in statements.withLock { $0.append(sql) } })
+        #expect(summary.counters.inserted == 820)
+        let shapes = Set(statements.withLock { $0 }.filter { $0.hasPrefix("INSERT INTO \"person\"") })
+        #expect(shapes.count == 6, "32, 16, 8, 4, 2 and 1 rows a statement")
+    }
+
     @Test func aBatchAlsoEndsAtItsByteLimit() throws {
         let statements = Mutex<[String]>([])
         // Ten pages; at most two pages' bytes a batch: five batches, not one of 200 records.

@@ -267,8 +267,18 @@ struct BatchWriter {
             return items
         }
 
+        /// Writes what is left in pieces of power-of-two sizes (31 items: 16, 8, 4, 2, 1), so that a
+        /// shape has at most log2(`chunk`) + 1 multi-row statements prepared, not `chunk` of them.
         mutating func flush() throws {
-            for (key, items) in pending where !items.isEmpty { try write(key, items) }
+            for (key, items) in pending where !items.isEmpty {
+                var start = 0
+                var size = chunk
+                while start < items.count {
+                    while size > items.count - start { size /= 2 }
+                    try write(key, Array(items[start..<start + size]))
+                    start += size
+                }
+            }
             pending = [:]
         }
     }
