@@ -60,6 +60,7 @@ struct BatchWriter {
         } else {
             try resolveAll()
             foldCheckingReferences()
+            folder.sortByIdentity()
         }
     }
 
@@ -157,9 +158,8 @@ struct BatchWriter {
                     try statements.insertLinks(batch, entity, k)
                 }
                 var lastUpdate: (mask: ColumnMask, pending: Bool, statement: RawStatement)?
-                // Rows are unique per identity here, so their order is free: writing them in
-                // identity order walks the B-trees forwards instead of jumping around them.
-                for position in BatchWriter.identityOrder(all) {
+                // In identity order (see `RowFolder.sortByIdentity`).
+                for position in all.indices {
                     let row = all[position]
                     guard let identity = row.identity else { continue }
                     let rowid = rowids[position]

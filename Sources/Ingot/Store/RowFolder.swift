@@ -83,6 +83,20 @@ struct RowFolder: Sendable {
         }
     }
 
+    /// Puts each entity's rows in identity order, the order the writer writes them in (it walks
+    /// the B-trees forwards instead of jumping around them). Done where the batch is folded, so
+    /// the writer does not sort.
+    mutating func sortByIdentity() {
+        for entity in merged.indices where merged[entity].rows.count > 1 {
+            let order = merged[entity].rows.withUnsafeBufferPointer(BatchWriter.identityOrder)
+            guard order.indices.contains(where: { order[$0] != $0 }) else { continue }
+            merged[entity].rows = order.map { merged[entity].rows[$0] }
+            for (position, row) in merged[entity].rows.enumerated() {
+                if let identity = row.identity { merged[entity].index[identity] = position }
+            }
+        }
+    }
+
     /// Adds a row holding only `identity` unless the identity is in the batch already.
     mutating func addStub(_ entity: Int, _ identity: IdentityKey) {
         guard merged[entity].index[identity] == nil else { return }

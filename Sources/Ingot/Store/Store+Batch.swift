@@ -43,7 +43,8 @@ extension Store {
     func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities) -> PreparedBatch {
         let checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
         guard !checksReferences else { return PreparedBatch(pages: pages, folded: nil, existing: nil) }
-        let folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
+        var folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
+        folder.sortByIdentity()
         // The records live on in the folded rows; the pages keep only what the writer counts.
         var pages = pages
         for k in pages.indices {
