@@ -218,22 +218,6 @@ struct BatchWriter {
         outcome.inserted += rows.anonymous.count
     }
 
-    /// The positions of `rows` in identity order (rows without identity last).
-    static func identityOrder(_ rows: UnsafeBufferPointer<EntityRow>) -> [Int] {
-        // The common case, one integer identity: sort plain (id, position) pairs.
-        var integers: [(id: Int64, position: Int)] = []
-        integers.reserveCapacity(rows.count)
-        for (position, row) in rows.enumerated() {
-            guard case .single(.integer(let id))? = row.identity else { break }
-            integers.append((id, position))
-        }
-        if integers.count == rows.count {
-            integers.sort { $0.id < $1.id }
-            return integers.map(\.position)
-        }
-        return rows.indices.sorted { IdentityKey.precedes(rows[$0].identity, rows[$1].identity) }
-    }
-
     /// One link of a to-many relationship, waiting to be inserted.
     struct Link {
         var source: IdentityKey

@@ -88,13 +88,29 @@ struct RowFolder: Sendable {
     /// the writer does not sort.
     mutating func sortByIdentity() {
         for entity in merged.indices where merged[entity].rows.count > 1 {
-            let order = merged[entity].rows.withUnsafeBufferPointer(BatchWriter.identityOrder)
+            let order = merged[entity].rows.withUnsafeBufferPointer(RowFolder.identityOrder)
             guard order.indices.contains(where: { order[$0] != $0 }) else { continue }
             merged[entity].rows = order.map { merged[entity].rows[$0] }
             for (position, row) in merged[entity].rows.enumerated() {
                 if let identity = row.identity { merged[entity].index[identity] = position }
             }
         }
+    }
+
+    /// The positions of `rows` in identity order (rows without identity last).
+    static func identityOrder(_ rows: UnsafeBufferPointer<EntityRow>) -> [Int] {
+        // The common case, one integer identity: sort plain (id, position) pairs.
+        var integers: [(id: Int64, position: Int)] = []
+        integers.reserveCapacity(rows.count)
+        for (position, row) in rows.enumerated() {
+            guard case .single(.integer(let id))? = row.identity else { break }
+            integers.append((id, position))
+        }
+        if integers.count == rows.count {
+            integers.sort { $0.id < $1.id }
+            return integers.map(\.position)
+        }
+        return rows.indices.sorted { IdentityKey.precedes(rows[$0].identity, rows[$1].identity) }
     }
 
     /// Adds a row holding only `identity` unless the identity is in the batch already.
