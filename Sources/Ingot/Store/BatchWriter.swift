@@ -350,38 +350,3 @@ struct BatchWriter {
         return statement
     }
 }
-
-
-extension IdentityKey {
-    /// An order on identities (integers, then reals, then text; composites component-wise), for
-    /// writing rows in index order.
-    static func precedes(_ a: IdentityKey?, _ b: IdentityKey?) -> Bool {
-        switch (a, b) {
-        case (.single(let x)?, .single(let y)?): return SQLValue.precedes(x, y)
-        case (.composite(let xs)?, .composite(let ys)?):
-            for (x, y) in zip(xs, ys) where x != y { return SQLValue.precedes(x, y) }
-            return false
-        default: return false
-        }
-    }
-}
-
-extension SQLValue {
-    static func precedes(_ a: SQLValue, _ b: SQLValue) -> Bool {
-        switch (a, b) {
-        case (.integer(let x), .integer(let y)): x < y
-        case (.real(let x), .real(let y)): x < y
-        case (.text(let x), .text(let y)): x < y
-        default: a.rank < b.rank
-        }
-    }
-
-    private var rank: Int {
-        switch self {
-        case .null: 0
-        case .integer: 1
-        case .real: 2
-        case .text: 3
-        }
-    }
-}
