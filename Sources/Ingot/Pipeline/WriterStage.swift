@@ -164,19 +164,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             saved = counters
             return
         }
-        let uncommittedRecords = saved.records - counters.records
-        if let start = transactionStart {
-            let age = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
-            if uncommittedRecords >= commitRecords || age >= commitInterval { commit() }
-        } else if uncommittedRecords >= commitRecords {
-            commit()
-        } else {
+        if transactionStart == nil {
+            // The transaction's first batch: commit it after `commitInterval` even if no batch follows.
             transactionStart = .now()
             let generation = commitGeneration
             queue.asyncAfter(deadline: .now() + commitInterval) { [self] in
                 if !isFinished && commitGeneration == generation { commit() }
             }
         }
+        let age = Double(DispatchTime.now().uptimeNanoseconds - (transactionStart?.uptimeNanoseconds ?? 0)) / 1e9
+        if saved.records - counters.records >= commitRecords || age >= commitInterval { commit() }
     }
 
     /// Commits the batches saved since the last commit and publishes their counters.
