@@ -12,6 +12,13 @@ Serves
   /people/cursor[?cursor=C]  meta.next_cursor holds the next cursor
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
   /requests                  how many requests were served
+  /seen                      every request so far: path, query, and the credentials it carried
+  /hostile/next?to=URL       a page of one item whose "next" is URL (any scheme, any host)
+  /hostile/link?to=URL       the same, URL in a Link header
+  /hostile/redirect?to=URL   302 to URL
+  /hostile/items?page=N      page 1: one item; later pages: a 200 HTML body (not JSON)
+  /hostile/echo              400 whose body echoes the request's Authorization header and query
+  /hostile/big?size=N        a page of one item padded to N bytes
 
 Faults (--faults), each at the Nth request to /people/* (1-based), once:
   500:N  429:N (Retry-After: 1)  drop:N (connection closed mid-body)  truncate:N (body cut short)
@@ -32,6 +39,7 @@ class State:
     lock = threading.Lock()
     requests = 0
     people_requests = 0
+    seen = []
     faults = {}
     people = []        # page bodies (parsed JSON), in order
     page_size = 0
@@ -104,6 +112,15 @@ class Handler(BaseHTTPRequestHandler):
             State.requests += 1
         u = urlparse(self.path)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        if u.path == "/seen":
+            with State.lock:
+                seen = list(State.seen)
+            return self.send_json(seen)
+        with State.lock:
+            State.seen.append({"path": u.path, "query": u.query, "authorization": self.headers.get("Authorization"),
+                               "x_api_key": self.headers.get("X-Api-Key"), "x_custom": self.headers.get("X-Custom")})
+        if u.path.startswith("/hostile/"):
+            return self.hostile(u.path[len("/hostile/"):], q)
         if u.path == "/requests":
             return self.send_json({"requests": State.requests, "people_requests": State.people_requests})
         if u.path.startswith("/api/"):
@@ -124,6 +141,38 @@ class Handler(BaseHTTPRequestHandler):
             if fault == "slow":
                 time.sleep(State.slow)
             return self.people(u.path[len("/people/"):], q, fault)
+        self.send_json({"detail": "not found"}, 404)
+
+    def hostile(self, kind, q):
+        to = q.get("to", "")
+        if kind == "next":
+            return self.send_json({"next": to, "results": [{"id": 1, "name": "one"}]})
+        if kind == "link":
+            return self.send_json({"results": [{"id": 1, "name": "one"}]}, 200, [("Link", '<%s>; rel="next"' % to)])
+        if kind == "redirect":
+            self.send_response(302)
+            self.send_header("Location", to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if kind == "items":
+            n = int(q.get("page", "1"))
+            if n == 1:
+                return self.send_json({"results": [{"id": 1, "name": "one"}]})
+            raw = b"<html><body>Please log in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+            return
+        if kind == "echo":
+            return self.send_json({"detail": "bad credentials: %s %s" % (self.headers.get("Authorization"), urlparse(self.path).query)}, 400)
+        if kind == "big":
+            size = int(q.get("size", "1000"))
+            head = b'{"results":[{"id":1,"name":"'
+            tail = b'"}]}'
+            return self.send_raw(head + b"x" * max(0, size - len(head) - len(tail)) + tail)
         self.send_json({"detail": "not found"}, 404)
 
     def swapi(self, path, q):

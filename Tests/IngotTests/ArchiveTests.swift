@@ -6,7 +6,7 @@ import Testing
 /// The archive format: round trip, corruption found by `verify`, torn tails read up to the cut.
 struct ArchiveTests {
     private static let header = ArchiveHeader(
-        formatVersion: 1, runID: "r1", pipelineName: "people", pipelineText: "version: 1\n", pipelinePath: "p.yml",
+        formatVersion: ArchiveFormat.version, runID: "r1", pipelineName: "people", pipelineText: "version: 1\n", pipelinePath: "p.yml",
         createdAt: "2026-11-22T00:00:00Z")
 
     private static let payloads: [[UInt8]] = (1...3).map { k in

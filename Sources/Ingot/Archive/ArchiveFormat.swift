@@ -1,14 +1,22 @@
 import Foundation
 
-/// The archive file format, version 1 (docs/archive-format.md). All integers little-endian.
+/// The archive file format, version 2 (docs/archive-format.md). All integers little-endian.
 ///
 /// ```
 /// "INGOTARC" u32 headerLength u32 headerCRC headerJSON
 /// entry*:  "INGE" u32 metaLength u32 metaCRC u64 frameLength metaJSON zstdFrame
 /// footer:  "INGI" u32 count u64 offset×count u32 indexCRC u64 indexStart "INGOTEND"
 /// ```
+///
+/// Version 2 differs from version 1 only in what `indexCRC` covers: `count`, the offsets and
+/// `indexStart` (version 1 left `indexStart` out). Both are read.
 enum ArchiveFormat {
-    static let version = 1
+    static let version = 2
+    static let readableVersions: ClosedRange<Int> = 1...2
+    /// Largest payload an entry may declare (a page's offsets are 32-bit; `max_page_bytes` is at most 1 GiB).
+    static let maxPayload = 1 << 30
+    /// Largest sequence number an entry may carry.
+    static let maxSeq = 1 << 40
     static let fileMagic = Array("INGOTARC".utf8)
     static let entryMagic = Array("INGE".utf8)
     static let indexMagic = Array("INGI".utf8)
@@ -30,10 +38,26 @@ public struct ArchiveHeader: Codable, Sendable, Equatable {
     public var pipelineText: String
     public var pipelinePath: String
     public var createdAt: String
+    /// The run's `max_page_bytes`: no entry is larger, and a replay reads entries up to it.
+    public var maxPageBytes: Int?
+
+    public init(
+        formatVersion: Int, runID: String, pipelineName: String, pipelineText: String, pipelinePath: String, createdAt: String,
+        maxPageBytes: Int? = nil
+    ) {
+        self.formatVersion = formatVersion
+        self.runID = runID
+        self.pipelineName = pipelineName
+        self.pipelineText = pipelineText
+        self.pipelinePath = pipelinePath
+        self.createdAt = createdAt
+        self.maxPageBytes = maxPageBytes
+    }
 
     enum CodingKeys: String, CodingKey {
         case formatVersion = "format_version", runID = "run_id", pipelineName = "pipeline_name"
         case pipelineText = "pipeline_text", pipelinePath = "pipeline_path", createdAt = "created_at"
+        case maxPageBytes = "max_page_bytes"
     }
 }
 

@@ -69,10 +69,13 @@ public final class ArchiveReader {
             throw ArchiveError(path: path, offset: 16, message: "the header is not readable: \(error)")
         }
         headerEnd = 16 + headerLength
-        guard header.formatVersion == ArchiveFormat.version else {
+        guard ArchiveFormat.readableVersions.contains(header.formatVersion) else {
             _ = Foundation.close(fd)
-            throw ArchiveError(path: path, message: "archive format \(header.formatVersion) is not supported (this Ingot reads \(ArchiveFormat.version))")
+            throw ArchiveError(
+                path: path,
+                message: "archive format \(header.formatVersion) is not supported (this Ingot reads \(ArchiveFormat.readableVersions.map(String.init).joined(separator: " and ")))")
         }
+        if let limit = header.maxPageBytes, limit > 0 { decompressionLimit = min(limit, ArchiveFormat.maxPayload) }
         scan()
     }
 
@@ -116,11 +119,14 @@ public final class ArchiveReader {
     // MARK: - Internals
 
     /// Reads the entries by walking the file from the header; then checks the index against them.
+    /// Every number read is checked before it is used: offsets inside the file, lengths
+    /// non-negative and within their limits, the entry count bounded by what was found.
     private func scan() {
         // Where the trailer says the index starts, if the trailer is whole.
-        let trailer = ArchiveReader.pread(fd, size - ArchiveFormat.trailer, ArchiveFormat.trailer)
-        let claimedIndex = size - ArchiveFormat.trailer >= headerEnd && trailer.count == ArchiveFormat.trailer
-            && Array(trailer[8...]) == ArchiveFormat.endMagic ? Int(trailer.u64(at: 0)) : nil
+        let trailer = size >= headerEnd + ArchiveFormat.trailer
+            ? ArchiveReader.pread(fd, size - ArchiveFormat.trailer, ArchiveFormat.trailer) : []
+        let claimedIndex = trailer.count == ArchiveFormat.trailer && Array(trailer[8...]) == ArchiveFormat.endMagic
+            ? Int(exactly: trailer.u64(at: 0)) : nil
         var offset = headerEnd
         var found: [Entry] = []
         var indexStart: Int?
@@ -142,18 +148,19 @@ public final class ArchiveReader {
             }
             let metaLength = Int(prefix.u32(at: 4))
             let metaCRC = prefix.u32(at: 8)
-            let frameLength = prefix.u64(at: 12)
             let metaOffset = offset + ArchiveFormat.entryPrefix
-            guard metaLength <= ArchiveFormat.maxMetadata, frameLength <= UInt64(size),
-                metaOffset + metaLength + Int(frameLength) <= size
+            guard metaLength <= ArchiveFormat.maxMetadata, let frameLength = Int(exactly: prefix.u64(at: 12)),
+                frameLength <= size - metaOffset - metaLength
             else { return torn(offset, "the archive is cut inside an entry", found) }
             let json = ArchiveReader.pread(fd, metaOffset, metaLength)
             guard CRC32C.checksum(json) == metaCRC,
                 let metadata = try? JSONDecoder().decode(ArchiveEntryMetadata.self, from: Data(json))
             else { return torn(offset, "an entry's metadata checksum does not match", found) }
-            found.append(Entry(
-                metadata: metadata, offset: offset, frameOffset: metaOffset + metaLength, frameLength: Int(frameLength)))
-            offset = metaOffset + metaLength + Int(frameLength)
+            if let problem = ArchiveReader.problem(with: metadata, after: found.last?.metadata.seq) {
+                return torn(offset, "an entry's metadata is invalid: \(problem)", found)
+            }
+            found.append(Entry(metadata: metadata, offset: offset, frameOffset: metaOffset + metaLength, frameLength: frameLength))
+            offset = metaOffset + metaLength + frameLength
         }
         entries = found
         guard let indexStart else {
@@ -162,14 +169,15 @@ public final class ArchiveReader {
             tornReason = "the archive has no index (the run did not close it)"
             return
         }
-        let tail = ArchiveReader.pread(fd, indexStart, size - indexStart)
-        let count = tail.count >= 8 ? Int(tail.u32(at: 4)) : -1
-        let expected = 8 + 8 * max(count, 0) + 4 + ArchiveFormat.trailer
-        guard count == found.count, tail.count == expected,
-            CRC32C.checksum(Array(tail[4..<(8 + 8 * count)])) == tail.u32(at: 8 + 8 * count),
-            Int(tail.u64(at: 12 + 8 * count)) == indexStart,
+        // The index must list exactly the entries found: read only the bytes such an index takes.
+        let count = found.count
+        let expected = 8 + 8 * count + 4 + ArchiveFormat.trailer
+        let tail = ArchiveReader.pread(fd, indexStart, min(size - indexStart, expected + 1))
+        guard tail.count == expected, Int(tail.u32(at: 4)) == count,
+            tail.u64(at: 12 + 8 * count) == UInt64(indexStart),
             Array(tail[(expected - 8)...]) == ArchiveFormat.endMagic,
-            (0..<count).allSatisfy({ Int(tail.u64(at: 8 + 8 * $0)) == found[$0].offset })
+            indexChecksumMatches(tail, count: count),
+            (0..<count).allSatisfy({ tail.u64(at: 8 + 8 * $0) == UInt64(found[$0].offset) })
         else {
             tornAt = indexStart
             tornReason = tail.count < expected ? "the archive is cut inside its index" : "the index does not match the entries"
@@ -177,6 +185,27 @@ public final class ArchiveReader {
         }
         hasIndex = true
     }
+
+    /// Version 1 checksums the count and offsets; version 2 also the trailer's index start.
+    private func indexChecksumMatches(_ tail: [UInt8], count: Int) -> Bool {
+        let stored = tail.u32(at: 8 + 8 * count)
+        var covered = Array(tail[4..<(8 + 8 * count)])
+        if header.formatVersion >= 2 { covered += tail[(12 + 8 * count)..<(20 + 8 * count)] }
+        return CRC32C.checksum(covered) == stored
+    }
+
+    /// What is wrong with an entry's (checksummed) metadata, if anything: a writer never
+    /// produces these, but a hostile file can.
+    static func problem(with m: ArchiveEntryMetadata, after previous: Int?) -> String? {
+        if m.rawLength < 0 || m.rawLength > ArchiveFormat.maxPayload { return "raw_length \(m.rawLength) is out of range" }
+        if m.seq < 1 || m.seq > ArchiveFormat.maxSeq { return "seq \(m.seq) is out of range" }
+        if let previous, m.seq <= previous { return "seq \(m.seq) does not follow \(previous)" }
+        if let status = m.httpStatus, !(0...999).contains(status) { return "http_status \(status) is out of range" }
+        return nil
+    }
+
+    /// `s` as printed by `archive ls`: control characters escaped (the text comes from the file).
+    public static func printable(_ s: String) -> String { JSONText.escapingControlCharacters(s) }
 
     private func torn(_ offset: Int, _ reason: String, _ found: [Entry]) {
         entries = found

@@ -20,11 +20,17 @@ public final class ArchiveWriter {
         guard fd >= 0 else {
             throw ArchiveError(path: path, message: "cannot create the archive: \(String(cString: strerror(errno)))")
         }
+        // The writer writes its own format version, whatever the caller filled in.
+        var header = header
+        header.formatVersion = ArchiveFormat.version
         let json: [UInt8]
         do {
             json = Array(try JSONEncoder.archive.encode(header))
         } catch {
             throw ArchiveError(path: path, message: "cannot encode the header: \(error)")
+        }
+        guard json.count <= ArchiveFormat.maxMetadata else {
+            throw ArchiveError(path: path, message: "the archive header (the pipeline file's text) is larger than \(ArchiveFormat.maxMetadata) bytes")
         }
         try write(ArchiveFormat.fileMagic + UInt32(json.count).littleEndianBytes + CRC32C.checksum(json).littleEndianBytes + json)
     }
@@ -50,6 +56,10 @@ public final class ArchiveWriter {
         } catch {
             throw ArchiveError(path: path, seq: seq, message: "cannot encode the entry: \(error)")
         }
+        // What a reader refuses is never written: the run would archive what it cannot replay.
+        guard json.count <= ArchiveFormat.maxMetadata, bytes.count <= ArchiveFormat.maxPayload else {
+            throw ArchiveError(path: path, seq: seq, message: "the entry is larger than an archive entry may be")
+        }
         var record = ArchiveFormat.entryMagic
         record.reserveCapacity(ArchiveFormat.entryPrefix + json.count + frame.count)
         record += UInt32(json.count).littleEndianBytes
@@ -68,8 +78,9 @@ public final class ArchiveWriter {
         closed = true
         var index = ArchiveFormat.indexMagic + UInt32(offsets.count).littleEndianBytes
         for offset in offsets { index += offset.littleEndianBytes }
-        let crc = CRC32C.checksum(Array(index[4...]))
         let start = position
+        // Version 2: the checksum covers the count, the offsets and the index start.
+        let crc = CRC32C.checksum(Array(index[4...]) + start.littleEndianBytes)
         index += crc.littleEndianBytes + start.littleEndianBytes + ArchiveFormat.endMagic
         try write(index)
         fsync(fd)

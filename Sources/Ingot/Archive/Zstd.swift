@@ -43,6 +43,7 @@ final class Zstd {
         let declared = frame.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
         if declared == ZSTD_CONTENTSIZE_ERROR { throw ZstdError(message: "not a zstd frame") }
         if declared == ZSTD_CONTENTSIZE_UNKNOWN { throw ZstdError(message: "the frame does not declare its size") }
+        guard expectedLength >= 0, limit >= 0 else { throw ZstdError(message: "a negative length (\(expectedLength)) was expected") }
         guard declared <= UInt64(limit) else {
             throw ZstdError(message: "the frame declares \(declared) bytes, over the limit of \(limit)")
         }

@@ -20,6 +20,12 @@ extension PipelineConfig {
     /// Parses and validates a pipeline from its YAML text. `path` names it in errors and anchors
     /// relative source directories.
     public static func parse(text: String, path: String) throws(ConfigError) -> PipelineConfig {
+        // The file's text is archived with every run: it must fit an archive header.
+        guard text.utf8.count <= PipelineConfig.maxFileBytes else {
+            throw ConfigError(
+                file: path, line: 1, column: 1,
+                message: "the pipeline file is \(text.utf8.count) bytes; at most \(PipelineConfig.maxFileBytes) are accepted")
+        }
         var reader = PipelineYAMLReader(file: path)
         return try reader.read(text)
     }
@@ -48,7 +54,9 @@ struct PipelineYAMLReader {
             throw ConfigError(file: file, line: 1, column: 1, message: "cannot parse YAML: \(error)")
         }
 
-        let top = try mapping(root, allowed: ["version", "name", "source", "records", "root", "write", "batch_records", "incremental", "entities"])
+        let top = try mapping(
+            root,
+            allowed: ["version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "incremental", "entities"])
         let versionNode = try required(top, "version", in: root)
         let version = try int(versionNode)
         guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
@@ -86,6 +94,15 @@ struct PipelineYAMLReader {
             batchRecords = value
         }
 
+        var maxPageBytes: Int?
+        if let node = top["max_page_bytes"] {
+            let value = try int(node)
+            guard RunOptions.maxPageBytesRange.contains(value) else {
+                throw error(node, "max_page_bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)")
+            }
+            maxPageBytes = value
+        }
+
         var incremental: IncrementalConfig?
         if let node = top["incremental"] {
             let fields = try mapping(node, allowed: ["cursor_path", "param"])
@@ -110,6 +127,7 @@ struct PipelineYAMLReader {
             path: file, text: text, name: name, source: source, recordsPath: recordsPath, root: rootName,
             write: write, batchRecords: batchRecords, model: model)
         config.incremental = incremental
+        config.maxPageBytes = maxPageBytes
         return config
     }
 
@@ -132,7 +150,8 @@ struct PipelineYAMLReader {
     }
 
     private func readHTTP(_ node: Node) throws(ConfigError) -> HTTPSourceConfig {
-        let fields = try mapping(node, allowed: ["url", "headers", "auth", "paginate", "max_pages", "concurrency", "timeout_s", "retry"])
+        let fields = try mapping(
+            node, allowed: ["url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry"])
         let urlNode = try required(fields, "url", in: node)
         let url = try string(urlNode)
         guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
@@ -147,6 +166,16 @@ struct PipelineYAMLReader {
                     throw error(k, "put credentials under auth (read from the environment), not in headers")
                 }
                 config.headers.append(.init(name: name, value: try string(v)))
+            }
+        }
+        if let hosts = fields["allowed_hosts"] {
+            guard case .sequence(let list) = hosts else { throw error(hosts, "allowed_hosts must be a list of host or host:port entries") }
+            for entry in list {
+                let host = try string(entry)
+                guard OriginPolicy.isValidHostEntry(host) else {
+                    throw error(entry, "allowed_hosts entry '\(host)' must be a host name or host:port, without scheme or path")
+                }
+                config.allowedHosts.append(host)
             }
         }
         if let auth = fields["auth"] {
@@ -183,14 +212,17 @@ struct PipelineYAMLReader {
                 config.paginate = .linkHeader
             case "page":
                 let f = try mapping(value, allowed: ["param", "start"])
-                config.paginate = .page(
-                    param: try string(try required(f, "param", in: value)),
-                    start: try f["start"].map { (n: Node) throws(ConfigError) in try int(n) } ?? 1)
+                let start = try f["start"].map { (n: Node) throws(ConfigError) in
+                    let v = try int(n)
+                    guard (0...1_000_000_000).contains(v) else { throw error(n, "start must be between 0 and 1000000000") }
+                    return v
+                } ?? 1
+                config.paginate = .page(param: try string(try required(f, "param", in: value)), start: start)
             case "offset":
                 let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
                 let limitNode = try required(f, "limit", in: value)
                 let limit = try int(limitNode)
-                guard limit >= 1 else { throw error(limitNode, "limit must be at least 1") }
+                guard (1...1_000_000).contains(limit) else { throw error(limitNode, "limit must be between 1 and 1000000") }
                 config.paginate = .offset(
                     param: try string(try required(f, "param", in: value)),
                     limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
@@ -204,23 +236,29 @@ struct PipelineYAMLReader {
         }
         if let n = fields["max_pages"] {
             config.maxPages = try int(n)
-            guard config.maxPages >= 1 else { throw error(n, "max_pages must be at least 1") }
+            guard (1...100_000_000).contains(config.maxPages) else { throw error(n, "max_pages must be between 1 and 100000000") }
         }
         if let n = fields["concurrency"] {
             config.concurrency = try int(n)
             guard (1...64).contains(config.concurrency) else { throw error(n, "concurrency must be between 1 and 64") }
         }
         if let n = fields["timeout_s"] {
-            guard case .scalar(let scalar) = n, let value = Double(scalar.string), value > 0 else {
-                throw error(n, "timeout_s must be a positive number of seconds")
+            guard case .scalar(let scalar) = n, let value = Double(scalar.string), value > 0, value <= 86_400 else {
+                throw error(n, "timeout_s must be a number of seconds above 0 and at most 86400")
             }
             config.timeout = value
         }
         if let r = fields["retry"] {
             let f = try mapping(r, allowed: ["attempts", "base_delay_ms", "max_delay_ms"])
-            if let n = f["attempts"] { config.retry.attempts = max(1, try int(n)) }
-            if let n = f["base_delay_ms"] { config.retry.baseDelayMs = max(0, try int(n)) }
-            if let n = f["max_delay_ms"] { config.retry.maxDelayMs = max(0, try int(n)) }
+            func bounded(_ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+                guard let n = f[key] else { return nil }
+                let v = try int(n)
+                guard range.contains(v) else { throw error(n, "\(key) must be between \(range.lowerBound) and \(range.upperBound)") }
+                return v
+            }
+            if let v = try bounded("attempts", 1...100) { config.retry.attempts = v }
+            if let v = try bounded("base_delay_ms", 0...3_600_000) { config.retry.baseDelayMs = v }
+            if let v = try bounded("max_delay_ms", 0...3_600_000) { config.retry.maxDelayMs = v }
         }
         return config
     }

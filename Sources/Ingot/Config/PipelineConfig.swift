@@ -16,7 +16,12 @@ public struct PipelineConfig: Sendable {
     public var write: WriteMode
     /// Records per transaction; `nil` takes ``RunOptions``'s default.
     public var batchRecords: Int?
+    /// `max_page_bytes`: the largest page accepted; `nil` takes ``RunOptions``'s (64 MiB).
+    public var maxPageBytes: Int?
     public var model: EntityModel
+
+    /// The largest pipeline file accepted (its text is archived in every run's header).
+    public static let maxFileBytes = 1 << 20
 
     public init(
         path: String = "<memory>", text: String = "", name: String, source: SourceConfig = .none,
@@ -60,6 +65,10 @@ public struct HTTPSourceConfig: Sendable, Equatable {
     public var headers: [Header]
     public var auth: Auth?
     public var paginate: Pagination
+    /// `allowed_hosts`: hosts (`host` or `host:port`) besides the URL's own origin that a next
+    /// URL or a redirect may lead to; they receive credentials too (never over a downgrade to
+    /// plain http). Default: none.
+    public var allowedHosts: [String] = []
     /// A hard cap on pages; reaching it is logged. Default 10000.
     public var maxPages = 10000
     /// Requests in flight, where the paginator allows prefetching (page, offset). Default 1.

@@ -49,16 +49,25 @@ struct DateConverter {
         }
     }
 
-    /// Converts seconds (or milliseconds) since 1970 given as a JSON number.
+    /// The instants Ingot stores, in seconds since 1970: 0000-01-01T00:00:00Z up to (not
+    /// including) 10000-01-01T00:00:00Z, the dates whose year has four digits. A date outside
+    /// is refused (a rejected record), in every format.
+    static let storedSeconds: Range<Double> = -62_167_219_200 ..< 253_402_300_800
+
+    /// Converts seconds (or milliseconds) since 1970 given as a JSON number; `nil` outside
+    /// ``storedSeconds`` (after rounding to the millisecond).
     func convert(number: Double, format: DateFormat) -> String? {
         let scale: Double = format == .unixMilliseconds ? 1000 : 1
-        guard number.isFinite, abs(number / scale) < 253_402_300_800 else { return nil }  // year 9999
+        guard number.isFinite else { return nil }
         let totalMillis = (number * 1000 / scale).rounded()
+        // Checked after rounding: 253402300799.9999 rounds into year 10000.
+        guard DateConverter.storedSeconds.contains(totalMillis / 1000) else { return nil }
         var seconds = Int((totalMillis / 1000).rounded(.down))
         let millis = Int(totalMillis - Double(seconds) * 1000)
         let days = Int((Double(seconds) / 86400).rounded(.down))
         seconds -= days * 86400
         let (y, m, d) = DateConverter.civil(fromDays: days)
+        guard (0...9999).contains(y) else { return nil }
         var civil = Civil(year: y, month: m, day: d, hour: seconds / 3600, minute: seconds / 60 % 60, second: seconds % 60)
         var digits = millis != 0 ? Array(String(millis + 1000).utf8.dropFirst()) : []
         while digits.last == UInt8(ascii: "0") { digits.removeLast() }
@@ -107,14 +116,16 @@ struct DateConverter {
         return tz
     }
 
+    /// The stored form of `c`, whose fields must be in range (year 0...9999, and so on): every
+    /// caller checks them first. Out-of-range digits would be written modulo 10, never trap.
     static func format(_ c: Civil) -> String {
         // Written straight into the string's storage: no intermediate array.
         String(unsafeUninitializedCapacity: 25 + c.fraction.count) { out in
             var n = 0
             func put(_ value: Int, _ width: Int) {
-                var v = value
+                var v = value.magnitude
                 for k in stride(from: width - 1, through: 0, by: -1) {
-                    out[n + k] = UInt8(ascii: "0") + UInt8(v % 10)
+                    out[n + k] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: v % 10)
                     v /= 10
                 }
                 n += width

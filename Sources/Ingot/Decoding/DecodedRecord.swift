@@ -192,8 +192,11 @@ struct DecodedRecord: Sendable {
     /// Its rows in the page's `rows`.
     var rows: Range<Int>
     var references: [Reference]
-    /// The record's JSON text, kept only while a reference might still reject it (policy `reject`).
+    /// The record's JSON text (at most ``RecordRejection/rawLimit`` bytes of it), kept only while
+    /// a reference might still reject it (policy `reject`).
     var raw: String?
+    /// The byte length of the record's whole text.
+    var rawLength = 0
 }
 
 /// A record (or a whole page) that could not be saved, and why. A value, not a thrown error:
@@ -208,10 +211,48 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     public var source: String
     /// The record's index in the page's records; `nil` when the whole page was rejected.
     public var recordIndex: Int?
-    /// The record's JSON text (the page's text for a rejected page).
+    /// The record's JSON text (the page's text for a rejected page), at most ``rawLimit`` bytes of
+    /// it: the archive entry holds the whole.
     public var raw: String
+    /// The byte length of the whole text ``raw`` is a prefix of.
+    public var rawLength: Int
     /// The archive entry the page is stored in, when it was archived.
     public var archive: ArchiveLocation?
+
+    /// The most of a rejected text stored with its rejection: bad input must not grow the
+    /// database by its own size.
+    public static let rawLimit = 16 << 10
+
+    public init(
+        entity: String, codingPath: String, reason: String, source: String, recordIndex: Int?, raw: String,
+        rawLength: Int? = nil, archive: ArchiveLocation? = nil
+    ) {
+        self.entity = entity
+        self.codingPath = codingPath
+        self.reason = reason
+        self.source = source
+        self.recordIndex = recordIndex
+        let utf8 = raw.utf8
+        self.rawLength = rawLength ?? utf8.count
+        self.raw = utf8.count <= RecordRejection.rawLimit ? raw : RecordRejection.prefix(Array(utf8.prefix(RecordRejection.rawLimit))[...])
+        self.archive = archive
+    }
+
+    /// Sets ``raw`` to a bounded prefix of `bytes`, and ``rawLength`` to `length`.
+    mutating func setRaw(_ bytes: ArraySlice<UInt8>, length: Int) {
+        raw = RecordRejection.prefix(bytes.prefix(RecordRejection.rawLimit))
+        rawLength = length
+    }
+
+    /// At most ``rawLimit`` bytes of `bytes` as text, never ending inside a UTF-8 sequence.
+    static func prefix(_ bytes: ArraySlice<UInt8>) -> String {
+        var cut = bytes.prefix(rawLimit)
+        if cut.count < bytes.count {
+            while let last = cut.last, last & 0xC0 == 0x80 { cut = cut.dropLast() }
+            if let last = cut.last, last & 0x80 != 0 { cut = cut.dropLast() }  // the lead byte of the cut sequence
+        }
+        return String(decoding: cut, as: UTF8.self)
+    }
 
     public var description: String {
         "\(entity) at \(codingPath): \(reason) (\(source)\(recordIndex.map { ", record \($0)" } ?? ""))"

@@ -51,4 +51,22 @@ enum JSONText {
         }
         out += "\""
     }
+
+    /// `s` with control characters written as `\uXXXX` escapes (and backslashes doubled): safe to
+    /// print on a terminal or in a log line whatever the input held.
+    static func escapingControlCharacters(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0 == "\\" }) else { return s }
+        var out = ""
+        for scalar in s.unicodeScalars {
+            if scalar == "\\" {
+                out += "\\\\"
+            } else if scalar.value < 0x20 || scalar.value == 0x7F {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
 }

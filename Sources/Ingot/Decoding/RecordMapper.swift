@@ -27,7 +27,7 @@ struct RecordMapper {
             page.pageRejected = true
             page.rejections.append(RecordRejection(
                 entity: rootName, codingPath: path, reason: reason, source: source, recordIndex: nil,
-                raw: String(decoding: bytes, as: UTF8.self)))
+                raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count))
         }
         let document: JSONDocument
         do {
@@ -74,7 +74,7 @@ struct RecordMapper {
                         }
                         record.rows = firstRow..<page.rows.count
                         if record.references.contains(where: { $0.policy == .reject }) {
-                            record.raw = cursor.raw(element)
+                            (record.raw, record.rawLength) = cursor.rawPrefix(element)
                             let prefix = path + "[\(index)]."
                             for r in record.references.indices where record.references[r].policy == .reject {
                                 record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
@@ -91,9 +91,10 @@ struct RecordMapper {
                         page.rows.removeSubrange(firstRow...)
                         page.storage.truncate(values: valueCount, text: textCount, linkSets: linkCount)
                         let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
+                        let raw = cursor.rawPrefix(element)
                         page.rejections.append(RecordRejection(
                             entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
-                            source: source, recordIndex: index, raw: cursor.raw(element)))
+                            source: source, recordIndex: index, raw: raw.text, rawLength: raw.length))
                     }
                     element = Int(nodes[element].end)
                     index += 1
@@ -456,6 +457,20 @@ struct Cursor {
             return String(decoding: JSONValue.unescape(bytes, Int(node.start), Int(node.length)), as: UTF8.self)
         }
         return String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)]), as: UTF8.self)
+    }
+
+    /// At most ``RecordRejection/rawLimit`` bytes of the JSON text of the value at `index`, and
+    /// the length of the whole.
+    func rawPrefix(_ index: Int) -> (text: String, length: Int) {
+        let node = nodes[index]
+        let start = Int(node.start) - (node.kind == .string || node.kind == .escapedString ? 1 : 0)
+        let end: Int
+        switch node.kind {
+        case .object, .array: end = Int(node.start + node.length)
+        case .string, .escapedString: end = Int(node.start + node.length) + 1
+        default: end = Int(node.start + node.length)
+        }
+        return (RecordRejection.prefix(ArraySlice(UnsafeBufferPointer(rebasing: bytes[start..<end]))), end - start)
     }
 
     /// The exact JSON text of the value at `index`.

@@ -10,6 +10,9 @@ struct Credentials: Sendable {
     var query: (name: String, value: String)?
     /// Parameters whose values are redacted wherever a URL is shown.
     var secretParams: Set<String> = ["access_token", "api_key", "apikey", "key", "token", "password", "secret"]
+    /// The secret values themselves (and the forms they are sent in), scrubbed from any text shown:
+    /// a server may echo a credential back in an error body.
+    private(set) var secretValues: [String] = []
 
     /// Reads `config`'s credentials from `environment`; throws naming the missing variable.
     init(config: HTTPSourceConfig, environment: [String: String]) throws(FetchError) {
@@ -18,6 +21,8 @@ struct Credentials: Sendable {
             guard let v = environment[name], !v.isEmpty else {
                 throw FetchError(url: Credentials.redact(config.url, secretParams), message: "the environment variable \(name) (auth) is not set")
             }
+            secretValues.append(v)
+            if let encoded = v.addingPercentEncoding(withAllowedCharacters: .alphanumerics), encoded != v { secretValues.append(encoded) }
             return v
         }
         switch config.auth {
@@ -25,6 +30,7 @@ struct Credentials: Sendable {
             headers.append(("Authorization", "Bearer \(try value(env))"))
         case .basic(let user, let env)?:
             let token = Data("\(user):\(try value(env))".utf8).base64EncodedString()
+            secretValues.append(token)
             headers.append(("Authorization", "Basic \(token)"))
         case .apiKeyHeader(let header, let env)?:
             headers.append((header, try value(env)))
@@ -36,8 +42,19 @@ struct Credentials: Sendable {
         }
     }
 
-    /// `url` with the values of secret query parameters and any password replaced by `REDACTED`.
-    func redact(_ url: String) -> String { Credentials.redact(url, secretParams) }
+    /// `url` with the values of secret query parameters and any password replaced by `REDACTED`,
+    /// and any secret value that appears elsewhere in it scrubbed.
+    func redact(_ url: String) -> String { scrub(Credentials.redact(url, secretParams)) }
+
+    /// `text` with every secret value replaced by `REDACTED`. Secrets shorter than 4 characters
+    /// are scrubbed too: a leaked short secret is still a leak.
+    func scrub(_ text: String) -> String {
+        var out = text
+        for secret in secretValues where !secret.isEmpty && out.contains(secret) {
+            out = out.replacingOccurrences(of: secret, with: "REDACTED")
+        }
+        return out
+    }
 
     static func redact(_ url: String, _ secrets: Set<String>) -> String {
         guard var components = URLComponents(string: url) else { return url }

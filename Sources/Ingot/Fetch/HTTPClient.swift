@@ -8,6 +8,10 @@ public struct HTTPResponse: Sendable {
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
     public var url: String
+    /// The body passed the client's ``HTTPClient/maxBodyBytes``: the transfer was aborted and
+    /// ``body`` is empty; ``receivedBytes`` says how far it got.
+    public var overflowed = false
+    public var receivedBytes = 0
 
     public func header(_ name: String) -> String? {
         let lower = name.lowercased()
@@ -29,7 +33,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
 /// A libcurl easy handle, reused request after request so connections stay alive (and HTTP/2 is
 /// used where the server offers it). TLS is always verified; proxies come from the usual
-/// environment variables (`https_proxy`, `no_proxy`, …), as libcurl reads them.
+/// environment variables (`https_proxy`, `no_proxy`, …), as libcurl reads them. Only `http` and
+/// `https` are spoken; redirects are returned, not followed (see ``HTTPPageSource``).
 ///
 /// Not thread-safe: one client per thread or queue.
 public final class HTTPClient {
@@ -67,10 +72,14 @@ public final class HTTPClient {
         _ = ingot_curl_setopt_string(handle, CURLOPT_URL, url)
         _ = ingot_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
         _ = ingot_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
-        _ = ingot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
-        _ = ingot_curl_setopt_long(handle, CURLOPT_MAXREDIRS, 10)
-        _ = ingot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, max(1, Int(timeout * 1000)))
-        _ = ingot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(min(timeout, 10) * 1000)))
+        // Redirects are followed by the caller, which checks each target against its origin
+        // policy and decides which hop carries credentials. libcurl itself speaks http(s) only.
+        _ = ingot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+        _ = ingot_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = ingot_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        let timeoutMs = timeout.isFinite ? Int(min(max(timeout, 0.001), 86_400) * 1000) : 86_400_000
+        _ = ingot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMs)
+        _ = ingot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(timeoutMs, 10_000))
         _ = ingot_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         _ = ingot_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
         _ = ingot_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
@@ -92,6 +101,13 @@ public final class HTTPClient {
         _ = ingot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, unmanaged.toOpaque())
 
         let code = curl_easy_perform(handle)
+        var status = 0
+        _ = ingot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        if sink.overflowed && status > 0 {
+            // The server answered, with more than we take: the caller decides (a rejected page).
+            return HTTPResponse(
+                status: status, headers: sink.headers, body: [], url: url, overflowed: true, receivedBytes: sink.received)
+        }
         guard code == CURLE_OK else {
             let message = sink.overflowed ? "the body is larger than \(maxBodyBytes) bytes" : String(cString: curl_easy_strerror(code))
             let permanent: [CURLcode] = [
@@ -102,8 +118,6 @@ public final class HTTPClient {
                 url: url, code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT,
                 isRetryable: !permanent.contains(code) && !sink.overflowed)
         }
-        var status = 0
-        _ = ingot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         _ = ingot_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
         return HTTPResponse(
@@ -117,13 +131,17 @@ private final class ResponseSink {
     var headers: [(name: String, value: String)] = []
     let limit: Int
     var overflowed = false
+    /// Body bytes offered by libcurl, kept or not.
+    var received = 0
 
     init(limit: Int) {
         self.limit = limit
     }
 
     func appendBody(_ data: UnsafeMutablePointer<CChar>, _ count: Int) -> Bool {
+        received += count
         guard body.count + count <= limit else {
+            body = []
             overflowed = true
             return false
         }

@@ -17,6 +17,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     public let config: HTTPSourceConfig
     private let recordsPath: [String]
     private let credentials: Credentials
+    /// Where URLs from responses may lead, and which requests carry credentials.
+    private let policy: OriginPolicy
     private let logger: Logger
     private var clients: [HTTPClient]
     /// Where the next page comes from; `nil` when pagination is over.
@@ -62,14 +64,19 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     ///   - query: extra parameters for the first request (an incremental run's cursor).
     public init(
         config: HTTPSourceConfig, recordsPath: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
-        query: [(String, String)] = [], logger: Logger
+        query: [(String, String)] = [], maxPageBytes: Int = RunOptions.defaultMaxPageBytes, logger: Logger
     ) throws {
         self.config = config
         self.recordsPath = recordsPath
         self.credentials = try Credentials(config: config, environment: environment)
+        self.policy = OriginPolicy(url: config.url, allowedHosts: config.allowedHosts)
         self.logger = logger
         self.firstQuery = query.map { URLQueryItem(name: $0.0, value: $0.1) }
-        clients = (0..<max(1, config.concurrency)).map { _ in HTTPClient() }
+        clients = (0..<max(1, config.concurrency)).map { _ in
+            let client = HTTPClient()
+            client.maxBodyBytes = maxPageBytes
+            return client
+        }
         switch config.paginate {
         case .page(_, let start): upcoming = .page(start)
         case .offset: upcoming = .offset(0)
@@ -112,12 +119,20 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         case .page, .offset:
             try fillNumbered(from: cursor)
         case .url(let url):
-            let page = try fetch(url: request(url), client: clients[0])
+            var page = try fetch(url: request(url), client: clients[0])
             fetched += 1
-            var result = page
-            upcoming = try following(url: url, page: page)
-            result.resumeState = upcoming?.state ?? "done"
-            buffered.append(.success(result))
+            do {
+                upcoming = try following(url: url, page: page)
+                page.resumeState = upcoming?.state ?? "done"
+                buffered.append(.success(page))
+            } catch {
+                // The page itself is fine: it is saved, then the run fails on where it points
+                // (a resume fetches it again and fails the same way, until the pipeline changes).
+                upcoming = nil
+                page.resumeState = Cursor.url(url).state
+                buffered.append(.success(page))
+                buffered.append(.failure(error))
+            }
         }
     }
 
@@ -153,8 +168,14 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 return
             case .success(var page):
                 fetched += 1
-                let records = recordCount(page.bytes)
-                var stop = records == 0
+                let records = recordCount(page)
+                var stop = records == nil || records == 0
+                if records == nil {
+                    logger.warning("fetch.stopped", metadata: [
+                        LogKey.url: "\(page.source)",
+                        LogKey.reason: "the page has no records array at '\(recordsPath.isEmpty ? "." : recordsPath.joined(separator: "."))': pagination stops here",
+                    ])
+                }
                 if case .offset(let offset) = cursors[k], case .offset(_, _, let limit, let totalPath?) = config.paginate,
                     let total = number(at: totalPath, in: page.bytes), offset + limit >= total
                 {
@@ -162,11 +183,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 }
                 upcoming = stop ? nil : step(cursors[k])
                 page.resumeState = upcoming?.state ?? "done"
-                if records == 0 {
-                    // An empty page ends pagination; it still goes through (archived, then counted).
-                    buffered.append(.success(page))
-                    return
-                }
+                // A last page (empty, past the total, or not a page of records at all) still goes
+                // through: archived, then counted or rejected.
                 buffered.append(.success(page))
                 if stop { return }
             }
@@ -195,7 +213,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     }
 
     /// Where to go after `page`, fetched from `url` (URL-based paginators).
-    private func following(url: String, page: Page) throws -> Cursor? {
+    private func following(url: String, page: Page) throws(FetchError) -> Cursor? {
         seenURLs.insert(url)
         let nextURL: String?
         switch config.paginate {
@@ -203,6 +221,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             return nil
         case .linkHeader:
             nextURL = page.http?.headers["link"].flatMap(HTTPPageSource.nextLink)
+        case .nextURL where page.oversized != nil, .cursor where page.oversized != nil:
+            throw FetchError(url: credentials.redact(url), message: "the page is over max_page_bytes, so where pagination goes next is unknown")
         case .nextURL(let path):
             guard let document = try? JSONDocument(bytes: page.bytes) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next URL is unknown")
@@ -223,12 +243,36 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         }
         guard let nextURL, !nextURL.isEmpty else { return nil }
         // Relative next links resolve against the page's URL.
-        let absolute = URL(string: nextURL, relativeTo: URL(string: url))?.absoluteString ?? nextURL
+        let absolute = try follow(nextURL, from: url, what: "next URL")
         let stripped = strippingSecrets(absolute)
         if seenURLs.contains(stripped) {
             throw FetchError(url: credentials.redact(stripped), message: "the next URL repeats a page already fetched: pagination would loop")
         }
         return .url(stripped)
+    }
+
+    /// Longest URL taken from a response.
+    static let maxURLLength = 8192
+
+    /// `target` (a URL taken from a response, perhaps relative) resolved against `base`, if the
+    /// origin policy lets Ingot go there; else a ``FetchError`` naming the rule.
+    private func follow(_ target: String, from base: String, what: String) throws(FetchError) -> String {
+        guard target.utf8.count <= HTTPPageSource.maxURLLength else {
+            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) is longer than \(HTTPPageSource.maxURLLength) bytes")
+        }
+        guard let absolute = URL(string: target, relativeTo: URL(string: base))?.absoluteString else {
+            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
+        }
+        if let refusal = policy.check(absolute) {
+            throw FetchError(url: HTTPPageSource.shown(credentials.redact(absolute)), message: "refused \(what) (from \(credentials.redact(base))): \(refusal)")
+        }
+        return absolute
+    }
+
+    /// A URL as shown in messages: at most 300 characters, control characters escaped.
+    static func shown(_ url: String) -> String {
+        let cut = url.count > 300 ? String(url.prefix(300)) + "…" : url
+        return JSONText.escapingControlCharacters(cut)
     }
 
     /// `<url>; rel="next"` from an RFC 8288 Link header.
@@ -288,7 +332,14 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             var delay: Double
             var reason: String
             do {
-                let response = try client.get(withSecrets(url), headers: credentials.headers, timeout: config.timeout)
+                let response = try get(url, client: client)
+                if response.overflowed && (200..<300).contains(response.status) {
+                    var page = Page(
+                        seq: 0, source: shown, bytes: [],
+                        http: HTTPExchange(status: response.status, headers: [:], fetchedAt: started))
+                    page.oversized = response.receivedBytes
+                    return page
+                }
                 if (200..<300).contains(response.status) {
                     var headers: [String: String] = [:]
                     for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
@@ -297,7 +348,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                         http: HTTPExchange(status: response.status, headers: headers, fetchedAt: started))
                 }
                 guard response.status == 408 || response.status == 429 || response.status >= 500 else {
-                    throw FetchError(url: shown, status: response.status, message: HTTPPageSource.preview(response.body))
+                    throw FetchError(url: shown, status: response.status, message: credentials.scrub(HTTPPageSource.preview(response.body)))
                 }
                 reason = "HTTP \(response.status)"
                 delay = backoff(attempt)
@@ -308,18 +359,18 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                     throw FetchError(url: shown, status: response.status, message: "gave up after \(attempt) attempts")
                 }
             } catch let error as TransportError {
-                reason = error.message
+                reason = credentials.scrub(error.message)
                 delay = backoff(attempt)
                 if !error.isRetryable {
-                    throw FetchError(url: shown, message: error.message)
+                    throw FetchError(url: shown, message: reason)
                 }
                 if attempt >= retry.attempts {
-                    throw FetchError(url: shown, message: "\(error.message) (gave up after \(attempt) attempts)")
+                    throw FetchError(url: shown, message: "\(reason) (gave up after \(attempt) attempts)")
                 }
             } catch let error as FetchError {
                 throw error
             } catch {
-                throw FetchError(url: shown, message: "\(error)")
+                throw FetchError(url: shown, message: credentials.scrub("\(error)"))
             }
             logger.warning("fetch.retry", metadata: [
                 LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": "\(attempt)",
@@ -327,6 +378,31 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             ])
             try pause(delay, url: shown)
         }
+    }
+
+    /// Redirects followed per request, at most.
+    static let maxRedirects = 10
+
+    /// One GET of `url`, following redirects by hand: each target is checked against the origin
+    /// policy, and credentials go only to hops that may receive them and only while the chain has
+    /// not changed origin (libcurl drops `Authorization` on such a hop, but not custom headers or
+    /// query keys, so Ingot does it for all of them).
+    private func get(_ url: String, client: HTTPClient) throws -> HTTPResponse {
+        var current = url
+        var trusted = policy.mayReceiveCredentials(url)
+        let start = OriginPolicy.Origin(url)
+        for _ in 0...HTTPPageSource.maxRedirects {
+            let target = trusted ? withSecrets(current) : current
+            let headers = trusted ? credentials.headers : []
+            let response = try client.get(target, headers: headers, timeout: config.timeout)
+            guard [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") else {
+                return response
+            }
+            let next = try follow(location, from: current, what: "redirect")
+            if OriginPolicy.Origin(next) != start || !policy.mayReceiveCredentials(next) { trusted = false }
+            current = strippingSecrets(next)
+        }
+        throw FetchError(url: credentials.redact(url), message: "more than \(HTTPPageSource.maxRedirects) redirects")
     }
 
     /// Sleeps `seconds` in short steps, giving up as soon as the run is stopping.
@@ -376,15 +452,17 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         return v.int64.map(Int.init)
     }
 
-    /// Records in the page (page/offset stop on 0); a page that is not JSON counts as non-empty.
-    private func recordCount(_ bytes: [UInt8]) -> Int {
-        guard let document = try? JSONDocument(bytes: bytes) else { return 1 }
+    /// Records in the page (page and offset pagination stop on 0), or `nil` when it is not a page
+    /// of records at all (not JSON, over the size limit, or no array at the records path): then
+    /// pagination stops too, instead of walking on to `max_pages`.
+    private func recordCount(_ page: Page) -> Int? {
+        guard page.oversized == nil, let document = try? JSONDocument(bytes: page.bytes) else { return nil }
         var current = document.root
         for key in recordsPath {
-            guard let next = current[key] else { return 0 }
+            guard let next = current[key] else { return nil }
             current = next
         }
-        return current.kind == .array ? current.count : 1
+        return current.kind == .array ? current.count : nil
     }
 }
 

@@ -14,6 +14,9 @@ public struct Page: Sendable {
     public var http: HTTPExchange?
     /// Where the source continues after this page (committed with it, for `--resume`).
     public var resumeState: String?
+    /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
+    /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
+    public var oversized: Int?
 
     public init(
         seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
@@ -51,11 +54,14 @@ extension PageSource {
 public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     public let directory: String
     public let files: [String]
+    /// Files bigger than this are not read: they become oversized pages (rejected by the run).
+    public let maxPageBytes: Int
     private var position = 0
 
     /// Lists the matching files; throws when the directory cannot be read.
-    public init(directory: String, glob: String) throws {
+    public init(directory: String, glob: String, maxPageBytes: Int = RunOptions.defaultMaxPageBytes) throws {
         self.directory = directory
+        self.maxPageBytes = maxPageBytes
         let names: [String]
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
@@ -69,10 +75,18 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
         guard position < files.count else { return nil }
         let path = (directory as NSString).appendingPathComponent(files[position])
         position += 1
+        let resumeState = "after:" + files[position - 1]
+        var st = stat()
+        if stat(path, &st) == 0, Int(st.st_size) > maxPageBytes {
+            // Not read at all: a huge file must not be loaded only to be refused.
+            var page = Page(seq: position, source: path, bytes: [], resumeState: resumeState)
+            page.oversized = Int(st.st_size)
+            return page
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw SourceError(source: path, message: "cannot read the file")
         }
-        return Page(seq: position, source: path, bytes: [UInt8](data), resumeState: "after:" + files[position - 1])
+        return Page(seq: position, source: path, bytes: [UInt8](data), resumeState: resumeState)
     }
 
     /// Continues with the first file named after `after:NAME`.

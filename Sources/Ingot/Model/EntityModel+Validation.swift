@@ -23,7 +23,20 @@ extension EntityModel {
     public func problems() -> [Problem] {
         var problems: [Problem] = []
         func add(_ location: Location, _ message: String) { problems.append(Problem(location: location, message: message)) }
+        // Every name the schema creates (tables, join tables, identity indexes), lowercased,
+        // with what it belongs to: two of them must never meet, in any case.
         var tables: [String: String] = [:]
+        for (owner, name, location) in schemaNames() {
+            let key = name.lowercased()
+            if let other = tables[key] {
+                add(location, "\(owner) is named '\(name)', which \(other) already uses")
+            } else {
+                tables[key] = owner
+            }
+            if Self.reservedPrefix(of: name) != nil, case .relationship = location {
+                add(location, "\(owner) is named '\(name)', a reserved name")
+            }
+        }
 
         if entities.isEmpty { add(.entity(""), "a model needs at least one entity") }
         for entity in entities {
@@ -31,12 +44,8 @@ extension EntityModel {
             if !Self.isSQLIdentifier(e) { add(.entity(e), "entity name '\(e)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)") }
             if !Self.isSQLIdentifier(entity.table) {
                 add(.table(entity: e), "table name '\(entity.table)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
-            } else if entity.table.hasPrefix("_ingot") {
-                add(.table(entity: e), "table name '\(entity.table)' is reserved: names starting with _ingot belong to Ingot")
-            } else if let other = tables[entity.table.lowercased()] {
-                add(.table(entity: e), "table '\(entity.table)' is already used by entity '\(other)'")
-            } else {
-                tables[entity.table.lowercased()] = e
+            } else if let reserved = Self.reservedPrefix(of: entity.table) {
+                add(.table(entity: e), "table name '\(entity.table)' is reserved: names starting with \(reserved) (in any case) belong to \(reserved == "sqlite_" ? "SQLite" : "Ingot")")
             }
             if entity.keyDelimiter.isEmpty { add(.keyDelimiter(entity: e), "key_delimiter must not be empty") }
             if entity.attributes.isEmpty { add(.entity(e), "entity '\(e)' has no attributes") }
@@ -88,9 +97,11 @@ extension EntityModel {
                     if entity.identity.isEmpty {
                         add(location, "to-many relationship '\(relationship.name)' needs an identity on entity '\(e)' for its join table")
                     }
-                    let joinTable = "\(entity.table)_\(relationship.name)"
-                    if let other = tables[joinTable.lowercased()] {
-                        add(location, "join table '\(joinTable)' collides with the table of entity '\(other)'")
+                    let joinColumns = entity.joinColumns() + target.joinColumns(prefix: relationship.target == entity.name ? relationship.name : nil)
+                        + (relationship.isOrdered ? ["position"] : [])
+                    var seenJoin: Set<String> = []
+                    for column in joinColumns where !seenJoin.insert(column.lowercased()).inserted {
+                        add(location, "the join table of relationship '\(relationship.name)' would have the column '\(column)' twice")
                     }
                 } else {
                     if relationship.isOrdered { add(location, "only a to-many relationship can be ordered") }
@@ -102,6 +113,33 @@ extension EntityModel {
             }
         }
         return problems
+    }
+
+    /// The names of the tables and indexes the schema creates, each with what it belongs to (for
+    /// messages) and where it was declared.
+    func schemaNames() -> [(owner: String, name: String, location: Location)] {
+        var names: [(String, String, Location)] = []
+        for entity in entities {
+            names.append(("the table of entity '\(entity.name)'", entity.table, .table(entity: entity.name)))
+        }
+        for entity in entities {
+            if !entity.identity.isEmpty {
+                names.append(("the identity index of entity '\(entity.name)'", entity.table + "_identity", .identity(entity: entity.name)))
+            }
+            for relationship in entity.relationships where relationship.isToMany {
+                names.append((
+                    "the join table of '\(entity.name).\(relationship.name)'", "\(entity.table)_\(relationship.name)",
+                    .relationship(entity: entity.name, name: relationship.name)))
+            }
+        }
+        return names
+    }
+
+    /// `_ingot` or `sqlite_` when `name` starts with it, in any case: those names belong to Ingot
+    /// and SQLite.
+    static func reservedPrefix(of name: String) -> String? {
+        let lower = name.lowercased()
+        return ["_ingot", "sqlite_"].first { lower.hasPrefix($0) }
     }
 
     /// `[A-Za-z_][A-Za-z0-9_]*`: names we put into SQL unquoted, and the same in every backend.

@@ -6,6 +6,8 @@ import Foundation
 final class SchemaProbe {
     var entities: [String: Entity] = [:]
     var order: [String] = []
+    /// Placeholders being built inside one another (a guard against types that recurse).
+    var placeholderDepth = 0
 
     struct Unsupported: Error, CustomStringConvertible {
         var description: String
@@ -103,11 +105,23 @@ private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codin
         case is Int.Type: 0
         case is Int64.Type: Int64(0)
         case is Int32.Type: Int32(0)
+        case is Int16.Type: Int16(0)
+        case is Int8.Type: Int8(0)
+        case is UInt.Type: UInt(0)
         case is UInt64.Type: UInt64(0)
+        case is UInt32.Type: UInt32(0)
+        case is UInt16.Type: UInt16(0)
+        case is UInt8.Type: UInt8(0)
         case is Date.Type: Date(timeIntervalSince1970: 0)
         default: nil
         }
     if let value = value as? T { return value }
+    // A type that asks for itself again (directly or through a wrapper) would recurse forever.
+    guard probe.placeholderDepth < 32 else {
+        throw SchemaProbe.Unsupported(description: "cannot derive a model from \(T.self): it nests more than 32 levels deep")
+    }
+    probe.placeholderDepth += 1
+    defer { probe.placeholderDepth -= 1 }
     do {
         return try T(from: ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath))
     } catch {
@@ -137,6 +151,12 @@ private struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
     func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decode(type, key) }
     func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decode(type, key) }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decode(type, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decode(type, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decode(type, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decode(type, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decode(type, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decode(type, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decode(type, key) }
 
     private func decode<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T {
         try decode(type, forKey: key) as T

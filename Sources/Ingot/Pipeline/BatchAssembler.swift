@@ -15,7 +15,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private let writer: WriterStage
     private let batchLimit: Int
     private let byteLimit: Int
-    private let pageConsumed: @Sendable () -> Void
+    /// Called with a page's raw byte count once it is folded (its in-flight slot is free).
+    private let pageConsumed: @Sendable (Int) -> Void
     /// One batch may be saving while the next is assembled.
     private let saving = DispatchSemaphore(value: 1)
 
@@ -34,7 +35,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
 
     init(
         writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
-        pageConsumed: @escaping @Sendable () -> Void
+        pageConsumed: @escaping @Sendable (Int) -> Void
     ) {
         self.writer = writer
         self.nextSeq = firstSeq
@@ -70,7 +71,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 batchBytes += size
                 if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
             }
-            pageConsumed()
+            pageConsumed(page.bytes)
         }
         if let end = sourceEnd, nextSeq > end.total {
             sourceEnd = nil

@@ -34,14 +34,18 @@ extension PipelineRunner {
     }
 
     /// Reads `source` on its own queue, one in-flight slot per page, numbering pages from
-    /// `firstSeq`; each page is archived (when there is an archive) before it is decoded. Stops
-    /// when the source ends, on ``stop()``, or when the writer or the archive failed, then tells
-    /// the assembler how many pages there were and why the source stopped.
+    /// `firstSeq`; each page is archived (when there is an archive) before it is decoded. A page
+    /// over ``maxPageBytes`` is rejected here, where it enters: neither archived nor decoded, so
+    /// nothing a run accepts is unreadable by a replay. Stops when the source ends, on
+    /// ``stop()``, or when the writer or the archive failed, then tells the assembler how many
+    /// pages there were and why the source stopped.
     func startSource(
-        _ source: any PageSource, firstSeq: Int, inFlight: DispatchSemaphore, archive: ArchiveStage?, writer: WriterStage,
+        _ source: any PageSource, firstSeq: Int, budget: PageBudget, archive: ArchiveStage?, writer: WriterStage,
         assembler: BatchAssembler, decode: @escaping @Sendable (Page) -> Void
     ) {
         let stopping = self.stopping
+        let maxPageBytes = self.maxPageBytes
+        let rootName = config.root
         let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
         sourceQueue.async {
             var seq = firstSeq - 1
@@ -53,20 +57,27 @@ extension PipelineRunner {
                         break
                     }
                     if writer.hasFailed || archive?.hasFailed == true { break }
-                    inFlight.wait()
+                    budget.acquireSlot()
                     let next: Page?
                     do {
                         next = try source.next()
                     } catch {
-                        inFlight.signal()  // every slot goes back: libdispatch traps on a semaphore freed below its start value
+                        budget.release(0)
                         throw error
                     }
                     guard var page = next else {
-                        inFlight.signal()
+                        budget.release(0)
                         break
                     }
                     seq += 1
                     page.seq = seq
+                    if page.oversized != nil || page.bytes.count > maxPageBytes {
+                        let rejected = PipelineRunner.oversizedPage(page, limit: maxPageBytes, entity: rootName)
+                        budget.charge(rejected.bytes)
+                        assembler.queue.async { assembler.receive(rejected) }
+                        continue
+                    }
+                    budget.charge(page.bytes.count)
                     if let archive {
                         // Archived before it is decoded: anything decoded can be replayed.
                         archive.queue.async { [page] in
@@ -75,7 +86,7 @@ extension PipelineRunner {
                             } else {
                                 // Not archived, so not decoded: the page is consumed as empty and the run fails.
                                 let empty = DecodedPage(
-                                    seq: page.seq, source: page.source, bytes: 0, records: [], rejections: [],
+                                    seq: page.seq, source: page.source, bytes: page.bytes.count, records: [], rejections: [],
                                     pageRejected: false, recordCount: 0)
                                 assembler.queue.async { assembler.receive(empty) }
                             }
@@ -95,5 +106,21 @@ extension PipelineRunner {
             // Pages reach the assembler through the archive queue: let it drain first.
             if let archive { archive.queue.async { finish() } } else { finish() }
         }
+    }
+
+    /// A page over the size limit, as a rejected page: its reason, its size, and a prefix of its
+    /// text (when the source kept any). It carries its resume state: the source goes on after it.
+    static func oversizedPage(_ page: Page, limit: Int, entity: String) -> DecodedPage {
+        let size = max(page.oversized ?? 0, page.bytes.count)
+        let seen = page.oversized.map { "\(max($0, limit + 1))" } ?? "\(size)"
+        var rejection = RecordRejection(
+            entity: entity, codingPath: "", reason: "the page is \(seen) bytes, over max_page_bytes (\(limit)); it was not archived",
+            source: page.source, recordIndex: nil, raw: "")
+        rejection.setRaw(page.bytes[...], length: size)
+        var rejected = DecodedPage(
+            seq: page.seq, source: page.source, bytes: page.bytes.count, records: [], rejections: [rejection],
+            pageRejected: true, recordCount: 0)
+        rejected.resumeState = page.resumeState
+        return rejected
     }
 }

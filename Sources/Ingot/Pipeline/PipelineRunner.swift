@@ -31,6 +31,9 @@ public final class PipelineRunner: Sendable {
         self.logger = logger
     }
 
+    /// The largest page this run accepts: the options', else the pipeline's, else 64 MiB.
+    public var maxPageBytes: Int { options.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes }
+
     /// Counters of the run so far (committed batches only).
     public var counters: RunCounters { shared.value.withLock { $0 } }
 
@@ -113,7 +116,7 @@ public final class PipelineRunner: Sendable {
         logger.info("run.started", metadata: startMetadata)
 
         let lanes = max(1, options.lanes)
-        let inFlight = DispatchSemaphore(value: max(1, options.pagesInFlight ?? lanes * 2 + 2))
+        let budget = PageBudget(maxPages: options.pagesInFlight ?? lanes * 2 + 2, maxBytes: options.bytesInFlight)
         let done = DispatchSemaphore(value: 0)
         let firstSeq = (resumed?.lastSeq ?? 0) + 1
         let writer = WriterStage(
@@ -121,12 +124,12 @@ public final class PipelineRunner: Sendable {
             initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
-            byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { inFlight.signal() })
+            byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
 
         let decode = makeDecodeLanes(count: lanes, assembler: assembler)
         let progress = startProgress(logger: logger, started: started)
         startSource(
-            source, firstSeq: firstSeq, inFlight: inFlight, archive: archive, writer: writer, assembler: assembler,
+            source, firstSeq: firstSeq, budget: budget, archive: archive, writer: writer, assembler: assembler,
             decode: decode)
         done.wait()
         progress?.cancel()
@@ -168,7 +171,7 @@ public final class PipelineRunner: Sendable {
         }
         let header = ArchiveHeader(
             formatVersion: ArchiveFormat.version, runID: runID, pipelineName: config.name, pipelineText: config.text,
-            pipelinePath: config.path, createdAt: ArchiveWriter.timestamp(started))
+            pipelinePath: config.path, createdAt: ArchiveWriter.timestamp(started), maxPageBytes: maxPageBytes)
         return ArchiveStage(writer: try ArchiveWriter(path: path, header: header, compressionLevel: options.compressionLevel))
     }
 

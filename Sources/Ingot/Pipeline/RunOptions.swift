@@ -22,6 +22,10 @@ public struct RunOptions: Sendable {
     /// Pages read but not yet folded into a batch, at most. Default: `2 × lanes + 2`. With
     /// `batchRecords`, this bounds memory whatever the size of the source.
     public var pagesInFlight: Int?
+    /// Raw page bytes read but not yet folded into a batch, at most (one bigger page still goes
+    /// through alone). Default 64 MiB. With `pagesInFlight`, `batchBytes` and `maxPageBytes` this
+    /// bounds memory whatever the source sends (docs/concurrency.md).
+    public var bytesInFlight = 64 << 20
     /// Seconds between progress lines. Default 5; 0 turns them off.
     public var progressInterval: Double = 5
     /// The run's id. Default: the start time and a random suffix.
@@ -37,10 +41,17 @@ public struct RunOptions: Sendable {
     public var resume = false
     /// zstd level of archived payloads. Default 3.
     public var compressionLevel: Int32 = 3
+    /// The largest page accepted, in bytes: a bigger one is a rejected page (not archived, not
+    /// decoded; an HTTP transfer is cut off there). Default: the pipeline's `max_page_bytes`,
+    /// else 64 MiB. One limit for run and replay: an archive's entries never exceed it.
+    public var maxPageBytes: Int?
 
     public init() {}
 
     static let defaultBatchRecords = 5000
+    public static let defaultMaxPageBytes = 64 << 20
+    /// `max_page_bytes` accepted from a file or the command line (a page's offsets are 32-bit).
+    public static let maxPageBytesRange = 1024...(1 << 30)
     static let defaultBatchBytes = 64 << 20
 }
 

@@ -28,7 +28,7 @@ extension Store {
         }
         if !rejections.isEmpty {
             let insert = try statement(
-                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
             for r in rejections {
                 insert.bind(.text(runID), at: 1)
                 insert.bind(.text(r.entity), at: 2)
@@ -39,6 +39,7 @@ extension Store {
                 insert.bind(.text(r.raw), at: 7)
                 insert.bind(r.archive.map { .text($0.path) } ?? .null, at: 8)
                 insert.bind(r.archive.map { .integer(Int64($0.entry)) } ?? .null, at: 9)
+                insert.bind(.integer(Int64(r.rawLength)), at: 10)
                 try insert.execute()
             }
         }
@@ -140,24 +141,52 @@ extension Store {
         try statement.execute()
     }
 
-    /// Deletes the rows of the replace entity the run did not touch, and their links, in the open
-    /// transaction (the last batch's), which the caller commits. Returns how many rows were deleted.
+    /// Deletes the rows of the replace entity the run did not touch, in the open transaction (the
+    /// last batch's), which the caller commits, and applies Core Data's *nullify* rule to every
+    /// relationship that can point at them: to-one references to a deleted row become `NULL`,
+    /// join rows naming it (on either side) are removed. Returns how many rows were deleted.
     func deleteUntouched() throws -> Int {
         guard let entity = replaceEntity else { return 0 }
         let layout = layouts[entity]
         let table = Store.quote(layout.table)
         let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
+        let identityList = identity.joined(separator: ", ")
         let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
+        func row(_ columns: [String], of qualifier: String) -> String {
+            let list = columns.map { "\(qualifier).\(Store.quote($0))" }.joined(separator: ", ")
+            return columns.count == 1 ? list : "(\(list))"
+        }
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
-            try db.execute(sql: "DELETE FROM \(table) WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))")
+            try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
+            try db.execute(sql: """
+                CREATE TEMP TABLE _ingot_deleted AS SELECT \(identityList) FROM \(table)
+                WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))
+                """)
+            let gone = "(SELECT \(identityList) FROM temp._ingot_deleted)"
+            try db.execute(sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
             deleted = db.changesCount
-            for toMany in layout.toMany {
-                let join = Store.quote(toMany.joinTable)
-                let link = zip(toMany.sourceColumns, identity).map { "\(table).\($1) = \(join).\(Store.quote($0))" }
-                try db.execute(sql: "DELETE FROM \(join) WHERE NOT EXISTS (SELECT 1 FROM \(table) WHERE \(link.joined(separator: " AND ")))")
+            for other in layouts {
+                let otherTable = Store.quote(other.table)
+                // To-one references to a deleted row become NULL.
+                for toOne in other.toOne where toOne.target == entity {
+                    let columns = toOne.slots.map { other.columns[$0].name }
+                    let set = columns.map { "\(Store.quote($0)) = NULL" }.joined(separator: ", ")
+                    try db.execute(sql: "UPDATE \(otherTable) SET \(set) WHERE \(row(columns, of: otherTable)) IN \(gone)")
+                }
+                // Join rows naming a deleted row, on the owner's side or the target's.
+                for toMany in other.toMany {
+                    let join = Store.quote(toMany.joinTable)
+                    if other.entity == entity {
+                        try db.execute(sql: "DELETE FROM \(join) WHERE \(row(toMany.sourceColumns, of: join)) IN \(gone)")
+                    }
+                    if toMany.target == entity {
+                        try db.execute(sql: "DELETE FROM \(join) WHERE \(row(toMany.targetColumns, of: join)) IN \(gone)")
+                    }
+                }
             }
+            try db.execute(sql: "DROP TABLE temp._ingot_deleted")
         }
         return deleted
     }

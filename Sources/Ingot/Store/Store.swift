@@ -71,6 +71,13 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             }
         }
         dbQueue = try DatabaseQueue(path: path, configuration: config)
+        // A database whose tables disagree with the pipeline is refused before anything is written.
+        let conflicts = try dbQueue.inDatabase { db in try Store.schemaConflicts(model, existing: db) }
+        if !conflicts.isEmpty {
+            try? dbQueue.close()
+            throw StoreError.schema(
+                "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
+        }
         try Store.migrator.migrate(dbQueue)
         try dbQueue.inDatabase { db in
             for sql in try Store.schemaStatements(model, existing: db) { try db.execute(sql: sql) }
@@ -182,6 +189,9 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
                 );
                 """)
         }
+        migrator.registerMigration("v4: rejects keep a bounded prefix of their text, and its whole length") { db in
+            try db.execute(sql: "ALTER TABLE _ingot_rejects ADD COLUMN raw_length INTEGER")
+        }
         return migrator
     }
 
@@ -228,6 +238,45 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             statements += tableStatements(layout, model: model)
         }
         return statements
+    }
+
+    /// How the existing tables of `db` disagree with `model`: a column stored with another type, an
+    /// identity on other columns, a join table of another shape. Columns the pipeline adds are
+    /// not conflicts (they are added); columns it no longer reads are left alone.
+    static func schemaConflicts(_ model: EntityModel, existing db: Database) throws -> [String] {
+        var conflicts: [String] = []
+        func normalized(_ type: String) -> String { type.trimmingCharacters(in: .whitespaces).uppercased() }
+        for layout in EntityLayout.layouts(of: model) {
+            guard try db.tableExists(layout.table) else { continue }
+            var stored: [String: String] = [:]
+            for column in try db.columns(in: layout.table) { stored[column.name.lowercased()] = column.type }
+            for column in layout.columns {
+                if let type = stored[column.name.lowercased()], normalized(type) != normalized(column.sqlType) {
+                    conflicts.append(
+                        "table '\(layout.table)', column '\(column.name)': stored as \(type.isEmpty ? "(no type)" : type), the pipeline wants \(column.sqlType)")
+                }
+            }
+            let wanted = layout.identitySlots.map { layout.columns[$0].name.lowercased() }
+            let index = try db.indexes(on: layout.table).first { $0.name.lowercased() == (layout.table + "_identity").lowercased() }
+            let storedIdentity = index.map { $0.columns.map { $0.lowercased() } }
+            if let storedIdentity, storedIdentity != wanted {
+                conflicts.append(
+                    "table '\(layout.table)': its identity is (\(storedIdentity.joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))")
+            } else if storedIdentity == nil, !wanted.isEmpty, try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quote(layout.table))") ?? 0 > 0 {
+                conflicts.append(
+                    "table '\(layout.table)': it holds rows without an identity, the pipeline's is (\(wanted.joined(separator: ", ")))")
+            }
+            for toMany in layout.toMany where try db.tableExists(toMany.joinTable) {
+                let columns = Set(try db.columns(in: toMany.joinTable).map { $0.name.lowercased() })
+                var expected = Set((toMany.sourceColumns + toMany.targetColumns).map { $0.lowercased() })
+                if toMany.isOrdered { expected.insert("position") }
+                if columns != expected {
+                    conflicts.append(
+                        "join table '\(toMany.joinTable)': its columns are (\(columns.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))")
+                }
+            }
+        }
+        return conflicts
     }
 
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }

@@ -1,0 +1,95 @@
+import Foundation
+
+/// Where a pipeline may send requests, and which of them may carry its credentials.
+///
+/// A response can name the next URL (a `next` field, a `Link` header, a redirect's `Location`).
+/// A hostile or compromised server could use that to point Ingot at `file:///etc/passwd`, at a
+/// local service, or at another host that would then receive the credentials. The rules:
+///
+/// - Requests and redirects speak `http` and `https` only (libcurl is restricted to them too).
+/// - A URL that comes from a response is followed only on the configured URL's origin (scheme,
+///   host, port) or on a host listed in `source.http.allowed_hosts`.
+/// - Credentials (the auth header or query key, and every configured header) go only to the
+///   configured origin and the allowed hosts, never over plain `http` when the configured URL is
+///   `https`, and never after a redirect that changed origin.
+public struct OriginPolicy: Sendable, Equatable {
+    /// The configured URL's origin.
+    public let origin: Origin
+    /// `host` or `host:port` entries, lowercased.
+    public let allowedHosts: [String]
+
+    public struct Origin: Sendable, Hashable, CustomStringConvertible {
+        public var scheme: String
+        public var host: String
+        public var port: Int
+
+        /// The origin of `url`, or `nil` when it is not an absolute `http`/`https` URL with a host.
+        public init?(_ url: String) {
+            guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = c.host?.lowercased(), !host.isEmpty
+            else { return nil }
+            self.scheme = scheme
+            self.host = host
+            self.port = c.port ?? (scheme == "https" ? 443 : 80)
+        }
+
+        public init(scheme: String, host: String, port: Int) {
+            self.scheme = scheme
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { "\(scheme)://\(host):\(port)" }
+    }
+
+    /// Why a URL is refused.
+    public enum Refusal: Sendable, Equatable, CustomStringConvertible {
+        /// Not `http` or `https` (or not an absolute URL at all).
+        case scheme
+        /// Another origin, not among the allowed hosts.
+        case origin(OriginPolicy.Origin)
+
+        public var description: String {
+            switch self {
+            case .scheme: "only http and https URLs are followed"
+            case .origin(let o): "\(o.host) is not the pipeline's origin and not in source.http.allowed_hosts"
+            }
+        }
+    }
+
+    public init(url: String, allowedHosts: [String] = []) {
+        // The configured URL is validated at load time; an invalid one refuses everything.
+        origin = Origin(url) ?? Origin(scheme: "", host: "", port: 0)
+        self.allowedHosts = allowedHosts.map { $0.lowercased() }
+    }
+
+    /// Whether `candidate` is on an allowed host (by `host` or `host:port`).
+    func isAllowedHost(_ candidate: Origin) -> Bool {
+        allowedHosts.contains { entry in
+            entry == candidate.host || entry == "\(candidate.host):\(candidate.port)"
+        }
+    }
+
+    /// `nil` when a URL taken from a response may be requested, else why not.
+    public func check(_ url: String) -> Refusal? {
+        guard let target = Origin(url) else { return .scheme }
+        if target == origin || isAllowedHost(target) { return nil }
+        return .origin(target)
+    }
+
+    /// Whether a request to `url` may carry credentials: the configured origin, or an allowed host
+    /// reached without a downgrade from https to http.
+    public func mayReceiveCredentials(_ url: String) -> Bool {
+        guard let target = Origin(url) else { return false }
+        if target == origin { return true }
+        return isAllowedHost(target) && !(origin.scheme == "https" && target.scheme == "http")
+    }
+
+    /// Checks an `allowed_hosts` entry: `host` or `host:port`, nothing else.
+    static func isValidHostEntry(_ entry: String) -> Bool {
+        guard !entry.isEmpty, !entry.contains("/"), !entry.contains("@"), !entry.contains("?"), !entry.contains("#"),
+            let c = URLComponents(string: "http://" + entry), let host = c.host, !host.isEmpty, c.path.isEmpty
+        else { return false }
+        return true
+    }
+}
