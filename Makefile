@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test run bench instructions chaos clean
+.PHONY: all deps build release test run bench instructions chaos fuzz clean
 
 all: build
 
@@ -50,5 +50,11 @@ instructions: release
 chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
 
+## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for
+## FUZZ_SECONDS (default 600) each; crashes are kept in Tests/Fixtures/fuzz/, which make test replays
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
 clean:
-	rm -rf .build $(OUT)
+	rm -rf .build .build-fuzz .fuzz $(OUT)

@@ -21,7 +21,7 @@ Serves
   /hostile/big?size=N        a page of one item padded to N bytes
 
 Faults (--faults), each at the Nth request to /people/* (1-based), once:
-  500:N  429:N (Retry-After: 1)  drop:N (connection closed mid-body)  truncate:N (body cut short)
+  500:N  429:N (Retry-After: 1)  429long:N (Retry-After: 3600)  drop:N (connection closed mid-body)  truncate:N (body cut short)
   slow:N (sleeps --slow seconds before answering)  401:N
 --token T requires "Authorization: Bearer T" (401 otherwise) on /people/*.
 --tls CERT KEY serves HTTPS (the tests use a self-signed certificate, which Ingot must refuse).
@@ -138,6 +138,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json({"detail": "unauthorized"}, 401)
             if fault == "429":
                 return self.send_json({"detail": "slow down"}, 429, [("Retry-After", "1")])
+            if fault == "429long":
+                return self.send_json({"detail": "come back in an hour"}, 429, [("Retry-After", "3600")])
             if fault == "slow":
                 time.sleep(State.slow)
             return self.people(u.path[len("/people/"):], q, fault)

@@ -295,30 +295,36 @@ struct MergeRulesTests {
 
 import Synchronization
 
-/// A source that takes its time, for progress lines.
-private final class SlowPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+/// A source that serves page k only once k - 1 progress lines were logged: the run is still
+/// going when they come, whatever the speed of the machine.
+private final class ProgressGatedSource: PageSource, @unchecked Sendable {  // used from the source queue only
     private let pages: [String]
+    private let logs: LogCapture
     private var served = 0
-    init(_ pages: [String]) { self.pages = pages }
+    init(_ pages: [String], logs: LogCapture) {
+        self.pages = pages
+        self.logs = logs
+    }
     func next() throws -> Page? {
         guard served < pages.count else { return nil }
-        Thread.sleep(forTimeInterval: 0.03)
+        waitUntil { logs.all.filter { $0.contains("msg=run.progress") }.count >= served }
         served += 1
         return Page(seq: served, source: "slow-\(served).json", bytes: Array(pages[served - 1].utf8))
     }
 }
 
 struct ProgressTests {
-    @Test func longRunsLogProgressAtAnInterval() throws {
+    @Test(.timeLimit(.minutes(1))) func longRunsLogProgressAtAnInterval() throws {
         let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("p.db").path
         options.progressInterval = 0.1
         options.batchRecords = 1
         let logs = LogCapture()
-        let pages = (0..<15).map { page(#"{"id": \#($0)}"#) }
-        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: SlowPageSource(pages))
-        #expect(summary.counters.pages == 15)
+        let pages = (0..<3).map { page(#"{"id": \#($0)}"#) }
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger)
+            .run(source: ProgressGatedSource(pages, logs: logs))
+        #expect(summary.counters.pages == 3)
         let progress = logs.all.filter { $0.contains("msg=run.progress") }
         #expect(progress.count >= 2, "\(logs.all)")
         for key in ["pages=", "records=", "records_per_s=", "rejected_records=", "rejected_pages=", "elapsed_s="] {
@@ -367,7 +373,7 @@ struct TransactionTests {
         #expect(try rows(db, "SELECT pages, records, inserted, status FROM _ingot_runs") == [["10", "500", "500", "finished"]])
     }
 
-    @Test func anOpenTransactionIsCommittedAfterTheIntervalWhenTheSourceWaits() throws {
+    @Test(.timeLimit(.minutes(1))) func anOpenTransactionIsCommittedAfterTheIntervalWhenTheSourceWaits() throws {
         let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("t.db").path
@@ -376,20 +382,23 @@ struct TransactionTests {
         options.commitInterval = 0.1
         let source = GatedPageSource([page(#"{"id": 1}"#), page(#"{"id": 2}"#)])
         let done = DispatchSemaphore(value: 0)
+        let ended = Mutex<RunSummary?>(nil)
         let path = options.databasePath
         DispatchQueue.global().async { [options] in
-            _ = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+            let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+            ended.withLock { $0 = summary }
             done.signal()
         }
-        // The first page is saved, then the source waits: the interval commits it.
+        // The first page is saved, then the source waits: the interval commits it (only a
+        // commit makes it visible to another connection; the time limit ends a wait that never comes).
         var seen: [[String]] = []
-        for _ in 0..<100 {
-            Thread.sleep(forTimeInterval: 0.05)
-            if let found = try? rows(path, "SELECT id FROM person"), !found.isEmpty {
-                seen = found
-                break
-            }
+        waitUntil {
+            if ended.withLock({ $0 }) != nil { return true }
+            guard FileManager.default.fileExists(atPath: path) else { return false }
+            seen = (try? rows(path, "SELECT id FROM person")) ?? []
+            return !seen.isEmpty
         }
+        #expect(ended.withLock { $0 } == nil, "the run ended early: \(String(describing: ended.withLock { $0 }?.error))")
         #expect(seen == [["1"]])
         source.gate.signal()
         done.wait()

@@ -102,3 +102,29 @@ func rows(_ db: String, _ sql: String) throws -> [[String]] {
         }
     }
 }
+
+/// A seeded generator (SplitMix64): tests that draw random inputs draw the same ones every run,
+/// and print the seed with any failure so it can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+    let seed: UInt64
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        self.seed = seed
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Waits until `condition` holds, checking every 10 ms. No deadline of its own: the calling
+/// test's `.timeLimit` ends a wait that never comes, so no test passes or fails on a timer.
+func waitUntil(_ condition: () throws -> Bool) rethrows {
+    while try !condition() { Thread.sleep(forTimeInterval: 0.01) }
+}

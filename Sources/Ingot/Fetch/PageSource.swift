@@ -76,17 +76,37 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
         let path = (directory as NSString).appendingPathComponent(files[position])
         position += 1
         let resumeState = "after:" + files[position - 1]
+        let (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
+        var page = Page(seq: position, source: path, bytes: bytes, resumeState: resumeState)
+        page.oversized = oversized
+        return page
+    }
+
+    /// Reads `path` up to `limit` bytes. A bigger file (by its size, or by what it yields: a file
+    /// that grows, a pipe) is not kept: its bytes are dropped and `oversized` says how many were
+    /// seen, so a huge file never has to fit in memory to be refused.
+    static func read(_ path: String, limit: Int) throws -> (bytes: [UInt8], oversized: Int?) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SourceError(source: path, message: "cannot read the file: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
         var st = stat()
-        if stat(path, &st) == 0, Int(st.st_size) > maxPageBytes {
-            // Not read at all: a huge file must not be loaded only to be refused.
-            var page = Page(seq: position, source: path, bytes: [], resumeState: resumeState)
-            page.oversized = Int(st.st_size)
-            return page
+        if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, Int(st.st_size) > limit {
+            return ([], Int(st.st_size))
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw SourceError(source: path, message: "cannot read the file")
+        var bytes: [UInt8] = []
+        if (st.st_mode & S_IFMT) == S_IFREG { bytes.reserveCapacity(Int(st.st_size)) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SourceError(source: path, message: "cannot read the file: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            if bytes.count + n > limit { return ([], bytes.count + n) }
+            bytes.append(contentsOf: chunk[0..<n])
         }
-        return Page(seq: position, source: path, bytes: [UInt8](data), resumeState: resumeState)
+        return (bytes, nil)
     }
 
     /// Continues with the first file named after `after:NAME`.

@@ -40,7 +40,11 @@ public final class PipelineRunner: Sendable {
     /// Asks the run to stop reading: in-flight pages are still applied and committed. A source
     /// waiting to retry gives up at once.
     public func stop() {
-        stopping.value.withLock { $0 = true }
+        let already = stopping.value.withLock { stopping in
+            defer { stopping = true }
+            return stopping
+        }
+        if !already { logger.notice("run.stopping", metadata: [LogKey.pipeline: "\(config.name)"]) }
         activeSource.value.withLock { $0 }?.cancel()
     }
 

@@ -1,0 +1,136 @@
+import Foundation
+
+/// The entry points the fuzzers drive (`make fuzz`, Sources/IngotFuzz), one per kind of hostile
+/// input. Each takes raw bytes and must return normally whatever they hold: errors are
+/// expected, traps are bugs. The tests replay every input kept in `Tests/Fixtures/fuzz/`.
+public enum FuzzTargets {
+    /// The harness names, as `ingot-fuzz NAME` takes them.
+    public static let names = ["page", "archive", "pipeline", "pagination"]
+
+    /// Runs the harness `name` on `bytes`; `false` for an unknown name.
+    @discardableResult
+    public static func run(_ name: String, _ bytes: [UInt8]) -> Bool {
+        switch name {
+        case "page": page(bytes)
+        case "archive": archive(bytes)
+        case "pipeline": pipeline(bytes)
+        case "pagination": pagination(bytes)
+        default: return false
+        }
+        return true
+    }
+
+    // MARK: - Page: the JSON parser and the record mapper
+
+    /// A model that reaches every mapping path: every attribute type and date format, key paths,
+    /// to-one and to-many relationships, nested and bare, a composite identity, coercion.
+    static let pageModel: PipelineConfig? = try? PipelineConfig.parse(text: """
+        version: 1
+        name: fuzz
+        records: results
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes:
+              id: integer
+              name: string
+              score: {type: double, coerce: true}
+              active: {type: bool, coerce: true}
+              n: {type: integer, key: a.b.n, coerce: true}
+              day: {type: date, format: "yyyy-MM-dd"}
+              at: {type: date, format: iso8601, timezone: Europe/Paris}
+              unix: {type: date, format: unix, coerce: true}
+              ms: {type: date, format: unix_ms}
+              local: {type: date, format: "dd/MM/yyyy HH:mm:ss.SSS", timezone: America/New_York}
+              meta: json
+            relationships:
+              dogs: {to: dog, many: true}
+              best: {to: dog, key: best_friend, missing: reject}
+              visits: {to: place, many: true, ordered: true, missing: ignore}
+          dog:
+            identity: id
+            attributes: {id: integer, name: string}
+          place:
+            identity: [country, code]
+            attributes: {country: string, code: integer}
+        """, path: "fuzz.yml")
+
+    private static let pagePlan: MappingPlan? = pageModel.map {
+        MappingPlan(model: $0.model, root: $0.root, recordsPath: $0.recordsPath, incrementalPath: ["name"])
+    }
+
+    static func page(_ bytes: [UInt8]) {
+        guard let plan = pagePlan else { return }
+        var mapper = RecordMapper(plan: plan)
+        let decoded = mapper.map(bytes: bytes, seq: 1, source: "fuzz")
+        // Everything the later stages read from a decoded page must be readable.
+        for rejection in decoded.rejections { _ = rejection.description }
+        for record in decoded.records { precondition(record.rows.upperBound <= decoded.rows.count) }
+        if let document = try? JSONDocument(bytes: bytes) { _ = describe(document.root, depth: 0) }
+    }
+
+    /// Walks a parsed document the way the mapper's callers do (strings, numbers, members).
+    private static func describe(_ value: JSONValue, depth: Int) -> Int {
+        guard depth < 64 else { return 0 }
+        var n = 1
+        _ = value.string
+        _ = value.int64
+        _ = value.double
+        for element in value.elements { n += describe(element, depth: depth + 1) }
+        for (_, member) in value.members { n += describe(member, depth: depth + 1) }
+        return n
+    }
+
+    // MARK: - Archive: the reader, on any file
+
+    private static let archivePath = FileManager.default.temporaryDirectory
+        .appendingPathComponent("ingot-fuzz-\(getpid()).ingot").path
+
+    static func archive(_ bytes: [UInt8]) {
+        guard FileManager.default.createFile(atPath: archivePath, contents: Data(bytes)) else { return }
+        defer { unlink(archivePath) }
+        guard let reader = try? ArchiveReader(path: archivePath) else { return }
+        reader.decompressionLimit = 1 << 20
+        for entry in reader.entries { _ = try? reader.payload(of: entry) }
+        _ = try? reader.verify()
+        _ = ArchiveReader.printable(reader.header.pipelineText)
+        if let text = try? PipelineConfig.parse(text: reader.header.pipelineText, path: "archived") { _ = text.name }
+    }
+
+    // MARK: - Pipeline: the YAML loader and the model's validation
+
+    static func pipeline(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let config = try? PipelineConfig.parse(text: text, path: "fuzz.yml") else { return }
+        // A pipeline that loads must give a schema and a mapping plan without trapping.
+        _ = Store.schema(of: config.model)
+        _ = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
+        if case .http(let http) = config.source {
+            _ = OriginPolicy(url: http.url, allowedHosts: http.allowedHosts).check(http.url)
+        }
+    }
+
+    // MARK: - Pagination: response headers and body in, next URL out
+
+    private static let policy = OriginPolicy(url: "https://api.example.org/v1/items?page=1", allowedHosts: ["cdn.example.org"])
+
+    /// The input is `Link header value \n Retry-After value \n body`.
+    static func pagination(_ bytes: [UInt8]) {
+        let parts = bytes.split(separator: UInt8(ascii: "\n"), maxSplits: 2, omittingEmptySubsequences: false)
+        let link = parts.count > 0 ? String(decoding: parts[0], as: UTF8.self) : ""
+        let retryAfter = parts.count > 1 ? String(decoding: parts[1], as: UTF8.self) : ""
+        let body = parts.count > 2 ? Array(parts[2]) : []
+        _ = HTTPPageSource.retryAfter(retryAfter)
+        var candidates: [String] = []
+        if let next = HTTPPageSource.nextLink(link) { candidates.append(next) }
+        if let document = try? JSONDocument(bytes: body), let next = document.root["next"]?.string { candidates.append(next) }
+        for candidate in candidates {
+            _ = HTTPPageSource.shown(candidate)
+            if let absolute = URL(string: candidate, relativeTo: URL(string: "https://api.example.org/v1/items?page=1"))?.absoluteString {
+                _ = policy.check(absolute)
+                _ = policy.mayReceiveCredentials(absolute)
+            }
+        }
+    }
+}
