@@ -274,7 +274,9 @@ struct MergeRulesTests {
             defer { next += count }
             return page((0..<count).map { #"{"id": \#(next + $0), "name": "n"}"# }.joined(separator: ","))
         }
-        let (summary, _) = try ingest(peopleYAML, pages, lanes: 1, batchRecords: 1, observer: { sql in statements.withLock { $0.append(sql) } })
+        // A batch per page: its byte limit is reached by any page (pages are not split below 1000 records).
+        let (summary, _) = try ingest(
+            peopleYAML, pages, lanes: 1, batchRecords: 1000, batchBytes: 1, observer: { sql in statements.withLock { $0.append(sql) } })
         #expect(summary.counters.inserted == 820)
         let shapes = Set(statements.withLock { $0 }.filter { $0.hasPrefix("INSERT INTO \"person\"") })
         #expect(shapes.count == 6, "32, 16, 8, 4, 2 and 1 rows a statement")

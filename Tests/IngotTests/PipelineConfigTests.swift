@@ -33,6 +33,33 @@ struct PipelineConfigTests {
         #expect(config.model["person"]?.relationships == [Relationship(name: "dogs", target: "dog", isToMany: true)])
     }
 
+    /// `base` with an HTTP source whose `http:` mapping holds `fields`.
+    private func http(_ fields: String) -> String {
+        base.replacingOccurrences(of: "root: a\n", with: "root: a\nsource:\n  http:\n    url: https://api.example.org/x\n" + fields)
+    }
+
+    @Test func numbersThatWouldOverflowAreRefusedWithTheirPlace() {
+        #expect(error(http("    paginate: {page: {param: p, start: 9223372036854775807}}\n"))
+            == "p.yml:7:40: start must be between 0 and 1000000000")
+        #expect(error(http("    paginate: {offset: {param: o, limit_param: l, limit: 9223372036854775807}}\n"))?
+            .hasSuffix("limit must be between 1 and 1000000") == true)
+        #expect(error(http("    timeout_s: 1e300\n")) == "p.yml:7:16: timeout_s must be a number of seconds above 0 and at most 86400")
+        #expect(error(http("    retry: {attempts: 100000000}\n"))?.hasSuffix("attempts must be between 1 and 100") == true)
+        #expect(error(http("    retry: {max_delay_ms: -5}\n"))?.hasSuffix("max_delay_ms must be between 0 and 3600000") == true)
+        #expect(error(base + "max_page_bytes: 99999999999\n")?.hasSuffix("max_page_bytes must be between 1024 and 1073741824") == true)
+    }
+
+    @Test func allowedHostsAreHostsOnly() {
+        #expect(error(http("    allowed_hosts: [cdn.example.org, \"files.example.org:8443\"]\n")) == nil)
+        #expect(error(http("    allowed_hosts: [\"https://cdn.example.org/x\"]\n"))
+            == "p.yml:7:21: allowed_hosts entry 'https://cdn.example.org/x' must be a host name or host:port, without scheme or path")
+    }
+
+    @Test func aPipelineFileOverOneMebibyteIsRefused() {
+        let padded = base + "# " + String(repeating: "x", count: 1 << 20) + "\n"
+        #expect(error(padded)?.hasPrefix("p.yml:1:1: the pipeline file is") == true)
+    }
+
     @Test func unknownKey() {
         #expect(error(base + "    colour: red\n") == "p.yml:8:5: unknown key 'colour'; expected one of table, identity, key_delimiter, attributes, relationships")
     }

@@ -1,3 +1,4 @@
+import Dispatch
 /// A value as stored: what a column holds after conversion.
 public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
     case null
@@ -260,10 +261,25 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A page after decoding: its records, ready for the writer, and what was rejected.
+///
+/// A big page may come in several parts (``RecordMapper/map(bytes:seq:source:partRecords:emit:)``),
+/// all with its `seq`, in order; only the last one completes the page.
 struct DecodedPage: Sendable {
     var seq: Int
     var source: String
+    /// The raw bytes this part stands for (the span of its records; the whole page when it is
+    /// the only part): what a batch's byte limit counts.
     var bytes: Int
+    /// The part's number within its page, from 0.
+    var part = 0
+    /// Whether this part completes its page (the page is then counted, and its resume state
+    /// may be committed).
+    var isLastPart = true
+    /// The whole page's raw size, on its last part; 0 on the others.
+    var pageBytes = 0
+    /// The decode lane's gate this part holds a permit of, given back once the part is folded
+    /// (a lane never runs more than a few parts ahead of the assembler).
+    var laneGate: DispatchSemaphore?
     var records: [DecodedRecord]
     /// The rows of every accepted record, and their values.
     var rows: [EntityRow] = []

@@ -18,10 +18,23 @@ struct RecordMapper {
         self.plan = plan
     }
 
-    /// Decodes and maps one page.
+    /// Decodes and maps one page, as one ``DecodedPage``.
     mutating func map(bytes: [UInt8], seq: Int, source: String) -> DecodedPage {
+        var whole: DecodedPage?
+        map(bytes: bytes, seq: seq, source: source, partRecords: .max) { whole = $0 }
+        // `emit` is called at least once, for the last part.
+        return whole ?? DecodedPage(seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
+    }
+
+    /// Decodes and maps one page, handing it to `emit` in parts of at most `partRecords` records,
+    /// in order; the last part has ``DecodedPage/isLastPart`` set and carries the page's size.
+    /// A page of millions of tiny records is then never held decoded whole: each part goes on
+    /// (to be batched and saved) while the next is mapped. The page is parsed once.
+    mutating func map(bytes: [UInt8], seq: Int, source: String, partRecords: Int, emit: (DecodedPage) -> Void) {
         var page = DecodedPage(
             seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
+        page.pageBytes = bytes.count
+        defer { emit(page) }
         let rootName = plan.entities[plan.root].name
         func rejectPage(_ path: String, _ reason: String) {
             page.pageRejected = true
@@ -34,7 +47,7 @@ struct RecordMapper {
             document = try JSONDocument(bytes: bytes)
         } catch {
             rejectPage("", error.description)
-            return page
+            return
         }
         // Find the records array.
         var array = document.root
@@ -43,24 +56,45 @@ struct RecordMapper {
             path += path.isEmpty ? component : "." + component
             guard let next = array[component] else {
                 rejectPage(path, "the page has no '\(path)'")
-                return page
+                return
             }
             array = next
         }
         guard array.kind == .array else {
             rejectPage(path, "expected an array of records at '\(path.isEmpty ? "." : path)', got \(array.kind.rawValue)")
-            return page
+            return
         }
-        page.recordCount = array.count
-        page.records.reserveCapacity(array.count)
-        page.rows.reserveCapacity(array.count * 2)
+        let partSize = max(1, partRecords)
+        page.recordCount = min(array.count, partSize)
+        page.records.reserveCapacity(page.recordCount)
+        page.rows.reserveCapacity(page.recordCount * 2)
 
         document.nodes.withUnsafeBufferPointer { nodes in
             document.bytes.withUnsafeBufferPointer { bytes in
                 var cursor = Cursor(nodes: nodes, bytes: bytes)
                 var index = 0
                 var element = array.index + 1
+                var partStart = 0
+                var partStartByte = 0
                 while index < array.count {
+                    if index - partStart == partSize {
+                        // This part is full: hand it on and start the next one.
+                        let startByte = Int(nodes[element].start)
+                        var part = DecodedPage(
+                            seq: seq, source: source, bytes: startByte - partStartByte, records: [], rejections: [],
+                            pageRejected: false, recordCount: min(array.count - index, partSize))
+                        part.part = page.part + 1
+                        part.pageBytes = page.pageBytes
+                        part.records.reserveCapacity(part.recordCount)
+                        page.isLastPart = false
+                        page.pageBytes = 0
+                        page.bytes = startByte - partStartByte
+                        swap(&page, &part)
+                        emit(part)
+                        partStart = index
+                        partStartByte = startByte
+                        page.bytes = bytes.count - partStartByte
+                    }
                     let firstRow = page.rows.count
                     let valueCount = page.storage.values.count
                     let textCount = page.storage.text.count
@@ -101,7 +135,6 @@ struct RecordMapper {
                 }
             }
         }
-        return page
     }
 
     // MARK: - Objects

@@ -20,8 +20,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// One batch may be saving while the next is assembled.
     private let saving = DispatchSemaphore(value: 1)
 
-    /// Decoded pages that arrived before their turn.
-    private var waiting: [Int: DecodedPage] = [:]
+    /// Decoded pages (or parts of pages, in order) that arrived before their turn.
+    private var waiting: [Int: [DecodedPage]] = [:]
     private var nextSeq = 1
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
@@ -46,7 +46,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
 
     func receive(_ page: DecodedPage) {
         dispatchPrecondition(condition: .onQueue(queue))
-        waiting[page.seq] = page
+        waiting[page.seq, default: []].append(page)
         drain()
     }
 
@@ -60,8 +60,10 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     // MARK: - Internals
 
     private func drain() {
-        while let page = waiting.removeValue(forKey: nextSeq) {
-            nextSeq += 1
+        while var parts = waiting.removeValue(forKey: nextSeq), !parts.isEmpty {
+            let page = parts.removeFirst()
+            if !parts.isEmpty { waiting[nextSeq] = parts }
+            if page.isLastPart { nextSeq += 1 }
             if !writer.hasFailed {
                 // A page's size: its JSON, or its stored text when that is bigger (dates from numbers).
                 let size = max(page.bytes, page.storage.text.count)
@@ -71,7 +73,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 batchBytes += size
                 if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
             }
-            pageConsumed(page.bytes)
+            page.laneGate?.signal()
+            if page.isLastPart { pageConsumed(page.pageBytes) }
         }
         if let end = sourceEnd, nextSeq > end.total {
             sourceEnd = nil

@@ -16,19 +16,28 @@ extension PipelineRunner {
             DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
             return queue
         }
+        // A lane hands a big page on in parts of a batch's size, and runs at most two parts
+        // ahead of the assembler: a page of millions of tiny records is never held decoded whole.
+        let gates = (0..<lanes).map { _ in DispatchSemaphore(value: 2) }
+        let partRecords = options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords
         return { page in
             let lane = laneQueues[page.seq % lanes]
+            let gate = gates[page.seq % lanes]
             lane.async {
                 guard let context = DecodingContext.current, var mapper = context.mapper else {
                     preconditionFailure("decode lane \(lane.label) has no DecodingContext")
                 }
-                var decoded = mapper.map(bytes: page.bytes, seq: page.seq, source: page.source)
-                decoded.resumeState = page.resumeState
-                if let location = page.archive {
-                    for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
+                mapper.map(bytes: page.bytes, seq: page.seq, source: page.source, partRecords: partRecords) { part in
+                    var decoded = part
+                    if decoded.isLastPart { decoded.resumeState = page.resumeState }
+                    if let location = page.archive {
+                        for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
+                    }
+                    gate.wait()
+                    decoded.laneGate = gate
+                    assembler.queue.async { [decoded] in assembler.receive(decoded) }
                 }
                 context.mapper = mapper
-                assembler.queue.async { [decoded] in assembler.receive(decoded) }
             }
         }
     }
@@ -86,8 +95,8 @@ extension PipelineRunner {
                             } else {
                                 // Not archived, so not decoded: the page is consumed as empty and the run fails.
                                 let empty = DecodedPage(
-                                    seq: page.seq, source: page.source, bytes: page.bytes.count, records: [], rejections: [],
-                                    pageRejected: false, recordCount: 0)
+                                    seq: page.seq, source: page.source, bytes: page.bytes.count, pageBytes: page.bytes.count,
+                                    records: [], rejections: [], pageRejected: false, recordCount: 0)
                                 assembler.queue.async { assembler.receive(empty) }
                             }
                         }
@@ -118,8 +127,8 @@ extension PipelineRunner {
             source: page.source, recordIndex: nil, raw: "")
         rejection.setRaw(page.bytes[...], length: size)
         var rejected = DecodedPage(
-            seq: page.seq, source: page.source, bytes: page.bytes.count, records: [], rejections: [rejection],
-            pageRejected: true, recordCount: 0)
+            seq: page.seq, source: page.source, bytes: page.bytes.count, pageBytes: page.bytes.count, records: [],
+            rejections: [rejection], pageRejected: true, recordCount: 0)
         rejected.resumeState = page.resumeState
         return rejected
     }

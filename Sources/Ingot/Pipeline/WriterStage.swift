@@ -126,9 +126,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         var next = saved
         var rejections: [RecordRejection] = []
         for page in pages {
-            next.pages += 1
+            // A page in parts counts once, when its last part is saved.
+            if page.isLastPart { next.pages += 1 }
             next.records += page.recordCount
-            next.bytes += page.bytes
+            next.bytes += page.pageBytes
             if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
             rejections += page.rejections
         }
@@ -145,8 +146,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 committed.updated += outcome.updated
                 committed.rejectedRecords += outcome.rejections.count
                 try store.recordProgress(
-                    runID: runID, counters: committed, lastSeq: pages.last?.seq,
-                    resumeState: pages.last { $0.resumeState != nil }?.resumeState,
+                    // Only a whole page moves the resume point: a crash after part of a page was
+                    // committed redoes the whole page (re-applying its first parts is harmless).
+                    runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
+                    resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
                     rejections: rejections + outcome.rejections, state: state)
             }
             incrementalMax = newMax

@@ -45,7 +45,7 @@ extension Store {
         }
         let update = try statement("""
             UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
-              last_seq = ?, resume_state = coalesce(?, resume_state) WHERE run_id = ?
+              last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state) WHERE run_id = ?
             """)
         update.bind(.integer(Int64(counters.pages)), at: 1)
         update.bind(.integer(Int64(counters.records)), at: 2)
