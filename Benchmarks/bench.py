@@ -4,7 +4,8 @@
 Generates people-200k once (gen_people.py from ../shared) into .build-bench/, then measures:
 decode alone on one thread; `ingot run` over loose pages with all lanes, with 1 lane and without
 the archive; the archive's size as a share of the raw bytes; `ingot replay` of that archive;
-peak RSS (/usr/bin/time). `--big` adds one run over people-1M for peak RSS. Every database is
+peak RSS (/usr/bin/time); pages of dense tiny records (peak RSS must follow the settings).
+`--big` adds one run over people-1M for peak RSS. Every database is
 checked with gen_people.py --check. Copy the output into docs/benchmarks.md.
 """
 import argparse, glob, json, os, re, shutil, statistics, subprocess, sys
@@ -76,6 +77,44 @@ def fetch(ingot, data, expected, db, runs):
         server.wait()
 
 
+DENSE_PIPELINE = """version: 1
+name: dense
+records: results
+root: item
+entities:
+  item:
+    identity: id
+    attributes: {id: integer}
+"""
+
+
+def dense(ingot, db, runs):
+    """Hostile density: four pages of 60 MiB of {"id":n} records (16.4 million records). Peak RSS must
+    follow the settings (docs/concurrency.md), not the number of records in a page."""
+    data = os.path.join(BENCH, "dense")
+    if not os.path.exists(os.path.join(data, "page-3.json")):
+        os.makedirs(data, exist_ok=True)
+        n = 0
+        for p in range(4):
+            with open(os.path.join(data, "page-%d.json" % p), "w") as out:
+                out.write('{"results":[')
+                size, first = 0, True
+                while size < 60 << 20:
+                    chunk = ",".join('{"id":%d}' % k for k in range(n, n + 100000))
+                    n += 100000
+                    size += len(chunk) + 1
+                    out.write(("" if first else ",") + chunk)
+                    first = False
+                out.write("]}")
+    yml = os.path.join(BENCH, "dense.yml")
+    open(yml, "w").write(DENSE_PIPELINE)
+    total = sum(os.path.getsize(os.path.join(data, f)) for f in os.listdir(data))
+    results = [timed([ingot, "run", yml, "--pages", data, "--no-archive"], db) for _ in range(runs)]
+    wall = statistics.median(r[0] for r in results)
+    rss = max(r[1] for r in results) / 1024
+    print("dense pages (4 x 60 MiB of {\"id\":n}): median %.2f s, peak RSS %.0f MB, %.1f MB/s" % (wall, rss, total / 1e6 / wall))
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
@@ -109,6 +148,7 @@ def main():
     report("run, no archive", [run(archive=False) for _ in range(args.runs)], records, mb, check(db, data))
     report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
     fetch(ingot, data, expected, db, args.runs)
+    dense(ingot, db, args.runs)
     if args.big:
         big, exp = dataset(1000000, 1000)
         shutil.rmtree(archives, ignore_errors=True)
