@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """make bench: people data sets through the release binary; medians of 3 runs.
 
-Generates people-200k once (gen_people.py from ../shared) into .build-bench/, then measures:
+Generates people-200k once (Benchmarks/people.py) into .build-bench/, then measures:
 decode alone on one thread; `ingot run` over loose pages with all lanes, with 1 lane and without
 the archive; the archive's size as a share of the raw bytes; `ingot replay` of that archive;
 peak RSS (/usr/bin/time); pages of dense tiny records (peak RSS must follow the settings).
 `--big` adds one run over people-1M for peak RSS. Every database is
-checked with gen_people.py --check. Copy the output into docs/benchmarks.md.
+checked with people.py --check. Copy the output into docs/benchmarks.md.
 """
 import argparse, glob, json, os, re, shutil, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GEN = os.path.join(os.path.dirname(ROOT), "shared", "bench", "gen_people.py")
+GEN = os.path.join(ROOT, "Benchmarks", "people.py")
 BENCH = os.path.join(ROOT, ".build-bench")
 PIPELINE = os.path.join(ROOT, "pipelines/people.yml")
 

@@ -5,13 +5,13 @@ and check that the database ends at the exact expected state with no duplicate r
   scripts/chaos.py --ingot .build/release/ingot --kills 20 --persons 50000
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
-people data set with ../shared/bench/gen_people.py, and prints one JSON line with the result.
+people data set with Benchmarks/people.py, and prints one JSON line with the result.
 Exit 0 when the final check passes.
 """
 import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GEN = os.path.join(os.path.dirname(ROOT), "shared", "bench", "gen_people.py")
+GEN = os.path.join(ROOT, "Benchmarks", "people.py")
 
 
 def main():

@@ -11,7 +11,7 @@ work=".build-bench/instructions"
 data=".build-bench/people-20k"
 mkdir -p "$work"
 if [ ! -f "$data/expected.json" ]; then
-  python3 ../shared/bench/gen_people.py --out "$data" --persons 20000 --page-size 1000 >/dev/null
+  python3 Benchmarks/people.py --out "$data" --persons 20000 --page-size 1000 >/dev/null
 fi
 # valgrind 3.19 cannot read Swift 6.3's DWARF 5: keep the symbols, drop the debug info.
 strip --strip-debug -o "$work/ingot" "$binary"
@@ -19,7 +19,7 @@ rm -f "$work/run.db" "$work/run.db-wal" "$work/run.db-shm"
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
   "$work/ingot" run pipelines/people.yml --pages "$data" --db "$work/run.db" --no-archive --progress-interval 0 \
   2>&1 | grep -E "Collected" | sed 's/.*Collected : /instructions: /'
-python3 ../shared/bench/gen_people.py --check "$work/run.db" --expected "$data/expected.json" \
+python3 Benchmarks/people.py --check "$work/run.db" --expected "$data/expected.json" \
   | python3 -c 'import json, sys; print("check ok:", json.load(sys.stdin)["ok"])'
 callgrind_annotate "$work/callgrind.out" 2>/dev/null | sed -n '/file:function/,$p' | sed -n '3,25p' \
   | { command -v swift >/dev/null && swift demangle --simplified --compact || cat; } | cut -c1-140

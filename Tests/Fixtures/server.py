@@ -2,10 +2,10 @@
 """A small HTTP/1.1 fixture server for Ingot's fetch tests. Loopback only; stops on SIGTERM (or, with --exit-on-eof, when stdin closes).
 
 Serves
-  /api/{films,people,planets,species}/[?page=N]   the Star Wars API from ../shared/data/swapi, rendered as
+  /api/{films,people,planets,species}/[?page=N]   the Star Wars API from ./swapi (vendored), rendered as
                                                    the public API does: pages of 10, {count,next,previous,results},
                                                    relations as URLs http://HOST/api/people/1/
-  /people/next?page=N        gen_people pages (--people DIR) with "next" rewritten to this server's URL
+  /people/next?page=N        people pages (--people DIR, from Benchmarks/people.py) with "next" rewritten to this server's URL
   /people/link?page=N        the same pages, the next page in an RFC 8288 Link header
   /people/page?page=N        page N; past the last, an empty page
   /people/offset?offset=O&limit=L   L must be the page size; "count" holds the total
@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-SWAPI = os.path.join(ROOT, "..", "..", "..", "shared", "data", "swapi")
+SWAPI = os.path.join(ROOT, "swapi")  # vendored (BSD, see swapi/LICENCE)
 
 
 class State:
@@ -245,7 +245,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--port", type=int, default=0)
-    a.add_argument("--people", help="a gen_people.py output directory")
+    a.add_argument("--people", help="a Benchmarks/people.py output directory")
     a.add_argument("--faults", default="", help="comma-separated KIND:N")
     a.add_argument("--token")
     a.add_argument("--slow", type=float, default=3.0)

@@ -110,7 +110,7 @@ struct CLITests {
         let pages = dir.appendingPathComponent("pages").path
         let gen = Process()
         gen.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        gen.arguments = ["python3", sharedRoot.appendingPathComponent("bench/gen_people.py").path, "--out", pages,
+        gen.arguments = ["python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", pages,
                          "--persons", "40000", "--page-size", "200"]
         gen.standardOutput = Pipe()
         try gen.run()

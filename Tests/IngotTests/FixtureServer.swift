@@ -38,12 +38,12 @@ final class FixtureServer {
     }
 }
 
-/// gen_people.py output in a temporary directory.
+/// Benchmarks/people.py output in a temporary directory.
 func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws -> String {
     let dir = temporaryDirectory().appendingPathComponent("pages").path
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", sharedRoot.appendingPathComponent("bench/gen_people.py").path, "--out", dir,
+    process.arguments = ["python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", dir,
                          "--persons", "\(persons)", "--page-size", "\(pageSize)"] + (faults ? ["--faults"] : [])
     process.standardOutput = Pipe()
     try process.run()
@@ -51,11 +51,11 @@ func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws ->
     return dir
 }
 
-/// gen_people.py --check: the JSON it prints.
+/// Benchmarks/people.py --check: the JSON it prints.
 func checkPeople(_ db: String, _ pages: String) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", sharedRoot.appendingPathComponent("bench/gen_people.py").path, "--check", db,
+    process.arguments = ["python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--check", db,
                          "--expected", pages + "/expected.json"]
     let out = Pipe()
     process.standardOutput = out

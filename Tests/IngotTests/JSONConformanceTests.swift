@@ -3,9 +3,10 @@ import Testing
 
 @testable import Ingot
 
-/// RFC 8259 conformance against JSONTestSuite's test_parsing files (../shared/data/JSONTestSuite).
+/// RFC 8259 conformance against JSONTestSuite's test_parsing files (vendored in Tests/Fixtures/JSONTestSuite, MIT).
 struct JSONConformanceTests {
-    static let directory = sharedRoot.appendingPathComponent("data/JSONTestSuite/test_parsing")
+    /// JSONTestSuite's test_parsing files, vendored with their licence (MIT).
+    static let directory = packageRoot.appendingPathComponent("Tests/Fixtures/JSONTestSuite/test_parsing")
 
     static func files(_ prefix: String) -> [URL] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []

@@ -34,7 +34,7 @@ private let peopleYAML = """
 
 private func page(_ records: String) -> String { #"{"results": [\#(records)]}"# }
 
-/// Ingot's merge rules (see gen_people.py's docstring and docs/pipelines.md), one test each.
+/// Ingot's merge rules (docs/pipelines.md; Benchmarks/people.py models them too), one test each.
 struct MergeRulesTests {
     @Test func storedIdentityUpdatesTheSameRow() throws {
         let (_, db) = try ingest(peopleYAML, [page(#"{"id": 1, "name": "Ada"}"#)])

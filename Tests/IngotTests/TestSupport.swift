@@ -8,8 +8,6 @@ import Testing
 /// The repository's root (the package directory).
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-/// `../shared` beside the project, where CI puts it too.
-let sharedRoot = packageRoot.deletingLastPathComponent().appendingPathComponent("shared")
 
 /// A fresh temporary directory inside this test process's own root, which is removed when the
 /// process exits (roots left by crashed or killed test processes are swept by the next run).
