@@ -99,6 +99,28 @@ struct CLITests {
         #expect(verify.stderr.contains(" entry "))
     }
 
+    @Test func archiveLsRefusesAFileThatIsNotAnArchiveAndEscapesWhatItPrints() throws {
+        let dir = temporaryDirectory()
+        let text = dir.appendingPathComponent("notes.txt")
+        try Data("hello, not an archive\n".utf8).write(to: text)
+        for command in ["ls", "verify"] {
+            let result = try run(["archive", command, text.path])
+            #expect(result.status == 1, "archive \(command)")
+            #expect(result.stderr.contains("not an Ingot archive"))
+        }
+        // A source holding terminal escapes is printed escaped.
+        let path = dir.appendingPathComponent("esc.ingot").path
+        let writer = try ArchiveWriter(
+            path: path,
+            header: ArchiveHeader(formatVersion: 2, runID: "r\u{1B}[2J", pipelineName: "p", pipelineText: "", pipelinePath: "", createdAt: ""))
+        try writer.append(Array("[]".utf8), seq: 1, source: "https://x/\u{1B}]0;owned\u{07}\n")
+        try writer.close()
+        let list = try run(["archive", "ls", path])
+        #expect(list.status == 0)
+        #expect(!list.stdout.contains("\u{1B}") && !list.stdout.contains("\u{07}"))
+        #expect(list.stdout.contains("\\u001b]0;owned\\u0007\\u000a"), "\(list.stdout)")
+    }
+
     @Test func schemaPrintsTheDDL() throws {
         let result = try run(["schema", "pipelines/people.yml"])
         #expect(result.status == 0)
