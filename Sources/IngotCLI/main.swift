@@ -11,7 +11,62 @@ struct IngotCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingot",
         abstract: "Ingest paginated JSON into SQLite with identity (find-or-create) semantics.",
+        discussion: "Every option can also be set by an environment variable (INGOT_DB, INGOT_LOG_FORMAT, …; see the README); the option wins.",
         subcommands: [Run.self, Replay.self, Validate.self, Schema.self, Archive.self, BenchDecode.self, BenchFetch.self])
+
+    /// Parses and runs, with one exit code for every usage problem: 2 (ArgumentParser's own is 64).
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                // The message as ArgumentParser prints it, then Ingot's code for bad usage.
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(Exit.badConfig.rawValue)
+            }
+            exit(withError: error)
+        }
+    }
+}
+
+/// The environment variables that stand in for options (`INGOT_DB` for `--db`, …): read only
+/// where the option was not given.
+enum Environment {
+    static let values = ProcessInfo.processInfo.environment
+
+    static func string(_ name: String) -> String? {
+        guard let value = values[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    static func int(_ name: String) throws -> Int? {
+        guard let text = string(name) else { return nil }
+        guard let value = Int(text) else { throw ValidationError("\(name)='\(text)' is not an integer") }
+        return value
+    }
+
+    static func double(_ name: String) throws -> Double? {
+        guard let text = string(name) else { return nil }
+        guard let value = Double(text), value.isFinite else { throw ValidationError("\(name)='\(text)' is not a number") }
+        return value
+    }
+
+    static func flag(_ name: String) throws -> Bool {
+        guard let text = string(name)?.lowercased() else { return false }
+        switch text {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ValidationError("\(name)='\(text)' is not a boolean (1/0, true/false, yes/no)")
+        }
+    }
+
+    static func parsed<T: ExpressibleByArgument>(_ name: String, as: T.Type) throws -> T? {
+        guard let text = string(name) else { return nil }
+        guard let value = T(argument: text) else { throw ValidationError("\(name)='\(text)' is not a valid value") }
+        return value
+    }
 }
 
 /// Exit codes: 0 finished (rejections counted), 1 failed, 2 bad config or usage, 130/143
@@ -87,15 +142,21 @@ func loadPipeline(_ path: String) throws -> PipelineConfig {
 }
 
 struct LogOptions: ParsableArguments {
-    @Option(help: "Log format: logfmt or json.")
-    var logFormat: LogfmtLogHandler.Format = .logfmt
+    @Option(help: "Log format: logfmt or json (env INGOT_LOG_FORMAT; default logfmt).")
+    var logFormat: LogfmtLogHandler.Format?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .info
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env INGOT_LOG_LEVEL; default info).")
+    var logLevel: Logger.Level?
+
+    mutating func validate() throws {
+        logFormat = try logFormat ?? Environment.parsed("INGOT_LOG_FORMAT", as: LogfmtLogHandler.Format.self)
+        logLevel = try logLevel ?? Environment.parsed("INGOT_LOG_LEVEL", as: Logger.Level.self)
+    }
 
     func makeLogger() -> Logger {
-        var logger = Logger(label: "ingot") { _ in LogfmtLogHandler(format: logFormat) }
-        logger.logLevel = logLevel
+        let format = logFormat ?? .logfmt
+        var logger = Logger(label: "ingot") { _ in LogfmtLogHandler(format: format) }
+        logger.logLevel = logLevel ?? .info
         return logger
     }
 }
@@ -105,40 +166,52 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 /// The options `run` and `replay` share: the database and how the stages run.
 struct StageOptions: ParsableArguments {
-    @Option(help: "The SQLite database file.")
-    var db = "ingot.db"
+    @Option(help: "The SQLite database file (env INGOT_DB; default ingot.db).")
+    var db: String?
 
-    @Option(help: "Decode lanes (default: the number of cores).")
+    @Option(help: "Decode lanes (env INGOT_LANES; default: the number of cores).")
     var lanes: Int?
 
-    @Option(help: "Records per batch: folded, looked up and saved at once (default: the pipeline's batch_records, else 5000).")
+    @Option(help: "Records per batch: folded, looked up and saved at once (env INGOT_BATCH_RECORDS; default: the pipeline's batch_records, else 5000).")
     var batchRecords: Int?
 
-    @Option(help: "Page bytes per batch at most, for big records (default 67108864: 64 MiB).")
+    @Option(help: "Page bytes per batch at most, for big records (env INGOT_BATCH_BYTES; default 67108864: 64 MiB).")
     var batchBytes: Int?
 
-    @Option(help: "Records per transaction: batches share one until it holds this many (default 25000).")
+    @Option(help: "Records per transaction: batches share one until it holds this many (env INGOT_COMMIT_RECORDS; default 25000).")
     var commitRecords: Int?
 
-    @Option(help: "Seconds a transaction stays open at most (default 1).")
+    @Option(help: "Seconds a transaction stays open at most (env INGOT_COMMIT_INTERVAL; default 1).")
     var commitInterval: Double?
 
-    @Option(help: "Seconds between progress lines; 0 turns them off.")
-    var progressInterval: Double = 5
+    @Option(help: "Seconds between progress lines; 0 turns them off (env INGOT_PROGRESS_INTERVAL; default 5).")
+    var progressInterval: Double?
 
-    @Option(help: "The largest page accepted, in bytes; a bigger one is rejected (default: the pipeline's max_page_bytes, else 67108864).")
+    @Option(help: "The largest page accepted, in bytes; a bigger one is rejected (env INGOT_MAX_PAGE_BYTES; default: the pipeline's max_page_bytes, else 67108864).")
     var maxPageBytes: Int?
 
-    @Option(help: "Raw page bytes read but not yet batched, at most (default 67108864).")
+    @Option(help: "Raw page bytes read but not yet batched, at most (env INGOT_BYTES_IN_FLIGHT; default 67108864).")
     var bytesInFlight: Int?
 
-    func validate() throws {
+    /// The database path in force.
+    var database: String { db ?? "ingot.db" }
+
+    mutating func validate() throws {
+        db = db ?? Environment.string("INGOT_DB")
+        lanes = try lanes ?? Environment.int("INGOT_LANES")
+        batchRecords = try batchRecords ?? Environment.int("INGOT_BATCH_RECORDS")
+        batchBytes = try batchBytes ?? Environment.int("INGOT_BATCH_BYTES")
+        commitRecords = try commitRecords ?? Environment.int("INGOT_COMMIT_RECORDS")
+        commitInterval = try commitInterval ?? Environment.double("INGOT_COMMIT_INTERVAL")
+        progressInterval = try progressInterval ?? Environment.double("INGOT_PROGRESS_INTERVAL")
+        maxPageBytes = try maxPageBytes ?? Environment.int("INGOT_MAX_PAGE_BYTES")
+        bytesInFlight = try bytesInFlight ?? Environment.int("INGOT_BYTES_IN_FLIGHT")
         if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
         if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
         if let batchBytes, batchBytes < 1 { throw ValidationError("--batch-bytes must be at least 1") }
         if let commitRecords, commitRecords < 1 { throw ValidationError("--commit-records must be at least 1") }
         if let commitInterval, !(commitInterval > 0) { throw ValidationError("--commit-interval must be positive") }
-        if progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
+        if let progressInterval, progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
         if let maxPageBytes, !RunOptions.maxPageBytesRange.contains(maxPageBytes) {
             throw ValidationError("--max-page-bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)")
         }
@@ -147,13 +220,13 @@ struct StageOptions: ParsableArguments {
 
     var runOptions: RunOptions {
         var options = RunOptions()
-        options.databasePath = db
+        options.databasePath = database
         if let lanes { options.lanes = lanes }
         options.batchRecords = batchRecords
         if let batchBytes { options.batchBytes = batchBytes }
         if let commitRecords { options.commitRecords = commitRecords }
         if let commitInterval { options.commitInterval = commitInterval }
-        options.progressInterval = progressInterval
+        options.progressInterval = progressInterval ?? 5
         options.maxPageBytes = maxPageBytes
         if let bytesInFlight { options.bytesInFlight = bytesInFlight }
         return options
@@ -187,26 +260,36 @@ struct Schema: ParsableCommand {
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run a pipeline into a SQLite database.")
 
-    @Argument(help: "The pipeline file.")
-    var pipeline: String
+    @Argument(help: "The pipeline file (env INGOT_PIPELINE).")
+    var pipeline: String?
 
-    @Option(help: "Read pages from the files of this directory matching the pipeline's files.glob, in name order.")
+    @Option(help: "Read pages from the files of this directory matching the pipeline's files.glob, in name order (env INGOT_PAGES).")
     var pages: String?
 
     @OptionGroup var stages: StageOptions
 
-    @Option(help: "Where the run writes its archive of raw payloads.")
-    var archiveDir = "archives"
+    @Option(help: "Where the run writes its archive of raw payloads (env INGOT_ARCHIVE_DIR; default archives).")
+    var archiveDir: String?
 
-    @Flag(help: "Do not archive the payloads.")
+    @Flag(help: "Do not archive the payloads (env INGOT_NO_ARCHIVE=1).")
     var noArchive = false
 
-    @Flag(help: "Continue the pipeline's last unfinished run in this database (or start a new one when there is none).")
+    @Flag(help: "Continue the pipeline's last unfinished run in this database, or start one (env INGOT_RESUME=1).")
     var resume = false
 
     @OptionGroup var log: LogOptions
 
+    mutating func validate() throws {
+        pipeline = pipeline ?? Environment.string("INGOT_PIPELINE")
+        guard pipeline != nil else { throw ValidationError("missing the pipeline file (an argument, or INGOT_PIPELINE)") }
+        pages = pages ?? Environment.string("INGOT_PAGES")
+        archiveDir = archiveDir ?? Environment.string("INGOT_ARCHIVE_DIR")
+        noArchive = try noArchive || Environment.flag("INGOT_NO_ARCHIVE")
+        resume = try resume || Environment.flag("INGOT_RESUME")
+    }
+
     func run() throws {
+        let pipeline = self.pipeline ?? ""
         let config = try loadPipeline(pipeline)
         let logger = log.makeLogger()
         let source: any PageSource
@@ -217,7 +300,7 @@ struct Run: ParsableCommand {
             throw Exit.badConfig
         }
         var options = stages.runOptions
-        options.archiveDirectory = noArchive ? nil : archiveDir
+        options.archiveDirectory = noArchive ? nil : archiveDir ?? "archives"
         options.resume = resume
         try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: source)
     }
@@ -225,6 +308,7 @@ struct Run: ParsableCommand {
     /// The pipeline's source: `--pages DIR`, its files, or HTTP (with the incremental cursor kept
     /// from the last run).
     private func makeSource(_ config: PipelineConfig, logger: Logger) throws -> any PageSource {
+        let pipeline = self.pipeline ?? ""
         let limit = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
         switch config.source {
         case .files(let dir, let glob):
@@ -238,7 +322,7 @@ struct Run: ParsableCommand {
             }
             var query: [(String, String)] = []
             if let incremental = config.incremental,
-                let value = try Store.state(databasePath: stages.db, model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
+                let value = try Store.state(databasePath: stages.database, model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
             {
                 query.append((incremental.param, value))
             }

@@ -12,10 +12,13 @@ struct CLITests {
         return dir.appendingPathComponent("ingot")
     }
 
-    private func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    private func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.currentDirectoryURL = packageRoot
         let out = Pipe()
         let err = Pipe()
@@ -119,6 +122,25 @@ struct CLITests {
         #expect(list.status == 0)
         #expect(!list.stdout.contains("\u{1B}") && !list.stdout.contains("\u{07}"))
         #expect(list.stdout.contains("\\u001b]0;owned\\u0007\\u000a"), "\(list.stdout)")
+    }
+
+    @Test func everyOptionHasAnEnvironmentVariableAndTheOptionWins() throws {
+        let dir = temporaryDirectory()
+        let fromEnv = dir.appendingPathComponent("env.db").path
+        let fromFlag = dir.appendingPathComponent("flag.db").path
+        let env = ["INGOT_DB": fromEnv, "INGOT_NO_ARCHIVE": "1", "INGOT_LOG_FORMAT": "json", "INGOT_PROGRESS_INTERVAL": "0",
+                   "INGOT_PIPELINE": "pipelines/people.yml"]
+        let viaEnv = try run(["run"], environment: env)
+        #expect(viaEnv.status == 0, "\(viaEnv.stderr)")
+        #expect(viaEnv.stderr.split(separator: "\n").last?.hasPrefix("{") == true, "JSON logs from INGOT_LOG_FORMAT")
+        #expect(try rows(fromEnv, "SELECT count(*) FROM person") == [["60"]])
+        let viaFlag = try run(["run", "pipelines/people.yml", "--db", fromFlag, "--log-format", "logfmt"], environment: env)
+        #expect(viaFlag.status == 0)
+        #expect(viaFlag.stderr.contains("msg=run.summary"), "the option wins over INGOT_LOG_FORMAT")
+        #expect(FileManager.default.fileExists(atPath: fromFlag))
+        let bad = try run(["run", "pipelines/people.yml"], environment: ["INGOT_LANES": "many"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("INGOT_LANES='many' is not an integer"))
     }
 
     @Test func schemaPrintsTheDDL() throws {

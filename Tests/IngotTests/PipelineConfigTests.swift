@@ -60,6 +60,44 @@ struct PipelineConfigTests {
         #expect(error(padded)?.hasPrefix("p.yml:1:1: the pipeline file is") == true)
     }
 
+    @Test func environmentVariablesExpandInValuesWithDefaultsAndPlaces() throws {
+        let text = """
+            version: 1
+            name: ${NAME:-fallback}
+            source:
+              http:
+                url: https://${HOST}/v1/items?x=$${literal}
+                headers: {X-Tenant: "${TENANT}", Accept: application/json}
+                max_pages: ${PAGES:-7}
+            root: a
+            entities:
+              a:
+                identity: id
+                attributes: {id: integer}
+            """
+        let config = try PipelineConfig.parse(text: text, path: "e.yml", environment: ["HOST": "api.example.org", "TENANT": "t-42"])
+        #expect(config.name == "fallback")
+        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        #expect(http.url == "https://api.example.org/v1/items?x=${literal}")
+        #expect(http.maxPages == 7)
+        #expect(http.headers.first { $0.name == "X-Tenant" } == .init(name: "X-Tenant", value: "t-42", isSecret: true))
+        #expect(http.headers.first { $0.name == "Accept" }?.isSecret == false)
+        #expect(config.text == text, "the text kept (and archived) is the unexpanded one")
+        do {
+            _ = try PipelineConfig.parse(text: text, path: "e.yml", environment: ["TENANT": "x"])
+            Issue.record("a missing variable must be refused")
+        } catch {
+            #expect(error.description == "e.yml:5:10: the environment variable HOST is not set (and ${HOST} has no :-default)")
+        }
+    }
+
+    @Test func aSecretHeaderFromTheEnvironmentIsScrubbedFromWhatIsShown() throws {
+        var config = HTTPSourceConfig(url: "https://api.example.org/x")
+        config.headers = [.init(name: "X-Token", value: "tok-123456", isSecret: true)]
+        let credentials = try Credentials(config: config, environment: [:])
+        #expect(credentials.scrub("server said: bad token tok-123456") == "server said: bad token REDACTED")
+    }
+
     @Test func unknownKey() {
         #expect(error(base + "    colour: red\n") == "p.yml:8:5: unknown key 'colour'; expected one of table, identity, key_delimiter, attributes, relationships")
     }

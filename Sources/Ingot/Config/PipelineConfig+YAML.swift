@@ -7,26 +7,32 @@ extension PipelineConfig {
     /// Every problem is reported as a ``ConfigError`` at the line and column that caused it:
     /// unknown keys, wrong types, identities naming no attribute, relationships to missing
     /// entities, names that are not SQL identifiers.
-    public static func load(path: String) throws(ConfigError) -> PipelineConfig {
+    public static func load(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> PipelineConfig {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigError(file: path, line: 0, column: 0, message: "cannot read the pipeline file")
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigError(file: path, line: 0, column: 0, message: "the pipeline file is not UTF-8")
         }
-        return try parse(text: text, path: path)
+        return try parse(text: text, path: path, environment: environment)
     }
 
     /// Parses and validates a pipeline from its YAML text. `path` names it in errors and anchors
-    /// relative source directories.
-    public static func parse(text: String, path: String) throws(ConfigError) -> PipelineConfig {
+    /// relative source directories. `${VAR}` and `${VAR:-default}` in any value expand from
+    /// `environment` (`$${` is a literal `${`); a variable that is not set and has no default is
+    /// an error at its line and column. The text kept (and archived) is the unexpanded one.
+    public static func parse(
+        text: String, path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> PipelineConfig {
         // The file's text is archived with every run: it must fit an archive header.
         guard text.utf8.count <= PipelineConfig.maxFileBytes else {
             throw ConfigError(
                 file: path, line: 1, column: 1,
                 message: "the pipeline file is \(text.utf8.count) bytes; at most \(PipelineConfig.maxFileBytes) are accepted")
         }
-        var reader = PipelineYAMLReader(file: path)
+        var reader = PipelineYAMLReader(file: path, environment: environment)
         return try reader.read(text)
     }
 }
@@ -35,10 +41,12 @@ extension PipelineConfig {
 /// model was declared so that model problems point at their line.
 struct PipelineYAMLReader {
     let file: String
+    let environment: [String: String]
     private var marks: [EntityModel.Location: Mark] = [:]
 
-    init(file: String) {
+    init(file: String, environment: [String: String] = [:]) {
         self.file = file
+        self.environment = environment
     }
 
     mutating func read(_ text: String) throws(ConfigError) -> PipelineConfig {
@@ -165,7 +173,9 @@ struct PipelineYAMLReader {
                 if ["authorization", "cookie"].contains(name.lowercased()) {
                     throw error(k, "put credentials under auth (read from the environment), not in headers")
                 }
-                config.headers.append(.init(name: name, value: try string(v)))
+                // A value taken from the environment may be a secret: it is scrubbed wherever shown.
+                let fromEnvironment = if case .scalar(let raw) = v { raw.string.contains("${") } else { false }
+                config.headers.append(.init(name: name, value: try string(v), isSecret: fromEnvironment))
             }
         }
         if let hosts = fields["allowed_hosts"] {
@@ -243,7 +253,7 @@ struct PipelineYAMLReader {
             guard (1...64).contains(config.concurrency) else { throw error(n, "concurrency must be between 1 and 64") }
         }
         if let n = fields["timeout_s"] {
-            guard case .scalar(let scalar) = n, let value = Double(scalar.string), value > 0, value <= 86_400 else {
+            guard case .scalar = n, let value = Double(try string(n)), value > 0, value <= 86_400 else {
                 throw error(n, "timeout_s must be a number of seconds above 0 and at most 86400")
             }
             config.timeout = value
@@ -415,21 +425,68 @@ struct PipelineYAMLReader {
 
     private func string(_ node: Node) throws(ConfigError) -> String {
         guard case .scalar(let scalar) = node else { throw error(node, "expected a string") }
-        return scalar.string
+        return try expand(scalar.string, at: node)
     }
 
     private func int(_ node: Node) throws(ConfigError) -> Int {
-        guard case .scalar(let scalar) = node, let value = Int(scalar.string) else { throw error(node, "expected an integer") }
+        guard case .scalar = node, let value = Int(try string(node)) else { throw error(node, "expected an integer") }
         return value
     }
 
     private func bool(_ node: Node) throws(ConfigError) -> Bool {
-        guard case .scalar(let scalar) = node else { throw error(node, "expected true or false") }
-        switch scalar.string {
+        guard case .scalar = node else { throw error(node, "expected true or false") }
+        let text = try string(node)
+        switch text {
         case "true", "True", "TRUE", "yes": return true
         case "false", "False", "FALSE", "no": return false
-        default: throw error(node, "expected true or false, not '\(scalar.string)'")
+        default: throw error(node, "expected true or false, not '\(text)'")
         }
+    }
+
+    /// `${VAR}` and `${VAR:-default}` in `text` replaced from the environment; `$${` stays `${`.
+    func expand(_ text: String, at node: Node) throws(ConfigError) -> String {
+        guard text.contains("${") else { return text }
+        var out = ""
+        var rest = Substring(text)
+        while let dollar = rest.firstIndex(of: "$") {
+            out += rest[..<dollar]
+            let after = rest[rest.index(after: dollar)...]
+            if after.hasPrefix("${") {
+                out += "${"
+                rest = after.dropFirst(2)
+                continue
+            }
+            guard after.hasPrefix("{") else {
+                out += "$"
+                rest = after
+                continue
+            }
+            guard let close = after.firstIndex(of: "}") else {
+                throw error(node, "'${' without its closing '}'")
+            }
+            let inside = after[after.index(after: after.startIndex)..<close]
+            let name: Substring
+            var fallback: Substring?
+            if let separator = inside.range(of: ":-") {
+                name = inside[..<separator.lowerBound]
+                fallback = inside[separator.upperBound...]
+            } else {
+                name = inside
+            }
+            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                throw error(node, "'${\(inside)}' is not a variable reference; use ${NAME} or ${NAME:-default}")
+            }
+            if let value = environment[String(name)], !(value.isEmpty && fallback != nil) {
+                out += value
+            } else if let fallback {
+                out += fallback
+            } else {
+                throw error(node, "the environment variable \(name) is not set (and ${\(name)} has no :-default)")
+            }
+            rest = after[after.index(after: close)...]
+        }
+        out += rest
+        return out
     }
 
     private func error(_ node: Node?, _ message: String) -> ConfigError {

@@ -87,6 +87,14 @@ public struct HTTPSourceConfig: Sendable, Equatable {
     public struct Header: Sendable, Equatable {
         public var name: String
         public var value: String
+        /// Set when the value came from the environment (`${VAR}`): it is treated as a secret.
+        public var isSecret = false
+
+        public init(name: String, value: String, isSecret: Bool = false) {
+            self.name = name
+            self.value = value
+            self.isSecret = isSecret
+        }
     }
 
     /// Credentials, always read from the environment at run time, never from the file.

@@ -17,6 +17,7 @@ struct Credentials: Sendable {
     /// Reads `config`'s credentials from `environment`; throws naming the missing variable.
     init(config: HTTPSourceConfig, environment: [String: String]) throws(FetchError) {
         headers = config.headers.map { ($0.name, $0.value) }
+        secretValues = config.headers.filter { $0.isSecret && !$0.value.isEmpty }.map(\.value)
         func value(_ name: String) throws(FetchError) -> String {
             guard let v = environment[name], !v.isEmpty else {
                 throw FetchError(url: Credentials.redact(config.url, secretParams), message: "the environment variable \(name) (auth) is not set")
