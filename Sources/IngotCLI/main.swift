@@ -277,6 +277,9 @@ struct Run: ParsableCommand {
     @Flag(help: "Continue the pipeline's last unfinished run in this database, or start one (env INGOT_RESUME=1).")
     var resume = false
 
+    @Flag(help: "Validate, plan the schema and print the plan; fetch nothing, write nothing.")
+    var dryRun = false
+
     @OptionGroup var log: LogOptions
 
     mutating func validate() throws {
@@ -291,6 +294,7 @@ struct Run: ParsableCommand {
     func run() throws {
         let pipeline = self.pipeline ?? ""
         let config = try loadPipeline(pipeline)
+        if dryRun { return try printPlan(config) }
         let logger = log.makeLogger()
         let source: any PageSource
         do {
@@ -303,6 +307,41 @@ struct Run: ParsableCommand {
         options.archiveDirectory = noArchive ? nil : archiveDir ?? "archives"
         options.resume = resume
         try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: source)
+    }
+
+    /// `--dry-run`: what the run would read, where it would write, and the schema statements it
+    /// would apply. Nothing is fetched, no file is created. Exit 2 when the database would refuse
+    /// the run.
+    private func printPlan(_ config: PipelineConfig) throws {
+        let options = stages.runOptions
+        let maxPageBytes = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
+        print("pipeline \(config.name) (\(pipeline ?? "")): root \(config.root), write \(config.write.rawValue), \(config.model.entities.count) entities")
+        switch (pages, config.source) {
+        case (let dir?, _):
+            let glob = if case .files(_, let g) = config.source { g } else { "*.json" }
+            let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
+            print("source: files \(dir)/\(glob) (\(count) files)")
+        case (nil, .files(let dir, let glob)):
+            let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
+            print("source: files \(dir)/\(glob) (\(count) files)")
+        case (nil, .http(let http)):
+            print("source: http \(ArchiveReader.printable(http.url)), \(http.paginate), concurrency \(http.concurrency), max_pages \(http.maxPages)"
+                + (http.allowedHosts.isEmpty ? "" : ", allowed_hosts \(http.allowedHosts.joined(separator: ","))"))
+        case (nil, .none):
+            print("source: none (give --pages DIR)")
+        }
+        print("archive: \(noArchive ? "off" : (archiveDir ?? "archives") + "/")")
+        print("limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.batchRecords ?? config.batchRecords ?? 5000), lanes \(options.lanes)")
+        let plan = try Store.plan(model: config.model, databasePath: options.databasePath)
+        print("database: \(options.databasePath) (\(plan.exists ? "exists" : "new"))")
+        if !plan.conflicts.isEmpty {
+            print("refused: the database's tables disagree with the pipeline:")
+            for conflict in plan.conflicts { print("  " + conflict) }
+            throw Exit.badConfig
+        }
+        print("schema: \(plan.statements.count) statement\(plan.statements.count == 1 ? "" : "s") to apply")
+        for statement in plan.statements { print("  " + statement + ";") }
+        print("dry run: nothing was fetched or written")
     }
 
     /// The pipeline's source: `--pages DIR`, its files, or HTTP (with the incremental cursor kept

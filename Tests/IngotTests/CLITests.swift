@@ -143,6 +143,30 @@ struct CLITests {
         #expect(bad.stderr.contains("INGOT_LANES='many' is not an integer"))
     }
 
+    @Test func dryRunPrintsThePlanAndWritesNothing() throws {
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("plan.db").path
+        let archives = dir.appendingPathComponent("archives").path
+        let plan = try run(["run", "pipelines/people.yml", "--db", db, "--archive-dir", archives, "--dry-run"])
+        #expect(plan.status == 0, "\(plan.stderr)")
+        #expect(plan.stdout.contains("database: \(db) (new)"))
+        #expect(plan.stdout.contains("schema: 5 statements to apply"))
+        #expect(plan.stdout.contains("(4 files)"))
+        #expect(!FileManager.default.fileExists(atPath: db), "no database created")
+        #expect(!FileManager.default.fileExists(atPath: archives), "no archive directory created")
+        // After a run, nothing is left to apply; a pipeline that disagrees is refused with exit 2.
+        #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0"]).status == 0)
+        #expect(try run(["run", "pipelines/people.yml", "--db", db, "--dry-run"]).stdout.contains("schema: 0 statements to apply"))
+        let changed = dir.appendingPathComponent("changed.yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: "last_name: string", with: "last_name: integer")
+            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
+        try Data(text.utf8).write(to: changed)
+        let refused = try run(["run", changed.path, "--db", db, "--dry-run"])
+        #expect(refused.status == 2)
+        #expect(refused.stdout.contains("table 'person', column 'last_name': stored as TEXT, the pipeline wants INTEGER"))
+    }
+
     @Test func schemaPrintsTheDDL() throws {
         let result = try run(["schema", "pipelines/people.yml"])
         #expect(result.status == 0)

@@ -199,6 +199,44 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         return migrator
     }
 
+    /// What a run of `model` would do to the database at `path`, without writing anything (the
+    /// file is opened read-only, and not created): the conflicts that would refuse the run, and
+    /// the statements that would bring the schema up to the model.
+    public static func plan(model: EntityModel, databasePath path: String) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
+        guard path != ":memory:", FileManager.default.fileExists(atPath: path) else {
+            return (false, [], schema(of: model))
+        }
+        var config = Configuration()
+        config.readonly = true
+        let queue = try DatabaseQueue(path: path, configuration: config)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            let conflicts = try schemaConflicts(model, existing: db)
+            var statements: [String] = []
+            for layout in EntityLayout.layouts(of: model) {
+                if try db.tableExists(layout.table) {
+                    let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
+                    for column in layout.columns where !present.contains(column.name.lowercased()) {
+                        statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(column.sqlType)")
+                    }
+                    let indexes = Set(try db.indexes(on: layout.table).map { $0.name.lowercased() })
+                    for statement in tableStatements(layout, model: model).dropFirst() {
+                        // The identity index and join tables not there yet.
+                        if statement.contains("INDEX"), indexes.contains((layout.table + "_identity").lowercased()) { continue }
+                        if statement.hasPrefix("CREATE TABLE"),
+                            let join = layout.toMany.first(where: { statement.contains(quote($0.joinTable)) }),
+                            try db.tableExists(join.joinTable)
+                        { continue }
+                        statements.append(statement)
+                    }
+                } else {
+                    statements += tableStatements(layout, model: model)
+                }
+            }
+            return (true, conflicts, statements)
+        }
+    }
+
     /// The DDL of `model`'s tables, as `ingot schema` prints it.
     public static func schema(of model: EntityModel) -> [String] {
         EntityLayout.layouts(of: model).flatMap { tableStatements($0, model: model) }
