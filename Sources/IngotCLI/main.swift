@@ -69,16 +69,25 @@ enum Environment {
     }
 }
 
-/// Exit codes: 0 finished (rejections counted), 1 failed, 2 bad config or usage, 130/143
-/// interrupted by SIGINT/SIGTERM.
+/// Exit codes a scheduler can act on (the README has the table): 0 finished, 1 failed
+/// (unexpected), 2 bad configuration or usage (permanent), 3 finished but rejects passed a limit
+/// (or everything read was rejected), 75 temporary (the source stayed unreachable, or another
+/// run holds the database), 130/143 interrupted by SIGINT/SIGTERM.
 enum Exit {
     static let failed = ExitCode(1)
     static let badConfig = ExitCode(2)
+    static let rejectsOverLimit = ExitCode(3)
+    static let temporary = ExitCode(75)
 
     static func code(for summary: RunSummary, signal: Int32?) -> ExitCode? {
         switch summary.status {
-        case .finished: nil
-        case .failed: failed
+        case .finished: summary.limitExceeded == nil ? nil : rejectsOverLimit
+        case .failed:
+            switch summary.failureKind {
+            case .configuration: badConfig
+            case .temporary: temporary
+            case .unexpected, nil: failed
+            }
         case .interrupted: ExitCode(128 + (signal ?? SIGTERM))
         }
     }
@@ -193,6 +202,15 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Raw page bytes read but not yet batched, at most (env INGOT_BYTES_IN_FLIGHT; default 67108864).")
     var bytesInFlight: Int?
 
+    @Option(help: "Seconds to wait for another run holding the database, then exit 75 (env INGOT_LOCK_TIMEOUT; default 30).")
+    var lockTimeout: Double?
+
+    @Option(help: "Rejected records and pages allowed; past it a finished run exits 3 (env INGOT_MAX_REJECTS; default: the pipeline's limits).")
+    var maxRejects: Int?
+
+    @Option(help: "Rejects as a share of what was read (0-1) allowed; past it exit 3 (env INGOT_MAX_REJECT_RATIO).")
+    var maxRejectRatio: Double?
+
     /// The database path in force.
     var database: String { db ?? "ingot.db" }
 
@@ -206,6 +224,12 @@ struct StageOptions: ParsableArguments {
         progressInterval = try progressInterval ?? Environment.double("INGOT_PROGRESS_INTERVAL")
         maxPageBytes = try maxPageBytes ?? Environment.int("INGOT_MAX_PAGE_BYTES")
         bytesInFlight = try bytesInFlight ?? Environment.int("INGOT_BYTES_IN_FLIGHT")
+        lockTimeout = try lockTimeout ?? Environment.double("INGOT_LOCK_TIMEOUT")
+        maxRejects = try maxRejects ?? Environment.int("INGOT_MAX_REJECTS")
+        maxRejectRatio = try maxRejectRatio ?? Environment.double("INGOT_MAX_REJECT_RATIO")
+        if let lockTimeout, !(lockTimeout >= 0) { throw ValidationError("--lock-timeout cannot be negative") }
+        if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
+        if let maxRejectRatio, !(0...1).contains(maxRejectRatio) { throw ValidationError("--max-reject-ratio must be between 0 and 1") }
         if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
         if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
         if let batchBytes, batchBytes < 1 { throw ValidationError("--batch-bytes must be at least 1") }
@@ -229,6 +253,9 @@ struct StageOptions: ParsableArguments {
         options.progressInterval = progressInterval ?? 5
         options.maxPageBytes = maxPageBytes
         if let bytesInFlight { options.bytesInFlight = bytesInFlight }
+        if let lockTimeout { options.lockTimeout = lockTimeout }
+        options.maxRejects = maxRejects
+        options.maxRejectRatio = maxRejectRatio
         return options
     }
 }

@@ -167,6 +167,81 @@ struct CLITests {
         #expect(refused.stdout.contains("table 'person', column 'last_name': stored as TEXT, the pipeline wants INTEGER"))
     }
 
+    /// A test per row of the exit-code table (0, 1, 2 and 130/143 have their own tests above).
+    @Test func exitThreeWhenRejectsPassALimitOrEverythingWasRejected() throws {
+        let dir = temporaryDirectory()
+        // The bundled sample has one rejected record.
+        let limited = try run(["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("a.db").path, "--no-archive", "--max-rejects", "0"])
+        #expect(limited.status == 3)
+        #expect(limited.stderr.contains("msg=run.rejects_over_limit"))
+        #expect(limited.stderr.contains("status=finished"), "what was committed stays committed")
+        #expect(try rows(dir.appendingPathComponent("a.db").path, "SELECT count(*) FROM person") == [["60"]])
+        let ratio = try run(
+            ["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("b.db").path, "--no-archive"],
+            environment: ["INGOT_MAX_REJECT_RATIO": "0.001"])
+        #expect(ratio.status == 3)
+        let within = try run(["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("c.db").path, "--no-archive", "--max-rejects", "1"])
+        #expect(within.status == 0)
+        // A wrong `records:` path rejects every page: with no limit set, that is exit 3 too.
+        let wrong = dir.appendingPathComponent("wrong.yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: "records: results", with: "records: data")
+            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
+        try Data(text.utf8).write(to: wrong)
+        let everything = try run(["run", wrong.path, "--db", dir.appendingPathComponent("d.db").path, "--no-archive"])
+        #expect(everything.status == 3)
+        #expect(everything.stderr.contains("saw nothing usable"))
+    }
+
+    @Test func exitTwoWhenTheDatabaseDisagreesWithThePipeline() throws {
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("x.db").path
+        #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive"]).status == 0)
+        let changed = dir.appendingPathComponent("changed.yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: "score: double", with: "score: string")
+            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
+        try Data(text.utf8).write(to: changed)
+        let refused = try run(["run", changed.path, "--db", db, "--no-archive"])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("failure=configuration"))
+    }
+
+    @Test func exitSeventyFiveWhenTheSourceStaysUnreachable() throws {
+        let dir = temporaryDirectory()
+        // A port nothing listens on: every attempt is refused, then the run gives up.
+        let pipeline = dir.appendingPathComponent("down.yml")
+        try Data("""
+            version: 1
+            name: down
+            source:
+              http:
+                url: http://127.0.0.1:9/items
+                retry: {attempts: 2, base_delay_ms: 1, max_delay_ms: 5}
+            records: results
+            root: item
+            entities:
+              item:
+                identity: id
+                attributes: {id: integer}
+            """.utf8).write(to: pipeline)
+        let result = try run(["run", pipeline.path, "--db", dir.appendingPathComponent("d.db").path, "--no-archive"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains("failure=temporary"))
+    }
+
+    @Test func exitSeventyFiveWhenAnotherRunHoldsTheDatabase() throws {
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("held.db").path
+        let holder = try RunLock(databasePath: db, timeout: 0)
+        holder.describe(runID: "the-other-run")
+        let result = try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--lock-timeout", "0.2"])
+        #expect(result.status == 75)
+        #expect(result.stderr.contains("held by another run"))
+        #expect(result.stderr.contains("run_id=the-other-run") && result.stderr.contains("pid=\(getpid())"), "\(result.stderr)")
+        withExtendedLifetime(holder) {}
+    }
+
     @Test func schemaPrintsTheDDL() throws {
         let result = try run(["schema", "pipelines/people.yml"])
         #expect(result.status == 0)

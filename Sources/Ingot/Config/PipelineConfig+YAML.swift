@@ -64,7 +64,10 @@ struct PipelineYAMLReader {
 
         let top = try mapping(
             root,
-            allowed: ["version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "incremental", "entities"])
+            allowed: [
+                "version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "limits", "incremental",
+                "entities",
+            ])
         let versionNode = try required(top, "version", in: root)
         let version = try int(versionNode)
         guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
@@ -111,6 +114,22 @@ struct PipelineYAMLReader {
             maxPageBytes = value
         }
 
+        var maxRejects: Int?
+        var maxRejectRatio: Double?
+        if let node = top["limits"] {
+            let fields = try mapping(node, allowed: ["max_rejects", "max_reject_ratio"])
+            if let n = fields["max_rejects"] {
+                maxRejects = try int(n)
+                guard (maxRejects ?? 0) >= 0 else { throw error(n, "max_rejects must be 0 or more") }
+            }
+            if let n = fields["max_reject_ratio"] {
+                guard let value = Double(try string(n)), (0...1).contains(value) else {
+                    throw error(n, "max_reject_ratio must be a number between 0 and 1")
+                }
+                maxRejectRatio = value
+            }
+        }
+
         var incremental: IncrementalConfig?
         if let node = top["incremental"] {
             let fields = try mapping(node, allowed: ["cursor_path", "param"])
@@ -136,6 +155,8 @@ struct PipelineYAMLReader {
             write: write, batchRecords: batchRecords, model: model)
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
+        config.maxRejects = maxRejects
+        config.maxRejectRatio = maxRejectRatio
         return config
     }
 

@@ -18,6 +18,9 @@ public struct PipelineConfig: Sendable {
     public var batchRecords: Int?
     /// `max_page_bytes`: the largest page accepted; `nil` takes ``RunOptions``'s (64 MiB).
     public var maxPageBytes: Int?
+    /// `limits: {max_rejects: N, max_reject_ratio: R}`: past them a finished run says so (exit 3).
+    public var maxRejects: Int?
+    public var maxRejectRatio: Double?
     public var model: EntityModel
 
     /// The largest pipeline file accepted (its text is archived in every run's header).

@@ -81,5 +81,16 @@ public struct FetchError: Error, Sendable, CustomStringConvertible {
     public var url: String
     public var status: Int?
     public var message: String
+    /// The source kept failing in a way that can pass (unreachable, timeouts, 5xx, 429) until the
+    /// retries ran out: a later run may succeed (exit 75). `false` for what no retry fixes.
+    public var isTemporary = false
+
+    public init(url: String, status: Int? = nil, message: String, isTemporary: Bool = false) {
+        self.url = url
+        self.status = status
+        self.message = message
+        self.isTemporary = isTemporary
+    }
+
     public var description: String { "\(url): \(status.map { "HTTP \($0): " } ?? "")\(message)" }
 }

@@ -356,7 +356,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                     delay = min(after, Double(retry.maxDelayMs) / 1000)
                 }
                 if attempt >= retry.attempts {
-                    throw FetchError(url: shown, status: response.status, message: "gave up after \(attempt) attempts")
+                    throw FetchError(url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)
                 }
             } catch let error as TransportError {
                 reason = credentials.scrub(error.message)
@@ -365,7 +365,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                     throw FetchError(url: shown, message: reason)
                 }
                 if attempt >= retry.attempts {
-                    throw FetchError(url: shown, message: "\(reason) (gave up after \(attempt) attempts)")
+                    throw FetchError(url: shown, message: "\(reason) (gave up after \(attempt) attempts)", isTemporary: true)
                 }
             } catch let error as FetchError {
                 throw error

@@ -57,15 +57,26 @@ public final class PipelineRunner: Sendable {
         func failedToStart(_ error: any Error) -> RunSummary {
             let logger = self.logger
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
-            let failed = RunSummary(
+            var failed = RunSummary(
                 runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(),
                 duration: Date().timeIntervalSince(started), error: "\(error)")
+            failed.failureKind = RunSummary.FailureKind(error)
             PipelineRunner.logSummary(failed, logger)
             return failed
         }
+        // One run at a time per database: wait for another run to finish, up to lockTimeout.
+        let lock: RunLock?
+        do {
+            lock = options.databasePath == ":memory:" ? nil : try RunLock(databasePath: options.databasePath, timeout: options.lockTimeout)
+        } catch {
+            return failedToStart(error)
+        }
+        defer { withExtendedLifetime(lock) {} }
         let store: any IngestStore
         do {
-            store = try Store(path: options.databasePath, model: config.model, options: options.store)
+            var storeOptions = options.store
+            storeOptions.lockTimeout = options.lockTimeout
+            store = try Store(path: options.databasePath, model: config.model, options: storeOptions)
         } catch {
             return failedToStart(error)
         }
@@ -83,11 +94,16 @@ public final class PipelineRunner: Sendable {
         var logger = self.logger
         logger[metadataKey: LogKey.pipeline] = "\(config.name)"
         logger[metadataKey: LogKey.runID] = "\(runID)"
+        lock?.describe(runID: runID)
 
-        func summary(_ status: RunSummary.Status, _ counters: RunCounters, _ error: String?, archive: String? = nil) -> RunSummary {
-            let s = RunSummary(
+        func summary(
+            _ status: RunSummary.Status, _ counters: RunCounters, _ error: (any Error)?, archive: String? = nil
+        ) -> RunSummary {
+            var s = RunSummary(
                 runID: runID, pipeline: config.name, status: status, counters: counters,
-                duration: Date().timeIntervalSince(started), error: error, archive: archive)
+                duration: Date().timeIntervalSince(started), error: error.map { "\($0)" }, archive: archive)
+            s.failureKind = error.map(RunSummary.FailureKind.init)
+            if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: logger) }
             PipelineRunner.logSummary(s, logger)
             return s
         }
@@ -109,7 +125,7 @@ public final class PipelineRunner: Sendable {
         } catch {
             try? store.close()
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
-            return summary(.failed, RunCounters(), "\(error)")
+            return summary(.failed, RunCounters(), error)
         }
         var startMetadata: Logger.Metadata = [
             LogKey.database: "\(options.databasePath)", LogKey.lanes: "\(max(1, options.lanes))",
@@ -140,16 +156,16 @@ public final class PipelineRunner: Sendable {
         archive?.queue.sync { archive?.close() }
 
         var counters = writer.counters
-        var failure = writer.failure.map { "\($0)" }
+        var failure: (any Error)? = writer.failure
         if failure == nil, let archiveFailure = archive?.queue.sync(execute: { archive?.failure }) {
-            failure = "\(archiveFailure)"
+            failure = archiveFailure
         }
         let status: RunSummary.Status = failure != nil ? .failed : writer.interrupted ? .interrupted : .finished
         do {
             try store.finishRun(id: runID, status: status.rawValue, counters: counters, finishedAt: Date())
             try store.close()
         } catch {
-            failure = failure ?? "\(error)"
+            failure = failure ?? error
             counters = writer.counters
         }
         if let failure {
@@ -157,6 +173,29 @@ public final class PipelineRunner: Sendable {
             return summary(.failed, counters, failure, archive: archive?.path)
         }
         return summary(status, counters, nil, archive: archive?.path)
+    }
+
+    /// Whether a finished run's rejects passed a limit (the options', else the pipeline's), or,
+    /// with no limit set, whether it rejected everything it read; logs why.
+    private func rejectLimitExceeded(_ c: RunCounters, logger: Logger) -> String? {
+        let rejects = c.rejectedRecords + c.rejectedPages
+        let read = c.records + c.rejectedPages
+        if c.pages == 0 {
+            logger.warning("run.empty", metadata: [LogKey.reason: "the source yielded no page"])
+            return nil
+        }
+        var exceeded: String?
+        let maxRejects = options.maxRejects ?? config.maxRejects
+        let maxRatio = options.maxRejectRatio ?? config.maxRejectRatio
+        if let maxRejects, rejects > maxRejects {
+            exceeded = "\(rejects) rejects, over max_rejects \(maxRejects)"
+        } else if let maxRatio, read > 0, Double(rejects) / Double(read) > maxRatio {
+            exceeded = "\(rejects) of \(read) rejected, over max_reject_ratio \(maxRatio)"
+        } else if maxRejects == nil, maxRatio == nil, rejects > 0, c.records - c.rejectedRecords == 0 {
+            exceeded = "every page or record read was rejected (\(rejects) rejects): the run saw nothing usable"
+        }
+        if let exceeded { logger.error("run.rejects_over_limit", metadata: [LogKey.reason: "\(exceeded)"]) }
+        return exceeded
     }
 
     private func makeArchive(runID: String, started: Date) throws -> ArchiveStage? {
@@ -212,6 +251,8 @@ public final class PipelineRunner: Sendable {
         if c.deleted > 0 { metadata[LogKey.deleted] = "\(c.deleted)" }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
+        if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }
+        if let limit = s.limitExceeded { metadata["limit_exceeded"] = "\(limit)" }
         logger.log(level: s.status == .failed ? .error : .info, "run.summary", metadata: metadata)
     }
 

@@ -45,6 +45,15 @@ public struct RunOptions: Sendable {
     /// decoded; an HTTP transfer is cut off there). Default: the pipeline's `max_page_bytes`,
     /// else 64 MiB. One limit for run and replay: an archive's entries never exceed it.
     public var maxPageBytes: Int?
+    /// Seconds to wait for another run holding the database before giving up (a temporary
+    /// failure, exit 75). Default 30.
+    public var lockTimeout: Double = 30
+    /// Rejected records and pages a run may have and still count as a success; `nil`: the
+    /// pipeline's `limits`, else no limit. A run over it finishes (what was committed stays) but
+    /// says so (exit 3).
+    public var maxRejects: Int?
+    /// Rejects as a share of what was read (0…1), at most; `nil`: the pipeline's, else no limit.
+    public var maxRejectRatio: Double?
 
     public init() {}
 
@@ -57,6 +66,26 @@ public struct RunOptions: Sendable {
 
 /// How a run ended, with its counters: the last line a run logs.
 public struct RunSummary: Sendable {
+    public enum FailureKind: String, Sendable {
+        /// The pipeline or the database disagree with it: retrying changes nothing.
+        case configuration
+        /// The source stayed unreachable, or another run holds the database: retry later.
+        case temporary
+        /// Anything else.
+        case unexpected
+
+        /// The kind of `error`, as a run fails on it.
+        public init(_ error: any Error) {
+            switch error {
+            case let fetch as FetchError: self = fetch.isTemporary ? .temporary : .unexpected
+            case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
+            case StoreError.conflict: self = .configuration
+            case is ConfigError: self = .configuration
+            default: self = .unexpected
+            }
+        }
+    }
+
     public enum Status: String, Sendable {
         /// Every page was read and applied (rejections are counted, not fatal).
         case finished
@@ -68,6 +97,11 @@ public struct RunSummary: Sendable {
     public var runID: String
     public var pipeline: String
     public var status: Status
+    /// For a failed run: whether the cause is the configuration (permanent), something that may
+    /// pass (temporary), or unexpected.
+    public var failureKind: FailureKind?
+    /// For a finished run: the reject limit it passed, or why it saw nothing usable.
+    public var limitExceeded: String?
     public var counters: RunCounters
     public var duration: Double
     /// Why the run failed.

@@ -159,11 +159,13 @@ final class RawStatement {
 public enum StoreError: Error, Sendable, CustomStringConvertible {
     case sqlite(code: Int32, message: String, sql: String)
     case schema(String)
+    /// The database's tables disagree with the pipeline (refused before anything is written).
+    case conflict(String)
 
     public var description: String {
         switch self {
         case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"
-        case .schema(let message): message
+        case .schema(let message), .conflict(let message): message
         }
     }
 }

@@ -79,7 +79,7 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         let conflicts = try dbQueue.inDatabase { db in try Store.schemaConflicts(model, existing: db) }
         if !conflicts.isEmpty {
             try? dbQueue.close()
-            throw StoreError.schema(
+            throw StoreError.conflict(
                 "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
         }
         try Store.migrator.migrate(dbQueue)

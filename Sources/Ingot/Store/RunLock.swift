@@ -1,0 +1,62 @@
+import Foundation
+
+/// One run at a time per SQLite database: an exclusive `flock` on `<database>.lock`, held for
+/// the whole run and released by the kernel when the process ends, however it ends (`kill -9`
+/// included). The file says who holds it (`run_id`, `pid`), so a second run that gives up can
+/// name the holder.
+final class RunLock {
+    let path: String
+    private let fd: Int32
+
+    /// Waits up to `timeout` seconds for the lock of the database at `databasePath`.
+    init(databasePath: String, timeout: Double) throws(RunLockError) {
+        path = databasePath + ".lock"
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw RunLockError(
+                path: path, holder: nil, isHeld: false, message: "cannot open the lock file: \(String(cString: strerror(errno)))")
+        }
+        let deadline = Date().addingTimeInterval(max(0, timeout))
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else {
+                let holder = RunLock.holder(fd)
+                close(fd)
+                throw RunLockError(
+                    path: path, holder: holder, isHeld: true,
+                    message: "the database is held by another run; gave up after \(timeout) s (--lock-timeout)")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        describe(runID: nil)
+    }
+
+    deinit {
+        close(fd)  // releases the lock
+    }
+
+    /// Writes who holds the lock into the file.
+    func describe(runID: String?) {
+        let text = "pid=\(getpid())" + (runID.map { " run_id=\($0)" } ?? "") + "\n"
+        _ = ftruncate(fd, 0)
+        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+    }
+
+    private static func holder(_ fd: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        let text = String(decoding: buffer[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : JSONText.escapingControlCharacters(text)
+    }
+}
+
+/// Another run holds the database (a temporary failure: retry later).
+public struct RunLockError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    /// `pid=… run_id=…` of the holder, as its lock file says.
+    public var holder: String?
+    /// Another run holds it (temporary), as opposed to a lock file that cannot be opened.
+    public var isHeld: Bool
+    public var message: String
+    public var description: String { "\(path): \(message)\(holder.map { " (\($0))" } ?? "")" }
+}
