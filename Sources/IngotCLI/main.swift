@@ -444,8 +444,8 @@ struct Replay: ParsableCommand {
 func warnIfTorn(_ reader: ArchiveReader, _ logger: Logger) {
     if let torn = reader.tornAt {
         logger.warning("archive.torn", metadata: [
-            LogKey.archive: "\(reader.path)", LogKey.offset: "\(torn)", LogKey.reason: "\(reader.tornReason ?? "")",
-            "entries": "\(reader.entries.count)",
+            LogKey.archive: "\(reader.path)", LogKey.offset: .int(torn), LogKey.reason: "\(reader.tornReason ?? "")",
+            "entries": .int(reader.entries.count),
         ])
     }
 }

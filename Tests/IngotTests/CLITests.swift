@@ -54,9 +54,9 @@ struct CLITests {
         let second = try run(["run", "pipelines/people.yml", "--db", db, "--log-format", "json", "--no-archive"])
         #expect(second.status == 0)
         let last = try #require(second.stderr.split(separator: "\n").last.map(String.init))
-        let json = try #require(try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: String])
-        #expect(json["msg"] == "run.summary")
-        #expect(json["inserted"] == "0")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any])
+        #expect(json["msg"] as? String == "run.summary")
+        #expect(json["inserted"] as? Int == 0, "a number, not a string")
     }
 
     @Test func aDatabaseThatCannotOpenFailsWithExitOneAndASummary() throws {
@@ -240,6 +240,66 @@ struct CLITests {
         #expect(result.stderr.contains("held by another run"))
         #expect(result.stderr.contains("run_id=the-other-run") && result.stderr.contains("pid=\(getpid())"), "\(result.stderr)")
         withExtendedLifetime(holder) {}
+    }
+
+    /// docs/logging.md's events, and the fields that are numbers.
+    static let vocabulary: Set<String> = [
+        "run.started", "run.resumed", "run.progress", "run.summary", "run.failed", "run.stopping", "run.empty",
+        "run.rejects_over_limit", "record.rejected", "page.rejected", "record.rejected.more", "fetch.retry", "fetch.stopped",
+        "fetch.max_pages", "batch.failed", "commit.failed", "replace.skipped", "archive.torn",
+    ]
+    static let numericFields: Set<String> = [
+        "pages", "records", "inserted", "updated", "deleted", "rejected_records", "rejected_pages", "bytes", "records_per_s",
+        "duration_s", "elapsed_s", "lanes", "batch_records", "commit_records", "seq", "record_index", "attempt", "delay_s",
+        "offset", "entries",
+    ]
+
+    @Test func aJSONLogOfAFullRunFollowsTheVocabulary() throws {
+        let token = "tok-9f8e7d6c5b4a"
+        let pages = try generatePeople(persons: 1500, pageSize: 100, faults: true)
+        let server = try FixtureServer(people: pages, faults: "500:2,429:4", token: token)
+        let dir = temporaryDirectory()
+        let pipeline = dir.appendingPathComponent("people-http.yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
+                  http:
+                    url: \(server.base)/people/page
+                    paginate: {page: {param: page}}
+                    auth: {bearer_env: PEOPLE_TOKEN}
+                    retry: {attempts: 4, base_delay_ms: 1, max_delay_ms: 20}
+                """)
+        try Data(text.utf8).write(to: pipeline)
+        let db = dir.appendingPathComponent("log.db").path
+        let archives = dir.appendingPathComponent("archives").path
+        let result = try run(
+            ["run", pipeline.path, "--db", db, "--archive-dir", archives, "--progress-interval", "0.05"],
+            environment: ["PEOPLE_TOKEN": token, "INGOT_LOG_FORMAT": "json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stderr.split(separator: "\n").map(String.init)
+        var events: Set<String> = []
+        var runIDs: Set<String> = []
+        for line in lines {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not JSON: \(line)")
+            let msg = try #require(object["msg"] as? String)
+            events.insert(msg)
+            #expect(Self.vocabulary.contains(msg), "\(msg) is not in docs/logging.md")
+            #expect(object["pipeline"] as? String == "people", "\(line)")
+            if let id = object["run_id"] as? String { runIDs.insert(id) } else { Issue.record("no run_id: \(line)") }
+            for (key, value) in object where Self.numericFields.contains(key) {
+                #expect(value is NSNumber && !(value is String), "\(key) is not a number in \(line)")
+            }
+        }
+        #expect(runIDs.count == 1)
+        // The page that is not JSON is rejected and ends page pagination (fetch.stopped).
+        #expect(events.isSuperset(of: ["run.started", "run.summary", "fetch.retry", "record.rejected", "page.rejected", "fetch.stopped"]), "\(events)")
+        // The token appears nowhere: not in the log, the archive, or the database.
+        #expect(!result.stderr.contains(token))
+        let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: archives).first)
+        let archived = try Data(contentsOf: URL(fileURLWithPath: archives + "/" + archive))
+        #expect(archived.range(of: Data(token.utf8)) == nil)
+        for file in [db, db + "-wal"] where FileManager.default.fileExists(atPath: file) {
+            #expect(try Data(contentsOf: URL(fileURLWithPath: file)).range(of: Data(token.utf8)) == nil)
+        }
     }
 
     @Test func schemaPrintsTheDDL() throws {

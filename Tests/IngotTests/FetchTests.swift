@@ -220,8 +220,8 @@ struct FetchTests {
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("s.db").path
         options.progressInterval = 0
-        let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
         let logs = LogCapture()
+        let runner = PipelineRunner(config: config, options: options, logger: logs.logger)
         // Stop once the source is waiting to retry (it has logged fetch.retry).
         DispatchQueue.global().async {
             waitUntil { logs.all.contains { $0.contains("msg=fetch.retry") } }

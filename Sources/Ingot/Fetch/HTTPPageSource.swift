@@ -19,7 +19,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private let credentials: Credentials
     /// Where URLs from responses may lead, and which requests carry credentials.
     private let policy: OriginPolicy
-    private let logger: Logger
+    private var logger: Logger
     private var clients: [HTTPClient]
     /// Where the next page comes from; `nil` when pagination is over.
     private var upcoming: Cursor?
@@ -100,6 +100,10 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         cancelled.withLock { $0 = true }
     }
 
+    public func useLogger(_ logger: Logger) {
+        self.logger = logger
+    }
+
     public func next() throws -> Page? {
         if buffered.isEmpty { try fill() }
         guard !buffered.isEmpty else { return nil }
@@ -111,7 +115,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private func fill() throws {
         guard let cursor = upcoming else { return }
         guard fetched < config.maxPages else {
-            logger.warning("fetch.max_pages", metadata: [LogKey.pages: "\(fetched)", LogKey.url: "\(credentials.redact(config.url))"])
+            logger.warning("fetch.max_pages", metadata: [LogKey.pages: .int(fetched), LogKey.url: "\(credentials.redact(config.url))"])
             upcoming = nil
             return
         }
@@ -373,8 +377,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 throw FetchError(url: shown, message: credentials.scrub("\(error)"))
             }
             logger.warning("fetch.retry", metadata: [
-                LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": "\(attempt)",
-                "delay_s": "\(LogKey.seconds(delay))",
+                LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt),
+                "delay_s": .seconds(delay),
             ])
             try pause(delay, url: shown)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// One raw payload entering the pipeline, numbered in arrival order.
 public struct Page: Sendable {
@@ -40,10 +41,14 @@ public protocol PageSource: AnyObject, Sendable {
     /// Asks a source that may be waiting (a retry's backoff) to give up promptly. Safe from any
     /// queue; the run is stopping.
     func cancel()
+    /// Gives the source the run's logger (it carries `pipeline` and `run_id`), before the first
+    /// ``next()``: every line of a run names its run.
+    func useLogger(_ logger: Logger)
 }
 
 extension PageSource {
     public func cancel() {}
+    public func useLogger(_ logger: Logger) {}
 
     public func resume(from state: String) throws {
         throw SourceError(source: "\(Self.self)", message: "this source cannot resume")

@@ -37,13 +37,27 @@ public enum LogKey {
     static func seconds(_ value: Double) -> String { String(format: "%.3f", value) }
 }
 
+extension Logger.MetadataValue {
+    /// A count or size: a number in JSON logs.
+    public static func int(_ value: Int) -> Self { .stringConvertible(value) }
+
+    /// Seconds, to the millisecond: a number in JSON logs.
+    public static func seconds(_ value: Double) -> Self {
+        .stringConvertible(value.isFinite ? (value * 1000).rounded() / 1000 : 0)
+    }
+}
+
 /// A swift-log handler writing one line per event, as logfmt (`key=value`, quoted where needed)
 /// or as one JSON object per line.
 ///
 /// ```
 /// ts=2026-11-22T03:40:00.123Z level=info msg=run.summary pipeline=people pages=240 …
-/// {"ts":"2026-11-22T03:40:00.123Z","level":"info","msg":"run.summary","pipeline":"people","pages":"240",…}
+/// {"ts":"2026-11-22T03:40:00.123Z","level":"info","msg":"run.summary","pipeline":"people","pages":240,…}
 /// ```
+///
+/// In JSON, numbers (``Logger/MetadataValue/int(_:)``, ``Logger/MetadataValue/seconds(_:)``) and
+/// booleans logged as such are JSON numbers and booleans; everything else is a string. The event
+/// names and their fields are listed in docs/logging.md.
 ///
 /// Lines are written whole under a lock, so events from different queues never interleave.
 public struct LogfmtLogHandler: LogHandler {
@@ -89,22 +103,26 @@ public struct LogfmtLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var fields: [(String, String)] = []
-        if timestamps { fields.append(("ts", LogfmtLogHandler.now())) }
-        fields.append(("level", event.level.rawValue))
-        fields.append(("msg", event.message.description))
+        var fields: [(String, Logger.MetadataValue)] = []
+        if timestamps { fields.append(("ts", .string(LogfmtLogHandler.now()))) }
+        fields.append(("level", .string(event.level.rawValue)))
+        fields.append(("msg", .string(event.message.description)))
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         // Context first (pipeline, run), then the event's own keys in a stable order.
         let context = [LogKey.pipeline, LogKey.runID]
-        for key in context { if let v = merged.removeValue(forKey: key) { fields.append((key, "\(v)")) } }
-        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { fields.append((key, "\(value)")) }
+        for key in context { if let v = merged.removeValue(forKey: key) { fields.append((key, v)) } }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { fields.append((key, value)) }
         output.emit(format == .json ? LogfmtLogHandler.json(fields) : LogfmtLogHandler.logfmt(fields))
     }
 
+    static func logfmt(_ fields: [(String, Logger.MetadataValue)]) -> String {
+        fields.map { key, value in "\(key)=\(quoteIfNeeded("\(value)"))" }.joined(separator: " ") + "\n"
+    }
+
     static func logfmt(_ fields: [(String, String)]) -> String {
-        fields.map { key, value in "\(key)=\(quoteIfNeeded(value))" }.joined(separator: " ") + "\n"
+        logfmt(fields.map { ($0.0, Logger.MetadataValue.string($0.1)) })
     }
 
     /// The value as is when it has no space, `=`, quote, backslash or control character; else
@@ -117,15 +135,24 @@ public struct LogfmtLogHandler: LogHandler {
         return out
     }
 
-    static func json(_ fields: [(String, String)]) -> String {
+    static func json(_ fields: [(String, Logger.MetadataValue)]) -> String {
         var out = "{"
         for (k, (key, value)) in fields.enumerated() {
             if k > 0 { out += "," }
             JSONText.quote(key, into: &out)
             out += ":"
-            JSONText.quote(value, into: &out)
+            switch value {
+            case .stringConvertible(let v as Bool): out += v ? "true" : "false"
+            case .stringConvertible(let v as Int): out += String(v)
+            case .stringConvertible(let v as Double) where v.isFinite: out += "\(v)"
+            default: JSONText.quote("\(value)", into: &out)
+            }
         }
         return out + "}\n"
+    }
+
+    static func json(_ fields: [(String, String)]) -> String {
+        json(fields.map { ($0.0, Logger.MetadataValue.string($0.1)) })
     }
 
     private static func now() -> String {

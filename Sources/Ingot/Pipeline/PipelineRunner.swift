@@ -24,6 +24,8 @@ public final class PipelineRunner: Sendable {
     let stopping = StopFlag()
     /// The source being read, so that ``stop()`` can cancel its waits.
     private let activeSource = SourceBox()
+    /// The logger of the run in progress (with `pipeline` and `run_id`), for ``stop()``'s line.
+    private let runLogger = Mutex<Logger?>(nil)
 
     public init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger) {
         self.config = config
@@ -44,7 +46,11 @@ public final class PipelineRunner: Sendable {
             defer { stopping = true }
             return stopping
         }
-        if !already { logger.notice("run.stopping", metadata: [LogKey.pipeline: "\(config.name)"]) }
+        if !already {
+            var line = runLogger.withLock { $0 } ?? logger
+            line[metadataKey: LogKey.pipeline] = "\(config.name)"
+            line.notice("run.stopping")
+        }
         activeSource.value.withLock { $0 }?.cancel()
     }
 
@@ -55,7 +61,8 @@ public final class PipelineRunner: Sendable {
         activeSource.value.withLock { $0 = source }
         defer { activeSource.value.withLock { $0 = nil } }
         func failedToStart(_ error: any Error) -> RunSummary {
-            let logger = self.logger
+            var logger = self.logger
+            logger[metadataKey: LogKey.pipeline] = "\(config.name)"
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
             var failed = RunSummary(
                 runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(),
@@ -95,6 +102,9 @@ public final class PipelineRunner: Sendable {
         logger[metadataKey: LogKey.pipeline] = "\(config.name)"
         logger[metadataKey: LogKey.runID] = "\(runID)"
         lock?.describe(runID: runID)
+        source.useLogger(logger)
+        runLogger.withLock { $0 = logger }
+        defer { runLogger.withLock { $0 = nil } }
 
         func summary(
             _ status: RunSummary.Status, _ counters: RunCounters, _ error: (any Error)?, archive: String? = nil
@@ -114,7 +124,7 @@ public final class PipelineRunner: Sendable {
             if let resumed {
                 try store.reopenRun(id: resumed.runID, archive: archive?.path)
                 logger.info("run.resumed", metadata: [
-                    LogKey.seq: "\(resumed.lastSeq)", "resume_state": "\(resumed.resumeState ?? "start")",
+                    LogKey.seq: .int(resumed.lastSeq), "resume_state": "\(resumed.resumeState ?? "start")",
                 ])
             } else {
                 try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
@@ -128,9 +138,9 @@ public final class PipelineRunner: Sendable {
             return summary(.failed, RunCounters(), error)
         }
         var startMetadata: Logger.Metadata = [
-            LogKey.database: "\(options.databasePath)", LogKey.lanes: "\(max(1, options.lanes))",
-            LogKey.batchRecords: "\(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords)",
-            LogKey.commitRecords: "\(options.commitRecords)",
+            LogKey.database: "\(options.databasePath)", LogKey.lanes: .int(max(1, options.lanes)),
+            LogKey.batchRecords: .int(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords),
+            LogKey.commitRecords: .int(options.commitRecords),
         ]
         if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
         logger.info("run.started", metadata: startMetadata)
@@ -229,10 +239,10 @@ public final class PipelineRunner: Sendable {
             let c = shared.value.withLock { $0 }
             let elapsed = Date().timeIntervalSince(started)
             logger.info("run.progress", metadata: [
-                LogKey.pages: "\(c.pages)", LogKey.records: "\(c.records)",
-                LogKey.recordsPerSecond: "\(Int(Double(c.records) / max(elapsed, 0.001)))",
-                LogKey.rejectedRecords: "\(c.rejectedRecords)", LogKey.rejectedPages: "\(c.rejectedPages)",
-                LogKey.elapsed: "\(LogKey.seconds(elapsed))",
+                LogKey.pages: .int(c.pages), LogKey.records: .int(c.records),
+                LogKey.recordsPerSecond: .int(Int(Double(c.records) / max(elapsed, 0.001))),
+                LogKey.rejectedRecords: .int(c.rejectedRecords), LogKey.rejectedPages: .int(c.rejectedPages),
+                LogKey.elapsed: .seconds(elapsed),
             ])
         }
         timer.resume()
@@ -242,13 +252,13 @@ public final class PipelineRunner: Sendable {
     static func logSummary(_ s: RunSummary, _ logger: Logger) {
         let c = s.counters
         var metadata: Logger.Metadata = [
-            LogKey.status: "\(s.status.rawValue)", LogKey.pages: "\(c.pages)", LogKey.records: "\(c.records)",
-            LogKey.inserted: "\(c.inserted)", LogKey.updated: "\(c.updated)",
-            LogKey.rejectedRecords: "\(c.rejectedRecords)", LogKey.rejectedPages: "\(c.rejectedPages)",
-            LogKey.bytes: "\(c.bytes)", LogKey.recordsPerSecond: "\(Int(Double(c.records) / max(s.duration, 0.001)))",
-            LogKey.duration: "\(LogKey.seconds(s.duration))",
+            LogKey.status: "\(s.status.rawValue)", LogKey.pages: .int(c.pages), LogKey.records: .int(c.records),
+            LogKey.inserted: .int(c.inserted), LogKey.updated: .int(c.updated),
+            LogKey.rejectedRecords: .int(c.rejectedRecords), LogKey.rejectedPages: .int(c.rejectedPages),
+            LogKey.bytes: .int(c.bytes), LogKey.recordsPerSecond: .int(Int(Double(c.records) / max(s.duration, 0.001))),
+            LogKey.duration: .seconds(s.duration),
         ]
-        if c.deleted > 0 { metadata[LogKey.deleted] = "\(c.deleted)" }
+        if c.deleted > 0 { metadata[LogKey.deleted] = .int(c.deleted) }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
         if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }

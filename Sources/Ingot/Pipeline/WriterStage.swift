@@ -161,7 +161,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             lastSaved = batch.number
             log(rejections)
         } catch {
-            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: "\(pages.first?.seq ?? 0)"])
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
             // The store rolled back the open transaction: what is committed stays as it was.
             fail(error)
             saved = counters
@@ -216,10 +216,18 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         for r in rejections {
             loggedRejections += 1
             if loggedRejections > loggedRejectionLimit { break }
-            logger.warning("record.rejected", metadata: [
+            var metadata: Logger.Metadata = [
                 LogKey.entity: "\(r.entity)", LogKey.codingPath: "\(r.codingPath)", LogKey.reason: "\(r.reason)",
-                LogKey.source: "\(r.source)", LogKey.recordIndex: "\(r.recordIndex.map(String.init) ?? "page")",
-            ])
+                LogKey.source: "\(r.source)",
+            ]
+            if let archive = r.archive { metadata[LogKey.archive] = "\(archive)" }
+            if let index = r.recordIndex {
+                metadata[LogKey.recordIndex] = .int(index)
+                logger.warning("record.rejected", metadata: metadata)
+            } else {
+                metadata[LogKey.bytes] = .int(r.rawLength)
+                logger.warning("page.rejected", metadata: metadata)
+            }
             if loggedRejections == loggedRejectionLimit {
                 logger.warning("record.rejected.more", metadata: [
                     LogKey.reason: "further rejections are counted and stored in _ingot_rejects, not logged"
