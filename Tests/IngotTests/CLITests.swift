@@ -302,6 +302,42 @@ struct CLITests {
         }
     }
 
+    @Test(.timeLimit(.minutes(1))) func sigtermDuringAHangingRequestStopsPromptly() throws {
+        // The first request hangs for an hour on the server: only aborting it ends the run
+        // before the test's time limit does.
+        let pages = try generatePeople(persons: 300, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: "slow:1", slow: 3600)
+        let dir = temporaryDirectory()
+        let pipeline = dir.appendingPathComponent("hang.yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
+                  http:
+                    url: \(server.base)/people/next
+                    paginate: {next_url: next}
+                    timeout_s: 7200
+                """)
+        try Data(text.utf8).write(to: pipeline)
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["run", pipeline.path, "--db", dir.appendingPathComponent("h.db").path, "--no-archive", "--progress-interval", "0"]
+        process.currentDirectoryURL = packageRoot
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = Pipe()
+        try process.run()
+        // Signal once the server holds the request.
+        waitUntil {
+            let body = (try? HTTPClient().get(server.base + "/requests", headers: [], timeout: 5).body) ?? []
+            let counts = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Int]
+            return (counts?["people_requests"] ?? 0) >= 1
+        }
+        kill(process.processIdentifier, SIGTERM)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 143, "\(stderr)")
+        #expect(stderr.contains("msg=run.summary") && stderr.contains("status=interrupted"), "\(stderr)")
+    }
+
     @Test func schemaPrintsTheDDL() throws {
         let result = try run(["schema", "pipelines/people.yml"])
         #expect(result.status == 0)

@@ -41,6 +41,9 @@ public final class HTTPClient {
     private let handle: UnsafeMutableRawPointer
     /// Largest body accepted; a larger one aborts the transfer. Default 64 MiB.
     public var maxBodyBytes = 64 << 20
+    /// Asked about once a second (and on every chunk) during a transfer; `true` aborts it: a run
+    /// that is stopping does not wait for a request that hangs. Called on the requesting thread.
+    public var shouldAbort: (@Sendable () -> Bool)?
 
     private static let globalInit: Void = {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
@@ -59,7 +62,7 @@ public final class HTTPClient {
     /// Performs a GET of `url` with `headers`, waiting at most `timeout` seconds for the whole
     /// transfer. Throws ``TransportError`` when there is no complete response.
     public func get(_ url: String, headers: [(String, String)], timeout: Double) throws(TransportError) -> HTTPResponse {
-        let sink = ResponseSink(limit: maxBodyBytes)
+        let sink = ResponseSink(limit: maxBodyBytes, shouldAbort: shouldAbort)
         let unmanaged = Unmanaged.passRetained(sink)
         defer { unmanaged.release() }
 
@@ -99,6 +102,16 @@ public final class HTTPClient {
             return size * count
         }
         _ = ingot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, unmanaged.toOpaque())
+        if shouldAbort != nil {
+            // libcurl calls this about once a second even while nothing arrives.
+            _ = ingot_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+            _ = ingot_curl_setopt_xferinfo(handle) { context, _, _, _, _ in
+                guard let context else { return 0 }
+                let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
+                return sink.aborted() ? 1 : 0
+            }
+            _ = ingot_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, unmanaged.toOpaque())
+        }
 
         let code = curl_easy_perform(handle)
         var status = 0
@@ -109,6 +122,9 @@ public final class HTTPClient {
                 status: status, headers: sink.headers, body: [], url: url, overflowed: true, receivedBytes: sink.received)
         }
         guard code == CURLE_OK else {
+            if sink.wasAborted {
+                throw TransportError(url: url, code: Int(code.rawValue), message: "aborted: the run is stopping", isTimeout: false, isRetryable: false)
+            }
             let message = sink.overflowed ? "the body is larger than \(maxBodyBytes) bytes" : String(cString: curl_easy_strerror(code))
             let permanent: [CURLcode] = [
                 CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE, CURLE_URL_MALFORMAT,
@@ -133,9 +149,17 @@ private final class ResponseSink {
     var overflowed = false
     /// Body bytes offered by libcurl, kept or not.
     var received = 0
+    let shouldAbort: (@Sendable () -> Bool)?
+    private(set) var wasAborted = false
 
-    init(limit: Int) {
+    init(limit: Int, shouldAbort: (@Sendable () -> Bool)? = nil) {
         self.limit = limit
+        self.shouldAbort = shouldAbort
+    }
+
+    func aborted() -> Bool {
+        if shouldAbort?() == true { wasAborted = true }
+        return wasAborted
     }
 
     func appendBody(_ data: UnsafeMutablePointer<CChar>, _ count: Int) -> Bool {

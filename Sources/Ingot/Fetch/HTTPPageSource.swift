@@ -31,7 +31,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     /// Extra query parameters on the first request (incremental runs).
     private let firstQuery: [URLQueryItem]
     /// Set by ``cancel()`` from another queue: a backoff in progress ends early.
-    private let cancelled = Mutex(false)
+    private let cancelled = StopFlag()
 
     enum Cursor: Equatable {
         case url(String)
@@ -72,9 +72,12 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         self.policy = OriginPolicy(url: config.url, allowedHosts: config.allowedHosts)
         self.logger = logger
         self.firstQuery = query.map { URLQueryItem(name: $0.0, value: $0.1) }
+        let cancelled = self.cancelled
         clients = (0..<max(1, config.concurrency)).map { _ in
             let client = HTTPClient()
             client.maxBodyBytes = maxPageBytes
+            // A stopping run aborts transfers in flight instead of waiting for them.
+            client.shouldAbort = { cancelled.value.withLock { $0 } }
             return client
         }
         switch config.paginate {
@@ -97,7 +100,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     }
 
     public func cancel() {
-        cancelled.withLock { $0 = true }
+        cancelled.value.withLock { $0 = true }
     }
 
     public func useLogger(_ logger: Logger) {
@@ -413,7 +416,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private func pause(_ seconds: Double, url: String) throws(FetchError) {
         let until = Date().addingTimeInterval(seconds)
         while Date() < until {
-            if cancelled.withLock({ $0 }) { throw FetchError(url: url, message: "stopped while waiting to retry") }
+            if cancelled.value.withLock({ $0 }) { throw FetchError(url: url, message: "stopped while waiting to retry") }
             Thread.sleep(forTimeInterval: min(0.05, max(0, until.timeIntervalSinceNow)))
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 
 /// One raw payload entering the pipeline, numbered in arrival order.
@@ -127,4 +128,10 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
     public var source: String
     public var message: String
     public var description: String { "\(source): \(message)" }
+}
+
+/// A flag set once from any queue (a run stopping) and read from others (the source loop, a
+/// retry's wait, a transfer's progress callback).
+final class StopFlag: Sendable {
+    let value = Mutex(false)
 }

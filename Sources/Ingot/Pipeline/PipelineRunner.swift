@@ -275,10 +275,6 @@ public final class PipelineRunner: Sendable {
     }
 }
 
-/// Set once to stop the source; read by the source queue.
-final class StopFlag: Sendable {
-    let value = Mutex(false)
-}
 
 /// Why the source stopped.
 enum SourceEnd: Sendable {
