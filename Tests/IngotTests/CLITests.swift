@@ -246,12 +246,12 @@ struct CLITests {
     static let vocabulary: Set<String> = [
         "run.started", "run.resumed", "run.progress", "run.summary", "run.failed", "run.stopping", "run.empty",
         "run.rejects_over_limit", "record.rejected", "page.rejected", "record.rejected.more", "fetch.retry", "fetch.stopped",
-        "fetch.max_pages", "batch.failed", "commit.failed", "replace.skipped", "archive.torn",
+        "fetch.max_pages", "batch.failed", "commit.failed", "replace.skipped", "archive.torn", "page.decoded", "batch.committed",
     ]
     static let numericFields: Set<String> = [
         "pages", "records", "inserted", "updated", "deleted", "rejected_records", "rejected_pages", "bytes", "records_per_s",
         "duration_s", "elapsed_s", "lanes", "batch_records", "commit_records", "seq", "record_index", "attempt", "delay_s",
-        "offset", "entries",
+        "offset", "entries", "pages_read", "pages_decoded", "decode_ms", "commit_ms",
     ]
 
     @Test func aJSONLogOfAFullRunFollowsTheVocabulary() throws {
@@ -273,7 +273,7 @@ struct CLITests {
         let archives = dir.appendingPathComponent("archives").path
         let result = try run(
             ["run", pipeline.path, "--db", db, "--archive-dir", archives, "--progress-interval", "0.05"],
-            environment: ["PEOPLE_TOKEN": token, "INGOT_LOG_FORMAT": "json"])
+            environment: ["PEOPLE_TOKEN": token, "INGOT_LOG_FORMAT": "json", "INGOT_LOG_LEVEL": "debug"])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stderr.split(separator: "\n").map(String.init)
         var events: Set<String> = []
@@ -291,7 +291,13 @@ struct CLITests {
         }
         #expect(runIDs.count == 1)
         // The page that is not JSON is rejected and ends page pagination (fetch.stopped).
-        #expect(events.isSuperset(of: ["run.started", "run.summary", "fetch.retry", "record.rejected", "page.rejected", "fetch.stopped"]), "\(events)")
+        #expect(events.isSuperset(of: [
+            "run.started", "run.summary", "fetch.retry", "record.rejected", "page.rejected", "fetch.stopped", "page.decoded",
+            "batch.committed",
+        ]), "\(events)")
+        let decoded = lines.filter { $0.contains(#""msg":"page.decoded""#) }.count
+        let summaryPages = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["pages"] as? Int
+        #expect(decoded == summaryPages, "a debug line per page decoded (the page that is not JSON included)")
         // The token appears nowhere: not in the log, the archive, or the database.
         #expect(!result.stderr.contains(token))
         let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: archives).first)

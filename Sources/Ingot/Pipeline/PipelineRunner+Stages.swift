@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Logging
 import Synchronization
 
 /// The stages a run wires together: decode lanes, and the source loop that feeds them through
@@ -8,7 +9,9 @@ extension PipelineRunner {
     /// Creates `count` decode lanes, each a serial queue with its own ``DecodingContext``, and
     /// returns the function that decodes a page on its lane (by `seq`) and hands the result to
     /// the assembler.
-    func makeDecodeLanes(count lanes: Int, assembler: BatchAssembler) -> @Sendable (Page) -> Void {
+    func makeDecodeLanes(
+        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow
+    ) -> @Sendable (Page) -> Void {
         let plan = MappingPlan(
             model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
         let laneQueues = (0..<lanes).map { k in
@@ -27,7 +30,22 @@ extension PipelineRunner {
                 guard let context = DecodingContext.current, var mapper = context.mapper else {
                     preconditionFailure("decode lane \(lane.label) has no DecodingContext")
                 }
+                let clock = ContinuousClock()
+                let started = clock.now
+                var records = 0
                 mapper.map(bytes: page.bytes, seq: page.seq, source: page.source, partRecords: partRecords) { part in
+                    records += part.recordCount
+                    if part.isLastPart {
+                        flow.counts.withLock { $0.decoded += 1 }
+                        if logger.logLevel <= .debug {
+                            let elapsed = clock.now - started
+                            logger.debug("page.decoded", metadata: [
+                                LogKey.seq: .int(page.seq), LogKey.source: "\(page.source)", LogKey.bytes: .int(page.bytes.count),
+                                LogKey.records: .int(records),
+                                "decode_ms": .seconds(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15),
+                            ])
+                        }
+                    }
                     var decoded = part
                     if decoded.isLastPart { decoded.resumeState = page.resumeState }
                     if let location = page.archive {
@@ -49,7 +67,7 @@ extension PipelineRunner {
     /// ``stop()``, or when the writer or the archive failed, then tells the assembler how many
     /// pages there were and why the source stopped.
     func startSource(
-        _ source: any PageSource, firstSeq: Int, budget: PageBudget, archive: ArchiveStage?, writer: WriterStage,
+        _ source: any PageSource, firstSeq: Int, budget: PageBudget, flow: PageFlow, archive: ArchiveStage?, writer: WriterStage,
         assembler: BatchAssembler, decode: @escaping @Sendable (Page) -> Void
     ) {
         let stopping = self.stopping
@@ -80,6 +98,7 @@ extension PipelineRunner {
                     }
                     seq += 1
                     page.seq = seq
+                    flow.counts.withLock { $0.read += 1 }
                     if page.oversized != nil || page.bytes.count > maxPageBytes {
                         let rejected = PipelineRunner.oversizedPage(page, limit: maxPageBytes, entity: rootName)
                         budget.charge(rejected.bytes)

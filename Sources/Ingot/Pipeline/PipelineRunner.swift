@@ -156,10 +156,11 @@ public final class PipelineRunner: Sendable {
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
             byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
 
-        let decode = makeDecodeLanes(count: lanes, assembler: assembler)
-        let progress = startProgress(logger: logger, started: started)
+        let flow = PageFlow()
+        let decode = makeDecodeLanes(count: lanes, assembler: assembler, logger: logger, flow: flow)
+        let progress = startProgress(logger: logger, started: started, flow: flow)
         startSource(
-            source, firstSeq: firstSeq, budget: budget, archive: archive, writer: writer, assembler: assembler,
+            source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,
             decode: decode)
         done.wait()
         progress?.cancel()
@@ -230,7 +231,7 @@ public final class PipelineRunner: Sendable {
 
     // MARK: - Progress and summary
 
-    private func startProgress(logger: Logger, started: Date) -> (any DispatchSourceTimer)? {
+    private func startProgress(logger: Logger, started: Date, flow: PageFlow) -> (any DispatchSourceTimer)? {
         guard options.progressInterval > 0 else { return nil }
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ingot.progress"))
         let interval = options.progressInterval
@@ -238,7 +239,9 @@ public final class PipelineRunner: Sendable {
         timer.setEventHandler { [shared] in
             let c = shared.value.withLock { $0 }
             let elapsed = Date().timeIntervalSince(started)
+            let (read, decoded) = flow.counts.withLock { ($0.read, $0.decoded) }
             logger.info("run.progress", metadata: [
+                "pages_read": .int(read), "pages_decoded": .int(decoded),
                 LogKey.pages: .int(c.pages), LogKey.records: .int(c.records),
                 LogKey.recordsPerSecond: .int(Int(Double(c.records) / max(elapsed, 0.001))),
                 LogKey.rejectedRecords: .int(c.rejectedRecords), LogKey.rejectedPages: .int(c.rejectedPages),
@@ -275,6 +278,12 @@ public final class PipelineRunner: Sendable {
     }
 }
 
+
+/// Pages read by the source and decoded by the lanes so far, for progress lines (committed
+/// pages are in the run's counters).
+final class PageFlow: Sendable {
+    let counts = Mutex<(read: Int, decoded: Int)>((0, 0))
+}
 
 /// Why the source stopped.
 enum SourceEnd: Sendable {

@@ -186,7 +186,17 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         transactionStart = nil
         guard store.hasUncommittedBatches else { return }
         do {
+            let clock = ContinuousClock()
+            let started = clock.now
             try store.commit()
+            if logger.logLevel <= .debug {
+                let elapsed = clock.now - started
+                let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+                logger.debug("batch.committed", metadata: [
+                    LogKey.records: .int(saved.records - counters.records), LogKey.pages: .int(saved.pages - counters.pages),
+                    "commit_ms": .seconds(ms),
+                ])
+            }
             counters = saved
             committed.store(lastSaved, ordering: .releasing)
             shared.value.withLock { $0 = counters }
