@@ -246,6 +246,12 @@ struct FetchTests {
     @Test func retryAfterAndLinkHeadersParse() {
         #expect(HTTPPageSource.retryAfter("2") == 2)
         #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
+        let now = Date(timeIntervalSince1970: 1_445_412_470)  // 2015-10-21T07:27:50Z
+        #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == 10)
+        // Hostile values: nil (the computed backoff applies), never a trap.
+        for value in ["Wed\u{033A}2v\n20", "-5", "1e308x", "nan", "inf", "Wed, 99 Oct 2015 07:28:00 GMT", "Wed, 21 Foo 2015 07:28:00 GMT", ""] {
+            #expect(HTTPPageSource.retryAfter(value) == nil, "\(value)")
+        }
         #expect(HTTPPageSource.nextLink(#"<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel="next""#) == "https://a/x?page=3")
         #expect(HTTPPageSource.nextLink(#"<https://a/x?page=1>; rel="prev""#) == nil)
     }

@@ -359,7 +359,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 }
                 reason = "HTTP \(response.status)"
                 delay = backoff(attempt)
-                if let after = response.header("retry-after").flatMap(HTTPPageSource.retryAfter) {
+                if let after = response.header("retry-after").flatMap({ HTTPPageSource.retryAfter($0) }) {
                     delay = min(after, Double(retry.maxDelayMs) / 1000)
                 }
                 if attempt >= retry.attempts {
@@ -427,15 +427,38 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         return Double.random(in: 0...max(cap, 0)) / 1000
     }
 
-    /// `Retry-After` as seconds: a number of seconds or an HTTP date.
-    static func retryAfter(_ value: String) -> Double? {
-        if let seconds = Double(value.trimmingCharacters(in: .whitespaces)) { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return max(0, date.timeIntervalSinceNow)
+    /// `Retry-After` as seconds: a number of seconds, or an HTTP date (IMF-fixdate,
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`) as seconds from `now`; `nil` for anything else (the
+    /// computed backoff applies). Parsed byte by byte: a header is hostile input, and Foundation's
+    /// `DateFormatter` trapped on one the fuzzer made (Tests/Fixtures/fuzz/pagination/).
+    static func retryAfter(_ value: String, now: Date = Date()) -> Double? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") || $0 == UInt8(ascii: ".") }),
+            let seconds = Double(text), seconds.isFinite
+        {
+            return max(0, seconds)
+        }
+        let b = Array(text.utf8)
+        guard b.count == 29, b[3] == UInt8(ascii: ","), b[4] == 32, b[7] == 32, b[11] == 32, b[16] == 32, b[19] == UInt8(ascii: ":"),
+            b[22] == UInt8(ascii: ":"), b[25] == 32, Array(b[26...]) == Array("GMT".utf8)
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var v = 0
+            for k in range {
+                let d = b[k] &- UInt8(ascii: "0")
+                guard d < 10 else { return nil }
+                v = v * 10 + Int(d)
+            }
+            return v
+        }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].map { Array($0.utf8) }
+        guard let day = number(5..<7), let monthIndex = months.firstIndex(of: Array(b[8..<11])), let year = number(12..<16),
+            let hour = number(17..<19), let minute = number(20..<22), let second = number(23..<25),
+            (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        let days = DateConverter.days(year, monthIndex + 1, day)
+        let instant = Double(days * 86400 + hour * 3600 + minute * 60 + second)
+        return max(0, instant - now.timeIntervalSince1970)
     }
 
     static func preview(_ body: [UInt8]) -> String {
