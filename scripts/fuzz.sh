@@ -40,11 +40,12 @@ for target in $TARGETS; do
     pagination) cp -n Tests/Fixtures/fuzz-seeds/pagination/* "$corpus"/ 2>/dev/null || true ;;
   esac
   log=".fuzz/$target.log"
+  before=$(find "$crashes" -type f | wc -l)
   INGOT_FUZZ_TARGET="$target" ASAN_OPTIONS=detect_leaks=0 "$BIN/ingot-fuzz" "$corpus" \
     -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -max_len=1048576 -timeout=20 \
     -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1 || true
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
-  found=$(find "$crashes" -type f | wc -l)
+  found=$(( $(find "$crashes" -type f | wc -l) - before ))
   for crash in "$crashes"/*; do [ -f "$crash" ] && cp -n "$crash" "$regressions"/; done
-  echo "$target: $execs executions in ${SECONDS_EACH}s, $found crashes (log: $log)"
+  echo "$target: $execs executions in ${SECONDS_EACH}s, $found new crashes (log: $log)"
 done
