@@ -88,7 +88,7 @@ def digest(persons, dogs, links):
         if v is None:
             return "\\N"
         if column == "score":
-            return "%.2f" % float(v)
+            return "%.2f" % (float(v) + 0.0)   # -0.0 is stored as 0 (SQLite keeps no negative zero)
         if column == "active":
             return "1" if v else "0"
         return str(v)
