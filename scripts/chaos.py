@@ -21,6 +21,9 @@ def main():
     a.add_argument("--persons", type=int, default=50000)
     a.add_argument("--page-size", type=int, default=200)
     a.add_argument("--seed", type=int, default=1)
+    a.add_argument("--batch-records", type=int, default=1000,
+                   help="below the page size, pages are decoded and committed in parts (kills then land mid-page)")
+    a.add_argument("--commit-records", type=int, default=25000)
     a.add_argument("--max-delay", type=float, default=1.5, help="longest wait before a kill, in seconds")
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     args = a.parse_args()
@@ -40,7 +43,8 @@ def main():
         open(yml, "w").write(pipeline)
         db = os.path.join(work, "chaos.db")
         cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--resume", "--archive-dir", os.path.join(work, "archives"),
-               "--progress-interval", "0", "--batch-records", "1000"]
+               "--progress-interval", "0", "--batch-records", str(args.batch_records),
+               "--commit-records", str(args.commit_records)]
         kills, runs, finished = 0, 0, False
         while not finished:
             runs += 1

@@ -434,7 +434,9 @@ struct CLITests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
-                             "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7"]
+                             "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7",
+                             // Pages of 1000 records in parts of 300, a commit every part: kills land mid-page.
+                             "--page-size", "1000", "--batch-records", "300", "--commit-records", "300"]
         let out = Pipe()
         process.standardOutput = out
         try process.run()
