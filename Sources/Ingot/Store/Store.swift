@@ -211,47 +211,35 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         let queue = try DatabaseQueue(path: path, configuration: config)
         defer { try? queue.close() }
         return try queue.read { db in
-            let conflicts = try schemaConflicts(model, existing: db)
-            var statements: [String] = []
-            for layout in EntityLayout.layouts(of: model) {
-                if try db.tableExists(layout.table) {
-                    let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
-                    for column in layout.columns where !present.contains(column.name.lowercased()) {
-                        statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(column.sqlType)")
-                    }
-                    let indexes = Set(try db.indexes(on: layout.table).map { $0.name.lowercased() })
-                    for statement in tableStatements(layout, model: model).dropFirst() {
-                        // The identity index and join tables not there yet.
-                        if statement.contains("INDEX"), indexes.contains((layout.table + "_identity").lowercased()) { continue }
-                        if statement.hasPrefix("CREATE TABLE"),
-                            let join = layout.toMany.first(where: { statement.contains(quote($0.joinTable)) }),
-                            try db.tableExists(join.joinTable)
-                        { continue }
-                        statements.append(statement)
-                    }
-                } else {
-                    statements += tableStatements(layout, model: model)
-                }
-            }
-            return (true, conflicts, statements)
+            (true, try schemaConflicts(model, existing: db), try schemaStatements(model, existing: db))
         }
     }
 
     /// The DDL of `model`'s tables, as `ingot schema` prints it.
     public static func schema(of model: EntityModel) -> [String] {
-        EntityLayout.layouts(of: model).flatMap { tableStatements($0, model: model) }
+        EntityLayout.layouts(of: model).flatMap { definitions($0, model: model).map(\.sql) }
     }
 
-    private static func tableStatements(_ layout: EntityLayout, model: EntityModel) -> [String] {
-        var statements: [String] = []
+    /// A table or an index the schema creates, by name.
+    private enum SchemaObject {
+        case table(String)
+        case index(String)
+    }
+
+    /// What `layout` needs in the database: its table, its identity index, its join tables.
+    private static func definitions(_ layout: EntityLayout, model: EntityModel) -> [(object: SchemaObject, sql: String)] {
+        var definitions: [(SchemaObject, String)] = []
         let identity = layout.identitySlots.map { layout.columns[$0].name }
         let columns = layout.columns.map { column in
             "\(quote(column.name)) \(column.sqlType)\(identity.contains(column.name) ? " NOT NULL" : "")"
         }
-        statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))")
+        definitions.append((.table(layout.table), "CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))"))
         if !identity.isEmpty {
-            statements.append(
-                "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(layout.table + "_identity")) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))")
+            let index = layout.table + "_identity"
+            definitions.append((
+                .index(index),
+                "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))"
+            ))
         }
         for toMany in layout.toMany {
             let source = model.entities[layout.entity].identityAttributes.map(\.type.sqlType)
@@ -260,14 +248,17 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
             if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
             let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
-            statements.append(
-                "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID")
+            definitions.append((
+                .table(toMany.joinTable),
+                "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID"
+            ))
         }
-        return statements
+        return definitions
     }
 
-    /// The DDL that brings an existing database up to `model`: new tables, and `ALTER TABLE … ADD
-    /// COLUMN` for columns a changed pipeline added.
+    /// The DDL that brings an existing database up to `model`, and only what is missing: new
+    /// tables, join tables and identity indexes, and `ALTER TABLE … ADD COLUMN` for columns a
+    /// changed pipeline added. A run applies it; `--dry-run` prints it.
     private static func schemaStatements(_ model: EntityModel, existing db: Database) throws -> [String] {
         var statements: [String] = []
         for layout in EntityLayout.layouts(of: model) {
@@ -277,7 +268,16 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
                     statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(column.sqlType)")
                 }
             }
-            statements += tableStatements(layout, model: model)
+            for (object, sql) in definitions(layout, model: model) {
+                let exists: Bool
+                switch object {
+                case .table(let name): exists = try db.tableExists(name)
+                case .index(let name):
+                    exists = try Bool.fetchOne(
+                        db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", arguments: [name]) ?? false
+                }
+                if !exists { statements.append(sql) }
+            }
         }
         return statements
     }
