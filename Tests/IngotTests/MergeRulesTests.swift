@@ -251,6 +251,21 @@ struct MergeRulesTests {
         #expect(try rows(db, "SELECT count(*) FROM dog") == [["2"]], "targets are never deleted")
     }
 
+    @Test func countsArePerEntityInTheSummaryAndTheRunsTable() throws {
+        let (first, db) = try ingest(peopleYAML, [page(#"""
+            {"id": 1, "dogs": [7, 8]}, {"id": 2, "dogs": [{"id": 7, "name": "Rex"}]}, {"id": "bad"}
+            """#)])
+        // Person 1 and 2 inserted; dog 8 a stub (only its identity), dog 7 created with a name; one person rejected.
+        #expect(first.counters.entities["person"] == EntityCounts(inserted: 2, updated: 0, stubs: 0, rejected: 1))
+        #expect(first.counters.entities["dog"] == EntityCounts(inserted: 2, updated: 0, stubs: 1, rejected: 0))
+        let (second, _) = try ingest(peopleYAML, [page(#"{"id": 1, "name": "Ada"}, {"id": 3}"#)], db: db)
+        #expect(second.counters.entities["person"] == EntityCounts(inserted: 1, updated: 1, stubs: 1, rejected: 0))
+        #expect(try rows(db, "SELECT entity_counts FROM _ingot_runs ORDER BY rowid") == [
+            [#"{"dog":{"inserted":2,"updated":0,"stubs":1,"rejected":0},"person":{"inserted":2,"updated":0,"stubs":0,"rejected":1}}"#],
+            [#"{"person":{"inserted":1,"updated":1,"stubs":1,"rejected":0}}"#],
+        ])
+    }
+
     @Test func oneIdentityLookupPerEntityPerBatch() throws {
         let statements = Mutex<[String]>([])
         var pages: [String] = []

@@ -262,6 +262,12 @@ public final class PipelineRunner: Sendable {
             LogKey.duration: .seconds(s.duration),
         ]
         if c.deleted > 0 { metadata[LogKey.deleted] = .int(c.deleted) }
+        for (name, e) in c.entities {
+            metadata["\(name).inserted"] = .int(e.inserted)
+            metadata["\(name).updated"] = .int(e.updated)
+            metadata["\(name).stubs"] = .int(e.stubs)
+            metadata["\(name).rejected"] = .int(e.rejected)
+        }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
         if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }

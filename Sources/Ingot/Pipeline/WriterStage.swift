@@ -17,6 +17,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Also used by the assembler to prepare batches: `Store.prepare` reads only the model and
     /// the store's read connection, which belongs to the assembler's queue.
     let store: any IngestStore
+    /// The pipeline's model: entity names for the per-entity counts.
+    private let model: EntityModel
     private let runID: String
     /// What `write: replace` does at the end of this run.
     private let replace: ReplaceAtEnd
@@ -59,6 +61,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         finished: @escaping @Sendable () -> Void
     ) {
         self.store = store
+        self.model = config.model
         self.runID = runID
         self.pipeline = config.name
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
@@ -131,6 +134,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             next.records += page.recordCount
             next.bytes += page.pageBytes
             if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
+            for r in page.rejections where r.recordIndex != nil { next.entities[r.entity, default: EntityCounts()].rejected += 1 }
             rejections += page.rejections
         }
         var newMax = incrementalMax
@@ -142,9 +146,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         do {
             let outcome = try store.save(batch) { outcome in
                 var committed = next
-                committed.inserted += outcome.inserted
-                committed.updated += outcome.updated
-                committed.rejectedRecords += outcome.rejections.count
+                committed.add(outcome, model: model)
                 try store.recordProgress(
                     // Only a whole page moves the resume point: a crash after part of a page was
                     // committed redoes the whole page (re-applying its first parts is harmless).
@@ -153,9 +155,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                     rejections: rejections + outcome.rejections, state: state)
             }
             incrementalMax = newMax
-            next.inserted += outcome.inserted
-            next.updated += outcome.updated
-            next.rejectedRecords += outcome.rejections.count
+            next.add(outcome, model: model)
             rejections += outcome.rejections
             saved = next
             lastSaved = batch.number
@@ -260,4 +260,18 @@ enum ReplaceAtEnd: Sendable {
     case deleteUntouched
     /// A resumed run: it cannot know what the earlier process touched, so it deletes nothing and says so.
     case skipAfterResume
+}
+
+extension RunCounters {
+    /// Adds what saving a batch did (rows written, per entity too, and the store's rejections).
+    mutating func add(_ outcome: BatchOutcome, model: EntityModel) {
+        inserted += outcome.inserted
+        updated += outcome.updated
+        rejectedRecords += outcome.rejections.count
+        for (k, counts) in outcome.entities.enumerated() where counts != EntityCounts() {
+            let name = model.entities[k].name
+            entities[name] = (entities[name] ?? EntityCounts()) + counts
+        }
+        for r in outcome.rejections { entities[r.entity, default: EntityCounts()].rejected += 1 }
+    }
 }

@@ -39,6 +39,7 @@ struct BatchWriter {
         resolved = batch.existing != nil
         prefolded = batch.folded != nil
         folder = batch.folded ?? RowFolder(layouts: store.layouts)
+        outcome.entities = Array(repeating: EntityCounts(), count: store.layouts.count)
     }
 
     /// Identities were looked up before the batch reached the writer.
@@ -185,10 +186,19 @@ struct BatchWriter {
                             if pending { statement.bind(identity, from: index) } else { statement.bind(.integer(rowid), at: index) }
                             try statement.execute()
                         }
-                        if mask != ColumnMask() || changesLinks { outcome.updated += 1 }
+                        if mask != ColumnMask() || changesLinks {
+                            outcome.updated += 1
+                            outcome.entities[entity].updated += 1
+                        }
                     } else {
                         try inserts.add(position, to: row.mask)
                         outcome.inserted += 1
+                        outcome.entities[entity].inserted += 1
+                        var rest = row.mask
+                        for slot in layout.identitySlots { rest = rest.removing(slot) }
+                        if rest == ColumnMask() && !layout.toMany.indices.contains(where: { rows.storage.linkSets[row.linkStart + $0] != nil }) {
+                            outcome.entities[entity].stubs += 1
+                        }
                     }
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
@@ -216,6 +226,7 @@ struct BatchWriter {
             }
         }
         outcome.inserted += rows.anonymous.count
+        outcome.entities[entity].inserted += rows.anonymous.count
     }
 
     /// One link of a to-many relationship, waiting to be inserted.

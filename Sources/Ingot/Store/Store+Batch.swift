@@ -5,6 +5,8 @@ import GRDBSQLite
 struct BatchOutcome: Sendable {
     var inserted = 0
     var updated = 0
+    /// Per entity (by index in the model): inserted, updated, stubs (rejections are counted by the writer stage).
+    var entities: [EntityCounts] = []
     /// Records rejected by the store (a bare reference to a missing row with `missing: reject`).
     var rejections: [RecordRejection] = []
 }

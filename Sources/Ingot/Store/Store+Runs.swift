@@ -45,7 +45,7 @@ extension Store {
         }
         let update = try statement("""
             UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
-              last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state) WHERE run_id = ?
+              last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state), entity_counts = ? WHERE run_id = ?
             """)
         update.bind(.integer(Int64(counters.pages)), at: 1)
         update.bind(.integer(Int64(counters.records)), at: 2)
@@ -55,7 +55,8 @@ extension Store {
         update.bind(.integer(Int64(counters.rejectedPages)), at: 6)
         update.bind(lastSeq.map { .integer(Int64($0)) } ?? .null, at: 7)
         update.bind(resumeState.map { .text($0) } ?? .null, at: 8)
-        update.bind(.text(runID), at: 9)
+        update.bind(.text(counters.entitiesJSON), at: 9)
+        update.bind(.text(runID), at: 10)
         try update.execute()
     }
 
@@ -63,7 +64,8 @@ extension Store {
     func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
         try dbQueue.read { db in
             guard let row = try Row.fetchOne(db, sql: """
-                SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at
+                SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at,
+                  entity_counts
                 FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1
                 """, arguments: [pipeline]), row["status"] as String? != "finished"
             else { return nil }
@@ -74,6 +76,7 @@ extension Store {
             counters.updated = row["updated"]
             counters.rejectedRecords = row["rejected_records"]
             counters.rejectedPages = row["rejected_pages"]
+            counters.entities = RunCounters.entities(fromJSON: row["entity_counts"])
             return UnfinishedRun(
                 runID: row["run_id"], counters: counters, lastSeq: row["last_seq"] ?? 0, resumeState: row["resume_state"])
         }
@@ -110,11 +113,11 @@ extension Store {
             try db.execute(
                 sql: """
                     UPDATE _ingot_runs SET status = ?, finished_at = ?, pages = ?, records = ?, inserted = ?, updated = ?,
-                      deleted = ?, rejected_records = ?, rejected_pages = ? WHERE run_id = ?
+                      deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ? WHERE run_id = ?
                     """,
                 arguments: [
                     status, Store.timestamp(finishedAt), counters.pages, counters.records, counters.inserted,
-                    counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, id,
+                    counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, counters.entitiesJSON, id,
                 ])
         }
     }
@@ -208,8 +211,53 @@ public struct RunCounters: Sendable, Equatable {
     public var rejectedRecords = 0
     public var rejectedPages = 0
     public var bytes = 0
+    /// The same, per entity (by name): rows inserted and updated, stubs created, records rejected.
+    public var entities: [String: EntityCounts] = [:]
 
     public init() {}
+
+    /// ``entities`` as stored in `_ingot_runs.entity_counts`: a JSON object, keys sorted.
+    var entitiesJSON: String {
+        var out = "{"
+        for (k, (name, c)) in entities.sorted(by: { $0.key < $1.key }).enumerated() {
+            if k > 0 { out += "," }
+            JSONText.quote(name, into: &out)
+            out += #":{"inserted":\#(c.inserted),"updated":\#(c.updated),"stubs":\#(c.stubs),"rejected":\#(c.rejected)}"#
+        }
+        return out + "}"
+    }
+
+    /// Reads ``entitiesJSON`` back (a resumed run continues its counts).
+    static func entities(fromJSON text: String?) -> [String: EntityCounts] {
+        guard let text, let document = try? JSONDocument(bytes: Array(text.utf8)) else { return [:] }
+        var result: [String: EntityCounts] = [:]
+        for (name, value) in document.root.members {
+            guard let key = name.string else { continue }
+            func field(_ f: String) -> Int { value[f]?.int64.map { Int($0) } ?? 0 }
+            result[key] = EntityCounts(inserted: field("inserted"), updated: field("updated"), stubs: field("stubs"), rejected: field("rejected"))
+        }
+        return result
+    }
+}
+
+/// What a run did to one entity's rows.
+public struct EntityCounts: Sendable, Equatable {
+    public var inserted = 0
+    public var updated = 0
+    /// Rows created holding only their identity (a reference to a row not seen yet, `missing: stub`).
+    public var stubs = 0
+    public var rejected = 0
+
+    public init(inserted: Int = 0, updated: Int = 0, stubs: Int = 0, rejected: Int = 0) {
+        self.inserted = inserted
+        self.updated = updated
+        self.stubs = stubs
+        self.rejected = rejected
+    }
+
+    static func + (a: Self, b: Self) -> Self {
+        EntityCounts(inserted: a.inserted + b.inserted, updated: a.updated + b.updated, stubs: a.stubs + b.stubs, rejected: a.rejected + b.rejected)
+    }
 }
 
 /// A run that stopped before the end of its source.

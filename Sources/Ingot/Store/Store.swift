@@ -196,6 +196,9 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         migrator.registerMigration("v4: rejects keep a bounded prefix of their text, and its whole length") { db in
             try db.execute(sql: "ALTER TABLE _ingot_rejects ADD COLUMN raw_length INTEGER")
         }
+        migrator.registerMigration("v5: counts per entity") { db in
+            try db.execute(sql: "ALTER TABLE _ingot_runs ADD COLUMN entity_counts TEXT")
+        }
         return migrator
     }
 
