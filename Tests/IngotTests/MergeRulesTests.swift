@@ -266,6 +266,28 @@ struct MergeRulesTests {
         ])
     }
 
+    @Test func rejectsAreCountedByReason() throws {
+        let yaml = peopleYAML.replacingOccurrences(of: "best: {to: dog, key: best_friend}", with: "best: {to: dog, key: best_friend, missing: reject}")
+        let (summary, db) = try ingest(yaml, [
+            page(#"""
+                {"id": 1}, {"name": "no id"}, {"id": "x"}, {"id": 2, "born": "yesterday"}, {"id": 3, "seen": 1e300},
+                {"id": 4, "best_friend": 99}, {"id": 5, "dogs": {"id": 1}}
+                """#),
+            "not json", #"{"data": []}"#,
+        ])
+        #expect(summary.counters.rejectsByReason == [
+            "missing_identity": 1, "wrong_type": 2, "not_a_date": 1, "missing_reference": 1, "wrong_shape": 1, "not_json": 1,
+            "no_records": 1,
+        ], "\(summary.counters.rejectsByReason)")
+        #expect(try rows(db, "SELECT reason_code, count(*) FROM _ingot_rejects GROUP BY 1 ORDER BY 1") == [
+            ["missing_identity", "1"], ["missing_reference", "1"], ["no_records", "1"], ["not_a_date", "1"], ["not_json", "1"],
+            ["wrong_shape", "1"], ["wrong_type", "2"],
+        ])
+        #expect(try rows(db, "SELECT reject_counts FROM _ingot_runs") == [[
+            #"{"missing_identity":1,"missing_reference":1,"no_records":1,"not_a_date":1,"not_json":1,"wrong_shape":1,"wrong_type":2}"#
+        ]])
+    }
+
     @Test func oneIdentityLookupPerEntityPerBatch() throws {
         let statements = Mutex<[String]>([])
         var pages: [String] = []

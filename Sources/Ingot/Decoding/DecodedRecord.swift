@@ -200,6 +200,30 @@ struct DecodedRecord: Sendable {
     var rawLength = 0
 }
 
+/// Why a record or a page was rejected, as a code: what the counts per reason are keyed by.
+public enum RejectReason: String, Sendable, CaseIterable {
+    /// The record has no identity, or a null one (or a reference to null).
+    case missingIdentity = "missing_identity"
+    /// A value of another JSON type than the attribute's.
+    case wrongType = "wrong_type"
+    /// A number or a date outside what is stored.
+    case outOfRange = "out_of_range"
+    /// A string that is not a date in the attribute's format.
+    case notADate = "not_a_date"
+    /// An object, array or reference of the wrong shape.
+    case wrongShape = "wrong_shape"
+    /// A bare reference to a row that does not exist, with `missing: reject`.
+    case missingReference = "missing_reference"
+    /// A page that is not JSON.
+    case notJSON = "not_json"
+    /// A page with no array of records at `records`.
+    case noRecords = "no_records"
+    /// A page over `max_page_bytes`.
+    case pageTooLarge = "page_too_large"
+    /// A page whose text values pass 4 GiB.
+    case tooLarge = "too_large"
+}
+
 /// A record (or a whole page) that could not be saved, and why. A value, not a thrown error:
 /// rejections are counted and stored in `_ingot_rejects`; the run goes on.
 public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
@@ -217,6 +241,8 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     public var raw: String
     /// The byte length of the whole text ``raw`` is a prefix of.
     public var rawLength: Int
+    /// Why, as a code to count by (`_ingot_runs.reject_counts`, the summary's `rejects.<code>`).
+    public var code: RejectReason
     /// The archive entry the page is stored in, when it was archived.
     public var archive: ArchiveLocation?
 
@@ -226,8 +252,9 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
 
     public init(
         entity: String, codingPath: String, reason: String, source: String, recordIndex: Int?, raw: String,
-        rawLength: Int? = nil, archive: ArchiveLocation? = nil
+        rawLength: Int? = nil, archive: ArchiveLocation? = nil, code: RejectReason = .wrongShape
     ) {
+        self.code = code
         self.entity = entity
         self.codingPath = codingPath
         self.reason = reason

@@ -36,17 +36,17 @@ struct RecordMapper {
         page.pageBytes = bytes.count
         defer { emit(page) }
         let rootName = plan.entities[plan.root].name
-        func rejectPage(_ path: String, _ reason: String) {
+        func rejectPage(_ path: String, _ reason: String, _ code: RejectReason) {
             page.pageRejected = true
             page.rejections.append(RecordRejection(
                 entity: rootName, codingPath: path, reason: reason, source: source, recordIndex: nil,
-                raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count))
+                raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count, code: code))
         }
         let document: JSONDocument
         do {
             document = try JSONDocument(bytes: bytes)
         } catch {
-            rejectPage("", error.description)
+            rejectPage("", error.description, .notJSON)
             return
         }
         // Find the records array.
@@ -55,13 +55,13 @@ struct RecordMapper {
         for component in plan.recordsPath {
             path += path.isEmpty ? component : "." + component
             guard let next = array[component] else {
-                rejectPage(path, "the page has no '\(path)'")
+                rejectPage(path, "the page has no '\(path)'", .noRecords)
                 return
             }
             array = next
         }
         guard array.kind == .array else {
-            rejectPage(path, "expected an array of records at '\(path.isEmpty ? "." : path)', got \(array.kind.rawValue)")
+            rejectPage(path, "expected an array of records at '\(path.isEmpty ? "." : path)', got \(array.kind.rawValue)", .noRecords)
             return
         }
         let partSize = max(1, partRecords)
@@ -104,7 +104,7 @@ struct RecordMapper {
                     do throws(MappingFailure) {
                         _ = try mapObject(at: element, entity: plan.root, into: &record, &page, &cursor)
                         guard page.storage.text.count <= Int(UInt32.max) else {
-                            throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages")
+                            throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages", code: .tooLarge)
                         }
                         record.rows = firstRow..<page.rows.count
                         if record.references.contains(where: { $0.policy == .reject }) {
@@ -128,7 +128,7 @@ struct RecordMapper {
                         let raw = cursor.rawPrefix(element)
                         page.rejections.append(RecordRejection(
                             entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
-                            source: source, recordIndex: index, raw: raw.text, rawLength: raw.length))
+                            source: source, recordIndex: index, raw: raw.text, rawLength: raw.length, code: error.code))
                     }
                     element = Int(nodes[element].end)
                     index += 1
@@ -148,7 +148,7 @@ struct RecordMapper {
         let entity = plan.entities[e]
         let node = c.nodes[at]
         guard node.kind == .object else {
-            throw MappingFailure(reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name)
+            throw MappingFailure(reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name, code: .wrongShape)
         }
         let layout = entity.layout
         let rowIndex = page.rows.count
@@ -218,7 +218,7 @@ struct RecordMapper {
                         let relationship = layout.toMany[k]
                         let list = c.nodes[leaf]
                         guard list.kind == .array else {
-                            throw MappingFailure(reason: "expected an array for to-many relationship, got \(list.kind.jsonName)")
+                            throw MappingFailure(reason: "expected an array for to-many relationship, got \(list.kind.jsonName)", code: .wrongShape)
                         }
                         var identities: [IdentityKey] = []
                         identities.reserveCapacity(Int(list.count))
@@ -257,11 +257,11 @@ struct RecordMapper {
             for slot in layout.identitySlots {
                 let key = entity.attributes[slot].key
                 guard let value = page.storage.value(v + slot) else {
-                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name)
+                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name, code: .missingIdentity)
                         .prepending(.key(key))
                 }
                 guard value != .null else {
-                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is null", entity: entity.name)
+                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is null", entity: entity.name, code: .missingIdentity)
                         .prepending(.key(key))
                 }
                 values.append(value)
@@ -283,18 +283,18 @@ struct RecordMapper {
         case .object:
             return try mapObject(at: index, entity: target, into: &record, &page, &c)
         case .array:
-            throw MappingFailure(reason: "expected an object or an identity of '\(plan.entities[target].name)', got array")
+            throw MappingFailure(reason: "expected an object or an identity of '\(plan.entities[target].name)', got array", code: .wrongShape)
         case .null where !isToManySlot(slot):
             return nil
         default:
             let entity = plan.entities[target]
             guard entity.layout.identitySlots.count == 1 else {
-                throw MappingFailure(reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys")
+                throw MappingFailure(reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
             }
             let identitySlot = entity.layout.identitySlots[0]
             let value = try convert(index, entity.types[identitySlot], coerce: entity.coerces[identitySlot], &c)
             guard value != .null else {
-                throw MappingFailure(reason: "null is not an identity of '\(entity.name)'")
+                throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", code: .missingIdentity)
             }
             let identity = IdentityKey.single(value)
             record.references.append(Reference(
@@ -324,14 +324,14 @@ struct RecordMapper {
         let node = c.nodes[index]
         if node.kind == .null { return .null }
         func wrong() -> MappingFailure {
-            MappingFailure(reason: "expected \(type.name), got \(node.kind.jsonName) \(c.preview(index))")
+            MappingFailure(reason: "expected \(type.name), got \(node.kind.jsonName) \(c.preview(index))", code: .wrongType)
         }
         switch type {
         case .integer:
             switch node.kind {
             case .integer:
                 guard let v = c.int64(node) else {
-                    throw MappingFailure(reason: "integer \(c.preview(index)) does not fit in 64 bits")
+                    throw MappingFailure(reason: "integer \(c.preview(index)) does not fit in 64 bits", code: .outOfRange)
                 }
                 return .integer(v)
             case .double where coerce:
@@ -387,12 +387,12 @@ struct RecordMapper {
                     node.kind == .string
                     ? dates.convert(c.bytes(node), format: format) : dates.convert(ArraySlice(c.string(node).utf8), format: format)
                 guard let date = converted else {
-                    throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)")
+                    throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)", code: .notADate)
                 }
                 return .text(date)
             case (.integer, .unixSeconds), (.double, .unixSeconds), (.integer, .unixMilliseconds), (.double, .unixMilliseconds):
                 guard let date = dates.convert(number: c.double(node), format: format) else {
-                    throw MappingFailure(reason: "\(c.preview(index)) is out of the range of dates")
+                    throw MappingFailure(reason: "\(c.preview(index)) is out of the range of dates", code: .outOfRange)
                 }
                 return .text(date)
             case (.string, .unixSeconds), (.string, .unixMilliseconds):
@@ -443,7 +443,7 @@ struct Cursor {
         for (step, key) in target.rest.enumerated() {
             let node = nodes[current]
             guard node.kind == .object else {
-                throw MappingFailure(reason: "expected an object, got \(node.kind.jsonName)")
+                throw MappingFailure(reason: "expected an object, got \(node.kind.jsonName)", code: .wrongShape)
                     .prepending(target.restNames[..<step].reversed().map { .key($0) })
             }
             var found: Int?
@@ -556,12 +556,14 @@ struct MappingFailure: Error {
     }
     var reason: String
     var entity: String?
+    var code: RejectReason
     /// Innermost component last.
     var path: [Component] = []
 
-    init(reason: String, entity: String? = nil) {
+    init(reason: String, entity: String? = nil, code: RejectReason) {
         self.reason = reason
         self.entity = entity
+        self.code = code
     }
 
     func prepending(_ component: Component) -> MappingFailure { prepending([component]) }

@@ -143,7 +143,7 @@ extension PipelineRunner {
         let seen = page.oversized.map { "\(max($0, limit + 1))" } ?? "\(size)"
         var rejection = RecordRejection(
             entity: entity, codingPath: "", reason: "the page is \(seen) bytes, over max_page_bytes (\(limit)); it was not archived",
-            source: page.source, recordIndex: nil, raw: "")
+            source: page.source, recordIndex: nil, raw: "", code: .pageTooLarge)
         rejection.setRaw(page.bytes[...], length: size)
         var rejected = DecodedPage(
             seq: page.seq, source: page.source, bytes: page.bytes.count, pageBytes: page.bytes.count, records: [],

@@ -268,6 +268,7 @@ public final class PipelineRunner: Sendable {
             metadata["\(name).stubs"] = .int(e.stubs)
             metadata["\(name).rejected"] = .int(e.rejected)
         }
+        for (code, count) in c.rejectsByReason { metadata["rejects.\(code)"] = .int(count) }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
         if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }

@@ -134,7 +134,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             next.records += page.recordCount
             next.bytes += page.pageBytes
             if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
-            for r in page.rejections where r.recordIndex != nil { next.entities[r.entity, default: EntityCounts()].rejected += 1 }
+            for r in page.rejections {
+                if r.recordIndex != nil { next.entities[r.entity, default: EntityCounts()].rejected += 1 }
+                next.rejectsByReason[r.code.rawValue, default: 0] += 1
+            }
             rejections += page.rejections
         }
         var newMax = incrementalMax
@@ -272,6 +275,9 @@ extension RunCounters {
             let name = model.entities[k].name
             entities[name] = (entities[name] ?? EntityCounts()) + counts
         }
-        for r in outcome.rejections { entities[r.entity, default: EntityCounts()].rejected += 1 }
+        for r in outcome.rejections {
+            entities[r.entity, default: EntityCounts()].rejected += 1
+            rejectsByReason[r.code.rawValue, default: 0] += 1
+        }
     }
 }

@@ -97,7 +97,8 @@ struct BatchWriter {
                             entity: store.model.entities[page.rows[record.rows.lowerBound].entity].name,
                             codingPath: missing.codingPath ?? "",
                             reason: "no '\(store.model.entities[missing.target].name)' with identity \(missing.identity)",
-                            source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength))
+                            source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
+                            code: .missingReference))
                         continue
                     }
                     var dropped: [(row: Int, index: Int, position: Int)] = []

@@ -28,7 +28,7 @@ extension Store {
         }
         if !rejections.isEmpty {
             let insert = try statement(
-                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
             for r in rejections {
                 insert.bind(.text(runID), at: 1)
                 insert.bind(.text(r.entity), at: 2)
@@ -40,12 +40,14 @@ extension Store {
                 insert.bind(r.archive.map { .text($0.path) } ?? .null, at: 8)
                 insert.bind(r.archive.map { .integer(Int64($0.entry)) } ?? .null, at: 9)
                 insert.bind(.integer(Int64(r.rawLength)), at: 10)
+                insert.bind(.text(r.code.rawValue), at: 11)
                 try insert.execute()
             }
         }
         let update = try statement("""
             UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
-              last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state), entity_counts = ? WHERE run_id = ?
+              last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state), entity_counts = ?,
+              reject_counts = ? WHERE run_id = ?
             """)
         update.bind(.integer(Int64(counters.pages)), at: 1)
         update.bind(.integer(Int64(counters.records)), at: 2)
@@ -56,7 +58,8 @@ extension Store {
         update.bind(lastSeq.map { .integer(Int64($0)) } ?? .null, at: 7)
         update.bind(resumeState.map { .text($0) } ?? .null, at: 8)
         update.bind(.text(counters.entitiesJSON), at: 9)
-        update.bind(.text(runID), at: 10)
+        update.bind(.text(counters.rejectsJSON), at: 10)
+        update.bind(.text(runID), at: 11)
         try update.execute()
     }
 
@@ -65,7 +68,7 @@ extension Store {
         try dbQueue.read { db in
             guard let row = try Row.fetchOne(db, sql: """
                 SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at,
-                  entity_counts
+                  entity_counts, reject_counts
                 FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1
                 """, arguments: [pipeline]), row["status"] as String? != "finished"
             else { return nil }
@@ -77,6 +80,7 @@ extension Store {
             counters.rejectedRecords = row["rejected_records"]
             counters.rejectedPages = row["rejected_pages"]
             counters.entities = RunCounters.entities(fromJSON: row["entity_counts"])
+            counters.rejectsByReason = RunCounters.rejects(fromJSON: row["reject_counts"])
             return UnfinishedRun(
                 runID: row["run_id"], counters: counters, lastSeq: row["last_seq"] ?? 0, resumeState: row["resume_state"])
         }
@@ -113,11 +117,12 @@ extension Store {
             try db.execute(
                 sql: """
                     UPDATE _ingot_runs SET status = ?, finished_at = ?, pages = ?, records = ?, inserted = ?, updated = ?,
-                      deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ? WHERE run_id = ?
+                      deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ?, reject_counts = ? WHERE run_id = ?
                     """,
                 arguments: [
                     status, Store.timestamp(finishedAt), counters.pages, counters.records, counters.inserted,
-                    counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, counters.entitiesJSON, id,
+                    counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, counters.entitiesJSON,
+                    counters.rejectsJSON, id,
                 ])
         }
     }
@@ -213,8 +218,24 @@ public struct RunCounters: Sendable, Equatable {
     public var bytes = 0
     /// The same, per entity (by name): rows inserted and updated, stubs created, records rejected.
     public var entities: [String: EntityCounts] = [:]
+    /// Rejected records and pages per ``RejectReason`` code.
+    public var rejectsByReason: [String: Int] = [:]
 
     public init() {}
+
+    /// ``rejectsByReason`` as stored in `_ingot_runs.reject_counts`: a JSON object, keys sorted.
+    var rejectsJSON: String {
+        "{" + rejectsByReason.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }.joined(separator: ",") + "}"
+    }
+
+    static func rejects(fromJSON text: String?) -> [String: Int] {
+        guard let text, let document = try? JSONDocument(bytes: Array(text.utf8)) else { return [:] }
+        var result: [String: Int] = [:]
+        for (name, value) in document.root.members {
+            if let key = name.string, let n = value.int64 { result[key] = Int(n) }
+        }
+        return result
+    }
 
     /// ``entities`` as stored in `_ingot_runs.entity_counts`: a JSON object, keys sorted.
     var entitiesJSON: String {

@@ -199,6 +199,12 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         migrator.registerMigration("v5: counts per entity") { db in
             try db.execute(sql: "ALTER TABLE _ingot_runs ADD COLUMN entity_counts TEXT")
         }
+        migrator.registerMigration("v6: rejects by reason") { db in
+            try db.execute(sql: """
+                ALTER TABLE _ingot_runs ADD COLUMN reject_counts TEXT;
+                ALTER TABLE _ingot_rejects ADD COLUMN reason_code TEXT;
+                """)
+        }
         return migrator
     }
 
