@@ -41,6 +41,7 @@ public struct ArchiveHeader: Codable, Sendable, Equatable {
     /// The run's `max_page_bytes`: no entry is larger, and a replay reads entries up to it.
     public var maxPageBytes: Int?
 
+    /// The header of a run's archive (``ArchiveWriter`` writes its own format version).
     public init(
         formatVersion: Int, runID: String, pipelineName: String, pipelineText: String, pipelinePath: String, createdAt: String,
         maxPageBytes: Int? = nil

@@ -20,6 +20,7 @@ public struct PipelineConfig: Sendable {
     public var maxPageBytes: Int?
     /// `limits: {max_rejects: N, max_reject_ratio: R}`: past them a finished run says so (exit 3).
     public var maxRejects: Int?
+    /// `limits: {max_reject_ratio: R}`: rejects as a share of what was read (0…1), at most.
     public var maxRejectRatio: Double?
     public var model: EntityModel
 
@@ -93,6 +94,7 @@ public struct HTTPSourceConfig: Sendable, Equatable {
         /// Set when the value came from the environment (`${VAR}`): it is treated as a secret.
         public var isSecret = false
 
+        /// A header sent with every request to the configured origin and the allowed hosts.
         public init(name: String, value: String, isSecret: Bool = false) {
             self.name = name
             self.value = value

@@ -85,6 +85,7 @@ public struct FetchError: Error, Sendable, CustomStringConvertible {
     /// retries ran out: a later run may succeed (exit 75). `false` for what no retry fixes.
     public var isTemporary = false
 
+    /// A fetch failure at `url` (already redacted), with the HTTP status when there was one.
     public init(url: String, status: Int? = nil, message: String, isTemporary: Bool = false) {
         self.url = url
         self.status = status

@@ -11,6 +11,7 @@ public struct HTTPResponse: Sendable {
     /// The body passed the client's ``HTTPClient/maxBodyBytes``: the transfer was aborted and
     /// ``body`` is empty; ``receivedBytes`` says how far it got.
     public var overflowed = false
+    /// Body bytes received before the transfer was cut off (for an overflowed response).
     public var receivedBytes = 0
 
     public func header(_ name: String) -> String? {

@@ -103,6 +103,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         cancelled.value.withLock { $0 = true }
     }
 
+    /// Logs retries and pagination events through the run's logger from now on.
     public func useLogger(_ logger: Logger) {
         self.logger = logger
     }

@@ -18,8 +18,11 @@ public struct OriginPolicy: Sendable, Equatable {
     /// `host` or `host:port` entries, lowercased.
     public let allowedHosts: [String]
 
+    /// A URL's origin: scheme, host and port (the scheme's default when the URL has none).
     public struct Origin: Sendable, Hashable, CustomStringConvertible {
+        /// `http` or `https`, lowercased.
         public var scheme: String
+        /// Lowercased.
         public var host: String
         public var port: Int
 
@@ -33,12 +36,14 @@ public struct OriginPolicy: Sendable, Equatable {
             self.port = c.port ?? (scheme == "https" ? 443 : 80)
         }
 
+        /// An origin from its parts, as given.
         public init(scheme: String, host: String, port: Int) {
             self.scheme = scheme
             self.host = host
             self.port = port
         }
 
+        /// `scheme://host:port`.
         public var description: String { "\(scheme)://\(host):\(port)" }
     }
 
@@ -49,6 +54,7 @@ public struct OriginPolicy: Sendable, Equatable {
         /// Another origin, not among the allowed hosts.
         case origin(OriginPolicy.Origin)
 
+        /// The rule that refused the URL, as error messages say it.
         public var description: String {
             switch self {
             case .scheme: "only http and https URLs are followed"
@@ -57,6 +63,7 @@ public struct OriginPolicy: Sendable, Equatable {
         }
     }
 
+    /// The policy of a source whose configured URL is `url`, with its `allowed_hosts`.
     public init(url: String, allowedHosts: [String] = []) {
         // The configured URL is validated at load time; an invalid one refuses everything.
         origin = Origin(url) ?? Origin(scheme: "", host: "", port: 0)

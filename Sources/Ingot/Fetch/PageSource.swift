@@ -49,6 +49,7 @@ public protocol PageSource: AnyObject, Sendable {
 
 extension PageSource {
     public func cancel() {}
+    /// Sources that log nothing ignore the run's logger.
     public func useLogger(_ logger: Logger) {}
 
     public func resume(from state: String) throws {
@@ -64,7 +65,8 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
     public let maxPageBytes: Int
     private var position = 0
 
-    /// Lists the matching files; throws when the directory cannot be read.
+    /// Lists the matching files; throws when the directory cannot be read. Files over
+    /// `maxPageBytes` are not read: they come as oversized pages.
     public init(directory: String, glob: String, maxPageBytes: Int = RunOptions.defaultMaxPageBytes) throws {
         self.directory = directory
         self.maxPageBytes = maxPageBytes

@@ -58,6 +58,7 @@ public struct RunOptions: Sendable {
     public init() {}
 
     static let defaultBatchRecords = 5000
+    /// The default `max_page_bytes`: 64 MiB.
     public static let defaultMaxPageBytes = 64 << 20
     /// `max_page_bytes` accepted from a file or the command line (a page's offsets are 32-bit).
     public static let maxPageBytesRange = 1024...(1 << 30)
@@ -66,6 +67,7 @@ public struct RunOptions: Sendable {
 
 /// How a run ended, with its counters: the last line a run logs.
 public struct RunSummary: Sendable {
+    /// Why a run failed, as a scheduler needs to know it (exit 2, 75 or 1).
     public enum FailureKind: String, Sendable {
         /// The pipeline or the database disagree with it: retrying changes nothing.
         case configuration

@@ -52,11 +52,13 @@ final class RunLock {
 
 /// Another run holds the database (a temporary failure: retry later).
 public struct RunLockError: Error, Sendable, CustomStringConvertible {
+    /// The lock file.
     public var path: String
     /// `pid=… run_id=…` of the holder, as its lock file says.
     public var holder: String?
     /// Another run holds it (temporary), as opposed to a lock file that cannot be opened.
     public var isHeld: Bool
     public var message: String
+    /// `path: message (holder)`.
     public var description: String { "\(path): \(message)\(holder.map { " (\($0))" } ?? "")" }
 }

@@ -263,12 +263,16 @@ public struct RunCounters: Sendable, Equatable {
 
 /// What a run did to one entity's rows.
 public struct EntityCounts: Sendable, Equatable {
+    /// Rows created.
     public var inserted = 0
+    /// Stored rows a record changed (columns or links).
     public var updated = 0
     /// Rows created holding only their identity (a reference to a row not seen yet, `missing: stub`).
     public var stubs = 0
+    /// Records of this entity rejected (not pages: those count for the run as a whole).
     public var rejected = 0
 
+    /// Counts as given (tests and resumed runs).
     public init(inserted: Int = 0, updated: Int = 0, stubs: Int = 0, rejected: Int = 0) {
         self.inserted = inserted
         self.updated = updated
