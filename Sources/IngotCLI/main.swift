@@ -343,14 +343,14 @@ struct Run: ParsableCommand {
         let options = stages.runOptions
         let maxPageBytes = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
         print("pipeline \(config.name) (\(pipeline ?? "")): root \(config.root), write \(config.write.rawValue), \(config.model.entities.count) entities")
+        func files(_ dir: String, _ glob: String) {
+            let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
+            print("source: files \(dir)/\(glob) (\(count) files)")
+        }
         switch (pages, config.source) {
-        case (let dir?, _):
-            let glob = if case .files(_, let g) = config.source { g } else { "*.json" }
-            let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
-            print("source: files \(dir)/\(glob) (\(count) files)")
-        case (nil, .files(let dir, let glob)):
-            let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
-            print("source: files \(dir)/\(glob) (\(count) files)")
+        case (let dir?, .files(_, let glob)): files(dir, glob)
+        case (let dir?, _): files(dir, "*.json")
+        case (nil, .files(let dir, let glob)): files(dir, glob)
         case (nil, .http(let http)):
             print("source: http \(ArchiveReader.printable(http.url)), \(http.paginate), concurrency \(http.concurrency), max_pages \(http.maxPages)"
                 + (http.allowedHosts.isEmpty ? "" : ", allowed_hosts \(http.allowedHosts.joined(separator: ","))"))

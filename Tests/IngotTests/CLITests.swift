@@ -12,6 +12,17 @@ struct CLITests {
         return dir.appendingPathComponent("ingot")
     }
 
+    /// pipelines/people.yml with one change, written into `dir` (its sample directory made
+    /// absolute, so the copy reads the same pages).
+    private func peoplePipeline(in dir: URL, named name: String, replacing old: String, with new: String) throws -> URL {
+        let url = dir.appendingPathComponent("\(name).yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: old, with: new)
+            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
+        try Data(text.utf8).write(to: url)
+        return url
+    }
+
     private func run(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
         let process = Process()
         process.executableURL = Self.binary
@@ -157,11 +168,7 @@ struct CLITests {
         // After a run, nothing is left to apply; a pipeline that disagrees is refused with exit 2.
         #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0"]).status == 0)
         #expect(try run(["run", "pipelines/people.yml", "--db", db, "--dry-run"]).stdout.contains("schema: 0 statements to apply"))
-        let changed = dir.appendingPathComponent("changed.yml")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: "last_name: string", with: "last_name: integer")
-            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
-        try Data(text.utf8).write(to: changed)
+        let changed = try peoplePipeline(in: dir, named: "changed", replacing: "last_name: string", with: "last_name: integer")
         let refused = try run(["run", changed.path, "--db", db, "--dry-run"])
         #expect(refused.status == 2)
         #expect(refused.stdout.contains("table 'person', column 'last_name': stored as TEXT, the pipeline wants INTEGER"))
@@ -183,11 +190,7 @@ struct CLITests {
         let within = try run(["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("c.db").path, "--no-archive", "--max-rejects", "1"])
         #expect(within.status == 0)
         // A wrong `records:` path rejects every page: with no limit set, that is exit 3 too.
-        let wrong = dir.appendingPathComponent("wrong.yml")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: "records: results", with: "records: data")
-            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
-        try Data(text.utf8).write(to: wrong)
+        let wrong = try peoplePipeline(in: dir, named: "wrong", replacing: "records: results", with: "records: data")
         let everything = try run(["run", wrong.path, "--db", dir.appendingPathComponent("d.db").path, "--no-archive"])
         #expect(everything.status == 3)
         #expect(everything.stderr.contains("saw nothing usable"))
@@ -197,11 +200,7 @@ struct CLITests {
         let dir = temporaryDirectory()
         let db = dir.appendingPathComponent("x.db").path
         #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive"]).status == 0)
-        let changed = dir.appendingPathComponent("changed.yml")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: "score: double", with: "score: string")
-            .replacingOccurrences(of: "dir: samples/people", with: "dir: \(packageRoot.path)/pipelines/samples/people")
-        try Data(text.utf8).write(to: changed)
+        let changed = try peoplePipeline(in: dir, named: "changed", replacing: "score: double", with: "score: string")
         let refused = try run(["run", changed.path, "--db", db, "--no-archive"])
         #expect(refused.status == 2)
         #expect(refused.stderr.contains("failure=configuration"))

@@ -252,7 +252,7 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
 
     public init(
         entity: String, codingPath: String, reason: String, source: String, recordIndex: Int?, raw: String,
-        rawLength: Int? = nil, archive: ArchiveLocation? = nil, code: RejectReason = .wrongShape
+        rawLength: Int? = nil, archive: ArchiveLocation? = nil, code: RejectReason
     ) {
         self.code = code
         self.entity = entity
@@ -264,12 +264,6 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
         self.rawLength = rawLength ?? utf8.count
         self.raw = utf8.count <= RecordRejection.rawLimit ? raw : RecordRejection.prefix(Array(utf8.prefix(RecordRejection.rawLimit))[...])
         self.archive = archive
-    }
-
-    /// Sets ``raw`` to a bounded prefix of `bytes`, and ``rawLength`` to `length`.
-    mutating func setRaw(_ bytes: ArraySlice<UInt8>, length: Int) {
-        raw = RecordRejection.prefix(bytes.prefix(RecordRejection.rawLimit))
-        rawLength = length
     }
 
     /// At most ``rawLimit`` bytes of `bytes` as text, never ending inside a UTF-8 sequence.

@@ -121,10 +121,6 @@ public struct LogfmtLogHandler: LogHandler {
         fields.map { key, value in "\(key)=\(quoteIfNeeded("\(value)"))" }.joined(separator: " ") + "\n"
     }
 
-    static func logfmt(_ fields: [(String, String)]) -> String {
-        logfmt(fields.map { ($0.0, Logger.MetadataValue.string($0.1)) })
-    }
-
     /// The value as is when it has no space, `=`, quote, backslash or control character; else
     /// quoted and escaped as a JSON string (so a value never breaks its line).
     static func quoteIfNeeded(_ value: String) -> String {
@@ -149,10 +145,6 @@ public struct LogfmtLogHandler: LogHandler {
             }
         }
         return out + "}\n"
-    }
-
-    static func json(_ fields: [(String, String)]) -> String {
-        json(fields.map { ($0.0, Logger.MetadataValue.string($0.1)) })
     }
 
     private static func now() -> String {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// How many pages, and how many of their bytes, may be read but not yet folded into a batch.
 ///
@@ -10,11 +9,12 @@ import Synchronization
 ///
 /// So raw page bytes in flight stay under `maxBytes + maxPageBytes` (one page read and waiting
 /// for room), whatever the source sends; docs/concurrency.md turns that into a memory bound.
-final class PageBudget: Sendable {
+final class PageBudget: @unchecked Sendable {  // `pages` and `bytes` are read and written only under `condition`
     let maxPages: Int
     let maxBytes: Int
     private let condition = NSCondition()
-    private let state = Mutex<(pages: Int, bytes: Int)>((0, 0))
+    private var pages = 0
+    private var bytes = 0
 
     init(maxPages: Int, maxBytes: Int) {
         self.maxPages = max(1, maxPages)
@@ -25,29 +25,31 @@ final class PageBudget: Sendable {
     func acquireSlot() {
         condition.lock()
         defer { condition.unlock() }
-        while state.withLock({ $0.pages >= maxPages }) { condition.wait() }
-        state.withLock { $0.pages += 1 }
+        while pages >= maxPages { condition.wait() }
+        pages += 1
     }
 
     /// Charges a read page's bytes to its slot: waits while other pages hold the byte budget.
-    func charge(_ bytes: Int) {
+    func charge(_ count: Int) {
         condition.lock()
         defer { condition.unlock() }
-        while state.withLock({ $0.bytes > 0 && $0.bytes + bytes > maxBytes }) { condition.wait() }
-        state.withLock { $0.bytes += bytes }
+        while bytes > 0 && bytes + count > maxBytes { condition.wait() }
+        bytes += count
     }
 
     /// Gives back a slot and the bytes charged to it (0 for a slot whose page was never read).
-    func release(_ bytes: Int) {
+    func release(_ count: Int) {
         condition.lock()
-        state.withLock {
-            $0.pages -= 1
-            $0.bytes -= bytes
-        }
+        pages -= 1
+        bytes -= count
         condition.broadcast()
         condition.unlock()
     }
 
     /// Pages and bytes in flight now.
-    var inFlight: (pages: Int, bytes: Int) { state.withLock { $0 } }
+    var inFlight: (pages: Int, bytes: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (pages, bytes)
+    }
 }

@@ -141,10 +141,9 @@ extension PipelineRunner {
     static func oversizedPage(_ page: Page, limit: Int, entity: String) -> DecodedPage {
         let size = max(page.oversized ?? 0, page.bytes.count)
         let seen = page.oversized.map { "\(max($0, limit + 1))" } ?? "\(size)"
-        var rejection = RecordRejection(
+        let rejection = RecordRejection(
             entity: entity, codingPath: "", reason: "the page is \(seen) bytes, over max_page_bytes (\(limit)); it was not archived",
-            source: page.source, recordIndex: nil, raw: "", code: .pageTooLarge)
-        rejection.setRaw(page.bytes[...], length: size)
+            source: page.source, recordIndex: nil, raw: RecordRejection.prefix(page.bytes[...]), rawLength: size, code: .pageTooLarge)
         var rejected = DecodedPage(
             seq: page.seq, source: page.source, bytes: page.bytes.count, pageBytes: page.bytes.count, records: [],
             rejections: [rejection], pageRejected: true, recordCount: 0)

@@ -1,0 +1,133 @@
+import Foundation
+
+/// Unsafe views of one parsed page, valid while the mapper works on it.
+struct Cursor {
+    let nodes: UnsafeBufferPointer<JSONNode>
+    let bytes: UnsafeBufferPointer<UInt8>
+
+    /// The member of `rootKeys` whose name is the key at `keyIndex`.
+    @inline(__always)
+    func match(keyAt keyIndex: Int, in entity: MappingPlan.EntityPlan) -> Int? {
+        let key = nodes[keyIndex]
+        if key.kind == .escapedString {
+            let decoded = JSONValue.unescape(bytes, Int(key.start), Int(key.length))
+            return entity.rootKeys.firstIndex { $0.bytes == decoded }
+        }
+        let length = Int(key.length)
+        return entity.keyBytes.withUnsafeBufferPointer { names in
+            guard let page = bytes.baseAddress, let names = names.baseAddress else { return nil }
+            let starts = entity.keyStarts
+            for k in 0..<starts.count - 1 where starts[k + 1] - starts[k] == length {
+                if memcmp(page + Int(key.start), names + starts[k], length) == 0 { return k }
+            }
+            return nil
+        }
+    }
+
+    /// Follows the rest of a key path from the value at `index`: the leaf's index, or `nil` when a
+    /// step is missing or null. Throws when a step is not an object.
+    func descend(from index: Int, along target: MappingPlan.Target) throws(MappingFailure) -> Int? {
+        var current = index
+        if nodes[current].kind == .null { return nil }
+        for (step, key) in target.rest.enumerated() {
+            let node = nodes[current]
+            guard node.kind == .object else {
+                throw MappingFailure(reason: "expected an object, got \(node.kind.jsonName)", code: .wrongShape)
+                    .prepending(target.restNames[..<step].reversed().map { .key($0) })
+            }
+            var found: Int?
+            var member = current + 1
+            for _ in 0..<node.count {
+                if keyEquals(member, key) { found = member + 1 }
+                member = Int(nodes[member + 1].end)
+            }
+            guard let next = found, nodes[next].kind != .null else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    func keyEquals(_ keyIndex: Int, _ key: [UInt8]) -> Bool {
+        let node = nodes[keyIndex]
+        if node.kind == .escapedString {
+            return JSONValue.unescape(bytes, Int(node.start), Int(node.length)) == key
+        }
+        guard Int(node.length) == key.count else { return false }
+        return equalBytes(Int(node.start), key)
+    }
+
+    /// Whether the page's bytes at `start` begin with `key`.
+    @inline(__always)
+    func equalBytes(_ start: Int, _ key: [UInt8]) -> Bool {
+        key.withUnsafeBufferPointer { k in
+            guard let a = bytes.baseAddress, let b = k.baseAddress else { return k.isEmpty }
+            return memcmp(a + start, b, k.count) == 0
+        }
+    }
+
+    func int64(_ node: JSONNode) -> Int64? { JSONNumber.int64(bytes, Int(node.start), Int(node.length)) }
+
+    func double(_ node: JSONNode) -> Double { JSONNumber.double(bytes, Int(node.start), Int(node.length)) }
+
+    /// The value's bytes in the page (valid while the page is).
+    func bytes(_ node: JSONNode) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)])
+    }
+
+    func string(_ node: JSONNode) -> String {
+        if node.kind == .escapedString {
+            return String(decoding: JSONValue.unescape(bytes, Int(node.start), Int(node.length)), as: UTF8.self)
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[Int(node.start)..<Int(node.start + node.length)]), as: UTF8.self)
+    }
+
+    /// At most ``RecordRejection/rawLimit`` bytes of the JSON text of the value at `index`, and
+    /// the length of the whole.
+    func rawPrefix(_ index: Int) -> (text: String, length: Int) {
+        let range = rawRange(index)
+        return (RecordRejection.prefix(ArraySlice(UnsafeBufferPointer(rebasing: bytes[range]))), range.count)
+    }
+
+    /// The exact JSON text of the value at `index`.
+    func raw(_ index: Int) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: bytes[rawRange(index)]), as: UTF8.self)
+    }
+
+    /// Where the JSON text of the value at `index` lies in the page (quotes included).
+    private func rawRange(_ index: Int) -> Range<Int> {
+        let node = nodes[index]
+        let quoted = node.kind == .string || node.kind == .escapedString
+        return (Int(node.start) - (quoted ? 1 : 0))..<(Int(node.start + node.length) + (quoted ? 1 : 0))
+    }
+
+    /// The string (or number text) at `path` in the object at `index`, if any.
+    func text(at path: [String], from index: Int) -> String? {
+        var current = index
+        for key in path {
+            let node = nodes[current]
+            guard node.kind == .object else { return nil }
+            var found: Int?
+            var member = current + 1
+            for _ in 0..<node.count {
+                if keyEquals(member, Array(key.utf8)) { found = member + 1 }
+                member = Int(nodes[member + 1].end)
+            }
+            guard let next = found else { return nil }
+            current = next
+        }
+        let node = nodes[current]
+        switch node.kind {
+        case .string, .escapedString: return string(node)
+        case .integer, .double: return raw(current)
+        default: return nil
+        }
+    }
+
+    /// A short quote of a value for messages.
+    func preview(_ index: Int) -> String {
+        let text = raw(index)
+        return text.count <= 40 ? text : String(text.prefix(37)) + "…"
+    }
+}
+
+// MARK: - Failures
