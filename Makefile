@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test run bench instructions chaos fuzz clean
+.PHONY: all deps build release test run bench instructions chaos fuzz container-test clean
 
 all: build
 
@@ -55,5 +55,16 @@ FUZZ_SECONDS ?= 600
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
+## container-test: build the image (docker/Dockerfile, target prebuilt, on a debootstrapped
+## bookworm base) and run it under podman: bundled archive, fixture server, SIGTERM, the volume
+CONTAINER_PKGS := podman buildah runc debootstrap
+container-test: deps
+	@missing=""; for p in $(CONTAINER_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	$(SUDO) env PATH="$$PATH" scripts/container-test.sh
+
 clean:
-	rm -rf .build .build-fuzz .fuzz $(OUT)
+	rm -rf .build .build-static .build-fuzz .fuzz $(OUT) docker/ingot

@@ -11,7 +11,7 @@ Serves
   /people/offset?offset=O&limit=L   L must be the page size; "count" holds the total
   /people/cursor[?cursor=C]  meta.next_cursor holds the next cursor
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
-  /requests                  how many requests were served
+  /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
   /hostile/next?to=URL       a page of one item whose "next" is URL (any scheme, any host)
   /hostile/link?to=URL       the same, URL in a Link header
@@ -23,6 +23,8 @@ Serves
 Faults (--faults), each at the Nth request to /people/* (1-based), once:
   500:N  429:N (Retry-After: 1)  429long:N (Retry-After: 3600)  drop:N (connection closed mid-body)  truncate:N (body cut short)
   slow:N (sleeps --slow seconds before answering)  401:N
+--delay S holds every /people/* answer S seconds (the latency bench); --gate N holds them until N are in flight.
+--bind ADDR listens on ADDR (default 127.0.0.1; 0.0.0.0 in a container network).
 --token T requires "Authorization: Bearer T" (401 otherwise) on /people/*.
 --tls CERT KEY serves HTTPS (the tests use a self-signed certificate, which Ingot must refuse).
 Prints "PORT <n>" on its first line once listening.
@@ -46,6 +48,12 @@ class State:
     swapi = {}
     token = None
     slow = 3.0
+    delay = 0.0
+    gate = threading.Condition()
+    gate_size = 0      # --gate N
+    gate_open = False  # once N were in flight together, later requests pass at once
+    in_flight = 0
+    peak = 0
 
 
 def load_swapi(host):
@@ -92,6 +100,10 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def host(self):
+        # URLs in pages name the server as the client reached it (a compose service name, say).
+        named = self.headers.get("Host")
+        if named and all(c.isalnum() or c in ".-:[]" for c in named):
+            return "http://" + named
         return "http://%s:%d" % self.server.server_address[:2]
 
     def send_json(self, body, status=200, headers=()):
@@ -122,7 +134,8 @@ class Handler(BaseHTTPRequestHandler):
         if u.path.startswith("/hostile/"):
             return self.hostile(u.path[len("/hostile/"):], q)
         if u.path == "/requests":
-            return self.send_json({"requests": State.requests, "people_requests": State.people_requests})
+            return self.send_json({"requests": State.requests, "people_requests": State.people_requests,
+                                   "in_flight": State.in_flight, "peak_in_flight": State.peak})
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
         if u.path.startswith("/people/"):
@@ -142,7 +155,22 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json({"detail": "come back in an hour"}, 429, [("Retry-After", "3600")])
             if fault == "slow":
                 time.sleep(State.slow)
-            return self.people(u.path[len("/people/"):], q, fault)
+            with State.gate:
+                State.in_flight += 1
+                State.peak = max(State.peak, State.in_flight)
+                State.gate.notify_all()
+                if State.gate_size:
+                    # Hold the answer until gate_size requests are in flight at once (10 s at most):
+                    # a client that fetches fewer at a time shows it in "peak" without any timing.
+                    State.gate.wait_for(lambda: State.in_flight >= State.gate_size or State.gate_open, timeout=10)
+                    State.gate_open = True
+            try:
+                if State.delay:
+                    time.sleep(State.delay)
+                return self.people(u.path[len("/people/"):], q, fault)
+            finally:
+                with State.gate:
+                    State.in_flight -= 1
         self.send_json({"detail": "not found"}, 404)
 
     def hostile(self, kind, q):
@@ -245,6 +273,9 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--port", type=int, default=0)
+    a.add_argument("--bind", default="127.0.0.1", help="the address to listen on (a container network needs 0.0.0.0)")
+    a.add_argument("--gate", type=int, default=0, help="hold /people/* answers until N are in flight at once (then open)")
+    a.add_argument("--delay", type=float, default=0.0, help="seconds every /people/* answer waits (a latency bench)")
     a.add_argument("--people", help="a Benchmarks/people.py output directory")
     a.add_argument("--faults", default="", help="comma-separated KIND:N")
     a.add_argument("--token")
@@ -268,7 +299,9 @@ def main():
         State.faults[int(n)] = kind
     State.token = args.token
     State.slow = args.slow
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    State.delay = args.delay
+    State.gate_size = args.gate
+    server = ThreadingHTTPServer((args.bind, args.port), Handler)
     server.daemon_threads = True
     scheme = "http"
     if args.tls:

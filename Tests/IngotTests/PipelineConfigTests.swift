@@ -5,6 +5,23 @@ import Testing
 
 /// Pipeline files are validated before anything runs; errors point at `file:line:column`.
 struct PipelineConfigTests {
+    /// pipelines/people-http.yml (the image's HTTP example) maps exactly like pipelines/people.yml:
+    /// the container test checks it against the same expected state, so the two must not drift.
+    @Test func httpPeoplePipelineMatchesTheFileOne() throws {
+        let files = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        let http = try PipelineConfig.load(
+            path: packageRoot.appendingPathComponent("pipelines/people-http.yml").path,
+            environment: ["PEOPLE_API": "http://127.0.0.1:9"])
+        #expect(http.model == files.model)
+        #expect(http.recordsPath == files.recordsPath)
+        #expect(http.write == files.write)
+        guard case .http(let source) = http.source else {
+            Issue.record("people-http.yml has no http source")
+            return
+        }
+        #expect(source.url == "http://127.0.0.1:9/people/next")
+    }
+
     private func error(_ yaml: String) -> String? {
         do {
             _ = try PipelineConfig.parse(text: yaml, path: "p.yml")
