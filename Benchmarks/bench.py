@@ -5,7 +5,8 @@ Generates people-200k once (Benchmarks/people.py) into .build-bench/, then measu
 decode alone on one thread; `ingot run` over loose pages with all lanes, with 1 lane and without
 the archive; the archive's size as a share of the raw bytes; `ingot replay` of that archive;
 peak RSS (/usr/bin/time); pages of dense tiny records (peak RSS must follow the settings).
-`--big` adds one run over people-1M for peak RSS. Every database is
+a slow API (100 ms a page) with concurrent and serial pagination.
+`--big` adds one run over people-1M for peak RSS; `--only CASE` runs one case. Every database is
 checked with people.py --check. Copy the output into docs/benchmarks.md.
 """
 import argparse, glob, json, os, re, shutil, statistics, subprocess, sys
@@ -77,6 +78,32 @@ def fetch(ingot, data, expected, db, runs):
         server.wait()
 
 
+def latency(ingot, data, expected, db, runs):
+    """A slow API: the fixture server answers every page after 100 ms. 240 pages with page-number
+    pagination at concurrency 8 should take about 240 x 0.1 s / 8 = 3 s (the transfers overlap);
+    next-URL pagination, serial by nature, about 24 s."""
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--people", data,
+                               "--delay", "0.1", "--exit-on-eof"],
+                              stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        base = open(PIPELINE).read()
+        cases = [("page, concurrency 8", "page", "{page: {param: page, start: 1}}\n    concurrency: 8", runs),
+                 ("next URL (serial)", "next", "{next_url: next}", 1)]
+        for label, path, paginate, n in cases:
+            yml = os.path.join(BENCH, "people-latency-%s.yml" % path)
+            open(yml, "w").write(base.replace(
+                '  files: {dir: samples/people, glob: "page-*.json"}',
+                "  http:\n    url: http://127.0.0.1:%d/people/%s\n    paginate: %s\n" % (port, path, paginate)))
+            if path == "page":  # the server renders each page once: warm it up untimed
+                subprocess.run([ingot, "bench-fetch", yml], capture_output=True, check=True)
+            results = [timed([ingot, "run", yml, "--no-archive"], db) for _ in range(n)]
+            report("100 ms/page, " + label, results, expected["records"], expected["bytes"] / 1e6, check(db, data))
+    finally:
+        server.stdin.close()
+        server.wait()
+
+
 DENSE_PIPELINE = """version: 1
 name: dense
 records: results
@@ -120,6 +147,7 @@ def main():
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--big", action="store_true", help="also people-1M (peak RSS)")
+    a.add_argument("--only", choices=["latency", "fetch", "dense"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     data, expected = dataset(200000, 1000)
@@ -127,6 +155,10 @@ def main():
     archives = os.path.join(BENCH, "archives")
     records, mb = expected["records"], expected["bytes"] / 1e6
     print("people-200k: %d pages, %d records, %.1f MB" % (expected["pages"], records, mb))
+    if args.only:
+        only = {"latency": latency, "fetch": fetch}.get(args.only)
+        only(ingot, data, expected, db, args.runs) if only else dense(ingot, db, args.runs)
+        return
     for _ in range(args.runs):
         p = subprocess.run([ingot, "bench-decode", PIPELINE, "--pages", data], capture_output=True, text=True, check=True)
         print("decode (1 thread): " + p.stdout.strip())
@@ -148,6 +180,7 @@ def main():
     report("run, no archive", [run(archive=False) for _ in range(args.runs)], records, mb, check(db, data))
     report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
     fetch(ingot, data, expected, db, args.runs)
+    latency(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     if args.big:
         big, exp = dataset(1000000, 1000)

@@ -19,8 +19,8 @@ static inline CURLcode ingot_curl_setopt_slist(CURL *handle, CURLoption option, 
 static inline CURLcode ingot_curl_setopt_callback(CURL *handle, CURLoption option, curl_write_callback value) {
     return curl_easy_setopt(handle, option, value);
 }
-static inline CURLcode ingot_curl_setopt_xferinfo(CURL *handle, curl_xferinfo_callback value) {
-    return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
+static inline CURLMcode ingot_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {
+    return curl_multi_setopt(handle, option, value);
 }
 static inline CURLcode ingot_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);

@@ -4,13 +4,13 @@ import Testing
 @testable import Ingot
 
 /// The pipeline file of the people data set, fetched from the fixture server with `paginate`.
-private func peopleOverHTTP(_ url: String, paginate: String, extra: String = "") throws -> PipelineConfig {
+private func peopleOverHTTP(_ url: String, paginate: String, extra: String = "", timeout: Int = 2) throws -> PipelineConfig {
     let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
         .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
               http:
                 url: \(url)
                 paginate: \(paginate)
-                timeout_s: 2
+                timeout_s: \(timeout)
                 retry: {attempts: 4, base_delay_ms: 10, max_delay_ms: 200}
             \(extra)
             """)
@@ -68,6 +68,24 @@ struct FetchTests {
         let db = temporaryDirectory().appendingPathComponent("p.db").path
         let summary = try run(config, db: db)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+    }
+
+    /// `concurrency: N` is N transfers in flight, whatever the core count (libcurl's multi
+    /// interface, not a thread per core). The server holds every answer until 8 requests are in
+    /// flight together: a client with fewer at once shows it in the peak (after the server's
+    /// 10 s gate gives up; the 30 s timeout keeps retries from adding requests). No timing is
+    /// measured.
+    @Test(.timeLimit(.minutes(1)), arguments: ["page", "offset"])
+    func concurrencyIsTransfersInFlightNotCores(style: String) throws {
+        let pages = try generatePeople(persons: 1600, pageSize: 100)
+        let server = try FixtureServer(people: pages, gate: 8)
+        let paginate = style == "page" ? "{page: {param: page, start: 1}}" : "{offset: {param: offset, limit_param: limit, limit: 100, total: count}}"
+        let config = try peopleOverHTTP("\(server.base)/people/\(style)", paginate: paginate, extra: "    concurrency: 8", timeout: 30)
+        let db = temporaryDirectory().appendingPathComponent("p.db").path
+        let summary = try run(config, db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(try server.counters()["peak_in_flight"] == 8)
         #expect(try checkPeople(db, pages).contains(#""ok": true"#))
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+@testable import Ingot
 
 /// Tests/Fixtures/server.py on 127.0.0.1 and a free port, for as long as the value lives.
 final class FixtureServer {
@@ -8,12 +9,15 @@ final class FixtureServer {
 
     var base: String { "http://127.0.0.1:\(port)" }
 
-    init(people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, tls: (cert: String, key: String)? = nil) throws {
+    /// - Parameter gate: hold /people/* answers until this many are in flight at once.
+    init(people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
+         tls: (cert: String, key: String)? = nil) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = ["python3", packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
                          "--faults", faults, "--slow", "\(slow)"]
         if let people { arguments += ["--people", people] }
         if let token { arguments += ["--token", token] }
+        if gate > 0 { arguments += ["--gate", "\(gate)"] }
         if let tls { arguments += ["--tls", tls.cert, tls.key] }
         process.arguments = arguments
         let out = Pipe()
@@ -29,6 +33,12 @@ final class FixtureServer {
             throw CocoaError(.fileReadCorruptFile)
         }
         self.port = port
+    }
+
+    /// The server's request counters (/requests): `people_requests`, `peak_in_flight`, ….
+    func counters() throws -> [String: Int] {
+        let response = try HTTPClient().get(base + "/requests", headers: [], timeout: 5)
+        return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Int]) ?? [:]
     }
 
     deinit {

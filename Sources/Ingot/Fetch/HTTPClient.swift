@@ -13,7 +13,10 @@ public struct HTTPResponse: Sendable {
     public var overflowed = false
     /// Body bytes received before the transfer was cut off (for an overflowed response).
     public var receivedBytes = 0
+    /// Seconds from the request's start to its end (the fetch-latency histogram).
+    public var seconds: Double = 0
 
+    /// The last value of header `name` (any case).
     public func header(_ name: String) -> String? {
         let lower = name.lowercased()
         return headers.last { $0.name == lower }?.value
@@ -29,22 +32,44 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var isTimeout: Bool
     /// False for failures a retry cannot fix: a certificate that does not verify, a bad URL.
     public var isRetryable: Bool
+    /// The transfer was cut off because the run is stopping (``HTTPClient/abortAll()``).
+    public var wasAborted = false
     public var description: String { "\(url): \(message) (curl \(code))" }
 }
 
-/// A libcurl easy handle, reused request after request so connections stay alive (and HTTP/2 is
-/// used where the server offers it). TLS is always verified; proxies come from the usual
-/// environment variables (`https_proxy`, `no_proxy`, …), as libcurl reads them. Only `http` and
-/// `https` are spoken; redirects are returned, not followed (see ``HTTPPageSource``).
+/// One GET: the URL (secrets included, as sent), headers, and the whole transfer's time limit.
+public struct HTTPRequest: Sendable {
+    public var url: String
+    public var headers: [(String, String)]
+    public var timeout: Double
+
+    /// A GET of `url` with `headers`, given `timeout` seconds in all.
+    public init(url: String, headers: [(String, String)] = [], timeout: Double) {
+        self.url = url
+        self.headers = headers
+        self.timeout = timeout
+    }
+}
+
+/// Concurrent HTTP transfers through libcurl's multi interface: ``start(_:tag:)`` adds requests,
+/// ``poll(timeout:)`` drives them all on the calling thread and returns those that ended. As many
+/// transfers are in flight as were started — the core count plays no part — over one connection
+/// cache, with HTTP/2 multiplexing where the server offers it (several transfers then share one
+/// connection). Easy handles are kept and reused, so connections stay alive across pages.
 ///
-/// Not thread-safe: one client per thread or queue.
+/// TLS is always verified; proxies come from the usual environment variables (`https_proxy`,
+/// `no_proxy`, …), as libcurl reads them. Only `http` and `https` are spoken; redirects are
+/// returned, not followed (``HTTPPageSource`` follows them, checking each hop).
+///
+/// Not thread-safe: one queue drives a client. The one exception is ``wakeup()``.
 public final class HTTPClient {
-    private let handle: UnsafeMutableRawPointer
+    private let multi: UnsafeMutableRawPointer
     /// Largest body accepted; a larger one aborts the transfer. Default 64 MiB.
     public var maxBodyBytes = 64 << 20
-    /// Asked about once a second (and on every chunk) during a transfer; `true` aborts it: a run
-    /// that is stopping does not wait for a request that hangs. Called on the requesting thread.
-    public var shouldAbort: (@Sendable () -> Bool)?
+    /// Transfers in flight, by easy handle.
+    private var active: [UnsafeMutableRawPointer: (tag: Int, transfer: Transfer)] = [:]
+    /// Easy handles done with, ready for the next request.
+    private var idle: [Transfer] = []
 
     private static let globalInit: Void = {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
@@ -52,97 +77,189 @@ public final class HTTPClient {
 
     public init() {
         _ = HTTPClient.globalInit
-        guard let handle = curl_easy_init() else { preconditionFailure("curl_easy_init failed") }
+        guard let multi = curl_multi_init() else { preconditionFailure("curl_multi_init failed: out of memory") }
+        self.multi = multi
+        _ = ingot_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX)
+    }
+
+    deinit {
+        for (handle, _) in active { curl_multi_remove_handle(multi, handle) }
+        active = [:]
+        idle = []
+        curl_multi_cleanup(multi)
+    }
+
+    /// Transfers in flight.
+    public var inFlight: Int { active.count }
+
+    /// Starts `request`; its end comes out of a later ``poll(timeout:)`` under `tag`.
+    public func start(_ request: HTTPRequest, tag: Int) {
+        let transfer = idle.popLast() ?? Transfer()
+        transfer.prepare(request, maxBodyBytes: maxBodyBytes)
+        active[transfer.handle] = (tag, transfer)
+        curl_multi_add_handle(multi, transfer.handle)
+    }
+
+    /// Moves every transfer along, waiting up to `timeout` seconds for something to happen (or
+    /// a ``wakeup()``), and returns the transfers that ended, by tag.
+    public func poll(timeout: Double) -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
+        var running: Int32 = 0
+        curl_multi_perform(multi, &running)
+        var ended = collect()
+        if ended.isEmpty {
+            let ms = Int32(max(0, min(timeout, 60)) * 1000)
+            curl_multi_poll(multi, nil, 0, ms, nil)
+            curl_multi_perform(multi, &running)
+            ended = collect()
+        }
+        return ended
+    }
+
+    /// Ends every transfer in flight at once (the run is stopping); they come back failed.
+    public func abortAll() -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
+        let aborted = active.map { handle, entry in
+            curl_multi_remove_handle(multi, handle)
+            idle.append(entry.transfer)
+            let error = TransportError(
+                url: entry.transfer.url, code: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), message: "aborted: the run is stopping",
+                isTimeout: false, isRetryable: false, wasAborted: true)
+            return (entry.tag, Result<HTTPResponse, TransportError>.failure(error))
+        }
+        active = [:]
+        return aborted
+    }
+
+    /// Ends a ``poll(timeout:)`` waiting on another thread. Safe from any thread (libcurl's
+    /// `curl_multi_wakeup` is).
+    public func wakeup() {
+        curl_multi_wakeup(multi)
+    }
+
+    /// Performs one GET of `url` and waits for it: the blocking form, for a single request.
+    /// Throws ``TransportError`` when there is no complete response.
+    public func get(_ url: String, headers: [(String, String)], timeout: Double) throws(TransportError) -> HTTPResponse {
+        start(HTTPRequest(url: url, headers: headers, timeout: timeout), tag: 0)
+        while true {
+            if let ended = poll(timeout: 1).first { return try ended.result.get() }
+        }
+    }
+
+    private func collect() -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
+        var ended: [(tag: Int, result: Result<HTTPResponse, TransportError>)] = []
+        var left: Int32 = 0
+        while let message = curl_multi_info_read(multi, &left) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                let entry = active.removeValue(forKey: handle)
+            else { continue }
+            let code = message.pointee.data.result
+            curl_multi_remove_handle(multi, handle)
+            ended.append((entry.tag, entry.transfer.finish(code)))
+            idle.append(entry.transfer)
+        }
+        return ended
+    }
+}
+
+/// One easy handle and what its current transfer collected.
+private final class Transfer {
+    let handle: UnsafeMutableRawPointer
+    private(set) var url = ""
+    private var sink = ResponseSink(limit: 0)
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var limit = 0
+    private var started = Date()
+
+    init() {
+        guard let handle = curl_easy_init() else { preconditionFailure("curl_easy_init failed: out of memory") }
         self.handle = handle
     }
 
     deinit {
+        curl_slist_free_all(headerList)
         curl_easy_cleanup(handle)
     }
 
-    /// Performs a GET of `url` with `headers`, waiting at most `timeout` seconds for the whole
-    /// transfer. Throws ``TransportError`` when there is no complete response.
-    public func get(_ url: String, headers: [(String, String)], timeout: Double) throws(TransportError) -> HTTPResponse {
-        let sink = ResponseSink(limit: maxBodyBytes, shouldAbort: shouldAbort)
-        let unmanaged = Unmanaged.passRetained(sink)
-        defer { unmanaged.release() }
-
-        var list: UnsafeMutablePointer<curl_slist>?
-        for (name, value) in headers { list = curl_slist_append(list, "\(name): \(value)") }
-        // No "Expect: 100-continue" and no default Accept override surprises.
-        defer { curl_slist_free_all(list) }
+    func prepare(_ request: HTTPRequest, maxBodyBytes: Int) {
+        url = request.url
+        limit = maxBodyBytes
+        started = Date()
+        sink = ResponseSink(limit: maxBodyBytes)
+        curl_slist_free_all(headerList)
+        headerList = nil
+        for (name, value) in request.headers { headerList = curl_slist_append(headerList, "\(name): \(value)") }
 
         curl_easy_reset(handle)
-        _ = ingot_curl_setopt_string(handle, CURLOPT_URL, url)
-        _ = ingot_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
+        _ = ingot_curl_setopt_string(handle, CURLOPT_URL, request.url)
+        _ = ingot_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
         _ = ingot_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         // Redirects are followed by the caller, which checks each target against its origin
         // policy and decides which hop carries credentials. libcurl itself speaks http(s) only.
         _ = ingot_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         _ = ingot_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         _ = ingot_curl_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        let timeoutMs = timeout.isFinite ? Int(min(max(timeout, 0.001), 86_400) * 1000) : 86_400_000
+        let timeoutMs = request.timeout.isFinite ? Int(min(max(request.timeout, 0.001), 86_400) * 1000) : 86_400_000
         _ = ingot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMs)
         _ = ingot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(timeoutMs, 10_000))
         _ = ingot_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        // Over https, wait for a connection being set up (ALPN tells whether it speaks HTTP/2)
+        // rather than open a second one: with HTTP/2 the transfers then share it. Not over plain
+        // http, where only the first response would tell, so every transfer would wait for it.
+        if request.url.utf8.starts(with: "https:".utf8) {
+            _ = ingot_curl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+        }
         _ = ingot_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1)
         _ = ingot_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2)
         _ = ingot_curl_setopt_long(handle, CURLOPT_TCP_NODELAY, 1)
         _ = ingot_curl_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")  // every encoding libcurl decodes
         _ = ingot_curl_setopt_string(handle, CURLOPT_USERAGENT, "ingot/1")
+        let context = Unmanaged.passUnretained(sink).toOpaque()  // `sink` lives until the next prepare
         _ = ingot_curl_setopt_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, context in
             guard let context, let data else { return 0 }
             let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
             return sink.appendBody(data, size * count) ? size * count : 0
         }
-        _ = ingot_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, unmanaged.toOpaque())
+        _ = ingot_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
         _ = ingot_curl_setopt_callback(handle, CURLOPT_HEADERFUNCTION) { data, size, count, context in
             guard let context, let data else { return 0 }
             let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
             sink.appendHeader(data, size * count)
             return size * count
         }
-        _ = ingot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, unmanaged.toOpaque())
-        if shouldAbort != nil {
-            // libcurl calls this about once a second even while nothing arrives.
-            _ = ingot_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
-            _ = ingot_curl_setopt_xferinfo(handle) { context, _, _, _, _ in
-                guard let context else { return 0 }
-                let sink = Unmanaged<ResponseSink>.fromOpaque(context).takeUnretainedValue()
-                return sink.aborted() ? 1 : 0
-            }
-            _ = ingot_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, unmanaged.toOpaque())
-        }
+        _ = ingot_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+    }
 
-        let code = curl_easy_perform(handle)
+    /// The transfer's outcome, given libcurl's result code.
+    func finish(_ code: CURLcode) -> Result<HTTPResponse, TransportError> {
         var status = 0
         _ = ingot_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        let seconds = Date().timeIntervalSince(started)
         if sink.overflowed && status > 0 {
             // The server answered, with more than we take: the caller decides (a rejected page).
-            return HTTPResponse(
-                status: status, headers: sink.headers, body: [], url: url, overflowed: true, receivedBytes: sink.received)
+            return .success(HTTPResponse(
+                status: status, headers: sink.headers, body: [], url: url, overflowed: true, receivedBytes: sink.received,
+                seconds: seconds))
         }
         guard code == CURLE_OK else {
-            if sink.wasAborted {
-                throw TransportError(url: url, code: Int(code.rawValue), message: "aborted: the run is stopping", isTimeout: false, isRetryable: false)
-            }
-            let message = sink.overflowed ? "the body is larger than \(maxBodyBytes) bytes" : String(cString: curl_easy_strerror(code))
+            let message = sink.overflowed ? "the body is larger than \(limit) bytes" : String(cString: curl_easy_strerror(code))
             let permanent: [CURLcode] = [
                 CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE, CURLE_URL_MALFORMAT,
                 CURLE_UNSUPPORTED_PROTOCOL,
             ]
-            throw TransportError(
+            return .failure(TransportError(
                 url: url, code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT,
-                isRetryable: !permanent.contains(code) && !sink.overflowed)
+                isRetryable: !permanent.contains(code) && !sink.overflowed))
         }
         var effective: UnsafeMutablePointer<CChar>?
         _ = ingot_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
-        return HTTPResponse(
-            status: status, headers: sink.headers, body: sink.body, url: effective.map { String(cString: $0) } ?? url)
+        let response = HTTPResponse(
+            status: status, headers: sink.headers, body: sink.body, url: effective.map { String(cString: $0) } ?? url,
+            seconds: seconds)
+        sink = ResponseSink(limit: 0)  // the body now belongs to the response alone
+        return .success(response)
     }
 }
 
-/// Collects one transfer's body and headers from libcurl's callbacks (on the calling thread).
+/// Collects one transfer's body and headers from libcurl's callbacks (on the polling thread).
 private final class ResponseSink {
     var body: [UInt8] = []
     var headers: [(name: String, value: String)] = []
@@ -150,17 +267,9 @@ private final class ResponseSink {
     var overflowed = false
     /// Body bytes offered by libcurl, kept or not.
     var received = 0
-    let shouldAbort: (@Sendable () -> Bool)?
-    private(set) var wasAborted = false
 
-    init(limit: Int, shouldAbort: (@Sendable () -> Bool)? = nil) {
+    init(limit: Int) {
         self.limit = limit
-        self.shouldAbort = shouldAbort
-    }
-
-    func aborted() -> Bool {
-        if shouldAbort?() == true { wasAborted = true }
-        return wasAborted
     }
 
     func appendBody(_ data: UnsafeMutablePointer<CChar>, _ count: Int) -> Bool {

@@ -16,21 +16,32 @@ import Synchronization
 public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     public let config: HTTPSourceConfig
     private let recordsPath: [String]
-    private let credentials: Credentials
-    /// Where URLs from responses may lead, and which requests carry credentials.
-    private let policy: OriginPolicy
+    /// Credentials, origin policy, retries: what every request obeys.
+    private let rules: FetchRules
+    private var credentials: Credentials { rules.credentials }
     private var logger: Logger
-    private var clients: [HTTPClient]
+    /// Every transfer of this source: `concurrency` at once for page and offset pagination.
+    private let client: HTTPClient
     /// Where the next page comes from; `nil` when pagination is over.
     private var upcoming: Cursor?
     private var fetched = 0
     private var seenURLs: Set<String> = []
     private var lastCursor: String?
-    /// Prefetched pages, in order (page and offset pagination).
+    /// Pages ready to deliver, in order (a page, then perhaps the failure it led to).
     private var buffered: [Result<Page, FetchError>] = []
-    /// Extra query parameters on the first request (incremental runs).
-    private let firstQuery: [URLQueryItem]
-    /// Set by ``cancel()`` from another queue: a backoff in progress ends early.
+    /// Page fetches under way (in flight or waiting to retry), by tag, and those done but not
+    /// yet taken.
+    private var fetches: [Int: PageFetch] = [:]
+    private var retryAt: [Int: Date] = [:]
+    private var done: [Int: Result<Page, FetchError>] = [:]
+    private var nextTag = 0
+    /// Numbered pages requested ahead of the one delivered next, in order: `concurrency` of them
+    /// stay in flight, a new one starting as each is delivered (a sliding window).
+    private var ahead: [(cursor: Cursor, tag: Int)] = []
+    /// An incremental run's query parameters: on the first request of URL paginators (the next
+    /// URLs carry them on), on every request of page and offset paginators.
+    private let incrementalQuery: [URLQueryItem]
+    /// Set by ``cancel()`` from another queue: transfers in flight are aborted, a backoff ends.
     private let cancelled = StopFlag()
 
     enum Cursor: Equatable {
@@ -68,18 +79,13 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     ) throws {
         self.config = config
         self.recordsPath = recordsPath
-        self.credentials = try Credentials(config: config, environment: environment)
-        self.policy = OriginPolicy(url: config.url, allowedHosts: config.allowedHosts)
+        self.rules = FetchRules(
+            config: config, credentials: try Credentials(config: config, environment: environment),
+            policy: OriginPolicy(url: config.url, allowedHosts: config.allowedHosts))
         self.logger = logger
-        self.firstQuery = query.map { URLQueryItem(name: $0.0, value: $0.1) }
-        let cancelled = self.cancelled
-        clients = (0..<max(1, config.concurrency)).map { _ in
-            let client = HTTPClient()
-            client.maxBodyBytes = maxPageBytes
-            // A stopping run aborts transfers in flight instead of waiting for them.
-            client.shouldAbort = { cancelled.value.withLock { $0 } }
-            return client
-        }
+        self.incrementalQuery = query.map { URLQueryItem(name: $0.0, value: $0.1) }
+        client = HTTPClient()
+        client.maxBodyBytes = maxPageBytes
         switch config.paginate {
         case .page(_, let start): upcoming = .page(start)
         case .offset: upcoming = .offset(0)
@@ -99,8 +105,11 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         upcoming = cursor
     }
 
+    /// Stops the source: transfers in flight are aborted and a retry's wait ends, within one
+    /// turn of the transfer loop (``HTTPClient/wakeup()`` ends its wait at once).
     public func cancel() {
         cancelled.value.withLock { $0 = true }
+        client.wakeup()
     }
 
     /// Logs retries and pagination events through the run's logger from now on.
@@ -125,9 +134,9 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         }
         switch cursor {
         case .page, .offset:
-            try fillNumbered(from: cursor)
+            fillNumbered(from: cursor)
         case .url(let url):
-            var page = try fetch(url: request(url), client: clients[0])
+            var page = try outcome(of: startFetch(request(url, includeQuery: fetched == 0))).get()
             fetched += 1
             do {
                 upcoming = try following(url: url, page: page)
@@ -144,58 +153,43 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         }
     }
 
-    /// Page and offset pagination: fetch up to `concurrency` pages at once, deliver them in order,
-    /// stop at the first empty page.
-    private func fillNumbered(from cursor: Cursor) throws {
-        let window = min(clients.count, config.maxPages - fetched)
-        var cursors: [Cursor] = []
-        var c = cursor
-        for _ in 0..<window {
-            cursors.append(c)
+    /// Page and offset pagination: keeps `concurrency` pages in flight ahead of the one
+    /// delivered next (never past `max_pages`), delivers them in order, and stops at the first
+    /// empty page (the requests already made past it are aborted).
+    private func fillNumbered(from cursor: Cursor) {
+        let window = min(max(1, config.concurrency), config.maxPages - fetched)
+        var c = ahead.last.map { step($0.cursor) } ?? cursor
+        while ahead.count < window {
+            ahead.append((c, startFetch(numberedURL(c))))
             c = step(c)
         }
-        let box = ResultBox(count: cursors.count)
-        let urls = cursors.map { numberedURL($0) }
-        DispatchQueue.concurrentPerform(iterations: cursors.count) { k in
-            let result: Result<Page, FetchError>
-            do {
-                result = .success(try fetch(url: urls[k], client: clients[k]))
-            } catch let error as FetchError {
-                result = .failure(error)
-            } catch {
-                result = .failure(FetchError(url: credentials.redact(urls[k]), message: "\(error)"))
+        let head = ahead.removeFirst()
+        switch outcome(of: head.tag) {
+        case .failure(let error):
+            abandonFetches()
+            buffered.append(.failure(error))
+            upcoming = head.cursor  // a failed page is fetched again on resume
+        case .success(var page):
+            fetched += 1
+            let records = recordCount(page)
+            var stop = records == nil || records == 0
+            if records == nil {
+                logger.warning("fetch.stopped", metadata: [
+                    LogKey.url: "\(page.source)",
+                    LogKey.reason: "the page has no records array at '\(recordsPath.isEmpty ? "." : recordsPath.joined(separator: "."))': pagination stops here",
+                ])
             }
-            box.set(k, result)
-        }
-        for (k, result) in box.results.enumerated() {
-            guard let result else { continue }
-            switch result {
-            case .failure:
-                buffered.append(result)
-                upcoming = cursors[k]  // a failed page is fetched again on resume
-                return
-            case .success(var page):
-                fetched += 1
-                let records = recordCount(page)
-                var stop = records == nil || records == 0
-                if records == nil {
-                    logger.warning("fetch.stopped", metadata: [
-                        LogKey.url: "\(page.source)",
-                        LogKey.reason: "the page has no records array at '\(recordsPath.isEmpty ? "." : recordsPath.joined(separator: "."))': pagination stops here",
-                    ])
-                }
-                if case .offset(let offset) = cursors[k], case .offset(_, _, let limit, let totalPath?) = config.paginate,
-                    let total = number(at: totalPath, in: page.bytes), offset + limit >= total
-                {
-                    stop = true
-                }
-                upcoming = stop ? nil : step(cursors[k])
-                page.resumeState = upcoming?.state ?? "done"
-                // A last page (empty, past the total, or not a page of records at all) still goes
-                // through: archived, then counted or rejected.
-                buffered.append(.success(page))
-                if stop { return }
+            if case .offset(let offset) = head.cursor, case .offset(_, _, let limit, let totalPath?) = config.paginate,
+                let total = number(at: totalPath, in: page.bytes), offset + limit >= total
+            {
+                stop = true
             }
+            upcoming = stop ? nil : step(head.cursor)
+            page.resumeState = upcoming?.state ?? "done"
+            // A last page (empty, past the total, or not a page of records at all) still goes
+            // through: archived, then counted or rejected.
+            buffered.append(.success(page))
+            if stop { abandonFetches() }
         }
     }
 
@@ -210,13 +204,13 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private func numberedURL(_ cursor: Cursor) -> String {
         switch (cursor, config.paginate) {
         case (.page(let n), .page(let param, _)):
-            return request(config.url, setting: [URLQueryItem(name: param, value: "\(n)")])
+            return request(config.url, setting: [URLQueryItem(name: param, value: "\(n)")], includeQuery: true)
         case (.offset(let n), .offset(let param, let limitParam, let limit, _)):
             return request(config.url, setting: [
                 URLQueryItem(name: param, value: "\(n)"), URLQueryItem(name: limitParam, value: "\(limit)"),
-            ])
+            ], includeQuery: true)
         default:
-            return request(config.url)
+            return request(config.url, includeQuery: true)
         }
     }
 
@@ -247,34 +241,16 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 throw FetchError(url: credentials.redact(url), message: "the cursor did not change ('\(cursor)'): pagination would loop")
             }
             lastCursor = cursor
-            return .url(request(config.url, setting: [URLQueryItem(name: param, value: cursor)], includeFirst: false))
+            return .url(request(config.url, setting: [URLQueryItem(name: param, value: cursor)], includeQuery: false))
         }
         guard let nextURL, !nextURL.isEmpty else { return nil }
         // Relative next links resolve against the page's URL.
-        let absolute = try follow(nextURL, from: url, what: "next URL")
-        let stripped = strippingSecrets(absolute)
+        let absolute = try rules.follow(nextURL, from: url, what: "next URL")
+        let stripped = rules.strippingSecrets(absolute)
         if seenURLs.contains(stripped) {
             throw FetchError(url: credentials.redact(stripped), message: "the next URL repeats a page already fetched: pagination would loop")
         }
         return .url(stripped)
-    }
-
-    /// Longest URL taken from a response.
-    static let maxURLLength = 8192
-
-    /// `target` (a URL taken from a response, perhaps relative) resolved against `base`, if the
-    /// origin policy lets Ingot go there; else a ``FetchError`` naming the rule.
-    private func follow(_ target: String, from base: String, what: String) throws(FetchError) -> String {
-        guard target.utf8.count <= HTTPPageSource.maxURLLength else {
-            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) is longer than \(HTTPPageSource.maxURLLength) bytes")
-        }
-        guard let absolute = URL(string: target, relativeTo: URL(string: base))?.absoluteString else {
-            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
-        }
-        if let refusal = policy.check(absolute) {
-            throw FetchError(url: HTTPPageSource.shown(credentials.redact(absolute)), message: "refused \(what) (from \(credentials.redact(base))): \(refusal)")
-        }
-        return absolute
     }
 
     /// A URL as shown in messages: at most 300 characters, control characters escaped.
@@ -299,13 +275,12 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
 
     // MARK: - Requests
 
-    /// `url` with `setting` query items set (replacing same-named ones), the first request's
-    /// extra items, and no secret: credentials are added only when sending.
-    private func request(_ url: String, setting: [URLQueryItem] = [], includeFirst: Bool = true) -> String {
+    /// `url` with `setting` query items set (replacing same-named ones), the incremental query
+    /// when `includeQuery`, and no secret: credentials are added only when sending.
+    private func request(_ url: String, setting: [URLQueryItem] = [], includeQuery: Bool) -> String {
         guard var components = URLComponents(string: url) else { return url }
         var items = components.queryItems ?? []
-        let extra = setting + (includeFirst && fetched == 0 ? firstQuery : [])
-        for item in extra {
+        for item in setting + (includeQuery ? incrementalQuery : []) {
             items.removeAll { $0.name == item.name }
             items.append(item)
         }
@@ -313,119 +288,63 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         return components.string ?? url
     }
 
-    private func strippingSecrets(_ url: String) -> String {
-        guard let key = credentials.query, var components = URLComponents(string: url) else { return url }
-        components.queryItems = components.queryItems?.filter { $0.name != key.name }
-        if components.queryItems?.isEmpty == true { components.queryItems = nil }
-        return components.string ?? url
+    /// Starts fetching `url` (its first request goes out on the next poll); returns its tag.
+    private func startFetch(_ url: String) -> Int {
+        let tag = nextTag
+        nextTag += 1
+        var fetch = PageFetch(url: url, rules: rules)
+        client.start(fetch.request(rules), tag: tag)
+        fetches[tag] = fetch
+        return tag
     }
 
-    private func withSecrets(_ url: String) -> String {
-        guard let key = credentials.query, var components = URLComponents(string: url) else { return url }
-        var items = components.queryItems ?? []
-        items.removeAll { $0.name == key.name }
-        items.append(URLQueryItem(name: key.name, value: key.value))
-        components.queryItems = items
-        return components.string ?? url
-    }
-
-    /// GETs `url` with retries; the page's source is the redacted URL.
-    private func fetch(url: String, client: HTTPClient) throws(FetchError) -> Page {
-        let shown = credentials.redact(url)
-        let retry = config.retry
-        var attempt = 0
+    /// Drives every fetch under way — retries, redirects, the pages ahead — until fetch `tag` is
+    /// done, and returns its page or failure. A stopping run aborts them all at once.
+    private func outcome(of tag: Int) -> Result<Page, FetchError> {
         while true {
-            attempt += 1
-            let started = Date()
-            var delay: Double
-            var reason: String
-            do {
-                let response = try get(url, client: client)
-                if response.overflowed && (200..<300).contains(response.status) {
-                    var page = Page(
-                        seq: 0, source: shown, bytes: [],
-                        http: HTTPExchange(status: response.status, headers: [:], fetchedAt: started))
-                    page.oversized = response.receivedBytes
-                    return page
-                }
-                if (200..<300).contains(response.status) {
-                    var headers: [String: String] = [:]
-                    for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
-                    return Page(
-                        seq: 0, source: shown, bytes: response.body,
-                        http: HTTPExchange(status: response.status, headers: headers, fetchedAt: started))
-                }
-                guard response.status == 408 || response.status == 429 || response.status >= 500 else {
-                    throw FetchError(url: shown, status: response.status, message: credentials.scrub(HTTPPageSource.preview(response.body)))
-                }
-                reason = "HTTP \(response.status)"
-                delay = backoff(attempt)
-                if let after = response.header("retry-after").flatMap({ HTTPPageSource.retryAfter($0) }) {
-                    delay = min(after, Double(retry.maxDelayMs) / 1000)
-                }
-                if attempt >= retry.attempts {
-                    throw FetchError(url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)
-                }
-            } catch let error as TransportError {
-                reason = credentials.scrub(error.message)
-                delay = backoff(attempt)
-                if !error.isRetryable {
-                    throw FetchError(url: shown, message: reason)
-                }
-                if attempt >= retry.attempts {
-                    throw FetchError(url: shown, message: "\(reason) (gave up after \(attempt) attempts)", isTemporary: true)
-                }
-            } catch let error as FetchError {
-                throw error
-            } catch {
-                throw FetchError(url: shown, message: credentials.scrub("\(error)"))
+            if let result = done.removeValue(forKey: tag) { return result }
+            if cancelled.value.withLock({ $0 }) {
+                let shown = fetches[tag]?.shown ?? credentials.redact(config.url)
+                abandonFetches()
+                return .failure(FetchError(url: shown, message: "stopped: the run is stopping"))
             }
-            logger.warning("fetch.retry", metadata: [
-                LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt),
-                "delay_s": .seconds(delay),
-            ])
-            try pause(delay, url: shown)
-        }
-    }
-
-    /// Redirects followed per request, at most.
-    static let maxRedirects = 10
-
-    /// One GET of `url`, following redirects by hand: each target is checked against the origin
-    /// policy, and credentials go only to hops that may receive them and only while the chain has
-    /// not changed origin (libcurl drops `Authorization` on such a hop, but not custom headers or
-    /// query keys, so Ingot does it for all of them).
-    private func get(_ url: String, client: HTTPClient) throws -> HTTPResponse {
-        var current = url
-        var trusted = policy.mayReceiveCredentials(url)
-        let start = OriginPolicy.Origin(url)
-        for _ in 0...HTTPPageSource.maxRedirects {
-            let target = trusted ? withSecrets(current) : current
-            let headers = trusted ? credentials.headers : []
-            let response = try client.get(target, headers: headers, timeout: config.timeout)
-            guard [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") else {
-                return response
+            var now = Date()
+            for (k, until) in retryAt where until <= now {
+                retryAt[k] = nil
+                if var fetch = fetches[k] {
+                    client.start(fetch.retry(rules, now: now), tag: k)
+                    fetches[k] = fetch
+                }
             }
-            let next = try follow(location, from: current, what: "redirect")
-            if OriginPolicy.Origin(next) != start || !policy.mayReceiveCredentials(next) { trusted = false }
-            current = strippingSecrets(next)
+            // Wake for the next retry that is due; cancel() wakes the poll at once.
+            let nextDue = retryAt.values.min().map { $0.timeIntervalSince(now) } ?? 1
+            let ended = client.poll(timeout: min(max(nextDue, 0), 1))
+            now = Date()
+            for (k, result) in ended {
+                guard var fetch = fetches[k] else { continue }
+                switch fetch.received(result, rules: rules, logger: logger, now: now) {
+                case .send(let request):
+                    client.start(request, tag: k)
+                    fetches[k] = fetch
+                case .wait(let until):
+                    retryAt[k] = until
+                    fetches[k] = fetch
+                case .done(let result):
+                    fetches[k] = nil
+                    done[k] = result
+                }
+            }
         }
-        throw FetchError(url: credentials.redact(url), message: "more than \(HTTPPageSource.maxRedirects) redirects")
     }
 
-    /// Sleeps `seconds` in short steps, giving up as soon as the run is stopping.
-    private func pause(_ seconds: Double, url: String) throws(FetchError) {
-        let until = Date().addingTimeInterval(seconds)
-        while Date() < until {
-            if cancelled.value.withLock({ $0 }) { throw FetchError(url: url, message: "stopped while waiting to retry") }
-            Thread.sleep(forTimeInterval: min(0.05, max(0, until.timeIntervalSinceNow)))
-        }
-    }
-
-    /// Full jitter: a random delay up to `base × 2^(attempt-1)`, capped.
-    private func backoff(_ attempt: Int) -> Double {
-        let cap = min(Double(config.retry.maxDelayMs), Double(config.retry.baseDelayMs) * pow(2, Double(attempt - 1)))
-        return Double.random(in: 0...max(cap, 0)) / 1000
+    /// Drops every fetch under way (aborting its transfer): pagination stopped or failed before
+    /// them, or the run is stopping.
+    private func abandonFetches() {
+        _ = client.abortAll()
+        fetches = [:]
+        retryAt = [:]
+        done = [:]
+        ahead = []
     }
 
     /// `Retry-After` as seconds: a number of seconds, or an HTTP date (IMF-fixdate,
@@ -462,6 +381,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         return max(0, instant - now.timeIntervalSince1970)
     }
 
+    /// The start of an error response's body, for the failure's message.
     static func preview(_ body: [UInt8]) -> String {
         let text = String(decoding: body.prefix(200), as: UTF8.self)
         return text.isEmpty ? "request refused" : text
@@ -503,26 +423,4 @@ public struct HTTPExchange: Sendable {
     /// A safe subset of the response headers (``Credentials/archivedHeaders``).
     public var headers: [String: String]
     public var fetchedAt: Date
-}
-
-/// Results of one window of concurrent requests, each slot written by one request.
-private final class ResultBox: @unchecked Sendable {  // every access under `lock`
-    private let lock = NSLock()
-    private var slots: [Result<Page, FetchError>?]
-
-    init(count: Int) {
-        slots = Array(repeating: nil, count: count)
-    }
-
-    func set(_ k: Int, _ result: Result<Page, FetchError>) {
-        lock.lock()
-        slots[k] = result
-        lock.unlock()
-    }
-
-    var results: [Result<Page, FetchError>?] {
-        lock.lock()
-        defer { lock.unlock() }
-        return slots
-    }
 }

@@ -1,0 +1,189 @@
+import Foundation
+import Logging
+
+/// What every request of an HTTP source obeys: where credentials go (and never go), which URLs
+/// from responses may be followed, the retry policy and the time limit. One value per source,
+/// shared by its page fetches.
+struct FetchRules: Sendable {
+    let config: HTTPSourceConfig
+    let credentials: Credentials
+    /// Where URLs from responses may lead, and which requests carry credentials.
+    let policy: OriginPolicy
+
+    /// Redirects followed per request, at most.
+    static let maxRedirects = 10
+    /// Longest URL taken from a response.
+    static let maxURLLength = 8192
+
+    /// `target` (a URL taken from a response, perhaps relative) resolved against `base`, if the
+    /// origin policy lets Ingot go there; else a ``FetchError`` naming the rule.
+    func follow(_ target: String, from base: String, what: String) throws(FetchError) -> String {
+        guard target.utf8.count <= FetchRules.maxURLLength else {
+            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) is longer than \(FetchRules.maxURLLength) bytes")
+        }
+        guard let absolute = URL(string: target, relativeTo: URL(string: base))?.absoluteString else {
+            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
+        }
+        if let refusal = policy.check(absolute) {
+            throw FetchError(url: HTTPPageSource.shown(credentials.redact(absolute)), message: "refused \(what) (from \(credentials.redact(base))): \(refusal)")
+        }
+        return absolute
+    }
+
+    /// `url` without the query key that carries a credential (URLs are kept and logged this way).
+    func strippingSecrets(_ url: String) -> String {
+        guard let key = credentials.query, var components = URLComponents(string: url) else { return url }
+        components.queryItems = components.queryItems?.filter { $0.name != key.name }
+        if components.queryItems?.isEmpty == true { components.queryItems = nil }
+        return components.string ?? url
+    }
+
+    /// `url` with the credential's query key, as sent to a host that may receive it.
+    func withSecrets(_ url: String) -> String {
+        guard let key = credentials.query, var components = URLComponents(string: url) else { return url }
+        var items = components.queryItems ?? []
+        items.removeAll { $0.name == key.name }
+        items.append(URLQueryItem(name: key.name, value: key.value))
+        components.queryItems = items
+        return components.string ?? url
+    }
+
+    /// Full jitter: a random delay up to `base × 2^(attempt-1)`, capped.
+    func backoff(_ attempt: Int) -> Double {
+        let cap = min(Double(config.retry.maxDelayMs), Double(config.retry.baseDelayMs) * pow(2, Double(attempt - 1)))
+        return Double.random(in: 0...max(cap, 0)) / 1000
+    }
+}
+
+/// One page's GET as a state machine the transfer loop drives: attempts with backoff and
+/// `Retry-After` (connection errors, timeouts, 408, 429, 5xx), redirects followed hop by hop —
+/// each target checked by the origin policy, credentials only on hops that may receive them and
+/// only while the chain has not changed origin (libcurl drops `Authorization` on such a hop, but
+/// not custom headers or query keys, so Ingot does it for all of them).
+///
+/// A value: the loop holds one per page in flight and feeds it each transfer's outcome; it
+/// answers with the next ``Step``. No I/O, no clock of its own (the loop passes `now`).
+struct PageFetch {
+    /// What the loop does next for this page.
+    enum Step {
+        /// Start this request.
+        case send(HTTPRequest)
+        /// Wait until then, then call ``retry()`` and send what it returns.
+        case wait(until: Date)
+        /// The page, or why there is none.
+        case done(Result<Page, FetchError>)
+    }
+
+    /// The page's URL, without secrets.
+    let url: String
+    /// The same, redacted: the page's source in logs, rejects and the archive.
+    let shown: String
+    private(set) var attempt = 1
+    /// Requests sent for this page (attempts × hops).
+    private(set) var requests = 0
+    /// The hop the current request went to (without secrets), whether it carries credentials,
+    /// and how many redirects led there.
+    private var current: String
+    private var trusted: Bool
+    private var redirects = 0
+    private let start: OriginPolicy.Origin?
+    private var attemptStarted: Date
+
+    init(url: String, rules: FetchRules, now: Date = Date()) {
+        self.url = url
+        self.shown = rules.credentials.redact(url)
+        self.current = url
+        self.trusted = rules.policy.mayReceiveCredentials(url)
+        self.start = OriginPolicy.Origin(url)
+        self.attemptStarted = now
+    }
+
+    /// The request for the current hop.
+    mutating func request(_ rules: FetchRules) -> HTTPRequest {
+        requests += 1
+        return HTTPRequest(
+            url: trusted ? rules.withSecrets(current) : current, headers: trusted ? rules.credentials.headers : [],
+            timeout: rules.config.timeout)
+    }
+
+    /// After a wait: the next attempt starts over at the page's URL.
+    mutating func retry(_ rules: FetchRules, now: Date = Date()) -> HTTPRequest {
+        attempt += 1
+        current = url
+        trusted = rules.policy.mayReceiveCredentials(url)
+        redirects = 0
+        attemptStarted = now
+        return request(rules)
+    }
+
+    /// The next step after the current request ended with `result`. A retry is logged
+    /// (`fetch.retry`) with `logger`.
+    mutating func received(
+        _ result: Result<HTTPResponse, TransportError>, rules: FetchRules, logger: Logger, now: Date = Date()
+    ) -> Step {
+        let retry = rules.config.retry
+        let reason: String
+        var delay: Double
+        switch result {
+        case .success(let response):
+            if [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") {
+                redirects += 1
+                guard redirects <= FetchRules.maxRedirects else {
+                    return .done(.failure(FetchError(url: shown, message: "more than \(FetchRules.maxRedirects) redirects")))
+                }
+                let next: String
+                do {
+                    next = try rules.follow(location, from: current, what: "redirect")
+                } catch {
+                    return .done(.failure(error))
+                }
+                if OriginPolicy.Origin(next) != start || !rules.policy.mayReceiveCredentials(next) { trusted = false }
+                current = rules.strippingSecrets(next)
+                return .send(request(rules))
+            }
+            if (200..<300).contains(response.status) {
+                if response.overflowed {
+                    var page = Page(
+                        seq: 0, source: shown, bytes: [],
+                        http: HTTPExchange(status: response.status, headers: [:], fetchedAt: attemptStarted))
+                    page.oversized = response.receivedBytes
+                    return .done(.success(page))
+                }
+                var headers: [String: String] = [:]
+                for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
+                return .done(.success(Page(
+                    seq: 0, source: shown, bytes: response.body,
+                    http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))))
+            }
+            guard response.status == 408 || response.status == 429 || response.status >= 500 else {
+                return .done(.failure(FetchError(
+                    url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body)))))
+            }
+            if attempt >= retry.attempts {
+                return .done(.failure(FetchError(
+                    url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)))
+            }
+            reason = "HTTP \(response.status)"
+            delay = rules.backoff(attempt)
+            if let after = response.header("retry-after").flatMap({ HTTPPageSource.retryAfter($0, now: now) }) {
+                delay = min(after, Double(retry.maxDelayMs) / 1000)
+            }
+        case .failure(let error):
+            if error.wasAborted {
+                return .done(.failure(FetchError(url: shown, message: "stopped: the run is stopping")))
+            }
+            let message = rules.credentials.scrub(error.message)
+            guard error.isRetryable else { return .done(.failure(FetchError(url: shown, message: message))) }
+            if attempt >= retry.attempts {
+                return .done(.failure(FetchError(
+                    url: shown, message: "\(message) (gave up after \(attempt) attempts)", isTemporary: true)))
+            }
+            reason = message
+            delay = rules.backoff(attempt)
+        }
+        logger.warning("fetch.retry", metadata: [
+            LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt), "delay_s": .seconds(delay),
+        ])
+        return .wait(until: now.addingTimeInterval(delay))
+    }
+}
