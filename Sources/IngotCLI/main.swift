@@ -99,9 +99,15 @@ func printError(_ message: String) {
 
 /// Runs `runner` over `source`, stopping it cleanly on the first SIGINT or SIGTERM (in-flight
 /// batches commit, the archive is closed, the summary is logged) and exiting at once on a second.
-func runHandlingSignals(_ runner: PipelineRunner, source: any PageSource) throws {
+/// The metrics server, if any, stops when the run is over.
+func runHandlingSignals(
+    _ config: PipelineConfig, options: RunOptions, logger: Logger, stages: StageOptions, source: any PageSource
+) throws {
+    let (metrics, server) = try stages.metrics(pipeline: config.name)
+    let runner = PipelineRunner(config: config, options: options, logger: logger, metrics: metrics)
     let signals = SignalWatcher(runner: runner)
     let summary = runner.run(source: source)
+    server?.stop()
     if let code = Exit.code(for: summary, signal: signals.received) { throw code }
 }
 
@@ -211,6 +217,12 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Rejects as a share of what was read (0-1) allowed; past it exit 3 (env INGOT_MAX_REJECT_RATIO).")
     var maxRejectRatio: Double?
 
+    @Option(help: "Write Prometheus metrics to this file (atomically) at each progress tick and at exit, for node_exporter's textfile collector (env INGOT_METRICS_FILE).")
+    var metricsFile: String?
+
+    @Option(help: "Serve /metrics and /healthz on this port while the run lasts (env INGOT_METRICS_PORT).")
+    var metricsPort: Int?
+
     /// The database path in force.
     var database: String { db ?? "ingot.db" }
 
@@ -227,6 +239,10 @@ struct StageOptions: ParsableArguments {
         lockTimeout = try lockTimeout ?? Environment.double("INGOT_LOCK_TIMEOUT")
         maxRejects = try maxRejects ?? Environment.int("INGOT_MAX_REJECTS")
         maxRejectRatio = try maxRejectRatio ?? Environment.double("INGOT_MAX_REJECT_RATIO")
+        metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
+        metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
+        if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 1 and 65535") }
+        if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
         if let lockTimeout, !(lockTimeout >= 0) { throw ValidationError("--lock-timeout cannot be negative") }
         if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
         if let maxRejectRatio, !(0...1).contains(maxRejectRatio) { throw ValidationError("--max-reject-ratio must be between 0 and 1") }
@@ -240,6 +256,20 @@ struct StageOptions: ParsableArguments {
             throw ValidationError("--max-page-bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)")
         }
         if let bytesInFlight, bytesInFlight < 1 { throw ValidationError("--bytes-in-flight must be at least 1") }
+    }
+
+    /// The run's metrics and their server, when `--metrics-file` or `--metrics-port` asks for
+    /// them. A port that cannot be listened on is a usage error (exit 2).
+    func metrics(pipeline: String) throws -> (RunMetrics?, MetricsServer?) {
+        guard metricsFile != nil || metricsPort != nil else { return (nil, nil) }
+        let metrics = RunMetrics(pipeline: pipeline, fileURL: metricsFile.map { URL(fileURLWithPath: $0) })
+        guard let metricsPort else { return (metrics, nil) }
+        do {
+            return (metrics, try MetricsServer(port: metricsPort, metrics: metrics))
+        } catch {
+            printError("\(error)")
+            throw Exit.badConfig
+        }
     }
 
     var runOptions: RunOptions {
@@ -333,7 +363,7 @@ struct Run: ParsableCommand {
         var options = stages.runOptions
         options.archiveDirectory = noArchive ? nil : archiveDir ?? "archives"
         options.resume = resume
-        try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: source)
+        try runHandlingSignals(config, options: options, logger: logger, stages: stages, source: source)
     }
 
     /// `--dry-run`: what the run would read, where it would write, and the schema statements it
@@ -437,7 +467,7 @@ struct Replay: ParsableCommand {
         var options = stages.runOptions
         options.maxPageBytes = stages.maxPageBytes ?? reader.header.maxPageBytes ?? config.maxPageBytes
         reader.decompressionLimit = options.maxPageBytes ?? RunOptions.defaultMaxPageBytes
-        try runHandlingSignals(PipelineRunner(config: config, options: options, logger: logger), source: ArchivePageSource(reader: reader))
+        try runHandlingSignals(config, options: options, logger: logger, stages: stages, source: ArchivePageSource(reader: reader))
     }
 }
 

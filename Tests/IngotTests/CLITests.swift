@@ -149,6 +149,10 @@ struct CLITests {
         #expect(viaFlag.status == 0)
         #expect(viaFlag.stderr.contains("msg=run.summary"), "the option wins over INGOT_LOG_FORMAT")
         #expect(FileManager.default.fileExists(atPath: fromFlag))
+        for arguments in [["--metrics-port", "70000"], ["--metrics-file", ""]] {
+            let refused = try run(["run", "pipelines/people.yml", "--no-archive"] + arguments)
+            #expect(refused.status == 2, "\(arguments): \(refused.stderr)")
+        }
         let bad = try run(["run", "pipelines/people.yml"], environment: ["INGOT_LANES": "many"])
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("INGOT_LANES='many' is not an integer"))
@@ -246,6 +250,7 @@ struct CLITests {
         "run.started", "run.resumed", "run.progress", "run.summary", "run.failed", "run.stopping", "run.empty",
         "run.rejects_over_limit", "record.rejected", "page.rejected", "record.rejected.more", "fetch.retry", "fetch.stopped",
         "fetch.max_pages", "batch.failed", "commit.failed", "replace.skipped", "archive.torn", "page.decoded", "batch.committed",
+        "metrics.failed",
     ]
     static let numericFields: Set<String> = [
         "pages", "records", "inserted", "updated", "deleted", "rejected_records", "rejected_pages", "bytes", "records_per_s",
@@ -270,9 +275,10 @@ struct CLITests {
         try Data(text.utf8).write(to: pipeline)
         let db = dir.appendingPathComponent("log.db").path
         let archives = dir.appendingPathComponent("archives").path
+        let metricsFile = dir.appendingPathComponent("ingot.prom").path
         let result = try run(
             ["run", pipeline.path, "--db", db, "--archive-dir", archives, "--progress-interval", "0.05"],
-            environment: ["PEOPLE_TOKEN": token, "INGOT_LOG_FORMAT": "json", "INGOT_LOG_LEVEL": "debug"])
+            environment: ["PEOPLE_TOKEN": token, "INGOT_LOG_FORMAT": "json", "INGOT_LOG_LEVEL": "debug", "INGOT_METRICS_FILE": metricsFile])
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stderr.split(separator: "\n").map(String.init)
         var events: Set<String> = []
@@ -297,8 +303,33 @@ struct CLITests {
         let decoded = lines.filter { $0.contains(#""msg":"page.decoded""#) }.count
         let summaryPages = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["pages"] as? Int
         #expect(decoded == summaryPages, "a debug line per page decoded (the page that is not JSON included)")
-        // The token appears nowhere: not in the log, the archive, or the database.
+        // The metrics file parses strictly and agrees with the summary.
+        let summary = try #require(lines.last.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+        #expect(summary["msg"] as? String == "run.summary")
+        let exposition = String(decoding: try Data(contentsOf: URL(fileURLWithPath: metricsFile)), as: UTF8.self)
+        let metrics = try PrometheusText(exposition)
+        func number(_ key: String) -> Double? { (summary[key] as? NSNumber)?.doubleValue }
+        #expect(metrics.value("ingot_pages_total", ["outcome": "applied"]).map { $0 + (metrics.value("ingot_pages_total", ["outcome": "rejected"]) ?? -1) } == number("pages"))
+        #expect(metrics.value("ingot_pages_total", ["outcome": "rejected"]) == number("rejected_pages"))
+        #expect(metrics.value("ingot_records_read_total") == number("records"))
+        #expect(metrics.value("ingot_bytes_total", ["stage": "committed"]) == number("bytes"))
+        for entity in ["person", "dog"] {
+            for outcome in ["inserted", "updated", "stubs", "rejected"] {
+                #expect(metrics.value("ingot_records_total", ["entity": entity, "outcome": outcome]) == number("\(entity).\(outcome)"), "\(entity).\(outcome)")
+            }
+        }
+        let rejectKeys = summary.keys.filter { $0.hasPrefix("rejects.") }
+        #expect(!rejectKeys.isEmpty)
+        for key in rejectKeys {
+            #expect(metrics.value("ingot_rejects_total", ["reason": String(key.dropFirst(8))]) == number(key), "\(key)")
+        }
+        #expect(metrics.all("ingot_rejects_total").count == rejectKeys.count)
+        #expect((metrics.value("ingot_fetch_retries_total") ?? 0) >= 2)  // a 500 and a 429
+        #expect((metrics.value("ingot_fetch_duration_seconds_count") ?? 0) >= number("pages") ?? 1)
+        #expect((metrics.value("ingot_run_last_success_timestamp_seconds") ?? 0) > 1_700_000_000)
+        // The token appears nowhere: not in the log, the metrics, the archive, or the database.
         #expect(!result.stderr.contains(token))
+        #expect(!exposition.contains(token))
         let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: archives).first)
         let archived = try Data(contentsOf: URL(fileURLWithPath: archives + "/" + archive))
         #expect(archived.range(of: Data(token.utf8)) == nil)

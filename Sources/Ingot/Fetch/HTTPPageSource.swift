@@ -20,6 +20,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private let rules: FetchRules
     private var credentials: Credentials { rules.credentials }
     private var logger: Logger
+    private var metrics: RunMetrics?
     /// Every transfer of this source: `concurrency` at once for page and offset pagination.
     private let client: HTTPClient
     /// Where the next page comes from; `nil` when pagination is over.
@@ -115,6 +116,11 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     /// Logs retries and pagination events through the run's logger from now on.
     public func useLogger(_ logger: Logger) {
         self.logger = logger
+    }
+
+    /// Records each response's latency and each retry in the run's metrics from now on.
+    public func useMetrics(_ metrics: RunMetrics) {
+        self.metrics = metrics
     }
 
     public func next() throws -> Page? {
@@ -322,11 +328,13 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             now = Date()
             for (k, result) in ended {
                 guard var fetch = fetches[k] else { continue }
+                if let metrics, case .success(let response) = result { metrics.recordFetch(seconds: response.seconds) }
                 switch fetch.received(result, rules: rules, logger: logger, now: now) {
                 case .send(let request):
                     client.start(request, tag: k)
                     fetches[k] = fetch
                 case .wait(let until):
+                    metrics?.recordRetry()
                     retryAt[k] = until
                     fetches[k] = fetch
                 case .done(let result):

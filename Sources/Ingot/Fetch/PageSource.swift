@@ -45,12 +45,16 @@ public protocol PageSource: AnyObject, Sendable {
     /// Gives the source the run's logger (it carries `pipeline` and `run_id`), before the first
     /// ``next()``: every line of a run names its run.
     func useLogger(_ logger: Logger)
+    /// Gives the source the run's metrics (fetch latency, retries), before the first ``next()``.
+    func useMetrics(_ metrics: RunMetrics)
 }
 
 extension PageSource {
     public func cancel() {}
     /// Sources that log nothing ignore the run's logger.
     public func useLogger(_ logger: Logger) {}
+    /// Sources that do not fetch record no metrics.
+    public func useMetrics(_ metrics: RunMetrics) {}
 
     public func resume(from state: String) throws {
         throw SourceError(source: "\(Self.self)", message: "this source cannot resume")

@@ -10,6 +10,7 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.archive", qos: .userInitiated)
     private let writer: ArchiveWriter
     private let failed = Mutex(false)
+    private let written = Mutex(0)
     private(set) var failure: ArchiveError?
 
     var path: String { writer.path }
@@ -21,6 +22,9 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
     /// Whether appending failed (the source then stops). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
 
+    /// Bytes written to the archive so far (compressed). Safe from any queue.
+    var bytesWritten: Int { written.withLock { $0 } }
+
     /// Archives `page` and returns it with its archive location, or `nil` when it could not be
     /// archived (the run then fails: nothing is decoded that was not archived first).
     func append(_ page: Page) -> Page? {
@@ -30,6 +34,7 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
             try writer.append(
                 page.bytes, seq: page.seq, source: page.source, fetchedAt: page.http?.fetchedAt ?? Date(),
                 httpStatus: page.http?.status, headers: page.http?.headers)
+            written.withLock { $0 = Int(writer.size) }
             var archived = page
             archived.archive = ArchiveLocation(path: writer.path, entry: page.seq)
             return archived

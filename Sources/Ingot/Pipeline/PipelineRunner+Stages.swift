@@ -98,7 +98,10 @@ extension PipelineRunner {
                     }
                     seq += 1
                     page.seq = seq
-                    flow.counts.withLock { $0.read += 1 }
+                    flow.counts.withLock {
+                        $0.read += 1
+                        $0.bytesRead += page.oversized ?? page.bytes.count
+                    }
                     if page.oversized != nil || page.bytes.count > maxPageBytes {
                         let rejected = PipelineRunner.oversizedPage(page, limit: maxPageBytes, entity: rootName)
                         budget.charge(rejected.bytes)

@@ -26,11 +26,16 @@ public final class PipelineRunner: Sendable {
     private let activeSource = SourceBox()
     /// The logger of the run in progress (with `pipeline` and `run_id`), for ``stop()``'s line.
     private let runLogger = Mutex<Logger?>(nil)
+    /// Where the run's metrics go, if anywhere (`--metrics-file`, `--metrics-port`).
+    public let metrics: RunMetrics?
 
-    public init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger) {
+    /// A runner of `config` with `options`, logging to `logger` and, when given, recording
+    /// `metrics` (updated at each progress tick and at the end).
+    public init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger, metrics: RunMetrics? = nil) {
         self.config = config
         self.options = options
         self.logger = logger
+        self.metrics = metrics
     }
 
     /// The largest page this run accepts: the options', else the pipeline's, else 64 MiB.
@@ -103,17 +108,23 @@ public final class PipelineRunner: Sendable {
         logger[metadataKey: LogKey.runID] = "\(runID)"
         lock?.describe(runID: runID)
         source.useLogger(logger)
+        if let metrics { source.useMetrics(metrics) }
         runLogger.withLock { $0 = logger }
         defer { runLogger.withLock { $0 = nil } }
 
+        let flow = PageFlow()
         func summary(
-            _ status: RunSummary.Status, _ counters: RunCounters, _ error: (any Error)?, archive: String? = nil
+            _ status: RunSummary.Status, _ counters: RunCounters, _ error: (any Error)?, archive: ArchiveStage? = nil
         ) -> RunSummary {
             var s = RunSummary(
                 runID: runID, pipeline: config.name, status: status, counters: counters,
-                duration: Date().timeIntervalSince(started), error: error.map { "\($0)" }, archive: archive)
+                duration: Date().timeIntervalSince(started), error: error.map { "\($0)" }, archive: archive?.path)
             s.failureKind = error.map(RunSummary.FailureKind.init)
             if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: logger) }
+            if let metrics {
+                if status == .finished && s.limitExceeded == nil { metrics.succeeded() }
+                updateMetrics(metrics, counters, flow: flow, archive: archive, started: started, logger: logger)
+            }
             PipelineRunner.logSummary(s, logger)
             return s
         }
@@ -151,14 +162,14 @@ public final class PipelineRunner: Sendable {
         let firstSeq = (resumed?.lastSeq ?? 0) + 1
         let writer = WriterStage(
             store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
-            initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, finished: { done.signal() })
+            initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics,
+            finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
             byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
 
-        let flow = PageFlow()
         let decode = makeDecodeLanes(count: lanes, assembler: assembler, logger: logger, flow: flow)
-        let progress = startProgress(logger: logger, started: started, flow: flow)
+        let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)
         startSource(
             source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,
             decode: decode)
@@ -181,9 +192,9 @@ public final class PipelineRunner: Sendable {
         }
         if let failure {
             logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])
-            return summary(.failed, counters, failure, archive: archive?.path)
+            return summary(.failed, counters, failure, archive: archive)
         }
-        return summary(status, counters, nil, archive: archive?.path)
+        return summary(status, counters, nil, archive: archive)
     }
 
     /// Whether a finished run's rejects passed a limit (the options', else the pipeline's), or,
@@ -231,13 +242,18 @@ public final class PipelineRunner: Sendable {
 
     // MARK: - Progress and summary
 
-    private func startProgress(logger: Logger, started: Date, flow: PageFlow) -> (any DispatchSourceTimer)? {
-        guard options.progressInterval > 0 else { return nil }
+    /// Progress lines and metrics updates every `progressInterval` seconds (metrics every 5 s
+    /// when progress lines are off).
+    private func startProgress(logger: Logger, started: Date, flow: PageFlow, archive: ArchiveStage?) -> (any DispatchSourceTimer)? {
+        guard options.progressInterval > 0 || metrics != nil else { return nil }
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ingot.progress"))
-        let interval = options.progressInterval
+        let interval = options.progressInterval > 0 ? options.progressInterval : 5
+        let logs = options.progressInterval > 0
         timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [shared] in
+        timer.setEventHandler { [shared, metrics] in
             let c = shared.value.withLock { $0 }
+            if let metrics { self.updateMetrics(metrics, c, flow: flow, archive: archive, started: started, logger: logger) }
+            guard logs else { return }
             let elapsed = Date().timeIntervalSince(started)
             let (read, decoded) = flow.counts.withLock { ($0.read, $0.decoded) }
             logger.info("run.progress", metadata: [
@@ -250,6 +266,18 @@ public final class PipelineRunner: Sendable {
         }
         timer.resume()
         return timer
+    }
+
+    private func updateMetrics(
+        _ metrics: RunMetrics, _ counters: RunCounters, flow: PageFlow, archive: ArchiveStage?, started: Date, logger: Logger
+    ) {
+        var snapshot = RunMetrics.Snapshot(counters: counters)
+        (snapshot.pagesRead, snapshot.bytesRead) = flow.counts.withLock { ($0.read, $0.bytesRead) }
+        snapshot.bytesArchived = archive?.bytesWritten
+        snapshot.elapsed = Date().timeIntervalSince(started)
+        if let problem = metrics.update(snapshot) {
+            logger.warning("metrics.failed", metadata: [LogKey.reason: "\(problem)"])
+        }
     }
 
     static func logSummary(_ s: RunSummary, _ logger: Logger) {
@@ -289,7 +317,7 @@ public final class PipelineRunner: Sendable {
 /// Pages read by the source and decoded by the lanes so far, for progress lines (committed
 /// pages are in the run's counters).
 final class PageFlow: Sendable {
-    let counts = Mutex<(read: Int, decoded: Int)>((0, 0))
+    let counts = Mutex<(read: Int, decoded: Int, bytesRead: Int)>((0, 0, 0))
 }
 
 /// Why the source stopped.

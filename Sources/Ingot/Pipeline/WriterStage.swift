@@ -49,6 +49,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     var committedBatch: Int { committed.load(ordering: .acquiring) }
     private var loggedRejections = 0
     private let pipeline: String
+    /// Commit latency goes here, if the run has metrics.
+    private let metrics: RunMetrics?
     /// `incremental.param` and the highest cursor value committed so far.
     private let incrementalKey: String?
     private var incrementalMax: String?
@@ -57,9 +59,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
-        shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false,
+        shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
         finished: @escaping @Sendable () -> Void
     ) {
+        self.metrics = metrics
         self.store = store
         self.model = config.model
         self.runID = runID
@@ -192,8 +195,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             let clock = ContinuousClock()
             let started = clock.now
             try store.commit()
+            let elapsed = clock.now - started
+            metrics?.recordCommit(elapsed)
             if logger.logLevel <= .debug {
-                let elapsed = clock.now - started
                 let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
                 logger.debug("batch.committed", metadata: [
                     LogKey.records: .int(saved.records - counters.records), LogKey.pages: .int(saved.pages - counters.pages),

@@ -1,0 +1,166 @@
+import CoreMetrics
+import Foundation
+import Prometheus
+import Synchronization
+
+/// A run's metrics, recorded through swift-metrics into a Prometheus registry of the run's own
+/// (no global bootstrap: a process may hold several runs, a test many).
+///
+/// Counters are taken from the run's committed counters at each progress tick and at the end
+/// (``update(_:)``), so at exit they equal the summary's exactly; the fetch and commit latency
+/// histograms and the retry counter are recorded where those happen. The text exposition comes
+/// from swift-prometheus; ``fileURL`` gets it atomically (a temporary file renamed over it, for
+/// node_exporter's textfile collector), ``MetricsServer`` serves it.
+///
+/// Every series carries `pipeline`. Names and meanings: docs/logging.md, "Metrics".
+public final class RunMetrics: Sendable {
+    /// The registry the exposition is read from.
+    public let registry: PrometheusCollectorRegistry
+    /// Where ``update(_:)`` writes the exposition, if anywhere.
+    public let fileURL: URL?
+    public let pipeline: String
+    private let factory: PrometheusMetricsFactory
+    private let synced = Mutex<[String: Int64]>([:])
+    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let fetchDuration: CoreMetrics.Timer
+    private let commitDuration: CoreMetrics.Timer
+    private let fetchRetries: CoreMetrics.Counter
+    private let runDuration: CoreMetrics.Gauge
+    private let lastSuccess: CoreMetrics.Gauge
+
+    /// What one update reports: the committed counters and what the stages have seen so far.
+    public struct Snapshot: Sendable {
+        public var counters: RunCounters
+        public var pagesRead = 0
+        public var bytesRead = 0
+        public var bytesArchived: Int?
+        public var elapsed: Double = 0
+
+        /// A snapshot of `counters` (the rest as the stages report it).
+        public init(counters: RunCounters) {
+            self.counters = counters
+        }
+    }
+
+    /// Metrics of a run of `pipeline`, written to `fileURL` at each update when given. A file
+    /// left by an earlier run keeps its last-success time (a failed run does not erase it).
+    public init(pipeline: String, fileURL: URL? = nil) {
+        self.pipeline = pipeline
+        self.fileURL = fileURL
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets = [
+            "ingot_fetch_duration_seconds": [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000].map { .milliseconds($0) },
+            "ingot_commit_duration_seconds": [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000].map { .milliseconds($0) },
+        ]
+        self.registry = registry
+        self.factory = factory
+        let labels = [("pipeline", pipeline)]
+        fetchDuration = Timer(label: "ingot_fetch_duration_seconds", dimensions: labels, factory: factory)
+        commitDuration = Timer(label: "ingot_commit_duration_seconds", dimensions: labels, factory: factory)
+        fetchRetries = Counter(label: "ingot_fetch_retries_total", dimensions: labels, factory: factory)
+        runDuration = Gauge(label: "ingot_run_duration_seconds", dimensions: labels, factory: factory)
+        lastSuccess = Gauge(label: "ingot_run_last_success_timestamp_seconds", dimensions: labels, factory: factory)
+        if let fileURL, let previous = RunMetrics.lastSuccess(in: fileURL, pipeline: pipeline) {
+            lastSuccess.record(previous)
+        }
+    }
+
+    /// Brings the counters to `snapshot` (they only grow: each moves by the difference) and
+    /// writes the file. Returns why the file could not be written, if it could not.
+    @discardableResult
+    public func update(_ snapshot: Snapshot) -> String? {
+        let c = snapshot.counters
+        for (entity, counts) in c.entities {
+            for (outcome, value) in [("inserted", counts.inserted), ("updated", counts.updated), ("stubs", counts.stubs), ("rejected", counts.rejected)] {
+                sync("ingot_records_total", [("entity", entity), ("outcome", outcome)], value)
+            }
+        }
+        sync("ingot_pages_total", [("outcome", "applied")], c.pages - c.rejectedPages)
+        sync("ingot_pages_total", [("outcome", "rejected")], c.rejectedPages)
+        for (reason, value) in c.rejectsByReason { sync("ingot_rejects_total", [("reason", reason)], value) }
+        sync("ingot_rows_deleted_total", [], c.deleted)
+        sync("ingot_bytes_total", [("stage", "read")], snapshot.bytesRead)
+        sync("ingot_bytes_total", [("stage", "committed")], c.bytes)
+        if let archived = snapshot.bytesArchived { sync("ingot_bytes_total", [("stage", "archived")], archived) }
+        sync("ingot_pages_read_total", [], snapshot.pagesRead)
+        sync("ingot_records_read_total", [], c.records)
+        runDuration.record(snapshot.elapsed)
+        return write()
+    }
+
+    /// One HTTP response came after `seconds` (`ingot_fetch_duration_seconds`).
+    public func recordFetch(seconds: Double) {
+        fetchDuration.recordSeconds(seconds)
+    }
+
+    /// A request is retried (`ingot_fetch_retries_total`).
+    public func recordRetry() {
+        fetchRetries.increment()
+    }
+
+    /// A commit took `duration` (`ingot_commit_duration_seconds`).
+    public func recordCommit(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        commitDuration.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// Marks the run a success now (`ingot_run_last_success_timestamp_seconds`).
+    public func succeeded(at date: Date = Date()) {
+        lastSuccess.record(date.timeIntervalSince1970)
+    }
+
+    /// The Prometheus text exposition of every metric.
+    public func exposition() -> [UInt8] {
+        registry.emitToBuffer()
+    }
+
+    private func sync(_ name: String, _ labels: [(String, String)], _ value: Int) {
+        let dimensions = [("pipeline", pipeline)] + labels
+        let key = name + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+        let delta = synced.withLock { last -> Int64 in
+            let d = Int64(value) - (last[key] ?? 0)
+            if d > 0 { last[key] = Int64(value) }
+            return d
+        }
+        let counter = counters.withLock { all in
+            if let existing = all[key] { return existing }
+            let made = Counter(label: name, dimensions: dimensions, factory: factory)
+            all[key] = made
+            return made
+        }
+        if delta > 0 { counter.increment(by: delta) }
+    }
+
+    /// Writes the exposition to ``fileURL`` through a temporary file in the same directory and a
+    /// rename, so a collector never reads half a file.
+    private func write() -> String? {
+        guard let fileURL else { return nil }
+        let temporary = fileURL.deletingLastPathComponent()
+            .appendingPathComponent(".\(fileURL.lastPathComponent).\(getpid()).tmp")
+        do {
+            try Data(exposition()).write(to: temporary)
+            guard rename(temporary.path, fileURL.path) == 0 else {
+                let reason = String(cString: strerror(errno))
+                try? FileManager.default.removeItem(at: temporary)
+                return "cannot rename \(temporary.path) to \(fileURL.path): \(reason)"
+            }
+            return nil
+        } catch {
+            return "cannot write \(temporary.path): \(error.localizedDescription)"
+        }
+    }
+
+    /// The last-success time a previous run left in `url` for `pipeline`, if any.
+    static func lastSuccess(in url: URL, pipeline: String) -> Double? {
+        guard let data = try? Data(contentsOf: url, options: .mappedIfSafe), data.count < 16 << 20 else { return nil }
+        let prefix = "ingot_run_last_success_timestamp_seconds{"
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix(prefix) {
+            guard line.contains("pipeline=\"\(pipeline)\""), let value = line.split(separator: " ").last.flatMap({ Double($0) }),
+                value.isFinite, value > 0
+            else { continue }
+            return value
+        }
+        return nil
+    }
+}
