@@ -318,6 +318,8 @@ struct CLITests {
                 #expect(metrics.value("ingot_records_total", ["entity": entity, "outcome": outcome]) == number("\(entity).\(outcome)"), "\(entity).\(outcome)")
             }
         }
+        #expect(number("dog.stubs_unfilled") != nil)
+        #expect(metrics.value("ingot_stubs_unfilled", ["entity": "dog"]) == number("dog.stubs_unfilled"))
         let rejectKeys = summary.keys.filter { $0.hasPrefix("rejects.") }
         #expect(!rejectKeys.isEmpty)
         for key in rejectKeys {

@@ -257,12 +257,17 @@ struct MergeRulesTests {
             """#)])
         // Person 1 and 2 inserted; dog 8 a stub (only its identity), dog 7 created with a name; one person rejected.
         #expect(first.counters.entities["person"] == EntityCounts(inserted: 2, updated: 0, stubs: 0, rejected: 1))
-        #expect(first.counters.entities["dog"] == EntityCounts(inserted: 2, updated: 0, stubs: 1, rejected: 0))
+        // Dog is the target of stubbing relationships: its stubs still unfilled are counted at the end.
+        #expect(first.counters.entities["dog"] == EntityCounts(inserted: 2, updated: 0, stubs: 1, rejected: 0, unfilled: 1))
         let (second, _) = try ingest(peopleYAML, [page(#"{"id": 1, "name": "Ada"}, {"id": 3}"#)], db: db)
         #expect(second.counters.entities["person"] == EntityCounts(inserted: 1, updated: 1, stubs: 1, rejected: 0))
+        #expect(second.counters.entities["dog"] == EntityCounts(unfilled: 1), "dog 8, stubbed by the first run")
+        let (third, _) = try ingest(peopleYAML, [page(#"{"id": 2, "dogs": [{"id": 8, "name": "Fido"}]}"#)], db: db)
+        #expect(third.counters.entities["dog"] == EntityCounts(inserted: 0, updated: 1, unfilled: 0))
         #expect(try rows(db, "SELECT entity_counts FROM _ingot_runs ORDER BY rowid") == [
-            [#"{"dog":{"inserted":2,"updated":0,"stubs":1,"rejected":0},"person":{"inserted":2,"updated":0,"stubs":0,"rejected":1}}"#],
-            [#"{"person":{"inserted":1,"updated":1,"stubs":1,"rejected":0}}"#],
+            [#"{"dog":{"inserted":2,"updated":0,"stubs":1,"rejected":0,"unfilled":1},"person":{"inserted":2,"updated":0,"stubs":0,"rejected":1}}"#],
+            [#"{"dog":{"inserted":0,"updated":0,"stubs":0,"rejected":0,"unfilled":1},"person":{"inserted":1,"updated":1,"stubs":1,"rejected":0}}"#],
+            [#"{"dog":{"inserted":0,"updated":1,"stubs":0,"rejected":0,"unfilled":0},"person":{"inserted":0,"updated":1,"stubs":0,"rejected":0}}"#],
         ])
     }
 

@@ -22,6 +22,7 @@ public final class RunMetrics: Sendable {
     private let factory: PrometheusMetricsFactory
     private let synced = Mutex<[String: Int64]>([:])
     private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
     private let fetchDuration: CoreMetrics.Timer
     private let commitDuration: CoreMetrics.Timer
     private let fetchRetries: CoreMetrics.Counter
@@ -75,6 +76,16 @@ public final class RunMetrics: Sendable {
             for (outcome, value) in [("inserted", counts.inserted), ("updated", counts.updated), ("stubs", counts.stubs), ("rejected", counts.rejected)] {
                 sync("ingot_records_total", [("entity", entity), ("outcome", outcome)], value)
             }
+        }
+        for (entity, counts) in c.entities {
+            guard let unfilled = counts.unfilled else { continue }
+            let gauge = gauges.withLock { all in
+                if let existing = all[entity] { return existing }
+                let made = Gauge(label: "ingot_stubs_unfilled", dimensions: [("pipeline", pipeline), ("entity", entity)], factory: factory)
+                all[entity] = made
+                return made
+            }
+            gauge.record(unfilled)
         }
         sync("ingot_pages_total", [("outcome", "applied")], c.pages - c.rejectedPages)
         sync("ingot_pages_total", [("outcome", "rejected")], c.rejectedPages)

@@ -183,6 +183,11 @@ public final class PipelineRunner: Sendable {
             failure = archiveFailure
         }
         let status: RunSummary.Status = failure != nil ? .failed : writer.interrupted ? .interrupted : .finished
+        if failure == nil, let unfilled = try? store.unfilledStubs() {
+            for (entity, count) in unfilled {
+                counters.entities[config.model.entities[entity].name, default: EntityCounts()].unfilled = count
+            }
+        }
         do {
             try store.finishRun(id: runID, status: status.rawValue, counters: counters, finishedAt: Date())
             try store.close()
@@ -295,6 +300,7 @@ public final class PipelineRunner: Sendable {
             metadata["\(name).updated"] = .int(e.updated)
             metadata["\(name).stubs"] = .int(e.stubs)
             metadata["\(name).rejected"] = .int(e.rejected)
+            if let unfilled = e.unfilled { metadata["\(name).stubs_unfilled"] = .int(unfilled) }
         }
         for (code, count) in c.rejectsByReason { metadata["rejects.\(code)"] = .int(count) }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }

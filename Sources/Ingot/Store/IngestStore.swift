@@ -43,6 +43,9 @@ protocol IngestStore: AnyObject, Sendable {
     /// Deletes the rows of the replace entity the run did not touch, in the open transaction.
     func deleteUntouched() throws -> Int
 
+    /// Per entity (by index) that relationships stub: rows still holding only their identity.
+    func unfilledStubs() throws -> [Int: Int]
+
     func close() throws
 }
 

@@ -127,6 +127,26 @@ extension Store {
         }
     }
 
+    /// Per entity (by index) that some relationship stubs (`missing: stub`) and that has columns
+    /// besides its identity: how many of its rows hold nothing but their identity — stubs no
+    /// record has filled yet. One count per such entity (a scan of its table).
+    func unfilledStubs() throws -> [Int: Int] {
+        let stubbed = Set(model.entities.flatMap { entity in
+            entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
+        })
+        var result: [Int: Int] = [:]
+        try dbQueue.read { db in
+            for entity in stubbed.sorted() {
+                let layout = layouts[entity]
+                let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
+                guard !others.isEmpty else { continue }
+                let empty = others.map { "\(Store.quote(layout.columns[$0].name)) IS NULL" }.joined(separator: " AND ")
+                result[entity] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(Store.quote(layout.table)) WHERE \(empty)") ?? 0
+            }
+        }
+        return result
+    }
+
     // MARK: - Replace mode
 
     /// Starts recording which rows of `entity` the run touches (in a temporary table).
@@ -243,7 +263,9 @@ public struct RunCounters: Sendable, Equatable {
         for (k, (name, c)) in entities.sorted(by: { $0.key < $1.key }).enumerated() {
             if k > 0 { out += "," }
             JSONText.quote(name, into: &out)
-            out += #":{"inserted":\#(c.inserted),"updated":\#(c.updated),"stubs":\#(c.stubs),"rejected":\#(c.rejected)}"#
+            out += #":{"inserted":\#(c.inserted),"updated":\#(c.updated),"stubs":\#(c.stubs),"rejected":\#(c.rejected)"#
+            if let unfilled = c.unfilled { out += #","unfilled":\#(unfilled)"# }
+            out += "}"
         }
         return out + "}"
     }
@@ -255,7 +277,9 @@ public struct RunCounters: Sendable, Equatable {
         for (name, value) in document.root.members {
             guard let key = name.string else { continue }
             func field(_ f: String) -> Int { value[f]?.int64.map { Int($0) } ?? 0 }
-            result[key] = EntityCounts(inserted: field("inserted"), updated: field("updated"), stubs: field("stubs"), rejected: field("rejected"))
+            result[key] = EntityCounts(
+                inserted: field("inserted"), updated: field("updated"), stubs: field("stubs"), rejected: field("rejected"),
+                unfilled: value["unfilled"]?.int64.map { Int($0) })
         }
         return result
     }
@@ -271,17 +295,23 @@ public struct EntityCounts: Sendable, Equatable {
     public var stubs = 0
     /// Records of this entity rejected (not pages: those count for the run as a whole).
     public var rejected = 0
+    /// Stubs still unfilled when the run ended: rows of this entity (any run's) holding nothing
+    /// but their identity. `nil` for entities no relationship stubs, or before the end.
+    public var unfilled: Int?
 
     /// Counts as given (tests and resumed runs).
-    public init(inserted: Int = 0, updated: Int = 0, stubs: Int = 0, rejected: Int = 0) {
+    public init(inserted: Int = 0, updated: Int = 0, stubs: Int = 0, rejected: Int = 0, unfilled: Int? = nil) {
         self.inserted = inserted
         self.updated = updated
         self.stubs = stubs
         self.rejected = rejected
+        self.unfilled = unfilled
     }
 
     static func + (a: Self, b: Self) -> Self {
-        EntityCounts(inserted: a.inserted + b.inserted, updated: a.updated + b.updated, stubs: a.stubs + b.stubs, rejected: a.rejected + b.rejected)
+        EntityCounts(
+            inserted: a.inserted + b.inserted, updated: a.updated + b.updated, stubs: a.stubs + b.stubs,
+            rejected: a.rejected + b.rejected, unfilled: b.unfilled ?? a.unfilled)
     }
 }
 
