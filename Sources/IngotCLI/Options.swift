@@ -1,0 +1,178 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Ingot
+import Logging
+import Synchronization
+
+/// The environment variables that stand in for options (`INGOT_DB` for `--db`, …): read only
+/// where the option was not given.
+enum Environment {
+    static let values = ProcessInfo.processInfo.environment
+
+    static func string(_ name: String) -> String? {
+        guard let value = values[name], !value.isEmpty else { return nil }
+        return value
+    }
+
+    static func int(_ name: String) throws -> Int? {
+        guard let text = string(name) else { return nil }
+        guard let value = Int(text) else { throw ValidationError("\(name)='\(text)' is not an integer") }
+        return value
+    }
+
+    static func double(_ name: String) throws -> Double? {
+        guard let text = string(name) else { return nil }
+        guard let value = Double(text), value.isFinite else { throw ValidationError("\(name)='\(text)' is not a number") }
+        return value
+    }
+
+    static func flag(_ name: String) throws -> Bool {
+        guard let text = string(name)?.lowercased() else { return false }
+        switch text {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw ValidationError("\(name)='\(text)' is not a boolean (1/0, true/false, yes/no)")
+        }
+    }
+
+    static func parsed<T: ExpressibleByArgument>(_ name: String, as: T.Type) throws -> T? {
+        guard let text = string(name) else { return nil }
+        guard let value = T(argument: text) else { throw ValidationError("\(name)='\(text)' is not a valid value") }
+        return value
+    }
+}
+
+struct LogOptions: ParsableArguments {
+    @Option(help: "Log format: logfmt or json (env INGOT_LOG_FORMAT; default logfmt).")
+    var logFormat: LogfmtLogHandler.Format?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (env INGOT_LOG_LEVEL; default info).")
+    var logLevel: Logger.Level?
+
+    mutating func validate() throws {
+        logFormat = try logFormat ?? Environment.parsed("INGOT_LOG_FORMAT", as: LogfmtLogHandler.Format.self)
+        logLevel = try logLevel ?? Environment.parsed("INGOT_LOG_LEVEL", as: Logger.Level.self)
+    }
+
+    func makeLogger() -> Logger {
+        let format = logFormat ?? .logfmt
+        var logger = Logger(label: "ingot") { _ in LogfmtLogHandler(format: format) }
+        logger.logLevel = logLevel ?? .info
+        return logger
+    }
+}
+
+extension LogfmtLogHandler.Format: ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+/// The options `run` and `replay` share: the database and how the stages run.
+struct StageOptions: ParsableArguments {
+    @Option(help: "The SQLite database file (env INGOT_DB; default ingot.db).")
+    var db: String?
+
+    @Option(help: "Decode lanes (env INGOT_LANES; default: the number of cores).")
+    var lanes: Int?
+
+    @Option(help: "Records per batch: folded, looked up and saved at once (env INGOT_BATCH_RECORDS; default: the pipeline's batch_records, else 5000).")
+    var batchRecords: Int?
+
+    @Option(help: "Page bytes per batch at most, for big records (env INGOT_BATCH_BYTES; default 67108864: 64 MiB).")
+    var batchBytes: Int?
+
+    @Option(help: "Records per transaction: batches share one until it holds this many (env INGOT_COMMIT_RECORDS; default 25000).")
+    var commitRecords: Int?
+
+    @Option(help: "Seconds a transaction stays open at most (env INGOT_COMMIT_INTERVAL; default 1).")
+    var commitInterval: Double?
+
+    @Option(help: "Seconds between progress lines; 0 turns them off (env INGOT_PROGRESS_INTERVAL; default 5).")
+    var progressInterval: Double?
+
+    @Option(help: "The largest page accepted, in bytes; a bigger one is rejected (env INGOT_MAX_PAGE_BYTES; default: the pipeline's max_page_bytes, else 67108864).")
+    var maxPageBytes: Int?
+
+    @Option(help: "Raw page bytes read but not yet batched, at most (env INGOT_BYTES_IN_FLIGHT; default 67108864).")
+    var bytesInFlight: Int?
+
+    @Option(help: "Seconds to wait for another run holding the database, then exit 75 (env INGOT_LOCK_TIMEOUT; default 30).")
+    var lockTimeout: Double?
+
+    @Option(help: "Rejected records and pages allowed; past it a finished run exits 3 (env INGOT_MAX_REJECTS; default: the pipeline's limits).")
+    var maxRejects: Int?
+
+    @Option(help: "Rejects as a share of what was read (0-1) allowed; past it exit 3 (env INGOT_MAX_REJECT_RATIO).")
+    var maxRejectRatio: Double?
+
+    @Option(help: "Write Prometheus metrics to this file (atomically) at each progress tick and at exit, for node_exporter's textfile collector (env INGOT_METRICS_FILE).")
+    var metricsFile: String?
+
+    @Option(help: "Serve /metrics and /healthz on this port while the run lasts (env INGOT_METRICS_PORT).")
+    var metricsPort: Int?
+
+    /// The database path in force.
+    var database: String { db ?? "ingot.db" }
+
+    mutating func validate() throws {
+        db = db ?? Environment.string("INGOT_DB")
+        lanes = try lanes ?? Environment.int("INGOT_LANES")
+        batchRecords = try batchRecords ?? Environment.int("INGOT_BATCH_RECORDS")
+        batchBytes = try batchBytes ?? Environment.int("INGOT_BATCH_BYTES")
+        commitRecords = try commitRecords ?? Environment.int("INGOT_COMMIT_RECORDS")
+        commitInterval = try commitInterval ?? Environment.double("INGOT_COMMIT_INTERVAL")
+        progressInterval = try progressInterval ?? Environment.double("INGOT_PROGRESS_INTERVAL")
+        maxPageBytes = try maxPageBytes ?? Environment.int("INGOT_MAX_PAGE_BYTES")
+        bytesInFlight = try bytesInFlight ?? Environment.int("INGOT_BYTES_IN_FLIGHT")
+        lockTimeout = try lockTimeout ?? Environment.double("INGOT_LOCK_TIMEOUT")
+        maxRejects = try maxRejects ?? Environment.int("INGOT_MAX_REJECTS")
+        maxRejectRatio = try maxRejectRatio ?? Environment.double("INGOT_MAX_REJECT_RATIO")
+        metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
+        metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
+        if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 1 and 65535") }
+        if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
+        if let lockTimeout, !(lockTimeout >= 0) { throw ValidationError("--lock-timeout cannot be negative") }
+        if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
+        if let maxRejectRatio, !(0...1).contains(maxRejectRatio) { throw ValidationError("--max-reject-ratio must be between 0 and 1") }
+        if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
+        if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
+        if let batchBytes, batchBytes < 1 { throw ValidationError("--batch-bytes must be at least 1") }
+        if let commitRecords, commitRecords < 1 { throw ValidationError("--commit-records must be at least 1") }
+        if let commitInterval, !(commitInterval > 0) { throw ValidationError("--commit-interval must be positive") }
+        if let progressInterval, progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
+        if let maxPageBytes, !RunOptions.maxPageBytesRange.contains(maxPageBytes) {
+            throw ValidationError("--max-page-bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)")
+        }
+        if let bytesInFlight, bytesInFlight < 1 { throw ValidationError("--bytes-in-flight must be at least 1") }
+    }
+
+    /// The run's metrics and their server, when `--metrics-file` or `--metrics-port` asks for
+    /// them. A port that cannot be listened on is a usage error (exit 2).
+    func metrics(pipeline: String) throws -> (RunMetrics?, MetricsServer?) {
+        guard metricsFile != nil || metricsPort != nil else { return (nil, nil) }
+        let metrics = RunMetrics(pipeline: pipeline, fileURL: metricsFile.map { URL(fileURLWithPath: $0) })
+        guard let metricsPort else { return (metrics, nil) }
+        do {
+            return (metrics, try MetricsServer(port: metricsPort, metrics: metrics))
+        } catch {
+            printError("\(error)")
+            throw Exit.badConfig
+        }
+    }
+
+    var runOptions: RunOptions {
+        var options = RunOptions()
+        options.databasePath = database
+        if let lanes { options.lanes = lanes }
+        options.batchRecords = batchRecords
+        if let batchBytes { options.batchBytes = batchBytes }
+        if let commitRecords { options.commitRecords = commitRecords }
+        if let commitInterval { options.commitInterval = commitInterval }
+        options.progressInterval = progressInterval ?? 5
+        options.maxPageBytes = maxPageBytes
+        if let bytesInFlight { options.bytesInFlight = bytesInFlight }
+        if let lockTimeout { options.lockTimeout = lockTimeout }
+        options.maxRejects = maxRejects
+        options.maxRejectRatio = maxRejectRatio
+        return options
+    }
+}
