@@ -25,4 +25,9 @@ struct ColumnMask: Hashable, Sendable {
         if slot < 64 { copy.low &= ~(1 << UInt64(slot)) } else { copy.high &= ~(1 << UInt64(slot - 64)) }
         return copy
     }
+
+    /// The slots of this mask that are not in `other`.
+    @inline(__always) func subtracting(_ other: ColumnMask) -> ColumnMask {
+        ColumnMask(low: low & ~other.low, high: high & ~other.high)
+    }
 }

@@ -87,7 +87,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         // Read what is committed before the lookup starts: a commit in between only makes the
         // lookup see rows it also counts as uncommitted, which is harmless.
         uncommitted.dropCommitted(through: writer.committedBatch)
-        var prepared = writer.store.prepare(batch, uncommitted: uncommitted)
+        var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store)
         prepared.number = delivered
         if let folded = prepared.folded { uncommitted.append(delivered, folded.merged.map(\.index)) }
         batch = []

@@ -140,9 +140,6 @@ public final class PipelineRunner: Sendable {
             } else {
                 try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
             }
-            if config.write == .replace, let root = config.model.index(of: config.root) {
-                try store.beginReplace(entity: root)
-            }
         } catch {
             try? store.close()
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
@@ -189,7 +186,7 @@ public final class PipelineRunner: Sendable {
             }
         }
         do {
-            try store.finishRun(id: runID, status: status.rawValue, counters: counters, finishedAt: Date())
+            try store.finishRun(id: runID, status: status, counters: counters, finishedAt: Date())
             try store.close()
         } catch {
             failure = failure ?? error

@@ -2,8 +2,9 @@ import Dispatch
 import Logging
 import Synchronization
 
-/// The writer queue's state: saves each batch the ``BatchAssembler`` hands it through the
-/// ``Store``, with the run's counters and rejections, and commits.
+/// The writer queue's state: resolves each batch the ``BatchAssembler`` hands it (the
+/// ``BatchResolver``'s second step), writes it through the store with the run's counters and
+/// rejections, and commits.
 ///
 /// Batches share a transaction until `commitRecords` records are saved in it or it has been
 /// open `commitInterval` seconds (then it is committed even when no further batch comes), and
@@ -14,9 +15,14 @@ import Synchronization
 /// `failure` only after `finished` fired.
 final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
-    /// Also used by the assembler to prepare batches: `Store.prepare` reads only the model and
-    /// the store's read connection, which belongs to the assembler's queue.
+    /// Also used by the assembler to prepare batches: ``BatchResolver/prepare(_:uncommitted:store:)``
+    /// uses only the store's reader of committed rows, which belongs to the assembler's queue.
     let store: any IngestStore
+    /// The merge rules, for both queues (a value: each uses its own copy).
+    let resolver: BatchResolver
+    /// `write: replace`: the root entity, and the identities of it this run wrote (kept rows).
+    private let replaceEntity: Int?
+    private var touched: Set<IdentityKey> = []
     /// The pipeline's model: entity names for the per-entity counts.
     private let model: EntityModel
     private let runID: String
@@ -65,6 +71,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.metrics = metrics
         self.store = store
         self.model = config.model
+        self.resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        self.replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
         self.runID = runID
         self.pipeline = config.name
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
@@ -150,17 +158,26 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         var state: [(pipeline: String, key: String, value: String)] = []
         if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
         do {
-            let outcome = try store.save(batch) { outcome in
+            let resolved: ResolvedBatch
+            do {
+                resolved = try resolver.resolve(batch, store: store)
+            } catch {
+                try? store.rollback()
+                throw error
+            }
+            let outcome = resolved.outcome
+            try store.write(resolved) {
                 var committed = next
                 committed.add(outcome, model: model)
-                try store.recordProgress(
+                try store.recordProgress(RunProgress(
                     // Only a whole page moves the resume point: a crash after part of a page was
                     // committed redoes the whole page (re-applying its first parts is harmless).
                     runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
                     resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
-                    rejections: rejections + outcome.rejections, state: state)
+                    rejections: rejections + outcome.rejections, kept: state))
             }
             incrementalMax = newMax
+            if let entity = replaceEntity { touched.formUnion(resolved.rows.merged[entity].index.keys) }
             next.add(outcome, model: model)
             rejections += outcome.rejections
             saved = next
@@ -223,7 +240,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             return
         }
         do {
-            saved.deleted = try store.deleteUntouched()
+            guard let entity = replaceEntity else { return }
+            saved.deleted = try store.deleteUntouched(entity: entity, keeping: touched)
         } catch {
             fail(error)
         }

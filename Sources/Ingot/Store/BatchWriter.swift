@@ -15,127 +15,21 @@ struct ShapeKey: Hashable {
     var mask: ColumnMask
 }
 
-/// Saves one batch inside the store's open transaction: resolves identities (one query per
-/// entity), folds records per identity in order, and writes rows and links.
+/// Writes one resolved batch inside the store's open transaction: rows and links, with a
+/// statement per row shape (see ``Store/write(_:then:)``).
 struct BatchWriter {
     let store: Store
-    let pages: [DecodedPage]
-    private(set) var outcome = BatchOutcome()
+    let batch: ResolvedBatch
 
-    /// Per entity: identities already stored before this batch.
-    private var existing: [[IdentityKey: Int64]]
-    /// Per entity, per folded row: its stored rowid (computed from `existing` when not given).
-    private var rowids: [[Int64?]]?
-    /// The batch's rows folded by identity.
-    private var folder: RowFolder
-    /// Folded before the batch reached the writer (every relationship stubs).
-    private let prefolded: Bool
-
-    init(store: Store, batch: PreparedBatch) {
+    init(store: Store, batch: ResolvedBatch) {
         self.store = store
-        self.pages = batch.pages
-        existing = batch.existing ?? Array(repeating: [:], count: store.layouts.count)
-        rowids = batch.rowids
-        resolved = batch.existing != nil
-        prefolded = batch.folded != nil
-        folder = batch.folded ?? RowFolder(layouts: store.layouts)
-        outcome.entities = Array(repeating: EntityCounts(), count: store.layouts.count)
-    }
-
-    /// Identities were looked up before the batch reached the writer.
-    private let resolved: Bool
-
-    // MARK: - Resolve and fold
-
-    /// Resolves the batch's identities, then folds it if it was not folded already (see
-    /// ``Store/prepare(_:)``): with `missing: ignore` or `reject`, whether a target exists decides
-    /// how a record folds, so identities are looked up first.
-    mutating func prepare() throws {
-        if resolved {
-            return
-        } else if prefolded {
-            let lookup = try store.writerLookup()
-            for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
-                existing[entity] = try lookup.stored(entity, rows.index.keys)
-            }
-        } else {
-            try resolveAll()
-            foldCheckingReferences()
-            folder.sortByIdentity()
-        }
-    }
-
-    /// Looks up, per entity, which of the batch's identities (rows and references) are stored.
-    private mutating func resolveAll() throws {
-        var identities = [Set<IdentityKey>](repeating: [], count: store.layouts.count)
-        for page in pages {
-            for row in page.rows {
-                if let identity = row.identity { identities[row.entity].insert(identity) }
-            }
-            for record in page.records {
-                for reference in record.references { identities[reference.target].insert(reference.identity) }
-            }
-        }
-        let lookup = try store.writerLookup()
-        for (entity, keys) in identities.enumerated() where !keys.isEmpty {
-            existing[entity] = try lookup.stored(entity, keys)
-        }
-    }
-
-    /// Folds the batch's records, in order, into one row per identity. References are checked
-    /// against what is stored or created earlier in the batch: `reject` rejects the record,
-    /// `ignore` drops the link, `stub` creates a row holding only the identity.
-    private mutating func foldCheckingReferences() {
-        var known = existing.map { Set($0.keys) }
-        folder.reserve(for: pages)
-        for var page in pages {
-            for record in page.records {
-                for r in record.rows { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
-                if !record.references.isEmpty {
-                    if let missing = record.references.first(where: { $0.policy == .reject && !known[$0.target].contains($0.identity) }) {
-                        outcome.rejections.append(RecordRejection(
-                            entity: store.model.entities[page.rows[record.rows.lowerBound].entity].name,
-                            codingPath: missing.codingPath ?? "",
-                            reason: "no '\(store.model.entities[missing.target].name)' with identity \(missing.identity)",
-                            source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
-                            code: .missingReference))
-                        continue
-                    }
-                    var dropped: [(row: Int, index: Int, position: Int)] = []
-                    for reference in record.references where !known[reference.target].contains(reference.identity) {
-                        switch reference.policy {
-                        case .stub:
-                            folder.addStub(reference.target, reference.identity)
-                            known[reference.target].insert(reference.identity)
-                        case .ignore:
-                            let row = page.rows[reference.row]
-                            switch reference.slot {
-                            case .toOne(let k):
-                                for slot in store.layouts[row.entity].toOne[k].slots {
-                                    page.storage.values[row.valueStart + slot] = nil
-                                    page.rows[reference.row].mask = page.rows[reference.row].mask.removing(slot)
-                                }
-                            case .toMany(let k, let position):
-                                dropped.append((reference.row, k, position))
-                            }
-                        case .reject:
-                            break
-                        }
-                    }
-                    // Remove ignored to-many links, last position first so earlier positions stay valid.
-                    for drop in dropped.sorted(by: { $0.position > $1.position }) {
-                        page.storage.linkSets[page.rows[drop.row].linkStart + drop.index]?.remove(at: drop.position)
-                    }
-                }
-                for r in record.rows { folder.merge(page.rows[r], from: page.storage) }
-            }
-        }
+        self.batch = batch
     }
 
     // MARK: - Write
 
-    mutating func write() throws {
-        for (entity, rows) in folder.merged.enumerated() {
+    func write() throws {
+        for (entity, rows) in batch.rows.merged.enumerated() {
             try writeRows(of: entity, rows)
             try insertAnonymous(of: entity, rows)
         }
@@ -143,10 +37,9 @@ struct BatchWriter {
 
     /// Writes the rows of `entity` that have an identity: an update (by rowid, or by identity
     /// when an uncommitted batch created it) or a queued insert each, then its links.
-    private mutating func writeRows(of entity: Int, _ rows: RowFolder.MergedRows) throws {
+    private func writeRows(of entity: Int, _ rows: RowFolder.MergedRows) throws {
         let layout = store.layouts[entity]
-        let rowids = self.rowids?[entity] ?? rows.rowids(existing[entity])
-        let touches = store.replaceEntity == entity
+        let refs = batch.refs[entity]
         let statements = self  // the closures below only bind and step statements
         // Rows and values are read in place, not copied (a copy retains storage that another
         // thread allocated; measured, such retains once took a tenth of the writer's time).
@@ -164,14 +57,13 @@ struct BatchWriter {
                 for position in all.indices {
                     let row = all[position]
                     guard let identity = row.identity else { continue }
-                    let rowid = rowids[position]
-                    if let rowid {
+                    let ref = refs[position]
+                    if let ref {
                         var mask = row.mask
                         for slot in layout.identitySlots { mask = mask.removing(slot) }
-                        let changesLinks = layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil }
                         if mask != ColumnMask() {
                             // Rows an uncommitted batch created have no known rowid: by identity.
-                            let pending = rowid == IdentityLookup.pendingRowid
+                            let pending = ref.isPending
                             let statement: RawStatement
                             if let last = lastUpdate, last.mask == mask, last.pending == pending {
                                 statement = last.statement
@@ -184,28 +76,16 @@ struct BatchWriter {
                                 statement.bind(values, row.valueStart + slot, at: index)
                                 index += 1
                             }
-                            if pending { statement.bind(identity, from: index) } else { statement.bind(.integer(rowid), at: index) }
+                            if pending { statement.bind(identity, from: index) } else { statement.bind(.integer(ref.raw), at: index) }
                             try statement.execute()
-                        }
-                        if mask != ColumnMask() || changesLinks {
-                            outcome.updated += 1
-                            outcome.entities[entity].updated += 1
                         }
                     } else {
                         try inserts.add(position, to: row.mask)
-                        outcome.inserted += 1
-                        outcome.entities[entity].inserted += 1
-                        var rest = row.mask
-                        for slot in layout.identitySlots { rest = rest.removing(slot) }
-                        if rest == ColumnMask() && !layout.toMany.indices.contains(where: { rows.storage.linkSets[row.linkStart + $0] != nil }) {
-                            outcome.entities[entity].stubs += 1
-                        }
                     }
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
-                        try replaceLinks(of: identity, entity, k, targets, stored: rowid != nil, into: &links)
+                        try replaceLinks(of: identity, entity, k, targets, stored: ref != nil, into: &links)
                     }
-                    if touches { try store.touch(identity) }
                 }
                 try inserts.flush()
                 try links.flush()
@@ -214,7 +94,7 @@ struct BatchWriter {
     }
 
     /// Inserts the rows of `entity` that have no identity (each is a new row).
-    private mutating func insertAnonymous(of entity: Int, _ rows: RowFolder.MergedRows) throws {
+    private func insertAnonymous(of entity: Int, _ rows: RowFolder.MergedRows) throws {
         guard !rows.anonymous.isEmpty else { return }
         let statements = self
         try rows.anonymous.withUnsafeBufferPointer { all in
@@ -226,8 +106,6 @@ struct BatchWriter {
                 try inserts.flush()
             }
         }
-        outcome.inserted += rows.anonymous.count
-        outcome.entities[entity].inserted += rows.anonymous.count
     }
 
     /// One link of a to-many relationship, waiting to be inserted.

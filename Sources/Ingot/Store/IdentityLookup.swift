@@ -16,23 +16,19 @@ final class IdentityLookup {
     private let layouts: [EntityLayout]
     private var statements: [Int: RawStatement] = [:]
 
-    /// The rowid recorded for an identity that the batch being saved creates: stored by the time
-    /// this batch is written, its rowid unknown to a reader (the writer then updates by identity).
-    static let pendingRowid: Int64 = 0
-
     init(connection: OpaquePointer, layouts: [EntityLayout]) {
         self.connection = connection
         self.layouts = layouts
     }
 
     /// Which of `keys` are stored, with their rowids.
-    func stored(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: Int64] {
+    func stored(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
         let statement = try statement(entity)
         statement.bind(.text(IdentityLookup.jsonArray(keys)), at: 1)
-        var found = [IdentityKey: Int64](minimumCapacity: keys.count)
+        var found = [IdentityKey: StoredRef](minimumCapacity: keys.count)
         let count = Int32(layouts[entity].identitySlots.count)
         try statement.query { row in
-            let rowid = sqlite3_column_int64(row, 0)
+            let rowid = StoredRef(raw: sqlite3_column_int64(row, 0))
             if count == 1 {
                 found[.single(RawStatement.column(row, 1))] = rowid
             } else {

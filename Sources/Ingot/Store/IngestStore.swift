@@ -1,12 +1,14 @@
 import Foundation
 
-/// What a pipeline needs from the database it ingests into. ``Store`` (SQLite, one writer, WAL)
-/// is the backend today; another database (PostgreSQL, so that several jobs can share one) would
-/// be another conformer. The stages above never see SQL: schema, identity lookups, statements,
-/// transactions and run bookkeeping all live behind this protocol.
+/// What a pipeline needs from the database it ingests into, and nothing more: create or check
+/// the schema (when it is opened), look up stored identities, write a resolved batch, keep the
+/// run's bookkeeping, commit. ``Store`` (SQLite, one writer, WAL) is the backend today; another
+/// database is another conformer. The merge rules are not here: folding, reference policies,
+/// rejections and counts are the ``BatchResolver``'s, the same for every backend; a store
+/// writes what it is given.
 ///
-/// A store is used from two queues, never concurrently for the same call: `prepare` from the
-/// assembler's (it may read on a connection of its own), everything else from the writer's.
+/// A store is used from two queues, never concurrently for the same call: ``lookupCommitted(_:_:)``
+/// from the assembler's (it may read on a connection of its own), everything else from the writer's.
 protocol IngestStore: AnyObject, Sendable {
     // MARK: Runs
 
@@ -16,32 +18,33 @@ protocol IngestStore: AnyObject, Sendable {
     /// Marks a resumed run running again.
     func reopenRun(id: String, archive: String?) throws
     /// Commits what is open, then records how the run ended.
-    func finishRun(id: String, status: String, counters: RunCounters, finishedAt: Date) throws
+    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws
 
     // MARK: Batches
 
-    /// Folds a batch and resolves its identities where that needs no write (on the assembler's
-    /// queue, while the writer saves the batch before). Identities of batches saved but not
-    /// committed (`uncommitted`) count as stored.
-    func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities) -> PreparedBatch
-    /// Writes a batch in the open transaction (beginning one when none is), then runs `extra`
-    /// in it. When it throws, the open transaction is rolled back.
-    func save(_ batch: PreparedBatch, extra: (BatchOutcome) throws -> Void) throws -> BatchOutcome
+    /// Which of `keys` (identities of `entity`) are stored, and where, as the writer sees them
+    /// (batches saved in the open transaction included).
+    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]
+    /// The same as a reader of committed rows sees them, on the assembler's queue while the writer
+    /// saves; `nil` when the store has no such reader (the writer then looks them up).
+    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]?
+    /// Writes a resolved batch in the open transaction (beginning one when none is): inserts,
+    /// updates of the present columns, link replacements; then runs `then` in it. When either
+    /// throws, the open transaction is rolled back.
+    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws
     /// Inside `save`'s `extra`: the batch's rejections, the run's counters and where its source
     /// continues, so that a commit always describes its last batch.
-    func recordProgress(
-        runID: String, counters: RunCounters, lastSeq: Int?, resumeState: String?, rejections: [RecordRejection],
-        state: [(pipeline: String, key: String, value: String)]
-    ) throws
+    func recordProgress(_ progress: RunProgress) throws
     var hasUncommittedBatches: Bool { get }
     func commit() throws
+    /// Rolls the open transaction back (a batch could not be resolved): what was committed stays.
+    func rollback() throws
 
     // MARK: write: replace
 
-    /// Starts recording which rows of `entity` the run touches.
-    func beginReplace(entity: Int) throws
-    /// Deletes the rows of the replace entity the run did not touch, in the open transaction.
-    func deleteUntouched() throws -> Int
+    /// Deletes the rows of `entity` whose identity is not in `keeping`, in the open transaction,
+    /// nullifying what pointed at them. Returns how many were deleted.
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int
 
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]
@@ -50,3 +53,19 @@ protocol IngestStore: AnyObject, Sendable {
 }
 
 extension Store: IngestStore {}
+
+/// What a batch's transaction records about its run, with its rows: a commit always describes
+/// its last batch, so `--resume` continues exactly after it.
+struct RunProgress: Sendable {
+    var runID: String
+    /// The run's counters including this batch.
+    var counters: RunCounters
+    /// The last whole page the batch completes (`nil`: it ends inside a page).
+    var lastSeq: Int?
+    /// Where the source continues after that page.
+    var resumeState: String?
+    /// The batch's rejections, stored in `_ingot_rejects`.
+    var rejections: [RecordRejection]
+    /// Values kept across runs (the incremental cursor), by pipeline and key.
+    var kept: [(pipeline: String, key: String, value: String)] = []
+}

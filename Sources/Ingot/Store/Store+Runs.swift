@@ -14,11 +14,11 @@ extension Store {
     }
 
     /// Inside a batch's transaction: stores its rejections and the run's counters so far.
-    func recordProgress(
-        runID: String, counters: RunCounters, lastSeq: Int?, resumeState: String?, rejections: [RecordRejection],
-        state: [(pipeline: String, key: String, value: String)]
-    ) throws {
-        for item in state {
+    func recordProgress(_ progress: RunProgress) throws {
+        let (runID, counters, lastSeq, resumeState, rejections) = (
+            progress.runID, progress.counters, progress.lastSeq, progress.resumeState, progress.rejections
+        )
+        for item in progress.kept {
             let upsert = try statement(
                 "INSERT INTO _ingot_state (pipeline, key, value) VALUES (?, ?, ?) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value")
             upsert.bind(.text(item.pipeline), at: 1)
@@ -111,7 +111,7 @@ extension Store {
     }
 
     /// Marks the run finished (or failed / interrupted) with its final counters.
-    func finishRun(id: String, status: String, counters: RunCounters, finishedAt: Date) throws {
+    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws {
         try commit()
         try dbQueue.write { db in
             try db.execute(
@@ -120,7 +120,7 @@ extension Store {
                       deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ?, reject_counts = ? WHERE run_id = ?
                     """,
                 arguments: [
-                    status, Store.timestamp(finishedAt), counters.pages, counters.records, counters.inserted,
+                    status.rawValue, Store.timestamp(finishedAt), counters.pages, counters.records, counters.inserted,
                     counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, counters.entitiesJSON,
                     counters.rejectsJSON, id,
                 ])
@@ -149,32 +149,12 @@ extension Store {
 
     // MARK: - Replace mode
 
-    /// Starts recording which rows of `entity` the run touches (in a temporary table).
-    func beginReplace(entity: Int) throws {
-        let layout = layouts[entity]
-        let columns = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
-        try dbQueue.inDatabase { db in
-            try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_touched")
-            try db.execute(sql: "CREATE TEMP TABLE _ingot_touched (\(columns.joined(separator: ", ")), PRIMARY KEY (\(columns.joined(separator: ", "))))")
-        }
-        replaceEntity = entity
-    }
-
-    /// Records that the run touched `identity` of the replace entity.
-    func touch(_ identity: IdentityKey) throws {
-        let count = identity.values.count
-        let statement = try statement(
-            "INSERT OR IGNORE INTO temp._ingot_touched VALUES (\(Array(repeating: "?", count: count).joined(separator: ", ")))")
-        for (k, value) in identity.values.enumerated() { statement.bind(value, at: Int32(k + 1)) }
-        try statement.execute()
-    }
-
-    /// Deletes the rows of the replace entity the run did not touch, in the open transaction (the
-    /// last batch's), which the caller commits, and applies Core Data's *nullify* rule to every
-    /// relationship that can point at them: to-one references to a deleted row become `NULL`,
-    /// join rows naming it (on either side) are removed. Returns how many rows were deleted.
-    func deleteUntouched() throws -> Int {
-        guard let entity = replaceEntity else { return 0 }
+    /// Deletes the rows of `entity` whose identity is not in `keeping` (the rows the run
+    /// touched), in the open transaction (the last batch's), which the caller commits, and
+    /// applies Core Data's *nullify* rule to every relationship that can point at them: to-one
+    /// references to a deleted row become `NULL`, join rows naming it (on either side) are
+    /// removed. Returns how many rows were deleted.
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
         let layout = layouts[entity]
         let table = Store.quote(layout.table)
         let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
@@ -187,6 +167,16 @@ extension Store {
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            // The identities kept, into a temporary table, 50,000 a statement through json_each.
+            try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_touched")
+            try db.execute(sql: "CREATE TEMP TABLE _ingot_touched (\(identityList), PRIMARY KEY (\(identityList)))")
+            let fill = identity.count == 1
+                ? "INSERT OR IGNORE INTO temp._ingot_touched SELECT value FROM json_each(?)"
+                : "INSERT OR IGNORE INTO temp._ingot_touched SELECT \(identity.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")) FROM json_each(?)"
+            let keys = Array(keeping)
+            for start in stride(from: 0, to: keys.count, by: 50_000) {
+                try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(keys[start..<min(start + 50_000, keys.count)])])
+            }
             try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
             try db.execute(sql: """
                 CREATE TEMP TABLE _ingot_deleted AS SELECT \(identityList) FROM \(table)
@@ -215,6 +205,7 @@ extension Store {
                 }
             }
             try db.execute(sql: "DROP TABLE temp._ingot_deleted")
+            try db.execute(sql: "DROP TABLE temp._ingot_touched")
         }
         return deleted
     }

@@ -36,8 +36,6 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
     var connection: OpaquePointer?
     /// Insert and update statements by shape; finalized by `close()`.
     var shapeStatements: [ShapeKey: RawStatement] = [:]
-    /// In `replace` mode: the entity whose touched identities are recorded in `temp._ingot_touched`.
-    var replaceEntity: Int?
     /// Identity lookups on the write connection (writer queue).
     private var writerLookupStorage: IdentityLookup?
     /// A read-only connection and its lookups, used by the assembler queue only to resolve the

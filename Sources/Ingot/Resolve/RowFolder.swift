@@ -9,13 +9,13 @@ struct RowFolder: Sendable {
         var anonymous: [EntityRow] = []
         var storage = RowStorage()
 
-        /// The stored rowid of each row (`nil`: not stored), from the identities `found` stored.
-        func rowids(_ found: [IdentityKey: Int64]) -> [Int64?] {
-            var ids = [Int64?](repeating: nil, count: rows.count)
-            for (key, rowid) in found {
-                if let position = index[key] { ids[position] = rowid }
+        /// The stored row of each row (`nil`: not stored), from the identities `found` stored.
+        func refs(_ found: [IdentityKey: StoredRef]) -> [StoredRef?] {
+            var refs = [StoredRef?](repeating: nil, count: rows.count)
+            for (key, ref) in found {
+                if let position = index[key] { refs[position] = ref }
             }
-            return ids
+            return refs
         }
     }
 
@@ -139,19 +139,6 @@ extension RowStorage {
             if let set = source.linkSets[row.linkStart + k] { linkSets[target.linkStart + k] = set }
         }
     }
-}
-
-/// A batch on its way to the writer: its pages, and their rows already folded when that needs
-/// no database (see ``Store/prepare(_:)``).
-struct PreparedBatch: Sendable {
-    /// The batch's number in the run (1, 2, …), in the order the writer saves them.
-    var number = 0
-    var pages: [DecodedPage]
-    var folded: RowFolder?
-    /// Per entity, the stored identities and their rowids, when resolved before the writer.
-    var existing: [[IdentityKey: Int64]]?
-    /// The same, per folded row (`nil`: not stored), so that the writer need not hash identities.
-    var rowids: [[Int64?]]? = nil
 }
 
 extension IdentityKey {

@@ -1,0 +1,194 @@
+/// Turns decoded pages into a ``ResolvedBatch``, the same for every backend: records folded per
+/// identity in page order (later values win, key by key), bare references checked against what
+/// is stored or created earlier in the batch and handled by their relationship's policy
+/// (`stub`, `ignore`, `reject` — with the rejection), identities looked up once per entity per
+/// batch, and the batch's outcome counted (inserted, updated, stubs).
+///
+/// Two steps, on two queues: ``prepare(_:uncommitted:store:)`` on the assembler's, while the
+/// writer saves the batch before (when every relationship stubs, folding needs no database, and
+/// the lookups use the store's reader of committed rows); ``resolve(_:store:)`` on the writer's,
+/// finishing what `prepare` could not.
+struct BatchResolver: Sendable {
+    let model: EntityModel
+    let layouts: [EntityLayout]
+    /// Some relationship rejects or ignores missing targets: whether a target exists decides how
+    /// a record folds, so the batch is looked up before it is folded, on the writer's queue.
+    let checksReferences: Bool
+
+    init(model: EntityModel, layouts: [EntityLayout]) {
+        self.model = model
+        self.layouts = layouts
+        checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
+    }
+
+    // MARK: - Assembler queue
+
+    /// Folds `pages` and looks their identities up where that needs no write. The identities of
+    /// batches saved but not committed (`uncommitted`) count as stored (``StoredRef/pending``):
+    /// a reader of committed rows does not see them.
+    func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IngestStore) -> PreparedBatch {
+        guard !checksReferences else { return PreparedBatch(pages: pages) }
+        var folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
+        folder.sortByIdentity()
+        let pages = BatchResolver.stripped(pages)
+        var refs = [[StoredRef?]](repeating: [], count: layouts.count)
+        do {
+            for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
+                // The writer looks them up itself when the store has no reader of its own.
+                guard var found = try store.lookupCommitted(entity, rows.index.keys) else {
+                    return PreparedBatch(pages: pages, folded: folder)
+                }
+                for key in rows.index.keys where found[key] == nil && uncommitted.contains(key, entity: entity) {
+                    found[key] = .pending
+                }
+                refs[entity] = rows.refs(found)
+            }
+        } catch {
+            return PreparedBatch(pages: pages, folded: folder)
+        }
+        return PreparedBatch(pages: pages, folded: folder, refs: refs)
+    }
+
+    // MARK: - Writer queue
+
+    /// Finishes `batch`: looks up what `prepare` did not (on the store's writer, which sees the
+    /// batches saved before), folds it when it was not folded, and counts what writing it does.
+    func resolve(_ batch: PreparedBatch, store: any IngestStore) throws -> ResolvedBatch {
+        var outcome = BatchOutcome()
+        outcome.entities = Array(repeating: EntityCounts(), count: layouts.count)
+        var folder: RowFolder
+        var refs: [[StoredRef?]]
+        var pages = batch.pages
+        if let folded = batch.folded {
+            folder = folded
+            if let known = batch.refs {
+                refs = known
+            } else {
+                refs = try folder.merged.enumerated().map { entity, rows in
+                    rows.index.isEmpty ? [] : rows.refs(try store.lookup(entity, rows.index.keys))
+                }
+            }
+        } else {
+            let existing = try lookUpAll(pages, store: store)
+            folder = foldCheckingReferences(pages, existing: existing, rejections: &outcome.rejections)
+            folder.sortByIdentity()
+            pages = BatchResolver.stripped(pages)
+            refs = folder.merged.enumerated().map { entity, rows in rows.refs(existing[entity]) }
+        }
+        count(folder, refs, into: &outcome)
+        return ResolvedBatch(number: batch.number, pages: pages, rows: folder, refs: refs, outcome: outcome)
+    }
+
+    /// Looks up, per entity, which of the batch's identities (rows and references) are stored.
+    private func lookUpAll(_ pages: [DecodedPage], store: any IngestStore) throws -> [[IdentityKey: StoredRef]] {
+        var identities = [Set<IdentityKey>](repeating: [], count: layouts.count)
+        for page in pages {
+            for row in page.rows {
+                if let identity = row.identity { identities[row.entity].insert(identity) }
+            }
+            for record in page.records {
+                for reference in record.references { identities[reference.target].insert(reference.identity) }
+            }
+        }
+        var existing = [[IdentityKey: StoredRef]](repeating: [:], count: layouts.count)
+        for (entity, keys) in identities.enumerated() where !keys.isEmpty {
+            existing[entity] = try store.lookup(entity, keys)
+        }
+        return existing
+    }
+
+    /// Folds the batch's records, in order, into one row per identity. References are checked
+    /// against what is stored or created earlier in the batch: `reject` rejects the record,
+    /// `ignore` drops the link, `stub` creates a row holding only the identity.
+    private func foldCheckingReferences(
+        _ pages: [DecodedPage], existing: [[IdentityKey: StoredRef]], rejections: inout [RecordRejection]
+    ) -> RowFolder {
+        var folder = RowFolder(layouts: layouts)
+        var known = existing.map { Set($0.keys) }
+        folder.reserve(for: pages)
+        for var page in pages {
+            for record in page.records {
+                for r in record.rows { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
+                if !record.references.isEmpty {
+                    if let missing = record.references.first(where: { $0.policy == .reject && !known[$0.target].contains($0.identity) }) {
+                        rejections.append(RecordRejection(
+                            entity: model.entities[page.rows[record.rows.lowerBound].entity].name,
+                            codingPath: missing.codingPath ?? "",
+                            reason: "no '\(model.entities[missing.target].name)' with identity \(missing.identity)",
+                            source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
+                            code: .missingReference))
+                        continue
+                    }
+                    var dropped: [(row: Int, index: Int, position: Int)] = []
+                    for reference in record.references where !known[reference.target].contains(reference.identity) {
+                        switch reference.policy {
+                        case .stub:
+                            folder.addStub(reference.target, reference.identity)
+                            known[reference.target].insert(reference.identity)
+                        case .ignore:
+                            let row = page.rows[reference.row]
+                            switch reference.slot {
+                            case .toOne(let k):
+                                for slot in layouts[row.entity].toOne[k].slots {
+                                    page.storage.values[row.valueStart + slot] = nil
+                                    page.rows[reference.row].mask = page.rows[reference.row].mask.removing(slot)
+                                }
+                            case .toMany(let k, let position):
+                                dropped.append((reference.row, k, position))
+                            }
+                        case .reject:
+                            break
+                        }
+                    }
+                    // Remove ignored to-many links, last position first so earlier positions stay valid.
+                    for drop in dropped.sorted(by: { $0.position > $1.position }) {
+                        page.storage.linkSets[page.rows[drop.row].linkStart + drop.index]?.remove(at: drop.position)
+                    }
+                }
+                for r in record.rows { folder.merge(page.rows[r], from: page.storage) }
+            }
+        }
+        return folder
+    }
+
+    /// What writing the rows does: a stored row whose record changes a column or a link is
+    /// updated; a new row is inserted, and is a stub when it holds only its identity.
+    private func count(_ folder: RowFolder, _ refs: [[StoredRef?]], into outcome: inout BatchOutcome) {
+        for (entity, rows) in folder.merged.enumerated() {
+            let layout = layouts[entity]
+            var identityMask = ColumnMask()
+            for slot in layout.identitySlots { identityMask.insert(slot) }
+            var inserted = 0
+            var updated = 0
+            var stubs = 0
+            for (position, row) in rows.rows.enumerated() where row.identity != nil {
+                let changesColumns = row.mask.subtracting(identityMask) != ColumnMask()
+                let changesLinks = layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil }
+                if refs[entity][position] != nil {
+                    if changesColumns || changesLinks { updated += 1 }
+                } else {
+                    inserted += 1
+                    if !changesColumns && !changesLinks { stubs += 1 }
+                }
+            }
+            inserted += rows.anonymous.count
+            outcome.inserted += inserted
+            outcome.updated += updated
+            outcome.entities[entity].inserted += inserted
+            outcome.entities[entity].updated += updated
+            outcome.entities[entity].stubs += stubs
+        }
+    }
+
+    /// The pages without their records: those live on in the folded rows; the pages keep only
+    /// what the writer stage counts.
+    private static func stripped(_ pages: [DecodedPage]) -> [DecodedPage] {
+        var pages = pages
+        for k in pages.indices {
+            pages[k].records = []
+            pages[k].rows = []
+            pages[k].storage = RowStorage()
+        }
+        return pages
+    }
+}

@@ -1,0 +1,77 @@
+/// A stored row as the store that found it refers to it (SQLite: its rowid). Opaque above the
+/// store: the resolver only knows whether an identity is stored, and hands the reference back
+/// with the row when the batch is written.
+struct StoredRef: Hashable, Sendable {
+    let raw: Int64
+
+    init(raw: Int64) {
+        self.raw = raw
+    }
+
+    /// A row that a batch saved but did not commit yet: stored by the time the next batch is
+    /// written, but unknown to a reader that sees committed rows only. The store finds it by its
+    /// identity instead.
+    static let pending = StoredRef(raw: 0)
+
+    var isPending: Bool { self == .pending }
+}
+
+/// A batch on its way to the writer: its pages, and — when that needed no database writes —
+/// their rows already folded and looked up on the assembler's queue (see
+/// ``BatchResolver/prepare(_:uncommitted:store:)``).
+struct PreparedBatch: Sendable {
+    /// The batch's number in the run (1, 2, …), in the order the writer saves them.
+    var number = 0
+    var pages: [DecodedPage]
+    var folded: RowFolder?
+    /// Per entity, per folded row: its stored row (`nil`: not stored), when looked up already.
+    var refs: [[StoredRef?]]? = nil
+}
+
+/// A batch ready to write: one row per identity per entity, in identity order, each with its
+/// stored row or none (then it is inserted), its links, and what writing it will do. Everything
+/// a backend needs and nothing it must decide: merge rules, reference policies and rejections
+/// were applied by the ``BatchResolver``.
+struct ResolvedBatch: Sendable {
+    var number = 0
+    /// The batch's pages, without their records (the writer stage counts pages and records).
+    var pages: [DecodedPage]
+    /// Per entity: the folded rows (present columns in each row's mask, to-many sets given or
+    /// `nil`), and rows without identity, always inserted.
+    var rows: RowFolder
+    /// Per entity, per row of `rows`: the stored row it updates, or `nil` for an insert.
+    var refs: [[StoredRef?]]
+    /// What writing it does, per entity, and the records the resolver rejected.
+    var outcome: BatchOutcome
+}
+
+/// What saving one batch does.
+struct BatchOutcome: Sendable {
+    var inserted = 0
+    var updated = 0
+    /// Per entity (by index in the model): inserted, updated, stubs (rejections are counted by the writer stage).
+    var entities: [EntityCounts] = []
+    /// Records rejected by the resolver (a bare reference to a missing row with `missing: reject`).
+    var rejections: [RecordRejection] = []
+}
+
+/// The identities of the batches handed to the writer and not committed yet, per batch number
+/// and entity. A reader of committed rows does not see those rows, so
+/// ``BatchResolver/prepare(_:uncommitted:store:)`` counts them as stored.
+struct UncommittedIdentities: Sendable {
+    private var batches: [(number: Int, identities: [[IdentityKey: Int]])] = []
+
+    /// Remembers the identities of batch `number`, per entity.
+    mutating func append(_ number: Int, _ identities: [[IdentityKey: Int]]) {
+        batches.append((number, identities))
+    }
+
+    /// Forgets the batches up to `number`: they are committed, so a reader sees them.
+    mutating func dropCommitted(through number: Int) {
+        batches.removeAll { $0.number <= number }
+    }
+
+    func contains(_ key: IdentityKey, entity: Int) -> Bool {
+        batches.contains { $0.identities[entity][key] != nil }
+    }
+}
