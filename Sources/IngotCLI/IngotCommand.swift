@@ -49,14 +49,23 @@ struct Schema: ParsableCommand {
     @Argument(help: "The pipeline file.")
     var pipeline: String
 
+    @Option(help: "The database whose backend's DDL to print: a SQLite path (the default) or a postgresql:// URL (env INGOT_DB).")
+    var db: String?
+
     func run() throws {
         let config = try loadPipeline(pipeline)
-        for statement in Store.schema(of: config.model) { print(statement + ";") }
+        do {
+            let location = try StoreLocation(db ?? Environment.string("INGOT_DB") ?? "ingot.db")
+            for statement in try location.schema(of: config.model) { print(statement + ";") }
+        } catch {
+            printError("\(error)")
+            throw Exit.badConfig
+        }
     }
 }
 
 struct Run: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Run a pipeline into a SQLite database.")
+    static let configuration = CommandConfiguration(abstract: "Run a pipeline into a database (SQLite; see --db).")
 
     @Argument(help: "The pipeline file (env INGOT_PIPELINE).")
     var pipeline: String?
@@ -130,8 +139,15 @@ struct Run: ParsableCommand {
         }
         print("archive: \(noArchive ? "off" : (archiveDir ?? "archives") + "/")")
         print("limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.batchRecords ?? config.batchRecords ?? 5000), lanes \(options.lanes)")
-        let plan = try Store.plan(model: config.model, databasePath: options.databasePath)
-        print("database: \(options.databasePath) (\(plan.exists ? "exists" : "new"))")
+        let location: StoreLocation
+        do {
+            location = try StoreLocation(options.databasePath)
+        } catch {
+            printError("\(error)")
+            throw Exit.badConfig
+        }
+        let plan = try location.plan(model: config.model)
+        print("database: \(location) (\(plan.exists ? "exists" : "new"))")
         if !plan.conflicts.isEmpty {
             print("refused: the database's tables disagree with the pipeline:")
             for conflict in plan.conflicts { print("  " + conflict) }
@@ -159,7 +175,8 @@ struct Run: ParsableCommand {
             }
             var query: [(String, String)] = []
             if let incremental = config.incremental,
-                let value = try Store.state(databasePath: stages.database, model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
+                let value = try StoreLocation(stages.database).keptValue(
+                    model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
             {
                 query.append((incremental.param, value))
             }

@@ -189,3 +189,21 @@ struct PipelineConfigTests {
         #expect(error(http.replacingOccurrences(of: "{offset: {param", with: "{pages: {param"))?.hasPrefix("p.yml:7:16: unknown key 'pages'") == true)
     }
 }
+
+/// `--db` picks the backend: a path or `sqlite:` → SQLite, `postgresql://` → PostgreSQL.
+struct StoreLocationTests {
+    @Test func dbValuesNameTheirBackend() throws {
+        #expect(try StoreLocation("people.db") == .sqlite(path: "people.db"))
+        #expect(try StoreLocation("/data/a:b.db") == .sqlite(path: "/data/a:b.db"))
+        #expect(try StoreLocation("sqlite:out/x.db") == .sqlite(path: "out/x.db"))
+        #expect(try StoreLocation("sqlite:///data/x.db") == .sqlite(path: "/data/x.db"))
+        #expect(try StoreLocation(":memory:") == .sqlite(path: ":memory:"))
+        #expect(try StoreLocation("postgresql://ingot@127.0.0.1:5432/people") == .postgres(url: "postgresql://ingot@127.0.0.1:5432/people"))
+        #expect(try StoreLocation("POSTGRES://h/db") == .postgres(url: "POSTGRES://h/db"))
+        #expect(throws: StoreError.self) { try StoreLocation("mysql://h/db") }
+        #expect(throws: StoreError.self) { try StoreLocation("sqlite:") }
+        // Shown without the password.
+        let shown = try StoreLocation("postgresql://ingot:s3cret@db:5432/people").description
+        #expect(!shown.contains("s3cret") && shown.contains("db:5432/people"))
+    }
+}

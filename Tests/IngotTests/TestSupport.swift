@@ -78,7 +78,7 @@ func ingest(
     if let commitRecords { options.commitRecords = commitRecords }
     if let batchBytes { options.batchBytes = batchBytes }
     options.progressInterval = 0
-    options.store.statementObserver = observer
+    options.statementObserver = observer
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))
     return (summary, path)
 }

@@ -104,7 +104,7 @@ public enum FuzzTargets {
         let text = String(decoding: bytes, as: UTF8.self)
         guard let config = try? PipelineConfig.parse(text: text, path: "fuzz.yml") else { return }
         // A pipeline that loads must give a schema and a mapping plan without trapping.
-        _ = Store.schema(of: config.model)
+        _ = try? StoreLocation.sqlite(path: ":memory:").schema(of: config.model)
         _ = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
         if case .http(let http) = config.source {
             _ = OriginPolicy(url: http.url, allowedHosts: http.allowedHosts).check(http.url)

@@ -38,6 +38,9 @@ public final class PipelineRunner: Sendable {
         self.metrics = metrics
     }
 
+    /// The database as logs show it: a URL without its password.
+    var shownDatabase: String { StoreLocation.redacted(options.databasePath) }
+
     /// The largest page this run accepts: the options', else the pipeline's, else 64 MiB.
     public var maxPageBytes: Int { options.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes }
 
@@ -68,7 +71,7 @@ public final class PipelineRunner: Sendable {
         func failedToStart(_ error: any Error) -> RunSummary {
             var logger = self.logger
             logger[metadataKey: LogKey.pipeline] = "\(config.name)"
-            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
+            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
             var failed = RunSummary(
                 runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(),
                 duration: Date().timeIntervalSince(started), error: "\(error)")
@@ -78,17 +81,17 @@ public final class PipelineRunner: Sendable {
         }
         // One run at a time per database: wait for another run to finish, up to lockTimeout.
         let lock: RunLock?
+        let location: StoreLocation
         do {
-            lock = options.databasePath == ":memory:" ? nil : try RunLock(databasePath: options.databasePath, timeout: options.lockTimeout)
+            location = try StoreLocation(options.databasePath)
+            lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
         } catch {
             return failedToStart(error)
         }
         defer { withExtendedLifetime(lock) {} }
         let store: any IngestStore
         do {
-            var storeOptions = options.store
-            storeOptions.lockTimeout = options.lockTimeout
-            store = try Store(path: options.databasePath, model: config.model, options: storeOptions)
+            store = try location.open(model: config.model, options: options)
         } catch {
             return failedToStart(error)
         }
@@ -142,11 +145,11 @@ public final class PipelineRunner: Sendable {
             }
         } catch {
             try? store.close()
-            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(options.databasePath)"])
+            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
             return summary(.failed, RunCounters(), error)
         }
         var startMetadata: Logger.Metadata = [
-            LogKey.database: "\(options.databasePath)", LogKey.lanes: .int(max(1, options.lanes)),
+            LogKey.database: "\(shownDatabase)", LogKey.lanes: .int(max(1, options.lanes)),
             LogKey.batchRecords: .int(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords),
             LogKey.commitRecords: .int(options.commitRecords),
         ]

@@ -2,7 +2,8 @@ import Foundation
 
 /// Settings of one run. Every field has a default that suits a 2-core container.
 public struct RunOptions: Sendable {
-    /// The SQLite database file. Default `ingot.db`.
+    /// Where the data goes, as `--db` gives it: a SQLite file path (or `sqlite:PATH`), or a
+    /// `postgresql://` URL (see ``StoreLocation``). Default `ingot.db`.
     public var databasePath = "ingot.db"
     /// Decode lanes (serial queues decoding pages in parallel). Default: the number of cores.
     public var lanes = ProcessInfo.processInfo.activeProcessorCount
@@ -32,7 +33,8 @@ public struct RunOptions: Sendable {
     public var runID: String?
     /// Rejections logged one by one before the log only counts them (all are stored). Default 20.
     public var loggedRejectionLimit = 20
-    public var store = Store.Options()
+    /// Called with the text of every statement the store runs (tests count identity lookups).
+    public var statementObserver: (@Sendable (String) -> Void)?
     /// Where the run writes its archive (`<pipeline>-<run id>.ingot`); `nil`: no archive. Default `nil`
     /// (the CLI's default is `./archives`).
     public var archiveDirectory: String?
@@ -81,7 +83,7 @@ public struct RunSummary: Sendable {
             switch error {
             case let fetch as FetchError: self = fetch.isTemporary ? .temporary : .unexpected
             case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
-            case StoreError.conflict: self = .configuration
+            case StoreError.conflict, StoreError.unsupported: self = .configuration
             case is ConfigError: self = .configuration
             default: self = .unexpected
             }

@@ -69,3 +69,20 @@ struct RunProgress: Sendable {
     /// Values kept across runs (the incremental cursor), by pipeline and key.
     var kept: [(pipeline: String, key: String, value: String)] = []
 }
+
+/// A database failure that stops a run (with the SQL that failed), or a database Ingot cannot use.
+public enum StoreError: Error, Sendable, CustomStringConvertible {
+    case sqlite(code: Int32, message: String, sql: String)
+    case schema(String)
+    /// The database's tables disagree with the pipeline (refused before anything is written).
+    case conflict(String)
+    /// `--db` names a database Ingot cannot use (a scheme it does not know, an empty path).
+    case unsupported(String)
+
+    public var description: String {
+        switch self {
+        case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"
+        case .schema(let message), .conflict(let message), .unsupported(let message): message
+        }
+    }
+}

@@ -154,18 +154,3 @@ final class RawStatement {
         .sqlite(code: code, message: String(cString: sqlite3_errmsg(connection)), sql: sql)
     }
 }
-
-/// A database failure that stops a run, with the SQL that failed.
-public enum StoreError: Error, Sendable, CustomStringConvertible {
-    case sqlite(code: Int32, message: String, sql: String)
-    case schema(String)
-    /// The database's tables disagree with the pipeline (refused before anything is written).
-    case conflict(String)
-
-    public var description: String {
-        switch self {
-        case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"
-        case .schema(let message), .conflict(let message): message
-        }
-    }
-}
