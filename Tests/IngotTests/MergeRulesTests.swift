@@ -210,6 +210,27 @@ struct MergeRulesTests {
         #expect(try rows(db, "SELECT id FROM person") == [["1"]])
     }
 
+    /// Booleans are values of their own up to the store (SQLite keeps 0 and 1): an identity with
+    /// a boolean key finds its stored row, within a batch, across batches and across runs.
+    @Test func aBooleanIdentityKeyFindsItsStoredRow() throws {
+        let yaml = """
+            version: 1
+            name: flags
+            records: "."
+            root: flag
+            entities:
+              flag:
+                identity: [id, on]
+                attributes: {id: integer, on: bool, label: string}
+            """
+        let first = #"[{"id": 1, "on": true, "label": "a"}, {"id": 1, "on": false, "label": "b"}, {"id": 1, "on": true, "label": "c"}]"#
+        let (summary, db) = try ingest(yaml, [first, #"[{"id": 1, "on": false, "label": "d"}]"#], batchRecords: 2)
+        #expect(summary.counters.inserted == 2 && summary.counters.updated == 2, "\(summary.counters)")
+        let (again, _) = try ingest(yaml, [#"[{"id": 1, "on": true, "label": "e"}]"#], db: db)
+        #expect(again.counters.inserted == 0 && again.counters.updated == 1)
+        #expect(try rows(db, "SELECT id, \"on\", label FROM flag ORDER BY \"on\"") == [["1", "0", "d"], ["1", "1", "e"]])
+    }
+
     @Test func compositeIdentityInTheBatchedPath() throws {
         let yaml = """
             version: 1

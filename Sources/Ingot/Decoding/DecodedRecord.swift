@@ -1,10 +1,15 @@
 import Dispatch
-/// A value as stored: what a column holds after conversion.
-public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
+/// A value as the mapper produces it and every backend stores it: what a column holds after
+/// conversion, independent of any database. Each backend picks its column types and binds these
+/// as it needs (SQLite stores a boolean as 0 or 1). Dates travel as canonical ISO-8601 text in
+/// UTC (`yyyy-MM-ddTHH:mm:ss.SSSZ`, or `yyyy-MM-dd` for a date-only format): lossless, and read
+/// as a date by any database.
+public enum ScalarValue: Hashable, Sendable, CustomStringConvertible {
     case null
     case integer(Int64)
     case real(Double)
     case text(String)
+    case bool(Bool)
 
     /// Hashes the payload only (equal values of different cases never occur as one identity's
     /// values, and a collision would only cost a comparison): identities are hashed for every
@@ -15,6 +20,7 @@ public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
         case .integer(let v): hasher.combine(v)
         case .real(let v): hasher.combine(v)
         case .text(let v): hasher.combine(v)
+        case .bool(let v): hasher.combine(v)
         }
     }
 
@@ -24,14 +30,15 @@ public enum SQLValue: Hashable, Sendable, CustomStringConvertible {
         case .integer(let v): String(v)
         case .real(let v): String(v)
         case .text(let v): v
+        case .bool(let v): String(v)
         }
     }
 }
 
 /// The identity of a row: one value, or one per key of a composite identity.
 public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
-    case single(SQLValue)
-    case composite([SQLValue])
+    case single(ScalarValue)
+    case composite([ScalarValue])
 
     public func hash(into hasher: inout Hasher) {
         switch self {
@@ -40,7 +47,7 @@ public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var values: [SQLValue] {
+    public var values: [ScalarValue] {
         switch self {
         case .single(let v): [v]
         case .composite(let vs): vs
@@ -77,7 +84,7 @@ struct EntityRow: Sendable {
     var linkStart: Int
 }
 
-/// A column value as a ``RowStorage`` keeps it: like ``SQLValue``, but text is a range of the
+/// A column value as a ``RowStorage`` keeps it: like ``ScalarValue``, but text is a range of the
 /// storage's `text` bytes. A plain value (no reference to count), 16 bytes with its `Optional`.
 /// 32-bit offsets are enough: the mapper rejects a record that would take its page's text past
 /// 4 GiB, and a batch holds either one page or at most ``RunOptions/batchBytes`` (64 MiB by
@@ -87,6 +94,7 @@ enum StoredValue: Sendable, Equatable {
     case integer(Int64)
     case real(Double)
     case text(start: UInt32, count: UInt32)
+    case bool(Bool)
 }
 
 /// The flat arrays behind a set of ``EntityRow``s: their column values, the UTF-8 bytes of their
@@ -107,11 +115,12 @@ struct RowStorage: Sendable {
     }
 
     /// Sets slot `index` to `value` (its text copied into `text`).
-    mutating func set(_ index: Int, _ value: SQLValue) {
+    mutating func set(_ index: Int, _ value: ScalarValue) {
         switch value {
         case .null: values[index] = .null
         case .integer(let v): values[index] = .integer(v)
         case .real(let v): values[index] = .real(v)
+        case .bool(let v): values[index] = .bool(v)
         case .text(var s): s.withUTF8 { setText(index, $0) }
         }
     }
@@ -134,13 +143,14 @@ struct RowStorage: Sendable {
         }
     }
 
-    /// Slot `index` as an ``SQLValue`` (`nil` when the source did not mention it).
-    func value(_ index: Int) -> SQLValue? {
+    /// Slot `index` as an ``ScalarValue`` (`nil` when the source did not mention it).
+    func value(_ index: Int) -> ScalarValue? {
         switch values[index] {
         case nil: nil
         case .null?: .null
         case .integer(let v)?: .integer(v)
         case .real(let v)?: .real(v)
+        case .bool(let v)?: .bool(v)
         case .text(let start, let count)?:
             .text(String(decoding: text[Int(start)..<Int(start) + Int(count)], as: UTF8.self))
         }

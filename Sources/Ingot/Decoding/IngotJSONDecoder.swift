@@ -70,7 +70,7 @@ private struct TapeDecoder: Decoder {
     private func identity(_ entity: any IngotEntity.Type) -> IdentityKey? {
         let keys = entity.identity.map(\.stringValue)
         guard !keys.isEmpty else { return nil }
-        var values: [SQLValue] = []
+        var values: [ScalarValue] = []
         for key in keys {
             guard let v = value[key] else { return nil }
             if let i = v.int64 { values.append(.integer(i)) } else if let s = v.string { values.append(.text(s)) } else if let d = v.double { values.append(.real(d)) } else { return nil }

@@ -22,12 +22,13 @@ enum JSONText {
         return out + "]"
     }
 
-    static func append(_ value: SQLValue, to out: inout String) {
+    static func append(_ value: ScalarValue, to out: inout String) {
         switch value {
         case .null: out += "null"
         case .integer(let v): out += String(v)
         case .real(let v): out += v.isFinite ? "\(v)" : "null"
         case .text(let s): quote(s, into: &out)
+        case .bool(let v): out += v ? "true" : "false"
         }
     }
 

@@ -253,7 +253,7 @@ struct RecordMapper {
         if layout.identitySlots.count == 1, let value = page.storage.value(v + layout.identitySlots[0]), value != .null {
             identity = .single(value)  // the common case, without an array
         } else if !layout.identitySlots.isEmpty {
-            var values: [SQLValue] = []
+            var values: [ScalarValue] = []
             for slot in layout.identitySlots {
                 let key = entity.attributes[slot].key
                 guard let value = page.storage.value(v + slot) else {
@@ -320,7 +320,7 @@ struct RecordMapper {
     /// Converts the value at `index` to `attribute`'s stored form, or throws why it cannot.
     private mutating func convert(
         _ index: Int, _ type: AttributeType, coerce: Bool, _ c: inout Cursor
-    ) throws(MappingFailure) -> SQLValue {
+    ) throws(MappingFailure) -> ScalarValue {
         let node = c.nodes[index]
         if node.kind == .null { return .null }
         func wrong() -> MappingFailure {
@@ -364,18 +364,18 @@ struct RecordMapper {
             }
         case .bool:
             switch node.kind {
-            case .true: return .integer(1)
-            case .false: return .integer(0)
+            case .true: return .bool(true)
+            case .false: return .bool(false)
             case .integer where coerce:
                 switch c.int64(node) {
-                case 0: return .integer(0)
-                case 1: return .integer(1)
+                case 0: return .bool(false)
+                case 1: return .bool(true)
                 default: throw wrong()
                 }
             case .string where coerce:
                 switch c.string(node).lowercased() {
-                case "true", "1": return .integer(1)
-                case "false", "0": return .integer(0)
+                case "true", "1": return .bool(true)
+                case "false", "0": return .bool(false)
                 default: throw wrong()
                 }
             default: throw wrong()

@@ -9,7 +9,9 @@
 public struct EntityLayout: Sendable, Equatable {
     public struct Column: Sendable, Equatable {
         public var name: String
-        public var sqlType: String
+        /// What it holds: the attribute's type, or for a to-one key column the type of the
+        /// target's identity attribute. Each backend maps it to a column type.
+        public var type: AttributeType
     }
 
     public struct ToOne: Sendable, Equatable {
@@ -41,7 +43,7 @@ public struct EntityLayout: Sendable, Equatable {
     /// The layouts of every entity of `model`, in the model's order.
     public static func layouts(of model: EntityModel) -> [EntityLayout] {
         model.entities.enumerated().map { index, entity in
-            var columns = entity.attributes.map { Column(name: $0.name, sqlType: $0.type.sqlType) }
+            var columns = entity.attributes.map { Column(name: $0.name, type: $0.type) }
             var toOne: [ToOne] = []
             var toMany: [ToMany] = []
             for (r, relationship) in entity.relationships.enumerated() {
@@ -57,8 +59,8 @@ public struct EntityLayout: Sendable, Equatable {
                 } else {
                     let start = columns.count
                     for (k, name) in relationship.foreignKeyColumns(target: target).enumerated() {
-                        let keyType = target.identityAttributes[safe: k]?.type.sqlType ?? "TEXT"
-                        columns.append(Column(name: name, sqlType: keyType))
+                        let keyType = target.identityAttributes[safe: k]?.type ?? .string
+                        columns.append(Column(name: name, type: keyType))
                     }
                     toOne.append(ToOne(relationship: r, target: t, slots: start..<columns.count))
                 }

@@ -74,29 +74,21 @@ public struct Attribute: Sendable, Equatable {
     }
 }
 
-/// The type of an attribute, and how it is stored.
+/// The type of an attribute. Each backend picks the column type that stores it (SQLite:
+/// docs/pipelines.md, "Types").
 public enum AttributeType: Sendable, Equatable {
-    /// `INTEGER`, exact 64-bit.
+    /// An exact 64-bit integer.
     case integer
-    /// `REAL`.
+    /// A double.
     case double
-    /// `TEXT`.
+    /// Text.
     case string
-    /// `INTEGER` 0 or 1.
+    /// true or false.
     case bool
-    /// `TEXT`, ISO-8601 in UTC, or `yyyy-MM-dd` for a date-only format.
+    /// A date-time (ISO-8601 in UTC), or a date for a date-only format.
     case date(DateFormat)
-    /// `TEXT`: the value's JSON text.
+    /// Any JSON value, kept as its JSON text.
     case json
-
-    /// The SQL column type.
-    public var sqlType: String {
-        switch self {
-        case .integer, .bool: "INTEGER"
-        case .double: "REAL"
-        case .string, .date, .json: "TEXT"
-        }
-    }
 }
 
 /// How a date attribute is written in the source.

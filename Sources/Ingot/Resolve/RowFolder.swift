@@ -146,21 +146,22 @@ extension IdentityKey {
     /// writing rows in index order.
     static func precedes(_ a: IdentityKey?, _ b: IdentityKey?) -> Bool {
         switch (a, b) {
-        case (.single(let x)?, .single(let y)?): return SQLValue.precedes(x, y)
+        case (.single(let x)?, .single(let y)?): return ScalarValue.precedes(x, y)
         case (.composite(let xs)?, .composite(let ys)?):
-            for (x, y) in zip(xs, ys) where x != y { return SQLValue.precedes(x, y) }
+            for (x, y) in zip(xs, ys) where x != y { return ScalarValue.precedes(x, y) }
             return false
         default: return false
         }
     }
 }
 
-extension SQLValue {
-    static func precedes(_ a: SQLValue, _ b: SQLValue) -> Bool {
+extension ScalarValue {
+    static func precedes(_ a: ScalarValue, _ b: ScalarValue) -> Bool {
         switch (a, b) {
         case (.integer(let x), .integer(let y)): x < y
         case (.real(let x), .real(let y)): x < y
         case (.text(let x), .text(let y)): x < y
+        case (.bool(let x), .bool(let y)): !x && y
         default: a.rank < b.rank
         }
     }
@@ -171,6 +172,7 @@ extension SQLValue {
         case .integer: 1
         case .real: 2
         case .text: 3
+        case .bool: 4
         }
     }
 }

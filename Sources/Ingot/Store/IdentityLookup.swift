@@ -26,13 +26,21 @@ final class IdentityLookup {
         let statement = try statement(entity)
         statement.bind(.text(IdentityLookup.jsonArray(keys)), at: 1)
         var found = [IdentityKey: StoredRef](minimumCapacity: keys.count)
-        let count = Int32(layouts[entity].identitySlots.count)
+        let layout = layouts[entity]
+        let count = Int32(layout.identitySlots.count)
+        // SQLite stores booleans as 0 and 1: read back as the values the mapper makes.
+        let booleans = layout.identitySlots.map { layout.columns[$0].type == .bool }
+        func value(_ row: OpaquePointer, _ k: Int32) -> ScalarValue {
+            let v = RawStatement.column(row, k)
+            guard booleans[Int(k) - 1], case .integer(let n) = v else { return v }
+            return .bool(n != 0)
+        }
         try statement.query { row in
             let rowid = StoredRef(raw: sqlite3_column_int64(row, 0))
             if count == 1 {
-                found[.single(RawStatement.column(row, 1))] = rowid
+                found[.single(value(row, 1))] = rowid
             } else {
-                found[.composite((1...count).map { RawStatement.column(row, $0) })] = rowid
+                found[.composite((1...count).map { value(row, $0) })] = rowid
             }
         }
         return found

@@ -14,7 +14,7 @@ final class RawStatement {
     private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
     private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
 
-    /// Text parameters given as ``SQLValue`` (identities of links, bookkeeping) are copied here
+    /// Text parameters given as ``ScalarValue`` (identities of links, bookkeeping) are copied here
     /// and bound `SQLITE_STATIC`, so SQLite does not allocate a copy of each (measured:
     /// `sqlite3_bind_text` with `SQLITE_TRANSIENT` was 7 % of a run's instructions, before row
     /// values were bound from their storage). The bytes stay put until the statement has run;
@@ -55,12 +55,14 @@ final class RawStatement {
     }
 
     @inline(__always)
-    func bind(_ value: SQLValue, at index: Int32) {
+    func bind(_ value: ScalarValue, at index: Int32) {
         switch value {
         case .null:
             sqlite3_bind_null(handle, index)
         case .integer(let v):
             sqlite3_bind_int64(handle, index, v)
+        case .bool(let v):
+            sqlite3_bind_int64(handle, index, v ? 1 : 0)
         case .real(let v):
             sqlite3_bind_double(handle, index, v)
         case .text(var s):
@@ -92,6 +94,8 @@ final class RawStatement {
             sqlite3_bind_null(handle, index)
         case .integer(let v)?:
             sqlite3_bind_int64(handle, index, v)
+        case .bool(let v)?:
+            sqlite3_bind_int64(handle, index, v ? 1 : 0)
         case .real(let v)?:
             sqlite3_bind_double(handle, index, v)
         case .text(let start, let count)?:
@@ -139,7 +143,7 @@ final class RawStatement {
     }
 
     /// Column `index` of the current row as a value.
-    static func column(_ statement: OpaquePointer, _ index: Int32) -> SQLValue {
+    static func column(_ statement: OpaquePointer, _ index: Int32) -> ScalarValue {
         switch sqlite3_column_type(statement, index) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, index))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, index))

@@ -238,7 +238,7 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         var definitions: [(SchemaObject, String)] = []
         let identity = layout.identitySlots.map { layout.columns[$0].name }
         let columns = layout.columns.map { column in
-            "\(quote(column.name)) \(column.sqlType)\(identity.contains(column.name) ? " NOT NULL" : "")"
+            "\(quote(column.name)) \(Store.columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
         }
         definitions.append((.table(layout.table), "CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))"))
         if !identity.isEmpty {
@@ -249,8 +249,8 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             ))
         }
         for toMany in layout.toMany {
-            let source = model.entities[layout.entity].identityAttributes.map(\.type.sqlType)
-            let target = model.entities[toMany.target].identityAttributes.map(\.type.sqlType)
+            let source = model.entities[layout.entity].identityAttributes.map { Store.columnType($0.type) }
+            let target = model.entities[toMany.target].identityAttributes.map { Store.columnType($0.type) }
             var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
             defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
             if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
@@ -272,7 +272,7 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             if try db.tableExists(layout.table) {
                 let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
                 for column in layout.columns where !present.contains(column.name.lowercased()) {
-                    statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(column.sqlType)")
+                    statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(Store.columnType(column.type))")
                 }
             }
             for (object, sql) in definitions(layout, model: model) {
@@ -300,9 +300,9 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
             var stored: [String: String] = [:]
             for column in try db.columns(in: layout.table) { stored[column.name.lowercased()] = column.type }
             for column in layout.columns {
-                if let type = stored[column.name.lowercased()], normalized(type) != normalized(column.sqlType) {
+                if let type = stored[column.name.lowercased()], normalized(type) != normalized(Store.columnType(column.type)) {
                     conflicts.append(
-                        "table '\(layout.table)', column '\(column.name)': stored as \(type.isEmpty ? "(no type)" : type), the pipeline wants \(column.sqlType)")
+                        "table '\(layout.table)', column '\(column.name)': stored as \(type.isEmpty ? "(no type)" : type), the pipeline wants \(Store.columnType(column.type))")
                 }
             }
             let wanted = layout.identitySlots.map { layout.columns[$0].name.lowercased() }
@@ -329,6 +329,16 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
     }
 
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    /// The SQLite column type that stores `type`: INTEGER (integers; booleans as 0 or 1), REAL,
+    /// TEXT (strings; dates as ISO-8601 text in UTC; JSON as its text).
+    static func columnType(_ type: AttributeType) -> String {
+        switch type {
+        case .integer, .bool: "INTEGER"
+        case .double: "REAL"
+        case .string, .date, .json: "TEXT"
+        }
+    }
 
     // MARK: - Statements
 
