@@ -143,7 +143,7 @@ struct RowStorage: Sendable {
         }
     }
 
-    /// Slot `index` as an ``ScalarValue`` (`nil` when the source did not mention it).
+    /// Slot `index` as a ``ScalarValue`` (`nil` when the source did not mention it).
     func value(_ index: Int) -> ScalarValue? {
         switch values[index] {
         case nil: nil

@@ -62,9 +62,20 @@ public final class PipelineRunner: Sendable {
         activeSource.value.withLock { $0 }?.cancel()
     }
 
-    /// Runs the pipeline over `source` to the end (or until ``stop()``) and returns its summary.
-    /// Blocks the caller.
+    /// Runs the pipeline over `source` to the end (or until ``stop()``) into the database
+    /// ``RunOptions/databasePath`` names (see ``StoreLocation``), and returns its summary. Blocks
+    /// the caller.
     public func run(source: any PageSource) -> RunSummary {
+        run(source: source, store: nil)
+    }
+
+    /// Runs the pipeline over `source` into `store`, a backend of the caller's (opened with the
+    /// pipeline's model; the run closes it). No run lock is taken: the store is the caller's.
+    public func run(source: any PageSource, store: any IngestStore) -> RunSummary {
+        run(source: source, store: .some(store))
+    }
+
+    private func run(source: any PageSource, store given: (any IngestStore)?) -> RunSummary {
         let started = Date()
         activeSource.value.withLock { $0 = source }
         defer { activeSource.value.withLock { $0 = nil } }
@@ -80,21 +91,20 @@ public final class PipelineRunner: Sendable {
             return failed
         }
         // One run at a time per database: wait for another run to finish, up to lockTimeout.
-        let lock: RunLock?
-        let location: StoreLocation
-        do {
-            location = try StoreLocation(options.databasePath)
-            lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
-        } catch {
-            return failedToStart(error)
+        var lock: RunLock?
+        let store: any IngestStore
+        if let given {
+            store = given
+        } else {
+            do {
+                let location = try StoreLocation(options.databasePath)
+                lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
+                store = try location.open(model: config.model, options: options)
+            } catch {
+                return failedToStart(error)
+            }
         }
         defer { withExtendedLifetime(lock) {} }
-        let store: any IngestStore
-        do {
-            store = try location.open(model: config.model, options: options)
-        } catch {
-            return failedToStart(error)
-        }
         var resumed: UnfinishedRun?
         if options.resume {
             do {

@@ -1,19 +1,22 @@
 /// A stored row as the store that found it refers to it (SQLite: its rowid). Opaque above the
 /// store: the resolver only knows whether an identity is stored, and hands the reference back
 /// with the row when the batch is written.
-struct StoredRef: Hashable, Sendable {
-    let raw: Int64
+public struct StoredRef: Hashable, Sendable {
+    /// The store's own number for the row (SQLite: the rowid). 0 is ``pending``.
+    public let raw: Int64
 
-    init(raw: Int64) {
+    /// A reference a store made.
+    public init(raw: Int64) {
         self.raw = raw
     }
 
     /// A row that a batch saved but did not commit yet: stored by the time the next batch is
     /// written, but unknown to a reader that sees committed rows only. The store finds it by its
     /// identity instead.
-    static let pending = StoredRef(raw: 0)
+    public static let pending = StoredRef(raw: 0)
 
-    var isPending: Bool { self == .pending }
+    /// Whether the row is to be found by its identity (see ``pending``).
+    public var isPending: Bool { self == .pending }
 }
 
 /// A batch on its way to the writer: its pages, and — when that needed no database writes —
@@ -32,7 +35,7 @@ struct PreparedBatch: Sendable {
 /// stored row or none (then it is inserted), its links, and what writing it will do. Everything
 /// a backend needs and nothing it must decide: merge rules, reference policies and rejections
 /// were applied by the ``BatchResolver``.
-struct ResolvedBatch: Sendable {
+public struct ResolvedBatch: Sendable {
     var number = 0
     /// The batch's pages, without their records (the writer stage counts pages and records).
     var pages: [DecodedPage]
@@ -43,6 +46,40 @@ struct ResolvedBatch: Sendable {
     var refs: [[StoredRef?]]
     /// What writing it does, per entity, and the records the resolver rejected.
     var outcome: BatchOutcome
+}
+
+extension ResolvedBatch {
+    /// One row to write, as a backend outside this module reads it.
+    public struct Row: Sendable {
+        /// `nil` for an entity without identity (always inserted).
+        public var identity: IdentityKey?
+        /// The stored row it updates; `nil`: insert it.
+        public var stored: StoredRef?
+        /// Per column of the entity's ``EntityLayout``: the value to write, or `nil` when the
+        /// source did not mention it (an update leaves it as it is; an insert stores NULL).
+        public var values: [ScalarValue?]
+        /// Per to-many relationship of the layout: the complete new set of targets (in JSON
+        /// order), or `nil` to leave the stored links as they are.
+        public var links: [[IdentityKey]?]
+    }
+
+    /// The rows of `entity` (its index in the model), in identity order, then those without
+    /// identity. Built on demand (the SQLite store reads the folded storage in place).
+    public func rows(of entity: Int) -> [Row] {
+        let merged = rows.merged[entity]
+        let layout = rows.layouts[entity]
+        func row(_ r: EntityRow, _ stored: StoredRef?) -> Row {
+            Row(
+                identity: r.identity, stored: stored,
+                values: (0..<layout.columns.count).map { merged.storage.value(r.valueStart + $0) },
+                links: (0..<layout.toMany.count).map { merged.storage.linkSets[r.linkStart + $0] })
+        }
+        let refs = self.refs[entity]
+        return merged.rows.enumerated().map { row($1, refs.isEmpty ? nil : refs[$0]) } + merged.anonymous.map { row($0, nil) }
+    }
+
+    /// How many entities the batch has rows for (the model's count).
+    public var entityCount: Int { rows.merged.count }
 }
 
 /// What saving one batch does.

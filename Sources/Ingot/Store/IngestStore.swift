@@ -9,11 +9,12 @@ import Foundation
 ///
 /// A store is used from two queues, never concurrently for the same call: ``lookupCommitted(_:_:)``
 /// from the assembler's (it may read on a connection of its own), everything else from the writer's.
-protocol IngestStore: AnyObject, Sendable {
+public protocol IngestStore: AnyObject, Sendable {
     // MARK: Runs
 
     /// The most recent run of `pipeline` when it did not finish: what `--resume` continues.
     func unfinishedRun(pipeline: String) throws -> UnfinishedRun?
+    /// Records the start of a run (status running).
     func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws
     /// Marks a resumed run running again.
     func reopenRun(id: String, archive: String?) throws
@@ -35,7 +36,9 @@ protocol IngestStore: AnyObject, Sendable {
     /// Inside `save`'s `extra`: the batch's rejections, the run's counters and where its source
     /// continues, so that a commit always describes its last batch.
     func recordProgress(_ progress: RunProgress) throws
+    /// Whether batches were written since the last commit.
     var hasUncommittedBatches: Bool { get }
+    /// Commits the batches written since the last commit (nothing when none were).
     func commit() throws
     /// Rolls the open transaction back (a batch could not be resolved): what was committed stays.
     func rollback() throws
@@ -49,6 +52,7 @@ protocol IngestStore: AnyObject, Sendable {
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]
 
+    /// Releases the connections. The store is not used after this.
     func close() throws
 }
 
@@ -56,18 +60,18 @@ extension Store: IngestStore {}
 
 /// What a batch's transaction records about its run, with its rows: a commit always describes
 /// its last batch, so `--resume` continues exactly after it.
-struct RunProgress: Sendable {
-    var runID: String
+public struct RunProgress: Sendable {
+    public var runID: String
     /// The run's counters including this batch.
-    var counters: RunCounters
+    public var counters: RunCounters
     /// The last whole page the batch completes (`nil`: it ends inside a page).
-    var lastSeq: Int?
+    public var lastSeq: Int?
     /// Where the source continues after that page.
-    var resumeState: String?
+    public var resumeState: String?
     /// The batch's rejections, stored in `_ingot_rejects`.
-    var rejections: [RecordRejection]
+    public var rejections: [RecordRejection]
     /// Values kept across runs (the incremental cursor), by pipeline and key.
-    var kept: [(pipeline: String, key: String, value: String)] = []
+    public var kept: [(pipeline: String, key: String, value: String)] = []
 }
 
 /// A database failure that stops a run (with the SQL that failed), or a database Ingot cannot use.

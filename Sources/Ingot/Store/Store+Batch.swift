@@ -3,13 +3,13 @@ import GRDBSQLite
 
 extension Store {
     /// Which of `keys` are stored, with their rowids, on the write connection.
-    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
+    public func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
         try writerLookup().stored(entity, keys)
     }
 
     /// The same on the read-only connection (committed rows only); `nil` for an in-memory
     /// database, which has none. Used from the assembler's queue only.
-    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
+    public func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
         try readerLookup?.stored(entity, keys)
     }
 
@@ -43,7 +43,7 @@ extension Store {
     /// before too): what was committed, with its resume state, stays consistent. (A savepoint per
     /// batch would keep them, but it copies every page a batch dirties; measured here, it ate the
     /// gain of sharing the transaction.)
-    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    public func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             do {
@@ -57,19 +57,19 @@ extension Store {
     }
 
     /// Whether batches were saved since the last commit.
-    var hasUncommittedBatches: Bool {
+    public var hasUncommittedBatches: Bool {
         dbQueue.inDatabase { $0.isInsideTransaction }
     }
 
     /// Rolls back the batches saved since the last commit (nothing when none is open).
-    func rollback() throws {
+    public func rollback() throws {
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.rollback() }
         }
     }
 
     /// Commits the batches saved since the last commit (nothing when none is open).
-    func commit() throws {
+    public func commit() throws {
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.commit() }
         }

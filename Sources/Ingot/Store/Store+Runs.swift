@@ -5,7 +5,7 @@ import GRDB
 /// `_ingot_rejects` (one row per rejected record or page).
 extension Store {
     /// Records the start of a run.
-    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+    public func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try dbQueue.write { db in
             try db.execute(
                 sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
@@ -14,7 +14,7 @@ extension Store {
     }
 
     /// Inside a batch's transaction: stores its rejections and the run's counters so far.
-    func recordProgress(_ progress: RunProgress) throws {
+    public func recordProgress(_ progress: RunProgress) throws {
         let (runID, counters, lastSeq, resumeState, rejections) = (
             progress.runID, progress.counters, progress.lastSeq, progress.resumeState, progress.rejections
         )
@@ -64,7 +64,7 @@ extension Store {
     }
 
     /// The most recent run of `pipeline`, when it did not finish: what `--resume` continues.
-    func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
+    public func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
         try dbQueue.read { db in
             guard let row = try Row.fetchOne(db, sql: """
                 SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at,
@@ -95,7 +95,7 @@ extension Store {
     }
 
     /// Marks a resumed run running again.
-    func reopenRun(id: String, archive: String?) throws {
+    public func reopenRun(id: String, archive: String?) throws {
         try dbQueue.write { db in
             try db.execute(
                 sql: "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce(?, archive) WHERE run_id = ?",
@@ -111,7 +111,7 @@ extension Store {
     }
 
     /// Marks the run finished (or failed / interrupted) with its final counters.
-    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws {
+    public func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws {
         try commit()
         try dbQueue.write { db in
             try db.execute(
@@ -130,7 +130,7 @@ extension Store {
     /// Per entity (by index) that some relationship stubs (`missing: stub`) and that has columns
     /// besides its identity: how many of its rows hold nothing but their identity — stubs no
     /// record has filled yet. One count per such entity (a scan of its table).
-    func unfilledStubs() throws -> [Int: Int] {
+    public func unfilledStubs() throws -> [Int: Int] {
         let stubbed = Set(model.entities.flatMap { entity in
             entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
         })
@@ -154,7 +154,7 @@ extension Store {
     /// applies Core Data's *nullify* rule to every relationship that can point at them: to-one
     /// references to a deleted row become `NULL`, join rows naming it (on either side) are
     /// removed. Returns how many rows were deleted.
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
+    public func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
         let layout = layouts[entity]
         let table = Store.quote(layout.table)
         let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
@@ -307,11 +307,20 @@ public struct EntityCounts: Sendable, Equatable {
 }
 
 /// A run that stopped before the end of its source.
-struct UnfinishedRun: Sendable {
-    var runID: String
-    var counters: RunCounters
+public struct UnfinishedRun: Sendable {
+    public var runID: String
+    /// Its counters as last committed.
+    public var counters: RunCounters
     /// The last page committed.
-    var lastSeq: Int
+    public var lastSeq: Int
     /// Where its source continues; `nil` when no batch was committed.
-    var resumeState: String?
+    public var resumeState: String?
+
+    /// An unfinished run as a store read it.
+    public init(runID: String, counters: RunCounters, lastSeq: Int, resumeState: String?) {
+        self.runID = runID
+        self.counters = counters
+        self.lastSeq = lastSeq
+        self.resumeState = resumeState
+    }
 }
