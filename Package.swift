@@ -32,6 +32,11 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         .target(
             name: "CSQLiteTuning",
             linkerSettings: [.linkedLibrary("sqlite3")]
@@ -41,6 +46,7 @@ let package = Package(
             dependencies: [
                 "CZstd",
                 "CCurl",
+                "CLibPQ",
                 "CSQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -149,12 +149,14 @@ struct CLITests {
         #expect(viaFlag.status == 0)
         #expect(viaFlag.stderr.contains("msg=run.summary"), "the option wins over INGOT_LOG_FORMAT")
         #expect(FileManager.default.fileExists(atPath: fromFlag))
-        for arguments in [["--metrics-port", "70000"], ["--metrics-file", ""], ["--db", "mysql://h/x"],
-                          ["--db", "postgresql://ingot:s3cret@127.0.0.1:9/x"]] {
+        for arguments in [["--metrics-port", "70000"], ["--metrics-file", ""], ["--db", "mysql://h/x"]] {
             let refused = try run(["run", "pipelines/people.yml", "--no-archive"] + arguments)
             #expect(refused.status == 2, "\(arguments): \(refused.stderr)")
-            #expect(!refused.stderr.contains("s3cret"))
         }
+        // A database server that cannot be reached is temporary (75), and its password never shows.
+        let unreachable = try run(["run", "pipelines/people.yml", "--no-archive", "--db", "postgresql://ingot:s3cret@127.0.0.1:9/x"])
+        #expect(unreachable.status == 75, "\(unreachable.stderr)")
+        #expect(!unreachable.stderr.contains("s3cret") && unreachable.stderr.contains("REDACTED"))
         let bad = try run(["run", "pipelines/people.yml"], environment: ["INGOT_LANES": "many"])
         #expect(bad.status == 2)
         #expect(bad.stderr.contains("INGOT_LANES='many' is not an integer"))

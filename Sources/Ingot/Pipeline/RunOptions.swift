@@ -84,6 +84,7 @@ public struct RunSummary: Sendable {
             case let fetch as FetchError: self = fetch.isTemporary ? .temporary : .unexpected
             case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
             case StoreError.conflict, StoreError.unsupported: self = .configuration
+            case StoreError.unreachable: self = .temporary
             case is ConfigError: self = .configuration
             default: self = .unexpected
             }

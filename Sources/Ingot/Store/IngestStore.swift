@@ -82,11 +82,16 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case conflict(String)
     /// `--db` names a database Ingot cannot use (a scheme it does not know, an empty path).
     case unsupported(String)
+    /// PostgreSQL refused a statement.
+    case postgres(message: String, sql: String)
+    /// The database server could not be reached (a later run may succeed: exit 75).
+    case unreachable(String)
 
     public var description: String {
         switch self {
         case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"
-        case .schema(let message), .conflict(let message), .unsupported(let message): message
+        case .schema(let message), .conflict(let message), .unsupported(let message), .unreachable(let message): message
+        case .postgres(let message, let sql): sql.isEmpty ? "PostgreSQL: \(message)" : "PostgreSQL: \(message) (in: \(sql.prefix(300)))"
         }
     }
 }

@@ -47,8 +47,8 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
             storeOptions.lockTimeout = options.lockTimeout
             storeOptions.statementObserver = options.statementObserver
             return try Store(path: path, model: model, options: storeOptions)
-        case .postgres:
-            throw StoreError.unsupported("the PostgreSQL backend is not built yet; use a SQLite path")
+        case .postgres(let url):
+            return try PGStore(url: url, model: model)
         }
     }
 
@@ -56,7 +56,7 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     public func schema(of model: EntityModel) throws(StoreError) -> [String] {
         switch self {
         case .sqlite: return Store.schema(of: model)
-        case .postgres: throw StoreError.unsupported("the PostgreSQL backend is not built yet")
+        case .postgres: return PGStore.schema(of: model)
         }
     }
 
@@ -66,7 +66,10 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     public func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
         switch self {
         case .sqlite(let path): return try Store.plan(model: model, databasePath: path)
-        case .postgres: throw StoreError.unsupported("the PostgreSQL backend is not built yet")
+        case .postgres(let url):
+            // Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
+            _ = try PGConnection(url: url)
+            return (true, [], PGStore.schema(of: model))
         }
     }
 
@@ -75,7 +78,10 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     public func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
         switch self {
         case .sqlite(let path): return try Store.state(databasePath: path, model: model, pipeline: pipeline, key: key)
-        case .postgres: throw StoreError.unsupported("the PostgreSQL backend is not built yet")
+        case .postgres(let url):
+            let connection = try PGConnection(url: url)
+            let rows = try? connection.execute("SELECT value FROM _ingot_state WHERE pipeline = $1 AND key = $2", [pipeline, key])
+            return rows?.first?[0] ?? nil
         }
     }
 

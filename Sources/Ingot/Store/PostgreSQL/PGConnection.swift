@@ -1,0 +1,132 @@
+import CLibPQ
+import Foundation
+
+/// One libpq connection, used from one queue at a time: statements with text parameters and
+/// results, and `COPY … FROM STDIN` in text format. Synchronous, like the writer queue that uses
+/// it (docs/stores.md, "PostgreSQL").
+final class PGConnection {
+    private let handle: OpaquePointer
+    /// The URL as logs may show it (no password).
+    let shown: String
+
+    /// Connects to `url` (a `postgresql://` URL or a libpq connection string) and sets the
+    /// session up: UTC, quiet notices.
+    init(url: String) throws(StoreError) {
+        shown = StoreLocation.redacted(url)
+        guard let handle = PQconnectdb(url) else { throw StoreError.postgres(message: "out of memory", sql: "") }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            // Before `self.handle` is set: once it is, a throw runs deinit, which finishes it.
+            let message = PGConnection.message(handle)
+            PQfinish(handle)
+            throw StoreError.unreachable("cannot connect to \(StoreLocation.redacted(url)): \(message)")
+        }
+        self.handle = handle
+        try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning")
+    }
+
+    deinit {
+        PQfinish(handle)
+    }
+
+    /// Runs `sql` (one statement when it has parameters), and returns its rows as text
+    /// (`nil` for NULL).
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> [[String?]] {
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            result = PQexec(handle, sql)
+        } else {
+            result = PGConnection.withCStrings(parameters) { pointers in
+                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+            }
+        }
+        guard let result else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw StoreError.postgres(message: PGConnection.resultMessage(result), sql: sql)
+        }
+        let rows = Int(PQntuples(result))
+        let columns = Int32(PQnfields(result))
+        var out: [[String?]] = []
+        out.reserveCapacity(rows)
+        for r in 0..<Int32(rows) {
+            var row: [String?] = []
+            row.reserveCapacity(Int(columns))
+            for c in 0..<columns {
+                row.append(PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)))
+            }
+            out.append(row)
+        }
+        return out
+    }
+
+    /// Rows affected by a statement without results.
+    func changes(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Int {
+        let result: OpaquePointer? = PGConnection.withCStrings(parameters) { pointers in
+            PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+        }
+        guard let result else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            throw StoreError.postgres(message: PGConnection.resultMessage(result), sql: sql)
+        }
+        return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab
+    /// separated, `\N` for NULL, escaped with ``PGConnection/appendCopyText(_:to:)``.
+    func copy(_ sql: String, data: [UInt8]) throws(StoreError) {
+        guard let start = PQexec(handle, sql) else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        let started = PQresultStatus(start)
+        let startMessage = PGConnection.resultMessage(start)
+        PQclear(start)
+        guard started == PGRES_COPY_IN else { throw StoreError.postgres(message: startMessage, sql: sql) }
+        var offset = 0
+        while offset < data.count {
+            let count = min(1 << 20, data.count - offset)
+            let sent = data.withUnsafeBufferPointer { buffer -> Int32 in
+                guard let base = buffer.baseAddress else { return -1 }
+                return base.advanced(by: offset).withMemoryRebound(to: CChar.self, capacity: count) {
+                    PQputCopyData(handle, $0, Int32(count))
+                }
+            }
+            guard sent == 1 else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+            offset += count
+        }
+        guard PQputCopyEnd(handle, nil) == 1 else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        var failure: String?
+        while let result = PQgetResult(handle) {
+            if PQresultStatus(result) != PGRES_COMMAND_OK { failure = failure ?? PGConnection.resultMessage(result) }
+            PQclear(result)
+        }
+        if let failure { throw StoreError.postgres(message: failure, sql: sql) }
+    }
+
+    /// Appends `text` to a COPY text-format row, escaping what the format needs escaped.
+    static func appendCopyText(_ text: some Sequence<UInt8>, to out: inout [UInt8]) {
+        for byte in text {
+            switch byte {
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case UInt8(ascii: "\t"): out += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
+            case UInt8(ascii: "\n"): out += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
+            case UInt8(ascii: "\r"): out += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
+            default: out.append(byte)
+            }
+        }
+    }
+
+    private static func message(_ handle: OpaquePointer) -> String {
+        PQerrorMessage(handle).map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown error"
+    }
+
+    private static func resultMessage(_ result: OpaquePointer) -> String {
+        PQresultErrorMessage(result).map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unknown error"
+    }
+
+    private static func withCStrings<R>(_ values: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        let owned: [UnsafeMutablePointer<CChar>?] = values.map { $0.flatMap { strdup($0) } }
+        defer { for p in owned { free(p) } }
+        return body(owned.map { $0.map { UnsafePointer($0) } })
+    }
+}

@@ -1,0 +1,420 @@
+import Foundation
+
+/// The PostgreSQL backend, through libpq: the same tables and column names as SQLite, with
+/// PostgreSQL's types (bigint, double precision, text, boolean, timestamptz or date, jsonb), the
+/// identity as a unique constraint, and set-based writes — each batch is copied (`COPY … FROM
+/// STDIN`) into temporary staging tables, then applied with one statement per entity and
+/// relationship:
+///
+/// ```sql
+/// INSERT INTO "person" ("id", "first_name", …) SELECT … FROM "_ingot_new_person"            -- rows not stored
+/// UPDATE "person" AS t SET "first_name" = CASE WHEN substr(s._present, 2, 1) = '1'
+///   THEN s."first_name" ELSE t."first_name" END, … FROM "_ingot_old_person" AS s WHERE t."id" = s."id"  -- stored rows, present keys only
+/// DELETE FROM "person_dogs" AS j USING "_ingot_own_person_dogs" AS o WHERE j."person_id" = o."person_id"
+/// INSERT INTO "person_dogs" SELECT DISTINCT ON (…) … FROM "_ingot_link_person_dogs" ON CONFLICT DO NOTHING
+/// ```
+///
+/// Rejects, run bookkeeping and the resume state go in the same transaction. Used from the
+/// writer queue only (it has no reader of its own: ``lookupCommitted(_:_:)`` is `nil`).
+final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipeline's writer queue
+    let model: EntityModel
+    let layouts: [EntityLayout]
+    private let connection: PGConnection
+    private var inTransaction = false
+    /// Staging tables made in this session (temporary tables live as long as the connection).
+    private var staged: Set<String> = []
+
+    init(url: String, model: EntityModel) throws {
+        self.model = model
+        self.layouts = EntityLayout.layouts(of: model)
+        connection = try PGConnection(url: url)
+        for sql in PGStore.schema(of: model) { try connection.execute(sql) }
+    }
+
+    // MARK: - Schema
+
+    /// The PostgreSQL column type that stores `type`.
+    static func columnType(_ type: AttributeType) -> String {
+        switch type {
+        case .integer: "bigint"
+        case .double: "double precision"
+        case .string: "text"
+        case .bool: "boolean"
+        case .date(.pattern(let pattern, _)) where DatePattern(pattern)?.hasTime == false: "date"
+        case .date: "timestamptz"
+        case .json: "jsonb"
+        }
+    }
+
+    static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    /// The DDL of `model`'s tables and Ingot's own, idempotent: what a run applies when it opens
+    /// the database, and what `ingot schema --db postgresql://…` prints.
+    static func schema(of model: EntityModel) -> [String] {
+        var statements = [
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_runs (run_id text PRIMARY KEY, pipeline text NOT NULL, started_at timestamptz NOT NULL,
+              finished_at timestamptz, status text NOT NULL, pages bigint NOT NULL DEFAULT 0, records bigint NOT NULL DEFAULT 0,
+              inserted bigint NOT NULL DEFAULT 0, updated bigint NOT NULL DEFAULT 0, deleted bigint NOT NULL DEFAULT 0,
+              rejected_records bigint NOT NULL DEFAULT 0, rejected_pages bigint NOT NULL DEFAULT 0, last_seq bigint, archive text,
+              resume_state text, entity_counts text, reject_counts text)
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_rejects (run_id text NOT NULL, entity text NOT NULL, coding_path text NOT NULL,
+              reason text NOT NULL, source text NOT NULL, record_index bigint, raw text, archive text, archive_entry bigint,
+              raw_length bigint, reason_code text)
+            """,
+            "CREATE INDEX IF NOT EXISTS _ingot_rejects_run ON _ingot_rejects (run_id)",
+            "CREATE TABLE IF NOT EXISTS _ingot_state (pipeline text NOT NULL, key text NOT NULL, value text, PRIMARY KEY (pipeline, key))",
+        ]
+        for layout in EntityLayout.layouts(of: model) {
+            let identity = layout.identitySlots.map { layout.columns[$0].name }
+            var definitions = layout.columns.map { column in
+                "\(quote(column.name)) \(columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
+            }
+            if !identity.isEmpty {
+                definitions.append("CONSTRAINT \(quote(layout.table + "_identity")) UNIQUE (\(identity.map(quote).joined(separator: ", ")))")
+            }
+            statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(definitions.joined(separator: ", ")))")
+            for column in layout.columns {
+                statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
+            }
+            for toMany in layout.toMany {
+                let source = model.entities[layout.entity].identityAttributes.map { columnType($0.type) }
+                let target = model.entities[toMany.target].identityAttributes.map { columnType($0.type) }
+                var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
+                defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
+                if toMany.isOrdered { defs.append("\"position\" bigint NOT NULL") }
+                let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
+                statements.append("CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
+            }
+        }
+        return statements
+    }
+
+    // MARK: - Lookups
+
+    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
+        let layout = layouts[entity]
+        let keys = Array(keys)
+        guard !keys.isEmpty, !layout.identitySlots.isEmpty else { return [:] }
+        // The keys go in as arrays, one per identity column; the rows found come back as their
+        // positions in those arrays, so no value is parsed back.
+        let columns = layout.identitySlots.map { layout.columns[$0] }
+        let arrays = columns.indices.map { k in PGStore.arrayLiteral(keys.map { $0.values[safe: k] ?? .null }) }
+        let names = columns.indices.map { "k\($0)" }
+        let unnest = columns.enumerated().map { "$\($0 + 1)::\(PGStore.columnType($1.type))[]" }.joined(separator: ", ")
+        let on = zip(columns, names).map { "t.\(PGStore.quote($0.name)) = k.\($1)" }.joined(separator: " AND ")
+        let sql = "SELECT k.i FROM unnest(\(unnest)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(on)"
+        var found: [IdentityKey: StoredRef] = [:]
+        for row in try connection.execute(sql, arrays) {
+            if let text = row[0], let i = Int(text), keys.indices.contains(i - 1) { found[keys[i - 1]] = StoredRef(raw: 1) }
+        }
+        return found
+    }
+
+    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
+        nil
+    }
+
+    // MARK: - Writes
+
+    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        try begin()
+        do {
+            for (entity, layout) in layouts.enumerated() {
+                let rows = batch.rows(of: entity)
+                guard !rows.isEmpty else { continue }
+                try writeRows(rows, layout)
+                for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany) }
+            }
+            try then()
+        } catch {
+            try? rollback()
+            throw error
+        }
+    }
+
+    private func writeRows(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout) throws {
+        let table = PGStore.quote(layout.table)
+        let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        var inserts: [UInt8] = []
+        var updates: [UInt8] = []
+        for row in rows {
+            if row.stored == nil {
+                PGStore.appendCopyRow(row.values.map { $0 ?? .null }, to: &inserts)
+            } else {
+                var present = ""
+                for value in row.values { present += value == nil ? "0" : "1" }
+                PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present)], to: &updates)
+            }
+        }
+        if !inserts.isEmpty {
+            let stage = try staging("_ingot_new_\(layout.table)", layout.columns.map { ($0.name, PGStore.columnType($0.type)) })
+            try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: inserts)
+            try connection.execute("INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage)")
+            try connection.execute("TRUNCATE \(stage)")
+        }
+        if !updates.isEmpty {
+            let stage = try staging(
+                "_ingot_old_\(layout.table)", layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text")])
+            try connection.copy("COPY \(stage) (\(all), \"_present\") FROM STDIN", data: updates)
+            let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
+                let c = PGStore.quote(layout.columns[slot].name)
+                return "\(c) = CASE WHEN substr(s._present, \(slot + 1), 1) = '1' THEN s.\(c) ELSE t.\(c) END"
+            }
+            if !set.isEmpty {
+                let match = layout.identitySlots.map { "t.\(PGStore.quote(layout.columns[$0].name)) = s.\(PGStore.quote(layout.columns[$0].name))" }
+                try connection.execute("UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE \(match.joined(separator: " AND "))")
+            }
+            try connection.execute("TRUNCATE \(stage)")
+        }
+    }
+
+    /// Replaces the links of every owner in `rows` that gave relationship `k`.
+    private func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany) throws {
+        var owners: [UInt8] = []
+        var links: [UInt8] = []
+        for row in rows {
+            guard let identity = row.identity, let targets = row.links[k] else { continue }
+            PGStore.appendCopyRow(identity.values, to: &owners)
+            for (position, target) in targets.enumerated() {
+                PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(position))] : []), to: &links)
+            }
+        }
+        guard !owners.isEmpty else { return }
+        let join = PGStore.quote(toMany.joinTable)
+        let types = try joinColumnTypes(toMany)
+        let ownerStage = try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
+        try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
+        let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
+        try connection.execute("DELETE FROM \(join) AS j USING \(ownerStage) AS o WHERE \(match)")
+        try connection.execute("TRUNCATE \(ownerStage)")
+        guard !links.isEmpty else { return }
+        let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
+        try connection.copy("COPY \(linkStage) FROM STDIN", data: links)
+        let key = (toMany.sourceColumns + toMany.targetColumns).map(PGStore.quote).joined(separator: ", ")
+        let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        // A target given twice keeps its first position, as SQLite's INSERT OR IGNORE does.
+        let order = toMany.isOrdered ? "\(key), \"position\"" : key
+        try connection.execute(
+            "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING")
+        try connection.execute("TRUNCATE \(linkStage)")
+    }
+
+    private func joinColumnTypes(_ toMany: EntityLayout.ToMany) throws -> [(name: String, type: String)] {
+        guard let owner = layouts.firstIndex(where: { $0.toMany.contains(toMany) }) else { throw StoreError.schema("no owner of \(toMany.joinTable)") }
+        let source = model.entities[owner].identityAttributes.map { PGStore.columnType($0.type) }
+        let target = model.entities[toMany.target].identityAttributes.map { PGStore.columnType($0.type) }
+        return Array(zip(toMany.sourceColumns, source)) + Array(zip(toMany.targetColumns, target))
+            + (toMany.isOrdered ? [("position", "bigint")] : [])
+    }
+
+    /// A temporary table `name` with `columns`, made once per connection.
+    private func staging(_ name: String, _ columns: [(name: String, type: String)]) throws -> String {
+        let quoted = PGStore.quote(name)
+        if staged.insert(name).inserted {
+            let defs = columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")
+            try connection.execute("CREATE TEMP TABLE IF NOT EXISTS \(quoted) (\(defs))")
+        }
+        return quoted
+    }
+
+    // MARK: - Transactions
+
+    private func begin() throws {
+        guard !inTransaction else { return }
+        try connection.execute("BEGIN")
+        inTransaction = true
+    }
+
+    var hasUncommittedBatches: Bool { inTransaction }
+
+    func commit() throws {
+        guard inTransaction else { return }
+        inTransaction = false
+        try connection.execute("COMMIT")
+    }
+
+    func rollback() throws {
+        guard inTransaction else { return }
+        inTransaction = false
+        try connection.execute("ROLLBACK")
+    }
+
+    // MARK: - Runs
+
+    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+        try connection.execute(
+            "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
+            [id, pipeline, Store.timestamp(startedAt), archive])
+    }
+
+    func reopenRun(id: String, archive: String?) throws {
+        try connection.execute(
+            "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2", [archive, id])
+    }
+
+    func recordProgress(_ p: RunProgress) throws {
+        for item in p.kept {
+            try connection.execute(
+                "INSERT INTO _ingot_state (pipeline, key, value) VALUES ($1, $2, $3) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
+                [item.pipeline, item.key, item.value])
+        }
+        if !p.rejections.isEmpty {
+            var data: [UInt8] = []
+            for r in p.rejections {
+                let values: [ScalarValue] = [
+                    .text(p.runID), .text(r.entity), .text(r.codingPath), .text(r.reason), .text(r.source),
+                    r.recordIndex.map { .integer(Int64($0)) } ?? .null, .text(r.raw), r.archive.map { .text($0.path) } ?? .null,
+                    r.archive.map { .integer(Int64($0.entry)) } ?? .null, .integer(Int64(r.rawLength)), .text(r.code.rawValue),
+                ]
+                PGStore.appendCopyRow(values, to: &data)
+            }
+            try connection.copy(
+                "COPY _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) FROM STDIN",
+                data: data)
+        }
+        let c = p.counters
+        try connection.execute(
+            """
+            UPDATE _ingot_runs SET pages = $1, records = $2, inserted = $3, updated = $4, rejected_records = $5, rejected_pages = $6,
+              last_seq = coalesce($7, last_seq), resume_state = coalesce($8, resume_state), entity_counts = $9, reject_counts = $10
+              WHERE run_id = $11
+            """,
+            [
+                String(c.pages), String(c.records), String(c.inserted), String(c.updated), String(c.rejectedRecords),
+                String(c.rejectedPages), p.lastSeq.map(String.init), p.resumeState, c.entitiesJSON, c.rejectsJSON, p.runID,
+            ])
+    }
+
+    func finishRun(id: String, status: RunSummary.Status, counters c: RunCounters, finishedAt: Date) throws {
+        try commit()
+        try connection.execute(
+            """
+            UPDATE _ingot_runs SET status = $1, finished_at = $2, pages = $3, records = $4, inserted = $5, updated = $6, deleted = $7,
+              rejected_records = $8, rejected_pages = $9, entity_counts = $10, reject_counts = $11 WHERE run_id = $12
+            """,
+            [
+                status.rawValue, Store.timestamp(finishedAt), String(c.pages), String(c.records), String(c.inserted), String(c.updated),
+                String(c.deleted), String(c.rejectedRecords), String(c.rejectedPages), c.entitiesJSON, c.rejectsJSON, id,
+            ])
+    }
+
+    func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
+        let rows = try connection.execute(
+            """
+            SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state,
+              entity_counts, reject_counts FROM _ingot_runs WHERE pipeline = $1 ORDER BY started_at DESC, run_id DESC LIMIT 1
+            """, [pipeline])
+        guard let row = rows.first, row[1] != "finished", let id = row[0] else { return nil }
+        func int(_ k: Int) -> Int { row[k].flatMap { Int($0) } ?? 0 }
+        var counters = RunCounters()
+        (counters.pages, counters.records, counters.inserted, counters.updated) = (int(2), int(3), int(4), int(5))
+        (counters.rejectedRecords, counters.rejectedPages) = (int(6), int(7))
+        counters.entities = RunCounters.entities(fromJSON: row[10])
+        counters.rejectsByReason = RunCounters.rejects(fromJSON: row[11])
+        return UnfinishedRun(runID: id, counters: counters, lastSeq: int(8), resumeState: row[9])
+    }
+
+    // MARK: - write: replace, stubs
+
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
+        try begin()
+        let layout = layouts[entity]
+        let table = PGStore.quote(layout.table)
+        let identity = layout.identitySlots.map { layout.columns[$0] }
+        let names = identity.map { PGStore.quote($0.name) }
+        let kept = try staging("_ingot_touched_\(layout.table)", identity.map { ($0.name, PGStore.columnType($0.type)) })
+        var data: [UInt8] = []
+        for key in keeping { PGStore.appendCopyRow(key.values, to: &data) }
+        try connection.execute("TRUNCATE \(kept)")
+        if !data.isEmpty { try connection.copy("COPY \(kept) FROM STDIN", data: data) }
+        let gone = try staging("_ingot_gone_\(layout.table)", identity.map { ($0.name, PGStore.columnType($0.type)) })
+        try connection.execute("TRUNCATE \(gone)")
+        let match = names.map { "k.\($0) = t.\($0)" }.joined(separator: " AND ")
+        try connection.execute(
+            "INSERT INTO \(gone) SELECT \(names.map { "t.\($0)" }.joined(separator: ", ")) FROM \(table) AS t WHERE NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))")
+        func matching(_ columns: [String], _ alias: String) -> String {
+            zip(columns, names).map { "\(alias).\(PGStore.quote($0)) = g.\($1)" }.joined(separator: " AND ")
+        }
+        let deleted = try connection.changes("DELETE FROM \(table) AS t USING \(gone) AS g WHERE \(matching(identity.map(\.name), "t"))")
+        for other in layouts {
+            let otherTable = PGStore.quote(other.table)
+            for toOne in other.toOne where toOne.target == entity {
+                let columns = toOne.slots.map { other.columns[$0].name }
+                let set = columns.map { "\(PGStore.quote($0)) = NULL" }.joined(separator: ", ")
+                try connection.execute("UPDATE \(otherTable) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(columns, "o"))")
+            }
+            for toMany in other.toMany {
+                let join = PGStore.quote(toMany.joinTable)
+                if other.entity == entity {
+                    try connection.execute("DELETE FROM \(join) AS j USING \(gone) AS g WHERE \(matching(toMany.sourceColumns, "j"))")
+                }
+                if toMany.target == entity {
+                    try connection.execute("DELETE FROM \(join) AS j USING \(gone) AS g WHERE \(matching(toMany.targetColumns, "j"))")
+                }
+            }
+        }
+        return deleted
+    }
+
+    func unfilledStubs() throws -> [Int: Int] {
+        let stubbed = Set(model.entities.flatMap { entity in
+            entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
+        })
+        var result: [Int: Int] = [:]
+        for entity in stubbed.sorted() {
+            let layout = layouts[entity]
+            let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
+            guard !others.isEmpty else { continue }
+            let empty = others.map { "\(PGStore.quote(layout.columns[$0].name)) IS NULL" }.joined(separator: " AND ")
+            let rows = try connection.execute("SELECT count(*) FROM \(PGStore.quote(layout.table)) WHERE \(empty)")
+            result[entity] = rows.first?[0].flatMap { Int($0) } ?? 0
+        }
+        return result
+    }
+
+    func close() throws {
+        try commit()
+    }
+
+    // MARK: - Values
+
+    /// `values` as one row of COPY's text format.
+    static func appendCopyRow(_ values: [ScalarValue], to out: inout [UInt8]) {
+        for (k, value) in values.enumerated() {
+            if k > 0 { out.append(UInt8(ascii: "\t")) }
+            switch value {
+            case .null: out += [UInt8(ascii: "\\"), UInt8(ascii: "N")]
+            case .integer(let v): out += Array(String(v).utf8)
+            case .real(let v): out += Array(String(v).utf8)
+            case .bool(let v): out.append(v ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+            case .text(let s): PGConnection.appendCopyText(s.utf8, to: &out)
+            }
+        }
+        out.append(UInt8(ascii: "\n"))
+    }
+
+    /// `values` as a PostgreSQL array literal (`{1,2}`, `{"a","b\"c"}`), for `$n::type[]`.
+    static func arrayLiteral(_ values: [ScalarValue]) -> String {
+        var out = "{"
+        for (k, value) in values.enumerated() {
+            if k > 0 { out += "," }
+            switch value {
+            case .null: out += "NULL"
+            case .integer(let v): out += String(v)
+            case .real(let v): out += String(v)
+            case .bool(let v): out += v ? "t" : "f"
+            case .text(let s):
+                out += "\""
+                for ch in s.unicodeScalars {
+                    if ch == "\"" || ch == "\\" { out += "\\" }
+                    out.unicodeScalars.append(ch)
+                }
+                out += "\""
+            }
+        }
+        return out + "}"
+    }
+}

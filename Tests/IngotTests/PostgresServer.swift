@@ -1,0 +1,126 @@
+import Foundation
+import Synchronization
+
+@testable import Ingot
+
+/// A throwaway PostgreSQL server for the tests: `initdb` into a temporary directory, listening on
+/// 127.0.0.1 only, on a free port, stopped when the value goes away. Debian's server binaries
+/// (`make` installs the `postgresql` package); as root (CI), the server runs as `nobody`, since
+/// PostgreSQL refuses to run as root. One server per test process, started on first use.
+final class PostgresServer: @unchecked Sendable {  // immutable after init
+    let directory: URL
+    let port: Int
+    private let binaries = "/usr/lib/postgresql/15/bin"
+    private let asNobody = getuid() == 0
+
+    static let shared: Result<PostgresServer, any Error> = Result {
+        let server = try PostgresServer()
+        // Statics are never deinitialized: stop the server when the test process exits.
+        stopAtExit.withLock { $0 = server.directory.path + "/data/postmaster.pid" }
+        atexit {
+            // Immediate shutdown (SIGQUIT to the postmaster, whose pid heads postmaster.pid).
+            guard let pidFile = PostgresServer.stopAtExit.withLock({ $0 }),
+                let text = try? String(contentsOfFile: pidFile, encoding: .utf8),
+                let pid = text.split(separator: "\n").first.flatMap({ Int32($0) })
+            else { return }
+            kill(pid, SIGQUIT)
+        }
+        return server
+    }
+    private static let stopAtExit = Mutex<String?>(nil)
+
+    /// A URL to a new, empty database on the server.
+    static func freshDatabase() throws -> String {
+        let server = try shared.get()
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        try server.psql("CREATE DATABASE \(name)")
+        return "postgresql://postgres@127.0.0.1:\(server.port)/\(name)"
+    }
+
+    private init() throws {
+        directory = temporaryDirectory().appendingPathComponent("pg")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        port = try PostgresServer.freePort()
+        if asNobody { try run("/bin/chown", ["-R", "nobody", directory.path]) }
+        try run("\(binaries)/initdb", ["-D", directory.path + "/data", "-A", "trust", "-U", "postgres", "--no-sync"])
+        // The postmaster itself, in the background (pg_ctl's start never returned under the test
+        // runner); ready once it accepts a connection.
+        let postgres = Process()
+        let arguments = [
+            "\(binaries)/postgres", "-D", directory.path + "/data", "-k", directory.path, "-h", "127.0.0.1", "-p", "\(port)",
+            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+        ]
+        postgres.executableURL = URL(fileURLWithPath: asNobody ? "/sbin/runuser" : arguments[0])
+        postgres.arguments = asNobody ? ["-u", "nobody", "--"] + arguments : Array(arguments.dropFirst())
+        FileManager.default.createFile(atPath: directory.path + "/log", contents: nil)
+        let log = try FileHandle(forWritingTo: directory.appendingPathComponent("log"))
+        postgres.standardOutput = log
+        postgres.standardError = log
+        postgres.standardInput = FileHandle.nullDevice
+        try postgres.run()
+        let url = "postgresql://postgres@127.0.0.1:\(port)/postgres?connect_timeout=2"
+        // Up to a minute on a loaded machine (it takes about a second).
+        var ready = false
+        for _ in 0..<1200 where !ready {
+            ready = (try? PGConnection(url: url)) != nil
+            if !ready { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        guard ready else {
+            let text = (try? String(contentsOf: directory.appendingPathComponent("log"), encoding: .utf8)) ?? ""
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "PostgreSQL did not start: \(text)"])
+        }
+    }
+
+    /// Runs `sql` with psql as the superuser; returns its unaligned output.
+    @discardableResult
+    func psql(_ sql: String, database: String = "postgres") throws -> String {
+        try run("/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
+    }
+
+    @discardableResult
+    private func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        if asNobody && tool.hasPrefix(binaries) {
+            process.executableURL = URL(fileURLWithPath: "/sbin/runuser")
+            process.arguments = ["-u", "nobody", "--", tool] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: tool)
+            process.arguments = arguments
+        }
+        process.currentDirectoryURL = directory
+        // The server that pg_ctl starts would hold pipes open: its output goes to files instead.
+        let outURL = directory.appendingPathComponent("out-\(UUID().uuidString)")
+        FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        let out = try FileHandle(forWritingTo: outURL)
+        defer { try? FileManager.default.removeItem(at: outURL) }
+        process.standardOutput = out
+        process.standardError = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        try? out.close()
+        let output = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
+        guard process.terminationStatus == 0 else {
+            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) \(arguments.joined(separator: " ")): \(output)"])
+        }
+        return output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// A port nothing listens on now (the system picks it for a socket bound to port 0).
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw CocoaError(.fileWriteUnknown) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}

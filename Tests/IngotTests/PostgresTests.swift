@@ -1,0 +1,235 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// The PostgreSQL backend against a throwaway server (``PostgresServer``): the same pages end in
+/// the same state as in SQLite — values compared by meaning (a double, an instant, a JSON value),
+/// since each database prints its types its own way.
+@Suite(.serialized)
+struct PostgresTests {
+    /// Every table of `model` in the PostgreSQL database at `url`, as canonical text, sorted.
+    static func postgresDump(_ url: String, _ model: EntityModel) throws -> [String: [[String]]] {
+        let connection = try PGConnection(url: url)
+        var out: [String: [[String]]] = [:]
+        for layout in EntityLayout.layouts(of: model) {
+            let columns = layout.columns.map { column -> String in
+                let c = "\"\(column.name)\""
+                switch PGStore.columnType(column.type) {
+                case "boolean": return "CASE WHEN \(c) IS NULL THEN NULL WHEN \(c) THEN '1' ELSE '0' END"
+                case "timestamptz": return "to_char(\(c), 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+                case "date": return "to_char(\(c), 'YYYY-MM-DD')"
+                default: return "\(c)::text"
+                }
+            }
+            out[layout.table] = try connection.execute("SELECT \(columns.joined(separator: ", ")) FROM \"\(layout.table)\"")
+                .map { row in zip(row, layout.columns).map { canonical($0 ?? "NULL", $1.type, postgres: true) } }
+                .sorted { $0.lexicographicallyPrecedes($1) }
+            for toMany in layout.toMany {
+                let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map { "\"\($0)\"::text" }
+                out[toMany.joinTable] = try connection.execute("SELECT \(linkColumns.joined(separator: ", ")) FROM \"\(toMany.joinTable)\"")
+                    .map { $0.map { $0 ?? "NULL" } }.sorted { $0.lexicographicallyPrecedes($1) }
+            }
+        }
+        return out
+    }
+
+    /// The same of a SQLite database.
+    static func sqliteDump(_ db: String, _ model: EntityModel) throws -> [String: [[String]]] {
+        var out: [String: [[String]]] = [:]
+        for layout in EntityLayout.layouts(of: model) {
+            let columns = layout.columns.map { "\"\($0.name)\"" }.joined(separator: ", ")
+            out[layout.table] = try rows(db, "SELECT \(columns) FROM \"\(layout.table)\"")
+                .map { row in zip(row, layout.columns).map { canonical($0, $1.type, postgres: false) } }
+                .sorted { $0.lexicographicallyPrecedes($1) }
+            for toMany in layout.toMany {
+                let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map { "\"\($0)\"" }
+                out[toMany.joinTable] = try rows(db, "SELECT \(linkColumns.joined(separator: ", ")) FROM \"\(toMany.joinTable)\"")
+                    .sorted { $0.lexicographicallyPrecedes($1) }
+            }
+        }
+        return out
+    }
+
+    /// A value as text both databases agree on: doubles and JSON by value, instants to the
+    /// microsecond in UTC.
+    static func canonical(_ text: String, _ type: AttributeType, postgres: Bool) -> String {
+        guard text != "NULL" else { return text }
+        switch type {
+        case .double:
+            return Double(text).map { String($0) } ?? text
+        case .json:
+            guard let object = try? JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed),
+                let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])
+            else { return text }
+            return String(decoding: data, as: UTF8.self)
+        case .date where !postgres && PGStore.columnType(type) == "timestamptz":
+            // SQLite keeps the mapper's text: `yyyy-MM-dd`, or a time with 0-9 fraction digits.
+            if text.count == 10 { return text + "T00:00:00.000000Z" }
+            guard text.hasSuffix("Z") else { return text }
+            let body = text.dropLast()
+            let parts = body.split(separator: ".", maxSplits: 1)
+            let fraction = parts.count == 2 ? String(parts[1].prefix(6)) : ""
+            return parts[0] + "." + fraction.padding(toLength: 6, withPad: "0", startingAt: 0) + "Z"
+        default:
+            return text
+        }
+    }
+
+    private static let seamYAML = """
+        version: 1
+        name: seam
+        records: results
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes:
+              id: integer
+              name: string
+              country: {type: string, key: origin.country.name}
+              score: double
+              active: bool
+              born: {type: date, format: "yyyy-MM-dd"}
+              seen: {type: date, format: iso8601}
+              meta: json
+            relationships:
+              dogs: {to: dog, many: true}
+              best: {to: dog, key: best_friend}
+              vet: {to: vet, missing: ignore}
+              friends: {to: person, many: true, ordered: true}
+          dog:
+            identity: id
+            attributes: {id: integer, name: string}
+          vet:
+            identity: [city, license]
+            attributes: {city: string, license: integer, name: string}
+        """
+
+    private static let seamPages = [
+        #"{"results": [{"id": 1, "name": "Ada\ttab \"q\" \\ back", "origin": {"country": {"name": "UK"}}, "active": true, "dogs": [7, {"id": 8, "name": "Rex"}], "best_friend": 9, "meta": {"b": [1, 2.5], "a": null}, "seen": "2024-02-03T04:05:06.789+02:00"},"#
+            + #"{"id": 2, "name": "Bob\nnewline", "score": 1.0, "born": "1990-02-03", "vet": {"city": "Oslo", "license": 3}, "friends": [1, 3, 1], "seen": "2024-02-03"}, {"id": "bad"}]}"#,
+        #"{"results": [{"id": 1, "name": null, "active": false, "dogs": [{"id": 7, "name": "Fido"}]}, {"id": 3, "origin": {}, "vet": {"city": "Oslo", "license": 3, "name": "Dr No"}},"#
+            + #"{"id": 2, "vet": {"city": "Rome", "license": 1}, "friends": []}, {"id": 4, "best_friend": {"id": 9, "name": "Max"}}]}"#,
+        #"not json"#,
+        #"{"results": [{"id": 3, "name": "Cy", "dogs": [], "friends": [2, 1]}, {"id": 1, "score": 2.25, "meta": "text"}]}"#,
+    ]
+
+    private func run(_ yaml: String, _ pages: [String], url: String, batchRecords: Int? = nil) throws -> RunSummary {
+        let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")
+        var options = RunOptions()
+        options.databasePath = url
+        options.batchRecords = batchRecords
+        options.progressInterval = 0
+        return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: MemoryPageSource(pages))
+    }
+
+    @Test(arguments: [1, 50])
+    func theMergeRulesEndInSQLitesState(batchRecords: Int) throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: Self.seamYAML, path: "pg.yml")
+        let (sqlite, db) = try ingest(Self.seamYAML, Self.seamPages, batchRecords: batchRecords)
+        let summary = try run(Self.seamYAML, Self.seamPages, url: url, batchRecords: batchRecords)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters == sqlite.counters)
+        let expected = try Self.sqliteDump(db, config.model)
+        let got = try Self.postgresDump(url, config.model)
+        for table in expected.keys.sorted() { #expect(got[table] == expected[table], "table \(table)") }
+        #expect(expected.allSatisfy { !$0.value.isEmpty })
+        // Rejects and the run's row, with PostgreSQL's types.
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT count(*), count(DISTINCT reason_code) FROM _ingot_rejects") == [["2", "2"]])
+        #expect(try connection.execute("SELECT status, pages, rejected_pages FROM _ingot_runs") == [["finished", "4", "1"]])
+        #expect(try connection.execute("SELECT data_type FROM information_schema.columns WHERE table_name = 'person' AND column_name IN ('active', 'born', 'seen', 'meta') ORDER BY column_name")
+            == [["boolean"], ["date"], ["jsonb"], ["timestamp with time zone"]])
+    }
+
+    @Test func replaceAndStubsMatchSQLite() throws {
+        let yaml = Self.seamYAML.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
+        let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")
+        let url = try PostgresServer.freshDatabase()
+        let first = Array(Self.seamPages[0...1])
+        let second = [#"{"results": [{"id": 2, "name": "Bo", "dogs": [11]}]}"#]
+        let (_, db) = try ingest(yaml, first)
+        let (sqlite, _) = try ingest(yaml, second, db: db)
+        #expect(try run(yaml, first, url: url).status == .finished)
+        let summary = try run(yaml, second, url: url)
+        #expect(summary.counters == sqlite.counters)
+        #expect(summary.counters.deleted == 3)
+        #expect(try Self.postgresDump(url, config.model) == (try Self.sqliteDump(db, config.model)))
+    }
+
+    @Test func thePeopleDataSetMatchesSQLite() throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 100, faults: true)
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+        let config = try PipelineConfig.parse(text: text, path: "people.yml")
+        func runFrom(_ database: String) throws -> RunSummary {
+            var options = RunOptions()
+            options.databasePath = database
+            options.progressInterval = 0
+            options.batchRecords = 300
+            let source = try DirectoryPageSource(directory: pages, glob: "page-*.json")
+            return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+        }
+        let db = temporaryDirectory().appendingPathComponent("people.db").path
+        let url = try PostgresServer.freshDatabase()
+        let sqlite = try runFrom(db)
+        let postgres = try runFrom(url)
+        #expect(postgres.status == .finished, "\(postgres.error ?? "")")
+        #expect(postgres.counters == sqlite.counters)
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        #expect(try Self.postgresDump(url, config.model) == (try Self.sqliteDump(db, config.model)))
+    }
+
+    /// `kill -9` in the middle of a run into PostgreSQL, then `--resume`: the final state is the
+    /// one a single uninterrupted run gives (SQLite's), with no page applied twice. The kill lands
+    /// while the server holds request 9, after pages were committed (no timing involved).
+    @Test(.timeLimit(.minutes(2))) func killedAndResumedIsExact() throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: "slow:9", slow: 3600)
+        let url = try PostgresServer.freshDatabase()
+        let dir = temporaryDirectory()
+        let pipeline = dir.appendingPathComponent("people-http.yml")
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
+                  http:
+                    url: \(server.base)/people/next
+                    paginate: {next_url: next}
+                    timeout_s: 7200
+                """)
+        try Data(text.utf8).write(to: pipeline)
+        func start() throws -> Process {
+            let process = Process()
+            process.executableURL = CLITests.binary
+            process.arguments = ["run", pipeline.path, "--db", url, "--resume", "--no-archive", "--progress-interval", "0", "--batch-records", "100", "--commit-records", "100"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        let first = try start()
+        let connection = try PGConnection(url: url)
+        waitUntil {
+            let committed = (try? connection.execute("SELECT pages FROM _ingot_runs"))?.first?[0].flatMap { Int($0) } ?? 0
+            return committed >= 8
+        }
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
+        #expect(try connection.execute("SELECT status FROM _ingot_runs") == [["running"]])
+        let second = try start()
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 0)
+        #expect(try connection.execute("SELECT count(*), min(status) FROM _ingot_runs") == [["1", "finished"]])
+
+        let config = try PipelineConfig.parse(text: text, path: "people.yml")
+        let db = dir.appendingPathComponent("people.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let sqlite = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        #expect(sqlite.status == .finished)
+        #expect(try Self.postgresDump(url, config.model) == (try Self.sqliteDump(db, config.model)))
+        #expect(try connection.execute("SELECT pages, records FROM _ingot_runs") == [[String(sqlite.counters.pages), String(sqlite.counters.records)]])
+    }
+}
