@@ -18,7 +18,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 IMAGE=localhost/ingot:test
-BASE=localhost/ingot-bookworm
+# The base is cached under a tag naming what it includes: a changed list makes a new one.
+INCLUDE=libsqlite3-0,libcurl4,libzstd1,libpq5,libstdc++6,ca-certificates,tzdata
+BASE=localhost/ingot-bookworm:$(printf '%s' "$INCLUDE" | md5sum | cut -c1-12)
 WORK=$(mktemp -d /tmp/ingot-container-test.XXXXXX)
 VOLUME=ingot-test-$$
 SERVER_PID=
@@ -52,7 +54,7 @@ if ! podman image exists "$BASE"; then
     log "base image: debootstrap --variant=minbase bookworm (once; cached as $BASE)"
     rootfs="$WORK/rootfs"
     debootstrap --variant=minbase \
-        --include=libsqlite3-0,libcurl4,libzstd1,libstdc++6,ca-certificates,tzdata \
+        --include="$INCLUDE" \
         bookworm "$rootfs" http://deb.debian.org/debian >"$WORK/debootstrap.log" 2>&1 \
         || { tail -20 "$WORK/debootstrap.log"; fail "debootstrap"; }
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
