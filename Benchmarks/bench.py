@@ -104,6 +104,92 @@ def latency(ingot, data, expected, db, runs):
         server.wait()
 
 
+class Postgres:
+    """A throwaway PostgreSQL 15 server (Debian's binaries) in .build-bench/pg, on 127.0.0.1 and a free
+    port, as `nobody` when run as root (PostgreSQL refuses root); stopped by stop()."""
+    BIN = "/usr/lib/postgresql/15/bin"
+
+    def __init__(self):
+        import socket, time
+        self.dir = os.path.join(BENCH, "pg")
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.as_nobody = os.getuid() == 0
+        if self.as_nobody:
+            subprocess.run(["chown", "-R", "nobody", self.dir], check=True)
+        self._run([self.BIN + "/initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "postgres", "--no-sync"])
+        log = open(os.path.join(self.dir, "log"), "w")
+        self.server = subprocess.Popen(self._cmd([self.BIN + "/postgres", "-D", self.dir + "/data", "-k", self.dir, "-h", "127.0.0.1",
+                                                  "-p", str(self.port), "-c", "shared_buffers=256MB", "-c", "max_wal_size=4GB"]),
+                                       stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        for _ in range(600):
+            if subprocess.run(["psql", self.url("postgres"), "-c", "select 1"], capture_output=True).returncode == 0:
+                return
+            time.sleep(0.05)
+        sys.exit("PostgreSQL did not start: " + open(os.path.join(self.dir, "log")).read()[-2000:])
+
+    def _cmd(self, cmd):
+        return ["runuser", "-u", "nobody", "--"] + cmd if self.as_nobody else cmd
+
+    def _run(self, cmd):
+        subprocess.run(self._cmd(cmd), check=True, capture_output=True)
+
+    def url(self, db):
+        return "postgresql://postgres@127.0.0.1:%d/%s" % (self.port, db)
+
+    def psql(self, db, sql, **kw):
+        return subprocess.run(["psql", self.url(db), "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql], check=True, capture_output=True, text=True, **kw)
+
+    def fresh(self, name):
+        self.psql("postgres", "DROP DATABASE IF EXISTS %s" % name)
+        self.psql("postgres", "CREATE DATABASE %s" % name)
+        return self.url(name)
+
+    def stop(self):
+        # A fast shutdown, to the postmaster itself (under root, the child of runuser).
+        subprocess.run(["pkill", "-INT", "-f", "postgres -D " + self.dir + "/data"])
+        self.server.wait()
+
+
+def postgres(ingot, data, expected, db, runs):
+    """people-200k into PostgreSQL (a throwaway server sharing the 2 cores), one job, against the COPY floor:
+    the same final rows (exported from Ingot's result) copied into an empty schema with psql's COPY."""
+    import time
+    pg = Postgres()
+    try:
+        results = []
+        for k in range(runs):
+            url = pg.fresh("bench%d" % k)
+            results.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], url))
+        wall = report("PostgreSQL, 1 job", results, expected["records"], expected["bytes"] / 1e6, None)
+        counts = pg.psql("bench0", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
+        ok = counts == "%d|%d|%d" % (expected["persons"], expected["dogs"], expected["links"])
+        print("  persons|dogs|links %s, as expected: %s" % (counts, ok))
+        dump = os.path.join(BENCH, "pg-floor")
+        os.makedirs(dump, exist_ok=True)
+        tables = ["person", "dog", "person_dogs"]
+        for t in tables:
+            pg.psql("bench0", "\\copy %s TO '%s/%s.tsv'" % (t, dump, t))
+        schema = subprocess.run([ingot, "schema", PIPELINE, "--db", pg.url("x")], capture_output=True, text=True, check=True).stdout
+        floors = []
+        for k in range(runs):
+            url = pg.fresh("floor%d" % k)
+            subprocess.run(["psql", url, "-qAt", "-v", "ON_ERROR_STOP=1"], input=schema, text=True, check=True, capture_output=True)
+            started = time.time()
+            for t in tables:
+                pg.psql("floor%d" % k, "\\copy %s FROM '%s/%s.tsv'" % (t, dump, t))
+            floors.append(time.time() - started)
+        floor = statistics.median(floors)
+        print("COPY floor (the final rows, psql \\copy per table) median %.2f s (runs: %s); Ingot / floor: %.2f" % (
+            floor, ", ".join("%.2f" % f for f in floors), wall / floor))
+    finally:
+        pg.stop()
+
+
 DENSE_PIPELINE = """version: 1
 name: dense
 records: results
@@ -147,7 +233,7 @@ def main():
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--big", action="store_true", help="also people-1M (peak RSS)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     data, expected = dataset(200000, 1000)
@@ -156,7 +242,7 @@ def main():
     records, mb = expected["records"], expected["bytes"] / 1e6
     print("people-200k: %d pages, %d records, %.1f MB" % (expected["pages"], records, mb))
     if args.only:
-        only = {"latency": latency, "fetch": fetch}.get(args.only)
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres}.get(args.only)
         only(ingot, data, expected, db, args.runs) if only else dense(ingot, db, args.runs)
         return
     for _ in range(args.runs):
@@ -181,6 +267,7 @@ def main():
     report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
     fetch(ingot, data, expected, db, args.runs)
     latency(ingot, data, expected, db, args.runs)
+    postgres(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     if args.big:
         big, exp = dataset(1000000, 1000)

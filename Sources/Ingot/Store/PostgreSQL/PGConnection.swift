@@ -10,7 +10,10 @@ final class PGConnection {
     let shown: String
 
     /// Connects to `url` (a `postgresql://` URL or a libpq connection string) and sets the
-    /// session up: UTC, quiet notices.
+    /// session up: UTC, quiet notices, and no hash or merge joins — a batch's statements join a
+    /// small staging table (which the planner has no statistics for) to a big table, where a
+    /// hash join scans the big table once per batch; index lookups measured 12.2 s → 9.0 s on
+    /// people-200k.
     init(url: String) throws(StoreError) {
         shown = StoreLocation.redacted(url)
         guard let handle = PQconnectdb(url) else { throw StoreError.postgres(message: "out of memory", sql: "") }
@@ -21,7 +24,7 @@ final class PGConnection {
             throw StoreError.unreachable("cannot connect to \(StoreLocation.redacted(url)): \(message)")
         }
         self.handle = handle
-        try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning")
+        try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning; SET enable_hashjoin = off; SET enable_mergejoin = off")
     }
 
     deinit {
