@@ -202,13 +202,7 @@ struct Replay: ParsableCommand {
 
     func run() throws {
         let logger = log.makeLogger()
-        let reader: ArchiveReader
-        do {
-            reader = try ArchiveReader(path: archive)
-        } catch {
-            printError("\(error)")
-            throw Exit.failed
-        }
+        let reader = try openArchive(archive)
         warnIfTorn(reader, logger)
         let config: PipelineConfig
         if let pipeline {
@@ -249,13 +243,7 @@ struct Archive: ParsableCommand {
         var archive: String
 
         func run() throws {
-            let reader: ArchiveReader
-            do {
-                reader = try ArchiveReader(path: archive)
-            } catch {
-                printError("\(error)")
-                throw Exit.failed
-            }
+            let reader = try openArchive(archive)
             // Everything printed comes from the file: control characters are escaped.
             let h = reader.header
             func safe(_ s: String) -> String { ArchiveReader.printable(s) }

@@ -91,3 +91,13 @@ func loadPipeline(_ path: String) throws -> PipelineConfig {
         throw Exit.badConfig
     }
 }
+
+/// Opens the archive at `path`, printing why and exiting 1 when it cannot be read.
+func openArchive(_ path: String) throws -> ArchiveReader {
+    do {
+        return try ArchiveReader(path: path)
+    } catch {
+        printError("\(error)")
+        throw Exit.failed
+    }
+}

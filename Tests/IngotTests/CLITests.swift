@@ -268,14 +268,9 @@ struct CLITests {
         let server = try FixtureServer(people: pages, faults: "500:2,429:4", token: token)
         let dir = temporaryDirectory()
         let pipeline = dir.appendingPathComponent("people-http.yml")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
-                  http:
-                    url: \(server.base)/people/page
-                    paginate: {page: {param: page}}
-                    auth: {bearer_env: PEOPLE_TOKEN}
-                    retry: {attempts: 4, base_delay_ms: 1, max_delay_ms: 20}
-                """)
+        let text = try peopleOverHTTPText(
+            "\(server.base)/people/page",
+            ["paginate: {page: {param: page}}", "auth: {bearer_env: PEOPLE_TOKEN}", "retry: {attempts: 4, base_delay_ms: 1, max_delay_ms: 20}"])
         try Data(text.utf8).write(to: pipeline)
         let db = dir.appendingPathComponent("log.db").path
         let archives = dir.appendingPathComponent("archives").path
@@ -351,13 +346,7 @@ struct CLITests {
         let server = try FixtureServer(people: pages, faults: "slow:1", slow: 3600)
         let dir = temporaryDirectory()
         let pipeline = dir.appendingPathComponent("hang.yml")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
-                  http:
-                    url: \(server.base)/people/next
-                    paginate: {next_url: next}
-                    timeout_s: 7200
-                """)
+        let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
         try Data(text.utf8).write(to: pipeline)
         let process = Process()
         process.executableURL = Self.binary

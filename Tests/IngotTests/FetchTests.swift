@@ -5,15 +5,8 @@ import Testing
 
 /// The pipeline file of the people data set, fetched from the fixture server with `paginate`.
 private func peopleOverHTTP(_ url: String, paginate: String, extra: String = "", timeout: Int = 2) throws -> PipelineConfig {
-    let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-        .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
-              http:
-                url: \(url)
-                paginate: \(paginate)
-                timeout_s: \(timeout)
-                retry: {attempts: 4, base_delay_ms: 10, max_delay_ms: 200}
-            \(extra)
-            """)
+    let text = try peopleOverHTTPText(
+        url, ["paginate: \(paginate)", "timeout_s: \(timeout)", "retry: {attempts: 4, base_delay_ms: 10, max_delay_ms: 200}"], raw: extra)
     return try PipelineConfig.parse(text: text, path: "people-http.yml")
 }
 
@@ -226,13 +219,8 @@ struct FetchTests {
         // The first request gets 429 with Retry-After: 3600: only stop() can end the wait before
         // the test's time limit does.
         let server = try FixtureServer(people: try generatePeople(persons: 100, pageSize: 100), faults: "429long:1")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
-                  http:
-                    url: \(server.base)/people/next
-                    paginate: {next_url: next}
-                    retry: {attempts: 6, base_delay_ms: 1000, max_delay_ms: 3600000}
-                """)
+        let text = try peopleOverHTTPText(
+            "\(server.base)/people/next", ["paginate: {next_url: next}", "retry: {attempts: 6, base_delay_ms: 1000, max_delay_ms: 3600000}"])
         let config = try PipelineConfig.parse(text: text, path: "p.yml")
         guard case .http(let http) = config.source else { return }
         var options = RunOptions()

@@ -76,45 +76,6 @@ struct PostgresTests {
         }
     }
 
-    private static let seamYAML = """
-        version: 1
-        name: seam
-        records: results
-        root: person
-        entities:
-          person:
-            identity: id
-            attributes:
-              id: integer
-              name: string
-              country: {type: string, key: origin.country.name}
-              score: double
-              active: bool
-              born: {type: date, format: "yyyy-MM-dd"}
-              seen: {type: date, format: iso8601}
-              meta: json
-            relationships:
-              dogs: {to: dog, many: true}
-              best: {to: dog, key: best_friend}
-              vet: {to: vet, missing: ignore}
-              friends: {to: person, many: true, ordered: true}
-          dog:
-            identity: id
-            attributes: {id: integer, name: string}
-          vet:
-            identity: [city, license]
-            attributes: {city: string, license: integer, name: string}
-        """
-
-    private static let seamPages = [
-        #"{"results": [{"id": 1, "name": "Ada\ttab \"q\" \\ back", "origin": {"country": {"name": "UK"}}, "active": true, "dogs": [7, {"id": 8, "name": "Rex"}], "best_friend": 9, "meta": {"b": [1, 2.5], "a": null}, "seen": "2024-02-03T04:05:06.789+02:00"},"#
-            + #"{"id": 2, "name": "Bob\nnewline", "score": 1.0, "born": "1990-02-03", "vet": {"city": "Oslo", "license": 3}, "friends": [1, 3, 1], "seen": "2024-02-03"}, {"id": "bad"}]}"#,
-        #"{"results": [{"id": 1, "name": null, "active": false, "dogs": [{"id": 7, "name": "Fido"}]}, {"id": 3, "origin": {}, "vet": {"city": "Oslo", "license": 3, "name": "Dr No"}},"#
-            + #"{"id": 2, "vet": {"city": "Rome", "license": 1}, "friends": []}, {"id": 4, "best_friend": {"id": 9, "name": "Max"}}]}"#,
-        #"not json"#,
-        #"{"results": [{"id": 3, "name": "Cy", "dogs": [], "friends": [2, 1]}, {"id": 1, "score": 2.25, "meta": "text"}]}"#,
-    ]
-
     private func run(_ yaml: String, _ pages: [String], url: String, batchRecords: Int? = nil) throws -> RunSummary {
         let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")
         var options = RunOptions()
@@ -127,9 +88,9 @@ struct PostgresTests {
     @Test(arguments: [1, 50])
     func theMergeRulesEndInSQLitesState(batchRecords: Int) throws {
         let url = try PostgresServer.freshDatabase()
-        let config = try PipelineConfig.parse(text: Self.seamYAML, path: "pg.yml")
-        let (sqlite, db) = try ingest(Self.seamYAML, Self.seamPages, batchRecords: batchRecords)
-        let summary = try run(Self.seamYAML, Self.seamPages, url: url, batchRecords: batchRecords)
+        let config = try PipelineConfig.parse(text: StoreSeamTests.yaml, path: "pg.yml")
+        let (sqlite, db) = try ingest(StoreSeamTests.yaml, StoreSeamTests.pages, batchRecords: batchRecords)
+        let summary = try run(StoreSeamTests.yaml, StoreSeamTests.pages, url: url, batchRecords: batchRecords)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters == sqlite.counters)
         let expected = try Self.sqliteDump(db, config.model)
@@ -145,10 +106,10 @@ struct PostgresTests {
     }
 
     @Test func replaceAndStubsMatchSQLite() throws {
-        let yaml = Self.seamYAML.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
+        let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
         let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")
         let url = try PostgresServer.freshDatabase()
-        let first = Array(Self.seamPages[0...1])
+        let first = Array(StoreSeamTests.pages[0...1])
         let second = [#"{"results": [{"id": 2, "name": "Bo", "dogs": [11]}]}"#]
         let (_, db) = try ingest(yaml, first)
         let (sqlite, _) = try ingest(yaml, second, db: db)
@@ -190,13 +151,7 @@ struct PostgresTests {
         let url = try PostgresServer.freshDatabase()
         let dir = temporaryDirectory()
         let pipeline = dir.appendingPathComponent("people-http.yml")
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
-            .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: """
-                  http:
-                    url: \(server.base)/people/next
-                    paginate: {next_url: next}
-                    timeout_s: 7200
-                """)
+        let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
         try Data(text.utf8).write(to: pipeline)
         func start() throws -> Process {
             let process = Process()

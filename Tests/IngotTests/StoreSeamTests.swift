@@ -7,7 +7,10 @@ import Testing
 /// against the public seam alone, with no merge rule of its own) end in the same state and the
 /// same counts. The merge rules live above the store.
 struct StoreSeamTests {
-    private static let yaml = """
+    /// A model and pages that exercise every merge rule: nested objects, bare references under
+    /// each policy, a composite identity, ordered links, booleans, dates, JSON, escapes, a
+    /// rejected record and a rejected page. Shared with ``PostgresTests``.
+    static let yaml = """
         version: 1
         name: seam
         records: results
@@ -22,6 +25,7 @@ struct StoreSeamTests {
               score: double
               active: bool
               born: {type: date, format: "yyyy-MM-dd"}
+              seen: {type: date, format: iso8601}
               meta: json
             relationships:
               dogs: {to: dog, many: true}
@@ -36,13 +40,13 @@ struct StoreSeamTests {
             attributes: {city: string, license: integer, name: string}
         """
 
-    private static let pages = [
-        #"{"results": [{"id": 1, "name": "Ada", "origin": {"country": {"name": "UK"}}, "active": true, "dogs": [7, {"id": 8, "name": "Rex"}], "best_friend": 9, "meta": {"a": [1, 2]}},"#
-            + #"{"id": 2, "name": "Bob", "score": 1.5, "born": "1990-02-03", "vet": {"city": "Oslo", "license": 3}, "friends": [1, 3, 1]}, {"id": "bad"}]}"#,
+    static let pages = [
+        #"{"results": [{"id": 1, "name": "Ada\ttab \"q\" \\ back", "origin": {"country": {"name": "UK"}}, "active": true, "dogs": [7, {"id": 8, "name": "Rex"}], "best_friend": 9, "meta": {"b": [1, 2.5], "a": null}, "seen": "2024-02-03T04:05:06.789+02:00"},"#
+            + #"{"id": 2, "name": "Bob\nnewline", "score": 1.0, "born": "1990-02-03", "vet": {"city": "Oslo", "license": 3}, "friends": [1, 3, 1], "seen": "2024-02-03"}, {"id": "bad"}]}"#,
         #"{"results": [{"id": 1, "name": null, "active": false, "dogs": [{"id": 7, "name": "Fido"}]}, {"id": 3, "origin": {}, "vet": {"city": "Oslo", "license": 3, "name": "Dr No"}},"#
             + #"{"id": 2, "vet": {"city": "Rome", "license": 1}, "friends": []}, {"id": 4, "best_friend": {"id": 9, "name": "Max"}}]}"#,
         #"not json"#,
-        #"{"results": [{"id": 3, "name": "Cy", "dogs": [], "friends": [2, 1]}, {"id": 1, "score": 2.25}]}"#,
+        #"{"results": [{"id": 3, "name": "Cy", "dogs": [], "friends": [2, 1]}, {"id": 1, "score": 2.25, "meta": "text"}]}"#,
     ]
 
     /// SQLite's tables as text, in the column order of the layouts, sorted.

@@ -126,3 +126,13 @@ struct SeededGenerator: RandomNumberGenerator {
 func waitUntil(_ condition: () throws -> Bool) rethrows {
     while try !condition() { Thread.sleep(forTimeInterval: 0.01) }
 }
+
+/// pipelines/people.yml fetching from `url` over HTTP instead of its sample files: `settings`
+/// are the lines of its `http:` block after the URL (pagination, retries, auth, …); `raw`, lines
+/// that follow the block as they are (with their own indentation).
+func peopleOverHTTPText(_ url: String, _ settings: [String], raw: String = "") throws -> String {
+    let block = (["  http:", "    url: \(url)"] + settings.map { "    " + $0 } + (raw.isEmpty ? [] : [raw])).joined(separator: "\n")
+    return try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
+        .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: block)
+}
+
