@@ -52,7 +52,7 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
         ]
         postgres.executableURL = URL(fileURLWithPath: asNobody ? "/sbin/runuser" : arguments[0])
         postgres.arguments = asNobody ? ["-u", "nobody", "--"] + arguments : Array(arguments.dropFirst())
-        FileManager.default.createFile(atPath: directory.path + "/log", contents: nil)
+        _ = FileManager.default.createFile(atPath: directory.path + "/log", contents: nil)
         let log = try FileHandle(forWritingTo: directory.appendingPathComponent("log"))
         postgres.standardOutput = log
         postgres.standardError = log
@@ -90,7 +90,7 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
         process.currentDirectoryURL = directory
         // The server that pg_ctl starts would hold pipes open: its output goes to files instead.
         let outURL = directory.appendingPathComponent("out-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         let out = try FileHandle(forWritingTo: outURL)
         defer { try? FileManager.default.removeItem(at: outURL) }
         process.standardOutput = out

@@ -187,4 +187,21 @@ struct PostgresTests {
         #expect(try Self.postgresDump(url, config.model) == (try Self.sqliteDump(db, config.model)))
         #expect(try connection.execute("SELECT pages, records FROM _ingot_runs") == [[String(sqlite.counters.pages), String(sqlite.counters.records)]])
     }
+
+    /// PostgreSQL cannot store U+0000 in text or jsonb: such a record is rejected (`unstorable`,
+    /// with its coding path), its neighbours are saved, and the run finishes. SQLite keeps it.
+    @Test func textWithNULIsRejectedNotAFailedBatch() throws {
+        let pages = [
+            #"{"results": [{"id": 1, "name": "a\u0000b"}, {"id": 2, "name": "ok", "meta": {"k": "x\u0000"}}, {"id": 3, "name": "c", "meta": {"k": "\\u0000"}}]}"#
+        ]
+        let url = try PostgresServer.freshDatabase()
+        let summary = try run(StoreSeamTests.yaml, pages, url: url)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedRecords == 2 && summary.counters.rejectsByReason == ["unstorable": 2])
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT id, meta->>'k' FROM person") == [["3", "\\u0000"]])
+        #expect(try connection.execute("SELECT coding_path FROM _ingot_rejects ORDER BY record_index") == [["results[0].name"], ["results[1].meta"]])
+        let (sqlite, _) = try ingest(StoreSeamTests.yaml, pages)
+        #expect(sqlite.counters.rejectedRecords == 0)
+    }
 }

@@ -232,6 +232,8 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case pageTooLarge = "page_too_large"
     /// A page whose text values pass 4 GiB.
     case tooLarge = "too_large"
+    /// A value the database cannot store (text holding U+0000, for PostgreSQL).
+    case unstorable
 }
 
 /// A record (or a whole page) that could not be saved, and why. A value, not a thrown error:

@@ -356,7 +356,11 @@ struct RecordMapper {
             }
         case .string:
             switch node.kind {
-            case .string, .escapedString: return .text(c.string(node))
+            case .string: return .text(c.string(node))
+            case .escapedString:
+                let text = c.string(node)
+                if plan.refusesNUL && text.utf8.contains(0) { throw MappingFailure.unstorableNUL }
+                return .text(text)
             case .integer, .double, .true, .false:
                 guard coerce else { throw wrong() }
                 return .text(c.raw(index))
@@ -404,8 +408,25 @@ struct RecordMapper {
                 throw wrong()
             }
         case .json:
-            return .text(c.raw(index))
+            let raw = c.raw(index)
+            if plan.refusesNUL && RecordMapper.escapesNUL(raw) { throw MappingFailure.unstorableNUL }
+            return .text(raw)
         }
+    }
+
+    /// Whether JSON text holds the escape `\u0000` (a backslash that is not itself escaped).
+    static func escapesNUL(_ json: String) -> Bool {
+        let bytes = Array(json.utf8)
+        var i = 0
+        while i + 5 < bytes.count {
+            if bytes[i] == UInt8(ascii: "\\") {
+                if bytes[i + 1] == UInt8(ascii: "u"), bytes[i + 2 ... i + 5].elementsEqual("0000".utf8) { return true }
+                i += 2  // an escape: skip the escaped character
+            } else {
+                i += 1
+            }
+        }
+        return false
     }
 }
 
@@ -429,6 +450,10 @@ struct MappingFailure: Error {
         self.entity = entity
         self.code = code
     }
+
+    /// Text holding U+0000, for a store that cannot keep it.
+    static let unstorableNUL = MappingFailure(
+        reason: "the text holds a NUL character (U+0000), which the database cannot store", code: .unstorable)
 
     func prepending(_ component: Component) -> MappingFailure { prepending([component]) }
 

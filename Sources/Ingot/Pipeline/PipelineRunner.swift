@@ -178,7 +178,8 @@ public final class PipelineRunner: Sendable {
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
             byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
 
-        let decode = makeDecodeLanes(count: lanes, assembler: assembler, logger: logger, flow: flow)
+        let decode = makeDecodeLanes(
+            count: lanes, assembler: assembler, logger: logger, flow: flow, refusesNUL: !store.acceptsNULInText)
         let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)
         startSource(
             source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,

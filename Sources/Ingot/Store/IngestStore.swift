@@ -54,6 +54,15 @@ public protocol IngestStore: AnyObject, Sendable {
 
     /// Releases the connections. The store is not used after this.
     func close() throws
+
+    /// Whether text may hold NUL characters (U+0000). When not, the mapper rejects a record
+    /// with such text (reason `unstorable`) instead of letting its batch fail.
+    var acceptsNULInText: Bool { get }
+}
+
+extension IngestStore {
+    /// Most databases store any text.
+    public var acceptsNULInText: Bool { true }
 }
 
 extension Store: IngestStore {}

@@ -379,6 +379,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
         try commit()
     }
 
+    /// PostgreSQL's `text` and `jsonb` cannot hold U+0000.
+    var acceptsNULInText: Bool { false }
+
     // MARK: - Values
 
     /// `values` as one row of COPY's text format.
