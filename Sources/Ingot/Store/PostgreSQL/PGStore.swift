@@ -15,11 +15,15 @@ import Foundation
 /// ```
 ///
 /// Rejects, run bookkeeping and the resume state go in the same transaction. Used from the
-/// writer queue only (it has no reader of its own: ``lookupCommitted(_:_:)`` is `nil`).
-final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipeline's writer queue
+/// writer queue, but for ``lookupCommitted(_:_:)``, which has a connection of its own and is
+/// called from the assembler's queue only.
+final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to the assembler queue, the rest to the writer queue
     let model: EntityModel
     let layouts: [EntityLayout]
     private let connection: PGConnection
+    /// A second connection for ``lookupCommitted(_:_:)`` on the assembler's queue: the next
+    /// batch's identities are looked up while the writer writes this one.
+    private let reader: PGConnection
     private var inTransaction = false
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
@@ -29,6 +33,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
         self.layouts = EntityLayout.layouts(of: model)
         connection = try PGConnection(url: url)
         for sql in PGStore.schema(of: model) { try connection.execute(sql) }
+        reader = try PGConnection(url: url)
     }
 
     // MARK: - Schema
@@ -95,6 +100,15 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
     // MARK: - Lookups
 
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
+        try lookup(entity, keys, on: connection)
+    }
+
+    /// On the reader connection, which sees committed rows only.
+    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
+        try lookup(entity, keys, on: reader)
+    }
+
+    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef] {
         let layout = layouts[entity]
         let keys = Array(keys)
         guard !keys.isEmpty, !layout.identitySlots.isEmpty else { return [:] }
@@ -111,10 +125,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
             if let text = row[0], let i = Int(text), keys.indices.contains(i - 1) { found[keys[i - 1]] = StoredRef(raw: 1) }
         }
         return found
-    }
-
-    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        nil
     }
 
     // MARK: - Writes
@@ -152,8 +162,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
         if !inserts.isEmpty {
             let stage = try staging("_ingot_new_\(layout.table)", layout.columns.map { ($0.name, PGStore.columnType($0.type)) })
             try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: inserts)
-            try connection.execute("INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage)")
-            try connection.execute("TRUNCATE \(stage)")
+            // One round trip for the statement and the staging table's reset.
+            try connection.execute("INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage); TRUNCATE \(stage)")
         }
         if !updates.isEmpty {
             let stage = try staging(
@@ -163,11 +173,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
                 let c = PGStore.quote(layout.columns[slot].name)
                 return "\(c) = CASE WHEN substr(s._present, \(slot + 1), 1) = '1' THEN s.\(c) ELSE t.\(c) END"
             }
+            var sql = ""
             if !set.isEmpty {
                 let match = layout.identitySlots.map { "t.\(PGStore.quote(layout.columns[$0].name)) = s.\(PGStore.quote(layout.columns[$0].name))" }
-                try connection.execute("UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE \(match.joined(separator: " AND "))")
+                sql = "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE \(match.joined(separator: " AND ")); "
             }
-            try connection.execute("TRUNCATE \(stage)")
+            try connection.execute(sql + "TRUNCATE \(stage)")
         }
     }
 
@@ -188,8 +199,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
         let ownerStage = try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
         try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
         let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
-        try connection.execute("DELETE FROM \(join) AS j USING \(ownerStage) AS o WHERE \(match)")
-        try connection.execute("TRUNCATE \(ownerStage)")
+        try connection.execute("DELETE FROM \(join) AS j USING \(ownerStage) AS o WHERE \(match); TRUNCATE \(ownerStage)")
         guard !links.isEmpty else { return }
         let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
         try connection.copy("COPY \(linkStage) FROM STDIN", data: links)
@@ -198,8 +208,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // confined to the pipe
         // A target given twice keeps its first position, as SQLite's INSERT OR IGNORE does.
         let order = toMany.isOrdered ? "\(key), \"position\"" : key
         try connection.execute(
-            "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING")
-        try connection.execute("TRUNCATE \(linkStage)")
+            "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING; TRUNCATE \(linkStage)")
     }
 
     private func joinColumnTypes(_ toMany: EntityLayout.ToMany) throws -> [(name: String, type: String)] {
