@@ -204,4 +204,25 @@ struct PostgresTests {
         let (sqlite, _) = try ingest(StoreSeamTests.yaml, pages)
         #expect(sqlite.counters.rejectedRecords == 0)
     }
+
+    /// One run of a pipeline at a time per PostgreSQL database: a run waits `--lock-timeout` for
+    /// the holder of the pipeline's advisory lock, then fails as temporary (exit 75).
+    @Test func aSecondRunOfAPipelineWaitsThenFailsAsTemporary() throws {
+        let url = try PostgresServer.freshDatabase()
+        #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)
+        let holder = try PGConnection(url: url)
+        try holder.execute("SELECT pg_advisory_lock(hashtext('ingot run: seam'))")
+        let config = try PipelineConfig.parse(text: StoreSeamTests.yaml, path: "pg.yml")
+        var options = RunOptions()
+        options.databasePath = url
+        options.progressInterval = 0
+        options.lockTimeout = 0.2
+        let refused = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: MemoryPageSource([StoreSeamTests.pages[1]]))
+        #expect(refused.status == .failed && refused.failureKind == .temporary, "\(refused.error ?? "")")
+        #expect(refused.error?.contains("another run of pipeline 'seam'") == true)
+        try holder.execute("SELECT pg_advisory_unlock(hashtext('ingot run: seam'))")
+        #expect(PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: MemoryPageSource([StoreSeamTests.pages[1]])).status == .finished)
+    }
 }

@@ -105,6 +105,12 @@ public final class PipelineRunner: Sendable {
             }
         }
         defer { withExtendedLifetime(lock) {} }
+        do {
+            try store.lockRuns(of: config.name, timeout: options.lockTimeout)
+        } catch {
+            try? store.close()
+            return failedToStart(error)
+        }
         var resumed: UnfinishedRun?
         if options.resume {
             do {

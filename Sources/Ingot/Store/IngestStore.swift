@@ -58,11 +58,20 @@ public protocol IngestStore: AnyObject, Sendable {
     /// Whether text may hold NUL characters (U+0000). When not, the mapper rejects a record
     /// with such text (reason `unstorable`) instead of letting its batch fail.
     var acceptsNULInText: Bool { get }
+
+    /// Takes the database's lock on runs of `pipeline` for as long as the store is open,
+    /// waiting up to `timeout` seconds for another run to let it go; throws a held
+    /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
+    /// taken before the store opens (``RunLock``); a server database takes it here.
+    func lockRuns(of pipeline: String, timeout: Double) throws
 }
 
 extension IngestStore {
     /// Most databases store any text.
     public var acceptsNULInText: Bool { true }
+
+    /// No lock of the store's own (SQLite's run lock is a file, taken before the store opens).
+    public func lockRuns(of pipeline: String, timeout: Double) throws {}
 }
 
 extension Store: IngestStore {}

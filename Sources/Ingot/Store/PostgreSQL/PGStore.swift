@@ -391,6 +391,24 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// PostgreSQL's `text` and `jsonb` cannot hold U+0000.
     var acceptsNULInText: Bool { false }
 
+    /// A session advisory lock per pipeline on the writer connection: released when the run's
+    /// connection ends, even after `kill -9` (the server drops the session). The holder's run id
+    /// is named from `_ingot_runs`.
+    func lockRuns(of pipeline: String, timeout: Double) throws {
+        let key = "ingot run: " + pipeline
+        let deadline = Date().addingTimeInterval(max(0, timeout))
+        while true {
+            if try connection.execute("SELECT pg_try_advisory_lock(hashtext($1))", [key]).first?[0] == "t" { return }
+            if Date() >= deadline { break }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        let holder = try? connection.execute(
+            "SELECT run_id FROM _ingot_runs WHERE pipeline = $1 AND status = 'running' ORDER BY started_at DESC LIMIT 1", [pipeline])
+        throw RunLockError(
+            path: connection.shown, holder: holder?.first?[0].map { "run_id=\($0)" }, isHeld: true,
+            message: "another run of pipeline '\(pipeline)' holds this database (waited \(timeout) s)")
+    }
+
     // MARK: - Values
 
     /// `values` as one row of COPY's text format.
