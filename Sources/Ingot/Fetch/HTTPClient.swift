@@ -39,8 +39,11 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
 /// One GET: the URL (secrets included, as sent), headers, and the whole transfer's time limit.
 public struct HTTPRequest: Sendable {
+    /// The URL as sent, secrets included.
     public var url: String
+    /// Header names and values, as sent.
     public var headers: [(String, String)]
+    /// Seconds for the whole transfer, connection included.
     public var timeout: Double
 
     /// A GET of `url` with `headers`, given `timeout` seconds in all.
@@ -75,6 +78,7 @@ public final class HTTPClient {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
     }()
 
+    /// A client with no transfer in flight (HTTP/2 multiplexing on).
     public init() {
         _ = HTTPClient.globalInit
         guard let multi = curl_multi_init() else { preconditionFailure("curl_multi_init failed: out of memory") }

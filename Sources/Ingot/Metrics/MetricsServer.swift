@@ -115,6 +115,7 @@ public final class MetricsServer: Sendable {
 
 /// The metrics server could not start.
 public struct MetricsServerError: Error, Sendable, CustomStringConvertible {
+    /// Why: a bad port or address, or the socket call that failed.
     public var message: String
     public var description: String { "metrics server: \(message)" }
 }

@@ -18,6 +18,7 @@ public final class RunMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     /// Where ``update(_:)`` writes the exposition, if anywhere.
     public let fileURL: URL?
+    /// The pipeline every series is labelled with.
     public let pipeline: String
     private let factory: PrometheusMetricsFactory
     private let synced = Mutex<[String: Int64]>([:])
@@ -31,10 +32,15 @@ public final class RunMetrics: Sendable {
 
     /// What one update reports: the committed counters and what the stages have seen so far.
     public struct Snapshot: Sendable {
+        /// The committed counters (what the summary will say).
         public var counters: RunCounters
+        /// Pages the source delivered so far (committed or not).
         public var pagesRead = 0
+        /// Their bytes (an oversized page counts what was received).
         public var bytesRead = 0
+        /// Compressed bytes in the run's archive; `nil` without one.
         public var bytesArchived: Int?
+        /// Seconds since the run started.
         public var elapsed: Double = 0
 
         /// A snapshot of `counters` (the rest as the stages report it).

@@ -79,6 +79,7 @@ extension Store: IngestStore {}
 /// What a batch's transaction records about its run, with its rows: a commit always describes
 /// its last batch, so `--resume` continues exactly after it.
 public struct RunProgress: Sendable {
+    /// The run the batch belongs to.
     public var runID: String
     /// The run's counters including this batch.
     public var counters: RunCounters

@@ -308,6 +308,7 @@ public struct EntityCounts: Sendable, Equatable {
 
 /// A run that stopped before the end of its source.
 public struct UnfinishedRun: Sendable {
+    /// Its id: a resumed run keeps it.
     public var runID: String
     /// Its counters as last committed.
     public var counters: RunCounters
