@@ -225,4 +225,19 @@ struct PostgresTests {
         #expect(PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: MemoryPageSource([StoreSeamTests.pages[1]])).status == .finished)
     }
+
+    /// A database whose tables disagree with the pipeline (a column of another type, another
+    /// identity) is refused before anything is written, as with SQLite (exit 2).
+    @Test func aDisagreeingDatabaseIsRefusedBeforeAnythingIsWritten() throws {
+        let url = try PostgresServer.freshDatabase()
+        #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)
+        for (old, new) in [("score: double", "score: string"), ("identity: [city, license]", "identity: city")] {
+            let changed = StoreSeamTests.yaml.replacingOccurrences(of: old, with: new)
+            let refused = try run(changed, [StoreSeamTests.pages[1]], url: url)
+            #expect(refused.status == .failed && refused.failureKind == .configuration, "\(new): \(refused.error ?? "")")
+            #expect(refused.error?.contains("disagree") == true)
+        }
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_runs") == [["1"]])
+    }
 }

@@ -68,8 +68,8 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         case .sqlite(let path): return try Store.plan(model: model, databasePath: path)
         case .postgres(let url):
             // Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
-            _ = try PGConnection(url: url)
-            return (true, [], PGStore.schema(of: model))
+            let connection = try PGConnection(url: url)
+            return (true, try PGStore.schemaConflicts(model, connection), PGStore.schema(of: model))
         }
     }
 

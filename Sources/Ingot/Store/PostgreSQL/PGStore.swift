@@ -32,6 +32,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         connection = try PGConnection(url: url)
+        // A database whose tables disagree with the pipeline is refused before anything is written.
+        let conflicts = try PGStore.schemaConflicts(model, connection)
+        if !conflicts.isEmpty {
+            throw StoreError.conflict(
+                "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
+        }
         for sql in PGStore.schema(of: model) { try connection.execute(sql) }
         reader = try PGConnection(url: url)
     }
@@ -95,6 +101,61 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             }
         }
         return statements
+    }
+
+    /// The type `information_schema.columns.data_type` reports for a column of ``columnType(_:)``.
+    private static func reportedType(_ type: AttributeType) -> String {
+        switch columnType(type) {
+        case "timestamptz": "timestamp with time zone"
+        case let other: other
+        }
+    }
+
+    /// How the existing tables disagree with `model` (SQLite's rules): a column stored with
+    /// another type, an identity on other columns, a join table of another shape. Columns the
+    /// pipeline adds are not conflicts; columns it no longer reads are left alone.
+    static func schemaConflicts(_ model: EntityModel, _ connection: PGConnection) throws -> [String] {
+        var columns: [String: [String: String]] = [:]
+        for row in try connection.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema()")
+        {
+            guard let table = row[0], let column = row[1], let type = row[2] else { continue }
+            columns[table, default: [:]][column] = type
+        }
+        var identities: [String: [String]] = [:]
+        for row in try connection.execute("""
+            SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc
+            JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema
+            WHERE tc.table_schema = current_schema() AND tc.constraint_type = 'UNIQUE' AND tc.constraint_name = tc.table_name || '_identity'
+            ORDER BY tc.table_name, kcu.ordinal_position
+            """)
+        {
+            if let table = row[0], let column = row[1] { identities[table, default: []].append(column) }
+        }
+        var conflicts: [String] = []
+        for layout in EntityLayout.layouts(of: model) {
+            guard let stored = columns[layout.table] else { continue }
+            for column in layout.columns {
+                if let type = stored[column.name], type != reportedType(column.type) {
+                    conflicts.append("table '\(layout.table)', column '\(column.name)': stored as \(type), the pipeline wants \(columnType(column.type))")
+                }
+            }
+            let wanted = layout.identitySlots.map { layout.columns[$0].name }
+            if identities[layout.table] ?? [] != wanted {
+                conflicts.append(
+                    "table '\(layout.table)': its identity is (\((identities[layout.table] ?? []).joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))")
+            }
+            for toMany in layout.toMany {
+                guard let join = columns[toMany.joinTable] else { continue }
+                var expected = Set(toMany.sourceColumns + toMany.targetColumns)
+                if toMany.isOrdered { expected.insert("position") }
+                if Set(join.keys) != expected {
+                    conflicts.append(
+                        "join table '\(toMany.joinTable)': its columns are (\(join.keys.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))")
+                }
+            }
+        }
+        return conflicts
     }
 
     // MARK: - Lookups
