@@ -45,9 +45,11 @@ instructions: release
 	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
 	scripts/instructions.sh $(RELEASE)
 
-## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state
+## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state;
+## then the same into a throwaway PostgreSQL
 chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres
 
 ## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for
 ## FUZZ_SECONDS (default 600) each; crashes are kept in Tests/Fixtures/fuzz/, which make test replays

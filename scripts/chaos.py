@@ -3,6 +3,11 @@
 and check that the database ends at the exact expected state with no duplicate rows.
 
   scripts/chaos.py --ingot .build/release/ingot --kills 20 --persons 50000
+  scripts/chaos.py --ingot .build/release/ingot --kills 20 --persons 50000 --postgres
+
+With --postgres the run writes into a throwaway PostgreSQL server (Benchmarks/bench.py's, on
+127.0.0.1, stopped at the end) and the final tables are compared with those of one uninterrupted
+run into a second database.
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
 people data set with Benchmarks/people.py, and prints one JSON line with the result.
@@ -26,9 +31,11 @@ def main():
     a.add_argument("--commit-records", type=int, default=25000)
     a.add_argument("--max-delay", type=float, default=1.5, help="longest wait before a kill, in seconds")
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
+    a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
     args = a.parse_args()
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="ingot-chaos-")
+    pg = None
     pages = os.path.join(work, "pages")
     subprocess.run([sys.executable, GEN, "--out", pages, "--persons", str(args.persons), "--page-size", str(args.page_size)],
                    check=True, stdout=subprocess.DEVNULL)
@@ -42,6 +49,13 @@ def main():
         yml = os.path.join(work, "people-http.yml")
         open(yml, "w").write(pipeline)
         db = os.path.join(work, "chaos.db")
+        if args.postgres:
+            sys.path.insert(0, os.path.join(ROOT, "Benchmarks"))
+            import bench
+            bench.BENCH = work
+            os.chmod(work, 0o755)  # the server runs as nobody under root: it must reach its directory
+            pg = bench.Postgres()
+            db = pg.fresh("chaos")
         cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--resume", "--archive-dir", os.path.join(work, "archives"),
                "--progress-interval", "0", "--batch-records", str(args.batch_records),
                "--commit-records", str(args.commit_records)]
@@ -63,11 +77,23 @@ def main():
             if runs > args.kills + 50:
                 print(json.dumps({"ok": False, "error": "no run finished"}))
                 return 1
+        if pg:
+            reference = pg.fresh("reference")
+            subprocess.run([os.path.abspath(args.ingot), "run", yml, "--db", reference, "--no-archive", "--progress-interval", "0"],
+                           check=True, capture_output=True)
+            got, want = bench.table_digest(pg, "chaos"), bench.table_digest(pg, "reference")
+            counts = pg.psql("chaos", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
+            ok = got == want
+            print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql",
+                              "tables": counts, "same_as_uninterrupted": ok}))
+            return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
                                           capture_output=True, text=True).stdout)
         print(json.dumps({"ok": check["ok"], "kills": kills, "runs": runs, "persons": args.persons, "got": check["got"]}))
         return 0 if check["ok"] else 1
     finally:
+        if pg:
+            pg.stop()
         server.stdin.close()
         server.terminate()
         server.wait()
