@@ -11,11 +11,16 @@ OUT        := out
 
 all: build
 
-## deps: install the system libraries (apt) when missing
+## deps: install the system libraries (apt) when missing; postgresql brings the server binaries the
+## tests start a throwaway server from (no system cluster is created: createcluster.d/ingot.conf)
 deps:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
+	  case "$$missing" in *postgresql*) \
+	    $(SUDO) mkdir -p /etc/postgresql-common/createcluster.d && \
+	    echo "create_main_cluster = false" | $(SUDO) tee /etc/postgresql-common/createcluster.d/ingot.conf >/dev/null;; \
+	  esac; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
