@@ -93,9 +93,6 @@ public final class HTTPClient {
         curl_multi_cleanup(multi)
     }
 
-    /// Transfers in flight.
-    public var inFlight: Int { active.count }
-
     /// Starts `request`; its end comes out of a later ``poll(timeout:)`` under `tag`.
     public func start(_ request: HTTPRequest, tag: Int) {
         let transfer = idle.popLast() ?? Transfer()
