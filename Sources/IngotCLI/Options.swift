@@ -107,7 +107,7 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Write Prometheus metrics to this file (atomically) at each progress tick and at exit, for node_exporter's textfile collector (env INGOT_METRICS_FILE).")
     var metricsFile: String?
 
-    @Option(help: "Serve /metrics and /healthz on this port while the run lasts (env INGOT_METRICS_PORT).")
+    @Option(help: "Serve /metrics and /healthz on this port while the run lasts; 0: any free port, logged in run.started (env INGOT_METRICS_PORT).")
     var metricsPort: Int?
 
     /// The database path in force.
@@ -128,7 +128,7 @@ struct StageOptions: ParsableArguments {
         maxRejectRatio = try maxRejectRatio ?? Environment.double("INGOT_MAX_REJECT_RATIO")
         metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
-        if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 1 and 65535") }
+        if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 0 (any free port) and 65535") }
         if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
         if let lockTimeout, !(lockTimeout >= 0) { throw ValidationError("--lock-timeout cannot be negative") }
         if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
@@ -152,7 +152,9 @@ struct StageOptions: ParsableArguments {
         let metrics = RunMetrics(pipeline: pipeline, fileURL: metricsFile.map { URL(fileURLWithPath: $0) })
         guard let metricsPort else { return (metrics, nil) }
         do {
-            return (metrics, try MetricsServer(port: metricsPort, metrics: metrics))
+            let server = try MetricsServer(port: metricsPort, metrics: metrics)
+            metrics.servingPort = server.port
+            return (metrics, server)
         } catch {
             printError("\(error)")
             throw Exit.badConfig

@@ -149,7 +149,7 @@ struct CLITests {
         #expect(viaFlag.status == 0)
         #expect(viaFlag.stderr.contains("msg=run.summary"), "the option wins over INGOT_LOG_FORMAT")
         #expect(FileManager.default.fileExists(atPath: fromFlag))
-        for arguments in [["--metrics-port", "70000"], ["--metrics-file", ""], ["--db", "mysql://h/x"]] {
+        for arguments in [["--metrics-port", "70000"], ["--metrics-port", "-1"], ["--metrics-file", ""], ["--db", "mysql://h/x"]] {
             let refused = try run(["run", "pipelines/people.yml", "--no-archive"] + arguments)
             #expect(refused.status == 2, "\(arguments): \(refused.stderr)")
         }
@@ -259,7 +259,7 @@ struct CLITests {
     static let numericFields: Set<String> = [
         "pages", "records", "inserted", "updated", "deleted", "rejected_records", "rejected_pages", "bytes", "records_per_s",
         "duration_s", "elapsed_s", "lanes", "batch_records", "commit_records", "seq", "record_index", "attempt", "delay_s",
-        "offset", "entries", "pages_read", "pages_decoded", "decode_ms", "commit_ms",
+        "offset", "entries", "pages_read", "pages_decoded", "decode_ms", "commit_ms", "metrics_port",
     ]
 
     @Test func aJSONLogOfAFullRunFollowsTheVocabulary() throws {
@@ -337,6 +337,54 @@ struct CLITests {
         for file in [db, db + "-wal"] where FileManager.default.fileExists(atPath: file) {
             #expect(try Data(contentsOf: URL(fileURLWithPath: file)).range(of: Data(token.utf8)) == nil)
         }
+    }
+
+    /// `--metrics-port 0` serves /metrics and /healthz on a free port (logged in run.started) while
+    /// the run lasts: scraped during a run held by a hanging request, then gone after SIGTERM.
+    @Test(.timeLimit(.minutes(1))) func metricsAreServedWhileTheRunLasts() throws {
+        let pages = try generatePeople(persons: 300, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: "slow:2", slow: 3600)
+        let dir = temporaryDirectory()
+        let pipeline = dir.appendingPathComponent("served.yml")
+        let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
+        try Data(text.utf8).write(to: pipeline)
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = [
+            "run", pipeline.path, "--db", dir.appendingPathComponent("m.db").path, "--no-archive", "--progress-interval", "0",
+            "--metrics-port", "0", "--log-format", "json", "--batch-records", "100", "--commit-interval", "0.05",
+        ]
+        process.currentDirectoryURL = packageRoot
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = Pipe()
+        try process.run()
+        // The port, from run.started (read line by line while the run goes on).
+        var port: Int?
+        var buffered = Data()
+        while port == nil, let chunk = try err.fileHandleForReading.read(upToCount: 1), !chunk.isEmpty {
+            if chunk == Data("\n".utf8) {
+                let line = try JSONSerialization.jsonObject(with: buffered) as? [String: Any]
+                if line?["msg"] as? String == "run.started" { port = line?["metrics_port"] as? Int }
+                buffered = Data()
+            } else {
+                buffered.append(chunk)
+            }
+        }
+        let base = "http://127.0.0.1:\(try #require(port))"
+        let client = HTTPClient()
+        #expect(try client.get(base + "/healthz", headers: [], timeout: 5).body == Array("ok\n".utf8))
+        // The first page is committed while the second request hangs.
+        waitUntil {
+            let body = (try? client.get(base + "/metrics", headers: [], timeout: 5).body) ?? []
+            let metrics = try? PrometheusText(String(decoding: body, as: UTF8.self))
+            return metrics?.value("ingot_pages_total", ["outcome": "applied"]) == 1
+        }
+        kill(process.processIdentifier, SIGTERM)
+        _ = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 143)
+        #expect(throws: TransportError.self) { try client.get(base + "/healthz", headers: [], timeout: 5) }
     }
 
     @Test(.timeLimit(.minutes(1))) func sigtermDuringAHangingRequestStopsPromptly() throws {

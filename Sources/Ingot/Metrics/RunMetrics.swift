@@ -20,6 +20,12 @@ public final class RunMetrics: Sendable {
     public let fileURL: URL?
     /// The pipeline every series is labelled with.
     public let pipeline: String
+    /// The port a ``MetricsServer`` serves these metrics on, if one does (`run.started` logs it).
+    public var servingPort: Int? {
+        get { port.withLock { $0 } }
+        set { port.withLock { $0 = newValue } }
+    }
+    private let port = Mutex<Int?>(nil)
     private let factory: PrometheusMetricsFactory
     private let synced = Mutex<[String: Int64]>([:])
     private let counters = Mutex<[String: CoreMetrics.Counter]>([:])

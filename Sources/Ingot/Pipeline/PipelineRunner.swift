@@ -170,6 +170,7 @@ public final class PipelineRunner: Sendable {
             LogKey.commitRecords: .int(options.commitRecords),
         ]
         if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
+        if let port = metrics?.servingPort { startMetadata["metrics_port"] = .int(port) }
         logger.info("run.started", metadata: startMetadata)
 
         let lanes = max(1, options.lanes)
