@@ -240,4 +240,33 @@ struct PostgresTests {
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM _ingot_runs") == [["1"]])
     }
+
+    /// `--dry-run` against PostgreSQL prints the plan and writes nothing; a disagreeing database is
+    /// listed and refused (exit 2).
+    @Test func aDryRunWritesNothing() throws {
+        let url = try PostgresServer.freshDatabase()
+        let pipeline = temporaryDirectory().appendingPathComponent("seam.yml")
+        try Data(StoreSeamTests.yaml.utf8).write(to: pipeline)
+        func dryRun(_ file: URL) throws -> (status: Int32, out: String) {
+            let process = Process()
+            process.executableURL = CLITests.binary
+            process.arguments = ["run", file.path, "--db", url, "--dry-run", "--pages", temporaryDirectory().path]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = Pipe()
+            try process.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return (process.terminationStatus, text)
+        }
+        let plan = try dryRun(pipeline)
+        #expect(plan.status == 0 && plan.out.contains("CREATE TABLE IF NOT EXISTS \"person\""), "\(plan.out)")
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [["0"]])
+        #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)
+        let changed = temporaryDirectory().appendingPathComponent("changed.yml")
+        try Data(StoreSeamTests.yaml.replacingOccurrences(of: "score: double", with: "score: string").utf8).write(to: changed)
+        let refused = try dryRun(changed)
+        #expect(refused.status == 2 && refused.out.contains("column 'score'"), "\(refused.out)")
+    }
 }
