@@ -192,7 +192,12 @@ public final class PipelineRunner: Sendable {
             source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,
             decode: decode)
         done.wait()
-        progress?.cancel()
+        if let progress {
+            // A tick already running finishes before the summary (its line, its metrics file):
+            // cancelling stops further ticks, and the sync waits out the one on the queue.
+            progress.timer.cancel()
+            progress.queue.sync {}
+        }
         archive?.queue.sync { archive?.close() }
 
         var counters = writer.counters
@@ -267,9 +272,12 @@ public final class PipelineRunner: Sendable {
 
     /// Progress lines and metrics updates every `progressInterval` seconds (metrics every 5 s
     /// when progress lines are off).
-    private func startProgress(logger: Logger, started: Date, flow: PageFlow, archive: ArchiveStage?) -> (any DispatchSourceTimer)? {
+    private func startProgress(
+        logger: Logger, started: Date, flow: PageFlow, archive: ArchiveStage?
+    ) -> (timer: any DispatchSourceTimer, queue: DispatchQueue)? {
         guard options.progressInterval > 0 || metrics != nil else { return nil }
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ingot.progress"))
+        let queue = DispatchQueue(label: "ingot.progress")
+        let timer = DispatchSource.makeTimerSource(queue: queue)
         let interval = options.progressInterval > 0 ? options.progressInterval : 5
         let logs = options.progressInterval > 0
         timer.schedule(deadline: .now() + interval, repeating: interval)
@@ -288,7 +296,7 @@ public final class PipelineRunner: Sendable {
             ])
         }
         timer.resume()
-        return timer
+        return (timer, queue)
     }
 
     private func updateMetrics(
