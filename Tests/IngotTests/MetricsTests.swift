@@ -125,4 +125,36 @@ struct MetricsTests {
         }
         #expect(try client.get(base + "/healthz", headers: [], timeout: 5).status == 200)
     }
+
+    /// A run that cannot start (here: another run holds the database) still writes its metrics
+    /// file, keeping the last success an earlier run recorded.
+    @Test func aRunThatCannotStartStillWritesTheFile() throws {
+        let dir = temporaryDirectory()
+        let file = dir.appendingPathComponent("ingot.prom")
+        let earlier = RunMetrics(pipeline: "people", fileURL: file)
+        earlier.succeeded(at: Date(timeIntervalSince1970: 1_800_000_000))
+        earlier.update(RunMetrics.Snapshot(counters: RunCounters()))
+        let db = dir.appendingPathComponent("held.db").path
+        let holder = try RunLock(databasePath: db, timeout: 0)
+        let config = try PipelineConfig.parse(text: """
+            version: 1
+            name: people
+            records: "."
+            root: p
+            entities:
+              p: {identity: id, attributes: {id: integer}}
+            """, path: "p.yml")
+        var options = RunOptions()
+        options.databasePath = db
+        options.lockTimeout = 0
+        options.progressInterval = 0
+        let metrics = RunMetrics(pipeline: "people", fileURL: file)
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger, metrics: metrics)
+            .run(source: MemoryPageSource(["[]"]))
+        #expect(summary.status == .failed && summary.failureKind == .temporary)
+        let parsed = try PrometheusText(String(decoding: try Data(contentsOf: file), as: UTF8.self))
+        #expect(parsed.value("ingot_run_last_success_timestamp_seconds") == 1_800_000_000)
+        #expect(parsed.value("ingot_pages_total", ["outcome": "applied"]) == 0)
+        withExtendedLifetime(holder) {}
+    }
 }

@@ -87,6 +87,13 @@ public final class PipelineRunner: Sendable {
                 runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(),
                 duration: Date().timeIntervalSince(started), error: "\(error)")
             failed.failureKind = RunSummary.FailureKind(error)
+            // The metrics file says so too (a scheduler watching it sees the failed attempt; the
+            // last success time is kept).
+            var snapshot = RunMetrics.Snapshot(counters: RunCounters())
+            snapshot.elapsed = failed.duration
+            if let problem = metrics?.update(snapshot) {
+                logger.warning("metrics.failed", metadata: [LogKey.reason: "\(problem)"])
+            }
             PipelineRunner.logSummary(failed, logger)
             return failed
         }
