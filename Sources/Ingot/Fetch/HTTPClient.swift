@@ -3,10 +3,13 @@ import Foundation
 
 /// One HTTP response, body and headers whole.
 public struct HTTPResponse: Sendable {
+    /// The HTTP status code.
     public var status: Int
     /// Header names lowercased, in arrival order (of the final response, after redirects).
     public var headers: [(name: String, value: String)]
+    /// The whole body (empty when ``overflowed``).
     public var body: [UInt8]
+    /// The URL that answered (libcurl's effective URL).
     public var url: String
     /// The body passed the client's ``HTTPClient/maxBodyBytes``: the transfer was aborted and
     /// ``body`` is empty; ``receivedBytes`` says how far it got.
@@ -26,14 +29,19 @@ public struct HTTPResponse: Sendable {
 /// A request that got no HTTP response: connection refused or dropped, timeout, TLS, a body
 /// cut short. Retryable.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
+    /// The URL requested, as sent.
     public var url: String
+    /// libcurl's `CURLcode`.
     public var code: Int
+    /// libcurl's description of it, or Ingot's (a body over the limit, an abort).
     public var message: String
+    /// The transfer ran out of time.
     public var isTimeout: Bool
     /// False for failures a retry cannot fix: a certificate that does not verify, a bad URL.
     public var isRetryable: Bool
     /// The transfer was cut off because the run is stopping (``HTTPClient/abortAll()``).
     public var wasAborted = false
+    /// `url: message (curl code)`.
     public var description: String { "\(url): \(message) (curl \(code))" }
 }
 

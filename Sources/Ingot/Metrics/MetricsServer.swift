@@ -117,6 +117,7 @@ public final class MetricsServer: Sendable {
 public struct MetricsServerError: Error, Sendable, CustomStringConvertible {
     /// Why: a bad port or address, or the socket call that failed.
     public var message: String
+    /// `metrics server: message`.
     public var description: String { "metrics server: \(message)" }
 }
 

@@ -27,8 +27,8 @@ public final class RunMetrics: Sendable {
     }
     private let port = Mutex<Int?>(nil)
     private let factory: PrometheusMetricsFactory
-    private let synced = Mutex<[String: Int64]>([:])
-    private let counters = Mutex<[String: CoreMetrics.Counter]>([:])
+    /// The counters taken from the run's counters, by name and labels, with the value each has reached.
+    private let counters = Mutex<[String: (counter: CoreMetrics.Counter, value: Int64)]>([:])
     private let gauges = Mutex<[String: CoreMetrics.Gauge]>([:])
     private let fetchDuration: CoreMetrics.Timer
     private let commitDuration: CoreMetrics.Timer
@@ -141,16 +141,11 @@ public final class RunMetrics: Sendable {
     private func sync(_ name: String, _ labels: [(String, String)], _ value: Int) {
         let dimensions = [("pipeline", pipeline)] + labels
         let key = name + dimensions.map { "\u{1}\($0.0)=\($0.1)" }.joined()
-        let delta = synced.withLock { last -> Int64 in
-            let d = Int64(value) - (last[key] ?? 0)
-            if d > 0 { last[key] = Int64(value) }
-            return d
-        }
-        let counter = counters.withLock { all in
-            if let existing = all[key] { return existing }
-            let made = Counter(label: name, dimensions: dimensions, factory: factory)
-            all[key] = made
-            return made
+        let (counter, delta) = counters.withLock { all -> (CoreMetrics.Counter, Int64) in
+            let entry = all[key] ?? (Counter(label: name, dimensions: dimensions, factory: factory), 0)
+            let delta = Int64(value) - entry.value
+            all[key] = (entry.counter, max(entry.value, Int64(value)))
+            return (entry.counter, delta)
         }
         if delta > 0 { counter.increment(by: delta) }
     }

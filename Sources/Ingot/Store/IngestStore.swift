@@ -106,6 +106,7 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// The database server could not be reached (a later run may succeed: exit 75).
     case unreachable(String)
 
+    /// The message, with the SQL that failed where there is one.
     public var description: String {
         switch self {
         case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"

@@ -35,6 +35,25 @@ final class PGConnection {
     /// (`nil` for NULL).
     @discardableResult
     func execute(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> [[String?]] {
+        let result = try run(sql, parameters)
+        defer { PQclear(result) }
+        var out: [[String?]] = []
+        let columns = PQnfields(result)
+        for r in 0..<PQntuples(result) {
+            out.append((0..<columns).map { c in PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)) })
+        }
+        return out
+    }
+
+    /// Rows affected by a statement without results.
+    func changes(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Int {
+        let result = try run(sql, parameters)
+        defer { PQclear(result) }
+        return Int(String(cString: PQcmdTuples(result))) ?? 0
+    }
+
+    /// The successful result of `sql` (the caller clears it), or the server's error.
+    private func run(_ sql: String, _ parameters: [String?]) throws(StoreError) -> OpaquePointer {
         let result: OpaquePointer?
         if parameters.isEmpty {
             result = PQexec(handle, sql)
@@ -44,37 +63,13 @@ final class PGConnection {
             }
         }
         guard let result else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
-        defer { PQclear(result) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            throw StoreError.postgres(message: PGConnection.resultMessage(result), sql: sql)
+            let message = PGConnection.resultMessage(result)
+            PQclear(result)
+            throw StoreError.postgres(message: message, sql: sql)
         }
-        let rows = Int(PQntuples(result))
-        let columns = Int32(PQnfields(result))
-        var out: [[String?]] = []
-        out.reserveCapacity(rows)
-        for r in 0..<Int32(rows) {
-            var row: [String?] = []
-            row.reserveCapacity(Int(columns))
-            for c in 0..<columns {
-                row.append(PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)))
-            }
-            out.append(row)
-        }
-        return out
-    }
-
-    /// Rows affected by a statement without results.
-    func changes(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Int {
-        let result: OpaquePointer? = PGConnection.withCStrings(parameters) { pointers in
-            PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
-        }
-        guard let result else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
-        defer { PQclear(result) }
-        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
-            throw StoreError.postgres(message: PGConnection.resultMessage(result), sql: sql)
-        }
-        return Int(String(cString: PQcmdTuples(result))) ?? 0
+        return result
     }
 
     /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab

@@ -91,11 +91,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
             }
             for toMany in layout.toMany {
-                let source = model.entities[layout.entity].identityAttributes.map { columnType($0.type) }
-                let target = model.entities[toMany.target].identityAttributes.map { columnType($0.type) }
-                var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
-                defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
-                if toMany.isOrdered { defs.append("\"position\" bigint NOT NULL") }
+                let defs = joinColumns(toMany, owner: layout.entity, model: model).map { "\(quote($0.name)) \($0.type) NOT NULL" }
                 let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
                 statements.append("CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
             }
@@ -197,7 +193,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 let rows = batch.rows(of: entity)
                 guard !rows.isEmpty else { continue }
                 try writeRows(rows, layout)
-                for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany) }
+                for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany, owner: entity) }
             }
             try then()
         } catch {
@@ -244,7 +240,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     /// Replaces the links of every owner in `rows` that gave relationship `k`.
-    private func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany) throws {
+    private func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int) throws {
         var owners: [UInt8] = []
         var links: [UInt8] = []
         for row in rows {
@@ -256,7 +252,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         }
         guard !owners.isEmpty else { return }
         let join = PGStore.quote(toMany.joinTable)
-        let types = try joinColumnTypes(toMany)
+        let types = PGStore.joinColumns(toMany, owner: owner, model: model)
         let ownerStage = try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
         try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
         let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
@@ -272,10 +268,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING; TRUNCATE \(linkStage)")
     }
 
-    private func joinColumnTypes(_ toMany: EntityLayout.ToMany) throws -> [(name: String, type: String)] {
-        guard let owner = layouts.firstIndex(where: { $0.toMany.contains(toMany) }) else { throw StoreError.schema("no owner of \(toMany.joinTable)") }
-        let source = model.entities[owner].identityAttributes.map { PGStore.columnType($0.type) }
-        let target = model.entities[toMany.target].identityAttributes.map { PGStore.columnType($0.type) }
+    /// The columns of a join table and their types: the owner's identity, the target's, and the
+    /// position of an ordered relationship. For the schema and the staging tables alike.
+    static func joinColumns(_ toMany: EntityLayout.ToMany, owner: Int, model: EntityModel) -> [(name: String, type: String)] {
+        let source = model.entities[owner].identityAttributes.map { columnType($0.type) }
+        let target = model.entities[toMany.target].identityAttributes.map { columnType($0.type) }
         return Array(zip(toMany.sourceColumns, source)) + Array(zip(toMany.targetColumns, target))
             + (toMany.isOrdered ? [("position", "bigint")] : [])
     }
