@@ -87,6 +87,12 @@ struct Run: ParsableCommand {
     @Flag(help: "Validate, plan the schema and print the plan; fetch nothing, write nothing.")
     var dryRun = false
 
+    @Option(help: "Share the run of this name with every job started with it (PostgreSQL only; env INGOT_JOIN). See docs/scale-out.md.")
+    var join: String?
+
+    @Option(help: "Seconds a joined job's claim on a unit lasts; a killed job's units are taken over after it (env INGOT_LEASE; default 30).")
+    var lease: Double?
+
     @OptionGroup var log: LogOptions
 
     mutating func validate() throws {
@@ -96,6 +102,16 @@ struct Run: ParsableCommand {
         archiveDir = archiveDir ?? Environment.string("INGOT_ARCHIVE_DIR")
         noArchive = try noArchive || Environment.flag("INGOT_NO_ARCHIVE")
         resume = try resume || Environment.flag("INGOT_RESUME")
+        join = join ?? Environment.string("INGOT_JOIN")
+        lease = try lease ?? Environment.double("INGOT_LEASE")
+        if let lease, !(lease >= 0.3 && lease <= 3600) { throw ValidationError("--lease must be between 0.3 and 3600 seconds") }
+        if let join {
+            if join.isEmpty || join.utf8.count > 200 { throw ValidationError("--join needs a name of 1 to 200 bytes") }
+            if resume { throw ValidationError("--join and --resume cannot be combined: join the run again with the same name to continue it") }
+            if archiveDir != nil {
+                throw ValidationError("--join does not archive yet (the pages wait in the database's work queue instead): leave --archive-dir out")
+            }
+        }
     }
 
     func run() throws {
@@ -111,8 +127,10 @@ struct Run: ParsableCommand {
             throw Exit.badConfig
         }
         var options = stages.runOptions
-        options.archiveDirectory = noArchive ? nil : archiveDir ?? "archives"
+        options.archiveDirectory = noArchive || join != nil ? nil : archiveDir ?? "archives"
         options.resume = resume
+        options.join = join
+        if let lease { options.lease = lease }
         try runHandlingSignals(config, options: options, logger: logger, stages: stages, source: source)
     }
 

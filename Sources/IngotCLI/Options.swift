@@ -68,7 +68,7 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 /// The options `run` and `replay` share: the database and how the stages run.
 struct StageOptions: ParsableArguments {
-    @Option(help: "The database: a SQLite file path or sqlite:PATH (env INGOT_DB; default ingot.db); postgresql:// URLs are refused until that backend exists.")
+    @Option(help: "The database: a SQLite file path or sqlite:PATH, or a postgresql:// URL (env INGOT_DB; default ingot.db).")
     var db: String?
 
     @Option(help: "Decode lanes (env INGOT_LANES; default: the number of cores).")

@@ -15,6 +15,14 @@ public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used
         let bytes = try reader.payload(of: entry)
         return Page(
             seq: entry.metadata.seq, source: entry.metadata.source, bytes: bytes,
-            archive: ArchiveLocation(path: reader.path, entry: entry.metadata.seq))
+            archive: ArchiveLocation(path: reader.path, entry: entry.metadata.seq), resumeState: "after:\(entry.metadata.seq)")
+    }
+
+    /// Continues with the first entry after `after:SEQ`.
+    public func resume(from state: String) throws {
+        guard state.hasPrefix("after:"), let last = Int(state.dropFirst(6)) else {
+            throw SourceError(source: reader.path, message: "cannot resume from '\(state)'")
+        }
+        position = reader.entries.firstIndex { $0.metadata.seq > last } ?? reader.entries.count
     }
 }

@@ -19,6 +19,9 @@ public struct Page: Sendable {
     /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
     /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
     public var oversized: Int?
+    /// In a run shared by several jobs (`--join`): the page's unit, its number in the shared
+    /// run's source (``seq`` numbers the pages of this job).
+    public var unit: Int?
 
     public init(
         seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,

@@ -33,11 +33,16 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// so a batch itself is freed once saved.
     private var uncommitted = UncommittedIdentities()
 
+    /// A joined run's batches never hold two pages: a unit (a page) is one transaction, and its
+    /// rows carry its position.
+    private let batchPerPage: Bool
+
     init(
-        writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
+        writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1, batchPerPage: Bool = false,
         pageConsumed: @escaping @Sendable (Int) -> Void
     ) {
         self.writer = writer
+        self.batchPerPage = batchPerPage
         self.nextSeq = firstSeq
         self.batchLimit = max(1, batchLimit)
         self.byteLimit = max(1, byteLimit)
@@ -71,7 +76,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 batch.append(page)
                 batchRecords += max(page.records.count, 1)
                 batchBytes += size
-                if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
+                if batchRecords >= batchLimit || batchBytes >= byteLimit || (batchPerPage && page.isLastPart) { deliver(last: false) }
             }
             page.laneGate?.signal()
             if page.isLastPart { pageConsumed(page.pageBytes) }

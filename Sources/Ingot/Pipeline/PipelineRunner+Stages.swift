@@ -48,6 +48,7 @@ extension PipelineRunner {
                         }
                     }
                     var decoded = part
+                    decoded.unit = page.unit
                     if decoded.isLastPart { decoded.resumeState = page.resumeState }
                     if let location = page.archive {
                         for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
@@ -152,6 +153,7 @@ extension PipelineRunner {
             seq: page.seq, source: page.source, bytes: page.bytes.count, pageBytes: page.bytes.count, records: [],
             rejections: [rejection], pageRejected: true, recordCount: 0)
         rejected.resumeState = page.resumeState
+        rejected.unit = page.unit
         return rejected
     }
 }

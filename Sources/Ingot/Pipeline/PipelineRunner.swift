@@ -112,8 +112,18 @@ public final class PipelineRunner: Sendable {
             }
         }
         defer { withExtendedLifetime(lock) {} }
+        // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).
+        var joined: JoinedPart?
+        var source = source
         do {
-            try store.lockRuns(of: config.name, timeout: options.lockTimeout)
+            if let name = options.join {
+                let part = try join(name, store: store, source: source, started: started)
+                joined = part
+                source = part.source
+                activeSource.value.withLock { $0 = part.source }
+            } else {
+                try store.lockRuns(of: config.name, timeout: options.lockTimeout)
+            }
         } catch {
             try? store.close()
             return failedToStart(error)
@@ -128,10 +138,24 @@ public final class PipelineRunner: Sendable {
                 return failedToStart(error)
             }
         }
-        let runID = resumed?.runID ?? options.runID ?? PipelineRunner.makeRunID(started)
+        let runID = joined?.runID ?? resumed?.runID ?? options.runID ?? PipelineRunner.makeRunID(started)
         var logger = self.logger
         logger[metadataKey: LogKey.pipeline] = "\(config.name)"
         logger[metadataKey: LogKey.runID] = "\(runID)"
+        if let joined {
+            logger[metadataKey: "job"] = "\(joined.run.job)"
+            logger.info(joined.run.created ? "join.created" : "join.joined", metadata: ["join": "\(joined.run.name)"])
+            if joined.run.alreadyFinished {
+                // A job restarted after the run ended (or started late): nothing is left to do.
+                joined.source.close()
+                try? store.close()
+                logger.notice("join.finished", metadata: [LogKey.reason: "the run was finished before this job joined it"])
+                let s = RunSummary(
+                    runID: runID, pipeline: config.name, status: .finished, counters: RunCounters(), duration: Date().timeIntervalSince(started))
+                PipelineRunner.logSummary(s, logger)
+                return s
+            }
+        }
         lock?.describe(runID: runID)
         source.useLogger(logger)
         if let metrics { source.useMetrics(metrics) }
@@ -163,10 +187,11 @@ public final class PipelineRunner: Sendable {
                 logger.info("run.resumed", metadata: [
                     LogKey.seq: .int(resumed.lastSeq), "resume_state": "\(resumed.resumeState ?? "start")",
                 ])
-            } else {
+            } else if joined == nil {
                 try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
             }
         } catch {
+            joined?.source.close()
             try? store.close()
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
             return summary(.failed, RunCounters(), error)
@@ -177,6 +202,7 @@ public final class PipelineRunner: Sendable {
             LogKey.commitRecords: .int(options.commitRecords),
         ]
         if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
+        if let joined { startMetadata["lease"] = .seconds(joined.run.lease) }
         if let port = metrics?.servingPort { startMetadata["metrics_port"] = .int(port) }
         logger.info("run.started", metadata: startMetadata)
 
@@ -190,7 +216,7 @@ public final class PipelineRunner: Sendable {
             finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
-            byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
+            byteLimit: options.batchBytes, firstSeq: firstSeq, batchPerPage: joined != nil, pageConsumed: { budget.release($0) })
 
         let decode = makeDecodeLanes(
             count: lanes, assembler: assembler, logger: logger, flow: flow, refusesNUL: !store.acceptsNULInText)
@@ -219,7 +245,11 @@ public final class PipelineRunner: Sendable {
             }
         }
         do {
-            try store.finishRun(id: runID, status: status, counters: counters, finishedAt: Date())
+            if let joined {
+                try endJoinedPart(joined, status: failure != nil ? .failed : status, counters: counters, logger: logger)
+            } else {
+                try store.finishRun(id: runID, status: status, counters: counters, finishedAt: Date())
+            }
             try store.close()
         } catch {
             failure = failure ?? error

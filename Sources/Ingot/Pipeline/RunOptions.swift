@@ -57,6 +57,13 @@ public struct RunOptions: Sendable {
     /// Rejects as a share of what was read (0…1), at most; `nil`: the pipeline's, else no limit.
     public var maxRejectRatio: Double?
 
+    /// Work on the run of this name together with the other jobs given the same name (a
+    /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.
+    public var join: String?
+    /// Seconds a joined job's claim on a unit lasts without renewal: a killed job's units are
+    /// taken over this long after it stopped renewing (every third of it). Default 30.
+    public var lease: Double = 30
+
     public init() {}
 
     static let defaultBatchRecords = 5000

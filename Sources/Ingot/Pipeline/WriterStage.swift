@@ -39,6 +39,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// The counters including the batches saved since the last commit.
     private var saved: RunCounters
 
+    /// A joined run: each unit (a page) is one transaction, committed when its last part is saved.
+    private let unitTransactions: Bool
     private let commitRecords: Int
     private let commitInterval: Double
     /// When the open transaction's first batch was saved.
@@ -80,8 +82,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.saved = initialCounters
         self.commitRecords = max(1, options.commitRecords)
         self.commitInterval = options.commitInterval
-        // The touched rows of an earlier process are gone: a resumed run cannot tell what it did not see.
-        self.replace = config.write != .replace ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
+        self.unitTransactions = options.join != nil
+        // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
+        // not see. A joined run's last job deletes (PipelineRunner+Join.swift).
+        self.replace =
+            config.write != .replace || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
         self.logger = logger
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
@@ -183,11 +188,19 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             saved = next
             lastSaved = batch.number
             log(rejections)
+        } catch JoinError.unitLost(let unit) {
+            // This job stalled past its lease and another took the unit over: its work counts, not ours.
+            logger.warning("unit.lost", metadata: [LogKey.seq: .int(unit)])
+            return
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
             // The store rolled back the open transaction: what is committed stays as it was.
             fail(error)
             saved = counters
+            return
+        }
+        if unitTransactions {
+            if pages.last?.isLastPart == true { commit() }
             return
         }
         if transactionStart == nil {

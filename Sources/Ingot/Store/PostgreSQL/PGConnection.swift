@@ -8,6 +8,9 @@ final class PGConnection {
     private let handle: OpaquePointer
     /// The URL as logs may show it (no password).
     let shown: String
+    /// The SQLSTATE of the last statement that failed (`40P01`: deadlock detected), for a
+    /// caller that retries some failures.
+    private(set) var lastErrorState: String?
 
     /// Connects to `url` (a `postgresql://` URL or a libpq connection string) and sets the
     /// session up: UTC, quiet notices, and no hash or merge joins — a batch's statements join a
@@ -66,6 +69,7 @@ final class PGConnection {
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             let message = PGConnection.resultMessage(result)
+            lastErrorState = PQresultErrorField(result, PGConnection.sqlStateField).map { String(cString: $0) }
             PQclear(result)
             throw StoreError.postgres(message: message, sql: sql)
         }
@@ -112,6 +116,44 @@ final class PGConnection {
             default: out.append(byte)
             }
         }
+    }
+
+    /// `PG_DIAG_SQLSTATE` ('C'), which the C macro does not bring into Swift.
+    private static let sqlStateField = Int32(UInt8(ascii: "C"))
+
+    /// `bytes` as a `bytea` parameter in text form (`\x` and hex digits).
+    static func byteaText(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
+        out.reserveCapacity(2 + bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The bytes of a `bytea` result in text form (`\x` and hex digits); `nil` when it is not one.
+    static func bytea(fromText text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(utf8.count / 2 - 1)
+        var k = 2
+        while k < utf8.count {
+            guard let high = nibble(utf8[k]), let low = nibble(utf8[k + 1]) else { return nil }
+            out.append(high << 4 | low)
+            k += 2
+        }
+        return out
     }
 
     private static func message(_ handle: OpaquePointer) -> String {

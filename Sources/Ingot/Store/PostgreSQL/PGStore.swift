@@ -20,11 +20,14 @@ import Foundation
 final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to the assembler queue, the rest to the writer queue
     let model: EntityModel
     let layouts: [EntityLayout]
-    private let connection: PGConnection
+    let connection: PGConnection
     /// A second connection for ``lookupCommitted(_:_:)`` on the assembler's queue: the next
     /// batch's identities are looked up while the writer writes this one.
     private let reader: PGConnection
-    private var inTransaction = false
+    private(set) var inTransaction = false
+    /// This job's part in a run shared by several jobs (`--join`), set before the first write:
+    /// writes then carry source positions (PGStore+Join.swift).
+    var joined: JoinContext?
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
 
@@ -32,13 +35,23 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         connection = try PGConnection(url: url)
-        // A database whose tables disagree with the pipeline is refused before anything is written.
-        let conflicts = try PGStore.schemaConflicts(model, connection)
-        if !conflicts.isEmpty {
-            throw StoreError.conflict(
-                "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
+        // Jobs starting together must not create the same tables at once (two CREATE TABLE IF
+        // NOT EXISTS racing fail on the catalog's unique index): one at a time, in a transaction.
+        try connection.execute("BEGIN")
+        do {
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
+            // A database whose tables disagree with the pipeline is refused before anything is written.
+            let conflicts = try PGStore.schemaConflicts(model, connection)
+            if !conflicts.isEmpty {
+                throw StoreError.conflict(
+                    "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
+            }
+            for sql in PGStore.schema(of: model) { try connection.execute(sql) }
+            try connection.execute("COMMIT")
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            throw error
         }
-        for sql in PGStore.schema(of: model) { try connection.execute(sql) }
         reader = try PGConnection(url: url)
     }
 
@@ -68,8 +81,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
               finished_at timestamptz, status text NOT NULL, pages bigint NOT NULL DEFAULT 0, records bigint NOT NULL DEFAULT 0,
               inserted bigint NOT NULL DEFAULT 0, updated bigint NOT NULL DEFAULT 0, deleted bigint NOT NULL DEFAULT 0,
               rejected_records bigint NOT NULL DEFAULT 0, rejected_pages bigint NOT NULL DEFAULT 0, last_seq bigint, archive text,
-              resume_state text, entity_counts text, reject_counts text)
+              resume_state text, entity_counts text, reject_counts text, join_name text)
             """,
+            // Runs shared by several jobs (`--join`) are not resumed by `--resume`: they are joined again.
+            "ALTER TABLE _ingot_runs ADD COLUMN IF NOT EXISTS join_name text",
             """
             CREATE TABLE IF NOT EXISTS _ingot_rejects (run_id text NOT NULL, entity text NOT NULL, coding_path text NOT NULL,
               reason text NOT NULL, source text NOT NULL, record_index bigint, raw text, archive text, archive_entry bigint,
@@ -187,6 +202,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     // MARK: - Writes
 
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        if let joined { return try writeJoined(batch, joined, then: then) }
         try begin()
         do {
             for (entity, layout) in layouts.enumerated() {
@@ -278,7 +294,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     /// A temporary table `name` with `columns`, made once per connection.
-    private func staging(_ name: String, _ columns: [(name: String, type: String)]) throws -> String {
+    func staging(_ name: String, _ columns: [(name: String, type: String)]) throws -> String {
         let quoted = PGStore.quote(name)
         if staged.insert(name).inserted {
             let defs = columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")
@@ -289,7 +305,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     // MARK: - Transactions
 
-    private func begin() throws {
+    func begin() throws {
         guard !inTransaction else { return }
         try connection.execute("BEGIN")
         inTransaction = true
@@ -323,9 +339,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     func recordProgress(_ p: RunProgress) throws {
+        // Jobs of a joined run commit their units in any order: the cursor only moves forward
+        // (compared byte by byte, as the writer compares it).
+        let value = joined == nil ? "excluded.value" : "greatest(_ingot_state.value COLLATE \"C\", excluded.value COLLATE \"C\")"
         for item in p.kept {
             try connection.execute(
-                "INSERT INTO _ingot_state (pipeline, key, value) VALUES ($1, $2, $3) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
+                "INSERT INTO _ingot_state (pipeline, key, value) VALUES ($1, $2, $3) ON CONFLICT (pipeline, key) DO UPDATE SET value = \(value)",
                 [item.pipeline, item.key, item.value])
         }
         if !p.rejections.isEmpty {
@@ -342,6 +361,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 "COPY _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) FROM STDIN",
                 data: data)
         }
+        if let joined { return try recordJobProgress(p, joined) }
         let c = p.counters
         try connection.execute(
             """
@@ -357,6 +377,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     func finishRun(id: String, status: RunSummary.Status, counters c: RunCounters, finishedAt: Date) throws {
         try commit()
+        try finishRunRow(id: id, status: status, counters: c, finishedAt: finishedAt)
+    }
+
+    /// Records how run `id` ended, in the open transaction if there is one.
+    func finishRunRow(id: String, status: RunSummary.Status, counters c: RunCounters, finishedAt: Date) throws {
         try connection.execute(
             """
             UPDATE _ingot_runs SET status = $1, finished_at = $2, pages = $3, records = $4, inserted = $5, updated = $6, deleted = $7,
@@ -372,7 +397,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let rows = try connection.execute(
             """
             SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state,
-              entity_counts, reject_counts FROM _ingot_runs WHERE pipeline = $1 ORDER BY started_at DESC, run_id DESC LIMIT 1
+              entity_counts, reject_counts FROM _ingot_runs WHERE pipeline = $1 AND join_name IS NULL ORDER BY started_at DESC, run_id DESC LIMIT 1
             """, [pipeline])
         guard let row = rows.first, row[1] != "finished", let id = row[0] else { return nil }
         func int(_ k: Int) -> Int { row[k].flatMap { Int($0) } ?? 0 }
@@ -389,7 +414,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
         try begin()
         let layout = layouts[entity]
-        let table = PGStore.quote(layout.table)
         let identity = layout.identitySlots.map { layout.columns[$0] }
         let names = identity.map { PGStore.quote($0.name) }
         let kept = try staging("_ingot_touched_\(layout.table)", identity.map { ($0.name, PGStore.columnType($0.type)) })
@@ -397,11 +421,22 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         for key in keeping { PGStore.appendCopyRow(key.values, to: &data) }
         try connection.execute("TRUNCATE \(kept)")
         if !data.isEmpty { try connection.copy("COPY \(kept) FROM STDIN", data: data) }
+        let match = names.map { "k.\($0) = t.\($0)" }.joined(separator: " AND ")
+        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))")
+    }
+
+    /// Deletes the rows of `entity` (alias `t`) that `condition` holds for, in the open
+    /// transaction, nullifying the references to them and removing the join rows naming them.
+    func delete(entity: Int, where condition: String) throws -> Int {
+        try begin()
+        let layout = layouts[entity]
+        let table = PGStore.quote(layout.table)
+        let identity = layout.identitySlots.map { layout.columns[$0] }
+        let names = identity.map { PGStore.quote($0.name) }
         let gone = try staging("_ingot_gone_\(layout.table)", identity.map { ($0.name, PGStore.columnType($0.type)) })
         try connection.execute("TRUNCATE \(gone)")
-        let match = names.map { "k.\($0) = t.\($0)" }.joined(separator: " AND ")
         try connection.execute(
-            "INSERT INTO \(gone) SELECT \(names.map { "t.\($0)" }.joined(separator: ", ")) FROM \(table) AS t WHERE NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))")
+            "INSERT INTO \(gone) SELECT \(names.map { "t.\($0)" }.joined(separator: ", ")) FROM \(table) AS t WHERE \(condition)")
         func matching(_ columns: [String], _ alias: String) -> String {
             zip(columns, names).map { "\(alias).\(PGStore.quote($0)) = g.\($1)" }.joined(separator: " AND ")
         }
@@ -453,10 +488,17 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// connection ends, even after `kill -9` (the server drops the session). The holder's run id
     /// is named from `_ingot_runs`.
     func lockRuns(of pipeline: String, timeout: Double) throws {
+        try lockRuns(of: pipeline, timeout: timeout, shared: false)
+    }
+
+    /// The same lock, shared by the jobs of a joined run (`--join`): they exclude single runs of
+    /// the pipeline, and single runs exclude them.
+    func lockRuns(of pipeline: String, timeout: Double, shared: Bool) throws {
         let key = "ingot run: " + pipeline
         let deadline = Date().addingTimeInterval(max(0, timeout))
+        let function = shared ? "pg_try_advisory_lock_shared" : "pg_try_advisory_lock"
         while true {
-            if try connection.execute("SELECT pg_try_advisory_lock(hashtext($1))", [key]).first?[0] == "t" { return }
+            if try connection.execute("SELECT \(function)(hashtext($1))", [key]).first?[0] == "t" { return }
             if Date() >= deadline { break }
             Thread.sleep(forTimeInterval: 0.1)
         }

@@ -1,0 +1,64 @@
+import Foundation
+import Logging
+
+/// A job's part in a run shared by several jobs (`--join NAME`, docs/scale-out.md): what the
+/// runner does differently. The stages are the same; the source is the run's work queue, each
+/// unit (a page) is one transaction, and the job that commits last finishes the run.
+struct JoinedPart {
+    let run: JoinedRun
+    let source: JoinedPageSource
+    let store: PGStore
+
+    var runID: String { run.runID }
+}
+
+extension PipelineRunner {
+    /// Checks that the pipeline can run joined into `store`, takes the pipeline's run lock shared
+    /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
+    /// written: another backend than PostgreSQL, relationships whose outcome depends on page
+    /// order (`missing: reject|ignore`), an archive.
+    func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date) throws -> JoinedPart {
+        guard let pg = store as? PGStore else {
+            throw StoreError.unsupported(
+                "--join needs a PostgreSQL database (--db postgresql://…): the jobs of a run share it; \(shownDatabase) is not one")
+        }
+        if options.resume {
+            throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
+        }
+        if options.archiveDirectory != nil {
+            throw StoreError.unsupported("--join does not archive yet: the pages wait in the database's work queue instead")
+        }
+        let ordered = config.model.entities.flatMap { entity in
+            entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
+        }
+        if !ordered.isEmpty {
+            throw StoreError.unsupported(
+                "--join needs every relationship to stub missing targets: with several jobs, whether a target exists when a page is written depends on which job wrote what first; "
+                    + ordered.joined(separator: ", "))
+        }
+        try pg.lockRuns(of: config.name, timeout: options.lockTimeout, shared: true)
+        let run = try JoinedRun(
+            url: options.databasePath, name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started),
+            startedAt: started, lease: options.lease, model: config.model)
+        pg.joined = run.context
+        return JoinedPart(run: run, source: JoinedPageSource(run: run, upstream: source, maxPageBytes: maxPageBytes), store: pg)
+    }
+
+    /// Ends this job's part: records its status; when every unit is done, finishes the run (and
+    /// logs `join.finished` with the run's counters, every job's summed).
+    func endJoinedPart(_ part: JoinedPart, status: RunSummary.Status, counters: RunCounters, logger: Logger) throws {
+        part.source.close()
+        let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
+        let end = try part.store.endJoinedJob(
+            part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity)
+        if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
+        guard let total = end.finished else { return }
+        var metadata: Logger.Metadata = [
+            LogKey.pages: .int(total.pages), LogKey.records: .int(total.records), LogKey.inserted: .int(total.inserted),
+            LogKey.updated: .int(total.updated), LogKey.rejectedRecords: .int(total.rejectedRecords),
+            LogKey.rejectedPages: .int(total.rejectedPages),
+        ]
+        if total.deleted > 0 { metadata[LogKey.deleted] = .int(total.deleted) }
+        logger.notice("join.finished", metadata: metadata)
+    }
+}

@@ -1,0 +1,384 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// A job's membership of a run shared by several jobs (`ingot run … --join NAME`): the run's
+/// work queue in the database, and this job's leases on it.
+///
+/// - `_ingot_joins` has one row per join: its run, the next unit to enqueue, the end of the
+///   source once seen, and which job fetches (under a lease).
+/// - `_ingot_units` has one row per unit (a page of the source): its payload (zstd), and who
+///   holds it until when. A unit is claimed with `FOR UPDATE SKIP LOCKED` under a lease the
+///   holder renews; a lease that runs out (a job killed, or stalled) hands the unit to another.
+///
+/// The control connection (claims, lease renewals, the queue's state) is used under a mutex, by
+/// the source queue and the lease timer.
+final class JoinedRun: Sendable {
+    let context: JoinContext
+    let runID: String
+    /// Whether this job created the join (the others joined it).
+    let created: Bool
+    /// The join was already finished when this job joined it: there is nothing to do.
+    let alreadyFinished: Bool
+    /// Seconds a claim lasts without renewal.
+    let lease: Double
+    let url: String
+    private let control: Mutex<PGConnection>
+
+    var name: String { context.name }
+    var job: String { context.job }
+
+    /// Joins the run named `name` in the database at `url`, creating it (and its run row) when
+    /// no job did yet. A join of another pipeline is refused.
+    init(url: String, name: String, pipeline: String, proposedRunID: String, startedAt: Date, lease: Double, model: EntityModel) throws {
+        let connection = try PGConnection(url: url)
+        try connection.execute("BEGIN")
+        do {
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
+            for sql in PGStore.joinSchema(of: model) { try connection.execute(sql) }
+            try connection.execute("COMMIT")
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            throw error
+        }
+        let job = JoinedRun.makeJobID()
+        try connection.execute("BEGIN")
+        do {
+            let inserted = try connection.execute(
+                "INSERT INTO _ingot_joins (name, run_id, pipeline, status) VALUES ($1, $2, $3, 'running') ON CONFLICT (name) DO NOTHING RETURNING id",
+                [name, proposedRunID, pipeline])
+            created = !inserted.isEmpty
+            if created {
+                try connection.execute(
+                    "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
+                    [proposedRunID, pipeline, Store.timestamp(startedAt), name])
+            }
+            guard let row = try connection.execute(
+                "SELECT id, run_id, pipeline, status FROM _ingot_joins WHERE name = $1", [name]).first,
+                let id = row[0].flatMap({ Int64($0) }), let runID = row[1]
+            else { throw StoreError.schema("the join '\(name)' vanished while joining it") }
+            guard row[2] == pipeline else {
+                throw StoreError.conflict("the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(pipeline)': use another --join name")
+            }
+            alreadyFinished = row[3] == "finished"
+            if !alreadyFinished {
+                try connection.execute(
+                    "INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
+            }
+            try connection.execute("COMMIT")
+            self.runID = runID
+            context = JoinContext(name: name, job: job, ordinal: id)
+        } catch {
+            _ = try? connection.execute("ROLLBACK")
+            throw error
+        }
+        self.lease = lease
+        self.url = url
+        control = Mutex(connection)
+    }
+
+    /// `host-pid-random`: unique among the jobs of a join, and telling where a job ran.
+    static func makeJobID() -> String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
+        return "\(host)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+    }
+
+    // MARK: - Units
+
+    /// A unit this job now holds.
+    struct Unit {
+        var seq: Int
+        var source: String
+        var bytes: [UInt8]
+        var oversized: Int?
+        /// The job that held it before, when its lease ran out.
+        var takenFrom: String?
+    }
+
+    /// Claims the first unit nobody holds (pending, or its holder's lease ran out), or `nil`.
+    func claim(zstd: Zstd, maxPageBytes: Int) throws -> Unit? {
+        let rows = try control.withLock { connection in
+            try connection.execute(
+                """
+                UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
+                  claims = u.claims + 1
+                FROM (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
+                        AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) AS c
+                WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job
+                """, [name, job, String(lease)])
+        }
+        guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }), let length = row[3].flatMap({ Int($0) }) else { return nil }
+        let source = row[1] ?? "?"
+        guard let frame = row[2].flatMap(PGConnection.bytea(fromText:)) else {
+            throw SourceError(source: source, message: "unit \(seq) of join '\(name)': its payload is not readable")
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = frame.isEmpty && length == 0 ? [] : try zstd.decompress(frame[...], expectedLength: length, limit: max(maxPageBytes, length))
+        } catch {
+            throw SourceError(source: source, message: "unit \(seq) of join '\(name)': \(error)")
+        }
+        return Unit(seq: seq, source: source, bytes: bytes, oversized: row[4].flatMap { Int($0) }, takenFrom: row[5])
+    }
+
+    /// The queue as a job deciding what to do next sees it.
+    struct QueueState {
+        var status: String
+        var error: String?
+        /// The first seq past the source's end, once the fetcher saw it.
+        var endSeq: Int?
+        /// A job holds the fetcher's role under a live lease.
+        var fetching: Bool
+        /// Units not done and not held by this job.
+        var openElsewhere: Int
+        /// Units not yet claimed by anyone.
+        var pending: Int
+    }
+
+    func state() throws -> QueueState {
+        let rows = try control.withLock { connection in
+            try connection.execute(
+                """
+                SELECT j.status, j.error, j.end_seq, j.fetcher IS NOT NULL AND j.fetch_lease_until >= now(),
+                  (SELECT count(*) FROM _ingot_units u WHERE u.name = j.name AND u.status <> 'done' AND u.job IS DISTINCT FROM $2),
+                  (SELECT count(*) FROM _ingot_units u WHERE u.name = j.name AND u.status = 'pending')
+                FROM _ingot_joins j WHERE j.name = $1
+                """, [name, job])
+        }
+        guard let row = rows.first else { throw StoreError.schema("the join '\(name)' vanished") }
+        return QueueState(
+            status: row[0] ?? "running", error: row[1], endSeq: row[2].flatMap { Int($0) }, fetching: row[3] == "t",
+            openElsewhere: row[4].flatMap { Int($0) } ?? 0, pending: row[5].flatMap { Int($0) } ?? 0)
+    }
+
+    /// Takes the fetcher's role when nobody holds it under a live lease and the source is not
+    /// finished: returns the seq to enqueue next and where the source continues.
+    func takeFetcherRole() throws -> (nextSeq: Int, state: String?)? {
+        let rows = try control.withLock { connection in
+            try connection.execute(
+                """
+                UPDATE _ingot_joins SET fetcher = $2, fetch_lease_until = now() + make_interval(secs => $3)
+                WHERE name = $1 AND status = 'running' AND end_seq IS NULL AND (fetcher IS NULL OR fetch_lease_until < now())
+                RETURNING next_seq, fetch_state
+                """, [name, job, String(lease)])
+        }
+        guard let row = rows.first, let next = row[0].flatMap({ Int($0) }) else { return nil }
+        return (next, row[1])
+    }
+
+    /// Renews this job's leases: the units it holds and the fetcher's role. Units being
+    /// committed (locked by the writer's transaction) are skipped, not waited for.
+    func renewLeases() throws {
+        try control.withLock { connection in
+            try connection.execute(
+                """
+                UPDATE _ingot_units SET lease_until = now() + make_interval(secs => $3)
+                WHERE (name, seq) IN (SELECT name, seq FROM _ingot_units WHERE name = $1 AND job = $2 AND status = 'claimed'
+                                      FOR UPDATE SKIP LOCKED)
+                """, [name, job, String(lease)])
+            try connection.execute(
+                "UPDATE _ingot_joins SET fetch_lease_until = now() + make_interval(secs => $3) WHERE name = $1 AND fetcher = $2",
+                [name, job, String(lease)])
+        }
+    }
+
+    /// Gives the fetcher's role back (this job stops), so that another job takes it at once.
+    func releaseFetcherRole() {
+        _ = try? control.withLock { connection in
+            try connection.execute("UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL WHERE name = $1 AND fetcher = $2", [name, job])
+        }
+    }
+
+    /// Records that this job's fetching failed: the role is given back for another job to retry
+    /// from where the source stood; after three failures the run fails.
+    func recordFetchFailure(_ error: any Error) {
+        _ = try? control.withLock { connection in
+            try connection.execute(
+                """
+                UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL, fetch_failures = fetch_failures + 1, error = $3,
+                  status = CASE WHEN fetch_failures + 1 >= 3 THEN 'failed' ELSE status END
+                WHERE name = $1 AND fetcher = $2
+                """, [name, job, "\(error)"])
+        }
+    }
+}
+
+/// The pages of a joined run, as one job's pipeline reads them: each ``next()`` claims a unit
+/// from the queue. When nobody fetches and the source is not finished, this job takes the
+/// fetcher's role: a thread of its own reads `upstream` (the pipeline's source), compresses each
+/// page and enqueues it, one transaction per page, with where the source continues (so that a
+/// job taking the role over resumes there). ``next()`` returns `nil` once the source is finished
+/// and every unit is done or held by this job; it waits while other jobs hold units (their
+/// leases may run out and hand them over).
+final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on the source queue; shared state under `fetch`'s mutex
+    let run: JoinedRun
+    private let upstream: any PageSource
+    private let maxPageBytes: Int
+    private let cancelled = StopFlag()
+    private let zstd = Zstd(level: 1)
+    private let logger = Mutex(Logger(label: "ingot"))
+    /// Pages enqueued ahead of the jobs at most, before the fetcher waits.
+    private let ahead: Int
+    private let fetchQueue = DispatchQueue(label: "ingot.join.fetch", qos: .userInitiated)
+    private let fetch = Mutex(FetchState.idle)
+    private let renewal: any DispatchSourceTimer
+
+    enum FetchState {
+        case idle
+        case fetching
+        case failed(any Error)
+    }
+
+    init(run: JoinedRun, upstream: any PageSource, maxPageBytes: Int, ahead: Int = 64) {
+        self.run = run
+        self.upstream = upstream
+        self.maxPageBytes = maxPageBytes
+        self.ahead = max(1, ahead)
+        renewal = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ingot.join.lease"))
+        let interval = max(0.05, run.lease / 3)
+        renewal.schedule(deadline: .now() + interval, repeating: interval)
+        renewal.setEventHandler { [weak self] in
+            guard let self else { return }
+            do {
+                try self.run.renewLeases()
+            } catch {
+                self.logger.withLock { $0 }.warning("join.lease_failed", metadata: [LogKey.error: "\(error)"])
+            }
+        }
+        renewal.resume()
+    }
+
+    func useLogger(_ logger: Logger) {
+        self.logger.withLock { $0 = logger }
+        upstream.useLogger(logger)
+    }
+
+    func useMetrics(_ metrics: RunMetrics) { upstream.useMetrics(metrics) }
+
+    func cancel() {
+        cancelled.value.withLock { $0 = true }
+        upstream.cancel()
+    }
+
+    /// Stops renewing leases and waits for the fetcher thread; gives the fetcher's role back if
+    /// this job still holds it.
+    func close() {
+        cancel()
+        fetchQueue.sync {}
+        renewal.cancel()
+        run.releaseFetcherRole()
+    }
+
+    private var isCancelled: Bool { cancelled.value.withLock { $0 } }
+
+    func next() throws -> Page? {
+        var idle = 0.002
+        while true {
+            if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
+            if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
+            if let unit = try run.claim(zstd: zstd, maxPageBytes: maxPageBytes) {
+                let logger = self.logger.withLock { $0 }
+                if let previous = unit.takenFrom {
+                    logger.notice("unit.taken_over", metadata: [LogKey.seq: .int(unit.seq), "from_job": "\(previous)"])
+                } else if logger.logLevel <= .debug {
+                    logger.debug("unit.claimed", metadata: [LogKey.seq: .int(unit.seq)])
+                }
+                var page = Page(seq: unit.seq, source: unit.source, bytes: unit.bytes)
+                page.unit = unit.seq
+                page.oversized = unit.oversized
+                return page
+            }
+            let state = try run.state()
+            switch state.status {
+            case "finished": return nil
+            case "failed": throw JoinError.runFailed(state.error ?? "unknown")
+            default: break
+            }
+            if state.endSeq != nil && state.openElsewhere == 0 { return nil }
+            if state.endSeq == nil && !state.fetching, case .idle = fetch.withLock({ $0 }), let role = try run.takeFetcherRole() {
+                startFetching(from: role.nextSeq, state: role.state)
+                idle = 0.002
+                continue
+            }
+            Thread.sleep(forTimeInterval: idle)
+            idle = min(idle * 2, 0.02)
+        }
+    }
+
+    // MARK: - The fetcher
+
+    private func startFetching(from first: Int, state: String?) {
+        fetch.withLock { $0 = .fetching }
+        let logger = self.logger.withLock { $0 }
+        logger.info("join.fetching", metadata: [LogKey.seq: .int(first), "resume_state": "\(state ?? "start")"])
+        fetchQueue.async { [self] in
+            do {
+                let ended = try fetchAll(from: first, state: state)
+                if let ended { logger.info("join.fetched", metadata: [LogKey.pages: .int(ended - 1)]) }
+                fetch.withLock { $0 = .idle }
+            } catch {
+                if isCancelled {
+                    fetch.withLock { $0 = .idle }
+                    return
+                }
+                logger.error("join.fetch_failed", metadata: [LogKey.error: "\(error)"])
+                run.recordFetchFailure(error)
+                fetch.withLock { $0 = .failed(error) }
+            }
+        }
+    }
+
+    private func pendingUnits(_ connection: PGConnection) throws -> Int {
+        try connection.execute(
+            "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status = 'pending'", [run.name]).first?[0].flatMap { Int($0) } ?? 0
+    }
+
+    /// Reads the source from `state`, enqueuing pages from `first`; returns the end seq when the
+    /// source ended, `nil` when the role was lost or the job stops.
+    private func fetchAll(from first: Int, state: String?) throws -> Int? {
+        let connection = try PGConnection(url: run.url)
+        if let state { try upstream.resume(from: state) }
+        let compressor = Zstd(level: 1)
+        var seq = first
+        var checked = first - ahead
+        while !isCancelled {
+            // Every quarter of `ahead` pages, wait while the jobs are that far behind.
+            if seq - checked >= ahead / 4 {
+                var idle = 0.002
+                while !isCancelled, try pendingUnits(connection) >= ahead {
+                    Thread.sleep(forTimeInterval: idle)
+                    idle = min(idle * 2, 0.05)
+                }
+                checked = seq
+            }
+            guard let page = try upstream.next() else {
+                let held = try connection.changes(
+                    "UPDATE _ingot_joins SET end_seq = $3, fetcher = NULL WHERE name = $1 AND fetcher = $2 AND next_seq = $3",
+                    [run.name, run.job, String(seq)])
+                return held == 1 ? seq : nil
+            }
+            let payload = page.bytes.isEmpty ? [] : try compressor.compress(page.bytes)
+            // One statement: the join moves on only if this job still fetches, and the unit is
+            // enqueued with it.
+            let enqueued = try connection.changes(
+                """
+                WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
+                             fetch_lease_until = now() + make_interval(secs => $5)
+                           WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
+                INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized)
+                  SELECT $1, $3, 'pending', $6, $7, $8, $9 FROM j
+                """,
+                [
+                    run.name, run.job, String(seq), page.resumeState, String(run.lease), page.source, PGConnection.byteaText(payload),
+                    String(page.bytes.count), page.oversized.map(String.init),
+                ])
+            guard enqueued == 1 else {
+                logger.withLock { $0 }.warning("join.fetch_lost", metadata: [LogKey.seq: .int(seq)])
+                return nil
+            }
+            seq += 1
+        }
+        return nil
+    }
+}

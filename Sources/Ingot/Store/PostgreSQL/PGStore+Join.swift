@@ -1,0 +1,305 @@
+import Foundation
+
+/// A job's part in a run shared by several jobs (`--join NAME`), as its store writes it.
+struct JoinContext: Sendable {
+    /// The join's name (`--join NAME`).
+    var name: String
+    /// This job's id (host, process, random suffix): who claimed a unit.
+    var job: String
+    /// The join's number in the database (`_ingot_joins.id`, increasing): a unit's position is
+    /// `ordinal << 32 | seq`, so any page of a later joined run wins over every page of an
+    /// earlier one, and rows written by single runs (no position) lose to every page.
+    var ordinal: Int64
+
+    /// The position of unit `seq` of this run.
+    func position(_ seq: Int) -> Int64 { ordinal << 32 | Int64(seq) }
+    /// The smallest position of this run.
+    var firstPosition: Int64 { position(0) }
+}
+
+/// Why a joined job cannot go on with a unit or a run.
+enum JoinError: Error, Sendable, CustomStringConvertible {
+    /// The unit's lease ran out and another job took it over (this job was stalled): its work is
+    /// rolled back; the other job's counts.
+    case unitLost(seq: Int)
+    /// The shared run failed (its source failed too often); the message says why.
+    case runFailed(String)
+
+    var description: String {
+        switch self {
+        case .unitLost(let seq): "unit \(seq) was taken over by another job after its lease ran out"
+        case .runFailed(let message): "the joined run failed: \(message)"
+        }
+    }
+}
+
+/// Writes of a joined job: every row carries, per column, the position of the unit whose value it
+/// holds (`_ingot_pos`, a jsonb object), and a unit overwrites a column only when its position is
+/// not older. Units are committed in any order by several jobs; the result is the single job's
+/// (the argument is in docs/scale-out.md).
+///
+/// ```sql
+/// INSERT INTO "person" AS t (…, "_ingot_pos") SELECT … FROM "_ingot_up_person"
+/// ON CONFLICT ON CONSTRAINT "person_identity" DO UPDATE SET
+///   "email" = CASE WHEN (excluded._ingot_pos->>'email')::bigint >= coalesce((t._ingot_pos->>'email')::bigint, 0)
+///             THEN excluded."email" ELSE t."email" END, …,
+///   "_ingot_pos" = <t's positions, with excluded's where they are not older>
+/// ```
+///
+/// The staged row's `_ingot_pos` names exactly the columns its records mentioned (`@` for the
+/// row itself, `~join_table` for a to-many set given), all at the unit's position: presence
+/// travels in `excluded`, which `ON CONFLICT` can read.
+extension PGStore {
+    /// The hidden column of positions, added to an entity's table when a joined run first writes it.
+    static let positionColumn = "_ingot_pos"
+
+    /// The DDL of the work queue of joined runs and of the position columns.
+    static func joinSchema(of model: EntityModel) -> [String] {
+        var statements = [
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_joins (name text PRIMARY KEY, id bigserial UNIQUE, run_id text NOT NULL,
+              pipeline text NOT NULL, status text NOT NULL, next_seq bigint NOT NULL DEFAULT 1, end_seq bigint, fetcher text,
+              fetch_lease_until timestamptz, fetch_state text, fetch_failures int NOT NULL DEFAULT 0, error text,
+              created_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz)
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_units (name text NOT NULL, seq bigint NOT NULL, status text NOT NULL, job text,
+              lease_until timestamptz, claims int NOT NULL DEFAULT 0, source text NOT NULL, payload bytea NOT NULL,
+              length bigint NOT NULL, oversized bigint, finished_at timestamptz, PRIMARY KEY (name, seq))
+            """,
+            "CREATE INDEX IF NOT EXISTS _ingot_units_open ON _ingot_units (name, seq) WHERE status <> 'done'",
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_join_jobs (name text NOT NULL, job text NOT NULL, status text NOT NULL,
+              started_at timestamptz NOT NULL DEFAULT now(), finished_at timestamptz, pages bigint NOT NULL DEFAULT 0,
+              records bigint NOT NULL DEFAULT 0, inserted bigint NOT NULL DEFAULT 0, updated bigint NOT NULL DEFAULT 0,
+              rejected_records bigint NOT NULL DEFAULT 0, rejected_pages bigint NOT NULL DEFAULT 0, bytes bigint NOT NULL DEFAULT 0,
+              entity_counts text, reject_counts text, PRIMARY KEY (name, job))
+            """,
+        ]
+        for layout in EntityLayout.layouts(of: model) {
+            statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(positionColumn) jsonb")
+        }
+        return statements
+    }
+
+    // MARK: - Writes
+
+    /// Writes one batch of a unit: claims the unit as done (the job must still hold it), then
+    /// upserts every row with its positions and replaces the link sets this unit wins. A unit is
+    /// one transaction (its batches, when a page came in parts, share it).
+    func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: () throws -> Void) throws {
+        guard let seq = batch.pages.first?.unit else {
+            throw StoreError.schema("a joined run wrote a batch with no unit (a bug)")
+        }
+        let startsUnit = !inTransaction
+        try begin()
+        do {
+            if startsUnit {
+                // Locks the unit's row until the commit: a job whose lease ran out finds it taken.
+                let held = try connection.changes(
+                    "UPDATE _ingot_units SET status = 'done', finished_at = now() WHERE name = $1 AND seq = $2 AND job = $3",
+                    [join.name, String(seq), join.job])
+                if held == 0 { throw JoinError.unitLost(seq: seq) }
+            }
+            let position = join.position(seq)
+            for (entity, layout) in layouts.enumerated() {
+                let rows = batch.rows(of: entity)
+                guard !rows.isEmpty else { continue }
+                try upsert(rows, layout, at: position)
+                for (k, toMany) in layout.toMany.enumerated() {
+                    try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, at: position)
+                }
+            }
+            try then()
+        } catch {
+            try? rollback()
+            throw error
+        }
+    }
+
+    /// The positions a staged row carries: `@` (the row was touched), each present column, and
+    /// `~join_table` for each link set given, all at `position`.
+    private static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ position: Int64) -> String {
+        var keys = ["@"]
+        for (slot, value) in row.values.enumerated() where value != nil && !layout.identitySlots.contains(slot) {
+            keys.append(layout.columns[slot].name)
+        }
+        for (k, links) in row.links.enumerated() where links != nil { keys.append("~" + layout.toMany[k].joinTable) }
+        // Names are SQL identifiers (checked when the model loads): nothing to escape.
+        return "{" + keys.map { "\"\($0)\":\(position)" }.joined(separator: ",") + "}"
+    }
+
+    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, at position: Int64) throws {
+        let table = PGStore.quote(layout.table)
+        let pos = PGStore.positionColumn
+        let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "jsonb")]
+        let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
+        var data: [UInt8] = []
+        for row in rows {
+            PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, position))], to: &data)
+        }
+        let stage = try staging("_ingot_up_\(layout.table)", columns)
+        try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
+        var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"
+        if !layout.identitySlots.isEmpty {
+            func newer(_ key: String) -> String {
+                "(excluded.\(pos)->>'\(key)')::bigint >= coalesce((t.\(pos)->>'\(key)')::bigint, 0)"
+            }
+            let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
+                let name = layout.columns[slot].name
+                let c = PGStore.quote(name)
+                return "\(c) = CASE WHEN \(newer(name)) THEN excluded.\(c) ELSE t.\(c) END"
+            } + [
+                """
+                \(pos) = coalesce(t.\(pos), '{}'::jsonb) || coalesce((SELECT jsonb_object_agg(e.key, e.value)
+                  FROM jsonb_each(excluded.\(pos)) AS e WHERE (e.value)::bigint >= coalesce((t.\(pos)->>e.key)::bigint, 0)), '{}'::jsonb)
+                """
+            ]
+            sql += " ON CONFLICT ON CONSTRAINT \(PGStore.quote(layout.table + "_identity")) DO UPDATE SET \(set.joined(separator: ", "))"
+        }
+        try connection.execute(sql + "; TRUNCATE \(stage)")
+    }
+
+    /// Replaces the link sets of relationship `k` this unit wins: after the upsert, an owner whose
+    /// `~join_table` position equals this unit's was not given a newer set by another unit.
+    private func replaceLinksJoined(
+        _ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout, at position: Int64
+    ) throws {
+        var owners: [UInt8] = []
+        var links: [UInt8] = []
+        for row in rows {
+            guard let identity = row.identity, let targets = row.links[k] else { continue }
+            PGStore.appendCopyRow(identity.values, to: &owners)
+            for (index, target) in targets.enumerated() {
+                PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(index))] : []), to: &links)
+            }
+        }
+        guard !owners.isEmpty else { return }
+        let join = PGStore.quote(toMany.joinTable)
+        let ownerTable = PGStore.quote(layout.table)
+        let types = PGStore.joinColumns(toMany, owner: owner, model: model)
+        let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let wins = "(t.\(PGStore.positionColumn)->>'~\(toMany.joinTable)')::bigint = \(position)"
+        func owns(_ alias: String) -> String {
+            zip(toMany.sourceColumns, identity).map { "t.\($1) = \(alias).\(PGStore.quote($0))" }.joined(separator: " AND ")
+        }
+        let ownerStage = try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
+        try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
+        let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
+        try connection.execute(
+            "DELETE FROM \(join) AS j USING \(ownerStage) AS o, \(ownerTable) AS t WHERE \(match) AND \(owns("o")) AND \(wins); TRUNCATE \(ownerStage)")
+        guard !links.isEmpty else { return }
+        let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
+        try connection.copy("COPY \(linkStage) FROM STDIN", data: links)
+        let key = (toMany.sourceColumns + toMany.targetColumns).map { "l.\(PGStore.quote($0))" }.joined(separator: ", ")
+        let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        let order = toMany.isOrdered ? "\(key), l.\"position\"" : key
+        try connection.execute(
+            """
+            INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(types.map { "l.\(PGStore.quote($0.name))" }.joined(separator: ", "))
+              FROM \(linkStage) AS l JOIN \(ownerTable) AS t ON \(owns("l")) WHERE \(wins) ORDER BY \(order) ON CONFLICT DO NOTHING;
+            TRUNCATE \(linkStage)
+            """)
+    }
+
+    /// A joined job's counters, in its own row of `_ingot_join_jobs` (each unit's transaction
+    /// writes it: the jobs never wait on one row).
+    func recordJobProgress(_ p: RunProgress, _ join: JoinContext) throws {
+        let c = p.counters
+        try connection.execute(
+            """
+            INSERT INTO _ingot_join_jobs (name, job, status, pages, records, inserted, updated, rejected_records, rejected_pages, bytes,
+              entity_counts, reject_counts) VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11)
+            ON CONFLICT (name, job) DO UPDATE SET pages = excluded.pages, records = excluded.records, inserted = excluded.inserted,
+              updated = excluded.updated, rejected_records = excluded.rejected_records, rejected_pages = excluded.rejected_pages,
+              bytes = excluded.bytes, entity_counts = excluded.entity_counts, reject_counts = excluded.reject_counts
+            """,
+            [
+                join.name, join.job, String(c.pages), String(c.records), String(c.inserted), String(c.updated), String(c.rejectedRecords),
+                String(c.rejectedPages), String(c.bytes), c.entitiesJSON, c.rejectsJSON,
+            ])
+    }
+
+    // MARK: - The end of a joined run
+
+    /// What ending a job's part found.
+    struct JoinedEnd: Sendable {
+        /// This job finished the run: the run's counters, every job's summed (and what
+        /// `write: replace` deleted).
+        var finished: RunCounters?
+        /// Why `write: replace` deleted nothing, when it did not.
+        var replaceSkipped: String?
+    }
+
+    /// Records how this job's part ended; when every unit of the run is committed and nobody
+    /// finished it yet, finishes it: `write: replace` deletes the root rows no unit of this run
+    /// touched (when the run rejected nothing), the counters of every job are summed into
+    /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
+    func endJoinedJob(
+        _ join: JoinContext, runID: String, status: RunSummary.Status, counters: RunCounters, replaceEntity: Int?
+    ) throws -> JoinedEnd {
+        try commit()
+        try begin()
+        var end = JoinedEnd()
+        do {
+            try connection.execute(
+                "UPDATE _ingot_join_jobs SET status = $3, finished_at = now() WHERE name = $1 AND job = $2",
+                [join.name, join.job, status.rawValue])
+            let row = try connection.execute("SELECT status, end_seq FROM _ingot_joins WHERE name = $1 FOR UPDATE", [join.name])
+            let open = try connection.execute(
+                "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status <> 'done'", [join.name]).first?[0] ?? "1"
+            if status == .finished, row.first?[0] == "running", row.first?[1] != nil, open == "0" {
+                var total = RunCounters()
+                for job in try connection.execute(
+                    """
+                    SELECT pages, records, inserted, updated, rejected_records, rejected_pages, bytes, entity_counts, reject_counts
+                      FROM _ingot_join_jobs WHERE name = $1
+                    """, [join.name])
+                {
+                    func int(_ k: Int) -> Int { job[k].flatMap { Int($0) } ?? 0 }
+                    var c = RunCounters()
+                    (c.pages, c.records, c.inserted, c.updated) = (int(0), int(1), int(2), int(3))
+                    (c.rejectedRecords, c.rejectedPages, c.bytes) = (int(4), int(5), int(6))
+                    c.entities = RunCounters.entities(fromJSON: job[7])
+                    c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
+                    total.add(c)
+                }
+                if let entity = replaceEntity {
+                    if total.rejectedPages == 0 && total.rejectedRecords == 0 {
+                        total.deleted = try delete(
+                            entity: entity,
+                            where: "coalesce((t.\(PGStore.positionColumn)->>'@')::bigint, 0) < \(join.firstPosition)")
+                    } else {
+                        end.replaceSkipped =
+                            "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+                    }
+                }
+                try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
+                try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
+                try finishRunRow(id: runID, status: .finished, counters: total, finishedAt: Date())
+                end.finished = total
+            }
+            try commit()
+        } catch {
+            try? rollback()
+            throw error
+        }
+        return end
+    }
+}
+
+extension RunCounters {
+    /// Adds another job's counters (a joined run's total).
+    mutating func add(_ other: RunCounters) {
+        pages += other.pages
+        records += other.records
+        inserted += other.inserted
+        updated += other.updated
+        deleted += other.deleted
+        rejectedRecords += other.rejectedRecords
+        rejectedPages += other.rejectedPages
+        bytes += other.bytes
+        for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }
+        for (code, count) in other.rejectsByReason { rejectsByReason[code, default: 0] += count }
+    }
+}
