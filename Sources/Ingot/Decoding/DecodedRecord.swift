@@ -327,5 +327,5 @@ struct DecodedPage: Sendable {
     /// The highest value at the pipeline's incremental cursor path among the page's accepted records.
     var incrementalMax: String?
     /// The page's unit in a run shared by several jobs (``Page/unit``).
-    var unit: Int?
+    var unit: UnitRef?
 }

@@ -19,9 +19,9 @@ public struct Page: Sendable {
     /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
     /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
     public var oversized: Int?
-    /// In a run shared by several jobs (`--join`): the page's unit, its number in the shared
-    /// run's source (``seq`` numbers the pages of this job).
-    public var unit: Int?
+    /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
+    /// (``seq`` numbers the pages of this job).
+    public var unit: UnitRef?
 
     public init(
         seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
@@ -33,6 +33,21 @@ public struct Page: Sendable {
         self.archive = archive
         self.http = http
         self.resumeState = resumeState
+    }
+}
+
+/// A page of a run shared by several jobs, as one job claimed it: its number in the shared
+/// source, and which claim of it this is (a unit whose lease ran out is claimed again; only the
+/// latest claim may commit it).
+public struct UnitRef: Sendable, Hashable {
+    /// 1, 2, 3, … in the shared source's order: later units win.
+    public var seq: Int
+    /// How many times the unit was claimed, this claim included.
+    public var claim: Int
+
+    public init(seq: Int, claim: Int) {
+        self.seq = seq
+        self.claim = claim
     }
 }
 

@@ -33,16 +33,11 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// so a batch itself is freed once saved.
     private var uncommitted = UncommittedIdentities()
 
-    /// A joined run's batches never hold two pages: a unit (a page) is one transaction, and its
-    /// rows carry its position.
-    private let batchPerPage: Bool
-
     init(
-        writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1, batchPerPage: Bool = false,
+        writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
         pageConsumed: @escaping @Sendable (Int) -> Void
     ) {
         self.writer = writer
-        self.batchPerPage = batchPerPage
         self.nextSeq = firstSeq
         self.batchLimit = max(1, batchLimit)
         self.byteLimit = max(1, byteLimit)
@@ -62,6 +57,15 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         drain()
     }
 
+    /// Hands the open batch to the writer now, unless it ends inside a page (its other parts are
+    /// on their way). A joined run's source calls it before it waits for work: the units in the
+    /// batch are claimed by this job, and other jobs wait for them to be committed.
+    func flush() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !batch.isEmpty, batch.last?.isLastPart == true, sourceEnd == nil else { return }
+        deliver(last: false)
+    }
+
     // MARK: - Internals
 
     private func drain() {
@@ -73,10 +77,13 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 // A page's size: its JSON, or its stored text when that is bigger (dates from numbers).
                 let size = max(page.bytes, page.storage.text.count)
                 if !batch.isEmpty && batchBytes + size > byteLimit { deliver(last: false) }
+                // A joined run's batch holds units in increasing order (a unit taken over from
+                // another job may come late): its rows fold later-wins, unit by unit.
+                if let unit = page.unit, let last = batch.last?.unit, unit.seq < last.seq { deliver(last: false) }
                 batch.append(page)
                 batchRecords += max(page.records.count, 1)
                 batchBytes += size
-                if batchRecords >= batchLimit || batchBytes >= byteLimit || (batchPerPage && page.isLastPart) { deliver(last: false) }
+                if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
             }
             page.laneGate?.signal()
             if page.isLastPart { pageConsumed(page.pageBytes) }

@@ -216,8 +216,9 @@ public final class PipelineRunner: Sendable {
             finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
-            byteLimit: options.batchBytes, firstSeq: firstSeq, batchPerPage: joined != nil, pageConsumed: { budget.release($0) })
+            byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
 
+        joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
         let decode = makeDecodeLanes(
             count: lanes, assembler: assembler, logger: logger, flow: flow, refusesNUL: !store.acceptsNULInText)
         let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)

@@ -39,7 +39,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// The counters including the batches saved since the last commit.
     private var saved: RunCounters
 
-    /// A joined run: each unit (a page) is one transaction, committed when its last part is saved.
+    /// A joined run: each batch that ends on a whole page is committed with the units it holds
+    /// (a page in parts is never committed half).
     private let unitTransactions: Bool
     private let commitRecords: Int
     private let commitInterval: Double
@@ -188,9 +189,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             saved = next
             lastSaved = batch.number
             log(rejections)
-        } catch JoinError.unitLost(let unit) {
-            // This job stalled past its lease and another took the unit over: its work counts, not ours.
-            logger.warning("unit.lost", metadata: [LogKey.seq: .int(unit)])
+        } catch JoinError.unitsLost(let units) {
+            // This job stalled past a lease and another job took a unit over: the transaction was
+            // rolled back and its other units handed back to the queue; their work counts elsewhere.
+            logger.warning("unit.lost", metadata: ["units": "\(units.map(String.init).joined(separator: ","))"])
+            saved = counters
             return
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])

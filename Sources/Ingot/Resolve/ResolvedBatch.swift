@@ -61,6 +61,11 @@ extension ResolvedBatch {
         /// Per to-many relationship of the layout: the complete new set of targets (in JSON
         /// order), or `nil` to leave the stored links as they are.
         public var links: [[IdentityKey]?]
+        /// In a run shared by several jobs (`--join`), per column: the unit (page of the shared
+        /// source) whose record gave the value, 0 where none did. Empty otherwise.
+        public var valueUnits: ArraySlice<Int> = []
+        /// The same per to-many set.
+        public var linkUnits: ArraySlice<Int> = []
     }
 
     /// The rows of `entity` (its index in the model), in identity order, then those without
@@ -69,10 +74,20 @@ extension ResolvedBatch {
         let merged = rows.merged[entity]
         let layout = rows.layouts[entity]
         func row(_ r: EntityRow, _ stored: StoredRef?) -> Row {
-            Row(
+            var row = Row(
                 identity: r.identity, stored: stored,
                 values: (0..<layout.columns.count).map { merged.storage.value(r.valueStart + $0) },
                 links: (0..<layout.toMany.count).map { merged.storage.linkSets[r.linkStart + $0] })
+            if !merged.valueUnits.isEmpty {
+                // A row whose last slots no unit set may lie past the end of the arrays (stubs).
+                func slice(_ units: [Int], _ start: Int, _ count: Int) -> ArraySlice<Int> {
+                    let end = start + count
+                    return end <= units.count ? units[start..<end] : ArraySlice(repeatElement(0, count: count))
+                }
+                row.valueUnits = slice(merged.valueUnits, r.valueStart, layout.columns.count)
+                row.linkUnits = slice(merged.linkUnits, r.linkStart, layout.toMany.count)
+            }
+            return row
         }
         let refs = self.refs[entity]
         return merged.rows.enumerated().map { row($1, refs.isEmpty ? nil : refs[$0]) } + merged.anonymous.map { row($0, nil) }

@@ -8,6 +8,10 @@ struct RowFolder: Sendable {
         /// Rows of an entity without identity: each is inserted.
         var anonymous: [EntityRow] = []
         var storage = RowStorage()
+        /// In a run shared by several jobs, per value slot and per to-many slot of `storage`: the
+        /// unit (page of the shared source) whose record gave it, 0 where none did. Empty otherwise.
+        var valueUnits: [Int] = []
+        var linkUnits: [Int] = []
 
         /// The stored row of each row (`nil`: not stored), from the identities `found` stored.
         func refs(_ found: [IdentityKey: StoredRef]) -> [StoredRef?] {
@@ -35,8 +39,9 @@ struct RowFolder: Sendable {
         var folder = RowFolder(layouts: layouts)
         folder.reserve(for: pages)
         for page in pages {
+            let unit = page.unit?.seq ?? 0
             for record in page.records {
-                for r in record.rows { folder.merge(page.rows[r], from: page.storage) }
+                for r in record.rows { folder.merge(page.rows[r], from: page.storage, unit: unit) }
                 for reference in record.references where folder.merged[reference.target].index[reference.identity] == nil {
                     folder.addStub(reference.target, reference.identity)
                 }
@@ -60,26 +65,51 @@ struct RowFolder: Sendable {
     }
 
     /// Merges `row`, whose values are in `source`: a new identity is copied in; a known one
-    /// takes the row's present columns and to-many sets (later wins, key by key).
-    mutating func merge(_ row: EntityRow, from source: RowStorage) {
+    /// takes the row's present columns and to-many sets (later wins, key by key). In a joined
+    /// run, `unit` is the row's page in the shared source (pages come in increasing units), and
+    /// each slot remembers the unit that set it last.
+    mutating func merge(_ row: EntityRow, from source: RowStorage, unit: Int = 0) {
         let layout = layouts[row.entity]
         let columnCount = layout.columns.count
         let linkCount = layout.toMany.count
-        guard let identity = row.identity else {
+        let target: EntityRow
+        if let identity = row.identity {
+            if let at = merged[row.entity].index[identity] {
+                var existing = merged[row.entity].rows[at]
+                merged[row.entity].storage.overwrite(&existing, with: row, from: source, columns: columnCount, links: linkCount)
+                merged[row.entity].rows[at].mask = existing.mask
+                target = existing
+            } else {
+                var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout, identity: identity)
+                merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
+                merged[row.entity].index[identity] = merged[row.entity].rows.count
+                merged[row.entity].rows.append(copy)
+                target = copy
+            }
+        } else {
             var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout)
             merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
             merged[row.entity].anonymous.append(copy)
-            return
+            target = copy
         }
-        if let at = merged[row.entity].index[identity] {
-            var target = merged[row.entity].rows[at]
-            merged[row.entity].storage.overwrite(&target, with: row, from: source, columns: columnCount, links: linkCount)
-            merged[row.entity].rows[at].mask = target.mask
-        } else {
-            var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout, identity: identity)
-            merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
-            merged[row.entity].index[identity] = merged[row.entity].rows.count
-            merged[row.entity].rows.append(copy)
+        if unit > 0 { stamp(target, with: row, from: source, unit: unit) }
+    }
+
+    /// Records `unit` as the source of the slots `row` set in `target`.
+    private mutating func stamp(_ target: EntityRow, with row: EntityRow, from source: RowStorage, unit: Int) {
+        let layout = layouts[row.entity]
+        let e = row.entity
+        let values = merged[e].storage.values.count
+        if merged[e].valueUnits.count < values {
+            merged[e].valueUnits.append(contentsOf: repeatElement(0, count: values - merged[e].valueUnits.count))
+        }
+        let links = merged[e].storage.linkSets.count
+        if merged[e].linkUnits.count < links {
+            merged[e].linkUnits.append(contentsOf: repeatElement(0, count: links - merged[e].linkUnits.count))
+        }
+        for slot in 0..<layout.columns.count where row.mask.contains(slot) { merged[e].valueUnits[target.valueStart + slot] = unit }
+        for k in 0..<layout.toMany.count where source.linkSets[row.linkStart + k] != nil {
+            merged[e].linkUnits[target.linkStart + k] = unit
         }
     }
 

@@ -89,6 +89,7 @@ final class JoinedRun: Sendable {
     /// A unit this job now holds.
     struct Unit {
         var seq: Int
+        var claim: Int
         var source: String
         var bytes: [UInt8]
         var oversized: Int?
@@ -105,7 +106,7 @@ final class JoinedRun: Sendable {
                   claims = u.claims + 1
                 FROM (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
                         AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) AS c
-                WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job
+                WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims
                 """, [name, job, String(lease)])
         }
         guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }), let length = row[3].flatMap({ Int($0) }) else { return nil }
@@ -119,7 +120,9 @@ final class JoinedRun: Sendable {
         } catch {
             throw SourceError(source: source, message: "unit \(seq) of join '\(name)': \(error)")
         }
-        return Unit(seq: seq, source: source, bytes: bytes, oversized: row[4].flatMap { Int($0) }, takenFrom: row[5])
+        return Unit(
+            seq: seq, claim: row[6].flatMap { Int($0) } ?? 0, source: source, bytes: bytes, oversized: row[4].flatMap { Int($0) },
+            takenFrom: row[5])
     }
 
     /// The queue as a job deciding what to do next sees it.
@@ -223,6 +226,14 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
     private let fetchQueue = DispatchQueue(label: "ingot.join.fetch", qos: .userInitiated)
     private let fetch = Mutex(FetchState.idle)
     private let renewal: any DispatchSourceTimer
+    /// Called before ``next()`` waits for work: the pipeline hands its open batch to the writer
+    /// (other jobs may be waiting for the units in it).
+    private let idleHandler = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Sets what ``next()`` calls before it waits.
+    func whenIdle(_ handler: @escaping @Sendable () -> Void) {
+        idleHandler.withLock { $0 = handler }
+    }
 
     enum FetchState {
         case idle
@@ -285,7 +296,7 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
                     logger.debug("unit.claimed", metadata: [LogKey.seq: .int(unit.seq)])
                 }
                 var page = Page(seq: unit.seq, source: unit.source, bytes: unit.bytes)
-                page.unit = unit.seq
+                page.unit = UnitRef(seq: unit.seq, claim: unit.claim)
                 page.oversized = unit.oversized
                 return page
             }
@@ -301,6 +312,8 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
                 idle = 0.002
                 continue
             }
+            // Pages still being decoded reach the batch later: ask at every wait.
+            idleHandler.withLock { $0 }?()
             Thread.sleep(forTimeInterval: idle)
             idle = min(idle * 2, 0.02)
         }

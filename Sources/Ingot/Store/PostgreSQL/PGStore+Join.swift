@@ -19,15 +19,15 @@ struct JoinContext: Sendable {
 
 /// Why a joined job cannot go on with a unit or a run.
 enum JoinError: Error, Sendable, CustomStringConvertible {
-    /// The unit's lease ran out and another job took it over (this job was stalled): its work is
-    /// rolled back; the other job's counts.
-    case unitLost(seq: Int)
+    /// A unit's lease ran out and another job took it over (this job was stalled): the
+    /// transaction is rolled back, its other units are handed back; the other job's work counts.
+    case unitsLost([Int])
     /// The shared run failed (its source failed too often); the message says why.
     case runFailed(String)
 
     var description: String {
         switch self {
-        case .unitLost(let seq): "unit \(seq) was taken over by another job after its lease ran out"
+        case .unitsLost(let seqs): "units \(seqs.map(String.init).joined(separator: ", ")) were taken over by other jobs after their leases ran out"
         case .runFailed(let message): "the joined run failed: \(message)"
         }
     }
@@ -84,59 +84,89 @@ extension PGStore {
 
     // MARK: - Writes
 
-    /// Writes one batch of a unit: claims the unit as done (the job must still hold it), then
-    /// upserts every row with its positions and replaces the link sets this unit wins. A unit is
-    /// one transaction (its batches, when a page came in parts, share it).
+    /// Writes a batch of units (pages of the shared source, in increasing order): marks them done
+    /// (this job must still hold each claim: the rows lock until the commit, so a job whose lease
+    /// ran out finds them taken), then upserts every row with its positions and replaces the link
+    /// sets it wins. The transaction commits whole units only (the writer commits after a batch
+    /// that ends on a whole page).
     func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: () throws -> Void) throws {
-        guard let seq = batch.pages.first?.unit else {
-            throw StoreError.schema("a joined run wrote a batch with no unit (a bug)")
-        }
-        let startsUnit = !inTransaction
         try begin()
         do {
-            if startsUnit {
-                // Locks the unit's row until the commit: a job whose lease ran out finds it taken.
-                let held = try connection.changes(
-                    "UPDATE _ingot_units SET status = 'done', finished_at = now() WHERE name = $1 AND seq = $2 AND job = $3",
-                    [join.name, String(seq), join.job])
-                if held == 0 { throw JoinError.unitLost(seq: seq) }
+            let units = Set(batch.pages.compactMap(\.unit)).subtracting(unitsInTransaction)
+            if !units.isEmpty {
+                let list = Array(units)
+                let marked = try connection.execute(
+                    """
+                    UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
+                    WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
+                    """,
+                    [join.name, join.job, "{" + list.map { String($0.seq) }.joined(separator: ",") + "}",
+                     "{" + list.map { String($0.claim) }.joined(separator: ",") + "}"])
+                unitsInTransaction.formUnion(units)
+                if marked.count != units.count {
+                    let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
+                    throw JoinError.unitsLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
+                }
             }
-            let position = join.position(seq)
+            let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
             for (entity, layout) in layouts.enumerated() {
                 let rows = batch.rows(of: entity)
                 guard !rows.isEmpty else { continue }
-                try upsert(rows, layout, at: position)
+                try upsert(rows, layout, join, fallback: fallback)
                 for (k, toMany) in layout.toMany.enumerated() {
-                    try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, at: position)
+                    try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
                 }
             }
             try then()
         } catch {
+            let held = unitsInTransaction
             try? rollback()
+            if case JoinError.unitsLost = error { releaseUnits(held, join) }
             throw error
         }
     }
 
-    /// The positions a staged row carries: `@` (the row was touched), each present column, and
-    /// `~join_table` for each link set given, all at `position`.
-    private static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ position: Int64) -> String {
-        var keys = ["@"]
-        for (slot, value) in row.values.enumerated() where value != nil && !layout.identitySlots.contains(slot) {
-            keys.append(layout.columns[slot].name)
-        }
-        for (k, links) in row.links.enumerated() where links != nil { keys.append("~" + layout.toMany[k].joinTable) }
-        // Names are SQL identifiers (checked when the model loads): nothing to escape.
-        return "{" + keys.map { "\"\($0)\":\(position)" }.joined(separator: ",") + "}"
+    /// Hands the units of a rolled-back transaction back to the queue (those this job still
+    /// holds under the same claim), so that a job claims them again.
+    private func releaseUnits(_ units: Set<UnitRef>, _ join: JoinContext) {
+        guard !units.isEmpty else { return }
+        _ = try? connection.execute(
+            """
+            UPDATE _ingot_units AS u SET status = 'pending', job = NULL, lease_until = NULL FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
+            WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed'
+            """,
+            [join.name, join.job, "{" + units.map { String($0.seq) }.joined(separator: ",") + "}",
+             "{" + units.map { String($0.claim) }.joined(separator: ",") + "}"])
     }
 
-    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, at position: Int64) throws {
+    /// The positions a staged row carries: `@` (the row was touched: its latest unit), each
+    /// column its records set, and `~join_table` for each link set given, each at the position of
+    /// the unit that set it.
+    private static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int) -> String {
+        var entries: [String] = []
+        var latest = 0
+        for (slot, unit) in zip(row.valueUnits.indices, row.valueUnits) where unit > 0 {
+            latest = max(latest, unit)
+            let column = slot - row.valueUnits.startIndex
+            if !layout.identitySlots.contains(column) { entries.append("\"\(layout.columns[column].name)\":\(join.position(unit))") }
+        }
+        for (k, unit) in zip(row.linkUnits.indices, row.linkUnits) where unit > 0 {
+            latest = max(latest, unit)
+            entries.append("\"~\(layout.toMany[k - row.linkUnits.startIndex].joinTable)\":\(join.position(unit))")
+        }
+        // Names are SQL identifiers (checked when the model loads): nothing to escape.
+        entries.append("\"@\":\(join.position(latest > 0 ? latest : fallback))")
+        return "{" + entries.joined(separator: ",") + "}"
+    }
+
+    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int) throws {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
         let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "jsonb")]
         let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
         var data: [UInt8] = []
         for row in rows {
-            PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, position))], to: &data)
+            PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, join, fallback: fallback))], to: &data)
         }
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
@@ -160,16 +190,18 @@ extension PGStore {
         try connection.execute(sql + "; TRUNCATE \(stage)")
     }
 
-    /// Replaces the link sets of relationship `k` this unit wins: after the upsert, an owner whose
-    /// `~join_table` position equals this unit's was not given a newer set by another unit.
+    /// Replaces the link sets of relationship `k` this batch wins: after the upsert, an owner
+    /// whose `~join_table` position is the one this batch staged for it was given no newer set by
+    /// another job.
     private func replaceLinksJoined(
-        _ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout, at position: Int64
+        _ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout, _ join: JoinContext
     ) throws {
         var owners: [UInt8] = []
         var links: [UInt8] = []
         for row in rows {
             guard let identity = row.identity, let targets = row.links[k] else { continue }
-            PGStore.appendCopyRow(identity.values, to: &owners)
+            let position = ScalarValue.integer(join.position(row.linkUnits[row.linkUnits.startIndex + k]))
+            PGStore.appendCopyRow(identity.values + [position], to: &owners)
             for (index, target) in targets.enumerated() {
                 PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(index))] : []), to: &links)
             }
@@ -179,26 +211,37 @@ extension PGStore {
         let ownerTable = PGStore.quote(layout.table)
         let types = PGStore.joinColumns(toMany, owner: owner, model: model)
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
-        let wins = "(t.\(PGStore.positionColumn)->>'~\(toMany.joinTable)')::bigint = \(position)"
         func owns(_ alias: String) -> String {
             zip(toMany.sourceColumns, identity).map { "t.\($1) = \(alias).\(PGStore.quote($0))" }.joined(separator: " AND ")
         }
-        let ownerStage = try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
+        let ownerStage = try staging(
+            "_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)) + [("_pos", "bigint")])
         try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
-        let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
+        // The owners whose set this batch wins: their rows are locked by the upsert until the commit.
+        let winners = try staging("_ingot_win_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
+        let ownerColumns = toMany.sourceColumns.map { "o.\(PGStore.quote($0))" }.joined(separator: ", ")
+        let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = w.\(PGStore.quote($0))" }.joined(separator: " AND ")
         try connection.execute(
-            "DELETE FROM \(join) AS j USING \(ownerStage) AS o, \(ownerTable) AS t WHERE \(match) AND \(owns("o")) AND \(wins); TRUNCATE \(ownerStage)")
+            """
+            TRUNCATE \(winners); INSERT INTO \(winners) SELECT \(ownerColumns) FROM \(ownerStage) AS o JOIN \(ownerTable) AS t ON \(owns("o"))
+              WHERE (t.\(PGStore.positionColumn)->>'~\(toMany.joinTable)')::bigint = o._pos;
+            DELETE FROM \(join) AS j USING \(winners) AS w WHERE \(match); TRUNCATE \(ownerStage)
+            """)
         guard !links.isEmpty else { return }
         let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
         try connection.copy("COPY \(linkStage) FROM STDIN", data: links)
         let key = (toMany.sourceColumns + toMany.targetColumns).map { "l.\(PGStore.quote($0))" }.joined(separator: ", ")
         let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
         let order = toMany.isOrdered ? "\(key), l.\"position\"" : key
+        let won = toMany.sourceColumns.map { "w.\(PGStore.quote($0)) = l.\(PGStore.quote($0))" }.joined(separator: " AND ")
+        // Two small staging tables: a hash join, for this statement only (the session turns them
+        // off for staging-to-table joins, PGConnection).
         try connection.execute(
             """
+            SET LOCAL enable_hashjoin = on;
             INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(types.map { "l.\(PGStore.quote($0.name))" }.joined(separator: ", "))
-              FROM \(linkStage) AS l JOIN \(ownerTable) AS t ON \(owns("l")) WHERE \(wins) ORDER BY \(order) ON CONFLICT DO NOTHING;
-            TRUNCATE \(linkStage)
+              FROM \(linkStage) AS l JOIN \(winners) AS w ON \(won) ORDER BY \(order) ON CONFLICT DO NOTHING;
+            SET LOCAL enable_hashjoin = off; TRUNCATE \(linkStage)
             """)
     }
 

@@ -28,6 +28,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// This job's part in a run shared by several jobs (`--join`), set before the first write:
     /// writes then carry source positions (PGStore+Join.swift).
     var joined: JoinContext?
+    /// The units marked done in the open transaction (a joined run).
+    var unitsInTransaction: Set<UnitRef> = []
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
 
@@ -316,12 +318,14 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     func commit() throws {
         guard inTransaction else { return }
         inTransaction = false
+        unitsInTransaction = []
         try connection.execute("COMMIT")
     }
 
     func rollback() throws {
         guard inTransaction else { return }
         inTransaction = false
+        unitsInTransaction = []
         try connection.execute("ROLLBACK")
     }
 
