@@ -36,7 +36,7 @@ final class JoinedRun: Sendable {
         try connection.execute("BEGIN")
         do {
             try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
-            for sql in PGStore.joinSchema(of: model) { try connection.execute(sql) }
+            for sql in try PGStore.missing(PGStore.joinSchema(of: model), connection) { try connection.execute(sql) }
             try connection.execute("COMMIT")
         } catch {
             _ = try? connection.execute("ROLLBACK")

@@ -48,7 +48,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 throw StoreError.conflict(
                     "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
             }
-            for sql in PGStore.schema(of: model) { try connection.execute(sql) }
+            for sql in try PGStore.missing(PGStore.schema(of: model), connection) { try connection.execute(sql) }
             try connection.execute("COMMIT")
         } catch {
             _ = try? connection.execute("ROLLBACK")
@@ -73,6 +73,32 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    /// The statements of `schema` whose table, column or index does not exist yet. Each one is
+    /// idempotent, but `ALTER TABLE` and `CREATE INDEX` lock their table even when there is
+    /// nothing to do, and would wait behind the transactions of jobs already writing it.
+    static func missing(_ schema: [String], _ connection: PGConnection) throws -> [String] {
+        var columns: Set<String> = []
+        var tables: Set<String> = []
+        for row in try connection.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()")
+        {
+            guard let table = row[0], let column = row[1] else { continue }
+            tables.insert(table)
+            columns.insert(table + "." + column)
+        }
+        let indexes = Set(try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
+        func name(_ word: Substring?) -> String { String(word ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"(")) }
+        return schema.filter { sql in
+            let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" })
+            if sql.hasPrefix("CREATE TABLE IF NOT EXISTS ") { return !tables.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("CREATE INDEX IF NOT EXISTS ") { return !indexes.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("ALTER TABLE "), words[safe: 3] == "ADD" {
+                return !columns.contains(name(words[safe: 2]) + "." + name(words[safe: 8]))
+            }
+            return true
+        }
+    }
 
     /// The DDL of `model`'s tables and Ingot's own, idempotent: what a run applies when it opens
     /// the database, and what `ingot schema --db postgresql://…` prints.
