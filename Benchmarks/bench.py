@@ -193,7 +193,7 @@ def table_digest(pg, db):
     # score + 0 makes -0 and 0 one value (jsonb numbers, which the SQL peer goes through, have no -0).
     return pg.psql(db, "SELECT (SELECT md5(string_agg(row(id, first_name, last_name, birthday, email, country, score + 0, active, "
                        "updated_at, tags)::text, ',' ORDER BY id)) FROM person t), "
-                       "(SELECT md5(string_agg(t::text, ',' ORDER BY id)) FROM dog t), "
+                       "(SELECT md5(string_agg(row(id, name, breed)::text, ',' ORDER BY id)) FROM dog t), "
                        "(SELECT md5(string_agg(t::text, ',' ORDER BY person_id, dog_id)) FROM person_dogs t)").stdout.strip()
 
 
@@ -237,6 +237,26 @@ def postgres(ingot, data, expected, db, runs):
                 for name in sorted(f for f in os.listdir(data) if f.startswith("page-")):
                     for record in json.load(open(os.path.join(data, name)))["results"]:
                         out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        # Joined runs (--join): N jobs at once sharing one run; wall time from the first start to
+        # the last exit. The jobs and the server share the machine's cores.
+        for jobs in (1, 2):
+            walls = []
+            for k in range(runs):
+                url = pg.fresh("join%d_%d" % (jobs, k))
+                started = time.time()
+                procs = [subprocess.Popen([ingot, "run", PIPELINE, "--pages", data, "--db", url, "--join", "bench",
+                                           "--progress-interval", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         for _ in range(jobs)]
+                for proc in procs:
+                    _, err = proc.communicate()
+                    if proc.returncode != 0:
+                        sys.exit("joined ingot failed:\n" + err[-2000:])
+                walls.append(time.time() - started)
+            joined = statistics.median(walls)
+            same = table_digest(pg, "join%d_0" % jobs) == table_digest(pg, "bench0")
+            print("PostgreSQL, %d joined job%s  median %6.2f s  %8.0f records/s  (runs: %s); same tables as 1 job: %s; / 1 job: %.2f" % (
+                jobs, "" if jobs == 1 else "s", joined, expected["records"] / joined, ", ".join("%.2f" % w for w in walls), same,
+                joined / wall))
         peers = []
         for k in range(runs):
             url = pg.fresh("peer%d" % k)

@@ -223,12 +223,7 @@ struct JoinTests {
             #expect(process.terminationStatus == 0)
         }
 
-        let db = temporaryDirectory().appendingPathComponent("people.db").path
-        var options = RunOptions()
-        options.databasePath = db
-        options.progressInterval = 0
-        let sqlite = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        let (sqlite, db) = try PostgresTests.singleSQLiteRun(config, pages: pages)
         #expect(sqlite.status == .finished)
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
         let connection = try PGConnection(url: url)
@@ -239,5 +234,50 @@ struct JoinTests {
         // The victim's unit was claimed again by another job.
         #expect(try connection.execute("SELECT claims > 1, job <> $1 FROM _ingot_units WHERE seq = 3", [victimJob]) == [["t", "t"]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'") == [["0"]])
+    }
+
+    /// A source that can only be followed (next URLs): one job fetches and enqueues. The fetcher
+    /// is killed with `kill -9` while the server holds its request for page 9 (no timing
+    /// involved); once its lease runs out another job takes the role over, resumes the source at
+    /// page 9's URL, and the run ends exactly as a single run.
+    @Test(.timeLimit(.minutes(2))) func theFetcherKilledIsReplaced() throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: "slow:9", slow: 3600)
+        let url = try PostgresServer.freshDatabase()
+        let pipeline = temporaryDirectory().appendingPathComponent("people-http.yml")
+        let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
+        try Data(text.utf8).write(to: pipeline)
+        var processes: [Process] = []
+        for _ in 0..<2 {
+            let process = Process()
+            process.executableURL = CLITests.binary
+            process.arguments = ["run", pipeline.path, "--db", url, "--join", "follow", "--lease", "1", "--progress-interval", "0"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            processes.append(process)
+        }
+        let watcher = try PGConnection(url: url)
+        var fetcher = ""
+        waitUntil {
+            let row = (try? watcher.execute("SELECT next_seq, fetcher FROM _ingot_joins WHERE name = 'follow'"))?.first
+            fetcher = (row?[1] ?? nil) ?? ""
+            return row?[0].flatMap { Int($0) } == 9 && !fetcher.isEmpty
+        }
+        let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
+        let victim = try #require(processes.first { $0.processIdentifier == pid })
+        kill(victim.processIdentifier, SIGKILL)
+        victim.waitUntilExit()
+        for process in processes where process !== victim {
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+        }
+        let config = try PipelineConfig.parse(text: text, path: "people.yml")
+        let (sqlite, db) = try PostgresTests.singleSQLiteRun(config, pages: pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(try watcher.execute("SELECT status, pages, records FROM _ingot_runs") == [[
+            "finished", String(sqlite.counters.pages), String(sqlite.counters.records),
+        ]])
+        #expect(try watcher.execute("SELECT status, fetcher <> $1 OR fetcher IS NULL FROM _ingot_joins", [fetcher]) == [["finished", "t"]])
     }
 }

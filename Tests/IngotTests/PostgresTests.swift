@@ -34,6 +34,17 @@ struct PostgresTests {
         return out
     }
 
+    /// The reference: one job alone over the pages of directory `pages`, into a new SQLite database.
+    static func singleSQLiteRun(_ config: PipelineConfig, pages: String) throws -> (RunSummary, db: String) {
+        let db = temporaryDirectory().appendingPathComponent("reference.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        return (summary, db)
+    }
+
     /// The same of a SQLite database.
     static func sqliteDump(_ db: String, _ model: EntityModel) throws -> [String: [[String]]] {
         var out: [String: [[String]]] = [:]
@@ -177,12 +188,7 @@ struct PostgresTests {
         #expect(try connection.execute("SELECT count(*), min(status) FROM _ingot_runs") == [["1", "finished"]])
 
         let config = try PipelineConfig.parse(text: text, path: "people.yml")
-        let db = dir.appendingPathComponent("people.db").path
-        var options = RunOptions()
-        options.databasePath = db
-        options.progressInterval = 0
-        let sqlite = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        let (sqlite, db) = try Self.singleSQLiteRun(config, pages: pages)
         #expect(sqlite.status == .finished)
         #expect(try Self.postgresDump(url, config.model) == (try Self.sqliteDump(db, config.model)))
         #expect(try connection.execute("SELECT pages, records FROM _ingot_runs") == [[String(sqlite.counters.pages), String(sqlite.counters.records)]])

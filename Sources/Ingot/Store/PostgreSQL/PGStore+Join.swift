@@ -34,21 +34,21 @@ enum JoinError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Writes of a joined job: every row carries, per column, the position of the unit whose value it
-/// holds (`_ingot_pos`, a jsonb object), and a unit overwrites a column only when its position is
-/// not older. Units are committed in any order by several jobs; the result is the single job's
-/// (the argument is in docs/scale-out.md).
+/// holds (`_ingot_pos`, a `bigint[]`: one slot per column, per to-many set, and `@`), and a unit
+/// overwrites a column only when its position is not older. Units are committed in any order by
+/// several jobs; the result is the single job's (the argument is in docs/scale-out.md).
 ///
 /// ```sql
 /// INSERT INTO "person" AS t (…, "_ingot_pos") SELECT … FROM "_ingot_up_person"
 /// ON CONFLICT ON CONSTRAINT "person_identity" DO UPDATE SET
-///   "email" = CASE WHEN (excluded._ingot_pos->>'email')::bigint >= coalesce((t._ingot_pos->>'email')::bigint, 0)
-///             THEN excluded."email" ELSE t."email" END, …,
-///   "_ingot_pos" = <t's positions, with excluded's where they are not older>
+///   "email" = CASE WHEN excluded._ingot_pos[5] >= coalesce(t._ingot_pos[5], 0) THEN excluded."email" ELSE t."email" END, …,
+///   "_ingot_pos" = ARRAY[greatest(t._ingot_pos[1], excluded._ingot_pos[1]), …]
 /// ```
 ///
-/// The staged row's `_ingot_pos` names exactly the columns its records mentioned (`@` for the
-/// row itself, `~join_table` for a to-many set given), all at the unit's position: presence
-/// travels in `excluded`, which `ON CONFLICT` can read.
+/// The staged row's positions are NULL exactly for the columns its records did not mention:
+/// presence travels in `excluded`, which `ON CONFLICT` can read. Slots follow the pipeline's
+/// column order; when a pipeline changes, a new run's positions are all larger than an older
+/// run's, so a slot read under another meaning only ever loses to the new run.
 extension PGStore {
     /// The hidden column of positions, added to an entity's table when a joined run first writes it.
     static let positionColumn = "_ingot_pos"
@@ -77,7 +77,7 @@ extension PGStore {
             """,
         ]
         for layout in EntityLayout.layouts(of: model) {
-            statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(positionColumn) jsonb")
+            statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(positionColumn) bigint[]")
         }
         return statements
     }
@@ -139,30 +139,45 @@ extension PGStore {
              "{" + units.map { String($0.claim) }.joined(separator: ",") + "}"])
     }
 
-    /// The positions a staged row carries: `@` (the row was touched: its latest unit), each
-    /// column its records set, and `~join_table` for each link set given, each at the position of
-    /// the unit that set it.
+    /// Where an entity's positions are in its `_ingot_pos` array (1-based): one per column, one
+    /// per to-many set, then `@` (the row was touched, at its latest unit).
+    struct PositionSlots {
+        let columns: Int
+        let links: Int
+        func column(_ slot: Int) -> Int { slot + 1 }
+        func link(_ k: Int) -> Int { columns + k + 1 }
+        var touched: Int { columns + links + 1 }
+        var count: Int { columns + links + 1 }
+
+        init(_ layout: EntityLayout) {
+            columns = layout.columns.count
+            links = layout.toMany.count
+        }
+    }
+
+    /// The positions a staged row carries, as an array literal: each column its records set and
+    /// each link set given, at the position of the unit that set it (NULL where none did), and
+    /// `@` at its latest unit.
     private static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int) -> String {
-        var entries: [String] = []
+        var text = "{"
         var latest = 0
-        for (slot, unit) in zip(row.valueUnits.indices, row.valueUnits) where unit > 0 {
+        func append(_ unit: Int) {
+            text += unit > 0 ? String(join.position(unit)) : "NULL"
+            text += ","
             latest = max(latest, unit)
-            let column = slot - row.valueUnits.startIndex
-            if !layout.identitySlots.contains(column) { entries.append("\"\(layout.columns[column].name)\":\(join.position(unit))") }
         }
-        for (k, unit) in zip(row.linkUnits.indices, row.linkUnits) where unit > 0 {
-            latest = max(latest, unit)
-            entries.append("\"~\(layout.toMany[k - row.linkUnits.startIndex].joinTable)\":\(join.position(unit))")
+        for slot in 0..<layout.columns.count {
+            append(row.valueUnits.isEmpty || layout.identitySlots.contains(slot) ? 0 : row.valueUnits[row.valueUnits.startIndex + slot])
         }
-        // Names are SQL identifiers (checked when the model loads): nothing to escape.
-        entries.append("\"@\":\(join.position(latest > 0 ? latest : fallback))")
-        return "{" + entries.joined(separator: ",") + "}"
+        for k in 0..<layout.toMany.count { append(row.linkUnits.isEmpty ? 0 : row.linkUnits[row.linkUnits.startIndex + k]) }
+        return text + String(join.position(latest > 0 ? latest : fallback)) + "}"
     }
 
     private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int) throws {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
-        let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "jsonb")]
+        let slots = PositionSlots(layout)
+        let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
         let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
         var data: [UInt8] = []
         for row in rows {
@@ -172,19 +187,13 @@ extension PGStore {
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
         var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"
         if !layout.identitySlots.isEmpty {
-            func newer(_ key: String) -> String {
-                "(excluded.\(pos)->>'\(key)')::bigint >= coalesce((t.\(pos)->>'\(key)')::bigint, 0)"
-            }
+            // A column takes the staged value when the staged position is set and not older; the
+            // positions merge slot by slot (the newest wins).
             let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
-                let name = layout.columns[slot].name
-                let c = PGStore.quote(name)
-                return "\(c) = CASE WHEN \(newer(name)) THEN excluded.\(c) ELSE t.\(c) END"
-            } + [
-                """
-                \(pos) = coalesce(t.\(pos), '{}'::jsonb) || coalesce((SELECT jsonb_object_agg(e.key, e.value)
-                  FROM jsonb_each(excluded.\(pos)) AS e WHERE (e.value)::bigint >= coalesce((t.\(pos)->>e.key)::bigint, 0)), '{}'::jsonb)
-                """
-            ]
+                let c = PGStore.quote(layout.columns[slot].name)
+                let k = slots.column(slot)
+                return "\(c) = CASE WHEN excluded.\(pos)[\(k)] >= coalesce(t.\(pos)[\(k)], 0) THEN excluded.\(c) ELSE t.\(c) END"
+            } + ["\(pos) = ARRAY[\((1...slots.count).map { "greatest(t.\(pos)[\($0)], excluded.\(pos)[\($0)])" }.joined(separator: ", "))]::bigint[]"]
             sql += " ON CONFLICT ON CONSTRAINT \(PGStore.quote(layout.table + "_identity")) DO UPDATE SET \(set.joined(separator: ", "))"
         }
         try connection.execute(sql + "; TRUNCATE \(stage)")
@@ -224,7 +233,7 @@ extension PGStore {
         try connection.execute(
             """
             TRUNCATE \(winners); INSERT INTO \(winners) SELECT \(ownerColumns) FROM \(ownerStage) AS o JOIN \(ownerTable) AS t ON \(owns("o"))
-              WHERE (t.\(PGStore.positionColumn)->>'~\(toMany.joinTable)')::bigint = o._pos;
+              WHERE t.\(PGStore.positionColumn)[\(PositionSlots(layout).link(k))] = o._pos;
             DELETE FROM \(join) AS j USING \(winners) AS w WHERE \(match); TRUNCATE \(ownerStage)
             """)
         guard !links.isEmpty else { return }
@@ -311,7 +320,7 @@ extension PGStore {
                     if total.rejectedPages == 0 && total.rejectedRecords == 0 {
                         total.deleted = try delete(
                             entity: entity,
-                            where: "coalesce((t.\(PGStore.positionColumn)->>'@')::bigint, 0) < \(join.firstPosition)")
+                            where: "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)")
                     } else {
                         end.replaceSkipped =
                             "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
