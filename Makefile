@@ -51,10 +51,11 @@ instructions: release
 	scripts/instructions.sh $(RELEASE)
 
 ## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state;
-## then the same into a throwaway PostgreSQL
+## then the same into a throwaway PostgreSQL, then 3 jobs sharing one run there (one killed and replaced 20 times)
 chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
 
 ## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for
 ## FUZZ_SECONDS (default 600) each; crashes are kept in Tests/Fixtures/fuzz/, which make test replays

@@ -7,7 +7,9 @@ and check that the database ends at the exact expected state with no duplicate r
 
 With --postgres the run writes into a throwaway PostgreSQL server (Benchmarks/bench.py's, on
 127.0.0.1, stopped at the end) and the final tables are compared with those of one uninterrupted
-run into a second database.
+run into a second database. With --postgres --join N, N jobs share one run (`--join`, lease 1 s);
+at random moments one of them (the fetcher or not) is killed with kill -9 and a new job is
+started in its place, as a Kubernetes Job restarts a pod.
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
 people data set with Benchmarks/people.py, and prints one JSON line with the result.
@@ -32,7 +34,10 @@ def main():
     a.add_argument("--max-delay", type=float, default=1.5, help="longest wait before a kill, in seconds")
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
+    a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
     args = a.parse_args()
+    if args.join and not args.postgres:
+        a.error("--join needs --postgres")
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="ingot-chaos-")
     pg = None
@@ -60,6 +65,32 @@ def main():
                "--progress-interval", "0", "--batch-records", str(args.batch_records),
                "--commit-records", str(args.commit_records)]
         kills, runs, finished = 0, 0, False
+        if args.join:
+            cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
+                   "--batch-records", str(args.batch_records)]
+            procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(args.join)]
+            runs = args.join
+            while procs:
+                if kills < args.kills:
+                    time.sleep(rng.uniform(0.05, args.max_delay))
+                    alive = [p for p in procs if p.poll() is None]
+                    if alive:
+                        victim = alive[rng.randrange(len(alive))]
+                        victim.send_signal(signal.SIGKILL)
+                        victim.communicate()
+                        procs.remove(victim)
+                        kills += 1
+                        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                        runs += 1
+                else:
+                    time.sleep(0.05)
+                for p in [p for p in procs if p.poll() is not None]:
+                    _, err = p.communicate()
+                    if p.returncode != 0:
+                        print(json.dumps({"ok": False, "error": "ingot exited %d" % p.returncode, "stderr": err[-2000:]}))
+                        return 1
+                    procs.remove(p)
+            finished = True
         while not finished:
             runs += 1
             p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -84,7 +115,7 @@ def main():
             got, want = bench.table_digest(pg, "chaos"), bench.table_digest(pg, "reference")
             counts = pg.psql("chaos", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
             ok = got == want
-            print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql",
+            print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql", "jobs": args.join,
                               "tables": counts, "same_as_uninterrupted": ok}))
             return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
