@@ -245,7 +245,7 @@ def postgres(ingot, data, expected, db, runs):
                 url = pg.fresh("join%d_%d" % (jobs, k))
                 started = time.time()
                 procs = [subprocess.Popen([ingot, "run", PIPELINE, "--pages", data, "--db", url, "--join", "bench",
-                                           "--progress-interval", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                           "--no-archive", "--progress-interval", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                          for _ in range(jobs)]
                 for proc in procs:
                     _, err = proc.communicate()

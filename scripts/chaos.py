@@ -67,7 +67,7 @@ def main():
         kills, runs, finished = 0, 0, False
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
-                   "--batch-records", str(args.batch_records)]
+                   "--batch-records", str(args.batch_records), "--archive-dir", os.path.join(work, "archives")]
             procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(args.join)]
             runs = args.join
             while procs:

@@ -108,9 +108,6 @@ struct Run: ParsableCommand {
         if let join {
             if join.isEmpty || join.utf8.count > 200 { throw ValidationError("--join needs a name of 1 to 200 bytes") }
             if resume { throw ValidationError("--join and --resume cannot be combined: join the run again with the same name to continue it") }
-            if archiveDir != nil {
-                throw ValidationError("--join does not archive yet (the pages wait in the database's work queue instead): leave --archive-dir out")
-            }
         }
     }
 
@@ -127,7 +124,7 @@ struct Run: ParsableCommand {
             throw Exit.badConfig
         }
         var options = stages.runOptions
-        options.archiveDirectory = noArchive || join != nil ? nil : archiveDir ?? "archives"
+        options.archiveDirectory = noArchive ? nil : archiveDir ?? "archives"
         options.resume = resume
         options.join = join
         if let lease { options.lease = lease }

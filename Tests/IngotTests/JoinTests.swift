@@ -16,13 +16,14 @@ struct JoinTests {
     /// `jobs` runners of `yaml` over `pages` joined under `name`, at once, each on a thread of
     /// its own with its own source (only the fetcher reads it); their summaries.
     private func runJoined(
-        _ yaml: String, _ pages: [String], url: String, name: String, jobs: Int, batchRecords: Int = 2
+        _ yaml: String, _ pages: [String], url: String, name: String, jobs: Int, batchRecords: Int = 2, archives: [String] = []
     ) throws -> [RunSummary] {
         let config = try PipelineConfig.parse(text: yaml, path: "join.yml")
         let summaries = Mutex<[RunSummary]>([])
         let group = DispatchGroup()
-        for _ in 0..<jobs {
+        for k in 0..<jobs {
             var options = RunOptions()
+            options.archiveDirectory = archives.isEmpty ? nil : archives[k]
             options.databasePath = url
             options.batchRecords = batchRecords
             options.progressInterval = 0
@@ -45,7 +46,8 @@ struct JoinTests {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
         let url = try PostgresServer.freshDatabase()
         let (sqlite, db) = try ingest(Self.yaml, StoreSeamTests.pages)
-        let summaries = try runJoined(Self.yaml, StoreSeamTests.pages, url: url, name: "merge", jobs: jobs)
+        let archives = (0..<jobs).map { _ in temporaryDirectory().path }
+        let summaries = try runJoined(Self.yaml, StoreSeamTests.pages, url: url, name: "merge", jobs: jobs, archives: archives)
         #expect(summaries.count == jobs)
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
         #expect(Set(summaries.map(\.runID)).count == 1)
@@ -63,6 +65,20 @@ struct JoinTests {
         #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [[String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]])
         #expect(try connection.execute("SELECT status, end_seq FROM _ingot_joins") == [["finished", String(StoreSeamTests.pages.count + 1)]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done' AND length(payload) = 0") == [[String(StoreSeamTests.pages.count)]])
+        // The job that finished the run archived every page, in source order: its replay into
+        // SQLite ends where the single run did.
+        let files = archives.flatMap { dir in
+            ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 }
+        }
+        #expect(files.count == 1)
+        let reader = try ArchiveReader(path: try #require(files.first))
+        #expect(reader.entries.map(\.metadata.seq) == Array(1...StoreSeamTests.pages.count))
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
+        options.progressInterval = 0
+        let replay = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: ArchivePageSource(reader: reader))
+        #expect(replay.status == .finished)
+        #expect(try PostgresTests.sqliteDump(options.databasePath, config.model) == expected)
     }
 
     /// Later runs win over earlier ones, joined or not: positions carry the join's number, and a
@@ -193,7 +209,7 @@ struct JoinTests {
             process.executableURL = CLITests.binary
             process.arguments = [
                 "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--lease", "1", "--progress-interval", "0",
-                "--batch-records", "100",
+                "--batch-records", "100", "--no-archive",
             ]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
@@ -251,7 +267,9 @@ struct JoinTests {
         for _ in 0..<2 {
             let process = Process()
             process.executableURL = CLITests.binary
-            process.arguments = ["run", pipeline.path, "--db", url, "--join", "follow", "--lease", "1", "--progress-interval", "0"]
+            process.arguments = [
+                "run", pipeline.path, "--db", url, "--join", "follow", "--lease", "1", "--progress-interval", "0", "--no-archive",
+            ]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()

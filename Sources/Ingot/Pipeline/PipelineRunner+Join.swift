@@ -16,7 +16,7 @@ extension PipelineRunner {
     /// Checks that the pipeline can run joined into `store`, takes the pipeline's run lock shared
     /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
     /// written: another backend than PostgreSQL, relationships whose outcome depends on page
-    /// order (`missing: reject|ignore`), an archive.
+    /// order (`missing: reject|ignore`).
     func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date) throws -> JoinedPart {
         guard let pg = store as? PGStore else {
             throw StoreError.unsupported(
@@ -24,9 +24,6 @@ extension PipelineRunner {
         }
         if options.resume {
             throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
-        }
-        if options.archiveDirectory != nil {
-            throw StoreError.unsupported("--join does not archive yet: the pages wait in the database's work queue instead")
         }
         let ordered = config.model.entities.flatMap { entity in
             entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
@@ -45,12 +42,24 @@ extension PipelineRunner {
     }
 
     /// Ends this job's part: records its status; when every unit is done, finishes the run (and
-    /// logs `join.finished` with the run's counters, every job's summed).
-    func endJoinedPart(_ part: JoinedPart, status: RunSummary.Status, counters: RunCounters, logger: Logger) throws {
+    /// logs `join.finished` with the run's counters, every job's summed). The job that finishes
+    /// the run writes its archive (every page, in source order, into this job's archive
+    /// directory) from the work queue, before the payloads are dropped.
+    func endJoinedPart(_ part: JoinedPart, status: RunSummary.Status, counters: RunCounters, started: Date, logger: Logger) throws {
         part.source.close()
         let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
+        var archivePath: String?
+        var archiveWriter: ArchiveWriter?
+        let archive: ((Int, String, [UInt8]) throws -> Void)? = options.archiveDirectory == nil ? nil : { [self] seq, source, bytes in
+            if archiveWriter == nil {
+                archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
+                archivePath = archiveWriter?.path
+            }
+            try archiveWriter?.append(bytes, seq: seq, source: source)
+        }
         let end = try part.store.endJoinedJob(
-            part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity)
+            part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity, archive: archive)
+        try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
         guard let total = end.finished else { return }
         var metadata: Logger.Metadata = [
@@ -59,6 +68,7 @@ extension PipelineRunner {
             LogKey.rejectedPages: .int(total.rejectedPages),
         ]
         if total.deleted > 0 { metadata[LogKey.deleted] = .int(total.deleted) }
+        if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
         logger.notice("join.finished", metadata: metadata)
     }
 }

@@ -181,7 +181,8 @@ public final class PipelineRunner: Sendable {
 
         let archive: ArchiveStage?
         do {
-            archive = try makeArchive(runID: runID, started: started)
+            // A joined run's pages are archived by the job that finishes it (PipelineRunner+Join.swift).
+            archive = joined == nil ? try makeArchive(runID: runID, started: started) : nil
             if let resumed {
                 try store.reopenRun(id: resumed.runID, archive: archive?.path)
                 logger.info("run.resumed", metadata: [
@@ -247,7 +248,7 @@ public final class PipelineRunner: Sendable {
         }
         do {
             if let joined {
-                try endJoinedPart(joined, status: failure != nil ? .failed : status, counters: counters, logger: logger)
+                try endJoinedPart(joined, status: failure != nil ? .failed : status, counters: counters, started: started, logger: logger)
             } else {
                 try store.finishRun(id: runID, status: status, counters: counters, finishedAt: Date())
             }
@@ -287,6 +288,11 @@ public final class PipelineRunner: Sendable {
     }
 
     private func makeArchive(runID: String, started: Date) throws -> ArchiveStage? {
+        try makeArchiveWriter(runID: runID, started: started).map(ArchiveStage.init)
+    }
+
+    /// A new archive file for run `runID` in ``RunOptions/archiveDirectory`` (`nil`: no archive).
+    func makeArchiveWriter(runID: String, started: Date) throws -> ArchiveWriter? {
         guard let directory = options.archiveDirectory else { return nil }
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -303,7 +309,7 @@ public final class PipelineRunner: Sendable {
         let header = ArchiveHeader(
             formatVersion: ArchiveFormat.version, runID: runID, pipelineName: config.name, pipelineText: config.text,
             pipelinePath: config.path, createdAt: ArchiveWriter.timestamp(started), maxPageBytes: maxPageBytes)
-        return ArchiveStage(writer: try ArchiveWriter(path: path, header: header, compressionLevel: options.compressionLevel))
+        return try ArchiveWriter(path: path, header: header, compressionLevel: options.compressionLevel)
     }
 
     // MARK: - Progress and summary

@@ -288,7 +288,8 @@ extension PGStore {
     /// touched (when the run rejected nothing), the counters of every job are summed into
     /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
     func endJoinedJob(
-        _ join: JoinContext, runID: String, status: RunSummary.Status, counters: RunCounters, replaceEntity: Int?
+        _ join: JoinContext, runID: String, status: RunSummary.Status, counters: RunCounters, replaceEntity: Int?,
+        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)? = nil
     ) throws -> JoinedEnd {
         try commit()
         try begin()
@@ -326,6 +327,7 @@ extension PGStore {
                             "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
                     }
                 }
+                if let archive { try forEachPage(of: join, archive) }
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
                 try finishRunRow(id: runID, status: .finished, counters: total, finishedAt: Date())
@@ -337,6 +339,31 @@ extension PGStore {
             throw error
         }
         return end
+    }
+}
+
+extension PGStore {
+    /// Every page of the joined run, in source order, from the work queue (oversized pages, which
+    /// were never kept, are left out): 64 units per query.
+    func forEachPage(of join: JoinContext, _ body: (_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void) throws {
+        let zstd = Zstd()
+        var after = 0
+        while true {
+            let rows = try connection.execute(
+                """
+                SELECT seq, source, payload, length FROM _ingot_units WHERE name = $1 AND seq > $2 AND oversized IS NULL
+                ORDER BY seq LIMIT 64
+                """, [join.name, String(after)])
+            guard !rows.isEmpty else { return }
+            for row in rows {
+                guard let seq = row[0].flatMap({ Int($0) }), let length = row[3].flatMap({ Int($0) }),
+                    let frame = row[2].flatMap(PGConnection.bytea(fromText:))
+                else { throw StoreError.schema("unit after \(after) of join '\(join.name)' is not readable") }
+                let bytes = length == 0 ? [] : try zstd.decompress(frame[...], expectedLength: length, limit: length)
+                try body(seq, row[1] ?? "", bytes)
+                after = seq
+            }
+        }
     }
 }
 
