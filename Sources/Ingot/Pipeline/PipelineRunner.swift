@@ -270,7 +270,8 @@ public final class PipelineRunner: Sendable {
         let rejects = c.rejectedRecords + c.rejectedPages
         let read = c.records + c.rejectedPages
         if c.pages == 0 {
-            logger.warning("run.empty", metadata: [LogKey.reason: "the source yielded no page"])
+            // A joined job may find every page taken by the others: that is not an empty source.
+            if options.join == nil { logger.warning("run.empty", metadata: [LogKey.reason: "the source yielded no page"]) }
             return nil
         }
         var exceeded: String?
