@@ -181,6 +181,19 @@ struct JoinTests {
 
     // MARK: - Processes, one killed
 
+    /// `count` `ingot` processes with `arguments`, a 1 s lease, no archive, no progress lines.
+    private func startJobs(_ count: Int, _ arguments: [String]) throws -> [Process] {
+        try (0..<count).map { _ in
+            let process = Process()
+            process.executableURL = CLITests.binary
+            process.arguments = arguments + ["--lease", "1", "--progress-interval", "0", "--no-archive"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+    }
+
     /// `jobs` processes share a run of the people data set; the job that is writing a chosen
     /// person is killed with `kill -9` while its transaction waits (the test holds that person's
     /// row: no timing involved). Its units are taken over once its lease runs out, and the
@@ -203,19 +216,9 @@ struct JoinTests {
         try holder.execute("BEGIN")
         try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
 
-        var processes: [Process] = []
-        for _ in 0..<jobs {
-            let process = Process()
-            process.executableURL = CLITests.binary
-            process.arguments = [
-                "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--lease", "1", "--progress-interval", "0",
-                "--batch-records", "100", "--no-archive",
-            ]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            processes.append(process)
-        }
+        let processes = try startJobs(jobs, [
+            "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100",
+        ])
         let watcher = try PGConnection(url: url)
         // The job holding unit 3 (the third page) cannot commit it while the row is held; wait
         // until its transaction waits for the row.
@@ -263,18 +266,7 @@ struct JoinTests {
         let pipeline = temporaryDirectory().appendingPathComponent("people-http.yml")
         let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
         try Data(text.utf8).write(to: pipeline)
-        var processes: [Process] = []
-        for _ in 0..<2 {
-            let process = Process()
-            process.executableURL = CLITests.binary
-            process.arguments = [
-                "run", pipeline.path, "--db", url, "--join", "follow", "--lease", "1", "--progress-interval", "0", "--no-archive",
-            ]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            processes.append(process)
-        }
+        let processes = try startJobs(2, ["run", pipeline.path, "--db", url, "--join", "follow"])
         let watcher = try PGConnection(url: url)
         var fetcher = ""
         waitUntil {
