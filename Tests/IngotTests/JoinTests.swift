@@ -57,6 +57,8 @@ struct JoinTests {
         // Every page once: the jobs' shares add up to the single run's counts.
         #expect(summaries.map(\.counters.pages).reduce(0, +) == sqlite.counters.pages)
         #expect(summaries.map(\.counters.records).reduce(0, +) == sqlite.counters.records)
+        // Rows created are counted by the database: once each, whichever job created them.
+        #expect(summaries.map(\.counters.inserted).reduce(0, +) == sqlite.counters.inserted)
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT status, pages, records, rejected_records, rejected_pages FROM _ingot_runs") == [[
             "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
@@ -246,8 +248,9 @@ struct JoinTests {
         #expect(sqlite.status == .finished)
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
         let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT status, pages, records, rejected_records FROM _ingot_runs") == [[
+        #expect(try connection.execute("SELECT status, pages, records, rejected_records, inserted FROM _ingot_runs") == [[
             "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
+            String(sqlite.counters.inserted),
         ]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [[String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]])
         // The victim's unit was claimed again by another job.

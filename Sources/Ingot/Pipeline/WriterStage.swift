@@ -171,8 +171,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 try? store.rollback()
                 throw error
             }
-            let outcome = resolved.outcome
+            var outcome = resolved.outcome
             try store.write(resolved) {
+                if let counts = store.lastWriteCounts { outcome.recount(counts) }
                 var committed = next
                 committed.add(outcome, model: model)
                 try store.recordProgress(RunProgress(

@@ -105,6 +105,18 @@ struct BatchOutcome: Sendable {
     var entities: [EntityCounts] = []
     /// Records rejected by the resolver (a bare reference to a missing row with `missing: reject`).
     var rejections: [RecordRejection] = []
+
+    /// Takes the store's own counts of rows inserted, updated and stubs created, per entity
+    /// (``IngestStore/lastWriteCounts``).
+    mutating func recount(_ counts: [EntityCounts]) {
+        for (entity, written) in counts.enumerated() where entities.indices.contains(entity) {
+            entities[entity].inserted = written.inserted
+            entities[entity].updated = written.updated
+            entities[entity].stubs = written.stubs
+        }
+        inserted = entities.reduce(0) { $0 + $1.inserted }
+        updated = entities.reduce(0) { $0 + $1.updated }
+    }
 }
 
 /// The identities of the batches handed to the writer and not committed yet, per batch number

@@ -59,6 +59,12 @@ public protocol IngestStore: AnyObject, Sendable {
     /// with such text (reason `unstorable`) instead of letting its batch fail.
     var acceptsNULInText: Bool { get }
 
+    /// Per entity (by index), what the last ``write(_:then:)`` did, when the store counted it
+    /// itself; read inside `then`. `nil`: as the batch's resolver counted (from its lookups).
+    /// Several jobs writing one run (PostgreSQL, `--join`) may create the same row at once: only
+    /// the database knows which job inserted it.
+    var lastWriteCounts: [EntityCounts]? { get }
+
     /// Takes the database's lock on runs of `pipeline` for as long as the store is open,
     /// waiting up to `timeout` seconds for another run to let it go; throws a held
     /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
@@ -69,6 +75,9 @@ public protocol IngestStore: AnyObject, Sendable {
 extension IngestStore {
     /// Most databases store any text.
     public var acceptsNULInText: Bool { true }
+
+    /// The resolver's counts are exact for one writer.
+    public var lastWriteCounts: [EntityCounts]? { nil }
 
     /// No lock of the store's own (SQLite's run lock is a file, taken before the store opens).
     public func lockRuns(of pipeline: String, timeout: Double) throws {}

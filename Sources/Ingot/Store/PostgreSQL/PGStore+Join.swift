@@ -109,14 +109,16 @@ extension PGStore {
                 }
             }
             let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
+            var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
             for (entity, layout) in layouts.enumerated() {
                 let rows = batch.rows(of: entity)
                 guard !rows.isEmpty else { continue }
-                try upsert(rows, layout, join, fallback: fallback)
+                counts[entity] = try upsert(rows, layout, join, fallback: fallback)
                 for (k, toMany) in layout.toMany.enumerated() {
                     try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
                 }
             }
+            joinedWriteCounts = counts
             try then()
         } catch {
             let held = unitsInTransaction
@@ -173,7 +175,10 @@ extension PGStore {
         return text + String(join.position(latest > 0 ? latest : fallback)) + "}"
     }
 
-    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int) throws {
+    /// Upserts `rows` and returns what it did: rows inserted (the database says which: `xmax`
+    /// is 0 for a row this statement created), stubs among them (no column or link given), and
+    /// stored rows given a column or a link.
+    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int) throws -> EntityCounts {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
         let slots = PositionSlots(layout)
@@ -186,7 +191,11 @@ extension PGStore {
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
         var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"
-        if !layout.identitySlots.isEmpty {
+        guard !layout.identitySlots.isEmpty else {
+            try connection.execute(sql + "; TRUNCATE \(stage)")
+            return EntityCounts(inserted: rows.count)
+        }
+        do {
             // A column takes the staged value when the staged position is set and not older; the
             // positions merge slot by slot (the newest wins).
             let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
@@ -196,7 +205,20 @@ extension PGStore {
             } + ["\(pos) = ARRAY[\((1...slots.count).map { "greatest(t.\(pos)[\($0)], excluded.\(pos)[\($0)])" }.joined(separator: ", "))]::bigint[]"]
             sql += " ON CONFLICT ON CONSTRAINT \(PGStore.quote(layout.table + "_identity")) DO UPDATE SET \(set.joined(separator: ", "))"
         }
-        try connection.execute(sql + "; TRUNCATE \(stage)")
+        // The staged row gives something when any of its column and link slots is set.
+        let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let match = identity.map { "u.\($0) = s.\($0)" }.joined(separator: " AND ")
+        let gives = "array_remove(s.\(pos)[1:\(slots.count - 1)], NULL) <> '{}'"
+        let counted = try connection.execute(
+            """
+            SET LOCAL enable_hashjoin = on;
+            WITH u AS (\(sql) RETURNING \(identity.map { "t.\($0)" }.joined(separator: ", ")), (t.xmax = 0) AS fresh)
+            SELECT count(*) FILTER (WHERE u.fresh), count(*) FILTER (WHERE u.fresh AND NOT \(gives)),
+              count(*) FILTER (WHERE NOT u.fresh AND \(gives)) FROM u JOIN \(stage) AS s ON \(match)
+            """)
+        try connection.execute("SET LOCAL enable_hashjoin = off; TRUNCATE \(stage)")
+        let numbers = counted.last.map { $0.map { $0.flatMap { Int($0) } ?? 0 } } ?? [0, 0, 0]
+        return EntityCounts(inserted: numbers[0], updated: numbers[2], stubs: numbers[1])
     }
 
     /// Replaces the link sets of relationship `k` this batch wins: after the upsert, an owner

@@ -30,6 +30,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var joined: JoinContext?
     /// The units marked done in the open transaction (a joined run).
     var unitsInTransaction: Set<UnitRef> = []
+    /// What the last joined write did, per entity, as the database counted it.
+    var joinedWriteCounts: [EntityCounts]?
+
+    var lastWriteCounts: [EntityCounts]? { joined == nil ? nil : joinedWriteCounts }
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
 
