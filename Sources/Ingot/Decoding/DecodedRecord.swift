@@ -47,6 +47,7 @@ public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The identity's values, one per identity attribute.
     public var values: [ScalarValue] {
         switch self {
         case .single(let v): [v]

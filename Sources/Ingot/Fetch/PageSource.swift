@@ -45,6 +45,7 @@ public struct UnitRef: Sendable, Hashable {
     /// How many times the unit was claimed, this claim included.
     public var claim: Int
 
+    /// The `claim`-th claim of unit `seq`.
     public init(seq: Int, claim: Int) {
         self.seq = seq
         self.claim = claim
@@ -74,6 +75,8 @@ extension PageSource {
     /// Sources that do not fetch record no metrics.
     public func useMetrics(_ metrics: RunMetrics) {}
 
+    /// Sources that keep no position cannot resume: `--resume` (and a joined run's fetcher
+    /// taking over) fails with a source error.
     public func resume(from state: String) throws {
         throw SourceError(source: "\(Self.self)", message: "this source cannot resume")
     }

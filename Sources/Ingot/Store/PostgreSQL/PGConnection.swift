@@ -48,6 +48,19 @@ final class PGConnection {
         return out
     }
 
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            _ = try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Rows affected by a statement without results.
     func changes(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Int {
         let result = try run(sql, parameters)

@@ -33,22 +33,12 @@ final class JoinedRun: Sendable {
     /// no job did yet. A join of another pipeline is refused.
     init(url: String, name: String, pipeline: String, proposedRunID: String, startedAt: Date, lease: Double, model: EntityModel) throws {
         let connection = try PGConnection(url: url)
-        try connection.execute("BEGIN")
-        do {
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
-            for sql in try PGStore.missing(PGStore.joinSchema(of: model), connection) { try connection.execute(sql) }
-            try connection.execute("COMMIT")
-        } catch {
-            _ = try? connection.execute("ROLLBACK")
-            throw error
-        }
+        try PGStore.applySchema(PGStore.joinSchema(of: model), on: connection)
         let job = JoinedRun.makeJobID()
-        try connection.execute("BEGIN")
-        do {
-            let inserted = try connection.execute(
+        let joined = try connection.transaction { () throws -> (created: Bool, finished: Bool, id: Int64, runID: String) in
+            let created = !(try connection.execute(
                 "INSERT INTO _ingot_joins (name, run_id, pipeline, status) VALUES ($1, $2, $3, 'running') ON CONFLICT (name) DO NOTHING RETURNING id",
-                [name, proposedRunID, pipeline])
-            created = !inserted.isEmpty
+                [name, proposedRunID, pipeline])).isEmpty
             if created {
                 try connection.execute(
                     "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
@@ -61,18 +51,16 @@ final class JoinedRun: Sendable {
             guard row[2] == pipeline else {
                 throw StoreError.conflict("the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(pipeline)': use another --join name")
             }
-            alreadyFinished = row[3] == "finished"
-            if !alreadyFinished {
-                try connection.execute(
-                    "INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
+            let finished = row[3] == "finished"
+            if !finished {
+                try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
             }
-            try connection.execute("COMMIT")
-            self.runID = runID
-            context = JoinContext(name: name, job: job, ordinal: id)
-        } catch {
-            _ = try? connection.execute("ROLLBACK")
-            throw error
+            return (created, finished, id, runID)
         }
+        created = joined.created
+        alreadyFinished = joined.finished
+        runID = joined.runID
+        context = JoinContext(name: name, job: job, ordinal: joined.id)
         self.lease = lease
         self.url = url
         control = Mutex(connection)

@@ -100,8 +100,7 @@ extension PGStore {
                     UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
                     WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
                     """,
-                    [join.name, join.job, "{" + list.map { String($0.seq) }.joined(separator: ",") + "}",
-                     "{" + list.map { String($0.claim) }.joined(separator: ",") + "}"])
+                    [join.name, join.job] + PGStore.unitArrays(list))
                 unitsInTransaction.formUnion(units)
                 if marked.count != units.count {
                     let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
@@ -118,7 +117,7 @@ extension PGStore {
                     try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
                 }
             }
-            joinedWriteCounts = counts
+            lastWriteCounts = counts
             try then()
         } catch {
             let held = unitsInTransaction
@@ -137,8 +136,12 @@ extension PGStore {
             UPDATE _ingot_units AS u SET status = 'pending', job = NULL, lease_until = NULL FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
             WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed'
             """,
-            [join.name, join.job, "{" + units.map { String($0.seq) }.joined(separator: ",") + "}",
-             "{" + units.map { String($0.claim) }.joined(separator: ",") + "}"])
+            [join.name, join.job] + PGStore.unitArrays(Array(units)))
+    }
+
+    /// `units` as two array parameters, their seqs and their claims, for `unnest($n::bigint[], $m::int[])`.
+    private static func unitArrays(_ units: [UnitRef]) -> [String?] {
+        [arrayLiteral(units.map { .integer(Int64($0.seq)) }), arrayLiteral(units.map { .integer(Int64($0.claim)) })]
     }
 
     /// Where an entity's positions are in its `_ingot_pos` array (1-based): one per column, one

@@ -30,33 +30,24 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var joined: JoinContext?
     /// The units marked done in the open transaction (a joined run).
     var unitsInTransaction: Set<UnitRef> = []
-    /// What the last joined write did, per entity, as the database counted it.
-    var joinedWriteCounts: [EntityCounts]?
-
-    var lastWriteCounts: [EntityCounts]? { joined == nil ? nil : joinedWriteCounts }
+    /// What the last joined write did, per entity, as the database counted it (`nil` for a
+    /// single run: the resolver's counts are exact).
+    var lastWriteCounts: [EntityCounts]?
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
 
     init(url: String, model: EntityModel) throws {
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
-        connection = try PGConnection(url: url)
-        // Jobs starting together must not create the same tables at once (two CREATE TABLE IF
-        // NOT EXISTS racing fail on the catalog's unique index): one at a time, in a transaction.
-        try connection.execute("BEGIN")
-        do {
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
+        let connection = try PGConnection(url: url)
+        self.connection = connection
+        try PGStore.applySchema(PGStore.schema(of: model), on: connection) {
             // A database whose tables disagree with the pipeline is refused before anything is written.
             let conflicts = try PGStore.schemaConflicts(model, connection)
             if !conflicts.isEmpty {
                 throw StoreError.conflict(
                     "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
             }
-            for sql in try PGStore.missing(PGStore.schema(of: model), connection) { try connection.execute(sql) }
-            try connection.execute("COMMIT")
-        } catch {
-            _ = try? connection.execute("ROLLBACK")
-            throw error
         }
         reader = try PGConnection(url: url)
     }
@@ -77,6 +68,17 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    /// Applies the statements of `schema` that are ``missing(_:_:)``, after `check`, in one
+    /// transaction under an advisory lock: jobs starting together must not create the same
+    /// tables at once (two `CREATE TABLE IF NOT EXISTS` racing fail on the catalog's unique index).
+    static func applySchema(_ schema: [String], on connection: PGConnection, checking check: () throws -> Void = {}) throws {
+        try connection.transaction {
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
+            try check()
+            for sql in try missing(schema, connection) { try connection.execute(sql) }
+        }
+    }
 
     /// The statements of `schema` whose table, column or index does not exist yet. Each one is
     /// idempotent, but `ALTER TABLE` and `CREATE INDEX` lock their table even when there is
