@@ -130,8 +130,7 @@ struct JoinTests {
         // Another job takes the first unit over (as a claim after its lease ran out does).
         try connection.execute("UPDATE _ingot_units SET job = 'other', claims = claims + 1 WHERE name = 'lost' AND seq = $1", [String(first.seq)])
         store.joined = run.context
-        var plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
-        plan.refusesNUL = true
+        let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
         var mapper = RecordMapper(plan: plan)
         var pages: [DecodedPage] = []
         for unit in [first, second] {

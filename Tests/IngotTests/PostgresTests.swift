@@ -195,7 +195,8 @@ struct PostgresTests {
     }
 
     /// PostgreSQL cannot store U+0000 in text or jsonb: such a record is rejected (`unstorable`,
-    /// with its coding path), its neighbours are saved, and the run finishes. SQLite keeps it.
+    /// with its coding path), its neighbours are saved, and the run finishes. SQLite does the same
+    /// (one rule for every backend).
     @Test func textWithNULIsRejectedNotAFailedBatch() throws {
         let pages = [
             #"{"results": [{"id": 1, "name": "a\u0000b"}, {"id": 2, "name": "ok", "meta": {"k": "x\u0000"}}, {"id": 3, "name": "c", "meta": {"k": "\\u0000"}}]}"#
@@ -208,7 +209,7 @@ struct PostgresTests {
         #expect(try connection.execute("SELECT id, meta->>'k' FROM person") == [["3", "\\u0000"]])
         #expect(try connection.execute("SELECT coding_path FROM _ingot_rejects ORDER BY record_index") == [["results[0].name"], ["results[1].meta"]])
         let (sqlite, _) = try ingest(StoreSeamTests.yaml, pages)
-        #expect(sqlite.counters.rejectedRecords == 0)
+        #expect(sqlite.counters == summary.counters)
     }
 
     /// One run of a pipeline at a time per PostgreSQL database: a run waits `--lock-timeout` for

@@ -1,7 +1,13 @@
 import Foundation
 
-/// Converts source dates to the stored form: `2026-01-14T09:09:02Z` (UTC, the source's fraction
-/// digits kept), or `2026-01-14` for a date without a time.
+/// Converts source dates to the stored form: `2026-01-14T09:09:02Z` (UTC), or `2026-01-14` for a
+/// date without a time.
+///
+/// The stored form is canonical, so that one instant is one text in every backend (a date
+/// identity is compared as its instant): the fraction keeps at most six digits (microseconds,
+/// PostgreSQL's precision; further digits are cut off) without trailing zeros, so `…:00Z`,
+/// `…:00.000Z` and `…:00.0000001Z` are all `…:00Z`. Years run from 0001 to 9999, the range both
+/// SQLite's date functions and PostgreSQL accept (PostgreSQL has no year 0).
 ///
 /// Pure arithmetic on the proleptic Gregorian calendar; Foundation is used only to find the
 /// offset of a named time zone. Never depends on the machine's locale or time zone.
@@ -49,10 +55,13 @@ struct DateConverter {
         }
     }
 
-    /// The instants Ingot stores, in seconds since 1970: 0000-01-01T00:00:00Z up to (not
-    /// including) 10000-01-01T00:00:00Z, the dates whose year has four digits. A date outside
-    /// is refused (a rejected record), in every format.
-    static let storedSeconds: Range<Double> = -62_167_219_200 ..< 253_402_300_800
+    /// The instants Ingot stores, in seconds since 1970: 0001-01-01T00:00:00Z up to (not
+    /// including) 10000-01-01T00:00:00Z, the dates whose year has four digits and is not 0. A
+    /// date outside is refused (a rejected record), in every format.
+    static let storedSeconds: Range<Double> = -62_135_596_800 ..< 253_402_300_800
+
+    /// The years Ingot stores (see ``storedSeconds``).
+    static let storedYears: ClosedRange<Int> = 1...9999
 
     /// Converts seconds (or milliseconds) since 1970 given as a JSON number; `nil` outside
     /// ``storedSeconds`` (after rounding to the millisecond).
@@ -67,7 +76,7 @@ struct DateConverter {
         let days = Int((Double(seconds) / 86400).rounded(.down))
         seconds -= days * 86400
         let (y, m, d) = DateConverter.civil(fromDays: days)
-        guard (0...9999).contains(y) else { return nil }
+        guard DateConverter.storedYears.contains(y) else { return nil }
         var civil = Civil(year: y, month: m, day: d, hour: seconds / 3600, minute: seconds / 60 % 60, second: seconds % 60)
         var digits = millis != 0 ? Array(String(millis + 1000).utf8.dropFirst()) : []
         while digits.last == UInt8(ascii: "0") { digits.removeLast() }
@@ -80,7 +89,7 @@ struct DateConverter {
     // MARK: - Rendering
 
     private mutating func render(_ civil: Civil, zone: String) -> String? {
-        guard civil.hasTime else { return DateConverter.format(civil) }
+        guard civil.hasTime else { return DateConverter.storedYears.contains(civil.year) ? DateConverter.format(civil) : nil }
         var offset = civil.offsetSeconds
         if offset == nil {
             if zone == "UTC" || zone == "GMT" {
@@ -105,7 +114,7 @@ struct DateConverter {
             utc.minute = seconds / 60 % 60
             utc.second = seconds % 60
         }
-        guard utc.year >= 0 && utc.year <= 9999 else { return nil }
+        guard DateConverter.storedYears.contains(utc.year) else { return nil }
         return DateConverter.format(utc)
     }
 
@@ -116,11 +125,14 @@ struct DateConverter {
         return tz
     }
 
-    /// The stored form of `c`, whose fields must be in range (year 0...9999, and so on): every
+    /// The stored form of `c`, whose fields must be in range (year 1...9999, and so on): every
     /// caller checks them first. Out-of-range digits would be written modulo 10, never trap.
+    /// The fraction is canonical: at most six digits, no trailing zero.
     static func format(_ c: Civil) -> String {
+        var fraction = c.fraction.prefix(6)
+        while fraction.last == UInt8(ascii: "0") { fraction = fraction.dropLast() }
         // Written straight into the string's storage: no intermediate array.
-        String(unsafeUninitializedCapacity: 25 + c.fraction.count) { out in
+        return String(unsafeUninitializedCapacity: 25 + fraction.count) { out in
             var n = 0
             func put(_ value: Int, _ width: Int) {
                 var v = value.magnitude
@@ -138,9 +150,9 @@ struct DateConverter {
             if c.hasTime {
                 put(UInt8(ascii: "T")); put(c.hour, 2); put(UInt8(ascii: ":")); put(c.minute, 2)
                 put(UInt8(ascii: ":")); put(c.second, 2)
-                if !c.fraction.isEmpty {
+                if !fraction.isEmpty {
                     put(UInt8(ascii: "."))
-                    for byte in c.fraction { put(byte) }
+                    for byte in fraction { put(byte) }
                 }
                 put(UInt8(ascii: "Z"))
             }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 /// A value as the mapper produces it and every backend stores it: what a column holds after
 /// conversion, independent of any database. Each backend picks its column types and binds these
 /// as it needs (SQLite stores a boolean as 0 or 1). Dates travel as canonical ISO-8601 text in
@@ -13,15 +14,46 @@ public enum ScalarValue: Hashable, Sendable, CustomStringConvertible {
 
     /// Hashes the payload only (equal values of different cases never occur as one identity's
     /// values, and a collision would only cost a comparison): identities are hashed for every
-    /// row folded, looked up and written.
+    /// row folded, looked up and written. Text is hashed by its UTF-8 bytes, as it is compared.
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0 as UInt8)
         case .integer(let v): hasher.combine(v)
         case .real(let v): hasher.combine(v)
-        case .text(let v): hasher.combine(v)
+        case .text(let v):
+            hasher.combine(v.utf8.count)
+            if v.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer($0)) }) == nil {
+                for byte in v.utf8 { hasher.combine(byte) }
+            }
         case .bool(let v): hasher.combine(v)
         }
+    }
+
+    /// Text compares by its UTF-8 bytes, as SQLite and PostgreSQL compare it (their default
+    /// collations, "C" in Ingot's columns): "café" in NFC and in NFD are two identities, two rows,
+    /// in a batch as across batches, so the tables do not depend on where batches end. Swift's
+    /// own `String ==` (canonical equivalence) would fold them in a batch and not across batches.
+    public static func == (a: ScalarValue, b: ScalarValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case (.integer(let x), .integer(let y)): x == y
+        case (.real(let x), .real(let y)): x == y
+        case (.text(let x), .text(let y)): ScalarValue.sameBytes(x, y)
+        case (.bool(let x), .bool(let y)): x == y
+        default: false
+        }
+    }
+
+    /// Whether two strings have the same UTF-8 bytes.
+    static func sameBytes(_ x: String, _ y: String) -> Bool {
+        guard x.utf8.count == y.utf8.count else { return false }
+        let fast = x.utf8.withContiguousStorageIfAvailable { a in
+            y.utf8.withContiguousStorageIfAvailable { b in
+                guard let pa = a.baseAddress, let pb = b.baseAddress else { return a.count == b.count }
+                return memcmp(pa, pb, a.count) == 0
+            }
+        }
+        return (fast ?? nil) ?? x.utf8.elementsEqual(y.utf8)
     }
 
     public var description: String {
@@ -233,7 +265,8 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case pageTooLarge = "page_too_large"
     /// A page whose text values pass 4 GiB.
     case tooLarge = "too_large"
-    /// A value the database cannot store (text holding U+0000, for PostgreSQL).
+    /// A value no database stores alike: text holding `\u0000` or a lone surrogate escape, or a
+    /// value the database itself refused (its message is the reason).
     case unstorable
 }
 
@@ -268,15 +301,24 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
         rawLength: Int? = nil, archive: ArchiveLocation? = nil, code: RejectReason
     ) {
         self.code = code
-        self.entity = entity
-        self.codingPath = codingPath
-        self.reason = reason
-        self.source = source
+        self.entity = RecordRejection.storable(entity)
+        self.codingPath = RecordRejection.storable(codingPath)
+        self.reason = RecordRejection.storable(reason)
+        self.source = RecordRejection.storable(source)
         self.recordIndex = recordIndex
         let utf8 = raw.utf8
         self.rawLength = rawLength ?? utf8.count
-        self.raw = utf8.count <= RecordRejection.rawLimit ? raw : RecordRejection.prefix(Array(utf8.prefix(RecordRejection.rawLimit))[...])
+        self.raw = RecordRejection.storable(
+            utf8.count <= RecordRejection.rawLimit ? raw : RecordRejection.prefix(Array(utf8.prefix(RecordRejection.rawLimit))[...]))
         self.archive = archive
+    }
+
+    /// `text` with each NUL character written as the six characters `\u0000`: a rejection is
+    /// stored in every backend (PostgreSQL's text cannot hold U+0000), whatever bytes the page
+    /// held; the archive keeps the exact bytes.
+    static func storable(_ text: String) -> String {
+        guard text.utf8.contains(0) else { return text }
+        return text.replacingOccurrences(of: "\u{0}", with: "\\u0000")
     }
 
     /// At most ``rawLimit`` bytes of `bytes` as text, never ending inside a UTF-8 sequence.

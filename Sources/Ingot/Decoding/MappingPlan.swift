@@ -76,8 +76,6 @@ struct MappingPlan: Sendable {
     var recordsPath: [String]
     /// `incremental.cursor_path`: the key path whose highest value a page reports.
     var incrementalPath: [String]?
-    /// Reject text holding U+0000 (the store cannot keep it), as `unstorable`.
-    var refusesNUL = false
 
     init(model: EntityModel, root: String, recordsPath: [String], incrementalPath: [String]? = nil) {
         self.incrementalPath = incrementalPath

@@ -115,7 +115,7 @@ struct RecordMapper {
                             }
                         }
                         if let path = plan.incrementalPath, let value = cursor.text(at: path, from: element),
-                            page.incrementalMax.map({ value > $0 }) ?? true
+                            page.incrementalMax.map({ $0.utf8.lexicographicallyPrecedes(value.utf8) }) ?? true
                         {
                             page.incrementalMax = value
                         }
@@ -358,9 +358,8 @@ struct RecordMapper {
             switch node.kind {
             case .string: return .text(c.string(node))
             case .escapedString:
-                let text = c.string(node)
-                if plan.refusesNUL && text.utf8.contains(0) { throw MappingFailure.unstorableNUL }
-                return .text(text)
+                if let failure = RecordMapper.unstorable(c.bytes(node)) { throw failure }
+                return .text(c.string(node))
             case .integer, .double, .true, .false:
                 guard coerce else { throw wrong() }
                 return .text(c.raw(index))
@@ -409,24 +408,51 @@ struct RecordMapper {
             }
         case .json:
             let raw = c.raw(index)
-            if plan.refusesNUL && RecordMapper.escapesNUL(raw) { throw MappingFailure.unstorableNUL }
+            if let failure = RecordMapper.unstorable(raw.utf8) { throw failure }
             return .text(raw)
         }
     }
 
-    /// Whether JSON text holds the escape `\u0000` (a backslash that is not itself escaped).
-    static func escapesNUL(_ json: String) -> Bool {
-        let bytes = Array(json.utf8)
+    /// Why JSON text (a string's content with its escapes, or a whole value, keys included)
+    /// cannot be stored the same way by every backend, if it cannot: the escape `\u0000` (NUL,
+    /// which PostgreSQL's text and jsonb refuse) or a lone surrogate escape such as `\ud800`
+    /// (which jsonb refuses, and which text could only keep as U+FFFD, merging distinct values).
+    /// One rule for every backend: the same pages give the same tables in SQLite and PostgreSQL.
+    static func unstorable(_ json: some Collection<UInt8>) -> MappingFailure? {
+        // Only escapes matter, and most text has none.
+        guard json.contains(UInt8(ascii: "\\")) else { return nil }
+        let bytes = Array(json)
+        func hex4(_ k: Int) -> UInt32? {
+            guard k + 4 <= bytes.count else { return nil }
+            var v: UInt32 = 0
+            for j in k..<k + 4 {
+                guard let d = JSONParser.hexValue(bytes[j]) else { return nil }
+                v = v << 4 | d
+            }
+            return v
+        }
         var i = 0
-        while i + 5 < bytes.count {
-            if bytes[i] == UInt8(ascii: "\\") {
-                if bytes[i + 1] == UInt8(ascii: "u"), bytes[i + 2 ... i + 5].elementsEqual("0000".utf8) { return true }
-                i += 2  // an escape: skip the escaped character
-            } else {
+        while i + 1 < bytes.count {
+            guard bytes[i] == UInt8(ascii: "\\") else {
                 i += 1
+                continue
+            }
+            guard bytes[i + 1] == UInt8(ascii: "u"), let u = hex4(i + 2) else {
+                i += 2  // another escape: skip the escaped character
+                continue
+            }
+            i += 6
+            if u == 0 { return .unstorableNUL }
+            if u >= 0xDC00 && u < 0xE000 { return .unstorableSurrogate }
+            if u >= 0xD800 && u < 0xDC00 {
+                // A high surrogate must be followed by a low one.
+                guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u"),
+                    let low = hex4(i + 2), low >= 0xDC00 && low < 0xE000
+                else { return .unstorableSurrogate }
+                i += 6
             }
         }
-        return false
+        return nil
     }
 }
 
@@ -451,9 +477,13 @@ struct MappingFailure: Error {
         self.code = code
     }
 
-    /// Text holding U+0000, for a store that cannot keep it.
+    /// Text holding U+0000, which PostgreSQL cannot store (refused in every backend alike).
     static let unstorableNUL = MappingFailure(
-        reason: "the text holds a NUL character (U+0000), which the database cannot store", code: .unstorable)
+        reason: "the text holds a NUL character (\\u0000), which a database cannot store in text or JSON", code: .unstorable)
+    /// Text holding a lone UTF-16 surrogate escape, which is no character at all.
+    static let unstorableSurrogate = MappingFailure(
+        reason: "the text holds a lone surrogate escape (\\ud800–\\udfff without its pair), which is no Unicode character",
+        code: .unstorable)
 
     func prepending(_ component: Component) -> MappingFailure { prepending([component]) }
 

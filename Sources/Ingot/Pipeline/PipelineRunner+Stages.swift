@@ -10,11 +10,10 @@ extension PipelineRunner {
     /// returns the function that decodes a page on its lane (by `seq`) and hands the result to
     /// the assembler.
     func makeDecodeLanes(
-        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow, refusesNUL: Bool
+        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow
     ) -> @Sendable (Page) -> Void {
-        var plan = MappingPlan(
+        let plan = MappingPlan(
             model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
-        plan.refusesNUL = refusesNUL
         let laneQueues = (0..<lanes).map { k in
             let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
             DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)

@@ -221,7 +221,7 @@ public final class PipelineRunner: Sendable {
 
         joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
         let decode = makeDecodeLanes(
-            count: lanes, assembler: assembler, logger: logger, flow: flow, refusesNUL: !store.acceptsNULInText)
+            count: lanes, assembler: assembler, logger: logger, flow: flow)
         let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)
         startSource(
             source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,

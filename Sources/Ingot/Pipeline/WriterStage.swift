@@ -159,7 +159,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         var newMax = incrementalMax
         for page in pages {
-            if let value = page.incrementalMax, newMax.map({ value > $0 }) ?? true { newMax = value }
+            if let value = page.incrementalMax, newMax.map({ $0.utf8.lexicographicallyPrecedes(value.utf8) }) ?? true { newMax = value }
         }
         var state: [(pipeline: String, key: String, value: String)] = []
         if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }

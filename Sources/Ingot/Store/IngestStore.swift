@@ -55,10 +55,6 @@ public protocol IngestStore: AnyObject, Sendable {
     /// Releases the connections. The store is not used after this.
     func close() throws
 
-    /// Whether text may hold NUL characters (U+0000). When not, the mapper rejects a record
-    /// with such text (reason `unstorable`) instead of letting its batch fail.
-    var acceptsNULInText: Bool { get }
-
     /// Per entity (by index), what the last ``write(_:then:)`` did, when the store counted it
     /// itself; read inside `then`. `nil`: as the batch's resolver counted (from its lookups).
     /// Several jobs writing one run (PostgreSQL, `--join`) may create the same row at once: only
@@ -73,9 +69,6 @@ public protocol IngestStore: AnyObject, Sendable {
 }
 
 extension IngestStore {
-    /// Most databases store any text.
-    public var acceptsNULInText: Bool { true }
-
     /// The resolver's counts are exact for one writer.
     public var lastWriteCounts: [EntityCounts]? { nil }
 

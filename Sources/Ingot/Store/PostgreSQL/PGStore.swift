@@ -517,9 +517,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         try commit()
     }
 
-    /// PostgreSQL's `text` and `jsonb` cannot hold U+0000.
-    var acceptsNULInText: Bool { false }
-
     /// A session advisory lock per pipeline on the writer connection: released when the run's
     /// connection ends, even after `kill -9` (the server drops the session). The holder's run id
     /// is named from `_ingot_runs`.
