@@ -36,6 +36,9 @@ extension EntityModel {
             if Self.reservedPrefix(of: name) != nil, case .relationship = location {
                 add(location, "\(owner) is named '\(name)', a reserved name")
             }
+            if let limit = Self.nameLimit(of: location), name.utf8.count > limit {
+                add(location, "\(owner) is named '\(name)' (\(name.utf8.count) bytes): PostgreSQL cuts names at 63 bytes and Ingot's own names for it add up to \(63 - limit), so it may have at most \(limit)")
+            }
         }
 
         if entities.isEmpty { add(.entity(""), "a model needs at least one entity") }
@@ -46,6 +49,8 @@ extension EntityModel {
                 add(.table(entity: e), "table name '\(entity.table)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
             } else if let reserved = Self.reservedPrefix(of: entity.table) {
                 add(.table(entity: e), "table name '\(entity.table)' is reserved: names starting with \(reserved) (in any case) belong to \(reserved == "sqlite_" ? "SQLite" : "Ingot")")
+            } else if Self.reservedTables.contains(entity.table.lowercased()) {
+                add(.table(entity: e), "table name '\(entity.table)' is reserved: Ingot keeps its SQLite migrations there")
             }
             if entity.keyDelimiter.isEmpty { add(.keyDelimiter(entity: e), "key_delimiter must not be empty") }
             if entity.attributes.isEmpty { add(.entity(e), "entity '\(e)' has no attributes") }
@@ -58,6 +63,11 @@ extension EntityModel {
                 }
                 if !columns.insert(attribute.name.lowercased()).inserted {
                     add(.attribute(entity: e, name: attribute.name), "attribute '\(attribute.name)' is declared twice")
+                }
+                if let why = Self.reservedColumn(attribute.name) {
+                    add(.attribute(entity: e, name: attribute.name), "attribute name '\(attribute.name)' is reserved: \(why)")
+                } else if attribute.name.utf8.count > 63 {
+                    add(.attribute(entity: e, name: attribute.name), "attribute name '\(attribute.name)' is \(attribute.name.utf8.count) bytes: PostgreSQL cuts names at 63")
                 }
                 if attribute.key.isEmpty || attribute.key.components(separatedBy: entity.keyDelimiter).contains("") {
                     add(.attribute(entity: e, name: attribute.name), "key '\(attribute.key)' has an empty path component")
@@ -103,11 +113,23 @@ extension EntityModel {
                     for column in joinColumns where !seenJoin.insert(column.lowercased()).inserted {
                         add(location, "the join table of relationship '\(relationship.name)' would have the column '\(column)' twice")
                     }
+                    for column in joinColumns {
+                        if let why = Self.reservedColumn(column) {
+                            add(location, "the join table of relationship '\(relationship.name)' would have the column '\(column)', a reserved name: \(why)")
+                        } else if column.utf8.count > 63 {
+                            add(location, "the join table of relationship '\(relationship.name)' would have the column '\(column)' (\(column.utf8.count) bytes): PostgreSQL cuts names at 63")
+                        }
+                    }
                 } else {
                     if relationship.isOrdered { add(location, "only a to-many relationship can be ordered") }
-                    for column in relationship.foreignKeyColumns(target: target)
-                    where !columns.insert(column.lowercased()).inserted {
-                        add(location, "column '\(column)' of relationship '\(relationship.name)' collides with another column")
+                    for column in relationship.foreignKeyColumns(target: target) {
+                        if !columns.insert(column.lowercased()).inserted {
+                            add(location, "column '\(column)' of relationship '\(relationship.name)' collides with another column")
+                        } else if let why = Self.reservedColumn(column) {
+                            add(location, "column '\(column)' of relationship '\(relationship.name)' is a reserved name: \(why)")
+                        } else if column.utf8.count > 63 {
+                            add(location, "column '\(column)' of relationship '\(relationship.name)' is \(column.utf8.count) bytes: PostgreSQL cuts names at 63")
+                        }
                     }
                 }
             }
@@ -133,6 +155,38 @@ extension EntityModel {
             }
         }
         return names
+    }
+
+    /// Tables Ingot keeps in every database besides its `_ingot_*` ones: GRDB's record of the
+    /// migrations of Ingot's own tables (SQLite).
+    static let reservedTables: Set<String> = ["grdb_migrations"]
+
+    /// Why a column may not be called `name` in any backend (a pipeline must not validate for
+    /// one backend and break on the other), or `nil` when it may: SQLite's aliases of the rowid
+    /// (updating such a column would move rows), PostgreSQL's system columns (`CREATE TABLE`
+    /// refuses them), and the columns of Ingot's staging tables.
+    static func reservedColumn(_ name: String) -> String? {
+        let lower = name.lowercased()
+        switch lower {
+        case "rowid", "oid", "_rowid_": return "SQLite's name for a row's key"
+        case "xmin", "xmax", "cmin", "cmax", "ctid", "tableoid": return "a PostgreSQL system column"
+        case "_present", "_pos": return "a column of Ingot's staging tables"
+        default: return lower.hasPrefix("_ingot") ? "names starting with _ingot belong to Ingot" : nil
+        }
+    }
+
+    /// The most bytes a generated name may have so that every name Ingot derives from it stays
+    /// within PostgreSQL's 63 (`NAMEDATALEN` - 1; longer names are cut, and two cut names then
+    /// meet or a later run no longer finds its table): a table has staging tables up to
+    /// `_ingot_touched_<table>` and its `<table>_identity` constraint; a join table up to
+    /// `_ingot_link_<join table>`.
+    static func nameLimit(of location: Location) -> Int? {
+        switch location {
+        case .table: 63 - "_ingot_touched_".utf8.count
+        case .identity: 63
+        case .relationship: 63 - "_ingot_link_".utf8.count
+        default: nil
+        }
     }
 
     /// `_ingot` or `sqlite_` when `name` starts with it, in any case: those names belong to Ingot

@@ -214,6 +214,11 @@ struct BatchWriter {
         let columns = layout.columns.indices.filter { mask.contains($0) }.map { Store.quote(layout.columns[$0].name) }
         let sql: String
         switch kind {
+        case .insert(let count) where columns.isEmpty:
+            // A record without identity that mentioned none of its keys: a row of NULLs, as
+            // PostgreSQL stores it (`INSERT … () VALUES ()` is not SQL; `DEFAULT VALUES` is one row).
+            let first = Store.quote(layout.columns.first?.name ?? "rowid")
+            sql = "INSERT INTO \(table) (\(first)) VALUES \(Array(repeating: "(NULL)", count: count).joined(separator: ", "))"
         case .insert(let count):
             let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
             sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
