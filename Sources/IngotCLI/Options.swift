@@ -110,6 +110,9 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Serve /metrics and /healthz on this port while the run lasts; 0: any free port, logged in run.started (env INGOT_METRICS_PORT).")
     var metricsPort: Int?
 
+    /// The longest wait or interval any option takes: a day.
+    static let maxSeconds: Double = 86_400
+
     /// The database path in force.
     var database: String { db ?? "ingot.db" }
 
@@ -130,7 +133,19 @@ struct StageOptions: ParsableArguments {
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
         if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 0 (any free port) and 65535") }
         if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
-        if let lockTimeout, !(lockTimeout >= 0) { throw ValidationError("--lock-timeout cannot be negative") }
+        // Every number is bounded before use: a timeout past Int32 milliseconds trapped in SQLite's
+        // busy handler (SIGILL), and nobody means a wait longer than a day.
+        if let lockTimeout, !(0...Self.maxSeconds).contains(lockTimeout) {
+            throw ValidationError("--lock-timeout (or INGOT_LOCK_TIMEOUT) must be between 0 and \(Int(Self.maxSeconds)) seconds")
+        }
+        if let commitInterval, commitInterval > Self.maxSeconds {
+            throw ValidationError("--commit-interval (or INGOT_COMMIT_INTERVAL) must be at most \(Int(Self.maxSeconds)) seconds")
+        }
+        if let progressInterval, progressInterval > Self.maxSeconds {
+            throw ValidationError("--progress-interval (or INGOT_PROGRESS_INTERVAL) must be at most \(Int(Self.maxSeconds)) seconds")
+        }
+        if let batchBytes, batchBytes > 1 << 40 { throw ValidationError("--batch-bytes (or INGOT_BATCH_BYTES) must be at most 1 TiB") }
+        if let bytesInFlight, bytesInFlight > 1 << 40 { throw ValidationError("--bytes-in-flight (or INGOT_BYTES_IN_FLIGHT) must be at most 1 TiB") }
         if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
         if let maxRejectRatio, !(0...1).contains(maxRejectRatio) { throw ValidationError("--max-reject-ratio must be between 0 and 1") }
         if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }

@@ -136,3 +136,27 @@ func peopleOverHTTPText(_ url: String, _ settings: [String], raw: String = "") t
         .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: block)
 }
 
+
+/// Runs the built `ingot` binary with `arguments` (and `environment` on top of this process's),
+/// in the package root; returns its exit status and output.
+func runIngot(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+    let process = Process()
+    process.executableURL = CLITests.binary
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    process.currentDirectoryURL = packageRoot
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Both pipes drained at once: a big stderr must not block the process while stdout is read.
+    let stderrData = Mutex(Data())
+    let group = DispatchGroup()
+    DispatchQueue.global().async(group: group) { stderrData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
+}

@@ -151,22 +151,39 @@ public final class RunMetrics: Sendable {
     }
 
     /// Writes the exposition to ``fileURL`` through a temporary file in the same directory and a
-    /// rename, so a collector never reads half a file.
+    /// rename, so a collector never reads half a file. The temporary file is created by
+    /// `mkstemp` (an unpredictable name, created exclusively: never an existing file, never
+    /// through a symbolic link another user planted).
     private func write() -> String? {
         guard let fileURL else { return nil }
-        let temporary = fileURL.deletingLastPathComponent()
-            .appendingPathComponent(".\(fileURL.lastPathComponent).\(getpid()).tmp")
-        do {
-            try Data(exposition()).write(to: temporary)
-            guard rename(temporary.path, fileURL.path) == 0 else {
-                let reason = String(cString: strerror(errno))
-                try? FileManager.default.removeItem(at: temporary)
-                return "cannot rename \(temporary.path) to \(fileURL.path): \(reason)"
+        var template = Array((fileURL.deletingLastPathComponent().path + "/.\(fileURL.lastPathComponent).XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
+        let temporary = String(cString: template)
+        guard fd >= 0 else { return "cannot create a temporary file beside \(fileURL.path): \(String(cString: strerror(errno)))" }
+        let bytes = exposition()
+        var written = 0
+        let ok = bytes.withUnsafeBytes { raw -> Bool in
+            guard let base = raw.baseAddress else { return true }
+            while written < raw.count {
+                let n = Glibc.write(fd, base + written, raw.count - written)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return false }
+                written += n
             }
-            return nil
-        } catch {
-            return "cannot write \(temporary.path): \(error.localizedDescription)"
+            return true
         }
+        _ = fchmod(fd, 0o644)
+        close(fd)
+        guard ok else {
+            unlink(temporary)
+            return "cannot write \(temporary): \(String(cString: strerror(errno)))"
+        }
+        guard rename(temporary, fileURL.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            return "cannot rename \(temporary) to \(fileURL.path): \(reason)"
+        }
+        return nil
     }
 
     /// The last-success time a previous run left in `url` for `pipeline`, if any.

@@ -92,6 +92,9 @@ public struct RunSummary: Sendable {
             case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
             case StoreError.conflict, StoreError.unsupported: self = .configuration
             case StoreError.unreachable: self = .temporary
+            // SQLITE_BUSY, SQLITE_LOCKED: another program (a `sqlite3` shell in a transaction, a
+            // backup) held the database past --lock-timeout, as another run would.
+            case StoreError.sqlite(let code, _, _) where code & 0xFF == 5 || code & 0xFF == 6: self = .temporary
             case is ConfigError: self = .configuration
             default: self = .unexpected
             }

@@ -4,33 +4,62 @@ import Foundation
 /// the whole run and released by the kernel when the process ends, however it ends (`kill -9`
 /// included). The file says who holds it (`run_id`, `pid`), so a second run that gives up can
 /// name the holder.
+///
+/// The lock covers the database itself, not its spelling: a second `flock` is taken on the
+/// database file (created empty when missing, which SQLite reads as a new database), so a run
+/// through a symbolic link, a hard link or another relative path to the same file is excluded
+/// too. `flock` locks are independent of the POSIX locks SQLite takes on the same file (Linux).
+/// Closing a descriptor of a file drops every POSIX lock the process holds on it, so the lock
+/// must be released only after the store is closed: the runner closes the store first.
+///
+/// The lock file is opened without following a symbolic link (`O_NOFOLLOW`): a link planted at
+/// `<database>.lock` is refused, never followed, truncated and written through.
 final class RunLock {
     let path: String
     private let fd: Int32
+    private let databaseFD: Int32
 
     /// Waits up to `timeout` seconds for the lock of the database at `databasePath`.
     init(databasePath: String, timeout: Double) throws(RunLockError) {
         path = databasePath + ".lock"
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else {
-            throw RunLockError(
-                path: path, holder: nil, isHeld: false, message: "cannot open the lock file: \(String(cString: strerror(errno)))")
+            let reason = errno == ELOOP ? "it is a symbolic link; refusing to follow it" : String(cString: strerror(errno))
+            throw RunLockError(path: path, holder: nil, isHeld: false, message: "cannot open the lock file: \(reason)")
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(fd)
+            throw RunLockError(path: path, holder: nil, isHeld: false, message: "cannot use the lock file: it is not a regular file")
+        }
+        // The database file itself (following links: the database may be a link on purpose).
+        databaseFD = open(databasePath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard databaseFD >= 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw RunLockError(path: path, holder: nil, isHeld: false, message: "cannot open the database \(databasePath): \(reason)")
         }
         let deadline = Date().addingTimeInterval(max(0, timeout))
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else {
-                let holder = RunLock.holder(fd)
-                close(fd)
-                throw RunLockError(
-                    path: path, holder: holder, isHeld: true,
-                    message: "the database is held by another run; gave up after \(timeout) s (--lock-timeout)")
+        for (descriptor, alias) in [(fd, false), (databaseFD, true)] {
+            while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else {
+                    let holder = alias ? nil : RunLock.holder(fd)
+                    close(fd)
+                    close(databaseFD)
+                    throw RunLockError(
+                        path: path, holder: holder, isHeld: true,
+                        message: alias
+                            ? "the database is held by another run that opened it through another path (a link to the same file); gave up after \(timeout) s (--lock-timeout)"
+                            : "the database is held by another run; gave up after \(timeout) s (--lock-timeout)")
+                }
+                Thread.sleep(forTimeInterval: 0.05)
             }
-            Thread.sleep(forTimeInterval: 0.05)
         }
         describe(runID: nil)
     }
 
     deinit {
+        close(databaseFD)
         close(fd)  // releases the lock
     }
 

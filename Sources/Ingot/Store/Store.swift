@@ -54,7 +54,8 @@ public final class Store: @unchecked Sendable {  // confined to the pipeline's w
         self.layouts = EntityLayout.layouts(of: model)
         var config = Configuration()
         config.journalMode = .wal
-        config.busyMode = .timeout(options.lockTimeout)
+        // Bounded: SQLite takes milliseconds as an Int32 (a longer wait trapped).
+        config.busyMode = .timeout(min(max(0, options.lockTimeout), 86_400))
         // Batches share a write transaction until the writer commits (see `save`).
         config.allowsUnsafeTransactions = true
         let cache = options.cacheMiB
