@@ -69,11 +69,13 @@ struct DatabaseFilesTests {
         let dir = temporaryDirectory()
         let db = dir.appendingPathComponent("people.db").path
         #expect(try runIngot(["run", "pipelines/people.yml", "--db", db, "--no-archive"]).status == 0)
-        let other = try DatabaseQueue(path: db)
+        var configuration = Configuration()
+        configuration.allowsUnsafeTransactions = true  // a transaction held open, as a shell would
+        let other = try DatabaseQueue(path: db, configuration: configuration)
         try other.writeWithoutTransaction { db in try db.execute(sql: "BEGIN EXCLUSIVE") }
         let result = try runIngot(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--lock-timeout", "0.3"])
         try other.writeWithoutTransaction { db in try db.execute(sql: "ROLLBACK") }
-        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.status == 75, "\(result.stderr)\n\(result.stdout)")
         #expect(result.stderr.contains("locked") || result.stderr.contains("busy"), "\(result.stderr)")
     }
 

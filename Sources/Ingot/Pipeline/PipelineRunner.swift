@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import GRDB
 import Logging
 import Synchronization
 
@@ -107,6 +108,10 @@ public final class PipelineRunner: Sendable {
                 let location = try StoreLocation(options.databasePath)
                 lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
                 store = try location.open(model: config.model, options: options)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
+                return failedToStart(RunLockError(
+                    path: options.databasePath, holder: nil, isHeld: true,
+                    message: "another program holds a lock on the database (a sqlite3 shell inside a transaction, a backup?); gave up after \(options.lockTimeout) s (--lock-timeout): \(error.message ?? "database is locked")"))
             } catch {
                 return failedToStart(error)
             }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// Settings of one run. Every field has a default that suits a 2-core container.
 public struct RunOptions: Sendable {
@@ -95,6 +96,7 @@ public struct RunSummary: Sendable {
             // SQLITE_BUSY, SQLITE_LOCKED: another program (a `sqlite3` shell in a transaction, a
             // backup) held the database past --lock-timeout, as another run would.
             case StoreError.sqlite(let code, _, _) where code & 0xFF == 5 || code & 0xFF == 6: self = .temporary
+            case let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED: self = .temporary
             case is ConfigError: self = .configuration
             default: self = .unexpected
             }
