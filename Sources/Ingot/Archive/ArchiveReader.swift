@@ -17,7 +17,7 @@ public final class ArchiveReader {
     }
 
     public let path: String
-    public let header: ArchiveHeader
+    public private(set) var header: ArchiveHeader
     public private(set) var entries: [Entry] = []
     /// Where the readable part ends, when the file was cut or damaged after it; `nil` for a whole archive.
     public private(set) var tornAt: Int?
@@ -30,6 +30,8 @@ public final class ArchiveReader {
     public private(set) var hasIndex = false
     /// Largest payload a frame may inflate to. Default 64 MiB.
     public var decompressionLimit = 64 << 20
+    /// Why the header cannot be trusted although its checksum matches (a number out of range).
+    public private(set) var headerDamage: String?
 
     private let fd: Int32
     private let size: Int
@@ -75,8 +77,17 @@ public final class ArchiveReader {
                 path: path,
                 message: "archive format \(header.formatVersion) is not supported (this Ingot reads \(ArchiveFormat.readableVersions.map(String.init).joined(separator: " and ")))")
         }
-        if let limit = header.maxPageBytes, limit > 0 { decompressionLimit = min(limit, ArchiveFormat.maxPayload) }
         scan()
+        // The header's max_page_bytes is a number like any other read from the file: positive and
+        // at most 1 GiB, or the header is damaged (verify says so; a replay refuses it).
+        if let limit = header.maxPageBytes {
+            if (1...ArchiveFormat.maxPayload).contains(limit) {
+                decompressionLimit = limit
+            } else {
+                header.maxPageBytes = nil
+                headerDamage = "the header claims max_page_bytes \(limit), outside 1...\(ArchiveFormat.maxPayload)"
+            }
+        }
     }
 
     deinit {
@@ -110,6 +121,7 @@ public final class ArchiveReader {
 
     /// Checks every entry (metadata, frame, payload checksum) and the index; throws at the first problem.
     public func verify() throws(ArchiveError) {
+        if let headerDamage { throw ArchiveError(path: path, offset: 16, message: headerDamage) }
         for entry in entries { _ = try payload(of: entry) }
         if let tornAt {
             throw ArchiveError(path: path, seq: tornEntry, offset: tornAt, message: tornReason ?? "the archive is damaged")
