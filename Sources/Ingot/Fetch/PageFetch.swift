@@ -21,13 +21,40 @@ struct FetchRules: Sendable {
         guard target.utf8.count <= FetchRules.maxURLLength else {
             throw FetchError(url: credentials.redact(base), message: "refused: the \(what) is longer than \(FetchRules.maxURLLength) bytes")
         }
-        guard let absolute = URL(string: target, relativeTo: URL(string: base))?.absoluteString else {
+        guard let absolute = URL(string: FetchRules.escapingInvalid(target), relativeTo: URL(string: base))?.absoluteString else {
             throw FetchError(url: credentials.redact(base), message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
         }
         if let refusal = policy.check(absolute) {
             throw FetchError(url: HTTPPageSource.shown(credentials.redact(absolute)), message: "refused \(what) (from \(credentials.redact(base))): \(refusal)")
         }
         return absolute
+    }
+
+    /// `url` as the server sent it, with only the bytes a URL cannot hold percent-encoded (a
+    /// space, a quote, non-ASCII, a `%` that starts no escape). Its escapes are kept as they are:
+    /// Foundation's `URL(string:)`, given a string it must encode, encodes every `%` too, so
+    /// `%2F` became `%252F` as soon as the URL also held a space.
+    static func escapingInvalid(_ url: String) -> String {
+        let bytes = Array(url.utf8)
+        func isHex(_ c: UInt8) -> Bool { JSONParser.hexValue(c) != nil }
+        func allowed(_ c: UInt8) -> Bool {
+            switch c {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+            default: "-._~:/?#[]@!$&'()*+,;=".utf8.contains(c)
+            }
+        }
+        guard bytes.contains(where: { !allowed($0) }) else { return url }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 16)
+        let digits = Array("0123456789ABCDEF".utf8)
+        for (k, c) in bytes.enumerated() {
+            if allowed(c) || (c == UInt8(ascii: "%") && k + 2 < bytes.count && isHex(bytes[k + 1]) && isHex(bytes[k + 2])) {
+                out.append(c)
+            } else {
+                out += [UInt8(ascii: "%"), digits[Int(c >> 4)], digits[Int(c & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// `url` without the query key that carries a credential (URLs are kept and logged this way).
