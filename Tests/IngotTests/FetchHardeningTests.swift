@@ -19,3 +19,72 @@ struct FetchHardeningTests {
         #expect(absolute == expected)
     }
 }
+
+/// Secrets stay secret whatever their shape (hardening round 2, item 6).
+struct SecretShapeTests {
+    @Test(arguments: [
+        ("postgresql://ingot:s3cretpw@db:5432/people", ["s3cretpw"]),
+        ("POSTGRESQL://ingot:s3cret%40pw@db1:5432,db2:5433/people", ["s3cret%40pw", "s3cret@pw"]),
+        ("postgres://db/people?user=ingot&password=s3cretpw&sslmode=disable", ["s3cretpw"]),
+        ("postgresql://db/people?PassWord=s3cretpw", ["s3cretpw"]),
+        ("host=db user=ingot password='s3cret pw' dbname=people", ["s3cret pw"]),
+        ("host=db password = s3cretpw dbname=people", ["s3cretpw"]),
+    ])
+    func everyFormOfADatabasePasswordIsRedacted(url: String, secrets: [String]) {
+        #expect(Set(Redactor.databaseSecrets(url)).isSuperset(of: secrets), "\(Redactor.databaseSecrets(url))")
+        let shown = StoreLocation(postgresURL: url)
+        for secret in secrets { #expect(!shown.contains(secret), "\(shown)") }
+        #expect(shown.contains("REDACTED"))
+    }
+
+    @Test func aShortSecretIsRedactedAsATokenNeverLetterByLetter() {
+        let redactor = Redactor(["h"])
+        #expect(redactor.scrub("http://host/x?t=h&u=2") == "http://host/x?t=REDACTED&u=2")
+        let long = Redactor(["abcd1234"])
+        #expect(long.scrub("tokenabcd1234x") == "tokenREDACTEDx")
+    }
+
+    @Test func aMalformedDatabaseURLIsAConfigurationErrorWithoutItsPassword() throws {
+        do {
+            _ = try PGConnection(url: "postgresql://ingot:hunter2pw@db:notaport/people")
+            Issue.record("connected")
+        } catch {
+            #expect(RunSummary.FailureKind(error) == .configuration)
+            #expect(!"\(error)".contains("hunter2pw"), "\(error)")
+        }
+        let cli = try runIngot(["run", "pipelines/people.yml", "--db", "postgresql://ingot:hunter2pw@db:notaport/people", "--no-archive"])
+        #expect(cli.status == 2, "\(cli.stderr)")
+        #expect(!(cli.stderr + cli.stdout).contains("hunter2pw"))
+    }
+
+    @Test func libpqsOwnMessagesAreScrubbed() throws {
+        // Nothing listens on port 1: libpq's message names the target; the password never shows.
+        do {
+            _ = try PGConnection(url: "postgresql://ingot:hunter2pw@127.0.0.1:1/people?connect_timeout=2&password=hunter2pw")
+            Issue.record("connected")
+        } catch {
+            #expect(RunSummary.FailureKind(error) == .temporary)
+            #expect(!"\(error)".contains("hunter2pw"), "\(error)")
+        }
+    }
+
+    @Test(arguments: [("tok\r\nX-Evil: 1", false), ("tok\u{0}", false), ("t\tok", false), ("tok3n-value\n", true), ("tok3n-value\r\n", true)])
+    func controlCharactersInASecretAreRefusedNamingTheVariable(value: String, accepted: Bool) throws {
+        let config = HTTPSourceConfig(url: "https://api.example.org/x", auth: .bearer(env: "API_TOKEN"))
+        do {
+            let credentials = try Credentials(config: config, environment: ["API_TOKEN": value])
+            #expect(accepted)
+            #expect(credentials.headers.contains { $0.0 == "Authorization" && $0.1 == "Bearer tok3n-value" })
+        } catch {
+            #expect(!accepted)
+            #expect(error.isConfiguration && RunSummary.FailureKind(error) == .configuration)
+            #expect(error.message.contains("API_TOKEN") && !error.description.contains("tok"), "\(error)")
+        }
+    }
+}
+
+extension StoreLocation {
+    /// How `url` is shown (logs, `--dry-run`).
+    init(postgresURL url: String) { self = .postgres(url: url) }
+    func contains(_ text: String) -> Bool { description.contains(text) }
+}

@@ -12,18 +12,40 @@ struct Credentials: Sendable {
     var secretParams: Set<String> = ["access_token", "api_key", "apikey", "key", "token", "password", "secret"]
     /// The secret values themselves (and the forms they are sent in), scrubbed from any text shown:
     /// a server may echo a credential back in an error body.
-    private(set) var secretValues: [String] = []
+    private(set) var redactor = Redactor()
 
     /// Reads `config`'s credentials from `environment`; throws naming the missing variable.
+    ///
+    /// A value that goes into a request header (a header, a token, an API key) may end with one
+    /// newline, which is dropped (a mounted secret file ends with one); any other control
+    /// character is refused (exit 2, naming the variable or header, never the value): a CR or LF
+    /// would end the header and inject others.
     init(config: HTTPSourceConfig, environment: [String: String]) throws(FetchError) {
-        headers = config.headers.map { ($0.name, $0.value) }
-        secretValues = config.headers.filter { $0.isSecret && !$0.value.isEmpty }.map(\.value)
-        func value(_ name: String) throws(FetchError) -> String {
-            guard let v = environment[name], !v.isEmpty else {
-                throw FetchError(url: Credentials.redact(config.url, secretParams), message: "the environment variable \(name) (auth) is not set")
+        let shownURL = Credentials.redact(config.url, secretParams)
+        func clean(_ value: String, _ what: String) throws(FetchError) -> String {
+            var scalars = Substring(value).unicodeScalars
+            if scalars.last == "\n" { scalars.removeLast() }
+            if scalars.last == "\r" { scalars.removeLast() }
+            let v = String(scalars)
+            guard !v.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+                var error = FetchError(url: shownURL, message: "\(what) holds a control character (a CR or LF would inject request headers); refused")
+                error.isConfiguration = true
+                throw error
             }
-            secretValues.append(v)
-            if let encoded = v.addingPercentEncoding(withAllowedCharacters: .alphanumerics), encoded != v { secretValues.append(encoded) }
+            return v
+        }
+        headers = []
+        for header in config.headers {
+            let value = try clean(header.value, "the value of header '\(header.name)'")
+            headers.append((header.name, value))
+            if header.isSecret { redactor.add(value) }
+        }
+        func value(_ name: String) throws(FetchError) -> String {
+            guard let raw = environment[name], !raw.isEmpty else {
+                throw FetchError(url: shownURL, message: "the environment variable \(name) (auth) is not set")
+            }
+            let v = try clean(raw, "the environment variable \(name)")
+            redactor.add(v)
             return v
         }
         switch config.auth {
@@ -31,7 +53,7 @@ struct Credentials: Sendable {
             headers.append(("Authorization", "Bearer \(try value(env))"))
         case .basic(let user, let env)?:
             let token = Data("\(user):\(try value(env))".utf8).base64EncodedString()
-            secretValues.append(token)
+            redactor.add(token)
             headers.append(("Authorization", "Basic \(token)"))
         case .apiKeyHeader(let header, let env)?:
             headers.append((header, try value(env)))
@@ -47,15 +69,9 @@ struct Credentials: Sendable {
     /// and any secret value that appears elsewhere in it scrubbed.
     func redact(_ url: String) -> String { scrub(Credentials.redact(url, secretParams)) }
 
-    /// `text` with every secret value replaced by `REDACTED`. Secrets shorter than 4 characters
-    /// are scrubbed too: a leaked short secret is still a leak.
-    func scrub(_ text: String) -> String {
-        var out = text
-        for secret in secretValues where !secret.isEmpty && out.contains(secret) {
-            out = out.replacingOccurrences(of: secret, with: "REDACTED")
-        }
-        return out
-    }
+    /// `text` with every secret value replaced by `REDACTED`, whole (``Redactor``): a short
+    /// secret only where it stands as a token, so that redaction never spells it out.
+    func scrub(_ text: String) -> String { redactor.scrub(text) }
 
     static func redact(_ url: String, _ secrets: Set<String>) -> String {
         guard var components = URLComponents(string: url) else { return url }
@@ -84,6 +100,8 @@ public struct FetchError: Error, Sendable, CustomStringConvertible {
     /// The source kept failing in a way that can pass (unreachable, timeouts, 5xx, 429) until the
     /// retries ran out: a later run may succeed (exit 75). `false` for what no retry fixes.
     public var isTemporary = false
+    /// The source's settings are wrong (a secret that cannot be sent): no retry fixes it (exit 2).
+    public var isConfiguration = false
 
     /// A fetch failure at `url` (already redacted), with the HTTP status when there was one.
     public init(url: String, status: Int? = nil, message: String, isTemporary: Bool = false) {

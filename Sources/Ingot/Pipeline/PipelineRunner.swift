@@ -25,6 +25,8 @@ public final class PipelineRunner: Sendable {
     let stopping = StopFlag()
     /// The source being read, so that ``stop()`` can cancel its waits.
     private let activeSource = SourceBox()
+    /// The store being written, so that ``stop()`` can interrupt a statement that does not end.
+    private let activeStore = StoreBox()
     /// The logger of the run in progress (with `pipeline` and `run_id`), for ``stop()``'s line.
     private let runLogger = Mutex<Logger?>(nil)
     /// Where the run's metrics go, if anywhere (`--metrics-file`, `--metrics-port`).
@@ -61,7 +63,17 @@ public final class PipelineRunner: Sendable {
             line.notice("run.stopping")
         }
         activeSource.value.withLock { $0 }?.cancel()
+        // Batches in flight commit; a database that has not answered a second later never
+        // will in time: its statement is interrupted (the transaction rolls back, `--resume`
+        // redoes it) and the run ends as interrupted, within 2 s of the signal.
+        let store = activeStore
+        DispatchQueue.global().asyncAfter(deadline: .now() + PipelineRunner.storeGrace) {
+            store.value.withLock { $0 }?.interrupt()
+        }
     }
+
+    /// How long a stopped run waits for a statement in flight before it interrupts it.
+    static let storeGrace: Double = 1
 
     /// Runs the pipeline over `source` to the end (or until ``stop()``) into the database
     /// ``RunOptions/databasePath`` names (see ``StoreLocation``), and returns its summary. Blocks
@@ -117,6 +129,8 @@ public final class PipelineRunner: Sendable {
             }
         }
         defer { withExtendedLifetime(lock) {} }
+        activeStore.value.withLock { $0 = store }
+        defer { activeStore.value.withLock { $0 = nil } }
         // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).
         var joined: JoinedPart?
         var source = source
@@ -263,6 +277,11 @@ public final class PipelineRunner: Sendable {
             counters = writer.counters
         }
         if let failure {
+            if stopping.value.withLock({ $0 }) {
+                // Stopped while the database did not answer: interrupted, not failed.
+                logger.warning("run.interrupted_store", metadata: [LogKey.error: "\(failure)"])
+                return summary(.interrupted, counters, nil, archive: archive)
+            }
             logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])
             return summary(.failed, counters, failure, archive: archive)
         }
@@ -415,4 +434,9 @@ enum SourceEnd: Sendable {
 /// The run's source, reachable from ``PipelineRunner/stop()`` on any queue.
 final class SourceBox: Sendable {
     let value = Mutex<(any PageSource)?>(nil)
+}
+
+/// The store of the run in progress, for ``PipelineRunner/stop()``.
+final class StoreBox: Sendable {
+    let value = Mutex<(any IngestStore)?>(nil)
 }

@@ -89,7 +89,7 @@ public struct RunSummary: Sendable {
         /// The kind of `error`, as a run fails on it.
         public init(_ error: any Error) {
             switch error {
-            case let fetch as FetchError: self = fetch.isTemporary ? .temporary : .unexpected
+            case let fetch as FetchError: self = fetch.isConfiguration ? .configuration : fetch.isTemporary ? .temporary : .unexpected
             case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
             case StoreError.conflict, StoreError.unsupported: self = .configuration
             case StoreError.unreachable: self = .temporary

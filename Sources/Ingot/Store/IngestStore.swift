@@ -66,6 +66,10 @@ public protocol IngestStore: AnyObject, Sendable {
     /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
     /// taken before the store opens (``RunLock``); a server database takes it here.
     func lockRuns(of pipeline: String, timeout: Double) throws
+
+    /// Makes a statement in flight return at once with an error, from any thread: a stopped run
+    /// must not wait for a database that does not answer. The store is not written afterwards.
+    func interrupt()
 }
 
 extension IngestStore {
@@ -74,6 +78,9 @@ extension IngestStore {
 
     /// No lock of the store's own (SQLite's run lock is a file, taken before the store opens).
     public func lockRuns(of pipeline: String, timeout: Double) throws {}
+
+    /// An embedded database always answers.
+    public func interrupt() {}
 }
 
 extension Store: IngestStore {}

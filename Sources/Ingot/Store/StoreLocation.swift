@@ -69,7 +69,7 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         case .postgres(let url):
             // Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
             let connection = try PGConnection(url: url)
-            return (true, try PGStore.schemaConflicts(model, connection), PGStore.schema(of: model))
+            return (true, try PGStore.schemaConflicts(model, connection), try PGStore.missing(PGStore.schema(of: model), connection))
         }
     }
 
@@ -85,10 +85,9 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// `url` with the password of its user info replaced by `REDACTED`.
+    /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info
+    /// (multi-host URLs too), `?password=`, percent-encoded (``Redactor/databaseSecrets(_:)``).
     static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "REDACTED"
-        return components.string ?? url
+        Redactor.redactingDatabase(url)
     }
 }

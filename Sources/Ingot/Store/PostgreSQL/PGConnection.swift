@@ -18,11 +18,45 @@ final class PGConnection {
     /// hash join scans the big table once per batch; index lookups measured 12.2 s → 9.0 s on
     /// people-200k.
     init(url: String) throws(StoreError) {
+        let redactor = Redactor(Redactor.databaseSecrets(url))
+        self.redactor = redactor
         shown = StoreLocation.redacted(url)
-        guard let handle = PQconnectdb(url) else { throw StoreError.postgres(message: "out of memory", sql: "") }
+        // A URL libpq cannot parse is a configuration error (exit 2), not an unreachable server.
+        var parseError: UnsafeMutablePointer<CChar>?
+        if let options = PQconninfoParse(url, &parseError) {
+            // libpq checks numbers only when it connects, and then fails like an unreachable server.
+            var option = options
+            var badPort: String?
+            while let keyword = option.pointee.keyword {
+                if String(cString: keyword) == "port", let value = option.pointee.val {
+                    let ports = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
+                    if let bad = ports.first(where: { !$0.isEmpty && !(Int($0).map { (1...65535).contains($0) } ?? false) }) { badPort = String(bad) }
+                }
+                option += 1
+            }
+            PQconninfoFree(options)
+            if let badPort {
+                throw StoreError.unsupported("--db \(StoreLocation.redacted(url)): '\(redactor.scrub(badPort))' is not a port")
+            }
+        } else {
+            let reason = parseError.map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
+            if let parseError { PQfreemem(parseError) }
+            throw StoreError.unsupported("--db \(StoreLocation.redacted(url)) is not a PostgreSQL URL libpq can read: \(redactor.scrub(reason))")
+        }
+        // Defaults first, the URL last: what the URL sets wins. Connecting gives up after 10 s;
+        // TCP keepalives and a user timeout find a dead server or network in about 30 s
+        // instead of never (docs/stores.md, "Liveness").
+        let keywords = ["connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname"]
+        let values = ["10", "1", "10", "5", "3", "30000", url]
+        let connected = PGConnection.withCStrings(keywords) { k in
+            PGConnection.withCStrings(values) { v in
+                PQconnectdbParams(k + [nil], v + [nil], 1)
+            }
+        }
+        guard let handle = connected else { throw StoreError.postgres(message: "out of memory", sql: "") }
         guard PQstatus(handle) == CONNECTION_OK else {
             // Before `self.handle` is set: once it is, a throw runs deinit, which finishes it.
-            let message = PGConnection.message(handle)
+            let message = redactor.scrub(PGConnection.message(handle))
             PQfinish(handle)
             throw StoreError.unreachable("cannot connect to \(StoreLocation.redacted(url)): \(message)")
         }
@@ -32,6 +66,18 @@ final class PGConnection {
 
     deinit {
         PQfinish(handle)
+    }
+
+    /// Scrubs the password from libpq's messages, which may echo the connection string.
+    private let redactor: Redactor
+
+    /// Ends the connection's socket from another thread, so that a statement waiting for a server
+    /// that does not answer returns at once (with an error): a stopped run does not wait for it.
+    /// The connection is not used afterwards but to be finished. Safe from any thread: only
+    /// `shutdown(2)` is called on the descriptor, which stays open until `PQfinish`.
+    func interrupt() {
+        let socket = PQsocket(handle)
+        if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
     /// Runs `sql` (one statement when it has parameters), and returns its rows as text
@@ -78,10 +124,10 @@ final class PGConnection {
                 PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
             }
         }
-        guard let result else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        guard let result else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            let message = PGConnection.resultMessage(result)
+            let message = redactor.scrub(PGConnection.resultMessage(result))
             lastErrorState = PQresultErrorField(result, PGConnection.sqlStateField).map { String(cString: $0) }
             PQclear(result)
             throw StoreError.postgres(message: message, sql: sql)
@@ -92,9 +138,9 @@ final class PGConnection {
     /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab
     /// separated, `\N` for NULL, escaped with ``PGConnection/appendCopyText(_:to:)``.
     func copy(_ sql: String, data: [UInt8]) throws(StoreError) {
-        guard let start = PQexec(handle, sql) else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        guard let start = PQexec(handle, sql) else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
         let started = PQresultStatus(start)
-        let startMessage = PGConnection.resultMessage(start)
+        let startMessage = redactor.scrub(PGConnection.resultMessage(start))
         PQclear(start)
         guard started == PGRES_COPY_IN else { throw StoreError.postgres(message: startMessage, sql: sql) }
         var offset = 0
@@ -106,13 +152,13 @@ final class PGConnection {
                     PQputCopyData(handle, $0, Int32(count))
                 }
             }
-            guard sent == 1 else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+            guard sent == 1 else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
             offset += count
         }
-        guard PQputCopyEnd(handle, nil) == 1 else { throw StoreError.postgres(message: PGConnection.message(handle), sql: sql) }
+        guard PQputCopyEnd(handle, nil) == 1 else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
         var failure: String?
         while let result = PQgetResult(handle) {
-            if PQresultStatus(result) != PGRES_COMMAND_OK { failure = failure ?? PGConnection.resultMessage(result) }
+            if PQresultStatus(result) != PGRES_COMMAND_OK { failure = failure ?? redactor.scrub(PGConnection.resultMessage(result)) }
             PQclear(result)
         }
         if let failure { throw StoreError.postgres(message: failure, sql: sql) }

@@ -256,36 +256,49 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         var inserts: [UInt8] = []
+        var insertCount = 0
         var updates: [UInt8] = []
         for row in rows {
+            var present = ""
+            for value in row.values { present += value == nil ? "0" : "1" }
             if row.stored == nil {
-                PGStore.appendCopyRow(row.values.map { $0 ?? .null }, to: &inserts)
+                PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present)], to: &inserts)
+                insertCount += 1
             } else {
-                var present = ""
-                for value in row.values { present += value == nil ? "0" : "1" }
                 PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present)], to: &updates)
             }
         }
+        let stageColumns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text")]
+        // Present columns only: `s` is a staging table with `_present`, `t` the entity's table.
+        let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
+            let c = PGStore.quote(layout.columns[slot].name)
+            return "\(c) = CASE WHEN substr(s._present, \(slot + 1), 1) = '1' THEN s.\(c) ELSE t.\(c) END"
+        }
+        let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let update = set.isEmpty || identity.isEmpty ? nil : { (stage: String) in
+            "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE "
+                + identity.map { "t.\($0) = s.\($0)" }.joined(separator: " AND ") + "; "
+        }
         if !inserts.isEmpty {
-            let stage = try staging("_ingot_new_\(layout.table)", layout.columns.map { ($0.name, PGStore.columnType($0.type)) })
-            try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: inserts)
-            // One round trip for the statement and the staging table's reset.
-            try connection.execute("INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage); TRUNCATE \(stage)")
+            let stage = try staging("_ingot_new_\(layout.table)", stageColumns)
+            try connection.copy("COPY \(stage) (\(all), \"_present\") FROM STDIN", data: inserts)
+            if identity.isEmpty {
+                // One round trip for the statement and the staging table's reset.
+                try connection.execute("INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage); TRUNCATE \(stage)")
+            } else {
+                // Another writer (another pipeline on the same tables) may have created some of
+                // these rows since they were looked up: they are not inserted twice (no
+                // duplicate-key failure) but updated with this batch's present keys, as a row
+                // found by the lookup would be — the later commit wins, key by key.
+                let inserted = try connection.changes(
+                    "INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage) ON CONFLICT (\(identity.joined(separator: ", "))) DO NOTHING")
+                try connection.execute((inserted < insertCount ? update?(stage) ?? "" : "") + "TRUNCATE \(stage)")
+            }
         }
         if !updates.isEmpty {
-            let stage = try staging(
-                "_ingot_old_\(layout.table)", layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text")])
+            let stage = try staging("_ingot_old_\(layout.table)", stageColumns)
             try connection.copy("COPY \(stage) (\(all), \"_present\") FROM STDIN", data: updates)
-            let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
-                let c = PGStore.quote(layout.columns[slot].name)
-                return "\(c) = CASE WHEN substr(s._present, \(slot + 1), 1) = '1' THEN s.\(c) ELSE t.\(c) END"
-            }
-            var sql = ""
-            if !set.isEmpty {
-                let match = layout.identitySlots.map { "t.\(PGStore.quote(layout.columns[$0].name)) = s.\(PGStore.quote(layout.columns[$0].name))" }
-                sql = "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE \(match.joined(separator: " AND ")); "
-            }
-            try connection.execute(sql + "TRUNCATE \(stage)")
+            try connection.execute((update?(stage) ?? "") + "TRUNCATE \(stage)")
         }
     }
 
@@ -515,6 +528,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     func close() throws {
         try commit()
+    }
+
+    /// Ends both connections' sockets (``PGConnection/interrupt()``).
+    func interrupt() {
+        connection.interrupt()
+        reader.interrupt()
     }
 
     /// A session advisory lock per pipeline on the writer connection: released when the run's

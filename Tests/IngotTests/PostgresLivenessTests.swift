@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// PostgreSQL liveness, exit codes and writers sharing tables (hardening round 2, item 7).
+@Suite(.serialized)
+struct PostgresLivenessTests {
+    /// A server that accepts connections and never answers: the connection gives up
+    /// (`connect_timeout`, 10 s by default, 1 here through the URL) and the run exits 75.
+    @Test(.timeLimit(.minutes(1))) func aServerThatNeverAnswersIsTemporaryNotAHang() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = listen(listener, 8)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let result = try runIngot([
+            "run", "pipelines/people.yml", "--db", "postgresql://ingot@127.0.0.1:\(port)/people?connect_timeout=1", "--no-archive",
+        ])
+        #expect(result.status == 75, "\(result.stderr)")
+    }
+
+    /// A statement that never ends (another session holds the table locked): SIGTERM ends the run
+    /// within two seconds with 143, and `--resume` then finishes it exactly.
+    @Test(.timeLimit(.minutes(2))) func sigtermCancelsAStatementThatNeverEnds() throws {
+        let url = try PostgresServer.freshDatabase()
+        let dir = temporaryDirectory()
+        #expect(try runIngot(["run", "pipelines/people.yml", "--db", url, "--no-archive", "--pages", dir.path]).status == 0)
+        let holder = try PGConnection(url: url)
+        try holder.execute("BEGIN")
+        try holder.execute("LOCK TABLE person IN ACCESS EXCLUSIVE MODE")
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = ["run", "pipelines/people.yml", "--db", url, "--no-archive", "--progress-interval", "0"]
+        process.currentDirectoryURL = packageRoot
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let watcher = try PGConnection(url: url)
+        waitUntil {
+            let waiting = try? watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
+            return waiting?.first?[0] == "1" || !process.isRunning
+        }
+        let signalled = ContinuousClock.now
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        let took = ContinuousClock.now - signalled
+        try holder.execute("ROLLBACK")
+        #expect(process.terminationStatus == 143)
+        #expect(took < .seconds(10), "\(took)")  // 2 s promised; generous for a loaded machine
+        #expect(try runIngot(["run", "pipelines/people.yml", "--db", url, "--no-archive", "--resume"]).status == 0)
+    }
+
+    /// Two different pipelines writing the same table at once: a row the other created since the
+    /// lookup is updated with this batch's present keys, never a duplicate-key failure.
+    @Test func aRowAnotherWriterCreatedMeanwhileIsUpdatedNotAFailure() throws {
+        let url = try PostgresServer.freshDatabase()
+        let yaml = "version: 1\nname: one\nrecords: r\nroot: item\nentities:\n  item:\n    identity: id\n    attributes: {id: integer, a: string, b: string}\n"
+        let config = try PipelineConfig.parse(text: yaml, path: "one.yml")
+        let store = try PGStore(url: url, model: config.model)
+        // The resolver looked id 1 up and did not find it; then another writer created it.
+        let other = try PGConnection(url: url)
+        try other.execute("INSERT INTO item (id, a, b) VALUES (1, 'theirs', 'theirs')")
+        var page = DecodedPage(seq: 1, source: "p", bytes: 0, records: [], rejections: [], pageRejected: false, recordCount: 1)
+        let row = page.storage.appendRow(entity: 0, layout: store.layouts[0], identity: .single(.integer(1)))
+        page.storage.set(row.valueStart, .integer(1))
+        page.storage.set(row.valueStart + 1, .text("mine"))
+        var stored = row
+        stored.mask.insert(0)
+        stored.mask.insert(1)
+        page.rows.append(stored)
+        page.records.append(DecodedRecord(index: 0, rows: 0..<1, references: []))
+        let resolved = try BatchResolver(model: config.model, layouts: store.layouts).resolve(PreparedBatch(pages: [page]), store: EmptyLookups(store))
+        #expect(resolved.outcome.inserted == 1)  // as the resolver saw it
+        try store.write(resolved) {}
+        try store.commit()
+        #expect(try other.execute("SELECT id, a, b FROM item ORDER BY id") == [["1", "mine", "theirs"]])
+    }
+}
+
+/// A store whose lookups find nothing (as a lookup made before another writer's insert did), writing through `base`.
+final class EmptyLookups: IngestStore, @unchecked Sendable {
+    let base: PGStore
+    init(_ base: PGStore) { self.base = base }
+    func unfinishedRun(pipeline: String) throws -> UnfinishedRun? { nil }
+    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {}
+    func reopenRun(id: String, archive: String?) throws {}
+    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws {}
+    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] { [:] }
+    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? { [:] }
+    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws { try base.write(batch, then: then) }
+    func recordProgress(_ progress: RunProgress) throws {}
+    var hasUncommittedBatches: Bool { base.hasUncommittedBatches }
+    func commit() throws { try base.commit() }
+    func rollback() throws { try base.rollback() }
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int { 0 }
+    func unfilledStubs() throws -> [Int: Int] { [:] }
+    func close() throws {}
+}
