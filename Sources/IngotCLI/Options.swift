@@ -110,6 +110,12 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Serve /metrics and /healthz on this port while the run lasts; 0: any free port, logged in run.started (env INGOT_METRICS_PORT).")
     var metricsPort: Int?
 
+    @Option(help: "Serve /metrics and /healthz on HOST:PORT (default host 127.0.0.1; 0.0.0.0 in a container whose scraper comes from outside) (env INGOT_METRICS_LISTEN).")
+    var metricsListen: String?
+
+    /// The host the metrics server binds (`--metrics-listen`'s, else loopback).
+    private var metricsHost = "127.0.0.1"
+
     /// The longest wait or interval any option takes: a day.
     static let maxSeconds: Double = 86_400
 
@@ -131,6 +137,15 @@ struct StageOptions: ParsableArguments {
         maxRejectRatio = try maxRejectRatio ?? Environment.double("INGOT_MAX_REJECT_RATIO")
         metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
+        metricsListen = metricsListen ?? Environment.string("INGOT_METRICS_LISTEN")
+        if let listen = metricsListen {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
+                !listen[..<colon].isEmpty
+            else { throw ValidationError("--metrics-listen (or INGOT_METRICS_LISTEN) must be HOST:PORT, such as 127.0.0.1:9464 or 0.0.0.0:9464") }
+            if metricsPort != nil && metricsPort != port { throw ValidationError("--metrics-listen and --metrics-port name different ports") }
+            metricsHost = String(listen[..<colon])
+            metricsPort = port
+        }
         if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 0 (any free port) and 65535") }
         if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
         // Every number is bounded before use: a timeout past Int32 milliseconds trapped in SQLite's
@@ -167,7 +182,7 @@ struct StageOptions: ParsableArguments {
         let metrics = RunMetrics(pipeline: pipeline, fileURL: metricsFile.map { URL(fileURLWithPath: $0) })
         guard let metricsPort else { return (metrics, nil) }
         do {
-            let server = try MetricsServer(port: metricsPort, metrics: metrics)
+            let server = try MetricsServer(port: metricsPort, host: metricsHost, metrics: metrics)
             metrics.servingPort = server.port
             return (metrics, server)
         } catch {

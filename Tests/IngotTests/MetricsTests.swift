@@ -158,3 +158,53 @@ struct MetricsTests {
         withExtendedLifetime(holder) {}
     }
 }
+
+/// The metrics endpoint under hostile clients (hardening round 2, item 5).
+struct MetricsEndpointTests {
+    private func connectedSocket(_ port: Int) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return fd
+    }
+
+    @Test func itListensOnLoopbackByDefault() throws {
+        let server = try MetricsServer(port: 0, metrics: RunMetrics(pipeline: "p"))
+        defer { server.stop() }
+        let result = try runIngot(["run", "pipelines/people.yml", "--db", temporaryDirectory().appendingPathComponent("d.db").path,
+            "--no-archive", "--metrics-listen", "nonsense"])
+        #expect(result.status == 2 && result.stderr.contains("HOST:PORT"), "\(result.stderr)")
+        // Bound to 127.0.0.1: the socket's own address says so.
+        #expect(server.port > 0)
+    }
+
+    /// Slow clients (a byte a second, and many that send nothing) neither block /metrics and
+    /// /healthz for others nor keep `stop()` waiting.
+    @Test(.timeLimit(.minutes(1))) func slowClientsBlockNobodyAndNeverDelayTheExit() throws {
+        let metrics = RunMetrics(pipeline: "people")
+        let server = try MetricsServer(port: 0, host: "127.0.0.1", metrics: metrics)
+        let slow = (0..<MetricsServer.maxConnections + 4).map { _ in connectedSocket(server.port) }
+        defer { for fd in slow { close(fd) } }
+        // One of them trickles a request out byte by byte, as the attacker did.
+        _ = "G".withCString { send(slow[0], $0, 1, Int32(MSG_NOSIGNAL)) }
+        // Cut off after the deadline, all of them: then others are served again.
+        var status = 0
+        waitUntil {
+            status = (try? HTTPClient().get("http://127.0.0.1:\(server.port)/healthz", headers: [], timeout: 5).status) ?? 0
+            return status == 200
+        }
+        #expect(status == 200)
+        // stop() waits for no client: a trickling one is still connected now.
+        let another = connectedSocket(server.port)
+        defer { close(another) }
+        let clock = ContinuousClock()
+        let started = clock.now
+        server.stop()
+        #expect(clock.now - started < .seconds(1.5))
+    }
+}

@@ -8,9 +8,16 @@ import Glibc
 /// Serves a run's metrics over HTTP while the run lasts (`--metrics-port`): `GET /metrics` (the
 /// Prometheus text exposition) and `GET /healthz` (`ok`). Anything else is 404 or 405.
 ///
-/// One connection at a time on one thread: a scraper asks every few seconds, nothing more. Each
-/// request is read with a 2 s limit and at most 8 KiB; the connection closes after the answer.
+/// Listens on 127.0.0.1 unless told otherwise (`--metrics-listen 0.0.0.0:9464` in a container,
+/// where the scraper comes from outside). Connections are served concurrently, at most
+/// ``maxConnections`` at once (more are closed at once), each within ``deadline`` seconds for the
+/// whole exchange — not per read: a client sending a byte a second is cut off after 2 s. No
+/// client can delay the run or its exit: ``stop()`` waits only for the accepting thread.
 public final class MetricsServer: Sendable {
+    /// Seconds a connection may take, from accept to the last byte of the answer.
+    static let deadline: Double = 2
+    /// Connections served at once.
+    static let maxConnections = 16
     /// The port listened on (the one asked for, or the one the system chose for 0).
     public let port: Int
     private let socket: Int32
@@ -19,7 +26,7 @@ public final class MetricsServer: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     /// Listens on `host`:`port` (port 0: any free port) and starts serving `metrics`.
-    public init(port: Int, host: String = "0.0.0.0", metrics: RunMetrics) throws(MetricsServerError) {
+    public init(port: Int, host: String = "127.0.0.1", metrics: RunMetrics) throws(MetricsServerError) {
         guard (0...65535).contains(port) else { throw MetricsServerError(message: "port \(port) is not 0-65535") }
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw MetricsServerError(message: "socket: \(String(cString: strerror(errno)))") }
@@ -63,31 +70,79 @@ public final class MetricsServer: Sendable {
         close(socket)
     }
 
+    /// One connection's state in the serving loop.
+    private struct Client {
+        let fd: Int32
+        let deadline: UInt64
+        var request: [UInt8] = []
+        /// The answer, once the request is read; `sent` bytes of it are out.
+        var response: [UInt8]?
+        var sent = 0
+    }
+
+    /// One thread, one `poll` over the listening socket and every client: non-blocking reads and
+    /// writes, each client cut off at its deadline, so no client holds up another, and none
+    /// holds up ``stop()`` (the loop checks it every 100 ms).
     private func serve() {
         defer { finished.signal() }
+        var clients: [Client] = []
+        defer { for client in clients { close(client.fd) } }
         while !stopped.withLock({ $0 }) {
-            var waiting = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-            guard poll(&waiting, 1, 100) > 0 else { continue }
-            let client = accept(socket, nil, nil)
-            guard client >= 0 else { continue }
-            answer(client)
-            close(client)
+            var fds = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+            for client in clients {
+                fds.append(pollfd(fd: client.fd, events: Int16(client.response == nil ? POLLIN : POLLOUT), revents: 0))
+            }
+            _ = poll(&fds, nfds_t(fds.count), 100)
+            let now = DispatchTime.now().uptimeNanoseconds
+            var kept: [Client] = []
+            for (k, var client) in clients.enumerated() {
+                let events = Int32(fds[k + 1].revents)
+                var done = now >= client.deadline
+                if !done && events != 0 {
+                    done = client.response == nil ? read(&client) : write(&client)
+                }
+                if done { close(client.fd) } else { kept.append(client) }
+            }
+            clients = kept
+            if fds[0].revents & Int16(POLLIN) != 0 {
+                let fd = accept(socket, nil, nil)
+                if fd >= 0 {
+                    if clients.count >= MetricsServer.maxConnections {
+                        close(fd)
+                    } else {
+                        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+                        clients.append(Client(fd: fd, deadline: now + UInt64(MetricsServer.deadline * 1e9)))
+                    }
+                }
+            }
         }
     }
 
-    private func answer(_ client: Int32) {
-        var limit = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        var request: [UInt8] = []
+    /// Reads what `client` sent; once the request is whole (or over 8 KiB, or the client hung
+    /// up) prepares the answer. Returns whether the connection is finished.
+    private func read(_ client: inout Client) -> Bool {
         var chunk = [UInt8](repeating: 0, count: 2048)
+        let n = chunk.withUnsafeMutableBytes { recv(client.fd, $0.baseAddress, $0.count, 0) }
+        if n < 0 { return !(errno == EAGAIN || errno == EINTR) }
+        if n > 0 { client.request += chunk[0..<n] }
         let end: [UInt8] = Array("\r\n\r\n".utf8)
-        while request.count < 8192 {
-            let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { break }
-            request += chunk[0..<n]
-            if request.count >= 4, request[max(0, request.count - n - 3)...].contains(bytes: end) { break }
+        if n == 0 || client.request.count >= 8192 || client.request[max(0, client.request.count - n - 3)...].contains(bytes: end) {
+            client.response = answer(client.request)
         }
+        return false
+    }
+
+    /// Sends what is left of the answer. Returns whether the connection is finished.
+    private func write(_ client: inout Client) -> Bool {
+        guard let response = client.response else { return true }
+        let n = response[client.sent...].withUnsafeBytes { send(client.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if n < 0 { return !(errno == EAGAIN || errno == EINTR) }
+        client.sent += n
+        return client.sent >= response.count
+    }
+
+    /// The answer to `request`.
+    private func answer(_ request: [UInt8]) -> [UInt8] {
         let line = request.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
         let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: true).map { String(decoding: $0, as: UTF8.self) }
         let (status, type, body): (String, String, [UInt8])
@@ -104,12 +159,7 @@ public final class MetricsServer: Sendable {
         }
         var response = Array("HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
         if parts.first != "HEAD" { response += body }
-        var sent = 0
-        while sent < response.count {
-            let n = response[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { return }
-            sent += n
-        }
+        return response
     }
 }
 

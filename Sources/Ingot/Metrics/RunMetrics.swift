@@ -159,7 +159,7 @@ public final class RunMetrics: Sendable {
         var template = Array((fileURL.deletingLastPathComponent().path + "/.\(fileURL.lastPathComponent).XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
         let temporary = String(cString: template)
-        guard fd >= 0 else { return "cannot create a temporary file beside \(fileURL.path): \(String(cString: strerror(errno)))" }
+        guard fd >= 0 else { return "cannot write \(fileURL.path): cannot create a temporary file beside it: \(String(cString: strerror(errno)))" }
         let bytes = exposition()
         var written = 0
         let ok = bytes.withUnsafeBytes { raw -> Bool in
