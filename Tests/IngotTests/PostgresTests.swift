@@ -271,6 +271,9 @@ struct PostgresTests {
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [["0"]])
         #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)
+        // Up to date: nothing to apply is listed (every statement used to be).
+        let again = try dryRun(pipeline)
+        #expect(again.status == 0 && again.out.contains("schema: 0 statements to apply"), "\(again.out)")
         let changed = temporaryDirectory().appendingPathComponent("changed.yml")
         try Data(StoreSeamTests.yaml.replacingOccurrences(of: "score: double", with: "score: string").utf8).write(to: changed)
         let refused = try dryRun(changed)
