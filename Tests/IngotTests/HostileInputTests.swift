@@ -301,14 +301,7 @@ struct NullifyTests {
 
 /// Names that cannot collide (item 6).
 struct NameTests {
-    private func problems(_ entities: String) -> String {
-        do {
-            _ = try PipelineConfig.parse(text: "version: 1\nname: n\nroot: a\nentities:\n" + entities, path: "n.yml")
-            return ""
-        } catch {
-            return error.description
-        }
-    }
+    private func problems(_ entities: String) -> String { modelProblems(entities) }
 
     @Test(arguments: ["_INGOT_RUNS", "_Ingot_x", "SQLITE_master", "sqlite_stat1"])
     func reservedNamesAreRefusedInAnyCase(table: String) {

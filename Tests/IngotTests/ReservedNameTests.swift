@@ -8,14 +8,7 @@ import Testing
 /// breaks on the other.
 @Suite(.serialized)
 struct ReservedNameTests {
-    private func problems(_ entities: String) -> String {
-        do {
-            _ = try PipelineConfig.parse(text: "version: 1\nname: n\nroot: a\nentities:\n" + entities, path: "n.yml")
-            return ""
-        } catch {
-            return error.description
-        }
-    }
+    private func problems(_ entities: String) -> String { modelProblems(entities) }
 
     @Test(arguments: ["rowid", "OID", "_rowid_", "xmin", "ctid", "cmin", "cmax", "xmax", "tableoid", "_present", "_ingot_pos", "_pos"])
     func systemAndStagingColumnsAreRefused(name: String) {

@@ -137,9 +137,20 @@ func peopleOverHTTPText(_ url: String, _ settings: [String], raw: String = "") t
 }
 
 
+/// The problems of a pipeline whose `entities:` block is `entities` (root `a`), as text; empty
+/// when it is valid.
+func modelProblems(_ entities: String) -> String {
+    do {
+        _ = try PipelineConfig.parse(text: "version: 1\nname: n\nroot: a\nentities:\n" + entities, path: "n.yml")
+        return ""
+    } catch {
+        return error.description
+    }
+}
+
 /// Runs the built `ingot` binary with `arguments` (and `environment` on top of this process's),
 /// in the package root; returns its exit status and output.
-func runIngot(_ arguments: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
+func runIngot(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stdout: String, stderr: String) {
     let process = Process()
     process.executableURL = CLITests.binary
     process.arguments = arguments

@@ -17,6 +17,7 @@ public final class ArchiveReader {
     }
 
     public let path: String
+    /// The archive's header (its `max_page_bytes` cleared when out of range: see ``headerDamage``).
     public private(set) var header: ArchiveHeader
     public private(set) var entries: [Entry] = []
     /// Where the readable part ends, when the file was cut or damaged after it; `nil` for a whole archive.
@@ -30,7 +31,8 @@ public final class ArchiveReader {
     public private(set) var hasIndex = false
     /// Largest payload a frame may inflate to. Default 64 MiB.
     public var decompressionLimit = 64 << 20
-    /// Why the header cannot be trusted although its checksum matches (a number out of range).
+    /// Why the header cannot be trusted although its checksum matches (a number out of range);
+    /// ``verify()`` throws it. `nil` for a sound header.
     public private(set) var headerDamage: String?
 
     private let fd: Int32

@@ -29,7 +29,7 @@ public enum ScalarValue: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// Text compares by its UTF-8 bytes, as SQLite and PostgreSQL compare it (their default
+    /// Equal when of the same case and payload. Text compares by its UTF-8 bytes, as SQLite and PostgreSQL compare it (their default
     /// collations, "C" in Ingot's columns): "café" in NFC and in NFD are two identities, two rows,
     /// in a batch as across batches, so the tables do not depend on where batches end. Swift's
     /// own `String ==` (canonical equivalence) would fold them in a batch and not across batches.

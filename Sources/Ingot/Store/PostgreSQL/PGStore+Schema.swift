@@ -1,0 +1,139 @@
+import Foundation
+
+/// PostgreSQL's schema for a model: the DDL a run applies (only what is missing, under an
+/// advisory lock) and the conflicts that refuse a database whose tables disagree.
+extension PGStore {
+    /// Applies the statements of `schema` that are ``missing(_:_:)``, after `check`, in one
+    /// transaction under an advisory lock: jobs starting together must not create the same
+    /// tables at once (two `CREATE TABLE IF NOT EXISTS` racing fail on the catalog's unique index).
+    static func applySchema(_ schema: [String], on connection: PGConnection, checking check: () throws -> Void = {}) throws {
+        try connection.transaction {
+            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
+            try check()
+            for sql in try missing(schema, connection) { try connection.execute(sql) }
+        }
+    }
+
+    /// The statements of `schema` whose table, column or index does not exist yet. Each one is
+    /// idempotent, but `ALTER TABLE` and `CREATE INDEX` lock their table even when there is
+    /// nothing to do, and would wait behind the transactions of jobs already writing it.
+    static func missing(_ schema: [String], _ connection: PGConnection) throws -> [String] {
+        var columns: Set<String> = []
+        var tables: Set<String> = []
+        for row in try connection.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()")
+        {
+            guard let table = row[0], let column = row[1] else { continue }
+            tables.insert(table)
+            columns.insert(table + "." + column)
+        }
+        let indexes = Set(try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
+        func name(_ word: Substring?) -> String { String(word ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"(")) }
+        return schema.filter { sql in
+            let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" })
+            if sql.hasPrefix("CREATE TABLE IF NOT EXISTS ") { return !tables.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("CREATE INDEX IF NOT EXISTS ") { return !indexes.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("ALTER TABLE "), words[safe: 3] == "ADD" {
+                return !columns.contains(name(words[safe: 2]) + "." + name(words[safe: 8]))
+            }
+            return true
+        }
+    }
+
+    /// The DDL of `model`'s tables and Ingot's own, idempotent: what a run applies when it opens
+    /// the database, and what `ingot schema --db postgresql://…` prints.
+    static func schema(of model: EntityModel) -> [String] {
+        var statements = [
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_runs (run_id text PRIMARY KEY, pipeline text NOT NULL, started_at timestamptz NOT NULL,
+              finished_at timestamptz, status text NOT NULL, pages bigint NOT NULL DEFAULT 0, records bigint NOT NULL DEFAULT 0,
+              inserted bigint NOT NULL DEFAULT 0, updated bigint NOT NULL DEFAULT 0, deleted bigint NOT NULL DEFAULT 0,
+              rejected_records bigint NOT NULL DEFAULT 0, rejected_pages bigint NOT NULL DEFAULT 0, last_seq bigint, archive text,
+              resume_state text, entity_counts text, reject_counts text, join_name text)
+            """,
+            // Runs shared by several jobs (`--join`) are not resumed by `--resume`: they are joined again.
+            "ALTER TABLE _ingot_runs ADD COLUMN IF NOT EXISTS join_name text",
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_rejects (run_id text NOT NULL, entity text NOT NULL, coding_path text NOT NULL,
+              reason text NOT NULL, source text NOT NULL, record_index bigint, raw text, archive text, archive_entry bigint,
+              raw_length bigint, reason_code text)
+            """,
+            "CREATE INDEX IF NOT EXISTS _ingot_rejects_run ON _ingot_rejects (run_id)",
+            "CREATE TABLE IF NOT EXISTS _ingot_state (pipeline text NOT NULL, key text NOT NULL, value text, PRIMARY KEY (pipeline, key))",
+        ]
+        for layout in EntityLayout.layouts(of: model) {
+            let identity = layout.identitySlots.map { layout.columns[$0].name }
+            var definitions = layout.columns.map { column in
+                "\(quote(column.name)) \(columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
+            }
+            if !identity.isEmpty {
+                definitions.append("CONSTRAINT \(quote(layout.table + "_identity")) UNIQUE (\(identity.map(quote).joined(separator: ", ")))")
+            }
+            statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(definitions.joined(separator: ", ")))")
+            for column in layout.columns {
+                statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
+            }
+            for toMany in layout.toMany {
+                let defs = joinColumns(toMany, owner: layout.entity, model: model).map { "\(quote($0.name)) \($0.type) NOT NULL" }
+                let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
+                statements.append("CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
+            }
+        }
+        return statements
+    }
+
+    /// The type `information_schema.columns.data_type` reports for a column of ``columnType(_:)``.
+    private static func reportedType(_ type: AttributeType) -> String {
+        switch columnType(type) {
+        case "timestamptz": "timestamp with time zone"
+        case let other: other
+        }
+    }
+
+    /// How the existing tables disagree with `model` (SQLite's rules): a column stored with
+    /// another type, an identity on other columns, a join table of another shape. Columns the
+    /// pipeline adds are not conflicts; columns it no longer reads are left alone.
+    static func schemaConflicts(_ model: EntityModel, _ connection: PGConnection) throws -> [String] {
+        var columns: [String: [String: String]] = [:]
+        for row in try connection.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema()")
+        {
+            guard let table = row[0], let column = row[1], let type = row[2] else { continue }
+            columns[table, default: [:]][column] = type
+        }
+        var identities: [String: [String]] = [:]
+        for row in try connection.execute("""
+            SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc
+            JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema
+            WHERE tc.table_schema = current_schema() AND tc.constraint_type = 'UNIQUE' AND tc.constraint_name = tc.table_name || '_identity'
+            ORDER BY tc.table_name, kcu.ordinal_position
+            """)
+        {
+            if let table = row[0], let column = row[1] { identities[table, default: []].append(column) }
+        }
+        var conflicts: [String] = []
+        for layout in EntityLayout.layouts(of: model) {
+            guard let stored = columns[layout.table] else { continue }
+            for column in layout.columns {
+                if let type = stored[column.name], type != reportedType(column.type) {
+                    conflicts.append("table '\(layout.table)', column '\(column.name)': stored as \(type), the pipeline wants \(columnType(column.type))")
+                }
+            }
+            let wanted = layout.identitySlots.map { layout.columns[$0].name }
+            if identities[layout.table] ?? [] != wanted {
+                conflicts.append(
+                    "table '\(layout.table)': its identity is (\((identities[layout.table] ?? []).joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))")
+            }
+            for toMany in layout.toMany {
+                guard let join = columns[toMany.joinTable] else { continue }
+                var expected = Set(toMany.sourceColumns + toMany.targetColumns)
+                if toMany.isOrdered { expected.insert("position") }
+                if Set(join.keys) != expected {
+                    conflicts.append(
+                        "join table '\(toMany.joinTable)': its columns are (\(join.keys.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))")
+                }
+            }
+        }
+        return conflicts
+    }
+}
