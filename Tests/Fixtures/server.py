@@ -308,6 +308,10 @@ def main():
     State.slow = args.slow
     State.delay = args.delay
     State.gate_size = args.gate
+    # socketserver listens with a backlog of 5: an eighth simultaneous connect overflows it and
+    # the kernel drops the SYN, which the client resends a second later (a 1 s stall that looked
+    # like the client's). A real server's backlog is larger.
+    ThreadingHTTPServer.request_queue_size = 128
     server = ThreadingHTTPServer((args.bind, args.port), Handler)
     server.daemon_threads = True
     scheme = "http"
