@@ -147,7 +147,7 @@ struct Run: ParsableCommand {
         case (let dir?, _): files(dir, "*.json")
         case (nil, .files(let dir, let glob)): files(dir, glob)
         case (nil, .http(let http)):
-            print("source: http \(ArchiveReader.printable(http.url)), \(http.paginate), concurrency \(http.concurrency), max_pages \(http.maxPages)"
+            print("source: http \(ArchiveReader.printable(http.shownURL)), \(http.paginate), concurrency \(http.concurrency), max_pages \(http.maxPages)"
                 + (http.allowedHosts.isEmpty ? "" : ", allowed_hosts \(http.allowedHosts.joined(separator: ","))"))
         case (nil, .none):
             print("source: none (give --pages DIR)")
@@ -224,7 +224,8 @@ struct Replay: ParsableCommand {
             config = try loadPipeline(pipeline)
         } else {
             do {
-                config = try PipelineConfig.parse(text: reader.header.pipelineText, path: "\(archive) (pipeline \(reader.header.pipelinePath))")
+                config = try PipelineConfig.parse(
+                    text: reader.header.pipelineText, path: "\(archive) (pipeline \(reader.header.pipelinePath))", readsSource: false)
             } catch {
                 printError("\(error)")
                 throw Exit.badConfig

@@ -88,3 +88,84 @@ extension StoreLocation {
     init(postgresURL url: String) { self = .postgres(url: url) }
     func contains(_ text: String) -> Bool { description.contains(text) }
 }
+
+/// A `${VAR}` in a URL's path or query is a secret wherever the URL goes: logs, the run's error,
+/// the archive's sources, `_ingot_rejects.source`, the resume state in `_ingot_runs`
+/// (hardening round 2, item 6).
+@Suite(.serialized)
+struct URLSecretTests {
+    static let tenant = "tenant-7f3a9c01"
+
+    @Test func aVariableInTheURLReachesNoLogRowArchiveOrState() throws {
+        let server = try FixtureServer()
+        let tenant = URLSecretTests.tenant
+        // Page 1 (one item) points at page 2, which carries the tenant too and is not JSON: a
+        // rejected page, then a failure (its next URL is unknown), each naming a URL.
+        let next = "\(server.base)/hostile/items?page=2&tenant=\(tenant)"
+        let to = next.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? next
+        let config = try PipelineConfig.parse(text: """
+            version: 1
+            name: tenant
+            source:
+              http:
+                url: "\(server.base)/hostile/next?tenant=${TENANT}&to=\(to)"
+                paginate: {next_url: next}
+                retry: {attempts: 1}
+            records: results
+            root: item
+            entities: {item: {identity: id, attributes: {id: integer, name: string}}}
+            """, path: "tenant.yml", environment: ["TENANT": tenant])
+        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        #expect(http.urlSecrets == [tenant])
+        let dir = temporaryDirectory()
+        var options = RunOptions()
+        options.databasePath = dir.appendingPathComponent("t.db").path
+        options.archiveDirectory = dir.appendingPathComponent("archives").path
+        options.progressInterval = 0
+        let logs = LogCapture()
+        let source = try HTTPPageSource(config: http, recordsPath: config.recordsPath, environment: [:], logger: logs.logger)
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
+
+        #expect(summary.status == .failed)
+        #expect(summary.counters.rejectedPages == 1)
+        #expect(try rows(options.databasePath, "SELECT count(*) FROM item") == [["1"]])
+        #expect(summary.error?.contains("REDACTED") == true && summary.error?.contains(tenant) == false, "\(summary.error ?? "")")
+        #expect(!logs.all.joined().contains(tenant) && logs.all.joined().contains("REDACTED"))
+        let sources = try rows(options.databasePath, "SELECT source FROM _ingot_rejects").joined().joined()
+        #expect(sources.contains("REDACTED") && !sources.contains(tenant), "\(sources)")
+        let archive = try ArchiveReader(path: try #require(summary.archive))
+        #expect(archive.entries.count == 2)
+        for entry in archive.entries { #expect(!entry.metadata.source.contains(tenant), "\(entry.metadata.source)") }
+        for suffix in ["", "-wal"] {
+            let bytes = FileManager.default.contents(atPath: options.databasePath + suffix) ?? Data()
+            #expect(bytes.range(of: Data(tenant.utf8)) == nil, "no byte of the tenant in \(options.databasePath + suffix)")
+        }
+    }
+
+    @Test func dryRunShowsTheURLWithoutIt() throws {
+        let yml = temporaryDirectory().appendingPathComponent("t.yml").path
+        try """
+            version: 1
+            name: t
+            source: {http: {url: "https://api.test/t/${TENANT}/items"}}
+            root: a
+            entities: {a: {identity: id, attributes: {id: integer}}}
+            """.write(toFile: yml, atomically: true, encoding: .utf8)
+        let (status, out, err) = try runIngot(["run", yml, "--dry-run", "--db", yml + ".db"], environment: ["TENANT": URLSecretTests.tenant])
+        #expect(status == 0, "\(err)")
+        #expect(out.contains("source: http https://api.test/t/REDACTED/items"), "\(out)")
+        #expect(!(out + err).contains(URLSecretTests.tenant))
+    }
+
+    /// The resume state stores `⟨secret N⟩` for each secret, and a resume puts the value of its
+    /// own environment back: the URL fetched is the real one.
+    @Test func aResumeStateHoldsAMarkerAndResumesWithTheRealValue() throws {
+        var config = HTTPSourceConfig(url: "https://h.test/t/\(URLSecretTests.tenant)/items")
+        config.urlSecrets = [URLSecretTests.tenant]
+        config.paginate = .nextURL(path: ["next"])
+        let cursor = HTTPPageSource.Cursor.url("https://h.test/t/\(URLSecretTests.tenant)/items?page=2")
+        let state = cursor.state(hiding: config.urlSecrets)
+        #expect(state == "url:https://h.test/t/⟨secret 0⟩/items?page=2")
+        #expect(HTTPPageSource.Cursor(state: state, secrets: config.urlSecrets) == cursor)
+    }
+}

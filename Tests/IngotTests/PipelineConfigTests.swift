@@ -80,7 +80,7 @@ struct PipelineConfigTests {
     @Test func environmentVariablesExpandInValuesWithDefaultsAndPlaces() throws {
         let text = """
             version: 1
-            name: ${NAME:-fallback}
+            name: fallback
             source:
               http:
                 url: https://${HOST}/v1/items?x=$${literal}
@@ -106,6 +106,80 @@ struct PipelineConfigTests {
         } catch {
             #expect(error.description == "e.yml:5:10: the environment variable HOST is not set (and ${HOST} has no :-default)")
         }
+    }
+
+    /// A replay has no environment: `${VAR}` outside `source:` would map it differently from its
+    /// run, so it is refused there (hardening round 2, item 10). `$${` stays a literal anywhere.
+    @Test(arguments: ["name: ${NAME:-x}", "records: ${RECORDS}", "    attributes: {id: integer, n: {type: string, key: \"${K}\"}}"])
+    func aVariableOutsideTheSourceIsRefused(line: String) throws {
+        var text = """
+            version: 1
+            name: v
+            source:
+              http:
+                url: https://${HOST}/items
+            root: a
+            entities:
+              a:
+                identity: id
+                attributes: {id: integer}
+            """
+        if line.hasPrefix("name") {
+            text = text.replacingOccurrences(of: "name: v", with: line)
+        } else if line.hasPrefix("records") {
+            text = text.replacingOccurrences(of: "root: a", with: "root: a\n" + line)
+        } else {
+            text = text.replacingOccurrences(of: "    attributes: {id: integer}", with: line)
+        }
+        do {
+            _ = try PipelineConfig.parse(text: text, path: "v.yml", environment: ["HOST": "h.test", "NAME": "n", "RECORDS": "r", "K": "k"])
+            Issue.record("${…} outside source: must be refused")
+        } catch {
+            #expect(error.description.contains("is read inside source: only"), "\(error)")
+        }
+        guard !line.hasPrefix("name") else { return }  // a literal '${' is no valid name
+        let literal = text.replacingOccurrences(of: "${RECORDS", with: "$${RECORDS").replacingOccurrences(of: "\"${K}", with: "\"$${K}")
+        #expect(throws: Never.self) { try PipelineConfig.parse(text: literal, path: "v.yml", environment: ["HOST": "h.test"]) }
+    }
+
+    /// A replay reads no source, so the variables of `source:` need not be set.
+    @Test func aReplayReadsNoSourceAndNeedsNoVariable() throws {
+        let text = """
+            version: 1
+            name: v
+            source: {http: {url: "https://${HOST}/items", headers: {X-Tenant: "${TENANT}"}}}
+            root: a
+            entities: {a: {identity: id, attributes: {id: integer}}}
+            """
+        let config = try PipelineConfig.parse(text: text, path: "v.yml", environment: [:], readsSource: false)
+        #expect(config.source == .none)
+        #expect(config.model["a"] != nil)
+    }
+
+    /// What `${VAR}` puts in a URL's user info, path, query or fragment is a secret; a variable
+    /// giving the scheme, host or port is not (hardening round 2, item 6).
+    @Test(arguments: [
+        ("https://${HOST}/v1/items", [String]()),
+        ("${API:-https://x.test}/v1/items", []),
+        ("${API}/v1/items", []),
+        ("https://${HOST}/t/${TENANT}/items?key=${KEY}#${FRAG}", ["tenant-42", "k-9", "frag"]),
+        ("https://${USER}:${PASS}@${HOST}:8443/x", ["bob", "pa55word"]),
+        ("${BASE}/items", ["/t/tenant-42?x=1"]),
+    ])
+    func theURLsPartsFromTheEnvironmentAreSecrets(url: String, secrets: [String]) throws {
+        let environment = ["HOST": "h.test", "TENANT": "tenant-42", "KEY": "k-9", "FRAG": "frag", "USER": "bob", "PASS": "pa55word",
+                           "API": "https://api.test:8080", "BASE": "https://h.test/t/tenant-42?x=1"]
+        let config = try PipelineConfig.parse(text: """
+            version: 1
+            name: u
+            source: {http: {url: "\(url)"}}
+            root: a
+            entities: {a: {identity: id, attributes: {id: integer}}}
+            """, path: "u.yml", environment: environment)
+        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        #expect(http.urlSecrets == secrets)
+        for secret in secrets { #expect(!http.shownURL.contains(secret), "\(http.shownURL)") }
+        #expect(["h.test", "x.test", "api.test"].contains { http.shownURL.contains($0) }, "the host stays visible: \(http.shownURL)")
     }
 
     @Test func aSecretHeaderFromTheEnvironmentIsScrubbedFromWhatIsShown() throws {

@@ -23,8 +23,14 @@ extension PipelineConfig {
     /// relative source directories. `${VAR}` and `${VAR:-default}` in any value expand from
     /// `environment` (`$${` is a literal `${`); a variable that is not set and has no default is
     /// an error at its line and column. The text kept (and archived) is the unexpanded one.
+    ///
+    /// `${VAR}` is read inside `source:` only (anywhere else it is refused at its line): what a
+    /// run maps with is then in its archived text alone, and a replay, which never reads the
+    /// source, maps exactly as the run did whatever its own environment (`readsSource: false`:
+    /// the source is not read, so none of its variables need be set).
     public static func parse(
-        text: String, path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+        text: String, path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+        readsSource: Bool = true
     ) throws(ConfigError) -> PipelineConfig {
         // The file's text is archived with every run: it must fit an archive header.
         guard text.utf8.count <= PipelineConfig.maxFileBytes else {
@@ -33,6 +39,7 @@ extension PipelineConfig {
                 message: "the pipeline file is \(text.utf8.count) bytes; at most \(PipelineConfig.maxFileBytes) are accepted")
         }
         var reader = PipelineYAMLReader(file: path, environment: environment)
+        reader.readsSource = readsSource
         return try reader.read(text)
     }
 }
@@ -42,6 +49,10 @@ extension PipelineConfig {
 struct PipelineYAMLReader {
     let file: String
     let environment: [String: String]
+    /// Whether `source:` is read (a replay skips it: it fetches nothing).
+    var readsSource = true
+    /// Set while `source:` is read: the only place `${VAR}` expands.
+    private var inSource = false
     private var marks: [EntityModel.Location: Mark] = [:]
 
     init(file: String, environment: [String: String] = [:]) {
@@ -78,7 +89,11 @@ struct PipelineYAMLReader {
         }
 
         var source = SourceConfig.none
-        if let node = top["source"] { source = try readSource(node) }
+        if let node = top["source"], readsSource {
+            inSource = true
+            defer { inSource = false }
+            source = try readSource(node)
+        }
 
         var recordsPath: [String] = []
         if let node = top["records"] {
@@ -182,11 +197,13 @@ struct PipelineYAMLReader {
         let fields = try mapping(
             node, allowed: ["url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry"])
         let urlNode = try required(fields, "url", in: node)
-        let url = try string(urlNode)
+        guard case .scalar(let urlScalar) = urlNode else { throw error(urlNode, "expected a string") }
+        let (url, fromEnvironment) = try expanding(urlScalar.string, at: urlNode)
         guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
             throw error(urlNode, "url must be an absolute http(s) URL")
         }
         var config = HTTPSourceConfig(url: url)
+        config.urlSecrets = PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment)
         if let headers = fields["headers"] {
             guard case .mapping(let map) = headers else { throw error(headers, "headers must be a mapping of header names to values") }
             for (k, v) in map {
@@ -466,7 +483,15 @@ struct PipelineYAMLReader {
 
     /// `${VAR}` and `${VAR:-default}` in `text` replaced from the environment; `$${` stays `${`.
     func expand(_ text: String, at node: Node) throws(ConfigError) -> String {
-        guard text.contains("${") else { return text }
+        try expanding(text, at: node).text
+    }
+
+    /// ``expand(_:at:)``, with where in the result each value taken from the environment lies
+    /// (UTF-8 offsets; a `:-default` from the file is not one). Outside `source:` a reference is
+    /// refused: a replay must map with what the run mapped with, and it has no environment.
+    func expanding(_ text: String, at node: Node) throws(ConfigError) -> (text: String, fromEnvironment: [Range<Int>]) {
+        guard text.contains("${") else { return (text, []) }
+        var ranges: [Range<Int>] = []
         var out = ""
         var rest = Substring(text)
         while let dollar = rest.firstIndex(of: "$") {
@@ -497,8 +522,13 @@ struct PipelineYAMLReader {
             guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
                 throw error(node, "'${\(inside)}' is not a variable reference; use ${NAME} or ${NAME:-default}")
             }
+            guard inSource else {
+                throw error(node, "${\(name)} is read inside source: only: elsewhere it would make a replay, which has no environment, map differently from its run")
+            }
             if let value = environment[String(name)], !(value.isEmpty && fallback != nil) {
+                let start = out.utf8.count
                 out += value
+                ranges.append(start..<out.utf8.count)
             } else if let fallback {
                 out += fallback
             } else {
@@ -507,7 +537,31 @@ struct PipelineYAMLReader {
             rest = after[after.index(after: close)...]
         }
         out += rest
-        return out
+        return (out, ranges)
+    }
+
+    /// The pieces of `url`'s environment values (`fromEnvironment`, UTF-8 offsets) that lie in
+    /// its user info or after its authority (path, query, fragment): those are secrets. A value
+    /// that gives the scheme, host or port is not.
+    static func secretParts(of url: String, fromEnvironment: [Range<Int>]) -> [String] {
+        guard !fromEnvironment.isEmpty else { return [] }
+        let bytes = Array(url.utf8)
+        var regions: [Range<Int>] = []
+        if let schemeEnd = url.range(of: "://").map({ url.utf8.distance(from: url.utf8.startIndex, to: $0.upperBound) }) {
+            let authorityEnd = bytes[schemeEnd...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
+            if let at = bytes[schemeEnd..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) { regions.append(schemeEnd..<at) }
+            regions.append(authorityEnd..<bytes.count)
+        } else {
+            regions.append(0..<bytes.count)
+        }
+        var secrets: [String] = []
+        for range in fromEnvironment {
+            for region in regions {
+                let part = range.clamped(to: region)
+                if !part.isEmpty { secrets.append(String(decoding: bytes[part], as: UTF8.self)) }
+            }
+        }
+        return secrets
     }
 
     private func error(_ node: Node?, _ message: String) -> ConfigError {

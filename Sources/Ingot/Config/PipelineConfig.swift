@@ -66,6 +66,11 @@ public enum SourceConfig: Sendable, Equatable {
 /// `source: {http: …}`: where and how to fetch pages.
 public struct HTTPSourceConfig: Sendable, Equatable {
     public var url: String
+    /// The parts of `url` that came from the environment (`${VAR}`) and landed in its user info,
+    /// path, query or fragment: secrets like a header's value, redacted wherever a URL is shown
+    /// and never stored in a resume state. A variable that only gives the scheme, host or port
+    /// (`${API:-http://127.0.0.1:8080}/items`) is not one.
+    public var urlSecrets: [String] = []
     public var headers: [Header]
     public var auth: Auth?
     public var paginate: Pagination

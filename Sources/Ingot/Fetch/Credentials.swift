@@ -9,7 +9,8 @@ struct Credentials: Sendable {
     /// A query parameter added to every request (API key in the query).
     var query: (name: String, value: String)?
     /// Parameters whose values are redacted wherever a URL is shown.
-    var secretParams: Set<String> = ["access_token", "api_key", "apikey", "key", "token", "password", "secret"]
+    var secretParams = Credentials.defaultSecretParams
+    static let defaultSecretParams: Set<String> = ["access_token", "api_key", "apikey", "key", "token", "password", "secret"]
     /// The secret values themselves (and the forms they are sent in), scrubbed from any text shown:
     /// a server may echo a credential back in an error body.
     private(set) var redactor = Redactor()
@@ -21,7 +22,8 @@ struct Credentials: Sendable {
     /// character is refused (exit 2, naming the variable or header, never the value): a CR or LF
     /// would end the header and inject others.
     init(config: HTTPSourceConfig, environment: [String: String]) throws(FetchError) {
-        let shownURL = Credentials.redact(config.url, secretParams)
+        for secret in config.urlSecrets { redactor.add(secret) }
+        let shownURL = redactor.scrub(Credentials.redact(config.url, secretParams))
         func clean(_ value: String, _ what: String) throws(FetchError) -> String {
             var scalars = Substring(value).unicodeScalars
             if scalars.last == "\n" { scalars.removeLast() }
@@ -89,6 +91,15 @@ struct Credentials: Sendable {
         "content-type", "content-length", "etag", "last-modified", "date", "link", "retry-after", "x-total-count",
         "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "cache-control",
     ]
+}
+
+extension HTTPSourceConfig {
+    /// `url` as shown (`--dry-run`, `check`): passwords, secret query values and the parts that
+    /// came from the environment replaced by `REDACTED`.
+    public var shownURL: String {
+        let secrets = Credentials.redact(url, Credentials.defaultSecretParams)
+        return Redactor(urlSecrets).scrub(secrets)
+    }
 }
 
 /// A page that could not be fetched: the run stops (exit 1) after everything before it is committed.

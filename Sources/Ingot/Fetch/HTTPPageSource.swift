@@ -50,17 +50,25 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         case page(Int)
         case offset(Int)
 
-        var state: String {
+        /// The cursor as a resume state (stored in the run's row), each of `secrets` (the URL's
+        /// parts from the environment) written as `⟨secret N⟩`: a stored state holds no secret,
+        /// and a resume puts back the values of its own environment. The marker cannot occur in
+        /// a URL Ingot sends: non-ASCII is percent-encoded there.
+        func state(hiding secrets: [String]) -> String {
             switch self {
-            case .url(let u): "url:" + u
-            case .page(let n): "page:\(n)"
-            case .offset(let n): "offset:\(n)"
+            case .url(var u):
+                for (k, secret) in secrets.enumerated() where !secret.isEmpty { u = u.replacingOccurrences(of: secret, with: "⟨secret \(k)⟩") }
+                return "url:" + u
+            case .page(let n): return "page:\(n)"
+            case .offset(let n): return "offset:\(n)"
             }
         }
 
-        init?(state: String) {
+        init?(state: String, secrets: [String]) {
             if state.hasPrefix("url:") {
-                self = .url(String(state.dropFirst(4)))
+                var u = String(state.dropFirst(4))
+                for (k, secret) in secrets.enumerated() { u = u.replacingOccurrences(of: "⟨secret \(k)⟩", with: secret) }
+                self = .url(u)
             } else if state.hasPrefix("page:"), let n = Int(state.dropFirst(5)) {
                 self = .page(n)
             } else if state.hasPrefix("offset:"), let n = Int(state.dropFirst(7)) {
@@ -100,7 +108,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             upcoming = nil
             return
         }
-        guard let cursor = Cursor(state: state) else {
+        guard let cursor = Cursor(state: state, secrets: config.urlSecrets) else {
             throw FetchError(url: credentials.redact(config.url), message: "cannot resume from state '\(state)'")
         }
         upcoming = cursor
@@ -146,13 +154,13 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             fetched += 1
             do {
                 upcoming = try following(url: url, page: page)
-                page.resumeState = upcoming?.state ?? "done"
+                page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
                 buffered.append(.success(page))
             } catch {
                 // The page itself is fine: it is saved, then the run fails on where it points
                 // (a resume fetches it again and fails the same way, until the pipeline changes).
                 upcoming = nil
-                page.resumeState = Cursor.url(url).state
+                page.resumeState = Cursor.url(url).state(hiding: config.urlSecrets)
                 buffered.append(.success(page))
                 buffered.append(.failure(error))
             }
@@ -191,7 +199,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                 stop = true
             }
             upcoming = stop ? nil : step(head.cursor)
-            page.resumeState = upcoming?.state ?? "done"
+            page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
             // A last page (empty, past the total, or not a page of records at all) still goes
             // through: archived, then counted or rejected.
             buffered.append(.success(page))

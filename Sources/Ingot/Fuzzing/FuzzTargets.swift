@@ -95,7 +95,7 @@ public enum FuzzTargets {
         for entry in reader.entries { _ = try? reader.payload(of: entry) }
         _ = try? reader.verify()
         _ = ArchiveReader.printable(reader.header.pipelineText)
-        if let text = try? PipelineConfig.parse(text: reader.header.pipelineText, path: "archived") { _ = text.name }
+        if let text = try? PipelineConfig.parse(text: reader.header.pipelineText, path: "archived", readsSource: false) { _ = text.name }
     }
 
     // MARK: - Pipeline: the YAML loader and the model's validation
