@@ -104,6 +104,9 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Rejects as a share of what was read (0-1) allowed; past it exit 3 (env INGOT_MAX_REJECT_RATIO).")
     var maxRejectRatio: Double?
 
+    @Option(help: "Rejections stored in _ingot_rejects per run, at most; past it they are only counted (env INGOT_MAX_REJECT_ROWS; default 10000).")
+    var maxRejectRows: Int?
+
     @Option(help: "Write Prometheus metrics to this file (atomically) at each progress tick and at exit, for node_exporter's textfile collector (env INGOT_METRICS_FILE).")
     var metricsFile: String?
 
@@ -135,6 +138,7 @@ struct StageOptions: ParsableArguments {
         lockTimeout = try lockTimeout ?? Environment.double("INGOT_LOCK_TIMEOUT")
         maxRejects = try maxRejects ?? Environment.int("INGOT_MAX_REJECTS")
         maxRejectRatio = try maxRejectRatio ?? Environment.double("INGOT_MAX_REJECT_RATIO")
+        maxRejectRows = try maxRejectRows ?? Environment.int("INGOT_MAX_REJECT_ROWS")
         metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
         metricsListen = metricsListen ?? Environment.string("INGOT_METRICS_LISTEN")
@@ -162,6 +166,7 @@ struct StageOptions: ParsableArguments {
         if let batchBytes, batchBytes > 1 << 40 { throw ValidationError("--batch-bytes (or INGOT_BATCH_BYTES) must be at most 1 TiB") }
         if let bytesInFlight, bytesInFlight > 1 << 40 { throw ValidationError("--bytes-in-flight (or INGOT_BYTES_IN_FLIGHT) must be at most 1 TiB") }
         if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
+        if let maxRejectRows, maxRejectRows < 0 { throw ValidationError("--max-reject-rows (or INGOT_MAX_REJECT_ROWS) cannot be negative") }
         if let maxRejectRatio, !(0...1).contains(maxRejectRatio) { throw ValidationError("--max-reject-ratio must be between 0 and 1") }
         if let lanes, lanes < 1 || lanes > 256 { throw ValidationError("--lanes must be between 1 and 256") }
         if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
@@ -205,6 +210,7 @@ struct StageOptions: ParsableArguments {
         if let lockTimeout { options.lockTimeout = lockTimeout }
         options.maxRejects = maxRejects
         options.maxRejectRatio = maxRejectRatio
+        if let maxRejectRows { options.maxRejectRows = maxRejectRows }
         return options
     }
 }

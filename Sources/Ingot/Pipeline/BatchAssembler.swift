@@ -74,14 +74,16 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
             if !parts.isEmpty { waiting[nextSeq] = parts }
             if page.isLastPart { nextSeq += 1 }
             if !writer.hasFailed {
-                // A page's size: its JSON, or its stored text when that is bigger (dates from numbers).
-                let size = max(page.bytes, page.storage.text.count)
+                // A page's size: its JSON, or its stored text when that is bigger (dates from numbers),
+                // plus its rejections (what they hold besides their text, which the JSON counts):
+                // a page of a million `{}` makes a million rejections, bounded like records.
+                let size = max(page.bytes, page.storage.text.count) + page.rejections.count * BatchAssembler.rejectionBytes
                 if !batch.isEmpty && batchBytes + size > byteLimit { deliver(last: false) }
                 // A joined run's batch holds units in increasing order (a unit taken over from
                 // another job may come late): its rows fold later-wins, unit by unit.
                 if let unit = page.unit, let last = batch.last?.unit, unit.seq < last.seq { deliver(last: false) }
                 batch.append(page)
-                batchRecords += max(page.records.count, 1)
+                batchRecords += max(page.records.count + page.rejections.count, 1)
                 batchBytes += size
                 if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
             }
@@ -93,6 +95,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
             deliver(last: true, end: end.end)
         }
     }
+
+    /// What a ``RecordRejection`` holds besides its raw text, about: its fields and short strings.
+    static let rejectionBytes = 256
 
     private func deliver(last: Bool, end: SourceEnd = .exhausted) {
         delivered += 1

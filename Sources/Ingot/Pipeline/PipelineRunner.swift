@@ -232,7 +232,7 @@ public final class PipelineRunner: Sendable {
         let firstSeq = (resumed?.lastSeq ?? 0) + 1
         let writer = WriterStage(
             store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
-            initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics,
+            initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics, archivePath: archive?.path,
             finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,

@@ -34,6 +34,10 @@ public struct RunOptions: Sendable {
     public var runID: String?
     /// Rejections logged one by one before the log only counts them (all are stored). Default 20.
     public var loggedRejectionLimit = 20
+    /// Rejections stored in `_ingot_rejects` per run, at most (a resumed run counts what it
+    /// stored before); past it they are only counted, per reason and entity, and a
+    /// `rejects.truncated` warning names the archive that holds every page. Default 10,000.
+    public var maxRejectRows = 10_000
     /// Called with the text of every statement the store runs (tests count identity lookups).
     public var statementObserver: (@Sendable (String) -> Void)?
     /// Where the run writes its archive (`<pipeline>-<run id>.ingot`); `nil`: no archive. Default `nil`

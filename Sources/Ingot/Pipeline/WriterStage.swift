@@ -57,6 +57,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// The number of the last batch committed. Safe from any queue.
     var committedBatch: Int { committed.load(ordering: .acquiring) }
     private var loggedRejections = 0
+    /// `--max-reject-rows`, and how many `_ingot_rejects` rows this run has stored (a resumed
+    /// run stored all of its rejections up to the cap).
+    private let maxRejectRows: Int
+    private var storedRejectRows: Int
+    /// The run's archive, named by the `rejects.truncated` warning.
+    private let archivePath: String?
     private let pipeline: String
     /// Commit latency goes here, if the run has metrics.
     private let metrics: RunMetrics?
@@ -69,8 +75,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
-        finished: @escaping @Sendable () -> Void
+        archivePath: String? = nil, finished: @escaping @Sendable () -> Void
     ) {
+        self.maxRejectRows = max(0, options.maxRejectRows)
+        self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
+        self.archivePath = archivePath
         self.metrics = metrics
         self.store = store
         self.model = config.model
@@ -181,7 +190,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                     // committed redoes the whole page (re-applying its first parts is harmless).
                     runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
                     resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
-                    rejections: rejections + outcome.rejections, kept: state))
+                    rejections: storable(rejections + outcome.rejections), kept: state))
             }
             incrementalMax = newMax
             if let entity = replaceEntity { touched.formUnion(resolved.rows.merged[entity].index.keys) }
@@ -189,6 +198,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             rejections += outcome.rejections
             saved = next
             lastSaved = batch.number
+            storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
             log(rejections)
         } catch JoinError.unitsLost(let units) {
             // This job stalled past a lease and another job took a unit over: the transaction was
@@ -264,6 +274,24 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
     }
 
+    /// The rejections of a batch that still fit under `--max-reject-rows`; the first time some do
+    /// not, a `rejects.truncated` warning (once per process: the counts keep every one).
+    private func storable(_ rejections: [RecordRejection]) -> [RecordRejection] {
+        let room = maxRejectRows - storedRejectRows
+        guard rejections.count > room else { return rejections }
+        if !rejectRowsTruncated {
+            rejectRowsTruncated = true
+            var metadata: Logger.Metadata = [
+                "max_reject_rows": .int(maxRejectRows),
+                LogKey.reason: "further rejections are counted per reason and entity, not stored in _ingot_rejects; the archive holds every page",
+            ]
+            if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
+            logger.warning("rejects.truncated", metadata: metadata)
+        }
+        return Array(rejections.prefix(max(0, room)))
+    }
+    private var rejectRowsTruncated = false
+
     private func log(_ rejections: [RecordRejection]) {
         for r in rejections {
             loggedRejections += 1
@@ -282,7 +310,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             if loggedRejections == loggedRejectionLimit {
                 logger.warning("record.rejected.more", metadata: [
-                    LogKey.reason: "further rejections are counted and stored in _ingot_rejects, not logged"
+                    LogKey.reason: "further rejections are counted and stored in _ingot_rejects (up to --max-reject-rows), not logged"
                 ])
             }
         }
