@@ -118,7 +118,8 @@ struct JoinTests {
         let url = try PostgresServer.freshDatabase()
         let store = try PGStore(url: url, model: config.model)
         let run = try JoinedRun(
-            url: url, name: "lost", pipeline: "seam", proposedRunID: "r1", startedAt: Date(), lease: 30, model: config.model)
+            url: url, name: "lost", pipeline: "seam", proposedRunID: "r1", startedAt: Date(), lease: 30, model: config.model,
+            spec: JoinSpec(pipelineText: config.text, source: "test", maxPageBytes: RunOptions.defaultMaxPageBytes))
         let connection = try PGConnection(url: url)
         for seq in 1...2 {
             try connection.execute(

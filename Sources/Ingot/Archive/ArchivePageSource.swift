@@ -8,6 +8,8 @@ public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used
         self.reader = reader
     }
 
+    public var origin: String { "archive \(reader.path)" }
+
     public func next() throws -> Page? {
         guard position < reader.entries.count else { return nil }
         let entry = reader.entries[position]

@@ -263,6 +263,8 @@ public enum RejectReason: String, Sendable, CaseIterable {
     case noRecords = "no_records"
     /// A page over `max_page_bytes`.
     case pageTooLarge = "page_too_large"
+    /// A page its source could not read (a damaged unit of a joined run).
+    case unreadable
     /// A page whose text values pass 4 GiB.
     case tooLarge = "too_large"
     /// A value no database stores alike: text holding `\u0000` or a lone surrogate escape, or a

@@ -131,6 +131,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         self.metrics = metrics
     }
 
+    public var origin: String { "http \(config.shownURL) \(config.paginate)" }
+
     public func next() throws -> Page? {
         if buffered.isEmpty { try fill() }
         guard !buffered.isEmpty else { return nil }

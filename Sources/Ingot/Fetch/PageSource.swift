@@ -19,6 +19,9 @@ public struct Page: Sendable {
     /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
     /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
     public var oversized: Int?
+    /// Set when the source could not read the payload (a damaged unit of a joined run): why,
+    /// naming the page (its unit's seq). The pipeline rejects such a page and goes on.
+    public var unreadable: String?
     /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
     /// (``seq`` numbers the pages of this job).
     public var unit: UnitRef?
@@ -66,6 +69,9 @@ public protocol PageSource: AnyObject, Sendable {
     func useLogger(_ logger: Logger)
     /// Gives the source the run's metrics (fetch latency, retries), before the first ``next()``.
     func useMetrics(_ metrics: RunMetrics)
+    /// What the source reads, without any secret (`files DIR/GLOB`, `http URL`, `archive PATH`):
+    /// the jobs of a joined run must read the same source.
+    var origin: String { get }
 }
 
 extension PageSource {
@@ -74,6 +80,8 @@ extension PageSource {
     public func useLogger(_ logger: Logger) {}
     /// Sources that do not fetch record no metrics.
     public func useMetrics(_ metrics: RunMetrics) {}
+    /// A source that does not say what it reads is named by its type.
+    public var origin: String { "\(Self.self)" }
 
     /// Sources that keep no position cannot resume: `--resume` (and a joined run's fetcher
     /// taking over) fails with a source error.
@@ -85,6 +93,7 @@ extension PageSource {
 /// The files of a directory whose names match a glob, read whole, in name order.
 public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     public let directory: String
+    public let glob: String
     public let files: [String]
     /// Files bigger than this are not read: they become oversized pages (rejected by the run).
     public let maxPageBytes: Int
@@ -94,6 +103,7 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
     /// `maxPageBytes` are not read: they come as oversized pages.
     public init(directory: String, glob: String, maxPageBytes: Int = RunOptions.defaultMaxPageBytes) throws {
         self.directory = directory
+        self.glob = glob
         self.maxPageBytes = maxPageBytes
         let names: [String]
         do {
@@ -103,6 +113,8 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
         }
         files = names.filter { fnmatch(glob, $0, 0) == 0 }.sorted()
     }
+
+    public var origin: String { "files \((directory as NSString).standardizingPath)/\(glob)" }
 
     public func next() throws -> Page? {
         guard position < files.count else { return nil }

@@ -36,7 +36,8 @@ extension PipelineRunner {
         try pg.lockRuns(of: config.name, timeout: options.lockTimeout, shared: true)
         let run = try JoinedRun(
             url: options.databasePath, name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started),
-            startedAt: started, lease: options.lease, model: config.model)
+            startedAt: started, lease: options.lease, model: config.model,
+            spec: JoinSpec(pipelineText: config.text, source: source.origin, maxPageBytes: maxPageBytes))
         pg.joined = run.context
         return JoinedPart(run: run, source: JoinedPageSource(run: run, upstream: source, maxPageBytes: maxPageBytes), store: pg)
     }
@@ -58,7 +59,8 @@ extension PipelineRunner {
             try archiveWriter?.append(bytes, seq: seq, source: source)
         }
         let end = try part.store.endJoinedJob(
-            part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity, archive: archive)
+            part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity,
+            maxPageBytes: maxPageBytes, archive: archive)
         try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
         guard let total = end.finished else { return }

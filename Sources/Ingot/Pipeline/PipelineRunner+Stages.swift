@@ -103,8 +103,8 @@ extension PipelineRunner {
                         $0.read += 1
                         $0.bytesRead += page.oversized ?? page.bytes.count
                     }
-                    if page.oversized != nil || page.bytes.count > maxPageBytes {
-                        let rejected = PipelineRunner.oversizedPage(page, limit: maxPageBytes, entity: rootName)
+                    if page.oversized != nil || page.bytes.count > maxPageBytes || page.unreadable != nil {
+                        let rejected = PipelineRunner.rejectedPage(page, limit: maxPageBytes, entity: rootName)
                         budget.charge(rejected.bytes)
                         assembler.queue.async { assembler.receive(rejected) }
                         continue
@@ -140,14 +140,17 @@ extension PipelineRunner {
         }
     }
 
-    /// A page over the size limit, as a rejected page: its reason, its size, and a prefix of its
-    /// text (when the source kept any). It carries its resume state: the source goes on after it.
-    static func oversizedPage(_ page: Page, limit: Int, entity: String) -> DecodedPage {
+    /// A page the run cannot take, as a rejected page: over the size limit, or unreadable (a
+    /// damaged unit of a joined run). Its reason, its size, and a prefix of its text (when the
+    /// source kept any). It carries its resume state: the source goes on after it.
+    static func rejectedPage(_ page: Page, limit: Int, entity: String) -> DecodedPage {
         let size = max(page.oversized ?? 0, page.bytes.count)
         let seen = page.oversized.map { "\(max($0, limit + 1))" } ?? "\(size)"
+        let reason = page.unreadable
+            ?? "the page is \(seen) bytes, over max_page_bytes (\(limit)); it was not archived"
         let rejection = RecordRejection(
-            entity: entity, codingPath: "", reason: "the page is \(seen) bytes, over max_page_bytes (\(limit)); it was not archived",
-            source: page.source, recordIndex: nil, raw: RecordRejection.prefix(page.bytes[...]), rawLength: size, code: .pageTooLarge)
+            entity: entity, codingPath: "", reason: reason, source: page.source, recordIndex: nil,
+            raw: RecordRejection.prefix(page.bytes[...]), rawLength: size, code: page.unreadable == nil ? .pageTooLarge : .unreadable)
         var rejected = DecodedPage(
             seq: page.seq, source: page.source, bytes: page.bytes.count, pageBytes: page.bytes.count, records: [],
             rejections: [rejection], pageRejected: true, recordCount: 0)

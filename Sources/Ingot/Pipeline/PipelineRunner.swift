@@ -164,6 +164,9 @@ public final class PipelineRunner: Sendable {
         if let joined {
             logger[metadataKey: "job"] = "\(joined.run.job)"
             logger.info(joined.run.created ? "join.created" : "join.joined", metadata: ["join": "\(joined.run.name)"])
+            if let reason = joined.run.revived {
+                logger.warning("join.revived", metadata: ["join": "\(joined.run.name)", LogKey.reason: "the run had failed (\(reason)); this job takes it up again"])
+            }
             if joined.run.alreadyFinished {
                 // A job restarted after the run ended (or started late): nothing is left to do.
                 joined.source.close()

@@ -3,6 +3,56 @@ import Foundation
 import Logging
 import Synchronization
 
+/// What decides a joined run's result, as a job runs it: the pipeline file's text (its
+/// `${VAR}` unexpanded: only `source:` has any), the source it reads (secrets redacted), and
+/// the options that change what is accepted. The job that creates a join records it; a job whose
+/// spec differs (a rolling update of the pipeline's ConfigMap, another `--pages`) is refused,
+/// exit 2, naming what differs: it would write the tables half one way, half the other.
+///
+/// Secret values (a token, a tenant in a URL's path) are not part of it: no digest of a secret
+/// is stored in a database other jobs and people read.
+struct JoinSpec: Sendable, Equatable, Codable {
+    struct Part: Sendable, Equatable, Codable {
+        var name: String
+        var value: String
+    }
+
+    var parts: [Part]
+
+    init(pipelineText: String, source: String, maxPageBytes: Int) {
+        parts = [
+            Part(name: "pipeline", value: "sha256:" + SHA256.hex(pipelineText.utf8)),
+            Part(name: "source", value: source),
+            Part(name: "max_page_bytes", value: "\(maxPageBytes)"),
+        ]
+    }
+
+    /// The spec as stored in `_ingot_joins.spec`.
+    var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    init?(json: String) {
+        guard let spec = try? JSONDecoder().decode(JoinSpec.self, from: Data(json.utf8)) else { return nil }
+        self = spec
+    }
+
+    /// SHA-256 of ``json``, shortened to 16 hex digits for messages.
+    var digest: String { String(SHA256.hex(json.utf8).prefix(16)) }
+
+    /// What differs between the run's spec and this job's, one `name: the run has …, this job
+    /// has …` per part.
+    func differences(from run: JoinSpec) -> [String] {
+        let mine = Dictionary(parts.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
+        let theirs = Dictionary(run.parts.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
+        return Set(mine.keys).union(theirs.keys).sorted().compactMap { name in
+            mine[name] == theirs[name] ? nil : "\(name): the run has \(theirs[name] ?? "nothing"), this job has \(mine[name] ?? "nothing")"
+        }
+    }
+}
+
 /// A job's membership of a run shared by several jobs (`ingot run … --join NAME`): the run's
 /// work queue in the database, and this job's leases on it.
 ///
@@ -21,6 +71,8 @@ final class JoinedRun: Sendable {
     let created: Bool
     /// The join was already finished when this job joined it: there is nothing to do.
     let alreadyFinished: Bool
+    /// The run had failed (why, as it was recorded) and this job took it up again.
+    let revived: String?
     /// Seconds a claim lasts without renewal.
     let lease: Double
     let url: String
@@ -31,34 +83,59 @@ final class JoinedRun: Sendable {
 
     /// Joins the run named `name` in the database at `url`, creating it (and its run row) when
     /// no job did yet. A join of another pipeline is refused.
-    init(url: String, name: String, pipeline: String, proposedRunID: String, startedAt: Date, lease: Double, model: EntityModel) throws {
+    ///
+    /// A job whose ``JoinSpec`` differs from the run's is refused (``StoreError/conflict``, exit
+    /// 2). A run that failed (its fetchers kept failing, say through an outage) is taken up
+    /// again: like `--resume` for a single run, its committed units stay and fetching continues
+    /// where the source stood (``revived``).
+    init(
+        url: String, name: String, pipeline: String, proposedRunID: String, startedAt: Date, lease: Double, model: EntityModel,
+        spec: JoinSpec
+    ) throws {
         let connection = try PGConnection(url: url)
         try PGStore.applySchema(PGStore.joinSchema(of: model), on: connection)
         let job = JoinedRun.makeJobID()
-        let joined = try connection.transaction { () throws -> (created: Bool, finished: Bool, id: Int64, runID: String) in
+        let joined = try connection.transaction { () throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) in
             let created = !(try connection.execute(
-                "INSERT INTO _ingot_joins (name, run_id, pipeline, status) VALUES ($1, $2, $3, 'running') ON CONFLICT (name) DO NOTHING RETURNING id",
-                [name, proposedRunID, pipeline])).isEmpty
+                """
+                INSERT INTO _ingot_joins (name, run_id, pipeline, status, spec) VALUES ($1, $2, $3, 'running', $4)
+                ON CONFLICT (name) DO NOTHING RETURNING id
+                """,
+                [name, proposedRunID, pipeline, spec.json])).isEmpty
             if created {
                 try connection.execute(
                     "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
                     [proposedRunID, pipeline, Store.timestamp(startedAt), name])
             }
             guard let row = try connection.execute(
-                "SELECT id, run_id, pipeline, status FROM _ingot_joins WHERE name = $1", [name]).first,
+                "SELECT id, run_id, pipeline, status, spec, error FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]).first,
                 let id = row[0].flatMap({ Int64($0) }), let runID = row[1]
             else { throw StoreError.schema("the join '\(name)' vanished while joining it") }
             guard row[2] == pipeline else {
                 throw StoreError.conflict("the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(pipeline)': use another --join name")
             }
+            if let stored = row[4].flatMap(JoinSpec.init(json:)), stored != spec {
+                throw StoreError.conflict(
+                    "the join '\(name)' runs with spec \(stored.digest), this job's is \(spec.digest): "
+                        + spec.differences(from: stored).joined(separator: "; ")
+                        + ". Every job of a join must run the same pipeline on the same source; use another --join name for this one")
+            }
             let finished = row[3] == "finished"
+            var revived: String?
+            if row[3] == "failed" {
+                revived = row[5] ?? "unknown"
+                try connection.execute(
+                    "UPDATE _ingot_joins SET status = 'running', fetch_failures = 0, error = NULL WHERE name = $1", [name])
+                try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL WHERE run_id = $1", [runID])
+            }
             if !finished {
                 try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
             }
-            return (created, finished, id, runID)
+            return (created, finished, revived, id, runID)
         }
         created = joined.created
         alreadyFinished = joined.finished
+        revived = joined.revived
         runID = joined.runID
         context = JoinContext(name: name, job: job, ordinal: joined.id)
         self.lease = lease
@@ -83,6 +160,8 @@ final class JoinedRun: Sendable {
         var oversized: Int?
         /// The job that held it before, when its lease ran out.
         var takenFrom: String?
+        /// Why its payload could not be read (the page is rejected with this reason).
+        var unreadable: String?
     }
 
     /// Claims the first unit nobody holds (pending, or its holder's lease ran out), or `nil`.
@@ -97,20 +176,31 @@ final class JoinedRun: Sendable {
                 WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims
                 """, [name, job, String(lease)])
         }
-        guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }), let length = row[3].flatMap({ Int($0) }) else { return nil }
-        let source = row[1] ?? "?"
-        guard let frame = row[2].flatMap(PGConnection.bytea(fromText:)) else {
-            throw SourceError(source: source, message: "unit \(seq) of join '\(name)': its payload is not readable")
-        }
-        let bytes: [UInt8]
-        do {
-            bytes = frame.isEmpty && length == 0 ? [] : try zstd.decompress(frame[...], expectedLength: length, limit: max(maxPageBytes, length))
-        } catch {
-            throw SourceError(source: source, message: "unit \(seq) of join '\(name)': \(error)")
-        }
-        return Unit(
-            seq: seq, claim: row[6].flatMap { Int($0) } ?? 0, source: source, bytes: bytes, oversized: row[4].flatMap { Int($0) },
+        guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
+        var unit = Unit(
+            seq: seq, claim: row[6].flatMap { Int($0) } ?? 0, source: row[1] ?? "?", bytes: [], oversized: row[4].flatMap { Int($0) },
             takenFrom: row[5])
+        // The row is input like any other: its length is believed only up to this job's
+        // max_page_bytes, and a payload that cannot be read is a rejected page, not a failure.
+        if unit.oversized != nil { return unit }
+        guard let length = row[3].flatMap({ Int($0) }), length >= 0 else {
+            unit.unreadable = "its length '\(row[3] ?? "NULL")' is not one"
+            return unit
+        }
+        guard length <= maxPageBytes else {
+            unit.oversized = length
+            return unit
+        }
+        guard let frame = row[2].flatMap(PGConnection.bytea(fromText:)) else {
+            unit.unreadable = "its payload is not readable"
+            return unit
+        }
+        do {
+            unit.bytes = frame.isEmpty && length == 0 ? [] : try zstd.decompress(frame[...], expectedLength: length, limit: maxPageBytes)
+        } catch {
+            unit.unreadable = "\(error)"
+        }
+        return unit
     }
 
     /// The queue as a job deciding what to do next sees it.
@@ -182,7 +272,9 @@ final class JoinedRun: Sendable {
     }
 
     /// Records that this job's fetching failed: the role is given back for another job to retry
-    /// from where the source stood; after three failures the run fails.
+    /// from where the source stood. Three fetcher roles in a row that failed without enqueuing a
+    /// page fail the run (a page enqueued resets the count); a job joining it later takes it up
+    /// again, as `--resume` does for a single run.
     func recordFetchFailure(_ error: any Error) {
         _ = try? control.withLock { connection in
             try connection.execute(
@@ -286,6 +378,7 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
                 var page = Page(seq: unit.seq, source: unit.source, bytes: unit.bytes)
                 page.unit = UnitRef(seq: unit.seq, claim: unit.claim)
                 page.oversized = unit.oversized
+                page.unreadable = unit.unreadable.map { "unit \(unit.seq) of join '\(run.name)' cannot be read: \($0)" }
                 return page
             }
             let state = try run.state()
@@ -365,7 +458,7 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
             let enqueued = try connection.changes(
                 """
                 WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
-                             fetch_lease_until = now() + make_interval(secs => $5)
+                             fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
                            WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
                 INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized)
                   SELECT $1, $3, 'pending', $6, $7, $8, $9 FROM j

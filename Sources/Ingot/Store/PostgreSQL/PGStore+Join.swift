@@ -67,6 +67,7 @@ extension PGStore {
               lease_until timestamptz, claims int NOT NULL DEFAULT 0, source text NOT NULL, payload bytea NOT NULL,
               length bigint NOT NULL, oversized bigint, finished_at timestamptz, PRIMARY KEY (name, seq))
             """,
+            "ALTER TABLE _ingot_joins ADD COLUMN IF NOT EXISTS spec text",
             "CREATE INDEX IF NOT EXISTS _ingot_units_open ON _ingot_units (name, seq) WHERE status <> 'done'",
             """
             CREATE TABLE IF NOT EXISTS _ingot_join_jobs (name text NOT NULL, job text NOT NULL, status text NOT NULL,
@@ -314,7 +315,7 @@ extension PGStore {
     /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
     func endJoinedJob(
         _ join: JoinContext, runID: String, status: RunSummary.Status, counters: RunCounters, replaceEntity: Int?,
-        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)? = nil
+        maxPageBytes: Int = RunOptions.defaultMaxPageBytes, archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)? = nil
     ) throws -> JoinedEnd {
         try commit()
         try begin()
@@ -352,7 +353,7 @@ extension PGStore {
                             "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
                     }
                 }
-                if let archive { try forEachPage(of: join, archive) }
+                if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
                 try finishRunRow(id: runID, status: .finished, counters: total, finishedAt: Date())
@@ -369,8 +370,11 @@ extension PGStore {
 
 extension PGStore {
     /// Every page of the joined run, in source order, from the work queue (oversized pages, which
-    /// were never kept, are left out): 64 units per query.
-    func forEachPage(of join: JoinContext, _ body: (_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void) throws {
+    /// were never kept, are left out, and so are units this job could not read or that claim
+    /// more than `maxPageBytes`: the jobs rejected them): 64 units per query.
+    func forEachPage(
+        of join: JoinContext, maxPageBytes: Int, _ body: (_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void
+    ) throws {
         let zstd = Zstd()
         var after = 0
         while true {
@@ -381,12 +385,13 @@ extension PGStore {
                 """, [join.name, String(after)])
             guard !rows.isEmpty else { return }
             for row in rows {
-                guard let seq = row[0].flatMap({ Int($0) }), let length = row[3].flatMap({ Int($0) }),
-                    let frame = row[2].flatMap(PGConnection.bytea(fromText:))
-                else { throw StoreError.schema("unit after \(after) of join '\(join.name)' is not readable") }
-                let bytes = length == 0 ? [] : try zstd.decompress(frame[...], expectedLength: length, limit: length)
-                try body(seq, row[1] ?? "", bytes)
+                guard let seq = row[0].flatMap({ Int($0) }) else { throw StoreError.schema("unit after \(after) of join '\(join.name)' has no seq") }
                 after = seq
+                guard let length = row[3].flatMap({ Int($0) }), (0...maxPageBytes).contains(length),
+                    let frame = row[2].flatMap(PGConnection.bytea(fromText:)),
+                    let bytes = length == 0 ? [] : try? zstd.decompress(frame[...], expectedLength: length, limit: maxPageBytes)
+                else { continue }
+                try body(seq, row[1] ?? "", bytes)
             }
         }
     }
