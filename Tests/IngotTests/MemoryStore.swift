@@ -67,6 +67,28 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
 
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         if snapshot == nil { snapshot = state }
+        apply(batch)
+        do {
+            try then()
+        } catch {
+            try rollback()
+            throw error
+        }
+    }
+
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        if snapshot == nil { snapshot = state }
+        let savepoint = state
+        apply(batch)
+        do {
+            try then()
+        } catch {
+            state = savepoint
+            throw error
+        }
+    }
+
+    private func apply(_ batch: ResolvedBatch) {
         for entity in 0..<batch.entityCount {
             for row in batch.rows(of: entity) {
                 guard let identity = row.identity else {
@@ -86,12 +108,6 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
                     state.links[entity][k][identity] = unique
                 }
             }
-        }
-        do {
-            try then()
-        } catch {
-            try rollback()
-            throw error
         }
     }
 

@@ -373,4 +373,6 @@ struct DecodedPage: Sendable {
     var incrementalMax: String?
     /// The page's unit in a run shared by several jobs (``Page/unit``).
     var unit: UnitRef?
+    /// The archive entry holding the page, when it was archived (a rejection found later names it).
+    var archive: ArchiveLocation?
 }

@@ -50,6 +50,7 @@ extension PipelineRunner {
                     decoded.unit = page.unit
                     if decoded.isLastPart { decoded.resumeState = page.resumeState }
                     if let location = page.archive {
+                        decoded.archive = location
                         for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
                     }
                     gate.wait()

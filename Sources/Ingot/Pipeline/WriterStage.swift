@@ -72,6 +72,20 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Why saving failed, if it did (read by the runner after `finished` fired).
     private(set) var failure: (any Error)?
 
+    /// The writes of the open transaction, in order, to redo when the database refuses a value
+    /// of a later batch (it rolls the whole transaction back): each batch as the assembler
+    /// prepared it (its lookups are redone) with the progress it recorded. Cleared at each
+    /// commit; a transaction holding more than ``maxRetainedBytes`` of them commits early.
+    private var openWrites: [(batch: PreparedBatch, progress: RunProgress?)] = []
+    private var retainedBytes = 0
+    /// The most page bytes of batches an open transaction keeps for a redo. 32 MiB.
+    static let maxRetainedBytes = 32 << 20
+    /// A value was refused in the open transaction: the identities the assembler counted as
+    /// written but not committed may not be, so later batches are looked up again.
+    private var refusedInTransaction = false
+    /// Where the records are in a page, for the coding path of a record the database refuses.
+    private let recordsPath: String
+
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
@@ -80,6 +94,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.maxRejectRows = max(0, options.maxRejectRows)
         self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
         self.archivePath = archivePath
+        self.recordsPath = config.recordsPath.joined(separator: ".")
         self.metrics = metrics
         self.store = store
         self.model = config.model
@@ -102,6 +117,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.shared = shared
         self.finished = finished
     }
+
+    /// Whether this job writes a run shared with others (each batch is then its own transaction,
+    /// and a refused value fails it: units cannot be written in isolation).
+    var isJoined: Bool { unitTransactions }
 
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
@@ -172,7 +191,19 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         var state: [(pipeline: String, key: String, value: String)] = []
         if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
+        // Only a whole page moves the resume point: a crash after part of a page was committed
+        // redoes the whole page (re-applying its first parts is harmless).
+        func progress(_ outcome: BatchOutcome) -> RunProgress {
+            var committed = next
+            committed.add(outcome, model: model)
+            return RunProgress(
+                runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
+                resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
+                rejections: storable(rejections + outcome.rejections), kept: state)
+        }
         do {
+            var batch = batch
+            if refusedInTransaction { batch.refs = nil }
             let resolved: ResolvedBatch
             do {
                 resolved = try resolver.resolve(batch, store: store)
@@ -181,16 +212,17 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 throw error
             }
             var outcome = resolved.outcome
-            try store.write(resolved) {
-                if let counts = store.lastWriteCounts { outcome.recount(counts) }
-                var committed = next
-                committed.add(outcome, model: model)
-                try store.recordProgress(RunProgress(
-                    // Only a whole page moves the resume point: a crash after part of a page was
-                    // committed redoes the whole page (re-applying its first parts is harmless).
-                    runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
-                    resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
-                    rejections: storable(rejections + outcome.rejections), kept: state))
+            var recorded: RunProgress?
+            do {
+                try store.write(resolved) {
+                    if let counts = store.lastWriteCounts { outcome.recount(counts) }
+                    let made = progress(outcome)
+                    try store.recordProgress(made)
+                    recorded = made
+                }
+                remember(batch, recorded)
+            } catch let error where !unitTransactions && StoreError.refusedValue(error) != nil {
+                outcome = try saveRefusing(batch, refusal: error, progress: progress)
             }
             incrementalMax = newMax
             if let entity = replaceEntity { touched.formUnion(resolved.rows.merged[entity].index.keys) }
@@ -207,6 +239,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             saved = counters
             return
         } catch {
+            openWrites = []
+            retainedBytes = 0
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
             // The store rolled back the open transaction: what is committed stays as it was.
             fail(error)
@@ -226,7 +260,99 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
         }
         let age = Double(DispatchTime.now().uptimeNanoseconds - (transactionStart?.uptimeNanoseconds ?? 0)) / 1e9
-        if saved.records - counters.records >= commitRecords || age >= commitInterval { commit() }
+        if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
+            commit()
+        }
+    }
+
+    // MARK: - Values the database refuses
+
+    /// Keeps a write of the open transaction for a redo.
+    private func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
+        guard !unitTransactions else { return }
+        var kept = batch
+        kept.refs = nil
+        kept.decoded = nil
+        openWrites.append((kept, progress))
+        retainedBytes += batch.pages.reduce(0) { $0 + $1.bytes }
+    }
+
+    /// A batch the database refused a value of. The store rolled the open transaction back: its
+    /// earlier writes are redone (looked up again), then the batch's records are written in
+    /// halves under savepoints, the refused halves halved again down to the records the database
+    /// refuses, which are rejected (`unstorable`, with its message); the rest is saved, with the
+    /// batch's progress. Returns what was written. Cost: about 2 log2(n) writes for a poison
+    /// record among n, on this slow path only.
+    private func saveRefusing(
+        _ batch: PreparedBatch, refusal: any Error, progress: (BatchOutcome) -> RunProgress
+    ) throws -> BatchOutcome {
+        logger.warning("batch.refused", metadata: [
+            LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
+            LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
+        ])
+        try store.rollback()
+        refusedInTransaction = true
+        let redo = openWrites
+        openWrites = []
+        retainedBytes = 0
+        for write in redo {
+            let resolved = try resolver.resolve(write.batch, store: store)
+            try store.write(resolved) { if let p = write.progress { try store.recordProgress(p) } }
+            openWrites.append(write)
+        }
+        let pages = batch.decoded ?? batch.pages
+        var outcome = BatchOutcome()
+        outcome.entities = Array(repeating: EntityCounts(), count: model.entities.count)
+        let records = pages.indices.flatMap { p in pages[p].records.indices.map { (page: p, record: $0) } }
+        try bisect(records[...], pages, &outcome)
+        let made = progress(outcome)
+        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: []), store: store)) { try store.recordProgress(made) }
+        remember(PreparedBatch(pages: []), made)
+        return outcome
+    }
+
+    /// Writes `records` of `pages` under a savepoint; when the database refuses them, each half
+    /// again, down to single records, which are rejected.
+    private func bisect(
+        _ records: ArraySlice<(page: Int, record: Int)>, _ pages: [DecodedPage], _ outcome: inout BatchOutcome
+    ) throws {
+        guard !records.isEmpty else { return }
+        var subset = pages
+        for k in subset.indices {
+            subset[k].records = []
+            subset[k].rejections = []
+        }
+        for (p, r) in records { subset[p].records.append(pages[p].records[r]) }
+        let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
+        let resolved = try resolver.resolve(sub, store: store)
+        do {
+            try store.writeIsolated(resolved) {}
+            outcome.add(resolved.outcome)
+            remember(sub, nil)
+        } catch {
+            guard let message = StoreError.refusedValue(error) else { throw error }
+            guard records.count > 1 else {
+                if let only = records.first { outcome.rejections.append(refused(pages[only.page], only.record, message)) }
+                return
+            }
+            let middle = records.startIndex + records.count / 2
+            try bisect(records[..<middle], pages, &outcome)
+            try bisect(records[middle...], pages, &outcome)
+        }
+    }
+
+    /// The rejection of a record the database refuses, with its message.
+    private func refused(_ page: DecodedPage, _ k: Int, _ message: String) -> RecordRejection {
+        let record = page.records[k]
+        let root = record.rows.isEmpty ? nil : page.rows[record.rows.lowerBound]
+        let entity = root.map { model.entities[$0.entity].name } ?? model.entities.first?.name ?? "?"
+        let identity = root?.identity.map { String("\($0)".prefix(100)) } ?? "without identity"
+        var rejection = RecordRejection(
+            entity: entity, codingPath: recordsPath + "[\(record.index)]",
+            reason: "the database refused it (\(entity) \(identity)): \(message.prefix(500))", source: page.source,
+            recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength, code: .unstorable)
+        rejection.archive = page.archive
+        return rejection
     }
 
     /// Commits the batches saved since the last commit and publishes their counters.
@@ -234,6 +360,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         dispatchPrecondition(condition: .onQueue(queue))
         commitGeneration += 1
         transactionStart = nil
+        openWrites = []
+        retainedBytes = 0
+        refusedInTransaction = false
         guard store.hasUncommittedBatches else { return }
         do {
             let clock = ContinuousClock()

@@ -29,6 +29,10 @@ struct PreparedBatch: Sendable {
     var folded: RowFolder?
     /// Per entity, per folded row: its stored row (`nil`: not stored), when looked up already.
     var refs: [[StoredRef?]]? = nil
+    /// The pages with their records, when `pages` lost them to folding: kept until the batch is
+    /// written, in case the database refuses one of its values (the writer then looks for the
+    /// records it refuses).
+    var decoded: [DecodedPage]? = nil
 }
 
 /// A batch ready to write: one row per identity per entity, in identity order, each with its
@@ -105,6 +109,15 @@ struct BatchOutcome: Sendable {
     var entities: [EntityCounts] = []
     /// Records rejected by the resolver (a bare reference to a missing row with `missing: reject`).
     var rejections: [RecordRejection] = []
+
+    /// Adds what another write did (a part of a batch written on its own).
+    mutating func add(_ other: BatchOutcome) {
+        inserted += other.inserted
+        updated += other.updated
+        if entities.count < other.entities.count { entities += Array(repeating: EntityCounts(), count: other.entities.count - entities.count) }
+        for (k, counts) in other.entities.enumerated() { entities[k] = entities[k] + counts }
+        rejections += other.rejections
+    }
 
     /// Takes the store's own counts of rows inserted, updated and stubs created, per entity
     /// (``IngestStore/lastWriteCounts``).

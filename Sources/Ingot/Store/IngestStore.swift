@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// What a pipeline needs from the database it ingests into, and nothing more: create or check
 /// the schema (when it is opened), look up stored identities, write a resolved batch, keep the
@@ -33,6 +34,11 @@ public protocol IngestStore: AnyObject, Sendable {
     /// updates of the present columns, link replacements; then runs `then` in it. When either
     /// throws, the open transaction is rolled back.
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws
+    /// Writes `batch` in the open transaction (beginning one when none is) under a savepoint:
+    /// when it or `then` throws, only its own work is undone — the transaction and the batches
+    /// written in it before stay — and the error is rethrown. The slow path that finds the
+    /// records a database refuses (``StoreError/refusedValue(_:)``); never used by a joined run.
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws
     /// Inside `save`'s `extra`: the batch's rejections, the run's counters and where its source
     /// continues, so that a commit always describes its last batch.
     func recordProgress(_ progress: RunProgress) throws
@@ -110,17 +116,34 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     case conflict(String)
     /// `--db` names a database Ingot cannot use (a scheme it does not know, an empty path).
     case unsupported(String)
-    /// PostgreSQL refused a statement.
-    case postgres(message: String, sql: String)
+    /// PostgreSQL refused a statement; `state` is its SQLSTATE.
+    case postgres(message: String, sql: String, state: String? = nil)
     /// The database server could not be reached (a later run may succeed: exit 75).
     case unreachable(String)
+
+    /// The database's message when it refused a value of a batch — not the connection, the disk
+    /// or a lock: SQLite's CONSTRAINT, TOOBIG, MISMATCH or RANGE; PostgreSQL's data exceptions
+    /// (SQLSTATE class 22), integrity constraint violations (23) and program limits (54: an
+    /// identity too long for its index). `nil` for every other failure, which no record causes.
+    public static func refusedValue(_ error: any Error) -> String? {
+        switch error {
+        case StoreError.sqlite(let code, let message, _) where [18, 19, 20, 25].contains(code & 0xFF):
+            return message
+        case StoreError.postgres(let message, _, let state?) where ["22", "23", "54"].contains(String(state.prefix(2))):
+            return message
+        case let error as DatabaseError where [18, 19, 20, 25].contains(error.resultCode.primaryResultCode.rawValue):
+            return error.message ?? "\(error.resultCode)"
+        default:
+            return nil
+        }
+    }
 
     /// The message, with the SQL that failed where there is one.
     public var description: String {
         switch self {
         case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"
         case .schema(let message), .conflict(let message), .unsupported(let message), .unreachable(let message): message
-        case .postgres(let message, let sql): sql.isEmpty ? "PostgreSQL: \(message)" : "PostgreSQL: \(message) (in: \(sql.prefix(300)))"
+        case .postgres(let message, let sql, _): sql.isEmpty ? "PostgreSQL: \(message)" : "PostgreSQL: \(message) (in: \(sql.prefix(300)))"
         }
     }
 }

@@ -56,6 +56,25 @@ extension Store {
         }
     }
 
+    /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
+    /// the transaction stays open. The slow path only (a savepoint copies every page the batch
+    /// dirties into SQLite's sub-journal).
+    public func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        try dbQueue.writeWithoutTransaction { db in
+            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            try db.execute(sql: "SAVEPOINT ingot_isolated")
+            do {
+                try BatchWriter(store: self, batch: batch).write()
+                try then()
+                try db.execute(sql: "RELEASE ingot_isolated")
+            } catch {
+                try? db.execute(sql: "ROLLBACK TO ingot_isolated")
+                try? db.execute(sql: "RELEASE ingot_isolated")
+                throw error
+            }
+        }
+    }
+
     /// Whether batches were saved since the last commit.
     public var hasUncommittedBatches: Bool {
         dbQueue.inDatabase { $0.isInsideTransaction }

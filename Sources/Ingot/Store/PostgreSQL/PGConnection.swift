@@ -130,7 +130,7 @@ final class PGConnection {
             let message = redactor.scrub(PGConnection.resultMessage(result))
             lastErrorState = PQresultErrorField(result, PGConnection.sqlStateField).map { String(cString: $0) }
             PQclear(result)
-            throw StoreError.postgres(message: message, sql: sql)
+            throw StoreError.postgres(message: message, sql: sql, state: lastErrorState)
         }
         return result
     }

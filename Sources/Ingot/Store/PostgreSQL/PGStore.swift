@@ -35,6 +35,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var lastWriteCounts: [EntityCounts]?
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
+    /// The staging tables made in the open transaction, in order: a rollback (to its start or
+    /// to a savepoint) drops them, so they are made again.
+    private var stagedInTransaction: [String] = []
 
     init(url: String, model: EntityModel) throws {
         self.model = model
@@ -105,16 +108,39 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         if let joined { return try writeJoined(batch, joined, then: then) }
         try begin()
         do {
-            for (entity, layout) in layouts.enumerated() {
-                let rows = batch.rows(of: entity)
-                guard !rows.isEmpty else { continue }
-                try writeRows(rows, layout)
-                for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany, owner: entity) }
-            }
+            try writeEntities(of: batch)
             try then()
         } catch {
             try? rollback()
             throw error
+        }
+    }
+
+    /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
+    /// the transaction stays open (a statement that failed aborts it up to the savepoint).
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        guard joined == nil else { throw StoreError.unsupported("a joined run's batches are not written in isolation") }
+        try begin()
+        try connection.execute("SAVEPOINT ingot_isolated")
+        let stagedBefore = stagedInTransaction.count
+        do {
+            try writeEntities(of: batch)
+            try then()
+            try connection.execute("RELEASE SAVEPOINT ingot_isolated")
+        } catch {
+            forgetStaging(after: stagedBefore)
+            try? connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
+            try? connection.execute("RELEASE SAVEPOINT ingot_isolated")
+            throw error
+        }
+    }
+
+    private func writeEntities(of batch: ResolvedBatch) throws {
+        for (entity, layout) in layouts.enumerated() {
+            let rows = batch.rows(of: entity)
+            guard !rows.isEmpty else { continue }
+            try writeRows(rows, layout)
+            for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany, owner: entity) }
         }
     }
 
@@ -212,6 +238,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         if staged.insert(name).inserted {
             let defs = columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")
             try connection.execute("CREATE TEMP TABLE IF NOT EXISTS \(quoted) (\(defs))")
+            if inTransaction { stagedInTransaction.append(name) }
         }
         return quoted
     }
@@ -230,6 +257,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []
+        stagedInTransaction = []
         try connection.execute("COMMIT")
     }
 
@@ -237,7 +265,14 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []
+        forgetStaging(after: 0)
         try connection.execute("ROLLBACK")
+    }
+
+    /// The staging tables made in the open transaction after the first `count` are gone (rolled back).
+    private func forgetStaging(after count: Int) {
+        for name in stagedInTransaction.dropFirst(count) { staged.remove(name) }
+        stagedInTransaction.removeSubrange(min(count, stagedInTransaction.count)...)
     }
 
     // MARK: - Runs

@@ -1,0 +1,117 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import Ingot
+
+/// The safety net for what no check foresaw (hardening round 2, item 1): when the database
+/// refuses a value, the records it refuses are found and rejected with its message, and the
+/// rest of the batch — and the batches before it in the same transaction — are saved.
+@Suite(.serialized)
+struct RefusedValueTests {
+    static let yaml = """
+        version: 1
+        name: refused
+        root: item
+        entities:
+          item:
+            identity: id
+            attributes: {id: integer, name: string}
+        """
+
+    func page(_ items: [(Int, String)]) -> String {
+        "[" + items.map { "{\"id\":\($0.0),\"name\":\"\($0.1)\"}" }.joined(separator: ",") + "]"
+    }
+
+    /// SQLite refuses `name = 'poison'` (a trigger raising ABORT, SQLITE_CONSTRAINT), on insert
+    /// and on update. Batches of two records share one transaction, so the batch that fails
+    /// has saved batches before it in the open transaction.
+    @Test(arguments: [1, 2, 100])
+    func aRefusedRecordIsRejectedAndTheRestSaved(batchRecords: Int) throws {
+        let (seed, db) = try ingest(Self.yaml, [page([(0, "seed"), (3, "three")])])
+        #expect(seed.status == .finished)
+        let queue = try DatabaseQueue(path: db)
+        try queue.write { db in
+            for event in ["INSERT", "UPDATE"] {
+                try db.execute(sql: """
+                    CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON item WHEN NEW.name = 'poison'
+                    BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
+                    """)
+            }
+        }
+        try queue.close()
+        let logs = LogCapture()
+        let pages = [
+            page([(1, "one"), (2, "two"), (4, "four")]),
+            page([(5, "five"), (6, "six"), (7, "poison"), (8, "eight")]),
+            page([(9, "nine"), (3, "poison"), (10, "ten")]),
+        ]
+        let (summary, _) = try ingest(Self.yaml, pages, db: db, batchRecords: batchRecords, commitRecords: 1000, logs: logs)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(try rows(db, "SELECT id, name FROM item ORDER BY id") == [
+            ["0", "seed"], ["1", "one"], ["2", "two"], ["3", "three"], ["4", "four"], ["5", "five"], ["6", "six"], ["8", "eight"],
+            ["9", "nine"], ["10", "ten"],
+        ])
+        let rejects = try rows(db, "SELECT entity, coding_path, reason_code, source, record_index, reason FROM _ingot_rejects ORDER BY source")
+        #expect(rejects.map { Array($0.prefix(5)) } == [
+            ["item", "[2]", "unstorable", "page-2.json", "2"], ["item", "[1]", "unstorable", "page-3.json", "1"],
+        ])
+        #expect(rejects.first?[5].contains("the database refused it (item 7): poison value refused") == true, "\(rejects)")
+        #expect(rejects.last?[5].contains("(item 3): poison value refused") == true, "\(rejects)")
+        #expect(summary.counters.records == 10)
+        #expect(summary.counters.rejectedRecords == 2)
+        #expect(summary.counters.rejectsByReason["unstorable"] == 2)
+        #expect(summary.counters.entities["item"]?.rejected == 2)
+        #expect(summary.counters.inserted == 8)  // 1, 2, 4, 5, 6, 8, 9, 10
+        #expect(logs.all.contains { $0.contains("msg=batch.refused") && $0.contains("poison value refused") })
+        // The run row describes the last batch: a resume finds nothing left to do.
+        #expect(try rows(db, "SELECT status, rejected_records FROM _ingot_runs ORDER BY started_at DESC LIMIT 1") == [["finished", "2"]])
+    }
+
+    /// PostgreSQL refuses a text identity too long for its unique index (SQLSTATE 54000, "index
+    /// row size … exceeds btree … maximum 2704"); SQLite has no such limit. The record is
+    /// rejected with PostgreSQL's message, its neighbours are saved.
+    @Test func anIdentityTooLongForPostgreSQLsIndexIsRejected() throws {
+        let yaml = """
+            version: 1
+            name: long
+            root: key
+            entities:
+              key:
+                identity: name
+                attributes: {name: string, n: integer}
+            """
+        // 3,000 letters from a fixed-seed generator: nothing PostgreSQL's compression shrinks.
+        var state: UInt64 = 42
+        let long = String((0..<3000).map { _ -> Character in
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return Character(UnicodeScalar(UInt8(97 + (state >> 33) % 26)))
+        })
+        let pages = ["[{\"name\":\"a\",\"n\":1},{\"name\":\"\(long)\",\"n\":2},{\"name\":\"b\",\"n\":3}]"]
+        let url = try PostgresServer.freshDatabase()
+        let logs = LogCapture()
+        let (summary, _) = try ingest(yaml, pages, db: url, logs: logs)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT name, n FROM key ORDER BY n") == [["a", "1"], ["b", "3"]])
+        let rejects = try connection.execute("SELECT coding_path, reason_code, reason FROM _ingot_rejects")
+        #expect(rejects.count == 1)
+        #expect(rejects.first?[0] == "[1]" && rejects.first?[1] == "unstorable")
+        #expect(rejects.first?[2]?.contains("exceeds btree") == true, "\(rejects)")
+        #expect(summary.counters.rejectedRecords == 1 && summary.counters.inserted == 2)
+    }
+
+    /// Only what a record can cause is looked for: a lost connection, a full disk or a lock are
+    /// failures of the run, not of a value.
+    @Test func onlyDataErrorsAreRefusedValues() {
+        #expect(StoreError.refusedValue(StoreError.sqlite(code: 19, message: "CHECK constraint failed", sql: "")) == "CHECK constraint failed")
+        #expect(StoreError.refusedValue(StoreError.sqlite(code: 1811, message: "trigger", sql: "")) == "trigger")  // SQLITE_CONSTRAINT_TRIGGER
+        #expect(StoreError.refusedValue(StoreError.sqlite(code: 5, message: "database is locked", sql: "")) == nil)
+        #expect(StoreError.refusedValue(StoreError.sqlite(code: 13, message: "database or disk is full", sql: "")) == nil)
+        #expect(StoreError.refusedValue(StoreError.postgres(message: "bad", sql: "", state: "22007")) == "bad")
+        #expect(StoreError.refusedValue(StoreError.postgres(message: "too long", sql: "", state: "54000")) == "too long")
+        #expect(StoreError.refusedValue(StoreError.postgres(message: "deadlock", sql: "", state: "40P01")) == nil)
+        #expect(StoreError.refusedValue(StoreError.postgres(message: "gone", sql: "", state: "08006")) == nil)
+        #expect(StoreError.refusedValue(StoreError.unreachable("down")) == nil)
+    }
+}
