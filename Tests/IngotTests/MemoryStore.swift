@@ -67,6 +67,17 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
 
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         if snapshot == nil { snapshot = state }
+        apply(batch)
+        do {
+            try then()
+        } catch {
+            try rollback()
+            throw error
+        }
+    }
+
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        if snapshot == nil { snapshot = state }
         let savepoint = state
         apply(batch)
         do {

@@ -95,6 +95,7 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] { [:] }
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? { [:] }
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws { try base.write(batch, then: then) }
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws { try base.writeIsolated(batch, then: then) }
     func recordProgress(_ progress: RunProgress) throws {}
     var hasUncommittedBatches: Bool { base.hasUncommittedBatches }
     func commit() throws { try base.commit() }

@@ -72,6 +72,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Why saving failed, if it did (read by the runner after `finished` fired).
     private(set) var failure: (any Error)?
 
+    /// The writes of the open transaction, in order, to redo when the database refuses a value
+    /// of a later batch (it rolls the whole transaction back): each batch as the assembler
+    /// prepared it (its lookups are redone) with the progress it recorded. Cleared at each
+    /// commit; a transaction holding more than ``maxRetainedBytes`` of them commits early.
+    private var openWrites: [(batch: PreparedBatch, progress: RunProgress?)] = []
+    private var retainedBytes = 0
+    /// The most page bytes of batches an open transaction keeps for a redo. 32 MiB.
+    static let maxRetainedBytes = 32 << 20
     /// A value was refused in the open transaction: the identities the assembler counted as
     /// written but not committed may not be, so later batches are looked up again.
     private var refusedInTransaction = false
@@ -204,11 +212,15 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 throw error
             }
             var outcome = resolved.outcome
+            var recorded: RunProgress?
             do {
                 try store.write(resolved) {
                     if let counts = store.lastWriteCounts { outcome.recount(counts) }
-                    try store.recordProgress(progress(outcome))
+                    let made = progress(outcome)
+                    try store.recordProgress(made)
+                    recorded = made
                 }
+                remember(batch, recorded)
             } catch let error where !unitTransactions && StoreError.refusedValue(error) != nil {
                 outcome = try saveRefusing(batch, refusal: error, progress: progress)
             }
@@ -227,10 +239,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             saved = counters
             return
         } catch {
+            openWrites = []
+            retainedBytes = 0
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
-            // The open transaction is rolled back (the batches saved in it before too): what is
-            // committed, with its resume state, stays as it was.
-            try? store.rollback()
+            // The store rolled back the open transaction: what is committed stays as it was.
             fail(error)
             saved = counters
             return
@@ -248,16 +260,28 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
         }
         let age = Double(DispatchTime.now().uptimeNanoseconds - (transactionStart?.uptimeNanoseconds ?? 0)) / 1e9
-        if saved.records - counters.records >= commitRecords || age >= commitInterval { commit() }
+        if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
+            commit()
+        }
     }
 
     // MARK: - Values the database refuses
 
-    /// A batch the database refused a value of (the store undid the batch's own work; the
-    /// transaction and the batches before it stay): its records are written in halves, each
-    /// under a savepoint, the refused halves halved again down to the records the database
+    /// Keeps a write of the open transaction for a redo.
+    private func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
+        guard !unitTransactions else { return }
+        var kept = batch
+        kept.refs = nil
+        kept.decoded = nil
+        openWrites.append((kept, progress))
+        retainedBytes += batch.pages.reduce(0) { $0 + $1.bytes }
+    }
+
+    /// A batch the database refused a value of. The store rolled the open transaction back: its
+    /// earlier writes are redone (looked up again), then the batch's records are written in
+    /// halves under savepoints, the refused halves halved again down to the records the database
     /// refuses, which are rejected (`unstorable`, with its message); the rest is saved, with the
-    /// batch's progress. Returns what was written. Cost: about 2·log2(n) writes for a poison
+    /// batch's progress. Returns what was written. Cost: about 2 log2(n) writes for a poison
     /// record among n, on this slow path only.
     private func saveRefusing(
         _ batch: PreparedBatch, refusal: any Error, progress: (BatchOutcome) -> RunProgress
@@ -266,13 +290,24 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
             LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
         ])
+        try store.rollback()
         refusedInTransaction = true
+        let redo = openWrites
+        openWrites = []
+        retainedBytes = 0
+        for write in redo {
+            let resolved = try resolver.resolve(write.batch, store: store)
+            try store.write(resolved) { if let p = write.progress { try store.recordProgress(p) } }
+            openWrites.append(write)
+        }
         let pages = batch.decoded ?? batch.pages
         var outcome = BatchOutcome()
         outcome.entities = Array(repeating: EntityCounts(), count: model.entities.count)
         let records = pages.indices.flatMap { p in pages[p].records.indices.map { (page: p, record: $0) } }
         try bisect(records[...], pages, &outcome)
-        try store.write(try resolver.resolve(PreparedBatch(pages: []), store: store)) { try store.recordProgress(progress(outcome)) }
+        let made = progress(outcome)
+        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: []), store: store)) { try store.recordProgress(made) }
+        remember(PreparedBatch(pages: []), made)
         return outcome
     }
 
@@ -291,8 +326,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
         let resolved = try resolver.resolve(sub, store: store)
         do {
-            try store.write(resolved) {}
+            try store.writeIsolated(resolved) {}
             outcome.add(resolved.outcome)
+            remember(sub, nil)
         } catch {
             guard let message = StoreError.refusedValue(error) else { throw error }
             guard records.count > 1 else {
@@ -324,6 +360,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         dispatchPrecondition(condition: .onQueue(queue))
         commitGeneration += 1
         transactionStart = nil
+        openWrites = []
+        retainedBytes = 0
         refusedInTransaction = false
         guard store.hasUncommittedBatches else { return }
         do {

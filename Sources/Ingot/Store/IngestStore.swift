@@ -32,11 +32,13 @@ public protocol IngestStore: AnyObject, Sendable {
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]?
     /// Writes a resolved batch in the open transaction (beginning one when none is): inserts,
     /// updates of the present columns, link replacements; then runs `then` in it. When either
-    /// throws, only this batch's work is undone (a savepoint) and the error is rethrown: the
-    /// transaction stays open, with the batches written in it before, and the caller either goes
-    /// on (it looks for the records the database refuses, ``StoreError/refusedValue(_:)``) or
-    /// calls ``rollback()``.
+    /// throws, the open transaction is rolled back.
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws
+    /// Writes `batch` in the open transaction (beginning one when none is) under a savepoint:
+    /// when it or `then` throws, only its own work is undone — the transaction and the batches
+    /// written in it before stay — and the error is rethrown. The slow path that finds the
+    /// records a database refuses (``StoreError/refusedValue(_:)``); never used by a joined run.
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws
     /// Inside `save`'s `extra`: the batch's rejections, the run's counters and where its source
     /// continues, so that a commit always describes its last batch.
     func recordProgress(_ progress: RunProgress) throws

@@ -104,23 +104,33 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     // MARK: - Writes
 
-    /// Writes `batch` in the open transaction under a savepoint: when it fails, only its own
-    /// work is undone (a failed statement aborts the transaction up to the savepoint) and the
-    /// transaction stays open for the writer. A joined run's batches are transactions of their
-    /// own (``writeJoined(_:_:then:)``).
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         if let joined { return try writeJoined(batch, joined, then: then) }
         try begin()
-        try connection.execute("SAVEPOINT ingot_batch")
+        do {
+            try writeEntities(of: batch)
+            try then()
+        } catch {
+            try? rollback()
+            throw error
+        }
+    }
+
+    /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
+    /// the transaction stays open (a statement that failed aborts it up to the savepoint).
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        guard joined == nil else { throw StoreError.unsupported("a joined run's batches are not written in isolation") }
+        try begin()
+        try connection.execute("SAVEPOINT ingot_isolated")
         let stagedBefore = stagedInTransaction.count
         do {
             try writeEntities(of: batch)
             try then()
-            try connection.execute("RELEASE SAVEPOINT ingot_batch")
+            try connection.execute("RELEASE SAVEPOINT ingot_isolated")
         } catch {
             forgetStaging(after: stagedBefore)
-            try? connection.execute("ROLLBACK TO SAVEPOINT ingot_batch")
-            try? connection.execute("RELEASE SAVEPOINT ingot_batch")
+            try? connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
+            try? connection.execute("RELEASE SAVEPOINT ingot_isolated")
             throw error
         }
     }
