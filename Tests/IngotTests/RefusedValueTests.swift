@@ -71,22 +71,27 @@ struct RefusedValueTests {
     /// PostgreSQL refuses a text identity too long for its unique index (SQLSTATE 54000, "index
     /// row size … exceeds btree … maximum 2704"); SQLite has no such limit. The record is
     /// rejected with PostgreSQL's message, its neighbours are saved.
-    @Test func anIdentityTooLongForPostgreSQLsIndexIsRejected() throws {
-        let yaml = """
-            version: 1
-            name: long
-            root: key
-            entities:
-              key:
-                identity: name
-                attributes: {name: string, n: integer}
-            """
-        // 3,000 letters from a fixed-seed generator: nothing PostgreSQL's compression shrinks.
+    static let longYAML = """
+        version: 1
+        name: long
+        root: key
+        entities:
+          key:
+            identity: name
+            attributes: {name: string, n: integer}
+        """
+
+    /// 3,000 letters from a fixed-seed generator: nothing PostgreSQL's compression shrinks.
+    static let long: String = {
         var state: UInt64 = 42
-        let long = String((0..<3000).map { _ -> Character in
+        return String((0..<3000).map { _ -> Character in
             state = state &* 6364136223846793005 &+ 1442695040888963407
             return Character(UnicodeScalar(UInt8(97 + (state >> 33) % 26)))
         })
+    }()
+
+    @Test func anIdentityTooLongForPostgreSQLsIndexIsRejected() throws {
+        let (yaml, long) = (Self.longYAML, Self.long)
         let pages = ["[{\"name\":\"a\",\"n\":1},{\"name\":\"\(long)\",\"n\":2},{\"name\":\"b\",\"n\":3}]"]
         let url = try PostgresServer.freshDatabase()
         let logs = LogCapture()
@@ -99,6 +104,34 @@ struct RefusedValueTests {
         #expect(rejects.first?[0] == "[1]" && rejects.first?[1] == "unstorable")
         #expect(rejects.first?[2]?.contains("exceeds btree") == true, "\(rejects)")
         #expect(summary.counters.rejectedRecords == 1 && summary.counters.inserted == 2)
+    }
+
+    /// A joined job meets the same value in a page saved in parts (batches of two records, one
+    /// transaction per page): the part before it is redone, the record rejected, the unit done,
+    /// the run finished.
+    @Test(.timeLimit(.minutes(1))) func aJoinedRunRejectsTheRecordAndFinishes() throws {
+        func key(_ name: String, _ n: Int) -> String { "{\"name\":\"\(name)\",\"n\":\(n)}" }
+        let pages = [
+            "[\(key("a", 1)),\(key("b", 2))]",
+            "[\(key("c", 3)),\(key("d", 4)),\(key(Self.long, 5)),\(key("e", 6)),\(key("f", 7))]",
+        ]
+        let url = try PostgresServer.freshDatabase()
+        var options = RunOptions()
+        options.databasePath = url
+        options.batchRecords = 2
+        options.progressInterval = 0
+        options.join = "long"
+        options.lease = 5
+        let logs = LogCapture()
+        let summary = PipelineRunner(config: try PipelineConfig.parse(text: Self.longYAML, path: "long.yml"), options: options, logger: logs.logger)
+            .run(source: MemoryPageSource(pages))
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT name, n FROM key ORDER BY n") == [["a", "1"], ["b", "2"], ["c", "3"], ["d", "4"], ["e", "6"], ["f", "7"]])
+        #expect(try connection.execute("SELECT coding_path, reason_code FROM _ingot_rejects") == [["[2]", "unstorable"]])
+        #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done'") == [["2"]])
+        #expect(logs.all.contains { $0.contains("msg=batch.refused") })
     }
 
     /// Only what a record can cause is looked for: a lost connection, a full disk or a lock are

@@ -106,7 +106,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         uncommitted.dropCommitted(through: writer.committedBatch)
         var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store)
         prepared.number = delivered
-        if prepared.folded != nil && !writer.isJoined { prepared.decoded = batch }
+        if prepared.folded != nil { prepared.decoded = batch }
         if let folded = prepared.folded { uncommitted.append(delivered, folded.merged.map(\.index)) }
         batch = []
         batchRecords = 0

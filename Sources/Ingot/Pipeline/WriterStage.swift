@@ -118,10 +118,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.finished = finished
     }
 
-    /// Whether this job writes a run shared with others (each batch is then its own transaction,
-    /// and a refused value fails it: units cannot be written in isolation).
-    var isJoined: Bool { unitTransactions }
-
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
 
@@ -221,7 +217,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                     recorded = made
                 }
                 remember(batch, recorded)
-            } catch let error where !unitTransactions && StoreError.refusedValue(error) != nil {
+            } catch let error where StoreError.refusedValue(error) != nil {
                 outcome = try saveRefusing(batch, refusal: error, progress: progress)
             }
             incrementalMax = newMax
@@ -236,6 +232,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             // This job stalled past a lease and another job took a unit over: the transaction was
             // rolled back and its other units handed back to the queue; their work counts elsewhere.
             logger.warning("unit.lost", metadata: ["units": "\(units.map(String.init).joined(separator: ","))"])
+            openWrites = []
+            retainedBytes = 0
             saved = counters
             return
         } catch {
@@ -269,7 +267,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// Keeps a write of the open transaction for a redo.
     private func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
-        guard !unitTransactions else { return }
         var kept = batch
         kept.refs = nil
         kept.decoded = nil
@@ -305,9 +302,18 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         outcome.entities = Array(repeating: EntityCounts(), count: model.entities.count)
         let records = pages.indices.flatMap { p in pages[p].records.indices.map { (page: p, record: $0) } }
         try bisect(records[...], pages, &outcome)
+        // The batch's pages without their records carry its progress (and, in a joined run, mark
+        // its units done even when every record was refused).
+        var empty = pages
+        for k in empty.indices {
+            empty[k].records = []
+            empty[k].rows = []
+            empty[k].storage = RowStorage()
+            empty[k].rejections = []
+        }
         let made = progress(outcome)
-        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: []), store: store)) { try store.recordProgress(made) }
-        remember(PreparedBatch(pages: []), made)
+        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: empty), store: store)) { try store.recordProgress(made) }
+        remember(PreparedBatch(pages: empty), made)
         return outcome
     }
 
@@ -326,8 +332,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
         let resolved = try resolver.resolve(sub, store: store)
         do {
-            try store.writeIsolated(resolved) {}
-            outcome.add(resolved.outcome)
+            var written = resolved.outcome
+            try store.writeIsolated(resolved) { if let counts = store.lastWriteCounts { written.recount(counts) } }
+            outcome.add(written)
             remember(sub, nil)
         } catch {
             guard let message = StoreError.refusedValue(error) else { throw error }

@@ -93,32 +93,7 @@ extension PGStore {
     func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: () throws -> Void) throws {
         try begin()
         do {
-            let units = Set(batch.pages.compactMap(\.unit)).subtracting(unitsInTransaction)
-            if !units.isEmpty {
-                let list = Array(units)
-                let marked = try connection.execute(
-                    """
-                    UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
-                    WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
-                    """,
-                    [join.name, join.job] + PGStore.unitArrays(list))
-                unitsInTransaction.formUnion(units)
-                if marked.count != units.count {
-                    let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
-                    throw JoinError.unitsLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
-                }
-            }
-            let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
-            var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
-            for (entity, layout) in layouts.enumerated() {
-                let rows = batch.rows(of: entity)
-                guard !rows.isEmpty else { continue }
-                counts[entity] = try upsert(rows, layout, join, fallback: fallback)
-                for (k, toMany) in layout.toMany.enumerated() {
-                    try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
-                }
-            }
-            lastWriteCounts = counts
+            try writeJoinedRows(batch, join)
             try then()
         } catch {
             let held = unitsInTransaction
@@ -128,9 +103,39 @@ extension PGStore {
         }
     }
 
+    /// ``writeJoined(_:_:then:)``'s statements, in the open transaction.
+    func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws {
+        let units = Set(batch.pages.compactMap(\.unit)).subtracting(unitsInTransaction)
+        if !units.isEmpty {
+            let list = Array(units)
+            let marked = try connection.execute(
+                """
+                UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
+                WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
+                """,
+                [join.name, join.job] + PGStore.unitArrays(list))
+            unitsInTransaction.formUnion(units)
+            if marked.count != units.count {
+                let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
+                throw JoinError.unitsLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
+            }
+        }
+        let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
+        var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
+        for (entity, layout) in layouts.enumerated() {
+            let rows = batch.rows(of: entity)
+            guard !rows.isEmpty else { continue }
+            counts[entity] = try upsert(rows, layout, join, fallback: fallback)
+            for (k, toMany) in layout.toMany.enumerated() {
+                try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
+            }
+        }
+        lastWriteCounts = counts
+    }
+
     /// Hands the units of a rolled-back transaction back to the queue (those this job still
     /// holds under the same claim), so that a job claims them again.
-    private func releaseUnits(_ units: Set<UnitRef>, _ join: JoinContext) {
+    func releaseUnits(_ units: Set<UnitRef>, _ join: JoinContext) {
         guard !units.isEmpty else { return }
         _ = try? connection.execute(
             """

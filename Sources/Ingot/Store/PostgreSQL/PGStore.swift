@@ -118,17 +118,25 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
     /// the transaction stays open (a statement that failed aborts it up to the savepoint).
+    /// A joined run's batch marks its units done in the same savepoint; a unit lost to another
+    /// job still rolls the whole transaction back (``writeJoined(_:_:then:)``).
     func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
-        guard joined == nil else { throw StoreError.unsupported("a joined run's batches are not written in isolation") }
         try begin()
         try connection.execute("SAVEPOINT ingot_isolated")
         let stagedBefore = stagedInTransaction.count
+        let unitsBefore = unitsInTransaction
         do {
-            try writeEntities(of: batch)
+            if let joined { try writeJoinedRows(batch, joined) } else { try writeEntities(of: batch) }
             try then()
             try connection.execute("RELEASE SAVEPOINT ingot_isolated")
+        } catch JoinError.unitsLost(let lost) {
+            let held = unitsInTransaction
+            try? rollback()
+            if let joined { releaseUnits(held, joined) }
+            throw JoinError.unitsLost(lost)
         } catch {
             forgetStaging(after: stagedBefore)
+            unitsInTransaction = unitsBefore
             try? connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
             try? connection.execute("RELEASE SAVEPOINT ingot_isolated")
             throw error
@@ -270,7 +278,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     /// The staging tables made in the open transaction after the first `count` are gone (rolled back).
-    private func forgetStaging(after count: Int) {
+    func forgetStaging(after count: Int) {
         for name in stagedInTransaction.dropFirst(count) { staged.remove(name) }
         stagedInTransaction.removeSubrange(min(count, stagedInTransaction.count)...)
     }
