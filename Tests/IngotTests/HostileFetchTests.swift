@@ -204,9 +204,9 @@ struct HostileFetchTests {
         #expect(policy.mayReceiveCredentials("https://cdn.example.org/x"))
         #expect(!policy.mayReceiveCredentials("http://cdn.example.org/x"), "no credentials over a downgrade")
         #expect(!policy.mayReceiveCredentials("https://evil.example.org/x"))
-        #expect(OriginPolicy.isValidHostEntry("cdn.example.org"))
-        #expect(OriginPolicy.isValidHostEntry("127.0.0.1:8080"))
-        #expect(!OriginPolicy.isValidHostEntry("https://cdn.example.org"))
-        #expect(!OriginPolicy.isValidHostEntry("cdn.example.org/path"))
+        #expect(HTTPSourceConfig.isValidHostEntry("cdn.example.org"))
+        #expect(HTTPSourceConfig.isValidHostEntry("127.0.0.1:8080"))
+        #expect(!HTTPSourceConfig.isValidHostEntry("https://cdn.example.org"))
+        #expect(!HTTPSourceConfig.isValidHostEntry("cdn.example.org/path"))
     }
 }

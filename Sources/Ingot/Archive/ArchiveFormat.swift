@@ -81,19 +81,6 @@ public struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
     }
 }
 
-/// Where a payload is archived: the archive file and the entry's sequence number in it.
-public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
-    public var path: String
-    public var entry: Int
-
-    public init(path: String, entry: Int) {
-        self.path = path
-        self.entry = entry
-    }
-
-    public var description: String { "\(path)#\(entry)" }
-}
-
 /// An archive that cannot be written or read, naming the file and, where there is one, the entry.
 public struct ArchiveError: Error, Sendable, CustomStringConvertible {
     public var path: String

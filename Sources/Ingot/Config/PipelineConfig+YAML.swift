@@ -123,8 +123,8 @@ struct PipelineYAMLReader {
         var maxPageBytes: Int?
         if let node = top["max_page_bytes"] {
             let value = try int(node)
-            guard RunOptions.maxPageBytesRange.contains(value) else {
-                throw error(node, "max_page_bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)")
+            guard Page.maxBytesRange.contains(value) else {
+                throw error(node, "max_page_bytes must be between \(Page.maxBytesRange.lowerBound) and \(Page.maxBytesRange.upperBound)")
             }
             maxPageBytes = value
         }
@@ -220,7 +220,7 @@ struct PipelineYAMLReader {
             guard case .sequence(let list) = hosts else { throw error(hosts, "allowed_hosts must be a list of host or host:port entries") }
             for entry in list {
                 let host = try string(entry)
-                guard OriginPolicy.isValidHostEntry(host) else {
+                guard HTTPSourceConfig.isValidHostEntry(host) else {
                     throw error(entry, "allowed_hosts entry '\(host)' must be a host name or host:port, without scheme or path")
                 }
                 config.allowedHosts.append(host)

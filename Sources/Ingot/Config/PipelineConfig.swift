@@ -1,3 +1,4 @@
+import Foundation
 /// A validated pipeline: where pages come from, where records sit in a page, and the model they
 /// map to. Built from `pipelines/*.yml` by ``PipelineConfig/load(path:)``; see docs/pipelines.md.
 public struct PipelineConfig: Sendable {
@@ -162,4 +163,14 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// `file:line:column: message`, the form editors and compilers use.
     public var description: String { "\(file):\(line):\(column): \(message)" }
+}
+
+extension HTTPSourceConfig {
+    /// Checks an `allowed_hosts` entry: `host` or `host:port`, nothing else.
+    static func isValidHostEntry(_ entry: String) -> Bool {
+        guard !entry.isEmpty, !entry.contains("/"), !entry.contains("@"), !entry.contains("?"), !entry.contains("#"),
+            let c = URLComponents(string: "http://" + entry), let host = c.host, !host.isEmpty, c.path.isEmpty
+        else { return false }
+        return true
+    }
 }

@@ -20,7 +20,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     private let rules: FetchRules
     private var credentials: Credentials { rules.credentials }
     private var logger: Logger
-    private var metrics: RunMetrics?
+    private var metrics: (any FetchObserver)?
     /// Every transfer of this source: `concurrency` at once for page and offset pagination.
     private let client: HTTPClient
     /// Where the next page comes from; `nil` when pagination is over.
@@ -84,7 +84,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     ///   - query: extra parameters for the first request (an incremental run's cursor).
     public init(
         config: HTTPSourceConfig, recordsPath: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
-        query: [(String, String)] = [], maxPageBytes: Int = RunOptions.defaultMaxPageBytes, logger: Logger
+        query: [(String, String)] = [], maxPageBytes: Int = Page.defaultMaxBytes, logger: Logger
     ) throws {
         self.config = config
         self.recordsPath = recordsPath
@@ -127,7 +127,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     }
 
     /// Records each response's latency and each retry in the run's metrics from now on.
-    public func useMetrics(_ metrics: RunMetrics) {
+    public func useMetrics(_ metrics: any FetchObserver) {
         self.metrics = metrics
     }
 
@@ -433,12 +433,4 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         }
         return current.kind == .array ? current.count : nil
     }
-}
-
-/// The HTTP side of a fetched page, for the archive.
-public struct HTTPExchange: Sendable {
-    public var status: Int
-    /// A safe subset of the response headers (``Credentials/archivedHeaders``).
-    public var headers: [String: String]
-    public var fetchedAt: Date
 }

@@ -91,12 +91,4 @@ public struct OriginPolicy: Sendable, Equatable {
         if target == origin { return true }
         return isAllowedHost(target) && !(origin.scheme == "https" && target.scheme == "http")
     }
-
-    /// Checks an `allowed_hosts` entry: `host` or `host:port`, nothing else.
-    static func isValidHostEntry(_ entry: String) -> Bool {
-        guard !entry.isEmpty, !entry.contains("/"), !entry.contains("@"), !entry.contains("?"), !entry.contains("#"),
-            let c = URLComponents(string: "http://" + entry), let host = c.host, !host.isEmpty, c.path.isEmpty
-        else { return false }
-        return true
-    }
 }

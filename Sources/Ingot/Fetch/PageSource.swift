@@ -2,94 +2,6 @@ import Foundation
 import Synchronization
 import Logging
 
-/// One raw payload entering the pipeline, numbered in arrival order.
-public struct Page: Sendable {
-    /// 1, 2, 3, … in the order the source produced the pages; pages are applied in this order.
-    public var seq: Int
-    /// Where the bytes came from: a file path, a URL or an archive entry.
-    public var source: String
-    public var bytes: [UInt8]
-    /// The archive holding this payload, and its entry there (set by the archive stage, or by a
-    /// replay); rejections name them.
-    public var archive: ArchiveLocation?
-    /// The HTTP status and safe headers, for a fetched page.
-    public var http: HTTPExchange?
-    /// Where the source continues after this page (committed with it, for `--resume`).
-    public var resumeState: String?
-    /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
-    /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
-    public var oversized: Int?
-    /// Set when the source could not read the payload (a damaged unit of a joined run): why,
-    /// naming the page (its unit's seq). The pipeline rejects such a page and goes on.
-    public var unreadable: String?
-    /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
-    /// (``seq`` numbers the pages of this job).
-    public var unit: UnitRef?
-
-    public init(
-        seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
-        resumeState: String? = nil
-    ) {
-        self.seq = seq
-        self.source = source
-        self.bytes = bytes
-        self.archive = archive
-        self.http = http
-        self.resumeState = resumeState
-    }
-}
-
-/// A page of a run shared by several jobs, as one job claimed it: its number in the shared
-/// source, and which claim of it this is (a unit whose lease ran out is claimed again; only the
-/// latest claim may commit it).
-public struct UnitRef: Sendable, Hashable {
-    /// 1, 2, 3, … in the shared source's order: later units win.
-    public var seq: Int
-    /// How many times the unit was claimed, this claim included.
-    public var claim: Int
-
-    /// The `claim`-th claim of unit `seq`.
-    public init(seq: Int, claim: Int) {
-        self.seq = seq
-        self.claim = claim
-    }
-}
-
-/// Produces a run's pages in order. Called from the pipeline's source queue only.
-public protocol PageSource: AnyObject, Sendable {
-    /// The next page, or `nil` when the source is exhausted.
-    func next() throws -> Page?
-    /// Continues after a committed page, given the ``Page/resumeState`` it carried.
-    func resume(from state: String) throws
-    /// Asks a source that may be waiting (a retry's backoff) to give up promptly. Safe from any
-    /// queue; the run is stopping.
-    func cancel()
-    /// Gives the source the run's logger (it carries `pipeline` and `run_id`), before the first
-    /// ``next()``: every line of a run names its run.
-    func useLogger(_ logger: Logger)
-    /// Gives the source the run's metrics (fetch latency, retries), before the first ``next()``.
-    func useMetrics(_ metrics: RunMetrics)
-    /// What the source reads, without any secret (`files DIR/GLOB`, `http URL`, `archive PATH`):
-    /// the jobs of a joined run must read the same source.
-    var origin: String { get }
-}
-
-extension PageSource {
-    public func cancel() {}
-    /// Sources that log nothing ignore the run's logger.
-    public func useLogger(_ logger: Logger) {}
-    /// Sources that do not fetch record no metrics.
-    public func useMetrics(_ metrics: RunMetrics) {}
-    /// A source that does not say what it reads is named by its type.
-    public var origin: String { "\(Self.self)" }
-
-    /// Sources that keep no position cannot resume: `--resume` (and a joined run's fetcher
-    /// taking over) fails with a source error.
-    public func resume(from state: String) throws {
-        throw SourceError(source: "\(Self.self)", message: "this source cannot resume")
-    }
-}
-
 /// The files of a directory whose names match a glob, read whole, in name order.
 public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     public let directory: String
@@ -101,7 +13,7 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
 
     /// Lists the matching files; throws when the directory cannot be read. Files over
     /// `maxPageBytes` are not read: they come as oversized pages.
-    public init(directory: String, glob: String, maxPageBytes: Int = RunOptions.defaultMaxPageBytes) throws {
+    public init(directory: String, glob: String, maxPageBytes: Int = Page.defaultMaxBytes) throws {
         self.directory = directory
         self.glob = glob
         self.maxPageBytes = maxPageBytes
@@ -162,15 +74,3 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
     }
 }
 
-/// A source that cannot produce its next page: the run stops (everything before is committed).
-public struct SourceError: Error, Sendable, CustomStringConvertible {
-    public var source: String
-    public var message: String
-    public var description: String { "\(source): \(message)" }
-}
-
-/// A flag set once from any queue (a run stopping) and read from others (the source loop, a
-/// retry's wait, a transfer's progress callback).
-final class StopFlag: Sendable {
-    let value = Mutex(false)
-}

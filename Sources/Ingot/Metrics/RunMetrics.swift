@@ -13,7 +13,7 @@ import Synchronization
 /// node_exporter's textfile collector), ``MetricsServer`` serves it.
 ///
 /// Every series carries `pipeline`. Names and meanings: docs/logging.md, "Metrics".
-public final class RunMetrics: Sendable {
+public final class RunMetrics: FetchObserver, Sendable {
     /// The registry the exposition is read from.
     public let registry: PrometheusCollectorRegistry
     /// Where ``update(_:)`` writes the exposition, if anywhere.

@@ -73,9 +73,9 @@ public struct RunOptions: Sendable {
 
     static let defaultBatchRecords = 5000
     /// The default `max_page_bytes`: 64 MiB.
-    public static let defaultMaxPageBytes = 64 << 20
+    public static let defaultMaxPageBytes = Page.defaultMaxBytes
     /// `max_page_bytes` accepted from a file or the command line (a page's offsets are 32-bit).
-    public static let maxPageBytesRange = 1024...(1 << 30)
+    public static let maxPageBytesRange = Page.maxBytesRange
     static let defaultBatchBytes = 64 << 20
 }
 
@@ -107,14 +107,8 @@ public struct RunSummary: Sendable {
         }
     }
 
-    public enum Status: String, Sendable {
-        /// Every page was read and applied (rejections are counted, not fatal).
-        case finished
-        /// The run stopped on an error; everything committed before it stays.
-        case failed
-        /// The run was stopped (SIGINT/SIGTERM) before the end of its source; what was read is saved.
-        case interrupted
-    }
+    /// How the run ended (``RunStatus``).
+    public typealias Status = RunStatus
     public var runID: String
     public var pipeline: String
     public var status: Status

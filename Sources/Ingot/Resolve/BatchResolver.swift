@@ -26,7 +26,7 @@ struct BatchResolver: Sendable {
     /// Folds `pages` and looks their identities up where that needs no write. The identities of
     /// batches saved but not committed (`uncommitted`) count as stored (``StoredRef/pending``):
     /// a reader of committed rows does not see them.
-    func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IngestStore) -> PreparedBatch {
+    func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups) -> PreparedBatch {
         guard !checksReferences else { return PreparedBatch(pages: pages) }
         var folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
         folder.sortByIdentity()
@@ -53,7 +53,7 @@ struct BatchResolver: Sendable {
 
     /// Finishes `batch`: looks up what `prepare` did not (on the store's writer, which sees the
     /// batches saved before), folds it when it was not folded, and counts what writing it does.
-    func resolve(_ batch: PreparedBatch, store: any IngestStore) throws -> ResolvedBatch {
+    func resolve(_ batch: PreparedBatch, store: any IdentityLookups) throws -> ResolvedBatch {
         var outcome = BatchOutcome()
         outcome.entities = Array(repeating: EntityCounts(), count: layouts.count)
         var folder: RowFolder
@@ -80,7 +80,7 @@ struct BatchResolver: Sendable {
     }
 
     /// Looks up, per entity, which of the batch's identities (rows and references) are stored.
-    private func lookUpAll(_ pages: [DecodedPage], store: any IngestStore) throws -> [[IdentityKey: StoredRef]] {
+    private func lookUpAll(_ pages: [DecodedPage], store: any IdentityLookups) throws -> [[IdentityKey: StoredRef]] {
         var identities = [Set<IdentityKey>](repeating: [], count: layouts.count)
         for page in pages {
             for row in page.rows {
@@ -191,4 +191,15 @@ struct BatchResolver: Sendable {
         }
         return pages
     }
+}
+
+/// What the resolver needs from a store: which identities are stored, and where. ``IngestStore``
+/// refines it (the resolver never writes).
+public protocol IdentityLookups: AnyObject, Sendable {
+    /// Which of `keys` (identities of `entity`) are stored, and where, as the writer sees them
+    /// (batches saved in the open transaction included).
+    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]
+    /// The same as a reader of committed rows sees them, on the assembler's queue while the writer
+    /// saves; `nil` when the store has no such reader (the writer then looks them up).
+    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]?
 }

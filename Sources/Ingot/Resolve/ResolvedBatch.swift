@@ -152,3 +152,33 @@ struct UncommittedIdentities: Sendable {
         batches.contains { $0.identities[entity][key] != nil }
     }
 }
+
+/// What a run did to one entity's rows.
+public struct EntityCounts: Sendable, Equatable {
+    /// Rows created.
+    public var inserted = 0
+    /// Stored rows a record changed (columns or links).
+    public var updated = 0
+    /// Rows created holding only their identity (a reference to a row not seen yet, `missing: stub`).
+    public var stubs = 0
+    /// Records of this entity rejected (not pages: those count for the run as a whole).
+    public var rejected = 0
+    /// Stubs still unfilled when the run ended: rows of this entity (any run's) holding nothing
+    /// but their identity. `nil` for entities no relationship stubs, or before the end.
+    public var unfilled: Int?
+
+    /// Counts as given (tests and resumed runs).
+    public init(inserted: Int = 0, updated: Int = 0, stubs: Int = 0, rejected: Int = 0, unfilled: Int? = nil) {
+        self.inserted = inserted
+        self.updated = updated
+        self.stubs = stubs
+        self.rejected = rejected
+        self.unfilled = unfilled
+    }
+
+    static func + (a: Self, b: Self) -> Self {
+        EntityCounts(
+            inserted: a.inserted + b.inserted, updated: a.updated + b.updated, stubs: a.stubs + b.stubs,
+            rejected: a.rejected + b.rejected, unfilled: b.unfilled ?? a.unfilled)
+    }
+}

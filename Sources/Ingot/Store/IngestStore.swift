@@ -10,7 +10,7 @@ import GRDB
 ///
 /// A store is used from two queues, never concurrently for the same call: ``lookupCommitted(_:_:)``
 /// from the assembler's (it may read on a connection of its own), everything else from the writer's.
-public protocol IngestStore: AnyObject, Sendable {
+public protocol IngestStore: IdentityLookups {
     // MARK: Runs
 
     /// The most recent run of `pipeline` when it did not finish: what `--resume` continues.
@@ -20,16 +20,10 @@ public protocol IngestStore: AnyObject, Sendable {
     /// Marks a resumed run running again.
     func reopenRun(id: String, archive: String?) throws
     /// Commits what is open, then records how the run ended.
-    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws
+    func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws
 
     // MARK: Batches
 
-    /// Which of `keys` (identities of `entity`) are stored, and where, as the writer sees them
-    /// (batches saved in the open transaction included).
-    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]
-    /// The same as a reader of committed rows sees them, on the assembler's queue while the writer
-    /// saves; `nil` when the store has no such reader (the writer then looks them up).
-    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]?
     /// Writes a resolved batch in the open transaction (beginning one when none is): inserts,
     /// updates of the present columns, link replacements; then runs `then` in it. When either
     /// throws, the open transaction is rolled back.
@@ -90,6 +84,95 @@ extension IngestStore {
 }
 
 extension Store: IngestStore {}
+
+/// How a run ended, as its row in the database records it.
+public enum RunStatus: String, Sendable {
+    /// Every page was read and applied (rejections are counted, not fatal).
+    case finished
+    /// The run stopped on an error; everything committed before it stays.
+    case failed
+    /// The run was stopped (SIGINT/SIGTERM) before the end of its source; what was read is saved.
+    case interrupted
+}
+
+/// The counters of a run, as the summary line and `_ingot_runs` show them.
+public struct RunCounters: Sendable, Equatable {
+    public var pages = 0
+    public var records = 0
+    public var inserted = 0
+    public var updated = 0
+    public var deleted = 0
+    public var rejectedRecords = 0
+    public var rejectedPages = 0
+    public var bytes = 0
+    /// The same, per entity (by name): rows inserted and updated, stubs created, records rejected.
+    public var entities: [String: EntityCounts] = [:]
+    /// Rejected records and pages per ``RejectReason`` code.
+    public var rejectsByReason: [String: Int] = [:]
+
+    public init() {}
+
+    /// ``rejectsByReason`` as stored in `_ingot_runs.reject_counts`: a JSON object, keys sorted.
+    var rejectsJSON: String {
+        "{" + rejectsByReason.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }.joined(separator: ",") + "}"
+    }
+
+    static func rejects(fromJSON text: String?) -> [String: Int] {
+        guard let text, let document = try? JSONDocument(bytes: Array(text.utf8)) else { return [:] }
+        var result: [String: Int] = [:]
+        for (name, value) in document.root.members {
+            if let key = name.string, let n = value.int64 { result[key] = Int(n) }
+        }
+        return result
+    }
+
+    /// ``entities`` as stored in `_ingot_runs.entity_counts`: a JSON object, keys sorted.
+    var entitiesJSON: String {
+        var out = "{"
+        for (k, (name, c)) in entities.sorted(by: { $0.key < $1.key }).enumerated() {
+            if k > 0 { out += "," }
+            JSONText.quote(name, into: &out)
+            out += #":{"inserted":\#(c.inserted),"updated":\#(c.updated),"stubs":\#(c.stubs),"rejected":\#(c.rejected)"#
+            if let unfilled = c.unfilled { out += #","unfilled":\#(unfilled)"# }
+            out += "}"
+        }
+        return out + "}"
+    }
+
+    /// Reads ``entitiesJSON`` back (a resumed run continues its counts).
+    static func entities(fromJSON text: String?) -> [String: EntityCounts] {
+        guard let text, let document = try? JSONDocument(bytes: Array(text.utf8)) else { return [:] }
+        var result: [String: EntityCounts] = [:]
+        for (name, value) in document.root.members {
+            guard let key = name.string else { continue }
+            func field(_ f: String) -> Int { value[f]?.int64.map { Int($0) } ?? 0 }
+            result[key] = EntityCounts(
+                inserted: field("inserted"), updated: field("updated"), stubs: field("stubs"), rejected: field("rejected"),
+                unfilled: value["unfilled"]?.int64.map { Int($0) })
+        }
+        return result
+    }
+}
+
+/// A run that stopped before the end of its source.
+public struct UnfinishedRun: Sendable {
+    /// Its id: a resumed run keeps it.
+    public var runID: String
+    /// Its counters as last committed.
+    public var counters: RunCounters
+    /// The last page committed.
+    public var lastSeq: Int
+    /// Where its source continues; `nil` when no batch was committed.
+    public var resumeState: String?
+
+    /// An unfinished run as a store read it.
+    public init(runID: String, counters: RunCounters, lastSeq: Int, resumeState: String?) {
+        self.runID = runID
+        self.counters = counters
+        self.lastSeq = lastSeq
+        self.resumeState = resumeState
+    }
+}
 
 /// What a batch's transaction records about its run, with its rows: a commit always describes
 /// its last batch, so `--resume` continues exactly after it.

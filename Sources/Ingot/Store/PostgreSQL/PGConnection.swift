@@ -20,7 +20,7 @@ final class PGConnection {
     init(url: String) throws(StoreError) {
         let redactor = Redactor(Redactor.databaseSecrets(url))
         self.redactor = redactor
-        shown = StoreLocation.redacted(url)
+        shown = Redactor.redactingDatabase(url)
         // A URL libpq cannot parse is a configuration error (exit 2), not an unreachable server.
         var parseError: UnsafeMutablePointer<CChar>?
         if let options = PQconninfoParse(url, &parseError) {
@@ -36,12 +36,12 @@ final class PGConnection {
             }
             PQconninfoFree(options)
             if let badPort {
-                throw StoreError.unsupported("--db \(StoreLocation.redacted(url)): '\(redactor.scrub(badPort))' is not a port")
+                throw StoreError.unsupported("--db \(Redactor.redactingDatabase(url)): '\(redactor.scrub(badPort))' is not a port")
             }
         } else {
             let reason = parseError.map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
             if let parseError { PQfreemem(parseError) }
-            throw StoreError.unsupported("--db \(StoreLocation.redacted(url)) is not a PostgreSQL URL libpq can read: \(redactor.scrub(reason))")
+            throw StoreError.unsupported("--db \(Redactor.redactingDatabase(url)) is not a PostgreSQL URL libpq can read: \(redactor.scrub(reason))")
         }
         // Defaults first, the URL last: what the URL sets wins. Connecting gives up after 10 s;
         // TCP keepalives and a user timeout find a dead server or network in about 30 s
@@ -58,7 +58,7 @@ final class PGConnection {
             // Before `self.handle` is set: once it is, a throw runs deinit, which finishes it.
             let message = redactor.scrub(PGConnection.message(handle))
             PQfinish(handle)
-            throw StoreError.unreachable("cannot connect to \(StoreLocation.redacted(url)): \(message)")
+            throw StoreError.unreachable("cannot connect to \(Redactor.redactingDatabase(url)): \(message)")
         }
         self.handle = handle
         try execute("SET TIME ZONE 'UTC'; SET client_min_messages = warning; SET enable_hashjoin = off; SET enable_mergejoin = off")

@@ -345,7 +345,7 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
         upstream.useLogger(logger)
     }
 
-    func useMetrics(_ metrics: RunMetrics) { upstream.useMetrics(metrics) }
+    func useMetrics(_ metrics: any FetchObserver) { upstream.useMetrics(metrics) }
 
     func cancel() {
         cancelled.value.withLock { $0 = true }

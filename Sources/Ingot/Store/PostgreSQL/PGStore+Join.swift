@@ -319,8 +319,8 @@ extension PGStore {
     /// touched (when the run rejected nothing), the counters of every job are summed into
     /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
     func endJoinedJob(
-        _ join: JoinContext, runID: String, status: RunSummary.Status, counters: RunCounters, replaceEntity: Int?,
-        maxPageBytes: Int = RunOptions.defaultMaxPageBytes, archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)? = nil
+        _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
+        maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)? = nil
     ) throws -> JoinedEnd {
         try commit()
         try begin()

@@ -333,13 +333,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             ])
     }
 
-    func finishRun(id: String, status: RunSummary.Status, counters c: RunCounters, finishedAt: Date) throws {
+    func finishRun(id: String, status: RunStatus, counters c: RunCounters, finishedAt: Date) throws {
         try commit()
         try finishRunRow(id: id, status: status, counters: c, finishedAt: finishedAt)
     }
 
     /// Records how run `id` ended, in the open transaction if there is one.
-    func finishRunRow(id: String, status: RunSummary.Status, counters c: RunCounters, finishedAt: Date) throws {
+    func finishRunRow(id: String, status: RunStatus, counters c: RunCounters, finishedAt: Date) throws {
         try connection.execute(
             """
             UPDATE _ingot_runs SET status = $1, finished_at = $2, pages = $3, records = $4, inserted = $5, updated = $6, deleted = $7,

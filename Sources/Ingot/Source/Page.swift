@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import Synchronization
+
+// The page: what a source produces and every later stage carries, with where it came from. The
+// lowest layer but the model (docs/architecture.md): sources, decoding, the archive, the stores
+// and the pipeline all speak it.
+
+extension Page {
+    /// The largest page accepted by default: 64 MiB.
+    public static let defaultMaxBytes = 64 << 20
+    /// What `max_page_bytes` / `--max-page-bytes` may be: 1 KiB to 1 GiB.
+    public static let maxBytesRange = 1024...(1 << 30)
+}
+
+/// One raw payload entering the pipeline, numbered in arrival order.
+public struct Page: Sendable {
+    /// 1, 2, 3, … in the order the source produced the pages; pages are applied in this order.
+    public var seq: Int
+    /// Where the bytes came from: a file path, a URL or an archive entry.
+    public var source: String
+    public var bytes: [UInt8]
+    /// The archive holding this payload, and its entry there (set by the archive stage, or by a
+    /// replay); rejections name them.
+    public var archive: ArchiveLocation?
+    /// The HTTP status and safe headers, for a fetched page.
+    public var http: HTTPExchange?
+    /// Where the source continues after this page (committed with it, for `--resume`).
+    public var resumeState: String?
+    /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
+    /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
+    public var oversized: Int?
+    /// Set when the source could not read the payload (a damaged unit of a joined run): why,
+    /// naming the page (its unit's seq). The pipeline rejects such a page and goes on.
+    public var unreadable: String?
+    /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
+    /// (``seq`` numbers the pages of this job).
+    public var unit: UnitRef?
+
+    public init(
+        seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
+        resumeState: String? = nil
+    ) {
+        self.seq = seq
+        self.source = source
+        self.bytes = bytes
+        self.archive = archive
+        self.http = http
+        self.resumeState = resumeState
+    }
+}
+
+/// A page of a run shared by several jobs, as one job claimed it: its number in the shared
+/// source, and which claim of it this is (a unit whose lease ran out is claimed again; only the
+/// latest claim may commit it).
+public struct UnitRef: Sendable, Hashable {
+    /// 1, 2, 3, … in the shared source's order: later units win.
+    public var seq: Int
+    /// How many times the unit was claimed, this claim included.
+    public var claim: Int
+
+    /// The `claim`-th claim of unit `seq`.
+    public init(seq: Int, claim: Int) {
+        self.seq = seq
+        self.claim = claim
+    }
+}
+
+/// Produces a run's pages in order. Called from the pipeline's source queue only.
+public protocol PageSource: AnyObject, Sendable {
+    /// The next page, or `nil` when the source is exhausted.
+    func next() throws -> Page?
+    /// Continues after a committed page, given the ``Page/resumeState`` it carried.
+    func resume(from state: String) throws
+    /// Asks a source that may be waiting (a retry's backoff) to give up promptly. Safe from any
+    /// queue; the run is stopping.
+    func cancel()
+    /// Gives the source the run's logger (it carries `pipeline` and `run_id`), before the first
+    /// ``next()``: every line of a run names its run.
+    func useLogger(_ logger: Logger)
+    /// Gives the source the run's metrics (fetch latency, retries), before the first ``next()``.
+    func useMetrics(_ metrics: any FetchObserver)
+    /// What the source reads, without any secret (`files DIR/GLOB`, `http URL`, `archive PATH`):
+    /// the jobs of a joined run must read the same source.
+    var origin: String { get }
+}
+
+extension PageSource {
+    public func cancel() {}
+    /// Sources that log nothing ignore the run's logger.
+    public func useLogger(_ logger: Logger) {}
+    /// Sources that do not fetch record no metrics.
+    public func useMetrics(_ metrics: any FetchObserver) {}
+    /// A source that does not say what it reads is named by its type.
+    public var origin: String { "\(Self.self)" }
+
+    /// Sources that keep no position cannot resume: `--resume` (and a joined run's fetcher
+    /// taking over) fails with a source error.
+    public func resume(from state: String) throws {
+        throw SourceError(source: "\(Self.self)", message: "this source cannot resume")
+    }
+}
+
+/// Where a payload is archived: the archive file and the entry's sequence number in it.
+public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
+    public var path: String
+    public var entry: Int
+
+    public init(path: String, entry: Int) {
+        self.path = path
+        self.entry = entry
+    }
+
+    public var description: String { "\(path)#\(entry)" }
+}
+
+/// The HTTP side of a fetched page, for the archive.
+public struct HTTPExchange: Sendable {
+    public var status: Int
+    /// A safe subset of the response headers (the fetch side's list of archived headers).
+    public var headers: [String: String]
+    public var fetchedAt: Date
+}
+
+/// What a source reports while it fetches (the run's metrics implement it).
+public protocol FetchObserver: AnyObject, Sendable {
+    /// A response arrived after `seconds`.
+    func recordFetch(seconds: Double)
+    /// A request is retried.
+    func recordRetry()
+}
+
+/// A source that cannot produce its next page: the run stops (everything before is committed).
+public struct SourceError: Error, Sendable, CustomStringConvertible {
+    public var source: String
+    public var message: String
+    public var description: String { "\(source): \(message)" }
+}
+
+/// A flag set once from any queue (a run stopping) and read from others (the source loop, a
+/// retry's wait, a transfer's progress callback).
+final class StopFlag: Sendable {
+    let value = Mutex(false)
+}
