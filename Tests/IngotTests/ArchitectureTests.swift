@@ -1,0 +1,89 @@
+import Foundation
+import Testing
+
+/// The library's folders flow one way (docs/architecture.md): a folder uses only the folders
+/// listed below it there. Read from the sources, as a reviewer would: folder A uses folder B when
+/// a type declared in B appears as a whole word in A's code, comments and string literals left out.
+struct ArchitectureTests {
+    /// The layers as docs/architecture.md numbers them, bottom first: the document is the order.
+    static func declaredLayers() throws -> [String] {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/architecture.md"), encoding: .utf8)
+        let item = try NSRegularExpression(pattern: #"^\d+\. `([A-Za-z/]+)`"#, options: .anchorsMatchLines)
+        return item.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { match in
+            Range(match.range(at: 1), in: text).map { String(text[$0]) }
+        }
+    }
+
+    /// Every Swift file of the library, by folder (relative to Sources/Ingot), comments and
+    /// string literals stripped.
+    static func sources() throws -> [String: [(file: String, code: String)]] {
+        let root = packageRoot.appendingPathComponent("Sources/Ingot")
+        var byFolder: [String: [(String, String)]] = [:]
+        let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        while let url = files?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let relative = url.deletingLastPathComponent().path.dropFirst(root.path.count).drop { $0 == "/" }
+            byFolder[String(relative), default: []].append((url.lastPathComponent, strip(try String(contentsOf: url, encoding: .utf8))))
+        }
+        return byFolder
+    }
+
+    /// `code` without comments and string literals (multi-line ones included), so that a type
+    /// named in a message or a doc comment is no dependency.
+    static func strip(_ code: String) -> String {
+        var out = code
+        let patterns = [
+            "\"\"\"[\\s\\S]*?\"\"\"",  // multi-line string literals
+            "/\\*[\\s\\S]*?\\*/",  // block comments
+            "//[^\\n]*",  // line comments
+            "#?\"(?:\\\\.|[^\"\\\\\\n])*\"#?",  // string literals
+        ]
+        for pattern in patterns {
+            let regex = try? NSRegularExpression(pattern: pattern)
+            out = regex?.stringByReplacingMatches(in: out, range: NSRange(out.startIndex..., in: out), withTemplate: " ") ?? out
+        }
+        return out
+    }
+
+    @Test func everyFolderIsALayerAndUsesOnlyTheLayersBelowIt() throws {
+        let layers = try Self.declaredLayers()
+        #expect(layers.count >= 10, "docs/architecture.md lists the layers: \(layers)")
+        let sources = try Self.sources()
+        #expect(Set(sources.keys).subtracting(layers).isEmpty, "folders missing from docs/architecture.md: \(Set(sources.keys).subtracting(layers).sorted())")
+
+        let declaration = try NSRegularExpression(
+            pattern: #"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|open|package|internal|fileprivate|private|final|indirect|nonisolated)\s+)*(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)"#,
+            options: .anchorsMatchLines)
+        var owner: [String: String] = [:]
+        for (folder, files) in sources {
+            for (_, code) in files {
+                for match in declaration.matches(in: code, range: NSRange(code.startIndex..., in: code)) {
+                    if let range = Range(match.range(at: 1), in: code), owner[String(code[range])] == nil { owner[String(code[range])] = folder }
+                }
+            }
+        }
+        var violations: [String] = []
+        for (folder, files) in sources {
+            guard let rank = layers.firstIndex(of: folder) else { continue }
+            for (name, home) in owner where home != folder {
+                guard let homeRank = layers.firstIndex(of: home), homeRank > rank else { continue }
+                let word = try NSRegularExpression(pattern: "\\b\(name)\\b")
+                for (file, code) in files where word.firstMatch(in: code, range: NSRange(code.startIndex..., in: code)) != nil {
+                    violations.append("\(folder)/\(file) uses \(name) from \(home), a layer above it")
+                }
+            }
+        }
+        #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
+    }
+
+    /// The checker sees an edge where there is one: a lower layer naming an upper one's type is
+    /// caught, a name in a comment or a string is not.
+    @Test func theCheckerSeesCodeNotCommentsOrStrings() {
+        let code = Self.strip("""
+            // PipelineRunner in a comment
+            let message = "PipelineRunner in a string"
+            /* PipelineRunner */ let runner: PipelineRunner
+            """)
+        #expect(code.components(separatedBy: "PipelineRunner").count == 2, "only the declaration's type is left: \(code)")
+    }
+}
