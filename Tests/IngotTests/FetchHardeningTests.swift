@@ -115,7 +115,7 @@ struct URLSecretTests {
             root: item
             entities: {item: {identity: id, attributes: {id: integer, name: string}}}
             """, path: "tenant.yml", environment: ["TENANT": tenant])
-        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        let http = try #require(config.source.http)
         #expect(http.urlSecrets == [tenant])
         let dir = temporaryDirectory()
         var options = RunOptions()

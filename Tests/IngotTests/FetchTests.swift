@@ -12,7 +12,7 @@ private func peopleOverHTTP(_ url: String, paginate: String, extra: String = "",
 
 private func run(_ config: PipelineConfig, db: String, resume: Bool = false, archive: String? = nil, logs: LogCapture = LogCapture(),
                  environment: [String: String] = [:]) throws -> RunSummary {
-    guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+    let http = try #require(config.source.http)
     var options = RunOptions()
     options.databasePath = db
     options.progressInterval = 0
@@ -184,7 +184,7 @@ struct FetchTests {
         #expect(kept == highest)
 
         // The next run's first request carries it.
-        guard case .http(let http) = config.source else { return }
+        let http = try #require(config.source.http)
         let source = try HTTPPageSource(
             config: http, recordsPath: config.recordsPath, query: [("updated_since", highest)], logger: LogCapture().logger)
         let first = try #require(try source.next())
@@ -222,7 +222,7 @@ struct FetchTests {
         let text = try peopleOverHTTPText(
             "\(server.base)/people/next", ["paginate: {next_url: next}", "retry: {attempts: 6, base_delay_ms: 1000, max_delay_ms: 3600000}"])
         let config = try PipelineConfig.parse(text: text, path: "p.yml")
-        guard case .http(let http) = config.source else { return }
+        let http = try #require(config.source.http)
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("s.db").path
         options.progressInterval = 0

@@ -34,7 +34,7 @@ struct HostileFetchTests {
     }
 
     func run(_ config: PipelineConfig, logs: LogCapture, maxPageBytes: Int? = nil) throws -> (RunSummary, String) {
-        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        let http = try #require(config.source.http)
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("h.db").path
         options.progressInterval = 0
@@ -166,7 +166,7 @@ struct HostileFetchTests {
         let a = try FixtureServer()
         let archive = temporaryDirectory().path
         let config = try pipeline(a.base + "/hostile/big?size=200000", paginate: "{page: {param: page}}")
-        guard case .http(let http) = config.source else { return }
+        let http = try #require(config.source.http)
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("h.db").path
         options.progressInterval = 0

@@ -94,7 +94,7 @@ struct PipelineConfigTests {
             """
         let config = try PipelineConfig.parse(text: text, path: "e.yml", environment: ["HOST": "api.example.org", "TENANT": "t-42"])
         #expect(config.name == "fallback")
-        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        let http = try #require(config.source.http)
         #expect(http.url == "https://api.example.org/v1/items?x=${literal}")
         #expect(http.maxPages == 7)
         #expect(http.headers.first { $0.name == "X-Tenant" } == .init(name: "X-Tenant", value: "t-42", isSecret: true))
@@ -176,7 +176,7 @@ struct PipelineConfigTests {
             root: a
             entities: {a: {identity: id, attributes: {id: integer}}}
             """, path: "u.yml", environment: environment)
-        guard case .http(let http) = config.source else { throw CocoaError(.featureUnsupported) }
+        let http = try #require(config.source.http)
         #expect(http.urlSecrets == secrets)
         for secret in secrets { #expect(!http.shownURL.contains(secret), "\(http.shownURL)") }
         #expect(["h.test", "x.test", "api.test"].contains { http.shownURL.contains($0) }, "the host stays visible: \(http.shownURL)")

@@ -171,3 +171,10 @@ func runIngot(_ arguments: [String], environment: [String: String] = [:]) throws
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
 }
+
+extension SourceConfig {
+    /// The HTTP source's settings; `nil` for another source (tests `#require` it).
+    var http: HTTPSourceConfig? {
+        if case .http(let settings) = self { settings } else { nil }
+    }
+}
