@@ -21,7 +21,7 @@ struct PeopleDataSetTests {
         options.batchRecords = 700
         let first = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
-        #expect(first.status == .finished)
+        #expect(first.status == .finished, "\(first.error ?? "")")
         #expect(first.counters.rejectedRecords == (rejected["missing_id"] ?? -1) + (rejected["wrong_type_id"] ?? -1))
         #expect(first.counters.rejectedPages == rejected["invalid_json_pages"])
         let check = try checkPeople(db, pages)

@@ -22,7 +22,10 @@ public final class PipelineRunner: Sendable {
     public let options: RunOptions
     let logger: Logger
     private let shared = SharedCounters()
+    /// Set by ``stop()`` for the run in progress; the stages read it. Cleared when a run starts
+    /// from ``Lifecycle/idle``.
     let stopping = StopFlag()
+    private let lifecycle = Mutex(Lifecycle.idle)
     /// The source being read, so that ``stop()`` can cancel its waits.
     private let activeSource = SourceBox()
     /// The store being written, so that ``stop()`` can interrupt a statement that does not end.
@@ -52,12 +55,24 @@ public final class PipelineRunner: Sendable {
 
     /// Asks the run to stop reading: in-flight pages are still applied and committed. A source
     /// waiting to retry gives up at once.
+    ///
+    /// A stop that comes before the run starts (a signal during start-up) makes that run end at
+    /// once, interrupted; the runner is then ready for another run.
     public func stop() {
-        let already = stopping.value.withLock { stopping in
-            defer { stopping = true }
-            return stopping
+        let first = lifecycle.withLock { state in
+            switch state {
+            case .idle:
+                state = .stopRequested
+                return true
+            case .running:
+                state = .stopping
+                return true
+            case .stopRequested, .stopping:
+                return false
+            }
         }
-        if !already {
+        stopping.value.withLock { $0 = true }
+        if first {
             var line = runLogger.withLock { $0 } ?? logger
             line[metadataKey: LogKey.pipeline] = "\(config.name)"
             line.notice("run.stopping")
@@ -75,6 +90,32 @@ public final class PipelineRunner: Sendable {
     /// How long a stopped run waits for a statement in flight before it interrupts it.
     static let storeGrace: Double = 1
 
+    /// Where a runner is in its life. One run at a time: a ``run(source:)`` while another runs
+    /// is refused (a failed summary saying so); once a run ends the runner is `idle` again and a
+    /// next run works.
+    enum Lifecycle: Sendable {
+        /// No run in progress.
+        case idle
+        /// ``stop()`` came before the next run started: that run ends at once, interrupted.
+        case stopRequested
+        case running
+        /// The run in progress was asked to stop.
+        case stopping
+    }
+
+    /// The summary of a run refused because this runner is running another: nothing was done.
+    private func refused(_ started: Date) -> RunSummary {
+        let message = "this runner is already running pipeline \(config.name): one run at a time per runner (make another runner)"
+        var logger = self.logger
+        logger[metadataKey: LogKey.pipeline] = "\(config.name)"
+        logger.error("run.refused", metadata: [LogKey.reason: "\(message)"])
+        var summary = RunSummary(
+            runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(), duration: Date().timeIntervalSince(started),
+            error: message)
+        summary.failureKind = .configuration
+        return summary
+    }
+
     /// Runs the pipeline over `source` to the end (or until ``stop()``) into the database
     /// ``RunOptions/databasePath`` names (see ``StoreLocation``), and returns its summary. Blocks
     /// the caller.
@@ -90,6 +131,21 @@ public final class PipelineRunner: Sendable {
 
     private func run(source: any PageSource, store given: (any IngestStore)?) -> RunSummary {
         let started = Date()
+        let begins = lifecycle.withLock { state in
+            switch state {
+            case .idle:
+                state = .running
+                stopping.value.withLock { $0 = false }
+                return true
+            case .stopRequested:
+                state = .stopping
+                return true
+            case .running, .stopping:
+                return false
+            }
+        }
+        guard begins else { return refused(started) }
+        defer { lifecycle.withLock { $0 = .idle } }
         activeSource.value.withLock { $0 = source }
         defer { activeSource.value.withLock { $0 = nil } }
         func failedToStart(_ error: any Error) -> RunSummary {
