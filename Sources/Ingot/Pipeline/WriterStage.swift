@@ -32,7 +32,26 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let loggedRejectionLimit: Int
     private let shared: SharedCounters
     private let finished: @Sendable () -> Void
+    /// Mirrors ``Phase/failed`` for the other queues (the source and the assembler stop).
     private let failed = Mutex(false)
+    private var phase = Phase.writing
+
+    /// Where the writer stage is. `writing` → `failed` (nothing more is saved; the source stops)
+    /// → `ended`, or `writing` → `ended`: ``finish(_:)`` ends it once, and after that the runner
+    /// owns the store (a pending commit timer does nothing).
+    enum Phase {
+        case writing
+        case failed(any Error)
+        case ended(Outcome)
+    }
+
+    /// How the stage ended.
+    enum Outcome {
+        case finished
+        /// The run was stopped before its source was exhausted.
+        case interrupted
+        case failed(any Error)
+    }
 
     /// The run's committed counters (read by the runner after `finished` fired).
     private(set) var counters: RunCounters
@@ -50,8 +69,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private var lastSaved = 0
     /// Bumped by each commit, so a pending commit timer knows its transaction is gone.
     private var commitGeneration = 0
-    /// The run is over: the runner owns the store now.
-    private var isFinished = false
     private let committed = Atomic<Int>(0)
 
     /// The number of the last batch committed. Safe from any queue.
@@ -70,7 +87,21 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let incrementalKey: String?
     private var incrementalMax: String?
     /// Why saving failed, if it did (read by the runner after `finished` fired).
-    private(set) var failure: (any Error)?
+    var failure: (any Error)? {
+        switch phase {
+        case .failed(let error), .ended(.failed(let error)): error
+        case .writing, .ended: nil
+        }
+    }
+
+    /// The run was stopped before its source was exhausted (read by the runner after `finished`).
+    var interrupted: Bool {
+        if case .ended(.interrupted) = phase { true } else { false }
+    }
+
+    private var hasEnded: Bool {
+        if case .ended = phase { true } else { false }
+    }
 
     /// The writes of the open transaction, in order, to redo when the database refuses a value
     /// of a later batch (it rolls the whole transaction back): each batch as the assembler
@@ -121,24 +152,29 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
 
+    /// The first failure is the one reported; later ones (a commit after it) are only logged.
     func fail(_ error: any Error) {
         dispatchPrecondition(condition: .onQueue(queue))
-        if failure == nil { failure = error }
+        switch phase {
+        case .writing: phase = .failed(error)
+        case .failed: break
+        case .ended: assertionFailure("the writer stage failed after it ended: \(error)")
+        }
         failed.withLock { $0 = true }
     }
-
-    // MARK: - Internals
-
-    /// The run was stopped before its source was exhausted (read by the runner after `finished`).
-    private(set) var interrupted = false
 
     /// After the last batch: `write: replace` deletes untouched rows (only after the whole
     /// source was seen), then the run is over.
     func finish(_ end: SourceEnd) {
         dispatchPrecondition(condition: .onQueue(queue))
+        guard !hasEnded else {
+            assertionFailure("the writer stage ends once")
+            return
+        }
+        var wasInterrupted = false
         defer {
             commit()
-            isFinished = true
+            phase = .ended(failure.map { .failed($0) } ?? (wasInterrupted ? .interrupted : .finished))
             finished()
         }
         switch end {
@@ -152,7 +188,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             default: break
             }
         case .interrupted:
-            interrupted = true
+            wasInterrupted = true
             if replace != .nothing {
                 logger.warning("replace.skipped", metadata: [LogKey.reason: "the run was interrupted; no row is deleted"])
             }
@@ -166,7 +202,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     func save(_ batch: PreparedBatch) {
         dispatchPrecondition(condition: .onQueue(queue))
         let pages = batch.pages
-        guard failure == nil, !pages.isEmpty else { return }
+        guard case .writing = phase, !pages.isEmpty else { return }
         var next = saved
         var rejections: [RecordRejection] = []
         for page in pages {
@@ -254,7 +290,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             transactionStart = .now()
             let generation = commitGeneration
             queue.asyncAfter(deadline: .now() + commitInterval) { [self] in
-                if !isFinished && commitGeneration == generation { commit() }
+                if !hasEnded && commitGeneration == generation { commit() }
             }
         }
         let age = Double(DispatchTime.now().uptimeNanoseconds - (transactionStart?.uptimeNanoseconds ?? 0)) / 1e9
