@@ -83,13 +83,24 @@ struct SwiftEntityTests {
         }
     }
 
+    /// A context is bound once, to one queue, and a queue has one context.
+    @Test func aContextIsBoundOnceToOneQueue() throws {
+        let context = DecodingContext(name: "lane")
+        let queue = DispatchQueue(label: "lane.1")
+        try DecodingContext.bind(context, to: queue)
+        try DecodingContext.bind(context, to: queue)  // the same binding again is harmless
+        #expect(throws: IngotDecodingError.self) { try DecodingContext.bind(context, to: DispatchQueue(label: "lane.2")) }
+        #expect(throws: IngotDecodingError.self) { try DecodingContext.bind(DecodingContext(name: "other"), to: queue) }
+        #expect(queue.sync { DecodingContext.current } === context)
+    }
+
     @Test func eachQueueDecodesWithItsOwnContext() throws {
         let a = DispatchQueue(label: "lane.a")
         let b = DispatchQueue(label: "lane.b")
         let contextA = DecodingContext(name: "a")
         let contextB = DecodingContext(name: "b")
-        DecodingContext.bind(contextA, to: a)
-        DecodingContext.bind(contextB, to: b)
+        try DecodingContext.bind(contextA, to: a)
+        try DecodingContext.bind(contextB, to: b)
         #expect(DecodingContext.current == nil)
 
         // Both queues decode at the same time: each waits for the other to have started.
@@ -125,7 +136,7 @@ struct SwiftEntityTests {
 
     @Test func keyPathCodingKeysFollowNestedObjects() throws {
         let queue = DispatchQueue(label: "lane")
-        DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
+        try DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
         let person = try queue.sync {
             try IngotJSONDecoder().decode(Person.self, from: Array(#"{"id": 3, "origin": {"country": {"name": "Kenya"}}, "score": 1.25}"#.utf8))
         }
@@ -139,7 +150,7 @@ struct SwiftEntityTests {
 
     @Test func aTypesKeyDelimiterSplitsItsKeyPaths() throws {
         let queue = DispatchQueue(label: "lane")
-        DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
+        try DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
         let place = try queue.sync {
             try IngotJSONDecoder().decode(Place.self, from: Array(#"{"id": 1, "origin": {"country.name": "Chile"}}"#.utf8))
         }

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// The per-lane state decoding needs, bound to a decode lane's serial queue the way Core Data's
 /// decoders reach their managed object context.
@@ -10,7 +11,7 @@ import Dispatch
 ///
 /// ```swift
 /// let lane = DispatchQueue(label: "decode.1")
-/// DecodingContext.bind(DecodingContext(name: "decode.1"), to: lane)
+/// try DecodingContext.bind(DecodingContext(name: "decode.1"), to: lane)
 /// lane.async { let context = DecodingContext.current }   // this lane's context
 /// ```
 public final class DecodingContext: @unchecked Sendable {  // mutable state confined to the queue it is bound to
@@ -35,8 +36,21 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
         self.mapper = RecordMapper(plan: plan)
     }
 
-    /// Binds `context` to `queue`: code running on `queue` finds it as ``current``.
-    public static func bind(_ context: DecodingContext, to queue: DispatchQueue) {
+    /// The queue this context is bound to, once bound: its mutable state is confined there.
+    private let boundQueue = Mutex<DispatchQueue?>(nil)
+
+    /// Binds `context` to `queue`: code running on `queue` finds it as ``current``. Once only: a
+    /// context is confined to one serial queue, and a queue has one context; binding either a
+    /// second time (to another) throws ``IngotDecodingError/alreadyBound(context:queue:)``.
+    public static func bind(_ context: DecodingContext, to queue: DispatchQueue) throws(IngotDecodingError) {
+        if let other = queue.getSpecific(key: key), other !== context {
+            throw .alreadyBound(context: other.name, queue: queue.label)
+        }
+        let bound = context.boundQueue.withLock { bound -> DispatchQueue? in
+            if bound == nil { bound = queue }
+            return bound
+        }
+        guard bound === queue else { throw .alreadyBound(context: context.name, queue: bound?.label ?? "?") }
         queue.setSpecific(key: key, value: context)
     }
 
@@ -76,12 +90,17 @@ public enum IngotDecodingError: Error, CustomStringConvertible {
     /// An ``IngotEntity`` was decoded outside of a decode lane: no ``DecodingContext`` is bound to
     /// the current queue.
     case missingContext(codingPath: [any CodingKey])
+    /// A context already bound to a queue was bound to another, or a queue that has a context was
+    /// given another: each lane has its own context, confined to it.
+    case alreadyBound(context: String, queue: String)
 
     public var description: String {
         switch self {
         case .missingContext(let path):
             let where_ = path.isEmpty ? "at the top level" : "at " + path.map(\.stringValue).joined(separator: ".")
             return "no DecodingContext on this queue (\(where_)): decode IngotEntity types on a queue bound with DecodingContext.bind(_:to:)"
+        case .alreadyBound(let context, let queue):
+            return "DecodingContext '\(context)' is bound to queue '\(queue)': a context belongs to one serial queue, and a queue has one context"
         }
     }
 }

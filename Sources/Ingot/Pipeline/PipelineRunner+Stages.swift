@@ -16,7 +16,8 @@ extension PipelineRunner {
             model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
         let laneQueues = (0..<lanes).map { k in
             let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
-            DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
+            // A new queue and a new context: binding them cannot meet another binding.
+            try? DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
             return queue
         }
         // A lane hands a big page on in parts of a batch's size, and runs at most two parts

@@ -3,14 +3,19 @@ import GRDB
 import GRDBSQLite
 import CSQLiteTuning
 
-/// The one writer: owns the only connection to the database (a GRDB `DatabaseQueue` in WAL
-/// mode), creates the schema from the model, and saves batches — one transaction each.
+/// The SQLite backend: owns the write connection to the database (a GRDB `DatabaseQueue` in WAL
+/// mode) and a read connection of committed rows, creates the schema from the model, and saves
+/// batches in transactions the writer stage commits.
 ///
-/// All SQL Ingot runs is generated here (schema, identity lookups, inserts, updates, links,
-/// bookkeeping), so another backend is another `Store`, not a change elsewhere.
+/// All SQL Ingot runs against SQLite is generated here (schema, identity lookups, inserts,
+/// updates, links, bookkeeping).
 ///
-/// Not thread-safe: a pipeline uses its store from its writer queue only.
-public final class Store: @unchecked Sendable {  // confined to the pipeline's writer queue
+/// Not thread-safe, and used from one queue at a time: the runner's thread opens it and records
+/// the run's start and end; during the run, the writer queue owns the write connection and
+/// everything else, and the assembler's queue the read connection (``lookupCommitted(_:_:)``
+/// only). The runner hands it from one to the next through the stages' queues, which order the
+/// handovers.
+public final class Store: @unchecked Sendable {  // one queue at a time: the runner's, the writer's; the read connection the assembler's
     public struct Options: Sendable {
         /// SQLite page cache in MiB. Default 40: it bounds memory on big databases (the OS page
         /// cache still holds the file); measured here, people-1M peaked at 218 MB with 128.
