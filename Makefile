@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test run bench instructions chaos fuzz container-test clean
+.PHONY: all deps build release test lint format run bench instructions chaos fuzz container-test clean
 
 all: build
 
@@ -32,8 +32,15 @@ release: deps
 	$(SWIFT) build -c release
 
 ## test: every test, no network needed
-test: deps
+test: deps lint
 	$(SWIFT) test
+
+## lint: swift format lint with the repository's .swift-format (the toolchain ships it); `make format` rewrites
+lint:
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+
+format:
+	$(SWIFT) format format --in-place --recursive Sources Tests Package.swift
 
 ## run: replay the archive bundled in pipelines/samples (offline) into a fresh out/people.db
 run: release

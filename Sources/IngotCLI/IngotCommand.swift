@@ -11,7 +11,8 @@ struct IngotCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingot",
         abstract: "Ingest paginated JSON into SQLite with identity (find-or-create) semantics.",
-        discussion: "Every option can also be set by an environment variable (INGOT_DB, INGOT_LOG_FORMAT, …; see the README); the option wins.",
+        discussion:
+            "Every option can also be set by an environment variable (INGOT_DB, INGOT_LOG_FORMAT, …; see the README); the option wins.",
         subcommands: [Run.self, Replay.self, Validate.self, Schema.self, Archive.self, BenchDecode.self, BenchFetch.self])
 
     /// Parses and runs, with one exit code for every usage problem: 2 (ArgumentParser's own is 64).
@@ -90,7 +91,8 @@ struct Run: ParsableCommand {
     @Option(help: "Share the run of this name with every job started with it (PostgreSQL only; env INGOT_JOIN). See docs/scale-out.md.")
     var join: String?
 
-    @Option(help: "Seconds a joined job's claim on a unit lasts; a killed job's units are taken over after it (env INGOT_LEASE; default 30).")
+    @Option(
+        help: "Seconds a joined job's claim on a unit lasts; a killed job's units are taken over after it (env INGOT_LEASE; default 30).")
     var lease: Double?
 
     @OptionGroup var log: LogOptions
@@ -107,7 +109,9 @@ struct Run: ParsableCommand {
         if let lease, !(lease >= 0.3 && lease <= 3600) { throw ValidationError("--lease must be between 0.3 and 3600 seconds") }
         if let join {
             if join.isEmpty || join.utf8.count > 200 { throw ValidationError("--join needs a name of 1 to 200 bytes") }
-            if resume { throw ValidationError("--join and --resume cannot be combined: join the run again with the same name to continue it") }
+            if resume {
+                throw ValidationError("--join and --resume cannot be combined: join the run again with the same name to continue it")
+            }
         }
     }
 
@@ -137,7 +141,9 @@ struct Run: ParsableCommand {
     private func printPlan(_ config: PipelineConfig) throws {
         let options = stages.runOptions
         let maxPageBytes = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
-        print("pipeline \(config.name) (\(pipeline ?? "")): root \(config.root), write \(config.write.rawValue), \(config.model.entities.count) entities")
+        print(
+            "pipeline \(config.name) (\(pipeline ?? "")): root \(config.root), write \(config.write.rawValue), \(config.model.entities.count) entities"
+        )
         func files(_ dir: String, _ glob: String) {
             let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
             print("source: files \(dir)/\(glob) (\(count) files)")
@@ -147,13 +153,16 @@ struct Run: ParsableCommand {
         case (let dir?, _): files(dir, "*.json")
         case (nil, .files(let dir, let glob)): files(dir, glob)
         case (nil, .http(let http)):
-            print("source: http \(ArchiveReader.printable(http.shownURL)), \(http.paginate), concurrency \(http.concurrency), max_pages \(http.maxPages)"
-                + (http.allowedHosts.isEmpty ? "" : ", allowed_hosts \(http.allowedHosts.joined(separator: ","))"))
+            print(
+                "source: http \(ArchiveReader.printable(http.shownURL)), \(http.paginate), concurrency \(http.concurrency), max_pages \(http.maxPages)"
+                    + (http.allowedHosts.isEmpty ? "" : ", allowed_hosts \(http.allowedHosts.joined(separator: ","))"))
         case (nil, .none):
             print("source: none (give --pages DIR)")
         }
         print("archive: \(noArchive ? "off" : (archiveDir ?? "archives") + "/")")
-        print("limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.batchRecords ?? config.batchRecords ?? 5000), lanes \(options.lanes)")
+        print(
+            "limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.batchRecords ?? config.batchRecords ?? 5000), lanes \(options.lanes)"
+        )
         let location: StoreLocation
         do {
             location = try StoreLocation(options.databasePath)
@@ -241,10 +250,12 @@ struct Replay: ParsableCommand {
 
 func warnIfTorn(_ reader: ArchiveReader, _ logger: Logger) {
     if let torn = reader.tornAt {
-        logger.warning("archive.torn", metadata: [
-            LogKey.archive: "\(reader.path)", LogKey.offset: .int(torn), LogKey.reason: "\(reader.tornReason ?? "")",
-            "entries": .int(reader.entries.count),
-        ])
+        logger.warning(
+            "archive.torn",
+            metadata: [
+                LogKey.archive: "\(reader.path)", LogKey.offset: .int(torn), LogKey.reason: "\(reader.tornReason ?? "")",
+                "entries": .int(reader.entries.count),
+            ])
     }
 }
 
@@ -267,10 +278,14 @@ struct Archive: ParsableCommand {
             for entry in reader.entries {
                 let m = entry.metadata
                 let compressed = entry.frameLength
-                print("\(m.seq)\t\(safe(m.fetchedAt))\t\(m.httpStatus.map(String.init) ?? "-")\t\(m.rawLength)\t\(compressed)\t\(String(m.crc32c, radix: 16))\t\(safe(m.source))")
+                print(
+                    "\(m.seq)\t\(safe(m.fetchedAt))\t\(m.httpStatus.map(String.init) ?? "-")\t\(m.rawLength)\t\(compressed)\t\(String(m.crc32c, radix: 16))\t\(safe(m.source))"
+                )
             }
             if let torn = reader.tornAt {
-                printError("warning: \(archive): \(reader.tornReason ?? "damaged") at byte \(torn); \(reader.entries.count) whole entries before it")
+                printError(
+                    "warning: \(archive): \(reader.tornReason ?? "damaged") at byte \(torn); \(reader.entries.count) whole entries before it"
+                )
             }
         }
     }
@@ -334,8 +349,10 @@ struct BenchDecode: ParsableCommand {
         if case .files(_, let g) = config.source { glob = g }
         let r = try DecodeBenchmark.measure(config: config, source: DirectoryPageSource(directory: pages, glob: glob))
         let mb = Double(r.bytes) / 1e6
-        print(String(format: "parse: %.1f MB/s (%.3f s)  parse+map: %.1f MB/s, %.0f records/s (%.3f s)",
-            mb / r.parseSeconds, r.parseSeconds, mb / r.mapSeconds, Double(r.records) / r.mapSeconds, r.mapSeconds))
+        print(
+            String(
+                format: "parse: %.1f MB/s (%.3f s)  parse+map: %.1f MB/s, %.0f records/s (%.3f s)",
+                mb / r.parseSeconds, r.parseSeconds, mb / r.mapSeconds, Double(r.records) / r.mapSeconds, r.mapSeconds))
     }
 }
 
@@ -361,7 +378,9 @@ struct BenchFetch: ParsableCommand {
         }
         let elapsed = clock.now - start
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        print(String(format: "fetch: %d pages, %.1f MB in %.3f s: %.0f pages/s, %.1f MB/s",
-            pages, Double(bytes) / 1e6, seconds, Double(pages) / seconds, Double(bytes) / 1e6 / seconds))
+        print(
+            String(
+                format: "fetch: %d pages, %.1f MB in %.3f s: %.0f pages/s, %.1f MB/s",
+                pages, Double(bytes) / 1e6, seconds, Double(pages) / seconds, Double(bytes) / 1e6 / seconds))
     }
 }

@@ -74,7 +74,10 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Decode lanes (env INGOT_LANES; default: the number of cores).")
     var lanes: Int?
 
-    @Option(help: "Records per batch: folded, looked up and saved at once (env INGOT_BATCH_RECORDS; default: the pipeline's batch_records, else 5000).")
+    @Option(
+        help:
+            "Records per batch: folded, looked up and saved at once (env INGOT_BATCH_RECORDS; default: the pipeline's batch_records, else 5000)."
+    )
     var batchRecords: Int?
 
     @Option(help: "Page bytes per batch at most, for big records (env INGOT_BATCH_BYTES; default 67108864: 64 MiB).")
@@ -89,7 +92,10 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Seconds between progress lines; 0 turns them off (env INGOT_PROGRESS_INTERVAL; default 5).")
     var progressInterval: Double?
 
-    @Option(help: "The largest page accepted, in bytes; a bigger one is rejected (env INGOT_MAX_PAGE_BYTES; default: the pipeline's max_page_bytes, else 67108864).")
+    @Option(
+        help:
+            "The largest page accepted, in bytes; a bigger one is rejected (env INGOT_MAX_PAGE_BYTES; default: the pipeline's max_page_bytes, else 67108864)."
+    )
     var maxPageBytes: Int?
 
     @Option(help: "Raw page bytes read but not yet batched, at most (env INGOT_BYTES_IN_FLIGHT; default 67108864).")
@@ -98,22 +104,35 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Seconds to wait for another run holding the database, then exit 75 (env INGOT_LOCK_TIMEOUT; default 30).")
     var lockTimeout: Double?
 
-    @Option(help: "Rejected records and pages allowed; past it a finished run exits 3 (env INGOT_MAX_REJECTS; default: the pipeline's limits).")
+    @Option(
+        help: "Rejected records and pages allowed; past it a finished run exits 3 (env INGOT_MAX_REJECTS; default: the pipeline's limits).")
     var maxRejects: Int?
 
     @Option(help: "Rejects as a share of what was read (0-1) allowed; past it exit 3 (env INGOT_MAX_REJECT_RATIO).")
     var maxRejectRatio: Double?
 
-    @Option(help: "Rejections stored in _ingot_rejects per run, at most; past it they are only counted (env INGOT_MAX_REJECT_ROWS; default 10000).")
+    @Option(
+        help:
+            "Rejections stored in _ingot_rejects per run, at most; past it they are only counted (env INGOT_MAX_REJECT_ROWS; default 10000)."
+    )
     var maxRejectRows: Int?
 
-    @Option(help: "Write Prometheus metrics to this file (atomically) at each progress tick and at exit, for node_exporter's textfile collector (env INGOT_METRICS_FILE).")
+    @Option(
+        help:
+            "Write Prometheus metrics to this file (atomically) at each progress tick and at exit, for node_exporter's textfile collector (env INGOT_METRICS_FILE)."
+    )
     var metricsFile: String?
 
-    @Option(help: "Serve /metrics and /healthz on this port while the run lasts; 0: any free port, logged in run.started (env INGOT_METRICS_PORT).")
+    @Option(
+        help:
+            "Serve /metrics and /healthz on this port while the run lasts; 0: any free port, logged in run.started (env INGOT_METRICS_PORT)."
+    )
     var metricsPort: Int?
 
-    @Option(help: "Serve /metrics and /healthz on HOST:PORT (default host 127.0.0.1; 0.0.0.0 in a container whose scraper comes from outside) (env INGOT_METRICS_LISTEN).")
+    @Option(
+        help:
+            "Serve /metrics and /healthz on HOST:PORT (default host 127.0.0.1; 0.0.0.0 in a container whose scraper comes from outside) (env INGOT_METRICS_LISTEN)."
+    )
     var metricsListen: String?
 
     /// The host the metrics server binds (`--metrics-listen`'s, else loopback).
@@ -145,12 +164,19 @@ struct StageOptions: ParsableArguments {
         if let listen = metricsListen {
             guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
                 !listen[..<colon].isEmpty
-            else { throw ValidationError("--metrics-listen (or INGOT_METRICS_LISTEN) must be HOST:PORT, such as 127.0.0.1:9464 or 0.0.0.0:9464") }
-            if metricsPort != nil && metricsPort != port { throw ValidationError("--metrics-listen and --metrics-port name different ports") }
+            else {
+                throw ValidationError(
+                    "--metrics-listen (or INGOT_METRICS_LISTEN) must be HOST:PORT, such as 127.0.0.1:9464 or 0.0.0.0:9464")
+            }
+            if metricsPort != nil && metricsPort != port {
+                throw ValidationError("--metrics-listen and --metrics-port name different ports")
+            }
             metricsHost = String(listen[..<colon])
             metricsPort = port
         }
-        if let metricsPort, !(0...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be between 0 (any free port) and 65535") }
+        if let metricsPort, !(0...65535).contains(metricsPort) {
+            throw ValidationError("--metrics-port must be between 0 (any free port) and 65535")
+        }
         if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
         // Every number is bounded before use: a timeout past Int32 milliseconds trapped in SQLite's
         // busy handler (SIGILL), and nobody means a wait longer than a day.
@@ -164,7 +190,9 @@ struct StageOptions: ParsableArguments {
             throw ValidationError("--progress-interval (or INGOT_PROGRESS_INTERVAL) must be at most \(Int(Self.maxSeconds)) seconds")
         }
         if let batchBytes, batchBytes > 1 << 40 { throw ValidationError("--batch-bytes (or INGOT_BATCH_BYTES) must be at most 1 TiB") }
-        if let bytesInFlight, bytesInFlight > 1 << 40 { throw ValidationError("--bytes-in-flight (or INGOT_BYTES_IN_FLIGHT) must be at most 1 TiB") }
+        if let bytesInFlight, bytesInFlight > 1 << 40 {
+            throw ValidationError("--bytes-in-flight (or INGOT_BYTES_IN_FLIGHT) must be at most 1 TiB")
+        }
         if let maxRejects, maxRejects < 0 { throw ValidationError("--max-rejects cannot be negative") }
         if let maxRejectRows, maxRejectRows < 0 { throw ValidationError("--max-reject-rows (or INGOT_MAX_REJECT_ROWS) cannot be negative") }
         if let maxRejectRatio, !(0...1).contains(maxRejectRatio) { throw ValidationError("--max-reject-ratio must be between 0 and 1") }
@@ -175,7 +203,9 @@ struct StageOptions: ParsableArguments {
         if let commitInterval, !(commitInterval > 0) { throw ValidationError("--commit-interval must be positive") }
         if let progressInterval, progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
         if let maxPageBytes, !RunOptions.maxPageBytesRange.contains(maxPageBytes) {
-            throw ValidationError("--max-page-bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)")
+            throw ValidationError(
+                "--max-page-bytes must be between \(RunOptions.maxPageBytesRange.lowerBound) and \(RunOptions.maxPageBytesRange.upperBound)"
+            )
         }
         if let bytesInFlight, bytesInFlight < 1 { throw ValidationError("--bytes-in-flight must be at least 1") }
     }

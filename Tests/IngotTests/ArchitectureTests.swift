@@ -49,16 +49,21 @@ struct ArchitectureTests {
         let layers = try Self.declaredLayers()
         #expect(layers.count >= 10, "docs/architecture.md lists the layers: \(layers)")
         let sources = try Self.sources()
-        #expect(Set(sources.keys).subtracting(layers).isEmpty, "folders missing from docs/architecture.md: \(Set(sources.keys).subtracting(layers).sorted())")
+        #expect(
+            Set(sources.keys).subtracting(layers).isEmpty,
+            "folders missing from docs/architecture.md: \(Set(sources.keys).subtracting(layers).sorted())")
 
         let declaration = try NSRegularExpression(
-            pattern: #"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|open|package|internal|fileprivate|private|final|indirect|nonisolated)\s+)*(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)"#,
+            pattern:
+                #"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|open|package|internal|fileprivate|private|final|indirect|nonisolated)\s+)*(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)"#,
             options: .anchorsMatchLines)
         var owner: [String: String] = [:]
         for (folder, files) in sources {
             for (_, code) in files {
                 for match in declaration.matches(in: code, range: NSRange(code.startIndex..., in: code)) {
-                    if let range = Range(match.range(at: 1), in: code), owner[String(code[range])] == nil { owner[String(code[range])] = folder }
+                    if let range = Range(match.range(at: 1), in: code), owner[String(code[range])] == nil {
+                        owner[String(code[range])] = folder
+                    }
                 }
             }
         }
@@ -79,7 +84,8 @@ struct ArchitectureTests {
     /// The checker sees an edge where there is one: a lower layer naming an upper one's type is
     /// caught, a name in a comment or a string is not.
     @Test func theCheckerSeesCodeNotCommentsOrStrings() {
-        let code = Self.strip("""
+        let code = Self.strip(
+            """
             // PipelineRunner in a comment
             let message = "PipelineRunner in a string"
             /* PipelineRunner */ let runner: PipelineRunner

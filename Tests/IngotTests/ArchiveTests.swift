@@ -137,12 +137,14 @@ struct ArchiveTests {
         #expect(replay.counters.rejectedPages == 1)
         let query = "SELECT id, name FROM item ORDER BY id"
         #expect(try rows(options.databasePath, query) == rows(dir.appendingPathComponent("run.db").path, query))
-        #expect(try rows(options.databasePath, "SELECT archive, archive_entry, source FROM _ingot_rejects ORDER BY archive_entry")
-            == [[archive, "4", "page-4.json"], [archive, "5", "page-5.json"]])
+        #expect(
+            try rows(options.databasePath, "SELECT archive, archive_entry, source FROM _ingot_rejects ORDER BY archive_entry")
+                == [[archive, "4", "page-4.json"], [archive, "5", "page-5.json"]])
 
         // Re-map old payloads with a new mapping: a new column, filled from the archive.
         let remap = try PipelineConfig.parse(
-            text: yaml.replacingOccurrences(of: "{id: integer, name: string}", with: "{id: integer, name: string, label: {type: string, key: name}}"),
+            text: yaml.replacingOccurrences(
+                of: "{id: integer, name: string}", with: "{id: integer, name: string, label: {type: string, key: name}}"),
             path: "t2.yml")
         _ = PipelineRunner(config: remap, options: options, logger: LogCapture().logger).run(source: ArchivePageSource(reader: reader))
         #expect(try rows(options.databasePath, "SELECT count(*) FROM item WHERE label = name") == [["9"]])

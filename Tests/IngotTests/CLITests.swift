@@ -7,7 +7,8 @@ import Testing
 /// The built `ingot` binary: output and exit codes, as a user sees them.
 struct CLITests {
     static var binary: URL {
-        let dir = Bundle.main.executableURL?.deletingLastPathComponent()
+        let dir =
+            Bundle.main.executableURL?.deletingLastPathComponent()
             ?? packageRoot.appendingPathComponent(".build/debug")
         return dir.appendingPathComponent("ingot")
     }
@@ -30,7 +31,8 @@ struct CLITests {
     @Test func badConfigExitsTwoWithFileLineColumn() throws {
         let dir = temporaryDirectory()
         let file = dir.appendingPathComponent("bad.yml")
-        try "version: 1\nname: x\nroot: a\nentities:\n  a:\n    identity: nope\n    attributes: {id: integer}\n".write(to: file, atomically: true, encoding: .utf8)
+        try "version: 1\nname: x\nroot: a\nentities:\n  a:\n    identity: nope\n    attributes: {id: integer}\n".write(
+            to: file, atomically: true, encoding: .utf8)
         for command in ["validate", "run", "schema"] {
             let result = try run([command, file.path])
             #expect(result.status == 2, "\(command)")
@@ -44,7 +46,9 @@ struct CLITests {
         let first = try run(["run", "pipelines/people.yml", "--db", db, "--archive-dir", dir.path])
         #expect(first.status == 0)
         let summary = try #require(first.stderr.split(separator: "\n").last.map(String.init))
-        for key in ["msg=run.summary", "pages=4", "records=73", "inserted=", "updated=", "rejected_records=1", "rejected_pages=0", "duration_s="] {
+        for key in [
+            "msg=run.summary", "pages=4", "records=73", "inserted=", "updated=", "rejected_records=1", "rejected_pages=0", "duration_s=",
+        ] {
             #expect(summary.contains(key), "\(key) in \(summary)")
         }
         let second = try run(["run", "pipelines/people.yml", "--db", db, "--log-format", "json", "--no-archive"])
@@ -70,7 +74,10 @@ struct CLITests {
         let list = try run(["archive", "ls", "pipelines/samples/people.ingot"])
         #expect(list.stdout.split(separator: "\n").count == 5)
         let cat = try run(["archive", "cat", "pipelines/samples/people.ingot", "2"])
-        #expect(cat.stdout == (try String(contentsOf: packageRoot.appendingPathComponent("pipelines/samples/people/page-00002.json"), encoding: .utf8)))
+        #expect(
+            cat.stdout
+                == (try String(contentsOf: packageRoot.appendingPathComponent("pipelines/samples/people/page-00002.json"), encoding: .utf8))
+        )
         let db = temporaryDirectory().appendingPathComponent("replay.db").path
         let replay = try run(["replay", "pipelines/samples/people.ingot", "--db", db])
         #expect(replay.status == 0)
@@ -111,7 +118,8 @@ struct CLITests {
         let path = dir.appendingPathComponent("esc.ingot").path
         let writer = try ArchiveWriter(
             path: path,
-            header: ArchiveHeader(formatVersion: 2, runID: "r\u{1B}[2J", pipelineName: "p", pipelineText: "", pipelinePath: "", createdAt: ""))
+            header: ArchiveHeader(
+                formatVersion: 2, runID: "r\u{1B}[2J", pipelineName: "p", pipelineText: "", pipelinePath: "", createdAt: ""))
         try writer.append(Array("[]".utf8), seq: 1, source: "https://x/\u{1B}]0;owned\u{07}\n")
         try writer.close()
         let list = try run(["archive", "ls", path])
@@ -124,8 +132,10 @@ struct CLITests {
         let dir = temporaryDirectory()
         let fromEnv = dir.appendingPathComponent("env.db").path
         let fromFlag = dir.appendingPathComponent("flag.db").path
-        let env = ["INGOT_DB": fromEnv, "INGOT_NO_ARCHIVE": "1", "INGOT_LOG_FORMAT": "json", "INGOT_PROGRESS_INTERVAL": "0",
-                   "INGOT_PIPELINE": "pipelines/people.yml"]
+        let env = [
+            "INGOT_DB": fromEnv, "INGOT_NO_ARCHIVE": "1", "INGOT_LOG_FORMAT": "json", "INGOT_PROGRESS_INTERVAL": "0",
+            "INGOT_PIPELINE": "pipelines/people.yml",
+        ]
         let viaEnv = try run(["run"], environment: env)
         #expect(viaEnv.status == 0, "\(viaEnv.stderr)")
         #expect(viaEnv.stderr.split(separator: "\n").last?.hasPrefix("{") == true, "JSON logs from INGOT_LOG_FORMAT")
@@ -171,7 +181,9 @@ struct CLITests {
     @Test func exitThreeWhenRejectsPassALimitOrEverythingWasRejected() throws {
         let dir = temporaryDirectory()
         // The bundled sample has one rejected record.
-        let limited = try run(["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("a.db").path, "--no-archive", "--max-rejects", "0"])
+        let limited = try run([
+            "run", "pipelines/people.yml", "--db", dir.appendingPathComponent("a.db").path, "--no-archive", "--max-rejects", "0",
+        ])
         #expect(limited.status == 3)
         #expect(limited.stderr.contains("msg=run.rejects_over_limit"))
         #expect(limited.stderr.contains("status=finished"), "what was committed stays committed")
@@ -180,7 +192,9 @@ struct CLITests {
             ["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("b.db").path, "--no-archive"],
             environment: ["INGOT_MAX_REJECT_RATIO": "0.001"])
         #expect(ratio.status == 3)
-        let within = try run(["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("c.db").path, "--no-archive", "--max-rejects", "1"])
+        let within = try run([
+            "run", "pipelines/people.yml", "--db", dir.appendingPathComponent("c.db").path, "--no-archive", "--max-rejects", "1",
+        ])
         #expect(within.status == 0)
         // A wrong `records:` path rejects every page: with no limit set, that is exit 3 too.
         let wrong = try peoplePipeline(in: dir, named: "wrong", replacing: "records: results", with: "records: data")
@@ -203,7 +217,8 @@ struct CLITests {
         let dir = temporaryDirectory()
         // A port nothing listens on: every attempt is refused, then the run gives up.
         let pipeline = dir.appendingPathComponent("down.yml")
-        try Data("""
+        try Data(
+            """
             version: 1
             name: down
             source:
@@ -216,7 +231,8 @@ struct CLITests {
               item:
                 identity: id
                 attributes: {id: integer}
-            """.utf8).write(to: pipeline)
+            """.utf8
+        ).write(to: pipeline)
         let result = try run(["run", pipeline.path, "--db", dir.appendingPathComponent("d.db").path, "--no-archive"])
         #expect(result.status == 75, "\(result.stderr)")
         #expect(result.stderr.contains("failure=temporary"))
@@ -255,7 +271,10 @@ struct CLITests {
         let pipeline = dir.appendingPathComponent("people-http.yml")
         let text = try peopleOverHTTPText(
             "\(server.base)/people/page",
-            ["paginate: {page: {param: page}}", "auth: {bearer_env: PEOPLE_TOKEN}", "retry: {attempts: 4, base_delay_ms: 1, max_delay_ms: 20}"])
+            [
+                "paginate: {page: {param: page}}", "auth: {bearer_env: PEOPLE_TOKEN}",
+                "retry: {attempts: 4, base_delay_ms: 1, max_delay_ms: 20}",
+            ])
         try Data(text.utf8).write(to: pipeline)
         let db = dir.appendingPathComponent("log.db").path
         let archives = dir.appendingPathComponent("archives").path
@@ -280,10 +299,11 @@ struct CLITests {
         }
         #expect(runIDs.count == 1)
         // The page that is not JSON is rejected and ends page pagination (fetch.stopped).
-        #expect(events.isSuperset(of: [
-            "run.started", "run.summary", "fetch.retry", "record.rejected", "page.rejected", "fetch.stopped", "page.decoded",
-            "batch.committed",
-        ]), "\(events)")
+        #expect(
+            events.isSuperset(of: [
+                "run.started", "run.summary", "fetch.retry", "record.rejected", "page.rejected", "fetch.stopped", "page.decoded",
+                "batch.committed",
+            ]), "\(events)")
         let decoded = lines.filter { $0.contains(#""msg":"page.decoded""#) }.count
         let summaryPages = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }?["pages"] as? Int
         #expect(decoded == summaryPages, "a debug line per page decoded (the page that is not JSON included)")
@@ -293,13 +313,18 @@ struct CLITests {
         let exposition = String(decoding: try Data(contentsOf: URL(fileURLWithPath: metricsFile)), as: UTF8.self)
         let metrics = try PrometheusText(exposition)
         func number(_ key: String) -> Double? { (summary[key] as? NSNumber)?.doubleValue }
-        #expect(metrics.value("ingot_pages_total", ["outcome": "applied"]).map { $0 + (metrics.value("ingot_pages_total", ["outcome": "rejected"]) ?? -1) } == number("pages"))
+        #expect(
+            metrics.value("ingot_pages_total", ["outcome": "applied"]).map {
+                $0 + (metrics.value("ingot_pages_total", ["outcome": "rejected"]) ?? -1)
+            } == number("pages"))
         #expect(metrics.value("ingot_pages_total", ["outcome": "rejected"]) == number("rejected_pages"))
         #expect(metrics.value("ingot_records_read_total") == number("records"))
         #expect(metrics.value("ingot_bytes_total", ["stage": "committed"]) == number("bytes"))
         for entity in ["person", "dog"] {
             for outcome in ["inserted", "updated", "stubs", "rejected"] {
-                #expect(metrics.value("ingot_records_total", ["entity": entity, "outcome": outcome]) == number("\(entity).\(outcome)"), "\(entity).\(outcome)")
+                #expect(
+                    metrics.value("ingot_records_total", ["entity": entity, "outcome": outcome]) == number("\(entity).\(outcome)"),
+                    "\(entity).\(outcome)")
             }
         }
         #expect(number("dog.stubs_unfilled") != nil)
@@ -383,7 +408,9 @@ struct CLITests {
         try Data(text.utf8).write(to: pipeline)
         let process = Process()
         process.executableURL = Self.binary
-        process.arguments = ["run", pipeline.path, "--db", dir.appendingPathComponent("h.db").path, "--no-archive", "--progress-interval", "0"]
+        process.arguments = [
+            "run", pipeline.path, "--db", dir.appendingPathComponent("h.db").path, "--no-archive", "--progress-interval", "0",
+        ]
         process.currentDirectoryURL = packageRoot
         let err = Pipe()
         process.standardError = err
@@ -413,8 +440,10 @@ struct CLITests {
         let pages = dir.appendingPathComponent("pages").path
         let gen = Process()
         gen.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        gen.arguments = ["python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", pages,
-                         "--persons", "40000", "--page-size", "200"]
+        gen.arguments = [
+            "python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", pages,
+            "--persons", "40000", "--page-size", "200",
+        ]
         gen.standardOutput = Pipe()
         try gen.run()
         gen.waitUntilExit()
@@ -429,8 +458,10 @@ struct CLITests {
         let archives = dir.appendingPathComponent("archives").path
         let process = Process()
         process.executableURL = Self.binary
-        process.arguments = ["run", "pipelines/people.yml", "--pages", pages, "--db", db, "--archive-dir", archives,
-                             "--progress-interval", "0", "--batch-records", "1000", "--commit-interval", "0.1"]
+        process.arguments = [
+            "run", "pipelines/people.yml", "--pages", pages, "--db", db, "--archive-dir", archives,
+            "--progress-interval", "0", "--batch-records", "1000", "--commit-interval", "0.1",
+        ]
         process.currentDirectoryURL = packageRoot
         let err = Pipe()
         process.standardError = err
@@ -491,10 +522,12 @@ struct CLITests {
         // The small version of `make chaos`: kill -9 three times, resume after each.
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
-                             "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7",
-                             // Pages of 1000 records in parts of 300, a commit every part: kills land mid-page.
-                             "--page-size", "1000", "--batch-records", "300", "--commit-records", "300"]
+        process.arguments = [
+            "python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
+            "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7",
+            // Pages of 1000 records in parts of 300, a commit every part: kills land mid-page.
+            "--page-size", "1000", "--batch-records", "300", "--commit-records", "300",
+        ]
         let out = Pipe()
         process.standardOutput = out
         try process.run()

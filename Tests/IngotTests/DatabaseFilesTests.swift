@@ -59,7 +59,9 @@ struct DatabaseFilesTests {
         #expect(metrics.update(RunMetrics.Snapshot(counters: RunCounters())) == nil)
         #expect(try String(contentsOf: victim, encoding: .utf8) == "precious\n")
         #expect(try String(contentsOf: file, encoding: .utf8).contains("ingot_run_duration_seconds"))
-        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix(".ingot.prom.") && !$0.hasSuffix(".tmp") }
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter {
+            $0.hasPrefix(".ingot.prom.") && !$0.hasSuffix(".tmp")
+        }
         #expect(left.isEmpty, "\(left)")
     }
 
@@ -79,10 +81,13 @@ struct DatabaseFilesTests {
         #expect(result.stderr.contains("locked") || result.stderr.contains("busy"), "\(result.stderr)")
     }
 
-    @Test(arguments: [("--lock-timeout", "2147484", ""), ("", "", "2147484"), ("--lock-timeout", "1e300", ""), ("--commit-interval", "1e12", "")])
+    @Test(arguments: [
+        ("--lock-timeout", "2147484", ""), ("", "", "2147484"), ("--lock-timeout", "1e300", ""), ("--commit-interval", "1e12", ""),
+    ])
     func numericOptionsAreBoundedBeforeUse(option: String, value: String, environment: String) throws {
         let dir = temporaryDirectory()
-        let arguments = ["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("d.db").path, "--no-archive"]
+        let arguments =
+            ["run", "pipelines/people.yml", "--db", dir.appendingPathComponent("d.db").path, "--no-archive"]
             + (option.isEmpty ? [] : [option, value])
         let result = try runIngot(arguments, environment: environment.isEmpty ? [:] : ["INGOT_LOCK_TIMEOUT": environment])
         #expect(result.status == 2, "\(result.stderr)")

@@ -68,7 +68,9 @@ struct SecretShapeTests {
         }
     }
 
-    @Test(arguments: [("tok\r\nX-Evil: 1", false), ("tok\u{0}", false), ("t\tok", false), ("tok3n-value\n", true), ("tok3n-value\r\n", true)])
+    @Test(arguments: [
+        ("tok\r\nX-Evil: 1", false), ("tok\u{0}", false), ("t\tok", false), ("tok3n-value\n", true), ("tok3n-value\r\n", true),
+    ])
     func controlCharactersInASecretAreRefusedNamingTheVariable(value: String, accepted: Bool) throws {
         let config = HTTPSourceConfig(url: "https://api.example.org/x", auth: .bearer(env: "API_TOKEN"))
         do {
@@ -103,18 +105,19 @@ struct URLSecretTests {
         // rejected page, then a failure (its next URL is unknown), each naming a URL.
         let next = "\(server.base)/hostile/items?page=2&tenant=\(tenant)"
         let to = next.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? next
-        let config = try PipelineConfig.parse(text: """
-            version: 1
-            name: tenant
-            source:
-              http:
-                url: "\(server.base)/hostile/next?tenant=${TENANT}&to=\(to)"
-                paginate: {next_url: next}
-                retry: {attempts: 1}
-            records: results
-            root: item
-            entities: {item: {identity: id, attributes: {id: integer, name: string}}}
-            """, path: "tenant.yml", environment: ["TENANT": tenant])
+        let config = try PipelineConfig.parse(
+            text: """
+                version: 1
+                name: tenant
+                source:
+                  http:
+                    url: "\(server.base)/hostile/next?tenant=${TENANT}&to=\(to)"
+                    paginate: {next_url: next}
+                    retry: {attempts: 1}
+                records: results
+                root: item
+                entities: {item: {identity: id, attributes: {id: integer, name: string}}}
+                """, path: "tenant.yml", environment: ["TENANT": tenant])
         let http = try #require(config.source.http)
         #expect(http.urlSecrets == [tenant])
         let dir = temporaryDirectory()
@@ -145,13 +148,14 @@ struct URLSecretTests {
     @Test func dryRunShowsTheURLWithoutIt() throws {
         let yml = temporaryDirectory().appendingPathComponent("t.yml").path
         try """
-            version: 1
-            name: t
-            source: {http: {url: "https://api.test/t/${TENANT}/items"}}
-            root: a
-            entities: {a: {identity: id, attributes: {id: integer}}}
-            """.write(toFile: yml, atomically: true, encoding: .utf8)
-        let (status, out, err) = try runIngot(["run", yml, "--dry-run", "--db", yml + ".db"], environment: ["TENANT": URLSecretTests.tenant])
+        version: 1
+        name: t
+        source: {http: {url: "https://api.test/t/${TENANT}/items"}}
+        root: a
+        entities: {a: {identity: id, attributes: {id: integer}}}
+        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        let (status, out, err) = try runIngot(
+            ["run", yml, "--dry-run", "--db", yml + ".db"], environment: ["TENANT": URLSecretTests.tenant])
         #expect(status == 0, "\(err)")
         #expect(out.contains("source: http https://api.test/t/REDACTED/items"), "\(out)")
         #expect(!(out + err).contains(URLSecretTests.tenant))

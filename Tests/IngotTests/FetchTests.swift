@@ -10,8 +10,10 @@ private func peopleOverHTTP(_ url: String, paginate: String, extra: String = "",
     return try PipelineConfig.parse(text: text, path: "people-http.yml")
 }
 
-private func run(_ config: PipelineConfig, db: String, resume: Bool = false, archive: String? = nil, logs: LogCapture = LogCapture(),
-                 environment: [String: String] = [:]) throws -> RunSummary {
+private func run(
+    _ config: PipelineConfig, db: String, resume: Bool = false, archive: String? = nil, logs: LogCapture = LogCapture(),
+    environment: [String: String] = [:]
+) throws -> RunSummary {
     let http = try #require(config.source.http)
     var options = RunOptions()
     options.databasePath = db
@@ -37,8 +39,12 @@ struct FetchTests {
         }
         #expect(try rows(db, "SELECT count(*), count(title) FROM film") == [["6", "6"]])
         #expect(try rows(db, "SELECT count(*), count(name) FROM person") == [["82", "82"]])
-        #expect(try rows(db, "SELECT p.name FROM film_characters c JOIN film f ON f.url = c.film_id JOIN person p ON p.url = c.person_id WHERE f.title = 'A New Hope' ORDER BY length(p.url), p.url LIMIT 2")
-            == [["Luke Skywalker"], ["C-3PO"]])
+        #expect(
+            try rows(
+                db,
+                "SELECT p.name FROM film_characters c JOIN film f ON f.url = c.film_id JOIN person p ON p.url = c.person_id WHERE f.title = 'A New Hope' ORDER BY length(p.url), p.url LIMIT 2"
+            )
+                == [["Luke Skywalker"], ["C-3PO"]])
         #expect(try rows(db, "SELECT homeworld_id FROM person WHERE name = 'Luke Skywalker'") == [["\(server.base)/api/planets/1/"]])
         let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi-people.yml"), encoding: .utf8)
             .replacingOccurrences(of: "https://swapi.dev", with: server.base)
@@ -73,7 +79,8 @@ struct FetchTests {
     func concurrencyIsTransfersInFlightNotCores(style: String) throws {
         let pages = try generatePeople(persons: 1600, pageSize: 100)
         let server = try FixtureServer(people: pages, gate: 8)
-        let paginate = style == "page" ? "{page: {param: page, start: 1}}" : "{offset: {param: offset, limit_param: limit, limit: 100, total: count}}"
+        let paginate =
+            style == "page" ? "{page: {param: page, start: 1}}" : "{offset: {param: offset, limit_param: limit, limit: 100, total: count}}"
         let config = try peopleOverHTTP("\(server.base)/people/\(style)", paginate: paginate, extra: "    concurrency: 8", timeout: 30)
         let db = temporaryDirectory().appendingPathComponent("p.db").path
         let summary = try run(config, db: db)
@@ -97,7 +104,8 @@ struct FetchTests {
     @Test func authComesFromTheEnvironmentAndNeverShows() throws {
         let pages = try generatePeople(persons: 300, pageSize: 100)
         let server = try FixtureServer(people: pages, token: "s3cret-token")
-        let config = try peopleOverHTTP("\(server.base)/people/next", paginate: "{next_url: next}", extra: "    auth: {bearer_env: PEOPLE_TOKEN}")
+        let config = try peopleOverHTTP(
+            "\(server.base)/people/next", paginate: "{next_url: next}", extra: "    auth: {bearer_env: PEOPLE_TOKEN}")
         let dir = temporaryDirectory()
         // Missing variable: refused before anything runs.
         #expect(throws: FetchError.self) { _ = try run(config, db: dir.appendingPathComponent("a.db").path) }
@@ -135,7 +143,8 @@ struct FetchTests {
         let loop = try run(try peopleOverHTTP("\(server.base)/people/loop", paginate: "{next_url: next}"), db: db)
         #expect(loop.status == .failed)
         #expect(loop.error?.contains("pagination would loop") == true)
-        let stuck = try run(try peopleOverHTTP("\(server.base)/people/stuck", paginate: "{cursor: {path: meta.next_cursor, param: cursor}}"), db: db)
+        let stuck = try run(
+            try peopleOverHTTP("\(server.base)/people/stuck", paginate: "{cursor: {path: meta.next_cursor, param: cursor}}"), db: db)
         #expect(stuck.status == .failed)
         #expect(stuck.error?.contains("cursor did not change") == true)
     }
@@ -188,7 +197,9 @@ struct FetchTests {
         let source = try HTTPPageSource(
             config: http, recordsPath: config.recordsPath, query: [("updated_since", highest)], logger: LogCapture().logger)
         let first = try #require(try source.next())
-        #expect(first.source.contains("updated_since=\(highest.replacingOccurrences(of: ":", with: "%3A"))") || first.source.contains("updated_since=\(highest)"))
+        #expect(
+            first.source.contains("updated_since=\(highest.replacingOccurrences(of: ":", with: "%3A"))")
+                || first.source.contains("updated_since=\(highest)"))
     }
 
     @Test func tlsIsAlwaysVerified() throws {
@@ -198,8 +209,10 @@ struct FetchTests {
         let key = dir.appendingPathComponent("key.pem").path
         let openssl = Process()
         openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        openssl.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
-                             "-days", "1", "-keyout", key, "-out", cert]
+        openssl.arguments = [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-days", "1", "-keyout", key, "-out", cert,
+        ]
         openssl.standardError = Pipe()
         try openssl.run()
         openssl.waitUntilExit()
@@ -210,7 +223,8 @@ struct FetchTests {
         let logs = LogCapture()
         let summary = try run(config, db: dir.appendingPathComponent("t.db").path, logs: logs)
         #expect(summary.status == .failed)
-        #expect(summary.error?.lowercased().contains("certificate") == true || summary.error?.contains("SSL") == true, "\(summary.error ?? "")")
+        #expect(
+            summary.error?.lowercased().contains("certificate") == true || summary.error?.contains("SSL") == true, "\(summary.error ?? "")")
         #expect(summary.counters.pages == 0)
         #expect(!logs.all.contains { $0.contains("fetch.retry") }, "a certificate that does not verify is not retried")
     }
@@ -220,7 +234,8 @@ struct FetchTests {
         // the test's time limit does.
         let server = try FixtureServer(people: try generatePeople(persons: 100, pageSize: 100), faults: "429long:1")
         let text = try peopleOverHTTPText(
-            "\(server.base)/people/next", ["paginate: {next_url: next}", "retry: {attempts: 6, base_delay_ms: 1000, max_delay_ms: 3600000}"])
+            "\(server.base)/people/next",
+            ["paginate: {next_url: next}", "retry: {attempts: 6, base_delay_ms: 1000, max_delay_ms: 3600000}"])
         let config = try PipelineConfig.parse(text: text, path: "p.yml")
         let http = try #require(config.source.http)
         var options = RunOptions()
@@ -241,7 +256,8 @@ struct FetchTests {
     @Test func maxPagesIsAHardCapAndSaysSo() throws {
         let pages = try generatePeople(persons: 1000, pageSize: 100)
         let server = try FixtureServer(people: pages)
-        let config = try peopleOverHTTP("\(server.base)/people/page", paginate: "{page: {param: page, start: 1}}", extra: "    max_pages: 3\n    concurrency: 2")
+        let config = try peopleOverHTTP(
+            "\(server.base)/people/page", paginate: "{page: {param: page, start: 1}}", extra: "    max_pages: 3\n    concurrency: 2")
         let logs = LogCapture()
         let summary = try run(config, db: temporaryDirectory().appendingPathComponent("m.db").path, logs: logs)
         #expect(summary.status == .finished)
@@ -255,7 +271,9 @@ struct FetchTests {
         let now = Date(timeIntervalSince1970: 1_445_412_470)  // 2015-10-21T07:27:50Z
         #expect(HTTPPageSource.retryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now: now) == 10)
         // Hostile values: nil (the computed backoff applies), never a trap.
-        for value in ["Wed\u{033A}2v\n20", "-5", "1e308x", "nan", "inf", "Wed, 99 Oct 2015 07:28:00 GMT", "Wed, 21 Foo 2015 07:28:00 GMT", ""] {
+        for value in [
+            "Wed\u{033A}2v\n20", "-5", "1e308x", "nan", "inf", "Wed, 99 Oct 2015 07:28:00 GMT", "Wed, 21 Foo 2015 07:28:00 GMT", "",
+        ] {
             #expect(HTTPPageSource.retryAfter(value) == nil, "\(value)")
         }
         #expect(HTTPPageSource.nextLink(#"<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel="next""#) == "https://a/x?page=3")

@@ -1,4 +1,5 @@
 import Foundation
+
 @testable import Ingot
 
 /// Tests/Fixtures/server.py on 127.0.0.1 and a free port, for as long as the value lives.
@@ -10,11 +11,15 @@ final class FixtureServer {
     var base: String { "http://127.0.0.1:\(port)" }
 
     /// - Parameter gate: hold /people/* answers until this many are in flight at once.
-    init(people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
-         tls: (cert: String, key: String)? = nil) throws {
+    init(
+        people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
+        tls: (cert: String, key: String)? = nil
+    ) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        var arguments = ["python3", packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
-                         "--faults", faults, "--slow", "\(slow)"]
+        var arguments = [
+            "python3", packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
+            "--faults", faults, "--slow", "\(slow)",
+        ]
         if let people { arguments += ["--people", people] }
         if let token { arguments += ["--token", token] }
         if gate > 0 { arguments += ["--gate", "\(gate)"] }
@@ -53,8 +58,11 @@ func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws ->
     let dir = temporaryDirectory().appendingPathComponent("pages").path
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", dir,
-                         "--persons", "\(persons)", "--page-size", "\(pageSize)"] + (faults ? ["--faults"] : [])
+    process.arguments =
+        [
+            "python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", dir,
+            "--persons", "\(persons)", "--page-size", "\(pageSize)",
+        ] + (faults ? ["--faults"] : [])
     process.standardOutput = Pipe()
     try process.run()
     process.waitUntilExit()
@@ -65,8 +73,10 @@ func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws ->
 func checkPeople(_ db: String, _ pages: String) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--check", db,
-                         "--expected", pages + "/expected.json"]
+    process.arguments = [
+        "python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--check", db,
+        "--expected", pages + "/expected.json",
+    ]
     let out = Pipe()
     process.standardOutput = out
     try process.run()

@@ -12,25 +12,26 @@ struct HostileFetchTests {
 
     /// A pipeline of `item {id, name}` fetched from `url`.
     func pipeline(_ url: String, paginate: String, auth: String = "{bearer_env: TOKEN}", extra: String = "") throws -> PipelineConfig {
-        try PipelineConfig.parse(text: """
-            version: 1
-            name: hostile
-            source:
-              http:
-                url: \(url)
-                paginate: \(paginate)
-                auth: \(auth)
-                headers: {X-Custom: custom-header-value}
-                timeout_s: 5
-                retry: {attempts: 2, base_delay_ms: 1, max_delay_ms: 5}
-            \(extra)
-            records: results
-            root: item
-            entities:
-              item:
-                identity: id
-                attributes: {id: integer, name: string}
-            """, path: "hostile.yml")
+        try PipelineConfig.parse(
+            text: """
+                version: 1
+                name: hostile
+                source:
+                  http:
+                    url: \(url)
+                    paginate: \(paginate)
+                    auth: \(auth)
+                    headers: {X-Custom: custom-header-value}
+                    timeout_s: 5
+                    retry: {attempts: 2, base_delay_ms: 1, max_delay_ms: 5}
+                \(extra)
+                records: results
+                root: item
+                entities:
+                  item:
+                    identity: id
+                    attributes: {id: integer, name: string}
+                """, path: "hostile.yml")
     }
 
     func run(_ config: PipelineConfig, logs: LogCapture, maxPageBytes: Int? = nil) throws -> (RunSummary, String) {
@@ -94,13 +95,15 @@ struct HostileFetchTests {
     func aCrossOriginRedirectDropsEveryCredential(auth: String) throws {
         let a = try FixtureServer()
         let b = try FixtureServer()
-        let authYAML = switch auth {
-        case "bearer": "{bearer_env: TOKEN}"
-        case "header": "{api_key: {header: X-Api-Key, env: KEY}}"
-        default: "{api_key: {query: api_key, env: KEY}}"
-        }
+        let authYAML =
+            switch auth {
+            case "bearer": "{bearer_env: TOKEN}"
+            case "header": "{api_key: {header: X-Api-Key, env: KEY}}"
+            default: "{api_key: {query: api_key, env: KEY}}"
+            }
         let url = a.base + "/hostile/redirect?to=" + percent(b.base + "/hostile/items?page=1")
-        let config = try pipeline(url, paginate: "{page: {param: page}}", auth: authYAML, extra: "    allowed_hosts: [\"127.0.0.1:\(b.port)\"]\n    max_pages: 2")
+        let config = try pipeline(
+            url, paginate: "{page: {param: page}}", auth: authYAML, extra: "    allowed_hosts: [\"127.0.0.1:\(b.port)\"]\n    max_pages: 2")
         let (summary, _) = try run(config, logs: LogCapture())
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         // A sent credentials to its own origin…

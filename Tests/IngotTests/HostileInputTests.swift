@@ -47,10 +47,18 @@ struct NoTrapTests {
     }
 
     @Test func theEdgesOfTheStoredRangeAreStored() throws {
-        let (_, db) = try ingest(eventYAML, [page(#"""
-            {"id": 1, "at": -62135596800, "at_ms": 253402300799999, "iso": "9999-12-31T23:59:59.999Z"}
-            """#)])
-        #expect(try rows(db, "SELECT at, at_ms, iso FROM event") == [["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"]])
+        let (_, db) = try ingest(
+            eventYAML,
+            [
+                page(
+                    #"""
+                    {"id": 1, "at": -62135596800, "at_ms": 253402300799999, "iso": "9999-12-31T23:59:59.999Z"}
+                    """#)
+            ])
+        #expect(
+            try rows(db, "SELECT at, at_ms, iso FROM event") == [
+                ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"]
+            ])
     }
 
     struct Narrow: IngotEntity {
@@ -136,7 +144,8 @@ struct HostileArchiveTests {
         // Replace the index by a second entry with these metadata (the archive then has no index).
         let indexStart = Int(bytes.u64(at: bytes.count - 16))
         bytes.removeSubrange(indexStart...)
-        bytes += ArchiveFormat.entryMagic + UInt32(json.count).littleEndianBytes + CRC32C.checksum(json).littleEndianBytes
+        bytes +=
+            ArchiveFormat.entryMagic + UInt32(json.count).littleEndianBytes + CRC32C.checksum(json).littleEndianBytes
             + UInt64(frame.count).littleEndianBytes + json + frame
         let reader = try ArchiveReader(path: try write(bytes))
         #expect(reader.entries.count == 1, "the invalid entry is not listed")
@@ -203,7 +212,8 @@ struct BoundsTests {
         var again = RunOptions()
         again.databasePath = dir.appendingPathComponent("again.db").path
         again.progressInterval = 0
-        let replay = PipelineRunner(config: config, options: again, logger: LogCapture().logger).run(source: ArchivePageSource(reader: reader))
+        let replay = PipelineRunner(config: config, options: again, logger: LogCapture().logger).run(
+            source: ArchivePageSource(reader: reader))
         #expect(replay.status == .finished)
         #expect(try rows(again.databasePath, "SELECT id FROM item ORDER BY id") == [["1"], ["3"]])
     }
@@ -282,10 +292,15 @@ struct NullifyTests {
     }
 
     @Test func deletingARowNullifiesToOneReferencesAndRemovesJoinRowsOnBothSides() throws {
-        let (_, db) = try ingest(yaml(root: "person", write: "merge"), [page(#"""
-            {"id": 1, "homeworld": {"id": 10, "moons": [11, 12]}, "visited": [10, 11, 12]},
-            {"id": 2, "homeworld": 11, "visited": [12]}
-            """#)])
+        let (_, db) = try ingest(
+            yaml(root: "person", write: "merge"),
+            [
+                page(
+                    #"""
+                    {"id": 1, "homeworld": {"id": 10, "moons": [11, 12]}, "visited": [10, 11, 12]},
+                    {"id": 2, "homeworld": 11, "visited": [12]}
+                    """#)
+            ])
         _ = try ingest(yaml(root: "planet", write: "merge"), [page(#"{"id": 12, "residents": [1, 2]}"#)], db: db)
         #expect(try rows(db, "SELECT count(*) FROM planet") == [["3"]])
         // A complete replace run of planets that no longer lists 11 and 12.
@@ -310,7 +325,8 @@ struct NameTests {
     }
 
     @Test func joinTablesThatCollideAreRefusedWithBothNames() {
-        let message = problems("""
+        let message = problems(
+            """
               a:
                 identity: id
                 attributes: {id: integer}
@@ -325,7 +341,8 @@ struct NameTests {
     }
 
     @Test func aTableNamedLikeAJoinTableOrAnIndexIsRefused() {
-        let join = problems("""
+        let join = problems(
+            """
               a:
                 identity: id
                 attributes: {id: integer}
@@ -337,7 +354,8 @@ struct NameTests {
 
             """)
         #expect(join.contains("a_items") || join.contains("A_Items"), "\(join)")
-        let index = problems("""
+        let index = problems(
+            """
               a:
                 identity: id
                 attributes: {id: integer}
@@ -363,13 +381,18 @@ struct NameTests {
             """
         let (_, db) = try ingest(yaml, [page(#"{"id": 1, "code": "a"}"#)])
         // Another identity.
-        let other = try ingest(yaml.replacingOccurrences(of: "identity: id", with: "identity: code"), [page(#"{"id": 2, "code": "b"}"#)], db: db)
+        let other = try ingest(
+            yaml.replacingOccurrences(of: "identity: id", with: "identity: code"), [page(#"{"id": 2, "code": "b"}"#)], db: db)
         #expect(other.summary.status == .failed)
-        #expect(other.summary.error?.contains("table 'item': its identity is (id), the pipeline's is (code)") == true, "\(other.summary.error ?? "")")
+        #expect(
+            other.summary.error?.contains("table 'item': its identity is (id), the pipeline's is (code)") == true,
+            "\(other.summary.error ?? "")")
         // Another type.
         let typed = try ingest(yaml.replacingOccurrences(of: "score: double", with: "score: string"), [page(#"{"id": 3}"#)], db: db)
         #expect(typed.summary.status == .failed)
-        #expect(typed.summary.error?.contains("table 'item', column 'score': stored as REAL, the pipeline wants TEXT") == true, "\(typed.summary.error ?? "")")
+        #expect(
+            typed.summary.error?.contains("table 'item', column 'score': stored as REAL, the pipeline wants TEXT") == true,
+            "\(typed.summary.error ?? "")")
         #expect(try rows(db, "SELECT id FROM item") == [["1"]], "nothing was written")
         #expect(try rows(db, "SELECT count(*) FROM _ingot_runs") == [["1"]], "not even a run row")
     }

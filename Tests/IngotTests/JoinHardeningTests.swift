@@ -45,18 +45,26 @@ struct JoinHardeningTests {
         #expect(other.status == .failed && other.failureKind == .configuration)
         let error = other.error ?? ""
         #expect(error.contains("the join 'spec' runs with spec ") && error.contains(", this job's is "), "\(error)")
-        #expect(error.contains("pipeline: the run has sha256:\(SHA256.hex(JoinTests.yaml.utf8)), this job has sha256:\(SHA256.hex(changed.utf8))"), "\(error)")
+        #expect(
+            error.contains(
+                "pipeline: the run has sha256:\(SHA256.hex(JoinTests.yaml.utf8)), this job has sha256:\(SHA256.hex(changed.utf8))"),
+            "\(error)")
         #expect(!error.contains("source:") && !error.contains("max_page_bytes:"), "only what differs is named")
 
         let smaller = try job(JoinTests.yaml, url: url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages), maxPageBytes: 4096)
         #expect(smaller.failureKind == .configuration)
-        #expect(smaller.error?.contains("max_page_bytes: the run has \(RunOptions.defaultMaxPageBytes), this job has 4096") == true, "\(smaller.error ?? "")")
+        #expect(
+            smaller.error?.contains("max_page_bytes: the run has \(RunOptions.defaultMaxPageBytes), this job has 4096") == true,
+            "\(smaller.error ?? "")")
 
         let dir = temporaryDirectory().path
         let files = try job(JoinTests.yaml, url: url, name: "spec", source: DirectoryPageSource(directory: dir, glob: "*.json"))
         #expect(files.failureKind == .configuration)
-        #expect(files.error?.contains("source: the run has MemoryPageSource, this job has files \(dir)/*.json") == true, "\(files.error ?? "")")
-        #expect(try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_join_jobs WHERE name = 'spec'") == [["1"]], "no refused job joined")
+        #expect(
+            files.error?.contains("source: the run has MemoryPageSource, this job has files \(dir)/*.json") == true, "\(files.error ?? "")")
+        #expect(
+            try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_join_jobs WHERE name = 'spec'") == [["1"]],
+            "no refused job joined")
     }
 
     /// One outage seen by three jobs fails the run (each fetcher role failed without progress);
@@ -94,7 +102,8 @@ struct JoinHardeningTests {
         _ = try PGStore(url: url, model: config.model)
         let spec = JoinSpec(pipelineText: config.text, source: "MemoryPageSource", maxPageBytes: RunOptions.defaultMaxPageBytes)
         _ = try JoinedRun(
-            url: url, name: "units", pipeline: config.name, proposedRunID: "r-units", startedAt: Date(), lease: 2, model: config.model, spec: spec)
+            url: url, name: "units", pipeline: config.name, proposedRunID: "r-units", startedAt: Date(), lease: 2, model: config.model,
+            spec: spec)
         let good = [StoreSeamTests.pages[0], StoreSeamTests.pages[1]]
         let zstd = Zstd(level: 1)
         let connection = try PGConnection(url: url)
@@ -112,7 +121,8 @@ struct JoinHardeningTests {
         let summary = try job(JoinTests.yaml, url: url, name: "units", source: MemoryPageSource([]))
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.rejectedPages == 2)
-        let rejects = try connection.execute("SELECT reason_code, source, reason FROM _ingot_rejects WHERE record_index IS NULL ORDER BY source")
+        let rejects = try connection.execute(
+            "SELECT reason_code, source, reason FROM _ingot_rejects WHERE record_index IS NULL ORDER BY source")
         #expect(rejects.map { $0[0] } == ["page_too_large", "unreadable"])
         #expect(rejects.first?[2]?.contains("1099511627776 bytes, over max_page_bytes") == true, "\(rejects)")
         #expect(rejects.last?[2]?.contains("unit 3 of join 'units' cannot be read") == true, "\(rejects)")

@@ -60,13 +60,23 @@ struct JoinTests {
         // Rows created are counted by the database: once each, whichever job created them.
         #expect(summaries.map(\.counters.inserted).reduce(0, +) == sqlite.counters.inserted)
         let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT status, pages, records, rejected_records, rejected_pages FROM _ingot_runs") == [[
-            "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
-            String(sqlite.counters.rejectedPages),
-        ]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [[String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]])
-        #expect(try connection.execute("SELECT status, end_seq FROM _ingot_joins") == [["finished", String(StoreSeamTests.pages.count + 1)]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done' AND length(payload) = 0") == [[String(StoreSeamTests.pages.count)]])
+        #expect(
+            try connection.execute("SELECT status, pages, records, rejected_records, rejected_pages FROM _ingot_runs") == [
+                [
+                    "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
+                    String(sqlite.counters.rejectedPages),
+                ]
+            ])
+        #expect(
+            try connection.execute("SELECT count(*) FROM _ingot_rejects") == [
+                [String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]
+            ])
+        #expect(
+            try connection.execute("SELECT status, end_seq FROM _ingot_joins") == [["finished", String(StoreSeamTests.pages.count + 1)]])
+        #expect(
+            try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done' AND length(payload) = 0") == [
+                [String(StoreSeamTests.pages.count)]
+            ])
         // The job that finished the run archived every page, in source order: its replay into
         // SQLite ends where the single run did.
         let files = archives.flatMap { dir in
@@ -78,7 +88,8 @@ struct JoinTests {
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
         options.progressInterval = 0
-        let replay = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: ArchivePageSource(reader: reader))
+        let replay = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
+            source: ArchivePageSource(reader: reader))
         #expect(replay.status == .finished)
         #expect(try PostgresTests.sqliteDump(options.databasePath, config.model) == expected)
     }
@@ -99,8 +110,10 @@ struct JoinTests {
         var options = RunOptions()
         options.databasePath = url
         options.progressInterval = 0
-        let single = PipelineRunner(config: try PipelineConfig.parse(text: Self.yaml, path: "j.yml"), options: options, logger: LogCapture().logger)
-            .run(source: MemoryPageSource([pages[3]]))
+        let single = PipelineRunner(
+            config: try PipelineConfig.parse(text: Self.yaml, path: "j.yml"), options: options, logger: LogCapture().logger
+        )
+        .run(source: MemoryPageSource([pages[3]]))
         #expect(single.status == .finished)
         let last = try runJoined(replace, bo, url: url, name: "last", jobs: 2)
         #expect(last.allSatisfy { $0.status == .finished })
@@ -123,19 +136,23 @@ struct JoinTests {
         let connection = try PGConnection(url: url)
         for seq in 1...2 {
             try connection.execute(
-                "INSERT INTO _ingot_units (name, seq, status, source, payload, length) VALUES ('lost', $1, 'pending', 'p', ''::bytea, 0)", [String(seq)])
+                "INSERT INTO _ingot_units (name, seq, status, source, payload, length) VALUES ('lost', $1, 'pending', 'p', ''::bytea, 0)",
+                [String(seq)])
         }
         let zstd = Zstd()
         let first = try #require(try run.claim(zstd: zstd, maxPageBytes: 1 << 20))
         let second = try #require(try run.claim(zstd: zstd, maxPageBytes: 1 << 20))
         // Another job takes the first unit over (as a claim after its lease ran out does).
-        try connection.execute("UPDATE _ingot_units SET job = 'other', claims = claims + 1 WHERE name = 'lost' AND seq = $1", [String(first.seq)])
+        try connection.execute(
+            "UPDATE _ingot_units SET job = 'other', claims = claims + 1 WHERE name = 'lost' AND seq = $1", [String(first.seq)])
         store.joined = run.context
         let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
         var mapper = RecordMapper(plan: plan)
         var pages: [DecodedPage] = []
         for unit in [first, second] {
-            mapper.map(bytes: Array(#"{"results": [{"id": \#(unit.seq), "name": "x"}]}"#.utf8), seq: unit.seq, source: "p", partRecords: 100) { part in
+            mapper.map(
+                bytes: Array(#"{"results": [{"id": \#(unit.seq), "name": "x"}]}"#.utf8), seq: unit.seq, source: "p", partRecords: 100
+            ) { part in
                 var page = part
                 page.unit = UnitRef(seq: unit.seq, claim: unit.claim)
                 pages.append(page)
@@ -145,9 +162,10 @@ struct JoinTests {
         let batch = try resolver.resolve(resolver.prepare(pages, uncommitted: UncommittedIdentities(), store: store), store: store)
         #expect(throws: JoinError.self) { try store.write(batch) {} }
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
-        #expect(try connection.execute("SELECT seq, status, job FROM _ingot_units ORDER BY seq") == [
-            ["1", "claimed", "other"], ["2", "pending", nil],
-        ])
+        #expect(
+            try connection.execute("SELECT seq, status, job FROM _ingot_units ORDER BY seq") == [
+                ["1", "claimed", "other"], ["2", "pending", nil],
+            ])
     }
 
     /// A joined run is refused before anything is written where its result could differ from a
@@ -158,8 +176,10 @@ struct JoinTests {
             options.databasePath = database
             options.progressInterval = 0
             options.join = "refused"
-            return PipelineRunner(config: try PipelineConfig.parse(text: yaml, path: "j.yml"), options: options, logger: LogCapture().logger)
-                .run(source: MemoryPageSource(StoreSeamTests.pages))
+            return PipelineRunner(
+                config: try PipelineConfig.parse(text: yaml, path: "j.yml"), options: options, logger: LogCapture().logger
+            )
+            .run(source: MemoryPageSource(StoreSeamTests.pages))
         }
         let sqlite = try attempt(Self.yaml, temporaryDirectory().appendingPathComponent("j.db").path)
         #expect(sqlite.status == .failed && sqlite.failureKind == .configuration)
@@ -218,18 +238,22 @@ struct JoinTests {
         try holder.execute("BEGIN")
         try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
 
-        let processes = try startJobs(jobs, [
-            "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100",
-        ])
+        let processes = try startJobs(
+            jobs,
+            [
+                "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100",
+            ])
         let watcher = try PGConnection(url: url)
         // The job holding unit 3 (the third page) cannot commit it while the row is held; wait
         // until its transaction waits for the row.
         var victimJob = ""
         waitUntil {
-            let waiting = (try? watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"))?
+            let waiting =
+                (try? watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"))?
                 .first?[0].flatMap { Int($0) } ?? 0
-            let holder = (try? watcher.execute("SELECT job FROM _ingot_units WHERE name = 'people' AND seq = 3 AND status = 'claimed'"))?
+            let holder =
+                (try? watcher.execute("SELECT job FROM _ingot_units WHERE name = 'people' AND seq = 3 AND status = 'claimed'"))?
                 .first?[0] ?? nil
             victimJob = holder ?? ""
             return waiting >= 1 && holder != nil
@@ -248,11 +272,17 @@ struct JoinTests {
         #expect(sqlite.status == .finished)
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
         let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT status, pages, records, rejected_records, inserted FROM _ingot_runs") == [[
-            "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
-            String(sqlite.counters.inserted),
-        ]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [[String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]])
+        #expect(
+            try connection.execute("SELECT status, pages, records, rejected_records, inserted FROM _ingot_runs") == [
+                [
+                    "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
+                    String(sqlite.counters.inserted),
+                ]
+            ])
+        #expect(
+            try connection.execute("SELECT count(*) FROM _ingot_rejects") == [
+                [String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]
+            ])
         // The victim's unit was claimed again by another job.
         #expect(try connection.execute("SELECT claims > 1, job <> $1 FROM _ingot_units WHERE seq = 3", [victimJob]) == [["t", "t"]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'") == [["0"]])
@@ -291,9 +321,12 @@ struct JoinTests {
         let config = try PipelineConfig.parse(text: text, path: "people.yml")
         let (sqlite, db) = try PostgresTests.singleSQLiteRun(config, pages: pages)
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
-        #expect(try watcher.execute("SELECT status, pages, records FROM _ingot_runs") == [[
-            "finished", String(sqlite.counters.pages), String(sqlite.counters.records),
-        ]])
+        #expect(
+            try watcher.execute("SELECT status, pages, records FROM _ingot_runs") == [
+                [
+                    "finished", String(sqlite.counters.pages), String(sqlite.counters.records),
+                ]
+            ])
         #expect(try watcher.execute("SELECT status, fetcher <> $1 OR fetcher IS NULL FROM _ingot_joins", [fetcher]) == [["finished", "t"]])
     }
 }

@@ -25,13 +25,16 @@ struct LogfmtLogHandlerTests {
 
     @Test func logfmtQuotesOnlyWhatNeedsIt() {
         let lines = capture(.logfmt) { logger in
-            logger.warning("record.rejected", metadata: [
-                LogKey.reason: #"expected integer, got string "x""#, LogKey.codingPath: "results[3].id", "empty": "",
-            ])
+            logger.warning(
+                "record.rejected",
+                metadata: [
+                    LogKey.reason: #"expected integer, got string "x""#, LogKey.codingPath: "results[3].id", "empty": "",
+                ])
         }
-        #expect(lines == [
-            #"level=warning msg=record.rejected pipeline=people coding_path=results[3].id empty="" reason="expected integer, got string \"x\""\#n"#
-        ])
+        #expect(
+            lines == [
+                #"level=warning msg=record.rejected pipeline=people coding_path=results[3].id empty="" reason="expected integer, got string \"x\""\#n"#
+            ])
     }
 
     @Test func jsonIsOneObjectPerLine() throws {

@@ -181,7 +181,9 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
         }
         var out: [String: [[String]]] = [:]
         for (e, layout) in layouts.enumerated() {
-            out[layout.table] = (state.rows[e].values.map { $0.map(text) } + state.anonymous[e].map { $0.map(text) }).sorted { $0.lexicographicallyPrecedes($1) }
+            out[layout.table] = (state.rows[e].values.map { $0.map(text) } + state.anonymous[e].map { $0.map(text) }).sorted {
+                $0.lexicographicallyPrecedes($1)
+            }
             for (k, toMany) in layout.toMany.enumerated() {
                 var rows: [[String]] = []
                 for (owner, targets) in state.links[e][k] {

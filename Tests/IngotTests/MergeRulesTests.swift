@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -63,12 +64,18 @@ struct MergeRulesTests {
     }
 
     @Test func typesAreStoredAsDocumented() throws {
-        let (_, db) = try ingest(peopleYAML, [page(#"""
-            {"id": 1, "active": true, "born": "1990-02-03", "seen": "2026-01-14T10:09:02.5+01:00",
-             "meta": {"a": [1, 2]}, "legacy_id": "1699"}
-            """#)])
-        #expect(try rows(db, "SELECT active, born, seen, meta, legacy FROM person")
-            == [["1", "1990-02-03", "2026-01-14T09:09:02.5Z", #"{"a": [1, 2]}"#, "1699"]])
+        let (_, db) = try ingest(
+            peopleYAML,
+            [
+                page(
+                    #"""
+                    {"id": 1, "active": true, "born": "1990-02-03", "seen": "2026-01-14T10:09:02.5+01:00",
+                     "meta": {"a": [1, 2]}, "legacy_id": "1699"}
+                    """#)
+            ])
+        #expect(
+            try rows(db, "SELECT active, born, seen, meta, legacy FROM person")
+                == [["1", "1990-02-03", "2026-01-14T09:09:02.5Z", #"{"a": [1, 2]}"#, "1699"]])
     }
 
     /// Text is kept byte for byte whatever its form: plain, escaped, non-ASCII, empty; a text
@@ -84,7 +91,8 @@ struct MergeRulesTests {
                 identity: url
                 attributes: {url: string, title: string, crawl: string}
             """
-        let first = page(#"""
+        let first = page(
+            #"""
             {"url": "https://x/films/1/", "title": "A New Hope", "crawl": "It is a period of civil war.\r\nRebel \"spaceships\"\u2026"},
             {"url": "https://x/films/\u0032/", "title": "Ōtomo 中国 😀", "crawl": ""}
             """#)
@@ -92,10 +100,11 @@ struct MergeRulesTests {
         let (summary, db) = try ingest(yaml, [first, second], batchRecords: 1)
         #expect(summary.counters.inserted == 2)
         #expect(summary.counters.updated == 1)
-        #expect(try rows(db, "SELECT url, title, crawl FROM film ORDER BY url") == [
-            ["https://x/films/1/", "A New Hope", "It is a period of civil war.\r\nRebel \"spaceships\"…"],
-            ["https://x/films/2/", "The Empire Strikes Back", ""],
-        ])
+        #expect(
+            try rows(db, "SELECT url, title, crawl FROM film ORDER BY url") == [
+                ["https://x/films/1/", "A New Hope", "It is a period of civil war.\r\nRebel \"spaceships\"…"],
+                ["https://x/films/2/", "The Empire Strikes Back", ""],
+            ])
         let again = try ingest(yaml, [first], db: db)
         #expect(again.summary.counters.inserted == 0)
         #expect(try rows(db, "SELECT title FROM film ORDER BY url") == [["A New Hope"], ["Ōtomo 中国 😀"]])
@@ -125,11 +134,16 @@ struct MergeRulesTests {
     }
 
     @Test func sameIdentityTwiceInABatchIsOneRowLaterWins() throws {
-        let (summary, db) = try ingest(peopleYAML, [
-            page(#"{"id": 1, "name": "A", "email": "e"}, {"id": 1, "name": "B"}"#),
-            page(#"{"id": 2, "dogs": [{"id": 5, "name": "x"}]}, {"id": 3, "dogs": [{"id": 5, "name": "y"}]}"#),
-        ])
-        #expect(try rows(db, "SELECT id, name, email FROM person ORDER BY id") == [["1", "B", "e"], ["2", "NULL", "NULL"], ["3", "NULL", "NULL"]])
+        let (summary, db) = try ingest(
+            peopleYAML,
+            [
+                page(#"{"id": 1, "name": "A", "email": "e"}, {"id": 1, "name": "B"}"#),
+                page(#"{"id": 2, "dogs": [{"id": 5, "name": "x"}]}, {"id": 3, "dogs": [{"id": 5, "name": "y"}]}"#),
+            ])
+        #expect(
+            try rows(db, "SELECT id, name, email FROM person ORDER BY id") == [
+                ["1", "B", "e"], ["2", "NULL", "NULL"], ["3", "NULL", "NULL"],
+            ])
         #expect(try rows(db, "SELECT id, name FROM dog") == [["5", "y"]])
         #expect(summary.counters.inserted == 4)
     }
@@ -145,22 +159,27 @@ struct MergeRulesTests {
 
     @Test func badRecordsAreRejectedWholeAndNeighboursSaved() throws {
         let logs = LogCapture()
-        let (summary, db) = try ingest(peopleYAML, [
-            page(#"{"id": 1}, {"name": "no id"}, {"id": 2, "dogs": [{"id": 3}, {"name": "dog without id"}]}, {"id": "x"}, {"id": 4, "score": "high"}, {"id": 5, "dogs": {"id": 1}}, {"id": 6}"#),
-            #"{"results": [ {"id": 9}"#,
-        ], logs: logs)
+        let (summary, db) = try ingest(
+            peopleYAML,
+            [
+                page(
+                    #"{"id": 1}, {"name": "no id"}, {"id": 2, "dogs": [{"id": 3}, {"name": "dog without id"}]}, {"id": "x"}, {"id": 4, "score": "high"}, {"id": 5, "dogs": {"id": 1}}, {"id": 6}"#
+                ),
+                #"{"results": [ {"id": 9}"#,
+            ], logs: logs)
         #expect(try rows(db, "SELECT id FROM person ORDER BY id") == [["1"], ["6"]])
         #expect(try rows(db, "SELECT count(*) FROM dog") == [["0"]], "no partial row of a rejected record")
         #expect(summary.counters.rejectedRecords == 5)
         #expect(summary.counters.rejectedPages == 1)
-        #expect(try rows(db, "SELECT entity, coding_path, reason, source, record_index FROM _ingot_rejects ORDER BY rowid LIMIT 6") == [
-            ["person", "results[1].id", "identity 'id' is missing", "page-1.json", "1"],
-            ["dog", "results[2].dogs[1].id", "identity 'id' is missing", "page-1.json", "2"],
-            ["person", "results[3].id", #"expected integer, got string "x""#, "page-1.json", "3"],
-            ["person", "results[4].score", #"expected double, got string "high""#, "page-1.json", "4"],
-            ["person", "results[5].dogs", "expected an array for to-many relationship, got object", "page-1.json", "5"],
-            ["person", "", "invalid JSON at byte 23: unexpected end of input, container not closed", "page-2.json", "NULL"],
-        ])
+        #expect(
+            try rows(db, "SELECT entity, coding_path, reason, source, record_index FROM _ingot_rejects ORDER BY rowid LIMIT 6") == [
+                ["person", "results[1].id", "identity 'id' is missing", "page-1.json", "1"],
+                ["dog", "results[2].dogs[1].id", "identity 'id' is missing", "page-1.json", "2"],
+                ["person", "results[3].id", #"expected integer, got string "x""#, "page-1.json", "3"],
+                ["person", "results[4].score", #"expected double, got string "high""#, "page-1.json", "4"],
+                ["person", "results[5].dogs", "expected an array for to-many relationship, got object", "page-1.json", "5"],
+                ["person", "", "invalid JSON at byte 23: unexpected end of input, container not closed", "page-2.json", "NULL"],
+            ])
         #expect(try rows(db, "SELECT raw FROM _ingot_rejects WHERE record_index = 3") == [[#"{"id": "x"}"#]])
         #expect(summary.status == .finished)
         #expect(logs.all.contains { $0.contains("msg=record.rejected") && $0.contains("coding_path=results[3].id") })
@@ -173,10 +192,12 @@ struct MergeRulesTests {
     }
 
     @Test func missingPolicyIgnoreAndReject() throws {
-        let yaml = peopleYAML
+        let yaml =
+            peopleYAML
             .replacingOccurrences(of: "dogs: {to: dog, many: true}", with: "dogs: {to: dog, many: true, missing: ignore}")
             .replacingOccurrences(of: "best: {to: dog, key: best_friend}", with: "best: {to: dog, key: best_friend, missing: reject}")
-        let (summary, db) = try ingest(yaml, [page(#"{"id": 1, "dogs": [{"id": 3}, 4]}, {"id": 2, "best_friend": 4}, {"id": 5, "best_friend": 3}"#)])
+        let (summary, db) = try ingest(
+            yaml, [page(#"{"id": 1, "dogs": [{"id": 3}, 4]}, {"id": 2, "best_friend": 4}, {"id": 5, "best_friend": 3}"#)])
         #expect(try rows(db, "SELECT person_id, dog_id FROM person_dogs") == [["1", "3"]])
         #expect(try rows(db, "SELECT id, best_id FROM person ORDER BY id") == [["1", "NULL"], ["5", "3"]])
         #expect(summary.counters.rejectedRecords == 1)
@@ -204,7 +225,10 @@ struct MergeRulesTests {
                 identity: id
                 attributes: {id: integer, name: string}
             """
-        let (summary, db) = try ingest(yaml, [page(#"{"id": 1, "dogs": [{"id": 2, "vet": {"id": 7, "name": "Ada"}}]}, {"id": 3, "dogs": [{"id": 4}, {"id": 5, "vet": 8}]}"#)])
+        let (summary, db) = try ingest(
+            yaml,
+            [page(#"{"id": 1, "dogs": [{"id": 2, "vet": {"id": 7, "name": "Ada"}}]}, {"id": 3, "dogs": [{"id": 4}, {"id": 5, "vet": 8}]}"#)]
+        )
         #expect(summary.counters.rejectedRecords == 1)
         #expect(try rows(db, "SELECT coding_path, reason FROM _ingot_rejects") == [["results[1].dogs[1].vet", "no 'vet' with identity 8"]])
         #expect(try rows(db, "SELECT id FROM person") == [["1"]])
@@ -248,13 +272,16 @@ struct MergeRulesTests {
                 identity: [suit, value]
                 attributes: {suit: string, value: integer, label: string}
             """
-        let (_, db) = try ingest(yaml, [
-            #"[{"id": 1, "cards": [{"suit": "h", "value": 1, "label": "A"}, {"suit": "s", "value": 1}], "top": {"suit": "h", "value": 1}}]"#,
-            #"[{"id": 2, "cards": [{"suit": "h", "value": 1, "label": "Ace"}]}]"#,
-        ], batchRecords: 1)
+        let (_, db) = try ingest(
+            yaml,
+            [
+                #"[{"id": 1, "cards": [{"suit": "h", "value": 1, "label": "A"}, {"suit": "s", "value": 1}], "top": {"suit": "h", "value": 1}}]"#,
+                #"[{"id": 2, "cards": [{"suit": "h", "value": 1, "label": "Ace"}]}]"#,
+            ], batchRecords: 1)
         #expect(try rows(db, "SELECT suit, value, label FROM card ORDER BY suit") == [["h", "1", "Ace"], ["s", "1", "NULL"]])
-        #expect(try rows(db, "SELECT hand_id, card_suit, card_value FROM hand_cards ORDER BY hand_id, card_suit")
-            == [["1", "h", "1"], ["1", "s", "1"], ["2", "h", "1"]])
+        #expect(
+            try rows(db, "SELECT hand_id, card_suit, card_value FROM hand_cards ORDER BY hand_id, card_suit")
+                == [["1", "h", "1"], ["1", "s", "1"], ["2", "h", "1"]])
         #expect(try rows(db, "SELECT top_suit, top_value FROM hand WHERE id = 1") == [["h", "1"]])
     }
 
@@ -273,9 +300,14 @@ struct MergeRulesTests {
     }
 
     @Test func countsArePerEntityInTheSummaryAndTheRunsTable() throws {
-        let (first, db) = try ingest(peopleYAML, [page(#"""
-            {"id": 1, "dogs": [7, 8]}, {"id": 2, "dogs": [{"id": 7, "name": "Rex"}]}, {"id": "bad"}
-            """#)])
+        let (first, db) = try ingest(
+            peopleYAML,
+            [
+                page(
+                    #"""
+                    {"id": 1, "dogs": [7, 8]}, {"id": 2, "dogs": [{"id": 7, "name": "Rex"}]}, {"id": "bad"}
+                    """#)
+            ])
         // Person 1 and 2 inserted; dog 8 a stub (only its identity), dog 7 created with a name; one person rejected.
         #expect(first.counters.entities["person"] == EntityCounts(inserted: 2, updated: 0, stubs: 0, rejected: 1))
         // Dog is the target of stubbing relationships: its stubs still unfilled are counted at the end.
@@ -285,40 +317,59 @@ struct MergeRulesTests {
         #expect(second.counters.entities["dog"] == EntityCounts(unfilled: 1), "dog 8, stubbed by the first run")
         let (third, _) = try ingest(peopleYAML, [page(#"{"id": 2, "dogs": [{"id": 8, "name": "Fido"}]}"#)], db: db)
         #expect(third.counters.entities["dog"] == EntityCounts(inserted: 0, updated: 1, unfilled: 0))
-        #expect(try rows(db, "SELECT entity_counts FROM _ingot_runs ORDER BY rowid") == [
-            [#"{"dog":{"inserted":2,"updated":0,"stubs":1,"rejected":0,"unfilled":1},"person":{"inserted":2,"updated":0,"stubs":0,"rejected":1}}"#],
-            [#"{"dog":{"inserted":0,"updated":0,"stubs":0,"rejected":0,"unfilled":1},"person":{"inserted":1,"updated":1,"stubs":1,"rejected":0}}"#],
-            [#"{"dog":{"inserted":0,"updated":1,"stubs":0,"rejected":0,"unfilled":0},"person":{"inserted":0,"updated":1,"stubs":0,"rejected":0}}"#],
-        ])
+        #expect(
+            try rows(db, "SELECT entity_counts FROM _ingot_runs ORDER BY rowid") == [
+                [
+                    #"{"dog":{"inserted":2,"updated":0,"stubs":1,"rejected":0,"unfilled":1},"person":{"inserted":2,"updated":0,"stubs":0,"rejected":1}}"#
+                ],
+                [
+                    #"{"dog":{"inserted":0,"updated":0,"stubs":0,"rejected":0,"unfilled":1},"person":{"inserted":1,"updated":1,"stubs":1,"rejected":0}}"#
+                ],
+                [
+                    #"{"dog":{"inserted":0,"updated":1,"stubs":0,"rejected":0,"unfilled":0},"person":{"inserted":0,"updated":1,"stubs":0,"rejected":0}}"#
+                ],
+            ])
     }
 
     @Test func rejectsAreCountedByReason() throws {
-        let yaml = peopleYAML.replacingOccurrences(of: "best: {to: dog, key: best_friend}", with: "best: {to: dog, key: best_friend, missing: reject}")
-        let (summary, db) = try ingest(yaml, [
-            page(#"""
-                {"id": 1}, {"name": "no id"}, {"id": "x"}, {"id": 2, "born": "yesterday"}, {"id": 3, "seen": 1e300},
-                {"id": 4, "best_friend": 99}, {"id": 5, "dogs": {"id": 1}}
-                """#),
-            "not json", #"{"data": []}"#,
-        ])
-        #expect(summary.counters.rejectsByReason == [
-            "missing_identity": 1, "wrong_type": 2, "not_a_date": 1, "missing_reference": 1, "wrong_shape": 1, "not_json": 1,
-            "no_records": 1,
-        ], "\(summary.counters.rejectsByReason)")
-        #expect(try rows(db, "SELECT reason_code, count(*) FROM _ingot_rejects GROUP BY 1 ORDER BY 1") == [
-            ["missing_identity", "1"], ["missing_reference", "1"], ["no_records", "1"], ["not_a_date", "1"], ["not_json", "1"],
-            ["wrong_shape", "1"], ["wrong_type", "2"],
-        ])
-        #expect(try rows(db, "SELECT reject_counts FROM _ingot_runs") == [[
-            #"{"missing_identity":1,"missing_reference":1,"no_records":1,"not_a_date":1,"not_json":1,"wrong_shape":1,"wrong_type":2}"#
-        ]])
+        let yaml = peopleYAML.replacingOccurrences(
+            of: "best: {to: dog, key: best_friend}", with: "best: {to: dog, key: best_friend, missing: reject}")
+        let (summary, db) = try ingest(
+            yaml,
+            [
+                page(
+                    #"""
+                    {"id": 1}, {"name": "no id"}, {"id": "x"}, {"id": 2, "born": "yesterday"}, {"id": 3, "seen": 1e300},
+                    {"id": 4, "best_friend": 99}, {"id": 5, "dogs": {"id": 1}}
+                    """#),
+                "not json", #"{"data": []}"#,
+            ])
+        #expect(
+            summary.counters.rejectsByReason == [
+                "missing_identity": 1, "wrong_type": 2, "not_a_date": 1, "missing_reference": 1, "wrong_shape": 1, "not_json": 1,
+                "no_records": 1,
+            ], "\(summary.counters.rejectsByReason)")
+        #expect(
+            try rows(db, "SELECT reason_code, count(*) FROM _ingot_rejects GROUP BY 1 ORDER BY 1") == [
+                ["missing_identity", "1"], ["missing_reference", "1"], ["no_records", "1"], ["not_a_date", "1"], ["not_json", "1"],
+                ["wrong_shape", "1"], ["wrong_type", "2"],
+            ])
+        #expect(
+            try rows(db, "SELECT reject_counts FROM _ingot_runs") == [
+                [
+                    #"{"missing_identity":1,"missing_reference":1,"no_records":1,"not_a_date":1,"not_json":1,"wrong_shape":1,"wrong_type":2}"#
+                ]
+            ])
     }
 
     @Test func oneIdentityLookupPerEntityPerBatch() throws {
         let statements = Mutex<[String]>([])
         var pages: [String] = []
         for p in 0..<10 {
-            pages.append(page((0..<50).map { i in #"{"id": \#(p * 50 + i), "dogs": [{"id": \#(i)}], "best_friend": \#(i + 100)}"# }.joined(separator: ",")))
+            pages.append(
+                page(
+                    (0..<50).map { i in #"{"id": \#(p * 50 + i), "dogs": [{"id": \#(i)}], "best_friend": \#(i + 100)}"# }.joined(
+                        separator: ",")))
         }
         let (summary, _) = try ingest(peopleYAML, pages, batchRecords: 100, observer: { sql in statements.withLock { $0.append(sql) } })
         #expect(summary.counters.records == 500)
@@ -358,8 +409,6 @@ struct MergeRulesTests {
     }
 }
 
-import Synchronization
-
 /// A source that serves page k only once k - 1 progress lines were logged: the run is still
 /// going when they come, whatever the speed of the machine.
 private final class ProgressGatedSource: PageSource, @unchecked Sendable {  // used from the source queue only
@@ -398,7 +447,6 @@ struct ProgressTests {
         #expect(logs.all.last?.contains("msg=run.summary") == true)
     }
 }
-
 
 /// A source that serves its first page, then waits on `gate` before the rest.
 private final class GatedPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
@@ -480,7 +528,8 @@ struct TransactionTests {
         // 12 pages of 10 persons: ids 0..<120.
         for p in 0..<12 {
             let records = (0..<10).map { #"{"id": \#(p * 10 + $0), "name": "n\#(p * 10 + $0)"}"# }.joined(separator: ",")
-            try page(records).write(to: pages.appendingPathComponent(String(format: "page-%02d.json", p)), atomically: true, encoding: .utf8)
+            try page(records).write(
+                to: pages.appendingPathComponent(String(format: "page-%02d.json", p)), atomically: true, encoding: .utf8)
         }
         var options = RunOptions()
         options.databasePath = dir.appendingPathComponent("r.db").path
@@ -492,7 +541,10 @@ struct TransactionTests {
         // itself (SQLITE_ERROR: integer overflow in abs()).
         _ = try Store(path: options.databasePath, model: config.model).close()
         try DatabaseQueue(path: options.databasePath).write { db in
-            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON person WHEN NEW.id = 75 BEGIN SELECT abs(NEW.id - 75 - 9223372036854775807 - 1); END")
+            try db.execute(
+                sql:
+                    "CREATE TRIGGER refuse BEFORE INSERT ON person WHEN NEW.id = 75 BEGIN SELECT abs(NEW.id - 75 - 9223372036854775807 - 1); END"
+            )
         }
         func run(resume: Bool) throws -> RunSummary {
             var options = options
@@ -514,7 +566,10 @@ struct TransactionTests {
         #expect(resumed.runID == failed.runID)
         #expect(resumed.counters.records == 120)
         #expect(resumed.counters.inserted == 120)
-        #expect(try rows(options.databasePath, "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM person") == [["120", "120", "0", "119"]])
+        #expect(
+            try rows(options.databasePath, "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM person") == [
+                ["120", "120", "0", "119"]
+            ])
     }
 
     @Test func theNextBatchSeesRowsOfUncommittedBatches() throws {

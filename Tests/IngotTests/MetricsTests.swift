@@ -74,7 +74,8 @@ struct MetricsTests {
         #expect(parsed.value("ingot_fetch_duration_seconds_bucket", ["le": "0.25"]) == 1)
         #expect(parsed.value("ingot_fetch_duration_seconds_bucket", ["le": "0.1"]) == 0)
         #expect(parsed.value("ingot_commit_duration_seconds_count") == 1)
-        #expect(parsed.all("ingot_run_last_success_timestamp_seconds").isEmpty || parsed.value("ingot_run_last_success_timestamp_seconds") == 0)
+        #expect(
+            parsed.all("ingot_run_last_success_timestamp_seconds").isEmpty || parsed.value("ingot_run_last_success_timestamp_seconds") == 0)
         #expect(parsed.samples.allSatisfy { $0.labels["pipeline"] == "people" })
         // Only the file itself is left: the temporary one was renamed over it.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["ingot.prom"])
@@ -136,14 +137,15 @@ struct MetricsTests {
         earlier.update(RunMetrics.Snapshot(counters: RunCounters()))
         let db = dir.appendingPathComponent("held.db").path
         let holder = try RunLock(databasePath: db, timeout: 0)
-        let config = try PipelineConfig.parse(text: """
-            version: 1
-            name: people
-            records: "."
-            root: p
-            entities:
-              p: {identity: id, attributes: {id: integer}}
-            """, path: "p.yml")
+        let config = try PipelineConfig.parse(
+            text: """
+                version: 1
+                name: people
+                records: "."
+                root: p
+                entities:
+                  p: {identity: id, attributes: {id: integer}}
+                """, path: "p.yml")
         var options = RunOptions()
         options.databasePath = db
         options.lockTimeout = 0
@@ -176,8 +178,10 @@ struct MetricsEndpointTests {
     @Test func itListensOnLoopbackByDefault() throws {
         let server = try MetricsServer(port: 0, metrics: RunMetrics(pipeline: "p"))
         defer { server.stop() }
-        let result = try runIngot(["run", "pipelines/people.yml", "--db", temporaryDirectory().appendingPathComponent("d.db").path,
-            "--no-archive", "--metrics-listen", "nonsense"])
+        let result = try runIngot([
+            "run", "pipelines/people.yml", "--db", temporaryDirectory().appendingPathComponent("d.db").path,
+            "--no-archive", "--metrics-listen", "nonsense",
+        ])
         #expect(result.status == 2 && result.stderr.contains("HOST:PORT"), "\(result.stderr)")
         // Bound to 127.0.0.1: the socket's own address says so.
         #expect(server.port > 0)

@@ -29,7 +29,8 @@ struct PartsTests {
             let records = (0..<10).map { k -> String in
                 let id = (p * 7 + k) % 23
                 if k == 4 { return #"{"id": "bad \#(p)"}"# }
-                return #"{"id": \#(id), "name": "p\#(p)k\#(k)", "n": \#(p * 10 + k), "dogs": [{"id": \#(id % 5), "name": "d\#(p)"}, \#(id % 3 + 10)]}"#
+                return
+                    #"{"id": \#(id), "name": "p\#(p)k\#(k)", "n": \#(p * 10 + k), "dogs": [{"id": \#(id % 5), "name": "d\#(p)"}, \#(id % 3 + 10)]}"#
             }
             return #"{"results": [\#(records.joined(separator: ","))]}"#
         }

@@ -56,10 +56,12 @@ struct PipelineConfigTests {
     }
 
     @Test func numbersThatWouldOverflowAreRefusedWithTheirPlace() {
-        #expect(error(http("    paginate: {page: {param: p, start: 9223372036854775807}}\n"))
-            == "p.yml:7:40: start must be between 0 and 1000000000")
-        #expect(error(http("    paginate: {offset: {param: o, limit_param: l, limit: 9223372036854775807}}\n"))?
-            .hasSuffix("limit must be between 1 and 1000000") == true)
+        #expect(
+            error(http("    paginate: {page: {param: p, start: 9223372036854775807}}\n"))
+                == "p.yml:7:40: start must be between 0 and 1000000000")
+        #expect(
+            error(http("    paginate: {offset: {param: o, limit_param: l, limit: 9223372036854775807}}\n"))?
+                .hasSuffix("limit must be between 1 and 1000000") == true)
         #expect(error(http("    timeout_s: 1e300\n")) == "p.yml:7:16: timeout_s must be a number of seconds above 0 and at most 86400")
         #expect(error(http("    retry: {attempts: 100000000}\n"))?.hasSuffix("attempts must be between 1 and 100") == true)
         #expect(error(http("    retry: {max_delay_ms: -5}\n"))?.hasSuffix("max_delay_ms must be between 0 and 3600000") == true)
@@ -68,8 +70,9 @@ struct PipelineConfigTests {
 
     @Test func allowedHostsAreHostsOnly() {
         #expect(error(http("    allowed_hosts: [cdn.example.org, \"files.example.org:8443\"]\n")) == nil)
-        #expect(error(http("    allowed_hosts: [\"https://cdn.example.org/x\"]\n"))
-            == "p.yml:7:21: allowed_hosts entry 'https://cdn.example.org/x' must be a host name or host:port, without scheme or path")
+        #expect(
+            error(http("    allowed_hosts: [\"https://cdn.example.org/x\"]\n"))
+                == "p.yml:7:21: allowed_hosts entry 'https://cdn.example.org/x' must be a host name or host:port, without scheme or path")
     }
 
     @Test func aPipelineFileOverOneMebibyteIsRefused() {
@@ -167,15 +170,18 @@ struct PipelineConfigTests {
         ("${BASE}/items", ["/t/tenant-42?x=1"]),
     ])
     func theURLsPartsFromTheEnvironmentAreSecrets(url: String, secrets: [String]) throws {
-        let environment = ["HOST": "h.test", "TENANT": "tenant-42", "KEY": "k-9", "FRAG": "frag", "USER": "bob", "PASS": "pa55word",
-                           "API": "https://api.test:8080", "BASE": "https://h.test/t/tenant-42?x=1"]
-        let config = try PipelineConfig.parse(text: """
-            version: 1
-            name: u
-            source: {http: {url: "\(url)"}}
-            root: a
-            entities: {a: {identity: id, attributes: {id: integer}}}
-            """, path: "u.yml", environment: environment)
+        let environment = [
+            "HOST": "h.test", "TENANT": "tenant-42", "KEY": "k-9", "FRAG": "frag", "USER": "bob", "PASS": "pa55word",
+            "API": "https://api.test:8080", "BASE": "https://h.test/t/tenant-42?x=1",
+        ]
+        let config = try PipelineConfig.parse(
+            text: """
+                version: 1
+                name: u
+                source: {http: {url: "\(url)"}}
+                root: a
+                entities: {a: {identity: id, attributes: {id: integer}}}
+                """, path: "u.yml", environment: environment)
         let http = try #require(config.source.http)
         #expect(http.urlSecrets == secrets)
         for secret in secrets { #expect(!http.shownURL.contains(secret), "\(http.shownURL)") }
@@ -190,41 +196,51 @@ struct PipelineConfigTests {
     }
 
     @Test func unknownKey() {
-        #expect(error(base + "    colour: red\n") == "p.yml:8:5: unknown key 'colour'; expected one of table, identity, key_delimiter, attributes, relationships")
+        #expect(
+            error(base + "    colour: red\n")
+                == "p.yml:8:5: unknown key 'colour'; expected one of table, identity, key_delimiter, attributes, relationships")
     }
 
     @Test func wrongType() {
-        #expect(error(base.replacingOccurrences(of: "{id: integer}", with: "{id: int}"))
-            == "p.yml:7:22: unknown attribute type 'int'; expected integer, double, string, bool, date or json")
+        #expect(
+            error(base.replacingOccurrences(of: "{id: integer}", with: "{id: int}"))
+                == "p.yml:7:22: unknown attribute type 'int'; expected integer, double, string, bool, date or json")
         #expect(error(base.replacingOccurrences(of: "version: 1", with: "version: one")) == "p.yml:1:10: expected an integer")
     }
 
     @Test func identityNamingNoAttribute() {
-        #expect(error(base.replacingOccurrences(of: "identity: id", with: "identity: uid")) == "p.yml:6:15: identity 'uid' names no attribute of entity 'a'")
+        #expect(
+            error(base.replacingOccurrences(of: "identity: id", with: "identity: uid"))
+                == "p.yml:6:15: identity 'uid' names no attribute of entity 'a'")
     }
 
     @Test func relationshipToAMissingEntity() {
-        #expect(error(base + "    relationships:\n      b: {to: nowhere}\n")
-            == "p.yml:9:7: relationship 'b' points to entity 'nowhere', which is not declared")
+        #expect(
+            error(base + "    relationships:\n      b: {to: nowhere}\n")
+                == "p.yml:9:7: relationship 'b' points to entity 'nowhere', which is not declared")
     }
 
     @Test func invalidSQLIdentifier() {
-        #expect(error(base.replacingOccurrences(of: "{id: integer}", with: "{id: integer, \"first name\": string}"))
-            == "p.yml:7:31: attribute name 'first name' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
-        #expect(error(base + "    table: \"a; DROP TABLE x\"\n")
-            == "p.yml:8:12: table name 'a; DROP TABLE x' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        #expect(
+            error(base.replacingOccurrences(of: "{id: integer}", with: "{id: integer, \"first name\": string}"))
+                == "p.yml:7:31: attribute name 'first name' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        #expect(
+            error(base + "    table: \"a; DROP TABLE x\"\n")
+                == "p.yml:8:12: table name 'a; DROP TABLE x' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
     }
 
     @Test func tooManyColumnsAreRefused() {
         let attributes = (0..<128).map { "c\($0): string" }.joined(separator: ", ")
         let wide = base.replacingOccurrences(of: "{id: integer}", with: "{id: integer, \(attributes)}")
         #expect(error(wide) == "p.yml:5:3: entity 'a' has 129 columns (attributes and to-one keys); at most 128 are supported")
-        let fits = base.replacingOccurrences(of: "{id: integer}", with: "{id: integer, \((0..<127).map { "c\($0): string" }.joined(separator: ", "))}")
+        let fits = base.replacingOccurrences(
+            of: "{id: integer}", with: "{id: integer, \((0..<127).map { "c\($0): string" }.joined(separator: ", "))}")
         #expect(error(fits) == nil)
     }
 
     @Test func rootMustBeDeclared() {
-        #expect(error(base.replacingOccurrences(of: "root: a", with: "root: b")) == "p.yml:3:7: root entity 'b' is not declared under entities")
+        #expect(
+            error(base.replacingOccurrences(of: "root: a", with: "root: b")) == "p.yml:3:7: root entity 'b' is not declared under entities")
     }
 
     @Test func invalidYAML() {
@@ -235,19 +251,24 @@ struct PipelineConfigTests {
         let config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
         let ddl = Store.schema(of: config.model)
         #expect(ddl.contains(#"CREATE UNIQUE INDEX IF NOT EXISTS "person_identity" ON "person"("id")"#))
-        #expect(ddl.contains(#"CREATE TABLE IF NOT EXISTS "person_dogs" ("person_id" INTEGER NOT NULL, "dog_id" INTEGER NOT NULL, PRIMARY KEY ("person_id", "dog_id")) WITHOUT ROWID"#))
+        #expect(
+            ddl.contains(
+                #"CREATE TABLE IF NOT EXISTS "person_dogs" ("person_id" INTEGER NOT NULL, "dog_id" INTEGER NOT NULL, PRIMARY KEY ("person_id", "dog_id")) WITHOUT ROWID"#
+            ))
     }
 
     @Test func httpSourcesAreValidated() throws {
-        let http = base.replacingOccurrences(of: "root: a", with: """
-            root: a
-            source:
-              http:
-                url: https://api.example.org/items
-                paginate: {offset: {param: offset, limit_param: limit, limit: 50, total: meta.count}}
-                concurrency: 4
-                auth: {api_key: {query: key, env: ITEMS_KEY}}
-            """)
+        let http = base.replacingOccurrences(
+            of: "root: a",
+            with: """
+                root: a
+                source:
+                  http:
+                    url: https://api.example.org/items
+                    paginate: {offset: {param: offset, limit_param: limit, limit: 50, total: meta.count}}
+                    concurrency: 4
+                    auth: {api_key: {query: key, env: ITEMS_KEY}}
+                """)
         let config = try PipelineConfig.parse(text: http, path: "p.yml")
         guard case .http(let source) = config.source else {
             Issue.record("expected an http source")
@@ -257,10 +278,15 @@ struct PipelineConfigTests {
         #expect(source.auth == .apiKeyQuery(param: "key", env: "ITEMS_KEY"))
         #expect(source.concurrency == 4)
 
-        #expect(error(http.replacingOccurrences(of: "https://api.example.org/items", with: "ftp://x")) == "p.yml:6:10: url must be an absolute http(s) URL")
-        #expect(error(http.replacingOccurrences(of: "    concurrency: 4", with: "    headers: {Authorization: Bearer abc}"))
-            == "p.yml:8:15: put credentials under auth (read from the environment), not in headers")
-        #expect(error(http.replacingOccurrences(of: "{offset: {param", with: "{pages: {param"))?.hasPrefix("p.yml:7:16: unknown key 'pages'") == true)
+        #expect(
+            error(http.replacingOccurrences(of: "https://api.example.org/items", with: "ftp://x"))
+                == "p.yml:6:10: url must be an absolute http(s) URL")
+        #expect(
+            error(http.replacingOccurrences(of: "    concurrency: 4", with: "    headers: {Authorization: Bearer abc}"))
+                == "p.yml:8:15: put credentials under auth (read from the environment), not in headers")
+        #expect(
+            error(http.replacingOccurrences(of: "{offset: {param", with: "{pages: {param"))?.hasPrefix("p.yml:7:16: unknown key 'pages'")
+                == true)
     }
 }
 

@@ -18,7 +18,9 @@ struct PostgresLivenessTests {
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
         _ = listen(listener, 8)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
         let port = Int(UInt16(bigEndian: address.sin_port))
         let result = try runIngot([
             "run", "pipelines/people.yml", "--db", "postgresql://ingot@127.0.0.1:\(port)/people?connect_timeout=1", "--no-archive",
@@ -44,7 +46,8 @@ struct PostgresLivenessTests {
         try process.run()
         let watcher = try PGConnection(url: url)
         waitUntil {
-            let waiting = try? watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
+            let waiting = try? watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
             return waiting?.first?[0] == "1" || !process.isRunning
         }
         let signalled = ContinuousClock.now
@@ -61,7 +64,8 @@ struct PostgresLivenessTests {
     /// lookup is updated with this batch's present keys, never a duplicate-key failure.
     @Test func aRowAnotherWriterCreatedMeanwhileIsUpdatedNotAFailure() throws {
         let url = try PostgresServer.freshDatabase()
-        let yaml = "version: 1\nname: one\nrecords: r\nroot: item\nentities:\n  item:\n    identity: id\n    attributes: {id: integer, a: string, b: string}\n"
+        let yaml =
+            "version: 1\nname: one\nrecords: r\nroot: item\nentities:\n  item:\n    identity: id\n    attributes: {id: integer, a: string, b: string}\n"
         let config = try PipelineConfig.parse(text: yaml, path: "one.yml")
         let store = try PGStore(url: url, model: config.model)
         // The resolver looked id 1 up and did not find it; then another writer created it.
@@ -76,7 +80,8 @@ struct PostgresLivenessTests {
         stored.mask.insert(1)
         page.rows.append(stored)
         page.records.append(DecodedRecord(index: 0, rows: 0..<1, references: []))
-        let resolved = try BatchResolver(model: config.model, layouts: store.layouts).resolve(PreparedBatch(pages: [page]), store: EmptyLookups(store))
+        let resolved = try BatchResolver(model: config.model, layouts: store.layouts).resolve(
+            PreparedBatch(pages: [page]), store: EmptyLookups(store))
         #expect(resolved.outcome.inserted == 1)  // as the resolver saw it
         try store.write(resolved) {}
         try store.commit()

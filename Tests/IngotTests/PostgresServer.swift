@@ -74,7 +74,9 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
     /// Runs `sql` with psql as the superuser; returns its unaligned output.
     @discardableResult
     func psql(_ sql: String, database: String = "postgres") throws -> String {
-        try run("/usr/bin/psql", ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
+        try run(
+            "/usr/bin/psql",
+            ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
     }
 
     @discardableResult
@@ -101,7 +103,8 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
         try? out.close()
         let output = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
         guard process.terminationStatus == 0 else {
-            throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) \(arguments.joined(separator: " ")): \(output)"])
+            throw CocoaError(
+                .executableLoad, userInfo: [NSLocalizedDescriptionKey: "\(tool) \(arguments.joined(separator: " ")): \(output)"])
         }
         return output.trimmingCharacters(in: .whitespacesAndNewlines)
     }

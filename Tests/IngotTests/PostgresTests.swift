@@ -26,7 +26,9 @@ struct PostgresTests {
                 .map { row in zip(row, layout.columns).map { canonical($0 ?? "NULL", $1.type, postgres: true) } }
                 .sorted { $0.lexicographicallyPrecedes($1) }
             for toMany in layout.toMany {
-                let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map { "\"\($0)\"::text" }
+                let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map {
+                    "\"\($0)\"::text"
+                }
                 out[toMany.joinTable] = try connection.execute("SELECT \(linkColumns.joined(separator: ", ")) FROM \"\(toMany.joinTable)\"")
                     .map { $0.map { $0 ?? "NULL" } }.sorted { $0.lexicographicallyPrecedes($1) }
             }
@@ -112,8 +114,11 @@ struct PostgresTests {
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*), count(DISTINCT reason_code) FROM _ingot_rejects") == [["2", "2"]])
         #expect(try connection.execute("SELECT status, pages, rejected_pages FROM _ingot_runs") == [["finished", "4", "1"]])
-        #expect(try connection.execute("SELECT data_type FROM information_schema.columns WHERE table_name = 'person' AND column_name IN ('active', 'born', 'seen', 'meta') ORDER BY column_name")
-            == [["boolean"], ["date"], ["jsonb"], ["timestamp with time zone"]])
+        #expect(
+            try connection.execute(
+                "SELECT data_type FROM information_schema.columns WHERE table_name = 'person' AND column_name IN ('active', 'born', 'seen', 'meta') ORDER BY column_name"
+            )
+                == [["boolean"], ["date"], ["jsonb"], ["timestamp with time zone"]])
     }
 
     @Test func replaceAndStubsMatchSQLite() throws {
@@ -167,7 +172,10 @@ struct PostgresTests {
         func start() throws -> Process {
             let process = Process()
             process.executableURL = CLITests.binary
-            process.arguments = ["run", pipeline.path, "--db", url, "--resume", "--no-archive", "--progress-interval", "0", "--batch-records", "100", "--commit-records", "100"]
+            process.arguments = [
+                "run", pipeline.path, "--db", url, "--resume", "--no-archive", "--progress-interval", "0", "--batch-records", "100",
+                "--commit-records", "100",
+            ]
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
@@ -191,7 +199,10 @@ struct PostgresTests {
         let (sqlite, db) = try Self.singleSQLiteRun(config, pages: pages)
         #expect(sqlite.status == .finished)
         #expect(try Self.postgresDump(url, config.model) == (try Self.sqliteDump(db, config.model)))
-        #expect(try connection.execute("SELECT pages, records FROM _ingot_runs") == [[String(sqlite.counters.pages), String(sqlite.counters.records)]])
+        #expect(
+            try connection.execute("SELECT pages, records FROM _ingot_runs") == [
+                [String(sqlite.counters.pages), String(sqlite.counters.records)]
+            ])
     }
 
     /// PostgreSQL cannot store U+0000 in text or jsonb: such a record is rejected (`unstorable`,
@@ -207,7 +218,10 @@ struct PostgresTests {
         #expect(summary.counters.rejectedRecords == 2 && summary.counters.rejectsByReason == ["unstorable": 2])
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT id, meta->>'k' FROM person") == [["3", "\\u0000"]])
-        #expect(try connection.execute("SELECT coding_path FROM _ingot_rejects ORDER BY record_index") == [["results[0].name"], ["results[1].meta"]])
+        #expect(
+            try connection.execute("SELECT coding_path FROM _ingot_rejects ORDER BY record_index") == [
+                ["results[0].name"], ["results[1].meta"],
+            ])
         let (sqlite, _) = try ingest(StoreSeamTests.yaml, pages)
         #expect(sqlite.counters == summary.counters)
     }
@@ -229,8 +243,9 @@ struct PostgresTests {
         #expect(refused.status == .failed && refused.failureKind == .temporary, "\(refused.error ?? "")")
         #expect(refused.error?.contains("another run of pipeline 'seam'") == true)
         try holder.execute("SELECT pg_advisory_unlock(hashtext('ingot run: seam'))")
-        #expect(PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: MemoryPageSource([StoreSeamTests.pages[1]])).status == .finished)
+        #expect(
+            PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+                .run(source: MemoryPageSource([StoreSeamTests.pages[1]])).status == .finished)
     }
 
     /// A database whose tables disagree with the pipeline (a column of another type, another

@@ -107,7 +107,9 @@ struct PrometheusText {
 
     static func isMetricName(_ s: String) -> Bool {
         guard let first = s.unicodeScalars.first, !("0"..."9").contains(first) else { return false }
-        return s.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == ":" }
+        return s.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" || $0 == ":"
+        }
     }
 
     static func isLabelName(_ s: String) -> Bool {

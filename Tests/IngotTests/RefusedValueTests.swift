@@ -33,10 +33,11 @@ struct RefusedValueTests {
         let queue = try DatabaseQueue(path: db)
         try queue.write { db in
             for event in ["INSERT", "UPDATE"] {
-                try db.execute(sql: """
-                    CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON item WHEN NEW.name = 'poison'
-                    BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
-                    """)
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON item WHEN NEW.name = 'poison'
+                        BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
+                        """)
             }
         }
         try queue.close()
@@ -48,14 +49,17 @@ struct RefusedValueTests {
         ]
         let (summary, _) = try ingest(Self.yaml, pages, db: db, batchRecords: batchRecords, commitRecords: 1000, logs: logs)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
-        #expect(try rows(db, "SELECT id, name FROM item ORDER BY id") == [
-            ["0", "seed"], ["1", "one"], ["2", "two"], ["3", "three"], ["4", "four"], ["5", "five"], ["6", "six"], ["8", "eight"],
-            ["9", "nine"], ["10", "ten"],
-        ])
-        let rejects = try rows(db, "SELECT entity, coding_path, reason_code, source, record_index, reason FROM _ingot_rejects ORDER BY source")
-        #expect(rejects.map { Array($0.prefix(5)) } == [
-            ["item", "[2]", "unstorable", "page-2.json", "2"], ["item", "[1]", "unstorable", "page-3.json", "1"],
-        ])
+        #expect(
+            try rows(db, "SELECT id, name FROM item ORDER BY id") == [
+                ["0", "seed"], ["1", "one"], ["2", "two"], ["3", "three"], ["4", "four"], ["5", "five"], ["6", "six"], ["8", "eight"],
+                ["9", "nine"], ["10", "ten"],
+            ])
+        let rejects = try rows(
+            db, "SELECT entity, coding_path, reason_code, source, record_index, reason FROM _ingot_rejects ORDER BY source")
+        #expect(
+            rejects.map { Array($0.prefix(5)) } == [
+                ["item", "[2]", "unstorable", "page-2.json", "2"], ["item", "[1]", "unstorable", "page-3.json", "1"],
+            ])
         #expect(rejects.first?[5].contains("the database refused it (item 7): poison value refused") == true, "\(rejects)")
         #expect(rejects.last?[5].contains("(item 3): poison value refused") == true, "\(rejects)")
         #expect(summary.counters.records == 10)
@@ -84,10 +88,11 @@ struct RefusedValueTests {
     /// 3,000 letters from a fixed-seed generator: nothing PostgreSQL's compression shrinks.
     static let long: String = {
         var state: UInt64 = 42
-        return String((0..<3000).map { _ -> Character in
-            state = state &* 6364136223846793005 &+ 1442695040888963407
-            return Character(UnicodeScalar(UInt8(97 + (state >> 33) % 26)))
-        })
+        return String(
+            (0..<3000).map { _ -> Character in
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                return Character(UnicodeScalar(UInt8(97 + (state >> 33) % 26)))
+            })
     }()
 
     @Test func anIdentityTooLongForPostgreSQLsIndexIsRejected() throws {
@@ -123,11 +128,16 @@ struct RefusedValueTests {
         options.join = "long"
         options.lease = 5
         let logs = LogCapture()
-        let summary = PipelineRunner(config: try PipelineConfig.parse(text: Self.longYAML, path: "long.yml"), options: options, logger: logs.logger)
-            .run(source: MemoryPageSource(pages))
+        let summary = PipelineRunner(
+            config: try PipelineConfig.parse(text: Self.longYAML, path: "long.yml"), options: options, logger: logs.logger
+        )
+        .run(source: MemoryPageSource(pages))
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT name, n FROM key ORDER BY n") == [["a", "1"], ["b", "2"], ["c", "3"], ["d", "4"], ["e", "6"], ["f", "7"]])
+        #expect(
+            try connection.execute("SELECT name, n FROM key ORDER BY n") == [
+                ["a", "1"], ["b", "2"], ["c", "3"], ["d", "4"], ["e", "6"], ["f", "7"],
+            ])
         #expect(try connection.execute("SELECT coding_path, reason_code FROM _ingot_rejects") == [["[2]", "unstorable"]])
         #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done'") == [["2"]])
@@ -137,8 +147,10 @@ struct RefusedValueTests {
     /// Only what a record can cause is looked for: a lost connection, a full disk or a lock are
     /// failures of the run, not of a value.
     @Test func onlyDataErrorsAreRefusedValues() {
-        #expect(StoreError.refusedValue(StoreError.sqlite(code: 19, message: "CHECK constraint failed", sql: "")) == "CHECK constraint failed")
-        #expect(StoreError.refusedValue(StoreError.sqlite(code: 1811, message: "trigger", sql: "")) == "trigger")  // SQLITE_CONSTRAINT_TRIGGER
+        #expect(
+            StoreError.refusedValue(StoreError.sqlite(code: 19, message: "CHECK constraint failed", sql: "")) == "CHECK constraint failed")
+        // 1811: SQLITE_CONSTRAINT_TRIGGER, an extended code of CONSTRAINT.
+        #expect(StoreError.refusedValue(StoreError.sqlite(code: 1811, message: "trigger", sql: "")) == "trigger")
         #expect(StoreError.refusedValue(StoreError.sqlite(code: 5, message: "database is locked", sql: "")) == nil)
         #expect(StoreError.refusedValue(StoreError.sqlite(code: 13, message: "database or disk is full", sql: "")) == nil)
         #expect(StoreError.refusedValue(StoreError.postgres(message: "bad", sql: "", state: "22007")) == "bad")

@@ -12,12 +12,12 @@ struct RejectBoundsTests {
     func pipeline(_ dir: URL) throws -> String {
         let yml = dir.appendingPathComponent("rj.yml").path
         try """
-            version: 1
-            name: rj
-            source: {files: {dir: pages}}
-            root: item
-            entities: {item: {identity: id, attributes: {id: integer, name: string}}}
-            """.write(toFile: yml, atomically: true, encoding: .utf8)
+        version: 1
+        name: rj
+        source: {files: {dir: pages}}
+        root: item
+        entities: {item: {identity: id, attributes: {id: integer, name: string}}}
+        """.write(toFile: yml, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
         return yml
     }
@@ -33,7 +33,9 @@ struct RejectBoundsTests {
         try "[\(good2),\(bad)]".write(to: dir.appendingPathComponent("pages/p2.json"), atomically: true, encoding: .utf8)
         let db = dir.appendingPathComponent("rj.db").path
         let archives = dir.appendingPathComponent("archives").path
-        let (status, out, err) = try runIngot(["run", yml, "--db", db, "--archive-dir", archives, "--max-reject-rows", "25", "--batch-records", "7"])
+        let (status, out, err) = try runIngot([
+            "run", yml, "--db", db, "--archive-dir", archives, "--max-reject-rows", "25", "--batch-records", "7",
+        ])
         #expect(status == 0, "\(err)")
         #expect(try rows(db, "SELECT count(*) FROM item") == [["10"]])
         #expect(try rows(db, "SELECT count(*), min(record_index) FROM _ingot_rejects") == [["25", "0"]])
@@ -71,12 +73,15 @@ struct RejectBoundsTests {
         // The child's peak RSS, from the kernel (python3 is already a test dependency: the fixture server).
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", """
+        process.arguments = [
+            "python3", "-c",
+            """
             import resource, subprocess, sys
             p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
             sys.stdout.write(p.stderr[-3000:])
-            """, CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2"]
+            """, CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2",
+        ]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()

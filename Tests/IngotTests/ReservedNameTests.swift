@@ -18,7 +18,8 @@ struct ReservedNameTests {
 
     @Test func aRelationshipWhoseColumnIsReservedIsRefused() {
         // A to-one named `ct` would be `ct_id`, fine; one whose key column is `_ingot_x_id` is not.
-        let message = problems("""
+        let message = problems(
+            """
               a:
                 identity: id
                 attributes: {id: integer}
@@ -41,14 +42,17 @@ struct ReservedNameTests {
         let column = String(repeating: "c", count: 64)
         let attribute = problems("  a:\n    identity: id\n    attributes: {id: integer, \(column): string}\n")
         #expect(attribute.contains("64 bytes"), "\(attribute)")
-        let join = problems("  a:\n    identity: id\n    attributes: {id: integer}\n    relationships: {\(String(repeating: "r", count: 50)): {to: a, many: true}}\n")
+        let join = problems(
+            "  a:\n    identity: id\n    attributes: {id: integer}\n    relationships: {\(String(repeating: "r", count: 50)): {to: a, many: true}}\n"
+        )
         #expect(join.contains("at most 51"), "\(join)")
     }
 
     /// The 58-character table of the report: refused before any run, instead of running once and
     /// refusing every later run.
     @Test func aFiftyEightCharacterTableNeverReachesPostgreSQL() throws {
-        let yaml = "version: 1\nname: n\nroot: a\nrecords: r\nentities:\n  a:\n    table: \(String(repeating: "x", count: 58))\n    identity: id\n    attributes: {id: integer}\n"
+        let yaml =
+            "version: 1\nname: n\nroot: a\nrecords: r\nentities:\n  a:\n    table: \(String(repeating: "x", count: 58))\n    identity: id\n    attributes: {id: integer}\n"
         #expect(throws: ConfigError.self) { try PipelineConfig.parse(text: yaml, path: "n.yml") }
     }
 

@@ -18,7 +18,8 @@ struct RunnerLifecycleTests {
         var options = RunOptions()
         options.databasePath = db
         options.progressInterval = 0
-        return PipelineRunner(config: try PipelineConfig.parse(text: Self.yaml, path: "life.yml"), options: options, logger: LogCapture().logger)
+        return PipelineRunner(
+            config: try PipelineConfig.parse(text: Self.yaml, path: "life.yml"), options: options, logger: LogCapture().logger)
     }
 
     @Test func aSecondRunAfterTheFirstWorks() throws {

@@ -43,7 +43,8 @@ struct StorableValueTests {
 
     /// Runs `yaml` over `pages` into a fresh SQLite database and a fresh PostgreSQL database;
     /// both must finish with the same counters and tables.
-    private func both(_ yaml: String, _ pages: [String], batchRecords: Int? = nil) throws -> (RunSummary, sqlite: String, postgres: String) {
+    private func both(_ yaml: String, _ pages: [String], batchRecords: Int? = nil) throws -> (RunSummary, sqlite: String, postgres: String)
+    {
         let config = try PipelineConfig.parse(text: yaml, path: "storable.yml")
         let (sqlite, db) = try ingest(yaml, pages, batchRecords: batchRecords)
         let url = try PostgresServer.freshDatabase()
@@ -60,9 +61,12 @@ struct StorableValueTests {
     }
 
     @Test func aDateInYearZeroIsRejectedInEveryBackend() throws {
-        let pages = [Self.page(#"""
-            {"id": "a", "at": "0000-06-01T00:00:00Z"}, {"id": "b", "day": "0000-02-29"}, {"id": "c", "at": "0001-01-01T00:00:00Z", "day": "0001-01-01"}
-            """#)]
+        let pages = [
+            Self.page(
+                #"""
+                {"id": "a", "at": "0000-06-01T00:00:00Z"}, {"id": "b", "day": "0000-02-29"}, {"id": "c", "at": "0001-01-01T00:00:00Z", "day": "0001-01-01"}
+                """#)
+        ]
         let (summary, db, _) = try both(Self.yaml, pages)
         #expect(summary.counters.rejectedRecords == 2 && summary.counters.rejectsByReason == ["not_a_date": 2])
         #expect(try rows(db, "SELECT id, at, day FROM event") == [["c", "0001-01-01T00:00:00Z", "0001-01-01"]])
@@ -84,15 +88,19 @@ struct StorableValueTests {
     }
 
     @Test func loneSurrogatesAndNULsAreUnstorableWithTheirCodingPath() throws {
-        let pages = [Self.page(#"""
-            {"id": "1", "meta": {"k": "\ud800"}}, {"id": "2", "meta": {"\udfff": 1}}, {"id": "3", "note": "x\ud83d"},
-            {"id": "4", "note": "a\u0000b"}, {"id": "5", "meta": ["\\ud800", "\ud83d\ude00"], "note": "\ud83d\ude00"}
-            """#)]
+        let pages = [
+            Self.page(
+                #"""
+                {"id": "1", "meta": {"k": "\ud800"}}, {"id": "2", "meta": {"\udfff": 1}}, {"id": "3", "note": "x\ud83d"},
+                {"id": "4", "note": "a\u0000b"}, {"id": "5", "meta": ["\\ud800", "\ud83d\ude00"], "note": "\ud83d\ude00"}
+                """#)
+        ]
         let (summary, db, url) = try both(Self.yaml, pages)
         #expect(summary.counters.rejectsByReason == ["unstorable": 4])
         #expect(try rows(db, "SELECT id, note FROM event") == [["5", "😀"]])
-        #expect(try rows(db, "SELECT coding_path FROM _ingot_rejects ORDER BY record_index")
-            == [["results[0].meta"], ["results[1].meta"], ["results[2].note"], ["results[3].note"]])
+        #expect(
+            try rows(db, "SELECT coding_path FROM _ingot_rejects ORDER BY record_index")
+                == [["results[0].meta"], ["results[1].meta"], ["results[2].note"], ["results[3].note"]])
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT meta->>0 FROM event") == [["\\ud800"]])
     }

@@ -36,24 +36,25 @@ private struct Place: IngotEntity {
 /// Entities declared as Swift `Codable` types, Coredatable-style.
 struct SwiftEntityTests {
     @Test func swiftTypesProduceTheSameModelAsYAML() throws {
-        let yaml = try PipelineConfig.parse(text: """
-            version: 1
-            name: people
-            root: person
-            entities:
-              person:
-                identity: id
-                attributes:
-                  id: integer
-                  first_name: string
-                  country: {type: string, key: origin.country.name}
-                  score: double
-                relationships:
-                  dogs: {to: dog, many: true}
-              dog:
-                identity: id
-                attributes: {id: integer, name: string, breed: string}
-            """, path: "p.yml")
+        let yaml = try PipelineConfig.parse(
+            text: """
+                version: 1
+                name: people
+                root: person
+                entities:
+                  person:
+                    identity: id
+                    attributes:
+                      id: integer
+                      first_name: string
+                      country: {type: string, key: origin.country.name}
+                      score: double
+                    relationships:
+                      dogs: {to: dog, many: true}
+                  dog:
+                    identity: id
+                    attributes: {id: integer, name: string, breed: string}
+                """, path: "p.yml")
         let derived = try EntityModel(root: Person.self)
         #expect(derived.entities.map(\.name) == yaml.model.entities.map(\.name))
         for (d, y) in zip(derived.entities, yaml.model.entities) {
@@ -108,7 +109,11 @@ struct SwiftEntityTests {
         let startedB = DispatchSemaphore(value: 0)
         let group = DispatchGroup()
         func page(_ base: Int, _ country: String) -> [UInt8] {
-            Array(("[" + (0..<200).map { #"{"id": \#(base + $0), "first_name": "p", "origin": {"country": {"name": "\#(country)"}}, "dogs": [{"id": \#($0 % 7)}]}"# }.joined(separator: ",") + "]").utf8)
+            Array(
+                ("["
+                    + (0..<200).map {
+                        #"{"id": \#(base + $0), "first_name": "p", "origin": {"country": {"name": "\#(country)"}}, "dogs": [{"id": \#($0 % 7)}]}"#
+                    }.joined(separator: ",") + "]").utf8)
         }
         let pageA = page(0, "Chile")
         let pageB = page(1000, "Japan")
@@ -138,7 +143,8 @@ struct SwiftEntityTests {
         let queue = DispatchQueue(label: "lane")
         try DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
         let person = try queue.sync {
-            try IngotJSONDecoder().decode(Person.self, from: Array(#"{"id": 3, "origin": {"country": {"name": "Kenya"}}, "score": 1.25}"#.utf8))
+            try IngotJSONDecoder().decode(
+                Person.self, from: Array(#"{"id": 3, "origin": {"country": {"name": "Kenya"}}, "score": 1.25}"#.utf8))
         }
         #expect(person.country == "Kenya")
         #expect(person.score == 1.25)

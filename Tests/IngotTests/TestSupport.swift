@@ -1,13 +1,13 @@
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 import Testing
 
 @testable import Ingot
 
 /// The repository's root (the package directory).
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
 
 /// A fresh temporary directory inside this test process's own root, which is removed when the
 /// process exits (roots left by crashed or killed test processes are swept by the next run).
@@ -33,7 +33,8 @@ private let testRoot: URL = {
 }()
 
 private func removeTestRoot() {
-    try? FileManager.default.removeItem(atPath: FileManager.default.temporaryDirectory.appendingPathComponent("ingot-tests-\(getpid())").path)
+    try? FileManager.default.removeItem(
+        atPath: FileManager.default.temporaryDirectory.appendingPathComponent("ingot-tests-\(getpid())").path)
 }
 
 /// Collects log lines in memory.
@@ -48,8 +49,6 @@ final class LogCapture: Sendable {
         return logger
     }
 }
-
-import Synchronization
 
 /// Pages given in memory.
 final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
@@ -135,7 +134,6 @@ func peopleOverHTTPText(_ url: String, _ settings: [String], raw: String = "") t
     return try String(contentsOf: packageRoot.appendingPathComponent("pipelines/people.yml"), encoding: .utf8)
         .replacingOccurrences(of: #"  files: {dir: samples/people, glob: "page-*.json"}"#, with: block)
 }
-
 
 /// The problems of a pipeline whose `entities:` block is `entities` (root `a`), as text; empty
 /// when it is valid.

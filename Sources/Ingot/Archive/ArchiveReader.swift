@@ -53,7 +53,8 @@ public final class ArchiveReader {
         let prefix = ArchiveReader.pread(fd, 0, 16)
         guard prefix.count == 16, Array(prefix[0..<8]) == ArchiveFormat.fileMagic else {
             _ = Foundation.close(fd)
-            throw ArchiveError(path: path, offset: 0, message: prefix.count < 16 ? "the archive is cut inside its header" : "not an Ingot archive")
+            throw ArchiveError(
+                path: path, offset: 0, message: prefix.count < 16 ? "the archive is cut inside its header" : "not an Ingot archive")
         }
         let headerLength = Int(prefix.u32(at: 8))
         let headerCRC = prefix.u32(at: 12)
@@ -77,7 +78,9 @@ public final class ArchiveReader {
             _ = Foundation.close(fd)
             throw ArchiveError(
                 path: path,
-                message: "archive format \(header.formatVersion) is not supported (this Ingot reads \(ArchiveFormat.readableVersions.map(String.init).joined(separator: " and ")))")
+                message:
+                    "archive format \(header.formatVersion) is not supported (this Ingot reads \(ArchiveFormat.readableVersions.map(String.init).joined(separator: " and ")))"
+            )
         }
         scan()
         // The header's max_page_bytes is a number like any other read from the file: positive and
@@ -111,7 +114,8 @@ public final class ArchiveReader {
             throw ArchiveError(path: path, seq: entry.metadata.seq, offset: entry.frameOffset, message: "\(error)")
         }
         guard CRC32C.checksum(bytes) == entry.metadata.crc32c else {
-            throw ArchiveError(path: path, seq: entry.metadata.seq, offset: entry.frameOffset, message: "the payload's checksum does not match")
+            throw ArchiveError(
+                path: path, seq: entry.metadata.seq, offset: entry.frameOffset, message: "the payload's checksum does not match")
         }
         return bytes
     }
@@ -137,9 +141,11 @@ public final class ArchiveReader {
     /// non-negative and within their limits, the entry count bounded by what was found.
     private func scan() {
         // Where the trailer says the index starts, if the trailer is whole.
-        let trailer = size >= headerEnd + ArchiveFormat.trailer
+        let trailer =
+            size >= headerEnd + ArchiveFormat.trailer
             ? ArchiveReader.pread(fd, size - ArchiveFormat.trailer, ArchiveFormat.trailer) : []
-        let claimedIndex = trailer.count == ArchiveFormat.trailer && Array(trailer[8...]) == ArchiveFormat.endMagic
+        let claimedIndex =
+            trailer.count == ArchiveFormat.trailer && Array(trailer[8...]) == ArchiveFormat.endMagic
             ? Int(exactly: trailer.u64(at: 0)) : nil
         var offset = headerEnd
         var found: [Entry] = []

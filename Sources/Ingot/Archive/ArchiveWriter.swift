@@ -30,7 +30,8 @@ public final class ArchiveWriter {
             throw ArchiveError(path: path, message: "cannot encode the header: \(error)")
         }
         guard json.count <= ArchiveFormat.maxMetadata else {
-            throw ArchiveError(path: path, message: "the archive header (the pipeline file's text) is larger than \(ArchiveFormat.maxMetadata) bytes")
+            throw ArchiveError(
+                path: path, message: "the archive header (the pipeline file's text) is larger than \(ArchiveFormat.maxMetadata) bytes")
         }
         try write(ArchiveFormat.fileMagic + UInt32(json.count).littleEndianBytes + CRC32C.checksum(json).littleEndianBytes + json)
     }

@@ -63,7 +63,9 @@ struct PipelineYAMLReader {
     mutating func read(_ text: String) throws(ConfigError) -> PipelineConfig {
         let root: Node
         do {
-            guard let node = try Yams.compose(yaml: text) else { throw ConfigError(file: file, line: 1, column: 1, message: "the pipeline file is empty") }
+            guard let node = try Yams.compose(yaml: text) else {
+                throw ConfigError(file: file, line: 1, column: 1, message: "the pipeline file is empty")
+            }
             root = node
         } catch let e as ConfigError {
             throw e
@@ -260,11 +262,12 @@ struct PipelineYAMLReader {
                 config.paginate = .linkHeader
             case "page":
                 let f = try mapping(value, allowed: ["param", "start"])
-                let start = try f["start"].map { (n: Node) throws(ConfigError) in
-                    let v = try int(n)
-                    guard (0...1_000_000_000).contains(v) else { throw error(n, "start must be between 0 and 1000000000") }
-                    return v
-                } ?? 1
+                let start =
+                    try f["start"].map { (n: Node) throws(ConfigError) in
+                        let v = try int(n)
+                        guard (0...1_000_000_000).contains(v) else { throw error(n, "start must be between 0 and 1000000000") }
+                        return v
+                    } ?? 1
                 config.paginate = .page(param: try string(try required(f, "param", in: value)), start: start)
             case "offset":
                 let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
@@ -443,7 +446,9 @@ struct PipelineYAMLReader {
     // MARK: - Node helpers
 
     private func mapping(_ node: Node, allowed: [String]) throws(ConfigError) -> [String: Node] {
-        guard case .mapping(let mapping) = node else { throw error(node, "expected a mapping with keys \(allowed.joined(separator: ", "))") }
+        guard case .mapping(let mapping) = node else {
+            throw error(node, "expected a mapping with keys \(allowed.joined(separator: ", "))")
+        }
         var result: [String: Node] = [:]
         for (keyNode, value) in mapping {
             let key = try string(keyNode)
@@ -523,7 +528,10 @@ struct PipelineYAMLReader {
                 throw error(node, "'${\(inside)}' is not a variable reference; use ${NAME} or ${NAME:-default}")
             }
             guard inSource else {
-                throw error(node, "${\(name)} is read inside source: only: elsewhere it would make a replay, which has no environment, map differently from its run")
+                throw error(
+                    node,
+                    "${\(name)} is read inside source: only: elsewhere it would make a replay, which has no environment, map differently from its run"
+                )
             }
             if let value = environment[String(name)], !(value.isEmpty && fallback != nil) {
                 let start = out.utf8.count
@@ -548,7 +556,9 @@ struct PipelineYAMLReader {
         let bytes = Array(url.utf8)
         var regions: [Range<Int>] = []
         if let schemeEnd = url.range(of: "://").map({ url.utf8.distance(from: url.utf8.startIndex, to: $0.upperBound) }) {
-            let authorityEnd = bytes[schemeEnd...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.count
+            let authorityEnd =
+                bytes[schemeEnd...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+                ?? bytes.count
             if let at = bytes[schemeEnd..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) { regions.append(schemeEnd..<at) }
             regions.append(authorityEnd..<bytes.count)
         } else {
@@ -581,4 +591,3 @@ struct PipelineYAMLReader {
         }
     }
 }
-

@@ -1,4 +1,5 @@
 import Foundation
+
 /// A validated pipeline: where pages come from, where records sit in a page, and the model they
 /// map to. Built from `pipelines/*.yml` by ``PipelineConfig/load(path:)``; see docs/pipelines.md.
 public struct PipelineConfig: Sendable {

@@ -58,7 +58,7 @@ struct DateConverter {
     /// The instants Ingot stores, in seconds since 1970: 0001-01-01T00:00:00Z up to (not
     /// including) 10000-01-01T00:00:00Z, the dates whose year has four digits and is not 0. A
     /// date outside is refused (a rejected record), in every format.
-    static let storedSeconds: Range<Double> = -62_135_596_800 ..< 253_402_300_800
+    static let storedSeconds: Range<Double> = -62_135_596_800..<253_402_300_800
 
     /// The years Ingot stores (see ``storedSeconds``).
     static let storedYears: ClosedRange<Int> = 1...9999
@@ -97,15 +97,17 @@ struct DateConverter {
             } else {
                 guard let tz = timeZone(zone) else { return nil }
                 // The offset in force at that local time: guess with the local time as if UTC, then refine.
-                let local = Double(DateConverter.days(civil.year, civil.month, civil.day) * 86400
-                    + civil.hour * 3600 + civil.minute * 60 + civil.second)
+                let local = Double(
+                    DateConverter.days(civil.year, civil.month, civil.day) * 86400
+                        + civil.hour * 3600 + civil.minute * 60 + civil.second)
                 let first = tz.secondsFromGMT(for: Date(timeIntervalSince1970: local))
                 offset = tz.secondsFromGMT(for: Date(timeIntervalSince1970: local - Double(first)))
             }
         }
         var utc = civil
         if let offset, offset != 0 {
-            var seconds = DateConverter.days(civil.year, civil.month, civil.day) * 86400
+            var seconds =
+                DateConverter.days(civil.year, civil.month, civil.day) * 86400
                 + civil.hour * 3600 + civil.minute * 60 + civil.second - offset
             let days = Int((Double(seconds) / 86400).rounded(.down))
             seconds -= days * 86400
@@ -183,7 +185,9 @@ struct DateConverter {
             return true
         }
         var c = Civil()
-        guard let y = number(4), expect(UInt8(ascii: "-")), let m = number(2), expect(UInt8(ascii: "-")), let d = number(2) else { return nil }
+        guard let y = number(4), expect(UInt8(ascii: "-")), let m = number(2), expect(UInt8(ascii: "-")), let d = number(2) else {
+            return nil
+        }
         (c.year, c.month, c.day) = (y, m, d)
         if i == end {
             c.hasTime = false
@@ -264,11 +268,12 @@ struct DateConverter {
     private static func valid(_ c: Civil) -> Bool {
         guard c.month >= 1 && c.month <= 12, c.day >= 1, c.hour <= 23, c.minute <= 59, c.second <= 59 else { return false }
         let leap = c.year % 4 == 0 && (c.year % 100 != 0 || c.year % 400 == 0)
-        let length = switch c.month {
-        case 2: leap ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
+        let length =
+            switch c.month {
+            case 2: leap ? 29 : 28
+            case 4, 6, 9, 11: 30
+            default: 31
+            }
         return c.day <= length
     }
 

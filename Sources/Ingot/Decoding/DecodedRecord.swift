@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+
 /// A value as the mapper produces it and every backend stores it: what a column holds after
 /// conversion, independent of any database. Each backend picks its column types and binds these
 /// as it needs (SQLite stores a boolean as 0 or 1). Dates travel as canonical ISO-8601 text in

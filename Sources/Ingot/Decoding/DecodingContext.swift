@@ -65,7 +65,6 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
         return context
     }
 
-
     /// Records a decoded entity object under its identity.
     func register(_ object: any IngotEntity, identity: IdentityKey?) {
         decodedCount += 1
@@ -98,9 +97,11 @@ public enum IngotDecodingError: Error, CustomStringConvertible {
         switch self {
         case .missingContext(let path):
             let where_ = path.isEmpty ? "at the top level" : "at " + path.map(\.stringValue).joined(separator: ".")
-            return "no DecodingContext on this queue (\(where_)): decode IngotEntity types on a queue bound with DecodingContext.bind(_:to:)"
+            return
+                "no DecodingContext on this queue (\(where_)): decode IngotEntity types on a queue bound with DecodingContext.bind(_:to:)"
         case .alreadyBound(let context, let queue):
-            return "DecodingContext '\(context)' is bound to queue '\(queue)': a context belongs to one serial queue, and a queue has one context"
+            return
+                "DecodingContext '\(context)' is bound to queue '\(queue)': a context belongs to one serial queue, and a queue has one context"
         }
     }
 }

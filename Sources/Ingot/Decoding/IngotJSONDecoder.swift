@@ -54,7 +54,8 @@ private struct TapeDecoder: Decoder {
             let interval: Double? = value.string.flatMap { text in
                 Array(text.utf8).withUnsafeBufferPointer { bytes in
                     guard let civil = DateConverter.parseISO8601(bytes) else { return nil }
-                    let seconds = DateConverter.days(civil.year, civil.month, civil.day) * 86400 + civil.hour * 3600
+                    let seconds =
+                        DateConverter.days(civil.year, civil.month, civil.day) * 86400 + civil.hour * 3600
                         + civil.minute * 60 + civil.second - (civil.offsetSeconds ?? 0)
                     let fraction = civil.fraction.isEmpty ? 0 : Double("0." + String(decoding: civil.fraction, as: UTF8.self)) ?? 0
                     return Double(seconds) + fraction
@@ -73,7 +74,15 @@ private struct TapeDecoder: Decoder {
         var values: [ScalarValue] = []
         for key in keys {
             guard let v = value[key] else { return nil }
-            if let i = v.int64 { values.append(.integer(i)) } else if let s = v.string { values.append(.text(s)) } else if let d = v.double { values.append(.real(d)) } else { return nil }
+            if let i = v.int64 {
+                values.append(.integer(i))
+            } else if let s = v.string {
+                values.append(.text(s))
+            } else if let d = v.double {
+                values.append(.real(d))
+            } else {
+                return nil
+            }
         }
         return values.count == 1 ? .single(values[0]) : .composite(values)
     }

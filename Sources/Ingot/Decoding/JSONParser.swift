@@ -118,7 +118,9 @@ struct JSONParser {
 
     private mutating func parseKey(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) throws(JSONSyntaxError) {
         guard i < p.count, p[i] == UInt8(ascii: "\"") else {
-            throw fail(i, i < p.count ? "unexpected character \(describe(p[i])), expected a string key" : "unexpected end of input, expected a key")
+            throw fail(
+                i, i < p.count ? "unexpected character \(describe(p[i])), expected a string key" : "unexpected end of input, expected a key"
+            )
         }
         try parseString(p, &i)
         while i < p.count, p[i] == 0x20 || p[i] == 0x0A || p[i] == 0x0D || p[i] == 0x09 { i += 1 }
@@ -164,9 +166,10 @@ struct JSONParser {
             guard isDigit(i) else { throw fail(i, "expected a digit in the exponent") }
             while isDigit(i) { i += 1 }
         }
-        nodes.append(JSONNode(
-            kind: isInteger ? .integer : .double, start: UInt32(start), length: UInt32(i - start),
-            count: 0, end: UInt32(nodes.count + 1)))
+        nodes.append(
+            JSONNode(
+                kind: isInteger ? .integer : .double, start: UInt32(start), length: UInt32(i - start),
+                count: 0, end: UInt32(nodes.count + 1)))
     }
 
     private mutating func parseString(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int) throws(JSONSyntaxError) {
@@ -220,9 +223,10 @@ struct JSONParser {
                 i = try validateUTF8Sequence(p, i)
             }
         }
-        nodes.append(JSONNode(
-            kind: escaped ? .escapedString : .string, start: UInt32(start), length: UInt32(i - start),
-            count: 0, end: UInt32(nodes.count + 1)))
+        nodes.append(
+            JSONNode(
+                kind: escaped ? .escapedString : .string, start: UInt32(start), length: UInt32(i - start),
+                count: 0, end: UInt32(nodes.count + 1)))
         i += 1  // closing quote
     }
 

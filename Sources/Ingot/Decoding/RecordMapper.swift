@@ -23,7 +23,8 @@ struct RecordMapper {
         var whole: DecodedPage?
         map(bytes: bytes, seq: seq, source: source, partRecords: .max) { whole = $0 }
         // `emit` is called at least once, for the last part.
-        return whole ?? DecodedPage(seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
+        return whole
+            ?? DecodedPage(seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
     }
 
     /// Decodes and maps one page, handing it to `emit` in parts of at most `partRecords` records,
@@ -38,9 +39,10 @@ struct RecordMapper {
         let rootName = plan.entities[plan.root].name
         func rejectPage(_ path: String, _ reason: String, _ code: RejectReason) {
             page.pageRejected = true
-            page.rejections.append(RecordRejection(
-                entity: rootName, codingPath: path, reason: reason, source: source, recordIndex: nil,
-                raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count, code: code))
+            page.rejections.append(
+                RecordRejection(
+                    entity: rootName, codingPath: path, reason: reason, source: source, recordIndex: nil,
+                    raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count, code: code))
         }
         let document: JSONDocument
         do {
@@ -126,9 +128,10 @@ struct RecordMapper {
                         page.storage.truncate(values: valueCount, text: textCount, linkSets: linkCount)
                         let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
                         let raw = cursor.rawPrefix(element)
-                        page.rejections.append(RecordRejection(
-                            entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
-                            source: source, recordIndex: index, raw: raw.text, rawLength: raw.length, code: error.code))
+                        page.rejections.append(
+                            RecordRejection(
+                                entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
+                                source: source, recordIndex: index, raw: raw.text, rawLength: raw.length, code: error.code))
                     }
                     element = Int(nodes[element].end)
                     index += 1
@@ -148,7 +151,8 @@ struct RecordMapper {
         let entity = plan.entities[e]
         let node = c.nodes[at]
         guard node.kind == .object else {
-            throw MappingFailure(reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name, code: .wrongShape)
+            throw MappingFailure(
+                reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name, code: .wrongShape)
         }
         let layout = entity.layout
         let rowIndex = page.rows.count
@@ -202,9 +206,10 @@ struct RecordMapper {
                         let toOne = layout.toOne[k]
                         let depth = trail.count
                         enter(entity.rootKeys[rootKey].name, entity.targets[t])
-                        guard let identity = try link(
-                            leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
-                            into: &record, &page, &c)
+                        guard
+                            let identity = try link(
+                                leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
+                                into: &record, &page, &c)
                         else {
                             trail.removeLast(trail.count - depth)
                             continue
@@ -218,7 +223,8 @@ struct RecordMapper {
                         let relationship = layout.toMany[k]
                         let list = c.nodes[leaf]
                         guard list.kind == .array else {
-                            throw MappingFailure(reason: "expected an array for to-many relationship, got \(list.kind.jsonName)", code: .wrongShape)
+                            throw MappingFailure(
+                                reason: "expected an array for to-many relationship, got \(list.kind.jsonName)", code: .wrongShape)
                         }
                         var identities: [IdentityKey] = []
                         identities.reserveCapacity(Int(list.count))
@@ -257,12 +263,16 @@ struct RecordMapper {
             for slot in layout.identitySlots {
                 let key = entity.attributes[slot].key
                 guard let value = page.storage.value(v + slot) else {
-                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name, code: .missingIdentity)
-                        .prepending(.key(key))
+                    throw MappingFailure(
+                        reason: "identity '\(entity.attributes[slot].name)' is missing", entity: entity.name, code: .missingIdentity
+                    )
+                    .prepending(.key(key))
                 }
                 guard value != .null else {
-                    throw MappingFailure(reason: "identity '\(entity.attributes[slot].name)' is null", entity: entity.name, code: .missingIdentity)
-                        .prepending(.key(key))
+                    throw MappingFailure(
+                        reason: "identity '\(entity.attributes[slot].name)' is null", entity: entity.name, code: .missingIdentity
+                    )
+                    .prepending(.key(key))
                 }
                 values.append(value)
             }
@@ -283,13 +293,15 @@ struct RecordMapper {
         case .object:
             return try mapObject(at: index, entity: target, into: &record, &page, &c)
         case .array:
-            throw MappingFailure(reason: "expected an object or an identity of '\(plan.entities[target].name)', got array", code: .wrongShape)
+            throw MappingFailure(
+                reason: "expected an object or an identity of '\(plan.entities[target].name)', got array", code: .wrongShape)
         case .null where !isToManySlot(slot):
             return nil
         default:
             let entity = plan.entities[target]
             guard entity.layout.identitySlots.count == 1 else {
-                throw MappingFailure(reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
+                throw MappingFailure(
+                    reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
             }
             let identitySlot = entity.layout.identitySlots[0]
             let value = try convert(index, entity.types[identitySlot], coerce: entity.coerces[identitySlot], &c)
@@ -297,9 +309,10 @@ struct RecordMapper {
                 throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", code: .missingIdentity)
             }
             let identity = IdentityKey.single(value)
-            record.references.append(Reference(
-                target: target, identity: identity, policy: policy, row: row, slot: slot,
-                codingPath: policy == .reject ? MappingFailure.render(trail) : nil))
+            record.references.append(
+                Reference(
+                    target: target, identity: identity, policy: policy, row: row, slot: slot,
+                    codingPath: policy == .reject ? MappingFailure.render(trail) : nil))
             return identity
         }
     }

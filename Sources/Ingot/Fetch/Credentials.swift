@@ -30,7 +30,8 @@ struct Credentials: Sendable {
             if scalars.last == "\r" { scalars.removeLast() }
             let v = String(scalars)
             guard !v.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-                var error = FetchError(url: shownURL, message: "\(what) holds a control character (a CR or LF would inject request headers); refused")
+                var error = FetchError(
+                    url: shownURL, message: "\(what) holds a control character (a CR or LF would inject request headers); refused")
                 error.isConfiguration = true
                 throw error
             }

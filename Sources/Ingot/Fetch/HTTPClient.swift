@@ -244,9 +244,10 @@ private final class Transfer {
         let seconds = Date().timeIntervalSince(started)
         if sink.overflowed && status > 0 {
             // The server answered, with more than we take: the caller decides (a rejected page).
-            return .success(HTTPResponse(
-                status: status, headers: sink.headers, body: [], url: url, overflowed: true, receivedBytes: sink.received,
-                seconds: seconds))
+            return .success(
+                HTTPResponse(
+                    status: status, headers: sink.headers, body: [], url: url, overflowed: true, receivedBytes: sink.received,
+                    seconds: seconds))
         }
         guard code == CURLE_OK else {
             let message = sink.overflowed ? "the body is larger than \(limit) bytes" : String(cString: curl_easy_strerror(code))
@@ -254,9 +255,10 @@ private final class Transfer {
                 CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE, CURLE_URL_MALFORMAT,
                 CURLE_UNSUPPORTED_PROTOCOL,
             ]
-            return .failure(TransportError(
-                url: url, code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT,
-                isRetryable: !permanent.contains(code) && !sink.overflowed))
+            return .failure(
+                TransportError(
+                    url: url, code: Int(code.rawValue), message: message, isTimeout: code == CURLE_OPERATION_TIMEDOUT,
+                    isRetryable: !permanent.contains(code) && !sink.overflowed))
         }
         var effective: UnsafeMutablePointer<CChar>?
         _ = ingot_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)

@@ -57,7 +57,9 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         func state(hiding secrets: [String]) -> String {
             switch self {
             case .url(var u):
-                for (k, secret) in secrets.enumerated() where !secret.isEmpty { u = u.replacingOccurrences(of: secret, with: "⟨secret \(k)⟩") }
+                for (k, secret) in secrets.enumerated() where !secret.isEmpty {
+                    u = u.replacingOccurrences(of: secret, with: "⟨secret \(k)⟩")
+                }
                 return "url:" + u
             case .page(let n): return "page:\(n)"
             case .offset(let n): return "offset:\(n)"
@@ -190,10 +192,13 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             let records = recordCount(page)
             var stop = records == nil || records == 0
             if records == nil {
-                logger.warning("fetch.stopped", metadata: [
-                    LogKey.url: "\(page.source)",
-                    LogKey.reason: "the page has no records array at '\(recordsPath.isEmpty ? "." : recordsPath.joined(separator: "."))': pagination stops here",
-                ])
+                logger.warning(
+                    "fetch.stopped",
+                    metadata: [
+                        LogKey.url: "\(page.source)",
+                        LogKey.reason:
+                            "the page has no records array at '\(recordsPath.isEmpty ? "." : recordsPath.joined(separator: "."))': pagination stops here",
+                    ])
             }
             if case .offset(let offset) = head.cursor, case .offset(_, _, let limit, let totalPath?) = config.paginate,
                 let total = number(at: totalPath, in: page.bytes), offset + limit >= total
@@ -222,9 +227,11 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         case (.page(let n), .page(let param, _)):
             return request(config.url, setting: [URLQueryItem(name: param, value: "\(n)")], includeQuery: true)
         case (.offset(let n), .offset(let param, let limitParam, let limit, _)):
-            return request(config.url, setting: [
-                URLQueryItem(name: param, value: "\(n)"), URLQueryItem(name: limitParam, value: "\(limit)"),
-            ], includeQuery: true)
+            return request(
+                config.url,
+                setting: [
+                    URLQueryItem(name: param, value: "\(n)"), URLQueryItem(name: limitParam, value: "\(limit)"),
+                ], includeQuery: true)
         default:
             return request(config.url, includeQuery: true)
         }
@@ -240,7 +247,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         case .linkHeader:
             nextURL = page.http?.headers["link"].flatMap(HTTPPageSource.nextLink)
         case .nextURL where page.oversized != nil, .cursor where page.oversized != nil:
-            throw FetchError(url: credentials.redact(url), message: "the page is over max_page_bytes, so where pagination goes next is unknown")
+            throw FetchError(
+                url: credentials.redact(url), message: "the page is over max_page_bytes, so where pagination goes next is unknown")
         case .nextURL(let path):
             guard let document = try? JSONDocument(bytes: page.bytes) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next URL is unknown")
@@ -264,7 +272,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         let absolute = try rules.follow(nextURL, from: url, what: "next URL")
         let stripped = rules.strippingSecrets(absolute)
         if seenURLs.contains(stripped) {
-            throw FetchError(url: credentials.redact(stripped), message: "the next URL repeats a page already fetched: pagination would loop")
+            throw FetchError(
+                url: credentials.redact(stripped), message: "the next URL repeats a page already fetched: pagination would loop")
         }
         return .url(stripped)
     }
@@ -282,7 +291,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
             guard let target = pieces.first, target.hasPrefix("<"), target.hasSuffix(">") else { continue }
             let isNext = pieces.dropFirst().contains { p in
                 let lower = p.lowercased().replacingOccurrences(of: " ", with: "")
-                return lower == "rel=\"next\"" || lower == "rel=next" || (lower.hasPrefix("rel=\"") && lower.dropFirst(5).dropLast().split(separator: " ").contains("next"))
+                return lower == "rel=\"next\"" || lower == "rel=next"
+                    || (lower.hasPrefix("rel=\"") && lower.dropFirst(5).dropLast().split(separator: " ").contains("next"))
             }
             if isNext { return String(target.dropFirst().dropLast()) }
         }

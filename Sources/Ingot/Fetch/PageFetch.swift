@@ -22,10 +22,14 @@ struct FetchRules: Sendable {
             throw FetchError(url: credentials.redact(base), message: "refused: the \(what) is longer than \(FetchRules.maxURLLength) bytes")
         }
         guard let absolute = URL(string: FetchRules.escapingInvalid(target), relativeTo: URL(string: base))?.absoluteString else {
-            throw FetchError(url: credentials.redact(base), message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
+            throw FetchError(
+                url: credentials.redact(base),
+                message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
         }
         if let refusal = policy.check(absolute) {
-            throw FetchError(url: HTTPPageSource.shown(credentials.redact(absolute)), message: "refused \(what) (from \(credentials.redact(base))): \(refusal)")
+            throw FetchError(
+                url: HTTPPageSource.shown(credentials.redact(absolute)),
+                message: "refused \(what) (from \(credentials.redact(base))): \(refusal)")
         }
         return absolute
     }
@@ -178,17 +182,23 @@ struct PageFetch {
                 }
                 var headers: [String: String] = [:]
                 for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
-                return .done(.success(Page(
-                    seq: 0, source: shown, bytes: response.body,
-                    http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))))
+                return .done(
+                    .success(
+                        Page(
+                            seq: 0, source: shown, bytes: response.body,
+                            http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))))
             }
             guard response.status == 408 || response.status == 429 || response.status >= 500 else {
-                return .done(.failure(FetchError(
-                    url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body)))))
+                return .done(
+                    .failure(
+                        FetchError(
+                            url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body)))))
             }
             if attempt >= retry.attempts {
-                return .done(.failure(FetchError(
-                    url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)))
+                return .done(
+                    .failure(
+                        FetchError(
+                            url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)))
             }
             reason = "HTTP \(response.status)"
             delay = rules.backoff(attempt)
@@ -202,15 +212,19 @@ struct PageFetch {
             let message = rules.credentials.scrub(error.message)
             guard error.isRetryable else { return .done(.failure(FetchError(url: shown, message: message))) }
             if attempt >= retry.attempts {
-                return .done(.failure(FetchError(
-                    url: shown, message: "\(message) (gave up after \(attempt) attempts)", isTemporary: true)))
+                return .done(
+                    .failure(
+                        FetchError(
+                            url: shown, message: "\(message) (gave up after \(attempt) attempts)", isTemporary: true)))
             }
             reason = message
             delay = rules.backoff(attempt)
         }
-        logger.warning("fetch.retry", metadata: [
-            LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt), "delay_s": .seconds(delay),
-        ])
+        logger.warning(
+            "fetch.retry",
+            metadata: [
+                LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt), "delay_s": .seconds(delay),
+            ])
         return .wait(until: now.addingTimeInterval(delay))
     }
 }

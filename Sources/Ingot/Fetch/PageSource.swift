@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Logging
+import Synchronization
 
 /// The files of a directory whose names match a glob, read whole, in name order.
 public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
@@ -73,4 +73,3 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
         position = files.firstIndex { $0 > last } ?? files.count
     }
 }
-

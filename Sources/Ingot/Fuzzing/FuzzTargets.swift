@@ -24,37 +24,38 @@ public enum FuzzTargets {
 
     /// A model that reaches every mapping path: every attribute type and date format, key paths,
     /// to-one and to-many relationships, nested and bare, a composite identity, coercion.
-    static let pageModel: PipelineConfig? = try? PipelineConfig.parse(text: """
-        version: 1
-        name: fuzz
-        records: results
-        root: person
-        entities:
-          person:
-            identity: id
-            attributes:
-              id: integer
-              name: string
-              score: {type: double, coerce: true}
-              active: {type: bool, coerce: true}
-              n: {type: integer, key: a.b.n, coerce: true}
-              day: {type: date, format: "yyyy-MM-dd"}
-              at: {type: date, format: iso8601, timezone: Europe/Paris}
-              unix: {type: date, format: unix, coerce: true}
-              ms: {type: date, format: unix_ms}
-              local: {type: date, format: "dd/MM/yyyy HH:mm:ss.SSS", timezone: America/New_York}
-              meta: json
-            relationships:
-              dogs: {to: dog, many: true}
-              best: {to: dog, key: best_friend, missing: reject}
-              visits: {to: place, many: true, ordered: true, missing: ignore}
-          dog:
-            identity: id
-            attributes: {id: integer, name: string}
-          place:
-            identity: [country, code]
-            attributes: {country: string, code: integer}
-        """, path: "fuzz.yml")
+    static let pageModel: PipelineConfig? = try? PipelineConfig.parse(
+        text: """
+            version: 1
+            name: fuzz
+            records: results
+            root: person
+            entities:
+              person:
+                identity: id
+                attributes:
+                  id: integer
+                  name: string
+                  score: {type: double, coerce: true}
+                  active: {type: bool, coerce: true}
+                  n: {type: integer, key: a.b.n, coerce: true}
+                  day: {type: date, format: "yyyy-MM-dd"}
+                  at: {type: date, format: iso8601, timezone: Europe/Paris}
+                  unix: {type: date, format: unix, coerce: true}
+                  ms: {type: date, format: unix_ms}
+                  local: {type: date, format: "dd/MM/yyyy HH:mm:ss.SSS", timezone: America/New_York}
+                  meta: json
+                relationships:
+                  dogs: {to: dog, many: true}
+                  best: {to: dog, key: best_friend, missing: reject}
+                  visits: {to: place, many: true, ordered: true, missing: ignore}
+              dog:
+                identity: id
+                attributes: {id: integer, name: string}
+              place:
+                identity: [country, code]
+                attributes: {country: string, code: integer}
+            """, path: "fuzz.yml")
 
     private static let pagePlan: MappingPlan? = pageModel.map {
         MappingPlan(model: $0.model, root: $0.root, recordsPath: $0.recordsPath, incrementalPath: ["name"])

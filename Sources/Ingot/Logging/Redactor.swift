@@ -32,7 +32,8 @@ struct Redactor: Sendable {
     func scrub(_ text: String) -> String {
         var out = text
         for secret in secrets where out.contains(secret) {
-            out = secret.utf8.count >= Redactor.anywhereLength
+            out =
+                secret.utf8.count >= Redactor.anywhereLength
                 ? out.replacingOccurrences(of: secret, with: "REDACTED") : Redactor.replacingTokens(secret, in: out)
         }
         return out
@@ -42,7 +43,10 @@ struct Redactor: Sendable {
     private static func replacingTokens(_ secret: String, in text: String) -> String {
         let hay = Array(text.utf8)
         let needle = Array(secret.utf8)
-        func isWord(_ c: UInt8) -> Bool { c >= 0x80 || (c | 0x20 >= UInt8(ascii: "a") && c | 0x20 <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) }
+        func isWord(_ c: UInt8) -> Bool {
+            c >= 0x80 || (c | 0x20 >= UInt8(ascii: "a") && c | 0x20 <= UInt8(ascii: "z"))
+                || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+        }
         var out: [UInt8] = []
         out.reserveCapacity(hay.count)
         var k = 0

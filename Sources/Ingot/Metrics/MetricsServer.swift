@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Serves a run's metrics over HTTP while the run lasts (`--metrics-port`): `GET /metrics` (the
@@ -157,7 +157,8 @@ public final class MetricsServer: Sendable {
             default: (status, type, body) = ("404 Not Found", "text/plain", Array("not found\n".utf8))
             }
         }
-        var response = Array("HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
+        var response = Array(
+            "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
         if parts.first != "HEAD" { response += body }
         return response
     }

@@ -85,7 +85,9 @@ public final class RunMetrics: FetchObserver, Sendable {
     public func update(_ snapshot: Snapshot) -> String? {
         let c = snapshot.counters
         for (entity, counts) in c.entities {
-            for (outcome, value) in [("inserted", counts.inserted), ("updated", counts.updated), ("stubs", counts.stubs), ("rejected", counts.rejected)] {
+            for (outcome, value) in [
+                ("inserted", counts.inserted), ("updated", counts.updated), ("stubs", counts.stubs), ("rejected", counts.rejected),
+            ] {
                 sync("ingot_records_total", [("entity", entity), ("outcome", outcome)], value)
             }
         }
@@ -159,7 +161,9 @@ public final class RunMetrics: FetchObserver, Sendable {
         var template = Array((fileURL.deletingLastPathComponent().path + "/.\(fileURL.lastPathComponent).XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
         let temporary = String(cString: template)
-        guard fd >= 0 else { return "cannot write \(fileURL.path): cannot create a temporary file beside it: \(String(cString: strerror(errno)))" }
+        guard fd >= 0 else {
+            return "cannot write \(fileURL.path): cannot create a temporary file beside it: \(String(cString: strerror(errno)))"
+        }
         let bytes = exposition()
         var written = 0
         let ok = bytes.withUnsafeBytes { raw -> Bool in

@@ -51,11 +51,12 @@ public struct EntityLayout: Sendable, Equatable {
                 let target = model.entities[t]
                 if relationship.isToMany {
                     let selfReference = t == index
-                    toMany.append(ToMany(
-                        relationship: r, target: t, joinTable: "\(entity.table)_\(relationship.name)",
-                        sourceColumns: entity.joinColumns(),
-                        targetColumns: target.joinColumns(prefix: selfReference ? relationship.name : nil),
-                        isOrdered: relationship.isOrdered))
+                    toMany.append(
+                        ToMany(
+                            relationship: r, target: t, joinTable: "\(entity.table)_\(relationship.name)",
+                            sourceColumns: entity.joinColumns(),
+                            targetColumns: target.joinColumns(prefix: selfReference ? relationship.name : nil),
+                            isOrdered: relationship.isOrdered))
                 } else {
                     let start = columns.count
                     for (k, name) in relationship.foreignKeyColumns(target: target).enumerated() {

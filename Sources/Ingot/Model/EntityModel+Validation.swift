@@ -37,7 +37,10 @@ extension EntityModel {
                 add(location, "\(owner) is named '\(name)', a reserved name")
             }
             if let limit = Self.nameLimit(of: location), name.utf8.count > limit {
-                add(location, "\(owner) is named '\(name)' (\(name.utf8.count) bytes): PostgreSQL cuts names at 63 bytes and Ingot's own names for it add up to \(63 - limit), so it may have at most \(limit)")
+                add(
+                    location,
+                    "\(owner) is named '\(name)' (\(name.utf8.count) bytes): PostgreSQL cuts names at 63 bytes and Ingot's own names for it add up to \(63 - limit), so it may have at most \(limit)"
+                )
             }
         }
 
@@ -48,7 +51,10 @@ extension EntityModel {
             if !Self.isSQLIdentifier(entity.table) {
                 add(.table(entity: e), "table name '\(entity.table)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
             } else if let reserved = Self.reservedPrefix(of: entity.table) {
-                add(.table(entity: e), "table name '\(entity.table)' is reserved: names starting with \(reserved) (in any case) belong to \(reserved == "sqlite_" ? "SQLite" : "Ingot")")
+                add(
+                    .table(entity: e),
+                    "table name '\(entity.table)' is reserved: names starting with \(reserved) (in any case) belong to \(reserved == "sqlite_" ? "SQLite" : "Ingot")"
+                )
             } else if Self.reservedTables.contains(entity.table.lowercased()) {
                 add(.table(entity: e), "table name '\(entity.table)' is reserved: Ingot keeps its SQLite migrations there")
             }
@@ -58,7 +64,8 @@ extension EntityModel {
             var columns: Set<String> = []
             for attribute in entity.attributes {
                 if !Self.isSQLIdentifier(attribute.name) {
-                    add(.attribute(entity: e, name: attribute.name),
+                    add(
+                        .attribute(entity: e, name: attribute.name),
                         "attribute name '\(attribute.name)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
                 }
                 if !columns.insert(attribute.name.lowercased()).inserted {
@@ -67,7 +74,9 @@ extension EntityModel {
                 if let why = Self.reservedColumn(attribute.name) {
                     add(.attribute(entity: e, name: attribute.name), "attribute name '\(attribute.name)' is reserved: \(why)")
                 } else if attribute.name.utf8.count > 63 {
-                    add(.attribute(entity: e, name: attribute.name), "attribute name '\(attribute.name)' is \(attribute.name.utf8.count) bytes: PostgreSQL cuts names at 63")
+                    add(
+                        .attribute(entity: e, name: attribute.name),
+                        "attribute name '\(attribute.name)' is \(attribute.name.utf8.count) bytes: PostgreSQL cuts names at 63")
                 }
                 if attribute.key.isEmpty || attribute.key.components(separatedBy: entity.keyDelimiter).contains("") {
                     add(.attribute(entity: e, name: attribute.name), "key '\(attribute.key)' has an empty path component")
@@ -77,7 +86,10 @@ extension EntityModel {
                 count + max(1, entities.first { $0.name == relationship.target }?.identity.count ?? 1)
             }
             if entity.attributes.count + keyColumns > ColumnMask.capacity {
-                add(.entity(e), "entity '\(e)' has \(entity.attributes.count + keyColumns) columns (attributes and to-one keys); at most \(ColumnMask.capacity) are supported")
+                add(
+                    .entity(e),
+                    "entity '\(e)' has \(entity.attributes.count + keyColumns) columns (attributes and to-one keys); at most \(ColumnMask.capacity) are supported"
+                )
             }
             for name in entity.identity where entity.attribute(named: name) == nil {
                 add(.identity(entity: e), "identity '\(name)' names no attribute of entity '\(e)'")
@@ -107,7 +119,8 @@ extension EntityModel {
                     if entity.identity.isEmpty {
                         add(location, "to-many relationship '\(relationship.name)' needs an identity on entity '\(e)' for its join table")
                     }
-                    let joinColumns = entity.joinColumns() + target.joinColumns(prefix: relationship.target == entity.name ? relationship.name : nil)
+                    let joinColumns =
+                        entity.joinColumns() + target.joinColumns(prefix: relationship.target == entity.name ? relationship.name : nil)
                         + (relationship.isOrdered ? ["position"] : [])
                     var seenJoin: Set<String> = []
                     for column in joinColumns where !seenJoin.insert(column.lowercased()).inserted {
@@ -115,9 +128,15 @@ extension EntityModel {
                     }
                     for column in joinColumns {
                         if let why = Self.reservedColumn(column) {
-                            add(location, "the join table of relationship '\(relationship.name)' would have the column '\(column)', a reserved name: \(why)")
+                            add(
+                                location,
+                                "the join table of relationship '\(relationship.name)' would have the column '\(column)', a reserved name: \(why)"
+                            )
                         } else if column.utf8.count > 63 {
-                            add(location, "the join table of relationship '\(relationship.name)' would have the column '\(column)' (\(column.utf8.count) bytes): PostgreSQL cuts names at 63")
+                            add(
+                                location,
+                                "the join table of relationship '\(relationship.name)' would have the column '\(column)' (\(column.utf8.count) bytes): PostgreSQL cuts names at 63"
+                            )
                         }
                     }
                 } else {
@@ -128,7 +147,10 @@ extension EntityModel {
                         } else if let why = Self.reservedColumn(column) {
                             add(location, "column '\(column)' of relationship '\(relationship.name)' is a reserved name: \(why)")
                         } else if column.utf8.count > 63 {
-                            add(location, "column '\(column)' of relationship '\(relationship.name)' is \(column.utf8.count) bytes: PostgreSQL cuts names at 63")
+                            add(
+                                location,
+                                "column '\(column)' of relationship '\(relationship.name)' is \(column.utf8.count) bytes: PostgreSQL cuts names at 63"
+                            )
                         }
                     }
                 }
@@ -149,9 +171,11 @@ extension EntityModel {
                 names.append(("the identity index of entity '\(entity.name)'", entity.table + "_identity", .identity(entity: entity.name)))
             }
             for relationship in entity.relationships where relationship.isToMany {
-                names.append((
-                    "the join table of '\(entity.name).\(relationship.name)'", "\(entity.table)_\(relationship.name)",
-                    .relationship(entity: entity.name, name: relationship.name)))
+                names.append(
+                    (
+                        "the join table of '\(entity.name).\(relationship.name)'", "\(entity.table)_\(relationship.name)",
+                        .relationship(entity: entity.name, name: relationship.name)
+                    ))
             }
         }
         return names

@@ -27,7 +27,9 @@ final class SchemaProbe {
         var nameOfKey: [String: String] = [:]
         if labels.count == keys.count {
             for (key, label) in zip(keys, labels) { nameOfKey[key] = snakeCase(label.hasPrefix("_") ? String(label.dropFirst()) : label) }
-            for k in entity.attributes.indices { entity.attributes[k].name = nameOfKey[entity.attributes[k].key] ?? entity.attributes[k].name }
+            for k in entity.attributes.indices {
+                entity.attributes[k].name = nameOfKey[entity.attributes[k].key] ?? entity.attributes[k].name
+            }
             for k in entity.relationships.indices {
                 entity.relationships[k].name = nameOfKey[entity.relationships[k].key] ?? entity.relationships[k].name
             }
@@ -51,8 +53,9 @@ final class SchemaProbe {
         } else if let many = type as? any ToManyEntities.Type {
             try probe(many.elementType)
             e = entities[entity] ?? e
-            e.relationships.append(Relationship(
-                name: name, target: many.elementType.entityName, isToMany: true, isOrdered: many.isOrdered, key: key.stringValue))
+            e.relationships.append(
+                Relationship(
+                    name: name, target: many.elementType.entityName, isToMany: true, isOrdered: many.isOrdered, key: key.stringValue))
         } else {
             e.attributes.append(Attribute(name: name, type: SchemaProbe.attributeType(type), key: key.stringValue))
         }
@@ -125,7 +128,8 @@ private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codin
     do {
         return try T(from: ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath))
     } catch {
-        throw SchemaProbe.Unsupported(description: "cannot derive a model from \(T.self) at \(codingPath.map(\.stringValue).joined(separator: ".")): \(error)")
+        throw SchemaProbe.Unsupported(
+            description: "cannot derive a model from \(T.self) at \(codingPath.map(\.stringValue).joined(separator: ".")): \(error)")
     }
 }
 

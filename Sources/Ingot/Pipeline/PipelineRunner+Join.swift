@@ -51,13 +51,16 @@ extension PipelineRunner {
         let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
         var archivePath: String?
         var archiveWriter: ArchiveWriter?
-        let archive: ((Int, String, [UInt8]) throws -> Void)? = options.archiveDirectory == nil ? nil : { [self] seq, source, bytes in
-            if archiveWriter == nil {
-                archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
-                archivePath = archiveWriter?.path
+        let archive: ((Int, String, [UInt8]) throws -> Void)? =
+            options.archiveDirectory == nil
+            ? nil
+            : { [self] seq, source, bytes in
+                if archiveWriter == nil {
+                    archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
+                    archivePath = archiveWriter?.path
+                }
+                try archiveWriter?.append(bytes, seq: seq, source: source)
             }
-            try archiveWriter?.append(bytes, seq: seq, source: source)
-        }
         let end = try part.store.endJoinedJob(
             part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity,
             maxPageBytes: maxPageBytes, archive: archive)

@@ -40,11 +40,14 @@ extension PipelineRunner {
                         flow.counts.withLock { $0.decoded += 1 }
                         if logger.logLevel <= .debug {
                             let elapsed = clock.now - started
-                            logger.debug("page.decoded", metadata: [
-                                LogKey.seq: .int(page.seq), LogKey.source: "\(page.source)", LogKey.bytes: .int(page.bytes.count),
-                                LogKey.records: .int(records),
-                                "decode_ms": .seconds(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15),
-                            ])
+                            logger.debug(
+                                "page.decoded",
+                                metadata: [
+                                    LogKey.seq: .int(page.seq), LogKey.source: "\(page.source)", LogKey.bytes: .int(page.bytes.count),
+                                    LogKey.records: .int(records),
+                                    "decode_ms": .seconds(
+                                        Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15),
+                                ])
                         }
                     }
                     var decoded = part
@@ -148,7 +151,8 @@ extension PipelineRunner {
     static func rejectedPage(_ page: Page, limit: Int, entity: String) -> DecodedPage {
         let size = max(page.oversized ?? 0, page.bytes.count)
         let seen = page.oversized.map { "\(max($0, limit + 1))" } ?? "\(size)"
-        let reason = page.unreadable
+        let reason =
+            page.unreadable
             ?? "the page is \(seen) bytes, over max_page_bytes (\(limit)); it was not archived"
         let rejection = RecordRejection(
             entity: entity, codingPath: "", reason: reason, source: page.source, recordIndex: nil,

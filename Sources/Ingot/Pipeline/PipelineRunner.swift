@@ -177,9 +177,12 @@ public final class PipelineRunner: Sendable {
                 lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
                 store = try location.open(model: config.model, options: options)
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
-                return failedToStart(RunLockError(
-                    path: options.databasePath, holder: nil, isHeld: true,
-                    message: "another program holds a lock on the database (a sqlite3 shell inside a transaction, a backup?); gave up after \(options.lockTimeout) s (--lock-timeout): \(error.message ?? "database is locked")"))
+                return failedToStart(
+                    RunLockError(
+                        path: options.databasePath, holder: nil, isHeld: true,
+                        message:
+                            "another program holds a lock on the database (a sqlite3 shell inside a transaction, a backup?); gave up after \(options.lockTimeout) s (--lock-timeout): \(error.message ?? "database is locked")"
+                    ))
             } catch {
                 return failedToStart(error)
             }
@@ -221,7 +224,9 @@ public final class PipelineRunner: Sendable {
             logger[metadataKey: "job"] = "\(joined.run.job)"
             logger.info(joined.run.created ? "join.created" : "join.joined", metadata: ["join": "\(joined.run.name)"])
             if let reason = joined.run.revived {
-                logger.warning("join.revived", metadata: ["join": "\(joined.run.name)", LogKey.reason: "the run had failed (\(reason)); this job takes it up again"])
+                logger.warning(
+                    "join.revived",
+                    metadata: ["join": "\(joined.run.name)", LogKey.reason: "the run had failed (\(reason)); this job takes it up again"])
             }
             if joined.run.alreadyFinished {
                 // A job restarted after the run ended (or started late): nothing is left to do.
@@ -229,7 +234,8 @@ public final class PipelineRunner: Sendable {
                 try? store.close()
                 logger.notice("join.finished", metadata: [LogKey.reason: "the run was finished before this job joined it"])
                 let s = RunSummary(
-                    runID: runID, pipeline: config.name, status: .finished, counters: RunCounters(), duration: Date().timeIntervalSince(started))
+                    runID: runID, pipeline: config.name, status: .finished, counters: RunCounters(),
+                    duration: Date().timeIntervalSince(started))
                 PipelineRunner.logSummary(s, logger)
                 return s
             }
@@ -263,9 +269,11 @@ public final class PipelineRunner: Sendable {
             archive = joined == nil ? try makeArchive(runID: runID, started: started) : nil
             if let resumed {
                 try store.reopenRun(id: resumed.runID, archive: archive?.path)
-                logger.info("run.resumed", metadata: [
-                    LogKey.seq: .int(resumed.lastSeq), "resume_state": "\(resumed.resumeState ?? "start")",
-                ])
+                logger.info(
+                    "run.resumed",
+                    metadata: [
+                        LogKey.seq: .int(resumed.lastSeq), "resume_state": "\(resumed.resumeState ?? "start")",
+                    ])
             } else if joined == nil {
                 try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
             }
@@ -415,13 +423,15 @@ public final class PipelineRunner: Sendable {
             guard logs else { return }
             let elapsed = Date().timeIntervalSince(started)
             let (read, decoded) = flow.counts.withLock { ($0.read, $0.decoded) }
-            logger.info("run.progress", metadata: [
-                "pages_read": .int(read), "pages_decoded": .int(decoded),
-                LogKey.pages: .int(c.pages), LogKey.records: .int(c.records),
-                LogKey.recordsPerSecond: .int(Int(Double(c.records) / max(elapsed, 0.001))),
-                LogKey.rejectedRecords: .int(c.rejectedRecords), LogKey.rejectedPages: .int(c.rejectedPages),
-                LogKey.elapsed: .seconds(elapsed),
-            ])
+            logger.info(
+                "run.progress",
+                metadata: [
+                    "pages_read": .int(read), "pages_decoded": .int(decoded),
+                    LogKey.pages: .int(c.pages), LogKey.records: .int(c.records),
+                    LogKey.recordsPerSecond: .int(Int(Double(c.records) / max(elapsed, 0.001))),
+                    LogKey.rejectedRecords: .int(c.rejectedRecords), LogKey.rejectedPages: .int(c.rejectedPages),
+                    LogKey.elapsed: .seconds(elapsed),
+                ])
         }
         timer.resume()
         return (timer, queue)
@@ -472,7 +482,6 @@ public final class PipelineRunner: Sendable {
         return f.string(from: date) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
     }
 }
-
 
 /// Pages read by the source and decoded by the lanes so far, for progress lines (committed
 /// pages are in the run's counters).

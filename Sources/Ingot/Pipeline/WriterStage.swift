@@ -182,9 +182,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             switch replace {
             case .deleteUntouched where failure == nil: deleteUntouched()
             case .skipAfterResume:
-                logger.warning("replace.skipped", metadata: [
-                    LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"
-                ])
+                logger.warning(
+                    "replace.skipped",
+                    metadata: [
+                        LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"
+                    ])
             default: break
             }
         case .interrupted:
@@ -319,10 +321,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private func saveRefusing(
         _ batch: PreparedBatch, refusal: any Error, progress: (BatchOutcome) -> RunProgress
     ) throws -> BatchOutcome {
-        logger.warning("batch.refused", metadata: [
-            LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
-            LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
-        ])
+        logger.warning(
+            "batch.refused",
+            metadata: [
+                LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
+                LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
+            ])
         try store.rollback()
         refusedInTransaction = true
         let redo = openWrites
@@ -415,10 +419,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             metrics?.recordCommit(elapsed)
             if logger.logLevel <= .debug {
                 let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
-                logger.debug("batch.committed", metadata: [
-                    LogKey.records: .int(saved.records - counters.records), LogKey.pages: .int(saved.pages - counters.pages),
-                    "commit_ms": .seconds(ms),
-                ])
+                logger.debug(
+                    "batch.committed",
+                    metadata: [
+                        LogKey.records: .int(saved.records - counters.records), LogKey.pages: .int(saved.pages - counters.pages),
+                        "commit_ms": .seconds(ms),
+                    ])
             }
             counters = saved
             committed.store(lastSaved, ordering: .releasing)
@@ -433,9 +439,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// of the source (no rejected page or record).
     private func deleteUntouched() {
         guard saved.rejectedPages == 0 && saved.rejectedRecords == 0 else {
-            logger.warning("replace.skipped", metadata: [
-                LogKey.reason: "the run rejected \(saved.rejectedPages) pages and \(saved.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
-            ])
+            logger.warning(
+                "replace.skipped",
+                metadata: [
+                    LogKey.reason:
+                        "the run rejected \(saved.rejectedPages) pages and \(saved.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+                ])
             return
         }
         do {
@@ -455,7 +464,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             rejectRowsTruncated = true
             var metadata: Logger.Metadata = [
                 "max_reject_rows": .int(maxRejectRows),
-                LogKey.reason: "further rejections are counted per reason and entity, not stored in _ingot_rejects; the archive holds every page",
+                LogKey.reason:
+                    "further rejections are counted per reason and entity, not stored in _ingot_rejects; the archive holds every page",
             ]
             if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
             logger.warning("rejects.truncated", metadata: metadata)
@@ -481,9 +491,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 logger.warning("page.rejected", metadata: metadata)
             }
             if loggedRejections == loggedRejectionLimit {
-                logger.warning("record.rejected.more", metadata: [
-                    LogKey.reason: "further rejections are counted and stored in _ingot_rejects (up to --max-reject-rows), not logged"
-                ])
+                logger.warning(
+                    "record.rejected.more",
+                    metadata: [
+                        LogKey.reason: "further rejections are counted and stored in _ingot_rejects (up to --max-reject-rows), not logged"
+                    ])
             }
         }
     }

@@ -111,12 +111,13 @@ struct BatchResolver: Sendable {
                 for r in record.rows { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
                 if !record.references.isEmpty {
                     if let missing = record.references.first(where: { $0.policy == .reject && !known[$0.target].contains($0.identity) }) {
-                        rejections.append(RecordRejection(
-                            entity: model.entities[page.rows[record.rows.lowerBound].entity].name,
-                            codingPath: missing.codingPath ?? "",
-                            reason: "no '\(model.entities[missing.target].name)' with identity \(missing.identity)",
-                            source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
-                            code: .missingReference))
+                        rejections.append(
+                            RecordRejection(
+                                entity: model.entities[page.rows[record.rows.lowerBound].entity].name,
+                                codingPath: missing.codingPath ?? "",
+                                reason: "no '\(model.entities[missing.target].name)' with identity \(missing.identity)",
+                                source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
+                                code: .missingReference))
                         continue
                     }
                     var dropped: [(row: Int, index: Int, position: Int)] = []

@@ -114,7 +114,9 @@ struct BatchOutcome: Sendable {
     mutating func add(_ other: BatchOutcome) {
         inserted += other.inserted
         updated += other.updated
-        if entities.count < other.entities.count { entities += Array(repeating: EntityCounts(), count: other.entities.count - entities.count) }
+        if entities.count < other.entities.count {
+            entities += Array(repeating: EntityCounts(), count: other.entities.count - entities.count)
+        }
         for (k, counts) in other.entities.enumerated() { entities[k] = entities[k] + counts }
         rejections += other.rejections
     }

@@ -221,7 +221,8 @@ struct BatchWriter {
             sql = "INSERT INTO \(table) (\(first)) VALUES \(Array(repeating: "(NULL)", count: count).joined(separator: ", "))"
         case .insert(let count):
             let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-            sql = "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
+            sql =
+                "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
         case .update:
             // By rowid: the lookup found it, so the identity index is not searched again.
             sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE rowid = ?"
@@ -237,7 +238,8 @@ struct BatchWriter {
             var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(Store.quote)
             if toMany.isOrdered { linkColumns.append("\"position\"") }
             let tuple = "(" + Array(repeating: "?", count: linkColumns.count).joined(separator: ", ") + ")"
-            sql = "INSERT OR IGNORE INTO \(Store.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
+            sql =
+                "INSERT OR IGNORE INTO \(Store.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
         }
         guard let connection = store.connection else { throw StoreError.schema("the store is closed") }
         let statement = try RawStatement(connection: connection, sql: sql)

@@ -102,10 +102,12 @@ final class IdentityLookup {
         let sql: String
         if columns.count == 1 {
             // json_each drives, the identity index is probed once per key, in the order given.
-            sql = "SELECT \(table).rowid, \(table).\(columns[0]) FROM json_each(?) AS j CROSS JOIN \(table) ON \(table).\(columns[0]) = j.value"
+            sql =
+                "SELECT \(table).rowid, \(table).\(columns[0]) FROM json_each(?) AS j CROSS JOIN \(table) ON \(table).\(columns[0]) = j.value"
         } else {
             let on = columns.enumerated().map { "\(table).\($1) = json_extract(j.value, '$[\($0)]')" }
-            sql = "SELECT \(table).rowid, \(columns.map { "\(table).\($0)" }.joined(separator: ", ")) FROM json_each(?) AS j JOIN \(table) ON \(on.joined(separator: " AND "))"
+            sql =
+                "SELECT \(table).rowid, \(columns.map { "\(table).\($0)" }.joined(separator: ", ")) FROM json_each(?) AS j JOIN \(table) ON \(on.joined(separator: " AND "))"
         }
         let statement = try RawStatement(connection: connection, sql: sql)
         statements[entity] = statement

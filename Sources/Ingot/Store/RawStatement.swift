@@ -69,11 +69,13 @@ final class RawStatement {
             s.withUTF8 { utf8 in
                 let used = arena.pointee.used
                 if utf8.count <= RawStatement.arenaCapacity - used {
-                    let base = arena.pointee.base ?? {
-                        let base = UnsafeMutablePointer<UInt8>.allocate(capacity: RawStatement.arenaCapacity)
-                        arena.pointee.base = base
-                        return base
-                    }()
+                    let base =
+                        arena.pointee.base
+                        ?? {
+                            let base = UnsafeMutablePointer<UInt8>.allocate(capacity: RawStatement.arenaCapacity)
+                            arena.pointee.base = base
+                            return base
+                        }()
                     let start = base + used
                     if let source = utf8.baseAddress { start.update(from: source, count: utf8.count) }
                     arena.pointee.used = used + utf8.count

@@ -20,7 +20,8 @@ extension Store {
         )
         for item in progress.kept {
             let upsert = try statement(
-                "INSERT INTO _ingot_state (pipeline, key, value) VALUES (?, ?, ?) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value")
+                "INSERT INTO _ingot_state (pipeline, key, value) VALUES (?, ?, ?) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value"
+            )
             upsert.bind(.text(item.pipeline), at: 1)
             upsert.bind(.text(item.key), at: 2)
             upsert.bind(.text(item.value), at: 3)
@@ -28,7 +29,8 @@ extension Store {
         }
         if !rejections.isEmpty {
             let insert = try statement(
-                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                "INSERT INTO _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            )
             for r in rejections {
                 insert.bind(.text(runID), at: 1)
                 insert.bind(.text(r.entity), at: 2)
@@ -44,7 +46,8 @@ extension Store {
                 try insert.execute()
             }
         }
-        let update = try statement("""
+        let update = try statement(
+            """
             UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
               last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state), entity_counts = ?,
               reject_counts = ? WHERE run_id = ?
@@ -66,11 +69,14 @@ extension Store {
     /// The most recent run of `pipeline`, when it did not finish: what `--resume` continues.
     public func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
         try dbQueue.read { db in
-            guard let row = try Row.fetchOne(db, sql: """
-                SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at,
-                  entity_counts, reject_counts
-                FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1
-                """, arguments: [pipeline]), row["status"] as String? != "finished"
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at,
+                          entity_counts, reject_counts
+                        FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1
+                        """, arguments: [pipeline]), row["status"] as String? != "finished"
             else { return nil }
             var counters = RunCounters()
             counters.pages = row["pages"]
@@ -131,9 +137,10 @@ extension Store {
     /// besides its identity: how many of its rows hold nothing but their identity — stubs no
     /// record has filled yet. One count per such entity (a scan of its table).
     public func unfilledStubs() throws -> [Int: Int] {
-        let stubbed = Set(model.entities.flatMap { entity in
-            entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
-        })
+        let stubbed = Set(
+            model.entities.flatMap { entity in
+                entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
+            })
         var result: [Int: Int] = [:]
         try dbQueue.read { db in
             for entity in stubbed.sorted() {
@@ -170,7 +177,8 @@ extension Store {
             // The identities kept, into a temporary table, 50,000 a statement through json_each.
             try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_touched")
             try db.execute(sql: "CREATE TEMP TABLE _ingot_touched (\(identityList), PRIMARY KEY (\(identityList)))")
-            let fill = identity.count == 1
+            let fill =
+                identity.count == 1
                 ? "INSERT OR IGNORE INTO temp._ingot_touched SELECT value FROM json_each(?)"
                 : "INSERT OR IGNORE INTO temp._ingot_touched SELECT \(identity.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")) FROM json_each(?)"
             let keys = Array(keeping)
@@ -178,12 +186,14 @@ extension Store {
                 try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(keys[start..<min(start + 50_000, keys.count)])])
             }
             try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
-            try db.execute(sql: """
-                CREATE TEMP TABLE _ingot_deleted AS SELECT \(identityList) FROM \(table)
-                WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TEMP TABLE _ingot_deleted AS SELECT \(identityList) FROM \(table)
+                    WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))
+                    """)
             let gone = "(SELECT \(identityList) FROM temp._ingot_deleted)"
-            try db.execute(sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
+            try db.execute(
+                sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
             deleted = db.changesCount
             for other in layouts {
                 let otherTable = Store.quote(other.table)
@@ -216,4 +226,3 @@ extension Store {
         return formatter.string(from: date)
     }
 }
-

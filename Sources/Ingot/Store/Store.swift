@@ -1,7 +1,7 @@
+import CSQLiteTuning
 import Foundation
 import GRDB
 import GRDBSQLite
-import CSQLiteTuning
 
 /// The SQLite backend: owns the write connection to the database (a GRDB `DatabaseQueue` in WAL
 /// mode) and a read connection of committed rows, creates the schema from the model, and saves
@@ -69,7 +69,10 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
         config.prepareDatabase { db in
             // 16 KiB pages (for a new database; an existing one keeps its own): fewer, larger
             // pages to dirty and write per batch. Measured on people-200k: 3.7-3.9 s -> 3.4-3.5 s.
-            try db.execute(sql: "PRAGMA page_size = 16384; PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -\(cache * 1024)")
+            try db.execute(
+                sql:
+                    "PRAGMA page_size = 16384; PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -\(cache * 1024)"
+            )
             let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(max(1000, checkpointMiB * 1_048_576 / pageSize))")
             if let observer {
@@ -100,12 +103,14 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
             if let observer {
                 let context = Unmanaged.passRetained(TraceContext(observer))
                 traceContext = context
-                sqlite3_trace_v2(reader, UInt32(SQLITE_TRACE_STMT), { _, context, statement, _ in
-                    guard let context, let statement else { return 0 }
-                    let sql = sqlite3_sql(OpaquePointer(statement)).map { String(cString: $0) } ?? ""
-                    Unmanaged<TraceContext>.fromOpaque(context).takeUnretainedValue().observer(sql)
-                    return 0
-                }, context.toOpaque())
+                sqlite3_trace_v2(
+                    reader, UInt32(SQLITE_TRACE_STMT),
+                    { _, context, statement, _ in
+                        guard let context, let statement else { return 0 }
+                        let sql = sqlite3_sql(OpaquePointer(statement)).map { String(cString: $0) } ?? ""
+                        Unmanaged<TraceContext>.fromOpaque(context).takeUnretainedValue().observer(sql)
+                        return 0
+                    }, context.toOpaque())
             } else {
                 traceContext = nil
             }
@@ -151,51 +156,54 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE _ingot_runs (
-                  run_id TEXT PRIMARY KEY,
-                  pipeline TEXT NOT NULL,
-                  started_at TEXT NOT NULL,
-                  finished_at TEXT,
-                  status TEXT NOT NULL,
-                  pages INTEGER NOT NULL DEFAULT 0,
-                  records INTEGER NOT NULL DEFAULT 0,
-                  inserted INTEGER NOT NULL DEFAULT 0,
-                  updated INTEGER NOT NULL DEFAULT 0,
-                  deleted INTEGER NOT NULL DEFAULT 0,
-                  rejected_records INTEGER NOT NULL DEFAULT 0,
-                  rejected_pages INTEGER NOT NULL DEFAULT 0,
-                  last_seq INTEGER
-                );
-                CREATE TABLE _ingot_rejects (
-                  run_id TEXT NOT NULL,
-                  entity TEXT NOT NULL,
-                  coding_path TEXT NOT NULL,
-                  reason TEXT NOT NULL,
-                  source TEXT NOT NULL,
-                  record_index INTEGER,
-                  raw TEXT
-                );
-                CREATE INDEX _ingot_rejects_run ON _ingot_rejects(run_id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE _ingot_runs (
+                      run_id TEXT PRIMARY KEY,
+                      pipeline TEXT NOT NULL,
+                      started_at TEXT NOT NULL,
+                      finished_at TEXT,
+                      status TEXT NOT NULL,
+                      pages INTEGER NOT NULL DEFAULT 0,
+                      records INTEGER NOT NULL DEFAULT 0,
+                      inserted INTEGER NOT NULL DEFAULT 0,
+                      updated INTEGER NOT NULL DEFAULT 0,
+                      deleted INTEGER NOT NULL DEFAULT 0,
+                      rejected_records INTEGER NOT NULL DEFAULT 0,
+                      rejected_pages INTEGER NOT NULL DEFAULT 0,
+                      last_seq INTEGER
+                    );
+                    CREATE TABLE _ingot_rejects (
+                      run_id TEXT NOT NULL,
+                      entity TEXT NOT NULL,
+                      coding_path TEXT NOT NULL,
+                      reason TEXT NOT NULL,
+                      source TEXT NOT NULL,
+                      record_index INTEGER,
+                      raw TEXT
+                    );
+                    CREATE INDEX _ingot_rejects_run ON _ingot_rejects(run_id);
+                    """)
         }
         migrator.registerMigration("v2: rejects name their archive entry") { db in
-            try db.execute(sql: """
-                ALTER TABLE _ingot_rejects ADD COLUMN archive TEXT;
-                ALTER TABLE _ingot_rejects ADD COLUMN archive_entry INTEGER;
-                ALTER TABLE _ingot_runs ADD COLUMN archive TEXT;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE _ingot_rejects ADD COLUMN archive TEXT;
+                    ALTER TABLE _ingot_rejects ADD COLUMN archive_entry INTEGER;
+                    ALTER TABLE _ingot_runs ADD COLUMN archive TEXT;
+                    """)
         }
         migrator.registerMigration("v3: resume and incremental state") { db in
-            try db.execute(sql: """
-                ALTER TABLE _ingot_runs ADD COLUMN resume_state TEXT;
-                CREATE TABLE _ingot_state (
-                  pipeline TEXT NOT NULL,
-                  key TEXT NOT NULL,
-                  value TEXT,
-                  PRIMARY KEY (pipeline, key)
-                );
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE _ingot_runs ADD COLUMN resume_state TEXT;
+                    CREATE TABLE _ingot_state (
+                      pipeline TEXT NOT NULL,
+                      key TEXT NOT NULL,
+                      value TEXT,
+                      PRIMARY KEY (pipeline, key)
+                    );
+                    """)
         }
         migrator.registerMigration("v4: rejects keep a bounded prefix of their text, and its whole length") { db in
             try db.execute(sql: "ALTER TABLE _ingot_rejects ADD COLUMN raw_length INTEGER")
@@ -204,10 +212,11 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
             try db.execute(sql: "ALTER TABLE _ingot_runs ADD COLUMN entity_counts TEXT")
         }
         migrator.registerMigration("v6: rejects by reason") { db in
-            try db.execute(sql: """
-                ALTER TABLE _ingot_runs ADD COLUMN reject_counts TEXT;
-                ALTER TABLE _ingot_rejects ADD COLUMN reason_code TEXT;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE _ingot_runs ADD COLUMN reject_counts TEXT;
+                    ALTER TABLE _ingot_rejects ADD COLUMN reason_code TEXT;
+                    """)
         }
         return migrator
     }
@@ -215,7 +224,9 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
     /// What a run of `model` would do to the database at `path`, without writing anything (the
     /// file is opened read-only, and not created): the conflicts that would refuse the run, and
     /// the statements that would bring the schema up to the model.
-    public static func plan(model: EntityModel, databasePath path: String) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
+    public static func plan(model: EntityModel, databasePath path: String) throws -> (
+        exists: Bool, conflicts: [String], statements: [String]
+    ) {
         guard path != ":memory:", FileManager.default.fileExists(atPath: path) else {
             return (false, [], schema(of: model))
         }
@@ -249,10 +260,11 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
         definitions.append((.table(layout.table), "CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))"))
         if !identity.isEmpty {
             let index = layout.table + "_identity"
-            definitions.append((
-                .index(index),
-                "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))"
-            ))
+            definitions.append(
+                (
+                    .index(index),
+                    "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))"
+                ))
         }
         for toMany in layout.toMany {
             let source = model.entities[layout.entity].identityAttributes.map { Store.columnType($0.type) }
@@ -261,10 +273,11 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
             defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
             if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
             let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
-            definitions.append((
-                .table(toMany.joinTable),
-                "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID"
-            ))
+            definitions.append(
+                (
+                    .table(toMany.joinTable),
+                    "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID"
+                ))
         }
         return definitions
     }
@@ -278,7 +291,8 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
             if try db.tableExists(layout.table) {
                 let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
                 for column in layout.columns where !present.contains(column.name.lowercased()) {
-                    statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(Store.columnType(column.type))")
+                    statements.append(
+                        "ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(Store.columnType(column.type))")
                 }
             }
             for (object, sql) in definitions(layout, model: model) {
@@ -286,8 +300,10 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
                 switch object {
                 case .table(let name): exists = try db.tableExists(name)
                 case .index(let name):
-                    exists = try Bool.fetchOne(
-                        db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", arguments: [name]) ?? false
+                    exists =
+                        try Bool.fetchOne(
+                            db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", arguments: [name])
+                        ?? false
                 }
                 if !exists { statements.append(sql) }
             }
@@ -308,7 +324,8 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
             for column in layout.columns {
                 if let type = stored[column.name.lowercased()], normalized(type) != normalized(Store.columnType(column.type)) {
                     conflicts.append(
-                        "table '\(layout.table)', column '\(column.name)': stored as \(type.isEmpty ? "(no type)" : type), the pipeline wants \(Store.columnType(column.type))")
+                        "table '\(layout.table)', column '\(column.name)': stored as \(type.isEmpty ? "(no type)" : type), the pipeline wants \(Store.columnType(column.type))"
+                    )
                 }
             }
             let wanted = layout.identitySlots.map { layout.columns[$0].name.lowercased() }
@@ -316,8 +333,11 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
             let storedIdentity = index.map { $0.columns.map { $0.lowercased() } }
             if let storedIdentity, storedIdentity != wanted {
                 conflicts.append(
-                    "table '\(layout.table)': its identity is (\(storedIdentity.joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))")
-            } else if storedIdentity == nil, !wanted.isEmpty, try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quote(layout.table))") ?? 0 > 0 {
+                    "table '\(layout.table)': its identity is (\(storedIdentity.joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))"
+                )
+            } else if storedIdentity == nil, !wanted.isEmpty,
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quote(layout.table))") ?? 0 > 0
+            {
                 conflicts.append(
                     "table '\(layout.table)': it holds rows without an identity, the pipeline's is (\(wanted.joined(separator: ", ")))")
             }
@@ -327,7 +347,8 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
                 if toMany.isOrdered { expected.insert("position") }
                 if columns != expected {
                     conflicts.append(
-                        "join table '\(toMany.joinTable)': its columns are (\(columns.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))")
+                        "join table '\(toMany.joinTable)': its columns are (\(columns.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))"
+                    )
                 }
             }
         }

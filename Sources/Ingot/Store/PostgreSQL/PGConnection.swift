@@ -30,7 +30,9 @@ final class PGConnection {
             while let keyword = option.pointee.keyword {
                 if String(cString: keyword) == "port", let value = option.pointee.val {
                     let ports = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
-                    if let bad = ports.first(where: { !$0.isEmpty && !(Int($0).map { (1...65535).contains($0) } ?? false) }) { badPort = String(bad) }
+                    if let bad = ports.first(where: { !$0.isEmpty && !(Int($0).map { (1...65535).contains($0) } ?? false) }) {
+                        badPort = String(bad)
+                    }
                 }
                 option += 1
             }
@@ -41,12 +43,15 @@ final class PGConnection {
         } else {
             let reason = parseError.map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
             if let parseError { PQfreemem(parseError) }
-            throw StoreError.unsupported("--db \(Redactor.redactingDatabase(url)) is not a PostgreSQL URL libpq can read: \(redactor.scrub(reason))")
+            throw StoreError.unsupported(
+                "--db \(Redactor.redactingDatabase(url)) is not a PostgreSQL URL libpq can read: \(redactor.scrub(reason))")
         }
         // Defaults first, the URL last: what the URL sets wins. Connecting gives up after 10 s;
         // TCP keepalives and a user timeout find a dead server or network in about 30 s
         // instead of never (docs/stores.md, "Liveness").
-        let keywords = ["connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname"]
+        let keywords = [
+            "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname",
+        ]
         let values = ["10", "1", "10", "5", "3", "30000", url]
         let connected = PGConnection.withCStrings(keywords) { k in
             PGConnection.withCStrings(values) { v in
@@ -138,7 +143,9 @@ final class PGConnection {
     /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab
     /// separated, `\N` for NULL, escaped with ``PGConnection/appendCopyText(_:to:)``.
     func copy(_ sql: String, data: [UInt8]) throws(StoreError) {
-        guard let start = PQexec(handle, sql) else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
+        guard let start = PQexec(handle, sql) else {
+            throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql)
+        }
         let started = PQresultStatus(start)
         let startMessage = redactor.scrub(PGConnection.resultMessage(start))
         PQclear(start)
@@ -155,7 +162,9 @@ final class PGConnection {
             guard sent == 1 else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
             offset += count
         }
-        guard PQputCopyEnd(handle, nil) == 1 else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
+        guard PQputCopyEnd(handle, nil) == 1 else {
+            throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql)
+        }
         var failure: String?
         while let result = PQgetResult(handle) {
             if PQresultStatus(result) != PGRES_COMMAND_OK { failure = failure ?? redactor.scrub(PGConnection.resultMessage(result)) }

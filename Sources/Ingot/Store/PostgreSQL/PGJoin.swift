@@ -95,24 +95,29 @@ final class JoinedRun: Sendable {
         let connection = try PGConnection(url: url)
         try PGStore.applySchema(PGStore.joinSchema(of: model), on: connection)
         let job = JoinedRun.makeJobID()
-        let joined = try connection.transaction { () throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) in
-            let created = !(try connection.execute(
-                """
-                INSERT INTO _ingot_joins (name, run_id, pipeline, status, spec) VALUES ($1, $2, $3, 'running', $4)
-                ON CONFLICT (name) DO NOTHING RETURNING id
-                """,
-                [name, proposedRunID, pipeline, spec.json])).isEmpty
+        let joined = try connection.transaction {
+            () throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) in
+            let created =
+                !(try connection.execute(
+                    """
+                    INSERT INTO _ingot_joins (name, run_id, pipeline, status, spec) VALUES ($1, $2, $3, 'running', $4)
+                    ON CONFLICT (name) DO NOTHING RETURNING id
+                    """,
+                    [name, proposedRunID, pipeline, spec.json])).isEmpty
             if created {
                 try connection.execute(
                     "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
                     [proposedRunID, pipeline, Store.timestamp(startedAt), name])
             }
-            guard let row = try connection.execute(
-                "SELECT id, run_id, pipeline, status, spec, error FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]).first,
+            guard
+                let row = try connection.execute(
+                    "SELECT id, run_id, pipeline, status, spec, error FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]
+                ).first,
                 let id = row[0].flatMap({ Int64($0) }), let runID = row[1]
             else { throw StoreError.schema("the join '\(name)' vanished while joining it") }
             guard row[2] == pipeline else {
-                throw StoreError.conflict("the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(pipeline)': use another --join name")
+                throw StoreError.conflict(
+                    "the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(pipeline)': use another --join name")
             }
             if let stored = row[4].flatMap(JoinSpec.init(json:)), stored != spec {
                 throw StoreError.conflict(
@@ -267,7 +272,8 @@ final class JoinedRun: Sendable {
     /// Gives the fetcher's role back (this job stops), so that another job takes it at once.
     func releaseFetcherRole() {
         _ = try? control.withLock { connection in
-            try connection.execute("UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL WHERE name = $1 AND fetcher = $2", [name, job])
+            try connection.execute(
+                "UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL WHERE name = $1 AND fetcher = $2", [name, job])
         }
     }
 
@@ -425,7 +431,8 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
 
     private func pendingUnits(_ connection: PGConnection) throws -> Int {
         try connection.execute(
-            "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status = 'pending'", [run.name]).first?[0].flatMap { Int($0) } ?? 0
+            "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status = 'pending'", [run.name]
+        ).first?[0].flatMap { Int($0) } ?? 0
     }
 
     /// Reads the source from `state`, enqueuing pages from `first`; returns the end seq when the

@@ -27,7 +27,8 @@ enum JoinError: Error, Sendable, CustomStringConvertible {
 
     var description: String {
         switch self {
-        case .unitsLost(let seqs): "units \(seqs.map(String.init).joined(separator: ", ")) were taken over by other jobs after their leases ran out"
+        case .unitsLost(let seqs):
+            "units \(seqs.map(String.init).joined(separator: ", ")) were taken over by other jobs after their leases ran out"
         case .runFailed(let message): "the joined run failed: \(message)"
         }
     }
@@ -195,7 +196,8 @@ extension PGStore {
         let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
         var data: [UInt8] = []
         for row in rows {
-            PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, join, fallback: fallback))], to: &data)
+            PGStore.appendCopyRow(
+                row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, join, fallback: fallback))], to: &data)
         }
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
@@ -207,11 +209,14 @@ extension PGStore {
         do {
             // A column takes the staged value when the staged position is set and not older; the
             // positions merge slot by slot (the newest wins).
-            let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
-                let c = PGStore.quote(layout.columns[slot].name)
-                let k = slots.column(slot)
-                return "\(c) = CASE WHEN excluded.\(pos)[\(k)] >= coalesce(t.\(pos)[\(k)], 0) THEN excluded.\(c) ELSE t.\(c) END"
-            } + ["\(pos) = ARRAY[\((1...slots.count).map { "greatest(t.\(pos)[\($0)], excluded.\(pos)[\($0)])" }.joined(separator: ", "))]::bigint[]"]
+            let set =
+                layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
+                    let c = PGStore.quote(layout.columns[slot].name)
+                    let k = slots.column(slot)
+                    return "\(c) = CASE WHEN excluded.\(pos)[\(k)] >= coalesce(t.\(pos)[\(k)], 0) THEN excluded.\(c) ELSE t.\(c) END"
+                } + [
+                    "\(pos) = ARRAY[\((1...slots.count).map { "greatest(t.\(pos)[\($0)], excluded.\(pos)[\($0)])" }.joined(separator: ", "))]::bigint[]"
+                ]
             sql += " ON CONFLICT ON CONSTRAINT \(PGStore.quote(layout.table + "_identity")) DO UPDATE SET \(set.joined(separator: ", "))"
         }
         // The staged row gives something when any of its column and link slots is set.
@@ -330,8 +335,10 @@ extension PGStore {
                 "UPDATE _ingot_join_jobs SET status = $3, finished_at = now() WHERE name = $1 AND job = $2",
                 [join.name, join.job, status.rawValue])
             let row = try connection.execute("SELECT status, end_seq FROM _ingot_joins WHERE name = $1 FOR UPDATE", [join.name])
-            let open = try connection.execute(
-                "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status <> 'done'", [join.name]).first?[0] ?? "1"
+            let open =
+                try connection.execute(
+                    "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status <> 'done'", [join.name]
+                ).first?[0] ?? "1"
             if status == .finished, row.first?[0] == "running", row.first?[1] != nil, open == "0" {
                 var total = RunCounters()
                 for job in try connection.execute(
@@ -352,7 +359,9 @@ extension PGStore {
                     if total.rejectedPages == 0 && total.rejectedRecords == 0 {
                         total.deleted = try delete(
                             entity: entity,
-                            where: "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)")
+                            where:
+                                "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)"
+                        )
                     } else {
                         end.replaceSkipped =
                             "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
@@ -390,7 +399,9 @@ extension PGStore {
                 """, [join.name, String(after)])
             guard !rows.isEmpty else { return }
             for row in rows {
-                guard let seq = row[0].flatMap({ Int($0) }) else { throw StoreError.schema("unit after \(after) of join '\(join.name)' has no seq") }
+                guard let seq = row[0].flatMap({ Int($0) }) else {
+                    throw StoreError.schema("unit after \(after) of join '\(join.name)' has no seq")
+                }
                 after = seq
                 guard let length = row[3].flatMap({ Int($0) }), (0...maxPageBytes).contains(length),
                     let frame = row[2].flatMap(PGConnection.bytea(fromText:)),

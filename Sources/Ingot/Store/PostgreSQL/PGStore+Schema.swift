@@ -27,7 +27,8 @@ extension PGStore {
             tables.insert(table)
             columns.insert(table + "." + column)
         }
-        let indexes = Set(try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
+        let indexes = Set(
+            try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
         func name(_ word: Substring?) -> String { String(word ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"(")) }
         return schema.filter { sql in
             let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" })
@@ -67,16 +68,19 @@ extension PGStore {
                 "\(quote(column.name)) \(columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
             }
             if !identity.isEmpty {
-                definitions.append("CONSTRAINT \(quote(layout.table + "_identity")) UNIQUE (\(identity.map(quote).joined(separator: ", ")))")
+                definitions.append(
+                    "CONSTRAINT \(quote(layout.table + "_identity")) UNIQUE (\(identity.map(quote).joined(separator: ", ")))")
             }
             statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(definitions.joined(separator: ", ")))")
             for column in layout.columns {
-                statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
+                statements.append(
+                    "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
             }
             for toMany in layout.toMany {
                 let defs = joinColumns(toMany, owner: layout.entity, model: model).map { "\(quote($0.name)) \($0.type) NOT NULL" }
                 let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
-                statements.append("CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
+                statements.append(
+                    "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
             }
         }
         return statements
@@ -102,7 +106,8 @@ extension PGStore {
             columns[table, default: [:]][column] = type
         }
         var identities: [String: [String]] = [:]
-        for row in try connection.execute("""
+        for row in try connection.execute(
+            """
             SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc
             JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_schema = tc.table_schema
             WHERE tc.table_schema = current_schema() AND tc.constraint_type = 'UNIQUE' AND tc.constraint_name = tc.table_name || '_identity'
@@ -116,13 +121,16 @@ extension PGStore {
             guard let stored = columns[layout.table] else { continue }
             for column in layout.columns {
                 if let type = stored[column.name], type != reportedType(column.type) {
-                    conflicts.append("table '\(layout.table)', column '\(column.name)': stored as \(type), the pipeline wants \(columnType(column.type))")
+                    conflicts.append(
+                        "table '\(layout.table)', column '\(column.name)': stored as \(type), the pipeline wants \(columnType(column.type))"
+                    )
                 }
             }
             let wanted = layout.identitySlots.map { layout.columns[$0].name }
             if identities[layout.table] ?? [] != wanted {
                 conflicts.append(
-                    "table '\(layout.table)': its identity is (\((identities[layout.table] ?? []).joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))")
+                    "table '\(layout.table)': its identity is (\((identities[layout.table] ?? []).joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))"
+                )
             }
             for toMany in layout.toMany {
                 guard let join = columns[toMany.joinTable] else { continue }
@@ -130,7 +138,8 @@ extension PGStore {
                 if toMany.isOrdered { expected.insert("position") }
                 if Set(join.keys) != expected {
                     conflicts.append(
-                        "join table '\(toMany.joinTable)': its columns are (\(join.keys.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))")
+                        "join table '\(toMany.joinTable)': its columns are (\(join.keys.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))"
+                    )
                 }
             }
         }

@@ -83,7 +83,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         try lookup(entity, keys, on: reader)
     }
 
-    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef] {
+    private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef]
+    {
         let layout = layouts[entity]
         let keys = Array(keys)
         guard !keys.isEmpty, !layout.identitySlots.isEmpty else { return [:] }
@@ -94,7 +95,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let names = columns.indices.map { "k\($0)" }
         let unnest = columns.enumerated().map { "$\($0 + 1)::\(PGStore.columnType($1.type))[]" }.joined(separator: ", ")
         let on = zip(columns, names).map { "t.\(PGStore.quote($0.name)) = k.\($1)" }.joined(separator: " AND ")
-        let sql = "SELECT k.i FROM unnest(\(unnest)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(on)"
+        let sql =
+            "SELECT k.i FROM unnest(\(unnest)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(on)"
         var found: [IdentityKey: StoredRef] = [:]
         for row in try connection.execute(sql, arrays) {
             if let text = row[0], let i = Int(text), keys.indices.contains(i - 1) { found[keys[i - 1]] = StoredRef(raw: 1) }
@@ -175,10 +177,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             return "\(c) = CASE WHEN substr(s._present, \(slot + 1), 1) = '1' THEN s.\(c) ELSE t.\(c) END"
         }
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
-        let update = set.isEmpty || identity.isEmpty ? nil : { (stage: String) in
-            "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE "
-                + identity.map { "t.\($0) = s.\($0)" }.joined(separator: " AND ") + "; "
-        }
+        let update =
+            set.isEmpty || identity.isEmpty
+            ? nil
+            : { (stage: String) in
+                "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE "
+                    + identity.map { "t.\($0) = s.\($0)" }.joined(separator: " AND ") + "; "
+            }
         if !inserts.isEmpty {
             let stage = try staging("_ingot_new_\(layout.table)", stageColumns)
             try connection.copy("COPY \(stage) (\(all), \"_present\") FROM STDIN", data: inserts)
@@ -191,7 +196,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 // duplicate-key failure) but updated with this batch's present keys, as a row
                 // found by the lookup would be — the later commit wins, key by key.
                 let inserted = try connection.changes(
-                    "INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage) ON CONFLICT (\(identity.joined(separator: ", "))) DO NOTHING")
+                    "INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(stage) ON CONFLICT (\(identity.joined(separator: ", "))) DO NOTHING"
+                )
                 try connection.execute((inserted < insertCount ? update?(stage) ?? "" : "") + "TRUNCATE \(stage)")
             }
         }
@@ -228,7 +234,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         // A target given twice keeps its first position, as SQLite's INSERT OR IGNORE does.
         let order = toMany.isOrdered ? "\(key), \"position\"" : key
         try connection.execute(
-            "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING; TRUNCATE \(linkStage)")
+            "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING; TRUNCATE \(linkStage)"
+        )
     }
 
     /// The columns of a join table and their types: the owner's identity, the target's, and the
@@ -293,7 +300,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     func reopenRun(id: String, archive: String?) throws {
         try connection.execute(
-            "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2", [archive, id])
+            "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2",
+            [archive, id])
     }
 
     func recordProgress(_ p: RunProgress) throws {
@@ -420,9 +428,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     func unfilledStubs() throws -> [Int: Int] {
-        let stubbed = Set(model.entities.flatMap { entity in
-            entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
-        })
+        let stubbed = Set(
+            model.entities.flatMap { entity in
+                entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
+            })
         var result: [Int: Int] = [:]
         for entity in stubbed.sorted() {
             let layout = layouts[entity]
