@@ -81,6 +81,35 @@ struct ArchitectureTests {
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
     }
 
+    /// The public surface only shrinks (issue 16: at most 45 public types, every one documented).
+    /// A ratchet: lower `maximum` as types leave the surface; a new public type must be documented
+    /// and fit under it.
+    @Test func thePublicSurfaceIsSmallAndDocumented() throws {
+        let maximum = 60
+        let root = packageRoot.appendingPathComponent("Sources/Ingot")
+        let declaration = try NSRegularExpression(
+            pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)
+        var types: [String] = []
+        var undocumented: [String] = []
+        let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        while let url = files?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let lines = try String(contentsOf: url, encoding: .utf8).components(separatedBy: "\n")
+            for (k, line) in lines.enumerated() {
+                guard let match = declaration.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)),
+                    let range = Range(match.range(at: 1), in: line)
+                else { continue }
+                types.append(String(line[range]))
+                var above = k - 1
+                while above >= 0 && lines[above].trimmingCharacters(in: .whitespaces).hasPrefix("@") { above -= 1 }
+                let comment = above >= 0 ? lines[above].trimmingCharacters(in: .whitespaces) : ""
+                if !comment.hasPrefix("///") && !comment.hasSuffix("*/") { undocumented.append("\(url.lastPathComponent): \(line[range])") }
+            }
+        }
+        #expect(types.count <= maximum, "\(types.count) public types: \(types.sorted().joined(separator: ", "))")
+        #expect(undocumented.isEmpty, "public types without ///: \(undocumented.sorted())")
+    }
+
     /// The checker sees an edge where there is one: a lower layer naming an upper one's type is
     /// caught, a name in a comment or a string is not.
     @Test func theCheckerSeesCodeNotCommentsOrStrings() {

@@ -50,7 +50,7 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
         state.runs[id]?.status = "running"
     }
 
-    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws {
+    func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
         try commit()
         state.runs[id]?.status = status.rawValue
     }

@@ -96,7 +96,7 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
     func unfinishedRun(pipeline: String) throws -> UnfinishedRun? { nil }
     func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {}
     func reopenRun(id: String, archive: String?) throws {}
-    func finishRun(id: String, status: RunSummary.Status, counters: RunCounters, finishedAt: Date) throws {}
+    func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {}
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] { [:] }
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? { [:] }
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws { try base.write(batch, then: then) }

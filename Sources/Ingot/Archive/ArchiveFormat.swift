@@ -30,7 +30,7 @@ enum ArchiveFormat {
 }
 
 /// What an archive says about itself: the run that wrote it and its pipeline, word for word.
-public struct ArchiveHeader: Codable, Sendable, Equatable {
+package struct ArchiveHeader: Codable, Sendable, Equatable {
     public var formatVersion: Int
     public var runID: String
     public var pipelineName: String
@@ -63,7 +63,7 @@ public struct ArchiveHeader: Codable, Sendable, Equatable {
 }
 
 /// One archived payload's metadata.
-public struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
+package struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
     public var seq: Int
     /// The URL or file the payload came from.
     public var source: String

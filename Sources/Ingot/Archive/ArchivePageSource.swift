@@ -1,11 +1,19 @@
 /// Replays an archive: its entries' payloads, in entry order, each checked against its length
 /// and CRC-32C. A torn tail ends the replay at the last whole entry (the reader says where).
 public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used from the source queue only
-    public let reader: ArchiveReader
+    package let reader: ArchiveReader
     private var position = 0
 
-    public init(reader: ArchiveReader) {
+    package init(reader: ArchiveReader) {
         self.reader = reader
+    }
+
+    /// Replays the archive at `path`, inflating no entry past `maxPageBytes` (its header's
+    /// limit, else the default, when `nil`). Throws when the file is not an archive.
+    public convenience init(path: String, maxPageBytes: Int? = nil) throws {
+        let reader = try ArchiveReader(path: path)
+        reader.decompressionLimit = maxPageBytes ?? reader.header.maxPageBytes ?? Page.defaultMaxBytes
+        self.init(reader: reader)
     }
 
     public var origin: String { "archive \(reader.path)" }

@@ -5,35 +5,35 @@ import Foundation
 ///
 /// A torn tail — the writer was killed mid-entry — is not an error: every whole entry before it
 /// is read, and ``tornAt`` says where the file stops making sense. Not thread-safe.
-public final class ArchiveReader {
+package final class ArchiveReader {
     /// One entry's place in the file.
-    public struct Entry: Sendable {
-        public var metadata: ArchiveEntryMetadata
+    package struct Entry: Sendable {
+        package var metadata: ArchiveEntryMetadata
         /// Offset of the entry's first byte.
-        public var offset: Int
+        package var offset: Int
         /// Offset and length of its zstd frame.
-        public var frameOffset: Int
-        public var frameLength: Int
+        package var frameOffset: Int
+        package var frameLength: Int
     }
 
-    public let path: String
+    package let path: String
     /// The archive's header (its `max_page_bytes` cleared when out of range: see ``headerDamage``).
-    public private(set) var header: ArchiveHeader
-    public private(set) var entries: [Entry] = []
+    package private(set) var header: ArchiveHeader
+    package private(set) var entries: [Entry] = []
     /// Where the readable part ends, when the file was cut or damaged after it; `nil` for a whole archive.
-    public private(set) var tornAt: Int?
+    package private(set) var tornAt: Int?
     /// Why reading stopped at ``tornAt``.
-    public private(set) var tornReason: String?
+    package private(set) var tornReason: String?
     /// The entry where reading stopped (the one after the last whole entry), when the problem is
     /// in an entry rather than in the index.
-    public private(set) var tornEntry: Int?
+    package private(set) var tornEntry: Int?
     /// Whether the index was present and agreed with the entries.
-    public private(set) var hasIndex = false
+    package private(set) var hasIndex = false
     /// Largest payload a frame may inflate to. Default 64 MiB.
-    public var decompressionLimit = 64 << 20
+    package var decompressionLimit = 64 << 20
     /// Why the header cannot be trusted although its checksum matches (a number out of range);
     /// ``verify()`` throws it. `nil` for a sound header.
-    public private(set) var headerDamage: String?
+    package private(set) var headerDamage: String?
 
     private let fd: Int32
     private let size: Int
@@ -41,7 +41,7 @@ public final class ArchiveReader {
     private let headerEnd: Int
 
     /// Opens `path` and reads its header and entry list.
-    public init(path: String) throws(ArchiveError) {
+    package init(path: String) throws(ArchiveError) {
         self.path = path
         fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw ArchiveError(path: path, message: "cannot open: \(String(cString: strerror(errno)))") }
@@ -102,7 +102,7 @@ public final class ArchiveReader {
     // MARK: - Entries
 
     /// The payload of `entry`, checked against its length and CRC-32C.
-    public func payload(of entry: Entry) throws(ArchiveError) -> [UInt8] {
+    package func payload(of entry: Entry) throws(ArchiveError) -> [UInt8] {
         let frame = ArchiveReader.pread(fd, entry.frameOffset, entry.frameLength)
         guard frame.count == entry.frameLength else {
             throw ArchiveError(path: path, seq: entry.metadata.seq, offset: entry.frameOffset, message: "the entry is cut")
@@ -121,12 +121,12 @@ public final class ArchiveReader {
     }
 
     /// The entry with sequence number `seq`.
-    public func entry(seq: Int) -> Entry? {
+    package func entry(seq: Int) -> Entry? {
         entries.first { $0.metadata.seq == seq }
     }
 
     /// Checks every entry (metadata, frame, payload checksum) and the index; throws at the first problem.
-    public func verify() throws(ArchiveError) {
+    package func verify() throws(ArchiveError) {
         if let headerDamage { throw ArchiveError(path: path, offset: 16, message: headerDamage) }
         for entry in entries { _ = try payload(of: entry) }
         if let tornAt {
@@ -225,7 +225,7 @@ public final class ArchiveReader {
     }
 
     /// `s` as printed by `archive ls`: control characters escaped (the text comes from the file).
-    public static func printable(_ s: String) -> String { JSONText.escapingControlCharacters(s) }
+    package static func printable(_ s: String) -> String { JSONText.escapingControlCharacters(s) }
 
     private func torn(_ offset: Int, _ reason: String, _ found: [Entry]) {
         entries = found

@@ -4,8 +4,8 @@ import Foundation
 /// `close()`. A process killed mid-write leaves a torn tail that readers detect and skip.
 ///
 /// Not thread-safe: the pipeline owns it on its archive queue.
-public final class ArchiveWriter {
-    public let path: String
+package final class ArchiveWriter {
+    package let path: String
     private let fd: Int32
     private let zstd: Zstd
     private var offsets: [UInt64] = []
@@ -13,7 +13,7 @@ public final class ArchiveWriter {
     private var closed = false
 
     /// Creates the archive at `path` (which must not exist) and writes its header.
-    public init(path: String, header: ArchiveHeader, compressionLevel: Int32 = 3) throws(ArchiveError) {
+    package init(path: String, header: ArchiveHeader, compressionLevel: Int32 = 3) throws(ArchiveError) {
         self.path = path
         zstd = Zstd(level: compressionLevel)
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -42,7 +42,7 @@ public final class ArchiveWriter {
 
     /// Appends one payload; returns its metadata as written.
     @discardableResult
-    public func append(
+    package func append(
         _ bytes: [UInt8], seq: Int, source: String, fetchedAt: Date = Date(), httpStatus: Int? = nil,
         headers: [String: String]? = nil
     ) throws(ArchiveError) -> ArchiveEntryMetadata {
@@ -74,7 +74,7 @@ public final class ArchiveWriter {
     }
 
     /// Writes the index and closes the file. Entries stay readable without it.
-    public func close() throws(ArchiveError) {
+    package func close() throws(ArchiveError) {
         guard !closed else { return }
         closed = true
         var index = ArchiveFormat.indexMagic + UInt32(offsets.count).littleEndianBytes
@@ -89,7 +89,7 @@ public final class ArchiveWriter {
     }
 
     /// Bytes written so far.
-    public var size: UInt64 { position }
+    package var size: UInt64 { position }
 
     private func write(_ bytes: [UInt8]) throws(ArchiveError) {
         var done = 0

@@ -95,6 +95,7 @@ public struct HTTPSourceConfig: Sendable, Equatable {
         self.paginate = paginate
     }
 
+    /// A request header from `headers:`.
     public struct Header: Sendable, Equatable {
         public var name: String
         public var value: String
@@ -117,6 +118,7 @@ public struct HTTPSourceConfig: Sendable, Equatable {
         case apiKeyQuery(param: String, env: String)
     }
 
+    /// `paginate:`: how the next page is found.
     public enum Pagination: Sendable, Equatable {
         /// One request.
         case none
@@ -132,6 +134,7 @@ public struct HTTPSourceConfig: Sendable, Equatable {
         case cursor(path: [String], param: String)
     }
 
+    /// `retry:`: how failed requests (unreachable, timeouts, 5xx, 429) are tried again.
     public struct RetryPolicy: Sendable, Equatable {
         /// Tries per request, the first included. Default 6.
         public var attempts = 6

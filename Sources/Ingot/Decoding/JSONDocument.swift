@@ -13,21 +13,21 @@
 /// ```
 ///
 /// A document is immutable and `Sendable`: a decode lane parses it, then hands it on.
-public struct JSONDocument: Sendable {
+package struct JSONDocument: Sendable {
     /// The bytes the document was parsed from.
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
     /// The tape; node 0 is the root value.
     let nodes: [JSONNode]
 
     /// Parses `bytes`, or throws a ``JSONSyntaxError`` naming the byte offset of the first error.
-    public init(bytes: [UInt8], maxDepth: Int = 512) throws(JSONSyntaxError) {
+    package init(bytes: [UInt8], maxDepth: Int = 512) throws(JSONSyntaxError) {
         var parser = JSONParser(maxDepth: maxDepth)
         self.nodes = try parser.parse(bytes)
         self.bytes = bytes
     }
 
     /// The root value.
-    public var root: JSONValue { JSONValue(document: self, index: 0) }
+    package var root: JSONValue { JSONValue(document: self, index: 0) }
 }
 
 /// One node of a ``JSONDocument``'s tape.
@@ -56,8 +56,8 @@ struct JSONNode: Sendable {
 }
 
 /// A JSON text that is not valid, with the byte offset where the parser gave up.
-public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var offset: Int
-    public var reason: String
-    public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+package struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
+    package var offset: Int
+    package var reason: String
+    package var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }

@@ -4,8 +4,8 @@ import Foundation
 ///
 /// Reading a value converts it on demand: `string` decodes escapes, `int64` and `double` convert
 /// digits. Nothing is cached; read each value once.
-public struct JSONValue: Sendable {
-    public let document: JSONDocument
+package struct JSONValue: Sendable {
+    package let document: JSONDocument
     let index: Int
 
     init(document: JSONDocument, index: Int) {
@@ -16,11 +16,11 @@ public struct JSONValue: Sendable {
     var node: JSONNode { document.nodes[index] }
 
     /// The JSON type of the value.
-    public enum Kind: String, Sendable {
+    package enum Kind: String, Sendable {
         case null, bool, number, string, array, object
     }
 
-    public var kind: Kind {
+    package var kind: Kind {
         switch node.kind {
         case .null: .null
         case .true, .false: .bool
@@ -31,10 +31,10 @@ public struct JSONValue: Sendable {
         }
     }
 
-    public var isNull: Bool { node.kind == .null }
+    package var isNull: Bool { node.kind == .null }
 
     /// The value's exact JSON text, as it appears in the document (strings with their quotes).
-    public var rawBytes: ArraySlice<UInt8> {
+    package var rawBytes: ArraySlice<UInt8> {
         let n = node
         switch n.kind {
         case .string, .escapedString:
@@ -45,11 +45,11 @@ public struct JSONValue: Sendable {
     }
 
     /// The value's exact JSON text.
-    public var rawText: String { String(decoding: rawBytes, as: UTF8.self) }
+    package var rawText: String { String(decoding: rawBytes, as: UTF8.self) }
 
     // MARK: - Scalars
 
-    public var bool: Bool? {
+    package var bool: Bool? {
         switch node.kind {
         case .true: true
         case .false: false
@@ -58,7 +58,7 @@ public struct JSONValue: Sendable {
     }
 
     /// The string, escapes decoded; `nil` when the value is not a string.
-    public var string: String? {
+    package var string: String? {
         let n = node
         switch n.kind {
         case .string:
@@ -75,21 +75,21 @@ public struct JSONValue: Sendable {
 
     /// The number as an exact integer; `nil` when it is not a number without fraction and exponent,
     /// or does not fit in 64 bits.
-    public var int64: Int64? {
+    package var int64: Int64? {
         let n = node
         guard n.kind == .integer else { return nil }
         return document.bytes.withUnsafeBufferPointer { JSONNumber.int64($0, Int(n.start), Int(n.length)) }
     }
 
     /// The number as the nearest `Double`; `nil` when the value is not a number.
-    public var double: Double? {
+    package var double: Double? {
         let n = node
         guard n.kind == .integer || n.kind == .double else { return nil }
         return document.bytes.withUnsafeBufferPointer { JSONNumber.double($0, Int(n.start), Int(n.length)) }
     }
 
     /// The number's digits as written; `nil` when the value is not a number.
-    public var numberText: String? {
+    package var numberText: String? {
         let n = node
         guard n.kind == .integer || n.kind == .double else { return nil }
         return rawText
@@ -98,16 +98,16 @@ public struct JSONValue: Sendable {
     // MARK: - Containers
 
     /// The number of elements (arrays) or members (objects); 0 otherwise.
-    public var count: Int { Int(node.count) }
+    package var count: Int { Int(node.count) }
 
     /// The elements of an array, in order; empty for anything else.
-    public var elements: JSONElements { JSONElements(value: self) }
+    package var elements: JSONElements { JSONElements(value: self) }
 
     /// The members of an object, in order; empty for anything else.
-    public var members: JSONMembers { JSONMembers(value: self) }
+    package var members: JSONMembers { JSONMembers(value: self) }
 
     /// The member named `key` (the last one, when the object repeats the key), or `nil`.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         var key = key
         return key.withUTF8 { member(named: $0) }
     }
@@ -183,14 +183,14 @@ public struct JSONValue: Sendable {
 }
 
 /// The elements of a JSON array, as ``JSONValue``s.
-public struct JSONElements: Sequence, Sendable {
+package struct JSONElements: Sequence, Sendable {
     let value: JSONValue
 
-    public struct Iterator: IteratorProtocol {
+    package struct Iterator: IteratorProtocol {
         let document: JSONDocument
         var position: Int
         var remaining: Int
-        public mutating func next() -> JSONValue? {
+        package mutating func next() -> JSONValue? {
             guard remaining > 0 else { return nil }
             remaining -= 1
             let v = JSONValue(document: document, index: position)
@@ -199,23 +199,23 @@ public struct JSONElements: Sequence, Sendable {
         }
     }
 
-    public func makeIterator() -> Iterator {
+    package func makeIterator() -> Iterator {
         let n = value.node
         return Iterator(document: value.document, position: value.index + 1, remaining: n.kind == .array ? Int(n.count) : 0)
     }
 
-    public var underestimatedCount: Int { value.node.kind == .array ? value.count : 0 }
+    package var underestimatedCount: Int { value.node.kind == .array ? value.count : 0 }
 }
 
 /// The members of a JSON object, as (key, value) pairs in document order.
-public struct JSONMembers: Sequence, Sendable {
+package struct JSONMembers: Sequence, Sendable {
     let value: JSONValue
 
-    public struct Iterator: IteratorProtocol {
+    package struct Iterator: IteratorProtocol {
         let document: JSONDocument
         var position: Int
         var remaining: Int
-        public mutating func next() -> (key: JSONValue, value: JSONValue)? {
+        package mutating func next() -> (key: JSONValue, value: JSONValue)? {
             guard remaining > 0 else { return nil }
             remaining -= 1
             let k = JSONValue(document: document, index: position)
@@ -225,7 +225,7 @@ public struct JSONMembers: Sequence, Sendable {
         }
     }
 
-    public func makeIterator() -> Iterator {
+    package func makeIterator() -> Iterator {
         let n = value.node
         return Iterator(document: value.document, position: value.index + 1, remaining: n.kind == .object ? Int(n.count) : 0)
     }

@@ -2,25 +2,25 @@ import CCurl
 import Foundation
 
 /// One HTTP response, body and headers whole.
-public struct HTTPResponse: Sendable {
+package struct HTTPResponse: Sendable {
     /// The HTTP status code.
-    public var status: Int
+    package var status: Int
     /// Header names lowercased, in arrival order (of the final response, after redirects).
-    public var headers: [(name: String, value: String)]
+    package var headers: [(name: String, value: String)]
     /// The whole body (empty when ``overflowed``).
-    public var body: [UInt8]
+    package var body: [UInt8]
     /// The URL that answered (libcurl's effective URL).
-    public var url: String
+    package var url: String
     /// The body passed the client's ``HTTPClient/maxBodyBytes``: the transfer was aborted and
     /// ``body`` is empty; ``receivedBytes`` says how far it got.
-    public var overflowed = false
+    package var overflowed = false
     /// Body bytes received before the transfer was cut off (for an overflowed response).
-    public var receivedBytes = 0
+    package var receivedBytes = 0
     /// Seconds from the request's start to its end (the fetch-latency histogram).
-    public var seconds: Double = 0
+    package var seconds: Double = 0
 
     /// The last value of header `name` (any case).
-    public func header(_ name: String) -> String? {
+    package func header(_ name: String) -> String? {
         let lower = name.lowercased()
         return headers.last { $0.name == lower }?.value
     }
@@ -28,34 +28,34 @@ public struct HTTPResponse: Sendable {
 
 /// A request that got no HTTP response: connection refused or dropped, timeout, TLS, a body
 /// cut short. Retryable.
-public struct TransportError: Error, Sendable, CustomStringConvertible {
+package struct TransportError: Error, Sendable, CustomStringConvertible {
     /// The URL requested, as sent.
-    public var url: String
+    package var url: String
     /// libcurl's `CURLcode`.
-    public var code: Int
+    package var code: Int
     /// libcurl's description of it, or Ingot's (a body over the limit, an abort).
-    public var message: String
+    package var message: String
     /// The transfer ran out of time.
-    public var isTimeout: Bool
+    package var isTimeout: Bool
     /// False for failures a retry cannot fix: a certificate that does not verify, a bad URL.
-    public var isRetryable: Bool
+    package var isRetryable: Bool
     /// The transfer was cut off because the run is stopping (``HTTPClient/abortAll()``).
-    public var wasAborted = false
+    package var wasAborted = false
     /// `url: message (curl code)`.
-    public var description: String { "\(url): \(message) (curl \(code))" }
+    package var description: String { "\(url): \(message) (curl \(code))" }
 }
 
 /// One GET: the URL (secrets included, as sent), headers, and the whole transfer's time limit.
-public struct HTTPRequest: Sendable {
+package struct HTTPRequest: Sendable {
     /// The URL as sent, secrets included.
-    public var url: String
+    package var url: String
     /// Header names and values, as sent.
-    public var headers: [(String, String)]
+    package var headers: [(String, String)]
     /// Seconds for the whole transfer, connection included.
-    public var timeout: Double
+    package var timeout: Double
 
     /// A GET of `url` with `headers`, given `timeout` seconds in all.
-    public init(url: String, headers: [(String, String)] = [], timeout: Double) {
+    package init(url: String, headers: [(String, String)] = [], timeout: Double) {
         self.url = url
         self.headers = headers
         self.timeout = timeout
@@ -73,10 +73,10 @@ public struct HTTPRequest: Sendable {
 /// returned, not followed (``HTTPPageSource`` follows them, checking each hop).
 ///
 /// Not thread-safe: one queue drives a client. The one exception is ``wakeup()``.
-public final class HTTPClient {
+package final class HTTPClient {
     private let multi: UnsafeMutableRawPointer
     /// Largest body accepted; a larger one aborts the transfer. Default 64 MiB.
-    public var maxBodyBytes = 64 << 20
+    package var maxBodyBytes = 64 << 20
     /// Transfers in flight, by easy handle.
     private var active: [UnsafeMutableRawPointer: (tag: Int, transfer: Transfer)] = [:]
     /// Easy handles done with, ready for the next request.
@@ -87,7 +87,7 @@ public final class HTTPClient {
     }()
 
     /// A client with no transfer in flight (HTTP/2 multiplexing on).
-    public init() {
+    package init() {
         _ = HTTPClient.globalInit
         guard let multi = curl_multi_init() else { preconditionFailure("curl_multi_init failed: out of memory") }
         self.multi = multi
@@ -102,7 +102,7 @@ public final class HTTPClient {
     }
 
     /// Starts `request`; its end comes out of a later ``poll(timeout:)`` under `tag`.
-    public func start(_ request: HTTPRequest, tag: Int) {
+    package func start(_ request: HTTPRequest, tag: Int) {
         let transfer = idle.popLast() ?? Transfer()
         transfer.prepare(request, maxBodyBytes: maxBodyBytes)
         active[transfer.handle] = (tag, transfer)
@@ -111,7 +111,7 @@ public final class HTTPClient {
 
     /// Moves every transfer along, waiting up to `timeout` seconds for something to happen (or
     /// a ``wakeup()``), and returns the transfers that ended, by tag.
-    public func poll(timeout: Double) -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
+    package func poll(timeout: Double) -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
         var running: Int32 = 0
         curl_multi_perform(multi, &running)
         var ended = collect()
@@ -125,7 +125,7 @@ public final class HTTPClient {
     }
 
     /// Ends every transfer in flight at once (the run is stopping); they come back failed.
-    public func abortAll() -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
+    package func abortAll() -> [(tag: Int, result: Result<HTTPResponse, TransportError>)] {
         let aborted = active.map { handle, entry in
             curl_multi_remove_handle(multi, handle)
             idle.append(entry.transfer)
@@ -140,13 +140,13 @@ public final class HTTPClient {
 
     /// Ends a ``poll(timeout:)`` waiting on another thread. Safe from any thread (libcurl's
     /// `curl_multi_wakeup` is).
-    public func wakeup() {
+    package func wakeup() {
         curl_multi_wakeup(multi)
     }
 
     /// Performs one GET of `url` and waits for it: the blocking form, for a single request.
     /// Throws ``TransportError`` when there is no complete response.
-    public func get(_ url: String, headers: [(String, String)], timeout: Double) throws(TransportError) -> HTTPResponse {
+    package func get(_ url: String, headers: [(String, String)], timeout: Double) throws(TransportError) -> HTTPResponse {
         start(HTTPRequest(url: url, headers: headers, timeout: timeout), tag: 0)
         while true {
             if let ended = poll(timeout: 1).first { return try ended.result.get() }

@@ -12,22 +12,22 @@ import Foundation
 /// - Credentials (the auth header or query key, and every configured header) go only to the
 ///   configured origin and the allowed hosts, never over plain `http` when the configured URL is
 ///   `https`, and never after a redirect that changed origin.
-public struct OriginPolicy: Sendable, Equatable {
+package struct OriginPolicy: Sendable, Equatable {
     /// The configured URL's origin.
-    public let origin: Origin
+    package let origin: Origin
     /// `host` or `host:port` entries, lowercased.
-    public let allowedHosts: [String]
+    package let allowedHosts: [String]
 
     /// A URL's origin: scheme, host and port (the scheme's default when the URL has none).
-    public struct Origin: Sendable, Hashable, CustomStringConvertible {
+    package struct Origin: Sendable, Hashable, CustomStringConvertible {
         /// `http` or `https`, lowercased.
-        public var scheme: String
+        package var scheme: String
         /// Lowercased.
-        public var host: String
-        public var port: Int
+        package var host: String
+        package var port: Int
 
         /// The origin of `url`, or `nil` when it is not an absolute `http`/`https` URL with a host.
-        public init?(_ url: String) {
+        package init?(_ url: String) {
             guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https",
                 let host = c.host?.lowercased(), !host.isEmpty
             else { return nil }
@@ -37,25 +37,25 @@ public struct OriginPolicy: Sendable, Equatable {
         }
 
         /// An origin from its parts, as given.
-        public init(scheme: String, host: String, port: Int) {
+        package init(scheme: String, host: String, port: Int) {
             self.scheme = scheme
             self.host = host
             self.port = port
         }
 
         /// `scheme://host:port`.
-        public var description: String { "\(scheme)://\(host):\(port)" }
+        package var description: String { "\(scheme)://\(host):\(port)" }
     }
 
     /// Why a URL is refused.
-    public enum Refusal: Sendable, Equatable, CustomStringConvertible {
+    package enum Refusal: Sendable, Equatable, CustomStringConvertible {
         /// Not `http` or `https` (or not an absolute URL at all).
         case scheme
         /// Another origin, not among the allowed hosts.
         case origin(OriginPolicy.Origin)
 
         /// The rule that refused the URL, as error messages say it.
-        public var description: String {
+        package var description: String {
             switch self {
             case .scheme: "only http and https URLs are followed"
             case .origin(let o): "\(o.host) is not the pipeline's origin and not in source.http.allowed_hosts"
@@ -64,7 +64,7 @@ public struct OriginPolicy: Sendable, Equatable {
     }
 
     /// The policy of a source whose configured URL is `url`, with its `allowed_hosts`.
-    public init(url: String, allowedHosts: [String] = []) {
+    package init(url: String, allowedHosts: [String] = []) {
         // The configured URL is validated at load time; an invalid one refuses everything.
         origin = Origin(url) ?? Origin(scheme: "", host: "", port: 0)
         self.allowedHosts = allowedHosts.map { $0.lowercased() }
@@ -78,7 +78,7 @@ public struct OriginPolicy: Sendable, Equatable {
     }
 
     /// `nil` when a URL taken from a response may be requested, else why not.
-    public func check(_ url: String) -> Refusal? {
+    package func check(_ url: String) -> Refusal? {
         guard let target = Origin(url) else { return .scheme }
         if target == origin || isAllowedHost(target) { return nil }
         return .origin(target)
@@ -86,7 +86,7 @@ public struct OriginPolicy: Sendable, Equatable {
 
     /// Whether a request to `url` may carry credentials: the configured origin, or an allowed host
     /// reached without a downgrade from https to http.
-    public func mayReceiveCredentials(_ url: String) -> Bool {
+    package func mayReceiveCredentials(_ url: String) -> Bool {
         guard let target = Origin(url) else { return false }
         if target == origin { return true }
         return isAllowedHost(target) && !(origin.scheme == "https" && target.scheme == "http")

@@ -4,45 +4,45 @@ import Synchronization
 
 /// The metadata keys Ingot logs, each defined once. Messages are constant event names
 /// (`run.summary`); everything variable is metadata.
-public enum LogKey {
-    public static let pipeline = "pipeline"
-    public static let runID = "run_id"
-    public static let status = "status"
-    public static let pages = "pages"
-    public static let records = "records"
-    public static let inserted = "inserted"
-    public static let updated = "updated"
-    public static let deleted = "deleted"
-    public static let rejectedRecords = "rejected_records"
-    public static let rejectedPages = "rejected_pages"
-    public static let bytes = "bytes"
-    public static let recordsPerSecond = "records_per_s"
-    public static let duration = "duration_s"
-    public static let elapsed = "elapsed_s"
-    public static let error = "error"
-    public static let database = "db"
-    public static let lanes = "lanes"
-    public static let batchRecords = "batch_records"
-    public static let commitRecords = "commit_records"
-    public static let entity = "entity"
-    public static let codingPath = "coding_path"
-    public static let reason = "reason"
-    public static let source = "source"
-    public static let recordIndex = "record_index"
-    public static let seq = "seq"
-    public static let archive = "archive"
-    public static let url = "url"
-    public static let offset = "offset"
+package enum LogKey {
+    package static let pipeline = "pipeline"
+    package static let runID = "run_id"
+    package static let status = "status"
+    package static let pages = "pages"
+    package static let records = "records"
+    package static let inserted = "inserted"
+    package static let updated = "updated"
+    package static let deleted = "deleted"
+    package static let rejectedRecords = "rejected_records"
+    package static let rejectedPages = "rejected_pages"
+    package static let bytes = "bytes"
+    package static let recordsPerSecond = "records_per_s"
+    package static let duration = "duration_s"
+    package static let elapsed = "elapsed_s"
+    package static let error = "error"
+    package static let database = "db"
+    package static let lanes = "lanes"
+    package static let batchRecords = "batch_records"
+    package static let commitRecords = "commit_records"
+    package static let entity = "entity"
+    package static let codingPath = "coding_path"
+    package static let reason = "reason"
+    package static let source = "source"
+    package static let recordIndex = "record_index"
+    package static let seq = "seq"
+    package static let archive = "archive"
+    package static let url = "url"
+    package static let offset = "offset"
 
     static func seconds(_ value: Double) -> String { String(format: "%.3f", value) }
 }
 
 extension Logger.MetadataValue {
     /// A count or size: a number in JSON logs.
-    public static func int(_ value: Int) -> Self { .stringConvertible(value) }
+    package static func int(_ value: Int) -> Self { .stringConvertible(value) }
 
     /// Seconds, to the millisecond: a number in JSON logs.
-    public static func seconds(_ value: Double) -> Self {
+    package static func seconds(_ value: Double) -> Self {
         .stringConvertible(value.isFinite ? (value * 1000).rounded() / 1000 : 0)
     }
 }
@@ -60,21 +60,21 @@ extension Logger.MetadataValue {
 /// names and their fields are listed in docs/logging.md.
 ///
 /// Lines are written whole under a lock, so events from different queues never interleave.
-public struct LogfmtLogHandler: LogHandler {
-    public enum Format: String, Sendable, CaseIterable {
+package struct LogfmtLogHandler: LogHandler {
+    package enum Format: String, Sendable, CaseIterable {
         case logfmt, json
     }
 
     /// Where lines go: a file handle, or a closure in tests.
-    public final class Output: Sendable {
+    package final class Output: Sendable {
         private let write: @Sendable (String) -> Void
         private let lock = Mutex(())
 
-        public init(_ write: @escaping @Sendable (String) -> Void) {
+        package init(_ write: @escaping @Sendable (String) -> Void) {
             self.write = write
         }
 
-        public static let standardError = Output { line in
+        package static let standardError = Output { line in
             FileHandle.standardError.write(Data(line.utf8))
         }
 
@@ -83,26 +83,26 @@ public struct LogfmtLogHandler: LogHandler {
         }
     }
 
-    public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .info
-    public var metadataProvider: Logger.MetadataProvider?
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level = .info
+    package var metadataProvider: Logger.MetadataProvider?
     let format: Format
     let output: Output
     /// Whether lines start with a timestamp (tests turn it off to pin exact lines).
     let timestamps: Bool
 
-    public init(format: Format = .logfmt, output: Output = .standardError, timestamps: Bool = true) {
+    package init(format: Format = .logfmt, output: Output = .standardError, timestamps: Bool = true) {
         self.format = format
         self.output = output
         self.timestamps = timestamps
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var fields: [(String, Logger.MetadataValue)] = []
         if timestamps { fields.append(("ts", .string(LogfmtLogHandler.now()))) }
         fields.append(("level", .string(event.level.rawValue)))

@@ -13,20 +13,20 @@ import Synchronization
 /// ``maxConnections`` at once (more are closed at once), each within ``deadline`` seconds for the
 /// whole exchange — not per read: a client sending a byte a second is cut off after 2 s. No
 /// client can delay the run or its exit: ``stop()`` waits only for the accepting thread.
-public final class MetricsServer: Sendable {
+package final class MetricsServer: Sendable {
     /// Seconds a connection may take, from accept to the last byte of the answer.
     static let deadline: Double = 2
     /// Connections served at once.
     static let maxConnections = 16
     /// The port listened on (the one asked for, or the one the system chose for 0).
-    public let port: Int
+    package let port: Int
     private let socket: Int32
     private let metrics: RunMetrics
     private let stopped = Mutex(false)
     private let finished = DispatchSemaphore(value: 0)
 
     /// Listens on `host`:`port` (port 0: any free port) and starts serving `metrics`.
-    public init(port: Int, host: String = "127.0.0.1", metrics: RunMetrics) throws(MetricsServerError) {
+    package init(port: Int, host: String = "127.0.0.1", metrics: RunMetrics) throws(MetricsServerError) {
         guard (0...65535).contains(port) else { throw MetricsServerError(message: "port \(port) is not 0-65535") }
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw MetricsServerError(message: "socket: \(String(cString: strerror(errno)))") }
@@ -60,7 +60,7 @@ public final class MetricsServer: Sendable {
 
     /// Stops listening and waits for the serving thread to end (at most one request's time).
     /// The thread holds the server until then: call it when the run is over.
-    public func stop() {
+    package func stop() {
         let already = stopped.withLock { s in
             defer { s = true }
             return s
@@ -165,11 +165,11 @@ public final class MetricsServer: Sendable {
 }
 
 /// The metrics server could not start.
-public struct MetricsServerError: Error, Sendable, CustomStringConvertible {
+package struct MetricsServerError: Error, Sendable, CustomStringConvertible {
     /// Why: a bad port or address, or the socket call that failed.
-    public var message: String
+    package var message: String
     /// `metrics server: message`.
-    public var description: String { "metrics server: \(message)" }
+    package var description: String { "metrics server: \(message)" }
 }
 
 extension ArraySlice where Element == UInt8 {

@@ -37,7 +37,7 @@ public final class RunMetrics: FetchObserver, Sendable {
     private let lastSuccess: CoreMetrics.Gauge
 
     /// What one update reports: the committed counters and what the stages have seen so far.
-    public struct Snapshot: Sendable {
+    package struct Snapshot: Sendable {
         /// The committed counters (what the summary will say).
         public var counters: RunCounters
         /// Pages the source delivered so far (committed or not).
@@ -82,7 +82,7 @@ public final class RunMetrics: FetchObserver, Sendable {
     /// Brings the counters to `snapshot` (they only grow: each moves by the difference) and
     /// writes the file. Returns why the file could not be written, if it could not.
     @discardableResult
-    public func update(_ snapshot: Snapshot) -> String? {
+    package func update(_ snapshot: Snapshot) -> String? {
         let c = snapshot.counters
         for (entity, counts) in c.entities {
             for (outcome, value) in [

@@ -1,7 +1,7 @@
 /// A fixed date pattern such as `yyyy-MM-dd` or `dd/MM/yyyy HH:mm:ss`: fields of fixed width
 /// and literal characters. Locale-free: the same text means the same date on every machine.
-public struct DatePattern: Sendable, Equatable {
-    public enum Token: Sendable, Equatable {
+package struct DatePattern: Sendable, Equatable {
+    package enum Token: Sendable, Equatable {
         case year, month, day, hour, minute, second, millisecond
         case literal(UInt8)
 
@@ -15,18 +15,18 @@ public struct DatePattern: Sendable, Equatable {
         }
     }
 
-    public var tokens: [Token]
+    package var tokens: [Token]
 
     /// Whether the pattern has a time of day (else the stored value is `yyyy-MM-dd`).
-    public var hasTime: Bool { tokens.contains(.hour) }
+    package var hasTime: Bool { tokens.contains(.hour) }
 
-    public init?(_ pattern: String) {
+    package init?(_ pattern: String) {
         guard DatePattern.problem(in: pattern) == nil else { return nil }
         tokens = DatePattern.tokenize(pattern) ?? []
     }
 
     /// Why `pattern` is not a usable pattern, or `nil` when it is.
-    public static func problem(in pattern: String) -> String? {
+    package static func problem(in pattern: String) -> String? {
         guard let tokens = tokenize(pattern) else {
             return "use yyyy, MM, dd, HH, mm, ss, SSS and punctuation only"
         }

@@ -7,28 +7,38 @@
 /// slots:  0   1               7                        8
 /// ```
 public struct EntityLayout: Sendable, Equatable {
+    /// One column of the entity's table: an attribute, or a key column of a to-one relationship.
     public struct Column: Sendable, Equatable {
+        /// The column's name in the table.
         public var name: String
         /// What it holds: the attribute's type, or for a to-one key column the type of the
         /// target's identity attribute. Each backend maps it to a column type.
         public var type: AttributeType
     }
 
+    /// A to-one relationship, stored as foreign-key columns in this entity's table.
     public struct ToOne: Sendable, Equatable {
+        /// The relationship's index in the entity's relationships.
         public var relationship: Int
+        /// The target entity's index in the model.
         public var target: Int
         /// The foreign-key slots, one per key of the target's identity.
         public var slots: Range<Int>
     }
 
+    /// A to-many relationship, stored in a join table (ordered ones with a position column).
     public struct ToMany: Sendable, Equatable {
+        /// The relationship's index in the entity's relationships.
         public var relationship: Int
+        /// The target entity's index in the model.
         public var target: Int
+        /// The join table's name.
         public var joinTable: String
         /// This entity's side of the join table.
         public var sourceColumns: [String]
         /// The target's side.
         public var targetColumns: [String]
+        /// Whether the links keep the order the records gave (a `position` column).
         public var isOrdered: Bool
     }
 

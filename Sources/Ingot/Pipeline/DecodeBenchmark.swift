@@ -2,15 +2,15 @@ import Foundation
 
 /// Measures the decode stages alone on one thread (for `make bench`): JSON parsing, then
 /// parsing plus mapping to rows. Pages are read into memory first; only CPU work is timed.
-public enum DecodeBenchmark {
-    public struct Result: Sendable {
-        public var bytes: Int
-        public var records: Int
-        public var parseSeconds: Double
-        public var mapSeconds: Double
+package enum DecodeBenchmark {
+    package struct Result: Sendable {
+        package var bytes: Int
+        package var records: Int
+        package var parseSeconds: Double
+        package var mapSeconds: Double
     }
 
-    public static func measure(config: PipelineConfig, source: any PageSource) throws -> Result {
+    package static func measure(config: PipelineConfig, source: any PageSource) throws -> Result {
         var pages: [Page] = []
         while let page = try source.next() { pages.append(page) }
         let bytes = pages.reduce(0) { $0 + $1.bytes.count }

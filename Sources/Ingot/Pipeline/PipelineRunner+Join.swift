@@ -46,7 +46,7 @@ extension PipelineRunner {
     /// logs `join.finished` with the run's counters, every job's summed). The job that finishes
     /// the run writes its archive (every page, in source order, into this job's archive
     /// directory) from the work queue, before the payloads are dropped.
-    func endJoinedPart(_ part: JoinedPart, status: RunSummary.Status, counters: RunCounters, started: Date, logger: Logger) throws {
+    func endJoinedPart(_ part: JoinedPart, status: RunStatus, counters: RunCounters, started: Date, logger: Logger) throws {
         part.source.close()
         let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
         var archivePath: String?

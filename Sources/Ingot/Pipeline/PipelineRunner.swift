@@ -248,7 +248,7 @@ public final class PipelineRunner: Sendable {
 
         let flow = PageFlow()
         func summary(
-            _ status: RunSummary.Status, _ counters: RunCounters, _ error: (any Error)?, archive: ArchiveStage? = nil
+            _ status: RunStatus, _ counters: RunCounters, _ error: (any Error)?, archive: ArchiveStage? = nil
         ) -> RunSummary {
             var s = RunSummary(
                 runID: runID, pipeline: config.name, status: status, counters: counters,
@@ -326,7 +326,7 @@ public final class PipelineRunner: Sendable {
         if failure == nil, let archiveFailure = archive?.queue.sync(execute: { archive?.failure }) {
             failure = archiveFailure
         }
-        let status: RunSummary.Status = failure != nil ? .failed : writer.interrupted ? .interrupted : .finished
+        let status: RunStatus = failure != nil ? .failed : writer.interrupted ? .interrupted : .finished
         if failure == nil, let unfilled = try? store.unfilledStubs() {
             for (entity, count) in unfilled {
                 counters.entities[config.model.entities[entity].name, default: EntityCounts()].unfilled = count

@@ -107,11 +107,9 @@ public struct RunSummary: Sendable {
         }
     }
 
-    /// How the run ended (``RunStatus``).
-    public typealias Status = RunStatus
     public var runID: String
     public var pipeline: String
-    public var status: Status
+    public var status: RunStatus
     /// For a failed run: whether the cause is the configuration (permanent), something that may
     /// pass (temporary), or unexpected.
     public var failureKind: FailureKind?

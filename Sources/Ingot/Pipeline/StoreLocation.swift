@@ -4,12 +4,12 @@ import Foundation
 /// PostgreSQL database (`postgresql://…` or `postgres://…`). The one place that picks a backend:
 /// the runner opens its store here, and `schema`, `--dry-run` and the incremental cursor read
 /// through here too.
-public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
+package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     case sqlite(path: String)
     case postgres(url: String)
 
     /// The location `value` names. A URL of another scheme is refused; anything else is a path.
-    public init(_ value: String) throws(StoreError) {
+    package init(_ value: String) throws(StoreError) {
         let lower = value.lowercased()
         if lower.hasPrefix("postgresql://") || lower.hasPrefix("postgres://") {
             self = .postgres(url: value)
@@ -26,7 +26,7 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// As shown in logs: a URL without its password.
-    public var description: String {
+    package var description: String {
         switch self {
         case .sqlite(let path): path
         case .postgres(let url): StoreLocation.redacted(url)
@@ -53,7 +53,7 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The DDL of `model`'s tables in this backend, as `ingot schema` prints it.
-    public func schema(of model: EntityModel) throws(StoreError) -> [String] {
+    package func schema(of model: EntityModel) throws(StoreError) -> [String] {
         switch self {
         case .sqlite: return Store.schema(of: model)
         case .postgres: return PGStore.schema(of: model)
@@ -63,7 +63,7 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     /// What a run of `model` would do here, writing nothing: whether the database exists, the
     /// conflicts that would refuse the run, the statements that would bring its schema up to
     /// the model.
-    public func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
+    package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
         switch self {
         case .sqlite(let path): return try Store.plan(model: model, databasePath: path)
         case .postgres(let url):
@@ -75,7 +75,7 @@ public enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
 
     /// A value kept for `pipeline` across runs (the incremental cursor); `nil` when there is
     /// none, or no database yet.
-    public func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
+    package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
         switch self {
         case .sqlite(let path): return try Store.state(databasePath: path, model: model, pipeline: pipeline, key: key)
         case .postgres(let url):

@@ -35,7 +35,7 @@ public struct Page: Sendable {
     public var unreadable: String?
     /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
     /// (``seq`` numbers the pages of this job).
-    public var unit: UnitRef?
+    package var unit: UnitRef?
 
     public init(
         seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
@@ -53,14 +53,14 @@ public struct Page: Sendable {
 /// A page of a run shared by several jobs, as one job claimed it: its number in the shared
 /// source, and which claim of it this is (a unit whose lease ran out is claimed again; only the
 /// latest claim may commit it).
-public struct UnitRef: Sendable, Hashable {
+package struct UnitRef: Sendable, Hashable {
     /// 1, 2, 3, … in the shared source's order: later units win.
-    public var seq: Int
+    package var seq: Int
     /// How many times the unit was claimed, this claim included.
-    public var claim: Int
+    package var claim: Int
 
     /// The `claim`-th claim of unit `seq`.
-    public init(seq: Int, claim: Int) {
+    package init(seq: Int, claim: Int) {
         self.seq = seq
         self.claim = claim
     }

@@ -80,14 +80,14 @@ final class RunLock {
 }
 
 /// Another run holds the database (a temporary failure: retry later).
-public struct RunLockError: Error, Sendable, CustomStringConvertible {
+package struct RunLockError: Error, Sendable, CustomStringConvertible {
     /// The lock file.
-    public var path: String
+    package var path: String
     /// `pid=… run_id=…` of the holder, as its lock file says.
-    public var holder: String?
+    package var holder: String?
     /// Another run holds it (temporary), as opposed to a lock file that cannot be opened.
-    public var isHeld: Bool
-    public var message: String
+    package var isHeld: Bool
+    package var message: String
     /// `path: message (holder)`.
-    public var description: String { "\(path): \(message)\(holder.map { " (\($0))" } ?? "")" }
+    package var description: String { "\(path): \(message)\(holder.map { " (\($0))" } ?? "")" }
 }

@@ -3,13 +3,13 @@ import GRDBSQLite
 
 extension Store {
     /// Which of `keys` are stored, with their rowids, on the write connection.
-    public func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
+    package func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
         try writerLookup().stored(entity, keys)
     }
 
     /// The same on the read-only connection (committed rows only); `nil` for an in-memory
     /// database, which has none. Used from the assembler's queue only.
-    public func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
+    package func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
         try readerLookup?.stored(entity, keys)
     }
 
@@ -43,7 +43,7 @@ extension Store {
     /// before too): what was committed, with its resume state, stays consistent. (A savepoint per
     /// batch would keep them, but it copies every page a batch dirties; measured here, it ate the
     /// gain of sharing the transaction.)
-    public func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    package func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             do {
@@ -59,7 +59,7 @@ extension Store {
     /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
     /// the transaction stays open. The slow path only (a savepoint copies every page the batch
     /// dirties into SQLite's sub-journal).
-    public func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    package func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "SAVEPOINT ingot_isolated")
@@ -76,19 +76,19 @@ extension Store {
     }
 
     /// Whether batches were saved since the last commit.
-    public var hasUncommittedBatches: Bool {
+    package var hasUncommittedBatches: Bool {
         dbQueue.inDatabase { $0.isInsideTransaction }
     }
 
     /// Rolls back the batches saved since the last commit (nothing when none is open).
-    public func rollback() throws {
+    package func rollback() throws {
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.rollback() }
         }
     }
 
     /// Commits the batches saved since the last commit (nothing when none is open).
-    public func commit() throws {
+    package func commit() throws {
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.commit() }
         }

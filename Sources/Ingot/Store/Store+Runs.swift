@@ -5,7 +5,7 @@ import GRDB
 /// `_ingot_rejects` (one row per rejected record or page).
 extension Store {
     /// Records the start of a run.
-    public func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+    package func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try dbQueue.write { db in
             try db.execute(
                 sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
@@ -14,7 +14,7 @@ extension Store {
     }
 
     /// Inside a batch's transaction: stores its rejections and the run's counters so far.
-    public func recordProgress(_ progress: RunProgress) throws {
+    package func recordProgress(_ progress: RunProgress) throws {
         let (runID, counters, lastSeq, resumeState, rejections) = (
             progress.runID, progress.counters, progress.lastSeq, progress.resumeState, progress.rejections
         )
@@ -67,7 +67,7 @@ extension Store {
     }
 
     /// The most recent run of `pipeline`, when it did not finish: what `--resume` continues.
-    public func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
+    package func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
         try dbQueue.read { db in
             guard
                 let row = try Row.fetchOne(
@@ -93,7 +93,7 @@ extension Store {
     }
 
     /// A kept value (the incremental cursor) of the database at `databasePath`; `nil` when there is none.
-    public static func state(databasePath: String, model: EntityModel, pipeline: String, key: String) throws -> String? {
+    package static func state(databasePath: String, model: EntityModel, pipeline: String, key: String) throws -> String? {
         guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
         let store = try Store(path: databasePath, model: model)
         defer { try? store.close() }
@@ -101,7 +101,7 @@ extension Store {
     }
 
     /// Marks a resumed run running again.
-    public func reopenRun(id: String, archive: String?) throws {
+    package func reopenRun(id: String, archive: String?) throws {
         try dbQueue.write { db in
             try db.execute(
                 sql: "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce(?, archive) WHERE run_id = ?",
@@ -117,7 +117,7 @@ extension Store {
     }
 
     /// Marks the run finished (or failed / interrupted) with its final counters.
-    public func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
+    package func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
         try commit()
         try dbQueue.write { db in
             try db.execute(
@@ -136,7 +136,7 @@ extension Store {
     /// Per entity (by index) that some relationship stubs (`missing: stub`) and that has columns
     /// besides its identity: how many of its rows hold nothing but their identity — stubs no
     /// record has filled yet. One count per such entity (a scan of its table).
-    public func unfilledStubs() throws -> [Int: Int] {
+    package func unfilledStubs() throws -> [Int: Int] {
         let stubbed = Set(
             model.entities.flatMap { entity in
                 entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
@@ -161,7 +161,7 @@ extension Store {
     /// applies Core Data's *nullify* rule to every relationship that can point at them: to-one
     /// references to a deleted row become `NULL`, join rows naming it (on either side) are
     /// removed. Returns how many rows were deleted.
-    public func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
+    package func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
         let layout = layouts[entity]
         let table = Store.quote(layout.table)
         let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }

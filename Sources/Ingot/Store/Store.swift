@@ -15,22 +15,22 @@ import GRDBSQLite
 /// everything else, and the assembler's queue the read connection (``lookupCommitted(_:_:)``
 /// only). The runner hands it from one to the next through the stages' queues, which order the
 /// handovers.
-public final class Store: @unchecked Sendable {  // one queue at a time: the runner's, the writer's; the read connection the assembler's
-    public struct Options: Sendable {
+package final class Store: @unchecked Sendable {  // one queue at a time: the runner's, the writer's; the read connection the assembler's
+    package struct Options: Sendable {
         /// SQLite page cache in MiB. Default 40: it bounds memory on big databases (the OS page
         /// cache still holds the file); measured here, people-1M peaked at 218 MB with 128.
-        public var cacheMiB = 40
+        package var cacheMiB = 40
         /// WAL size in MiB past which SQLite checkpoints it into the database. Default 80: a bulk
         /// writer that checkpoints every 1000 pages (SQLite's default, 4 MiB with 4 KiB pages)
         /// rewrites the same pages over and over; measured here, 5.7 s → 4.1 s on people-200k.
-        public var walCheckpointMiB = 80
+        package var walCheckpointMiB = 80
         /// Seconds to wait for a lock another connection holds (a reader opening the file, another
         /// run) before failing. Default 30.
-        public var lockTimeout: Double = 30
+        package var lockTimeout: Double = 30
         /// Called with the SQL of every statement executed (tests count identity lookups with it).
-        public var statementObserver: (@Sendable (String) -> Void)?
+        package var statementObserver: (@Sendable (String) -> Void)?
 
-        public init() {}
+        package init() {}
     }
 
     let model: EntityModel
@@ -53,7 +53,7 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
 
     /// Opens (or creates) the database at `path` and brings its schema up to `model`: missing
     /// tables, columns and indexes are created; nothing is dropped.
-    public init(path: String, model: EntityModel, options: Options = Options()) throws {
+    package init(path: String, model: EntityModel, options: Options = Options()) throws {
         _ = Store.tuneSQLite
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
@@ -135,7 +135,7 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
     }
 
     /// Finalizes prepared statements and closes the database.
-    public func close() throws {
+    package func close() throws {
         dbQueue.inDatabase { _ in
             for statement in statements.values { statement.finalize() }
             for statement in shapeStatements.values { statement.finalize() }
@@ -224,7 +224,7 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
     /// What a run of `model` would do to the database at `path`, without writing anything (the
     /// file is opened read-only, and not created): the conflicts that would refuse the run, and
     /// the statements that would bring the schema up to the model.
-    public static func plan(model: EntityModel, databasePath path: String) throws -> (
+    package static func plan(model: EntityModel, databasePath path: String) throws -> (
         exists: Bool, conflicts: [String], statements: [String]
     ) {
         guard path != ":memory:", FileManager.default.fileExists(atPath: path) else {
@@ -240,7 +240,7 @@ public final class Store: @unchecked Sendable {  // one queue at a time: the run
     }
 
     /// The DDL of `model`'s tables, as `ingot schema` prints it.
-    public static func schema(of model: EntityModel) -> [String] {
+    package static func schema(of model: EntityModel) -> [String] {
         EntityLayout.layouts(of: model).flatMap { definitions($0, model: model).map(\.sql) }
     }
 
