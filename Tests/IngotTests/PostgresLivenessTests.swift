@@ -93,6 +93,7 @@ struct PostgresLivenessTests {
 final class EmptyLookups: IngestStore, @unchecked Sendable {
     let base: PGStore
     init(_ base: PGStore) { self.base = base }
+    var layouts: [EntityLayout] { base.layouts }
     func unfinishedRun(pipeline: String) throws -> UnfinishedRun? { nil }
     func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {}
     func reopenRun(id: String, archive: String?) throws {}

@@ -64,6 +64,22 @@ struct StoreSeamTests {
         return out
     }
 
+    /// Entities and columns travel by position: a store opened for another model is refused
+    /// before anything is written.
+    @Test func aStoreOpenedForAnotherModelIsRefused() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "seam.yml")
+        let other = try PipelineConfig.parse(
+            text: "version: 1\nname: other\nroot: a\nentities: {a: {identity: id, attributes: {id: integer}}}", path: "other.yml")
+        let memory = MemoryStore(model: other.model)
+        var options = RunOptions()
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: MemoryPageSource(Self.pages), store: memory)
+        #expect(summary.status == .failed && summary.failureKind == .configuration)
+        #expect(summary.error?.contains("opened for another model") == true, "\(summary.error ?? "")")
+        #expect(try memory.dump().values.allSatisfy(\.isEmpty), "nothing was written")
+    }
+
     @Test(arguments: [1, 2, 50])
     func theMemoryBackendEndsInSQLitesState(batchRecords: Int) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "seam.yml")

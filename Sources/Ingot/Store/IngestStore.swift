@@ -11,6 +11,11 @@ import GRDB
 /// A store is used from two queues, never concurrently for the same call: ``lookupCommitted(_:_:)``
 /// from the assembler's (it may read on a connection of its own), everything else from the writer's.
 public protocol IngestStore: IdentityLookups {
+    /// The column layout of each entity, in the model's order, as the store writes them: entities
+    /// and columns travel by position (``ResolvedBatch/rows(of:)``), so a run refuses a store whose
+    /// layouts are not the resolver's (``EntityLayout/layouts(of:)`` of the run's model).
+    var layouts: [EntityLayout] { get }
+
     // MARK: Runs
 
     /// The most recent run of `pipeline` when it did not finish: what `--resume` continues.

@@ -34,7 +34,7 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
     }
 
     let model: EntityModel
-    let layouts: [EntityLayout]
+    package let layouts: [EntityLayout]
     let dbQueue: DatabaseQueue
     /// Prepared statements, keyed by their SQL; finalized by `close()`.
     var statements: [String: RawStatement] = [:]
