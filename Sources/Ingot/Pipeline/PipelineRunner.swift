@@ -173,8 +173,10 @@ public final class PipelineRunner: Sendable {
             // Entities and columns travel by position: a store opened for another model would
             // write one entity's values into another's columns.
             guard given.layouts == EntityLayout.layouts(of: config.model) else {
-                return failedToStart(StoreError.conflict(
-                    "the store given to the run was opened for another model than pipeline \(config.name)'s: its entity layouts differ"))
+                return failedToStart(
+                    StoreError.conflict(
+                        "the store given to the run was opened for another model than pipeline \(config.name)'s: its entity layouts differ")
+                )
             }
             store = given
         } else {
