@@ -57,7 +57,7 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
 
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
         var found: [IdentityKey: StoredRef] = [:]
-        for key in keys where state.rows[entity][key] != nil { found[key] = StoredRef(raw: 1) }
+        for key in keys where state.rows[entity][key] != nil { found[key] = .found }
         return found
     }
 

@@ -1,22 +1,31 @@
-/// A stored row as the store that found it refers to it (SQLite: its rowid). Opaque above the
-/// store: the resolver only knows whether an identity is stored, and hands the reference back
-/// with the row when the batch is written.
+/// A stored row, as the store that found it refers to it. Opaque above the store: the resolver
+/// only knows whether an identity is stored, and hands the reference back with the row when the
+/// batch is written. A backend either keeps a handle of its own for the row (SQLite: its rowid)
+/// or finds it again by its identity (``found``, as PostgreSQL's set-based writes do).
 public struct StoredRef: Hashable, Sendable {
-    /// The store's own number for the row (SQLite: the rowid). 0 is ``pending``.
-    public let raw: Int64
-
-    /// A reference a store made.
-    public init(raw: Int64) {
-        self.raw = raw
+    private enum Kind: Hashable {
+        case pending
+        case found
+        case handle(Int64)
     }
+
+    private let kind: Kind
+
+    /// A stored row the store finds again by its identity.
+    public static let found = StoredRef(kind: .found)
+
+    /// A stored row with the store's own handle for it (SQLite: the rowid).
+    public static func handle(_ value: Int64) -> StoredRef { StoredRef(kind: .handle(value)) }
 
     /// A row that a batch saved but did not commit yet: stored by the time the next batch is
     /// written, but unknown to a reader that sees committed rows only. The store finds it by its
-    /// identity instead.
-    public static let pending = StoredRef(raw: 0)
+    /// identity.
+    public static let pending = StoredRef(kind: .pending)
 
-    /// Whether the row is to be found by its identity (see ``pending``).
-    public var isPending: Bool { self == .pending }
+    /// The store's handle for the row, when it made one; `nil`: find the row by its identity.
+    public var handle: Int64? {
+        if case .handle(let value) = kind { value } else { nil }
+    }
 }
 
 /// A batch on its way to the writer: its pages, and — when that needed no database writes —

@@ -63,7 +63,8 @@ struct BatchWriter {
                         for slot in layout.identitySlots { mask = mask.removing(slot) }
                         if mask != ColumnMask() {
                             // Rows an uncommitted batch created have no known rowid: by identity.
-                            let pending = ref.isPending
+                            // Without a handle (a row of an uncommitted batch) the row is found by its identity.
+                            let pending = ref.handle == nil
                             let statement: RawStatement
                             if let last = lastUpdate, last.mask == mask, last.pending == pending {
                                 statement = last.statement
@@ -76,7 +77,11 @@ struct BatchWriter {
                                 statement.bind(values, row.valueStart + slot, at: index)
                                 index += 1
                             }
-                            if pending { statement.bind(identity, from: index) } else { statement.bind(.integer(ref.raw), at: index) }
+                            if let rowid = ref.handle {
+                                statement.bind(.integer(rowid), at: index)
+                            } else {
+                                statement.bind(identity, from: index)
+                            }
                             try statement.execute()
                         }
                     } else {

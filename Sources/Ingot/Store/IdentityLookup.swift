@@ -36,7 +36,7 @@ final class IdentityLookup {
             return .bool(n != 0)
         }
         try statement.query { row in
-            let rowid = StoredRef(raw: sqlite3_column_int64(row, 0))
+            let rowid = StoredRef.handle(sqlite3_column_int64(row, 0))
             if count == 1 {
                 found[.single(value(row, 1))] = rowid
             } else {

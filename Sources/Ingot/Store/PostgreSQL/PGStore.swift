@@ -99,7 +99,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             "SELECT k.i FROM unnest(\(unnest)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(on)"
         var found: [IdentityKey: StoredRef] = [:]
         for row in try connection.execute(sql, arrays) {
-            if let text = row[0], let i = Int(text), keys.indices.contains(i - 1) { found[keys[i - 1]] = StoredRef(raw: 1) }
+            if let text = row[0], let i = Int(text), keys.indices.contains(i - 1) { found[keys[i - 1]] = .found }
         }
         return found
     }
