@@ -74,6 +74,8 @@ struct MappingPlan: Sendable {
     var entities: [EntityPlan]
     var root: Int
     var recordsPath: [String]
+    /// Where a page's records sit (``RecordFraming``).
+    var framing: RecordFraming
     /// `incremental.cursor_path`: the key path whose highest value a page reports.
     var incrementalPath: [String]?
 
@@ -82,6 +84,7 @@ struct MappingPlan: Sendable {
         let layouts = EntityLayout.layouts(of: model)
         self.root = model.index(of: root) ?? 0
         self.recordsPath = recordsPath
+        self.framing = .array(at: recordsPath)
         self.entities = model.entities.enumerated().map { index, entity in
             let layout = layouts[index]
             var rootKeys: [RootKey] = []

@@ -51,21 +51,14 @@ struct RecordMapper {
             rejectPage("", error.description, .notJSON)
             return
         }
-        // Find the records array.
-        var array = document.root
-        var path = ""
-        for component in plan.recordsPath {
-            path += path.isEmpty ? component : "." + component
-            guard let next = array[component] else {
-                rejectPage(path, "the page has no '\(path)'", .noRecords)
-                return
-            }
-            array = next
-        }
-        guard array.kind == .array else {
-            rejectPage(path, "expected an array of records at '\(path.isEmpty ? "." : path)', got \(array.kind.rawValue)", .noRecords)
+        let array: JSONValue
+        switch plan.framing.records(in: document) {
+        case .success(let records): array = records
+        case .failure(let failure):
+            rejectPage(failure.path, failure.reason, .noRecords)
             return
         }
+        let path = plan.framing.pathText == "." ? "" : plan.framing.pathText
         let partSize = max(1, partRecords)
         page.recordCount = min(array.count, partSize)
         page.records.reserveCapacity(page.recordCount)

@@ -15,7 +15,8 @@ import Synchronization
 /// Used from the pipeline's source queue only.
 public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     public let config: HTTPSourceConfig
-    private let recordsPath: [String]
+    /// Where a page's records sit, as the mapper finds them (``RecordFraming``).
+    private let framing: RecordFraming
     /// Credentials, origin policy, retries: what every request obeys.
     private let rules: FetchRules
     private var credentials: Credentials { rules.credentials }
@@ -89,7 +90,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         query: [(String, String)] = [], maxPageBytes: Int = Page.defaultMaxBytes, logger: Logger
     ) throws {
         self.config = config
-        self.recordsPath = recordsPath
+        self.framing = .array(at: recordsPath)
         self.rules = FetchRules(
             config: config, credentials: try Credentials(config: config, environment: environment),
             policy: OriginPolicy(url: config.url, allowedHosts: config.allowedHosts))
@@ -197,7 +198,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
                     metadata: [
                         LogKey.url: "\(page.source)",
                         LogKey.reason:
-                            "the page has no records array at '\(recordsPath.isEmpty ? "." : recordsPath.joined(separator: "."))': pagination stops here",
+                            "the page has no records array at '\(framing.pathText)': pagination stops here",
                     ])
             }
             if case .offset(let offset) = head.cursor, case .offset(_, _, let limit, let totalPath?) = config.paginate,
@@ -435,12 +436,10 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     /// of records at all (not JSON, over the size limit, or no array at the records path): then
     /// pagination stops too, instead of walking on to `max_pages`.
     private func recordCount(_ page: Page) -> Int? {
-        guard page.oversized == nil, let document = try? JSONDocument(bytes: page.bytes) else { return nil }
-        var current = document.root
-        for key in recordsPath {
-            guard let next = current[key] else { return nil }
-            current = next
-        }
-        return current.kind == .array ? current.count : nil
+        guard page.oversized == nil, let document = try? JSONDocument(bytes: page.bytes),
+            case .success(let records) = framing.records(in: document)
+        else { return nil }
+        return records.count
     }
+
 }
