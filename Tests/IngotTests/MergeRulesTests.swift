@@ -555,6 +555,8 @@ struct TransactionTests {
         let failed = try run(resume: false)
         #expect(failed.status == .failed)
         #expect(failed.error?.contains("integer overflow") == true, "\(failed.error ?? "")")
+        // The error says what the run was writing: the entity, the batch and its first page.
+        #expect(failed.error?.contains("[entity person, batch 8, page 8]") == true, "\(failed.error ?? "")")
         // Batches 1-4 were committed; 5-7 shared the transaction batch 8 rolled back.
         #expect(failed.counters.records == 40)
         #expect(try rows(options.databasePath, "SELECT count(*), max(id) FROM person") == [["40", "39"]])

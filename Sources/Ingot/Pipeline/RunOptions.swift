@@ -95,11 +95,11 @@ public struct RunSummary: Sendable {
             switch error {
             case let fetch as FetchError: self = fetch.isConfiguration ? .configuration : fetch.isTemporary ? .temporary : .unexpected
             case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
-            case StoreError.conflict, StoreError.unsupported: self = .configuration
-            case StoreError.unreachable: self = .temporary
+            case let store as StoreError where store.kind == .conflict || store.kind == .unsupported: self = .configuration
+            case let store as StoreError where store.kind == .unreachable: self = .temporary
             // SQLITE_BUSY, SQLITE_LOCKED: another program (a `sqlite3` shell in a transaction, a
             // backup) held the database past --lock-timeout, as another run would.
-            case StoreError.sqlite(let code, _, _) where code & 0xFF == 5 || code & 0xFF == 6: self = .temporary
+            case let store as StoreError where store.code.map({ $0 & 0xFF == 5 || $0 & 0xFF == 6 }) == true: self = .temporary
             case let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED: self = .temporary
             case is ConfigError: self = .configuration
             default: self = .unexpected

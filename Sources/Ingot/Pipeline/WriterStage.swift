@@ -277,6 +277,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         } catch {
             openWrites = []
             retainedBytes = 0
+            // The store's error says which batch and page it was writing.
+            var error = error
+            if var store = error as? StoreError {
+                store.batch = batch.number
+                store.page = pages.first?.seq
+                error = store
+            }
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
             // The store rolled back the open transaction: what is committed stays as it was.
             fail(error)

@@ -24,7 +24,7 @@ public struct Page: Sendable {
     /// replay); rejections name them.
     public var archive: ArchiveLocation?
     /// The HTTP status and safe headers, for a fetched page.
-    public var http: HTTPExchange?
+    package var http: HTTPExchange?
     /// Where the source continues after this page (committed with it, for `--resume`).
     public var resumeState: String?
     /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
@@ -38,15 +38,19 @@ public struct Page: Sendable {
     package var unit: UnitRef?
 
     public init(
-        seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, http: HTTPExchange? = nil,
-        resumeState: String? = nil
+        seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, resumeState: String? = nil
     ) {
         self.seq = seq
         self.source = source
         self.bytes = bytes
         self.archive = archive
-        self.http = http
         self.resumeState = resumeState
+    }
+
+    /// A fetched page with its HTTP side, for the archive.
+    package init(seq: Int, source: String, bytes: [UInt8], http: HTTPExchange?, resumeState: String? = nil) {
+        self.init(seq: seq, source: source, bytes: bytes, resumeState: resumeState)
+        self.http = http
     }
 }
 
@@ -115,11 +119,11 @@ public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// The HTTP side of a fetched page, for the archive.
-public struct HTTPExchange: Sendable {
-    public var status: Int
+package struct HTTPExchange: Sendable {
+    package var status: Int
     /// A safe subset of the response headers (the fetch side's list of archived headers).
-    public var headers: [String: String]
-    public var fetchedAt: Date
+    package var headers: [String: String]
+    package var fetchedAt: Date
 }
 
 /// What a source reports while it fetches (the run's metrics implement it).

@@ -30,8 +30,13 @@ struct BatchWriter {
 
     func write() throws {
         for (entity, rows) in batch.rows.merged.enumerated() {
-            try writeRows(of: entity, rows)
-            try insertAnonymous(of: entity, rows)
+            do {
+                try writeRows(of: entity, rows)
+                try insertAnonymous(of: entity, rows)
+            } catch var error as StoreError {
+                error.entity = store.model.entities[entity].name
+                throw error
+            }
         }
     }
 

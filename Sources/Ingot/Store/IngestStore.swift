@@ -196,18 +196,64 @@ public struct RunProgress: Sendable {
     public var kept: [(pipeline: String, key: String, value: String)] = []
 }
 
-/// A database failure that stops a run (with the SQL that failed), or a database Ingot cannot use.
-public enum StoreError: Error, Sendable, CustomStringConvertible {
-    case sqlite(code: Int32, message: String, sql: String)
-    case schema(String)
-    /// The database's tables disagree with the pipeline (refused before anything is written).
-    case conflict(String)
-    /// `--db` names a database Ingot cannot use (a scheme it does not know, an empty path).
-    case unsupported(String)
-    /// PostgreSQL refused a statement; `state` is its SQLSTATE.
-    case postgres(message: String, sql: String, state: String? = nil)
-    /// The database server could not be reached (a later run may succeed: exit 75).
-    case unreachable(String)
+/// A database failure that stops a run, or a database Ingot cannot use: what went wrong
+/// (``Kind``), in which backend, the database's own message and code, the statement that failed,
+/// and what the run was working on (the entity, the batch, the page) where that is known.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a caller decides on it (retry, exit code).
+    public enum Kind: Sendable, Equatable {
+        /// A statement failed (``sql`` says which; ``code`` or ``sqlState`` why).
+        case statement
+        /// The database's schema or bookkeeping is not what Ingot made.
+        case schema
+        /// The database's tables disagree with the pipeline (refused before anything is written).
+        case conflict
+        /// `--db` names a database Ingot cannot use (a scheme it does not know, an empty path).
+        case unsupported
+        /// The database server could not be reached (a later run may succeed: exit 75).
+        case unreachable
+    }
+
+    public var kind: Kind
+    /// `sqlite`, `postgresql`, or empty when no backend is concerned yet.
+    public var backend: String
+    public var message: String
+    /// The statement that failed, when one did.
+    public var sql: String
+    /// SQLite's (extended) result code.
+    public var code: Int32?
+    /// PostgreSQL's SQLSTATE.
+    public var sqlState: String?
+    /// The entity being written, when the store knew it.
+    public var entity: String?
+    /// The batch (its number in the run) and its first page's sequence number, when the writer
+    /// stage knew them.
+    public var batch: Int?
+    public var page: Int?
+
+    public init(_ kind: Kind, backend: String = "", message: String, sql: String = "", code: Int32? = nil, sqlState: String? = nil) {
+        self.kind = kind
+        self.backend = backend
+        self.message = message
+        self.sql = sql
+        self.code = code
+        self.sqlState = sqlState
+    }
+
+    /// SQLite failed `sql` with result `code`.
+    public static func sqlite(code: Int32, message: String, sql: String) -> StoreError {
+        StoreError(.statement, backend: "sqlite", message: message, sql: sql, code: code)
+    }
+
+    /// PostgreSQL failed `sql`; `state` is its SQLSTATE.
+    public static func postgres(message: String, sql: String, state: String? = nil) -> StoreError {
+        StoreError(.statement, backend: "postgresql", message: message, sql: sql, sqlState: state)
+    }
+
+    public static func schema(_ message: String) -> StoreError { StoreError(.schema, message: message) }
+    public static func conflict(_ message: String) -> StoreError { StoreError(.conflict, message: message) }
+    public static func unsupported(_ message: String) -> StoreError { StoreError(.unsupported, message: message) }
+    public static func unreachable(_ message: String) -> StoreError { StoreError(.unreachable, message: message) }
 
     /// The database's message when it refused a value of a batch — not the connection, the disk
     /// or a lock: SQLite's CONSTRAINT, TOOBIG, MISMATCH or RANGE; PostgreSQL's data exceptions
@@ -215,10 +261,10 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
     /// identity too long for its index). `nil` for every other failure, which no record causes.
     public static func refusedValue(_ error: any Error) -> String? {
         switch error {
-        case StoreError.sqlite(let code, let message, _) where [18, 19, 20, 25].contains(code & 0xFF):
-            return message
-        case StoreError.postgres(let message, _, let state?) where ["22", "23", "54"].contains(String(state.prefix(2))):
-            return message
+        case let error as StoreError where error.kind == .statement:
+            if let code = error.code, [18, 19, 20, 25].contains(code & 0xFF) { return error.message }
+            if let state = error.sqlState, ["22", "23", "54"].contains(String(state.prefix(2))) { return error.message }
+            return nil
         case let error as DatabaseError where [18, 19, 20, 25].contains(error.resultCode.primaryResultCode.rawValue):
             return error.message ?? "\(error.resultCode)"
         default:
@@ -226,12 +272,17 @@ public enum StoreError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The message, with the SQL that failed where there is one.
+    /// The message, with the statement that failed and what the run was working on.
     public var description: String {
-        switch self {
-        case .sqlite(let code, let message, let sql): "SQLite error \(code): \(message) (in: \(sql))"
-        case .schema(let message), .conflict(let message), .unsupported(let message), .unreachable(let message): message
-        case .postgres(let message, let sql, _): sql.isEmpty ? "PostgreSQL: \(message)" : "PostgreSQL: \(message) (in: \(sql.prefix(300)))"
+        var text: String
+        switch (kind, backend) {
+        case (.statement, "sqlite"): text = "SQLite error \(code ?? 0): \(message)"
+        case (.statement, "postgresql"): text = "PostgreSQL: \(message)"
+        default: text = message
         }
+        let context = [entity.map { "entity \($0)" }, batch.map { "batch \($0)" }, page.map { "page \($0)" }].compactMap { $0 }
+        if !context.isEmpty { text += " [\(context.joined(separator: ", "))]" }
+        if !sql.isEmpty { text += " (in: \(sql.prefix(300)))" }
+        return text
     }
 }

@@ -149,8 +149,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         for (entity, layout) in layouts.enumerated() {
             let rows = batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
-            try writeRows(rows, layout)
-            for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany, owner: entity) }
+            do {
+                try writeRows(rows, layout)
+                for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany, owner: entity) }
+            } catch var error as StoreError {
+                error.entity = model.entities[entity].name
+                throw error
+            }
         }
     }
 
