@@ -50,7 +50,8 @@ struct StoreSeamTests {
     ]
 
     /// SQLite's tables as text, in the column order of the layouts, sorted.
-    private func sqliteDump(_ db: String, _ model: EntityModel) throws -> [String: [[String]]] {
+    /// A SQLite database's tables as the memory store's `dump()` prints them.
+    static func sqliteDump(_ db: String, _ model: EntityModel) throws -> [String: [[String]]] {
         var out: [String: [[String]]] = [:]
         for layout in EntityLayout.layouts(of: model) {
             let columns = layout.columns.map { "\"\($0.name)\"" }.joined(separator: ", ")
@@ -92,7 +93,7 @@ struct StoreSeamTests {
             .run(source: MemoryPageSource(Self.pages), store: memory)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters == sqlite.counters)
-        let expected = try sqliteDump(db, config.model)
+        let expected = try Self.sqliteDump(db, config.model)
         let got = memory.dump()
         for table in expected.keys.sorted() {
             #expect(got[table] == expected[table], "table \(table)")
@@ -119,6 +120,6 @@ struct StoreSeamTests {
         }
         #expect(sqlite.counters.deleted == 3)
         #expect(sqlite.counters.entities["dog"]?.unfilled != nil)
-        #expect(memory.dump() == (try sqliteDump(db, config.model)))
+        #expect(memory.dump() == (try Self.sqliteDump(db, config.model)))
     }
 }

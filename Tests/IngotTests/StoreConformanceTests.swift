@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// The store contract, one set of tests run against every backend — SQLite, the memory store
+/// (written against the public seam alone) and PostgreSQL — the way a new backend is accepted
+/// (docs/stores.md): the same pages end in the same tables, with the same counts, whatever the
+/// backend and the batch size.
+@Suite(.serialized)
+struct StoreConformanceTests {
+    enum Backend: String, CaseIterable, CustomTestStringConvertible {
+        case sqlite, memory, postgresql
+        var testDescription: String { rawValue }
+    }
+
+    /// A backend ready for runs of one pipeline: runs write into the same database, `dump` reads
+    /// every table as text (sorted, booleans as 0/1).
+    struct Harness {
+        let run: ([String], Int) throws -> RunSummary
+        let dump: () throws -> [String: [[String]]]
+        /// A SQLite database's tables as this backend's `dump` prints values (dates, numbers).
+        let render: (String) throws -> [String: [[String]]]
+    }
+
+    static func harness(_ backend: Backend, yaml: String) throws -> Harness {
+        let config = try PipelineConfig.parse(text: yaml, path: "conformance.yml")
+        func options(_ database: String, _ batchRecords: Int) -> RunOptions {
+            var options = RunOptions()
+            options.databasePath = database
+            options.batchRecords = batchRecords
+            options.progressInterval = 0
+            return options
+        }
+        switch backend {
+        case .sqlite:
+            let db = temporaryDirectory().appendingPathComponent("c.db").path
+            return Harness(
+                run: { pages, batch in
+                    PipelineRunner(config: config, options: options(db, batch), logger: LogCapture().logger)
+                        .run(source: MemoryPageSource(pages))
+                },
+                dump: { try PostgresTests.sqliteDump(db, config.model) },
+                render: { try PostgresTests.sqliteDump($0, config.model) })
+        case .memory:
+            let store = MemoryStore(model: config.model)
+            return Harness(
+                run: { pages, batch in
+                    PipelineRunner(config: config, options: options("memory", batch), logger: LogCapture().logger)
+                        .run(source: MemoryPageSource(pages), store: store)
+                },
+                dump: { store.dump() },
+                render: { try StoreSeamTests.sqliteDump($0, config.model) })
+        case .postgresql:
+            let url = try PostgresServer.freshDatabase()
+            return Harness(
+                run: { pages, batch in
+                    PipelineRunner(config: config, options: options(url, batch), logger: LogCapture().logger)
+                        .run(source: MemoryPageSource(pages))
+                },
+                dump: { try PostgresTests.postgresDump(url, config.model) },
+                render: { try PostgresTests.sqliteDump($0, config.model) })
+        }
+    }
+
+    /// The merge rules' pages (nested objects, bare references under every policy, composite
+    /// identities, ordered to-many links, a rejected page and record) end in SQLite's state at the
+    /// same batch size, with the same counts (`updated` counts a row once per batch it is in).
+    @Test(arguments: Backend.allCases, [1, 3, 50])
+    func theMergeRulesEndInTheReferenceState(backend: Backend, batchRecords: Int) throws {
+        let harness = try Self.harness(backend, yaml: StoreSeamTests.yaml)
+        let summary = try harness.run(StoreSeamTests.pages, batchRecords)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedRecords == 1 && summary.counters.rejectedPages == 1)
+        let (reference, db) = try ingest(StoreSeamTests.yaml, StoreSeamTests.pages, batchRecords: batchRecords)
+        #expect(summary.counters == reference.counters)
+        let expected = try harness.render(db)
+        #expect(expected.values.allSatisfy { !$0.isEmpty }, "the pages fill every table")
+        let got = try harness.dump()
+        for table in expected.keys.sorted() { #expect(got[table] == expected[table], "\(backend): table \(table)") }
+    }
+
+    /// Running the same pages again changes no row and inserts nothing.
+    @Test(arguments: Backend.allCases)
+    func aSecondRunOfTheSamePagesChangesNothing(backend: Backend) throws {
+        let harness = try Self.harness(backend, yaml: StoreSeamTests.yaml)
+        #expect(try harness.run(StoreSeamTests.pages, 2).status == .finished)
+        let first = try harness.dump()
+        let again = try harness.run(StoreSeamTests.pages, 2)
+        #expect(again.status == .finished, "\(again.error ?? "")")
+        #expect(again.counters.inserted == 0)
+        #expect(try harness.dump() == first)
+    }
+
+    /// `write: replace` deletes the root rows a complete run did not touch, nullifying what
+    /// pointed at them, in every backend alike.
+    @Test(arguments: Backend.allCases)
+    func writeReplaceDeletesWhatTheRunDidNotTouch(backend: Backend) throws {
+        let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
+        let harness = try Self.harness(backend, yaml: yaml)
+        #expect(try harness.run(Array(StoreSeamTests.pages[0...1]), 50).status == .finished)
+        let second = try harness.run([#"{"results": [{"id": 2, "name": "Bo", "dogs": [11]}]}"#], 50)
+        #expect(second.status == .finished, "\(second.error ?? "")")
+        #expect(second.counters.deleted == 3)
+        let (_, db) = try ingest(yaml, Array(StoreSeamTests.pages[0...1]), batchRecords: 50)
+        try ingest(yaml, [#"{"results": [{"id": 2, "name": "Bo", "dogs": [11]}]}"#], db: db, batchRecords: 50)
+        #expect(try harness.dump() == harness.render(db))
+    }
+}
