@@ -28,10 +28,9 @@ struct MappingPlan: Sendable {
     final class EntityPlan: Sendable {
         let name: String
         let attributes: [Attribute]
-        /// Per attribute slot, its type and `coerce`: what mapping reads per value, without
-        /// copying the whole ``Attribute``.
-        let types: [AttributeType]
-        let coerces: [Bool]
+        /// Per attribute slot, what its values go through (``AttributeRules``): what mapping reads
+        /// per value, without copying the whole ``Attribute``.
+        let rules: [AttributeRules]
         let layout: EntityLayout
         let rootKeys: [RootKey]
         /// For each to-one of the layout: the relationship's policy.
@@ -56,8 +55,7 @@ struct MappingPlan: Sendable {
         ) {
             self.name = name
             self.attributes = attributes
-            self.types = attributes.map(\.type)
-            self.coerces = attributes.map(\.coerce)
+            self.rules = attributes.map(AttributeRules.init)
             self.layout = layout
             self.rootKeys = rootKeys
             self.toOnePolicies = toOnePolicies

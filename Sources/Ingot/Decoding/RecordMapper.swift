@@ -188,11 +188,12 @@ struct RecordMapper {
                     }
                     switch kind {
                     case .attribute(let slot):
-                        if case .string = entity.types[slot], c.nodes[leaf].kind == .string {
+                        let rules = entity.rules[slot]
+                        if rules.storesTextAsIs, c.nodes[leaf].kind == .string {
                             // Plain text: its bytes go from the page to the storage as they are.
                             page.storage.setText(v + slot, c.bytes(c.nodes[leaf]))
                         } else {
-                            page.storage.set(v + slot, try convert(leaf, entity.types[slot], coerce: entity.coerces[slot], &c))
+                            page.storage.set(v + slot, try convert(leaf, rules, &c))
                         }
                         mask.insert(slot)
                     case .toOne(let k):
@@ -297,7 +298,7 @@ struct RecordMapper {
                     reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
             }
             let identitySlot = entity.layout.identitySlots[0]
-            let value = try convert(index, entity.types[identitySlot], coerce: entity.coerces[identitySlot], &c)
+            let value = try convert(index, entity.rules[identitySlot], &c)
             guard value != .null else {
                 throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", code: .missingIdentity)
             }
@@ -323,10 +324,11 @@ struct RecordMapper {
 
     // MARK: - Values
 
-    /// Converts the value at `index` to `attribute`'s stored form, or throws why it cannot.
+    /// Converts the value at `index` to its stored form by `rules`, or throws why it cannot.
     private mutating func convert(
-        _ index: Int, _ type: AttributeType, coerce: Bool, _ c: inout Cursor
+        _ index: Int, _ rules: AttributeRules, _ c: inout Cursor
     ) throws(MappingFailure) -> ScalarValue {
+        let (type, coerce) = (rules.type, rules.coerce)
         let node = c.nodes[index]
         if node.kind == .null { return .null }
         func wrong() -> MappingFailure {
