@@ -33,56 +33,38 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The SQLite file, for the run lock beside it; `nil` for other backends and in-memory databases.
-    var lockablePath: String? {
-        guard case .sqlite(let path) = self, path != ":memory:" else { return nil }
-        return path
+    /// The backend that serves this location (``StoreBackend``): the one place a scheme becomes
+    /// a backend.
+    package var backend: any StoreBackend {
+        switch self {
+        case .sqlite(let path): SQLiteBackend(path: path)
+        case .postgres(let url): PostgresBackend(url: url)
+        }
     }
+
+    /// The SQLite file, for the run lock beside it; `nil` for other backends and in-memory databases.
+    var lockablePath: String? { backend.lockablePath }
 
     /// Opens the store (creating or checking the schema of `model`) for a run.
     func open(model: EntityModel, options: RunOptions) throws -> any IngestStore {
-        switch self {
-        case .sqlite(let path):
-            var storeOptions = Store.Options()
-            storeOptions.lockTimeout = options.lockTimeout
-            storeOptions.statementObserver = options.statementObserver
-            return try Store(path: path, model: model, options: storeOptions)
-        case .postgres(let url):
-            return try PGStore(url: url, model: model)
-        }
+        try backend.open(
+            model: model, options: StoreOpening(lockTimeout: options.lockTimeout, statementObserver: options.statementObserver))
     }
 
     /// The DDL of `model`'s tables in this backend, as `ingot schema` prints it.
     package func schema(of model: EntityModel) throws(StoreError) -> [String] {
-        switch self {
-        case .sqlite: return Store.schema(of: model)
-        case .postgres: return PGStore.schema(of: model)
-        }
+        try backend.schema(of: model)
     }
 
-    /// What a run of `model` would do here, writing nothing: whether the database exists, the
-    /// conflicts that would refuse the run, the statements that would bring its schema up to
-    /// the model.
+    /// What a run of `model` would do here, writing nothing (``StoreBackend/plan(model:)``).
     package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
-        switch self {
-        case .sqlite(let path): return try Store.plan(model: model, databasePath: path)
-        case .postgres(let url):
-            // Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
-            let connection = try PGConnection(url: url)
-            return (true, try PGStore.schemaConflicts(model, connection), try PGStore.missing(PGStore.schema(of: model), connection))
-        }
+        try backend.plan(model: model)
     }
 
     /// A value kept for `pipeline` across runs (the incremental cursor); `nil` when there is
     /// none, or no database yet.
     package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
-        switch self {
-        case .sqlite(let path): return try Store.state(databasePath: path, model: model, pipeline: pipeline, key: key)
-        case .postgres(let url):
-            let connection = try PGConnection(url: url)
-            let rows = try? connection.execute("SELECT value FROM _ingot_state WHERE pipeline = $1 AND key = $2", [pipeline, key])
-            return rows?.first?[0] ?? nil
-        }
+        try backend.keptValue(model: model, pipeline: pipeline, key: key)
     }
 
     /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info

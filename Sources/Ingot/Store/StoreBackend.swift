@@ -1,0 +1,60 @@
+import Foundation
+
+/// A store backend as `--db` reaches it: opening a store for a run, and what `ingot schema`,
+/// `--dry-run` and the incremental cursor ask of a database of it. One per backend
+/// (``SQLiteBackend``, ``PostgresBackend``); `StoreLocation` picks one by the `--db` scheme, so a
+/// new backend is a new conformer and a scheme, and nothing else changes above the stores.
+package protocol StoreBackend: Sendable {
+    /// Opens the store (creating or checking the schema of `model`) for a run.
+    func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore
+    /// The DDL of `model`'s tables, as `ingot schema` prints it.
+    func schema(of model: EntityModel) throws(StoreError) -> [String]
+    /// What a run of `model` would do, writing nothing: whether the database exists, the
+    /// conflicts that would refuse the run, the statements that would bring its schema up to it.
+    func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String])
+    /// A value kept for `pipeline` across runs (the incremental cursor); `nil` when there is none.
+    func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String?
+    /// The file the run lock sits beside, for a backend whose lock is a file (SQLite); `nil`
+    /// when the store takes its own (``IngestStore/lockRuns(of:timeout:)``).
+    var lockablePath: String? { get }
+}
+
+/// What every backend is opened with (a backend's own knobs stay its own: SQLite's cache and
+/// checkpoint sizes are `Store.Options`).
+package struct StoreOpening: Sendable {
+    /// Seconds to wait for another run or program holding the database.
+    package var lockTimeout: Double = 30
+    /// Called with the text of every statement the store runs (tests count identity lookups).
+    package var statementObserver: (@Sendable (String) -> Void)?
+
+    package init(lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil) {
+        self.lockTimeout = lockTimeout
+        self.statementObserver = statementObserver
+    }
+}
+
+/// A SQLite file: the embedded default.
+package struct SQLiteBackend: StoreBackend {
+    package var path: String
+
+    package init(path: String) { self.path = path }
+
+    package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
+        var storeOptions = Store.Options()
+        storeOptions.lockTimeout = options.lockTimeout
+        storeOptions.statementObserver = options.statementObserver
+        return try Store(path: path, model: model, options: storeOptions)
+    }
+
+    package func schema(of model: EntityModel) throws(StoreError) -> [String] { Store.schema(of: model) }
+
+    package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
+        try Store.plan(model: model, databasePath: path)
+    }
+
+    package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
+        try Store.state(databasePath: path, model: model, pipeline: pipeline, key: key)
+    }
+
+    package var lockablePath: String? { path == ":memory:" ? nil : path }
+}
