@@ -53,6 +53,16 @@ struct JoinSpec: Sendable, Equatable, Codable {
     }
 }
 
+/// Where a shared run is (`_ingot_joins.status`). `running` → `finished` when its last unit is
+/// committed; `running` → `failed` after three fetcher roles in a row failed without a page;
+/// `failed` → `running` when a job joins it again (it takes the run up). Unknown text in the row
+/// reads as `running`.
+enum JoinStatus: String, Sendable {
+    case running, finished, failed
+
+    init(_ text: String?) { self = text.flatMap(JoinStatus.init(rawValue:)) ?? .running }
+}
+
 /// A job's membership of a run shared by several jobs (`ingot run … --join NAME`): the run's
 /// work queue in the database, and this job's leases on it.
 ///
@@ -125,9 +135,10 @@ final class JoinedRun: Sendable {
                         + spec.differences(from: stored).joined(separator: "; ")
                         + ". Every job of a join must run the same pipeline on the same source; use another --join name for this one")
             }
-            let finished = row[3] == "finished"
+            let status = JoinStatus(row[3])
+            let finished = status == .finished
             var revived: String?
-            if row[3] == "failed" {
+            if status == .failed {
                 revived = row[5] ?? "unknown"
                 try connection.execute(
                     "UPDATE _ingot_joins SET status = 'running', fetch_failures = 0, error = NULL WHERE name = $1", [name])
@@ -210,7 +221,7 @@ final class JoinedRun: Sendable {
 
     /// The queue as a job deciding what to do next sees it.
     struct QueueState {
-        var status: String
+        var status: JoinStatus
         var error: String?
         /// The first seq past the source's end, once the fetcher saw it.
         var endSeq: Int?
@@ -234,7 +245,7 @@ final class JoinedRun: Sendable {
         }
         guard let row = rows.first else { throw StoreError.schema("the join '\(name)' vanished") }
         return QueueState(
-            status: row[0] ?? "running", error: row[1], endSeq: row[2].flatMap { Int($0) }, fetching: row[3] == "t",
+            status: JoinStatus(row[0]), error: row[1], endSeq: row[2].flatMap { Int($0) }, fetching: row[3] == "t",
             openElsewhere: row[4].flatMap { Int($0) } ?? 0, pending: row[5].flatMap { Int($0) } ?? 0)
     }
 
@@ -389,9 +400,9 @@ final class JoinedPageSource: PageSource, @unchecked Sendable {  // `next()` on 
             }
             let state = try run.state()
             switch state.status {
-            case "finished": return nil
-            case "failed": throw JoinError.runFailed(state.error ?? "unknown")
-            default: break
+            case .finished: return nil
+            case .failed: throw JoinError.runFailed(state.error ?? "unknown")
+            case .running: break
             }
             if state.endSeq != nil && state.openElsewhere == 0 { return nil }
             if state.endSeq == nil && !state.fetching, case .idle = fetch.withLock({ $0 }), let role = try run.takeFetcherRole() {

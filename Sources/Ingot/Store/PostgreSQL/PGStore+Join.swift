@@ -339,7 +339,7 @@ extension PGStore {
                 try connection.execute(
                     "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status <> 'done'", [join.name]
                 ).first?[0] ?? "1"
-            if status == .finished, row.first?[0] == "running", row.first?[1] != nil, open == "0" {
+            if status == .finished, JoinStatus(row.first?[0]) == .running, row.first?[1] != nil, open == "0" {
                 var total = RunCounters()
                 for job in try connection.execute(
                     """
