@@ -9,15 +9,7 @@ import Testing
 /// rest of the batch — and the batches before it in the same transaction — are saved.
 @Suite(.serialized)
 struct RefusedValueTests {
-    static let yaml = """
-        version: 1
-        name: refused
-        root: item
-        entities:
-          item:
-            identity: id
-            attributes: {id: integer, name: string}
-        """
+    static let yaml = itemPipeline("refused")
 
     func page(_ items: [(Int, String)]) -> String {
         "[" + items.map { "{\"id\":\($0.0),\"name\":\"\($0.1)\"}" }.joined(separator: ",") + "]"

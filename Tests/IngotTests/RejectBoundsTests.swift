@@ -11,13 +11,7 @@ struct RejectBoundsTests {
     /// A pipeline of `item {id, name}` read from `dir`.
     func pipeline(_ dir: URL) throws -> String {
         let yml = dir.appendingPathComponent("rj.yml").path
-        try """
-        version: 1
-        name: rj
-        source: {files: {dir: pages}}
-        root: item
-        entities: {item: {identity: id, attributes: {id: integer, name: string}}}
-        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        try itemPipeline("rj", "source: {files: {dir: pages}}").write(toFile: yml, atomically: true, encoding: .utf8)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
         return yml
     }

@@ -7,12 +7,7 @@ import Testing
 /// A runner's life (issue 16, typed lifecycles): one run at a time, a second run after the
 /// first works, a stop that comes before the run starts interrupts that run only.
 struct RunnerLifecycleTests {
-    static let yaml = """
-        version: 1
-        name: life
-        root: item
-        entities: {item: {identity: id, attributes: {id: integer, name: string}}}
-        """
+    static let yaml = itemPipeline("life")
 
     func runner(_ db: String) throws -> PipelineRunner {
         var options = RunOptions()

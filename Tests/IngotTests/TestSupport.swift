@@ -176,3 +176,10 @@ extension SourceConfig {
         if case .http(let settings) = self { settings } else { nil }
     }
 }
+
+/// The smallest pipeline most tests need: `item {id integer identity, name string}`, named
+/// `name`, with `lines` (a `source:`, `records:`, `write:` …) before its entities.
+func itemPipeline(_ name: String, _ lines: String...) -> String {
+    (["version: 1", "name: \(name)"] + lines + ["root: item", "entities: {item: {identity: id, attributes: {id: integer, name: string}}}"])
+        .joined(separator: "\n")
+}
