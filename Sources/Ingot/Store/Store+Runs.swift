@@ -137,18 +137,11 @@ extension Store {
     /// besides its identity: how many of its rows hold nothing but their identity — stubs no
     /// record has filled yet. One count per such entity (a scan of its table).
     package func unfilledStubs() throws -> [Int: Int] {
-        let stubbed = Set(
-            model.entities.flatMap { entity in
-                entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
-            })
         var result: [Int: Int] = [:]
         try dbQueue.read { db in
-            for entity in stubbed.sorted() {
-                let layout = layouts[entity]
-                let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
-                guard !others.isEmpty else { continue }
-                let empty = others.map { "\(Store.quote(layout.columns[$0].name)) IS NULL" }.joined(separator: " AND ")
-                result[entity] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(Store.quote(layout.table)) WHERE \(empty)") ?? 0
+            for (entity, columns) in model.stubbedEntities(layouts: layouts) {
+                let empty = columns.map { "\(Store.quote($0)) IS NULL" }.joined(separator: " AND ")
+                result[entity] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(Store.quote(layouts[entity].table)) WHERE \(empty)") ?? 0
             }
         }
         return result
@@ -195,24 +188,17 @@ extension Store {
             try db.execute(
                 sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
             deleted = db.changesCount
-            for other in layouts {
-                let otherTable = Store.quote(other.table)
-                // To-one references to a deleted row become NULL.
-                for toOne in other.toOne where toOne.target == entity {
-                    let columns = toOne.slots.map { other.columns[$0].name }
-                    let set = columns.map { "\(Store.quote($0)) = NULL" }.joined(separator: ", ")
-                    try db.execute(sql: "UPDATE \(otherTable) SET \(set) WHERE \(row(columns, of: otherTable)) IN \(gone)")
-                }
-                // Join rows naming a deleted row, on the owner's side or the target's.
-                for toMany in other.toMany {
-                    let join = Store.quote(toMany.joinTable)
-                    if other.entity == entity {
-                        try db.execute(sql: "DELETE FROM \(join) WHERE \(row(toMany.sourceColumns, of: join)) IN \(gone)")
-                    }
-                    if toMany.target == entity {
-                        try db.execute(sql: "DELETE FROM \(join) WHERE \(row(toMany.targetColumns, of: join)) IN \(gone)")
-                    }
-                }
+            let plan = NullifyPlan(deleting: entity, layouts: layouts)
+            // To-one references to a deleted row become NULL.
+            for reference in plan.nulled {
+                let other = Store.quote(reference.table)
+                let set = reference.columns.map { "\(Store.quote($0)) = NULL" }.joined(separator: ", ")
+                try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(row(reference.columns, of: other)) IN \(gone)")
+            }
+            // Join rows naming a deleted row, on the owner's side or the target's.
+            for reference in plan.unlinked {
+                let join = Store.quote(reference.table)
+                try db.execute(sql: "DELETE FROM \(join) WHERE \(row(reference.columns, of: join)) IN \(gone)")
             }
             try db.execute(sql: "DROP TABLE temp._ingot_deleted")
             try db.execute(sql: "DROP TABLE temp._ingot_touched")

@@ -412,38 +412,24 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             zip(columns, names).map { "\(alias).\(PGStore.quote($0)) = g.\($1)" }.joined(separator: " AND ")
         }
         let deleted = try connection.changes("DELETE FROM \(table) AS t USING \(gone) AS g WHERE \(matching(identity.map(\.name), "t"))")
-        for other in layouts {
-            let otherTable = PGStore.quote(other.table)
-            for toOne in other.toOne where toOne.target == entity {
-                let columns = toOne.slots.map { other.columns[$0].name }
-                let set = columns.map { "\(PGStore.quote($0)) = NULL" }.joined(separator: ", ")
-                try connection.execute("UPDATE \(otherTable) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(columns, "o"))")
-            }
-            for toMany in other.toMany {
-                let join = PGStore.quote(toMany.joinTable)
-                if other.entity == entity {
-                    try connection.execute("DELETE FROM \(join) AS j USING \(gone) AS g WHERE \(matching(toMany.sourceColumns, "j"))")
-                }
-                if toMany.target == entity {
-                    try connection.execute("DELETE FROM \(join) AS j USING \(gone) AS g WHERE \(matching(toMany.targetColumns, "j"))")
-                }
-            }
+        let plan = NullifyPlan(deleting: entity, layouts: layouts)
+        for reference in plan.nulled {
+            let set = reference.columns.map { "\(PGStore.quote($0)) = NULL" }.joined(separator: ", ")
+            try connection.execute(
+                "UPDATE \(PGStore.quote(reference.table)) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(reference.columns, "o"))")
+        }
+        for reference in plan.unlinked {
+            try connection.execute(
+                "DELETE FROM \(PGStore.quote(reference.table)) AS j USING \(gone) AS g WHERE \(matching(reference.columns, "j"))")
         }
         return deleted
     }
 
     func unfilledStubs() throws -> [Int: Int] {
-        let stubbed = Set(
-            model.entities.flatMap { entity in
-                entity.relationships.filter { $0.missing == .stub }.compactMap { model.index(of: $0.target) }
-            })
         var result: [Int: Int] = [:]
-        for entity in stubbed.sorted() {
-            let layout = layouts[entity]
-            let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
-            guard !others.isEmpty else { continue }
-            let empty = others.map { "\(PGStore.quote(layout.columns[$0].name)) IS NULL" }.joined(separator: " AND ")
-            let rows = try connection.execute("SELECT count(*) FROM \(PGStore.quote(layout.table)) WHERE \(empty)")
+        for (entity, columns) in model.stubbedEntities(layouts: layouts) {
+            let empty = columns.map { "\(PGStore.quote($0)) IS NULL" }.joined(separator: " AND ")
+            let rows = try connection.execute("SELECT count(*) FROM \(PGStore.quote(layouts[entity].table)) WHERE \(empty)")
             result[entity] = rows.first?[0].flatMap { Int($0) } ?? 0
         }
         return result
