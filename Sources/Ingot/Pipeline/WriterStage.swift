@@ -285,7 +285,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 error = store
             }
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
-            // The store rolled back the open transaction: what is committed stays as it was.
+            // The open transaction is rolled back (a store that undoes batches alone kept it):
+            // what is committed, with its resume state, stays as it was.
+            try? store.rollback()
             fail(error)
             saved = counters
             return
@@ -312,6 +314,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// Keeps a write of the open transaction for a redo.
     private func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
+        guard !store.undoesBatchesAlone else { return }
         var kept = batch
         kept.refs = nil
         kept.decoded = nil
@@ -334,8 +337,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
                 LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
             ])
-        try store.rollback()
         refusedInTransaction = true
+        // A store that undoes a batch alone kept the transaction; any other rolled it back.
+        if !store.undoesBatchesAlone { try store.rollback() }
         let redo = openWrites
         openWrites = []
         retainedBytes = 0

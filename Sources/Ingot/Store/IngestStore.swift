@@ -31,8 +31,14 @@ public protocol IngestStore: IdentityLookups {
 
     /// Writes a resolved batch in the open transaction (beginning one when none is): inserts,
     /// updates of the present columns, link replacements; then runs `then` in it. When either
-    /// throws, the open transaction is rolled back.
+    /// throws, the open transaction is rolled back — or, for a store that
+    /// ``undoesBatchesAlone``, only this batch's work.
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws
+    /// Whether a ``write(_:then:)`` that fails undoes only its own batch (a savepoint per batch,
+    /// cheap in a server database) and leaves the open transaction with the batches before it.
+    /// Otherwise the writer stage keeps the open transaction's batches to redo them when it
+    /// looks for the record a database refused. Default `false`.
+    var undoesBatchesAlone: Bool { get }
     /// Writes `batch` in the open transaction (beginning one when none is) under a savepoint:
     /// when it or `then` throws, only its own work is undone — the transaction and the batches
     /// written in it before stay — and the error is rethrown. The slow path that finds the
@@ -80,6 +86,9 @@ public protocol IngestStore: IdentityLookups {
 extension IngestStore {
     /// The resolver's counts are exact for one writer.
     public var lastWriteCounts: [EntityCounts]? { nil }
+
+    /// A failed write rolls the whole open transaction back.
+    public var undoesBatchesAlone: Bool { false }
 
     /// No lock of the store's own (SQLite's run lock is a file, taken before the store opens).
     public func lockRuns(of pipeline: String, timeout: Double) throws {}

@@ -106,17 +106,16 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     // MARK: - Writes
 
+    /// A single run's batch is written under a savepoint (two round trips; a subtransaction is
+    /// cheap here): when it fails, only its work is undone, and the writer stage keeps no batch
+    /// to redo (``undoesBatchesAlone``). A joined run's batches roll their unit's transaction
+    /// back whole (``writeJoined(_:_:then:)``).
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
         if let joined { return try writeJoined(batch, joined, then: then) }
-        try begin()
-        do {
-            try writeEntities(of: batch)
-            try then()
-        } catch {
-            try? rollback()
-            throw error
-        }
+        try writeIsolated(batch, then: then)
     }
+
+    var undoesBatchesAlone: Bool { joined == nil }
 
     /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
     /// the transaction stays open (a statement that failed aborts it up to the savepoint).
