@@ -1,0 +1,106 @@
+import Logging
+
+/// The safety net for values a database refuses (docs/reliability.md): the writes of the open
+/// transaction kept for a redo, and the halving of a refused batch down to its records.
+extension WriterStage {
+    /// Keeps a write of the open transaction for a redo.
+    func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
+        guard !store.undoesBatchesAlone else { return }
+        var kept = batch
+        kept.refs = nil
+        kept.decoded = nil
+        openWrites.append((kept, progress))
+        retainedBytes += batch.pages.reduce(0) { $0 + $1.bytes }
+    }
+
+    /// A batch the database refused a value of. The store rolled the open transaction back: its
+    /// earlier writes are redone (looked up again), then the batch's records are written in
+    /// halves under savepoints, the refused halves halved again down to the records the database
+    /// refuses, which are rejected (`unstorable`, with its message); the rest is saved, with the
+    /// batch's progress. Returns what was written. Cost: about 2 log2(n) writes for a poison
+    /// record among n, on this slow path only.
+    func saveRefusing(
+        _ batch: PreparedBatch, refusal: any Error, progress: (BatchOutcome) -> RunProgress
+    ) throws -> BatchOutcome {
+        logger.warning(
+            "batch.refused",
+            metadata: [
+                LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
+                LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
+            ])
+        refusedInTransaction = true
+        // A store that undoes a batch alone kept the transaction; any other rolled it back.
+        if !store.undoesBatchesAlone { try store.rollback() }
+        let redo = openWrites
+        openWrites = []
+        retainedBytes = 0
+        for write in redo {
+            let resolved = try resolver.resolve(write.batch, store: store)
+            try store.write(resolved) { if let p = write.progress { try store.recordProgress(p) } }
+            openWrites.append(write)
+        }
+        let pages = batch.decoded ?? batch.pages
+        var outcome = BatchOutcome()
+        outcome.entities = Array(repeating: EntityCounts(), count: model.entities.count)
+        let records = pages.indices.flatMap { p in pages[p].records.indices.map { (page: p, record: $0) } }
+        try bisect(records[...], pages, &outcome)
+        // The batch's pages without their records carry its progress (and, in a joined run, mark
+        // its units done even when every record was refused).
+        var empty = pages
+        for k in empty.indices {
+            empty[k].records = []
+            empty[k].rows = []
+            empty[k].storage = RowStorage()
+            empty[k].rejections = []
+        }
+        let made = progress(outcome)
+        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: empty), store: store)) { try store.recordProgress(made) }
+        remember(PreparedBatch(pages: empty), made)
+        return outcome
+    }
+
+    /// Writes `records` of `pages` under a savepoint; when the database refuses them, each half
+    /// again, down to single records, which are rejected.
+    private func bisect(
+        _ records: ArraySlice<(page: Int, record: Int)>, _ pages: [DecodedPage], _ outcome: inout BatchOutcome
+    ) throws {
+        guard !records.isEmpty else { return }
+        var subset = pages
+        for k in subset.indices {
+            subset[k].records = []
+            subset[k].rejections = []
+        }
+        for (p, r) in records { subset[p].records.append(pages[p].records[r]) }
+        let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
+        let resolved = try resolver.resolve(sub, store: store)
+        do {
+            var written = resolved.outcome
+            try store.writeIsolated(resolved) { if let counts = store.lastWriteCounts { written.recount(counts) } }
+            outcome.add(written)
+            remember(sub, nil)
+        } catch {
+            guard let message = StoreError.refusedValue(error) else { throw error }
+            guard records.count > 1 else {
+                if let only = records.first { outcome.rejections.append(refused(pages[only.page], only.record, message)) }
+                return
+            }
+            let middle = records.startIndex + records.count / 2
+            try bisect(records[..<middle], pages, &outcome)
+            try bisect(records[middle...], pages, &outcome)
+        }
+    }
+
+    /// The rejection of a record the database refuses, with its message.
+    private func refused(_ page: DecodedPage, _ k: Int, _ message: String) -> RecordRejection {
+        let record = page.records[k]
+        let root = record.rows.isEmpty ? nil : page.rows[record.rows.lowerBound]
+        let entity = root.map { model.entities[$0.entity].name } ?? model.entities.first?.name ?? "?"
+        let identity = root?.identity.map { String("\($0)".prefix(100)) } ?? "without identity"
+        var rejection = RecordRejection(
+            entity: entity, codingPath: recordsPath + "[\(record.index)]",
+            reason: "the database refused it (\(entity) \(identity)): \(message.prefix(500))", source: page.source,
+            recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength, code: .unstorable)
+        rejection.archive = page.archive
+        return rejection
+    }
+}
