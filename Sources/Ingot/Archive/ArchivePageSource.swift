@@ -16,6 +16,8 @@ public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used
         self.init(reader: reader)
     }
 
+    /// `archive PATH`.
+
     public var origin: String { "archive \(reader.path)" }
 
     public func next() throws -> Page? {

@@ -71,7 +71,6 @@ struct MappingPlan: Sendable {
 
     var entities: [EntityPlan]
     var root: Int
-    var recordsPath: [String]
     /// Where a page's records sit (``RecordFraming``).
     var framing: RecordFraming
     /// `incremental.cursor_path`: the key path whose highest value a page reports.
@@ -81,7 +80,6 @@ struct MappingPlan: Sendable {
         self.incrementalPath = incrementalPath
         let layouts = EntityLayout.layouts(of: model)
         self.root = model.index(of: root) ?? 0
-        self.recordsPath = recordsPath
         self.framing = .array(at: recordsPath)
         self.entities = model.entities.enumerated().map { index, entity in
             let layout = layouts[index]

@@ -20,12 +20,15 @@ struct RecordFraming: Sendable, Equatable {
         var reason: String
     }
 
-    /// The path as the pipeline file writes it: `.` for the top level.
-    var pathText: String {
+    /// Where the records sit as a coding path prefix: empty for the top level.
+    var codingPath: String {
         switch shape {
-        case .array(let path): path.isEmpty ? "." : path.joined(separator: ".")
+        case .array(let path): path.joined(separator: ".")
         }
     }
+
+    /// The path as the pipeline file writes it: `.` for the top level.
+    var pathText: String { codingPath.isEmpty ? "." : codingPath }
 
     /// The records' array in `document`, or why there is none.
     func records(in document: JSONDocument) -> Result<JSONValue, Failure> {

@@ -58,7 +58,7 @@ struct RecordMapper {
             rejectPage(failure.path, failure.reason, .noRecords)
             return
         }
-        let path = plan.framing.pathText == "." ? "" : plan.framing.pathText
+        let path = plan.framing.codingPath
         let partSize = max(1, partRecords)
         page.recordCount = min(array.count, partSize)
         page.records.reserveCapacity(page.recordCount)

@@ -134,6 +134,8 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
         self.metrics = metrics
     }
 
+    /// `http URL PAGINATOR`, the URL with its secrets redacted.
+
     public var origin: String { "http \(config.shownURL) \(config.paginate)" }
 
     public func next() throws -> Page? {

@@ -5,6 +5,7 @@ import Synchronization
 /// The files of a directory whose names match a glob, read whole, in name order.
 public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     public let directory: String
+    /// The file-name pattern (`fnmatch`) the files match.
     public let glob: String
     public let files: [String]
     /// Files bigger than this are not read: they become oversized pages (rejected by the run).
@@ -25,6 +26,8 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
         }
         files = names.filter { fnmatch(glob, $0, 0) == 0 }.sorted()
     }
+
+    /// `files DIR/GLOB`, the directory's path standardized.
 
     public var origin: String { "files \((directory as NSString).standardizingPath)/\(glob)" }
 

@@ -109,6 +109,7 @@ public struct RunSummary: Sendable {
 
     public var runID: String
     public var pipeline: String
+    /// How the run ended.
     public var status: RunStatus
     /// For a failed run: whether the cause is the configuration (permanent), something that may
     /// pass (temporary), or unexpected.

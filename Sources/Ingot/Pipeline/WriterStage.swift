@@ -79,6 +79,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// run stored all of its rejections up to the cap).
     private let maxRejectRows: Int
     private var storedRejectRows: Int
+    /// The `rejects.truncated` warning was logged (once per process).
+    private var rejectRowsTruncated = false
     /// The run's archive, named by the `rejects.truncated` warning.
     private let archivePath: String?
     private let pipeline: String
@@ -381,7 +383,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         return Array(rejections.prefix(max(0, room)))
     }
-    private var rejectRowsTruncated = false
 
     private func log(_ rejections: [RecordRejection]) {
         for r in rejections {

@@ -19,6 +19,7 @@ public struct Page: Sendable {
     public var seq: Int
     /// Where the bytes came from: a file path, a URL or an archive entry.
     public var source: String
+    /// The payload as the source read it.
     public var bytes: [UInt8]
     /// The archive holding this payload, and its entry there (set by the archive stage, or by a
     /// replay); rejections name them.
@@ -36,6 +37,8 @@ public struct Page: Sendable {
     /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
     /// (``seq`` numbers the pages of this job).
     package var unit: UnitRef?
+
+    /// A page numbered `seq` from `source`, optionally already archived and carrying its resume state.
 
     public init(
         seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, resumeState: String? = nil
@@ -90,6 +93,7 @@ public protocol PageSource: AnyObject, Sendable {
 }
 
 extension PageSource {
+    /// Sources that never wait have nothing to cancel.
     public func cancel() {}
     /// Sources that log nothing ignore the run's logger.
     public func useLogger(_ logger: Logger) {}
@@ -107,13 +111,19 @@ extension PageSource {
 
 /// Where a payload is archived: the archive file and the entry's sequence number in it.
 public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
+    /// The archive file.
     public var path: String
+    /// The entry's sequence number in it.
     public var entry: Int
+
+    /// Entry `entry` of the archive at `path`.
 
     public init(path: String, entry: Int) {
         self.path = path
         self.entry = entry
     }
+
+    /// `PATH#ENTRY`.
 
     public var description: String { "\(path)#\(entry)" }
 }
@@ -136,8 +146,11 @@ public protocol FetchObserver: AnyObject, Sendable {
 
 /// A source that cannot produce its next page: the run stops (everything before is committed).
 public struct SourceError: Error, Sendable, CustomStringConvertible {
+    /// The source that failed (a path, a URL, a join).
     public var source: String
+    /// What went wrong.
     public var message: String
+    /// `SOURCE: MESSAGE`.
     public var description: String { "\(source): \(message)" }
 }
 

@@ -111,18 +111,28 @@ public enum RunStatus: String, Sendable {
 
 /// The counters of a run, as the summary line and `_ingot_runs` show them.
 public struct RunCounters: Sendable, Equatable {
+    /// Pages applied (a page in parts counts once).
     public var pages = 0
+    /// Records read, rejected ones included.
     public var records = 0
+    /// Rows inserted, stubs included.
     public var inserted = 0
+    /// Stored rows a record changed.
     public var updated = 0
+    /// Rows `write: replace` deleted.
     public var deleted = 0
+    /// Records rejected.
     public var rejectedRecords = 0
+    /// Pages rejected whole.
     public var rejectedPages = 0
+    /// Raw page bytes read.
     public var bytes = 0
     /// The same, per entity (by name): rows inserted and updated, stubs created, records rejected.
     public var entities: [String: EntityCounts] = [:]
     /// Rejected records and pages per ``RejectReason`` code.
     public var rejectsByReason: [String: Int] = [:]
+
+    /// Zero counters.
 
     public init() {}
 
@@ -223,9 +233,12 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         case unreachable
     }
 
+    /// What went wrong.
+
     public var kind: Kind
     /// `sqlite`, `postgresql`, or empty when no backend is concerned yet.
     public var backend: String
+    /// The database's (or Ingot's) message.
     public var message: String
     /// The statement that failed, when one did.
     public var sql: String
@@ -238,7 +251,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// The batch (its number in the run) and its first page's sequence number, when the writer
     /// stage knew them.
     public var batch: Int?
+    /// The first page of that batch.
     public var page: Int?
+
+    /// An error of `kind` from `backend` with the database's `message` and, for a failed statement, its SQL and code.
 
     public init(_ kind: Kind, backend: String = "", message: String, sql: String = "", code: Int32? = nil, sqlState: String? = nil) {
         self.kind = kind
@@ -259,9 +275,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         StoreError(.statement, backend: "postgresql", message: message, sql: sql, sqlState: state)
     }
 
+    /// The database's schema or bookkeeping is not what Ingot made.
+
     public static func schema(_ message: String) -> StoreError { StoreError(.schema, message: message) }
+    /// The database's tables disagree with the pipeline.
     public static func conflict(_ message: String) -> StoreError { StoreError(.conflict, message: message) }
+    /// `--db` names a database Ingot cannot use.
     public static func unsupported(_ message: String) -> StoreError { StoreError(.unsupported, message: message) }
+    /// The database server could not be reached.
     public static func unreachable(_ message: String) -> StoreError { StoreError(.unreachable, message: message) }
 
     /// The database's message when it refused a value of a batch — not the connection, the disk
