@@ -99,11 +99,11 @@ struct JoinHardeningTests {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")
         // Create the tables and the join as a job would, then fill its queue by hand: the source is over.
-        _ = try PGStore(url: url, model: config.model)
-        let spec = JoinSpec(pipelineText: config.text, source: "MemoryPageSource", maxPageBytes: RunOptions.defaultMaxPageBytes)
-        _ = try JoinedRun(
-            url: url, name: "units", pipeline: config.name, proposedRunID: "r-units", startedAt: Date(), lease: 2, model: config.model,
-            spec: spec)
+        do {
+            let store = try PGStore(url: url, model: config.model)
+            _ = try store.joinRun(JoinTests.request("units", config, lease: 2))
+            try store.close()
+        }
         let good = [StoreSeamTests.pages[0], StoreSeamTests.pages[1]]
         let zstd = Zstd(level: 1)
         let connection = try PGConnection(url: url)

@@ -13,6 +13,14 @@ struct JoinTests {
     /// StoreSeamTests' pipeline, every relationship stubbing (a joined run refuses the others).
     static let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "vet: {to: vet, missing: ignore}", with: "vet: {to: vet}")
 
+    /// A request to join `name` as a job running `config` over a memory source would make it.
+    static func request(_ name: String, _ config: PipelineConfig, lease: Double = 30) -> SharedRunRequest {
+        SharedRunRequest(
+            name: name, pipeline: config.name, proposedRunID: "r-\(name)", startedAt: Date(), lease: lease, lockTimeout: 5,
+            spec: ["pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": "MemoryPageSource",
+                   "max_page_bytes": "\(RunOptions.defaultMaxPageBytes)"])
+    }
+
     /// `jobs` runners of `yaml` over `pages` joined under `name`, at once, each on a thread of
     /// its own with its own source (only the fetcher reads it); their summaries.
     private func runJoined(
@@ -130,22 +138,18 @@ struct JoinTests {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let url = try PostgresServer.freshDatabase()
         let store = try PGStore(url: url, model: config.model)
-        let run = try JoinedRun(
-            url: url, name: "lost", pipeline: "seam", proposedRunID: "r1", startedAt: Date(), lease: 30, model: config.model,
-            spec: JoinSpec(pipelineText: config.text, source: "test", maxPageBytes: RunOptions.defaultMaxPageBytes))
+        let run = try store.joinRun(Self.request("lost", config))
         let connection = try PGConnection(url: url)
         for seq in 1...2 {
             try connection.execute(
                 "INSERT INTO _ingot_units (name, seq, status, source, payload, length) VALUES ('lost', $1, 'pending', 'p', ''::bytea, 0)",
                 [String(seq)])
         }
-        let zstd = Zstd()
-        let first = try #require(try run.claim(zstd: zstd, maxPageBytes: 1 << 20))
-        let second = try #require(try run.claim(zstd: zstd, maxPageBytes: 1 << 20))
+        let first = try #require(try run.claim(maxPageBytes: 1 << 20)).page
+        let second = try #require(try run.claim(maxPageBytes: 1 << 20)).page
         // Another job takes the first unit over (as a claim after its lease ran out does).
         try connection.execute(
             "UPDATE _ingot_units SET job = 'other', claims = claims + 1 WHERE name = 'lost' AND seq = $1", [String(first.seq)])
-        store.joined = run.context
         let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
         var mapper = RecordMapper(plan: plan)
         var pages: [DecodedPage] = []
@@ -154,13 +158,14 @@ struct JoinTests {
                 bytes: Array(#"{"results": [{"id": \#(unit.seq), "name": "x"}]}"#.utf8), seq: unit.seq, source: "p", partRecords: 100
             ) { part in
                 var page = part
-                page.unit = UnitRef(seq: unit.seq, claim: unit.claim)
+                page.unit = unit.unit
                 pages.append(page)
             }
         }
         let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
         let batch = try resolver.resolve(resolver.prepare(pages, uncommitted: UncommittedIdentities(), store: store), store: store)
-        #expect(throws: JoinError.self) { try store.write(batch) {} }
+        let error = #expect(throws: StoreError.self) { try store.write(batch) {} }
+        #expect(error?.kind == .claimLost && error?.units == [first.seq])
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
         #expect(
             try connection.execute("SELECT seq, status, job FROM _ingot_units ORDER BY seq") == [

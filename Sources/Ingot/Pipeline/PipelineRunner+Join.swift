@@ -5,9 +5,8 @@ import Logging
 /// runner does differently. The stages are the same; the source is the run's work queue, each
 /// unit (a page) is one transaction, and the job that commits last finishes the run.
 struct JoinedPart {
-    let run: JoinedRun
-    let source: JoinedPageSource
-    let store: PGStore
+    let run: any SharedRun
+    let source: SharedRunSource
 
     var runID: String { run.runID }
 }
@@ -15,12 +14,12 @@ struct JoinedPart {
 extension PipelineRunner {
     /// Checks that the pipeline can run joined into `store`, takes the pipeline's run lock shared
     /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
-    /// written: another backend than PostgreSQL, relationships whose outcome depends on page
-    /// order (`missing: reject|ignore`).
+    /// written: a store that cannot share runs (SQLite), relationships whose outcome depends on
+    /// page order (`missing: reject|ignore`).
     func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date) throws -> JoinedPart {
-        guard let pg = store as? PGStore else {
+        guard let shared = store as? any SharedRunStore else {
             throw StoreError.unsupported(
-                "--join needs a PostgreSQL database (--db postgresql://…): the jobs of a run share it; \(shownDatabase) is not one")
+                "--join needs a database that several jobs can share (PostgreSQL: --db postgresql://…); \(shownDatabase) is not one")
         }
         if options.resume {
             throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
@@ -33,13 +32,22 @@ extension PipelineRunner {
                 "--join needs every relationship to stub missing targets: with several jobs, whether a target exists when a page is written depends on which job wrote what first; "
                     + ordered.joined(separator: ", "))
         }
-        try pg.lockRuns(of: config.name, timeout: options.lockTimeout, shared: true)
-        let run = try JoinedRun(
-            url: options.databasePath, name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started),
-            startedAt: started, lease: options.lease, model: config.model,
-            spec: JoinSpec(pipelineText: config.text, source: source.origin, maxPageBytes: maxPageBytes))
-        pg.joined = run.context
-        return JoinedPart(run: run, source: JoinedPageSource(run: run, upstream: source, maxPageBytes: maxPageBytes), store: pg)
+        let run = try shared.joinRun(
+            SharedRunRequest(
+                name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
+                lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source)))
+        return JoinedPart(run: run, source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes))
+    }
+
+    /// What decides a joined run's result, as a job runs it: the pipeline file's text (its
+    /// `${VAR}` unexpanded: only `source:` has any), the source it reads (secrets redacted), and
+    /// the options that change what is accepted. A job whose spec differs from the run's (a
+    /// rolling update of the pipeline's ConfigMap, another `--max-page-bytes`) is refused, exit 2,
+    /// naming what differs: it would write the tables half one way, half the other. Secret
+    /// values (a token, a tenant in a URL's path) are not part of it: no digest of a secret is
+    /// stored in a database other jobs and people read.
+    func joinSpec(source: any PageSource) -> [String: String] {
+        ["pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": source.origin, "max_page_bytes": "\(maxPageBytes)"]
     }
 
     /// Ends this job's part: records its status; when every unit is done, finishes the run (and
@@ -61,9 +69,8 @@ extension PipelineRunner {
                 }
                 try archiveWriter?.append(bytes, seq: seq, source: source)
             }
-        let end = try part.store.endJoinedJob(
-            part.run.context, runID: part.runID, status: status, counters: counters, replaceEntity: replaceEntity,
-            maxPageBytes: maxPageBytes, archive: archive)
+        let end = try part.run.endJob(
+            status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes, archive: archive)
         try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
         guard let total = end.finished else { return }

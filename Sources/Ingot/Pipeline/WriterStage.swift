@@ -269,7 +269,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             lastSaved = batch.number
             storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
             log(rejections)
-        } catch JoinError.unitsLost(let units) {
+        } catch let error as StoreError where error.kind == .claimLost {
+            let units = error.units
             // This job stalled past a lease and another job took a unit over: the transaction was
             // rolled back and its other units handed back to the queue; their work counts elsewhere.
             logger.warning("unit.lost", metadata: ["units": "\(units.map(String.init).joined(separator: ","))"])

@@ -36,7 +36,7 @@ public struct Page: Sendable {
     public var unreadable: String?
     /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
     /// (``seq`` numbers the pages of this job).
-    package var unit: UnitRef?
+    public var unit: UnitRef?
 
     /// A page numbered `seq` from `source`, optionally already archived and carrying its resume state.
 
@@ -60,14 +60,14 @@ public struct Page: Sendable {
 /// A page of a run shared by several jobs, as one job claimed it: its number in the shared
 /// source, and which claim of it this is (a unit whose lease ran out is claimed again; only the
 /// latest claim may commit it).
-package struct UnitRef: Sendable, Hashable {
+public struct UnitRef: Sendable, Hashable {
     /// 1, 2, 3, … in the shared source's order: later units win.
-    package var seq: Int
+    public var seq: Int
     /// How many times the unit was claimed, this claim included.
-    package var claim: Int
+    public var claim: Int
 
     /// The `claim`-th claim of unit `seq`.
-    package init(seq: Int, claim: Int) {
+    public init(seq: Int, claim: Int) {
         self.seq = seq
         self.claim = claim
     }

@@ -231,6 +231,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         case unsupported
         /// The database server could not be reached (a later run may succeed: exit 75).
         case unreachable
+        /// Units of a shared run this job held were taken over by other jobs after their leases
+        /// ran out (this job stalled): the transaction was rolled back, the batch's other units
+        /// handed back to the queue (``units`` says which were lost).
+        case claimLost
     }
 
     /// What went wrong.
@@ -253,6 +257,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var batch: Int?
     /// The first page of that batch.
     public var page: Int?
+    /// The units of a shared run lost to other jobs (``Kind/claimLost``).
+    public var units: [Int] = []
 
     /// An error of `kind` from `backend` with the database's `message` and, for a failed statement, its SQL and code.
 

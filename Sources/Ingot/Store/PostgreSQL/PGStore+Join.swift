@@ -17,23 +17,6 @@ struct JoinContext: Sendable {
     var firstPosition: Int64 { position(0) }
 }
 
-/// Why a joined job cannot go on with a unit or a run.
-enum JoinError: Error, Sendable, CustomStringConvertible {
-    /// A unit's lease ran out and another job took it over (this job was stalled): the
-    /// transaction is rolled back, its other units are handed back; the other job's work counts.
-    case unitsLost([Int])
-    /// The shared run failed (its source failed too often); the message says why.
-    case runFailed(String)
-
-    var description: String {
-        switch self {
-        case .unitsLost(let seqs):
-            "units \(seqs.map(String.init).joined(separator: ", ")) were taken over by other jobs after their leases ran out"
-        case .runFailed(let message): "the joined run failed: \(message)"
-        }
-    }
-}
-
 /// Writes of a joined job: every row carries, per column, the position of the unit whose value it
 /// holds (`_ingot_pos`, a `bigint[]`: one slot per column, per to-many set, and `@`), and a unit
 /// overwrites a column only when its position is not older. Units are committed in any order by
@@ -99,14 +82,14 @@ extension PGStore {
         } catch {
             let held = unitsInTransaction
             try? rollback()
-            if case JoinError.unitsLost = error { releaseUnits(held, join) }
+            if (error as? StoreError)?.kind == .claimLost { releaseUnits(held, join) }
             throw error
         }
     }
 
     /// ``writeJoined(_:_:then:)``'s statements, in the open transaction.
     func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws {
-        let units = Set(batch.pages.compactMap(\.unit)).subtracting(unitsInTransaction)
+        let units = Set(batch.units).subtracting(unitsInTransaction)
         if !units.isEmpty {
             let list = Array(units)
             let marked = try connection.execute(
@@ -118,7 +101,7 @@ extension PGStore {
             unitsInTransaction.formUnion(units)
             if marked.count != units.count {
                 let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
-                throw JoinError.unitsLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
+                throw StoreError.claimLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
             }
         }
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
@@ -410,21 +393,5 @@ extension PGStore {
                 try body(seq, row[1] ?? "", bytes)
             }
         }
-    }
-}
-
-extension RunCounters {
-    /// Adds another job's counters (a joined run's total).
-    mutating func add(_ other: RunCounters) {
-        pages += other.pages
-        records += other.records
-        inserted += other.inserted
-        updated += other.updated
-        deleted += other.deleted
-        rejectedRecords += other.rejectedRecords
-        rejectedPages += other.rejectedPages
-        bytes += other.bytes
-        for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }
-        for (code, count) in other.rejectsByReason { rejectsByReason[code, default: 0] += count }
     }
 }

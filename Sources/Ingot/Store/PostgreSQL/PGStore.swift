@@ -21,6 +21,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     let model: EntityModel
     let layouts: [EntityLayout]
     let connection: PGConnection
+    /// The database's URL (secrets included: never shown; ``PGConnection/shown`` is).
+    let url: String
     /// A second connection for ``lookupCommitted(_:_:)`` on the assembler's queue: the next
     /// batch's identities are looked up while the writer writes this one.
     private let reader: PGConnection
@@ -42,6 +44,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     init(url: String, model: EntityModel) throws {
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
+        self.url = url
         let connection = try PGConnection(url: url)
         self.connection = connection
         try PGStore.applySchema(PGStore.schema(of: model), on: connection) {
@@ -130,11 +133,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             if let joined { try writeJoinedRows(batch, joined) } else { try writeEntities(of: batch) }
             try then()
             try connection.execute("RELEASE SAVEPOINT ingot_isolated")
-        } catch JoinError.unitsLost(let lost) {
+        } catch let error as StoreError where error.kind == .claimLost {
             let held = unitsInTransaction
             try? rollback()
             if let joined { releaseUnits(held, joined) }
-            throw JoinError.unitsLost(lost)
+            throw error
         } catch {
             forgetStaging(after: stagedBefore)
             unitsInTransaction = unitsBefore

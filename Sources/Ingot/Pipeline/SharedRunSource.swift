@@ -1,0 +1,171 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// The pages of a shared run (`--join`), as one job's pipeline reads them: each ``next()`` claims
+/// a unit from the run's work queue (``SharedRun``, whatever store keeps it). When nobody fetches
+/// and the source is not finished, this job takes the fetcher's role: a thread of its own reads
+/// `upstream` (the pipeline's source) and enqueues each page with where the source continues (so
+/// that a job taking the role over resumes there). ``next()`` returns `nil` once the source is
+/// finished and every unit is done or held by this job; it waits while other jobs hold units
+/// (their leases may run out and hand them over). A timer renews this job's leases every third
+/// of a lease.
+final class SharedRunSource: PageSource, @unchecked Sendable {  // `next()` on the source queue; shared state under mutexes
+    let run: any SharedRun
+    private let upstream: any PageSource
+    private let maxPageBytes: Int
+    private let cancelled = StopFlag()
+    private let logger = Mutex(Logger(label: "ingot"))
+    /// Pages enqueued ahead of the jobs at most, before the fetcher waits.
+    private let ahead: Int
+    private let fetchQueue = DispatchQueue(label: "ingot.join.fetch", qos: .userInitiated)
+    private let fetch = Mutex(FetchState.idle)
+    private let renewal: any DispatchSourceTimer
+    /// Called before ``next()`` waits for work: the pipeline hands its open batch to the writer
+    /// (other jobs may be waiting for the units in it).
+    private let idleHandler = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Where this job's fetcher thread is: at most one runs, and a failed one fails the job.
+    enum FetchState {
+        case idle
+        case fetching
+        case failed(any Error)
+    }
+
+    /// Why a shared run cannot go on, as the source reports it.
+    struct RunFailed: Error, CustomStringConvertible {
+        var message: String
+        var description: String { "the joined run failed: \(message)" }
+    }
+
+    init(run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, ahead: Int = 64) {
+        self.run = run
+        self.upstream = upstream
+        self.maxPageBytes = maxPageBytes
+        self.ahead = max(1, ahead)
+        renewal = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ingot.join.lease"))
+        let interval = max(0.05, run.lease / 3)
+        renewal.schedule(deadline: .now() + interval, repeating: interval)
+        renewal.setEventHandler { [weak self] in
+            guard let self else { return }
+            do {
+                try self.run.renewLeases()
+            } catch {
+                self.logger.withLock { $0 }.warning("join.lease_failed", metadata: [LogKey.error: "\(error)"])
+            }
+        }
+        renewal.resume()
+    }
+
+    /// Sets what ``next()`` calls before it waits.
+    func whenIdle(_ handler: @escaping @Sendable () -> Void) {
+        idleHandler.withLock { $0 = handler }
+    }
+
+    func useLogger(_ logger: Logger) {
+        self.logger.withLock { $0 = logger }
+        upstream.useLogger(logger)
+    }
+
+    func useMetrics(_ metrics: any FetchObserver) { upstream.useMetrics(metrics) }
+
+    func cancel() {
+        cancelled.value.withLock { $0 = true }
+        upstream.cancel()
+    }
+
+    /// Stops renewing leases and waits for the fetcher thread; gives the fetcher's role back if
+    /// this job still holds it.
+    func close() {
+        cancel()
+        fetchQueue.sync {}
+        renewal.cancel()
+        run.releaseFetcherRole()
+    }
+
+    private var isCancelled: Bool { cancelled.value.withLock { $0 } }
+
+    func next() throws -> Page? {
+        var idle = 0.002
+        while true {
+            if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
+            if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
+            if let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) {
+                let logger = self.logger.withLock { $0 }
+                if let takenFrom {
+                    logger.notice("unit.taken_over", metadata: [LogKey.seq: .int(page.seq), "from_job": "\(takenFrom)"])
+                } else if logger.logLevel <= .debug {
+                    logger.debug("unit.claimed", metadata: [LogKey.seq: .int(page.seq)])
+                }
+                return page
+            }
+            switch try run.state() {
+            case .finished: return nil
+            case .failed(let message): throw RunFailed(message: message)
+            case .running(let endSeq, let fetching, let openElsewhere, _):
+                if endSeq != nil && openElsewhere == 0 { return nil }
+                if endSeq == nil && !fetching, case .idle = fetch.withLock({ $0 }), let role = try run.takeFetcherRole() {
+                    startFetching(from: role.nextSeq, state: role.resumeState)
+                    idle = 0.002
+                    continue
+                }
+            }
+            // Pages still being decoded reach the batch later: ask at every wait.
+            idleHandler.withLock { $0 }?()
+            Thread.sleep(forTimeInterval: idle)
+            idle = min(idle * 2, 0.02)
+        }
+    }
+
+    // MARK: - The fetcher
+
+    private func startFetching(from first: Int, state: String?) {
+        fetch.withLock { $0 = .fetching }
+        let logger = self.logger.withLock { $0 }
+        logger.info("join.fetching", metadata: [LogKey.seq: .int(first), "resume_state": "\(state ?? "start")"])
+        fetchQueue.async { [self] in
+            do {
+                let ended = try fetchAll(from: first, state: state)
+                if let ended { logger.info("join.fetched", metadata: [LogKey.pages: .int(ended - 1)]) }
+                fetch.withLock { $0 = .idle }
+            } catch {
+                if isCancelled {
+                    fetch.withLock { $0 = .idle }
+                    return
+                }
+                logger.error("join.fetch_failed", metadata: [LogKey.error: "\(error)"])
+                run.recordFetchFailure("\(error)")
+                fetch.withLock { $0 = .failed(error) }
+            }
+        }
+    }
+
+    /// Reads the source from `state`, enqueuing pages from `first`; returns the end seq when the
+    /// source ended, `nil` when the role was lost or the job stops.
+    private func fetchAll(from first: Int, state: String?) throws -> Int? {
+        if let state { try upstream.resume(from: state) }
+        var seq = first
+        var checked = first - ahead
+        while !isCancelled {
+            // Every quarter of `ahead` pages, wait while the jobs are that far behind.
+            if seq - checked >= ahead / 4 {
+                var idle = 0.002
+                while !isCancelled, try run.pendingUnits() >= ahead {
+                    Thread.sleep(forTimeInterval: idle)
+                    idle = min(idle * 2, 0.05)
+                }
+                checked = seq
+            }
+            guard let page = try upstream.next() else {
+                return try run.endSource(at: seq) ? seq : nil
+            }
+            guard try run.enqueue(page, as: seq) else {
+                logger.withLock { $0 }.warning("join.fetch_lost", metadata: [LogKey.seq: .int(seq)])
+                return nil
+            }
+            seq += 1
+        }
+        return nil
+    }
+}

@@ -1,0 +1,294 @@
+import Foundation
+import Synchronization
+
+/// Where a shared run is (`_ingot_joins.status`). `running` → `finished` when its last unit is
+/// committed; `running` → `failed` after three fetcher roles in a row failed without a page;
+/// `failed` → `running` when a job joins it again (it takes the run up). Unknown text in the row
+/// reads as `running`.
+enum JoinStatus: String, Sendable {
+    case running, finished, failed
+
+    init(_ text: String?) { self = text.flatMap(JoinStatus.init(rawValue:)) ?? .running }
+}
+
+extension PGStore: SharedRunStore {
+    /// Takes the run lock shared, joins (or creates) the run, and writes this store's batches as
+    /// the run's units from then on (PGStore+Join.swift).
+    func joinRun(_ request: SharedRunRequest) throws -> any SharedRun {
+        try lockRuns(of: request.pipeline, timeout: request.lockTimeout, shared: true)
+        let run = try PGSharedRun(store: self, request: request)
+        joined = run.context
+        return run
+    }
+}
+
+/// A job's membership of a run shared by several jobs (`ingot run … --join NAME`), in
+/// PostgreSQL: the run's work queue in the database, and this job's leases on it.
+///
+/// - `_ingot_joins` has one row per join: its run, the next unit to enqueue, the end of the
+///   source once seen, and which job fetches (under a lease).
+/// - `_ingot_units` has one row per unit (a page of the source): its payload (zstd), and who
+///   holds it until when. A unit is claimed with `FOR UPDATE SKIP LOCKED` under a lease the
+///   holder renews; a lease that runs out (a job killed, or stalled) hands the unit to another.
+///
+/// The control connection (claims, lease renewals, the queue's state) is used under a mutex, by
+/// the source queue and the lease timer; the fetcher's thread enqueues on a connection of its
+/// own (opened when this job takes the role), under another.
+final class PGSharedRun: SharedRun {
+    let context: JoinContext
+    let runID: String
+    let created: Bool
+    let alreadyFinished: Bool
+    let revived: String?
+    let lease: Double
+    /// The store that joined: its writer connection holds the job's open transaction, and ends
+    /// the job's part (``endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
+    let store: PGStore
+    private let control: Mutex<(connection: PGConnection, zstd: Zstd)>
+    private let fetcher = Mutex<FetcherLink?>(nil)
+
+    /// The fetcher's connection and compressor.
+    private final class FetcherLink: @unchecked Sendable {  // used under `fetcher`'s mutex only
+        let connection: PGConnection
+        let zstd = Zstd(level: 1)
+        init(_ connection: PGConnection) { self.connection = connection }
+    }
+
+    var name: String { context.name }
+    var job: String { context.job }
+
+    /// Joins the run `request.name` in the database at `url`, creating it (and its run row) when
+    /// no job did yet (``SharedRunStore/joinRun(_:)``).
+    init(store: PGStore, request: SharedRunRequest) throws {
+        let connection = try PGConnection(url: store.url)
+        try PGStore.applySchema(PGStore.joinSchema(of: store.model), on: connection)
+        let job = PGSharedRun.makeJobID()
+        let name = request.name
+        let joined = try connection.transaction {
+            () throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) in
+            let created =
+                !(try connection.execute(
+                    """
+                    INSERT INTO _ingot_joins (name, run_id, pipeline, status, spec) VALUES ($1, $2, $3, 'running', $4)
+                    ON CONFLICT (name) DO NOTHING RETURNING id
+                    """,
+                    [name, request.proposedRunID, request.pipeline, request.specJSON])).isEmpty
+            if created {
+                try connection.execute(
+                    "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
+                    [request.proposedRunID, request.pipeline, Store.timestamp(request.startedAt), name])
+            }
+            guard
+                let row = try connection.execute(
+                    "SELECT id, run_id, pipeline, status, spec, error FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]
+                ).first,
+                let id = row[0].flatMap({ Int64($0) }), let runID = row[1]
+            else { throw StoreError.schema("the join '\(name)' vanished while joining it") }
+            guard row[2] == request.pipeline else {
+                throw StoreError.conflict(
+                    "the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(request.pipeline)': use another --join name")
+            }
+            // A spec the store cannot read is one that differs.
+            if let refusal = request.refusal(joining: row[4].flatMap(SharedRunRequest.spec(fromJSON:)) ?? [:]) {
+                throw StoreError.conflict(refusal)
+            }
+            let status = JoinStatus(row[3])
+            let finished = status == .finished
+            var revived: String?
+            if status == .failed {
+                revived = row[5] ?? "unknown"
+                try connection.execute(
+                    "UPDATE _ingot_joins SET status = 'running', fetch_failures = 0, error = NULL WHERE name = $1", [name])
+                try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL WHERE run_id = $1", [runID])
+            }
+            if !finished {
+                try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
+            }
+            return (created, finished, revived, id, runID)
+        }
+        created = joined.created
+        alreadyFinished = joined.finished
+        revived = joined.revived
+        runID = joined.runID
+        context = JoinContext(name: name, job: job, ordinal: joined.id)
+        lease = request.lease
+        self.store = store
+        control = Mutex((connection, Zstd()))
+    }
+
+    /// `host-pid-random`: unique among the jobs of a join, and telling where a job ran.
+    static func makeJobID() -> String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "host"
+        return "\(host)-\(getpid())-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
+    }
+
+    // MARK: - Units
+
+    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
+        try control.withLock { control in
+            let rows = try control.connection.execute(
+                """
+                UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
+                  claims = u.claims + 1
+                FROM (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
+                        AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) AS c
+                WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims
+                """, [name, job, String(lease)])
+            guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
+            var page = Page(seq: seq, source: row[1] ?? "?", bytes: [])
+            page.unit = UnitRef(seq: seq, claim: row[6].flatMap { Int($0) } ?? 0)
+            page.oversized = row[4].flatMap { Int($0) }
+            page.unreadable = Self.read(row[2], length: row[3], into: &page, zstd: control.zstd, maxPageBytes: maxPageBytes).map {
+                "unit \(seq) of join '\(name)' cannot be read: \($0)"
+            }
+            return (page, row[5])
+        }
+    }
+
+    /// Fills `page` from a unit's row. The row is input like any other: its length is believed
+    /// only up to `maxPageBytes`, and a payload that cannot be read is a rejected page (why it
+    /// cannot), not a failure.
+    private static func read(_ payload: String?, length: String?, into page: inout Page, zstd: Zstd, maxPageBytes: Int) -> String? {
+        if page.oversized != nil { return nil }
+        guard let length = length.flatMap({ Int($0) }), length >= 0 else { return "its length '\(length ?? "NULL")' is not one" }
+        guard length <= maxPageBytes else {
+            page.oversized = length
+            return nil
+        }
+        guard let frame = payload.flatMap(PGConnection.bytea(fromText:)) else { return "its payload is not readable" }
+        do {
+            page.bytes = frame.isEmpty && length == 0 ? [] : try zstd.decompress(frame[...], expectedLength: length, limit: maxPageBytes)
+        } catch {
+            return "\(error)"
+        }
+        return nil
+    }
+
+    func state() throws -> SharedRunState {
+        let rows = try control.withLock { control in
+            try control.connection.execute(
+                """
+                SELECT j.status, j.error, j.end_seq, j.fetcher IS NOT NULL AND j.fetch_lease_until >= now(),
+                  (SELECT count(*) FROM _ingot_units u WHERE u.name = j.name AND u.status <> 'done' AND u.job IS DISTINCT FROM $2),
+                  (SELECT count(*) FROM _ingot_units u WHERE u.name = j.name AND u.status = 'pending')
+                FROM _ingot_joins j WHERE j.name = $1
+                """, [name, job])
+        }
+        guard let row = rows.first else { throw StoreError.schema("the join '\(name)' vanished") }
+        switch JoinStatus(row[0]) {
+        case .finished: return .finished
+        case .failed: return .failed(row[1] ?? "unknown")
+        case .running:
+            return .running(
+                endSeq: row[2].flatMap { Int($0) }, fetching: row[3] == "t", openElsewhere: row[4].flatMap { Int($0) } ?? 0,
+                pending: row[5].flatMap { Int($0) } ?? 0)
+        }
+    }
+
+    /// Units being committed (locked by the writer's transaction) are skipped, not waited for.
+    func renewLeases() throws {
+        try control.withLock { control in
+            try control.connection.execute(
+                """
+                UPDATE _ingot_units SET lease_until = now() + make_interval(secs => $3)
+                WHERE (name, seq) IN (SELECT name, seq FROM _ingot_units WHERE name = $1 AND job = $2 AND status = 'claimed'
+                                      FOR UPDATE SKIP LOCKED)
+                """, [name, job, String(lease)])
+            try control.connection.execute(
+                "UPDATE _ingot_joins SET fetch_lease_until = now() + make_interval(secs => $3) WHERE name = $1 AND fetcher = $2",
+                [name, job, String(lease)])
+        }
+    }
+
+    // MARK: - The fetcher's role
+
+    func takeFetcherRole() throws -> (nextSeq: Int, resumeState: String?)? {
+        let rows = try control.withLock { control in
+            try control.connection.execute(
+                """
+                UPDATE _ingot_joins SET fetcher = $2, fetch_lease_until = now() + make_interval(secs => $3)
+                WHERE name = $1 AND status = 'running' AND end_seq IS NULL AND (fetcher IS NULL OR fetch_lease_until < now())
+                RETURNING next_seq, fetch_state
+                """, [name, job, String(lease)])
+        }
+        guard let row = rows.first, let next = row[0].flatMap({ Int($0) }) else { return nil }
+        return (next, row[1])
+    }
+
+    /// Runs `body` on the fetcher's connection, opening it the first time.
+    private func withFetcher<T>(_ body: (PGConnection, Zstd) throws -> T) throws -> T {
+        try fetcher.withLock { fetcher in
+            let link = try fetcher ?? FetcherLink(try PGConnection(url: store.url))
+            fetcher = link
+            return try body(link.connection, link.zstd)
+        }
+    }
+
+    /// One statement: the join moves on only if this job still fetches, and the unit is
+    /// enqueued with it.
+    func enqueue(_ page: Page, as seq: Int) throws -> Bool {
+        try withFetcher { connection, zstd in
+            let payload = page.bytes.isEmpty ? [] : try zstd.compress(page.bytes)
+            return try connection.changes(
+                """
+                WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
+                             fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
+                           WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
+                INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized)
+                  SELECT $1, $3, 'pending', $6, $7, $8, $9 FROM j
+                """,
+                [
+                    name, job, String(seq), page.resumeState, String(lease), page.source, PGConnection.byteaText(payload),
+                    String(page.bytes.count), page.oversized.map(String.init),
+                ]) == 1
+        }
+    }
+
+    func pendingUnits() throws -> Int {
+        try withFetcher { connection, _ in
+            try connection.execute(
+                "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status = 'pending'", [name]
+            ).first?[0].flatMap { Int($0) } ?? 0
+        }
+    }
+
+    func endSource(at seq: Int) throws -> Bool {
+        try withFetcher { connection, _ in
+            try connection.changes(
+                "UPDATE _ingot_joins SET end_seq = $3, fetcher = NULL WHERE name = $1 AND fetcher = $2 AND next_seq = $3",
+                [name, job, String(seq)]) == 1
+        }
+    }
+
+    func releaseFetcherRole() {
+        _ = try? control.withLock { control in
+            try control.connection.execute(
+                "UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL WHERE name = $1 AND fetcher = $2", [name, job])
+        }
+    }
+
+    /// A page enqueued resets the count of failed roles; a job joining a failed run later takes
+    /// it up again, as `--resume` does for a single run.
+    func recordFetchFailure(_ message: String) {
+        _ = try? control.withLock { control in
+            try control.connection.execute(
+                """
+                UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL, fetch_failures = fetch_failures + 1, error = $3,
+                  status = CASE WHEN fetch_failures + 1 >= 3 THEN 'failed' ELSE status END
+                WHERE name = $1 AND fetcher = $2
+                """, [name, job, message])
+        }
+    }
+
+    // MARK: - The end
+
+    func endJob(
+        status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
+        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+    ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
+        let end = try store.endJoinedJob(
+            context, runID: runID, status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes,
+            archive: archive)
+        return (end.finished, end.replaceSkipped)
+    }
+}

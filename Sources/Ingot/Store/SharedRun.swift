@@ -1,0 +1,207 @@
+import Foundation
+
+// A run shared by several jobs (`ingot run --join NAME`, docs/scale-out.md), as a store offers
+// it: the run's work queue (units: the pages of the shared source, claimed under leases), its
+// fetcher's role, and the end of a job's part. The pipeline drives it (its page source and lease
+// timer live in Pipeline/SharedRunSource.swift) and never names a backend: PostgreSQL implements
+// it (Store/PostgreSQL/PGSharedRun.swift), and so does the tests' memory store.
+
+/// A store that several jobs can share one run in: each job runs the whole pipeline, the pages
+/// come from the run's work queue, and whatever job commits which unit in whatever order, the
+/// tables end as one job alone leaves them.
+public protocol SharedRunStore: IngestStore {
+    /// Takes the pipeline's run lock shared with the run's other jobs (single runs are excluded),
+    /// then joins the run `request.name`, creating it when no job did yet. From then on this
+    /// store writes each batch as the units it holds: it marks them done in the batch's
+    /// transaction (a unit this job no longer holds throws ``StoreError/claimLost(_:)`` and rolls
+    /// the transaction back), and a unit's values win over those of every earlier unit only.
+    ///
+    /// Refused with ``StoreError/Kind/conflict`` when the run belongs to another pipeline or its
+    /// ``SharedRunRequest/spec`` differs from this job's. A run that failed is taken up again
+    /// (``SharedRun/revived``).
+    func joinRun(_ request: SharedRunRequest) throws -> any SharedRun
+}
+
+/// What a job asks for when it joins a shared run.
+public struct SharedRunRequest: Sendable {
+    /// The run's name (`--join NAME`): the jobs that give the same name share the run.
+    public var name: String
+    /// The pipeline's name: a run of another pipeline is refused.
+    public var pipeline: String
+    /// The run id this job gives the run when it creates it.
+    public var proposedRunID: String
+    /// When this job started.
+    public var startedAt: Date
+    /// Seconds a claim lasts without renewal (``SharedRun/renewLeases()``).
+    public var lease: Double
+    /// Seconds to wait for the run lock (a single run of the pipeline holding it).
+    public var lockTimeout: Double
+    /// What decides the run's result, by name (the pipeline file's digest, the source, the
+    /// options that change what is accepted): every job of a run must give the same. No secret
+    /// belongs here: the store keeps it where other jobs and people read it.
+    public var spec: [String: String]
+
+    /// A request to join `name`.
+    public init(
+        name: String, pipeline: String, proposedRunID: String, startedAt: Date, lease: Double, lockTimeout: Double,
+        spec: [String: String]
+    ) {
+        self.name = name
+        self.pipeline = pipeline
+        self.proposedRunID = proposedRunID
+        self.startedAt = startedAt
+        self.lease = lease
+        self.lockTimeout = lockTimeout
+        self.spec = spec
+    }
+
+    /// ``spec`` as a store keeps it: a JSON object, keys sorted.
+    public var specJSON: String { Self.json(of: spec) }
+
+    private static func json(of spec: [String: String]) -> String {
+        var out = "{"
+        for (k, (name, value)) in spec.sorted(by: { $0.key < $1.key }).enumerated() {
+            if k > 0 { out += "," }
+            JSONText.quote(name, into: &out)
+            out += ":"
+            JSONText.quote(value, into: &out)
+        }
+        return out + "}"
+    }
+
+    /// Reads ``specJSON`` back; `nil` when the text is not one.
+    public static func spec(fromJSON text: String) -> [String: String]? {
+        guard let document = try? JSONDocument(bytes: Array(text.utf8)), document.root.kind == .object else { return nil }
+        var spec: [String: String] = [:]
+        for (name, value) in document.root.members {
+            guard let key = name.string, let text = value.string else { return nil }
+            spec[key] = text
+        }
+        return spec
+    }
+
+    /// Why a job with this request cannot join a run whose spec is `stored`, or `nil` when it
+    /// can: the digests of both, and per part `NAME: the run has …, this job has …`.
+    public func refusal(joining stored: [String: String]) -> String? {
+        guard stored != spec else { return nil }
+        let differences = Set(spec.keys).union(stored.keys).sorted().compactMap { name in
+            spec[name] == stored[name] ? nil : "\(name): the run has \(stored[name] ?? "nothing"), this job has \(spec[name] ?? "nothing")"
+        }
+        func digest(_ spec: [String: String]) -> String { String(SHA256.hex(Self.json(of: spec).utf8).prefix(16)) }
+        return "the join '\(name)' runs with spec \(digest(stored)), this job's is \(digest(spec)): "
+            + differences.joined(separator: "; ")
+            + ". Every job of a join must run the same pipeline on the same source; use another --join name for this one"
+    }
+}
+
+/// Where a shared run stands, as a job deciding what to do next sees it.
+public enum SharedRunState: Sendable, Equatable {
+    /// Jobs are still at work. `endSeq`: the first unit past the source's end, once the fetcher
+    /// saw it; `fetching`: a job holds the fetcher's role under a live lease; `openElsewhere`:
+    /// units not done and not held by this job; `pending`: units nobody claimed yet.
+    case running(endSeq: Int?, fetching: Bool, openElsewhere: Int, pending: Int)
+    /// Every unit is committed and a job finished the run.
+    case finished
+    /// The run failed (its source failed three fetcher roles in a row), and why.
+    case failed(String)
+}
+
+/// A job's membership of a shared run (``SharedRunStore/joinRun(_:)``): the run's work queue and
+/// this job's leases on it. Every method may be called from any thread; the store serialises
+/// what needs it.
+public protocol SharedRun: AnyObject, Sendable {
+    /// The run's id (the one its creator proposed).
+    var runID: String { get }
+    /// The run's name (`--join NAME`).
+    var name: String { get }
+    /// This job's id among the run's jobs (host, process, random suffix): who holds a unit.
+    var job: String { get }
+    /// Whether this job created the run (the others joined it).
+    var created: Bool { get }
+    /// The run was finished before this job joined it: there is nothing to do.
+    var alreadyFinished: Bool { get }
+    /// The run had failed (why, as it was recorded) and this job took it up again.
+    var revived: String? { get }
+    /// Seconds a claim lasts without renewal.
+    var lease: Double { get }
+
+    // MARK: Units
+
+    /// Claims the first unit nobody holds (pending, or its holder's lease ran out) and returns
+    /// it as a page with its ``Page/unit`` set, and the job that held it before when its lease
+    /// ran out; `nil` when none is open. A unit's stored length is believed only up to
+    /// `maxPageBytes` (beyond: ``Page/oversized``), and a payload that cannot be read is a page
+    /// with ``Page/unreadable`` set: the unit is input like any other.
+    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)?
+    /// Where the run stands.
+    func state() throws -> SharedRunState
+    /// Renews this job's leases: the units it holds and the fetcher's role.
+    func renewLeases() throws
+
+    // MARK: The fetcher's role
+
+    /// Takes the fetcher's role when nobody holds it under a live lease and the source is not
+    /// finished: the unit to enqueue next, and where the source continues (`nil`: its start).
+    func takeFetcherRole() throws -> (nextSeq: Int, resumeState: String?)?
+    /// Enqueues `page` as unit `seq` (with where the source continues after it), and renews the
+    /// fetcher's lease; `false` when this job no longer holds the role (nothing is enqueued).
+    func enqueue(_ page: Page, as seq: Int) throws -> Bool
+    /// Units enqueued and not yet claimed by anyone: the fetcher waits while jobs are behind.
+    func pendingUnits() throws -> Int
+    /// Records that the source ended before unit `seq` and gives the role back; `false` when
+    /// this job no longer held it.
+    func endSource(at seq: Int) throws -> Bool
+    /// Gives the fetcher's role back (this job stops), so that another job takes it at once.
+    func releaseFetcherRole()
+    /// Records that this job's fetching failed with `message` and gives the role back. Three
+    /// fetcher roles in a row that failed without enqueuing a unit fail the run.
+    func recordFetchFailure(_ message: String)
+
+    // MARK: The end
+
+    /// Commits what is open, records how this job's part ended, and — when every unit is
+    /// committed and nobody finished the run yet — finishes it: `write: replace` deletes the
+    /// rows of `replaceEntity` no unit touched (unless the run rejected something: then why
+    /// not), the jobs' counters are summed into the run's, and `archive` is given every unit's
+    /// page in source order before the payloads are dropped. Returns the run's counters when
+    /// this job finished it.
+    func endJob(
+        status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
+        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+    ) throws -> (finished: RunCounters?, replaceSkipped: String?)
+}
+
+extension StoreError {
+    /// Units `seqs` of a shared run were taken over by other jobs after their leases ran out.
+    public static func claimLost(_ seqs: [Int]) -> StoreError {
+        var error = StoreError(
+            .claimLost,
+            message: "units \(seqs.map(String.init).joined(separator: ", ")) were taken over by other jobs after their leases ran out")
+        error.units = seqs
+        return error
+    }
+}
+
+extension ResolvedBatch {
+    /// In a shared run: the units whose records the batch holds, in order.
+    public var units: [UnitRef] {
+        var seen = Set<UnitRef>()
+        return pages.compactMap(\.unit).filter { seen.insert($0).inserted }
+    }
+}
+
+extension RunCounters {
+    /// Adds another job's counters (a shared run's total).
+    public mutating func add(_ other: RunCounters) {
+        pages += other.pages
+        records += other.records
+        inserted += other.inserted
+        updated += other.updated
+        deleted += other.deleted
+        rejectedRecords += other.rejectedRecords
+        rejectedPages += other.rejectedPages
+        bytes += other.bytes
+        for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }
+        for (code, count) in other.rejectsByReason { rejectsByReason[code, default: 0] += count }
+    }
+}
