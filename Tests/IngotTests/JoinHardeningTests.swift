@@ -10,17 +10,18 @@ import Testing
 struct JoinHardeningTests {
     /// One job of `yaml` joined under `name`, reading `source`.
     func job(
-        _ yaml: String, url: String, name: String, source: any PageSource, maxPageBytes: Int? = nil, logs: LogCapture = LogCapture()
+        _ yaml: String, _ database: JoinDatabase, name: String, source: any PageSource, maxPageBytes: Int? = nil,
+        logs: LogCapture = LogCapture()
     ) throws -> RunSummary {
-        var options = RunOptions()
-        options.databasePath = url
-        options.batchRecords = 2
-        options.progressInterval = 0
-        options.join = name
-        options.lease = 2
+        var options = JoinTests.options(database, join: name)
         options.maxPageBytes = maxPageBytes
-        return PipelineRunner(config: try PipelineConfig.parse(text: yaml, path: "join.yml"), options: options, logger: logs.logger)
-            .run(source: source)
+        return database.run(
+            PipelineRunner(config: try PipelineConfig.parse(text: yaml, path: "join.yml"), options: options, logger: logs.logger), source)
+    }
+
+    /// A database for `JoinTests.yaml`'s jobs.
+    func database(_ backend: JoinBackend) throws -> JoinDatabase {
+        try JoinDatabase(backend, model: try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml").model)
     }
 
     /// FIPS 180-4's examples, and a length that needs a second padding block.
@@ -35,13 +36,14 @@ struct JoinHardeningTests {
 
     /// A rolling update of the pipeline (another text), another source or another
     /// `--max-page-bytes`: refused, naming both digests and what differs, before anything is written.
-    @Test(.timeLimit(.minutes(1))) func aJobWithAnotherSpecIsRefused() throws {
-        let url = try PostgresServer.freshDatabase()
-        let first = try job(JoinTests.yaml, url: url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages))
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aJobWithAnotherSpecIsRefused(backend: JoinBackend) throws {
+        let url = try database(backend)
+        let first = try job(JoinTests.yaml, url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages))
         #expect(first.status == .finished, "\(first.error ?? "")")
         let changed = JoinTests.yaml.replacingOccurrences(of: "name: seam", with: "name: seam\n# v2: a comment is a change too")
         #expect(changed != JoinTests.yaml)
-        let other = try job(changed, url: url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages))
+        let other = try job(changed, url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages))
         #expect(other.status == .failed && other.failureKind == .configuration)
         let error = other.error ?? ""
         #expect(error.contains("the join 'spec' runs with spec ") && error.contains(", this job's is "), "\(error)")
@@ -51,44 +53,44 @@ struct JoinHardeningTests {
             "\(error)")
         #expect(!error.contains("source:") && !error.contains("max_page_bytes:"), "only what differs is named")
 
-        let smaller = try job(JoinTests.yaml, url: url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages), maxPageBytes: 4096)
+        let smaller = try job(JoinTests.yaml, url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages), maxPageBytes: 4096)
         #expect(smaller.failureKind == .configuration)
         #expect(
             smaller.error?.contains("max_page_bytes: the run has \(RunOptions.defaultMaxPageBytes), this job has 4096") == true,
             "\(smaller.error ?? "")")
 
         let dir = temporaryDirectory().path
-        let files = try job(JoinTests.yaml, url: url, name: "spec", source: DirectoryPageSource(directory: dir, glob: "*.json"))
+        let files = try job(JoinTests.yaml, url, name: "spec", source: DirectoryPageSource(directory: dir, glob: "*.json"))
         #expect(files.failureKind == .configuration)
         #expect(
             files.error?.contains("source: the run has MemoryPageSource, this job has files \(dir)/*.json") == true, "\(files.error ?? "")")
-        #expect(
-            try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_join_jobs WHERE name = 'spec'") == [["1"]],
-            "no refused job joined")
+        let jobs =
+            try url.memory.map { memory in memory.state.withLock { $0.joins["spec"]?.jobs.count ?? 0 } }
+            ?? PGConnection(url: url.url).execute("SELECT count(*) FROM _ingot_join_jobs WHERE name = 'spec'").first?[0].flatMap { Int($0) }
+        #expect(jobs == 1, "no refused job joined")
     }
 
     /// One outage seen by three jobs fails the run (each fetcher role failed without progress);
     /// a job started once the source is back takes it up again and finishes it exactly.
-    @Test(.timeLimit(.minutes(1))) func aRunFailedByAnOutageIsTakenUpByTheNextJob() throws {
-        let url = try PostgresServer.freshDatabase()
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aRunFailedByAnOutageIsTakenUpByTheNextJob(backend: JoinBackend) throws {
+        let url = try database(backend)
         let down = Outage()
         for k in 1...3 {
-            let summary = try job(JoinTests.yaml, url: url, name: "outage", source: OutageSource(StoreSeamTests.pages, down: down))
+            let summary = try job(JoinTests.yaml, url, name: "outage", source: OutageSource(StoreSeamTests.pages, down: down))
             #expect(summary.status == .failed, "job \(k)")
         }
-        let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT status, fetch_failures FROM _ingot_joins") == [["failed", "3"]])
+        #expect(try url.join("outage").map { [$0.status, "\($0.fetchFailures)"] } == ["failed", "3"])
         down.isDown.withLock { $0 = false }
         let logs = LogCapture()
-        let back = try job(JoinTests.yaml, url: url, name: "outage", source: OutageSource(StoreSeamTests.pages, down: down), logs: logs)
+        let back = try job(JoinTests.yaml, url, name: "outage", source: OutageSource(StoreSeamTests.pages, down: down), logs: logs)
         #expect(back.status == .finished, "\(back.error ?? "")")
         #expect(logs.all.contains { $0.contains("msg=join.revived") && $0.contains("the run had failed") })
-        #expect(try connection.execute("SELECT status, fetch_failures FROM _ingot_joins") == [["finished", "0"]])
-        #expect(try connection.execute("SELECT status FROM _ingot_runs") == [["finished"]])
-        let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")
+        #expect(try url.join("outage").map { [$0.status, "\($0.fetchFailures)"] } == ["finished", "0"])
+        #expect(try url.runs().map(\.status) == ["finished"])
         let (_, db) = try ingest(JoinTests.yaml, StoreSeamTests.pages)
-        let expected = try PostgresTests.sqliteDump(db, config.model)
-        let got = try PostgresTests.postgresDump(url, config.model)
+        let expected = try url.sqlite(db)
+        let got = try url.dump()
         for table in expected.keys.sorted() { #expect(got[table] == expected[table], "table \(table)") }
     }
 
@@ -96,7 +98,8 @@ struct JoinHardeningTests {
     /// (a rejected page), a payload that is not zstd is a rejected page with its seq, and the
     /// run goes on with the other units.
     @Test(.timeLimit(.minutes(1))) func aUnitIsInputItsLengthBelievedOnlyUpToMaxPageBytes() throws {
-        let url = try PostgresServer.freshDatabase()
+        let database = try database(.postgresql)
+        let url = database.url
         let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")
         // Create the tables and the join as a job would, then fill its queue by hand: the source is over.
         do {
@@ -118,7 +121,7 @@ struct JoinHardeningTests {
         try unit(4, try zstd.compress(Array(good[1].utf8)), good[1].utf8.count)
         try connection.execute("UPDATE _ingot_joins SET next_seq = 5, end_seq = 5 WHERE name = 'units'")
 
-        let summary = try job(JoinTests.yaml, url: url, name: "units", source: MemoryPageSource([]))
+        let summary = try job(JoinTests.yaml, database, name: "units", source: MemoryPageSource([]))
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.rejectedPages == 2)
         let rejects = try connection.execute(

@@ -5,9 +5,87 @@ import Testing
 
 @testable import Ingot
 
+/// Where the tests' shared runs are kept: PostgreSQL (a fresh database) or a ``MemoryDatabase``
+/// whose jobs each have a ``MemoryStore`` of their own — the join's logic tested without a
+/// server, through the same contract (`SharedRunStore`).
+enum JoinBackend: String, CaseIterable, CustomTestStringConvertible {
+    case memory, postgresql
+    var testDescription: String { rawValue }
+}
+
+/// One database of a join test, and how to run jobs into it and read it.
+struct JoinDatabase {
+    let backend: JoinBackend
+    let model: EntityModel
+    /// PostgreSQL's URL (`memory` for the memory backend).
+    let url: String
+    let memory: MemoryDatabase?
+
+    init(_ backend: JoinBackend, model: EntityModel) throws {
+        self.backend = backend
+        self.model = model
+        switch backend {
+        case .postgresql:
+            url = try PostgresServer.freshDatabase()
+            memory = nil
+        case .memory:
+            url = "memory"
+            memory = MemoryDatabase(model: model)
+        }
+    }
+
+    /// Runs `runner` over `source` into this database (a store of its own, for the memory backend).
+    func run(_ runner: PipelineRunner, _ source: any PageSource) -> RunSummary {
+        guard let memory else { return runner.run(source: source) }
+        return runner.run(source: source, store: MemoryStore(model: model, database: memory))
+    }
+
+    /// A store of a job of its own.
+    func sharedStore() throws -> any SharedRunStore {
+        if let memory { return MemoryStore(model: model, database: memory) }
+        return try PGStore(url: url, model: model)
+    }
+
+    /// Every table as text, comparable with `sqlite(_:)`'s.
+    func dump() throws -> [String: [[String]]] {
+        guard let memory else { return try PostgresTests.postgresDump(url, model) }
+        return memory.dump()
+    }
+
+    /// A SQLite database's tables, printed as this backend's ``dump()`` prints values.
+    func sqlite(_ db: String) throws -> [String: [[String]]] {
+        memory == nil ? try PostgresTests.sqliteDump(db, model) : try StoreSeamTests.sqliteDump(db, model)
+    }
+
+    /// The shared run `name`: its status and where its source ended.
+    func join(_ name: String) throws -> (status: String, endSeq: Int?, fetchFailures: Int)? {
+        if let memory {
+            return memory.state.withLock { $0.joins[name] }.map { ($0.status, $0.endSeq, $0.fetchFailures) }
+        }
+        let connection = try PGConnection(url: url)
+        guard try connection.execute("SELECT to_regclass('_ingot_joins')::text") != [[nil]] else { return nil }
+        return try connection.execute("SELECT status, end_seq, fetch_failures FROM _ingot_joins WHERE name = $1", [name])
+            .first.map { ($0[0] ?? "", $0[1].flatMap { Int($0) }, $0[2].flatMap { Int($0) } ?? 0) }
+    }
+
+    /// The run rows: status and counters of each.
+    func runs() throws -> [(status: String, counters: RunCounters?)] {
+        if let memory { return memory.state.withLock { s in s.runOrder.compactMap { s.runs[$0] }.map { ($0.status, $0.counters) } } }
+        return try PGConnection(url: url).execute(
+            "SELECT status, pages, records, inserted, deleted, rejected_records, rejected_pages FROM _ingot_runs ORDER BY started_at"
+        ).map { row in
+            var c = RunCounters()
+            func int(_ k: Int) -> Int { row[k].flatMap { Int($0) } ?? 0 }
+            (c.pages, c.records, c.inserted, c.deleted, c.rejectedRecords, c.rejectedPages) = (int(1), int(2), int(3), int(4), int(5), int(6))
+            return (row[0] ?? "", c)
+        }
+    }
+}
+
 /// Several jobs sharing one run (`--join NAME`, docs/scale-out.md): whatever job commits which
 /// unit in whatever order, and whichever job is killed, the tables end exactly as one job
-/// alone leaves them (SQLite's single run is the reference).
+/// alone leaves them (SQLite's single run is the reference). The logic runs on the memory
+/// store and on PostgreSQL; killed processes need PostgreSQL.
 @Suite(.serialized)
 struct JoinTests {
     /// StoreSeamTests' pipeline, every relationship stubbing (a joined run refuses the others).
@@ -17,30 +95,39 @@ struct JoinTests {
     static func request(_ name: String, _ config: PipelineConfig, lease: Double = 30) -> SharedRunRequest {
         SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: "r-\(name)", startedAt: Date(), lease: lease, lockTimeout: 5,
-            spec: ["pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": "MemoryPageSource",
-                   "max_page_bytes": "\(RunOptions.defaultMaxPageBytes)"])
+            spec: [
+                "pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": "MemoryPageSource",
+                "max_page_bytes": "\(RunOptions.defaultMaxPageBytes)",
+            ])
+    }
+
+    /// Options of a job joined under `name`.
+    static func options(_ database: JoinDatabase, join name: String?, batchRecords: Int = 2, archive: String? = nil) -> RunOptions {
+        var options = RunOptions()
+        options.archiveDirectory = archive
+        options.databasePath = database.url
+        options.batchRecords = batchRecords
+        options.progressInterval = 0
+        options.join = name
+        options.lease = 2
+        return options
     }
 
     /// `jobs` runners of `yaml` over `pages` joined under `name`, at once, each on a thread of
     /// its own with its own source (only the fetcher reads it); their summaries.
-    private func runJoined(
-        _ yaml: String, _ pages: [String], url: String, name: String, jobs: Int, batchRecords: Int = 2, archives: [String] = []
+    static func runJoined(
+        _ yaml: String, _ pages: [String], _ database: JoinDatabase, name: String, jobs: Int, batchRecords: Int = 2,
+        archives: [String] = []
     ) throws -> [RunSummary] {
         let config = try PipelineConfig.parse(text: yaml, path: "join.yml")
         let summaries = Mutex<[RunSummary]>([])
         let group = DispatchGroup()
         for k in 0..<jobs {
-            var options = RunOptions()
-            options.archiveDirectory = archives.isEmpty ? nil : archives[k]
-            options.databasePath = url
-            options.batchRecords = batchRecords
-            options.progressInterval = 0
-            options.join = name
-            options.lease = 2
+            let options = Self.options(database, join: name, batchRecords: batchRecords, archive: archives.isEmpty ? nil : archives[k])
             let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             group.enter()
             Thread.detachNewThread {
-                let summary = runner.run(source: MemoryPageSource(pages))
+                let summary = database.run(runner, MemoryPageSource(pages))
                 summaries.withLock { $0.append(summary) }
                 group.leave()
             }
@@ -49,42 +136,42 @@ struct JoinTests {
         return summaries.withLock { $0 }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: [2, 3])
-    func jobsSharingARunEndInASingleJobsState(jobs: Int) throws {
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases, [2, 3])
+    func jobsSharingARunEndInASingleJobsState(backend: JoinBackend, jobs: Int) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
-        let url = try PostgresServer.freshDatabase()
+        let database = try JoinDatabase(backend, model: config.model)
         let (sqlite, db) = try ingest(Self.yaml, StoreSeamTests.pages)
         let archives = (0..<jobs).map { _ in temporaryDirectory().path }
-        let summaries = try runJoined(Self.yaml, StoreSeamTests.pages, url: url, name: "merge", jobs: jobs, archives: archives)
+        let summaries = try Self.runJoined(Self.yaml, StoreSeamTests.pages, database, name: "merge", jobs: jobs, archives: archives)
         #expect(summaries.count == jobs)
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
         #expect(Set(summaries.map(\.runID)).count == 1)
-        let expected = try PostgresTests.sqliteDump(db, config.model)
-        let got = try PostgresTests.postgresDump(url, config.model)
+        let expected = try database.sqlite(db)
+        let got = try database.dump()
         for table in expected.keys.sorted() { #expect(got[table] == expected[table], "table \(table)") }
         // Every page once: the jobs' shares add up to the single run's counts.
         #expect(summaries.map(\.counters.pages).reduce(0, +) == sqlite.counters.pages)
         #expect(summaries.map(\.counters.records).reduce(0, +) == sqlite.counters.records)
         // Rows created are counted by the database: once each, whichever job created them.
         #expect(summaries.map(\.counters.inserted).reduce(0, +) == sqlite.counters.inserted)
-        let connection = try PGConnection(url: url)
-        #expect(
-            try connection.execute("SELECT status, pages, records, rejected_records, rejected_pages FROM _ingot_runs") == [
-                [
-                    "finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.rejectedRecords),
-                    String(sqlite.counters.rejectedPages),
-                ]
-            ])
-        #expect(
-            try connection.execute("SELECT count(*) FROM _ingot_rejects") == [
-                [String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]
-            ])
-        #expect(
-            try connection.execute("SELECT status, end_seq FROM _ingot_joins") == [["finished", String(StoreSeamTests.pages.count + 1)]])
-        #expect(
-            try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done' AND length(payload) = 0") == [
-                [String(StoreSeamTests.pages.count)]
-            ])
+        let runs = try database.runs()
+        #expect(runs.map(\.status) == ["finished"])
+        let total = try #require(runs.first?.counters)
+        let want: [Int] = [sqlite.counters.pages, sqlite.counters.records, sqlite.counters.rejectedRecords, sqlite.counters.rejectedPages]
+        #expect([total.pages, total.records, total.rejectedRecords, total.rejectedPages] == want)
+        #expect(try database.join("merge")?.status == "finished")
+        #expect(try database.join("merge")?.endSeq == StoreSeamTests.pages.count + 1)
+        if backend == .postgresql {
+            let connection = try PGConnection(url: database.url)
+            #expect(
+                try connection.execute("SELECT count(*) FROM _ingot_rejects") == [
+                    [String(sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages)]
+                ])
+            #expect(
+                try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'done' AND length(payload) = 0") == [
+                    [String(StoreSeamTests.pages.count)]
+                ])
+        }
         // The job that finished the run archived every page, in source order: its replay into
         // SQLite ends where the single run did.
         let files = archives.flatMap { dir in
@@ -99,57 +186,63 @@ struct JoinTests {
         let replay = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
             source: ArchivePageSource(reader: reader))
         #expect(replay.status == .finished)
-        #expect(try PostgresTests.sqliteDump(options.databasePath, config.model) == expected)
+        #expect(try StoreSeamTests.sqliteDump(options.databasePath, config.model) == (try StoreSeamTests.sqliteDump(db, config.model)))
     }
 
     /// Later runs win over earlier ones, joined or not: positions carry the join's number, and a
     /// single run's writes (no position) lose to any joined unit. `write: replace` deletes, at the
     /// end of a joined run, the rows no unit of it touched.
-    @Test(.timeLimit(.minutes(1))) func runsAfterRunsAndReplaceMatchSQLite() throws {
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func runsAfterRunsAndReplaceMatchSQLite(backend: JoinBackend) throws {
         let pages = StoreSeamTests.pages
         let replace = Self.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
-        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(backend, model: config.model)
         let (_, db) = try ingest(Self.yaml, Array(pages[0...1]))
         try ingest(Self.yaml, [pages[3]], db: db)
         let bo = [#"{"results": [{"id": 2, "name": "Bo", "dogs": [11]}]}"#, #"{"results": [{"id": 3, "dogs": [7]}]}"#]
         let (sqlite, _) = try ingest(replace, bo, db: db)
 
-        #expect(try runJoined(Self.yaml, Array(pages[0...1]), url: url, name: "first", jobs: 2).allSatisfy { $0.status == .finished })
-        var options = RunOptions()
-        options.databasePath = url
-        options.progressInterval = 0
-        let single = PipelineRunner(
-            config: try PipelineConfig.parse(text: Self.yaml, path: "j.yml"), options: options, logger: LogCapture().logger
-        )
-        .run(source: MemoryPageSource([pages[3]]))
+        #expect(try Self.runJoined(Self.yaml, Array(pages[0...1]), database, name: "first", jobs: 2).allSatisfy { $0.status == .finished })
+        let single = database.run(
+            PipelineRunner(config: config, options: Self.options(database, join: nil), logger: LogCapture().logger),
+            MemoryPageSource([pages[3]]))
         #expect(single.status == .finished)
-        let last = try runJoined(replace, bo, url: url, name: "last", jobs: 2)
+        let last = try Self.runJoined(replace, bo, database, name: "last", jobs: 2)
         #expect(last.allSatisfy { $0.status == .finished })
-        let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT deleted FROM _ingot_runs WHERE join_name = 'last'") == [[String(sqlite.counters.deleted)]])
+        #expect(try database.runs().last?.counters?.deleted == sqlite.counters.deleted)
         #expect(sqlite.counters.deleted > 0)
-        let model = try PipelineConfig.parse(text: Self.yaml, path: "j.yml").model
-        #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
+        #expect(try database.dump() == (try database.sqlite(db)))
     }
 
     /// A job that lost a unit (its lease ran out and another job claimed it again) cannot commit
     /// it: its transaction is rolled back, and the batch's other units go back to the queue.
-    @Test func aUnitTakenOverCannotBeCommittedByItsFormerHolder() throws {
+    @Test(arguments: JoinBackend.allCases)
+    func aUnitTakenOverCannotBeCommittedByItsFormerHolder(backend: JoinBackend) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
-        let url = try PostgresServer.freshDatabase()
-        let store = try PGStore(url: url, model: config.model)
+        let database = try JoinDatabase(backend, model: config.model)
+        let store = try database.sharedStore()
         let run = try store.joinRun(Self.request("lost", config))
-        let connection = try PGConnection(url: url)
-        for seq in 1...2 {
-            try connection.execute(
-                "INSERT INTO _ingot_units (name, seq, status, source, payload, length) VALUES ('lost', $1, 'pending', 'p', ''::bytea, 0)",
-                [String(seq)])
-        }
+        let otherStore = try database.sharedStore()
+        let other = try otherStore.joinRun(Self.request("lost", config))
+        defer { try? otherStore.close() }
+        // The source: two pages, enqueued by the fetcher.
+        let role = try #require(try run.takeFetcherRole())
+        #expect(role.nextSeq == 1 && role.resumeState == nil)
+        for seq in 1...2 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: []), as: seq)) }
+        #expect(try run.endSource(at: 3))
         let first = try #require(try run.claim(maxPageBytes: 1 << 20)).page
         let second = try #require(try run.claim(maxPageBytes: 1 << 20)).page
-        // Another job takes the first unit over (as a claim after its lease ran out does).
-        try connection.execute(
-            "UPDATE _ingot_units SET job = 'other', claims = claims + 1 WHERE name = 'lost' AND seq = $1", [String(first.seq)])
+        #expect(try run.claim(maxPageBytes: 1 << 20) == nil)
+        // This job stalls past its lease: the other job takes the first unit over.
+        if let memory = database.memory {
+            memory.expireLeases(of: run.job, in: "lost")
+        } else {
+            try PGConnection(url: database.url).execute(
+                "UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = 'lost' AND seq = 1")
+        }
+        let taken = try #require(try other.claim(maxPageBytes: 1 << 20))
+        #expect(taken.page.unit?.seq == first.seq && taken.takenFrom == run.job)
         let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
         var mapper = RecordMapper(plan: plan)
         var pages: [DecodedPage] = []
@@ -165,45 +258,84 @@ struct JoinTests {
         let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
         let batch = try resolver.resolve(resolver.prepare(pages, uncommitted: UncommittedIdentities(), store: store), store: store)
         let error = #expect(throws: StoreError.self) { try store.write(batch) {} }
-        #expect(error?.kind == .claimLost && error?.units == [first.seq])
-        #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
-        #expect(
-            try connection.execute("SELECT seq, status, job FROM _ingot_units ORDER BY seq") == [
-                ["1", "claimed", "other"], ["2", "pending", nil],
-            ])
+        #expect(error?.kind == .claimLost && error?.units == [first.seq], "\(String(describing: error))")
+        #expect(try database.dump()["person"] == [])
+        // The second unit is back in the queue; the first is the other job's.
+        let state = try run.state()
+        #expect(state == .running(endSeq: 3, fetching: false, openElsewhere: 2, pending: 1), "\(state)")
+        #expect(try other.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == second.seq)
+        try store.close()
     }
 
     /// A joined run is refused before anything is written where its result could differ from a
     /// single job's, or where nothing can share it.
     @Test func whatCannotRunJoinedIsRefused() throws {
-        func attempt(_ yaml: String, _ database: String) throws -> RunSummary {
+        func attempt(_ yaml: String, _ database: JoinDatabase?) throws -> RunSummary {
+            let config = try PipelineConfig.parse(text: yaml, path: "j.yml")
             var options = RunOptions()
-            options.databasePath = database
+            options.databasePath = database?.url ?? temporaryDirectory().appendingPathComponent("j.db").path
             options.progressInterval = 0
             options.join = "refused"
-            return PipelineRunner(
-                config: try PipelineConfig.parse(text: yaml, path: "j.yml"), options: options, logger: LogCapture().logger
-            )
-            .run(source: MemoryPageSource(StoreSeamTests.pages))
+            let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            let source = MemoryPageSource(StoreSeamTests.pages)
+            return database?.run(runner, source) ?? runner.run(source: source)
         }
-        let sqlite = try attempt(Self.yaml, temporaryDirectory().appendingPathComponent("j.db").path)
+        let sqlite = try attempt(Self.yaml, nil)
         #expect(sqlite.status == .failed && sqlite.failureKind == .configuration)
         #expect(sqlite.error?.contains("PostgreSQL") == true)
-        let url = try PostgresServer.freshDatabase()
-        let ordered = try attempt(StoreSeamTests.yaml, url)
-        #expect(ordered.status == .failed && ordered.failureKind == .configuration)
-        #expect(ordered.error?.contains("person.vet (missing: ignore)") == true)
-        #expect(try PGConnection(url: url).execute("SELECT to_regclass('_ingot_joins')::text") == [[nil]])
+        for backend in JoinBackend.allCases {
+            let model = try PipelineConfig.parse(text: StoreSeamTests.yaml, path: "j.yml").model
+            let database = try JoinDatabase(backend, model: model)
+            let ordered = try attempt(StoreSeamTests.yaml, database)
+            #expect(ordered.status == .failed && ordered.failureKind == .configuration, "\(backend)")
+            #expect(ordered.error?.contains("person.vet (missing: ignore)") == true, "\(backend)")
+            #expect(try database.join("refused") == nil, "\(backend)")
+        }
     }
 
     /// A job that joins a run already finished (a pod restarted late) does nothing and succeeds.
-    @Test(.timeLimit(.minutes(1))) func joiningAFinishedRunDoesNothing() throws {
-        let url = try PostgresServer.freshDatabase()
-        #expect(try runJoined(Self.yaml, StoreSeamTests.pages, url: url, name: "done", jobs: 1).allSatisfy { $0.status == .finished })
-        let late = try runJoined(Self.yaml, ["not json"], url: url, name: "done", jobs: 1)
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func joiningAFinishedRunDoesNothing(backend: JoinBackend) throws {
+        let database = try JoinDatabase(backend, model: try PipelineConfig.parse(text: Self.yaml, path: "j.yml").model)
+        #expect(try Self.runJoined(Self.yaml, StoreSeamTests.pages, database, name: "done", jobs: 1).allSatisfy { $0.status == .finished })
+        let late = try Self.runJoined(Self.yaml, ["not json"], database, name: "done", jobs: 1)
         #expect(late.map(\.status) == [.finished])
         #expect(late.first?.counters.pages == 0)
-        #expect(try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_runs") == [["1"]])
+        #expect(try database.runs().count == 1)
+    }
+
+    /// A job stalls holding units and never commits them; once their leases run out, the other
+    /// jobs take them over and the run ends exactly as one job alone (no sleeping: the test
+    /// ends the stalled job's leases).
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aStalledJobsUnitsAreTakenOver(backend: JoinBackend) throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let store = try database.sharedStore()
+        // The stalled job fetches the whole source and claims the first two units.
+        let stalled = try store.joinRun(Self.request("stall", config, lease: 2))
+        _ = try #require(try stalled.takeFetcherRole())
+        for (k, page) in StoreSeamTests.pages.enumerated() {
+            #expect(try stalled.enqueue(Page(seq: k + 1, source: "MemoryPageSource#\(k + 1)", bytes: Array(page.utf8)), as: k + 1))
+        }
+        #expect(try stalled.endSource(at: StoreSeamTests.pages.count + 1))
+        #expect(try stalled.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == 1)
+        #expect(try stalled.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == 2)
+        if let memory = database.memory {
+            memory.expireLeases(of: stalled.job, in: "stall")
+        } else {
+            try PGConnection(url: database.url).execute("UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = 'stall'")
+        }
+        let summaries = try Self.runJoined(Self.yaml, [], database, name: "stall", jobs: 2)
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
+        // The stalled job ends its part: the others finished the run.
+        let end = try stalled.endJob(status: .failed, counters: RunCounters(), replaceEntity: nil, maxPageBytes: 1 << 20, archive: nil)
+        #expect(end.finished == nil)
+        try store.close()
+        let (sqlite, db) = try ingest(Self.yaml, StoreSeamTests.pages)
+        #expect(try database.dump() == (try database.sqlite(db)))
+        #expect(try database.runs().map(\.status) == ["finished"])
+        #expect(try database.runs().first?.counters?.pages == sqlite.counters.pages)
     }
 
     // MARK: - Processes, one killed

@@ -1,175 +1,98 @@
+import Dispatch
 import Foundation
 import Ingot  // not @testable: this backend uses the public seam only
+import Synchronization
 
-/// A second backend, in memory, written against the public `IngestStore` seam alone: it stores
-/// what it is given and applies no merge rule of its own (those are the resolver's). The tests
-/// run the same pages through it and through SQLite and compare the final states, which shows
-/// that a backend needs nothing more than the seam.
-final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the writer queue only (lookupCommitted is nil)
-    struct State {
-        /// Per entity: rows by identity (their column values), in insertion order of identity.
+/// A database in memory, shared by the ``MemoryStore``s of the jobs that write it: its tables,
+/// its runs, and the work queues of shared runs. Short operations take its mutex; a transaction
+/// holds its write lock from its first write to its commit or rollback (one writer at a time,
+/// like SQLite), so a rollback restores the tables as the transaction found them.
+final class MemoryDatabase: Sendable {
+    struct Tables {
+        /// Per entity: rows by identity (their column values).
         var rows: [[IdentityKey: [ScalarValue?]]]
         /// Rows of entities without identity.
         var anonymous: [[[ScalarValue?]]]
         /// Per entity, per to-many relationship: each owner's targets.
         var links: [[[IdentityKey: [IdentityKey]]]]
-        var runs: [String: (pipeline: String, status: String, progress: RunProgress?)] = [:]
+        /// Shared runs: per entity, per row, the position of the unit that last set each column,
+        /// each to-many set, and the row (``PositionSlots``).
+        var positions: [[IdentityKey: [Int64]]]
+    }
+
+    struct Run {
+        var pipeline: String
+        var status: String
+        var progress: RunProgress?
+        var counters: RunCounters?
+    }
+
+    /// A shared run's work queue.
+    struct Join {
+        enum UnitStatus: Equatable {
+            case pending
+            case claimed
+            /// Marked done in a transaction not yet committed (others see it claimed).
+            case committing
+            case done
+        }
+        struct Unit {
+            var status = UnitStatus.pending
+            var job: String?
+            var leaseUntil: Date?
+            var claims = 0
+            var page: Page
+        }
+        var ordinal: Int64
+        var runID: String
+        var pipeline: String
+        var spec: [String: String]
+        var status = "running"
+        var error: String?
+        var nextSeq = 1
+        var endSeq: Int?
+        var fetcher: String?
+        var fetchLeaseUntil: Date?
+        var fetchState: String?
+        var fetchFailures = 0
+        var units: [Int: Unit] = [:]
+        /// Per job: its status and its counters as last committed.
+        var jobs: [String: (status: String, counters: RunCounters)] = [:]
+    }
+
+    struct State {
+        var tables: Tables
+        var runs: [String: Run] = [:]
         var runOrder: [String] = []
         var kept: [String: String] = [:]
+        var joins: [String: Join] = [:]
     }
 
     let model: EntityModel
     let layouts: [EntityLayout]
-    private(set) var state: State
-    /// The state when the open transaction began; `nil`: none is open.
-    private var snapshot: State?
+    let state: Mutex<State>
+    /// Held by the open transaction.
+    let writeLock = DispatchSemaphore(value: 1)
+    /// The time leases are measured with: the tests move it instead of sleeping.
+    let now: @Sendable () -> Date
 
-    init(model: EntityModel) {
+    init(model: EntityModel, now: @escaping @Sendable () -> Date = { Date() }) {
         self.model = model
-        layouts = EntityLayout.layouts(of: model)
-        state = State(
-            rows: Array(repeating: [:], count: layouts.count), anonymous: Array(repeating: [], count: layouts.count),
-            links: layouts.map { Array(repeating: [:], count: $0.toMany.count) })
+        let layouts = EntityLayout.layouts(of: model)
+        self.layouts = layouts
+        self.now = now
+        state = Mutex(
+            State(
+                tables: Tables(
+                    rows: Array(repeating: [:], count: layouts.count), anonymous: Array(repeating: [], count: layouts.count),
+                    links: layouts.map { Array(repeating: [:], count: $0.toMany.count) },
+                    positions: Array(repeating: [:], count: layouts.count))))
     }
-
-    func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
-        guard let id = state.runOrder.last(where: { state.runs[$0]?.pipeline == pipeline }), let run = state.runs[id],
-            run.status != "finished"
-        else { return nil }
-        return UnfinishedRun(
-            runID: id, counters: run.progress?.counters ?? RunCounters(), lastSeq: run.progress?.lastSeq ?? 0,
-            resumeState: run.progress?.resumeState)
-    }
-
-    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
-        state.runs[id] = (pipeline, "running", nil)
-        state.runOrder.append(id)
-    }
-
-    func reopenRun(id: String, archive: String?) throws {
-        state.runs[id]?.status = "running"
-    }
-
-    func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
-        try commit()
-        state.runs[id]?.status = status.rawValue
-    }
-
-    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
-        var found: [IdentityKey: StoredRef] = [:]
-        for key in keys where state.rows[entity][key] != nil { found[key] = .found }
-        return found
-    }
-
-    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        nil
-    }
-
-    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
-        if snapshot == nil { snapshot = state }
-        apply(batch)
-        do {
-            try then()
-        } catch {
-            try rollback()
-            throw error
-        }
-    }
-
-    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
-        if snapshot == nil { snapshot = state }
-        let savepoint = state
-        apply(batch)
-        do {
-            try then()
-        } catch {
-            state = savepoint
-            throw error
-        }
-    }
-
-    private func apply(_ batch: ResolvedBatch) {
-        for entity in 0..<batch.entityCount {
-            for row in batch.rows(of: entity) {
-                guard let identity = row.identity else {
-                    state.anonymous[entity].append(row.values.map { $0 ?? .null })
-                    continue
-                }
-                if row.stored != nil, var stored = state.rows[entity][identity] {
-                    for (slot, value) in row.values.enumerated() where value != nil { stored[slot] = value }
-                    state.rows[entity][identity] = stored
-                } else {
-                    state.rows[entity][identity] = row.values.map { $0 ?? .null }
-                }
-                for (k, targets) in row.links.enumerated() {
-                    guard let targets else { continue }
-                    var unique: [IdentityKey] = []
-                    for t in targets where !unique.contains(t) { unique.append(t) }
-                    state.links[entity][k][identity] = unique
-                }
-            }
-        }
-    }
-
-    func recordProgress(_ progress: RunProgress) throws {
-        state.runs[progress.runID]?.progress = progress
-        for item in progress.kept { state.kept[item.pipeline + "\u{1}" + item.key] = item.value }
-    }
-
-    var hasUncommittedBatches: Bool { snapshot != nil }
-
-    func commit() throws {
-        snapshot = nil
-    }
-
-    func rollback() throws {
-        if let snapshot { state = snapshot }
-        snapshot = nil
-    }
-
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
-        let gone = Set(state.rows[entity].keys).subtracting(keeping)
-        for key in gone { state.rows[entity][key] = nil }
-        for (e, layout) in layouts.enumerated() {
-            for toOne in layout.toOne where toOne.target == entity {
-                for (key, values) in state.rows[e] {
-                    let target = toOne.slots.map { values[$0] ?? .null }
-                    let identity: IdentityKey = target.count == 1 ? .single(target[0]) : .composite(target)
-                    guard gone.contains(identity) else { continue }
-                    var nulled = values
-                    for slot in toOne.slots { nulled[slot] = .null }
-                    state.rows[e][key] = nulled
-                }
-            }
-            for (k, toMany) in layout.toMany.enumerated() {
-                if e == entity { for key in gone { state.links[e][k][key] = nil } }
-                if toMany.target == entity {
-                    for (owner, targets) in state.links[e][k] { state.links[e][k][owner] = targets.filter { !gone.contains($0) } }
-                }
-            }
-        }
-        return gone.count
-    }
-
-    func unfilledStubs() throws -> [Int: Int] {
-        var result: [Int: Int] = [:]
-        for entity in model.entities {
-            for relationship in entity.relationships where relationship.missing == .stub {
-                guard let target = model.index(of: relationship.target) else { continue }
-                let layout = layouts[target]
-                let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
-                guard !others.isEmpty else { continue }
-                result[target] = state.rows[target].values.filter { row in others.allSatisfy { row[$0] == nil || row[$0] == .null } }.count
-            }
-        }
-        return result
-    }
-
-    func close() throws {}
 
     /// Every table's rows as text, the way `rows(_:_:)` prints SQLite's (booleans as 0/1), sorted:
     /// comparable with a SQLite database's.
     func dump() -> [String: [[String]]] {
+        let tables = state.withLock { $0.tables }
         func text(_ v: ScalarValue?) -> String {
             switch v ?? .null {
             case .null: "NULL"
@@ -181,12 +104,12 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
         }
         var out: [String: [[String]]] = [:]
         for (e, layout) in layouts.enumerated() {
-            out[layout.table] = (state.rows[e].values.map { $0.map(text) } + state.anonymous[e].map { $0.map(text) }).sorted {
+            out[layout.table] = (tables.rows[e].values.map { $0.map(text) } + tables.anonymous[e].map { $0.map(text) }).sorted {
                 $0.lexicographicallyPrecedes($1)
             }
             for (k, toMany) in layout.toMany.enumerated() {
                 var rows: [[String]] = []
-                for (owner, targets) in state.links[e][k] {
+                for (owner, targets) in tables.links[e][k] {
                     for (position, target) in targets.enumerated() {
                         rows.append(owner.values.map(text) + target.values.map(text) + (toMany.isOrdered ? [String(position)] : []))
                     }
@@ -195,5 +118,593 @@ final class MemoryStore: IngestStore, @unchecked Sendable {  // used from the wr
             }
         }
         return out
+    }
+
+    /// Ends the lease of every unit `job` holds, as time passing would (a stalled job).
+    func expireLeases(of job: String, in name: String) {
+        state.withLock { state in
+            for (seq, unit) in state.joins[name]?.units ?? [:] where unit.job == job && unit.status == .claimed {
+                state.joins[name]?.units[seq]?.leaseUntil = .distantPast
+            }
+        }
+    }
+}
+
+/// Where a row's positions are: one per column, one per to-many set, then the row's (its
+/// latest unit).
+struct PositionSlots {
+    let columns: Int
+    let links: Int
+    var count: Int { columns + links + 1 }
+    var touched: Int { columns + links }
+    init(_ layout: EntityLayout) {
+        columns = layout.columns.count
+        links = layout.toMany.count
+    }
+}
+
+/// A second backend, in memory, written against the public `IngestStore` and `SharedRunStore`
+/// seams alone: it stores what it is given and applies no merge rule of its own (those are the
+/// resolver's). The tests run the same pages through it and through SQLite and compare the
+/// final states, which shows that a backend needs nothing more than the seam — shared runs
+/// included: several jobs, each with a store of its own on one ``MemoryDatabase``.
+final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the writer queue only (lookupCommitted is nil)
+    let model: EntityModel
+    let layouts: [EntityLayout]
+    let database: MemoryDatabase
+    /// The tables when the open transaction began; `nil`: none is open.
+    private var snapshot: MemoryDatabase.Tables?
+    /// This job's shared run, once joined.
+    private var shared: MemorySharedRun?
+    /// Units marked done in the open transaction.
+    private var unitsInTransaction: [UnitRef] = []
+    /// The job's counters as the open transaction records them.
+    private var pendingCounters: RunCounters?
+    private(set) var lastWriteCounts: [EntityCounts]?
+
+    init(model: EntityModel, database: MemoryDatabase? = nil) {
+        self.model = model
+        self.database = database ?? MemoryDatabase(model: model)
+        layouts = self.database.layouts
+    }
+
+    var state: MemoryDatabase.State { database.state.withLock { $0 } }
+
+    func dump() -> [String: [[String]]] { database.dump() }
+
+    // MARK: - Runs
+
+    func unfinishedRun(pipeline: String) throws -> UnfinishedRun? {
+        let state = self.state
+        guard let id = state.runOrder.last(where: { state.runs[$0]?.pipeline == pipeline }), let run = state.runs[id],
+            run.status != "finished"
+        else { return nil }
+        return UnfinishedRun(
+            runID: id, counters: run.progress?.counters ?? RunCounters(), lastSeq: run.progress?.lastSeq ?? 0,
+            resumeState: run.progress?.resumeState)
+    }
+
+    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+        database.state.withLock { state in
+            state.runs[id] = MemoryDatabase.Run(pipeline: pipeline, status: "running")
+            state.runOrder.append(id)
+        }
+    }
+
+    func reopenRun(id: String, archive: String?) throws {
+        database.state.withLock { $0.runs[id]?.status = "running" }
+    }
+
+    func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
+        try commit()
+        database.state.withLock {
+            $0.runs[id]?.status = status.rawValue
+            $0.runs[id]?.counters = counters
+        }
+    }
+
+    // MARK: - Batches
+
+    func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
+        database.state.withLock { state in
+            var found: [IdentityKey: StoredRef] = [:]
+            for key in keys where state.tables.rows[entity][key] != nil { found[key] = .found }
+            return found
+        }
+    }
+
+    func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
+        nil
+    }
+
+    /// Opens a transaction: waits for the write lock, remembers the tables.
+    private func begin() {
+        guard snapshot == nil else { return }
+        database.writeLock.wait()
+        snapshot = database.state.withLock { $0.tables }
+    }
+
+    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        begin()
+        do {
+            try apply(batch)
+            try then()
+        } catch {
+            try rollback(lost: (error as? StoreError)?.kind == .claimLost)
+            throw error
+        }
+    }
+
+    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        begin()
+        let savepoint = database.state.withLock { $0.tables }
+        let units = unitsInTransaction
+        do {
+            try apply(batch)
+            try then()
+        } catch let error as StoreError where error.kind == .claimLost {
+            try rollback(lost: true)
+            throw error
+        } catch {
+            database.state.withLock { $0.tables = savepoint }
+            if let shared { shared.unmark(Array(unitsInTransaction.dropFirst(units.count)), lost: false) }
+            unitsInTransaction = units
+            throw error
+        }
+    }
+
+    private func apply(_ batch: ResolvedBatch) throws {
+        if let shared {
+            let units = batch.units.filter { !unitsInTransaction.contains($0) }
+            try shared.mark(units)
+            unitsInTransaction += units
+            lastWriteCounts = database.state.withLock { applyShared(batch, ordinal: shared.ordinal, tables: &$0.tables) }
+        } else {
+            database.state.withLock { applySingle(batch, tables: &$0.tables) }
+        }
+    }
+
+    private func applySingle(_ batch: ResolvedBatch, tables: inout MemoryDatabase.Tables) {
+        for entity in 0..<batch.entityCount {
+            for row in batch.rows(of: entity) {
+                guard let identity = row.identity else {
+                    tables.anonymous[entity].append(row.values.map { $0 ?? .null })
+                    continue
+                }
+                if row.stored != nil, var stored = tables.rows[entity][identity] {
+                    for (slot, value) in row.values.enumerated() where value != nil { stored[slot] = value }
+                    tables.rows[entity][identity] = stored
+                } else {
+                    tables.rows[entity][identity] = row.values.map { $0 ?? .null }
+                }
+                for (k, targets) in row.links.enumerated() {
+                    guard let targets else { continue }
+                    tables.links[entity][k][identity] = Self.unique(targets)
+                }
+            }
+        }
+    }
+
+    private static func unique(_ targets: [IdentityKey]) -> [IdentityKey] {
+        var unique: [IdentityKey] = []
+        for t in targets where !unique.contains(t) { unique.append(t) }
+        return unique
+    }
+
+    /// A shared run's batch: units commit in any order, so each column, each link set and each
+    /// row carries the position of the unit that set it, and a value replaces a stored one only
+    /// when its unit is not older. Rows written by single runs (no position) lose to every unit.
+    private func applyShared(_ batch: ResolvedBatch, ordinal: Int64, tables: inout MemoryDatabase.Tables) -> [EntityCounts] {
+        func position(_ unit: Int) -> Int64 { ordinal << 32 | Int64(unit) }
+        let fallback = batch.units.map(\.seq).max() ?? 0
+        var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
+        for entity in 0..<batch.entityCount {
+            let layout = layouts[entity]
+            let slots = PositionSlots(layout)
+            let identitySlots = Set(layout.identitySlots)
+            for row in batch.rows(of: entity) {
+                guard let identity = row.identity else {
+                    tables.anonymous[entity].append(row.values.map { $0 ?? .null })
+                    counts[entity].inserted += 1
+                    continue
+                }
+                func unit(_ units: ArraySlice<Int>, _ k: Int) -> Int { units.isEmpty ? 0 : units[units.startIndex + k] }
+                let valueUnits = (0..<slots.columns).map { identitySlots.contains($0) ? 0 : unit(row.valueUnits, $0) }
+                let linkUnits = (0..<slots.links).map { row.links[$0] == nil ? 0 : unit(row.linkUnits, $0) }
+                let gives = (valueUnits + linkUnits).contains { $0 > 0 }
+                let latest = (valueUnits + linkUnits).max() ?? 0
+                var stored = tables.rows[entity][identity]
+                var positions = tables.positions[entity][identity] ?? Array(repeating: 0, count: slots.count)
+                if stored == nil {
+                    stored = row.values.map { $0 ?? .null }
+                    counts[entity].inserted += 1
+                    if !gives { counts[entity].stubs += 1 }
+                } else if gives {
+                    counts[entity].updated += 1
+                }
+                for slot in 0..<slots.columns where valueUnits[slot] > 0 && position(valueUnits[slot]) >= positions[slot] {
+                    stored?[slot] = row.values[slot] ?? .null
+                    positions[slot] = position(valueUnits[slot])
+                }
+                for k in 0..<slots.links where linkUnits[k] > 0 && position(linkUnits[k]) >= positions[slots.columns + k] {
+                    tables.links[entity][k][identity] = Self.unique(row.links[k] ?? [])
+                    positions[slots.columns + k] = position(linkUnits[k])
+                }
+                positions[slots.touched] = max(positions[slots.touched], position(latest > 0 ? latest : fallback))
+                tables.rows[entity][identity] = stored
+                tables.positions[entity][identity] = positions
+            }
+        }
+        return counts
+    }
+
+    func recordProgress(_ progress: RunProgress) throws {
+        if shared != nil {
+            pendingCounters = progress.counters
+        } else {
+            database.state.withLock { $0.runs[progress.runID]?.progress = progress }
+        }
+        database.state.withLock { state in
+            for item in progress.kept {
+                let key = item.pipeline + "\u{1}" + item.key
+                // Jobs of a shared run commit in any order: the cursor only moves forward.
+                if shared == nil || state.kept[key].map({ Array($0.utf8).lexicographicallyPrecedes(Array(item.value.utf8)) }) ?? true {
+                    state.kept[key] = item.value
+                }
+            }
+        }
+    }
+
+    var hasUncommittedBatches: Bool { snapshot != nil }
+
+    var undoesBatchesAlone: Bool { false }
+
+    func commit() throws {
+        guard snapshot != nil else { return }
+        if let shared {
+            shared.commit(unitsInTransaction, counters: pendingCounters)
+            unitsInTransaction = []
+            pendingCounters = nil
+        }
+        snapshot = nil
+        database.writeLock.signal()
+    }
+
+    func rollback() throws { try rollback(lost: false) }
+
+    /// Restores the tables; a shared run's units go back to this job (or, when a claim was lost,
+    /// to the queue).
+    private func rollback(lost: Bool) throws {
+        guard let snapshot else { return }
+        database.state.withLock { $0.tables = snapshot }
+        shared?.unmark(unitsInTransaction, lost: lost)
+        unitsInTransaction = []
+        pendingCounters = nil
+        self.snapshot = nil
+        database.writeLock.signal()
+    }
+
+    // MARK: - write: replace
+
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
+        database.state.withLock { state in
+            let gone = Set(state.tables.rows[entity].keys).subtracting(keeping)
+            delete(gone, of: entity, tables: &state.tables)
+            return gone.count
+        }
+    }
+
+    /// Deletes rows `gone` of `entity`, nullifying what pointed at them.
+    func delete(_ gone: Set<IdentityKey>, of entity: Int, tables: inout MemoryDatabase.Tables) {
+        for key in gone {
+            tables.rows[entity][key] = nil
+            tables.positions[entity][key] = nil
+        }
+        for (e, layout) in layouts.enumerated() {
+            for toOne in layout.toOne where toOne.target == entity {
+                for (key, values) in tables.rows[e] {
+                    let target = toOne.slots.map { values[$0] ?? .null }
+                    let identity: IdentityKey = target.count == 1 ? .single(target[0]) : .composite(target)
+                    guard gone.contains(identity) else { continue }
+                    var nulled = values
+                    for slot in toOne.slots { nulled[slot] = .null }
+                    tables.rows[e][key] = nulled
+                }
+            }
+            for (k, toMany) in layout.toMany.enumerated() {
+                if e == entity { for key in gone { tables.links[e][k][key] = nil } }
+                if toMany.target == entity {
+                    for (owner, targets) in tables.links[e][k] { tables.links[e][k][owner] = targets.filter { !gone.contains($0) } }
+                }
+            }
+        }
+    }
+
+    func unfilledStubs() throws -> [Int: Int] {
+        let tables = database.state.withLock { $0.tables }
+        var result: [Int: Int] = [:]
+        for entity in model.entities {
+            for relationship in entity.relationships where relationship.missing == .stub {
+                guard let target = model.index(of: relationship.target) else { continue }
+                let layout = layouts[target]
+                let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
+                guard !others.isEmpty else { continue }
+                result[target] = tables.rows[target].values.filter { row in others.allSatisfy { row[$0] == nil || row[$0] == .null } }.count
+            }
+        }
+        return result
+    }
+
+    func close() throws {
+        try rollback()
+    }
+
+    // MARK: - Shared runs
+
+    func joinRun(_ request: SharedRunRequest) throws -> any SharedRun {
+        let run = try MemorySharedRun(store: self, request: request)
+        shared = run
+        return run
+    }
+
+    /// Ends a job's part (``MemorySharedRun/endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
+    fileprivate func endJob(
+        _ run: MemorySharedRun, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
+        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+    ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
+        try commit()
+        begin()
+        defer { try? commit() }
+        let name = run.name
+        let (finishing, join) = database.state.withLock { state -> (Bool, MemoryDatabase.Join?) in
+            state.joins[name]?.jobs[run.job]?.status = status.rawValue
+            guard let join = state.joins[name] else { return (false, nil) }
+            let open = join.units.values.contains { $0.status != .done }
+            return (status == .finished && join.status == "running" && join.endSeq != nil && !open, join)
+        }
+        guard finishing, var join else { return (nil, nil) }
+        var total = RunCounters()
+        for (_, job) in join.jobs { total.add(job.counters) }
+        var skipped: String?
+        if let entity = replaceEntity {
+            if total.rejectedPages == 0 && total.rejectedRecords == 0 {
+                let first = join.ordinal << 32
+                total.deleted = database.state.withLock { state in
+                    let gone = Set(
+                        state.tables.rows[entity].keys.filter { (state.tables.positions[entity][$0]?[PositionSlots(layouts[entity]).touched] ?? 0) < first })
+                    delete(gone, of: entity, tables: &state.tables)
+                    return gone.count
+                }
+            } else {
+                skipped =
+                    "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+            }
+        }
+        if let archive {
+            for seq in join.units.keys.sorted() {
+                guard let unit = join.units[seq], unit.page.oversized == nil else { continue }
+                try archive(seq, unit.page.source, unit.page.bytes)
+            }
+        }
+        join.status = "finished"
+        for seq in join.units.keys { join.units[seq]?.page.bytes = [] }
+        database.state.withLock { [join, total] state in
+            state.joins[name] = join
+            state.runs[join.runID]?.status = "finished"
+            state.runs[join.runID]?.counters = total
+        }
+        return (total, skipped)
+    }
+}
+
+/// A job's membership of a shared run in a ``MemoryDatabase``: the same queue PostgreSQL keeps
+/// in `_ingot_units`, in memory, with leases measured by the database's clock.
+final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state in `database.state`; `store` is used on the writer's queue
+    let runID: String
+    let name: String
+    let job: String
+    let created: Bool
+    let alreadyFinished: Bool
+    let revived: String?
+    let lease: Double
+    let ordinal: Int64
+    private let database: MemoryDatabase
+    private unowned let store: MemoryStore
+    private static let jobs = Mutex(0)
+
+    init(store: MemoryStore, request: SharedRunRequest) throws {
+        self.store = store
+        database = store.database
+        name = request.name
+        lease = request.lease
+        job = "memory-job-\(Self.jobs.withLock { $0 += 1; return $0 })"
+        let job = self.job
+        let joined = try database.state.withLock { state throws -> (Bool, Bool, String?, Int64, String) in
+            var created = false
+            if state.joins[request.name] == nil {
+                created = true
+                state.joins[request.name] = MemoryDatabase.Join(
+                    ordinal: Int64(state.joins.count + 1), runID: request.proposedRunID, pipeline: request.pipeline, spec: request.spec)
+                state.runs[request.proposedRunID] = MemoryDatabase.Run(pipeline: request.pipeline, status: "running")
+                state.runOrder.append(request.proposedRunID)
+            }
+            guard var join = state.joins[request.name] else { throw StoreError.schema("the join '\(request.name)' vanished") }
+            guard join.pipeline == request.pipeline else {
+                throw StoreError.conflict(
+                    "the join '\(request.name)' is a run of pipeline '\(join.pipeline)', not '\(request.pipeline)': use another --join name")
+            }
+            if let refusal = request.refusal(joining: join.spec) { throw StoreError.conflict(refusal) }
+            var revived: String?
+            if join.status == "failed" {
+                revived = join.error ?? "unknown"
+                join.status = "running"
+                join.fetchFailures = 0
+                join.error = nil
+                state.runs[join.runID]?.status = "running"
+            }
+            let finished = join.status == "finished"
+            if !finished { join.jobs[job] = ("running", RunCounters()) }
+            state.joins[request.name] = join
+            return (created, finished, revived, join.ordinal, join.runID)
+        }
+        (created, alreadyFinished, revived, ordinal, runID) = joined
+    }
+
+    private func withJoin<T>(_ body: (inout MemoryDatabase.Join, Date) throws -> T) throws -> T {
+        let now = database.now()
+        return try database.state.withLock { state in
+            guard var join = state.joins[name] else { throw StoreError.schema("the join '\(name)' vanished") }
+            defer { state.joins[name] = join }
+            return try body(&join, now)
+        }
+    }
+
+    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
+        try withJoin { join, now in
+            guard
+                let seq = join.units.keys.sorted().first(where: { seq in
+                    guard let unit = join.units[seq] else { return false }
+                    return unit.status == .pending || (unit.status == .claimed && (unit.leaseUntil ?? .distantPast) < now)
+                }), var unit = join.units[seq]
+            else { return nil }
+            let previous = unit.status == .claimed ? unit.job : nil
+            unit.status = .claimed
+            unit.job = job
+            unit.leaseUntil = now.addingTimeInterval(lease)
+            unit.claims += 1
+            join.units[seq] = unit
+            var page = unit.page
+            page.unit = UnitRef(seq: seq, claim: unit.claims)
+            if page.bytes.count > maxPageBytes {
+                page.oversized = page.bytes.count
+                page.bytes = []
+            }
+            return (page, previous)
+        }
+    }
+
+    func state() throws -> SharedRunState {
+        try withJoin { join, now in
+            switch join.status {
+            case "finished": return .finished
+            case "failed": return .failed(join.error ?? "unknown")
+            default:
+                let open = join.units.values.filter { $0.status != .done }
+                return .running(
+                    endSeq: join.endSeq, fetching: join.fetcher != nil && (join.fetchLeaseUntil ?? .distantPast) >= now,
+                    openElsewhere: open.filter { $0.job != job }.count, pending: open.filter { $0.status == .pending }.count)
+            }
+        }
+    }
+
+    func renewLeases() throws {
+        try withJoin { join, now in
+            for (seq, unit) in join.units where unit.job == job && unit.status == .claimed {
+                join.units[seq]?.leaseUntil = now.addingTimeInterval(lease)
+            }
+            if join.fetcher == job { join.fetchLeaseUntil = now.addingTimeInterval(lease) }
+        }
+    }
+
+    func takeFetcherRole() throws -> (nextSeq: Int, resumeState: String?)? {
+        try withJoin { join, now in
+            guard join.status == "running", join.endSeq == nil, join.fetcher == nil || (join.fetchLeaseUntil ?? .distantPast) < now
+            else { return nil }
+            join.fetcher = job
+            join.fetchLeaseUntil = now.addingTimeInterval(lease)
+            return (join.nextSeq, join.fetchState)
+        }
+    }
+
+    func enqueue(_ page: Page, as seq: Int) throws -> Bool {
+        try withJoin { join, now in
+            guard join.fetcher == job, join.nextSeq == seq else { return false }
+            join.nextSeq = seq + 1
+            join.fetchState = page.resumeState ?? join.fetchState
+            join.fetchLeaseUntil = now.addingTimeInterval(lease)
+            join.fetchFailures = 0
+            var stored = page
+            stored.seq = seq
+            stored.archive = nil
+            join.units[seq] = MemoryDatabase.Join.Unit(page: stored)
+            return true
+        }
+    }
+
+    func pendingUnits() throws -> Int {
+        try withJoin { join, _ in join.units.values.filter { $0.status == .pending }.count }
+    }
+
+    func endSource(at seq: Int) throws -> Bool {
+        try withJoin { join, _ in
+            guard join.fetcher == job, join.nextSeq == seq else { return false }
+            join.endSeq = seq
+            join.fetcher = nil
+            return true
+        }
+    }
+
+    func releaseFetcherRole() {
+        _ = try? withJoin { join, _ in
+            if join.fetcher == job {
+                join.fetcher = nil
+                join.fetchLeaseUntil = nil
+            }
+        }
+    }
+
+    func recordFetchFailure(_ message: String) {
+        _ = try? withJoin { join, _ in
+            guard join.fetcher == job else { return }
+            join.fetcher = nil
+            join.fetchLeaseUntil = nil
+            join.fetchFailures += 1
+            join.error = message
+            if join.fetchFailures >= 3 { join.status = "failed" }
+        }
+    }
+
+    func endJob(
+        status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
+        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+    ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
+        try store.endJob(self, status: status, counters: counters, replaceEntity: replaceEntity, archive: archive)
+    }
+
+    // MARK: - The store's transaction
+
+    /// Marks `units` done in the open transaction: this job must still hold each claim.
+    func mark(_ units: [UnitRef]) throws {
+        try withJoin { join, _ in
+            let lost = units.filter { join.units[$0.seq]?.job != job || join.units[$0.seq]?.claims != $0.claim }
+            guard lost.isEmpty else {
+                // The batch's other units go back to the queue with the transaction's.
+                for unit in units where !lost.contains(unit) {
+                    join.units[unit.seq]?.status = .pending
+                    join.units[unit.seq]?.job = nil
+                }
+                throw StoreError.claimLost(lost.map(\.seq).sorted())
+            }
+            for unit in units { join.units[unit.seq]?.status = .committing }
+        }
+    }
+
+    /// Units of a transaction rolled back: this job holds them again, or — a claim was lost —
+    /// they go back to the queue.
+    func unmark(_ units: [UnitRef], lost: Bool) {
+        _ = try? withJoin { join, _ in
+            for unit in units where join.units[unit.seq]?.job == job && join.units[unit.seq]?.claims == unit.claim {
+                join.units[unit.seq]?.status = lost ? .pending : .claimed
+                if lost { join.units[unit.seq]?.job = nil }
+            }
+        }
+    }
+
+    /// The transaction committed: its units are done, and the job's counters are its own.
+    func commit(_ units: [UnitRef], counters: RunCounters?) {
+        _ = try? withJoin { join, _ in
+            for unit in units { join.units[unit.seq]?.status = .done }
+            if let counters { join.jobs[job]?.counters = counters }
+        }
     }
 }

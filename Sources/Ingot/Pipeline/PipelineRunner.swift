@@ -183,7 +183,8 @@ public final class PipelineRunner: Sendable {
             do {
                 let location = try StoreLocation(options.databasePath)
                 lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
-                store = try location.open(model: config.model, options: options)
+                store = try location.open(
+                    model: config.model, options: StoreOpening(lockTimeout: options.lockTimeout, statementObserver: options.statementObserver))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(
                     RunLockError(

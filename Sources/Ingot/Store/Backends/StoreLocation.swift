@@ -3,7 +3,8 @@ import Foundation
 /// Where a run's data goes, as `--db` names it: a SQLite file (a path, or `sqlite:PATH`) or a
 /// PostgreSQL database (`postgresql://…` or `postgres://…`). The one place that picks a backend:
 /// the runner opens its store here, and `schema`, `--dry-run` and the incremental cursor read
-/// through here too.
+/// through here too. It sits above every backend's folder (the layer `Store/Backends`), so that
+/// nothing above the stores names a backend.
 package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     case sqlite(path: String)
     case postgres(url: String)
@@ -43,12 +44,11 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// The SQLite file, for the run lock beside it; `nil` for other backends and in-memory databases.
-    var lockablePath: String? { backend.lockablePath }
+    package var lockablePath: String? { backend.lockablePath }
 
     /// Opens the store (creating or checking the schema of `model`) for a run.
-    func open(model: EntityModel, options: RunOptions) throws -> any IngestStore {
-        try backend.open(
-            model: model, options: StoreOpening(lockTimeout: options.lockTimeout, statementObserver: options.statementObserver))
+    package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
+        try backend.open(model: model, options: options)
     }
 
     /// The DDL of `model`'s tables in this backend, as `ingot schema` prints it.
@@ -69,7 +69,7 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
 
     /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info
     /// (multi-host URLs too), `?password=`, percent-encoded (``Redactor/databaseSecrets(_:)``).
-    static func redacted(_ url: String) -> String {
+    package static func redacted(_ url: String) -> String {
         Redactor.redactingDatabase(url)
     }
 }
