@@ -27,7 +27,11 @@ for map in Sources/CZstd/module.modulemap Sources/CCurl/module.modulemap Sources
   "$SCRATCH/checkouts/swift-atomics/Sources/_AtomicsShims/include/module.modulemap"; do
   MAPS+=(-Xcc "-fmodule-map-file=$map")
 done
-swiftc -sanitize=fuzzer,address -parse-as-library -g scripts/fuzz/entry.swift -I "$BIN/Modules" -module-name IngotFuzzEntry "${MAPS[@]}" \
+# FuzzTargets is `package`: the entry joins the package under SwiftPM's name for it (the
+# checkout's folder name, as the build used it).
+PACKAGE_NAME=$(grep -o '"-module-name","Ingot",.*' "$SCRATCH/debug.yaml" | grep -o '"-package-name","[^"]*"' | head -1 | cut -d'"' -f4)
+swiftc -sanitize=fuzzer,address -parse-as-library -g scripts/fuzz/entry.swift -I "$BIN/Modules" -module-name IngotFuzzEntry \
+  -package-name "$PACKAGE_NAME" "${MAPS[@]}" \
   -I Sources/CSQLiteTuning/include -Xcc -I/usr/include/postgresql \
   "${OBJECTS[@]}" -L/usr/lib/x86_64-linux-gnu -lcurl -lzstd -lsqlite3 -lpq -o "$BIN/ingot-fuzz"
 

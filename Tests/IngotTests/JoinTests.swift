@@ -76,7 +76,9 @@ struct JoinDatabase {
         ).map { row in
             var c = RunCounters()
             func int(_ k: Int) -> Int { row[k].flatMap { Int($0) } ?? 0 }
-            (c.pages, c.records, c.inserted, c.deleted, c.rejectedRecords, c.rejectedPages) = (int(1), int(2), int(3), int(4), int(5), int(6))
+            (c.pages, c.records, c.inserted, c.deleted, c.rejectedRecords, c.rejectedPages) = (
+                int(1), int(2), int(3), int(4), int(5), int(6)
+            )
             return (row[0] ?? "", c)
         }
     }
@@ -324,7 +326,8 @@ struct JoinTests {
         if let memory = database.memory {
             memory.expireLeases(of: stalled.job, in: "stall")
         } else {
-            try PGConnection(url: database.url).execute("UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = 'stall'")
+            try PGConnection(url: database.url).execute(
+                "UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = 'stall'")
         }
         let summaries = try Self.runJoined(Self.yaml, [], database, name: "stall", jobs: 2)
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")

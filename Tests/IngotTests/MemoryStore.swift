@@ -471,7 +471,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 let first = join.ordinal << 32
                 total.deleted = database.state.withLock { state in
                     let gone = Set(
-                        state.tables.rows[entity].keys.filter { (state.tables.positions[entity][$0]?[PositionSlots(layouts[entity]).touched] ?? 0) < first })
+                        state.tables.rows[entity].keys.filter {
+                            (state.tables.positions[entity][$0]?[PositionSlots(layouts[entity]).touched] ?? 0) < first
+                        })
                     delete(gone, of: entity, tables: &state.tables)
                     return gone.count
                 }
@@ -531,7 +533,8 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
             guard var join = state.joins[request.name] else { throw StoreError.schema("the join '\(request.name)' vanished") }
             guard join.pipeline == request.pipeline else {
                 throw StoreError.conflict(
-                    "the join '\(request.name)' is a run of pipeline '\(join.pipeline)', not '\(request.pipeline)': use another --join name")
+                    "the join '\(request.name)' is a run of pipeline '\(join.pipeline)', not '\(request.pipeline)': use another --join name"
+                )
             }
             if let refusal = request.refusal(joining: join.spec) { throw StoreError.conflict(refusal) }
             var revived: String?

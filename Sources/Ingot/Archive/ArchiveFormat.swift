@@ -31,18 +31,18 @@ enum ArchiveFormat {
 
 /// What an archive says about itself: the run that wrote it and its pipeline, word for word.
 package struct ArchiveHeader: Codable, Sendable, Equatable {
-    public var formatVersion: Int
-    public var runID: String
-    public var pipelineName: String
+    package var formatVersion: Int
+    package var runID: String
+    package var pipelineName: String
     /// The pipeline file's exact text, so a replay maps payloads as the run did.
-    public var pipelineText: String
-    public var pipelinePath: String
-    public var createdAt: String
+    package var pipelineText: String
+    package var pipelinePath: String
+    package var createdAt: String
     /// The run's `max_page_bytes`: no entry is larger, and a replay reads entries up to it.
-    public var maxPageBytes: Int?
+    package var maxPageBytes: Int?
 
     /// The header of a run's archive (``ArchiveWriter`` writes its own format version).
-    public init(
+    package init(
         formatVersion: Int, runID: String, pipelineName: String, pipelineText: String, pipelinePath: String, createdAt: String,
         maxPageBytes: Int? = nil
     ) {
@@ -64,16 +64,16 @@ package struct ArchiveHeader: Codable, Sendable, Equatable {
 
 /// One archived payload's metadata.
 package struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
-    public var seq: Int
+    package var seq: Int
     /// The URL or file the payload came from.
-    public var source: String
-    public var fetchedAt: String
-    public var httpStatus: Int?
+    package var source: String
+    package var fetchedAt: String
+    package var httpStatus: Int?
     /// A safe subset of the response headers (never credentials).
-    public var headers: [String: String]?
-    public var rawLength: Int
+    package var headers: [String: String]?
+    package var rawLength: Int
     /// CRC-32C of the raw payload.
-    public var crc32c: UInt32
+    package var crc32c: UInt32
 
     enum CodingKeys: String, CodingKey {
         case seq, source, fetchedAt = "fetched_at", httpStatus = "http_status", headers
@@ -82,14 +82,14 @@ package struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
 }
 
 /// An archive that cannot be written or read, naming the file and, where there is one, the entry.
-public struct ArchiveError: Error, Sendable, CustomStringConvertible {
-    public var path: String
+package struct ArchiveError: Error, Sendable, CustomStringConvertible {
+    package var path: String
     /// The entry's sequence number, or `nil` for the file as a whole.
-    public var seq: Int?
-    public var offset: Int?
-    public var message: String
+    package var seq: Int?
+    package var offset: Int?
+    package var message: String
 
-    public var description: String {
+    package var description: String {
         var place = path
         if let seq { place += " entry \(seq)" }
         if let offset { place += " (byte \(offset))" }

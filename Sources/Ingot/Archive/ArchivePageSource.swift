@@ -1,6 +1,6 @@
 /// Replays an archive: its entries' payloads, in entry order, each checked against its length
 /// and CRC-32C. A torn tail ends the replay at the last whole entry (the reader says where).
-public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+package final class ArchivePageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     package let reader: ArchiveReader
     private var position = 0
 
@@ -10,7 +10,7 @@ public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used
 
     /// Replays the archive at `path`, inflating no entry past `maxPageBytes` (its header's
     /// limit, else the default, when `nil`). Throws when the file is not an archive.
-    public convenience init(path: String, maxPageBytes: Int? = nil) throws {
+    package convenience init(path: String, maxPageBytes: Int? = nil) throws {
         let reader = try ArchiveReader(path: path)
         reader.decompressionLimit = maxPageBytes ?? reader.header.maxPageBytes ?? Page.defaultMaxBytes
         self.init(reader: reader)
@@ -18,9 +18,9 @@ public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used
 
     /// `archive PATH`.
 
-    public var origin: String { "archive \(reader.path)" }
+    package var origin: String { "archive \(reader.path)" }
 
-    public func next() throws -> Page? {
+    package func next() throws -> Page? {
         guard position < reader.entries.count else { return nil }
         let entry = reader.entries[position]
         position += 1
@@ -31,7 +31,7 @@ public final class ArchivePageSource: PageSource, @unchecked Sendable {  // used
     }
 
     /// Continues with the first entry after `after:SEQ`.
-    public func resume(from state: String) throws {
+    package func resume(from state: String) throws {
         guard state.hasPrefix("after:"), let last = Int(state.dropFirst(6)) else {
             throw SourceError(source: reader.path, message: "cannot resume from '\(state)'")
         }

@@ -168,8 +168,9 @@ struct PipelineYAMLReader {
             throw error(marks[problem.location] ?? entitiesNode.mark, problem.message)
         }
         var config = PipelineConfig(
-            path: file, text: text, name: name, source: source, recordsPath: recordsPath, root: rootName,
-            write: write, batchRecords: batchRecords, model: model)
+            path: file, text: text, name: name, recordsPath: recordsPath, root: rootName, batchRecords: batchRecords, model: model)
+        config.source = source
+        config.write = write
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
         config.maxRejects = maxRejects

@@ -8,14 +8,17 @@ public struct PipelineConfig: Sendable {
     /// The file's exact text (archived with every run).
     public var text: String
     /// `incremental:` — remember the highest value seen at a key path and send it on the next run.
-    public var incremental: IncrementalConfig?
+    package var incremental: IncrementalConfig?
+    /// The pipeline's name (`name:`): runs, locks and kept values are per pipeline.
     public var name: String
-    public var source: SourceConfig
+    /// `source:` — where pages come from when the runner is not given a source.
+    package var source: SourceConfig = .none
     /// The key path from a page to its array of records; empty when the page is the array.
     public var recordsPath: [String]
     /// The entity each record is.
     public var root: String
-    public var write: WriteMode
+    /// `write:` — merge into what is stored, or replace the root entity's rows.
+    package var write: WriteMode = .merge
     /// Records per transaction; `nil` takes ``RunOptions``'s default.
     public var batchRecords: Int?
     /// `max_page_bytes`: the largest page accepted; `nil` takes ``RunOptions``'s (64 MiB).
@@ -24,39 +27,39 @@ public struct PipelineConfig: Sendable {
     public var maxRejects: Int?
     /// `limits: {max_reject_ratio: R}`: rejects as a share of what was read (0…1), at most.
     public var maxRejectRatio: Double?
+    /// The entities records map to.
     public var model: EntityModel
 
     /// The largest pipeline file accepted (its text is archived in every run's header).
     public static let maxFileBytes = 1 << 20
 
+    /// A pipeline `name` whose pages hold records of `root` at `recordsPath`, mapped to `model`;
+    /// the pages come from the source given to the runner, and merge into what is stored.
     public init(
-        path: String = "<memory>", text: String = "", name: String, source: SourceConfig = .none,
-        recordsPath: [String] = [], root: String, write: WriteMode = .merge, batchRecords: Int? = nil,
-        model: EntityModel
+        path: String = "<memory>", text: String = "", name: String, recordsPath: [String] = [], root: String,
+        batchRecords: Int? = nil, model: EntityModel
     ) {
         self.path = path
         self.text = text
         self.name = name
-        self.source = source
         self.recordsPath = recordsPath
         self.root = root
-        self.write = write
         self.batchRecords = batchRecords
         self.model = model
     }
 }
 
 /// `incremental: {cursor_path: updated_at, param: updated_since}`.
-public struct IncrementalConfig: Sendable, Equatable {
+package struct IncrementalConfig: Sendable, Equatable {
     /// Key path in each record whose highest value is kept (compared as text, so ISO-8601 dates and
     /// zero-padded numbers order correctly).
-    public var cursorPath: [String]
+    package var cursorPath: [String]
     /// Query parameter that sends the kept value on the next run.
-    public var param: String
+    package var param: String
 }
 
 /// Where a pipeline's pages come from.
-public enum SourceConfig: Sendable, Equatable {
+package enum SourceConfig: Sendable, Equatable {
     /// No source in the file: pages must be given at run time (`--pages`).
     case none
     /// The files of `directory` whose names match `glob`, in name order.
@@ -66,29 +69,29 @@ public enum SourceConfig: Sendable, Equatable {
 }
 
 /// `source: {http: …}`: where and how to fetch pages.
-public struct HTTPSourceConfig: Sendable, Equatable {
-    public var url: String
+package struct HTTPSourceConfig: Sendable, Equatable {
+    package var url: String
     /// The parts of `url` that came from the environment (`${VAR}`) and landed in its user info,
     /// path, query or fragment: secrets like a header's value, redacted wherever a URL is shown
     /// and never stored in a resume state. A variable that only gives the scheme, host or port
     /// (`${API:-http://127.0.0.1:8080}/items`) is not one.
-    public var urlSecrets: [String] = []
-    public var headers: [Header]
-    public var auth: Auth?
-    public var paginate: Pagination
+    package var urlSecrets: [String] = []
+    package var headers: [Header]
+    package var auth: Auth?
+    package var paginate: Pagination
     /// `allowed_hosts`: hosts (`host` or `host:port`) besides the URL's own origin that a next
     /// URL or a redirect may lead to; they receive credentials too (never over a downgrade to
     /// plain http). Default: none.
-    public var allowedHosts: [String] = []
+    package var allowedHosts: [String] = []
     /// A hard cap on pages; reaching it is logged. Default 10000.
-    public var maxPages = 10000
+    package var maxPages = 10000
     /// Requests in flight, where the paginator allows prefetching (page, offset). Default 1.
-    public var concurrency = 1
+    package var concurrency = 1
     /// Seconds for one whole request. Default 30.
-    public var timeout: Double = 30
-    public var retry = RetryPolicy()
+    package var timeout: Double = 30
+    package var retry = RetryPolicy()
 
-    public init(url: String, headers: [Header] = [], auth: Auth? = nil, paginate: Pagination = .none) {
+    package init(url: String, headers: [Header] = [], auth: Auth? = nil, paginate: Pagination = .none) {
         self.url = url
         self.headers = headers
         self.auth = auth
@@ -96,14 +99,14 @@ public struct HTTPSourceConfig: Sendable, Equatable {
     }
 
     /// A request header from `headers:`.
-    public struct Header: Sendable, Equatable {
-        public var name: String
-        public var value: String
+    package struct Header: Sendable, Equatable {
+        package var name: String
+        package var value: String
         /// Set when the value came from the environment (`${VAR}`): it is treated as a secret.
-        public var isSecret = false
+        package var isSecret = false
 
         /// A header sent with every request to the configured origin and the allowed hosts.
-        public init(name: String, value: String, isSecret: Bool = false) {
+        package init(name: String, value: String, isSecret: Bool = false) {
             self.name = name
             self.value = value
             self.isSecret = isSecret
@@ -111,7 +114,7 @@ public struct HTTPSourceConfig: Sendable, Equatable {
     }
 
     /// Credentials, always read from the environment at run time, never from the file.
-    public enum Auth: Sendable, Equatable {
+    package enum Auth: Sendable, Equatable {
         case bearer(env: String)
         case basic(user: String, passwordEnv: String)
         case apiKeyHeader(header: String, env: String)
@@ -119,7 +122,7 @@ public struct HTTPSourceConfig: Sendable, Equatable {
     }
 
     /// `paginate:`: how the next page is found.
-    public enum Pagination: Sendable, Equatable {
+    package enum Pagination: Sendable, Equatable {
         /// One request.
         case none
         /// The body's next-page URL at this key path; stop on null or absent.
@@ -135,16 +138,16 @@ public struct HTTPSourceConfig: Sendable, Equatable {
     }
 
     /// `retry:`: how failed requests (unreachable, timeouts, 5xx, 429) are tried again.
-    public struct RetryPolicy: Sendable, Equatable {
+    package struct RetryPolicy: Sendable, Equatable {
         /// Tries per request, the first included. Default 6.
-        public var attempts = 6
-        public var baseDelayMs = 250
-        public var maxDelayMs = 60000
+        package var attempts = 6
+        package var baseDelayMs = 250
+        package var maxDelayMs = 60000
     }
 }
 
 /// How a run treats rows it did not see.
-public enum WriteMode: String, Sendable, CaseIterable {
+package enum WriteMode: String, Sendable, CaseIterable {
     /// Insert and update; never delete.
     case merge
     /// Like merge, then delete the root entity's rows the run did not touch (only after a complete run).
@@ -153,11 +156,16 @@ public enum WriteMode: String, Sendable, CaseIterable {
 
 /// A pipeline file that cannot run, pointing at the line and column that is wrong.
 public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The pipeline file.
     public var file: String
+    /// The line of the problem (1-based).
     public var line: Int
+    /// The column of the problem (1-based).
     public var column: Int
+    /// What is wrong, and what is expected.
     public var message: String
 
+    /// A problem at `file:line:column`.
     public init(file: String, line: Int, column: Int, message: String) {
         self.file = file
         self.line = line

@@ -57,6 +57,7 @@ public enum ScalarValue: Hashable, Sendable, CustomStringConvertible {
         return (fast ?? nil) ?? x.utf8.elementsEqual(y.utf8)
     }
 
+    /// As shown in messages.
     public var description: String {
         switch self {
         case .null: "NULL"
@@ -73,6 +74,7 @@ public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
     case single(ScalarValue)
     case composite([ScalarValue])
 
+    /// Hashes the values, as ``==`` compares them.
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .single(let v): v.hash(into: &hasher)
@@ -88,6 +90,7 @@ public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// As shown in messages.
     public var description: String {
         switch self {
         case .single(let v): v.description
@@ -245,7 +248,7 @@ struct DecodedRecord: Sendable {
 }
 
 /// Why a record or a page was rejected, as a code: what the counts per reason are keyed by.
-public enum RejectReason: String, Sendable, CaseIterable {
+package enum RejectReason: String, Sendable, CaseIterable {
     /// The record has no identity, or a null one (or a reference to null).
     case missingIdentity = "missing_identity"
     /// A value of another JSON type than the attribute's.
@@ -280,6 +283,7 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     public var entity: String
     /// Where in the page the problem is, like `results[3].dogs[1].id`.
     public var codingPath: String
+    /// Why, in words (the database's message for a value it refused).
     public var reason: String
     /// The file, URL or archive entry the page came from.
     public var source: String
@@ -290,16 +294,26 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     public var raw: String
     /// The byte length of the whole text ``raw`` is a prefix of.
     public var rawLength: Int
-    /// Why, as a code to count by (`_ingot_runs.reject_counts`, the summary's `rejects.<code>`).
-    public var code: RejectReason
+    /// Why, as a code to count by.
+    package var code: RejectReason
     /// The archive entry the page is stored in, when it was archived.
-    public var archive: ArchiveLocation?
+    package var archive: ArchiveLocation?
+
+    /// Why, as a code to count by (`_ingot_runs.reject_counts`, the summary's `rejects.<code>`):
+    /// `missing_identity`, `wrong_type`, `out_of_range`, `not_a_date`, `wrong_shape`,
+    /// `missing_reference`, `not_json`, `no_records`, `page_too_large`, `unreadable`,
+    /// `too_large`, `unstorable`.
+    public var reasonCode: String { code.rawValue }
+    /// The archive file holding the page, when it was archived.
+    public var archivePath: String? { archive?.path }
+    /// The page's entry in that archive.
+    public var archiveEntry: Int? { archive?.entry }
 
     /// The most of a rejected text stored with its rejection: bad input must not grow the
     /// database by its own size.
     public static let rawLimit = 16 << 10
 
-    public init(
+    package init(
         entity: String, codingPath: String, reason: String, source: String, recordIndex: Int?, raw: String,
         rawLength: Int? = nil, archive: ArchiveLocation? = nil, code: RejectReason
     ) {
@@ -334,6 +348,7 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
         return String(decoding: cut, as: UTF8.self)
     }
 
+    /// As shown in messages.
     public var description: String {
         "\(entity) at \(codingPath): \(reason) (\(source)\(recordIndex.map { ", record \($0)" } ?? ""))"
     }

@@ -27,6 +27,7 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
     /// How many entity objects this context decoded.
     public private(set) var decodedCount = 0
 
+    /// A context named `name` (for messages), bound to no queue yet.
     public init(name: String) {
         self.name = name
     }
@@ -93,6 +94,7 @@ public enum IngotDecodingError: Error, CustomStringConvertible {
     /// given another: each lane has its own context, confined to it.
     case alreadyBound(context: String, queue: String)
 
+    /// The error, with the coding path where it happened.
     public var description: String {
         switch self {
         case .missingContext(let path):

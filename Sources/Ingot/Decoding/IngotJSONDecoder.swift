@@ -7,8 +7,10 @@ import Foundation
 /// current queue's ``DecodingContext`` (later objects with the same identity replace earlier
 /// ones); decoding one with no context throws ``IngotDecodingError/missingContext(codingPath:)``.
 public struct IngotJSONDecoder: Sendable {
+    /// A decoder.
     public init() {}
 
+    /// Decodes `type` from the JSON in `bytes`, registering the entities it decodes in the current queue's `DecodingContext` (when one is bound).
     public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let document = try JSONDocument(bytes: bytes)
         return try TapeDecoder(value: document.root, codingPath: []).decodeValue(type)

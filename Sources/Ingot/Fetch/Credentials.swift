@@ -97,31 +97,31 @@ struct Credentials: Sendable {
 extension HTTPSourceConfig {
     /// `url` as shown (`--dry-run`, `check`): passwords, secret query values and the parts that
     /// came from the environment replaced by `REDACTED`.
-    public var shownURL: String {
+    package var shownURL: String {
         let secrets = Credentials.redact(url, Credentials.defaultSecretParams)
         return Redactor(urlSecrets).scrub(secrets)
     }
 }
 
 /// A page that could not be fetched: the run stops (exit 1) after everything before it is committed.
-public struct FetchError: Error, Sendable, CustomStringConvertible {
+package struct FetchError: Error, Sendable, CustomStringConvertible {
     /// The URL, redacted.
-    public var url: String
-    public var status: Int?
-    public var message: String
+    package var url: String
+    package var status: Int?
+    package var message: String
     /// The source kept failing in a way that can pass (unreachable, timeouts, 5xx, 429) until the
     /// retries ran out: a later run may succeed (exit 75). `false` for what no retry fixes.
-    public var isTemporary = false
+    package var isTemporary = false
     /// The source's settings are wrong (a secret that cannot be sent): no retry fixes it (exit 2).
-    public var isConfiguration = false
+    package var isConfiguration = false
 
     /// A fetch failure at `url` (already redacted), with the HTTP status when there was one.
-    public init(url: String, status: Int? = nil, message: String, isTemporary: Bool = false) {
+    package init(url: String, status: Int? = nil, message: String, isTemporary: Bool = false) {
         self.url = url
         self.status = status
         self.message = message
         self.isTemporary = isTemporary
     }
 
-    public var description: String { "\(url): \(status.map { "HTTP \($0): " } ?? "")\(message)" }
+    package var description: String { "\(url): \(status.map { "HTTP \($0): " } ?? "")\(message)" }
 }

@@ -13,8 +13,8 @@ import Synchronization
 /// after the last committed page.
 ///
 /// Used from the pipeline's source queue only.
-public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
-    public let config: HTTPSourceConfig
+package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // used from the source queue only
+    package let config: HTTPSourceConfig
     /// Where a page's records sit, as the mapper finds them (``RecordFraming``).
     private let framing: RecordFraming
     /// Credentials, origin policy, retries: what every request obeys.
@@ -85,7 +85,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     /// - Parameters:
     ///   - recordsPath: where a page's records are (page and offset pagination stop on an empty page).
     ///   - query: extra parameters for the first request (an incremental run's cursor).
-    public init(
+    package init(
         config: HTTPSourceConfig, recordsPath: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
         query: [(String, String)] = [], maxPageBytes: Int = Page.defaultMaxBytes, logger: Logger
     ) throws {
@@ -106,7 +106,7 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
     }
 
     /// Continues after a committed page: `state` is the resume state that page carried.
-    public func resume(from state: String) throws {
+    package func resume(from state: String) throws {
         if state == "done" {
             upcoming = nil
             return
@@ -119,26 +119,26 @@ public final class HTTPPageSource: PageSource, @unchecked Sendable {  // used fr
 
     /// Stops the source: transfers in flight are aborted and a retry's wait ends, within one
     /// turn of the transfer loop (``HTTPClient/wakeup()`` ends its wait at once).
-    public func cancel() {
+    package func cancel() {
         cancelled.value.withLock { $0 = true }
         client.wakeup()
     }
 
     /// Logs retries and pagination events through the run's logger from now on.
-    public func useLogger(_ logger: Logger) {
+    package func useLogger(_ logger: Logger) {
         self.logger = logger
     }
 
     /// Records each response's latency and each retry in the run's metrics from now on.
-    public func useMetrics(_ metrics: any FetchObserver) {
+    package func useMetrics(_ metrics: any FetchObserver) {
         self.metrics = metrics
     }
 
     /// `http URL PAGINATOR`, the URL with its secrets redacted.
 
-    public var origin: String { "http \(config.shownURL) \(config.paginate)" }
+    package var origin: String { "http \(config.shownURL) \(config.paginate)" }
 
-    public func next() throws -> Page? {
+    package func next() throws -> Page? {
         if buffered.isEmpty { try fill() }
         guard !buffered.isEmpty else { return nil }
         return try buffered.removeFirst().get()

@@ -3,18 +3,18 @@ import Logging
 import Synchronization
 
 /// The files of a directory whose names match a glob, read whole, in name order.
-public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
-    public let directory: String
+package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    package let directory: String
     /// The file-name pattern (`fnmatch`) the files match.
-    public let glob: String
-    public let files: [String]
+    package let glob: String
+    package let files: [String]
     /// Files bigger than this are not read: they become oversized pages (rejected by the run).
-    public let maxPageBytes: Int
+    package let maxPageBytes: Int
     private var position = 0
 
     /// Lists the matching files; throws when the directory cannot be read. Files over
     /// `maxPageBytes` are not read: they come as oversized pages.
-    public init(directory: String, glob: String, maxPageBytes: Int = Page.defaultMaxBytes) throws {
+    package init(directory: String, glob: String, maxPageBytes: Int = Page.defaultMaxBytes) throws {
         self.directory = directory
         self.glob = glob
         self.maxPageBytes = maxPageBytes
@@ -29,9 +29,9 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
 
     /// `files DIR/GLOB`, the directory's path standardized.
 
-    public var origin: String { "files \((directory as NSString).standardizingPath)/\(glob)" }
+    package var origin: String { "files \((directory as NSString).standardizingPath)/\(glob)" }
 
-    public func next() throws -> Page? {
+    package func next() throws -> Page? {
         guard position < files.count else { return nil }
         let path = (directory as NSString).appendingPathComponent(files[position])
         position += 1
@@ -70,7 +70,7 @@ public final class DirectoryPageSource: PageSource, @unchecked Sendable {  // us
     }
 
     /// Continues with the first file named after `after:NAME`.
-    public func resume(from state: String) throws {
+    package func resume(from state: String) throws {
         guard state.hasPrefix("after:") else { throw SourceError(source: directory, message: "cannot resume from '\(state)'") }
         let last = String(state.dropFirst(6))
         position = files.firstIndex { $0 > last } ?? files.count

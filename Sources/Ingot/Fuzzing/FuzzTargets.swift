@@ -3,13 +3,13 @@ import Foundation
 /// The entry points the fuzzers drive (`make fuzz`, Sources/IngotFuzz), one per kind of hostile
 /// input. Each takes raw bytes and must return normally whatever they hold: errors are
 /// expected, traps are bugs. The tests replay every input kept in `Tests/Fixtures/fuzz/`.
-public enum FuzzTargets {
+package enum FuzzTargets {
     /// The harness names, as `ingot-fuzz NAME` takes them.
-    public static let names = ["page", "archive", "pipeline", "pagination"]
+    package static let names = ["page", "archive", "pipeline", "pagination"]
 
     /// Runs the harness `name` on `bytes`; `false` for an unknown name.
     @discardableResult
-    public static func run(_ name: String, _ bytes: [UInt8]) -> Bool {
+    package static func run(_ name: String, _ bytes: [UInt8]) -> Bool {
         switch name {
         case "page": page(bytes)
         case "archive": archive(bytes)

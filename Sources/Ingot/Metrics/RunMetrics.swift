@@ -13,15 +13,15 @@ import Synchronization
 /// node_exporter's textfile collector), ``MetricsServer`` serves it.
 ///
 /// Every series carries `pipeline`. Names and meanings: docs/logging.md, "Metrics".
-public final class RunMetrics: FetchObserver, Sendable {
+package final class RunMetrics: FetchObserver, Sendable {
     /// The registry the exposition is read from.
-    public let registry: PrometheusCollectorRegistry
+    package let registry: PrometheusCollectorRegistry
     /// Where ``update(_:)`` writes the exposition, if anywhere.
-    public let fileURL: URL?
+    package let fileURL: URL?
     /// The pipeline every series is labelled with.
-    public let pipeline: String
+    package let pipeline: String
     /// The port a ``MetricsServer`` serves these metrics on, if one does (`run.started` logs it).
-    public var servingPort: Int? {
+    package var servingPort: Int? {
         get { port.withLock { $0 } }
         set { port.withLock { $0 = newValue } }
     }
@@ -39,25 +39,25 @@ public final class RunMetrics: FetchObserver, Sendable {
     /// What one update reports: the committed counters and what the stages have seen so far.
     package struct Snapshot: Sendable {
         /// The committed counters (what the summary will say).
-        public var counters: RunCounters
+        package var counters: RunCounters
         /// Pages the source delivered so far (committed or not).
-        public var pagesRead = 0
+        package var pagesRead = 0
         /// Their bytes (an oversized page counts what was received).
-        public var bytesRead = 0
+        package var bytesRead = 0
         /// Compressed bytes in the run's archive; `nil` without one.
-        public var bytesArchived: Int?
+        package var bytesArchived: Int?
         /// Seconds since the run started.
-        public var elapsed: Double = 0
+        package var elapsed: Double = 0
 
         /// A snapshot of `counters` (the rest as the stages report it).
-        public init(counters: RunCounters) {
+        package init(counters: RunCounters) {
             self.counters = counters
         }
     }
 
     /// Metrics of a run of `pipeline`, written to `fileURL` at each update when given. A file
     /// left by an earlier run keeps its last-success time (a failed run does not erase it).
-    public init(pipeline: String, fileURL: URL? = nil) {
+    package init(pipeline: String, fileURL: URL? = nil) {
         self.pipeline = pipeline
         self.fileURL = fileURL
         let registry = PrometheusCollectorRegistry()
@@ -115,28 +115,28 @@ public final class RunMetrics: FetchObserver, Sendable {
     }
 
     /// One HTTP response came after `seconds` (`ingot_fetch_duration_seconds`).
-    public func recordFetch(seconds: Double) {
+    package func recordFetch(seconds: Double) {
         fetchDuration.recordSeconds(seconds)
     }
 
     /// A request is retried (`ingot_fetch_retries_total`).
-    public func recordRetry() {
+    package func recordRetry() {
         fetchRetries.increment()
     }
 
     /// A commit took `duration` (`ingot_commit_duration_seconds`).
-    public func recordCommit(_ duration: Duration) {
+    package func recordCommit(_ duration: Duration) {
         let (seconds, attoseconds) = duration.components
         commitDuration.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
     /// Marks the run a success now (`ingot_run_last_success_timestamp_seconds`).
-    public func succeeded(at date: Date = Date()) {
+    package func succeeded(at date: Date = Date()) {
         lastSuccess.record(date.timeIntervalSince1970)
     }
 
     /// The Prometheus text exposition of every metric.
-    public func exposition() -> [UInt8] {
+    package func exposition() -> [UInt8] {
         registry.emitToBuffer()
     }
 

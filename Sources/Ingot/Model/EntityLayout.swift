@@ -42,12 +42,17 @@ public struct EntityLayout: Sendable, Equatable {
         public var isOrdered: Bool
     }
 
+    /// The entity's index in the model.
     public var entity: Int
+    /// Its table.
     public var table: String
+    /// Its columns, in slot order: attributes, then to-one foreign keys.
     public var columns: [Column]
     /// The slots of the identity attributes, in identity order. Empty: no identity.
     public var identitySlots: [Int]
+    /// Its to-one relationships (foreign key columns).
     public var toOne: [ToOne]
+    /// Its to-many relationships (join tables).
     public var toMany: [ToMany]
 
     /// The layouts of every entity of `model`, in the model's order.

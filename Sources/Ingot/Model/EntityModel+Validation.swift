@@ -3,7 +3,7 @@ import Foundation
 /// The rules every model must follow, whichever way it was declared. Checked before anything runs.
 extension EntityModel {
     /// Where in a model a problem is, so a pipeline file can point at the line that declared it.
-    public enum Location: Sendable, Hashable {
+    package enum Location: Sendable, Hashable {
         case entity(String)
         case table(entity: String)
         case identity(entity: String)
@@ -13,14 +13,14 @@ extension EntityModel {
     }
 
     /// One broken rule.
-    public struct Problem: Sendable, Equatable, CustomStringConvertible {
-        public var location: Location
-        public var message: String
-        public var description: String { message }
+    package struct Problem: Sendable, Equatable, CustomStringConvertible {
+        package var location: Location
+        package var message: String
+        package var description: String { message }
     }
 
     /// Every broken rule, in declaration order; empty for a valid model.
-    public func problems() -> [Problem] {
+    package func problems() -> [Problem] {
         var problems: [Problem] = []
         func add(_ location: Location, _ message: String) { problems.append(Problem(location: location, message: message)) }
         // Every name the schema creates (tables, join tables, identity indexes), lowercased,
@@ -230,7 +230,10 @@ extension EntityModel {
 
 /// A model that breaks a rule, with every problem found.
 public struct ModelError: Error, Sendable, CustomStringConvertible {
-    public var problems: [EntityModel.Problem]
+    package var problems: [EntityModel.Problem]
+    /// What is wrong, one message per problem.
+    public var messages: [String] { problems.map(\.message) }
+    /// The messages, one per line.
     public var description: String { problems.map(\.message).joined(separator: "\n") }
 }
 

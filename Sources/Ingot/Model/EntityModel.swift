@@ -7,6 +7,7 @@ public struct EntityModel: Sendable, Equatable {
     /// Entities in declaration order.
     public var entities: [Entity]
 
+    /// A model of `entities` (validate it with ``validate()``).
     public init(entities: [Entity]) {
         self.entities = entities
     }
@@ -24,17 +25,21 @@ public struct EntityModel: Sendable, Equatable {
 
 /// One entity: a table of rows with an optional identity.
 public struct Entity: Sendable, Equatable {
+    /// Its name, as the pipeline file and messages give it.
     public var name: String
     /// The SQL table; defaults to the entity's name.
     public var table: String
     /// Attribute names that identify a row (one: simple identity; several: composite). Empty: the
     /// entity has no identity and every record inserts a row.
     public var identity: [String]
+    /// Its columns read from records.
     public var attributes: [Attribute]
+    /// Its links to other entities.
     public var relationships: [Relationship]
     /// The separator of key paths in this entity's `key`s.
     public var keyDelimiter: String
 
+    /// An entity `name` stored in `table` (default: its name), identified by `identity`.
     public init(
         name: String, table: String? = nil, identity: [String] = [], attributes: [Attribute],
         relationships: [Relationship] = [], keyDelimiter: String = "."
@@ -47,6 +52,7 @@ public struct Entity: Sendable, Equatable {
         self.keyDelimiter = keyDelimiter
     }
 
+    /// The attribute named `name`.
     public func attribute(named name: String) -> Attribute? {
         attributes.first { $0.name == name }
     }
@@ -59,13 +65,16 @@ public struct Entity: Sendable, Equatable {
 
 /// A column of an entity, read from the record at `key`.
 public struct Attribute: Sendable, Equatable {
+    /// Its name, as the pipeline file and messages give it.
     public var name: String
+    /// What it stores.
     public var type: AttributeType
     /// The key path in the record (`origin.country.name`); defaults to the attribute's name.
     public var key: String
     /// Accept a value of another JSON type that converts without loss (`"1699"` for an integer).
     public var coerce: Bool
 
+    /// An attribute `name` of `type`, read at `key` (default: its name).
     public init(name: String, type: AttributeType, key: String? = nil, coerce: Bool = false) {
         self.name = name
         self.type = type
@@ -105,6 +114,7 @@ public enum DateFormat: Sendable, Equatable {
 
 /// A link from an entity to another (or to itself).
 public struct Relationship: Sendable, Equatable {
+    /// Its name, as the pipeline file and messages give it.
     public var name: String
     /// The target entity's name.
     public var target: String
@@ -117,6 +127,7 @@ public struct Relationship: Sendable, Equatable {
     /// What a bare identity that names no stored row does.
     public var missing: MissingTargetPolicy
 
+    /// A relationship `name` to `target`, read at `key` (default: its name).
     public init(
         name: String, target: String, isToMany: Bool = false, isOrdered: Bool = false, key: String? = nil,
         missing: MissingTargetPolicy = .stub

@@ -36,7 +36,9 @@ public protocol IngotEntity: Decodable, Sendable {
 }
 
 extension IngotEntity {
+    /// The type's name in snake_case (`PersonRecord` → `person_record`).
     public static var entityName: String { snakeCase(String(describing: Self.self)) }
+    /// Key paths are dotted.
     public static var keyDelimiter: String { "." }
 }
 

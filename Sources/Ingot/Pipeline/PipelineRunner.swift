@@ -18,7 +18,9 @@ import Synchronization
 /// - Lanes decode in parallel; the writer reorders by `seq` and applies pages strictly in order.
 /// - The writer alone owns the database; each batch is one transaction.
 public final class PipelineRunner: Sendable {
+    /// The pipeline it runs.
     public let config: PipelineConfig
+    /// How it runs it.
     public let options: RunOptions
     let logger: Logger
     private let shared = SharedCounters()
@@ -33,11 +35,15 @@ public final class PipelineRunner: Sendable {
     /// The logger of the run in progress (with `pipeline` and `run_id`), for ``stop()``'s line.
     private let runLogger = Mutex<Logger?>(nil)
     /// Where the run's metrics go, if anywhere (`--metrics-file`, `--metrics-port`).
-    public let metrics: RunMetrics?
+    package let metrics: RunMetrics?
 
-    /// A runner of `config` with `options`, logging to `logger` and, when given, recording
-    /// `metrics` (updated at each progress tick and at the end).
-    public init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger, metrics: RunMetrics? = nil) {
+    /// A runner of `config` with `options`, logging to `logger`.
+    public convenience init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger) {
+        self.init(config: config, options: options, logger: logger, metrics: nil)
+    }
+
+    /// The same, recording `metrics` (updated at each progress tick and at the end).
+    package init(config: PipelineConfig, options: RunOptions = RunOptions(), logger: Logger, metrics: RunMetrics?) {
         self.config = config
         self.options = options
         self.logger = logger
@@ -184,7 +190,8 @@ public final class PipelineRunner: Sendable {
                 let location = try StoreLocation(options.databasePath)
                 lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
                 store = try location.open(
-                    model: config.model, options: StoreOpening(lockTimeout: options.lockTimeout, statementObserver: options.statementObserver))
+                    model: config.model,
+                    options: StoreOpening(lockTimeout: options.lockTimeout, statementObserver: options.statementObserver))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(
                     RunLockError(
@@ -251,7 +258,7 @@ public final class PipelineRunner: Sendable {
         }
         lock?.describe(runID: runID)
         source.useLogger(logger)
-        if let metrics { source.useMetrics(metrics) }
+        if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
         runLogger.withLock { $0 = logger }
         defer { runLogger.withLock { $0 = nil } }
 

@@ -69,6 +69,7 @@ public struct RunOptions: Sendable {
     /// taken over this long after it stopped renewing (every third of it). Default 30.
     public var lease: Double = 30
 
+    /// The defaults (docs/operations.md lists them).
     public init() {}
 
     static let defaultBatchRecords = 5000
@@ -107,7 +108,9 @@ public struct RunSummary: Sendable {
         }
     }
 
+    /// The run's id (`-` when it never started).
     public var runID: String
+    /// The pipeline's name.
     public var pipeline: String
     /// How the run ended.
     public var status: RunStatus
@@ -116,7 +119,9 @@ public struct RunSummary: Sendable {
     public var failureKind: FailureKind?
     /// For a finished run: the reject limit it passed, or why it saw nothing usable.
     public var limitExceeded: String?
+    /// What it did (committed batches only).
     public var counters: RunCounters
+    /// Seconds from start to end.
     public var duration: Double
     /// Why the run failed.
     public var error: String?

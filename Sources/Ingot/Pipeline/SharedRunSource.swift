@@ -11,7 +11,7 @@ import Synchronization
 /// finished and every unit is done or held by this job; it waits while other jobs hold units
 /// (their leases may run out and hand them over). A timer renews this job's leases every third
 /// of a lease.
-final class SharedRunSource: PageSource, @unchecked Sendable {  // `next()` on the source queue; shared state under mutexes
+final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` on the source queue; shared state under mutexes
     let run: any SharedRun
     private let upstream: any PageSource
     private let maxPageBytes: Int
@@ -68,7 +68,7 @@ final class SharedRunSource: PageSource, @unchecked Sendable {  // `next()` on t
         upstream.useLogger(logger)
     }
 
-    func useMetrics(_ metrics: any FetchObserver) { upstream.useMetrics(metrics) }
+    func useMetrics(_ metrics: any FetchObserver) { (upstream as? any FetchReporting)?.useMetrics(metrics) }
 
     func cancel() {
         cancelled.value.withLock { $0 = true }

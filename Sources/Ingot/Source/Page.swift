@@ -23,7 +23,7 @@ public struct Page: Sendable {
     public var bytes: [UInt8]
     /// The archive holding this payload, and its entry there (set by the archive stage, or by a
     /// replay); rejections name them.
-    public var archive: ArchiveLocation?
+    package var archive: ArchiveLocation?
     /// The HTTP status and safe headers, for a fetched page.
     package var http: HTTPExchange?
     /// Where the source continues after this page (committed with it, for `--resume`).
@@ -38,11 +38,13 @@ public struct Page: Sendable {
     /// (``seq`` numbers the pages of this job).
     public var unit: UnitRef?
 
-    /// A page numbered `seq` from `source`, optionally already archived and carrying its resume state.
+    /// A page numbered `seq` from `source`, carrying where its source continues after it.
+    public init(seq: Int, source: String, bytes: [UInt8], resumeState: String? = nil) {
+        self.init(seq: seq, source: source, bytes: bytes, archive: nil, resumeState: resumeState)
+    }
 
-    public init(
-        seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation? = nil, resumeState: String? = nil
-    ) {
+    /// A page already archived (a replay).
+    package init(seq: Int, source: String, bytes: [UInt8], archive: ArchiveLocation?, resumeState: String? = nil) {
         self.seq = seq
         self.source = source
         self.bytes = bytes
@@ -85,8 +87,6 @@ public protocol PageSource: AnyObject, Sendable {
     /// Gives the source the run's logger (it carries `pipeline` and `run_id`), before the first
     /// ``next()``: every line of a run names its run.
     func useLogger(_ logger: Logger)
-    /// Gives the source the run's metrics (fetch latency, retries), before the first ``next()``.
-    func useMetrics(_ metrics: any FetchObserver)
     /// What the source reads, without any secret (`files DIR/GLOB`, `http URL`, `archive PATH`):
     /// the jobs of a joined run must read the same source.
     var origin: String { get }
@@ -97,8 +97,6 @@ extension PageSource {
     public func cancel() {}
     /// Sources that log nothing ignore the run's logger.
     public func useLogger(_ logger: Logger) {}
-    /// Sources that do not fetch record no metrics.
-    public func useMetrics(_ metrics: any FetchObserver) {}
     /// A source that does not say what it reads is named by its type.
     public var origin: String { "\(Self.self)" }
 
@@ -110,22 +108,20 @@ extension PageSource {
 }
 
 /// Where a payload is archived: the archive file and the entry's sequence number in it.
-public struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
+package struct ArchiveLocation: Sendable, Equatable, CustomStringConvertible {
     /// The archive file.
-    public var path: String
+    package var path: String
     /// The entry's sequence number in it.
-    public var entry: Int
+    package var entry: Int
 
     /// Entry `entry` of the archive at `path`.
-
-    public init(path: String, entry: Int) {
+    package init(path: String, entry: Int) {
         self.path = path
         self.entry = entry
     }
 
     /// `PATH#ENTRY`.
-
-    public var description: String { "\(path)#\(entry)" }
+    package var description: String { "\(path)#\(entry)" }
 }
 
 /// The HTTP side of a fetched page, for the archive.
@@ -137,11 +133,17 @@ package struct HTTPExchange: Sendable {
 }
 
 /// What a source reports while it fetches (the run's metrics implement it).
-public protocol FetchObserver: AnyObject, Sendable {
+package protocol FetchObserver: AnyObject, Sendable {
     /// A response arrived after `seconds`.
     func recordFetch(seconds: Double)
     /// A request is retried.
     func recordRetry()
+}
+
+/// A source that reports its fetches (latency, retries) to the run's metrics.
+package protocol FetchReporting: PageSource {
+    /// Gives the source the run's metrics, before the first ``PageSource/next()``.
+    func useMetrics(_ metrics: any FetchObserver)
 }
 
 /// A source that cannot produce its next page: the run stops (everything before is committed).

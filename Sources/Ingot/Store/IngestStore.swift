@@ -133,7 +133,6 @@ public struct RunCounters: Sendable, Equatable {
     public var rejectsByReason: [String: Int] = [:]
 
     /// Zero counters.
-
     public init() {}
 
     /// ``rejectsByReason`` as stored in `_ingot_runs.reject_counts`: a JSON object, keys sorted.
@@ -238,7 +237,6 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     /// What went wrong.
-
     public var kind: Kind
     /// `sqlite`, `postgresql`, or empty when no backend is concerned yet.
     public var backend: String
@@ -261,7 +259,6 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public var units: [Int] = []
 
     /// An error of `kind` from `backend` with the database's `message` and, for a failed statement, its SQL and code.
-
     public init(_ kind: Kind, backend: String = "", message: String, sql: String = "", code: Int32? = nil, sqlState: String? = nil) {
         self.kind = kind
         self.backend = backend
@@ -282,7 +279,6 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The database's schema or bookkeeping is not what Ingot made.
-
     public static func schema(_ message: String) -> StoreError { StoreError(.schema, message: message) }
     /// The database's tables disagree with the pipeline.
     public static func conflict(_ message: String) -> StoreError { StoreError(.conflict, message: message) }
