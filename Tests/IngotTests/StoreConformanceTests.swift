@@ -106,4 +106,36 @@ struct StoreConformanceTests {
         try ingest(yaml, [#"{"results": [{"id": 2, "name": "Bo", "dogs": [11]}]}"#], db: db, batchRecords: 50)
         #expect(try harness.dump() == harness.render(db))
     }
+
+    /// A database whose tables disagree with the pipeline is refused before anything is written,
+    /// with the same conflicts in every SQL backend (one check, `StoredTables`, above them): a
+    /// column of another type (a to-one key follows its target's identity), another identity.
+    @Test(arguments: [Backend.sqlite, Backend.postgresql])
+    func aDisagreeingDatabaseIsRefusedWithTheSameConflicts(backend: Backend) throws {
+        let changed = StoreSeamTests.yaml.replacingOccurrences(of: "score: double", with: "score: integer")
+            .replacingOccurrences(of: "dog:\n    identity: id", with: "dog:\n    identity: name")
+        #expect(changed.contains("identity: name"))
+        let database =
+            backend == .sqlite ? temporaryDirectory().appendingPathComponent("c.db").path : try PostgresServer.freshDatabase()
+        func run(_ yaml: String) throws -> RunSummary {
+            var options = RunOptions()
+            options.databasePath = database
+            options.progressInterval = 0
+            return PipelineRunner(
+                config: try PipelineConfig.parse(text: yaml, path: "c.yml"), options: options, logger: LogCapture().logger
+            )
+            .run(source: MemoryPageSource(StoreSeamTests.pages))
+        }
+        #expect(try run(StoreSeamTests.yaml).status == .finished)
+        let refused = try run(changed)
+        #expect(refused.status == .failed && refused.failureKind == .configuration)
+        let lines = (refused.error ?? "").components(separatedBy: "\n").dropFirst().map { $0.trimmingCharacters(in: .whitespaces) }
+        let (integer, text, real) = backend == .sqlite ? ("INTEGER", "TEXT", "REAL") : ("bigint", "text", "double precision")
+        #expect(
+            lines.sorted() == [
+                "table 'dog': its identity is (id), the pipeline's is (name)",
+                "table 'person', column 'best_id': stored as \(integer), the pipeline wants \(text)",
+                "table 'person', column 'score': stored as \(real), the pipeline wants \(integer)",
+            ], "\(refused.error ?? "")")
+    }
 }

@@ -311,48 +311,20 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
         return statements
     }
 
-    /// How the existing tables of `db` disagree with `model`: a column stored with another type, an
-    /// identity on other columns, a join table of another shape. Columns the pipeline adds are
-    /// not conflicts (they are added); columns it no longer reads are left alone.
+    /// How the existing tables of `db` disagree with `model` (``StoredTables/conflicts(with:columnType:)``).
     static func schemaConflicts(_ model: EntityModel, existing db: Database) throws -> [String] {
-        var conflicts: [String] = []
-        func normalized(_ type: String) -> String { type.trimmingCharacters(in: .whitespaces).uppercased() }
+        var tables: [String: StoredTables.Table] = [:]
         for layout in EntityLayout.layouts(of: model) {
-            guard try db.tableExists(layout.table) else { continue }
-            var stored: [String: String] = [:]
-            for column in try db.columns(in: layout.table) { stored[column.name.lowercased()] = column.type }
-            for column in layout.columns {
-                if let type = stored[column.name.lowercased()], normalized(type) != normalized(Store.columnType(column.type)) {
-                    conflicts.append(
-                        "table '\(layout.table)', column '\(column.name)': stored as \(type.isEmpty ? "(no type)" : type), the pipeline wants \(Store.columnType(column.type))"
-                    )
-                }
-            }
-            let wanted = layout.identitySlots.map { layout.columns[$0].name.lowercased() }
-            let index = try db.indexes(on: layout.table).first { $0.name.lowercased() == (layout.table + "_identity").lowercased() }
-            let storedIdentity = index.map { $0.columns.map { $0.lowercased() } }
-            if let storedIdentity, storedIdentity != wanted {
-                conflicts.append(
-                    "table '\(layout.table)': its identity is (\(storedIdentity.joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))"
-                )
-            } else if storedIdentity == nil, !wanted.isEmpty,
-                try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quote(layout.table))") ?? 0 > 0
-            {
-                conflicts.append(
-                    "table '\(layout.table)': it holds rows without an identity, the pipeline's is (\(wanted.joined(separator: ", ")))")
-            }
-            for toMany in layout.toMany where try db.tableExists(toMany.joinTable) {
-                let columns = Set(try db.columns(in: toMany.joinTable).map { $0.name.lowercased() })
-                var expected = Set((toMany.sourceColumns + toMany.targetColumns).map { $0.lowercased() })
-                if toMany.isOrdered { expected.insert("position") }
-                if columns != expected {
-                    conflicts.append(
-                        "join table '\(toMany.joinTable)': its columns are (\(columns.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))"
-                    )
-                }
+            for name in [layout.table] + layout.toMany.map(\.joinTable) where try db.tableExists(name) {
+                let index = try db.indexes(on: name).first { $0.name.lowercased() == (name + "_identity").lowercased() }
+                tables[name.lowercased()] = StoredTables.Table(
+                    columns: Dictionary(try db.columns(in: name).map { ($0.name.lowercased(), $0.type) }, uniquingKeysWith: { a, _ in a }),
+                    identity: index?.columns,
+                    // A unique index is added to a table without duplicates: an empty one, surely.
+                    acceptsIdentity: try Int.fetchOne(db, sql: "SELECT count(*) FROM \(quote(name))") ?? 0 == 0)
             }
         }
-        return conflicts
+        return StoredTables(tables: tables, caseInsensitive: true).conflicts(with: model, columnType: columnType)
     }
 
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }

@@ -86,26 +86,18 @@ extension PGStore {
         return statements
     }
 
-    /// The type `information_schema.columns.data_type` reports for a column of ``columnType(_:)``.
-    private static func reportedType(_ type: AttributeType) -> String {
-        switch columnType(type) {
-        case "timestamptz": "timestamp with time zone"
-        case let other: other
-        }
-    }
-
-    /// How the existing tables disagree with `model` (SQLite's rules): a column stored with
-    /// another type, an identity on other columns, a join table of another shape. Columns the
-    /// pipeline adds are not conflicts; columns it no longer reads are left alone.
+    /// How the existing tables disagree with `model` (``StoredTables/conflicts(with:columnType:)``):
+    /// read from the catalog. An identity is a constraint, never added to a table that exists.
     static func schemaConflicts(_ model: EntityModel, _ connection: PGConnection) throws -> [String] {
-        var columns: [String: [String: String]] = [:]
+        var tables: [String: StoredTables.Table] = [:]
         for row in try connection.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema()")
         {
             guard let table = row[0], let column = row[1], let type = row[2] else { continue }
-            columns[table, default: [:]][column] = type
+            // The catalog spells timestamptz out.
+            tables[table, default: StoredTables.Table(columns: [:], identity: nil, acceptsIdentity: false)].columns[column] =
+                type == "timestamp with time zone" ? "timestamptz" : type
         }
-        var identities: [String: [String]] = [:]
         for row in try connection.execute(
             """
             SELECT tc.table_name, kcu.column_name FROM information_schema.table_constraints tc
@@ -114,35 +106,10 @@ extension PGStore {
             ORDER BY tc.table_name, kcu.ordinal_position
             """)
         {
-            if let table = row[0], let column = row[1] { identities[table, default: []].append(column) }
+            guard let table = row[0], let column = row[1] else { continue }
+            let identity = tables[table]?.identity ?? []
+            tables[table]?.identity = identity + [column]
         }
-        var conflicts: [String] = []
-        for layout in EntityLayout.layouts(of: model) {
-            guard let stored = columns[layout.table] else { continue }
-            for column in layout.columns {
-                if let type = stored[column.name], type != reportedType(column.type) {
-                    conflicts.append(
-                        "table '\(layout.table)', column '\(column.name)': stored as \(type), the pipeline wants \(columnType(column.type))"
-                    )
-                }
-            }
-            let wanted = layout.identitySlots.map { layout.columns[$0].name }
-            if identities[layout.table] ?? [] != wanted {
-                conflicts.append(
-                    "table '\(layout.table)': its identity is (\((identities[layout.table] ?? []).joined(separator: ", "))), the pipeline's is (\(wanted.isEmpty ? "none" : wanted.joined(separator: ", ")))"
-                )
-            }
-            for toMany in layout.toMany {
-                guard let join = columns[toMany.joinTable] else { continue }
-                var expected = Set(toMany.sourceColumns + toMany.targetColumns)
-                if toMany.isOrdered { expected.insert("position") }
-                if Set(join.keys) != expected {
-                    conflicts.append(
-                        "join table '\(toMany.joinTable)': its columns are (\(join.keys.sorted().joined(separator: ", "))), the pipeline's are (\(expected.sorted().joined(separator: ", ")))"
-                    )
-                }
-            }
-        }
-        return conflicts
+        return StoredTables(tables: tables, caseInsensitive: false).conflicts(with: model, columnType: columnType)
     }
 }
