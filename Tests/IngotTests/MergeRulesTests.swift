@@ -409,18 +409,21 @@ struct MergeRulesTests {
     }
 }
 
-/// A source that serves page k only once k - 1 progress lines were logged: the run is still
-/// going when they come, whatever the speed of the machine.
+/// A source that serves page k only once the clock ticked k - 1 times and k - 1 progress lines
+/// were logged: the run is still going when they come, whatever the speed of the machine.
 private final class ProgressGatedSource: PageSource, @unchecked Sendable {  // used from the source queue only
     private let pages: [String]
     private let logs: LogCapture
+    private let tick: () -> Void
     private var served = 0
-    init(_ pages: [String], logs: LogCapture) {
+    init(_ pages: [String], logs: LogCapture, tick: @escaping () -> Void) {
         self.pages = pages
         self.logs = logs
+        self.tick = tick
     }
     func next() throws -> Page? {
         guard served < pages.count else { return nil }
+        if served > 0 { tick() }
         waitUntil { logs.all.filter { $0.contains("msg=run.progress") }.count >= served }
         served += 1
         return Page(seq: served, source: "slow-\(served).json", bytes: Array(pages[served - 1].utf8))
@@ -432,15 +435,18 @@ struct ProgressTests {
         let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("p.db").path
-        options.progressInterval = 0.1
+        options.progressInterval = 30
         options.batchRecords = 1
+        let timers = ManualTimers()
+        options.timers = timers
         let logs = LogCapture()
         let pages = (0..<3).map { page(#"{"id": \#($0)}"#) }
         let summary = PipelineRunner(config: config, options: options, logger: logs.logger)
-            .run(source: ProgressGatedSource(pages, logs: logs))
+            .run(source: ProgressGatedSource(pages, logs: logs, tick: { timers.advance(by: 30) }))
         #expect(summary.counters.pages == 3)
+        // One line per tick of the run's clock, and no other.
         let progress = logs.all.filter { $0.contains("msg=run.progress") }
-        #expect(progress.count >= 2, "\(logs.all)")
+        #expect(progress.count == 2, "\(logs.all)")
         for key in ["pages=", "records=", "records_per_s=", "rejected_records=", "rejected_pages=", "elapsed_s="] {
             #expect(progress.allSatisfy { $0.contains(key) }, "\(key)")
         }
@@ -492,7 +498,9 @@ struct TransactionTests {
         options.databasePath = temporaryDirectory().appendingPathComponent("t.db").path
         options.progressInterval = 0
         options.batchRecords = 1
-        options.commitInterval = 0.1
+        options.commitInterval = 60
+        let timers = ManualTimers()
+        options.timers = timers
         let source = GatedPageSource([page(#"{"id": 1}"#), page(#"{"id": 2}"#)])
         let done = DispatchSemaphore(value: 0)
         let ended = Mutex<RunSummary?>(nil)
@@ -503,10 +511,12 @@ struct TransactionTests {
             done.signal()
         }
         // The first page is saved, then the source waits: the interval commits it (only a
-        // commit makes it visible to another connection; the time limit ends a wait that never comes).
+        // commit makes it visible to another connection; the time limit ends a wait that never
+        // comes). The clock moves only when the test moves it.
         var seen: [[String]] = []
         waitUntil {
             if ended.withLock({ $0 }) != nil { return true }
+            timers.advance(by: 60)
             guard FileManager.default.fileExists(atPath: path) else { return false }
             seen = (try? rows(path, "SELECT id FROM person")) ?? []
             return !seen.isEmpty

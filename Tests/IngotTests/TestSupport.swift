@@ -183,3 +183,64 @@ func itemPipeline(_ name: String, _ lines: String...) -> String {
     (["version: 1", "name: \(name)"] + lines + ["root: item", "entities: {item: {identity: id, attributes: {id: integer, name: string}}}"])
         .joined(separator: "\n")
 }
+
+/// A clock a test advances itself (``RunOptions/timers``): the commit interval, progress ticks
+/// and lease renewals fire when the test says, never because the machine was slow or fast.
+final class ManualTimers: RunTimers {
+    private struct Entry {
+        var due: Double
+        var interval: Double?
+        let queue: DispatchQueue
+        let body: @Sendable () -> Void
+    }
+    private struct State {
+        var now = 0.0
+        var entries: [Int: Entry] = [:]
+        var nextID = 0
+    }
+    private let state = Mutex(State())
+
+    private struct Handle: RunTimer {
+        let id: Int
+        let timers: ManualTimers
+        func cancel() { timers.state.withLock { _ = $0.entries.removeValue(forKey: id) } }
+    }
+
+    func now() -> Double { state.withLock { $0.now } }
+
+    func every(_ interval: Double, on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void) -> any RunTimer {
+        Handle(id: add(Entry(due: now() + interval, interval: interval, queue: queue, body: body)), timers: self)
+    }
+
+    func after(_ delay: Double, on queue: DispatchQueue, _ body: @escaping @Sendable () -> Void) {
+        _ = add(Entry(due: now() + delay, interval: nil, queue: queue, body: body))
+    }
+
+    private func add(_ entry: Entry) -> Int {
+        state.withLock { state in
+            state.nextID += 1
+            state.entries[state.nextID] = entry
+            return state.nextID
+        }
+    }
+
+    /// Moves the clock `seconds` on; every timer then due fires once (on its queue, in due order).
+    func advance(by seconds: Double) {
+        let due = state.withLock { state -> [Entry] in
+            state.now += seconds
+            let due = state.entries.filter { $0.value.due <= state.now }.sorted { $0.value.due < $1.value.due }
+            for (id, entry) in due {
+                if let interval = entry.interval {
+                    state.entries[id]?.due = state.now + interval
+                } else {
+                    state.entries[id] = nil
+                }
+            }
+            return due.map(\.value)
+        }
+        for entry in due { entry.queue.async(execute: entry.body) }
+    }
+
+    /// How many timers are waiting.
+    var pending: Int { state.withLock { $0.entries.count } }
+}

@@ -36,7 +36,7 @@ extension PipelineRunner {
             SharedRunRequest(
                 name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
                 lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source)))
-        return JoinedPart(run: run, source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes))
+        return JoinedPart(run: run, source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers))
     }
 
     /// What decides a joined run's result, as a job runs it: the pipeline file's text (its

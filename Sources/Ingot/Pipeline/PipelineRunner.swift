@@ -426,14 +426,12 @@ public final class PipelineRunner: Sendable {
     /// when progress lines are off).
     private func startProgress(
         logger: Logger, started: Date, flow: PageFlow, archive: ArchiveStage?
-    ) -> (timer: any DispatchSourceTimer, queue: DispatchQueue)? {
+    ) -> (timer: any RunTimer, queue: DispatchQueue)? {
         guard options.progressInterval > 0 || metrics != nil else { return nil }
         let queue = DispatchQueue(label: "ingot.progress")
-        let timer = DispatchSource.makeTimerSource(queue: queue)
         let interval = options.progressInterval > 0 ? options.progressInterval : 5
         let logs = options.progressInterval > 0
-        timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [shared, metrics] in
+        let timer = options.timers.every(interval, on: queue) { [shared, metrics] in
             let c = shared.value.withLock { $0 }
             if let metrics { self.updateMetrics(metrics, c, flow: flow, archive: archive, started: started, logger: logger) }
             guard logs else { return }
@@ -449,7 +447,6 @@ public final class PipelineRunner: Sendable {
                     LogKey.elapsed: .seconds(elapsed),
                 ])
         }
-        timer.resume()
         return (timer, queue)
     }
 

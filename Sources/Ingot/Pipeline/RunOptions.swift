@@ -21,6 +21,9 @@ public struct RunOptions: Sendable {
     public var commitRecords = 25_000
     /// Seconds a transaction stays open at most, even when no further batch comes. Default 1.
     public var commitInterval: Double = 1
+    /// The clock of the commit interval, the progress ticks and a shared run's lease renewals:
+    /// real time unless a test drives its own.
+    package var timers: any RunTimers = DispatchTimers()
     /// Pages read but not yet folded into a batch, at most. Default: `2 × lanes + 2`. With
     /// `batchRecords`, this bounds memory whatever the size of the source.
     public var pagesInFlight: Int?

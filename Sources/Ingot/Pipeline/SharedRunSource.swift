@@ -9,8 +9,8 @@ import Synchronization
 /// `upstream` (the pipeline's source) and enqueues each page with where the source continues (so
 /// that a job taking the role over resumes there). ``next()`` returns `nil` once the source is
 /// finished and every unit is done or held by this job; it waits while other jobs hold units
-/// (their leases may run out and hand them over). A timer renews this job's leases every third
-/// of a lease.
+/// (their leases may run out and hand them over). A timer (``RunOptions/timers``) renews this
+/// job's leases every third of a lease.
 final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` on the source queue; shared state under mutexes
     let run: any SharedRun
     private let upstream: any PageSource
@@ -21,7 +21,8 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private let ahead: Int
     private let fetchQueue = DispatchQueue(label: "ingot.join.fetch", qos: .userInitiated)
     private let fetch = Mutex(FetchState.idle)
-    private let renewal: any DispatchSourceTimer
+    /// Set once, at the end of `init`.
+    private var renewal: (any RunTimer)?
     /// Called before ``next()`` waits for work: the pipeline hands its open batch to the writer
     /// (other jobs may be waiting for the units in it).
     private let idleHandler = Mutex<(@Sendable () -> Void)?>(nil)
@@ -39,15 +40,12 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         var description: String { "the joined run failed: \(message)" }
     }
 
-    init(run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, ahead: Int = 64) {
+    init(run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64) {
         self.run = run
         self.upstream = upstream
         self.maxPageBytes = maxPageBytes
         self.ahead = max(1, ahead)
-        renewal = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "ingot.join.lease"))
-        let interval = max(0.05, run.lease / 3)
-        renewal.schedule(deadline: .now() + interval, repeating: interval)
-        renewal.setEventHandler { [weak self] in
+        renewal = timers.every(max(0.05, run.lease / 3), on: DispatchQueue(label: "ingot.join.lease")) { [weak self] in
             guard let self else { return }
             do {
                 try self.run.renewLeases()
@@ -55,7 +53,6 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                 self.logger.withLock { $0 }.warning("join.lease_failed", metadata: [LogKey.error: "\(error)"])
             }
         }
-        renewal.resume()
     }
 
     /// Sets what ``next()`` calls before it waits.
@@ -80,7 +77,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     func close() {
         cancel()
         fetchQueue.sync {}
-        renewal.cancel()
+        renewal?.cancel()
         run.releaseFetcherRole()
     }
 

@@ -65,7 +65,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let commitRecords: Int
     private let commitInterval: Double
     /// When the open transaction's first batch was saved.
-    private var transactionStart: DispatchTime?
+    /// When the open transaction's first batch was saved (``RunOptions/timers``' clock).
+    private var transactionStart: Double?
+    private let timers: any RunTimers
     /// The number of the last batch saved.
     private var lastSaved = 0
     /// Bumped by each commit, so a pending commit timer knows its transaction is gone.
@@ -141,6 +143,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.saved = initialCounters
         self.commitRecords = max(1, options.commitRecords)
         self.commitInterval = options.commitInterval
+        self.timers = options.timers
         self.unitTransactions = options.join != nil
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
         // not see. A joined run's last job deletes (PipelineRunner+Join.swift).
@@ -302,13 +305,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         if transactionStart == nil {
             // The transaction's first batch: commit it after `commitInterval` even if no batch follows.
-            transactionStart = .now()
+            transactionStart = timers.now()
             let generation = commitGeneration
-            queue.asyncAfter(deadline: .now() + commitInterval) { [self] in
+            timers.after(commitInterval, on: queue) { [self] in
                 if !hasEnded && commitGeneration == generation { commit() }
             }
         }
-        let age = Double(DispatchTime.now().uptimeNanoseconds - (transactionStart?.uptimeNanoseconds ?? 0)) / 1e9
+        let age = timers.now() - (transactionStart ?? timers.now())
         if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
             commit()
         }
