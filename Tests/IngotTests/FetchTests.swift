@@ -70,6 +70,28 @@ struct FetchTests {
         #expect(try checkPeople(db, pages).contains(#""ok": true"#))
     }
 
+    /// A page is parsed once: a paginator that reads the body (next URL, cursor, page and offset
+    /// counting records) hands its parse on with the page, for the decode lane to map; one that
+    /// reads headers only (Link) parses nothing.
+    @Test(arguments: [
+        ("next", "{next_url: next}", true), ("link", "{link_header: true}", false),
+        ("page", "{page: {param: page, start: 1}}", true), ("cursor", "{cursor: {path: meta.next_cursor, param: cursor}}", true),
+    ])
+    func aPageReadForPaginationIsParsedOnce(style: String, paginate: String, parsed: Bool) throws {
+        let pages = try generatePeople(persons: 300, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try peopleOverHTTP("\(server.base)/people/\(style)", paginate: paginate)
+        let source = try HTTPPageSource(
+            config: try #require(config.source.http), recordsPath: config.recordsPath, logger: LogCapture().logger)
+        var seen = 0
+        while let page = try source.next() {
+            seen += 1
+            #expect((page.parsed != nil) == parsed, "page \(page.seq)")
+            if let document = page.parsed { #expect(document.bytes == page.bytes, "the parse is this page's") }
+        }
+        #expect(seen >= 3)
+    }
+
     /// `concurrency: N` is N transfers in flight, whatever the core count (libcurl's multi
     /// interface, not a thread per core). The server holds every answer until 8 requests are in
     /// flight together: a client with fewer at once shows it in the peak (after the server's

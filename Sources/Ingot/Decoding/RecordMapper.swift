@@ -31,7 +31,11 @@ struct RecordMapper {
     /// in order; the last part has ``DecodedPage/isLastPart`` set and carries the page's size.
     /// A page of millions of tiny records is then never held decoded whole: each part goes on
     /// (to be batched and saved) while the next is mapped. The page is parsed once.
-    mutating func map(bytes: [UInt8], seq: Int, source: String, partRecords: Int, emit: (DecodedPage) -> Void) {
+    ///
+    /// `parsed`: the page's JSON when its source parsed it already (``Page/parsed``).
+    mutating func map(
+        bytes: [UInt8], seq: Int, source: String, parsed: JSONDocument? = nil, partRecords: Int, emit: (DecodedPage) -> Void
+    ) {
         var page = DecodedPage(
             seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
         page.pageBytes = bytes.count
@@ -45,11 +49,15 @@ struct RecordMapper {
                     raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count, code: code))
         }
         let document: JSONDocument
-        do {
-            document = try JSONDocument(bytes: bytes)
-        } catch {
-            rejectPage("", error.description, .notJSON)
-            return
+        if let parsed {
+            document = parsed
+        } else {
+            do {
+                document = try JSONDocument(bytes: bytes)
+            } catch {
+                rejectPage("", error.description, .notJSON)
+                return
+            }
         }
         let array: JSONValue
         switch plan.framing.records(in: document) {

@@ -160,7 +160,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             var page = try outcome(of: startFetch(request(url, includeQuery: fetched == 0))).get()
             fetched += 1
             do {
-                upcoming = try following(url: url, page: page)
+                upcoming = try following(url: url, page: &page)
                 page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
                 buffered.append(.success(page))
             } catch {
@@ -192,7 +192,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             upcoming = head.cursor  // a failed page is fetched again on resume
         case .success(var page):
             fetched += 1
-            let records = recordCount(page)
+            let records = recordCount(&page)
             var stop = records == nil || records == 0
             if records == nil {
                 logger.warning(
@@ -204,7 +204,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                     ])
             }
             if case .offset(let offset) = head.cursor, case .offset(_, _, let limit, let totalPath?) = config.paginate,
-                let total = number(at: totalPath, in: page.bytes), offset + limit >= total
+                let total = number(at: totalPath, in: &page), offset + limit >= total
             {
                 stop = true
             }
@@ -241,7 +241,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     }
 
     /// Where to go after `page`, fetched from `url` (URL-based paginators).
-    private func following(url: String, page: Page) throws(FetchError) -> Cursor? {
+    private func following(url: String, page: inout Page) throws(FetchError) -> Cursor? {
         seenURLs.insert(url)
         let nextURL: String?
         switch config.paginate {
@@ -253,12 +253,12 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             throw FetchError(
                 url: credentials.redact(url), message: "the page is over max_page_bytes, so where pagination goes next is unknown")
         case .nextURL(let path):
-            guard let document = try? JSONDocument(bytes: page.bytes) else {
+            guard let document = HTTPPageSource.parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next URL is unknown")
             }
             nextURL = value(at: path, in: document).flatMap { $0.string }
         case .cursor(let path, let param):
-            guard let document = try? JSONDocument(bytes: page.bytes) else {
+            guard let document = HTTPPageSource.parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next cursor is unknown")
             }
             guard let v = value(at: path, in: document), let cursor = v.string ?? v.numberText, !cursor.isEmpty else {
@@ -429,16 +429,26 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         return current.isNull ? nil : current
     }
 
-    private func number(at path: [String], in bytes: [UInt8]) -> Int? {
-        guard let document = try? JSONDocument(bytes: bytes), let v = value(at: path, in: document) else { return nil }
+    /// The page's JSON, parsed the first time pagination asks and kept with the page
+    /// (``Page/parsed``): the decode lane maps it without parsing it again. `nil` when it is not
+    /// JSON (the lane rejects it, with the parser's reason) or over the size limit.
+    static func parsed(_ page: inout Page) -> JSONDocument? {
+        if let document = page.parsed { return document }
+        guard page.oversized == nil, let document = try? JSONDocument(bytes: page.bytes) else { return nil }
+        page.parsed = document
+        return document
+    }
+
+    private func number(at path: [String], in page: inout Page) -> Int? {
+        guard let document = HTTPPageSource.parsed(&page), let v = value(at: path, in: document) else { return nil }
         return v.int64.map(Int.init)
     }
 
     /// Records in the page (page and offset pagination stop on 0), or `nil` when it is not a page
     /// of records at all (not JSON, over the size limit, or no array at the records path): then
     /// pagination stops too, instead of walking on to `max_pages`.
-    private func recordCount(_ page: Page) -> Int? {
-        guard page.oversized == nil, let document = try? JSONDocument(bytes: page.bytes),
+    private func recordCount(_ page: inout Page) -> Int? {
+        guard let document = HTTPPageSource.parsed(&page),
             case .success(let records) = framing.records(in: document)
         else { return nil }
         return records.count

@@ -34,7 +34,8 @@ extension PipelineRunner {
                 let clock = ContinuousClock()
                 let started = clock.now
                 var records = 0
-                mapper.map(bytes: page.bytes, seq: page.seq, source: page.source, partRecords: partRecords) { part in
+                mapper.map(bytes: page.bytes, seq: page.seq, source: page.source, parsed: page.parsed, partRecords: partRecords) {
+                    part in
                     records += part.recordCount
                     if part.isLastPart {
                         flow.counts.withLock { $0.decoded += 1 }

@@ -37,6 +37,9 @@ public struct Page: Sendable {
     /// In a run shared by several jobs (`--join`): the page's unit in the shared run's source
     /// (``seq`` numbers the pages of this job).
     public var unit: UnitRef?
+    /// The payload's JSON, when the source already parsed it (pagination reads the body): the
+    /// decode lane maps it without parsing it again. A page is parsed once.
+    package var parsed: JSONDocument?
 
     /// A page numbered `seq` from `source`, carrying where its source continues after it.
     public init(seq: Int, source: String, bytes: [UInt8], resumeState: String? = nil) {

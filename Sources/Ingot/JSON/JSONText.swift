@@ -1,37 +1,6 @@
-/// Writes JSON text: strings quoted and escaped (RFC 8259), identity values as JSON arrays for the
-/// store's `json_each` lookups, and log lines in JSON format.
+/// Writes JSON text: strings quoted and escaped (RFC 8259), for log lines in JSON format, the
+/// stores' JSON columns and (Decoding/IdentityKey+JSON.swift) identity values as JSON arrays.
 enum JSONText {
-    static func array(of keys: some Collection<IdentityKey>) -> String {
-        var out = "["
-        out.reserveCapacity(keys.count * 8)
-        var first = true
-        for key in keys {
-            if !first { out += "," }
-            first = false
-            switch key {
-            case .single(let v): append(v, to: &out)
-            case .composite(let vs):
-                out += "["
-                for (k, v) in vs.enumerated() {
-                    if k > 0 { out += "," }
-                    append(v, to: &out)
-                }
-                out += "]"
-            }
-        }
-        return out + "]"
-    }
-
-    static func append(_ value: ScalarValue, to out: inout String) {
-        switch value {
-        case .null: out += "null"
-        case .integer(let v): out += String(v)
-        case .real(let v): out += v.isFinite ? "\(v)" : "null"
-        case .text(let s): quote(s, into: &out)
-        case .bool(let v): out += v ? "true" : "false"
-        }
-    }
-
     static func quote(_ s: String, into out: inout String) {
         out += "\""
         for scalar in s.unicodeScalars {
