@@ -211,7 +211,7 @@ struct FetchTests {
                 if let v = record["updated_at"]?.string, v > highest { highest = v }
             }
         }
-        let kept = try Store.state(databasePath: db, model: config.model, pipeline: config.name, key: "incremental:updated_since")
+        let kept = try SQLiteStore.state(databasePath: db, model: config.model, pipeline: config.name, key: "incremental:updated_since")
         #expect(kept == highest)
 
         // The next run's first request carries it.

@@ -549,7 +549,7 @@ struct TransactionTests {
         // Writing person 75 (in batch 8) fails as a full disk would fail a write: not a value the
         // database refuses (those are rejected, RefusedValueTests), an error of the database
         // itself (SQLITE_ERROR: integer overflow in abs()).
-        _ = try Store(path: options.databasePath, model: config.model).close()
+        _ = try SQLiteStore(path: options.databasePath, model: config.model).close()
         try DatabaseQueue(path: options.databasePath).write { db in
             try db.execute(
                 sql:

@@ -249,7 +249,7 @@ struct PipelineConfigTests {
 
     @Test func schemaFollowsTheNamingRules() throws {
         let config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
-        let ddl = Store.schema(of: config.model)
+        let ddl = SQLiteStore.schema(of: config.model)
         #expect(ddl.contains(#"CREATE UNIQUE INDEX IF NOT EXISTS "person_identity" ON "person"("id")"#))
         #expect(
             ddl.contains(

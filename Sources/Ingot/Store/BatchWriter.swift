@@ -18,10 +18,10 @@ struct ShapeKey: Hashable {
 /// Writes one resolved batch inside the store's open transaction: rows and links, with a
 /// statement per row shape (see ``Store/write(_:then:)``).
 struct BatchWriter {
-    let store: Store
+    let store: SQLiteStore
     let batch: ResolvedBatch
 
-    init(store: Store, batch: ResolvedBatch) {
+    init(store: SQLiteStore, batch: ResolvedBatch) {
         self.store = store
         self.batch = batch
     }
@@ -220,14 +220,14 @@ struct BatchWriter {
         let key = ShapeKey(kind: kind, entity: entity, mask: mask)
         if let statement = store.shapeStatements[key] { return statement }
         let layout = store.layouts[entity]
-        let table = Store.quote(layout.table)
-        let columns = layout.columns.indices.filter { mask.contains($0) }.map { Store.quote(layout.columns[$0].name) }
+        let table = SQLiteStore.quote(layout.table)
+        let columns = layout.columns.indices.filter { mask.contains($0) }.map { SQLiteStore.quote(layout.columns[$0].name) }
         let sql: String
         switch kind {
         case .insert(let count) where columns.isEmpty:
             // A record without identity that mentioned none of its keys: a row of NULLs, as
             // PostgreSQL stores it (`INSERT … () VALUES ()` is not SQL; `DEFAULT VALUES` is one row).
-            let first = Store.quote(layout.columns.first?.name ?? "rowid")
+            let first = SQLiteStore.quote(layout.columns.first?.name ?? "rowid")
             sql = "INSERT INTO \(table) (\(first)) VALUES \(Array(repeating: "(NULL)", count: count).joined(separator: ", "))"
         case .insert(let count):
             let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
@@ -237,19 +237,19 @@ struct BatchWriter {
             // By rowid: the lookup found it, so the identity index is not searched again.
             sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE rowid = ?"
         case .updateByIdentity:
-            let identity = layout.identitySlots.map { "\(Store.quote(layout.columns[$0].name)) = ?" }
+            let identity = layout.identitySlots.map { "\(SQLiteStore.quote(layout.columns[$0].name)) = ?" }
             sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(identity.joined(separator: " AND "))"
         case .deleteLinks(let k):
             let toMany = layout.toMany[k]
-            let condition = toMany.sourceColumns.map { "\(Store.quote($0)) = ?" }.joined(separator: " AND ")
-            sql = "DELETE FROM \(Store.quote(toMany.joinTable)) WHERE \(condition)"
+            let condition = toMany.sourceColumns.map { "\(SQLiteStore.quote($0)) = ?" }.joined(separator: " AND ")
+            sql = "DELETE FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(condition)"
         case .insertLinks(let k, let count):
             let toMany = layout.toMany[k]
-            var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(Store.quote)
+            var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote)
             if toMany.isOrdered { linkColumns.append("\"position\"") }
             let tuple = "(" + Array(repeating: "?", count: linkColumns.count).joined(separator: ", ") + ")"
             sql =
-                "INSERT OR IGNORE INTO \(Store.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
+                "INSERT OR IGNORE INTO \(SQLiteStore.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
         }
         guard let connection = store.connection else { throw StoreError.schema("the store is closed") }
         let statement = try RawStatement(connection: connection, sql: sql)

@@ -97,8 +97,8 @@ final class IdentityLookup {
     private func statement(_ entity: Int) throws -> RawStatement {
         if let statement = statements[entity] { return statement }
         let layout = layouts[entity]
-        let columns = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
-        let table = Store.quote(layout.table)
+        let columns = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
+        let table = SQLiteStore.quote(layout.table)
         let sql: String
         if columns.count == 1 {
             // json_each drives, the identity index is probed once per key, in the order given.

@@ -97,7 +97,7 @@ extension IngestStore {
     public func interrupt() {}
 }
 
-extension Store: IngestStore {}
+extension SQLiteStore: IngestStore {}
 
 /// How a run ended, as its row in the database records it.
 public enum RunStatus: String, Sendable {
@@ -316,5 +316,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         if !context.isEmpty { text += " [\(context.joined(separator: ", "))]" }
         if !sql.isEmpty { text += " (in: \(sql.prefix(300)))" }
         return text
+    }
+}
+
+extension Date {
+    /// The instant as the stores' run bookkeeping writes it: ISO-8601 in UTC, milliseconds.
+    var runTimestamp: String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: self)
     }
 }

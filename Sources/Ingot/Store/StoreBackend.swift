@@ -40,20 +40,20 @@ package struct SQLiteBackend: StoreBackend {
     package init(path: String) { self.path = path }
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
-        var storeOptions = Store.Options()
+        var storeOptions = SQLiteStore.Options()
         storeOptions.lockTimeout = options.lockTimeout
         storeOptions.statementObserver = options.statementObserver
-        return try Store(path: path, model: model, options: storeOptions)
+        return try SQLiteStore(path: path, model: model, options: storeOptions)
     }
 
-    package func schema(of model: EntityModel) throws(StoreError) -> [String] { Store.schema(of: model) }
+    package func schema(of model: EntityModel) throws(StoreError) -> [String] { SQLiteStore.schema(of: model) }
 
     package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
-        try Store.plan(model: model, databasePath: path)
+        try SQLiteStore.plan(model: model, databasePath: path)
     }
 
     package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
-        try Store.state(databasePath: path, model: model, pipeline: pipeline, key: key)
+        try SQLiteStore.state(databasePath: path, model: model, pipeline: pipeline, key: key)
     }
 
     package var lockablePath: String? { path == ":memory:" ? nil : path }

@@ -76,7 +76,7 @@ final class PGSharedRun: SharedRun {
             if created {
                 try connection.execute(
                     "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
-                    [request.proposedRunID, request.pipeline, Store.timestamp(request.startedAt), name])
+                    [request.proposedRunID, request.pipeline, request.startedAt.runTimestamp, name])
             }
             guard
                 let row = try connection.execute(

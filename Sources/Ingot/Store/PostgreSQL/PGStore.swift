@@ -302,7 +302,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try connection.execute(
             "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
-            [id, pipeline, Store.timestamp(startedAt), archive])
+            [id, pipeline, startedAt.runTimestamp, archive])
     }
 
     func reopenRun(id: String, archive: String?) throws {
@@ -361,7 +361,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
               rejected_records = $8, rejected_pages = $9, entity_counts = $10, reject_counts = $11 WHERE run_id = $12
             """,
             [
-                status.rawValue, Store.timestamp(finishedAt), String(c.pages), String(c.records), String(c.inserted), String(c.updated),
+                status.rawValue, finishedAt.runTimestamp, String(c.pages), String(c.records), String(c.inserted), String(c.updated),
                 String(c.deleted), String(c.rejectedRecords), String(c.rejectedPages), c.entitiesJSON, c.rejectsJSON, id,
             ])
     }

@@ -3,13 +3,13 @@ import GRDB
 
 /// Run bookkeeping: `_ingot_runs` (one row per run, its counters committed with each batch) and
 /// `_ingot_rejects` (one row per rejected record or page).
-extension Store {
+extension SQLiteStore {
     /// Records the start of a run.
     package func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try dbQueue.write { db in
             try db.execute(
                 sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
-                arguments: [id, pipeline, Store.timestamp(startedAt), archive])
+                arguments: [id, pipeline, startedAt.runTimestamp, archive])
         }
     }
 
@@ -95,7 +95,7 @@ extension Store {
     /// A kept value (the incremental cursor) of the database at `databasePath`; `nil` when there is none.
     package static func state(databasePath: String, model: EntityModel, pipeline: String, key: String) throws -> String? {
         guard FileManager.default.fileExists(atPath: databasePath) else { return nil }
-        let store = try Store(path: databasePath, model: model)
+        let store = try SQLiteStore(path: databasePath, model: model)
         defer { try? store.close() }
         return try store.state(pipeline: pipeline, key: key)
     }
@@ -126,7 +126,7 @@ extension Store {
                       deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ?, reject_counts = ? WHERE run_id = ?
                     """,
                 arguments: [
-                    status.rawValue, Store.timestamp(finishedAt), counters.pages, counters.records, counters.inserted,
+                    status.rawValue, finishedAt.runTimestamp, counters.pages, counters.records, counters.inserted,
                     counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, counters.entitiesJSON,
                     counters.rejectsJSON, id,
                 ])
@@ -140,8 +140,9 @@ extension Store {
         var result: [Int: Int] = [:]
         try dbQueue.read { db in
             for (entity, columns) in model.stubbedEntities(layouts: layouts) {
-                let empty = columns.map { "\(Store.quote($0)) IS NULL" }.joined(separator: " AND ")
-                result[entity] = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(Store.quote(layouts[entity].table)) WHERE \(empty)") ?? 0
+                let empty = columns.map { "\(SQLiteStore.quote($0)) IS NULL" }.joined(separator: " AND ")
+                result[entity] =
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM \(SQLiteStore.quote(layouts[entity].table)) WHERE \(empty)") ?? 0
             }
         }
         return result
@@ -156,12 +157,12 @@ extension Store {
     /// removed. Returns how many rows were deleted.
     package func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
         let layout = layouts[entity]
-        let table = Store.quote(layout.table)
-        let identity = layout.identitySlots.map { Store.quote(layout.columns[$0].name) }
+        let table = SQLiteStore.quote(layout.table)
+        let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
         let identityList = identity.joined(separator: ", ")
         let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
         func row(_ columns: [String], of qualifier: String) -> String {
-            let list = columns.map { "\(qualifier).\(Store.quote($0))" }.joined(separator: ", ")
+            let list = columns.map { "\(qualifier).\(SQLiteStore.quote($0))" }.joined(separator: ", ")
             return columns.count == 1 ? list : "(\(list))"
         }
         var deleted = 0
@@ -191,13 +192,13 @@ extension Store {
             let plan = NullifyPlan(deleting: entity, layouts: layouts)
             // To-one references to a deleted row become NULL.
             for reference in plan.nulled {
-                let other = Store.quote(reference.table)
-                let set = reference.columns.map { "\(Store.quote($0)) = NULL" }.joined(separator: ", ")
+                let other = SQLiteStore.quote(reference.table)
+                let set = reference.columns.map { "\(SQLiteStore.quote($0)) = NULL" }.joined(separator: ", ")
                 try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(row(reference.columns, of: other)) IN \(gone)")
             }
             // Join rows naming a deleted row, on the owner's side or the target's.
             for reference in plan.unlinked {
-                let join = Store.quote(reference.table)
+                let join = SQLiteStore.quote(reference.table)
                 try db.execute(sql: "DELETE FROM \(join) WHERE \(row(reference.columns, of: join)) IN \(gone)")
             }
             try db.execute(sql: "DROP TABLE temp._ingot_deleted")
@@ -206,9 +207,4 @@ extension Store {
         return deleted
     }
 
-    static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
 }

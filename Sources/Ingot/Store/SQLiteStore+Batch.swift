@@ -1,7 +1,7 @@
 import GRDB
 import GRDBSQLite
 
-extension Store {
+extension SQLiteStore {
     /// Which of `keys` are stored, with their rowids, on the write connection.
     package func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
         try writerLookup().stored(entity, keys)

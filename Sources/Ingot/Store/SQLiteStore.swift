@@ -15,7 +15,8 @@ import GRDBSQLite
 /// everything else, and the assembler's queue the read connection (``lookupCommitted(_:_:)``
 /// only). The runner hands it from one to the next through the stages' queues, which order the
 /// handovers.
-package final class Store: @unchecked Sendable {  // one queue at a time: the runner's, the writer's; the read connection the assembler's
+// @unchecked: one queue at a time (the runner's, then the writer's); the read connection the assembler's.
+package final class SQLiteStore: @unchecked Sendable {
     package struct Options: Sendable {
         /// SQLite page cache in MiB. Default 40: it bounds memory on big databases (the OS page
         /// cache still holds the file); measured here, people-1M peaked at 218 MB with 128.
@@ -54,7 +55,7 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
     /// Opens (or creates) the database at `path` and brings its schema up to `model`: missing
     /// tables, columns and indexes are created; nothing is dropped.
     package init(path: String, model: EntityModel, options: Options = Options()) throws {
-        _ = Store.tuneSQLite
+        _ = SQLiteStore.tuneSQLite
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         var config = Configuration()
@@ -83,15 +84,15 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
         }
         dbQueue = try DatabaseQueue(path: path, configuration: config)
         // A database whose tables disagree with the pipeline is refused before anything is written.
-        let conflicts = try dbQueue.inDatabase { db in try Store.schemaConflicts(model, existing: db) }
+        let conflicts = try dbQueue.inDatabase { db in try SQLiteStore.schemaConflicts(model, existing: db) }
         if !conflicts.isEmpty {
             try? dbQueue.close()
             throw StoreError.conflict(
                 "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
         }
-        try Store.migrator.migrate(dbQueue)
+        try SQLiteStore.migrator.migrate(dbQueue)
         try dbQueue.inDatabase { db in
-            for sql in try Store.schemaStatements(model, existing: db) { try db.execute(sql: sql) }
+            for sql in try SQLiteStore.schemaStatements(model, existing: db) { try db.execute(sql: sql) }
             connection = db.sqliteConnection
         }
         var reader: OpaquePointer?
@@ -255,7 +256,7 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
         var definitions: [(SchemaObject, String)] = []
         let identity = layout.identitySlots.map { layout.columns[$0].name }
         let columns = layout.columns.map { column in
-            "\(quote(column.name)) \(Store.columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
+            "\(quote(column.name)) \(SQLiteStore.columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
         }
         definitions.append((.table(layout.table), "CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))"))
         if !identity.isEmpty {
@@ -267,8 +268,8 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
                 ))
         }
         for toMany in layout.toMany {
-            let source = model.entities[layout.entity].identityAttributes.map { Store.columnType($0.type) }
-            let target = model.entities[toMany.target].identityAttributes.map { Store.columnType($0.type) }
+            let source = model.entities[layout.entity].identityAttributes.map { SQLiteStore.columnType($0.type) }
+            let target = model.entities[toMany.target].identityAttributes.map { SQLiteStore.columnType($0.type) }
             var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
             defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
             if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
@@ -292,7 +293,7 @@ package final class Store: @unchecked Sendable {  // one queue at a time: the ru
                 let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
                 for column in layout.columns where !present.contains(column.name.lowercased()) {
                     statements.append(
-                        "ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(Store.columnType(column.type))")
+                        "ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(SQLiteStore.columnType(column.type))")
                 }
             }
             for (object, sql) in definitions(layout, model: model) {
