@@ -185,26 +185,12 @@ struct Run: ParsableCommand {
     /// The pipeline's source: `--pages DIR`, its files, or HTTP (with the incremental cursor kept
     /// from the last run).
     private func makeSource(_ config: PipelineConfig, logger: Logger) throws -> any PageSource {
-        let pipeline = self.pipeline ?? ""
-        let limit = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
-        switch config.source {
-        case .files(let dir, let glob):
-            return try DirectoryPageSource(directory: pages ?? dir, glob: glob, maxPageBytes: limit)
-        case .none:
-            guard let pages else { throw ValidationError("\(pipeline): the pipeline has no source; give --pages DIR") }
-            return try DirectoryPageSource(directory: pages, glob: "*.json", maxPageBytes: limit)
-        case .http(let http):
-            if let pages {
-                return try DirectoryPageSource(directory: pages, glob: "*.json", maxPageBytes: limit)
-            }
-            var query: [(String, String)] = []
-            if let incremental = config.incremental,
-                let value = try StoreLocation(stages.database).keptValue(
-                    model: config.model, pipeline: config.name, key: "incremental:" + incremental.param)
-            {
-                query.append((incremental.param, value))
-            }
-            return try HTTPPageSource(config: http, recordsPath: config.recordsPath, query: query, maxPageBytes: limit, logger: logger)
+        do {
+            return try config.makeSource(
+                pages: pages, database: stages.database,
+                maxPageBytes: stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes, logger: logger)
+        } catch let error as SourceError where config.source == .none {
+            throw ValidationError("\(pipeline ?? ""): \(error.message)")
         }
     }
 }

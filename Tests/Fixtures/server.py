@@ -10,6 +10,11 @@ Serves
   /people/page?page=N        page N; past the last, an empty page
   /people/offset?offset=O&limit=L   L must be the page size; "count" holds the total
   /people/cursor[?cursor=C]  meta.next_cursor holds the next cursor
+  /people/paged?page=N       page N with meta.total_pages (how many pages there are); past the last, 404
+  /people/offset404?offset=O&limit=L   as offset, but past the total a 404 (as some APIs answer)
+  /stripe/v1/customers?limit=L[&starting_after=ID]   a Stripe list: {object: list, data, has_more, url}, 25 customers
+  /twitter/1.1/followers/list.json[?cursor=C]   a Twitter v1.1 cursored list: users, next_cursor (0 at the end)
+  /github/repos/octocat/hello-world   one object (a repository), not a list
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
@@ -139,6 +144,10 @@ class Handler(BaseHTTPRequestHandler):
                                    "in_flight": State.in_flight, "peak_in_flight": State.peak})
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
+        if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/"):
+            with State.lock:
+                State.people_requests += 1
+            return self.api(u.path, q)
         if u.path.startswith("/people/"):
             with State.lock:
                 State.people_requests += 1
@@ -206,6 +215,42 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_raw(head + b"x" * max(0, size - len(head) - len(tail)) + tail)
         self.send_json({"detail": "not found"}, 404)
 
+    def api(self, path, q):
+        """Shapes of real APIs, after their public documentation."""
+        if path == "/stripe/v1/customers":
+            # https://stripe.com/docs/api/pagination: `starting_after` is the last object's id,
+            # `has_more` says whether another page follows.
+            customers = [{"id": "cus_%04d" % k, "object": "customer", "email": "c%d@example.com" % k, "created": 1700000000 + k,
+                          "metadata": {"tier": "gold" if k % 3 == 0 else "basic"}} for k in range(1, 26)]
+            limit = int(q.get("limit", "10"))
+            after = q.get("starting_after")
+            start = 0
+            if after is not None:
+                ids = [c["id"] for c in customers]
+                if after not in ids:
+                    return self.send_json({"error": {"type": "invalid_request_error", "message": "No such customer: %s" % after}}, 400)
+                start = ids.index(after) + 1
+            chunk = customers[start:start + limit]
+            return self.send_json({"object": "list", "url": "/v1/customers", "has_more": start + limit < len(customers), "data": chunk})
+        if path == "/twitter/1.1/followers/list.json":
+            # https://developer.twitter.com/en/docs/pagination: cursors, next_cursor 0 at the end.
+            users = [{"id": 1000 + k, "id_str": str(1000 + k), "screen_name": "user%d" % k, "followers_count": k * 7}
+                     for k in range(1, 31)]
+            cursor = int(q.get("cursor", "-1"))
+            index = 0 if cursor == -1 else (cursor - 1700000000000) // 1000
+            if cursor != -1 and not (0 < index < 3):
+                return self.send_json({"errors": [{"code": 44, "message": "cursor parameter is invalid"}]}, 400)
+            chunk = users[index * 10:(index + 1) * 10]
+            nxt = 1700000000000 + (index + 1) * 1000 if index < 2 else 0
+            prev = 0 if index == 0 else 1700000000000 + (index - 1) * 1000
+            return self.send_json({"users": chunk, "next_cursor": nxt, "next_cursor_str": str(nxt),
+                                   "previous_cursor": prev, "previous_cursor_str": str(prev)})
+        if path == "/github/repos/octocat/hello-world":
+            return self.send_json({"id": 1296269, "name": "Hello-World", "full_name": "octocat/Hello-World",
+                                   "owner": {"login": "octocat", "id": 1, "type": "User"}, "private": False,
+                                   "stargazers_count": 80, "topics": ["octocat", "api"]})
+        self.send_json({"message": "Not Found"}, 404)
+
     def swapi(self, path, q):
         parts = [p for p in path.split("/") if p]
         if len(parts) < 2 or parts[1] not in State.swapi:
@@ -226,13 +271,17 @@ class Handler(BaseHTTPRequestHandler):
     def people(self, style, q, fault):
         pages = State.people
         host = self.host()
-        if style in ("next", "link", "page"):
+        if style in ("next", "link", "page", "paged"):
             n = int(q.get("page", "1"))
-        elif style == "offset":
+            if style == "paged" and not 1 <= n <= len(pages):
+                return self.send_json({"detail": "no such page"}, 404)
+        elif style in ("offset", "offset404"):
             limit = int(q.get("limit", "0"))
             if limit != State.page_size:
                 return self.send_json({"detail": "limit must be %d" % State.page_size}, 400)
             n = int(q.get("offset", "0")) // limit + 1
+            if style == "offset404" and n > len(pages):
+                return self.send_json({"detail": "offset past the end"}, 404)
         elif style == "cursor":
             n = int(q.get("cursor", "c1")[1:])
         elif style == "loop":
@@ -254,8 +303,10 @@ class Handler(BaseHTTPRequestHandler):
             headers.append(("Link", '<%s/people/link?page=%d>; rel="next"' % (host, n + 1)))
         if style == "cursor":
             body["meta"] = {"next_cursor": "c%d" % (n + 1) if has_next else None}
-        if style == "offset":
+        if style in ("offset", "offset404"):
             body["count"] = State.total
+        if style == "paged":
+            body["meta"] = {"total_pages": len(pages)}
         key = (style, n, host)
         raw = State.rendered.get(key)
         if raw is None:

@@ -166,7 +166,7 @@ struct URLSecretTests {
     @Test func aResumeStateHoldsAMarkerAndResumesWithTheRealValue() throws {
         var config = HTTPSourceConfig(url: "https://h.test/t/\(URLSecretTests.tenant)/items")
         config.urlSecrets = [URLSecretTests.tenant]
-        config.paginate = .nextURL(path: ["next"])
+        config.paginate = .nextURL(path: JSONKeyPath(keys: ["next"]))
         let cursor = HTTPPageSource.Cursor.url("https://h.test/t/\(URLSecretTests.tenant)/items?page=2")
         let state = cursor.state(hiding: config.urlSecrets)
         #expect(state == "url:https://h.test/t/⟨secret 0⟩/items?page=2")

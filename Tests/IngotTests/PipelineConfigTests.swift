@@ -270,11 +270,8 @@ struct PipelineConfigTests {
                     auth: {api_key: {query: key, env: ITEMS_KEY}}
                 """)
         let config = try PipelineConfig.parse(text: http, path: "p.yml")
-        guard case .http(let source) = config.source else {
-            Issue.record("expected an http source")
-            return
-        }
-        #expect(source.paginate == .offset(param: "offset", limitParam: "limit", limit: 50, total: ["meta", "count"]))
+        let source = try #require(config.source.http)
+        #expect(source.paginate == .offset(param: "offset", limitParam: "limit", limit: 50, total: JSONKeyPath(keys: ["meta", "count"])))
         #expect(source.auth == .apiKeyQuery(param: "key", env: "ITEMS_KEY"))
         #expect(source.concurrency == 4)
 

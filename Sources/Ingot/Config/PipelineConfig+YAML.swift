@@ -196,6 +196,82 @@ struct PipelineYAMLReader {
         return .files(directory: resolved, glob: glob)
     }
 
+    /// A key path of the pipeline file (``JSONKeyPath``'s grammar), refused at `node` when it is not one.
+    private func keyPath(_ node: Node) throws(ConfigError) -> JSONKeyPath {
+        let text = try string(node)
+        do throws(JSONKeyPath.ParseError) {
+            return try JSONKeyPath(parsing: text)
+        } catch {
+            throw self.error(node, error.description)
+        }
+    }
+
+    /// `paginate:`: one paginator, and `has_more` (with `has_more_absent`) for any of them.
+    private func readPagination(_ paginate: Node, into config: inout HTTPSourceConfig) throws(ConfigError) {
+        let kinds = ["next_url", "link_header", "page", "offset", "cursor"]
+        let p = try mapping(paginate, allowed: kinds + ["has_more", "has_more_absent"])
+        let chosen = p.filter { kinds.contains($0.key) }
+        guard chosen.count == 1, let (kind, value) = chosen.first else {
+            throw error(paginate, "paginate takes one of next_url, link_header, page, offset, cursor (and has_more)")
+        }
+        if let flag = p["has_more"] {
+            var hasMore = HTTPSourceConfig.HasMore(path: try keyPath(flag))
+            if let absent = p["has_more_absent"] {
+                switch try string(absent) {
+                case "stop": hasMore.continueWhenAbsent = false
+                case "continue": hasMore.continueWhenAbsent = true
+                default: throw error(absent, "has_more_absent is stop or continue")
+                }
+            }
+            config.hasMore = hasMore
+        } else if let absent = p["has_more_absent"] {
+            throw error(absent, "has_more_absent needs has_more")
+        }
+        switch kind {
+        case "next_url": config.paginate = .nextURL(path: try keyPath(value))
+        case "link_header":
+            guard try bool(value) else { throw error(value, "link_header: true, or leave paginate out") }
+            config.paginate = .linkHeader
+        case "page":
+            let f = try mapping(value, allowed: ["param", "start", "total_pages"])
+            let start =
+                try f["start"].map { (n: Node) throws(ConfigError) in
+                    let v = try int(n)
+                    guard (0...1_000_000_000).contains(v) else { throw error(n, "start must be between 0 and 1000000000") }
+                    return v
+                } ?? 1
+            config.paginate = .page(
+                param: try string(try required(f, "param", in: value)), start: start,
+                totalPages: try f["total_pages"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
+        case "offset":
+            let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
+            let limitNode = try required(f, "limit", in: value)
+            let limit = try int(limitNode)
+            guard (1...1_000_000).contains(limit) else { throw error(limitNode, "limit must be between 1 and 1000000") }
+            config.paginate = .offset(
+                param: try string(try required(f, "param", in: value)),
+                limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
+                total: try f["total"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
+        default:
+            let f = try mapping(value, allowed: ["path", "from_last_record", "param", "stop_values"])
+            let source: HTTPSourceConfig.CursorSource
+            switch (f["path"], f["from_last_record"]) {
+            case (let path?, nil): source = .path(try keyPath(path))
+            case (nil, let key?): source = .lastRecord(try keyPath(key))
+            default: throw error(value, "cursor takes path (a key path of the page) or from_last_record (one of its last record)")
+            }
+            var stopValues: [String] = []
+            if let list = f["stop_values"] {
+                guard case .sequence(let items) = list else { throw error(list, "stop_values is a list, like [0, \"0\", \"\"]") }
+                for item in items {
+                    guard case .scalar(let scalar) = item else { throw error(item, "a stop value is a number or a string") }
+                    stopValues.append(scalar.string)
+                }
+            }
+            config.paginate = .cursor(source, param: try string(try required(f, "param", in: value)), stopValues: stopValues)
+        }
+    }
+
     private func readHTTP(_ node: Node) throws(ConfigError) -> HTTPSourceConfig {
         let fields = try mapping(
             node, allowed: ["url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry"])
@@ -252,39 +328,7 @@ struct PipelineYAMLReader {
             }
         }
         if let paginate = fields["paginate"] {
-            let p = try mapping(paginate, allowed: ["next_url", "link_header", "page", "offset", "cursor"])
-            guard p.count == 1, let (kind, value) = p.first else {
-                throw error(paginate, "paginate takes one of next_url, link_header, page, offset, cursor")
-            }
-            switch kind {
-            case "next_url": config.paginate = .nextURL(path: try string(value).components(separatedBy: "."))
-            case "link_header":
-                guard try bool(value) else { throw error(value, "link_header: true, or leave paginate out") }
-                config.paginate = .linkHeader
-            case "page":
-                let f = try mapping(value, allowed: ["param", "start"])
-                let start =
-                    try f["start"].map { (n: Node) throws(ConfigError) in
-                        let v = try int(n)
-                        guard (0...1_000_000_000).contains(v) else { throw error(n, "start must be between 0 and 1000000000") }
-                        return v
-                    } ?? 1
-                config.paginate = .page(param: try string(try required(f, "param", in: value)), start: start)
-            case "offset":
-                let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
-                let limitNode = try required(f, "limit", in: value)
-                let limit = try int(limitNode)
-                guard (1...1_000_000).contains(limit) else { throw error(limitNode, "limit must be between 1 and 1000000") }
-                config.paginate = .offset(
-                    param: try string(try required(f, "param", in: value)),
-                    limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
-                    total: try f["total"].map { (n: Node) throws(ConfigError) in try string(n).components(separatedBy: ".") })
-            default:
-                let f = try mapping(value, allowed: ["path", "param"])
-                config.paginate = .cursor(
-                    path: try string(try required(f, "path", in: value)).components(separatedBy: "."),
-                    param: try string(try required(f, "param", in: value)))
-            }
+            try readPagination(paginate, into: &config)
         }
         if let n = fields["max_pages"] {
             config.maxPages = try int(n)

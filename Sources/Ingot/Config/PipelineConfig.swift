@@ -122,20 +122,66 @@ package struct HTTPSourceConfig: Sendable, Equatable {
     }
 
     /// `paginate:`: how the next page is found.
-    package enum Pagination: Sendable, Equatable {
+    package enum Pagination: Sendable, Equatable, CustomStringConvertible {
         /// One request.
         case none
         /// The body's next-page URL at this key path; stop on null or absent.
-        case nextURL(path: [String])
+        case nextURL(path: JSONKeyPath)
         /// RFC 8288 `Link: <…>; rel="next"`.
         case linkHeader
-        /// `?param=start`, `start+1`, …; stop on an empty page.
-        case page(param: String, start: Int)
+        /// `?param=start`, `start+1`, …; stop on an empty page, or after the page numbered
+        /// `start + total_pages - 1` when `totalPages` (a key path) says how many there are.
+        case page(param: String, start: Int, totalPages: JSONKeyPath?)
         /// `?offset=0&limit=L`, `L`, `2L`, …; stop on an empty page or past `total` (a key path).
-        case offset(param: String, limitParam: String, limit: Int, total: [String]?)
-        /// The next cursor at this key path, sent as `param`; stop on null, absent or empty.
-        case cursor(path: [String], param: String)
+        case offset(param: String, limitParam: String, limit: Int, total: JSONKeyPath?)
+        /// The next cursor, sent as `param`: found at a key path of the page, or in the page's
+        /// last record (Stripe's `starting_after`); stop on null, absent, empty or one of
+        /// `stopValues` (Twitter's `next_cursor: 0`).
+        case cursor(CursorSource, param: String, stopValues: [String])
+
+        /// `paginate: {…}` as `ingot validate` shows it.
+        package var description: String {
+            switch self {
+            case .none: "none"
+            case .nextURL(let path): "next_url(\(path))"
+            case .linkHeader: "link_header"
+            case .page(let param, let start, let total):
+                "page(\(param) from \(start)\(total.map { ", total_pages \($0)" } ?? ""))"
+            case .offset(let param, let limitParam, let limit, let total):
+                "offset(\(param), \(limitParam) \(limit)\(total.map { ", total \($0)" } ?? ""))"
+            case .cursor(let source, let param, let stop):
+                "cursor(\(source) as \(param)\(stop.isEmpty ? "" : ", stops on \(stop.joined(separator: "|"))"))"
+            }
+        }
     }
+
+    /// Where a cursor paginator finds the next cursor.
+    package enum CursorSource: Sendable, Equatable, CustomStringConvertible {
+        /// At this key path of the page.
+        case path(JSONKeyPath)
+        /// At this key path of the page's last record (`from_last_record`).
+        case lastRecord(JSONKeyPath)
+
+        /// `PATH` or `last record's PATH`.
+        package var description: String {
+            switch self {
+            case .path(let path): "\(path)"
+            case .lastRecord(let path): "last record's \(path)"
+            }
+        }
+    }
+
+    /// `paginate: {…, has_more: KEY.PATH}`: a flag in each page that says whether another
+    /// follows. `false` stops; absent stops unless `continueWhenAbsent` (`has_more_absent`).
+    package struct HasMore: Sendable, Equatable {
+        /// Where the flag is.
+        package var path: JSONKeyPath
+        /// `has_more_absent: continue`: a page without the flag does not stop pagination.
+        package var continueWhenAbsent = false
+    }
+
+    /// `paginate: {…, has_more: …}`.
+    package var hasMore: HasMore?
 
     /// `retry:`: how failed requests (unreachable, timeouts, 5xx, 429) are tried again.
     package struct RetryPolicy: Sendable, Equatable {

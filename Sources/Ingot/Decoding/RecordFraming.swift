@@ -30,8 +30,32 @@ struct RecordFraming: Sendable, Equatable {
     /// The path as the pipeline file writes it: `.` for the top level.
     var pathText: String { codingPath.isEmpty ? "." : codingPath }
 
-    /// The records' array in `document`, or why there is none.
-    func records(in document: JSONDocument) -> Result<JSONValue, Failure> {
+    /// The records of a page, as the mapper walks them: their first node in the document's tape
+    /// and how many there are (each record's next sibling follows its `end`).
+    struct Records {
+        /// The tape index of the first record.
+        var first: Int
+        /// How many records.
+        var count: Int
+        /// The page is one object, which is its one record (`records: "."`): its coding path is
+        /// the page's, not `[0]`.
+        var isSingleObject: Bool
+
+        /// The last record, or `nil` when there is none.
+        func last(in document: JSONDocument) -> JSONValue? {
+            guard count > 0 else { return nil }
+            if isSingleObject { return JSONValue(document: document, index: first) }
+            var index = first
+            for _ in 1..<count { index = Int(document.nodes[index].end) }
+            return JSONValue(document: document, index: index)
+        }
+    }
+
+    /// The records in `document`, or why there are none. At the top level (`records: "."`) a page
+    /// that is an array is its records, and a page that is one object is one record (GitHub's
+    /// `GET /repos/{owner}/{repo}`, a PokeAPI detail page); below it, the key path must lead to
+    /// an array.
+    func records(in document: JSONDocument) -> Result<Records, Failure> {
         switch shape {
         case .array(let components):
             var value = document.root
@@ -41,12 +65,18 @@ struct RecordFraming: Sendable, Equatable {
                 guard let next = value[component] else { return .failure(Failure(path: path, reason: "the page has no '\(path)'")) }
                 value = next
             }
+            if components.isEmpty && value.kind == .object {
+                return .success(Records(first: value.index, count: 1, isSingleObject: true))
+            }
             guard value.kind == .array else {
                 return .failure(
                     Failure(
-                        path: path, reason: "expected an array of records at '\(path.isEmpty ? "." : path)', got \(value.kind.rawValue)"))
+                        path: path,
+                        reason: components.isEmpty
+                            ? "expected an array of records or one object at '.', got \(value.kind.rawValue)"
+                            : "expected an array of records at '\(path)', got \(value.kind.rawValue)"))
             }
-            return .success(value)
+            return .success(Records(first: value.index + 1, count: value.count, isSingleObject: false))
         }
     }
 }

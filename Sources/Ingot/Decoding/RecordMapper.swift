@@ -59,7 +59,7 @@ struct RecordMapper {
                 return
             }
         }
-        let array: JSONValue
+        let array: RecordFraming.Records
         switch plan.framing.records(in: document) {
         case .success(let records): array = records
         case .failure(let failure):
@@ -76,7 +76,7 @@ struct RecordMapper {
             document.bytes.withUnsafeBufferPointer { bytes in
                 var cursor = Cursor(nodes: nodes, bytes: bytes)
                 var index = 0
-                var element = array.index + 1
+                var element = array.first
                 var partStart = 0
                 var partStartByte = 0
                 while index < array.count {
@@ -112,7 +112,7 @@ struct RecordMapper {
                         record.rows = firstRow..<page.rows.count
                         if record.references.contains(where: { $0.policy == .reject }) {
                             (record.raw, record.rawLength) = cursor.rawPrefix(element)
-                            let prefix = path + "[\(index)]."
+                            let prefix = array.isSingleObject ? (path.isEmpty ? "" : path + ".") : path + "[\(index)]."
                             for r in record.references.indices where record.references[r].policy == .reject {
                                 record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
                             }
@@ -127,11 +127,14 @@ struct RecordMapper {
                         // No partial row of a rejected record is kept.
                         page.rows.removeSubrange(firstRow...)
                         page.storage.truncate(values: valueCount, text: textCount, linkSets: linkCount)
-                        let prefix = (path.isEmpty ? "" : path) + "[\(index)]"
+                        let prefix = array.isSingleObject ? path : path + "[\(index)]"
                         let raw = cursor.rawPrefix(element)
                         page.rejections.append(
                             RecordRejection(
-                                entity: error.entity ?? rootName, codingPath: prefix + error.pathText, reason: error.reason,
+                                entity: error.entity ?? rootName,
+                                codingPath: prefix.isEmpty && error.pathText.hasPrefix(".")
+                                    ? String(error.pathText.dropFirst()) : prefix + error.pathText,
+                                reason: error.reason,
                                 source: source, recordIndex: index, raw: raw.text, rawLength: raw.length, code: error.code))
                     }
                     element = Int(nodes[element].end)

@@ -40,6 +40,9 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// Numbered pages requested ahead of the one delivered next, in order: `concurrency` of them
     /// stay in flight, a new one starting as each is delivered (a sliding window).
     private var ahead: [(cursor: Cursor, tag: Int)] = []
+    /// Page and offset pagination: the first position past the source's end, once a page's
+    /// total said it (``Cursor/position``).
+    private var knownEnd: Int?
     /// An incremental run's query parameters: on the first request of URL paginators (the next
     /// URLs carry them on), on every request of page and offset paginators.
     private let incrementalQuery: [URLQueryItem]
@@ -50,6 +53,14 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         case url(String)
         case page(Int)
         case offset(Int)
+
+        /// A numbered cursor's number (a page number, an offset).
+        var position: Int {
+            switch self {
+            case .page(let n), .offset(let n): n
+            case .url: 0
+            }
+        }
 
         /// The cursor as a resume state (stored in the run's row), each of `secrets` (the URL's
         /// parts from the environment) written as `⟨secret N⟩`: a stored state holds no secret,
@@ -99,7 +110,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         client = HTTPClient()
         client.maxBodyBytes = maxPageBytes
         switch config.paginate {
-        case .page(_, let start): upcoming = .page(start)
+        case .page(_, let start, _): upcoming = .page(start)
         case .offset: upcoming = .offset(0)
         default: upcoming = .url(config.url)
         }
@@ -178,11 +189,22 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// delivered next (never past `max_pages`), delivers them in order, and stops at the first
     /// empty page (the requests already made past it are aborted).
     private func fillNumbered(from cursor: Cursor) {
-        let window = min(max(1, config.concurrency), config.maxPages - fetched)
+        // Where the source ends may be said by a page (a total, `has_more`): until the first page
+        // of this source (or of this resume) says it, one request at a time; then never one past
+        // the end. Without either, an empty page ends it, and up to `concurrency` requests may
+        // go past it (their answers are dropped).
+        let endIsSaid = numberedTotal != nil || config.hasMore != nil
+        let window =
+            endIsSaid && (knownEnd == nil || config.hasMore != nil)
+            ? 1 : min(max(1, config.concurrency), config.maxPages - fetched)
         var c = ahead.last.map { step($0.cursor) } ?? cursor
-        while ahead.count < window {
+        while ahead.count < window && knownEnd.map({ c.position < $0 }) ?? true {
             ahead.append((c, startFetch(numberedURL(c))))
             c = step(c)
+        }
+        guard !ahead.isEmpty else {
+            upcoming = nil
+            return
         }
         let head = ahead.removeFirst()
         switch outcome(of: head.tag) {
@@ -203,11 +225,13 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                             "the page has no records array at '\(framing.pathText)': pagination stops here",
                     ])
             }
-            if case .offset(let offset) = head.cursor, case .offset(_, _, let limit, let totalPath?) = config.paginate,
-                let total = number(at: totalPath, in: &page), offset + limit >= total
-            {
-                stop = true
+            if let total = numberedTotal, let n = number(at: total.path, in: &page) {
+                // The first position past the end: an offset of `total`, a page number of
+                // `start + total_pages`.
+                knownEnd = total.isPages ? total.first + n : n
             }
+            if let end = knownEnd, step(head.cursor).position >= end { stop = true }
+            if !stop && hasMoreSaysStop(&page) { stop = true }
             upcoming = stop ? nil : step(head.cursor)
             page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
             // A last page (empty, past the total, or not a page of records at all) still goes
@@ -215,6 +239,25 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             buffered.append(.success(page))
             if stop { abandonFetches() }
         }
+    }
+
+    /// The key path of a numbered paginator's total, and what it counts.
+    private var numberedTotal: (path: JSONKeyPath, isPages: Bool, first: Int)? {
+        switch config.paginate {
+        case .page(_, let start, let total?): (total, true, start)
+        case .offset(_, _, _, let total?): (total, false, 0)
+        default: nil
+        }
+    }
+
+    /// Whether the page's `has_more` flag ends pagination: `false`, or absent unless
+    /// `has_more_absent: continue` (a page that is not JSON has no flag).
+    private func hasMoreSaysStop(_ page: inout Page) -> Bool {
+        guard let hasMore = config.hasMore else { return false }
+        guard let document = HTTPPageSource.parsed(&page), let flag = hasMore.path.resolve(in: document.root), !flag.isNull else {
+            return !hasMore.continueWhenAbsent
+        }
+        return flag.bool == false
     }
 
     private func step(_ cursor: Cursor) -> Cursor {
@@ -227,7 +270,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
 
     private func numberedURL(_ cursor: Cursor) -> String {
         switch (cursor, config.paginate) {
-        case (.page(let n), .page(let param, _)):
+        case (.page(let n), .page(let param, _, _)):
             return request(config.url, setting: [URLQueryItem(name: param, value: "\(n)")], includeQuery: true)
         case (.offset(let n), .offset(let param, let limitParam, let limit, _)):
             return request(
@@ -243,25 +286,42 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// Where to go after `page`, fetched from `url` (URL-based paginators).
     private func following(url: String, page: inout Page) throws(FetchError) -> Cursor? {
         seenURLs.insert(url)
+        switch config.paginate {
+        case .none, .page, .offset: return nil
+        case .linkHeader, .nextURL, .cursor: break
+        }
+        // Link headers need no body; a paginator that reads the body cannot read one it did not keep.
+        if page.oversized != nil && config.paginate != .linkHeader {
+            throw FetchError(
+                url: credentials.redact(url), message: "the page is over max_page_bytes, so where pagination goes next is unknown")
+        }
+        if hasMoreSaysStop(&page) { return nil }
         let nextURL: String?
         switch config.paginate {
         case .none, .page, .offset:
             return nil
         case .linkHeader:
             nextURL = page.http?.headers["link"].flatMap(HTTPPageSource.nextLink)
-        case .nextURL where page.oversized != nil, .cursor where page.oversized != nil:
-            throw FetchError(
-                url: credentials.redact(url), message: "the page is over max_page_bytes, so where pagination goes next is unknown")
         case .nextURL(let path):
             guard let document = HTTPPageSource.parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next URL is unknown")
             }
-            nextURL = value(at: path, in: document).flatMap { $0.string }
-        case .cursor(let path, let param):
+            nextURL = path.resolve(in: document.root).flatMap { $0.isNull ? nil : $0.string }
+        case .cursor(let source, let param, let stopValues):
             guard let document = HTTPPageSource.parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next cursor is unknown")
             }
-            guard let v = value(at: path, in: document), let cursor = v.string ?? v.numberText, !cursor.isEmpty else {
+            let found: JSONValue?
+            switch source {
+            case .path(let path): found = path.resolve(in: document.root)
+            case .lastRecord(let key):
+                // The last record of the page (none: an empty page ends the list).
+                guard case .success(let records) = framing.records(in: document), let last = records.last(in: document) else {
+                    return nil
+                }
+                found = key.resolve(in: last)
+            }
+            guard let v = found, !v.isNull, let cursor = v.string ?? v.numberText, !cursor.isEmpty, !stopValues.contains(cursor) else {
                 return nil
             }
             if cursor == lastCursor {
@@ -420,15 +480,6 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
 
     // MARK: - Bodies
 
-    private func value(at path: [String], in document: JSONDocument) -> JSONValue? {
-        var current = document.root
-        for key in path {
-            guard let next = current[key] else { return nil }
-            current = next
-        }
-        return current.isNull ? nil : current
-    }
-
     /// The page's JSON, parsed the first time pagination asks and kept with the page
     /// (``Page/parsed``): the decode lane maps it without parsing it again. `nil` when it is not
     /// JSON (the lane rejects it, with the parser's reason) or over the size limit.
@@ -439,8 +490,8 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         return document
     }
 
-    private func number(at path: [String], in page: inout Page) -> Int? {
-        guard let document = HTTPPageSource.parsed(&page), let v = value(at: path, in: document) else { return nil }
+    private func number(at path: JSONKeyPath, in page: inout Page) -> Int? {
+        guard let document = HTTPPageSource.parsed(&page), let v = path.resolve(in: document.root) else { return nil }
         return v.int64.map(Int.init)
     }
 

@@ -1,0 +1,53 @@
+import Foundation
+import Logging
+
+extension PipelineConfig {
+    /// The page source the pipeline file names (`source:`): its files, or HTTP with the
+    /// incremental cursor kept by the last run in `database`; `pages` (`--pages DIR`) replaces
+    /// either with a directory's `*.json` files. Refused: no source and no `pages`.
+    package func makeSource(
+        pages: String? = nil, database: String, maxPageBytes: Int, environment: [String: String] = ProcessInfo.processInfo.environment,
+        logger: Logger
+    ) throws -> any PageSource {
+        switch source {
+        case .files(let dir, let glob):
+            return try DirectoryPageSource(directory: pages ?? dir, glob: glob, maxPageBytes: maxPageBytes)
+        case .none:
+            guard let pages else { throw SourceError(source: path, message: "the pipeline has no source; give --pages DIR") }
+            return try DirectoryPageSource(directory: pages, glob: "*.json", maxPageBytes: maxPageBytes)
+        case .http(let http):
+            if let pages {
+                return try DirectoryPageSource(directory: pages, glob: "*.json", maxPageBytes: maxPageBytes)
+            }
+            var query: [(String, String)] = []
+            if let incremental,
+                let value = try StoreLocation(database).keptValue(model: model, pipeline: name, key: "incremental:" + incremental.param)
+            {
+                query.append((incremental.param, value))
+            }
+            return try HTTPPageSource(
+                config: http, recordsPath: recordsPath, environment: environment, query: query, maxPageBytes: maxPageBytes,
+                logger: logger)
+        }
+    }
+}
+
+extension PipelineRunner {
+    /// Runs the pipeline over the source its file names (``PipelineConfig/makeSource(pages:database:maxPageBytes:environment:logger:)``)
+    /// into the database ``RunOptions/databasePath`` names. A source that cannot be made (no
+    /// `source:`, a credential missing from the environment) is a failed run that did nothing.
+    public func run() -> RunSummary {
+        do {
+            return run(source: try config.makeSource(database: options.databasePath, maxPageBytes: maxPageBytes, logger: logger))
+        } catch {
+            var logger = self.logger
+            logger[metadataKey: LogKey.pipeline] = "\(config.name)"
+            logger.error("run.failed", metadata: [LogKey.error: "\(error)"])
+            var summary = RunSummary(
+                runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(), duration: 0, error: "\(error)")
+            summary.failureKind = .configuration
+            PipelineRunner.logSummary(summary, logger)
+            return summary
+        }
+    }
+}
