@@ -28,6 +28,11 @@ let package = Package(
             providers: [.apt(["libzstd-dev"])]
         ),
         .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .systemLibrary(
             name: "CCurl",
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
@@ -45,6 +50,7 @@ let package = Package(
             name: "Ingot",
             dependencies: [
                 "CZstd",
+                "CZlib",
                 "CCurl",
                 "CLibPQ",
                 "CSQLiteTuning",

@@ -21,7 +21,7 @@ mapfile -t OBJECTS < <(find "$BIN"/ -name '*.o' -path '*.build/*' \
   ! -path '*IngotCLI.build*' ! -path '*ArgumentParser*' ! -path '*IngotTests.build*' ! -path '*Manifest*' ! -path '*plugin*' | sort)
 # The C modules Ingot's interface imports (system libraries, GRDB's SQLite, the SQLite shim).
 MAPS=()
-for map in Sources/CZstd/module.modulemap Sources/CCurl/module.modulemap Sources/CLibPQ/module.modulemap \
+for map in Sources/CZstd/module.modulemap Sources/CZlib/module.modulemap Sources/CCurl/module.modulemap Sources/CLibPQ/module.modulemap \
   "$BIN/CSQLiteTuning.build/module.modulemap" "$SCRATCH/checkouts/GRDB.swift/Sources/GRDBSQLite/module.modulemap" \
   "$SCRATCH/checkouts/Yams/Sources/CYaml/include/module.modulemap" \
   "$SCRATCH/checkouts/swift-atomics/Sources/_AtomicsShims/include/module.modulemap"; do
@@ -33,7 +33,7 @@ PACKAGE_NAME=$(grep -o '"-module-name","Ingot",.*' "$SCRATCH/debug.yaml" | grep 
 swiftc -sanitize=fuzzer,address -parse-as-library -g scripts/fuzz/entry.swift -I "$BIN/Modules" -module-name IngotFuzzEntry \
   -package-name "$PACKAGE_NAME" "${MAPS[@]}" \
   -I Sources/CSQLiteTuning/include -Xcc -I/usr/include/postgresql \
-  "${OBJECTS[@]}" -L/usr/lib/x86_64-linux-gnu -lcurl -lzstd -lsqlite3 -lpq -o "$BIN/ingot-fuzz"
+  "${OBJECTS[@]}" -L/usr/lib/x86_64-linux-gnu -lcurl -lzstd -lz -lsqlite3 -lpq -o "$BIN/ingot-fuzz"
 
 mkdir -p .fuzz
 for target in $TARGETS; do

@@ -353,7 +353,7 @@ struct BenchFetch: ParsableCommand {
     func run() throws {
         let config = try loadPipeline(pipeline)
         guard case .http(let http) = config.source else { throw ValidationError("\(pipeline) has no http source") }
-        let source = try HTTPPageSource(config: http, recordsPath: config.recordsPath, logger: Logger(label: "bench"))
+        let source = try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "bench"))
         let clock = ContinuousClock()
         let start = clock.now
         var pages = 0

@@ -126,7 +126,7 @@ struct URLSecretTests {
         options.archiveDirectory = dir.appendingPathComponent("archives").path
         options.progressInterval = 0
         let logs = LogCapture()
-        let source = try HTTPPageSource(config: http, recordsPath: config.recordsPath, environment: [:], logger: logs.logger)
+        let source = try HTTPPageSource(config: http, framing: config.framing, environment: [:], logger: logs.logger)
         let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
 
         #expect(summary.status == .failed)

@@ -21,7 +21,7 @@ private func run(
     options.batchRecords = 300
     options.resume = resume
     options.archiveDirectory = archive
-    let source = try HTTPPageSource(config: http, recordsPath: config.recordsPath, environment: environment, logger: logs.logger)
+    let source = try HTTPPageSource(config: http, framing: config.framing, environment: environment, logger: logs.logger)
     return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
 }
 
@@ -82,7 +82,7 @@ struct FetchTests {
         let server = try FixtureServer(people: pages)
         let config = try peopleOverHTTP("\(server.base)/people/\(style)", paginate: paginate)
         let source = try HTTPPageSource(
-            config: try #require(config.source.http), recordsPath: config.recordsPath, logger: LogCapture().logger)
+            config: try #require(config.source.http), framing: config.framing, logger: LogCapture().logger)
         var seen = 0
         while let page = try source.next() {
             seen += 1
@@ -219,7 +219,7 @@ struct FetchTests {
         // The next run's first request carries it.
         let http = try #require(config.source.http)
         let source = try HTTPPageSource(
-            config: http, recordsPath: config.recordsPath, query: [("updated_since", highest)], logger: LogCapture().logger)
+            config: http, framing: config.framing, query: [("updated_since", highest)], logger: LogCapture().logger)
         let first = try #require(try source.next())
         #expect(
             first.source.contains("updated_since=\(highest.replacingOccurrences(of: ":", with: "%3A"))")
@@ -272,7 +272,7 @@ struct FetchTests {
             waitUntil { logs.all.contains { $0.contains("msg=fetch.retry") } }
             runner.stop()
         }
-        let summary = runner.run(source: try HTTPPageSource(config: http, recordsPath: config.recordsPath, logger: logs.logger))
+        let summary = runner.run(source: try HTTPPageSource(config: http, framing: config.framing, logger: logs.logger))
         #expect(summary.status == .interrupted)
         #expect(summary.counters.pages == 0)
     }

@@ -26,7 +26,7 @@ struct FuzzRegressionTests {
         // The seeds exercise the paths they were written for.
         let seed = try [UInt8](Data(contentsOf: packageRoot.appendingPathComponent("Tests/Fixtures/fuzz-seeds/page/every-type.json")))
         let plan = try #require(FuzzTargets.pageModel)
-        var mapper = RecordMapper(plan: MappingPlan(model: plan.model, root: plan.root, recordsPath: plan.recordsPath))
+        var mapper = RecordMapper(plan: MappingPlan(model: plan.model, root: plan.root, framing: plan.framing))
         let page = mapper.map(bytes: seed, seq: 1, source: "seed")
         #expect(page.records.count == 1, "\(page.rejections.map(\.description))")
         #expect(page.rejections.map(\.codingPath) == ["results[1].unix", "results[2].id", "results[3].id", "results[4]", "results[5]"])

@@ -41,7 +41,7 @@ struct HostileFetchTests {
         options.progressInterval = 0
         options.maxPageBytes = maxPageBytes
         let source = try HTTPPageSource(
-            config: http, recordsPath: config.recordsPath,
+            config: http, framing: config.framing,
             environment: ["TOKEN": HostileFetchTests.token, "KEY": HostileFetchTests.apiKey],
             maxPageBytes: maxPageBytes ?? RunOptions.defaultMaxPageBytes, logger: logs.logger)
         return (PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source), options.databasePath)
@@ -177,7 +177,7 @@ struct HostileFetchTests {
         options.archiveDirectory = archive
         let logs = LogCapture()
         let source = try HTTPPageSource(
-            config: http, recordsPath: config.recordsPath, environment: ["TOKEN": HostileFetchTests.token], maxPageBytes: 100_000,
+            config: http, framing: config.framing, environment: ["TOKEN": HostileFetchTests.token], maxPageBytes: 100_000,
             logger: logs.logger)
         let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
         #expect(summary.status == .finished, "\(summary.error ?? "")")

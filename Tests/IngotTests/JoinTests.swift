@@ -245,7 +245,7 @@ struct JoinTests {
         }
         let taken = try #require(try other.claim(maxPageBytes: 1 << 20))
         #expect(taken.page.unit?.seq == first.seq && taken.takenFrom == run.job)
-        let plan = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
+        let plan = MappingPlan(model: config.model, root: config.root, framing: config.framing)
         var mapper = RecordMapper(plan: plan)
         var pages: [DecodedPage] = []
         for unit in [first, second] {

@@ -63,7 +63,7 @@ struct PartsTests {
 
     @Test func theMapperHandsOnPartsInOrderWithTheLastOneCompletingThePage() throws {
         let config = try PipelineConfig.parse(text: yaml, path: "p.yml")
-        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath))
+        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, framing: config.framing))
         let bytes = Array(pages[0].utf8)
         var parts: [DecodedPage] = []
         mapper.map(bytes: bytes, seq: 3, source: "p", partRecords: 3) { parts.append($0) }

@@ -91,15 +91,19 @@ struct PipelineYAMLReader {
         }
 
         var source = SourceConfig.none
+        var jsonLines = false
         if let node = top["source"], readsSource {
             inSource = true
             defer { inSource = false }
-            source = try readSource(node)
+            (source, jsonLines) = try readSource(node)
         }
 
         var recordsPath: [String] = []
         if let node = top["records"] {
             let path = try string(node)
+            if jsonLines && path != "." {
+                throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+            }
             if path != "." {
                 recordsPath = path.components(separatedBy: ".")
                 if recordsPath.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
@@ -170,6 +174,7 @@ struct PipelineYAMLReader {
         var config = PipelineConfig(
             path: file, text: text, name: name, recordsPath: recordsPath, root: rootName, batchRecords: batchRecords, model: model)
         config.source = source
+        config.jsonLines = jsonLines
         config.write = write
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
@@ -180,20 +185,30 @@ struct PipelineYAMLReader {
 
     // MARK: - Sections
 
-    private func readSource(_ node: Node) throws(ConfigError) -> SourceConfig {
+    /// `source:`, and whether its pages are JSON Lines (`format: jsonl`).
+    private func readSource(_ node: Node) throws(ConfigError) -> (SourceConfig, jsonLines: Bool) {
         let source = try mapping(node, allowed: ["files", "http"])
+        func format(_ fields: [String: Node]) throws(ConfigError) -> Bool {
+            guard let node = fields["format"] else { return false }
+            switch try string(node) {
+            case "json": return false
+            case "jsonl": return true
+            default: throw error(node, "format is json (one JSON text a page, the default) or jsonl (JSON Lines: one record a line)")
+            }
+        }
         if let http = source["http"] {
             guard source["files"] == nil else { throw error(node, "source takes either files or http, not both") }
-            return .http(try readHTTP(http))
+            let config = try readHTTP(http)  // checks the keys
+            return (.http(config), try format(try mapping(http, allowed: HTTPSourceConfig.keys)))
         }
         guard let filesNode = source["files"] else { throw error(node, "source needs 'files' or 'http'") }
-        let files = try mapping(filesNode, allowed: ["dir", "glob"])
+        let files = try mapping(filesNode, allowed: ["dir", "glob", "format"])
         let dir = try string(try required(files, "dir", in: filesNode))
         let glob = try files["glob"].map { (n: Node) throws(ConfigError) in try string(n) } ?? "*.json"
         // A relative directory is relative to the pipeline file, so a pipeline runs from anywhere.
         let base = (file as NSString).deletingLastPathComponent
         let resolved = dir.hasPrefix("/") || base.isEmpty ? dir : (base as NSString).appendingPathComponent(dir)
-        return .files(directory: resolved, glob: glob)
+        return (.files(directory: resolved, glob: glob), try format(files))
     }
 
     /// A key path of the pipeline file (``JSONKeyPath``'s grammar), refused at `node` when it is not one.
@@ -274,7 +289,7 @@ struct PipelineYAMLReader {
 
     private func readHTTP(_ node: Node) throws(ConfigError) -> HTTPSourceConfig {
         let fields = try mapping(
-            node, allowed: ["url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry"])
+            node, allowed: HTTPSourceConfig.keys)
         let urlNode = try required(fields, "url", in: node)
         guard case .scalar(let urlScalar) = urlNode else { throw error(urlNode, "expected a string") }
         let (url, fromEnvironment) = try expanding(urlScalar.string, at: urlNode)

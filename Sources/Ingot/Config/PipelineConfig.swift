@@ -13,8 +13,14 @@ public struct PipelineConfig: Sendable {
     public var name: String
     /// `source:` — where pages come from when the runner is not given a source.
     package var source: SourceConfig = .none
-    /// The key path from a page to its array of records; empty when the page is the array.
+    /// The key path from a page to its array of records; empty when the page is the array (or
+    /// one object, its one record).
     public var recordsPath: [String]
+    /// `format: jsonl` (in `source:`): pages are JSON Lines, one record per line.
+    package var jsonLines = false
+
+    /// Where records sit in this pipeline's pages, for the mapper and the paginators.
+    package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }
     /// The entity each record is.
     public var root: String
     /// `write:` — merge into what is stored, or replace the root entity's rows.
@@ -90,6 +96,9 @@ package struct HTTPSourceConfig: Sendable, Equatable {
     /// Seconds for one whole request. Default 30.
     package var timeout: Double = 30
     package var retry = RetryPolicy()
+
+    /// The keys of `source: {http: …}`.
+    static let keys = ["url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry", "format"]
 
     package init(url: String, headers: [Header] = [], auth: Auth? = nil, paginate: Pagination = .none) {
         self.url = url

@@ -76,11 +76,11 @@ struct MappingPlan: Sendable {
     /// `incremental.cursor_path`: the key path whose highest value a page reports.
     var incrementalPath: [String]?
 
-    init(model: EntityModel, root: String, recordsPath: [String], incrementalPath: [String]? = nil) {
+    init(model: EntityModel, root: String, framing: RecordFraming, incrementalPath: [String]? = nil) {
         self.incrementalPath = incrementalPath
         let layouts = EntityLayout.layouts(of: model)
         self.root = model.index(of: root) ?? 0
-        self.framing = .array(at: recordsPath)
+        self.framing = framing
         self.entities = model.entities.enumerated().map { index, entity in
             let layout = layouts[index]
             var rootKeys: [RootKey] = []

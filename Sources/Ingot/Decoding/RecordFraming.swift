@@ -2,16 +2,36 @@
 /// and offset pagination stop on a page without records). Today an array at a key path
 /// (`records: results`, or `.` for a page that is the array); a page format of its own (a single
 /// object, JSON Lines) is another case here, and both users get it.
-struct RecordFraming: Sendable, Equatable {
+package struct RecordFraming: Sendable, Equatable {
     enum Shape: Sendable, Equatable {
-        /// An array of records at this key path of the page's object (empty: the page itself).
+        /// An array of records at this key path of the page's object (empty: the page itself,
+        /// an array of records or one object).
         case array(at: [String])
+        /// JSON Lines (`format: jsonl`): one record per line.
+        case lines
     }
 
     var shape: Shape
 
     /// Records in an array at `path` (`[]`: the page is the array).
     static func array(at path: [String]) -> RecordFraming { RecordFraming(shape: .array(at: path)) }
+
+    /// JSON Lines: one record per line.
+    static let lines = RecordFraming(shape: .lines)
+
+    /// The framing of a pipeline's pages: JSON Lines for `format: jsonl`, else `records:`'s path.
+    package static func of(recordsPath: [String], jsonLines: Bool) -> RecordFraming {
+        jsonLines ? .lines : .array(at: recordsPath)
+    }
+
+    /// Parses a page as this framing reads it: one JSON text, or JSON Lines (a line that is not
+    /// JSON is then left out and listed in the document's ``JSONDocument/lineFailures``).
+    package func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONDocument {
+        switch shape {
+        case .array: try JSONDocument(bytes: bytes)
+        case .lines: try JSONDocument(lines: bytes)
+        }
+    }
 
     /// Why a page holds no records where the framing says, as its rejection says it.
     struct Failure: Error, Equatable {
@@ -24,6 +44,7 @@ struct RecordFraming: Sendable, Equatable {
     var codingPath: String {
         switch shape {
         case .array(let path): path.joined(separator: ".")
+        case .lines: ""
         }
     }
 
@@ -40,6 +61,15 @@ struct RecordFraming: Sendable, Equatable {
         /// The page is one object, which is its one record (`records: "."`): its coding path is
         /// the page's, not `[0]`.
         var isSingleObject: Bool
+        /// JSON Lines: each record's line number (its coding path is `line N`).
+        var lines: [Int]? = nil
+
+        /// Record `index`'s coding path, before the path inside it: `results[3]`, `line 7`, or
+        /// nothing for a page that is one object.
+        func prefix(_ index: Int, path: String) -> String {
+            if let lines, index < lines.count { return "line \(lines[index])" }
+            return isSingleObject ? path : path + "[\(index)]"
+        }
 
         /// The last record, or `nil` when there is none.
         func last(in document: JSONDocument) -> JSONValue? {
@@ -57,6 +87,11 @@ struct RecordFraming: Sendable, Equatable {
     /// an array.
     func records(in document: JSONDocument) -> Result<Records, Failure> {
         switch shape {
+        case .lines:
+            guard let lines = document.lines else {
+                return .failure(Failure(path: "", reason: "the page was not read as JSON Lines"))
+            }
+            return .success(Records(first: 1, count: document.root.count, isSingleObject: false, lines: lines))
         case .array(let components):
             var value = document.root
             var path = ""

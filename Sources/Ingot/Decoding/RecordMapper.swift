@@ -53,7 +53,7 @@ struct RecordMapper {
             document = parsed
         } else {
             do {
-                document = try JSONDocument(bytes: bytes)
+                document = try plan.framing.parse(bytes)
             } catch {
                 rejectPage("", error.description, .notJSON)
                 return
@@ -67,8 +67,21 @@ struct RecordMapper {
             return
         }
         let path = plan.framing.codingPath
+        // JSON Lines: a line that is not JSON is a rejected record; the other lines go on.
+        for failure in document.lineFailures {
+            let start = min(max(0, failure.error.offset), bytes.count)
+            var end = start
+            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+            var lineStart = start
+            while lineStart > 0 && bytes[lineStart - 1] != 0x0A { lineStart -= 1 }
+            page.rejections.append(
+                RecordRejection(
+                    entity: rootName, codingPath: "line \(failure.line)", reason: failure.error.description, source: source,
+                    recordIndex: failure.line - 1, raw: RecordRejection.prefix(bytes[lineStart..<end]), rawLength: end - lineStart,
+                    code: .notJSON))
+        }
         let partSize = max(1, partRecords)
-        page.recordCount = min(array.count, partSize)
+        page.recordCount = min(array.count, partSize) + document.lineFailures.count
         page.records.reserveCapacity(page.recordCount)
         page.rows.reserveCapacity(page.recordCount * 2)
 
@@ -112,7 +125,7 @@ struct RecordMapper {
                         record.rows = firstRow..<page.rows.count
                         if record.references.contains(where: { $0.policy == .reject }) {
                             (record.raw, record.rawLength) = cursor.rawPrefix(element)
-                            let prefix = array.isSingleObject ? (path.isEmpty ? "" : path + ".") : path + "[\(index)]."
+                            let prefix = array.prefix(index, path: path).isEmpty ? "" : array.prefix(index, path: path) + "."
                             for r in record.references.indices where record.references[r].policy == .reject {
                                 record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
                             }
@@ -127,7 +140,7 @@ struct RecordMapper {
                         // No partial row of a rejected record is kept.
                         page.rows.removeSubrange(firstRow...)
                         page.storage.truncate(values: valueCount, text: textCount, linkSets: linkCount)
-                        let prefix = array.isSingleObject ? path : path + "[\(index)]"
+                        let prefix = array.prefix(index, path: path)
                         let raw = cursor.rawPrefix(element)
                         page.rejections.append(
                             RecordRejection(
@@ -135,7 +148,8 @@ struct RecordMapper {
                                 codingPath: prefix.isEmpty && error.pathText.hasPrefix(".")
                                     ? String(error.pathText.dropFirst()) : prefix + error.pathText,
                                 reason: error.reason,
-                                source: source, recordIndex: index, raw: raw.text, rawLength: raw.length, code: error.code))
+                                source: source, recordIndex: array.lines.map { $0[index] - 1 } ?? index, raw: raw.text,
+                                rawLength: raw.length, code: error.code))
                     }
                     element = Int(nodes[element].end)
                     index += 1

@@ -94,14 +94,14 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     }
 
     /// - Parameters:
-    ///   - recordsPath: where a page's records are (page and offset pagination stop on an empty page).
+    ///   - framing: where a page's records are (page and offset pagination stop on an empty page).
     ///   - query: extra parameters for the first request (an incremental run's cursor).
     package init(
-        config: HTTPSourceConfig, recordsPath: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+        config: HTTPSourceConfig, framing: RecordFraming, environment: [String: String] = ProcessInfo.processInfo.environment,
         query: [(String, String)] = [], maxPageBytes: Int = Page.defaultMaxBytes, logger: Logger
     ) throws {
         self.config = config
-        self.framing = .array(at: recordsPath)
+        self.framing = framing
         self.rules = FetchRules(
             config: config, credentials: try Credentials(config: config, environment: environment),
             policy: OriginPolicy(url: config.url, allowedHosts: config.allowedHosts))
@@ -254,7 +254,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// `has_more_absent: continue` (a page that is not JSON has no flag).
     private func hasMoreSaysStop(_ page: inout Page) -> Bool {
         guard let hasMore = config.hasMore else { return false }
-        guard let document = HTTPPageSource.parsed(&page), let flag = hasMore.path.resolve(in: document.root), !flag.isNull else {
+        guard let document = parsed(&page), let flag = hasMore.path.resolve(in: document.root), !flag.isNull else {
             return !hasMore.continueWhenAbsent
         }
         return flag.bool == false
@@ -303,12 +303,12 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         case .linkHeader:
             nextURL = page.http?.headers["link"].flatMap(HTTPPageSource.nextLink)
         case .nextURL(let path):
-            guard let document = HTTPPageSource.parsed(&page) else {
+            guard let document = parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next URL is unknown")
             }
             nextURL = path.resolve(in: document.root).flatMap { $0.isNull ? nil : $0.string }
         case .cursor(let source, let param, let stopValues):
-            guard let document = HTTPPageSource.parsed(&page) else {
+            guard let document = parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next cursor is unknown")
             }
             let found: JSONValue?
@@ -483,15 +483,15 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// The page's JSON, parsed the first time pagination asks and kept with the page
     /// (``Page/parsed``): the decode lane maps it without parsing it again. `nil` when it is not
     /// JSON (the lane rejects it, with the parser's reason) or over the size limit.
-    static func parsed(_ page: inout Page) -> JSONDocument? {
+    func parsed(_ page: inout Page) -> JSONDocument? {
         if let document = page.parsed { return document }
-        guard page.oversized == nil, let document = try? JSONDocument(bytes: page.bytes) else { return nil }
+        guard page.oversized == nil, let document = try? framing.parse(page.bytes) else { return nil }
         page.parsed = document
         return document
     }
 
     private func number(at path: JSONKeyPath, in page: inout Page) -> Int? {
-        guard let document = HTTPPageSource.parsed(&page), let v = path.resolve(in: document.root) else { return nil }
+        guard let document = parsed(&page), let v = path.resolve(in: document.root) else { return nil }
         return v.int64.map(Int.init)
     }
 
@@ -499,7 +499,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// of records at all (not JSON, over the size limit, or no array at the records path): then
     /// pagination stops too, instead of walking on to `max_pages`.
     private func recordCount(_ page: inout Page) -> Int? {
-        guard let document = HTTPPageSource.parsed(&page),
+        guard let document = parsed(&page),
             case .success(let records) = framing.records(in: document)
         else { return nil }
         return records.count

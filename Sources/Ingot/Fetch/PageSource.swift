@@ -2,10 +2,15 @@ import Foundation
 import Logging
 import Synchronization
 
-/// The files of a directory whose names match a glob, read whole, in name order.
+/// The files of a directory whose paths match a glob, read whole, in path order. A glob with a
+/// `/` matches paths below the directory, part by part, and `**` matches zero or more folders
+/// (git's and bash's globstar: `**/*.json.gz`); without one, only the directory's own files.
+/// A file ending in `.gz` or `.zst` is decompressed (gzip, zstd), bounded by `maxPageBytes`
+/// after decompression as an HTTP body is; one that cannot be decompressed is an unreadable
+/// page (rejected), not a failed run.
 package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     package let directory: String
-    /// The file-name pattern (`fnmatch`) the files match.
+    /// The path pattern (`fnmatch` per part, `**` for any folders) the files match.
     package let glob: String
     package let files: [String]
     /// Files bigger than this are not read: they become oversized pages (rejected by the run).
@@ -20,11 +25,35 @@ package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // u
         self.maxPageBytes = maxPageBytes
         let names: [String]
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+            if glob.contains("/") || glob.contains("**") {
+                guard let walk = FileManager.default.enumerator(atPath: directory) else {
+                    throw SourceError(source: directory, message: "cannot list the directory")
+                }
+                var found: [String] = []
+                while let path = walk.nextObject() as? String {
+                    if walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular { found.append(path) }
+                }
+                names = found
+            } else {
+                names = try FileManager.default.contentsOfDirectory(atPath: directory)
+            }
+        } catch let error as SourceError {
+            throw error
         } catch {
             throw SourceError(source: directory, message: "cannot list the directory: \(error.localizedDescription)")
         }
-        files = names.filter { fnmatch(glob, $0, 0) == 0 }.sorted()
+        let pattern = glob.split(separator: "/", omittingEmptySubsequences: true)
+        files = names.filter { DirectoryPageSource.matches(pattern[...], $0.split(separator: "/")[...]) }.sorted()
+    }
+
+    /// Whether `path`'s parts match `pattern`'s: each part by `fnmatch`, `**` any number of parts.
+    static func matches(_ pattern: ArraySlice<Substring>, _ path: ArraySlice<Substring>) -> Bool {
+        guard let first = pattern.first else { return path.isEmpty }
+        if first == "**" {
+            return matches(pattern.dropFirst(), path) || (!path.isEmpty && matches(pattern, path.dropFirst()))
+        }
+        guard let part = path.first, fnmatch(String(first), String(part), 0) == 0 else { return false }
+        return matches(pattern.dropFirst(), path.dropFirst())
     }
 
     /// `files DIR/GLOB`, the directory's path standardized.
@@ -36,11 +65,26 @@ package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // u
         let path = (directory as NSString).appendingPathComponent(files[position])
         position += 1
         let resumeState = "after:" + files[position - 1]
-        let (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
+        var (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
+        var unreadable: String?
+        if oversized == nil {
+            do {
+                if path.hasSuffix(".gz") {
+                    (bytes, oversized) = try Gzip.inflate(bytes, limit: maxPageBytes)
+                } else if path.hasSuffix(".zst") {
+                    (bytes, oversized) = try zstd.decompressStream(bytes, limit: maxPageBytes)
+                }
+            } catch {
+                (bytes, unreadable) = ([], "\(path) cannot be decompressed: \(error)")
+            }
+        }
         var page = Page(seq: position, source: path, bytes: bytes, resumeState: resumeState)
         page.oversized = oversized
+        page.unreadable = unreadable
         return page
     }
+
+    private let zstd = Zstd()
 
     /// Reads `path` up to `limit` bytes. A bigger file (by its size, or by what it yields: a file
     /// that grows, a pipe) is not kept: its bytes are dropped and `oversized` says how many were

@@ -58,7 +58,7 @@ package enum FuzzTargets {
             """, path: "fuzz.yml")
 
     private static let pagePlan: MappingPlan? = pageModel.map {
-        MappingPlan(model: $0.model, root: $0.root, recordsPath: $0.recordsPath, incrementalPath: ["name"])
+        MappingPlan(model: $0.model, root: $0.root, framing: $0.framing, incrementalPath: ["name"])
     }
 
     static func page(_ bytes: [UInt8]) {
@@ -106,7 +106,7 @@ package enum FuzzTargets {
         guard let config = try? PipelineConfig.parse(text: text, path: "fuzz.yml") else { return }
         // A pipeline that loads must give a schema and a mapping plan without trapping.
         _ = try? StoreLocation.sqlite(path: ":memory:").schema(of: config.model)
-        _ = MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath)
+        _ = MappingPlan(model: config.model, root: config.root, framing: config.framing)
         if case .http(let http) = config.source {
             _ = OriginPolicy(url: http.url, allowedHosts: http.allowedHosts).check(http.url)
         }

@@ -18,12 +18,30 @@ package struct JSONDocument: Sendable {
     package let bytes: [UInt8]
     /// The tape; node 0 is the root value.
     let nodes: [JSONNode]
+    /// JSON Lines (``init(lines:maxDepth:)``): the line number of each of the root array's elements.
+    package let lines: [Int]?
+    /// JSON Lines: the lines that are not JSON, left out of the root array.
+    package let lineFailures: [(line: Int, error: JSONSyntaxError)]
 
     /// Parses `bytes`, or throws a ``JSONSyntaxError`` naming the byte offset of the first error.
     package init(bytes: [UInt8], maxDepth: Int = 512) throws(JSONSyntaxError) {
         var parser = JSONParser(maxDepth: maxDepth)
         self.nodes = try parser.parse(bytes)
         self.bytes = bytes
+        lines = nil
+        lineFailures = []
+    }
+
+    /// Parses `bytes` as JSON Lines: the root is an array of the lines' values (blank lines
+    /// skipped); a line that is not JSON is left out and listed in ``lineFailures``. Throws only
+    /// for a text the tape cannot index (4 GiB or more).
+    package init(lines bytes: [UInt8], maxDepth: Int = 512) throws(JSONSyntaxError) {
+        var parser = JSONParser(maxDepth: maxDepth)
+        let parsed = try parser.parseLines(bytes)
+        nodes = parsed.nodes
+        self.bytes = bytes
+        lines = parsed.lines
+        lineFailures = parsed.failures.map { ($0.line, $0.error) }
     }
 
     /// The root value.

@@ -3,8 +3,12 @@
 ///
 /// It accepts exactly RFC 8259: UTF-8 text (invalid sequences, overlong forms and encoded
 /// surrogates are refused), no trailing commas, no leading zeros, no control characters inside
-/// strings, and nesting up to `maxDepth`. A single leading UTF-8 byte order mark is not accepted
-/// (RFC 8259 §8.1 allows a parser to ignore it; we refuse it so that pages round-trip exactly).
+/// strings, and nesting up to `maxDepth`. A single leading UTF-8 byte order mark is skipped
+/// (RFC 8259 §8.1 lets a parser ignore it; exports from some tools start with one): offsets
+/// still count it, and the page's bytes are kept as they came.
+///
+/// ``parseLines(_:)`` reads JSON Lines (one value per line) into the same tape, under a root
+/// array of the lines' values; a line that is not JSON is left out and reported, the others kept.
 struct JSONParser {
     let maxDepth: Int
     private var nodes: [JSONNode] = []
@@ -21,7 +25,7 @@ struct JSONParser {
         nodes.reserveCapacity(bytes.count / 6 + 4)
         let result: Result<Void, JSONSyntaxError> = bytes.withUnsafeBufferPointer { buffer in
             do throws(JSONSyntaxError) {
-                try run(buffer)
+                try run(buffer, from: JSONParser.bomLength(buffer), to: buffer.count)
                 return .success(())
             } catch {
                 return .failure(error)
@@ -31,11 +35,66 @@ struct JSONParser {
         return nodes
     }
 
+    /// One line of JSON Lines that is not JSON: its number (1-based) and why.
+    struct LineFailure: Sendable {
+        var line: Int
+        var error: JSONSyntaxError
+    }
+
+    /// JSON Lines (https://jsonlines.org): each line one value, lines ending in `\n` (a `\r`
+    /// before it is whitespace), blank lines skipped. The tape's root (node 0) is an array of the
+    /// lines' values, spanning the whole text; `lines[k]` is the line number of element `k`.
+    mutating func parseLines(_ bytes: [UInt8]) throws(JSONSyntaxError) -> (nodes: [JSONNode], lines: [Int], failures: [LineFailure]) {
+        guard bytes.count < Int(UInt32.max) else {
+            throw JSONSyntaxError(offset: 0, reason: "document larger than 4 GiB")
+        }
+        nodes.reserveCapacity(bytes.count / 6 + 4)
+        nodes.append(JSONNode(kind: .array, start: 0, length: UInt32(bytes.count), count: 0, end: 0))
+        var lines: [Int] = []
+        var failures: [LineFailure] = []
+        bytes.withUnsafeBufferPointer { p in
+            var start = JSONParser.bomLength(p)
+            var line = 1
+            while start < p.count {
+                var end = start
+                while end < p.count && p[end] != 0x0A { end += 1 }
+                var blank = true
+                for k in start..<end where !(p[k] == 0x20 || p[k] == 0x09 || p[k] == 0x0D) {
+                    blank = false
+                    break
+                }
+                if !blank {
+                    let mark = nodes.count
+                    do throws(JSONSyntaxError) {
+                        try run(p, from: start, to: end)
+                        nodes[0].count += 1
+                        lines.append(line)
+                    } catch {
+                        nodes.removeSubrange(mark...)
+                        stack.removeAll(keepingCapacity: true)
+                        failures.append(LineFailure(line: line, error: error))
+                    }
+                }
+                start = end + 1
+                line += 1
+            }
+        }
+        nodes[0].end = UInt32(nodes.count)
+        return (nodes, lines, failures)
+    }
+
+    /// 3 when `p` starts with a UTF-8 byte order mark, else 0.
+    static func bomLength(_ p: UnsafeBufferPointer<UInt8>) -> Int {
+        p.count >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF ? 3 : 0
+    }
+
     // MARK: - Internals
 
-    private mutating func run(_ p: UnsafeBufferPointer<UInt8>) throws(JSONSyntaxError) {
-        let n = p.count
-        var i = 0
+    /// Parses one value spanning `p[start..<end]` (whitespace around it allowed); offsets in the
+    /// tape are offsets in `p`.
+    private mutating func run(_ p: UnsafeBufferPointer<UInt8>, from start: Int, to end: Int) throws(JSONSyntaxError) {
+        let n = end
+        var i = start
 
         // Not a closure over `i`: `i` is also passed inout below, and a captured var would be
         // boxed and checked for exclusive access at run time on every token.

@@ -17,7 +17,7 @@ package enum DecodeBenchmark {
         var clock = ContinuousClock.now
         for page in pages { _ = try? JSONDocument(bytes: page.bytes) }
         let parse = ContinuousClock.now - clock
-        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, recordsPath: config.recordsPath))
+        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, framing: config.framing))
         var records = 0
         clock = ContinuousClock.now
         for page in pages { records += mapper.map(bytes: page.bytes, seq: page.seq, source: page.source).records.count }

@@ -13,7 +13,7 @@ extension PipelineRunner {
         count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow
     ) -> @Sendable (Page) -> Void {
         let plan = MappingPlan(
-            model: config.model, root: config.root, recordsPath: config.recordsPath, incrementalPath: config.incremental?.cursorPath)
+            model: config.model, root: config.root, framing: config.framing, incrementalPath: config.incremental?.cursorPath)
         let laneQueues = (0..<lanes).map { k in
             let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
             // A new queue and a new context: binding them cannot meet another binding.

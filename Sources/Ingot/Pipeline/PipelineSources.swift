@@ -26,7 +26,7 @@ extension PipelineConfig {
                 query.append((incremental.param, value))
             }
             return try HTTPPageSource(
-                config: http, recordsPath: recordsPath, environment: environment, query: query, maxPageBytes: maxPageBytes,
+                config: http, framing: framing, environment: environment, query: query, maxPageBytes: maxPageBytes,
                 logger: logger)
         }
     }

@@ -75,3 +75,44 @@ struct ZstdError: Error, CustomStringConvertible {
     var message: String
     var description: String { "zstd: \(message)" }
 }
+
+extension Zstd {
+    /// Every frame of `input` decompressed (a `.zst` file, whatever its frames declare), up to
+    /// `limit` bytes: past it, nothing is kept and `oversized` says how many bytes were seen
+    /// (a zstd bomb never has to fit in memory to be refused).
+    func decompressStream(_ input: [UInt8], limit: Int) throws(ZstdError) -> (bytes: [UInt8], oversized: Int?) {
+        guard let dctx else { throw ZstdError(message: "no decompression context") }
+        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only)
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var failure: ZstdError?
+        var oversized: Int?
+        var last = 0
+        input.withUnsafeBytes { src in
+            var inBuffer = ZSTD_inBuffer(src: src.baseAddress, size: src.count, pos: 0)
+            while failure == nil && oversized == nil {
+                let (produced, result) = chunk.withUnsafeMutableBytes { dst in
+                    var outBuffer = ZSTD_outBuffer(dst: dst.baseAddress, size: dst.count, pos: 0)
+                    let result = ZSTD_decompressStream(dctx, &outBuffer, &inBuffer)
+                    return (outBuffer.pos, result)
+                }
+                if ZSTD_isError(result) != 0 {
+                    failure = ZstdError(message: String(cString: ZSTD_getErrorName(result)))
+                    break
+                }
+                if out.count + produced > limit {
+                    oversized = out.count + produced
+                    break
+                }
+                out.append(contentsOf: chunk[0..<produced])
+                last = result
+                // Done when the input is used and nothing is left in the context's buffers.
+                if inBuffer.pos == inBuffer.size && produced < chunk.count { break }
+            }
+        }
+        if let failure { throw failure }
+        if let oversized { return ([], oversized) }
+        if last != 0 { throw ZstdError(message: "the file ends inside a frame") }
+        return (out, nil)
+    }
+}
