@@ -304,3 +304,97 @@ struct StoreLocationTests {
         #expect(!shown.contains("s3cret") && shown.contains("db:5432/people"))
     }
 }
+
+/// YAML merge keys (`<<: *anchor`) in pipeline files (issue 17).
+struct MergeKeyTests {
+    /// Shared attributes and source settings written once: the merged keys apply where the mapping
+    /// does not set them itself; `x-` keys at the top hold anchors and are otherwise ignored.
+    @Test func mergeKeysApplyAndOwnKeysWin() throws {
+        let yaml = """
+            version: 1
+            name: swapi-transport
+            x-http: &http {timeout_s: 10, max_pages: 5, concurrency: 2}
+            source:
+              http:
+                <<: *http
+                url: https://swapi.dev/api/starships/
+                max_pages: 7
+            records: results
+            root: starship
+            entities:
+              starship:
+                identity: url
+                attributes: &transport {url: string, name: string, model: string}
+              vehicle:
+                identity: url
+                attributes:
+                  <<: [*transport, {vehicle_class: integer}]
+                  vehicle_class: string
+            """
+        let config = try PipelineConfig.parse(text: yaml, path: "m.yml")
+        let http = try #require(config.source.http)
+        #expect(http.timeout == 10 && http.maxPages == 7 && http.concurrency == 2)
+        let vehicle = try #require(config.model["vehicle"])
+        #expect(vehicle.attributes.map(\.name).sorted() == ["model", "name", "url", "vehicle_class"])
+        #expect(vehicle.attribute(named: "vehicle_class")?.type == .string, "the mapping's own key wins over a merged one")
+    }
+
+    /// A problem in a merged value is reported where the value is written (inside the anchor);
+    /// a merge of something that is not a mapping is refused where it is.
+    @Test func problemsInMergedValuesPointAtTheirText() {
+        func error(_ yaml: String) -> String? {
+            do {
+                _ = try PipelineConfig.parse(text: yaml, path: "m.yml")
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        let bad = """
+            version: 1
+            name: m
+            root: a
+            entities:
+              a:
+                identity: id
+                attributes: &shared {id: integer, when: {type: date, format: nonsense}}
+              b:
+                identity: id
+                attributes: {<<: *shared}
+            """
+        #expect(error(bad)?.hasPrefix("m.yml:7:") == true, "\(error(bad) ?? "")")
+        #expect(
+            error("version: 1\nname: m\nroot: a\nentities:\n  a:\n    <<: 3\n    identity: id\n    attributes: {id: integer}")?
+                .contains("a merge key (<<) takes a mapping") == true)
+    }
+}
+
+/// `ingot validate` reports every problem it finds, not only the first (issue 17).
+struct EveryProblemTests {
+    @Test func eachSectionsProblemAndTheModelsAreReportedInFileOrder() {
+        let yaml = """
+            version: 2
+            name: many
+            write: sometimes
+            batch_records: 0
+            root: item
+            entities:
+              item:
+                identity: code
+                attributes: {id: integer, when: {type: date, format: nonsense}}
+            """
+        do {
+            _ = try PipelineConfig.parse(text: yaml, path: "v.yml")
+            Issue.record("the file must be refused")
+        } catch {
+            let lines = "\(error)".components(separatedBy: "\n")
+            #expect(lines.count >= 4, "\(error)")
+            #expect(lines.first?.hasPrefix("v.yml:1:") == true)
+            #expect(lines.contains { $0.hasPrefix("v.yml:3:") && $0.contains("write must be one of") })
+            #expect(lines.contains { $0.hasPrefix("v.yml:4:") && $0.contains("batch_records") })
+            #expect(lines.contains { $0.contains("code") }, "the model's problem: an identity that is no attribute")
+            let order = lines.compactMap { Int($0.split(separator: ":")[1]) }
+            #expect(order == order.sorted(), "in file order")
+        }
+    }
+}

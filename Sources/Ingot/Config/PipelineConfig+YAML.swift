@@ -54,6 +54,8 @@ struct PipelineYAMLReader {
     /// Set while `source:` is read: the only place `${VAR}` expands.
     private var inSource = false
     private var marks: [EntityModel.Location: Mark] = [:]
+    /// Problems in attributes and relationships, collected while the rest of the model is read.
+    private var modelProblems: [ConfigError] = []
 
     init(file: String, environment: [String: String] = [:]) {
         self.file = file
@@ -66,7 +68,7 @@ struct PipelineYAMLReader {
             guard let node = try Yams.compose(yaml: text) else {
                 throw ConfigError(file: file, line: 1, column: 1, message: "the pipeline file is empty")
             }
-            root = node
+            root = try resolvingMerges(node)
         } catch let e as ConfigError {
             throw e
         } catch let e as YamlError {
@@ -75,69 +77,100 @@ struct PipelineYAMLReader {
             throw ConfigError(file: file, line: 1, column: 1, message: "cannot parse YAML: \(error)")
         }
 
+        // Top-level keys starting with `x-` are the file's own (anchors for `<<` merges live there).
+        var topNode = root
+        if case .mapping(let mapping) = root {
+            topNode = .mapping(
+                Node.Mapping(
+                    mapping.filter { !($0.key.scalar?.string.hasPrefix("x-") ?? false) }.map { ($0.key, $0.value) }, mapping.tag,
+                    mapping.style, mapping.mark))
+        }
         let top = try mapping(
-            root,
+            topNode,
             allowed: [
                 "version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "limits", "incremental",
                 "entities",
             ])
-        let versionNode = try required(top, "version", in: root)
-        let version = try int(versionNode)
-        guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
-        let nameNode = try required(top, "name", in: root)
-        let name = try string(nameNode)
-        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
-            throw error(nameNode, "name must be non-empty and use only letters, digits, '-', '_' and '.'")
+        // Every section is read even when one before it failed: `validate` reports every
+        // problem it finds (each section's first), then the model's, in file order.
+        var problems: [ConfigError] = []
+        func section<T>(_ read: () throws(ConfigError) -> T) -> T? {
+            do {
+                return try read()
+            } catch {
+                problems.append(error)
+                return nil
+            }
         }
+        _ = section { () throws(ConfigError) in
+            let versionNode = try required(top, "version", in: root)
+            let version = try int(versionNode)
+            guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
+        }
+        let name =
+            section { () throws(ConfigError) -> String in
+                let nameNode = try required(top, "name", in: root)
+                let name = try string(nameNode)
+                guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
+                    throw error(nameNode, "name must be non-empty and use only letters, digits, '-', '_' and '.'")
+                }
+                return name
+            } ?? ""
 
         var source = SourceConfig.none
         var jsonLines = false
         if let node = top["source"], readsSource {
             inSource = true
-            defer { inSource = false }
-            (source, jsonLines) = try readSource(node)
+            (source, jsonLines) = section { () throws(ConfigError) in try readSource(node) } ?? (.none, false)
+            inSource = false
         }
 
-        var recordsPath: [String] = []
-        if let node = top["records"] {
-            let path = try string(node)
-            if jsonLines && path != "." {
-                throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
-            }
-            if path != "." {
-                recordsPath = path.components(separatedBy: ".")
+        let recordsPath =
+            section { () throws(ConfigError) -> [String] in
+                guard let node = top["records"] else { return [] }
+                let path = try string(node)
+                if jsonLines && path != "." {
+                    throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+                }
+                guard path != "." else { return [] }
+                let recordsPath = path.components(separatedBy: ".")
                 if recordsPath.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
-            }
-        }
+                return recordsPath
+            } ?? []
 
-        var write = WriteMode.merge
-        if let node = top["write"] {
-            let value = try string(node)
-            guard let mode = WriteMode(rawValue: value) else {
-                throw error(node, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
-            }
-            write = mode
-        }
+        let write =
+            section { () throws(ConfigError) -> WriteMode in
+                guard let node = top["write"] else { return .merge }
+                let value = try string(node)
+                guard let mode = WriteMode(rawValue: value) else {
+                    throw error(node, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
+                }
+                return mode
+            } ?? .merge
 
-        var batchRecords: Int?
-        if let node = top["batch_records"] {
-            let value = try int(node)
-            guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
-            batchRecords = value
-        }
+        let batchRecords =
+            section { () throws(ConfigError) -> Int? in
+                guard let node = top["batch_records"] else { return nil }
+                let value = try int(node)
+                guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
+                return value
+            } ?? nil
 
-        var maxPageBytes: Int?
-        if let node = top["max_page_bytes"] {
-            let value = try int(node)
-            guard Page.maxBytesRange.contains(value) else {
-                throw error(node, "max_page_bytes must be between \(Page.maxBytesRange.lowerBound) and \(Page.maxBytesRange.upperBound)")
-            }
-            maxPageBytes = value
-        }
+        let maxPageBytes =
+            section { () throws(ConfigError) -> Int? in
+                guard let node = top["max_page_bytes"] else { return nil }
+                let value = try int(node)
+                guard Page.maxBytesRange.contains(value) else {
+                    throw error(
+                        node, "max_page_bytes must be between \(Page.maxBytesRange.lowerBound) and \(Page.maxBytesRange.upperBound)")
+                }
+                return value
+            } ?? nil
 
-        var maxRejects: Int?
-        var maxRejectRatio: Double?
-        if let node = top["limits"] {
+        let limits = section { () throws(ConfigError) -> (Int?, Double?) in
+            guard let node = top["limits"] else { return (nil, nil) }
+            var maxRejects: Int?
+            var maxRejectRatio: Double?
             let fields = try mapping(node, allowed: ["max_rejects", "max_reject_ratio"])
             if let n = fields["max_rejects"] {
                 maxRejects = try int(n)
@@ -149,27 +182,45 @@ struct PipelineYAMLReader {
                 }
                 maxRejectRatio = value
             }
+            return (maxRejects, maxRejectRatio)
+        }
+        let (maxRejects, maxRejectRatio) = limits ?? (nil, nil)
+
+        let incremental =
+            section { () throws(ConfigError) -> IncrementalConfig? in
+                guard let node = top["incremental"] else { return nil }
+                let fields = try mapping(node, allowed: ["cursor_path", "param"])
+                let path = try string(try required(fields, "cursor_path", in: node))
+                return IncrementalConfig(
+                    cursorPath: path.components(separatedBy: "."), param: try string(try required(fields, "param", in: node)))
+            } ?? nil
+
+        let entitiesNode = top["entities"]
+        let model = section { () throws(ConfigError) -> EntityModel in
+            guard let entitiesNode else { throw error(root, "missing required key 'entities'") }
+            return try readModel(entitiesNode)
         }
 
-        var incremental: IncrementalConfig?
-        if let node = top["incremental"] {
-            let fields = try mapping(node, allowed: ["cursor_path", "param"])
-            let path = try string(try required(fields, "cursor_path", in: node))
-            incremental = IncrementalConfig(
-                cursorPath: path.components(separatedBy: "."), param: try string(try required(fields, "param", in: node)))
+        let rootName = section { () throws(ConfigError) -> String in
+            let rootNode = try required(top, "root", in: root)
+            let rootName = try string(rootNode)
+            if let model, model[rootName] == nil {
+                throw error(rootNode, "root entity '\(rootName)' is not declared under entities")
+            }
+            return rootName
         }
 
-        let entitiesNode = try required(top, "entities", in: root)
-        let model = try readModel(entitiesNode)
-
-        let rootNode = try required(top, "root", in: root)
-        let rootName = try string(rootNode)
-        guard model[rootName] != nil else {
-            throw error(rootNode, "root entity '\(rootName)' is not declared under entities")
+        problems += modelProblems
+        if let model {
+            for problem in model.problems() {
+                problems.append(error(marks[problem.location] ?? entitiesNode?.mark ?? root.mark, problem.message))
+            }
         }
-
-        for problem in model.problems() {
-            throw error(marks[problem.location] ?? entitiesNode.mark, problem.message)
+        guard problems.isEmpty, let model, let rootName else {
+            if problems.isEmpty { throw error(root, "the pipeline cannot be read") }
+            var first = problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+            let head = first.removeFirst()
+            throw ConfigError(file: head.file, line: head.line, column: head.column, message: head.message, others: first)
         }
         var config = PipelineConfig(
             path: file, text: text, name: name, recordsPath: recordsPath, root: rootName, batchRecords: batchRecords, model: model)
@@ -420,7 +471,13 @@ struct PipelineYAMLReader {
         for (keyNode, value) in attributeMapping {
             let attributeName = try string(keyNode)
             marks[.attribute(entity: name, name: attributeName)] = keyNode.mark
-            attributes.append(try readAttribute(attributeName, value))
+            do {
+                attributes.append(try readAttribute(attributeName, value))
+            } catch {
+                // Reported, and the rest of the model still checked: the attribute stays, as text.
+                modelProblems.append(error)
+                attributes.append(Attribute(name: attributeName, type: .string))
+            }
         }
 
         var relationships: [Relationship] = []
@@ -431,7 +488,11 @@ struct PipelineYAMLReader {
             for (keyNode, value) in relationshipMapping {
                 let relationshipName = try string(keyNode)
                 marks[.relationship(entity: name, name: relationshipName)] = keyNode.mark
-                relationships.append(try readRelationship(relationshipName, value))
+                do {
+                    relationships.append(try readRelationship(relationshipName, value))
+                } catch {
+                    modelProblems.append(error)
+                }
             }
         }
         return Entity(
@@ -504,6 +565,46 @@ struct PipelineYAMLReader {
     }
 
     // MARK: - Node helpers
+
+    /// `node` with YAML merge keys (`<<: *anchor`, `<<: [*a, *b]`) applied, as YAML 1.1's merge
+    /// type says: the merged mappings' keys are added where the mapping does not set them itself,
+    /// an earlier mapping of a list winning over a later one. Nodes keep their marks: a problem in
+    /// a merged value is reported where that value is written.
+    private func resolvingMerges(_ node: Node, depth: Int = 0) throws(ConfigError) -> Node {
+        guard depth < 64 else { throw error(node, "nesting deeper than 64 levels") }
+        switch node {
+        case .mapping(let mapping):
+            var own: [(Node, Node)] = []
+            var merged: [(Node, Node)] = []
+            for (key, value) in mapping {
+                guard case .scalar(let scalar) = key, scalar.string == "<<", scalar.style == .plain else {
+                    own.append((key, try resolvingMerges(value, depth: depth + 1)))
+                    continue
+                }
+                let sources: [Node]
+                switch value {
+                case .mapping: sources = [value]
+                case .sequence(let list): sources = Array(list)
+                default: throw error(value, "a merge key (<<) takes a mapping (*anchor) or a list of them")
+                }
+                for source in sources {
+                    guard case .mapping(let resolved) = try resolvingMerges(source, depth: depth + 1) else {
+                        throw error(source, "a merge key (<<) takes a mapping (*anchor) or a list of them")
+                    }
+                    for (k, v) in resolved where !merged.contains(where: { $0.0 == k }) { merged.append((k, v)) }
+                }
+            }
+            let keys = own.map(\.0)
+            let pairs = own + merged.filter { pair in !keys.contains(pair.0) }
+            return .mapping(Node.Mapping(pairs, mapping.tag, mapping.style, mapping.mark))
+        case .sequence(let sequence):
+            var nodes: [Node] = []
+            for item in sequence { nodes.append(try resolvingMerges(item, depth: depth + 1)) }
+            return .sequence(Node.Sequence(nodes, sequence.tag, sequence.style, sequence.mark))
+        default:
+            return node
+        }
+    }
 
     private func mapping(_ node: Node, allowed: [String]) throws(ConfigError) -> [String: Node] {
         guard case .mapping(let mapping) = node else {
