@@ -15,6 +15,9 @@ Serves
   /stripe/v1/customers?limit=L[&starting_after=ID]   a Stripe list: {object: list, data, has_more, url}, 25 customers
   /twitter/1.1/followers/list.json[?cursor=C]   a Twitter v1.1 cursored list: users, next_cursor (0 at the end)
   /github/repos/octocat/hello-world   one object (a repository), not a list
+  /api/{starships,vehicles}/ the Star Wars API's transports, their transport fields merged in, pilots as URLs
+  /pokeapi/api/v2/pokemon?offset=O&limit=L   PokeAPI's list: {count, next, previous, results: [{name, url}]}
+  /pokeapi/api/v2/pokemon/N/ one pokemon (a detail page: one object)
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
@@ -64,9 +67,16 @@ class State:
 
 def load_swapi(host):
     data = {}
-    for name in ("films", "people", "planets", "species"):
+    for name in ("films", "people", "planets", "species", "starships", "vehicles"):
         path = os.path.join(SWAPI, name + ".json")
         data[name] = {row["pk"]: dict(row["fields"]) for row in json.load(open(path))}
+    # Starships and vehicles are served with their transport's fields merged in, as the API does.
+    transport = {row["pk"]: row["fields"] for row in json.load(open(os.path.join(SWAPI, "transport.json")))}
+    for kind in ("starships", "vehicles"):
+        for pk, row in data[kind].items():
+            merged = dict(transport.get(pk, {}))
+            merged.update(row)
+            data[kind][pk] = merged
     def url(kind, pk):
         return "%s/api/%s/%d/" % (host, kind, pk)
     films_of, species_of = {}, {}
@@ -82,11 +92,15 @@ def load_swapi(host):
         for pk in sorted(rows):
             r = dict(rows[pk])
             for key, target in (("characters", "people"), ("planets", "planets"), ("people", "people"),
-                                ("species", "species")):
+                                ("species", "species"), ("pilots", "people")):
                 if isinstance(r.get(key), list):
                     r[key] = [url(target, x) for x in r[key]]
-            for key in ("starships", "vehicles"):
-                r.pop(key, None)
+            if kind == "films":
+                for key in ("starships", "vehicles"):
+                    r[key] = [url(key, x) for x in r.get(key, [])]
+            else:
+                for key in ("starships", "vehicles"):
+                    r.pop(key, None)
             if kind in ("people", "species") and r.get("homeworld") is not None:
                 r["homeworld"] = url("planets", r["homeworld"])
             if kind == "people":
@@ -144,9 +158,13 @@ class Handler(BaseHTTPRequestHandler):
                                    "in_flight": State.in_flight, "peak_in_flight": State.peak})
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
-        if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/"):
+        if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
+                or u.path.startswith("/pokeapi/"):
             with State.lock:
                 State.people_requests += 1
+                fault = State.faults.pop(State.people_requests, None)
+            if fault == "404":
+                return self.send_json({"detail": "Not found."}, 404)
             return self.api(u.path, q)
         if u.path.startswith("/people/"):
             with State.lock:
@@ -245,6 +263,26 @@ class Handler(BaseHTTPRequestHandler):
             prev = 0 if index == 0 else 1700000000000 + (index - 1) * 1000
             return self.send_json({"users": chunk, "next_cursor": nxt, "next_cursor_str": str(nxt),
                                    "previous_cursor": prev, "previous_cursor_str": str(prev)})
+        if path.startswith("/pokeapi/api/v2/pokemon"):
+            # https://pokeapi.co/docs/v2#resource-listspagination-section: a named list, then a
+            # detail page per entry, at the entry's url.
+            names = ["bulbasaur", "ivysaur", "venusaur", "charmander", "charmeleon", "charizard", "squirtle", "wartortle",
+                     "blastoise", "caterpie", "metapod", "butterfree", "weedle", "kakuna", "beedrill", "pidgey", "pidgeotto",
+                     "pidgeot", "rattata", "raticate", "spearow", "fearow", "ekans", "arbok", "pikachu"]
+            types = ["grass", "poison", "fire", "flying", "water", "bug", "normal", "electric"]
+            base = self.host() + "/pokeapi/api/v2/pokemon/"
+            rest = path[len("/pokeapi/api/v2/pokemon"):].strip("/")
+            if rest:
+                if not rest.isdigit() or not 1 <= int(rest) <= len(names):
+                    return self.send_json({"detail": "Not found."}, 404)
+                n = int(rest)
+                return self.send_json({"id": n, "name": names[n - 1], "height": 3 + n, "weight": 40 + 7 * n, "base_experience": 60 + n,
+                                       "types": [{"slot": 1, "type": {"name": types[n % len(types)],
+                                                                        "url": self.host() + "/pokeapi/api/v2/type/%d/" % (n % len(types) + 1)}}]})
+            offset, limit = int(q.get("offset", "0")), int(q.get("limit", "20"))
+            chunk = [{"name": names[k], "url": base + "%d/" % (k + 1)} for k in range(offset, min(offset + limit, len(names)))]
+            nxt = base + "?offset=%d&limit=%d" % (offset + limit, limit) if offset + limit < len(names) else None
+            return self.send_json({"count": len(names), "next": nxt, "previous": None, "results": chunk})
         if path == "/github/repos/octocat/hello-world":
             return self.send_json({"id": 1296269, "name": "Hello-World", "full_name": "octocat/Hello-World",
                                    "owner": {"login": "octocat", "id": 1, "type": "User"}, "private": False,

@@ -442,7 +442,14 @@ struct ProgressTests {
         let logs = LogCapture()
         let pages = (0..<3).map { page(#"{"id": \#($0)}"#) }
         let summary = PipelineRunner(config: config, options: options, logger: logs.logger)
-            .run(source: ProgressGatedSource(pages, logs: logs, tick: { timers.advance(by: 30) }))
+            .run(
+                source: ProgressGatedSource(
+                    pages, logs: logs,
+                    tick: {
+                        // The ticker starts beside the source: tick once it is there.
+                        waitUntil { timers.repeating > 0 }
+                        timers.advance(by: 30)
+                    }))
         #expect(summary.counters.pages == 3)
         // One line per tick of the run's clock, and no other.
         let progress = logs.all.filter { $0.contains("msg=run.progress") }

@@ -179,4 +179,169 @@ struct RealAPITests {
             #expect(throws: JSONKeyPath.ParseError.self, "\(bad)") { try JSONKeyPath(parsing: bad) }
         }
     }
+
+    // MARK: - Several resources
+
+    /// SWAPI's six resources in one pipeline file (pipelines/swapi.yml), one run: every table
+    /// full, every link's target filled by its own resource, and a rerun changes nothing.
+    @Test func swapiSixResourcesInOneRun() throws {
+        let server = try FixtureServer()
+        let config = try PipelineConfig.load(
+            path: packageRoot.appendingPathComponent("pipelines/swapi.yml").path, environment: ["SWAPI_API": server.base])
+        #expect(config.resources.map(\.name) == ["films", "people", "planets", "species", "starships", "vehicles"])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("swapi.db").path
+        options.progressInterval = 0
+        let logs = LogCapture()
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedRecords == 0 && summary.counters.rejectedPages == 0)
+        let db = options.databasePath
+        #expect(
+            try rows(
+                db,
+                "SELECT (SELECT count(*) FROM film), (SELECT count(*) FROM person), (SELECT count(*) FROM planet), "
+                    + "(SELECT count(*) FROM species), (SELECT count(*) FROM starship), (SELECT count(*) FROM vehicle)")
+                == [["6", "82", "60", "37", "36", "39"]])
+        // Every row a link reaches was filled by its own resource: no stub is left.
+        #expect(try rows(db, "SELECT count(*) FROM person WHERE name IS NULL") == [["0"]])
+        #expect(try rows(db, "SELECT count(*) FROM planet WHERE name IS NULL") == [["0"]])
+        #expect(try rows(db, "SELECT count(*) FROM starship WHERE name IS NULL OR model IS NULL") == [["0"]])
+        #expect(try rows(db, "SELECT count(*) > 0 FROM starship_pilots") == [["1"]])
+        #expect(logs.all.filter { $0.contains("msg=resource.done") }.count == 6)
+        let again = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(again.status == .finished && again.counters.inserted == 0)
+    }
+
+    /// PokeAPI: the list endpoint, then each pokemon's detail page through `url: "{url}"`; the
+    /// list itself is not stored (no root); each detail learns its list name (`with:`).
+    static func pokeapi(_ base: String) -> String {
+        """
+        version: 1
+        name: pokeapi
+        defaults: {http: {url: "\(base)/pokeapi/api/v2/", retry: {attempts: 2, base_delay_ms: 1, max_delay_ms: 5}}}
+        resources:
+          - name: list
+            source: {http: {url: "pokemon?offset=0&limit=10", paginate: {next_url: next}}}
+            records: results
+          - name: pokemon
+            for_each: {resource: list, url: "{url}", with: {listed_as: name}}
+            records: "."
+            root: pokemon
+        entities:
+          pokemon:
+            identity: id
+            attributes: {id: integer, name: string, height: integer, weight: integer, listed_as: string, types: json}
+        """
+    }
+
+    @Test func pokeapiFollowsEachListEntryToItsDetailPage() throws {
+        let server = try FixtureServer()
+        let db = temporaryDirectory().appendingPathComponent("poke.db").path
+        let summary = try run(Self.pokeapi(server.base), db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.pages == 28, "3 list pages and 25 details")
+        #expect(try rows(db, "SELECT count(*), count(DISTINCT listed_as), sum(name = listed_as) FROM pokemon") == [["25", "25", "25"]])
+        #expect(try rows(db, "SELECT name, height, weight FROM pokemon WHERE id = 25") == [["pikachu", "28", "215"]])
+        #expect(try server.counters()["people_requests"] == 28)
+    }
+
+    /// The archive of a run with resources records each page's resource and the values its
+    /// records took from their parent: a replay, offline, ends in the same tables.
+    @Test func aRunWithResourcesReplaysFromItsArchive() throws {
+        let server = try FixtureServer()
+        let config = try PipelineConfig.parse(text: Self.pokeapi(server.base), path: "api.yml")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("poke.db").path
+        options.archiveDirectory = temporaryDirectory().path
+        options.progressInterval = 0
+        #expect(PipelineRunner(config: config, options: options, logger: LogCapture().logger).run().status == .finished)
+        let archive = try #require(options.archiveDirectory)
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: archive).first)
+        var replay = RunOptions()
+        replay.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
+        replay.progressInterval = 0
+        let replayed = PipelineRunner(config: config, options: replay, logger: LogCapture().logger)
+            .run(source: try ArchivePageSource(path: archive + "/" + file))
+        #expect(replayed.status == .finished && replayed.counters.pages == 28)
+        let query = "SELECT id, name, listed_as, height FROM pokemon ORDER BY id"
+        #expect(try rows(replay.databasePath, query) == (try rows(options.databasePath, query)))
+    }
+
+    /// Killed inside the for_each (a detail request fails and the run stops), `--resume`
+    /// continues exactly: the list is read again to know the requests, no detail page is applied
+    /// twice and none is skipped.
+    @Test func aForEachResumesExactly() throws {
+        let server = try FixtureServer(faults: "404:15")
+        let db = temporaryDirectory().appendingPathComponent("poke.db").path
+        let first = try run(Self.pokeapi(server.base), db: db)
+        #expect(first.status == .failed)
+        #expect(first.counters.pages < 28)
+        let config = try PipelineConfig.parse(text: Self.pokeapi(server.base), path: "api.yml")
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        options.resume = true
+        let logs = LogCapture()
+        let resumed = PipelineRunner(config: config, options: options, logger: logs.logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.counters.pages == 28, "every page once across both runs")
+        #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
+        #expect(logs.all.contains { $0.contains("msg=resource.reread") })
+    }
+
+    /// A resource's URL is relative to `defaults.http.url`; a for_each template's values are
+    /// percent-encoded in a path; what cannot work is refused at validation.
+    @Test func resourcesAreCheckedAtValidation() throws {
+        func error(_ resources: String, defaults: String = "defaults: {http: {url: \"https://api.example.org/v1/\"}}") -> String? {
+            do {
+                _ = try PipelineConfig.parse(
+                    text:
+                        "version: 1\nname: r\n\(defaults)\nresources:\n\(resources)\nentities: {a: {identity: id, attributes: {id: integer}}}",
+                    path: "r.yml")
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(error("  - {name: a, source: {http: {url: items}}, root: a}") == nil)
+        let config = try PipelineConfig.parse(
+            text: "version: 1\nname: r\ndefaults: {http: {url: \"https://api.example.org/v1/\", concurrency: 3}}\nresources:\n"
+                + "  - {name: a, source: {http: {url: items?x=1}}, root: a}\nentities: {a: {identity: id, attributes: {id: integer}}}",
+            path: "r.yml")
+        let http = try #require(config.resources.first?.source.http)
+        #expect(http.url == "https://api.example.org/v1/items?x=1" && http.concurrency == 3)
+        #expect(error("  - {name: a, source: {http: {url: items}}}")?.contains("no root: and no for_each reads it") == true)
+        #expect(error("  - {name: b, for_each: {resource: a, path: \"x/{id}\"}, root: a}")?.contains("not declared before") == true)
+        #expect(
+            error("  - {name: a, source: {http: {url: x}}}\n  - {name: b, for_each: {resource: a, path: \"x/{id\"}, root: a}")?
+                .contains("without its '}'") == true)
+        #expect(
+            error("  - {name: a, source: {http: {url: x}}}\n  - {name: b, for_each: {resource: a, path: \"x/{[x]}\"}, root: a}")?
+                .contains("not an integer index") == true)
+        #expect(
+            error("  - {name: a, source: {http: {url: x}}}\n  - {name: b, for_each: {resource: a, path: x, url: y}, root: a}")?
+                .contains("one of them") == true)
+        #expect(
+            error(
+                "  - {name: a, source: {http: {url: \"https://h.example/x\"}}}\n  - {name: b, for_each: {resource: a, path: \"x/{id}\"}, root: a}",
+                defaults: "")?
+                .contains("for_each needs defaults.http.url") == true)
+        #expect(error("  - {name: a, source: {http: {url: x}}, root: a}\nroot: a")?.contains("belongs to each resource") == true)
+    }
+}
+
+/// docs/cookbook.md's pipelines stay valid: every `yaml` block there that is a pipeline file.
+struct CookbookTests {
+    @Test func everyCookbookPipelineValidates() throws {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+        let blocks = text.components(separatedBy: "```yaml\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
+        let pipelines = blocks.filter { $0.hasPrefix("version: 1") }
+        #expect(pipelines.count >= 6)
+        for (k, pipeline) in pipelines.enumerated() {
+            #expect(throws: Never.self, "cookbook pipeline \(k + 1)") {
+                _ = try PipelineConfig.parse(text: pipeline, path: "cookbook-\(k + 1).yml", environment: [:])
+            }
+        }
+    }
 }

@@ -122,8 +122,20 @@ struct SeededGenerator: RandomNumberGenerator {
 
 /// Waits until `condition` holds, checking every 10 ms. No deadline of its own: the calling
 /// test's `.timeLimit` ends a wait that never comes, so no test passes or fails on a timer.
-func waitUntil(_ condition: () throws -> Bool) rethrows {
-    while try !condition() { Thread.sleep(forTimeInterval: 0.01) }
+func waitUntil(
+    _ condition: () throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+) rethrows {
+    // Polls; the bound is not a timing assumption but a guard: a condition that never comes
+    // fails the test here instead of hanging the whole suite (a time limit cannot stop a blocked
+    // thread).
+    let deadline = Date().addingTimeInterval(180)
+    while try !condition() {
+        if Date() > deadline {
+            Issue.record("waited 180 s for a condition that never came", sourceLocation: sourceLocation)
+            return
+        }
+        Thread.sleep(forTimeInterval: 0.01)
+    }
 }
 
 /// pipelines/people.yml fetching from `url` over HTTP instead of its sample files: `settings`
@@ -243,4 +255,6 @@ final class ManualTimers: RunTimers {
 
     /// How many timers are waiting.
     var pending: Int { state.withLock { $0.entries.count } }
+    /// How many repeating timers are registered (a run's progress ticker, once it started).
+    var repeating: Int { state.withLock { $0.entries.values.filter { $0.interval != nil }.count } }
 }

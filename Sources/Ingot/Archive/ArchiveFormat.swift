@@ -74,10 +74,14 @@ package struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
     package var rawLength: Int
     /// CRC-32C of the raw payload.
     package var crc32c: UInt32
+    /// The pipeline's resource the page belongs to (pipelines with `resources:` only).
+    package var resource: String?
+    /// The values its records took from their parent record (`for_each … with:`).
+    package var injected: [InjectedValue]?
 
     enum CodingKeys: String, CodingKey {
         case seq, source, fetchedAt = "fetched_at", httpStatus = "http_status", headers
-        case rawLength = "raw_length", crc32c
+        case rawLength = "raw_length", crc32c, resource, injected
     }
 }
 

@@ -25,9 +25,12 @@ package final class ArchivePageSource: PageSource, @unchecked Sendable {  // use
         let entry = reader.entries[position]
         position += 1
         let bytes = try reader.payload(of: entry)
-        return Page(
+        var page = Page(
             seq: entry.metadata.seq, source: entry.metadata.source, bytes: bytes,
             archive: ArchiveLocation(path: reader.path, entry: entry.metadata.seq), resumeState: "after:\(entry.metadata.seq)")
+        page.resourceName = entry.metadata.resource
+        page.injected = entry.metadata.injected ?? []
+        return page
     }
 
     /// Continues with the first entry after `after:SEQ`.

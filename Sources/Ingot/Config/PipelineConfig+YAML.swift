@@ -89,7 +89,7 @@ struct PipelineYAMLReader {
             topNode,
             allowed: [
                 "version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "limits", "incremental",
-                "entities",
+                "entities", "defaults", "resources",
             ])
         // Every section is read even when one before it failed: `validate` reports every
         // problem it finds (each section's first), then the model's, in file order.
@@ -201,7 +201,28 @@ struct PipelineYAMLReader {
             return try readModel(entitiesNode)
         }
 
+        var resources: [ResourceConfig] = []
+        if let resourcesNode = top["resources"] {
+            for key in ["source", "records", "root", "incremental"] {
+                if let node = top[key] {
+                    problems.append(
+                        error(node, "with resources:, \(key) belongs to each resource (or, for HTTP settings, to defaults.http)"))
+                }
+            }
+            resources =
+                section { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) } ?? []
+            if let node = top["write"], (try? string(node)) == WriteMode.replace.rawValue {
+                problems.append(error(node, "write: replace is not yet supported with resources: (each resource would need its own)"))
+            }
+        } else if let defaults = top["defaults"] {
+            problems.append(error(defaults, "defaults apply to resources: give resources:, or put these settings in source:"))
+        }
+
         let rootName = section { () throws(ConfigError) -> String in
+            if top["resources"] != nil {
+                guard let first = resources.compactMap(\.root).first else { throw error(root, "no resource has a root entity") }
+                return first
+            }
             let rootNode = try required(top, "root", in: root)
             let rootName = try string(rootNode)
             if let model, model[rootName] == nil {
@@ -226,6 +247,12 @@ struct PipelineYAMLReader {
             path: file, text: text, name: name, recordsPath: recordsPath, root: rootName, batchRecords: batchRecords, model: model)
         config.source = source
         config.jsonLines = jsonLines
+        if resources.isEmpty {
+            resources = [ResourceConfig(name: name, source: source, recordsPath: recordsPath, jsonLines: jsonLines, root: rootName)]
+        } else if let first = resources.first(where: { $0.root != nil }) {
+            (config.source, config.recordsPath, config.jsonLines) = (first.source, first.recordsPath, first.jsonLines)
+        }
+        config.resources = resources
         config.write = write
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
@@ -236,8 +263,120 @@ struct PipelineYAMLReader {
 
     // MARK: - Sections
 
+    /// `resources:`: a list of resources, each with a name, and either a source or a `for_each`
+    /// over an earlier resource's records.
+    private mutating func readResources(_ node: Node, defaults: Node?, model: EntityModel?) throws(ConfigError) -> [ResourceConfig] {
+        guard case .sequence(let list) = node, list.count > 0 else {
+            throw error(node, "resources is a list of resources, each {name, source or for_each, records, root}")
+        }
+        var resources: [ResourceConfig] = []
+        var rootNodes: [String: Node] = [:]
+        for item in list {
+            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each"])
+            let nameNode = try required(fields, "name", in: item)
+            let name = try string(nameNode)
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                throw error(nameNode, "a resource's name uses only letters, digits, '-' and '_'")
+            }
+            guard !resources.contains(where: { $0.name == name }) else { throw error(nameNode, "resource '\(name)' is declared twice") }
+            var resource = ResourceConfig(name: name, source: .none, recordsPath: [])
+            if let forEachNode = fields["for_each"] {
+                let f = try mapping(forEachNode, allowed: ["resource", "path", "url", "with"])
+                let parentNode = try required(f, "resource", in: forEachNode)
+                let parent = try string(parentNode)
+                guard resources.contains(where: { $0.name == parent }) else {
+                    throw error(parentNode, "for_each reads resource '\(parent)', which is not declared before '\(name)'")
+                }
+                guard (f["path"] == nil) != (f["url"] == nil), let templateNode = f["path"] ?? f["url"] else {
+                    throw error(forEachNode, "for_each takes path (relative to defaults.http.url) or url (a whole URL), one of them")
+                }
+                let template = try urlTemplate(templateNode)
+                var with: [ResourceConfig.WithKey] = []
+                if let withNode = f["with"] {
+                    guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
+                    for (key, value) in pairs { with.append(ResourceConfig.WithKey(key: try string(key), path: try keyPath(value))) }
+                }
+                // Its requests: defaults.http, and its own source.http (pagination) over it.
+                guard let defaults, try baseURL(defaults) != nil else {
+                    throw error(forEachNode, "for_each needs defaults.http.url: its requests' origin and base")
+                }
+                var httpNode = try required(try mapping(defaults, allowed: ["http"]), "http", in: defaults)
+                if let sourceNode = fields["source"] {
+                    let source = try mapping(sourceNode, allowed: ["http"])
+                    guard let own = source["http"] else { throw error(sourceNode, "a for_each resource's source is http: {paginate: …}") }
+                    if let url = try mapping(own, allowed: HTTPSourceConfig.keys)["url"] {
+                        throw error(url, "a for_each resource's URL comes from its for_each template")
+                    }
+                    httpNode = try mergingDefaults(defaults, into: own)
+                }
+                let config: HTTPSourceConfig
+                do {
+                    inSource = true
+                    defer { inSource = false }
+                    config = try readHTTP(httpNode)
+                    resource.jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
+                }
+                resource.forEach = ResourceConfig.ForEach(
+                    resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config)
+            } else {
+                let sourceNode = try required(fields, "source", in: item)
+                inSource = true
+                defer { inSource = false }
+                (resource.source, resource.jsonLines) = try readSource(sourceNode, defaults: defaults)
+            }
+            if let recordsNode = fields["records"] {
+                let path = try string(recordsNode)
+                if resource.jsonLines && path != "." {
+                    throw error(recordsNode, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+                }
+                if path != "." {
+                    resource.recordsPath = path.components(separatedBy: ".")
+                    if resource.recordsPath.contains("") { throw error(recordsNode, "records: '\(path)' has an empty path component") }
+                }
+            }
+            if let rootNode = fields["root"] {
+                let root = try string(rootNode)
+                if let model, model[root] == nil { throw error(rootNode, "root entity '\(root)' is not declared under entities") }
+                resource.root = root
+                rootNodes[name] = rootNode
+            }
+            resources.append(resource)
+        }
+        // A resource without a root is read only to drive another.
+        for (resource, item) in zip(resources, list) where resource.root == nil {
+            if !resources.contains(where: { $0.forEach?.resource == resource.name }) {
+                throw error(item, "resource '\(resource.name)' has no root: and no for_each reads it: its records would go nowhere")
+            }
+        }
+        return resources
+    }
+
+    /// A `for_each` template: text with `{key.path}` placeholders.
+    private func urlTemplate(_ node: Node) throws(ConfigError) -> URLTemplate {
+        let text = try string(node)
+        var parts: [URLTemplate.Part] = []
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "{") {
+            if open > rest.startIndex { parts.append(.literal(String(rest[..<open]))) }
+            guard let close = rest[open...].firstIndex(of: "}") else { throw error(node, "'\(text)': a '{' without its '}'") }
+            let inner = String(rest[rest.index(after: open)..<close])
+            do throws(JSONKeyPath.ParseError) {
+                parts.append(.value(try JSONKeyPath(parsing: inner)))
+            } catch {
+                throw self.error(node, "'\(text)': \(error.description)")
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        if rest.contains("}") { throw error(node, "'\(text)': a '}' without its '{'") }
+        if !rest.isEmpty { parts.append(.literal(String(rest))) }
+        guard parts.contains(where: { if case .value = $0 { true } else { false } }) else {
+            throw error(node, "'\(text)' reads no value of the record: write {key.path} where each record's value goes")
+        }
+        return URLTemplate(parts: parts)
+    }
+
     /// `source:`, and whether its pages are JSON Lines (`format: jsonl`).
-    private func readSource(_ node: Node) throws(ConfigError) -> (SourceConfig, jsonLines: Bool) {
+    private func readSource(_ node: Node, defaults: Node? = nil) throws(ConfigError) -> (SourceConfig, jsonLines: Bool) {
         let source = try mapping(node, allowed: ["files", "http"])
         func format(_ fields: [String: Node]) throws(ConfigError) -> Bool {
             guard let node = fields["format"] else { return false }
@@ -249,8 +388,9 @@ struct PipelineYAMLReader {
         }
         if let http = source["http"] {
             guard source["files"] == nil else { throw error(node, "source takes either files or http, not both") }
-            let config = try readHTTP(http)  // checks the keys
-            return (.http(config), try format(try mapping(http, allowed: HTTPSourceConfig.keys)))
+            let merged = try defaults.map { (d: Node) throws(ConfigError) in try mergingDefaults(d, into: http) } ?? http
+            let config = try readHTTP(merged, base: try defaults.flatMap { (d: Node) throws(ConfigError) in try baseURL(d) })
+            return (.http(config), try format(try mapping(merged, allowed: HTTPSourceConfig.keys)))
         }
         guard let filesNode = source["files"] else { throw error(node, "source needs 'files' or 'http'") }
         let files = try mapping(filesNode, allowed: ["dir", "glob", "format"])
@@ -338,12 +478,36 @@ struct PipelineYAMLReader {
         }
     }
 
-    private func readHTTP(_ node: Node) throws(ConfigError) -> HTTPSourceConfig {
+    /// `defaults.http`'s URL, expanded: what resource URLs are relative to.
+    private func baseURL(_ defaults: Node) throws(ConfigError) -> String? {
+        guard let http = try mapping(defaults, allowed: ["http"])["http"],
+            let url = try mapping(http, allowed: HTTPSourceConfig.keys)["url"]
+        else { return nil }
+        return try expand(try string(url), at: url)
+    }
+
+    /// A resource's `http:` with `defaults.http`'s keys added where it does not set them.
+    private func mergingDefaults(_ defaults: Node, into http: Node) throws(ConfigError) -> Node {
+        guard let base = try mapping(defaults, allowed: ["http"])["http"], case .mapping(let shared) = base,
+            case .mapping(let own) = http
+        else { return http }
+        let keys = own.map(\.key)
+        let pairs = own.map { ($0.key, $0.value) } + shared.filter { !keys.contains($0.key) }.map { ($0.key, $0.value) }
+        return .mapping(Node.Mapping(pairs, own.tag, own.style, own.mark))
+    }
+
+    private func readHTTP(_ node: Node, base: String? = nil) throws(ConfigError) -> HTTPSourceConfig {
         let fields = try mapping(
             node, allowed: HTTPSourceConfig.keys)
         let urlNode = try required(fields, "url", in: node)
         guard case .scalar(let urlScalar) = urlNode else { throw error(urlNode, "expected a string") }
-        let (url, fromEnvironment) = try expanding(urlScalar.string, at: urlNode)
+        var (url, fromEnvironment) = try expanding(urlScalar.string, at: urlNode)
+        // A resource's URL is relative to defaults.http.url (RFC 3986).
+        if let base, !url.contains("://"), let resolved = URL(string: url, relativeTo: URL(string: base))?.absoluteString {
+            let prefix = resolved.utf8.count - url.utf8.count
+            fromEnvironment = url == urlScalar.string ? [] : fromEnvironment.map { ($0.lowerBound + prefix)..<($0.upperBound + prefix) }
+            url = resolved
+        }
         guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
             throw error(urlNode, "url must be an absolute http(s) URL")
         }

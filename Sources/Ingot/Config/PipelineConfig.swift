@@ -18,6 +18,12 @@ public struct PipelineConfig: Sendable {
     public var recordsPath: [String]
     /// `format: jsonl` (in `source:`): pages are JSON Lines, one record per line.
     package var jsonLines = false
+    /// Its resources, in file order (one for a file without `resources:`, mirroring `source`,
+    /// `records` and `root` above).
+    package var resources: [ResourceConfig] = []
+
+    /// The resources to run: every one, or those named (`--resource`) and the ones they need.
+    package var hasSeveralResources: Bool { resources.count > 1 || resources.first?.forEach != nil }
 
     /// Where records sit in this pipeline's pages, for the mapper and the paginators.
     package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }
@@ -52,6 +58,72 @@ public struct PipelineConfig: Sendable {
         self.root = root
         self.batchRecords = batchRecords
         self.model = model
+    }
+}
+
+/// One resource of a pipeline (`resources:`): where its pages come from, where their records sit,
+/// and the entity they are. A file without `resources:` is one resource, named after the
+/// pipeline. Resources run in file order, in one run.
+package struct ResourceConfig: Sendable, Equatable {
+    /// Its name (`--resource NAME`, logs, resume states).
+    package var name: String
+    /// Where its pages come from (`defaults.http` merged in); `.none` for a `for_each` resource.
+    package var source: SourceConfig
+    /// The key path to a page's records (empty: the page itself).
+    package var recordsPath: [String]
+    /// `format: jsonl`.
+    package var jsonLines = false
+    /// The entity its records are; `nil`: its records only drive a `for_each` (read, not stored).
+    package var root: String?
+    /// One request per record of another resource.
+    package var forEach: ForEach?
+
+    /// Where records sit in its pages.
+    package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }
+
+    /// `for_each: {resource: R, path|url: TEMPLATE, with: {KEY: key.path}}`.
+    package struct ForEach: Sendable, Equatable {
+        /// The resource whose records drive it (an earlier one).
+        package var resource: String
+        /// The request's path (relative to `defaults.http.url`, values percent-encoded) or
+        /// whole URL (values as given), with `{key.path}` placeholders.
+        package var template: URLTemplate
+        /// Whether ``template`` is a whole URL (`url:`) rather than a path (`path:`).
+        package var isURL: Bool
+        /// Values of the parent record added to every child record: new key → key path.
+        package var with: [WithKey]
+        /// The HTTP settings of its requests: `defaults.http` and its own `source.http` (pagination).
+        package var http: HTTPSourceConfig
+    }
+
+    /// `with: {NEW_KEY: key.path}`.
+    package struct WithKey: Sendable, Equatable {
+        package var key: String
+        package var path: JSONKeyPath
+    }
+}
+
+/// A URL or path with `{key.path}` placeholders (``JSONKeyPath``'s grammar).
+package struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
+    package enum Part: Sendable, Equatable {
+        case literal(String)
+        case value(JSONKeyPath)
+    }
+    package var parts: [Part]
+
+    /// The template as written.
+    package var description: String {
+        parts.map {
+            switch $0 {
+            case .literal(let text): text
+            case .value(let path): "{\(path)}"
+            }
+        }.joined()
+    }
+
+    /// The key paths it reads.
+    package var paths: [JSONKeyPath] {
+        parts.compactMap { if case .value(let path) = $0 { path } else { nil } }
     }
 }
 

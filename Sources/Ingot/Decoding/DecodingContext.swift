@@ -19,8 +19,9 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
 
     /// A name for logs and tests (the lane's label).
     public let name: String
-    /// Maps pipeline records; `nil` for a context that only decodes Swift types.
-    var mapper: RecordMapper?
+    /// Maps pipeline records, one mapper per resource of the pipeline (by index); empty for a
+    /// context that only decodes Swift types.
+    var mappers: [RecordMapper] = []
     /// The ``IngotEntity`` objects decoded on this context, by entity name and identity; a second
     /// object with the same identity replaces the first (later wins), as in a managed object context.
     public private(set) var registeredObjects: [String: [IdentityKey: any IngotEntity]] = [:]
@@ -32,9 +33,9 @@ public final class DecodingContext: @unchecked Sendable {  // mutable state conf
         self.name = name
     }
 
-    init(name: String, plan: MappingPlan) {
+    init(name: String, plans: [MappingPlan]) {
         self.name = name
-        self.mapper = RecordMapper(plan: plan)
+        self.mappers = plans.map(RecordMapper.init(plan:))
     }
 
     /// The queue this context is bound to, once bound: its mutable state is confined there.

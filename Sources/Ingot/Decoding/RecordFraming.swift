@@ -114,4 +114,34 @@ package struct RecordFraming: Sendable, Equatable {
             return .success(Records(first: value.index + 1, count: value.count, isSingleObject: false))
         }
     }
+
+    /// The page with `values` added to each of its records that is an object and lacks the key
+    /// (`for_each … with:`): each record's `{` is followed by `"key":value,`. `nil` when the page
+    /// is not a page of records (it is then mapped as it came, and rejected as it deserves).
+    func injecting(_ values: [InjectedValue], into bytes: [UInt8]) -> [UInt8]? {
+        guard let document = try? parse(bytes), case .success(let records) = records(in: document) else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + records.count * 32)
+        var copied = 0
+        var node = records.first
+        for _ in 0..<records.count {
+            let record = JSONValue(document: document, index: node)
+            node = Int(document.nodes[node].end)
+            guard record.kind == .object else { continue }
+            let missing = values.filter { record[$0.key] == nil }
+            guard !missing.isEmpty else { continue }
+            let open = Int(document.nodes[record.index].start) + 1
+            out += bytes[copied..<open]
+            copied = open
+            var text = ""
+            for value in missing {
+                JSONText.quote(value.key, into: &text)
+                text += ":" + value.json + ","
+            }
+            if record.count == 0 { text.removeLast() }
+            out += Array(text.utf8)
+        }
+        out += bytes[copied...]
+        return out
+    }
 }

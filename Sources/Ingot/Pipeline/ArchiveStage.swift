@@ -15,6 +15,9 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
 
     var path: String { writer.path }
 
+    /// The pipeline's resource names, when it has several: each entry records its page's.
+    var resourceNames: [String]?
+
     init(writer: ArchiveWriter) {
         self.writer = writer
     }
@@ -33,7 +36,8 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
         do {
             try writer.append(
                 page.bytes, seq: page.seq, source: page.source, fetchedAt: page.http?.fetchedAt ?? Date(),
-                httpStatus: page.http?.status, headers: page.http?.headers)
+                httpStatus: page.http?.status, headers: page.http?.headers, resource: resourceNames?[page.resource],
+                injected: page.injected)
             written.withLock { $0 = Int(writer.size) }
             var archived = page
             archived.archive = ArchiveLocation(path: writer.path, entry: page.seq)

@@ -12,12 +12,16 @@ extension PipelineRunner {
     func makeDecodeLanes(
         count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow
     ) -> @Sendable (Page) -> Void {
-        let plan = MappingPlan(
-            model: config.model, root: config.root, framing: config.framing, incrementalPath: config.incremental?.cursorPath)
+        // One plan per resource: its root entity and where its records sit.
+        let plans = config.resources.map { resource in
+            MappingPlan(
+                model: config.model, root: resource.root ?? config.root, framing: resource.framing,
+                incrementalPath: config.incremental?.cursorPath)
+        }
         let laneQueues = (0..<lanes).map { k in
             let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
             // A new queue and a new context: binding them cannot meet another binding.
-            try? DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plan: plan), to: queue)
+            try? DecodingContext.bind(DecodingContext(name: "decode.\(k + 1)", plans: plans), to: queue)
             return queue
         }
         // A lane hands a big page on in parts of a batch's size, and runs at most two parts
@@ -28,13 +32,20 @@ extension PipelineRunner {
             let lane = laneQueues[page.seq % lanes]
             let gate = gates[page.seq % lanes]
             lane.async {
-                guard let context = DecodingContext.current, var mapper = context.mapper else {
-                    preconditionFailure("decode lane \(lane.label) has no DecodingContext")
+                guard let context = DecodingContext.current, context.mappers.indices.contains(page.resource) else {
+                    preconditionFailure("decode lane \(lane.label) has no DecodingContext for resource \(page.resource)")
+                }
+                var mapper = context.mappers[page.resource]
+                // A for_each child's records learn their parent's values (`with:`) before mapping.
+                var bytes = page.bytes
+                var parsed = page.parsed
+                if !page.injected.isEmpty, let injected = mapper.plan.framing.injecting(page.injected, into: bytes) {
+                    (bytes, parsed) = (injected, nil)
                 }
                 let clock = ContinuousClock()
                 let started = clock.now
                 var records = 0
-                mapper.map(bytes: page.bytes, seq: page.seq, source: page.source, parsed: page.parsed, partRecords: partRecords) {
+                mapper.map(bytes: bytes, seq: page.seq, source: page.source, parsed: parsed, partRecords: partRecords) {
                     part in
                     records += part.recordCount
                     if part.isLastPart {
@@ -62,7 +73,7 @@ extension PipelineRunner {
                     decoded.laneGate = gate
                     assembler.queue.async { [decoded] in assembler.receive(decoded) }
                 }
-                context.mapper = mapper
+                context.mappers[page.resource] = mapper
             }
         }
     }
@@ -80,6 +91,7 @@ extension PipelineRunner {
         let stopping = self.stopping
         let maxPageBytes = self.maxPageBytes
         let rootName = config.root
+        let resources = config.resources.map(\.name)
         let sourceQueue = DispatchQueue(label: "ingot.source", qos: .userInitiated)
         sourceQueue.async {
             var seq = firstSeq - 1
@@ -105,6 +117,14 @@ extension PipelineRunner {
                     }
                     seq += 1
                     page.seq = seq
+                    // A replayed page names its resource: this pipeline's index of it.
+                    if let name = page.resourceName {
+                        if let k = resources.firstIndex(of: name) {
+                            page.resource = k
+                        } else {
+                            page.unreadable = "\(page.source) belongs to resource '\(name)', which this pipeline does not have"
+                        }
+                    }
                     flow.counts.withLock {
                         $0.read += 1
                         $0.bytesRead += page.oversized ?? page.bytes.count

@@ -396,7 +396,9 @@ public final class PipelineRunner: Sendable {
     }
 
     private func makeArchive(runID: String, started: Date) throws -> ArchiveStage? {
-        try makeArchiveWriter(runID: runID, started: started).map(ArchiveStage.init)
+        let stage = try makeArchiveWriter(runID: runID, started: started).map(ArchiveStage.init)
+        if config.hasSeveralResources { stage?.resourceNames = config.resources.map(\.name) }
+        return stage
     }
 
     /// A new archive file for run `runID` in ``RunOptions/archiveDirectory`` (`nil`: no archive).

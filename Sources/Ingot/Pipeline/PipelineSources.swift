@@ -9,6 +9,10 @@ extension PipelineConfig {
         pages: String? = nil, database: String, maxPageBytes: Int, environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger
     ) throws -> any PageSource {
+        if hasSeveralResources {
+            if pages != nil { throw SourceError(source: path, message: "--pages reads one directory; this pipeline has several resources") }
+            return ResourcesPageSource(config: self, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        }
         switch source {
         case .files(let dir, let glob):
             return try DirectoryPageSource(directory: pages ?? dir, glob: glob, maxPageBytes: maxPageBytes)

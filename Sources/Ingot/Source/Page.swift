@@ -40,6 +40,13 @@ public struct Page: Sendable {
     /// The payload's JSON, when the source already parsed it (pagination reads the body): the
     /// decode lane maps it without parsing it again. A page is parsed once.
     package var parsed: JSONDocument?
+    /// The pipeline's resource the page belongs to (its index in `resources:`; 0 for a file without).
+    package var resource = 0
+    /// The resource by name, as an archive entry records it: a replay finds its index by name.
+    package var resourceName: String?
+    /// Values its records take from the parent record that requested it (`for_each … with:`):
+    /// key and JSON text, added to each record where it has no such key.
+    package var injected: [InjectedValue] = []
 
     /// A page numbered `seq` from `source`, carrying where its source continues after it.
     public init(seq: Int, source: String, bytes: [UInt8], resumeState: String? = nil) {
@@ -75,6 +82,19 @@ public struct UnitRef: Sendable, Hashable {
     public init(seq: Int, claim: Int) {
         self.seq = seq
         self.claim = claim
+    }
+}
+
+/// A value a for_each child page's records take from their parent record.
+package struct InjectedValue: Sendable, Equatable, Codable {
+    /// The key the records get.
+    package var key: String
+    /// Its value, as JSON text.
+    package var json: String
+
+    package init(key: String, json: String) {
+        self.key = key
+        self.json = json
     }
 }
 

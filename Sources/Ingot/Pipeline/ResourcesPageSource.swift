@@ -1,0 +1,282 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The pages of a pipeline with several resources (`resources:`), in one run: each resource's
+/// pages in file order, numbered on from the ones before, each page tagged with its resource
+/// (its decode plan: root entity, where records sit). A `for_each` resource makes one request
+/// (then its own pagination) per record of an earlier resource, in that resource's order; a
+/// record without a key the template reads, or whose URL leaves the pipeline's origin, is skipped
+/// with a warning and counted.
+///
+/// Resume states say where the run stands across resources: `res:INDEX:ITEM:INNER` — the
+/// resource, the for_each item (`-` for a plain resource), and the resource's own state after
+/// the page. Resuming inside a for_each resource reads its parent's list again (its pages are
+/// not applied twice) to know the requests, then continues after the last committed one.
+///
+/// Used from the pipeline's source queue only.
+final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used from the source queue only
+    /// One request of a for_each resource.
+    struct Item {
+        var url: String
+        var injected: [InjectedValue]
+    }
+
+    private let config: PipelineConfig
+    private let resources: [ResourceConfig]
+    private let environment: [String: String]
+    private let maxPageBytes: Int
+    private var logger: Logger
+    private var metrics: (any FetchObserver)?
+    private let cancelled = StopFlag()
+    /// The resource being read and its source.
+    private var index = 0
+    private var current: (any PageSource)?
+    /// A for_each resource: its requests, and the one being read.
+    private var items: [Item] = []
+    private var item = 0
+    /// Requests collected from the pages of resources a for_each reads, by resource name.
+    private var collected: [String: [Item]] = [:]
+    private var skipped: [String: Int] = [:]
+    private var pagesOfResource = 0
+    private var seq = 0
+
+    init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int, logger: Logger) {
+        self.config = config
+        self.resources = config.resources
+        self.environment = environment
+        self.maxPageBytes = maxPageBytes
+        self.logger = logger
+    }
+
+    var origin: String {
+        "resources "
+            + resources.map { resource in
+                if let forEach = resource.forEach { return "\(resource.name): for_each \(forEach.resource) \(forEach.template)" }
+                return "\(resource.name): \(resource.source)"
+            }.joined(separator: "; ")
+    }
+
+    func useLogger(_ logger: Logger) {
+        self.logger = logger
+        current?.useLogger(logger)
+    }
+
+    func useMetrics(_ metrics: any FetchObserver) {
+        self.metrics = metrics
+        (current as? any FetchReporting)?.useMetrics(metrics)
+    }
+
+    func cancel() {
+        cancelled.value.withLock { $0 = true }
+        current?.cancel()
+    }
+
+    // MARK: - Pages
+
+    func next() throws -> Page? {
+        while index < resources.count {
+            if cancelled.value.withLock({ $0 }) { return nil }
+            if current == nil { try open() }
+            if let source = current, var page = try source.next() {
+                seq += 1
+                pagesOfResource += 1
+                page.seq = seq
+                page.resource = index
+                let resource = resources[index]
+                if resource.forEach != nil, items.indices.contains(item) { page.injected = items[item].injected }
+                if isRead(by: resource) { collect(from: &page, of: resource) }
+                page.resumeState = state(after: page.resumeState)
+                return page
+            }
+            // The source (or this request of a for_each) is exhausted.
+            current = nil
+            if resources[index].forEach != nil && item + 1 < items.count {
+                item += 1
+                continue
+            }
+            finishResource()
+        }
+        return nil
+    }
+
+    /// Where the run continues after a page whose own source said `inner`.
+    private func state(after inner: String?) -> String? {
+        let resource = resources[index]
+        let exhausted = inner == "done"
+        if resource.forEach != nil {
+            if exhausted { return "res:\(index):\(item + 1):" }
+            return "res:\(index):\(item):\(inner ?? "")"
+        }
+        if exhausted { return "res:\(index + 1):-:" }
+        return "res:\(index):-:\(inner ?? "")"
+    }
+
+    private func finishResource() {
+        let name = resources[index].name
+        var metadata: Logger.Metadata = ["resource": "\(name)", LogKey.pages: .int(pagesOfResource)]
+        if let count = skipped[name] { metadata["skipped_records"] = .int(count) }
+        if resources[index].forEach != nil { metadata["requests"] = .int(items.count) }
+        logger.info("resource.done", metadata: metadata)
+        index += 1
+        item = 0
+        items = []
+        pagesOfResource = 0
+    }
+
+    /// Opens the source of the resource (or for_each request) at the current position.
+    private func open() throws {
+        let resource = resources[index]
+        guard let forEach = resource.forEach else {
+            current = try makeSource(resource)
+            return
+        }
+        if items.isEmpty {
+            items = collected[forEach.resource] ?? []
+            if items.isEmpty {
+                current = nil
+                finishResource()
+                return
+            }
+        }
+        guard items.indices.contains(item) else {
+            finishResource()
+            return
+        }
+        var http = forEach.http
+        http.url = items[item].url
+        let source = try HTTPPageSource(
+            config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        if let metrics { source.useMetrics(metrics) }
+        current = source
+    }
+
+    private func makeSource(_ resource: ResourceConfig) throws -> any PageSource {
+        var single = config
+        single.source = resource.source
+        single.recordsPath = resource.recordsPath
+        single.jsonLines = resource.jsonLines
+        single.resources = [resource]
+        let source = try single.makeSource(database: "", maxPageBytes: maxPageBytes, environment: environment, logger: logger)
+        if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
+        return source
+    }
+
+    /// Whether a later for_each reads `resource`'s records.
+    private func isRead(by resource: ResourceConfig) -> Bool {
+        resources.contains { $0.forEach?.resource == resource.name }
+    }
+
+    /// Adds the requests `page`'s records make for the for_each resources that read them.
+    private func collect(from page: inout Page, of resource: ResourceConfig) {
+        guard page.oversized == nil, page.unreadable == nil else { return }
+        let document: JSONDocument
+        if let parsed = page.parsed {
+            document = parsed
+        } else {
+            guard let parsed = try? resource.framing.parse(page.bytes) else { return }
+            document = parsed
+            page.parsed = parsed
+        }
+        guard case .success(let records) = resource.framing.records(in: document) else { return }
+        for child in resources {
+            guard let forEach = child.forEach, forEach.resource == resource.name else { continue }
+            var node = records.first
+            for _ in 0..<records.count {
+                let record = JSONValue(document: document, index: node)
+                node = Int(document.nodes[node].end)
+                if let request = request(for: record, forEach, child) { collected[resource.name, default: []].append(request) }
+            }
+        }
+    }
+
+    /// The request `record` makes, or `nil` (skipped, warned, counted) when it lacks a key the
+    /// template reads or its URL may not be requested.
+    private func request(for record: JSONValue, _ forEach: ResourceConfig.ForEach, _ child: ResourceConfig) -> Item? {
+        func skip(_ reason: String) -> Item? {
+            skipped[child.name, default: 0] += 1
+            if skipped[child.name, default: 0] <= 20 {
+                logger.warning("for_each.skipped", metadata: ["resource": "\(child.name)", LogKey.reason: "\(reason)"])
+            }
+            return nil
+        }
+        var rendered = ""
+        for part in forEach.template.parts {
+            switch part {
+            case .literal(let text): rendered += text
+            case .value(let path):
+                guard let value = path.resolve(in: record), !value.isNull, let text = value.string ?? value.numberText else {
+                    return skip("a record has no value at '\(path)' for \(forEach.template)")
+                }
+                if forEach.isURL {
+                    rendered += text
+                } else {
+                    var allowed = CharacterSet.urlPathAllowed
+                    allowed.remove(charactersIn: "/;?#")
+                    rendered += text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+                }
+            }
+        }
+        guard let base = URL(string: forEach.http.url), let url = URL(string: rendered, relativeTo: base)?.absoluteString else {
+            return skip("'\(HTTPPageSource.shown(rendered))' is not a URL")
+        }
+        let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
+        if let refusal = policy.check(url) ?? (policy.mayReceiveCredentials(url) ? nil : .scheme) {
+            return skip("refused \(HTTPPageSource.shown(url)): \(refusal)")
+        }
+        var injected: [InjectedValue] = []
+        for key in forEach.with {
+            guard let value = key.path.resolve(in: record) else { continue }
+            injected.append(InjectedValue(key: key.key, json: value.rawText))
+        }
+        return Item(url: url, injected: injected)
+    }
+
+    // MARK: - Resume
+
+    /// Continues after a committed page: `res:INDEX:ITEM:INNER`.
+    func resume(from state: String) throws {
+        if state == "done" {
+            index = resources.count
+            return
+        }
+        let fields = state.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
+        guard fields.count == 4, fields[0] == "res", let resource = Int(fields[1]), (0...resources.count).contains(resource) else {
+            throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
+        }
+        let inner = String(fields[3])
+        index = resource
+        guard index < resources.count else { return }
+        if let forEach = resources[index].forEach {
+            guard let position = Int(fields[2]) else {
+                throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
+            }
+            try recollect(forEach.resource)
+            items = collected[forEach.resource] ?? []
+            item = position
+            guard items.indices.contains(item) else {
+                finishResource()
+                return
+            }
+            try open()
+        } else {
+            // The resources before it that a later for_each reads: their lists again.
+            for parent in Set(resources[index...].compactMap { $0.forEach?.resource }) {
+                if let k = resources.firstIndex(where: { $0.name == parent }), k < index { try recollect(parent) }
+            }
+            try open()
+        }
+        if !inner.isEmpty { try current?.resume(from: inner) }
+    }
+
+    /// Reads resource `name`'s pages again, only to collect the requests its records make.
+    private func recollect(_ name: String) throws {
+        guard collected[name] == nil, let k = resources.firstIndex(where: { $0.name == name }) else { return }
+        logger.info("resource.reread", metadata: ["resource": "\(name)", LogKey.reason: "to resume the for_each that reads it"])
+        let source = try makeSource(resources[k])
+        collected[name] = []
+        while var page = try source.next() {
+            collect(from: &page, of: resources[k])
+        }
+    }
+}
