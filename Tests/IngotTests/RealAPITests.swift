@@ -241,6 +241,7 @@ struct RealAPITests {
         let summary = try run(Self.pokeapi(server.base), db: db)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.pages == 28, "3 list pages and 25 details")
+        #expect(summary.counters.records == 25 && summary.counters.rejectedRecords == 0, "the list's records are read, not stored")
         #expect(try rows(db, "SELECT count(*), count(DISTINCT listed_as), sum(name = listed_as) FROM pokemon") == [["25", "25", "25"]])
         #expect(try rows(db, "SELECT name, height, weight FROM pokemon WHERE id = 25") == [["pikachu", "28", "215"]])
         #expect(try server.counters()["people_requests"] == 28)

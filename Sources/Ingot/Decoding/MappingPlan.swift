@@ -75,6 +75,9 @@ struct MappingPlan: Sendable {
     var framing: RecordFraming
     /// `incremental.cursor_path`: the key path whose highest value a page reports.
     var incrementalPath: [String]?
+    /// `false` for a resource without a root (`resources:`): its pages only drive a for_each;
+    /// their records are not mapped (the page is counted, nothing of it is stored).
+    var storesRecords = true
 
     init(model: EntityModel, root: String, framing: RecordFraming, incrementalPath: [String]? = nil) {
         self.incrementalPath = incrementalPath

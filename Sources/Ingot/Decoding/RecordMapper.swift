@@ -40,6 +40,7 @@ struct RecordMapper {
             seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
         page.pageBytes = bytes.count
         defer { emit(page) }
+        guard plan.storesRecords else { return }
         let rootName = plan.entities[plan.root].name
         func rejectPage(_ path: String, _ reason: String, _ code: RejectReason) {
             page.pageRejected = true

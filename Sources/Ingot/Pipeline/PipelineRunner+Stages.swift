@@ -14,9 +14,11 @@ extension PipelineRunner {
     ) -> @Sendable (Page) -> Void {
         // One plan per resource: its root entity and where its records sit.
         let plans = config.resources.map { resource in
-            MappingPlan(
+            var plan = MappingPlan(
                 model: config.model, root: resource.root ?? config.root, framing: resource.framing,
                 incrementalPath: config.incremental?.cursorPath)
+            plan.storesRecords = resource.root != nil
+            return plan
         }
         let laneQueues = (0..<lanes).map { k in
             let queue = DispatchQueue(label: "ingot.decode.\(k + 1)", qos: .userInitiated)
