@@ -18,6 +18,7 @@ Serves
   /api/{starships,vehicles}/ the Star Wars API's transports, their transport fields merged in, pilots as URLs
   /pokeapi/api/v2/pokemon?offset=O&limit=L   PokeAPI's list: {count, next, previous, results: [{name, url}]}
   /pokeapi/api/v2/pokemon/N/ one pokemon (a detail page: one object)
+  /reddit/r/swift/overview.json[?after=NAME]   a Reddit listing mixing kinds: t3 links, t1 comments, one t5
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
@@ -159,7 +160,7 @@ class Handler(BaseHTTPRequestHandler):
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
         if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
-                or u.path.startswith("/pokeapi/"):
+                or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/"):
             with State.lock:
                 State.people_requests += 1
                 fault = State.faults.pop(State.people_requests, None)
@@ -283,6 +284,24 @@ class Handler(BaseHTTPRequestHandler):
             chunk = [{"name": names[k], "url": base + "%d/" % (k + 1)} for k in range(offset, min(offset + limit, len(names)))]
             nxt = base + "?offset=%d&limit=%d" % (offset + limit, limit) if offset + limit < len(names) else None
             return self.send_json({"count": len(names), "next": nxt, "previous": None, "results": chunk})
+        if path == "/reddit/r/swift/overview.json":
+            # https://www.reddit.com/dev/api: {kind: Listing, data: {after, children: [{kind, data}]}},
+            # things of several kinds (t1 comment, t3 link, t5 subreddit) in one listing.
+            things = []
+            for k in range(1, 13):
+                if k % 3 == 0:
+                    things.append({"kind": "t1", "data": {"name": "t1_c%d" % k, "id": "c%d" % k, "body": "comment %d" % k,
+                                                          "link_id": "t3_l%d" % (k - 1), "score": k}})
+                else:
+                    things.append({"kind": "t3", "data": {"name": "t3_l%d" % k, "id": "l%d" % k, "title": "link %d" % k,
+                                                          "score": 10 * k, "subreddit_id": "t5_2qh0u", "subreddit": "swift"}})
+            things.insert(5, {"kind": "t5", "data": {"name": "t5_2qh0u", "display_name": "swift"}})
+            after = q.get("after")
+            names = [t["data"]["name"] for t in things]
+            start = names.index(after) + 1 if after in names else 0
+            chunk = things[start:start + 7]
+            nxt = chunk[-1]["data"]["name"] if start + 7 < len(things) else None
+            return self.send_json({"kind": "Listing", "data": {"after": nxt, "dist": len(chunk), "children": chunk, "before": None}})
         if path == "/github/repos/octocat/hello-world":
             return self.send_json({"id": 1296269, "name": "Hello-World", "full_name": "octocat/Hello-World",
                                    "owner": {"login": "octocat", "id": 1, "type": "User"}, "private": False,

@@ -180,6 +180,50 @@ struct RealAPITests {
         }
     }
 
+    /// A Reddit listing mixes kinds: each record is mapped as the entity its `kind` names
+    /// (comments and links), and a kind no entity is for is skipped and counted (`other: skip`)
+    /// or rejected (the default).
+    @Test(arguments: ["skip", "reject"])
+    func aListingOfSeveralKindsMapsEachAsItsEntity(other: String) throws {
+        let server = try FixtureServer()
+        let yaml = """
+            version: 1
+            name: reddit
+            source:
+              http:
+                url: \(server.base)/reddit/r/swift/overview.json
+                paginate: {cursor: {path: data.after, param: after}}
+            records: data.children
+            root: {by: kind, entities: {t1: comment, t3: link}, other: \(other)}
+            entities:
+              link:
+                identity: name
+                attributes:
+                  name: {type: string, key: data.name}
+                  title: {type: string, key: data.title}
+                  score: {type: integer, key: data.score}
+              comment:
+                identity: name
+                attributes:
+                  name: {type: string, key: data.name}
+                  body: {type: string, key: data.body}
+                relationships: {link: {to: link, key: data.link_id}}
+            """
+        let db = temporaryDirectory().appendingPathComponent("r.db").path
+        let summary = try run(yaml, db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.pages == 2 && summary.counters.records == 13)
+        #expect(try rows(db, "SELECT count(*) FROM link WHERE title IS NOT NULL") == [["8"]])
+        #expect(try rows(db, "SELECT count(*), sum(link_id IS NOT NULL) FROM comment") == [["4", "4"]])
+        #expect(try rows(db, "SELECT body FROM comment WHERE name = 't1_c3'") == [["comment 3"]])
+        if other == "skip" {
+            #expect(summary.counters.skippedRecords == 1 && summary.counters.rejectedRecords == 0)
+        } else {
+            #expect(summary.counters.skippedRecords == 0 && summary.counters.rejectedRecords == 1)
+            #expect(try rows(db, "SELECT coding_path, reason_code FROM _ingot_rejects") == [["data.children[5]", "wrong_shape"]])
+        }
+    }
+
     // MARK: - Several resources
 
     /// SWAPI's six resources in one pipeline file (pipelines/swapi.yml), one run: every table

@@ -218,16 +218,15 @@ struct PipelineYAMLReader {
             problems.append(error(defaults, "defaults apply to resources: give resources:, or put these settings in source:"))
         }
 
+        var rootChoice: RootChoice?
         let rootName = section { () throws(ConfigError) -> String in
             if top["resources"] != nil {
                 guard let first = resources.compactMap(\.root).first else { throw error(root, "no resource has a root entity") }
                 return first
             }
             let rootNode = try required(top, "root", in: root)
-            let rootName = try string(rootNode)
-            if let model, model[rootName] == nil {
-                throw error(rootNode, "root entity '\(rootName)' is not declared under entities")
-            }
+            let (rootName, choice) = try readRoot(rootNode, model: model)
+            rootChoice = choice
             return rootName
         }
 
@@ -248,7 +247,10 @@ struct PipelineYAMLReader {
         config.source = source
         config.jsonLines = jsonLines
         if resources.isEmpty {
-            resources = [ResourceConfig(name: name, source: source, recordsPath: recordsPath, jsonLines: jsonLines, root: rootName)]
+            resources = [
+                ResourceConfig(
+                    name: name, source: source, recordsPath: recordsPath, jsonLines: jsonLines, root: rootName, rootChoice: rootChoice)
+            ]
         } else if let first = resources.first(where: { $0.root != nil }) {
             (config.source, config.recordsPath, config.jsonLines) = (first.source, first.recordsPath, first.jsonLines)
         }
@@ -335,9 +337,7 @@ struct PipelineYAMLReader {
                 }
             }
             if let rootNode = fields["root"] {
-                let root = try string(rootNode)
-                if let model, model[root] == nil { throw error(rootNode, "root entity '\(root)' is not declared under entities") }
-                resource.root = root
+                (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model)
                 rootNodes[name] = rootNode
             }
             resources.append(resource)
@@ -349,6 +349,37 @@ struct PipelineYAMLReader {
             }
         }
         return resources
+    }
+
+    /// `root:`: an entity's name, or `{by: KEY.PATH, entities: {VALUE: ENTITY}, other: reject|skip}`.
+    private func readRoot(_ node: Node, model: EntityModel?) throws(ConfigError) -> (String, RootChoice?) {
+        func declared(_ name: String, at node: Node) throws(ConfigError) {
+            if let model, model[name] == nil { throw error(node, "root entity '\(name)' is not declared under entities") }
+        }
+        guard case .mapping = node else {
+            let name = try string(node)
+            try declared(name, at: node)
+            return (name, nil)
+        }
+        let fields = try mapping(node, allowed: ["by", "entities", "other"])
+        var choice = RootChoice(path: try keyPath(try required(fields, "by", in: node)), entities: [])
+        let entitiesNode = try required(fields, "entities", in: node)
+        guard case .mapping(let pairs) = entitiesNode, pairs.count > 0 else {
+            throw error(entitiesNode, "entities maps each kind to an entity: {t1: comment, t3: link}")
+        }
+        for (value, entity) in pairs {
+            let name = try string(entity)
+            try declared(name, at: entity)
+            choice.entities.append((try string(value), name))
+        }
+        if let other = fields["other"] {
+            switch try string(other) {
+            case "reject": choice.skipsOthers = false
+            case "skip": choice.skipsOthers = true
+            default: throw error(other, "other is reject (the default) or skip")
+            }
+        }
+        return (choice.entities[0].entity, choice)
     }
 
     /// A `for_each` template: text with `{key.path}` placeholders.

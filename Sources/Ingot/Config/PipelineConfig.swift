@@ -74,7 +74,11 @@ package struct ResourceConfig: Sendable, Equatable {
     /// `format: jsonl`.
     package var jsonLines = false
     /// The entity its records are; `nil`: its records only drive a `for_each` (read, not stored).
+    /// With ``rootChoice``, the first of its entities.
     package var root: String?
+    /// `root: {by: kind, entities: {t1: comment, t3: link}, other: reject|skip}`: records of
+    /// several kinds, each mapped as the entity its discriminator names.
+    package var rootChoice: RootChoice?
     /// One request per record of another resource.
     package var forEach: ForEach?
 
@@ -100,6 +104,22 @@ package struct ResourceConfig: Sendable, Equatable {
     package struct WithKey: Sendable, Equatable {
         package var key: String
         package var path: JSONKeyPath
+    }
+}
+
+/// `root: {by: KEY.PATH, entities: {VALUE: ENTITY, …}, other: reject|skip}`.
+package struct RootChoice: Sendable, Equatable {
+    /// Where a record says its kind.
+    package var path: JSONKeyPath
+    /// The entity of each kind, in file order.
+    package var entities: [(value: String, entity: String)]
+    /// `other: skip`: a record of another kind is skipped (counted); `reject` (the default)
+    /// rejects it.
+    package var skipsOthers = false
+
+    package static func == (a: RootChoice, b: RootChoice) -> Bool {
+        a.path == b.path && a.skipsOthers == b.skipsOthers && a.entities.map(\.value) == b.entities.map(\.value)
+            && a.entities.map(\.entity) == b.entities.map(\.entity)
     }
 }
 

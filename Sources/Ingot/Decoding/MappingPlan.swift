@@ -78,6 +78,10 @@ struct MappingPlan: Sendable {
     /// `false` for a resource without a root (`resources:`): its pages only drive a for_each;
     /// their records are not mapped (the page is counted, nothing of it is stored).
     var storesRecords = true
+    /// Records of several kinds (`root: {by: KEY, entities: {VALUE: ENTITY}}`): the discriminator's
+    /// key path, the entity (index) of each value, and whether other values are skipped (else
+    /// rejected).
+    var rootChoice: (path: JSONKeyPath, entities: [String: Int], skipsOthers: Bool)?
 
     init(model: EntityModel, root: String, framing: RecordFraming, incrementalPath: [String]? = nil) {
         self.incrementalPath = incrementalPath

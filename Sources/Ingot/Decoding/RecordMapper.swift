@@ -118,8 +118,31 @@ struct RecordMapper {
                     let linkCount = page.storage.linkSets.count
                     var record = DecodedRecord(index: index, rows: firstRow..<firstRow, references: [], raw: nil)
                     trail.removeAll(keepingCapacity: true)
+                    // Records of several kinds (`root: {by: …}`): the entity its discriminator names.
+                    var entity = plan.root
+                    if let choice = plan.rootChoice {
+                        let kind = choice.path.resolve(in: JSONValue(document: document, index: element)).flatMap {
+                            $0.string ?? $0.numberText
+                        }
+                        if let kind, let chosen = choice.entities[kind] {
+                            entity = chosen
+                        } else if choice.skipsOthers {
+                            page.skipped += 1
+                            element = Int(nodes[element].end)
+                            index += 1
+                            continue
+                        } else {
+                            entity = -1
+                        }
+                    }
                     do throws(MappingFailure) {
-                        _ = try mapObject(at: element, entity: plan.root, into: &record, &page, &cursor)
+                        if entity < 0, let choice = plan.rootChoice {
+                            let kind =
+                                choice.path.resolve(in: JSONValue(document: document, index: element)).map { $0.rawText } ?? "nothing"
+                            throw MappingFailure(
+                                reason: "'\(choice.path)' is \(kind), which names no entity (root.by; other: reject)", code: .wrongShape)
+                        }
+                        _ = try mapObject(at: element, entity: entity, into: &record, &page, &cursor)
                         guard page.storage.text.count <= Int(UInt32.max) else {
                             throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages", code: .tooLarge)
                         }

@@ -18,6 +18,11 @@ extension PipelineRunner {
                 model: config.model, root: resource.root ?? config.root, framing: resource.framing,
                 incrementalPath: config.incremental?.cursorPath)
             plan.storesRecords = resource.root != nil
+            if let choice = resource.rootChoice {
+                var entities: [String: Int] = [:]
+                for (value, entity) in choice.entities { entities[value] = config.model.index(of: entity) }
+                plan.rootChoice = (choice.path, entities, choice.skipsOthers)
+            }
             return plan
         }
         let laneQueues = (0..<lanes).map { k in

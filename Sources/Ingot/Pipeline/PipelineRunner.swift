@@ -474,6 +474,7 @@ public final class PipelineRunner: Sendable {
             LogKey.duration: .seconds(s.duration),
         ]
         if c.deleted > 0 { metadata[LogKey.deleted] = .int(c.deleted) }
+        if c.skippedRecords > 0 { metadata["skipped_records"] = .int(c.skippedRecords) }
         for (name, e) in c.entities {
             metadata["\(name).inserted"] = .int(e.inserted)
             metadata["\(name).updated"] = .int(e.updated)

@@ -217,6 +217,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             // A page in parts counts once, when its last part is saved.
             if page.isLastPart { next.pages += 1 }
             next.records += page.recordCount
+            next.skippedRecords += page.skipped
             next.bytes += page.pageBytes
             if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
             for r in page.rejections {

@@ -125,6 +125,8 @@ public struct RunCounters: Sendable, Equatable {
     public var rejectedRecords = 0
     /// Pages rejected whole.
     public var rejectedPages = 0
+    /// Records skipped: of a kind the pipeline maps to no entity (`root: {by: …, other: skip}`).
+    public var skippedRecords = 0
     /// Raw page bytes read.
     public var bytes = 0
     /// The same, per entity (by name): rows inserted and updated, stubs created, records rejected.

@@ -200,6 +200,7 @@ extension RunCounters {
         deleted += other.deleted
         rejectedRecords += other.rejectedRecords
         rejectedPages += other.rejectedPages
+        skippedRecords += other.skippedRecords
         bytes += other.bytes
         for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }
         for (code, count) in other.rejectsByReason { rejectsByReason[code, default: 0] += count }
