@@ -88,6 +88,13 @@ struct Run: ParsableCommand {
     @Flag(help: "Validate, plan the schema and print the plan; fetch nothing, write nothing.")
     var dryRun = false
 
+    @Option(
+        name: .customLong("resource"),
+        help:
+            "Run only this resource of a pipeline with resources: (repeat for several; the resources a for_each reads are read, not stored)."
+    )
+    var resources: [String] = []
+
     @Option(help: "Share the run of this name with every job started with it (PostgreSQL only; env INGOT_JOIN). See docs/scale-out.md.")
     var join: String?
 
@@ -117,7 +124,15 @@ struct Run: ParsableCommand {
 
     func run() throws {
         let pipeline = self.pipeline ?? ""
-        let config = try loadPipeline(pipeline)
+        var config = try loadPipeline(pipeline)
+        if !resources.isEmpty {
+            do {
+                config = try config.selectingResources(resources)
+            } catch {
+                printError("\(error)")
+                throw Exit.badConfig
+            }
+        }
         if dryRun { return try printPlan(config) }
         let logger = log.makeLogger()
         let source: any PageSource
@@ -148,6 +163,26 @@ struct Run: ParsableCommand {
             let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
             print("source: files \(dir)/\(glob) (\(count) files)")
         }
+        if config.hasSeveralResources {
+            for resource in config.resources {
+                let role = resource.root.map { "root \($0)" } ?? "read only, drives a for_each"
+                if let forEach = resource.forEach {
+                    print(
+                        "resource \(resource.name) (\(role)): for_each record of \(forEach.resource), \(forEach.isURL ? "url" : "path") \(forEach.template), \(forEach.http.paginate)"
+                    )
+                } else if case .http(let http) = resource.source {
+                    print("resource \(resource.name) (\(role)): http \(ArchiveReader.printable(http.shownURL)), \(http.paginate)")
+                } else if case .files(let dir, let glob) = resource.source {
+                    print("resource \(resource.name) (\(role)): files \(dir)/\(glob)")
+                }
+            }
+        } else {
+            printSource(config, files: files)
+        }
+        try printRest(config, options: options, maxPageBytes: maxPageBytes)
+    }
+
+    private func printSource(_ config: PipelineConfig, files: (String, String) -> Void) {
         switch (pages, config.source) {
         case (let dir?, .files(_, let glob)): files(dir, glob)
         case (let dir?, _): files(dir, "*.json")
@@ -159,6 +194,9 @@ struct Run: ParsableCommand {
         case (nil, .none):
             print("source: none (give --pages DIR)")
         }
+    }
+
+    private func printRest(_ config: PipelineConfig, options: RunOptions, maxPageBytes: Int) throws {
         print("archive: \(noArchive ? "off" : (archiveDir ?? "archives") + "/")")
         print(
             "limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.batchRecords ?? config.batchRecords ?? 5000), lanes \(options.lanes)"

@@ -335,6 +335,30 @@ struct RealAPITests {
         #expect(logs.all.contains { $0.contains("msg=resource.reread") })
     }
 
+    /// `--resource NAME` runs some resources: the others are not read, except those a selected
+    /// for_each reads, which are read only; a run of some resources resumes by name.
+    @Test func someResourcesRunAlone() throws {
+        let server = try FixtureServer()
+        let swapi = try PipelineConfig.load(
+            path: packageRoot.appendingPathComponent("pipelines/swapi.yml").path, environment: ["SWAPI_API": server.base])
+        let two = try swapi.selectingResources(["planets", "films"])
+        #expect(two.resources.map(\.name) == ["films", "planets"])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("two.db").path
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: two, options: options, logger: LogCapture().logger).run()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(
+            try rows(
+                options.databasePath,
+                "SELECT (SELECT count(*) FROM film), (SELECT count(*) FROM planet WHERE name IS NOT NULL), "
+                    + "(SELECT count(*) FROM person WHERE name IS NOT NULL)") == [["6", "60", "0"]])
+        #expect(throws: ConfigError.self) { try swapi.selectingResources(["ships"]) }
+
+        let poke = try PipelineConfig.parse(text: Self.pokeapi(server.base), path: "api.yml").selectingResources(["pokemon"])
+        #expect(poke.resources.map(\.name) == ["list", "pokemon"] && poke.resources[0].root == nil)
+    }
+
     /// A resource's URL is relative to `defaults.http.url`; a for_each template's values are
     /// percent-encoded in a path; what cannot work is refused at validation.
     @Test func resourcesAreCheckedAtValidation() throws {

@@ -22,8 +22,30 @@ public struct PipelineConfig: Sendable {
     /// `records` and `root` above).
     package var resources: [ResourceConfig] = []
 
-    /// The resources to run: every one, or those named (`--resource`) and the ones they need.
+    /// Whether the pipeline reads several resources (or drives one by another's records).
     package var hasSeveralResources: Bool { resources.count > 1 || resources.first?.forEach != nil }
+
+    /// The pipeline with only the resources named (`--resource NAME`, repeated), in file order,
+    /// and the ones their for_each read, which are then read only (their records drive the
+    /// requests, nothing of them is stored). A name the pipeline does not have is refused.
+    package func selectingResources(_ names: [String]) throws(ConfigError) -> PipelineConfig {
+        for name in names where !resources.contains(where: { $0.name == name }) {
+            throw ConfigError(
+                file: path, line: 1, column: 1,
+                message: "--resource \(name): the pipeline has no such resource (it has \(resources.map(\.name).joined(separator: ", ")))")
+        }
+        var needed = Set(names)
+        for resource in resources.reversed() where needed.contains(resource.name) {
+            if let parent = resource.forEach?.resource { needed.insert(parent) }
+        }
+        var selected = self
+        selected.resources = resources.filter { needed.contains($0.name) }.map { resource in
+            var resource = resource
+            if !names.contains(resource.name) { (resource.root, resource.rootChoice) = (nil, nil) }
+            return resource
+        }
+        return selected
+    }
 
     /// Where records sit in this pipeline's pages, for the mapper and the paginators.
     package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }

@@ -9,9 +9,9 @@ import Synchronization
 /// record without a key the template reads, or whose URL leaves the pipeline's origin, is skipped
 /// with a warning and counted.
 ///
-/// Resume states say where the run stands across resources: `res:INDEX:ITEM:INNER` — the
-/// resource, the for_each item (`-` for a plain resource), and the resource's own state after
-/// the page. Resuming inside a for_each resource reads its parent's list again (its pages are
+/// Resume states say where the run stands across resources: `res:NAME:ITEM:INNER` — the
+/// resource (by name: a run of some resources, `--resource`, resumes as well), the for_each item
+/// (`-` for a plain resource), and the resource's own state after the page. Resuming inside a for_each resource reads its parent's list again (its pages are
 /// not applied twice) to know the requests, then continues after the last committed one.
 ///
 /// Used from the pipeline's source queue only.
@@ -105,11 +105,11 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         let resource = resources[index]
         let exhausted = inner == "done"
         if resource.forEach != nil {
-            if exhausted { return "res:\(index):\(item + 1):" }
-            return "res:\(index):\(item):\(inner ?? "")"
+            if exhausted { return "res:\(resource.name):\(item + 1):" }
+            return "res:\(resource.name):\(item):\(inner ?? "")"
         }
-        if exhausted { return "res:\(index + 1):-:" }
-        return "res:\(index):-:\(inner ?? "")"
+        if exhausted { return index + 1 < resources.count ? "res:\(resources[index + 1].name):-:" : "done" }
+        return "res:\(resource.name):-:\(inner ?? "")"
     }
 
     private func finishResource() {
@@ -234,19 +234,23 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
 
     // MARK: - Resume
 
-    /// Continues after a committed page: `res:INDEX:ITEM:INNER`.
+    /// Continues after a committed page: `res:NAME:ITEM:INNER`.
     func resume(from state: String) throws {
         if state == "done" {
             index = resources.count
             return
         }
         let fields = state.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
-        guard fields.count == 4, fields[0] == "res", let resource = Int(fields[1]), (0...resources.count).contains(resource) else {
+        guard fields.count == 4, fields[0] == "res" else {
             throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
+        }
+        guard let resource = resources.firstIndex(where: { $0.name == fields[1] }) else {
+            throw SourceError(
+                source: config.path,
+                message: "the run stopped in resource '\(fields[1])', which this run does not read (give it with --resource)")
         }
         let inner = String(fields[3])
         index = resource
-        guard index < resources.count else { return }
         if let forEach = resources[index].forEach {
             guard let position = Int(fields[2]) else {
                 throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
