@@ -19,6 +19,9 @@ Serves
   /pokeapi/api/v2/pokemon?offset=O&limit=L   PokeAPI's list: {count, next, previous, results: [{name, url}]}
   /pokeapi/api/v2/pokemon/N/ one pokemon (a detail page: one object)
   /reddit/r/swift/overview.json[?after=NAME]   a Reddit listing mixing kinds: t3 links, t1 comments, one t5
+  /github/repos/octocat/hello-world/issues?per_page=N&page=P   GitHub's issues, Link headers (next, last)
+  /github/repos/octocat/hello-world/issues/N/comments?per_page=N&page=P   an issue's comments ([] when none), Link headers
+  /export/events.jsonl?page=N   JSON Lines, 5 events a page, 3 pages, then an empty page
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
@@ -160,7 +163,7 @@ class Handler(BaseHTTPRequestHandler):
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
         if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
-                or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/"):
+                or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/") or u.path.startswith("/export/"):
             with State.lock:
                 State.people_requests += 1
                 fault = State.faults.pop(State.people_requests, None)
@@ -302,6 +305,38 @@ class Handler(BaseHTTPRequestHandler):
             chunk = things[start:start + 7]
             nxt = chunk[-1]["data"]["name"] if start + 7 < len(things) else None
             return self.send_json({"kind": "Listing", "data": {"after": nxt, "dist": len(chunk), "children": chunk, "before": None}})
+        if path == "/export/events.jsonl":
+            page = int(q.get("page", "1"))
+            lines = ['{"id": "e%d", "type": "%s", "n": %d}' % (k, "push" if k % 2 else "watch", k)
+                     for k in range((page - 1) * 5 + 1, page * 5 + 1)] if page <= 3 else []
+            body = ("\n".join(lines) + ("\n" if lines else "")).encode()
+            return self.send_raw(body, 200, [("Content-Type", "application/x-ndjson")])
+        if path.startswith("/github/repos/octocat/hello-world/issues"):
+            # https://docs.github.com/rest/issues: arrays, paginated with Link headers.
+            def paged(items, base):
+                per_page, page = int(q.get("per_page", "30")), int(q.get("page", "1"))
+                last = max(1, (len(items) + per_page - 1) // per_page)
+                links = []
+                if page < last:
+                    links.append('<%s?per_page=%d&page=%d>; rel="next"' % (base, per_page, page + 1))
+                    links.append('<%s?per_page=%d&page=%d>; rel="last"' % (base, per_page, last))
+                chunk = items[(page - 1) * per_page: page * per_page]
+                return self.send_json(chunk, 200, [("Link", ", ".join(links))] if links else [])
+            users = [{"login": "octocat", "id": 1, "type": "User"}, {"login": "hubot", "id": 2, "type": "Bot"}]
+            comments_of = {n: (n * 7) % 4 for n in range(1, 8)}   # 0 to 3 comments each
+            rest = path[len("/github/repos/octocat/hello-world/issues"):]
+            base = self.host() + path
+            if rest == "":
+                issues = [{"id": 1000 + n, "number": n, "title": "issue %d" % n, "state": "open" if n % 2 else "closed",
+                           "created_at": "2024-01-%02dT10:00:00Z" % n, "user": users[n % 2]} for n in range(7, 0, -1)]
+                return paged(issues, base)
+            parts = rest.strip("/").split("/")
+            if len(parts) == 2 and parts[0].isdigit() and parts[1] == "comments" and int(parts[0]) in comments_of:
+                n = int(parts[0])
+                comments = [{"id": 5000 + 10 * n + k, "body": "comment %d on %d" % (k, n), "user": users[k % 2],
+                             "created_at": "2024-02-01T00:00:0%dZ" % k} for k in range(comments_of[n])]
+                return paged(comments, base)
+            return self.send_json({"message": "Not Found"}, 404)
         if path == "/github/repos/octocat/hello-world":
             return self.send_json({"id": 1296269, "name": "Hello-World", "full_name": "octocat/Hello-World",
                                    "owner": {"login": "octocat", "id": 1, "type": "User"}, "private": False,

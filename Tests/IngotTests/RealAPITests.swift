@@ -335,6 +335,103 @@ struct RealAPITests {
         #expect(logs.all.contains { $0.contains("msg=resource.reread") })
     }
 
+    /// GitHub: the issues (Link headers), then each issue's comments through a path template,
+    /// each comment learning its `issue_number`; comments are paginated too, and an issue without
+    /// any answers `[]`.
+    @Test func githubIssuesAndTheirCommentsLinkUp() throws {
+        let server = try FixtureServer()
+        let cookbook = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+        let github = try #require(
+            cookbook.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: github") }?.components(
+                separatedBy: "```"
+            ).first)
+        let yaml =
+            github.replacingOccurrences(of: "https://api.github.com/", with: server.base + "/github/")
+            .replacingOccurrences(of: "per_page=100", with: "per_page=3")
+            .replacingOccurrences(
+                of: "source: {http: {paginate: {link_header: true}}}", with: "source: {http: {paginate: {link_header: true}}}"
+            )
+            .replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+        let db = temporaryDirectory().appendingPathComponent("gh.db").path
+        let config = try PipelineConfig.parse(text: yaml, path: "github.yml")
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        // The token comes from the environment (here, the source's): the server checks nothing.
+        let source = try config.makeSource(
+            database: db, maxPageBytes: 1 << 20, environment: ["GITHUB_TOKEN": "t0ken"], logger: LogCapture().logger)
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedRecords == 0 && summary.counters.rejectedPages == 0)
+        #expect(try rows(db, "SELECT count(*) FROM repo") == [["1"]])
+        #expect(try rows(db, "SELECT count(*), min(number), max(number) FROM issue") == [["7", "1", "7"]])
+        // (n × 7) mod 4 comments for issue n: 3, 2, 1, 0, 3, 2, 1.
+        #expect(
+            try rows(db, "SELECT issue_number, count(*) FROM comment GROUP BY issue_number ORDER BY issue_number") == [
+                ["1", "3"], ["2", "2"], ["3", "1"], ["5", "3"], ["6", "2"], ["7", "1"],
+            ])
+        #expect(try rows(db, "SELECT count(*) FROM comment WHERE body = 'comment 2 on 5' AND issue_number = 5") == [["1"]])
+        #expect(try rows(db, "SELECT count(*) FROM user") == [["2"]])
+        // Every request carried the token: 1 repo, 3 issue pages, 6 + 2 comment pages (two
+        // issues have 3 comments at 2 a page) and one empty page.
+        let response = try HTTPClient().get(server.base + "/seen", headers: [], timeout: 5)
+        let seen = try #require(try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]])
+        let requests: [String?] = seen.filter { ($0["path"] as? String)?.hasPrefix("/github/") == true }.map {
+            $0["authorization"] as? String
+        }
+        #expect(requests.count == 13)
+        #expect(requests.allSatisfy { $0 == "Bearer t0ken" })
+    }
+
+    /// JSON Lines over HTTP (`format: jsonl` on `source.http`), with page numbers: an empty page ends it.
+    @Test func jsonLinesOverHTTP() throws {
+        let server = try FixtureServer()
+        let yaml = """
+            version: 1
+            name: events
+            source: {http: {url: "\(server.base)/export/events.jsonl", paginate: {page: {param: page, start: 1}}, format: jsonl}}
+            root: event
+            entities: {event: {identity: id, attributes: {id: string, type: string, n: integer}}}
+            """
+        let db = temporaryDirectory().appendingPathComponent("e.db").path
+        let summary = try run(yaml, db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.records == 15 && summary.counters.pages == 4)
+        #expect(try rows(db, "SELECT count(*), sum(type = 'push') FROM event") == [["15", "8"]])
+    }
+
+    /// A path template's values are percent-encoded (a value with `/`, a space or `?` stays one
+    /// path segment); a `url:` template's are used as given, under the origin rules.
+    @Test func templateValuesAreEncodedInPathsAndCheckedInURLs() throws {
+        let yaml = """
+            version: 1
+            name: t
+            defaults: {http: {url: "https://api.example.org/v1/", allowed_hosts: [cdn.example.org]}}
+            resources:
+              - {name: list, source: {http: {url: items}}, records: "."}
+              - {name: by_path, for_each: {resource: list, path: "items/{key}/detail"}, records: ".", root: a}
+              - {name: by_url, for_each: {resource: list, url: "{href}"}, records: ".", root: a}
+            entities: {a: {identity: id, attributes: {id: integer}}}
+            """
+        let config = try PipelineConfig.parse(text: yaml, path: "t.yml")
+        let source = ResourcesPageSource(config: config, environment: [:], maxPageBytes: 1 << 20, logger: LogCapture().logger)
+        let document = try JSONDocument(
+            bytes: Array(
+                #"[{"key": "a/b c?d", "href": "https://cdn.example.org/x/1"}, {"href": "https://evil.example/1"}, {"href": "http://cdn.example.org/x/2"}, {"key": 5, "href": "/v1/items/5"}]"#
+                    .utf8))
+        let records = Array(document.root.elements)
+        func url(_ k: Int, _ resource: Int) -> String? {
+            source.request(for: records[k], try! #require(config.resources[resource].forEach), config.resources[resource])?.url
+        }
+        #expect(url(0, 1) == "https://api.example.org/v1/items/a%2Fb%20c%3Fd/detail")
+        #expect(url(3, 1) == "https://api.example.org/v1/items/5/detail")
+        #expect(url(1, 1) == nil, "no key: skipped")
+        #expect(url(0, 2) == "https://cdn.example.org/x/1", "an allowed host")
+        #expect(url(1, 2) == nil, "another origin: skipped")
+        #expect(url(2, 2) == nil, "a downgrade to http: skipped")
+        #expect(url(3, 2) == "https://api.example.org/v1/items/5", "relative to the base")
+    }
+
     /// `--resource NAME` runs some resources: the others are not read, except those a selected
     /// for_each reads, which are read only; a run of some resources resumes by name.
     @Test func someResourcesRunAlone() throws {

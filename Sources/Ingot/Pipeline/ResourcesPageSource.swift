@@ -192,7 +192,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
 
     /// The request `record` makes, or `nil` (skipped, warned, counted) when it lacks a key the
     /// template reads or its URL may not be requested.
-    private func request(for record: JSONValue, _ forEach: ResourceConfig.ForEach, _ child: ResourceConfig) -> Item? {
+    func request(for record: JSONValue, _ forEach: ResourceConfig.ForEach, _ child: ResourceConfig) -> Item? {
         func skip(_ reason: String) -> Item? {
             skipped[child.name, default: 0] += 1
             if skipped[child.name, default: 0] <= 20 {
