@@ -259,11 +259,11 @@ struct RealAPITests {
 
     /// PokeAPI: the list endpoint, then each pokemon's detail page through `url: "{url}"`; the
     /// list itself is not stored (no root); each detail learns its list name (`with:`).
-    static func pokeapi(_ base: String) -> String {
+    static func pokeapi(_ base: String, concurrency: Int = 1) -> String {
         """
         version: 1
         name: pokeapi
-        defaults: {http: {url: "\(base)/pokeapi/api/v2/", retry: {attempts: 2, base_delay_ms: 1, max_delay_ms: 5}}}
+        defaults: {http: {url: "\(base)/pokeapi/api/v2/", concurrency: \(concurrency), retry: {attempts: 2, base_delay_ms: 1, max_delay_ms: 5}}}
         resources:
           - name: list
             source: {http: {url: "pokemon?offset=0&limit=10", paginate: {next_url: next}}}
@@ -279,10 +279,12 @@ struct RealAPITests {
         """
     }
 
-    @Test func pokeapiFollowsEachListEntryToItsDetailPage() throws {
+    /// At `concurrency: 4` the details are fetched four at a time and applied in list order.
+    @Test(arguments: [1, 4])
+    func pokeapiFollowsEachListEntryToItsDetailPage(concurrency: Int) throws {
         let server = try FixtureServer()
         let db = temporaryDirectory().appendingPathComponent("poke.db").path
-        let summary = try run(Self.pokeapi(server.base), db: db)
+        let summary = try run(Self.pokeapi(server.base, concurrency: concurrency), db: db)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.pages == 28, "3 list pages and 25 details")
         #expect(summary.counters.records == 25 && summary.counters.rejectedRecords == 0, "the list's records are read, not stored")
@@ -316,13 +318,14 @@ struct RealAPITests {
     /// Killed inside the for_each (a detail request fails and the run stops), `--resume`
     /// continues exactly: the list is read again to know the requests, no detail page is applied
     /// twice and none is skipped.
-    @Test func aForEachResumesExactly() throws {
+    @Test(arguments: [1, 4])
+    func aForEachResumesExactly(concurrency: Int) throws {
         let server = try FixtureServer(faults: "404:15")
         let db = temporaryDirectory().appendingPathComponent("poke.db").path
-        let first = try run(Self.pokeapi(server.base), db: db)
+        let first = try run(Self.pokeapi(server.base, concurrency: concurrency), db: db)
         #expect(first.status == .failed)
         #expect(first.counters.pages < 28)
-        let config = try PipelineConfig.parse(text: Self.pokeapi(server.base), path: "api.yml")
+        let config = try PipelineConfig.parse(text: Self.pokeapi(server.base, concurrency: concurrency), path: "api.yml")
         var options = RunOptions()
         options.databasePath = db
         options.progressInterval = 0

@@ -53,11 +53,14 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         case url(String)
         case page(Int)
         case offset(Int)
+        /// List mode (``init(config:framing:urls:environment:maxPageBytes:logger:)``): the URL at
+        /// this index of the list.
+        case item(Int)
 
         /// A numbered cursor's number (a page number, an offset).
         var position: Int {
             switch self {
-            case .page(let n), .offset(let n): n
+            case .page(let n), .offset(let n), .item(let n): n
             case .url: 0
             }
         }
@@ -75,6 +78,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                 return "url:" + u
             case .page(let n): return "page:\(n)"
             case .offset(let n): return "offset:\(n)"
+            case .item(let n): return "item:\(n)"
             }
         }
 
@@ -87,6 +91,8 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                 self = .page(n)
             } else if state.hasPrefix("offset:"), let n = Int(state.dropFirst(7)) {
                 self = .offset(n)
+            } else if state.hasPrefix("item:"), let n = Int(state.dropFirst(5)) {
+                self = .item(n)
             } else {
                 return nil
             }
@@ -114,6 +120,22 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         case .offset: upcoming = .offset(0)
         default: upcoming = .url(config.url)
         }
+    }
+
+    /// List mode: the URLs to fetch, one page each (no pagination), `concurrency` at once, in
+    /// order. A page's resume state is its URL's index (`item:N`).
+    private var listURLs: [String] = []
+
+    /// A source of one page per URL of `urls` (a for_each's requests without pagination of
+    /// their own): `config.concurrency` requests in flight, pages delivered in list order. The
+    /// URLs must already be allowed by `config`'s origin policy.
+    package convenience init(
+        config: HTTPSourceConfig, framing: RecordFraming, urls: [String],
+        environment: [String: String] = ProcessInfo.processInfo.environment, maxPageBytes: Int = Page.defaultMaxBytes, logger: Logger
+    ) throws {
+        try self.init(config: config, framing: framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        listURLs = urls
+        upcoming = urls.isEmpty ? nil : .item(0)
     }
 
     /// Continues after a committed page: `state` is the resume state that page carried.
@@ -159,7 +181,9 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
 
     private func fill() throws {
         guard let cursor = upcoming else { return }
-        guard fetched < config.maxPages else {
+        // max_pages caps pagination; a list's URLs are each one request.
+        if case .item = cursor {
+        } else if fetched >= config.maxPages {
             logger.warning("fetch.max_pages", metadata: [LogKey.pages: .int(fetched), LogKey.url: "\(credentials.redact(config.url))"])
             upcoming = nil
             return
@@ -167,6 +191,8 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         switch cursor {
         case .page, .offset:
             fillNumbered(from: cursor)
+        case .item(let first):
+            fillList(from: first)
         case .url(let url):
             var page = try outcome(of: startFetch(request(url, includeQuery: fetched == 0))).get()
             fetched += 1
@@ -238,6 +264,32 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             // through: archived, then counted or rejected.
             buffered.append(.success(page))
             if stop { abandonFetches() }
+        }
+    }
+
+    /// List mode: `concurrency` of the list's URLs in flight ahead of the one delivered next.
+    private func fillList(from first: Int) {
+        let window = max(1, config.concurrency)
+        var next = ahead.last.map { $0.cursor.position + 1 } ?? first
+        while ahead.count < window && next < listURLs.count {
+            ahead.append((.item(next), startFetch(listURLs[next])))
+            next += 1
+        }
+        guard !ahead.isEmpty else {
+            upcoming = nil
+            return
+        }
+        let head = ahead.removeFirst()
+        switch outcome(of: head.tag) {
+        case .failure(let error):
+            abandonFetches()
+            buffered.append(.failure(error))
+            upcoming = head.cursor
+        case .success(var page):
+            fetched += 1
+            page.resumeState = head.cursor.state(hiding: config.urlSecrets)
+            upcoming = head.cursor.position + 1 < listURLs.count ? .item(head.cursor.position + 1) : nil
+            buffered.append(.success(page))
         }
     }
 

@@ -84,6 +84,11 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 page.seq = seq
                 page.resource = index
                 let resource = resources[index]
+                if let start = listStart, let state = page.resumeState, state.hasPrefix("item:"), let k = Int(state.dropFirst(5)) {
+                    // A list source's page: its item, and the next one is where the run continues.
+                    item = start + k
+                    page.resumeState = "done"
+                }
                 if resource.forEach != nil, items.indices.contains(item) { page.injected = items[item].injected }
                 if isRead(by: resource) { collect(from: &page, of: resource) }
                 page.resumeState = state(after: page.resumeState)
@@ -91,6 +96,11 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             }
             // The source (or this request of a for_each) is exhausted.
             current = nil
+            if listStart != nil {
+                listStart = nil
+                finishResource()
+                continue
+            }
             if resources[index].forEach != nil && item + 1 < items.count {
                 item += 1
                 continue
@@ -143,13 +153,26 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             finishResource()
             return
         }
-        var http = forEach.http
-        http.url = items[item].url
-        let source = try HTTPPageSource(
-            config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        let source: HTTPPageSource
+        if forEach.http.paginate == .none && forEach.http.concurrency > 1 {
+            // One page a request: `concurrency` of them in flight, pages in the list's order.
+            listStart = item
+            source = try HTTPPageSource(
+                config: forEach.http, framing: resource.framing, urls: items[item...].map(\.url), environment: environment,
+                maxPageBytes: maxPageBytes, logger: logger)
+        } else {
+            listStart = nil
+            var http = forEach.http
+            http.url = items[item].url
+            source = try HTTPPageSource(
+                config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        }
         if let metrics { source.useMetrics(metrics) }
         current = source
     }
+
+    /// List mode: the item the list source started at (its pages say `item:K`, counted from there).
+    private var listStart: Int?
 
     private func makeSource(_ resource: ResourceConfig) throws -> any PageSource {
         var single = config
