@@ -46,6 +46,37 @@ struct RealAPITests {
         #expect(again.status == .finished && again.counters.inserted == 0)
     }
 
+    /// A Stripe list stopped by a failure after its first page resumes at that page's last
+    /// record: every customer once, no page applied twice.
+    @Test func stripeResumesAfterItsLastCommittedRecord() throws {
+        let server = try FixtureServer(faults: "404:2")
+        let yaml = """
+            version: 1
+            name: stripe
+            source:
+              http:
+                url: \(server.base)/stripe/v1/customers?limit=10
+                paginate: {cursor: {from_last_record: id, param: starting_after}, has_more: has_more}
+            records: data
+            root: customer
+            entities: {customer: {identity: id, attributes: {id: string, email: string}}}
+            """
+        let db = temporaryDirectory().appendingPathComponent("s.db").path
+        let first = try run(yaml, db: db)
+        #expect(first.status == .failed && first.counters.pages == 1)
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        options.resume = true
+        let resumed = PipelineRunner(
+            config: try PipelineConfig.parse(text: yaml, path: "s.yml"), options: options, logger: LogCapture().logger
+        )
+        .run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.counters.pages == 3 && resumed.counters.inserted == 25)
+        #expect(try server.counters()["people_requests"] == 4, "page 1, the failed page 2, then pages 2 and 3")
+    }
+
     /// Twitter v1.1's cursored lists end with `next_cursor: 0`: a stop value, not a cursor to send.
     @Test func twitterCursorsStopAtZero() throws {
         let server = try FixtureServer()
