@@ -528,6 +528,10 @@ struct RealAPITests {
                 defaults: "")?
                 .contains("for_each needs defaults.http.url") == true)
         #expect(error("  - {name: a, source: {http: {url: x}}, root: a}\nroot: a")?.contains("belongs to each resource") == true)
+        #expect(
+            error(
+                "  - {name: a, source: {http: {url: x}}}\n  - {name: b, for_each: {resource: a, path: \"x/{id}\"}}\n"
+                    + "  - {name: c, for_each: {resource: b, path: \"y/{id}\"}, root: a}")?.contains("itself a for_each") == true)
     }
 }
 
