@@ -490,6 +490,47 @@ struct RealAPITests {
         #expect(poke.resources.map(\.name) == ["list", "pokemon"] && poke.resources[0].root == nil)
     }
 
+    /// `kill -9` inside a for_each: the job is killed while the server holds a detail request
+    /// (committed pages are in the database by then: no timing involved), and `--resume` ends in
+    /// the exact state, every page counted once across both runs.
+    @Test(.timeLimit(.minutes(2))) func aForEachKilledWithSignal9ResumesExactly() throws {
+        let server = try FixtureServer(faults: "slow:12", slow: 30)
+        let dir = temporaryDirectory()
+        let pipeline = dir.appendingPathComponent("pokeapi.yml")
+        try Data(Self.pokeapi(server.base).utf8).write(to: pipeline)
+        let db = dir.appendingPathComponent("poke.db").path
+        let arguments = [
+            "run", pipeline.path, "--db", db, "--no-archive", "--progress-interval", "0", "--commit-interval", "0.2", "--batch-records", "1",
+        ]
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Requests 1–11 answered (3 list pages, 8 details) and committed (a batch a record); request 12 is held.
+        waitUntil {
+            guard FileManager.default.fileExists(atPath: db) else { return false }
+            return ((try? rows(db, "SELECT pages FROM _ingot_runs"))?.first?.first).flatMap { Int($0) } == 11
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["running"]])
+        let resume = Process()
+        resume.executableURL = CLITests.binary
+        resume.arguments = arguments + ["--resume"]
+        let out = Pipe()
+        resume.standardOutput = FileHandle.nullDevice
+        resume.standardError = out
+        try resume.run()
+        let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        resume.waitUntilExit()
+        #expect(resume.terminationStatus == 0, "\(log)")
+        #expect(try rows(db, "SELECT status, pages, records FROM _ingot_runs") == [["finished", "28", "25"]])
+        #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
+        #expect(log.contains("msg=resource.reread"))
+    }
+
     /// A resource's URL is relative to `defaults.http.url`; a for_each template's values are
     /// percent-encoded in a path; what cannot work is refused at validation.
     @Test func resourcesAreCheckedAtValidation() throws {
