@@ -490,45 +490,124 @@ struct RealAPITests {
         #expect(poke.resources.map(\.name) == ["list", "pokemon"] && poke.resources[0].root == nil)
     }
 
-    /// `kill -9` inside a for_each: the job is killed while the server holds a detail request
-    /// (committed pages are in the database by then: no timing involved), and `--resume` ends in
-    /// the exact state, every page counted once across both runs.
-    @Test(.timeLimit(.minutes(2))) func aForEachKilledWithSignal9ResumesExactly() throws {
-        let server = try FixtureServer(faults: "slow:12", slow: 30)
+    /// `kill -9` while the server holds request `holdAt` (the pages before it are committed by
+    /// then: no timing involved), then `--resume`: the run ends exactly as one uninterrupted run,
+    /// every page counted once across both. `check` runs on the database after.
+    private func killAndResume(
+        _ yaml: String, server: FixtureServer, holdAt: Int, pages: Int, environment: [String: String] = [:],
+        check: (String) throws -> Void
+    ) throws {
         let dir = temporaryDirectory()
-        let pipeline = dir.appendingPathComponent("pokeapi.yml")
-        try Data(Self.pokeapi(server.base).utf8).write(to: pipeline)
-        let db = dir.appendingPathComponent("poke.db").path
+        let pipeline = dir.appendingPathComponent("api.yml")
+        try Data(yaml.utf8).write(to: pipeline)
+        let db = dir.appendingPathComponent("api.db").path
         let arguments = [
-            "run", pipeline.path, "--db", db, "--no-archive", "--progress-interval", "0", "--commit-interval", "0.2", "--batch-records", "1",
+            "run", pipeline.path, "--db", db, "--no-archive", "--progress-interval", "0", "--commit-interval", "0.2", "--batch-records",
+            "1",
         ]
-        let process = Process()
-        process.executableURL = CLITests.binary
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Requests 1–11 answered (3 list pages, 8 details) and committed (a batch a record); request 12 is held.
+        func start(_ extra: [String]) throws -> (Process, Pipe) {
+            let process = Process()
+            process.executableURL = CLITests.binary
+            process.arguments = arguments + extra
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+            let out = Pipe()
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = out
+            try process.run()
+            return (process, out)
+        }
+        let (first, _) = try start([])
         waitUntil {
             guard FileManager.default.fileExists(atPath: db) else { return false }
-            return ((try? rows(db, "SELECT pages FROM _ingot_runs"))?.first?.first).flatMap { Int($0) } == 11
+            return ((try? rows(db, "SELECT pages FROM _ingot_runs"))?.first?.first).flatMap { Int($0) } == holdAt - 1
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        kill(first.processIdentifier, SIGKILL)
+        first.waitUntilExit()
         #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["running"]])
-        let resume = Process()
-        resume.executableURL = CLITests.binary
-        resume.arguments = arguments + ["--resume"]
-        let out = Pipe()
-        resume.standardOutput = FileHandle.nullDevice
-        resume.standardError = out
-        try resume.run()
+        let (resume, out) = try start(["--resume"])
         let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         resume.waitUntilExit()
         #expect(resume.terminationStatus == 0, "\(log)")
-        #expect(try rows(db, "SELECT status, pages, records FROM _ingot_runs") == [["finished", "28", "25"]])
-        #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
-        #expect(log.contains("msg=resource.reread"))
+        #expect(try rows(db, "SELECT status, pages FROM _ingot_runs") == [["finished", "\(pages)"]])
+        try check(db)
+    }
+
+    /// kill -9 and --resume on each API's shape: a for_each (PokeAPI, its parent read again),
+    /// Stripe's last-record cursor, Twitter's cursor, Reddit's listing of kinds, GitHub's issues
+    /// and comments.
+    @Test(.timeLimit(.minutes(3))) func everyAPIShapeResumesExactlyAfterKill9() throws {
+        do {
+            let server = try FixtureServer(faults: "slow:12", slow: 60)
+            try killAndResume(Self.pokeapi(server.base), server: server, holdAt: 12, pages: 28) { db throws in
+                #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
+            }
+        }
+        do {
+            let server = try FixtureServer(faults: "slow:3", slow: 60)
+            let yaml = """
+                version: 1
+                name: stripe
+                source:
+                  http:
+                    url: \(server.base)/stripe/v1/customers?limit=10
+                    paginate: {cursor: {from_last_record: id, param: starting_after}, has_more: has_more}
+                records: data
+                root: customer
+                entities: {customer: {identity: id, attributes: {id: string, email: string}}}
+                """
+            try killAndResume(yaml, server: server, holdAt: 3, pages: 3) { db throws in
+                #expect(try rows(db, "SELECT count(*), count(DISTINCT id) FROM customer") == [["25", "25"]])
+            }
+        }
+        do {
+            let server = try FixtureServer(faults: "slow:2", slow: 60)
+            let yaml = """
+                version: 1
+                name: twitter
+                source:
+                  http:
+                    url: \(server.base)/twitter/1.1/followers/list.json
+                    paginate: {cursor: {path: next_cursor_str, param: cursor, stop_values: ["0"]}}
+                records: users
+                root: user
+                entities: {user: {identity: id, attributes: {id: integer, screen_name: string}}}
+                """
+            try killAndResume(yaml, server: server, holdAt: 2, pages: 3) { db throws in
+                #expect(try rows(db, "SELECT count(*) FROM user") == [["30"]])
+            }
+        }
+        do {
+            let server = try FixtureServer(faults: "slow:2", slow: 60)
+            let yaml = """
+                version: 1
+                name: reddit
+                source: {http: {url: "\(server.base)/reddit/r/swift/overview.json", paginate: {cursor: {path: data.after, param: after}}}}
+                records: data.children
+                root: {by: kind, entities: {t1: comment, t3: link}, other: skip}
+                entities:
+                  link: {identity: name, attributes: {name: {type: string, key: data.name}, title: {type: string, key: data.title}}}
+                  comment: {identity: name, attributes: {name: {type: string, key: data.name}, body: {type: string, key: data.body}}}
+                """
+            try killAndResume(yaml, server: server, holdAt: 2, pages: 2) { db throws in
+                #expect(try rows(db, "SELECT (SELECT count(*) FROM link), (SELECT count(*) FROM comment)") == [["8", "4"]])
+            }
+        }
+        do {
+            let server = try FixtureServer(faults: "slow:8", slow: 60)
+            let cookbook = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+            let github = try #require(
+                cookbook.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: github") }?.components(
+                    separatedBy: "```"
+                ).first)
+            let yaml = github.replacingOccurrences(of: "https://api.github.com/", with: server.base + "/github/")
+                .replacingOccurrences(of: "per_page=100", with: "per_page=3")
+                .replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+            // 1 repo, 3 issue pages, then comments of issues 7, 6 and 5 (two pages): held at the 8th.
+            try killAndResume(yaml, server: server, holdAt: 8, pages: 13, environment: ["GITHUB_TOKEN": "t0ken"]) { db throws in
+                #expect(try rows(db, "SELECT count(*) FROM comment") == [["12"]])
+                #expect(try rows(db, "SELECT count(*) FROM issue") == [["7"]])
+            }
+        }
     }
 
     /// A resource's URL is relative to `defaults.http.url`; a for_each template's values are
