@@ -324,6 +324,35 @@ struct RealAPITests {
         #expect(try server.counters()["people_requests"] == 28)
     }
 
+    /// A for_each whose parent has no record makes no request, and the resources after it
+    /// still run.
+    @Test func anEmptyForEachDoesNotEndTheRun() throws {
+        let server = try FixtureServer()
+        let yaml = """
+            version: 1
+            name: empty
+            defaults: {http: {url: "\(server.base)/"}}
+            resources:
+              - {name: list, source: {http: {url: "pokeapi/api/v2/pokemon?offset=100&limit=10"}}, records: results}
+              - {name: pokemon, for_each: {resource: list, url: "{url}"}, records: ".", root: pokemon}
+              - {name: repo, source: {http: {url: "github/repos/octocat/hello-world"}}, records: ".", root: repo}
+            entities:
+              pokemon: {identity: id, attributes: {id: integer, name: string}}
+              repo: {identity: id, attributes: {id: integer, full_name: string}}
+            """
+        let db = temporaryDirectory().appendingPathComponent("e.db").path
+        let logs = LogCapture()
+        let config = try PipelineConfig.parse(text: yaml, path: "e.yml")
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.pages == 2)
+        #expect(try rows(db, "SELECT full_name FROM repo") == [["octocat/Hello-World"]])
+        #expect(logs.all.filter { $0.contains("msg=resource.done") }.count == 3)
+    }
+
     /// The archive of a run with resources records each page's resource and the values its
     /// records took from their parent: a replay, offline, ends in the same tables.
     @Test func aRunWithResourcesReplaysFromItsArchive() throws {

@@ -24,6 +24,11 @@ extension PipelineRunner {
         if options.resume {
             throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
         }
+        if config.hasSeveralResources {
+            // A unit keeps a page's bytes and source, not its resource or the values its records
+            // take from a parent: the jobs could not map it as a single job does.
+            throw StoreError.unsupported("--join does not run pipelines with resources: yet; run it as one job")
+        }
         let ordered = config.model.entities.flatMap { entity in
             entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
         }

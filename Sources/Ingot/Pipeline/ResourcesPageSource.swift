@@ -77,7 +77,11 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
     func next() throws -> Page? {
         while index < resources.count {
             if cancelled.value.withLock({ $0 }) { return nil }
-            if current == nil { try open() }
+            if current == nil {
+                try open()
+                // A for_each with no request left finished its resource: on to the next.
+                if current == nil { continue }
+            }
             if let source = current, var page = try source.next() {
                 seq += 1
                 pagesOfResource += 1
