@@ -284,6 +284,13 @@ struct RealAPITests {
         #expect(try rows(db, "SELECT count(*) FROM starship WHERE name IS NULL OR model IS NULL") == [["0"]])
         #expect(try rows(db, "SELECT count(*) > 0 FROM starship_pilots") == [["1"]])
         #expect(logs.all.filter { $0.contains("msg=resource.done") }.count == 6)
+        // Counts per resource: SWAPI serves pages of 10.
+        #expect(summary.counters.resourcePages == ["films": 1, "people": 9, "planets": 6, "species": 4, "starships": 4, "vehicles": 4])
+        #expect(summary.counters.resourceRecords["people"] == 82 && summary.counters.resourceRecords["vehicles"] == 39)
+        #expect(
+            try rows(db, "SELECT resource_counts FROM _ingot_runs").first?.first?.hasPrefix(#"{"films":{"pages":1,"records":6},"people""#)
+                == true)
+        #expect(logs.all.last?.contains("resource.people.pages=9") == true)
         let again = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(again.status == .finished && again.counters.inserted == 0)
     }
@@ -319,6 +326,7 @@ struct RealAPITests {
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.pages == 28, "3 list pages and 25 details")
         #expect(summary.counters.records == 25 && summary.counters.rejectedRecords == 0, "the list's records are read, not stored")
+        #expect(summary.counters.resourcePages == ["list": 3, "pokemon": 25])
         #expect(try rows(db, "SELECT count(*), count(DISTINCT listed_as), sum(name = listed_as) FROM pokemon") == [["25", "25", "25"]])
         #expect(try rows(db, "SELECT name, height, weight FROM pokemon WHERE id = 25") == [["pikachu", "28", "215"]])
         #expect(try server.counters()["people_requests"] == 28)
@@ -351,6 +359,28 @@ struct RealAPITests {
         #expect(summary.counters.pages == 2)
         #expect(try rows(db, "SELECT full_name FROM repo") == [["octocat/Hello-World"]])
         #expect(logs.all.filter { $0.contains("msg=resource.done") }.count == 3)
+    }
+
+    /// Into PostgreSQL too: a for_each stopped by a failure resumes exactly, its counts per
+    /// resource kept in `_ingot_runs.resource_counts`.
+    @Test func aForEachResumesExactlyIntoPostgreSQL() throws {
+        let server = try FixtureServer(faults: "404:15")
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: Self.pokeapi(server.base), path: "api.yml")
+        var options = RunOptions()
+        options.databasePath = url
+        options.progressInterval = 0
+        #expect(PipelineRunner(config: config, options: options, logger: LogCapture().logger).run().status == .failed)
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.counters.pages == 28 && resumed.counters.resourcePages == ["list": 3, "pokemon": 25])
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT count(*), count(DISTINCT listed_as) FROM pokemon") == [["25", "25"]])
+        #expect(
+            try connection.execute("SELECT resource_counts FROM _ingot_runs") == [
+                [#"{"list":{"pages":3,"records":0},"pokemon":{"pages":25,"records":25}}"#]
+            ])
     }
 
     /// The archive of a run with resources records each page's resource and the values its
@@ -394,6 +424,7 @@ struct RealAPITests {
         let resumed = PipelineRunner(config: config, options: options, logger: logs.logger).run()
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
         #expect(resumed.counters.pages == 28, "every page once across both runs")
+        #expect(resumed.counters.resourcePages == ["list": 3, "pokemon": 25], "counts per resource continue across the resume")
         #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
         #expect(logs.all.contains { $0.contains("msg=resource.reread") })
     }

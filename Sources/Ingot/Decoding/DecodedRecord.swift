@@ -373,6 +373,8 @@ struct DecodedPage: Sendable {
     var pageBytes = 0
     /// Records skipped, not rejected: of a kind `root: {by: …, other: skip}` names no entity for.
     var skipped = 0
+    /// The pipeline's resource the page belongs to (``Page/resource``).
+    var resource = 0
     /// The decode lane's gate this part holds a permit of, given back once the part is folded
     /// (a lane never runs more than a few parts ahead of the assembler).
     var laneGate: DispatchSemaphore?

@@ -71,6 +71,7 @@ extension PipelineRunner {
                     }
                     var decoded = part
                     decoded.unit = page.unit
+                    decoded.resource = page.resource
                     if decoded.isLastPart { decoded.resumeState = page.resumeState }
                     if let location = page.archive {
                         decoded.archive = location

@@ -121,6 +121,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     var refusedInTransaction = false
     /// Where the records are in a page, for the coding path of a record the database refuses.
     let recordsPath: String
+    /// A pipeline with several resources: their names, by index (counts per resource).
+    let resourceNames: [String]?
 
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
@@ -131,6 +133,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
         self.archivePath = archivePath
         self.recordsPath = config.recordsPath.joined(separator: ".")
+        self.resourceNames = config.hasSeveralResources ? config.resources.map(\.name) : nil
         self.metrics = metrics
         self.store = store
         self.model = config.model
@@ -218,6 +221,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             if page.isLastPart { next.pages += 1 }
             next.records += page.recordCount
             next.skippedRecords += page.skipped
+            if let names = resourceNames, names.indices.contains(page.resource) {
+                if page.isLastPart { next.resourcePages[names[page.resource], default: 0] += 1 }
+                next.resourceRecords[names[page.resource], default: 0] += page.recordCount
+            }
             next.bytes += page.pageBytes
             if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
             for r in page.rejections {

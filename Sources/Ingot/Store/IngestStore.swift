@@ -127,6 +127,10 @@ public struct RunCounters: Sendable, Equatable {
     public var rejectedPages = 0
     /// Records skipped: of a kind the pipeline maps to no entity (`root: {by: …, other: skip}`).
     public var skippedRecords = 0
+    /// A pipeline with several resources: pages applied per resource (by name).
+    public var resourcePages: [String: Int] = [:]
+    /// The same: records read per resource.
+    public var resourceRecords: [String: Int] = [:]
     /// Raw page bytes read.
     public var bytes = 0
     /// The same, per entity (by name): rows inserted and updated, stubs created, records rejected.
@@ -162,6 +166,29 @@ public struct RunCounters: Sendable, Equatable {
             out += "}"
         }
         return out + "}"
+    }
+
+    /// ``resourcePages`` and ``resourceRecords`` as stored in `_ingot_runs.resource_counts`:
+    /// `{"films":{"pages":1,"records":6},…}`, keys sorted; `nil` for a pipeline without resources.
+    var resourcesJSON: String? {
+        guard !resourcePages.isEmpty || !resourceRecords.isEmpty else { return nil }
+        var out = "{"
+        for (k, name) in Set(resourcePages.keys).union(resourceRecords.keys).sorted().enumerated() {
+            if k > 0 { out += "," }
+            JSONText.quote(name, into: &out)
+            out += #":{"pages":\#(resourcePages[name] ?? 0),"records":\#(resourceRecords[name] ?? 0)}"#
+        }
+        return out + "}"
+    }
+
+    /// Reads ``resourcesJSON`` back.
+    mutating func readResources(fromJSON text: String?) {
+        guard let text, let document = try? JSONDocument(bytes: Array(text.utf8)) else { return }
+        for (name, value) in document.root.members {
+            guard let key = name.string else { continue }
+            resourcePages[key] = value["pages"]?.int64.map { Int($0) } ?? 0
+            resourceRecords[key] = value["records"]?.int64.map { Int($0) } ?? 0
+        }
     }
 
     /// Reads ``entitiesJSON`` back (a resumed run continues its counts).

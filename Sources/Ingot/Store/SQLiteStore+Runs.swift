@@ -50,7 +50,7 @@ extension SQLiteStore {
             """
             UPDATE _ingot_runs SET pages = ?, records = ?, inserted = ?, updated = ?, rejected_records = ?, rejected_pages = ?,
               last_seq = coalesce(?, last_seq), resume_state = coalesce(?, resume_state), entity_counts = ?,
-              reject_counts = ? WHERE run_id = ?
+              reject_counts = ?, resource_counts = ? WHERE run_id = ?
             """)
         update.bind(.integer(Int64(counters.pages)), at: 1)
         update.bind(.integer(Int64(counters.records)), at: 2)
@@ -62,7 +62,8 @@ extension SQLiteStore {
         update.bind(resumeState.map { .text($0) } ?? .null, at: 8)
         update.bind(.text(counters.entitiesJSON), at: 9)
         update.bind(.text(counters.rejectsJSON), at: 10)
-        update.bind(.text(runID), at: 11)
+        update.bind(counters.resourcesJSON.map { .text($0) } ?? .null, at: 11)
+        update.bind(.text(runID), at: 12)
         try update.execute()
     }
 
@@ -74,7 +75,7 @@ extension SQLiteStore {
                     db,
                     sql: """
                         SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state, started_at,
-                          entity_counts, reject_counts
+                          entity_counts, reject_counts, resource_counts
                         FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1
                         """, arguments: [pipeline]), row["status"] as String? != "finished"
             else { return nil }
@@ -87,6 +88,7 @@ extension SQLiteStore {
             counters.rejectedPages = row["rejected_pages"]
             counters.entities = RunCounters.entities(fromJSON: row["entity_counts"])
             counters.rejectsByReason = RunCounters.rejects(fromJSON: row["reject_counts"])
+            counters.readResources(fromJSON: row["resource_counts"])
             return UnfinishedRun(
                 runID: row["run_id"], counters: counters, lastSeq: row["last_seq"] ?? 0, resumeState: row["resume_state"])
         }
@@ -123,12 +125,13 @@ extension SQLiteStore {
             try db.execute(
                 sql: """
                     UPDATE _ingot_runs SET status = ?, finished_at = ?, pages = ?, records = ?, inserted = ?, updated = ?,
-                      deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ?, reject_counts = ? WHERE run_id = ?
+                      deleted = ?, rejected_records = ?, rejected_pages = ?, entity_counts = ?, reject_counts = ?, resource_counts = ?
+                      WHERE run_id = ?
                     """,
                 arguments: [
                     status.rawValue, finishedAt.runTimestamp, counters.pages, counters.records, counters.inserted,
                     counters.updated, counters.deleted, counters.rejectedRecords, counters.rejectedPages, counters.entitiesJSON,
-                    counters.rejectsJSON, id,
+                    counters.rejectsJSON, counters.resourcesJSON, id,
                 ])
         }
     }

@@ -219,6 +219,9 @@ package final class SQLiteStore: @unchecked Sendable {
                     ALTER TABLE _ingot_rejects ADD COLUMN reason_code TEXT;
                     """)
         }
+        migrator.registerMigration("v7: counts per resource") { db in
+            try db.execute(sql: "ALTER TABLE _ingot_runs ADD COLUMN resource_counts TEXT")
+        }
         return migrator
     }
 

@@ -201,6 +201,8 @@ extension RunCounters {
         rejectedRecords += other.rejectedRecords
         rejectedPages += other.rejectedPages
         skippedRecords += other.skippedRecords
+        for (name, n) in other.resourcePages { resourcePages[name, default: 0] += n }
+        for (name, n) in other.resourceRecords { resourceRecords[name, default: 0] += n }
         bytes += other.bytes
         for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }
         for (code, count) in other.rejectsByReason { rejectsByReason[code, default: 0] += count }

@@ -54,6 +54,7 @@ extension PGStore {
             """,
             // Runs shared by several jobs (`--join`) are not resumed by `--resume`: they are joined again.
             "ALTER TABLE _ingot_runs ADD COLUMN IF NOT EXISTS join_name text",
+            "ALTER TABLE _ingot_runs ADD COLUMN IF NOT EXISTS resource_counts text",
             """
             CREATE TABLE IF NOT EXISTS _ingot_rejects (run_id text NOT NULL, entity text NOT NULL, coding_path text NOT NULL,
               reason text NOT NULL, source text NOT NULL, record_index bigint, raw text, archive text, archive_entry bigint,

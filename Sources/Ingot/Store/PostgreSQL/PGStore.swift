@@ -339,12 +339,14 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         try connection.execute(
             """
             UPDATE _ingot_runs SET pages = $1, records = $2, inserted = $3, updated = $4, rejected_records = $5, rejected_pages = $6,
-              last_seq = coalesce($7, last_seq), resume_state = coalesce($8, resume_state), entity_counts = $9, reject_counts = $10
+              last_seq = coalesce($7, last_seq), resume_state = coalesce($8, resume_state), entity_counts = $9, reject_counts = $10,
+              resource_counts = $12
               WHERE run_id = $11
             """,
             [
                 String(c.pages), String(c.records), String(c.inserted), String(c.updated), String(c.rejectedRecords),
                 String(c.rejectedPages), p.lastSeq.map(String.init), p.resumeState, c.entitiesJSON, c.rejectsJSON, p.runID,
+                c.resourcesJSON,
             ])
     }
 
@@ -358,11 +360,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         try connection.execute(
             """
             UPDATE _ingot_runs SET status = $1, finished_at = $2, pages = $3, records = $4, inserted = $5, updated = $6, deleted = $7,
-              rejected_records = $8, rejected_pages = $9, entity_counts = $10, reject_counts = $11 WHERE run_id = $12
+              rejected_records = $8, rejected_pages = $9, entity_counts = $10, reject_counts = $11, resource_counts = $13
+              WHERE run_id = $12
             """,
             [
                 status.rawValue, finishedAt.runTimestamp, String(c.pages), String(c.records), String(c.inserted), String(c.updated),
                 String(c.deleted), String(c.rejectedRecords), String(c.rejectedPages), c.entitiesJSON, c.rejectsJSON, id,
+                c.resourcesJSON,
             ])
     }
 
@@ -370,7 +374,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let rows = try connection.execute(
             """
             SELECT run_id, status, pages, records, inserted, updated, rejected_records, rejected_pages, last_seq, resume_state,
-              entity_counts, reject_counts FROM _ingot_runs WHERE pipeline = $1 AND join_name IS NULL ORDER BY started_at DESC, run_id DESC LIMIT 1
+              entity_counts, reject_counts, resource_counts FROM _ingot_runs WHERE pipeline = $1 AND join_name IS NULL ORDER BY started_at DESC, run_id DESC LIMIT 1
             """, [pipeline])
         guard let row = rows.first, row[1] != "finished", let id = row[0] else { return nil }
         func int(_ k: Int) -> Int { row[k].flatMap { Int($0) } ?? 0 }
@@ -379,6 +383,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         (counters.rejectedRecords, counters.rejectedPages) = (int(6), int(7))
         counters.entities = RunCounters.entities(fromJSON: row[10])
         counters.rejectsByReason = RunCounters.rejects(fromJSON: row[11])
+        counters.readResources(fromJSON: row[12])
         return UnfinishedRun(runID: id, counters: counters, lastSeq: int(8), resumeState: row[9])
     }
 
