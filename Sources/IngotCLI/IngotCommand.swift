@@ -40,7 +40,10 @@ struct Validate: ParsableCommand {
 
     func run() throws {
         let config = try loadPipeline(pipeline)
-        print("\(pipeline): ok (pipeline \(config.name), \(config.model.entities.count) entities, root \(config.root))")
+        let shape =
+            config.hasSeveralResources
+            ? "resources \(config.resources.map(\.name).joined(separator: ", "))" : "root \(config.root)"
+        print("\(pipeline): ok (pipeline \(config.name), \(config.model.entities.count) entities, \(shape))")
     }
 }
 

@@ -69,6 +69,22 @@ package enum FuzzTargets {
         for rejection in decoded.rejections { _ = rejection.description }
         for record in decoded.records { precondition(record.rows.upperBound <= decoded.rows.count) }
         if let document = try? JSONDocument(bytes: bytes) { _ = describe(document.root, depth: 0) }
+        // The same bytes as JSON Lines (one record a line), and a for_each's injection: what it
+        // writes must parse as what it was given.
+        if let plan = linesPlan {
+            var lines = RecordMapper(plan: plan)
+            let decoded = lines.map(bytes: bytes, seq: 1, source: "fuzz")
+            for rejection in decoded.rejections { _ = rejection.description }
+        }
+        for framing in [RecordFraming.array(at: ["results"]), .array(at: []), .lines] {
+            if let injected = framing.injecting([InjectedValue(key: "with\"key", json: "[1,\"two\"]")], into: bytes) {
+                precondition((try? framing.parse(injected)) != nil, "an injection broke the page")
+            }
+        }
+    }
+
+    private static let linesPlan: MappingPlan? = pageModel.map {
+        MappingPlan(model: $0.model, root: $0.root, framing: .lines)
     }
 
     /// Walks a parsed document the way the mapper's callers do (strings, numbers, members).
