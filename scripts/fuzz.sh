@@ -16,9 +16,18 @@ FLAGS=(-Xswiftc -sanitize=fuzzer,address)
 
 swift build --scratch-path "$SCRATCH" --target Ingot "${FLAGS[@]}"
 BIN="$SCRATCH/debug"
-# Every object of Ingot and its dependencies (not the CLI's), linked with libFuzzer's main.
-mapfile -t OBJECTS < <(find "$BIN"/ -name '*.o' -path '*.build/*' \
-  ! -path '*IngotCLI.build*' ! -path '*ArgumentParser*' ! -path '*IngotTests.build*' ! -path '*Manifest*' ! -path '*plugin*' | sort)
+# Every object of Ingot and its dependencies (not the CLI's), linked with libFuzzer's main. A
+# Swift module's objects are those its output file map names (a source renamed since an earlier
+# build leaves a stale object beside them); a C module's are its .o files.
+mapfile -t OBJECTS < <(
+  for dir in $(find "$BIN"/ -maxdepth 1 -name '*.build' -type d | sort); do
+    case "$dir" in *IngotCLI.build|*ArgumentParser*|*IngotTests.build|*Manifest*|*plugin*|*PackageTests*) continue ;; esac
+    if [ -f "$dir/output-file-map.json" ]; then
+      python3 -c 'import json,os,sys; m=json.load(open(sys.argv[1])); print("\n".join(sorted(v["object"] for v in m.values() if "object" in v and os.path.exists(v["object"]))))' "$dir/output-file-map.json"
+    else
+      find "$dir" -name '*.o' | sort
+    fi
+  done)
 # The C modules Ingot's interface imports (system libraries, GRDB's SQLite, the SQLite shim).
 MAPS=()
 for map in Sources/CZstd/module.modulemap Sources/CZlib/module.modulemap Sources/CCurl/module.modulemap Sources/CLibPQ/module.modulemap \
