@@ -383,6 +383,35 @@ struct RealAPITests {
             ])
     }
 
+    /// `write: replace` per resource: a complete run deletes the rows of that resource's root it
+    /// did not see; the other resources merge.
+    @Test func writeReplaceIsPerResource() throws {
+        let items = temporaryDirectory().path
+        let things = temporaryDirectory().path
+        let yaml = """
+            version: 1
+            name: mixed
+            resources:
+              - {name: items, source: {files: {dir: "\(items)", glob: "*.json"}}, root: item, write: replace}
+              - {name: things, source: {files: {dir: "\(things)", glob: "*.json"}}, root: thing}
+            entities:
+              item: {identity: id, attributes: {id: integer}}
+              thing: {identity: id, attributes: {id: integer}}
+            """
+        let config = try PipelineConfig.parse(text: yaml, path: "m.yml")
+        #expect(config.replacedEntities == [config.model.index(of: "item")].compactMap { $0 })
+        let db = temporaryDirectory().appendingPathComponent("m.db").path
+        try Data("[{\"id\": 1}, {\"id\": 2}, {\"id\": 3}]".utf8).write(to: URL(fileURLWithPath: items + "/a.json"))
+        try Data("[{\"id\": 7}, {\"id\": 8}]".utf8).write(to: URL(fileURLWithPath: things + "/a.json"))
+        #expect(try run(yaml, db: db).status == .finished)
+        try Data("[{\"id\": 1}, {\"id\": 2}]".utf8).write(to: URL(fileURLWithPath: items + "/a.json"))
+        try Data("[{\"id\": 8}]".utf8).write(to: URL(fileURLWithPath: things + "/a.json"))
+        let second = try run(yaml, db: db)
+        #expect(second.status == .finished && second.counters.deleted == 1)
+        #expect(try rows(db, "SELECT id FROM item ORDER BY id") == [["1"], ["2"]])
+        #expect(try rows(db, "SELECT id FROM thing ORDER BY id") == [["7"], ["8"]], "things merge")
+    }
+
     /// The archive of a run with resources records each page's resource and the values its
     /// records took from their parent: a replay, offline, ends in the same tables.
     @Test func aRunWithResourcesReplaysFromItsArchive() throws {

@@ -211,9 +211,6 @@ struct PipelineYAMLReader {
             }
             resources =
                 section { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) } ?? []
-            if let node = top["write"], (try? string(node)) == WriteMode.replace.rawValue {
-                problems.append(error(node, "write: replace is not yet supported with resources: (each resource would need its own)"))
-            }
         } else if let defaults = top["defaults"] {
             problems.append(error(defaults, "defaults apply to resources: give resources:, or put these settings in source:"))
         }
@@ -274,7 +271,7 @@ struct PipelineYAMLReader {
         var resources: [ResourceConfig] = []
         var rootNodes: [String: Node] = [:]
         for item in list {
-            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each"])
+            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each", "write"])
             let nameNode = try required(fields, "name", in: item)
             let name = try string(nameNode)
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
@@ -344,6 +341,15 @@ struct PipelineYAMLReader {
             if let rootNode = fields["root"] {
                 (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model)
                 rootNodes[name] = rootNode
+            }
+            if let writeNode = fields["write"] {
+                let value = try string(writeNode)
+                guard let mode = WriteMode(rawValue: value) else {
+                    throw error(
+                        writeNode, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
+                }
+                guard resource.root != nil else { throw error(writeNode, "write needs a root: a resource without one stores nothing") }
+                resource.write = mode
             }
             resources.append(resource)
         }

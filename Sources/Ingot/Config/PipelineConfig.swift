@@ -22,6 +22,13 @@ public struct PipelineConfig: Sendable {
     /// `records` and `root` above).
     package var resources: [ResourceConfig] = []
 
+    /// The entities `write: replace` deletes untouched rows of at the end of a complete run: the
+    /// root of a pipeline that replaces, or the root entities of the resources that do.
+    package var replacedEntities: [Int] {
+        let names = resources.compactMap { resource in (resource.write ?? write) == .replace ? resource.root : nil }
+        return Set(names.compactMap { model.index(of: $0) }).sorted()
+    }
+
     /// Whether the pipeline reads several resources (or drives one by another's records).
     package var hasSeveralResources: Bool { resources.count > 1 || resources.first?.forEach != nil }
 
@@ -103,6 +110,8 @@ package struct ResourceConfig: Sendable, Equatable {
     package var rootChoice: RootChoice?
     /// One request per record of another resource.
     package var forEach: ForEach?
+    /// `write:` for this resource; `nil`: the pipeline's.
+    package var write: WriteMode?
 
     /// Where records sit in its pages.
     package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }

@@ -22,8 +22,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// The merge rules, for both queues (a value: each uses its own copy).
     let resolver: BatchResolver
     /// `write: replace`: the root entity, and the identities of it this run wrote (kept rows).
-    private let replaceEntity: Int?
-    private var touched: Set<IdentityKey> = []
+    /// `write: replace`: the root entities whose untouched rows the run deletes at its end (one
+    /// for a pipeline; each replacing resource's, with `resources:`).
+    private let replaceEntities: [Int]
+    /// Per replaced entity, the identities the run's batches held.
+    private var touched: [Int: Set<IdentityKey>] = [:]
     /// The pipeline's model: entity names for the per-entity counts.
     let model: EntityModel
     private let runID: String
@@ -138,7 +141,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.store = store
         self.model = config.model
         self.resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
-        self.replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
+        self.replaceEntities = config.replacedEntities
         self.runID = runID
         self.pipeline = config.name
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
@@ -151,7 +154,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
         // not see. A joined run's last job deletes (PipelineRunner+Join.swift).
         self.replace =
-            config.write != .replace || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
+            config.replacedEntities.isEmpty || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
         self.logger = logger
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
@@ -273,7 +276,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 outcome = try saveRefusing(batch, refusal: error, progress: progress)
             }
             incrementalMax = newMax
-            if let entity = replaceEntity { touched.formUnion(resolved.rows.merged[entity].index.keys) }
+            for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
             next.add(outcome, model: model)
             rejections += outcome.rejections
             saved = next
@@ -371,8 +374,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             return
         }
         do {
-            guard let entity = replaceEntity else { return }
-            saved.deleted = try store.deleteUntouched(entity: entity, keeping: touched)
+            for entity in replaceEntities {
+                saved.deleted += try store.deleteUntouched(entity: entity, keeping: touched[entity] ?? [])
+            }
         } catch {
             fail(error)
         }
