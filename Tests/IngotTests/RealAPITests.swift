@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -410,6 +411,40 @@ struct RealAPITests {
         #expect(second.status == .finished && second.counters.deleted == 1)
         #expect(try rows(db, "SELECT id FROM item ORDER BY id") == [["1"], ["2"]])
         #expect(try rows(db, "SELECT id FROM thing ORDER BY id") == [["7"], ["8"]], "things merge")
+    }
+
+    /// `batch_records` per resource: each resource's records are folded, looked up and saved in
+    /// batches of its own size (one identity lookup per entity per batch shows it).
+    @Test func batchRecordsIsPerResource() throws {
+        let items = temporaryDirectory().path
+        let things = temporaryDirectory().path
+        let page = "[" + (1...40).map { "{\"id\": \($0)}" }.joined(separator: ",") + "]"
+        try Data(page.utf8).write(to: URL(fileURLWithPath: items + "/a.json"))
+        try Data(page.utf8).write(to: URL(fileURLWithPath: things + "/a.json"))
+        let yaml = """
+            version: 1
+            name: sizes
+            batch_records: 40
+            resources:
+              - {name: items, source: {files: {dir: "\(items)", glob: "*.json"}}, root: item, batch_records: 10}
+              - {name: things, source: {files: {dir: "\(things)", glob: "*.json"}}, root: thing}
+            entities:
+              item: {identity: id, attributes: {id: integer}}
+              thing: {identity: id, attributes: {id: integer}}
+            """
+        let statements = Mutex<[String]>([])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("b.db").path
+        options.progressInterval = 0
+        options.statementObserver = { sql in statements.withLock { $0.append(sql) } }
+        let summary = PipelineRunner(
+            config: try PipelineConfig.parse(text: yaml, path: "b.yml"), options: options, logger: LogCapture().logger
+        )
+        .run()
+        #expect(summary.status == .finished && summary.counters.inserted == 80)
+        let lookups = statements.withLock { $0 }.filter { $0.contains("CROSS JOIN") }
+        #expect(lookups.filter { $0.contains("\"item\"") }.count == 4)
+        #expect(lookups.filter { $0.contains("\"thing\"") }.count == 1)
     }
 
     /// The archive of a run with resources records each page's resource and the values its

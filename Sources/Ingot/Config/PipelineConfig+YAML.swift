@@ -271,7 +271,7 @@ struct PipelineYAMLReader {
         var resources: [ResourceConfig] = []
         var rootNodes: [String: Node] = [:]
         for item in list {
-            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each", "write"])
+            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each", "write", "batch_records"])
             let nameNode = try required(fields, "name", in: item)
             let name = try string(nameNode)
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
@@ -350,6 +350,11 @@ struct PipelineYAMLReader {
                 }
                 guard resource.root != nil else { throw error(writeNode, "write needs a root: a resource without one stores nothing") }
                 resource.write = mode
+            }
+            if let node = fields["batch_records"] {
+                let value = try int(node)
+                guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
+                resource.batchRecords = value
             }
             resources.append(resource)
         }

@@ -22,6 +22,12 @@ public struct PipelineConfig: Sendable {
     /// `records` and `root` above).
     package var resources: [ResourceConfig] = []
 
+    /// Records per batch for each resource (by index): `--batch-records`, else the resource's
+    /// `batch_records`, else the pipeline's, else `fallback`.
+    package func batchRecordsPerResource(override: Int?, fallback: Int) -> [Int] {
+        resources.map { override ?? $0.batchRecords ?? batchRecords ?? fallback }
+    }
+
     /// The entities `write: replace` deletes untouched rows of at the end of a complete run: the
     /// root of a pipeline that replaces, or the root entities of the resources that do.
     package var replacedEntities: [Int] {
@@ -112,6 +118,8 @@ package struct ResourceConfig: Sendable, Equatable {
     package var forEach: ForEach?
     /// `write:` for this resource; `nil`: the pipeline's.
     package var write: WriteMode?
+    /// `batch_records:` for this resource's records; `nil`: the pipeline's.
+    package var batchRecords: Int?
 
     /// Where records sit in its pages.
     package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }

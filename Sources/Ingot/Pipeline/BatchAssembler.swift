@@ -13,7 +13,9 @@ import Dispatch
 final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.assembler", qos: .userInitiated)
     private let writer: WriterStage
-    private let batchLimit: Int
+    /// Records per batch, per resource (by index): a batch holds one resource's pages when their
+    /// limits differ.
+    private let batchLimits: [Int]
     private let byteLimit: Int
     /// Called with a page's raw byte count once it is folded (its in-flight slot is free).
     private let pageConsumed: @Sendable (Int) -> Void
@@ -34,12 +36,12 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var uncommitted = UncommittedIdentities()
 
     init(
-        writer: WriterStage, batchLimit: Int, byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
+        writer: WriterStage, batchLimits: [Int], byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
         pageConsumed: @escaping @Sendable (Int) -> Void
     ) {
         self.writer = writer
         self.nextSeq = firstSeq
-        self.batchLimit = max(1, batchLimit)
+        self.batchLimits = batchLimits.isEmpty ? [RunOptions.defaultBatchRecords] : batchLimits.map { max(1, $0) }
         self.byteLimit = max(1, byteLimit)
         self.pageConsumed = pageConsumed
     }
@@ -82,10 +84,17 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 // A joined run's batch holds units in increasing order (a unit taken over from
                 // another job may come late): its rows fold later-wins, unit by unit.
                 if let unit = page.unit, let last = batch.last?.unit, unit.seq < last.seq { deliver(last: false) }
+                let limit = batchLimits.indices.contains(page.resource) ? batchLimits[page.resource] : batchLimits[0]
+                // Resources of different batch sizes do not share a batch.
+                if let last = batch.last, last.resource != page.resource, last.isLastPart, batchLimits.indices.contains(last.resource),
+                    batchLimits[last.resource] != limit
+                {
+                    deliver(last: false)
+                }
                 batch.append(page)
                 batchRecords += max(page.records.count + page.rejections.count, 1)
                 batchBytes += size
-                if batchRecords >= batchLimit || batchBytes >= byteLimit { deliver(last: false) }
+                if batchRecords >= limit || batchBytes >= byteLimit { deliver(last: false) }
             }
             page.laneGate?.signal()
             if page.isLastPart { pageConsumed(page.pageBytes) }

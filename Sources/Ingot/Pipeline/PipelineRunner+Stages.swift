@@ -34,7 +34,7 @@ extension PipelineRunner {
         // A lane hands a big page on in parts of a batch's size, and runs at most two parts
         // ahead of the assembler: a page of millions of tiny records is never held decoded whole.
         let gates = (0..<lanes).map { _ in DispatchSemaphore(value: 2) }
-        let partRecords = options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords
+        let partRecords = config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords)
         return { page in
             let lane = laneQueues[page.seq % lanes]
             let gate = gates[page.seq % lanes]
@@ -52,7 +52,10 @@ extension PipelineRunner {
                 let clock = ContinuousClock()
                 let started = clock.now
                 var records = 0
-                mapper.map(bytes: bytes, seq: page.seq, source: page.source, parsed: parsed, partRecords: partRecords) {
+                mapper.map(
+                    bytes: bytes, seq: page.seq, source: page.source, parsed: parsed,
+                    partRecords: partRecords.indices.contains(page.resource) ? partRecords[page.resource] : RunOptions.defaultBatchRecords
+                ) {
                     part in
                     records += part.recordCount
                     if part.isLastPart {

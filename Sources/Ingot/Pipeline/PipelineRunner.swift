@@ -318,7 +318,8 @@ public final class PipelineRunner: Sendable {
             initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics, archivePath: archive?.path,
             finished: { done.signal() })
         let assembler = BatchAssembler(
-            writer: writer, batchLimit: options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords,
+            writer: writer,
+            batchLimits: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),
             byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
 
         joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
