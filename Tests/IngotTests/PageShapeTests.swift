@@ -66,7 +66,8 @@ struct PageShapeTests {
     }
 
     /// `**` finds files in folders at any depth (and at the top); `.gz` and `.zst` are
-    /// decompressed; files are applied in path order, so a later export wins.
+    /// decompressed (by the decode lanes; the archive keeps them compressed); files are applied
+    /// in path order, so a later export wins.
     @Test func compressedExportsInNestedFoldersLoadInPathOrder() throws {
         let dir = temporaryDirectory().path
         try write("{\"id\": 1, \"name\": \"first\"}\n{\"id\": 2, \"name\": \"b\"}\n", to: dir + "/2024/01/part.jsonl")
@@ -88,8 +89,12 @@ struct PageShapeTests {
         #expect(summary.counters.pages == 3 && summary.counters.records == 5)
         let expected = [["0", "root"], ["1", "second"], ["2", "b"], ["3", "c"]]
         #expect(try rows(db, "SELECT id, name FROM item ORDER BY id") == expected)
-        // The archive replays the run into the same state.
+        // The archive keeps what was read, compressed as it came, and replays the run into the same state.
         let file = try #require(try FileManager.default.contentsOfDirectory(atPath: archive).first)
+        let reader = try ArchiveReader(path: archive + "/" + file)
+        #expect(reader.entries.map(\.metadata.compression) == [.gzip, .gzip, .zstd])
+        let first = try #require(reader.entries.first)
+        #expect(try reader.payload(of: first) == Array(try Data(contentsOf: URL(fileURLWithPath: dir + "/0.jsonl.gz"))))
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
         options.progressInterval = 0

@@ -78,10 +78,12 @@ package struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
     package var resource: String?
     /// The values its records took from their parent record (`for_each … with:`).
     package var injected: [InjectedValue]?
+    /// How the payload is compressed, as it came (a `.gz` or `.zst` file): a replay inflates it as the run did.
+    package var compression: Compression?
 
     enum CodingKeys: String, CodingKey {
         case seq, source, fetchedAt = "fetched_at", httpStatus = "http_status", headers
-        case rawLength = "raw_length", crc32c, resource, injected
+        case rawLength = "raw_length", crc32c, resource, injected, compression
     }
 }
 

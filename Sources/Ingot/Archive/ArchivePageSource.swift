@@ -30,6 +30,7 @@ package final class ArchivePageSource: PageSource, @unchecked Sendable {  // use
             archive: ArchiveLocation(path: reader.path, entry: entry.metadata.seq), resumeState: "after:\(entry.metadata.seq)")
         page.resourceName = entry.metadata.resource
         page.injected = entry.metadata.injected ?? []
+        page.compression = entry.metadata.compression
         return page
     }
 

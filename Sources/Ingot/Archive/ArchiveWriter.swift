@@ -44,12 +44,12 @@ package final class ArchiveWriter {
     @discardableResult
     package func append(
         _ bytes: [UInt8], seq: Int, source: String, fetchedAt: Date = Date(), httpStatus: Int? = nil,
-        headers: [String: String]? = nil, resource: String? = nil, injected: [InjectedValue] = []
+        headers: [String: String]? = nil, resource: String? = nil, injected: [InjectedValue] = [], compression: Compression? = nil
     ) throws(ArchiveError) -> ArchiveEntryMetadata {
         let metadata = ArchiveEntryMetadata(
             seq: seq, source: source, fetchedAt: ArchiveWriter.timestamp(fetchedAt), httpStatus: httpStatus,
             headers: headers, rawLength: bytes.count, crc32c: CRC32C.checksum(bytes), resource: resource,
-            injected: injected.isEmpty ? nil : injected)
+            injected: injected.isEmpty ? nil : injected, compression: compression)
         let json: [UInt8]
         let frame: [UInt8]
         do {

@@ -5,9 +5,9 @@ import Synchronization
 /// The files of a directory whose paths match a glob, read whole, in path order. A glob with a
 /// `/` matches paths below the directory, part by part, and `**` matches zero or more folders
 /// (git's and bash's globstar: `**/*.json.gz`); without one, only the directory's own files.
-/// A file ending in `.gz` or `.zst` is decompressed (gzip, zstd), bounded by `maxPageBytes`
-/// after decompression as an HTTP body is; one that cannot be decompressed is an unreadable
-/// page (rejected), not a failed run.
+/// A file ending in `.gz` or `.zst` comes as it is, marked with its ``Compression``: the archive
+/// keeps it so, and the decode lane inflates it, bounded by `maxPageBytes` after decompression
+/// as an HTTP body is (one that cannot be decompressed is a rejected page, not a failed run).
 package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     package let directory: String
     /// The path pattern (`fnmatch` per part, `**` for any folders) the files match.
@@ -65,26 +65,12 @@ package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // u
         let path = (directory as NSString).appendingPathComponent(files[position])
         position += 1
         let resumeState = "after:" + files[position - 1]
-        var (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
-        var unreadable: String?
-        if oversized == nil {
-            do {
-                if path.hasSuffix(".gz") {
-                    (bytes, oversized) = try Gzip.inflate(bytes, limit: maxPageBytes)
-                } else if path.hasSuffix(".zst") {
-                    (bytes, oversized) = try zstd.decompressStream(bytes, limit: maxPageBytes)
-                }
-            } catch {
-                (bytes, unreadable) = ([], "\(path) cannot be decompressed: \(error)")
-            }
-        }
+        let (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
         var page = Page(seq: position, source: path, bytes: bytes, resumeState: resumeState)
         page.oversized = oversized
-        page.unreadable = unreadable
+        page.compression = Compression.of(path: path)
         return page
     }
-
-    private let zstd = Zstd()
 
     /// Reads `path` up to `limit` bytes. A bigger file (by its size, or by what it yields: a file
     /// that grows, a pipe) is not kept: its bytes are dropped and `oversized` says how many were

@@ -35,6 +35,8 @@ extension PipelineRunner {
         // ahead of the assembler: a page of millions of tiny records is never held decoded whole.
         let gates = (0..<lanes).map { _ in DispatchSemaphore(value: 2) }
         let partRecords = config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords)
+        let maxPageBytes = self.maxPageBytes
+        let rootName = config.root
         return { page in
             let lane = laneQueues[page.seq % lanes]
             let gate = gates[page.seq % lanes]
@@ -43,6 +45,36 @@ extension PipelineRunner {
                     preconditionFailure("decode lane \(lane.label) has no DecodingContext for resource \(page.resource)")
                 }
                 var mapper = context.mappers[page.resource]
+                var page = page
+                // What the source charged the page's slot: given back, and counted as bytes read,
+                // whatever inflating or a for_each's injection made of it.
+                let chargedBytes = page.bytes.count
+                // A compressed file is inflated here, on its lane, bounded as an HTTP body is.
+                if let compression = page.compression {
+                    do {
+                        let (inflated, oversized) = try compression.decompress(page.bytes, limit: maxPageBytes)
+                        if let oversized {
+                            page.unreadable =
+                                "\(page.source) inflates to more than \(maxPageBytes) bytes (max_page_bytes; \(oversized) seen); nothing of it was kept"
+                            page.oversized = oversized
+                        } else {
+                            (page.bytes, page.parsed) = (inflated, nil)
+                        }
+                    } catch {
+                        page.unreadable = "\(page.source) cannot be decompressed: \(error)"
+                    }
+                    if page.unreadable != nil {
+                        var rejected = PipelineRunner.rejectedPage(page, limit: maxPageBytes, entity: rootName)
+                        if page.oversized != nil { rejected.rejections[0].code = .pageTooLarge }
+                        rejected.archive = page.archive
+                        for k in rejected.rejections.indices { rejected.rejections[k].archive = page.archive }
+                        flow.counts.withLock { $0.decoded += 1 }
+                        gate.wait()
+                        rejected.laneGate = gate
+                        assembler.queue.async { [rejected] in assembler.receive(rejected) }
+                        return
+                    }
+                }
                 // A for_each child's records learn their parent's values (`with:`) before mapping.
                 var bytes = page.bytes
                 var parsed = page.parsed
@@ -73,6 +105,7 @@ extension PipelineRunner {
                         }
                     }
                     var decoded = part
+                    if decoded.isLastPart { decoded.pageBytes = chargedBytes }
                     decoded.unit = page.unit
                     decoded.resource = page.resource
                     if decoded.isLastPart { decoded.resumeState = page.resumeState }

@@ -40,6 +40,9 @@ public struct Page: Sendable {
     /// The payload's JSON, when the source already parsed it (pagination reads the body): the
     /// decode lane maps it without parsing it again. A page is parsed once.
     package var parsed: JSONDocument?
+    /// How ``bytes`` are compressed (a `.gz` or `.zst` file): the archive keeps them so, the
+    /// decode lane inflates them.
+    package var compression: Compression?
     /// The pipeline's resource the page belongs to (its index in `resources:`; 0 for a file without).
     package var resource = 0
     /// The resource by name, as an archive entry records it: a replay finds its index by name.
