@@ -715,12 +715,57 @@ struct PipelineYAMLReader {
         if case .scalar = node {
             return Attribute(name: name, type: try attributeType(node, format: nil, timeZone: nil))
         }
-        let fields = try mapping(node, allowed: ["type", "key", "coerce", "format", "timezone"])
+        let fields = try mapping(
+            node, allowed: ["type", "key", "coerce", "format", "timezone", "values", "pattern", "grouping", "on_invalid"])
         let typeNode = try required(fields, "type", in: node)
         let type = try attributeType(typeNode, format: fields["format"], timeZone: fields["timezone"])
         let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
         let coerce = try fields["coerce"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
-        return Attribute(name: name, type: type, key: key, coerce: coerce)
+        var attribute = Attribute(name: name, type: type, key: key, coerce: coerce)
+        if let node = fields["values"] {
+            guard case .mapping(let pairs) = node else {
+                throw error(node, "values maps a value's text to another (or to null): {\"unknown\": null, \"yes\": true}")
+            }
+            for (from, to) in pairs {
+                guard case .scalar(let target) = to else { throw error(to, "a replacement is a scalar: null, true, 42, or text") }
+                let text = try string(from)
+                guard attribute.values[text] == nil else { throw error(from, "'\(text)' is replaced twice") }
+                // A plain null (`null`, `~`, nothing) is NULL; `"null"` quoted is the text.
+                let isNull = target.style == .plain && ["null", "Null", "NULL", "~", ""].contains(target.string)
+                attribute.values[text] = isNull ? .some(nil) : .some(target.string)
+            }
+        }
+        if let node = fields["pattern"] {
+            let pattern = try string(node)
+            let compiled: NSRegularExpression
+            do {
+                compiled = try NSRegularExpression(pattern: pattern)
+            } catch {
+                throw self.error(node, "pattern '\(pattern)' is not a regular expression")
+            }
+            guard compiled.numberOfCaptureGroups == 1 else {
+                throw error(
+                    node,
+                    "pattern '\(pattern)' must have exactly one capture group (the part kept), it has \(compiled.numberOfCaptureGroups)")
+            }
+            attribute.pattern = pattern
+        }
+        if let node = fields["grouping"] {
+            let grouping = try string(node)
+            guard type == .integer || type == .double else { throw error(node, "grouping applies to integer and double attributes") }
+            guard !grouping.isEmpty, !grouping.contains(where: { $0.isNumber }) else {
+                throw error(node, "grouping is a separator between digit groups, like \",\" or \"'\"")
+            }
+            attribute.grouping = grouping
+        }
+        if let node = fields["on_invalid"] {
+            switch try string(node) {
+            case "reject": attribute.nullOnInvalid = false
+            case "null": attribute.nullOnInvalid = true
+            default: throw error(node, "on_invalid is reject (the default: the record is rejected) or null (the value is stored as NULL)")
+            }
+        }
+        return attribute
     }
 
     private func attributeType(_ node: Node, format: Node?, timeZone: Node?) throws(ConfigError) -> AttributeType {

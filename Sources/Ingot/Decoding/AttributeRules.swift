@@ -1,6 +1,9 @@
-/// What a value of one attribute goes through before it is stored: today its conversion to the
-/// attribute's type (strict, or with `coerce: true` from text), the home of the value rules to
-/// come (`pattern`, `values`, `grouping`, `on_invalid`, `default`: docs/pipelines.md). One per
+import Foundation
+
+/// What a value of one attribute goes through before it is stored: its text rewritten by the
+/// value rules (`values`, `pattern`, `grouping`), its conversion to the attribute's type (strict,
+/// or as `coerce: true` for text a rule produced), and what a value that cannot be converted does
+/// (`on_invalid`): docs/pipelines.md. One per
 /// attribute slot of a ``MappingPlan/EntityPlan``; the record mapper asks it for every value, and
 /// takes the plain-text fast path (a JSON string's bytes stored as they are) only when it says no
 /// rule would change the text.
@@ -9,15 +12,63 @@ struct AttributeRules: Sendable {
     var type: AttributeType
     /// `coerce: true`: text is converted to the type (`"42"` → 42).
     var coerce: Bool
+    /// `values:`: replacements of a value's text (`nil`: NULL), before conversion.
+    var values: [String: String?]
+    /// `pattern:`, compiled: the text becomes its one capture group.
+    var pattern: Pattern?
+    /// `grouping:`: removed from the text before conversion.
+    var grouping: String?
+    /// `on_invalid: null`: a value that cannot be converted is stored as NULL.
+    var nullOnInvalid: Bool
+
+    /// A compiled `pattern:`.
+    final class Pattern: @unchecked Sendable {  // NSRegularExpression is immutable and thread-safe (Foundation's documentation)
+        let text: String
+        let regex: NSRegularExpression
+        init?(_ text: String) {
+            guard let regex = try? NSRegularExpression(pattern: text), regex.numberOfCaptureGroups == 1 else { return nil }
+            self.text = text
+            self.regex = regex
+        }
+
+        /// What the capture group matched in `value`, or `nil` when the pattern does not match.
+        func capture(in value: String) -> String? {
+            let range = NSRange(value.startIndex..., in: value)
+            guard let match = regex.firstMatch(in: value, range: range), let captured = Range(match.range(at: 1), in: value) else {
+                return nil
+            }
+            return String(value[captured])
+        }
+    }
 
     init(_ attribute: Attribute) {
         type = attribute.type
         coerce = attribute.coerce
+        values = attribute.values
+        pattern = attribute.pattern.flatMap(Pattern.init)
+        grouping = attribute.grouping
+        nullOnInvalid = attribute.nullOnInvalid
     }
+
+    /// Whether a rule rewrites a value's text before conversion.
+    var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }
 
     /// Whether a JSON string is stored exactly as the page spells it: a string attribute that no
     /// rule rewrites. A rule added here must make this `false` when it applies.
     var storesTextAsIs: Bool {
-        if case .string = type { true } else { false }
+        if case .string = type { !rewritesText } else { false }
+    }
+
+    /// The text the rules make of a value's `text`: `.some(nil)` for NULL, `.some(text)` to
+    /// convert, or `nil` when the pattern does not match.
+    func rewrite(_ text: String) -> String?? {
+        if let replaced = values[text] { return .some(replaced) }
+        var out = text
+        if let pattern {
+            guard let captured = pattern.capture(in: out) else { return nil }
+            out = captured
+        }
+        if let grouping { out = out.replacingOccurrences(of: grouping, with: "") }
+        return .some(out)
     }
 }

@@ -375,6 +375,9 @@ struct DecodedPage: Sendable {
     var skipped = 0
     /// The pipeline's resource the page belongs to (``Page/resource``).
     var resource = 0
+    /// `on_invalid: null`: values stored as NULL because they could not be converted, per
+    /// `entity.attribute`.
+    var invalidValues: [String: Int] = [:]
     /// The decode lane's gate this part holds a permit of, given back once the part is folded
     /// (a lane never runs more than a few parts ahead of the assembler).
     var laneGate: DispatchSemaphore?

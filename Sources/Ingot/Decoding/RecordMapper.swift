@@ -241,6 +241,14 @@ struct RecordMapper {
                         if rules.storesTextAsIs, c.nodes[leaf].kind == .string {
                             // Plain text: its bytes go from the page to the storage as they are.
                             page.storage.setText(v + slot, c.bytes(c.nodes[leaf]))
+                        } else if rules.nullOnInvalid {
+                            do {
+                                page.storage.set(v + slot, try convert(leaf, rules, &c))
+                            } catch  where error.code != .unstorable {
+                                // `on_invalid: null`: the record is kept, the value is NULL, and it is counted.
+                                page.storage.set(v + slot, .null)
+                                page.invalidValues["\(entity.name).\(layout.columns[slot].name)", default: 0] += 1
+                            }
                         } else {
                             page.storage.set(v + slot, try convert(leaf, rules, &c))
                         }
@@ -380,6 +388,16 @@ struct RecordMapper {
         let (type, coerce) = (rules.type, rules.coerce)
         let node = c.nodes[index]
         if node.kind == .null { return .null }
+        if rules.rewritesText, node.kind != .array, node.kind != .object {
+            // The value rules work on the value's text (a string's content, a number's digits).
+            let text = node.kind == .string || node.kind == .escapedString ? c.string(node) : c.raw(index)
+            guard let rewritten = rules.rewrite(text) else {
+                throw MappingFailure(
+                    reason: "\(c.preview(index)) does not match pattern '\(rules.pattern?.text ?? "")'", code: .wrongType)
+            }
+            guard let result = rewritten else { return .null }
+            return try convert(text: result, rules, preview: c.preview(index))
+        }
         func wrong() -> MappingFailure {
             MappingFailure(reason: "expected \(type.name), got \(node.kind.jsonName) \(c.preview(index))", code: .wrongType)
         }
@@ -467,6 +485,50 @@ struct RecordMapper {
             let raw = c.raw(index)
             if let failure = RecordMapper.unstorable(raw.utf8) { throw failure }
             return .text(raw)
+        }
+    }
+
+    /// Converts `text` a value rule produced to the attribute's type, as a `coerce: true` value
+    /// would be.
+    private mutating func convert(text: String, _ rules: AttributeRules, preview: String) throws(MappingFailure) -> ScalarValue {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        func wrong() -> MappingFailure {
+            MappingFailure(reason: "\(preview) (as '\(text)' after the value rules) is not \(rules.type.name)", code: .wrongType)
+        }
+        switch rules.type {
+        case .integer:
+            if let v = Int64(trimmed) { return .integer(v) }
+            guard let d = Double(trimmed), d.rounded() == d, abs(d) < 9.2e18 else { throw wrong() }
+            return .integer(Int64(d))
+        case .double:
+            guard let v = Double(trimmed), v.isFinite else { throw wrong() }
+            return .real(v)
+        case .string:
+            if text.utf8.contains(0) {
+                throw MappingFailure(reason: "text holding U+0000 cannot be stored alike everywhere", code: .unstorable)
+            }
+            return .text(text)
+        case .bool:
+            switch trimmed.lowercased() {
+            case "true", "1": return .bool(true)
+            case "false", "0": return .bool(false)
+            default: throw wrong()
+            }
+        case .date(let format):
+            switch format {
+            case .iso8601, .pattern:
+                guard let date = dates.convert(ArraySlice(text.utf8), format: format) else {
+                    throw MappingFailure(reason: "\(preview) (as '\(text)') is not a date in format \(format.name)", code: .notADate)
+                }
+                return .text(date)
+            case .unixSeconds, .unixMilliseconds:
+                guard let number = Double(trimmed), let date = dates.convert(number: number, format: format) else { throw wrong() }
+                return .text(date)
+            }
+        case .json:
+            var quoted = ""
+            JSONText.quote(text, into: &quoted)
+            return .text(quoted)
         }
     }
 

@@ -73,6 +73,20 @@ public struct Attribute: Sendable, Equatable {
     public var key: String
     /// Accept a value of another JSON type that converts without loss (`"1699"` for an integer).
     public var coerce: Bool
+    /// `values:`: a value's text replaced before conversion (`"unknown"` → `nil`, that is NULL).
+    public var values: [String: String?] = [:]
+    /// `pattern:`: a regular expression with one capture group; the value's text becomes what
+    /// it captures (no match: the value cannot be converted).
+    public var pattern: String?
+    /// `grouping:` (integers and doubles): a digit group separator removed before conversion
+    /// (`","`: `"1,000"` → 1000).
+    public var grouping: String?
+    /// `on_invalid: null`: a value that cannot be converted is stored as NULL and the record
+    /// kept (counted per attribute); `false` (the default) rejects the record.
+    public var nullOnInvalid = false
+
+    /// Whether a rule rewrites the value's text before it is converted.
+    public var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }
 
     /// An attribute `name` of `type`, read at `key` (default: its name).
     public init(name: String, type: AttributeType, key: String? = nil, coerce: Bool = false) {

@@ -477,6 +477,7 @@ public final class PipelineRunner: Sendable {
         if c.deleted > 0 { metadata[LogKey.deleted] = .int(c.deleted) }
         if c.skippedRecords > 0 { metadata["skipped_records"] = .int(c.skippedRecords) }
         for (name, pages) in c.resourcePages { metadata["resource.\(name).pages"] = .int(pages) }
+        for (attribute, n) in c.invalidValues { metadata["invalid.\(attribute)"] = .int(n) }
         for (name, records) in c.resourceRecords { metadata["resource.\(name).records"] = .int(records) }
         for (name, e) in c.entities {
             metadata["\(name).inserted"] = .int(e.inserted)

@@ -224,6 +224,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             if page.isLastPart { next.pages += 1 }
             next.records += page.recordCount
             next.skippedRecords += page.skipped
+            for (attribute, n) in page.invalidValues { next.invalidValues[attribute, default: 0] += n }
             if let names = resourceNames, names.indices.contains(page.resource) {
                 if page.isLastPart { next.resourcePages[names[page.resource], default: 0] += 1 }
                 next.resourceRecords[names[page.resource], default: 0] += page.recordCount

@@ -127,6 +127,9 @@ public struct RunCounters: Sendable, Equatable {
     public var rejectedPages = 0
     /// Records skipped: of a kind the pipeline maps to no entity (`root: {by: …, other: skip}`).
     public var skippedRecords = 0
+    /// `on_invalid: null`: values stored as NULL because they could not be converted, per
+    /// `entity.attribute`.
+    public var invalidValues: [String: Int] = [:]
     /// A pipeline with several resources: pages applied per resource (by name).
     public var resourcePages: [String: Int] = [:]
     /// The same: records read per resource.

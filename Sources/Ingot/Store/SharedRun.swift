@@ -202,6 +202,7 @@ extension RunCounters {
         rejectedPages += other.rejectedPages
         skippedRecords += other.skippedRecords
         for (name, n) in other.resourcePages { resourcePages[name, default: 0] += n }
+        for (name, n) in other.invalidValues { invalidValues[name, default: 0] += n }
         for (name, n) in other.resourceRecords { resourceRecords[name, default: 0] += n }
         bytes += other.bytes
         for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }

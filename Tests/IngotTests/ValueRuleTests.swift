@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// Value rules on attributes (issue 18, part 1): `values`, `pattern`, `grouping`, `on_invalid`,
+/// the text a rule makes converted as a `coerce: true` value would be; on both backends.
+@Suite(.serialized)
+struct ValueRuleTests {
+    /// SWAPI's shapes: ids in URLs, "unknown" and "n/a", "1,000".
+    static let yaml = """
+        version: 1
+        name: rules
+        records: results
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes:
+              id: {type: integer, key: url, pattern: "/(\\\\d+)/$"}
+              name: string
+              mass: {type: double, values: {"unknown": null}, grouping: ","}
+              height: {type: integer, values: {"unknown": null, "n/a": null}, on_invalid: null}
+              tall: {type: bool, key: height_class, values: {"tall": true, "short": false}}
+              born: {type: date, key: birth, format: "yyyy-MM-dd", pattern: "^born (.*)$", on_invalid: null}
+            relationships:
+              homeworld: {to: planet}
+          planet:
+            identity: id
+            attributes:
+              id: {type: integer, key: url, pattern: "/planets/(\\\\d+)/$"}
+        """
+
+    static let pages = [
+        #"""
+        {"results": [
+          {"url": "https://swapi.dev/api/people/1/", "name": "Luke", "mass": "77", "height": "172", "height_class": "tall", "birth": "born 1951-09-25", "homeworld": "https://swapi.dev/api/planets/1/"},
+          {"url": "https://swapi.dev/api/people/2/", "name": "Jabba", "mass": "1,358", "height": "n/a", "height_class": "short", "birth": "19BBY"},
+          {"url": "https://swapi.dev/api/people/3/", "name": "R5", "mass": "unknown", "height": "about 97", "birth": "born yesterday"},
+          {"url": "https://swapi.co/api/people/4/", "name": "moved host", "mass": 84},
+          {"url": "https://swapi.dev/api/people/x/", "name": "no id"}
+        ]}
+        """#
+    ]
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func rulesTurnAPITextIntoValues(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
+        let summary = try harness.run(Self.pages, 50)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        // The record whose url has no number cannot have an identity: rejected; the rest kept.
+        #expect(summary.counters.records == 5 && summary.counters.rejectedRecords == 1)
+        // on_invalid: null: "about 97" and "born yesterday" (no match) and "19BBY" (not a date) are NULL, counted.
+        #expect(summary.counters.invalidValues == ["person.height": 1, "person.born": 2])
+        let people = try #require(harness.dump()["person"])
+        #expect(people.count == 4)
+        let luke = try #require(people.first { $0.contains("Luke") })
+        #expect(luke.contains("1") && luke.contains("172") && luke.contains("1951-09-25"))
+        let jabba = try #require(people.first { $0.contains("Jabba") })
+        #expect(jabba.contains { $0.hasPrefix("1358") }, "\(jabba)")
+        let planets = try #require(harness.dump()["planet"])
+        #expect(planets == [["1"]], "the bare reference's identity goes through the planet's pattern")
+    }
+
+    @Test func rulesAreCheckedAtValidation() {
+        func error(_ attribute: String) -> String? {
+            do {
+                _ = try PipelineConfig.parse(
+                    text:
+                        "version: 1\nname: v\nroot: a\nentities:\n  a:\n    identity: id\n    attributes:\n      id: integer\n      x: \(attribute)",
+                    path: "v.yml")
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(error(#"{type: integer, pattern: "/(\\d+)/$"}"#) == nil)
+        #expect(error(#"{type: integer, pattern: "/\\d+/$"}"#)?.contains("exactly one capture group") == true)
+        #expect(error(#"{type: integer, pattern: "(unclosed"}"#)?.contains("is not a regular expression") == true)
+        #expect(error(#"{type: string, grouping: ","}"#)?.contains("integer and double") == true)
+        #expect(error(#"{type: integer, grouping: "1"}"#)?.contains("separator") == true)
+        #expect(error(#"{type: integer, on_invalid: skip}"#)?.hasPrefix("v.yml:9:") == true)
+        #expect(error(#"{type: integer, values: [unknown]}"#)?.contains("values maps") == true)
+    }
+
+    /// A rule's text is never stored as-is: a string attribute with a rule leaves the fast path.
+    @Test func aStringWithARuleIsRewritten() throws {
+        let yaml = """
+            version: 1
+            name: s
+            root: a
+            entities: {a: {identity: id, attributes: {id: integer, tag: {type: string, values: {"n/a": null}, pattern: "^#(.*)$"}}}}
+            """
+        let (summary, db) = try ingest(yaml, [##"[{"id": 1, "tag": "#swift"}, {"id": 2, "tag": "n/a"}, {"id": 3, "tag": "plain"}]"##])
+        #expect(summary.counters.rejectedRecords == 1)
+        #expect(try rows(db, "SELECT id, tag FROM a ORDER BY id") == [["1", "swift"], ["2", "NULL"]])
+    }
+}
