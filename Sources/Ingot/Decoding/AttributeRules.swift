@@ -48,10 +48,11 @@ struct AttributeRules: Sendable {
         pattern = attribute.pattern.flatMap(Pattern.init)
         grouping = attribute.grouping
         nullOnInvalid = attribute.nullOnInvalid
+        rewritesText = !values.isEmpty || pattern != nil || grouping != nil
     }
 
-    /// Whether a rule rewrites a value's text before conversion.
-    var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }
+    /// Whether a rule rewrites a value's text before conversion (asked for every value: kept).
+    let rewritesText: Bool
 
     /// Whether a JSON string is stored exactly as the page spells it: a string attribute that no
     /// rule rewrites. A rule added here must make this `false` when it applies.
