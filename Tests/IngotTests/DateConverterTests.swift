@@ -32,6 +32,22 @@ struct DateConverterTests {
         #expect(converter.convert(number: -1, format: .unixSeconds) == "1969-12-31T23:59:59Z")
     }
 
+    /// Twitter's `created_at` (`EEE MMM dd HH:mm:ss Z yyyy`): English names whatever the
+    /// machine's locale, a numeric offset that moves the instant to UTC.
+    @Test func englishNamesAndNumericOffsets() {
+        let twitter = DateFormat.pattern("EEE MMM dd HH:mm:ss Z yyyy", timeZone: "UTC")
+        #expect(convert("Fri Aug 08 02:16:23 +0000 2008", twitter) == "2008-08-08T02:16:23Z")
+        #expect(convert("Tue Dec 31 22:30:00 -0800 2024", twitter) == "2025-01-01T06:30:00Z")
+        #expect(convert("fri aug 08 02:16:23 +0000 2008", twitter) == "2008-08-08T02:16:23Z", "any letter case")
+        #expect(convert("Fry Aug 08 02:16:23 +0000 2008", twitter) == nil)
+        #expect(convert("Fri Augu 08 02:16:23 +0000 2008", twitter) == nil)
+        #expect(convert("Fri Aug 08 02:16:23 +2400 2008", twitter) == nil)
+        #expect(convert("Fri Feb 30 02:16:23 +0000 2008", twitter) == nil)
+        #expect(DatePattern.problem(in: "EEE MMM dd HH:mm:ss Z yyyy") == nil)
+        #expect(DatePattern.problem(in: "dd MMM yyyy Z")?.contains("Z needs HH") == true)
+        #expect(DatePattern.problem(in: "dd MMM MM yyyy") != nil)
+    }
+
     @Test func invalidDatesAreRefused() {
         #expect(convert("2026-02-30", .iso8601(timeZone: "UTC")) == nil)
         #expect(convert("2026-01-14T25:00:00Z", .iso8601(timeZone: "UTC")) == nil)

@@ -243,6 +243,38 @@ struct DateConverter {
                 i += 1
                 continue
             }
+            switch token {
+            case .dayName, .monthName:
+                // English abbreviations, whatever the machine's locale; any letter case.
+                let word = String(decoding: b[i..<i + 3], as: UTF8.self).lowercased()
+                let names =
+                    token == .dayName
+                    ? ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+                    : ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+                guard let k = names.firstIndex(of: word) else { return nil }
+                if token == .monthName { c.month = k + 1 }
+                i += 3
+                continue
+            case .offset:
+                let sign: Int
+                switch b[i] {
+                case UInt8(ascii: "+"): sign = 1
+                case UInt8(ascii: "-"): sign = -1
+                default: return nil
+                }
+                var digits = 0
+                for k in i + 1..<i + 5 {
+                    let d = b[k] &- UInt8(ascii: "0")
+                    guard d < 10 else { return nil }
+                    digits = digits * 10 + Int(d)
+                }
+                let (hours, minutes) = (digits / 100, digits % 100)
+                guard hours <= 23, minutes <= 59 else { return nil }
+                c.offsetSeconds = sign * (hours * 3600 + minutes * 60)
+                i += 5
+                continue
+            default: break
+            }
             var v = 0
             for k in i..<i + token.width {
                 let d = b[k] &- UInt8(ascii: "0")
@@ -257,7 +289,7 @@ struct DateConverter {
             case .minute: c.minute = v
             case .second: c.second = v
             case .millisecond: c.fraction = UnsafeBufferPointer(rebasing: b[i..<i + 3])
-            case .literal: break
+            case .literal, .dayName, .monthName, .offset: break
             }
             i += token.width
         }

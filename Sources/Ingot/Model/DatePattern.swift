@@ -1,14 +1,23 @@
-/// A fixed date pattern such as `yyyy-MM-dd` or `dd/MM/yyyy HH:mm:ss`: fields of fixed width
-/// and literal characters. Locale-free: the same text means the same date on every machine.
+/// A fixed date pattern such as `yyyy-MM-dd`, `dd/MM/yyyy HH:mm:ss` or Twitter's
+/// `EEE MMM dd HH:mm:ss Z yyyy`: fields of fixed width and literal characters. `EEE` and `MMM` are
+/// English day and month abbreviations (`Fri`, `Aug`), `Z` a numeric offset (`+0000`). Locale-free:
+/// the same text means the same date on every machine.
 package struct DatePattern: Sendable, Equatable {
     package enum Token: Sendable, Equatable {
         case year, month, day, hour, minute, second, millisecond
+        /// `EEE`: an English day abbreviation (`Mon` … `Sun`), read and checked as a name.
+        case dayName
+        /// `MMM`: an English month abbreviation (`Jan` … `Dec`).
+        case monthName
+        /// `Z`: a numeric offset, `+HHMM` or `-HHMM`.
+        case offset
         case literal(UInt8)
 
         var width: Int {
             switch self {
             case .year: 4
-            case .millisecond: 3
+            case .millisecond, .dayName, .monthName: 3
+            case .offset: 5
             case .literal: 1
             default: 2
             }
@@ -28,13 +37,15 @@ package struct DatePattern: Sendable, Equatable {
     /// Why `pattern` is not a usable pattern, or `nil` when it is.
     package static func problem(in pattern: String) -> String? {
         guard let tokens = tokenize(pattern) else {
-            return "use yyyy, MM, dd, HH, mm, ss, SSS and punctuation only"
+            return "use yyyy, MM (or MMM), dd, HH, mm, ss, SSS, EEE, Z and punctuation only"
         }
-        for required in [Token.year, .month, .day] where !tokens.contains(required) {
-            return "needs yyyy, MM and dd"
+        if !tokens.contains(.year) || !(tokens.contains(.month) || tokens.contains(.monthName)) || !tokens.contains(.day) {
+            return "needs yyyy, MM (or MMM) and dd"
         }
+        if tokens.contains(.month) && tokens.contains(.monthName) { return "a field appears twice" }
+        if tokens.contains(.offset) && !tokens.contains(.hour) { return "Z needs HH" }
         if tokens.contains(.minute) && !tokens.contains(.hour) { return "mm needs HH" }
-        for token in [Token.year, .month, .day, .hour, .minute, .second, .millisecond]
+        for token in [Token.year, .month, .day, .hour, .minute, .second, .millisecond, .dayName, .monthName, .offset]
         where tokens.filter({ $0 == token }).count > 1 {
             return "a field appears twice"
         }
@@ -43,8 +54,8 @@ package struct DatePattern: Sendable, Equatable {
 
     private static func tokenize(_ pattern: String) -> [Token]? {
         let fields: [(String, Token)] = [
-            ("yyyy", .year), ("MM", .month), ("dd", .day), ("HH", .hour), ("mm", .minute), ("ss", .second),
-            ("SSS", .millisecond),
+            ("yyyy", .year), ("EEE", .dayName), ("MMM", .monthName), ("MM", .month), ("dd", .day), ("HH", .hour), ("mm", .minute),
+            ("ss", .second), ("SSS", .millisecond), ("Z", .offset),
         ]
         var tokens: [Token] = []
         var rest = Substring(pattern)
