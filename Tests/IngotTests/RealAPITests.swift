@@ -279,6 +279,15 @@ struct RealAPITests {
                 "SELECT (SELECT count(*) FROM film), (SELECT count(*) FROM person), (SELECT count(*) FROM planet), "
                     + "(SELECT count(*) FROM species), (SELECT count(*) FROM starship), (SELECT count(*) FROM vehicle)")
                 == [["6", "82", "60", "37", "36", "39"]])
+        // Identities are the numbers in the URLs; numbers are numbers ("unknown" NULL, "1,000" 1000).
+        #expect(
+            try rows(db, "SELECT id, height, mass, typeof(mass) FROM person WHERE name = 'Luke Skywalker'") == [
+                ["1", "172", "77.0", "real"]
+            ])
+        #expect(try rows(db, "SELECT count(*) FROM person WHERE mass IS NULL") != [["0"]])
+        #expect(try rows(db, "SELECT population FROM planet WHERE name = 'Coruscant'") == [["1000000000000"]])
+        #expect(try rows(db, "SELECT homeworld_id FROM person WHERE id = 1") == [["1"]])
+        #expect((summary.counters.invalidValues["starship.crew"] ?? 0) > 0, "ranges like 30-165 are NULL, counted")
         // Every row a link reaches was filled by its own resource: no stub is left.
         #expect(try rows(db, "SELECT count(*) FROM person WHERE name IS NULL") == [["0"]])
         #expect(try rows(db, "SELECT count(*) FROM planet WHERE name IS NULL") == [["0"]])
