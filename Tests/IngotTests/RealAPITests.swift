@@ -638,18 +638,19 @@ struct RealAPITests {
             "run", pipeline.path, "--db", db, "--no-archive", "--progress-interval", "0", "--commit-interval", "0.2", "--batch-records",
             "1",
         ]
-        func start(_ extra: [String]) throws -> (Process, Pipe) {
+        // The pipe lives as long as its process: a file handle closed while another test spawns
+        // a process can fail that spawn (Foundation's Process reads the open descriptors).
+        func start(_ extra: [String], errors: Pipe?) throws -> Process {
             let process = Process()
             process.executableURL = CLITests.binary
             process.arguments = arguments + extra
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-            let out = Pipe()
             process.standardOutput = FileHandle.nullDevice
-            process.standardError = out
+            process.standardError = errors ?? FileHandle.nullDevice
             try process.run()
-            return (process, out)
+            return process
         }
-        let (first, _) = try start([])
+        let first = try start([], errors: nil)
         waitUntil {
             guard FileManager.default.fileExists(atPath: db) else { return false }
             return ((try? rows(db, "SELECT pages FROM _ingot_runs"))?.first?.first).flatMap { Int($0) } == holdAt - 1
@@ -657,7 +658,8 @@ struct RealAPITests {
         kill(first.processIdentifier, SIGKILL)
         first.waitUntilExit()
         #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["running"]])
-        let (resume, out) = try start(["--resume"])
+        let out = Pipe()
+        let resume = try start(["--resume"], errors: out)
         let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         resume.waitUntilExit()
         #expect(resume.terminationStatus == 0, "\(log)")
