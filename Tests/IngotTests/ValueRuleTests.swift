@@ -95,4 +95,59 @@ struct ValueRuleTests {
         #expect(summary.counters.rejectedRecords == 1)
         #expect(try rows(db, "SELECT id, tag FROM a ORDER BY id") == [["1", "swift"], ["2", "NULL"]])
     }
+
+    /// `const:` goes into every row of its entity (stubs too); `default:` into rows inserted
+    /// without the key (stubs too), never over a stored value nor over a present null.
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func constAndDefault(backend: StoreConformanceTests.Backend) throws {
+        let yaml = """
+            version: 1
+            name: fills
+            root: item
+            entities:
+              item:
+                identity: id
+                attributes:
+                  id: integer
+                  name: string
+                  kind: {type: string, const: api}
+                  status: {type: string, default: new}
+                  weight: {type: double, default: 1.5}
+                relationships: {owner: {to: owner}}
+              owner:
+                identity: id
+                attributes: {id: integer, source: {type: string, const: "stub or not"}, tier: {type: integer, default: 3}}
+            """
+        let harness = try StoreConformanceTests.harness(backend, yaml: yaml)
+        #expect(try harness.run([#"[{"id": 1, "name": "a", "owner": 9}]"#], 50).status == .finished)
+        #expect(try harness.run([#"[{"id": 1, "status": "done"}, {"id": 2, "name": "b", "status": null}]"#], 50).status == .finished)
+        let third = try harness.run([#"[{"id": 1, "name": "a2", "weight": 2}]"#], 50)
+        #expect(third.status == .finished)
+        #expect(third.counters.entities["owner"]?.stubs == nil || third.counters.entities["owner"]?.stubs == 0)
+        let dump = try harness.dump()
+        let items = try #require(dump["item"]).map { $0.joined(separator: "|") }
+        #expect(items.contains { $0.hasPrefix("1|a2|api|done|2") }, "\(items)")
+        #expect(items.contains { $0.hasPrefix("2|b|api|NULL|1.5") }, "a present null is not an absent key: \(items)")
+        let owners = try #require(dump["owner"]).map { $0.joined(separator: "|") }
+        #expect(owners == ["9|stub or not|3"], "a stub gets the const and the default")
+    }
+
+    @Test func constAndDefaultAreCheckedAtValidation() {
+        func error(_ attribute: String) -> String? {
+            do {
+                _ = try PipelineConfig.parse(
+                    text:
+                        "version: 1\nname: v\nroot: a\nentities:\n  a:\n    identity: id\n    attributes:\n      id: integer\n      x: \(attribute)",
+                    path: "v.yml")
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(error("{type: integer, default: 3}") == nil)
+        #expect(error("{type: integer, default: three}")?.hasPrefix("v.yml:9:") == true)
+        #expect(error("{type: bool, const: maybe}")?.contains("not a value of type") == true)
+        #expect(error("{type: date, format: \"yyyy-MM-dd\", default: \"2024-01-01\"}") == nil)
+        #expect(error("{type: string, default: a, const: b}")?.contains("not both") == true)
+    }
 }

@@ -716,7 +716,10 @@ struct PipelineYAMLReader {
             return Attribute(name: name, type: try attributeType(node, format: nil, timeZone: nil))
         }
         let fields = try mapping(
-            node, allowed: ["type", "key", "coerce", "format", "timezone", "values", "pattern", "grouping", "on_invalid"])
+            node,
+            allowed: [
+                "type", "key", "coerce", "format", "timezone", "values", "pattern", "grouping", "on_invalid", "default", "const",
+            ])
         let typeNode = try required(fields, "type", in: node)
         let type = try attributeType(typeNode, format: fields["format"], timeZone: fields["timezone"])
         let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
@@ -757,6 +760,17 @@ struct PipelineYAMLReader {
                 throw error(node, "grouping is a separator between digit groups, like \",\" or \"'\"")
             }
             attribute.grouping = grouping
+        }
+        for (key, node) in [("default", fields["default"]), ("const", fields["const"])] {
+            guard let node else { continue }
+            guard case .scalar(let scalar) = node else { throw error(node, "\(key) is a scalar value of the attribute's type") }
+            guard AttributeRules.storedValue(scalar.string, type: type) != nil else {
+                throw error(node, "\(key) '\(scalar.string)' is not a value of type \(type.name)")
+            }
+            if key == "default" { attribute.defaultValue = scalar.string } else { attribute.constValue = scalar.string }
+        }
+        if attribute.defaultValue != nil && attribute.constValue != nil {
+            throw error(node, "an attribute takes default or const, not both")
         }
         if let node = fields["on_invalid"] {
             switch try string(node) {

@@ -51,6 +51,27 @@ struct AttributeRules: Sendable {
         rewritesText = !values.isEmpty || pattern != nil || grouping != nil
     }
 
+    /// `text` (a `default:` or `const:` of the pipeline file) as the stored value of `type`, or
+    /// `nil` when it is not one.
+    static func storedValue(_ text: String, type: AttributeType) -> ScalarValue? {
+        switch type {
+        case .integer: Int64(text).map(ScalarValue.integer)
+        case .double: Double(text).flatMap { $0.isFinite ? ScalarValue.real($0) : nil }
+        case .string: .text(text)
+        case .bool: ["true": ScalarValue.bool(true), "false": .bool(false)][text.lowercased()]
+        case .date(let format):
+            {
+                var dates = DateConverter()
+                switch format {
+                case .unixSeconds, .unixMilliseconds:
+                    return Double(text).flatMap { dates.convert(number: $0, format: format) }.map(ScalarValue.text)
+                default: return dates.convert(ArraySlice(text.utf8), format: format).map(ScalarValue.text)
+                }
+            }()
+        case .json: (try? JSONDocument(bytes: Array(text.utf8))) != nil ? .text(text) : nil
+        }
+    }
+
     /// Whether a rule rewrites a value's text before conversion (asked for every value: kept).
     let rewritesText: Bool
 

@@ -85,6 +85,13 @@ public struct Attribute: Sendable, Equatable {
     /// kept (counted per attribute); `false` (the default) rejects the record.
     public var nullOnInvalid = false
 
+    /// `default:` (as text): the value of a row inserted without this key (stubs included); it
+    /// never overwrites a stored value.
+    public var defaultValue: String?
+    /// `const:` (as text): the value every row of the entity gets, inserted or updated, stubs
+    /// included (a discriminator, a source tag).
+    public var constValue: String?
+
     /// Whether a rule rewrites the value's text before it is converted.
     public var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }
 

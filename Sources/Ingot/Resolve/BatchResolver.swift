@@ -14,11 +14,34 @@ struct BatchResolver: Sendable {
     /// Some relationship rejects or ignores missing targets: whether a target exists decides how
     /// a record folds, so the batch is looked up before it is folded, on the writer's queue.
     let checksReferences: Bool
+    /// Per entity, the columns `default:` and `const:` fill: slot, value, and whether it is a
+    /// const (every row) rather than a default (rows inserted without it).
+    let fills: [[(slot: Int, value: ScalarValue, always: Bool)]]
 
     init(model: EntityModel, layouts: [EntityLayout]) {
         self.model = model
         self.layouts = layouts
         checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
+        fills = zip(model.entities, layouts).map { entity, layout in
+            entity.attributes.compactMap { attribute in
+                guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
+                if let text = attribute.constValue, let value = AttributeRules.storedValue(text, type: attribute.type) {
+                    return (slot, value, true)
+                }
+                if let text = attribute.defaultValue, let value = AttributeRules.storedValue(text, type: attribute.type) {
+                    return (slot, value, false)
+                }
+                return nil
+            }
+        }
+    }
+
+    /// Fills the `const:` columns of every row and the `default:` columns of rows inserted
+    /// without them (stubs included), after the batch is counted: a stub stays a stub.
+    private func fill(_ folder: inout RowFolder, _ refs: [[StoredRef?]]) {
+        for (entity, columns) in fills.enumerated() where !columns.isEmpty {
+            folder.fill(entity, columns, inserting: { position in refs[entity].isEmpty || refs[entity][position] == nil })
+        }
     }
 
     // MARK: - Assembler queue
@@ -76,6 +99,7 @@ struct BatchResolver: Sendable {
             refs = folder.merged.enumerated().map { entity, rows in rows.refs(existing[entity]) }
         }
         count(folder, refs, into: &outcome)
+        fill(&folder, refs)
         return ResolvedBatch(number: batch.number, pages: pages, rows: folder, refs: refs, outcome: outcome)
     }
 

@@ -144,6 +144,26 @@ struct RowFolder: Sendable {
     }
 
     /// Adds a row holding only `identity` unless the identity is in the batch already.
+    /// Sets `columns` of `entity`'s rows: those marked `always` in every row, the others in rows
+    /// being inserted (`inserting(position)`, anonymous rows always) that do not have them.
+    mutating func fill(_ entity: Int, _ columns: [(slot: Int, value: ScalarValue, always: Bool)], inserting: (Int) -> Bool) {
+        for position in merged[entity].rows.indices {
+            let row = merged[entity].rows[position]
+            let isInsert = inserting(position)
+            for column in columns where column.always || (isInsert && !row.mask.contains(column.slot)) {
+                merged[entity].storage.set(row.valueStart + column.slot, column.value)
+                merged[entity].rows[position].mask.insert(column.slot)
+            }
+        }
+        for position in merged[entity].anonymous.indices {
+            let row = merged[entity].anonymous[position]
+            for column in columns where column.always || !row.mask.contains(column.slot) {
+                merged[entity].storage.set(row.valueStart + column.slot, column.value)
+                merged[entity].anonymous[position].mask.insert(column.slot)
+            }
+        }
+    }
+
     mutating func addStub(_ entity: Int, _ identity: IdentityKey) {
         guard merged[entity].index[identity] == nil else { return }
         let layout = layouts[entity]
