@@ -12,14 +12,31 @@ struct AttributeRules: Sendable {
     var type: AttributeType
     /// `coerce: true`: text is converted to the type (`"42"` → 42).
     var coerce: Bool
-    /// `values:`: replacements of a value's text (`nil`: NULL), before conversion.
-    var values: [String: String?]
-    /// `pattern:`, compiled: the text becomes its one capture group.
-    var pattern: Pattern?
-    /// `grouping:`: removed from the text before conversion.
-    var grouping: String?
+    /// The text rules (`values`, `pattern`, `grouping`), when the attribute has any: one reference,
+    /// so that asking an attribute's rules for every value copies no dictionary or string.
+    let text: TextRules?
     /// `on_invalid: null`: a value that cannot be converted is stored as NULL.
     var nullOnInvalid: Bool
+
+    /// `values:`, `pattern:` and `grouping:`, as the mapper applies them.
+    final class TextRules: Sendable {
+        /// `values:`: replacements of a value's text (`nil`: NULL), before conversion.
+        let values: [String: String?]
+        /// `pattern:`, compiled: the text becomes its one capture group.
+        let pattern: Pattern?
+        /// `grouping:`: removed from the text before conversion.
+        let grouping: String?
+
+        init(values: [String: String?], pattern: Pattern?, grouping: String?) {
+            self.values = values
+            self.pattern = pattern
+            self.grouping = grouping
+        }
+    }
+
+    var values: [String: String?] { text?.values ?? [:] }
+    var pattern: Pattern? { text?.pattern }
+    var grouping: String? { text?.grouping }
 
     /// A compiled `pattern:`.
     final class Pattern: @unchecked Sendable {  // NSRegularExpression is immutable and thread-safe (Foundation's documentation)
@@ -44,11 +61,11 @@ struct AttributeRules: Sendable {
     init(_ attribute: Attribute) {
         type = attribute.type
         coerce = attribute.coerce
-        values = attribute.values
-        pattern = attribute.pattern.flatMap(Pattern.init)
-        grouping = attribute.grouping
         nullOnInvalid = attribute.nullOnInvalid
-        rewritesText = !values.isEmpty || pattern != nil || grouping != nil
+        text =
+            attribute.rewritesText
+            ? TextRules(values: attribute.values, pattern: attribute.pattern.flatMap(Pattern.init), grouping: attribute.grouping) : nil
+        rewritesText = text != nil
     }
 
     /// `text` (a `default:` or `const:` of the pipeline file) as the stored value of `type`, or
