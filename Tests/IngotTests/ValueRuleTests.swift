@@ -150,4 +150,45 @@ struct ValueRuleTests {
         #expect(error("{type: date, format: \"yyyy-MM-dd\", default: \"2024-01-01\"}") == nil)
         #expect(error("{type: string, default: a, const: b}")?.contains("not both") == true)
     }
+
+    /// A relationship's own `pattern`/`values` read its bare identities (the target's identity
+    /// has no rule): `homeworld: {to: planet, pattern: …}`; a value mapped to null makes no link.
+    @Test func relationshipsReadBareIdentitiesWithTheirOwnRules() throws {
+        let yaml = """
+            version: 1
+            name: rel
+            root: person
+            entities:
+              person:
+                identity: id
+                attributes: {id: integer}
+                relationships:
+                  homeworld: {to: planet, pattern: "/planets/(\\\\d+)/$", values: {"none": null}}
+                  films: {to: film, many: true, pattern: "/films/(\\\\d+)/$"}
+              planet: {identity: id, attributes: {id: integer}}
+              film: {identity: id, attributes: {id: integer}}
+            """
+        let (summary, db) = try ingest(
+            yaml,
+            [
+                #"[{"id": 1, "homeworld": "https://swapi.dev/api/planets/7/", "films": ["https://swapi.dev/api/films/1/", "https://swapi.dev/api/films/3/"]}, {"id": 2, "homeworld": "none"}, {"id": 3, "homeworld": "https://swapi.dev/api/people/1/"}]"#
+            ])
+        #expect(summary.counters.records == 3 && summary.counters.rejectedRecords == 1, "a reference that does not match is rejected")
+        #expect(try rows(db, "SELECT id, homeworld_id FROM person ORDER BY id") == [["1", "7"], ["2", "NULL"]])
+        #expect(try rows(db, "SELECT person_id, film_id FROM person_films ORDER BY film_id") == [["1", "1"], ["1", "3"]])
+        #expect(try rows(db, "SELECT id FROM planet") == [["7"]])
+        func error(_ text: String) -> String? {
+            do {
+                _ = try PipelineConfig.parse(text: text, path: "r.yml")
+                return nil
+            } catch {
+                return "\(error)"
+            }
+        }
+        let composite = yaml.replacingOccurrences(
+            of: "planet: {identity: id, attributes: {id: integer}}",
+            with: "planet: {identity: [id, n], attributes: {id: integer, n: integer}}")
+        #expect(error(composite)?.contains("needs exactly one identity attribute") == true, "\(error(composite) ?? "")")
+        #expect(error(yaml.replacingOccurrences(of: "/films/(", with: "/films/"))?.contains("is not a regular expression") == true)
+    }
 }

@@ -229,6 +229,16 @@ struct PipelineYAMLReader {
 
         problems += modelProblems
         if let model {
+            for entity in model.entities {
+                for relationship in entity.relationships where relationship.pattern != nil || !relationship.values.isEmpty {
+                    if let target = model[relationship.target], target.identity.count != 1 {
+                        problems.append(
+                            error(
+                                marks[.relationship(entity: entity.name, name: relationship.name)] ?? root.mark,
+                                "pattern and values read a bare identity: '\(target.name)' needs exactly one identity attribute"))
+                    }
+                }
+            }
             for problem in model.problems() {
                 problems.append(error(marks[problem.location] ?? entitiesNode?.mark ?? root.mark, problem.message))
             }
@@ -725,34 +735,7 @@ struct PipelineYAMLReader {
         let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
         let coerce = try fields["coerce"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         var attribute = Attribute(name: name, type: type, key: key, coerce: coerce)
-        if let node = fields["values"] {
-            guard case .mapping(let pairs) = node else {
-                throw error(node, "values maps a value's text to another (or to null): {\"unknown\": null, \"yes\": true}")
-            }
-            for (from, to) in pairs {
-                guard case .scalar(let target) = to else { throw error(to, "a replacement is a scalar: null, true, 42, or text") }
-                let text = try string(from)
-                guard attribute.values[text] == nil else { throw error(from, "'\(text)' is replaced twice") }
-                // A plain null (`null`, `~`, nothing) is NULL; `"null"` quoted is the text.
-                let isNull = target.style == .plain && ["null", "Null", "NULL", "~", ""].contains(target.string)
-                attribute.values[text] = isNull ? .some(nil) : .some(target.string)
-            }
-        }
-        if let node = fields["pattern"] {
-            let pattern = try string(node)
-            let compiled: NSRegularExpression
-            do {
-                compiled = try NSRegularExpression(pattern: pattern)
-            } catch {
-                throw self.error(node, "pattern '\(pattern)' is not a regular expression")
-            }
-            guard compiled.numberOfCaptureGroups == 1 else {
-                throw error(
-                    node,
-                    "pattern '\(pattern)' must have exactly one capture group (the part kept), it has \(compiled.numberOfCaptureGroups)")
-            }
-            attribute.pattern = pattern
-        }
+        (attribute.values, attribute.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         if let node = fields["grouping"] {
             let grouping = try string(node)
             guard type == .integer || type == .double else { throw error(node, "grouping applies to integer and double attributes") }
@@ -818,7 +801,7 @@ struct PipelineYAMLReader {
     }
 
     private func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
-        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered"])
+        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values"])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -831,7 +814,43 @@ struct PipelineYAMLReader {
             }
             missing = policy
         }
-        return Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
+        var relationship = Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
+        (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
+        return relationship
+    }
+
+    /// `values:` and `pattern:` (of an attribute or a relationship's bare identities), checked.
+    private func textRules(values: Node?, pattern: Node?) throws(ConfigError) -> ([String: String?], String?) {
+        var replacements: [String: String?] = [:]
+        if let node = values {
+            guard case .mapping(let pairs) = node else {
+                throw error(node, "values maps a value's text to another (or to null): {\"unknown\": null, \"yes\": true}")
+            }
+            for (from, to) in pairs {
+                guard case .scalar(let target) = to else { throw error(to, "a replacement is a scalar: null, true, 42, or text") }
+                let text = try string(from)
+                guard replacements[text] == nil else { throw error(from, "'\(text)' is replaced twice") }
+                // A plain null (`null`, `~`, nothing) is NULL; `"null"` quoted is the text.
+                let isNull = target.style == .plain && ["null", "Null", "NULL", "~", ""].contains(target.string)
+                replacements[text] = isNull ? .some(nil) : .some(target.string)
+            }
+        }
+        var compiled: String?
+        if let node = pattern {
+            let text = try string(node)
+            let regex: NSRegularExpression
+            do {
+                regex = try NSRegularExpression(pattern: text)
+            } catch {
+                throw self.error(node, "pattern '\(text)' is not a regular expression")
+            }
+            guard regex.numberOfCaptureGroups == 1 else {
+                throw error(
+                    node, "pattern '\(text)' must have exactly one capture group (the part kept), it has \(regex.numberOfCaptureGroups)")
+            }
+            compiled = text
+        }
+        return (replacements, compiled)
     }
 
     // MARK: - Node helpers

@@ -36,6 +36,10 @@ struct MappingPlan: Sendable {
         /// For each to-one of the layout: the relationship's policy.
         let toOnePolicies: [MissingTargetPolicy]
         let toManyPolicies: [MissingTargetPolicy]
+        /// For each to-one and to-many: the relationship's own rules for a bare identity
+        /// (`pattern`, `values`), converting to the target's identity type; `nil`: the target's.
+        let toOneRules: [AttributeRules?]
+        let toManyRules: [AttributeRules?]
 
         // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
         // copied, and so retained, per key it compares or target it follows).
@@ -51,8 +55,11 @@ struct MappingPlan: Sendable {
 
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
-            toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy]
+            toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
+            toManyRules: [AttributeRules?]
         ) {
+            self.toOneRules = toOneRules
+            self.toManyRules = toManyRules
             self.name = name
             self.attributes = attributes
             self.rules = attributes.map(AttributeRules.init)
@@ -104,10 +111,20 @@ struct MappingPlan: Sendable {
             for (slot, attribute) in entity.attributes.enumerated() { add(attribute.key, .attribute(slot: slot)) }
             for (k, toOne) in layout.toOne.enumerated() { add(entity.relationships[toOne.relationship].key, .toOne(k)) }
             for (k, toMany) in layout.toMany.enumerated() { add(entity.relationships[toMany.relationship].key, .toMany(k)) }
+            func rules(_ relationship: Relationship) -> AttributeRules? {
+                guard relationship.pattern != nil || !relationship.values.isEmpty,
+                    let identity = model[relationship.target]?.identityAttributes, identity.count == 1
+                else { return nil }
+                var attribute = Attribute(name: relationship.name, type: identity[0].type, coerce: identity[0].coerce)
+                (attribute.values, attribute.pattern) = (relationship.values, relationship.pattern)
+                return AttributeRules(attribute)
+            }
             return EntityPlan(
                 name: entity.name, attributes: entity.attributes, layout: layout, rootKeys: rootKeys,
                 toOnePolicies: layout.toOne.map { entity.relationships[$0.relationship].missing },
-                toManyPolicies: layout.toMany.map { entity.relationships[$0.relationship].missing })
+                toManyPolicies: layout.toMany.map { entity.relationships[$0.relationship].missing },
+                toOneRules: layout.toOne.map { rules(entity.relationships[$0.relationship]) },
+                toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) })
         }
     }
 }

@@ -259,8 +259,8 @@ struct RecordMapper {
                         enter(entity.rootKeys[rootKey].name, entity.targets[t])
                         guard
                             let identity = try link(
-                                leaf, target: toOne.target, policy: entity.toOnePolicies[k], row: rowIndex, slot: .toOne(k),
-                                into: &record, &page, &c)
+                                leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k], row: rowIndex,
+                                slot: .toOne(k), into: &record, &page, &c)
                         else {
                             trail.removeLast(trail.count - depth)
                             continue
@@ -286,8 +286,8 @@ struct RecordMapper {
                             trail.append(.index(position))
                             do throws(MappingFailure) {
                                 if let identity = try link(
-                                    element, target: relationship.target, policy: entity.toManyPolicies[k], row: rowIndex,
-                                    slot: .toMany(index: k, position: identities.count), into: &record, &page, &c)
+                                    element, target: relationship.target, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
+                                    row: rowIndex, slot: .toMany(index: k, position: identities.count), into: &record, &page, &c)
                                 {
                                     identities.append(identity)
                                 }
@@ -336,7 +336,7 @@ struct RecordMapper {
 
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
-        _ index: Int, target: Int, policy: MissingTargetPolicy, row: Int, slot: Reference.Slot,
+        _ index: Int, target: Int, policy: MissingTargetPolicy, rules: AttributeRules? = nil, row: Int, slot: Reference.Slot,
         into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let node = c.nodes[index]
@@ -355,7 +355,9 @@ struct RecordMapper {
                     reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
             }
             let identitySlot = entity.layout.identitySlots[0]
-            let value = try convert(index, entity.rules[identitySlot], &c)
+            let value = try convert(index, rules ?? entity.rules[identitySlot], &c)
+            // `values: {"none": null}` on the relationship: no link.
+            if value == .null, rules != nil, !isToManySlot(slot) { return nil }
             guard value != .null else {
                 throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", code: .missingIdentity)
             }

@@ -147,6 +147,11 @@ public struct Relationship: Sendable, Equatable {
     public var key: String
     /// What a bare identity that names no stored row does.
     public var missing: MissingTargetPolicy
+    /// `values:` for a bare identity's text (as an attribute's), before it is converted to the
+    /// target's identity; `nil` in the map: no link.
+    public var values: [String: String?] = [:]
+    /// `pattern:` for a bare identity's text: what its one capture group matches is the identity.
+    public var pattern: String?
 
     /// A relationship `name` to `target`, read at `key` (default: its name).
     public init(
