@@ -228,43 +228,31 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             ahead.append((c, startFetch(numberedURL(c))))
             c = step(c)
         }
-        guard !ahead.isEmpty else {
-            upcoming = nil
-            return
+        guard let (cursor, fetched) = nextAhead() else { return }
+        var page = fetched
+        let records = recordCount(&page)
+        var stop = records == nil || records == 0
+        if records == nil {
+            logger.warning(
+                "fetch.stopped",
+                metadata: [
+                    LogKey.url: "\(page.source)",
+                    LogKey.reason: "the page has no records array at '\(framing.pathText)': pagination stops here",
+                ])
         }
-        let head = ahead.removeFirst()
-        switch outcome(of: head.tag) {
-        case .failure(let error):
-            abandonFetches()
-            buffered.append(.failure(error))
-            upcoming = head.cursor  // a failed page is fetched again on resume
-        case .success(var page):
-            fetched += 1
-            let records = recordCount(&page)
-            var stop = records == nil || records == 0
-            if records == nil {
-                logger.warning(
-                    "fetch.stopped",
-                    metadata: [
-                        LogKey.url: "\(page.source)",
-                        LogKey.reason:
-                            "the page has no records array at '\(framing.pathText)': pagination stops here",
-                    ])
-            }
-            if let total = numberedTotal, let n = number(at: total.path, in: &page) {
-                // The first position past the end: an offset of `total`, a page number of
-                // `start + total_pages`.
-                knownEnd = total.isPages ? total.first + n : n
-            }
-            if let end = knownEnd, step(head.cursor).position >= end { stop = true }
-            if !stop && hasMoreSaysStop(&page) { stop = true }
-            upcoming = stop ? nil : step(head.cursor)
-            page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
-            // A last page (empty, past the total, or not a page of records at all) still goes
-            // through: archived, then counted or rejected.
-            buffered.append(.success(page))
-            if stop { abandonFetches() }
+        if let total = numberedTotal, let n = number(at: total.path, in: &page) {
+            // The first position past the end: an offset of `total`, a page number of
+            // `start + total_pages`.
+            knownEnd = total.isPages ? total.first + n : n
         }
+        if let end = knownEnd, step(cursor).position >= end { stop = true }
+        if !stop && hasMoreSaysStop(&page) { stop = true }
+        upcoming = stop ? nil : step(cursor)
+        page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
+        // A last page (empty, past the total, or not a page of records at all) still goes
+        // through: archived, then counted or rejected.
+        buffered.append(.success(page))
+        if stop { abandonFetches() }
     }
 
     /// List mode: `concurrency` of the list's URLs in flight ahead of the one delivered next.
@@ -275,9 +263,20 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             ahead.append((.item(next), startFetch(listURLs[next])))
             next += 1
         }
+        guard let (cursor, fetched) = nextAhead() else { return }
+        var page = fetched
+        page.resumeState = cursor.state(hiding: config.urlSecrets)
+        upcoming = cursor.position + 1 < listURLs.count ? .item(cursor.position + 1) : nil
+        buffered.append(.success(page))
+    }
+
+    /// The first page among those fetched ahead, with its cursor; `nil` when none is ahead (the
+    /// source ended) or it failed: the failure is then delivered next, the fetches ahead are
+    /// abandoned, and a resume fetches that page again.
+    private func nextAhead() -> (cursor: Cursor, page: Page)? {
         guard !ahead.isEmpty else {
             upcoming = nil
-            return
+            return nil
         }
         let head = ahead.removeFirst()
         switch outcome(of: head.tag) {
@@ -285,11 +284,10 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             abandonFetches()
             buffered.append(.failure(error))
             upcoming = head.cursor
-        case .success(var page):
+            return nil
+        case .success(let page):
             fetched += 1
-            page.resumeState = head.cursor.state(hiding: config.urlSecrets)
-            upcoming = head.cursor.position + 1 < listURLs.count ? .item(head.cursor.position + 1) : nil
-            buffered.append(.success(page))
+            return (head.cursor, page)
         }
     }
 
