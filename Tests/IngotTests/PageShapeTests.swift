@@ -143,12 +143,7 @@ struct PageShapeTests {
     /// a format Ingot does not know.
     @Test func jsonLinesTakesNoRecordsPath() throws {
         func error(_ yaml: String) -> String? {
-            do {
-                _ = try PipelineConfig.parse(text: yaml, path: "e.yml")
-                return nil
-            } catch {
-                return "\(error)"
-            }
+            configProblems(yaml, path: "e.yml")
         }
         let base = pipeline("/tmp", glob: "*.jsonl")
         #expect(error(base) == nil)

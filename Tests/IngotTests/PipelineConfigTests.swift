@@ -343,12 +343,7 @@ struct MergeKeyTests {
     /// a merge of something that is not a mapping is refused where it is.
     @Test func problemsInMergedValuesPointAtTheirText() {
         func error(_ yaml: String) -> String? {
-            do {
-                _ = try PipelineConfig.parse(text: yaml, path: "m.yml")
-                return nil
-            } catch {
-                return "\(error)"
-            }
+            configProblems(yaml, path: "m.yml")
         }
         let bad = """
             version: 1

@@ -258,3 +258,13 @@ final class ManualTimers: RunTimers {
     /// How many repeating timers are registered (a run's progress ticker, once it started).
     var repeating: Int { state.withLock { $0.entries.values.filter { $0.interval != nil }.count } }
 }
+
+/// The problems of pipeline file `text`, as `ingot validate` prints them; `nil` when it is valid.
+func configProblems(_ text: String, path: String = "test.yml") -> String? {
+    do {
+        _ = try PipelineConfig.parse(text: text, path: path)
+        return nil
+    } catch {
+        return "\(error)"
+    }
+}

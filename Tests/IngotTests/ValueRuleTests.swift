@@ -7,6 +7,13 @@ import Testing
 /// the text a rule makes converted as a `coerce: true` value would be; on both backends.
 @Suite(.serialized)
 struct ValueRuleTests {
+    /// The problems of a pipeline whose entity `a` has attribute `x: ATTRIBUTE` (line 9).
+    private func error(_ attribute: String) -> String? {
+        configProblems(
+            "version: 1\nname: v\nroot: a\nentities:\n  a:\n    identity: id\n    attributes:\n      id: integer\n      x: \(attribute)",
+            path: "v.yml")
+    }
+
     /// SWAPI's shapes: ids in URLs, "unknown" and "n/a", "1,000".
     static let yaml = """
         version: 1
@@ -63,17 +70,6 @@ struct ValueRuleTests {
     }
 
     @Test func rulesAreCheckedAtValidation() {
-        func error(_ attribute: String) -> String? {
-            do {
-                _ = try PipelineConfig.parse(
-                    text:
-                        "version: 1\nname: v\nroot: a\nentities:\n  a:\n    identity: id\n    attributes:\n      id: integer\n      x: \(attribute)",
-                    path: "v.yml")
-                return nil
-            } catch {
-                return "\(error)"
-            }
-        }
         #expect(error(#"{type: integer, pattern: "/(\\d+)/$"}"#) == nil)
         #expect(error(#"{type: integer, pattern: "/\\d+/$"}"#)?.contains("exactly one capture group") == true)
         #expect(error(#"{type: integer, pattern: "(unclosed"}"#)?.contains("is not a regular expression") == true)
@@ -133,17 +129,6 @@ struct ValueRuleTests {
     }
 
     @Test func constAndDefaultAreCheckedAtValidation() {
-        func error(_ attribute: String) -> String? {
-            do {
-                _ = try PipelineConfig.parse(
-                    text:
-                        "version: 1\nname: v\nroot: a\nentities:\n  a:\n    identity: id\n    attributes:\n      id: integer\n      x: \(attribute)",
-                    path: "v.yml")
-                return nil
-            } catch {
-                return "\(error)"
-            }
-        }
         #expect(error("{type: integer, default: 3}") == nil)
         #expect(error("{type: integer, default: three}")?.hasPrefix("v.yml:9:") == true)
         #expect(error("{type: bool, const: maybe}")?.contains("not a value of type") == true)
@@ -178,12 +163,7 @@ struct ValueRuleTests {
         #expect(try rows(db, "SELECT person_id, film_id FROM person_films ORDER BY film_id") == [["1", "1"], ["1", "3"]])
         #expect(try rows(db, "SELECT id FROM planet") == [["7"]])
         func error(_ text: String) -> String? {
-            do {
-                _ = try PipelineConfig.parse(text: text, path: "r.yml")
-                return nil
-            } catch {
-                return "\(error)"
-            }
+            configProblems(text, path: "r.yml")
         }
         let composite = yaml.replacingOccurrences(
             of: "planet: {identity: id, attributes: {id: integer}}",

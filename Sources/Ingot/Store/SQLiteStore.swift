@@ -15,8 +15,7 @@ import GRDBSQLite
 /// everything else, and the assembler's queue the read connection (``lookupCommitted(_:_:)``
 /// only). The runner hands it from one to the next through the stages' queues, which order the
 /// handovers.
-// @unchecked: one queue at a time (the runner's, then the writer's); the read connection the assembler's.
-package final class SQLiteStore: @unchecked Sendable {
+package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (runner's, writer's); reader: assembler's
     package struct Options: Sendable {
         /// SQLite page cache in MiB. Default 40: it bounds memory on big databases (the OS page
         /// cache still holds the file); measured here, people-1M peaked at 218 MB with 128.

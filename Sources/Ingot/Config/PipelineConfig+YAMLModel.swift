@@ -1,0 +1,212 @@
+import Foundation
+import Yams
+
+// The reader's `entities:` section: entities, attributes with their value rules, relationships.
+extension PipelineYAMLReader {
+    mutating func readModel(_ node: Node) throws(ConfigError) -> EntityModel {
+        guard case .mapping(let mapping) = node else { throw error(node, "entities must be a mapping of entity names") }
+        if mapping.count == 0 { throw error(node, "entities must declare at least one entity") }
+        var entities: [Entity] = []
+        var seen: Set<String> = []
+        for (keyNode, value) in mapping {
+            let name = try string(keyNode)
+            guard seen.insert(name).inserted else { throw error(keyNode, "entity '\(name)' is declared twice") }
+            marks[.entity(name)] = keyNode.mark
+            entities.append(try readEntity(name, value))
+        }
+        return EntityModel(entities: entities)
+    }
+
+    mutating func readEntity(_ name: String, _ node: Node) throws(ConfigError) -> Entity {
+        let fields = try mapping(node, allowed: ["table", "identity", "key_delimiter", "attributes", "relationships"])
+        var table = name
+        if let t = fields["table"] {
+            table = try string(t)
+            marks[.table(entity: name)] = t.mark
+        }
+        var delimiter = "."
+        if let d = fields["key_delimiter"] {
+            delimiter = try string(d)
+            marks[.keyDelimiter(entity: name)] = d.mark
+        }
+        var identity: [String] = []
+        if let i = fields["identity"] {
+            marks[.identity(entity: name)] = i.mark
+            switch i {
+            case .sequence(let seq):
+                for item in seq { identity.append(try string(item)) }
+                if identity.isEmpty { throw error(i, "identity must name at least one attribute") }
+            default:
+                identity = [try string(i)]
+            }
+        }
+
+        let attributesNode = try required(fields, "attributes", in: node)
+        guard case .mapping(let attributeMapping) = attributesNode else {
+            throw error(attributesNode, "attributes must be a mapping of attribute names to types")
+        }
+        var attributes: [Attribute] = []
+        for (keyNode, value) in attributeMapping {
+            let attributeName = try string(keyNode)
+            marks[.attribute(entity: name, name: attributeName)] = keyNode.mark
+            do {
+                attributes.append(try readAttribute(attributeName, value))
+            } catch {
+                // Reported, and the rest of the model still checked: the attribute stays, as text.
+                modelProblems.append(error)
+                attributes.append(Attribute(name: attributeName, type: .string))
+            }
+        }
+
+        var relationships: [Relationship] = []
+        if let relationshipsNode = fields["relationships"] {
+            guard case .mapping(let relationshipMapping) = relationshipsNode else {
+                throw error(relationshipsNode, "relationships must be a mapping of relationship names")
+            }
+            for (keyNode, value) in relationshipMapping {
+                let relationshipName = try string(keyNode)
+                marks[.relationship(entity: name, name: relationshipName)] = keyNode.mark
+                do {
+                    relationships.append(try readRelationship(relationshipName, value))
+                } catch {
+                    modelProblems.append(error)
+                }
+            }
+        }
+        return Entity(
+            name: name, table: table, identity: identity, attributes: attributes, relationships: relationships,
+            keyDelimiter: delimiter)
+    }
+
+    func readAttribute(_ name: String, _ node: Node) throws(ConfigError) -> Attribute {
+        if case .scalar = node {
+            return Attribute(name: name, type: try attributeType(node, format: nil, timeZone: nil))
+        }
+        let fields = try mapping(
+            node,
+            allowed: [
+                "type", "key", "coerce", "format", "timezone", "values", "pattern", "grouping", "on_invalid", "default", "const",
+            ])
+        let typeNode = try required(fields, "type", in: node)
+        let type = try attributeType(typeNode, format: fields["format"], timeZone: fields["timezone"])
+        let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
+        let coerce = try fields["coerce"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        var attribute = Attribute(name: name, type: type, key: key, coerce: coerce)
+        (attribute.values, attribute.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
+        if let node = fields["grouping"] {
+            let grouping = try string(node)
+            guard type == .integer || type == .double else { throw error(node, "grouping applies to integer and double attributes") }
+            guard !grouping.isEmpty, !grouping.contains(where: { $0.isNumber }) else {
+                throw error(node, "grouping is a separator between digit groups, like \",\" or \"'\"")
+            }
+            attribute.grouping = grouping
+        }
+        for (key, node) in [("default", fields["default"]), ("const", fields["const"])] {
+            guard let node else { continue }
+            guard case .scalar(let scalar) = node else { throw error(node, "\(key) is a scalar value of the attribute's type") }
+            guard AttributeRules.storedValue(scalar.string, type: type) != nil else {
+                throw error(node, "\(key) '\(scalar.string)' is not a value of type \(type.name)")
+            }
+            if key == "default" { attribute.defaultValue = scalar.string } else { attribute.constValue = scalar.string }
+        }
+        if attribute.defaultValue != nil && attribute.constValue != nil {
+            throw error(node, "an attribute takes default or const, not both")
+        }
+        if let node = fields["on_invalid"] {
+            switch try string(node) {
+            case "reject": attribute.nullOnInvalid = false
+            case "null": attribute.nullOnInvalid = true
+            default: throw error(node, "on_invalid is reject (the default: the record is rejected) or null (the value is stored as NULL)")
+            }
+        }
+        return attribute
+    }
+
+    func attributeType(_ node: Node, format: Node?, timeZone: Node?) throws(ConfigError) -> AttributeType {
+        let name = try string(node)
+        let type: AttributeType
+        switch name {
+        case "integer": type = .integer
+        case "double": type = .double
+        case "string": type = .string
+        case "bool": type = .bool
+        case "json": type = .json
+        case "date":
+            var zone = "UTC"
+            if let timeZone {
+                zone = try string(timeZone)
+                guard TimeZone(identifier: zone) != nil else { throw error(timeZone, "unknown time zone '\(zone)'") }
+            }
+            let formatName = try format.map { (n: Node) throws(ConfigError) in try string(n) } ?? "iso8601"
+            switch formatName {
+            case "iso8601": type = .date(.iso8601(timeZone: zone))
+            case "unix": type = .date(.unixSeconds)
+            case "unix_ms": type = .date(.unixMilliseconds)
+            default:
+                if let problem = DatePattern.problem(in: formatName) {
+                    throw error(format, "date format '\(formatName)': \(problem)")
+                }
+                type = .date(.pattern(formatName, timeZone: zone))
+            }
+            return type
+        default:
+            throw error(node, "unknown attribute type '\(name)'; expected integer, double, string, bool, date or json")
+        }
+        if let format { throw error(format, "format applies only to date attributes") }
+        if let timeZone { throw error(timeZone, "timezone applies only to date attributes") }
+        return type
+    }
+
+    func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
+        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values"])
+        let target = try string(try required(fields, "to", in: node))
+        let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        let key = try fields["key"].map { (n: Node) throws(ConfigError) in try string(n) }
+        var missing = MissingTargetPolicy.stub
+        if let m = fields["missing"] {
+            let value = try string(m)
+            guard let policy = MissingTargetPolicy(rawValue: value) else {
+                throw error(m, "missing must be one of stub, ignore, reject, not '\(value)'")
+            }
+            missing = policy
+        }
+        var relationship = Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
+        (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
+        return relationship
+    }
+
+    /// `values:` and `pattern:` (of an attribute or a relationship's bare identities), checked.
+    func textRules(values: Node?, pattern: Node?) throws(ConfigError) -> ([String: String?], String?) {
+        var replacements: [String: String?] = [:]
+        if let node = values {
+            guard case .mapping(let pairs) = node else {
+                throw error(node, "values maps a value's text to another (or to null): {\"unknown\": null, \"yes\": true}")
+            }
+            for (from, to) in pairs {
+                guard case .scalar(let target) = to else { throw error(to, "a replacement is a scalar: null, true, 42, or text") }
+                let text = try string(from)
+                guard replacements[text] == nil else { throw error(from, "'\(text)' is replaced twice") }
+                // A plain null (`null`, `~`, nothing) is NULL; `"null"` quoted is the text.
+                let isNull = target.style == .plain && ["null", "Null", "NULL", "~", ""].contains(target.string)
+                replacements[text] = isNull ? .some(nil) : .some(target.string)
+            }
+        }
+        var compiled: String?
+        if let node = pattern {
+            let text = try string(node)
+            let regex: NSRegularExpression
+            do {
+                regex = try NSRegularExpression(pattern: text)
+            } catch {
+                throw self.error(node, "pattern '\(text)' is not a regular expression")
+            }
+            guard regex.numberOfCaptureGroups == 1 else {
+                throw error(
+                    node, "pattern '\(text)' must have exactly one capture group (the part kept), it has \(regex.numberOfCaptureGroups)")
+            }
+            compiled = text
+        }
+        return (replacements, compiled)
+    }
+}

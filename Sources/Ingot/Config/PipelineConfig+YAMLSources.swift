@@ -1,0 +1,382 @@
+import Foundation
+import Yams
+
+// The reader's sections about where pages come from: `source:`, `resources:` with their
+// `for_each`, `root:`, paginators and HTTP settings.
+extension PipelineYAMLReader {
+    // MARK: - Sections
+
+    /// `resources:`: a list of resources, each with a name, and either a source or a `for_each`
+    /// over an earlier resource's records.
+    mutating func readResources(_ node: Node, defaults: Node?, model: EntityModel?) throws(ConfigError) -> [ResourceConfig] {
+        guard case .sequence(let list) = node, list.count > 0 else {
+            throw error(node, "resources is a list of resources, each {name, source or for_each, records, root}")
+        }
+        var resources: [ResourceConfig] = []
+        var rootNodes: [String: Node] = [:]
+        for item in list {
+            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each", "write", "batch_records"])
+            let nameNode = try required(fields, "name", in: item)
+            let name = try string(nameNode)
+            guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                throw error(nameNode, "a resource's name uses only letters, digits, '-' and '_'")
+            }
+            guard !resources.contains(where: { $0.name == name }) else { throw error(nameNode, "resource '\(name)' is declared twice") }
+            var resource = ResourceConfig(name: name, source: .none, recordsPath: [])
+            if let forEachNode = fields["for_each"] {
+                let f = try mapping(forEachNode, allowed: ["resource", "path", "url", "with"])
+                let parentNode = try required(f, "resource", in: forEachNode)
+                let parent = try string(parentNode)
+                guard resources.contains(where: { $0.name == parent }) else {
+                    throw error(parentNode, "for_each reads resource '\(parent)', which is not declared before '\(name)'")
+                }
+                if resources.contains(where: { $0.name == parent && $0.forEach != nil }) {
+                    throw error(
+                        parentNode,
+                        "for_each reads resource '\(parent)', itself a for_each: not supported yet (read a resource with a source)")
+                }
+                guard (f["path"] == nil) != (f["url"] == nil), let templateNode = f["path"] ?? f["url"] else {
+                    throw error(forEachNode, "for_each takes path (relative to defaults.http.url) or url (a whole URL), one of them")
+                }
+                let template = try urlTemplate(templateNode)
+                var with: [ResourceConfig.WithKey] = []
+                if let withNode = f["with"] {
+                    guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
+                    for (key, value) in pairs { with.append(ResourceConfig.WithKey(key: try string(key), path: try keyPath(value))) }
+                }
+                // Its requests: defaults.http, and its own source.http (pagination) over it.
+                guard let defaults, try baseURL(defaults) != nil else {
+                    throw error(forEachNode, "for_each needs defaults.http.url: its requests' origin and base")
+                }
+                var httpNode = try required(try mapping(defaults, allowed: ["http"]), "http", in: defaults)
+                if let sourceNode = fields["source"] {
+                    let source = try mapping(sourceNode, allowed: ["http"])
+                    guard let own = source["http"] else { throw error(sourceNode, "a for_each resource's source is http: {paginate: …}") }
+                    if let url = try mapping(own, allowed: HTTPSourceConfig.keys)["url"] {
+                        throw error(url, "a for_each resource's URL comes from its for_each template")
+                    }
+                    httpNode = try mergingDefaults(defaults, into: own)
+                }
+                let config: HTTPSourceConfig
+                do {
+                    inSource = true
+                    defer { inSource = false }
+                    config = try readHTTP(httpNode)
+                    resource.jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
+                }
+                resource.forEach = ResourceConfig.ForEach(
+                    resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config)
+            } else {
+                let sourceNode = try required(fields, "source", in: item)
+                inSource = true
+                defer { inSource = false }
+                (resource.source, resource.jsonLines) = try readSource(sourceNode, defaults: defaults)
+            }
+            if let recordsNode = fields["records"] {
+                let path = try string(recordsNode)
+                if resource.jsonLines && path != "." {
+                    throw error(recordsNode, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+                }
+                if path != "." {
+                    resource.recordsPath = path.components(separatedBy: ".")
+                    if resource.recordsPath.contains("") { throw error(recordsNode, "records: '\(path)' has an empty path component") }
+                }
+            }
+            if let rootNode = fields["root"] {
+                (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model)
+                rootNodes[name] = rootNode
+            }
+            if let writeNode = fields["write"] {
+                let value = try string(writeNode)
+                guard let mode = WriteMode(rawValue: value) else {
+                    throw error(
+                        writeNode, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
+                }
+                guard resource.root != nil else { throw error(writeNode, "write needs a root: a resource without one stores nothing") }
+                resource.write = mode
+            }
+            if let node = fields["batch_records"] {
+                let value = try int(node)
+                guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
+                resource.batchRecords = value
+            }
+            resources.append(resource)
+        }
+        // A resource without a root is read only to drive another.
+        for (resource, item) in zip(resources, list) where resource.root == nil {
+            if !resources.contains(where: { $0.forEach?.resource == resource.name }) {
+                throw error(item, "resource '\(resource.name)' has no root: and no for_each reads it: its records would go nowhere")
+            }
+        }
+        return resources
+    }
+
+    /// `root:`: an entity's name, or `{by: KEY.PATH, entities: {VALUE: ENTITY}, other: reject|skip}`.
+    func readRoot(_ node: Node, model: EntityModel?) throws(ConfigError) -> (String, RootChoice?) {
+        func declared(_ name: String, at node: Node) throws(ConfigError) {
+            if let model, model[name] == nil { throw error(node, "root entity '\(name)' is not declared under entities") }
+        }
+        guard case .mapping = node else {
+            let name = try string(node)
+            try declared(name, at: node)
+            return (name, nil)
+        }
+        let fields = try mapping(node, allowed: ["by", "entities", "other"])
+        var choice = RootChoice(path: try keyPath(try required(fields, "by", in: node)), entities: [])
+        let entitiesNode = try required(fields, "entities", in: node)
+        guard case .mapping(let pairs) = entitiesNode, pairs.count > 0 else {
+            throw error(entitiesNode, "entities maps each kind to an entity: {t1: comment, t3: link}")
+        }
+        for (value, entity) in pairs {
+            let name = try string(entity)
+            try declared(name, at: entity)
+            choice.entities.append((try string(value), name))
+        }
+        if let other = fields["other"] {
+            switch try string(other) {
+            case "reject": choice.skipsOthers = false
+            case "skip": choice.skipsOthers = true
+            default: throw error(other, "other is reject (the default) or skip")
+            }
+        }
+        return (choice.entities[0].entity, choice)
+    }
+
+    /// A `for_each` template: text with `{key.path}` placeholders.
+    func urlTemplate(_ node: Node) throws(ConfigError) -> URLTemplate {
+        let text = try string(node)
+        var parts: [URLTemplate.Part] = []
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "{") {
+            if open > rest.startIndex { parts.append(.literal(String(rest[..<open]))) }
+            guard let close = rest[open...].firstIndex(of: "}") else { throw error(node, "'\(text)': a '{' without its '}'") }
+            let inner = String(rest[rest.index(after: open)..<close])
+            do throws(JSONKeyPath.ParseError) {
+                parts.append(.value(try JSONKeyPath(parsing: inner)))
+            } catch {
+                throw self.error(node, "'\(text)': \(error.description)")
+            }
+            rest = rest[rest.index(after: close)...]
+        }
+        if rest.contains("}") { throw error(node, "'\(text)': a '}' without its '{'") }
+        if !rest.isEmpty { parts.append(.literal(String(rest))) }
+        guard parts.contains(where: { if case .value = $0 { true } else { false } }) else {
+            throw error(node, "'\(text)' reads no value of the record: write {key.path} where each record's value goes")
+        }
+        return URLTemplate(parts: parts)
+    }
+
+    /// `source:`, and whether its pages are JSON Lines (`format: jsonl`).
+    func readSource(_ node: Node, defaults: Node? = nil) throws(ConfigError) -> (SourceConfig, jsonLines: Bool) {
+        let source = try mapping(node, allowed: ["files", "http"])
+        func format(_ fields: [String: Node]) throws(ConfigError) -> Bool {
+            guard let node = fields["format"] else { return false }
+            switch try string(node) {
+            case "json": return false
+            case "jsonl": return true
+            default: throw error(node, "format is json (one JSON text a page, the default) or jsonl (JSON Lines: one record a line)")
+            }
+        }
+        if let http = source["http"] {
+            guard source["files"] == nil else { throw error(node, "source takes either files or http, not both") }
+            let merged = try defaults.map { (d: Node) throws(ConfigError) in try mergingDefaults(d, into: http) } ?? http
+            let config = try readHTTP(merged, base: try defaults.flatMap { (d: Node) throws(ConfigError) in try baseURL(d) })
+            return (.http(config), try format(try mapping(merged, allowed: HTTPSourceConfig.keys)))
+        }
+        guard let filesNode = source["files"] else { throw error(node, "source needs 'files' or 'http'") }
+        let files = try mapping(filesNode, allowed: ["dir", "glob", "format"])
+        let dir = try string(try required(files, "dir", in: filesNode))
+        let glob = try files["glob"].map { (n: Node) throws(ConfigError) in try string(n) } ?? "*.json"
+        // A relative directory is relative to the pipeline file, so a pipeline runs from anywhere.
+        let base = (file as NSString).deletingLastPathComponent
+        let resolved = dir.hasPrefix("/") || base.isEmpty ? dir : (base as NSString).appendingPathComponent(dir)
+        return (.files(directory: resolved, glob: glob), try format(files))
+    }
+
+    /// A key path of the pipeline file (``JSONKeyPath``'s grammar), refused at `node` when it is not one.
+    func keyPath(_ node: Node) throws(ConfigError) -> JSONKeyPath {
+        let text = try string(node)
+        do throws(JSONKeyPath.ParseError) {
+            return try JSONKeyPath(parsing: text)
+        } catch {
+            throw self.error(node, error.description)
+        }
+    }
+
+    /// `paginate:`: one paginator, and `has_more` (with `has_more_absent`) for any of them.
+    func readPagination(_ paginate: Node, into config: inout HTTPSourceConfig) throws(ConfigError) {
+        let kinds = ["next_url", "link_header", "page", "offset", "cursor"]
+        let p = try mapping(paginate, allowed: kinds + ["has_more", "has_more_absent"])
+        let chosen = p.filter { kinds.contains($0.key) }
+        guard chosen.count == 1, let (kind, value) = chosen.first else {
+            throw error(paginate, "paginate takes one of next_url, link_header, page, offset, cursor (and has_more)")
+        }
+        if let flag = p["has_more"] {
+            var hasMore = HTTPSourceConfig.HasMore(path: try keyPath(flag))
+            if let absent = p["has_more_absent"] {
+                switch try string(absent) {
+                case "stop": hasMore.continueWhenAbsent = false
+                case "continue": hasMore.continueWhenAbsent = true
+                default: throw error(absent, "has_more_absent is stop or continue")
+                }
+            }
+            config.hasMore = hasMore
+        } else if let absent = p["has_more_absent"] {
+            throw error(absent, "has_more_absent needs has_more")
+        }
+        switch kind {
+        case "next_url": config.paginate = .nextURL(path: try keyPath(value))
+        case "link_header":
+            guard try bool(value) else { throw error(value, "link_header: true, or leave paginate out") }
+            config.paginate = .linkHeader
+        case "page":
+            let f = try mapping(value, allowed: ["param", "start", "total_pages"])
+            let start =
+                try f["start"].map { (n: Node) throws(ConfigError) in
+                    let v = try int(n)
+                    guard (0...1_000_000_000).contains(v) else { throw error(n, "start must be between 0 and 1000000000") }
+                    return v
+                } ?? 1
+            config.paginate = .page(
+                param: try string(try required(f, "param", in: value)), start: start,
+                totalPages: try f["total_pages"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
+        case "offset":
+            let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
+            let limitNode = try required(f, "limit", in: value)
+            let limit = try int(limitNode)
+            guard (1...1_000_000).contains(limit) else { throw error(limitNode, "limit must be between 1 and 1000000") }
+            config.paginate = .offset(
+                param: try string(try required(f, "param", in: value)),
+                limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
+                total: try f["total"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
+        default:
+            let f = try mapping(value, allowed: ["path", "from_last_record", "param", "stop_values"])
+            let source: HTTPSourceConfig.CursorSource
+            switch (f["path"], f["from_last_record"]) {
+            case (let path?, nil): source = .path(try keyPath(path))
+            case (nil, let key?): source = .lastRecord(try keyPath(key))
+            default: throw error(value, "cursor takes path (a key path of the page) or from_last_record (one of its last record)")
+            }
+            var stopValues: [String] = []
+            if let list = f["stop_values"] {
+                guard case .sequence(let items) = list else { throw error(list, "stop_values is a list, like [0, \"0\", \"\"]") }
+                for item in items {
+                    guard case .scalar(let scalar) = item else { throw error(item, "a stop value is a number or a string") }
+                    stopValues.append(scalar.string)
+                }
+            }
+            config.paginate = .cursor(source, param: try string(try required(f, "param", in: value)), stopValues: stopValues)
+        }
+    }
+
+    /// `defaults.http`'s URL, expanded: what resource URLs are relative to.
+    func baseURL(_ defaults: Node) throws(ConfigError) -> String? {
+        guard let http = try mapping(defaults, allowed: ["http"])["http"],
+            let url = try mapping(http, allowed: HTTPSourceConfig.keys)["url"]
+        else { return nil }
+        return try expand(try string(url), at: url)
+    }
+
+    /// A resource's `http:` with `defaults.http`'s keys added where it does not set them.
+    func mergingDefaults(_ defaults: Node, into http: Node) throws(ConfigError) -> Node {
+        guard let base = try mapping(defaults, allowed: ["http"])["http"], case .mapping(let shared) = base,
+            case .mapping(let own) = http
+        else { return http }
+        let keys = own.map(\.key)
+        let pairs = own.map { ($0.key, $0.value) } + shared.filter { !keys.contains($0.key) }.map { ($0.key, $0.value) }
+        return .mapping(Node.Mapping(pairs, own.tag, own.style, own.mark))
+    }
+
+    func readHTTP(_ node: Node, base: String? = nil) throws(ConfigError) -> HTTPSourceConfig {
+        let fields = try mapping(
+            node, allowed: HTTPSourceConfig.keys)
+        let urlNode = try required(fields, "url", in: node)
+        guard case .scalar(let urlScalar) = urlNode else { throw error(urlNode, "expected a string") }
+        var (url, fromEnvironment) = try expanding(urlScalar.string, at: urlNode)
+        // A resource's URL is relative to defaults.http.url (RFC 3986).
+        if let base, !url.contains("://"), let resolved = URL(string: url, relativeTo: URL(string: base))?.absoluteString {
+            let prefix = resolved.utf8.count - url.utf8.count
+            fromEnvironment = url == urlScalar.string ? [] : fromEnvironment.map { ($0.lowerBound + prefix)..<($0.upperBound + prefix) }
+            url = resolved
+        }
+        guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
+            throw error(urlNode, "url must be an absolute http(s) URL")
+        }
+        var config = HTTPSourceConfig(url: url)
+        config.urlSecrets = PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment)
+        if let headers = fields["headers"] {
+            guard case .mapping(let map) = headers else { throw error(headers, "headers must be a mapping of header names to values") }
+            for (k, v) in map {
+                let name = try string(k)
+                if ["authorization", "cookie"].contains(name.lowercased()) {
+                    throw error(k, "put credentials under auth (read from the environment), not in headers")
+                }
+                // A value taken from the environment may be a secret: it is scrubbed wherever shown.
+                let fromEnvironment = if case .scalar(let raw) = v { raw.string.contains("${") } else { false }
+                config.headers.append(.init(name: name, value: try string(v), isSecret: fromEnvironment))
+            }
+        }
+        if let hosts = fields["allowed_hosts"] {
+            guard case .sequence(let list) = hosts else { throw error(hosts, "allowed_hosts must be a list of host or host:port entries") }
+            for entry in list {
+                let host = try string(entry)
+                guard HTTPSourceConfig.isValidHostEntry(host) else {
+                    throw error(entry, "allowed_hosts entry '\(host)' must be a host name or host:port, without scheme or path")
+                }
+                config.allowedHosts.append(host)
+            }
+        }
+        if let auth = fields["auth"] {
+            let a = try mapping(auth, allowed: ["bearer_env", "basic", "api_key"])
+            guard a.count == 1 else { throw error(auth, "auth takes one of bearer_env, basic, api_key") }
+            if let env = a["bearer_env"] {
+                config.auth = .bearer(env: try string(env))
+            } else if let basic = a["basic"] {
+                let b = try mapping(basic, allowed: ["user", "password_env"])
+                config.auth = .basic(
+                    user: try string(try required(b, "user", in: basic)),
+                    passwordEnv: try string(try required(b, "password_env", in: basic)))
+            } else if let key = a["api_key"] {
+                let k = try mapping(key, allowed: ["header", "query", "env"])
+                let env = try string(try required(k, "env", in: key))
+                if let header = k["header"], k["query"] == nil {
+                    config.auth = .apiKeyHeader(header: try string(header), env: env)
+                } else if let query = k["query"], k["header"] == nil {
+                    config.auth = .apiKeyQuery(param: try string(query), env: env)
+                } else {
+                    throw error(key, "api_key takes header or query, and env")
+                }
+            }
+        }
+        if let paginate = fields["paginate"] {
+            try readPagination(paginate, into: &config)
+        }
+        if let n = fields["max_pages"] {
+            config.maxPages = try int(n)
+            guard (1...100_000_000).contains(config.maxPages) else { throw error(n, "max_pages must be between 1 and 100000000") }
+        }
+        if let n = fields["concurrency"] {
+            config.concurrency = try int(n)
+            guard (1...64).contains(config.concurrency) else { throw error(n, "concurrency must be between 1 and 64") }
+        }
+        if let n = fields["timeout_s"] {
+            guard case .scalar = n, let value = Double(try string(n)), value > 0, value <= 86_400 else {
+                throw error(n, "timeout_s must be a number of seconds above 0 and at most 86400")
+            }
+            config.timeout = value
+        }
+        if let r = fields["retry"] {
+            let f = try mapping(r, allowed: ["attempts", "base_delay_ms", "max_delay_ms"])
+            func bounded(_ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+                guard let n = f[key] else { return nil }
+                let v = try int(n)
+                guard range.contains(v) else { throw error(n, "\(key) must be between \(range.lowerBound) and \(range.upperBound)") }
+                return v
+            }
+            if let v = try bounded("attempts", 1...100) { config.retry.attempts = v }
+            if let v = try bounded("base_delay_ms", 0...3_600_000) { config.retry.baseDelayMs = v }
+            if let v = try bounded("max_delay_ms", 0...3_600_000) { config.retry.maxDelayMs = v }
+        }
+        return config
+    }
+}
