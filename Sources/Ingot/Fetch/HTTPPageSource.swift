@@ -182,8 +182,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     private func fill() throws {
         guard let cursor = upcoming else { return }
         // max_pages caps pagination; a list's URLs are each one request.
-        if case .item = cursor {
-        } else if fetched >= config.maxPages {
+        if fetched >= config.maxPages, listURLs.isEmpty {
             logger.warning("fetch.max_pages", metadata: [LogKey.pages: .int(fetched), LogKey.url: "\(credentials.redact(config.url))"])
             upcoming = nil
             return
