@@ -33,6 +33,15 @@ private struct Place: IngotEntity {
     static let keyDelimiter = "/"
 }
 
+private struct Species: IngotEntity {
+    var id: Int
+    var firstName: String?
+    var lastName: String?
+    var genus: String?
+    enum CodingKeys: String, CodingKey { case id, firstName = "names[0].name", lastName = "names[-1].name", genus = "genera[2].genus" }
+    static let identity: [CodingKeys] = [.id]
+}
+
 /// Entities declared as Swift `Codable` types, Coredatable-style.
 struct SwiftEntityTests {
     @Test func swiftTypesProduceTheSameModelAsYAML() throws {
@@ -164,5 +173,17 @@ struct SwiftEntityTests {
         let model = try EntityModel(root: Place.self)
         #expect(model["place"]?.keyDelimiter == "/")
         #expect(model["place"]?.attribute(named: "country")?.key == "origin/country.name")
+    }
+
+    @Test func codingKeysIndexArraysAsPipelineKeysDo() throws {
+        let queue = DispatchQueue(label: "lane")
+        try DecodingContext.bind(DecodingContext(name: "lane"), to: queue)
+        let species = try queue.sync {
+            try IngotJSONDecoder().decode(
+                Species.self, from: Array(#"{"id": 1, "names": [{"name": "Fushigidane"}, {"name": "Bulbasaur"}], "genera": [{}]}"#.utf8))
+        }
+        #expect(species.firstName == "Fushigidane" && species.lastName == "Bulbasaur")
+        #expect(species.genus == nil, "an index past the end is absent")
+        try EntityModel(root: Species.self).validate()
     }
 }

@@ -97,15 +97,25 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
 
     var allKeys: [Key] { object.members.compactMap { $0.key.string.flatMap(Key.init(stringValue:)) } }
 
-    /// The member at `key`, following a key path when the key is not a member itself. `.some(nil)`:
-    /// the path's root is present but a later step is missing.
+    /// The member at `key`, following a key path (``JSONKeyPath``'s grammar: `origin.name`,
+    /// `names[0].name`) when the key is not a member itself. `.some(nil)`: the path's root is
+    /// present but a later step is missing or of another kind; `nil`: absent (an index past the
+    /// end of its array, like a missing root).
     private func lookup(_ key: Key) -> JSONValue?? {
         if let v = object[key.stringValue] { return .some(v) }
-        let parts = key.stringValue.components(separatedBy: delimiter)
-        guard parts.count > 1, var current = object[parts[0]] else { return nil }
-        for part in parts.dropFirst() {
-            guard current.kind == .object, let next = current[part] else { return .some(nil) }
-            current = next
+        guard let path = try? JSONKeyPath(parsing: key.stringValue, delimiter: delimiter), path.components.count > 1,
+            case .key(let first) = path.components[0], var current = object[first]
+        else { return nil }
+        for component in path.components.dropFirst() {
+            switch component {
+            case .key(let name):
+                guard current.kind == .object, let next = current[name] else { return .some(nil) }
+                current = next
+            case .index:
+                guard current.kind == .array else { return .some(nil) }
+                guard let next = JSONKeyPath([component]).resolve(in: current) else { return nil }
+                current = next
+            }
         }
         return .some(current)
     }

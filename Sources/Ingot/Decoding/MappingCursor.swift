@@ -24,27 +24,52 @@ struct Cursor {
         }
     }
 
-    /// Follows the rest of a key path from the value at `index`: the leaf's index, or `nil` when a
-    /// step is missing or null. Throws when a step is not an object.
-    func descend(from index: Int, along target: MappingPlan.Target) throws(MappingFailure) -> Int? {
+    /// What a key path finds below a present root key.
+    enum Descent {
+        /// The leaf's tape index (not null).
+        case leaf(Int)
+        /// A step is missing or null: the column becomes NULL, a relationship is cleared.
+        case null
+        /// An index past either end of its array: the column is left as it is.
+        case absent
+    }
+
+    /// Follows the rest of a key path from the value at `index`. Throws when a key step meets
+    /// something other than an object, or an index step something other than an array.
+    func descend(from index: Int, along target: MappingPlan.Target) throws(MappingFailure) -> Descent {
         var current = index
-        if nodes[current].kind == .null { return nil }
-        for (step, key) in target.rest.enumerated() {
+        if nodes[current].kind == .null { return .null }
+        for (step, component) in target.rest.enumerated() {
             let node = nodes[current]
-            guard node.kind == .object else {
-                throw MappingFailure(reason: "expected an object, got \(node.kind.jsonName)", code: .wrongShape)
-                    .prepending(target.restNames[..<step].reversed().map { .key($0) })
+            switch component {
+            case .key(let key):
+                guard node.kind == .object else {
+                    throw MappingFailure(reason: "expected an object, got \(node.kind.jsonName)", code: .wrongShape)
+                        .prepending(target.restTrail[..<step].reversed())
+                }
+                var found: Int?
+                var member = current + 1
+                for _ in 0..<node.count {
+                    if keyEquals(member, key) { found = member + 1 }
+                    member = Int(nodes[member + 1].end)
+                }
+                guard let next = found else { return .null }
+                current = next
+            case .index(let n):
+                guard node.kind == .array else {
+                    throw MappingFailure(reason: "expected an array, got \(node.kind.jsonName)", code: .wrongShape)
+                        .prepending(target.restTrail[..<step].reversed())
+                }
+                let count = Int(node.count)
+                let position = n < 0 ? count + n : n
+                guard position >= 0, position < count else { return .absent }
+                var element = current + 1
+                for _ in 0..<position { element = Int(nodes[element].end) }
+                current = element
             }
-            var found: Int?
-            var member = current + 1
-            for _ in 0..<node.count {
-                if keyEquals(member, key) { found = member + 1 }
-                member = Int(nodes[member + 1].end)
-            }
-            guard let next = found, nodes[next].kind != .null else { return nil }
-            current = next
+            if nodes[current].kind == .null { return .null }
         }
-        return current
+        return .leaf(current)
     }
 
     func keyEquals(_ keyIndex: Int, _ key: [UInt8]) -> Bool {

@@ -10,11 +10,18 @@ struct MappingPlan: Sendable {
             case toOne(Int)
             case toMany(Int)
         }
+        /// One step of a key path after its first key.
+        enum Step: Sendable {
+            /// The member of an object, as UTF-8.
+            case key([UInt8])
+            /// The element of an array; negative counts from the end.
+            case index(Int)
+        }
         var kind: Kind
-        /// The key path components after the first, as UTF-8.
-        var rest: [[UInt8]]
-        /// The key path components after the first, as text (for coding paths).
-        var restNames: [String]
+        /// The key path's steps after its first key.
+        var rest: [Step]
+        /// The same steps as coding path components (for messages).
+        var restTrail: [MappingFailure.Component]
     }
 
     struct RootKey: Sendable {
@@ -99,9 +106,25 @@ struct MappingPlan: Sendable {
             let layout = layouts[index]
             var rootKeys: [RootKey] = []
             func add(_ key: String, _ kind: Target.Kind) {
-                var parts = key.components(separatedBy: entity.keyDelimiter)
-                let first = parts.removeFirst()
-                let target = Target(kind: kind, rest: parts.map { Array($0.utf8) }, restNames: parts)
+                // Validation refuses a key outside the grammar or starting with an index; were one
+                // to reach here, it is read as plain keys.
+                var components =
+                    (try? JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components)
+                    ?? key.components(separatedBy: entity.keyDelimiter).map(JSONKeyPath.Component.key)
+                guard case .key(let first) = components.removeFirst() else { return }
+                let rest: [Target.Step] = components.map {
+                    switch $0 {
+                    case .key(let name): .key(Array(name.utf8))
+                    case .index(let n): .index(n)
+                    }
+                }
+                let trail: [MappingFailure.Component] = components.map {
+                    switch $0 {
+                    case .key(let name): .key(name)
+                    case .index(let n): .index(n)
+                    }
+                }
+                let target = Target(kind: kind, rest: rest, restTrail: trail)
                 if let k = rootKeys.firstIndex(where: { $0.name == first }) {
                     rootKeys[k].targets.append(target)
                 } else {

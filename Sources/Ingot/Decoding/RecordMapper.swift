@@ -213,14 +213,22 @@ struct RecordMapper {
             guard let rootKey = c.match(keyAt: keyIndex, in: entity) else { continue }
             for t in entity.targetStarts[rootKey]..<entity.targetStarts[rootKey + 1] {
                 let kind = entity.targetKinds[t]
-                do throws(MappingFailure) {
-                    let found: Int?
-                    if entity.targetIsDirect[t] {
-                        found = c.nodes[valueIndex].kind == .null ? nil : valueIndex
-                    } else {
+                let found: Cursor.Descent
+                if entity.targetIsDirect[t] {
+                    found = c.nodes[valueIndex].kind == .null ? .null : .leaf(valueIndex)
+                } else {
+                    do throws(MappingFailure) {
                         found = try c.descend(from: valueIndex, along: entity.targets[t])
+                    } catch {
+                        throw error.prepending(.key(entity.rootKeys[rootKey].name))
                     }
-                    guard let leaf = found else {
+                }
+                do throws(MappingFailure) {
+                    let leaf: Int
+                    switch found {
+                    case .leaf(let index): leaf = index
+                    case .absent: continue  // an index past the end: the column is left as it is
+                    case .null:
                         // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
                         switch kind {
                         case .attribute(let slot):
@@ -301,7 +309,7 @@ struct RecordMapper {
                         page.storage.linkSets[l + k] = identities
                     }
                 } catch {
-                    throw error.prepending(entity.targets[t].restNames.reversed().map { .key($0) } + [.key(entity.rootKeys[rootKey].name)])
+                    throw error.prepending(entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
                 }
             }
         }
@@ -373,7 +381,7 @@ struct RecordMapper {
     /// Steps into the relationship at `first` plus `target`'s key path components.
     private mutating func enter(_ first: String, _ target: MappingPlan.Target) {
         trail.append(.key(first))
-        for name in target.restNames { trail.append(.key(name)) }
+        trail.append(contentsOf: target.restTrail)
     }
 
     private func isToManySlot(_ slot: Reference.Slot) -> Bool {

@@ -160,7 +160,7 @@ package final class RunMetrics: FetchObserver, Sendable {
         guard let fileURL else { return nil }
         var template = Array((fileURL.deletingLastPathComponent().path + "/.\(fileURL.lastPathComponent).XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
-        let temporary = String(cString: template)
+        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard fd >= 0 else {
             return "cannot write \(fileURL.path): cannot create a temporary file beside it: \(String(cString: strerror(errno)))"
         }

@@ -78,8 +78,8 @@ extension EntityModel {
                         .attribute(entity: e, name: attribute.name),
                         "attribute name '\(attribute.name)' is \(attribute.name.utf8.count) bytes: PostgreSQL cuts names at 63")
                 }
-                if attribute.key.isEmpty || attribute.key.components(separatedBy: entity.keyDelimiter).contains("") {
-                    add(.attribute(entity: e, name: attribute.name), "key '\(attribute.key)' has an empty path component")
+                if let why = Self.keyPathProblem(attribute.key, delimiter: entity.keyDelimiter) {
+                    add(.attribute(entity: e, name: attribute.name), why)
                 }
             }
             let keyColumns = entity.relationships.filter { !$0.isToMany }.reduce(0) { count, relationship in
@@ -107,6 +107,9 @@ extension EntityModel {
                 let location = Location.relationship(entity: e, name: relationship.name)
                 if !Self.isSQLIdentifier(relationship.name) {
                     add(location, "relationship name '\(relationship.name)' is not a valid SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
+                }
+                if let why = Self.keyPathProblem(relationship.key, delimiter: entity.keyDelimiter) {
+                    add(location, why)
                 }
                 guard let target = self[relationship.target] else {
                     add(location, "relationship '\(relationship.name)' points to entity '\(relationship.target)', which is not declared")
@@ -189,6 +192,18 @@ extension EntityModel {
     /// one backend and break on the other), or `nil` when it may: SQLite's aliases of the rowid
     /// (updating such a column would move rows), PostgreSQL's system columns (`CREATE TABLE`
     /// refuses them), and the columns of Ingot's staging tables.
+    /// Why `key` is not a record key path (``JSONKeyPath``'s grammar, starting with a key), if it is not.
+    static func keyPathProblem(_ key: String, delimiter: String) -> String? {
+        guard !delimiter.isEmpty else { return nil }  // reported as the delimiter's problem
+        do {
+            let path = try JSONKeyPath(parsing: key, delimiter: delimiter)
+            if case .index = path.components.first { return "key path '\(key)' starts with an index: a record's key comes first" }
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
     static func reservedColumn(_ name: String) -> String? {
         let lower = name.lowercased()
         switch lower {
