@@ -82,7 +82,7 @@ struct PostgresLivenessTests {
         page.records.append(DecodedRecord(index: 0, rows: 0..<1, references: []))
         let resolved = try BatchResolver(model: config.model, layouts: store.layouts).resolve(
             PreparedBatch(pages: [page]), store: EmptyLookups(store))
-        #expect(resolved.outcome.inserted == 1)  // as the resolver saw it
+        #expect(resolved.refs[0] == [nil])  // the resolver found no row
         try store.write(resolved) {}
         try store.commit()
         #expect(try other.execute("SELECT id, a, b FROM item ORDER BY id") == [["1", "mine", "theirs"]])

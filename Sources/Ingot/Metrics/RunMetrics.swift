@@ -86,7 +86,8 @@ package final class RunMetrics: FetchObserver, Sendable {
         let c = snapshot.counters
         for (entity, counts) in c.entities {
             for (outcome, value) in [
-                ("inserted", counts.inserted), ("updated", counts.updated), ("stubs", counts.stubs), ("rejected", counts.rejected),
+                ("inserted", counts.inserted), ("updated", counts.updated), ("unchanged", counts.unchanged), ("stubs", counts.stubs),
+                ("rejected", counts.rejected),
             ] {
                 sync("ingot_records_total", [("entity", entity), ("outcome", outcome)], value)
             }

@@ -469,7 +469,7 @@ public final class PipelineRunner: Sendable {
         let c = s.counters
         var metadata: Logger.Metadata = [
             LogKey.status: "\(s.status.rawValue)", LogKey.pages: .int(c.pages), LogKey.records: .int(c.records),
-            LogKey.inserted: .int(c.inserted), LogKey.updated: .int(c.updated),
+            LogKey.inserted: .int(c.inserted), LogKey.updated: .int(c.updated), "unchanged": .int(c.unchanged),
             LogKey.rejectedRecords: .int(c.rejectedRecords), LogKey.rejectedPages: .int(c.rejectedPages),
             LogKey.bytes: .int(c.bytes), LogKey.recordsPerSecond: .int(Int(Double(c.records) / max(s.duration, 0.001))),
             LogKey.duration: .seconds(s.duration),
@@ -482,6 +482,7 @@ public final class PipelineRunner: Sendable {
         for (name, e) in c.entities {
             metadata["\(name).inserted"] = .int(e.inserted)
             metadata["\(name).updated"] = .int(e.updated)
+            metadata["\(name).unchanged"] = .int(e.unchanged)
             metadata["\(name).stubs"] = .int(e.stubs)
             metadata["\(name).rejected"] = .int(e.rejected)
             if let unfilled = e.unfilled { metadata["\(name).stubs_unfilled"] = .int(unfilled) }

@@ -75,7 +75,7 @@ extension WriterStage {
         let resolved = try resolver.resolve(sub, store: store)
         do {
             var written = resolved.outcome
-            try store.writeIsolated(resolved) { if let counts = store.lastWriteCounts { written.recount(counts) } }
+            try store.writeIsolated(resolved) { count(resolved, into: &written) }
             outcome.add(written)
             remember(sub, nil)
         } catch {

@@ -27,6 +27,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let replaceEntities: [Int]
     /// Per replaced entity, the identities the run's batches held.
     private var touched: [Int: Set<IdentityKey>] = [:]
+    /// The rows this run counted, so each counts once (inserted, updated or unchanged).
+    var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
     let model: EntityModel
     private let runID: String
@@ -111,6 +113,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         if case .ended = phase { true } else { false }
     }
 
+    /// Counts what the store's last write did, inside its `then`: the store's own counts in a
+    /// run shared by several jobs, else the run's ledger (each row once per run).
+    func count(_ resolved: ResolvedBatch, into outcome: inout BatchOutcome) {
+        if let counts = store.lastWriteCounts {
+            outcome.recount(counts)
+        } else {
+            ledger.count(resolved, unchanged: store.lastWriteUnchanged, into: &outcome)
+        }
+    }
+
     /// The writes of the open transaction, in order, to redo when the database refuses a value
     /// of a later batch (it rolls the whole transaction back): each batch as the assembler
     /// prepared it (its lookups are redone) with the progress it recorded. Cleared at each
@@ -141,6 +153,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.store = store
         self.model = config.model
         self.resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        self.ledger = RunLedger(layouts: EntityLayout.layouts(of: config.model))
         self.replaceEntities = config.replacedEntities
         self.runID = runID
         self.pipeline = config.name
@@ -267,7 +280,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             var recorded: RunProgress?
             do {
                 try store.write(resolved) {
-                    if let counts = store.lastWriteCounts { outcome.recount(counts) }
+                    count(resolved, into: &outcome)
                     let made = progress(outcome)
                     try store.recordProgress(made)
                     recorded = made
@@ -448,6 +461,7 @@ extension RunCounters {
     mutating func add(_ outcome: BatchOutcome, model: EntityModel) {
         inserted += outcome.inserted
         updated += outcome.updated
+        unchanged += outcome.unchanged
         rejectedRecords += outcome.rejections.count
         for (k, counts) in outcome.entities.enumerated() where counts != EntityCounts() {
             let name = model.entities[k].name

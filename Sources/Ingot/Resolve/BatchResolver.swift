@@ -2,7 +2,7 @@
 /// identity in page order (later values win, key by key), bare references checked against what
 /// is stored or created earlier in the batch and handled by their relationship's policy
 /// (`stub`, `ignore`, `reject` — with the rejection), identities looked up once per entity per
-/// batch, and the batch's outcome counted (inserted, updated, stubs).
+/// batch. What writing it did is counted once it is written (``RunLedger``).
 ///
 /// Two steps, on two queues: ``prepare(_:uncommitted:store:)`` on the assembler's, while the
 /// writer saves the batch before (when every relationship stubs, folding needs no database, and
@@ -98,7 +98,6 @@ struct BatchResolver: Sendable {
             pages = BatchResolver.stripped(pages)
             refs = folder.merged.enumerated().map { entity, rows in rows.refs(existing[entity]) }
         }
-        count(folder, refs, into: &outcome)
         fill(&folder, refs)
         return ResolvedBatch(number: batch.number, pages: pages, rows: folder, refs: refs, outcome: outcome)
     }
@@ -174,35 +173,6 @@ struct BatchResolver: Sendable {
             }
         }
         return folder
-    }
-
-    /// What writing the rows does: a stored row whose record changes a column or a link is
-    /// updated; a new row is inserted, and is a stub when it holds only its identity.
-    private func count(_ folder: RowFolder, _ refs: [[StoredRef?]], into outcome: inout BatchOutcome) {
-        for (entity, rows) in folder.merged.enumerated() {
-            let layout = layouts[entity]
-            var identityMask = ColumnMask()
-            for slot in layout.identitySlots { identityMask.insert(slot) }
-            var inserted = 0
-            var updated = 0
-            var stubs = 0
-            for (position, row) in rows.rows.enumerated() where row.identity != nil {
-                let changesColumns = row.mask.subtracting(identityMask) != ColumnMask()
-                let changesLinks = layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil }
-                if refs[entity][position] != nil {
-                    if changesColumns || changesLinks { updated += 1 }
-                } else {
-                    inserted += 1
-                    if !changesColumns && !changesLinks { stubs += 1 }
-                }
-            }
-            inserted += rows.anonymous.count
-            outcome.inserted += inserted
-            outcome.updated += updated
-            outcome.entities[entity].inserted += inserted
-            outcome.entities[entity].updated += updated
-            outcome.entities[entity].stubs += stubs
-        }
     }
 
     /// The pages without their records: those live on in the folded rows; the pages keep only

@@ -114,7 +114,8 @@ extension ResolvedBatch {
 struct BatchOutcome: Sendable {
     var inserted = 0
     var updated = 0
-    /// Per entity (by index in the model): inserted, updated, stubs (rejections are counted by the writer stage).
+    var unchanged = 0
+    /// Per entity (by index in the model): inserted, updated, unchanged, stubs (rejections are counted by the writer stage).
     var entities: [EntityCounts] = []
     /// Records rejected by the resolver (a bare reference to a missing row with `missing: reject`).
     var rejections: [RecordRejection] = []
@@ -123,6 +124,7 @@ struct BatchOutcome: Sendable {
     mutating func add(_ other: BatchOutcome) {
         inserted += other.inserted
         updated += other.updated
+        unchanged += other.unchanged
         if entities.count < other.entities.count {
             entities += Array(repeating: EntityCounts(), count: other.entities.count - entities.count)
         }
@@ -168,8 +170,11 @@ struct UncommittedIdentities: Sendable {
 public struct EntityCounts: Sendable, Equatable {
     /// Rows created.
     public var inserted = 0
-    /// Stored rows a record changed (columns or links).
+    /// Stored rows a record changed (columns or links), each counted once per run.
     public var updated = 0
+    /// Stored rows the run's records mentioned and found equal (not written), each counted once
+    /// per run and not at all once the run changed them.
+    public var unchanged = 0
     /// Rows created holding only their identity (a reference to a row not seen yet, `missing: stub`).
     public var stubs = 0
     /// Records of this entity rejected (not pages: those count for the run as a whole).
@@ -179,9 +184,10 @@ public struct EntityCounts: Sendable, Equatable {
     public var unfilled: Int?
 
     /// Counts as given (tests and resumed runs).
-    public init(inserted: Int = 0, updated: Int = 0, stubs: Int = 0, rejected: Int = 0, unfilled: Int? = nil) {
+    public init(inserted: Int = 0, updated: Int = 0, unchanged: Int = 0, stubs: Int = 0, rejected: Int = 0, unfilled: Int? = nil) {
         self.inserted = inserted
         self.updated = updated
+        self.unchanged = unchanged
         self.stubs = stubs
         self.rejected = rejected
         self.unfilled = unfilled
@@ -189,7 +195,8 @@ public struct EntityCounts: Sendable, Equatable {
 
     static func + (a: Self, b: Self) -> Self {
         EntityCounts(
-            inserted: a.inserted + b.inserted, updated: a.updated + b.updated, stubs: a.stubs + b.stubs,
+            inserted: a.inserted + b.inserted, updated: a.updated + b.updated, unchanged: a.unchanged + b.unchanged,
+            stubs: a.stubs + b.stubs,
             rejected: a.rejected + b.rejected, unfilled: b.unfilled ?? a.unfilled)
     }
 }

@@ -8,7 +8,7 @@ struct ShapeKey: Hashable {
         case insert(rows: Int)
         case update, updateByIdentity
         /// To-many relationship `k` of the entity's layout.
-        case deleteLinks(Int), insertLinks(Int, rows: Int)
+        case deleteLinks(Int), insertLinks(Int, rows: Int), selectLinks(Int)
     }
     var kind: Kind
     var entity: Int
@@ -28,28 +28,35 @@ struct BatchWriter {
 
     // MARK: - Write
 
-    func write() throws {
+    /// Writes the batch; returns, per entity, the positions of the stored rows found equal to
+    /// what the batch gives, and so not written (``IngestStore/lastWriteUnchanged``).
+    func write() throws -> [[Int]] {
+        var unchanged = [[Int]](repeating: [], count: batch.rows.merged.count)
         for (entity, rows) in batch.rows.merged.enumerated() {
             do {
-                try writeRows(of: entity, rows)
+                unchanged[entity] = try writeRows(of: entity, rows)
                 try insertAnonymous(of: entity, rows)
             } catch var error as StoreError {
                 error.entity = store.model.entities[entity].name
                 throw error
             }
         }
+        return unchanged
     }
 
     /// Writes the rows of `entity` that have an identity: an update (by rowid, or by identity
-    /// when an uncommitted batch created it) or a queued insert each, then its links.
-    private func writeRows(of entity: Int, _ rows: RowFolder.MergedRows) throws {
+    /// when an uncommitted batch created it) or a queued insert each, then its links. A stored
+    /// row is updated only where a present column differs (`IS NOT`: NULL-safe, and under the
+    /// column's affinity, as the value would be stored), its links replaced only when the given
+    /// set differs from the stored one; returns the positions of the stored rows left as they were.
+    private func writeRows(of entity: Int, _ rows: RowFolder.MergedRows) throws -> [Int] {
         let layout = store.layouts[entity]
         let refs = batch.refs[entity]
         let statements = self  // the closures below only bind and step statements
         // Rows and values are read in place, not copied (a copy retains storage that another
         // thread allocated; measured, such retains once took a tenth of the writer's time).
-        try rows.rows.withUnsafeBufferPointer { all in
-            try rows.storage.withView { values in
+        return try rows.rows.withUnsafeBufferPointer { all in
+            return try rows.storage.withView { values in
                 // New rows 32 at a time per shape, links 64 at a time per relationship.
                 var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
                     try statements.insert(positions, of: all, values, entity, mask)
@@ -58,15 +65,19 @@ struct BatchWriter {
                     try statements.insertLinks(batch, entity, k)
                 }
                 var lastUpdate: (mask: ColumnMask, pending: Bool, statement: RawStatement)?
+                var unchanged: [Int] = []
                 // In identity order (see `RowFolder.sortByIdentity`).
                 for position in all.indices {
                     let row = all[position]
                     guard let identity = row.identity else { continue }
                     let ref = refs[position]
+                    var changed = false
+                    var mentioned = false
                     if let ref {
                         var mask = row.mask
                         for slot in layout.identitySlots { mask = mask.removing(slot) }
                         if mask != ColumnMask() {
+                            mentioned = true
                             // Rows an uncommitted batch created have no known rowid: by identity.
                             // Without a handle (a row of an uncommitted batch) the row is found by its identity.
                             let pending = ref.handle == nil
@@ -88,19 +99,60 @@ struct BatchWriter {
                                 statement.bind(identity, from: index)
                             }
                             try statement.execute()
+                            if statements.lastChanges > 0 { changed = true }
                         }
                     } else {
                         try inserts.add(position, to: row.mask)
                     }
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
+                        mentioned = true
+                        if ref != nil, try statements.storedLinksEqual(identity, entity, k, targets) { continue }
+                        changed = true
                         try replaceLinks(of: identity, entity, k, targets, stored: ref != nil, into: &links)
                     }
+                    if ref != nil, mentioned, !changed { unchanged.append(position) }
                 }
                 try inserts.flush()
                 try links.flush()
+                return unchanged
             }
         }
+    }
+
+    /// Rows changed by the statement that ran last on the write connection.
+    private var lastChanges: Int32 {
+        store.connection.map { sqlite3_changes($0) } ?? 1
+    }
+
+    /// Whether the stored links of `identity` through to-many `k` are the set `targets` gives:
+    /// each target once, at the position of its first occurrence for an ordered relationship —
+    /// as ``replaceLinks(of:_:_:_:stored:into:)`` would store them.
+    private func storedLinksEqual(_ identity: IdentityKey, _ entity: Int, _ k: Int, _ targets: [IdentityKey]) throws -> Bool {
+        let toMany = store.layouts[entity].toMany[k]
+        let width = Int32(toMany.targetColumns.count)
+        // SQLite stores booleans as 0 and 1: the given values are compared as stored.
+        func stored(_ value: ScalarValue) -> ScalarValue {
+            if case .bool(let b) = value { return .integer(b ? 1 : 0) }
+            return value
+        }
+        var wanted: [[ScalarValue]: Int64] = [:]
+        for (position, target) in targets.enumerated() {
+            let key = target.values.map(stored)
+            if wanted[key] == nil { wanted[key] = toMany.isOrdered ? Int64(position) : 0 }
+        }
+        let select = try shape(.selectLinks(k), entity, ColumnMask())
+        select.bind(identity, from: 1)
+        var equal = true
+        var count = 0
+        try select.query { row in
+            count += 1
+            guard equal else { return }
+            let key = (0..<width).map { RawStatement.column(row, $0) }
+            let position = toMany.isOrdered ? sqlite3_column_int64(row, width) : 0
+            if wanted[key] != position { equal = false }
+        }
+        return equal && count == wanted.count
     }
 
     /// Inserts the rows of `entity` that have no identity (each is a new row).
@@ -233,16 +285,31 @@ struct BatchWriter {
             let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
             sql =
                 "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
-        case .update:
-            // By rowid: the lookup found it, so the identity index is not searched again.
-            sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE rowid = ?"
-        case .updateByIdentity:
-            let identity = layout.identitySlots.map { "\(SQLiteStore.quote(layout.columns[$0].name)) = ?" }
-            sql = "UPDATE \(table) SET \(columns.map { "\($0) = ?" }.joined(separator: ", ")) WHERE \(identity.joined(separator: " AND "))"
+        case .update, .updateByIdentity:
+            // Numbered parameters: each value is bound once, for the SET and for the comparison
+            // that leaves a row whose present values are all equal unwritten.
+            let set = columns.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: ", ")
+            let differs = columns.enumerated().map { "\($1) IS NOT ?\($0 + 1)" }.joined(separator: " OR ")
+            let found: String
+            if case .update = kind {
+                // By rowid: the lookup found it, so the identity index is not searched again.
+                found = "rowid = ?\(columns.count + 1)"
+            } else {
+                found = layout.identitySlots.enumerated().map {
+                    "\(SQLiteStore.quote(layout.columns[$1].name)) = ?\(columns.count + 1 + $0)"
+                }
+                .joined(separator: " AND ")
+            }
+            sql = "UPDATE \(table) SET \(set) WHERE \(found) AND (\(differs))"
         case .deleteLinks(let k):
             let toMany = layout.toMany[k]
             let condition = toMany.sourceColumns.map { "\(SQLiteStore.quote($0)) = ?" }.joined(separator: " AND ")
             sql = "DELETE FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(condition)"
+        case .selectLinks(let k):
+            let toMany = layout.toMany[k]
+            let condition = toMany.sourceColumns.map { "\(SQLiteStore.quote($0)) = ?" }.joined(separator: " AND ")
+            let read = toMany.targetColumns.map(SQLiteStore.quote) + (toMany.isOrdered ? ["\"position\""] : [])
+            sql = "SELECT \(read.joined(separator: ", ")) FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(condition)"
         case .insertLinks(let k, let count):
             let toMany = layout.toMany[k]
             var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote)

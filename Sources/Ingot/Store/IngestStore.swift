@@ -72,6 +72,13 @@ public protocol IngestStore: IdentityLookups {
     /// the database knows which job inserted it.
     var lastWriteCounts: [EntityCounts]? { get }
 
+    /// Per entity (by index), the positions in the last ``write(_:then:)``'s rows
+    /// (``ResolvedBatch/rows(of:)``) of the stored rows it found equal to what the batch
+    /// gives — every present column and every given link set — and so did not write; read inside
+    /// `then`. `nil`: the store does not compare (each stored row a record mentions counts as
+    /// updated). The run counts rows from it (``RunLedger``): `updated` versus `unchanged`.
+    var lastWriteUnchanged: [[Int]]? { get }
+
     /// Takes the database's lock on runs of `pipeline` for as long as the store is open,
     /// waiting up to `timeout` seconds for another run to let it go; throws a held
     /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
@@ -86,6 +93,9 @@ public protocol IngestStore: IdentityLookups {
 extension IngestStore {
     /// The resolver's counts are exact for one writer.
     public var lastWriteCounts: [EntityCounts]? { nil }
+
+    /// A store that does not compare: every stored row a record mentions is written.
+    public var lastWriteUnchanged: [[Int]]? { nil }
 
     /// A failed write rolls the whole open transaction back.
     public var undoesBatchesAlone: Bool { false }
@@ -117,8 +127,11 @@ public struct RunCounters: Sendable, Equatable {
     public var records = 0
     /// Rows inserted, stubs included.
     public var inserted = 0
-    /// Stored rows a record changed.
+    /// Stored rows a record changed (each counted once per run).
     public var updated = 0
+    /// Stored rows the run's records mentioned and found equal: not written (each counted once
+    /// per run, and not at all once the run changes them).
+    public var unchanged = 0
     /// Rows `write: replace` deleted.
     public var deleted = 0
     /// Records rejected.
@@ -164,7 +177,8 @@ public struct RunCounters: Sendable, Equatable {
         for (k, (name, c)) in entities.sorted(by: { $0.key < $1.key }).enumerated() {
             if k > 0 { out += "," }
             JSONText.quote(name, into: &out)
-            out += #":{"inserted":\#(c.inserted),"updated":\#(c.updated),"stubs":\#(c.stubs),"rejected":\#(c.rejected)"#
+            out += #":{"inserted":\#(c.inserted),"updated":\#(c.updated),"unchanged":\#(c.unchanged),"stubs":\#(c.stubs)"#
+            out += #","rejected":\#(c.rejected)"#
             if let unfilled = c.unfilled { out += #","unfilled":\#(unfilled)"# }
             out += "}"
         }
@@ -194,6 +208,12 @@ public struct RunCounters: Sendable, Equatable {
         }
     }
 
+    /// Reads ``entitiesJSON`` back into ``entities``, and ``unchanged`` (kept only there) with it.
+    mutating func readEntities(fromJSON text: String?) {
+        entities = RunCounters.entities(fromJSON: text)
+        unchanged = entities.values.reduce(0) { $0 + $1.unchanged }
+    }
+
     /// Reads ``entitiesJSON`` back (a resumed run continues its counts).
     static func entities(fromJSON text: String?) -> [String: EntityCounts] {
         guard let text, let document = try? JSONDocument(bytes: Array(text.utf8)) else { return [:] }
@@ -202,8 +222,8 @@ public struct RunCounters: Sendable, Equatable {
             guard let key = name.string else { continue }
             func field(_ f: String) -> Int { value[f]?.int64.map { Int($0) } ?? 0 }
             result[key] = EntityCounts(
-                inserted: field("inserted"), updated: field("updated"), stubs: field("stubs"), rejected: field("rejected"),
-                unfilled: value["unfilled"]?.int64.map { Int($0) })
+                inserted: field("inserted"), updated: field("updated"), unchanged: field("unchanged"), stubs: field("stubs"),
+                rejected: field("rejected"), unfilled: value["unfilled"]?.int64.map { Int($0) })
         }
         return result
     }

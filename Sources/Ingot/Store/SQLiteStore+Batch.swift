@@ -29,8 +29,10 @@ extension SQLiteStore {
     ///
     /// ```sql
     /// INSERT INTO "person" ("id", "first_name", "email") VALUES (?, ?, ?), (?, ?, ?), …  -- new identities, 32 a statement
-    /// UPDATE "person" SET "first_name" = ?, "email" = ? WHERE rowid = ?                   -- a stored one
-    /// DELETE FROM "person_dogs" WHERE "person_id" = ?                                     -- a to-many that was given
+    /// UPDATE "person" SET "first_name" = ?1, "email" = ?2 WHERE rowid = ?3
+    ///   AND ("first_name" IS NOT ?1 OR "email" IS NOT ?2)                                -- a stored one, when it differs
+    /// SELECT "dog_id" FROM "person_dogs" WHERE "person_id" = ?                            -- a to-many that was given:
+    /// DELETE FROM "person_dogs" WHERE "person_id" = ?                                     -- replaced when it differs
     /// INSERT OR IGNORE INTO "person_dogs" ("person_id", "dog_id") VALUES (?, ?), …        -- 64 links a statement
     /// ```
     ///
@@ -47,7 +49,7 @@ extension SQLiteStore {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             do {
-                try BatchWriter(store: self, batch: batch).write()
+                lastUnchanged = try BatchWriter(store: self, batch: batch).write()
                 try then()
             } catch {
                 try? db.rollback()
@@ -64,7 +66,7 @@ extension SQLiteStore {
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "SAVEPOINT ingot_isolated")
             do {
-                try BatchWriter(store: self, batch: batch).write()
+                lastUnchanged = try BatchWriter(store: self, batch: batch).write()
                 try then()
                 try db.execute(sql: "RELEASE ingot_isolated")
             } catch {
@@ -74,6 +76,9 @@ extension SQLiteStore {
             }
         }
     }
+
+    /// Per entity, the stored rows the last write found equal and left as they were.
+    package var lastWriteUnchanged: [[Int]]? { lastUnchanged }
 
     /// Whether batches were saved since the last commit.
     package var hasUncommittedBatches: Bool {

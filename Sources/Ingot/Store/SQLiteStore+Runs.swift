@@ -86,7 +86,7 @@ extension SQLiteStore {
             counters.updated = row["updated"]
             counters.rejectedRecords = row["rejected_records"]
             counters.rejectedPages = row["rejected_pages"]
-            counters.entities = RunCounters.entities(fromJSON: row["entity_counts"])
+            counters.readEntities(fromJSON: row["entity_counts"])
             counters.rejectsByReason = RunCounters.rejects(fromJSON: row["reject_counts"])
             counters.readResources(fromJSON: row["resource_counts"])
             return UnfinishedRun(

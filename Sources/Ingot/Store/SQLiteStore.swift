@@ -41,6 +41,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var connection: OpaquePointer?
     /// Insert and update statements by shape; finalized by `close()`.
     var shapeStatements: [ShapeKey: RawStatement] = [:]
+    /// Per entity, the positions of the stored rows the last batch write left as they were.
+    var lastUnchanged: [[Int]] = []
     /// Identity lookups on the write connection (writer queue).
     private var writerLookupStorage: IdentityLookup?
     /// A read-only connection and its lookups, used by the assembler queue only to resolve the

@@ -197,6 +197,7 @@ extension RunCounters {
         records += other.records
         inserted += other.inserted
         updated += other.updated
+        unchanged += other.unchanged
         deleted += other.deleted
         rejectedRecords += other.rejectedRecords
         rejectedPages += other.rejectedPages

@@ -334,7 +334,7 @@ extension PGStore {
                     var c = RunCounters()
                     (c.pages, c.records, c.inserted, c.updated) = (int(0), int(1), int(2), int(3))
                     (c.rejectedRecords, c.rejectedPages, c.bytes) = (int(4), int(5), int(6))
-                    c.entities = RunCounters.entities(fromJSON: job[7])
+                    c.readEntities(fromJSON: job[7])
                     c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
                     total.add(c)
                 }

@@ -381,7 +381,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         var counters = RunCounters()
         (counters.pages, counters.records, counters.inserted, counters.updated) = (int(2), int(3), int(4), int(5))
         (counters.rejectedRecords, counters.rejectedPages) = (int(6), int(7))
-        counters.entities = RunCounters.entities(fromJSON: row[10])
+        counters.readEntities(fromJSON: row[10])
         counters.rejectsByReason = RunCounters.rejects(fromJSON: row[11])
         counters.readResources(fromJSON: row[12])
         return UnfinishedRun(runID: id, counters: counters, lastSeq: int(8), resumeState: row[9])

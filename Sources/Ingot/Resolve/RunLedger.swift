@@ -1,0 +1,169 @@
+/// The rows a run has counted, so that each row counts once per run, whatever the batch size:
+/// `inserted` (the run created it, whatever later records did to it; stubs among them),
+/// `updated` (a stored row whose values or links the run changed), `unchanged` (a stored row
+/// the run's records mentioned and found equal — and never changed later in the run).
+///
+/// Counted after each batch is written, from what the batch's resolver found (stored or not)
+/// and what the store reports it left as it was (``IngestStore/lastWriteUnchanged``). Lives
+/// as long as the run, on the writer's queue. Integer identities (the common case) are kept in
+/// compact sets (``IntegerSet``: about two bits per row for dense ids), others in a dictionary.
+struct RunLedger: Sendable {
+    /// What the run did to a row it counted.
+    enum Mark: UInt8, Sendable {
+        /// Inserted or updated by this run: later records change nothing in the counts.
+        case written
+        /// Mentioned and found equal: `unchanged` until the run changes it.
+        case unchanged
+    }
+
+    private struct Marks: Sendable {
+        var written = IntegerSet()
+        var unchanged = IntegerSet()
+        var other: [IdentityKey: Mark] = [:]
+
+        func mark(_ key: IdentityKey) -> Mark? {
+            if case .single(.integer(let v)) = key {
+                return written.contains(v) ? .written : unchanged.contains(v) ? .unchanged : nil
+            }
+            return other[key]
+        }
+
+        mutating func set(_ key: IdentityKey, _ mark: Mark) {
+            if case .single(.integer(let v)) = key {
+                switch mark {
+                case .written:
+                    unchanged.remove(v)
+                    written.insert(v)
+                case .unchanged: unchanged.insert(v)
+                }
+            } else {
+                other[key] = mark
+            }
+        }
+    }
+
+    private var marks: [Marks]
+    private let layouts: [EntityLayout]
+
+    init(layouts: [EntityLayout]) {
+        self.layouts = layouts
+        marks = Array(repeating: Marks(), count: layouts.count)
+    }
+
+    /// Counts what writing `batch` did into `outcome` (replacing its row counts), and remembers
+    /// the rows. `unchanged`: per entity, the positions of the rows the store found equal and
+    /// left as they were (`nil`: a store that does not compare — every stored row a record
+    /// changes something of counts as updated).
+    mutating func count(_ batch: ResolvedBatch, unchanged: [[Int]]?, into outcome: inout BatchOutcome) {
+        outcome.entities = Array(repeating: EntityCounts(), count: layouts.count)
+        for (entity, rows) in batch.rows.merged.enumerated() {
+            let layout = layouts[entity]
+            let refs = batch.refs[entity]
+            let equal = Set(unchanged?[safe: entity] ?? [])
+            var counts = EntityCounts()
+            for (position, row) in rows.rows.enumerated() {
+                guard let identity = row.identity else { continue }
+                var mentions = false
+                for slot in 0..<layout.columns.count where row.mask.contains(slot) && !layout.identitySlots.contains(slot) {
+                    mentions = true
+                    break
+                }
+                if !mentions { mentions = layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil } }
+                let stored = !refs.isEmpty && refs[position] != nil
+                guard stored else {
+                    counts.inserted += 1
+                    if !mentions { counts.stubs += 1 }
+                    marks[entity].set(identity, .written)
+                    continue
+                }
+                guard mentions else { continue }  // only referred to: not a record of this row
+                let mark = marks[entity].mark(identity)
+                if mark == .written { continue }
+                if equal.contains(position) {
+                    if mark == nil {
+                        counts.unchanged += 1
+                        marks[entity].set(identity, .unchanged)
+                    }
+                } else {
+                    if mark == .unchanged { counts.unchanged -= 1 }
+                    counts.updated += 1
+                    marks[entity].set(identity, .written)
+                }
+            }
+            counts.inserted += rows.anonymous.count
+            outcome.entities[entity] = counts
+        }
+        outcome.inserted = outcome.entities.reduce(0) { $0 + $1.inserted }
+        outcome.updated = outcome.entities.reduce(0) { $0 + $1.updated }
+        outcome.unchanged = outcome.entities.reduce(0) { $0 + $1.unchanged }
+    }
+}
+
+/// A set of 64-bit integers that costs about a bit per member when they are dense (ids 1…n)
+/// and two bytes when they are sparse: members grouped by their upper 48 bits, each group a
+/// sorted array of its lower 16 bits up to 4,096 members, then a 65,536-bit map (8 KiB) — the
+/// layout of roaring bitmaps.
+struct IntegerSet: Sendable {
+    private enum Chunk: Sendable {
+        case sparse([UInt16])
+        case dense([UInt64])
+    }
+
+    private static let sparseLimit = 4096
+    private var chunks: [Int64: Chunk] = [:]
+
+    func contains(_ value: Int64) -> Bool {
+        guard let chunk = chunks[value >> 16] else { return false }
+        let low = UInt16(truncatingIfNeeded: value)
+        switch chunk {
+        case .sparse(let members): return IntegerSet.search(members, low).found
+        case .dense(let words): return words[Int(low >> 6)] & (1 << UInt64(low & 63)) != 0
+        }
+    }
+
+    mutating func insert(_ value: Int64) {
+        let high = value >> 16
+        let low = UInt16(truncatingIfNeeded: value)
+        switch chunks.removeValue(forKey: high) ?? .sparse([]) {
+        case .sparse(var members):
+            let (found, at) = IntegerSet.search(members, low)
+            if !found { members.insert(low, at: at) }
+            if members.count > IntegerSet.sparseLimit {
+                var words = [UInt64](repeating: 0, count: 1024)
+                for m in members { words[Int(m >> 6)] |= 1 << UInt64(m & 63) }
+                chunks[high] = .dense(words)
+            } else {
+                chunks[high] = .sparse(members)
+            }
+        case .dense(var words):
+            words[Int(low >> 6)] |= 1 << UInt64(low & 63)
+            chunks[high] = .dense(words)
+        }
+    }
+
+    mutating func remove(_ value: Int64) {
+        let high = value >> 16
+        guard let chunk = chunks.removeValue(forKey: high) else { return }
+        let low = UInt16(truncatingIfNeeded: value)
+        switch chunk {
+        case .sparse(var members):
+            let (found, at) = IntegerSet.search(members, low)
+            if found { members.remove(at: at) }
+            if !members.isEmpty { chunks[high] = .sparse(members) }
+        case .dense(var words):
+            words[Int(low >> 6)] &= ~(1 << UInt64(low & 63))
+            chunks[high] = .dense(words)
+        }
+    }
+
+    /// Binary search: whether `value` is in `members` (sorted), and where it is or would go.
+    private static func search(_ members: [UInt16], _ value: UInt16) -> (found: Bool, at: Int) {
+        var low = 0
+        var high = members.count
+        while low < high {
+            let middle = (low + high) / 2
+            if members[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return (low < members.count && members[low] == value, low)
+    }
+}
