@@ -161,6 +161,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     /// The job's counters as the open transaction records them.
     private var pendingCounters: RunCounters?
     private(set) var lastWriteCounts: [EntityCounts]?
+    /// Per entity, the stored rows the last single-run write found equal (a joined run: `nil`).
+    private var unchanged: [[Int]] = []
+    var lastWriteUnchanged: [[Int]]? { shared == nil ? unchanged : nil }
 
     init(model: EntityModel, database: MemoryDatabase? = nil) {
         self.model = model
@@ -265,22 +268,35 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     }
 
     private func applySingle(_ batch: ResolvedBatch, tables: inout MemoryDatabase.Tables) {
+        unchanged = Array(repeating: [], count: batch.entityCount)
         for entity in 0..<batch.entityCount {
-            for row in batch.rows(of: entity) {
+            let layout = layouts[entity]
+            for (position, row) in batch.rows(of: entity).enumerated() {
                 guard let identity = row.identity else {
                     tables.anonymous[entity].append(row.values.map { $0 ?? .null })
                     continue
                 }
+                var changed = false
+                var mentioned = false
                 if row.stored != nil, var stored = tables.rows[entity][identity] {
-                    for (slot, value) in row.values.enumerated() where value != nil { stored[slot] = value }
+                    for (slot, value) in row.values.enumerated() where value != nil {
+                        if !layout.identitySlots.contains(slot) { mentioned = true }
+                        if stored[slot] != value { changed = true }
+                        stored[slot] = value
+                    }
                     tables.rows[entity][identity] = stored
                 } else {
                     tables.rows[entity][identity] = row.values.map { $0 ?? .null }
                 }
                 for (k, targets) in row.links.enumerated() {
                     guard let targets else { continue }
-                    tables.links[entity][k][identity] = Self.unique(targets)
+                    mentioned = true
+                    let new = Self.unique(targets)
+                    let old = tables.links[entity][k][identity] ?? []
+                    if layout.toMany[k].isOrdered ? old != new : Set(old) != Set(new) { changed = true }
+                    tables.links[entity][k][identity] = new
                 }
+                if row.stored != nil, mentioned, !changed { unchanged[entity].append(position) }
             }
         }
     }

@@ -1,7 +1,12 @@
 /// The rows a run has counted, so that each row counts once per run, whatever the batch size:
-/// `inserted` (the run created it, whatever later records did to it; stubs among them),
-/// `updated` (a stored row whose values or links the run changed), `unchanged` (a stored row
-/// the run's records mentioned and found equal — and never changed later in the run).
+/// `inserted` (the run created it, whatever later records did to it), `stubs` (among those, the
+/// rows still holding only their identity: a stub a later record of the run fills is no longer
+/// one), `updated` (a stored row whose values or links the run changed), `unchanged` (a stored
+/// row the run's records mentioned and found equal — and never changed later in the run).
+///
+/// Batch size does not change these counts, but for a row whose records within one run flip a
+/// value and back: folded into one batch they are one write equal to the stored row
+/// (`unchanged`); in separate batches, two writes (`updated`).
 ///
 /// Counted after each batch is written, from what the batch's resolver found (stored or not)
 /// and what the store reports it left as it was (``IngestStore/lastWriteUnchanged``). Lives
@@ -12,6 +17,8 @@ struct RunLedger: Sendable {
     enum Mark: UInt8, Sendable {
         /// Inserted or updated by this run: later records change nothing in the counts.
         case written
+        /// Inserted by this run holding only its identity: counted among `stubs` until a record fills it.
+        case stub
         /// Mentioned and found equal: `unchanged` until the run changes it.
         case unchanged
     }
@@ -19,11 +26,13 @@ struct RunLedger: Sendable {
     private struct Marks: Sendable {
         var written = IntegerSet()
         var unchanged = IntegerSet()
+        /// Stubs are few: a plain set.
+        var stubs: Set<Int64> = []
         var other: [IdentityKey: Mark] = [:]
 
         func mark(_ key: IdentityKey) -> Mark? {
             if case .single(.integer(let v)) = key {
-                return written.contains(v) ? .written : unchanged.contains(v) ? .unchanged : nil
+                return written.contains(v) ? .written : unchanged.contains(v) ? .unchanged : stubs.contains(v) ? .stub : nil
             }
             return other[key]
         }
@@ -33,8 +42,10 @@ struct RunLedger: Sendable {
                 switch mark {
                 case .written:
                     unchanged.remove(v)
+                    stubs.remove(v)
                     written.insert(v)
                 case .unchanged: unchanged.insert(v)
+                case .stub: stubs.insert(v)
                 }
             } else {
                 other[key] = mark
@@ -73,12 +84,18 @@ struct RunLedger: Sendable {
                 guard stored else {
                     counts.inserted += 1
                     if !mentions { counts.stubs += 1 }
-                    marks[entity].set(identity, .written)
+                    marks[entity].set(identity, mentions ? .written : .stub)
                     continue
                 }
                 guard mentions else { continue }  // only referred to: not a record of this row
                 let mark = marks[entity].mark(identity)
                 if mark == .written { continue }
+                if mark == .stub {
+                    // A stub this run created, filled by a later batch: inserted, no longer a stub.
+                    counts.stubs -= 1
+                    marks[entity].set(identity, .written)
+                    continue
+                }
                 if equal.contains(position) {
                     if mark == nil {
                         counts.unchanged += 1

@@ -9,9 +9,11 @@ import Foundation
 /// ```sql
 /// INSERT INTO "person" ("id", "first_name", …) SELECT … FROM "_ingot_new_person"            -- rows not stored
 /// UPDATE "person" AS t SET "first_name" = CASE WHEN substr(s._present, 2, 1) = '1'
-///   THEN s."first_name" ELSE t."first_name" END, … FROM "_ingot_old_person" AS s WHERE t."id" = s."id"  -- stored rows, present keys only
+///   THEN s."first_name" ELSE t."first_name" END, … FROM "_ingot_old_person" AS s WHERE t."id" = s."id"
+///   AND (substr(s._present, 2, 1) = '1' AND t."first_name" IS DISTINCT FROM s."first_name" OR …)  -- stored rows that differ
 /// DELETE FROM "person_dogs" AS j USING "_ingot_own_person_dogs" AS o WHERE j."person_id" = o."person_id"
-/// INSERT INTO "person_dogs" SELECT DISTINCT ON (…) … FROM "_ingot_link_person_dogs" ON CONFLICT DO NOTHING
+///   AND NOT EXISTS (SELECT 1 FROM "_ingot_link_person_dogs" AS l WHERE …)                           -- links no longer given
+/// INSERT INTO "person_dogs" SELECT DISTINCT ON (…) … FROM "_ingot_link_person_dogs" ON CONFLICT DO NOTHING  -- new links
 /// ```
 ///
 /// Rejects, run bookkeeping and the resume state go in the same transaction. Used from the
@@ -35,6 +37,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// What the last joined write did, per entity, as the database counted it (`nil` for a
     /// single run: the resolver's counts are exact).
     var lastWriteCounts: [EntityCounts]?
+    /// Per entity, the stored rows the last single run's write left as they were.
+    private var lastUnchanged: [[Int]] = []
+    var lastWriteUnchanged: [[Int]]? { joined == nil ? lastUnchanged : nil }
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
     /// The staging tables made in the open transaction, in order: a rollback (to its start or
@@ -148,12 +153,19 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     private func writeEntities(of batch: ResolvedBatch) throws {
+        lastUnchanged = Array(repeating: [], count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
             let rows = batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
             do {
-                try writeRows(rows, layout)
-                for (k, toMany) in layout.toMany.enumerated() { try replaceLinks(rows, k, toMany, owner: entity) }
+                var changed = try writeRows(rows, layout)
+                for (k, toMany) in layout.toMany.enumerated() { changed.formUnion(try replaceLinks(rows, k, toMany, owner: entity)) }
+                lastUnchanged[entity] = rows.indices.filter { position in
+                    let row = rows[position]
+                    guard row.stored != nil, !changed.contains(position) else { return false }
+                    let mentions = row.values.indices.contains { row.values[$0] != nil && !layout.identitySlots.contains($0) }
+                    return mentions || row.links.contains { $0 != nil }
+                }
             } catch var error as StoreError {
                 error.entity = model.entities[entity].name
                 throw error
@@ -161,23 +173,25 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         }
     }
 
-    private func writeRows(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout) throws {
+    /// Inserts the rows not stored; updates the stored ones where a present column differs
+    /// (`IS DISTINCT FROM`). Returns the positions in `rows` of the stored rows it changed.
+    private func writeRows(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout) throws -> Set<Int> {
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         var inserts: [UInt8] = []
         var insertCount = 0
         var updates: [UInt8] = []
-        for row in rows {
+        for (position, row) in rows.enumerated() {
             var present = ""
             for value in row.values { present += value == nil ? "0" : "1" }
             if row.stored == nil {
                 PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present)], to: &inserts)
                 insertCount += 1
             } else {
-                PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present)], to: &updates)
+                PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present), .integer(Int64(position))], to: &updates)
             }
         }
-        let stageColumns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text")]
+        let stageColumns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text"), ("_row", "bigint")]
         // Present columns only: `s` is a staging table with `_present`, `t` the entity's table.
         let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
             let c = PGStore.quote(layout.columns[slot].name)
@@ -208,41 +222,71 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 try connection.execute((inserted < insertCount ? update?(stage) ?? "" : "") + "TRUNCATE \(stage)")
             }
         }
-        if !updates.isEmpty {
-            let stage = try staging("_ingot_old_\(layout.table)", stageColumns)
-            try connection.copy("COPY \(stage) (\(all), \"_present\") FROM STDIN", data: updates)
-            try connection.execute((update?(stage) ?? "") + "TRUNCATE \(stage)")
+        guard !updates.isEmpty else { return [] }
+        let stage = try staging("_ingot_old_\(layout.table)", stageColumns)
+        try connection.copy("COPY \(stage) (\(all), \"_present\", \"_row\") FROM STDIN", data: updates)
+        guard let update = update?(stage) else {
+            try connection.execute("TRUNCATE \(stage)")
+            return []
         }
+        // Only rows where a present column differs are written (and returned).
+        let differs = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
+            let c = PGStore.quote(layout.columns[slot].name)
+            return "(substr(s._present, \(slot + 1), 1) = '1' AND t.\(c) IS DISTINCT FROM s.\(c))"
+        }
+        let changed = try connection.execute(
+            String(update.dropLast(2)) + " AND (\(differs.joined(separator: " OR "))) RETURNING s._row")
+        try connection.execute("TRUNCATE \(stage)")
+        return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
     }
 
-    /// Replaces the links of every owner in `rows` that gave relationship `k`.
-    private func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int) throws {
+    /// Replaces the links of every owner in `rows` that gave relationship `k` — only where they
+    /// differ: the stored links the new set lacks (or holds at another position) are deleted, the
+    /// new ones inserted, the others left as they are. Returns the positions in `rows` of the
+    /// owners whose links changed.
+    private func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int) throws -> Set<Int> {
         var owners: [UInt8] = []
         var links: [UInt8] = []
-        for row in rows {
+        for (position, row) in rows.enumerated() {
             guard let identity = row.identity, let targets = row.links[k] else { continue }
-            PGStore.appendCopyRow(identity.values, to: &owners)
+            PGStore.appendCopyRow(identity.values + [.integer(Int64(position))], to: &owners)
             for (position, target) in targets.enumerated() {
                 PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(position))] : []), to: &links)
             }
         }
-        guard !owners.isEmpty else { return }
+        guard !owners.isEmpty else { return [] }
         let join = PGStore.quote(toMany.joinTable)
         let types = PGStore.joinColumns(toMany, owner: owner, model: model)
-        let ownerStage = try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
+        let ownerStage = try staging(
+            "_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)) + [("_row", "bigint")])
         try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
-        let match = toMany.sourceColumns.map { "j.\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
-        try connection.execute("DELETE FROM \(join) AS j USING \(ownerStage) AS o WHERE \(match); TRUNCATE \(ownerStage)")
-        guard !links.isEmpty else { return }
         let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
-        try connection.copy("COPY \(linkStage) FROM STDIN", data: links)
-        let key = (toMany.sourceColumns + toMany.targetColumns).map(PGStore.quote).joined(separator: ", ")
-        let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        if !links.isEmpty { try connection.copy("COPY \(linkStage) FROM STDIN", data: links) }
+        func match(_ a: String, _ b: String, _ columns: [String]) -> String {
+            columns.map { "\(a).\(PGStore.quote($0)) = \(b).\(PGStore.quote($0))" }.joined(separator: " AND ")
+        }
+        let source = toMany.sourceColumns
+        let pair = source + toMany.targetColumns
         // A target given twice keeps its first position, as SQLite's INSERT OR IGNORE does.
-        let order = toMany.isOrdered ? "\(key), \"position\"" : key
-        try connection.execute(
-            "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING; TRUNCATE \(linkStage)"
-        )
+        let stale =
+            toMany.isOrdered
+            ? "j.\"position\" IS DISTINCT FROM (SELECT min(l.\"position\") FROM \(linkStage) AS l WHERE \(match("l", "j", pair)))"
+            : "NOT EXISTS (SELECT 1 FROM \(linkStage) AS l WHERE \(match("l", "j", pair)))"
+        var changed = try connection.execute(
+            "DELETE FROM \(join) AS j USING \(ownerStage) AS o WHERE \(match("j", "o", source)) AND \(stale) RETURNING o._row")
+        if !links.isEmpty {
+            let key = pair.map(PGStore.quote).joined(separator: ", ")
+            let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
+            let order = toMany.isOrdered ? "\(key), \"position\"" : key
+            changed += try connection.execute(
+                """
+                WITH added AS (INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order)
+                  ON CONFLICT DO NOTHING RETURNING \(source.map(PGStore.quote).joined(separator: ", ")))
+                SELECT DISTINCT o._row FROM added AS a JOIN \(ownerStage) AS o ON \(match("a", "o", source))
+                """)
+        }
+        try connection.execute("TRUNCATE \(ownerStage), \(linkStage)")
+        return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
     }
 
     /// The columns of a join table and their types: the owner's identity, the target's, and the
