@@ -25,9 +25,9 @@ def dataset(persons, page_size):
     return data, json.load(open(os.path.join(data, "expected.json")))
 
 
-def timed(cmd, db):
+def timed(cmd, db, keep=False):
     for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(db + suffix):
+        if not keep and os.path.exists(db + suffix):
             os.remove(db + suffix)
     p = subprocess.run(["/usr/bin/time", "-f", "rss_kb=%M"] + cmd + ["--db", db, "--progress-interval", "0"],
                        capture_output=True, text=True)
@@ -37,7 +37,24 @@ def timed(cmd, db):
     duration = float(re.search(r"duration_s=([0-9.]+)", summary).group(1))
     rss = int(re.search(r"rss_kb=(\d+)", p.stderr).group(1))
     archive = re.search(r"archive=(\S+)", summary)
+    timed.summary = summary
     return duration, rss, archive.group(1) if archive else None
+
+
+def refresh(ingot, data, expected, db, runs, url=None, label="SQLite"):
+    """A cache refreshed: people-200k loaded, then the same pages again into the same database
+    (paired: first load, rerun; medians). The rerun writes only the rows whose values differ
+    (the data set re-sends persons and dogs with other values within a run: those flip)."""
+    firsts, reruns = [], []
+    for k in range(runs):
+        target = url(k) if url else db
+        firsts.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], target))
+        reruns.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], target, keep=True))
+    counts = " ".join(re.search(r"(?<![.\w])%s=(\d+)" % key, timed.summary).group(0) for key in ("inserted", "updated", "unchanged"))
+    first, rerun = statistics.median(r[0] for r in firsts), statistics.median(r[0] for r in reruns)
+    ok = check(db, data) if not url else None
+    print("refresh (%s): first load median %.2f s, rerun median %.2f s, rerun / first %.2f  (rerun %s; check ok=%s)" % (
+        label, first, rerun, rerun / first, counts, ok))
 
 
 def check(db, data):
@@ -210,6 +227,7 @@ def postgres(ingot, data, expected, db, runs):
             url = pg.fresh("bench%d" % k)
             results.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], url))
         wall = report("PostgreSQL, 1 job", results, expected["records"], expected["bytes"] / 1e6, None)
+        refresh(ingot, data, expected, db, runs, url=lambda k: pg.fresh("refresh%d" % k), label="PostgreSQL")
         counts = pg.psql("bench0", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
         ok = counts == "%d|%d|%d" % (expected["persons"], expected["dogs"], expected["links"])
         print("  persons|dogs|links %s, as expected: %s" % (counts, ok))
@@ -316,7 +334,7 @@ def main():
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--big", action="store_true", help="also people-1M (peak RSS)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     data, expected = dataset(200000, 1000)
@@ -325,7 +343,7 @@ def main():
     records, mb = expected["records"], expected["bytes"] / 1e6
     print("people-200k: %d pages, %d records, %.1f MB" % (expected["pages"], records, mb))
     if args.only:
-        only = {"latency": latency, "fetch": fetch, "postgres": postgres}.get(args.only)
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh}.get(args.only)
         only(ingot, data, expected, db, args.runs) if only else dense(ingot, db, args.runs)
         return
     for _ in range(args.runs):
@@ -348,6 +366,7 @@ def main():
     print("replay vs loose pages: %+.1f%%" % (100.0 * (replayed - loose) / loose))
     report("run, no archive", [run(archive=False) for _ in range(args.runs)], records, mb, check(db, data))
     report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
+    refresh(ingot, data, expected, db, args.runs)
     fetch(ingot, data, expected, db, args.runs)
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)

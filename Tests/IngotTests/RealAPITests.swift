@@ -286,7 +286,22 @@ struct RealAPITests {
         #expect(try rows(db, "SELECT count(*) FROM person WHERE name IS NULL") == [["0"]])
         #expect(try rows(db, "SELECT count(*) FROM planet WHERE name IS NULL") == [["0"]])
         #expect(try rows(db, "SELECT count(*) FROM starship WHERE name IS NULL OR model IS NULL") == [["0"]])
-        #expect(try rows(db, "SELECT count(*) > 0 FROM starship_pilots") == [["1"]])
+        // SWAPI's 8 many-to-many relations are 8 join tables, each read from both sides.
+        let joinTables = try rows(
+            db,
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_%' ESCAPE '\\' AND name NOT LIKE '\\_ingot%' ESCAPE '\\' AND name <> 'grdb_migrations' ORDER BY 1"
+        )
+        #expect(
+            joinTables.map { $0[0] } == [
+                "film_characters", "film_planets", "film_species", "film_starships", "film_vehicles", "person_species", "person_starships",
+                "person_vehicles",
+            ], "\(joinTables)")
+        #expect(try rows(db, "SELECT count(*) > 0 FROM person_starships") == [["1"]])
+        // Luke's films, as the people resource gave them, are the films whose characters name him.
+        #expect(
+            try rows(db, "SELECT group_concat(film_id) FROM (SELECT film_id FROM film_characters WHERE person_id = 1 ORDER BY 1)") == [
+                ["1,2,3,6"]
+            ])
         #expect(logs.all.filter { $0.contains("msg=resource.done") }.count == 6)
         // Counts per resource: SWAPI serves pages of 10.
         #expect(summary.counters.resourcePages == ["films": 1, "people": 9, "planets": 6, "species": 4, "starships": 4, "vehicles": 4])
@@ -297,6 +312,8 @@ struct RealAPITests {
         #expect(logs.all.last?.contains("resource.people.pages=9") == true)
         let again = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(again.status == .finished && again.counters.inserted == 0)
+        // Both sides of every relation agree: the rerun finds every row and link set as it is.
+        #expect(again.counters.updated == 0 && again.counters.unchanged == 260, "\(again.counters.entities)")
     }
 
     /// PokeAPI: the list endpoint, then each pokemon's detail page through `url: "{url}"`; the

@@ -158,7 +158,7 @@ extension PipelineYAMLReader {
     }
 
     func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
-        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values"])
+        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse"])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -173,6 +173,7 @@ extension PipelineYAMLReader {
         }
         var relationship = Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
+        relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         return relationship
     }
 

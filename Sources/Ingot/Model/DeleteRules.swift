@@ -20,7 +20,8 @@ struct NullifyPlan: Sendable, Equatable {
             for toOne in other.toOne where toOne.target == entity {
                 nulled.append(KeyColumns(table: other.table, columns: toOne.slots.map { other.columns[$0].name }))
             }
-            for toMany in other.toMany {
+            // An inverse pair's join table is named by both sides: once is enough.
+            for toMany in other.toMany where !toMany.isInverse {
                 if other.entity == entity { unlinked.append(KeyColumns(table: toMany.joinTable, columns: toMany.sourceColumns)) }
                 if toMany.target == entity { unlinked.append(KeyColumns(table: toMany.joinTable, columns: toMany.targetColumns)) }
             }

@@ -40,6 +40,9 @@ public struct EntityLayout: Sendable, Equatable {
         public var targetColumns: [String]
         /// Whether the links keep the order the records gave (a `position` column).
         public var isOrdered: Bool
+        /// The other side of an inverse pair (`inverse:`): the links live in the join table of
+        /// the relationship it inverts (declared first), its columns read the other way round.
+        public var isInverse = false
     }
 
     /// The entity's index in the model.
@@ -66,6 +69,18 @@ public struct EntityLayout: Sendable, Equatable {
                 let target = model.entities[t]
                 if relationship.isToMany {
                     let selfReference = t == index
+                    if let name = relationship.inverse, let s = target.relationships.firstIndex(where: { $0.name == name }),
+                        (t, s) < (index, r)
+                    {
+                        // The inverse was declared first: its join table, read the other way.
+                        let owner = target.relationships[s]
+                        toMany.append(
+                            ToMany(
+                                relationship: r, target: t, joinTable: "\(target.table)_\(owner.name)",
+                                sourceColumns: entity.joinColumns(prefix: selfReference ? owner.name : nil),
+                                targetColumns: target.joinColumns(), isOrdered: false, isInverse: true))
+                        continue
+                    }
                     toMany.append(
                         ToMany(
                             relationship: r, target: t, joinTable: "\(entity.table)_\(relationship.name)",

@@ -115,6 +115,29 @@ extension EntityModel {
                     add(location, "relationship '\(relationship.name)' points to entity '\(relationship.target)', which is not declared")
                     continue
                 }
+                if let inverse = relationship.inverse {
+                    let mine = "\(e).\(relationship.name)"
+                    if let other = target.relationships.first(where: { $0.name == inverse }) {
+                        let theirs = "\(target.name).\(other.name)"
+                        if other.target != e || other.inverse != relationship.name {
+                            add(location, "inverse '\(theirs)' must name '\(mine)' back: give it 'to: \(e), inverse: \(relationship.name)'")
+                        } else if target.name == e && other.name == relationship.name {
+                            add(location, "relationship '\(mine)' cannot be its own inverse")
+                        } else if !relationship.isToMany || !other.isToMany {
+                            add(
+                                location,
+                                "inverse '\(mine)' ↔ '\(theirs)': only two to-many relationships can be inverses for now (a to-one and its to-many are not yet supported)"
+                            )
+                        } else if relationship.isOrdered || other.isOrdered {
+                            add(
+                                location,
+                                "inverse '\(mine)' ↔ '\(theirs)': ordered relationships cannot be inverses (each side would need its own order)"
+                            )
+                        }
+                    } else {
+                        add(location, "inverse '\(inverse)' names no relationship of entity '\(target.name)'")
+                    }
+                }
                 if target.identity.isEmpty {
                     add(location, "relationship '\(relationship.name)' points to entity '\(target.name)', which has no identity to link by")
                 }

@@ -152,6 +152,9 @@ public struct Relationship: Sendable, Equatable {
     public var values: [String: String?] = [:]
     /// `pattern:` for a bare identity's text: what its one capture group matches is the identity.
     public var pattern: String?
+    /// `inverse:`: the target's relationship that reads the same links from the other side
+    /// (`person.films` ↔ `film.characters`): one join table serves both.
+    public var inverse: String?
 
     /// A relationship `name` to `target`, read at `key` (default: its name).
     public init(

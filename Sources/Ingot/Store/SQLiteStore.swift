@@ -272,6 +272,16 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                 ))
         }
         for toMany in layout.toMany {
+            if toMany.isInverse {
+                // The inverse's table (made with its owner, declared first), indexed for this side's reads.
+                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
+                definitions.append(
+                    (
+                        .index(index),
+                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable))(\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+                    ))
+                continue
+            }
             let source = model.entities[layout.entity].identityAttributes.map { SQLiteStore.columnType($0.type) }
             let target = model.entities[toMany.target].identityAttributes.map { SQLiteStore.columnType($0.type) }
             var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }

@@ -78,6 +78,14 @@ extension PGStore {
                     "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
             }
             for toMany in layout.toMany {
+                if toMany.isInverse {
+                    // The inverse's table (made with its owner, declared first), indexed for this side's reads.
+                    let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
+                    statements.append(
+                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+                    )
+                    continue
+                }
                 let defs = joinColumns(toMany, owner: layout.entity, model: model).map { "\(quote($0.name)) \($0.type) NOT NULL" }
                 let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
                 statements.append(

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// Inverse relationships (issue 18, part 4): `person.films` ↔ `film.characters` share one join
+/// table; a present to-many on either side replaces that owner's links on that side only; both
+/// sides read the same links; validation checks that both ends agree.
+@Suite(.serialized)
+struct InverseTests {
+    static func yaml(root: String) -> String {
+        """
+        version: 1
+        name: swapi-\(root)
+        records: results
+        root: \(root)
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer, name: string}
+            relationships:
+              films: {to: film, many: true, inverse: characters}
+              following: {to: person, many: true, inverse: followers}
+              followers: {to: person, many: true, inverse: following}
+          film:
+            identity: id
+            attributes: {id: integer, title: string}
+            relationships:
+              characters: {to: person, many: true, inverse: films}
+        """
+    }
+
+    /// Runs `pages` through the pipeline rooted at `root`, into `database` (a SQLite path or a PostgreSQL URL).
+    private func run(_ root: String, _ pages: [String], _ database: String) throws -> RunSummary {
+        var options = RunOptions()
+        options.databasePath = database
+        options.progressInterval = 0
+        let config = try PipelineConfig.parse(text: Self.yaml(root: root), path: "\(root).yml")
+        return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: MemoryPageSource(pages))
+    }
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func bothSidesShareOneJoinTable(backend: StoreConformanceTests.Backend) throws {
+        let database =
+            backend == .sqlite ? temporaryDirectory().appendingPathComponent("i.db").path : try PostgresServer.freshDatabase()
+        let people = try run(
+            "person",
+            [
+                #"{"results": [{"id": 1, "name": "Luke", "films": [1, 2], "following": [2]}, {"id": 2, "name": "Leia", "films": [1]}]}"#
+            ], database)
+        #expect(people.status == .finished, "\(people.error ?? "")")
+        // Films name their characters: film 1 says 1 and 3 (Leia no longer), film 3 is new.
+        let films = try run(
+            "film",
+            [#"{"results": [{"id": 1, "title": "A New Hope", "characters": [1, 3]}, {"id": 3, "title": "Revenge", "characters": [2]}]}"#],
+            database)
+        #expect(films.status == .finished, "\(films.error ?? "")")
+        let links: [[String]]
+        let followers: [[String]]
+        if backend == .sqlite {
+            links = try rows(database, "SELECT person_id, film_id FROM person_films ORDER BY 1, 2")
+            followers = try rows(database, "SELECT person_id, following_id FROM person_following ORDER BY 1, 2")
+            #expect(try rows(database, "SELECT count(*) FROM sqlite_master WHERE name = 'film_characters'") == [["0"]])
+        } else {
+            let connection = try PGConnection(url: database)
+            links = try connection.execute("SELECT person_id, film_id FROM person_films ORDER BY 1, 2").map { $0.map { $0 ?? "" } }
+            followers = try connection.execute("SELECT person_id, following_id FROM person_following ORDER BY 1, 2").map {
+                $0.map { $0 ?? "" }
+            }
+            #expect(try connection.execute("SELECT to_regclass('film_characters') IS NULL") == [["t"]])
+        }
+        // Film 1's characters replaced film 1's links only; person 1's link to film 2 stays.
+        #expect(links == [["1", "1"], ["1", "2"], ["2", "3"], ["3", "1"]])
+        #expect(followers == [["1", "2"]], "Luke follows Leia: Leia's followers are Luke")
+
+        // The person side again: Luke's films replaced on his side only (film 3's Leia stays).
+        let again = try run("person", [#"{"results": [{"id": 1, "films": [3]}, {"id": 2, "followers": []}]}"#], database)
+        #expect(again.status == .finished, "\(again.error ?? "")")
+        let after =
+            backend == .sqlite
+            ? try rows(database, "SELECT person_id, film_id FROM person_films ORDER BY 1, 2")
+            : try PGConnection(url: database).execute("SELECT person_id, film_id FROM person_films ORDER BY 1, 2").map {
+                $0.map { $0 ?? "" }
+            }
+        #expect(after == [["1", "3"], ["2", "3"], ["3", "1"]])
+        let unfollowed =
+            backend == .sqlite
+            ? try rows(database, "SELECT count(*) FROM person_following")
+            : try PGConnection(url: database).execute("SELECT count(*) FROM person_following").map { $0.map { $0 ?? "" } }
+        #expect(unfollowed == [["0"]], "Leia's followers given empty: Luke no longer follows her")
+    }
+
+    @Test func bothEndsMustAgree() {
+        func problem(_ films: String, _ characters: String) -> String? {
+            configProblems(
+                """
+                version: 1
+                name: i
+                root: person
+                entities:
+                  person:
+                    identity: id
+                    attributes: {id: integer}
+                    relationships:
+                      films: \(films)
+                  film:
+                    identity: id
+                    attributes: {id: integer}
+                    relationships:
+                      characters: \(characters)
+                """, path: "i.yml")
+        }
+        #expect(problem("{to: film, many: true, inverse: characters}", "{to: person, many: true, inverse: films}") == nil)
+        #expect(problem("{to: film, many: true, inverse: cast}", "{to: person, many: true}")?.contains("names no relationship") == true)
+        #expect(
+            problem("{to: film, many: true, inverse: characters}", "{to: person, many: true}")?.contains(
+                "must name 'person.films' back") == true)
+        #expect(
+            problem("{to: film, many: true, inverse: characters, ordered: true}", "{to: person, many: true, inverse: films}")?
+                .contains("ordered") == true)
+        #expect(
+            problem("{to: film, inverse: characters}", "{to: person, many: true, inverse: films}")?.contains("not yet supported")
+                == true)
+        #expect(problem("{to: film, many: true, inverse: charactrs}", "{to: person, many: true}")?.hasPrefix("i.yml:9:") == true)
+    }
+}
