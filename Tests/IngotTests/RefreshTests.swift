@@ -126,3 +126,26 @@ struct RefreshTests {
         #expect(new.keys.filter { old[$0] != new[$0] }.sorted() == ["f2-3", "p1"], "person 1's row and person 2's new friend only")
     }
 }
+
+/// The ledger's integer set: sparse groups become bitmaps past 4,096 members; any Int64.
+struct IntegerSetTests {
+    @Test func membersSurviveEveryRepresentation() {
+        var set = IntegerSet()
+        var expected: Set<Int64> = []
+        var generator = SeededGenerator(seed: 18)
+        let interesting: [Int64] = [0, -1, 65_535, 65_536, Int64.min, Int64.max]
+        // Dense ids 1…10,000 (two groups turn into bitmaps), sparse large ones, and the edges.
+        let values = Array(1...10_000) + (0..<2_000).map { _ in Int64(bitPattern: generator.next()) } + interesting
+        for v in values {
+            set.insert(v)
+            expected.insert(v)
+        }
+        for v in values.prefix(5_000) where v % 3 == 0 {
+            set.remove(v)
+            expected.remove(v)
+        }
+        set.remove(Int64.min)
+        expected.remove(Int64.min)
+        for v in values + [10_001, -2, 123_456_789] { #expect(set.contains(v) == expected.contains(v), "\(v)") }
+    }
+}

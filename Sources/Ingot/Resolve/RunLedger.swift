@@ -37,18 +37,21 @@ struct RunLedger: Sendable {
             return other[key]
         }
 
-        mutating func set(_ key: IdentityKey, _ mark: Mark) {
-            if case .single(.integer(let v)) = key {
-                switch mark {
-                case .written:
-                    unchanged.remove(v)
-                    stubs.remove(v)
-                    written.insert(v)
-                case .unchanged: unchanged.insert(v)
-                case .stub: stubs.insert(v)
-                }
-            } else {
+        /// Marks `key`, which was marked `old` (`nil`: not at all).
+        mutating func set(_ key: IdentityKey, _ mark: Mark, was old: Mark?) {
+            guard case .single(.integer(let v)) = key else {
                 other[key] = mark
+                return
+            }
+            switch old {
+            case .unchanged?: unchanged.remove(v)
+            case .stub?: stubs.remove(v)
+            case .written?, nil: break
+            }
+            switch mark {
+            case .written: written.insert(v)
+            case .unchanged: unchanged.insert(v)
+            case .stub: stubs.insert(v)
             }
         }
     }
@@ -71,40 +74,45 @@ struct RunLedger: Sendable {
             let layout = layouts[entity]
             let refs = batch.refs[entity]
             let equal = Set(unchanged?[safe: entity] ?? [])
+            var identityMask = ColumnMask()
+            for slot in layout.identitySlots { identityMask.insert(slot) }
             var counts = EntityCounts()
-            for (position, row) in rows.rows.enumerated() {
-                guard let identity = row.identity else { continue }
-                var mentions = false
-                for slot in 0..<layout.columns.count where row.mask.contains(slot) && !layout.identitySlots.contains(slot) {
-                    mentions = true
-                    break
-                }
-                if !mentions { mentions = layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil } }
-                let stored = !refs.isEmpty && refs[position] != nil
-                guard stored else {
-                    counts.inserted += 1
-                    if !mentions { counts.stubs += 1 }
-                    marks[entity].set(identity, mentions ? .written : .stub)
-                    continue
-                }
-                guard mentions else { continue }  // only referred to: not a record of this row
-                let mark = marks[entity].mark(identity)
-                if mark == .written { continue }
-                if mark == .stub {
-                    // A stub this run created, filled by a later batch: inserted, no longer a stub.
-                    counts.stubs -= 1
-                    marks[entity].set(identity, .written)
-                    continue
-                }
-                if equal.contains(position) {
-                    if mark == nil {
-                        counts.unchanged += 1
-                        marks[entity].set(identity, .unchanged)
+            // Read in place (a copy of each row would retain its identity's storage).
+            rows.rows.withUnsafeBufferPointer { all in
+                for position in all.indices {
+                    guard let identity = all[position].identity else { continue }
+                    let row = all[position]
+                    let mentions =
+                        row.mask.subtracting(identityMask) != ColumnMask()
+                        || layout.toMany.indices.contains { rows.storage.linkSets[row.linkStart + $0] != nil }
+                    let stored = !refs.isEmpty && refs[position] != nil
+                    guard stored else {
+                        counts.inserted += 1
+                        if !mentions { counts.stubs += 1 }
+                        marks[entity].set(identity, mentions ? .written : .stub, was: nil)
+                        continue
                     }
-                } else {
-                    if mark == .unchanged { counts.unchanged -= 1 }
-                    counts.updated += 1
-                    marks[entity].set(identity, .written)
+                    guard mentions else { continue }  // only referred to: not a record of this row
+                    let mark = marks[entity].mark(identity)
+                    switch mark {
+                    case .written?:
+                        continue
+                    case .stub?:
+                        // A stub this run created, filled by a later batch: inserted, no longer a stub.
+                        counts.stubs -= 1
+                        marks[entity].set(identity, .written, was: mark)
+                    case .unchanged?, nil:
+                        if equal.contains(position) {
+                            if mark == nil {
+                                counts.unchanged += 1
+                                marks[entity].set(identity, .unchanged, was: nil)
+                            }
+                        } else {
+                            if mark == .unchanged { counts.unchanged -= 1 }
+                            counts.updated += 1
+                            marks[entity].set(identity, .written, was: mark)
+                        }
+                    }
                 }
             }
             counts.inserted += rows.anonymous.count
@@ -124,6 +132,46 @@ struct IntegerSet: Sendable {
     private enum Chunk: Sendable {
         case sparse([UInt16])
         case dense([UInt64])
+
+        // Each mutation takes its array out of the enum first (`self` set to an empty case),
+        // so that the array is uniquely referenced and changed in place, not copied.
+
+        mutating func insert(_ low: UInt16) {
+            switch self {
+            case .sparse(var members):
+                self = .sparse([])
+                let (found, at) = IntegerSet.search(members, low)
+                if !found { members.insert(low, at: at) }
+                if members.count > IntegerSet.sparseLimit {
+                    var words = [UInt64](repeating: 0, count: 1024)
+                    for m in members { words[Int(m >> 6)] |= 1 << UInt64(m & 63) }
+                    self = .dense(words)
+                } else {
+                    self = .sparse(members)
+                }
+            case .dense(var words):
+                self = .sparse([])
+                words[Int(low >> 6)] |= 1 << UInt64(low & 63)
+                self = .dense(words)
+            }
+        }
+
+        /// Removes `low`; returns whether the chunk is empty now.
+        mutating func remove(_ low: UInt16) -> Bool {
+            switch self {
+            case .sparse(var members):
+                self = .sparse([])
+                let (found, at) = IntegerSet.search(members, low)
+                if found { members.remove(at: at) }
+                self = .sparse(members)
+                return members.isEmpty
+            case .dense(var words):
+                self = .sparse([])
+                words[Int(low >> 6)] &= ~(1 << UInt64(low & 63))
+                self = .dense(words)
+                return false
+            }
+        }
     }
 
     private static let sparseLimit = 4096
@@ -139,38 +187,13 @@ struct IntegerSet: Sendable {
     }
 
     mutating func insert(_ value: Int64) {
-        let high = value >> 16
-        let low = UInt16(truncatingIfNeeded: value)
-        switch chunks.removeValue(forKey: high) ?? .sparse([]) {
-        case .sparse(var members):
-            let (found, at) = IntegerSet.search(members, low)
-            if !found { members.insert(low, at: at) }
-            if members.count > IntegerSet.sparseLimit {
-                var words = [UInt64](repeating: 0, count: 1024)
-                for m in members { words[Int(m >> 6)] |= 1 << UInt64(m & 63) }
-                chunks[high] = .dense(words)
-            } else {
-                chunks[high] = .sparse(members)
-            }
-        case .dense(var words):
-            words[Int(low >> 6)] |= 1 << UInt64(low & 63)
-            chunks[high] = .dense(words)
-        }
+        chunks[value >> 16, default: .sparse([])].insert(UInt16(truncatingIfNeeded: value))
     }
 
     mutating func remove(_ value: Int64) {
         let high = value >> 16
-        guard let chunk = chunks.removeValue(forKey: high) else { return }
-        let low = UInt16(truncatingIfNeeded: value)
-        switch chunk {
-        case .sparse(var members):
-            let (found, at) = IntegerSet.search(members, low)
-            if found { members.remove(at: at) }
-            if !members.isEmpty { chunks[high] = .sparse(members) }
-        case .dense(var words):
-            words[Int(low >> 6)] &= ~(1 << UInt64(low & 63))
-            chunks[high] = .dense(words)
-        }
+        guard chunks[high] != nil else { return }
+        if chunks[high, default: .sparse([])].remove(UInt16(truncatingIfNeeded: value)) { chunks[high] = nil }
     }
 
     /// Binary search: whether `value` is in `members` (sorted), and where it is or would go.
