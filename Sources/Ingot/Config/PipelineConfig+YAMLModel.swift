@@ -158,7 +158,7 @@ extension PipelineYAMLReader {
     }
 
     func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
-        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse"])
+        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields"])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -174,6 +174,18 @@ extension PipelineYAMLReader {
         var relationship = Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
+        if let node = fields["fields"] {
+            guard case .mapping(let pairs) = node, !pairs.isEmpty else {
+                throw error(node, "fields maps the target's attributes to the record's keys: {id: subreddit_id, display_name: subreddit}")
+            }
+            if many { throw error(node, "fields applies to a to-one relationship only") }
+            if key != nil { throw error(node, "a relationship reads either key or fields, not both") }
+            for (attribute, path) in pairs {
+                let name = try string(attribute)
+                guard relationship.fields[name] == nil else { throw error(attribute, "fields gives '\(name)' twice") }
+                relationship.fields[name] = try string(path)
+            }
+        }
         return relationship
     }
 

@@ -28,8 +28,11 @@ struct Cursor {
     enum Descent {
         /// The leaf's tape index (not null).
         case leaf(Int)
-        /// A step is missing or null: the column becomes NULL, a relationship is cleared.
+        /// A step is null: the column becomes NULL, a relationship is cleared.
         case null
+        /// A key step is missing below a present root: as `null` for a column or a relationship
+        /// (the record's object is there and lacks it), absent for a `fields:` value.
+        case missing
         /// An index past either end of its array: the column is left as it is.
         case absent
     }
@@ -53,7 +56,7 @@ struct Cursor {
                     if keyEquals(member, key) { found = member + 1 }
                     member = Int(nodes[member + 1].end)
                 }
-                guard let next = found else { return .null }
+                guard let next = found else { return .missing }
                 current = next
             case .index(let n):
                 guard node.kind == .array else {

@@ -9,6 +9,9 @@ struct MappingPlan: Sendable {
             case attribute(slot: Int)
             case toOne(Int)
             case toMany(Int)
+            /// One attribute (its slot in the target's layout) of to-one `toOne`'s target, read from
+            /// the record's own keys (`fields:`).
+            case field(toOne: Int, slot: Int)
         }
         /// One step of a key path after its first key.
         enum Step: Sendable {
@@ -47,6 +50,8 @@ struct MappingPlan: Sendable {
         /// (`pattern`, `values`), converting to the target's identity type; `nil`: the target's.
         let toOneRules: [AttributeRules?]
         let toManyRules: [AttributeRules?]
+        /// Whether some to-one is assembled from the record's own keys (`fields:`).
+        let assemblesFields: Bool
 
         // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
         // copied, and so retained, per key it compares or target it follows).
@@ -80,6 +85,7 @@ struct MappingPlan: Sendable {
             targetStarts = rootKeys.reduce(into: [0]) { starts, key in starts.append((starts.last ?? 0) + key.targets.count) }
             targetKinds = targets.map(\.kind)
             targetIsDirect = targets.map(\.rest.isEmpty)
+            assemblesFields = targets.contains { if case .field = $0.kind { true } else { false } }
         }
     }
 
@@ -132,7 +138,17 @@ struct MappingPlan: Sendable {
                 }
             }
             for (slot, attribute) in entity.attributes.enumerated() { add(attribute.key, .attribute(slot: slot)) }
-            for (k, toOne) in layout.toOne.enumerated() { add(entity.relationships[toOne.relationship].key, .toOne(k)) }
+            for (k, toOne) in layout.toOne.enumerated() {
+                let relationship = entity.relationships[toOne.relationship]
+                guard !relationship.fields.isEmpty else {
+                    add(relationship.key, .toOne(k))
+                    continue
+                }
+                let target = model.entities[toOne.target]
+                for (attribute, key) in relationship.fields.sorted(by: { $0.key < $1.key }) {
+                    if let slot = target.attributes.firstIndex(where: { $0.name == attribute }) { add(key, .field(toOne: k, slot: slot)) }
+                }
+            }
             for (k, toMany) in layout.toMany.enumerated() { add(entity.relationships[toMany.relationship].key, .toMany(k)) }
             func rules(_ relationship: Relationship) -> AttributeRules? {
                 guard relationship.pattern != nil || !relationship.values.isEmpty,

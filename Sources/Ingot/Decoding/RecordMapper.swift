@@ -142,7 +142,10 @@ struct RecordMapper {
                             throw MappingFailure(
                                 reason: "'\(choice.path)' is \(kind), which names no entity (root.by; other: reject)", code: .wrongShape)
                         }
-                        _ = try mapObject(at: element, entity: entity, into: &record, &page, &cursor)
+                        switch nodes[element].kind {
+                        case .object, .array, .null: _ = try mapObject(at: element, entity: entity, into: &record, &page, &cursor)
+                        default: try mapBareIdentity(at: element, entity: entity, &page, &cursor)  // `[1, 2, 3]`: stubs
+                        }
                         guard page.storage.text.count <= Int(UInt32.max) else {
                             throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages", code: .tooLarge)
                         }
@@ -204,6 +207,8 @@ struct RecordMapper {
         let v = row.valueStart
         let l = row.linkStart
         var mask = ColumnMask()
+        /// `fields:`: the leaves (nil: null or missing) of the target attributes read from this record's keys.
+        var fieldLeaves: [(toOne: Int, slot: Int, leaf: Int?, path: [MappingFailure.Component])] = []
 
         var member = at + 1
         for _ in 0..<node.count {
@@ -228,7 +233,9 @@ struct RecordMapper {
                     switch found {
                     case .leaf(let index): leaf = index
                     case .absent: continue  // an index past the end: the column is left as it is
-                    case .null:
+                    case .missing where { if case .field = kind { true } else { false } }():
+                        continue  // a `fields:` key absent: as if the record did not name it
+                    case .null, .missing:
                         // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
                         switch kind {
                         case .attribute(let slot):
@@ -240,6 +247,9 @@ struct RecordMapper {
                                 mask.insert(s)
                             }
                         case .toMany(let k): page.storage.linkSets[l + k] = []
+                        case .field(let k, let slot):
+                            fieldLeaves.append(
+                                (k, slot, nil, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)]))
                         }
                         continue
                     }
@@ -307,11 +317,17 @@ struct RecordMapper {
                         }
                         trail.removeLast(trail.count - depth)
                         page.storage.linkSets[l + k] = identities
+                    case .field(let k, let slot):
+                        fieldLeaves.append((k, slot, leaf, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)]))
                     }
                 } catch {
                     throw error.prepending(entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
                 }
             }
+        }
+
+        if entity.assemblesFields {
+            try assemble(fieldLeaves, of: entity, row: rowIndex, into: &record, &page, &c, mask: &mask)
         }
 
         var identity: IdentityKey?
@@ -340,6 +356,84 @@ struct RecordMapper {
         page.rows[rowIndex].identity = identity
         page.rows[rowIndex].mask = mask
         return identity
+    }
+
+    /// `fields:`: each to-one whose target is assembled from the record's own keys gets a row of
+    /// its target holding those values — when the target's identity keys are present; when one
+    /// is null, the link is cleared; when one is absent, the relationship is left as it is.
+    private mutating func assemble(
+        _ leaves: [(toOne: Int, slot: Int, leaf: Int?, path: [MappingFailure.Component])], of entity: MappingPlan.EntityPlan, row: Int,
+        into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor, mask: inout ColumnMask
+    ) throws(MappingFailure) {
+        guard !leaves.isEmpty else { return }
+        let v = page.rows[row].valueStart
+        for (k, toOne) in entity.layout.toOne.enumerated() {
+            let mine = leaves.filter { $0.toOne == k }
+            guard !mine.isEmpty else { continue }
+            let target = plan.entities[toOne.target]
+            let identitySlots = target.layout.identitySlots
+            // Absent identity: no link read; a null one: the link is cleared.
+            guard identitySlots.allSatisfy({ slot in mine.contains { $0.slot == slot } }) else { continue }
+            if identitySlots.contains(where: { slot in mine.contains { $0.slot == slot && $0.leaf == nil } }) {
+                for s in toOne.slots {
+                    page.storage.values[v + s] = .null
+                    mask.insert(s)
+                }
+                continue
+            }
+            var targetRow = page.storage.appendRow(entity: toOne.target, layout: target.layout)
+            var targetMask = ColumnMask()
+            for field in mine {
+                do throws(MappingFailure) {
+                    let value =
+                        try field.leaf.map { leaf throws(MappingFailure) in try convert(leaf, target.rules[field.slot], &c) } ?? .null
+                    page.storage.set(targetRow.valueStart + field.slot, value)
+                    targetMask.insert(field.slot)
+                } catch {
+                    throw error.prepending(field.path)
+                }
+            }
+            var values: [ScalarValue] = []
+            for slot in identitySlots {
+                guard let value = page.storage.value(targetRow.valueStart + slot), value != .null else {
+                    throw MappingFailure(reason: "null is not an identity of '\(target.name)'", entity: entity.name, code: .missingIdentity)
+                        .prepending(mine.first { $0.slot == slot }?.path ?? [])
+                }
+                values.append(value)
+            }
+            targetRow.identity = values.count == 1 ? .single(values[0]) : .composite(values)
+            targetRow.mask = targetMask
+            page.rows.append(targetRow)
+            for (offset, value) in values.enumerated() {
+                page.storage.set(v + toOne.slots.lowerBound + offset, value)
+                mask.insert(toOne.slots.lowerBound + offset)
+            }
+        }
+    }
+
+    /// A record given as its bare identity (`[1, 2, 3]`, `["luke", "leia"]`): a row holding only
+    /// its identity — a stub when no row has it yet, nothing when one does.
+    private mutating func mapBareIdentity(
+        at index: Int, entity e: Int, _ page: inout DecodedPage, _ c: inout Cursor
+    ) throws(MappingFailure) {
+        let entity = plan.entities[e]
+        let layout = entity.layout
+        guard layout.identitySlots.count == 1 else {
+            throw MappingFailure(
+                reason:
+                    "expected an object for entity '\(entity.name)' (a bare identity needs a single identity attribute), got \(c.nodes[index].kind.jsonName)",
+                entity: entity.name, code: .wrongShape)
+        }
+        let slot = layout.identitySlots[0]
+        let value = try convert(index, entity.rules[slot], &c)
+        guard value != .null else {
+            throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", entity: entity.name, code: .missingIdentity)
+        }
+        var row = page.storage.appendRow(entity: e, layout: layout)
+        page.storage.set(row.valueStart + slot, value)
+        row.mask.insert(slot)
+        row.identity = .single(value)
+        page.rows.append(row)
     }
 
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).

@@ -115,6 +115,18 @@ extension EntityModel {
                     add(location, "relationship '\(relationship.name)' points to entity '\(relationship.target)', which is not declared")
                     continue
                 }
+                if !relationship.fields.isEmpty {
+                    if relationship.isToMany { add(location, "fields applies to a to-one relationship only") }
+                    for (attribute, key) in relationship.fields.sorted(by: { $0.key < $1.key }) {
+                        if target.attribute(named: attribute) == nil {
+                            add(location, "fields: '\(attribute)' is no attribute of entity '\(target.name)'")
+                        }
+                        if let why = Self.keyPathProblem(key, delimiter: entity.keyDelimiter) { add(location, "fields: \(why)") }
+                    }
+                    for name in target.identity where relationship.fields[name] == nil {
+                        add(location, "fields must give the identity of '\(target.name)': '\(name)' is missing")
+                    }
+                }
                 if let inverse = relationship.inverse {
                     let mine = "\(e).\(relationship.name)"
                     if let other = target.relationships.first(where: { $0.name == inverse }) {

@@ -152,6 +152,10 @@ public struct Relationship: Sendable, Equatable {
     public var values: [String: String?] = [:]
     /// `pattern:` for a bare identity's text: what its one capture group matches is the identity.
     public var pattern: String?
+    /// `fields:` (to-one only): the target's attributes read from the record's own keys
+    /// (Reddit's `subreddit_id`, `subreddit`): attribute name → key path, instead of one nested
+    /// object at ``key``. Empty: the relationship reads ``key``.
+    public var fields: [String: String] = [:]
     /// `inverse:`: the target's relationship that reads the same links from the other side
     /// (`person.films` ↔ `film.characters`): one join table serves both.
     public var inverse: String?

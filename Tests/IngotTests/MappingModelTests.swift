@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// The mapping model's record shapes and write modes (issue 18, parts 5 and 6): root records
+/// given as bare identities, to-ones assembled from sibling fields, insert-only and update-only
+/// writes.
+@Suite(.serialized)
+struct MappingModelTests {
+    static let people = """
+        version: 1
+        name: ids
+        records: "."
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer, name: string}
+        """
+
+    /// `[1, 2, 3]`: each a stub when no row has it, nothing when one does.
+    @Test func rootRecordsGivenAsBareIdentitiesAreStubs() throws {
+        let (first, db) = try ingest(Self.people, [#"[{"id": 2, "name": "Bo"}]"#])
+        #expect(first.counters.inserted == 1)
+        let (summary, _) = try ingest(Self.people, [#"[1, 2, 3, {"id": 4, "name": "Di"}, "x", null]"#], db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(
+            try rows(db, "SELECT id, coalesce(name, '-') FROM person ORDER BY id") == [
+                ["1", "-"], ["2", "Bo"], ["3", "-"], ["4", "Di"],
+            ])
+        #expect(summary.counters.entities["person"]?.inserted == 3)
+        #expect(summary.counters.entities["person"]?.stubs == 2, "1 and 3; 2 is kept as it was")
+        #expect(summary.counters.updated == 0 && summary.counters.rejectedRecords == 2, "'x' is no integer; null no identity")
+        let composite = Self.people.replacingOccurrences(of: "identity: id", with: "identity: [id, name]")
+        let (refused, _) = try ingest(composite, [#"[1]"#])
+        #expect(refused.counters.rejectedRecords == 1)
+    }
+
+    /// Reddit's links name their subreddit in sibling keys: the subreddit row is assembled from them.
+    static let reddit = """
+        version: 1
+        name: reddit
+        records: data.children
+        root: link
+        entities:
+          link:
+            identity: id
+            attributes: {id: {type: string, key: data.name}, title: {type: string, key: data.title}}
+            relationships:
+              subreddit: {to: subreddit, fields: {id: data.subreddit_id, display_name: data.subreddit, subscribers: data.subreddit_subscribers}}
+          subreddit:
+            identity: id
+            attributes: {id: string, display_name: string, subscribers: integer}
+        """
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func aToOneIsAssembledFromSiblingFields(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.reddit)
+        let first = try harness.run(
+            [
+                #"""
+                {"data": {"children": [
+                  {"kind": "t3", "data": {"name": "t3_a", "title": "A", "subreddit_id": "t5_1", "subreddit": "AskReddit", "subreddit_subscribers": 100}},
+                  {"kind": "t3", "data": {"name": "t3_b", "title": "B", "subreddit_id": "t5_2", "subreddit": "swift"}},
+                  {"kind": "t3", "data": {"name": "t3_c", "title": "C", "subreddit_id": "t5_1", "subreddit_subscribers": "many"}}
+                ]}}
+                """#
+            ], 50)
+        #expect(first.status == .finished, "\(first.error ?? "")")
+        #expect(first.counters.rejectedRecords == 1, "'many' is not an integer: the record is rejected")
+        let dump = try harness.dump()
+        #expect(dump["subreddit"] == [["t5_1", "AskReddit", "100"], ["t5_2", "swift", "NULL"]], "\(dump["subreddit"] ?? [])")
+        #expect(dump["link"] == [["t3_a", "A", "t5_1"], ["t3_b", "B", "t5_2"]], "\(dump["link"] ?? [])")
+        // No subreddit_id: the link is left as it is; a null one clears it.
+        let second = try harness.run(
+            [
+                #"{"data": {"children": [{"data": {"name": "t3_a", "title": "A", "subreddit": "x"}}, {"data": {"name": "t3_b", "title": "B", "subreddit_id": null}}]}}"#
+            ], 50)
+        #expect(second.status == .finished, "\(second.error ?? "")")
+        #expect(try harness.dump()["link"] == [["t3_a", "A", "t5_1"], ["t3_b", "B", "NULL"]])
+    }
+
+    @Test func fieldsAreCheckedAtValidation() {
+        func problem(_ relationship: String) -> String? {
+            configProblems(
+                Self.reddit.replacingOccurrences(
+                    of:
+                        "subreddit: {to: subreddit, fields: {id: data.subreddit_id, display_name: data.subreddit, subscribers: data.subreddit_subscribers}}",
+                    with: "subreddit: \(relationship)"), path: "r.yml")
+        }
+        #expect(problem("{to: subreddit, fields: {id: data.subreddit_id}}") == nil)
+        #expect(problem("{to: subreddit, fields: {display_name: data.subreddit}}")?.contains("'id' is missing") == true)
+        #expect(problem("{to: subreddit, fields: {id: x, nope: y}}")?.contains("'nope' is no attribute") == true)
+        #expect(problem("{to: subreddit, many: true, fields: {id: x}}")?.contains("to-one relationship only") == true)
+        #expect(problem("{to: subreddit, key: s, fields: {id: x}}")?.contains("either key or fields") == true)
+        #expect(problem("{to: subreddit, fields: {id: \"a[x]\"}}")?.hasPrefix("r.yml:10:") == true)
+    }
+}
