@@ -96,4 +96,56 @@ struct MappingModelTests {
         #expect(problem("{to: subreddit, key: s, fields: {id: x}}")?.contains("either key or fields") == true)
         #expect(problem("{to: subreddit, fields: {id: \"a[x]\"}}")?.hasPrefix("r.yml:10:") == true)
     }
+
+    /// `insert_only` keeps what is stored; `update_only` touches only what is stored.
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func insertOnlyAndUpdateOnly(backend: StoreConformanceTests.Backend) throws {
+        let base = Self.people + "\n    relationships: {best: {to: person}}"
+        let seed = #"[{"id": 1, "name": "Ada"}, {"id": 2, "name": "Bo"}]"#
+        let insertOnly = try StoreConformanceTests.harness(
+            backend, yaml: base.replacingOccurrences(of: "root: person", with: "root: person\nwrite: insert_only"))
+        #expect(try insertOnly.run([seed], 50).status == .finished)
+        // Person 1 exists: its record is skipped whole (its best friend 9 is not made); 3 is new,
+        // and the second record of 3 finds the row the first made.
+        let inserted = try insertOnly.run(
+            [#"[{"id": 1, "name": "Changed", "best": 9}, {"id": 3, "name": "Cy"}, {"id": 3, "name": "Again"}]"#], 1)
+        #expect(inserted.status == .finished, "\(inserted.error ?? "")")
+        #expect((inserted.counters.inserted, inserted.counters.updated, inserted.counters.skippedRecords) == (1, 0, 2))
+        #expect(try insertOnly.dump()["person"]?.map { $0.prefix(2) } == [["1", "Ada"], ["2", "Bo"], ["3", "Cy"]])
+
+        for rejects in [false, true] {
+            let mode = rejects ? "{mode: update_only, unknown: reject}" : "update_only"
+            let updateOnly = try StoreConformanceTests.harness(
+                backend, yaml: base.replacingOccurrences(of: "root: person", with: "root: person\nwrite: \(mode)"))
+            let counters = try updateOnly.run([seed], 50).counters
+            // Nothing is stored: every record is unknown.
+            #expect((rejects ? counters.rejectedRecords : counters.skippedRecords) == 2)
+            #expect(try updateOnly.dump()["person"] == [])
+        }
+        let yaml = base.replacingOccurrences(of: "root: person", with: "root: person\nwrite: {mode: update_only, unknown: reject}")
+        let config = try PipelineConfig.parse(text: yaml, path: "u.yml")
+        #expect(config.rootWriteRules == [0: RootWriteRule(mode: .updateOnly, rejectsUnknown: true)])
+    }
+
+    @Test func updateOnlyRejectsOrSkipsUnknownIdentities() throws {
+        let (_, db) = try ingest(Self.people, [#"[{"id": 1, "name": "Ada"}]"#])
+        let skip = Self.people.replacingOccurrences(of: "root: person", with: "root: person\nwrite: update_only")
+        let (skipped, _) = try ingest(skip, [#"[{"id": 1, "name": "Ada L."}, {"id": 2, "name": "Bo"}]"#], db: db)
+        #expect((skipped.counters.updated, skipped.counters.inserted, skipped.counters.skippedRecords) == (1, 0, 1))
+        let reject = Self.people.replacingOccurrences(of: "root: person", with: "root: person\nwrite: {mode: update_only, unknown: reject}")
+        let (rejected, _) = try ingest(reject, [#"[{"id": 2, "name": "Bo"}]"#], db: db)
+        #expect(rejected.counters.rejectedRecords == 1 && rejected.counters.rejectsByReason == ["unknown_identity": 1])
+        #expect(try rows(db, "SELECT reason_code, record_index FROM _ingot_rejects") == [["unknown_identity", "0"]])
+        #expect(try rows(db, "SELECT id, name FROM person") == [["1", "Ada L."]])
+    }
+
+    @Test func writeModesAreCheckedAtValidation() {
+        func problem(_ write: String) -> String? {
+            configProblems(Self.people.replacingOccurrences(of: "root: person", with: "root: person\nwrite: \(write)"), path: "w.yml")
+        }
+        #expect(problem("insert_only") == nil && problem("{mode: update_only, unknown: skip}") == nil)
+        #expect(problem("upsert")?.contains("write must be one of merge, replace, insert_only, update_only") == true)
+        #expect(problem("{mode: merge, unknown: reject}")?.contains("unknown applies to write mode update_only") == true)
+        #expect(problem("{mode: update_only, unknown: keep}")?.hasPrefix("w.yml:5:") == true)
+    }
 }

@@ -139,15 +139,11 @@ struct PipelineYAMLReader {
                 return recordsPath
             } ?? []
 
-        let write =
-            section { () throws(ConfigError) -> WriteMode in
-                guard let node = top["write"] else { return .merge }
-                let value = try string(node)
-                guard let mode = WriteMode(rawValue: value) else {
-                    throw error(node, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
-                }
-                return mode
-            } ?? .merge
+        let (write, writeRejectsUnknown) =
+            section { () throws(ConfigError) -> (WriteMode, Bool) in
+                guard let node = top["write"] else { return (.merge, false) }
+                return try readWrite(node)
+            } ?? (.merge, false)
 
         let batchRecords =
             section { () throws(ConfigError) -> Int? in
@@ -264,6 +260,7 @@ struct PipelineYAMLReader {
         }
         config.resources = resources
         config.write = write
+        config.writeRejectsUnknown = writeRejectsUnknown
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
         config.maxRejects = maxRejects

@@ -87,13 +87,17 @@ extension PipelineYAMLReader {
                 rootNodes[name] = rootNode
             }
             if let writeNode = fields["write"] {
-                let value = try string(writeNode)
-                guard let mode = WriteMode(rawValue: value) else {
-                    throw error(
-                        writeNode, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
-                }
+                let (mode, rejectsUnknown) = try readWrite(writeNode)
                 guard resource.root != nil else { throw error(writeNode, "write needs a root: a resource without one stores nothing") }
-                resource.write = mode
+                let rowLevel: Set<WriteMode> = [.insertOnly, .updateOnly]
+                if rowLevel.contains(mode), let root = resource.root,
+                    let other = resources.first(where: { $0.root == root && $0.write.map(rowLevel.contains) == true && $0.write != mode })
+                {
+                    throw error(
+                        writeNode, "resource '\(other.name)' writes root '\(root)' \(other.write?.rawValue ?? ""): one root, one write mode"
+                    )
+                }
+                (resource.write, resource.writeRejectsUnknown) = (mode, rejectsUnknown)
             }
             if let node = fields["batch_records"] {
                 let value = try int(node)
@@ -109,6 +113,28 @@ extension PipelineYAMLReader {
             }
         }
         return resources
+    }
+
+    /// `write:`: a mode (`merge`, `replace`, `insert_only`, `update_only`), or
+    /// `{mode: update_only, unknown: skip|reject}`.
+    func readWrite(_ node: Node) throws(ConfigError) -> (WriteMode, rejectsUnknown: Bool) {
+        func mode(_ node: Node) throws(ConfigError) -> WriteMode {
+            let value = try string(node)
+            guard let mode = WriteMode(rawValue: value) else {
+                throw error(node, "write must be one of \(WriteMode.allCases.map(\.rawValue).joined(separator: ", ")), not '\(value)'")
+            }
+            return mode
+        }
+        guard case .mapping = node else { return (try mode(node), false) }
+        let fields = try mapping(node, allowed: ["mode", "unknown"])
+        let written = try mode(try required(fields, "mode", in: node))
+        guard let unknown = fields["unknown"] else { return (written, false) }
+        guard written == .updateOnly else { throw error(unknown, "unknown applies to write mode update_only") }
+        switch try string(unknown) {
+        case "skip": return (written, false)
+        case "reject": return (written, true)
+        case let other: throw error(unknown, "unknown must be skip or reject, not '\(other)'")
+        }
     }
 
     /// `root:`: an entity's name, or `{by: KEY.PATH, entities: {VALUE: ENTITY}, other: reject|skip}`.

@@ -35,6 +35,18 @@ public struct PipelineConfig: Sendable {
         return Set(names.compactMap { model.index(of: $0) }).sorted()
     }
 
+    /// Per root entity (by index) whose resource writes `insert_only` or `update_only`: what the
+    /// resolver does to its records. Validation refuses two resources giving one root different rules.
+    package var rootWriteRules: [Int: RootWriteRule] {
+        var rules: [Int: RootWriteRule] = [:]
+        for resource in resources {
+            let mode = resource.write ?? write
+            guard mode == .insertOnly || mode == .updateOnly, let root = resource.root, let entity = model.index(of: root) else { continue }
+            rules[entity] = RootWriteRule(mode: mode, rejectsUnknown: resource.writeRejectsUnknown ?? writeRejectsUnknown)
+        }
+        return rules
+    }
+
     /// Whether the pipeline reads several resources (or drives one by another's records).
     package var hasSeveralResources: Bool { resources.count > 1 || resources.first?.forEach != nil }
 
@@ -66,6 +78,8 @@ public struct PipelineConfig: Sendable {
     public var root: String
     /// `write:` — merge into what is stored, or replace the root entity's rows.
     package var write: WriteMode = .merge
+    /// `write: {mode: update_only, unknown: reject}`.
+    package var writeRejectsUnknown = false
     /// Records per transaction; `nil` takes ``RunOptions``'s default.
     public var batchRecords: Int?
     /// `max_page_bytes`: the largest page accepted; `nil` takes ``RunOptions``'s (64 MiB).
@@ -118,6 +132,8 @@ package struct ResourceConfig: Sendable, Equatable {
     package var forEach: ForEach?
     /// `write:` for this resource; `nil`: the pipeline's.
     package var write: WriteMode?
+    /// `unknown: reject` of this resource's `write: update_only`; `nil`: the pipeline's.
+    package var writeRejectsUnknown: Bool?
     /// `batch_records:` for this resource's records; `nil`: the pipeline's.
     package var batchRecords: Int?
 
@@ -332,12 +348,26 @@ package struct HTTPSourceConfig: Sendable, Equatable {
     }
 }
 
-/// How a run treats rows it did not see.
+/// How a run writes its root records, and treats the rows it did not see.
 package enum WriteMode: String, Sendable, CaseIterable {
     /// Insert and update; never delete.
     case merge
     /// Like merge, then delete the root entity's rows the run did not touch (only after a complete run).
     case replace
+    /// Only new rows: a record whose root row exists (stored, or made by an earlier record) is
+    /// skipped whole, and counted.
+    case insertOnly = "insert_only"
+    /// Only rows that exist: a record of an unknown identity is skipped whole and counted — or
+    /// rejected (`unknown_identity`) with `unknown: reject`.
+    case updateOnly = "update_only"
+}
+
+/// What a record-level write mode does to the records of one root entity (``WriteMode/insertOnly``,
+/// ``WriteMode/updateOnly``), as the resolver applies it.
+package struct RootWriteRule: Sendable, Equatable {
+    package var mode: WriteMode
+    /// `update_only`: reject a record of an unknown identity instead of skipping it.
+    package var rejectsUnknown = false
 }
 
 /// A pipeline file that cannot run, pointing at the line and column that is wrong.

@@ -261,6 +261,8 @@ package enum RejectReason: String, Sendable, CaseIterable {
     case wrongShape = "wrong_shape"
     /// A bare reference to a row that does not exist, with `missing: reject`.
     case missingReference = "missing_reference"
+    /// A record of an identity no row has, with `write: {mode: update_only, unknown: reject}`.
+    case unknownIdentity = "unknown_identity"
     /// A page that is not JSON.
     case notJSON = "not_json"
     /// A page with no array of records at `records`.

@@ -152,7 +152,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.metrics = metrics
         self.store = store
         self.model = config.model
-        self.resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        self.resolver = BatchResolver(
+            model: config.model, layouts: EntityLayout.layouts(of: config.model), rootRules: config.rootWriteRules)
         self.ledger = RunLedger(layouts: EntityLayout.layouts(of: config.model))
         self.replaceEntities = config.replacedEntities
         self.runID = runID
@@ -462,6 +463,7 @@ extension RunCounters {
         inserted += outcome.inserted
         updated += outcome.updated
         unchanged += outcome.unchanged
+        skippedRecords += outcome.skipped
         rejectedRecords += outcome.rejections.count
         for (k, counts) in outcome.entities.enumerated() where counts != EntityCounts() {
             let name = model.entities[k].name

@@ -17,11 +17,15 @@ struct BatchResolver: Sendable {
     /// Per entity, the columns `default:` and `const:` fill: slot, value, and whether it is a
     /// const (every row) rather than a default (rows inserted without it).
     let fills: [[(slot: Int, value: ScalarValue, always: Bool)]]
+    /// Per root entity written `insert_only` or `update_only`: whether a record is written
+    /// depends on whether its root row exists, so those batches are looked up before folding.
+    let rootRules: [Int: RootWriteRule]
 
-    init(model: EntityModel, layouts: [EntityLayout]) {
+    init(model: EntityModel, layouts: [EntityLayout], rootRules: [Int: RootWriteRule] = [:]) {
         self.model = model
         self.layouts = layouts
-        checksReferences = model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
+        self.rootRules = rootRules
+        checksReferences = !rootRules.isEmpty || model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
         fills = zip(model.entities, layouts).map { entity, layout in
             entity.attributes.compactMap { attribute in
                 guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
@@ -93,7 +97,7 @@ struct BatchResolver: Sendable {
             }
         } else {
             let existing = try lookUpAll(pages, store: store)
-            folder = foldCheckingReferences(pages, existing: existing, rejections: &outcome.rejections)
+            folder = foldCheckingReferences(pages, existing: existing, into: &outcome)
             folder.sortByIdentity()
             pages = BatchResolver.stripped(pages)
             refs = folder.merged.enumerated().map { entity, rows in rows.refs(existing[entity]) }
@@ -124,17 +128,38 @@ struct BatchResolver: Sendable {
     /// against what is stored or created earlier in the batch: `reject` rejects the record,
     /// `ignore` drops the link, `stub` creates a row holding only the identity.
     private func foldCheckingReferences(
-        _ pages: [DecodedPage], existing: [[IdentityKey: StoredRef]], rejections: inout [RecordRejection]
+        _ pages: [DecodedPage], existing: [[IdentityKey: StoredRef]], into outcome: inout BatchOutcome
     ) -> RowFolder {
         var folder = RowFolder(layouts: layouts)
         var known = existing.map { Set($0.keys) }
         folder.reserve(for: pages)
         for var page in pages {
             for record in page.records {
+                // `insert_only` / `update_only`: the record is written only when its root row does
+                // (not) exist — stored, or made by an earlier record.
+                if !rootRules.isEmpty, let first = record.rows.first, let rule = rootRules[page.rows[first].entity],
+                    let identity = page.rows[first].identity
+                {
+                    let exists = known[page.rows[first].entity].contains(identity)
+                    if rule.mode == .insertOnly ? exists : !exists {
+                        if rule.mode == .updateOnly && rule.rejectsUnknown {
+                            outcome.rejections.append(
+                                RecordRejection(
+                                    entity: model.entities[page.rows[first].entity].name, codingPath: "",
+                                    reason:
+                                        "no '\(model.entities[page.rows[first].entity].name)' with identity \(identity) (write: update_only)",
+                                    source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
+                                    code: .unknownIdentity))
+                        } else {
+                            outcome.skipped += 1
+                        }
+                        continue
+                    }
+                }
                 for r in record.rows { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
                 if !record.references.isEmpty {
                     if let missing = record.references.first(where: { $0.policy == .reject && !known[$0.target].contains($0.identity) }) {
-                        rejections.append(
+                        outcome.rejections.append(
                             RecordRejection(
                                 entity: model.entities[page.rows[record.rows.lowerBound].entity].name,
                                 codingPath: missing.codingPath ?? "",

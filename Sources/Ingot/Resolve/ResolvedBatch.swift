@@ -115,6 +115,8 @@ struct BatchOutcome: Sendable {
     var inserted = 0
     var updated = 0
     var unchanged = 0
+    /// Records `write: insert_only` or `update_only` skipped.
+    var skipped = 0
     /// Per entity (by index in the model): inserted, updated, unchanged, stubs (rejections are counted by the writer stage).
     var entities: [EntityCounts] = []
     /// Records rejected by the resolver (a bare reference to a missing row with `missing: reject`).
@@ -125,6 +127,7 @@ struct BatchOutcome: Sendable {
         inserted += other.inserted
         updated += other.updated
         unchanged += other.unchanged
+        skipped += other.skipped
         if entities.count < other.entities.count {
             entities += Array(repeating: EntityCounts(), count: other.entities.count - entities.count)
         }
