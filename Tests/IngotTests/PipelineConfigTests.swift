@@ -198,7 +198,7 @@ struct PipelineConfigTests {
     @Test func unknownKey() {
         #expect(
             error(base + "    colour: red\n")
-                == "p.yml:8:5: unknown key 'colour'; expected one of table, identity, key_delimiter, attributes, relationships")
+                == "p.yml:8:5: unknown key 'colour'; expected one of table, identity, key_delimiter, attributes, relationships, parent")
     }
 
     @Test func wrongType() {

@@ -14,11 +14,16 @@ extension PipelineYAMLReader {
             marks[.entity(name)] = keyNode.mark
             entities.append(try readEntity(name, value))
         }
-        return EntityModel(entities: entities)
+        return EntityModel(entities: entities).expandingParents()
     }
 
     mutating func readEntity(_ name: String, _ node: Node) throws(ConfigError) -> Entity {
-        let fields = try mapping(node, allowed: ["table", "identity", "key_delimiter", "attributes", "relationships"])
+        let fields = try mapping(node, allowed: ["table", "identity", "key_delimiter", "attributes", "relationships", "parent"])
+        let parent = try fields["parent"].map { (n: Node) throws(ConfigError) in try string(n) }
+        if let p = fields["parent"] { marks[.parent(entity: name)] = p.mark }
+        if parent != nil, let i = fields["identity"] {
+            throw error(i, "entity '\(name)' takes its parent's identity (parent: \(parent ?? "")): leave identity out")
+        }
         var table = name
         if let t = fields["table"] {
             table = try string(t)
@@ -73,9 +78,11 @@ extension PipelineYAMLReader {
                 }
             }
         }
-        return Entity(
+        var entity = Entity(
             name: name, table: table, identity: identity, attributes: attributes, relationships: relationships,
             keyDelimiter: delimiter)
+        entity.parent = parent
+        return entity
     }
 
     func readAttribute(_ name: String, _ node: Node) throws(ConfigError) -> Attribute {

@@ -52,6 +52,8 @@ struct MappingPlan: Sendable {
         let toManyRules: [AttributeRules?]
         /// Whether some to-one is assembled from the record's own keys (`fields:`).
         let assemblesFields: Bool
+        /// `parent:`: the parent entity (index) whose row each record of this one fills too.
+        let parent: Int?
 
         // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
         // copied, and so retained, per key it compares or target it follows).
@@ -68,8 +70,9 @@ struct MappingPlan: Sendable {
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
-            toManyRules: [AttributeRules?]
+            toManyRules: [AttributeRules?], parent: Int? = nil
         ) {
+            self.parent = parent
             self.toOneRules = toOneRules
             self.toManyRules = toManyRules
             self.name = name
@@ -163,7 +166,8 @@ struct MappingPlan: Sendable {
                 toOnePolicies: layout.toOne.map { entity.relationships[$0.relationship].missing },
                 toManyPolicies: layout.toMany.map { entity.relationships[$0.relationship].missing },
                 toOneRules: layout.toOne.map { rules(entity.relationships[$0.relationship]) },
-                toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) })
+                toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) },
+                parent: entity.parent.flatMap { model.index(of: $0) })
         }
     }
 }

@@ -191,7 +191,7 @@ struct RecordMapper {
     /// rows) to the page's rows and their values to the page's storage, its bare references to
     /// `record`; returns its identity.
     private mutating func mapObject(
-        at: Int, entity e: Int, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
+        at: Int, entity e: Int, kind: String? = nil, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let entity = plan.entities[e]
         let node = c.nodes[at]
@@ -353,8 +353,18 @@ struct RecordMapper {
             }
             identity = values.count == 1 ? .single(values[0]) : .composite(values)
         }
+        // A parent's row filled by a child's record names the child (`kind`).
+        if let kind, let slot = layout.kindSlot {
+            page.storage.set(v + slot, .text(kind))
+            mask.insert(slot)
+        }
         page.rows[rowIndex].identity = identity
         page.rows[rowIndex].mask = mask
+        // A child's record fills its parent's row too (the same object, the parent's attributes
+        // and relationships), with the same identity.
+        if let parent = entity.parent {
+            _ = try mapObject(at: at, entity: parent, kind: entity.name, into: &record, &page, &c)
+        }
         return identity
     }
 

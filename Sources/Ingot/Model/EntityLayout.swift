@@ -57,6 +57,8 @@ public struct EntityLayout: Sendable, Equatable {
     public var toOne: [ToOne]
     /// Its to-many relationships (join tables).
     public var toMany: [ToMany]
+    /// A parent entity's `kind` column (the last slot): the concrete entity of each row.
+    public var kindSlot: Int?
 
     /// The layouts of every entity of `model`, in the model's order.
     public static func layouts(of model: EntityModel) -> [EntityLayout] {
@@ -97,9 +99,14 @@ public struct EntityLayout: Sendable, Equatable {
                 }
             }
             let identitySlots = entity.identity.compactMap { name in entity.attributes.firstIndex { $0.name == name } }
+            var kindSlot: Int?
+            if model.hasChildren(entity.name) {
+                kindSlot = columns.count
+                columns.append(Column(name: "kind", type: .string))
+            }
             return EntityLayout(
                 entity: index, table: entity.table, columns: columns, identitySlots: identitySlots, toOne: toOne,
-                toMany: toMany)
+                toMany: toMany, kindSlot: kindSlot)
         }
     }
 }

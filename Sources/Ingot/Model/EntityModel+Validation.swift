@@ -10,6 +10,7 @@ extension EntityModel {
         case attribute(entity: String, name: String)
         case relationship(entity: String, name: String)
         case keyDelimiter(entity: String)
+        case parent(entity: String)
     }
 
     /// One broken rule.
@@ -59,6 +60,38 @@ extension EntityModel {
                 add(.table(entity: e), "table name '\(entity.table)' is reserved: Ingot keeps its SQLite migrations there")
             }
             if entity.keyDelimiter.isEmpty { add(.keyDelimiter(entity: e), "key_delimiter must not be empty") }
+            if let name = entity.parent {
+                if name == e {
+                    add(.parent(entity: e), "entity '\(e)' cannot be its own parent")
+                } else if let parent = self[name] {
+                    if parent.parent != nil {
+                        add(
+                            .parent(entity: e),
+                            "parent '\(name)' has a parent of its own ('\(parent.parent ?? "")'): one level of parents is supported")
+                    }
+                    if parent.identity.isEmpty { add(.parent(entity: e), "parent '\(name)' has no identity for its children to share") }
+                    let inherited = Set(parent.identity)
+                    for attribute in entity.attributes
+                    where !inherited.contains(attribute.name) && parent.attribute(named: attribute.name) != nil {
+                        add(
+                            .attribute(entity: e, name: attribute.name),
+                            "attribute '\(attribute.name)' is declared by parent '\(name)' already: a child's record fills its parent's row too"
+                        )
+                    }
+                } else {
+                    add(.parent(entity: e), "parent '\(name)' is not a declared entity")
+                }
+            }
+            if hasChildren(e),
+                entity.attribute(named: "kind") != nil
+                    || entity.relationships.contains(where: {
+                        !$0.isToMany && $0.foreignKeyColumns(target: self[$0.target] ?? entity).contains("kind")
+                    })
+            {
+                add(
+                    .attribute(entity: e, name: "kind"),
+                    "'kind' is the column naming each row's concrete entity in a parent's table: choose another name")
+            }
             if entity.attributes.isEmpty { add(.entity(e), "entity '\(e)' has no attributes") }
 
             var columns: Set<String> = []
@@ -85,7 +118,7 @@ extension EntityModel {
             let keyColumns = entity.relationships.filter { !$0.isToMany }.reduce(0) { count, relationship in
                 count + max(1, entities.first { $0.name == relationship.target }?.identity.count ?? 1)
             }
-            if entity.attributes.count + keyColumns > ColumnMask.capacity {
+            if entity.attributes.count + keyColumns + (hasChildren(e) ? 1 : 0) > ColumnMask.capacity {
                 add(
                     .entity(e),
                     "entity '\(e)' has \(entity.attributes.count + keyColumns) columns (attributes and to-one keys); at most \(ColumnMask.capacity) are supported"

@@ -21,6 +21,26 @@ public struct EntityModel: Sendable, Equatable {
     public func index(of name: String) -> Int? {
         entities.firstIndex { $0.name == name }
     }
+
+    /// Whether some entity names `entity` as its ``Entity/parent``: its table then has a `kind`
+    /// column naming each row's concrete entity.
+    public func hasChildren(_ entity: String) -> Bool {
+        entities.contains { $0.parent == entity }
+    }
+
+    /// The model with each child entity (``Entity/parent``) completed: it takes its parent's
+    /// identity attributes (its own table's key, joined to the parent's row). What else the
+    /// parent declares stays in the parent's tables; a child's record fills both.
+    package func expandingParents() -> EntityModel {
+        var expanded = self
+        for (k, entity) in entities.enumerated() {
+            guard let name = entity.parent, name != entity.name, let parent = self[name] else { continue }
+            let inherited = parent.identityAttributes.filter { entity.attribute(named: $0.name) == nil }
+            expanded.entities[k].attributes = inherited + entity.attributes
+            expanded.entities[k].identity = parent.identity
+        }
+        return expanded
+    }
 }
 
 /// One entity: a table of rows with an optional identity.
@@ -38,6 +58,10 @@ public struct Entity: Sendable, Equatable {
     public var relationships: [Relationship]
     /// The separator of key paths in this entity's `key`s.
     public var keyDelimiter: String
+    /// `parent:` (Core Data's entity inheritance): the entity this one specializes. A child's
+    /// record is one row in the parent's table (the parent's attributes and relationships, and
+    /// `kind`: the child's name) and one in the child's (its identity and its own attributes).
+    public var parent: String?
 
     /// An entity `name` stored in `table` (default: its name), identified by `identity`.
     public init(

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// Parent entities (issue 18, part 3: Core Data's entity inheritance): `starship` and `vehicle`
+/// share `transport`'s identity and fields; a child's record is one row in the parent's table
+/// (with `kind`) and one in its own; a relationship to the parent reaches every child.
+@Suite(.serialized)
+struct ParentEntityTests {
+    static let yaml = """
+        version: 1
+        name: transport
+        records: results
+        root: {by: kind, entities: {starship: starship, vehicle: vehicle}}
+        entities:
+          transport:
+            identity: id
+            attributes:
+              id: {type: integer, key: url, pattern: "/(\\\\d+)/$"}
+              name: string
+              crew: {type: integer, values: {"unknown": null}, grouping: ","}
+            relationships:
+              films: {to: film, many: true}
+          starship:
+            parent: transport
+            attributes: {hyperdrive_rating: {type: double, values: {"unknown": null}}}
+            relationships:
+              pilots: {to: person, many: true}
+          vehicle:
+            parent: transport
+            attributes: {vehicle_class: string}
+          person:
+            identity: id
+            attributes: {id: integer, name: string}
+            relationships:
+              ride: {to: transport}
+              ship: {to: starship}
+          film:
+            identity: id
+            attributes: {id: integer}
+        """
+
+    static let pages = [
+        #"""
+        {"results": [
+          {"kind": "starship", "url": "https://swapi.dev/api/starships/12/", "name": "X-wing", "crew": "1", "hyperdrive_rating": "1.0", "films": [1], "pilots": [1]},
+          {"kind": "vehicle", "url": "https://swapi.dev/api/vehicles/14/", "name": "Snowspeeder", "crew": "2", "vehicle_class": "airspeeder", "films": [2]},
+          {"kind": "starship", "url": "https://swapi.dev/api/starships/9/", "name": "Death Star", "crew": "342,953", "hyperdrive_rating": "unknown"}
+        ]}
+        """#
+    ]
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func aChildRecordFillsItsParentsRowAndItsOwn(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
+        let summary = try harness.run(Self.pages, 50)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedRecords == 0)
+        let tables = try harness.dump()
+        // transport: id, name, crew, kind — one row per child record, the shared fields once.
+        #expect(
+            tables["transport"] == [
+                ["12", "X-wing", "1", "starship"], ["14", "Snowspeeder", "2", "vehicle"], ["9", "Death Star", "342953", "starship"],
+            ],
+            "\(tables["transport"] ?? [])")
+        // The children's tables: the identity and their own fields.
+        #expect(tables["starship"] == [["12", "1.0"], ["9", "NULL"]], "\(tables["starship"] ?? [])")
+        #expect(tables["vehicle"] == [["14", "airspeeder"]])
+        // The parent's relationships are the parent's; a child's its own.
+        #expect(tables["transport_films"] == [["12", "1"], ["14", "2"]])
+        #expect(tables["starship_pilots"] == [["12", "1"]])
+        #expect(summary.counters.entities["transport"]?.inserted == 3 && summary.counters.entities["starship"]?.inserted == 2)
+
+        // A relationship to the parent links any child; one to a child links that child.
+        let people = try harness.run([#"{"results": [{"kind": "starship", "url": "/starships/12/", "name": "X-wing (T-65)"}]}"#], 50)
+        #expect(people.status == .finished)
+        #expect(try harness.dump()["transport"]?.first { $0[0] == "12" } == ["12", "X-wing (T-65)", "1", "starship"])
+    }
+
+    @Test func relationshipsToParentAndChildLinkByTheSharedIdentity() throws {
+        let yaml = Self.yaml.replacingOccurrences(
+            of: "root: {by: kind, entities: {starship: starship, vehicle: vehicle}}", with: "root: person")
+        let (first, db) = try ingest(Self.yaml, Self.pages)
+        #expect(first.status == .finished)
+        let (summary, _) = try ingest(
+            yaml,
+            [
+                #"{"results": [{"id": 1, "name": "Luke", "ride": "https://swapi.dev/api/vehicles/14/", "ship": "https://swapi.dev/api/starships/12/"}]}"#
+            ], db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(
+            try rows(
+                db,
+                "SELECT p.name, r.kind, r.name, s.hyperdrive_rating FROM person p JOIN transport r ON r.id = p.ride_id JOIN starship s ON s.id = p.ship_id"
+            )
+                == [["Luke", "vehicle", "Snowspeeder", "1.0"]])
+        // Person 1 was a stub (starship 12's pilot); no transport or starship stub is made.
+        #expect((summary.counters.inserted, summary.counters.updated) == (0, 1), "\(summary.counters)")
+    }
+
+    @Test func parentsAreCheckedAtValidation() {
+        func problem(_ from: String, _ to: String) -> String? {
+            configProblems(Self.yaml.replacingOccurrences(of: from, with: to), path: "t.yml")
+        }
+        #expect(problem("", "") == nil)
+        #expect(
+            problem("parent: transport\n    attributes: {vehicle_class", "parent: plane\n    attributes: {vehicle_class")?.contains(
+                "parent 'plane' is not a declared entity") == true)
+        #expect(
+            problem("attributes: {vehicle_class: string}", "attributes: {vehicle_class: string, name: string}")?.contains(
+                "declared by parent 'transport'") == true)
+        #expect(
+            problem("vehicle:\n    parent: transport", "vehicle:\n    parent: transport\n    identity: id")?.contains(
+                "takes its parent's identity") == true)
+        #expect(
+            problem("name: string\n      crew", "name: string\n      kind: string\n      crew")?.contains("'kind' is the column") == true)
+        #expect(problem("vehicle:\n    parent: transport", "vehicle:\n    parent: starship")?.contains("one level of parents") == true)
+        #expect(
+            problem("parent: transport\n    attributes: {vehicle_class", "parent: plane\n    attributes: {vehicle_class")?.hasPrefix(
+                "t.yml:20:") == true,
+            "\(problem("parent: transport\n    attributes: {vehicle_class", "parent: plane\n    attributes: {vehicle_class") ?? "")")
+    }
+}
