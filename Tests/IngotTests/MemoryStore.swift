@@ -107,7 +107,7 @@ final class MemoryDatabase: Sendable {
             out[layout.table] = (tables.rows[e].values.map { $0.map(text) } + tables.anonymous[e].map { $0.map(text) }).sorted {
                 $0.lexicographicallyPrecedes($1)
             }
-            for (k, toMany) in layout.toMany.enumerated() {
+            for (k, toMany) in layout.toMany.enumerated() where !toMany.isOwned {
                 var rows: [[String]] = []
                 for (owner, targets) in tables.links[e][k] {
                     for (position, target) in targets.enumerated() {
@@ -291,6 +291,11 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 for (k, targets) in row.links.enumerated() {
                     guard let targets else { continue }
                     mentioned = true
+                    if layout.toMany[k].isOwned {
+                        // Owned rows past the new set's end go (with theirs); the others are rows of their own.
+                        if deleteOwned(layout.toMany[k].target, prefix: identity.values, from: targets.count, &tables) { changed = true }
+                        continue
+                    }
                     let new = Self.unique(targets)
                     let old = tables.links[entity][k][identity] ?? []
                     if layout.toMany[k].isOrdered ? old != new : Set(old) != Set(new) { changed = true }
@@ -299,6 +304,25 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 if row.stored != nil, mentioned, !changed { unchanged[entity].append(position) }
             }
         }
+    }
+
+    /// Deletes the rows of owned `entity` whose identity starts with `prefix` (their owner's) at a
+    /// position of `from` or more, and the rows they own in turn. Whether any went.
+    private func deleteOwned(_ entity: Int, prefix: [ScalarValue], from: Int, _ tables: inout MemoryDatabase.Tables) -> Bool {
+        let gone = tables.rows[entity].keys.filter { key in
+            let values = key.values
+            guard values.count == prefix.count + 1, Array(values.prefix(prefix.count)) == prefix,
+                case .integer(let position) = values[prefix.count]
+            else { return false }
+            return position >= from
+        }
+        for key in gone {
+            tables.rows[entity][key] = nil
+            for toMany in layouts[entity].toMany where toMany.isOwned {
+                _ = deleteOwned(toMany.target, prefix: key.values, from: 0, &tables)
+            }
+        }
+        return !gone.isEmpty
     }
 
     private static func unique(_ targets: [IdentityKey]) -> [IdentityKey] {
@@ -428,6 +452,10 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 }
             }
             for (k, toMany) in layout.toMany.enumerated() {
+                if toMany.isOwned {
+                    if e == entity { for key in gone { _ = deleteOwned(toMany.target, prefix: key.values, from: 0, &tables) } }
+                    continue
+                }
                 if e == entity { for key in gone { tables.links[e][k][key] = nil } }
                 if toMany.target == entity {
                     for (owner, targets) in tables.links[e][k] { tables.links[e][k][owner] = targets.filter { !gone.contains($0) } }

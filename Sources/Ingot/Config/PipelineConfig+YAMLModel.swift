@@ -14,7 +14,7 @@ extension PipelineYAMLReader {
             marks[.entity(name)] = keyNode.mark
             entities.append(try readEntity(name, value))
         }
-        return EntityModel(entities: entities).expandingParents()
+        return EntityModel(entities: entities).completed()
     }
 
     mutating func readEntity(_ name: String, _ node: Node) throws(ConfigError) -> Entity {
@@ -165,7 +165,8 @@ extension PipelineYAMLReader {
     }
 
     func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
-        let fields = try mapping(node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields"])
+        let fields = try mapping(
+            node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned"])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -181,6 +182,7 @@ extension PipelineYAMLReader {
         var relationship = Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
+        relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         if let node = fields["fields"] {
             guard case .mapping(let pairs) = node, !pairs.isEmpty else {
                 throw error(node, "fields maps the target's attributes to the record's keys: {id: subreddit_id, display_name: subreddit}")

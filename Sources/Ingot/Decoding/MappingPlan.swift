@@ -54,6 +54,12 @@ struct MappingPlan: Sendable {
         let assemblesFields: Bool
         /// `parent:`: the parent entity (index) whose row each record of this one fills too.
         let parent: Int?
+        /// An owned entity: how many leading slots its owner fills (the owner's identity and the
+        /// position); 0 otherwise.
+        let ownerSlots: Int
+        /// Per to-many of the layout: whether it is owned (its elements are rows of their own,
+        /// mapped once the owner's identity is known).
+        let ownedToMany: [Bool]
 
         // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
         // copied, and so retained, per key it compares or target it follows).
@@ -70,9 +76,11 @@ struct MappingPlan: Sendable {
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
-            toManyRules: [AttributeRules?], parent: Int? = nil
+            toManyRules: [AttributeRules?], parent: Int? = nil, ownerSlots: Int = 0
         ) {
             self.parent = parent
+            self.ownerSlots = ownerSlots
+            self.ownedToMany = layout.toMany.map(\.isOwned)
             self.toOneRules = toOneRules
             self.toManyRules = toManyRules
             self.name = name
@@ -140,7 +148,10 @@ struct MappingPlan: Sendable {
                     rootKeys.append(RootKey(bytes: Array(first.utf8), name: first, targets: [target]))
                 }
             }
-            for (slot, attribute) in entity.attributes.enumerated() { add(attribute.key, .attribute(slot: slot)) }
+            // An owned entity's leading attributes (its owner's identity, its position) are filled
+            // by the mapper, never read from a key.
+            let ownerSlots = entity.owner.flatMap { model[$0] }.map { $0.identity.count + 1 } ?? 0
+            for (slot, attribute) in entity.attributes.enumerated() where slot >= ownerSlots { add(attribute.key, .attribute(slot: slot)) }
             for (k, toOne) in layout.toOne.enumerated() {
                 let relationship = entity.relationships[toOne.relationship]
                 guard !relationship.fields.isEmpty else {
@@ -167,7 +178,7 @@ struct MappingPlan: Sendable {
                 toManyPolicies: layout.toMany.map { entity.relationships[$0.relationship].missing },
                 toOneRules: layout.toOne.map { rules(entity.relationships[$0.relationship]) },
                 toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) },
-                parent: entity.parent.flatMap { model.index(of: $0) })
+                parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots)
         }
     }
 }

@@ -191,7 +191,8 @@ struct RecordMapper {
     /// rows) to the page's rows and their values to the page's storage, its bare references to
     /// `record`; returns its identity.
     private mutating func mapObject(
-        at: Int, entity e: Int, kind: String? = nil, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
+        at: Int, entity e: Int, kind: String? = nil, owner: (values: [ScalarValue], position: Int)? = nil,
+        into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let entity = plan.entities[e]
         let node = c.nodes[at]
@@ -209,6 +210,8 @@ struct RecordMapper {
         var mask = ColumnMask()
         /// `fields:`: the leaves (nil: null or missing) of the target attributes read from this record's keys.
         var fieldLeaves: [(toOne: Int, slot: Int, leaf: Int?, path: [MappingFailure.Component])] = []
+        /// Owned to-manys given as arrays: mapped once this row's identity is known.
+        var ownedLists: [(k: Int, list: Int, rootKey: Int, target: Int)] = []
 
         var member = at + 1
         for _ in 0..<node.count {
@@ -295,6 +298,10 @@ struct RecordMapper {
                             throw MappingFailure(
                                 reason: "expected an array for to-many relationship, got \(list.kind.jsonName)", code: .wrongShape)
                         }
+                        if entity.ownedToMany[k] {
+                            ownedLists.append((k, leaf, rootKey, t))
+                            continue
+                        }
                         var identities: [IdentityKey] = []
                         identities.reserveCapacity(Int(list.count))
                         var element = leaf + 1
@@ -329,6 +336,19 @@ struct RecordMapper {
         if entity.assemblesFields {
             try assemble(fieldLeaves, of: entity, row: rowIndex, into: &record, &page, &c, mask: &mask)
         }
+        if let owner {
+            // An owned row: keyed by its owner and position, and replaced whole — what its object
+            // does not give is NULL (or no links), not what an earlier version stored.
+            for (offset, value) in owner.values.enumerated() { page.storage.set(v + offset, value) }
+            page.storage.set(v + owner.values.count, .integer(Int64(owner.position)))
+            for slot in 0..<layout.columns.count where !mask.contains(slot) {
+                if slot >= entity.ownerSlots { page.storage.set(v + slot, .null) }
+                mask.insert(slot)
+            }
+            for k in layout.toMany.indices where page.storage.linkSets[l + k] == nil && !ownedLists.contains(where: { $0.k == k }) {
+                page.storage.linkSets[l + k] = []
+            }
+        }
 
         var identity: IdentityKey?
         if layout.identitySlots.count == 1, let value = page.storage.value(v + layout.identitySlots[0]), value != .null {
@@ -352,6 +372,45 @@ struct RecordMapper {
                 values.append(value)
             }
             identity = values.count == 1 ? .single(values[0]) : .composite(values)
+        }
+        // Owned rows, now that the owner's identity is known: each element a row of the owned
+        // entity at its position; the set replaces the stored one.
+        for owned in ownedLists {
+            guard let identity else {
+                throw MappingFailure(
+                    reason: "an owned relationship needs its owner's identity", entity: entity.name, code: .missingIdentity)
+            }
+            let target = layout.toMany[owned.k].target
+            let list = c.nodes[owned.list]
+            var children: [IdentityKey] = []
+            children.reserveCapacity(Int(list.count))
+            var element = owned.list + 1
+            let depth = trail.count
+            enter(entity.rootKeys[owned.rootKey].name, entity.targets[owned.target])
+            for position in 0..<Int(list.count) {
+                trail.append(.index(position))
+                do throws(MappingFailure) {
+                    guard c.nodes[element].kind == .object else {
+                        throw MappingFailure(
+                            reason:
+                                "expected an object of owned entity '\(plan.entities[target].name)', got \(c.nodes[element].kind.jsonName)",
+                            code: .wrongShape)
+                    }
+                    if let child = try mapObject(
+                        at: element, entity: target, owner: (identity.values, position), into: &record, &page, &c)
+                    {
+                        children.append(child)
+                    }
+                } catch {
+                    throw error.prepending(
+                        [.index(position)] + entity.targets[owned.target].restTrail.reversed() + [.key(entity.rootKeys[owned.rootKey].name)]
+                    )
+                }
+                trail.removeLast()
+                element = Int(c.nodes[element].end)
+            }
+            trail.removeLast(trail.count - depth)
+            page.storage.linkSets[l + owned.k] = children
         }
         // A parent's row filled by a child's record names the child (`kind`).
         if let kind, let slot = layout.kindSlot {

@@ -23,7 +23,10 @@ struct NullifyPlan: Sendable, Equatable {
             // An inverse pair's join table is named by both sides: once is enough.
             for toMany in other.toMany where !toMany.isInverse {
                 if other.entity == entity { unlinked.append(KeyColumns(table: toMany.joinTable, columns: toMany.sourceColumns)) }
-                if toMany.target == entity { unlinked.append(KeyColumns(table: toMany.joinTable, columns: toMany.targetColumns)) }
+                // An owned row (its table the owned relationship's) goes with its owner, above.
+                if toMany.target == entity && !toMany.isOwned {
+                    unlinked.append(KeyColumns(table: toMany.joinTable, columns: toMany.targetColumns))
+                }
             }
         }
     }
@@ -41,5 +44,26 @@ extension EntityModel {
             let others = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { layout.columns[$0].name }
             return others.isEmpty ? nil : (entity, others)
         }
+    }
+}
+
+/// The statements that delete owned rows (``EntityLayout/ToMany/isOwned``) and what they own in
+/// turn, for every backend: the rows of an owned entity that `condition` selects, their own
+/// owned rows before them (deepest first), matched on the owner's identity columns.
+enum OwnedRows {
+    /// `DELETE` statements, deepest first, the last deleting the rows of `entity` where
+    /// `condition` (on its table, unqualified columns) holds.
+    static func deletes(of entity: Int, where condition: String, layouts: [EntityLayout], quote: (String) -> String) -> [String] {
+        let layout = layouts[entity]
+        let table = quote(layout.table)
+        let identity = layout.identitySlots.map { quote(layout.columns[$0].name) }.joined(separator: ", ")
+        var statements: [String] = []
+        for toMany in layout.toMany where toMany.isOwned {
+            let owners = toMany.sourceColumns.map(quote).joined(separator: ", ")
+            statements += deletes(
+                of: toMany.target, where: "(\(owners)) IN (SELECT \(identity) FROM \(table) WHERE \(condition))", layouts: layouts,
+                quote: quote)
+        }
+        return statements + ["DELETE FROM \(table) WHERE \(condition)"]
     }
 }

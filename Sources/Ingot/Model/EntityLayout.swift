@@ -43,6 +43,10 @@ public struct EntityLayout: Sendable, Equatable {
         /// The other side of an inverse pair (`inverse:`): the links live in the join table of
         /// the relationship it inverts (declared first), its columns read the other way round.
         public var isInverse = false
+        /// `owned: true`: no join table — the targets are rows of their own table keyed by this
+        /// entity's identity (``sourceColumns``, there) and their position; ``joinTable`` names
+        /// that table and ``targetColumns`` is empty.
+        public var isOwned = false
     }
 
     /// The entity's index in the model.
@@ -70,6 +74,13 @@ public struct EntityLayout: Sendable, Equatable {
                 guard let t = model.index(of: relationship.target) else { continue }
                 let target = model.entities[t]
                 if relationship.isToMany {
+                    if relationship.owned {
+                        toMany.append(
+                            ToMany(
+                                relationship: r, target: t, joinTable: target.table, sourceColumns: entity.joinColumns(), targetColumns: [],
+                                isOrdered: false, isOwned: true))
+                        continue
+                    }
                     let selfReference = t == index
                     if let name = relationship.inverse, let s = target.relationships.firstIndex(where: { $0.name == name }),
                         (t, s) < (index, r)

@@ -160,6 +160,31 @@ extension EntityModel {
                         add(location, "fields must give the identity of '\(target.name)': '\(name)' is missing")
                     }
                 }
+                if relationship.owned {
+                    let mine = "\(e).\(relationship.name)"
+                    if !relationship.isToMany {
+                        add(location, "owned applies to a to-many relationship (objects without identity, kept per owner)")
+                    }
+                    if relationship.isOrdered {
+                        add(location, "an owned relationship keeps its order already (position): leave ordered out")
+                    }
+                    if relationship.inverse != nil { add(location, "an owned relationship has no inverse") }
+                    if target.owner != e {
+                        add(
+                            location,
+                            target.parent != nil || !target.identity.isEmpty && target.owner == nil
+                                ? "owned entity '\(target.name)' must have no identity (nor parent) of its own: its rows are keyed by their owner and position"
+                                : "entity '\(target.name)' is owned by '\(target.owner ?? "")' already")
+                    }
+                    for other in entities {
+                        for r in other.relationships where r.target == target.name && !(other.name == e && r.name == relationship.name) {
+                            add(
+                                location,
+                                "owned entity '\(target.name)' is the target of '\(other.name).\(r.name)' too: only its owner points to it (\(mine))"
+                            )
+                        }
+                    }
+                }
                 if let inverse = relationship.inverse {
                     let mine = "\(e).\(relationship.name)"
                     if let other = target.relationships.first(where: { $0.name == inverse }) {

@@ -28,13 +28,35 @@ public struct EntityModel: Sendable, Equatable {
         entities.contains { $0.parent == entity }
     }
 
-    /// The model with each child entity (``Entity/parent``) completed: it takes its parent's
-    /// identity attributes (its own table's key, joined to the parent's row). What else the
-    /// parent declares stays in the parent's tables; a child's record fills both.
-    package func expandingParents() -> EntityModel {
+    /// The model with what owned and child entities take from others completed:
+    /// - an entity a relationship owns (``Relationship/owned``) takes its owner's identity (as
+    ///   the owner's join columns name it) and `position` as its first attributes and identity —
+    ///   an owned entity's owned entities in turn, from the owner's completed identity;
+    /// - a child entity (``Entity/parent``) takes its parent's identity attributes (its own
+    ///   table's key, joined to the parent's row); what else the parent declares stays in the
+    ///   parent's tables, and a child's record fills both.
+    package func completed() -> EntityModel {
         var expanded = self
-        for (k, entity) in entities.enumerated() {
-            guard let name = entity.parent, name != entity.name, let parent = self[name] else { continue }
+        var changed = true
+        while changed {
+            changed = false
+            for entity in expanded.entities where !entity.identity.isEmpty {
+                for relationship in entity.relationships where relationship.owned {
+                    guard let k = expanded.index(of: relationship.target), expanded.entities[k].identity.isEmpty,
+                        expanded.entities[k].owner == nil, expanded.entities[k].parent == nil
+                    else { continue }
+                    let columns = entity.joinColumns()
+                    let keys = zip(columns, entity.identityAttributes).map { Attribute(name: $0, type: $1.type) }
+                    expanded.entities[k].attributes = keys + [Attribute(name: "position", type: .integer)] + expanded.entities[k].attributes
+                    expanded.entities[k].identity = columns + ["position"]
+                    expanded.entities[k].owner = entity.name
+                    changed = true
+                }
+            }
+        }
+        let owned = expanded
+        for (k, entity) in owned.entities.enumerated() {
+            guard let name = entity.parent, name != entity.name, let parent = owned[name] else { continue }
             let inherited = parent.identityAttributes.filter { entity.attribute(named: $0.name) == nil }
             expanded.entities[k].attributes = inherited + entity.attributes
             expanded.entities[k].identity = parent.identity
@@ -62,6 +84,10 @@ public struct Entity: Sendable, Equatable {
     /// record is one row in the parent's table (the parent's attributes and relationships, and
     /// `kind`: the child's name) and one in the child's (its identity and its own attributes).
     public var parent: String?
+    /// Set for an entity some relationship owns (``Relationship/owned``): the owning entity.
+    /// Its first attributes are then the owner's identity and `position`, its identity; the
+    /// mapper fills them, no record key does.
+    public var owner: String?
 
     /// An entity `name` stored in `table` (default: its name), identified by `identity`.
     public init(
@@ -180,6 +206,10 @@ public struct Relationship: Sendable, Equatable {
     /// (Reddit's `subreddit_id`, `subreddit`): attribute name → key path, instead of one nested
     /// object at ``key``. Empty: the relationship reads ``key``.
     public var fields: [String: String] = [:]
+    /// `owned: true` (to-many only): the targets are objects without an identity of their own,
+    /// owned by this entity's row — keyed by it and their position, replaced as a set when the
+    /// key is present, deleted with it. No join table: the target's table holds the owner's key.
+    public var owned = false
     /// `inverse:`: the target's relationship that reads the same links from the other side
     /// (`person.films` ↔ `film.characters`): one join table serves both.
     public var inverse: String?

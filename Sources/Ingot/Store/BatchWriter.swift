@@ -107,6 +107,11 @@ struct BatchWriter {
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
                         mentioned = true
+                        if layout.toMany[k].isOwned {
+                            // The owned rows are rows of their own table; those past the new set's end go.
+                            if ref != nil, try statements.deleteOwned(of: identity, entity, k, from: targets.count) { changed = true }
+                            continue
+                        }
                         if ref != nil, try statements.storedLinksEqual(identity, entity, k, targets) { continue }
                         changed = true
                         try replaceLinks(of: identity, entity, k, targets, stored: ref != nil, into: &links)
@@ -118,6 +123,25 @@ struct BatchWriter {
                 return unchanged
             }
         }
+    }
+
+    /// Deletes the rows `identity` owns through owned relationship `k` at a position of `from` or
+    /// more, and what they own in turn (deepest first). Whether any went.
+    private func deleteOwned(of identity: IdentityKey, _ entity: Int, _ k: Int, from: Int) throws -> Bool {
+        let toMany = store.layouts[entity].toMany[k]
+        let count = toMany.sourceColumns.count
+        let condition =
+            toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
+            + " AND \"position\" >= ?\(count + 1)"
+        var deleted = false
+        for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: store.layouts, quote: SQLiteStore.quote) {
+            let statement = try store.statement(sql)
+            let next = statement.bind(identity, from: 1)
+            statement.bind(.integer(Int64(from)), at: next)
+            try statement.execute()
+            deleted = lastChanges > 0  // the last statement deletes the owned rows themselves
+        }
+        return deleted
     }
 
     /// Rows changed by the statement that ran last on the write connection.

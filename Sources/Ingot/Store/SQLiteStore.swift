@@ -271,7 +271,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                     "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))"
                 ))
         }
-        for toMany in layout.toMany {
+        for toMany in layout.toMany where !toMany.isOwned {  // an owned relationship's table is its target's
             if toMany.isInverse {
                 // The inverse's table (made with its owner, declared first), indexed for this side's reads.
                 let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")

@@ -56,7 +56,7 @@ struct StoredTables: Sendable {
                     "table '\(layout.table)': it has no identity (it holds rows without one), the pipeline's is (\(wanted.joined(separator: ", ")))"
                 )
             }
-            for toMany in layout.toMany {
+            for toMany in layout.toMany where !toMany.isOwned {
                 guard let join = table(toMany.joinTable) else { continue }
                 let columns = Set(join.columns.keys.map(key))
                 var expected = Set((toMany.sourceColumns + toMany.targetColumns).map(key))

@@ -77,7 +77,7 @@ extension PGStore {
                 statements.append(
                     "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
             }
-            for toMany in layout.toMany {
+            for toMany in layout.toMany where !toMany.isOwned {  // an owned relationship's table is its target's
                 if toMany.isInverse {
                     // The inverse's table (made with its owner, declared first), indexed for this side's reads.
                     let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")

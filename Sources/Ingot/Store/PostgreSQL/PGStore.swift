@@ -159,7 +159,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             guard !rows.isEmpty else { continue }
             do {
                 var changed = try writeRows(rows, layout)
-                for (k, toMany) in layout.toMany.enumerated() { changed.formUnion(try replaceLinks(rows, k, toMany, owner: entity)) }
+                for (k, toMany) in layout.toMany.enumerated() {
+                    if toMany.isOwned {
+                        changed.formUnion(try deleteOwned(rows, k, toMany, owner: entity))
+                    } else {
+                        changed.formUnion(try replaceLinks(rows, k, toMany, owner: entity))
+                    }
+                }
                 lastUnchanged[entity] = rows.indices.filter { position in
                     let row = rows[position]
                     guard row.stored != nil, !changed.contains(position) else { return false }
@@ -286,6 +292,30 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 """)
         }
         try connection.execute("TRUNCATE \(ownerStage), \(linkStage)")
+        return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
+    }
+
+    /// For every stored owner in `rows` that gave owned relationship `k`: deletes its owned rows
+    /// past the new set's end, and what they own in turn (the others are rows of their own, written
+    /// with their entity). Returns the positions in `rows` of the owners that lost some.
+    private func deleteOwned(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int) throws -> Set<Int> {
+        var owners: [UInt8] = []
+        for (position, row) in rows.enumerated() {
+            guard row.stored != nil, let identity = row.identity, let targets = row.links[k] else { continue }
+            PGStore.appendCopyRow(identity.values + [.integer(Int64(targets.count)), .integer(Int64(position))], to: &owners)
+        }
+        guard !owners.isEmpty else { return [] }
+        let types = PGStore.joinColumns(toMany, owner: owner, model: model)
+        let stage = try staging("_ingot_owned_\(toMany.joinTable)", types + [("_count", "bigint"), ("_row", "bigint")])
+        try connection.copy("COPY \(stage) FROM STDIN", data: owners)
+        let table = PGStore.quote(toMany.joinTable)
+        let match = toMany.sourceColumns.map { "\(table).\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
+        let condition = "EXISTS (SELECT 1 FROM \(stage) AS o WHERE \(match) AND \(table).\"position\" >= o._count)"
+        let deletes = OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote)
+        for sql in deletes.dropLast() { try connection.execute(sql) }
+        let changed = try connection.execute(
+            "DELETE FROM \(table) USING \(stage) AS o WHERE \(match) AND \(table).\"position\" >= o._count RETURNING o._row")
+        try connection.execute("TRUNCATE \(stage)")
         return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
     }
 

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// Owned children (issue 18, part 5): PokeAPI's type slots and moves, objects with fields and a
+/// reference but no identity of their own, kept per owner and position, replaced as a set,
+/// with owned children of their own (a move's version group details).
+@Suite(.serialized)
+struct OwnedTests {
+    static let yaml = """
+        version: 1
+        name: pokemon
+        records: "."
+        root: pokemon
+        entities:
+          pokemon:
+            identity: id
+            attributes: {id: integer, name: string}
+            relationships:
+              types: {to: pokemon_type, many: true, owned: true}
+              moves: {to: pokemon_move, many: true, owned: true}
+          pokemon_type:
+            attributes: {slot: integer}
+            relationships:
+              type: {to: type, key: type.name}
+          pokemon_move:
+            attributes: {}
+            relationships:
+              move: {to: move, key: move.name}
+              version_group_details: {to: move_detail, many: true, owned: true}
+          move_detail:
+            attributes: {level: {type: integer, key: level_learned_at}, method: {type: string, key: move_learn_method.name}}
+          type:
+            identity: name
+            attributes: {name: string}
+          move:
+            identity: name
+            attributes: {name: string}
+        """
+
+    static let first = #"""
+        [{"id": 1, "name": "bulbasaur",
+          "types": [{"slot": 1, "type": {"name": "grass", "url": "/type/12/"}}, {"slot": 2, "type": {"name": "poison"}}],
+          "moves": [
+            {"move": {"name": "razor-wind"}, "version_group_details": [{"level_learned_at": 0, "move_learn_method": {"name": "egg"}}, {"level_learned_at": 7}]},
+            {"move": {"name": "swords-dance"}, "version_group_details": [{"level_learned_at": 0, "move_learn_method": {"name": "machine"}}]}
+          ]}]
+        """#
+
+    /// The next version: one type; the first move keeps one detail (its method gone); the second move is gone.
+    static let second = #"""
+        [{"id": 1, "types": [{"slot": 1, "type": {"name": "grass"}}],
+          "moves": [{"move": {"name": "razor-wind"}, "version_group_details": [{"level_learned_at": 1}]}]}]
+        """#
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func ownedRowsAreKeptPerOwnerAndReplacedAsASet(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
+        let summary = try harness.run([Self.first], 50)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedRecords == 0)
+        var tables = try harness.dump()
+        // Owned rows: the owner's identity, the position, their own columns and to-one keys.
+        #expect(tables["pokemon_type"] == [["1", "0", "1", "grass"], ["1", "1", "2", "poison"]], "\(tables["pokemon_type"] ?? [])")
+        #expect(tables["pokemon_move"] == [["1", "0", "razor-wind"], ["1", "1", "swords-dance"]], "\(tables["pokemon_move"] ?? [])")
+        #expect(
+            tables["move_detail"] == [["1", "0", "0", "0", "egg"], ["1", "0", "1", "7", "NULL"], ["1", "1", "0", "0", "machine"]],
+            "\(tables["move_detail"] ?? [])")
+        #expect(tables["type"] == [["grass"], ["poison"]])
+
+        let next = try harness.run([Self.second], 50)
+        #expect(next.status == .finished, "\(next.error ?? "")")
+        tables = try harness.dump()
+        #expect(tables["pokemon_type"] == [["1", "0", "1", "grass"]])
+        #expect(tables["pokemon_move"] == [["1", "0", "razor-wind"]])
+        #expect(tables["move_detail"] == [["1", "0", "0", "1", "NULL"]], "replaced whole: the method is gone")
+        #expect(tables["pokemon"] == [["1", "bulbasaur"]])
+        #expect(tables["move"] == [["razor-wind"], ["swords-dance"]], "a referenced row is not owned: it stays")
+
+        let again = try harness.run([Self.second], 50)
+        #expect(again.counters.updated == 0 && again.counters.inserted == 0, "\(again.counters.entities)")
+        #expect(try harness.dump() == tables)
+    }
+
+    @Test func ownedRowsGoWithTheirOwnerAndAreCheckedAtValidation() throws {
+        let replace = Self.yaml.replacingOccurrences(of: "root: pokemon", with: "root: pokemon\nwrite: replace")
+        let (_, db) = try ingest(replace, [Self.first])
+        let (gone, _) = try ingest(replace, [#"[{"id": 2, "name": "ivysaur"}]"#], db: db)
+        #expect(gone.counters.deleted == 1)
+        #expect(try rows(db, "SELECT count(*) FROM pokemon_type") == [["0"]])
+        #expect(try rows(db, "SELECT count(*) FROM pokemon_move") == [["0"]])
+
+        func problem(_ from: String, _ to: String) -> String? {
+            configProblems(Self.yaml.replacingOccurrences(of: from, with: to), path: "o.yml")
+        }
+        #expect(problem("", "") == nil)
+        #expect(
+            problem("types: {to: pokemon_type, many: true, owned: true}", "types: {to: pokemon_type, owned: true}")?.contains("to-many")
+                == true)
+        #expect(
+            problem("pokemon_type:\n    attributes", "pokemon_type:\n    identity: slot\n    attributes")?.contains("no identity") == true)
+        #expect(
+            problem("type: {to: type, key: type.name}", "type: {to: type, key: type.name}\n      again: {to: pokemon_move}")?.contains(
+                "is the target of 'pokemon_type.again' too") == true)
+    }
+
+    @Test func aJoinedRunRefusesOwnedRelationships() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "o.yml")
+        var options = RunOptions()
+        options.databasePath = try PostgresServer.freshDatabase()
+        options.join = "j"
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
+            source: MemoryPageSource([Self.first]))
+        #expect(summary.status == .failed)
+        #expect(summary.error?.contains("owned relationships") == true, "\(summary.error ?? "")")
+    }
+}
