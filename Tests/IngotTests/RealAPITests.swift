@@ -341,7 +341,12 @@ struct RealAPITests {
         entities:
           pokemon:
             identity: id
-            attributes: {id: integer, name: string, height: integer, weight: integer, listed_as: string, types: json}
+            attributes: {id: integer, name: string, height: integer, weight: integer, listed_as: string}
+            relationships: {types: {to: pokemon_type, many: true, owned: true}}
+          pokemon_type:
+            attributes: {slot: integer}
+            relationships: {type: {to: type, key: type.name}}
+          type: {identity: name, attributes: {name: string}}
         """
     }
 
@@ -357,6 +362,12 @@ struct RealAPITests {
         #expect(summary.counters.resourcePages == ["list": 3, "pokemon": 25])
         #expect(try rows(db, "SELECT count(*), count(DISTINCT listed_as), sum(name = listed_as) FROM pokemon") == [["25", "25", "25"]])
         #expect(try rows(db, "SELECT name, height, weight FROM pokemon WHERE id = 25") == [["pikachu", "28", "215"]])
+        // Each pokemon's type slot is an owned row, linked to the shared type row.
+        #expect(
+            try rows(db, "SELECT count(*), count(DISTINCT pokemon_id), min(position), max(position) FROM pokemon_type") == [
+                ["25", "25", "0", "0"]
+            ])
+        #expect(try rows(db, "SELECT count(*) FROM type") == [["8"]])
         #expect(try server.counters()["people_requests"] == 28)
     }
 
@@ -698,6 +709,7 @@ struct RealAPITests {
             let server = try FixtureServer(faults: "slow:12", slow: 60)
             try killAndResume(Self.pokeapi(server.base), server: server, holdAt: 12, pages: 28) { db throws in
                 #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
+                #expect(try rows(db, "SELECT count(*), count(DISTINCT pokemon_id) FROM pokemon_type") == [["25", "25"]])
             }
         }
         do {
