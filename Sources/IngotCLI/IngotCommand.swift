@@ -48,19 +48,41 @@ struct Validate: ParsableCommand {
 }
 
 struct Schema: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the SQL schema a pipeline creates.")
+    static let configuration = CommandConfiguration(
+        abstract: "Print the SQL schema a pipeline creates, or the migration it would apply to an existing database.")
 
     @Argument(help: "The pipeline file.")
     var pipeline: String
 
-    @Option(help: "The database whose backend's DDL to print: a SQLite path (the default) or a postgresql:// URL (env INGOT_DB).")
+    @Option(
+        help:
+            "A database (a SQLite path or a postgresql:// URL; env INGOT_DB): its backend's DDL, or, when it exists, only what a run would add to it (nothing is written)."
+    )
     var db: String?
 
     func run() throws {
         let config = try loadPipeline(pipeline)
         do {
-            let location = try StoreLocation(db ?? Environment.string("INGOT_DB") ?? "ingot.db")
-            for statement in try location.schema(of: config.model) { print(statement + ";") }
+            guard let given = db ?? Environment.string("INGOT_DB") else {
+                for statement in try StoreLocation("ingot.db").schema(of: config.model) { print(statement + ";") }
+                return
+            }
+            let location = try StoreLocation(given)
+            let plan = try location.plan(model: config.model)
+            guard plan.exists else {
+                for statement in try location.schema(of: config.model) { print(statement + ";") }
+                return
+            }
+            if !plan.conflicts.isEmpty {
+                printError(
+                    "the database's tables disagree with the pipeline; a run would write nothing:\n  "
+                        + plan.conflicts.joined(separator: "\n  "))
+                throw Exit.badConfig
+            }
+            print(plan.statements.isEmpty ? "-- \(location): up to date with the pipeline" : "-- \(location): a run would apply")
+            for statement in plan.statements { print(statement + ";") }
+        } catch let exit as ExitCode {
+            throw exit
         } catch {
             printError("\(error)")
             throw Exit.badConfig

@@ -253,7 +253,9 @@ struct PipelineConfigTests {
         #expect(ddl.contains(#"CREATE UNIQUE INDEX IF NOT EXISTS "person_identity" ON "person"("id")"#))
         #expect(
             ddl.contains(
-                #"CREATE TABLE IF NOT EXISTS "person_dogs" ("person_id" INTEGER NOT NULL, "dog_id" INTEGER NOT NULL, PRIMARY KEY ("person_id", "dog_id")) WITHOUT ROWID"#
+                #"CREATE TABLE IF NOT EXISTS "person_dogs" ("person_id" INTEGER NOT NULL, "dog_id" INTEGER NOT NULL, "#
+                    + #"FOREIGN KEY ("person_id") REFERENCES "person" ("id") DEFERRABLE INITIALLY DEFERRED, "#
+                    + #"FOREIGN KEY ("dog_id") REFERENCES "dog" ("id") DEFERRABLE INITIALLY DEFERRED, PRIMARY KEY ("person_id", "dog_id")) WITHOUT ROWID"#
             ))
     }
 

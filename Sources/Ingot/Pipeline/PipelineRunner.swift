@@ -204,6 +204,11 @@ public final class PipelineRunner: Sendable {
             }
         }
         defer { withExtendedLifetime(lock) {} }
+        if !store.migration.isEmpty {
+            logger.notice(
+                "schema.migrated",
+                metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
+        }
         activeStore.value.withLock { $0 = store }
         defer { activeStore.value.withLock { $0 = nil } }
         // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).
@@ -463,6 +468,21 @@ public final class PipelineRunner: Sendable {
         if let problem = metrics.update(snapshot) {
             logger.warning("metrics.failed", metadata: [LogKey.reason: "\(problem)"])
         }
+    }
+
+    /// What DDL statements add, shortly: `person.nickname` (a column), `film_characters` (a
+    /// table), `index person_films_film_id`.
+    static func added(by statements: [String]) -> String {
+        statements.map { sql in
+            let words = sql.split(separator: " ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"(;")) }
+            if sql.hasPrefix("ALTER TABLE"), let table = words[safe: 2],
+                let column = words.firstIndex(of: "COLUMN").flatMap({ words[safe: $0 + 1] })
+            {
+                return table + "." + (column == "IF" ? words[safe: (words.firstIndex(of: "EXISTS") ?? 0) + 1] ?? "" : column)
+            }
+            if sql.hasPrefix("CREATE TABLE") { return words.drop { $0 != "EXISTS" }.dropFirst().first ?? "" }
+            return "index " + (words.drop { $0 != "EXISTS" }.dropFirst().first ?? "")
+        }.joined(separator: ",")
     }
 
     static func logSummary(_ s: RunSummary, _ logger: Logger) {

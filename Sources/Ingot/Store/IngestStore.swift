@@ -79,6 +79,11 @@ public protocol IngestStore: IdentityLookups {
     /// updated). The run counts rows from it (``RunLedger``): `updated` versus `unchanged`.
     var lastWriteUnchanged: [[Int]]? { get }
 
+    /// The statements opening the store applied to a database that held the pipeline's tables
+    /// already (columns, tables, indexes a changed pipeline added): the run logs them as
+    /// `schema.migrated`. Empty when nothing changed, or the database was new.
+    var migration: [String] { get }
+
     /// Takes the database's lock on runs of `pipeline` for as long as the store is open,
     /// waiting up to `timeout` seconds for another run to let it go; throws a held
     /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
@@ -96,6 +101,9 @@ extension IngestStore {
 
     /// A store that does not compare: every stored row a record mentions is written.
     public var lastWriteUnchanged: [[Int]]? { nil }
+
+    /// A store without a schema of its own to migrate.
+    public var migration: [String] { [] }
 
     /// A failed write rolls the whole open transaction back.
     public var undoesBatchesAlone: Bool { false }

@@ -43,6 +43,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var shapeStatements: [ShapeKey: RawStatement] = [:]
     /// Per entity, the positions of the stored rows the last batch write left as they were.
     var lastUnchanged: [[Int]] = []
+    /// What opening the store added to a database that held the pipeline's tables already.
+    package private(set) var migration: [String] = []
     /// Identity lookups on the write connection (writer queue).
     private var writerLookupStorage: IdentityLookup?
     /// A read-only connection and its lookups, used by the assembler queue only to resolve the
@@ -61,6 +63,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         self.layouts = EntityLayout.layouts(of: model)
         var config = Configuration()
         config.journalMode = .wal
+        // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.
+        config.foreignKeysEnabled = false
         // Bounded: SQLite takes milliseconds as an Int32 (a longer wait trapped).
         config.busyMode = .timeout(min(max(0, options.lockTimeout), 86_400))
         // Batches share a write transaction until the writer commits (see `save`).
@@ -93,7 +97,10 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         }
         try SQLiteStore.migrator.migrate(dbQueue)
         try dbQueue.inDatabase { db in
-            for sql in try SQLiteStore.schemaStatements(model, existing: db) { try db.execute(sql: sql) }
+            let existed = try layouts.contains { try db.tableExists($0.table) }
+            let statements = try SQLiteStore.schemaStatements(model, existing: db)
+            for sql in statements { try db.execute(sql: sql) }
+            if existed { migration = statements }
             connection = db.sqliteConnection
         }
         var reader: OpaquePointer?
@@ -255,12 +262,28 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         case index(String)
     }
 
+    /// `FOREIGN KEY (columns) REFERENCES` the identity of `entity`: declared for tools that read
+    /// relations (`.schema`, Datasette, ORMs), deferred, and not enforced by Ingot's connection
+    /// (the links it writes keep them true: a bare identity no row has makes a stub, or no link).
+    private static func foreignKey(_ columns: [String], to entity: Int, model: EntityModel) -> String {
+        let target = model.entities[entity]
+        return "FOREIGN KEY (\(columns.map(quote).joined(separator: ", "))) REFERENCES \(quote(target.table)) "
+            + "(\(target.identity.map(quote).joined(separator: ", "))) DEFERRABLE INITIALLY DEFERRED"
+    }
+
     /// What `layout` needs in the database: its table, its identity index, its join tables.
     private static func definitions(_ layout: EntityLayout, model: EntityModel) -> [(object: SchemaObject, sql: String)] {
         var definitions: [(SchemaObject, String)] = []
         let identity = layout.identitySlots.map { layout.columns[$0].name }
-        let columns = layout.columns.map { column in
+        var columns = layout.columns.map { column in
             "\(quote(column.name)) \(SQLiteStore.columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
+        }
+        for toOne in layout.toOne where !model.entities[toOne.target].identity.isEmpty {
+            columns.append(foreignKey(toOne.slots.map { layout.columns[$0].name }, to: toOne.target, model: model))
+        }
+        // An owned row's owner (its leading identity columns).
+        if let name = model.entities[layout.entity].owner, let owner = model.index(of: name) {
+            columns.append(foreignKey(Array(identity.dropLast()), to: owner, model: model))
         }
         definitions.append((.table(layout.table), "CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))"))
         if !identity.isEmpty {
@@ -287,6 +310,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
             defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
             if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
+            defs.append(foreignKey(toMany.sourceColumns, to: layout.entity, model: model))
+            defs.append(foreignKey(toMany.targetColumns, to: toMany.target, model: model))
             let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
             definitions.append(
                 (
@@ -330,7 +355,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     static func schemaConflicts(_ model: EntityModel, existing db: Database) throws -> [String] {
         var tables: [String: StoredTables.Table] = [:]
         for layout in EntityLayout.layouts(of: model) {
-            for name in [layout.table] + layout.toMany.map(\.joinTable) where try db.tableExists(name) {
+            // The join tables a to-one would have had as a to-many too (a relationship that changed kind).
+            let wouldJoin = layout.toOne.map { "\(layout.table)_\(model.entities[layout.entity].relationships[$0.relationship].name)" }
+            for name in [layout.table] + layout.toMany.map(\.joinTable) + wouldJoin where try db.tableExists(name) {
                 let index = try db.indexes(on: name).first { $0.name.lowercased() == (name + "_identity").lowercased() }
                 tables[name.lowercased()] = StoredTables.Table(
                     columns: Dictionary(try db.columns(in: name).map { ($0.name.lowercased(), $0.type) }, uniquingKeysWith: { a, _ in a }),

@@ -67,6 +67,28 @@ struct StoredTables: Sendable {
                     )
                 }
             }
+            // A relationship that changed between to-one and to-many: its links would be lost.
+            let entity = model.entities[layout.entity]
+            for toMany in layout.toMany where !toMany.isOwned && !toMany.isInverse && table(toMany.joinTable) == nil {
+                let relationship = entity.relationships[toMany.relationship]
+                guard let target = model[relationship.target] else { continue }
+                let columns = relationship.foreignKeyColumns(target: target)
+                if columns.allSatisfy({ stored.columns[key($0)] != nil }) {
+                    conflicts.append(
+                        "table '\(layout.table)', relationship '\(relationship.name)': stored as a to-one (column \(columns.map { "'\($0)'" }.joined(separator: ", "))), the pipeline wants a to-many (join table '\(toMany.joinTable)')"
+                    )
+                }
+            }
+            for toOne in layout.toOne {
+                let relationship = entity.relationships[toOne.relationship]
+                let joinTable = "\(layout.table)_\(relationship.name)"
+                let columns = toOne.slots.map { layout.columns[$0].name }
+                if table(joinTable) != nil, columns.contains(where: { stored.columns[key($0)] == nil }) {
+                    conflicts.append(
+                        "table '\(layout.table)', relationship '\(relationship.name)': stored as a to-many (join table '\(joinTable)'), the pipeline wants a to-one (column \(columns.map { "'\($0)'" }.joined(separator: ", ")))"
+                    )
+                }
+            }
         }
         return conflicts
     }

@@ -6,11 +6,14 @@ extension PGStore {
     /// Applies the statements of `schema` that are ``missing(_:_:)``, after `check`, in one
     /// transaction under an advisory lock: jobs starting together must not create the same
     /// tables at once (two `CREATE TABLE IF NOT EXISTS` racing fail on the catalog's unique index).
-    static func applySchema(_ schema: [String], on connection: PGConnection, checking check: () throws -> Void = {}) throws {
+    @discardableResult
+    static func applySchema(_ schema: [String], on connection: PGConnection, checking check: () throws -> Void = {}) throws -> [String] {
         try connection.transaction {
             try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
             try check()
-            for sql in try missing(schema, connection) { try connection.execute(sql) }
+            let statements = try missing(schema, connection)
+            for sql in statements { try connection.execute(sql) }
+            return statements
         }
     }
 

@@ -40,6 +40,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// Per entity, the stored rows the last single run's write left as they were.
     private var lastUnchanged: [[Int]] = []
     var lastWriteUnchanged: [[Int]]? { joined == nil ? lastUnchanged : nil }
+    /// What opening the store added to a database that held the pipeline's tables already.
+    private(set) var migration: [String] = []
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
     /// The staging tables made in the open transaction, in order: a rollback (to its start or
@@ -52,7 +54,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         self.url = url
         let connection = try PGConnection(url: url)
         self.connection = connection
-        try PGStore.applySchema(PGStore.schema(of: model), on: connection) {
+        let tables = "{" + layouts.map { "\"\($0.table)\"" }.joined(separator: ",") + "}"
+        let existed =
+            try connection.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY($1::text[])",
+                [tables]
+            ).first?[0] != "0"
+        let applied = try PGStore.applySchema(PGStore.schema(of: model), on: connection) {
             // A database whose tables disagree with the pipeline is refused before anything is written.
             let conflicts = try PGStore.schemaConflicts(model, connection)
             if !conflicts.isEmpty {
@@ -60,6 +68,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                     "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
             }
         }
+        migration = existed ? applied : []
         reader = try PGConnection(url: url)
     }
 
