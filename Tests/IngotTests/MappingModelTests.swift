@@ -148,4 +148,42 @@ struct MappingModelTests {
         #expect(problem("{mode: merge, unknown: reject}")?.contains("unknown applies to write mode update_only") == true)
         #expect(problem("{mode: update_only, unknown: keep}")?.hasPrefix("w.yml:5:") == true)
     }
+
+    /// Sync's "sync the notes of user 6": replace deletes the untouched rows of the scope the run saw.
+    static let notes = """
+        version: 1
+        name: notes
+        records: "."
+        root: note
+        write: {mode: replace, scope: user.id}
+        entities:
+          note:
+            identity: id
+            attributes: {id: integer, text: string, user_id: {type: integer, key: user.id}}
+        """
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func replaceWithAScopeDeletesOnlyWithinIt(backend: StoreConformanceTests.Backend) throws {
+        let seed =
+            #"[{"id": 1, "text": "a", "user": {"id": 6}}, {"id": 2, "text": "b", "user": {"id": 6}}, {"id": 3, "text": "c", "user": {"id": 7}}]"#
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.notes)
+        #expect(try harness.run([seed], 50).status == .finished)
+        // The notes of user 6, again: note 2 is gone from the API; user 7's note is out of scope.
+        let sync = try harness.run([#"[{"id": 1, "text": "a!", "user": {"id": 6}}]"#], 50)
+        #expect(sync.status == .finished, "\(sync.error ?? "")")
+        #expect(sync.counters.deleted == 1)
+        #expect(try harness.dump()["note"] == [["1", "a!", "6"], ["3", "c", "7"]])
+        // A run that saw no scope value deletes nothing.
+        #expect(try harness.run([#"[]"#], 50).counters.deleted == 0)
+    }
+
+    @Test func aScopeMustNameAColumnOfTheRoot() {
+        #expect(configProblems(Self.notes, path: "n.yml") == nil)
+        #expect(
+            configProblems(Self.notes.replacingOccurrences(of: "scope: user.id", with: "scope: owner.id"), path: "n.yml")?.contains(
+                "scope 'owner.id' is the key of no attribute or to-one of root 'note'") == true)
+        #expect(
+            configProblems(Self.notes.replacingOccurrences(of: "mode: replace", with: "mode: merge"), path: "n.yml")?.contains(
+                "scope applies to write mode replace") == true)
+    }
 }

@@ -426,9 +426,13 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     // MARK: - write: replace
 
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
-        database.state.withLock { state in
-            let gone = Set(state.tables.rows[entity].keys).subtracting(keeping)
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
+        let slot = scope.flatMap { scope in layouts[entity].columns.firstIndex { $0.name == scope.column } }
+        return database.state.withLock { state in
+            var gone = Set(state.tables.rows[entity].keys).subtracting(keeping)
+            if let scope, let slot {
+                gone = gone.filter { key in state.tables.rows[entity][key].map { scope.values.contains($0[slot] ?? .null) } ?? false }
+            }
             delete(gone, of: entity, tables: &state.tables)
             return gone.count
         }

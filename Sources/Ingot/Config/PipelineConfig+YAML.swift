@@ -139,11 +139,11 @@ struct PipelineYAMLReader {
                 return recordsPath
             } ?? []
 
-        let (write, writeRejectsUnknown) =
-            section { () throws(ConfigError) -> (WriteMode, Bool) in
-                guard let node = top["write"] else { return (.merge, false) }
+        let (write, writeRejectsUnknown, writeScope) =
+            section { () throws(ConfigError) -> (WriteMode, Bool, String?) in
+                guard let node = top["write"] else { return (.merge, false, nil) }
                 return try readWrite(node)
-            } ?? (.merge, false)
+            } ?? (.merge, false, nil)
 
         let batchRecords =
             section { () throws(ConfigError) -> Int? in
@@ -225,6 +225,12 @@ struct PipelineYAMLReader {
         }
 
         problems += modelProblems
+        if let scope = writeScope, let model, let node = top["write"],
+            let roots = top["resources"] != nil ? resources.compactMap({ $0.writeScope == nil ? $0.root : nil }) : rootName.map({ [$0] }),
+            let root = roots.first(where: { model.scopeColumn(scope, of: $0) == nil })
+        {
+            problems.append(error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'"))
+        }
         if let model {
             for entity in model.entities {
                 for relationship in entity.relationships where relationship.pattern != nil || !relationship.values.isEmpty {
@@ -261,6 +267,7 @@ struct PipelineYAMLReader {
         config.resources = resources
         config.write = write
         config.writeRejectsUnknown = writeRejectsUnknown
+        config.writeScope = writeScope
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
         config.maxRejects = maxRejects

@@ -87,8 +87,12 @@ extension PipelineYAMLReader {
                 rootNodes[name] = rootNode
             }
             if let writeNode = fields["write"] {
-                let (mode, rejectsUnknown) = try readWrite(writeNode)
+                let (mode, rejectsUnknown, scope) = try readWrite(writeNode)
                 guard resource.root != nil else { throw error(writeNode, "write needs a root: a resource without one stores nothing") }
+                if let scope, let root = resource.root, let model, model.scopeColumn(scope, of: root) == nil {
+                    throw error(writeNode, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'")
+                }
+                resource.writeScope = scope
                 let rowLevel: Set<WriteMode> = [.insertOnly, .updateOnly]
                 if rowLevel.contains(mode), let root = resource.root,
                     let other = resources.first(where: { $0.root == root && $0.write.map(rowLevel.contains) == true && $0.write != mode })
@@ -117,7 +121,7 @@ extension PipelineYAMLReader {
 
     /// `write:`: a mode (`merge`, `replace`, `insert_only`, `update_only`), or
     /// `{mode: update_only, unknown: skip|reject}`.
-    func readWrite(_ node: Node) throws(ConfigError) -> (WriteMode, rejectsUnknown: Bool) {
+    func readWrite(_ node: Node) throws(ConfigError) -> (WriteMode, rejectsUnknown: Bool, scope: String?) {
         func mode(_ node: Node) throws(ConfigError) -> WriteMode {
             let value = try string(node)
             guard let mode = WriteMode(rawValue: value) else {
@@ -125,14 +129,19 @@ extension PipelineYAMLReader {
             }
             return mode
         }
-        guard case .mapping = node else { return (try mode(node), false) }
-        let fields = try mapping(node, allowed: ["mode", "unknown"])
+        guard case .mapping = node else { return (try mode(node), false, nil) }
+        let fields = try mapping(node, allowed: ["mode", "unknown", "scope"])
         let written = try mode(try required(fields, "mode", in: node))
-        guard let unknown = fields["unknown"] else { return (written, false) }
+        var scope: String?
+        if let node = fields["scope"] {
+            guard written == .replace else { throw error(node, "scope applies to write mode replace") }
+            scope = try string(node)
+        }
+        guard let unknown = fields["unknown"] else { return (written, false, scope) }
         guard written == .updateOnly else { throw error(unknown, "unknown applies to write mode update_only") }
         switch try string(unknown) {
-        case "skip": return (written, false)
-        case "reject": return (written, true)
+        case "skip": return (written, false, scope)
+        case "reject": return (written, true, scope)
         case let other: throw error(unknown, "unknown must be skip or reject, not '\(other)'")
         }
     }

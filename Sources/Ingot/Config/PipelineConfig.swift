@@ -47,6 +47,19 @@ public struct PipelineConfig: Sendable {
         return rules
     }
 
+    /// Per replaced root entity (by index) with a `scope:`: the column whose values the run saw
+    /// bound the rows it deletes (``replacedEntities``).
+    package var replaceScopes: [Int: String] {
+        var scopes: [Int: String] = [:]
+        for resource in resources where (resource.write ?? write) == .replace {
+            guard let root = resource.root, let entity = model.index(of: root), let scope = resource.writeScope ?? writeScope,
+                let column = model.scopeColumn(scope, of: root)
+            else { continue }
+            scopes[entity] = column
+        }
+        return scopes
+    }
+
     /// Whether the pipeline reads several resources (or drives one by another's records).
     package var hasSeveralResources: Bool { resources.count > 1 || resources.first?.forEach != nil }
 
@@ -80,6 +93,9 @@ public struct PipelineConfig: Sendable {
     package var write: WriteMode = .merge
     /// `write: {mode: update_only, unknown: reject}`.
     package var writeRejectsUnknown = false
+    /// `write: {mode: replace, scope: KEY.PATH}`: the key path of the root's attribute (or to-one)
+    /// whose values the run saw bound what it deletes.
+    package var writeScope: String?
     /// Records per transaction; `nil` takes ``RunOptions``'s default.
     public var batchRecords: Int?
     /// `max_page_bytes`: the largest page accepted; `nil` takes ``RunOptions``'s (64 MiB).
@@ -134,6 +150,8 @@ package struct ResourceConfig: Sendable, Equatable {
     package var write: WriteMode?
     /// `unknown: reject` of this resource's `write: update_only`; `nil`: the pipeline's.
     package var writeRejectsUnknown: Bool?
+    /// `scope:` of this resource's `write: replace`; `nil`: the pipeline's.
+    package var writeScope: String?
     /// `batch_records:` for this resource's records; `nil`: the pipeline's.
     package var batchRecords: Int?
 

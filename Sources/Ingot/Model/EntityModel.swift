@@ -22,6 +22,20 @@ public struct EntityModel: Sendable, Equatable {
         entities.firstIndex { $0.name == name }
     }
 
+    /// The column of `entity` that a record's key path `keyPath` fills: an attribute read at it
+    /// (or named so), or the key column of a to-one read at it whose target has one identity.
+    package func scopeColumn(_ keyPath: String, of entity: String) -> String? {
+        guard let e = self[entity] else { return nil }
+        if let attribute = e.attributes.first(where: { $0.key == keyPath }) ?? e.attribute(named: keyPath) { return attribute.name }
+        guard
+            let relationship = e.relationships.first(where: {
+                !$0.isToMany && $0.fields.isEmpty && ($0.key == keyPath || $0.name == keyPath)
+            }),
+            let target = self[relationship.target], target.identity.count == 1
+        else { return nil }
+        return relationship.foreignKeyColumns(target: target).first
+    }
+
     /// Whether some entity names `entity` as its ``Entity/parent``: its table then has a `kind`
     /// column naming each row's concrete entity.
     public func hasChildren(_ entity: String) -> Bool {

@@ -33,6 +33,9 @@ extension PipelineRunner {
             // Joined writes order values by unit; an owned set's rows past its end would need the same.
             throw StoreError.unsupported("--join does not run pipelines with owned relationships (\(owned)) yet; run it as one job")
         }
+        if !config.replaceScopes.isEmpty {
+            throw StoreError.unsupported("--join does not run write: replace with a scope yet; run it as one job")
+        }
         let ordered = config.model.entities.flatMap { entity in
             entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
         }

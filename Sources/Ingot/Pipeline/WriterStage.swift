@@ -27,6 +27,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let replaceEntities: [Int]
     /// Per replaced entity, the identities the run's batches held.
     private var touched: [Int: Set<IdentityKey>] = [:]
+    /// Per replaced entity with a `scope:`: its scope column's slot, and the values the run saw there.
+    private var scopes: [Int: (column: String, slot: Int, seen: Set<ScalarValue>)] = [:]
     /// The rows this run counted, so each counts once (inserted, updated or unchanged).
     var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
@@ -155,6 +157,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.resolver = BatchResolver(
             model: config.model, layouts: EntityLayout.layouts(of: config.model), rootRules: config.rootWriteRules)
         self.ledger = RunLedger(layouts: EntityLayout.layouts(of: config.model))
+        for (entity, column) in config.replaceScopes {
+            if let slot = EntityLayout.layouts(of: config.model)[entity].columns.firstIndex(where: { $0.name == column }) {
+                scopes[entity] = (column, slot, [])
+            }
+        }
         self.replaceEntities = config.replacedEntities
         self.runID = runID
         self.pipeline = config.name
@@ -292,6 +299,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             incrementalMax = newMax
             for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
+            for (entity, scope) in scopes {
+                let rows = resolved.rows.merged[entity]
+                for row in rows.rows where row.mask.contains(scope.slot) {
+                    if let value = rows.storage.value(row.valueStart + scope.slot), value != .null { scopes[entity]?.seen.insert(value) }
+                }
+            }
             next.add(outcome, model: model)
             rejections += outcome.rejections
             saved = next
@@ -390,7 +403,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         do {
             for entity in replaceEntities {
-                saved.deleted += try store.deleteUntouched(entity: entity, keeping: touched[entity] ?? [])
+                let scope = scopes[entity].map { (column: $0.column, values: Array($0.seen)) }
+                saved.deleted += try store.deleteUntouched(entity: entity, keeping: touched[entity] ?? [], scope: scope)
             }
         } catch {
             fail(error)

@@ -56,9 +56,11 @@ public protocol IngestStore: IdentityLookups {
 
     // MARK: write: replace
 
-    /// Deletes the rows of `entity` whose identity is not in `keeping`, in the open transaction,
-    /// nullifying what pointed at them. Returns how many were deleted.
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int
+    /// Deletes the rows of `entity` whose identity is not in `keeping` — only those whose
+    /// `scope.column` holds one of `scope.values`, when a scope is given (`write: {mode: replace,
+    /// scope: …}`) — in the open transaction, nullifying what pointed at them. Returns how many
+    /// were deleted.
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int
 
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]

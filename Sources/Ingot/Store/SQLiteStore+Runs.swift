@@ -158,7 +158,7 @@ extension SQLiteStore {
     /// applies Core Data's *nullify* rule to every relationship that can point at them: to-one
     /// references to a deleted row become `NULL`, join rows naming it (on either side) are
     /// removed. Returns how many rows were deleted.
-    package func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
+    package func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
         let layout = layouts[entity]
         let table = SQLiteStore.quote(layout.table)
         let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
@@ -183,11 +183,14 @@ extension SQLiteStore {
                 try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(keys[start..<min(start + 50_000, keys.count)])])
             }
             try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
+            // Within the scope the run saw, when there is one.
+            let within = scope.map { "AND \(table).\(SQLiteStore.quote($0.column)) IN (SELECT value FROM json_each(?))" } ?? ""
             try db.execute(
                 sql: """
                     CREATE TEMP TABLE _ingot_deleted AS SELECT \(identityList) FROM \(table)
-                    WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match))
-                    """)
+                    WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match)) \(within)
+                    """,
+                arguments: StatementArguments(scope.map { [IdentityLookup.jsonArray($0.values.map { IdentityKey.single($0) })] } ?? []))
             let gone = "(SELECT \(identityList) FROM temp._ingot_deleted)"
             try db.execute(
                 sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")

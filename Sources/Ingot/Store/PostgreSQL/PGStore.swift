@@ -472,7 +472,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     // MARK: - write: replace, stubs
 
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>) throws -> Int {
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
         try begin()
         let layout = layouts[entity]
         let identity = layout.identitySlots.map { layout.columns[$0] }
@@ -483,7 +483,18 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         try connection.execute("TRUNCATE \(kept)")
         if !data.isEmpty { try connection.copy("COPY \(kept) FROM STDIN", data: data) }
         let match = names.map { "k.\($0) = t.\($0)" }.joined(separator: " AND ")
-        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))")
+        var within = ""
+        if let scope, let column = layout.columns.first(where: { $0.name == scope.column }) {
+            // Within the scope the run saw.
+            let seen = try staging("_ingot_scope_\(layout.table)", [(column.name, PGStore.columnType(column.type))])
+            try connection.execute("TRUNCATE \(seen)")
+            var values: [UInt8] = []
+            for value in scope.values { PGStore.appendCopyRow([value], to: &values) }
+            if !values.isEmpty { try connection.copy("COPY \(seen) FROM STDIN", data: values) }
+            let c = PGStore.quote(column.name)
+            within = " AND EXISTS (SELECT 1 FROM \(seen) AS s WHERE s.\(c) = t.\(c))"
+        }
+        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within)
     }
 
     /// Deletes the rows of `entity` (alias `t`) that `condition` holds for, in the open
