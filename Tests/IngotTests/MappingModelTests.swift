@@ -186,4 +186,54 @@ struct MappingModelTests {
             configProblems(Self.notes.replacingOccurrences(of: "mode: replace", with: "mode: merge"), path: "n.yml")?.contains(
                 "scope applies to write mode replace") == true)
     }
+
+    /// `delete: cascade`: the rows a deleted row links to go with it; nullify applies to what else pointed at them.
+    static let cascade = """
+        version: 1
+        name: cascade
+        records: "."
+        root: person
+        write: replace
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer}
+            relationships:
+              dogs: {to: dog, many: true, delete: cascade}
+              best: {to: dog, delete: cascade}
+              friends: {to: person, many: true}
+              walkers: {to: walker, many: true, delete: nullify}
+          dog:
+            identity: id
+            attributes: {id: integer}
+            relationships: {toy: {to: toy, delete: cascade}}
+          toy:
+            identity: id
+            attributes: {id: integer}
+          walker:
+            identity: id
+            attributes: {id: integer}
+            relationships: {dog: {to: dog}}
+        """
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func cascadeDeletesWhatADeletedRowLinksTo(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.cascade)
+        let seed =
+            #"[{"id": 1, "dogs": [{"id": 7, "toy": 70}, 8], "best": 9, "friends": [2], "walkers": [{"id": 50, "dog": 7}]}, {"id": 2, "dogs": [8]}]"#
+        #expect(try harness.run([seed], 50).status == .finished)
+        let replaced = try harness.run([#"[{"id": 2}]"#], 50)
+        #expect(replaced.status == .finished, "\(replaced.error ?? "")")
+        // Person 1, its dogs 7 and 8 and best friend 9, dog 7's toy 70 (dog 8 was person 2's too:
+        // a cascade deletes it all the same, as Core Data's does).
+        #expect(replaced.counters.deleted == 5)
+        let tables = try harness.dump()
+        #expect(tables["person"] == [["2", "NULL"]], "person 2 and its best_id")
+        #expect(tables["dog"] == [] && tables["toy"] == [])
+        #expect(tables["walker"] == [["50", "NULL"]], "nullified: the walker stays, its dog is gone")
+        #expect(tables["person_dogs"] == [] && tables["person_friends"] == [] && tables["person_walkers"] == [])
+        #expect(
+            configProblems(Self.cascade.replacingOccurrences(of: "delete: nullify", with: "delete: restrict"), path: "c.yml")?.contains(
+                "delete must be nullify or cascade") == true)
+    }
 }

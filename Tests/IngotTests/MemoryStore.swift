@@ -433,8 +433,36 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             if let scope, let slot {
                 gone = gone.filter { key in state.tables.rows[entity][key].map { scope.values.contains($0[slot] ?? .null) } ?? false }
             }
-            delete(gone, of: entity, tables: &state.tables)
-            return gone.count
+            // `delete: cascade`: what the deleted rows link to through a cascading relationship goes too.
+            var sets: [Int: Set<IdentityKey>] = [entity: gone]
+            var grew = true
+            while grew {
+                grew = false
+                for (e, layout) in layouts.enumerated() {
+                    guard let rows = sets[e] else { continue }
+                    let relationships = model.entities[e].relationships
+                    var found: [(Int, IdentityKey)] = []
+                    for toOne in layout.toOne where relationships[toOne.relationship].cascadesDeletes {
+                        for key in rows {
+                            guard let values = state.tables.rows[e][key] else { continue }
+                            let target = toOne.slots.map { values[$0] ?? .null }
+                            if !target.contains(.null) {
+                                found.append((toOne.target, target.count == 1 ? .single(target[0]) : .composite(target)))
+                            }
+                        }
+                    }
+                    for (k, toMany) in layout.toMany.enumerated()
+                    where !toMany.isOwned && relationships[toMany.relationship].cascadesDeletes {
+                        for key in rows { for target in state.tables.links[e][k][key] ?? [] { found.append((toMany.target, target)) } }
+                    }
+                    for (target, key) in found where state.tables.rows[target][key] != nil && !(sets[target]?.contains(key) ?? false) {
+                        sets[target, default: []].insert(key)
+                        grew = true
+                    }
+                }
+            }
+            for (e, rows) in sets.sorted(by: { $0.key < $1.key }) { delete(rows, of: e, tables: &state.tables) }
+            return sets.values.reduce(0) { $0 + $1.count }
         }
     }
 

@@ -166,7 +166,7 @@ extension PipelineYAMLReader {
 
     func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
         let fields = try mapping(
-            node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned"])
+            node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete"])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -183,6 +183,13 @@ extension PipelineYAMLReader {
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        if let node = fields["delete"] {
+            switch try string(node) {
+            case "cascade": relationship.cascadesDeletes = true
+            case "nullify": relationship.cascadesDeletes = false
+            case let other: throw error(node, "delete must be nullify or cascade, not '\(other)'")
+            }
+        }
         if let node = fields["fields"] {
             guard case .mapping(let pairs) = node, !pairs.isEmpty else {
                 throw error(node, "fields maps the target's attributes to the record's keys: {id: subreddit_id, display_name: subreddit}")

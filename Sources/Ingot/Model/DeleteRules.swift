@@ -32,6 +32,40 @@ struct NullifyPlan: Sendable, Equatable {
     }
 }
 
+/// `delete: cascade`: where the rows a deleted row's relationship links it to are found, so that
+/// they are deleted too. The targets of the rows of `from` in a set are `SELECT targetColumns
+/// FROM table WHERE (ownerColumns) IN (that set)`: for a to-one, the entity's own table and its
+/// key columns; for a to-many, its join table's two sides.
+struct CascadeEdge: Sendable, Equatable {
+    var from: Int
+    var to: Int
+    var table: String
+    var ownerColumns: [String]
+    var targetColumns: [String]
+
+    /// Every cascading relationship of the model's layouts.
+    static func edges(_ model: EntityModel, _ layouts: [EntityLayout]) -> [CascadeEdge] {
+        var edges: [CascadeEdge] = []
+        for layout in layouts {
+            let entity = model.entities[layout.entity]
+            let identity = layout.identitySlots.map { layout.columns[$0].name }
+            for toOne in layout.toOne where entity.relationships[toOne.relationship].cascadesDeletes {
+                edges.append(
+                    CascadeEdge(
+                        from: layout.entity, to: toOne.target, table: layout.table, ownerColumns: identity,
+                        targetColumns: toOne.slots.map { layout.columns[$0].name }))
+            }
+            for toMany in layout.toMany where !toMany.isOwned && entity.relationships[toMany.relationship].cascadesDeletes {
+                edges.append(
+                    CascadeEdge(
+                        from: layout.entity, to: toMany.target, table: toMany.joinTable, ownerColumns: toMany.sourceColumns,
+                        targetColumns: toMany.targetColumns))
+            }
+        }
+        return edges
+    }
+}
+
 extension EntityModel {
     /// The entities some relationship stubs (`missing: stub`), in model order, each with the
     /// columns a stub leaves empty (all but its identity): a row with all of them NULL is a stub

@@ -220,6 +220,10 @@ public struct Relationship: Sendable, Equatable {
     /// (Reddit's `subreddit_id`, `subreddit`): attribute name → key path, instead of one nested
     /// object at ``key``. Empty: the relationship reads ``key``.
     public var fields: [String: String] = [:]
+    /// `delete: cascade`: when `write: replace` deletes a row of this entity, the rows this
+    /// relationship links it to are deleted too (Core Data's rule), and what else pointed at them
+    /// is nullified. `false` (`delete: nullify`, the default): only the links to the deleted row go.
+    public var cascadesDeletes = false
     /// `owned: true` (to-many only): the targets are objects without an identity of their own,
     /// owned by this entity's row — keyed by it and their position, replaced as a set when the
     /// key is present, deleted with it. No join table: the target's table holds the owner's key.

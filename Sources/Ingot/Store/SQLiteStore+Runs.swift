@@ -191,22 +191,57 @@ extension SQLiteStore {
                     WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match)) \(within)
                     """,
                 arguments: StatementArguments(scope.map { [IdentityLookup.jsonArray($0.values.map { IdentityKey.single($0) })] } ?? []))
-            let gone = "(SELECT \(identityList) FROM temp._ingot_deleted)"
-            try db.execute(
-                sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
-            deleted = db.changesCount
-            let plan = NullifyPlan(deleting: entity, layouts: layouts)
-            // To-one references to a deleted row become NULL.
-            for reference in plan.nulled {
-                let other = SQLiteStore.quote(reference.table)
-                let set = reference.columns.map { "\(SQLiteStore.quote($0)) = NULL" }.joined(separator: ", ")
-                try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(row(reference.columns, of: other)) IN \(gone)")
+            // `delete: cascade`: the rows the deleted ones link to through a cascading relationship
+            // join them, each entity's in a set of its own, until no set grows.
+            var sets: [Int: String] = [entity: "temp._ingot_deleted"]
+            let edges = CascadeEdge.edges(model, layouts)
+            var grew = !edges.isEmpty
+            while grew {
+                grew = false
+                for edge in edges {
+                    guard let from = sets[edge.from] else { continue }
+                    let target = layouts[edge.to]
+                    let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
+                    guard columns.count == edge.targetColumns.count else { continue }
+                    let set = sets[edge.to] ?? "temp._ingot_cascade_\(edge.to)"
+                    if sets[edge.to] == nil {
+                        try db.execute(sql: "DROP TABLE IF EXISTS \(set)")
+                        try db.execute(sql: "CREATE TEMP TABLE _ingot_cascade_\(edge.to) (\(columns.joined(separator: ", ")))")
+                        sets[edge.to] = set
+                    }
+                    let source = SQLiteStore.quote(edge.table)
+                    let picked = edge.targetColumns.map { "\(source).\(SQLiteStore.quote($0))" }
+                    try db.execute(
+                        sql: """
+                            INSERT INTO \(set) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(source)
+                            WHERE \(row(edge.ownerColumns, of: source)) IN (SELECT * FROM \(from))
+                              AND \(picked.map { "\($0) IS NOT NULL" }.joined(separator: " AND "))
+                              AND \(row(edge.targetColumns, of: source)) NOT IN (SELECT * FROM \(set))
+                            """)
+                    if db.changesCount > 0 { grew = true }
+                }
             }
-            // Join rows naming a deleted row, on the owner's side or the target's.
-            for reference in plan.unlinked {
-                let join = SQLiteStore.quote(reference.table)
-                try db.execute(sql: "DELETE FROM \(join) WHERE \(row(reference.columns, of: join)) IN \(gone)")
+            for (deleting, set) in sets.sorted(by: { $0.key < $1.key }) {
+                let layout = layouts[deleting]
+                let table = SQLiteStore.quote(layout.table)
+                let gone = "(SELECT * FROM \(set))"
+                try db.execute(
+                    sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
+                deleted += db.changesCount
+                let plan = NullifyPlan(deleting: deleting, layouts: layouts)
+                // To-one references to a deleted row become NULL.
+                for reference in plan.nulled {
+                    let other = SQLiteStore.quote(reference.table)
+                    let set = reference.columns.map { "\(SQLiteStore.quote($0)) = NULL" }.joined(separator: ", ")
+                    try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(row(reference.columns, of: other)) IN \(gone)")
+                }
+                // Join rows naming a deleted row, on the owner's side or the target's.
+                for reference in plan.unlinked {
+                    let join = SQLiteStore.quote(reference.table)
+                    try db.execute(sql: "DELETE FROM \(join) WHERE \(row(reference.columns, of: join)) IN \(gone)")
+                }
             }
+            for (deleting, set) in sets where deleting != entity { try db.execute(sql: "DROP TABLE \(set)") }
             try db.execute(sql: "DROP TABLE temp._ingot_deleted")
             try db.execute(sql: "DROP TABLE temp._ingot_touched")
         }
