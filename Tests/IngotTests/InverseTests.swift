@@ -118,9 +118,51 @@ struct InverseTests {
         #expect(
             problem("{to: film, many: true, inverse: characters, ordered: true}", "{to: person, many: true, inverse: films}")?
                 .contains("ordered") == true)
-        #expect(
-            problem("{to: film, inverse: characters}", "{to: person, many: true, inverse: films}")?.contains("not yet supported")
-                == true)
+        #expect(problem("{to: film, inverse: characters}", "{to: person, many: true, inverse: films}") == nil, "a to-one and its to-many")
+        #expect(problem("{to: film, inverse: characters}", "{to: person, inverse: films}")?.contains("two to-ones") == true)
         #expect(problem("{to: film, many: true, inverse: charactrs}", "{to: person, many: true}")?.hasPrefix("i.yml:9:") == true)
+    }
+
+    /// A to-one and its to-many inverse (`person.homeworld` ↔ `planet.residents`) are one column.
+    static let homeworld = """
+        version: 1
+        name: homeworld
+        records: results
+        root: {by: type, entities: {person: person, planet: planet}}
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer, name: string}
+            relationships:
+              homeworld: {to: planet, inverse: residents}
+          planet:
+            identity: id
+            attributes: {id: integer, name: string}
+            relationships:
+              residents: {to: person, many: true, inverse: homeworld}
+        """
+
+    @Test(arguments: StoreConformanceTests.Backend.allCases)
+    func aToOneAndItsToManyAreOneColumn(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.homeworld)
+        let first = try harness.run(
+            [
+                #"{"results": [{"type": "person", "id": 1, "name": "Luke", "homeworld": 1}, {"type": "person", "id": 5, "name": "Leia", "homeworld": 2}]}"#,
+                // Tatooine's residents: Luke and Owen (a stub); Leia is not Tatooine's.
+                #"{"results": [{"type": "planet", "id": 1, "name": "Tatooine", "residents": [1, 2]}, {"type": "planet", "id": 2, "name": "Alderaan"}]}"#,
+            ], 1)
+        #expect(first.status == .finished, "\(first.error ?? "")")
+        var tables = try harness.dump()
+        #expect(tables["person"] == [["1", "Luke", "1"], ["2", "NULL", "1"], ["5", "Leia", "2"]], "\(tables["person"] ?? [])")
+        #expect(tables.keys.filter { $0.contains("residents") }.isEmpty, "no join table")
+        // Alderaan's residents given empty: Leia no longer lives there.
+        let second = try harness.run(
+            [#"{"results": [{"type": "planet", "id": 2, "residents": []}, {"type": "planet", "id": 1, "residents": [1, 2]}]}"#], 50)
+        #expect(second.status == .finished)
+        tables = try harness.dump()
+        #expect(tables["person"] == [["1", "Luke", "1"], ["2", "NULL", "1"], ["5", "Leia", "NULL"]], "\(tables["person"] ?? [])")
+        #expect(
+            second.counters.entities["planet"] == EntityCounts(updated: 1, unchanged: 1, unfilled: 0),
+            "Tatooine's residents are as they were")
     }
 }

@@ -107,7 +107,7 @@ final class MemoryDatabase: Sendable {
             out[layout.table] = (tables.rows[e].values.map { $0.map(text) } + tables.anonymous[e].map { $0.map(text) }).sorted {
                 $0.lexicographicallyPrecedes($1)
             }
-            for (k, toMany) in layout.toMany.enumerated() where !toMany.isOwned {
+            for (k, toMany) in layout.toMany.enumerated() where toMany.hasJoinTable {
                 var rows: [[String]] = []
                 for (owner, targets) in tables.links[e][k] {
                     for (position, target) in targets.enumerated() {
@@ -269,6 +269,8 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     private func applySingle(_ batch: ResolvedBatch, tables: inout MemoryDatabase.Tables) {
         unchanged = Array(repeating: [], count: batch.entityCount)
+        // A to-one's inverse, applied once every row is written: (entity, k, owner, targets, position).
+        var foreignKeyLinks: [(Int, Int, IdentityKey, [IdentityKey], Int)] = []
         for entity in 0..<batch.entityCount {
             let layout = layouts[entity]
             for (position, row) in batch.rows(of: entity).enumerated() {
@@ -291,6 +293,10 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 for (k, targets) in row.links.enumerated() {
                     guard let targets else { continue }
                     mentioned = true
+                    if layout.toMany[k].isForeignKey {
+                        foreignKeyLinks.append((entity, k, identity, targets, position))
+                        continue
+                    }
                     if layout.toMany[k].isOwned {
                         // Owned rows past the new set's end go (with theirs); the others are rows of their own.
                         if deleteOwned(layout.toMany[k].target, prefix: identity.values, from: targets.count, &tables) { changed = true }
@@ -303,6 +309,22 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 }
                 if row.stored != nil, mentioned, !changed { unchanged[entity].append(position) }
             }
+        }
+        for (entity, k, owner, targets, position) in foreignKeyLinks {
+            let toMany = layouts[entity].toMany[k]
+            let target = layouts[toMany.target]
+            let slots = toMany.sourceColumns.compactMap { name in target.columns.firstIndex { $0.name == name } }
+            let wanted = Set(targets)
+            var changed = false
+            for (key, var values) in tables.rows[toMany.target] {
+                let points = slots.map { values[$0] ?? .null } == owner.values
+                if points != wanted.contains(key) {
+                    for (offset, slot) in slots.enumerated() { values[slot] = points ? .null : owner.values[offset] }
+                    tables.rows[toMany.target][key] = values
+                    changed = true
+                }
+            }
+            if changed { unchanged[entity].removeAll { $0 == position } }
         }
     }
 

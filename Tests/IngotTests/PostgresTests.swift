@@ -25,7 +25,7 @@ struct PostgresTests {
             out[layout.table] = try connection.execute("SELECT \(columns.joined(separator: ", ")) FROM \"\(layout.table)\"")
                 .map { row in zip(row, layout.columns).map { canonical($0 ?? "NULL", $1.type, postgres: true) } }
                 .sorted { $0.lexicographicallyPrecedes($1) }
-            for toMany in layout.toMany where !toMany.isOwned {
+            for toMany in layout.toMany where toMany.hasJoinTable {
                 let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map {
                     "\"\($0)\"::text"
                 }
@@ -55,7 +55,7 @@ struct PostgresTests {
             out[layout.table] = try rows(db, "SELECT \(columns) FROM \"\(layout.table)\"")
                 .map { row in zip(row, layout.columns).map { canonical($0, $1.type, postgres: false) } }
                 .sorted { $0.lexicographicallyPrecedes($1) }
-            for toMany in layout.toMany where !toMany.isOwned {
+            for toMany in layout.toMany where toMany.hasJoinTable {
                 let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map { "\"\($0)\"" }
                 out[toMany.joinTable] = try rows(db, "SELECT \(linkColumns.joined(separator: ", ")) FROM \"\(toMany.joinTable)\"")
                     .sorted { $0.lexicographicallyPrecedes($1) }

@@ -281,6 +281,8 @@ struct RealAPITests {
         #expect(try rows(db, "SELECT count(*) FROM person WHERE mass IS NULL") != [["0"]])
         #expect(try rows(db, "SELECT population FROM planet WHERE name = 'Coruscant'") == [["1000000000000"]])
         #expect(try rows(db, "SELECT homeworld_id FROM person WHERE id = 1") == [["1"]])
+        // Tatooine's residents (the planets resource) and its people's homeworld are one column.
+        #expect(try rows(db, "SELECT count(*) FROM person WHERE homeworld_id = 1") == [["10"]])
         #expect((summary.counters.invalidValues["transport.crew"] ?? 0) > 0, "ranges like 30-165 are NULL, counted")
         // Every row a link reaches was filled by its own resource: no stub is left.
         #expect(try rows(db, "SELECT count(*) FROM person WHERE name IS NULL") == [["0"]])

@@ -56,7 +56,7 @@ struct StoreSeamTests {
         for layout in EntityLayout.layouts(of: model) {
             let columns = layout.columns.map { "\"\($0.name)\"" }.joined(separator: ", ")
             out[layout.table] = try rows(db, "SELECT \(columns) FROM \"\(layout.table)\"").sorted { $0.lexicographicallyPrecedes($1) }
-            for toMany in layout.toMany where !toMany.isOwned {
+            for toMany in layout.toMany where toMany.hasJoinTable {
                 let linkColumns = (toMany.sourceColumns + toMany.targetColumns + (toMany.isOrdered ? ["position"] : [])).map { "\"\($0)\"" }
                 out[toMany.joinTable] = try rows(db, "SELECT \(linkColumns.joined(separator: ", ")) FROM \"\(toMany.joinTable)\"")
                     .sorted { $0.lexicographicallyPrecedes($1) }

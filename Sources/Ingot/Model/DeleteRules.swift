@@ -21,7 +21,8 @@ struct NullifyPlan: Sendable, Equatable {
                 nulled.append(KeyColumns(table: other.table, columns: toOne.slots.map { other.columns[$0].name }))
             }
             // An inverse pair's join table is named by both sides: once is enough.
-            for toMany in other.toMany where !toMany.isInverse {
+            // A to-one's inverse is that to-one's column, nullified above.
+            for toMany in other.toMany where !toMany.isInverse && !toMany.isForeignKey {
                 if other.entity == entity { unlinked.append(KeyColumns(table: toMany.joinTable, columns: toMany.sourceColumns)) }
                 // An owned row (its table the owned relationship's) goes with its owner, above.
                 if toMany.target == entity && !toMany.isOwned {

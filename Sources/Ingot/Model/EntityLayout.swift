@@ -47,6 +47,13 @@ public struct EntityLayout: Sendable, Equatable {
         /// entity's identity (``sourceColumns``, there) and their position; ``joinTable`` names
         /// that table and ``targetColumns`` is empty.
         public var isOwned = false
+        /// The to-many side of a to-one's inverse (`planet.residents` ↔ `person.homeworld`): no
+        /// join table — the links are the target table's key columns of that to-one
+        /// (``sourceColumns``, in ``joinTable``, the target's table), ``targetColumns`` its identity.
+        public var isForeignKey = false
+
+        /// Whether the links live in a join table of their own (not owned, not a to-one's inverse).
+        public var hasJoinTable: Bool { !isOwned && !isForeignKey }
     }
 
     /// The entity's index in the model.
@@ -82,6 +89,17 @@ public struct EntityLayout: Sendable, Equatable {
                         continue
                     }
                     let selfReference = t == index
+                    if let name = relationship.inverse, let inverse = target.relationships.first(where: { $0.name == name }),
+                        !inverse.isToMany
+                    {
+                        // A to-one's inverse: its key columns, in the target's table, are the links.
+                        toMany.append(
+                            ToMany(
+                                relationship: r, target: t, joinTable: target.table,
+                                sourceColumns: inverse.foreignKeyColumns(target: entity),
+                                targetColumns: target.identity, isOrdered: false, isForeignKey: true))
+                        continue
+                    }
                     if let name = relationship.inverse, let s = target.relationships.firstIndex(where: { $0.name == name }),
                         (t, s) < (index, r)
                     {

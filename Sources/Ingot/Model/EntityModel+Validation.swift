@@ -193,11 +193,10 @@ extension EntityModel {
                             add(location, "inverse '\(theirs)' must name '\(mine)' back: give it 'to: \(e), inverse: \(relationship.name)'")
                         } else if target.name == e && other.name == relationship.name {
                             add(location, "relationship '\(mine)' cannot be its own inverse")
-                        } else if !relationship.isToMany || !other.isToMany {
-                            add(
-                                location,
-                                "inverse '\(mine)' ↔ '\(theirs)': only two to-many relationships can be inverses for now (a to-one and its to-many are not yet supported)"
-                            )
+                        } else if !relationship.isToMany && !other.isToMany {
+                            add(location, "inverse '\(mine)' ↔ '\(theirs)': two to-ones cannot be inverses (one side is a to-many)")
+                        } else if relationship.owned || other.owned {
+                            add(location, "inverse '\(mine)' ↔ '\(theirs)': an owned relationship has no inverse")
                         } else if relationship.isOrdered || other.isOrdered {
                             add(
                                 location,

@@ -41,6 +41,17 @@ struct BatchWriter {
                 throw error
             }
         }
+        // A to-one's inverse, once every row (stubs included) is written: the links are the
+        // targets' key columns.
+        for (entity, rows) in batch.rows.merged.enumerated() where store.layouts[entity].toMany.contains(where: \.isForeignKey) {
+            do {
+                let changed = try writeForeignKeyLinks(of: entity, rows)
+                unchanged[entity].removeAll { changed.contains($0) }
+            } catch var error as StoreError {
+                error.entity = store.model.entities[entity].name
+                throw error
+            }
+        }
         return unchanged
     }
 
@@ -107,6 +118,7 @@ struct BatchWriter {
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
                         mentioned = true
+                        if layout.toMany[k].isForeignKey { continue }  // written last (writeForeignKeyLinks)
                         if layout.toMany[k].isOwned {
                             // The owned rows are rows of their own table; those past the new set's end go.
                             if ref != nil, try statements.deleteOwned(of: identity, entity, k, from: targets.count) { changed = true }
@@ -123,6 +135,45 @@ struct BatchWriter {
                 return unchanged
             }
         }
+    }
+
+    /// The to-many sides of to-ones (`planet.residents` ↔ `person.homeworld_id`) given by rows of
+    /// `entity`: each given set's targets point at its row, and the targets that pointed at it
+    /// and are not in the set no longer do. Returns the positions of the rows whose links changed.
+    private func writeForeignKeyLinks(of entity: Int, _ rows: RowFolder.MergedRows) throws -> Set<Int> {
+        let layout = store.layouts[entity]
+        var changed: Set<Int> = []
+        for (k, toMany) in layout.toMany.enumerated() where toMany.isForeignKey {
+            let table = SQLiteStore.quote(toMany.joinTable)
+            let count = toMany.sourceColumns.count
+            let keys = toMany.sourceColumns.map(SQLiteStore.quote)
+            let owner = keys.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: " AND ")
+            let differs = keys.enumerated().map { "\($1) IS NOT ?\($0 + 1)" }.joined(separator: " OR ")
+            let targets: String
+            if toMany.targetColumns.count == 1 {
+                targets = "\(SQLiteStore.quote(toMany.targetColumns[0])) IN (SELECT value FROM json_each(?\(count + 1)))"
+            } else {
+                let parts = toMany.targetColumns.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")
+                targets =
+                    "(\(toMany.targetColumns.map(SQLiteStore.quote).joined(separator: ", "))) IN (SELECT \(parts) FROM json_each(?\(count + 1)))"
+            }
+            let release = try store.statement(
+                "UPDATE \(table) SET \(keys.map { "\($0) = NULL" }.joined(separator: ", ")) WHERE \(owner) AND NOT (\(targets))")
+            let point = try store.statement(
+                "UPDATE \(table) SET \(keys.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: ", ")) WHERE \(targets) AND (\(differs))"
+            )
+            for (position, row) in rows.rows.enumerated() {
+                guard let identity = row.identity, let given = rows.storage.linkSets[row.linkStart + k] else { continue }
+                let list = IdentityLookup.jsonArray(given)
+                for statement in [release, point] {
+                    let next = statement.bind(identity, from: 1)
+                    statement.bind(.text(list), at: next)
+                    try statement.execute()
+                    if lastChanges > 0 { changed.insert(position) }
+                }
+            }
+        }
+        return changed
     }
 
     /// Deletes the rows `identity` owns through owned relationship `k` at a position of `from` or

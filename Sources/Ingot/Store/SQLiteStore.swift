@@ -294,7 +294,18 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                     "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))"
                 ))
         }
-        for toMany in layout.toMany where !toMany.isOwned {  // an owned relationship's table is its target's
+        // The key columns of this table a to-one's inverse reads (`planet.residents` ↔ `homeworld_id`), indexed.
+        for other in EntityLayout.layouts(of: model) {
+            for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
+                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
+                definitions.append(
+                    (
+                        .index(index),
+                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable))(\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+                    ))
+            }
+        }
+        for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
             if toMany.isInverse {
                 // The inverse's table (made with its owner, declared first), indexed for this side's reads.
                 let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")

@@ -56,7 +56,7 @@ struct StoredTables: Sendable {
                     "table '\(layout.table)': it has no identity (it holds rows without one), the pipeline's is (\(wanted.joined(separator: ", ")))"
                 )
             }
-            for toMany in layout.toMany where !toMany.isOwned {
+            for toMany in layout.toMany where toMany.hasJoinTable {
                 guard let join = table(toMany.joinTable) else { continue }
                 let columns = Set(join.columns.keys.map(key))
                 var expected = Set((toMany.sourceColumns + toMany.targetColumns).map(key))
@@ -69,7 +69,7 @@ struct StoredTables: Sendable {
             }
             // A relationship that changed between to-one and to-many: its links would be lost.
             let entity = model.entities[layout.entity]
-            for toMany in layout.toMany where !toMany.isOwned && !toMany.isInverse && table(toMany.joinTable) == nil {
+            for toMany in layout.toMany where toMany.hasJoinTable && !toMany.isInverse && table(toMany.joinTable) == nil {
                 let relationship = entity.relationships[toMany.relationship]
                 guard let target = model[relationship.target] else { continue }
                 let columns = relationship.foreignKeyColumns(target: target)

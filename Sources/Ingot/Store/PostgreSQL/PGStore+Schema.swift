@@ -80,7 +80,16 @@ extension PGStore {
                 statements.append(
                     "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
             }
-            for toMany in layout.toMany where !toMany.isOwned {  // an owned relationship's table is its target's
+            // The key columns of this table a to-one's inverse reads, indexed.
+            for other in EntityLayout.layouts(of: model) {
+                for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
+                    let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
+                    statements.append(
+                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+                    )
+                }
+            }
+            for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
                 if toMany.isInverse {
                     // The inverse's table (made with its owner, declared first), indexed for this side's reads.
                     let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")

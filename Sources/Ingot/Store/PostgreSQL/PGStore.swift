@@ -168,7 +168,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             guard !rows.isEmpty else { continue }
             do {
                 var changed = try writeRows(rows, layout)
-                for (k, toMany) in layout.toMany.enumerated() {
+                for (k, toMany) in layout.toMany.enumerated() where !toMany.isForeignKey {
                     if toMany.isOwned {
                         changed.formUnion(try deleteOwned(rows, k, toMany, owner: entity))
                     } else {
@@ -181,6 +181,20 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                     let mentions = row.values.indices.contains { row.values[$0] != nil && !layout.identitySlots.contains($0) }
                     return mentions || row.links.contains { $0 != nil }
                 }
+            } catch var error as StoreError {
+                error.entity = model.entities[entity].name
+                throw error
+            }
+        }
+        // A to-one's inverse, once every row (stubs included) is written.
+        for (entity, layout) in layouts.enumerated() where layout.toMany.contains(where: \.isForeignKey) {
+            let rows = batch.rows(of: entity)
+            do {
+                var changed: Set<Int> = []
+                for (k, toMany) in layout.toMany.enumerated() where toMany.isForeignKey {
+                    changed.formUnion(try writeForeignKeyLinks(rows, k, toMany, owner: entity))
+                }
+                lastUnchanged[entity].removeAll { changed.contains($0) }
             } catch var error as StoreError {
                 error.entity = model.entities[entity].name
                 throw error
@@ -300,6 +314,46 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 SELECT DISTINCT o._row FROM added AS a JOIN \(ownerStage) AS o ON \(match("a", "o", source))
                 """)
         }
+        try connection.execute("TRUNCATE \(ownerStage), \(linkStage)")
+        return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
+    }
+
+    /// The to-many side of a to-one (`planet.residents` ↔ `person.homeworld_id`) given by `rows`:
+    /// each set's targets point at its owner, the targets that pointed at it and are not in the
+    /// set no longer do. Returns the positions in `rows` of the owners whose links changed.
+    private func writeForeignKeyLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int) throws -> Set<Int> {
+        var owners: [UInt8] = []
+        var links: [UInt8] = []
+        for (position, row) in rows.enumerated() {
+            guard let identity = row.identity, let targets = row.links[k] else { continue }
+            PGStore.appendCopyRow(identity.values + [.integer(Int64(position))], to: &owners)
+            for target in targets { PGStore.appendCopyRow(identity.values + target.values, to: &links) }
+        }
+        guard !owners.isEmpty else { return [] }
+        let ownerTypes = model.entities[owner].identityAttributes.enumerated().map { ("o\($0)", PGStore.columnType($1.type)) }
+        let targetTypes = model.entities[toMany.target].identityAttributes.enumerated().map { ("t\($0)", PGStore.columnType($1.type)) }
+        let ownerStage = try staging(
+            "_ingot_fkown_\(toMany.joinTable)_\(toMany.sourceColumns.joined(separator: "_"))", ownerTypes + [("_row", "bigint")])
+        let linkStage = try staging(
+            "_ingot_fklink_\(toMany.joinTable)_\(toMany.sourceColumns.joined(separator: "_"))", ownerTypes + targetTypes)
+        try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
+        if !links.isEmpty { try connection.copy("COPY \(linkStage) FROM STDIN", data: links) }
+        let table = PGStore.quote(toMany.joinTable)
+        let keys = toMany.sourceColumns.map(PGStore.quote)
+        let pointsAt = { (alias: String) in keys.enumerated().map { "t.\($1) = \(alias).o\($0)" }.joined(separator: " AND ") }
+        let isTarget = toMany.targetColumns.enumerated().map { "t.\(PGStore.quote($1)) = l.t\($0)" }.joined(separator: " AND ")
+        let ownerOfLink = ownerTypes.indices.map { "l.o\($0) = o.o\($0)" }.joined(separator: " AND ")
+        var changed = try connection.execute(
+            """
+            UPDATE \(table) AS t SET \(keys.map { "\($0) = NULL" }.joined(separator: ", ")) FROM \(ownerStage) AS o
+            WHERE \(pointsAt("o")) AND NOT EXISTS (SELECT 1 FROM \(linkStage) AS l WHERE \(ownerOfLink) AND \(isTarget)) RETURNING o._row
+            """)
+        changed += try connection.execute(
+            """
+            UPDATE \(table) AS t SET \(keys.enumerated().map { "\($1) = l.o\($0)" }.joined(separator: ", "))
+            FROM \(linkStage) AS l JOIN \(ownerStage) AS o ON \(ownerOfLink)
+            WHERE \(isTarget) AND (\(keys.enumerated().map { "t.\($1) IS DISTINCT FROM l.o\($0)" }.joined(separator: " OR "))) RETURNING o._row
+            """)
         try connection.execute("TRUNCATE \(ownerStage), \(linkStage)")
         return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
     }
