@@ -209,9 +209,10 @@ struct RecordMapper {
         let l = row.linkStart
         var mask = ColumnMask()
         /// `fields:`: the leaves (nil: null or missing) of the target attributes read from this record's keys.
-        var fieldLeaves: [(toOne: Int, slot: Int, leaf: Int?, path: [MappingFailure.Component])] = []
+        /// (Optional, like `ownedLists`: most objects have none, and `nil` costs nothing to drop.)
+        var fieldLeaves: [(toOne: Int, slot: Int, leaf: Int?, path: [MappingFailure.Component])]?
         /// Owned to-manys given as arrays: mapped once this row's identity is known.
-        var ownedLists: [(k: Int, list: Int, rootKey: Int, target: Int)] = []
+        var ownedLists: [(k: Int, list: Int, rootKey: Int, target: Int)]?
 
         var member = at + 1
         for _ in 0..<node.count {
@@ -251,8 +252,10 @@ struct RecordMapper {
                             }
                         case .toMany(let k): page.storage.linkSets[l + k] = []
                         case .field(let k, let slot):
-                            fieldLeaves.append(
-                                (k, slot, nil, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)]))
+                            fieldLeaves =
+                                (fieldLeaves ?? []) + [
+                                    (k, slot, nil, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
+                                ]
                         }
                         continue
                     }
@@ -299,7 +302,7 @@ struct RecordMapper {
                                 reason: "expected an array for to-many relationship, got \(list.kind.jsonName)", code: .wrongShape)
                         }
                         if entity.ownedToMany[k] {
-                            ownedLists.append((k, leaf, rootKey, t))
+                            ownedLists = (ownedLists ?? []) + [(k, leaf, rootKey, t)]
                             continue
                         }
                         var identities: [IdentityKey] = []
@@ -325,7 +328,10 @@ struct RecordMapper {
                         trail.removeLast(trail.count - depth)
                         page.storage.linkSets[l + k] = identities
                     case .field(let k, let slot):
-                        fieldLeaves.append((k, slot, leaf, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)]))
+                        fieldLeaves =
+                            (fieldLeaves ?? []) + [
+                                (k, slot, leaf, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
+                            ]
                     }
                 } catch {
                     throw error.prepending(entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
@@ -333,7 +339,7 @@ struct RecordMapper {
             }
         }
 
-        if entity.assemblesFields {
+        if let fieldLeaves {
             try assemble(fieldLeaves, of: entity, row: rowIndex, into: &record, &page, &c, mask: &mask)
         }
         if let owner {
@@ -345,7 +351,7 @@ struct RecordMapper {
                 if slot >= entity.ownerSlots { page.storage.set(v + slot, .null) }
                 mask.insert(slot)
             }
-            for k in layout.toMany.indices where page.storage.linkSets[l + k] == nil && !ownedLists.contains(where: { $0.k == k }) {
+            for k in layout.toMany.indices where page.storage.linkSets[l + k] == nil && !(ownedLists ?? []).contains(where: { $0.k == k }) {
                 page.storage.linkSets[l + k] = []
             }
         }
@@ -375,7 +381,7 @@ struct RecordMapper {
         }
         // Owned rows, now that the owner's identity is known: each element a row of the owned
         // entity at its position; the set replaces the stored one.
-        for owned in ownedLists {
+        for owned in ownedLists ?? [] {
             guard let identity else {
                 throw MappingFailure(
                     reason: "an owned relationship needs its owner's identity", entity: entity.name, code: .missingIdentity)

@@ -73,7 +73,9 @@ struct RunLedger: Sendable {
         for (entity, rows) in batch.rows.merged.enumerated() {
             let layout = layouts[entity]
             let refs = batch.refs[entity]
-            let equal = Set(unchanged?[safe: entity] ?? [])
+            // Ascending positions: walked alongside the rows, no set to hash.
+            let equal = (unchanged?[safe: entity] ?? []).sorted()
+            var nextEqual = 0
             var identityMask = ColumnMask()
             for slot in layout.identitySlots { identityMask.insert(slot) }
             var counts = EntityCounts()
@@ -102,7 +104,8 @@ struct RunLedger: Sendable {
                         counts.stubs -= 1
                         marks[entity].set(identity, .written, was: mark)
                     case .unchanged?, nil:
-                        if equal.contains(position) {
+                        while nextEqual < equal.count && equal[nextEqual] < position { nextEqual += 1 }
+                        if nextEqual < equal.count && equal[nextEqual] == position {
                             if mark == nil {
                                 counts.unchanged += 1
                                 marks[entity].set(identity, .unchanged, was: nil)
@@ -175,25 +178,45 @@ struct IntegerSet: Sendable {
     }
 
     private static let sparseLimit = 4096
-    private var chunks: [Int64: Chunk] = [:]
+    /// The chunks, and where each group's is; consecutive ids fall in the group looked at last,
+    /// found without hashing.
+    private var chunks: [Chunk] = []
+    private var positions: [Int64: Int] = [:]
+    private var last: (high: Int64, position: Int)?
+
+    private mutating func position(of high: Int64, creating: Bool) -> Int? {
+        if let last, last.high == high { return last.position }
+        guard let position = positions[high] ?? (creating ? newChunk(high) : nil) else { return nil }
+        last = (high, position)
+        return position
+    }
+
+    private mutating func newChunk(_ high: Int64) -> Int {
+        chunks.append(.sparse([]))
+        positions[high] = chunks.count - 1
+        return chunks.count - 1
+    }
 
     func contains(_ value: Int64) -> Bool {
-        guard let chunk = chunks[value >> 16] else { return false }
+        let high = value >> 16
+        let found: Int?
+        if let last, last.high == high { found = last.position } else { found = positions[high] }
+        guard let position = found else { return false }
         let low = UInt16(truncatingIfNeeded: value)
-        switch chunk {
+        switch chunks[position] {
         case .sparse(let members): return IntegerSet.search(members, low).found
         case .dense(let words): return words[Int(low >> 6)] & (1 << UInt64(low & 63)) != 0
         }
     }
 
     mutating func insert(_ value: Int64) {
-        chunks[value >> 16, default: .sparse([])].insert(UInt16(truncatingIfNeeded: value))
+        guard let position = position(of: value >> 16, creating: true) else { return }
+        chunks[position].insert(UInt16(truncatingIfNeeded: value))
     }
 
     mutating func remove(_ value: Int64) {
-        let high = value >> 16
-        guard chunks[high] != nil else { return }
-        if chunks[high, default: .sparse([])].remove(UInt16(truncatingIfNeeded: value)) { chunks[high] = nil }
+        guard let position = position(of: value >> 16, creating: false) else { return }
+        _ = chunks[position].remove(UInt16(truncatingIfNeeded: value))  // an empty chunk stays, to be reused
     }
 
     /// Binary search: whether `value` is in `members` (sorted), and where it is or would go.
