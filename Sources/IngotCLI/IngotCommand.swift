@@ -68,7 +68,15 @@ struct Schema: ParsableCommand {
                 return
             }
             let location = try StoreLocation(given)
-            let plan = try location.plan(model: config.model)
+            let plan: (exists: Bool, conflicts: [String], statements: [String])
+            do {
+                plan = try location.plan(model: config.model)
+            } catch {
+                // A server database not created yet (or not reachable): its backend's whole DDL.
+                printError("\(location): \(error); the whole schema follows")
+                for statement in try location.schema(of: config.model) { print(statement + ";") }
+                return
+            }
             guard plan.exists else {
                 for statement in try location.schema(of: config.model) { print(statement + ";") }
                 return
