@@ -345,7 +345,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let ownerStage = try staging(
             "_ingot_fkown_\(toMany.joinTable)_\(toMany.sourceColumns.joined(separator: "_"))", ownerTypes + [("_row", "bigint")])
         let linkStage = try staging(
-            "_ingot_fklink_\(toMany.joinTable)_\(toMany.sourceColumns.joined(separator: "_"))", ownerTypes + targetTypes + [("_row", "bigint")])
+            "_ingot_fklink_\(toMany.joinTable)_\(toMany.sourceColumns.joined(separator: "_"))",
+            ownerTypes + targetTypes + [("_row", "bigint")])
         try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
         if !links.isEmpty { try connection.copy("COPY \(linkStage) FROM STDIN", data: links) }
         let table = PGStore.quote(toMany.joinTable)
