@@ -19,6 +19,16 @@ struct MappingModelTests {
             attributes: {id: integer, name: string}
         """
 
+    /// The same on every backend.
+    @Test(arguments: StoreConformanceTests.Backend.allCases)
+    func bareIdentitiesOnEveryBackend(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.people)
+        #expect(try harness.run([#"[{"id": 2, "name": "Bo"}]"#], 50).status == .finished)
+        let summary = try harness.run([#"[1, 2, 3, "x"]"#], 50)
+        #expect(summary.counters.entities["person"]?.stubs == 2 && summary.counters.rejectedRecords == 1)
+        #expect(try harness.dump()["person"] == [["1", "NULL"], ["2", "Bo"], ["3", "NULL"]])
+    }
+
     /// `[1, 2, 3]`: each a stub when no row has it, nothing when one does.
     @Test func rootRecordsGivenAsBareIdentitiesAreStubs() throws {
         let (first, db) = try ingest(Self.people, [#"[{"id": 2, "name": "Bo"}]"#])
