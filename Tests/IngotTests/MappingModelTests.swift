@@ -246,4 +246,51 @@ struct MappingModelTests {
             configProblems(Self.cascade.replacingOccurrences(of: "delete: nullify", with: "delete: restrict"), path: "c.yml")?.contains(
                 "delete must be nullify or cascade") == true)
     }
+
+    /// Sync's operation filters: `operations: [update]` updates stored dogs but makes none and
+    /// drops no link; `[insert]` makes a best friend but does not rewrite one.
+    static let operations = """
+        version: 1
+        name: ops
+        records: "."
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer}
+            relationships:
+              dogs: {to: dog, many: true, operations: [update]}
+              best: {to: dog, operations: [insert]}
+          dog:
+            identity: id
+            attributes: {id: integer, name: string}
+        """
+
+    /// (Not on the memory store: its database is bound to one model's layouts, and the two
+    /// pipelines' layouts differ by `operations:`.)
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func operationsFilterWhatARelationshipDoesToItsTargets(backend: StoreConformanceTests.Backend) throws {
+        let plain = Self.operations.replacingOccurrences(of: ", operations: [update]", with: "").replacingOccurrences(
+            of: ", operations: [insert]", with: "")
+        #expect(plain != Self.operations)
+        let seed = try StoreConformanceTests.harness(backend, yaml: plain)
+        #expect(try seed.run([#"[{"id": 1, "dogs": [{"id": 1, "name": "Rex"}, {"id": 2, "name": "Fido"}]}]"#], 50).status == .finished)
+        // The same database through the pipeline with operations (the harness of one backend shares it).
+        let summary = try seed.runWith(
+            Self.operations,
+            [
+                #"[{"id": 1, "dogs": [{"id": 2, "name": "Fido II"}, {"id": 3, "name": "New"}, 4], "best": {"id": 1, "name": "Ignored"}}, {"id": 2, "best": {"id": 5, "name": "Max"}}]"#
+            ],
+            1)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let tables = try seed.dump()
+        // Dog 2 updated; dogs 3 (an object) and 4 (a bare id) not made, their links left out; the
+        // stored link to dog 1 kept (no delete). Dog 1 not rewritten by best (no update); dog 5 made.
+        #expect(tables["dog"] == [["1", "Rex"], ["2", "Fido II"], ["5", "Max"]], "\(tables["dog"] ?? [])")
+        #expect(tables["person_dogs"] == [["1", "1"], ["1", "2"]], "\(tables["person_dogs"] ?? [])")
+        #expect(tables["person"] == [["1", "1"], ["2", "5"]], "\(tables["person"] ?? [])")
+        #expect(
+            configProblems(Self.operations.replacingOccurrences(of: "[insert]", with: "[insert, upsert]"), path: "o.yml")?.contains(
+                "insert, update or delete") == true)
+    }
 }

@@ -302,8 +302,8 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                         if deleteOwned(layout.toMany[k].target, prefix: identity.values, from: targets.count, &tables) { changed = true }
                         continue
                     }
-                    let new = Self.unique(targets)
                     let old = tables.links[entity][k][identity] ?? []
+                    let new = layout.toMany[k].keepsLinks ? Self.unique(old + targets) : Self.unique(targets)
                     if layout.toMany[k].isOrdered ? old != new : Set(old) != Set(new) { changed = true }
                     tables.links[entity][k][identity] = new
                 }

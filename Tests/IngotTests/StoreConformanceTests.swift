@@ -18,6 +18,8 @@ struct StoreConformanceTests {
     /// every table as text (sorted, booleans as 0/1).
     struct Harness {
         let run: ([String], Int) throws -> RunSummary
+        /// A run of another pipeline (the same entities) into the same database.
+        let runWith: (String, [String], Int) throws -> RunSummary
         let dump: () throws -> [String: [[String]]]
         /// A SQLite database's tables as this backend's `dump` prints values (dates, numbers).
         let render: (String) throws -> [String: [[String]]]
@@ -40,6 +42,13 @@ struct StoreConformanceTests {
                     PipelineRunner(config: config, options: options(db, batch), logger: LogCapture().logger)
                         .run(source: MemoryPageSource(pages))
                 },
+                runWith: { yaml, pages, batch in
+                    PipelineRunner(
+                        config: try PipelineConfig.parse(text: yaml, path: "other.yml"), options: options(db, batch),
+                        logger: LogCapture().logger
+                    )
+                    .run(source: MemoryPageSource(pages))
+                },
                 dump: { try PostgresTests.sqliteDump(db, config.model) },
                 render: { try PostgresTests.sqliteDump($0, config.model) })
         case .memory:
@@ -49,6 +58,12 @@ struct StoreConformanceTests {
                     PipelineRunner(config: config, options: options("memory", batch), logger: LogCapture().logger)
                         .run(source: MemoryPageSource(pages), store: store)
                 },
+                // The memory database is bound to one model's layouts: another pipeline must share them.
+                runWith: { yaml, pages, batch in
+                    let other = try PipelineConfig.parse(text: yaml, path: "other.yml")
+                    return PipelineRunner(config: other, options: options("memory", batch), logger: LogCapture().logger)
+                        .run(source: MemoryPageSource(pages), store: MemoryStore(model: other.model, database: store.database))
+                },
                 dump: { store.dump() },
                 render: { try StoreSeamTests.sqliteDump($0, config.model) })
         case .postgresql:
@@ -57,6 +72,13 @@ struct StoreConformanceTests {
                 run: { pages, batch in
                     PipelineRunner(config: config, options: options(url, batch), logger: LogCapture().logger)
                         .run(source: MemoryPageSource(pages))
+                },
+                runWith: { yaml, pages, batch in
+                    PipelineRunner(
+                        config: try PipelineConfig.parse(text: yaml, path: "other.yml"), options: options(url, batch),
+                        logger: LogCapture().logger
+                    )
+                    .run(source: MemoryPageSource(pages))
                 },
                 dump: { try PostgresTests.postgresDump(url, config.model) },
                 render: { try PostgresTests.sqliteDump($0, config.model) })

@@ -166,7 +166,8 @@ extension PipelineYAMLReader {
 
     func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
         let fields = try mapping(
-            node, allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete"])
+            node,
+            allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete", "operations"])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -183,6 +184,20 @@ extension PipelineYAMLReader {
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        if let node = fields["operations"] {
+            guard case .sequence(let items) = node else { throw error(node, "operations is a list: [insert, update, delete]") }
+            var given: Set<String> = []
+            for item in items {
+                let operation = try string(item)
+                guard ["insert", "update", "delete"].contains(operation) else {
+                    throw error(item, "an operation is insert, update or delete, not '\(operation)'")
+                }
+                given.insert(operation)
+            }
+            relationship.insertsTargets = given.contains("insert")
+            relationship.updatesTargets = given.contains("update")
+            relationship.deletesLinks = given.contains("delete")
+        }
         if let node = fields["delete"] {
             switch try string(node) {
             case "cascade": relationship.cascadesDeletes = true

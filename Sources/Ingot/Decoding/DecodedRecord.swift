@@ -240,6 +240,18 @@ struct DecodedRecord: Sendable {
     /// Its rows in the page's `rows`.
     var rows: Range<Int>
     var references: [Reference]
+    /// Nested objects reached through a relationship whose `operations:` leave out `insert` or
+    /// `update`: their row, the rows mapped within them (`rows`), the row and slot that link to
+    /// them; the resolver keeps, masks or drops them once it knows what is stored.
+    var guarded: [Guarded] = []
+
+    struct Guarded: Sendable {
+        var rows: Range<Int>
+        var parent: Int
+        var slot: Reference.Slot
+        var inserts: Bool
+        var updates: Bool
+    }
     /// The record's JSON text (at most ``RecordRejection/rawLimit`` bytes of it), kept only while
     /// a reference might still reject it (policy `reject`).
     var raw: String?

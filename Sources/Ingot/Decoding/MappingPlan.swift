@@ -27,6 +27,12 @@ struct MappingPlan: Sendable {
         var restTrail: [MappingFailure.Component]
     }
 
+    /// A relationship's `operations:` without `insert` or `update`.
+    struct Guard: Sendable, Equatable {
+        var inserts: Bool
+        var updates: Bool
+    }
+
     struct RootKey: Sendable {
         var bytes: [UInt8]
         var name: String
@@ -60,6 +66,10 @@ struct MappingPlan: Sendable {
         /// Per to-many of the layout: whether it is owned (its elements are rows of their own,
         /// mapped once the owner's identity is known).
         let ownedToMany: [Bool]
+        /// Per to-one and to-many: `operations:` without `insert` or `update` — what a nested
+        /// object through it may do, decided by the resolver once it knows what is stored; `nil`: all.
+        let toOneGuards: [Guard?]
+        let toManyGuards: [Guard?]
 
         // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
         // copied, and so retained, per key it compares or target it follows).
@@ -76,8 +86,11 @@ struct MappingPlan: Sendable {
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
-            toManyRules: [AttributeRules?], parent: Int? = nil, ownerSlots: Int = 0
+            toManyRules: [AttributeRules?], parent: Int? = nil, ownerSlots: Int = 0, toOneGuards: [Guard?] = [],
+            toManyGuards: [Guard?] = []
         ) {
+            self.toOneGuards = toOneGuards.isEmpty ? Array(repeating: nil, count: layout.toOne.count) : toOneGuards
+            self.toManyGuards = toManyGuards.isEmpty ? Array(repeating: nil, count: layout.toMany.count) : toManyGuards
             self.parent = parent
             self.ownerSlots = ownerSlots
             self.ownedToMany = layout.toMany.map(\.isOwned)
@@ -164,6 +177,14 @@ struct MappingPlan: Sendable {
                 }
             }
             for (k, toMany) in layout.toMany.enumerated() { add(entity.relationships[toMany.relationship].key, .toMany(k)) }
+            // `operations:` without `insert`: a bare identity no row has makes no stub, no link.
+            func policy(_ relationship: Relationship) -> MissingTargetPolicy {
+                !relationship.insertsTargets && relationship.missing == .stub ? .ignore : relationship.missing
+            }
+            func guarding(_ relationship: Relationship) -> Guard? {
+                relationship.insertsTargets && relationship.updatesTargets
+                    ? nil : Guard(inserts: relationship.insertsTargets, updates: relationship.updatesTargets)
+            }
             func rules(_ relationship: Relationship) -> AttributeRules? {
                 guard relationship.pattern != nil || !relationship.values.isEmpty,
                     let identity = model[relationship.target]?.identityAttributes, identity.count == 1
@@ -174,11 +195,13 @@ struct MappingPlan: Sendable {
             }
             return EntityPlan(
                 name: entity.name, attributes: entity.attributes, layout: layout, rootKeys: rootKeys,
-                toOnePolicies: layout.toOne.map { entity.relationships[$0.relationship].missing },
-                toManyPolicies: layout.toMany.map { entity.relationships[$0.relationship].missing },
+                toOnePolicies: layout.toOne.map { policy(entity.relationships[$0.relationship]) },
+                toManyPolicies: layout.toMany.map { policy(entity.relationships[$0.relationship]) },
                 toOneRules: layout.toOne.map { rules(entity.relationships[$0.relationship]) },
                 toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) },
-                parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots)
+                parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots,
+                toOneGuards: layout.toOne.map { guarding(entity.relationships[$0.relationship]) },
+                toManyGuards: layout.toMany.map { guarding(entity.relationships[$0.relationship]) })
         }
     }
 }

@@ -283,8 +283,8 @@ struct RecordMapper {
                         enter(entity.rootKeys[rootKey].name, entity.targets[t])
                         guard
                             let identity = try link(
-                                leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k], row: rowIndex,
-                                slot: .toOne(k), into: &record, &page, &c)
+                                leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
+                                guarding: entity.toOneGuards[k], row: rowIndex, slot: .toOne(k), into: &record, &page, &c)
                         else {
                             trail.removeLast(trail.count - depth)
                             continue
@@ -315,7 +315,8 @@ struct RecordMapper {
                             do throws(MappingFailure) {
                                 if let identity = try link(
                                     element, target: relationship.target, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
-                                    row: rowIndex, slot: .toMany(index: k, position: identities.count), into: &record, &page, &c)
+                                    guarding: entity.toManyGuards[k], row: rowIndex, slot: .toMany(index: k, position: identities.count),
+                                    into: &record, &page, &c)
                                 {
                                     identities.append(identity)
                                 }
@@ -513,13 +514,20 @@ struct RecordMapper {
 
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
-        _ index: Int, target: Int, policy: MissingTargetPolicy, rules: AttributeRules? = nil, row: Int, slot: Reference.Slot,
-        into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
+        _ index: Int, target: Int, policy: MissingTargetPolicy, rules: AttributeRules? = nil, guarding: MappingPlan.Guard? = nil,
+        row: Int, slot: Reference.Slot, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let node = c.nodes[index]
         switch node.kind {
         case .object:
-            return try mapObject(at: index, entity: target, into: &record, &page, &c)
+            let first = page.rows.count
+            let identity = try mapObject(at: index, entity: target, into: &record, &page, &c)
+            if let guarding {
+                record.guarded.append(
+                    DecodedRecord.Guarded(
+                        rows: first..<page.rows.count, parent: row, slot: slot, inserts: guarding.inserts, updates: guarding.updates))
+            }
+            return identity
         case .array:
             throw MappingFailure(
                 reason: "expected an object or an identity of '\(plan.entities[target].name)', got array", code: .wrongShape)

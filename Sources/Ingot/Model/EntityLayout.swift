@@ -52,6 +52,9 @@ public struct EntityLayout: Sendable, Equatable {
         /// (``sourceColumns``, in ``joinTable``, the target's table), ``targetColumns`` its identity.
         public var isForeignKey = false
 
+        /// `operations:` without `delete`: a present set adds its links and keeps the stored ones.
+        public var keepsLinks = false
+
         /// Whether the links live in a join table of their own (not owned, not a to-one's inverse).
         public var hasJoinTable: Bool { !isOwned && !isForeignKey }
     }
@@ -117,7 +120,7 @@ public struct EntityLayout: Sendable, Equatable {
                             relationship: r, target: t, joinTable: "\(entity.table)_\(relationship.name)",
                             sourceColumns: entity.joinColumns(),
                             targetColumns: target.joinColumns(prefix: selfReference ? relationship.name : nil),
-                            isOrdered: relationship.isOrdered))
+                            isOrdered: relationship.isOrdered, keepsLinks: !relationship.deletesLinks))
                 } else {
                     let start = columns.count
                     for (k, name) in relationship.foreignKeyColumns(target: target).enumerated() {

@@ -160,6 +160,16 @@ extension EntityModel {
                         add(location, "fields must give the identity of '\(target.name)': '\(name)' is missing")
                     }
                 }
+                if !relationship.insertsTargets || !relationship.updatesTargets || !relationship.deletesLinks {
+                    if relationship.owned { add(location, "an owned relationship's rows are replaced as a set: operations do not apply") }
+                    if relationship.inverse != nil && !relationship.deletesLinks {
+                        add(location, "a relationship with an inverse replaces its links: leave delete in its operations")
+                    }
+                    if !relationship.fields.isEmpty { add(location, "operations do not apply to a relationship read from fields") }
+                    if relationship.isOrdered && !relationship.deletesLinks {
+                        add(location, "an ordered relationship's set is its order: leave delete in its operations")
+                    }
+                }
                 if relationship.owned {
                     let mine = "\(e).\(relationship.name)"
                     if !relationship.isToMany {

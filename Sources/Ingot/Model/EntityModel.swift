@@ -220,6 +220,16 @@ public struct Relationship: Sendable, Equatable {
     /// (Reddit's `subreddit_id`, `subreddit`): attribute name → key path, instead of one nested
     /// object at ``key``. Empty: the relationship reads ``key``.
     public var fields: [String: String] = [:]
+    /// `operations:` (Sync's filters), what the relationship may do to its targets: `insert` —
+    /// create a target no row has (without it, such a target and its link are left out);
+    /// `update` — write a stored target's values (without it, only the link is kept); `delete`
+    /// (to-many) — drop the stored links a present set lacks (without it, sets only add links).
+    /// All three by default.
+    public var insertsTargets = true
+    /// See ``insertsTargets``.
+    public var updatesTargets = true
+    /// See ``insertsTargets``.
+    public var deletesLinks = true
     /// `delete: cascade`: when `write: replace` deletes a row of this entity, the rows this
     /// relationship links it to are deleted too (Core Data's rule), and what else pointed at them
     /// is nullified. `false` (`delete: nullify`, the default): only the links to the deleted row go.

@@ -25,7 +25,9 @@ struct BatchResolver: Sendable {
         self.model = model
         self.layouts = layouts
         self.rootRules = rootRules
-        checksReferences = !rootRules.isEmpty || model.entities.contains { $0.relationships.contains { $0.missing != .stub } }
+        checksReferences =
+            !rootRules.isEmpty
+            || model.entities.contains { $0.relationships.contains { $0.missing != .stub || !$0.insertsTargets || !$0.updatesTargets } }
         fills = zip(model.entities, layouts).map { entity, layout in
             entity.attributes.compactMap { attribute in
                 guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
@@ -156,9 +158,19 @@ struct BatchResolver: Sendable {
                         continue
                     }
                 }
-                for r in record.rows { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
+                // Links to drop (row, to-many, position), removed last position first at the end.
+                var dropped: [(row: Int, index: Int, position: Int)] = []
+                // `operations:` without insert or update: nested objects decided by what is stored.
+                var excluded: [Range<Int>] = []
+                if !record.guarded.isEmpty {
+                    decide(record.guarded, &page, known: known, excluded: &excluded, dropped: &dropped)
+                }
+                func kept(_ r: Int) -> Bool { excluded.isEmpty || !excluded.contains { $0.contains(r) } }
+                for r in record.rows where kept(r) { if let id = page.rows[r].identity { known[page.rows[r].entity].insert(id) } }
                 if !record.references.isEmpty {
-                    if let missing = record.references.first(where: { $0.policy == .reject && !known[$0.target].contains($0.identity) }) {
+                    if let missing = record.references.first(where: {
+                        $0.policy == .reject && kept($0.row) && !known[$0.target].contains($0.identity)
+                    }) {
                         outcome.rejections.append(
                             RecordRejection(
                                 entity: model.entities[page.rows[record.rows.lowerBound].entity].name,
@@ -168,8 +180,7 @@ struct BatchResolver: Sendable {
                                 code: .missingReference))
                         continue
                     }
-                    var dropped: [(row: Int, index: Int, position: Int)] = []
-                    for reference in record.references where !known[reference.target].contains(reference.identity) {
+                    for reference in record.references where kept(reference.row) && !known[reference.target].contains(reference.identity) {
                         switch reference.policy {
                         case .stub:
                             folder.addStub(reference.target, reference.identity)
@@ -189,15 +200,49 @@ struct BatchResolver: Sendable {
                             break
                         }
                     }
-                    // Remove ignored to-many links, last position first so earlier positions stay valid.
-                    for drop in dropped.sorted(by: { $0.position > $1.position }) {
-                        page.storage.linkSets[page.rows[drop.row].linkStart + drop.index]?.remove(at: drop.position)
-                    }
                 }
-                for r in record.rows { folder.merge(page.rows[r], from: page.storage) }
+                // Remove dropped to-many links, last position first so earlier positions stay valid.
+                for drop in dropped.sorted(by: { $0.position > $1.position }) {
+                    page.storage.linkSets[page.rows[drop.row].linkStart + drop.index]?.remove(at: drop.position)
+                }
+                for r in record.rows where kept(r) { folder.merge(page.rows[r], from: page.storage) }
             }
         }
         return folder
+    }
+
+    /// `operations:` without `insert` or `update`: a nested object no row has, through a
+    /// relationship that may not insert, is left out with what was mapped within it, and its
+    /// link dropped; one that exists, through a relationship that may not update, keeps only its
+    /// identity (its link stays). Outer objects first: what is inside a left-out one goes with it.
+    private func decide(
+        _ guarded: [DecodedRecord.Guarded], _ page: inout DecodedPage, known: [Set<IdentityKey>], excluded: inout [Range<Int>],
+        dropped: inout [(row: Int, index: Int, position: Int)]
+    ) {
+        for object in guarded.sorted(by: { $0.rows.lowerBound < $1.rows.lowerBound }) {
+            let at = object.rows.lowerBound
+            guard !excluded.contains(where: { $0.contains(at) }), let identity = page.rows[at].identity else { continue }
+            let entity = page.rows[at].entity
+            let exists = known[entity].contains(identity)
+            if !exists && !object.inserts {
+                excluded.append(object.rows)
+                let parent = page.rows[object.parent]
+                switch object.slot {
+                case .toOne(let k):
+                    for slot in layouts[parent.entity].toOne[k].slots {
+                        page.storage.values[parent.valueStart + slot] = nil
+                        page.rows[object.parent].mask = page.rows[object.parent].mask.removing(slot)
+                    }
+                case .toMany(let k, let position):
+                    dropped.append((object.parent, k, position))
+                }
+            } else if exists && !object.updates {
+                var mask = ColumnMask()
+                for slot in layouts[entity].identitySlots { mask.insert(slot) }
+                page.rows[at].mask = mask
+                for k in layouts[entity].toMany.indices { page.storage.linkSets[page.rows[at].linkStart + k] = nil }
+            }
+        }
     }
 
     /// The pages without their records: those live on in the folded rows; the pages keep only

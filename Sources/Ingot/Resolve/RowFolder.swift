@@ -76,7 +76,19 @@ struct RowFolder: Sendable {
         if let identity = row.identity {
             if let at = merged[row.entity].index[identity] {
                 var existing = merged[row.entity].rows[at]
+                // `operations:` without `delete`: a later set adds to the earlier one.
+                var kept: [(Int, [IdentityKey])] = []
+                for (k, toMany) in layout.toMany.enumerated() where toMany.keepsLinks {
+                    if let earlier = merged[row.entity].storage.linkSets[existing.linkStart + k], source.linkSets[row.linkStart + k] != nil
+                    {
+                        kept.append((k, earlier))
+                    }
+                }
                 merged[row.entity].storage.overwrite(&existing, with: row, from: source, columns: columnCount, links: linkCount)
+                for (k, earlier) in kept {
+                    let later = merged[row.entity].storage.linkSets[existing.linkStart + k] ?? []
+                    merged[row.entity].storage.linkSets[existing.linkStart + k] = earlier + later.filter { !earlier.contains($0) }
+                }
                 merged[row.entity].rows[at].mask = existing.mask
                 target = existing
             } else {

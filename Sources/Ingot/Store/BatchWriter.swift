@@ -124,6 +124,14 @@ struct BatchWriter {
                             if ref != nil, try statements.deleteOwned(of: identity, entity, k, from: targets.count) { changed = true }
                             continue
                         }
+                        if layout.toMany[k].keepsLinks {
+                            // `operations:` without `delete`: only the links not stored yet are added.
+                            let missing = ref == nil ? targets : try statements.linksNotStored(identity, entity, k, targets)
+                            if missing.isEmpty { continue }
+                            changed = true
+                            try replaceLinks(of: identity, entity, k, missing, stored: false, into: &links)
+                            continue
+                        }
                         if ref != nil, try statements.storedLinksEqual(identity, entity, k, targets) { continue }
                         changed = true
                         try replaceLinks(of: identity, entity, k, targets, stored: ref != nil, into: &links)
@@ -193,6 +201,20 @@ struct BatchWriter {
             deleted = lastChanges > 0  // the last statement deletes the owned rows themselves
         }
         return deleted
+    }
+
+    /// Those of `targets` that `identity` is not linked to through to-many `k` yet.
+    private func linksNotStored(_ identity: IdentityKey, _ entity: Int, _ k: Int, _ targets: [IdentityKey]) throws -> [IdentityKey] {
+        let width = Int32(store.layouts[entity].toMany[k].targetColumns.count)
+        func stored(_ value: ScalarValue) -> ScalarValue {
+            if case .bool(let b) = value { return .integer(b ? 1 : 0) }
+            return value
+        }
+        let select = try shape(.selectLinks(k), entity, ColumnMask())
+        select.bind(identity, from: 1)
+        var present: Set<[ScalarValue]> = []
+        try select.query { row in present.insert((0..<width).map { RawStatement.column(row, $0) }) }
+        return targets.filter { !present.contains($0.values.map(stored)) }
     }
 
     /// Rows changed by the statement that ran last on the write connection.

@@ -307,8 +307,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             toMany.isOrdered
             ? "(\(pair.map { "j.\(PGStore.quote($0))" }.joined(separator: ", ")), j.\"position\") NOT IN (SELECT \(pairList), min(\"position\") FROM \(linkStage) GROUP BY \(pairList))"
             : "(\(pair.map { "j.\(PGStore.quote($0))" }.joined(separator: ", "))) NOT IN (SELECT \(pairList) FROM \(linkStage))"
+        // `operations:` without `delete`: links are only added.
         var changed =
-            owners.isEmpty
+            owners.isEmpty || toMany.keepsLinks
             ? []
             : try connection.execute(
                 "DELETE FROM \(join) AS j USING \(ownerStage) AS o WHERE \(match("j", "o", source)) AND \(stale) RETURNING o._row")
