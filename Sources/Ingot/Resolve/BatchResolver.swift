@@ -186,16 +186,7 @@ struct BatchResolver: Sendable {
                             folder.addStub(reference.target, reference.identity)
                             known[reference.target].insert(reference.identity)
                         case .ignore:
-                            let row = page.rows[reference.row]
-                            switch reference.slot {
-                            case .toOne(let k):
-                                for slot in layouts[row.entity].toOne[k].slots {
-                                    page.storage.values[row.valueStart + slot] = nil
-                                    page.rows[reference.row].mask = page.rows[reference.row].mask.removing(slot)
-                                }
-                            case .toMany(let k, let position):
-                                dropped.append((reference.row, k, position))
-                            }
+                            dropLink(of: reference.row, at: reference.slot, &page, &dropped)
                         case .reject:
                             break
                         }
@@ -209,6 +200,23 @@ struct BatchResolver: Sendable {
             }
         }
         return folder
+    }
+
+    /// Leaves a link of row `row` out: a to-one's key columns are no longer mentioned; a to-many
+    /// position is queued in `dropped` (removed last position first, once the record is decided).
+    private func dropLink(
+        of row: Int, at slot: Reference.Slot, _ page: inout DecodedPage, _ dropped: inout [(row: Int, index: Int, position: Int)]
+    ) {
+        switch slot {
+        case .toOne(let k):
+            let owner = page.rows[row]
+            for column in layouts[owner.entity].toOne[k].slots {
+                page.storage.values[owner.valueStart + column] = nil
+                page.rows[row].mask = page.rows[row].mask.removing(column)
+            }
+        case .toMany(let k, let position):
+            dropped.append((row, k, position))
+        }
     }
 
     /// `operations:` without `insert` or `update`: a nested object no row has, through a
@@ -226,16 +234,7 @@ struct BatchResolver: Sendable {
             let exists = known[entity].contains(identity)
             if !exists && !object.inserts {
                 excluded.append(object.rows)
-                let parent = page.rows[object.parent]
-                switch object.slot {
-                case .toOne(let k):
-                    for slot in layouts[parent.entity].toOne[k].slots {
-                        page.storage.values[parent.valueStart + slot] = nil
-                        page.rows[object.parent].mask = page.rows[object.parent].mask.removing(slot)
-                    }
-                case .toMany(let k, let position):
-                    dropped.append((object.parent, k, position))
-                }
+                dropLink(of: object.parent, at: object.slot, &page, &dropped)
             } else if exists && !object.updates {
                 var mask = ColumnMask()
                 for slot in layouts[entity].identitySlots { mask.insert(slot) }
