@@ -480,6 +480,7 @@ public final class PipelineRunner: Sendable {
             {
                 return table + "." + (column == "IF" ? words[safe: (words.firstIndex(of: "EXISTS") ?? 0) + 1] ?? "" : column)
             }
+            if sql.hasPrefix("ALTER TABLE"), words[safe: 4] == "CONSTRAINT", let name = words[safe: 5] { return "constraint " + name }
             if sql.hasPrefix("CREATE TABLE") { return words.drop { $0 != "EXISTS" }.dropFirst().first ?? "" }
             return "index " + (words.drop { $0 != "EXISTS" }.dropFirst().first ?? "")
         }.joined(separator: ",")
