@@ -97,6 +97,24 @@ struct ParentEntityTests {
                 == [["Luke", "vehicle", "Snowspeeder", "1.0"]])
         // Person 1 was a stub (starship 12's pilot); no transport or starship stub is made.
         #expect((summary.counters.inserted, summary.counters.updated) == (0, 1), "\(summary.counters)")
+        // A bare reference to a starship no row has stubs both of its rows, the parent's too.
+        let (stubbed, _) = try ingest(yaml, [#"{"results": [{"id": 2, "ship": "https://swapi.dev/api/starships/99/"}]}"#], db: db)
+        #expect(stubbed.counters.entities["starship"]?.stubs == 1 && stubbed.counters.entities["transport"]?.stubs == 1)
+        #expect(try rows(db, "SELECT count(*) FROM transport JOIN starship USING (id) WHERE id = 99") == [["1"]])
+        // The same when the batch is looked up before it is folded (a relationship that ignores).
+        let checking = yaml.replacingOccurrences(of: "ride: {to: transport}", with: "ride: {to: transport, missing: ignore}")
+        #expect(checking != yaml)
+        let (checked, _) = try ingest(
+            checking,
+            [#"{"results": [{"id": 4, "ship": "https://swapi.dev/api/starships/98/", "ride": "https://swapi.dev/api/vehicles/97/"}]}"#],
+            db: db)
+        #expect(checked.status == .finished, "\(checked.error ?? "")")
+        #expect(try rows(db, "SELECT count(*) FROM transport JOIN starship USING (id) WHERE id = 98") == [["1"]])
+        #expect(
+            try rows(db, "SELECT count(*), coalesce(max(ride_id), -1) FROM person WHERE id = 4") == [["1", "-1"]], "vehicle 97: ignored")
+        // A stored starship referred to again makes nothing.
+        let (again, _) = try ingest(yaml, [#"{"results": [{"id": 3, "ship": "https://swapi.dev/api/starships/12/"}]}"#], db: db)
+        #expect(again.counters.inserted == 1, "person 3 only: \(again.counters.entities)")
     }
 
     @Test func parentsAreCheckedAtValidation() {

@@ -20,11 +20,14 @@ struct BatchResolver: Sendable {
     /// Per root entity written `insert_only` or `update_only`: whether a record is written
     /// depends on whether its root row exists, so those batches are looked up before folding.
     let rootRules: [Int: RootWriteRule]
+    /// Per entity, its parent (index), if it has one.
+    let parents: [Int?]
 
     init(model: EntityModel, layouts: [EntityLayout], rootRules: [Int: RootWriteRule] = [:]) {
         self.model = model
         self.layouts = layouts
         self.rootRules = rootRules
+        parents = model.entities.map { $0.parent.flatMap { model.index(of: $0) } }
         checksReferences =
             !rootRules.isEmpty
             || model.entities.contains { $0.relationships.contains { $0.missing != .stub || !$0.insertsTargets || !$0.updatesTargets } }
@@ -57,7 +60,7 @@ struct BatchResolver: Sendable {
     /// a reader of committed rows does not see them.
     func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups) -> PreparedBatch {
         guard !checksReferences else { return PreparedBatch(pages: pages) }
-        var folder = RowFolder.foldingWithStubs(pages, layouts: layouts)
+        var folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
         folder.sortByIdentity()
         let pages = BatchResolver.stripped(pages)
         var refs = [[StoredRef?]](repeating: [], count: layouts.count)
@@ -116,7 +119,11 @@ struct BatchResolver: Sendable {
                 if let identity = row.identity { identities[row.entity].insert(identity) }
             }
             for record in page.records {
-                for reference in record.references { identities[reference.target].insert(reference.identity) }
+                for reference in record.references {
+                    identities[reference.target].insert(reference.identity)
+                    // A child's stub stubs its parent's row too: whether that one is stored matters.
+                    if let parent = parents[reference.target] { identities[parent].insert(reference.identity) }
+                }
             }
         }
         var existing = [[IdentityKey: StoredRef]](repeating: [:], count: layouts.count)
@@ -132,7 +139,7 @@ struct BatchResolver: Sendable {
     private func foldCheckingReferences(
         _ pages: [DecodedPage], existing: [[IdentityKey: StoredRef]], into outcome: inout BatchOutcome
     ) -> RowFolder {
-        var folder = RowFolder(layouts: layouts)
+        var folder = RowFolder(layouts: layouts, parents: parents)
         var known = existing.map { Set($0.keys) }
         folder.reserve(for: pages)
         for var page in pages {

@@ -24,19 +24,23 @@ struct RowFolder: Sendable {
     }
 
     let layouts: [EntityLayout]
+    /// Per entity, its parent (`parent:`): a child's stub stubs the parent's row too, so that
+    /// the two rows of a child always go together.
+    let parents: [Int?]
     /// Per entity.
     private(set) var merged: [MergedRows]
 
-    init(layouts: [EntityLayout]) {
+    init(layouts: [EntityLayout], parents: [Int?] = []) {
         self.layouts = layouts
+        self.parents = parents
         merged = Array(repeating: MergedRows(), count: layouts.count)
     }
 
     /// Folds every record of `pages`; each bare reference adds a stub row (a row with only its
     /// identity, which merges into anything: a no-op when the identity is already in the batch).
     /// Right when every relationship stubs missing targets.
-    static func foldingWithStubs(_ pages: [DecodedPage], layouts: [EntityLayout]) -> RowFolder {
-        var folder = RowFolder(layouts: layouts)
+    static func foldingWithStubs(_ pages: [DecodedPage], layouts: [EntityLayout], parents: [Int?] = []) -> RowFolder {
+        var folder = RowFolder(layouts: layouts, parents: parents)
         folder.reserve(for: pages)
         for page in pages {
             let unit = page.unit?.seq ?? 0
@@ -177,6 +181,7 @@ struct RowFolder: Sendable {
     }
 
     mutating func addStub(_ entity: Int, _ identity: IdentityKey) {
+        if let parent = parents[safe: entity] ?? nil { addStub(parent, identity) }
         guard merged[entity].index[identity] == nil else { return }
         let layout = layouts[entity]
         var row = merged[entity].storage.appendRow(entity: entity, layout: layout, identity: identity)
