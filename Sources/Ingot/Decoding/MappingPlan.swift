@@ -56,8 +56,6 @@ struct MappingPlan: Sendable {
         /// (`pattern`, `values`), converting to the target's identity type; `nil`: the target's.
         let toOneRules: [AttributeRules?]
         let toManyRules: [AttributeRules?]
-        /// Whether some to-one is assembled from the record's own keys (`fields:`).
-        let assemblesFields: Bool
         /// `parent:`: the parent entity (index) whose row each record of this one fills too.
         let parent: Int?
         /// An owned entity: how many leading slots its owner fills (the owner's identity and the
@@ -82,6 +80,9 @@ struct MappingPlan: Sendable {
         let targetKinds: [Target.Kind]
         /// The target's key path has no further component: the root key's value is the leaf.
         let targetIsDirect: [Bool]
+        /// Each target's whole key path as coding path components, innermost first (what a
+        /// failure below it prepends).
+        let targetPaths: [[MappingFailure.Component]]
 
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
@@ -109,7 +110,7 @@ struct MappingPlan: Sendable {
             targetStarts = rootKeys.reduce(into: [0]) { starts, key in starts.append((starts.last ?? 0) + key.targets.count) }
             targetKinds = targets.map(\.kind)
             targetIsDirect = targets.map(\.rest.isEmpty)
-            assemblesFields = targets.contains { if case .field = $0.kind { true } else { false } }
+            targetPaths = rootKeys.flatMap { key in key.targets.map { $0.restTrail.reversed() + [.key(key.name)] } }
         }
     }
 
@@ -142,19 +143,17 @@ struct MappingPlan: Sendable {
                     (try? JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components)
                     ?? key.components(separatedBy: entity.keyDelimiter).map(JSONKeyPath.Component.key)
                 guard case .key(let first) = components.removeFirst() else { return }
-                let rest: [Target.Step] = components.map {
-                    switch $0 {
-                    case .key(let name): .key(Array(name.utf8))
-                    case .index(let n): .index(n)
+                var target = Target(kind: kind, rest: [], restTrail: [])
+                for component in components {
+                    switch component {
+                    case .key(let name):
+                        target.rest.append(.key(Array(name.utf8)))
+                        target.restTrail.append(.key(name))
+                    case .index(let n):
+                        target.rest.append(.index(n))
+                        target.restTrail.append(.index(n))
                     }
                 }
-                let trail: [MappingFailure.Component] = components.map {
-                    switch $0 {
-                    case .key(let name): .key(name)
-                    case .index(let n): .index(n)
-                    }
-                }
-                let target = Target(kind: kind, rest: rest, restTrail: trail)
                 if let k = rootKeys.firstIndex(where: { $0.name == first }) {
                     rootKeys[k].targets.append(target)
                 } else {

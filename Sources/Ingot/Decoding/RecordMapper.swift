@@ -254,7 +254,7 @@ struct RecordMapper {
                         case .field(let k, let slot):
                             fieldLeaves =
                                 (fieldLeaves ?? []) + [
-                                    (k, slot, nil, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
+                                    (k, slot, nil, entity.targetPaths[t])
                                 ]
                         }
                         continue
@@ -331,17 +331,17 @@ struct RecordMapper {
                     case .field(let k, let slot):
                         fieldLeaves =
                             (fieldLeaves ?? []) + [
-                                (k, slot, leaf, entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
+                                (k, slot, leaf, entity.targetPaths[t])
                             ]
                     }
                 } catch {
-                    throw error.prepending(entity.targets[t].restTrail.reversed() + [.key(entity.rootKeys[rootKey].name)])
+                    throw error.prepending(entity.targetPaths[t])
                 }
             }
         }
 
         if let fieldLeaves {
-            try assemble(fieldLeaves, of: entity, row: rowIndex, into: &record, &page, &c, mask: &mask)
+            try assemble(fieldLeaves, of: entity, row: rowIndex, &page, &c, mask: &mask)
         }
         if let owner {
             // An owned row: keyed by its owner and position, and replaced whole — what its object
@@ -410,7 +410,7 @@ struct RecordMapper {
                     }
                 } catch {
                     throw error.prepending(
-                        [.index(position)] + entity.targets[owned.target].restTrail.reversed() + [.key(entity.rootKeys[owned.rootKey].name)]
+                        [.index(position)] + entity.targetPaths[owned.target]
                     )
                 }
                 trail.removeLast()
@@ -439,7 +439,7 @@ struct RecordMapper {
     /// is null, the link is cleared; when one is absent, the relationship is left as it is.
     private mutating func assemble(
         _ leaves: [(toOne: Int, slot: Int, leaf: Int?, path: [MappingFailure.Component])], of entity: MappingPlan.EntityPlan, row: Int,
-        into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor, mask: inout ColumnMask
+        _ page: inout DecodedPage, _ c: inout Cursor, mask: inout ColumnMask
     ) throws(MappingFailure) {
         guard !leaves.isEmpty else { return }
         let v = page.rows[row].valueStart

@@ -154,11 +154,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.metrics = metrics
         self.store = store
         self.model = config.model
-        self.resolver = BatchResolver(
-            model: config.model, layouts: EntityLayout.layouts(of: config.model), rootRules: config.rootWriteRules)
-        self.ledger = RunLedger(layouts: EntityLayout.layouts(of: config.model))
+        let layouts = EntityLayout.layouts(of: config.model)
+        self.resolver = BatchResolver(model: config.model, layouts: layouts, rootRules: config.rootWriteRules)
+        self.ledger = RunLedger(layouts: layouts)
         for (entity, column) in config.replaceScopes {
-            if let slot = EntityLayout.layouts(of: config.model)[entity].columns.firstIndex(where: { $0.name == column }) {
+            if let slot = layouts[entity].columns.firstIndex(where: { $0.name == column }) {
                 scopes[entity] = (column, slot, [])
             }
         }

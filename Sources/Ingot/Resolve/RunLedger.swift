@@ -159,20 +159,18 @@ struct IntegerSet: Sendable {
             }
         }
 
-        /// Removes `low`; returns whether the chunk is empty now.
-        mutating func remove(_ low: UInt16) -> Bool {
+        /// Removes `low` (an empty chunk stays, to be reused).
+        mutating func remove(_ low: UInt16) {
             switch self {
             case .sparse(var members):
                 self = .sparse([])
                 let (found, at) = IntegerSet.search(members, low)
                 if found { members.remove(at: at) }
                 self = .sparse(members)
-                return members.isEmpty
             case .dense(var words):
                 self = .sparse([])
                 words[Int(low >> 6)] &= ~(1 << UInt64(low & 63))
                 self = .dense(words)
-                return false
             }
         }
     }
@@ -216,7 +214,7 @@ struct IntegerSet: Sendable {
 
     mutating func remove(_ value: Int64) {
         guard let position = position(of: value >> 16, creating: false) else { return }
-        _ = chunks[position].remove(UInt16(truncatingIfNeeded: value))  // an empty chunk stays, to be reused
+        chunks[position].remove(UInt16(truncatingIfNeeded: value))
     }
 
     /// Binary search: whether `value` is in `members` (sorted), and where it is or would go.

@@ -77,6 +77,7 @@ struct BatchWriter {
                 }
                 var lastUpdate: (mask: ColumnMask, pending: Bool, statement: RawStatement)?
                 var unchanged: [Int] = []
+                let owned = statements.ownedDeletes(of: entity)
                 // In identity order (see `RowFolder.sortByIdentity`).
                 for position in all.indices {
                     let row = all[position]
@@ -121,7 +122,9 @@ struct BatchWriter {
                         if layout.toMany[k].isForeignKey { continue }  // written last (writeForeignKeyLinks)
                         if layout.toMany[k].isOwned {
                             // The owned rows are rows of their own table; those past the new set's end go.
-                            if ref != nil, try statements.deleteOwned(of: identity, entity, k, from: targets.count) { changed = true }
+                            if ref != nil, try statements.deleteOwned(of: identity, by: owned[k] ?? [], from: targets.count) {
+                                changed = true
+                            }
                             continue
                         }
                         if layout.toMany[k].keepsLinks {
@@ -184,16 +187,25 @@ struct BatchWriter {
         return changed
     }
 
+    /// Per owned relationship of `entity`, the statements that delete an owner's owned rows at a
+    /// position of `?N+1` or more (the owner's identity in `?1…?N`), deepest first.
+    private func ownedDeletes(of entity: Int) -> [Int: [String]] {
+        var deletes: [Int: [String]] = [:]
+        for (k, toMany) in store.layouts[entity].toMany.enumerated() where toMany.isOwned {
+            let count = toMany.sourceColumns.count
+            let condition =
+                toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
+                + " AND \"position\" >= ?\(count + 1)"
+            deletes[k] = OwnedRows.deletes(of: toMany.target, where: condition, layouts: store.layouts, quote: SQLiteStore.quote)
+        }
+        return deletes
+    }
+
     /// Deletes the rows `identity` owns through owned relationship `k` at a position of `from` or
-    /// more, and what they own in turn (deepest first). Whether any went.
-    private func deleteOwned(of identity: IdentityKey, _ entity: Int, _ k: Int, from: Int) throws -> Bool {
-        let toMany = store.layouts[entity].toMany[k]
-        let count = toMany.sourceColumns.count
-        let condition =
-            toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
-            + " AND \"position\" >= ?\(count + 1)"
+    /// more, and what they own in turn, by `statements` (``ownedDeletes(of:)``). Whether any went.
+    private func deleteOwned(of identity: IdentityKey, by statements: [String], from: Int) throws -> Bool {
         var deleted = false
-        for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: store.layouts, quote: SQLiteStore.quote) {
+        for sql in statements {
             let statement = try store.statement(sql)
             let next = statement.bind(identity, from: 1)
             statement.bind(.integer(Int64(from)), at: next)
@@ -205,16 +217,28 @@ struct BatchWriter {
 
     /// Those of `targets` that `identity` is not linked to through to-many `k` yet.
     private func linksNotStored(_ identity: IdentityKey, _ entity: Int, _ k: Int, _ targets: [IdentityKey]) throws -> [IdentityKey] {
-        let width = Int32(store.layouts[entity].toMany[k].targetColumns.count)
-        func stored(_ value: ScalarValue) -> ScalarValue {
-            if case .bool(let b) = value { return .integer(b ? 1 : 0) }
-            return value
-        }
+        let stored = try storedLinks(of: identity, entity, k)
+        return targets.filter { stored[$0.values.map(BatchWriter.asStored)] == nil }
+    }
+
+    /// The stored links of `identity` through to-many `k`: each target's values (as SQLite
+    /// returns them) and its position (0 for an unordered relationship).
+    private func storedLinks(of identity: IdentityKey, _ entity: Int, _ k: Int) throws -> [[ScalarValue]: Int64] {
+        let toMany = store.layouts[entity].toMany[k]
+        let width = Int32(toMany.targetColumns.count)
         let select = try shape(.selectLinks(k), entity, ColumnMask())
         select.bind(identity, from: 1)
-        var present: Set<[ScalarValue]> = []
-        try select.query { row in present.insert((0..<width).map { RawStatement.column(row, $0) }) }
-        return targets.filter { !present.contains($0.values.map(stored)) }
+        var stored: [[ScalarValue]: Int64] = [:]
+        try select.query { row in
+            stored[(0..<width).map { RawStatement.column(row, $0) }] = toMany.isOrdered ? sqlite3_column_int64(row, width) : 0
+        }
+        return stored
+    }
+
+    /// A value as SQLite stores and returns it: booleans are 0 and 1.
+    private static func asStored(_ value: ScalarValue) -> ScalarValue {
+        if case .bool(let b) = value { return .integer(b ? 1 : 0) }
+        return value
     }
 
     /// Rows changed by the statement that ran last on the write connection.
@@ -226,18 +250,15 @@ struct BatchWriter {
     /// each target once, at the position of its first occurrence for an ordered relationship —
     /// as ``replaceLinks(of:_:_:_:stored:into:)`` would store them.
     private func storedLinksEqual(_ identity: IdentityKey, _ entity: Int, _ k: Int, _ targets: [IdentityKey]) throws -> Bool {
-        let toMany = store.layouts[entity].toMany[k]
-        let width = Int32(toMany.targetColumns.count)
-        // SQLite stores booleans as 0 and 1: the given values are compared as stored.
-        func stored(_ value: ScalarValue) -> ScalarValue {
-            if case .bool(let b) = value { return .integer(b ? 1 : 0) }
-            return value
-        }
+        let ordered = store.layouts[entity].toMany[k].isOrdered
         var wanted: [[ScalarValue]: Int64] = [:]
         for (position, target) in targets.enumerated() {
-            let key = target.values.map(stored)
-            if wanted[key] == nil { wanted[key] = toMany.isOrdered ? Int64(position) : 0 }
+            let key = target.values.map(BatchWriter.asStored)
+            if wanted[key] == nil { wanted[key] = ordered ? Int64(position) : 0 }
         }
+        // Streamed, stopping at the first difference (most rows of a refresh are equal; no
+        // dictionary of the stored links is built for them).
+        let width = Int32(store.layouts[entity].toMany[k].targetColumns.count)
         let select = try shape(.selectLinks(k), entity, ColumnMask())
         select.bind(identity, from: 1)
         var equal = true
@@ -245,9 +266,8 @@ struct BatchWriter {
         try select.query { row in
             count += 1
             guard equal else { return }
-            let key = (0..<width).map { RawStatement.column(row, $0) }
-            let position = toMany.isOrdered ? sqlite3_column_int64(row, width) : 0
-            if wanted[key] != position { equal = false }
+            let position = ordered ? sqlite3_column_int64(row, width) : 0
+            if wanted[(0..<width).map { RawStatement.column(row, $0) }] != position { equal = false }
         }
         return equal && count == wanted.count
     }

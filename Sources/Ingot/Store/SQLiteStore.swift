@@ -253,7 +253,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
 
     /// The DDL of `model`'s tables, as `ingot schema` prints it.
     package static func schema(of model: EntityModel) -> [String] {
-        EntityLayout.layouts(of: model).flatMap { definitions($0, model: model).map(\.sql) }
+        let layouts = EntityLayout.layouts(of: model)
+        return layouts.flatMap { definitions($0, of: layouts, model: model).map(\.sql) }
     }
 
     /// A table or an index the schema creates, by name.
@@ -272,7 +273,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     }
 
     /// What `layout` needs in the database: its table, its identity index, its join tables.
-    private static func definitions(_ layout: EntityLayout, model: EntityModel) -> [(object: SchemaObject, sql: String)] {
+    private static func definitions(
+        _ layout: EntityLayout, of layouts: [EntityLayout], model: EntityModel
+    ) -> [(object: SchemaObject, sql: String)] {
         var definitions: [(SchemaObject, String)] = []
         let identity = layout.identitySlots.map { layout.columns[$0].name }
         var columns = layout.columns.map { column in
@@ -295,7 +298,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                 ))
         }
         // The key columns of this table a to-one's inverse reads (`planet.residents` ↔ `homeworld_id`), indexed.
-        for other in EntityLayout.layouts(of: model) {
+        for other in layouts {
             for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
                 let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
                 definitions.append(
@@ -338,7 +341,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// changed pipeline added. A run applies it; `--dry-run` prints it.
     private static func schemaStatements(_ model: EntityModel, existing db: Database) throws -> [String] {
         var statements: [String] = []
-        for layout in EntityLayout.layouts(of: model) {
+        let layouts = EntityLayout.layouts(of: model)
+        for layout in layouts {
             if try db.tableExists(layout.table) {
                 let present = Set(try db.columns(in: layout.table).map { $0.name.lowercased() })
                 for column in layout.columns where !present.contains(column.name.lowercased()) {
@@ -346,7 +350,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                         "ALTER TABLE \(quote(layout.table)) ADD COLUMN \(quote(column.name)) \(SQLiteStore.columnType(column.type))")
                 }
             }
-            for (object, sql) in definitions(layout, model: model) {
+            for (object, sql) in definitions(layout, of: layouts, model: model) {
                 let exists: Bool
                 switch object {
                 case .table(let name): exists = try db.tableExists(name)

@@ -66,7 +66,8 @@ extension PGStore {
             "CREATE INDEX IF NOT EXISTS _ingot_rejects_run ON _ingot_rejects (run_id)",
             "CREATE TABLE IF NOT EXISTS _ingot_state (pipeline text NOT NULL, key text NOT NULL, value text, PRIMARY KEY (pipeline, key))",
         ]
-        for layout in EntityLayout.layouts(of: model) {
+        let layouts = EntityLayout.layouts(of: model)
+        for layout in layouts {
             let identity = layout.identitySlots.map { layout.columns[$0].name }
             var definitions = layout.columns.map { column in
                 "\(quote(column.name)) \(columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
@@ -81,7 +82,7 @@ extension PGStore {
                     "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
             }
             // The key columns of this table a to-one's inverse reads, indexed.
-            for other in EntityLayout.layouts(of: model) {
+            for other in layouts {
                 for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
                     let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
                     statements.append(
