@@ -671,7 +671,7 @@ struct RealAPITests {
         ]
         // The pipe lives as long as its process: a file handle closed while another test spawns
         // a process can fail that spawn (Foundation's Process reads the open descriptors).
-        func start(_ extra: [String], errors: Pipe?) throws -> Process {
+        func start(_ extra: [String], errors: Any?) throws -> Process {
             let process = Process()
             process.executableURL = CLITests.binary
             process.arguments = arguments + extra
@@ -681,7 +681,12 @@ struct RealAPITests {
             try process.run()
             return process
         }
-        let first = try start([], errors: nil)
+        // The first run's log goes to a file (no pipe to drain): read if it ends on its own.
+        let firstLog = dir.appendingPathComponent("first.log")
+        FileManager.default.createFile(atPath: firstLog.path, contents: nil)
+        let firstErrors = try FileHandle(forWritingTo: firstLog)
+        defer { try? firstErrors.close() }
+        let first = try start([], errors: firstErrors)
         // Normally the kill comes at exactly `holdAt - 1` pages. Should a loaded machine let the
         // held request time out (30 s) and the run go on, it comes later: the resume must be
         // exact all the same. A run that ended on its own fails the test instead of a wait.
@@ -690,7 +695,10 @@ struct RealAPITests {
             guard FileManager.default.fileExists(atPath: db) else { return false }
             return ((try? rows(db, "SELECT pages FROM _ingot_runs"))?.first?.first).flatMap { Int($0) } ?? 0 >= holdAt - 1
         }
-        #expect(first.isRunning, "the first run ended before it was killed (status \(first.isRunning ? 0 : first.terminationStatus))")
+        #expect(
+            first.isRunning,
+            "the first run ended before it was killed (status \(first.isRunning ? 0 : first.terminationStatus)): \((try? String(contentsOf: firstLog, encoding: .utf8)) ?? "")"
+        )
         kill(first.processIdentifier, SIGKILL)
         first.waitUntilExit()
         #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["running"]])
