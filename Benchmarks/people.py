@@ -21,18 +21,27 @@ keys left out or set to null. The expected state follows Ingot's merge rules
 With --faults, some records are bad (no id, an id that is a string) and some pages are not
 JSON; they are counted under "rejected" in expected.json and change nothing.
 
+Generation and check stream: pages are written one at a time, each record is a function of
+(seed, id, version), the generator keeps a few bytes per person and per dog, and the final
+state is recomputed one person at a time; the check reads the database in id order. People-10M
+(12M records, 3.7 GB of pages) needs no more memory than people-200k. Up to 300,000 persons,
+the generator also applies the reference model below to the pages read back and asserts the
+same state.
+
 Usage:
   people.py --out DIR [--persons N] [--page-size P] [--update-fraction F] [--seed S] [--faults]
   people.py --check DB --expected DIR/expected.json   # prints {"ok", "expected", "got"}; exit 1 unless ok
   people.py --expect DIR                              # recompute the expected state of any such pages
 """
 import argparse
+from array import array
 import hashlib
 import json
 import os
 import random
 import sqlite3
 import sys
+import tempfile
 
 GIVEN = ["Ada", "Alan", "Grace", "Linus", "Barbara", "Ken", "Dennis", "Margaret", "Edsger", "Frances",
          "Radia", "Tim", "Donald", "Leslie", "Niklaus", "Katherine", "Guido", "Yukihiro", "Hedy", "Sophie"]
@@ -82,19 +91,27 @@ class State:
                 "links": sum(len(v) for v in links.values()), "checksum": digest(self.persons, self.dogs, links)}
 
 
+def text(v, column=None):
+    """A value in the digest's canonical text form (floats to 2 places, booleans as 0/1)."""
+    if v is None:
+        return "\\N"
+    if column == "score":
+        return "%.2f" % (float(v) + 0.0)   # -0.0 is stored as 0 (SQLite keeps no negative zero)
+    if column == "active":
+        return "1" if v else "0"
+    return str(v)
+
+
+def person_line(pid, row):
+    return ("person\t%d\t%s\n" % (pid, "\t".join(text(row[c], c) for c in PERSON_COLUMNS))).encode()
+
+
 def digest(persons, dogs, links):
-    """A SHA-256 over the state in a canonical text form (floats to 2 places, booleans as 0/1)."""
-    def text(v, column=None):
-        if v is None:
-            return "\\N"
-        if column == "score":
-            return "%.2f" % (float(v) + 0.0)   # -0.0 is stored as 0 (SQLite keeps no negative zero)
-        if column == "active":
-            return "1" if v else "0"
-        return str(v)
+    """A SHA-256 over the state in a canonical text form: persons, then dogs, then links, each
+    in id order."""
     h = hashlib.sha256()
     for pid in sorted(persons):
-        h.update(("person\t%d\t%s\n" % (pid, "\t".join(text(persons[pid][c], c) for c in PERSON_COLUMNS))).encode())
+        h.update(person_line(pid, persons[pid]))
     for did in sorted(dogs):
         h.update(("dog\t%d\t%s\t%s\n" % (did, text(dogs[did]["name"]), text(dogs[did]["breed"]))).encode())
     for pid in sorted(links):
@@ -125,61 +142,151 @@ def person(rng, pid, dog_count, version):
     return record
 
 
+def record(seed, pid, dog_count, version):
+    """The record of person `pid` sent in `version` (0: the first load; 1, 2: the two waves of
+    updates, with keys left out, set to null, a country leaf missing). A function of its
+    arguments alone (its own seeded generator), so the expected state can be recomputed one
+    person at a time without keeping the pages or the state in memory."""
+    rng = random.Random((seed * 1_000_003 + pid) * 4 + version)
+    r = person(rng, pid, dog_count, version)
+    if version == 0:
+        return r
+    roll = rng.random()
+    if roll < 0.2:
+        del r["email"]
+    elif roll < 0.3:
+        r["email"] = None
+    if rng.random() < 0.25:
+        del r["dogs"]
+    roll = rng.random()
+    if roll < 0.1:
+        del r["origin"]
+    elif roll < 0.15:
+        r["origin"] = {"country": {"code": 1}}   # leaf missing: country becomes NULL
+    if rng.random() < 0.05:
+        r["score"] = None
+    return r
+
+
+NO_DOGS = 255   # links_version: no applied record of the person sent its dogs
+
+
 def generate(args):
+    """Writes the pages one at a time and keeps only small per-id arrays (a few bytes per person
+    and per dog), so people-10M (12M records, 3.7 GB of pages) needs no more memory than
+    people-200k needs for its pages: what each person's final row is gets recomputed from its
+    records afterwards (`record` is deterministic)."""
     rng = random.Random(args.seed)
     count = args.persons
     dog_count = max(1, count // 2)
-    records = [person(rng, pid, dog_count, 0) for pid in range(1, count + 1)]
-    rng.shuffle(records)
-    # Two waves of updates: re-sent persons, some keys absent, some null, a country leaf missing.
+    order = array("q", range(1, count + 1))
+    rng.shuffle(order)
+    waves = [(0, order)]
     for version in (1, 2):
-        for pid in rng.sample(range(1, count + 1), int(count * args.update_fraction / 2)):
-            record = person(rng, pid, dog_count, version)
-            roll = rng.random()
-            if roll < 0.2:
-                del record["email"]
-            elif roll < 0.3:
-                record["email"] = None
-            if rng.random() < 0.25:
-                del record["dogs"]
-            roll = rng.random()
-            if roll < 0.1:
-                del record["origin"]
-            elif roll < 0.15:
-                record["origin"] = {"country": {"code": 1}}   # leaf missing: country becomes NULL
-            if rng.random() < 0.05:
-                record["score"] = None
-            records.append(record)
-    if args.faults:
-        # A bad copy of some records follows them: its id removed, or made a string.
-        bad = {}
-        for i in rng.sample(range(len(records)), max(1, len(records) // 400)):
-            copy = dict(records[i])
-            if rng.random() < 0.5:
-                del copy["id"]
-            else:
-                copy["id"] = "p%s" % copy["id"]
-            bad[i] = copy
-        records = [r for i, record in enumerate(records) for r in ([record, bad[i]] if i in bad else [record])]
+        waves.append((version, rng.sample(range(1, count + 1), int(count * args.update_fraction / 2))))
+    faults = random.Random(args.seed + 1) if args.faults else None
 
-    pages = [records[i:i + args.page_size] for i in range(0, len(records), args.page_size)]
-    broken = set(rng.sample(range(1, len(pages)), max(1, len(pages) // 40))) if args.faults and len(pages) > 4 else set()
-    os.makedirs(args.out, exist_ok=True)
-    total = 0
+    def stream():
+        for version, pids in waves:
+            for pid in pids:
+                r = record(args.seed, pid, dog_count, version)
+                yield r, version
+                if faults and faults.random() < 1 / 400:
+                    # A bad copy of the record follows it: its id removed, or made a string.
+                    copy = dict(r)
+                    if faults.random() < 0.5:
+                        del copy["id"]
+                    else:
+                        copy["id"] = "p%s" % copy["id"]
+                    yield copy, None
+
+    applied = bytearray(count + 1)                  # bit v: the person's version-v record was applied
+    links_version = bytearray([NO_DOGS]) * (count + 1)
+    dog_name = bytearray([255]) * (dog_count + 1)   # name index * 3 + version of the last mention
+    dog_breed = bytearray(dog_count + 1)
+    rejected = {"missing_id": 0, "wrong_type_id": 0, "invalid_json_pages": 0, "records_in_invalid_pages": 0}
+    total = records = 0
     cut_records = {}
-    for i, page in enumerate(pages):
-        following = "page-%05d.json" % (i + 2) if i + 1 < len(pages) else None
-        body = json.dumps({"count": len(records), "next": following, "previous": None, "results": page},
+    total_records = count + sum(len(pids) for _, pids in waves[1:])   # the "count" of the API's pages
+    os.makedirs(args.out, exist_ok=True)
+    for old in os.listdir(args.out):
+        if old.startswith("page-") and old.endswith(".json"):
+            os.remove(os.path.join(args.out, old))
+    source = stream()
+    number = 0
+    page = [item for _, item in zip(range(args.page_size), source)]
+    while page:
+        number += 1
+        following = [item for _, item in zip(range(args.page_size), source)]
+        name = "page-%05d.json" % number
+        body = json.dumps({"count": total_records, "next": "page-%05d.json" % (number + 1) if following else None,
+                           "previous": None, "results": [r for r, _ in page]},
                           ensure_ascii=False, separators=(",", ":"))
-        if i in broken:
-            body = body[: len(body) * 2 // 3]   # cut: not JSON, the page is rejected whole
-            cut_records["page-%05d.json" % (i + 1)] = len(page)
-        with open(os.path.join(args.out, "page-%05d.json" % (i + 1)), "w", encoding="utf-8") as f:
-            f.write(body)
-        total += len(body.encode())
-    expected = expect(args.out, cut_records)
-    assert expected["records"] == len(records) and expected["bytes"] == total
+        broken = args.faults and number % 40 == 4   # cut: not JSON, the page is rejected whole
+        if broken:
+            body = body[: len(body) * 2 // 3]
+            rejected["invalid_json_pages"] += 1
+            rejected["records_in_invalid_pages"] += len(page)
+            cut_records[name] = len(page)
+        else:
+            for r, version in page:
+                if version is None:
+                    rejected["missing_id" if "id" not in r else "wrong_type_id"] += 1
+                    continue
+                pid = r["id"]
+                applied[pid] |= 1 << version
+                if "dogs" in r:
+                    links_version[pid] = version
+                    for dog in r["dogs"]:
+                        dog_name[dog["id"]] = DOGS.index(dog["name"][:-1]) * 3 + version
+                        dog_breed[dog["id"]] = BREEDS.index(dog["breed"])
+        data = body.encode()
+        with open(os.path.join(args.out, name), "wb") as f:
+            f.write(data)
+        total += len(data)
+        records += len(page)
+        page = following
+    expected = {"pages": number, "records": records, "bytes": total, "rejected": rejected}
+    expected.update(final_state(args.seed, count, dog_count, applied, links_version, dog_name, dog_breed))
+    if count <= 300_000:
+        # Cross-check against the reference model applied to the pages read back (small sets only).
+        assert expect(args.out, cut_records) == expected, "the streamed state disagrees with the model"
+    with open(os.path.join(args.out, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=2)
     print(json.dumps(expected))
+
+
+def final_state(seed, count, dog_count, applied, links_version, dog_name, dog_breed):
+    """The digest of the final state (as `digest` computes it), one person at a time: each
+    person's applied records are regenerated and merged by the reference model (`State`)."""
+    h = hashlib.sha256()
+    persons = links = 0
+    with tempfile.TemporaryFile("w+b") as link_lines:
+        for pid in range(1, count + 1):
+            if not applied[pid]:
+                continue
+            state = State()
+            for version in (0, 1, 2):
+                if applied[pid] >> version & 1:
+                    state.apply(record(seed, pid, dog_count, version))
+            row = state.persons[pid]
+            persons += 1
+            h.update(person_line(pid, row))
+            if links_version[pid] != NO_DOGS:
+                dogs = {d["id"] for d in record(seed, pid, dog_count, links_version[pid])["dogs"]}
+                if dogs:
+                    links += len(dogs)
+                    link_lines.write(("links\t%d\t%s\n" % (pid, ",".join(str(d) for d in sorted(dogs)))).encode())
+        dogs = 0
+        for did in range(1, dog_count + 1):
+            if dog_name[did] != 255:
+                dogs += 1
+                name = DOGS[dog_name[did] // 3] + str(dog_name[did] % 3)
+                h.update(("dog\t%d\t%s\t%s\n" % (did, text(name), text(BREEDS[dog_breed[did]]))).encode())
+        link_lines.seek(0)
+        for chunk in iter(lambda: link_lines.read(1 << 20), b""):
+            h.update(chunk)
+    return {"persons": persons, "dogs": dogs, "links": links, "checksum": h.hexdigest()}
 
 
 def expect(directory, cut_records=None):
@@ -230,21 +337,33 @@ def check(db, expected_path):
     if not {"person", "dog", "person_dogs"} <= tables:
         print(json.dumps({"ok": False, "error": "missing tables"}))
         return 1
-    persons = {r[0]: dict(zip(PERSON_COLUMNS, r[1:]))
-               for r in con.execute("SELECT id, %s FROM person" % ", ".join(PERSON_COLUMNS))}
-    dogs = {r[0]: {"name": r[1], "breed": r[2]} for r in con.execute("SELECT id, name, breed FROM dog")}
-    links = {}
-    for pid, did in con.execute("SELECT person_id, dog_id FROM person_dogs"):
-        links.setdefault(pid, set()).add(did)
-    # A person whose set of dogs is empty has no join rows: compare sets of non-empty ones.
-    expected_links = expected.get("links")
+    # Streamed in id order (the digest's order): memory stays flat at any size.
+    h = hashlib.sha256()
+    persons = dogs = links = 0
+    for r in con.execute("SELECT id, %s FROM person ORDER BY id" % ", ".join(PERSON_COLUMNS)):
+        persons += 1
+        h.update(person_line(r[0], dict(zip(PERSON_COLUMNS, r[1:]))))
+    for did, name, breed in con.execute("SELECT id, name, breed FROM dog ORDER BY id"):
+        dogs += 1
+        h.update(("dog\t%d\t%s\t%s\n" % (did, text(name), text(breed))).encode())
+    # A person whose set of dogs is empty has no join rows.
+    current, owned = None, []
+    for pid, did in con.execute("SELECT person_id, dog_id FROM person_dogs ORDER BY person_id, dog_id"):
+        if pid != current:
+            if owned:
+                h.update(("links\t%d\t%s\n" % (current, ",".join(str(d) for d in owned))).encode())
+            current, owned = pid, []
+        if not owned or owned[-1] != did:
+            owned.append(did)
+            links += 1
+    if owned:
+        h.update(("links\t%d\t%s\n" % (current, ",".join(str(d) for d in owned))).encode())
     duplicates = sum(con.execute(sql).fetchone()[0] for sql in (
         "SELECT count(*) - count(DISTINCT id) FROM person",
         "SELECT count(*) - count(DISTINCT id) FROM dog",
         "SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT person_id, dog_id FROM person_dogs)) FROM person_dogs"))
-    got = {"persons": len(persons), "dogs": len(dogs), "links": sum(len(v) for v in links.values()),
-           "checksum": digest(persons, dogs, {k: v for k, v in links.items() if v}), "duplicate_rows": duplicates}
-    want = {"persons": expected["persons"], "dogs": expected["dogs"], "links": expected_links,
+    got = {"persons": persons, "dogs": dogs, "links": links, "checksum": h.hexdigest(), "duplicate_rows": duplicates}
+    want = {"persons": expected["persons"], "dogs": expected["dogs"], "links": expected["links"],
             "checksum": expected["checksum"], "duplicate_rows": 0}
     ok = got == want
     print(json.dumps({"ok": ok, "expected": want, "got": got}))
