@@ -6,7 +6,9 @@ decode alone on one thread; `ingot run` over loose pages with all lanes, with 1 
 the archive; the archive's size as a share of the raw bytes; `ingot replay` of that archive;
 peak RSS (/usr/bin/time); pages of dense tiny records (peak RSS must follow the settings).
 a slow API (100 ms a page) with concurrent and serial pagination.
-`--big` adds one run over people-1M for peak RSS; `--only CASE` runs one case. Every database is
+Ingot against its peers, paired: the DuckDB peer (Benchmarks/duckdb_peer.py) and the SQLite write
+floor (Benchmarks/sqlite_floor.py). `--big` adds people-1M to that comparison and its ratio to
+200k; `--huge` runs people-10M alone; `--only CASE` runs one case. Every database is
 checked with people.py --check. Copy the output into docs/benchmarks.md.
 """
 import argparse, glob, json, os, re, shutil, statistics, subprocess, sys
@@ -302,6 +304,87 @@ entities:
 """
 
 
+def rss_run(cmd):
+    """Runs `cmd` under /usr/bin/time: (wall seconds, peak RSS in KiB)."""
+    p = subprocess.run(["/usr/bin/time", "-f", "wall=%e rss_kb=%M"] + cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("%s failed:\n%s" % (cmd[0], p.stderr[-2000:]))
+    wall, rss = re.findall(r"wall=([0-9.]+) rss_kb=(\d+)", p.stderr)[-1]
+    return float(wall), int(rss)
+
+
+def duckdb_ready():
+    """The DuckDB peer needs duckdb from PyPI, pinned; installed when missing."""
+    try:
+        import duckdb  # noqa: F401
+        return True
+    except ImportError:
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "duckdb==1.4.4"], capture_output=True, text=True)
+        if p.returncode != 0:
+            print("DuckDB peer skipped: pip install duckdb==1.4.4 failed: " + p.stderr.strip()[-300:])
+        return p.returncode == 0
+
+
+def peers(ingot, data, expected, db, runs, label="people-200k"):
+    """Ingot, the DuckDB peer (Benchmarks/duckdb_peer.py) and the SQLite write floor
+    (Benchmarks/sqlite_floor.py: Ingot's final rows copied into a new database), paired: each
+    round runs the three one after the other (A B C A B C), so a slow spell hits all three.
+    Whole-process wall time and peak RSS; every database checked."""
+    archives = os.path.join(BENCH, "archives")
+    duck_db, floor_db = os.path.join(BENCH, "duckdb.db"), os.path.join(BENCH, "floor.db")
+    have_duck = duckdb_ready()
+    rows = {"ingot": [], "duckdb": [], "floor": []}
+    for _ in range(runs):
+        shutil.rmtree(archives, ignore_errors=True)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+        rows["ingot"].append(rss_run([ingot, "run", PIPELINE, "--pages", data, "--archive-dir", archives, "--db", db,
+                                      "--progress-interval", "0"]))
+        if have_duck:
+            rows["duckdb"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "duckdb_peer.py"),
+                                           "--pages", data, "--db", duck_db]))
+        rows["floor"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "sqlite_floor.py"),
+                                      "--from", db, "--db", floor_db]))
+    shutil.rmtree(archives, ignore_errors=True)
+    ok = {"ingot": check(db, data), "duckdb": check(duck_db, data) if have_duck else None, "floor": check(floor_db, data)}
+    med = {k: (statistics.median(w for w, _ in v), max(r for _, r in v) / 1024) for k, v in rows.items() if v}
+    print("%s, paired x%d (archive on): Ingot %.2f s (%.0f MiB) | DuckDB peer %s | SQLite floor %.2f s  check ok=%s" % (
+        label, runs, med["ingot"][0], med["ingot"][1],
+        "%.2f s (%.0f MiB)" % med["duckdb"] if "duckdb" in med else "-", med["floor"][0], ok))
+    ratios = lambda a, b: statistics.median(x[0] / y[0] for x, y in zip(rows[a], rows[b]))
+    if "duckdb" in med:
+        print("  DuckDB / Ingot %.2f (goal >= 2 at 200k, >= 1.5 at 1M); Ingot / floor %.2f (goal <= 1.5)" % (
+            ratios("duckdb", "ingot"), ratios("ingot", "floor")))
+    else:
+        print("  Ingot / floor %.2f (goal <= 1.5)" % ratios("ingot", "floor"))
+    return med["ingot"][0]
+
+
+def huge(ingot, runs):
+    """people-10M (12M records, about 3.7 GB of pages; generated once, about 15 minutes): one
+    run, against people-200k's time measured just before it (linear: 50x)."""
+    small, _ = dataset(200000, 1000)
+    big, exp = dataset(10000000, 1000)
+    db = os.path.join(BENCH, "huge.db")
+
+    def run(pages):
+        remove_db(db)
+        return rss_run([ingot, "run", PIPELINE, "--pages", pages, "--no-archive", "--db", db, "--progress-interval", "0"])
+
+    base = statistics.median(run(small)[0] for _ in range(3))
+    wall, rss = run(big)
+    print("people-10M (no archive): %.1f s, %.0f records/s, peak RSS %.0f MiB; people-200k %.2f s: ratio %.1f "
+          "(linear 50, goal <= 55)  check ok=%s" % (wall, exp["records"] / wall, rss / 1024, base, wall / base, check(db, big)))
+    remove_db(db)
+
+
+def remove_db(db):
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+
+
 def dense(ingot, db, runs):
     """Hostile density: four pages of 60 MiB of {"id":n} records (16.4 million records). Peak RSS must
     follow the settings (docs/concurrency.md), not the number of records in a page."""
@@ -333,17 +416,21 @@ def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
-    a.add_argument("--big", action="store_true", help="also people-1M (peak RSS)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh"], help="run this case alone")
+    a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
+    a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
+    if args.huge:
+        huge(ingot, args.runs)
+        return
     data, expected = dataset(200000, 1000)
     db = os.path.join(BENCH, "bench.db")
     archives = os.path.join(BENCH, "archives")
     records, mb = expected["records"], expected["bytes"] / 1e6
     print("people-200k: %d pages, %d records, %.1f MB" % (expected["pages"], records, mb))
     if args.only:
-        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh}.get(args.only)
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "peers": peers}.get(args.only)
         only(ingot, data, expected, db, args.runs) if only else dense(ingot, db, args.runs)
         return
     for _ in range(args.runs):
@@ -367,15 +454,15 @@ def main():
     report("run, no archive", [run(archive=False) for _ in range(args.runs)], records, mb, check(db, data))
     report("run, 1 lane", [run(lanes=1) for _ in range(args.runs)], records, mb, check(db, data))
     refresh(ingot, data, expected, db, args.runs)
+    small = peers(ingot, data, expected, db, args.runs)
+    if args.big:
+        big, exp = dataset(1000000, 1000)
+        large = peers(ingot, big, exp, db, args.runs, label="people-1M")
+        print("  people-1M / people-200k (Ingot): %.1f (linear 5, goal <= 5.5)" % (large / small))
     fetch(ingot, data, expected, db, args.runs)
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
-    if args.big:
-        big, exp = dataset(1000000, 1000)
-        shutil.rmtree(archives, ignore_errors=True)
-        r = timed([ingot, "run", PIPELINE, "--pages", big, "--archive-dir", archives], db)
-        report("people-1M, all lanes", [r], exp["records"], exp["bytes"] / 1e6, check(db, big))
     shutil.rmtree(archives, ignore_errors=True)
 
 
