@@ -187,11 +187,13 @@ def generate(args):
     faults = random.Random(args.seed + 1) if args.faults else None
 
     def stream():
+        sent = 0
         for version, pids in waves:
             for pid in pids:
                 r = record(args.seed, pid, dog_count, version)
                 yield r, version
-                if faults and faults.random() < 1 / 400:
+                sent += 1
+                if faults and sent % 400 == 10:   # from the first page on
                     # A bad copy of the record follows it: its id removed, or made a string.
                     copy = dict(r)
                     if faults.random() < 0.5:
@@ -222,7 +224,8 @@ def generate(args):
         body = json.dumps({"count": total_records, "next": "page-%05d.json" % (number + 1) if following else None,
                            "previous": None, "results": [r for r, _ in page]},
                           ensure_ascii=False, separators=(",", ":"))
-        broken = args.faults and number % 40 == 4   # cut: not JSON, the page is rejected whole
+        # Cut: not JSON, the page is rejected whole (the 4th, 44th, … of a set of more than 4 pages).
+        broken = args.faults and number % 40 == 4 and total_records > 4 * args.page_size
         if broken:
             body = body[: len(body) * 2 // 3]
             rejected["invalid_json_pages"] += 1

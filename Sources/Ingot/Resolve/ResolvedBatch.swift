@@ -151,12 +151,32 @@ struct BatchOutcome: Sendable {
 /// The identities of the batches handed to the writer and not committed yet, per batch number
 /// and entity. A reader of committed rows does not see those rows, so
 /// ``BatchResolver/prepare(_:uncommitted:store:)`` counts them as stored.
+///
+/// Held for as long as a transaction stays open, so compact: integer identities (the common
+/// case) in an ``IntegerSet`` (a few bits to two bytes each), others in a set. A dictionary per
+/// batch cost about 100 bytes per identity, which bounded how big a transaction could grow.
 struct UncommittedIdentities: Sendable {
-    private var batches: [(number: Int, identities: [[IdentityKey: Int]])] = []
+    private struct Keys: Sendable {
+        var integers = IntegerSet()
+        var others: Set<IdentityKey> = []
+
+        init(_ keys: some Sequence<IdentityKey>) {
+            for key in keys {
+                if case .single(.integer(let v)) = key { integers.insert(v) } else { others.insert(key) }
+            }
+        }
+
+        func contains(_ key: IdentityKey) -> Bool {
+            if case .single(.integer(let v)) = key { return integers.contains(v) }
+            return others.contains(key)
+        }
+    }
+
+    private var batches: [(number: Int, entities: [Keys])] = []
 
     /// Remembers the identities of batch `number`, per entity.
-    mutating func append(_ number: Int, _ identities: [[IdentityKey: Int]]) {
-        batches.append((number, identities))
+    mutating func append(_ number: Int, _ identities: [some Collection<IdentityKey>]) {
+        batches.append((number, identities.map(Keys.init)))
     }
 
     /// Forgets the batches up to `number`: they are committed, so a reader sees them.
@@ -165,7 +185,7 @@ struct UncommittedIdentities: Sendable {
     }
 
     func contains(_ key: IdentityKey, entity: Int) -> Bool {
-        batches.contains { $0.identities[entity][key] != nil }
+        batches.contains { $0.entities[entity].contains(key) }
     }
 }
 
