@@ -53,13 +53,19 @@ extension PGStore {
             let key = pair.map(PGStore.quote).joined(separator: ", ")
             let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
             let order = toMany.isOrdered ? "\(key), \"position\"" : key
-            changed += try connection.execute(
-                """
-                WITH added AS (INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order)
-                  ON CONFLICT DO NOTHING RETURNING \(source.map(PGStore.quote).joined(separator: ", ")))
-                SELECT o._row FROM \(ownerStage) AS o
-                WHERE NOT ((\(source.map { "o.\(PGStore.quote($0))" }.joined(separator: ", "))) NOT IN (SELECT \(source.map(PGStore.quote).joined(separator: ", ")) FROM added))
-                """)
+            let insert =
+                "INSERT INTO \(join) (\(columns)) SELECT DISTINCT ON (\(key)) \(columns) FROM \(linkStage) ORDER BY \(order) ON CONFLICT DO NOTHING"
+            if owners.isEmpty {
+                // No stored owner (a first load): nothing to report, so no RETURNING to collect.
+                try connection.execute(insert)
+            } else {
+                changed += try connection.execute(
+                    """
+                    WITH added AS (\(insert) RETURNING \(source.map(PGStore.quote).joined(separator: ", ")))
+                    SELECT o._row FROM \(ownerStage) AS o
+                    WHERE NOT ((\(source.map { "o.\(PGStore.quote($0))" }.joined(separator: ", "))) NOT IN (SELECT \(source.map(PGStore.quote).joined(separator: ", ")) FROM added))
+                    """)
+            }
         }
         try connection.execute("TRUNCATE \(ownerStage), \(linkStage)")
         return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
