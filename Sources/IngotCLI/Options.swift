@@ -135,6 +135,12 @@ struct StageOptions: ParsableArguments {
     )
     var metricsListen: String?
 
+    @Flag(
+        help:
+            "A first load into empty SQLite tables: stage the batches, then merge them in identity order at the end (cost per record independent of the tables' size; the tables fill when the load commits) (env INGOT_BULK=1)."
+    )
+    var bulk = false
+
     /// The host the metrics server binds (`--metrics-listen`'s, else loopback).
     private var metricsHost = "127.0.0.1"
 
@@ -161,6 +167,7 @@ struct StageOptions: ParsableArguments {
         metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
         metricsListen = metricsListen ?? Environment.string("INGOT_METRICS_LISTEN")
+        bulk = try bulk || Environment.flag("INGOT_BULK")
         if let listen = metricsListen {
             guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
                 !listen[..<colon].isEmpty
@@ -241,6 +248,7 @@ struct StageOptions: ParsableArguments {
         options.maxRejects = maxRejects
         options.maxRejectRatio = maxRejectRatio
         if let maxRejectRows { options.maxRejectRows = maxRejectRows }
+        options.bulk = bulk
         return options
     }
 }

@@ -66,7 +66,8 @@ final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from th
 @discardableResult
 func ingest(
     _ yaml: String, _ pages: [String], db: String? = nil, lanes: Int = 2, batchRecords: Int? = nil,
-    commitRecords: Int? = nil, batchBytes: Int? = nil, observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture()
+    commitRecords: Int? = nil, batchBytes: Int? = nil, observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture(),
+    bulk: Bool = false
 ) throws -> (summary: RunSummary, db: String) {
     let config = try PipelineConfig.parse(text: yaml, path: "test.yml")
     let path = db ?? temporaryDirectory().appendingPathComponent("test.db").path
@@ -78,6 +79,7 @@ func ingest(
     if let batchBytes { options.batchBytes = batchBytes }
     options.progressInterval = 0
     options.statementObserver = observer
+    options.bulk = bulk
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))
     return (summary, path)
 }

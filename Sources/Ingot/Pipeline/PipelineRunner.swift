@@ -186,12 +186,17 @@ public final class PipelineRunner: Sendable {
             }
             store = given
         } else {
+            if options.bulk, let obstacle = PipelineRunner.bulkObstacle(config, options) {
+                return failedToStart(StoreError.conflict("--bulk cannot run this pipeline: \(obstacle)"))
+            }
             do {
                 let location = try StoreLocation(options.databasePath)
                 lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
                 store = try location.open(
                     model: config.model,
-                    options: StoreOpening(lockTimeout: options.lockTimeout, statementObserver: options.statementObserver))
+                    options: StoreOpening(
+                        lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, staged: options.bulk,
+                        resuming: options.resume))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(
                     RunLockError(
@@ -549,4 +554,15 @@ final class SourceBox: Sendable {
 /// The store of the run in progress, for ``PipelineRunner/stop()``.
 final class StoreBox: Sendable {
     let value = Mutex<(any IngestStore)?>(nil)
+}
+
+extension PipelineRunner {
+    /// Why a staged load (`--bulk`) cannot run `config`: what decides per stored row (write modes
+    /// other than merge) or needs other jobs' rows (`--join`). The store checks the model.
+    static func bulkObstacle(_ config: PipelineConfig, _ options: RunOptions) -> String? {
+        if options.join != nil { return "a joined run (--join) writes batch by batch" }
+        if !config.rootWriteRules.isEmpty { return "write: insert_only and update_only decide per stored row" }
+        if !config.replacedEntities.isEmpty { return "write: replace deletes stored rows the run did not see" }
+        return nil
+    }
 }

@@ -212,6 +212,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         switch end {
         case .exhausted:
+            if store.isStaging && failure == nil { mergeStaged() }
             switch replace {
             case .deleteUntouched where failure == nil: deleteUntouched()
             case .skipAfterResume:
@@ -279,7 +280,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             if refusedInTransaction { batch.refs = nil }
             let resolved: ResolvedBatch
             do {
-                resolved = try resolver.resolve(batch, store: store)
+                resolved = try resolver.resolve(batch, store: store, fillsDefaults: !store.isStaging)
             } catch {
                 try? store.rollback()
                 throw error
@@ -385,6 +386,35 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             shared.value.withLock { $0 = counters }
         } catch {
             logger.error("commit.failed", metadata: [LogKey.error: "\(error)"])
+            fail(error)
+        }
+    }
+
+    /// A staged load (`--bulk`): the staged rows merged into the tables in the run's last
+    /// transaction, and counted (`inserted`, `stubs`) as the merge wrote them.
+    private func mergeStaged() {
+        let clock = ContinuousClock()
+        let started = clock.now
+        do {
+            let counts = try store.mergeStaged(fills: resolver.fills)
+            var rows = 0
+            for (entity, written) in counts.enumerated() where model.entities.indices.contains(entity) {
+                saved.entities[model.entities[entity].name, default: EntityCounts()].inserted += written.inserted
+                saved.entities[model.entities[entity].name, default: EntityCounts()].stubs += written.stubs
+                saved.inserted += written.inserted
+                rows += written.inserted
+            }
+            let elapsed = clock.now - started
+            logger.info(
+                "bulk.merged",
+                metadata: [
+                    "rows": .int(rows),
+                    "merge_s": .seconds(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18),
+                ])
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
+            try? store.rollback()
+            saved = counters
             fail(error)
         }
     }

@@ -85,7 +85,9 @@ struct BatchResolver: Sendable {
 
     /// Finishes `batch`: looks up what `prepare` did not (on the store's writer, which sees the
     /// batches saved before), folds it when it was not folded, and counts what writing it does.
-    func resolve(_ batch: PreparedBatch, store: any IdentityLookups) throws -> ResolvedBatch {
+    /// `fillsDefaults: false` (a staged load) leaves `default:` and `const:` to the merge, which
+    /// knows which rows it inserts.
+    func resolve(_ batch: PreparedBatch, store: any IdentityLookups, fillsDefaults: Bool = true) throws -> ResolvedBatch {
         var outcome = BatchOutcome()
         outcome.entities = Array(repeating: EntityCounts(), count: layouts.count)
         var folder: RowFolder
@@ -107,7 +109,7 @@ struct BatchResolver: Sendable {
             pages = BatchResolver.stripped(pages)
             refs = folder.merged.enumerated().map { entity, rows in rows.refs(existing[entity]) }
         }
-        fill(&folder, refs)
+        if fillsDefaults { fill(&folder, refs) }
         return ResolvedBatch(number: batch.number, pages: pages, rows: folder, refs: refs, outcome: outcome)
     }
 

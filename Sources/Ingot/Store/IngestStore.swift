@@ -65,6 +65,16 @@ public protocol IngestStore: IdentityLookups {
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]
 
+    // MARK: Staged loads (--bulk)
+
+    /// Batches go to staging tables and reach the entities' tables at ``mergeStaged(fills:)``
+    /// (SQLiteStore+Staged.swift). Default `false`.
+    var isStaging: Bool { get }
+    /// Merges what a staged load staged into the tables, in the open transaction, filling
+    /// `default:` and `const:` columns (per entity: slot, value, whether always) as inserts do;
+    /// returns per entity (by index) the rows inserted and the stubs among them.
+    func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts]
+
     /// Releases the connections. The store is not used after this.
     func close() throws
 
@@ -100,6 +110,12 @@ public protocol IngestStore: IdentityLookups {
 extension IngestStore {
     /// The resolver's counts are exact for one writer.
     public var lastWriteCounts: [EntityCounts]? { nil }
+
+    /// Not a staged load.
+    package var isStaging: Bool { false }
+
+    /// Nothing staged, nothing merged.
+    package func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts] { [] }
 
     /// A store that does not compare: every stored row a record mentions is written.
     public var lastWriteUnchanged: [[Int]]? { nil }

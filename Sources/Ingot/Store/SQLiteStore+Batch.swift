@@ -49,7 +49,12 @@ extension SQLiteStore {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             do {
-                lastUnchanged = try BatchWriter(store: self, batch: batch).write()
+                if isStaging {
+                    try stage(batch)
+                    lastUnchanged = Array(repeating: [], count: layouts.count)
+                } else {
+                    lastUnchanged = try BatchWriter(store: self, batch: batch).write()
+                }
                 try then()
             } catch {
                 try? db.rollback()
@@ -66,7 +71,12 @@ extension SQLiteStore {
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "SAVEPOINT ingot_isolated")
             do {
-                lastUnchanged = try BatchWriter(store: self, batch: batch).write()
+                if isStaging {
+                    try stage(batch)
+                    lastUnchanged = Array(repeating: [], count: layouts.count)
+                } else {
+                    lastUnchanged = try BatchWriter(store: self, batch: batch).write()
+                }
                 try then()
                 try db.execute(sql: "RELEASE ingot_isolated")
             } catch {
@@ -79,6 +89,11 @@ extension SQLiteStore {
 
     /// Per entity, the stored rows the last write found equal and left as they were.
     package var lastWriteUnchanged: [[Int]]? { lastUnchanged }
+
+    /// A staged load counts nothing per batch: its rows are counted when they are merged.
+    package var lastWriteCounts: [EntityCounts]? {
+        isStaging ? Array(repeating: EntityCounts(), count: layouts.count) : nil
+    }
 
     /// Whether batches were saved since the last commit.
     package var hasUncommittedBatches: Bool {

@@ -29,6 +29,11 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         package var lockTimeout: Double = 30
         /// Called with the SQL of every statement executed (tests count identity lookups with it).
         package var statementObserver: (@Sendable (String) -> Void)?
+        /// A staged load (`--bulk`, SQLiteStore+Staged.swift): batches go to staging tables,
+        /// merged into the empty tables when the source is exhausted.
+        package var staged = false
+        /// The run resumes an unfinished one: a staged load keeps what it staged.
+        package var resuming = false
 
         package init() {}
     }
@@ -43,6 +48,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var shapeStatements: [ShapeKey: RawStatement] = [:]
     /// Per entity, the positions of the stored rows the last batch write left as they were.
     var lastUnchanged: [[Int]] = []
+    /// A staged load: batches are staged, then merged at the end (SQLiteStore+Staged.swift).
+    package internal(set) var isStaging = false
     /// What opening the store added to a database that held the pipeline's tables already.
     package private(set) var migration: [String] = []
     /// Identity lookups on the write connection (writer queue).
@@ -127,6 +134,18 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             sqlite3_close_v2(reader)
             readerLookup = nil
             traceContext = nil
+        }
+        do {
+            if options.staged {
+                try prepareStagedLoad(resuming: options.resuming)
+            } else if case let unfinished = try unfinishedStagedLoad(), !unfinished.isEmpty {
+                throw StoreError.conflict(
+                    "an unfinished --bulk load staged rows in \(unfinished.joined(separator: ", ")): resume it with --bulk --resume (nothing was written)"
+                )
+            }
+        } catch {
+            try? close()
+            throw error
         }
     }
 

@@ -26,10 +26,18 @@ package struct StoreOpening: Sendable {
     package var lockTimeout: Double = 30
     /// Called with the text of every statement the store runs (tests count identity lookups).
     package var statementObserver: (@Sendable (String) -> Void)?
+    /// A staged load (`--bulk`): SQLite only.
+    package var staged = false
+    /// The run resumes an unfinished one.
+    package var resuming = false
 
-    package init(lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil) {
+    package init(
+        lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, staged: Bool = false, resuming: Bool = false
+    ) {
         self.lockTimeout = lockTimeout
         self.statementObserver = statementObserver
+        self.staged = staged
+        self.resuming = resuming
     }
 }
 
@@ -43,6 +51,8 @@ package struct SQLiteBackend: StoreBackend {
         var storeOptions = SQLiteStore.Options()
         storeOptions.lockTimeout = options.lockTimeout
         storeOptions.statementObserver = options.statementObserver
+        storeOptions.staged = options.staged
+        storeOptions.resuming = options.resuming
         return try SQLiteStore(path: path, model: model, options: storeOptions)
     }
 

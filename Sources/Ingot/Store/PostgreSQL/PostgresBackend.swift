@@ -7,7 +7,10 @@ package struct PostgresBackend: StoreBackend {
     package init(url: String) { self.url = url }
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
-        try PGStore(url: url, model: model)
+        if options.staged {
+            throw StoreError.conflict("--bulk loads SQLite databases only; a PostgreSQL run writes batch by batch (run it without --bulk)")
+        }
+        return try PGStore(url: url, model: model)
     }
 
     package func schema(of model: EntityModel) throws(StoreError) -> [String] { PGStore.schema(of: model) }

@@ -1,0 +1,480 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+
+/// Staged loading (`ingot run --bulk`): a first load into empty tables, written the way a
+/// database loads a dump instead of row by row.
+///
+/// Find-or-create costs each record a few random page touches (the identity index, the row, the
+/// rows it links to, the join table). While the tables fit in the page cache that is cheap; once
+/// they are several times bigger, every touch is a read and, at the next commit, a write of a
+/// whole page: people-10M ran at a tenth of people-200k's rate per record (docs/benchmarks.md,
+/// session 10). A staged load does no lookup and touches no table page while the run lasts:
+///
+/// 1. each batch's rows, folded as always (one row per identity per batch, later records win
+///    key by key), are appended to a staging table per entity (`_ingot_stage_<table>`) with the
+///    mask of the columns the records gave and their to-many sets (a compact blob); batches
+///    commit with the resume point as usual, so `kill -9` and `--resume` keep their guarantees;
+/// 2. when the source is exhausted, each staging table is read back sorted by identity, then by
+///    arrival (SQLite's sorter, spilling to temporary files: memory stays bounded), and each
+///    identity's rows are merged with the same rules — a column takes the value of the last row
+///    that gave it, a to-many the last set given — and written once, in identity order, so every
+///    B-tree only grows at its right edge; then the staging tables are emptied. All of it in the
+///    run's last transaction: the tables are empty until the load commits whole.
+///
+/// What needs a stored row to decide (`insert_only`/`update_only`/`replace`, `missing:
+/// reject|ignore`, relationship `operations:`, owned rows, parent entities, inverse
+/// relationships, entities without identity) is refused before the run starts; so are tables
+/// that already hold rows.
+extension SQLiteStore {
+    /// Why `model` cannot be loaded staged; empty when it can.
+    static func stagedLoadObstacles(_ model: EntityModel, _ layouts: [EntityLayout]) -> [String] {
+        var reasons: [String] = []
+        for (entity, layout) in zip(model.entities, layouts) {
+            if entity.identityAttributes.isEmpty { reasons.append("entity \(entity.name) has no identity") }
+            if entity.parent != nil { reasons.append("entity \(entity.name) has a parent") }
+            if model.entities.contains(where: { $0.parent == entity.name }) { reasons.append("entity \(entity.name) is a parent") }
+            for relationship in entity.relationships {
+                if relationship.missing != .stub { reasons.append("\(entity.name).\(relationship.name) does not stub missing targets") }
+                if !relationship.insertsTargets || !relationship.updatesTargets || !relationship.deletesLinks {
+                    reasons.append("\(entity.name).\(relationship.name) limits its operations")
+                }
+            }
+            for toMany in layout.toMany {
+                let name = "\(entity.name).\(entity.relationships[toMany.relationship].name)"
+                if toMany.isOwned { reasons.append("\(name) is owned") }
+                if toMany.isInverse || toMany.isForeignKey { reasons.append("\(name) has an inverse") }
+                if toMany.keepsLinks { reasons.append("\(name) only adds links") }
+            }
+            if layout.toMany.count > 255 { reasons.append("entity \(entity.name) has more than 255 to-many relationships") }
+        }
+        return reasons
+    }
+
+    /// The page cache of a staged load, in KiB.
+    static let stagedCacheKiB = 8192
+
+    /// The staging table of entity `layout`.
+    static func stageTable(_ layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
+
+    /// Prepares a staged load: the model must allow it, the entities' tables must be empty, and
+    /// the staging tables are created — emptied too, unless this run resumes one that staged
+    /// rows already (`resuming`).
+    func prepareStagedLoad(resuming: Bool) throws {
+        let obstacles = SQLiteStore.stagedLoadObstacles(model, layouts)
+        if !obstacles.isEmpty {
+            throw StoreError.conflict("--bulk cannot load this pipeline: " + obstacles.joined(separator: "; "))
+        }
+        try dbQueue.inDatabase { db in
+            // Sorts spill to temporary files; a small page cache: staging only appends, the merge
+            // writes in key order, and SQLite's sorter takes as much memory again as the cache
+            // for each sorted run it keeps in memory (40 MiB each: people-1M peaked at 184 MiB).
+            try db.execute(sql: "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)")
+            var holding: [String] = []
+            for layout in layouts {
+                for table in [layout.table] + layout.toMany.map(\.joinTable)
+                where try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true {
+                    holding.append(table)
+                }
+            }
+            if !holding.isEmpty {
+                throw StoreError.conflict(
+                    "--bulk loads empty tables only; these hold rows: \(holding.joined(separator: ", ")) (run without --bulk to merge into them)"
+                )
+            }
+            for layout in layouts {
+                let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
+                let stage = SQLiteStore.quote(SQLiteStore.stageTable(layout))
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_mask_low\", \"_mask_high\", \"_sets\", \(columns))")
+                if !resuming { try db.execute(sql: "DELETE FROM \(stage)") }
+            }
+        }
+        isStaging = true
+    }
+
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Staging tables holding rows of a staged load that did not finish, when this run is not
+    /// one: such a load is resumed with `--bulk --resume`, or its rows would never reach the tables.
+    func unfinishedStagedLoad() throws -> [String] {
+        try dbQueue.inDatabase { db in
+            try layouts.map(SQLiteStore.stageTable).filter { table in
+                try db.tableExists(table) && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true
+            }
+        }
+    }
+
+    /// Appends a batch's rows to the staging tables (the store's ``write(_:then:)`` in a staged load).
+    func stage(_ batch: ResolvedBatch) throws {
+        for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
+            let layout = layouts[entity]
+            let names = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
+            let marks = Array(repeating: "?", count: layout.columns.count + 3).joined(separator: ", ")
+            let insert = try statement(
+                "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_mask_low\", \"_mask_high\", \"_sets\", \(names)) VALUES (\(marks))"
+            )
+            var sets: [UInt8] = []
+            try rows.rows.withUnsafeBufferPointer { all in
+                try rows.storage.withView { values in
+                    for row in all where row.identity != nil {
+                        // The identity is always given (a stub's row too): the merge groups by it.
+                        var mask = row.mask
+                        for slot in layout.identitySlots { mask.insert(slot) }
+                        insert.bind(.integer(Int64(bitPattern: mask.low)), at: 1)
+                        insert.bind(.integer(Int64(bitPattern: mask.high)), at: 2)
+                        sets.removeAll(keepingCapacity: true)
+                        for k in layout.toMany.indices {
+                            guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
+                            StagedSets.append(k, targets, to: &sets)
+                        }
+                        if sets.isEmpty {
+                            sqlite3_bind_null(insert.handle, 3)
+                        } else {
+                            _ = sets.withUnsafeBytes {
+                                sqlite3_bind_blob(insert.handle, 3, $0.baseAddress, Int32($0.count), SQLiteStore.transient)
+                            }
+                        }
+                        for slot in layout.columns.indices {
+                            if mask.contains(slot) {
+                                insert.bind(values, row.valueStart + slot, at: Int32(slot + 4))
+                            } else {
+                                insert.bind(.null, at: Int32(slot + 4))
+                            }
+                        }
+                        try insert.execute()
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merges the staged rows into the (empty) tables, each identity once, in identity order
+    /// (see the type's notes), fills `default:` and `const:` columns as inserts do, and empties the
+    /// staging tables. Returns, per entity, the rows inserted and the stubs among them (rows
+    /// whose records gave nothing but their identity). Runs in the open transaction.
+    package func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts] {
+        try dbQueue.writeWithoutTransaction { db in
+            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            guard let connection else { throw StoreError.schema("the store is closed") }
+            var counts: [EntityCounts] = []
+            for (entity, layout) in layouts.enumerated() {
+                var merger = try StagedMerge(
+                    connection: connection, layout: layout, fills: fills.indices.contains(entity) ? fills[entity] : [])
+                defer { merger.finalize() }
+                counts.append(try merger.run())
+                try db.execute(sql: "DELETE FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))")
+            }
+            return counts
+        }
+    }
+}
+
+/// The to-many sets of a staged row, as one blob: per set given, its relationship's index (one
+/// byte), the number of targets (4 bytes), then each target's identity values (a count byte,
+/// then per value a type byte and its bytes, little-endian). Written and read back by this
+/// store only, within one load.
+enum StagedSets {
+    static func append(_ k: Int, _ targets: [IdentityKey], to out: inout [UInt8]) {
+        out.append(UInt8(truncatingIfNeeded: k))
+        appendInteger(UInt64(targets.count), bytes: 4, to: &out)
+        for target in targets {
+            let values = target.values
+            out.append(UInt8(truncatingIfNeeded: values.count))
+            for value in values {
+                switch value {
+                case .null: out.append(0)
+                case .integer(let v):
+                    out.append(1)
+                    appendInteger(UInt64(bitPattern: v), bytes: 8, to: &out)
+                case .real(let v):
+                    out.append(2)
+                    appendInteger(v.bitPattern, bytes: 8, to: &out)
+                case .bool(let v): out.append(v ? 4 : 3)
+                case .text(let s):
+                    out.append(5)
+                    let utf8 = Array(s.utf8)
+                    appendInteger(UInt64(utf8.count), bytes: 4, to: &out)
+                    out += utf8
+                }
+            }
+        }
+    }
+
+    /// Calls `body` with each set in `bytes`: its relationship index and where its targets are.
+    /// A truncated blob (never written so) ends the walk.
+    static func sets(in bytes: UnsafeRawBufferPointer, _ body: (_ k: Int, _ targets: Range<Int>, _ count: Int) throws -> Void) rethrows {
+        var at = 0
+        while at + 5 <= bytes.count {
+            let k = Int(bytes[at])
+            let count = Int(integer(bytes, at + 1, 4))
+            at += 5
+            let start = at
+            for _ in 0..<count {
+                guard let next = skipTarget(bytes, at) else { return }
+                at = next
+            }
+            try body(k, start..<at, count)
+        }
+    }
+
+    /// Calls `body` with each target of the set at `range`, its values decoded one by one.
+    static func forEachTarget(in bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ body: (_ value: ScalarValue, _ index: Int) -> Void)
+        -> Int
+    {
+        var at = range.lowerBound
+        var targets = 0
+        while at < range.upperBound {
+            let n = Int(bytes[at])
+            at += 1
+            for index in 0..<n {
+                let tag = bytes[at]
+                at += 1
+                switch tag {
+                case 1:
+                    body(.integer(Int64(bitPattern: integer(bytes, at, 8))), index)
+                    at += 8
+                case 2:
+                    body(.real(Double(bitPattern: integer(bytes, at, 8))), index)
+                    at += 8
+                case 3: body(.bool(false), index)
+                case 4: body(.bool(true), index)
+                case 5:
+                    let length = Int(integer(bytes, at, 4))
+                    at += 4
+                    body(.text(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)), index)
+                    at += length
+                default: body(.null, index)
+                }
+            }
+            targets += 1
+            if at < range.upperBound { body(.null, -1) }  // between targets: the caller's cue
+        }
+        return targets
+    }
+
+    /// Where the target at `at` ends; `nil` past the blob's end.
+    private static func skipTarget(_ bytes: UnsafeRawBufferPointer, _ start: Int) -> Int? {
+        var at = start
+        guard at < bytes.count else { return nil }
+        let n = Int(bytes[at])
+        at += 1
+        for _ in 0..<n {
+            guard at < bytes.count else { return nil }
+            let tag = bytes[at]
+            at += 1
+            switch tag {
+            case 1, 2: at += 8
+            case 5:
+                guard at + 4 <= bytes.count else { return nil }
+                at += 4 + Int(integer(bytes, at, 4))
+            default: break
+            }
+        }
+        return at <= bytes.count ? at : nil
+    }
+
+    private static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
+        var v: UInt64 = 0
+        for i in 0..<count where at + i < bytes.count { v |= UInt64(bytes[at + i]) << UInt64(8 * i) }
+        return v
+    }
+
+    private static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
+        for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: v >> UInt64(8 * i))) }
+    }
+}
+
+/// One entity's merge of a staged load: reads the staging table sorted by identity then arrival,
+/// keeps for each column the last value given (a copy of SQLite's value, bound as it was read)
+/// and for each to-many the last set given, and writes each identity's row and links once.
+private struct StagedMerge {
+    let layout: EntityLayout
+    let fills: [(slot: Int, value: ScalarValue, always: Bool)]
+    private let read: OpaquePointer
+    private let insertRow: OpaquePointer
+    private let insertLinks: [OpaquePointer]
+    /// Per to-many, the identity values of one target (the bound parameters after the owner's).
+    private let targetWidths: [Int]
+    /// The current identity's merged state.
+    private var values: [OpaquePointer?]
+    private var given = ColumnMask()
+    private var sets: [OpaquePointer?]
+    private var counts = EntityCounts()
+    private var hasGroup = false
+
+    init(connection: OpaquePointer, layout: EntityLayout, fills: [(slot: Int, value: ScalarValue, always: Bool)]) throws {
+        self.layout = layout
+        self.fills = fills
+        let columns = layout.columns.map { SQLiteStore.quote($0.name) }
+        let identity = layout.identitySlots.map { columns[$0] }.joined(separator: ", ")
+        func prepare(_ sql: String) throws -> OpaquePointer {
+            var statement: OpaquePointer?
+            let code = sqlite3_prepare_v2(connection, sql, -1, &statement, nil)
+            guard code == SQLITE_OK, let statement else {
+                throw StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+            }
+            return statement
+        }
+        read = try prepare(
+            "SELECT \"_mask_low\", \"_mask_high\", \"_sets\", \(columns.joined(separator: ", ")) FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) ORDER BY \(identity), rowid"
+        )
+        insertRow = try prepare(
+            "INSERT INTO \(SQLiteStore.quote(layout.table)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        )
+        insertLinks = try layout.toMany.map { toMany in
+            var names = (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote)
+            if toMany.isOrdered { names.append("\"position\"") }
+            return try prepare(
+                "INSERT OR IGNORE INTO \(SQLiteStore.quote(toMany.joinTable)) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+            )
+        }
+        targetWidths = layout.toMany.map(\.targetColumns.count)
+        values = Array(repeating: nil, count: layout.columns.count)
+        sets = Array(repeating: nil, count: layout.toMany.count)
+    }
+
+    mutating func finalize() {
+        clear()
+        sqlite3_finalize(read)
+        sqlite3_finalize(insertRow)
+        for statement in insertLinks { sqlite3_finalize(statement) }
+    }
+
+    mutating func run() throws -> EntityCounts {
+        while true {
+            let code = sqlite3_step(read)
+            if code == SQLITE_DONE { break }
+            guard code == SQLITE_ROW else { throw error(code, read) }
+            if hasGroup && !sameIdentity() { try flush() }
+            hasGroup = true
+            let mask = ColumnMask(
+                low: UInt64(bitPattern: sqlite3_column_int64(read, 0)), high: UInt64(bitPattern: sqlite3_column_int64(read, 1)))
+            for slot in layout.columns.indices where mask.contains(slot) {
+                sqlite3_value_free(values[slot])
+                values[slot] = sqlite3_value_dup(sqlite3_column_value(read, Int32(slot + 3)))
+            }
+            given.formUnion(mask)
+            if sqlite3_column_type(read, 2) == SQLITE_BLOB, let blob = sqlite3_column_blob(read, 2) {
+                let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(read, 2)))
+                // The blob is kept whole for each set it gives (the last set given wins).
+                var blob: OpaquePointer?
+                StagedSets.sets(in: bytes) { k, _, _ in
+                    guard sets.indices.contains(k) else { return }
+                    if blob == nil { blob = sqlite3_value_dup(sqlite3_column_value(read, 2)) } else { blob = sqlite3_value_dup(blob) }
+                    sqlite3_value_free(sets[k])
+                    sets[k] = blob
+                }
+            }
+        }
+        if hasGroup { try flush() }
+        sqlite3_reset(read)
+        return counts
+    }
+
+    /// Whether the current row has the current group's identity.
+    private func sameIdentity() -> Bool {
+        for slot in layout.identitySlots {
+            guard let held = values[slot] else { return false }
+            let column = Int32(slot + 3)
+            let type = sqlite3_column_type(read, column)
+            guard type == sqlite3_value_type(held) else { return false }
+            switch type {
+            case SQLITE_INTEGER: if sqlite3_column_int64(read, column) != sqlite3_value_int64(held) { return false }
+            case SQLITE_FLOAT: if sqlite3_column_double(read, column) != sqlite3_value_double(held) { return false }
+            case SQLITE_NULL: break
+            default:
+                let count = Int(sqlite3_column_bytes(read, column))
+                guard count == Int(sqlite3_value_bytes(held)) else { return false }
+                if count > 0, let a = sqlite3_column_blob(read, column), let b = sqlite3_value_blob(held), memcmp(a, b, count) != 0 {
+                    return false
+                }
+            }
+        }
+        return true
+    }
+
+    /// Writes the current identity's row and links, then forgets them.
+    private mutating func flush() throws {
+        var nonIdentity = given
+        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
+        let isStub = nonIdentity == ColumnMask() && !sets.contains { $0 != nil }
+        for slot in layout.columns.indices {
+            let index = Int32(slot + 1)
+            if let fill = fills.first(where: { $0.slot == slot }), fill.always || values[slot] == nil {
+                bindScalar(insertRow, fill.value, index)
+            } else if let value = values[slot] {
+                sqlite3_bind_value(insertRow, index, value)
+            } else {
+                sqlite3_bind_null(insertRow, index)
+            }
+        }
+        let code = sqlite3_step(insertRow)
+        sqlite3_reset(insertRow)
+        guard code == SQLITE_DONE else { throw error(code, insertRow) }
+        counts.inserted += 1
+        if isStub { counts.stubs += 1 }
+        for (k, held) in sets.enumerated() {
+            guard let held, let blob = sqlite3_value_blob(held) else { continue }
+            let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_value_bytes(held)))
+            let statement = insertLinks[k]
+            let owner = Int32(layout.identitySlots.count)
+            let targetWidth = targetWidths[k]
+            for (index, slot) in layout.identitySlots.enumerated() {
+                if let value = values[slot] {
+                    sqlite3_bind_value(statement, Int32(index + 1), value)
+                } else {
+                    sqlite3_bind_null(statement, Int32(index + 1))
+                }
+            }
+            try StagedSets.sets(in: bytes) { setK, range, _ in
+                guard setK == k else { return }
+                var position = 0
+                var failure: Int32 = SQLITE_DONE
+                // Each target's values are bound as they are read; the cue between targets (and the
+                // end) steps the statement.
+                func step() {
+                    if layout.toMany[k].isOrdered { sqlite3_bind_int64(statement, owner + Int32(targetWidth) + 1, Int64(position)) }
+                    let code = sqlite3_step(statement)
+                    sqlite3_reset(statement)
+                    if code != SQLITE_DONE && failure == SQLITE_DONE { failure = code }
+                    position += 1
+                }
+                let targets = StagedSets.forEachTarget(in: bytes, range) { value, index in
+                    if index < 0 { return step() }
+                    bindScalar(statement, value, owner + Int32(index) + 1)
+                }
+                if targets > 0 { step() }
+                guard failure == SQLITE_DONE else { throw error(failure, statement) }
+            }
+        }
+        clear()
+    }
+
+    private mutating func clear() {
+        for k in values.indices {
+            sqlite3_value_free(values[k])
+            values[k] = nil
+        }
+        for k in sets.indices {
+            sqlite3_value_free(sets[k])
+            sets[k] = nil
+        }
+        given = ColumnMask()
+        hasGroup = false
+    }
+
+    private func bindScalar(_ statement: OpaquePointer, _ value: ScalarValue, _ index: Int32) {
+        switch value {
+        case .null: sqlite3_bind_null(statement, index)
+        case .integer(let v): sqlite3_bind_int64(statement, index, v)
+        case .real(let v): sqlite3_bind_double(statement, index, v)
+        case .bool(let v): sqlite3_bind_int64(statement, index, v ? 1 : 0)
+        case .text(let s): sqlite3_bind_text(statement, index, s, -1, SQLiteStore.transient)
+        }
+    }
+
+    private func error(_ code: Int32, _ statement: OpaquePointer) -> StoreError {
+        let sql = sqlite3_sql(statement).map { String(cString: $0) } ?? ""
+        return StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))), sql: sql)
+    }
+}

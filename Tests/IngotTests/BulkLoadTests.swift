@@ -1,0 +1,206 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import Ingot
+
+/// Within what a staged load accepts: a key path, a to-one stubbing its target, a to-many of
+/// nested objects and bare ids, an ordered to-many, a composite identity, `default:` and `const:`.
+private let bulkYAML = """
+    version: 1
+    name: shelter
+    records: results
+    root: person
+    entities:
+      person:
+        identity: id
+        attributes:
+          id: integer
+          name: string
+          email: string
+          country: {type: string, key: origin.country.name}
+          score: double
+          status: {type: string, default: "new"}
+          source: {type: string, const: "api"}
+        relationships:
+          dogs: {to: dog, many: true}
+          best: {to: dog, key: best_friend}
+          visits: {to: visit, many: true, ordered: true}
+      dog:
+        identity: id
+        attributes: {id: integer, name: string, breed: string}
+      visit:
+        identity: [clinic, day]
+        attributes: {clinic: string, day: string, note: string}
+    """
+
+private func page(_ records: String) -> String { #"{"results": [\#(records)]}"# }
+
+/// Records that exercise every merge rule across pages: re-sent rows, absent keys, nulls, a key
+/// path's root without its leaf, sets replaced and cleared, a bare id stubbing a dog that a later
+/// record fills, one that stays a stub, a duplicate within a set, a to-one given then nulled.
+private let bulkPages = [
+    page(
+        #"""
+        {"id": 3, "name": "Ada", "email": "ada@x", "origin": {"country": {"name": "Chile"}}, "score": 1.5,
+         "dogs": [{"id": 10, "name": "Rex"}, 11, 10], "best_friend": 11,
+         "visits": [{"clinic": "north", "day": "2026-01-02", "note": "ok"}, {"clinic": "south", "day": "2026-01-03"}]},
+        {"id": 1, "name": "Grace", "dogs": [12]},
+        {"id": 2, "name": "Linus", "status": "vip", "dogs": []}
+        """#),
+    page(
+        #"""
+        {"id": 3, "email": null, "origin": {"country": {}}, "dogs": [{"id": 11, "breed": "pug"}]},
+        {"id": 1, "score": 2, "best_friend": 12},
+        {"id": 4, "name": "Hedy", "best_friend": 13}
+        """#),
+    page(
+        #"""
+        {"id": 1, "best_friend": null, "visits": [{"clinic": "south", "day": "2026-01-03", "note": "again"}]},
+        {"id": 2, "dogs": [{"id": 14, "name": "Odie", "breed": null}]},
+        {"id": 12, "name": "not a person"},
+        {"id": 3, "name": "Ada L."}
+        """#),
+]
+
+private let tables = [
+    "SELECT * FROM person ORDER BY id", "SELECT * FROM dog ORDER BY id", "SELECT * FROM visit ORDER BY clinic, day",
+    "SELECT * FROM person_dogs ORDER BY person_id, dog_id", "SELECT * FROM person_visits ORDER BY 1, 2, 3, 4",
+]
+
+struct BulkLoadTests {
+    /// The staged merge reaches the state the batch-by-batch path reaches, whatever the batch
+    /// size, and counts the same rows.
+    @Test(arguments: [1, 2, 1000])
+    func aStagedLoadEndsInTheSameTablesAsBatchByBatch(batchRecords: Int) throws {
+        let (plain, plainDB) = try ingest(bulkYAML, bulkPages, batchRecords: batchRecords)
+        let (staged, stagedDB) = try ingest(bulkYAML, bulkPages, batchRecords: batchRecords, bulk: true)
+        #expect(plain.status == .finished && staged.status == .finished, "\(staged.error ?? "")")
+        for sql in tables {
+            #expect(try rows(stagedDB, sql) == rows(plainDB, sql), "\(sql)")
+        }
+        for entity in ["person", "dog", "visit"] {
+            #expect(staged.counters.entities[entity]?.inserted == plain.counters.entities[entity]?.inserted, "\(entity)")
+            #expect(staged.counters.entities[entity]?.stubs == plain.counters.entities[entity]?.stubs, "\(entity)")
+        }
+        #expect(staged.counters.inserted == plain.counters.inserted)
+        // The rules, read off the merged tables themselves.
+        #expect(
+            try rows(stagedDB, "SELECT id, name, email, country, score, status, source FROM person ORDER BY id") == [
+                ["1", "Grace", "NULL", "NULL", "2.0", "new", "api"],
+                ["2", "Linus", "NULL", "NULL", "NULL", "vip", "api"],
+                ["3", "Ada L.", "NULL", "NULL", "1.5", "new", "api"],
+                ["4", "Hedy", "NULL", "NULL", "NULL", "new", "api"],
+                ["12", "not a person", "NULL", "NULL", "NULL", "new", "api"],
+            ])
+        #expect(try rows(stagedDB, "SELECT id, best_id FROM person WHERE best_id IS NOT NULL ORDER BY id") == [["3", "11"], ["4", "13"]])
+        #expect(
+            try rows(stagedDB, "SELECT person_id, dog_id FROM person_dogs ORDER BY 1, 2") == [["1", "12"], ["2", "14"], ["3", "11"]])
+        #expect(
+            try rows(stagedDB, "SELECT id, name, breed FROM dog WHERE id IN (11, 13) ORDER BY id") == [
+                ["11", "NULL", "pug"], ["13", "NULL", "NULL"],
+            ])
+        #expect(staged.counters.entities["dog"]?.stubs == 2, "13 and 12 (a bare id never sent as an object): \(staged.counters.entities)")
+        // The staging tables are empty once merged.
+        #expect(try rows(stagedDB, "SELECT count(*) FROM _ingot_stage_person") == [["0"]])
+    }
+
+    /// The people data set (bad records and pages included) loads exactly.
+    @Test func thePeopleDataSetLoadsExactly() throws {
+        let pages = try generatePeople(persons: 2000, pageSize: 100, faults: true)
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
+        options.progressInterval = 0
+        options.batchRecords = 300
+        options.bulk = true
+        let logs = LogCapture()
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let check = try checkPeople(options.databasePath, pages)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+        #expect(logs.all.contains { $0.contains("msg=bulk.merged") && $0.contains("rows=") })
+    }
+
+    /// A staged load stopped by a failure keeps what it committed in the staging tables (the
+    /// tables stay empty); a run without `--bulk` refuses to start over it; `--bulk --resume`
+    /// finishes it exactly.
+    @Test func aFailedStagedLoadResumes() throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 100)
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        let db = temporaryDirectory().appendingPathComponent("people.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        options.batchRecords = 100
+        options.commitRecords = 100
+        options.bulk = true
+        let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 6))
+        #expect(failed.status == .failed)
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
+        #expect(try Int(rows(db, "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
+
+        var plain = options
+        plain.bulk = false
+        plain.resume = true
+        let refused = PipelineRunner(config: config, options: plain, logger: LogCapture().logger).run()
+        #expect(refused.status == .failed)
+        #expect(refused.error?.contains("--bulk --resume") == true, "\(refused.error ?? "")")
+
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        let check = try checkPeople(db, pages)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+    }
+
+    /// What a staged load cannot do is refused before anything is written, saying why.
+    @Test func whatAStagedLoadCannotDoIsRefused() throws {
+        // Tables that hold rows.
+        let (_, db) = try ingest(bulkYAML, [page(#"{"id": 1}"#)])
+        let (nonEmpty, _) = try ingest(bulkYAML, bulkPages, db: db, bulk: true)
+        #expect(nonEmpty.status == .failed)
+        #expect(nonEmpty.error?.contains("empty tables only") == true, "\(nonEmpty.error ?? "")")
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["1"]])
+        // A model whose rules need stored rows; a write mode that does.
+        let owned = bulkYAML.replacingOccurrences(
+            of: "visits: {to: visit, many: true, ordered: true}", with: "visits: {to: visit, many: true, owned: true}"
+        )
+        .replacingOccurrences(of: "identity: [clinic, day]\n", with: "")
+        let (ownedRun, _) = try ingest(owned, bulkPages, bulk: true)
+        #expect(ownedRun.status == .failed)
+        #expect(ownedRun.error?.contains("person.visits is owned") == true, "\(ownedRun.error ?? "")")
+        let replace = bulkYAML.replacingOccurrences(of: "root: person\n", with: "root: person\nwrite: replace\n")
+        let (replaceRun, _) = try ingest(replace, bulkPages, bulk: true)
+        #expect(replaceRun.status == .failed)
+        #expect(replaceRun.error?.contains("write: replace") == true, "\(replaceRun.error ?? "")")
+        // PostgreSQL: refused before connecting.
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "b.yml")
+        var options = RunOptions()
+        options.databasePath = "postgresql://127.0.0.1:1/none"
+        options.bulk = true
+        options.progressInterval = 0
+        let pg = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: MemoryPageSource(bulkPages))
+        #expect(pg.status == .failed)
+        #expect(pg.error?.contains("SQLite databases only") == true, "\(pg.error ?? "")")
+    }
+}
+
+/// Serves the pages of `inner` up to `pages`, then fails.
+private final class FailingAfter: PageSource, @unchecked Sendable {  // used from the source queue only
+    private let inner: any PageSource
+    private var left: Int
+    init(_ inner: any PageSource, pages: Int) {
+        self.inner = inner
+        self.left = pages
+    }
+    func next() throws -> Page? {
+        guard left > 0 else { throw CocoaError(.fileReadUnknown) }
+        left -= 1
+        return try inner.next()
+    }
+}
