@@ -333,49 +333,58 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
     archives = os.path.join(BENCH, "archives")
     duck_db, floor_db = os.path.join(BENCH, "duckdb.db"), os.path.join(BENCH, "floor.db")
     have_duck = duckdb_ready()
-    rows = {"ingot": [], "duckdb": [], "floor": []}
+    bulk_db = os.path.join(BENCH, "bulk.db")
+    rows = {"ingot": [], "bulk": [], "duckdb": [], "floor": []}
     for _ in range(runs):
-        shutil.rmtree(archives, ignore_errors=True)
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(db + suffix):
-                os.remove(db + suffix)
-        rows["ingot"].append(rss_run([ingot, "run", PIPELINE, "--pages", data, "--archive-dir", archives, "--db", db,
-                                      "--progress-interval", "0"]))
+        for target in (db, bulk_db):
+            shutil.rmtree(archives, ignore_errors=True)
+            remove_db(target)
+            rows["ingot" if target == db else "bulk"].append(rss_run(
+                [ingot, "run", PIPELINE, "--pages", data, "--archive-dir", archives, "--db", target, "--progress-interval", "0"]
+                + (["--bulk"] if target == bulk_db else [])))
         if have_duck:
             rows["duckdb"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "duckdb_peer.py"),
                                            "--pages", data, "--db", duck_db]))
         rows["floor"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "sqlite_floor.py"),
                                       "--from", db, "--db", floor_db]))
     shutil.rmtree(archives, ignore_errors=True)
-    ok = {"ingot": check(db, data), "duckdb": check(duck_db, data) if have_duck else None, "floor": check(floor_db, data)}
+    ok = {"ingot": check(db, data), "bulk": check(bulk_db, data), "duckdb": check(duck_db, data) if have_duck else None,
+          "floor": check(floor_db, data)}
     med = {k: (statistics.median(w for w, _ in v), max(r for _, r in v) / 1024) for k, v in rows.items() if v}
-    print("%s, paired x%d (archive on): Ingot %.2f s (%.0f MiB) | DuckDB peer %s | SQLite floor %.2f s  check ok=%s" % (
-        label, runs, med["ingot"][0], med["ingot"][1],
-        "%.2f s (%.0f MiB)" % med["duckdb"] if "duckdb" in med else "-", med["floor"][0], ok))
+    print("%s, paired x%d (archive on): Ingot %.2f s (%.0f MiB) | Ingot --bulk %.2f s (%.0f MiB) | DuckDB peer %s | "
+          "SQLite floor %.2f s  check ok=%s" % (
+              label, runs, med["ingot"][0], med["ingot"][1], med["bulk"][0], med["bulk"][1],
+              "%.2f s (%.0f MiB)" % med["duckdb"] if "duckdb" in med else "-", med["floor"][0], ok))
     ratios = lambda a, b: statistics.median(x[0] / y[0] for x, y in zip(rows[a], rows[b]))
-    if "duckdb" in med:
-        print("  DuckDB / Ingot %.2f (goal >= 2 at 200k, >= 1.5 at 1M); Ingot / floor %.2f (goal <= 1.5)" % (
-            ratios("duckdb", "ingot"), ratios("ingot", "floor")))
-    else:
-        print("  Ingot / floor %.2f (goal <= 1.5)" % ratios("ingot", "floor"))
-    return med["ingot"][0]
+    for run in ("ingot", "bulk"):
+        name = "Ingot" if run == "ingot" else "Ingot --bulk"
+        if "duckdb" in med:
+            print("  %s: DuckDB / it %.2f (goal >= 2 at 200k, >= 1.5 at 1M); it / floor %.2f (goal <= 1.5)" % (
+                name, ratios("duckdb", run), ratios(run, "floor")))
+        else:
+            print("  %s / floor %.2f (goal <= 1.5)" % (name, ratios(run, "floor")))
+    return med["ingot"][0], med["bulk"][0]
 
 
 def huge(ingot, runs):
-    """people-10M (12M records, about 3.7 GB of pages; generated once, about 15 minutes): one
-    run, against people-200k's time measured just before it (linear: 50x)."""
+    """people-10M (12M records, about 3.9 GB of pages; generated once, about 15 minutes): one
+    run with --bulk, then one batch by batch (about 12 minutes), each against people-200k's time
+    measured the same way just before it (linear: 50x)."""
     small, _ = dataset(200000, 1000)
     big, exp = dataset(10000000, 1000)
     db = os.path.join(BENCH, "huge.db")
 
-    def run(pages):
+    def run(pages, bulk):
         remove_db(db)
-        return rss_run([ingot, "run", PIPELINE, "--pages", pages, "--no-archive", "--db", db, "--progress-interval", "0"])
+        return rss_run([ingot, "run", PIPELINE, "--pages", pages, "--no-archive", "--db", db, "--progress-interval", "0"]
+                       + (["--bulk"] if bulk else []))
 
-    base = statistics.median(run(small)[0] for _ in range(3))
-    wall, rss = run(big)
-    print("people-10M (no archive): %.1f s, %.0f records/s, peak RSS %.0f MiB; people-200k %.2f s: ratio %.1f "
-          "(linear 50, goal <= 55)  check ok=%s" % (wall, exp["records"] / wall, rss / 1024, base, wall / base, check(db, big)))
+    for bulk in (True, False):
+        name = "--bulk" if bulk else "batch by batch"
+        base = statistics.median(run(small, bulk)[0] for _ in range(3))
+        wall, rss = run(big, bulk)
+        print("people-10M (%s, no archive): %.1f s, %.0f records/s, peak RSS %.0f MiB; people-200k %.2f s: ratio %.1f "
+              "(linear 50, goal <= 55)  check ok=%s" % (name, wall, exp["records"] / wall, rss / 1024, base, wall / base, check(db, big)))
     remove_db(db)
 
 
@@ -458,7 +467,8 @@ def main():
     if args.big:
         big, exp = dataset(1000000, 1000)
         large = peers(ingot, big, exp, db, args.runs, label="people-1M")
-        print("  people-1M / people-200k (Ingot): %.1f (linear 5, goal <= 5.5)" % (large / small))
+        print("  people-1M / people-200k: Ingot %.1f, Ingot --bulk %.1f (linear 5, goal <= 5.5)" % (
+            large[0] / small[0], large[1] / small[1]))
     fetch(ingot, data, expected, db, args.runs)
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)
