@@ -57,10 +57,12 @@ instructions: release
 	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
 	scripts/instructions.sh $(RELEASE)
 
-## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state;
+## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state
+## (batch by batch, then a staged load, --bulk);
 ## then the same into a throwaway PostgreSQL, then 3 jobs sharing one run there (one killed and replaced 20 times)
 chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --bulk
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
 

@@ -35,6 +35,7 @@ def main():
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
+    a.add_argument("--bulk", action="store_true", help="a staged load (--bulk): kills land while staging and while merging")
     args = a.parse_args()
     if args.join and not args.postgres:
         a.error("--join needs --postgres")
@@ -63,7 +64,7 @@ def main():
             db = pg.fresh("chaos")
         cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--resume", "--archive-dir", os.path.join(work, "archives"),
                "--progress-interval", "0", "--batch-records", str(args.batch_records),
-               "--commit-records", str(args.commit_records)]
+               "--commit-records", str(args.commit_records)] + (["--bulk"] if args.bulk else [])
         kills, runs, finished = 0, 0, False
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
@@ -120,7 +121,8 @@ def main():
             return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
                                           capture_output=True, text=True).stdout)
-        print(json.dumps({"ok": check["ok"], "kills": kills, "runs": runs, "persons": args.persons, "got": check["got"]}))
+        print(json.dumps({"ok": check["ok"], "kills": kills, "runs": runs, "persons": args.persons, "bulk": args.bulk,
+                          "got": check["got"]}))
         return 0 if check["ok"] else 1
     finally:
         if pg:

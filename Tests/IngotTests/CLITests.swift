@@ -518,16 +518,19 @@ struct CLITests {
         #expect(try rows(replayDB, content) == rows(db, content))
     }
 
-    @Test func killedRunsResumeToTheExactState() throws {
-        // The small version of `make chaos`: kill -9 three times, resume after each.
+    @Test(arguments: [false, true])
+    func killedRunsResumeToTheExactState(bulk: Bool) throws {
+        // The small version of `make chaos`: kill -9 three times, resume after each (a staged
+        // load too: kills land while it stages or merges).
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
-            "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7",
-            // Pages of 1000 records in parts of 300, a commit every part: kills land mid-page.
-            "--page-size", "1000", "--batch-records", "300", "--commit-records", "300",
-        ]
+        process.arguments =
+            [
+                "python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
+                "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7",
+                // Pages of 1000 records in parts of 300, a commit every part: kills land mid-page.
+                "--page-size", "1000", "--batch-records", "300", "--commit-records", "300",
+            ] + (bulk ? ["--bulk"] : [])
         let out = Pipe()
         process.standardOutput = out
         try process.run()
