@@ -212,6 +212,13 @@ struct Run: ParsableCommand {
         } else {
             printSource(config, files: files)
         }
+        if options.bulk {
+            let obstacles = PipelineRunner.bulkObstacles(config, options)
+            print(
+                obstacles.isEmpty
+                    ? "load: staged (--bulk): batches go to staging tables, merged in identity order at the end; the tables must be empty"
+                    : "load: --bulk refused: \(obstacles.joined(separator: "; "))")
+        }
         try printRest(config, options: options, maxPageBytes: maxPageBytes)
     }
 

@@ -177,6 +177,20 @@ struct CLITests {
         #expect(refused.stdout.contains("table 'person', column 'last_name': stored as TEXT, the pipeline wants INTEGER"))
     }
 
+    /// `--dry-run --bulk` says whether a staged load could run, and why not; `--bulk` on a filled
+    /// database is refused with exit 2, naming the tables.
+    @Test func bulkIsPlannedAndRefusedWithReasons() throws {
+        let db = temporaryDirectory().appendingPathComponent("bulk.db").path
+        let plan = try run(["run", "pipelines/people.yml", "--db", db, "--dry-run", "--bulk"])
+        #expect(plan.stdout.contains("load: staged (--bulk)"), "\(plan.stdout)")
+        let swapi = try run(["run", "pipelines/swapi.yml", "--db", db, "--dry-run", "--bulk"])
+        #expect(swapi.stdout.contains("load: --bulk refused:") && swapi.stdout.contains("entity transport is a parent"), "\(swapi.stdout)")
+        #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0", "--bulk"]).status == 0)
+        let again = try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0", "--bulk"])
+        #expect(again.status == 2)
+        #expect(again.stderr.contains("--bulk loads empty tables only; these hold rows: person"), "\(again.stderr)")
+    }
+
     /// A test per row of the exit-code table (0, 1, 2 and 130/143 have their own tests above).
     @Test func exitThreeWhenRejectsPassALimitOrEverythingWasRejected() throws {
         let dir = temporaryDirectory()

@@ -565,4 +565,12 @@ extension PipelineRunner {
         if !config.replacedEntities.isEmpty { return "write: replace deletes stored rows the run did not see" }
         return nil
     }
+
+    /// Everything that refuses a staged load of `config` before a database is opened (the
+    /// pipeline's and the model's), for `--dry-run`; empty when it can run (on empty SQLite tables).
+    package static func bulkObstacles(_ config: PipelineConfig, _ options: RunOptions) -> [String] {
+        let model = config.model
+        return [bulkObstacle(config, options)].compactMap { $0 }
+            + SQLiteStore.stagedLoadObstacles(model, EntityLayout.layouts(of: model))
+    }
 }
