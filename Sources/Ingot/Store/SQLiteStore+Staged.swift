@@ -85,7 +85,7 @@ extension SQLiteStore {
             for layout in layouts {
                 let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
                 let stage = SQLiteStore.quote(SQLiteStore.stageTable(layout))
-                try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_mask_low\", \"_mask_high\", \"_sets\", \(columns))")
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))")
                 if !resuming { try db.execute(sql: "DELETE FROM \(stage)") }
             }
         }
@@ -111,7 +111,7 @@ extension SQLiteStore {
             let names = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
             let marks = Array(repeating: "?", count: layout.columns.count + 3).joined(separator: ", ")
             let insert = try statement(
-                "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_mask_low\", \"_mask_high\", \"_sets\", \(names)) VALUES (\(marks))"
+                "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) VALUES (\(marks))"
             )
             var sets: [UInt8] = []
             try rows.rows.withUnsafeBufferPointer { all in
@@ -316,7 +316,7 @@ private struct StagedMerge {
             return statement
         }
         read = try prepare(
-            "SELECT \"_mask_low\", \"_mask_high\", \"_sets\", \(columns.joined(separator: ", ")) FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) ORDER BY \(identity), rowid"
+            "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")) FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) ORDER BY \(identity), rowid"
         )
         insertRow = try prepare(
             "INSERT INTO \(SQLiteStore.quote(layout.table)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
