@@ -85,7 +85,8 @@ extension SQLiteStore {
             for layout in layouts {
                 let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
                 let stage = SQLiteStore.quote(SQLiteStore.stageTable(layout))
-                try db.execute(sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))")
+                try db.execute(
+                    sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))")
                 if !resuming { try db.execute(sql: "DELETE FROM \(stage)") }
             }
         }
