@@ -297,9 +297,9 @@ private struct StagedMerge {
     /// Per to-many, the identity values of one target (the bound parameters after the owner's).
     private let targetWidths: [Int]
     /// The current identity's merged state.
-    private var values: [OpaquePointer?]
+    private var values: HeldValues
     private var given = ColumnMask()
-    private var sets: [OpaquePointer?]
+    private var sets: HeldValues
     private var counts = EntityCounts()
     private var hasGroup = false
 
@@ -330,12 +330,14 @@ private struct StagedMerge {
             )
         }
         targetWidths = layout.toMany.map(\.targetColumns.count)
-        values = Array(repeating: nil, count: layout.columns.count)
-        sets = Array(repeating: nil, count: layout.toMany.count)
+        values = HeldValues(count: layout.columns.count)
+        sets = HeldValues(count: layout.toMany.count)
     }
 
     mutating func finalize() {
         clear()
+        values.deallocate()
+        sets.deallocate()
         sqlite3_finalize(read)
         sqlite3_finalize(insertRow)
         for statement in insertLinks { sqlite3_finalize(statement) }
@@ -351,20 +353,15 @@ private struct StagedMerge {
             let mask = ColumnMask(
                 low: UInt64(bitPattern: sqlite3_column_int64(read, 0)), high: UInt64(bitPattern: sqlite3_column_int64(read, 1)))
             for slot in layout.columns.indices where mask.contains(slot) {
-                sqlite3_value_free(values[slot])
-                values[slot] = sqlite3_value_dup(sqlite3_column_value(read, Int32(slot + 3)))
+                values.hold(slot, from: read, column: Int32(slot + 3))
             }
             given.formUnion(mask)
             if sqlite3_column_type(read, 2) == SQLITE_BLOB, let blob = sqlite3_column_blob(read, 2) {
                 let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(read, 2)))
                 // The blob is kept whole for each set it gives (the last set given wins).
-                var blob: OpaquePointer?
-                StagedSets.sets(in: bytes) { k, _, _ in
-                    guard sets.indices.contains(k) else { return }
-                    if blob == nil { blob = sqlite3_value_dup(sqlite3_column_value(read, 2)) } else { blob = sqlite3_value_dup(blob) }
-                    sqlite3_value_free(sets[k])
-                    sets[k] = blob
-                }
+                var setsGiven: [Int] = []
+                StagedSets.sets(in: bytes) { k, _, _ in if k < layout.toMany.count { setsGiven.append(k) } }
+                for k in setsGiven { sets.hold(k, from: read, column: 2) }
             }
         }
         if hasGroup { try flush() }
@@ -374,39 +371,20 @@ private struct StagedMerge {
 
     /// Whether the current row has the current group's identity.
     private func sameIdentity() -> Bool {
-        for slot in layout.identitySlots {
-            guard let held = values[slot] else { return false }
-            let column = Int32(slot + 3)
-            let type = sqlite3_column_type(read, column)
-            guard type == sqlite3_value_type(held) else { return false }
-            switch type {
-            case SQLITE_INTEGER: if sqlite3_column_int64(read, column) != sqlite3_value_int64(held) { return false }
-            case SQLITE_FLOAT: if sqlite3_column_double(read, column) != sqlite3_value_double(held) { return false }
-            case SQLITE_NULL: break
-            default:
-                let count = Int(sqlite3_column_bytes(read, column))
-                guard count == Int(sqlite3_value_bytes(held)) else { return false }
-                if count > 0, let a = sqlite3_column_blob(read, column), let b = sqlite3_value_blob(held), memcmp(a, b, count) != 0 {
-                    return false
-                }
-            }
-        }
-        return true
+        layout.identitySlots.allSatisfy { values.equals($0, read, column: Int32($0 + 3)) }
     }
 
     /// Writes the current identity's row and links, then forgets them.
     private mutating func flush() throws {
         var nonIdentity = given
         for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
-        let isStub = nonIdentity == ColumnMask() && !sets.contains { $0 != nil }
+        let isStub = nonIdentity == ColumnMask() && !sets.holdsAny
         for slot in layout.columns.indices {
             let index = Int32(slot + 1)
-            if let fill = fills.first(where: { $0.slot == slot }), fill.always || values[slot] == nil {
+            if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
                 bindScalar(insertRow, fill.value, index)
-            } else if let value = values[slot] {
-                sqlite3_bind_value(insertRow, index, value)
             } else {
-                sqlite3_bind_null(insertRow, index)
+                values.bind(slot, to: insertRow, at: index)
             }
         }
         let code = sqlite3_step(insertRow)
@@ -414,19 +392,12 @@ private struct StagedMerge {
         guard code == SQLITE_DONE else { throw error(code, insertRow) }
         counts.inserted += 1
         if isStub { counts.stubs += 1 }
-        for (k, held) in sets.enumerated() {
-            guard let held, let blob = sqlite3_value_blob(held) else { continue }
-            let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_value_bytes(held)))
+        for k in 0..<layout.toMany.count where sets.holds(k) {
+            let bytes = sets.bytes(k)
             let statement = insertLinks[k]
             let owner = Int32(layout.identitySlots.count)
             let targetWidth = targetWidths[k]
-            for (index, slot) in layout.identitySlots.enumerated() {
-                if let value = values[slot] {
-                    sqlite3_bind_value(statement, Int32(index + 1), value)
-                } else {
-                    sqlite3_bind_null(statement, Int32(index + 1))
-                }
-            }
+            for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: statement, at: Int32(index + 1)) }
             try StagedSets.sets(in: bytes) { setK, range, _ in
                 guard setK == k else { return }
                 var position = 0
@@ -452,14 +423,8 @@ private struct StagedMerge {
     }
 
     private mutating func clear() {
-        for k in values.indices {
-            sqlite3_value_free(values[k])
-            values[k] = nil
-        }
-        for k in sets.indices {
-            sqlite3_value_free(sets[k])
-            sets[k] = nil
-        }
+        values.clear()
+        sets.clear()
         given = ColumnMask()
         hasGroup = false
     }
@@ -478,4 +443,103 @@ private struct StagedMerge {
         let sql = sqlite3_sql(statement).map { String(cString: $0) } ?? ""
         return StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))), sql: sql)
     }
+}
+
+/// Column values copied out of a result row, each into a buffer of its own that is reused row
+/// after row (no allocation once it is big enough; copying each value with `sqlite3_value_dup`
+/// cost a `malloc` and a `free` per value), and bound back `SQLITE_STATIC` from there.
+private struct HeldValues {
+    /// Per value: its SQLite type, 0 when none is held.
+    private var types: [Int32]
+    private var integers: [Int64]
+    private var reals: [Double]
+    private var buffers: [UnsafeMutableRawPointer?]
+    private var capacities: [Int]
+    private var counts: [Int]
+
+    init(count: Int) {
+        types = Array(repeating: 0, count: count)
+        integers = Array(repeating: 0, count: count)
+        reals = Array(repeating: 0, count: count)
+        buffers = Array(repeating: nil, count: count)
+        capacities = Array(repeating: 0, count: count)
+        counts = Array(repeating: 0, count: count)
+    }
+
+    var holdsAny: Bool { types.contains { $0 != 0 } }
+
+    func holds(_ i: Int) -> Bool { types[i] != 0 }
+
+    /// Holds column `column` of `statement`'s current row as value `i`.
+    mutating func hold(_ i: Int, from statement: OpaquePointer, column: Int32) {
+        let type = sqlite3_column_type(statement, column)
+        types[i] = type
+        switch type {
+        case SQLITE_INTEGER: integers[i] = sqlite3_column_int64(statement, column)
+        case SQLITE_FLOAT: reals[i] = sqlite3_column_double(statement, column)
+        case SQLITE_TEXT, SQLITE_BLOB:
+            // The text's bytes (UTF-8, as stored) or the blob's; asked for in that order, as SQLite wants.
+            let source =
+                type == SQLITE_TEXT ? UnsafeRawPointer(sqlite3_column_text(statement, column)) : sqlite3_column_blob(statement, column)
+            let count = Int(sqlite3_column_bytes(statement, column))
+            if count > capacities[i] {
+                buffers[i]?.deallocate()
+                capacities[i] = max(count, 64)
+                buffers[i] = UnsafeMutableRawPointer.allocate(byteCount: capacities[i], alignment: 8)
+            }
+            if count > 0, let source, let buffer = buffers[i] { buffer.copyMemory(from: source, byteCount: count) }
+            counts[i] = count
+        default: break
+        }
+    }
+
+    /// Binds value `i` (NULL when none is held) as parameter `index` of `statement`.
+    func bind(_ i: Int, to statement: OpaquePointer, at index: Int32) {
+        switch types[i] {
+        case SQLITE_INTEGER: sqlite3_bind_int64(statement, index, integers[i])
+        case SQLITE_FLOAT: sqlite3_bind_double(statement, index, reals[i])
+        case SQLITE_TEXT:
+            if let buffer = buffers[i], counts[i] > 0 {
+                sqlite3_bind_text(statement, index, buffer.assumingMemoryBound(to: CChar.self), Int32(counts[i]), HeldValues.static)
+            } else {
+                sqlite3_bind_text(statement, index, "", 0, HeldValues.static)
+            }
+        case SQLITE_BLOB: sqlite3_bind_blob(statement, index, buffers[i], Int32(counts[i]), HeldValues.static)
+        default: sqlite3_bind_null(statement, index)
+        }
+    }
+
+    /// Whether value `i` is held and equals column `column` of `statement`'s current row.
+    func equals(_ i: Int, _ statement: OpaquePointer, column: Int32) -> Bool {
+        let type = sqlite3_column_type(statement, column)
+        guard types[i] != 0, type == types[i] else { return false }
+        switch type {
+        case SQLITE_INTEGER: return sqlite3_column_int64(statement, column) == integers[i]
+        case SQLITE_FLOAT: return sqlite3_column_double(statement, column) == reals[i]
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let source =
+                type == SQLITE_TEXT ? UnsafeRawPointer(sqlite3_column_text(statement, column)) : sqlite3_column_blob(statement, column)
+            let count = Int(sqlite3_column_bytes(statement, column))
+            guard count == counts[i] else { return false }
+            guard count > 0, let source, let buffer = buffers[i] else { return true }
+            return memcmp(source, buffer, count) == 0
+        default: return true
+        }
+    }
+
+    /// The bytes of value `i` (a blob or text); empty when none are held.
+    func bytes(_ i: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: buffers[i], count: types[i] == 0 ? 0 : counts[i])
+    }
+
+    /// Forgets every value (the buffers stay, for the next row).
+    mutating func clear() {
+        for i in types.indices { types[i] = 0 }
+    }
+
+    func deallocate() {
+        for buffer in buffers { buffer?.deallocate() }
+    }
+
+    private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
 }
