@@ -395,6 +395,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private func mergeStaged() {
         let clock = ContinuousClock()
         let started = clock.now
+        // The merge sorts and writes the whole load: progress lines stop meanwhile, so say it.
+        logger.info("bulk.merging", metadata: [LogKey.records: .int(saved.records)])
         do {
             let counts = try store.mergeStaged(fills: resolver.fills)
             var rows = 0
