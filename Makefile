@@ -48,7 +48,8 @@ run: release
 	$(RELEASE) replay pipelines/samples/people.ingot --db $(OUT)/people.db
 	python3 Benchmarks/people.py --check $(OUT)/people.db --expected pipelines/samples/people/expected.json
 
-## bench: people-200k (BENCH_ARGS=--big adds people-1M); results go to docs/benchmarks.md by hand
+## bench: people-200k, paired with the DuckDB peer (pip, pinned) and the SQLite write floor
+## (BENCH_ARGS=--big adds people-1M, --huge runs people-10M alone); results go to docs/benchmarks.md by hand
 bench: release
 	python3 Benchmarks/bench.py --ingot $(RELEASE) $(BENCH_ARGS)
 
