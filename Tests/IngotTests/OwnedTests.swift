@@ -83,6 +83,23 @@ struct OwnedTests {
         #expect(try harness.dump() == tables)
     }
 
+    /// `write: replace` deletes an owner's owned rows and what they own in turn (a move's
+    /// version group details), deepest first.
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func ownedGrandchildrenGoWithTheirOwner(backend: StoreConformanceTests.Backend) throws {
+        let replace = Self.yaml.replacingOccurrences(of: "root: pokemon", with: "root: pokemon\nwrite: replace")
+        let harness = try StoreConformanceTests.harness(backend, yaml: replace)
+        #expect(try harness.run([Self.first], 50).status == .finished)
+        #expect(try harness.dump()["move_detail"]?.count == 3)
+        let gone = try harness.run([#"[{"id": 2, "name": "ivysaur"}]"#], 50)
+        #expect(gone.counters.deleted == 1, "\(gone.error ?? "")")
+        let tables = try harness.dump()
+        #expect(tables["pokemon"] == [["2", "ivysaur"]])
+        for owned in ["pokemon_type", "pokemon_move", "move_detail"] {
+            #expect(tables[owned] == [], "\(owned): \(tables[owned] ?? [])")
+        }
+    }
+
     @Test func ownedRowsGoWithTheirOwnerAndAreCheckedAtValidation() throws {
         let replace = Self.yaml.replacingOccurrences(of: "root: pokemon", with: "root: pokemon\nwrite: replace")
         let (_, db) = try ingest(replace, [Self.first])

@@ -235,6 +235,15 @@ extension SQLiteStore {
                     let set = reference.columns.map { "\(SQLiteStore.quote($0)) = NULL" }.joined(separator: ", ")
                     try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(row(reference.columns, of: other)) IN \(gone)")
                 }
+                // What the deleted rows' owned rows own in turn, deepest first (the owned rows
+                // themselves are their relationship's join rows, below).
+                for toMany in layout.toMany where toMany.isOwned {
+                    let condition = "\(row(toMany.sourceColumns, of: SQLiteStore.quote(layouts[toMany.target].table))) IN \(gone)"
+                    for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: SQLiteStore.quote).dropLast()
+                    {
+                        try db.execute(sql: sql)
+                    }
+                }
                 // Join rows naming a deleted row, on the owner's side or the target's.
                 for reference in plan.unlinked {
                     let join = SQLiteStore.quote(reference.table)

@@ -498,6 +498,15 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 try connection.execute(
                     "UPDATE \(PGStore.quote(reference.table)) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(reference.columns, "o"))")
             }
+            // What the deleted rows' owned rows own in turn, deepest first (the owned rows
+            // themselves are their relationship's join rows, below).
+            for toMany in layouts[deleting].toMany where toMany.isOwned {
+                let owners = toMany.sourceColumns.map(PGStore.quote).joined(separator: ", ")
+                let condition = "(\(owners)) IN (SELECT \(names.joined(separator: ", ")) FROM \(gone))"
+                for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote).dropLast() {
+                    try connection.execute(sql)
+                }
+            }
             for reference in plan.unlinked {
                 try connection.execute(
                     "DELETE FROM \(PGStore.quote(reference.table)) AS j USING \(gone) AS g WHERE \(matching(reference.columns, "j"))")
