@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Synchronization
 
 /// Staged loading (`ingot run --bulk`): a first load into empty tables, written the way a
 /// database loads a dump instead of row by row.
@@ -95,6 +96,16 @@ extension SQLiteStore {
 
     static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
+    /// A stopped run (a signal) interrupts a staged load's merge, which can take minutes: it
+    /// rolls back (the staged rows stay; `--bulk --resume` merges again) and the run ends as
+    /// interrupted. Anything else SQLite does finishes on its own within the grace period (SQLite
+    /// has no server to wait for), so only the merge is interrupted. Safe from any thread
+    /// (`sqlite3_interrupt`).
+    package func interrupt() {
+        guard isMerging.load(ordering: .sequentiallyConsistent), let connection else { return }
+        sqlite3_interrupt(connection)
+    }
+
     /// Staging tables holding rows of a staged load that did not finish, when this run is not
     /// one: such a load is resumed with `--bulk --resume`, or its rows would never reach the tables.
     func unfinishedStagedLoad() throws -> [String] {
@@ -154,7 +165,9 @@ extension SQLiteStore {
     /// staging tables. Returns, per entity, the rows inserted and the stubs among them (rows
     /// whose records gave nothing but their identity). Runs in the open transaction.
     package func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts] {
-        try dbQueue.writeWithoutTransaction { db in
+        isMerging.store(true, ordering: .sequentiallyConsistent)
+        defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
+        return try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             guard let connection else { throw StoreError.schema("the store is closed") }
             var counts: [EntityCounts] = []

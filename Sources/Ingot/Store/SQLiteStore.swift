@@ -2,6 +2,7 @@ import CSQLiteTuning
 import Foundation
 import GRDB
 import GRDBSQLite
+import Synchronization
 
 /// The SQLite backend: owns the write connection to the database (a GRDB `DatabaseQueue` in WAL
 /// mode) and a read connection of committed rows, creates the schema from the model, and saves
@@ -50,6 +51,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var lastUnchanged: [[Int]] = []
     /// A staged load: batches are staged, then merged at the end (SQLiteStore+Staged.swift).
     package internal(set) var isStaging = false
+    /// A staged load's merge is running (set and cleared on the writer's queue, read by
+    /// ``interrupt()`` from any thread).
+    let isMerging = Atomic<Bool>(false)
     /// What opening the store added to a database that held the pipeline's tables already.
     package private(set) var migration: [String] = []
     /// Identity lookups on the write connection (writer queue).
