@@ -28,9 +28,8 @@ def dataset(persons, page_size):
 
 
 def timed(cmd, db, keep=False):
-    for suffix in ("", "-wal", "-shm"):
-        if not keep and os.path.exists(db + suffix):
-            os.remove(db + suffix)
+    if not keep:
+        remove_db(db)
     p = subprocess.run(["/usr/bin/time", "-f", "rss_kb=%M"] + cmd + ["--db", db, "--progress-interval", "0"],
                        capture_output=True, text=True)
     if p.returncode != 0:

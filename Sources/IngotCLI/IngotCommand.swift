@@ -441,7 +441,7 @@ struct BenchFetch: ParsableCommand {
             bytes += page.bytes.count
         }
         let elapsed = clock.now - start
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.inSeconds
         print(
             String(
                 format: "fetch: %d pages, %.1f MB in %.3f s: %.0f pages/s, %.1f MB/s",

@@ -22,7 +22,6 @@ package enum DecodeBenchmark {
         clock = ContinuousClock.now
         for page in pages { records += mapper.map(bytes: page.bytes, seq: page.seq, source: page.source).records.count }
         let map = ContinuousClock.now - clock
-        func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
-        return Result(bytes: bytes, records: records, parseSeconds: seconds(parse), mapSeconds: seconds(map))
+        return Result(bytes: bytes, records: records, parseSeconds: parse.inSeconds, mapSeconds: map.inSeconds)
     }
 }

@@ -99,8 +99,7 @@ extension PipelineRunner {
                                 metadata: [
                                     LogKey.seq: .int(page.seq), LogKey.source: "\(page.source)", LogKey.bytes: .int(page.bytes.count),
                                     LogKey.records: .int(records),
-                                    "decode_ms": .seconds(
-                                        Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15),
+                                    "decode_ms": .seconds(elapsed.inSeconds * 1000),
                                 ])
                         }
                     }

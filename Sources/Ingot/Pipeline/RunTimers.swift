@@ -1,5 +1,10 @@
 import Dispatch
 
+extension Duration {
+    /// The duration in seconds, as a `Double` (log values, benchmarks).
+    package var inSeconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
 /// The clock behind a run's timers: the writer's commit interval, the progress ticks and metrics
 /// updates, and a shared run's lease renewals. ``DispatchTimers`` (real time) by default; a test
 /// gives a clock it advances itself (``RunOptions/timers``), so no test sleeps to see a timer fire.

@@ -373,7 +373,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             let elapsed = clock.now - started
             metrics?.recordCommit(elapsed)
             if logger.logLevel <= .debug {
-                let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+                let ms = elapsed.inSeconds * 1000
                 logger.debug(
                     "batch.committed",
                     metadata: [
@@ -411,7 +411,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 "bulk.merged",
                 metadata: [
                     "rows": .int(rows),
-                    "merge_s": .seconds(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18),
+                    "merge_s": .seconds(elapsed.inSeconds),
                 ])
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])

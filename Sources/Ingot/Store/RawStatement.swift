@@ -11,8 +11,10 @@ final class RawStatement {
     private let connection: OpaquePointer
     private var isFinalized = false
 
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-    private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
+    /// SQLite's `SQLITE_TRANSIENT` (it copies the bytes) and `SQLITE_STATIC` (they stay put until
+    /// the statement has run).
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
 
     /// Text parameters given as ``ScalarValue`` (identities of links, bookkeeping) are copied here
     /// and bound `SQLITE_STATIC`, so SQLite does not allocate a copy of each (measured:
@@ -128,6 +130,16 @@ final class RawStatement {
         sqlite3_reset(handle)
         arena.pointee.used = 0
         guard code == SQLITE_DONE else { throw error(code) }
+    }
+
+    /// Steps a query by hand: `true` at a row (read it through ``handle``), `false` when done.
+    func step() throws(StoreError) -> Bool {
+        let code = sqlite3_step(handle)
+        if code == SQLITE_ROW { return true }
+        sqlite3_reset(handle)
+        arena.pointee.used = 0
+        guard code == SQLITE_DONE else { throw error(code) }
+        return false
     }
 
     /// Runs a query and calls `row` for each result row, then resets it.

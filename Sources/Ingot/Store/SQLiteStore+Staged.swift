@@ -94,8 +94,6 @@ extension SQLiteStore {
         isStaging = true
     }
 
-    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
     /// A stopped run (a signal) interrupts a staged load's merge, which can take minutes: it
     /// rolls back (the staged rows stay; `--bulk --resume` merges again) and the run ends as
     /// interrupted. Anything else SQLite does finishes on its own within the grace period (SQLite
@@ -143,7 +141,7 @@ extension SQLiteStore {
                             sqlite3_bind_null(insert.handle, 3)
                         } else {
                             _ = sets.withUnsafeBytes {
-                                sqlite3_bind_blob(insert.handle, 3, $0.baseAddress, Int32($0.count), SQLiteStore.transient)
+                                sqlite3_bind_blob(insert.handle, 3, $0.baseAddress, Int32($0.count), RawStatement.transient)
                             }
                         }
                         for slot in layout.columns.indices {
@@ -216,7 +214,7 @@ enum StagedSets {
 
     /// Calls `body` with each set in `bytes`: its relationship index and where its targets are.
     /// A truncated blob (never written so) ends the walk.
-    static func sets(in bytes: UnsafeRawBufferPointer, _ body: (_ k: Int, _ targets: Range<Int>, _ count: Int) throws -> Void) rethrows {
+    static func sets(in bytes: UnsafeRawBufferPointer, _ body: (_ k: Int, _ targets: Range<Int>) throws -> Void) rethrows {
         var at = 0
         while at + 5 <= bytes.count {
             let k = Int(bytes[at])
@@ -227,16 +225,17 @@ enum StagedSets {
                 guard let next = skipTarget(bytes, at) else { return }
                 at = next
             }
-            try body(k, start..<at, count)
+            try body(k, start..<at)
         }
     }
 
-    /// Calls `body` with each target of the set at `range`, its values decoded one by one.
-    static func forEachTarget(in bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ body: (_ value: ScalarValue, _ index: Int) -> Void)
-        -> Int
-    {
+    /// Walks the targets of the set at `range`: `value` with each of a target's values (and its
+    /// index among them), then `end` once the target is complete.
+    static func forEachTarget(
+        in bytes: UnsafeRawBufferPointer, _ range: Range<Int>, value: (_ value: ScalarValue, _ index: Int) -> Void,
+        end: () throws -> Void
+    ) rethrows {
         var at = range.lowerBound
-        var targets = 0
         while at < range.upperBound {
             let n = Int(bytes[at])
             at += 1
@@ -245,25 +244,23 @@ enum StagedSets {
                 at += 1
                 switch tag {
                 case 1:
-                    body(.integer(Int64(bitPattern: integer(bytes, at, 8))), index)
+                    value(.integer(Int64(bitPattern: integer(bytes, at, 8))), index)
                     at += 8
                 case 2:
-                    body(.real(Double(bitPattern: integer(bytes, at, 8))), index)
+                    value(.real(Double(bitPattern: integer(bytes, at, 8))), index)
                     at += 8
-                case 3: body(.bool(false), index)
-                case 4: body(.bool(true), index)
+                case 3: value(.bool(false), index)
+                case 4: value(.bool(true), index)
                 case 5:
                     let length = Int(integer(bytes, at, 4))
                     at += 4
-                    body(.text(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)), index)
+                    value(.text(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)), index)
                     at += length
-                default: body(.null, index)
+                default: value(.null, index)
                 }
             }
-            targets += 1
-            if at < range.upperBound { body(.null, -1) }  // between targets: the caller's cue
+            try end()
         }
-        return targets
     }
 
     /// Where the target at `at` ends; `nil` past the blob's end.
@@ -304,9 +301,9 @@ enum StagedSets {
 private struct StagedMerge {
     let layout: EntityLayout
     let fills: [(slot: Int, value: ScalarValue, always: Bool)]
-    private let read: OpaquePointer
-    private let insertRow: OpaquePointer
-    private let insertLinks: [OpaquePointer]
+    private let read: RawStatement
+    private let insertRow: RawStatement
+    private let insertLinks: [RawStatement]
     /// Per to-many, the identity values of one target (the bound parameters after the owner's).
     private let targetWidths: [Int]
     /// The current identity's merged state.
@@ -321,14 +318,7 @@ private struct StagedMerge {
         self.fills = fills
         let columns = layout.columns.map { SQLiteStore.quote($0.name) }
         let identity = layout.identitySlots.map { columns[$0] }.joined(separator: ", ")
-        func prepare(_ sql: String) throws -> OpaquePointer {
-            var statement: OpaquePointer?
-            let code = sqlite3_prepare_v2(connection, sql, -1, &statement, nil)
-            guard code == SQLITE_OK, let statement else {
-                throw StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(connection)), sql: sql)
-            }
-            return statement
-        }
+        func prepare(_ sql: String) throws -> RawStatement { try RawStatement(connection: connection, sql: sql) }
         read = try prepare(
             "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")) FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) ORDER BY \(identity), rowid"
         )
@@ -351,16 +341,14 @@ private struct StagedMerge {
         clear()
         values.deallocate()
         sets.deallocate()
-        sqlite3_finalize(read)
-        sqlite3_finalize(insertRow)
-        for statement in insertLinks { sqlite3_finalize(statement) }
+        read.finalize()
+        insertRow.finalize()
+        for statement in insertLinks { statement.finalize() }
     }
 
     mutating func run() throws -> EntityCounts {
-        while true {
-            let code = sqlite3_step(read)
-            if code == SQLITE_DONE { break }
-            guard code == SQLITE_ROW else { throw error(code, read) }
+        let read = self.read.handle
+        while try self.read.step() {
             if hasGroup && !sameIdentity() { try flush() }
             hasGroup = true
             let mask = ColumnMask(
@@ -373,18 +361,17 @@ private struct StagedMerge {
                 let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(read, 2)))
                 // The blob is kept whole for each set it gives (the last set given wins).
                 var setsGiven: [Int] = []
-                StagedSets.sets(in: bytes) { k, _, _ in if k < layout.toMany.count { setsGiven.append(k) } }
+                StagedSets.sets(in: bytes) { k, _ in if k < layout.toMany.count { setsGiven.append(k) } }
                 for k in setsGiven { sets.hold(k, from: read, column: 2) }
             }
         }
         if hasGroup { try flush() }
-        sqlite3_reset(read)
         return counts
     }
 
     /// Whether the current row has the current group's identity.
     private func sameIdentity() -> Bool {
-        layout.identitySlots.allSatisfy { values.equals($0, read, column: Int32($0 + 3)) }
+        layout.identitySlots.allSatisfy { values.equals($0, read.handle, column: Int32($0 + 3)) }
     }
 
     /// Writes the current identity's row and links, then forgets them.
@@ -395,14 +382,12 @@ private struct StagedMerge {
         for slot in layout.columns.indices {
             let index = Int32(slot + 1)
             if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
-                bindScalar(insertRow, fill.value, index)
+                insertRow.bind(fill.value, at: index)
             } else {
-                values.bind(slot, to: insertRow, at: index)
+                values.bind(slot, to: insertRow.handle, at: index)
             }
         }
-        let code = sqlite3_step(insertRow)
-        sqlite3_reset(insertRow)
-        guard code == SQLITE_DONE else { throw error(code, insertRow) }
+        try insertRow.execute()
         counts.inserted += 1
         if isStub { counts.stubs += 1 }
         for k in 0..<layout.toMany.count where sets.holds(k) {
@@ -410,26 +395,18 @@ private struct StagedMerge {
             let statement = insertLinks[k]
             let owner = Int32(layout.identitySlots.count)
             let targetWidth = targetWidths[k]
-            for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: statement, at: Int32(index + 1)) }
-            try StagedSets.sets(in: bytes) { setK, range, _ in
+            for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: statement.handle, at: Int32(index + 1)) }
+            try StagedSets.sets(in: bytes) { setK, range in
                 guard setK == k else { return }
-                var position = 0
-                var failure: Int32 = SQLITE_DONE
-                // Each target's values are bound as they are read; the cue between targets (and the
-                // end) steps the statement.
-                func step() {
-                    if layout.toMany[k].isOrdered { sqlite3_bind_int64(statement, owner + Int32(targetWidth) + 1, Int64(position)) }
-                    let code = sqlite3_step(statement)
-                    sqlite3_reset(statement)
-                    if code != SQLITE_DONE && failure == SQLITE_DONE { failure = code }
-                    position += 1
-                }
-                let targets = StagedSets.forEachTarget(in: bytes, range) { value, index in
-                    if index < 0 { return step() }
-                    bindScalar(statement, value, owner + Int32(index) + 1)
-                }
-                if targets > 0 { step() }
-                guard failure == SQLITE_DONE else { throw error(failure, statement) }
+                // Each target's values are bound as they are read; a complete target is written.
+                var position: Int64 = 0
+                try StagedSets.forEachTarget(
+                    in: bytes, range, value: { value, index in statement.bind(value, at: owner + Int32(index) + 1) },
+                    end: {
+                        if layout.toMany[k].isOrdered { statement.bind(.integer(position), at: owner + Int32(targetWidth) + 1) }
+                        try statement.execute()
+                        position += 1
+                    })
             }
         }
         clear()
@@ -440,21 +417,6 @@ private struct StagedMerge {
         sets.clear()
         given = ColumnMask()
         hasGroup = false
-    }
-
-    private func bindScalar(_ statement: OpaquePointer, _ value: ScalarValue, _ index: Int32) {
-        switch value {
-        case .null: sqlite3_bind_null(statement, index)
-        case .integer(let v): sqlite3_bind_int64(statement, index, v)
-        case .real(let v): sqlite3_bind_double(statement, index, v)
-        case .bool(let v): sqlite3_bind_int64(statement, index, v ? 1 : 0)
-        case .text(let s): sqlite3_bind_text(statement, index, s, -1, SQLiteStore.transient)
-        }
-    }
-
-    private func error(_ code: Int32, _ statement: OpaquePointer) -> StoreError {
-        let sql = sqlite3_sql(statement).map { String(cString: $0) } ?? ""
-        return StoreError.sqlite(code: code, message: String(cString: sqlite3_errmsg(sqlite3_db_handle(statement))), sql: sql)
     }
 }
 
@@ -513,11 +475,11 @@ private struct HeldValues {
         case SQLITE_FLOAT: sqlite3_bind_double(statement, index, reals[i])
         case SQLITE_TEXT:
             if let buffer = buffers[i], counts[i] > 0 {
-                sqlite3_bind_text(statement, index, buffer.assumingMemoryBound(to: CChar.self), Int32(counts[i]), HeldValues.static)
+                sqlite3_bind_text(statement, index, buffer.assumingMemoryBound(to: CChar.self), Int32(counts[i]), RawStatement.static)
             } else {
-                sqlite3_bind_text(statement, index, "", 0, HeldValues.static)
+                sqlite3_bind_text(statement, index, "", 0, RawStatement.static)
             }
-        case SQLITE_BLOB: sqlite3_bind_blob(statement, index, buffers[i], Int32(counts[i]), HeldValues.static)
+        case SQLITE_BLOB: sqlite3_bind_blob(statement, index, buffers[i], Int32(counts[i]), RawStatement.static)
         default: sqlite3_bind_null(statement, index)
         }
     }
@@ -554,5 +516,4 @@ private struct HeldValues {
         for buffer in buffers { buffer?.deallocate() }
     }
 
-    private static let `static` = unsafeBitCast(0, to: sqlite3_destructor_type.self)
 }

@@ -142,10 +142,13 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         do {
             if options.staged {
                 try prepareStagedLoad(resuming: options.resuming)
-            } else if case let unfinished = try unfinishedStagedLoad(), !unfinished.isEmpty {
-                throw StoreError.conflict(
-                    "an unfinished --bulk load staged rows in \(unfinished.joined(separator: ", ")): resume it with --bulk --resume (nothing was written)"
-                )
+            } else {
+                let unfinished = try unfinishedStagedLoad()
+                if !unfinished.isEmpty {
+                    throw StoreError.conflict(
+                        "an unfinished --bulk load staged rows in \(unfinished.joined(separator: ", ")): resume it with --bulk --resume (nothing was written)"
+                    )
+                }
             }
         } catch {
             try? close()
