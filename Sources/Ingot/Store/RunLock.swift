@@ -20,9 +20,15 @@ final class RunLock {
     private let databaseFD: Int32
 
     /// Waits up to `timeout` seconds for the lock of the database at `databasePath`.
+    ///
+    /// The descriptors are locals until the lock is held: a throw after every stored property
+    /// is set runs `deinit`, whose `close` calls would then close them a second time — by then
+    /// possibly another thread's newly opened files (seen as a test writing a page with
+    /// `EBADF` while another test's run gave up waiting for a lock).
     init(databasePath: String, timeout: Double) throws(RunLockError) {
-        path = databasePath + ".lock"
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let path = databasePath + ".lock"
+        self.path = path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else {
             let reason = errno == ELOOP ? "it is a symbolic link; refusing to follow it" : String(cString: strerror(errno))
             throw RunLockError(path: path, holder: nil, isHeld: false, message: "cannot open the lock file: \(reason)")
@@ -33,7 +39,7 @@ final class RunLock {
             throw RunLockError(path: path, holder: nil, isHeld: false, message: "cannot use the lock file: it is not a regular file")
         }
         // The database file itself (following links: the database may be a link on purpose).
-        databaseFD = open(databasePath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+        let databaseFD = open(databasePath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard databaseFD >= 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
@@ -55,6 +61,8 @@ final class RunLock {
                 Thread.sleep(forTimeInterval: 0.05)
             }
         }
+        self.fd = fd
+        self.databaseFD = databaseFD
         describe(runID: nil)
     }
 
