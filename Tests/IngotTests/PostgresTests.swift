@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import Ingot
@@ -119,6 +120,33 @@ struct PostgresTests {
                 "SELECT data_type FROM information_schema.columns WHERE table_name = 'person' AND column_name IN ('active', 'born', 'seen', 'meta') ORDER BY column_name"
             )
                 == [["boolean"], ["date"], ["jsonb"], ["timestamp with time zone"]])
+    }
+
+    /// A batch's new rows, and the links of its new owners, are copied straight into their
+    /// tables; a batch that meets one already there (here a link left behind by hand, whose owner
+    /// is not stored) is written again through the staging tables: the run finishes, nothing is
+    /// lost, and the tables are what SQLite makes of the same database.
+    @Test func aNewOwnersLinkAlreadyThereIsWrittenTheCarefulWay() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: StoreSeamTests.yaml, path: "pg.yml")
+        let first = [#"{"results": [{"id": 100, "dogs": [10]}]}"#]
+        let second = [#"{"results": [{"id": 1, "name": "Ada", "dogs": [10, 11, 10], "friends": [100, 100]}, {"id": 2, "dogs": [11]}]}"#]
+        #expect(try run(StoreSeamTests.yaml, first, url: url).status == .finished)
+        let (_, db) = try ingest(StoreSeamTests.yaml, first)
+        let orphan = "INSERT INTO person_dogs (person_id, dog_id) VALUES (1, 10)"
+        _ = try PGConnection(url: url).execute(orphan)
+        var unchecked = Configuration()
+        unchecked.foreignKeysEnabled = false  // SQLite declares the relation; the orphan breaks it on purpose
+        try DatabaseQueue(path: db, configuration: unchecked).write { try $0.execute(sql: orphan) }
+        let summary = try run(StoreSeamTests.yaml, second, url: url)
+        let (sqlite, _) = try ingest(StoreSeamTests.yaml, second, db: db)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters == sqlite.counters)
+        #expect(summary.counters.inserted == 3)
+        let got = try Self.postgresDump(url, config.model)
+        #expect(got == (try Self.sqliteDump(db, config.model)))
+        #expect(got["person_dogs"] == [["1", "10"], ["1", "11"], ["100", "10"], ["2", "11"]])
+        #expect(got["person_friends"] == [["1", "100", "0"]])
     }
 
     @Test func replaceAndStubsMatchSQLite() throws {

@@ -170,11 +170,18 @@ final class PGConnection {
             throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql)
         }
         var failure: String?
+        var state: String?
         while let result = PQgetResult(handle) {
-            if PQresultStatus(result) != PGRES_COMMAND_OK { failure = failure ?? redactor.scrub(PGConnection.resultMessage(result)) }
+            if PQresultStatus(result) != PGRES_COMMAND_OK, failure == nil {
+                failure = redactor.scrub(PGConnection.resultMessage(result))
+                state = PQresultErrorField(result, PGConnection.sqlStateField).map { String(cString: $0) }
+            }
             PQclear(result)
         }
-        if let failure { throw StoreError.postgres(message: failure, sql: sql) }
+        if let failure {
+            lastErrorState = state
+            throw StoreError.postgres(message: failure, sql: sql, state: state)
+        }
     }
 
     /// Appends `text` to a COPY text-format row, escaping what the format needs escaped.

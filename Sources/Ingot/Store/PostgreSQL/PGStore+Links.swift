@@ -9,11 +9,24 @@ extension PGStore {
     /// differ: the stored links the new set lacks (or holds at another position) are deleted, the
     /// new ones inserted, the others left as they are. Returns the positions in `rows` of the
     /// owners whose links changed.
-    func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int) throws -> Set<Int> {
+    /// `direct`: the links of owners not stored before this batch (they have none) are copied
+    /// straight into the join table, each pair once at its first position (the batch fails with
+    /// a unique violation if one is there after all: ``PGStore/writeEntities(of:direct:)``).
+    func replaceLinks(_ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, direct: Bool) throws -> Set<Int> {
         var owners: [UInt8] = []
         var links: [UInt8] = []
+        var newLinks: [UInt8] = []
+        var seen: Set<IdentityKey> = []
         for (position, row) in rows.enumerated() {
             guard let identity = row.identity, let targets = row.links[k] else { continue }
+            if direct, row.stored == nil {
+                seen.removeAll(keepingCapacity: true)
+                for (position, target) in targets.enumerated() where seen.insert(target).inserted {
+                    PGStore.appendCopyRow(
+                        identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(position))] : []), to: &newLinks)
+                }
+                continue
+            }
             // Only a stored owner can have links to drop, and only its changes are counted (a new
             // row is inserted): a first load stages almost none.
             if row.stored != nil { PGStore.appendCopyRow(identity.values + [.integer(Int64(position))], to: &owners) }
@@ -21,9 +34,12 @@ extension PGStore {
                 PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(position))] : []), to: &links)
             }
         }
-        guard !owners.isEmpty || !links.isEmpty else { return [] }
         let join = PGStore.quote(toMany.joinTable)
         let types = PGStore.joinColumns(toMany, owner: owner, model: model)
+        if !newLinks.isEmpty {
+            try connection.copy("COPY \(join) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", "))) FROM STDIN", data: newLinks)
+        }
+        guard !owners.isEmpty || !links.isEmpty else { return [] }
         let ownerStage = try staging(
             "_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)) + [("_row", "bigint")])
         if !owners.isEmpty { try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners) }

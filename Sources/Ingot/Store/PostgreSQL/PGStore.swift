@@ -42,6 +42,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var lastWriteUnchanged: [[Int]]? { joined == nil ? lastUnchanged : nil }
     /// What opening the store added to a database that held the pipeline's tables already.
     private(set) var migration: [String] = []
+    /// The join tables two relationships share (an inverse pair): a batch may give the same
+    /// link from both sides, so their links are never copied in directly.
+    private let sharedJoinTables: Set<String>
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
     /// The staging tables made in the open transaction, in order: a rollback (to its start or
@@ -51,6 +54,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     init(url: String, model: EntityModel) throws {
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
+        let joinTables = layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
+        self.sharedJoinTables = Set(Dictionary(grouping: joinTables, by: { $0 }).filter { $0.value.count > 1 }.keys)
         self.url = url
         let connection = try PGConnection(url: url)
         self.connection = connection
@@ -144,7 +149,19 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let stagedBefore = stagedInTransaction.count
         let unitsBefore = unitsInTransaction
         do {
-            if let joined { try writeJoinedRows(batch, joined) } else { try writeEntities(of: batch) }
+            if let joined {
+                try writeJoinedRows(batch, joined)
+            } else {
+                do {
+                    try writeEntities(of: batch, direct: true)
+                } catch let error as StoreError where error.sqlState == PGStore.uniqueViolation {
+                    // A row or link this batch took for new is there after all (another writer
+                    // made it since the lookup): the batch again, the careful way.
+                    forgetStaging(after: stagedBefore)
+                    try connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
+                    try writeEntities(of: batch, direct: false)
+                }
+            }
             try then()
             try connection.execute("RELEASE SAVEPOINT ingot_isolated")
         } catch let error as StoreError where error.kind == .claimLost {
@@ -161,18 +178,27 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         }
     }
 
-    private func writeEntities(of batch: ResolvedBatch) throws {
+    /// SQLSTATE `unique_violation`.
+    static let uniqueViolation = "23505"
+
+    /// Writes each entity's rows, then its links. `direct`: the rows the lookup did not find,
+    /// and the links of those new owners, are copied straight into their tables (`COPY`, no
+    /// staging table, no `ON CONFLICT`) — a batch that meets a row or link already there fails
+    /// with a unique violation, and ``writeIsolated(_:then:)`` writes it again with `direct`
+    /// off.
+    private func writeEntities(of batch: ResolvedBatch, direct: Bool) throws {
         lastUnchanged = Array(repeating: [], count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
             let rows = batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
             do {
-                var changed = try writeRows(rows, layout)
+                var changed = try writeRows(rows, layout, direct: direct)
                 for (k, toMany) in layout.toMany.enumerated() where !toMany.isForeignKey {
                     if toMany.isOwned {
                         changed.formUnion(try deleteOwned(rows, k, toMany, owner: entity))
                     } else {
-                        changed.formUnion(try replaceLinks(rows, k, toMany, owner: entity))
+                        let direct = direct && !sharedJoinTables.contains(toMany.joinTable)
+                        changed.formUnion(try replaceLinks(rows, k, toMany, owner: entity, direct: direct))
                     }
                 }
                 lastUnchanged[entity] = rows.indices.filter { position in
@@ -202,15 +228,21 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         }
     }
 
-    /// Inserts the rows not stored; updates the stored ones where a present column differs
-    /// (`IS DISTINCT FROM`). Returns the positions in `rows` of the stored rows it changed.
-    private func writeRows(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout) throws -> Set<Int> {
+    /// Inserts the rows not stored (`direct`: copied straight into the table); updates the
+    /// stored ones where a present column differs (`IS DISTINCT FROM`). Returns the positions in
+    /// `rows` of the stored rows it changed.
+    private func writeRows(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, direct: Bool) throws -> Set<Int> {
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         var inserts: [UInt8] = []
         var insertCount = 0
         var updates: [UInt8] = []
         for (position, row) in rows.enumerated() {
+            if row.stored == nil, direct {
+                PGStore.appendCopyRow(row.values.map { $0 ?? .null }, to: &inserts)
+                insertCount += 1
+                continue
+            }
             var present = ""
             for value in row.values { present += value == nil ? "0" : "1" }
             if row.stored == nil {
@@ -234,7 +266,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE "
                     + identity.map { "t.\($0) = s.\($0)" }.joined(separator: " AND ") + "; "
             }
-        if !inserts.isEmpty {
+        if !inserts.isEmpty, direct {
+            try connection.copy("COPY \(table) (\(all)) FROM STDIN", data: inserts)
+        } else if !inserts.isEmpty {
             let stage = try staging("_ingot_new_\(layout.table)", stageColumns)
             try connection.copy("COPY \(stage) (\(all), \"_present\") FROM STDIN", data: inserts)
             if identity.isEmpty {
