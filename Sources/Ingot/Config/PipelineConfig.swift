@@ -123,6 +123,8 @@ public struct PipelineConfig: Sendable {
         self.root = root
         self.batchRecords = batchRecords
         self.model = model
+        // One resource, named after the pipeline (the YAML reader replaces it with the file's).
+        self.resources = [ResourceConfig(name: name, source: .none, recordsPath: recordsPath, root: root)]
     }
 }
 

@@ -323,6 +323,18 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     /// The page's entry in that archive.
     public var archiveEntry: Int? { archive?.entry }
 
+    /// A rejection as a database stored it (`_ingot_rejects`); a code it does not know reads as
+    /// `unreadable`.
+    package static func stored(
+        entity: String, codingPath: String, reason: String, source: String, recordIndex: Int?, raw: String, rawLength: Int?,
+        code: String?, archive: String?, entry: Int?
+    ) -> RecordRejection {
+        RecordRejection(
+            entity: entity, codingPath: codingPath, reason: reason, source: source, recordIndex: recordIndex, raw: raw,
+            rawLength: rawLength, archive: archive.flatMap { path in entry.map { ArchiveLocation(path: path, entry: $0) } },
+            code: code.flatMap(RejectReason.init(rawValue:)) ?? .unreadable)
+    }
+
     /// The most of a rejected text stored with its rejection: bad input must not grow the
     /// database by its own size.
     public static let rawLimit = 16 << 10

@@ -79,8 +79,14 @@ extension EntityModel {
     /// The model of `root` and of every entity reachable from it through relationships, derived
     /// from their `Decodable` conformances. Throws when a type cannot be probed.
     public init(root: any IngotEntity.Type) throws {
+        try self.init(roots: [root])
+    }
+
+    /// The model of every entity reachable from `roots` (each entity once, in the order first
+    /// met): one database for several root types.
+    public init(roots: [any IngotEntity.Type]) throws {
         let probe = SchemaProbe()
-        try probe.probe(root)
+        for root in roots { try probe.probe(root) }
         self.init(entities: probe.order.compactMap { probe.entities[$0] })
     }
 }

@@ -347,7 +347,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             // The transaction's first batch: commit it after `commitInterval` even if no batch follows.
             transactionStart = timers.now()
             let generation = commitGeneration
-            timers.after(commitInterval, on: queue) { [self] in
+            // Weak: a run that ended does not keep its stage (and its store's connections)
+            // alive until the timer fires.
+            timers.after(commitInterval, on: queue) { [weak self] in
+                guard let self else { return }
                 if !hasEnded && commitGeneration == generation { commit() }
             }
         }

@@ -14,6 +14,9 @@ package protocol StoreBackend: Sendable {
     func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String])
     /// A value kept for `pipeline` across runs (the incremental cursor); `nil` when there is none.
     func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String?
+    /// The records and pages run `runID` rejected, in the order it stored them (at most
+    /// ``RunOptions/maxRejectRows`` a run); none when there is no such run.
+    func rejections(model: EntityModel, runID: String) throws -> [RecordRejection]
     /// The file the run lock sits beside, for a backend whose lock is a file (SQLite); `nil`
     /// when the store takes its own (``IngestStore/lockRuns(of:timeout:)``).
     var lockablePath: String? { get }
@@ -64,6 +67,10 @@ package struct SQLiteBackend: StoreBackend {
 
     package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
         try SQLiteStore.state(databasePath: path, model: model, pipeline: pipeline, key: key)
+    }
+
+    package func rejections(model: EntityModel, runID: String) throws -> [RecordRejection] {
+        try SQLiteStore.rejections(databasePath: path, model: model, runID: runID)
     }
 
     package var lockablePath: String? { path == ":memory:" ? nil : path }

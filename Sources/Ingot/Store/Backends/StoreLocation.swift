@@ -67,6 +67,11 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         try backend.keptValue(model: model, pipeline: pipeline, key: key)
     }
 
+    /// The records and pages run `runID` rejected (``StoreBackend/rejections(model:runID:)``).
+    package func rejections(model: EntityModel, runID: String) throws -> [RecordRejection] {
+        try backend.rejections(model: model, runID: runID)
+    }
+
     /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info
     /// (multi-host URLs too), `?password=`, percent-encoded (``Redactor/databaseSecrets(_:)``).
     package static func redacted(_ url: String) -> String {

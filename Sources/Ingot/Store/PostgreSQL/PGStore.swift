@@ -172,8 +172,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         } catch {
             forgetStaging(after: stagedBefore)
             unitsInTransaction = unitsBefore
-            try? connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
-            try? connection.execute("RELEASE SAVEPOINT ingot_isolated")
+            _ = try? connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
+            _ = try? connection.execute("RELEASE SAVEPOINT ingot_isolated")
             throw error
         }
     }
@@ -469,8 +469,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         return result
     }
 
+    /// Commits, and lets go of the pipeline's run lock at once (the connections end when the
+    /// store is released): a library process opens one store per ingest.
     func close() throws {
         try commit()
+        _ = try connection.execute("SELECT pg_advisory_unlock_all()")
     }
 
     /// Ends both connections' sockets (``PGConnection/interrupt()``).

@@ -1,0 +1,154 @@
+import Dispatch
+import Foundation
+import Logging
+
+/// A database of entities declared in Swift (``IngotEntity``): JSON is decoded straight into it
+/// with exactly the pipeline's merge rules — identities found or created in one lookup per entity,
+/// absent keys left alone, `null` clearing, stubs for bare references, duplicates folded into one
+/// row (the later record winning key by key), a bad record rejected whole, with its coding path,
+/// while its neighbours are saved.
+///
+/// ```swift
+/// let db = try IngotDatabase.sqlite("cache.db", entities: [Person.self])
+/// let report = try await db.ingest([Person].self, from: pageBytes)
+/// print(report.entities["person"]?.inserted ?? 0, report.rejections.map(\.codingPath))
+/// ```
+///
+/// Each ``ingest(_:from:at:)`` is one run of the pipeline the types describe (named
+/// `swift.<entity>` in `_ingot_runs`, so `ingot` sees it like any other), saved in one
+/// transaction (up to 32 MiB of JSON; a larger input commits as it goes). Ingests from several
+/// tasks are safe: they take their turn, one at a time per database object.
+public final class IngotDatabase: Sendable {
+    /// The entities it was opened for and every entity they reach.
+    public let model: EntityModel
+    /// Where it is, as logs show it (a URL without its password).
+    public let location: String
+    /// The database as `--db` would name it (a URL may hold a password: never shown).
+    private let database: String
+    private let logger: Logger
+    /// One ingest at a time: each is a run that holds the database until it ends.
+    private let queue = DispatchQueue(label: "ingot.database")
+
+    /// A SQLite database at `path` (created when missing) for `entities` and every entity they
+    /// reach. Its tables are created, or checked against the model: a database that disagrees is
+    /// refused here, before anything is written.
+    public static func sqlite(_ path: String, entities: [any IngotEntity.Type], logger: Logger? = nil) throws -> IngotDatabase {
+        try IngotDatabase(database: "sqlite:" + path, entities: entities, logger: logger)
+    }
+
+    /// A PostgreSQL database (`postgresql://user:password@host/name`) for `entities`, as
+    /// ``sqlite(_:entities:logger:)``.
+    public static func postgres(_ url: String, entities: [any IngotEntity.Type], logger: Logger? = nil) throws -> IngotDatabase {
+        guard url.lowercased().hasPrefix("postgres://") || url.lowercased().hasPrefix("postgresql://") else {
+            throw StoreError.unsupported("a PostgreSQL database is a postgresql:// URL")
+        }
+        return try IngotDatabase(database: url, entities: entities, logger: logger)
+    }
+
+    private init(database: String, entities: [any IngotEntity.Type], logger: Logger?) throws {
+        model = try EntityModel(roots: entities)
+        try model.validate()
+        let store = try StoreLocation(database)
+        location = store.description
+        self.database = database
+        self.logger = logger ?? Logger(label: "ingot", factory: { _ in SwiftLogNoOpLogHandler() })
+        try store.open(model: model, options: StoreOpening()).close()
+    }
+
+    /// Decodes `json` — an array of `T` records, or one `T` object — into the database, and
+    /// returns what it did. `at`: the key path to the records inside an envelope
+    /// (`"results"` for `{"count": 82, "results": […]}`).
+    ///
+    /// Rejected records are in the report, not thrown; what throws is a failure of the database
+    /// itself (nothing of this input is then saved) or a type outside ``model``.
+    public func ingest<T: IngotEntity>(_ type: [T].Type, from json: some Sequence<UInt8>, at: String? = nil) async throws
+        -> IngestReport
+    {
+        try await ingest(T.self, from: json, at: at)
+    }
+
+    /// The same for a page of `T` records (one object or an array of them).
+    public func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String? = nil) async throws
+        -> IngestReport
+    {
+        let entity = T.entityName
+        guard model.entities.contains(where: { $0.name == entity }) else {
+            throw StoreError.conflict(
+                "\(T.self) (entity '\(entity)') is not among this database's entities: open it with \(T.self) or a type that reaches it")
+        }
+        let config = PipelineConfig(
+            name: "swift.\(entity)", recordsPath: at.map { $0.split(separator: ".").map(String.init) } ?? [], root: entity, model: model)
+        var options = RunOptions()
+        options.databasePath = database
+        options.progressInterval = 0
+        options.commitRecords = .max
+        options.commitInterval = 30
+        let bytes = Array(json)
+        let (logger, model, run) = (self.logger, self.model, options)
+        return try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                let summary = PipelineRunner(config: config, options: run, logger: logger)
+                    .run(source: BytesPageSource(bytes: bytes, source: "ingest(\(T.self))"))
+                guard summary.status == .finished else {
+                    continuation.resume(throwing: IngestError(runID: summary.runID, message: summary.error ?? "the run \(summary.status)"))
+                    return
+                }
+                do {
+                    let rejections = try StoreLocation(run.databasePath).rejections(model: model, runID: summary.runID)
+                    continuation.resume(returning: IngestReport(summary: summary, rejections: rejections))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+}
+
+/// What one ``IngotDatabase/ingest(_:from:at:)`` did.
+public struct IngestReport: Sendable {
+    /// The run's id in `_ingot_runs`.
+    public var runID: String
+    /// Records read (rejected ones included).
+    public var records: Int
+    /// Per entity: rows inserted, updated, left unchanged, stubs, rejected records.
+    public var entities: [String: EntityCounts]
+    /// The records (or the page) that could not be saved, each with its entity, coding path
+    /// (`[3].dogs[1].id`) and reason.
+    public var rejections: [RecordRejection]
+
+    init(summary: RunSummary, rejections: [RecordRejection]) {
+        runID = summary.runID
+        records = summary.counters.records
+        entities = summary.counters.entities
+        self.rejections = rejections
+    }
+}
+
+/// An ingest whose database failed (nothing of its input was saved).
+public struct IngestError: Error, Sendable, CustomStringConvertible {
+    /// The run's id.
+    public var runID: String
+    /// What failed.
+    public var message: String
+    /// `ingest RUN failed: MESSAGE`.
+    public var description: String { "ingest \(runID) failed: \(message)" }
+}
+
+/// The bytes given to ``IngotDatabase/ingest(_:from:at:)``, as the one page of a run.
+private final class BytesPageSource: PageSource, @unchecked Sendable {  // `bytes` is taken once, on the run's source queue
+    private var bytes: [UInt8]?
+    private let source: String
+
+    init(bytes: [UInt8], source: String) {
+        self.bytes = bytes
+        self.source = source
+    }
+
+    func next() throws -> Page? {
+        guard let bytes else { return nil }
+        self.bytes = nil
+        return Page(seq: 1, source: source, bytes: bytes)
+    }
+
+    var origin: String { source }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import Ingot
+
+private struct Dog: IngotEntity, Hashable {
+    var id: Int
+    var name: String?
+    var breed: String?
+    enum CodingKeys: String, CodingKey { case id, name, breed }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Person: IngotEntity {
+    var id: Int
+    var firstName: String?
+    var country: String?
+    var score: Double?
+    var dogs: Set<Dog>?
+
+    enum CodingKeys: String, CodingKey {
+        case id, firstName = "first_name", country = "origin.country.name", score, dogs
+    }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Planet: IngotEntity {
+    var name: String
+    var climate: String?
+    enum CodingKeys: String, CodingKey { case name, climate }
+    static let identity: [CodingKeys] = [.name]
+}
+
+/// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
+/// PostgreSQL alike.
+@Suite(.serialized)
+struct LibraryTests {
+    private static func sqlite() throws -> (IngotDatabase, String) {
+        let path = temporaryDirectory().appendingPathComponent("library.db").path
+        return (try IngotDatabase.sqlite(path, entities: [Person.self]), path)
+    }
+
+    private static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    /// A nested graph inserted; a later page updates the rows in place: absent keys are left
+    /// alone, `null` clears, a bare id links to the stored dog; a duplicate in one array is one
+    /// row, the later record winning key by key.
+    @Test func theMergeRulesHoldThroughIngest() async throws {
+        let (db, path) = try Self.sqlite()
+        let first = try await db.ingest(
+            [Person].self,
+            from: Self.bytes(
+                #"[{"id": 1, "first_name": "Ada", "origin": {"country": {"name": "UK"}}, "score": 2.5, "dogs": [{"id": 7, "name": "Rex", "breed": "pug"}]},"#
+                    + #" {"id": 2, "first_name": "Bo", "dogs": [7, {"id": 8}]}, {"id": 2, "score": 1.0}]"#))
+        #expect(first.records == 3 && first.rejections.isEmpty)
+        #expect(first.entities["person"]?.inserted == 2 && first.entities["dog"]?.inserted == 2)
+        let second = try await db.ingest([Person].self, from: Self.bytes(#"[{"id": 1, "score": null, "dogs": [8]}]"#))
+        #expect(second.entities["person"]?.updated == 1 && second.entities["person"]?.inserted == 0)
+        #expect(
+            try rows(path, "SELECT id, first_name, country, score FROM person ORDER BY id") == [
+                ["1", "Ada", "UK", "NULL"], ["2", "Bo", "NULL", "1.0"],
+            ])
+        #expect(try rows(path, "SELECT id, name, breed FROM dog ORDER BY id") == [["7", "Rex", "pug"], ["8", "NULL", "NULL"]])
+        #expect(try rows(path, "SELECT person_id, dog_id FROM person_dogs ORDER BY 1, 2") == [["1", "8"], ["2", "7"], ["2", "8"]])
+        // Each ingest is a run `ingot` sees.
+        #expect(try rows(path, "SELECT pipeline, status, records FROM _ingot_runs ORDER BY started_at, rowid").count == 2)
+    }
+
+    /// A bad element is rejected whole (no partial row: its dog is not saved either), with its
+    /// entity, coding path and reason; its neighbours are saved.
+    @Test func aBadElementIsRejectedAndItsNeighboursSaved() async throws {
+        let (db, path) = try Self.sqlite()
+        let report = try await db.ingest(
+            [Person].self,
+            from: Self.bytes(#"[{"id": 1}, {"id": 2, "dogs": [{"id": 9, "name": "Max"}], "score": "high"}, {"id": 3}]"#))
+        #expect(report.records == 3)
+        #expect(report.rejections.map(\.codingPath) == ["[1].score"])
+        #expect(report.rejections.first?.entity == "person" && report.rejections.first?.reasonCode == "wrong_type")
+        #expect(report.entities["person"]?.rejected == 1)
+        #expect(try rows(path, "SELECT id FROM person ORDER BY id") == [["1"], ["3"]])
+        #expect(try rows(path, "SELECT count(*) FROM dog") == [["0"]])
+    }
+
+    /// Records inside an envelope (`at:`), and one object alone.
+    @Test func recordsInsideAnEnvelopeOrOneObject() async throws {
+        let (db, path) = try Self.sqlite()
+        let page = try await db.ingest(
+            [Person].self, from: Self.bytes(#"{"count": 2, "next": null, "results": [{"id": 1}, {"id": 2}]}"#), at: "results")
+        #expect(page.records == 2)
+        let one = try await db.ingest(Person.self, from: Self.bytes(#"{"id": 3, "first_name": "Cy"}"#))
+        #expect(one.records == 1)
+        #expect(try rows(path, "SELECT id, first_name FROM person ORDER BY id") == [["1", "NULL"], ["2", "NULL"], ["3", "Cy"]])
+        // A page without the envelope's key is a rejected page, not a crash or a thrown error.
+        let missing = try await db.ingest([Person].self, from: Self.bytes(#"{"data": []}"#), at: "results")
+        #expect(missing.rejections.count == 1 && missing.rejections.first?.recordIndex == nil)
+    }
+
+    /// Ingests from several tasks at once take their turn: every row is there, counted once.
+    @Test func ingestsFromSeveralTasksAtOnce() async throws {
+        let (db, path) = try Self.sqlite()
+        let reports = try await withThrowingTaskGroup(of: IngestReport.self) { group in
+            for task in 0..<4 {
+                group.addTask {
+                    let people = (0..<50).map { #"{"id": \#(task * 100 + $0), "dogs": [\#($0)]}"# }
+                    return try await db.ingest([Person].self, from: Self.bytes("[" + people.joined(separator: ",") + "]"))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(reports.map { $0.entities["person"]?.inserted ?? 0 }.reduce(0, +) == 200)
+        #expect(reports.map { ($0.entities["dog"]?.inserted ?? 0) + ($0.entities["dog"]?.stubs ?? 0) }.max() ?? 0 >= 50)
+        #expect(try rows(path, "SELECT count(*), count(DISTINCT id) FROM person") == [["200", "200"]])
+        #expect(try rows(path, "SELECT count(*) FROM dog") == [["50"]])
+        #expect(try rows(path, "SELECT count(*) FROM person_dogs") == [["200"]])
+    }
+
+    /// A type outside the database's model is refused before anything is read; so is a
+    /// database whose tables disagree with the types.
+    @Test func aTypeOutsideTheModelIsRefused() async throws {
+        let (db, path) = try Self.sqlite()
+        await #expect(throws: StoreError.self) { try await db.ingest([Planet].self, from: Self.bytes("[]")) }
+        _ = try await db.ingest([Person].self, from: Self.bytes(#"[{"id": 1}]"#))
+        try await DatabaseQueue(path: path).write { try $0.execute(sql: "ALTER TABLE person RENAME COLUMN id TO pid") }
+        #expect(throws: StoreError.self) { try IngotDatabase.sqlite(path, entities: [Person.self]) }
+    }
+
+    /// The same ingests end in the same tables on PostgreSQL.
+    @Test func postgreSQLEndsInSQLitesState() async throws {
+        let url = try PostgresServer.freshDatabase()
+        let (sqlite, path) = try Self.sqlite()
+        let postgres = try IngotDatabase.postgres(url, entities: [Person.self])
+        let pages = [
+            #"[{"id": 1, "first_name": "Ada", "origin": {"country": {"name": "UK"}}, "dogs": [{"id": 7, "name": "Rex"}, 8]}, {"id": 2, "score": "x"}]"#,
+            #"[{"id": 1, "first_name": null, "score": 4.5, "dogs": [8]}, {"id": 8, "first_name": "Dee"}]"#,
+        ]
+        for page in pages {
+            let a = try await sqlite.ingest([Person].self, from: Self.bytes(page))
+            let b = try await postgres.ingest([Person].self, from: Self.bytes(page))
+            #expect(a.entities == b.entities)
+            #expect(a.rejections.map(\.codingPath) == b.rejections.map(\.codingPath))
+        }
+        let model = try EntityModel(root: Person.self)
+        #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(path, model)))
+    }
+}
