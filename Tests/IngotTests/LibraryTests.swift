@@ -32,6 +32,19 @@ private struct Planet: IngotEntity {
     static let identity: [CodingKeys] = [.name]
 }
 
+private struct Film: IngotEntity, Equatable {
+    var episodeID: Int
+    var title: String?
+    var director: String?
+    var created: Date?
+    var rating: Double?
+    var canon: Bool?
+    enum CodingKeys: String, CodingKey {
+        case episodeID = "episode_id", title, director, created, rating = "meta.rating", canon
+    }
+    static let identity: [CodingKeys] = [.episodeID]
+}
+
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
 @Suite(.serialized)
@@ -123,6 +136,69 @@ struct LibraryTests {
         _ = try await db.ingest([Person].self, from: Self.bytes(#"[{"id": 1}]"#))
         try await DatabaseQueue(path: path).write { try $0.execute(sql: "ALTER TABLE person RENAME COLUMN id TO pid") }
         #expect(throws: StoreError.self) { try IngotDatabase.sqlite(path, entities: [Person.self]) }
+    }
+
+    private static let films = #"""
+        {"count": 6, "results": [
+          {"episode_id": 4, "title": "A New Hope", "director": "George Lucas", "created": "2014-12-10T14:23:31.880000Z", "meta": {"rating": 8.6}, "canon": true},
+          {"episode_id": 5, "title": "The Empire Strikes Back", "director": "Irvin Kershner", "created": "2014-12-12T11:26:24.656000Z", "meta": {"rating": 8.7}, "canon": true},
+          {"episode_id": 6, "title": "Return of the Jedi", "director": "Richard Marquand", "created": "2014-12-18T10:39:33.255000Z", "meta": {"rating": 8.3}},
+          {"episode_id": 1, "title": "The Phantom Menace", "director": "George Lucas", "created": "2014-12-19T16:52:55.740000Z", "meta": {"rating": 6.5}, "canon": true},
+          {"episode_id": 2, "title": "Attack of the Clones", "director": "George Lucas", "created": "2014-12-20T10:57:57.886000Z", "canon": false},
+          {"episode_id": 3, "title": "Revenge of the Sith", "director": "George Lucas", "created": "2014-12-20T18:49:38.403000Z", "meta": {"rating": 7.6}}
+        ]}
+        """#
+
+    /// Typed reads: a `#Predicate` and `SortDescriptor`s become SQL; the rows come back as the
+    /// values that were ingested (key paths, dates, doubles, booleans, NULLs).
+    @Test(arguments: ["sqlite", "postgresql"])
+    func fetchFiltersSortsAndPagesInSQL(backend: String) async throws {
+        let db =
+            backend == "sqlite"
+            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("films.db").path, entities: [Film.self])
+            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Film.self])
+        let report = try await db.ingest([Film].self, from: Self.bytes(Self.films), at: "results")
+        #expect(report.entities["film"]?.inserted == 6 && report.rejections.isEmpty)
+
+        let byEpisode = try await db.fetch(Film.self, sortBy: [SortDescriptor(\.episodeID)])
+        #expect(byEpisode.map(\.episodeID) == [1, 2, 3, 4, 5, 6])
+        let hope = try #require(byEpisode.first { $0.episodeID == 4 })
+        #expect(hope.title == "A New Hope" && hope.rating == 8.6 && hope.canon == true)
+        #expect(abs((hope.created?.timeIntervalSince1970 ?? 0) - 1_418_221_411.88) < 0.000_5)
+        #expect(byEpisode[1].rating == nil && byEpisode[2].canon == nil)
+
+        let lucas = try await db.fetch(
+            Film.self, where: #Predicate { $0.director == "George Lucas" && ($0.rating ?? 0) > 7 },
+            sortBy: [SortDescriptor(\.rating, order: .reverse)])
+        #expect(lucas.map(\.episodeID) == [4, 3])
+        let notCanon = try await db.fetch(Film.self, where: #Predicate { $0.canon != true }, sortBy: [SortDescriptor(\.episodeID)])
+        #expect(notCanon.map(\.episodeID) == [2, 3, 6])
+        let some = try await db.fetch(Film.self, where: #Predicate { [1, 5, 9].contains($0.episodeID) })
+        #expect(some.map(\.episodeID) == [1, 5])
+        let unrated = try await db.fetch(Film.self, where: #Predicate { $0.rating == nil })
+        #expect(unrated.map(\.episodeID) == [2])
+        let notEarly = try await db.fetch(Film.self, where: #Predicate { !($0.episodeID < 4) })
+        #expect(notEarly.map(\.episodeID) == [4, 5, 6])
+        // NULL first ascending (as Swift orders nil), ties by identity; a window of the result.
+        let page = try await db.fetch(
+            Film.self, sortBy: [SortDescriptor(\.director), SortDescriptor(\.rating)], limit: 3, offset: 1)
+        #expect(page.map(\.episodeID) == [1, 3, 4])
+        let byTitle = try await db.fetch(Film.self, sortBy: [SortDescriptor(\.title, order: .reverse)], limit: 2)
+        #expect(byTitle.map(\.title) == ["The Phantom Menace", "The Empire Strikes Back"])
+    }
+
+    /// What has no SQL translation is refused before a row is read, saying what does translate.
+    @Test func anUntranslatablePredicateIsAnError() async throws {
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("films.db").path, entities: [Film.self])
+        _ = try await db.ingest([Film].self, from: Self.bytes(Self.films), at: "results")
+        await #expect(throws: IngotQueryError.self) {
+            try await db.fetch(Film.self, where: #Predicate { $0.title?.isEmpty == true })
+        }
+        let (people, _) = try Self.sqlite()
+        let error = await #expect(throws: IngotQueryError.self) {
+            try await people.fetch(Person.self, sortBy: [SortDescriptor(\.dogs?.count)])
+        }
+        #expect(error?.message.contains("dogs") == true)
     }
 
     /// The same ingests end in the same tables on PostgreSQL.

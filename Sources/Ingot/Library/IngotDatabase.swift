@@ -104,6 +104,47 @@ public final class IngotDatabase: Sendable {
     }
 }
 
+extension IngotDatabase {
+    /// The stored `T`s that `predicate` selects, sorted by `sortBy` then by identity, as plain
+    /// Swift values decoded through `T`'s own `init(from:)`:
+    ///
+    /// ```swift
+    /// let spanish = try await db.fetch(Person.self, where: #Predicate { $0.country == "ES" },
+    ///                                  sortBy: [SortDescriptor(\.score, order: .reverse)], limit: 50)
+    /// ```
+    ///
+    /// The predicate and the sort become SQL (`==`, `!=`, `<`, `<=`, `>`, `>=`, `&&`, `||`, `!`,
+    /// `??` and `[constants].contains(property)` on stored attributes; text sorts by its bytes on
+    /// both backends); anything else throws ``IngotQueryError`` before a row is read.
+    /// Relationships are not loaded: optional ones are `nil`.
+    public func fetch<T: IngotEntity>(
+        _ type: T.Type, where predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = [], limit: Int? = nil, offset: Int = 0
+    ) async throws -> [T] {
+        guard let index = model.index(of: T.entityName) else {
+            throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
+        }
+        let layout = EntityLayout.layouts(of: model)[index]
+        let columns = QueryColumns(typeName: "\(T.self)", layout: layout)
+        let filter = try predicate.map { try RowExpression.of($0.expression, columns) }
+        let order = try sortBy.map { descriptor -> RowQuery.Order in
+            guard let keyPath = descriptor.keyPath else {
+                throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
+            }
+            let column = try columns.column(keyPath)
+            return RowQuery.Order(column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string)
+        }
+        let query = RowQuery(entity: index, filter: filter, order: order, limit: limit, offset: max(0, offset))
+        let (database, model) = (self.database, self.model)
+        let rows = try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try StoreLocation(database).fetch(model: model, query: query) })
+            }
+        }
+        let entity = model.entities[index]
+        return try rows.map { try T(from: RowDecoder(entity: entity, layout: layout, row: $0)) }
+    }
+}
+
 /// What one ``IngotDatabase/ingest(_:from:at:)`` did.
 public struct IngestReport: Sendable {
     /// The run's id in `_ingot_runs`.

@@ -122,6 +122,40 @@ extension SQLiteStore {
         }
     }
 
+    /// The rows `query` selects in the database at `databasePath` (read only).
+    package static func fetch(databasePath: String, model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
+        let layout = EntityLayout.layouts(of: model)[query.entity]
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: databasePath, configuration: configuration)
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        let (sql, parameters) = query.sql(
+            table: layout.table, columns: layout.columns.map { SQLiteStore.quote($0.name) }, identity: identity, dialect: .sqlite)
+        let arguments = StatementArguments(
+            parameters.map { value -> DatabaseValue in
+                switch value {
+                case .null: .null
+                case .integer(let v): v.databaseValue
+                case .real(let v): v.databaseValue
+                case .bool(let v): (v ? 1 : 0).databaseValue
+                case .text(let s): s.databaseValue
+                }
+            })
+        return try queue.read { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                zip(row.databaseValues, layout.columns).map { value, column in
+                    switch value.storage {
+                    case .null: .null
+                    case .int64(let v): column.type == .bool ? .bool(v != 0) : .integer(v)
+                    case .double(let v): .real(v)
+                    case .string(let s): .text(s)
+                    case .blob(let data): .text(String(decoding: data, as: UTF8.self))
+                    }
+                }
+            }
+        }
+    }
+
     /// Marks a resumed run running again.
     package func reopenRun(id: String, archive: String?) throws {
         try dbQueue.write { db in

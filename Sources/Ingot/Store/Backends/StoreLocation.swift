@@ -72,6 +72,11 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         try backend.rejections(model: model, runID: runID)
     }
 
+    /// The rows `query` selects (``StoreBackend/fetch(model:query:)``).
+    package func fetch(model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
+        try backend.fetch(model: model, query: query)
+    }
+
     /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info
     /// (multi-host URLs too), `?password=`, percent-encoded (``Redactor/databaseSecrets(_:)``).
     package static func redacted(_ url: String) -> String {

@@ -42,6 +42,54 @@ package struct PostgresBackend: StoreBackend {
         }
     }
 
+    package func fetch(model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
+        let layout = EntityLayout.layouts(of: model)[query.entity]
+        // Values come back as text; dates and instants in the mapper's own forms.
+        let columns = layout.columns.map { column -> String in
+            let c = PGStore.quote(column.name)
+            switch PGStore.columnType(column.type) {
+            case "timestamptz": return "to_char(\(c) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+            case "date": return "to_char(\(c), 'YYYY-MM-DD')"
+            default: return "\(c)::text"
+            }
+        }
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        let (sql, parameters) = query.sql(table: layout.table, columns: columns, identity: identity, dialect: .postgres)
+        let connection = try PGConnection(url: url)
+        return try connection.execute(sql, parameters.map(PostgresBackend.parameter)).map { row in
+            zip(row, layout.columns).map { text, column in PostgresBackend.value(text, column.type) }
+        }
+    }
+
+    /// A value as a text parameter (its type inferred from the column it meets).
+    static func parameter(_ value: ScalarValue) -> String? {
+        switch value {
+        case .null: nil
+        case .integer(let v): String(v)
+        case .real(let v): String(v)
+        case .bool(let v): v ? "t" : "f"
+        case .text(let s): s
+        }
+    }
+
+    /// A column's text as the mapper would have made its value.
+    static func value(_ text: String?, _ type: AttributeType) -> ScalarValue {
+        guard let text else { return .null }
+        switch type {
+        case .integer: return Int64(text).map(ScalarValue.integer) ?? .text(text)
+        case .double: return Double(text).map(ScalarValue.real) ?? .text(text)
+        case .bool: return .bool(text == "t" || text == "true")
+        case .date(.pattern(let pattern, _)) where DatePattern(pattern)?.hasTime == false: return .text(text)
+        case .date:
+            // to_char's six fraction digits, trimmed as the mapper trims them (none when zero).
+            var trimmed = text.hasSuffix("Z") ? String(text.dropLast()) : text
+            while trimmed.hasSuffix("0") { trimmed.removeLast() }
+            if trimmed.hasSuffix(".") { trimmed.removeLast() }
+            return .text(trimmed + "Z")
+        case .string, .json: return .text(text)
+        }
+    }
+
     /// The run lock is PostgreSQL's own (an advisory lock the store takes).
     package var lockablePath: String? { nil }
 }

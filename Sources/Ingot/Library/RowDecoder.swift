@@ -1,0 +1,160 @@
+import Foundation
+
+/// Decodes an entity's Swift type from one stored row, through its own `init(from:)`: each coding
+/// key finds its attribute by the key it was mapped from (`origin.country.name` → column
+/// `country`). Relationships are not loaded: an optional one decodes as `nil`, a required one is a
+/// `valueNotFound` error.
+struct RowDecoder: Decoder {
+    /// Per coding key (its string value): the row's slot of that attribute's column.
+    let slots: [String: Int]
+    /// The coding keys of relationships.
+    let relationships: Set<String>
+    let layout: EntityLayout
+    let row: [ScalarValue]
+    var codingPath: [any CodingKey] = []
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    init(entity: Entity, layout: EntityLayout, row: [ScalarValue]) {
+        var slots: [String: Int] = [:]
+        for attribute in entity.attributes {
+            if let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) { slots[attribute.key] = slot }
+        }
+        self.slots = slots
+        self.relationships = Set(entity.relationships.map(\.key))
+        self.layout = layout
+        self.row = row
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(RowContainer<Key>(decoder: self))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        throw DecodingError.typeMismatch(
+            [Any].self, .init(codingPath: codingPath, debugDescription: "a stored row is an object, not an array"))
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        throw DecodingError.typeMismatch(
+            Any.self, .init(codingPath: codingPath, debugDescription: "a stored row is an object of attributes"))
+    }
+}
+
+private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let decoder: RowDecoder
+    var codingPath: [any CodingKey] { decoder.codingPath }
+    var allKeys: [Key] { decoder.slots.keys.compactMap { Key(stringValue: $0) } }
+
+    func contains(_ key: Key) -> Bool {
+        decoder.slots[key.stringValue] != nil || decoder.relationships.contains(key.stringValue)
+    }
+
+    private func value(_ key: Key) throws -> ScalarValue {
+        guard let slot = decoder.slots[key.stringValue] else {
+            let why =
+                decoder.relationships.contains(key.stringValue)
+                ? "the relationship '\(key.stringValue)' was not loaded (declare it optional)"
+                : "no stored attribute has the key '\(key.stringValue)'"
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: why))
+        }
+        return decoder.row[slot]
+    }
+
+    private func mismatch<T>(_ type: T.Type, _ key: Key, _ value: ScalarValue) -> DecodingError {
+        DecodingError.typeMismatch(type, .init(codingPath: codingPath + [key], debugDescription: "the stored value is \(value)"))
+    }
+
+    private func present(_ key: Key) throws -> ScalarValue {
+        let v = try value(key)
+        if v == .null {
+            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath + [key], debugDescription: "the stored value is NULL"))
+        }
+        return v
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        if decoder.slots[key.stringValue] == nil { return decoder.relationships.contains(key.stringValue) }
+        return try value(key) == .null
+    }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        switch try present(key) {
+        case .bool(let v): return v
+        case .integer(let v): return v != 0
+        case let v: throw mismatch(type, key, v)
+        }
+    }
+
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        guard case .text(let s) = try present(key) else { throw mismatch(type, key, try value(key)) }
+        return s
+    }
+
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        switch try present(key) {
+        case .real(let v): return v
+        case .integer(let v): return Double(v)
+        case let v: throw mismatch(type, key, v)
+        }
+    }
+
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { Float(try decode(Double.self, forKey: key)) }
+
+    private func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: Key) throws -> T {
+        let v = try present(key)
+        guard case .integer(let n) = v, let out = T(exactly: n) else { throw mismatch(type, key, v) }
+        return out
+    }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(type, key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(type, key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(type, key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(type, key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(type, key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(type, key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(type, key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(type, key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if decoder.relationships.contains(key.stringValue) { _ = try value(key) }
+        let v = try present(key)
+        if type == Date.self {
+            guard case .text(let text) = v, let date = RowDecoder.date(text) else { throw mismatch(type, key, v) }
+            // The cast cannot fail: T is Date.
+            if let date = date as? T { return date }
+        }
+        // A JSON attribute (any other Decodable property): its stored text, decoded.
+        guard case .text(let text) = v else { throw mismatch(type, key, v) }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(text.utf8))
+        } catch {
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: codingPath + [key], debugDescription: "the stored JSON does not decode as \(T.self)", underlyingError: error
+                ))
+        }
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        throw DecodingError.typeMismatch(type, .init(codingPath: codingPath + [key], debugDescription: "stored attributes are flat"))
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath + [key], debugDescription: "stored attributes are flat"))
+    }
+
+    func superDecoder() throws -> any Decoder { decoder }
+    func superDecoder(forKey key: Key) throws -> any Decoder { decoder }
+}
+
+extension RowDecoder {
+    /// A stored date: `yyyy-MM-dd` (midnight UTC) or an ISO 8601 instant, with or without a
+    /// fraction.
+    static func date(_ text: String) -> Date? {
+        if let date = try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) { return date }
+        if let date = try? Date(text, strategy: Date.ISO8601FormatStyle()) { return date }
+        return try? Date(text, strategy: Date.ISO8601FormatStyle().year().month().day())
+    }
+}
