@@ -18,9 +18,10 @@ private struct Person: IngotEntity {
     var country: String?
     var score: Double?
     var dogs: Set<Dog>?
+    var best: Dog?
 
     enum CodingKeys: String, CodingKey {
-        case id, firstName = "first_name", country = "origin.country.name", score, dogs
+        case id, firstName = "first_name", country = "origin.country.name", score, dogs, best = "best_friend"
     }
     static let identity: [CodingKeys] = [.id]
 }
@@ -185,6 +186,29 @@ struct LibraryTests {
         #expect(page.map(\.episodeID) == [1, 3, 4])
         let byTitle = try await db.fetch(Film.self, sortBy: [SortDescriptor(\.title, order: .reverse)], limit: 2)
         #expect(byTitle.map(\.title) == ["The Phantom Menace", "The Empire Strikes Back"])
+    }
+
+    /// Relationships asked for are loaded (a to-many from its join table, a to-one from its key
+    /// column), the others are `nil`; a person without dogs has an empty set, not `nil`.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func fetchLoadsTheRelationshipsAskedFor(backend: String) async throws {
+        let db =
+            backend == "sqlite"
+            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("people.db").path, entities: [Person.self])
+            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Person.self])
+        _ = try await db.ingest(
+            [Person].self,
+            from: Self.bytes(
+                #"[{"id": 1, "first_name": "Ada", "dogs": [{"id": 7, "name": "Rex"}, {"id": 8, "name": "Fido"}], "best_friend": 8},"#
+                    + #" {"id": 2, "first_name": "Bo", "dogs": [7]}, {"id": 3, "first_name": "Cy", "dogs": []}]"#))
+        let people = try await db.fetch(Person.self, sortBy: [SortDescriptor(\.id)], including: [\.dogs, \.best])
+        #expect(people.map(\.id) == [1, 2, 3])
+        #expect(people[0].dogs == [Dog(id: 7, name: "Rex"), Dog(id: 8, name: "Fido")])
+        #expect(people[0].best == Dog(id: 8, name: "Fido"))
+        #expect(people[1].dogs == [Dog(id: 7, name: "Rex")] && people[1].best == nil)
+        #expect(people[2].dogs == [])
+        let plain = try await db.fetch(Person.self, where: #Predicate { $0.id == 1 })
+        #expect(plain.count == 1 && plain[0].dogs == nil && plain[0].best == nil && plain[0].firstName == "Ada")
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

@@ -683,7 +683,7 @@ struct RealAPITests {
         }
         // The first run's log goes to a file (no pipe to drain): read if it ends on its own.
         let firstLog = dir.appendingPathComponent("first.log")
-        FileManager.default.createFile(atPath: firstLog.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: firstLog.path, contents: nil)
         let firstErrors = try FileHandle(forWritingTo: firstLog)
         defer { try? firstErrors.close() }
         let first = try start([], errors: firstErrors)

@@ -106,42 +106,61 @@ public final class IngotDatabase: Sendable {
 
 extension IngotDatabase {
     /// The stored `T`s that `predicate` selects, sorted by `sortBy` then by identity, as plain
-    /// Swift values decoded through `T`'s own `init(from:)`:
+    /// Swift values decoded through `T`'s own `init(from:)`, with the relationships `including`
+    /// names loaded (two queries each, whatever the number of rows):
     ///
     /// ```swift
     /// let spanish = try await db.fetch(Person.self, where: #Predicate { $0.country == "ES" },
-    ///                                  sortBy: [SortDescriptor(\.score, order: .reverse)], limit: 50)
+    ///                                  sortBy: [SortDescriptor(\.score, order: .reverse)], limit: 50,
+    ///                                  including: [\.dogs])
     /// ```
     ///
     /// The predicate and the sort become SQL (`==`, `!=`, `<`, `<=`, `>`, `>=`, `&&`, `||`, `!`,
     /// `??` and `[constants].contains(property)` on stored attributes; text sorts by its bytes on
     /// both backends); anything else throws ``IngotQueryError`` before a row is read.
-    /// Relationships are not loaded: optional ones are `nil`.
+    /// Relationships not included are not loaded: optional ones are `nil`. Loaded targets come
+    /// without their own relationships.
     public func fetch<T: IngotEntity>(
-        _ type: T.Type, where predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = [], limit: Int? = nil, offset: Int = 0
+        _ type: T.Type, where predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = [], limit: Int? = nil, offset: Int = 0,
+        including: [PartialKeyPath<T>] = []
     ) async throws -> [T] {
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
         }
-        let layout = EntityLayout.layouts(of: model)[index]
-        let columns = QueryColumns(typeName: "\(T.self)", layout: layout)
-        let filter = try predicate.map { try RowExpression.of($0.expression, columns) }
-        let order = try sortBy.map { descriptor -> RowQuery.Order in
+        let layouts = EntityLayout.layouts(of: model)
+        let layout = layouts[index]
+        let columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layout)
+        var query = RowQuery(layout)
+        query.filter = try predicate.map { try RowExpression.of($0.expression, columns) }
+        query.order = try sortBy.map { descriptor -> RowQuery.Order in
             guard let keyPath = descriptor.keyPath else {
                 throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
             }
             let column = try columns.column(keyPath)
             return RowQuery.Order(column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string)
         }
-        let query = RowQuery(entity: index, filter: filter, order: order, limit: limit, offset: max(0, offset))
-        let (database, model) = (self.database, self.model)
-        let rows = try await withCheckedThrowingContinuation { continuation in
+        query.limit = limit
+        query.offset = max(0, offset)
+        let relationships = try including.map { try columns.relationship($0) }
+        let (database, model, select) = (self.database, self.model, query)
+        let entity = model.entities[index]
+        let decoders = try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try StoreLocation(database).fetch(model: model, query: query) })
+                continuation.resume(
+                    with: Result {
+                        let location = try StoreLocation(database)
+                        let rows = try location.select(select)
+                        var decoders = rows.map { RowDecoder(entity: entity, layout: layout, row: $0) }
+                        let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
+                        for r in relationships {
+                            let key = entity.relationships[r].key
+                            for (k, loaded) in try loader.load(r, of: index, owners: rows).enumerated() { decoders[k].loaded[key] = loaded }
+                        }
+                        return decoders
+                    })
             }
         }
-        let entity = model.entities[index]
-        return try rows.map { try T(from: RowDecoder(entity: entity, layout: layout, row: $0)) }
+        return try decoders.map { try T(from: $0) }
     }
 }
 

@@ -13,18 +13,33 @@ public struct IngotQueryError: Error, Sendable, CustomStringConvertible {
 /// property's name (`firstName` → column `first_name`).
 struct QueryColumns {
     let typeName: String
+    let entity: Entity
     let layout: EntityLayout
 
-    /// The column `\Person.firstName` stands for.
-    func column(_ keyPath: AnyKeyPath) throws -> EntityLayout.Column {
+    /// The property `\Person.firstName` names, snake-cased as the model names it (`first_name`).
+    private func property(_ keyPath: AnyKeyPath) throws -> (text: String, property: Substring, name: String) {
         // `\Person.firstName`: the type, then the property (one level: entities are flat).
         let text = "\(keyPath)"
         let parts = text.split(separator: ".")
         guard parts.count == 2, let property = parts.last else {
-            throw IngotQueryError(message: "\(text): only a property of \(typeName) itself can be filtered or sorted on")
+            throw IngotQueryError(message: "\(text): only a property of \(typeName) itself can be named here")
         }
-        let name = snakeCase(String(property))
-        guard let column = layout.columns.first(where: { $0.name == name }) else {
+        return (text, property, snakeCase(String(property)))
+    }
+
+    /// The relationship `\Person.dogs` stands for (its index in the entity's relationships).
+    func relationship(_ keyPath: AnyKeyPath) throws -> Int {
+        let (text, property, name) = try self.property(keyPath)
+        guard let r = entity.relationships.firstIndex(where: { $0.name == name }) else {
+            throw IngotQueryError(message: "\(text): \(typeName).\(property) is not a relationship")
+        }
+        return r
+    }
+
+    /// The column `\Person.firstName` stands for.
+    func column(_ keyPath: AnyKeyPath) throws -> EntityLayout.Column {
+        let (text, property, name) = try self.property(keyPath)
+        guard entity.attributes.contains(where: { $0.name == name }), let column = layout.columns.first(where: { $0.name == name }) else {
             throw IngotQueryError(
                 message: "\(text): \(typeName).\(property) is not a stored attribute (relationships cannot be filtered or sorted on yet)")
         }

@@ -11,8 +11,18 @@ struct RowDecoder: Decoder {
     let relationships: Set<String>
     let layout: EntityLayout
     let row: [ScalarValue]
+    /// The relationships loaded (`including:`), by coding key.
+    var loaded: [String: Loaded] = [:]
     var codingPath: [any CodingKey] = []
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    /// What a loaded relationship holds for this row.
+    enum Loaded {
+        /// A to-one: its target's row, `nil` when it points nowhere.
+        case one(RowDecoder?)
+        /// A to-many: its targets' rows, in the set's order.
+        case many([RowDecoder])
+    }
 
     init(entity: Entity, layout: EntityLayout, row: [ScalarValue]) {
         var slots: [String: Int] = [:]
@@ -73,6 +83,11 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func decodeNil(forKey key: Key) throws -> Bool {
+        switch decoder.loaded[key.stringValue] {
+        case .one(let target)?: return target == nil
+        case .many?: return false
+        case nil: break
+        }
         if decoder.slots[key.stringValue] == nil { return decoder.relationships.contains(key.stringValue) }
         return try value(key) == .null
     }
@@ -118,6 +133,14 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        switch decoder.loaded[key.stringValue] {
+        case .one(let target?)?: return try T(from: target)
+        case .one(nil)?:
+            throw DecodingError.valueNotFound(
+                type, .init(codingPath: codingPath + [key], debugDescription: "the relationship points nowhere"))
+        case .many(let targets)?: return try T(from: ManyDecoder(targets: targets, codingPath: codingPath + [key]))
+        case nil: break
+        }
         if decoder.relationships.contains(key.stringValue) { _ = try value(key) }
         let v = try present(key)
         if type == Date.self {
@@ -147,6 +170,60 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func superDecoder() throws -> any Decoder { decoder }
     func superDecoder(forKey key: Key) throws -> any Decoder { decoder }
+}
+
+/// A loaded to-many relationship as the array a `[T]` or `Set<T>` property decodes from.
+private struct ManyDecoder: Decoder {
+    let targets: [RowDecoder]
+    var codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        throw DecodingError.typeMismatch(type, .init(codingPath: codingPath, debugDescription: "a to-many relationship is an array"))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer { Targets(targets: targets, codingPath: codingPath) }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        throw DecodingError.typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "a to-many relationship is an array"))
+    }
+
+    private struct Targets: UnkeyedDecodingContainer {
+        let targets: [RowDecoder]
+        var codingPath: [any CodingKey]
+        var currentIndex = 0
+        var count: Int? { targets.count }
+        var isAtEnd: Bool { currentIndex >= targets.count }
+
+        init(targets: [RowDecoder], codingPath: [any CodingKey]) {
+            self.targets = targets
+            self.codingPath = codingPath
+        }
+
+        mutating func decodeNil() throws -> Bool { false }
+
+        mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            guard !isAtEnd else {
+                throw DecodingError.valueNotFound(type, .init(codingPath: codingPath, debugDescription: "past the last target"))
+            }
+            defer { currentIndex += 1 }
+            return try T(from: targets[currentIndex])
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+            defer { currentIndex += 1 }
+            return try targets[currentIndex].container(keyedBy: type)
+        }
+
+        mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+            throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "a target is an object"))
+        }
+
+        mutating func superDecoder() throws -> any Decoder {
+            defer { currentIndex += 1 }
+            return targets[currentIndex]
+        }
+    }
 }
 
 extension RowDecoder {

@@ -176,7 +176,7 @@ struct UncommittedIdentities: Sendable {
 
     /// Remembers the identities of batch `number`, per entity.
     mutating func append(_ number: Int, _ identities: [some Collection<IdentityKey>]) {
-        batches.append((number, identities.map(Keys.init)))
+        batches.append((number, identities.map { Keys($0) }))
     }
 
     /// Forgets the batches up to `number`: they are committed, so a reader sees them.

@@ -1,11 +1,15 @@
 import Foundation
 
-/// A read of one entity's rows, backend-neutral: a filter, an order, a window. Each backend
-/// renders it in its own SQL (``StoreBackend/fetch(model:query:)``); the Swift library builds it
-/// from a `Predicate` and `SortDescriptor`s.
+/// A read of one table's rows, backend-neutral: its columns, a filter, an order, a window. Each
+/// backend renders it in its own SQL (``StoreBackend/select(_:)``); the Swift library builds it
+/// from a `Predicate` and `SortDescriptor`s, and for the relationships it loads.
 package struct RowQuery: Sendable, Equatable {
-    /// The entity's index in the model.
-    package var entity: Int
+    /// The table.
+    package var table: String
+    /// The columns read, in order, with their types (each backend reads a type its own way).
+    package var columns: [EntityLayout.Column]
+    /// Columns that break ties after ``order`` (an entity's identity), ascending.
+    package var tiebreak: [String]
     /// Which rows; `nil`: all.
     package var filter: RowExpression?
     /// Columns to sort by, in turn, NULL first when ascending and last when descending (as
@@ -29,25 +33,35 @@ package struct RowQuery: Sendable, Equatable {
         }
     }
 
-    package init(entity: Int, filter: RowExpression? = nil, order: [Order] = [], limit: Int? = nil, offset: Int = 0) {
-        self.entity = entity
+    package init(
+        table: String, columns: [EntityLayout.Column], tiebreak: [String] = [], filter: RowExpression? = nil, order: [Order] = [],
+        limit: Int? = nil, offset: Int = 0
+    ) {
+        self.table = table
+        self.columns = columns
+        self.tiebreak = tiebreak
         self.filter = filter
         self.order = order
         self.limit = limit
         self.offset = offset
     }
 
-    /// `SELECT columns FROM table WHERE … ORDER BY … LIMIT … OFFSET …` in `dialect`, with its
-    /// parameters in order. `columns` are the select list's expressions, already quoted.
-    package func sql(table: String, columns: [String], identity: [String], dialect: RowExpression.Dialect) -> (String, [ScalarValue]) {
+    /// All the rows of `layout`'s table (its columns, ties broken by its identity).
+    package init(_ layout: EntityLayout) {
+        self.init(table: layout.table, columns: layout.columns, tiebreak: layout.identitySlots.map { layout.columns[$0].name })
+    }
+
+    /// `SELECT … FROM table WHERE … ORDER BY … LIMIT … OFFSET …` in `dialect`, with its
+    /// parameters in order. `select` are the select list's expressions, one per column, quoted.
+    package func sql(select: [String], dialect: RowExpression.Dialect) -> (String, [ScalarValue]) {
         var parameters: [ScalarValue] = []
-        var sql = "SELECT \(columns.joined(separator: ", ")) FROM \(RowExpression.quote(table))"
+        var sql = "SELECT \(select.joined(separator: ", ")) FROM \(RowExpression.quote(table))"
         if let filter { sql += " WHERE " + filter.sql(dialect, &parameters) }
         let sorted =
             order.map { item in
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
                 return RowExpression.quote(item.column) + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
-            } + identity.map { RowExpression.quote($0) + " ASC" }
+            } + tiebreak.map { RowExpression.quote($0) + " ASC" }
         if !sorted.isEmpty { sql += " ORDER BY " + sorted.joined(separator: ", ") }
         if let limit { sql += " LIMIT \(max(0, limit))" }
         if offset > 0 { sql += (limit == nil && dialect == .sqlite ? " LIMIT -1" : "") + " OFFSET \(offset)" }

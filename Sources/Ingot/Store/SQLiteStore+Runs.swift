@@ -123,14 +123,11 @@ extension SQLiteStore {
     }
 
     /// The rows `query` selects in the database at `databasePath` (read only).
-    package static func fetch(databasePath: String, model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
-        let layout = EntityLayout.layouts(of: model)[query.entity]
+    package static func select(_ query: RowQuery, databasePath: String) throws -> [[ScalarValue]] {
         var configuration = Configuration()
         configuration.readonly = true
         let queue = try DatabaseQueue(path: databasePath, configuration: configuration)
-        let identity = layout.identitySlots.map { layout.columns[$0].name }
-        let (sql, parameters) = query.sql(
-            table: layout.table, columns: layout.columns.map { SQLiteStore.quote($0.name) }, identity: identity, dialect: .sqlite)
+        let (sql, parameters) = query.sql(select: query.columns.map { SQLiteStore.quote($0.name) }, dialect: .sqlite)
         let arguments = StatementArguments(
             parameters.map { value -> DatabaseValue in
                 switch value {
@@ -143,7 +140,7 @@ extension SQLiteStore {
             })
         return try queue.read { db in
             try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                zip(row.databaseValues, layout.columns).map { value, column in
+                zip(row.databaseValues, query.columns).map { value, column in
                     switch value.storage {
                     case .null: .null
                     case .int64(let v): column.type == .bool ? .bool(v != 0) : .integer(v)

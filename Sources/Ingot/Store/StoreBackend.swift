@@ -17,10 +17,9 @@ package protocol StoreBackend: Sendable {
     /// The records and pages run `runID` rejected, in the order it stored them (at most
     /// ``RunOptions/maxRejectRows`` a run); none when there is no such run.
     func rejections(model: EntityModel, runID: String) throws -> [RecordRejection]
-    /// The rows `query` selects, each its columns in the entity's layout order, as the mapper
-    /// makes them: booleans as `.bool`, dates as the mapper's text (`yyyy-MM-dd`, or ISO 8601 in
-    /// UTC), JSON as its text.
-    func fetch(model: EntityModel, query: RowQuery) throws -> [[ScalarValue]]
+    /// The rows `query` selects, each its columns in order, as the mapper makes them: booleans
+    /// as `.bool`, dates as text (`yyyy-MM-dd`, or ISO 8601 in UTC), JSON as its text.
+    func select(_ query: RowQuery) throws -> [[ScalarValue]]
     /// The file the run lock sits beside, for a backend whose lock is a file (SQLite); `nil`
     /// when the store takes its own (``IngestStore/lockRuns(of:timeout:)``).
     var lockablePath: String? { get }
@@ -77,8 +76,8 @@ package struct SQLiteBackend: StoreBackend {
         try SQLiteStore.rejections(databasePath: path, model: model, runID: runID)
     }
 
-    package func fetch(model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
-        try SQLiteStore.fetch(databasePath: path, model: model, query: query)
+    package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
+        try SQLiteStore.select(query, databasePath: path)
     }
 
     package var lockablePath: String? { path == ":memory:" ? nil : path }

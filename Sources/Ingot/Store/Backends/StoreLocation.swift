@@ -72,9 +72,9 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         try backend.rejections(model: model, runID: runID)
     }
 
-    /// The rows `query` selects (``StoreBackend/fetch(model:query:)``).
-    package func fetch(model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
-        try backend.fetch(model: model, query: query)
+    /// The rows `query` selects (``StoreBackend/select(_:)``).
+    package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
+        try backend.select(query)
     }
 
     /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info

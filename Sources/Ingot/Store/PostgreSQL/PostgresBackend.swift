@@ -42,10 +42,9 @@ package struct PostgresBackend: StoreBackend {
         }
     }
 
-    package func fetch(model: EntityModel, query: RowQuery) throws -> [[ScalarValue]] {
-        let layout = EntityLayout.layouts(of: model)[query.entity]
+    package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
         // Values come back as text; dates and instants in the mapper's own forms.
-        let columns = layout.columns.map { column -> String in
+        let columns = query.columns.map { column -> String in
             let c = PGStore.quote(column.name)
             switch PGStore.columnType(column.type) {
             case "timestamptz": return "to_char(\(c) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
@@ -53,11 +52,10 @@ package struct PostgresBackend: StoreBackend {
             default: return "\(c)::text"
             }
         }
-        let identity = layout.identitySlots.map { layout.columns[$0].name }
-        let (sql, parameters) = query.sql(table: layout.table, columns: columns, identity: identity, dialect: .postgres)
+        let (sql, parameters) = query.sql(select: columns, dialect: .postgres)
         let connection = try PGConnection(url: url)
         return try connection.execute(sql, parameters.map(PostgresBackend.parameter)).map { row in
-            zip(row, layout.columns).map { text, column in PostgresBackend.value(text, column.type) }
+            zip(row, query.columns).map { text, column in PostgresBackend.value(text, column.type) }
         }
     }
 
