@@ -4,7 +4,7 @@ import Testing
 
 @testable import Ingot
 
-private struct Dog: IngotEntity, Hashable {
+private struct Dog: IngotEntity, Hashable, Codable {
     var id: Int
     var name: String?
     var breed: String?
@@ -12,7 +12,7 @@ private struct Dog: IngotEntity, Hashable {
     static let identity: [CodingKeys] = [.id]
 }
 
-private struct Person: IngotEntity {
+private struct Person: IngotEntity, Codable, Equatable {
     var id: Int
     var firstName: String?
     var country: String?
@@ -33,7 +33,7 @@ private struct Planet: IngotEntity {
     static let identity: [CodingKeys] = [.name]
 }
 
-private struct Film: IngotEntity, Equatable {
+private struct Film: IngotEntity, Codable, Equatable {
     var episodeID: Int
     var title: String?
     var director: String?
@@ -209,6 +209,45 @@ struct LibraryTests {
         #expect(people[2].dogs == [])
         let plain = try await db.fetch(Person.self, where: #Predicate { $0.id == 1 })
         #expect(plain.count == 1 && plain[0].dogs == nil && plain[0].best == nil && plain[0].firstName == "Ada")
+    }
+
+    /// Fetched values encode back into the JSON they came from (key paths nested again, NULL
+    /// as null, relationships not loaded left out), and that JSON ingested into a second
+    /// database gives the same values.
+    @Test func fetchedValuesEncodeBackAndRoundTrip() async throws {
+        let first = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("films.db").path, entities: [Film.self])
+        _ = try await first.ingest([Film].self, from: Self.bytes(Self.films), at: "results")
+        let films = try await first.fetch(Film.self, sortBy: [SortDescriptor(\.episodeID)])
+        let json = try IngotJSONEncoder().encode(films)
+        let text = String(decoding: json, as: UTF8.self)
+        #expect(
+            text.hasPrefix(
+                #"[{"episode_id":1,"title":"The Phantom Menace","director":"George Lucas","created":"2014-12-19T16:52:55.74Z","meta":{"rating":6.5},"canon":true}"#
+            ))
+        #expect(
+            text.contains(
+                #"{"episode_id":2,"title":"Attack of the Clones","director":"George Lucas","created":"2014-12-20T10:57:57.886Z","meta":{"rating":null},"canon":false}"#
+            ))
+        let second = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("again.db").path, entities: [Film.self])
+        let report = try await second.ingest([Film].self, from: json)
+        #expect(report.rejections.isEmpty && report.entities["film"]?.inserted == 6)
+        #expect(try await second.fetch(Film.self, sortBy: [SortDescriptor(\.episodeID)]) == films)
+
+        // A graph: loaded relationships as nested objects, the rest left out.
+        let (people, _) = try Self.sqlite()
+        _ = try await people.ingest(
+            [Person].self,
+            from: Self.bytes(
+                #"[{"id": 1, "origin": {"country": {"name": "UK"}}, "dogs": [{"id": 7, "name": "Rex"}], "best_friend": 7}, {"id": 2}]"#))
+        let loaded = try await people.fetch(Person.self, sortBy: [SortDescriptor(\.id)], including: [\.dogs])
+        let graph = String(decoding: try IngotJSONEncoder().encode(loaded), as: UTF8.self)
+        #expect(
+            graph
+                == #"[{"id":1,"first_name":null,"origin":{"country":{"name":"UK"}},"score":null,"dogs":[{"id":7,"name":"Rex","breed":null}]},"#
+                + #"{"id":2,"first_name":null,"origin":{"country":{"name":null}},"score":null,"dogs":[]}]"#)
+        let copy = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("copy.db").path, entities: [Person.self])
+        _ = try await copy.ingest([Person].self, from: Array(graph.utf8))
+        #expect(try await copy.fetch(Person.self, sortBy: [SortDescriptor(\.id)], including: [\.dogs]) == loaded)
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

@@ -1,0 +1,372 @@
+import Foundation
+
+/// Encodes entities back into the JSON they were decoded from: each coding key that is a key path
+/// (`origin.country.name`, `names[0].name`) rebuilds its nested objects and arrays, dates are ISO
+/// 8601 in UTC, an attribute that is `nil` is `null` (the row's column is NULL), and a
+/// relationship that is `nil` — not loaded — is left out, so that ingesting the output again
+/// changes nothing it did not hold. Values are plain structs: a graph cannot loop.
+///
+/// ```swift
+/// let people = try await db.fetch(Person.self, including: [\.dogs])
+/// let json = try IngotJSONEncoder().encode(people)   // [{"id":1,"origin":{"country":{"name":"UK"}},"dogs":[{"id":7,…}]}]
+/// ```
+public struct IngotJSONEncoder: Sendable {
+    /// An encoder.
+    public init() {}
+
+    /// `values` as a JSON array.
+    public func encode<T: IngotEntity & Encodable>(_ values: [T]) throws -> Data {
+        let model = try EntityModel(root: T.self)
+        let array = ArrayNode()
+        for value in values {
+            let node = ObjectNode()
+            try value.encode(to: TreeEncoder(node: .object(node), model: model, entity: model.entity(named: T.entityName)))
+            array.items.append(.object(node))
+        }
+        var out = ""
+        JSONTree.write(.array(array), to: &out)
+        return Data(out.utf8)
+    }
+
+    /// `value` as a JSON object.
+    public func encode<T: IngotEntity & Encodable>(_ value: T) throws -> Data {
+        let model = try EntityModel(root: T.self)
+        let node = ObjectNode()
+        try value.encode(to: TreeEncoder(node: .object(node), model: model, entity: model.entity(named: T.entityName)))
+        var out = ""
+        JSONTree.write(.object(node), to: &out)
+        return Data(out.utf8)
+    }
+}
+
+// MARK: - The tree being built
+
+/// A JSON value under construction; objects and arrays are shared boxes, so that containers
+/// (value types) write into the same tree.
+private enum JSONTree {
+    case scalar(String)  // its JSON text
+    case object(ObjectNode)
+    case array(ArrayNode)
+
+    static func write(_ tree: JSONTree, to out: inout String) {
+        switch tree {
+        case .scalar(let text): out += text
+        case .object(let node):
+            out += "{"
+            for (k, key) in node.keys.enumerated() {
+                if k > 0 { out += "," }
+                JSONText.quote(key, into: &out)
+                out += ":"
+                if let value = node.values[key] { write(value, to: &out) }
+            }
+            out += "}"
+        case .array(let node):
+            out += "["
+            for (k, item) in node.items.enumerated() {
+                if k > 0 { out += "," }
+                write(item, to: &out)
+            }
+            out += "]"
+        }
+    }
+
+    static func string(_ s: String) -> JSONTree {
+        var out = ""
+        JSONText.quote(s, into: &out)
+        return .scalar(out)
+    }
+}
+
+private final class ObjectNode {
+    var keys: [String] = []
+    var values: [String: JSONTree] = [:]
+
+    func set(_ key: String, _ value: JSONTree) {
+        if values[key] == nil { keys.append(key) }
+        values[key] = value
+    }
+
+    /// The object at `key`, made when missing.
+    func object(_ key: String) throws -> ObjectNode {
+        switch values[key] {
+        case .object(let node)?: return node
+        case nil:
+            let node = ObjectNode()
+            set(key, .object(node))
+            return node
+        default:
+            throw EncodingError.invalidValue(key, .init(codingPath: [], debugDescription: "two key paths disagree on what '\(key)' is"))
+        }
+    }
+
+    /// The array at `key`, made when missing.
+    func array(_ key: String) throws -> ArrayNode {
+        switch values[key] {
+        case .array(let node)?: return node
+        case nil:
+            let node = ArrayNode()
+            set(key, .array(node))
+            return node
+        default:
+            throw EncodingError.invalidValue(key, .init(codingPath: [], debugDescription: "two key paths disagree on what '\(key)' is"))
+        }
+    }
+}
+
+private final class ArrayNode {
+    var items: [JSONTree] = []
+}
+
+extension EntityModel {
+    /// The entity named `name`, if the model has it.
+    fileprivate func entity(named name: String) -> Entity? { entities.first { $0.name == name } }
+}
+
+// MARK: - The encoder
+
+/// Encodes into a node of the tree. With an `entity`, coding keys are that entity's key paths.
+private struct TreeEncoder: Encoder {
+    enum Target {
+        case object(ObjectNode)
+        case array(ArrayNode)
+        /// A single value goes here.
+        case slot((JSONTree) throws -> Void)
+    }
+
+    let node: Target
+    let model: EntityModel
+    let entity: Entity?
+    var codingPath: [any CodingKey] = []
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        let object: ObjectNode
+        switch node {
+        case .object(let node): object = node
+        case .array(let array):
+            object = ObjectNode()
+            array.items.append(.object(object))
+        case .slot(let put):
+            object = ObjectNode()
+            try? put(.object(object))
+        }
+        return KeyedEncodingContainer(EntityContainer<Key>(encoder: self, object: object))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        let array: ArrayNode
+        switch node {
+        case .array(let node): array = node
+        case .object:
+            array = ArrayNode()
+        case .slot(let put):
+            array = ArrayNode()
+            try? put(.array(array))
+        }
+        return ItemsContainer(encoder: self, array: array)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer { SingleContainer(encoder: self) }
+
+    /// `value` as a tree: scalars as JSON text, dates as ISO 8601, entities with their own key
+    /// paths, anything else through its own `encode(to:)`.
+    func tree(_ value: some Encodable, at path: [any CodingKey]) throws -> JSONTree {
+        switch value {
+        case let v as String: return JSONTree.string(v)
+        case let v as Bool: return .scalar(v ? "true" : "false")
+        case let v as Double:
+            guard v.isFinite else {
+                throw EncodingError.invalidValue(v, .init(codingPath: path, debugDescription: "JSON has no \(v)"))
+            }
+            return .scalar(JSONTree.number(v))
+        case let v as Float: return try tree(Double(v), at: path)
+        case let v as Int: return .scalar(String(v))
+        case let v as Int64: return .scalar(String(v))
+        case let v as Date: return JSONTree.string(JSONTree.instant(v))
+        default:
+            var result: JSONTree = .scalar("null")
+            let entity = (value as? any IngotEntity).flatMap { model.entity(named: type(of: $0).entityName) }
+            let encoder = TreeEncoder(node: .slot { result = $0 }, model: model, entity: entity, codingPath: path)
+            try value.encode(to: encoder)
+            return result
+        }
+    }
+}
+
+extension JSONTree {
+    /// A double as JSON: integral values keep a `.0`, as they were typed.
+    static func number(_ v: Double) -> String { "\(v)" }
+
+    /// An instant in ISO 8601, UTC, to the microsecond (rounded, trailing zeros dropped): a date
+    /// read back from text encodes as the text's digits, not as the binary double's.
+    static func instant(_ date: Date) -> String {
+        var whole = date.timeIntervalSince1970.rounded(.down)
+        var micros = Int(((date.timeIntervalSince1970 - whole) * 1e6).rounded())
+        if micros >= 1_000_000 {
+            whole += 1
+            micros -= 1_000_000
+        }
+        let seconds = Date(timeIntervalSince1970: whole).formatted(Date.ISO8601FormatStyle())
+        guard micros > 0, seconds.hasSuffix("Z") else { return seconds }
+        var fraction = String(micros)
+        fraction = String(repeating: "0", count: 6 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        return seconds.dropLast() + "." + fraction + "Z"
+    }
+}
+
+private struct EntityContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let encoder: TreeEncoder
+    let object: ObjectNode
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private var relationshipKeys: Set<String> { Set(encoder.entity?.relationships.map(\.key) ?? []) }
+
+    /// Puts `value` where `key`'s path leads (its own key when it is no key path of the entity).
+    private func put(_ value: JSONTree, _ key: Key) throws {
+        guard let entity = encoder.entity,
+            entity.attributes.contains(where: { $0.key == key.stringValue }) || relationshipKeys.contains(key.stringValue),
+            let path = try? JSONKeyPath(parsing: key.stringValue, delimiter: entity.keyDelimiter), !path.components.isEmpty
+        else {
+            object.set(key.stringValue, value)
+            return
+        }
+        try JSONKeyPath.place(value, along: path.components[...], in: .object(object))
+    }
+
+    mutating func encodeNil(forKey key: Key) throws {
+        // A relationship that is nil was not loaded: left out (ingesting the output keeps its links).
+        if relationshipKeys.contains(key.stringValue) { return }
+        try put(.scalar("null"), key)
+    }
+
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        try put(try encoder.tree(value, at: codingPath + [key]), key)
+    }
+
+    mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
+        guard let value else { return try encodeNil(forKey: key) }
+        try encode(value, forKey: key)
+    }
+
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try encodeIfPresent(value, key) }
+
+    private mutating func encodeIfPresent<T: Encodable>(_ value: T?, _ key: Key) throws {
+        guard let value else { return try encodeNil(forKey: key) }
+        try encode(value, forKey: key)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<
+        NestedKey
+    > {
+        let child = ObjectNode()
+        try? put(.object(child), key)
+        let nested = TreeEncoder(node: .object(child), model: encoder.model, entity: nil, codingPath: codingPath + [key])
+        return nested.container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let child = ArrayNode()
+        try? put(.array(child), key)
+        return TreeEncoder(node: .array(child), model: encoder.model, entity: nil, codingPath: codingPath + [key]).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder { encoder }
+    mutating func superEncoder(forKey key: Key) -> any Encoder { encoder }
+}
+
+private struct ItemsContainer: UnkeyedEncodingContainer {
+    let encoder: TreeEncoder
+    let array: ArrayNode
+    var codingPath: [any CodingKey] { encoder.codingPath }
+    var count: Int { array.items.count }
+
+    mutating func encodeNil() throws { array.items.append(.scalar("null")) }
+
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        array.items.append(try encoder.tree(value, at: codingPath))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        TreeEncoder(node: .array(array), model: encoder.model, entity: nil, codingPath: codingPath).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let child = ArrayNode()
+        array.items.append(.array(child))
+        return TreeEncoder(node: .array(child), model: encoder.model, entity: nil, codingPath: codingPath).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder { encoder }
+}
+
+private struct SingleContainer: SingleValueEncodingContainer {
+    let encoder: TreeEncoder
+    var codingPath: [any CodingKey] { encoder.codingPath }
+
+    private func put(_ tree: JSONTree) throws {
+        switch encoder.node {
+        case .slot(let put): try put(tree)
+        case .array(let array): array.items.append(tree)
+        case .object:
+            throw EncodingError.invalidValue(tree, .init(codingPath: codingPath, debugDescription: "an entity encodes as an object"))
+        }
+    }
+
+    mutating func encodeNil() throws { try put(.scalar("null")) }
+    mutating func encode<T: Encodable>(_ value: T) throws { try put(try encoder.tree(value, at: codingPath)) }
+}
+
+extension JSONKeyPath {
+    /// Sets `value` at `components` below `node`, making the objects and arrays on the way
+    /// (an index past an array's end pads it with nulls; one from the end cannot be rebuilt).
+    fileprivate static func place(_ value: JSONTree, along components: ArraySlice<Component>, in node: JSONTree) throws {
+        guard let first = components.first else { return }
+        let rest = components.dropFirst()
+        switch (first, node) {
+        case (.key(let key), .object(let object)):
+            guard let next = rest.first else { return object.set(key, value) }
+            if case .index = next {
+                try place(value, along: rest, in: .array(try object.array(key)))
+            } else {
+                try place(value, along: rest, in: .object(try object.object(key)))
+            }
+        case (.index(let index), .array(let array)):
+            guard index >= 0 else {
+                throw EncodingError.invalidValue(
+                    index, .init(codingPath: [], debugDescription: "a key path counting from an array's end cannot be encoded back"))
+            }
+            while array.items.count <= index { array.items.append(.scalar("null")) }
+            guard let next = rest.first else {
+                array.items[index] = value
+                return
+            }
+            if case .object(let object) = array.items[index] {
+                try place(value, along: rest, in: .object(object))
+            } else if case .array(let inner) = array.items[index] {
+                try place(value, along: rest, in: .array(inner))
+            } else {
+                let made: JSONTree
+                if case .index = next { made = .array(ArrayNode()) } else { made = .object(ObjectNode()) }
+                array.items[index] = made
+                try place(value, along: rest, in: made)
+            }
+        default:
+            throw EncodingError.invalidValue(
+                "\(components)", .init(codingPath: [], debugDescription: "the key path does not fit the JSON already built"))
+        }
+    }
+}
