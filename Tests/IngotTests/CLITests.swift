@@ -59,6 +59,49 @@ struct CLITests {
         #expect(json["inserted"] as? Int == 0, "a number, not a string")
     }
 
+    /// `ingot runs` lists each run with its counts (logfmt or JSON Lines); `ingot rejects` shows
+    /// each rejected record with its coding path, reason and archive entry, and its JSON with
+    /// `--raw`; a database Ingot never wrote has none.
+    @Test func runsAndRejectsReadTheHistoryBack() throws {
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("people.db").path
+        #expect(try run(["run", "pipelines/people.yml", "--db", db, "--archive-dir", dir.path]).status == 0)
+        #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive"]).status == 0)
+        let runs = try run(["runs", "--db", db])
+        #expect(runs.status == 0)
+        let lines = runs.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2)
+        for key in [
+            "pipeline=people", "status=finished", "pages=4", "records=73", "rejected_records=1", "person.inserted=", "rejects.", "archive=",
+        ] {
+            #expect(lines[0].contains(key), "\(key) in \(lines[0])")
+        }
+        #expect(lines[1].contains("inserted=0") && !lines[1].contains("archive="))
+        let json = try run(["runs", "--db", db, "--json", "--pipeline", "people"])
+        let objects = try json.stdout.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+        #expect(objects.count == 2 && objects[0]["records"] as? Int == 73 && objects[0]["status"] as? String == "finished")
+        #expect(try run(["runs", "--db", db, "--pipeline", "other"]).stdout.isEmpty)
+
+        let rejects = try run(["rejects", "--db", db, "--run", "last", "--raw"])
+        #expect(rejects.status == 0)
+        let shown = rejects.stdout.split(separator: "\n").map(String.init)
+        #expect(shown.count == 2, "\(shown)")
+        for key in ["entity=person", "coding_path=results[", "reason_code=", "reason=", "source=", "record="] {
+            #expect(shown.first?.contains(key) == true, "\(key) in \(shown)")
+        }
+        #expect(shown.last?.hasPrefix("{") == true)
+        let first = try #require(objects.first?["run_id"] as? String)
+        let firstRejects = try run(["rejects", "--db", db, "--run", first])
+        #expect(firstRejects.stdout.contains("archive=") && firstRejects.stdout.contains("entry="))
+        #expect(try run(["rejects", "--db", db, "--reason", "no_such_reason"]).stdout.isEmpty)
+
+        let none = try run(["runs", "--db", dir.appendingPathComponent("never.db").path])
+        #expect(none.status == 0 && none.stdout.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("never.db").path), "reading creates nothing")
+    }
+
     @Test func aDatabaseThatCannotOpenFailsWithExitOneAndASummary() throws {
         let result = try run(["run", "pipelines/people.yml", "--db", "/proc/no-such-dir/x.db", "--no-archive"])
         #expect(result.status == 1)

@@ -281,5 +281,11 @@ struct LibraryTests {
         }
         let model = try EntityModel(root: Person.self)
         #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(path, model)))
+        // The history reads the same from both (`ingot runs`, `ingot rejects`).
+        let (pgRuns, sqliteRuns) = (try StoreLocation(url).runs(), try StoreLocation(path).runs())
+        #expect(pgRuns.map(\.status) == ["finished", "finished"] && pgRuns.map(\.pipeline) == sqliteRuns.map(\.pipeline))
+        #expect(pgRuns.map(\.counters) == sqliteRuns.map(\.counters))
+        #expect(pgRuns.allSatisfy { $0.startedAt.hasSuffix("Z") && $0.finishedAt?.hasSuffix("Z") == true })
+        #expect(try StoreLocation(url).rejections(runID: nil).map(\.1.codingPath) == ["[1].score"])
     }
 }

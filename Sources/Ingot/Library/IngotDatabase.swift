@@ -84,7 +84,7 @@ public final class IngotDatabase: Sendable {
         options.commitRecords = .max
         options.commitInterval = 30
         let bytes = Array(json)
-        let (logger, model, run) = (self.logger, self.model, options)
+        let (logger, run) = (self.logger, options)
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 let summary = PipelineRunner(config: config, options: run, logger: logger)
@@ -94,7 +94,7 @@ public final class IngotDatabase: Sendable {
                     return
                 }
                 do {
-                    let rejections = try StoreLocation(run.databasePath).rejections(model: model, runID: summary.runID)
+                    let rejections = try StoreLocation(run.databasePath).rejections(runID: summary.runID).map(\.1)
                     continuation.resume(returning: IngestReport(summary: summary, rejections: rejections))
                 } catch {
                     continuation.resume(throwing: error)

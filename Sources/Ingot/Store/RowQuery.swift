@@ -19,6 +19,9 @@ package struct RowQuery: Sendable, Equatable {
     package var limit: Int?
     /// Rows skipped first.
     package var offset = 0
+    /// After ``order`` and ``tiebreak``: the order rows were stored in (SQLite's rowid,
+    /// PostgreSQL's ctid — insertion order for a table only ever appended to).
+    package var storageOrder = false
 
     /// One sort key. Text sorts by its bytes on both backends (PostgreSQL: `COLLATE "C"`).
     package struct Order: Sendable, Equatable {
@@ -61,7 +64,7 @@ package struct RowQuery: Sendable, Equatable {
             order.map { item in
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
                 return RowExpression.quote(item.column) + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
-            } + tiebreak.map { RowExpression.quote($0) + " ASC" }
+            } + tiebreak.map { RowExpression.quote($0) + " ASC" } + (storageOrder ? [dialect == .sqlite ? "rowid" : "ctid"] : [])
         if !sorted.isEmpty { sql += " ORDER BY " + sorted.joined(separator: ", ") }
         if let limit { sql += " LIMIT \(max(0, limit))" }
         if offset > 0 { sql += (limit == nil && dialect == .sqlite ? " LIMIT -1" : "") + " OFFSET \(offset)" }

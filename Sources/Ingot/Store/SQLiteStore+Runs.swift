@@ -102,26 +102,6 @@ extension SQLiteStore {
         return try store.state(pipeline: pipeline, key: key)
     }
 
-    /// The rejections of run `runID` stored in the database at `databasePath`.
-    package static func rejections(databasePath: String, model: EntityModel, runID: String) throws -> [RecordRejection] {
-        guard FileManager.default.fileExists(atPath: databasePath) else { return [] }
-        let store = try SQLiteStore(path: databasePath, model: model)
-        defer { try? store.close() }
-        return try store.dbQueue.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT entity, coding_path, reason, source, record_index, raw, raw_length, reason_code, archive, archive_entry
-                    FROM _ingot_rejects WHERE run_id = ? ORDER BY rowid
-                    """, arguments: [runID]
-            ).map { row in
-                RecordRejection.stored(
-                    entity: row[0], codingPath: row[1], reason: row[2], source: row[3], recordIndex: row[4], raw: row[5] ?? "",
-                    rawLength: row[6], code: row[7], archive: row[8], entry: row[9])
-            }
-        }
-    }
-
     /// The rows `query` selects in the database at `databasePath` (read only).
     package static func select(_ query: RowQuery, databasePath: String) throws -> [[ScalarValue]] {
         var configuration = Configuration()

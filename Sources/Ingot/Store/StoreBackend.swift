@@ -14,9 +14,6 @@ package protocol StoreBackend: Sendable {
     func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String])
     /// A value kept for `pipeline` across runs (the incremental cursor); `nil` when there is none.
     func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String?
-    /// The records and pages run `runID` rejected, in the order it stored them (at most
-    /// ``RunOptions/maxRejectRows`` a run); none when there is no such run.
-    func rejections(model: EntityModel, runID: String) throws -> [RecordRejection]
     /// The rows `query` selects, each its columns in order, as the mapper makes them: booleans
     /// as `.bool`, dates as text (`yyyy-MM-dd`, or ISO 8601 in UTC), JSON as its text.
     func select(_ query: RowQuery) throws -> [[ScalarValue]]
@@ -70,10 +67,6 @@ package struct SQLiteBackend: StoreBackend {
 
     package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
         try SQLiteStore.state(databasePath: path, model: model, pipeline: pipeline, key: key)
-    }
-
-    package func rejections(model: EntityModel, runID: String) throws -> [RecordRejection] {
-        try SQLiteStore.rejections(databasePath: path, model: model, runID: runID)
     }
 
     package func select(_ query: RowQuery) throws -> [[ScalarValue]] {

@@ -67,11 +67,6 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         try backend.keptValue(model: model, pipeline: pipeline, key: key)
     }
 
-    /// The records and pages run `runID` rejected (``StoreBackend/rejections(model:runID:)``).
-    package func rejections(model: EntityModel, runID: String) throws -> [RecordRejection] {
-        try backend.rejections(model: model, runID: runID)
-    }
-
     /// The rows `query` selects (``StoreBackend/select(_:)``).
     package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
         try backend.select(query)

@@ -27,21 +27,6 @@ package struct PostgresBackend: StoreBackend {
         return rows?.first?[0] ?? nil
     }
 
-    package func rejections(model: EntityModel, runID: String) throws -> [RecordRejection] {
-        let connection = try PGConnection(url: url)
-        let rows = try connection.execute(
-            """
-            SELECT entity, coding_path, reason, source, record_index, raw, raw_length, reason_code, archive, archive_entry
-            FROM _ingot_rejects WHERE run_id = $1 ORDER BY ctid
-            """, [runID])
-        return rows.map { row in
-            RecordRejection.stored(
-                entity: row[0] ?? "", codingPath: row[1] ?? "", reason: row[2] ?? "", source: row[3] ?? "",
-                recordIndex: row[4].flatMap { Int($0) }, raw: row[5] ?? "", rawLength: row[6].flatMap { Int($0) },
-                code: row[7], archive: row[8], entry: row[9].flatMap { Int($0) })
-        }
-    }
-
     package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
         // Values come back as text; dates and instants in the mapper's own forms.
         let columns = query.columns.map { column -> String in

@@ -1,0 +1,144 @@
+import ArgumentParser
+import Foundation
+import Ingot
+
+/// `ingot runs`: the runs a database records, one line each (logfmt, or JSON Lines).
+struct Runs: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the runs a database records: status, counts per entity, rejects by reason, archive.",
+        discussion: "Oldest first. A run killed outright stays `running` until `ingot run --resume` takes it up.")
+
+    @Option(help: "The database (a SQLite path or a postgresql:// URL; env INGOT_DB; default ingot.db).")
+    var db: String?
+
+    @Option(help: "Only this pipeline's runs.")
+    var pipeline: String?
+
+    @Flag(help: "One JSON object per run (JSON Lines) instead of logfmt.")
+    var json = false
+
+    func run() throws {
+        let location = try historyLocation(db)
+        let runs: [RunRecord]
+        do {
+            runs = try location.runs(pipeline: pipeline)
+        } catch {
+            printError("\(location): \(error)")
+            throw Exit.failed
+        }
+        for run in runs { print(json ? Runs.json(run) : Runs.logfmt(run)) }
+    }
+
+    static func fields(_ run: RunRecord) -> [(String, Any)] {
+        let c = run.counters
+        var fields: [(String, Any)] = [
+            ("run_id", run.runID), ("pipeline", run.pipeline), ("status", run.status), ("started_at", run.startedAt),
+        ]
+        if let finished = run.finishedAt { fields.append(("finished_at", finished)) }
+        fields += [
+            ("pages", c.pages), ("records", c.records), ("inserted", c.inserted), ("updated", c.updated), ("deleted", c.deleted),
+            ("rejected_records", c.rejectedRecords), ("rejected_pages", c.rejectedPages),
+        ]
+        for (entity, counts) in c.entities.sorted(by: { $0.key < $1.key }) {
+            fields += [
+                ("\(entity).inserted", counts.inserted), ("\(entity).updated", counts.updated),
+                ("\(entity).unchanged", counts.unchanged), ("\(entity).stubs", counts.stubs), ("\(entity).rejected", counts.rejected),
+            ]
+        }
+        for (reason, count) in c.rejectsByReason.sorted(by: { $0.key < $1.key }) { fields.append(("rejects.\(reason)", count)) }
+        if let archive = run.archive { fields.append(("archive", archive)) }
+        return fields
+    }
+
+    static func logfmt(_ run: RunRecord) -> String {
+        fields(run).map { key, value in "\(key)=\(logfmtValue("\(value)"))" }.joined(separator: " ")
+    }
+
+    static func json(_ run: RunRecord) -> String {
+        var object: [String: Any] = [:]
+        for (key, value) in fields(run) { object[key] = value }
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// `ingot rejects`: the records (and pages) runs rejected, with entity, coding path, reason and
+/// source.
+struct Rejects: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show rejected records: entity, coding path, reason, source and archive entry.",
+        discussion: "At most --max-reject-rows (10,000) are kept per run; each keeps up to 16 KiB of its JSON (--raw prints it).")
+
+    @Option(help: "The database (a SQLite path or a postgresql:// URL; env INGOT_DB; default ingot.db).")
+    var db: String?
+
+    @Option(name: .customLong("run"), help: "Only this run's rejects (`last`: the latest run's).")
+    var runID: String?
+
+    @Option(help: "Only this reason code (wrong_type, missing_identity, not_json, …).")
+    var reason: String?
+
+    @Option(help: "At most this many.")
+    var limit: Int?
+
+    @Flag(help: "Print each rejected record's JSON after its line.")
+    var raw = false
+
+    func run() throws {
+        let location = try historyLocation(db)
+        do {
+            var wanted = runID
+            if runID == "last" {
+                guard let last = try location.runs().last else { return }
+                wanted = last.runID
+            }
+            for (runID, r) in try location.rejections(runID: wanted, reason: reason, limit: limit) {
+                var fields = [
+                    ("run_id", runID), ("entity", r.entity), ("coding_path", r.codingPath), ("reason_code", r.reasonCode),
+                    ("reason", r.reason), ("source", r.source),
+                ]
+                if let index = r.recordIndex { fields.append(("record", String(index))) }
+                if let archive = r.archivePath, let entry = r.archiveEntry { fields += [("archive", archive), ("entry", String(entry))] }
+                print(fields.map { "\($0)=\(logfmtValue($1))" }.joined(separator: " "))
+                guard raw else { continue }
+                print(r.raw)
+                if r.rawLength > r.raw.utf8.count {
+                    let whole = r.archivePath.map { " (the page: ingot archive cat \($0) \(r.archiveEntry ?? 0))" } ?? ""
+                    print("… \(r.rawLength) bytes in all\(whole)")
+                }
+            }
+        } catch {
+            printError("\(location): \(error)")
+            throw Exit.failed
+        }
+    }
+}
+
+/// The database `--db` (or INGOT_DB) names for `runs` and `rejects`.
+private func historyLocation(_ db: String?) throws -> StoreLocation {
+    do {
+        return try StoreLocation(db ?? Environment.string("INGOT_DB") ?? "ingot.db")
+    } catch {
+        printError("\(error)")
+        throw Exit.badConfig
+    }
+}
+
+/// A logfmt value: bare when it can be, else quoted with `"` and `\` escaped.
+private func logfmtValue(_ value: String) -> String {
+    let bare =
+        !value.isEmpty && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0 != "\\" && $0.value < 0x7f }
+    if bare { return value }
+    var out = "\""
+    for ch in value.unicodeScalars {
+        switch ch {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\t": out += "\\t"
+        default: out.unicodeScalars.append(ch)
+        }
+    }
+    return out + "\""
+}
