@@ -142,3 +142,82 @@ private func logfmtValue(_ value: String) -> String {
     }
     return out + "\""
 }
+
+/// `ingot export`: stored rows back out as the pipeline's records.
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write stored rows back out as the records they came from, with the pipeline's keys and key paths.",
+        discussion: """
+            By default one page in the pipeline's shape (records at its `records:` path), which `ingot run --pages` takes \
+            back: the same tables. Relationships are nested objects (--depth 1) or their targets' identities (--depth 0). \
+            Attributes with a value rule (pattern, values, grouping) export their stored value.
+            """)
+
+    @Argument(help: "The pipeline file.")
+    var pipeline: String
+
+    @Option(help: "The database (a SQLite path or a postgresql:// URL; env INGOT_DB; default ingot.db).")
+    var db: String?
+
+    @Option(help: "The entity to export (default: the pipeline's root).")
+    var entity: String?
+
+    @Option(name: .customLong("where"), help: "Only rows whose ATTRIBUTE equals VALUE (repeatable: all must hold).")
+    var filters: [String] = []
+
+    @Option(help: "Relationships as nested objects (1) or as identities (0).")
+    var depth = 1
+
+    @Option(help: "page (the pipeline's page shape), json (an array of records) or jsonl (one record a line).")
+    var format = "page"
+
+    func run() throws {
+        let config = try loadPipeline(pipeline)
+        guard ["page", "json", "jsonl"].contains(format) else { throw ValidationError("--format is page, json or jsonl") }
+        let location = try historyLocation(db)
+        let exporter: RecordExporter
+        do {
+            exporter = try RecordExporter(config: config, location: location, entity: entity, filters: filters, depth: depth)
+        } catch {
+            printError("\(error)")
+            throw Exit.badConfig
+        }
+        let path = format == "page" ? config.recordsPath : []
+        let (open, close) = (
+            path.map { "{\"\($0)\":" }.joined() + (format == "jsonl" ? "" : "["),
+            (format == "jsonl" ? "" : "]") + String(repeating: "}", count: path.count)
+        )
+        var output = BufferedOutput()
+        var first = true
+        output.write(open + (format == "jsonl" ? "" : "\n"))
+        do {
+            let skipped = try exporter.forEachRecord { record in
+                output.write((first || format == "jsonl" ? "" : ",\n") + record + (format == "jsonl" ? "\n" : ""))
+                first = false
+            }
+            for reason in skipped { printError("left out: \(reason)") }
+        } catch {
+            output.flush()
+            printError("\(location): \(error)")
+            throw Exit.failed
+        }
+        output.write((format == "jsonl" ? "" : "\n") + close + (format == "jsonl" ? "" : "\n"))
+        output.flush()
+    }
+}
+
+/// Standard output, written a megabyte at a time.
+private struct BufferedOutput {
+    private var buffer: [UInt8] = []
+
+    mutating func write(_ text: String) {
+        buffer += text.utf8
+        if buffer.count >= 1 << 20 { flush() }
+    }
+
+    mutating func flush() {
+        guard !buffer.isEmpty else { return }
+        FileHandle.standardOutput.write(Data(buffer))
+        buffer.removeAll(keepingCapacity: true)
+    }
+}

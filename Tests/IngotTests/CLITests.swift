@@ -102,6 +102,49 @@ struct CLITests {
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("never.db").path), "reading creates nothing")
     }
 
+    /// `ingot export` writes the stored rows back as the pipeline's page; `ingot run --pages`
+    /// of that page gives the same persons, links and linked dogs (a dog no person links any
+    /// more is reached with `--entity dog`). `--depth 0` gives identities, `--where` filters,
+    /// `--format jsonl` one record a line.
+    @Test func exportedRecordsIngestBackIntoTheSameTables() throws {
+        let pages = try generatePeople(persons: 400, pageSize: 50, faults: true)
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("people.db").path
+        #expect(try run(["run", "pipelines/people.yml", "--pages", pages, "--db", db, "--no-archive"]).status == 0)
+        let export = try run(["export", "pipelines/people.yml", "--db", db])
+        #expect(export.status == 0, "\(export.stderr)")
+        #expect(export.stdout.hasPrefix(#"{"results":["#))
+        let again = dir.appendingPathComponent("again")
+        try FileManager.default.createDirectory(at: again, withIntermediateDirectories: true)
+        try Data(export.stdout.utf8).write(to: again.appendingPathComponent("page-00001.json"))
+        let copy = dir.appendingPathComponent("copy.db").path
+        let rerun = try run(["run", "pipelines/people.yml", "--pages", again.path, "--db", copy, "--no-archive"])
+        #expect(rerun.status == 0 && rerun.stderr.contains("rejected_records=0"), "\(rerun.stderr.suffix(500))")
+        for sql in [
+            "SELECT * FROM person ORDER BY id", "SELECT * FROM person_dogs ORDER BY 1, 2",
+            "SELECT * FROM dog WHERE id IN (SELECT dog_id FROM person_dogs) ORDER BY id",
+        ] {
+            let (original, copied) = (try rows(db, sql), try rows(copy, sql))
+            #expect(!original.isEmpty && original == copied, "\(sql)")
+        }
+        let someone = try #require(
+            try rows(db, "SELECT id FROM person WHERE id IN (SELECT person_id FROM person_dogs) LIMIT 1").first?.first)
+        let identities = try run([
+            "export", "pipelines/people.yml", "--db", db, "--depth", "0", "--format", "jsonl", "--where", "id=\(someone)",
+        ])
+        let lines = identities.stdout.split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].hasPrefix(#"{"id":\#(someone),"#) && lines[0].contains(#""dogs":["#))
+        let dogs = try #require(try JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])["dogs"] as? [Int]
+        let stored = Set(try rows(db, "SELECT dog_id FROM person_dogs WHERE person_id = \(someone)").map { Int($0[0]) ?? -1 })
+        #expect(dogs.map(Set.init) == stored)
+        let dogsOut = try run(["export", "pipelines/people.yml", "--db", db, "--entity", "dog", "--format", "json"])
+        let all = try #require(try JSONSerialization.jsonObject(with: Data(dogsOut.stdout.utf8)) as? [[String: Any]])
+        let dogCount = try rows(db, "SELECT count(*) FROM dog")[0][0]
+        #expect(String(all.count) == dogCount)
+        let bad = try run(["export", "pipelines/people.yml", "--db", db, "--where", "nope=1"])
+        #expect(bad.status == 2 && bad.stderr.contains("'nope' is not a column of person"))
+    }
+
     @Test func aDatabaseThatCannotOpenFailsWithExitOneAndASummary() throws {
         let result = try run(["run", "pipelines/people.yml", "--db", "/proc/no-such-dir/x.db", "--no-archive"])
         #expect(result.status == 1)

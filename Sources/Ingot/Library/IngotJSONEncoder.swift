@@ -39,84 +39,6 @@ public struct IngotJSONEncoder: Sendable {
     }
 }
 
-// MARK: - The tree being built
-
-/// A JSON value under construction; objects and arrays are shared boxes, so that containers
-/// (value types) write into the same tree.
-private enum JSONTree {
-    case scalar(String)  // its JSON text
-    case object(ObjectNode)
-    case array(ArrayNode)
-
-    static func write(_ tree: JSONTree, to out: inout String) {
-        switch tree {
-        case .scalar(let text): out += text
-        case .object(let node):
-            out += "{"
-            for (k, key) in node.keys.enumerated() {
-                if k > 0 { out += "," }
-                JSONText.quote(key, into: &out)
-                out += ":"
-                if let value = node.values[key] { write(value, to: &out) }
-            }
-            out += "}"
-        case .array(let node):
-            out += "["
-            for (k, item) in node.items.enumerated() {
-                if k > 0 { out += "," }
-                write(item, to: &out)
-            }
-            out += "]"
-        }
-    }
-
-    static func string(_ s: String) -> JSONTree {
-        var out = ""
-        JSONText.quote(s, into: &out)
-        return .scalar(out)
-    }
-}
-
-private final class ObjectNode {
-    var keys: [String] = []
-    var values: [String: JSONTree] = [:]
-
-    func set(_ key: String, _ value: JSONTree) {
-        if values[key] == nil { keys.append(key) }
-        values[key] = value
-    }
-
-    /// The object at `key`, made when missing.
-    func object(_ key: String) throws -> ObjectNode {
-        switch values[key] {
-        case .object(let node)?: return node
-        case nil:
-            let node = ObjectNode()
-            set(key, .object(node))
-            return node
-        default:
-            throw EncodingError.invalidValue(key, .init(codingPath: [], debugDescription: "two key paths disagree on what '\(key)' is"))
-        }
-    }
-
-    /// The array at `key`, made when missing.
-    func array(_ key: String) throws -> ArrayNode {
-        switch values[key] {
-        case .array(let node)?: return node
-        case nil:
-            let node = ArrayNode()
-            set(key, .array(node))
-            return node
-        default:
-            throw EncodingError.invalidValue(key, .init(codingPath: [], debugDescription: "two key paths disagree on what '\(key)' is"))
-        }
-    }
-}
-
-private final class ArrayNode {
-    var items: [JSONTree] = []
-}
-
 extension EntityModel {
     /// The entity named `name`, if the model has it.
     fileprivate func entity(named name: String) -> Entity? { entities.first { $0.name == name } }
@@ -190,28 +112,6 @@ private struct TreeEncoder: Encoder {
             try value.encode(to: encoder)
             return result
         }
-    }
-}
-
-extension JSONTree {
-    /// A double as JSON: integral values keep a `.0`, as they were typed.
-    static func number(_ v: Double) -> String { "\(v)" }
-
-    /// An instant in ISO 8601, UTC, to the microsecond (rounded, trailing zeros dropped): a date
-    /// read back from text encodes as the text's digits, not as the binary double's.
-    static func instant(_ date: Date) -> String {
-        var whole = date.timeIntervalSince1970.rounded(.down)
-        var micros = Int(((date.timeIntervalSince1970 - whole) * 1e6).rounded())
-        if micros >= 1_000_000 {
-            whole += 1
-            micros -= 1_000_000
-        }
-        let seconds = Date(timeIntervalSince1970: whole).formatted(Date.ISO8601FormatStyle())
-        guard micros > 0, seconds.hasSuffix("Z") else { return seconds }
-        var fraction = String(micros)
-        fraction = String(repeating: "0", count: 6 - fraction.count) + fraction
-        while fraction.hasSuffix("0") { fraction.removeLast() }
-        return seconds.dropLast() + "." + fraction + "Z"
     }
 }
 
@@ -328,45 +228,4 @@ private struct SingleContainer: SingleValueEncodingContainer {
 
     mutating func encodeNil() throws { try put(.scalar("null")) }
     mutating func encode<T: Encodable>(_ value: T) throws { try put(try encoder.tree(value, at: codingPath)) }
-}
-
-extension JSONKeyPath {
-    /// Sets `value` at `components` below `node`, making the objects and arrays on the way
-    /// (an index past an array's end pads it with nulls; one from the end cannot be rebuilt).
-    fileprivate static func place(_ value: JSONTree, along components: ArraySlice<Component>, in node: JSONTree) throws {
-        guard let first = components.first else { return }
-        let rest = components.dropFirst()
-        switch (first, node) {
-        case (.key(let key), .object(let object)):
-            guard let next = rest.first else { return object.set(key, value) }
-            if case .index = next {
-                try place(value, along: rest, in: .array(try object.array(key)))
-            } else {
-                try place(value, along: rest, in: .object(try object.object(key)))
-            }
-        case (.index(let index), .array(let array)):
-            guard index >= 0 else {
-                throw EncodingError.invalidValue(
-                    index, .init(codingPath: [], debugDescription: "a key path counting from an array's end cannot be encoded back"))
-            }
-            while array.items.count <= index { array.items.append(.scalar("null")) }
-            guard let next = rest.first else {
-                array.items[index] = value
-                return
-            }
-            if case .object(let object) = array.items[index] {
-                try place(value, along: rest, in: .object(object))
-            } else if case .array(let inner) = array.items[index] {
-                try place(value, along: rest, in: .array(inner))
-            } else {
-                let made: JSONTree
-                if case .index = next { made = .array(ArrayNode()) } else { made = .object(ObjectNode()) }
-                array.items[index] = made
-                try place(value, along: rest, in: made)
-            }
-        default:
-            throw EncodingError.invalidValue(
-                "\(components)", .init(codingPath: [], debugDescription: "the key path does not fit the JSON already built"))
-        }
-    }
 }

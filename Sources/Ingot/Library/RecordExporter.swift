@@ -1,0 +1,152 @@
+import Foundation
+
+/// Writes stored rows back out as the records they came from (`ingot export`): each attribute at
+/// its key path (nested objects and arrays rebuilt), relationships as their targets' identities,
+/// or as nested objects at `depth` 1. Ingesting the output with the same pipeline gives the same
+/// tables — for attributes stored as given; a value rule (`pattern:`, `values:`, `grouping:`)
+/// only reads, so such an attribute exports its stored value.
+package struct RecordExporter {
+    let model: EntityModel
+    let layouts: [EntityLayout]
+    let location: StoreLocation
+    let entity: Int
+    /// Columns that must equal these values.
+    let filters: [(column: String, value: ScalarValue)]
+    /// 0: relationships as identities; 1: as objects (their own relationships left out).
+    let depth: Int
+    /// Rows read, loaded and written at a time.
+    var chunk = 2_000
+
+    /// What cannot be exported as asked, said before anything is read.
+    package struct Problem: Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// An exporter of `entity` (`nil`: the pipeline's root) with `filters` given as
+    /// `attribute=value` texts.
+    package init(config: PipelineConfig, location: StoreLocation, entity name: String?, filters: [String], depth: Int) throws {
+        model = config.model
+        layouts = EntityLayout.layouts(of: model)
+        self.location = location
+        let wanted = name ?? config.root
+        guard let index = model.index(of: wanted) else {
+            throw Problem(
+                description:
+                    "no entity '\(wanted)' in pipeline \(config.name) (it has \(model.entities.map(\.name).joined(separator: ", ")))")
+        }
+        entity = index
+        guard (0...1).contains(depth) else { throw Problem(description: "--depth is 0 (identities) or 1 (nested objects)") }
+        self.depth = depth
+        let layout = layouts[index]
+        self.filters = try filters.map { text in
+            guard let equals = text.firstIndex(of: "="), equals > text.startIndex else {
+                throw Problem(description: "--where \(text): expected ATTRIBUTE=VALUE")
+            }
+            let name = String(text[..<equals])
+            let raw = String(text[text.index(after: equals)...])
+            guard let column = layout.columns.first(where: { $0.name == name }) else {
+                throw Problem(
+                    description:
+                        "--where \(text): '\(name)' is not a column of \(wanted) (\(layout.columns.map(\.name).joined(separator: ", ")))")
+            }
+            let value: ScalarValue? =
+                switch column.type {
+                case .integer: Int64(raw).map(ScalarValue.integer)
+                case .double: Double(raw).map(ScalarValue.real)
+                case .bool: raw == "true" ? .bool(true) : raw == "false" ? .bool(false) : nil
+                default: .text(raw)
+                }
+            guard let value else { throw Problem(description: "--where \(text): '\(raw)' is not a \(column.type)") }
+            return (name, value)
+        }
+        guard layout.identitySlots.count == 1 else {
+            throw Problem(description: "entity '\(wanted)' has a composite identity: it cannot be exported yet")
+        }
+    }
+
+    /// Calls `body` with each record's JSON text, in identity order; returns the relationships
+    /// left out (owned children, composite identities), for the caller to say so.
+    @discardableResult
+    package func forEachRecord(_ body: (String) throws -> Void) throws -> [String] {
+        let layout = layouts[entity]
+        let identity = layout.columns[layout.identitySlots[0]].name
+        let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
+        let relationships = model.entities[entity].relationships.indices
+        var skipped: [String] = []
+        var last: ScalarValue?
+        while true {
+            var query = RowQuery(layout)
+            let conditions =
+                filters.map { RowExpression.compare(.column($0.column), .equal, .value($0.value)) }
+                + (last.map { [RowExpression.compare(.column(identity), .greater, .value($0))] } ?? [])
+            query.filter = conditions.reduce(nil) { (all: RowExpression?, next) in all.map { .and($0, next) } ?? next }
+            query.limit = chunk
+            let rows = try location.select(query)
+            guard !rows.isEmpty else { return skipped }
+            var decoders = rows.map { RowDecoder(entity: model.entities[entity], layout: layout, row: $0) }
+            for r in relationships {
+                let key = model.entities[entity].relationships[r].key
+                do {
+                    for (k, loaded) in try loader.load(r, of: entity, owners: rows).enumerated() { decoders[k].loaded[key] = loaded }
+                } catch let error as IngotQueryError {
+                    if !skipped.contains(error.message) { skipped.append(error.message) }
+                }
+            }
+            for decoder in decoders {
+                var out = ""
+                JSONTree.write(try record(decoder, depth: depth), to: &out)
+                try body(out)
+            }
+            last = rows.last?[layout.identitySlots[0]]
+        }
+    }
+
+    /// One row (and what was loaded of its relationships) as a record.
+    private func record(_ row: RowDecoder, depth: Int) throws -> JSONTree {
+        let object = ObjectNode()
+        let entity = model.entities[row.layout.entity]
+        func place(_ value: JSONTree, at key: String) throws {
+            let path = try JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter)
+            try JSONKeyPath.place(value, along: path.components[...], in: .object(object))
+        }
+        for attribute in entity.attributes {
+            guard let slot = row.layout.columns.firstIndex(where: { $0.name == attribute.name }) else { continue }
+            try place(RecordExporter.json(row.row[slot], attribute.type), at: attribute.key)
+        }
+        for relationship in entity.relationships {
+            switch row.loaded[relationship.key] {
+            case .one(let target)?:
+                try place(try target.map { try self.target($0, depth: depth) } ?? .scalar("null"), at: relationship.key)
+            case .many(let targets)?:
+                let array = ArrayNode()
+                array.items = try targets.map { try self.target($0, depth: depth) }
+                try place(.array(array), at: relationship.key)
+            case nil:
+                continue
+            }
+        }
+        return .object(object)
+    }
+
+    /// A related row: its identity (depth 0), or its attributes.
+    private func target(_ row: RowDecoder, depth: Int) throws -> JSONTree {
+        if depth > 0 { return try record(row, depth: depth - 1) }
+        let slots = row.layout.identitySlots
+        let entity = model.entities[row.layout.entity]
+        guard slots.count == 1, let attribute = entity.attributes.first(where: { $0.name == row.layout.columns[slots[0]].name }) else {
+            return try record(row, depth: 0)
+        }
+        return RecordExporter.json(row.row[slots[0]], attribute.type)
+    }
+
+    /// A stored value as JSON: JSON attributes as their text, dates as text, the rest as typed.
+    static func json(_ value: ScalarValue, _ type: AttributeType) -> JSONTree {
+        switch value {
+        case .null: return .scalar("null")
+        case .integer(let v): return type == .bool ? .scalar(v != 0 ? "true" : "false") : .scalar(String(v))
+        case .real(let v): return v.isFinite ? .scalar(JSONTree.number(v)) : .scalar("null")
+        case .bool(let v): return .scalar(v ? "true" : "false")
+        case .text(let s): return type == .json ? .scalar(s) : JSONTree.string(s)
+        }
+    }
+}
