@@ -3,6 +3,12 @@
 enum JSONText {
     static func quote(_ s: String, into out: inout String) {
         out += "\""
+        // Most text needs no escape: appended whole (logs, exports of millions of values).
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += s
+            out += "\""
+            return
+        }
         for scalar in s.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""

@@ -150,8 +150,8 @@ extension IngotDatabase {
                     with: Result {
                         let location = try StoreLocation(database)
                         let rows = try location.select(select)
-                        var decoders = rows.map { RowDecoder(entity: entity, layout: layout, row: $0) }
                         let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
+                        var decoders = rows.map { RowDecoder(shape: loader.shapes[index], row: $0) }
                         for r in relationships {
                             let key = entity.relationships[r].key
                             for (k, loaded) in try loader.load(r, of: index, owners: rows).enumerated() { decoders[k].loaded[key] = loaded }

@@ -12,11 +12,11 @@ enum JSONTree {
         case .scalar(let text): out += text
         case .object(let node):
             out += "{"
-            for (k, key) in node.keys.enumerated() {
+            for (k, member) in node.members.enumerated() {
                 if k > 0 { out += "," }
-                JSONText.quote(key, into: &out)
+                JSONText.quote(member.key, into: &out)
                 out += ":"
-                if let value = node.values[key] { write(value, to: &out) }
+                write(member.value, to: &out)
             }
             out += "}"
         case .array(let node):
@@ -37,17 +37,24 @@ enum JSONTree {
 }
 
 final class ObjectNode {
-    var keys: [String] = []
-    var values: [String: JSONTree] = [:]
+    /// The members in the order they were first set (an entity's few keys: a linear search is
+    /// cheaper than hashing).
+    private(set) var members: [(key: String, value: JSONTree)] = []
+
+    /// The value at `key`, if set.
+    subscript(key: String) -> JSONTree? { members.first { $0.key == key }?.value }
 
     func set(_ key: String, _ value: JSONTree) {
-        if values[key] == nil { keys.append(key) }
-        values[key] = value
+        if let k = members.firstIndex(where: { $0.key == key }) {
+            members[k].value = value
+        } else {
+            members.append((key, value))
+        }
     }
 
     /// The object at `key`, made when missing.
     func object(_ key: String) throws -> ObjectNode {
-        switch values[key] {
+        switch self[key] {
         case .object(let node)?: return node
         case nil:
             let node = ObjectNode()
@@ -60,7 +67,7 @@ final class ObjectNode {
 
     /// The array at `key`, made when missing.
     func array(_ key: String) throws -> ArrayNode {
-        switch values[key] {
+        switch self[key] {
         case .array(let node)?: return node
         case nil:
             let node = ArrayNode()

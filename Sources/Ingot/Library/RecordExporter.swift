@@ -16,6 +16,13 @@ package struct RecordExporter {
     let depth: Int
     /// Rows read, loaded and written at a time.
     var chunk = 2_000
+    /// Per entity: where each attribute's value goes (its slot, its key path parsed once, its
+    /// type) and each relationship's key path.
+    private let paths:
+        [(
+            attributes: [(slot: Int, path: [JSONKeyPath.Component], type: AttributeType)],
+            relationships: [(key: String, path: [JSONKeyPath.Component])]
+        )]
 
     /// What cannot be exported as asked, said before anything is read.
     package struct Problem: Error, CustomStringConvertible {
@@ -62,6 +69,20 @@ package struct RecordExporter {
         guard layout.identitySlots.count == 1 else {
             throw Problem(description: "entity '\(wanted)' has a composite identity: it cannot be exported yet")
         }
+        paths = try zip(model.entities, layouts).map { entity, layout in
+            func path(_ key: String) throws -> [JSONKeyPath.Component] {
+                do {
+                    return try JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components
+                } catch {
+                    throw Problem(description: "\(entity.name): key '\(key)': \(error)")
+                }
+            }
+            let attributes = try entity.attributes.compactMap { attribute -> (Int, [JSONKeyPath.Component], AttributeType)? in
+                guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
+                return (slot, try path(attribute.key), attribute.type)
+            }
+            return (attributes, try entity.relationships.map { ($0.key, try path($0.key)) })
+        }
     }
 
     /// Calls `body` with each record's JSON text, in identity order; returns the relationships
@@ -83,7 +104,7 @@ package struct RecordExporter {
             query.limit = chunk
             let rows = try location.select(query)
             guard !rows.isEmpty else { return skipped }
-            var decoders = rows.map { RowDecoder(entity: model.entities[entity], layout: layout, row: $0) }
+            var decoders = rows.map { RowDecoder(shape: loader.shapes[entity], row: $0) }
             for r in relationships {
                 let key = model.entities[entity].relationships[r].key
                 do {
@@ -104,23 +125,22 @@ package struct RecordExporter {
     /// One row (and what was loaded of its relationships) as a record.
     private func record(_ row: RowDecoder, depth: Int) throws -> JSONTree {
         let object = ObjectNode()
-        let entity = model.entities[row.layout.entity]
-        func place(_ value: JSONTree, at key: String) throws {
-            let path = try JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter)
-            try JSONKeyPath.place(value, along: path.components[...], in: .object(object))
+        let paths = self.paths[row.layout.entity]
+        func place(_ value: JSONTree, at path: [JSONKeyPath.Component]) throws {
+            if path.count == 1, case .key(let key) = path[0] { return object.set(key, value) }
+            try JSONKeyPath.place(value, along: path[...], in: .object(object))
         }
-        for attribute in entity.attributes {
-            guard let slot = row.layout.columns.firstIndex(where: { $0.name == attribute.name }) else { continue }
-            try place(RecordExporter.json(row.row[slot], attribute.type), at: attribute.key)
+        for attribute in paths.attributes {
+            try place(RecordExporter.json(row.row[attribute.slot], attribute.type), at: attribute.path)
         }
-        for relationship in entity.relationships {
+        for relationship in paths.relationships {
             switch row.loaded[relationship.key] {
             case .one(let target)?:
-                try place(try target.map { try self.target($0, depth: depth) } ?? .scalar("null"), at: relationship.key)
+                try place(try target.map { try self.target($0, depth: depth) } ?? .scalar("null"), at: relationship.path)
             case .many(let targets)?:
                 let array = ArrayNode()
                 array.items = try targets.map { try self.target($0, depth: depth) }
-                try place(.array(array), at: relationship.key)
+                try place(.array(array), at: relationship.path)
             case nil:
                 continue
             }

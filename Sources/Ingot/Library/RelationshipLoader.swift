@@ -8,6 +8,15 @@ struct RelationshipLoader {
     let model: EntityModel
     let layouts: [EntityLayout]
     let location: StoreLocation
+    /// Each entity's row shape (``RowDecoder/Shape``), by index.
+    let shapes: [RowDecoder.Shape]
+
+    init(model: EntityModel, layouts: [EntityLayout], location: StoreLocation) {
+        self.model = model
+        self.layouts = layouts
+        self.location = location
+        shapes = model.entities.indices.map { RowDecoder.Shape(entity: model.entities[$0], layout: layouts[$0]) }
+    }
 
     /// Per owner row (in `rows`' order), what relationship `r` of `entity` holds.
     func load(_ r: Int, of entity: Int, owners rows: [[ScalarValue]]) throws -> [RowDecoder.Loaded] {
@@ -85,7 +94,7 @@ struct RelationshipLoader {
     }
 
     private func decoder(_ entity: Int, _ row: [ScalarValue]) -> RowDecoder {
-        RowDecoder(entity: model.entities[entity], layout: layouts[entity], row: row)
+        RowDecoder(shape: shapes[entity], row: row)
     }
 
     private func composite(_ name: String) -> IngotQueryError {

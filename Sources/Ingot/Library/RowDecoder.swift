@@ -5,11 +5,30 @@ import Foundation
 /// `country`). Relationships are not loaded: an optional one decodes as `nil`, a required one is a
 /// `valueNotFound` error.
 struct RowDecoder: Decoder {
-    /// Per coding key (its string value): the row's slot of that attribute's column.
-    let slots: [String: Int]
-    /// The coding keys of relationships.
-    let relationships: Set<String>
-    let layout: EntityLayout
+    /// Where an entity's coding keys are in its rows: worked out once per fetch, shared by
+    /// every row's decoder.
+    struct Shape {
+        /// Per coding key (its string value): the row's slot of that attribute's column.
+        let slots: [String: Int]
+        /// The coding keys of relationships.
+        let relationships: Set<String>
+        let layout: EntityLayout
+
+        init(entity: Entity, layout: EntityLayout) {
+            var slots: [String: Int] = [:]
+            for attribute in entity.attributes {
+                if let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) { slots[attribute.key] = slot }
+            }
+            self.slots = slots
+            self.relationships = Set(entity.relationships.map(\.key))
+            self.layout = layout
+        }
+    }
+
+    let shape: Shape
+    var slots: [String: Int] { shape.slots }
+    var relationships: Set<String> { shape.relationships }
+    var layout: EntityLayout { shape.layout }
     let row: [ScalarValue]
     /// The relationships loaded (`including:`), by coding key.
     var loaded: [String: Loaded] = [:]
@@ -24,14 +43,8 @@ struct RowDecoder: Decoder {
         case many([RowDecoder])
     }
 
-    init(entity: Entity, layout: EntityLayout, row: [ScalarValue]) {
-        var slots: [String: Int] = [:]
-        for attribute in entity.attributes {
-            if let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) { slots[attribute.key] = slot }
-        }
-        self.slots = slots
-        self.relationships = Set(entity.relationships.map(\.key))
-        self.layout = layout
+    init(shape: Shape, row: [ScalarValue]) {
+        self.shape = shape
         self.row = row
     }
 
@@ -211,6 +224,9 @@ private struct ManyDecoder: Decoder {
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+            guard !isAtEnd else {
+                throw DecodingError.valueNotFound(type, .init(codingPath: codingPath, debugDescription: "past the last target"))
+            }
             defer { currentIndex += 1 }
             return try targets[currentIndex].container(keyedBy: type)
         }
@@ -220,6 +236,9 @@ private struct ManyDecoder: Decoder {
         }
 
         mutating func superDecoder() throws -> any Decoder {
+            guard !isAtEnd else {
+                throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath, debugDescription: "past the last target"))
+            }
             defer { currentIndex += 1 }
             return targets[currentIndex]
         }
