@@ -81,6 +81,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The README's library examples, word for word, built against the public API only.
+        .testTarget(
+            name: "ReadmeExamples",
+            dependencies: ["Ingot"],
+            path: "Tests/ReadmeExamples",
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -14,7 +14,7 @@ import Logging
 /// print(report.entities["person"]?.inserted ?? 0, report.rejections.map(\.codingPath))
 /// ```
 ///
-/// Each ``ingest(_:from:at:)`` is one run of the pipeline the types describe (named
+/// Each ``ingest(_:from:at:write:)`` is one run of the pipeline the types describe (named
 /// `swift.<entity>` in `_ingot_runs`, so `ingot` sees it like any other), saved in one
 /// transaction (up to 32 MiB of JSON; a larger input commits as it goes). Ingests from several
 /// tasks are safe: they take their turn, one at a time per database object.
@@ -61,33 +61,35 @@ public final class IngotDatabase: Sendable {
     ///
     /// Rejected records are in the report, not thrown; what throws is a failure of the database
     /// itself (nothing of this input is then saved) or a type outside ``model``.
-    public func ingest<T: IngotEntity>(_ type: [T].Type, from json: some Sequence<UInt8>, at: String? = nil) async throws
-        -> IngestReport
+    /// `write`: how rows already stored are treated (``Write``; the pipeline file's `write:`).
+    public func ingest<T: IngotEntity>(_ type: [T].Type, from json: some Sequence<UInt8>, at: String? = nil, write: Write = .merge)
+        async throws -> IngestReport
     {
-        try await ingest(T.self, from: json, at: at)
+        try await ingest(T.self, from: json, at: at, write: write)
     }
 
     /// The same for a page of `T` records (one object or an array of them).
-    public func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String? = nil) async throws
-        -> IngestReport
+    public func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String? = nil, write: Write = .merge)
+        async throws -> IngestReport
     {
         let entity = T.entityName
         guard model.entities.contains(where: { $0.name == entity }) else {
             throw StoreError.conflict(
                 "\(T.self) (entity '\(entity)') is not among this database's entities: open it with \(T.self) or a type that reaches it")
         }
-        let config = PipelineConfig(
+        var config = PipelineConfig(
             name: "swift.\(entity)", recordsPath: at.map { $0.split(separator: ".").map(String.init) } ?? [], root: entity, model: model)
+        config.write = write.mode
         var options = RunOptions()
         options.databasePath = database
         options.progressInterval = 0
         options.commitRecords = .max
         options.commitInterval = 30
         let bytes = Array(json)
-        let (logger, run) = (self.logger, options)
+        let (logger, run, pipeline) = (self.logger, options, config)
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                let summary = PipelineRunner(config: config, options: run, logger: logger)
+                let summary = PipelineRunner(config: pipeline, options: run, logger: logger)
                     .run(source: BytesPageSource(bytes: bytes, source: "ingest(\(T.self))"))
                 guard summary.status == .finished else {
                     continuation.resume(throwing: IngestError(runID: summary.runID, message: summary.error ?? "the run \(summary.status)"))
@@ -164,12 +166,40 @@ extension IngotDatabase {
     }
 }
 
-/// What one ``IngotDatabase/ingest(_:from:at:)`` did.
+extension IngotDatabase {
+    /// How an ingest treats the rows already stored, as a pipeline file's `write:` does.
+    public enum Write: Sendable {
+        /// Insert new identities, update stored ones key by key; never delete (the default).
+        case merge
+        /// Merge, then delete the rows of `T` this input did not mention: a cache cleared and
+        /// refilled by each refresh (only after the whole input was saved).
+        case replace
+        /// Only new rows: a record whose row exists is skipped whole, and counted.
+        case insertOnly
+        /// Only rows that exist: a record of an unknown identity is skipped whole, and counted.
+        case updateOnly
+
+        var mode: WriteMode {
+            switch self {
+            case .merge: .merge
+            case .replace: .replace
+            case .insertOnly: .insertOnly
+            case .updateOnly: .updateOnly
+            }
+        }
+    }
+}
+
+/// What one ``IngotDatabase/ingest(_:from:at:write:)`` did.
 public struct IngestReport: Sendable {
     /// The run's id in `_ingot_runs`.
     public var runID: String
     /// Records read (rejected ones included).
     public var records: Int
+    /// Rows deleted (``IngotDatabase/Write/replace``: the rows the input did not mention).
+    public var deleted: Int
+    /// Records skipped whole (``IngotDatabase/Write/insertOnly`` and ``IngotDatabase/Write/updateOnly``).
+    public var skipped: Int
     /// Per entity: rows inserted, updated, left unchanged, stubs, rejected records.
     public var entities: [String: EntityCounts]
     /// The records (or the page) that could not be saved, each with its entity, coding path
@@ -179,6 +209,8 @@ public struct IngestReport: Sendable {
     init(summary: RunSummary, rejections: [RecordRejection]) {
         runID = summary.runID
         records = summary.counters.records
+        deleted = summary.counters.deleted
+        skipped = summary.counters.skippedRecords
         entities = summary.counters.entities
         self.rejections = rejections
     }
@@ -194,7 +226,7 @@ public struct IngestError: Error, Sendable, CustomStringConvertible {
     public var description: String { "ingest \(runID) failed: \(message)" }
 }
 
-/// The bytes given to ``IngotDatabase/ingest(_:from:at:)``, as the one page of a run.
+/// The bytes given to ``IngotDatabase/ingest(_:from:at:write:)``, as the one page of a run.
 private final class BytesPageSource: PageSource, @unchecked Sendable {  // `bytes` is taken once, on the run's source queue
     private var bytes: [UInt8]?
     private let source: String
