@@ -46,6 +46,38 @@ private struct Film: IngotEntity, Codable, Equatable {
     static let identity: [CodingKeys] = [.episodeID]
 }
 
+private struct SWPlanet: IngotEntity, Codable {
+    var id: Int
+    var name: String?
+    enum CodingKeys: String, CodingKey { case id = "url", name }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "planet"
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .id ? IngotRule(pattern: "/(\\d+)/$") : nil }
+}
+
+private struct SWPerson: IngotEntity, Codable {
+    var id: Int
+    var name: String?
+    var height: Int?
+    var mass: Double?
+    var homeworld: SWPlanet?
+    var seen: Date?
+    var source: String?
+    enum CodingKeys: String, CodingKey { case id = "url", name, height, mass, homeworld, seen = "created_at", source }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "person"
+    static func rule(for key: CodingKeys) -> IngotRule? {
+        switch key {
+        case .id, .homeworld: IngotRule(pattern: "/(\\d+)/$")
+        case .height: IngotRule(values: ["unknown": nil], nullOnInvalid: true)
+        case .mass: IngotRule(values: ["unknown": nil], grouping: ",")
+        case .seen: IngotRule(dateFormat: .pattern("EEE MMM dd HH:mm:ss Z yyyy", timeZone: "UTC"))
+        case .source: IngotRule(constValue: "swapi")
+        default: nil
+        }
+    }
+}
+
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
 @Suite(.serialized)
@@ -248,6 +280,33 @@ struct LibraryTests {
         let copy = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("copy.db").path, entities: [Person.self])
         _ = try await copy.ingest([Person].self, from: Array(graph.utf8))
         #expect(try await copy.fetch(Person.self, sortBy: [SortDescriptor(\.id)], including: [\.dogs]) == loaded)
+    }
+
+    /// Value rules declared in Swift (`rule(for:)`) are the pipeline file's: the identity read
+    /// from inside a URL before it is looked up (a record re-sent under another host is the same
+    /// row), "unknown" as NULL, "1,358" as 1358, a Twitter date, a bare reference given as a URL,
+    /// a constant column; a value that cannot convert is NULL where `nullOnInvalid` says so.
+    @Test func valueRulesDeclaredInSwift() async throws {
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("swapi.db").path, entities: [SWPerson.self])
+        let page = #"""
+            {"count": 3, "results": [
+              {"url": "https://swapi.co/api/people/4/", "name": "Darth Vader", "height": "202", "mass": "136", "homeworld": "https://swapi.co/api/planets/1/", "created_at": "Fri Aug 08 02:16:23 +0000 2008"},
+              {"url": "https://swapi.dev/api/people/16/", "name": "Jabba", "height": "175", "mass": "1,358", "homeworld": {"url": "https://swapi.dev/api/planets/24/", "name": "Nal Hutta"}},
+              {"url": "https://swapi.dev/api/people/4/", "height": "unknown", "mass": "unknown"},
+              {"url": "https://swapi.dev/api/people/9/", "name": "Biggs", "height": "tall"}
+            ]}
+            """#
+        let report = try await db.ingest([SWPerson].self, from: Array(page.utf8), at: "results")
+        #expect(report.rejections.isEmpty, "\(report.rejections)")
+        #expect(report.entities["person"]?.inserted == 3)
+        let people = try await db.fetch(SWPerson.self, sortBy: [SortDescriptor(\.id)], including: [\.homeworld])
+        #expect(people.map(\.id) == [4, 9, 16])
+        #expect(people[0].name == "Darth Vader" && people[0].height == nil && people[0].mass == nil)
+        #expect(people[0].homeworld?.id == 1 && people[0].homeworld?.name == nil)
+        #expect(people[0].seen == Date(timeIntervalSince1970: 1_218_161_783))
+        #expect(people[1].height == nil && people[1].name == "Biggs")
+        #expect(people[2].mass == 1358 && people[2].height == 175 && people[2].homeworld?.name == "Nal Hutta")
+        #expect(people.allSatisfy { $0.source == "swapi" })
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

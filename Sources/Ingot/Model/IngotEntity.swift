@@ -33,9 +33,74 @@ public protocol IngotEntity: Decodable, Sendable {
     static var identity: [IdentityKeys] { get }
     /// The separator of key paths in coding keys. Default `.`.
     static var keyDelimiter: String { get }
+    /// The value rule of a coding key's attribute (or of a relationship's bare identities), as a
+    /// pipeline file writes it beside the attribute; `nil`: none (the default).
+    ///
+    /// ```swift
+    /// static func rule(for key: CodingKeys) -> IngotRule? {
+    ///     switch key {
+    ///     case .id: IngotRule(pattern: "/(\\d+)/$")                       // the id inside the record's URL
+    ///     case .mass: IngotRule(values: ["unknown": nil], grouping: ",")  // "1,358" → 1358, "unknown" → NULL
+    ///     case .homeworld: IngotRule(pattern: "/(\\d+)/$")                // a bare reference given as a URL
+    ///     default: nil
+    ///     }
+    /// }
+    /// ```
+    static func rule(for key: IdentityKeys) -> IngotRule?
+}
+
+/// A value rule for an attribute of an ``IngotEntity`` — the pipeline file's keys, in Swift
+/// (docs/pipelines.md, "Value rules"): applied to the JSON text before it is converted.
+public struct IngotRule: Sendable, Equatable {
+    /// `coerce: true`: a value of another JSON type that converts without loss (`"1699"`).
+    public var coerce: Bool
+    /// `pattern:`: a regular expression with one capture group; the text becomes what it captures.
+    public var pattern: String?
+    /// `values:`: texts replaced before conversion (`nil`: NULL).
+    public var values: [String: String?]
+    /// `grouping:`: a digit group separator removed from integers and doubles (`","`).
+    public var grouping: String?
+    /// `on_invalid: null`: a value that cannot be converted is stored as NULL, the record kept.
+    public var nullOnInvalid: Bool
+    /// `default:`: the value of a row inserted without this key; never overwrites.
+    public var defaultValue: String?
+    /// `const:`: the value every row of the entity gets.
+    public var constValue: String?
+    /// `format:` of a `Date` property (default ISO 8601 in UTC): `.pattern("EEE MMM dd HH:mm:ss Z yyyy", timeZone: "UTC")`.
+    public var dateFormat: DateFormat?
+
+    /// A rule of these parts (each as the pipeline file's key of the same name).
+    public init(
+        coerce: Bool = false, pattern: String? = nil, values: [String: String?] = [:], grouping: String? = nil,
+        nullOnInvalid: Bool = false, defaultValue: String? = nil, constValue: String? = nil, dateFormat: DateFormat? = nil
+    ) {
+        self.coerce = coerce
+        self.pattern = pattern
+        self.values = values
+        self.grouping = grouping
+        self.nullOnInvalid = nullOnInvalid
+        self.defaultValue = defaultValue
+        self.constValue = constValue
+        self.dateFormat = dateFormat
+    }
+
+    /// `coerce: true` alone.
+    public static let coerce = IngotRule(coerce: true)
 }
 
 extension IngotEntity {
+    /// No value rules.
+    public static func rule(for key: IdentityKeys) -> IngotRule? { nil }
+
+    /// The rules of the coding keys `keys` (string values), for the schema probe.
+    static func rules(forKeys keys: [String]) -> [String: IngotRule] {
+        var rules: [String: IngotRule] = [:]
+        for key in keys {
+            if let codingKey = IdentityKeys(stringValue: key), let rule = rule(for: codingKey) { rules[key] = rule }
+        }
+        return rules
+    }
+
     /// The type's name in snake_case (`PersonRecord` → `person_record`).
     public static var entityName: String { snakeCase(String(describing: Self.self)) }
     /// Key paths are dotted.

@@ -35,6 +35,24 @@ final class SchemaProbe {
             }
         }
         entity.identity = type.identity.map { nameOfKey[$0.stringValue] ?? snakeCase($0.stringValue) }
+        // Value rules, as the pipeline file's keys beside an attribute or a relationship.
+        let rules = type.rules(forKeys: keys)
+        for k in entity.attributes.indices {
+            guard let rule = rules[entity.attributes[k].key] else { continue }
+            entity.attributes[k].coerce = entity.attributes[k].coerce || rule.coerce
+            entity.attributes[k].pattern = rule.pattern
+            entity.attributes[k].values = rule.values
+            entity.attributes[k].grouping = rule.grouping
+            entity.attributes[k].nullOnInvalid = rule.nullOnInvalid
+            entity.attributes[k].defaultValue = rule.defaultValue
+            entity.attributes[k].constValue = rule.constValue
+            if let format = rule.dateFormat, case .date = entity.attributes[k].type { entity.attributes[k].type = .date(format) }
+        }
+        for k in entity.relationships.indices {
+            guard let rule = rules[entity.relationships[k].key] else { continue }
+            entity.relationships[k].pattern = rule.pattern
+            entity.relationships[k].values = rule.values
+        }
         entities[name] = entity
     }
 
