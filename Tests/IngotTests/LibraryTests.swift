@@ -78,6 +78,48 @@ private struct SWPerson: IngotEntity, Codable {
     }
 }
 
+private struct SWFilm: IngotEntity, Codable, Hashable {
+    var id: Int
+    var title: String?
+    var characters: Set<SWCharacter>?
+    enum CodingKeys: String, CodingKey { case id, title, characters }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "film"
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .characters ? IngotRule(inverse: "films") : nil }
+}
+
+private struct SWCharacter: IngotEntity, Codable, Hashable {
+    var id: Int
+    var name: String?
+    var films: Set<SWFilm>?
+    enum CodingKeys: String, CodingKey { case id, name, films }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "character"
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .films ? IngotRule(inverse: "characters") : nil }
+}
+
+private struct Pokemon: IngotEntity, Codable {
+    var id: Int
+    var name: String?
+    var types: [TypeSlot]?
+    enum CodingKeys: String, CodingKey { case id, name, types }
+    static let identity: [CodingKeys] = [.id]
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .types ? IngotRule(owned: true) : nil }
+}
+
+private struct TypeSlot: IngotEntity, Codable {
+    var slot: Int?
+    var type: PokeType?
+    enum CodingKeys: String, CodingKey { case slot, type }
+    static let identity: [CodingKeys] = []
+}
+
+private struct PokeType: IngotEntity, Codable {
+    var name: String
+    enum CodingKeys: String, CodingKey { case name }
+    static let identity: [CodingKeys] = [.name]
+}
+
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
 @Suite(.serialized)
@@ -307,6 +349,43 @@ struct LibraryTests {
         #expect(people[1].height == nil && people[1].name == "Biggs")
         #expect(people[2].mass == 1358 && people[2].height == 175 && people[2].homeworld?.name == "Nal Hutta")
         #expect(people.allSatisfy { $0.source == "swapi" })
+    }
+
+    /// Relationship rules declared in Swift: an inverse pair shares one join table, so each side
+    /// reads what the other wrote; owned children (PokeAPI's type slots) are rows of their owner,
+    /// replaced as a set.
+    @Test func inverseAndOwnedRelationshipsDeclaredInSwift() async throws {
+        let path = temporaryDirectory().appendingPathComponent("swapi.db").path
+        let db = try IngotDatabase.sqlite(path, entities: [SWFilm.self])
+        _ = try await db.ingest(
+            [SWFilm].self, from: Self.bytes(#"[{"id": 1, "title": "A New Hope", "characters": [{"id": 1, "name": "Luke"}, 4]}]"#))
+        _ = try await db.ingest([SWCharacter].self, from: Self.bytes(#"[{"id": 4, "name": "Vader", "films": [1, 2]}]"#))
+        #expect(
+            try rows(path, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%film%' ORDER BY name") == [
+                ["film"], ["film_characters"],
+            ])
+        let characters = try await db.fetch(SWCharacter.self, sortBy: [SortDescriptor(\.id)], including: [\.films])
+        #expect(characters.map(\.id) == [1, 4])
+        #expect(characters[0].films?.map(\.id) == [1])
+        #expect(Set(characters[1].films?.map(\.id) ?? []) == [1, 2] && characters[1].name == "Vader")
+        let films = try await db.fetch(SWFilm.self, sortBy: [SortDescriptor(\.id)], including: [\.characters])
+        #expect(films.map(\.id) == [1, 2] && Set(films[0].characters?.map(\.id) ?? []) == [1, 4])
+
+        let pokedex = temporaryDirectory().appendingPathComponent("pokedex.db").path
+        let pokemon = try IngotDatabase.sqlite(pokedex, entities: [Pokemon.self])
+        let page =
+            #"[{"id": 6, "name": "charizard", "types": [{"slot": 1, "type": {"name": "fire"}}, {"slot": 2, "type": {"name": "flying"}}]}]"#
+        let report = try await pokemon.ingest([Pokemon].self, from: Self.bytes(page))
+        #expect(report.rejections.isEmpty, "\(report.rejections)")
+        _ = try await pokemon.ingest([Pokemon].self, from: Self.bytes(#"[{"id": 6, "types": [{"slot": 1, "type": {"name": "fire"}}]}]"#))
+        #expect(try rows(pokedex, "SELECT slot, type_id FROM type_slot") == [["1", "fire"]])
+        #expect(try rows(pokedex, "SELECT name FROM poke_type ORDER BY name") == [["fire"], ["flying"]])
+        _ = try await pokemon.ingest(
+            [Pokemon].self,
+            from: Self.bytes(#"[{"id": 1, "name": "bulbasaur", "types": [{"slot": 1, "type": {"name": "grass"}}, {"slot": 2}]}]"#))
+        let dex = try await pokemon.fetch(Pokemon.self, sortBy: [SortDescriptor(\.id)], including: [\.types])
+        #expect(dex.map { $0.types?.map(\.slot) } == [[1, 2], [1]])
+        #expect(dex[0].types?.first?.type == nil, "a loaded child's own relationships are not loaded")
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

@@ -35,10 +35,19 @@ struct RelationshipLoader {
         let owners = rows.map { $0[layout.identitySlots[0]] }
         let ownerType = layout.columns[layout.identitySlots[0]].type
         let wanted = Array(Set(owners.filter { $0 != .null }))
-        if toMany.isOwned {
-            throw IngotQueryError(message: "owned children ('\(name)') cannot be loaded yet")
-        }
         let targetLayout = layouts[toMany.target]
+        if toMany.isOwned {
+            // Owned children: rows of their own table keyed by the owner and their position.
+            guard toMany.sourceColumns.count == 1, let slot = targetLayout.columns.firstIndex(where: { $0.name == toMany.sourceColumns[0] })
+            else { throw composite(name) }
+            var query = RowQuery(targetLayout)
+            query.tiebreak = [toMany.sourceColumns[0], "position"]
+            var byOwner: [ScalarValue: [RowDecoder]] = [:]
+            for row in try select(query, where: toMany.sourceColumns[0], among: wanted) {
+                byOwner[row[slot], default: []].append(decoder(toMany.target, row))
+            }
+            return owners.map { .many(byOwner[$0] ?? []) }
+        }
         guard targetLayout.identitySlots.count == 1, toMany.sourceColumns.count == 1 else { throw composite(name) }
         var linked: [ScalarValue: [ScalarValue]] = [:]
         if toMany.isForeignKey {

@@ -49,8 +49,9 @@ public protocol IngotEntity: Decodable, Sendable {
     static func rule(for key: IdentityKeys) -> IngotRule?
 }
 
-/// A value rule for an attribute of an ``IngotEntity`` — the pipeline file's keys, in Swift
-/// (docs/pipelines.md, "Value rules"): applied to the JSON text before it is converted.
+/// The rules of an ``IngotEntity``'s coding key — the pipeline file's keys beside an attribute or
+/// a relationship, in Swift (docs/pipelines.md): value rules applied to the JSON text before it is
+/// converted, and a relationship's `inverse:`, `owned:`, `missing:` and `delete:`.
 public struct IngotRule: Sendable, Equatable {
     /// `coerce: true`: a value of another JSON type that converts without loss (`"1699"`).
     public var coerce: Bool
@@ -68,12 +69,26 @@ public struct IngotRule: Sendable, Equatable {
     public var constValue: String?
     /// `format:` of a `Date` property (default ISO 8601 in UTC): `.pattern("EEE MMM dd HH:mm:ss Z yyyy", timeZone: "UTC")`.
     public var dateFormat: DateFormat?
+    /// A relationship's `inverse:`: the target's relationship (its property's name in snake
+    /// case) that reads the same links from the other side; one join table serves both.
+    public var inverse: String?
+    /// A to-many's `owned: true`: its targets (without an identity) are rows of this one.
+    public var owned: Bool
+    /// A relationship's `missing:`: what a bare identity no row has does (default: a stub).
+    public var missing: MissingTargetPolicy?
+    /// A relationship's `delete: cascade`: the rows `write: replace` deletes take their targets.
+    public var deleteCascade: Bool
 
     /// A rule of these parts (each as the pipeline file's key of the same name).
     public init(
         coerce: Bool = false, pattern: String? = nil, values: [String: String?] = [:], grouping: String? = nil,
-        nullOnInvalid: Bool = false, defaultValue: String? = nil, constValue: String? = nil, dateFormat: DateFormat? = nil
+        nullOnInvalid: Bool = false, defaultValue: String? = nil, constValue: String? = nil, dateFormat: DateFormat? = nil,
+        inverse: String? = nil, owned: Bool = false, missing: MissingTargetPolicy? = nil, deleteCascade: Bool = false
     ) {
+        self.inverse = inverse
+        self.owned = owned
+        self.missing = missing
+        self.deleteCascade = deleteCascade
         self.coerce = coerce
         self.pattern = pattern
         self.values = values
@@ -152,6 +167,8 @@ extension EntityModel {
     public init(roots: [any IngotEntity.Type]) throws {
         let probe = SchemaProbe()
         for root in roots { try probe.probe(root) }
-        self.init(entities: probe.order.compactMap { probe.entities[$0] })
+        // Owned and child entities take their keys from their owners and parents, as a pipeline
+        // file's do.
+        self = EntityModel(entities: probe.order.compactMap { probe.entities[$0] }).completed()
     }
 }

@@ -52,6 +52,12 @@ final class SchemaProbe {
             guard let rule = rules[entity.relationships[k].key] else { continue }
             entity.relationships[k].pattern = rule.pattern
             entity.relationships[k].values = rule.values
+            entity.relationships[k].inverse = rule.inverse
+            entity.relationships[k].owned = rule.owned
+            // Owned children keep their order anyway (their position is part of their key).
+            if rule.owned { entity.relationships[k].isOrdered = false }
+            entity.relationships[k].cascadesDeletes = rule.deleteCascade
+            if let missing = rule.missing { entity.relationships[k].missing = missing }
         }
         entities[name] = entity
     }
