@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import GRDB
 import Testing
@@ -118,6 +119,22 @@ private struct PokeType: IngotEntity, Codable {
     var name: String
     enum CodingKeys: String, CodingKey { case name }
     static let identity: [CodingKeys] = [.name]
+}
+
+private struct Owner: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var pets: [Pet]?
+    enum CodingKeys: String, CodingKey { case id, name, pets }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Pet: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var master: Ref<Owner>?
+    enum CodingKeys: String, CodingKey { case id, name, master }
+    static let identity: [CodingKeys] = [.id]
 }
 
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
@@ -386,6 +403,34 @@ struct LibraryTests {
         let dex = try await pokemon.fetch(Pokemon.self, sortBy: [SortDescriptor(\.id)], including: [\.types])
         #expect(dex.map { $0.types?.map(\.slot) } == [[1, 2], [1]])
         #expect(dex[0].types?.first?.type == nil, "a loaded child's own relationships are not loaded")
+    }
+
+    /// `Ref<T>`: an object or a bare id in, the id out; read back, it keeps the stored key when
+    /// the target is not loaded, and carries the target when it is.
+    @Test func refsKeepTheirIdentityLoadedOrNot() async throws {
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("pets.db").path, entities: [Owner.self])
+        let page =
+            #"[{"id": 7, "name": "Ada", "pets": [{"id": 3, "name": "Rex", "master": 7}, {"id": 4, "master": {"id": 8, "name": "Bo"}}]}]"#
+        let report = try await db.ingest([Owner].self, from: Self.bytes(page))
+        #expect(report.rejections.isEmpty && report.entities["owner"]?.inserted == 2)
+        let pets = try await db.fetch(Pet.self, sortBy: [SortDescriptor(\.id)])
+        #expect(pets.map { $0.master?.id } == [.single(.integer(7)), .single(.integer(8))])
+        #expect(pets.allSatisfy { $0.master?.value == nil })
+        let loaded = try await db.fetch(Pet.self, sortBy: [SortDescriptor(\.id)], including: [\.master])
+        #expect(loaded.map { $0.master?.value?.name } == ["Ada", "Bo"] && loaded[1].master?.id == .single(.integer(8)))
+        let owners = try await db.fetch(Owner.self, where: #Predicate { $0.id == 7 }, including: [\.pets])
+        let json = String(decoding: try IngotJSONEncoder().encode(owners), as: UTF8.self)
+        #expect(json == #"[{"id":7,"name":"Ada","pets":[{"id":3,"name":"Rex","master":7},{"id":4,"name":null,"master":8}]}]"#)
+        // The context-bound decoder reads them too.
+        let queue = DispatchQueue(label: "pets")
+        try DecodingContext.bind(DecodingContext(name: "pets"), to: queue)
+        let decoded = try queue.sync { try IngotJSONDecoder().decode([Owner].self, from: Self.bytes(page)) }
+        #expect(decoded.first?.pets?.map { $0.master?.id } == [.single(.integer(7)), .single(.integer(8))])
+        #expect(decoded.first?.pets?.last?.master?.value?.name == "Bo")
+        // The output ingests back into the same rows.
+        let copy = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("copy.db").path, entities: [Owner.self])
+        _ = try await copy.ingest([Owner].self, from: Array(json.utf8))
+        #expect(try await copy.fetch(Pet.self, sortBy: [SortDescriptor(\.id)]).map { $0.master?.id } == pets.map { $0.master?.id })
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

@@ -12,9 +12,17 @@ struct RowDecoder: Decoder {
         let slots: [String: Int]
         /// The coding keys of relationships.
         let relationships: Set<String>
+        /// Per coding key of a to-one with a single key column: that column's slot (a ``Ref``
+        /// read back without its target still knows it).
+        let foreignKeys: [String: Int]
         let layout: EntityLayout
 
         init(entity: Entity, layout: EntityLayout) {
+            var foreignKeys: [String: Int] = [:]
+            for toOne in layout.toOne where toOne.slots.count == 1 {
+                foreignKeys[entity.relationships[toOne.relationship].key] = toOne.slots.lowerBound
+            }
+            self.foreignKeys = foreignKeys
             var slots: [String: Int] = [:]
             for attribute in entity.attributes {
                 if let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) { slots[attribute.key] = slot }
@@ -145,7 +153,25 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, key) }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, key) }
 
+    /// A `Ref` not loaded still has its stored key; everything else as the protocol decodes it.
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        if decoder.loaded[key.stringValue] == nil, let reference = type as? any ReferenceFromStoredKey.Type,
+            let slot = decoder.shape.foreignKeys[key.stringValue]
+        {
+            let stored = decoder.row[slot]
+            return stored == .null ? nil : reference.init(storedKey: stored) as? T
+        }
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        return try decode(type, forKey: key)
+    }
+
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        if decoder.loaded[key.stringValue] == nil, let reference = type as? any ReferenceFromStoredKey.Type,
+            let slot = decoder.shape.foreignKeys[key.stringValue], decoder.row[slot] != .null,
+            let value = reference.init(storedKey: decoder.row[slot]) as? T
+        {
+            return value
+        }
         switch decoder.loaded[key.stringValue] {
         case .one(let target?)?: return try T(from: target)
         case .one(nil)?:

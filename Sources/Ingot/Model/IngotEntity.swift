@@ -139,6 +139,11 @@ func snakeCase(_ name: String) -> String {
     return out
 }
 
+/// A reference to one entity that is not the entity itself (``Ref``): a to-one relationship.
+protocol ToOneReference {
+    static var targetType: any IngotEntity.Type { get }
+}
+
 /// A collection of entities (`[Dog]`, `Set<Dog>`): a to-many relationship.
 protocol ToManyEntities {
     static var elementType: any IngotEntity.Type { get }

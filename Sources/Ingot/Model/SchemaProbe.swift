@@ -74,6 +74,10 @@ final class SchemaProbe {
             try probe(target)
             e = entities[entity] ?? e
             e.relationships.append(Relationship(name: name, target: target.entityName, key: key.stringValue))
+        } else if let reference = type as? any ToOneReference.Type {
+            try probe(reference.targetType)
+            e = entities[entity] ?? e
+            e.relationships.append(Relationship(name: name, target: reference.targetType.entityName, key: key.stringValue))
         } else if let many = type as? any ToManyEntities.Type {
             try probe(many.elementType)
             e = entities[entity] ?? e
