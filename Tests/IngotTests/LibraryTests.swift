@@ -137,6 +137,22 @@ private struct Pet: IngotEntity, Codable, Equatable {
     static let identity: [CodingKeys] = [.id]
 }
 
+private struct Vet: IngotEntity, Codable, Equatable {
+    var city: String
+    var license: Int
+    var name: String?
+    enum CodingKeys: String, CodingKey { case city, license, name }
+    static let identity: [CodingKeys] = [.city, .license]
+}
+
+private struct Patient: IngotEntity, Codable {
+    var id: Int
+    var vet: Vet?
+    var vets: [Vet]?
+    enum CodingKeys: String, CodingKey { case id, vet, vets }
+    static let identity: [CodingKeys] = [.id]
+}
+
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
 @Suite(.serialized)
@@ -431,6 +447,27 @@ struct LibraryTests {
         let copy = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("copy.db").path, entities: [Owner.self])
         _ = try await copy.ingest([Owner].self, from: Array(json.utf8))
         #expect(try await copy.fetch(Pet.self, sortBy: [SortDescriptor(\.id)]).map { $0.master?.id } == pets.map { $0.master?.id })
+    }
+
+    /// A composite identity, through a single object and through a to-many: one row per
+    /// (city, license), updated in place, fetched and filtered on its parts.
+    @Test func compositeIdentitiesThroughOneObjectAndMany() async throws {
+        let path = temporaryDirectory().appendingPathComponent("vets.db").path
+        let db = try IngotDatabase.sqlite(path, entities: [Patient.self])
+        let page = #"""
+            [{"id": 1, "vet": {"city": "Oslo", "license": 3}, "vets": [{"city": "Oslo", "license": 3, "name": "Dr No"}, {"city": "Rome", "license": 3}]},
+             {"id": 2, "vet": {"city": "Rome", "license": 3, "name": "Dr Who"}, "vets": [{"city": "Oslo", "license": 3}]}]
+            """#
+        let report = try await db.ingest([Patient].self, from: Self.bytes(page))
+        #expect(report.rejections.isEmpty && report.entities["vet"]?.inserted == 2)
+        let vets = try await db.fetch(Vet.self, sortBy: [SortDescriptor(\.city)])
+        #expect(vets == [Vet(city: "Oslo", license: 3, name: "Dr No"), Vet(city: "Rome", license: 3, name: "Dr Who")])
+        let rome = try await db.fetch(Vet.self, where: #Predicate { $0.city == "Rome" && $0.license == 3 })
+        #expect(rome.count == 1)
+        #expect(try rows(path, "SELECT count(*) FROM patient_vets") == [["3"]])
+        #expect(try rows(path, "SELECT id, vet_city, vet_license FROM patient ORDER BY id") == [["1", "Oslo", "3"], ["2", "Rome", "3"]])
+        // Loading relationships of a composite identity is not done yet: said, not guessed.
+        await #expect(throws: IngotQueryError.self) { try await db.fetch(Patient.self, including: [\.vets]) }
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.
