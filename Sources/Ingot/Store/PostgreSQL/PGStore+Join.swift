@@ -105,16 +105,37 @@ extension PGStore {
             }
         }
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
+        if directJoinedInserts {
+            // The rows no job had at the lookup are copied straight in, under a savepoint: when
+            // another job made one of them since, the batch is written the careful way, and so
+            // is every later batch of this job (its run shares rows with other jobs).
+            let stagedBefore = stagedInTransaction.count
+            try connection.execute("SAVEPOINT ingot_direct")
+            do {
+                lastWriteCounts = try writeJoinedEntities(batch, join, fallback: fallback, direct: true)
+                try connection.execute("RELEASE SAVEPOINT ingot_direct")
+                return
+            } catch let error as StoreError where error.sqlState == PGStore.uniqueViolation {
+                directJoinedInserts = false
+                forgetStaging(after: stagedBefore)
+                try connection.execute("ROLLBACK TO SAVEPOINT ingot_direct; RELEASE SAVEPOINT ingot_direct")
+            }
+        }
+        lastWriteCounts = try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
+    }
+
+    /// Every entity's rows and links of a joined batch; `direct`: its new rows copied straight in.
+    private func writeJoinedEntities(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int, direct: Bool) throws -> [EntityCounts] {
         var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
             let rows = batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
-            counts[entity] = try upsert(rows, layout, join, fallback: fallback)
+            counts[entity] = try upsert(rows, layout, join, fallback: fallback, direct: direct)
             for (k, toMany) in layout.toMany.enumerated() {
                 try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
             }
         }
-        lastWriteCounts = counts
+        return counts
     }
 
     /// Hands the units of a rolled-back transaction back to the queue (those this job still
@@ -168,15 +189,45 @@ extension PGStore {
         return text + String(join.position(latest > 0 ? latest : fallback)) + "}"
     }
 
+    /// Whether a staged row gives anything but its identity (a column or a link set): a row
+    /// that gives nothing is a stub.
+    private static func gives(_ row: ResolvedBatch.Row, _ layout: EntityLayout) -> Bool {
+        let values =
+            row.valueUnits.isEmpty
+            ? false
+            : (0..<layout.columns.count).contains {
+                !layout.identitySlots.contains($0) && row.valueUnits[row.valueUnits.startIndex + $0] > 0
+            }
+        return values || (!row.linkUnits.isEmpty && row.linkUnits.contains { $0 > 0 })
+    }
+
     /// Upserts `rows` and returns what it did: rows inserted (the database says which: `xmax`
     /// is 0 for a row this statement created), stubs among them (no column or link given), and
-    /// stored rows given a column or a link.
-    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int) throws -> EntityCounts {
+    /// stored rows given a column or a link. `direct`: the rows not stored at the lookup are
+    /// copied straight into the table (a unique violation if another job made one since).
+    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int, direct: Bool) throws
+        -> EntityCounts
+    {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
         let slots = PositionSlots(layout)
         let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
         let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
+        if direct, !layout.identitySlots.isEmpty, rows.contains(where: { $0.stored == nil }) {
+            var data: [UInt8] = []
+            var counts = EntityCounts()
+            for row in rows where row.stored == nil {
+                PGStore.appendCopyRow(
+                    row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, join, fallback: fallback))], to: &data)
+                counts.inserted += 1
+                if !PGStore.gives(row, layout) { counts.stubs += 1 }
+            }
+            try connection.copy("COPY \(table) (\(all)) FROM STDIN", data: data)
+            let stored = rows.filter { $0.stored != nil }
+            guard !stored.isEmpty else { return counts }
+            let rest = try upsert(stored, layout, join, fallback: fallback, direct: false)
+            return EntityCounts(inserted: counts.inserted + rest.inserted, updated: rest.updated, stubs: counts.stubs + rest.stubs)
+        }
         var data: [UInt8] = []
         for row in rows {
             PGStore.appendCopyRow(

@@ -49,7 +49,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     private var staged: Set<String> = []
     /// The staging tables made in the open transaction, in order: a rollback (to its start or
     /// to a savepoint) drops them, so they are made again.
-    private var stagedInTransaction: [String] = []
+    private(set) var stagedInTransaction: [String] = []
+    /// A joined job copies its batches' new rows straight in until one meets a row another job
+    /// made since its lookup (PGStore+Join.swift); then it writes the careful way.
+    var directJoinedInserts = true
 
     init(url: String, model: EntityModel) throws {
         self.model = model
