@@ -149,6 +149,24 @@ struct PostgresTests {
         #expect(got["person_friends"] == [["1", "100", "0"]])
     }
 
+    /// Idle joined jobs sleep on `LISTEN` until a job or the fetcher says there is work: a
+    /// notification sent (and committed) before the wait wakes it at once, one inside a
+    /// transaction only when that commits, and a wait with nothing pending times out.
+    @Test func waitingJobsAreWokenByNotifications() throws {
+        let url = try PostgresServer.freshDatabase()
+        let (listener, sender) = (try PGConnection(url: url), try PGConnection(url: url))
+        try listener.execute("LISTEN \(PGSharedRun.channel)")
+        #expect(listener.waitForNotification(timeout: 0) == false)
+        PGSharedRun.notify(on: sender, "people-1")
+        #expect(listener.waitForNotification(timeout: 60))
+        #expect(listener.waitForNotification(timeout: 0) == false, "consumed")
+        try sender.execute("BEGIN")
+        PGSharedRun.notify(on: sender, "people-1")
+        #expect(listener.waitForNotification(timeout: 0) == false, "not before the commit")
+        try sender.execute("COMMIT")
+        #expect(listener.waitForNotification(timeout: 60))
+    }
+
     @Test func replaceAndStubsMatchSQLite() throws {
         let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
         let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")

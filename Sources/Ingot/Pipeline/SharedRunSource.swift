@@ -110,8 +110,8 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             }
             // Pages still being decoded reach the batch later: ask at every wait.
             idleHandler.withLock { $0 }?()
-            Thread.sleep(forTimeInterval: idle)
-            idle = min(idle * 2, 0.02)
+            run.waitForWork(upTo: idle)
+            idle = min(idle * 2, run.longestWait)
         }
     }
 

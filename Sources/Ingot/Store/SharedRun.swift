@@ -169,6 +169,14 @@ public protocol SharedRun: AnyObject, Sendable {
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
         archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
     ) throws -> (finished: RunCounters?, replaceSkipped: String?)
+    /// Waits for work, up to `seconds`: a unit enqueued or handed back, the source's end, a
+    /// job's units committed, the fetcher's role free. A store that can be told (PostgreSQL's
+    /// `LISTEN`) returns as soon as that happens; the default sleeps.
+    func waitForWork(upTo seconds: Double)
+    /// The longest ``waitForWork(upTo:)`` worth asking for: long when the store wakes the job
+    /// (leases run out unannounced: a waiting job looks again at least this often), short when
+    /// it polls.
+    var longestWait: Double { get }
 }
 
 extension StoreError {
@@ -209,4 +217,11 @@ extension RunCounters {
         for (name, counts) in other.entities { entities[name] = (entities[name] ?? EntityCounts()) + counts }
         for (code, count) in other.rejectsByReason { rejectsByReason[code, default: 0] += count }
     }
+}
+
+extension SharedRun {
+    /// Sleeps `seconds`: a store that cannot wake a waiting job polls.
+    public func waitForWork(upTo seconds: Double) { Thread.sleep(forTimeInterval: seconds) }
+    /// 20 ms: a polling store's longest sleep.
+    public var longestWait: Double { 0.02 }
 }

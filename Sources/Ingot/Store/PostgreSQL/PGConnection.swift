@@ -89,6 +89,27 @@ final class PGConnection {
         if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
 
+    /// Waits up to `timeout` seconds for a notification on a channel this connection `LISTEN`s
+    /// to; `true` when one (or more: they are all consumed) came.
+    func waitForNotification(timeout: Double) -> Bool {
+        func drain() -> Bool {
+            var any = false
+            while let notification = PQnotifies(handle) {
+                PQfreemem(notification)
+                any = true
+            }
+            return any
+        }
+        _ = PQconsumeInput(handle)
+        if drain() { return true }
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, Int32(max(0, min(timeout, 60)) * 1000)) > 0 else { return false }
+        _ = PQconsumeInput(handle)
+        return drain()
+    }
+
     /// Runs `sql` (one statement when it has parameters), and returns its rows as text
     /// (`nil` for NULL).
     @discardableResult

@@ -46,6 +46,12 @@ final class PGSharedRun: SharedRun {
     let store: PGStore
     private let control: Mutex<(connection: PGConnection, zstd: Zstd)>
     private let fetcher = Mutex<FetcherLink?>(nil)
+    /// A connection that `LISTEN`s on ``channel``, opened by the first wait: a job with nothing
+    /// to claim sleeps on it until another job or the fetcher says there is work.
+    private let listener = Mutex<PGConnection?>(nil)
+
+    /// The channel every job of every join is told on (its payload: the join's name).
+    static let channel = "ingot_units"
 
     /// The fetcher's connection and compressor.
     private final class FetcherLink: @unchecked Sendable {  // used under `fetcher`'s mutex only
@@ -56,6 +62,34 @@ final class PGSharedRun: SharedRun {
 
     var name: String { context.name }
     var job: String { context.job }
+
+    /// Waits on the listening connection: woken by ``notify(on:)`` of any job (a spurious wake
+    /// only costs a look at the queue); a connection that cannot listen sleeps instead.
+    func waitForWork(upTo seconds: Double) {
+        let woke = listener.withLock { listener -> Bool? in
+            do {
+                if listener == nil {
+                    let connection = try PGConnection(url: store.url)
+                    try connection.execute("LISTEN \(PGSharedRun.channel)")
+                    listener = connection
+                }
+                return listener?.waitForNotification(timeout: seconds)
+            } catch {
+                return nil
+            }
+        }
+        if woke == nil { Thread.sleep(forTimeInterval: seconds) }
+    }
+
+    /// Long: waiting jobs are told of new work; they look again this often for leases that
+    /// ran out.
+    var longestWait: Double { 0.25 }
+
+    /// Tells the waiting jobs there may be work (on `connection`, inside its transaction if it
+    /// has one: delivered when it commits).
+    static func notify(on connection: PGConnection, _ name: String) {
+        _ = try? connection.execute("SELECT pg_notify($1, $2)", [channel, name])
+    }
 
     /// Joins the run `request.name` in the database at `url`, creating it (and its run row) when
     /// no job did yet (``SharedRunStore/joinRun(_:)``).
@@ -229,18 +263,21 @@ final class PGSharedRun: SharedRun {
     func enqueue(_ page: Page, as seq: Int) throws -> Bool {
         try withFetcher { connection, zstd in
             let payload = page.bytes.isEmpty ? [] : try zstd.compress(page.bytes)
-            return try connection.changes(
-                """
-                WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
-                             fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
-                           WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
-                INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized)
-                  SELECT $1, $3, 'pending', $6, $7, $8, $9 FROM j
-                """,
-                [
-                    name, job, String(seq), page.resumeState, String(lease), page.source, PGConnection.byteaText(payload),
-                    String(page.bytes.count), page.oversized.map(String.init),
-                ]) == 1
+            let enqueued =
+                try connection.changes(
+                    """
+                    WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
+                                 fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
+                               WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
+                    INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized)
+                      SELECT $1, $3, 'pending', $6, $7, $8, $9 FROM j
+                    """,
+                    [
+                        name, job, String(seq), page.resumeState, String(lease), page.source, PGConnection.byteaText(payload),
+                        String(page.bytes.count), page.oversized.map(String.init),
+                    ]) == 1
+            if enqueued { PGSharedRun.notify(on: connection, name) }
+            return enqueued
         }
     }
 
@@ -254,9 +291,12 @@ final class PGSharedRun: SharedRun {
 
     func endSource(at seq: Int) throws -> Bool {
         try withFetcher { connection, _ in
-            try connection.changes(
-                "UPDATE _ingot_joins SET end_seq = $3, fetcher = NULL WHERE name = $1 AND fetcher = $2 AND next_seq = $3",
-                [name, job, String(seq)]) == 1
+            let ended =
+                try connection.changes(
+                    "UPDATE _ingot_joins SET end_seq = $3, fetcher = NULL WHERE name = $1 AND fetcher = $2 AND next_seq = $3",
+                    [name, job, String(seq)]) == 1
+            if ended { PGSharedRun.notify(on: connection, name) }
+            return ended
         }
     }
 
@@ -264,6 +304,7 @@ final class PGSharedRun: SharedRun {
         _ = try? control.withLock { control in
             try control.connection.execute(
                 "UPDATE _ingot_joins SET fetcher = NULL, fetch_lease_until = NULL WHERE name = $1 AND fetcher = $2", [name, job])
+            PGSharedRun.notify(on: control.connection, name)
         }
     }
 
@@ -277,6 +318,7 @@ final class PGSharedRun: SharedRun {
                   status = CASE WHEN fetch_failures + 1 >= 3 THEN 'failed' ELSE status END
                 WHERE name = $1 AND fetcher = $2
                 """, [name, job, message])
+            PGSharedRun.notify(on: control.connection, name)
         }
     }
 

@@ -103,6 +103,8 @@ extension PGStore {
                 let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
                 throw StoreError.claimLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
             }
+            // Jobs waiting for the last units to end hear of these when they commit.
+            PGSharedRun.notify(on: connection, join.name)
         }
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
         if directJoinedInserts {
@@ -148,6 +150,7 @@ extension PGStore {
             WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed'
             """,
             [join.name, join.job] + PGStore.unitArrays(Array(units)))
+        PGSharedRun.notify(on: connection, join.name)
     }
 
     /// `units` as two array parameters, their seqs and their claims, for `unnest($n::bigint[], $m::int[])`.
@@ -404,6 +407,7 @@ extension PGStore {
                 if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
+                PGSharedRun.notify(on: connection, join.name)
                 try finishRunRow(id: runID, status: .finished, counters: total, finishedAt: Date())
                 end.finished = total
             }
