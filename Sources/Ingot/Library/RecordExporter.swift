@@ -78,6 +78,9 @@ package struct RecordExporter {
                 }
             }
             let attributes = try entity.attributes.compactMap { attribute -> (Int, [JSONKeyPath.Component], AttributeType)? in
+                // An owned entity's identity (its owner's key and its position) comes from where
+                // it sits in its owner's record, not from a key of its own.
+                if entity.owner != nil, entity.identity.contains(attribute.name) { return nil }
                 guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
                 return (slot, try path(attribute.key), attribute.type)
             }
@@ -92,7 +95,6 @@ package struct RecordExporter {
         let layout = layouts[entity]
         let identity = layout.columns[layout.identitySlots[0]].name
         let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
-        let relationships = model.entities[entity].relationships.indices
         var skipped: [String] = []
         var last: ScalarValue?
         while true {
@@ -105,20 +107,50 @@ package struct RecordExporter {
             let rows = try location.select(query)
             guard !rows.isEmpty else { return skipped }
             var decoders = rows.map { RowDecoder(shape: loader.shapes[entity], row: $0) }
-            for r in relationships {
-                let key = model.entities[entity].relationships[r].key
-                do {
-                    for (k, loaded) in try loader.load(r, of: entity, owners: rows).enumerated() { decoders[k].loaded[key] = loaded }
-                } catch let error as IngotQueryError {
-                    if !skipped.contains(error.message) { skipped.append(error.message) }
-                }
-            }
+            try load(entity, &decoders, loader: loader, skipped: &skipped)
             for decoder in decoders {
                 var out = ""
                 JSONTree.write(try record(decoder, depth: depth), to: &out)
                 try body(out)
             }
             last = rows.last?[layout.identitySlots[0]]
+        }
+    }
+
+    /// Loads every relationship of `decoders` (rows of `entity`); the owned children's own
+    /// relationships too, whatever the depth: they are part of their owner's record.
+    private func load(_ entity: Int, _ decoders: inout [RowDecoder], loader: RelationshipLoader, skipped: inout [String]) throws {
+        guard !decoders.isEmpty else { return }
+        let rows = decoders.map(\.row)
+        for (r, relationship) in model.entities[entity].relationships.enumerated() {
+            let loaded: [RowDecoder.Loaded]
+            do {
+                loaded = try loader.load(r, of: entity, owners: rows)
+            } catch let error as IngotQueryError {
+                if !skipped.contains(error.message) { skipped.append(error.message) }
+                continue
+            }
+            guard relationship.owned else {
+                for (k, value) in loaded.enumerated() { decoders[k].loaded[relationship.key] = value }
+                continue
+            }
+            // All the owners' children at once, then handed back to their owners in order.
+            var children: [RowDecoder] = []
+            var counts: [Int] = []
+            for value in loaded {
+                guard case .many(let targets) = value else {
+                    counts.append(0)
+                    continue
+                }
+                children += targets
+                counts.append(targets.count)
+            }
+            if let target = model.index(of: relationship.target) { try load(target, &children, loader: loader, skipped: &skipped) }
+            var start = 0
+            for (k, count) in counts.enumerated() {
+                decoders[k].loaded[relationship.key] = .many(Array(children[start..<start + count]))
+                start += count
+            }
         }
     }
 
@@ -139,7 +171,9 @@ package struct RecordExporter {
                 try place(try target.map { try self.target($0, depth: depth) } ?? .scalar("null"), at: relationship.path)
             case .many(let targets)?:
                 let array = ArrayNode()
-                array.items = try targets.map { try self.target($0, depth: depth) }
+                let owned = model.entities[row.layout.entity].relationships.first { $0.key == relationship.key }?.owned ?? false
+                // Owned children are part of the record: whole, whatever the depth.
+                array.items = try targets.map { owned ? try record($0, depth: depth) : try self.target($0, depth: depth) }
                 try place(.array(array), at: relationship.path)
             case nil:
                 continue

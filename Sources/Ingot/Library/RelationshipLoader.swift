@@ -31,23 +31,29 @@ struct RelationshipLoader {
         guard let toMany = layout.toMany.first(where: { $0.relationship == r }) else {
             throw IngotQueryError(message: "'\(name)' is not a relationship of \(model.entities[entity].name)")
         }
+        let targetLayout = layouts[toMany.target]
+        if toMany.isOwned {
+            // Owned children: rows of their own table keyed by the owner (a composite key for an
+            // owned entity's own children) and their position. Read by the key's first column,
+            // grouped by all of it.
+            let ownerKeys = rows.map { row in layout.identitySlots.map { row[$0] } }
+            let slots = toMany.sourceColumns.compactMap { column in targetLayout.columns.firstIndex { $0.name == column } }
+            guard !toMany.sourceColumns.isEmpty, slots.count == toMany.sourceColumns.count,
+                ownerKeys.allSatisfy({ $0.count == slots.count })
+            else { throw composite(name) }
+            var query = RowQuery(targetLayout)
+            query.tiebreak = toMany.sourceColumns + ["position"]
+            var byOwner: [[ScalarValue]: [RowDecoder]] = [:]
+            let first = Array(Set(ownerKeys.map { $0[0] }.filter { $0 != .null }))
+            for row in try select(query, where: toMany.sourceColumns[0], among: first) {
+                byOwner[slots.map { row[$0] }, default: []].append(decoder(toMany.target, row))
+            }
+            return ownerKeys.map { .many(byOwner[$0] ?? []) }
+        }
         guard layout.identitySlots.count == 1 else { throw composite(model.entities[entity].name) }
         let owners = rows.map { $0[layout.identitySlots[0]] }
         let ownerType = layout.columns[layout.identitySlots[0]].type
         let wanted = Array(Set(owners.filter { $0 != .null }))
-        let targetLayout = layouts[toMany.target]
-        if toMany.isOwned {
-            // Owned children: rows of their own table keyed by the owner and their position.
-            guard toMany.sourceColumns.count == 1, let slot = targetLayout.columns.firstIndex(where: { $0.name == toMany.sourceColumns[0] })
-            else { throw composite(name) }
-            var query = RowQuery(targetLayout)
-            query.tiebreak = [toMany.sourceColumns[0], "position"]
-            var byOwner: [ScalarValue: [RowDecoder]] = [:]
-            for row in try select(query, where: toMany.sourceColumns[0], among: wanted) {
-                byOwner[row[slot], default: []].append(decoder(toMany.target, row))
-            }
-            return owners.map { .many(byOwner[$0] ?? []) }
-        }
         guard targetLayout.identitySlots.count == 1, toMany.sourceColumns.count == 1 else { throw composite(name) }
         var linked: [ScalarValue: [ScalarValue]] = [:]
         if toMany.isForeignKey {
