@@ -102,16 +102,39 @@ struct Rejects: ParsableCommand {
                 if let archive = r.archivePath, let entry = r.archiveEntry { fields += [("archive", archive), ("entry", String(entry))] }
                 print(fields.map { "\($0)=\(logfmtValue($1))" }.joined(separator: " "))
                 guard raw else { continue }
-                print(r.raw)
-                if r.rawLength > r.raw.utf8.count {
-                    let whole = r.archivePath.map { " (the page: ingot archive cat \($0) \(r.archiveEntry ?? 0))" } ?? ""
-                    print("… \(r.rawLength) bytes in all\(whole)")
+                // The whole record from the archive when the run kept one; else the stored text
+                // (up to 16 KiB).
+                if let whole = Rejects.wholeRecord(r) {
+                    print(whole)
+                } else {
+                    print(r.raw)
+                    if r.rawLength > r.raw.utf8.count {
+                        let page = r.archivePath.map { " (the page: ingot archive cat \($0) \(r.archiveEntry ?? 0))" } ?? ""
+                        print("… \(r.rawLength) bytes in all\(page)")
+                    }
                 }
             }
         } catch {
             printError("\(location): \(error)")
             throw Exit.failed
         }
+    }
+}
+
+extension Rejects {
+    /// A rejected record's whole text, read from its run's archive with the archived pipeline's
+    /// framing; `nil` when there is no archive (or it cannot be read): the stored prefix will do.
+    static func wholeRecord(_ r: RecordRejection) -> String? {
+        guard let path = r.archivePath, let seq = r.archiveEntry, let reader = try? ArchiveReader(path: path),
+            let entry = reader.entry(seq: seq), let bytes = try? reader.payload(of: entry)
+        else { return nil }
+        guard let index = r.recordIndex else { return String(decoding: bytes, as: UTF8.self) }
+        guard
+            let config = try? PipelineConfig.parse(
+                text: reader.header.pipelineText, path: "\(path) (pipeline \(reader.header.pipelinePath))", readsSource: false),
+            config.resources.count == 1, let resource = config.resources.first
+        else { return nil }
+        return resource.framing.rawRecord(index, in: bytes)
     }
 }
 

@@ -102,6 +102,30 @@ struct CLITests {
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("never.db").path), "reading creates nothing")
     }
 
+    /// `ingot rejects --raw` prints a rejected record whole from its run's archive (the
+    /// database keeps 16 KiB of it), found with the archived pipeline's framing.
+    @Test func rejectsRawReadsTheWholeRecordFromTheArchive() throws {
+        let dir = temporaryDirectory()
+        let pages = dir.appendingPathComponent("pages")
+        try FileManager.default.createDirectory(at: pages, withIntermediateDirectories: true)
+        let long = String(repeating: "x", count: 40_000)
+        let record = #"{"first_name":"\#(long)","dogs":[]}"#
+        try Data(#"{"results": [{"id": 1}, \#(record), {"id": 2}]}"#.utf8).write(to: pages.appendingPathComponent("page-00001.json"))
+        let db = dir.appendingPathComponent("people.db").path
+        #expect(try run(["run", "pipelines/people.yml", "--pages", pages.path, "--db", db, "--archive-dir", dir.path]).status == 0)
+        let shown = try run(["rejects", "--db", db, "--raw"])
+        let lines = shown.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2 && lines[0].contains("coding_path=results[1].id") && lines[0].contains("archive="), "\(lines.first ?? "")")
+        #expect(lines.last == record)
+        // Without the archive, the stored 16 KiB and where the whole is.
+        for file in try FileManager.default.contentsOfDirectory(atPath: dir.path) where file.hasSuffix(".ingot") {
+            try FileManager.default.removeItem(at: dir.appendingPathComponent(file))
+        }
+        let cut = try run(["rejects", "--db", db, "--raw"]).stdout.split(separator: "\n").map(String.init)
+        #expect(cut.count == 3 && cut[1].utf8.count < record.utf8.count && record.hasPrefix(cut[1].replacingOccurrences(of: "…", with: "")))
+        #expect(cut[2].hasPrefix("… \(record.utf8.count) bytes in all (the page: ingot archive cat "))
+    }
+
     /// `ingot export` writes the stored rows back as the pipeline's page; `ingot run --pages`
     /// of that page gives the same persons, links and linked dogs (a dog no person links any
     /// more is reached with `--entity dog`). `--depth 0` gives identities, `--where` filters,

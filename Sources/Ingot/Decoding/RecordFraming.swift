@@ -115,6 +115,21 @@ package struct RecordFraming: Sendable, Equatable {
         }
     }
 
+    /// The exact JSON text of record `index` of the page `bytes` (`ingot rejects --raw`, which
+    /// reads the whole record from the archive); `nil` when the page has no such record.
+    package func rawRecord(_ index: Int, in bytes: [UInt8]) -> String? {
+        guard index >= 0, let document = try? parse(bytes), case .success(let records) = records(in: document), index < records.count
+        else { return nil }
+        var node = records.first
+        for _ in 0..<index { node = Int(document.nodes[node].end) }
+        let value = document.nodes[node]
+        let quoted = value.kind == .string || value.kind == .escapedString
+        let start = Int(value.start) - (quoted ? 1 : 0)
+        let end = Int(value.start + value.length) + (quoted ? 1 : 0)
+        guard start >= 0, end <= bytes.count, start <= end else { return nil }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+
     /// The page with `values` added to each of its records that is an object and lacks the key
     /// (`for_each … with:`): each record's `{` is followed by `"key":value,`. `nil` when the page
     /// is not a page of records (it is then mapped as it came, and rejected as it deserves).
