@@ -149,7 +149,8 @@ private struct Patient: IngotEntity, Codable {
     var id: Int
     var vet: Vet?
     var vets: [Vet]?
-    enum CodingKeys: String, CodingKey { case id, vet, vets }
+    var clinic: Ref<Vet>?
+    enum CodingKeys: String, CodingKey { case id, vet, vets, clinic }
     static let identity: [CodingKeys] = [.id]
 }
 
@@ -455,7 +456,7 @@ struct LibraryTests {
         let path = temporaryDirectory().appendingPathComponent("vets.db").path
         let db = try IngotDatabase.sqlite(path, entities: [Patient.self])
         let page = #"""
-            [{"id": 1, "vet": {"city": "Oslo", "license": 3}, "vets": [{"city": "Oslo", "license": 3, "name": "Dr No"}, {"city": "Rome", "license": 3}]},
+            [{"id": 1, "vet": {"city": "Oslo", "license": 3}, "clinic": {"city": "Rome", "license": 3}, "vets": [{"city": "Oslo", "license": 3, "name": "Dr No"}, {"city": "Rome", "license": 3}]},
              {"id": 2, "vet": {"city": "Rome", "license": 3, "name": "Dr Who"}, "vets": [{"city": "Oslo", "license": 3}]}]
             """#
         let report = try await db.ingest([Patient].self, from: Self.bytes(page))
@@ -466,8 +467,12 @@ struct LibraryTests {
         #expect(rome.count == 1)
         #expect(try rows(path, "SELECT count(*) FROM patient_vets") == [["3"]])
         #expect(try rows(path, "SELECT id, vet_city, vet_license FROM patient ORDER BY id") == [["1", "Oslo", "3"], ["2", "Rome", "3"]])
-        // Loading relationships of a composite identity is not done yet: said, not guessed.
-        await #expect(throws: IngotQueryError.self) { try await db.fetch(Patient.self, including: [\.vets]) }
+        // Their relationships load by the whole key, both ways round.
+        let patients = try await db.fetch(Patient.self, sortBy: [SortDescriptor(\.id)], including: [\.vets, \.vet])
+        #expect(patients.map { $0.vet?.name } == ["Dr No", "Dr Who"])
+        #expect(patients[0].vets == vets && patients[1].vets == [vets[0]])
+        // A composite Ref keeps its whole key when its target is not loaded.
+        #expect(patients.map { $0.clinic?.id } == [.composite([.text("Rome"), .integer(3)]), nil])
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

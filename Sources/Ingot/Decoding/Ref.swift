@@ -104,9 +104,10 @@ extension Ref: Hashable where Target: Hashable {}
 
 /// A reference made from a stored key column alone (a row read back without its target).
 protocol ReferenceFromStoredKey {
-    init(storedKey: ScalarValue)
+    /// The key columns' values, in identity order.
+    init(storedKey: [ScalarValue])
 }
 
 extension Ref: ReferenceFromStoredKey {
-    init(storedKey: ScalarValue) { self.init(id: .single(storedKey)) }
+    init(storedKey: [ScalarValue]) { self.init(id: storedKey.count == 1 ? .single(storedKey[0]) : .composite(storedKey)) }
 }

@@ -12,15 +12,15 @@ struct RowDecoder: Decoder {
         let slots: [String: Int]
         /// The coding keys of relationships.
         let relationships: Set<String>
-        /// Per coding key of a to-one with a single key column: that column's slot (a ``Ref``
-        /// read back without its target still knows it).
-        let foreignKeys: [String: Int]
+        /// Per coding key of a to-one: its key columns' slots (a ``Ref`` read back without its
+        /// target still knows it).
+        let foreignKeys: [String: [Int]]
         let layout: EntityLayout
 
         init(entity: Entity, layout: EntityLayout) {
-            var foreignKeys: [String: Int] = [:]
-            for toOne in layout.toOne where toOne.slots.count == 1 {
-                foreignKeys[entity.relationships[toOne.relationship].key] = toOne.slots.lowerBound
+            var foreignKeys: [String: [Int]] = [:]
+            for toOne in layout.toOne {
+                foreignKeys[entity.relationships[toOne.relationship].key] = Array(toOne.slots)
             }
             self.foreignKeys = foreignKeys
             var slots: [String: Int] = [:]
@@ -156,10 +156,10 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     /// A `Ref` not loaded still has its stored key; everything else as the protocol decodes it.
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         if decoder.loaded[key.stringValue] == nil, let reference = type as? any ReferenceFromStoredKey.Type,
-            let slot = decoder.shape.foreignKeys[key.stringValue]
+            let slots = decoder.shape.foreignKeys[key.stringValue]
         {
-            let stored = decoder.row[slot]
-            return stored == .null ? nil : reference.init(storedKey: stored) as? T
+            let stored = slots.map { decoder.row[$0] }
+            return stored.contains(.null) ? nil : reference.init(storedKey: stored) as? T
         }
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
         return try decode(type, forKey: key)
@@ -167,8 +167,8 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         if decoder.loaded[key.stringValue] == nil, let reference = type as? any ReferenceFromStoredKey.Type,
-            let slot = decoder.shape.foreignKeys[key.stringValue], decoder.row[slot] != .null,
-            let value = reference.init(storedKey: decoder.row[slot]) as? T
+            let slots = decoder.shape.foreignKeys[key.stringValue], !slots.contains(where: { decoder.row[$0] == .null }),
+            let value = reference.init(storedKey: slots.map { decoder.row[$0] }) as? T
         {
             return value
         }
