@@ -154,6 +154,33 @@ private struct Patient: IngotEntity, Codable {
     static let identity: [CodingKeys] = [.id]
 }
 
+private struct Transport: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var model: String?
+    enum CodingKeys: String, CodingKey { case id, name, model }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Starship: IngotEntity, Codable {
+    var id: Int
+    var name: String?
+    var model: String?
+    var hyperdriveRating: Double?
+    enum CodingKeys: String, CodingKey { case id, name, model, hyperdriveRating = "hyperdrive_rating" }
+    static let identity: [CodingKeys] = [.id]
+    static var parent: (any IngotEntity.Type)? { Transport.self }
+}
+
+private struct Vehicle: IngotEntity, Codable {
+    var id: Int
+    var name: String?
+    var vehicleClass: String?
+    enum CodingKeys: String, CodingKey { case id, name, vehicleClass = "vehicle_class" }
+    static let identity: [CodingKeys] = [.id]
+    static var parent: (any IngotEntity.Type)? { Transport.self }
+}
+
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
 @Suite(.serialized)
@@ -473,6 +500,32 @@ struct LibraryTests {
         #expect(patients[0].vets == vets && patients[1].vets == [vets[0]])
         // A composite Ref keeps its whole key when its target is not loaded.
         #expect(patients.map { $0.clinic?.id } == [.composite([.text("Rome"), .integer(3)]), nil])
+    }
+
+    /// Parent entities declared in Swift: starships and vehicles share transport's identity and
+    /// its columns (stored once, in its table, with a `kind`); each child's own columns are in
+    /// its own table; a child fetched comes back whole, joined to its parent's row.
+    @Test func parentEntitiesDeclaredInSwift() async throws {
+        let path = temporaryDirectory().appendingPathComponent("transport.db").path
+        let db = try IngotDatabase.sqlite(path, entities: [Starship.self, Vehicle.self])
+        _ = try await db.ingest(
+            [Starship].self,
+            from: Self.bytes(
+                #"[{"id": 10, "name": "Millennium Falcon", "model": "YT-1300", "hyperdrive_rating": 0.5}, {"id": 12, "name": "X-wing"}]"#))
+        _ = try await db.ingest([Vehicle].self, from: Self.bytes(#"[{"id": 4, "name": "Sand Crawler", "vehicle_class": "wheeled"}]"#))
+        #expect(
+            try rows(path, "SELECT id, name, kind FROM transport ORDER BY id") == [
+                ["4", "Sand Crawler", "vehicle"], ["10", "Millennium Falcon", "starship"], ["12", "X-wing", "starship"],
+            ])
+        #expect(try rows(path, "SELECT id, hyperdrive_rating FROM starship ORDER BY id") == [["10", "0.5"], ["12", "NULL"]])
+        #expect(try rows(path, "SELECT name FROM pragma_table_info('starship') ORDER BY cid") == [["id"], ["hyperdrive_rating"]])
+        let ships = try await db.fetch(Starship.self, sortBy: [SortDescriptor(\.id)])
+        #expect(ships.map(\.name) == ["Millennium Falcon", "X-wing"] && ships[0].model == "YT-1300")
+        #expect(ships.map(\.hyperdriveRating) == [0.5, nil])
+        let all = try await db.fetch(Transport.self, sortBy: [SortDescriptor(\.id)])
+        #expect(all.map(\.id) == [4, 10, 12])
+        let vehicles = try await db.fetch(Vehicle.self)
+        #expect(vehicles.map(\.vehicleClass) == ["wheeled"] && vehicles[0].name == "Sand Crawler")
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

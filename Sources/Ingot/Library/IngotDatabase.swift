@@ -143,9 +143,22 @@ extension IngotDatabase {
         }
         query.limit = limit
         query.offset = max(0, offset)
-        let relationships = try including.map { try columns.relationship($0) }
-        let (database, model, select) = (self.database, self.model, query)
-        let entity = model.entities[index]
+        // A child entity's row is joined to its parents' rows (their columns follow its own).
+        var levels = [index]
+        while let name = self.model.entities[levels[levels.count - 1]].parent, let parent = self.model.index(of: name),
+            !levels.contains(parent)
+        {
+            levels.append(parent)
+        }
+        let relationships = try including.map { keyPath -> (level: Int, relationship: Int) in
+            for (level, entity) in levels.enumerated() {
+                let declared = QueryColumns(typeName: "\(T.self)", entity: self.model.entities[entity], layout: layouts[entity])
+                if let r = try? declared.relationship(keyPath) { return (level, r) }
+            }
+            return (0, try columns.relationship(keyPath))
+        }
+        let (database, model, select, chain) = (self.database, self.model, query, levels)
+        let levelShape = RowDecoder.Shape(levels: levels.map { (model.entities[$0], layouts[$0]) })
         let decoders = try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(
@@ -153,10 +166,19 @@ extension IngotDatabase {
                         let location = try StoreLocation(database)
                         let rows = try location.select(select)
                         let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
-                        var decoders = rows.map { RowDecoder(shape: loader.shapes[index], row: $0) }
-                        for r in relationships {
-                            let key = entity.relationships[r].key
-                            for (k, loaded) in try loader.load(r, of: index, owners: rows).enumerated() { decoders[k].loaded[key] = loaded }
+                        var parts = [rows]
+                        let identities = rows.map { row in layout.identitySlots.map { row[$0] } }
+                        for ancestor in chain.dropFirst() {
+                            let found = try loader.rows(of: ancestor, identities: identities)
+                            let empty = [ScalarValue](repeating: .null, count: layouts[ancestor].columns.count)
+                            parts.append(identities.map { found[$0] ?? empty })
+                        }
+                        var decoders = rows.indices.map { k in RowDecoder(shape: levelShape, row: parts.flatMap { $0[k] }) }
+                        for (level, r) in relationships {
+                            let key = model.entities[chain[level]].relationships[r].key
+                            for (k, loaded) in try loader.load(r, of: chain[level], owners: parts[level]).enumerated() {
+                                decoders[k].loaded[key] = loaded
+                            }
                         }
                         return decoders
                     })

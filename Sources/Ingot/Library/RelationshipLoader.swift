@@ -70,6 +70,11 @@ struct RelationshipLoader {
         return owners.map { owner in .many((linked[owner] ?? []).compactMap { targets[$0] }) }
     }
 
+    /// The rows of `entity` with these identities, as stored (a child's parent rows).
+    func rows(of entity: Int, identities: [[ScalarValue]]) throws -> [[ScalarValue]: [ScalarValue]] {
+        try targets(entity, identities: identities).mapValues(\.row)
+    }
+
     /// The rows of `entity` with these identities (each one value per identity column), by
     /// identity.
     private func targets(_ entity: Int, identities: [[ScalarValue]]) throws -> [[ScalarValue]: RowDecoder] {

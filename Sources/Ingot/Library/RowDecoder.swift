@@ -18,18 +18,30 @@ struct RowDecoder: Decoder {
         let layout: EntityLayout
 
         init(entity: Entity, layout: EntityLayout) {
+            self.init(levels: [(entity, layout)])
+        }
+
+        /// A child entity's rows joined to its parents' (``IngotEntity/parent``): each level's
+        /// columns follow the one before's in the row; the first level's layout is the row's.
+        init(levels: [(entity: Entity, layout: EntityLayout)]) {
             var foreignKeys: [String: [Int]] = [:]
-            for toOne in layout.toOne {
-                foreignKeys[entity.relationships[toOne.relationship].key] = Array(toOne.slots)
+            var slots: [String: Int] = [:]
+            var relationships: Set<String> = []
+            var offset = 0
+            for (entity, layout) in levels {
+                for toOne in layout.toOne {
+                    foreignKeys[entity.relationships[toOne.relationship].key] = toOne.slots.map { offset + $0 }
+                }
+                for attribute in entity.attributes where slots[attribute.key] == nil {
+                    if let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) { slots[attribute.key] = offset + slot }
+                }
+                relationships.formUnion(entity.relationships.map(\.key))
+                offset += layout.columns.count
             }
             self.foreignKeys = foreignKeys
-            var slots: [String: Int] = [:]
-            for attribute in entity.attributes {
-                if let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) { slots[attribute.key] = slot }
-            }
             self.slots = slots
-            self.relationships = Set(entity.relationships.map(\.key))
-            self.layout = layout
+            self.relationships = relationships
+            self.layout = levels[0].layout
         }
     }
 

@@ -47,6 +47,11 @@ public protocol IngotEntity: Decodable, Sendable {
     /// }
     /// ```
     static func rule(for key: IdentityKeys) -> IngotRule?
+    /// The entity this one specializes (Core Data's parent entity, the pipeline file's
+    /// `parent:`): a child shares its parent's identity; the properties the parent declares are
+    /// stored once, in the parent's table (its `kind` column names the child), the child's own
+    /// in the child's table. `nil` (the default): none.
+    static var parent: (any IngotEntity.Type)? { get }
 }
 
 /// The rules of an ``IngotEntity``'s coding key — the pipeline file's keys beside an attribute or
@@ -106,6 +111,9 @@ public struct IngotRule: Sendable, Equatable {
 extension IngotEntity {
     /// No value rules.
     public static func rule(for key: IdentityKeys) -> IngotRule? { nil }
+
+    /// No parent entity.
+    public static var parent: (any IngotEntity.Type)? { nil }
 
     /// The rules of the coding keys `keys` (string values), for the schema probe.
     static func rules(forKeys keys: [String]) -> [String: IngotRule] {

@@ -48,6 +48,17 @@ final class SchemaProbe {
             entity.attributes[k].constValue = rule.constValue
             if let format = rule.dateFormat, case .date = entity.attributes[k].type { entity.attributes[k].type = .date(format) }
         }
+        // A child keeps only what its parent does not declare (the parent's table stores that).
+        if let parent = type.parent, parent.entityName != name {
+            try probe(parent)
+            if let declared = entities[parent.entityName] {
+                let inherited = Set(declared.attributes.map(\.name)).subtracting(entity.identity)
+                entity.attributes.removeAll { inherited.contains($0.name) }
+                let related = Set(declared.relationships.map(\.name))
+                entity.relationships.removeAll { related.contains($0.name) }
+            }
+            entity.parent = parent.entityName
+        }
         for k in entity.relationships.indices {
             guard let rule = rules[entity.relationships[k].key] else { continue }
             entity.relationships[k].pattern = rule.pattern
