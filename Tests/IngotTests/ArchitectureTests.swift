@@ -83,11 +83,11 @@ struct ArchitectureTests {
 
     /// The public surface stays small (issue 16: at most 45 public types; the Swift library,
     /// issue 20, may take it to 55 in all: `IngotDatabase`, `IngestReport`, `IngestError`,
-    /// `IngotQueryError`, `IngotJSONEncoder`, `IngotDatabase.Write`, `IngotRule`, `Ref` so far),
+    /// `IngotQueryError`, `IngotJSONEncoder`, `IngotDatabase.Write`, `IngotRule`, `Ref`, `Many` so far),
     /// and every public declaration — type, property, function, initializer, case — has a `///`
     /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly.
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 53
+        let maximum = 54
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)

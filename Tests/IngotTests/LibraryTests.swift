@@ -181,6 +181,20 @@ private struct Vehicle: IngotEntity, Codable {
     static var parent: (any IngotEntity.Type)? { Transport.self }
 }
 
+private struct Kennel: IngotEntity, Codable {
+    var id: Int
+    var dogs: Many<Pup>?
+    enum CodingKeys: String, CodingKey { case id, dogs }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Pup: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    enum CodingKeys: String, CodingKey { case id, name }
+    static let identity: [CodingKeys] = [.id]
+}
+
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
 @Suite(.serialized)
@@ -526,6 +540,27 @@ struct LibraryTests {
         #expect(all.map(\.id) == [4, 10, 12])
         let vehicles = try await db.fetch(Vehicle.self)
         #expect(vehicles.map(\.vehicleClass) == ["wheeled"] && vehicles[0].name == "Sand Crawler")
+    }
+
+    /// `Many<T>` (`[Ref<T>]`): bare ids or objects in, the ids out; loaded, each element carries
+    /// its target too; not loaded, `nil`.
+    @Test func manyIsAnArrayOfReferences() async throws {
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("kennel.db").path, entities: [Kennel.self])
+        let page = #"[{"id": 1, "dogs": [3, {"id": 4, "name": "Rex"}, 3]}]"#
+        let report = try await db.ingest([Kennel].self, from: Self.bytes(page))
+        #expect(
+            report.rejections.isEmpty && report.entities["pup"]?.inserted == 2 && report.entities["pup"]?.stubs == 1,
+            "\(report.entities) \(report.rejections)")
+        #expect(try await db.fetch(Kennel.self).first?.dogs == nil)
+        let kennel = try #require(try await db.fetch(Kennel.self, including: [\.dogs]).first)
+        #expect(kennel.dogs?.map(\.id) == [.single(.integer(3)), .single(.integer(4))])
+        #expect(kennel.dogs?.map { $0.value } == [Pup(id: 3), Pup(id: 4, name: "Rex")])
+        #expect(String(decoding: try IngotJSONEncoder().encode(kennel), as: UTF8.self) == #"{"id":1,"dogs":[3,4]}"#)
+        let queue = DispatchQueue(label: "kennel")
+        try DecodingContext.bind(DecodingContext(name: "kennel"), to: queue)
+        let decoded = try queue.sync { try IngotJSONDecoder().decode([Kennel].self, from: Self.bytes(page)) }
+        #expect(decoded.first?.dogs?.map(\.id) == [.single(.integer(3)), .single(.integer(4)), .single(.integer(3))])
+        #expect(decoded.first?.dogs?[1].value?.name == "Rex")
     }
 
     /// What has no SQL translation is refused before a row is read, saying what does translate.

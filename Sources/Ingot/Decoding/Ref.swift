@@ -27,6 +27,15 @@ public struct Ref<Target: IngotEntity>: Sendable {
     }
 }
 
+/// A to-many relationship as references: each element keeps its target's identity, and the
+/// target itself when it came as an object or was loaded (`including:`); it encodes as the
+/// identities alone. `nil` (an optional property): not given, or not loaded.
+///
+/// ```swift
+/// var dogs: Many<Dog>?      // [3, {"id": 4, "name": "Rex"}] in; [3, 4] out
+/// ```
+public typealias Many<Target: IngotEntity> = [Ref<Target>]
+
 extension Ref: ToOneReference {
     static var targetType: any IngotEntity.Type { Target.self }
 }

@@ -152,6 +152,15 @@ protocol ToOneReference {
     static var targetType: any IngotEntity.Type { get }
 }
 
+/// An array of references (`[Ref<Dog>]`, ``Many``): a to-many relationship.
+protocol ToManyReferences {
+    static var targetType: any IngotEntity.Type { get }
+}
+
+extension Array: ToManyReferences where Element: ToOneReference {
+    static var targetType: any IngotEntity.Type { Element.targetType }
+}
+
 /// A collection of entities (`[Dog]`, `Set<Dog>`): a to-many relationship.
 protocol ToManyEntities {
     static var elementType: any IngotEntity.Type { get }

@@ -89,6 +89,11 @@ final class SchemaProbe {
             try probe(reference.targetType)
             e = entities[entity] ?? e
             e.relationships.append(Relationship(name: name, target: reference.targetType.entityName, key: key.stringValue))
+        } else if let references = type as? any ToManyReferences.Type {
+            try probe(references.targetType)
+            e = entities[entity] ?? e
+            e.relationships.append(
+                Relationship(name: name, target: references.targetType.entityName, isToMany: true, isOrdered: true, key: key.stringValue))
         } else if let many = type as? any ToManyEntities.Type {
             try probe(many.elementType)
             e = entities[entity] ?? e
