@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test lint format run bench instructions chaos fuzz container-test clean
+.PHONY: all deps build release test lint format run bench instructions chaos fuzz container-test consumer clean
 
 all: build
 
@@ -72,6 +72,11 @@ chaos: release
 FUZZ_SECONDS ?= 600
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+## consumer: a package outside the repository's own (Examples/Consumer) builds against the public API and runs
+consumer: deps
+	$(SWIFT) build --package-path Examples/Consumer
+	Examples/Consumer/.build/debug/Consumer
 
 ## container-test: build the image (docker/Dockerfile, target prebuilt, on a debootstrapped
 ## bookworm base) and run it under podman: bundled archive, fixture server, SIGTERM, the volume
