@@ -87,7 +87,7 @@ struct ArchitectureTests {
     /// and every public declaration — type, property, function, initializer, case — has a `///`
     /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly.
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 54
+        let maximum = 55
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)

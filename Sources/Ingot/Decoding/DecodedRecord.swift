@@ -288,6 +288,8 @@ package enum RejectReason: String, Sendable, CaseIterable {
     /// A value no database stores alike: text holding `\u0000` or a lone surrogate escape, or a
     /// value the database itself refused (its message is the reason).
     case unstorable
+    /// The entity's Swift hook (``IngotEntity/prepare``) threw; its error is the reason.
+    case prepareFailed = "prepare_failed"
 }
 
 /// A record (or a whole page) that could not be saved, and why. A value, not a thrown error:

@@ -46,9 +46,19 @@ private struct TapeDecoder: Decoder {
             let context = try DecodingContext.current(codingPath: codingPath)
             var decoder = self
             decoder.delimiter = entity.keyDelimiter
+            if let prepare = entity.prepare, value.kind == .object {
+                // The entity's hook rewrites the object first (its identity included).
+                do {
+                    let rewritten = try RecordRewrite(owner: "\(entity)", body: prepare).apply(to: value, delimiter: entity.keyDelimiter)
+                    decoder = TapeDecoder(value: rewritten.root, codingPath: codingPath, delimiter: entity.keyDelimiter)
+                } catch {
+                    throw DecodingError.dataCorrupted(
+                        .init(codingPath: codingPath, debugDescription: "prepare: \(error)", underlyingError: error))
+                }
+            }
             let object = try T(from: decoder)
             if let object = object as? any IngotEntity {
-                context.register(object, identity: identity(entity))
+                context.register(object, identity: decoder.identity(entity))
             }
             return object
         }

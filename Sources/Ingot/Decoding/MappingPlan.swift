@@ -68,6 +68,10 @@ struct MappingPlan: Sendable {
         /// object through it may do, decided by the resolver once it knows what is stored; `nil`: all.
         let toOneGuards: [Guard?]
         let toManyGuards: [Guard?]
+        /// Declared in Swift (``IngotEntity/prepare``): the hook each object goes through before
+        /// it is mapped, and the delimiter of the record's key paths.
+        let prepare: RecordRewrite?
+        let keyDelimiter: String
 
         // The same keys and targets, flat, for the mapper's inner loop (no struct of arrays
         // copied, and so retained, per key it compares or target it follows).
@@ -88,8 +92,10 @@ struct MappingPlan: Sendable {
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
             toManyRules: [AttributeRules?], parent: Int? = nil, ownerSlots: Int = 0, toOneGuards: [Guard?] = [],
-            toManyGuards: [Guard?] = []
+            toManyGuards: [Guard?] = [], prepare: RecordRewrite? = nil, keyDelimiter: String = "."
         ) {
+            self.prepare = prepare
+            self.keyDelimiter = keyDelimiter
             self.toOneGuards = toOneGuards.isEmpty ? Array(repeating: nil, count: layout.toOne.count) : toOneGuards
             self.toManyGuards = toManyGuards.isEmpty ? Array(repeating: nil, count: layout.toMany.count) : toManyGuards
             self.parent = parent
@@ -200,7 +206,8 @@ struct MappingPlan: Sendable {
                 toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) },
                 parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots,
                 toOneGuards: layout.toOne.map { guarding(entity.relationships[$0.relationship]) },
-                toManyGuards: layout.toMany.map { guarding(entity.relationships[$0.relationship]) })
+                toManyGuards: layout.toMany.map { guarding(entity.relationships[$0.relationship]) }, prepare: entity.prepare,
+                keyDelimiter: entity.keyDelimiter)
         }
     }
 }

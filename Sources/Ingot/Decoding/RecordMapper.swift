@@ -191,7 +191,7 @@ struct RecordMapper {
     /// rows) to the page's rows and their values to the page's storage, its bare references to
     /// `record`; returns its identity.
     private mutating func mapObject(
-        at: Int, entity e: Int, kind: String? = nil, owner: (values: [ScalarValue], position: Int)? = nil,
+        at: Int, entity e: Int, kind: String? = nil, owner: (values: [ScalarValue], position: Int)? = nil, prepared: Bool = false,
         into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let entity = plan.entities[e]
@@ -199,6 +199,22 @@ struct RecordMapper {
         guard node.kind == .object else {
             throw MappingFailure(
                 reason: "expected an object for entity '\(entity.name)', got \(node.kind.jsonName)", entity: entity.name, code: .wrongShape)
+        }
+        if let rewrite = entity.prepare, !prepared {
+            // The entity's Swift hook rewrites the object; what it returns is mapped instead.
+            let rewritten: JSONDocument
+            do {
+                let object = try JSONDocument(bytes: Array(c.bytes[Int(node.start)..<Int(node.start + node.length)]))
+                rewritten = try rewrite.apply(to: object.root, delimiter: entity.keyDelimiter)
+            } catch {
+                throw MappingFailure(reason: "prepare: \(error)", entity: entity.name, code: .prepareFailed)
+            }
+            return try rewritten.nodes.withUnsafeBufferPointer { (nodes) throws(MappingFailure) -> IdentityKey? in
+                try rewritten.bytes.withUnsafeBufferPointer { (bytes) throws(MappingFailure) -> IdentityKey? in
+                    var inner = Cursor(nodes: nodes, bytes: bytes)
+                    return try mapObject(at: 0, entity: e, kind: kind, owner: owner, prepared: true, into: &record, &page, &inner)
+                }
+            }
         }
         let layout = entity.layout
         let rowIndex = page.rows.count

@@ -102,6 +102,9 @@ public struct Entity: Sendable, Equatable {
     /// Its first attributes are then the owner's identity and `position`, its identity; the
     /// mapper fills them, no record key does.
     public var owner: String?
+    /// Declared in Swift (``IngotEntity/prepare``): the hook each of its objects goes through
+    /// before it is mapped. A pipeline file has none.
+    var prepare: RecordRewrite?
 
     /// An entity `name` stored in `table` (default: its name), identified by `identity`.
     public init(

@@ -52,6 +52,20 @@ public protocol IngotEntity: Decodable, Sendable {
     /// stored once, in the parent's table (its `kind` column names the child), the child's own
     /// in the child's table. `nil` (the default): none.
     static var parent: (any IngotEntity.Type)? { get }
+    /// A hook that rewrites each object of this entity before it is mapped (Coredatable's
+    /// `initialize(from:)`, Sync's value transformers): it reads and sets the record's keys — an
+    /// identity built from two fields, an id sent as text, a value in a format of the API's own
+    /// decoded by hand — and the rest of the record maps by default, with every rule. It runs
+    /// before the identity is read, in `ingest` and in ``IngotJSONDecoder``, for root and nested
+    /// objects alike. A hook that throws rejects the record (reason `prepare_failed`, with its
+    /// coding path; its neighbours are saved). `nil` (the default): none.
+    ///
+    /// ```swift
+    /// static let prepare: (@Sendable (inout IngotRecord) throws -> Void)? = { record in
+    ///     if let minutes = record.string("runtime")?.split(separator: " ").first { record.set("runtime", Int(minutes)) }
+    /// }
+    /// ```
+    static var prepare: (@Sendable (inout IngotRecord) throws -> Void)? { get }
 }
 
 /// The rules of an ``IngotEntity``'s coding key — the pipeline file's keys beside an attribute or
@@ -114,6 +128,9 @@ extension IngotEntity {
 
     /// No parent entity.
     public static var parent: (any IngotEntity.Type)? { nil }
+
+    /// No hook: records map as the API sent them.
+    public static var prepare: (@Sendable (inout IngotRecord) throws -> Void)? { nil }
 
     /// The rules of the coding keys `keys` (string values), for the schema probe.
     static func rules(forKeys keys: [String]) -> [String: IngotRule] {

@@ -35,6 +35,7 @@ final class SchemaProbe {
             }
         }
         entity.identity = type.identity.map { nameOfKey[$0.stringValue] ?? snakeCase($0.stringValue) }
+        entity.prepare = type.prepare.map { RecordRewrite(owner: String(reflecting: type), body: $0) }
         // Value rules, as the pipeline file's keys beside an attribute or a relationship.
         let rules = type.rules(forKeys: keys)
         for k in entity.attributes.indices {
