@@ -269,6 +269,31 @@ struct JoinTests {
         try store.close()
     }
 
+    /// A claim takes one unit, whatever plan the server picks. With statistics taken when the
+    /// queue held one unit, PostgreSQL once ran the claim's `LIMIT 1 FOR UPDATE SKIP LOCKED`
+    /// subquery inside a nested loop, once per unit: one statement claimed every pending unit and
+    /// the job decoded only the first — the others stayed held by a job that then ended.
+    @Test func aClaimTakesOneUnitWhateverThePlan() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let store = try database.sharedStore()
+        defer { try? store.close() }
+        let run = try store.joinRun(Self.request("plan", config))
+        _ = try #require(try run.takeFetcherRole())
+        #expect(try run.enqueue(Page(seq: 1, source: "p1", bytes: []), as: 1))
+        // The statistics of a queue of one unit (what autovacuum saw early in a real run).
+        let sql = try PGConnection(url: database.url)
+        try sql.execute("ANALYZE _ingot_units")
+        for seq in 2...40 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: []), as: seq)) }
+        #expect(try run.endSource(at: 41))
+        for seq in 1...40 {
+            #expect(try run.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == seq)
+            let held = try sql.execute("SELECT count(*) FROM _ingot_units WHERE name = 'plan' AND status = 'claimed'")
+            #expect(held.first?[0] == "\(seq)", "after claiming unit \(seq)")
+        }
+        #expect(try run.claim(maxPageBytes: 1 << 20) == nil)
+    }
+
     /// A joined run is refused before anything is written where its result could differ from a
     /// single job's, or where nothing can share it.
     @Test func whatCannotRunJoinedIsRefused() throws {

@@ -160,15 +160,32 @@ final class PGSharedRun: SharedRun {
 
     func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
         try control.withLock { control in
+            // The unit is chosen once, in a materialized CTE. As a subquery in `FROM`, a plan that
+            // rescans it (a nested loop with it inside) runs `LIMIT 1 FOR UPDATE SKIP LOCKED`
+            // again for each row, skips the unit it just claimed and claims the next: one
+            // statement claimed every pending unit, and the job lost all but the first.
             let rows = try control.connection.execute(
                 """
+                WITH c AS MATERIALIZED (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
+                        AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                 UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
                   claims = u.claims + 1
-                FROM (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
-                        AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED) AS c
-                WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims
+                FROM c WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims
                 """, [name, job, String(lease)])
             guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
+            // Never more than one; if a server ever returned more, they go back to the queue
+            // rather than stay held by a job that will not decode them.
+            let extra = rows.dropFirst().compactMap { row in
+                row[0].flatMap { Int($0) }.map { UnitRef(seq: $0, claim: row[6].flatMap { Int($0) } ?? 0) }
+            }
+            if !extra.isEmpty {
+                try control.connection.execute(
+                    """
+                    UPDATE _ingot_units AS u SET status = 'pending', job = NULL, lease_until = NULL
+                    FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
+                    WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed'
+                    """, [name, job] + PGStore.unitArrays(extra))
+            }
             var page = Page(seq: seq, source: row[1] ?? "?", bytes: [])
             page.unit = UnitRef(seq: seq, claim: row[6].flatMap { Int($0) } ?? 0)
             page.oversized = row[4].flatMap { Int($0) }
