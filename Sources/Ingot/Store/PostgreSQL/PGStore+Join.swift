@@ -134,7 +134,9 @@ extension PGStore {
             guard !rows.isEmpty else { continue }
             counts[entity] = try upsert(rows, layout, join, fallback: fallback, direct: direct)
             for (k, toMany) in layout.toMany.enumerated() {
-                try replaceLinksJoined(rows, k, toMany, owner: entity, layout: layout, join)
+                try replaceLinksJoined(
+                    rows, k, toMany, owner: entity, layout: layout, join,
+                    direct: direct && !layout.identitySlots.isEmpty && !sharedJoinTables.contains(toMany.joinTable))
             }
         }
         return counts
@@ -154,7 +156,7 @@ extension PGStore {
     }
 
     /// `units` as two array parameters, their seqs and their claims, for `unnest($n::bigint[], $m::int[])`.
-    private static func unitArrays(_ units: [UnitRef]) -> [String?] {
+    static func unitArrays(_ units: [UnitRef]) -> [String?] {
         [arrayLiteral(units.map { .integer(Int64($0.seq)) }), arrayLiteral(units.map { .integer(Int64($0.claim)) })]
     }
 
@@ -275,23 +277,41 @@ extension PGStore {
     /// Replaces the link sets of relationship `k` this batch wins: after the upsert, an owner
     /// whose `~join_table` position is the one this batch staged for it was given no newer set by
     /// another job.
+    /// `direct`: the owners the upsert copied straight in (not stored at the lookup) have no links
+    /// yet, and their rows are this transaction's until it commits — a job that meets one waits,
+    /// then finds its position: their links are copied straight into the join table, each pair
+    /// once at its first position, as a single job's are.
     private func replaceLinksJoined(
-        _ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout, _ join: JoinContext
+        _ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout, _ join: JoinContext,
+        direct: Bool
     ) throws {
         var owners: [UInt8] = []
         var links: [UInt8] = []
+        var newLinks: [UInt8] = []
+        var seen: Set<IdentityKey> = []
         for row in rows {
             guard let identity = row.identity, let targets = row.links[k] else { continue }
+            if direct, row.stored == nil {
+                seen.removeAll(keepingCapacity: true)
+                for (index, target) in targets.enumerated() where seen.insert(target).inserted {
+                    PGStore.appendCopyRow(
+                        identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(index))] : []), to: &newLinks)
+                }
+                continue
+            }
             let position = ScalarValue.integer(join.position(row.linkUnits[row.linkUnits.startIndex + k]))
             PGStore.appendCopyRow(identity.values + [position], to: &owners)
             for (index, target) in targets.enumerated() {
                 PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(index))] : []), to: &links)
             }
         }
-        guard !owners.isEmpty else { return }
         let join = PGStore.quote(toMany.joinTable)
-        let ownerTable = PGStore.quote(layout.table)
         let types = PGStore.joinColumns(toMany, owner: owner, model: model)
+        if !newLinks.isEmpty {
+            try connection.copy("COPY \(join) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", "))) FROM STDIN", data: newLinks)
+        }
+        guard !owners.isEmpty else { return }
+        let ownerTable = PGStore.quote(layout.table)
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
         func owns(_ alias: String) -> String {
             zip(toMany.sourceColumns, identity).map { "t.\($1) = \(alias).\(PGStore.quote($0))" }.joined(separator: " AND ")

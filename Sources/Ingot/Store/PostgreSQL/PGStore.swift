@@ -44,7 +44,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     private(set) var migration: [String] = []
     /// The join tables two relationships share (an inverse pair): a batch may give the same
     /// link from both sides, so their links are never copied in directly.
-    private let sharedJoinTables: Set<String>
+    let sharedJoinTables: Set<String>
     /// Staging tables made in this session (temporary tables live as long as the connection).
     private var staged: Set<String> = []
     /// The staging tables made in the open transaction, in order: a rollback (to its start or
