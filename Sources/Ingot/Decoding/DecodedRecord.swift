@@ -145,9 +145,14 @@ struct RowStorage: Sendable {
 
     /// Room for a row of `layout`, every slot `nil`; returns the row.
     mutating func appendRow(entity: Int, layout: EntityLayout, identity: IdentityKey? = nil) -> EntityRow {
+        appendRow(entity: entity, columns: layout.columns.count, links: layout.toMany.count, identity: identity)
+    }
+
+    /// The same for an entity of `columns` columns and `links` to-many sets.
+    mutating func appendRow(entity: Int, columns: Int, links: Int, identity: IdentityKey? = nil) -> EntityRow {
         let row = EntityRow(entity: entity, identity: identity, valueStart: values.count, linkStart: linkSets.count)
-        for _ in 0..<layout.columns.count { values.append(nil) }
-        for _ in 0..<layout.toMany.count { linkSets.append(nil) }
+        values.append(contentsOf: repeatElement(nil, count: columns))
+        linkSets.append(contentsOf: repeatElement(nil, count: links))
         return row
     }
 

@@ -29,11 +29,26 @@ struct RowFolder: Sendable {
     let parents: [Int?]
     /// Per entity.
     private(set) var merged: [MergedRows]
+    /// Per entity, what merging a row reads of its layout (read once: a layout is a struct of
+    /// arrays, and copying it per row retains them all).
+    private let shapes: [Shape]
+
+    struct Shape {
+        var columns: Int
+        var links: Int
+        /// The to-manys whose `operations:` lack `delete`: a later set adds to the earlier one.
+        var keptLinks: [Int]
+    }
 
     init(layouts: [EntityLayout], parents: [Int?] = []) {
         self.layouts = layouts
         self.parents = parents
         merged = Array(repeating: MergedRows(), count: layouts.count)
+        shapes = layouts.map { layout in
+            Shape(
+                columns: layout.columns.count, links: layout.toMany.count,
+                keptLinks: layout.toMany.indices.filter { layout.toMany[$0].keepsLinks })
+        }
     }
 
     /// Folds every record of `pages`; each bare reference adds a stub row (a row with only its
@@ -73,16 +88,16 @@ struct RowFolder: Sendable {
     /// run, `unit` is the row's page in the shared source (pages come in increasing units), and
     /// each slot remembers the unit that set it last.
     mutating func merge(_ row: EntityRow, from source: RowStorage, unit: Int = 0) {
-        let layout = layouts[row.entity]
-        let columnCount = layout.columns.count
-        let linkCount = layout.toMany.count
+        let shape = shapes[row.entity]
+        let columnCount = shape.columns
+        let linkCount = shape.links
         let target: EntityRow
         if let identity = row.identity {
             if let at = merged[row.entity].index[identity] {
                 var existing = merged[row.entity].rows[at]
                 // `operations:` without `delete`: a later set adds to the earlier one.
                 var kept: [(Int, [IdentityKey])] = []
-                for (k, toMany) in layout.toMany.enumerated() where toMany.keepsLinks {
+                for k in shape.keptLinks {
                     if let earlier = merged[row.entity].storage.linkSets[existing.linkStart + k], source.linkSets[row.linkStart + k] != nil
                     {
                         kept.append((k, earlier))
@@ -96,14 +111,15 @@ struct RowFolder: Sendable {
                 merged[row.entity].rows[at].mask = existing.mask
                 target = existing
             } else {
-                var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout, identity: identity)
+                var copy = merged[row.entity].storage.appendRow(
+                    entity: row.entity, columns: columnCount, links: linkCount, identity: identity)
                 merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
                 merged[row.entity].index[identity] = merged[row.entity].rows.count
                 merged[row.entity].rows.append(copy)
                 target = copy
             }
         } else {
-            var copy = merged[row.entity].storage.appendRow(entity: row.entity, layout: layout)
+            var copy = merged[row.entity].storage.appendRow(entity: row.entity, columns: columnCount, links: linkCount)
             merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
             merged[row.entity].anonymous.append(copy)
             target = copy
@@ -113,7 +129,7 @@ struct RowFolder: Sendable {
 
     /// Records `unit` as the source of the slots `row` set in `target`.
     private mutating func stamp(_ target: EntityRow, with row: EntityRow, from source: RowStorage, unit: Int) {
-        let layout = layouts[row.entity]
+        let shape = shapes[row.entity]
         let e = row.entity
         let values = merged[e].storage.values.count
         if merged[e].valueUnits.count < values {
@@ -123,8 +139,8 @@ struct RowFolder: Sendable {
         if merged[e].linkUnits.count < links {
             merged[e].linkUnits.append(contentsOf: repeatElement(0, count: links - merged[e].linkUnits.count))
         }
-        for slot in 0..<layout.columns.count where row.mask.contains(slot) { merged[e].valueUnits[target.valueStart + slot] = unit }
-        for k in 0..<layout.toMany.count where source.linkSets[row.linkStart + k] != nil {
+        for slot in 0..<shape.columns where row.mask.contains(slot) { merged[e].valueUnits[target.valueStart + slot] = unit }
+        for k in 0..<shape.links where source.linkSets[row.linkStart + k] != nil {
             merged[e].linkUnits[target.linkStart + k] = unit
         }
     }

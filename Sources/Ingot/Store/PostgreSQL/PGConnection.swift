@@ -207,6 +207,17 @@ final class PGConnection {
 
     /// Appends `text` to a COPY text-format row, escaping what the format needs escaped.
     static func appendCopyText(_ text: some Sequence<UInt8>, to out: inout [UInt8]) {
+        // Most text has nothing to escape: appended whole.
+        let whole: Bool? = text.withContiguousStorageIfAvailable { bytes in
+            guard
+                !bytes.contains(where: {
+                    $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r")
+                })
+            else { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }
+        if whole == true { return }
         for byte in text {
             switch byte {
             case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
@@ -235,25 +246,35 @@ final class PGConnection {
 
     /// The bytes of a `bytea` result in text form (`\x` and hex digits); `nil` when it is not one.
     static func bytea(fromText text: String) -> [UInt8]? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
-            default: nil
+        var text = text
+        return text.withUTF8 { utf8 -> [UInt8]? in
+            guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else { return nil }
+            let count = utf8.count / 2 - 1
+            var valid = true
+            let out = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                for k in 0..<count {
+                    let high = hexValue[Int(utf8[2 + 2 * k])]
+                    let low = hexValue[Int(utf8[3 + 2 * k])]
+                    if high > 15 || low > 15 {
+                        valid = false
+                        break
+                    }
+                    buffer[k] = high << 4 | low
+                }
+                initialized = valid ? count : 0
             }
+            return valid ? out : nil
         }
-        var out: [UInt8] = []
-        out.reserveCapacity(utf8.count / 2 - 1)
-        var k = 2
-        while k < utf8.count {
-            guard let high = nibble(utf8[k]), let low = nibble(utf8[k + 1]) else { return nil }
-            out.append(high << 4 | low)
-            k += 2
+    }
+
+    /// Each byte's value as a hex digit; 255 for a byte that is not one.
+    private static let hexValue: [UInt8] = (0..<256).map { c in
+        switch c {
+        case 48...57: UInt8(c - 48)
+        case 97...102: UInt8(c - 87)
+        case 65...70: UInt8(c - 55)
+        default: 255
         }
-        return out
     }
 
     private static func message(_ handle: OpaquePointer) -> String {

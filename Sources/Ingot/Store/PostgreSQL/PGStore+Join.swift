@@ -179,19 +179,36 @@ extension PGStore {
     /// The positions a staged row carries, as an array literal: each column its records set and
     /// each link set given, at the position of the unit that set it (NULL where none did), and
     /// `@` at its latest unit.
-    private static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int) -> String {
-        var text = "{"
+    private static func appendPositions(
+        _ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int, to out: inout [UInt8]
+    ) {
+        out.append(UInt8(ascii: "{"))
         var latest = 0
         func append(_ unit: Int) {
-            text += unit > 0 ? String(join.position(unit)) : "NULL"
-            text += ","
+            if unit > 0 {
+                appendDecimal(join.position(unit), to: &out)
+            } else {
+                out.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+            }
+            out.append(UInt8(ascii: ","))
             latest = max(latest, unit)
         }
         for slot in 0..<layout.columns.count {
             append(row.valueUnits.isEmpty || layout.identitySlots.contains(slot) ? 0 : row.valueUnits[row.valueUnits.startIndex + slot])
         }
         for k in 0..<layout.toMany.count { append(row.linkUnits.isEmpty ? 0 : row.linkUnits[row.linkUnits.startIndex + k]) }
-        return text + String(join.position(latest > 0 ? latest : fallback)) + "}"
+        appendDecimal(join.position(latest > 0 ? latest : fallback), to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// A staged row of a joined batch as a COPY row: its values, then its positions.
+    private static func appendJoinedRow(
+        _ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int, to out: inout [UInt8]
+    ) {
+        appendCopyFields(row.values, to: &out)
+        out.append(UInt8(ascii: "\t"))
+        appendPositions(row, layout, join, fallback: fallback, to: &out)
+        out.append(UInt8(ascii: "\n"))
     }
 
     /// Whether a staged row gives anything but its identity (a column or a link set): a row
@@ -222,8 +239,7 @@ extension PGStore {
             var data: [UInt8] = []
             var counts = EntityCounts()
             for row in rows where row.stored == nil {
-                PGStore.appendCopyRow(
-                    row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, join, fallback: fallback))], to: &data)
+                PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data)
                 counts.inserted += 1
                 if !PGStore.gives(row, layout) { counts.stubs += 1 }
             }
@@ -234,10 +250,7 @@ extension PGStore {
             return EntityCounts(inserted: counts.inserted + rest.inserted, updated: rest.updated, stubs: counts.stubs + rest.stubs)
         }
         var data: [UInt8] = []
-        for row in rows {
-            PGStore.appendCopyRow(
-                row.values.map { $0 ?? .null } + [.text(PGStore.positions(row, layout, join, fallback: fallback))], to: &data)
-        }
+        for row in rows { PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data) }
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
         var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"

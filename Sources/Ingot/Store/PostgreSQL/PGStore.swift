@@ -242,17 +242,27 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         var updates: [UInt8] = []
         for (position, row) in rows.enumerated() {
             if row.stored == nil, direct {
-                PGStore.appendCopyRow(row.values.map { $0 ?? .null }, to: &inserts)
+                PGStore.appendCopyFields(row.values, to: &inserts)
+                inserts.append(UInt8(ascii: "\n"))
                 insertCount += 1
                 continue
             }
-            var present = ""
-            for value in row.values { present += value == nil ? "0" : "1" }
+            // `_present`: one digit per column, 1 where the records gave it.
+            func appendPresent(to out: inout [UInt8]) {
+                out.append(UInt8(ascii: "\t"))
+                for value in row.values { out.append(value == nil ? UInt8(ascii: "0") : UInt8(ascii: "1")) }
+            }
             if row.stored == nil {
-                PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present)], to: &inserts)
+                PGStore.appendCopyFields(row.values, to: &inserts)
+                appendPresent(to: &inserts)
+                inserts.append(UInt8(ascii: "\n"))
                 insertCount += 1
             } else {
-                PGStore.appendCopyRow(row.values.map { $0 ?? .null } + [.text(present), .integer(Int64(position))], to: &updates)
+                PGStore.appendCopyFields(row.values, to: &updates)
+                appendPresent(to: &updates)
+                updates.append(UInt8(ascii: "\t"))
+                PGStore.appendDecimal(Int64(position), to: &updates)
+                updates.append(UInt8(ascii: "\n"))
             }
         }
         let stageColumns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text"), ("_row", "bigint")]
@@ -516,15 +526,47 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     static func appendCopyRow(_ values: [ScalarValue], to out: inout [UInt8]) {
         for (k, value) in values.enumerated() {
             if k > 0 { out.append(UInt8(ascii: "\t")) }
-            switch value {
-            case .null: out += [UInt8(ascii: "\\"), UInt8(ascii: "N")]
-            case .integer(let v): out += Array(String(v).utf8)
-            case .real(let v): out += Array(String(v).utf8)
-            case .bool(let v): out.append(v ? UInt8(ascii: "t") : UInt8(ascii: "f"))
-            case .text(let s): PGConnection.appendCopyText(s.utf8, to: &out)
-            }
+            appendCopyValue(value, to: &out)
         }
         out.append(UInt8(ascii: "\n"))
+    }
+
+    /// A row's values (`nil`: NULL) as the first fields of a COPY row, without its end.
+    static func appendCopyFields(_ values: [ScalarValue?], to out: inout [UInt8]) {
+        for (k, value) in values.enumerated() {
+            if k > 0 { out.append(UInt8(ascii: "\t")) }
+            appendCopyValue(value ?? .null, to: &out)
+        }
+    }
+
+    /// One field of COPY's text format.
+    static func appendCopyValue(_ value: ScalarValue, to out: inout [UInt8]) {
+        switch value {
+        case .null:
+            out.append(UInt8(ascii: "\\"))
+            out.append(UInt8(ascii: "N"))
+        case .integer(let v): appendDecimal(v, to: &out)
+        case .real(let v): out += Array(String(v).utf8)
+        case .bool(let v): out.append(v ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+        case .text(let s): PGConnection.appendCopyText(s.utf8, to: &out)
+        }
+    }
+
+    /// `value`'s decimal digits (and sign), without making a `String`.
+    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        guard magnitude >= 10 else { return out.append(UInt8(ascii: "0") + UInt8(magnitude)) }
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // 20 digits at most, written backwards
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            while magnitude > 0 {
+                buffer[31 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            }
+            out.append(contentsOf: buffer[(32 - count)...])
+        }
     }
 
     /// `values` as a PostgreSQL array literal (`{1,2}`, `{"a","b\"c"}`), for `$n::type[]`.
