@@ -542,6 +542,37 @@ struct LibraryTests {
         #expect(vehicles.map(\.vehicleClass) == ["wheeled"] && vehicles[0].name == "Sand Crawler")
     }
 
+    /// A child's inherited properties filter and sort like its own: the query joins the parent's
+    /// table (its identity column, `id`, is in both and stays the child's own).
+    @Test(arguments: ["sqlite", "postgresql"])
+    func predicatesAndSortsOnInheritedProperties(backend: String) async throws {
+        let db =
+            backend == "sqlite"
+            ? try IngotDatabase.sqlite(
+                temporaryDirectory().appendingPathComponent("ships.db").path, entities: [Starship.self, Vehicle.self])
+            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Starship.self, Vehicle.self])
+        _ = try await db.ingest(
+            [Starship].self,
+            from: Self.bytes(
+                #"[{"id": 10, "name": "Millennium Falcon", "model": "YT-1300", "hyperdrive_rating": 0.5},"#
+                    + #" {"id": 12, "name": "X-wing", "model": "T-65", "hyperdrive_rating": 1.0},"#
+                    + #" {"id": 9, "name": "Death Star", "model": "DS-1", "hyperdrive_rating": 4.0}, {"id": 5, "name": "Sentinel"}]"#))
+        _ = try await db.ingest([Vehicle].self, from: Self.bytes(#"[{"id": 4, "name": "Sand Crawler", "vehicle_class": "wheeled"}]"#))
+        let byName = try await db.fetch(Starship.self, sortBy: [SortDescriptor(\.name)])
+        #expect(byName.map(\.id) == [9, 10, 5, 12])
+        let fast = try await db.fetch(
+            Starship.self, where: #Predicate { ($0.hyperdriveRating ?? 9) < 2 && $0.model != "T-65" }, sortBy: [SortDescriptor(\.model)])
+        #expect(fast.map(\.name) == ["Millennium Falcon"])
+        let named = try await db.fetch(
+            Starship.self, where: #Predicate { ["X-wing", "Sentinel", "Sand Crawler"].contains($0.name) && $0.id > 4 },
+            sortBy: [SortDescriptor(\.name, order: .reverse)], limit: 1, offset: 1)
+        #expect(named.map(\.id) == [5])
+        let unnamedModel = try await db.fetch(Starship.self, where: #Predicate { $0.model == nil }, sortBy: [SortDescriptor(\.id)])
+        #expect(unnamedModel.map(\.id) == [5] && unnamedModel[0].name == "Sentinel")
+        // Only the child's rows, never a sibling's (the Sand Crawler is a vehicle).
+        #expect(try await db.fetch(Starship.self, where: #Predicate { $0.name == "Sand Crawler" }).isEmpty)
+    }
+
     /// `Many<T>` (`[Ref<T>]`): bare ids or objects in, the ids out; loaded, each element carries
     /// its target too; not loaded, `nil`.
     @Test func manyIsAnArrayOfReferences() async throws {

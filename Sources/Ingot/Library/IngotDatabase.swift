@@ -131,18 +131,6 @@ extension IngotDatabase {
         }
         let layouts = EntityLayout.layouts(of: model)
         let layout = layouts[index]
-        let columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layout)
-        var query = RowQuery(layout)
-        query.filter = try predicate.map { try RowExpression.of($0.expression, columns) }
-        query.order = try sortBy.map { descriptor -> RowQuery.Order in
-            guard let keyPath = descriptor.keyPath else {
-                throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
-            }
-            let column = try columns.column(keyPath)
-            return RowQuery.Order(column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string)
-        }
-        query.limit = limit
-        query.offset = max(0, offset)
         // A child entity's row is joined to its parents' rows (their columns follow its own).
         var levels = [index]
         while let name = self.model.entities[levels[levels.count - 1]].parent, let parent = self.model.index(of: name),
@@ -150,6 +138,25 @@ extension IngotDatabase {
         {
             levels.append(parent)
         }
+        var columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layout)
+        columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
+        var query = RowQuery(layout)
+        query.filter = try predicate.map { try RowExpression.of($0.expression, columns) }
+        query.order = try sortBy.map { descriptor -> RowQuery.Order in
+            guard let keyPath = descriptor.keyPath else {
+                throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
+            }
+            let (level, column) = try columns.located(keyPath)
+            return RowQuery.Order(
+                column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level)
+        }
+        // A filter or a sort on an inherited property joins the parents' tables in the query.
+        if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {
+            let keys = layout.identitySlots.map { layout.columns[$0].name }
+            query.parents = levels.dropFirst().map { RowQuery.Parent(table: layouts[$0].table, keys: keys) }
+        }
+        query.limit = limit
+        query.offset = max(0, offset)
         let relationships = try including.map { keyPath -> (level: Int, relationship: Int) in
             for (level, entity) in levels.enumerated() {
                 let declared = QueryColumns(typeName: "\(T.self)", entity: self.model.entities[entity], layout: layouts[entity])

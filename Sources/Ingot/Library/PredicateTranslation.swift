@@ -15,6 +15,9 @@ struct QueryColumns {
     let typeName: String
     let entity: Entity
     let layout: EntityLayout
+    /// A child entity's parents, nearest first (``IngotEntity/parent``): the properties it
+    /// inherits are their columns.
+    var parents: [(entity: Entity, layout: EntityLayout)] = []
 
     /// The property `\Person.firstName` names, snake-cased as the model names it (`first_name`).
     private func property(_ keyPath: AnyKeyPath) throws -> (text: String, property: Substring, name: String) {
@@ -38,12 +41,26 @@ struct QueryColumns {
 
     /// The column `\Person.firstName` stands for.
     func column(_ keyPath: AnyKeyPath) throws -> EntityLayout.Column {
+        try located(keyPath).column
+    }
+
+    /// The column `\Starship.name` stands for, and where: level 0 is the entity's own table,
+    /// level n its n-th parent's (an inherited property).
+    func located(_ keyPath: AnyKeyPath) throws -> (level: Int, column: EntityLayout.Column) {
         let (text, property, name) = try self.property(keyPath)
-        guard entity.attributes.contains(where: { $0.name == name }), let column = layout.columns.first(where: { $0.name == name }) else {
-            throw IngotQueryError(
-                message: "\(text): \(typeName).\(property) is not a stored attribute (relationships cannot be filtered or sorted on yet)")
+        for (level, (entity, layout)) in ([(entity, layout)] + parents).enumerated() {
+            if entity.attributes.contains(where: { $0.name == name }), let column = layout.columns.first(where: { $0.name == name }) {
+                return (level, column)
+            }
         }
-        return column
+        throw IngotQueryError(
+            message: "\(text): \(typeName).\(property) is not a stored attribute (relationships cannot be filtered or sorted on yet)")
+    }
+
+    /// The expression of `keyPath`'s column.
+    func expression(_ keyPath: AnyKeyPath) throws -> RowExpression {
+        let (level, column) = try located(keyPath)
+        return level == 0 ? .column(column.name) : .inherited(level: level, column: column.name)
     }
 }
 
@@ -88,7 +105,7 @@ extension RowExpression {
 }
 
 extension PredicateExpressions.KeyPath: RowExpressible {
-    func rowExpression(_ columns: QueryColumns) throws -> RowExpression { .column(try columns.column(keyPath).name) }
+    func rowExpression(_ columns: QueryColumns) throws -> RowExpression { try columns.expression(keyPath) }
 }
 
 extension PredicateExpressions.Value: RowExpressible {

@@ -22,17 +22,36 @@ package struct RowQuery: Sendable, Equatable {
     /// After ``order`` and ``tiebreak``: the order rows were stored in (SQLite's rowid,
     /// PostgreSQL's ctid — insertion order for a table only ever appended to).
     package var storageOrder = false
+    /// A child entity's parent tables (``Entity/parent``), nearest first, joined on the identity
+    /// columns they share, so that a filter or a sort can name an inherited column
+    /// (``RowExpression/inherited(level:column:)``; level 1 is the first parent). The table's own
+    /// columns are then qualified (`"t0"."name"`).
+    package var parents: [Parent] = []
+
+    /// A parent table and the identity columns it shares with the child.
+    package struct Parent: Sendable, Equatable {
+        package var table: String
+        package var keys: [String]
+
+        package init(table: String, keys: [String]) {
+            self.table = table
+            self.keys = keys
+        }
+    }
 
     /// One sort key. Text sorts by its bytes on both backends (PostgreSQL: `COLLATE "C"`).
     package struct Order: Sendable, Equatable {
         package var column: String
         package var descending: Bool
         package var isText: Bool
+        /// 0: the table's own column; n: the n-th parent's (``RowQuery/parents``).
+        package var level: Int
 
-        package init(column: String, descending: Bool, isText: Bool) {
+        package init(column: String, descending: Bool, isText: Bool, level: Int = 0) {
             self.column = column
             self.descending = descending
             self.isText = isText
+            self.level = level
         }
     }
 
@@ -58,13 +77,24 @@ package struct RowQuery: Sendable, Equatable {
     /// parameters in order. `select` are the select list's expressions, one per column, quoted.
     package func sql(select: [String], dialect: RowExpression.Dialect) -> (String, [ScalarValue]) {
         var parameters: [ScalarValue] = []
+        let joined = !parents.isEmpty
         var sql = "SELECT \(select.joined(separator: ", ")) FROM \(RowExpression.quote(table))"
-        if let filter { sql += " WHERE " + filter.sql(dialect, &parameters) }
+        if joined {
+            sql += " AS \"t0\""
+            for (k, parent) in parents.enumerated() {
+                let on = parent.keys.map { "\"t\(k + 1)\".\(RowExpression.quote($0)) = \"t0\".\(RowExpression.quote($0))" }
+                sql += " LEFT JOIN \(RowExpression.quote(parent.table)) AS \"t\(k + 1)\" ON \(on.joined(separator: " AND "))"
+            }
+        }
+        if let filter { sql += " WHERE " + filter.sql(dialect, &parameters, qualified: joined) }
+        let storage = dialect == .sqlite ? "rowid" : "ctid"
         let sorted =
             order.map { item in
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
-                return RowExpression.quote(item.column) + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
-            } + tiebreak.map { RowExpression.quote($0) + " ASC" } + (storageOrder ? [dialect == .sqlite ? "rowid" : "ctid"] : [])
+                let column =
+                    joined ? "\"t\(item.level)\".\(RowExpression.quote(item.column))" : RowExpression.quote(item.column)
+                return column + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
+            } + tiebreak.map { reference($0) + " ASC" } + (storageOrder ? [joined ? "\"t0\".\(storage)" : storage] : [])
         if !sorted.isEmpty { sql += " ORDER BY " + sorted.joined(separator: ", ") }
         if let limit { sql += " LIMIT \(max(0, limit))" }
         if offset > 0 { sql += (limit == nil && dialect == .sqlite ? " LIMIT -1" : "") + " OFFSET \(offset)" }
@@ -72,9 +102,30 @@ package struct RowQuery: Sendable, Equatable {
     }
 }
 
+extension RowExpression {
+    /// Whether the expression names a parent's column.
+    package var namesInherited: Bool {
+        switch self {
+        case .inherited: true
+        case .column, .value: false
+        case .compare(let a, _, let b), .and(let a, let b), .or(let a, let b), .coalesce(let a, let b): a.namesInherited || b.namesInherited
+        case .not(let a), .among(let a, _): a.namesInherited
+        }
+    }
+}
+
+extension RowQuery {
+    /// How the select list names the table's own column `name`: qualified when parents are joined.
+    package func reference(_ name: String) -> String {
+        parents.isEmpty ? RowExpression.quote(name) : "\"t0\"." + RowExpression.quote(name)
+    }
+}
+
 /// A condition on a row's columns, as a `Predicate` of the Swift library says it.
 package indirect enum RowExpression: Sendable, Equatable {
     case column(String)
+    /// A column of the table's `level`-th parent (``RowQuery/parents``): an inherited property.
+    case inherited(level: Int, column: String)
     case value(ScalarValue)
     /// `=` and `<>` are NULL-safe (Swift's `==` on optionals); the others are SQL's (a NULL
     /// operand makes the comparison false, as no Swift predicate compares `nil` by order).
@@ -101,16 +152,20 @@ package indirect enum RowExpression: Sendable, Equatable {
     static func quote(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 
     /// The expression in `dialect`, its values appended to `parameters` (`?` or `$n`).
-    package func sql(_ dialect: RowExpression.Dialect, _ parameters: inout [ScalarValue]) -> String {
+    /// `qualified`: parent tables are joined, and the table's own columns are `"t0"."name"`.
+    package func sql(_ dialect: RowExpression.Dialect, _ parameters: inout [ScalarValue], qualified: Bool = false) -> String {
+        func sql(_ e: RowExpression) -> String { e.sql(dialect, &parameters, qualified: qualified) }
         switch self {
         case .column(let name):
-            return RowExpression.quote(name)
+            return qualified ? "\"t0\"." + RowExpression.quote(name) : RowExpression.quote(name)
+        case .inherited(let level, let name):
+            return "\"t\(level)\"." + RowExpression.quote(name)
         case .value(let value):
             parameters.append(value)
             return dialect == .sqlite ? "?" : "$\(parameters.count)"
         case .compare(let a, let op, let b):
-            let left = a.sql(dialect, &parameters)
-            let right = b.sql(dialect, &parameters)
+            let left = sql(a)
+            let right = sql(b)
             switch (op, dialect) {
             case (.equal, .sqlite): return "(\(left) IS \(right))"
             case (.notEqual, .sqlite): return "(\(left) IS NOT \(right))"
@@ -119,19 +174,19 @@ package indirect enum RowExpression: Sendable, Equatable {
             default: return "(\(left) \(op.rawValue) \(right))"
             }
         case .and(let a, let b):
-            return "(\(a.sql(dialect, &parameters)) AND \(b.sql(dialect, &parameters)))"
+            return "(\(sql(a)) AND \(sql(b)))"
         case .or(let a, let b):
-            return "(\(a.sql(dialect, &parameters)) OR \(b.sql(dialect, &parameters)))"
+            return "(\(sql(a)) OR \(sql(b)))"
         case .not(let a):
             // NOT of a comparison with a NULL operand is still false in SQL; Swift's `!` of a
             // false comparison is true: coalesce makes the operand a boolean first.
-            return "(NOT coalesce(\(a.sql(dialect, &parameters)), \(dialect == .sqlite ? "0" : "false")))"
+            return "(NOT coalesce(\(sql(a)), \(dialect == .sqlite ? "0" : "false")))"
         case .coalesce(let a, let b):
-            return "coalesce(\(a.sql(dialect, &parameters)), \(b.sql(dialect, &parameters)))"
+            return "coalesce(\(sql(a)), \(sql(b)))"
         case .among(let a, let values):
             guard !values.isEmpty else { return dialect == .sqlite ? "0" : "false" }
-            let left = a.sql(dialect, &parameters)
-            let list = values.map { RowExpression.value($0).sql(dialect, &parameters) }
+            let left = sql(a)
+            let list = values.map { sql(.value($0)) }
             return "(\(left) IN (\(list.joined(separator: ", "))))"
         }
     }

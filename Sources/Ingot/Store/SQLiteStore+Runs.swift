@@ -107,7 +107,7 @@ extension SQLiteStore {
         var configuration = Configuration()
         configuration.readonly = true
         let queue = try DatabaseQueue(path: databasePath, configuration: configuration)
-        let (sql, parameters) = query.sql(select: query.columns.map { SQLiteStore.quote($0.name) }, dialect: .sqlite)
+        let (sql, parameters) = query.sql(select: query.columns.map { query.reference($0.name) }, dialect: .sqlite)
         let arguments = StatementArguments(
             parameters.map { value -> DatabaseValue in
                 switch value {

@@ -30,7 +30,7 @@ package struct PostgresBackend: StoreBackend {
     package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
         // Values come back as text; dates and instants in the mapper's own forms.
         let columns = query.columns.map { column -> String in
-            let c = PGStore.quote(column.name)
+            let c = query.reference(column.name)
             switch PGStore.columnType(column.type) {
             case "timestamptz": return "to_char(\(c) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
             case "date": return "to_char(\(c), 'YYYY-MM-DD')"
