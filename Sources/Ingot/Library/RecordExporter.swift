@@ -42,6 +42,9 @@ package struct RecordExporter {
                     "no entity '\(wanted)' in pipeline \(config.name) (it has \(model.entities.map(\.name).joined(separator: ", ")))")
         }
         entity = index
+        if let owner = model.entities[index].owner {
+            throw Problem(description: "entity '\(wanted)' is owned by '\(owner)': its rows are exported inside their owners' records")
+        }
         guard (0...1).contains(depth) else { throw Problem(description: "--depth is 0 (identities) or 1 (nested objects)") }
         self.depth = depth
         let layout = layouts[index]
@@ -66,8 +69,8 @@ package struct RecordExporter {
             guard let value else { throw Problem(description: "--where \(text): '\(raw)' is not a \(column.type)") }
             return (name, value)
         }
-        guard layout.identitySlots.count == 1 else {
-            throw Problem(description: "entity '\(wanted)' has a composite identity: it cannot be exported yet")
+        guard !layout.identitySlots.isEmpty else {
+            throw Problem(description: "entity '\(wanted)' has no identity: its rows cannot be exported one by one")
         }
         paths = try zip(model.entities, layouts).map { entity, layout in
             func path(_ key: String) throws -> [JSONKeyPath.Component] {
@@ -93,15 +96,15 @@ package struct RecordExporter {
     @discardableResult
     package func forEachRecord(_ body: (String) throws -> Void) throws -> [String] {
         let layout = layouts[entity]
-        let identity = layout.columns[layout.identitySlots[0]].name
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
         let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
         var skipped: [String] = []
-        var last: ScalarValue?
+        var last: [ScalarValue]?
         while true {
             var query = RowQuery(layout)
             let conditions =
                 filters.map { RowExpression.compare(.column($0.column), .equal, .value($0.value)) }
-                + (last.map { [RowExpression.compare(.column(identity), .greater, .value($0))] } ?? [])
+                + (last.map { [RecordExporter.after(identity, $0)] } ?? [])
             query.filter = conditions.reduce(nil) { (all: RowExpression?, next) in all.map { .and($0, next) } ?? next }
             query.limit = chunk
             let rows = try location.select(query)
@@ -113,8 +116,21 @@ package struct RecordExporter {
                 JSONTree.write(try record(decoder, depth: depth), to: &out)
                 try body(out)
             }
-            last = rows.last?[layout.identitySlots[0]]
+            last = rows.last.map { row in layout.identitySlots.map { row[$0] } }
         }
+    }
+
+    /// The rows whose identity (`columns`, in the order rows are read) comes after `values`: the
+    /// next page of a keyset walk. A composite identity compares column by column:
+    /// `a > x OR (a = x AND b > y) …`.
+    static func after(_ columns: [String], _ values: [ScalarValue]) -> RowExpression {
+        var any: RowExpression?
+        for k in columns.indices {
+            var term = RowExpression.compare(.column(columns[k]), .greater, .value(values[k]))
+            for j in (0..<k).reversed() { term = .and(.compare(.column(columns[j]), .equal, .value(values[j])), term) }
+            any = any.map { .or($0, term) } ?? term
+        }
+        return any ?? .value(.bool(true))
     }
 
     /// Loads every relationship of `decoders` (rows of `entity`); the owned children's own
