@@ -84,12 +84,20 @@ extension ResolvedBatch {
     /// The rows of `entity` (its index in the model), in identity order, then those without
     /// identity. Built on demand (the SQLite store reads the folded storage in place).
     public func rows(of entity: Int) -> [Row] {
+        rows(of: entity, valuesWhere: { _ in true })
+    }
+
+    /// The same, with the values of only the rows `materialize` accepts (by their stored row):
+    /// the others have empty ``Row/values``, for a store that writes them from the folded
+    /// storage itself (``storage(of:)``; making a `String` of every text value is most of what
+    /// building rows costs).
+    func rows(of entity: Int, valuesWhere materialize: (StoredRef?) -> Bool) -> [Row] {
         let merged = rows.merged[entity]
         let layout = rows.layouts[entity]
         func row(_ r: EntityRow, _ stored: StoredRef?) -> Row {
             var row = Row(
                 identity: r.identity, stored: stored,
-                values: (0..<layout.columns.count).map { merged.storage.value(r.valueStart + $0) },
+                values: materialize(stored) ? (0..<layout.columns.count).map { merged.storage.value(r.valueStart + $0) } : [],
                 links: (0..<layout.toMany.count).map { merged.storage.linkSets[r.linkStart + $0] })
             if !merged.valueUnits.isEmpty {
                 // A row whose last slots no unit set may lie past the end of the arrays (stubs).
@@ -104,6 +112,13 @@ extension ResolvedBatch {
         }
         let refs = self.refs[entity]
         return merged.rows.enumerated().map { row($1, refs.isEmpty ? nil : refs[$0]) } + merged.anonymous.map { row($0, nil) }
+    }
+
+    /// The folded rows of `entity` and their storage, in the order of ``rows(of:)``: its rows
+    /// with identity, then those without.
+    func storage(of entity: Int) -> (rows: [EntityRow], storage: RowStorage) {
+        let merged = rows.merged[entity]
+        return (merged.rows + merged.anonymous, merged.storage)
     }
 
     /// How many entities the batch has rows for (the model's count).

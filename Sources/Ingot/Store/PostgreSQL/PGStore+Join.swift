@@ -130,9 +130,11 @@ extension PGStore {
     private func writeJoinedEntities(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int, direct: Bool) throws -> [EntityCounts] {
         var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
-            let rows = batch.rows(of: entity)
+            // Rows copied straight in are written from the folded storage: no values of theirs made.
+            let copies = direct && !layout.identitySlots.isEmpty
+            let rows = copies ? batch.rows(of: entity, valuesWhere: { $0 != nil }) : batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
-            counts[entity] = try upsert(rows, layout, join, fallback: fallback, direct: direct)
+            counts[entity] = try upsert(rows, layout, join, fallback: fallback, direct: copies ? batch.storage(of: entity) : nil)
             for (k, toMany) in layout.toMany.enumerated() {
                 try replaceLinksJoined(
                     rows, k, toMany, owner: entity, layout: layout, join,
@@ -227,26 +229,30 @@ extension PGStore {
     /// is 0 for a row this statement created), stubs among them (no column or link given), and
     /// stored rows given a column or a link. `direct`: the rows not stored at the lookup are
     /// copied straight into the table (a unique violation if another job made one since).
-    private func upsert(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int, direct: Bool) throws
-        -> EntityCounts
-    {
+    private func upsert(
+        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int,
+        direct: (rows: [EntityRow], storage: RowStorage)?
+    ) throws -> EntityCounts {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
         let slots = PositionSlots(layout)
         let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
         let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
-        if direct, !layout.identitySlots.isEmpty, rows.contains(where: { $0.stored == nil }) {
+        if let direct, !layout.identitySlots.isEmpty, rows.contains(where: { $0.stored == nil }) {
             var data: [UInt8] = []
             var counts = EntityCounts()
-            for row in rows where row.stored == nil {
-                PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data)
+            for (position, row) in rows.enumerated() where row.stored == nil {
+                PGStore.appendCopyFields(direct.storage, direct.rows[position], columns: layout.columns.count, to: &data)
+                data.append(UInt8(ascii: "\t"))
+                PGStore.appendPositions(row, layout, join, fallback: fallback, to: &data)
+                data.append(UInt8(ascii: "\n"))
                 counts.inserted += 1
                 if !PGStore.gives(row, layout) { counts.stubs += 1 }
             }
             try connection.copy("COPY \(table) (\(all)) FROM STDIN", data: data)
             let stored = rows.filter { $0.stored != nil }
             guard !stored.isEmpty else { return counts }
-            let rest = try upsert(stored, layout, join, fallback: fallback, direct: false)
+            let rest = try upsert(stored, layout, join, fallback: fallback, direct: nil)
             return EntityCounts(inserted: counts.inserted + rest.inserted, updated: rest.updated, stubs: counts.stubs + rest.stubs)
         }
         var data: [UInt8] = []
@@ -307,15 +313,14 @@ extension PGStore {
             if direct, row.stored == nil {
                 seen.removeAll(keepingCapacity: true)
                 for (index, target) in targets.enumerated() where seen.insert(target).inserted {
-                    PGStore.appendCopyRow(
-                        identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(index))] : []), to: &newLinks)
+                    PGStore.appendLinkRow(identity, target, position: toMany.isOrdered ? index : nil, to: &newLinks)
                 }
                 continue
             }
             let position = ScalarValue.integer(join.position(row.linkUnits[row.linkUnits.startIndex + k]))
             PGStore.appendCopyRow(identity.values + [position], to: &owners)
             for (index, target) in targets.enumerated() {
-                PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(index))] : []), to: &links)
+                PGStore.appendLinkRow(identity, target, position: toMany.isOrdered ? index : nil, to: &links)
             }
         }
         let join = PGStore.quote(toMany.joinTable)

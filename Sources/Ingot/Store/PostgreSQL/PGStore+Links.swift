@@ -22,8 +22,7 @@ extension PGStore {
             if direct, row.stored == nil {
                 seen.removeAll(keepingCapacity: true)
                 for (position, target) in targets.enumerated() where seen.insert(target).inserted {
-                    PGStore.appendCopyRow(
-                        identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(position))] : []), to: &newLinks)
+                    PGStore.appendLinkRow(identity, target, position: toMany.isOrdered ? position : nil, to: &newLinks)
                 }
                 continue
             }
@@ -31,7 +30,7 @@ extension PGStore {
             // row is inserted): a first load stages almost none.
             if row.stored != nil { PGStore.appendCopyRow(identity.values + [.integer(Int64(position))], to: &owners) }
             for (position, target) in targets.enumerated() {
-                PGStore.appendCopyRow(identity.values + target.values + (toMany.isOrdered ? [.integer(Int64(position))] : []), to: &links)
+                PGStore.appendLinkRow(identity, target, position: toMany.isOrdered ? position : nil, to: &links)
             }
         }
         let join = PGStore.quote(toMany.joinTable)

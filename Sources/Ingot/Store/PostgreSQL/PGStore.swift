@@ -192,10 +192,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     private func writeEntities(of batch: ResolvedBatch, direct: Bool) throws {
         lastUnchanged = Array(repeating: [], count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
-            let rows = batch.rows(of: entity)
+            // Rows copied straight in are written from the folded storage: no values of theirs made.
+            let rows = direct ? batch.rows(of: entity, valuesWhere: { $0 != nil }) : batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
             do {
-                var changed = try writeRows(rows, layout, direct: direct)
+                var changed = try writeRows(rows, layout, direct: direct ? batch.storage(of: entity) : nil)
                 for (k, toMany) in layout.toMany.enumerated() where !toMany.isForeignKey {
                     if toMany.isOwned {
                         changed.formUnion(try deleteOwned(rows, k, toMany, owner: entity))
@@ -234,15 +235,17 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// Inserts the rows not stored (`direct`: copied straight into the table); updates the
     /// stored ones where a present column differs (`IS DISTINCT FROM`). Returns the positions in
     /// `rows` of the stored rows it changed.
-    private func writeRows(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout, direct: Bool) throws -> Set<Int> {
+    private func writeRows(
+        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, direct: (rows: [EntityRow], storage: RowStorage)?
+    ) throws -> Set<Int> {
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         var inserts: [UInt8] = []
         var insertCount = 0
         var updates: [UInt8] = []
         for (position, row) in rows.enumerated() {
-            if row.stored == nil, direct {
-                PGStore.appendCopyFields(row.values, to: &inserts)
+            if row.stored == nil, let direct {
+                PGStore.appendCopyFields(direct.storage, direct.rows[position], columns: layout.columns.count, to: &inserts)
                 inserts.append(UInt8(ascii: "\n"))
                 insertCount += 1
                 continue
@@ -279,7 +282,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                 "UPDATE \(table) AS t SET \(set.joined(separator: ", ")) FROM \(stage) AS s WHERE "
                     + identity.map { "t.\($0) = s.\($0)" }.joined(separator: " AND ") + "; "
             }
-        if !inserts.isEmpty, direct {
+        if !inserts.isEmpty, direct != nil {
             try connection.copy("COPY \(table) (\(all)) FROM STDIN", data: inserts)
         } else if !inserts.isEmpty {
             let stage = try staging("_ingot_new_\(layout.table)", stageColumns)
@@ -537,6 +540,51 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             if k > 0 { out.append(UInt8(ascii: "\t")) }
             appendCopyValue(value ?? .null, to: &out)
         }
+    }
+
+    /// The values of `row` (its first `columns` slots in `storage`) as the first fields of a COPY
+    /// row, without its end: text copied from the storage's bytes, no `String` made.
+    static func appendCopyFields(_ storage: RowStorage, _ row: EntityRow, columns: Int, to out: inout [UInt8]) {
+        storage.text.withUnsafeBufferPointer { text in
+            for k in 0..<columns {
+                if k > 0 { out.append(UInt8(ascii: "\t")) }
+                switch storage.values[row.valueStart + k] {
+                case nil, .null?:
+                    out.append(UInt8(ascii: "\\"))
+                    out.append(UInt8(ascii: "N"))
+                case .integer(let v)?: appendDecimal(v, to: &out)
+                case .real(let v)?: out += Array(String(v).utf8)
+                case .bool(let v)?: out.append(v ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+                case .text(let start, let count)?:
+                    PGConnection.appendCopyText(UnsafeBufferPointer(rebasing: text[Int(start)..<Int(start) + Int(count)]), to: &out)
+                }
+            }
+        }
+    }
+
+    /// `key`'s values as COPY fields (a tab before each but the row's first), no array made.
+    static func appendCopyFields(_ key: IdentityKey, first: Bool, to out: inout [UInt8]) {
+        switch key {
+        case .single(let v):
+            if !first { out.append(UInt8(ascii: "\t")) }
+            appendCopyValue(v, to: &out)
+        case .composite(let vs):
+            for (k, v) in vs.enumerated() {
+                if !first || k > 0 { out.append(UInt8(ascii: "\t")) }
+                appendCopyValue(v, to: &out)
+            }
+        }
+    }
+
+    /// A link as a COPY row: its owner's key, its target's, then `position` when given.
+    static func appendLinkRow(_ owner: IdentityKey, _ target: IdentityKey, position: Int?, to out: inout [UInt8]) {
+        appendCopyFields(owner, first: true, to: &out)
+        appendCopyFields(target, first: false, to: &out)
+        if let position {
+            out.append(UInt8(ascii: "\t"))
+            appendDecimal(Int64(position), to: &out)
+        }
+        out.append(UInt8(ascii: "\n"))
     }
 
     /// One field of COPY's text format.
