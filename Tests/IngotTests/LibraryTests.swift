@@ -260,8 +260,14 @@ struct LibraryTests {
     }
 
     /// Ingests from several tasks at once take their turn: every row is there, counted once.
-    @Test func ingestsFromSeveralTasksAtOnce() async throws {
-        let (db, path) = try Self.sqlite()
+    @Test(arguments: ["sqlite", "postgresql"])
+    func ingestsFromSeveralTasksAtOnce(backend: String) async throws {
+        let url = backend == "sqlite" ? nil : try PostgresServer.freshDatabase()
+        let (db, path) = try url.map { (try IngotDatabase.postgres($0, entities: [Person.self]), "") } ?? Self.sqlite()
+        func count(_ sql: String) throws -> [[String]] {
+            if let url { return try PGConnection(url: url).execute(sql).map { $0.map { $0 ?? "NULL" } } }
+            return try rows(path, sql)
+        }
         let reports = try await withThrowingTaskGroup(of: IngestReport.self) { group in
             for task in 0..<4 {
                 group.addTask {
@@ -273,9 +279,9 @@ struct LibraryTests {
         }
         #expect(reports.map { $0.entities["person"]?.inserted ?? 0 }.reduce(0, +) == 200)
         #expect(reports.map { ($0.entities["dog"]?.inserted ?? 0) + ($0.entities["dog"]?.stubs ?? 0) }.max() ?? 0 >= 50)
-        #expect(try rows(path, "SELECT count(*), count(DISTINCT id) FROM person") == [["200", "200"]])
-        #expect(try rows(path, "SELECT count(*) FROM dog") == [["50"]])
-        #expect(try rows(path, "SELECT count(*) FROM person_dogs") == [["200"]])
+        #expect(try count("SELECT count(*), count(DISTINCT id) FROM person") == [["200", "200"]])
+        #expect(try count("SELECT count(*) FROM dog") == [["50"]])
+        #expect(try count("SELECT count(*) FROM person_dogs") == [["200"]])
     }
 
     /// A type outside the database's model is refused before anything is read; so is a

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -104,18 +105,18 @@ struct SwiftEntityTests {
         #expect(queue.sync { DecodingContext.current } === context)
     }
 
+    /// Four queues decode at once, each with its own context: exact counts in each, nothing of
+    /// one queue's objects in another's context.
     @Test func eachQueueDecodesWithItsOwnContext() throws {
-        let a = DispatchQueue(label: "lane.a")
-        let b = DispatchQueue(label: "lane.b")
-        let contextA = DecodingContext(name: "a")
-        let contextB = DecodingContext(name: "b")
-        try DecodingContext.bind(contextA, to: a)
-        try DecodingContext.bind(contextB, to: b)
+        let countries = ["Chile", "Japan", "Kenya", "Norway"]
+        let queues = countries.indices.map { DispatchQueue(label: "lane.\($0)") }
+        let contexts = countries.map { DecodingContext(name: $0) }
+        for (queue, context) in zip(queues, contexts) { try DecodingContext.bind(context, to: queue) }
         #expect(DecodingContext.current == nil)
 
-        // Both queues decode at the same time: each waits for the other to have started.
-        let startedA = DispatchSemaphore(value: 0)
-        let startedB = DispatchSemaphore(value: 0)
+        // Every queue decodes at the same time: each waits until all have started.
+        let arrived = Mutex(0)
+        let go = DispatchSemaphore(value: 0)
         let group = DispatchGroup()
         func page(_ base: Int, _ country: String) -> [UInt8] {
             Array(
@@ -124,28 +125,30 @@ struct SwiftEntityTests {
                         #"{"id": \#(base + $0), "first_name": "p", "origin": {"country": {"name": "\#(country)"}}, "dogs": [{"id": \#($0 % 7)}]}"#
                     }.joined(separator: ",") + "]").utf8)
         }
-        let pageA = page(0, "Chile")
-        let pageB = page(1000, "Japan")
-        a.async(group: group) {
-            startedA.signal()
-            startedB.wait()
-            #expect(DecodingContext.current === contextA)
-            #expect((try? IngotJSONDecoder().decode([Person].self, from: pageA))?.count == 200)
-        }
-        b.async(group: group) {
-            startedB.signal()
-            startedA.wait()
-            #expect(DecodingContext.current === contextB)
-            #expect((try? IngotJSONDecoder().decode([Person].self, from: pageB))?.count == 200)
+        let decoded = Mutex([Int](repeating: -1, count: countries.count))
+        for (k, queue) in queues.enumerated() {
+            let bytes = page(k * 1000, countries[k])
+            let context = contexts[k]
+            queue.async(group: group) {
+                // The last queue to arrive lets every queue go.
+                if arrived.withLock({
+                    $0 += 1; return $0
+                }) == countries.count {
+                    for _ in countries.indices { go.signal() }
+                }
+                go.wait()
+                let people = DecodingContext.current === context ? try? IngotJSONDecoder().decode([Person].self, from: bytes) : nil
+                decoded.withLock { $0[k] = people?.count ?? 0 }
+            }
         }
         group.wait()
+        #expect(decoded.withLock { $0 } == [200, 200, 200, 200])
         // Each context holds only what its queue decoded: 200 persons and 7 shared dogs.
-        #expect(contextA.registeredObjects["person"]?.count == 200)
-        #expect(contextB.registeredObjects["person"]?.count == 200)
-        #expect(contextA.registeredObjects["dog"]?.count == 7)
-        #expect(contextA.registeredObject(Person.self, identity: .single(.integer(5)))?.country == "Chile")
-        #expect(contextB.registeredObject(Person.self, identity: .single(.integer(1005)))?.country == "Japan")
-        #expect(contextA.registeredObject(Person.self, identity: .single(.integer(1005))) == nil)
+        for (k, context) in contexts.enumerated() {
+            #expect(context.registeredObjects["person"]?.count == 200 && context.registeredObjects["dog"]?.count == 7)
+            #expect(context.registeredObject(Person.self, identity: .single(.integer(Int64(k * 1000 + 5))))?.country == countries[k])
+            #expect(context.registeredObject(Person.self, identity: .single(.integer(Int64((k + 1) % 4 * 1000 + 5)))) == nil)
+        }
     }
 
     @Test func keyPathCodingKeysFollowNestedObjects() throws {
