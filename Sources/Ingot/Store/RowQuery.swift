@@ -88,13 +88,16 @@ package struct RowQuery: Sendable, Equatable {
         }
         if let filter { sql += " WHERE " + filter.sql(dialect, &parameters, qualified: joined) }
         let storage = dialect == .sqlite ? "rowid" : "ctid"
+        // ORDER BY names the table's columns qualified: a bare name means the select list's
+        // column of that name first, which a backend may have converted (PostgreSQL reads
+        // `"position"::text`, and text sorts 10 before 9).
+        let owner = joined ? "\"t0\"" : RowExpression.quote(table)
         let sorted =
             order.map { item in
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
-                let column =
-                    joined ? "\"t\(item.level)\".\(RowExpression.quote(item.column))" : RowExpression.quote(item.column)
+                let column = (joined ? "\"t\(item.level)\"" : owner) + "." + RowExpression.quote(item.column)
                 return column + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
-            } + tiebreak.map { reference($0) + " ASC" } + (storageOrder ? [joined ? "\"t0\".\(storage)" : storage] : [])
+            } + tiebreak.map { owner + "." + RowExpression.quote($0) + " ASC" } + (storageOrder ? [owner + "." + storage] : [])
         if !sorted.isEmpty { sql += " ORDER BY " + sorted.joined(separator: ", ") }
         if let limit { sql += " LIMIT \(max(0, limit))" }
         if offset > 0 { sql += (limit == nil && dialect == .sqlite ? " LIMIT -1" : "") + " OFFSET \(offset)" }
