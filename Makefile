@@ -73,10 +73,15 @@ FUZZ_SECONDS ?= 600
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
-## consumer: a package outside the repository's own (Examples/Consumer) builds against the public API and runs
+## consumer: Examples/Consumer, copied outside the repository and depending on it by path, builds
+## against the public API and runs
+CONSUMER_DIR ?= $(or $(TMPDIR),/tmp)/ingot-consumer
 consumer: deps
-	$(SWIFT) build --package-path Examples/Consumer
-	Examples/Consumer/.build/debug/Consumer
+	rm -rf $(CONSUMER_DIR) && mkdir -p $(CONSUMER_DIR)
+	cp -R Examples/Consumer/Package.swift Examples/Consumer/Sources $(CONSUMER_DIR)/
+	sed -i 's|path: "../.."|path: "$(CURDIR)"|' $(CONSUMER_DIR)/Package.swift
+	$(SWIFT) build --package-path $(CONSUMER_DIR)
+	$(CONSUMER_DIR)/.build/debug/Consumer
 
 ## container-test: build the image (docker/Dockerfile, target prebuilt, on a debootstrapped
 ## bookworm base) and run it under podman: bundled archive, fixture server, SIGTERM, the volume
