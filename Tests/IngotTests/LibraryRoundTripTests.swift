@@ -117,4 +117,23 @@ struct LibraryRoundTripTests {
         }
         #expect(ids == Array(1...25))
     }
+
+    /// Text compares and sorts by its bytes on both backends, whatever PostgreSQL's collation
+    /// (here ICU's en-US, where "B" sorts after "b"): the same rows for the same predicate.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func textComparesByItsBytes(backend: String) async throws {
+        let db =
+            backend == "sqlite"
+            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("text.db").path, entities: [APIPerson.self])
+            : try IngotDatabase.postgres(
+                try PostgresServer.freshDatabase("TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"),
+                entities: [APIPerson.self])
+        let names = ["a", "B", "b", "Ä", "c", "_"]
+        let people = names.enumerated().map { #"{"url": "\#($0 + 1)", "name": "\#($1)"}"# }
+        _ = try await db.ingest([APIPerson].self, from: Array(("[" + people.joined(separator: ",") + "]").utf8))
+        let below = try await db.fetch(APIPerson.self, where: #Predicate { ($0.name ?? "") < "b" }, sortBy: [SortDescriptor(\.name)])
+        #expect(below.compactMap(\.name) == ["B", "_", "a"])
+        let sorted = try await db.fetch(APIPerson.self, sortBy: [SortDescriptor(\.name, order: .reverse)])
+        #expect(sorted.compactMap(\.name) == ["Ä", "c", "b", "a", "_", "B"])
+    }
 }

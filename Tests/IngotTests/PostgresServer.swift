@@ -30,10 +30,11 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
     private static let stopAtExit = Mutex<String?>(nil)
 
     /// A URL to a new, empty database on the server.
-    static func freshDatabase() throws -> String {
+    /// `options`: what `CREATE DATABASE` says besides the name (a collation, a template).
+    static func freshDatabase(_ options: String = "") throws -> String {
         let server = try shared.get()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        try server.psql("CREATE DATABASE \(name)")
+        try server.psql("CREATE DATABASE \(name) \(options)")
         return "postgresql://postgres@127.0.0.1:\(server.port)/\(name)"
     }
 

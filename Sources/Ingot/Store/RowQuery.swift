@@ -97,7 +97,11 @@ package struct RowQuery: Sendable, Equatable {
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
                 let column = (joined ? "\"t\(item.level)\"" : owner) + "." + RowExpression.quote(item.column)
                 return column + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
-            } + tiebreak.map { owner + "." + RowExpression.quote($0) + " ASC" } + (storageOrder ? [owner + "." + storage] : [])
+            }
+            + tiebreak.map { name in
+                let text = dialect == .postgres && columns.contains { $0.name == name && $0.type == .string } ? " COLLATE \"C\"" : ""
+                return owner + "." + RowExpression.quote(name) + text + " ASC"
+            } + (storageOrder ? [owner + "." + storage] : [])
         if !sorted.isEmpty { sql += " ORDER BY " + sorted.joined(separator: ", ") }
         if let limit { sql += " LIMIT \(max(0, limit))" }
         if offset > 0 { sql += (limit == nil && dialect == .sqlite ? " LIMIT -1" : "") + " OFFSET \(offset)" }
@@ -106,6 +110,12 @@ package struct RowQuery: Sendable, Equatable {
 }
 
 extension RowExpression {
+    /// A text constant: what makes a comparison one of text.
+    var isText: Bool {
+        if case .value(.text) = self { return true }
+        return false
+    }
+
     /// Whether the expression names a parent's column.
     package var namesInherited: Bool {
         switch self {
@@ -174,7 +184,11 @@ package indirect enum RowExpression: Sendable, Equatable {
             case (.notEqual, .sqlite): return "(\(left) IS NOT \(right))"
             case (.equal, .postgres): return "(\(left) IS NOT DISTINCT FROM \(right))"
             case (.notEqual, .postgres): return "(\(left) IS DISTINCT FROM \(right))"
-            default: return "(\(left) \(op.rawValue) \(right))"
+            default:
+                // Text compares by its bytes, as SQLite does and as sorts do (`COLLATE "C"`),
+                // whatever the database's collation.
+                let text = dialect == .postgres && (a.isText || b.isText) ? " COLLATE \"C\"" : ""
+                return "(\(left)\(text) \(op.rawValue) \(right))"
             }
         case .and(let a, let b):
             return "(\(sql(a)) AND \(sql(b)))"
