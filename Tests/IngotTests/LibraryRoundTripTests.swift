@@ -33,6 +33,18 @@ private struct APIPerson: IngotEntity, Codable, Equatable {
     static func rule(for key: CodingKeys) -> IngotRule? { key == .id ? IngotRule(pattern: "(\\d+)/?$") : nil }
 }
 
+/// An event with an instant and a day (`yyyy-MM-dd`), both `Date`s in Swift.
+private struct Event: IngotEntity, Codable, Equatable {
+    var id: Int
+    var at: Date?
+    var day: Date?
+    enum CodingKeys: String, CodingKey { case id, at, day }
+    static let identity: [CodingKeys] = [.id]
+    static func rule(for key: CodingKeys) -> IngotRule? {
+        key == .day ? IngotRule(dateFormat: .pattern("yyyy-MM-dd", timeZone: "UTC")) : nil
+    }
+}
+
 struct LibraryRoundTripTests {
     /// The vendored fixture's films as an API page (`{"count", "next", "results": [...]}`, URLs).
     static func filmsPage() throws -> [UInt8] {
@@ -135,5 +147,31 @@ struct LibraryRoundTripTests {
         #expect(below.compactMap(\.name) == ["B", "_", "a"])
         let sorted = try await db.fetch(APIPerson.self, sortBy: [SortDescriptor(\.name, order: .reverse)])
         #expect(sorted.compactMap(\.name) == ["Ä", "c", "b", "a", "_", "B"])
+    }
+
+    /// Dates compare as times on both backends: an instant half a second later is later (SQLite
+    /// stores "…:31Z" and "…:31.5Z", whose text order is the other way), a day meets an instant at
+    /// its midnight, UTC; `nil` is NULL; `contains` of dates is refused, not answered wrongly.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func datesCompareAsTimes(backend: String) async throws {
+        let db =
+            backend == "sqlite"
+            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("events.db").path, entities: [Event.self])
+            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Event.self])
+        _ = try await db.ingest(
+            [Event].self,
+            from: Array(
+                (#"[{"id": 1, "at": "2014-12-10T14:23:31Z", "day": "2026-05-28"}, {"id": 2, "at": "2014-12-10T14:23:31.5Z", "day": "2026-05-29"},"#
+                    + #" {"id": 3, "at": "2014-12-10T15:23:31+01:00"}, {"id": 4}]"#).utf8))
+        let quarter = Date(timeIntervalSince1970: 1_418_221_411.25)  // 2014-12-10T14:23:31.25Z
+        #expect(try await db.fetch(Event.self, where: #Predicate { ($0.at ?? quarter) > quarter }).map(\.id) == [2])
+        #expect(try await db.fetch(Event.self, where: #Predicate { $0.at == nil }).map(\.id) == [4])
+        let second = Date(timeIntervalSince1970: 1_418_221_411)
+        #expect(try await db.fetch(Event.self, where: #Predicate { $0.at == second }, sortBy: [SortDescriptor(\.id)]).map(\.id) == [1, 3])
+        let morning = Date(timeIntervalSince1970: 1_779_962_677)  // 2026-05-28T10:04:37Z
+        #expect(try await db.fetch(Event.self, where: #Predicate { ($0.day ?? morning) < morning }).map(\.id) == [1])
+        await #expect(throws: IngotQueryError.self) {
+            try await db.fetch(Event.self, where: #Predicate { [quarter].contains($0.at ?? quarter) })
+        }
     }
 }

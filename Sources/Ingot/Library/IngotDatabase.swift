@@ -118,8 +118,9 @@ extension IngotDatabase {
     /// ```
     ///
     /// The predicate and the sort become SQL (`==`, `!=`, `<`, `<=`, `>`, `>=`, `&&`, `||`, `!`,
-    /// `??` and `[constants].contains(property)` on stored attributes; text sorts by its bytes on
-    /// both backends); anything else throws ``IngotQueryError`` before a row is read.
+    /// `??` and `[constants].contains(property)` on stored attributes; text sorts and compares by
+    /// its bytes on both backends; `Date` constants compare as times); anything else throws
+    /// ``IngotQueryError`` before a row is read.
     /// Relationships not included are not loaded: optional ones are `nil`. Loaded targets come
     /// without their own relationships.
     public func fetch<T: IngotEntity>(

@@ -60,7 +60,9 @@ struct QueryColumns {
     /// The expression of `keyPath`'s column.
     func expression(_ keyPath: AnyKeyPath) throws -> RowExpression {
         let (level, column) = try located(keyPath)
-        return level == 0 ? .column(column.name) : .inherited(level: level, column: column.name)
+        let reference: RowExpression = level == 0 ? .column(column.name) : .inherited(level: level, column: column.name)
+        if case .date = column.type { return .time(reference) }
+        return reference
     }
 }
 
@@ -97,9 +99,15 @@ extension RowExpression {
         case let v as Double: return .value(.real(v))
         case let v as Float: return .value(.real(Double(v)))
         case let v as String: return .value(.text(v))
+        case let v as Date:
+            // As Ingot stores an instant (UTC, to the millisecond), compared as a time.
+            guard let text = DateConverter().convert(number: v.timeIntervalSince1970, format: .unixSeconds) else {
+                throw IngotQueryError(message: "the date \(v) is outside the years Ingot stores (1 to 9999)")
+            }
+            return .time(.value(.text(text)))
         default:
             throw IngotQueryError(
-                message: "a constant of type \(type(of: value)) cannot be compared in SQL (Bool, integers, Double, String)")
+                message: "a constant of type \(type(of: value)) cannot be compared in SQL (Bool, integers, Double, String, Date)")
         }
     }
 }
@@ -175,7 +183,10 @@ extension PredicateExpressions.SequenceContains: RowExpressible {
             throw IngotQueryError(message: "contains(_:) translates only as [constants].contains(property)")
         }
         let values = try Mirror(reflecting: array).children.map { child -> ScalarValue in
-            guard case .value(let value) = try RowExpression.constant(child.value) else { return .null }
+            guard case .value(let value) = try RowExpression.constant(child.value) else {
+                throw IngotQueryError(
+                    message: "contains(_:) takes constants that are Bool, integers, Double or String (compare dates with ==)")
+            }
             return value
         }
         return .among(try RowExpression.of(element, columns), values)

@@ -122,7 +122,7 @@ extension RowExpression {
         case .inherited: true
         case .column, .value: false
         case .compare(let a, _, let b), .and(let a, let b), .or(let a, let b), .coalesce(let a, let b): a.namesInherited || b.namesInherited
-        case .not(let a), .among(let a, _): a.namesInherited
+        case .not(let a), .among(let a, _), .time(let a): a.namesInherited
         }
     }
 }
@@ -150,6 +150,11 @@ package indirect enum RowExpression: Sendable, Equatable {
     case coalesce(RowExpression, RowExpression)
     /// `[values].contains(a)`.
     case among(RowExpression, [ScalarValue])
+    /// A point in time (a date or an instant column, or a date constant as its stored text):
+    /// SQLite compares its text through `julianday()` (stored instants differ in how many
+    /// fraction digits they keep, so text order is not time order); PostgreSQL's `date` and
+    /// `timestamptz` compare as they are.
+    case time(RowExpression)
 
     /// The comparisons a predicate makes.
     package enum Comparison: String, Sendable {
@@ -200,6 +205,12 @@ package indirect enum RowExpression: Sendable, Equatable {
             return "(NOT coalesce(\(sql(a)), \(dialect == .sqlite ? "0" : "false")))"
         case .coalesce(let a, let b):
             return "coalesce(\(sql(a)), \(sql(b)))"
+        case .time(let a):
+            // PostgreSQL: a constant is an instant (a `date` column meets it at its midnight,
+            // UTC, as SQLite's julianday() reads a day).
+            if dialect == .sqlite { return "julianday(\(sql(a)))" }
+            if case .value = a { return sql(a) + "::timestamptz" }
+            return sql(a)
         case .among(let a, let values):
             guard !values.isEmpty else { return dialect == .sqlite ? "0" : "false" }
             let left = sql(a)
