@@ -170,6 +170,9 @@ struct LibraryRoundTripTests {
         #expect(try await db.fetch(Event.self, where: #Predicate { $0.at == second }, sortBy: [SortDescriptor(\.id)]).map(\.id) == [1, 3])
         let morning = Date(timeIntervalSince1970: 1_779_962_677)  // 2026-05-28T10:04:37Z
         #expect(try await db.fetch(Event.self, where: #Predicate { ($0.day ?? morning) < morning }).map(\.id) == [1])
+        // Sorted as times too (by text, "…:31Z" would come after "…:31.5Z").
+        let byTime = try await db.fetch(Event.self, sortBy: [SortDescriptor(\.at, order: .reverse), SortDescriptor(\.id)])
+        #expect(byTime.map(\.id) == [2, 1, 3, 4])
         await #expect(throws: IngotQueryError.self) {
             try await db.fetch(Event.self, where: #Predicate { [quarter].contains($0.at ?? quarter) })
         }

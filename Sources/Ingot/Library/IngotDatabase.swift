@@ -148,8 +148,10 @@ extension IngotDatabase {
                 throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
             }
             let (level, column) = try columns.located(keyPath)
+            let isTime = if case .date = column.type { true } else { false }
             return RowQuery.Order(
-                column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level)
+                column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level,
+                isTime: isTime)
         }
         // A filter or a sort on an inherited property joins the parents' tables in the query.
         if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {

@@ -46,12 +46,15 @@ package struct RowQuery: Sendable, Equatable {
         package var isText: Bool
         /// 0: the table's own column; n: the n-th parent's (``RowQuery/parents``).
         package var level: Int
+        /// A date or an instant: SQLite sorts it through `julianday()`, as predicates compare it.
+        package var isTime: Bool
 
-        package init(column: String, descending: Bool, isText: Bool, level: Int = 0) {
+        package init(column: String, descending: Bool, isText: Bool, level: Int = 0, isTime: Bool = false) {
             self.column = column
             self.descending = descending
             self.isText = isText
             self.level = level
+            self.isTime = isTime
         }
     }
 
@@ -95,7 +98,8 @@ package struct RowQuery: Sendable, Equatable {
         let sorted =
             order.map { item in
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
-                let column = (joined ? "\"t\(item.level)\"" : owner) + "." + RowExpression.quote(item.column)
+                var column = (joined ? "\"t\(item.level)\"" : owner) + "." + RowExpression.quote(item.column)
+                if item.isTime && dialect == .sqlite { column = "julianday(\(column))" }
                 return column + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
             }
             + tiebreak.map { name in
