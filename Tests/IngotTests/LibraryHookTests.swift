@@ -175,7 +175,9 @@ struct LibraryHookTests {
         try record.set("g", json: #"{"h": [null]}"#)
         record.remove("a.b")
         record.remove("s")
-        #expect(record.jsonText == #"{"a":{"c":[1,{"d":true}],"e":{"f":"new"}},"n":null,"f":null,"g":{"h":[null]}}"#)
+        record.set("t", "value")
+        record.setNull("t")
+        #expect(record.jsonText == #"{"a":{"c":[1,{"d":true}],"e":{"f":"new"}},"n":null,"f":null,"g":{"h":[null]},"t":null}"#)
         #expect(throws: (any Error).self) { try record.set("x", json: "{") }
     }
 }

@@ -8,6 +8,8 @@ import Foundation
 ///
 /// Keys are the entity's coding keys: key paths with its ``IngotEntity/keyDelimiter``
 /// (`origin.country.name`); reading follows nested objects, writing makes the ones missing.
+/// `set(key, value)` writes a value (`nil`: `null`), `setNull(key)` writes `null`, `remove(key)`
+/// makes the key absent (the stored value stays).
 ///
 /// ```swift
 /// static let prepare: (@Sendable (inout IngotRecord) throws -> Void)? = { record in
@@ -105,6 +107,9 @@ public struct IngotRecord: Sendable {
 
     /// Sets `key` to a boolean, or to `null` for `nil`.
     public mutating func set(_ key: String, _ value: Bool?) { set(key, value: value.map(Value.bool) ?? .null) }
+
+    /// Sets `key` to `null` (which clears the column); `set(key, nil)` is ambiguous.
+    public mutating func setNull(_ key: String) { set(key, value: .null) }
 
     /// Sets `key` to the value of the JSON text `json` (an object, an array, any value).
     /// Throws when `json` is not JSON.
