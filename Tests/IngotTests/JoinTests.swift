@@ -294,6 +294,72 @@ struct JoinTests {
         #expect(try run.claim(maxPageBytes: 1 << 20) == nil)
     }
 
+    /// Two writers waiting on each other: PostgreSQL aborts one transaction (`deadlock_detected`).
+    /// When it is a joined job's, holding one batch, the job writes the batch again the careful
+    /// way and goes on (`lastWriteRetries`). The test makes the cycle: it holds dog 20 (an
+    /// uncommitted insert) while the job copies dogs 10 and 20, then inserts dog 10 itself. The
+    /// job's deadlock check runs 2 s after it starts waiting (the test's, 60 s after), so the job
+    /// is the one aborted.
+    @Test(.timeLimit(.minutes(1))) func aDeadlockedBatchIsWrittenAgain() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let name = String(database.url.split(separator: "/").last ?? "")
+        try PGConnection(url: database.url).execute("ALTER DATABASE \(name) SET deadlock_timeout = '2s'")
+        let store = try database.sharedStore()
+        defer { try? store.close() }
+        let run = try store.joinRun(Self.request("cycle", config))
+        _ = try #require(try run.takeFetcherRole())
+        #expect(try run.enqueue(Page(seq: 1, source: "p1", bytes: []), as: 1))
+        #expect(try run.endSource(at: 2))
+        let unit = try #require(try run.claim(maxPageBytes: 1 << 20)).page
+        let plan = MappingPlan(model: config.model, root: config.root, framing: config.framing)
+        var mapper = RecordMapper(plan: plan)
+        var pages: [DecodedPage] = []
+        mapper.map(bytes: Array(#"{"results": [{"id": 1, "dogs": [{"id": 10}, {"id": 20}]}]}"#.utf8), seq: 1, source: "p", partRecords: 100)
+        {
+            var page = $0
+            page.unit = unit.unit
+            pages.append(page)
+        }
+        let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        let batch = try resolver.resolve(resolver.prepare(pages, uncommitted: UncommittedIdentities(), store: store), store: store)
+
+        let holder = try PGConnection(url: database.url)
+        try holder.execute("SET deadlock_timeout = '60s'")
+        try holder.execute("BEGIN")
+        try holder.execute("INSERT INTO dog (id) VALUES (20)")
+        let outcome = Mutex<Result<Int, any Error>?>(nil)
+        let writing = DispatchSemaphore(value: 0)
+        let writer = store
+        Thread.detachNewThread {
+            let result = Result { () throws -> Int in
+                try writer.write(batch) {}
+                try writer.commit()
+                return writer.lastWriteRetries
+            }
+            outcome.withLock { $0 = result }
+            writing.signal()
+        }
+        let watcher = try PGConnection(url: database.url)
+        waitUntil {
+            ((try? watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"))?
+                .first?[0].flatMap { Int($0) } ?? 0) >= 1
+        }
+        // Waits for the job's transaction until the server aborts it.
+        try holder.execute("INSERT INTO dog (id) VALUES (10)")
+        try holder.execute("ROLLBACK")
+        writing.wait()
+        let retries = try outcome.withLock { $0 }?.get()
+        #expect(retries == 1)
+        #expect(try watcher.execute("SELECT id FROM dog ORDER BY id").map { $0[0] ?? "" } == ["10", "20"])
+        #expect(
+            try watcher.execute("SELECT person_id, dog_id FROM person_dogs ORDER BY 2").map { $0.map { $0 ?? "" } } == [
+                ["1", "10"], ["1", "20"],
+            ])
+        #expect(try watcher.execute("SELECT status FROM _ingot_units WHERE name = 'cycle'").map { $0[0] ?? "" } == ["done"])
+    }
+
     /// A joined run is refused before anything is written where its result could differ from a
     /// single job's, or where nothing can share it.
     @Test func whatCannotRunJoinedIsRefused() throws {

@@ -294,6 +294,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                     try store.recordProgress(made)
                     recorded = made
                 }
+                if store.lastWriteRetries > 0 {
+                    logger.warning(
+                        "batch.retried",
+                        metadata: [
+                            LogKey.reason: "deadlock", "attempts": .int(store.lastWriteRetries + 1),
+                            LogKey.seq: .int(pages.first?.seq ?? 0),
+                        ])
+                }
                 remember(batch, recorded)
             } catch let error where StoreError.refusedValue(error) != nil {
                 outcome = try saveRefusing(batch, refusal: error, progress: progress)

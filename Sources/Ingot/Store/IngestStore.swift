@@ -90,6 +90,9 @@ public protocol IngestStore: IdentityLookups {
     /// `then`. `nil`: the store does not compare (each stored row a record mentions counts as
     /// updated). The run counts rows from it (``RunLedger``): `updated` versus `unchanged`.
     var lastWriteUnchanged: [[Int]]? { get }
+    /// How many times the last ``write(_:then:)`` wrote its batch again because the database broke
+    /// a deadlock between jobs sharing a run (each time in a new transaction); 0 for one writer.
+    var lastWriteRetries: Int { get }
 
     /// The statements opening the store applied to a database that held the pipeline's tables
     /// already (columns, tables, indexes a changed pipeline added): the run logs them as
@@ -110,6 +113,9 @@ public protocol IngestStore: IdentityLookups {
 extension IngestStore {
     /// The resolver's counts are exact for one writer.
     public var lastWriteCounts: [EntityCounts]? { nil }
+
+    /// One writer never deadlocks with another.
+    public var lastWriteRetries: Int { 0 }
 
     /// Not a staged load.
     package var isStaging: Bool { false }

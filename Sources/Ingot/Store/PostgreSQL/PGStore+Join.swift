@@ -74,16 +74,35 @@ extension PGStore {
     /// ran out finds them taken), then upserts every row with its positions and replaces the link
     /// sets it wins. The transaction commits whole units only (the writer commits after a batch
     /// that ends on a whole page).
+    ///
+    /// Jobs that share rows can wait on each other in a cycle (a batch copies its new rows in,
+    /// then upserts its stored ones: two passes over a table), and PostgreSQL then aborts one
+    /// transaction (`deadlock_detected`). When that transaction held only this batch, it is
+    /// written again, the careful way (one upsert per table, in identity order), up to three
+    /// times; otherwise the error fails the job as any other.
     func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: () throws -> Void) throws {
-        try begin()
-        do {
-            try writeJoinedRows(batch, join)
-            try then()
-        } catch {
-            let held = unitsInTransaction
-            try? rollback()
-            if (error as? StoreError)?.kind == .claimLost { releaseUnits(held, join) }
-            throw error
+        let alone = !inTransaction
+        var attempts = 0
+        lastWriteRetries = 0
+        while true {
+            try begin()
+            var progressed = false
+            do {
+                try writeJoinedRows(batch, join)
+                progressed = true
+                try then()
+                return
+            } catch let error as StoreError where error.sqlState == PGStore.deadlockDetected && alone && !progressed && attempts < 3 {
+                try? rollback()
+                directJoinedInserts = false
+                attempts += 1
+                lastWriteRetries = attempts
+            } catch {
+                let held = unitsInTransaction
+                try? rollback()
+                if (error as? StoreError)?.kind == .claimLost { releaseUnits(held, join) }
+                throw error
+            }
         }
     }
 

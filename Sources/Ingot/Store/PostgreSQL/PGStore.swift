@@ -53,6 +53,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// A joined job copies its batches' new rows straight in until one meets a row another job
     /// made since its lookup (PGStore+Join.swift); then it writes the careful way.
     var directJoinedInserts = true
+    /// How many times the last joined batch was written again after the server broke a
+    /// deadlock (``writeJoined(_:_:then:)``).
+    var lastWriteRetries = 0
 
     init(url: String, model: EntityModel) throws {
         self.model = model
@@ -183,6 +186,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     /// SQLSTATE `unique_violation`.
     static let uniqueViolation = "23505"
+    /// SQLSTATE `deadlock_detected`: the server aborted this transaction to break a cycle of waits.
+    static let deadlockDetected = "40P01"
 
     /// Writes each entity's rows, then its links. `direct`: the rows the lookup did not find,
     /// and the links of those new owners, are copied straight into their tables (`COPY`, no
