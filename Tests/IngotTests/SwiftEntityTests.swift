@@ -151,6 +151,26 @@ struct SwiftEntityTests {
         }
     }
 
+    /// A one-off decode carries its context in `userInfo`, on any queue, nested objects too; it
+    /// comes before the queue's bound context.
+    @Test func aContextInUserInfoServesOneDecode() throws {
+        let page = Array(#"[{"id": 1, "dogs": [{"id": 7}]}, {"id": 2, "dogs": [{"id": 7}, {"id": 8}]}]"#.utf8)
+        #expect(throws: IngotDecodingError.self) { try IngotJSONDecoder().decode([Person].self, from: page) }
+        let oneOff = DecodingContext(name: "import")
+        var decoder = IngotJSONDecoder()
+        decoder.userInfo[.ingotContext] = oneOff
+        #expect(try decoder.decode([Person].self, from: page).count == 2)
+        #expect(oneOff.registeredObjects["person"]?.count == 2 && oneOff.registeredObjects["dog"]?.count == 2)
+        // On a bound queue, the decoder's own context still wins.
+        let lane = DispatchQueue(label: "lane.userinfo")
+        let bound = DecodingContext(name: "lane")
+        try DecodingContext.bind(bound, to: lane)
+        let again = DecodingContext(name: "again")
+        decoder.userInfo[.ingotContext] = again
+        _ = try lane.sync { try decoder.decode([Person].self, from: page) }
+        #expect(again.decodedCount == 5 && bound.decodedCount == 0)
+    }
+
     @Test func keyPathCodingKeysFollowNestedObjects() throws {
         let queue = DispatchQueue(label: "lane")
         try DecodingContext.bind(DecodingContext(name: "lane"), to: queue)

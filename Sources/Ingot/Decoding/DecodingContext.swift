@@ -14,7 +14,19 @@ import Synchronization
 /// try DecodingContext.bind(DecodingContext(name: "decode.1"), to: lane)
 /// lane.async { let context = DecodingContext.current }   // this lane's context
 /// ```
-public final class DecodingContext: @unchecked Sendable {  // mutable state confined to the queue it is bound to
+///
+/// For a one-off decode, a context can also travel in the decoder itself, on any queue:
+///
+/// ```swift
+/// var decoder = IngotJSONDecoder()
+/// decoder.userInfo[.ingotContext] = DecodingContext(name: "import")
+/// let people = try decoder.decode([Person].self, from: bytes)
+/// ```
+///
+/// A context serves one decode at a time: the queue it is bound to, or the decode whose
+/// `userInfo` carries it (handing it to two decodes at once is the caller's bug, as using a
+/// managed object context from two threads is).
+public final class DecodingContext: @unchecked Sendable {  // mutable state confined to one decode at a time (above)
     private static let key = DispatchSpecificKey<DecodingContext>()
 
     /// A name for logs and tests (the lane's label).

@@ -7,14 +7,26 @@ import Foundation
 /// current queue's ``DecodingContext`` (later objects with the same identity replace earlier
 /// ones); decoding one with no context throws ``IngotDecodingError/missingContext(codingPath:)``.
 public struct IngotJSONDecoder: Sendable {
+    /// What the types' `init(from:)` find in `decoder.userInfo`. A ``DecodingContext`` under
+    /// ``Swift/CodingUserInfoKey/ingotContext`` is the context of this decoder's decodes (a
+    /// one-off decode, on any queue), before the current queue's.
+    public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
+
     /// A decoder.
     public init() {}
 
-    /// Decodes `type` from the JSON in `bytes`, registering the entities it decodes in the current queue's `DecodingContext` (when one is bound).
+    /// Decodes `type` from the JSON in `bytes`, registering the entities it decodes in the
+    /// context of ``userInfo`` or else the current queue's `DecodingContext`.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let document = try JSONDocument(bytes: bytes)
-        return try TapeDecoder(value: document.root, codingPath: []).decodeValue(type)
+        return try TapeDecoder(value: document.root, codingPath: [], userInfo: userInfo).decodeValue(type)
     }
+}
+
+extension CodingUserInfoKey {
+    /// The ``DecodingContext`` of one decode, in ``IngotJSONDecoder/userInfo``:
+    /// `decoder.userInfo[.ingotContext] = DecodingContext(name: "import")`.
+    public static let ingotContext = CodingUserInfoKey(rawValue: "ingot.context")!
 }
 
 private struct TapeDecoder: Decoder {
@@ -22,16 +34,24 @@ private struct TapeDecoder: Decoder {
     var codingPath: [any CodingKey]
     /// The key path separator of the entity being decoded (``IngotEntity/keyDelimiter``).
     var delimiter = ""
-    var userInfo: [CodingUserInfoKey: Any] { [:] }
+    var info: [CodingUserInfoKey: any Sendable] = [:]
+    var userInfo: [CodingUserInfoKey: Any] { info }
+
+    init(value: JSONValue, codingPath: [any CodingKey], delimiter: String = "", userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
+        self.value = value
+        self.codingPath = codingPath
+        self.delimiter = delimiter
+        self.info = userInfo
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard value.kind == .object else { throw mismatch([String: Int].self) }
-        return KeyedDecodingContainer(TapeKeyedContainer<Key>(object: value, codingPath: codingPath, delimiter: delimiter))
+        return KeyedDecodingContainer(TapeKeyedContainer<Key>(object: value, codingPath: codingPath, delimiter: delimiter, info: info))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
         guard value.kind == .array else { throw mismatch([Int].self) }
-        return TapeUnkeyedContainer(elements: Array(value.elements), codingPath: codingPath)
+        return TapeUnkeyedContainer(elements: Array(value.elements), codingPath: codingPath, info: info)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { TapeSingleValueContainer(decoder: self) }
@@ -43,14 +63,14 @@ private struct TapeDecoder: Decoder {
     /// Decodes `T` from this value, with the special cases the tape handles itself.
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
         if let entity = type as? any IngotEntity.Type {
-            let context = try DecodingContext.current(codingPath: codingPath)
+            let context = try (info[.ingotContext] as? DecodingContext) ?? DecodingContext.current(codingPath: codingPath)
             var decoder = self
             decoder.delimiter = entity.keyDelimiter
             if let prepare = entity.prepare, value.kind == .object {
                 // The entity's hook rewrites the object first (its identity included).
                 do {
                     let rewritten = try RecordRewrite(owner: "\(entity)", body: prepare).apply(to: value, delimiter: entity.keyDelimiter)
-                    decoder = TapeDecoder(value: rewritten.root, codingPath: codingPath, delimiter: entity.keyDelimiter)
+                    decoder = TapeDecoder(value: rewritten.root, codingPath: codingPath, delimiter: entity.keyDelimiter, userInfo: info)
                 } catch {
                     throw DecodingError.dataCorrupted(
                         .init(codingPath: codingPath, debugDescription: "prepare: \(error)", underlyingError: error))
@@ -104,6 +124,8 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     let object: JSONValue
     var codingPath: [any CodingKey]
     let delimiter: String
+    /// The decoder's `userInfo`, handed to every nested decoder.
+    let info: [CodingUserInfoKey: any Sendable]
 
     var allKeys: [Key] { object.members.compactMap { $0.key.string.flatMap(Key.init(stringValue:)) } }
 
@@ -144,29 +166,29 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter).decodeValue(type)
+        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter, userInfo: info).decodeValue(type)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter).container(keyedBy: type)
+        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter, userInfo: info).container(keyedBy: type)
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter).unkeyedContainer()
+        return try TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter, userInfo: info).unkeyedContainer()
     }
 
-    func superDecoder() throws -> any Decoder { TapeDecoder(value: object, codingPath: codingPath, delimiter: delimiter) }
+    func superDecoder() throws -> any Decoder { TapeDecoder(value: object, codingPath: codingPath, delimiter: delimiter, userInfo: info) }
     func superDecoder(forKey key: Key) throws -> any Decoder {
         guard case .some(.some(let v)) = lookup(key) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no key \(key.stringValue)"))
         }
-        return TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter)
+        return TapeDecoder(value: v, codingPath: codingPath + [key], delimiter: delimiter, userInfo: info)
     }
 }
 
@@ -181,6 +203,8 @@ private struct IndexKey: CodingKey {
 private struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
     let elements: [JSONValue]
     var codingPath: [any CodingKey]
+    /// The decoder's `userInfo`, handed to every nested decoder.
+    let info: [CodingUserInfoKey: any Sendable]
     var currentIndex = 0
     var count: Int? { elements.count }
     var isAtEnd: Bool { currentIndex >= elements.count }
@@ -190,7 +214,7 @@ private struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
             throw DecodingError.valueNotFound(type, .init(codingPath: codingPath, debugDescription: "the array has no more elements"))
         }
         defer { currentIndex += 1 }
-        return TapeDecoder(value: elements[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)])
+        return TapeDecoder(value: elements[currentIndex], codingPath: codingPath + [IndexKey(currentIndex)], userInfo: info)
     }
 
     mutating func decodeNil() throws -> Bool {
