@@ -28,6 +28,8 @@ public final class IngotDatabase: Sendable {
     private let logger: Logger
     /// One ingest at a time: each is a run that holds the database until it ends.
     private let queue = DispatchQueue(label: "ingot.database")
+    /// The reader fetches share (``reading(_:)``), on `queue` only.
+    private let readerSlot = ReaderSlot()
 
     /// A SQLite database at `path` (created when missing) for `entities` and every entity they
     /// reach. Its tables are created, or checked against the model: a database that disagrees is
@@ -167,34 +169,50 @@ extension IngotDatabase {
             }
             return (0, try columns.relationship(keyPath))
         }
-        let (database, model, select, chain) = (self.database, self.model, query, levels)
+        let (model, select, chain) = (self.model, query, levels)
         let levelShape = RowDecoder.Shape(levels: levels.map { (model.entities[$0], layouts[$0]) })
         let decoders = try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(
                     with: Result {
-                        let location = try StoreLocation(database)
-                        let rows = try location.select(select)
-                        let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
-                        var parts = [rows]
-                        let identities = rows.map { row in layout.identitySlots.map { row[$0] } }
-                        for ancestor in chain.dropFirst() {
-                            let found = try loader.rows(of: ancestor, identities: identities)
-                            let empty = [ScalarValue](repeating: .null, count: layouts[ancestor].columns.count)
-                            parts.append(identities.map { found[$0] ?? empty })
-                        }
-                        var decoders = rows.indices.map { k in RowDecoder(shape: levelShape, row: parts.flatMap { $0[k] }) }
-                        for (level, r) in relationships {
-                            let key = model.entities[chain[level]].relationships[r].key
-                            for (k, loaded) in try loader.load(r, of: chain[level], owners: parts[level]).enumerated() {
-                                decoders[k].loaded[key] = loaded
+                        try self.reading { reader in
+                            let rows = try reader.select(select)
+                            let loader = RelationshipLoader(model: model, layouts: layouts, reader: reader)
+                            var parts = [rows]
+                            let identities = rows.map { row in layout.identitySlots.map { row[$0] } }
+                            for ancestor in chain.dropFirst() {
+                                let found = try loader.rows(of: ancestor, identities: identities)
+                                let empty = [ScalarValue](repeating: .null, count: layouts[ancestor].columns.count)
+                                parts.append(identities.map { found[$0] ?? empty })
                             }
+                            var decoders = rows.indices.map { k in RowDecoder(shape: levelShape, row: parts.flatMap { $0[k] }) }
+                            for (level, r) in relationships {
+                                let key = model.entities[chain[level]].relationships[r].key
+                                for (k, loaded) in try loader.load(r, of: chain[level], owners: parts[level]).enumerated() {
+                                    decoders[k].loaded[key] = loaded
+                                }
+                            }
+                            return decoders
                         }
-                        return decoders
                     })
             }
         }
         return try decoders.map { try T(from: $0) }
+    }
+
+    /// Runs `body` with this database's reader, opened at the first read and kept open: a fetch
+    /// is a few selects, each of which would otherwise connect anew. A read that fails drops it
+    /// (a connection the server closed is opened again next time). On `queue` only.
+    private func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let reader = try readerSlot.reader ?? StoreLocation(database).reader()
+        readerSlot.reader = reader
+        do {
+            return try body(reader)
+        } catch {
+            readerSlot.reader = nil
+            throw error
+        }
     }
 }
 
@@ -275,4 +293,9 @@ private final class BytesPageSource: PageSource, @unchecked Sendable {  // `byte
     }
 
     var origin: String { source }
+}
+
+/// The reader an ``IngotDatabase`` keeps open between fetches.
+private final class ReaderSlot: @unchecked Sendable {  // read and written on its database's serial queue only (reading(_:) checks)
+    var reader: (any RowReader)?
 }

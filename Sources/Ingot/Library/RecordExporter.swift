@@ -97,7 +97,8 @@ package struct RecordExporter {
     package func forEachRecord(_ body: (String) throws -> Void) throws -> [String] {
         let layout = layouts[entity]
         let identity = layout.identitySlots.map { layout.columns[$0].name }
-        let loader = RelationshipLoader(model: model, layouts: layouts, location: location)
+        let reader = try location.reader()
+        let loader = RelationshipLoader(model: model, layouts: layouts, reader: reader)
         var skipped: [String] = []
         var last: [ScalarValue]?
         while true {
@@ -107,7 +108,7 @@ package struct RecordExporter {
                 + (last.map { [RecordExporter.after(identity, $0)] } ?? [])
             query.filter = conditions.reduce(nil) { (all: RowExpression?, next) in all.map { .and($0, next) } ?? next }
             query.limit = chunk
-            let rows = try location.select(query)
+            let rows = try reader.select(query)
             guard !rows.isEmpty else { return skipped }
             var decoders = rows.map { RowDecoder(shape: loader.shapes[entity], row: $0) }
             try load(entity, &decoders, loader: loader, skipped: &skipped)

@@ -6,14 +6,14 @@ import Foundation
 struct RelationshipLoader {
     let model: EntityModel
     let layouts: [EntityLayout]
-    let location: StoreLocation
+    let reader: any RowReader
     /// Each entity's row shape (``RowDecoder/Shape``), by index.
     let shapes: [RowDecoder.Shape]
 
-    init(model: EntityModel, layouts: [EntityLayout], location: StoreLocation) {
+    init(model: EntityModel, layouts: [EntityLayout], reader: any RowReader) {
         self.model = model
         self.layouts = layouts
-        self.location = location
+        self.reader = reader
         shapes = model.entities.indices.map { RowDecoder.Shape(entity: model.entities[$0], layout: layouts[$0]) }
     }
 
@@ -97,7 +97,7 @@ struct RelationshipLoader {
         while start < values.count {
             var part = query
             part.filter = .among(.column(column), Array(values[start..<min(values.count, start + 4_096)]))
-            rows += try location.select(part)
+            rows += try reader.select(part)
             start += 4_096
         }
         return rows

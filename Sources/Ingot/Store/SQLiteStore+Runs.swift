@@ -102,11 +102,23 @@ extension SQLiteStore {
         return try store.state(pipeline: pipeline, key: key)
     }
 
-    /// The rows `query` selects in the database at `databasePath` (read only).
-    package static func select(_ query: RowQuery, databasePath: String) throws -> [[ScalarValue]] {
-        var configuration = Configuration()
-        configuration.readonly = true
-        let queue = try DatabaseQueue(path: databasePath, configuration: configuration)
+    /// Reads a database through one read-only handle, kept open across selects.
+    package final class Reader: RowReader {
+        private let queue: DatabaseQueue
+
+        init(databasePath: String) throws {
+            var configuration = Configuration()
+            configuration.readonly = true
+            queue = try DatabaseQueue(path: databasePath, configuration: configuration)
+        }
+
+        package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
+            try SQLiteStore.select(query, on: queue)
+        }
+    }
+
+    /// The rows `query` selects through `queue`.
+    private static func select(_ query: RowQuery, on queue: DatabaseQueue) throws -> [[ScalarValue]] {
         let (sql, parameters) = query.sql(select: query.columns.map { query.reference($0.name) }, dialect: .sqlite)
         let arguments = StatementArguments(
             parameters.map { value -> DatabaseValue in

@@ -17,9 +17,19 @@ package protocol StoreBackend: Sendable {
     /// The rows `query` selects, each its columns in order, as the mapper makes them: booleans
     /// as `.bool`, dates as text (`yyyy-MM-dd`, or ISO 8601 in UTC), JSON as its text.
     func select(_ query: RowQuery) throws -> [[ScalarValue]]
+    /// A reader that keeps its connection open across selects (the library's fetches, an
+    /// export's pages): ``select(_:)`` opens one per query.
+    func reader() throws -> any RowReader
     /// The file the run lock sits beside, for a backend whose lock is a file (SQLite); `nil`
     /// when the store takes its own (``IngestStore/lockRuns(of:timeout:)``).
     var lockablePath: String? { get }
+}
+
+/// Reads rows of one database through one connection kept open; used by one caller at a time
+/// (a library database's queue, an export).
+package protocol RowReader: AnyObject {
+    /// The rows `query` selects (``StoreBackend/select(_:)``).
+    func select(_ query: RowQuery) throws -> [[ScalarValue]]
 }
 
 /// What every backend is opened with (a backend's own knobs stay its own: SQLite's cache and
@@ -70,7 +80,11 @@ package struct SQLiteBackend: StoreBackend {
     }
 
     package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
-        try SQLiteStore.select(query, databasePath: path)
+        try reader().select(query)
+    }
+
+    package func reader() throws -> any RowReader {
+        try SQLiteStore.Reader(databasePath: path)
     }
 
     package var lockablePath: String? { path == ":memory:" ? nil : path }

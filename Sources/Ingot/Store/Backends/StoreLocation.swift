@@ -72,6 +72,11 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         try backend.select(query)
     }
 
+    /// A reader kept open across selects (``StoreBackend/reader()``).
+    package func reader() throws -> any RowReader {
+        try backend.reader()
+    }
+
     /// `url` with its password replaced by `REDACTED` in every form libpq reads one: user info
     /// (multi-host URLs too), `?password=`, percent-encoded (``Redactor/databaseSecrets(_:)``).
     package static func redacted(_ url: String) -> String {

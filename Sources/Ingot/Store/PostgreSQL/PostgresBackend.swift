@@ -28,6 +28,26 @@ package struct PostgresBackend: StoreBackend {
     }
 
     package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
+        try reader().select(query)
+    }
+
+    package func reader() throws -> any RowReader {
+        Reader(connection: try PGConnection(url: url))
+    }
+
+    /// Reads through one connection, kept open across selects.
+    final class Reader: RowReader {
+        private let connection: PGConnection
+
+        init(connection: PGConnection) { self.connection = connection }
+
+        func select(_ query: RowQuery) throws -> [[ScalarValue]] {
+            try PostgresBackend.select(query, on: connection)
+        }
+    }
+
+    /// The rows `query` selects on `connection`.
+    static func select(_ query: RowQuery, on connection: PGConnection) throws -> [[ScalarValue]] {
         // Values come back as text; dates and instants in the mapper's own forms.
         let columns = query.columns.map { column -> String in
             let c = query.reference(column.name)
@@ -38,7 +58,6 @@ package struct PostgresBackend: StoreBackend {
             }
         }
         let (sql, parameters) = query.sql(select: columns, dialect: .postgres)
-        let connection = try PGConnection(url: url)
         return try connection.execute(sql, parameters.map(PostgresBackend.parameter)).map { row in
             zip(row, query.columns).map { text, column in PostgresBackend.value(text, column.type) }
         }
