@@ -69,6 +69,15 @@ private struct Review: IngotEntity, Equatable {
     }
 }
 
+/// A note of a user (Sync's example): replaced per user.
+private struct Note: IngotEntity, Codable, Equatable {
+    var id: Int
+    var text: String?
+    var user: Int?
+    enum CodingKeys: String, CodingKey { case id, text, user = "user_id" }
+    static let identity: [CodingKeys] = [.id]
+}
+
 @Suite(.serialized)
 struct LibraryHookTests {
     private static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
@@ -179,5 +188,38 @@ struct LibraryHookTests {
         record.setNull("t")
         #expect(record.jsonText == #"{"a":{"c":[1,{"d":true}],"e":{"f":"new"}},"n":null,"f":null,"g":{"h":[null]},"t":null}"#)
         #expect(throws: (any Error).self) { try record.set("x", json: "{") }
+    }
+
+    /// The pipeline's write options in Swift: `replace(scope:)` deletes only the untouched rows of
+    /// the scopes this input gave (user 6's notes, not user 7's); `updateOnly(rejectingUnknown:)`
+    /// rejects an unknown identity instead of skipping it; a scope that names no attribute is
+    /// refused before anything is read.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func writeScopesAndUnknownIdentities(backend: String) async throws {
+        let db =
+            backend == "sqlite"
+            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("notes.db").path, entities: [Note.self])
+            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Note.self])
+        _ = try await db.ingest(
+            [Note].self,
+            from: Self.bytes(#"[{"id": 1, "user_id": 6}, {"id": 2, "user_id": 6}, {"id": 3, "user_id": 7}, {"id": 4, "user_id": 6}]"#))
+        let synced = try await db.ingest(
+            [Note].self, from: Self.bytes(#"[{"id": 1, "user_id": 6, "text": "kept"}, {"id": 4, "user_id": 6}]"#),
+            write: .replace(scope: "user_id"))
+        #expect(synced.deleted == 1)
+        #expect(try await db.fetch(Note.self, sortBy: [SortDescriptor(\.id)]).map(\.id) == [1, 3, 4])
+
+        let skipped = try await db.ingest([Note].self, from: Self.bytes(#"[{"id": 1, "text": "a"}, {"id": 9}]"#), write: .updateOnly)
+        #expect(skipped.skipped == 1 && skipped.rejections.isEmpty)
+        let rejected = try await db.ingest(
+            [Note].self, from: Self.bytes(#"[{"id": 1, "text": "b"}, {"id": 9}]"#), write: .updateOnly(rejectingUnknown: true))
+        #expect(rejected.rejections.map(\.reasonCode) == ["unknown_identity"] && rejected.rejections.first?.codingPath == "[1]")
+        #expect(rejected.rejections.first?.raw == #"{"id": 9}"#)
+        #expect(try await db.fetch(Note.self, where: #Predicate { $0.id == 1 }).first?.text == "b")
+        #expect(try await db.fetch(Note.self).count == 3)
+
+        await #expect(throws: StoreError.self) {
+            try await db.ingest([Note].self, from: Self.bytes("[]"), write: .replace(scope: "owner"))
+        }
     }
 }

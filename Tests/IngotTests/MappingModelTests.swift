@@ -145,7 +145,10 @@ struct MappingModelTests {
         let reject = Self.people.replacingOccurrences(of: "root: person", with: "root: person\nwrite: {mode: update_only, unknown: reject}")
         let (rejected, _) = try ingest(reject, [#"[{"id": 2, "name": "Bo"}]"#], db: db)
         #expect(rejected.counters.rejectedRecords == 1 && rejected.counters.rejectsByReason == ["unknown_identity": 1])
-        #expect(try rows(db, "SELECT reason_code, record_index FROM _ingot_rejects") == [["unknown_identity", "0"]])
+        #expect(
+            try rows(db, "SELECT reason_code, record_index, coding_path, raw FROM _ingot_rejects") == [
+                ["unknown_identity", "0", "[0]", #"{"id": 2, "name": "Bo"}"#]
+            ])
         #expect(try rows(db, "SELECT id, name FROM person") == [["1", "Ada L."]])
     }
 

@@ -258,8 +258,10 @@ struct DecodedRecord: Sendable {
         var updates: Bool
     }
     /// The record's JSON text (at most ``RecordRejection/rawLimit`` bytes of it), kept only while
-    /// a reference might still reject it (policy `reject`).
+    /// a reference or a root rule might still reject it (policy `reject`, ``MappingPlan/keepsRecords``).
     var raw: String?
+    /// Where the record is (`results[3]`, `line 4`), kept with ``raw`` for a root rule's rejection.
+    var path: String?
     /// The byte length of the record's whole text.
     var rawLength = 0
 }

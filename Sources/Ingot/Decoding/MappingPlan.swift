@@ -129,6 +129,9 @@ struct MappingPlan: Sendable {
     /// `false` for a resource without a root (`resources:`): its pages only drive a for_each;
     /// their records are not mapped (the page is counted, nothing of it is stored).
     var storesRecords = true
+    /// A root rule may reject a whole record after mapping (`write: {mode: update_only, unknown:
+    /// reject}`): each record keeps its coding path and text for that rejection.
+    var keepsRecords = false
     /// Records of several kinds (`root: {by: KEY, entities: {VALUE: ENTITY}}`): the discriminator's
     /// key path, the entity (index) of each value, and whether other values are skipped (else
     /// rejected).

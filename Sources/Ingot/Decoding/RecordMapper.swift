@@ -150,8 +150,12 @@ struct RecordMapper {
                             throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages", code: .tooLarge)
                         }
                         record.rows = firstRow..<page.rows.count
-                        if record.references.contains(where: { $0.policy == .reject }) {
+                        if plan.keepsRecords {
                             (record.raw, record.rawLength) = cursor.rawPrefix(element)
+                            record.path = array.prefix(index, path: path)
+                        }
+                        if record.references.contains(where: { $0.policy == .reject }) {
+                            if record.raw == nil { (record.raw, record.rawLength) = cursor.rawPrefix(element) }
                             let prefix = array.prefix(index, path: path).isEmpty ? "" : array.prefix(index, path: path) + "."
                             for r in record.references.indices where record.references[r].policy == .reject {
                                 record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")

@@ -82,6 +82,12 @@ public final class IngotDatabase: Sendable {
         var config = PipelineConfig(
             name: "swift.\(entity)", recordsPath: at.map { $0.split(separator: ".").map(String.init) } ?? [], root: entity, model: model)
         config.write = write.mode
+        config.writeScope = write.scope
+        config.writeRejectsUnknown = write.rejectsUnknown
+        if let scope = write.scope, model.scopeColumn(scope, of: entity) == nil {
+            throw StoreError.conflict(
+                "write scope '\(scope)' is not the key of an attribute or a to-one of \(T.self) (entity '\(entity)')")
+        }
         var options = RunOptions()
         options.databasePath = database
         options.progressInterval = 0
@@ -218,24 +224,30 @@ extension IngotDatabase {
 
 extension IngotDatabase {
     /// How an ingest treats the rows already stored, as a pipeline file's `write:` does.
-    public enum Write: Sendable {
+    public struct Write: Sendable, Equatable {
+        var mode: WriteMode
+        var scope: String?
+        var rejectsUnknown = false
+
         /// Insert new identities, update stored ones key by key; never delete (the default).
-        case merge
+        public static let merge = Write(mode: .merge)
         /// Merge, then delete the rows of `T` this input did not mention: a cache cleared and
         /// refilled by each refresh (only after the whole input was saved).
-        case replace
+        public static let replace = Write(mode: .replace)
         /// Only new rows: a record whose row exists is skipped whole, and counted.
-        case insertOnly
+        public static let insertOnly = Write(mode: .insertOnly)
         /// Only rows that exist: a record of an unknown identity is skipped whole, and counted.
-        case updateOnly
+        public static let updateOnly = Write(mode: .updateOnly)
 
-        var mode: WriteMode {
-            switch self {
-            case .merge: .merge
-            case .replace: .replace
-            case .insertOnly: .insertOnly
-            case .updateOnly: .updateOnly
-            }
+        /// `replace` within a scope (Sync's "sync the notes of user 6"): only the rows whose
+        /// `scope` — the key (or key path) of one of `T`'s attributes or to-ones, as its coding
+        /// key names it — holds a value this input gave are candidates for deletion.
+        public static func replace(scope: String) -> Write { Write(mode: .replace, scope: scope) }
+
+        /// `updateOnly`, a record of an unknown identity rejected (`unknown_identity`, with its
+        /// coding path) instead of skipped when `rejectingUnknown`.
+        public static func updateOnly(rejectingUnknown: Bool) -> Write {
+            Write(mode: .updateOnly, rejectsUnknown: rejectingUnknown)
         }
     }
 }

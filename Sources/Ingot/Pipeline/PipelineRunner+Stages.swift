@@ -18,6 +18,7 @@ extension PipelineRunner {
                 model: config.model, root: resource.root ?? config.root, framing: resource.framing,
                 incrementalPath: config.incremental?.cursorPath)
             plan.storesRecords = resource.root != nil
+            plan.keepsRecords = config.rootWriteRules.values.contains { $0.rejectsUnknown }
             if let choice = resource.rootChoice {
                 var entities: [String: Int] = [:]
                 for (value, entity) in choice.entities { entities[value] = config.model.index(of: entity) }

@@ -156,7 +156,7 @@ struct BatchResolver: Sendable {
                         if rule.mode == .updateOnly && rule.rejectsUnknown {
                             outcome.rejections.append(
                                 RecordRejection(
-                                    entity: model.entities[page.rows[first].entity].name, codingPath: "",
+                                    entity: model.entities[page.rows[first].entity].name, codingPath: record.path ?? "",
                                     reason:
                                         "no '\(model.entities[page.rows[first].entity].name)' with identity \(identity) (write: update_only)",
                                     source: page.source, recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
