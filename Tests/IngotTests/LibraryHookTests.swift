@@ -78,6 +78,31 @@ private struct Note: IngotEntity, Codable, Equatable {
     static let identity: [CodingKeys] = [.id]
 }
 
+/// Reddit: a post names its subreddit in two sibling keys (`subreddit_id`, `subreddit`).
+private struct Subreddit: IngotEntity, Codable, Equatable {
+    var id: String
+    var name: String?
+    enum CodingKeys: String, CodingKey { case id, name = "display_name" }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Post: IngotEntity, Codable {
+    var id: String
+    var title: String?
+    var subreddit: Ref<Subreddit>?
+    var crossposts: [Post]?
+    enum CodingKeys: String, CodingKey { case id, title, subreddit, crossposts = "crosspost_parent_list" }
+    static let identity: [CodingKeys] = [.id]
+    static func rule(for key: CodingKeys) -> IngotRule? {
+        switch key {
+        case .subreddit: IngotRule(fields: ["id": "subreddit_id", "name": "subreddit"])
+        // Crossposts only link posts: they create none and change none.
+        case .crossposts: IngotRule(insertsTargets: false, updatesTargets: false)
+        default: nil
+        }
+    }
+}
+
 @Suite(.serialized)
 struct LibraryHookTests {
     private static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
@@ -221,5 +246,27 @@ struct LibraryHookTests {
         await #expect(throws: StoreError.self) {
             try await db.ingest([Note].self, from: Self.bytes("[]"), write: .replace(scope: "owner"))
         }
+    }
+
+    /// `fields:` and `operations:` in Swift (`IngotRule`): a subreddit built from a post's sibling
+    /// keys; crossposts that link stored posts but neither create nor change them.
+    @Test func fieldsAndOperationsDeclaredInSwift() async throws {
+        let path = temporaryDirectory().appendingPathComponent("reddit.db").path
+        let db = try IngotDatabase.sqlite(path, entities: [Post.self])
+        _ = try await db.ingest(
+            [Post].self,
+            from: Self.bytes(#"[{"id": "p1", "title": "First", "subreddit_id": "t5_2qh1i", "subreddit": "AskReddit"}]"#))
+        #expect(try rows(path, "SELECT id, name FROM subreddit") == [["t5_2qh1i", "AskReddit"]])
+        #expect(try rows(path, "SELECT id, subreddit_id FROM post") == [["p1", "t5_2qh1i"]])
+        let report = try await db.ingest(
+            [Post].self,
+            from: Self.bytes(
+                #"[{"id": "p2", "title": "Second", "crosspost_parent_list": [{"id": "p1", "title": "Changed"}, {"id": "p9", "title": "New"}]}]"#
+            ))
+        #expect(report.rejections.isEmpty)
+        #expect(try rows(path, "SELECT id, title FROM post ORDER BY id") == [["p1", "First"], ["p2", "Second"]])
+        #expect(try rows(path, "SELECT post_id, crossposts_id FROM post_crossposts") == [["p2", "p1"]])
+        let posts = try await db.fetch(Post.self, where: #Predicate { $0.id == "p1" })
+        #expect(posts.first?.subreddit?.id == .single(.text("t5_2qh1i")))
     }
 }

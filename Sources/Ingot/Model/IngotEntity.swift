@@ -70,7 +70,8 @@ public protocol IngotEntity: Decodable, Sendable {
 
 /// The rules of an ``IngotEntity``'s coding key — the pipeline file's keys beside an attribute or
 /// a relationship, in Swift (docs/pipelines.md): value rules applied to the JSON text before it is
-/// converted, and a relationship's `inverse:`, `owned:`, `missing:` and `delete:`.
+/// converted, and a relationship's `inverse:`, `owned:`, `missing:`, `delete:`, `fields:` and
+/// `operations:`.
 public struct IngotRule: Sendable, Equatable {
     /// `coerce: true`: a value of another JSON type that converts without loss (`"1699"`).
     public var coerce: Bool
@@ -97,13 +98,27 @@ public struct IngotRule: Sendable, Equatable {
     public var missing: MissingTargetPolicy?
     /// A relationship's `delete: cascade`: the rows `write: replace` deletes take their targets.
     public var deleteCascade: Bool
+    /// A to-one's `fields:`: the target's attributes (by name) read from the record's own keys
+    /// (key paths), instead of one nested object — Reddit's `subreddit_id` and `subreddit`.
+    public var fields: [String: String]
+    /// A relationship's `operations:` without `insert`: a target no row has is left out, with its link.
+    public var insertsTargets: Bool
+    /// `operations:` without `update`: a stored target keeps its values (only the link is written).
+    public var updatesTargets: Bool
+    /// A to-many's `operations:` without `delete`: a set only adds links, never drops stored ones.
+    public var deletesLinks: Bool
 
     /// A rule of these parts (each as the pipeline file's key of the same name).
     public init(
         coerce: Bool = false, pattern: String? = nil, values: [String: String?] = [:], grouping: String? = nil,
         nullOnInvalid: Bool = false, defaultValue: String? = nil, constValue: String? = nil, dateFormat: DateFormat? = nil,
-        inverse: String? = nil, owned: Bool = false, missing: MissingTargetPolicy? = nil, deleteCascade: Bool = false
+        inverse: String? = nil, owned: Bool = false, missing: MissingTargetPolicy? = nil, deleteCascade: Bool = false,
+        fields: [String: String] = [:], insertsTargets: Bool = true, updatesTargets: Bool = true, deletesLinks: Bool = true
     ) {
+        self.fields = fields
+        self.insertsTargets = insertsTargets
+        self.updatesTargets = updatesTargets
+        self.deletesLinks = deletesLinks
         self.inverse = inverse
         self.owned = owned
         self.missing = missing

@@ -70,6 +70,10 @@ final class SchemaProbe {
             if rule.owned { entity.relationships[k].isOrdered = false }
             entity.relationships[k].cascadesDeletes = rule.deleteCascade
             if let missing = rule.missing { entity.relationships[k].missing = missing }
+            entity.relationships[k].fields = rule.fields
+            entity.relationships[k].insertsTargets = rule.insertsTargets
+            entity.relationships[k].updatesTargets = rule.updatesTargets
+            entity.relationships[k].deletesLinks = rule.deletesLinks
         }
         entities[name] = entity
     }
