@@ -108,9 +108,7 @@ struct LibraryHookTests {
     private static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
     private static func database(_ backend: String) throws -> IngotDatabase {
-        backend == "sqlite"
-            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("hooks.db").path, entities: [Show.self])
-            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Show.self])
+        try libraryDatabase(backend, "hooks", entities: [Show.self]).db
     }
 
     /// The hook runs before the identity is read: an identity built from two fields, an id sent
@@ -222,9 +220,7 @@ struct LibraryHookTests {
     @Test(arguments: ["sqlite", "postgresql"])
     func writeScopesAndUnknownIdentities(backend: String) async throws {
         let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("notes.db").path, entities: [Note.self])
-            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Note.self])
+            try libraryDatabase(backend, "notes", entities: [Note.self]).db
         _ = try await db.ingest(
             [Note].self,
             from: Self.bytes(#"[{"id": 1, "user_id": 6}, {"id": 2, "user_id": 6}, {"id": 3, "user_id": 7}, {"id": 4, "user_id": 6}]"#))

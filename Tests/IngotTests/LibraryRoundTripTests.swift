@@ -67,15 +67,7 @@ struct LibraryRoundTripTests {
     /// same values and the same tables, links included.
     @Test(arguments: ["sqlite", "postgresql"])
     func theFilmsRoundTripThroughASecondDatabase(backend: String) async throws {
-        func open(_ name: String) throws -> (IngotDatabase, String) {
-            if backend == "sqlite" {
-                let path = temporaryDirectory().appendingPathComponent("\(name).db").path
-                return (try IngotDatabase.sqlite(path, entities: [APIFilm.self]), path)
-            }
-            let url = try PostgresServer.freshDatabase()
-            return (try IngotDatabase.postgres(url, entities: [APIFilm.self]), url)
-        }
-        let (first, firstAt) = try open("films")
+        let (first, firstAt) = try libraryDatabase(backend, "films", entities: [APIFilm.self])
         let report = try await first.ingest([APIFilm].self, from: try Self.filmsPage(), at: "results")
         #expect(report.rejections.isEmpty && report.entities["film"]?.inserted == 6)
         let films = try await first.fetch(APIFilm.self, sortBy: [SortDescriptor(\.episodeID)], including: [\.characters])
@@ -83,7 +75,7 @@ struct LibraryRoundTripTests {
         #expect(films[3].title == "A New Hope" && films[3].id == 1 && films[3].characters?.count == 18)
         let json = try IngotJSONEncoder().encode(films)
 
-        let (second, secondAt) = try open("again")
+        let (second, secondAt) = try libraryDatabase(backend, "again", entities: [APIFilm.self])
         let again = try await second.ingest([APIFilm].self, from: json)
         #expect(again.rejections.isEmpty && again.entities["film"]?.inserted == 6, "\(again.rejections)")
         #expect(try await second.fetch(APIFilm.self, sortBy: [SortDescriptor(\.episodeID)], including: [\.characters]) == films)
@@ -99,12 +91,7 @@ struct LibraryRoundTripTests {
     /// (PostgreSQL once sorted by the select list's text of a column: 10 before 9).
     @Test(arguments: ["sqlite", "postgresql"])
     func numbersSortAsNumbers(backend: String) async throws {
-        let location =
-            backend == "sqlite" ? temporaryDirectory().appendingPathComponent("numbers.db").path : try PostgresServer.freshDatabase()
-        let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(location, entities: [APIPerson.self])
-            : try IngotDatabase.postgres(location, entities: [APIPerson.self])
+        let (db, location) = try libraryDatabase(backend, "numbers", entities: [APIPerson.self])
         let people = (1...25).reversed().map { #"{"url": "https://swapi.dev/api/people/\#($0)/", "name": "p\#($0)"}"# }
         _ = try await db.ingest([APIPerson].self, from: Array(("[" + people.joined(separator: ",") + "]").utf8))
         #expect(try await db.fetch(APIPerson.self, sortBy: [SortDescriptor(\.id)]).map(\.id) == Array(1...25))
@@ -140,11 +127,10 @@ struct LibraryRoundTripTests {
     @Test(arguments: ["sqlite", "postgresql"])
     func textComparesByItsBytes(backend: String) async throws {
         let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("text.db").path, entities: [APIPerson.self])
-            : try IngotDatabase.postgres(
-                try PostgresServer.freshDatabase("TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"),
-                entities: [APIPerson.self])
+            try libraryDatabase(
+                backend, "text", entities: [APIPerson.self],
+                createOptions: "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+            ).db
         let names = ["a", "B", "b", "Ä", "c", "_"]
         let people = names.enumerated().map { #"{"url": "\#($0 + 1)", "name": "\#($1)"}"# }
         _ = try await db.ingest([APIPerson].self, from: Array(("[" + people.joined(separator: ",") + "]").utf8))
@@ -160,9 +146,7 @@ struct LibraryRoundTripTests {
     @Test(arguments: ["sqlite", "postgresql"])
     func datesCompareAsTimes(backend: String) async throws {
         let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("events.db").path, entities: [Event.self])
-            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Event.self])
+            try libraryDatabase(backend, "events", entities: [Event.self]).db
         _ = try await db.ingest(
             [Event].self,
             from: Array(

@@ -262,11 +262,10 @@ struct LibraryTests {
     /// Ingests from several tasks at once take their turn: every row is there, counted once.
     @Test(arguments: ["sqlite", "postgresql"])
     func ingestsFromSeveralTasksAtOnce(backend: String) async throws {
-        let url = backend == "sqlite" ? nil : try PostgresServer.freshDatabase()
-        let (db, path) = try url.map { (try IngotDatabase.postgres($0, entities: [Person.self]), "") } ?? Self.sqlite()
+        let (db, at) = try libraryDatabase(backend, "library", entities: [Person.self])
         func count(_ sql: String) throws -> [[String]] {
-            if let url { return try PGConnection(url: url).execute(sql).map { $0.map { $0 ?? "NULL" } } }
-            return try rows(path, sql)
+            if backend == "sqlite" { return try rows(at, sql) }
+            return try PGConnection(url: at).execute(sql).map { $0.map { $0 ?? "NULL" } }
         }
         let reports = try await withThrowingTaskGroup(of: IngestReport.self) { group in
             for task in 0..<4 {
@@ -310,9 +309,7 @@ struct LibraryTests {
     @Test(arguments: ["sqlite", "postgresql"])
     func fetchFiltersSortsAndPagesInSQL(backend: String) async throws {
         let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("films.db").path, entities: [Film.self])
-            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Film.self])
+            try libraryDatabase(backend, "films", entities: [Film.self]).db
         let report = try await db.ingest([Film].self, from: Self.bytes(Self.films), at: "results")
         #expect(report.entities["film"]?.inserted == 6 && report.rejections.isEmpty)
 
@@ -348,9 +345,7 @@ struct LibraryTests {
     @Test(arguments: ["sqlite", "postgresql"])
     func fetchLoadsTheRelationshipsAskedFor(backend: String) async throws {
         let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("people.db").path, entities: [Person.self])
-            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Person.self])
+            try libraryDatabase(backend, "people", entities: [Person.self]).db
         _ = try await db.ingest(
             [Person].self,
             from: Self.bytes(
@@ -553,10 +548,7 @@ struct LibraryTests {
     @Test(arguments: ["sqlite", "postgresql"])
     func predicatesAndSortsOnInheritedProperties(backend: String) async throws {
         let db =
-            backend == "sqlite"
-            ? try IngotDatabase.sqlite(
-                temporaryDirectory().appendingPathComponent("ships.db").path, entities: [Starship.self, Vehicle.self])
-            : try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Starship.self, Vehicle.self])
+            try libraryDatabase(backend, "ships", entities: [Starship.self, Vehicle.self]).db
         _ = try await db.ingest(
             [Starship].self,
             from: Self.bytes(

@@ -270,3 +270,17 @@ func configProblems(_ text: String, path: String = "test.yml") -> String? {
         return "\(error)"
     }
 }
+
+/// A library database on `backend` — "sqlite": a new file `name`.db in a temporary directory;
+/// "postgresql": a fresh database on the tests' server (`createOptions`: what `CREATE DATABASE`
+/// says besides the name) — and where it is (the path or the URL).
+func libraryDatabase(
+    _ backend: String, _ name: String, entities: [any IngotEntity.Type], createOptions: String = ""
+) throws -> (db: IngotDatabase, at: String) {
+    if backend == "sqlite" {
+        let path = temporaryDirectory().appendingPathComponent("\(name).db").path
+        return (try IngotDatabase.sqlite(path, entities: entities), path)
+    }
+    let url = try PostgresServer.freshDatabase(createOptions)
+    return (try IngotDatabase.postgres(url, entities: entities), url)
+}
