@@ -162,6 +162,14 @@ struct LibraryHookTests {
         // `null` was removed by the hook: Later's episodes were not named, so none were cleared or set.
         #expect(shows[1].episodes?.isEmpty == true)
 
+        // A nested object's hook that throws rejects the whole record, at the nested object's path.
+        let bad = try await db.ingest(
+            [Show].self,
+            from: Self.bytes(
+                #"[{"id": 1701, "_embedded": {"episodes": [{"season": 1, "number": 1}, {"season": 1, "number": 2, "runtime": "?"}]}}]"#))
+        #expect(bad.rejections.map(\.codingPath) == ["[0]._embedded.episodes[1]"], "\(bad.rejections.map(\.codingPath))")
+        #expect(bad.rejections.first?.entity == "episode" && bad.entities["show"]?.inserted == 0)
+
         // Removing the key leaves stored links alone; `[]` would have cleared them.
         _ = try await db.ingest([Show].self, from: Self.bytes(#"[{"id": 1699, "_embedded": {"episodes": null}}]"#))
         let dark = try await db.fetch(Show.self, where: #Predicate { $0.id == 1699 }, including: [\.episodes])
