@@ -45,6 +45,38 @@ private struct Event: IngotEntity, Codable, Equatable {
     }
 }
 
+private struct Maker: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    enum CodingKeys: String, CodingKey { case id, name }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Toy: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var maker: Maker?
+    enum CodingKeys: String, CodingKey { case id, name, maker }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Pet: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var toys: [Toy]?
+    var keeper: Ref<Keeper>?
+    enum CodingKeys: String, CodingKey { case id, name, toys, keeper }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Keeper: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var pets: [Pet]?
+    enum CodingKeys: String, CodingKey { case id, name, pets }
+    static let identity: [CodingKeys] = [.id]
+}
+
 struct LibraryRoundTripTests {
     /// The vendored fixture's films as an API page (`{"count", "next", "results": [...]}`, URLs).
     static func filmsPage() throws -> [UInt8] {
@@ -164,6 +196,34 @@ struct LibraryRoundTripTests {
         #expect(byTime.map(\.id) == [2, 1, 3, 4])
         await #expect(throws: IngotQueryError.self) {
             try await db.fetch(Event.self, where: #Predicate { [quarter].contains($0.at ?? quarter) })
+        }
+    }
+
+    /// `nested:` loads the relationships of loaded targets, named on their own types, level by
+    /// level: keepers with their pets, the pets' toys, the toys' makers, and each pet's keeper.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func nestedRelationshipsLoadLevelByLevel(backend: String) async throws {
+        let db = try libraryDatabase(backend, "keepers", entities: [Keeper.self]).db
+        _ = try await db.ingest(
+            [Keeper].self,
+            from: Array(
+                (#"[{"id": 1, "name": "Ana", "pets": [{"id": 10, "name": "Rex", "keeper": 1, "toys": [{"id": 100, "name": "ball", "maker": {"id": 7, "name": "Acme"}}]},"#
+                    + #" {"id": 11, "name": "Tom", "keeper": 1, "toys": [{"id": 101, "maker": 8}, {"id": 100}]}]}, {"id": 2, "pets": []}]"#)
+                    .utf8))
+        let shallow = try await db.fetch(Keeper.self, sortBy: [SortDescriptor(\.id)], including: [\.pets])
+        #expect(shallow[0].pets?.map(\.id) == [10, 11] && shallow[0].pets?[0].toys == nil)
+
+        let keepers = try await db.fetch(
+            Keeper.self, sortBy: [SortDescriptor(\.id)], including: [\.pets], nested: [\Pet.toys, \Toy.maker, \Pet.keeper])
+        let pets = try #require(keepers.first?.pets)
+        #expect(pets.map { $0.toys?.map(\.id) } == [[100], [101, 100]])
+        #expect(pets[0].toys?.first?.maker == Maker(id: 7, name: "Acme"))
+        #expect(pets[1].toys?.map { $0.maker?.id } == [8, 7])
+        #expect(pets.map { $0.keeper?.value?.name } == ["Ana", "Ana"])
+        #expect(keepers[1].pets == [])
+
+        await #expect(throws: IngotQueryError.self) {
+            try await db.fetch(Keeper.self, including: [\.pets], nested: [\Pet.name])
         }
     }
 }

@@ -130,10 +130,15 @@ extension IngotDatabase {
     /// its bytes on both backends; `Date` constants compare as times); anything else throws
     /// ``IngotQueryError`` before a row is read.
     /// Relationships not included are not loaded: optional ones are `nil`. Loaded targets come
-    /// without their own relationships.
+    /// with the relationships `nested` names on their own types (`\Dog.toys`), loaded level by
+    /// level wherever a loaded target of that type is (two queries each per level):
+    ///
+    /// ```swift
+    /// let people = try await db.fetch(Person.self, including: [\.dogs], nested: [\Dog.toys, \Toy.maker])
+    /// ```
     public func fetch<T: IngotEntity>(
         _ type: T.Type, where predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = [], limit: Int? = nil, offset: Int = 0,
-        including: [PartialKeyPath<T>] = []
+        including: [PartialKeyPath<T>] = [], nested: [AnyKeyPath] = []
     ) async throws -> [T] {
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
@@ -175,6 +180,15 @@ extension IngotDatabase {
             }
             return (0, try columns.relationship(keyPath))
         }
+        // `nested`: (entity, relationship, coding key) of each, checked before a row is read.
+        let deeper = try nested.map { keyPath -> (entity: Int, relationship: Int, key: String) in
+            guard let root = Swift.type(of: keyPath).rootType as? any IngotEntity.Type, let e = self.model.index(of: root.entityName) else {
+                throw IngotQueryError(message: "\(keyPath): its root type is not an entity of this database")
+            }
+            let columns = QueryColumns(typeName: "\(root)", entity: self.model.entities[e], layout: layouts[e])
+            let r = try columns.relationship(keyPath)
+            return (e, r, self.model.entities[e].relationships[r].key)
+        }
         let (model, select, chain) = (self.model, query, levels)
         let levelShape = RowDecoder.Shape(levels: levels.map { (model.entities[$0], layouts[$0]) })
         let decoders = try await withCheckedThrowingContinuation { continuation in
@@ -198,12 +212,64 @@ extension IngotDatabase {
                                     decoders[k].loaded[key] = loaded
                                 }
                             }
+                            try IngotDatabase.loadNested(deeper, into: &decoders, loader: loader)
                             return decoders
                         }
                     })
             }
         }
         return try decoders.map { try T(from: $0) }
+    }
+
+    /// Loads the `nested` relationships of the targets already loaded under `decoders`, level by
+    /// level until a level loads nothing new: each relationship wherever a loaded target of its
+    /// entity lacks it (two queries per relationship and level, whatever the number of rows).
+    static func loadNested(
+        _ nested: [(entity: Int, relationship: Int, key: String)], into decoders: inout [RowDecoder], loader: RelationshipLoader
+    ) throws {
+        guard !nested.isEmpty else { return }
+        for _ in 0..<16 {  // a cycle of relationships (person → dogs → master → …) stops somewhere
+            var loadedAny = false
+            for (entity, r, key) in nested {
+                // The targets of `entity` that lack `key`, in a walk of the tree; then their loads,
+                // handed back in the same walk (children before their owner, so that what is
+                // handed back is not walked again).
+                var owners: [[ScalarValue]] = []
+                walk(&decoders) { decoder in
+                    if decoder.layout.entity == entity && decoder.loaded[key] == nil { owners.append(decoder.row) }
+                }
+                guard !owners.isEmpty else { continue }
+                loadedAny = true
+                var results = try loader.load(r, of: entity, owners: owners)[...]
+                walk(&decoders) { decoder in
+                    if decoder.layout.entity == entity && decoder.loaded[key] == nil, let next = results.popFirst() {
+                        decoder.loaded[key] = next
+                    }
+                }
+            }
+            if !loadedAny { return }
+        }
+    }
+
+    /// Calls `visit` on every decoder loaded under `decoders` (not `decoders` themselves), each
+    /// one's own loaded targets first, in a fixed order.
+    private static func walk(_ decoders: inout [RowDecoder], _ visit: (inout RowDecoder) -> Void) {
+        for k in decoders.indices {
+            for key in decoders[k].loaded.keys.sorted() {
+                switch decoders[k].loaded[key] {
+                case .one(let target?)?:
+                    var inner = [target]
+                    walk(&inner, visit)
+                    visit(&inner[0])
+                    decoders[k].loaded[key] = .one(inner[0])
+                case .many(var targets)?:
+                    walk(&targets, visit)
+                    for t in targets.indices { visit(&targets[t]) }
+                    decoders[k].loaded[key] = .many(targets)
+                default: break
+                }
+            }
+        }
     }
 
     /// Runs `body` with this database's reader, opened at the first read and kept open: a fetch
