@@ -33,8 +33,9 @@ private struct TapeDecoder: Decoder {
     let value: JSONValue
     var codingPath: [any CodingKey]
     /// The key path separator of the entity being decoded (``IngotEntity/keyDelimiter``).
-    var delimiter = ""
-    var info: [CodingUserInfoKey: any Sendable] = [:]
+    var delimiter: String
+    /// The decoder's `userInfo` (``IngotJSONDecoder/userInfo``), handed to every nested decoder.
+    let info: [CodingUserInfoKey: any Sendable]
     var userInfo: [CodingUserInfoKey: Any] { info }
 
     init(value: JSONValue, codingPath: [any CodingKey], delimiter: String = "", userInfo: [CodingUserInfoKey: any Sendable] = [:]) {
