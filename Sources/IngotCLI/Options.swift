@@ -137,7 +137,7 @@ struct StageOptions: ParsableArguments {
 
     @Flag(
         help:
-            "A first load into empty SQLite tables: stage the batches, then merge them in identity order at the end (cost per record independent of the tables' size; the tables fill when the load commits) (env INGOT_BULK=1)."
+            "A big load into SQLite: stage the batches, then merge them into the tables in identity order at the end, stored rows read in one sweep (cost per record independent of the tables' size; the tables change when the load commits) (env INGOT_BULK=1)."
     )
     var bulk = false
 

@@ -567,7 +567,7 @@ extension PipelineRunner {
     }
 
     /// Everything that refuses a staged load of `config` before a database is opened (the
-    /// pipeline's and the model's), for `--dry-run`; empty when it can run (on empty SQLite tables).
+    /// pipeline's and the model's), for `--dry-run`; empty when it can run (on SQLite).
     package static func bulkObstacles(_ config: PipelineConfig, _ options: RunOptions) -> [String] {
         let model = config.model
         return [bulkObstacle(config, options)].compactMap { $0 }

@@ -65,9 +65,10 @@ public struct RunOptions: Sendable {
     /// Rejects as a share of what was read (0…1), at most; `nil`: the pipeline's, else no limit.
     public var maxRejectRatio: Double?
 
-    /// A staged load (SQLite, empty tables): batches are staged, then merged into the tables in
-    /// identity order when the source is exhausted, so the cost per record does not grow with the
-    /// tables (SQLiteStore+Staged.swift). Default `false`.
+    /// A staged load (SQLite): batches are staged, then merged into the tables in identity order
+    /// when the source is exhausted — stored rows read in one sweep, written only where they
+    /// differ — so the cost per record does not grow with the tables (SQLiteStore+Staged.swift).
+    /// Default `false`.
     public var bulk = false
     /// Work on the run of this name together with the other jobs given the same name (a
     /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.

@@ -402,7 +402,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     }
 
     /// A staged load (`--bulk`): the staged rows merged into the tables in the run's last
-    /// transaction, and counted (`inserted`, `stubs`) as the merge wrote them.
+    /// transaction, and counted (`inserted`, `stubs`, `updated`, `unchanged`) as the merge wrote them.
     private func mergeStaged() {
         let clock = ContinuousClock()
         let started = clock.now
@@ -412,10 +412,15 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             let counts = try store.mergeStaged(fills: resolver.fills)
             var rows = 0
             for (entity, written) in counts.enumerated() where model.entities.indices.contains(entity) {
-                saved.entities[model.entities[entity].name, default: EntityCounts()].inserted += written.inserted
-                saved.entities[model.entities[entity].name, default: EntityCounts()].stubs += written.stubs
+                let name = model.entities[entity].name
+                saved.entities[name, default: EntityCounts()].inserted += written.inserted
+                saved.entities[name, default: EntityCounts()].stubs += written.stubs
+                saved.entities[name, default: EntityCounts()].updated += written.updated
+                saved.entities[name, default: EntityCounts()].unchanged += written.unchanged
                 saved.inserted += written.inserted
-                rows += written.inserted
+                saved.updated += written.updated
+                saved.unchanged += written.unchanged
+                rows += written.inserted + written.updated
             }
             let elapsed = clock.now - started
             logger.info(

@@ -3,14 +3,19 @@ import GRDBSQLite
 
 extension SQLiteStore {
     /// Which of `keys` are stored, with their rowids, on the write connection.
+    /// A staged load looks nothing up: its merge reads each stored row once, in identity order
+    /// (lookups into a filled database would read it at random, and fill the read connection's
+    /// page cache for nothing).
     package func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
-        try writerLookup().stored(entity, keys)
+        if isStaging { return [:] }
+        return try writerLookup().stored(entity, keys)
     }
 
     /// The same on the read-only connection (committed rows only); `nil` for an in-memory
     /// database, which has none. Used from the assembler's queue only.
     package func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        try readerLookup?.stored(entity, keys)
+        if isStaging { return [:] }
+        return try readerLookup?.stored(entity, keys)
     }
 
     /// Writes a resolved batch in the open transaction.

@@ -3,8 +3,8 @@ import GRDB
 import GRDBSQLite
 import Synchronization
 
-/// Staged loading (`ingot run --bulk`): a first load into empty tables, written the way a
-/// database loads a dump instead of row by row.
+/// Staged loading (`ingot run --bulk`): a big load written the way a database loads a dump
+/// instead of row by row.
 ///
 /// Find-or-create costs each record a few random page touches (the identity index, the row, the
 /// rows it links to, the join table). While the tables fit in the page cache that is cheap; once
@@ -21,12 +21,15 @@ import Synchronization
 ///    identity's rows are merged with the same rules — a column takes the value of the last row
 ///    that gave it, a to-many the last set given — and written once, in identity order, so every
 ///    B-tree only grows at its right edge; then the staging tables are emptied. All of it in the
-///    run's last transaction: the tables are empty until the load commits whole.
+///    run's last transaction: the tables change only when the load commits whole.
+/// 3. into tables that hold rows, each merged identity is looked up as it comes — in identity
+///    order, so the stored rows are read in one sweep — and a stored row is updated only where a
+///    given column differs, its sets replaced only where they differ; a stored row only referred
+///    to is left alone.
 ///
 /// What needs a stored row to decide (`insert_only`/`update_only`/`replace`, `missing:
 /// reject|ignore`, relationship `operations:`, owned rows, parent entities, inverse
-/// relationships, entities without identity) is refused before the run starts; so are tables
-/// that already hold rows.
+/// relationships, entities without identity) is refused before the run starts.
 extension SQLiteStore {
     /// Why `model` cannot be loaded staged; empty when it can.
     static func stagedLoadObstacles(_ model: EntityModel, _ layouts: [EntityLayout]) -> [String] {
@@ -58,8 +61,7 @@ extension SQLiteStore {
     /// The staging table of entity `layout`.
     static func stageTable(_ layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
 
-    /// Prepares a staged load: the model must allow it, the entities' tables must be empty, and
-    /// the staging tables are created — emptied too, unless this run resumes one that staged
+    /// Prepares a staged load: the model must allow it, and the staging tables are created — emptied too, unless this run resumes one that staged
     /// rows already (`resuming`).
     func prepareStagedLoad(resuming: Bool) throws {
         let obstacles = SQLiteStore.stagedLoadObstacles(model, layouts)
@@ -71,18 +73,6 @@ extension SQLiteStore {
             // writes in key order, and SQLite's sorter takes as much memory again as the cache
             // for each sorted run it keeps in memory (40 MiB each: people-1M peaked at 184 MiB).
             try db.execute(sql: "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)")
-            var holding: [String] = []
-            for layout in layouts {
-                for table in [layout.table] + layout.toMany.map(\.joinTable)
-                where try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true {
-                    holding.append(table)
-                }
-            }
-            if !holding.isEmpty {
-                throw StoreError.conflict(
-                    "--bulk loads empty tables only; these hold rows: \(holding.joined(separator: ", ")) (run without --bulk to merge into them)"
-                )
-            }
             for layout in layouts {
                 let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
                 let stage = SQLiteStore.quote(SQLiteStore.stageTable(layout))
@@ -158,10 +148,11 @@ extension SQLiteStore {
         }
     }
 
-    /// Merges the staged rows into the (empty) tables, each identity once, in identity order
-    /// (see the type's notes), fills `default:` and `const:` columns as inserts do, and empties the
-    /// staging tables. Returns, per entity, the rows inserted and the stubs among them (rows
-    /// whose records gave nothing but their identity). Runs in the open transaction.
+    /// Merges the staged rows into the tables, each identity once, in identity order (see the
+    /// type's notes), fills `default:` and `const:` columns as inserts do, and empties the
+    /// staging tables. Returns, per entity, the rows inserted (and the stubs among them: rows
+    /// whose records gave nothing but their identity), updated and found unchanged. Runs in the
+    /// open transaction.
     package func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts] {
         isMerging.store(true, ordering: .sequentiallyConsistent)
         defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
@@ -304,6 +295,16 @@ private struct StagedMerge {
     private let read: RawStatement
     private let insertRow: RawStatement
     private let insertLinks: [RawStatement]
+    /// The stored row of an identity (its rowid), if any.
+    private let find: RawStatement
+    /// A stored row updated where a given column differs: per column not of the identity, a
+    /// flag (given or not) and a value, then the rowid; `nil` for an entity of identity only.
+    private let update: RawStatement?
+    /// The columns `update` binds, in order.
+    private let updatable: [Int]
+    /// Per to-many, an owner's stored links (targets, then position when ordered), and their delete.
+    private let selectLinks: [RawStatement]
+    private let deleteLinks: [RawStatement]
     /// Per to-many, the identity values of one target (the bound parameters after the owner's).
     private let targetWidths: [Int]
     /// The current identity's merged state.
@@ -335,6 +336,32 @@ private struct StagedMerge {
         targetWidths = layout.toMany.map(\.targetColumns.count)
         values = HeldValues(count: layout.columns.count)
         sets = HeldValues(count: layout.toMany.count)
+        let table = SQLiteStore.quote(layout.table)
+        let byIdentity = layout.identitySlots.enumerated().map { "\(columns[$1]) = ?\($0 + 1)" }.joined(separator: " AND ")
+        find = try prepare("SELECT rowid FROM \(table) WHERE \(byIdentity)")
+        updatable = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
+        if updatable.isEmpty {
+            update = nil
+        } else {
+            // `IS NOT` compares under the column's affinity, as the value would be stored: an equal
+            // row is not written (no page dirtied), and `sqlite3_changes` says whether it was.
+            let set = updatable.enumerated().map { j, slot in
+                "\(columns[slot]) = CASE WHEN ?\(2 * j + 1) THEN ?\(2 * j + 2) ELSE \(columns[slot]) END"
+            }
+            let differs = updatable.enumerated().map { j, slot in "(?\(2 * j + 1) AND \(columns[slot]) IS NOT ?\(2 * j + 2))" }
+            update = try prepare(
+                "UPDATE \(table) SET \(set.joined(separator: ", ")) WHERE rowid = ?\(2 * updatable.count + 1) AND (\(differs.joined(separator: " OR ")))"
+            )
+        }
+        selectLinks = try layout.toMany.map { toMany in
+            let owner = toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
+            let targets = toMany.targetColumns.map(SQLiteStore.quote) + (toMany.isOrdered ? ["\"position\""] : [])
+            return try prepare("SELECT \(targets.joined(separator: ", ")) FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(owner)")
+        }
+        deleteLinks = try layout.toMany.map { toMany in
+            let owner = toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
+            return try prepare("DELETE FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(owner)")
+        }
     }
 
     mutating func finalize() {
@@ -343,7 +370,9 @@ private struct StagedMerge {
         sets.deallocate()
         read.finalize()
         insertRow.finalize()
-        for statement in insertLinks { statement.finalize() }
+        find.finalize()
+        update?.finalize()
+        for statement in insertLinks + selectLinks + deleteLinks { statement.finalize() }
     }
 
     mutating func run() throws -> EntityCounts {
@@ -374,11 +403,18 @@ private struct StagedMerge {
         layout.identitySlots.allSatisfy { values.equals($0, read.handle, column: Int32($0 + 3)) }
     }
 
-    /// Writes the current identity's row and links, then forgets them.
+    /// Writes the current identity's row and links, then forgets them: a new row inserted, a
+    /// stored one updated where its records differ from it (and its sets replaced where they
+    /// differ), a stored row only referred to left alone.
     private mutating func flush() throws {
         var nonIdentity = given
         for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
         let isStub = nonIdentity == ColumnMask() && !sets.holdsAny
+        if let rowid = try stored() {
+            if !isStub { try merge(into: rowid) }
+            clear()
+            return
+        }
         for slot in layout.columns.indices {
             let index = Int32(slot + 1)
             if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
@@ -390,26 +426,108 @@ private struct StagedMerge {
         try insertRow.execute()
         counts.inserted += 1
         if isStub { counts.stubs += 1 }
-        for k in 0..<layout.toMany.count where sets.holds(k) {
-            let bytes = sets.bytes(k)
-            let statement = insertLinks[k]
-            let owner = Int32(layout.identitySlots.count)
-            let targetWidth = targetWidths[k]
-            for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: statement.handle, at: Int32(index + 1)) }
-            try StagedSets.sets(in: bytes) { setK, range in
-                guard setK == k else { return }
-                // Each target's values are bound as they are read; a complete target is written.
-                var position: Int64 = 0
-                try StagedSets.forEachTarget(
-                    in: bytes, range, value: { value, index in statement.bind(value, at: owner + Int32(index) + 1) },
-                    end: {
-                        if layout.toMany[k].isOrdered { statement.bind(.integer(position), at: owner + Int32(targetWidth) + 1) }
-                        try statement.execute()
-                        position += 1
-                    })
-            }
-        }
+        for k in 0..<layout.toMany.count where sets.holds(k) { try insertSet(k) }
         clear()
+    }
+
+    /// The rowid of the current identity's stored row, if it has one.
+    private func stored() throws -> Int64? {
+        for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: find.handle, at: Int32(index + 1)) }
+        var rowid: Int64?
+        try find.query { row in rowid = sqlite3_column_int64(row, 0) }
+        return rowid
+    }
+
+    /// Updates stored row `rowid` with the given columns (and `const:` ones) where they differ,
+    /// replaces each given set that differs from the stored links, and counts the row.
+    private mutating func merge(into rowid: Int64) throws {
+        var changed = false
+        if let update {
+            for (j, slot) in updatable.enumerated() {
+                let flag = Int32(2 * j + 1)
+                if let fill = fills.first(where: { $0.slot == slot }), fill.always {
+                    sqlite3_bind_int(update.handle, flag, 1)
+                    update.bind(fill.value, at: flag + 1)
+                } else if values.holds(slot) {
+                    sqlite3_bind_int(update.handle, flag, 1)
+                    values.bind(slot, to: update.handle, at: flag + 1)
+                } else {
+                    sqlite3_bind_int(update.handle, flag, 0)
+                    sqlite3_bind_null(update.handle, flag + 1)
+                }
+            }
+            update.bind(.integer(rowid), at: Int32(2 * updatable.count + 1))
+            try update.execute()
+            if let connection = sqlite3_db_handle(update.handle), sqlite3_changes(connection) > 0 { changed = true }
+        }
+        for k in 0..<layout.toMany.count where sets.holds(k) {
+            guard try !storedSetEquals(k) else { continue }
+            for (index, slot) in layout.identitySlots.enumerated() {
+                values.bind(slot, to: deleteLinks[k].handle, at: Int32(index + 1))
+            }
+            try deleteLinks[k].execute()
+            try insertSet(k)
+            changed = true
+        }
+        if changed { counts.updated += 1 } else { counts.unchanged += 1 }
+    }
+
+    /// Whether the stored links of the current identity through to-many `k` are the held set:
+    /// each target once, at the position of its first occurrence when ordered (as `insertSet`
+    /// stores it).
+    private func storedSetEquals(_ k: Int) throws -> Bool {
+        let bytes = sets.bytes(k)
+        let ordered = layout.toMany[k].isOrdered
+        var wanted: [[ScalarValue]: Int64] = [:]
+        var target: [ScalarValue] = []
+        var position: Int64 = 0
+        StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            // SQLite stores booleans as 0 and 1: compared as it reads them back.
+            StagedSets.forEachTarget(
+                in: bytes, range,
+                value: { value, _ in
+                    if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
+                },
+                end: {
+                    if wanted[target] == nil { wanted[target] = ordered ? position : 0 }
+                    target.removeAll(keepingCapacity: true)
+                    position += 1
+                })
+        }
+        let select = selectLinks[k]
+        for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: select.handle, at: Int32(index + 1)) }
+        let width = Int32(targetWidths[k])
+        var equal = true
+        var count = 0
+        try select.query { row in
+            count += 1
+            guard equal else { return }
+            let position = ordered ? sqlite3_column_int64(row, width) : 0
+            if wanted[(0..<width).map { RawStatement.column(row, $0) }] != position { equal = false }
+        }
+        return equal && count == wanted.count
+    }
+
+    /// Inserts the held set of to-many `k` as the current identity's links.
+    private func insertSet(_ k: Int) throws {
+        let bytes = sets.bytes(k)
+        let statement = insertLinks[k]
+        let owner = Int32(layout.identitySlots.count)
+        let targetWidth = targetWidths[k]
+        for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: statement.handle, at: Int32(index + 1)) }
+        try StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            // Each target's values are bound as they are read; a complete target is written.
+            var position: Int64 = 0
+            try StagedSets.forEachTarget(
+                in: bytes, range, value: { value, index in statement.bind(value, at: owner + Int32(index) + 1) },
+                end: {
+                    if layout.toMany[k].isOrdered { statement.bind(.integer(position), at: owner + Int32(targetWidth) + 1) }
+                    try statement.execute()
+                    position += 1
+                })
+        }
     }
 
     private mutating func clear() {

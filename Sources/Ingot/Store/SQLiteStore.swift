@@ -31,7 +31,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         /// Called with the SQL of every statement executed (tests count identity lookups with it).
         package var statementObserver: (@Sendable (String) -> Void)?
         /// A staged load (`--bulk`, SQLiteStore+Staged.swift): batches go to staging tables,
-        /// merged into the empty tables when the source is exhausted.
+        /// merged into the tables when the source is exhausted.
         package var staged = false
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
