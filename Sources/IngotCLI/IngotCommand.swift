@@ -215,12 +215,21 @@ struct Run: ParsableCommand {
         } else {
             printSource(config, files: files)
         }
+        let obstacles = PipelineRunner.bulkObstacles(config, options)
         if options.bulk {
-            let obstacles = PipelineRunner.bulkObstacles(config, options)
             print(
                 obstacles.isEmpty
-                    ? "load: staged (--bulk): batches go to staging tables, merged in identity order at the end; the tables must be empty"
+                    ? "load: staged (--bulk): batches go to staging tables, merged in identity order at the end"
                     : "load: --bulk refused: \(obstacles.joined(separator: "; "))")
+        } else if !options.autoBulk {
+            print("load: batch by batch (--no-bulk)")
+        } else if case .postgres? = try? StoreLocation(options.databasePath) {
+            print("load: batch by batch")
+        } else {
+            print(
+                obstacles.isEmpty
+                    ? "load: batch by batch, staged once the database holds \(options.stageAfterBytes >> 20) MiB (--no-bulk: never)"
+                    : "load: batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))")
         }
         try printRest(config, options: options, maxPageBytes: maxPageBytes)
     }

@@ -28,7 +28,12 @@ enum Environment {
     }
 
     static func flag(_ name: String) throws -> Bool {
-        guard let text = string(name)?.lowercased() else { return false }
+        try optionalFlag(name) ?? false
+    }
+
+    /// A boolean variable, `nil` when it is not set.
+    static func optionalFlag(_ name: String) throws -> Bool? {
+        guard let text = string(name)?.lowercased() else { return nil }
         switch text {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
@@ -136,10 +141,14 @@ struct StageOptions: ParsableArguments {
     var metricsListen: String?
 
     @Flag(
-        help:
-            "A big load into SQLite: stage the batches, then merge them into the tables in identity order at the end, stored rows read in one sweep (cost per record independent of the tables' size; the tables change when the load commits) (env INGOT_BULK=1)."
+        inversion: .prefixedNo, exclusivity: .chooseLast,
+        help: ArgumentHelp(
+            "Stage the whole load (--bulk), or never (--no-bulk); by default a SQLite load turns staged once its database outgrows the page cache (env INGOT_BULK=1|0).",
+            discussion:
+                "Staged: batches go to staging tables, merged into the tables in identity order at the end, stored rows read in one sweep: the cost per record does not grow with the tables, and the tables change when the load commits."
+        )
     )
-    var bulk = false
+    var bulk: Bool?
 
     /// The host the metrics server binds (`--metrics-listen`'s, else loopback).
     private var metricsHost = "127.0.0.1"
@@ -167,7 +176,7 @@ struct StageOptions: ParsableArguments {
         metricsFile = metricsFile ?? Environment.string("INGOT_METRICS_FILE")
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
         metricsListen = metricsListen ?? Environment.string("INGOT_METRICS_LISTEN")
-        bulk = try bulk || Environment.flag("INGOT_BULK")
+        bulk = try bulk ?? Environment.optionalFlag("INGOT_BULK")
         if let listen = metricsListen {
             guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
                 !listen[..<colon].isEmpty
@@ -248,7 +257,8 @@ struct StageOptions: ParsableArguments {
         options.maxRejects = maxRejects
         options.maxRejectRatio = maxRejectRatio
         if let maxRejectRows { options.maxRejectRows = maxRejectRows }
-        options.bulk = bulk
+        options.bulk = bulk == true
+        options.autoBulk = bulk != false
         return options
     }
 }

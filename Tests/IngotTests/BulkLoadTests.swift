@@ -164,6 +164,85 @@ struct BulkLoadTests {
         }
     }
 
+    /// A load turns staged at the first commit after which the database holds
+    /// `stageAfterBytes`: the rows written batch by batch stay counted as they were, the rest is
+    /// merged at the end into the same tables, with the same rows inserted.
+    @Test(arguments: [1, 2])
+    func aLoadTurnsStagedOnceItsDatabaseOutgrowsTheCache(batchRecords: Int) throws {
+        let logs = LogCapture()
+        let (plain, plainDB) = try ingest(bulkYAML, bulkPages, batchRecords: batchRecords, commitRecords: batchRecords)
+        let (turned, turnedDB) = try ingest(
+            bulkYAML, bulkPages, batchRecords: batchRecords, commitRecords: batchRecords, logs: logs, stageAfterBytes: 1)
+        #expect(plain.status == .finished && turned.status == .finished, "\(turned.error ?? "")")
+        for sql in tables {
+            #expect(try rows(turnedDB, sql) == rows(plainDB, sql), "\(sql)")
+        }
+        // Every count as batch by batch (no record here changes a value and changes it back).
+        for entity in ["person", "dog", "visit"] {
+            #expect(turned.counters.entities[entity] == plain.counters.entities[entity], "\(entity)")
+        }
+        // Batch by batch first (a row in the tables before the merge), staged after.
+        let started = logs.all.firstIndex { $0.contains("msg=bulk.started") }
+        let merging = logs.all.firstIndex { $0.contains("msg=bulk.merging") }
+        if let started, let merging { #expect(started < merging) } else { Issue.record("no bulk.started then bulk.merging: \(logs.all)") }
+        #expect(try rows(turnedDB, "SELECT count(*) FROM _ingot_stage_person") == [["0"]])
+        // Not with --no-bulk, nor below the size.
+        let neverLogs = LogCapture()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "b.yml")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("never.db").path
+        options.progressInterval = 0
+        options.batchRecords = batchRecords
+        options.commitRecords = batchRecords
+        options.stageAfterBytes = 1
+        options.autoBulk = false
+        let never = PipelineRunner(config: config, options: options, logger: neverLogs.logger).run(source: MemoryPageSource(bulkPages))
+        #expect(never.status == .finished)
+        #expect(!neverLogs.all.contains { $0.contains("msg=bulk.") }, "\(neverLogs.all)")
+        let (_, _) = try ingest(bulkYAML, bulkPages, batchRecords: batchRecords, logs: neverLogs)
+        #expect(!neverLogs.all.contains { $0.contains("msg=bulk.") }, "the default size is not reached: \(neverLogs.all)")
+    }
+
+    /// The people data set turned staged midway (bad records and pages included) loads exactly,
+    /// counting the rows a batch-by-batch run counts as inserted, and resumes exactly after a
+    /// failure once staged.
+    @Test func thePeopleDataSetTurnsStagedAndResumes() throws {
+        let pages = try generatePeople(persons: 2000, pageSize: 100, faults: true)
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        var options = RunOptions()
+        options.progressInterval = 0
+        options.batchRecords = 300
+        options.commitRecords = 300
+        options.databasePath = temporaryDirectory().appendingPathComponent("plain.db").path
+        let plain = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        // 300 KB: a few batches in.
+        options.stageAfterBytes = 300_000
+        options.databasePath = temporaryDirectory().appendingPathComponent("turned.db").path
+        let logs = LogCapture()
+        let turned = PipelineRunner(config: config, options: options, logger: logs.logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        #expect(plain.status == .finished && turned.status == .finished, "\(turned.error ?? "")")
+        #expect(logs.all.contains { $0.contains("msg=bulk.started") }, "\(logs.all.suffix(5))")
+        #expect(try checkPeople(options.databasePath, pages).contains(#""ok": true"#))
+        #expect(turned.counters.inserted == plain.counters.inserted)
+        #expect(turned.counters.rejectedRecords == plain.counters.rejectedRecords)
+        #expect(turned.counters.rejectedPages == plain.counters.rejectedPages)
+
+        // Stopped once staged, resumed as it was started: exact.
+        options.databasePath = temporaryDirectory().appendingPathComponent("resumed.db").path
+        let failedLogs = LogCapture()
+        let failed = PipelineRunner(config: config, options: options, logger: failedLogs.logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 12))
+        #expect(failed.status == .failed)
+        #expect(failedLogs.all.contains { $0.contains("msg=bulk.started") }, "\(failedLogs.all.suffix(5))")
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(try checkPeople(options.databasePath, pages).contains(#""ok": true"#))
+    }
+
     /// The people data set (bad records and pages included) loads exactly.
     @Test func thePeopleDataSetLoadsExactly() throws {
         let pages = try generatePeople(persons: 2000, pageSize: 100, faults: true)
@@ -205,13 +284,20 @@ struct BulkLoadTests {
         #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
         #expect(try Int(rows(db, "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
 
-        var plain = options
-        plain.bulk = false
-        plain.resume = true
-        let refused = PipelineRunner(config: config, options: plain, logger: LogCapture().logger).run()
+        var never = options
+        never.bulk = false
+        never.autoBulk = false
+        never.resume = true
+        let refused = PipelineRunner(config: config, options: never, logger: LogCapture().logger).run()
         #expect(refused.status == .failed)
-        #expect(refused.error?.contains("--bulk --resume") == true, "\(refused.error ?? "")")
+        #expect(refused.error?.contains("resume it with --resume, without --no-bulk") == true, "\(refused.error ?? "")")
+        var fresh = options
+        fresh.bulk = false
+        let refusedFresh = PipelineRunner(config: config, options: fresh, logger: LogCapture().logger).run()
+        #expect(refusedFresh.status == .failed, "a run that is not a resume does not merge another run's staged rows")
 
+        // Resumed without --bulk: the load goes on staged.
+        options.bulk = false
         options.resume = true
         let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")

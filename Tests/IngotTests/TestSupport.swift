@@ -67,7 +67,7 @@ final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from th
 func ingest(
     _ yaml: String, _ pages: [String], db: String? = nil, lanes: Int = 2, batchRecords: Int? = nil,
     commitRecords: Int? = nil, batchBytes: Int? = nil, observer: (@Sendable (String) -> Void)? = nil, logs: LogCapture = LogCapture(),
-    bulk: Bool = false
+    bulk: Bool = false, stageAfterBytes: Int? = nil
 ) throws -> (summary: RunSummary, db: String) {
     let config = try PipelineConfig.parse(text: yaml, path: "test.yml")
     let path = db ?? temporaryDirectory().appendingPathComponent("test.db").path
@@ -80,6 +80,7 @@ func ingest(
     options.progressInterval = 0
     options.statementObserver = observer
     options.bulk = bulk
+    if let stageAfterBytes { options.stageAfterBytes = stageAfterBytes }
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))
     return (summary, path)
 }

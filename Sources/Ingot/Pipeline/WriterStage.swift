@@ -398,6 +398,17 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         } catch {
             logger.error("commit.failed", metadata: [LogKey.error: "\(error)"])
             fail(error)
+            return
+        }
+        // Between transactions: a load whose database outgrew the page cache goes on staged.
+        guard !store.isStaging, case .writing = phase else { return }
+        do {
+            if try store.startStagingIfOutgrown() {
+                logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
+            }
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
+            fail(error)
         }
     }
 
@@ -409,9 +420,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         // The merge sorts and writes the whole load: progress lines stop meanwhile, so say it.
         logger.info("bulk.merging", metadata: [LogKey.records: .int(saved.records)])
         do {
-            let counts = try store.mergeStaged(fills: resolver.fills)
+            var merged = Array(repeating: EntityCounts(), count: model.entities.count)
             var rows = 0
-            for (entity, written) in counts.enumerated() where model.entities.indices.contains(entity) {
+            let inserted = try store.mergeStaged(fills: resolver.fills) { entity, identity, changed in
+                if changed { rows += 1 }
+                if merged.indices.contains(entity) { ledger.countMerged(entity, identity, changed: changed, into: &merged[entity]) }
+            }
+            for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
+                written.stubs += merged[entity].stubs
+                written.updated = merged[entity].updated
+                written.unchanged = merged[entity].unchanged
                 let name = model.entities[entity].name
                 saved.entities[name, default: EntityCounts()].inserted += written.inserted
                 saved.entities[name, default: EntityCounts()].stubs += written.stubs
@@ -420,7 +438,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 saved.inserted += written.inserted
                 saved.updated += written.updated
                 saved.unchanged += written.unchanged
-                rows += written.inserted + written.updated
+                rows += written.inserted
             }
             let elapsed = clock.now - started
             logger.info(

@@ -127,6 +127,29 @@ struct RunLedger: Sendable {
         outcome.updated = outcome.entities.reduce(0) { $0 + $1.updated }
         outcome.unchanged = outcome.entities.reduce(0) { $0 + $1.unchanged }
     }
+
+    /// Counts a stored row a staged load's merge reached with records of this run (`changed`:
+    /// the merge wrote it) into `counts`, as ``count(_:unchanged:into:)`` counts a batch's: a row
+    /// this run wrote before it turned staged stays counted as it was.
+    mutating func countMerged(_ entity: Int, _ identity: IdentityKey, changed: Bool, into counts: inout EntityCounts) {
+        let mark = marks[entity].mark(identity)
+        switch mark {
+        case .written?:
+            return
+        case .stub?:
+            counts.stubs -= 1
+            marks[entity].set(identity, .written, was: mark)
+        case .unchanged?:
+            guard changed else { return }
+            counts.unchanged -= 1
+            counts.updated += 1
+            marks[entity].set(identity, .written, was: mark)
+        case nil:
+            counts.updated += changed ? 1 : 0
+            counts.unchanged += changed ? 0 : 1
+            marks[entity].set(identity, changed ? .written : .unchanged, was: nil)
+        }
+    }
 }
 
 /// A set of 64-bit integers that costs about a bit per member when they are dense (ids 1…n)

@@ -72,8 +72,14 @@ public protocol IngestStore: IdentityLookups {
     var isStaging: Bool { get }
     /// Merges what a staged load staged into the tables, in the open transaction, filling
     /// `default:` and `const:` columns (per entity: slot, value, whether always) as inserts do;
-    /// returns per entity (by index) the rows inserted and the stubs among them.
-    func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts]
+    /// returns per entity (by index) the rows inserted and the stubs among them, and calls
+    /// `stored` with each stored row the records mentioned (entity, identity, whether changed).
+    func mergeStaged(
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
+    ) throws -> [EntityCounts]
+    /// Turns the load staged from the next batch on when the database has outgrown what batch
+    /// by batch writes cheaply; called between transactions. Whether it did.
+    func startStagingIfOutgrown() throws -> Bool
 
     /// Releases the connections. The store is not used after this.
     func close() throws
@@ -121,7 +127,12 @@ extension IngestStore {
     package var isStaging: Bool { false }
 
     /// Nothing staged, nothing merged.
-    package func mergeStaged(fills: [[(slot: Int, value: ScalarValue, always: Bool)]]) throws -> [EntityCounts] { [] }
+    package func mergeStaged(
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
+    ) throws -> [EntityCounts] { [] }
+
+    /// Batch by batch throughout.
+    package func startStagingIfOutgrown() throws -> Bool { false }
 
     /// A store that does not compare: every stored row a record mentions is written.
     public var lastWriteUnchanged: [[Int]]? { nil }

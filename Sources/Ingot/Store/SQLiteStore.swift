@@ -33,6 +33,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         /// A staged load (`--bulk`, SQLiteStore+Staged.swift): batches go to staging tables,
         /// merged into the tables when the source is exhausted.
         package var staged = false
+        /// A load that turns staged at the first commit after which the database file holds
+        /// this many bytes (``startStagingIfOutgrown()``); `nil`: never.
+        package var stageAfterBytes: Int?
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
 
@@ -49,8 +52,13 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var shapeStatements: [ShapeKey: RawStatement] = [:]
     /// Per entity, the positions of the stored rows the last batch write left as they were.
     var lastUnchanged: [[Int]] = []
-    /// A staged load: batches are staged, then merged at the end (SQLiteStore+Staged.swift).
-    package internal(set) var isStaging = false
+    /// A staged load: batches are staged, then merged at the end (SQLiteStore+Staged.swift). Set
+    /// on the writer's queue (when the store opens, or when a load turns staged), read on the
+    /// assembler's too (its lookups stop).
+    let staging = Atomic<Bool>(false)
+    package var isStaging: Bool { staging.load(ordering: .acquiring) }
+    /// When a load turns staged (``Options/stageAfterBytes``).
+    let stageAfterBytes: Int?
     /// A staged load's merge is running (set and cleared on the writer's queue, read by
     /// ``interrupt()`` from any thread).
     let isMerging = Atomic<Bool>(false)
@@ -72,6 +80,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         _ = SQLiteStore.tuneSQLite
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
+        stageAfterBytes = SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
         var config = Configuration()
         config.journalMode = .wal
         // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.
@@ -145,9 +154,13 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             } else {
                 let unfinished = try unfinishedStagedLoad()
                 if !unfinished.isEmpty {
-                    throw StoreError.conflict(
-                        "an unfinished --bulk load staged rows in \(unfinished.joined(separator: ", ")): resume it with --bulk --resume (nothing was written)"
-                    )
+                    // A load that turned staged and stopped goes on staged when resumed.
+                    guard options.resuming, stageAfterBytes != nil else {
+                        throw StoreError.conflict(
+                            "an unfinished staged load staged rows in \(unfinished.joined(separator: ", ")): resume it with --resume, without --no-bulk (nothing was merged yet)"
+                        )
+                    }
+                    try prepareStagedLoad(resuming: true)
                 }
             }
         } catch {

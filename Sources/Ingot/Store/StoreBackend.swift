@@ -41,15 +41,20 @@ package struct StoreOpening: Sendable {
     package var statementObserver: (@Sendable (String) -> Void)?
     /// A staged load (`--bulk`): SQLite only.
     package var staged = false
+    /// A load that turns staged once the database file holds this many bytes (SQLite only;
+    /// `nil`: never, as with `--no-bulk` or a pipeline a staged load cannot run).
+    package var stageAfterBytes: Int?
     /// The run resumes an unfinished one.
     package var resuming = false
 
     package init(
-        lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, staged: Bool = false, resuming: Bool = false
+        lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, staged: Bool = false,
+        stageAfterBytes: Int? = nil, resuming: Bool = false
     ) {
         self.lockTimeout = lockTimeout
         self.statementObserver = statementObserver
         self.staged = staged
+        self.stageAfterBytes = stageAfterBytes
         self.resuming = resuming
     }
 }
@@ -65,6 +70,7 @@ package struct SQLiteBackend: StoreBackend {
         storeOptions.lockTimeout = options.lockTimeout
         storeOptions.statementObserver = options.statementObserver
         storeOptions.staged = options.staged
+        storeOptions.stageAfterBytes = options.stageAfterBytes
         storeOptions.resuming = options.resuming
         return try SQLiteStore(path: path, model: model, options: storeOptions)
     }
