@@ -322,6 +322,9 @@ private struct StagedMerge {
     private let update: RawStatement?
     /// The columns `update` binds, in order.
     private let updatable: [Int]
+    /// Whether the entity's table held rows when the merge began: if not, no identity is looked
+    /// up (a first load's merge only appends).
+    private let tableHeldRows: Bool
     /// Per to-many, an owner's stored links (targets, then position when ordered), and their delete.
     private let selectLinks: [RawStatement]
     private let deleteLinks: [RawStatement]
@@ -359,6 +362,11 @@ private struct StagedMerge {
         let table = SQLiteStore.quote(layout.table)
         let byIdentity = layout.identitySlots.enumerated().map { "\(columns[$1]) = ?\($0 + 1)" }.joined(separator: " AND ")
         find = try prepare("SELECT rowid FROM \(table) WHERE \(byIdentity)")
+        let any = try prepare("SELECT EXISTS (SELECT 1 FROM \(table))")
+        defer { any.finalize() }
+        var held = false
+        try any.query { row in held = sqlite3_column_int64(row, 0) != 0 }
+        tableHeldRows = held
         updatable = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
         if updatable.isEmpty {
             update = nil
@@ -452,8 +460,10 @@ private struct StagedMerge {
         clear()
     }
 
-    /// The rowid of the current identity's stored row, if it has one.
+    /// The rowid of the current identity's stored row, if it has one (none in a table that was
+    /// empty when the merge began: each identity is merged once).
     private func stored() throws -> Int64? {
+        guard tableHeldRows else { return nil }
         for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: find.handle, at: Int32(index + 1)) }
         var rowid: Int64?
         try find.query { row in rowid = sqlite3_column_int64(row, 0) }
