@@ -243,6 +243,55 @@ struct BulkLoadTests {
         #expect(try checkPeople(options.databasePath, pages).contains(#""ok": true"#))
     }
 
+    /// A stop during a merge interrupts its fold thread's statement as well as the writer's: the
+    /// merge throws (no thread left waiting), its transaction rolls back — the tables as they
+    /// were, the staged rows kept — and the load resumes exactly.
+    @Test func aStopInterruptsTheMergesFoldThread() throws {
+        // More folded rows than the two chunks in flight hold, so the fold is still reading
+        // when the writer meets the first stored row.
+        let pages = try generatePeople(persons: 20000, pageSize: 1000)
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        let db = temporaryDirectory().appendingPathComponent("people.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let plain = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        #expect(plain.status == .finished)
+        // Staged again, the source failing after its last page: the staged rows stay unmerged.
+        options.bulk = true
+        let pageCount = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        let staged = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: pageCount))
+        #expect(staged.status == .failed)
+        let before = try rows(db, "SELECT count(*), sum(length(first_name)), (SELECT count(*) FROM person_dogs) FROM person")
+        let stagedRows = try rows(db, "SELECT count(*) FROM _ingot_stage_person")
+        #expect(Int(stagedRows[0][0]) ?? 0 >= 20000)
+
+        var storeOptions = SQLiteStore.Options()
+        storeOptions.staged = true
+        storeOptions.resuming = true
+        let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
+        var stops = 0
+        #expect(throws: StoreError.self) {
+            _ = try store.mergeStaged(fills: []) { _, _, _ in
+                stops += 1
+                if stops == 1 { store.interrupt() }
+            }
+        }
+        try store.rollback()
+        try store.close()
+        #expect(stops >= 1 && stops < 20000, "the merge stopped partway: \(stops) stored rows reached")
+        #expect(try rows(db, "SELECT count(*), sum(length(first_name)), (SELECT count(*) FROM person_dogs) FROM person") == before)
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_stage_person") == stagedRows)
+
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+    }
+
     /// The people data set (bad records and pages included) loads exactly.
     @Test func thePeopleDataSetLoadsExactly() throws {
         let pages = try generatePeople(persons: 2000, pageSize: 100, faults: true)

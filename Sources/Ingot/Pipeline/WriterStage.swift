@@ -212,7 +212,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         switch end {
         case .exhausted:
-            if store.isStaging && failure == nil { mergeStaged() }
+            if store.isStaging && failure == nil {
+                // The last staged batches first: the merge's fold reads them on another
+                // connection, which sees committed rows only (a crash in the merge resumes to it).
+                commit()
+                if failure == nil { mergeStaged() }
+            }
             switch replace {
             case .deleteUntouched where failure == nil: deleteUntouched()
             case .skipAfterResume:

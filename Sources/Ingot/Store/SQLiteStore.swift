@@ -62,13 +62,18 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// A staged load's merge is running (set and cleared on the writer's queue, read by
     /// ``interrupt()`` from any thread).
     let isMerging = Atomic<Bool>(false)
+    /// The connection a merge's fold thread reads on while it runs (SQLiteStore+StagedMerge.swift),
+    /// for ``interrupt()``.
+    let foldConnection = Mutex<OpaquePointer?>(nil)
     /// What opening the store added to a database that held the pipeline's tables already.
     package private(set) var migration: [String] = []
     /// Identity lookups on the write connection (writer queue).
     private var writerLookupStorage: IdentityLookup?
-    /// A read-only connection and its lookups, used by the assembler queue only to resolve the
-    /// next batch while the writer saves the current one. `nil` for an in-memory database.
-    private var readConnection: OpaquePointer?
+    /// A read-only connection and its lookups, used by the assembler queue to resolve the next
+    /// batch while the writer saves the current one, then, once the source is exhausted, by a
+    /// staged load's merge to fold on another thread (SQLiteStore+StagedMerge.swift). `nil` for an
+    /// in-memory database.
+    private(set) var readConnection: OpaquePointer?
     private(set) var readerLookup: IdentityLookup?
     private var traceContext: Unmanaged<TraceContext>?
 
