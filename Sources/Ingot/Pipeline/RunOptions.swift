@@ -74,9 +74,10 @@ public struct RunOptions: Sendable {
     /// first commit after which the database file holds ``stageAfterBytes`` (when the pipeline
     /// allows a staged load). `false` (`--no-bulk`): batch by batch throughout. Default `true`.
     public var autoBulk = true
-    /// The database size at which a load turns staged (``autoBulk``): 80 MiB, twice the page
-    /// cache (people-200k's database is 37 MB and never turns).
-    package var stageAfterBytes = 80 << 20
+    /// The database size at which a load turns staged (``autoBulk``): 40 MiB, the page cache's
+    /// size — past it, lookups and updates start to miss the cache, and the two connections'
+    /// caches would grow the peak (people-200k's database is 37 MB and never turns).
+    package var stageAfterBytes = 40 << 20
     /// Work on the run of this name together with the other jobs given the same name (a
     /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.
     public var join: String?

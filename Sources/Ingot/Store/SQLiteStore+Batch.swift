@@ -14,7 +14,16 @@ extension SQLiteStore {
     /// The same on the read-only connection (committed rows only); `nil` for an in-memory
     /// database, which has none. Used from the assembler's queue only.
     package func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        if isStaging { return [:] }
+        if isStaging {
+            // A load that turned staged reads no more here: the connection's page cache goes
+            // down to a staged load's (it held up to 40 MiB of the tables).
+            if !readerCacheShrunk, let readConnection {
+                readerCacheShrunk = true
+                sqlite3_exec(readConnection, "PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
+                sqlite3_db_release_memory(readConnection)
+            }
+            return [:]
+        }
         return try readerLookup?.stored(entity, keys)
     }
 

@@ -75,6 +75,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// in-memory database.
     private(set) var readConnection: OpaquePointer?
     private(set) var readerLookup: IdentityLookup?
+    /// The read connection's page cache was shrunk once the load turned staged (assembler queue).
+    var readerCacheShrunk = false
     private var traceContext: Unmanaged<TraceContext>?
 
     // MARK: - Opening
