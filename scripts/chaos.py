@@ -36,6 +36,8 @@ def main():
     a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
     a.add_argument("--bulk", action="store_true", help="a staged load (--bulk): kills land while staging and while merging")
+    a.add_argument("--bulk-after-mib", type=int, default=None,
+                   help="a load that turns staged once its database holds this many MiB: kills land before, while and after it turns")
     args = a.parse_args()
     if args.join and not args.postgres:
         a.error("--join needs --postgres")
@@ -64,7 +66,13 @@ def main():
             db = pg.fresh("chaos")
         cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--resume", "--archive-dir", os.path.join(work, "archives"),
                "--progress-interval", "0", "--batch-records", str(args.batch_records),
-               "--commit-records", str(args.commit_records)] + (["--bulk"] if args.bulk else [])
+               "--commit-records", str(args.commit_records)]
+        if args.bulk:
+            cmd.append("--bulk")
+        elif args.bulk_after_mib is not None:
+            cmd += ["--bulk-after-mib", str(args.bulk_after_mib)]
+        else:
+            cmd.append("--no-bulk")
         kills, runs, finished = 0, 0, False
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
@@ -122,7 +130,7 @@ def main():
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
                                           capture_output=True, text=True).stdout)
         print(json.dumps({"ok": check["ok"], "kills": kills, "runs": runs, "persons": args.persons, "bulk": args.bulk,
-                          "got": check["got"]}))
+                          "bulk_after_mib": args.bulk_after_mib, "got": check["got"]}))
         return 0 if check["ok"] else 1
     finally:
         if pg:

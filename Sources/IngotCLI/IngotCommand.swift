@@ -228,7 +228,7 @@ struct Run: ParsableCommand {
         } else {
             print(
                 obstacles.isEmpty
-                    ? "load: batch by batch, staged once the database holds \(options.stageAfterBytes >> 20) MiB (--no-bulk: never)"
+                    ? "load: batch by batch, staged once the database holds \(options.bulkAfterBytes >> 20) MiB (--no-bulk: never)"
                     : "load: batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))")
         }
         try printRest(config, options: options, maxPageBytes: maxPageBytes)

@@ -150,6 +150,12 @@ struct StageOptions: ParsableArguments {
     )
     var bulk: Bool?
 
+    @Option(
+        help:
+            "The database size (MiB) at which a SQLite load turns staged; default 40, the page cache's size (env INGOT_BULK_AFTER_MIB)."
+    )
+    var bulkAfterMib: Int?
+
     /// The host the metrics server binds (`--metrics-listen`'s, else loopback).
     private var metricsHost = "127.0.0.1"
 
@@ -177,6 +183,10 @@ struct StageOptions: ParsableArguments {
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
         metricsListen = metricsListen ?? Environment.string("INGOT_METRICS_LISTEN")
         bulk = try bulk ?? Environment.optionalFlag("INGOT_BULK")
+        bulkAfterMib = try bulkAfterMib ?? Environment.int("INGOT_BULK_AFTER_MIB")
+        if let mib = bulkAfterMib, mib < 0 || mib > 1 << 30 {
+            throw ValidationError("--bulk-after-mib must be between 0 and \(1 << 30), not \(mib)")
+        }
         if let listen = metricsListen {
             guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
                 !listen[..<colon].isEmpty
@@ -259,6 +269,7 @@ struct StageOptions: ParsableArguments {
         if let maxRejectRows { options.maxRejectRows = maxRejectRows }
         options.bulk = bulk == true
         options.autoBulk = bulk != false
+        if let mib = bulkAfterMib { options.bulkAfterBytes = mib << 20 }
         return options
     }
 }

@@ -194,7 +194,7 @@ struct BulkLoadTests {
         options.progressInterval = 0
         options.batchRecords = batchRecords
         options.commitRecords = batchRecords
-        options.stageAfterBytes = 1
+        options.bulkAfterBytes = 1
         options.autoBulk = false
         let never = PipelineRunner(config: config, options: options, logger: neverLogs.logger).run(source: MemoryPageSource(bulkPages))
         #expect(never.status == .finished)
@@ -218,7 +218,7 @@ struct BulkLoadTests {
         let plain = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
         // 300 KB: a few batches in.
-        options.stageAfterBytes = 300_000
+        options.bulkAfterBytes = 300_000
         options.databasePath = temporaryDirectory().appendingPathComponent("turned.db").path
         let logs = LogCapture()
         let turned = PipelineRunner(config: config, options: options, logger: logs.logger)

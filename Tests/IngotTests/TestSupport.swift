@@ -80,7 +80,7 @@ func ingest(
     options.progressInterval = 0
     options.statementObserver = observer
     options.bulk = bulk
-    if let stageAfterBytes { options.stageAfterBytes = stageAfterBytes }
+    if let stageAfterBytes { options.bulkAfterBytes = stageAfterBytes }
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))
     return (summary, path)
 }

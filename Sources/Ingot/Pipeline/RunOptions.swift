@@ -71,13 +71,13 @@ public struct RunOptions: Sendable {
     /// Default `false`.
     public var bulk = false
     /// A SQLite load that outgrows the page cache goes on staged, as `--bulk` loads, from the
-    /// first commit after which the database file holds ``stageAfterBytes`` (when the pipeline
+    /// first commit after which the database file holds ``bulkAfterBytes`` (when the pipeline
     /// allows a staged load). `false` (`--no-bulk`): batch by batch throughout. Default `true`.
     public var autoBulk = true
-    /// The database size at which a load turns staged (``autoBulk``): 40 MiB, the page cache's
+    /// The database size in bytes at which a load turns staged (``autoBulk``): 40 MiB, the page cache's
     /// size — past it, lookups and updates start to miss the cache, and the two connections'
     /// caches would grow the peak (people-200k's database is 37 MB and never turns).
-    package var stageAfterBytes = 40 << 20
+    public var bulkAfterBytes = 40 << 20
     /// Work on the run of this name together with the other jobs given the same name (a
     /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.
     public var join: String?
