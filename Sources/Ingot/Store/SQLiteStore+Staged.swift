@@ -110,7 +110,7 @@ extension SQLiteStore {
     package func interrupt() {
         guard isMerging.load(ordering: .sequentiallyConsistent), let connection else { return }
         sqlite3_interrupt(connection)
-        foldConnection.withLock { fold in if let fold { sqlite3_interrupt(fold) } }
+        foldConnections.withLock { folds in for fold in folds { sqlite3_interrupt(OpaquePointer(bitPattern: fold)) } }
     }
 
     /// Staging tables holding rows of a staged load that did not finish, when this run is not

@@ -4,16 +4,19 @@ import GRDB
 import GRDBSQLite
 import Synchronization
 
-/// The merge of a staged load (SQLiteStore+Staged.swift), per entity, on two threads when it
-/// can: a fold reads the staging table sorted by identity then arrival, on the read connection,
-/// and folds each identity's rows into one (``StagedFold``), while the writer writes the folded
-/// rows on the write connection (``StagedMerge``). The folded rows go from one thread to the
-/// other in chunks of about a megabyte, two at most in flight (``MergeChannel``). Sorting and
-/// reading the staged rows were a third of the merge's time, with the other core idle.
+/// The merge of a staged load (SQLiteStore+Staged.swift) on several threads when it can: per
+/// entity, a fold reads the staging table sorted by identity then arrival and folds each
+/// identity's rows into one (``StagedFold``), while the writer writes the folded rows on the
+/// write connection, entity after entity (``StagedMerge``). The folded rows go from a fold to
+/// the writer in chunks of about a megabyte, two at most in flight (``MergeChannel``). Two folds
+/// run at a time, in entity order, each on a read connection of its own (``FoldLanes``): the
+/// next entity's table is sorted while the writer waits for the first's sort or writes it.
+/// Sorting and reading the staged rows were a third of a one-thread merge's time, with the
+/// other core idle.
 ///
-/// The read connection sees committed rows only: the two threads are used when the merge
-/// begins outside a transaction (the writer stage commits the last staged batches first).
-/// Otherwise, and for a database without a read connection, the fold runs on the write
+/// Read connections see committed rows only: the folds run on them when the merge begins
+/// outside a transaction (the writer stage commits the last staged batches first). Otherwise,
+/// and for a database without a read connection, each entity is folded on the write
 /// connection, each folded row written as soon as it is complete.
 extension SQLiteStore {
     /// Merges the staged rows into the tables, each identity once, in identity order (see
@@ -29,12 +32,34 @@ extension SQLiteStore {
         defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
         return try dbQueue.writeWithoutTransaction { db in
             // Staged rows not committed yet are visible to this connection only.
-            let reader = db.isInsideTransaction ? nil : readConnection
+            let folding = !db.isInsideTransaction
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             guard let connection else { throw StoreError.schema("the store is closed") }
-            if let reader {
-                // The sorter spills to temporary files; a small cache, as the write connection's.
-                sqlite3_exec(reader, "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
+            var lanes: FoldLanes?
+            var second: OpaquePointer?
+            if folding, let reader = readConnection, let path = sqlite3_db_filename(connection, "main"),
+                sqlite3_open_v2(path, &second, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let second
+            {
+                for fold in [reader, second] {
+                    // The sorter spills to temporary files; a small cache, as the write connection's.
+                    sqlite3_exec(fold, "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
+                }
+                let addresses = [UInt(bitPattern: reader), UInt(bitPattern: second)]
+                foldConnections.withLock { $0 = addresses }
+                lanes = FoldLanes(layouts: layouts, connections: [ReadConnection(handle: reader), ReadConnection(handle: second)])
+            }
+            var completed = false
+            defer {
+                if let lanes {
+                    if !completed {
+                        // The writer failed: the folds still running stop (cancelled, their statements interrupted).
+                        lanes.cancel()
+                        foldConnections.withLock { folds in for fold in folds { sqlite3_interrupt(OpaquePointer(bitPattern: fold)) } }
+                    }
+                    lanes.wait()
+                    foldConnections.withLock { $0 = [] }
+                }
+                sqlite3_close_v2(second)
             }
             var counts: [EntityCounts] = []
             for (entity, layout) in layouts.enumerated() {
@@ -42,24 +67,67 @@ extension SQLiteStore {
                     connection: connection, layout: layout, fills: fills.indices.contains(entity) ? fills[entity] : [])
                 defer { merge.finalize() }
                 let report = { (identity: IdentityKey, changed: Bool) in stored(entity, identity, changed) }
-                if let reader {
-                    try merge.run(folding: ReadConnection(handle: reader), interrupting: self, stored: report)
+                if let lanes {
+                    try merge.write(from: lanes.channels[entity], stored: report)
                 } else {
                     try merge.run(foldingOn: connection, stored: report)
                 }
                 counts.append(merge.counts)
                 try db.execute(sql: "DELETE FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))")
             }
+            completed = true
             return counts
         }
     }
 }
 
-/// The store's read connection, lent to a merge's fold thread: used by that thread only, from
-/// when the merge starts it until the merge has waited for it to end (the assembler, its other
-/// user, is done before a load merges).
+/// A read connection lent to the merge's fold threads: used by one fold at a time (lane `k % 2`
+/// folds entity `k` after entity `k - 2`'s fold has ended), from when the merge starts them until
+/// it has waited for them all (the assembler, the store's read connection's other user, is done
+/// before a load merges).
 private struct ReadConnection: @unchecked Sendable {  // one thread at a time, as above
     let handle: OpaquePointer
+}
+
+/// The folds of every entity, two at a time in entity order on two read connections, each
+/// sending its folded rows to its entity's channel.
+private final class FoldLanes: Sendable {
+    let channels: [MergeChannel]
+    /// Signalled when entity `k`'s fold has ended (a signal taken is given back, so that
+    /// ``wait()`` can wait for every fold).
+    private let ended: [DispatchSemaphore]
+
+    init(layouts: [EntityLayout], connections: [ReadConnection]) {
+        channels = layouts.map { _ in MergeChannel() }
+        ended = layouts.map { _ in DispatchSemaphore(value: 0) }
+        for (entity, layout) in layouts.enumerated() {
+            let connection = connections[entity % connections.count]
+            let channel = channels[entity]
+            let previous = entity >= connections.count ? ended[entity - connections.count] : nil
+            let ended = self.ended[entity]
+            Thread.detachNewThread {
+                defer { ended.signal() }
+                if let previous {
+                    previous.wait()
+                    previous.signal()
+                }
+                guard !channel.isCancelled else { return }
+                StagedFold.fold(layout, on: connection, into: channel)
+            }
+        }
+    }
+
+    func cancel() {
+        for channel in channels { channel.cancel() }
+    }
+
+    /// Waits until every fold has ended.
+    func wait() {
+        for semaphore in ended {
+            semaphore.wait()
+            semaphore.signal()
+        }
+    }
 }
 
 /// The read side of one entity's merge: the staging table read sorted by identity then arrival,
@@ -128,6 +196,31 @@ private struct StagedFold {
         layout.identitySlots.allSatisfy { values.equals($0, read.handle, column: Int32($0 + 3)) }
     }
 
+    /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the
+    /// end — or the failure; stops when the writer cancels.
+    static func fold(_ layout: EntityLayout, on connection: ReadConnection, into channel: MergeChannel) {
+        do {
+            var fold = try StagedFold(connection: connection.handle, layout: layout)
+            defer { fold.finalize() }
+            var chunk = MergedChunk()
+            try fold.run { folded in
+                chunk.append(folded)
+                if chunk.bytes.count >= MergedChunk.size {
+                    guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
+                    chunk = MergedChunk()
+                }
+            }
+            if chunk.rows > 0, !channel.send(.chunk(chunk)) { return }
+            _ = channel.send(.end)
+        } catch is MergeCancelled {
+            return
+        } catch let error as StoreError {
+            _ = channel.send(.failed(error))
+        } catch {
+            _ = channel.send(.failed(StoreError.schema("the staged merge's fold failed: \(error)")))
+        }
+    }
+
     private mutating func clear() {
         values.clear()
         sets.clear()
@@ -176,7 +269,14 @@ private final class MergeChannel: Sendable {
 
     private let items = Mutex<(queue: [Item], cancelled: Bool)>(([], false))
     private let ready = DispatchSemaphore(value: 0)
-    private let room = DispatchSemaphore(value: 2)
+    /// Made at 0 and signalled twice: libdispatch traps when a semaphore is freed below the value
+    /// it was made with, which a channel cancelled with chunks in flight would be.
+    private let room = DispatchSemaphore(value: 0)
+
+    init() {
+        room.signal()
+        room.signal()
+    }
 
     /// Waits for room and sends `item`; `false` once the writer cancelled (nothing sent).
     func send(_ item: Item) -> Bool {
@@ -197,6 +297,8 @@ private final class MergeChannel: Sendable {
         room.signal()
         return item
     }
+
+    var isCancelled: Bool { items.withLock { $0.cancelled } }
 
     /// The writer stops: the fold's next send fails (and one waiting for room wakes up).
     func cancel() {
@@ -219,49 +321,9 @@ extension StagedMerge {
         }
     }
 
-    /// Folds on `reader` in a thread of its own while this thread writes; waits for the fold
-    /// thread before it returns or throws. A failure on either side stops both (the fold's
-    /// statement interrupted); a stop (``SQLiteStore/interrupt()``) interrupts both connections.
-    mutating func run(
-        folding reader: ReadConnection, interrupting store: SQLiteStore, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void
-    ) throws {
-        let channel = MergeChannel()
-        let done = DispatchSemaphore(value: 0)
-        let layout = self.layout
-        store.foldConnection.withLock { $0 = reader.handle }
-        Thread.detachNewThread {
-            defer { done.signal() }
-            do {
-                var fold = try StagedFold(connection: reader.handle, layout: layout)
-                defer { fold.finalize() }
-                var chunk = MergedChunk()
-                try fold.run { folded in
-                    chunk.append(folded)
-                    if chunk.bytes.count >= MergedChunk.size {
-                        guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
-                        chunk = MergedChunk()
-                    }
-                }
-                if chunk.rows > 0, !channel.send(.chunk(chunk)) { return }
-                _ = channel.send(.end)
-            } catch is MergeCancelled {
-                return
-            } catch let error as StoreError {
-                _ = channel.send(.failed(error))
-            } catch {
-                _ = channel.send(.failed(StoreError.schema("the staged merge's fold failed: \(error)")))
-            }
-        }
-        var finished = false
-        defer {
-            if !finished {
-                channel.cancel()
-                sqlite3_interrupt(reader.handle)
-            }
-            done.wait()
-            store.foldConnection.withLock { $0 = nil }
-        }
-        loop: while true {
+    /// Writes the folded rows `channel` brings, until the fold's end; throws the fold's failure.
+    mutating func write(from channel: MergeChannel, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        while true {
             switch channel.receive() {
             case .chunk(let chunk):
                 try chunk.bytes.withUnsafeBytes { bytes in
@@ -272,12 +334,11 @@ extension StagedMerge {
                     }
                 }
             case .end:
-                break loop
+                return
             case .failed(let error):
                 throw error
             }
         }
-        finished = true
     }
 
     /// Holds the fold's current row as the row to write.

@@ -62,9 +62,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// A staged load's merge is running (set and cleared on the writer's queue, read by
     /// ``interrupt()`` from any thread).
     let isMerging = Atomic<Bool>(false)
-    /// The connection a merge's fold thread reads on while it runs (SQLiteStore+StagedMerge.swift),
-    /// for ``interrupt()``.
-    let foldConnection = Mutex<OpaquePointer?>(nil)
+    /// The connections a merge's fold threads read on while it runs (SQLiteStore+StagedMerge.swift),
+    /// for ``interrupt()`` (as addresses: a pointer is not `Sendable`).
+    let foldConnections = Mutex<[UInt]>([])
     /// What opening the store added to a database that held the pipeline's tables already.
     package private(set) var migration: [String] = []
     /// Identity lookups on the write connection (writer queue).
