@@ -131,6 +131,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// commit; a transaction holding more than ``maxRetainedBytes`` of them commits early.
     var openWrites: [(batch: PreparedBatch, progress: RunProgress?)] = []
     var retainedBytes = 0
+    /// The records saved when the writer last asked the store whether the load should turn staged.
+    private var recordsAtLastTurnCheck = 0
     /// The most page bytes of batches an open transaction keeps for a redo. 32 MiB.
     static let maxRetainedBytes = 32 << 20
     /// A value was refused in the open transaction: the identities the assembler counted as
@@ -408,7 +410,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         // Between transactions: a load whose database outgrew the page cache goes on staged.
         guard !store.isStaging, case .writing = phase else { return }
         do {
-            if try store.startStagingIfOutgrown() {
+            let records = saved.records - recordsAtLastTurnCheck
+            recordsAtLastTurnCheck = saved.records
+            if try store.startStagingIfOutgrown(records: records) {
                 logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
             }
         } catch {

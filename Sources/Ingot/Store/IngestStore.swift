@@ -78,8 +78,9 @@ public protocol IngestStore: IdentityLookups {
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
     ) throws -> [EntityCounts]
     /// Turns the load staged from the next batch on when the database has outgrown what batch
-    /// by batch writes cheaply; called between transactions. Whether it did.
-    func startStagingIfOutgrown() throws -> Bool
+    /// by batch writes cheaply; called between transactions with the records saved since the
+    /// last call. Whether it did.
+    func startStagingIfOutgrown(records: Int) throws -> Bool
 
     /// Releases the connections. The store is not used after this.
     func close() throws
@@ -132,7 +133,7 @@ extension IngestStore {
     ) throws -> [EntityCounts] { [] }
 
     /// Batch by batch throughout.
-    package func startStagingIfOutgrown() throws -> Bool { false }
+    package func startStagingIfOutgrown(records: Int) throws -> Bool { false }
 
     /// A store that does not compare: every stored row a record mentions is written.
     public var lastWriteUnchanged: [[Int]]? { nil }
