@@ -116,7 +116,10 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store)
         prepared.number = delivered
         if prepared.folded != nil { prepared.decoded = batch }
-        if let folded = prepared.folded { uncommitted.append(delivered, folded.merged.map(\.index.keys)) }
+        // A staged batch is looked up by no later batch (the merge decides).
+        if let folded = prepared.folded, !writer.store.resolvesAtMerge {
+            uncommitted.append(delivered, folded.merged.map(\.index.keys))
+        }
         batch = []
         batchRecords = 0
         batchBytes = 0

@@ -61,6 +61,12 @@ struct BatchResolver: Sendable {
     func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups) -> PreparedBatch {
         guard !checksReferences else { return PreparedBatch(pages: pages) }
         var folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
+        if store.resolvesAtMerge {
+            // Staged: the merge sorts and looks up; every row goes to staging as it is.
+            return PreparedBatch(
+                pages: BatchResolver.stripped(pages), folded: folder,
+                refs: folder.merged.map { [StoredRef?](repeating: nil, count: $0.rows.count) })
+        }
         folder.sortByIdentity()
         let pages = BatchResolver.stripped(pages)
         var refs = [[StoredRef?]](repeating: [], count: layouts.count)
@@ -275,4 +281,11 @@ public protocol IdentityLookups: AnyObject, Sendable {
     /// The same as a reader of committed rows sees them, on the assembler's queue while the writer
     /// saves; `nil` when the store has no such reader (the writer then looks them up).
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]?
+    /// Batches are staged: whether an identity is stored is decided when the load merges, so
+    /// nothing is looked up before. Default `false`.
+    var resolvesAtMerge: Bool { get }
+}
+
+extension IdentityLookups {
+    public var resolvesAtMerge: Bool { false }
 }

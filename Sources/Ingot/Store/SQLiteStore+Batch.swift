@@ -3,6 +3,9 @@ import GRDBSQLite
 
 extension SQLiteStore {
     /// Which of `keys` are stored, with their rowids, on the write connection.
+    /// A staged load resolves identities at its merge (``IdentityLookups/resolvesAtMerge``).
+    package var resolvesAtMerge: Bool { isStaging }
+
     /// A staged load looks nothing up: its merge reads each stored row once, in identity order
     /// (lookups into a filled database would read it at random, and fill the read connection's
     /// page cache for nothing).
