@@ -287,5 +287,6 @@ public protocol IdentityLookups: AnyObject, Sendable {
 }
 
 extension IdentityLookups {
+    /// Identities are looked up batch by batch.
     public var resolvesAtMerge: Bool { false }
 }
