@@ -256,11 +256,19 @@ struct BatchWriter {
             let key = target.values.map(BatchWriter.asStored)
             if wanted[key] == nil { wanted[key] = ordered ? Int64(position) : 0 }
         }
-        // Streamed, stopping at the first difference (most rows of a refresh are equal; no
-        // dictionary of the stored links is built for them).
-        let width = Int32(store.layouts[entity].toMany[k].targetColumns.count)
         let select = try shape(.selectLinks(k), entity, ColumnMask())
         select.bind(identity, from: 1)
+        return try BatchWriter.storedLinks(
+            of: select, equal: wanted, targetWidth: Int32(store.layouts[entity].toMany[k].targetColumns.count), ordered: ordered)
+    }
+
+    /// Whether the links `select` (bound to one owner) reads — each target's values, then its
+    /// position when `ordered` — are the links of `wanted` (target values: position, 0 when not
+    /// ordered). Streamed, stopping at the first difference (most sets of a refresh are equal; no
+    /// dictionary of the stored links is built for them). The batch path and the staged merge both.
+    static func storedLinks(
+        of select: RawStatement, equal wanted: [[ScalarValue]: Int64], targetWidth width: Int32, ordered: Bool
+    ) throws -> Bool {
         var equal = true
         var count = 0
         try select.query { row in

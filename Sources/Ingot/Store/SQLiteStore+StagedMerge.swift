@@ -550,16 +550,7 @@ private struct StagedMerge {
         }
         let select = selectLinks[k]
         for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: select.handle, at: Int32(index + 1)) }
-        let width = Int32(targetWidths[k])
-        var equal = true
-        var count = 0
-        try select.query { row in
-            count += 1
-            guard equal else { return }
-            let position = ordered ? sqlite3_column_int64(row, width) : 0
-            if wanted[(0..<width).map { RawStatement.column(row, $0) }] != position { equal = false }
-        }
-        return equal && count == wanted.count
+        return try BatchWriter.storedLinks(of: select, equal: wanted, targetWidth: Int32(targetWidths[k]), ordered: ordered)
     }
 
     /// Inserts the held set of to-many `k` as the current identity's links.
