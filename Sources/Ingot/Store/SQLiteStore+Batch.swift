@@ -3,6 +3,18 @@ import GRDBSQLite
 
 extension SQLiteStore {
     /// Which of `keys` are stored, with their rowids, on the write connection.
+    /// Notes whether `batch` writes a row below the highest identity the run wrote before, per
+    /// entity (its rows are in identity order): a load whose identities do not come in order
+    /// touches the tables at random (``startStagingIfOutgrown(records:)``).
+    func noteScatter(_ batch: ResolvedBatch) {
+        guard stageAfterBytes != nil else { return }
+        for (entity, rows) in batch.rows.merged.enumerated() {
+            guard let first = rows.rows.first?.identity, let last = rows.rows.last?.identity else { continue }
+            if let highest = highestIdentity[entity], IdentityKey.precedes(first, highest) { scattered = true }
+            if highestIdentity[entity].map({ IdentityKey.precedes($0, last) }) ?? true { highestIdentity[entity] = last }
+        }
+    }
+
     /// A staged load resolves identities at its merge (``IdentityLookups/resolvesAtMerge``).
     package var resolvesAtMerge: Bool { isStaging }
 
@@ -70,6 +82,7 @@ extension SQLiteStore {
                     try stage(batch)
                     lastUnchanged = Array(repeating: [], count: layouts.count)
                 } else {
+                    noteScatter(batch)
                     lastUnchanged = try BatchWriter(store: self, batch: batch).write()
                 }
                 try then()
@@ -92,6 +105,7 @@ extension SQLiteStore {
                     try stage(batch)
                     lastUnchanged = Array(repeating: [], count: layouts.count)
                 } else {
+                    noteScatter(batch)
                     lastUnchanged = try BatchWriter(store: self, batch: batch).write()
                 }
                 try then()

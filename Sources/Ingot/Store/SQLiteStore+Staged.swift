@@ -85,29 +85,24 @@ extension SQLiteStore {
     }
 
     /// Turns this load staged when the database file has grown to ``stageAfterBytes`` and its
-    /// records read pages at random (and the pipeline allows it): from the next batch on,
-    /// batches are staged and merged at the end, the way `--bulk` loads. Called by the writer
-    /// between transactions with the records saved since its last call. Whether it did.
+    /// records come in no order (and the pipeline allows it): from the next batch on, batches
+    /// are staged and merged at the end, the way `--bulk` loads. Called by the writer between
+    /// transactions with the records saved since its last call. Whether it did.
     ///
     /// Why: batch by batch, a record costs a few random page touches; cheap while the tables
     /// fit in the page cache, a read and a page written per touch once they are several times
     /// bigger (people-1M 17 s, people-10M 738 s). Staged, the rest of the load costs the same per
     /// record whatever the tables' size, and the rows written so far are read in one sweep.
     ///
-    /// The sign of random touches: page-cache misses of the two connections since the last call
-    /// (SQLite's `SQLITE_DBSTATUS_CACHE_MISS`; a commit makes the read connection read again the
-    /// pages it touches). people-1M's batches miss 0.06 pages a record at 40 MiB and more as the
-    /// file grows; records appended in identity order (four pages of 16.6M `{"id":n}`) miss one
-    /// page in 6,000 records, and batch by batch stays the cheaper way for them (9.6 s against
-    /// 21.6 s staged).
+    /// In no order: since the last call, a batch wrote a row below the highest identity the run
+    /// had written (``noteScatter(_:)``). Records whose identities come in order append to the
+    /// tables, which batch by batch does cheaply at any size (four pages of 16.6M `{"id":n}`:
+    /// 8.7 s so, 21.6 s staged). A property of the records, not of timing: the same load turns
+    /// at the same commit every time.
     package func startStagingIfOutgrown(records: Int) throws -> Bool {
         guard !isStaging, let limit = stageAfterBytes else { return false }
-        var misses: Int32 = 0
-        var highest: Int32 = 0
-        var readerMisses: Int32 = 0
-        if let connection { sqlite3_db_status(connection, SQLITE_DBSTATUS_CACHE_MISS, &misses, &highest, 1) }
-        if let readConnection { sqlite3_db_status(readConnection, SQLITE_DBSTATUS_CACHE_MISS, &readerMisses, &highest, 1) }
-        guard (Int(misses) + Int(readerMisses)) * SQLiteStore.recordsPerMiss >= records else { return false }
+        defer { scattered = false }
+        guard scattered else { return false }
         let bytes = try dbQueue.inDatabase { db in
             try Int.fetchOne(db, sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()") ?? 0
         }
@@ -115,10 +110,6 @@ extension SQLiteStore {
         try prepareStagedLoad(resuming: false)
         return true
     }
-
-    /// A load whose batches miss the page cache once in this many records or more often reads
-    /// at random (``startStagingIfOutgrown(records:)``).
-    static let recordsPerMiss = 64
 
     /// A stopped run (a signal) interrupts a staged load's merge, which can take minutes: it
     /// rolls back (the staged rows stay; `--bulk --resume` merges again) and the run ends as

@@ -77,6 +77,10 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     private(set) var readerLookup: IdentityLookup?
     /// The read connection's page cache was shrunk once the load turned staged (assembler queue).
     var readerCacheShrunk = false
+    /// Per entity, the highest identity the run wrote batch by batch, and whether a batch since the
+    /// writer last asked wrote below it (writer queue; ``noteScatter(_:)``).
+    var highestIdentity: [Int: IdentityKey] = [:]
+    var scattered = false
     private var traceContext: Unmanaged<TraceContext>?
 
     // MARK: - Opening
