@@ -433,7 +433,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             var rows = 0
             let inserted = try store.mergeStaged(fills: resolver.fills) { entity, identity, changed in
                 if changed { rows += 1 }
-                if merged.indices.contains(entity) { ledger.countMerged(entity, identity, changed: changed, into: &merged[entity]) }
+                if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
             }
             for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
                 written.stubs += merged[entity].stubs

@@ -97,27 +97,9 @@ struct RunLedger: Sendable {
                         continue
                     }
                     guard mentions else { continue }  // only referred to: not a record of this row
-                    let mark = marks[entity].mark(identity)
-                    switch mark {
-                    case .written?:
-                        continue
-                    case .stub?:
-                        // A stub this run created, filled by a later batch: inserted, no longer a stub.
-                        counts.stubs -= 1
-                        marks[entity].set(identity, .written, was: mark)
-                    case .unchanged?, nil:
-                        while nextEqual < equal.count && equal[nextEqual] < position { nextEqual += 1 }
-                        if nextEqual < equal.count && equal[nextEqual] == position {
-                            if mark == nil {
-                                counts.unchanged += 1
-                                marks[entity].set(identity, .unchanged, was: nil)
-                            }
-                        } else {
-                            if mark == .unchanged { counts.unchanged -= 1 }
-                            counts.updated += 1
-                            marks[entity].set(identity, .written, was: mark)
-                        }
-                    }
+                    while nextEqual < equal.count && equal[nextEqual] < position { nextEqual += 1 }
+                    let changed = !(nextEqual < equal.count && equal[nextEqual] == position)
+                    countStored(entity, identity, changed: changed, into: &counts)
                 }
             }
             counts.inserted += rows.anonymous.count
@@ -128,15 +110,16 @@ struct RunLedger: Sendable {
         outcome.unchanged = outcome.entities.reduce(0) { $0 + $1.unchanged }
     }
 
-    /// Counts a stored row a staged load's merge reached with records of this run (`changed`:
-    /// the merge wrote it) into `counts`, as ``count(_:unchanged:into:)`` counts a batch's: a row
-    /// this run wrote before it turned staged stays counted as it was.
-    mutating func countMerged(_ entity: Int, _ identity: IdentityKey, changed: Bool, into counts: inout EntityCounts) {
+    /// Counts a stored row that records of this run mentioned (`changed`: writing them changed
+    /// it) into `counts`: for a batch (``count(_:unchanged:into:)``) and for a staged load's merge,
+    /// where a row this run wrote before it turned staged stays counted as it was.
+    mutating func countStored(_ entity: Int, _ identity: IdentityKey, changed: Bool, into counts: inout EntityCounts) {
         let mark = marks[entity].mark(identity)
         switch mark {
         case .written?:
             return
         case .stub?:
+            // A stub this run created, filled by a later batch: inserted, no longer a stub.
             counts.stubs -= 1
             marks[entity].set(identity, .written, was: mark)
         case .unchanged?:

@@ -280,13 +280,15 @@ enum StagedSets {
         return at <= bytes.count ? at : nil
     }
 
-    private static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
+    /// The little-endian integer of `count` bytes at `at` (bytes past the end read as 0).
+    static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
         var v: UInt64 = 0
         for i in 0..<count where at + i < bytes.count { v |= UInt64(bytes[at + i]) << UInt64(8 * i) }
         return v
     }
 
-    private static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
+    /// Appends the low `bytes` bytes of `v`, little-endian.
+    static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
         for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: v >> UInt64(8 * i))) }
     }
 }

@@ -1,0 +1,436 @@
+import Foundation
+import GRDBSQLite
+
+// The write side of a staged load's merge (SQLiteStore+StagedMerge.swift has the folds, their
+// threads and the channel between them): each folded row written once, inserted or merged into
+// its stored row, and the buffers that hold a folded row's values.
+
+extension StagedMerge {
+    /// Folds and writes on the write connection, each folded row written as it completes.
+    mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        var fold = try StagedFold(connection: connection, layout: layout)
+        defer { fold.finalize() }
+        try fold.run { folded in
+            take(folded)
+            try flush(stored: stored)
+        }
+    }
+
+    /// Writes the folded rows `channel` brings, until the fold's end; throws the fold's failure.
+    mutating func write(from channel: MergeChannel, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        while true {
+            switch channel.receive() {
+            case .chunk(let chunk):
+                try chunk.bytes.withUnsafeBytes { bytes in
+                    var at = 0
+                    for _ in 0..<chunk.rows {
+                        load(from: bytes, at: &at)
+                        try flush(stored: stored)
+                    }
+                }
+            case .end:
+                return
+            case .failed(let error):
+                throw error
+            }
+        }
+    }
+
+    /// Holds the fold's current row as the row to write.
+    private mutating func take(_ fold: borrowing StagedFold) {
+        given = fold.given
+        for slot in layout.columns.indices { values.copy(slot, from: fold.values) }
+        for k in layout.toMany.indices { sets.copy(k, from: fold.sets) }
+    }
+
+    /// Holds the row at `at` in a chunk as the row to write; moves `at` past it.
+    private mutating func load(from chunk: UnsafeRawBufferPointer, at: inout Int) {
+        given = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
+        at += 16
+        for slot in layout.columns.indices { values.load(slot, from: chunk, at: &at) }
+        for k in layout.toMany.indices { sets.load(k, from: chunk, at: &at) }
+    }
+}
+
+/// The write side of one entity's merge: each identity's folded row (``StagedFold``'s) written
+/// once — inserted, or merged into its stored row — with its links, on the write connection.
+struct StagedMerge {
+    let layout: EntityLayout
+    let fills: [(slot: Int, value: ScalarValue, always: Bool)]
+    private let insertRow: RawStatement
+    private let insertLinks: [RawStatement]
+    /// The stored row of an identity (its rowid), if any.
+    private let find: RawStatement
+    /// A stored row updated where a given column differs: per column not of the identity, a
+    /// flag (given or not) and a value, then the rowid; `nil` for an entity of identity only.
+    private let update: RawStatement?
+    /// The columns `update` binds, in order.
+    private let updatable: [Int]
+    /// Whether the entity's table held rows when the merge began: if not, no identity is looked
+    /// up (a first load's merge only appends).
+    private let tableHeldRows: Bool
+    /// Per to-many, an owner's stored links (targets, then position when ordered), and their delete.
+    private let selectLinks: [RawStatement]
+    private let deleteLinks: [RawStatement]
+    /// Per to-many, the identity values of one target (the bound parameters after the owner's).
+    private let targetWidths: [Int]
+    /// The current identity's folded row: the columns given, their values, the sets given.
+    var values: HeldValues
+    var given = ColumnMask()
+    var sets: HeldValues
+    /// The rows inserted, and the stubs among them.
+    private(set) var counts = EntityCounts()
+
+    init(connection: OpaquePointer, layout: EntityLayout, fills: [(slot: Int, value: ScalarValue, always: Bool)]) throws {
+        self.layout = layout
+        self.fills = fills
+        let columns = layout.columns.map { SQLiteStore.quote($0.name) }
+        func prepare(_ sql: String) throws -> RawStatement { try RawStatement(connection: connection, sql: sql) }
+        insertRow = try prepare(
+            "INSERT INTO \(SQLiteStore.quote(layout.table)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
+        )
+        insertLinks = try layout.toMany.map { toMany in
+            var names = (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote)
+            if toMany.isOrdered { names.append("\"position\"") }
+            return try prepare(
+                "INSERT OR IGNORE INTO \(SQLiteStore.quote(toMany.joinTable)) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+            )
+        }
+        targetWidths = layout.toMany.map(\.targetColumns.count)
+        values = HeldValues(count: layout.columns.count)
+        sets = HeldValues(count: layout.toMany.count)
+        let table = SQLiteStore.quote(layout.table)
+        let byIdentity = layout.identitySlots.enumerated().map { "\(columns[$1]) = ?\($0 + 1)" }.joined(separator: " AND ")
+        find = try prepare("SELECT rowid FROM \(table) WHERE \(byIdentity)")
+        let any = try prepare("SELECT EXISTS (SELECT 1 FROM \(table))")
+        defer { any.finalize() }
+        var held = false
+        try any.query { row in held = sqlite3_column_int64(row, 0) != 0 }
+        tableHeldRows = held
+        updatable = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
+        if updatable.isEmpty {
+            update = nil
+        } else {
+            // `IS NOT` compares under the column's affinity, as the value would be stored: an equal
+            // row is not written (no page dirtied), and `sqlite3_changes` says whether it was.
+            let set = updatable.enumerated().map { j, slot in
+                "\(columns[slot]) = CASE WHEN ?\(2 * j + 1) THEN ?\(2 * j + 2) ELSE \(columns[slot]) END"
+            }
+            let differs = updatable.enumerated().map { j, slot in "(?\(2 * j + 1) AND \(columns[slot]) IS NOT ?\(2 * j + 2))" }
+            update = try prepare(
+                "UPDATE \(table) SET \(set.joined(separator: ", ")) WHERE rowid = ?\(2 * updatable.count + 1) AND (\(differs.joined(separator: " OR ")))"
+            )
+        }
+        selectLinks = try layout.toMany.map { toMany in
+            let owner = toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
+            let targets = toMany.targetColumns.map(SQLiteStore.quote) + (toMany.isOrdered ? ["\"position\""] : [])
+            return try prepare("SELECT \(targets.joined(separator: ", ")) FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(owner)")
+        }
+        deleteLinks = try layout.toMany.map { toMany in
+            let owner = toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
+            return try prepare("DELETE FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(owner)")
+        }
+    }
+
+    mutating func finalize() {
+        clear()
+        values.deallocate()
+        sets.deallocate()
+        insertRow.finalize()
+        find.finalize()
+        update?.finalize()
+        for statement in insertLinks + selectLinks + deleteLinks { statement.finalize() }
+    }
+
+    /// Writes the current identity's row and links, then forgets them: a new row inserted, a
+    /// stored one updated where its records differ from it (and its sets replaced where they
+    /// differ), a stored row only referred to left alone.
+    mutating func flush(stored report: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        var nonIdentity = given
+        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
+        let isStub = nonIdentity == ColumnMask() && !sets.holdsAny
+        if let rowid = try stored() {
+            if !isStub { report(identity(), try merge(into: rowid)) }
+            clear()
+            return
+        }
+        for slot in layout.columns.indices {
+            let index = Int32(slot + 1)
+            if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
+                insertRow.bind(fill.value, at: index)
+            } else {
+                values.bind(slot, to: insertRow.handle, at: index)
+            }
+        }
+        try insertRow.execute()
+        counts.inserted += 1
+        if isStub { counts.stubs += 1 }
+        for k in 0..<layout.toMany.count where sets.holds(k) { try insertSet(k) }
+        clear()
+    }
+
+    /// The rowid of the current identity's stored row, if it has one (none in a table that was
+    /// empty when the merge began: each identity is merged once).
+    private func stored() throws -> Int64? {
+        guard tableHeldRows else { return nil }
+        for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: find.handle, at: Int32(index + 1)) }
+        var rowid: Int64?
+        try find.query { row in rowid = sqlite3_column_int64(row, 0) }
+        return rowid
+    }
+
+    /// The current identity, as the mapper makes it (SQLite gives booleans back as integers).
+    private func identity() -> IdentityKey {
+        let values = layout.identitySlots.map { slot in self.values.scalar(slot, bool: layout.columns[slot].type == .bool) }
+        return values.count == 1 ? .single(values[0]) : .composite(values)
+    }
+
+    /// Updates stored row `rowid` with the given columns (and `const:` ones) where they differ,
+    /// replaces each given set that differs from the stored links; whether anything changed.
+    private func merge(into rowid: Int64) throws -> Bool {
+        var changed = false
+        if let update {
+            for (j, slot) in updatable.enumerated() {
+                let flag = Int32(2 * j + 1)
+                if let fill = fills.first(where: { $0.slot == slot }), fill.always {
+                    sqlite3_bind_int(update.handle, flag, 1)
+                    update.bind(fill.value, at: flag + 1)
+                } else if values.holds(slot) {
+                    sqlite3_bind_int(update.handle, flag, 1)
+                    values.bind(slot, to: update.handle, at: flag + 1)
+                } else {
+                    sqlite3_bind_int(update.handle, flag, 0)
+                    sqlite3_bind_null(update.handle, flag + 1)
+                }
+            }
+            update.bind(.integer(rowid), at: Int32(2 * updatable.count + 1))
+            try update.execute()
+            if let connection = sqlite3_db_handle(update.handle), sqlite3_changes(connection) > 0 { changed = true }
+        }
+        for k in 0..<layout.toMany.count where sets.holds(k) {
+            guard try !storedSetEquals(k) else { continue }
+            for (index, slot) in layout.identitySlots.enumerated() {
+                values.bind(slot, to: deleteLinks[k].handle, at: Int32(index + 1))
+            }
+            try deleteLinks[k].execute()
+            try insertSet(k)
+            changed = true
+        }
+        return changed
+    }
+
+    /// Whether the stored links of the current identity through to-many `k` are the held set:
+    /// each target once, at the position of its first occurrence when ordered (as `insertSet`
+    /// stores it).
+    private func storedSetEquals(_ k: Int) throws -> Bool {
+        let bytes = sets.bytes(k)
+        let ordered = layout.toMany[k].isOrdered
+        var wanted: [[ScalarValue]: Int64] = [:]
+        var target: [ScalarValue] = []
+        var position: Int64 = 0
+        StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            // SQLite stores booleans as 0 and 1: compared as it reads them back.
+            StagedSets.forEachTarget(
+                in: bytes, range,
+                value: { value, _ in
+                    if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
+                },
+                end: {
+                    if wanted[target] == nil { wanted[target] = ordered ? position : 0 }
+                    target.removeAll(keepingCapacity: true)
+                    position += 1
+                })
+        }
+        let select = selectLinks[k]
+        for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: select.handle, at: Int32(index + 1)) }
+        return try BatchWriter.storedLinks(of: select, equal: wanted, targetWidth: Int32(targetWidths[k]), ordered: ordered)
+    }
+
+    /// Inserts the held set of to-many `k` as the current identity's links.
+    private func insertSet(_ k: Int) throws {
+        let bytes = sets.bytes(k)
+        let statement = insertLinks[k]
+        let owner = Int32(layout.identitySlots.count)
+        let targetWidth = targetWidths[k]
+        for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: statement.handle, at: Int32(index + 1)) }
+        try StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            // Each target's values are bound as they are read; a complete target is written.
+            var position: Int64 = 0
+            try StagedSets.forEachTarget(
+                in: bytes, range, value: { value, index in statement.bind(value, at: owner + Int32(index) + 1) },
+                end: {
+                    if layout.toMany[k].isOrdered { statement.bind(.integer(position), at: owner + Int32(targetWidth) + 1) }
+                    try statement.execute()
+                    position += 1
+                })
+        }
+    }
+
+    private mutating func clear() {
+        values.clear()
+        sets.clear()
+        given = ColumnMask()
+    }
+}
+
+/// Column values copied out of a result row, each into a buffer of its own that is reused row
+/// after row (no allocation once it is big enough; copying each value with `sqlite3_value_dup`
+/// cost a `malloc` and a `free` per value), and bound back `SQLITE_STATIC` from there.
+struct HeldValues {
+    /// Per value: its SQLite type, 0 when none is held.
+    private var types: [Int32]
+    private var integers: [Int64]
+    private var reals: [Double]
+    private var buffers: [UnsafeMutableRawPointer?]
+    private var capacities: [Int]
+    private var counts: [Int]
+
+    init(count: Int) {
+        types = Array(repeating: 0, count: count)
+        integers = Array(repeating: 0, count: count)
+        reals = Array(repeating: 0, count: count)
+        buffers = Array(repeating: nil, count: count)
+        capacities = Array(repeating: 0, count: count)
+        counts = Array(repeating: 0, count: count)
+    }
+
+    var holdsAny: Bool { types.contains { $0 != 0 } }
+
+    func holds(_ i: Int) -> Bool { types[i] != 0 }
+
+    /// Holds column `column` of `statement`'s current row as value `i`.
+    mutating func hold(_ i: Int, from statement: OpaquePointer, column: Int32) {
+        let type = sqlite3_column_type(statement, column)
+        types[i] = type
+        switch type {
+        case SQLITE_INTEGER: integers[i] = sqlite3_column_int64(statement, column)
+        case SQLITE_FLOAT: reals[i] = sqlite3_column_double(statement, column)
+        case SQLITE_TEXT, SQLITE_BLOB:
+            // The text's bytes (UTF-8, as stored) or the blob's; asked for in that order, as SQLite wants.
+            let source =
+                type == SQLITE_TEXT ? UnsafeRawPointer(sqlite3_column_text(statement, column)) : sqlite3_column_blob(statement, column)
+            store(i, UnsafeRawBufferPointer(start: source, count: Int(sqlite3_column_bytes(statement, column))))
+        default: break
+        }
+    }
+
+    /// Binds value `i` (NULL when none is held) as parameter `index` of `statement`.
+    func bind(_ i: Int, to statement: OpaquePointer, at index: Int32) {
+        switch types[i] {
+        case SQLITE_INTEGER: sqlite3_bind_int64(statement, index, integers[i])
+        case SQLITE_FLOAT: sqlite3_bind_double(statement, index, reals[i])
+        case SQLITE_TEXT:
+            if let buffer = buffers[i], counts[i] > 0 {
+                sqlite3_bind_text(statement, index, buffer.assumingMemoryBound(to: CChar.self), Int32(counts[i]), RawStatement.static)
+            } else {
+                sqlite3_bind_text(statement, index, "", 0, RawStatement.static)
+            }
+        case SQLITE_BLOB: sqlite3_bind_blob(statement, index, buffers[i], Int32(counts[i]), RawStatement.static)
+        default: sqlite3_bind_null(statement, index)
+        }
+    }
+
+    /// Whether value `i` is held and equals column `column` of `statement`'s current row.
+    func equals(_ i: Int, _ statement: OpaquePointer, column: Int32) -> Bool {
+        let type = sqlite3_column_type(statement, column)
+        guard types[i] != 0, type == types[i] else { return false }
+        switch type {
+        case SQLITE_INTEGER: return sqlite3_column_int64(statement, column) == integers[i]
+        case SQLITE_FLOAT: return sqlite3_column_double(statement, column) == reals[i]
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let source =
+                type == SQLITE_TEXT ? UnsafeRawPointer(sqlite3_column_text(statement, column)) : sqlite3_column_blob(statement, column)
+            let count = Int(sqlite3_column_bytes(statement, column))
+            guard count == counts[i] else { return false }
+            guard count > 0, let source, let buffer = buffers[i] else { return true }
+            return memcmp(source, buffer, count) == 0
+        default: return true
+        }
+    }
+
+    /// The bytes of value `i` (a blob or text); empty when none are held.
+    func bytes(_ i: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: buffers[i], count: types[i] == 0 ? 0 : counts[i])
+    }
+
+    /// Value `i` as a ``ScalarValue`` (`bool`: an integer read back as a boolean).
+    func scalar(_ i: Int, bool: Bool) -> ScalarValue {
+        switch types[i] {
+        case SQLITE_INTEGER: bool ? .bool(integers[i] != 0) : .integer(integers[i])
+        case SQLITE_FLOAT: .real(reals[i])
+        case SQLITE_TEXT, SQLITE_BLOB: .text(String(decoding: bytes(i), as: UTF8.self))
+        default: .null
+        }
+    }
+
+    /// Holds `other`'s value `i` as value `i` (a copy of its bytes).
+    mutating func copy(_ i: Int, from other: HeldValues) {
+        types[i] = other.types[i]
+        integers[i] = other.integers[i]
+        reals[i] = other.reals[i]
+        if other.types[i] == SQLITE_TEXT || other.types[i] == SQLITE_BLOB {
+            store(i, other.bytes(i))
+        }
+    }
+
+    /// Appends value `i` to a chunk of folded rows: its type (a byte), then 8 bytes for a
+    /// number, or a 4-byte length and the bytes for text and blobs.
+    func append(_ i: Int, to out: inout [UInt8]) {
+        out.append(UInt8(truncatingIfNeeded: types[i]))
+        switch types[i] {
+        case SQLITE_INTEGER: StagedSets.appendInteger(UInt64(bitPattern: integers[i]), bytes: 8, to: &out)
+        case SQLITE_FLOAT: StagedSets.appendInteger(reals[i].bitPattern, bytes: 8, to: &out)
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let held = self.bytes(i)
+            StagedSets.appendInteger(UInt64(held.count), bytes: 4, to: &out)
+            out.append(contentsOf: held)
+        default: break
+        }
+    }
+
+    /// Holds the value `append(_:to:)` wrote at `at` in `chunk` as value `i`; moves `at` past it.
+    mutating func load(_ i: Int, from chunk: UnsafeRawBufferPointer, at: inout Int) {
+        let type = Int32(chunk[at])
+        at += 1
+        types[i] = type
+        switch type {
+        case SQLITE_INTEGER:
+            integers[i] = Int64(bitPattern: StagedSets.integer(chunk, at, 8))
+            at += 8
+        case SQLITE_FLOAT:
+            reals[i] = Double(bitPattern: StagedSets.integer(chunk, at, 8))
+            at += 8
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let count = Int(StagedSets.integer(chunk, at, 4))
+            at += 4
+            store(i, UnsafeRawBufferPointer(rebasing: chunk[at..<(at + count)]))
+            at += count
+        default: break
+        }
+    }
+
+    /// Copies `source` into value `i`'s buffer (grown when too small).
+    private mutating func store(_ i: Int, _ source: UnsafeRawBufferPointer) {
+        if source.count > capacities[i] {
+            buffers[i]?.deallocate()
+            capacities[i] = max(source.count, 64)
+            buffers[i] = UnsafeMutableRawPointer.allocate(byteCount: capacities[i], alignment: 8)
+        }
+        if let base = source.baseAddress, source.count > 0, let buffer = buffers[i] {
+            buffer.copyMemory(from: base, byteCount: source.count)
+        }
+        counts[i] = source.count
+    }
+
+    /// Forgets every value (the buffers stay, for the next row).
+    mutating func clear() {
+        for i in types.indices { types[i] = 0 }
+    }
+
+    func deallocate() {
+        for buffer in buffers { buffer?.deallocate() }
+    }
+
+}
