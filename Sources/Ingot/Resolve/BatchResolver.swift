@@ -63,6 +63,7 @@ struct BatchResolver: Sendable {
         var folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
         if store.resolvesAtMerge {
             // Staged: the merge sorts and looks up; every row goes to staging as it is.
+            store.lookupsEnded()
             return PreparedBatch(
                 pages: BatchResolver.stripped(pages), folded: folder,
                 refs: folder.merged.map { [StoredRef?](repeating: nil, count: $0.rows.count) })
@@ -284,9 +285,14 @@ public protocol IdentityLookups: AnyObject, Sendable {
     /// Batches are staged: whether an identity is stored is decided when the load merges, so
     /// nothing is looked up before. Default `false`.
     var resolvesAtMerge: Bool { get }
+    /// Called on the assembler's queue with each staged batch: what the committed-rows reader
+    /// held for lookups can go. Default: nothing.
+    func lookupsEnded()
 }
 
 extension IdentityLookups {
     /// Identities are looked up batch by batch.
     public var resolvesAtMerge: Bool { false }
+    /// Nothing held.
+    public func lookupsEnded() {}
 }

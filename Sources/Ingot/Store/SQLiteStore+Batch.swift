@@ -29,17 +29,21 @@ extension SQLiteStore {
     /// The same on the read-only connection (committed rows only); `nil` for an in-memory
     /// database, which has none. Used from the assembler's queue only.
     package func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        if isStaging {
-            // A load that turned staged reads no more here: the connection's page cache goes
-            // down to a staged load's (it held up to 40 MiB of the tables).
-            if !readerCacheShrunk, let readConnection {
-                readerCacheShrunk = true
-                sqlite3_exec(readConnection, "PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
-                sqlite3_db_release_memory(readConnection)
-            }
-            return [:]
-        }
+        if isStaging { return [:] }
         return try readerLookup?.stored(entity, keys)
+    }
+
+    /// A load that turned staged reads no more on the read connection: its page cache goes
+    /// down to a staged load's (it held up to 40 MiB of the tables), and with the writer's
+    /// (freed when the load turned) the memory goes back to the system — so that the merge's
+    /// sorters start from a staged load's footprint, not from the batch-by-batch one. Assembler
+    /// queue only (the read connection's).
+    package func lookupsEnded() {
+        guard isStaging, !readerCacheShrunk, let readConnection else { return }
+        readerCacheShrunk = true
+        sqlite3_exec(readConnection, "PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
+        sqlite3_db_release_memory(readConnection)
+        _ = glibcMallocTrim(0)
     }
 
     /// Writes a resolved batch in the open transaction.
@@ -145,3 +149,7 @@ extension SQLiteStore {
         }
     }
 }
+
+/// glibc's `malloc_trim` (malloc.h is not in Swift's Glibc module): returns the heap's free
+/// memory to the system.
+@_silgen_name("malloc_trim") private func glibcMallocTrim(_ pad: Int) -> Int32

@@ -80,6 +80,8 @@ extension SQLiteStore {
                     sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))")
                 if !resuming { try db.execute(sql: "DELETE FROM \(stage)") }
             }
+            // A load that turned staged frees the pages its smaller cache no longer holds.
+            sqlite3_db_release_memory(db.sqliteConnection)
         }
         staging.store(true, ordering: .releasing)
     }

@@ -69,6 +69,14 @@ struct StagedMerge {
     /// Whether the entity's table held rows when the merge began: if not, no identity is looked
     /// up (a first load's merge only appends).
     private let tableHeldRows: Bool
+    /// The identities stored when the merge began, when they are integers and few enough
+    /// (``storedLimit``): an identity not among them is not looked up. A load that turned
+    /// staged merges millions of new rows into tables holding its first few hundred thousand
+    /// (people-10M: 14.6 million lookups that find nothing).
+    private let storedIdentities: IntegerSet?
+    /// The most rows (by the table's highest rowid) whose identities are read into ``storedIdentities``:
+    /// two bytes each at most, 8 MiB.
+    static let storedLimit: Int64 = 4_000_000
     /// Per to-many, an owner's stored links (targets, then position when ordered), and their delete.
     private let selectLinks: [RawStatement]
     private let deleteLinks: [RawStatement]
@@ -107,6 +115,7 @@ struct StagedMerge {
         var held = false
         try any.query { row in held = sqlite3_column_int64(row, 0) != 0 }
         tableHeldRows = held
+        storedIdentities = held ? try StagedMerge.identities(of: layout, connection: connection) : nil
         updatable = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
         if updatable.isEmpty {
             update = nil
@@ -173,10 +182,35 @@ struct StagedMerge {
     /// empty when the merge began: each identity is merged once).
     private func stored() throws -> Int64? {
         guard tableHeldRows else { return nil }
+        if let storedIdentities, case .integer(let id) = values.scalar(layout.identitySlots[0], bool: false), !storedIdentities.contains(id)
+        {
+            return nil
+        }
         for (index, slot) in layout.identitySlots.enumerated() { values.bind(slot, to: find.handle, at: Int32(index + 1)) }
         var rowid: Int64?
         try find.query { row in rowid = sqlite3_column_int64(row, 0) }
         return rowid
+    }
+
+    /// The identities of the rows in `layout`'s table, when it has one integer identity column
+    /// and at most ``storedLimit`` rows, all of them integers; `nil` otherwise.
+    private static func identities(of layout: EntityLayout, connection: OpaquePointer) throws -> IntegerSet? {
+        guard layout.identitySlots.count == 1, layout.columns[layout.identitySlots[0]].type == .integer else { return nil }
+        let table = SQLiteStore.quote(layout.table)
+        let highest = try RawStatement(connection: connection, sql: "SELECT max(rowid) FROM \(table)")
+        defer { highest.finalize() }
+        var rows: Int64 = .max
+        try highest.query { row in rows = sqlite3_column_int64(row, 0) }
+        guard rows <= storedLimit else { return nil }
+        let column = SQLiteStore.quote(layout.columns[layout.identitySlots[0]].name)
+        let select = try RawStatement(connection: connection, sql: "SELECT \(column) FROM \(table)")
+        defer { select.finalize() }
+        var set = IntegerSet()
+        var integers = true
+        try select.query { row in
+            if sqlite3_column_type(row, 0) == SQLITE_INTEGER { set.insert(sqlite3_column_int64(row, 0)) } else { integers = false }
+        }
+        return integers ? set : nil
     }
 
     /// The current identity, as the mapper makes it (SQLite gives booleans back as integers).
