@@ -230,15 +230,19 @@ struct Run: ParsableCommand {
             printSource(config, files: files)
         }
         let obstacles = PipelineRunner.bulkObstacles(config, options)
+        let postgres: Bool
+        if case .postgres? = try? StoreLocation(options.databasePath) { postgres = true } else { postgres = false }
         if options.bulk {
             print(
-                obstacles.isEmpty
-                    ? "load: staged (--bulk): batches go to staging tables, merged in identity order at the end"
-                    : "load: --bulk refused: \(obstacles.joined(separator: "; "))")
+                !obstacles.isEmpty
+                    ? "load: --bulk refused: \(obstacles.joined(separator: "; "))"
+                    : postgres
+                        ? "load: staged (--bulk): staged and merged in a temporary SQLite file, the merged rows copied in at the end (empty tables only)"
+                        : "load: staged (--bulk): batches go to staging tables, merged in identity order at the end")
         } else if !options.autoBulk {
             print("load: batch by batch (--no-bulk)")
-        } else if case .postgres? = try? StoreLocation(options.databasePath) {
-            print("load: batch by batch")
+        } else if postgres {
+            print("load: batch by batch (--bulk: staged, into empty tables)")
         } else {
             print(
                 obstacles.isEmpty

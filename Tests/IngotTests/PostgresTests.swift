@@ -340,4 +340,55 @@ struct PostgresTests {
         let refused = try dryRun(changed)
         #expect(refused.status == 2 && refused.out.contains("column 'score'"), "\(refused.out)")
     }
+    /// Another writer (another pipeline on the same tables) inserts a row while a run loads, which
+    /// the run then sends: the run's lookup finds it, and the record's keys update it — the other
+    /// writer's keys the record did not give stay. Nothing is lost, and the row counts as updated.
+    @Test func anotherWritersRowIsMetNotLost() throws {
+        let url = try PostgresServer.freshDatabase()
+        let pages = [
+            #"{"results": [{"id": 1, "name": "Ada", "dogs": [10]}]}"#,
+            #"{"results": [{"id": 7, "name": "Seven", "dogs": [10, 11]}, {"id": 2, "name": "Bo"}]}"#,
+            #"{"results": [{"id": 8, "name": "Eight"}, {"id": 7, "score": 1.5}]}"#,
+        ]
+        let config = try PipelineConfig.parse(text: StoreSeamTests.yaml, path: "pg.yml")
+        // Creates the tables, empty.
+        #expect(try run(StoreSeamTests.yaml, [], url: url).status == .finished)
+        let other = try PGConnection(url: url)
+        var options = RunOptions()
+        options.databasePath = url
+        options.batchRecords = 1
+        options.progressInterval = 0
+        // The other writer's row goes in as the run reads its second page, after its first lookup.
+        let source = HookedPageSource(pages, before: 2) {
+            _ = try? other.execute("INSERT INTO person (id, name, active) VALUES (7, 'Other', true)")
+        }
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let got = try Self.postgresDump(url, config.model)
+        #expect(
+            got["person"]?.map { Array($0.prefix(2)) + [$0[3], $0[4]] } == [
+                ["1", "Ada", "NULL", "NULL"], ["2", "Bo", "NULL", "NULL"], ["7", "Seven", "1.5", "1"], ["8", "Eight", "NULL", "NULL"],
+            ])
+        #expect(got["person_dogs"] == [["1", "10"], ["7", "10"], ["7", "11"]])
+        #expect(summary.counters.entities["person"]?.inserted == 3)
+        #expect(summary.counters.entities["person"]?.updated == 1)
+    }
+}
+
+/// Pages from memory, with `hook` run before page `before` is given (once).
+final class HookedPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    private let pages: MemoryPageSource
+    private var given = 0
+    private let before: Int
+    private let hook: () -> Void
+    init(_ pages: [String], before: Int, hook: @escaping () -> Void) {
+        self.pages = MemoryPageSource(pages)
+        self.before = before
+        self.hook = hook
+    }
+    func next() throws -> Page? {
+        given += 1
+        if given == before { hook() }
+        return try pages.next()
+    }
 }

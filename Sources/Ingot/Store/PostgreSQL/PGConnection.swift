@@ -168,6 +168,14 @@ final class PGConnection {
     /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab
     /// separated, `\N` for NULL, escaped with ``PGConnection/appendCopyText(_:to:)``.
     func copy(_ sql: String, data: [UInt8]) throws(StoreError) {
+        try beginCopy(sql)
+        try putCopyData(data, sql: sql)
+        try endCopy(sql)
+    }
+
+    /// Starts `COPY … FROM STDIN` (`sql`): the rows follow in ``putCopyData(_:sql:)`` calls (the
+    /// server works on what it has while the caller makes the next), then ``endCopy(_:)``.
+    func beginCopy(_ sql: String) throws(StoreError) {
         guard let start = PQexec(handle, sql) else {
             throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql)
         }
@@ -175,6 +183,10 @@ final class PGConnection {
         let startMessage = redactor.scrub(PGConnection.resultMessage(start))
         PQclear(start)
         guard started == PGRES_COPY_IN else { throw StoreError.postgres(message: startMessage, sql: sql) }
+    }
+
+    /// Sends rows of the COPY ``beginCopy(_:)`` started.
+    func putCopyData(_ data: [UInt8], sql: String) throws(StoreError) {
         var offset = 0
         while offset < data.count {
             let count = min(1 << 20, data.count - offset)
@@ -187,6 +199,10 @@ final class PGConnection {
             guard sent == 1 else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
             offset += count
         }
+    }
+
+    /// Ends the COPY ``beginCopy(_:)`` started; throws what the server refused in it.
+    func endCopy(_ sql: String) throws(StoreError) {
         guard PQputCopyEnd(handle, nil) == 1 else {
             throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql)
         }

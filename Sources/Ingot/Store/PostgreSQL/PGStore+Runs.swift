@@ -18,6 +18,27 @@ extension PGStore {
     }
 
     func recordProgress(_ p: RunProgress) throws {
+        // A staged load writes nothing here until its copy (PGStore+Staged.swift).
+        if let staging, !staging.published { return staging.hold(p) }
+        try recordRejectsAndKept(p)
+        if let joined { return try recordJobProgress(p, joined) }
+        let c = p.counters
+        try connection.execute(
+            """
+            UPDATE _ingot_runs SET pages = $1, records = $2, inserted = $3, updated = $4, rejected_records = $5, rejected_pages = $6,
+              last_seq = coalesce($7, last_seq), resume_state = coalesce($8, resume_state), entity_counts = $9, reject_counts = $10,
+              resource_counts = $12
+              WHERE run_id = $11
+            """,
+            [
+                String(c.pages), String(c.records), String(c.inserted), String(c.updated), String(c.rejectedRecords),
+                String(c.rejectedPages), p.lastSeq.map(String.init), p.resumeState, c.entitiesJSON, c.rejectsJSON, p.runID,
+                c.resourcesJSON,
+            ])
+    }
+
+    /// A batch's rejects and kept values (the incremental cursor), in the open transaction.
+    func recordRejectsAndKept(_ p: RunProgress) throws {
         // Jobs of a joined run commit their units in any order: the cursor only moves forward
         // (compared byte by byte, as the writer compares it).
         let value = joined == nil ? "excluded.value" : "greatest(_ingot_state.value COLLATE \"C\", excluded.value COLLATE \"C\")"
@@ -40,25 +61,14 @@ extension PGStore {
                 "COPY _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) FROM STDIN",
                 data: data)
         }
-        if let joined { return try recordJobProgress(p, joined) }
-        let c = p.counters
-        try connection.execute(
-            """
-            UPDATE _ingot_runs SET pages = $1, records = $2, inserted = $3, updated = $4, rejected_records = $5, rejected_pages = $6,
-              last_seq = coalesce($7, last_seq), resume_state = coalesce($8, resume_state), entity_counts = $9, reject_counts = $10,
-              resource_counts = $12
-              WHERE run_id = $11
-            """,
-            [
-                String(c.pages), String(c.records), String(c.inserted), String(c.updated), String(c.rejectedRecords),
-                String(c.rejectedPages), p.lastSeq.map(String.init), p.resumeState, c.entitiesJSON, c.rejectsJSON, p.runID,
-                c.resourcesJSON,
-            ])
     }
 
     func finishRun(id: String, status: RunStatus, counters c: RunCounters, finishedAt: Date) throws {
         try commit()
-        try finishRunRow(id: id, status: status, counters: c, finishedAt: finishedAt)
+        // A staged load that did not reach its copy wrote nothing here: its run has no progress
+        // (`--resume` starts it again from its first page).
+        let unpublished = staging.map { !$0.published } ?? false
+        try finishRunRow(id: id, status: status, counters: unpublished ? RunCounters() : c, finishedAt: finishedAt)
     }
 
     /// Records how run `id` ended, in the open transaction if there is one.

@@ -35,11 +35,18 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// The units marked done in the open transaction (a joined run).
     var unitsInTransaction: Set<UnitRef> = []
     /// What the last joined write did, per entity, as the database counted it (`nil` for a
-    /// single run: the resolver's counts are exact).
-    var lastWriteCounts: [EntityCounts]?
+    /// single run: the resolver's counts are exact; none for a staged one's batches).
+    var lastJoinedWriteCounts: [EntityCounts]?
+    var lastWriteCounts: [EntityCounts]? {
+        get { isStaging ? staging?.store.lastWriteCounts : lastJoinedWriteCounts }
+        set { lastJoinedWriteCounts = newValue }
+    }
     /// Per entity, the stored rows the last single run's write left as they were.
     private var lastUnchanged: [[Int]] = []
-    var lastWriteUnchanged: [[Int]]? { joined == nil ? lastUnchanged : nil }
+    var lastWriteUnchanged: [[Int]]? {
+        if isStaging { return staging?.store.lastWriteUnchanged }
+        return joined == nil ? lastUnchanged : nil
+    }
     /// What opening the store added to a database that held the pipeline's tables already.
     private(set) var migration: [String] = []
     /// The join tables two relationships share (an inverse pair): a batch may give the same
@@ -56,6 +63,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// How many times the last joined batch was written again after the server broke a
     /// deadlock (``writeJoined(_:_:then:)``).
     var lastWriteRetries = 0
+    /// A staged load (`--bulk`, PGStore+Staged.swift); writer queue only.
+    var staging: PGStaging?
+    var isStaging: Bool { staging.map { !$0.published } ?? false }
+    var resolvesAtMerge: Bool { isStaging }
 
     init(url: String, model: EntityModel) throws {
         self.model = model
@@ -103,12 +114,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     // MARK: - Lookups
 
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] {
-        try lookup(entity, keys, on: connection)
+        if isStaging { return [:] }
+        return try lookup(entity, keys, on: connection)
     }
 
     /// On the reader connection, which sees committed rows only.
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        try lookup(entity, keys, on: reader)
+        return try lookup(entity, keys, on: reader)
     }
 
     private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef]
@@ -139,17 +151,19 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// to redo (``undoesBatchesAlone``). A joined run's batches roll their unit's transaction
     /// back whole (``writeJoined(_:_:then:)``).
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        if let staging, isStaging { return try staging.store.write(batch, then: then) }
         if let joined { return try writeJoined(batch, joined, then: then) }
         try writeIsolated(batch, then: then)
     }
 
-    var undoesBatchesAlone: Bool { joined == nil }
+    var undoesBatchesAlone: Bool { joined == nil && !isStaging }
 
     /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
     /// the transaction stays open (a statement that failed aborts it up to the savepoint).
     /// A joined run's batch marks its units done in the same savepoint; a unit lost to another
     /// job still rolls the whole transaction back (``writeJoined(_:_:then:)``).
     func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+        if let staging, isStaging { return try staging.store.writeIsolated(batch, then: then) }
         try begin()
         try connection.execute("SAVEPOINT ingot_isolated")
         let stagedBefore = stagedInTransaction.count
@@ -201,7 +215,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             let rows = direct ? batch.rows(of: entity, valuesWhere: { $0 != nil }) : batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
             do {
-                var changed = try writeRows(rows, layout, direct: direct ? batch.storage(of: entity) : nil)
+                var changed = try writeRows(rows, entity, direct: direct ? batch.storage(of: entity) : nil)
                 for (k, toMany) in layout.toMany.enumerated() where !toMany.isForeignKey {
                     if toMany.isOwned {
                         changed.formUnion(try deleteOwned(rows, k, toMany, owner: entity))
@@ -241,8 +255,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// stored ones where a present column differs (`IS DISTINCT FROM`). Returns the positions in
     /// `rows` of the stored rows it changed.
     private func writeRows(
-        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, direct: (rows: [EntityRow], storage: RowStorage)?
+        _ rows: [ResolvedBatch.Row], _ entity: Int, direct: (rows: [EntityRow], storage: RowStorage)?
     ) throws -> Set<Int> {
+        let layout = layouts[entity]
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         var inserts: [UInt8] = []
@@ -352,9 +367,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         inTransaction = true
     }
 
-    var hasUncommittedBatches: Bool { inTransaction }
+    var hasUncommittedBatches: Bool { isStaging ? staging?.store.hasUncommittedBatches ?? false : inTransaction }
 
     func commit() throws {
+        if let staging, isStaging { return try staging.commit() }
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []
@@ -363,6 +379,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     func rollback() throws {
+        if let staging, isStaging { return try staging.rollback() }
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []
@@ -493,12 +510,17 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// Commits, and lets go of the pipeline's run lock at once (the connections end when the
     /// store is released): a library process opens one store per ingest.
     func close() throws {
+        defer {
+            staging?.remove()
+            staging = nil
+        }
         try commit()
         _ = try connection.execute("SELECT pg_advisory_unlock_all()")
     }
 
     /// Ends both connections' sockets (``PGConnection/interrupt()``).
     func interrupt() {
+        staging?.store.interrupt()
         connection.interrupt()
         reader.interrupt()
     }

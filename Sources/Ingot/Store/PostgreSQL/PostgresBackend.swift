@@ -7,10 +7,9 @@ package struct PostgresBackend: StoreBackend {
     package init(url: String) { self.url = url }
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
-        if options.staged {
-            throw StoreError.conflict("--bulk loads SQLite databases only; a PostgreSQL run writes batch by batch (run it without --bulk)")
-        }
-        return try PGStore(url: url, model: model)
+        let store = try PGStore(url: url, model: model)
+        if options.staged { try store.startStagedLoad() }
+        return store
     }
 
     package func schema(of model: EntityModel) throws(StoreError) -> [String] { PGStore.schema(of: model) }

@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// A staged load into PostgreSQL (`--bulk`, PGStore+Staged.swift): staged and merged in a SQLite
+/// file of the job's own, the merged rows copied into empty tables at the end.
+@Suite(.serialized)
+struct PostgresBulkTests {
+    private func run(
+        _ yaml: String, _ source: any PageSource, url: String, bulk: Bool, batchRecords: Int? = nil, resume: Bool = false
+    ) throws -> RunSummary {
+        let config = try PipelineConfig.parse(text: yaml, path: "bulk.yml")
+        var options = RunOptions()
+        options.databasePath = url
+        options.bulk = bulk
+        options.batchRecords = batchRecords
+        options.commitRecords = batchRecords ?? options.commitRecords
+        options.resume = resume
+        options.progressInterval = 0
+        return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+    }
+
+    /// The tables, the counts and the rejects are what SQLite's staged load and PostgreSQL's
+    /// batch-by-batch load make of the same pages, whatever the batch size.
+    @Test(arguments: [1, 1000])
+    func aStagedLoadEndsAsBatchByBatch(batchRecords: Int) throws {
+        let pages = bulkPages + [bulkPage(#"{"id": "five", "name": "bad id"}, {"id": 5, "name": "Alan", "dogs": [10]}"#)]
+        let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
+        let staged = try PostgresServer.freshDatabase()
+        let plain = try PostgresServer.freshDatabase()
+        let bulk = try run(bulkYAML, MemoryPageSource(pages), url: staged, bulk: true, batchRecords: batchRecords)
+        let batches = try run(bulkYAML, MemoryPageSource(pages), url: plain, bulk: false, batchRecords: batchRecords)
+        let (sqlite, db) = try ingest(bulkYAML, pages, batchRecords: batchRecords, bulk: true)
+        #expect(bulk.status == .finished && batches.status == .finished, "\(bulk.error ?? "") \(batches.error ?? "")")
+        let got = try PostgresTests.postgresDump(staged, model)
+        #expect(got == (try PostgresTests.postgresDump(plain, model)))
+        #expect(got == (try PostgresTests.sqliteDump(db, model)))
+        #expect(got["person"]?.count == 6 && got["person_dogs"]?.count == 4, "\(got)")
+        #expect(bulk.counters == sqlite.counters)
+        for entity in ["person", "dog", "visit"] {
+            #expect(bulk.counters.entities[entity]?.inserted == batches.counters.entities[entity]?.inserted, "\(entity)")
+            #expect(bulk.counters.entities[entity]?.stubs == batches.counters.entities[entity]?.stubs, "\(entity)")
+        }
+        let connection = try PGConnection(url: staged)
+        #expect(try connection.execute("SELECT count(*), min(coding_path) FROM _ingot_rejects") == [["1", "results[0].id"]])
+        #expect(
+            try connection.execute("SELECT status, pages, records, inserted FROM _ingot_runs") == [
+                ["finished", "4", "12", "\(bulk.counters.inserted)"]
+            ])
+    }
+
+    /// A staged load stopped before its copy left nothing in PostgreSQL: no rows, and a run with
+    /// no progress, which `--resume` starts again from the first page, ending exact. Its staging
+    /// file is gone with it.
+    @Test func aFailedStagedLoadLeavesNothingAndResumesFromTheStart() throws {
+        let url = try PostgresServer.freshDatabase()
+        let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
+        let before = Set(
+            try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
+                $0.hasPrefix("ingot-stage-")
+            })
+        let failed = try run(bulkYAML, FailingSource(bulkPages, after: 2), url: url, bulk: true, batchRecords: 1)
+        #expect(failed.status == .failed)
+        let after = Set(
+            try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
+                $0.hasPrefix("ingot-stage-")
+            })
+        #expect(after.subtracting(before).isEmpty, "the staging files are removed")
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
+        #expect(try connection.execute("SELECT status, pages, records, last_seq FROM _ingot_runs") == [["failed", "0", "0", nil]])
+        let resumed = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, batchRecords: 1, resume: true)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.counters.pages == 3)
+        let (_, db) = try ingest(bulkYAML, bulkPages)
+        #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
+    }
+
+    /// What a staged PostgreSQL load cannot do is refused before anything is written: tables
+    /// that hold rows (the copy only inserts), and what SQLite's staged load refuses.
+    @Test func whatAStagedPostgreSQLLoadCannotDoIsRefused() throws {
+        let url = try PostgresServer.freshDatabase()
+        #expect(try run(bulkYAML, MemoryPageSource(Array(bulkPages.prefix(1))), url: url, bulk: false).status == .finished)
+        let filled = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true)
+        #expect(filled.status == .failed)
+        #expect(filled.error?.contains("hold rows") == true, "\(filled.error ?? "")")
+        #expect(try PGConnection(url: url).execute("SELECT count(*) FROM person") == [["3"]])
+        let owned = bulkYAML.replacingOccurrences(
+            of: "visits: {to: visit, many: true, ordered: true}", with: "visits: {to: visit, many: true, owned: true}"
+        )
+        .replacingOccurrences(of: "identity: [clinic, day]\n", with: "")
+        let ownedRun = try run(owned, MemoryPageSource(bulkPages), url: try PostgresServer.freshDatabase(), bulk: true)
+        #expect(ownedRun.status == .failed)
+        #expect(ownedRun.error?.contains("person.visits is owned") == true, "\(ownedRun.error ?? "")")
+    }
+}
+
+/// Pages from memory, failing after `after` of them.
+private final class FailingSource: PageSource, @unchecked Sendable {  // used from the source queue only
+    private let pages: MemoryPageSource
+    private var left: Int
+    init(_ pages: [String], after: Int) {
+        self.pages = MemoryPageSource(pages)
+        self.left = after
+    }
+    func next() throws -> Page? {
+        guard left > 0 else { throw CocoaError(.fileReadUnknown) }
+        left -= 1
+        return try pages.next()
+    }
+}
