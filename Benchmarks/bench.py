@@ -235,11 +235,14 @@ def postgres(ingot, data, expected, db, runs):
     import time
     pg = Postgres()
     try:
-        results = []
+        results, staged = [], []
         for k in range(runs):
-            url = pg.fresh("bench%d" % k)
-            results.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], url))
+            # Paired: batch by batch, then staged (--bulk: merged in a SQLite file of the job's, copied in).
+            results.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], pg.fresh("bench%d" % k)))
+            staged.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--bulk"], pg.fresh("bulk%d" % k)))
         wall = report("PostgreSQL, 1 job", results, expected["records"], expected["bytes"] / 1e6, None)
+        bulk = report("PostgreSQL, 1 job, --bulk", staged, expected["records"], expected["bytes"] / 1e6, None)
+        print("  --bulk / batch by batch: %.2f; same tables: %s" % (bulk / wall, table_digest(pg, "bulk0") == table_digest(pg, "bench0")))
         refresh(ingot, data, expected, db, runs, url=lambda k: pg.fresh("refresh%d" % k), label="PostgreSQL")
         counts = pg.psql("bench0", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
         ok = counts == "%d|%d|%d" % (expected["persons"], expected["dogs"], expected["links"])
@@ -259,8 +262,8 @@ def postgres(ingot, data, expected, db, runs):
                 pg.psql("floor%d" % k, "\\copy %s FROM '%s/%s.tsv'" % (t, dump, t))
             floors.append(time.time() - started)
         floor = statistics.median(floors)
-        print("COPY floor (the final rows, psql \\copy per table) median %.2f s (runs: %s); Ingot / floor: %.2f" % (
-            floor, ", ".join("%.2f" % f for f in floors), wall / floor))
+        print("COPY floor (the final rows, psql \\copy per table) median %.2f s (runs: %s); Ingot / floor: %.2f, --bulk %.2f" % (
+            floor, ", ".join("%.2f" % f for f in floors), wall / floor, bulk / floor))
         # The SQL peer: records as JSON lines (page order), COPY, set-based INSERTs.
         jsonl = os.path.join(BENCH, "people-200k.jsonl")
         if not os.path.exists(jsonl):

@@ -28,9 +28,27 @@ extension SQLiteStore {
     package func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
     ) throws -> [EntityCounts] {
+        var counts: [EntityCounts] = []
+        try foldStaged { entity, rows, db in
+            guard let connection else { throw StoreError.schema("the store is closed") }
+            let layout = layouts[entity]
+            var merge = try StagedMerge(connection: connection, layout: layout, fills: fills.indices.contains(entity) ? fills[entity] : [])
+            defer { merge.finalize() }
+            try merge.write(rows) { identity, changed in stored(entity, identity, changed) }
+            counts.append(merge.counts)
+            try db.execute(sql: "DELETE FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))")
+        }
+        return counts
+    }
+
+    /// Folds the staged load, entity after entity, and hands each entity's folded rows to
+    /// `write` on the write connection's queue, in the open transaction (or one it begins): from
+    /// fold threads on two read connections when the staged rows are committed, else folded on
+    /// the write connection as they are written. A stop (``interrupt()``) interrupts both.
+    func foldStaged(_ write: (_ entity: Int, _ rows: FoldedRows, _ db: Database) throws -> Void) throws {
         isMerging.store(true, ordering: .sequentiallyConsistent)
         defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
-        return try dbQueue.writeWithoutTransaction { db in
+        try dbQueue.writeWithoutTransaction { db in
             // Staged rows not committed yet are visible to this connection only.
             let folding = !db.isInsideTransaction
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
@@ -62,24 +80,19 @@ extension SQLiteStore {
                 }
                 sqlite3_close_v2(second)
             }
-            var counts: [EntityCounts] = []
-            for (entity, layout) in layouts.enumerated() {
-                var merge = try StagedMerge(
-                    connection: connection, layout: layout, fills: fills.indices.contains(entity) ? fills[entity] : [])
-                defer { merge.finalize() }
-                let report = { (identity: IdentityKey, changed: Bool) in stored(entity, identity, changed) }
-                if let lanes {
-                    try merge.write(from: lanes.channels[entity], stored: report)
-                } else {
-                    try merge.run(foldingOn: connection, stored: report)
-                }
-                counts.append(merge.counts)
-                try db.execute(sql: "DELETE FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))")
+            for entity in layouts.indices {
+                try write(entity, lanes.map { .channel($0.channels[entity]) } ?? .folding(connection), db)
             }
             completed = true
-            return counts
         }
     }
+}
+
+/// An entity's folded rows, as ``SQLiteStore/foldStaged(_:)`` hands them over: sent by a fold
+/// thread, or to be folded on the write connection.
+enum FoldedRows {
+    case channel(MergeChannel)
+    case folding(OpaquePointer)
 }
 
 /// A read connection lent to the merge's fold threads: used by one fold at a time (lane `k % 2`

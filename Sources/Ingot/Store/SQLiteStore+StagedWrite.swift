@@ -5,7 +5,27 @@ import GRDBSQLite
 // threads and the channel between them): each folded row written once, inserted or merged into
 // its stored row, and the buffers that hold a folded row's values.
 
-extension StagedMerge {
+/// What writes a staged load's folded rows, one identity at a time: the merge into SQLite's
+/// tables (``StagedMerge``) or the copy into PostgreSQL's (PGStore+Staged.swift). The folded row
+/// is held in ``values``, ``given`` and ``sets`` when ``flush(stored:)`` is called.
+protocol FoldedRowWriter {
+    var layout: EntityLayout { get }
+    var values: HeldValues { get set }
+    var given: ColumnMask { get set }
+    var sets: HeldValues { get set }
+    /// Writes the held row, then forgets it.
+    mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws
+}
+
+extension FoldedRowWriter {
+    /// Writes every folded row of `rows` (``SQLiteStore/foldStaged(_:)``).
+    mutating func write(_ rows: FoldedRows, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        switch rows {
+        case .channel(let channel): try write(from: channel, stored: stored)
+        case .folding(let connection): try run(foldingOn: connection, stored: stored)
+        }
+    }
+
     /// Folds and writes on the write connection, each folded row written as it completes.
     mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
         var fold = try StagedFold(connection: connection, layout: layout)
@@ -54,7 +74,7 @@ extension StagedMerge {
 
 /// The write side of one entity's merge: each identity's folded row (``StagedFold``'s) written
 /// once — inserted, or merged into its stored row — with its links, on the write connection.
-struct StagedMerge {
+struct StagedMerge: FoldedRowWriter {
     let layout: EntityLayout
     let fills: [(slot: Int, value: ScalarValue, always: Bool)]
     private let insertRow: RawStatement
@@ -385,6 +405,11 @@ struct HeldValues {
     }
 
     /// The bytes of value `i` (a blob or text); empty when none are held.
+    /// Value `i`'s SQLite type (`SQLITE_INTEGER`, …), 0 when none is held; its number.
+    func type(_ i: Int) -> Int32 { types[i] }
+    func integer(_ i: Int) -> Int64 { integers[i] }
+    func real(_ i: Int) -> Double { reals[i] }
+
     func bytes(_ i: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: buffers[i], count: types[i] == 0 ? 0 : counts[i])
     }

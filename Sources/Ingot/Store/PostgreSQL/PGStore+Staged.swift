@@ -90,24 +90,24 @@ extension PGStore {
         staging = try PGStaging(model: model)
     }
 
-    /// Merges the staged load in its SQLite file, then copies every merged row — the entities'
-    /// tables, then the join tables — and the held rejects and kept values into PostgreSQL, in
-    /// this store's transaction (the writer commits it). Counts as the merge counted: every row
-    /// is new (the tables were empty).
+    /// Folds the staged load in its SQLite file and streams each folded row — the entity's row,
+    /// then its links — into PostgreSQL with `COPY` as the fold hands it over, with the held
+    /// rejects and kept values, in this store's transaction (the writer commits it). Counts as a
+    /// merge into empty tables counts: every row is new.
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
     ) throws -> [EntityCounts] {
         guard let staging, !staging.published else { return Array(repeating: EntityCounts(), count: layouts.count) }
-        let counts = try staging.store.mergeStaged(fills: fills, stored: stored)
-        try staging.store.commit()
         try begin()
-        for (entity, layout) in layouts.enumerated() {
-            let columns = layout.columns.map { (name: $0.name, isBool: $0.type == .bool) }
-            try copyStaged(layout.table, columns, from: staging.store)
-            for toMany in layout.toMany where toMany.hasJoinTable {
-                let names = PGStore.joinColumns(toMany, owner: entity, model: model).map { (name: $0.name, isBool: $0.type == "boolean") }
-                try copyStaged(toMany.joinTable, names, from: staging.store)
-            }
+        var counts: [EntityCounts] = []
+        try staging.store.foldStaged { entity, rows, _ in
+            var copy = PGStagedCopy(
+                connection: connection, entity: entity, model: model, layout: layouts[entity],
+                fills: fills.indices.contains(entity) ? fills[entity] : [])
+            defer { copy.finalize() }
+            try copy.write(rows) { identity, changed in stored(entity, identity, changed) }
+            try copy.finish()
+            counts.append(copy.counts)
         }
         staging.published = true
         try recordRejectsAndKept(
@@ -116,57 +116,173 @@ extension PGStore {
                 kept: Array(staging.kept.values)))
         return counts
     }
+}
 
-    /// Copies table `table` of the staging file into PostgreSQL's, in one `COPY` sent as it is made.
-    private func copyStaged(_ table: String, _ columns: [(name: String, isBool: Bool)], from stage: SQLiteStore) throws {
-        let names = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
-        let copy = "COPY \(PGStore.quote(table)) (\(names)) FROM STDIN"
-        try connection.beginCopy(copy)
-        try stage.dbQueue.inDatabase { db in
-            guard let handle = db.sqliteConnection else { throw StoreError.schema("the staging database is closed") }
-            let select = try RawStatement(connection: handle, sql: "SELECT \(names) FROM \(PGStore.quote(table))")
-            defer { select.finalize() }
-            var data: [UInt8] = []
-            data.reserveCapacity(PGStaging.copyBytes + 65_536)
-            var failure: StoreError?
-            try select.query { row in
-                guard failure == nil else { return }
-                for (k, column) in columns.enumerated() {
-                    if k > 0 { data.append(UInt8(ascii: "\t")) }
-                    let index = Int32(k)
-                    switch sqlite3_column_type(row, index) {
-                    case SQLITE_NULL:
-                        data.append(UInt8(ascii: "\\"))
-                        data.append(UInt8(ascii: "N"))
-                    case SQLITE_INTEGER:
-                        let value = sqlite3_column_int64(row, index)
-                        if column.isBool {
-                            data.append(value != 0 ? UInt8(ascii: "t") : UInt8(ascii: "f"))
-                        } else {
-                            PGStore.appendDecimal(value, to: &data)
-                        }
-                    case SQLITE_FLOAT:
-                        PGStore.appendCopyValue(.real(sqlite3_column_double(row, index)), to: &data)
-                    default:
-                        let count = Int(sqlite3_column_bytes(row, index))
-                        if let text = sqlite3_column_text(row, index) {
-                            PGConnection.appendCopyText(UnsafeBufferPointer(start: text, count: count), to: &data)
-                        }
-                    }
-                }
-                data.append(UInt8(ascii: "\n"))
-                if data.count >= PGStaging.copyBytes {
-                    do throws(StoreError) { try connection.putCopyData(data, sql: copy) } catch { failure = error }
-                    data.removeAll(keepingCapacity: true)
-                }
-            }
-            if failure == nil, !data.isEmpty {
-                do throws(StoreError) { try connection.putCopyData(data, sql: copy) } catch { failure = error }
-            }
-            // Ended even after a failure: the connection leaves COPY mode (the server's error wins).
-            do throws(StoreError) { try connection.endCopy(copy) } catch { failure = error }
-            if let failure { throw failure }
+/// The copy side of a staged PostgreSQL load, for one entity: each folded row appended to its
+/// table's `COPY` text and each of its sets to its join table's, sent a few hundred kilobytes at a
+/// time while the fold goes on. One `COPY` at a time runs on a connection, so the rows' copy is
+/// ended and begun again whenever the links held reach ``PGStaging/copyBytes``.
+struct PGStagedCopy: FoldedRowWriter {
+    let layout: EntityLayout
+    var values: HeldValues
+    var given = ColumnMask()
+    var sets: HeldValues
+    private(set) var counts = EntityCounts()
+    private let connection: PGConnection
+    private let fills: [(slot: Int, value: ScalarValue, always: Bool)]
+    private let isBool: [Bool]
+    private let rowsCopy: String
+    /// Per to-many: its join table's `COPY`, `nil` for one without a join table.
+    private let linksCopy: [String?]
+    private var rows: [UInt8] = []
+    private var rowsOpen = false
+    private var links: [[UInt8]]
+    private var heldLinks = 0
+
+    init(
+        connection: PGConnection, entity: Int, model: EntityModel, layout: EntityLayout,
+        fills: [(slot: Int, value: ScalarValue, always: Bool)]
+    ) {
+        self.connection = connection
+        self.layout = layout
+        self.fills = fills
+        isBool = layout.columns.map { $0.type == .bool }
+        values = HeldValues(count: layout.columns.count)
+        sets = HeldValues(count: layout.toMany.count)
+        let names = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names)) FROM STDIN"
+        linksCopy = layout.toMany.map { toMany in
+            guard toMany.hasJoinTable else { return nil }
+            let columns = PGStore.joinColumns(toMany, owner: entity, model: model).map { PGStore.quote($0.name) }
+            return "COPY \(PGStore.quote(toMany.joinTable)) (\(columns.joined(separator: ", "))) FROM STDIN"
         }
+        links = Array(repeating: [], count: layout.toMany.count)
+    }
+
+    mutating func finalize() {
+        values.deallocate()
+        sets.deallocate()
+    }
+
+    /// Appends the held row (`default:` and `const:` filled as an insert fills them) and its sets.
+    mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        var nonIdentity = given
+        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
+        counts.inserted += 1
+        if nonIdentity == ColumnMask() && !sets.holdsAny { counts.stubs += 1 }
+        for slot in layout.columns.indices {
+            if slot > 0 { rows.append(UInt8(ascii: "\t")) }
+            if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
+                PGStore.appendCopyValue(fill.value, to: &rows)
+            } else {
+                appendValue(slot, bool: isBool[slot], from: values, to: &rows)
+            }
+        }
+        rows.append(UInt8(ascii: "\n"))
+        for k in layout.toMany.indices where sets.holds(k) && linksCopy[k] != nil { appendSet(k) }
+        values.clear()
+        sets.clear()
+        given = ColumnMask()
+        if heldLinks >= PGStaging.copyBytes {
+            try endRows()
+            try sendLinks()
+        }
+        if rows.count >= PGStaging.copyBytes { try sendRows() }
+    }
+
+    /// Sends what is held and ends the copies.
+    mutating func finish() throws {
+        try sendRows()
+        try endRows()
+        try sendLinks()
+    }
+
+    /// The held set of to-many `k` as join rows: the owner's identity, each target once (at its
+    /// first position, for an ordered one), as the SQLite merge's `INSERT OR IGNORE` keeps them.
+    private mutating func appendSet(_ k: Int) {
+        let bytes = sets.bytes(k)
+        let ordered = layout.toMany[k].isOrdered
+        var owner: [UInt8] = []
+        for (index, slot) in layout.identitySlots.enumerated() {
+            if index > 0 { owner.append(UInt8(ascii: "\t")) }
+            appendValue(slot, bool: isBool[slot], from: values, to: &owner)
+        }
+        var out = links[k]
+        let before = out.count
+        StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            var seen: Set<[ScalarValue]> = []
+            var target: [ScalarValue] = []
+            var position: Int64 = 0
+            StagedSets.forEachTarget(
+                in: bytes, range,
+                value: { value, _ in
+                    if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
+                },
+                end: {
+                    if seen.insert(target).inserted {
+                        out += owner
+                        for value in target {
+                            out.append(UInt8(ascii: "\t"))
+                            PGStore.appendCopyValue(value, to: &out)
+                        }
+                        if ordered {
+                            out.append(UInt8(ascii: "\t"))
+                            PGStore.appendDecimal(position, to: &out)
+                        }
+                        out.append(UInt8(ascii: "\n"))
+                    }
+                    target.removeAll(keepingCapacity: true)
+                    position += 1
+                })
+        }
+        heldLinks += out.count - before
+        links[k] = out
+    }
+
+    private mutating func sendRows() throws {
+        guard !rows.isEmpty else { return }
+        if !rowsOpen {
+            try connection.beginCopy(rowsCopy)
+            rowsOpen = true
+        }
+        try connection.putCopyData(rows, sql: rowsCopy)
+        rows.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func endRows() throws {
+        guard rowsOpen else { return }
+        rowsOpen = false
+        try connection.endCopy(rowsCopy)
+    }
+
+    /// Copies the held links, join table after join table (the rows' copy ended first).
+    private mutating func sendLinks() throws {
+        for k in links.indices where !links[k].isEmpty {
+            guard let sql = linksCopy[k] else { continue }
+            try connection.copy(sql, data: links[k])
+            links[k].removeAll(keepingCapacity: true)
+        }
+        heldLinks = 0
+    }
+}
+
+/// Appends held value `i` as a `COPY` text field (a boolean column's 0/1 as `f`/`t`).
+private func appendValue(_ i: Int, bool: Bool, from values: HeldValues, to out: inout [UInt8]) {
+    switch values.type(i) {
+    case SQLITE_INTEGER:
+        if bool {
+            out.append(values.integer(i) != 0 ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+        } else {
+            PGStore.appendDecimal(values.integer(i), to: &out)
+        }
+    case SQLITE_FLOAT:
+        PGStore.appendCopyValue(.real(values.real(i)), to: &out)
+    case SQLITE_TEXT, SQLITE_BLOB:
+        PGConnection.appendCopyText(values.bytes(i).bindMemory(to: UInt8.self), to: &out)
+    default:
+        out.append(UInt8(ascii: "\\"))
+        out.append(UInt8(ascii: "N"))
     }
 }
 
