@@ -50,6 +50,24 @@ struct PostgresBulkTests {
             ])
     }
 
+    /// With copies of a few bytes, every row and every set is sent on its own: the rows' copy is
+    /// ended and begun again around each piece of links, and the tables are the same.
+    @Test func theCopyInPiecesEndsInTheSameTables() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let store = try PGStore(url: url, model: config.model)
+        try store.startStagedLoad()
+        store.staging?.copyBytes = 1
+        var options = RunOptions()
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
+            source: MemoryPageSource(bulkPages), store: store)
+        try store.close()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let (_, db) = try ingest(bulkYAML, bulkPages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+    }
+
     /// A staged load stopped before its copy left nothing in PostgreSQL: no rows, and a run with
     /// no progress, which `--resume` starts again from the first page, ending exact. Its staging
     /// file is gone with it.

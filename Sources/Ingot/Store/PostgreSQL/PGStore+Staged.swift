@@ -34,6 +34,9 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     private(set) var runID = ""
     /// The rows were copied into PostgreSQL (in its open transaction).
     var published = false
+    /// The bytes of `COPY` text held before they are sent (a test makes it small, so that a few
+    /// rows take every path).
+    var copyBytes = PGStaging.defaultCopyBytes
 
     init(model: EntityModel) throws {
         path = FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
@@ -103,7 +106,7 @@ extension PGStore {
         try staging.store.foldStaged { entity, rows, _ in
             var copy = PGStagedCopy(
                 connection: connection, entity: entity, model: model, layout: layouts[entity],
-                fills: fills.indices.contains(entity) ? fills[entity] : [])
+                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes)
             defer { copy.finalize() }
             try copy.write(rows) { identity, changed in stored(entity, identity, changed) }
             try copy.finish()
@@ -121,7 +124,7 @@ extension PGStore {
 /// The copy side of a staged PostgreSQL load, for one entity: each folded row appended to its
 /// table's `COPY` text and each of its sets to its join table's, sent a few hundred kilobytes at a
 /// time while the fold goes on. One `COPY` at a time runs on a connection, so the rows' copy is
-/// ended and begun again whenever the links held reach ``PGStaging/copyBytes``.
+/// ended and begun again whenever the links held reach `copyBytes`.
 struct PGStagedCopy: FoldedRowWriter {
     let layout: EntityLayout
     var values: HeldValues
@@ -138,12 +141,15 @@ struct PGStagedCopy: FoldedRowWriter {
     private var rowsOpen = false
     private var links: [[UInt8]]
     private var heldLinks = 0
+    /// The bytes of `COPY` text held before they are sent (``PGStaging/copyBytes``).
+    private let copyBytes: Int
 
     init(
         connection: PGConnection, entity: Int, model: EntityModel, layout: EntityLayout,
-        fills: [(slot: Int, value: ScalarValue, always: Bool)]
+        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int
     ) {
         self.connection = connection
+        self.copyBytes = copyBytes
         self.layout = layout
         self.fills = fills
         isBool = layout.columns.map { $0.type == .bool }
@@ -183,11 +189,11 @@ struct PGStagedCopy: FoldedRowWriter {
         values.clear()
         sets.clear()
         given = ColumnMask()
-        if heldLinks >= PGStaging.copyBytes {
+        if heldLinks >= copyBytes {
             try endRows()
             try sendLinks()
         }
-        if rows.count >= PGStaging.copyBytes { try sendRows() }
+        if rows.count >= copyBytes { try sendRows() }
     }
 
     /// Sends what is held and ends the copies.
@@ -287,6 +293,7 @@ private func appendValue(_ i: Int, bool: Bool, from values: HeldValues, to out: 
 }
 
 extension PGStaging {
-    /// The bytes of COPY text sent at a time: the server works on them while the next are made.
-    static let copyBytes = 256 << 10
+    /// The bytes of COPY text sent at a time by default: the server works on them while the
+    /// next are made.
+    static let defaultCopyBytes = 256 << 10
 }
