@@ -35,7 +35,8 @@ def main():
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
-    a.add_argument("--bulk", action="store_true", help="a staged load (--bulk): kills land while staging and while merging")
+    a.add_argument("--bulk", action="store_true",
+                   help="a staged load (--bulk): kills land while staging and while merging (with --postgres: while copying)")
     a.add_argument("--bulk-after-mib", type=int, default=None,
                    help="a load that turns staged once its database holds this many MiB: kills land before, while and after it turns")
     args = a.parse_args()
@@ -74,6 +75,8 @@ def main():
         else:
             cmd.append("--no-bulk")
         kills, runs, finished = 0, 0, False
+        # A staged PostgreSQL load keeps its staging file in TMPDIR; a killed job leaves it there.
+        env = dict(os.environ, TMPDIR=work)
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
                    "--batch-records", str(args.batch_records), "--archive-dir", os.path.join(work, "archives")]
@@ -102,7 +105,7 @@ def main():
             finished = True
         while not finished:
             runs += 1
-            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
             if kills < args.kills:
                 time.sleep(rng.uniform(0.05, args.max_delay))
                 if p.poll() is None:

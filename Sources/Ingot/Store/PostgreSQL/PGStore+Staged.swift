@@ -32,6 +32,11 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     private var pendingKept: [(pipeline: String, key: String, value: String)] = []
     /// The run the held rejections belong to.
     private(set) var runID = ""
+    /// The progress of the last committed batch (its resume point and counters), written with
+    /// the rows: a job killed after the copy commits resumes past the end, not from the start
+    /// into tables that hold the load.
+    private(set) var progress: RunProgress?
+    private var pendingProgress: RunProgress?
     /// The rows were copied into PostgreSQL (in its open transaction).
     var published = false
     /// The bytes of `COPY` text held before they are sent (a test makes it small, so that a few
@@ -50,19 +55,23 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         runID = progress.runID
         pendingRejections += progress.rejections
         pendingKept += progress.kept
+        pendingProgress = progress
     }
 
     func commit() throws {
         try store.commit()
         rejections += pendingRejections
         for item in pendingKept { kept[item.pipeline + "\u{0}" + item.key] = item }
+        if let pendingProgress { progress = pendingProgress }
         pendingRejections = []
         pendingKept = []
+        pendingProgress = nil
     }
 
     func rollback() throws {
         pendingRejections = []
         pendingKept = []
+        pendingProgress = nil
         try store.rollback()
     }
 
@@ -113,10 +122,11 @@ extension PGStore {
             counts.append(copy.counts)
         }
         staging.published = true
-        try recordRejectsAndKept(
+        let last = staging.progress
+        try recordProgress(
             RunProgress(
-                runID: staging.runID, counters: RunCounters(), lastSeq: nil, resumeState: nil, rejections: staging.rejections,
-                kept: Array(staging.kept.values)))
+                runID: staging.runID, counters: last?.counters ?? RunCounters(), lastSeq: last?.lastSeq,
+                resumeState: last?.resumeState, rejections: staging.rejections, kept: Array(staging.kept.values)))
         return counts
     }
 }
