@@ -98,6 +98,21 @@ struct PostgresBulkTests {
         #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
     }
 
+    /// A job killed after its copy committed but before its run was marked finished: resumed
+    /// with `--bulk`, it finds the tables full and its resume point past the last page — it goes
+    /// on batch by batch (nothing left), not refused, and the tables stay as they were.
+    @Test func aStagedLoadKilledAfterItsCopyResumes() throws {
+        let url = try PostgresServer.freshDatabase()
+        let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
+        #expect(try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true).status == .finished)
+        let before = try PostgresTests.postgresDump(url, model)
+        _ = try PGConnection(url: url).execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL")
+        let resumed = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, resume: true)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(try PostgresTests.postgresDump(url, model) == before)
+        #expect(try PGConnection(url: url).execute("SELECT count(*), min(status) FROM _ingot_runs") == [["1", "finished"]])
+    }
+
     /// What a staged PostgreSQL load cannot do is refused before anything is written: tables
     /// that hold rows (the copy only inserts), and what SQLite's staged load refuses.
     @Test func whatAStagedPostgreSQLLoadCannotDoIsRefused() throws {

@@ -84,7 +84,10 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
 
 extension PGStore {
     /// Starts a staged load (PGStaging): refused, with the reason, when this run cannot be one.
-    func startStagedLoad() throws {
+    /// A resumed run whose tables hold rows goes on batch by batch instead: its copy committed
+    /// before the job was killed (its resume point, written with the rows, is past the last
+    /// page), or it began batch by batch.
+    func startStagedLoad(resuming: Bool = false) throws {
         var reasons = SQLiteStore.stagedLoadObstacles(model, layouts)
         if joined != nil { reasons.append("a joined run (--join) writes batch by batch") }
         let tables = layouts.map(\.table) + layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
@@ -93,6 +96,7 @@ extension PGStore {
                 "SELECT " + tables.map { "EXISTS (SELECT 1 FROM \(PGStore.quote($0)))" }.joined(separator: ", ")
             ).first ?? []
         let filled = zip(tables, held).filter { $0.1 == "t" }.map(\.0)
+        if !filled.isEmpty && resuming && reasons.isEmpty { return }
         if !filled.isEmpty {
             reasons.append("--bulk copies a load into empty tables; \(filled.joined(separator: ", ")) hold rows")
         }

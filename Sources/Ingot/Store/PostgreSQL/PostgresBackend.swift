@@ -8,7 +8,7 @@ package struct PostgresBackend: StoreBackend {
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         let store = try PGStore(url: url, model: model)
-        if options.staged { try store.startStagedLoad() }
+        if options.staged { try store.startStagedLoad(resuming: options.resuming) }
         return store
     }
 
