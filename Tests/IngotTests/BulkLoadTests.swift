@@ -405,7 +405,7 @@ struct BulkLoadTests {
 }
 
 /// Serves the pages of `inner` up to `pages`, then fails.
-private final class FailingAfter: PageSource, @unchecked Sendable {  // used from the source queue only
+final class FailingAfter: PageSource, @unchecked Sendable {  // used from the source queue only
     private let inner: any PageSource
     private var left: Int
     init(_ inner: any PageSource, pages: Int) {

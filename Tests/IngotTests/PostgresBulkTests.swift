@@ -81,7 +81,7 @@ struct PostgresBulkTests {
             try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
                 $0.hasPrefix("ingot-stage-")
             })
-        let failed = try run(bulkYAML, FailingSource(bulkPages, after: 2), url: url, bulk: true, batchRecords: 1)
+        let failed = try run(bulkYAML, FailingAfter(MemoryPageSource(bulkPages), pages: 2), url: url, bulk: true, batchRecords: 1)
         #expect(failed.status == .failed)
         let after = Set(
             try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
@@ -129,20 +129,5 @@ struct PostgresBulkTests {
         let ownedRun = try run(owned, MemoryPageSource(bulkPages), url: try PostgresServer.freshDatabase(), bulk: true)
         #expect(ownedRun.status == .failed)
         #expect(ownedRun.error?.contains("person.visits is owned") == true, "\(ownedRun.error ?? "")")
-    }
-}
-
-/// Pages from memory, failing after `after` of them.
-private final class FailingSource: PageSource, @unchecked Sendable {  // used from the source queue only
-    private let pages: MemoryPageSource
-    private var left: Int
-    init(_ pages: [String], after: Int) {
-        self.pages = MemoryPageSource(pages)
-        self.left = after
-    }
-    func next() throws -> Page? {
-        guard left > 0 else { throw CocoaError(.fileReadUnknown) }
-        left -= 1
-        return try pages.next()
     }
 }
