@@ -2,25 +2,27 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// A staged load into PostgreSQL (`ingot run --bulk` on a `postgresql://` database): the load is
-/// staged and merged as a SQLite `--bulk` load is (SQLiteStore+Staged.swift), in a SQLite file of
-/// the job's own (in the temporary directory, removed when the run ends), and only the merged
-/// rows — each final row once — are copied into PostgreSQL (`COPY`, in the run's last
-/// transaction), as a database loads a dump.
+/// A staged load into PostgreSQL (`ingot run --bulk` on a `postgresql://` database), loaded the
+/// way a database loads a dump: the batches are staged as a SQLite `--bulk` load stages them
+/// (SQLiteStore+Staged.swift), in a SQLite file of the job's own (in the temporary directory,
+/// removed when the run ends); at the end the same folds as SQLite's merge read them back in
+/// identity order (`SQLiteStore.foldStaged`), and each folded row — each final row once — is
+/// streamed into PostgreSQL's `COPY` (``PGStagedCopy``), in the run's last transaction.
 ///
 /// Why: batch by batch, every record a load re-sends is an `UPDATE` on the server (people-200k:
-/// 232,888 of them for 96,801 dogs) and every lookup a query; a first load spent 2.3 s of server
-/// time where copying the final rows takes 0.9 s (docs/benchmarks.md, session 14).
+/// 232,888 of them for 96,801 dogs) and every batch a lookup query; a first load spent 2.3–3.0 s
+/// of server time where copying the final rows takes 0.6–0.9 s (docs/benchmarks.md, session 14).
 ///
 /// What it asks of the load, checked before anything is written: a single job (not `--join`),
 /// a model a staged load can run (SQLiteStore.stagedLoadObstacles), and tables that are empty —
-/// the copy inserts every merged row, it does not merge into stored ones.
+/// the copy inserts every folded row, it does not merge into stored ones.
 ///
 /// What it gives up: PostgreSQL sees nothing of the load until its end (then all of it, in one
-/// transaction), and a stopped or killed load keeps nothing there — its run stays unfinished with
-/// no progress, and `--resume` starts it again from its first page (the staging file is the
-/// job's own and goes with it). Rejects and kept values (the incremental cursor) are held by the
-/// job and written with the rows.
+/// transaction), and a load stopped or killed before its copy keeps nothing there — its run
+/// stays unfinished with no progress, and `--resume` starts it again from its first page (the
+/// staging file is the job's own and goes with it). Rejects (bounded like a run's stored
+/// rejects), kept values (the incremental cursor) and the resume point are held by the job and
+/// written with the rows.
 final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// The SQLite store the load is staged and merged in.
     let store: SQLiteStore
