@@ -315,10 +315,10 @@ struct PostgresTests {
         let url = try PostgresServer.freshDatabase()
         let pipeline = temporaryDirectory().appendingPathComponent("seam.yml")
         try Data(StoreSeamTests.yaml.utf8).write(to: pipeline)
-        func dryRun(_ file: URL) throws -> (status: Int32, out: String) {
+        func dryRun(_ file: URL, _ extra: [String] = []) throws -> (status: Int32, out: String) {
             let process = Process()
             process.executableURL = CLITests.binary
-            process.arguments = ["run", file.path, "--db", url, "--dry-run", "--pages", temporaryDirectory().path]
+            process.arguments = ["run", file.path, "--db", url, "--dry-run", "--pages", temporaryDirectory().path] + extra
             let out = Pipe()
             process.standardOutput = out
             process.standardError = Pipe()
@@ -329,6 +329,7 @@ struct PostgresTests {
         }
         let plan = try dryRun(pipeline)
         #expect(plan.status == 0 && plan.out.contains("CREATE TABLE IF NOT EXISTS \"person\""), "\(plan.out)")
+        #expect(plan.out.contains("load: batch by batch (--bulk: staged, into empty tables)"), "\(plan.out)")
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [["0"]])
         #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)
@@ -339,6 +340,9 @@ struct PostgresTests {
         try Data(StoreSeamTests.yaml.replacingOccurrences(of: "score: double", with: "score: string").utf8).write(to: changed)
         let refused = try dryRun(changed)
         #expect(refused.status == 2 && refused.out.contains("column 'score'"), "\(refused.out)")
+        // --bulk: what the seam pipeline asks of stored rows (`missing: ignore`) refuses it, said before a run.
+        let bulk = try dryRun(pipeline, ["--bulk"])
+        #expect(bulk.out.contains("load: --bulk refused: ") && bulk.out.contains("does not stub missing targets"), "\(bulk.out)")
     }
     /// Another writer (another pipeline on the same tables) inserts a row while a run loads, which
     /// the run then sends: the run's lookup finds it, and the record's keys update it — the other
