@@ -56,6 +56,7 @@ def refresh(ingot, data, expected, db, runs, url=None, label="SQLite"):
     ok = check(db, data) if not url else None
     print("refresh (%s): first load median %.2f s, rerun median %.2f s, rerun / first %.2f  (rerun %s; check ok=%s)" % (
         label, first, rerun, rerun / first, counts, ok))
+    quiet_refresh(ingot, target, runs, url, label)
     if url:
         return
     # The same rerun staged (--bulk): the whole load folded first, so rows the pages change and
@@ -68,6 +69,30 @@ def refresh(ingot, data, expected, db, runs, url=None, label="SQLite"):
     rerun = statistics.median(r[0] for r in staged)
     print("refresh (%s, rerun --bulk): rerun median %.2f s, rerun / first %.2f  (rerun %s; check ok=%s)" % (
         label, rerun, rerun / first, counts, check(db, data)))
+
+
+def quiet_refresh(ingot, loaded, runs, url, label):
+    """A refresh where nothing changed (issue 18's goal): people-200k's final state exported
+    (`ingot export --format jsonl` of the database `loaded`), cut into pages of 1000, loaded into a
+    fresh database, then loaded again (paired; medians). The rerun writes nothing."""
+    pages = os.path.join(BENCH, "quiet-200k")
+    if not os.path.isdir(pages):
+        lines = subprocess.run([ingot, "export", PIPELINE, "--db", loaded, "--format", "jsonl"],
+                               capture_output=True, text=True, check=True).stdout.splitlines()
+        os.makedirs(pages + ".tmp", exist_ok=True)
+        for k in range(0, len(lines), 1000):
+            with open(os.path.join(pages + ".tmp", "page-%05d.json" % (k // 1000 + 1)), "w") as f:
+                f.write('{"results": [' + ",".join(lines[k:k + 1000]) + "]}")
+        os.rename(pages + ".tmp", pages)
+    firsts, reruns = [], []
+    for k in range(runs):
+        target = url(100 + k) if url else os.path.join(BENCH, "quiet.db")
+        firsts.append(timed([ingot, "run", PIPELINE, "--pages", pages, "--no-archive"], target))
+        reruns.append(timed([ingot, "run", PIPELINE, "--pages", pages, "--no-archive"], target, keep=True))
+    counts = " ".join(re.search(r"(?<![.\w])%s=(\d+)" % key, timed.summary).group(0) for key in ("inserted", "updated", "unchanged"))
+    first, rerun = statistics.median(r[0] for r in firsts), statistics.median(r[0] for r in reruns)
+    print("quiet refresh (%s): first load median %.2f s, rerun median %.2f s, rerun / first %.2f  (rerun %s)" % (
+        label, first, rerun, rerun / first, counts))
 
 
 def check(db, data):
