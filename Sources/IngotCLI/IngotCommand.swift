@@ -237,7 +237,7 @@ struct Run: ParsableCommand {
                 !obstacles.isEmpty
                     ? "load: --bulk refused: \(obstacles.joined(separator: "; "))"
                     : postgres
-                        ? "load: staged (--bulk): staged and merged in a temporary SQLite file, the merged rows copied in at the end (empty tables only)"
+                        ? "load: staged (--bulk): staged and folded in a temporary SQLite file, the folded rows copied in at the end (into empty tables; tables that hold rows load batch by batch)"
                         : "load: staged (--bulk): batches go to staging tables, merged in identity order at the end")
         } else if !options.autoBulk {
             print("load: batch by batch (--no-bulk)")

@@ -216,6 +216,9 @@ public final class PipelineRunner: Sendable {
                 "schema.migrated",
                 metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
         }
+        if let reason = store.stagingDeclined {
+            logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
+        }
         activeStore.value.withLock { $0 = store }
         defer { activeStore.value.withLock { $0 = nil } }
         // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).

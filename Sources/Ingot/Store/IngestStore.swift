@@ -106,6 +106,11 @@ public protocol IngestStore: IdentityLookups {
     /// `schema.migrated`. Empty when nothing changed, or the database was new.
     var migration: [String] { get }
 
+    /// Why a staged load (`--bulk`) was asked for and the store loads batch by batch instead
+    /// (PostgreSQL's tables hold rows: its staged load only copies into empty ones); the run logs
+    /// it as `bulk.declined`. `nil` when it stages as asked, or was not asked to.
+    var stagingDeclined: String? { get }
+
     /// Takes the database's lock on runs of `pipeline` for as long as the store is open,
     /// waiting up to `timeout` seconds for another run to let it go; throws a held
     /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
@@ -140,6 +145,9 @@ extension IngestStore {
 
     /// A store without a schema of its own to migrate.
     public var migration: [String] { [] }
+
+    /// A store that stages as asked, or refuses.
+    public var stagingDeclined: String? { nil }
 
     /// A failed write rolls the whole open transaction back.
     public var undoesBatchesAlone: Bool { false }

@@ -13,9 +13,10 @@ import GRDBSQLite
 /// 232,888 of them for 96,801 dogs) and every batch a lookup query; a first load spent 2.3–3.0 s
 /// of server time where copying the final rows takes 0.6–0.9 s (docs/benchmarks.md, session 14).
 ///
-/// What it asks of the load, checked before anything is written: a single job (not `--join`),
-/// a model a staged load can run (SQLiteStore.stagedLoadObstacles), and tables that are empty —
-/// the copy inserts every folded row, it does not merge into stored ones.
+/// What it asks of the load, checked before anything is written: a single job (not `--join`)
+/// and a model a staged load can run (SQLiteStore.stagedLoadObstacles); and tables that are
+/// empty — the copy inserts every folded row, it does not merge into stored ones: into tables
+/// that hold rows the load goes batch by batch, and says so (`bulk.declined`).
 ///
 /// What it gives up: PostgreSQL sees nothing of the load until its end (then all of it, in one
 /// transaction), and a load stopped or killed before its copy keeps nothing there — its run
@@ -85,11 +86,12 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
 }
 
 extension PGStore {
-    /// Starts a staged load (PGStaging): refused, with the reason, when this run cannot be one.
-    /// A resumed run whose tables hold rows goes on batch by batch instead: its copy committed
-    /// before the job was killed (its resume point, written with the rows, is past the last
-    /// page), or it began batch by batch.
-    func startStagedLoad(resuming: Bool = false) throws {
+    /// Starts a staged load (PGStaging): refused, with the reason, when the pipeline cannot be
+    /// one. Into tables that hold rows it loads batch by batch instead (``stagingDeclined``
+    /// says why): the copy only inserts — a refresh of a cache that `INGOT_BULK=1` loaded first
+    /// goes on running, and so does a resumed run whose copy committed before the job was killed
+    /// (its resume point, written with the rows, is past the last page).
+    func startStagedLoad() throws {
         var reasons = SQLiteStore.stagedLoadObstacles(model, layouts)
         if joined != nil { reasons.append("a joined run (--join) writes batch by batch") }
         let tables = layouts.map(\.table) + layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
@@ -97,13 +99,14 @@ extension PGStore {
             try connection.execute(
                 "SELECT " + tables.map { "EXISTS (SELECT 1 FROM \(PGStore.quote($0)))" }.joined(separator: ", ")
             ).first ?? []
-        let filled = zip(tables, held).filter { $0.1 == "t" }.map(\.0)
-        if !filled.isEmpty && resuming && reasons.isEmpty { return }
-        if !filled.isEmpty {
-            reasons.append("--bulk copies a load into empty tables; \(filled.joined(separator: ", ")) hold rows")
-        }
         guard reasons.isEmpty else {
             throw StoreError.conflict("--bulk cannot load this pipeline into PostgreSQL: " + reasons.joined(separator: "; "))
+        }
+        let filled = zip(tables, held).filter { $0.1 == "t" }.map(\.0)
+        guard filled.isEmpty else {
+            stagingDeclined =
+                "a staged PostgreSQL load copies into empty tables; \(filled.joined(separator: ", ")) hold rows: batch by batch"
+            return
         }
         staging = try PGStaging(model: model)
     }
@@ -127,6 +130,8 @@ extension PGStore {
             try copy.finish()
             counts.append(copy.counts)
         }
+        // The folds read in a transaction of the staging file's; it wrote nothing.
+        try staging.store.rollback()
         staging.published = true
         let last = staging.progress
         try recordProgress(

@@ -65,6 +65,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var lastWriteRetries = 0
     /// A staged load (`--bulk`, PGStore+Staged.swift); writer queue only.
     var staging: PGStaging?
+    /// Why `--bulk` loads batch by batch here (tables that hold rows), set when the store opens.
+    var stagingDeclined: String?
     var isStaging: Bool { staging.map { !$0.published } ?? false }
     var resolvesAtMerge: Bool { isStaging }
 

@@ -8,7 +8,7 @@ package struct PostgresBackend: StoreBackend {
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         let store = try PGStore(url: url, model: model)
-        if options.staged { try store.startStagedLoad(resuming: options.resuming) }
+        if options.staged { try store.startStagedLoad() }
         return store
     }
 
