@@ -113,6 +113,28 @@ struct PostgresBulkTests {
         #expect(try PGConnection(url: url).execute("SELECT count(*), min(status) FROM _ingot_runs") == [["1", "finished"]])
     }
 
+    /// A value PostgreSQL refuses in the copy (here a constraint added to the table) fails the
+    /// staged load whole: nothing is written, the run is marked failed with no progress and the
+    /// server's message; resumed batch by batch, the record is rejected on its own and the rest
+    /// saved.
+    @Test func aValueRefusedInTheCopyFailsTheLoadWholeAndBatchByBatchRejectsIt() throws {
+        let url = try PostgresServer.freshDatabase()
+        #expect(try run(bulkYAML, MemoryPageSource([]), url: url, bulk: false).status == .finished)
+        let connection = try PGConnection(url: url)
+        _ = try connection.execute("ALTER TABLE person ADD CONSTRAINT no_poison CHECK (name IS DISTINCT FROM 'poison')")
+        _ = try connection.execute("DELETE FROM _ingot_runs")
+        let pages = bulkPages + [bulkPage(#"{"id": 9, "name": "poison"}, {"id": 10, "name": "Ten"}"#)]
+        let failed = try run(bulkYAML, MemoryPageSource(pages), url: url, bulk: true)
+        #expect(failed.status == .failed)
+        #expect(failed.error?.contains("no_poison") == true, "\(failed.error ?? "")")
+        #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
+        #expect(try connection.execute("SELECT status, pages FROM _ingot_runs") == [["failed", "0"]])
+        let resumed = try run(bulkYAML, MemoryPageSource(pages), url: url, bulk: false, resume: true)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.counters.rejectedRecords == 1)
+        #expect(try connection.execute("SELECT id FROM person WHERE id IN (9, 10) ORDER BY id") == [["10"]])
+    }
+
     /// What a staged PostgreSQL load cannot do is refused before anything is written (what
     /// SQLite's staged load refuses); into tables that hold rows — a refresh of a cache a staged
     /// load made first — it goes batch by batch, and the log says why.

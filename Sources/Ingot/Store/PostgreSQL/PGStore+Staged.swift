@@ -119,6 +119,10 @@ extension PGStore {
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
     ) throws -> [EntityCounts] {
         guard let staging, !staging.published else { return Array(repeating: EntityCounts(), count: layouts.count) }
+        // A value PostgreSQL refuses in the copy (a trigger, a constraint, a text identity too
+        // long for its index) fails the load whole: the writer rolls back (``rollback()`` ends
+        // this transaction too) and nothing is written. Batch by batch, such a record is rejected
+        // on its own (docs/reliability.md).
         try begin()
         var counts: [EntityCounts] = []
         try staging.store.foldStaged { entity, rows, _ in

@@ -381,7 +381,16 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     func rollback() throws {
-        if let staging, isStaging { return try staging.rollback() }
+        if let staging, isStaging {
+            // A copy that failed half-way left this connection's transaction open (and aborted).
+            defer { try? rollbackTransaction() }
+            return try staging.rollback()
+        }
+        try rollbackTransaction()
+    }
+
+    /// Rolls back this connection's open transaction, if any.
+    private func rollbackTransaction() throws {
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []
