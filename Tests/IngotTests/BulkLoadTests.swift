@@ -308,10 +308,12 @@ struct BulkLoadTests {
         let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
         var stops = 0
         #expect(throws: StoreError.self) {
-            _ = try store.mergeStaged(fills: []) { _, _, _ in
-                stops += 1
-                if stops == 1 { store.interrupt() }
-            }
+            _ = try store.mergeStaged(
+                fills: [],
+                stored: { _, _, _ in
+                    stops += 1
+                    if stops == 1 { store.interrupt() }
+                }, refused: { _, _, _ in })
         }
         try store.rollback()
         try store.close()
@@ -385,6 +387,40 @@ struct BulkLoadTests {
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
         let check = try checkPeople(db, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
+    }
+
+    /// A row the database refuses in the merge (a trigger added to the table) is left out, with
+    /// its links, and rejected with the database's message; the rest is merged, on insert and on
+    /// update alike, and the run finishes.
+    @Test func aRowRefusedInTheMergeIsRejectedAndTheRestMerged() throws {
+        let (seed, db) = try ingest(bulkYAML, [bulkPage(#"{"id": 1, "name": "Grace"}, {"id": 2, "name": "Linus"}"#)])
+        #expect(seed.status == .finished)
+        let queue = try DatabaseQueue(path: db)
+        try queue.write { db in
+            for event in ["INSERT", "UPDATE"] {
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON person WHEN NEW.name = 'poison'
+                        BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
+                        """)
+            }
+        }
+        try queue.close()
+        let pages = [
+            bulkPage(#"{"id": 3, "name": "poison", "dogs": [10]}, {"id": 4, "name": "Hedy", "dogs": [11]}"#),
+            bulkPage(#"{"id": 1, "name": "poison"}, {"id": 2, "name": "Linus T."}"#),
+        ]
+        let logs = LogCapture()
+        let (run, _) = try ingest(bulkYAML, pages, db: db, logs: logs, bulk: true)
+        #expect(run.status == .finished, "\(run.error ?? "")")
+        #expect(run.counters.rejectedRecords == 2)
+        #expect(run.counters.entities["person"]?.rejected == 2)
+        #expect(try rows(db, "SELECT id, name FROM person ORDER BY id") == [["1", "Grace"], ["2", "Linus T."], ["4", "Hedy"]])
+        #expect(try rows(db, "SELECT person_id, dog_id FROM person_dogs ORDER BY 1, 2") == [["4", "11"]])
+        #expect(
+            try rows(db, "SELECT count(*), min(reason_code), min(entity) FROM _ingot_rejects WHERE reason LIKE '%poison value refused%'")
+                == [["2", "unstorable", "person"]])
+        #expect(logs.all.contains { $0.contains("poison value refused") }, "\(logs.all)")
     }
 
     /// What a staged load cannot do is refused before anything is written, saying why.

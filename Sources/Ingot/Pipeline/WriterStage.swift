@@ -431,9 +431,33 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         do {
             var merged = Array(repeating: EntityCounts(), count: model.entities.count)
             var rows = 0
-            let inserted = try store.mergeStaged(fills: resolver.fills) { entity, identity, changed in
-                if changed { rows += 1 }
-                if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
+            var refusals: [RecordRejection] = []
+            let inserted = try store.mergeStaged(
+                fills: resolver.fills,
+                stored: { entity, identity, changed in
+                    if changed { rows += 1 }
+                    if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
+                },
+                refused: { entity, identity, reason in
+                    let name = model.entities.indices.contains(entity) ? model.entities[entity].name : "?"
+                    refusals.append(
+                        RecordRejection(
+                            entity: name, codingPath: "",
+                            reason:
+                                "the database refused the merged row (\(name) \(String("\(identity)".prefix(100)))): \(reason.prefix(500))",
+                            source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
+                })
+            if !refusals.isEmpty {
+                // Counted and stored as rejected records (the records that made the row are not
+                // known any more: they were folded into it), in the merge's transaction.
+                for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
+                saved.rejectedRecords += refusals.count
+                saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
+                let stored = storable(refusals)
+                storedRejectRows = min(maxRejectRows, storedRejectRows + refusals.count)
+                try store.recordProgress(
+                    RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
+                log(refusals)
             }
             for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
                 written.stubs += merged[entity].stubs

@@ -73,9 +73,12 @@ public protocol IngestStore: IdentityLookups {
     /// Merges what a staged load staged into the tables, in the open transaction, filling
     /// `default:` and `const:` columns (per entity: slot, value, whether always) as inserts do;
     /// returns per entity (by index) the rows inserted and the stubs among them, and calls
-    /// `stored` with each stored row the records mentioned (entity, identity, whether changed).
+    /// `stored` with each stored row the records mentioned (entity, identity, whether changed)
+    /// and `refused` with each row the database refused (a trigger or constraint added to a
+    /// table: the row and its links are left out, the merge goes on).
     func mergeStaged(
-        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts]
     /// Turns the load staged from the next batch on when the database has outgrown what batch
     /// by batch writes cheaply; called between transactions with the records saved since the
@@ -134,7 +137,8 @@ extension IngestStore {
 
     /// Nothing staged, nothing merged.
     package func mergeStaged(
-        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] { [] }
 
     /// Batch by batch throughout.

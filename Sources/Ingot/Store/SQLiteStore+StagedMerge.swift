@@ -26,7 +26,8 @@ extension SQLiteStore {
     /// stored row the load's records mentioned, and whether merging changed it. Runs in the
     /// open transaction, or in one it begins.
     package func mergeStaged(
-        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
         try foldStaged { entity, rows, db in
@@ -35,6 +36,7 @@ extension SQLiteStore {
             var merge = try StagedMerge(connection: connection, layout: layout, fills: fills.indices.contains(entity) ? fills[entity] : [])
             defer { merge.finalize() }
             try merge.write(rows) { identity, changed in stored(entity, identity, changed) }
+            for (identity, reason) in merge.refusals { refused(entity, identity, reason) }
             counts.append(merge.counts)
             try db.execute(sql: "DELETE FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))")
         }

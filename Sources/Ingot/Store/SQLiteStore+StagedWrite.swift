@@ -108,6 +108,9 @@ struct StagedMerge: FoldedRowWriter {
     var sets: HeldValues
     /// The rows inserted, and the stubs among them.
     private(set) var counts = EntityCounts()
+    /// The rows the database refused (a trigger or constraint added to the table), with its
+    /// message: left out, with their links; SQLite undid the refused statement alone.
+    private(set) var refusals: [(identity: IdentityKey, reason: String)] = []
 
     init(connection: OpaquePointer, layout: EntityLayout, fills: [(slot: Int, value: ScalarValue, always: Bool)]) throws {
         self.layout = layout
@@ -179,7 +182,14 @@ struct StagedMerge: FoldedRowWriter {
         for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
         let isStub = nonIdentity == ColumnMask() && !sets.holdsAny
         if let rowid = try stored() {
-            if !isStub { report(identity(), try merge(into: rowid)) }
+            if !isStub {
+                do {
+                    report(identity(), try merge(into: rowid))
+                } catch {
+                    guard let refused = error as? RowRefused else { throw error }
+                    refusals.append((identity(), refused.reason))
+                }
+            }
             clear()
             return
         }
@@ -191,11 +201,27 @@ struct StagedMerge: FoldedRowWriter {
                 values.bind(slot, to: insertRow.handle, at: index)
             }
         }
-        try insertRow.execute()
+        if let reason = try refusal(of: insertRow) {
+            refusals.append((identity(), reason))
+            clear()
+            return
+        }
         counts.inserted += 1
         if isStub { counts.stubs += 1 }
         for k in 0..<layout.toMany.count where sets.holds(k) { try insertSet(k) }
         clear()
+    }
+
+    /// Runs `statement`; the database's message when it refused the row (a trigger or
+    /// constraint: SQLite undid the statement alone), `nil` when it ran.
+    private func refusal(of statement: RawStatement) throws -> String? {
+        do {
+            try statement.execute()
+            return nil
+        } catch {
+            guard let reason = StoreError.refusedValue(error) else { throw error }
+            return reason
+        }
     }
 
     /// The rowid of the current identity's stored row, if it has one (none in a table that was
@@ -258,7 +284,8 @@ struct StagedMerge: FoldedRowWriter {
                 }
             }
             update.bind(.integer(rowid), at: Int32(2 * updatable.count + 1))
-            try update.execute()
+            // Undone alone (the statement); the row's sets are left as they are too.
+            if let reason = try refusal(of: update) { throw RowRefused(reason: reason) }
             if let connection = sqlite3_db_handle(update.handle), sqlite3_changes(connection) > 0 { changed = true }
         }
         for k in 0..<layout.toMany.count where sets.holds(k) {
@@ -327,6 +354,12 @@ struct StagedMerge: FoldedRowWriter {
         sets.clear()
         given = ColumnMask()
     }
+}
+
+/// The database refused a merged row's own statement (its insert or update), which it undid:
+/// the row is left out. A refused link fails the merge (the row's other statements stand).
+private struct RowRefused: Error {
+    let reason: String
 }
 
 /// Column values copied out of a result row, each into a buffer of its own that is reused row

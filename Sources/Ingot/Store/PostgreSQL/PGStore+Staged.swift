@@ -116,7 +116,8 @@ extension PGStore {
     /// rejects and kept values, in this store's transaction (the writer commits it). Counts as a
     /// merge into empty tables counts: every row is new.
     func mergeStaged(
-        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         guard let staging, !staging.published else { return Array(repeating: EntityCounts(), count: layouts.count) }
         // A value PostgreSQL refuses in the copy (a trigger, a constraint, a text identity too
