@@ -122,7 +122,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     /// On the reader connection, which sees committed rows only.
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        return try lookup(entity, keys, on: reader)
+        try lookup(entity, keys, on: reader)
     }
 
     private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef]
@@ -217,7 +217,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             let rows = direct ? batch.rows(of: entity, valuesWhere: { $0 != nil }) : batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
             do {
-                var changed = try writeRows(rows, entity, direct: direct ? batch.storage(of: entity) : nil)
+                var changed = try writeRows(rows, layout, direct: direct ? batch.storage(of: entity) : nil)
                 for (k, toMany) in layout.toMany.enumerated() where !toMany.isForeignKey {
                     if toMany.isOwned {
                         changed.formUnion(try deleteOwned(rows, k, toMany, owner: entity))
@@ -257,9 +257,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// stored ones where a present column differs (`IS DISTINCT FROM`). Returns the positions in
     /// `rows` of the stored rows it changed.
     private func writeRows(
-        _ rows: [ResolvedBatch.Row], _ entity: Int, direct: (rows: [EntityRow], storage: RowStorage)?
+        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, direct: (rows: [EntityRow], storage: RowStorage)?
     ) throws -> Set<Int> {
-        let layout = layouts[entity]
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         var inserts: [UInt8] = []
