@@ -36,6 +36,20 @@ let bulkYAML = """
 
 func bulkPage(_ records: String) -> String { #"{"results": [\#(records)]}"# }
 
+/// The people pipeline over a generated people data set: its pages, the pipeline reading them,
+/// and run options writing into a new database (`people.db`) with no progress lines.
+private func peopleLoad(persons: Int, pageSize: Int, faults: Bool = false) throws -> (
+    pages: String, config: PipelineConfig, options: RunOptions
+) {
+    let pages = try generatePeople(persons: persons, pageSize: pageSize, faults: faults)
+    var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+    config.source = .files(directory: pages, glob: "page-*.json")
+    var options = RunOptions()
+    options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
+    options.progressInterval = 0
+    return (pages, config, options)
+}
+
 /// Records that exercise every merge rule across pages: re-sent rows, absent keys, nulls, a key
 /// path's root without its leaf, sets replaced and cleared, a bare id stubbing a dog that a later
 /// record fills, one that stays a stub, a duplicate within a set, a to-one given then nulled.
@@ -239,11 +253,7 @@ struct BulkLoadTests {
     /// counting the rows a batch-by-batch run counts as inserted, and resumes exactly after a
     /// failure once staged.
     @Test func thePeopleDataSetTurnsStagedAndResumes() throws {
-        let pages = try generatePeople(persons: 2000, pageSize: 100, faults: true)
-        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
-        config.source = .files(directory: pages, glob: "page-*.json")
-        var options = RunOptions()
-        options.progressInterval = 0
+        var (pages, config, options) = try peopleLoad(persons: 2000, pageSize: 100, faults: true)
         options.batchRecords = 300
         options.commitRecords = 300
         options.databasePath = temporaryDirectory().appendingPathComponent("plain.db").path
@@ -282,13 +292,8 @@ struct BulkLoadTests {
     @Test func aStopInterruptsTheMergesFoldThread() throws {
         // More folded rows than the two chunks in flight hold, so the fold is still reading
         // when the writer meets the first stored row.
-        let pages = try generatePeople(persons: 20000, pageSize: 1000)
-        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
-        config.source = .files(directory: pages, glob: "page-*.json")
-        let db = temporaryDirectory().appendingPathComponent("people.db").path
-        var options = RunOptions()
-        options.databasePath = db
-        options.progressInterval = 0
+        var (pages, config, options) = try peopleLoad(persons: 20000, pageSize: 1000)
+        let db = options.databasePath
         let plain = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
         #expect(plain.status == .finished)
@@ -329,12 +334,7 @@ struct BulkLoadTests {
 
     /// The people data set (bad records and pages included) loads exactly.
     @Test func thePeopleDataSetLoadsExactly() throws {
-        let pages = try generatePeople(persons: 2000, pageSize: 100, faults: true)
-        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
-        config.source = .files(directory: pages, glob: "page-*.json")
-        var options = RunOptions()
-        options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
-        options.progressInterval = 0
+        var (pages, config, options) = try peopleLoad(persons: 2000, pageSize: 100, faults: true)
         options.batchRecords = 300
         options.bulk = true
         let logs = LogCapture()
@@ -352,13 +352,8 @@ struct BulkLoadTests {
     /// tables stay empty); a run without `--bulk` refuses to start over it; `--bulk --resume`
     /// finishes it exactly.
     @Test func aFailedStagedLoadResumes() throws {
-        let pages = try generatePeople(persons: 1500, pageSize: 100)
-        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
-        config.source = .files(directory: pages, glob: "page-*.json")
-        let db = temporaryDirectory().appendingPathComponent("people.db").path
-        var options = RunOptions()
-        options.databasePath = db
-        options.progressInterval = 0
+        var (pages, config, options) = try peopleLoad(persons: 1500, pageSize: 100)
+        let db = options.databasePath
         options.batchRecords = 100
         options.commitRecords = 100
         options.bulk = true
@@ -395,17 +390,7 @@ struct BulkLoadTests {
     @Test func aRowRefusedInTheMergeIsRejectedAndTheRestMerged() throws {
         let (seed, db) = try ingest(bulkYAML, [bulkPage(#"{"id": 1, "name": "Grace"}, {"id": 2, "name": "Linus"}"#)])
         #expect(seed.status == .finished)
-        let queue = try DatabaseQueue(path: db)
-        try queue.write { db in
-            for event in ["INSERT", "UPDATE"] {
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON person WHEN NEW.name = 'poison'
-                        BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
-                        """)
-            }
-        }
-        try queue.close()
+        try RefusedValueTests.refusePoison(in: db, table: "person")
         let pages = [
             bulkPage(#"{"id": 3, "name": "poison", "dogs": [10]}, {"id": 4, "name": "Hedy", "dogs": [11]}"#),
             bulkPage(#"{"id": 1, "name": "poison"}, {"id": 2, "name": "Linus T."}"#),

@@ -11,6 +11,22 @@ import Testing
 struct RefusedValueTests {
     static let yaml = itemPipeline("refused")
 
+    /// Makes SQLite refuse `name = 'poison'` in `table` of database `db`, on insert and on update
+    /// (a trigger raising ABORT, SQLITE_CONSTRAINT): what a user's own constraint would do.
+    static func refusePoison(in db: String, table: String) throws {
+        let queue = try DatabaseQueue(path: db)
+        try queue.write { db in
+            for event in ["INSERT", "UPDATE"] {
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON \(table) WHEN NEW.name = 'poison'
+                        BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
+                        """)
+            }
+        }
+        try queue.close()
+    }
+
     func page(_ items: [(Int, String)]) -> String {
         "[" + items.map { "{\"id\":\($0.0),\"name\":\"\($0.1)\"}" }.joined(separator: ",") + "]"
     }
@@ -22,17 +38,7 @@ struct RefusedValueTests {
     func aRefusedRecordIsRejectedAndTheRestSaved(batchRecords: Int) throws {
         let (seed, db) = try ingest(Self.yaml, [page([(0, "seed"), (3, "three")])])
         #expect(seed.status == .finished)
-        let queue = try DatabaseQueue(path: db)
-        try queue.write { db in
-            for event in ["INSERT", "UPDATE"] {
-                try db.execute(
-                    sql: """
-                        CREATE TRIGGER poison_\(event.lowercased()) BEFORE \(event) ON item WHEN NEW.name = 'poison'
-                        BEGIN SELECT RAISE(ABORT, 'poison value refused'); END
-                        """)
-            }
-        }
-        try queue.close()
+        try Self.refusePoison(in: db, table: "item")
         let logs = LogCapture()
         let pages = [
             page([(1, "one"), (2, "two"), (4, "four")]),

@@ -18,6 +18,13 @@ protocol FoldedRowWriter {
 }
 
 extension FoldedRowWriter {
+    /// Whether the held row gives nothing but its identity: a stub.
+    var holdsStub: Bool {
+        var nonIdentity = given
+        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
+        return nonIdentity == ColumnMask() && !sets.holdsAny
+    }
+
     /// Writes every folded row of `rows` (``SQLiteStore/foldStaged(_:)``).
     mutating func write(_ rows: FoldedRows, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
         switch rows {
@@ -178,9 +185,7 @@ struct StagedMerge: FoldedRowWriter {
     /// stored one updated where its records differ from it (and its sets replaced where they
     /// differ), a stored row only referred to left alone.
     mutating func flush(stored report: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        var nonIdentity = given
-        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
-        let isStub = nonIdentity == ColumnMask() && !sets.holdsAny
+        let isStub = holdsStub
         if let rowid = try stored() {
             if !isStub {
                 do {

@@ -198,10 +198,8 @@ struct PGStagedCopy: FoldedRowWriter {
 
     /// Appends the held row (`default:` and `const:` filled as an insert fills them) and its sets.
     mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        var nonIdentity = given
-        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
         counts.inserted += 1
-        if nonIdentity == ColumnMask() && !sets.holdsAny { counts.stubs += 1 }
+        if holdsStub { counts.stubs += 1 }
         for slot in layout.columns.indices {
             if slot > 0 { rows.append(UInt8(ascii: "\t")) }
             if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
