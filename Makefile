@@ -2,7 +2,7 @@
 # Targets install the Debian packages they need when they are missing.
 
 SWIFT      ?= swift
-APT_PKGS   := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev libpq-dev postgresql
+APT_PKGS   := libsqlite3-dev libcurl4-openssl-dev libzstd-dev zlib1g-dev libpq-dev libssl-dev postgresql
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out

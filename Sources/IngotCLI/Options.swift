@@ -156,6 +156,15 @@ struct StageOptions: ParsableArguments {
     )
     var bulkAfterMib: Int?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Read and apply every page, even those unchanged since the last run into this database (env INGOT_FULL_REFRESH=1).",
+            discussion:
+                "By default a run over a directory of pages leaves out the pages that are byte for byte the last run's and whose rows no changed page touches: the database ends as a full rerun leaves it."
+        )
+    )
+    var fullRefresh = false
+
     /// The host the metrics server binds (`--metrics-listen`'s, else loopback).
     private var metricsHost = "127.0.0.1"
 
@@ -183,6 +192,7 @@ struct StageOptions: ParsableArguments {
         metricsPort = try metricsPort ?? Environment.int("INGOT_METRICS_PORT")
         metricsListen = metricsListen ?? Environment.string("INGOT_METRICS_LISTEN")
         bulk = try bulk ?? Environment.optionalFlag("INGOT_BULK")
+        fullRefresh = try fullRefresh || Environment.flag("INGOT_FULL_REFRESH")
         bulkAfterMib = try bulkAfterMib ?? Environment.int("INGOT_BULK_AFTER_MIB")
         if let mib = bulkAfterMib, mib < 0 || mib > 1 << 30 {
             throw ValidationError("--bulk-after-mib must be between 0 and \(1 << 30), not \(mib)")
@@ -268,6 +278,7 @@ struct StageOptions: ParsableArguments {
         options.maxRejectRatio = maxRejectRatio
         if let maxRejectRows { options.maxRejectRows = maxRejectRows }
         options.bulk = bulk == true
+        options.fullRefresh = fullRefresh
         options.autoBulk = bulk != false
         if let mib = bulkAfterMib { options.bulkAfterBytes = mib << 20 }
         return options

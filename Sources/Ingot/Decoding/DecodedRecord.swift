@@ -433,4 +433,13 @@ struct DecodedPage: Sendable {
     var unit: UnitRef?
     /// The archive entry holding the page, when it was archived (a rejection found later names it).
     var archive: ArchiveLocation?
+    /// SHA-256 of the page's bytes as read (on every part), when the run keeps prints for a
+    /// refresh (``Page/digest``).
+    var digest: [UInt8]?
+    /// The rows this part touched, when the run keeps prints for a refresh; for a page a refresh
+    /// left out, the rows the last run's page touched.
+    var footprint: PageFootprint?
+    /// A refresh left the page out (byte for byte the last run's, none of its rows touched by a
+    /// change): it holds no records; its rows count as unchanged and ``recordCount`` as read.
+    var leftOut = false
 }

@@ -8,7 +8,7 @@ import Synchronization
 /// A file ending in `.gz` or `.zst` comes as it is, marked with its ``Compression``: the archive
 /// keeps it so, and the decode lane inflates it, bounded by `maxPageBytes` after decompression
 /// as an HTTP body is (one that cannot be decompressed is a rejected page, not a failed run).
-package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
+package final class DirectoryPageSource: ListingPageSource, @unchecked Sendable {  // used from the source queue only
     package let directory: String
     /// The path pattern (`fnmatch` per part, `**` for any folders) the files match.
     package let glob: String
@@ -97,6 +97,15 @@ package final class DirectoryPageSource: PageSource, @unchecked Sendable {  // u
             bytes.append(contentsOf: chunk[0..<n])
         }
         return (bytes, nil)
+    }
+
+    /// Reads every file once and digests it (a refresh's listing; the files are read again, and
+    /// digested again, as the run goes).
+    package func pageDigests() throws -> [[UInt8]] {
+        try files.map { name in
+            let (bytes, oversized) = try DirectoryPageSource.read((directory as NSString).appendingPathComponent(name), limit: maxPageBytes)
+            return oversized == nil ? SHA256.digest(bytes) : []
+        }
     }
 
     /// Continues with the first file named after `after:NAME`.

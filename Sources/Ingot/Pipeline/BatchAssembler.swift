@@ -34,6 +34,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// The identities of the delivered batches the writer has not committed yet: only the keys,
     /// so a batch itself is freed once saved.
     private var uncommitted = UncommittedIdentities()
+    /// A refresh's plan, told of each decoded page (its changed pages' rows decide which pages
+    /// after them are left out).
+    var refresh: RefreshPlan?
 
     init(
         writer: WriterStage, batchLimits: [Int], byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
@@ -48,6 +51,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
 
     func receive(_ page: DecodedPage) {
         dispatchPrecondition(condition: .onQueue(queue))
+        refresh?.absorb(page)
         waiting[page.seq, default: []].append(page)
         drain()
     }

@@ -9,9 +9,12 @@ extension PipelineRunner {
     /// Creates `count` decode lanes, each a serial queue with its own ``DecodingContext``, and
     /// returns the function that decodes a page on its lane (by `seq`) and hands the result to
     /// the assembler.
+    /// With `keepsPrints`, each part also carries its page's digest and the rows it touched (a
+    /// refresh's print, PipelineRunner+Refresh.swift).
     func makeDecodeLanes(
-        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow
+        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow, keepsPrints: Bool = false
     ) -> @Sendable (Page) -> Void {
+        let layouts = keepsPrints ? EntityLayout.layouts(of: config.model) : []
         // One plan per resource: its root entity and where its records sit.
         let plans = config.resources.map { resource in
             var plan = MappingPlan(
@@ -68,6 +71,7 @@ extension PipelineRunner {
                         var rejected = PipelineRunner.rejectedPage(page, limit: maxPageBytes, entity: rootName)
                         if page.oversized != nil { rejected.rejections[0].code = .pageTooLarge }
                         rejected.archive = page.archive
+                        rejected.digest = page.digest
                         for k in rejected.rejections.indices { rejected.rejections[k].archive = page.archive }
                         flow.counts.withLock { $0.decoded += 1 }
                         gate.wait()
@@ -105,6 +109,10 @@ extension PipelineRunner {
                         }
                     }
                     var decoded = part
+                    if keepsPrints {
+                        decoded.digest = page.digest
+                        decoded.footprint = PageFootprint(of: part, layouts: layouts)
+                    }
                     if decoded.isLastPart { decoded.pageBytes = chargedBytes }
                     decoded.unit = page.unit
                     decoded.resource = page.resource
@@ -128,9 +136,13 @@ extension PipelineRunner {
     /// nothing a run accepts is unreadable by a replay. Stops when the source ends, on
     /// ``stop()``, or when the writer or the archive failed, then tells the assembler how many
     /// pages there were and why the source stopped.
+    ///
+    /// With `keepsPrints`, each page is digested as it is read; with a `refresh` plan, a page it
+    /// leaves out is archived like any other, then handed to the assembler undecoded
+    /// (``DecodedPage/leftOut(_:print:)``).
     func startSource(
         _ source: any PageSource, firstSeq: Int, budget: PageBudget, flow: PageFlow, archive: ArchiveStage?, writer: WriterStage,
-        assembler: BatchAssembler, decode: @escaping @Sendable (Page) -> Void
+        assembler: BatchAssembler, keepsPrints: Bool = false, refresh: RefreshPlan? = nil, decode: @escaping @Sendable (Page) -> Void
     ) {
         let stopping = self.stopping
         let maxPageBytes = self.maxPageBytes
@@ -180,11 +192,37 @@ extension PipelineRunner {
                         continue
                     }
                     budget.charge(page.bytes.count)
+                    if keepsPrints { page.digest = page.bytes.withUnsafeBytes { SHA256.digest($0) } }
+                    var leftOut: PagePrint?
+                    if let refresh, let digest = page.digest {
+                        let decision: RefreshPlan.Decision
+                        do {
+                            decision = try refresh.decide(
+                                seq: seq, digest: digest, abandon: { stopping.value.withLock({ $0 }) || writer.hasFailed })
+                        } catch {
+                            // The run stops before this page: it was never handed on.
+                            budget.release(page.bytes.count)
+                            seq -= 1
+                            throw error
+                        }
+                        if case .leaveOut(let print) = decision {
+                            leftOut = print
+                            flow.counts.withLock { $0.decoded += 1 }
+                        }
+                    }
+                    let forward: @Sendable (Page) -> Void = { [leftOut] page in
+                        if let leftOut {
+                            let decoded = DecodedPage.leftOut(page, print: leftOut)
+                            assembler.queue.async { assembler.receive(decoded) }
+                        } else {
+                            decode(page)
+                        }
+                    }
                     if let archive {
                         // Archived before it is decoded: anything decoded can be replayed.
                         archive.queue.async { [page] in
                             if let archived = archive.append(page) {
-                                decode(archived)
+                                forward(archived)
                             } else {
                                 // Not archived, so not decoded: the page is consumed as empty and the run fails.
                                 let empty = DecodedPage(
@@ -194,7 +232,7 @@ extension PipelineRunner {
                             }
                         }
                     } else {
-                        decode(page)
+                        forward(page)
                     }
                 }
             } catch {

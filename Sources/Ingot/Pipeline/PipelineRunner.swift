@@ -251,6 +251,9 @@ public final class PipelineRunner: Sendable {
         var logger = self.logger
         logger[metadataKey: LogKey.pipeline] = "\(config.name)"
         logger[metadataKey: LogKey.runID] = "\(runID)"
+        // A refresh (PipelineRunner+Refresh.swift): the last run's prints, read before this run's
+        // start forgets them. A joined or resumed run sees only part of the pages: it keeps none.
+        let refresh = joined == nil && resumed == nil ? prepareRefresh(source: source, store: store, logger: logger) : nil
         if let joined {
             logger[metadataKey: "job"] = "\(joined.run.job)"
             logger.info(joined.run.created ? "join.created" : "join.joined", metadata: ["join": "\(joined.run.name)"])
@@ -323,6 +326,7 @@ public final class PipelineRunner: Sendable {
         if let joined { startMetadata["lease"] = .seconds(joined.run.lease) }
         if let port = metrics?.servingPort { startMetadata["metrics_port"] = .int(port) }
         logger.info("run.started", metadata: startMetadata)
+        let plan = makePlan(refresh, logger: logger)
 
         let lanes = max(1, options.lanes)
         let budget = PageBudget(maxPages: options.pagesInFlight ?? lanes * 2 + 2, maxBytes: options.bytesInFlight)
@@ -331,19 +335,20 @@ public final class PipelineRunner: Sendable {
         let writer = WriterStage(
             store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
             initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics, archivePath: archive?.path,
-            finished: { done.signal() })
+            keepsPrints: refresh != nil, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer,
             batchLimits: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),
             byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
+        assembler.refresh = plan
 
         joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
         let decode = makeDecodeLanes(
-            count: lanes, assembler: assembler, logger: logger, flow: flow)
+            count: lanes, assembler: assembler, logger: logger, flow: flow, keepsPrints: refresh != nil)
         let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)
         startSource(
             source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,
-            decode: decode)
+            keepsPrints: refresh != nil, refresh: plan, decode: decode)
         done.wait()
         if let progress {
             // A tick already running finishes before the summary (its line, its metrics file):
@@ -369,6 +374,7 @@ public final class PipelineRunner: Sendable {
                 try endJoinedPart(joined, status: failure != nil ? .failed : status, counters: counters, started: started, logger: logger)
             } else {
                 try store.finishRun(id: runID, status: status, counters: counters, finishedAt: Date())
+                if status == .finished && failure == nil { keepPrints(refresh, writer: writer, runID: runID, logger: logger) }
             }
             try store.close()
         } catch {
@@ -506,6 +512,7 @@ public final class PipelineRunner: Sendable {
             LogKey.duration: .seconds(s.duration),
         ]
         if c.deleted > 0 { metadata[LogKey.deleted] = .int(c.deleted) }
+        if c.unchangedPages > 0 { metadata["pages_unchanged"] = .int(c.unchangedPages) }
         if c.skippedRecords > 0 { metadata["skipped_records"] = .int(c.skippedRecords) }
         for (name, pages) in c.resourcePages { metadata["resource.\(name).pages"] = .int(pages) }
         for (attribute, n) in c.invalidValues { metadata["invalid.\(attribute)"] = .int(n) }

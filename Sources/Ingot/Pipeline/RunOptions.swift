@@ -70,6 +70,10 @@ public struct RunOptions: Sendable {
     /// differ — so the cost per record does not grow with the tables (SQLiteStore+Staged.swift).
     /// Default `false`.
     public var bulk = false
+    /// Read and apply every page (`--full-refresh`), even those a refresh would leave out as
+    /// unchanged since the last run (docs/pipelines.md, "Refreshes"). The run still keeps its
+    /// pages' prints for the next one. Default `false`.
+    public var fullRefresh = false
     /// A SQLite load that outgrows the page cache goes on staged, as `--bulk` loads, from the
     /// first commit after which the database file holds ``bulkAfterBytes`` (when the pipeline
     /// allows a staged load). `false` (`--no-bulk`): batch by batch throughout. Default `true`.

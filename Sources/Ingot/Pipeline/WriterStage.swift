@@ -138,6 +138,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// A value was refused in the open transaction: the identities the assembler counted as
     /// written but not committed may not be, so later batches are looked up again.
     var refusedInTransaction = false
+    /// The run's page prints, for the next run's refresh (PipelineRunner+Refresh.swift): `nil`
+    /// when the run keeps none, or dropped them (``printsDropped`` says why).
+    private(set) var prints: [PagePrint]?
+    private(set) var printsDropped: String?
+    /// The print of a page whose parts are being saved, and its rows so far.
+    private var printInProgress: (print: PagePrint, rows: PageFootprint)?
+    private var printBytes = 0
+    /// The most prints a run holds until it ends: 32 MiB of footprints (about 4,000 pages of a
+    /// thousand records each); a run past it keeps none, and the next one reads every page.
+    static let maxPrintBytes = 32 << 20
     /// Where the records are in a page, for the coding path of a record the database refuses.
     let recordsPath: String
     /// A pipeline with several resources: their names, by index (counts per resource).
@@ -146,8 +156,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
-        archivePath: String? = nil, finished: @escaping @Sendable () -> Void
+        archivePath: String? = nil, keepsPrints: Bool = false, finished: @escaping @Sendable () -> Void
     ) {
+        self.prints = keepsPrints ? [] : nil
         self.maxRejectRows = max(0, options.maxRejectRows)
         self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
         self.archivePath = archivePath
@@ -265,6 +276,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 next.rejectsByReason[r.code.rawValue, default: 0] += 1
             }
             rejections += page.rejections
+            if page.leftOut {
+                next.unchangedPages += 1
+                if let rows = page.footprint { countLeftOut(rows, into: &next) }
+            }
         }
         var newMax = incrementalMax
         for page in pages {
@@ -323,6 +338,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             next.add(outcome, model: model)
             rejections += outcome.rejections
+            keepPrints(of: pages, refused: !outcome.rejections.isEmpty)
             saved = next
             lastSaved = batch.number
             storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
@@ -373,6 +389,54 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
             commit()
         }
+    }
+
+    /// Counts the rows of a page a refresh left out: each row it holds a record of is unchanged
+    /// (unless this run changes it later: the ledger then counts it updated).
+    private func countLeftOut(_ footprint: PageFootprint, into counters: inout RunCounters) {
+        for (entity, rows) in footprint.entities where model.entities.indices.contains(entity) {
+            var counts = EntityCounts()
+            for identity in rows.mentioned { ledger.countStored(entity, identity, changed: false, into: &counts) }
+            guard counts != EntityCounts() else { continue }
+            counters.entities[model.entities[entity].name, default: EntityCounts()].unchanged += counts.unchanged
+            counters.unchanged += counts.unchanged
+        }
+    }
+
+    /// Adds the prints of the pages of a saved batch (a page in parts once its last part is
+    /// saved). A page is clean when nothing of it was rejected, skipped or stored as NULL for
+    /// being invalid, and the database refused nothing of its batch (`refused`).
+    private func keepPrints(of pages: [DecodedPage], refused: Bool) {
+        guard prints != nil else { return }
+        for page in pages {
+            var (print, rows) =
+                printInProgress
+                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), PageFootprint())
+            if let footprint = page.footprint { rows.formUnion(footprint) }
+            print.records += page.recordCount
+            print.clean =
+                print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected && page.skipped == 0
+                && page.invalidValues.isEmpty
+            guard page.isLastPart else {
+                printInProgress = (print, rows)
+                continue
+            }
+            printInProgress = nil
+            print.footprint = rows.encoded()
+            printBytes += print.footprint.count + 64
+            guard printBytes <= WriterStage.maxPrintBytes else {
+                dropPrints("the run's page prints passed \(WriterStage.maxPrintBytes >> 20) MiB")
+                return
+            }
+            prints?.append(print)
+        }
+    }
+
+    /// Keeps no prints for this run: the next one reads every page.
+    func dropPrints(_ reason: String) {
+        guard prints != nil else { return }
+        prints = nil
+        printsDropped = reason
     }
 
     /// Commits the batches saved since the last commit and publishes their counters.
@@ -448,6 +512,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                             source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
                 })
             if !refusals.isEmpty {
+                dropPrints("the staged merge refused rows, whose pages it cannot name")
                 // Counted and stored as rejected records (the records that made the row are not
                 // known any more: they were folded into it), in the merge's transaction.
                 for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }

@@ -50,6 +50,9 @@ public struct Page: Sendable {
     /// Values its records take from the parent record that requested it (`for_each … with:`):
     /// key and JSON text, added to each record where it has no such key.
     package var injected: [InjectedValue] = []
+    /// SHA-256 of ``bytes``, set by a run that keeps prints for a refresh (the decode lane
+    /// passes it on to the page's print).
+    package var digest: [UInt8]?
 
     /// A page numbered `seq` from `source`, carrying where its source continues after it.
     public init(seq: Int, source: String, bytes: [UInt8], resumeState: String? = nil) {
@@ -131,6 +134,14 @@ extension PageSource {
     public func resume(from state: String) throws {
         throw SourceError(source: "\(Self.self)", message: "this source cannot resume")
     }
+}
+
+/// A source that knows its pages before it reads them (a directory): it can list their contents'
+/// digests up front, which is what lets a refresh leave unchanged pages out (``RefreshPlan``).
+package protocol ListingPageSource: PageSource {
+    /// SHA-256 of each page's bytes, in the order ``PageSource/next()`` yields them (an empty
+    /// array for a page it would not read: over the size limit).
+    func pageDigests() throws -> [[UInt8]]
 }
 
 /// Where a payload is archived: the archive file and the entry's sequence number in it.

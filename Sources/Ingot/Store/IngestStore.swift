@@ -179,6 +179,9 @@ public enum RunStatus: String, Sendable {
 public struct RunCounters: Sendable, Equatable {
     /// Pages applied (a page in parts counts once).
     public var pages = 0
+    /// Of ``pages``, those a refresh left out: byte for byte the last run's, and no row of theirs
+    /// touched by a change (their records count as read, their rows as unchanged).
+    public var unchangedPages = 0
     /// Records read, rejected ones included.
     public var records = 0
     /// Rows inserted, stubs included.

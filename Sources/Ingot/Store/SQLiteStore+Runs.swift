@@ -10,6 +10,7 @@ extension SQLiteStore {
             try db.execute(
                 sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
                 arguments: [id, pipeline, startedAt.runTimestamp, archive])
+            try SQLiteStore.forgetPrints(in: db)
         }
     }
 
@@ -151,6 +152,7 @@ extension SQLiteStore {
             try db.execute(
                 sql: "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce(?, archive) WHERE run_id = ?",
                 arguments: [archive, id])
+            try SQLiteStore.forgetPrints(in: db)
         }
     }
 

@@ -280,6 +280,25 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         migrator.registerMigration("v7: counts per resource") { db in
             try db.execute(sql: "ALTER TABLE _ingot_runs ADD COLUMN resource_counts TEXT")
         }
+        migrator.registerMigration("v8: page prints for refreshes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE _ingot_print_runs (
+                      run_id TEXT PRIMARY KEY,
+                      pipeline TEXT NOT NULL,
+                      fingerprint TEXT NOT NULL
+                    );
+                    CREATE TABLE _ingot_page_prints (
+                      run_id TEXT NOT NULL,
+                      seq INTEGER NOT NULL,
+                      digest BLOB NOT NULL,
+                      records INTEGER NOT NULL,
+                      clean INTEGER NOT NULL,
+                      footprint BLOB NOT NULL,
+                      PRIMARY KEY (run_id, seq)
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 

@@ -111,6 +111,7 @@ final class PGSharedRun: SharedRun {
                 try connection.execute(
                     "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
                     [request.proposedRunID, request.pipeline, request.startedAt.runTimestamp, name])
+                try PGStore.forgetPrints(on: connection)
             }
             guard
                 let row = try connection.execute(
@@ -134,6 +135,7 @@ final class PGSharedRun: SharedRun {
                 try connection.execute(
                     "UPDATE _ingot_joins SET status = 'running', fetch_failures = 0, error = NULL WHERE name = $1", [name])
                 try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL WHERE run_id = $1", [runID])
+                try PGStore.forgetPrints(on: connection)
             }
             if !finished {
                 try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])

@@ -9,12 +9,14 @@ extension PGStore {
         try connection.execute(
             "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
             [id, pipeline, startedAt.runTimestamp, archive])
+        try PGStore.forgetPrints(on: connection)
     }
 
     func reopenRun(id: String, archive: String?) throws {
         try connection.execute(
             "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2",
             [archive, id])
+        try PGStore.forgetPrints(on: connection)
     }
 
     func recordProgress(_ p: RunProgress) throws {

@@ -65,6 +65,12 @@ extension PGStore {
             """,
             "CREATE INDEX IF NOT EXISTS _ingot_rejects_run ON _ingot_rejects (run_id)",
             "CREATE TABLE IF NOT EXISTS _ingot_state (pipeline text NOT NULL, key text NOT NULL, value text, PRIMARY KEY (pipeline, key))",
+            // Page prints for refreshes (PGStore+Prints.swift).
+            "CREATE TABLE IF NOT EXISTS _ingot_print_runs (run_id text PRIMARY KEY, pipeline text NOT NULL, fingerprint text NOT NULL)",
+            """
+            CREATE TABLE IF NOT EXISTS _ingot_page_prints (run_id text NOT NULL, seq bigint NOT NULL, digest bytea NOT NULL,
+              records bigint NOT NULL, clean boolean NOT NULL, footprint bytea NOT NULL, PRIMARY KEY (run_id, seq))
+            """,
         ]
         let layouts = EntityLayout.layouts(of: model)
         for layout in layouts {

@@ -1,0 +1,200 @@
+import Foundation
+
+/// What a finished run keeps of one page, so that the next run over the same pages can leave out
+/// the pages that cannot change anything (``RefreshPlan``).
+struct PagePrint: Sendable, Equatable {
+    /// The page's number in its run (1, 2, …): pages are compared by position.
+    var seq: Int
+    /// SHA-256 of the page's bytes, as the source read them.
+    var digest: [UInt8]
+    /// Records in the page (a left-out page still counts them as read).
+    var records: Int
+    /// Nothing of the page was rejected, skipped, stored as NULL for being invalid or refused by
+    /// the database: leaving it out of a rerun loses no line, count or reject.
+    var clean: Bool
+    /// The rows its records touched, as ``PageFootprint/encoded()`` writes them (a few bytes a
+    /// row: a run holds its pages' prints until it ends).
+    var footprint: [UInt8]
+
+    /// The rows its records touched (a stored print was read back whole before it is used, so
+    /// this cannot fail on one; a footprint that did not decode would stand for no row).
+    var rows: PageFootprint { (try? PageFootprint(decoding: footprint)) ?? PageFootprint() }
+}
+
+/// The prints of the last run of a pipeline into a database, given back by the store only while
+/// they still describe the database: the run finished, nothing ran since (a run that begins —
+/// any pipeline, any job — forgets them) and the pipeline file is the same.
+struct PreviousPrints: Sendable {
+    var runID: String
+    /// By position: `prints[k]` is page `k + 1`.
+    var prints: [PagePrint]
+}
+
+/// Which pages of a rerun can be left out, decided page by page as the source reads them, so that
+/// the database ends exactly as a full rerun leaves it.
+///
+/// The merge rules make a run idempotent: each column and each link set ends with the value of
+/// the last record that gives it, so applying a run's records twice in order leaves what applying
+/// them once left. A page can therefore be left out when it is byte for byte the page at the same
+/// position in the last run (same pipeline, nothing written since — ``PreviousPrints``) and none
+/// of its rows is *dirty*. Dirty rows are those of the last run's pages that differ now (their
+/// old footprints, known before the run from the source's listing), of this run's changed pages
+/// (their new footprints, known once decoded), and of every page that is applied (whose later
+/// records must then be applied too, in order). A row touched only by left-out pages saw the
+/// same records in the same order last time: it is already what they make of it.
+///
+/// Thread-safe: the source queue asks ``decide(seq:digest:)``, the assembler reports decoded
+/// pages (``absorb(_:)``); a page that is the same waits until every changed page before it has
+/// been decoded (their rows decide).
+final class RefreshPlan: @unchecked Sendable {  // every field below `condition` is read and written under it
+    enum Decision: Sendable, Equatable {
+        /// Decode and apply the page.
+        case apply
+        /// Leave it out: the last run's print stands for it.
+        case leaveOut(PagePrint)
+    }
+
+    /// A page the listing found unchanged was read back different, after pages sharing its rows
+    /// were left out: the run cannot end exact and stops (the next run reads every page).
+    struct ChangedWhileRead: Error, CustomStringConvertible {
+        var seq: Int
+        var description: String {
+            "page \(seq) changed between the refresh's listing and its reading, after pages sharing its rows were left out; run again"
+        }
+    }
+
+    private let previous: [PagePrint]
+    private let listed: [[UInt8]]
+    private let roots: [Int]
+    /// Pages the listing found the same as the last run's, and the others.
+    let samePages: Int
+    let changedPages: Int
+    private let condition = NSCondition()
+    private var dirty = RowSet()
+    private var leftOut = RowSet()
+    /// Changed pages applied but not yet decoded whole: their rows so far.
+    private var pending: [Int: PageFootprint] = [:]
+
+    /// A plan for a run whose source lists `listed` (a digest per page, in order) after the run
+    /// `previous`; `roots` maps each entity to the root of its hierarchy (a child entity shares its
+    /// parent's rows).
+    init(previous: PreviousPrints, listed: [[UInt8]], roots: [Int]) {
+        self.previous = previous.prints
+        self.listed = listed
+        self.roots = roots
+        var dirty = RowSet()
+        var same = 0
+        for seq in 1...max(previous.prints.count, listed.count, 1) {
+            if RefreshPlan.same(previous.prints[safe: seq - 1], listed[safe: seq - 1]) {
+                same += 1
+            } else if let old = previous.prints[safe: seq - 1] {
+                dirty.formUnion(old.rows, roots: roots)
+            }
+        }
+        self.dirty = dirty
+        samePages = same
+        changedPages = listed.count - same
+    }
+
+    private static func same(_ old: PagePrint?, _ digest: [UInt8]?) -> Bool {
+        guard let old, let digest else { return false }
+        return old.clean && old.digest == digest
+    }
+
+    /// Whether page `seq`, read with `digest`, is applied or left out. May wait for changed pages
+    /// before it to be decoded (``absorb(_:)``); gives up waiting (and applies the page) once
+    /// `abandon` says the run is stopping.
+    func decide(seq: Int, digest: [UInt8], abandon: () -> Bool) throws -> Decision {
+        condition.lock()
+        defer { condition.unlock() }
+        let listedSame = RefreshPlan.same(previous[safe: seq - 1], listed[safe: seq - 1])
+        guard listedSame, let old = previous[safe: seq - 1] else {
+            pending[seq] = PageFootprint()
+            return .apply
+        }
+        guard old.digest == digest else {
+            // Read back different from its listing: its old rows are dirty from now on, which is
+            // too late if pages sharing them were left out already.
+            if leftOut.intersects(old.rows, roots: roots) { throw ChangedWhileRead(seq: seq) }
+            dirty.formUnion(old.rows, roots: roots)
+            pending[seq] = PageFootprint()
+            return .apply
+        }
+        while !pending.isEmpty {
+            if abandon() {
+                dirty.formUnion(old.rows, roots: roots)
+                return .apply
+            }
+            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.25))
+        }
+        let rows = old.rows
+        if dirty.intersects(rows, roots: roots) {
+            dirty.formUnion(rows, roots: roots)
+            return .apply
+        }
+        leftOut.formUnion(rows, roots: roots)
+        return .leaveOut(old)
+    }
+
+    /// A decoded page (or part of one) reached the assembler: a changed page's rows become dirty
+    /// once its last part is in. Every page the source read reaches the assembler (rejected ones
+    /// too), so no wait in ``decide(seq:digest:abandon:)`` lasts.
+    func absorb(_ page: DecodedPage) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard var rows = pending[page.seq] else { return }
+        if let footprint = page.footprint { rows.formUnion(footprint) }
+        if page.isLastPart {
+            pending[page.seq] = nil
+            dirty.formUnion(rows, roots: roots)
+            condition.broadcast()
+        } else {
+            pending[page.seq] = rows
+        }
+    }
+}
+
+/// Rows by (entity hierarchy root, identity), as a refresh's dirty set holds them: integer
+/// identities in compact sets (``IntegerSet``), others hashed. A child entity's row and its
+/// parent's are one row here (they share the identity and the parent's table).
+struct RowSet: Sendable {
+    private var integers: [Int: IntegerSet] = [:]
+    private var others: Set<RowKey> = []
+    private(set) var isEmpty = true
+
+    private struct RowKey: Hashable, Sendable {
+        var root: Int
+        var key: IdentityKey
+    }
+
+    /// Adds every row of `footprint`, each under `roots[entity]`.
+    mutating func formUnion(_ footprint: PageFootprint, roots: [Int]) {
+        for (entity, rows) in footprint.entities {
+            let root = roots[safe: entity] ?? entity
+            for ints in [rows.mentionedIntegers, rows.namedIntegers] where !ints.isEmpty {
+                var set = integers.removeValue(forKey: root) ?? IntegerSet()
+                for v in ints { set.insert(v) }
+                integers[root] = set
+                isEmpty = false
+            }
+            for key in rows.mentionedOthers + rows.namedOthers {
+                others.insert(RowKey(root: root, key: key))
+                isEmpty = false
+            }
+        }
+    }
+
+    /// Whether any row of `footprint` is in the set.
+    func intersects(_ footprint: PageFootprint, roots: [Int]) -> Bool {
+        guard !isEmpty else { return false }
+        for (entity, rows) in footprint.entities {
+            let root = roots[safe: entity] ?? entity
+            if let set = integers[root] {
+                for v in rows.mentionedIntegers where set.contains(v) { return true }
+                for v in rows.namedIntegers where set.contains(v) { return true }
+            }
+            for key in rows.mentionedOthers + rows.namedOthers where others.contains(RowKey(root: root, key: key)) { return true }
+        }
+        return false
+    }
+}

@@ -1,0 +1,345 @@
+import Foundation
+import GRDB
+import Testing
+
+@testable import Ingot
+
+/// Pages given in memory by a source that lists them first, as a directory does: a refresh can
+/// leave its unchanged pages out. `readBack` replaces a page's bytes when it is read (after the
+/// listing): a file changed in between.
+final class ListedPageSource: ListingPageSource, @unchecked Sendable {  // used from the source queue only
+    private let pages: [String]
+    private let readBack: [Int: String]
+    private var seq = 0
+
+    init(_ pages: [String], readBack: [Int: String] = [:]) {
+        self.pages = pages
+        self.readBack = readBack
+    }
+
+    func pageDigests() throws -> [[UInt8]] { pages.map { SHA256.digest(Array($0.utf8)) } }
+
+    func next() throws -> Page? {
+        guard seq < pages.count else { return nil }
+        seq += 1
+        return Page(seq: seq, source: "page-\(seq).json", bytes: Array((readBack[seq] ?? pages[seq - 1]).utf8))
+    }
+}
+
+/// Refreshes leave out the pages that cannot change anything (docs/pipelines.md, "Refreshes"):
+/// a rerun ends exactly where a full rerun (`--full-refresh`) ends, on both backends, whatever
+/// changed between the runs; the prints stand only while nothing else ran.
+@Suite(.serialized)
+struct UnchangedPagesTests {
+    static let yaml = """
+        version: 1
+        name: unchanged
+        records: results
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer, name: string, score: double, email: string}
+            relationships:
+              dogs: {to: dog, many: true}
+              friends: {to: person, many: true, ordered: true}
+              best_friend: {to: person, key: best_friend}
+          dog:
+            identity: id
+            attributes: {id: integer, name: string, breed: string}
+        """
+
+    enum Backend: String, CaseIterable, CustomTestStringConvertible {
+        case sqlite, postgresql
+        var testDescription: String { rawValue }
+
+        func database() throws -> String {
+            switch self {
+            case .sqlite: temporaryDirectory().appendingPathComponent("u.db").path
+            case .postgresql: try PostgresServer.freshDatabase()
+            }
+        }
+    }
+
+    /// Runs `pages` (a listing source) into `database`.
+    static func run(
+        _ pages: [String], into database: String, yaml: String = yaml, full: Bool = false, readBack: [Int: String] = [:],
+        logs: LogCapture = LogCapture()
+    ) throws -> RunSummary {
+        var options = RunOptions()
+        options.databasePath = database
+        options.progressInterval = 0
+        options.batchRecords = 7
+        options.fullRefresh = full
+        let config = try PipelineConfig.parse(text: yaml, path: "unchanged.yml")
+        return PipelineRunner(config: config, options: options, logger: logs.logger).run(
+            source: ListedPageSource(pages, readBack: readBack))
+    }
+
+    static func dump(_ database: String) throws -> [String: [[String]]] {
+        let model = try PipelineConfig.parse(text: yaml, path: "unchanged.yml").model
+        return database.hasPrefix("postgresql://")
+            ? try PostgresTests.postgresDump(database, model) : try PostgresTests.sqliteDump(database, model)
+    }
+
+    /// Pages of persons (ids mostly new per page, some sent again with other values), each with
+    /// keys left out or null, dogs as nested objects or bare ids from a pool of `dogs` (few dogs:
+    /// pages share rows; many: they rarely do), friends and a best friend by id.
+    static func pages(count: Int, dogs: Int, _ rng: inout SeededGenerator) -> [String] {
+        (0..<count).map { page in
+            let records = (0..<6).map { k -> String in
+                let id = Int.random(in: 0..<10, using: &rng) == 0 ? Int.random(in: 1...(count * 6), using: &rng) : page * 6 + k + 1
+                var fields = ["\"id\": \(id)"]
+                if Bool.random(using: &rng) { fields.append("\"name\": \"n\(Int.random(in: 0..<3, using: &rng))\"") }
+                if Int.random(in: 0..<3, using: &rng) == 0 { fields.append("\"email\": null") }
+                if Bool.random(using: &rng) { fields.append("\"score\": \(Int.random(in: 0..<4, using: &rng))") }
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0: break
+                case 1: fields.append("\"dogs\": []")
+                case 2:
+                    let dog = Int.random(in: 1...dogs, using: &rng)
+                    fields.append("\"dogs\": [{\"id\": \(dog), \"name\": \"d\(Int.random(in: 0..<2, using: &rng))\"}, \(dog % dogs + 1)]")
+                default: fields.append("\"dogs\": [\(Int.random(in: 1...dogs, using: &rng))]")
+                }
+                if Int.random(in: 0..<4, using: &rng) == 0 {
+                    fields.append("\"friends\": [\(Int.random(in: 1...(count * 6), using: &rng))]")
+                }
+                if Int.random(in: 0..<5, using: &rng) == 0 {
+                    fields.append("\"best_friend\": \(Int.random(in: 1...(count * 6), using: &rng))")
+                }
+                return "{" + fields.joined(separator: ", ") + "}"
+            }
+            return #"{"results": ["# + records.joined(separator: ", ") + "]}"
+        }
+    }
+
+    /// What may happen to an API's pages between two refreshes: nothing; a record's value, key,
+    /// dogs or friends changed; a record added; a page gone, added, or two pages swapped.
+    static func mutated(_ pages: [String], _ rng: inout SeededGenerator) -> [String] {
+        var pages = pages
+        switch Int.random(in: 0..<7, using: &rng) {
+        case 0: break
+        case 1, 2:
+            for _ in 0..<Int.random(in: 1...2, using: &rng) {
+                let k = Int.random(in: 0..<pages.count, using: &rng)
+                let edits = [
+                    (#""id": "#, #""id": "#),
+                    (#""name": "n"#, #""name": "m"#),
+                    (#", "email": null"#, ""),
+                    (#""dogs": ["#, #""dogs": [1, "#),
+                    (#"{"results": ["#, #"{"results": [{"id": 3, "name": "late", "dogs": [2]}, "#),
+                ]
+                let (from, to) = edits[Int.random(in: 1..<edits.count, using: &rng)]
+                if let range = pages[k].range(of: from) { pages[k].replaceSubrange(range, with: to) }
+            }
+        case 3: pages.remove(at: Int.random(in: 0..<pages.count, using: &rng))
+        case 4: pages.insert(pages[Int.random(in: 0..<pages.count, using: &rng)], at: Int.random(in: 0...pages.count, using: &rng))
+        case 5: pages.swapAt(Int.random(in: 0..<pages.count, using: &rng), Int.random(in: 0..<pages.count, using: &rng))
+        default:
+            // A person a later page holds, now sent earlier too, with other values: the later
+            // page (unchanged) must still win.
+            let later = Int.random(in: 1..<pages.count, using: &rng)
+            let earlier = Int.random(in: 0..<later, using: &rng)
+            guard let start = pages[later].range(of: #""id": "#)?.upperBound,
+                let id = Int(pages[later][start...].prefix { $0.isNumber })
+            else { break }
+            pages[earlier] = pages[earlier].replacingOccurrences(
+                of: #"{"results": ["#, with: #"{"results": [{"id": \#(id), "name": "early", "score": 9, "dogs": [1]}, "#)
+        }
+        return pages
+    }
+
+    /// Two refreshes of seeded pages, each changed at random, into two databases: one leaves
+    /// unchanged pages out, the other reads every page. Their tables agree after every run, and
+    /// so do the records and pages they count.
+    @Test(arguments: Backend.allCases, [(dogs: 400, seed: 11 as UInt64), (dogs: 12, seed: 12)])
+    func aRefreshEndsWhereAFullRerunEnds(backend: Backend, data: (dogs: Int, seed: UInt64)) throws {
+        var rng = SeededGenerator(seed: data.seed)
+        var leftOut = 0
+        var applied = 0
+        let rounds = backend == .sqlite ? 10 : 4
+        for round in 0..<rounds {
+            let (refreshed, full) = (try backend.database(), try backend.database())
+            var pages = Self.pages(count: 12, dogs: data.dogs, &rng)
+            for step in 0..<3 {
+                let a = try Self.run(pages, into: refreshed)
+                let b = try Self.run(pages, into: full, full: true)
+                #expect(a.status == .finished && b.status == .finished, "\(a.error ?? "") \(b.error ?? "")")
+                if step == 0 { #expect(a.counters.unchangedPages == 0, "a first load has no prints to compare with") }
+                #expect(b.counters.unchangedPages == 0)
+                #expect(a.counters.records == b.counters.records && a.counters.pages == b.counters.pages)
+                #expect(a.counters.inserted == b.counters.inserted, "a left-out page inserts nothing a full rerun would")
+                let (got, expected) = (try Self.dump(refreshed), try Self.dump(full))
+                for table in expected.keys.sorted() where got[table] != expected[table] {
+                    let (extra, missing) = (
+                        Set(got[table] ?? []).subtracting(expected[table] ?? []), Set(expected[table] ?? []).subtracting(got[table] ?? [])
+                    )
+                    Issue.record(
+                        "seed \(data.seed), round \(round), step \(step), \(a.counters.unchangedPages) pages left out: table \(table) has \(extra.sorted { $0.lexicographicallyPrecedes($1) }) instead of \(missing.sorted { $0.lexicographicallyPrecedes($1) })"
+                    )
+                }
+                if step > 0 {
+                    leftOut += a.counters.unchangedPages
+                    applied += a.counters.pages - a.counters.unchangedPages
+                }
+                pages = Self.mutated(pages, &rng)
+            }
+        }
+        // The seeds make both paths happen: pages left out, and pages applied around them.
+        #expect(leftOut > 0 && applied > 0, "left out \(leftOut), applied \(applied)")
+    }
+
+    /// Nothing changed: every page is left out, its records count as read and its rows as
+    /// unchanged; a page that is then changed is applied alone (the others share no row with it).
+    @Test(arguments: Backend.allCases)
+    func anUnchangedRerunReadsNoPage(backend: Backend) throws {
+        let database = try backend.database()
+        let pages = (1...8).map { k in
+            #"{"results": [{"id": \#(k), "name": "p\#(k)", "dogs": [{"id": \#(100 + k), "name": "d"}], "friends": [\#(k)]}, {"id": \#(50 + k)}]}"#
+        }
+        let first = try Self.run(pages, into: database)
+        #expect(first.counters.entities["person"]?.inserted == 16 && first.counters.entities["dog"]?.inserted == 8)
+        let logs = LogCapture()
+        let rerun = try Self.run(pages, into: database, logs: logs)
+        #expect(rerun.status == .finished)
+        #expect(rerun.counters.unchangedPages == 8 && rerun.counters.pages == 8)
+        #expect(rerun.counters.records == first.counters.records)
+        #expect(rerun.counters.inserted == 0 && rerun.counters.updated == 0)
+        // Every row the pages hold a record of (person 51 gives only its identity: not counted).
+        #expect(rerun.counters.entities["person"]?.unchanged == 8 && rerun.counters.entities["dog"]?.unchanged == 8)
+        #expect(logs.all.contains { $0.contains("msg=refresh.planned") && $0.contains("pages_same=8") && $0.contains("pages_changed=0") })
+        #expect(logs.all.contains { $0.contains("msg=run.summary") && $0.contains("pages_unchanged=8") })
+        var changed = pages
+        changed[7] = #"{"results": [{"id": 8, "name": "changed"}]}"#
+        let third = try Self.run(changed, into: database)
+        #expect(third.counters.unchangedPages == 7)
+        #expect(third.counters.entities["person"]?.updated == 1)
+        #expect(try Self.dump(database)["person"]?.contains { $0.contains("changed") } == true)
+    }
+
+    /// A changed page that now sends a row a later, unchanged page holds: the later page is
+    /// applied after it (its values win), though it shares no row with the changed page's old
+    /// version; a page before it that shares nothing stays out.
+    @Test(arguments: Backend.allCases)
+    func aChangedPageMakesTheLaterPagesOfItsNewRowsApply(backend: Backend) throws {
+        let database = try backend.database()
+        let pages = [
+            #"{"results": [{"id": 9, "name": "i"}]}"#,
+            #"{"results": [{"id": 1, "name": "a"}]}"#,
+            #"{"results": [{"id": 2, "name": "b", "dogs": [{"id": 7, "name": "rex"}]}]}"#,
+        ]
+        #expect(try Self.run(pages, into: database).status == .finished)
+        var changed = pages
+        changed[1] = #"{"results": [{"id": 2, "name": "early", "dogs": [{"id": 7, "name": "fido"}]}, {"id": 1, "name": "a"}]}"#
+        let rerun = try Self.run(changed, into: database)
+        #expect(rerun.counters.unchangedPages == 1)
+        let person = try Self.dump(database)["person"] ?? []
+        #expect(person.contains { $0.first == "2" && $0.contains("b") } && !person.contains { $0.contains("early") })
+        #expect(try Self.dump(database)["dog"]?.contains { $0.contains("rex") } == true)
+    }
+
+    /// The prints stand only while nothing else ran: another pipeline's run, a failed run, a
+    /// changed pipeline file or `--full-refresh` make the next run read every page; a run with
+    /// rejects keeps its rejecting pages out of the prints (they are applied, and rejected, again).
+    @Test(arguments: Backend.allCases)
+    func printsStandOnlyWhileNothingElseRan(backend: Backend) throws {
+        let database = try backend.database()
+        var rng = SeededGenerator(seed: 9)
+        var pages = Self.pages(count: 5, dogs: 1000, &rng)
+        pages[2] = #"{"results": [{"id": "not an integer"}, {"id": 100, "name": "kept"}]}"#
+        #expect(try Self.run(pages, into: database).counters.rejectedRecords == 1)
+        let again = try Self.run(pages, into: database)
+        #expect(again.counters.unchangedPages == 4, "the page with a reject is applied again")
+        #expect(again.counters.rejectedRecords == 1, "and its record rejected again")
+
+        // Another pipeline's run (the same tables) in between.
+        let other = Self.yaml.replacingOccurrences(of: "name: unchanged", with: "name: other")
+        #expect(try Self.run([#"{"results": [{"id": 1, "name": "other"}]}"#], into: database, yaml: other).status == .finished)
+        let afterOther = try Self.run(pages, into: database)
+        #expect(afterOther.counters.unchangedPages == 0)
+        #expect(try Self.run(pages, into: database).counters.unchangedPages == 4)
+
+        // A changed pipeline file.
+        let edited = Self.yaml + "\n# a comment\n"
+        #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 0)
+        #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 4)
+
+        // --full-refresh reads every page, and keeps prints for the next run.
+        #expect(try Self.run(pages, into: database, yaml: edited, full: true).counters.unchangedPages == 0)
+        #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 4)
+
+        // A failed run in between (its source fails after one page).
+        let failing = PipelineRunner(
+            config: try PipelineConfig.parse(text: edited, path: "unchanged.yml"),
+            options: {
+                var options = RunOptions()
+                options.databasePath = database
+                options.progressInterval = 0
+                return options
+            }(), logger: LogCapture().logger)
+        let failed = failing.run(source: FailingAfter(MemoryPageSource([pages[0], pages[1]]), pages: 1))
+        #expect(failed.status == .failed)
+        #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 0)
+    }
+
+    /// A page read back different from the listing the plan was made from is applied; when pages
+    /// sharing its rows were left out before it, the run fails rather than end inexact, and the
+    /// next run reads every page.
+    @Test(arguments: Backend.allCases)
+    func aPageChangedWhileTheRunReadsIt(backend: Backend) throws {
+        let database = try backend.database()
+        let pages = [
+            #"{"results": [{"id": 1, "name": "a", "dogs": [{"id": 5, "name": "rex"}]}]}"#,
+            #"{"results": [{"id": 2, "name": "b"}]}"#,
+            #"{"results": [{"id": 3, "name": "c", "dogs": [{"id": 5, "name": "fido"}]}]}"#,
+        ]
+        #expect(try Self.run(pages, into: database).status == .finished)
+        // Page 2 shares no row: applied as read, the others left out, the run exact.
+        let unrelated = try Self.run(pages, into: database, readBack: [2: #"{"results": [{"id": 2, "name": "b2"}]}"#])
+        #expect(unrelated.status == .finished && unrelated.counters.unchangedPages == 2)
+        #expect(try Self.dump(database)["person"]?.contains { $0.contains("b2") } == true)
+        // Page 3 shares dog 5 with page 1, left out already: the run stops.
+        let listed = [pages[0], #"{"results": [{"id": 2, "name": "b2"}]}"#, pages[2]]
+        let raced = try Self.run(listed, into: database, readBack: [3: #"{"results": [{"id": 3, "name": "c"}]}"#])
+        #expect(raced.status == .failed)
+        #expect(raced.error?.contains("changed between the refresh's listing and its reading") == true)
+        #expect(try Self.run(listed, into: database).counters.unchangedPages == 0)
+    }
+
+    /// A stored footprint reads back as written; anything else is refused, and a database whose
+    /// prints were damaged is read whole.
+    @Test func footprintsRoundTripAndDamageIsRefused() throws {
+        var rng = SeededGenerator(seed: 3)
+        for _ in 0..<50 {
+            var footprint = PageFootprint()
+            var page = DecodedPage(seq: 1, source: "p", bytes: 0, records: [], rejections: [], pageRejected: false, recordCount: 0)
+            let layouts = EntityLayout.layouts(of: try PipelineConfig.parse(text: Self.yaml, path: "u.yml").model)
+            for _ in 0..<Int.random(in: 0..<40, using: &rng) {
+                let identity: IdentityKey =
+                    switch Int.random(in: 0..<4, using: &rng) {
+                    case 0: .single(.text("k\(Int.random(in: 0..<9, using: &rng))"))
+                    case 1: .composite([.integer(Int64.random(in: -3...3, using: &rng)), .real(0.5), .bool(true), .null])
+                    default: .single(.integer(Int64.random(in: Int64.min...Int64.max, using: &rng)))
+                    }
+                let entity = Int.random(in: 0..<2, using: &rng)
+                var row = page.storage.appendRow(entity: entity, layout: layouts[entity], identity: identity)
+                if Bool.random(using: &rng) { row.mask.insert(1) }
+                page.rows.append(row)
+            }
+            footprint.formUnion(PageFootprint(of: page, layouts: layouts))
+            let bytes = footprint.encoded()
+            #expect(try PageFootprint(decoding: bytes) == footprint)
+            for cut in [0, 1, bytes.count / 2, bytes.count - 1] where cut < bytes.count {
+                #expect(throws: PageFootprint.Malformed.self) { try PageFootprint(decoding: Array(bytes.prefix(cut))) }
+            }
+            #expect(throws: PageFootprint.Malformed.self) { try PageFootprint(decoding: bytes + [0]) }
+        }
+        let database = temporaryDirectory().appendingPathComponent("damaged.db").path
+        let pages = [#"{"results": [{"id": 1, "name": "a"}]}"#, #"{"results": [{"id": 2, "name": "b"}]}"#]
+        _ = try Self.run(pages, into: database)
+        try DatabaseQueue(path: database).write { db in
+            try db.execute(sql: "UPDATE _ingot_page_prints SET footprint = x'01ff' WHERE seq = 2")
+        }
+        #expect(try Self.run(pages, into: database).counters.unchangedPages == 0)
+    }
+}
