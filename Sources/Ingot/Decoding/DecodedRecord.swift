@@ -442,4 +442,31 @@ struct DecodedPage: Sendable {
     /// A refresh left the page out (byte for byte the last run's, none of its rows touched by a
     /// change): it holds no records; its rows count as unchanged and ``recordCount`` as read.
     var leftOut = false
+    /// Rows of an unchanged page applied in part (``Page/appliedRows``) that the lane left as
+    /// stored: each counts as unchanged.
+    var unchangedRows: PageFootprint?
+
+    /// Leaves every row not in `only` as it is stored: its columns and link sets unwritten (the
+    /// row stays, named by its identity), and the references it makes dropped. Returns the rows
+    /// left that the page holds a record of.
+    mutating func apply(only: PageFootprint, layouts: [EntityLayout], footprint: PageFootprint) -> PageFootprint {
+        var left = Set<Int>()
+        for k in rows.indices {
+            guard let identity = rows[k].identity, layouts.indices.contains(rows[k].entity),
+                !only.contains(identity, entity: rows[k].entity)
+            else { continue }
+            let layout = layouts[rows[k].entity]
+            var identityMask = ColumnMask()
+            for slot in layout.identitySlots where rows[k].mask.contains(slot) { identityMask.insert(slot) }
+            rows[k].mask = identityMask
+            for link in layout.toMany.indices where storage.linkSets.indices.contains(rows[k].linkStart + link) {
+                storage.linkSets[rows[k].linkStart + link] = nil
+            }
+            left.insert(k)
+        }
+        if !left.isEmpty {
+            for r in records.indices { records[r].references.removeAll { left.contains($0.row) } }
+        }
+        return footprint.mentioned(subtracting: only)
+    }
 }

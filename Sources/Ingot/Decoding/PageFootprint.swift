@@ -28,43 +28,76 @@ struct PageFootprint: Sendable, Equatable {
 
     /// The footprint of a decoded page (or part of one): its rows and what they name.
     init(of page: DecodedPage, layouts: [EntityLayout]) {
-        var mentioned: [Int: (ints: [Int64], others: Set<IdentityKey>)] = [:]
-        var named: [Int: (ints: [Int64], others: Set<IdentityKey>)] = [:]
-        func add(_ key: IdentityKey, _ entity: Int, to set: inout [Int: (ints: [Int64], others: Set<IdentityKey>)]) {
-            if case .single(.integer(let v)) = key {
-                set[entity, default: ([], [])].ints.append(v)
-            } else {
-                set[entity, default: ([], [])].others.insert(key)
-            }
+        // Per entity, by index: cheap to fill for the pages of millions of rows a run maps.
+        var mentionedInts = [[Int64]](repeating: [], count: layouts.count)
+        var namedInts = [[Int64]](repeating: [], count: layouts.count)
+        var mentionedOthers = [Set<IdentityKey>](repeating: [], count: layouts.count)
+        var namedOthers = [Set<IdentityKey>](repeating: [], count: layouts.count)
+        let identityMasks = layouts.map { layout in
+            var mask = ColumnMask()
+            for slot in layout.identitySlots { mask.insert(slot) }
+            return mask
         }
-        for row in page.rows {
-            guard let identity = row.identity, layouts.indices.contains(row.entity) else { continue }
-            let layout = layouts[row.entity]
-            var identityMask = ColumnMask()
-            for slot in layout.identitySlots { identityMask.insert(slot) }
-            var mentions = row.mask.subtracting(identityMask) != ColumnMask()
-            for (k, toMany) in layout.toMany.enumerated() {
-                guard let set = page.storage.linkSets[safe: row.linkStart + k], let targets = set else { continue }
-                mentions = true
-                for target in targets { add(target, toMany.target, to: &named) }
+        func name(_ key: IdentityKey, _ entity: Int) {
+            guard layouts.indices.contains(entity) else { return }
+            if case .single(.integer(let v)) = key { namedInts[entity].append(v) } else { namedOthers[entity].insert(key) }
+        }
+        page.storage.linkSets.withUnsafeBufferPointer { linkSets in
+            for row in page.rows {
+                guard let identity = row.identity, layouts.indices.contains(row.entity) else { continue }
+                let layout = layouts[row.entity]
+                var mentions = row.mask.subtracting(identityMasks[row.entity]) != ColumnMask()
+                for (k, toMany) in layout.toMany.enumerated() where row.linkStart + k < linkSets.count {
+                    guard let targets = linkSets[row.linkStart + k] else { continue }
+                    mentions = true
+                    for target in targets { name(target, toMany.target) }
+                }
+                switch (identity, mentions) {
+                case (.single(.integer(let v)), true): mentionedInts[row.entity].append(v)
+                case (.single(.integer(let v)), false): namedInts[row.entity].append(v)
+                case (_, true): mentionedOthers[row.entity].insert(identity)
+                case (_, false): namedOthers[row.entity].insert(identity)
+                }
             }
-            if mentions { add(identity, row.entity, to: &mentioned) } else { add(identity, row.entity, to: &named) }
         }
         for record in page.records {
-            for reference in record.references { add(reference.identity, reference.target, to: &named) }
+            for reference in record.references { name(reference.identity, reference.target) }
         }
-        for (entity, set) in mentioned {
-            entities[entity, default: Rows()].mentionedIntegers = Array(Set(set.ints)).sorted()
-            entities[entity, default: Rows()].mentionedOthers = Array(set.others)
+        for entity in layouts.indices {
+            var rows = Rows()
+            rows.mentionedIntegers = PageFootprint.sortedDistinct(mentionedInts[entity])
+            rows.namedIntegers = PageFootprint.subtracting(PageFootprint.sortedDistinct(namedInts[entity]), rows.mentionedIntegers)
+            rows.mentionedOthers = Array(mentionedOthers[entity])
+            rows.namedOthers = Array(namedOthers[entity].subtracting(mentionedOthers[entity]))
+            if !rows.isEmpty { entities[entity] = rows }
         }
-        for (entity, set) in named {
-            var rows = entities[entity, default: Rows()]
-            let mentionedInts = Set(rows.mentionedIntegers)
-            let mentionedOthers = Set(rows.mentionedOthers)
-            rows.namedIntegers = Array(Set(set.ints).subtracting(mentionedInts)).sorted()
-            rows.namedOthers = Array(set.others.subtracting(mentionedOthers))
-            entities[entity] = rows
+    }
+
+    /// `values` sorted, each once.
+    private static func sortedDistinct(_ values: [Int64]) -> [Int64] {
+        guard values.count > 1 else { return values }
+        var values = values
+        values.sort()
+        var kept = 1
+        for k in 1..<values.count where values[k] != values[kept - 1] {
+            values[kept] = values[k]
+            kept += 1
         }
+        values.removeLast(values.count - kept)
+        return values
+    }
+
+    /// The members of sorted `values` that sorted `other` does not hold.
+    private static func subtracting(_ values: [Int64], _ other: [Int64]) -> [Int64] {
+        guard !values.isEmpty, !other.isEmpty else { return values }
+        var out: [Int64] = []
+        out.reserveCapacity(values.count)
+        var j = 0
+        for v in values {
+            while j < other.count && other[j] < v { j += 1 }
+            if j == other.count || other[j] != v { out.append(v) }
+        }
+        return out
     }
 
     /// Adds another part's rows (a page decoded in parts): a row mentioned by either is mentioned.
@@ -74,15 +107,60 @@ struct PageFootprint: Sendable, Equatable {
                 entities[entity] = theirs
                 continue
             }
-            let mentionedInts = Set(ours.mentionedIntegers).union(theirs.mentionedIntegers)
             let mentionedOthers = Set(ours.mentionedOthers).union(theirs.mentionedOthers)
             var rows = Rows()
-            rows.mentionedIntegers = mentionedInts.sorted()
+            rows.mentionedIntegers = PageFootprint.sortedDistinct(ours.mentionedIntegers + theirs.mentionedIntegers)
+            rows.namedIntegers = PageFootprint.subtracting(
+                PageFootprint.sortedDistinct(ours.namedIntegers + theirs.namedIntegers), rows.mentionedIntegers)
             rows.mentionedOthers = Array(mentionedOthers)
-            rows.namedIntegers = Set(ours.namedIntegers).union(theirs.namedIntegers).subtracting(mentionedInts).sorted()
             rows.namedOthers = Array(Set(ours.namedOthers).union(theirs.namedOthers).subtracting(mentionedOthers))
             entities[entity] = rows
         }
+    }
+
+    /// The rows `keep` keeps (by entity and identity), each still mentioned or named.
+    func filter(_ keep: (Int, IdentityKey) -> Bool) -> PageFootprint {
+        var out = PageFootprint()
+        for (entity, rows) in entities {
+            var kept = Rows()
+            kept.mentionedIntegers = rows.mentionedIntegers.filter { keep(entity, .single(.integer($0))) }
+            kept.namedIntegers = rows.namedIntegers.filter { keep(entity, .single(.integer($0))) }
+            kept.mentionedOthers = rows.mentionedOthers.filter { keep(entity, $0) }
+            kept.namedOthers = rows.namedOthers.filter { keep(entity, $0) }
+            if !kept.isEmpty { out.entities[entity] = kept }
+        }
+        return out
+    }
+
+    /// The rows it holds a record of, that `other` does not.
+    func mentioned(subtracting other: PageFootprint) -> PageFootprint {
+        var out = PageFootprint()
+        for (entity, rows) in entities {
+            let theirs = other.entities[entity]
+            var kept = Rows()
+            kept.mentionedIntegers = PageFootprint.subtracting(rows.mentionedIntegers, theirs?.mentionedIntegers ?? [])
+            kept.mentionedOthers = Array(Set(rows.mentionedOthers).subtracting(theirs?.mentionedOthers ?? []))
+            if !kept.isEmpty { out.entities[entity] = kept }
+        }
+        return out
+    }
+
+    /// Whether it holds the row `key` of `entity` (mentioned or named).
+    func contains(_ key: IdentityKey, entity: Int) -> Bool {
+        guard let rows = entities[entity] else { return false }
+        if case .single(.integer(let v)) = key {
+            return PageFootprint.search(rows.mentionedIntegers, v) || PageFootprint.search(rows.namedIntegers, v)
+        }
+        return rows.mentionedOthers.contains(key) || rows.namedOthers.contains(key)
+    }
+
+    private static func search(_ sorted: [Int64], _ value: Int64) -> Bool {
+        var (low, high) = (0, sorted.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low < sorted.count && sorted[low] == value
     }
 
     // MARK: - Stored form

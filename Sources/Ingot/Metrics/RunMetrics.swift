@@ -102,8 +102,9 @@ package final class RunMetrics: FetchObserver, Sendable {
             }
             gauge.record(unfilled)
         }
-        sync("ingot_pages_total", [("outcome", "applied")], c.pages - c.rejectedPages)
+        sync("ingot_pages_total", [("outcome", "applied")], c.pages - c.rejectedPages - c.unchangedPages)
         sync("ingot_pages_total", [("outcome", "rejected")], c.rejectedPages)
+        if c.unchangedPages > 0 { sync("ingot_pages_total", [("outcome", "unchanged")], c.unchangedPages) }
         for (reason, value) in c.rejectsByReason { sync("ingot_rejects_total", [("reason", reason)], value) }
         sync("ingot_rows_deleted_total", [], c.deleted)
         sync("ingot_bytes_total", [("stage", "read")], snapshot.bytesRead)

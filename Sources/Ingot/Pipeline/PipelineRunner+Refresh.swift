@@ -89,7 +89,10 @@ extension PipelineRunner {
             logger.warning("refresh.unreadable", metadata: [LogKey.error: "\(error)"])
             return nil
         }
-        let plan = RefreshPlan(previous: previous, listed: listed, roots: PipelineRunner.hierarchyRoots(config.model))
+        // Owned children are replaced with their owner: a page is then applied whole or not at all.
+        let owns = EntityLayout.layouts(of: config.model).contains { $0.toMany.contains(where: \.isOwned) }
+        let plan = RefreshPlan(
+            previous: previous, listed: listed, roots: PipelineRunner.hierarchyRoots(config.model), appliesInPart: !owns)
         logger.info(
             "refresh.planned",
             metadata: [

@@ -86,6 +86,8 @@ extension PipelineRunner {
                 if !page.injected.isEmpty, let injected = mapper.plan.framing.injecting(page.injected, into: bytes) {
                     (bytes, parsed) = (injected, nil)
                 }
+                // A refresh applies this unchanged page in part: its dirty rows only.
+                let appliedRows = page.appliedRows.flatMap { try? PageFootprint(decoding: $0) }
                 let clock = ContinuousClock()
                 let started = clock.now
                 var records = 0
@@ -111,7 +113,11 @@ extension PipelineRunner {
                     var decoded = part
                     if keepsPrints {
                         decoded.digest = page.digest
-                        decoded.footprint = PageFootprint(of: part, layouts: layouts)
+                        let footprint = PageFootprint(of: part, layouts: layouts)
+                        decoded.footprint = footprint
+                        if let only = appliedRows {
+                            decoded.unchangedRows = decoded.apply(only: only, layouts: layouts, footprint: footprint)
+                        }
                     }
                     if decoded.isLastPart { decoded.pageBytes = chargedBytes }
                     decoded.unit = page.unit
@@ -205,9 +211,12 @@ extension PipelineRunner {
                             seq -= 1
                             throw error
                         }
-                        if case .leaveOut(let print) = decision {
+                        switch decision {
+                        case .leaveOut(let print):
                             leftOut = print
                             flow.counts.withLock { $0.decoded += 1 }
+                        case .apply(let only):
+                            page.appliedRows = only?.encoded()
                         }
                     }
                     let forward: @Sendable (Page) -> Void = { [leftOut] page in

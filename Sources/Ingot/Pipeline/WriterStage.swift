@@ -280,6 +280,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 next.unchangedPages += 1
                 if let rows = page.footprint { countLeftOut(rows, into: &next) }
             }
+            if let rows = page.unchangedRows { countLeftOut(rows, into: &next) }
         }
         var newMax = incrementalMax
         for page in pages {
@@ -391,8 +392,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
     }
 
-    /// Counts the rows of a page a refresh left out: each row it holds a record of is unchanged
-    /// (unless this run changes it later: the ledger then counts it updated).
+    /// Counts the rows a refresh left as stored (a page left out, or the clean rows of a page it
+    /// applied in part): each row a record mentions is unchanged (unless this run changes it
+    /// later: the ledger then counts it updated).
     private func countLeftOut(_ footprint: PageFootprint, into counters: inout RunCounters) {
         for (entity, rows) in footprint.entities where model.entities.indices.contains(entity) {
             var counts = EntityCounts()

@@ -38,18 +38,20 @@ struct PreviousPrints: Sendable {
 /// them once left. A page can therefore be left out when it is byte for byte the page at the same
 /// position in the last run (same pipeline, nothing written since — ``PreviousPrints``) and none
 /// of its rows is *dirty*. Dirty rows are those of the last run's pages that differ now (their
-/// old footprints, known before the run from the source's listing), of this run's changed pages
-/// (their new footprints, known once decoded), and of every page that is applied (whose later
-/// records must then be applied too, in order). A row touched only by left-out pages saw the
-/// same records in the same order last time: it is already what they make of it.
+/// old footprints, known before the run from the source's listing) and of this run's changed pages
+/// (their new footprints, known once decoded). A dirty row takes every record the run has for it,
+/// in order; a row that is not saw only unchanged pages' records, the same as last time: it is
+/// already what they make of it. So an unchanged page that holds dirty rows is decoded and its
+/// dirty rows alone applied (``Decision/apply(only:)``); one that holds none is left out.
 ///
 /// Thread-safe: the source queue asks ``decide(seq:digest:)``, the assembler reports decoded
 /// pages (``absorb(_:)``); a page that is the same waits until every changed page before it has
 /// been decoded (their rows decide).
 final class RefreshPlan: @unchecked Sendable {  // every field below `condition` is read and written under it
     enum Decision: Sendable, Equatable {
-        /// Decode and apply the page.
-        case apply
+        /// Decode and apply the page: all of it (`nil`), or only these rows (an unchanged page
+        /// that shares rows with a change: its other rows are already what it makes of them).
+        case apply(only: PageFootprint?)
         /// Leave it out: the last run's print stands for it.
         case leaveOut(PagePrint)
     }
@@ -66,6 +68,9 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     private let previous: [PagePrint]
     private let listed: [[UInt8]]
     private let roots: [Int]
+    /// Whether an unchanged page that shares rows with a change may be applied in part (its dirty
+    /// rows only): not when rows own others (owned children are replaced with their owner).
+    private let appliesInPart: Bool
     /// Pages the listing found the same as the last run's, and the others.
     let samePages: Int
     let changedPages: Int
@@ -78,10 +83,11 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     /// A plan for a run whose source lists `listed` (a digest per page, in order) after the run
     /// `previous`; `roots` maps each entity to the root of its hierarchy (a child entity shares its
     /// parent's rows).
-    init(previous: PreviousPrints, listed: [[UInt8]], roots: [Int]) {
+    init(previous: PreviousPrints, listed: [[UInt8]], roots: [Int], appliesInPart: Bool = true) {
         self.previous = previous.prints
         self.listed = listed
         self.roots = roots
+        self.appliesInPart = appliesInPart
         var dirty = RowSet()
         var same = 0
         for seq in 1...max(previous.prints.count, listed.count, 1) {
@@ -110,7 +116,7 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
         let listedSame = RefreshPlan.same(previous[safe: seq - 1], listed[safe: seq - 1])
         guard listedSame, let old = previous[safe: seq - 1] else {
             pending[seq] = PageFootprint()
-            return .apply
+            return .apply(only: nil)
         }
         guard old.digest == digest else {
             // Read back different from its listing: its old rows are dirty from now on, which is
@@ -118,19 +124,25 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
             if leftOut.intersects(old.rows, roots: roots) { throw ChangedWhileRead(seq: seq) }
             dirty.formUnion(old.rows, roots: roots)
             pending[seq] = PageFootprint()
-            return .apply
+            return .apply(only: nil)
         }
         while !pending.isEmpty {
             if abandon() {
                 dirty.formUnion(old.rows, roots: roots)
-                return .apply
+                return .apply(only: nil)
             }
             _ = condition.wait(until: Date(timeIntervalSinceNow: 0.25))
         }
         let rows = old.rows
         if dirty.intersects(rows, roots: roots) {
-            dirty.formUnion(rows, roots: roots)
-            return .apply
+            // Its dirty rows take all their records, in order: this page's too. Its other rows
+            // saw only unchanged pages last time and this time alike: left as they are — or,
+            // where rows own others, applied too, and dirty from here on.
+            guard appliesInPart else {
+                dirty.formUnion(rows, roots: roots)
+                return .apply(only: nil)
+            }
+            return .apply(only: dirty.members(of: rows, roots: roots))
         }
         leftOut.formUnion(rows, roots: roots)
         return .leaveOut(old)
@@ -182,6 +194,18 @@ struct RowSet: Sendable {
                 isEmpty = false
             }
         }
+    }
+
+    /// Whether the row `key` of `entity` is in the set.
+    func contains(_ key: IdentityKey, entity: Int, roots: [Int]) -> Bool {
+        let root = roots[safe: entity] ?? entity
+        if case .single(.integer(let v)) = key { return integers[root]?.contains(v) ?? false }
+        return others.contains(RowKey(root: root, key: key))
+    }
+
+    /// The rows of `footprint` that are in the set.
+    func members(of footprint: PageFootprint, roots: [Int]) -> PageFootprint {
+        footprint.filter { entity, key in contains(key, entity: entity, roots: roots) }
     }
 
     /// Whether any row of `footprint` is in the set.

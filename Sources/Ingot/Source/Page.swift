@@ -53,6 +53,10 @@ public struct Page: Sendable {
     /// SHA-256 of ``bytes``, set by a run that keeps prints for a refresh (the decode lane
     /// passes it on to the page's print).
     package var digest: [UInt8]?
+    /// Set by a refresh on an unchanged page that shares rows with a change: the rows to apply
+    /// (a stored footprint, PageFootprint.encoded()); the lane leaves the page's other rows as
+    /// they are stored.
+    package var appliedRows: [UInt8]?
 
     /// A page numbered `seq` from `source`, carrying where its source continues after it.
     public init(seq: Int, source: String, bytes: [UInt8], resumeState: String? = nil) {
