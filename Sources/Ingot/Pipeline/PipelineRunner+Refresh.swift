@@ -17,7 +17,7 @@ extension PipelineRunner {
     /// Why runs of `config` keep no prints and leave no page out; `nil` when they may. A page can
     /// be left out only where applying a run twice is applying it once: merge writes, rows with
     /// an identity, and no rule that depends on what was stored when a record came.
-    static func refreshObstacle(_ config: PipelineConfig) -> String? {
+    package static func refreshObstacle(_ config: PipelineConfig) -> String? {
         if config.text.isEmpty { return "the pipeline has no file to fingerprint" }
         if config.incremental != nil { return "an incremental pipeline reads only what is new" }
         if config.hasSeveralResources { return "a pipeline with several resources" }
