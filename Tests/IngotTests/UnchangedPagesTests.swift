@@ -306,6 +306,20 @@ struct UnchangedPagesTests {
         #expect(try Self.run(listed, into: database).counters.unchangedPages == 0)
     }
 
+    /// Footprints sort their identities a byte at a time: as a comparison sort does, negative
+    /// and huge ones included.
+    @Test func identitiesSortAsNumbers() {
+        var rng = SeededGenerator(seed: 21)
+        for count in [0, 1, 5, 65, 300, 5000] {
+            for range in [Int64(0)...Int64(100), Int64(-1000)...Int64(1000), Int64.min...Int64.max] {
+                var values = (0..<count).map { _ in Int64.random(in: range, using: &rng) }
+                let expected = values.sorted()
+                PageFootprint.radixSort(&values)
+                #expect(values == expected, "\(count) values in \(range)")
+            }
+        }
+    }
+
     /// A stored footprint reads back as written; anything else is refused, and a database whose
     /// prints were damaged is read whole.
     @Test func footprintsRoundTripAndDamageIsRefused() throws {

@@ -439,6 +439,9 @@ struct DecodedPage: Sendable {
     /// The rows this part touched, when the run keeps prints for a refresh; for a page a refresh
     /// left out, the rows the last run's page touched.
     var footprint: PageFootprint?
+    /// ``footprint`` as a print keeps it, for a page in one part (made on the lane, or the last
+    /// run's for a page left out): the writer stores it as it is.
+    var encodedFootprint: [UInt8]?
     /// A refresh left the page out (byte for byte the last run's, none of its rows touched by a
     /// change): it holds no records; its rows count as unchanged and ``recordCount`` as read.
     var leftOut = false

@@ -42,21 +42,24 @@ struct PageFootprint: Sendable, Equatable {
             guard layouts.indices.contains(entity) else { return }
             if case .single(.integer(let v)) = key { namedInts[entity].append(v) } else { namedOthers[entity].insert(key) }
         }
-        page.storage.linkSets.withUnsafeBufferPointer { linkSets in
-            for row in page.rows {
-                guard let identity = row.identity, layouts.indices.contains(row.entity) else { continue }
-                let layout = layouts[row.entity]
-                var mentions = row.mask.subtracting(identityMasks[row.entity]) != ColumnMask()
-                for (k, toMany) in layout.toMany.enumerated() where row.linkStart + k < linkSets.count {
-                    guard let targets = linkSets[row.linkStart + k] else { continue }
-                    mentions = true
-                    for target in targets { name(target, toMany.target) }
-                }
-                switch (identity, mentions) {
-                case (.single(.integer(let v)), true): mentionedInts[row.entity].append(v)
-                case (.single(.integer(let v)), false): namedInts[row.entity].append(v)
-                case (_, true): mentionedOthers[row.entity].insert(identity)
-                case (_, false): namedOthers[row.entity].insert(identity)
+        // Rows read in place: a copy of each would retain its identity's storage.
+        page.rows.withUnsafeBufferPointer { rows in
+            page.storage.linkSets.withUnsafeBufferPointer { linkSets in
+                for k in rows.indices {
+                    let entity = rows[k].entity
+                    guard rows[k].identity != nil, layouts.indices.contains(entity) else { continue }
+                    var mentions = rows[k].mask.subtracting(identityMasks[entity]) != ColumnMask()
+                    let linkStart = rows[k].linkStart
+                    for (l, toMany) in layouts[entity].toMany.enumerated() where linkStart + l < linkSets.count {
+                        guard let targets = linkSets[linkStart + l] else { continue }
+                        mentions = true
+                        for target in targets { name(target, toMany.target) }
+                    }
+                    if case .single(.integer(let v))? = rows[k].identity {
+                        if mentions { mentionedInts[entity].append(v) } else { namedInts[entity].append(v) }
+                    } else if let identity = rows[k].identity {
+                        if mentions { mentionedOthers[entity].insert(identity) } else { namedOthers[entity].insert(identity) }
+                    }
                 }
             }
         }
@@ -77,7 +80,7 @@ struct PageFootprint: Sendable, Equatable {
     private static func sortedDistinct(_ values: [Int64]) -> [Int64] {
         guard values.count > 1 else { return values }
         var values = values
-        values.sort()
+        radixSort(&values)
         var kept = 1
         for k in 1..<values.count where values[k] != values[kept - 1] {
             values[kept] = values[k]
@@ -85,6 +88,38 @@ struct PageFootprint: Sendable, Equatable {
         }
         values.removeLast(values.count - kept)
         return values
+    }
+
+    /// Sorts `values` a byte at a time, least significant first (stable counting passes; a
+    /// byte every value shares is skipped): a page's identities are a few thousand numbers of a
+    /// few bytes, which a comparison sort takes many times longer over.
+    static func radixSort(_ values: inout [Int64]) {
+        guard values.count > 64 else {
+            values.sort()
+            return
+        }
+        // Ordered as unsigned: the sign bit flipped.
+        var keys = values.map { UInt64(bitPattern: $0) ^ (1 << 63) }
+        var other = [UInt64](repeating: 0, count: keys.count)
+        var counts = [Int](repeating: 0, count: 256)
+        for shift in stride(from: UInt64(0), to: 64, by: 8) {
+            for k in counts.indices { counts[k] = 0 }
+            for key in keys { counts[Int((key >> shift) & 0xFF)] += 1 }
+            if counts.contains(keys.count) { continue }
+            var total = 0
+            for k in counts.indices {
+                let n = counts[k]
+                counts[k] = total
+                total += n
+            }
+            for key in keys {
+                let digit = Int((key >> shift) & 0xFF)
+                other[counts[digit]] = key
+                counts[digit] += 1
+            }
+            swap(&keys, &other)
+        }
+        for k in keys.indices { values[k] = Int64(bitPattern: keys[k] ^ (1 << 63)) }
     }
 
     /// The members of sorted `values` that sorted `other` does not hold.

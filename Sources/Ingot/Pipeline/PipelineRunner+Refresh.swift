@@ -129,6 +129,7 @@ extension DecodedPage {
             pageRejected: false, recordCount: print.records)
         decoded.leftOut = true
         decoded.footprint = print.rows
+        decoded.encodedFootprint = print.footprint
         decoded.digest = print.digest
         decoded.resumeState = page.resumeState
         decoded.archive = page.archive

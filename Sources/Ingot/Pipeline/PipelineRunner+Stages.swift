@@ -115,6 +115,7 @@ extension PipelineRunner {
                         decoded.digest = page.digest
                         let footprint = PageFootprint(of: part, layouts: layouts)
                         decoded.footprint = footprint
+                        if part.part == 0 && part.isLastPart { decoded.encodedFootprint = footprint.encoded() }
                         if let only = appliedRows {
                             decoded.unchangedRows = decoded.apply(only: only, layouts: layouts, footprint: footprint)
                         }

@@ -414,7 +414,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             var (print, rows) =
                 printInProgress
                 ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), PageFootprint())
-            if let footprint = page.footprint { rows.formUnion(footprint) }
+            // A page in one part comes with its footprint encoded (on its lane).
+            let whole = printInProgress == nil && page.isLastPart ? page.encodedFootprint : nil
+            if whole == nil, let footprint = page.footprint { rows.formUnion(footprint) }
             print.records += page.recordCount
             print.clean =
                 print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected && page.skipped == 0
@@ -424,7 +426,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 continue
             }
             printInProgress = nil
-            print.footprint = rows.encoded()
+            print.footprint = whole ?? rows.encoded()
             printBytes += print.footprint.count + 64
             guard printBytes <= WriterStage.maxPrintBytes else {
                 dropPrints("the run's page prints passed \(WriterStage.maxPrintBytes >> 20) MiB")
