@@ -64,9 +64,10 @@ struct UnchangedPagesTests {
     /// Runs `pages` (a listing source) into `database`.
     static func run(
         _ pages: [String], into database: String, yaml: String = yaml, full: Bool = false, readBack: [Int: String] = [:],
-        logs: LogCapture = LogCapture()
+        logs: LogCapture = LogCapture(), maxPrintBytes: Int? = nil
     ) throws -> RunSummary {
         var options = RunOptions()
+        if let maxPrintBytes { options.maxPrintBytes = maxPrintBytes }
         options.databasePath = database
         options.progressInterval = 0
         options.batchRecords = 7
@@ -266,6 +267,13 @@ struct UnchangedPagesTests {
 
         // --full-refresh reads every page, and keeps prints for the next run.
         #expect(try Self.run(pages, into: database, yaml: edited, full: true).counters.unchangedPages == 0)
+        #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 4)
+
+        // A run whose prints pass its limit keeps none, and says so.
+        let logs = LogCapture()
+        #expect(try Self.run(pages, into: database, yaml: edited, logs: logs, maxPrintBytes: 100).status == .finished)
+        #expect(logs.all.contains { $0.contains("msg=refresh.not_kept") && $0.contains("passed 100 bytes") })
+        #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 0)
         #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 4)
 
         // A failed run in between (its source fails after one page).

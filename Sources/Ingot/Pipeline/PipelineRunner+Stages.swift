@@ -12,7 +12,8 @@ extension PipelineRunner {
     /// With `keepsPrints`, each part also carries its page's digest and the rows it touched (a
     /// refresh's print, PipelineRunner+Refresh.swift).
     func makeDecodeLanes(
-        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow, keepsPrints: Bool = false
+        count lanes: Int, assembler: BatchAssembler, logger: Logger, flow: PageFlow, keepsPrints: Bool = false,
+        printsOff: StopFlag = StopFlag()
     ) -> @Sendable (Page) -> Void {
         let layouts = keepsPrints ? EntityLayout.layouts(of: config.model) : []
         // One plan per resource: its root entity and where its records sit.
@@ -111,7 +112,7 @@ extension PipelineRunner {
                         }
                     }
                     var decoded = part
-                    if keepsPrints {
+                    if keepsPrints && !printsOff.value.withLock({ $0 }) {
                         decoded.digest = page.digest
                         let footprint = PageFootprint(of: part, layouts: layouts)
                         decoded.footprint = footprint
@@ -199,7 +200,9 @@ extension PipelineRunner {
                         continue
                     }
                     budget.charge(page.bytes.count)
-                    if keepsPrints { page.digest = page.bytes.withUnsafeBytes { SHA256.digest($0) } }
+                    if keepsPrints && (refresh != nil || !writer.printsOff.value.withLock({ $0 })) {
+                        page.digest = page.bytes.withUnsafeBytes { SHA256.digest($0) }
+                    }
                     var leftOut: PagePrint?
                     if let refresh, let digest = page.digest {
                         let decision: RefreshPlan.Decision

@@ -344,7 +344,9 @@ public final class PipelineRunner: Sendable {
 
         joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
         let decode = makeDecodeLanes(
-            count: lanes, assembler: assembler, logger: logger, flow: flow, keepsPrints: refresh != nil)
+            count: lanes, assembler: assembler, logger: logger, flow: flow, keepsPrints: refresh != nil,
+            // A plan needs every changed page's rows, prints kept or not.
+            printsOff: plan == nil ? writer.printsOff : StopFlag())
         let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)
         startSource(
             source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,

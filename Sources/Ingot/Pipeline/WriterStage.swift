@@ -142,12 +142,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// when the run keeps none, or dropped them (``printsDropped`` says why).
     private(set) var prints: [PagePrint]?
     private(set) var printsDropped: String?
+    /// Set once the run's prints are dropped: the lanes stop making footprints, and the source
+    /// stops digesting pages (unless a refresh plan needs the digests). Read from any queue.
+    let printsOff = StopFlag()
     /// The print of a page whose parts are being saved, and its rows so far.
     private var printInProgress: (print: PagePrint, rows: PageFootprint)?
     private var printBytes = 0
-    /// The most prints a run holds until it ends: 32 MiB of footprints (about 4,000 pages of a
-    /// thousand records each); a run past it keeps none, and the next one reads every page.
-    static let maxPrintBytes = 32 << 20
+    /// ``RunOptions/maxPrintBytes``.
+    private let maxPrintBytes: Int
     /// Where the records are in a page, for the coding path of a record the database refuses.
     let recordsPath: String
     /// A pipeline with several resources: their names, by index (counts per resource).
@@ -159,6 +161,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         archivePath: String? = nil, keepsPrints: Bool = false, finished: @escaping @Sendable () -> Void
     ) {
         self.prints = keepsPrints ? [] : nil
+        self.maxPrintBytes = options.maxPrintBytes
         self.maxRejectRows = max(0, options.maxRejectRows)
         self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
         self.archivePath = archivePath
@@ -428,8 +431,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             printInProgress = nil
             print.footprint = whole ?? rows.encoded()
             printBytes += print.footprint.count + 64
-            guard printBytes <= WriterStage.maxPrintBytes else {
-                dropPrints("the run's page prints passed \(WriterStage.maxPrintBytes >> 20) MiB")
+            guard printBytes <= maxPrintBytes else {
+                dropPrints("the run's page prints passed \(maxPrintBytes) bytes")
                 return
             }
             prints?.append(print)
@@ -441,6 +444,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         guard prints != nil else { return }
         prints = nil
         printsDropped = reason
+        printsOff.value.withLock { $0 = true }
     }
 
     /// Commits the batches saved since the last commit and publishes their counters.
