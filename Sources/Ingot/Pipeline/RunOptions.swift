@@ -74,9 +74,9 @@ public struct RunOptions: Sendable {
     /// unchanged since the last run (docs/pipelines.md, "Refreshes"). The run still keeps its
     /// pages' prints for the next one. Default `false`.
     public var fullRefresh = false
-    /// The most page prints a run holds until it ends (bytes of footprints; a run past it keeps
-    /// none, and the next one reads every page): 32 MiB, about 4,000 pages of a thousand records.
-    package var maxPrintBytes = 32 << 20
+    /// The most bytes of page prints a run spools until it ends (a run past it keeps none, and
+    /// the next one reads every page): 1 GiB, about 130,000 pages of a thousand records.
+    package var maxPrintBytes = 1 << 30
     /// A SQLite load that outgrows the page cache goes on staged, as `--bulk` loads, from the
     /// first commit after which the database file holds ``bulkAfterBytes`` (when the pipeline
     /// allows a staged load). `false` (`--no-bulk`): batch by batch throughout. Default `true`.

@@ -138,16 +138,15 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// A value was refused in the open transaction: the identities the assembler counted as
     /// written but not committed may not be, so later batches are looked up again.
     var refusedInTransaction = false
-    /// The run's page prints, for the next run's refresh (PipelineRunner+Refresh.swift): `nil`
-    /// when the run keeps none, or dropped them (``printsDropped`` says why).
-    private(set) var prints: [PagePrint]?
+    /// The run's page prints, for the next run's refresh (PipelineRunner+Refresh.swift), spooled
+    /// to a file: `nil` when the run keeps none, or dropped them (``printsDropped`` says why).
+    private(set) var prints: PrintSpool?
     private(set) var printsDropped: String?
     /// Set once the run's prints are dropped: the lanes stop making footprints, and the source
     /// stops digesting pages (unless a refresh plan needs the digests). Read from any queue.
     let printsOff = StopFlag()
     /// The print of a page whose parts are being saved, and its rows so far.
     private var printInProgress: (print: PagePrint, rows: PageFootprint)?
-    private var printBytes = 0
     /// ``RunOptions/maxPrintBytes``.
     private let maxPrintBytes: Int
     /// Where the records are in a page, for the coding path of a record the database refuses.
@@ -160,7 +159,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
         archivePath: String? = nil, keepsPrints: Bool = false, finished: @escaping @Sendable () -> Void
     ) {
-        self.prints = keepsPrints ? [] : nil
+        if keepsPrints {
+            do {
+                self.prints = try PrintSpool()
+            } catch {
+                self.printsDropped = "\(error)"
+            }
+        }
         self.maxPrintBytes = options.maxPrintBytes
         self.maxRejectRows = max(0, options.maxRejectRows)
         self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
@@ -430,12 +435,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             printInProgress = nil
             print.footprint = whole ?? rows.encoded()
-            printBytes += print.footprint.count + 64
-            guard printBytes <= maxPrintBytes else {
+            do {
+                try prints?.append(print)
+            } catch {
+                dropPrints("\(error)")
+                return
+            }
+            guard (prints?.bytes ?? 0) <= maxPrintBytes else {
                 dropPrints("the run's page prints passed \(maxPrintBytes) bytes")
                 return
             }
-            prints?.append(print)
         }
     }
 

@@ -28,7 +28,7 @@ extension SQLiteStore: PrintKeeping {
         }
     }
 
-    func savePrints(_ prints: [PagePrint], runID: String, pipeline: String, fingerprint: String) throws -> Bool {
+    func savePrints(_ prints: PrintSpool, runID: String, pipeline: String, fingerprint: String) throws -> Bool {
         try dbQueue.write { db in
             try db.execute(sql: "DELETE FROM _ingot_page_prints")
             try SQLiteStore.forgetPrints(in: db)
@@ -44,7 +44,7 @@ extension SQLiteStore: PrintKeeping {
             guard db.changesCount == 1 else { return false }
             let insert = try db.makeStatement(
                 sql: "INSERT INTO _ingot_page_prints (run_id, seq, digest, records, clean, footprint) VALUES (?, ?, ?, ?, ?, ?)")
-            for print in prints {
+            try prints.readBack { print in
                 try insert.execute(arguments: [
                     runID, print.seq, Data(print.digest), print.records, print.clean, Data(print.footprint),
                 ])

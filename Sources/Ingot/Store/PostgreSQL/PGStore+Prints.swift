@@ -25,7 +25,7 @@ extension PGStore: PrintKeeping {
             })
     }
 
-    func savePrints(_ prints: [PagePrint], runID: String, pipeline: String, fingerprint: String) throws -> Bool {
+    func savePrints(_ prints: PrintSpool, runID: String, pipeline: String, fingerprint: String) throws -> Bool {
         try connection.transaction {
             try connection.execute("DELETE FROM _ingot_page_prints")
             try PGStore.forgetPrints(on: connection)
@@ -39,15 +39,23 @@ extension PGStore: PrintKeeping {
                       AND (other.status = 'running' OR other.started_at >= this.started_at OR other.finished_at > this.started_at))
                 """, [runID, pipeline, fingerprint])
             guard kept == 1 else { return false }
+            // Streamed from the spool in pieces of a megabyte or so.
+            let sql = "COPY _ingot_page_prints (run_id, seq, digest, records, clean, footprint) FROM STDIN"
+            try connection.beginCopy(sql)
             var data: [UInt8] = []
-            for print in prints {
+            try prints.readBack { print in
                 let values: [ScalarValue] = [
                     .text(runID), .integer(Int64(print.seq)), .text(PGConnection.byteaText(print.digest)),
                     .integer(Int64(print.records)), .bool(print.clean), .text(PGConnection.byteaText(print.footprint)),
                 ]
                 PGStore.appendCopyRow(values, to: &data)
+                if data.count >= 1 << 20 {
+                    try connection.putCopyData(data, sql: sql)
+                    data.removeAll(keepingCapacity: true)
+                }
             }
-            try connection.copy("COPY _ingot_page_prints (run_id, seq, digest, records, clean, footprint) FROM STDIN", data: data)
+            if !data.isEmpty { try connection.putCopyData(data, sql: sql) }
+            try connection.endCopy(sql)
             return true
         }
     }
