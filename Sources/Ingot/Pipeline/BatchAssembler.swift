@@ -83,7 +83,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 // A page's size: its JSON, or its stored text when that is bigger (dates from numbers),
                 // plus its rejections (what they hold besides their text, which the JSON counts):
                 // a page of a million `{}` makes a million rejections, bounded like records.
-                let size = max(page.bytes, page.storage.text.count) + page.rejections.count * BatchAssembler.rejectionBytes
+                let size =
+                    max(page.bytes, page.storage.text.count) + page.rejections.count * BatchAssembler.rejectionBytes
+                    + (page.encodedFootprint?.count ?? 0)
                 if !batch.isEmpty && batchBytes + size > byteLimit { deliver(last: false) }
                 // A joined run's batch holds units in increasing order (a unit taken over from
                 // another job may come late): its rows fold later-wins, unit by unit.
@@ -96,7 +98,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                     deliver(last: false)
                 }
                 batch.append(page)
-                batchRecords += max(page.records.count + page.rejections.count, 1)
+                // A page a refresh left out counts its records: a batch holds as many such pages as
+                // it would hold decoded ones.
+                batchRecords += max(page.leftOut ? page.recordCount : page.records.count + page.rejections.count, 1)
                 batchBytes += size
                 if batchRecords >= limit || batchBytes >= byteLimit { deliver(last: false) }
             }

@@ -91,8 +91,14 @@ extension PipelineRunner {
         }
         // Owned children are replaced with their owner: a page is then applied whole or not at all.
         let owns = EntityLayout.layouts(of: config.model).contains { $0.toMany.contains(where: \.isOwned) }
-        let plan = RefreshPlan(
-            previous: previous, listed: listed, roots: PipelineRunner.hierarchyRoots(config.model), appliesInPart: !owns)
+        let plan: RefreshPlan
+        do {
+            plan = try RefreshPlan(
+                previous: previous, listed: listed, roots: PipelineRunner.hierarchyRoots(config.model), appliesInPart: !owns)
+        } catch {
+            logger.warning("refresh.unreadable", metadata: [LogKey.error: "\(error)"])
+            return nil
+        }
         logger.info(
             "refresh.planned",
             metadata: [
@@ -128,7 +134,7 @@ extension DecodedPage {
             seq: page.seq, source: page.source, bytes: 0, pageBytes: page.bytes.count, records: [], rejections: [],
             pageRejected: false, recordCount: print.records)
         decoded.leftOut = true
-        decoded.footprint = print.rows
+        // Kept encoded (a few bytes a row) until the writer counts its rows.
         decoded.encodedFootprint = print.footprint
         decoded.digest = print.digest
         decoded.resumeState = page.resumeState

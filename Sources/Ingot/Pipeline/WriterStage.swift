@@ -286,7 +286,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             rejections += page.rejections
             if page.leftOut {
                 next.unchangedPages += 1
-                if let rows = page.footprint { countLeftOut(rows, into: &next) }
+                if let encoded = page.encodedFootprint, let rows = try? PageFootprint(decoding: encoded) {
+                    countLeftOut(rows, into: &next)
+                }
             }
             if let rows = page.unchangedRows { countLeftOut(rows, into: &next) }
         }

@@ -26,8 +26,11 @@ struct PagePrint: Sendable, Equatable {
 /// any pipeline, any job — forgets them) and the pipeline file is the same.
 struct PreviousPrints: Sendable {
     var runID: String
-    /// By position: `prints[k]` is page `k + 1`.
+    /// By position: `prints[k]` is page `k + 1`; their footprints are read when a page needs
+    /// them (``footprint``): a run of millions of records does not hold them all.
     var prints: [PagePrint]
+    /// The stored footprint of page `seq` (checked readable when the prints were read).
+    var footprint: @Sendable (_ seq: Int) throws -> [UInt8]
 }
 
 /// Which pages of a rerun can be left out, decided page by page as the source reads them, so that
@@ -66,6 +69,7 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     }
 
     private let previous: [PagePrint]
+    private let footprint: @Sendable (Int) throws -> [UInt8]
     private let listed: [[UInt8]]
     private let roots: [Int]
     /// Whether an unchanged page that shares rows with a change may be applied in part (its dirty
@@ -83,8 +87,9 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     /// A plan for a run whose source lists `listed` (a digest per page, in order) after the run
     /// `previous`; `roots` maps each entity to the root of its hierarchy (a child entity shares its
     /// parent's rows).
-    init(previous: PreviousPrints, listed: [[UInt8]], roots: [Int], appliesInPart: Bool = true) {
+    init(previous: PreviousPrints, listed: [[UInt8]], roots: [Int], appliesInPart: Bool = true) throws {
         self.previous = previous.prints
+        self.footprint = previous.footprint
         self.listed = listed
         self.roots = roots
         self.appliesInPart = appliesInPart
@@ -93,8 +98,8 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
         for seq in 1...max(previous.prints.count, listed.count, 1) {
             if RefreshPlan.same(previous.prints[safe: seq - 1], listed[safe: seq - 1]) {
                 same += 1
-            } else if let old = previous.prints[safe: seq - 1] {
-                dirty.formUnion(old.rows, roots: roots)
+            } else if previous.prints.indices.contains(seq - 1) {
+                dirty.formUnion(try PageFootprint(decoding: previous.footprint(seq)), roots: roots)
             }
         }
         self.dirty = dirty
@@ -114,10 +119,11 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
         condition.lock()
         defer { condition.unlock() }
         let listedSame = RefreshPlan.same(previous[safe: seq - 1], listed[safe: seq - 1])
-        guard listedSame, let old = previous[safe: seq - 1] else {
+        guard listedSame, var old = previous[safe: seq - 1] else {
             pending[seq] = PageFootprint()
             return .apply(only: nil)
         }
+        old.footprint = try footprint(seq)
         guard old.digest == digest else {
             // Read back different from its listing: its old rows are dirty from now on, which is
             // too late if pages sharing them were left out already.

@@ -30,13 +30,13 @@ extension PagePrint {
 extension PreviousPrints {
     /// The prints of run `runID` as stored, in `seq` order: `nil` unless they are pages 1…n, each
     /// readable (a damaged print makes the run read every page).
-    init?(runID: String, rows: [PagePrint?]) {
+    init?(runID: String, rows: [PagePrint?], footprint: @escaping @Sendable (Int) throws -> [UInt8]) {
         var prints: [PagePrint] = []
         for (k, row) in rows.enumerated() {
             guard let row, row.seq == k + 1 else { return nil }
             prints.append(row)
         }
-        self.init(runID: runID, prints: prints)
+        self.init(runID: runID, prints: prints, footprint: footprint)
     }
 }
 

@@ -9,22 +9,41 @@ extension SQLiteStore: PrintKeeping {
     }
 
     func previousPrints(pipeline: String, fingerprint: String) throws -> PreviousPrints? {
-        try dbQueue.read { db in
-            guard
-                let runID = try String.fetchOne(
+        guard
+            let runID = try dbQueue.read({ db in
+                try String.fetchOne(
                     db, sql: "SELECT run_id FROM _ingot_print_runs WHERE pipeline = ? AND fingerprint = ?",
                     arguments: [pipeline, fingerprint])
-            else { return nil }
-            let rows = try Row.fetchAll(
+            })
+        else { return nil }
+        // Read in one pass, each footprint checked and let go; read again by page (a connection
+        // of the plan's own: the source queue asks while the writer writes).
+        var prints: [PagePrint?] = []
+        try dbQueue.read { db in
+            let rows = try Row.fetchCursor(
                 db, sql: "SELECT seq, digest, records, clean, footprint FROM _ingot_page_prints WHERE run_id = ? ORDER BY seq",
                 arguments: [runID])
-            return PreviousPrints(
-                runID: runID,
-                rows: rows.map { row in
-                    PagePrint(
-                        seq: row[0], digest: (row[1] as Data?).map { [UInt8]($0) }, records: row[2], clean: row[3],
-                        footprint: (row[4] as Data?).map { [UInt8]($0) })
+            while let row = try rows.next() {
+                let print = PagePrint(
+                    seq: row[0], digest: (row[1] as Data?).map { [UInt8]($0) }, records: row[2], clean: row[3],
+                    footprint: (row[4] as Data?).map { [UInt8]($0) })
+                prints.append(
+                    print.map {
+                        var p = $0; p.footprint = []; return p
+                    })
+            }
+        }
+        var configuration = Configuration()
+        configuration.readonly = true
+        let reader = try DatabaseQueue(path: dbQueue.path, configuration: configuration)
+        return PreviousPrints(runID: runID, rows: prints) { seq in
+            guard
+                let data = try reader.read({ db in
+                    try Data.fetchOne(
+                        db, sql: "SELECT footprint FROM _ingot_page_prints WHERE run_id = ? AND seq = ?", arguments: [runID, seq])
                 })
+            else { throw PageFootprint.Malformed() }
+            return [UInt8](data)
         }
     }
 

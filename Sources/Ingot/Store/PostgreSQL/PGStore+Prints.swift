@@ -13,16 +13,24 @@ extension PGStore: PrintKeeping {
                 "SELECT run_id FROM _ingot_print_runs WHERE pipeline = $1 AND fingerprint = $2", [pipeline, fingerprint]
             ).first?[0]
         else { return nil }
+        // Each footprint checked here, read again by page on a connection of the plan's own.
         let rows = try connection.execute(
             "SELECT seq, digest, records, clean, footprint FROM _ingot_page_prints WHERE run_id = $1 ORDER BY seq", [runID])
-        return PreviousPrints(
-            runID: runID,
-            rows: rows.map { row in
-                PagePrint(
-                    seq: row[0].flatMap { Int($0) } ?? 0, digest: row[1].flatMap(PGConnection.bytea(fromText:)),
-                    records: row[2].flatMap { Int($0) }, clean: row[3].map { $0 == "t" },
-                    footprint: row[4].flatMap(PGConnection.bytea(fromText:)))
-            })
+        let prints = rows.map { row in
+            PagePrint(
+                seq: row[0].flatMap { Int($0) } ?? 0, digest: row[1].flatMap(PGConnection.bytea(fromText:)),
+                records: row[2].flatMap { Int($0) }, clean: row[3].map { $0 == "t" },
+                footprint: row[4].flatMap(PGConnection.bytea(fromText:))
+            ).map { print -> PagePrint in
+                var print = print
+                print.footprint = []
+                return print
+            }
+        }
+        let reader = PrintReader(connection: try PGConnection(url: url))
+        return PreviousPrints(runID: runID, rows: prints) { seq in
+            try reader.footprint(runID: runID, seq: seq)
+        }
     }
 
     func savePrints(_ prints: PrintSpool, runID: String, pipeline: String, fingerprint: String) throws -> Bool {
@@ -58,5 +66,25 @@ extension PGStore: PrintKeeping {
             try connection.endCopy(sql)
             return true
         }
+    }
+}
+
+/// The plan's own connection, reading stored footprints by page from the source queue (one
+/// caller at a time: the source queue's loop).
+private final class PrintReader: @unchecked Sendable {  // called from the source queue only
+    private let connection: PGConnection
+
+    init(connection: PGConnection) {
+        self.connection = connection
+    }
+
+    func footprint(runID: String, seq: Int) throws -> [UInt8] {
+        guard
+            let text = try connection.execute(
+                "SELECT footprint FROM _ingot_page_prints WHERE run_id = $1 AND seq = $2", [runID, String(seq)]
+            ).first?[0],
+            let bytes = PGConnection.bytea(fromText: text)
+        else { throw PageFootprint.Malformed() }
+        return bytes
     }
 }
