@@ -51,6 +51,9 @@ extension PipelineRunner {
                 }
                 var mapper = context.mappers[page.resource]
                 var page = page
+                if keepsPrints && page.digest == nil && !printsOff.value.withLock({ $0 }) {
+                    page.digest = page.bytes.withUnsafeBytes { SHA256.digest($0) }
+                }
                 // What the source charged the page's slot: given back, and counted as bytes read,
                 // whatever inflating or a for_each's injection made of it.
                 let chargedBytes = page.bytes.count
@@ -200,7 +203,8 @@ extension PipelineRunner {
                         continue
                     }
                     budget.charge(page.bytes.count)
-                    if keepsPrints && (refresh != nil || !writer.printsOff.value.withLock({ $0 })) {
+                    // A refresh decides here, on the digest; a first load digests on the lanes.
+                    if keepsPrints && refresh != nil {
                         page.digest = page.bytes.withUnsafeBytes { SHA256.digest($0) }
                     }
                     var leftOut: PagePrint?
