@@ -249,21 +249,16 @@ struct Run: ParsableCommand {
                     ? "load: batch by batch, staged once the database holds \(options.bulkAfterBytes >> 20) MiB (--no-bulk: never)"
                     : "load: batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))")
         }
-        let listsPages: Bool
-        switch (pages, config.source) {
-        case (_?, _), (nil, .files): listsPages = !config.hasSeveralResources
-        default: listsPages = false
-        }
+        let fetches: Bool
+        if pages == nil, case .http = config.source { fetches = true } else { fetches = false }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
-            print("refresh: every page is read (\(obstacle))")
-        } else if !listsPages {
-            print("refresh: every page is read (the source cannot list its pages before reading them)")
+            print("refresh: every page is applied (\(obstacle))")
+        } else if options.fullRefresh {
+            print("refresh: every page is applied (--full-refresh); the pages' prints are kept for the next run")
         } else {
             print(
-                options.fullRefresh
-                    ? "refresh: every page is read (--full-refresh); the pages' prints are kept for the next run"
-                    : "refresh: pages unchanged since the last run into this database, sharing no row with a change, are left out (--full-refresh: read every page)"
-            )
+                "refresh: pages unchanged since the last run into this database, sharing no row with a change, are left out"
+                    + (fetches ? " (a refresh fetches every page first, then applies)" : "") + " (--full-refresh: apply every page)")
         }
         try printRest(config, options: options, maxPageBytes: maxPageBytes)
     }

@@ -365,3 +365,75 @@ struct UnchangedPagesTests {
         #expect(try Self.run(pages, into: database).counters.unchangedPages == 0)
     }
 }
+
+/// A refresh over HTTP: the source is read whole first (spooled), then its unchanged pages are
+/// left out, and the database ends where a full rerun ends.
+@Suite(.serialized)
+struct UnchangedHTTPPagesTests {
+    @Test func aRefreshOverHTTPListsTheSourceFirstAndLeavesUnchangedPagesOut() throws {
+        let pages = try generatePeople(persons: 500, pageSize: 100)
+        // The same pages, one person renamed on page 3.
+        let changed = temporaryDirectory().appendingPathComponent("changed").path
+        try FileManager.default.copyItem(atPath: pages, toPath: changed)
+        let third = (changed as NSString).appendingPathComponent("page-00003.json")
+        let text = try String(contentsOfFile: third, encoding: .utf8)
+        try text.replacingOccurrences(
+            of: #""first_name":""#, with: #""first_name":"Renamed "#, options: [], range: text.range(of: #""first_name":""#)
+        )
+        .write(toFile: third, atomically: true, encoding: .utf8)
+        let (server, changedServer) = (try FixtureServer(people: pages), try FixtureServer(people: changed))
+        // One pipeline file for both servers: the URL comes from the environment.
+        let yaml = try peopleOverHTTPText("${PEOPLE_URL}/people/page", ["paginate: {page: {param: page}}"])
+        func run(_ base: String, into db: String, full: Bool = false, logs: LogCapture = LogCapture()) throws -> RunSummary {
+            let config = try PipelineConfig.parse(text: yaml, path: "people-http.yml", environment: ["PEOPLE_URL": base])
+            var options = RunOptions()
+            options.databasePath = db
+            options.progressInterval = 0
+            options.fullRefresh = full
+            let source = try config.makeSource(
+                database: db, maxPageBytes: Page.defaultMaxBytes, environment: ["PEOPLE_URL": base], logger: logs.logger)
+            return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
+        }
+        let (refreshed, full) = (
+            temporaryDirectory().appendingPathComponent("a.db").path, temporaryDirectory().appendingPathComponent("b.db").path
+        )
+        let first = try run(server.base, into: refreshed)
+        #expect(first.status == .finished && first.counters.unchangedPages == 0, "\(first.error ?? "")")
+        #expect(try run(server.base, into: full).status == .finished)
+        let logs = LogCapture()
+        let rerun = try run(server.base, into: refreshed, logs: logs)
+        #expect(rerun.status == .finished && rerun.counters.unchangedPages == first.counters.pages)
+        #expect(rerun.counters.records == first.counters.records && rerun.counters.inserted == 0)
+        #expect(logs.all.contains { $0.contains("msg=refresh.planned") && $0.contains("pages_changed=0") })
+        let model = try PipelineConfig.parse(text: yaml, path: "people-http.yml", environment: ["PEOPLE_URL": server.base]).model
+        let changedLogs = LogCapture()
+        let changedRun = try run(changedServer.base, into: refreshed, logs: changedLogs)
+        #expect(changedLogs.all.contains { $0.contains("msg=refresh.planned") && $0.contains("pages_changed=1") })
+        let fullRun = try run(changedServer.base, into: full, full: true)
+        #expect(changedRun.status == .finished && fullRun.status == .finished)
+        #expect(changedRun.counters.records == fullRun.counters.records)
+        #expect(try PostgresTests.sqliteDump(refreshed, model) == PostgresTests.sqliteDump(full, model))
+    }
+
+    /// The spools live as long as their owner: a source read whole, a run's prints.
+    @Test func spoolsAreRemovedWithTheirOwner() throws {
+        var source: PrefetchedPageSource? = try PrefetchedPageSource(MemoryPageSource(["{}", "[]"]), stopping: StopFlag())
+        let pagesPath = try #require(source?.path)
+        #expect(try source?.pageDigests().count == 2)
+        #expect(try source?.next()?.bytes == Array("{}".utf8) && source?.next()?.bytes == Array("[]".utf8))
+        #expect(try source?.next() == nil)
+        #expect(FileManager.default.fileExists(atPath: pagesPath))
+        source = nil
+        #expect(!FileManager.default.fileExists(atPath: pagesPath))
+
+        var spool: PrintSpool? = try PrintSpool()
+        let printsPath = try #require(spool?.path)
+        let print = PagePrint(seq: 1, digest: Array(repeating: 7, count: 32), records: 3, clean: true, footprint: PageFootprint().encoded())
+        try spool?.append(print)
+        var back: [PagePrint] = []
+        try spool?.readBack { back.append($0) }
+        #expect(back == [print])
+        spool = nil
+        #expect(!FileManager.default.fileExists(atPath: printsPath))
+    }
+}

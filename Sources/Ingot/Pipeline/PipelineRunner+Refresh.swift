@@ -11,7 +11,9 @@ extension PipelineRunner {
         let keeper: any PrintKeeping
         let fingerprint: String
         let previous: PreviousPrints?
-        let listing: any ListingPageSource
+        /// What lists the pages: the source itself (a directory), or, for a refresh over HTTP,
+        /// the source read whole first (``PrefetchedPageSource``: the run reads it instead).
+        let listing: (any ListingPageSource)?
     }
 
     /// Why runs of `config` keep no prints and leave no page out; `nil` when they may. A page can
@@ -57,10 +59,14 @@ extension PipelineRunner {
     }
 
     /// The refresh of a run over `source` into `store`, read before the run begins (its start
-    /// forgets the prints): `nil` when the run keeps no prints (a source that cannot list its
-    /// pages, a store that keeps none, a pipeline ``refreshObstacle(_:)`` names).
+    /// forgets the prints): `nil` when the run keeps no prints (a source other than a directory or
+    /// HTTP, a store that keeps none, a pipeline ``refreshObstacle(_:)`` names).
     func prepareRefresh(source: any PageSource, store: any IngestStore, logger: Logger) -> Refresh? {
-        guard let listing = source as? any ListingPageSource, let keeper = store as? any PrintKeeping else { return nil }
+        guard let keeper = store as? any PrintKeeping else { return nil }
+        guard source is any ListingPageSource || source is HTTPPageSource else {
+            logger.debug("refresh.off", metadata: [LogKey.reason: "the source is neither a directory nor HTTP"])
+            return nil
+        }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             logger.debug("refresh.off", metadata: [LogKey.reason: "\(obstacle)"])
             return nil
@@ -74,16 +80,24 @@ extension PipelineRunner {
                 logger.warning("refresh.unreadable", metadata: [LogKey.error: "\(error)"])
             }
         }
+        var listing = source as? any ListingPageSource
+        if listing == nil && previous != nil {
+            do {
+                listing = try PrefetchedPageSource(source, stopping: stopping)
+            } catch {
+                logger.warning("refresh.unreadable", metadata: [LogKey.error: "\(error)"])
+            }
+        }
         return Refresh(keeper: keeper, fingerprint: fingerprint, previous: previous, listing: listing)
     }
 
     /// The plan that leaves pages out, from the source's listing and the last run's prints;
     /// logs `refresh.planned`. `nil` when there are no prints to compare with.
     func makePlan(_ refresh: Refresh?, logger: Logger) -> RefreshPlan? {
-        guard let refresh, let previous = refresh.previous else { return nil }
+        guard let refresh, let previous = refresh.previous, let listing = refresh.listing else { return nil }
         let listed: [[UInt8]]
         do {
-            listed = try refresh.listing.pageDigests()
+            listed = try listing.pageDigests()
         } catch {
             // The run reads the pages anyway, and fails on the one it cannot read.
             logger.warning("refresh.unreadable", metadata: [LogKey.error: "\(error)"])

@@ -277,6 +277,11 @@ public final class PipelineRunner: Sendable {
         lock?.describe(runID: runID)
         source.useLogger(logger)
         if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
+        // A refresh over HTTP reads its source whole first, to list it (PrefetchedPageSource).
+        if let prefetched = refresh?.listing as? PrefetchedPageSource {
+            source = prefetched
+            activeSource.value.withLock { $0 = prefetched }
+        }
         runLogger.withLock { $0 = logger }
         defer { runLogger.withLock { $0 = nil } }
 
