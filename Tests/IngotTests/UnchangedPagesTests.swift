@@ -312,6 +312,19 @@ struct UnchangedPagesTests {
         #expect(raced.status == .failed)
         #expect(raced.error?.contains("changed between the refresh's listing and its reading") == true)
         #expect(try Self.run(listed, into: database).counters.unchangedPages == 0)
+
+        // The same when the rows were left as stored by a page applied in part.
+        let other = try backend.database()
+        let parts = [
+            #"{"results": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}"#,
+            #"{"results": [{"id": 1, "name": "a2"}]}"#,
+            #"{"results": [{"id": 2, "name": "c"}]}"#,
+        ]
+        #expect(try Self.run(parts, into: other).status == .finished)
+        var next = parts
+        next[1] = #"{"results": [{"id": 1, "name": "a3"}]}"#
+        let partRaced = try Self.run(next, into: other, readBack: [3: #"{"results": [{"id": 2, "name": "d"}]}"#])
+        #expect(partRaced.status == .failed, "page 1 left person 2 as stored, and page 3 turned out changed")
     }
 
     /// Footprints sort their identities a byte at a time: as a comparison sort does, negative

@@ -148,6 +148,9 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
                 dirty.formUnion(rows, roots: roots)
                 return .apply(only: nil)
             }
+            // Its rows left as stored count as left out (a page read back changed later must not
+            // have needed them).
+            leftOut.formUnion(rows.filter { entity, key in !dirty.contains(key, entity: entity, roots: roots) }, roots: roots)
             return .apply(only: dirty.members(of: rows, roots: roots))
         }
         leftOut.formUnion(rows, roots: roots)
