@@ -64,13 +64,13 @@ struct UnchangedPagesTests {
     /// Runs `pages` (a listing source) into `database`.
     static func run(
         _ pages: [String], into database: String, yaml: String = yaml, full: Bool = false, readBack: [Int: String] = [:],
-        logs: LogCapture = LogCapture(), maxPrintBytes: Int? = nil
+        logs: LogCapture = LogCapture(), maxPrintBytes: Int? = nil, batchRecords: Int = 7
     ) throws -> RunSummary {
         var options = RunOptions()
         if let maxPrintBytes { options.maxPrintBytes = maxPrintBytes }
         options.databasePath = database
         options.progressInterval = 0
-        options.batchRecords = 7
+        options.batchRecords = batchRecords
         options.fullRefresh = full
         let config = try PipelineConfig.parse(text: yaml, path: "unchanged.yml")
         return PipelineRunner(config: config, options: options, logger: logs.logger).run(
@@ -448,5 +448,50 @@ struct UnchangedHTTPPagesTests {
         #expect(back == [print])
         spool = nil
         #expect(!FileManager.default.fileExists(atPath: printsPath))
+    }
+}
+
+/// The richer models' fixtures (the merge rules' pages with a rejected page and record, parent
+/// entities, owned children) refreshed again and again: each refresh ends where a full rerun ends.
+@Suite(.serialized)
+struct UnchangedPagesOfRichModelsTests {
+    static let fixtures: [(name: String, yaml: String, pages: [String])] = [
+        // (`missing: ignore` keeps no prints: its links depend on what was stored when.)
+        ("merge rules", StoreSeamTests.yaml.replacingOccurrences(of: "missing: ignore", with: "missing: stub"), StoreSeamTests.pages),
+        ("parent entities", ParentEntityTests.yaml, ParentEntityTests.pages),
+        ("owned children", OwnedTests.yaml, [OwnedTests.first, OwnedTests.second]),
+    ]
+
+    @Test(arguments: UnchangedPagesTests.Backend.allCases, [0, 1, 2])
+    func refreshesEndWhereFullRerunsEnd(backend: UnchangedPagesTests.Backend, fixture: Int) throws {
+        let (name, yaml, pages) = Self.fixtures[fixture]
+        // Owned children: a batch holding an owner twice with a shrinking set keeps the longer
+        // set's extra children (a first-load bug of the fold, not of refreshes; left in the
+        // issue): one record a batch keeps the first loads right.
+        let batchRecords = name == "owned children" ? 1 : 7
+        let model = try PipelineConfig.parse(text: yaml, path: "rich.yml").model
+        func dump(_ db: String) throws -> [String: [[String]]] {
+            db.hasPrefix("postgresql://") ? try PostgresTests.postgresDump(db, model) : try PostgresTests.sqliteDump(db, model)
+        }
+        // Runs of the fixture's pages: again, doubled, reversed, one changed, the first alone.
+        let renamed = pages.map { $0.replacingOccurrences(of: #""name": ""#, with: #""name": "re-"#) }
+        let runs = [pages, pages, pages + pages, pages.reversed(), [renamed[0]] + pages.dropFirst(), pages, [pages[0]], pages]
+        let (refreshed, full) = (try backend.database(), try backend.database())
+        var leftOut = 0
+        for (k, run) in runs.enumerated() {
+            let a = try UnchangedPagesTests.run(run, into: refreshed, yaml: yaml, batchRecords: batchRecords)
+            let b = try UnchangedPagesTests.run(run, into: full, yaml: yaml, full: true, batchRecords: batchRecords)
+            #expect(a.status == b.status && a.counters.rejectedRecords == b.counters.rejectedRecords, "\(name), run \(k)")
+            let (got, expected) = (try dump(refreshed), try dump(full))
+            for table in expected.keys.sorted() where got[table] != expected[table] {
+                Issue.record(
+                    "\(name), run \(k), \(a.counters.unchangedPages) pages left out: \(table) is \(got[table] ?? []) instead of \(expected[table] ?? [])"
+                )
+            }
+            leftOut += a.counters.unchangedPages
+        }
+        // (The merge rules' pages all share rows with their rejecting pages, which are always
+        // applied: theirs are applied in part, never left out.)
+        #expect(name == "merge rules" || leftOut > 0, "\(name): some pages were left out")
     }
 }
