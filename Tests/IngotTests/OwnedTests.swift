@@ -57,6 +57,20 @@ struct OwnedTests {
     /// `ingot export` writes owned children whole inside their owner's record (their own
     /// owned children and references too, at any depth; their key columns left out): the
     /// export ingested into a new database gives the same tables, on SQLite and PostgreSQL.
+    /// An owner sent twice in one batch, its owned sets shrinking: the later set replaces the
+    /// earlier one whole, as across batches (the earlier record's rows past its end are dropped
+    /// from the batch, with what they own).
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func aShrinkingSetWithinOneBatchReplacesTheEarlierOne(backend: StoreConformanceTests.Backend) throws {
+        let together = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
+        #expect(try together.run([Self.first, Self.second], 50).status == .finished)
+        let apart = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
+        #expect(try apart.run([Self.first, Self.second], 1).status == .finished)
+        let (got, expected) = (try together.dump(), try apart.dump())
+        #expect(got == expected)
+        #expect(got["pokemon_move"]?.count == 1 && got["pokemon_type"]?.count == 1 && got["move_detail"]?.count == 1)
+    }
+
     @Test(arguments: ["sqlite", "postgresql"])
     func exportedOwnersIngestBackWithTheirChildren(backend: String) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "pokemon.yml")

@@ -465,10 +465,7 @@ struct UnchangedPagesOfRichModelsTests {
     @Test(arguments: UnchangedPagesTests.Backend.allCases, [0, 1, 2])
     func refreshesEndWhereFullRerunsEnd(backend: UnchangedPagesTests.Backend, fixture: Int) throws {
         let (name, yaml, pages) = Self.fixtures[fixture]
-        // Owned children: a batch holding an owner twice with a shrinking set keeps the longer
-        // set's extra children (a first-load bug of the fold, not of refreshes; left in the
-        // issue): one record a batch keeps the first loads right.
-        let batchRecords = name == "owned children" ? 1 : 7
+        let batchRecords = 7
         let model = try PipelineConfig.parse(text: yaml, path: "rich.yml").model
         func dump(_ db: String) throws -> [String: [[String]]] {
             db.hasPrefix("postgresql://") ? try PostgresTests.postgresDump(db, model) : try PostgresTests.sqliteDump(db, model)

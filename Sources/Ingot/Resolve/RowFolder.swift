@@ -13,6 +13,16 @@ struct RowFolder: Sendable {
         var valueUnits: [Int] = []
         var linkUnits: [Int] = []
 
+        /// Removes the row of `identity`, keeping the others' order. Whether there was one.
+        mutating func remove(_ identity: IdentityKey) -> Bool {
+            guard let at = index.removeValue(forKey: identity) else { return false }
+            rows.remove(at: at)
+            for k in at..<rows.count {
+                if let moved = rows[k].identity { index[moved] = k }
+            }
+            return true
+        }
+
         /// The stored row of each row (`nil`: not stored), from the identities `found` stored.
         func refs(_ found: [IdentityKey: StoredRef]) -> [StoredRef?] {
             var refs = [StoredRef?](repeating: nil, count: rows.count)
@@ -38,6 +48,9 @@ struct RowFolder: Sendable {
         var links: Int
         /// The to-manys whose `operations:` lack `delete`: a later set adds to the earlier one.
         var keptLinks: [Int]
+        /// The owned to-manys (`owned: true`) and their target entities: a later set replaces the
+        /// earlier one whole, its rows past the new set's end dropped.
+        var ownedLinks: [(k: Int, target: Int)]
     }
 
     init(layouts: [EntityLayout], parents: [Int?] = []) {
@@ -47,7 +60,8 @@ struct RowFolder: Sendable {
         shapes = layouts.map { layout in
             Shape(
                 columns: layout.columns.count, links: layout.toMany.count,
-                keptLinks: layout.toMany.indices.filter { layout.toMany[$0].keepsLinks })
+                keptLinks: layout.toMany.indices.filter { layout.toMany[$0].keepsLinks },
+                ownedLinks: layout.toMany.indices.filter { layout.toMany[$0].isOwned }.map { ($0, layout.toMany[$0].target) })
         }
     }
 
@@ -125,6 +139,25 @@ struct RowFolder: Sendable {
             target = copy
         }
         if unit > 0 { stamp(target, with: row, from: source, unit: unit) }
+        // An owned set replaces the earlier one whole: the rows an earlier record of the batch
+        // gave past the new set's end go (the store drops the stored ones).
+        if let identity = row.identity {
+            for owned in shape.ownedLinks {
+                guard let set = source.linkSets[row.linkStart + owned.k] else { continue }
+                dropOwned(of: identity, in: owned.target, from: set.count)
+            }
+        }
+    }
+
+    /// Drops the folded rows `owner` owns in `entity` at `position` or more (owned rows are
+    /// keyed by their owner's identity and their position, from 0), and what they own in turn.
+    private mutating func dropOwned(of owner: IdentityKey, in entity: Int, from position: Int) {
+        var position = position
+        while merged[entity].remove(.composite(owner.values + [.integer(Int64(position))])) {
+            let child = IdentityKey.composite(owner.values + [.integer(Int64(position))])
+            for owned in shapes[entity].ownedLinks { dropOwned(of: child, in: owned.target, from: 0) }
+            position += 1
+        }
     }
 
     /// Records `unit` as the source of the slots `row` set in `target`.
