@@ -452,7 +452,7 @@ struct UnchangedHTTPPagesTests {
 }
 
 /// The richer models' fixtures (the merge rules' pages with a rejected page and record, parent
-/// entities, owned children) refreshed again and again: each refresh ends where a full rerun ends.
+/// entities, owned children, inverse relationships) refreshed again and again: each refresh ends where a full rerun ends.
 @Suite(.serialized)
 struct UnchangedPagesOfRichModelsTests {
     static let fixtures: [(name: String, yaml: String, pages: [String])] = [
@@ -460,11 +460,31 @@ struct UnchangedPagesOfRichModelsTests {
         ("merge rules", StoreSeamTests.yaml.replacingOccurrences(of: "missing: ignore", with: "missing: stub"), StoreSeamTests.pages),
         ("parent entities", ParentEntityTests.yaml, ParentEntityTests.pages),
         ("owned children", OwnedTests.yaml, [OwnedTests.first, OwnedTests.second]),
+        (
+            "inverse relationships", InverseTests.yaml(root: "person"),
+            [
+                #"{"results": [{"id": 1, "name": "Luke", "films": [1, 2], "following": [2]}, {"id": 2, "name": "Leia", "films": [1]}]}"#,
+                #"{"results": [{"id": 3, "name": "Han", "films": [2], "followers": [1]}]}"#,
+                #"{"results": [{"id": 1, "films": [2]}, {"id": 4, "name": "Lando", "following": [3]}]}"#,
+            ]
+        ),
+        (
+            "a to-one's inverse", InverseTests.homeworld,
+            [
+                #"{"results": [{"type": "person", "id": 1, "name": "Luke", "homeworld": 1}, {"type": "person", "id": 5, "name": "Leia", "homeworld": 2}]}"#,
+                #"{"results": [{"type": "planet", "id": 1, "name": "Tatooine", "residents": [1, 2]}, {"type": "planet", "id": 2, "name": "Alderaan"}]}"#,
+                #"{"results": [{"type": "planet", "id": 2, "residents": []}, {"type": "planet", "id": 1, "residents": [1, 2]}]}"#,
+            ]
+        ),
     ]
 
-    @Test(arguments: UnchangedPagesTests.Backend.allCases, [0, 1, 2])
+    @Test(arguments: UnchangedPagesTests.Backend.allCases, [0, 1, 2, 3, 4])
     func refreshesEndWhereFullRerunsEnd(backend: UnchangedPagesTests.Backend, fixture: Int) throws {
         let (name, yaml, pages) = Self.fixtures[fixture]
+        // PostgreSQL's full rerun of these pages is itself wrong (a batch holding both sides of
+        // an inverse pair, their owners stored, replaces one side's links after the other's, not
+        // in record order: found here, left in issue 18), so there is nothing to compare with.
+        if backend == .postgresql && name == "inverse relationships" { return }
         let batchRecords = 7
         let model = try PipelineConfig.parse(text: yaml, path: "rich.yml").model
         func dump(_ db: String) throws -> [String: [[String]]] {
@@ -478,7 +498,9 @@ struct UnchangedPagesOfRichModelsTests {
         for (k, run) in runs.enumerated() {
             let a = try UnchangedPagesTests.run(run, into: refreshed, yaml: yaml, batchRecords: batchRecords)
             let b = try UnchangedPagesTests.run(run, into: full, yaml: yaml, full: true, batchRecords: batchRecords)
-            #expect(a.status == b.status && a.counters.rejectedRecords == b.counters.rejectedRecords, "\(name), run \(k)")
+            #expect(
+                a.status == b.status && a.counters.rejectedRecords == b.counters.rejectedRecords,
+                "\(name), run \(k): \(a.error ?? "") \(b.error ?? "")")
             let (got, expected) = (try dump(refreshed), try dump(full))
             for table in expected.keys.sorted() where got[table] != expected[table] {
                 Issue.record(

@@ -103,8 +103,13 @@ extension PipelineRunner {
             logger.warning("refresh.unreadable", metadata: [LogKey.error: "\(error)"])
             return nil
         }
-        // Owned children are replaced with their owner: a page is then applied whole or not at all.
-        let owns = EntityLayout.layouts(of: config.model).contains { $0.toMany.contains(where: \.isOwned) }
+        // A page is applied whole or not at all where one row's write reaches rows its record does
+        // not name: owned children (replaced with their owner), and inverse relationships (a set
+        // replaced on one side unlinks rows on the other).
+        let owns = EntityLayout.layouts(of: config.model).contains { layout in
+            layout.toMany.contains { $0.isOwned || $0.isInverse || $0.isForeignKey }
+                || config.model.entities[layout.entity].relationships.contains { $0.inverse != nil }
+        }
         let plan: RefreshPlan
         do {
             plan = try RefreshPlan(

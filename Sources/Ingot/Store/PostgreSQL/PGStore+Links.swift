@@ -39,10 +39,13 @@ extension PGStore {
             try connection.copy("COPY \(join) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", "))) FROM STDIN", data: newLinks)
         }
         guard !owners.isEmpty || !links.isEmpty else { return [] }
+        // Named per side: a relationship and its inverse share the join table, not its columns'
+        // order (a self-referential pair, `following` ↔ `followers`, names the same columns).
+        let side = toMany.isInverse ? "_inverse" : ""
         let ownerStage = try staging(
-            "_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)) + [("_row", "bigint")])
+            "_ingot_own_\(toMany.joinTable)\(side)", Array(types.prefix(toMany.sourceColumns.count)) + [("_row", "bigint")])
         if !owners.isEmpty { try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners) }
-        let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
+        let linkStage = try staging("_ingot_link_\(toMany.joinTable)\(side)", types)
         if !links.isEmpty { try connection.copy("COPY \(linkStage) FROM STDIN", data: links) }
         func match(_ a: String, _ b: String, _ columns: [String]) -> String {
             columns.map { "\(a).\(PGStore.quote($0)) = \(b).\(PGStore.quote($0))" }.joined(separator: " AND ")
