@@ -166,3 +166,43 @@ struct InverseTests {
             "Tatooine's residents are as they were")
     }
 }
+
+/// A known bug (issue 18, left in session 15): a batch holding records of both sides of an
+/// inverse pair replaces one side's links after the other's, not in record order, so the links
+/// depend on the batch size. Recorded as known: this test fails once the bug is fixed, to be
+/// turned into a plain expectation then.
+@Suite(.serialized)
+struct InverseOrderTests {
+    static let yaml = """
+        version: 1
+        name: inv
+        records: results
+        root: person
+        entities:
+          person:
+            identity: id
+            attributes: {id: integer, name: string}
+            relationships:
+              following: {to: person, many: true, inverse: followers}
+              followers: {to: person, many: true, inverse: following}
+        """
+    static let pages = [
+        #"{"results": [{"id": 3, "name": "Han"}, {"id": 2, "name": "Lando", "following": [3]}, {"id": 1, "following": [3]}]}"#,
+        #"{"results": [{"id": 3, "followers": [1]}]}"#,
+        #"{"results": [{"id": 2, "following": [3]}]}"#,
+    ]
+
+    @Test func bothSidesInOneBatchApplyInRecordOrder() throws {
+        var links: [Int: [[String]]] = [:]
+        for batch in [1, 50] {
+            let harness = try StoreConformanceTests.harness(.sqlite, yaml: Self.yaml)
+            for _ in 0..<2 { #expect(try harness.run(Self.pages, batch).status == .finished) }
+            links[batch] = try harness.dump()["person_following"]
+        }
+        // Record order: 1 and 2 follow 3 (the last page makes 2 follow 3 again).
+        #expect(links[1] == [["3", "1"], ["3", "2"]])
+        withKnownIssue("a batch replaces one side's links after the other's (issue 18)") {
+            #expect(links[50] == links[1])
+        }
+    }
+}
