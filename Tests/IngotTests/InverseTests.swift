@@ -167,10 +167,9 @@ struct InverseTests {
     }
 }
 
-/// A known bug (issue 18, left in session 15): a batch holding records of both sides of an
-/// inverse pair replaces one side's links after the other's, not in record order, so the links
-/// depend on the batch size. Recorded as known: this test fails once the bug is fixed, to be
-/// turned into a plain expectation then.
+/// Both sides of an inverse pair in one batch: the links end as the records in order make them,
+/// whatever the batch size (a batch used to replace one side's links after the other's: found
+/// in session 15).
 @Suite(.serialized)
 struct InverseOrderTests {
     static let yaml = """
@@ -201,8 +200,6 @@ struct InverseOrderTests {
         }
         // Record order: 1 and 2 follow 3 (the last page makes 2 follow 3 again).
         #expect(links[1] == [["3", "1"], ["3", "2"]])
-        withKnownIssue("a batch replaces one side's links after the other's (issue 18)") {
-            #expect(links[50] == links[1])
-        }
+        #expect(links[50] == links[1])
     }
 }

@@ -39,6 +39,9 @@ struct RowFolder: Sendable {
     let parents: [Int?]
     /// Per entity.
     private(set) var merged: [MergedRows]
+    /// The (entity, to-many) sides with an inverse that some folded row gave a set on: only
+    /// those are reconciled when the other side's set comes.
+    private var givenSides: Set<[Int]>
     /// Per entity, what merging a row reads of its layout (read once: a layout is a struct of
     /// arrays, and copying it per row retains them all).
     private let shapes: [Shape]
@@ -51,6 +54,9 @@ struct RowFolder: Sendable {
         /// The owned to-manys (`owned: true`) and their target entities: a later set replaces the
         /// earlier one whole, its rows past the new set's end dropped.
         var ownedLinks: [(k: Int, target: Int)]
+        /// The to-manys with an inverse sharing their join table (`inverse:`), and that inverse
+        /// (its entity and to-many index): a set given on one side changes the other side's.
+        var inverseLinks: [(k: Int, entity: Int, inverse: Int)]
     }
 
     init(layouts: [EntityLayout], parents: [Int?] = []) {
@@ -61,8 +67,21 @@ struct RowFolder: Sendable {
             Shape(
                 columns: layout.columns.count, links: layout.toMany.count,
                 keptLinks: layout.toMany.indices.filter { layout.toMany[$0].keepsLinks },
-                ownedLinks: layout.toMany.indices.filter { layout.toMany[$0].isOwned }.map { ($0, layout.toMany[$0].target) })
+                ownedLinks: layout.toMany.indices.filter { layout.toMany[$0].isOwned }.map { ($0, layout.toMany[$0].target) },
+                inverseLinks: layout.toMany.indices.compactMap { k in
+                    let toMany = layout.toMany[k]
+                    guard toMany.hasJoinTable, layouts.indices.contains(toMany.target) else { return nil }
+                    let other = layouts[toMany.target].toMany
+                    guard
+                        let inverse = other.indices.first(where: { j in
+                            other[j].joinTable == toMany.joinTable && other[j].target == layout.entity
+                                && (toMany.target != layout.entity || j != k)
+                        })
+                    else { return nil }
+                    return (k, toMany.target, inverse)
+                })
         }
+        givenSides = Set()
     }
 
     /// Folds every record of `pages`; each bare reference adds a stub row (a row with only its
@@ -145,6 +164,33 @@ struct RowFolder: Sendable {
             for owned in shape.ownedLinks {
                 guard let set = source.linkSets[row.linkStart + owned.k] else { continue }
                 dropOwned(of: identity, in: owned.target, from: set.count)
+            }
+            // A set given on one side of an inverse pair replaces this row's links on that side:
+            // the other side's sets folded before it say the same of each link it makes or drops,
+            // so that the store, writing both sides, ends as the records in order would.
+            for pair in shape.inverseLinks {
+                guard let set = source.linkSets[row.linkStart + pair.k] else { continue }
+                givenSides.insert([row.entity, pair.k])
+                if givenSides.contains([pair.entity, pair.inverse]) {
+                    reconcile(identity, set, in: pair.entity, side: pair.inverse)
+                }
+            }
+        }
+    }
+
+    /// Makes the sets folded on side `side` of `entity` agree with `owner`'s new set on the other
+    /// side, `set`: a row `owner` links to lists `owner`, one it does not link to does not.
+    private mutating func reconcile(_ owner: IdentityKey, _ set: [IdentityKey], in entity: Int, side: Int) {
+        let members = Set(set)
+        for position in merged[entity].rows.indices {
+            let row = merged[entity].rows[position]
+            guard let other = row.identity, let theirs = merged[entity].storage.linkSets[row.linkStart + side] else { continue }
+            let linked = members.contains(other)
+            let listed = theirs.contains(owner)
+            if linked && !listed {
+                merged[entity].storage.linkSets[row.linkStart + side] = theirs + [owner]
+            } else if !linked && listed {
+                merged[entity].storage.linkSets[row.linkStart + side] = theirs.filter { $0 != owner }
             }
         }
     }
