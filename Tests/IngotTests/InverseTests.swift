@@ -203,3 +203,31 @@ struct InverseOrderTests {
         #expect(links[50] == links[1])
     }
 }
+
+/// A known limitation (issue 18, docs/pipelines.md): a to-one and its to-many inverse
+/// (`person.homeworld` ↔ `planet.residents`) given in one batch: the to-many side is written after
+/// the to-one columns ("within a batch the to-many side wins"), not in record order, so the result
+/// depends on the batch size. Recorded as known: this test fails once it is fixed, to be turned
+/// into a plain expectation then.
+@Suite(.serialized)
+struct ForeignKeyInverseOrderTests {
+    static let pages = [
+        #"{"results": [{"type": "person", "id": 5, "name": "Leia", "homeworld": 2}, {"type": "planet", "id": 1, "residents": [5]}]}"#,
+        #"{"results": [{"type": "planet", "id": 2, "residents": []}]}"#,
+        #"{"results": [{"type": "person", "id": 5, "homeworld": 2}, {"type": "planet", "id": 3, "residents": [6]}, {"type": "person", "id": 6, "homeworld": 1}]}"#,
+    ]
+
+    @Test func bothSidesInOneBatchApplyInRecordOrder() throws {
+        var people: [Int: [[String]]] = [:]
+        for batch in [1, 50] {
+            let harness = try StoreConformanceTests.harness(.sqlite, yaml: InverseTests.homeworld)
+            for _ in 0..<2 { #expect(try harness.run(Self.pages, batch).status == .finished) }
+            people[batch] = try harness.dump()["person"]
+        }
+        // Record order: Leia (5) ends on planet 2, person 6 on planet 1.
+        #expect(people[1] == [["5", "Leia", "2"], ["6", "NULL", "1"]])
+        withKnownIssue("a batch writes the to-many side after the to-one columns (issue 18)") {
+            #expect(people[50] == people[1])
+        }
+    }
+}
