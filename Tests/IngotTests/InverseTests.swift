@@ -204,11 +204,9 @@ struct InverseOrderTests {
     }
 }
 
-/// A known limitation (issue 18, docs/pipelines.md): a to-one and its to-many inverse
-/// (`person.homeworld` ↔ `planet.residents`) given in one batch: the to-many side is written after
-/// the to-one columns ("within a batch the to-many side wins"), not in record order, so the result
-/// depends on the batch size. Recorded as known: this test fails once it is fixed, to be turned
-/// into a plain expectation then.
+/// A to-one and its to-many inverse (`person.homeworld` ↔ `planet.residents`) in one batch: the
+/// keys end as the records in order make them, whatever the batch size (the to-many side, written
+/// after the rows, used to win within a batch: found in session 15).
 @Suite(.serialized)
 struct ForeignKeyInverseOrderTests {
     static let pages = [
@@ -226,8 +224,6 @@ struct ForeignKeyInverseOrderTests {
         }
         // Record order: Leia (5) ends on planet 2, person 6 on planet 1.
         #expect(people[1] == [["5", "Leia", "2"], ["6", "NULL", "1"]])
-        withKnownIssue("a batch writes the to-many side after the to-one columns (issue 18)") {
-            #expect(people[50] == people[1])
-        }
+        #expect(people[50] == people[1])
     }
 }

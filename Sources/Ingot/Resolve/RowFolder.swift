@@ -57,6 +57,12 @@ struct RowFolder: Sendable {
         /// The to-manys with an inverse sharing their join table (`inverse:`), and that inverse
         /// (its entity and to-many index): a set given on one side changes the other side's.
         var inverseLinks: [(k: Int, entity: Int, inverse: Int)]
+        /// The to-many sides of a to-one (`planet.residents` ↔ `person.homeworld`): the to-one's
+        /// entity and its key slot there (single-column keys).
+        var foreignKeyLinks: [(k: Int, entity: Int, slot: Int)]
+        /// The to-ones that a to-many of their target reads from the other side: their key slot,
+        /// and that entity and to-many.
+        var foreignKeyOwners: [(slot: Int, entity: Int, k: Int)]
     }
 
     init(layouts: [EntityLayout], parents: [Int?] = []) {
@@ -79,6 +85,22 @@ struct RowFolder: Sendable {
                         })
                     else { return nil }
                     return (k, toMany.target, inverse)
+                },
+                foreignKeyLinks: layout.toMany.indices.compactMap { k in
+                    let toMany = layout.toMany[k]
+                    guard toMany.isForeignKey, toMany.sourceColumns.count == 1, layouts.indices.contains(toMany.target),
+                        let slot = layouts[toMany.target].columns.firstIndex(where: { $0.name == toMany.sourceColumns[0] })
+                    else { return nil }
+                    return (k, toMany.target, slot)
+                },
+                foreignKeyOwners: layouts.indices.flatMap { other in
+                    layouts[other].toMany.indices.compactMap { k -> (slot: Int, entity: Int, k: Int)? in
+                        let toMany = layouts[other].toMany[k]
+                        guard toMany.isForeignKey, toMany.target == layout.entity, toMany.sourceColumns.count == 1,
+                            let slot = layout.columns.firstIndex(where: { $0.name == toMany.sourceColumns[0] })
+                        else { return nil }
+                        return (slot, other, k)
+                    }
                 })
         }
         givenSides = Set()
@@ -173,6 +195,39 @@ struct RowFolder: Sendable {
                 givenSides.insert([row.entity, pair.k])
                 if givenSides.contains([pair.entity, pair.inverse]) {
                     reconcile(identity, set, in: pair.entity, side: pair.inverse)
+                }
+            }
+            // A to-one and its to-many inverse, the same way: a `residents` set makes the folded
+            // `homeworld` keys agree, a `homeworld` key the folded `residents` sets.
+            for pair in shape.foreignKeyLinks {
+                guard let set = source.linkSets[row.linkStart + pair.k], case .single(let key) = identity else { continue }
+                givenSides.insert([row.entity, pair.k])
+                let members = Set(set)
+                for position in merged[pair.entity].rows.indices {
+                    let other = merged[pair.entity].rows[position]
+                    guard let otherKey = other.identity, other.mask.contains(pair.slot) else { continue }
+                    let slot = other.valueStart + pair.slot
+                    if members.contains(otherKey) {
+                        merged[pair.entity].storage.set(slot, key)
+                    } else if merged[pair.entity].storage.value(slot) == key {
+                        merged[pair.entity].storage.set(slot, .null)
+                    }
+                }
+            }
+            for owner in shape.foreignKeyOwners where row.mask.contains(owner.slot) && givenSides.contains([owner.entity, owner.k]) {
+                let key = source.value(row.valueStart + owner.slot)
+                for position in merged[owner.entity].rows.indices {
+                    let other = merged[owner.entity].rows[position]
+                    guard case .single(let otherKey)? = other.identity,
+                        let theirs = merged[owner.entity].storage.linkSets[other.linkStart + owner.k]
+                    else { continue }
+                    let linked = key == otherKey
+                    let listed = theirs.contains(identity)
+                    if linked && !listed {
+                        merged[owner.entity].storage.linkSets[other.linkStart + owner.k] = theirs + [identity]
+                    } else if !linked && listed {
+                        merged[owner.entity].storage.linkSets[other.linkStart + owner.k] = theirs.filter { $0 != identity }
+                    }
                 }
             }
         }
