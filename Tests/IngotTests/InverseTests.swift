@@ -172,19 +172,7 @@ struct InverseTests {
 /// in session 15).
 @Suite(.serialized)
 struct InverseOrderTests {
-    static let yaml = """
-        version: 1
-        name: inv
-        records: results
-        root: person
-        entities:
-          person:
-            identity: id
-            attributes: {id: integer, name: string}
-            relationships:
-              following: {to: person, many: true, inverse: followers}
-              followers: {to: person, many: true, inverse: following}
-        """
+    static let yaml = InverseTests.yaml(root: "person")
     static let pages = [
         #"{"results": [{"id": 3, "name": "Han"}, {"id": 2, "name": "Lando", "following": [3]}, {"id": 1, "following": [3]}]}"#,
         #"{"results": [{"id": 3, "followers": [1]}]}"#,
