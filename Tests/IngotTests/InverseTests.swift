@@ -173,6 +173,17 @@ struct InverseTests {
 @Suite(.serialized)
 struct InverseOrderTests {
     static let yaml = InverseTests.yaml(root: "person")
+
+    /// `table` after `pages` ran twice into SQLite, by batch size: one record a batch, and all.
+    static func table(_ table: String, after pages: [String], yaml: String) throws -> [Int: [[String]]] {
+        var out: [Int: [[String]]] = [:]
+        for batch in [1, 50] {
+            let harness = try StoreConformanceTests.harness(.sqlite, yaml: yaml)
+            for _ in 0..<2 { #expect(try harness.run(pages, batch).status == .finished) }
+            out[batch] = try harness.dump()[table]
+        }
+        return out
+    }
     static let pages = [
         #"{"results": [{"id": 3, "name": "Han"}, {"id": 2, "name": "Lando", "following": [3]}, {"id": 1, "following": [3]}]}"#,
         #"{"results": [{"id": 3, "followers": [1]}]}"#,
@@ -180,12 +191,7 @@ struct InverseOrderTests {
     ]
 
     @Test func bothSidesInOneBatchApplyInRecordOrder() throws {
-        var links: [Int: [[String]]] = [:]
-        for batch in [1, 50] {
-            let harness = try StoreConformanceTests.harness(.sqlite, yaml: Self.yaml)
-            for _ in 0..<2 { #expect(try harness.run(Self.pages, batch).status == .finished) }
-            links[batch] = try harness.dump()["person_following"]
-        }
+        let links = try Self.table("person_following", after: Self.pages, yaml: Self.yaml)
         // Record order: 1 and 2 follow 3 (the last page makes 2 follow 3 again).
         #expect(links[1] == [["3", "1"], ["3", "2"]])
         #expect(links[50] == links[1])
@@ -204,12 +210,7 @@ struct ForeignKeyInverseOrderTests {
     ]
 
     @Test func bothSidesInOneBatchApplyInRecordOrder() throws {
-        var people: [Int: [[String]]] = [:]
-        for batch in [1, 50] {
-            let harness = try StoreConformanceTests.harness(.sqlite, yaml: InverseTests.homeworld)
-            for _ in 0..<2 { #expect(try harness.run(Self.pages, batch).status == .finished) }
-            people[batch] = try harness.dump()["person"]
-        }
+        let people = try InverseOrderTests.table("person", after: Self.pages, yaml: InverseTests.homeworld)
         // Record order: Leia (5) ends on planet 2, person 6 on planet 1.
         #expect(people[1] == [["5", "Leia", "2"], ["6", "NULL", "1"]])
         #expect(people[50] == people[1])

@@ -130,8 +130,8 @@ extension PipelineRunner {
     /// only makes the next run read every page).
     func keepPrints(_ refresh: Refresh?, writer: WriterStage, runID: String, logger: Logger) {
         guard let refresh else { return }
-        guard let prints = writer.prints else {
-            logger.notice("refresh.not_kept", metadata: [LogKey.reason: "\(writer.printsDropped ?? "the run kept no prints")"])
+        guard let prints = writer.prints.spool else {
+            logger.notice("refresh.not_kept", metadata: [LogKey.reason: "\(writer.prints.dropped ?? "the run kept no prints")"])
             return
         }
         do {

@@ -138,17 +138,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// A value was refused in the open transaction: the identities the assembler counted as
     /// written but not committed may not be, so later batches are looked up again.
     var refusedInTransaction = false
-    /// The run's page prints, for the next run's refresh (PipelineRunner+Refresh.swift), spooled
-    /// to a file: `nil` when the run keeps none, or dropped them (``printsDropped`` says why).
-    private(set) var prints: PrintSpool?
-    private(set) var printsDropped: String?
+    /// The run's page prints, for the next run's refresh (WriterStage+Prints.swift).
+    var prints: PrintRecorder
     /// Set once the run's prints are dropped: the lanes stop making footprints, and the source
     /// stops digesting pages (unless a refresh plan needs the digests). Read from any queue.
-    let printsOff = StopFlag()
-    /// The print of a page whose parts are being saved, and its rows so far.
-    private var printInProgress: (print: PagePrint, rows: PageFootprint)?
-    /// ``RunOptions/maxPrintBytes``.
-    private let maxPrintBytes: Int
+    let printsOff: StopFlag
     /// Where the records are in a page, for the coding path of a record the database refuses.
     let recordsPath: String
     /// A pipeline with several resources: their names, by index (counts per resource).
@@ -159,14 +153,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
         archivePath: String? = nil, keepsPrints: Bool = false, finished: @escaping @Sendable () -> Void
     ) {
-        if keepsPrints {
-            do {
-                self.prints = try PrintSpool()
-            } catch {
-                self.printsDropped = "\(error)"
-            }
-        }
-        self.maxPrintBytes = options.maxPrintBytes
+        self.printsOff = StopFlag()
+        self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
         self.maxRejectRows = max(0, options.maxRejectRows)
         self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
         self.archivePath = archivePath
@@ -349,7 +337,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             next.add(outcome, model: model)
             rejections += outcome.rejections
-            keepPrints(of: pages, refused: !outcome.rejections.isEmpty)
+            prints.keep(pages, refused: !outcome.rejections.isEmpty)
             saved = next
             lastSaved = batch.number
             storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
@@ -400,62 +388,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
             commit()
         }
-    }
-
-    /// Counts the rows a refresh left as stored (a page left out, or the clean rows of a page it
-    /// applied in part): each row a record mentions is unchanged (unless this run changes it
-    /// later: the ledger then counts it updated).
-    private func countLeftOut(_ footprint: PageFootprint, into counters: inout RunCounters) {
-        for (entity, rows) in footprint.entities where model.entities.indices.contains(entity) {
-            var counts = EntityCounts()
-            for identity in rows.mentioned { ledger.countStored(entity, identity, changed: false, into: &counts) }
-            guard counts != EntityCounts() else { continue }
-            counters.entities[model.entities[entity].name, default: EntityCounts()].unchanged += counts.unchanged
-            counters.unchanged += counts.unchanged
-        }
-    }
-
-    /// Adds the prints of the pages of a saved batch (a page in parts once its last part is
-    /// saved). A page is clean when nothing of it was rejected, skipped or stored as NULL for
-    /// being invalid, and the database refused nothing of its batch (`refused`).
-    private func keepPrints(of pages: [DecodedPage], refused: Bool) {
-        guard prints != nil else { return }
-        for page in pages {
-            var (print, rows) =
-                printInProgress
-                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), PageFootprint())
-            // A page in one part comes with its footprint encoded (on its lane).
-            let whole = printInProgress == nil && page.isLastPart ? page.encodedFootprint : nil
-            if whole == nil, let footprint = page.footprint { rows.formUnion(footprint) }
-            print.records += page.recordCount
-            print.clean =
-                print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected && page.skipped == 0
-                && page.invalidValues.isEmpty
-            guard page.isLastPart else {
-                printInProgress = (print, rows)
-                continue
-            }
-            printInProgress = nil
-            print.footprint = whole ?? rows.encoded()
-            do {
-                try prints?.append(print)
-            } catch {
-                dropPrints("\(error)")
-                return
-            }
-            guard (prints?.bytes ?? 0) <= maxPrintBytes else {
-                dropPrints("the run's page prints passed \(maxPrintBytes) bytes")
-                return
-            }
-        }
-    }
-
-    /// Keeps no prints for this run: the next one reads every page.
-    func dropPrints(_ reason: String) {
-        guard prints != nil else { return }
-        prints = nil
-        printsDropped = reason
-        printsOff.value.withLock { $0 = true }
     }
 
     /// Commits the batches saved since the last commit and publishes their counters.
@@ -531,7 +463,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                             source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
                 })
             if !refusals.isEmpty {
-                dropPrints("the staged merge refused rows, whose pages it cannot name")
+                prints.drop("the staged merge refused rows, whose pages it cannot name")
                 // Counted and stored as rejected records (the records that made the row are not
                 // known any more: they were folded into it), in the merge's transaction.
                 for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
@@ -652,23 +584,4 @@ enum ReplaceAtEnd: Sendable {
     case deleteUntouched
     /// A resumed run: it cannot know what the earlier process touched, so it deletes nothing and says so.
     case skipAfterResume
-}
-
-extension RunCounters {
-    /// Adds what saving a batch did (rows written, per entity too, and the store's rejections).
-    mutating func add(_ outcome: BatchOutcome, model: EntityModel) {
-        inserted += outcome.inserted
-        updated += outcome.updated
-        unchanged += outcome.unchanged
-        skippedRecords += outcome.skipped
-        rejectedRecords += outcome.rejections.count
-        for (k, counts) in outcome.entities.enumerated() where counts != EntityCounts() {
-            let name = model.entities[k].name
-            entities[name] = (entities[name] ?? EntityCounts()) + counts
-        }
-        for r in outcome.rejections {
-            entities[r.entity, default: EntityCounts()].rejected += 1
-            rejectsByReason[r.code.rawValue, default: 0] += 1
-        }
-    }
 }

@@ -438,3 +438,22 @@ extension Date {
         return formatter.string(from: self)
     }
 }
+
+extension RunCounters {
+    /// Adds what saving a batch did (rows written, per entity too, and the store's rejections).
+    mutating func add(_ outcome: BatchOutcome, model: EntityModel) {
+        inserted += outcome.inserted
+        updated += outcome.updated
+        unchanged += outcome.unchanged
+        skippedRecords += outcome.skipped
+        rejectedRecords += outcome.rejections.count
+        for (k, counts) in outcome.entities.enumerated() where counts != EntityCounts() {
+            let name = model.entities[k].name
+            entities[name] = (entities[name] ?? EntityCounts()) + counts
+        }
+        for r in outcome.rejections {
+            entities[r.entity, default: EntityCounts()].rejected += 1
+            rejectsByReason[r.code.rawValue, default: 0] += 1
+        }
+    }
+}

@@ -19,11 +19,13 @@ protocol PrintKeeping {
 
 extension PagePrint {
     /// A print as a store reads it back: `nil` when any field is not what ``PrintKeeping`` wrote.
-    init?(seq: Int, digest: [UInt8]?, records: Int?, clean: Bool?, footprint: [UInt8]?) {
+    /// Its footprint is checked and let go (``PreviousPrints/footprint`` reads it again when a
+    /// page needs it): a run of millions of records does not hold them all.
+    init?(stored seq: Int, digest: [UInt8]?, records: Int?, clean: Bool?, footprint: [UInt8]?) {
         guard let digest, digest.count == 32, let records, records >= 0, let clean, let footprint,
             (try? PageFootprint(decoding: footprint)) != nil
         else { return nil }
-        self.init(seq: seq, digest: digest, records: records, clean: clean, footprint: footprint)
+        self.init(seq: seq, digest: digest, records: records, clean: clean, footprint: [])
     }
 }
 

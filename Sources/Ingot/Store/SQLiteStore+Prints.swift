@@ -24,13 +24,10 @@ extension SQLiteStore: PrintKeeping {
                 db, sql: "SELECT seq, digest, records, clean, footprint FROM _ingot_page_prints WHERE run_id = ? ORDER BY seq",
                 arguments: [runID])
             while let row = try rows.next() {
-                let print = PagePrint(
-                    seq: row[0], digest: (row[1] as Data?).map { [UInt8]($0) }, records: row[2], clean: row[3],
-                    footprint: (row[4] as Data?).map { [UInt8]($0) })
                 prints.append(
-                    print.map {
-                        var p = $0; p.footprint = []; return p
-                    })
+                    PagePrint(
+                        stored: row[0], digest: (row[1] as Data?).map { [UInt8]($0) }, records: row[2], clean: row[3],
+                        footprint: (row[4] as Data?).map { [UInt8]($0) }))
             }
         }
         var configuration = Configuration()

@@ -18,14 +18,10 @@ extension PGStore: PrintKeeping {
             "SELECT seq, digest, records, clean, footprint FROM _ingot_page_prints WHERE run_id = $1 ORDER BY seq", [runID])
         let prints = rows.map { row in
             PagePrint(
-                seq: row[0].flatMap { Int($0) } ?? 0, digest: row[1].flatMap(PGConnection.bytea(fromText:)),
+                stored: row[0].flatMap { Int($0) } ?? 0, digest: row[1].flatMap(PGConnection.bytea(fromText:)),
                 records: row[2].flatMap { Int($0) }, clean: row[3].map { $0 == "t" },
                 footprint: row[4].flatMap(PGConnection.bytea(fromText:))
-            ).map { print -> PagePrint in
-                var print = print
-                print.footprint = []
-                return print
-            }
+            )
         }
         let reader = PrintReader(connection: try PGConnection(url: url))
         return PreviousPrints(runID: runID, rows: prints) { seq in

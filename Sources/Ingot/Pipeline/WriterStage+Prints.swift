@@ -1,0 +1,81 @@
+import Synchronization
+
+/// A run's page prints, made as the writer saves pages (a page in parts once its last part is
+/// saved) and spooled to a file (``PrintSpool``), for the next run's refresh
+/// (PipelineRunner+Refresh.swift). Owned by the writer stage, used on its queue.
+struct PrintRecorder {
+    /// The spooled prints: `nil` when the run keeps none, or dropped them (``dropped`` says why).
+    private(set) var spool: PrintSpool?
+    private(set) var dropped: String?
+    /// Set when the prints are dropped (the stages that make them stop).
+    private let off: StopFlag
+    /// ``RunOptions/maxPrintBytes``.
+    private let maxBytes: Int
+    /// The print of a page whose parts are being saved, and its rows so far.
+    private var inProgress: (print: PagePrint, rows: PageFootprint)?
+
+    init(keeps: Bool, maxBytes: Int, off: StopFlag) {
+        self.maxBytes = maxBytes
+        self.off = off
+        guard keeps else { return }
+        do {
+            spool = try PrintSpool()
+        } catch {
+            dropped = "\(error)"
+        }
+    }
+
+    /// Adds the prints of the pages of a saved batch. A page is clean when nothing of it was
+    /// rejected, skipped or stored as NULL for being invalid, and the database refused nothing of
+    /// its batch (`refused`).
+    mutating func keep(_ pages: [DecodedPage], refused: Bool) {
+        guard spool != nil else { return }
+        for page in pages {
+            var (print, rows) =
+                inProgress
+                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), PageFootprint())
+            // A page in one part comes with its footprint encoded (on its lane).
+            let whole = inProgress == nil && page.isLastPart ? page.encodedFootprint : nil
+            if whole == nil, let footprint = page.footprint { rows.formUnion(footprint) }
+            print.records += page.recordCount
+            print.clean =
+                print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected && page.skipped == 0
+                && page.invalidValues.isEmpty
+            guard page.isLastPart else {
+                inProgress = (print, rows)
+                continue
+            }
+            inProgress = nil
+            print.footprint = whole ?? rows.encoded()
+            do {
+                try spool?.append(print)
+            } catch {
+                return drop("\(error)")
+            }
+            guard (spool?.bytes ?? 0) <= maxBytes else { return drop("the run's page prints passed \(maxBytes) bytes") }
+        }
+    }
+
+    /// Keeps no prints for this run: the next one reads every page.
+    mutating func drop(_ reason: String) {
+        guard spool != nil else { return }
+        spool = nil
+        dropped = reason
+        off.value.withLock { $0 = true }
+    }
+}
+
+extension WriterStage {
+    /// Counts the rows a refresh left as stored (a page left out, or the clean rows of a page it
+    /// applied in part): each row a record mentions is unchanged (unless this run changes it
+    /// later: the ledger then counts it updated).
+    func countLeftOut(_ footprint: PageFootprint, into counters: inout RunCounters) {
+        for (entity, rows) in footprint.entities where model.entities.indices.contains(entity) {
+            var counts = EntityCounts()
+            for identity in rows.mentioned { ledger.countStored(entity, identity, changed: false, into: &counts) }
+            guard counts != EntityCounts() else { continue }
+            counters.entities[model.entities[entity].name, default: EntityCounts()].unchanged += counts.unchanged
+            counters.unchanged += counts.unchanged
+        }
+    }
+}
