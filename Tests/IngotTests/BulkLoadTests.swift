@@ -408,6 +408,32 @@ struct BulkLoadTests {
         #expect(logs.all.contains { $0.contains("poison value refused") }, "\(logs.all)")
     }
 
+    /// New rows are inserted many to a statement (``RowFeed``): one refused among them leaves
+    /// out only itself and its links; the rows before and after it keep theirs, positions too.
+    @Test func aRowRefusedAmongManyNewRowsLeavesOnlyItOut() throws {
+        let (seed, db) = try ingest(bulkYAML, [bulkPage(#"{"id": 1, "name": "Grace"}"#)])
+        #expect(seed.status == .finished)
+        try RefusedValueTests.refusePoison(in: db, table: "person")
+        let records = (20...25).map { id in
+            let name = id == 22 ? "poison" : "p\(id)"
+            return #"{"id": \#(id), "name": "\#(name)", "dogs": [\#(100 + id), \#(200 + id)], "#
+                + #""visits": [{"clinic": "c\#(id)", "day": "d2"}, {"clinic": "c\#(id)", "day": "d1"}]}"#
+        }
+        let (run, _) = try ingest(bulkYAML, [bulkPage(records.joined(separator: ", "))], db: db, bulk: true)
+        #expect(run.status == .finished, "\(run.error ?? "")")
+        #expect(run.counters.entities["person"]?.rejected == 1)
+        #expect(run.counters.entities["person"]?.inserted == 5)
+        #expect(
+            try rows(db, "SELECT id, name, status, source FROM person WHERE id >= 20 ORDER BY id")
+                == [20, 21, 23, 24, 25].map { ["\($0)", "p\($0)", "new", "api"] })
+        #expect(
+            try rows(db, "SELECT person_id, dog_id FROM person_dogs ORDER BY 1, 2")
+                == [20, 21, 23, 24, 25].flatMap { [["\($0)", "\(100 + $0)"], ["\($0)", "\(200 + $0)"]] })
+        #expect(
+            try rows(db, "SELECT person_id, visit_clinic, visit_day, position FROM person_visits ORDER BY 1, 4")
+                == [20, 21, 23, 24, 25].flatMap { [["\($0)", "c\($0)", "d2", "0"], ["\($0)", "c\($0)", "d1", "1"]] })
+    }
+
     /// What a staged load cannot do is refused before anything is written, saying why.
     @Test func whatAStagedLoadCannotDoIsRefused() throws {
         // A model whose rules need stored rows; a write mode that does.

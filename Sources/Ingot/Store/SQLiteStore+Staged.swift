@@ -139,42 +139,44 @@ extension SQLiteStore {
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
             let layout = layouts[entity]
             let names = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
-            let marks = Array(repeating: "?", count: layout.columns.count + 3).joined(separator: ", ")
+            // The batch's rows in one statement (a RowFeed), not one each: appends only.
             let insert = try statement(
-                "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) VALUES (\(marks))"
+                "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) \(RowFeed.select(arity: layout.columns.count + 3))"
             )
+            let feed = RowFeed(arity: layout.columns.count + 3)
             var sets: [UInt8] = []
-            try rows.rows.withUnsafeBufferPointer { all in
-                try rows.storage.withView { values in
+            rows.rows.withUnsafeBufferPointer { all in
+                rows.storage.withView { values in
                     for row in all where row.identity != nil {
                         // The identity is always given (a stub's row too): the merge groups by it.
                         var mask = row.mask
                         for slot in layout.identitySlots { mask.insert(slot) }
-                        insert.bind(.integer(Int64(bitPattern: mask.low)), at: 1)
-                        insert.bind(.integer(Int64(bitPattern: mask.high)), at: 2)
+                        feed.beginRow()
+                        feed.append(.integer(Int64(bitPattern: mask.low)))
+                        feed.append(.integer(Int64(bitPattern: mask.high)))
                         sets.removeAll(keepingCapacity: true)
                         for k in layout.toMany.indices {
                             guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
                             StagedSets.append(k, targets, to: &sets)
                         }
                         if sets.isEmpty {
-                            sqlite3_bind_null(insert.handle, 3)
+                            feed.append(.null)
                         } else {
-                            _ = sets.withUnsafeBytes {
-                                sqlite3_bind_blob(insert.handle, 3, $0.baseAddress, Int32($0.count), RawStatement.transient)
-                            }
+                            sets.withUnsafeBytes { feed.appendBlob($0) }
                         }
                         for slot in layout.columns.indices {
                             if mask.contains(slot) {
-                                insert.bind(values, row.valueStart + slot, at: Int32(slot + 4))
+                                feed.append(values, row.valueStart + slot)
                             } else {
-                                insert.bind(.null, at: Int32(slot + 4))
+                                feed.append(.null)
                             }
                         }
-                        try insert.execute()
                     }
                 }
             }
+            guard feed.count > 0 else { continue }
+            feed.bind(to: insert.handle, at: 1)
+            try insert.execute()
         }
     }
 }

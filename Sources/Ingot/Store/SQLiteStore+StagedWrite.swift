@@ -13,8 +13,11 @@ protocol FoldedRowWriter {
     var values: HeldValues { get set }
     var given: ColumnMask { get set }
     var sets: HeldValues { get set }
-    /// Writes the held row, then forgets it.
+    /// Writes the held row, then forgets it (or holds it back with others, to be written at
+    /// the latest by ``flushHeldBack()``).
     mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws
+    /// Writes the rows ``flush(stored:)`` held back; called once every row was flushed.
+    mutating func flushHeldBack() throws
 }
 
 extension FoldedRowWriter {
@@ -31,7 +34,10 @@ extension FoldedRowWriter {
         case .channel(let channel): try write(from: channel, stored: stored)
         case .folding(let connection): try run(foldingOn: connection, stored: stored)
         }
+        try flushHeldBack()
     }
+
+    mutating func flushHeldBack() throws {}
 
     /// Folds and writes on the write connection, each folded row written as it completes.
     mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
@@ -84,8 +90,21 @@ extension FoldedRowWriter {
 struct StagedMerge: FoldedRowWriter {
     let layout: EntityLayout
     let fills: [(slot: Int, value: ScalarValue, always: Bool)]
-    private let insertRow: RawStatement
+    /// Per column, its `default:` or `const:` fill, if any.
+    private let fillBySlot: [(value: ScalarValue, always: Bool)?]
     private let insertLinks: [RawStatement]
+    /// New rows are held back and inserted many at a time, each statement reading a ``RowFeed``:
+    /// the rows, then per to-many the links of the rows that give it a set.
+    private let insertFedRows: RawStatement
+    private let insertFedLinks: [RawStatement]
+    private let rowFeed: RowFeed
+    private let linkFeeds: [RowFeed]
+    /// Per to-many, where each held-back row's links begin in its feed.
+    private var linkStarts: [[Int]]
+    /// Per held-back row, whether it is a stub.
+    private var heldBackStubs: [Bool] = []
+    /// New rows are inserted once this many are held back (or ``MergedChunk/size`` bytes of them).
+    static let feedRows = 4096
     /// The stored row of an identity (its rowid), if any.
     private let find: RawStatement
     /// A stored row updated where a given column differs: per column not of the identity, a
@@ -122,18 +141,27 @@ struct StagedMerge: FoldedRowWriter {
     init(connection: OpaquePointer, layout: EntityLayout, fills: [(slot: Int, value: ScalarValue, always: Bool)]) throws {
         self.layout = layout
         self.fills = fills
+        fillBySlot = layout.columns.indices.map { slot in fills.first { $0.slot == slot }.map { ($0.value, $0.always) } }
         let columns = layout.columns.map { SQLiteStore.quote($0.name) }
         func prepare(_ sql: String) throws -> RawStatement { try RawStatement(connection: connection, sql: sql) }
-        insertRow = try prepare(
-            "INSERT INTO \(SQLiteStore.quote(layout.table)) (\(columns.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))"
-        )
-        insertLinks = try layout.toMany.map { toMany in
-            var names = (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote)
-            if toMany.isOrdered { names.append("\"position\"") }
-            return try prepare(
-                "INSERT OR IGNORE INTO \(SQLiteStore.quote(toMany.joinTable)) (\(names.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+        let insertInto = "INSERT INTO \(SQLiteStore.quote(layout.table)) (\(columns.joined(separator: ", ")))"
+        insertFedRows = try prepare("\(insertInto) \(RowFeed.select(arity: columns.count))")
+        rowFeed = RowFeed(arity: columns.count)
+        let linkNames = layout.toMany.map { toMany in
+            (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote) + (toMany.isOrdered ? ["\"position\""] : [])
+        }
+        insertLinks = try layout.toMany.indices.map { k in
+            try prepare(
+                "INSERT OR IGNORE INTO \(SQLiteStore.quote(layout.toMany[k].joinTable)) (\(linkNames[k].joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: linkNames[k].count).joined(separator: ", ")))"
             )
         }
+        insertFedLinks = try layout.toMany.indices.map { k in
+            try prepare(
+                "INSERT OR IGNORE INTO \(SQLiteStore.quote(layout.toMany[k].joinTable)) (\(linkNames[k].joined(separator: ", "))) \(RowFeed.select(arity: linkNames[k].count))"
+            )
+        }
+        linkFeeds = linkNames.map { RowFeed(arity: $0.count) }
+        linkStarts = linkNames.map { _ in [] }
         targetWidths = layout.toMany.map(\.targetColumns.count)
         values = HeldValues(count: layout.columns.count)
         sets = HeldValues(count: layout.toMany.count)
@@ -175,10 +203,24 @@ struct StagedMerge: FoldedRowWriter {
         clear()
         values.deallocate()
         sets.deallocate()
-        insertRow.finalize()
+        insertFedRows.finalize()
         find.finalize()
         update?.finalize()
-        for statement in insertLinks + selectLinks + deleteLinks { statement.finalize() }
+        for statement in insertLinks + insertFedLinks + selectLinks + deleteLinks { statement.finalize() }
+    }
+
+    /// The arities of the feeds a staged load of `layouts` reads, staging (the columns and 3
+    /// more) and merging (``RowFeed/register(on:arities:)``).
+    static func feedArities(_ layouts: [EntityLayout]) -> Set<Int> {
+        var arities: Set<Int> = []
+        for layout in layouts {
+            arities.insert(layout.columns.count)
+            arities.insert(layout.columns.count + 3)
+            for toMany in layout.toMany {
+                arities.insert(toMany.sourceColumns.count + toMany.targetColumns.count + (toMany.isOrdered ? 1 : 0))
+            }
+        }
+        return arities
     }
 
     /// Writes the current identity's row and links, then forgets them: a new row inserted, a
@@ -198,23 +240,103 @@ struct StagedMerge: FoldedRowWriter {
             clear()
             return
         }
-        for slot in layout.columns.indices {
-            let index = Int32(slot + 1)
-            if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
-                insertRow.bind(fill.value, at: index)
-            } else {
-                values.bind(slot, to: insertRow.handle, at: index)
+        heldBackStubs.append(isStub)
+        for k in linkFeeds.indices { linkStarts[k].append(linkFeeds[k].count) }
+        feed()
+        clear()
+        if rowFeed.count >= StagedMerge.feedRows || rowFeed.byteCount >= MergedChunk.size { try flushHeldBack() }
+    }
+
+    /// Inserts the rows held back and their links, a statement for the rows and one per
+    /// to-many. Should the database refuse one of the rows (a trigger or a constraint added to
+    /// the table), SQLite undoes that statement, and the rows are inserted one by one, so that
+    /// only the refused row is left out (with its links), as before rows were held back.
+    mutating func flushHeldBack() throws {
+        let rows = rowFeed.count
+        guard rows > 0 else { return }
+        defer {
+            rowFeed.removeAll()
+            for feed in linkFeeds { feed.removeAll() }
+            for k in linkStarts.indices { linkStarts[k].removeAll(keepingCapacity: true) }
+            heldBackStubs.removeAll(keepingCapacity: true)
+        }
+        rowFeed.bind(to: insertFedRows.handle, at: 1)
+        guard try refusal(of: insertFedRows) == nil else { return try insertHeldBackOneByOne() }
+        counts.inserted += rows
+        counts.stubs += heldBackStubs.reduce(0) { $0 + ($1 ? 1 : 0) }
+        for k in linkFeeds.indices where linkFeeds[k].count > 0 {
+            linkFeeds[k].bind(to: insertFedLinks[k].handle, at: 1)
+            try insertFedLinks[k].execute()
+        }
+    }
+
+    /// Inserts the held-back rows one at a time, each with its links: a row the database
+    /// refuses is left out, with its links.
+    private mutating func insertHeldBackOneByOne() throws {
+        for row in 0..<rowFeed.count {
+            rowFeed.window = row..<(row + 1)
+            rowFeed.bind(to: insertFedRows.handle, at: 1)
+            if let reason = try refusal(of: insertFedRows) {
+                let key = layout.identitySlots.map { slot in
+                    rowFeed.value(row: row, column: slot, bool: layout.columns[slot].type == .bool)
+                }
+                refusals.append((key.count == 1 ? .single(key[0]) : .composite(key), reason))
+                continue
+            }
+            counts.inserted += 1
+            if heldBackStubs[row] { counts.stubs += 1 }
+            for k in linkFeeds.indices {
+                let end = row + 1 < linkStarts[k].count ? linkStarts[k][row + 1] : linkFeeds[k].count
+                guard linkStarts[k][row] < end else { continue }
+                linkFeeds[k].window = linkStarts[k][row]..<end
+                linkFeeds[k].bind(to: insertFedLinks[k].handle, at: 1)
+                try insertFedLinks[k].execute()
             }
         }
-        if let reason = try refusal(of: insertRow) {
-            refusals.append((identity(), reason))
-            clear()
-            return
+    }
+
+    /// Appends the held row (its fills applied) to the row feed, and its links to the link feeds.
+    private func feed() {
+        rowFeed.beginRow()
+        for slot in layout.columns.indices {
+            if let fill = fillBySlot[slot], fill.always || !values.holds(slot) {
+                rowFeed.append(fill.value)
+            } else {
+                rowFeed.append(slot, of: values)
+            }
         }
-        counts.inserted += 1
-        if isStub { counts.stubs += 1 }
-        for k in 0..<layout.toMany.count where sets.holds(k) { try insertSet(k) }
-        clear()
+        for k in layout.toMany.indices where sets.holds(k) {
+            let feed = linkFeeds[k]
+            let bytes = sets.bytes(k)
+            let width = targetWidths[k]
+            let ordered = layout.toMany[k].isOrdered
+            StagedSets.sets(in: bytes) { setK, range in
+                guard setK == k else { return }
+                var position: Int64 = 0
+                var given = 0
+                StagedSets.forEachTarget(
+                    in: bytes, range,
+                    value: { value, _ in
+                        if given == 0 {
+                            feed.beginRow()
+                            for slot in layout.identitySlots { feed.append(slot, of: values) }
+                        }
+                        if given < width { feed.append(value) }
+                        given += 1
+                    },
+                    end: {
+                        // A row has the feed's arity whatever the target gave.
+                        if given == 0 {
+                            feed.beginRow()
+                            for slot in layout.identitySlots { feed.append(slot, of: values) }
+                        }
+                        for _ in min(given, width)..<width { feed.append(.null) }
+                        if ordered { feed.append(.integer(position)) }
+                        position += 1
+                        given = 0
+                    })
+            }
+        }
     }
 
     /// Runs `statement`; the database's message when it refused the row (a trigger or
