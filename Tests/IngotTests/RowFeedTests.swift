@@ -42,7 +42,7 @@ struct RowFeedTests {
     @Test func everyValueArrivesAsGiven() throws {
         let connection = try connection()
         let handle = connection.handle
-        let feed = RowFeed(arity: 3)
+        let feed = RowFeed()
         let rows: [[ScalarValue]] = [
             [.integer(.min), .integer(.max), .integer(0)],
             [.real(-0.5), .real(1e300), .null],
@@ -83,7 +83,7 @@ struct RowFeedTests {
     @Test func windowsAndShortRows() throws {
         let connection = try connection()
         let handle = connection.handle
-        let feed = RowFeed(arity: 3)
+        let feed = RowFeed()
         for i in 0..<10 {
             feed.beginRow()
             for j in 0..<3 { feed.append(.integer(Int64(10 * i + j))) }

@@ -4,11 +4,11 @@ import GRDBSQLite
 /// `mask` (one per row shape), or the delete / insert of one to-many relationship's links.
 struct ShapeKey: Hashable {
     enum Kind: Hashable {
-        /// A multi-row insert of `rows` rows.
-        case insert(rows: Int)
         case update, updateByIdentity
         /// To-many relationship `k` of the entity's layout.
-        case deleteLinks(Int), insertLinks(Int, rows: Int), selectLinks(Int)
+        case deleteLinks(Int), selectLinks(Int)
+        /// New rows (of the key's mask), or the links of to-many `k`, read from a ``RowFeed``.
+        case insertFed, insertLinksFed(Int)
     }
     var kind: Kind
     var entity: Int
@@ -68,12 +68,12 @@ struct BatchWriter {
         // thread allocated; measured, such retains once took a tenth of the writer's time).
         return try rows.rows.withUnsafeBufferPointer { all in
             return try rows.storage.withView { values in
-                // New rows 32 at a time per shape, links 64 at a time per relationship.
-                var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
-                    try statements.insert(positions, of: all, values, entity, mask)
+                // New rows per shape and links per relationship, many to a statement (RowFeed).
+                var inserts = FeedBuffer<ColumnMask> { mask, feed in
+                    try statements.write(feed, by: statements.shape(.insertFed, entity, mask))
                 }
-                var links = ChunkBuffer<Int, Link>(chunk: 64) { k, batch in
-                    try statements.insertLinks(batch, entity, k)
+                var links = FeedBuffer<Int> { k, feed in
+                    try statements.write(feed, by: statements.shape(.insertLinksFed(k), entity, ColumnMask()))
                 }
                 var lastUpdate: (mask: ColumnMask, pending: Bool, statement: RawStatement)?
                 var unchanged: [Int] = []
@@ -114,7 +114,12 @@ struct BatchWriter {
                             if statements.lastChanges > 0 { changed = true }
                         }
                     } else {
-                        try inserts.add(position, to: row.mask)
+                        let feed = inserts.feed(for: row.mask)
+                        feed.beginRow()
+                        for slot in 0..<layout.columns.count where row.mask.contains(slot) {
+                            feed.append(values, row.valueStart + slot)
+                        }
+                        try inserts.added(to: row.mask)
                     }
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
@@ -284,80 +289,21 @@ struct BatchWriter {
     private func insertAnonymous(of entity: Int, _ rows: RowFolder.MergedRows) throws {
         guard !rows.anonymous.isEmpty else { return }
         let statements = self
+        let columns = store.layouts[entity].columns.count
         try rows.anonymous.withUnsafeBufferPointer { all in
             try rows.storage.withView { values in
-                var inserts = ChunkBuffer<ColumnMask, Int>(chunk: 32) { mask, positions in
-                    try statements.insert(positions, of: all, values, entity, mask)
+                var inserts = FeedBuffer<ColumnMask> { mask, feed in
+                    try statements.write(feed, by: statements.shape(.insertFed, entity, mask))
                 }
-                for position in all.indices { try inserts.add(position, to: all[position].mask) }
+                for row in all {
+                    let feed = inserts.feed(for: row.mask)
+                    feed.beginRow()
+                    for slot in 0..<columns where row.mask.contains(slot) { feed.append(values, row.valueStart + slot) }
+                    try inserts.added(to: row.mask)
+                }
                 try inserts.flush()
             }
         }
-    }
-
-    /// One link of a to-many relationship, waiting to be inserted.
-    struct Link {
-        var source: IdentityKey
-        var target: IdentityKey
-        /// For an ordered relationship.
-        var position: Int?
-    }
-
-    /// Items grouped by key and handed on `chunk` at a time (the rest on `flush`), so that one
-    /// multi-row statement writes many of them: `INSERT … VALUES (…), (…), …`.
-    private struct ChunkBuffer<Key: Hashable, Item> {
-        let chunk: Int
-        let write: (Key, [Item]) throws -> Void
-        private var pending: [Key: [Item]] = [:]
-
-        init(chunk: Int, write: @escaping (Key, [Item]) throws -> Void) {
-            self.chunk = chunk
-            self.write = write
-        }
-
-        mutating func add(_ item: Item, to key: Key) throws {
-            // Appended in place: no copy of the pending items per add.
-            if let full = ChunkBuffer.append(item, to: &pending[key, default: []], chunk: chunk) { try write(key, full) }
-        }
-
-        /// Appends `item`; returns the items and empties `items` when that made a chunk.
-        private static func append(_ item: Item, to items: inout [Item], chunk: Int) -> [Item]? {
-            items.append(item)
-            guard items.count == chunk else { return nil }
-            defer { items.removeAll(keepingCapacity: true) }
-            return items
-        }
-
-        /// Writes what is left in pieces of power-of-two sizes (31 items: 16, 8, 4, 2, 1), so that a
-        /// shape has at most log2(`chunk`) + 1 multi-row statements prepared, not `chunk` of them.
-        mutating func flush() throws {
-            for (key, items) in pending where !items.isEmpty {
-                var start = 0
-                var size = chunk
-                while start < items.count {
-                    while size > items.count - start { size /= 2 }
-                    try write(key, Array(items[start..<start + size]))
-                    start += size
-                }
-            }
-            pending = [:]
-        }
-    }
-
-    private func insert(
-        _ positions: [Int], of rows: UnsafeBufferPointer<EntityRow>, _ values: StorageView, _ entity: Int, _ mask: ColumnMask
-    ) throws {
-        let statement = try shape(.insert(rows: positions.count), entity, mask)
-        let columnCount = store.layouts[entity].columns.count
-        var index: Int32 = 1
-        for position in positions {
-            let start = rows[position].valueStart
-            for slot in 0..<columnCount where mask.contains(slot) {
-                statement.bind(values, start + slot, at: index)
-                index += 1
-            }
-        }
-        try statement.execute()
     }
 
     /// Deletes a stored row's links (when it was stored) and queues its new ones. A row's old
@@ -365,7 +311,7 @@ struct BatchWriter {
     /// so queueing keeps the result exact.
     private func replaceLinks(
         of identity: IdentityKey, _ entity: Int, _ k: Int, _ targets: [IdentityKey], stored: Bool,
-        into buffer: inout ChunkBuffer<Int, Link>
+        into buffer: inout FeedBuffer<Int>
     ) throws {
         if stored {
             let delete = try shape(.deleteLinks(k), entity, ColumnMask())
@@ -373,23 +319,57 @@ struct BatchWriter {
             try delete.execute()
         }
         let ordered = store.layouts[entity].toMany[k].isOrdered
+        let feed = buffer.feed(for: k)
         for (position, target) in targets.enumerated() {
-            try buffer.add(Link(source: identity, target: target, position: ordered ? position : nil), to: k)
+            feed.beginRow()
+            for value in identity.values { feed.append(value) }
+            for value in target.values { feed.append(value) }
+            if ordered { feed.append(.integer(Int64(position))) }
+            try buffer.added(to: k)
         }
     }
 
-    private func insertLinks(_ links: [Link], _ entity: Int, _ k: Int) throws {
-        let statement = try shape(.insertLinks(k, rows: links.count), entity, ColumnMask())
-        var index: Int32 = 1
-        for link in links {
-            index = statement.bind(link.source, from: index)
-            index = statement.bind(link.target, from: index)
-            if let position = link.position {
-                statement.bind(.integer(Int64(position)), at: index)
-                index += 1
+    /// Runs `statement` (an ``ShapeKey/Kind/insertFed`` or ``ShapeKey/Kind/insertLinksFed(_:)``) over `feed`'s rows.
+    private func write(_ feed: RowFeed, by statement: RawStatement) throws {
+        feed.bind(to: statement.handle, at: 1)
+        try statement.execute()
+    }
+
+    /// Rows grouped by key, each group in a ``RowFeed`` that one statement writes once it holds
+    /// ``limit`` rows (the rest on `flush`, in the order the keys came).
+    private struct FeedBuffer<Key: Hashable> {
+        static var limit: Int { 2048 }
+        let write: (Key, RowFeed) throws -> Void
+        private var feeds: [Key: RowFeed] = [:]
+        private var keys: [Key] = []
+
+        init(write: @escaping (Key, RowFeed) throws -> Void) {
+            self.write = write
+        }
+
+        /// The feed of `key`'s rows, to append a row to (then call ``added(to:)``).
+        mutating func feed(for key: Key) -> RowFeed {
+            if let feed = feeds[key] { return feed }
+            let feed = RowFeed()
+            feeds[key] = feed
+            keys.append(key)
+            return feed
+        }
+
+        /// A row was appended to `key`'s feed: written with the others once there are enough.
+        mutating func added(to key: Key) throws {
+            guard let feed = feeds[key], feed.count >= FeedBuffer.limit else { return }
+            try write(key, feed)
+            feed.removeAll()
+        }
+
+        mutating func flush() throws {
+            for key in keys {
+                guard let feed = feeds[key], feed.count > 0 else { continue }
+                try write(key, feed)
+                feed.removeAll()
             }
         }
-        try statement.execute()
     }
 
     /// The cached statement of `kind` for `entity` (writing `mask`'s columns for inserts and updates).
@@ -401,15 +381,6 @@ struct BatchWriter {
         let columns = layout.columns.indices.filter { mask.contains($0) }.map { SQLiteStore.quote(layout.columns[$0].name) }
         let sql: String
         switch kind {
-        case .insert(let count) where columns.isEmpty:
-            // A record without identity that mentioned none of its keys: a row of NULLs, as
-            // PostgreSQL stores it (`INSERT … () VALUES ()` is not SQL; `DEFAULT VALUES` is one row).
-            let first = SQLiteStore.quote(layout.columns.first?.name ?? "rowid")
-            sql = "INSERT INTO \(table) (\(first)) VALUES \(Array(repeating: "(NULL)", count: count).joined(separator: ", "))"
-        case .insert(let count):
-            let tuple = "(" + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-            sql =
-                "INSERT INTO \(table) (\(columns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
         case .update, .updateByIdentity:
             // Numbered parameters: each value is bound once, for the SET and for the comparison
             // that leaves a row whose present values are all equal unwritten.
@@ -435,13 +406,16 @@ struct BatchWriter {
             let condition = toMany.sourceColumns.map { "\(SQLiteStore.quote($0)) = ?" }.joined(separator: " AND ")
             let read = toMany.targetColumns.map(SQLiteStore.quote) + (toMany.isOrdered ? ["\"position\""] : [])
             sql = "SELECT \(read.joined(separator: ", ")) FROM \(SQLiteStore.quote(toMany.joinTable)) WHERE \(condition)"
-        case .insertLinks(let k, let count):
+        case .insertFed:
+            // A row of no column (never one with an identity) reads NULL into the first.
+            let into = columns.isEmpty ? [SQLiteStore.quote(layout.columns.first?.name ?? "rowid")] : columns
+            sql = "INSERT INTO \(table) (\(into.joined(separator: ", "))) \(RowFeed.select(arity: into.count))"
+        case .insertLinksFed(let k):
             let toMany = layout.toMany[k]
             var linkColumns = (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote)
             if toMany.isOrdered { linkColumns.append("\"position\"") }
-            let tuple = "(" + Array(repeating: "?", count: linkColumns.count).joined(separator: ", ") + ")"
             sql =
-                "INSERT OR IGNORE INTO \(SQLiteStore.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) VALUES \(Array(repeating: tuple, count: count).joined(separator: ", "))"
+                "INSERT OR IGNORE INTO \(SQLiteStore.quote(toMany.joinTable)) (\(linkColumns.joined(separator: ", "))) \(RowFeed.select(arity: linkColumns.count))"
         }
         guard let connection = store.connection else { throw StoreError.schema("the store is closed") }
         let statement = try RawStatement(connection: connection, sql: sql)

@@ -13,10 +13,10 @@ import GRDBSQLite
 /// (docs/benchmarks.md, session 16).
 ///
 /// A feed is values in ``HeldValues``' format (a type byte, then 8 bytes or a length and the
-/// bytes), `arity` of them a row, in a buffer of its own. It is filled and read on the write
+/// bytes), a row's after another's, in a buffer of its own; the table `ingot_feed_N` reads N a
+/// row (a row short of values reads NULL for the rest). It is filled and read on the write
 /// connection's queue only, and must outlive every statement it is bound to while that runs.
 final class RowFeed {
-    let arity: Int
     private var storage: UnsafeMutableRawPointer
     private var capacity: Int
     private var used = 0
@@ -29,8 +29,7 @@ final class RowFeed {
     /// The bytes the rows take.
     var byteCount: Int { used }
 
-    init(arity: Int) {
-        self.arity = arity
+    init() {
         capacity = 64 * 1024
         storage = .allocate(byteCount: capacity, alignment: 8)
         startCapacity = 1024
@@ -42,7 +41,7 @@ final class RowFeed {
         starts.deallocate()
     }
 
-    /// Begins a row: the next `arity` values appended are its columns.
+    /// Begins a row: the values appended next are its columns, as many as the statement reads.
     func beginRow() {
         if count == startCapacity {
             let grown = UnsafeMutablePointer<Int>.allocate(capacity: startCapacity * 2)

@@ -143,7 +143,7 @@ extension SQLiteStore {
             let insert = try statement(
                 "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) \(RowFeed.select(arity: layout.columns.count + 3))"
             )
-            let feed = RowFeed(arity: layout.columns.count + 3)
+            let feed = RowFeed()
             var sets: [UInt8] = []
             rows.rows.withUnsafeBufferPointer { all in
                 rows.storage.withView { values in

@@ -146,7 +146,7 @@ struct StagedMerge: FoldedRowWriter {
         func prepare(_ sql: String) throws -> RawStatement { try RawStatement(connection: connection, sql: sql) }
         let insertInto = "INSERT INTO \(SQLiteStore.quote(layout.table)) (\(columns.joined(separator: ", ")))"
         insertFedRows = try prepare("\(insertInto) \(RowFeed.select(arity: columns.count))")
-        rowFeed = RowFeed(arity: columns.count)
+        rowFeed = RowFeed()
         let linkNames = layout.toMany.map { toMany in
             (toMany.sourceColumns + toMany.targetColumns).map(SQLiteStore.quote) + (toMany.isOrdered ? ["\"position\""] : [])
         }
@@ -160,7 +160,7 @@ struct StagedMerge: FoldedRowWriter {
                 "INSERT OR IGNORE INTO \(SQLiteStore.quote(layout.toMany[k].joinTable)) (\(linkNames[k].joined(separator: ", "))) \(RowFeed.select(arity: linkNames[k].count))"
             )
         }
-        linkFeeds = linkNames.map { RowFeed(arity: $0.count) }
+        linkFeeds = linkNames.map { _ in RowFeed() }
         linkStarts = linkNames.map { _ in [] }
         targetWidths = layout.toMany.map(\.targetColumns.count)
         values = HeldValues(count: layout.columns.count)
@@ -209,18 +209,18 @@ struct StagedMerge: FoldedRowWriter {
         for statement in insertLinks + insertFedLinks + selectLinks + deleteLinks { statement.finalize() }
     }
 
-    /// The arities of the feeds a staged load of `layouts` reads, staging (the columns and 3
-    /// more) and merging (``RowFeed/register(on:arities:)``).
+    /// The arities of the feeds a load of `layouts` reads (``RowFeed/register(on:arities:)``):
+    /// every count of columns up to the widest row — a batch inserts the columns its rows give —
+    /// or link, and a staging row's (its columns and 3 more).
     static func feedArities(_ layouts: [EntityLayout]) -> Set<Int> {
-        var arities: Set<Int> = []
+        var widest = 1
         for layout in layouts {
-            arities.insert(layout.columns.count)
-            arities.insert(layout.columns.count + 3)
+            widest = max(widest, layout.columns.count + 3)
             for toMany in layout.toMany {
-                arities.insert(toMany.sourceColumns.count + toMany.targetColumns.count + (toMany.isOrdered ? 1 : 0))
+                widest = max(widest, toMany.sourceColumns.count + toMany.targetColumns.count + (toMany.isOrdered ? 1 : 0))
             }
         }
-        return arities
+        return Set(1...widest)
     }
 
     /// Writes the current identity's row and links, then forgets them: a new row inserted, a
