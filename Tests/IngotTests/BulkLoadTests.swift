@@ -115,8 +115,9 @@ struct BulkLoadTests {
                 ["11", "NULL", "pug"], ["13", "NULL", "NULL"],
             ])
         #expect(staged.counters.entities["dog"]?.stubs == 2, "13 and 12 (a bare id never sent as an object): \(staged.counters.entities)")
-        // The staging tables are empty once merged.
-        #expect(try rows(stagedDB, "SELECT count(*) FROM _ingot_stage_person") == [["0"]])
+        // The staging file goes once merged, and left no staged row in the database.
+        #expect(!FileManager.default.fileExists(atPath: stagedDB + ".stage"))
+        #expect(try rows(stagedDB, "PRAGMA freelist_count") == [["0"]])
     }
 
     /// Into tables that hold rows, a staged load merges as batch by batch does: stored rows
@@ -199,7 +200,7 @@ struct BulkLoadTests {
         let started = logs.all.firstIndex { $0.contains("msg=bulk.started") }
         let merging = logs.all.firstIndex { $0.contains("msg=bulk.merging") }
         if let started, let merging { #expect(started < merging) } else { Issue.record("no bulk.started then bulk.merging: \(logs.all)") }
-        #expect(try rows(turnedDB, "SELECT count(*) FROM _ingot_stage_person") == [["0"]])
+        #expect(!FileManager.default.fileExists(atPath: turnedDB + ".stage"))
         // Not with --no-bulk, nor below the size.
         let neverLogs = LogCapture()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "b.yml")
@@ -304,7 +305,7 @@ struct BulkLoadTests {
             .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: pageCount))
         #expect(staged.status == .failed)
         let before = try rows(db, "SELECT count(*), sum(length(first_name)), (SELECT count(*) FROM person_dogs) FROM person")
-        let stagedRows = try rows(db, "SELECT count(*) FROM _ingot_stage_person")
+        let stagedRows = try rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")
         #expect(Int(stagedRows[0][0]) ?? 0 >= 20000)
 
         var storeOptions = SQLiteStore.Options()
@@ -324,7 +325,7 @@ struct BulkLoadTests {
         try store.close()
         #expect(stops >= 1 && stops < 20000, "the merge stopped partway: \(stops) stored rows reached")
         #expect(try rows(db, "SELECT count(*), sum(length(first_name)), (SELECT count(*) FROM person_dogs) FROM person") == before)
-        #expect(try rows(db, "SELECT count(*) FROM _ingot_stage_person") == stagedRows)
+        #expect(try rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person") == stagedRows)
 
         options.resume = true
         let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
@@ -361,7 +362,7 @@ struct BulkLoadTests {
             .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 6))
         #expect(failed.status == .failed)
         #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
-        #expect(try Int(rows(db, "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
+        #expect(try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
 
         var never = options
         never.bulk = false
@@ -380,6 +381,93 @@ struct BulkLoadTests {
         options.resume = true
         let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        let check = try checkPeople(db, pages)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+    }
+
+    /// The staging file commits before the database's resume point (StageFile): a stop between
+    /// the two leaves the next pages' rows staged past the resume point. The resumed run stages
+    /// them again, and the load ends exact.
+    @Test func rowsStagedPastTheResumePointAreHarmless() throws {
+        var (pages, config, options) = try peopleLoad(persons: 1500, pageSize: 100)
+        let db = options.databasePath
+        options.batchRecords = 100
+        options.commitRecords = 100
+        options.bulk = true
+        let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 6))
+        #expect(failed.status == .failed)
+        let resumePoint = try Int(rows(db, "SELECT last_seq FROM _ingot_runs")[0][0]) ?? -1
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.sorted()
+        #expect(resumePoint >= 1 && resumePoint + 3 < files.count, "resume point \(resumePoint)")
+
+        // The three pages after the resume point, staged by a load of their own that stops
+        // before its merge; their rows appended to the first load's staging file.
+        let next = temporaryDirectory()
+        for file in files[(resumePoint + 1)...(resumePoint + 3)] {
+            try FileManager.default.copyItem(atPath: pages + "/" + file, toPath: next.appendingPathComponent(file).path)
+        }
+        var scratch = options
+        scratch.databasePath = temporaryDirectory().appendingPathComponent("scratch.db").path
+        let partial = PipelineRunner(config: config, options: scratch, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: next.path, glob: "page-*.json"), pages: 3))
+        #expect(partial.status == .failed)
+        let before = try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0
+        let queue = try DatabaseQueue(path: db + ".stage")
+        try queue.writeWithoutTransaction { stage in
+            try stage.execute(sql: "ATTACH DATABASE ? AS scratch", arguments: [scratch.databasePath + ".stage"])
+            try stage.inTransaction {
+                for table in ["_ingot_stage_person", "_ingot_stage_dog"] {
+                    try stage.execute(sql: "INSERT INTO \(table) SELECT * FROM scratch.\(table) ORDER BY rowid")
+                }
+                return .commit
+            }
+            try stage.execute(sql: "DETACH DATABASE scratch")
+        }
+        try queue.close()
+        #expect(try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= before + 250)
+
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        let check = try checkPeople(db, pages)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+        #expect(!FileManager.default.fileExists(atPath: db + ".stage"))
+    }
+
+    /// A staging file no unfinished load of the database holds (another load's, or one whose
+    /// load stopped before its first commit) goes when a run opens the database; a resume whose
+    /// staging file is gone is refused, saying so, and a run that is not a resume reads every
+    /// page again and ends exact.
+    @Test func aStrayStagingFileGoesAndAMissingOneRefusesTheResume() throws {
+        var (pages, config, options) = try peopleLoad(persons: 600, pageSize: 100)
+        let db = options.databasePath
+        options.batchRecords = 100
+        options.commitRecords = 100
+        options.bulk = true
+        let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 3))
+        #expect(failed.status == .failed)
+        try FileManager.default.removeItem(atPath: db + ".stage")
+
+        var resume = options
+        resume.resume = true
+        let refused = PipelineRunner(config: config, options: resume, logger: LogCapture().logger).run()
+        #expect(refused.status == .failed)
+        #expect(refused.error?.contains("staging file \(db).stage is missing or another load's") == true, "\(refused.error ?? "")")
+
+        // Another load's file where this database's would be.
+        let stray = try DatabaseQueue(path: db + ".stage")
+        try stray.write { stage in
+            try stage.execute(sql: "CREATE TABLE _ingot_stage_meta (token TEXT NOT NULL); INSERT INTO _ingot_stage_meta VALUES ('another')")
+        }
+        try stray.close()
+        var plain = options
+        plain.bulk = false
+        let again = PipelineRunner(config: config, options: plain, logger: LogCapture().logger).run()
+        #expect(again.status == .finished, "\(again.error ?? "")")
+        #expect(!FileManager.default.fileExists(atPath: db + ".stage"))
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_state WHERE key = 'staged_load'") == [["0"]])
         let check = try checkPeople(db, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
     }

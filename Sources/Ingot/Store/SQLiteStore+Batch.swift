@@ -91,6 +91,7 @@ extension SQLiteStore {
                 }
                 try then()
             } catch {
+                stageFile?.rollback()
                 try? db.rollback()
                 throw error
             }
@@ -104,6 +105,12 @@ extension SQLiteStore {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "SAVEPOINT ingot_isolated")
+            // A staged batch's rows are in the staging file: undone there too.
+            let staged = isStaging ? stageFile : nil
+            if let staged {
+                try staged.begin()
+                try staged.execute("SAVEPOINT ingot_isolated")
+            }
             do {
                 if isStaging {
                     try stage(batch)
@@ -114,7 +121,10 @@ extension SQLiteStore {
                 }
                 try then()
                 try db.execute(sql: "RELEASE ingot_isolated")
+                try staged?.execute("RELEASE ingot_isolated")
             } catch {
+                try? staged?.execute("ROLLBACK TO ingot_isolated")
+                try? staged?.execute("RELEASE ingot_isolated")
                 try? db.execute(sql: "ROLLBACK TO ingot_isolated")
                 try? db.execute(sql: "RELEASE ingot_isolated")
                 throw error
@@ -132,20 +142,31 @@ extension SQLiteStore {
 
     /// Whether batches were saved since the last commit.
     package var hasUncommittedBatches: Bool {
-        dbQueue.inDatabase { $0.isInsideTransaction }
+        dbQueue.inDatabase { $0.isInsideTransaction } || stageFile?.isInTransaction == true
     }
 
     /// Rolls back the batches saved since the last commit (nothing when none is open).
     package func rollback() throws {
+        stageFile?.rollback()
+        stageMerged = false
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.rollback() }
         }
     }
 
-    /// Commits the batches saved since the last commit (nothing when none is open).
+    /// Commits the batches saved since the last commit (nothing when none is open): a staged
+    /// load's rows first, then the database with the resume point that counts them (StageFile).
+    /// Once a staged load's merge has committed, its staging file goes.
     package func commit() throws {
+        try stageFile?.commit()
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.commit() }
+        }
+        if stageMerged, let stageFile {
+            stageFile.close()
+            StageFile.remove(at: stageFile.path)
+            self.stageFile = nil
+            stageMerged = false
         }
     }
 }

@@ -156,6 +156,21 @@ extension SQLiteStore {
         }
     }
 
+    /// Keeps `value` for `pipeline` under `key` (forgets it when `nil`), in the open
+    /// transaction if there is one.
+    func setState(pipeline: String, key: String, value: String?) throws {
+        try dbQueue.writeWithoutTransaction { db in
+            if let value {
+                try db.execute(
+                    sql:
+                        "INSERT INTO _ingot_state (pipeline, key, value) VALUES (?, ?, ?) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
+                    arguments: [pipeline, key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline = ? AND key = ?", arguments: [pipeline, key])
+            }
+        }
+    }
+
     /// A value kept for `pipeline` across runs (the incremental cursor).
     func state(pipeline: String, key: String) throws -> String? {
         try dbQueue.read { db in

@@ -61,29 +61,84 @@ extension SQLiteStore {
     /// The staging table of entity `layout`.
     static func stageTable(_ layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
 
-    /// Prepares a staged load: the model must allow it, and the staging tables are created — emptied too, unless this run resumes one that staged
-    /// rows already (`resuming`).
+    /// Prepares a staged load: the model must allow it, and its staging file is made — or, when
+    /// this run resumes a load that staged rows already (`resuming`), opened again.
     func prepareStagedLoad(resuming: Bool) throws {
         let obstacles = SQLiteStore.stagedLoadObstacles(model, layouts)
         if !obstacles.isEmpty {
             throw StoreError.conflict("--bulk cannot load this pipeline: " + obstacles.joined(separator: "; "))
         }
+        try refuseEarlierStagedLoad()
         try dbQueue.inDatabase { db in
             // Sorts spill to temporary files; a small page cache: staging only appends, the merge
             // writes in key order, and SQLite's sorter takes as much memory again as the cache
             // for each sorted run it keeps in memory (40 MiB each: people-1M peaked at 184 MiB).
             try db.execute(sql: "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)")
-            for layout in layouts {
-                let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
-                let stage = SQLiteStore.quote(SQLiteStore.stageTable(layout))
-                try db.execute(
-                    sql: "CREATE TABLE IF NOT EXISTS \(stage) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))")
-                if !resuming { try db.execute(sql: "DELETE FROM \(stage)") }
-            }
             // A load that turned staged frees the pages its smaller cache no longer holds.
             sqlite3_db_release_memory(db.sqliteConnection)
         }
+        let token = try state(pipeline: "", key: StageFile.stateKey)
+        if resuming, let token {
+            guard let file = try StageFile.open(at: stagePath, token: token, layouts: layouts) else {
+                throw StoreError.conflict(
+                    "the unfinished staged load's staging file \(stagePath) is missing or another load's: run the pipeline again without --resume"
+                )
+            }
+            stageFile = file
+        } else {
+            let token = UUID().uuidString
+            stageFile = try StageFile.create(at: stagePath, token: token, layouts: layouts)
+            // The file holds the token before the database does: a file the database does not
+            // name is stale (StageFile).
+            try setState(pipeline: "", key: StageFile.stateKey, value: token)
+        }
         staging.store(true, ordering: .releasing)
+    }
+
+    /// Opening a database for a load that is not staged: a staged load left unfinished (rows
+    /// staged, not merged) goes on staged when this run resumes it and may turn staged, and is
+    /// refused otherwise (its rows would never reach the tables); a staging file no unfinished
+    /// load holds goes.
+    func settleStagedLoad(resuming: Bool) throws {
+        try refuseEarlierStagedLoad()
+        let unfinished = try unfinishedStagedLoad()
+        if !unfinished.isEmpty {
+            guard resuming, stageAfterBytes != nil else {
+                throw StoreError.conflict(
+                    "an unfinished staged load staged rows in \(unfinished.joined(separator: ", ")): resume it with --resume, without --no-bulk (nothing was merged yet)"
+                )
+            }
+            try prepareStagedLoad(resuming: true)
+            return
+        }
+        guard let token = try state(pipeline: "", key: StageFile.stateKey) else {
+            StageFile.remove(at: stagePath)
+            return
+        }
+        if let file = try StageFile.open(at: stagePath, token: token, layouts: layouts) {
+            file.close()
+        } else if resuming {
+            throw StoreError.conflict(
+                "the unfinished staged load's staging file \(stagePath) is missing or another load's: run the pipeline again without --resume"
+            )
+        }
+        StageFile.remove(at: stagePath)
+        try setState(pipeline: "", key: StageFile.stateKey, value: nil)
+    }
+
+    /// Staging tables in the database itself hold rows: a staged load of an Ingot before session
+    /// 16 (which staged there) stopped unfinished. This one cannot finish it.
+    private func refuseEarlierStagedLoad() throws {
+        let held = try dbQueue.inDatabase { db in
+            try layouts.map(SQLiteStore.stageTable).filter { table in
+                try db.tableExists(table) && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true
+            }
+        }
+        guard held.isEmpty else {
+            throw StoreError.conflict(
+                "an unfinished staged load of an earlier Ingot staged rows in \(held.joined(separator: ", ")): finish it with that version, or empty those tables and run again without --resume"
+            )
+        }
     }
 
     /// Turns this load staged when the database file has grown to ``stageAfterBytes`` and its
@@ -124,23 +179,31 @@ extension SQLiteStore {
         foldConnections.withLock { folds in for fold in folds { sqlite3_interrupt(OpaquePointer(bitPattern: fold)) } }
     }
 
-    /// Staging tables holding rows of a staged load that did not finish, when this run is not
-    /// one: such a load is resumed with `--bulk --resume`, or its rows would never reach the tables.
+    /// The staging tables holding rows of the database's unfinished staged load, if any.
     func unfinishedStagedLoad() throws -> [String] {
-        try dbQueue.inDatabase { db in
-            try layouts.map(SQLiteStore.stageTable).filter { table in
-                try db.tableExists(table) && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true
+        guard let token = try state(pipeline: "", key: StageFile.stateKey),
+            let file = try StageFile.open(at: stagePath, token: token, layouts: layouts)
+        else { return [] }
+        defer { file.close() }
+        return try layouts.map(SQLiteStore.stageTable).filter { table in
+            var held = false
+            try file.statement("SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))").query { row in
+                held = sqlite3_column_int64(row, 0) != 0
             }
+            return held
         }
     }
 
-    /// Appends a batch's rows to the staging tables (the store's ``write(_:then:)`` in a staged load).
+    /// Appends a batch's rows to the staging tables (the store's ``write(_:then:)`` in a staged
+    /// load), in the staging file's open transaction.
     func stage(_ batch: ResolvedBatch) throws {
+        guard let stageFile else { throw StoreError.schema("the staged load has no staging file") }
+        try stageFile.begin()
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
             let layout = layouts[entity]
             let names = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
             // The batch's rows in one statement (a RowFeed), not one each: appends only.
-            let insert = try statement(
+            let insert = try stageFile.statement(
                 "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) \(RowFeed.select(arity: layout.columns.count + 3))"
             )
             let feed = RowFeed()

@@ -14,10 +14,9 @@ import Synchronization
 /// Sorting and reading the staged rows were a third of a one-thread merge's time, with the
 /// other core idle.
 ///
-/// Read connections see committed rows only: the folds run on them when the merge begins
-/// outside a transaction (the writer stage commits the last staged batches first). Otherwise,
-/// and for a database without a read connection, each entity is folded on the write
-/// connection, each folded row written as soon as it is complete.
+/// The folds read the staging file (StageFile) on read connections of their own, once its last
+/// staged batches are committed. An in-memory database stages in memory: each entity is folded
+/// on the staging connection, each folded row written as soon as it is complete.
 extension SQLiteStore {
     /// Merges the staged rows into the tables, each identity once, in identity order (see
     /// SQLiteStore+Staged.swift), fills `default:` and `const:` columns as inserts do, and
@@ -38,8 +37,10 @@ extension SQLiteStore {
             try merge.write(rows) { identity, changed in stored(entity, identity, changed) }
             for (identity, reason) in merge.refusals { refused(entity, identity, reason) }
             counts.append(merge.counts)
-            try db.execute(sql: "DELETE FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))")
         }
+        // The load is merged when this transaction commits; its staging file goes then (StageFile).
+        try setState(pipeline: "", key: StageFile.stateKey, value: nil)
+        stageMerged = true
         return counts
     }
 
@@ -48,26 +49,37 @@ extension SQLiteStore {
     /// fold threads on two read connections when the staged rows are committed, else folded on
     /// the write connection as they are written. A stop (``interrupt()``) interrupts both.
     func foldStaged(_ write: (_ entity: Int, _ rows: FoldedRows, _ db: Database) throws -> Void) throws {
+        guard let stageFile else { throw StoreError.schema("the staged load has no staging file") }
+        // The folds read committed rows: the staged rows are committed first (ahead of the
+        // database's resume point, which is harmless; StageFile).
+        try stageFile.commit()
         isMerging.store(true, ordering: .sequentiallyConsistent)
         defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
         try dbQueue.writeWithoutTransaction { db in
-            // Staged rows not committed yet are visible to this connection only.
-            let folding = !db.isInsideTransaction
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
-            guard let connection else { throw StoreError.schema("the store is closed") }
+            var readers: [OpaquePointer] = []
+            if stageFile.isFile {
+                for _ in 0..<2 {
+                    var reader: OpaquePointer?
+                    if sqlite3_open_v2(stageFile.path, &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let reader {
+                        readers.append(reader)
+                    } else {
+                        sqlite3_close_v2(reader)
+                    }
+                }
+            }
             var lanes: FoldLanes?
-            var second: OpaquePointer?
-            if folding, let reader = readConnection, let path = sqlite3_db_filename(connection, "main"),
-                sqlite3_open_v2(path, &second, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let second
-            {
-                for fold in [reader, second] {
+            if readers.count == 2 {
+                for fold in readers {
                     // The sorter spills to temporary files; a small cache (half a staged load's:
                     // two folds sort at once; people-10M peaked 5 MiB lower, the merge as fast).
                     sqlite3_exec(fold, "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB / 2)", nil, nil, nil)
                 }
-                let addresses = [UInt(bitPattern: reader), UInt(bitPattern: second)]
-                foldConnections.withLock { $0 = addresses }
-                lanes = FoldLanes(layouts: layouts, connections: [ReadConnection(handle: reader), ReadConnection(handle: second)])
+                foldConnections.withLock { $0 = readers.map { UInt(bitPattern: $0) } }
+                lanes = FoldLanes(layouts: layouts, connections: readers.map(ReadConnection.init(handle:)))
+            } else {
+                // In memory: folded on the staging connection, as the rows are written.
+                foldConnections.withLock { $0 = [UInt(bitPattern: stageFile.handle)] }
             }
             var completed = false
             defer {
@@ -78,12 +90,12 @@ extension SQLiteStore {
                         foldConnections.withLock { folds in for fold in folds { sqlite3_interrupt(OpaquePointer(bitPattern: fold)) } }
                     }
                     lanes.wait()
-                    foldConnections.withLock { $0 = [] }
                 }
-                sqlite3_close_v2(second)
+                foldConnections.withLock { $0 = [] }
+                for reader in readers { sqlite3_close_v2(reader) }
             }
             for entity in layouts.indices {
-                try write(entity, lanes.map { .channel($0.channels[entity]) } ?? .folding(connection), db)
+                try write(entity, lanes.map { .channel($0.channels[entity]) } ?? .folding(stageFile.handle), db)
             }
             completed = true
         }
@@ -97,10 +109,9 @@ enum FoldedRows {
     case folding(OpaquePointer)
 }
 
-/// A read connection lent to the merge's fold threads: used by one fold at a time (lane `k % 2`
-/// folds entity `k` after entity `k - 2`'s fold has ended), from when the merge starts them until
-/// it has waited for them all (the assembler, the store's read connection's other user, is done
-/// before a load merges).
+/// A read connection on the staging file, lent to the merge's fold threads: used by one fold at a
+/// time (lane `k % 2` folds entity `k` after entity `k - 2`'s fold has ended), from when the merge
+/// starts them until it has waited for them all, then closed.
 private struct ReadConnection: @unchecked Sendable {  // one thread at a time, as above
     let handle: OpaquePointer
 }

@@ -59,6 +59,12 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     package var isStaging: Bool { staging.load(ordering: .acquiring) }
     /// When a load turns staged (``Options/stageAfterBytes``).
     let stageAfterBytes: Int?
+    /// Where a staged load stages (``StageFile/path(for:)``), and its file while one is open
+    /// (writer queue).
+    let stagePath: String
+    var stageFile: StageFile?
+    /// The staged load was merged in the open transaction: its file goes once that commits.
+    var stageMerged = false
     /// A staged load's merge is running (set and cleared on the writer's queue, read by
     /// ``interrupt()`` from any thread).
     let isMerging = Atomic<Bool>(false)
@@ -92,6 +98,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         stageAfterBytes = SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
+        stagePath = StageFile.path(for: path)
         var config = Configuration()
         config.journalMode = .wal
         // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.
@@ -168,16 +175,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             if options.staged {
                 try prepareStagedLoad(resuming: options.resuming)
             } else {
-                let unfinished = try unfinishedStagedLoad()
-                if !unfinished.isEmpty {
-                    // A load that turned staged and stopped goes on staged when resumed.
-                    guard options.resuming, stageAfterBytes != nil else {
-                        throw StoreError.conflict(
-                            "an unfinished staged load staged rows in \(unfinished.joined(separator: ", ")): resume it with --resume, without --no-bulk (nothing was merged yet)"
-                        )
-                    }
-                    try prepareStagedLoad(resuming: true)
-                }
+                try settleStagedLoad(resuming: options.resuming)
             }
         } catch {
             try? close()
@@ -210,6 +208,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         readerLookup?.finalize()
         sqlite3_close_v2(readConnection)
         readConnection = nil
+        stageFile?.close()
+        stageFile = nil
         traceContext?.release()
         try dbQueue.close()
     }

@@ -82,6 +82,7 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     func remove() {
         try? store.close()
         for suffix in ["", "-wal", "-shm", ".lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        StageFile.remove(at: StageFile.path(for: path))
     }
 }
 

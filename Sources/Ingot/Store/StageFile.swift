@@ -1,0 +1,150 @@
+import Foundation
+import GRDBSQLite
+
+/// Where a staged load's staging tables live: a SQLite file of their own beside the database
+/// (`<database>.stage`), on a connection of their own, with a rollback journal.
+///
+/// Why not in the database itself (as until session 16): there, the staged rows went through the
+/// WAL and were copied again by its checkpoints, and once merged they left their pages in the
+/// file as free pages (people-10M: a 3.7 GB file of which the tables used half). Here they are
+/// written once (a rollback journal keeps only the few pages an append changes), the merge's
+/// fold threads read them without touching the database, and the file goes when the merge has
+/// committed.
+///
+/// **Order of commits.** A staged batch's rows are committed here *before* the database commits
+/// the batch's resume point. A stop between the two leaves rows staged past the resume point:
+/// the resumed run stages those pages again, which is harmless (the later copy of a record wins,
+/// with the same values, so a repeated suffix folds to what it folded to once). The other order
+/// could lose rows.
+///
+/// **Which load it belongs to.** The file holds a token, and the database the same token (in
+/// `_ingot_state`, pipeline `''`, key `staged_load`) from the load's first commit until its merge
+/// commits. A file whose token the database does not hold is stale — made by a load stopped
+/// before its first commit, or left behind after its merge committed — and is removed.
+///
+/// Used on the writer's queue only (the fold threads open read-only connections of their own).
+final class StageFile {
+    /// The key under which the database holds the token of its staged load.
+    static let stateKey = "staged_load"
+
+    let path: String
+    let token: String
+    let handle: OpaquePointer
+    private var statements: [String: RawStatement] = [:]
+
+    /// Whether the file is on disk (the database is; an in-memory database stages in memory).
+    var isFile: Bool { path != ":memory:" }
+
+    /// The staging file of the database at `database` (`:memory:` for an in-memory one).
+    static func path(for database: String) -> String {
+        database.isEmpty || database == ":memory:" || database.hasPrefix("file::memory:") ? ":memory:" : database + ".stage"
+    }
+
+    /// Creates a new, empty staging file at `path` (removing any there), with a staging table
+    /// per entity of `layouts` and `token`.
+    static func create(at path: String, token: String, layouts: [EntityLayout]) throws -> StageFile {
+        remove(at: path)
+        let file = try StageFile(path: path, token: token, layouts: layouts)
+        try file.execute("CREATE TABLE _ingot_stage_meta (token TEXT NOT NULL)")
+        let insert = try file.statement("INSERT INTO _ingot_stage_meta (token) VALUES (?)")
+        insert.bind(.text(token), at: 1)
+        try insert.execute()
+        for layout in layouts {
+            let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
+            try file.execute(
+                "CREATE TABLE \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))"
+            )
+        }
+        return file
+    }
+
+    /// Opens the staging file at `path` when it holds `token`; `nil` when there is none, or
+    /// another load's.
+    static func open(at path: String, token: String, layouts: [EntityLayout]) throws -> StageFile? {
+        guard path != ":memory:", FileManager.default.fileExists(atPath: path) else { return nil }
+        let file = try StageFile(path: path, token: token, layouts: layouts)
+        var held: String?
+        if let select = try? file.statement("SELECT token FROM _ingot_stage_meta") {
+            try? select.query { row in held = sqlite3_column_text(row, 0).map { String(cString: $0) } }
+        }
+        guard held == token else {
+            file.close()
+            return nil
+        }
+        return file
+    }
+
+    /// Removes the staging file at `path` and its journal.
+    static func remove(at path: String) {
+        guard path != ":memory:" else { return }
+        for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
+
+    private init(path: String, token: String, layouts: [EntityLayout]) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(handle)
+            throw StoreError.sqlite(code: code, message: "the staging file \(path): \(message)", sql: "open")
+        }
+        self.path = path
+        self.token = token
+        self.handle = handle
+        do {
+            // Appends only, in few transactions: a rollback journal holds the few pages an
+            // append changes, and the rows are written once. The sorter spills to temporary
+            // files; the page cache is a staged load's.
+            try execute(
+                "PRAGMA page_size = 16384; PRAGMA journal_mode = DELETE; PRAGMA synchronous = NORMAL; PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)"
+            )
+            try RowFeed.register(on: handle, arities: StagedMerge.feedArities(layouts))
+        } catch {
+            sqlite3_close_v2(handle)
+            throw error
+        }
+    }
+
+    /// Whether a transaction is open.
+    var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// The cached statement of `sql` on this file's connection.
+    func statement(_ sql: String) throws(StoreError) -> RawStatement {
+        if let statement = statements[sql] { return statement }
+        let statement = try RawStatement(connection: handle, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    func execute(_ sql: String) throws(StoreError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        defer { sqlite3_free(message) }
+        guard code == SQLITE_OK else {
+            throw StoreError.sqlite(code: code, message: message.map { String(cString: $0) } ?? "error \(code)", sql: sql)
+        }
+    }
+
+    /// Begins a transaction unless one is open.
+    func begin() throws(StoreError) {
+        if !isInTransaction { try execute("BEGIN IMMEDIATE") }
+    }
+
+    /// Commits the open transaction, if any.
+    func commit() throws(StoreError) {
+        if isInTransaction { try execute("COMMIT") }
+    }
+
+    /// Rolls back the open transaction, if any.
+    func rollback() {
+        if isInTransaction { sqlite3_exec(handle, "ROLLBACK", nil, nil, nil) }
+    }
+
+    /// Closes the connection (what is not committed is rolled back).
+    func close() {
+        for statement in statements.values { statement.finalize() }
+        statements = [:]
+        sqlite3_close_v2(handle)
+    }
+}
