@@ -77,14 +77,16 @@ public struct RunOptions: Sendable {
     /// The most bytes of page prints a run spools until it ends (a run past it keeps none, and
     /// the next one reads every page): 1 GiB, about 130,000 pages of a thousand records.
     package var maxPrintBytes = 1 << 30
-    /// A SQLite load that outgrows the page cache goes on staged, as `--bulk` loads, from the
-    /// first commit after which the database file holds ``bulkAfterBytes`` (when the pipeline
-    /// allows a staged load). `false` (`--no-bulk`): batch by batch throughout. Default `true`.
+    /// A SQLite load whose records come in no identity order goes on staged, as `--bulk` loads,
+    /// from the first commit after which the database file holds ``bulkAfterBytes`` (when the
+    /// pipeline allows a staged load). `false` (`--no-bulk`): batch by batch throughout, every
+    /// batch visible at its commit. Default `true`.
     public var autoBulk = true
-    /// The database size in bytes at which a load turns staged (``autoBulk``): 40 MiB, the page cache's
-    /// size — past it, lookups and updates start to miss the cache, and the two connections'
-    /// caches would grow the peak (people-200k's database is 37 MB and never turns).
-    public var bulkAfterBytes = 40 << 20
+    /// The database size in bytes at which a load turns staged (``autoBulk``): 4 MiB. Staged, a
+    /// load costs less per record than batch by batch from a few megabytes on (people-200k 1.08
+    /// against 1.33 s, 26 MiB less; docs/benchmarks.md, session 16); below it, a small load's
+    /// rows show up at each commit. Until session 16 it was 40 MiB, the page cache's size.
+    public var bulkAfterBytes = 4 << 20
     /// Work on the run of this name together with the other jobs given the same name (a
     /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.
     public var join: String?
