@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import GRDBSQLite
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -470,6 +472,36 @@ struct BulkLoadTests {
         #expect(try rows(db, "SELECT count(*) FROM _ingot_state WHERE key = 'staged_load'") == [["0"]])
         let check = try checkPeople(db, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
+    }
+
+    /// The merge runs under a rollback journal when nothing else holds the database, and in the
+    /// WAL when something does (SQLite refuses the switch then); either way the load ends exact
+    /// and the database is back in WAL mode, with no journal left behind.
+    @Test func theMergeLeavesTheWALOnlyWhenItHoldsTheDatabaseAlone() throws {
+        for held in [false, true] {
+            var (pages, config, options) = try peopleLoad(persons: 800, pageSize: 100)
+            let db = options.databasePath
+            options.bulk = true
+            var other: OpaquePointer?
+            if held {
+                // Another program's connection, which has read the database (WAL mode).
+                let seed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+                    .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 0))
+                #expect(seed.status == .failed)
+                #expect(sqlite3_open_v2(db, &other, SQLITE_OPEN_READONLY, nil) == SQLITE_OK)
+                #expect(sqlite3_exec(other, "SELECT count(*) FROM person", nil, nil, nil) == SQLITE_OK)
+            }
+            let statements = Mutex<[String]>([])
+            options.statementObserver = { sql in statements.withLock { $0.append(sql) } }
+            let run = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+            sqlite3_close_v2(other)
+            #expect(run.status == .finished, "\(run.error ?? "")")
+            #expect(statements.withLock { $0 }.contains("PRAGMA journal_mode = DELETE"))
+            #expect(try rows(db, "PRAGMA journal_mode") == [["wal"]])
+            #expect(!FileManager.default.fileExists(atPath: db + "-journal"))
+            let check = try checkPeople(db, pages)
+            #expect(check.contains(#""ok": true"#), "held \(held): \(check)")
+        }
     }
 
     /// A row the database refuses in the merge (a trigger added to the table) is left out, with

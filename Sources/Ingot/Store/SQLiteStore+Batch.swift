@@ -151,6 +151,7 @@ extension SQLiteStore {
         stageMerged = false
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.rollback() }
+            returnToWAL(db)
         }
     }
 
@@ -161,6 +162,7 @@ extension SQLiteStore {
         try stageFile?.commit()
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.commit() }
+            returnToWAL(db)
         }
         if stageMerged, let stageFile {
             stageFile.close()

@@ -65,6 +65,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var stageFile: StageFile?
     /// The staged load was merged in the open transaction: its file goes once that commits.
     var stageMerged = false
+    /// The merge runs under a rollback journal, not the WAL (``leaveWALForMerge()``): back to
+    /// the WAL once it commits or rolls back.
+    var mergeLeftWAL = false
     /// A staged load's merge is running (set and cleared on the writer's queue, read by
     /// ``interrupt()`` from any thread).
     let isMerging = Atomic<Bool>(false)
@@ -194,6 +197,34 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         let lookup = IdentityLookup(connection: connection, layouts: layouts)
         writerLookupStorage = lookup
         return lookup
+    }
+
+    /// A staged load's merge runs under a rollback journal instead of the WAL when nothing else
+    /// holds the database (SQLite refuses the switch otherwise, and the merge goes on in the
+    /// WAL): a page a transaction adds past the file's end is not journaled, so the merged
+    /// tables are written once, where through the WAL they were written there, then copied into
+    /// the database by the checkpoint (people-10M: 1.9 GB twice). A stop during the merge rolls
+    /// back from the journal as from the WAL; the next run opens the database in WAL mode again.
+    /// The read connection closes first: a staged load looks nothing up. Writer queue, between
+    /// transactions; whether it switched.
+    func leaveWALForMerge() -> Bool {
+        guard stageFile?.isFile == true, !hasUncommittedBatches else { return false }
+        readerLookup?.finalize()
+        readerLookup = nil
+        sqlite3_close_v2(readConnection)
+        readConnection = nil
+        // Through GRDB: it watches the connection's commits.
+        let mode = try? dbQueue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE") }
+        mergeLeftWAL = mode == "delete"
+        return mergeLeftWAL
+    }
+
+    /// Back to the WAL after a merge under a rollback journal (``leaveWALForMerge()``), on the
+    /// database's queue, outside a transaction.
+    func returnToWAL(_ db: Database) {
+        guard mergeLeftWAL else { return }
+        mergeLeftWAL = false
+        _ = try? String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
     }
 
     /// Finalizes prepared statements and closes the database.
