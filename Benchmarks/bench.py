@@ -477,7 +477,8 @@ def huge(ingot, runs):
 
 
 def remove_db(db):
-    for suffix in ("", "-wal", "-shm"):
+    # With a staged load's file beside it (<db>.stage, gone once merged; a stopped load leaves it).
+    for suffix in ("", "-wal", "-shm", "-journal", ".stage", ".stage-journal"):
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
 

@@ -341,12 +341,52 @@ struct UnchangedPagesTests {
         }
     }
 
+    /// A page decoded in parts has the footprint of the whole page: the parts' rows gathered,
+    /// sorted once, a row mentioned in one part and only named in another mentioned.
+    @Test func thePartsOfAPageMakeTheFootprintOfTheWholePage() throws {
+        var rng = SeededGenerator(seed: 7)
+        let layouts = EntityLayout.layouts(of: try PipelineConfig.parse(text: Self.yaml, path: "u.yml").model)
+        for _ in 0..<20 {
+            var whole = DecodedPage(seq: 1, source: "p", bytes: 0, records: [], rejections: [], pageRejected: false, recordCount: 0)
+            var parts: [DecodedPage] = []
+            for _ in 0..<Int.random(in: 1..<6, using: &rng) {
+                var part = DecodedPage(seq: 1, source: "p", bytes: 0, records: [], rejections: [], pageRejected: false, recordCount: 0)
+                for _ in 0..<Int.random(in: 0..<300, using: &rng) {
+                    let identity: IdentityKey =
+                        Bool.random(using: &rng)
+                        ? .single(.integer(Int64.random(in: -50...50, using: &rng)))
+                        : .single(.text("k\(Int.random(in: 0..<20, using: &rng))"))
+                    let entity = Int.random(in: 0..<2, using: &rng)
+                    let mentions = Bool.random(using: &rng)
+                    for page in [0, 1] {
+                        var row =
+                            page == 0
+                            ? whole.storage.appendRow(entity: entity, layout: layouts[entity], identity: identity)
+                            : part.storage.appendRow(entity: entity, layout: layouts[entity], identity: identity)
+                        if mentions { row.mask.insert(1) }
+                        if page == 0 { whole.rows.append(row) } else { part.rows.append(row) }
+                    }
+                }
+                parts.append(part)
+            }
+            let union = PageFootprint.union(of: parts.map { PageFootprint(of: $0, layouts: layouts) })
+            let expected = PageFootprint(of: whole, layouts: layouts)
+            #expect(Set(union.entities.keys) == Set(expected.entities.keys))
+            for (entity, rows) in expected.entities {
+                let got = union.entities[entity] ?? PageFootprint.Rows()
+                #expect(got.mentionedIntegers == rows.mentionedIntegers && got.namedIntegers == rows.namedIntegers)
+                #expect(Set(got.mentionedOthers) == Set(rows.mentionedOthers) && got.mentionedOthers.count == rows.mentionedOthers.count)
+                #expect(Set(got.namedOthers) == Set(rows.namedOthers) && got.namedOthers.count == rows.namedOthers.count)
+            }
+        }
+    }
+
     /// A stored footprint reads back as written; anything else is refused, and a database whose
     /// prints were damaged is read whole.
     @Test func footprintsRoundTripAndDamageIsRefused() throws {
         var rng = SeededGenerator(seed: 3)
+        var parts: [PageFootprint] = []
         for _ in 0..<50 {
-            var footprint = PageFootprint()
             var page = DecodedPage(seq: 1, source: "p", bytes: 0, records: [], rejections: [], pageRejected: false, recordCount: 0)
             let layouts = EntityLayout.layouts(of: try PipelineConfig.parse(text: Self.yaml, path: "u.yml").model)
             for _ in 0..<Int.random(in: 0..<40, using: &rng) {
@@ -361,7 +401,8 @@ struct UnchangedPagesTests {
                 if Bool.random(using: &rng) { row.mask.insert(1) }
                 page.rows.append(row)
             }
-            footprint.formUnion(PageFootprint(of: page, layouts: layouts))
+            parts.append(PageFootprint(of: page, layouts: layouts))
+            let footprint = PageFootprint.union(of: parts)
             let bytes = footprint.encoded()
             #expect(try PageFootprint(decoding: bytes) == footprint)
             for cut in [0, 1, bytes.count / 2, bytes.count - 1] where cut < bytes.count {

@@ -12,7 +12,7 @@ struct PrintRecorder {
     /// ``RunOptions/maxPrintBytes``.
     private let maxBytes: Int
     /// The print of a page whose parts are being saved, and its rows so far.
-    private var inProgress: (print: PagePrint, rows: PageFootprint)?
+    private var inProgress: (print: PagePrint, parts: [PageFootprint])?
 
     init(keeps: Bool, maxBytes: Int, off: StopFlag) {
         self.maxBytes = maxBytes
@@ -31,22 +31,22 @@ struct PrintRecorder {
     mutating func keep(_ pages: [DecodedPage], refused: Bool) {
         guard spool != nil else { return }
         for page in pages {
-            var (print, rows) =
+            var (print, parts) =
                 inProgress
-                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), PageFootprint())
+                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), [])
             // A page in one part comes with its footprint encoded (on its lane).
             let whole = inProgress == nil && page.isLastPart ? page.encodedFootprint : nil
-            if whole == nil, let footprint = page.footprint { rows.formUnion(footprint) }
+            if whole == nil, let footprint = page.footprint { parts.append(footprint) }
             print.records += page.recordCount
             print.clean =
                 print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected && page.skipped == 0
                 && page.invalidValues.isEmpty
             guard page.isLastPart else {
-                inProgress = (print, rows)
+                inProgress = (print, parts)
                 continue
             }
             inProgress = nil
-            print.footprint = whole ?? rows.encoded()
+            print.footprint = whole ?? PageFootprint.union(of: parts).encoded()
             do {
                 try spool?.append(print)
             } catch {
