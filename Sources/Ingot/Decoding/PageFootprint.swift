@@ -136,37 +136,52 @@ struct PageFootprint: Sendable, Equatable {
     }
 
     /// The rows of a page decoded in parts, from the parts' footprints: a row mentioned by any is
-    /// mentioned. Every part's identities are gathered first and sorted once: merging each part
-    /// into the union so far sorted it again at every part, and a page of 4M records in 800
-    /// parts (`make bench`'s dense pages) took minutes instead of a second.
+    /// mentioned (``Gatherer``).
     static func union(of parts: [PageFootprint]) -> PageFootprint {
         guard parts.count > 1 else { return parts.first ?? PageFootprint() }
-        var gathered: [Int: Rows] = [:]
-        for part in parts {
+        var gatherer = Gatherer()
+        for part in parts { gatherer.add(part) }
+        return gatherer.finish()
+    }
+
+    /// Gathers the footprints of a page's parts as they come, then sorts them once (``finish()``).
+    /// Merging each part into the union so far sorted it again at every part: a page of 4M
+    /// records in 800 parts (`make bench`'s dense pages) took minutes instead of a second; and
+    /// keeping the parts until the last one held them twice.
+    struct Gatherer: Sendable {
+        private var gathered: [Int: Rows] = [:]
+
+        /// Adds a part's rows.
+        mutating func add(_ part: PageFootprint) {
             for (entity, theirs) in part.entities {
+                // In place: the dictionary's value is not copied per part.
                 gathered[entity, default: Rows()].mentionedIntegers.append(contentsOf: theirs.mentionedIntegers)
                 gathered[entity, default: Rows()].namedIntegers.append(contentsOf: theirs.namedIntegers)
                 gathered[entity, default: Rows()].mentionedOthers.append(contentsOf: theirs.mentionedOthers)
                 gathered[entity, default: Rows()].namedOthers.append(contentsOf: theirs.namedOthers)
             }
         }
-        var union = PageFootprint()
-        for entity in gathered.keys {
-            // Taken out of `gathered`, so that sorting does not copy them.
-            var all = gathered.updateValue(Rows(), forKey: entity) ?? Rows()
-            var rows = Rows()
-            let mentionedOthers = Set(all.mentionedOthers)
-            var mentioned: [Int64] = []
-            var named: [Int64] = []
-            swap(&mentioned, &all.mentionedIntegers)
-            swap(&named, &all.namedIntegers)
-            rows.mentionedIntegers = sortedDistinct(consume mentioned)
-            rows.namedIntegers = subtracting(sortedDistinct(consume named), rows.mentionedIntegers)
-            rows.mentionedOthers = Array(mentionedOthers)
-            rows.namedOthers = Array(Set(all.namedOthers).subtracting(mentionedOthers))
-            union.entities[entity] = rows
+
+        /// The page's footprint: each row once, mentioned if any part mentioned it.
+        consuming func finish() -> PageFootprint {
+            var union = PageFootprint()
+            for entity in Array(gathered.keys) {
+                // Taken out, so that sorting them does not copy them.
+                var all = gathered.removeValue(forKey: entity) ?? Rows()
+                var mentioned: [Int64] = []
+                var named: [Int64] = []
+                swap(&mentioned, &all.mentionedIntegers)
+                swap(&named, &all.namedIntegers)
+                var rows = Rows()
+                let mentionedOthers = Set(all.mentionedOthers)
+                rows.mentionedIntegers = sortedDistinct(consume mentioned)
+                rows.namedIntegers = subtracting(sortedDistinct(consume named), rows.mentionedIntegers)
+                rows.mentionedOthers = Array(mentionedOthers)
+                rows.namedOthers = Array(Set(all.namedOthers).subtracting(mentionedOthers))
+                union.entities[entity] = rows
+            }
+            return union
         }
-        return union
     }
 
     /// The rows `keep` keeps (by entity and identity), each still mentioned or named.

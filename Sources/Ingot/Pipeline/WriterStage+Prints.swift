@@ -12,7 +12,7 @@ struct PrintRecorder {
     /// ``RunOptions/maxPrintBytes``.
     private let maxBytes: Int
     /// The print of a page whose parts are being saved, and its rows so far.
-    private var inProgress: (print: PagePrint, parts: [PageFootprint])?
+    private var inProgress: (print: PagePrint, parts: PageFootprint.Gatherer)?
 
     init(keeps: Bool, maxBytes: Int, off: StopFlag) {
         self.maxBytes = maxBytes
@@ -31,22 +31,23 @@ struct PrintRecorder {
     mutating func keep(_ pages: [DecodedPage], refused: Bool) {
         guard spool != nil else { return }
         for page in pages {
-            var (print, parts) =
-                inProgress
-                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), [])
             // A page in one part comes with its footprint encoded (on its lane).
             let whole = inProgress == nil && page.isLastPart ? page.encodedFootprint : nil
-            if whole == nil, let footprint = page.footprint { parts.append(footprint) }
-            print.records += page.recordCount
-            print.clean =
-                print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected && page.skipped == 0
-                && page.invalidValues.isEmpty
+            var state =
+                inProgress.take()
+                ?? (PagePrint(seq: page.seq, digest: page.digest ?? [], records: 0, clean: true, footprint: []), PageFootprint.Gatherer())
+            // `take()` leaves nothing behind: the parts gathered so far are not copied.
+            if whole == nil, let footprint = page.footprint { state.parts.add(footprint) }
+            state.print.records += page.recordCount
+            state.print.clean =
+                state.print.clean && !refused && page.digest != nil && page.rejections.isEmpty && !page.pageRejected
+                && page.skipped == 0 && page.invalidValues.isEmpty
             guard page.isLastPart else {
-                inProgress = (print, parts)
+                inProgress = state
                 continue
             }
-            inProgress = nil
-            print.footprint = whole ?? PageFootprint.union(of: parts).encoded()
+            var print = state.print
+            print.footprint = whole ?? state.parts.finish().encoded()
             do {
                 try spool?.append(print)
             } catch {

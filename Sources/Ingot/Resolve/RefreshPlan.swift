@@ -82,7 +82,7 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     private var dirty = RowSet()
     private var leftOut = RowSet()
     /// Changed pages applied but not yet decoded whole: their rows so far.
-    private var pending: [Int: [PageFootprint]] = [:]
+    private var pending: [Int: PageFootprint.Gatherer] = [:]
 
     /// A plan for a run whose source lists `listed` (a digest per page, in order) after the run
     /// `previous`; `roots` maps each entity to the root of its hierarchy (a child entity shares its
@@ -120,7 +120,7 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
         defer { condition.unlock() }
         let listedSame = RefreshPlan.same(previous[safe: seq - 1], listed[safe: seq - 1])
         guard listedSame, var old = previous[safe: seq - 1] else {
-            pending[seq] = []
+            pending[seq] = PageFootprint.Gatherer()
             return .apply(only: nil)
         }
         old.footprint = try footprint(seq)
@@ -129,7 +129,7 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
             // too late if pages sharing them were left out already.
             if leftOut.intersects(old.rows, roots: roots) { throw ChangedWhileRead(seq: seq) }
             dirty.formUnion(old.rows, roots: roots)
-            pending[seq] = []
+            pending[seq] = PageFootprint.Gatherer()
             return .apply(only: nil)
         }
         while !pending.isEmpty {
@@ -164,10 +164,9 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
         condition.lock()
         defer { condition.unlock() }
         guard pending[page.seq] != nil else { return }
-        if let footprint = page.footprint { pending[page.seq, default: []].append(footprint) }
+        if let footprint = page.footprint { pending[page.seq, default: PageFootprint.Gatherer()].add(footprint) }
         if page.isLastPart {
-            let rows = PageFootprint.union(of: pending[page.seq] ?? [])
-            pending[page.seq] = nil
+            let rows = pending.removeValue(forKey: page.seq)?.finish() ?? PageFootprint()
             dirty.formUnion(rows, roots: roots)
             condition.broadcast()
         }
