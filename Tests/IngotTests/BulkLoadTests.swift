@@ -52,6 +52,21 @@ private func peopleLoad(persons: Int, pageSize: Int, faults: Bool = false) throw
     return (pages, config, options)
 }
 
+/// A people load of `persons` staged (`--bulk`) in batches and commits of 100 records, stopped
+/// by its source failing after `pages` pages: its pages, pipeline and options.
+private func stoppedStagedLoad(persons: Int, failingAfter pages: Int) throws -> (
+    pages: String, config: PipelineConfig, options: RunOptions
+) {
+    var (directory, config, options) = try peopleLoad(persons: persons, pageSize: 100)
+    options.batchRecords = 100
+    options.commitRecords = 100
+    options.bulk = true
+    let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+        .run(source: FailingAfter(try DirectoryPageSource(directory: directory, glob: "page-*.json"), pages: pages))
+    #expect(failed.status == .failed)
+    return (directory, config, options)
+}
+
 /// Records that exercise every merge rule across pages: re-sent rows, absent keys, nulls, a key
 /// path's root without its leaf, sets replaced and cleared, a bare id stubbing a dog that a later
 /// record fills, one that stays a stub, a duplicate within a set, a to-one given then nulled.
@@ -355,14 +370,8 @@ struct BulkLoadTests {
     /// tables stay empty); a run without `--bulk` refuses to start over it; `--bulk --resume`
     /// finishes it exactly.
     @Test func aFailedStagedLoadResumes() throws {
-        var (pages, config, options) = try peopleLoad(persons: 1500, pageSize: 100)
+        var (pages, config, options) = try stoppedStagedLoad(persons: 1500, failingAfter: 6)
         let db = options.databasePath
-        options.batchRecords = 100
-        options.commitRecords = 100
-        options.bulk = true
-        let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 6))
-        #expect(failed.status == .failed)
         #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
         #expect(try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
 
@@ -391,14 +400,8 @@ struct BulkLoadTests {
     /// the two leaves the next pages' rows staged past the resume point. The resumed run stages
     /// them again, and the load ends exact.
     @Test func rowsStagedPastTheResumePointAreHarmless() throws {
-        var (pages, config, options) = try peopleLoad(persons: 1500, pageSize: 100)
+        var (pages, config, options) = try stoppedStagedLoad(persons: 1500, failingAfter: 6)
         let db = options.databasePath
-        options.batchRecords = 100
-        options.commitRecords = 100
-        options.bulk = true
-        let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 6))
-        #expect(failed.status == .failed)
         let resumePoint = try Int(rows(db, "SELECT last_seq FROM _ingot_runs")[0][0]) ?? -1
         let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.sorted()
         #expect(resumePoint >= 1 && resumePoint + 3 < files.count, "resume point \(resumePoint)")
@@ -442,14 +445,8 @@ struct BulkLoadTests {
     /// staging file is gone is refused, saying so, and a run that is not a resume reads every
     /// page again and ends exact.
     @Test func aStrayStagingFileGoesAndAMissingOneRefusesTheResume() throws {
-        var (pages, config, options) = try peopleLoad(persons: 600, pageSize: 100)
+        let (pages, config, options) = try stoppedStagedLoad(persons: 600, failingAfter: 3)
         let db = options.databasePath
-        options.batchRecords = 100
-        options.commitRecords = 100
-        options.bulk = true
-        let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 3))
-        #expect(failed.status == .failed)
         try FileManager.default.removeItem(atPath: db + ".stage")
 
         var resume = options
