@@ -230,6 +230,8 @@ struct Run: ParsableCommand {
             printSource(config, files: files)
         }
         let obstacles = PipelineRunner.bulkObstacles(config, options)
+        let fetches: Bool
+        if pages == nil, case .http = config.source { fetches = true } else { fetches = false }
         let postgres: Bool
         if case .postgres? = try? StoreLocation(options.databasePath) { postgres = true } else { postgres = false }
         if options.bulk {
@@ -246,11 +248,9 @@ struct Run: ParsableCommand {
         } else {
             print(
                 obstacles.isEmpty
-                    ? "load: batch by batch, staged once the database holds \(options.bulkAfterBytes >> 20) MiB (--no-bulk: never)"
+                    ? "load: batch by batch, staged once the database holds \((options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: fetches || (pages == nil && config.hasSeveralResources))) >> 20) MiB (--no-bulk: never)"
                     : "load: batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))")
         }
-        let fetches: Bool
-        if pages == nil, case .http = config.source { fetches = true } else { fetches = false }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             print("refresh: every page is applied (\(obstacle))")
         } else if options.fullRefresh {

@@ -471,6 +471,25 @@ struct BulkLoadTests {
         #expect(check.contains(#""ok": true"#), "\(check)")
     }
 
+    /// By default a load turns staged at 4 MiB from local pages and at 40 MiB from a source that
+    /// fetches (its waits hide the writes batch by batch): the same pages, read from a directory
+    /// and through a source that says it fetches.
+    @Test func aSourceThatFetchesTurnsLater() throws {
+        let (pages, config, options) = try peopleLoad(persons: 40000, pageSize: 1000)
+        for fetching in [false, true] {
+            var options = options
+            options.databasePath = temporaryDirectory().appendingPathComponent("turn.db").path
+            let logs = LogCapture()
+            let directory = try DirectoryPageSource(directory: pages, glob: "page-*.json")
+            let run = PipelineRunner(config: config, options: options, logger: logs.logger)
+                .run(source: fetching ? FetchingSource(directory) : directory)
+            #expect(run.status == .finished, "\(run.error ?? "")")
+            #expect(logs.all.contains { $0.contains("msg=bulk.started") } == !fetching, "fetching \(fetching): \(logs.all)")
+            let check = try checkPeople(options.databasePath, pages)
+            #expect(check.contains(#""ok": true"#), "\(check)")
+        }
+    }
+
     /// The merge runs under a rollback journal when nothing else holds the database, and in the
     /// WAL when something does (SQLite refuses the switch then); either way the load ends exact
     /// and the database is back in WAL mode, with no journal left behind.
@@ -581,4 +600,12 @@ final class FailingAfter: PageSource, @unchecked Sendable {  // used from the so
         left -= 1
         return try inner.next()
     }
+}
+
+/// The pages of `inner`, from a source that says it fetches them (``FetchReporting``).
+final class FetchingSource: FetchReporting, @unchecked Sendable {  // used from the source queue only
+    private let inner: any PageSource
+    init(_ inner: any PageSource) { self.inner = inner }
+    func next() throws -> Page? { try inner.next() }
+    func useMetrics(_ metrics: any FetchObserver) {}
 }

@@ -295,6 +295,12 @@ struct CLITests {
         #expect(plan.stdout.contains("load: staged (--bulk)"), "\(plan.stdout)")
         let auto = try run(["run", "pipelines/people.yml", "--db", db, "--dry-run", "--bulk-after-mib", "5"])
         #expect(auto.stdout.contains("load: batch by batch, staged once the database holds 5 MiB"), "\(auto.stdout)")
+        // By default at 4 MiB from local pages, at 40 MiB from a source that fetches (whose
+        // waits hide the writes batch by batch).
+        let local = try run(["run", "pipelines/people.yml", "--db", db, "--dry-run"])
+        #expect(local.stdout.contains("load: batch by batch, staged once the database holds 4 MiB"), "\(local.stdout)")
+        let fetched = try run(["run", "pipelines/people-http.yml", "--db", db, "--dry-run"])
+        #expect(fetched.stdout.contains("load: batch by batch, staged once the database holds 40 MiB"), "\(fetched.stdout)")
         let never = try run(["run", "pipelines/people.yml", "--db", db, "--dry-run", "--bulk-after-mib", "5", "--no-bulk"])
         #expect(never.stdout.contains("load: batch by batch (--no-bulk)"), "\(never.stdout)")
         let badSize = try run(["run", "pipelines/people.yml", "--db", db, "--dry-run", "--bulk-after-mib=-1"])

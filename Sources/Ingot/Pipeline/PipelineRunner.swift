@@ -197,7 +197,7 @@ public final class PipelineRunner: Sendable {
                     options: StoreOpening(
                         lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, staged: options.bulk,
                         stageAfterBytes: options.autoBulk && PipelineRunner.bulkObstacle(config, options) == nil
-                            ? options.bulkAfterBytes : nil,
+                            ? options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: source is any FetchReporting) : nil,
                         resuming: options.resume))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(

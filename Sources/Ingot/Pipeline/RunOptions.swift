@@ -82,11 +82,17 @@ public struct RunOptions: Sendable {
     /// pipeline allows a staged load). `false` (`--no-bulk`): batch by batch throughout, every
     /// batch visible at its commit. Default `true`.
     public var autoBulk = true
-    /// The database size in bytes at which a load turns staged (``autoBulk``): 4 MiB. Staged, a
+    /// The database size in bytes at which a load turns staged (``autoBulk``); `nil`: by the
+    /// source (``defaultBulkAfterBytes(fetching:)``).
+    public var bulkAfterBytes: Int?
+
+    /// Where a load turns staged by default: at 4 MiB from a source that reads local pages (a
+    /// directory, an archive), at 40 MiB (the page cache's size) from one that fetches. Staged, a
     /// load costs less per record than batch by batch from a few megabytes on (people-200k 1.08
-    /// against 1.33 s, 26 MiB less; docs/benchmarks.md, session 16); below it, a small load's
-    /// rows show up at each commit. Until session 16 it was 40 MiB, the page cache's size.
-    public var bulkAfterBytes = 4 << 20
+    /// against 1.33 s, 26 MiB less; docs/benchmarks.md, session 16), but its merge comes after the
+    /// last page: a source slower than the writer (an API answering in 100 ms) hides the writes
+    /// batch by batch behind its waits, and keeps each commit visible while it lasts.
+    public static func defaultBulkAfterBytes(fetching: Bool) -> Int { fetching ? 40 << 20 : 4 << 20 }
     /// Work on the run of this name together with the other jobs given the same name (a
     /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.
     public var join: String?
