@@ -490,6 +490,31 @@ struct BulkLoadTests {
         }
     }
 
+    /// A first batch of 1,000 records or more whose records come in no identity order, into
+    /// empty tables, stages the load from the start; one in order, a smaller one, or one into
+    /// tables that hold rows goes batch by batch (and may turn later).
+    @Test func aScatteredFirstBatchStagesFromTheStart() throws {
+        func load(_ ids: [Int], db: String? = nil) throws -> (staged: Bool, db: String) {
+            let records = ids.map { #"{"id": \#($0), "name": "n\#($0)"}"# }
+            let pages = stride(from: 0, to: records.count, by: 500).map {
+                bulkPage(records[$0..<min($0 + 500, records.count)].joined(separator: ", "))
+            }
+            let logs = LogCapture()
+            let (run, path) = try ingest(bulkYAML, pages, db: db, logs: logs)
+            #expect(run.status == .finished, "\(run.error ?? "")")
+            let (low, high) = (ids.min() ?? 0, ids.max() ?? 0)
+            #expect(try rows(path, "SELECT count(*) FROM person WHERE id BETWEEN \(low) AND \(high)") == [["\(Set(ids).count)"]])
+            return (logs.all.contains { $0.contains("msg=bulk.started") && $0.contains("records=0") }, path)
+        }
+        var rng = SeededGenerator(seed: 11)
+        let scattered = Array(1...1500).shuffled(using: &rng)
+        let first = try load(scattered)
+        #expect(first.staged)
+        #expect(try !load(Array(1...1500)).staged, "in identity order")
+        #expect(try !load(Array(scattered.prefix(900))).staged, "a first batch under 1,000 records")
+        #expect(try !load(scattered.map { $0 + 5000 }, db: first.db).staged, "into tables that hold rows")
+    }
+
     /// The merge runs under a rollback journal when nothing else holds the database, and in the
     /// WAL when something does (SQLite refuses the switch then); either way the load ends exact
     /// and the database is back in WAL mode, with no journal left behind.

@@ -297,6 +297,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 rejections: storable(rejections + outcome.rejections), kept: state)
         }
         do {
+            // A full first batch whose records came in no identity order, into empty tables: the
+            // load is staged from it (``IngestStore/startStagingAtFirstBatch()``).
+            if batch.number == 1, !batch.arrivedInIdentityOrder, next.records - saved.records >= WriterStage.firstBatchToStage,
+                try store.startStagingAtFirstBatch()
+            {
+                logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
+            }
             var batch = batch
             if refusedInTransaction { batch.refs = nil }
             let resolved: ResolvedBatch
@@ -435,6 +442,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             fail(error)
         }
     }
+
+    /// The fewest records of a first batch that stages a load from the start: a small load's
+    /// rows show up at each commit.
+    static let firstBatchToStage = 1000
 
     /// A staged load (`--bulk`): the staged rows merged into the tables in the run's last
     /// transaction, and counted (`inserted`, `stubs`, `updated`, `unchanged`) as the merge wrote them.

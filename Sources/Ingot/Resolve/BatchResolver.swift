@@ -68,6 +68,7 @@ struct BatchResolver: Sendable {
                 pages: BatchResolver.stripped(pages), folded: folder,
                 refs: folder.merged.map { [StoredRef?](repeating: nil, count: $0.rows.count) })
         }
+        let inOrder = BatchResolver.arrivedInIdentityOrder(pages)
         folder.sortByIdentity()
         let pages = BatchResolver.stripped(pages)
         var refs = [[StoredRef?]](repeating: [], count: layouts.count)
@@ -75,7 +76,7 @@ struct BatchResolver: Sendable {
             for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
                 // The writer looks them up itself when the store has no reader of its own.
                 guard var found = try store.lookupCommitted(entity, rows.index.keys) else {
-                    return PreparedBatch(pages: pages, folded: folder)
+                    return PreparedBatch(pages: pages, folded: folder, arrivedInIdentityOrder: inOrder)
                 }
                 for key in rows.index.keys where found[key] == nil && uncommitted.contains(key, entity: entity) {
                     found[key] = .pending
@@ -83,9 +84,23 @@ struct BatchResolver: Sendable {
                 refs[entity] = rows.refs(found)
             }
         } catch {
-            return PreparedBatch(pages: pages, folded: folder)
+            return PreparedBatch(pages: pages, folded: folder, arrivedInIdentityOrder: inOrder)
         }
-        return PreparedBatch(pages: pages, folded: folder, refs: refs)
+        return PreparedBatch(pages: pages, folded: folder, refs: refs, arrivedInIdentityOrder: inOrder)
+    }
+
+    /// Whether each record's own row came with an identity not below the one before it, page
+    /// after page (records without identity, or of another kind of identity, are passed over).
+    static func arrivedInIdentityOrder(_ pages: [DecodedPage]) -> Bool {
+        var last: IdentityKey?
+        for page in pages {
+            for record in page.records where page.rows.indices.contains(record.rows.lowerBound) {
+                guard let identity = page.rows[record.rows.lowerBound].identity else { continue }
+                if let last, IdentityKey.precedes(identity, last) { return false }
+                last = identity
+            }
+        }
+        return true
     }
 
     // MARK: - Writer queue

@@ -42,6 +42,9 @@ struct PreparedBatch: Sendable {
     /// written, in case the database refuses one of its values (the writer then looks for the
     /// records it refuses).
     var decoded: [DecodedPage]? = nil
+    /// Whether the records came in identity order (each record's own row's identity not below
+    /// the one before it), as they arrived: the folded rows are in identity order either way.
+    var arrivedInIdentityOrder = true
 }
 
 /// A batch ready to write: one row per identity per entity, in identity order, each with its

@@ -85,6 +85,11 @@ public protocol IngestStore: IdentityLookups {
     /// last call. Whether it did.
     func startStagingIfOutgrown(records: Int) throws -> Bool
 
+    /// Stages the load from its first batch, before anything is written, when the store may
+    /// (``StoreOpening/stagesFromTheStart``) and its tables are empty; called by the writer with a
+    /// first batch whose records came in no identity order. Whether it did.
+    func startStagingAtFirstBatch() throws -> Bool
+
     /// Releases the connections. The store is not used after this.
     func close() throws
 
@@ -143,6 +148,9 @@ extension IngestStore {
 
     /// Batch by batch throughout.
     package func startStagingIfOutgrown(records: Int) throws -> Bool { false }
+
+    /// Batch by batch throughout.
+    package func startStagingAtFirstBatch() throws -> Bool { false }
 
     /// A store that does not compare: every stored row a record mentions is written.
     public var lastWriteUnchanged: [[Int]]? { nil }

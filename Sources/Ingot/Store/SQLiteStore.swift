@@ -36,6 +36,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         /// A load that turns staged at the first commit after which the database file holds
         /// this many bytes (``startStagingIfOutgrown()``); `nil`: never.
         package var stageAfterBytes: Int?
+        /// A load into empty tables may stage from its first batch (``startStagingAtFirstBatch()``).
+        package var stagesFromTheStart = false
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
 
@@ -65,6 +67,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var stageFile: StageFile?
     /// The staged load was merged in the open transaction: its file goes once that commits.
     var stageMerged = false
+    /// A load into tables that were all empty when the store opened may stage from its first
+    /// batch (``Options/stagesFromTheStart``).
+    let stagesFromTheStart: Bool
     /// The merge runs under a rollback journal, not the WAL (``leaveWALForMerge()``): back to
     /// the WAL once it commits or rolls back.
     var mergeLeftWAL = false
@@ -102,6 +107,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         self.layouts = EntityLayout.layouts(of: model)
         stageAfterBytes = SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
         stagePath = StageFile.path(for: path)
+        stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
         var config = Configuration()
         config.journalMode = .wal
         // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.

@@ -44,17 +44,21 @@ package struct StoreOpening: Sendable {
     /// A load that turns staged once the database file holds this many bytes (SQLite only;
     /// `nil`: never, as with `--no-bulk` or a pipeline a staged load cannot run).
     package var stageAfterBytes: Int?
+    /// A load into empty tables may stage from its first batch (SQLite only;
+    /// ``IngestStore/startStagingAtFirstBatch()``).
+    package var stagesFromTheStart = false
     /// The run resumes an unfinished one.
     package var resuming = false
 
     package init(
         lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, staged: Bool = false,
-        stageAfterBytes: Int? = nil, resuming: Bool = false
+        stageAfterBytes: Int? = nil, stagesFromTheStart: Bool = false, resuming: Bool = false
     ) {
         self.lockTimeout = lockTimeout
         self.statementObserver = statementObserver
         self.staged = staged
         self.stageAfterBytes = stageAfterBytes
+        self.stagesFromTheStart = stagesFromTheStart
         self.resuming = resuming
     }
 }
@@ -71,6 +75,7 @@ package struct SQLiteBackend: StoreBackend {
         storeOptions.statementObserver = options.statementObserver
         storeOptions.staged = options.staged
         storeOptions.stageAfterBytes = options.stageAfterBytes
+        storeOptions.stagesFromTheStart = options.stagesFromTheStart
         storeOptions.resuming = options.resuming
         return try SQLiteStore(path: path, model: model, options: storeOptions)
     }
