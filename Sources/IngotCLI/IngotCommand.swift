@@ -232,6 +232,7 @@ struct Run: ParsableCommand {
         let obstacles = PipelineRunner.bulkObstacles(config, options)
         let fetches: Bool
         if pages == nil, case .http = config.source { fetches = true } else { fetches = false }
+        let fetching = fetches || (pages == nil && config.hasSeveralResources)
         let postgres: Bool
         if case .postgres? = try? StoreLocation(options.databasePath) { postgres = true } else { postgres = false }
         if options.bulk {
@@ -248,7 +249,7 @@ struct Run: ParsableCommand {
         } else {
             print(
                 obstacles.isEmpty
-                    ? "load: batch by batch, staged once the database holds \((options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: fetches || (pages == nil && config.hasSeveralResources))) >> 20) MiB (--no-bulk: never)"
+                    ? "load: batch by batch, staged once the database holds \((options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: fetching)) >> 20) MiB\(options.bulkAfterBytes == nil && !fetching ? ", or from the first batch of a first load in no identity order" : "") (--no-bulk: never)"
                     : "load: batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))")
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
