@@ -369,7 +369,9 @@ struct UnchangedPagesTests {
                 }
                 parts.append(part)
             }
-            let union = PageFootprint.union(of: parts.map { PageFootprint(of: $0, layouts: layouts) })
+            var gatherer = PageFootprint.Gatherer()
+            for part in parts { gatherer.add(PageFootprint(of: part, layouts: layouts)) }
+            let union = gatherer.finish()
             let expected = PageFootprint(of: whole, layouts: layouts)
             #expect(Set(union.entities.keys) == Set(expected.entities.keys))
             for (entity, rows) in expected.entities {
@@ -402,7 +404,9 @@ struct UnchangedPagesTests {
                 page.rows.append(row)
             }
             parts.append(PageFootprint(of: page, layouts: layouts))
-            let footprint = PageFootprint.union(of: parts)
+            var gatherer = PageFootprint.Gatherer()
+            for part in parts { gatherer.add(part) }
+            let footprint = gatherer.finish()
             let bytes = footprint.encoded()
             #expect(try PageFootprint(decoding: bytes) == footprint)
             for cut in [0, 1, bytes.count / 2, bytes.count - 1] where cut < bytes.count {

@@ -135,16 +135,8 @@ struct PageFootprint: Sendable, Equatable {
         return out
     }
 
-    /// The rows of a page decoded in parts, from the parts' footprints: a row mentioned by any is
-    /// mentioned (``Gatherer``).
-    static func union(of parts: [PageFootprint]) -> PageFootprint {
-        guard parts.count > 1 else { return parts.first ?? PageFootprint() }
-        var gatherer = Gatherer()
-        for part in parts { gatherer.add(part) }
-        return gatherer.finish()
-    }
-
-    /// Gathers the footprints of a page's parts as they come, then sorts them once (``finish()``).
+    /// The rows of a page decoded in parts: gathers the parts' footprints as they come, then
+    /// sorts them once (``finish()``); a row mentioned by any part is mentioned.
     /// Merging each part into the union so far sorted it again at every part: a page of 4M
     /// records in 800 parts (`make bench`'s dense pages) took minutes instead of a second; and
     /// keeping the parts until the last one held them twice.

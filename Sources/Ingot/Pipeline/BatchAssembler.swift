@@ -123,6 +123,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         uncommitted.dropCommitted(through: writer.committedBatch)
         var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store)
         prepared.number = delivered
+        // The writer may stage a load from its first batch when it came in no identity order
+        // (IngestStore.startStagingAtFirstBatch); read on the pages as they came, before folding.
+        if delivered == 1 { prepared.arrivedInIdentityOrder = BatchResolver.arrivedInIdentityOrder(batch) }
         if prepared.folded != nil { prepared.decoded = batch }
         // A staged batch is looked up by no later batch (the merge decides).
         if let folded = prepared.folded, !writer.store.resolvesAtMerge {

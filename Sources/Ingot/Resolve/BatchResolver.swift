@@ -68,7 +68,6 @@ struct BatchResolver: Sendable {
                 pages: BatchResolver.stripped(pages), folded: folder,
                 refs: folder.merged.map { [StoredRef?](repeating: nil, count: $0.rows.count) })
         }
-        let inOrder = BatchResolver.arrivedInIdentityOrder(pages)
         folder.sortByIdentity()
         let pages = BatchResolver.stripped(pages)
         var refs = [[StoredRef?]](repeating: [], count: layouts.count)
@@ -76,7 +75,7 @@ struct BatchResolver: Sendable {
             for (entity, rows) in folder.merged.enumerated() where !rows.index.isEmpty {
                 // The writer looks them up itself when the store has no reader of its own.
                 guard var found = try store.lookupCommitted(entity, rows.index.keys) else {
-                    return PreparedBatch(pages: pages, folded: folder, arrivedInIdentityOrder: inOrder)
+                    return PreparedBatch(pages: pages, folded: folder)
                 }
                 for key in rows.index.keys where found[key] == nil && uncommitted.contains(key, entity: entity) {
                     found[key] = .pending
@@ -84,9 +83,9 @@ struct BatchResolver: Sendable {
                 refs[entity] = rows.refs(found)
             }
         } catch {
-            return PreparedBatch(pages: pages, folded: folder, arrivedInIdentityOrder: inOrder)
+            return PreparedBatch(pages: pages, folded: folder)
         }
-        return PreparedBatch(pages: pages, folded: folder, refs: refs, arrivedInIdentityOrder: inOrder)
+        return PreparedBatch(pages: pages, folded: folder, refs: refs)
     }
 
     /// Whether each record's own row came with an identity not below the one before it, page

@@ -44,6 +44,7 @@ struct PreparedBatch: Sendable {
     var decoded: [DecodedPage]? = nil
     /// Whether the records came in identity order (each record's own row's identity not below
     /// the one before it), as they arrived: the folded rows are in identity order either way.
+    /// Read for a run's first batch only (the assembler sets it there).
     var arrivedInIdentityOrder = true
 }
 

@@ -29,7 +29,7 @@ extension SQLiteStore {
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
-        _ = leaveWALForMerge()
+        leaveWALForMerge()
         try foldStaged { entity, rows, db in
             guard let connection else { throw StoreError.schema("the store is closed") }
             let layout = layouts[entity]

@@ -212,9 +212,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// the database by the checkpoint (people-10M: 1.9 GB twice). A stop during the merge rolls
     /// back from the journal as from the WAL; the next run opens the database in WAL mode again.
     /// The read connection closes first: a staged load looks nothing up. Writer queue, between
-    /// transactions; whether it switched.
-    func leaveWALForMerge() -> Bool {
-        guard stageFile?.isFile == true, !hasUncommittedBatches else { return false }
+    /// transactions; ``mergeLeftWAL`` says whether it switched.
+    func leaveWALForMerge() {
+        guard stageFile?.isFile == true, !hasUncommittedBatches else { return }
         readerLookup?.finalize()
         readerLookup = nil
         sqlite3_close_v2(readConnection)
@@ -222,7 +222,6 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         // Through GRDB: it watches the connection's commits.
         let mode = try? dbQueue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE") }
         mergeLeftWAL = mode == "delete"
-        return mergeLeftWAL
     }
 
     /// Back to the WAL after a merge under a rollback journal (``leaveWALForMerge()``), on the
