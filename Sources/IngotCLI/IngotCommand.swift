@@ -245,7 +245,10 @@ struct Run: ParsableCommand {
         } else if !options.autoBulk {
             print("load: batch by batch (--no-bulk)")
         } else if postgres {
-            print("load: batch by batch (--bulk: staged, into empty tables)")
+            print(
+                obstacles.isEmpty && options.bulkAfterBytes == nil && !fetching
+                    ? "load: staged from the first batch of a first load in no identity order into empty tables (folded in a temporary SQLite file, copied in at the end); else batch by batch (--no-bulk: never staged)"
+                    : "load: batch by batch (--bulk: staged, into empty tables)")
         } else {
             print(
                 obstacles.isEmpty

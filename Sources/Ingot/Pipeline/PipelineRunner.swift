@@ -198,7 +198,8 @@ public final class PipelineRunner: Sendable {
                         lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, staged: options.bulk,
                         stageAfterBytes: options.autoBulk && PipelineRunner.bulkObstacle(config, options) == nil
                             ? options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: source is any FetchReporting) : nil,
-                        stagesFromTheStart: options.autoBulk && options.bulkAfterBytes == nil && !(source is any FetchReporting),
+                        stagesFromTheStart: options.autoBulk && options.bulkAfterBytes == nil && !(source is any FetchReporting)
+                            && PipelineRunner.bulkObstacle(config, options) == nil,
                         resuming: options.resume))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(

@@ -39,13 +39,13 @@ package struct StoreOpening: Sendable {
     package var lockTimeout: Double = 30
     /// Called with the text of every statement the store runs (tests count identity lookups).
     package var statementObserver: (@Sendable (String) -> Void)?
-    /// A staged load (`--bulk`): SQLite only.
+    /// A staged load (`--bulk`).
     package var staged = false
     /// A load that turns staged once the database file holds this many bytes (SQLite only;
     /// `nil`: never, as with `--no-bulk` or a pipeline a staged load cannot run).
     package var stageAfterBytes: Int?
-    /// A load into empty tables may stage from its first batch (SQLite only;
-    /// ``IngestStore/startStagingAtFirstBatch()``).
+    /// A load into empty tables may stage from its first batch
+    /// (``IngestStore/startStagingAtFirstBatch()``).
     package var stagesFromTheStart = false
     /// The run resumes an unfinished one.
     package var resuming = false

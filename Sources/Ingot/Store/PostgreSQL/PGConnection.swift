@@ -168,6 +168,11 @@ final class PGConnection {
     /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab
     /// separated, `\N` for NULL, escaped with ``PGConnection/appendCopyText(_:to:)``.
     func copy(_ sql: String, data: [UInt8]) throws(StoreError) {
+        try copy(sql, data: data[...])
+    }
+
+    /// Copies `data` (COPY text) with `sql` in one statement.
+    func copy(_ sql: String, data: ArraySlice<UInt8>) throws(StoreError) {
         try beginCopy(sql)
         try putCopyData(data, sql: sql)
         try endCopy(sql)
@@ -187,6 +192,11 @@ final class PGConnection {
 
     /// Sends rows of the COPY ``beginCopy(_:)`` started.
     func putCopyData(_ data: [UInt8], sql: String) throws(StoreError) {
+        try putCopyData(data[...], sql: sql)
+    }
+
+    /// Sends rows of the COPY ``beginCopy(_:)`` started.
+    func putCopyData(_ data: ArraySlice<UInt8>, sql: String) throws(StoreError) {
         var offset = 0
         while offset < data.count {
             let count = min(1 << 20, data.count - offset)

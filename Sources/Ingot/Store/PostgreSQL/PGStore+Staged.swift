@@ -95,15 +95,10 @@ extension PGStore {
     func startStagedLoad() throws {
         var reasons = SQLiteStore.stagedLoadObstacles(model, layouts)
         if joined != nil { reasons.append("a joined run (--join) writes batch by batch") }
-        let tables = layouts.map(\.table) + layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
-        let held =
-            try connection.execute(
-                "SELECT " + tables.map { "EXISTS (SELECT 1 FROM \(PGStore.quote($0)))" }.joined(separator: ", ")
-            ).first ?? []
         guard reasons.isEmpty else {
             throw StoreError.conflict("--bulk cannot load this pipeline into PostgreSQL: " + reasons.joined(separator: "; "))
         }
-        let filled = zip(tables, held).filter { $0.1 == "t" }.map(\.0)
+        let filled = try filledTables()
         guard filled.isEmpty else {
             stagingDeclined =
                 "a staged PostgreSQL load copies into empty tables; \(filled.joined(separator: ", ")) hold rows: batch by batch"
@@ -112,29 +107,54 @@ extension PGStore {
         staging = try PGStaging(model: model)
     }
 
+    /// Stages the load from its first batch when it may (``stagesFromTheStart``: a first load
+    /// from local pages, not `--no-bulk`), the pipeline allows a staged load, this job is not
+    /// joined, and the entities' tables are all empty — as SQLite's store does
+    /// (``IngestStore/startStagingAtFirstBatch()``). Batch by batch, people-200k spent 2.3–3.0 s
+    /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
+    /// (docs/benchmarks.md, sessions 14 and 17). Whether it did.
+    func startStagingAtFirstBatch() throws -> Bool {
+        guard stagesFromTheStart, staging == nil, joined == nil, !inTransaction,
+            SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
+        else { return false }
+        staging = try PGStaging(model: model)
+        return true
+    }
+
+    /// The entities' and join tables that hold rows.
+    private func filledTables() throws -> [String] {
+        let tables = layouts.map(\.table) + layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
+        let held =
+            try connection.execute(
+                "SELECT " + tables.map { "EXISTS (SELECT 1 FROM \(PGStore.quote($0)))" }.joined(separator: ", ")
+            ).first ?? []
+        return zip(tables, held).filter { $0.1 == "t" }.map(\.0)
+    }
+
     /// Folds the staged load in its SQLite file and streams each folded row — the entity's row,
     /// then its links — into PostgreSQL with `COPY` as the fold hands it over, with the held
     /// rejects and kept values, in this store's transaction (the writer commits it). Counts as a
-    /// merge into empty tables counts: every row is new.
+    /// merge into empty tables counts: every row is new. A row the server refuses is left out
+    /// with its links and given to `refused`; the rest is copied.
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         guard let staging, !staging.published else { return Array(repeating: EntityCounts(), count: layouts.count) }
-        // A value PostgreSQL refuses in the copy (a trigger, a constraint, a text identity too
-        // long for its index) fails the load whole: the writer rolls back (``rollback()`` ends
-        // this transaction too) and nothing is written. Batch by batch, such a record is rejected
-        // on its own (docs/reliability.md).
         try begin()
-        var counts: [EntityCounts] = []
-        try staging.store.foldStaged { entity, rows, _ in
-            var copy = PGStagedCopy(
-                connection: connection, entity: entity, model: model, layout: layouts[entity],
-                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes)
-            defer { copy.finalize() }
-            try copy.write(rows) { identity, changed in stored(entity, identity, changed) }
-            try copy.finish()
-            counts.append(copy.counts)
+        var counts: [EntityCounts]
+        do {
+            counts = try copyStaged(staging, fills: fills, careful: false, refused: refused)
+        } catch {
+            // A value PostgreSQL refuses (a trigger, a constraint, a text identity too long for
+            // its index) failed the streaming copy and its transaction: folded and copied again,
+            // carefully (PGStagedCopy), so that only the refused rows are left out. Rare: a
+            // second fold of the whole load is its price.
+            guard StoreError.refusedValue(error) != nil else { throw error }
+            try staging.store.rollback()
+            try rollbackTransaction()
+            try begin()
+            counts = try copyStaged(staging, fills: fills, careful: true, refused: refused)
         }
         // The folds read in a transaction of the staging file's; it wrote nothing.
         try staging.store.rollback()
@@ -146,37 +166,75 @@ extension PGStore {
                 resumeState: last?.resumeState, rejections: staging.rejections, kept: Array(staging.kept.values)))
         return counts
     }
+
+    /// Folds the staged load and copies each entity's folded rows (``PGStagedCopy``), streaming
+    /// or `careful`; the rows the server refused (careful only) go to `refused`.
+    private func copyStaged(
+        _ staging: PGStaging, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], careful: Bool,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+    ) throws -> [EntityCounts] {
+        var counts: [EntityCounts] = []
+        try staging.store.foldStaged { entity, rows, _ in
+            var copy = PGStagedCopy(
+                connection: connection, entity: entity, model: model, layout: layouts[entity],
+                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes, careful: careful)
+            defer { copy.finalize() }
+            // Into empty tables: every folded row is new, none stored.
+            try copy.write(rows) { _, _ in }
+            try copy.finish()
+            for (identity, reason) in copy.refusals { refused(entity, identity, reason) }
+            counts.append(copy.counts)
+        }
+        return counts
+    }
 }
 
 /// The copy side of a staged PostgreSQL load, for one entity: each folded row appended to its
-/// table's `COPY` text and each of its sets to its join table's, sent a few hundred kilobytes at a
-/// time while the fold goes on. One `COPY` at a time runs on a connection, so the rows' copy is
-/// ended and begun again whenever the links held reach `copyBytes`.
+/// table's `COPY` text and each of its sets to its join table's.
+///
+/// Two ways, one text. **Streaming** (a load's first try): sent a few hundred kilobytes at a
+/// time while the fold goes on, so the server inserts while the job folds; one `COPY` at a time
+/// runs on a connection, so the rows' copy is ended and begun again whenever the links held reach
+/// `copyBytes`. A value the server refuses fails the whole transaction. **Careful** (the try
+/// after such a refusal, ``PGStore/mergeStaged(fills:stored:refused:)``): the rows held and their
+/// links are copied together under a savepoint, `copyBytes` at a time; a piece the server refuses
+/// is rolled back and halved until the refused row is alone, and that row is left out with its
+/// links (``refusals``) — as SQLite's merge leaves out a row it refuses.
 struct PGStagedCopy: FoldedRowWriter {
     let layout: EntityLayout
     var values: HeldValues
     var given = ColumnMask()
     var sets: HeldValues
     private(set) var counts = EntityCounts()
+    /// The rows the server refused (careful only): identity and the server's message.
+    private(set) var refusals: [(identity: IdentityKey, reason: String)] = []
     private let connection: PGConnection
     private let fills: [(slot: Int, value: ScalarValue, always: Bool)]
     private let isBool: [Bool]
     private let rowsCopy: String
     /// Per to-many: its join table's `COPY`, `nil` for one without a join table.
     private let linksCopy: [String?]
+    private let careful: Bool
     private var rows: [UInt8] = []
     private var rowsOpen = false
     private var links: [[UInt8]]
     private var heldLinks = 0
+    /// Careful only, per held row: where its text ends in `rows` and, per to-many, in `links`;
+    /// its identity; whether it is a stub.
+    private var rowEnds: [Int] = []
+    private var linkEnds: [[Int]]
+    private var keys: [IdentityKey] = []
+    private var stubs: [Bool] = []
     /// The bytes of `COPY` text held before they are sent (``PGStaging/copyBytes``).
     private let copyBytes: Int
 
     init(
         connection: PGConnection, entity: Int, model: EntityModel, layout: EntityLayout,
-        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int
+        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int, careful: Bool = false
     ) {
         self.connection = connection
         self.copyBytes = copyBytes
+        self.careful = careful
         self.layout = layout
         self.fills = fills
         isBool = layout.columns.map { $0.type == .bool }
@@ -190,6 +248,7 @@ struct PGStagedCopy: FoldedRowWriter {
             return "COPY \(PGStore.quote(toMany.joinTable)) (\(columns.joined(separator: ", "))) FROM STDIN"
         }
         links = Array(repeating: [], count: layout.toMany.count)
+        linkEnds = Array(repeating: [], count: layout.toMany.count)
     }
 
     mutating func finalize() {
@@ -199,8 +258,6 @@ struct PGStagedCopy: FoldedRowWriter {
 
     /// Appends the held row (`default:` and `const:` filled as an insert fills them) and its sets.
     mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        counts.inserted += 1
-        if holdsStub { counts.stubs += 1 }
         for slot in layout.columns.indices {
             if slot > 0 { rows.append(UInt8(ascii: "\t")) }
             if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
@@ -211,9 +268,22 @@ struct PGStagedCopy: FoldedRowWriter {
         }
         rows.append(UInt8(ascii: "\n"))
         for k in layout.toMany.indices where sets.holds(k) && linksCopy[k] != nil { appendSet(k) }
+        if careful {
+            rowEnds.append(rows.count)
+            for k in links.indices { linkEnds[k].append(links[k].count) }
+            keys.append(identity())
+            stubs.append(holdsStub)
+        } else {
+            counts.inserted += 1
+            if holdsStub { counts.stubs += 1 }
+        }
         values.clear()
         sets.clear()
         given = ColumnMask()
+        if careful {
+            if rows.count + heldLinks >= copyBytes { try sendHeld() }
+            return
+        }
         if heldLinks >= copyBytes {
             try endRows()
             try sendLinks()
@@ -223,6 +293,7 @@ struct PGStagedCopy: FoldedRowWriter {
 
     /// Sends what is held and ends the copies.
     mutating func finish() throws {
+        if careful { return try sendHeld() }
         try sendRows()
         try endRows()
         try sendLinks()
@@ -271,6 +342,14 @@ struct PGStagedCopy: FoldedRowWriter {
         links[k] = out
     }
 
+    /// The held row's identity, as the mapper makes it.
+    private func identity() -> IdentityKey {
+        let key = layout.identitySlots.map { slot in values.scalar(slot, bool: isBool[slot]) }
+        return key.count == 1 ? .single(key[0]) : .composite(key)
+    }
+
+    // MARK: Streaming
+
     private mutating func sendRows() throws {
         guard !rows.isEmpty else { return }
         if !rowsOpen {
@@ -295,6 +374,53 @@ struct PGStagedCopy: FoldedRowWriter {
             links[k].removeAll(keepingCapacity: true)
         }
         heldLinks = 0
+    }
+
+    // MARK: Careful
+
+    /// Copies the held rows with their links (``copyCarefully(_:)``) and forgets them.
+    private mutating func sendHeld() throws {
+        if !rowEnds.isEmpty { try copyCarefully(0..<rowEnds.count) }
+        rows.removeAll(keepingCapacity: true)
+        rowEnds.removeAll(keepingCapacity: true)
+        keys.removeAll(keepingCapacity: true)
+        stubs.removeAll(keepingCapacity: true)
+        for k in links.indices {
+            links[k].removeAll(keepingCapacity: true)
+            linkEnds[k].removeAll(keepingCapacity: true)
+        }
+        heldLinks = 0
+    }
+
+    /// Copies held rows `range` and their links under a savepoint; when the server refuses a
+    /// value, rolls them back and copies each half the same way, down to the refused row, which
+    /// is left out with its links. Any other failure is thrown.
+    private mutating func copyCarefully(_ range: Range<Int>) throws {
+        try connection.execute("SAVEPOINT ingot_copy")
+        do {
+            func start(_ ends: [Int]) -> Int { range.lowerBound == 0 ? 0 : ends[range.lowerBound - 1] }
+            try connection.copy(rowsCopy, data: rows[start(rowEnds)..<rowEnds[range.upperBound - 1]])
+            for k in links.indices {
+                guard let sql = linksCopy[k] else { continue }
+                let (from, to) = (start(linkEnds[k]), linkEnds[k][range.upperBound - 1])
+                if from < to { try connection.copy(sql, data: links[k][from..<to]) }
+            }
+            try connection.execute("RELEASE SAVEPOINT ingot_copy")
+        } catch {
+            guard let reason = StoreError.refusedValue(error) else { throw error }
+            try connection.execute("ROLLBACK TO SAVEPOINT ingot_copy")
+            try connection.execute("RELEASE SAVEPOINT ingot_copy")
+            guard range.count > 1 else {
+                refusals.append((keys[range.lowerBound], reason))
+                return
+            }
+            let middle = range.lowerBound + range.count / 2
+            try copyCarefully(range.lowerBound..<middle)
+            try copyCarefully(middle..<range.upperBound)
+            return
+        }
+        counts.inserted += range.count
+        counts.stubs += stubs[range].reduce(0) { $0 + ($1 ? 1 : 0) }
     }
 }
 

@@ -67,6 +67,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var staging: PGStaging?
     /// Why `--bulk` loads batch by batch here (tables that hold rows), set when the store opens.
     var stagingDeclined: String?
+    /// A first load from local pages may be staged from its first batch
+    /// (``startStagingAtFirstBatch()``), set when the store opens.
+    var stagesFromTheStart = false
     var isStaging: Bool { staging.map { !$0.published } ?? false }
     var resolvesAtMerge: Bool { isStaging }
 
@@ -389,7 +392,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     /// Rolls back this connection's open transaction, if any.
-    private func rollbackTransaction() throws {
+    func rollbackTransaction() throws {
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []

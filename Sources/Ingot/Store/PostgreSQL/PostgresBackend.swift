@@ -9,6 +9,7 @@ package struct PostgresBackend: StoreBackend {
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         let store = try PGStore(url: url, model: model)
         if options.staged { try store.startStagedLoad() }
+        store.stagesFromTheStart = options.stagesFromTheStart && !options.staged
         return store
     }
 
