@@ -308,14 +308,18 @@ def postgres(ingot, data, expected, db, runs):
     import time
     pg = Postgres()
     try:
-        results, staged = [], []
+        results, staged, batches = [], [], []
         for k in range(runs):
-            # Paired: batch by batch, then staged (--bulk: merged in a SQLite file of the job's, copied in).
+            # Paired: the defaults (a first load from local pages in no identity order: staged from
+            # its first batch), --bulk, batch by batch (--no-bulk, as joined jobs write).
             results.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], pg.fresh("bench%d" % k)))
             staged.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--bulk"], pg.fresh("bulk%d" % k)))
+            batches.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--no-bulk"], pg.fresh("batch%d" % k)))
         wall = report("PostgreSQL, 1 job", results, expected["records"], expected["bytes"] / 1e6, None)
         bulk = report("PostgreSQL, 1 job, --bulk", staged, expected["records"], expected["bytes"] / 1e6, None)
-        print("  --bulk / batch by batch: %.2f; same tables: %s" % (bulk / wall, table_digest(pg, "bulk0") == table_digest(pg, "bench0")))
+        batch = report("PostgreSQL, 1 job, --no-bulk", batches, expected["records"], expected["bytes"] / 1e6, None)
+        print("  --bulk / defaults: %.2f; --no-bulk / defaults: %.2f; same tables: %s" % (
+            bulk / wall, batch / wall, table_digest(pg, "bulk0") == table_digest(pg, "bench0") == table_digest(pg, "batch0")))
         refresh(ingot, data, expected, db, runs, url=lambda k: pg.fresh("refresh%d" % k), label="PostgreSQL")
         counts = pg.psql("bench0", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
         ok = counts == "%d|%d|%d" % (expected["persons"], expected["dogs"], expected["links"])
@@ -335,8 +339,8 @@ def postgres(ingot, data, expected, db, runs):
                 pg.psql("floor%d" % k, "\\copy %s FROM '%s/%s.tsv'" % (t, dump, t))
             floors.append(time.time() - started)
         floor = statistics.median(floors)
-        print("COPY floor (the final rows, psql \\copy per table) median %.2f s (runs: %s); Ingot / floor: %.2f, --bulk %.2f" % (
-            floor, ", ".join("%.2f" % f for f in floors), wall / floor, bulk / floor))
+        print("COPY floor (the final rows, psql \\copy per table) median %.2f s (runs: %s); Ingot / floor: %.2f, --bulk %.2f, --no-bulk %.2f" % (
+            floor, ", ".join("%.2f" % f for f in floors), wall / floor, bulk / floor, batch / floor))
         # The SQL peer: records as JSON lines (page order), COPY, set-based INSERTs.
         jsonl = os.path.join(BENCH, "people-200k.jsonl")
         if not os.path.exists(jsonl):
@@ -361,9 +365,9 @@ def postgres(ingot, data, expected, db, runs):
                 walls.append(time.time() - started)
             joined = statistics.median(walls)
             same = table_digest(pg, "join%d_0" % jobs) == table_digest(pg, "bench0")
-            print("PostgreSQL, %d joined job%s  median %6.2f s  %8.0f records/s  (runs: %s); same tables as 1 job: %s; / 1 job: %.2f" % (
+            print("PostgreSQL, %d joined job%s  median %6.2f s  %8.0f records/s  (runs: %s); same tables as 1 job: %s; / 1 job: %.2f, / 1 job batch by batch: %.2f" % (
                 jobs, "" if jobs == 1 else "s", joined, expected["records"] / joined, ", ".join("%.2f" % w for w in walls), same,
-                joined / wall))
+                joined / wall, joined / batch))
         peers = []
         for k in range(runs):
             url = pg.fresh("peer%d" % k)

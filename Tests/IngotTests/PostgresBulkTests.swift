@@ -110,31 +110,121 @@ struct PostgresBulkTests {
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
     }
 
-    /// A staged load stopped before its copy left nothing in PostgreSQL: no rows, and a run with
-    /// no progress, which `--resume` starts again from the first page, ending exact. Its staging
-    /// file is gone with it.
-    @Test func aFailedStagedLoadLeavesNothingAndResumesFromTheStart() throws {
+    /// `pages` written to a new directory as `page-N.json`: a source `--resume` resumes.
+    private func directory(_ pages: [String]) throws -> String {
+        let directory = temporaryDirectory().path
+        for (n, page) in pages.enumerated() {
+            try Data(page.utf8).write(to: URL(fileURLWithPath: directory).appendingPathComponent("page-\(n + 1).json"))
+        }
+        return directory
+    }
+
+    /// The staging files in the temporary directory.
+    private func stagingFiles() throws -> Set<String> {
+        Set(
+            try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
+                $0.hasPrefix("ingot-stage-") && $0.hasSuffix(".db")
+            })
+    }
+
+    /// A staged load stopped before its copy left no row in PostgreSQL, but its resume point,
+    /// counters and rejects, and the path of its staging file, which it keeps: `--resume` opens
+    /// it again and goes on staging from the resume point (not from the first page), ends
+    /// exact, and removes the file with the copy.
+    @Test func aStoppedStagedLoadResumesInItsStagingFile() throws {
         let url = try PostgresServer.freshDatabase()
         let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
-        let before = Set(
-            try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
-                $0.hasPrefix("ingot-stage-")
-            })
-        let failed = try run(bulkYAML, FailingAfter(MemoryPageSource(bulkPages), pages: 2), url: url, bulk: true, batchRecords: 1)
+        let before = try stagingFiles()
+        let pages = [bulkPage(#"{"id": "bad"}"#)] + bulkPages
+        let files = try directory(pages)
+        func source() throws -> any PageSource { try DirectoryPageSource(directory: files, glob: "page-*.json") }
+        let failed = try run(bulkYAML, FailingAfter(try source(), pages: 2), url: url, bulk: true, batchRecords: 1)
         #expect(failed.status == .failed)
-        let after = Set(
-            try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
-                $0.hasPrefix("ingot-stage-")
-            })
-        #expect(after.subtracting(before).isEmpty, "the staging files are removed")
+        let kept = try stagingFiles().subtracting(before)
+        #expect(kept.count == 1, "the staging file stays for --resume")
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
-        #expect(try connection.execute("SELECT status, pages, records, last_seq FROM _ingot_runs") == [["failed", "0", "0", nil]])
-        let resumed = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, batchRecords: 1, resume: true)
+        #expect(try connection.execute("SELECT status, pages, last_seq FROM _ingot_runs") == [["failed", "2", "2"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
+        let named = try connection.execute("SELECT value FROM _ingot_state WHERE key LIKE 'staged_load:%'")
+        #expect(named.count == 1 && named.first?[0]?.hasSuffix(kept.first ?? "?") == true, "\(named)")
+        // What the first two pages gave is in the staging file only.
+        for n in 1...2 { try FileManager.default.removeItem(atPath: files + "/page-\(n).json") }
+        let resumed = try run(bulkYAML, try source(), url: url, bulk: true, batchRecords: 1, resume: true)
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
-        #expect(resumed.counters.pages == 3)
-        let (_, db) = try ingest(bulkYAML, bulkPages)
+        #expect(resumed.counters.pages == 4 && resumed.counters.rejectedRecords == 1, "\(resumed.counters)")
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%'") == [["0"]])
+        #expect(try stagingFiles().subtracting(before).isEmpty, "the staging file goes with the copy")
+        let (_, db) = try ingest(bulkYAML, pages)
         #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
+    }
+
+    /// `--resume` of a staged load whose staging file is gone (another machine, a new
+    /// container), or with `--no-bulk`: the run starts again from its first page — its progress,
+    /// rejects and staging key reset, its file (if here) removed — and ends exact.
+    @Test(arguments: [true, false])
+    func aStagedLoadWhoseFileIsGoneStartsAgain(noBulk: Bool) throws {
+        let url = try PostgresServer.freshDatabase()
+        let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
+        let before = try stagingFiles()
+        let pages = [bulkPage(#"{"id": "bad"}"#)] + bulkPages
+        let files = try directory(pages)
+        func source() throws -> any PageSource { try DirectoryPageSource(directory: files, glob: "page-*.json") }
+        let failed = try run(bulkYAML, FailingAfter(try source(), pages: 2), url: url, bulk: true, batchRecords: 1)
+        #expect(failed.status == .failed)
+        if !noBulk {
+            for name in try stagingFiles().subtracting(before) {
+                PGStaging.remove(at: FileManager.default.temporaryDirectory.appendingPathComponent(name).path)
+            }
+        }
+        let resumed = try run(bulkYAML, try source(), url: url, bulk: false, batchRecords: 1, resume: true, autoBulk: !noBulk)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(resumed.counters.pages == 4 && resumed.counters.rejectedRecords == 1, "\(resumed.counters)")
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%'") == [["0"]])
+        #expect(try stagingFiles().subtracting(before).isEmpty)
+        let (_, db) = try ingest(bulkYAML, pages)
+        #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
+    }
+
+    /// A staged load's kept values (the incremental cursor) wait in its staging file and reach
+    /// PostgreSQL with the rows, while its resume point goes in at each commit: a later run never
+    /// reads a cursor past rows that were not copied.
+    @Test func keptValuesReachPostgreSQLWithTheRows() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let store = try PGStore(url: url, model: config.model)
+        try store.startStagedLoad()
+        try store.beginRun(id: "r1", pipeline: "shelter", startedAt: Date(), archive: nil)
+        try store.recordProgress(
+            RunProgress(
+                runID: "r1", counters: RunCounters(), lastSeq: 1, resumeState: nil, rejections: [],
+                kept: [(pipeline: "shelter", key: "incremental:since", value: "2026-01-01")]))
+        try store.commit()
+        let connection = try PGConnection(url: url)
+        #expect(try connection.execute("SELECT last_seq FROM _ingot_runs") == [["1"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = 'shelter'") == [["0"]])
+        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        try store.commit()
+        #expect(try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = 'shelter'") == [["2026-01-01"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
+        try store.close()
+    }
+
+    /// A new run (not `--resume`) forgets an earlier run's unfinished staged load: its file is
+    /// removed and its key deleted; the new run loads from the first page.
+    @Test func aNewRunForgetsAnUnfinishedStagedLoad() throws {
+        let url = try PostgresServer.freshDatabase()
+        let before = try stagingFiles()
+        let failed = try run(bulkYAML, FailingAfter(MemoryPageSource(bulkPages), pages: 2), url: url, bulk: true, batchRecords: 1)
+        #expect(failed.status == .failed)
+        #expect(try stagingFiles().subtracting(before).count == 1)
+        let again = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, batchRecords: 1)
+        #expect(again.status == .finished && again.counters.pages == 3, "\(again.error ?? "")")
+        #expect(try stagingFiles().subtracting(before).isEmpty)
+        #expect(try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%'") == [["0"]])
     }
 
     /// A job killed after its copy committed but before its run was marked finished: resumed

@@ -6,6 +6,7 @@ import Foundation
 /// `--resume` continues.
 extension PGStore {
     func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+        try forgetUnfinishedStagedLoads(of: pipeline)
         try connection.execute(
             "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
             [id, pipeline, startedAt.runTimestamp, archive])
@@ -13,6 +14,7 @@ extension PGStore {
     }
 
     func reopenRun(id: String, archive: String?) throws {
+        try takeUpStagedLoad(of: id)
         try connection.execute(
             "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2",
             [archive, id])
@@ -20,8 +22,13 @@ extension PGStore {
     }
 
     func recordProgress(_ p: RunProgress) throws {
-        // A staged load writes nothing here until its copy (PGStore+Staged.swift).
+        // A staged load's progress is written when its staging file commits (PGStaging).
         if let staging, !staging.published { return staging.hold(p) }
+        try writeProgress(p)
+    }
+
+    /// Writes a batch's progress, rejects and kept values, in the open transaction.
+    func writeProgress(_ p: RunProgress) throws {
         try recordRejectsAndKept(p)
         if let joined { return try recordJobProgress(p, joined) }
         let c = p.counters
@@ -67,9 +74,8 @@ extension PGStore {
 
     func finishRun(id: String, status: RunStatus, counters c: RunCounters, finishedAt: Date) throws {
         try commit()
-        // A staged load that did not reach its copy wrote nothing here: its run has no progress
-        // (`--resume` starts it again from its first page).
-        let unpublished = staging.map { !$0.published } ?? false
+        // A staged load that committed nothing wrote nothing here: its run has no progress.
+        let unpublished = staging.map { !$0.published && !$0.named } ?? false
         try finishRunRow(id: id, status: status, counters: unpublished ? RunCounters() : c, finishedAt: finishedAt)
     }
 
@@ -102,6 +108,8 @@ extension PGStore {
         counters.readEntities(fromJSON: row[10])
         counters.rejectsByReason = RunCounters.rejects(fromJSON: row[11])
         counters.readResources(fromJSON: row[12])
+        // A staged load that cannot go on starts again from its first page (PGStaging, "Resume").
+        if try !findStagedLoad(of: id) { return UnfinishedRun(runID: id, counters: RunCounters(), lastSeq: 0, resumeState: nil) }
         return UnfinishedRun(runID: id, counters: counters, lastSeq: int(8), resumeState: row[9])
     }
 }

@@ -2,12 +2,13 @@ import Foundation
 import GRDB
 import GRDBSQLite
 
-/// A staged load into PostgreSQL (`ingot run --bulk` on a `postgresql://` database), loaded the
-/// way a database loads a dump: the batches are staged as a SQLite `--bulk` load stages them
-/// (SQLiteStore+Staged.swift), in a SQLite file of the job's own (in the temporary directory,
-/// removed when the run ends); at the end the same folds as SQLite's merge read them back in
-/// identity order (`SQLiteStore.foldStaged`), and each folded row — each final row once — is
-/// streamed into PostgreSQL's `COPY` (``PGStagedCopy``), in the run's last transaction.
+/// A staged load into PostgreSQL, loaded the way a database loads a dump: the batches are staged
+/// as a SQLite staged load stages them (SQLiteStore+Staged.swift), in a SQLite file of the job's
+/// own (`ingot-stage-<uuid>.db` in the temporary directory); at the end the same folds as
+/// SQLite's merge read them back in identity order (`SQLiteStore.foldStaged`), and each folded
+/// row — each final row once — is streamed into PostgreSQL's `COPY` (``PGStagedCopy``), in the
+/// run's last transaction. `--bulk` asks for it; a first load from local pages whose first batch
+/// came in no identity order gets it by default (``PGStore/startStagingAtFirstBatch()``).
 ///
 /// Why: batch by batch, every record a load re-sends is an `UPDATE` on the server (people-200k:
 /// 232,888 of them for 96,801 dogs) and every batch a lookup query; a first load spent 2.3–3.0 s
@@ -18,27 +19,28 @@ import GRDBSQLite
 /// empty — the copy inserts every folded row, it does not merge into stored ones: into tables
 /// that hold rows the load goes batch by batch, and says so (`bulk.declined`).
 ///
-/// What it gives up: PostgreSQL sees nothing of the load until its end (then all of it, in one
-/// transaction), and a load stopped or killed before its copy keeps nothing there — its run
-/// stays unfinished with no progress, and `--resume` starts it again from its first page (the
-/// staging file is the job's own and goes with it). Rejects (bounded like a run's stored
-/// rejects), kept values (the incremental cursor) and the resume point are held by the job and
-/// written with the rows.
+/// **Resume.** Each commit commits the staging file, then — in PostgreSQL — the run's resume
+/// point, counters and rejects, and (with the first) the file's path in `_ingot_state` (key
+/// `staged_load:<run id>`): a staged suffix past the resume point is harmless, as in SQLite. The
+/// tables see nothing until the copy, which removes the key with the rows. A run that ends
+/// unfinished keeps its file; `--resume` on the same machine (the same temporary directory) finds
+/// it and goes on staging; when it is gone (another machine, a new container) or the load may not
+/// stage any more (`--no-bulk`), the run starts again from its first page — its progress and
+/// rejects reset, the tables being empty. Kept values (the incremental cursor) wait in the file
+/// and reach PostgreSQL with the rows: a later run never reads a cursor past rows not copied.
 final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// The SQLite store the load is staged and merged in.
     let store: SQLiteStore
     let path: String
-    /// Rejections and kept values of committed batches; those of the open transaction.
-    private(set) var rejections: [RecordRejection] = []
-    private(set) var kept: [String: (pipeline: String, key: String, value: String)] = [:]
+    /// The run the staged rows belong to.
+    var runID = ""
+    /// PostgreSQL names this file (a commit wrote its `staged_load:` key): kept for `--resume`
+    /// when the run ends unfinished.
+    var named = false
+    /// Rejections of the open transaction's batches and its last progress, written to
+    /// PostgreSQL at its commit; kept values, written to the staging file then.
     private var pendingRejections: [RecordRejection] = []
     private var pendingKept: [(pipeline: String, key: String, value: String)] = []
-    /// The run the held rejections belong to.
-    private(set) var runID = ""
-    /// The progress of the last committed batch (its resume point and counters), written with
-    /// the rows: a job killed after the copy commits resumes past the end, not from the start
-    /// into tables that hold the load.
-    private(set) var progress: RunProgress?
     private var pendingProgress: RunProgress?
     /// The rows were copied into PostgreSQL (in its open transaction).
     var published = false
@@ -46,14 +48,20 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// rows take every path).
     var copyBytes = PGStaging.defaultCopyBytes
 
-    init(model: EntityModel) throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
+    /// A new staging file, or (`path`) the one an unfinished run staged in, opened again.
+    init(model: EntityModel, resuming path: String? = nil) throws {
+        self.path =
+            path ?? FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
         var options = SQLiteStore.Options()
         options.staged = true
-        store = try SQLiteStore(path: path, model: model, options: options)
+        options.resuming = path != nil
+        store = try SQLiteStore(path: self.path, model: model, options: options)
     }
 
-    /// Holds a batch's rejections and kept values until its transaction commits.
+    /// The `_ingot_state` key naming the staging file of run `runID`.
+    static func stateKey(_ runID: String) -> String { "staged_load:" + runID }
+
+    /// Holds a batch's progress until its transaction commits.
     func hold(_ progress: RunProgress) {
         runID = progress.runID
         pendingRejections += progress.rejections
@@ -61,14 +69,20 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         pendingProgress = progress
     }
 
-    func commit() throws {
+    /// Commits the staged batches (their kept values with them) and hands back what PostgreSQL
+    /// is to commit next: the last progress, with every rejection since the last commit.
+    func commit() throws -> RunProgress? {
+        for item in pendingKept { try store.setState(pipeline: item.pipeline, key: item.key, value: item.value) }
         try store.commit()
-        rejections += pendingRejections
-        for item in pendingKept { kept[item.pipeline + "\u{0}" + item.key] = item }
-        if let pendingProgress { progress = pendingProgress }
-        pendingRejections = []
-        pendingKept = []
-        pendingProgress = nil
+        defer {
+            pendingRejections = []
+            pendingKept = []
+            pendingProgress = nil
+        }
+        guard var progress = pendingProgress else { return nil }
+        progress.rejections = pendingRejections
+        progress.kept = []
+        return progress
     }
 
     func rollback() throws {
@@ -78,9 +92,24 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         try store.rollback()
     }
 
-    /// Closes the staging store and removes its files.
-    func remove() {
+    /// The kept values the load's batches gave (the incremental cursor), from the staging file.
+    func keptValues() throws -> [(pipeline: String, key: String, value: String)] {
+        try store.dbQueue.read { db in
+            try Row.fetchAll(db, sql: "SELECT pipeline, key, value FROM _ingot_state WHERE pipeline <> '' AND value IS NOT NULL").map {
+                (pipeline: $0[0], key: $0[1], value: $0[2])
+            }
+        }
+    }
+
+    /// Closes the staging store, and removes its files unless an unfinished run may resume from
+    /// them.
+    func close() {
         try? store.close()
+        if !named || published { PGStaging.remove(at: path) }
+    }
+
+    /// Removes a staging file and its companions.
+    static func remove(at path: String) {
         for suffix in ["", "-wal", "-shm", ".lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         StageFile.remove(at: StageFile.path(for: path))
     }
@@ -121,6 +150,60 @@ extension PGStore {
         return true
     }
 
+    /// What `--resume` does with unfinished run `runID`'s staged load, if it has one (PGStaging,
+    /// "Resume"): its staging file opened again when it is here and the load may stage; else the
+    /// run is to start again from its first page. Whether the run goes on from its resume point.
+    func findStagedLoad(of runID: String) throws -> Bool {
+        let rows = try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(runID)])
+        guard let path = rows.first?[0] ?? nil else { return true }
+        if mayStage, FileManager.default.fileExists(atPath: path), let staging = try? PGStaging(model: model, resuming: path) {
+            staging.runID = runID
+            staging.named = true
+            resumedStaging = .staging(staging)
+            return true
+        }
+        resumedStaging = .restart(runID: runID, path: path)
+        return false
+    }
+
+    /// Takes up what ``findStagedLoad(of:)`` found when run `runID` is reopened: the staged load
+    /// goes on in its file (a staging file `--bulk` opened for this run, still empty, goes), or
+    /// the run's progress, rejects and staging key are reset and its file removed.
+    func takeUpStagedLoad(of runID: String) throws {
+        defer { resumedStaging = nil }
+        switch resumedStaging {
+        case .staging(let resumed):
+            staging?.close()
+            staging = resumed
+            stagingDeclined = nil
+        case .restart(let id, let path) where id == runID:
+            try begin()
+            try connection.execute(
+                """
+                UPDATE _ingot_runs SET pages = 0, records = 0, inserted = 0, updated = 0, rejected_records = 0, rejected_pages = 0,
+                  last_seq = NULL, resume_state = NULL, entity_counts = NULL, reject_counts = NULL, resource_counts = NULL WHERE run_id = $1
+                """, [id])
+            try connection.execute("DELETE FROM _ingot_rejects WHERE run_id = $1", [id])
+            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(id)])
+            try commitTransaction()
+            PGStaging.remove(at: path)
+        default:
+            break
+        }
+    }
+
+    /// A new run of `pipeline`: the staging files of its earlier runs left unfinished are not
+    /// resumed any more — removed (those on this machine) and forgotten.
+    func forgetUnfinishedStagedLoads(of pipeline: String) throws {
+        let stale = try connection.execute(
+            "SELECT s.key, s.value FROM _ingot_state s JOIN _ingot_runs r ON s.key = 'staged_load:' || r.run_id WHERE s.pipeline = '' AND r.pipeline = $1",
+            [pipeline])
+        for row in stale {
+            if let path = row[1] ?? nil { PGStaging.remove(at: path) }
+            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [row[0]])
+        }
+    }
+
     /// The entities' and join tables that hold rows.
     private func filledTables() throws -> [String] {
         let tables = layouts.map(\.table) + layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
@@ -159,11 +242,10 @@ extension PGStore {
         // The folds read in a transaction of the staging file's; it wrote nothing.
         try staging.store.rollback()
         staging.published = true
-        let last = staging.progress
-        try recordProgress(
-            RunProgress(
-                runID: staging.runID, counters: last?.counters ?? RunCounters(), lastSeq: last?.lastSeq,
-                resumeState: last?.resumeState, rejections: staging.rejections, kept: Array(staging.kept.values)))
+        // With the rows: the kept values (the incremental cursor), and the staging file is no
+        // longer the run's (the resume point went in at the last commit).
+        try recordRejectsAndKept(RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()))
+        try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(staging.runID)])
         return counts
     }
 
@@ -441,6 +523,14 @@ private func appendValue(_ i: Int, bool: Bool, from values: HeldValues, to out: 
         out.append(UInt8(ascii: "\\"))
         out.append(UInt8(ascii: "N"))
     }
+}
+
+/// What `--resume` found of an unfinished run's staged load (``PGStore/findStagedLoad(of:)``).
+enum ResumedStaging {
+    /// Its staging file, opened again: the load goes on staging.
+    case staging(PGStaging)
+    /// Its file is gone, or the load may not stage: the run starts again from its first page.
+    case restart(runID: String, path: String)
 }
 
 extension PGStaging {

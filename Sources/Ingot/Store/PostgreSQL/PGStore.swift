@@ -70,6 +70,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// A first load from local pages may be staged from its first batch
     /// (``startStagingAtFirstBatch()``), set when the store opens.
     var stagesFromTheStart = false
+    /// The load may be staged (not `--no-bulk`), set when the store opens: a resumed run goes on
+    /// with its unfinished staged load only then.
+    var mayStage = true
+    /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``reopenRun(id:archive:)``:
+    /// its staging file opened again, or the run to start again from its first page.
+    var resumedStaging: ResumedStaging?
     var isStaging: Bool { staging.map { !$0.published } ?? false }
     var resolvesAtMerge: Bool { isStaging }
 
@@ -374,7 +380,25 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var hasUncommittedBatches: Bool { isStaging ? staging?.store.hasUncommittedBatches ?? false : inTransaction }
 
     func commit() throws {
-        if let staging, isStaging { return try staging.commit() }
+        if let staging, isStaging {
+            // The staging file first, then the run's progress here (PGStaging, "Resume").
+            guard let progress = try staging.commit() else { return }
+            try begin()
+            if !staging.named {
+                try connection.execute(
+                    "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
+                    [PGStaging.stateKey(progress.runID), staging.path])
+            }
+            try writeProgress(progress)
+            try commitTransaction()
+            staging.named = true
+            return
+        }
+        try commitTransaction()
+    }
+
+    /// Commits this connection's open transaction, if any.
+    func commitTransaction() throws {
         guard inTransaction else { return }
         inTransaction = false
         unitsInTransaction = []
@@ -524,8 +548,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// store is released): a library process opens one store per ingest.
     func close() throws {
         defer {
-            staging?.remove()
+            staging?.close()
             staging = nil
+            if case .staging(let resumed) = resumedStaging { resumed.close() }
+            resumedStaging = nil
         }
         try commit()
         _ = try connection.execute("SELECT pg_advisory_unlock_all()")

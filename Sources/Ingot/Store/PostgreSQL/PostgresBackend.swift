@@ -10,6 +10,7 @@ package struct PostgresBackend: StoreBackend {
         let store = try PGStore(url: url, model: model)
         if options.staged { try store.startStagedLoad() }
         store.stagesFromTheStart = options.stagesFromTheStart && !options.staged
+        store.mayStage = options.staged || options.stagesFromTheStart || options.stageAfterBytes != nil
         return store
     }
 
