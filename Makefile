@@ -60,14 +60,14 @@ instructions: release
 
 ## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state
 ## (batch by batch, then a staged load, --bulk, then a load that turns staged at 10 MiB);
-## then the same into a throwaway PostgreSQL, batch by batch and staged (--bulk: a killed load starts again),
+## then the same into a throwaway PostgreSQL, batch by batch and staged (--bulk: a killed load resumes in its staging file),
 ## then 3 jobs sharing one run there (one killed and replaced 20 times)
 chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --bulk
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --bulk-after-mib 10
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres
-	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 2.5 --postgres --bulk
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 1.5 --postgres --bulk
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
 
 ## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for

@@ -75,7 +75,8 @@ def main():
         else:
             cmd.append("--no-bulk")
         kills, runs, finished = 0, 0, False
-        # A staged PostgreSQL load keeps its staging file in TMPDIR; a killed job leaves it there.
+        # A staged PostgreSQL load keeps its staging file in TMPDIR: a killed job leaves it there,
+        # its resume goes on in it, and the copy removes it.
         env = dict(os.environ, TMPDIR=work)
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
@@ -126,9 +127,10 @@ def main():
                            check=True, capture_output=True)
             got, want = bench.table_digest(pg, "chaos"), bench.table_digest(pg, "reference")
             counts = pg.psql("chaos", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
-            ok = got == want
+            leftover = [f for f in os.listdir(work) if f.startswith("ingot-stage-")]
+            ok = got == want and not leftover
             print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql", "jobs": args.join,
-                              "tables": counts, "same_as_uninterrupted": ok}))
+                              "tables": counts, "same_as_uninterrupted": got == want, "staging_files_left": leftover}))
             return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
                                           capture_output=True, text=True).stdout)

@@ -99,7 +99,7 @@ struct PostgresBulkTests {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let store = try PGStore(url: url, model: config.model)
         try store.startStagedLoad()
-        store.staging?.copyBytes = 1
+        store.stagingCopyBytes = 1
         var options = RunOptions()
         options.progressInterval = 0
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
@@ -209,8 +209,13 @@ struct PostgresBulkTests {
         _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
         try store.commit()
         #expect(try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = 'shelter'") == [["2026-01-01"]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
+        // The file is marked copied with the rows, removed when the store closes, then unnamed.
+        let named = try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = ''").first?[0] ?? nil
+        let path = String(named?.dropFirst(PGStaging.copiedMark.count) ?? "")
+        #expect(named?.hasPrefix(PGStaging.copiedMark) == true && FileManager.default.fileExists(atPath: path), "\(named ?? "")")
         try store.close()
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
     }
 
     /// A new run (not `--resume`) forgets an earlier run's unfinished staged load: its file is
@@ -235,9 +240,19 @@ struct PostgresBulkTests {
         let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
         #expect(try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true).status == .finished)
         let before = try PostgresTests.postgresDump(url, model)
-        _ = try PGConnection(url: url).execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL")
+        // Killed after the copy committed, before the staging file was removed (left marked copied).
+        let connection = try PGConnection(url: url)
+        let runID = try connection.execute("SELECT run_id FROM _ingot_runs").first?[0] ?? nil
+        let leftover = temporaryDirectory().appendingPathComponent("ingot-stage-left.db").path
+        try Data("staged".utf8).write(to: URL(fileURLWithPath: leftover))
+        _ = try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL")
+        _ = try connection.execute(
+            "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2)",
+            [PGStaging.stateKey(runID ?? ""), PGStaging.copiedMark + leftover])
         let resumed = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, resume: true)
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(!FileManager.default.fileExists(atPath: leftover), "the copied load's file is removed")
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
         #expect(try PostgresTests.postgresDump(url, model) == before)
         #expect(try PGConnection(url: url).execute("SELECT count(*), min(status) FROM _ingot_runs") == [["1", "finished"]])
     }
@@ -259,7 +274,7 @@ struct PostgresBulkTests {
         let pages = bulkPages + [bulkPage(poison + #", {"id": 130, "name": "poison"}, {"id": 140, "name": "Fourteen"}"#)]
         let store = try PGStore(url: url, model: config.model)
         try store.startStagedLoad()
-        store.staging?.copyBytes = copyBytes
+        store.stagingCopyBytes = copyBytes
         var options = RunOptions()
         options.progressInterval = 0
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(

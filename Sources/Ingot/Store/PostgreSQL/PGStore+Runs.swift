@@ -11,9 +11,12 @@ extension PGStore {
             "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
             [id, pipeline, startedAt.runTimestamp, archive])
         try PGStore.forgetPrints(on: connection)
+        runID = id
+        if stagingAsked { try makeStaging() }
     }
 
     func reopenRun(id: String, archive: String?) throws {
+        runID = id
         try takeUpStagedLoad(of: id)
         try connection.execute(
             "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2",
@@ -74,9 +77,7 @@ extension PGStore {
 
     func finishRun(id: String, status: RunStatus, counters c: RunCounters, finishedAt: Date) throws {
         try commit()
-        // A staged load that committed nothing wrote nothing here: its run has no progress.
-        let unpublished = staging.map { !$0.published && !$0.named } ?? false
-        try finishRunRow(id: id, status: status, counters: unpublished ? RunCounters() : c, finishedAt: finishedAt)
+        try finishRunRow(id: id, status: status, counters: c, finishedAt: finishedAt)
     }
 
     /// Records how run `id` ended, in the open transaction if there is one.

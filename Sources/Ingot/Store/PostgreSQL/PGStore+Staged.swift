@@ -33,10 +33,7 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     let store: SQLiteStore
     let path: String
     /// The run the staged rows belong to.
-    var runID = ""
-    /// PostgreSQL names this file (a commit wrote its `staged_load:` key): kept for `--resume`
-    /// when the run ends unfinished.
-    var named = false
+    let runID: String
     /// Rejections of the open transaction's batches and its last progress, written to
     /// PostgreSQL at its commit; kept values, written to the staging file then.
     private var pendingRejections: [RecordRejection] = []
@@ -48,22 +45,30 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// rows take every path).
     var copyBytes = PGStaging.defaultCopyBytes
 
-    /// A new staging file, or (`path`) the one an unfinished run staged in, opened again.
-    init(model: EntityModel, resuming path: String? = nil) throws {
-        self.path =
-            path ?? FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
+    /// Run `runID`'s staging file at `path` (PostgreSQL names it already): made, or opened again
+    /// (`resuming`) to go on with the load it staged.
+    init(model: EntityModel, path: String, runID: String, resuming: Bool) throws {
+        self.path = path
+        self.runID = runID
         var options = SQLiteStore.Options()
         options.staged = true
-        options.resuming = path != nil
-        store = try SQLiteStore(path: self.path, model: model, options: options)
+        options.resuming = resuming
+        store = try SQLiteStore(path: path, model: model, options: options)
     }
+
+    /// A new staging file's path, in the temporary directory.
+    static func newPath() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
+    }
+
+    /// Before the path in a `staged_load:` key: the rows were copied, the file is to go.
+    static let copiedMark = "copied:"
 
     /// The `_ingot_state` key naming the staging file of run `runID`.
     static func stateKey(_ runID: String) -> String { "staged_load:" + runID }
 
     /// Holds a batch's progress until its transaction commits.
     func hold(_ progress: RunProgress) {
-        runID = progress.runID
         pendingRejections += progress.rejections
         pendingKept += progress.kept
         pendingProgress = progress
@@ -101,11 +106,11 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         }
     }
 
-    /// Closes the staging store, and removes its files unless an unfinished run may resume from
-    /// them.
+    /// Closes the staging store, and removes its files once the rows are copied; an unfinished
+    /// run keeps them for `--resume`.
     func close() {
         try? store.close()
-        if !named || published { PGStaging.remove(at: path) }
+        if published { PGStaging.remove(at: path) }
     }
 
     /// Removes a staging file and its companions.
@@ -133,7 +138,7 @@ extension PGStore {
                 "a staged PostgreSQL load copies into empty tables; \(filled.joined(separator: ", ")) hold rows: batch by batch"
             return
         }
-        staging = try PGStaging(model: model)
+        stagingAsked = true
     }
 
     /// Stages the load from its first batch when it may (``stagesFromTheStart``: a first load
@@ -146,8 +151,21 @@ extension PGStore {
         guard stagesFromTheStart, staging == nil, joined == nil, !inTransaction,
             SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return false }
-        staging = try PGStaging(model: model)
+        try makeStaging()
         return true
+    }
+
+    /// Makes the run's staging file, named in PostgreSQL first (committed): a job killed at any
+    /// moment leaves no file PostgreSQL does not name, which `--resume` or the next run removes.
+    func makeStaging() throws {
+        guard let runID, !inTransaction else { throw StoreError.schema("a staged load begins with its run, between transactions") }
+        let path = PGStaging.newPath()
+        try connection.execute(
+            "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
+            [PGStaging.stateKey(runID), path])
+        let made = try PGStaging(model: model, path: path, runID: runID, resuming: false)
+        made.copyBytes = stagingCopyBytes
+        staging = made
     }
 
     /// What `--resume` does with unfinished run `runID`'s staged load, if it has one (PGStaging,
@@ -155,10 +173,18 @@ extension PGStore {
     /// run is to start again from its first page. Whether the run goes on from its resume point.
     func findStagedLoad(of runID: String) throws -> Bool {
         let rows = try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(runID)])
-        guard let path = rows.first?[0] ?? nil else { return true }
-        if mayStage, FileManager.default.fileExists(atPath: path), let staging = try? PGStaging(model: model, resuming: path) {
-            staging.runID = runID
-            staging.named = true
+        guard let value = rows.first?[0] ?? nil else { return true }
+        if value.hasPrefix(PGStaging.copiedMark) {
+            // Copied, and the job killed before it removed the file: nothing left to stage.
+            PGStaging.remove(at: String(value.dropFirst(PGStaging.copiedMark.count)))
+            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(runID)])
+            return true
+        }
+        let path = value
+        if mayStage, FileManager.default.fileExists(atPath: path),
+            let staging = try? PGStaging(model: model, path: path, runID: runID, resuming: true)
+        {
+            staging.copyBytes = stagingCopyBytes
             resumedStaging = .staging(staging)
             return true
         }
@@ -167,15 +193,15 @@ extension PGStore {
     }
 
     /// Takes up what ``findStagedLoad(of:)`` found when run `runID` is reopened: the staged load
-    /// goes on in its file (a staging file `--bulk` opened for this run, still empty, goes), or
-    /// the run's progress, rejects and staging key are reset and its file removed.
+    /// goes on in its file, or the run's progress, rejects and staging key are reset and its
+    /// file removed (and a load `--bulk` asks for stages in a new one).
     func takeUpStagedLoad(of runID: String) throws {
         defer { resumedStaging = nil }
         switch resumedStaging {
         case .staging(let resumed):
-            staging?.close()
             staging = resumed
             stagingDeclined = nil
+            return
         case .restart(let id, let path) where id == runID:
             try begin()
             try connection.execute(
@@ -190,6 +216,7 @@ extension PGStore {
         default:
             break
         }
+        if stagingAsked, staging == nil { try makeStaging() }
     }
 
     /// A new run of `pipeline`: the staging files of its earlier runs left unfinished are not
@@ -199,7 +226,9 @@ extension PGStore {
             "SELECT s.key, s.value FROM _ingot_state s JOIN _ingot_runs r ON s.key = 'staged_load:' || r.run_id WHERE s.pipeline = '' AND r.pipeline = $1",
             [pipeline])
         for row in stale {
-            if let path = row[1] ?? nil { PGStaging.remove(at: path) }
+            if let value = row[1] ?? nil {
+                PGStaging.remove(at: value.hasPrefix(PGStaging.copiedMark) ? String(value.dropFirst(PGStaging.copiedMark.count)) : value)
+            }
             try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [row[0]])
         }
     }
@@ -242,10 +271,13 @@ extension PGStore {
         // The folds read in a transaction of the staging file's; it wrote nothing.
         try staging.store.rollback()
         staging.published = true
-        // With the rows: the kept values (the incremental cursor), and the staging file is no
-        // longer the run's (the resume point went in at the last commit).
+        // With the rows: the kept values (the incremental cursor), and the staging file marked
+        // copied — a job killed before it removes the file leaves it to `--resume` or the next
+        // run to remove (the resume point went in at the last commit).
         try recordRejectsAndKept(RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()))
-        try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(staging.runID)])
+        try connection.execute(
+            "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1",
+            [PGStaging.stateKey(staging.runID), PGStaging.copiedMark + staging.path])
         return counts
     }
 

@@ -73,6 +73,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// The load may be staged (not `--no-bulk`), set when the store opens: a resumed run goes on
     /// with its unfinished staged load only then.
     var mayStage = true
+    /// `--bulk` asked for a staged load and the tables are empty: its staging file is made when
+    /// the run begins (``makeStaging()``).
+    var stagingAsked = false
+    /// The bytes of `COPY` text a staged load sends at a time (``PGStaging/copyBytes``).
+    var stagingCopyBytes = PGStaging.defaultCopyBytes
+    /// The run this store writes, once begun or reopened.
+    var runID: String?
     /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``reopenRun(id:archive:)``:
     /// its staging file opened again, or the run to start again from its first page.
     var resumedStaging: ResumedStaging?
@@ -384,14 +391,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             // The staging file first, then the run's progress here (PGStaging, "Resume").
             guard let progress = try staging.commit() else { return }
             try begin()
-            if !staging.named {
-                try connection.execute(
-                    "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
-                    [PGStaging.stateKey(progress.runID), staging.path])
-            }
             try writeProgress(progress)
             try commitTransaction()
-            staging.named = true
             return
         }
         try commitTransaction()
@@ -554,6 +555,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             resumedStaging = nil
         }
         try commit()
+        if let staging, staging.published {
+            // The copy committed: the file goes, then the key that named it (PGStaging).
+            staging.close()
+            self.staging = nil
+            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(staging.runID)])
+        }
         _ = try connection.execute("SELECT pg_advisory_unlock_all()")
     }
 
