@@ -330,6 +330,12 @@ struct PostgresTests {
         let plan = try dryRun(pipeline)
         #expect(plan.status == 0 && plan.out.contains("CREATE TABLE IF NOT EXISTS \"person\""), "\(plan.out)")
         #expect(plan.out.contains("load: batch by batch (--bulk: staged, into empty tables)"), "\(plan.out)")
+        // A pipeline a staged load can run, from local pages: staged from the first batch.
+        let stageable = temporaryDirectory().appendingPathComponent("shelter.yml")
+        try Data(bulkYAML.utf8).write(to: stageable)
+        let staged = try dryRun(stageable)
+        #expect(staged.out.contains("load: staged from the first batch of a first load in no identity order"), "\(staged.out)")
+        #expect(try dryRun(stageable, ["--no-bulk"]).out.contains("load: batch by batch (--no-bulk)"))
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [["0"]])
         #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)
