@@ -99,7 +99,7 @@ struct PostgresBulkTests {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let store = try PGStore(url: url, model: config.model)
         try store.startStagedLoad()
-        store.stagingCopyBytes = 1
+        store.stagingRules.copyBytes = 1
         var options = RunOptions()
         options.progressInterval = 0
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
@@ -274,7 +274,7 @@ struct PostgresBulkTests {
         let pages = bulkPages + [bulkPage(poison + #", {"id": 130, "name": "poison"}, {"id": 140, "name": "Fourteen"}"#)]
         let store = try PGStore(url: url, model: config.model)
         try store.startStagedLoad()
-        store.stagingCopyBytes = copyBytes
+        store.stagingRules.copyBytes = copyBytes
         var options = RunOptions()
         options.progressInterval = 0
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(

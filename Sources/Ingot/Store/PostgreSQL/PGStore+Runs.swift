@@ -12,7 +12,7 @@ extension PGStore {
             [id, pipeline, startedAt.runTimestamp, archive])
         try PGStore.forgetPrints(on: connection)
         runID = id
-        if stagingAsked { try makeStaging() }
+        if stagingRules.asked { try makeStaging() }
     }
 
     func reopenRun(id: String, archive: String?) throws {

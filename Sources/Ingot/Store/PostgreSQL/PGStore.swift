@@ -67,17 +67,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var staging: PGStaging?
     /// Why `--bulk` loads batch by batch here (tables that hold rows), set when the store opens.
     var stagingDeclined: String?
-    /// A first load from local pages may be staged from its first batch
-    /// (``startStagingAtFirstBatch()``), set when the store opens.
-    var stagesFromTheStart = false
-    /// The load may be staged (not `--no-bulk`), set when the store opens: a resumed run goes on
-    /// with its unfinished staged load only then.
-    var mayStage = true
-    /// `--bulk` asked for a staged load and the tables are empty: its staging file is made when
-    /// the run begins (``makeStaging()``).
-    var stagingAsked = false
-    /// The bytes of `COPY` text a staged load sends at a time (``PGStaging/copyBytes``).
-    var stagingCopyBytes = PGStaging.defaultCopyBytes
+    /// What this store may do about staged loads, set when it opens.
+    var stagingRules = PGStagingRules()
     /// The run this store writes, once begun or reopened.
     var runID: String?
     /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``reopenRun(id:archive:)``:

@@ -9,8 +9,8 @@ package struct PostgresBackend: StoreBackend {
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         let store = try PGStore(url: url, model: model)
         if options.staged { try store.startStagedLoad() }
-        store.stagesFromTheStart = options.stagesFromTheStart && !options.staged
-        store.mayStage = options.staged || options.stagesFromTheStart || options.stageAfterBytes != nil
+        store.stagingRules.fromTheStart = options.stagesFromTheStart && !options.staged
+        store.stagingRules.allowed = options.staged || options.stagesFromTheStart || options.stageAfterBytes != nil
         return store
     }
 

@@ -1,0 +1,256 @@
+import Foundation
+import GRDBSQLite
+
+/// The copy side of a staged PostgreSQL load, for one entity: each folded row appended to its
+/// table's `COPY` text and each of its sets to its join table's.
+///
+/// Two ways, one text. **Streaming** (a load's first try): sent a few hundred kilobytes at a
+/// time while the fold goes on, so the server inserts while the job folds; one `COPY` at a time
+/// runs on a connection, so the rows' copy is ended and begun again whenever the links held reach
+/// `copyBytes`. A value the server refuses fails the whole transaction. **Careful** (the try
+/// after such a refusal, ``PGStore/mergeStaged(fills:stored:refused:)``): the rows held and their
+/// links are copied together under a savepoint, `copyBytes` at a time; a piece the server refuses
+/// is rolled back and halved until the refused row is alone, and that row is left out with its
+/// links (``refusals``) — as SQLite's merge leaves out a row it refuses.
+struct PGStagedCopy: FoldedRowWriter {
+    let layout: EntityLayout
+    var values: HeldValues
+    var given = ColumnMask()
+    var sets: HeldValues
+    private(set) var counts = EntityCounts()
+    /// The rows the server refused (careful only): identity and the server's message.
+    private(set) var refusals: [(identity: IdentityKey, reason: String)] = []
+    private let connection: PGConnection
+    private let fills: [(slot: Int, value: ScalarValue, always: Bool)]
+    private let isBool: [Bool]
+    private let rowsCopy: String
+    /// Per to-many: its join table's `COPY`, `nil` for one without a join table.
+    private let linksCopy: [String?]
+    private let careful: Bool
+    private var rows: [UInt8] = []
+    private var rowsOpen = false
+    private var links: [[UInt8]]
+    private var heldLinks = 0
+    /// Careful only, per held row: where its text ends in `rows` and, per to-many, in `links`;
+    /// its identity; whether it is a stub.
+    private var rowEnds: [Int] = []
+    private var linkEnds: [[Int]]
+    private var keys: [IdentityKey] = []
+    private var stubs: [Bool] = []
+    /// The bytes of `COPY` text held before they are sent (``PGStaging/copyBytes``).
+    private let copyBytes: Int
+
+    init(
+        connection: PGConnection, entity: Int, model: EntityModel, layout: EntityLayout,
+        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int, careful: Bool = false
+    ) {
+        self.connection = connection
+        self.copyBytes = copyBytes
+        self.careful = careful
+        self.layout = layout
+        self.fills = fills
+        isBool = layout.columns.map { $0.type == .bool }
+        values = HeldValues(count: layout.columns.count)
+        sets = HeldValues(count: layout.toMany.count)
+        let names = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names)) FROM STDIN"
+        linksCopy = layout.toMany.map { toMany in
+            guard toMany.hasJoinTable else { return nil }
+            let columns = PGStore.joinColumns(toMany, owner: entity, model: model).map { PGStore.quote($0.name) }
+            return "COPY \(PGStore.quote(toMany.joinTable)) (\(columns.joined(separator: ", "))) FROM STDIN"
+        }
+        links = Array(repeating: [], count: layout.toMany.count)
+        linkEnds = Array(repeating: [], count: layout.toMany.count)
+    }
+
+    mutating func finalize() {
+        values.deallocate()
+        sets.deallocate()
+    }
+
+    /// Appends the held row (`default:` and `const:` filled as an insert fills them) and its sets.
+    mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        for slot in layout.columns.indices {
+            if slot > 0 { rows.append(UInt8(ascii: "\t")) }
+            if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
+                PGStore.appendCopyValue(fill.value, to: &rows)
+            } else {
+                appendValue(slot, bool: isBool[slot], from: values, to: &rows)
+            }
+        }
+        rows.append(UInt8(ascii: "\n"))
+        for k in layout.toMany.indices where sets.holds(k) && linksCopy[k] != nil { appendSet(k) }
+        if careful {
+            rowEnds.append(rows.count)
+            for k in links.indices { linkEnds[k].append(links[k].count) }
+            keys.append(identity())
+            stubs.append(holdsStub)
+        } else {
+            counts.inserted += 1
+            if holdsStub { counts.stubs += 1 }
+        }
+        values.clear()
+        sets.clear()
+        given = ColumnMask()
+        if careful {
+            if rows.count + heldLinks >= copyBytes { try sendHeld() }
+            return
+        }
+        if heldLinks >= copyBytes {
+            try endRows()
+            try sendLinks()
+        }
+        if rows.count >= copyBytes { try sendRows() }
+    }
+
+    /// Sends what is held and ends the copies.
+    mutating func finish() throws {
+        if careful { return try sendHeld() }
+        try sendRows()
+        try endRows()
+        try sendLinks()
+    }
+
+    /// The held set of to-many `k` as join rows: the owner's identity, each target once (at its
+    /// first position, for an ordered one), as the SQLite merge's `INSERT OR IGNORE` keeps them.
+    private mutating func appendSet(_ k: Int) {
+        let bytes = sets.bytes(k)
+        let ordered = layout.toMany[k].isOrdered
+        var owner: [UInt8] = []
+        for (index, slot) in layout.identitySlots.enumerated() {
+            if index > 0 { owner.append(UInt8(ascii: "\t")) }
+            appendValue(slot, bool: isBool[slot], from: values, to: &owner)
+        }
+        var out = links[k]
+        let before = out.count
+        StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            var seen: Set<[ScalarValue]> = []
+            var target: [ScalarValue] = []
+            var position: Int64 = 0
+            StagedSets.forEachTarget(
+                in: bytes, range,
+                value: { value, _ in
+                    if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
+                },
+                end: {
+                    if seen.insert(target).inserted {
+                        out += owner
+                        for value in target {
+                            out.append(UInt8(ascii: "\t"))
+                            PGStore.appendCopyValue(value, to: &out)
+                        }
+                        if ordered {
+                            out.append(UInt8(ascii: "\t"))
+                            PGStore.appendDecimal(position, to: &out)
+                        }
+                        out.append(UInt8(ascii: "\n"))
+                    }
+                    target.removeAll(keepingCapacity: true)
+                    position += 1
+                })
+        }
+        heldLinks += out.count - before
+        links[k] = out
+    }
+
+    /// The held row's identity, as the mapper makes it.
+    private func identity() -> IdentityKey {
+        let key = layout.identitySlots.map { slot in values.scalar(slot, bool: isBool[slot]) }
+        return key.count == 1 ? .single(key[0]) : .composite(key)
+    }
+
+    // MARK: Streaming
+
+    private mutating func sendRows() throws {
+        guard !rows.isEmpty else { return }
+        if !rowsOpen {
+            try connection.beginCopy(rowsCopy)
+            rowsOpen = true
+        }
+        try connection.putCopyData(rows, sql: rowsCopy)
+        rows.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func endRows() throws {
+        guard rowsOpen else { return }
+        rowsOpen = false
+        try connection.endCopy(rowsCopy)
+    }
+
+    /// Copies the held links, join table after join table (the rows' copy ended first).
+    private mutating func sendLinks() throws {
+        for k in links.indices where !links[k].isEmpty {
+            guard let sql = linksCopy[k] else { continue }
+            try connection.copy(sql, data: links[k])
+            links[k].removeAll(keepingCapacity: true)
+        }
+        heldLinks = 0
+    }
+
+    // MARK: Careful
+
+    /// Copies the held rows with their links (``copyCarefully(_:)``) and forgets them.
+    private mutating func sendHeld() throws {
+        if !rowEnds.isEmpty { try copyCarefully(0..<rowEnds.count) }
+        rows.removeAll(keepingCapacity: true)
+        rowEnds.removeAll(keepingCapacity: true)
+        keys.removeAll(keepingCapacity: true)
+        stubs.removeAll(keepingCapacity: true)
+        for k in links.indices {
+            links[k].removeAll(keepingCapacity: true)
+            linkEnds[k].removeAll(keepingCapacity: true)
+        }
+        heldLinks = 0
+    }
+
+    /// Copies held rows `range` and their links under a savepoint; when the server refuses a
+    /// value, rolls them back and copies each half the same way, down to the refused row, which
+    /// is left out with its links. Any other failure is thrown.
+    private mutating func copyCarefully(_ range: Range<Int>) throws {
+        try connection.execute("SAVEPOINT ingot_copy")
+        do {
+            func start(_ ends: [Int]) -> Int { range.lowerBound == 0 ? 0 : ends[range.lowerBound - 1] }
+            try connection.copy(rowsCopy, data: rows[start(rowEnds)..<rowEnds[range.upperBound - 1]])
+            for k in links.indices {
+                guard let sql = linksCopy[k] else { continue }
+                let (from, to) = (start(linkEnds[k]), linkEnds[k][range.upperBound - 1])
+                if from < to { try connection.copy(sql, data: links[k][from..<to]) }
+            }
+            try connection.execute("RELEASE SAVEPOINT ingot_copy")
+        } catch {
+            guard let reason = StoreError.refusedValue(error) else { throw error }
+            try connection.execute("ROLLBACK TO SAVEPOINT ingot_copy")
+            try connection.execute("RELEASE SAVEPOINT ingot_copy")
+            guard range.count > 1 else {
+                refusals.append((keys[range.lowerBound], reason))
+                return
+            }
+            let middle = range.lowerBound + range.count / 2
+            try copyCarefully(range.lowerBound..<middle)
+            try copyCarefully(middle..<range.upperBound)
+            return
+        }
+        counts.inserted += range.count
+        counts.stubs += stubs[range].reduce(0) { $0 + ($1 ? 1 : 0) }
+    }
+}
+
+/// Appends held value `i` as a `COPY` text field (a boolean column's 0/1 as `f`/`t`).
+private func appendValue(_ i: Int, bool: Bool, from values: HeldValues, to out: inout [UInt8]) {
+    switch values.type(i) {
+    case SQLITE_INTEGER:
+        if bool {
+            out.append(values.integer(i) != 0 ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+        } else {
+            PGStore.appendDecimal(values.integer(i), to: &out)
+        }
+    case SQLITE_FLOAT:
+        PGStore.appendCopyValue(.real(values.real(i)), to: &out)
+    case SQLITE_TEXT, SQLITE_BLOB:
+        PGConnection.appendCopyText(values.bytes(i).bindMemory(to: UInt8.self), to: &out)
+    default:
+        out.append(UInt8(ascii: "\\"))
+        out.append(UInt8(ascii: "N"))
+    }
+}
