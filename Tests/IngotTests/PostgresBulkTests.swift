@@ -97,17 +97,22 @@ struct PostgresBulkTests {
     @Test func theCopyInPiecesEndsInTheSameTables() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
-        let store = try PGStore(url: url, model: config.model)
-        try store.startStagedLoad()
-        store.stagingRules.copyBytes = 1
-        var options = RunOptions()
-        options.progressInterval = 0
-        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
-            source: MemoryPageSource(bulkPages), store: store)
-        try store.close()
+        let summary = try stagedRun(config, MemoryPageSource(bulkPages), url: url, copyBytes: 1)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         let (_, db) = try ingest(bulkYAML, bulkPages)
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+    }
+
+    /// A staged load (`--bulk`) of `source` into `url` whose copy sends `copyBytes` at a time.
+    private func stagedRun(_ config: PipelineConfig, _ source: any PageSource, url: String, copyBytes: Int) throws -> RunSummary {
+        let store = try PGStore(url: url, model: config.model)
+        try store.startStagedLoad()
+        store.stagingRules.copyBytes = copyBytes
+        var options = RunOptions()
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source, store: store)
+        try store.close()
+        return summary
     }
 
     /// `pages` written to a new directory as `page-N.json`: a source `--resume` resumes.
@@ -119,12 +124,25 @@ struct PostgresBulkTests {
         return directory
     }
 
-    /// The staging files in the temporary directory.
-    private func stagingFiles() throws -> Set<String> {
-        Set(
-            try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path).filter {
-                $0.hasPrefix("ingot-stage-") && $0.hasSuffix(".db")
-            })
+    /// The staging file PostgreSQL names for `url`'s one unfinished staged load.
+    private func namedStagingFile(_ url: String) throws -> String? {
+        let rows = try PGConnection(url: url).execute("SELECT value FROM _ingot_state WHERE pipeline = '' AND key LIKE 'staged_load:%'")
+        return rows.count == 1 ? rows[0][0] ?? nil : nil
+    }
+
+    /// A staged load (`--bulk`, a batch a record) of the shelter pages, a rejected record first,
+    /// into `url`, stopped by its source after two pages: the pages, their directory (a source
+    /// `--resume` resumes) and the staging file it kept.
+    private func stoppedStagedLoad(_ url: String) throws -> (pages: [String], directory: String, stagingFile: String) {
+        let pages = [bulkPage(#"{"id": "bad"}"#)] + bulkPages
+        let files = try directory(pages)
+        let failed = try run(
+            bulkYAML, FailingAfter(try DirectoryPageSource(directory: files, glob: "page-*.json"), pages: 2), url: url, bulk: true,
+            batchRecords: 1)
+        #expect(failed.status == .failed)
+        let named = try namedStagingFile(url)
+        #expect(named.map { FileManager.default.fileExists(atPath: $0) } == true, "the staging file stays for --resume")
+        return (pages, files, named ?? "")
     }
 
     /// A staged load stopped before its copy left no row in PostgreSQL, but its resume point,
@@ -134,28 +152,20 @@ struct PostgresBulkTests {
     @Test func aStoppedStagedLoadResumesInItsStagingFile() throws {
         let url = try PostgresServer.freshDatabase()
         let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
-        let before = try stagingFiles()
-        let pages = [bulkPage(#"{"id": "bad"}"#)] + bulkPages
-        let files = try directory(pages)
-        func source() throws -> any PageSource { try DirectoryPageSource(directory: files, glob: "page-*.json") }
-        let failed = try run(bulkYAML, FailingAfter(try source(), pages: 2), url: url, bulk: true, batchRecords: 1)
-        #expect(failed.status == .failed)
-        let kept = try stagingFiles().subtracting(before)
-        #expect(kept.count == 1, "the staging file stays for --resume")
+        let (pages, files, stagingFile) = try stoppedStagedLoad(url)
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
         #expect(try connection.execute("SELECT status, pages, last_seq FROM _ingot_runs") == [["failed", "2", "2"]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
-        let named = try connection.execute("SELECT value FROM _ingot_state WHERE key LIKE 'staged_load:%'")
-        #expect(named.count == 1 && named.first?[0]?.hasSuffix(kept.first ?? "?") == true, "\(named)")
         // What the first two pages gave is in the staging file only.
         for n in 1...2 { try FileManager.default.removeItem(atPath: files + "/page-\(n).json") }
-        let resumed = try run(bulkYAML, try source(), url: url, bulk: true, batchRecords: 1, resume: true)
+        let resumed = try run(
+            bulkYAML, try DirectoryPageSource(directory: files, glob: "page-*.json"), url: url, bulk: true, batchRecords: 1, resume: true)
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
         #expect(resumed.counters.pages == 4 && resumed.counters.rejectedRecords == 1, "\(resumed.counters)")
         #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%'") == [["0"]])
-        #expect(try stagingFiles().subtracting(before).isEmpty, "the staging file goes with the copy")
+        #expect(try namedStagingFile(url) == nil)
+        #expect(!FileManager.default.fileExists(atPath: stagingFile), "the staging file goes with the copy")
         let (_, db) = try ingest(bulkYAML, pages)
         #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
     }
@@ -167,24 +177,16 @@ struct PostgresBulkTests {
     func aStagedLoadWhoseFileIsGoneStartsAgain(noBulk: Bool) throws {
         let url = try PostgresServer.freshDatabase()
         let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
-        let before = try stagingFiles()
-        let pages = [bulkPage(#"{"id": "bad"}"#)] + bulkPages
-        let files = try directory(pages)
-        func source() throws -> any PageSource { try DirectoryPageSource(directory: files, glob: "page-*.json") }
-        let failed = try run(bulkYAML, FailingAfter(try source(), pages: 2), url: url, bulk: true, batchRecords: 1)
-        #expect(failed.status == .failed)
-        if !noBulk {
-            for name in try stagingFiles().subtracting(before) {
-                PGStaging.remove(at: FileManager.default.temporaryDirectory.appendingPathComponent(name).path)
-            }
-        }
-        let resumed = try run(bulkYAML, try source(), url: url, bulk: false, batchRecords: 1, resume: true, autoBulk: !noBulk)
+        let (pages, files, stagingFile) = try stoppedStagedLoad(url)
+        if !noBulk { PGStaging.remove(at: stagingFile) }
+        let resumed = try run(
+            bulkYAML, try DirectoryPageSource(directory: files, glob: "page-*.json"), url: url, bulk: false, batchRecords: 1,
+            resume: true, autoBulk: !noBulk)
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
         #expect(resumed.counters.pages == 4 && resumed.counters.rejectedRecords == 1, "\(resumed.counters)")
-        let connection = try PGConnection(url: url)
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%'") == [["0"]])
-        #expect(try stagingFiles().subtracting(before).isEmpty)
+        #expect(try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
+        #expect(try namedStagingFile(url) == nil)
+        #expect(!FileManager.default.fileExists(atPath: stagingFile))
         let (_, db) = try ingest(bulkYAML, pages)
         #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
     }
@@ -222,14 +224,11 @@ struct PostgresBulkTests {
     /// removed and its key deleted; the new run loads from the first page.
     @Test func aNewRunForgetsAnUnfinishedStagedLoad() throws {
         let url = try PostgresServer.freshDatabase()
-        let before = try stagingFiles()
-        let failed = try run(bulkYAML, FailingAfter(MemoryPageSource(bulkPages), pages: 2), url: url, bulk: true, batchRecords: 1)
-        #expect(failed.status == .failed)
-        #expect(try stagingFiles().subtracting(before).count == 1)
-        let again = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, batchRecords: 1)
-        #expect(again.status == .finished && again.counters.pages == 3, "\(again.error ?? "")")
-        #expect(try stagingFiles().subtracting(before).isEmpty)
-        #expect(try PGConnection(url: url).execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%'") == [["0"]])
+        let (pages, _, stagingFile) = try stoppedStagedLoad(url)
+        let again = try run(bulkYAML, MemoryPageSource(pages), url: url, bulk: true, batchRecords: 1)
+        #expect(again.status == .finished && again.counters.pages == 4, "\(again.error ?? "")")
+        #expect(!FileManager.default.fileExists(atPath: stagingFile))
+        #expect(try namedStagingFile(url) == nil)
     }
 
     /// A job killed after its copy committed but before its run was marked finished: resumed
@@ -272,14 +271,7 @@ struct PostgresBulkTests {
         _ = try connection.execute("DELETE FROM _ingot_runs")
         let poison = #"{"id": 90, "name": "poison", "dogs": [91, 92]}, {"id": 100, "name": "Ten", "dogs": [92]}"#
         let pages = bulkPages + [bulkPage(poison + #", {"id": 130, "name": "poison"}, {"id": 140, "name": "Fourteen"}"#)]
-        let store = try PGStore(url: url, model: config.model)
-        try store.startStagedLoad()
-        store.stagingRules.copyBytes = copyBytes
-        var options = RunOptions()
-        options.progressInterval = 0
-        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
-            source: MemoryPageSource(pages), store: store)
-        try store.close()
+        let summary = try stagedRun(config, MemoryPageSource(pages), url: url, copyBytes: copyBytes)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.rejectedRecords == 2 && summary.counters.entities["person"]?.rejected == 2)
         #expect(summary.counters.rejectsByReason["unstorable"] == 2)
