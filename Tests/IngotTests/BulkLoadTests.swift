@@ -350,6 +350,38 @@ struct BulkLoadTests {
         #expect(try checkPeople(db, pages).contains(#""ok": true"#))
     }
 
+    /// Staging tables folded in two parts at once, split at a median identity sampled from the
+    /// staged rows (``FoldPart``; here every table, however small), end in the tables one fold
+    /// per table makes: the merge rules' pages (re-sent rows, nulls, stubs, a composite
+    /// identity), and the people data set, exactly.
+    @Test func foldsInTwoPartsEndAsOne() throws {
+        func splitLoad(_ config: PipelineConfig, _ source: any PageSource, db: String) throws -> RunSummary {
+            var storeOptions = SQLiteStore.Options()
+            storeOptions.staged = true
+            storeOptions.foldSplitRows = 1
+            let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
+            var options = RunOptions()
+            options.databasePath = db
+            options.progressInterval = 0
+            options.batchRecords = 2
+            let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source, store: store)
+            try store.close()
+            return summary
+        }
+        let pages = bulkPages + bulkPages.reversed()
+        let (plain, plainDB) = try ingest(bulkYAML, pages, batchRecords: 2)
+        let splitDB = temporaryDirectory().appendingPathComponent("split.db").path
+        let split = try splitLoad(try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml"), MemoryPageSource(pages), db: splitDB)
+        #expect(split.status == .finished && plain.status == .finished, "\(split.error ?? "")")
+        for sql in tables { #expect(try rows(splitDB, sql) == rows(plainDB, sql), "\(sql)") }
+        #expect(split.counters.inserted == plain.counters.inserted)
+        let (directory, config, options) = try peopleLoad(persons: 2000, pageSize: 100, faults: true)
+        let people = try splitLoad(config, try DirectoryPageSource(directory: directory, glob: "page-*.json"), db: options.databasePath)
+        #expect(people.status == .finished, "\(people.error ?? "")")
+        let check = try checkPeople(options.databasePath, directory)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+    }
+
     /// The people data set (bad records and pages included) loads exactly.
     @Test func thePeopleDataSetLoadsExactly() throws {
         var (pages, config, options) = try peopleLoad(persons: 2000, pageSize: 100, faults: true)

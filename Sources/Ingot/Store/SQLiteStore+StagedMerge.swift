@@ -77,7 +77,8 @@ extension SQLiteStore {
                     sqlite3_exec(fold, "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB / 2)", nil, nil, nil)
                 }
                 foldConnections.withLock { $0 = readers.map { UInt(bitPattern: $0) } }
-                lanes = FoldLanes(layouts: layouts, connections: readers.map(ReadConnection.init(handle:)))
+                let parts = layouts.map { FoldPart.parts(of: $0, on: readers[0], splitRows: foldSplitRows) }
+                lanes = FoldLanes(layouts: layouts, parts: parts, connections: readers.map(ReadConnection.init(handle:)))
             } else {
                 // In memory: folded on the staging connection, as the rows are written.
                 foldConnections.withLock { $0 = [UInt(bitPattern: stageFile.handle)] }
@@ -96,57 +97,135 @@ extension SQLiteStore {
                 for reader in readers { sqlite3_close_v2(reader) }
             }
             for entity in layouts.indices {
-                try write(entity, lanes.map { .channel($0.channels[entity]) } ?? .folding(stageFile.handle), db)
+                try write(entity, lanes.map { .channels($0.channels(of: entity)) } ?? .folding(stageFile.handle), db)
             }
             completed = true
         }
     }
 }
 
-/// An entity's folded rows, as ``SQLiteStore/foldStaged(_:)`` hands them over: sent by a fold
-/// thread, or to be folded on the write connection.
+/// An entity's folded rows, as ``SQLiteStore/foldStaged(_:)`` hands them over: sent by fold
+/// threads, one channel per part of its identities (``FoldPart``) in identity order, or to be
+/// folded on the write connection.
 enum FoldedRows {
-    case channel(MergeChannel)
+    case channels([MergeChannel])
     case folding(OpaquePointer)
 }
 
+/// The identities one fold of an entity reads: all of them, or those below or from a pivot.
+///
+/// Why: at people-10M the merge waited on one fold — the person table's, sorting 12M staged rows
+/// on one core (91 % of the time running) while the writer waited on it 60 % of the time. A big
+/// staging table is folded in two parts at once, on the two lanes, split at an identity near its
+/// median; an identity's rows all fall in one part, and the writer reads the lower part, then the
+/// upper.
+struct FoldPart: @unchecked Sendable {  // the pivot's values are read only, by one fold at a time
+    enum Side { case all, below, from }
+    let side: Side
+    /// The pivot identity's values (sqlite3_value copies, freed by ``free()``), as staged.
+    let pivot: [OpaquePointer]
+
+    static let all = FoldPart(side: .all, pivot: [])
+
+    /// Staging tables with fewer rows are folded whole (by default). Split, the second part's
+    /// sort runs beside the first's, but the next entity's fold starts later and both parts read
+    /// the whole table: people-200k (240k staged persons) 5 % slower split, people-1M (1.2M) the
+    /// same, people-10M (12M) 10 % less merge (docs/benchmarks.md, session 17).
+    static let splitRows: Int64 = 2_000_000
+
+    /// The parts `layout`'s staging table is folded in, read on `connection`: two, split at the
+    /// median of 63 identities sampled at evenly spaced rows, when it holds `splitRows` rows or
+    /// more; else one.
+    static func parts(of layout: EntityLayout, on connection: OpaquePointer, splitRows: Int64) -> [FoldPart] {
+        let table = SQLiteStore.quote(SQLiteStore.stageTable(layout))
+        let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }.joined(separator: ", ")
+        guard !identity.isEmpty, let count = try? RawStatement(connection: connection, sql: "SELECT max(rowid) FROM \(table)") else {
+            return [.all]
+        }
+        defer { count.finalize() }
+        guard (try? count.step()) == true else { return [.all] }
+        let rows = sqlite3_column_int64(count.handle, 0)
+        guard rows >= splitRows else { return [.all] }
+        let samples = (1...63).map { String(rows * Int64($0) / 64) }.joined(separator: ", ")
+        guard
+            let median = try? RawStatement(
+                connection: connection,
+                sql: "SELECT \(identity) FROM \(table) WHERE rowid IN (\(samples)) ORDER BY \(identity) LIMIT 1 OFFSET 31")
+        else { return [.all] }
+        defer { median.finalize() }
+        guard (try? median.step()) == true else { return [.all] }
+        let values = layout.identitySlots.indices.compactMap { sqlite3_value_dup(sqlite3_column_value(median.handle, Int32($0))) }
+        guard values.count == layout.identitySlots.count else {
+            values.forEach(sqlite3_value_free)
+            return [.all]
+        }
+        // The lower part holds its own copies: each part frees its own.
+        let lower = values.compactMap { sqlite3_value_dup($0) }
+        return [FoldPart(side: .below, pivot: lower), FoldPart(side: .from, pivot: values)]
+    }
+
+    /// The `WHERE` clause of this part over `identity` (the identity columns, in order).
+    func condition(_ identity: String) -> String {
+        let parameters = pivot.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
+        switch side {
+        case .all: return ""
+        case .below: return " WHERE (\(identity)) < (\(parameters))"
+        case .from: return " WHERE (\(identity)) >= (\(parameters))"
+        }
+    }
+
+    func free() { pivot.forEach(sqlite3_value_free) }
+}
+
 /// A read connection on the staging file, lent to the merge's fold threads: used by one fold at a
-/// time (lane `k % 2` folds entity `k` after entity `k - 2`'s fold has ended), from when the merge
-/// starts them until it has waited for them all, then closed.
+/// time (lane `k % 2` runs fold `k` after fold `k - 2` has ended), from when the merge starts
+/// them until it has waited for them all, then closed.
 private struct ReadConnection: @unchecked Sendable {  // one thread at a time, as above
     let handle: OpaquePointer
 }
 
-/// The folds of every entity, two at a time in entity order on two read connections, each
-/// sending its folded rows to its entity's channel.
+/// The folds of every entity — each in one part or two (``FoldPart``) — two at a time in entity
+/// order on two read connections, each sending its folded rows to its own channel.
 private final class FoldLanes: Sendable {
-    let channels: [MergeChannel]
-    /// Signalled when entity `k`'s fold has ended (a signal taken is given back, so that
-    /// ``wait()`` can wait for every fold).
+    /// Per fold, in order: its entity and channel.
+    private let folds: [(entity: Int, channel: MergeChannel)]
+    /// Signalled when fold `k` has ended (a signal taken is given back, so that ``wait()`` can
+    /// wait for every fold).
     private let ended: [DispatchSemaphore]
 
-    init(layouts: [EntityLayout], connections: [ReadConnection]) {
-        channels = layouts.map { _ in MergeChannel() }
-        ended = layouts.map { _ in DispatchSemaphore(value: 0) }
-        for (entity, layout) in layouts.enumerated() {
-            let connection = connections[entity % connections.count]
-            let channel = channels[entity]
-            let previous = entity >= connections.count ? ended[entity - connections.count] : nil
-            let ended = self.ended[entity]
+    init(layouts: [EntityLayout], parts: [[FoldPart]], connections: [ReadConnection]) {
+        let tasks = layouts.indices.flatMap { entity in parts[entity].map { (entity: entity, part: $0) } }
+        folds = tasks.map { (entity: $0.entity, channel: MergeChannel()) }
+        ended = tasks.map { _ in DispatchSemaphore(value: 0) }
+        for (k, task) in tasks.enumerated() {
+            let connection = connections[k % connections.count]
+            let channel = folds[k].channel
+            let previous = k >= connections.count ? ended[k - connections.count] : nil
+            let ended = self.ended[k]
+            let layout = layouts[task.entity]
+            let part = task.part
             Thread.detachNewThread {
-                defer { ended.signal() }
+                defer {
+                    part.free()
+                    ended.signal()
+                }
                 if let previous {
                     previous.wait()
                     previous.signal()
                 }
                 guard !channel.isCancelled else { return }
-                StagedFold.fold(layout, on: connection, into: channel)
+                StagedFold.fold(layout, part, on: connection, into: channel)
             }
         }
     }
 
+    /// The channels of `entity`'s folds, in identity order.
+    func channels(of entity: Int) -> [MergeChannel] {
+        folds.filter { $0.entity == entity }.map(\.channel)
+    }
+
     func cancel() {
-        for channel in channels { channel.cancel() }
+        for fold in folds { fold.channel.cancel() }
     }
 
     /// Waits until every fold has ended.
@@ -170,15 +249,16 @@ struct StagedFold {
     private(set) var sets: HeldValues
     private var hasGroup = false
 
-    init(connection: OpaquePointer, layout: EntityLayout) throws {
+    init(connection: OpaquePointer, layout: EntityLayout, part: FoldPart = .all) throws {
         self.layout = layout
         let columns = layout.columns.map { SQLiteStore.quote($0.name) }
         let identity = layout.identitySlots.map { columns[$0] }.joined(separator: ", ")
         read = try RawStatement(
             connection: connection,
             sql:
-                "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")) FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) ORDER BY \(identity), rowid"
+                "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")) FROM \(SQLiteStore.quote(SQLiteStore.stageTable(layout)))\(part.condition(identity)) ORDER BY \(identity), rowid"
         )
+        for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(read.handle, Int32(i + 1), value) }
         values = HeldValues(count: layout.columns.count)
         sets = HeldValues(count: layout.toMany.count)
     }
@@ -226,9 +306,9 @@ struct StagedFold {
 
     /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the
     /// end — or the failure; stops when the writer cancels.
-    fileprivate static func fold(_ layout: EntityLayout, on connection: ReadConnection, into channel: MergeChannel) {
+    fileprivate static func fold(_ layout: EntityLayout, _ part: FoldPart, on connection: ReadConnection, into channel: MergeChannel) {
         do {
-            var fold = try StagedFold(connection: connection.handle, layout: layout)
+            var fold = try StagedFold(connection: connection.handle, layout: layout, part: part)
             defer { fold.finalize() }
             var chunk = MergedChunk()
             try fold.run { folded in

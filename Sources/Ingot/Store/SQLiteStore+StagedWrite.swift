@@ -31,7 +31,7 @@ extension FoldedRowWriter {
     /// Writes every folded row of `rows` (``SQLiteStore/foldStaged(_:)``).
     mutating func write(_ rows: FoldedRows, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
         switch rows {
-        case .channel(let channel): try write(from: channel, stored: stored)
+        case .channels(let channels): for channel in channels { try write(from: channel, stored: stored) }
         case .folding(let connection): try run(foldingOn: connection, stored: stored)
         }
         try flushHeldBack()

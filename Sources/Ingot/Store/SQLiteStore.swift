@@ -40,6 +40,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         package var stagesFromTheStart = false
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
+        /// A staging table with this many rows or more is folded in two parts at once
+        /// (``FoldPart``; tests make it small).
+        package var foldSplitRows = FoldPart.splitRows
 
         package init() {}
     }
@@ -70,6 +73,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// A load into tables that were all empty when the store opened may stage from its first
     /// batch (``Options/stagesFromTheStart``).
     let stagesFromTheStart: Bool
+    /// A staging table with this many rows or more is folded in two parts (``FoldPart``).
+    let foldSplitRows: Int64
     /// The merge runs under a rollback journal, not the WAL (``leaveWALForMerge()``): back to
     /// the WAL once it commits or rolls back.
     var mergeLeftWAL = false
@@ -108,6 +113,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         stageAfterBytes = SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
         stagePath = StageFile.path(for: path)
         stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
+        foldSplitRows = options.foldSplitRows
         var config = Configuration()
         config.journalMode = .wal
         // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.
