@@ -115,6 +115,32 @@ struct PostgresBulkTests {
         return summary
     }
 
+    /// A first load whose staging file cannot be made (its directory cannot be written, as in a
+    /// container with a read-only root) goes batch by batch, says why (`bulk.declined`), names
+    /// no file, and ends in the same tables.
+    @Test func aStagingFileThatCannotBeMadeLeavesTheLoadBatchByBatch() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        var rng = SeededGenerator(seed: 5)
+        let records = Array(1...1200).shuffled(using: &rng).map { #"{"id": \#($0), "name": "n\#($0)", "dogs": [\#($0 % 9)]}"# }
+        let pages = stride(from: 0, to: records.count, by: 600).map { bulkPage(records[$0..<($0 + 600)].joined(separator: ", ")) }
+        let store = try PGStore(url: url, model: config.model)
+        store.stagingRules.fromTheStart = true
+        store.stagingRules.directory = temporaryDirectory().appendingPathComponent("missing/deeper").path
+        var options = RunOptions()
+        options.progressInterval = 0
+        let logs = LogCapture()
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(
+            source: MemoryPageSource(pages), store: store)
+        try store.close()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.all.contains { $0.contains("msg=bulk.declined") && $0.contains("could not be made") }, "\(logs.all)")
+        #expect(!logs.all.contains { $0.contains("msg=bulk.started") })
+        #expect(try namedStagingFile(url) == nil)
+        let (_, db) = try ingest(bulkYAML, pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+    }
+
     /// `pages` written to a new directory as `page-N.json`: a source `--resume` resumes.
     private func directory(_ pages: [String]) throws -> String {
         let directory = temporaryDirectory().path

@@ -299,10 +299,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         do {
             // A full first batch whose records came in no identity order, into empty tables: the
             // load is staged from it (``IngestStore/startStagingAtFirstBatch()``).
-            if batch.number == 1, !batch.arrivedInIdentityOrder, next.records - saved.records >= WriterStage.firstBatchToStage,
-                try store.startStagingAtFirstBatch()
-            {
-                logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
+            if batch.number == 1, !batch.arrivedInIdentityOrder, next.records - saved.records >= WriterStage.firstBatchToStage {
+                // A store that could not stage says why (a staging file it could not make).
+                let declined = store.stagingDeclined
+                if try store.startStagingAtFirstBatch() {
+                    logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
+                } else if let reason = store.stagingDeclined, reason != declined {
+                    logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
+                }
             }
             var batch = batch
             if refusedInTransaction { batch.refs = nil }

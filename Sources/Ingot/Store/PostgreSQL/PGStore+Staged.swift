@@ -56,9 +56,10 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         store = try SQLiteStore(path: path, model: model, options: options)
     }
 
-    /// A new staging file's path, in the temporary directory.
-    static func newPath() -> String {
-        FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
+    /// A new staging file's path, in `directory` (`nil`: the temporary directory).
+    static func newPath(in directory: String? = nil) -> String {
+        let base = directory.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+        return base.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
     }
 
     /// Before the path in a `staged_load:` key: the rows were copied, the file is to go.
@@ -147,25 +148,42 @@ extension PGStore {
     /// (``IngestStore/startStagingAtFirstBatch()``). Batch by batch, people-200k spent 2.3–3.0 s
     /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
     /// (docs/benchmarks.md, sessions 14 and 17). Whether it did.
+    ///
+    /// A staging file that cannot be made (a read-only or full temporary directory, as in a
+    /// container with a read-only root) leaves the load batch by batch, as it ran before it was
+    /// staged by default, and says why (``stagingDeclined``: `bulk.declined`).
     func startStagingAtFirstBatch() throws -> Bool {
         guard stagingRules.fromTheStart, staging == nil, joined == nil, !inTransaction,
             SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return false }
-        try makeStaging()
+        do {
+            try makeStaging()
+        } catch let failure as StagingFileFailure {
+            stagingDeclined = "the staging file \(failure.path) could not be made (\(failure.error)): batch by batch"
+            return false
+        }
         return true
     }
 
     /// Makes the run's staging file, named in PostgreSQL first (committed): a job killed at any
     /// moment leaves no file PostgreSQL does not name, which `--resume` or the next run removes.
+    /// A file that cannot be made is not named any more, and throws a ``StagingFileFailure``.
     func makeStaging() throws {
         guard let runID, !inTransaction else { throw StoreError.schema("a staged load begins with its run, between transactions") }
-        let path = PGStaging.newPath()
+        let path = PGStaging.newPath(in: stagingRules.directory)
+        let key = PGStaging.stateKey(runID)
         try connection.execute(
             "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
-            [PGStaging.stateKey(runID), path])
-        let made = try PGStaging(model: model, path: path, runID: runID, resuming: false)
-        made.copyBytes = stagingRules.copyBytes
-        staging = made
+            [key, path])
+        do {
+            let made = try PGStaging(model: model, path: path, runID: runID, resuming: false)
+            made.copyBytes = stagingRules.copyBytes
+            staging = made
+        } catch {
+            PGStaging.remove(at: path)
+            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [key])
+            throw StagingFileFailure(path: path, error: error)
+        }
     }
 
     /// What `--resume` does with unfinished run `runID`'s staged load, if it has one (PGStaging,
@@ -316,6 +334,15 @@ struct PGStagingRules {
     var allowed = true
     /// The bytes of `COPY` text a staged load sends at a time (``PGStaging/copyBytes``).
     var copyBytes = PGStaging.defaultCopyBytes
+    /// Where staging files are made; `nil`: the temporary directory (`TMPDIR`).
+    var directory: String?
+}
+
+/// A staging file that could not be made (PGStore.makeStaging).
+struct StagingFileFailure: Error, CustomStringConvertible {
+    let path: String
+    let error: any Error
+    var description: String { "the staging file \(path) could not be made: \(error)" }
 }
 
 /// What `--resume` found of an unfinished run's staged load (``PGStore/findStagedLoad(of:)``).
