@@ -121,7 +121,10 @@ struct PGStagedCopy: FoldedRowWriter {
             if index > 0 { owner.append(UInt8(ascii: "\t")) }
             appendValue(slot, bool: isBool[slot], from: values, to: &owner)
         }
-        var out = links[k]
+        // Taken out and put back (a copy of `links[k]` would copy the held links at every row).
+        var out: [UInt8] = []
+        swap(&out, &links[k])
+        defer { swap(&out, &links[k]) }
         let before = out.count
         StagedSets.sets(in: bytes) { setK, range in
             guard setK == k else { return }
@@ -151,7 +154,6 @@ struct PGStagedCopy: FoldedRowWriter {
                 })
         }
         heldLinks += out.count - before
-        links[k] = out
     }
 
     /// The held row's identity, as the mapper makes it.
