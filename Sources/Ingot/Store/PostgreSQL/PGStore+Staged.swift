@@ -19,15 +19,17 @@ import GRDBSQLite
 /// empty — the copy inserts every folded row, it does not merge into stored ones: into tables
 /// that hold rows the load goes batch by batch, and says so (`bulk.declined`).
 ///
-/// **Resume.** Each commit commits the staging file, then — in PostgreSQL — the run's resume
-/// point, counters and rejects, and (with the first) the file's path in `_ingot_state` (key
-/// `staged_load:<run id>`): a staged suffix past the resume point is harmless, as in SQLite. The
-/// tables see nothing until the copy, which removes the key with the rows. A run that ends
-/// unfinished keeps its file; `--resume` on the same machine (the same temporary directory) finds
-/// it and goes on staging; when it is gone (another machine, a new container) or the load may not
-/// stage any more (`--no-bulk`), the run starts again from its first page — its progress and
-/// rejects reset, the tables being empty. Kept values (the incremental cursor) wait in the file
-/// and reach PostgreSQL with the rows: a later run never reads a cursor past rows not copied.
+/// **Resume.** The file is named in PostgreSQL before it is made (`_ingot_state`, key
+/// `staged_load:<run id>`, its path; ``PGStore/makeStaging()``). Each commit commits the staging
+/// file, then — in PostgreSQL — the run's resume point, counters and rejects: a staged suffix
+/// past the resume point is harmless, as in SQLite. The tables see nothing until the copy, which
+/// marks the key copied with the rows; the file is removed when the store closes, then the key.
+/// A run that ends unfinished keeps its file; `--resume` on the same machine (the same temporary
+/// directory) finds it and goes on staging; when it is gone (another machine, a new container)
+/// or the load may not stage any more (`--no-bulk`), the run starts again from its first page —
+/// its progress and rejects reset, the tables being empty. Kept values (the incremental cursor)
+/// wait in the file and reach PostgreSQL with the rows: a later run never reads a cursor past
+/// rows not copied.
 final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// The SQLite store the load is staged and merged in.
     let store: SQLiteStore
