@@ -67,7 +67,7 @@ chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --bulk
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --bulk-after-mib 10
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres
-	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 1.5 --postgres --bulk
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --bulk
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
 
 ## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for
