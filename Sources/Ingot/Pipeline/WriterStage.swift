@@ -63,8 +63,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// The run's committed counters (read by the runner after `finished` fired).
     private(set) var counters: RunCounters
-    /// The counters including the batches saved since the last commit.
-    private var saved: RunCounters
+    /// The counters including the batches saved since the last commit (the writer queue's, as
+    /// everything here; WriterStage+Merge.swift counts a staged merge into them).
+    var saved: RunCounters
 
     /// A joined run: each batch that ends on a whole page is committed with the units it holds
     /// (a page in parts is never committed half).
@@ -447,76 +448,18 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
     }
 
-    /// The fewest records of a first batch that stages a load from the start: a small load's
-    /// rows show up at each commit.
-    static let firstBatchToStage = 1000
-
-    /// A staged load (`--bulk`): the staged rows merged into the tables in the run's last
-    /// transaction, and counted (`inserted`, `stubs`, `updated`, `unchanged`) as the merge wrote them.
-    private func mergeStaged() {
-        let clock = ContinuousClock()
-        let started = clock.now
-        // The merge sorts and writes the whole load: progress lines stop meanwhile, so say it.
-        logger.info("bulk.merging", metadata: [LogKey.records: .int(saved.records)])
-        do {
-            var merged = Array(repeating: EntityCounts(), count: model.entities.count)
-            var rows = 0
-            var refusals: [RecordRejection] = []
-            let inserted = try store.mergeStaged(
-                fills: resolver.fills,
-                stored: { entity, identity, changed in
-                    if changed { rows += 1 }
-                    if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
-                },
-                refused: { entity, identity, reason in
-                    let name = model.entities.indices.contains(entity) ? model.entities[entity].name : "?"
-                    refusals.append(
-                        RecordRejection(
-                            entity: name, codingPath: "",
-                            reason:
-                                "the database refused the merged row (\(name) \(String("\(identity)".prefix(100)))): \(reason.prefix(500))",
-                            source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
-                })
-            if !refusals.isEmpty {
-                prints.drop("the staged merge refused rows, whose pages it cannot name")
-                // Counted and stored as rejected records (the records that made the row are not
-                // known any more: they were folded into it), in the merge's transaction.
-                for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
-                saved.rejectedRecords += refusals.count
-                saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
-                let stored = storable(refusals)
-                storedRejectRows = min(maxRejectRows, storedRejectRows + refusals.count)
-                try store.recordProgress(
-                    RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
-                log(refusals)
-            }
-            for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
-                written.stubs += merged[entity].stubs
-                written.updated = merged[entity].updated
-                written.unchanged = merged[entity].unchanged
-                let name = model.entities[entity].name
-                saved.entities[name, default: EntityCounts()].inserted += written.inserted
-                saved.entities[name, default: EntityCounts()].stubs += written.stubs
-                saved.entities[name, default: EntityCounts()].updated += written.updated
-                saved.entities[name, default: EntityCounts()].unchanged += written.unchanged
-                saved.inserted += written.inserted
-                saved.updated += written.updated
-                saved.unchanged += written.unchanged
-                rows += written.inserted
-            }
-            let elapsed = clock.now - started
-            logger.info(
-                "bulk.merged",
-                metadata: [
-                    "rows": .int(rows),
-                    "merge_s": .seconds(elapsed.inSeconds),
-                ])
-        } catch {
-            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
-            try? store.rollback()
-            saved = counters
-            fail(error)
-        }
+    /// Counts, stores and logs rows a staged merge refused, as rejected records (the records
+    /// that made a row are not known any more: they were folded into it), in the merge's
+    /// transaction.
+    func recordMergeRefusals(_ refusals: [RecordRejection]) throws {
+        prints.drop("the staged merge refused rows, whose pages it cannot name")
+        for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
+        saved.rejectedRecords += refusals.count
+        saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
+        let stored = storable(refusals)
+        storedRejectRows = min(maxRejectRows, storedRejectRows + refusals.count)
+        try store.recordProgress(RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
+        log(refusals)
     }
 
     /// `write: replace`: deletes the root rows this run did not touch, only after a complete view

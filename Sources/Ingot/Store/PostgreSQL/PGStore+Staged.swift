@@ -67,6 +67,11 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// Before the path in a `staged_load:` key: the rows were copied, the file is to go.
     static let copiedMark = "copied:"
 
+    /// The staging file a `staged_load:` key's value names, copied or not.
+    static func path(named value: String) -> String {
+        value.hasPrefix(copiedMark) ? String(value.dropFirst(copiedMark.count)) : value
+    }
+
     /// The `_ingot_state` key naming the staging file of run `runID`.
     static func stateKey(_ runID: String) -> String { "staged_load:" + runID }
 
@@ -183,7 +188,7 @@ extension PGStore {
             staging = made
         } catch {
             PGStaging.remove(at: path)
-            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [key])
+            try forgetStagingKey(key)
             throw StagingFileFailure(path: path, error: error)
         }
     }
@@ -196,8 +201,8 @@ extension PGStore {
         guard let value = rows.first?[0] ?? nil else { return true }
         if value.hasPrefix(PGStaging.copiedMark) {
             // Copied, and the job killed before it removed the file: nothing left to stage.
-            PGStaging.remove(at: String(value.dropFirst(PGStaging.copiedMark.count)))
-            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(runID)])
+            PGStaging.remove(at: PGStaging.path(named: value))
+            try forgetStagingKey(of: runID)
             return true
         }
         let path = value
@@ -230,7 +235,7 @@ extension PGStore {
                   last_seq = NULL, resume_state = NULL, entity_counts = NULL, reject_counts = NULL, resource_counts = NULL WHERE run_id = $1
                 """, [id])
             try connection.execute("DELETE FROM _ingot_rejects WHERE run_id = $1", [id])
-            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(id)])
+            try forgetStagingKey(of: id)
             try commitTransaction()
             PGStaging.remove(at: path)
         default:
@@ -246,11 +251,18 @@ extension PGStore {
             "SELECT s.key, s.value FROM _ingot_state s JOIN _ingot_runs r ON s.key = 'staged_load:' || r.run_id WHERE s.pipeline = '' AND r.pipeline = $1",
             [pipeline])
         for row in stale {
-            if let value = row[1] ?? nil {
-                PGStaging.remove(at: value.hasPrefix(PGStaging.copiedMark) ? String(value.dropFirst(PGStaging.copiedMark.count)) : value)
-            }
-            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [row[0]])
+            if let value = row[1] ?? nil { PGStaging.remove(at: PGStaging.path(named: value)) }
+            if let key = row[0] { try forgetStagingKey(key) }
         }
+    }
+
+    /// Forgets the key that names run `runID`'s staging file (PGStaging, "Resume").
+    func forgetStagingKey(of runID: String) throws {
+        try forgetStagingKey(PGStaging.stateKey(runID))
+    }
+
+    private func forgetStagingKey(_ key: String) throws {
+        try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [key])
     }
 
     /// The entities' and join tables that hold rows.

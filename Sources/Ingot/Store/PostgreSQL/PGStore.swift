@@ -550,7 +550,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             // The copy committed: the file goes, then the key that named it (PGStaging).
             staging.close()
             self.staging = nil
-            try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [PGStaging.stateKey(staging.runID)])
+            try forgetStagingKey(of: staging.runID)
         }
         _ = try connection.execute("SELECT pg_advisory_unlock_all()")
     }

@@ -1,0 +1,66 @@
+import Foundation
+import Logging
+
+/// The end of a staged load (`--bulk`, or a load staged from its first batch or turned staged):
+/// the staged rows merged into the tables, counted as the merge wrote them.
+extension WriterStage {
+    /// The fewest records of a first batch that stages a load from the start: a small load's
+    /// rows show up at each commit.
+    static let firstBatchToStage = 1000
+
+    /// A staged load (`--bulk`): the staged rows merged into the tables in the run's last
+    /// transaction, and counted (`inserted`, `stubs`, `updated`, `unchanged`) as the merge wrote them.
+    func mergeStaged() {
+        let clock = ContinuousClock()
+        let started = clock.now
+        // The merge sorts and writes the whole load: progress lines stop meanwhile, so say it.
+        logger.info("bulk.merging", metadata: [LogKey.records: .int(saved.records)])
+        do {
+            var merged = Array(repeating: EntityCounts(), count: model.entities.count)
+            var rows = 0
+            var refusals: [RecordRejection] = []
+            let inserted = try store.mergeStaged(
+                fills: resolver.fills,
+                stored: { entity, identity, changed in
+                    if changed { rows += 1 }
+                    if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
+                },
+                refused: { entity, identity, reason in
+                    let name = model.entities.indices.contains(entity) ? model.entities[entity].name : "?"
+                    refusals.append(
+                        RecordRejection(
+                            entity: name, codingPath: "",
+                            reason:
+                                "the database refused the merged row (\(name) \(String("\(identity)".prefix(100)))): \(reason.prefix(500))",
+                            source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
+                })
+            if !refusals.isEmpty { try recordMergeRefusals(refusals) }
+            for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
+                written.stubs += merged[entity].stubs
+                written.updated = merged[entity].updated
+                written.unchanged = merged[entity].unchanged
+                let name = model.entities[entity].name
+                saved.entities[name, default: EntityCounts()].inserted += written.inserted
+                saved.entities[name, default: EntityCounts()].stubs += written.stubs
+                saved.entities[name, default: EntityCounts()].updated += written.updated
+                saved.entities[name, default: EntityCounts()].unchanged += written.unchanged
+                saved.inserted += written.inserted
+                saved.updated += written.updated
+                saved.unchanged += written.unchanged
+                rows += written.inserted
+            }
+            let elapsed = clock.now - started
+            logger.info(
+                "bulk.merged",
+                metadata: [
+                    "rows": .int(rows),
+                    "merge_s": .seconds(elapsed.inSeconds),
+                ])
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
+            try? store.rollback()
+            saved = counters
+            fail(error)
+        }
+    }
+}
