@@ -141,15 +141,6 @@ struct PostgresBulkTests {
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
     }
 
-    /// `pages` written to a new directory as `page-N.json`: a source `--resume` resumes.
-    private func directory(_ pages: [String]) throws -> String {
-        let directory = temporaryDirectory().path
-        for (n, page) in pages.enumerated() {
-            try Data(page.utf8).write(to: URL(fileURLWithPath: directory).appendingPathComponent("page-\(n + 1).json"))
-        }
-        return directory
-    }
-
     /// The staging file PostgreSQL names for `url`'s one unfinished staged load.
     private func namedStagingFile(_ url: String) throws -> String? {
         let rows = try PGConnection(url: url).execute("SELECT value FROM _ingot_state WHERE pipeline = '' AND key LIKE 'staged_load:%'")
@@ -345,4 +336,13 @@ struct PostgresBulkTests {
         #expect(ownedRun.status == .failed)
         #expect(ownedRun.error?.contains("person.visits is owned") == true, "\(ownedRun.error ?? "")")
     }
+}
+
+/// `pages` written to a new directory as `page-N.json`: a source `--resume` resumes.
+func directory(_ pages: [String]) throws -> String {
+    let directory = temporaryDirectory().path
+    for (n, page) in pages.enumerated() {
+        try Data(page.utf8).write(to: URL(fileURLWithPath: directory).appendingPathComponent("page-\(n + 1).json"))
+    }
+    return directory
 }

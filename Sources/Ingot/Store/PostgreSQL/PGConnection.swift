@@ -231,6 +231,13 @@ final class PGConnection {
         }
     }
 
+    /// Ends the COPY ``beginCopy(_:)`` started as failed: the server discards its rows and the
+    /// transaction fails (the caller rolls it back).
+    func abandonCopy() {
+        _ = PQputCopyEnd(handle, "abandoned by Ingot")
+        while let result = PQgetResult(handle) { PQclear(result) }
+    }
+
     /// Appends `text` to a COPY text-format row, escaping what the format needs escaped.
     static func appendCopyText(_ text: some Sequence<UInt8>, to out: inout [UInt8]) {
         // Most text has nothing to escape: appended whole.

@@ -4,11 +4,13 @@ import GRDBSQLite
 /// The copy side of a staged PostgreSQL load, for one entity: each folded row appended to its
 /// table's `COPY` text and each of its sets to its join table's.
 ///
-/// Two ways, one text. **Streaming** (a load's first try): sent a few hundred kilobytes at a
-/// time while the fold goes on, so the server inserts while the job folds; one `COPY` at a time
-/// runs on a connection, so the rows' copy is ended and begun again whenever the links held reach
-/// `copyBytes`. A value the server refuses fails the whole transaction. **Careful** (the try
-/// after such a refusal, ``PGStore/mergeStaged(fills:stored:refused:)``): the rows held and their
+/// Two ways. **Streaming** (a load's first try), in binary `COPY` (PGBinaryCopy): sent a few
+/// hundred kilobytes at a time while the fold goes on, so the server inserts while the job
+/// folds; one `COPY` at a time runs on a connection, so the rows' copy is ended and begun again
+/// whenever the links held reach `copyBytes`. A value the server refuses fails the whole
+/// transaction, and so does one the binary format cannot carry (``PGBinaryCopy/Unfit``: its
+/// copy is abandoned). **Careful** (the try after either, in text `COPY`,
+/// ``PGStore/mergeStaged(fills:stored:refused:)``): the rows held and their
 /// links are copied together under a savepoint, `copyBytes` at a time; a piece the server refuses
 /// is rolled back and halved until the refused row is alone, and that row is left out with its
 /// links (``refusals``) — as SQLite's merge leaves out a row it refuses.
@@ -23,6 +25,9 @@ struct PGStagedCopy: FoldedRowWriter {
     private let connection: PGConnection
     private let fills: [(slot: Int, value: ScalarValue, always: Bool)]
     private let isBool: [Bool]
+    /// Streaming: each column's binary form, and each to-many's join columns'.
+    private let kinds: [PGBinaryCopy.Kind]
+    private let linkKinds: [[PGBinaryCopy.Kind]]
     private let rowsCopy: String
     /// Per to-many: its join table's `COPY`, `nil` for one without a join table.
     private let linksCopy: [String?]
@@ -52,12 +57,17 @@ struct PGStagedCopy: FoldedRowWriter {
         isBool = layout.columns.map { $0.type == .bool }
         values = HeldValues(count: layout.columns.count)
         sets = HeldValues(count: layout.toMany.count)
+        kinds = layout.columns.map { PGBinaryCopy.Kind(sqlType: PGStore.columnType($0.type)) ?? .text }
+        linkKinds = layout.toMany.map { toMany in
+            PGStore.joinColumns(toMany, owner: entity, model: model).map { PGBinaryCopy.Kind(sqlType: $0.type) ?? .text }
+        }
+        let format = careful ? "" : " (FORMAT binary)"
         let names = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
-        rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names)) FROM STDIN"
+        rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names)) FROM STDIN" + format
         linksCopy = layout.toMany.map { toMany in
             guard toMany.hasJoinTable else { return nil }
             let columns = PGStore.joinColumns(toMany, owner: entity, model: model).map { PGStore.quote($0.name) }
-            return "COPY \(PGStore.quote(toMany.joinTable)) (\(columns.joined(separator: ", "))) FROM STDIN"
+            return "COPY \(PGStore.quote(toMany.joinTable)) (\(columns.joined(separator: ", "))) FROM STDIN" + format
         }
         links = Array(repeating: [], count: layout.toMany.count)
         linkEnds = Array(repeating: [], count: layout.toMany.count)
@@ -70,16 +80,40 @@ struct PGStagedCopy: FoldedRowWriter {
 
     /// Appends the held row (`default:` and `const:` filled as an insert fills them) and its sets.
     mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        for slot in layout.columns.indices {
-            if slot > 0 { rows.append(UInt8(ascii: "\t")) }
-            if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
-                PGStore.appendCopyValue(fill.value, to: &rows)
-            } else {
-                appendValue(slot, bool: isBool[slot], from: values, to: &rows)
+        if careful {
+            for slot in layout.columns.indices {
+                if slot > 0 { rows.append(UInt8(ascii: "\t")) }
+                if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
+                    PGStore.appendCopyValue(fill.value, to: &rows)
+                } else {
+                    appendValue(slot, bool: isBool[slot], from: values, to: &rows)
+                }
+            }
+            rows.append(UInt8(ascii: "\n"))
+        } else {
+            do {
+                PGBinaryCopy.appendRowStart(fields: layout.columns.count, to: &rows)
+                for slot in layout.columns.indices {
+                    if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
+                        try PGBinaryCopy.append(fill.value, kinds[slot], to: &rows)
+                    } else {
+                        try PGBinaryCopy.append(slot, kinds[slot], from: values, to: &rows)
+                    }
+                }
+            } catch {
+                // The copy goes again in text: this one is abandoned (the transaction with it).
+                abandonRows()
+                throw error
             }
         }
-        rows.append(UInt8(ascii: "\n"))
-        for k in layout.toMany.indices where sets.holds(k) && linksCopy[k] != nil { appendSet(k) }
+        for k in layout.toMany.indices where sets.holds(k) && linksCopy[k] != nil {
+            do {
+                try appendSet(k)
+            } catch {
+                abandonRows()
+                throw error
+            }
+        }
         if careful {
             rowEnds.append(rows.count)
             for k in links.indices { linkEnds[k].append(links[k].count) }
@@ -113,21 +147,31 @@ struct PGStagedCopy: FoldedRowWriter {
 
     /// The held set of to-many `k` as join rows: the owner's identity, each target once (at its
     /// first position, for an ordered one), as the SQLite merge's `INSERT OR IGNORE` keeps them.
-    private mutating func appendSet(_ k: Int) {
+    /// Binary when streaming, text when careful.
+    private mutating func appendSet(_ k: Int) throws(PGBinaryCopy.Unfit) {
         let bytes = sets.bytes(k)
         let ordered = layout.toMany[k].isOrdered
+        let binary = !careful
+        let kinds = linkKinds[k]
         var owner: [UInt8] = []
+        if binary { PGBinaryCopy.appendRowStart(fields: kinds.count, to: &owner) }
         for (index, slot) in layout.identitySlots.enumerated() {
-            if index > 0 { owner.append(UInt8(ascii: "\t")) }
-            appendValue(slot, bool: isBool[slot], from: values, to: &owner)
+            if binary {
+                try PGBinaryCopy.append(slot, kinds[index], from: values, to: &owner)
+            } else {
+                if index > 0 { owner.append(UInt8(ascii: "\t")) }
+                appendValue(slot, bool: isBool[slot], from: values, to: &owner)
+            }
         }
+        let sourceColumns = layout.identitySlots.count
         // Taken out and put back (a copy of `links[k]` would copy the held links at every row).
         var out: [UInt8] = []
         swap(&out, &links[k])
         defer { swap(&out, &links[k]) }
         let before = out.count
+        var unfit: PGBinaryCopy.Unfit?
         StagedSets.sets(in: bytes) { setK, range in
-            guard setK == k else { return }
+            guard setK == k, unfit == nil else { return }
             var seen: Set<[ScalarValue]> = []
             var target: [ScalarValue] = []
             var position: Int64 = 0
@@ -137,23 +181,35 @@ struct PGStagedCopy: FoldedRowWriter {
                     if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
                 },
                 end: {
-                    if seen.insert(target).inserted {
+                    if unfit == nil, seen.insert(target).inserted {
                         out += owner
-                        for value in target {
-                            out.append(UInt8(ascii: "\t"))
-                            PGStore.appendCopyValue(value, to: &out)
+                        if binary {
+                            do throws(PGBinaryCopy.Unfit) {
+                                for (index, value) in target.enumerated() {
+                                    try PGBinaryCopy.append(value, kinds[sourceColumns + index], to: &out)
+                                }
+                                if ordered { try PGBinaryCopy.append(.integer(position), .bigint, to: &out) }
+                            } catch {
+                                unfit = error
+                            }
+                        } else {
+                            for value in target {
+                                out.append(UInt8(ascii: "\t"))
+                                PGStore.appendCopyValue(value, to: &out)
+                            }
+                            if ordered {
+                                out.append(UInt8(ascii: "\t"))
+                                PGStore.appendDecimal(position, to: &out)
+                            }
+                            out.append(UInt8(ascii: "\n"))
                         }
-                        if ordered {
-                            out.append(UInt8(ascii: "\t"))
-                            PGStore.appendDecimal(position, to: &out)
-                        }
-                        out.append(UInt8(ascii: "\n"))
                     }
                     target.removeAll(keepingCapacity: true)
                     position += 1
                 })
         }
         heldLinks += out.count - before
+        if let unfit { throw unfit }
     }
 
     /// The held row's identity, as the mapper makes it.
@@ -169,6 +225,7 @@ struct PGStagedCopy: FoldedRowWriter {
         if !rowsOpen {
             try connection.beginCopy(rowsCopy)
             rowsOpen = true
+            try connection.putCopyData(PGBinaryCopy.header, sql: rowsCopy)
         }
         try connection.putCopyData(rows, sql: rowsCopy)
         rows.removeAll(keepingCapacity: true)
@@ -177,14 +234,26 @@ struct PGStagedCopy: FoldedRowWriter {
     private mutating func endRows() throws {
         guard rowsOpen else { return }
         rowsOpen = false
+        try connection.putCopyData(PGBinaryCopy.trailer, sql: rowsCopy)
         try connection.endCopy(rowsCopy)
+    }
+
+    /// Ends the rows' copy, if one is open, as failed (the transaction fails with it).
+    private mutating func abandonRows() {
+        guard rowsOpen else { return }
+        rowsOpen = false
+        connection.abandonCopy()
     }
 
     /// Copies the held links, join table after join table (the rows' copy ended first).
     private mutating func sendLinks() throws {
         for k in links.indices where !links[k].isEmpty {
             guard let sql = linksCopy[k] else { continue }
-            try connection.copy(sql, data: links[k])
+            try connection.beginCopy(sql)
+            try connection.putCopyData(PGBinaryCopy.header, sql: sql)
+            try connection.putCopyData(links[k], sql: sql)
+            try connection.putCopyData(PGBinaryCopy.trailer, sql: sql)
+            try connection.endCopy(sql)
             links[k].removeAll(keepingCapacity: true)
         }
         heldLinks = 0

@@ -291,10 +291,11 @@ extension PGStore {
             counts = try copyStaged(staging, fills: fills, careful: false, refused: refused)
         } catch {
             // A value PostgreSQL refuses (a trigger, a constraint, a text identity too long for
-            // its index) failed the streaming copy and its transaction: folded and copied again,
-            // carefully (PGStagedCopy), so that only the refused rows are left out. Rare: a
-            // second fold of the whole load is its price.
-            guard StoreError.refusedValue(error) != nil else { throw error }
+            // its index) failed the streaming copy and its transaction, or one its binary format
+            // cannot carry abandoned it: folded and copied again, carefully and in text
+            // (PGStagedCopy), so that only the refused rows are left out. Rare: a second fold of
+            // the whole load is its price.
+            guard StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit else { throw error }
             try staging.store.rollback()
             try rollbackTransaction()
             try begin()
