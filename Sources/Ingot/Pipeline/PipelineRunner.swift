@@ -199,7 +199,7 @@ public final class PipelineRunner: Sendable {
                         stageAfterBytes: options.autoBulk && PipelineRunner.bulkObstacle(config, options) == nil
                             ? options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: source is any FetchReporting) : nil,
                         stagesFromTheStart: options.autoBulk && options.bulkAfterBytes == nil && !(source is any FetchReporting)
-                            && PipelineRunner.bulkObstacle(config, options) == nil,
+                            && PipelineRunner.bulkObstacle(config, options, stretch: true) == nil,
                         resuming: options.resume))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(
@@ -349,7 +349,13 @@ public final class PipelineRunner: Sendable {
             byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
         assembler.refresh = plan
 
-        joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
+        joined?.source.whenIdle { sourceEnded in
+            assembler.queue.async {
+                assembler.flush()
+                // After the batch it handed over (the writer's queue keeps their order).
+                if sourceEnded { writer.queue.async { writer.writeStretch() } }
+            }
+        }
         let decode = makeDecodeLanes(
             count: lanes, assembler: assembler, logger: logger, flow: flow, keepsPrints: refresh != nil,
             // A plan needs every changed page's rows, prints kept or not.
@@ -580,8 +586,10 @@ final class StoreBox: Sendable {
 extension PipelineRunner {
     /// Why a staged load (`--bulk`) cannot run `config`: what decides per stored row (write modes
     /// other than merge) or needs other jobs' rows (`--join`). The store checks the model.
-    static func bulkObstacle(_ config: PipelineConfig, _ options: RunOptions) -> String? {
-        if options.join != nil { return "a joined run (--join) writes batch by batch" }
+    /// `stretch`: a load staged from its first batch, which a joined job may be (its stretch of
+    /// units, PGStore+JoinedStaging.swift).
+    static func bulkObstacle(_ config: PipelineConfig, _ options: RunOptions, stretch: Bool = false) -> String? {
+        if options.join != nil && !stretch { return "a joined run (--join) writes batch by batch" }
         if !config.rootWriteRules.isEmpty { return "write: insert_only and update_only decide per stored row" }
         if !config.replacedEntities.isEmpty { return "write: replace deletes stored rows the run did not see" }
         return nil

@@ -24,8 +24,9 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Set once, at the end of `init`.
     private var renewal: (any RunTimer)?
     /// Called before ``next()`` waits for work: the pipeline hands its open batch to the writer
-    /// (other jobs may be waiting for the units in it).
-    private let idleHandler = Mutex<(@Sendable () -> Void)?>(nil)
+    /// (other jobs may be waiting for the units in it) — and, once the source has ended (the job
+    /// waits on units other jobs hold, which may wait on this job's), writes what it staged.
+    private let idleHandler = Mutex<(@Sendable (_ sourceEnded: Bool) -> Void)?>(nil)
 
     /// Where this job's fetcher thread is: at most one runs, and a failed one fails the job.
     enum FetchState {
@@ -56,7 +57,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     }
 
     /// Sets what ``next()`` calls before it waits.
-    func whenIdle(_ handler: @escaping @Sendable () -> Void) {
+    func whenIdle(_ handler: @escaping @Sendable (_ sourceEnded: Bool) -> Void) {
         idleHandler.withLock { $0 = handler }
     }
 
@@ -97,6 +98,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                 }
                 return page
             }
+            var sourceEnded = false
             switch try run.state() {
             case .finished: return nil
             case .failed(let message): throw RunFailed(message: message)
@@ -107,9 +109,10 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                     idle = 0.002
                     continue
                 }
+                sourceEnded = endSeq != nil
             }
             // Pages still being decoded reach the batch later: ask at every wait.
-            idleHandler.withLock { $0 }?()
+            idleHandler.withLock { $0 }?(sourceEnded)
             run.waitForWork(upTo: idle)
             idle = min(idle * 2, run.longestWait)
         }

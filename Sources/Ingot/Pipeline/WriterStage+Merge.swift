@@ -37,7 +37,8 @@ extension WriterStage {
             if !refusals.isEmpty { try recordMergeRefusals(refusals) }
             for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
                 written.stubs += merged[entity].stubs
-                written.updated = merged[entity].updated
+                // A joined job's stretch merged by position counts the stored rows it gave to (PGStagedCopy).
+                written.updated += merged[entity].updated
                 written.unchanged = merged[entity].unchanged
                 let name = model.entities[entity].name
                 saved.entities[name, default: EntityCounts()].inserted += written.inserted
@@ -48,6 +49,11 @@ extension WriterStage {
                 saved.updated += written.updated
                 saved.unchanged += written.unchanged
                 rows += written.inserted
+            }
+            if unitTransactions {
+                // A joined job's counters, with the stretch's units (PGStore+JoinedStaging.swift).
+                try store.recordProgress(
+                    RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: [], kept: []))
             }
             let elapsed = clock.now - started
             logger.info(
@@ -62,5 +68,18 @@ extension WriterStage {
             saved = counters
             fail(error)
         }
+    }
+
+    /// A joined job's staged stretch, written before the job waits on other jobs' units or
+    /// writes a batch that does not continue it: its last batches committed to the staging file,
+    /// then merged into the tables and committed with its units (PGStore+JoinedStaging.swift).
+    /// From then on the job writes batch by batch.
+    func writeStretch() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard store.isStaging, case .writing = phase else { return }
+        commit()
+        guard case .writing = phase else { return }
+        mergeStaged()
+        commit()
     }
 }

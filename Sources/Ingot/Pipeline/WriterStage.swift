@@ -33,7 +33,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
     let model: EntityModel
-    private let runID: String
+    let runID: String
     /// What `write: replace` does at the end of this run.
     private let replace: ReplaceAtEnd
     let logger: Logger
@@ -42,7 +42,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let finished: @Sendable () -> Void
     /// Mirrors ``Phase/failed`` for the other queues (the source and the assembler stop).
     private let failed = Mutex(false)
-    private var phase = Phase.writing
+    private(set) var phase = Phase.writing
 
     /// Where the writer stage is. `writing` → `failed` (nothing more is saved; the source stops)
     /// → `ended`, or `writing` → `ended`: ``finish(_:)`` ends it once, and after that the runner
@@ -69,7 +69,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// A joined run: each batch that ends on a whole page is committed with the units it holds
     /// (a page in parts is never committed half).
-    private let unitTransactions: Bool
+    let unitTransactions: Bool
     private let commitRecords: Int
     private let commitInterval: Double
     /// When the open transaction's first batch was saved.
@@ -254,6 +254,15 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         dispatchPrecondition(condition: .onQueue(queue))
         let pages = batch.pages
         guard case .writing = phase, !pages.isEmpty else { return }
+        // A joined job's staged stretch of units that this batch would not continue is written
+        // first (PGStore+JoinedStaging.swift); this batch goes batch by batch.
+        do {
+            if try store.stagedStretchBreaks(at: pages.units) { writeStretch() }
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
+            fail(error)
+        }
+        guard case .writing = phase else { return }
         var next = saved
         var rejections: [RecordRejection] = []
         for page in pages {
@@ -303,7 +312,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             if batch.number == 1, !batch.arrivedInIdentityOrder, next.records - saved.records >= WriterStage.firstBatchToStage {
                 // A store that could not stage says why (a staging file it could not make).
                 let declined = store.stagingDeclined
-                if try store.startStagingAtFirstBatch() {
+                // A joined job's first batch that holds no stretch of units stages nothing.
+                if try store.startStagingAtFirstBatch(), try !store.stagedStretchBreaks(at: pages.units), store.isStaging {
                     logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
                 } else if let reason = store.stagingDeclined, reason != declined {
                     logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
@@ -403,7 +413,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     }
 
     /// Commits the batches saved since the last commit and publishes their counters.
-    private func commit() {
+    func commit() {
         dispatchPrecondition(condition: .onQueue(queue))
         commitGeneration += 1
         transactionStart = nil

@@ -90,6 +90,11 @@ public protocol IngestStore: IdentityLookups {
     /// first batch whose records came in no identity order. Whether it did.
     func startStagingAtFirstBatch() throws -> Bool
 
+    /// A joined job's staged load holds a stretch of consecutive units, and a batch of `units`
+    /// would not continue it (another job holds a unit between): the writer merges the stretch
+    /// first, then writes the batch as joined batches are written. Called before each batch.
+    func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool
+
     /// Releases the connections. The store is not used after this.
     func close() throws
 
@@ -151,6 +156,7 @@ extension IngestStore {
 
     /// Batch by batch throughout.
     package func startStagingAtFirstBatch() throws -> Bool { false }
+    package func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool { false }
 
     /// A store that does not compare: every stored row a record mentions is written.
     public var lastWriteUnchanged: [[Int]]? { nil }

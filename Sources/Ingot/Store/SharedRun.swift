@@ -192,9 +192,14 @@ extension StoreError {
 
 extension ResolvedBatch {
     /// In a shared run: the units whose records the batch holds, in order.
-    public var units: [UnitRef] {
+    public var units: [UnitRef] { pages.units }
+}
+
+extension [DecodedPage] {
+    /// In a shared run: the pages' units, in order, each once.
+    var units: [UnitRef] {
         var seen = Set<UnitRef>()
-        return pages.compactMap(\.unit).filter { seen.insert($0).inserted }
+        return compactMap(\.unit).filter { seen.insert($0).inserted }
     }
 }
 

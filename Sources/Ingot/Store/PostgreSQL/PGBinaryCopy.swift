@@ -152,6 +152,25 @@ enum PGBinaryCopy {
         }
     }
 
+    /// A one-dimensional `bigint[]` of `values` (`nil`: NULL), as `array_recv` reads it.
+    static func appendBigintArray(_ values: [Int64?], to out: inout [UInt8]) {
+        let nulls = values.filter { $0 == nil }.count
+        appendBigEndian(UInt32(20 + values.count * 4 + (values.count - nulls) * 8), to: &out)
+        appendBigEndian(UInt32(1), to: &out)  // dimensions
+        appendBigEndian(UInt32(nulls > 0 ? 1 : 0), to: &out)  // has NULLs
+        appendBigEndian(UInt32(20), to: &out)  // element type: int8
+        appendBigEndian(UInt32(truncatingIfNeeded: values.count), to: &out)
+        appendBigEndian(UInt32(1), to: &out)  // lower bound
+        for value in values {
+            if let value {
+                appendBigEndian(UInt32(8), to: &out)
+                appendBigEndian(UInt64(bitPattern: value), to: &out)
+            } else {
+                appendNull(to: &out)
+            }
+        }
+    }
+
     // MARK: Dates
 
     /// Days from 2000-01-01 (PostgreSQL's epoch) to `YYYY-MM-DD` (the text's first ten bytes),

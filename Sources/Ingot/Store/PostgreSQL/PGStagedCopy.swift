@@ -14,7 +14,22 @@ import GRDBSQLite
 /// links are copied together under a savepoint, `copyBytes` at a time; a piece the server refuses
 /// is rolled back and halved until the refused row is alone, and that row is left out with its
 /// links (``refusals``) — as SQLite's merge leaves out a row it refuses.
+///
+/// **A joined job's stretch** (``Stretch``, PGStore+JoinedStaging.swift): every row also carries
+/// its positions (`_ingot_pos`: the stretch's position for each column and set the fold gives,
+/// and `@`), as a joined batch's rows do. Streaming, the rows go straight into the tables (their
+/// identities are new: a row another job made fails the copy with a unique violation);
+/// carefully, each piece is upserted through the staging tables a joined batch uses, and its
+/// sets replaced where they win (``PGStore/upsertJoined(copied:rows:_:)``,
+/// ``PGStore/replaceLinksJoined(owners:links:_:_:owner:layout:)``).
 struct PGStagedCopy: FoldedRowWriter {
+    /// Where a joined job's stretch goes: the store whose joined writes merge it, and the
+    /// position its every value takes.
+    struct Stretch {
+        let store: PGStore
+        let position: Int64
+    }
+
     let layout: EntityLayout
     var values: HeldValues
     var given = ColumnMask()
@@ -32,6 +47,13 @@ struct PGStagedCopy: FoldedRowWriter {
     /// Per to-many: its join table's `COPY`, `nil` for one without a join table.
     private let linksCopy: [String?]
     private let careful: Bool
+    private let entity: Int
+    /// A joined job's stretch, or `nil` for a single job's load.
+    private let stretch: Stretch?
+    /// Careful stretch only, per to-many: the held owners whose set is given (identity and
+    /// position), and where each held row's end.
+    private var owners: [[UInt8]]
+    private var ownerEnds: [[Int]]
     private var rows: [UInt8] = []
     private var rowsOpen = false
     private var links: [[UInt8]]
@@ -47,11 +69,13 @@ struct PGStagedCopy: FoldedRowWriter {
 
     init(
         connection: PGConnection, entity: Int, model: EntityModel, layout: EntityLayout,
-        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int, careful: Bool = false
+        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int, careful: Bool = false, stretch: Stretch? = nil
     ) {
         self.connection = connection
         self.copyBytes = copyBytes
         self.careful = careful
+        self.entity = entity
+        self.stretch = stretch
         self.layout = layout
         self.fills = fills
         isBool = layout.columns.map { $0.type == .bool }
@@ -62,8 +86,8 @@ struct PGStagedCopy: FoldedRowWriter {
             PGStore.joinColumns(toMany, owner: entity, model: model).map { PGBinaryCopy.Kind(sqlType: $0.type) ?? .text }
         }
         let format = careful ? "" : " (FORMAT binary)"
-        let names = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
-        rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names)) FROM STDIN" + format
+        let names = (layout.columns.map(\.name) + (stretch == nil ? [] : [PGStore.positionColumn])).map(PGStore.quote)
+        rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names.joined(separator: ", "))) FROM STDIN" + format
         linksCopy = layout.toMany.map { toMany in
             guard toMany.hasJoinTable else { return nil }
             let columns = PGStore.joinColumns(toMany, owner: entity, model: model).map { PGStore.quote($0.name) }
@@ -71,6 +95,8 @@ struct PGStagedCopy: FoldedRowWriter {
         }
         links = Array(repeating: [], count: layout.toMany.count)
         linkEnds = Array(repeating: [], count: layout.toMany.count)
+        owners = Array(repeating: [], count: layout.toMany.count)
+        ownerEnds = Array(repeating: [], count: layout.toMany.count)
     }
 
     mutating func finalize() {
@@ -89,10 +115,14 @@ struct PGStagedCopy: FoldedRowWriter {
                     appendValue(slot, bool: isBool[slot], from: values, to: &rows)
                 }
             }
+            if stretch != nil {
+                rows.append(UInt8(ascii: "\t"))
+                appendPositions(binary: false)
+            }
             rows.append(UInt8(ascii: "\n"))
         } else {
             do {
-                PGBinaryCopy.appendRowStart(fields: layout.columns.count, to: &rows)
+                PGBinaryCopy.appendRowStart(fields: layout.columns.count + (stretch == nil ? 0 : 1), to: &rows)
                 for slot in layout.columns.indices {
                     if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
                         try PGBinaryCopy.append(fill.value, kinds[slot], to: &rows)
@@ -100,6 +130,7 @@ struct PGStagedCopy: FoldedRowWriter {
                         try PGBinaryCopy.append(slot, kinds[slot], from: values, to: &rows)
                     }
                 }
+                if stretch != nil { appendPositions(binary: true) }
             } catch {
                 // The copy goes again in text: this one is abandoned (the transaction with it).
                 abandonRows()
@@ -117,6 +148,7 @@ struct PGStagedCopy: FoldedRowWriter {
         if careful {
             rowEnds.append(rows.count)
             for k in links.indices { linkEnds[k].append(links[k].count) }
+            for k in owners.indices { ownerEnds[k].append(owners[k].count) }
             keys.append(identity())
             stubs.append(holdsStub)
         } else {
@@ -164,6 +196,13 @@ struct PGStagedCopy: FoldedRowWriter {
             }
         }
         let sourceColumns = layout.identitySlots.count
+        if careful, let stretch {
+            // The owner, whose stored set this one replaces where it wins.
+            owners[k] += owner
+            owners[k].append(UInt8(ascii: "\t"))
+            PGStore.appendDecimal(stretch.position, to: &owners[k])
+            owners[k].append(UInt8(ascii: "\n"))
+        }
         // Taken out and put back (a copy of `links[k]` would copy the held links at every row).
         var out: [UInt8] = []
         swap(&out, &links[k])
@@ -271,6 +310,8 @@ struct PGStagedCopy: FoldedRowWriter {
         for k in links.indices {
             links[k].removeAll(keepingCapacity: true)
             linkEnds[k].removeAll(keepingCapacity: true)
+            owners[k].removeAll(keepingCapacity: true)
+            ownerEnds[k].removeAll(keepingCapacity: true)
         }
         heldLinks = 0
     }
@@ -280,13 +321,27 @@ struct PGStagedCopy: FoldedRowWriter {
     /// is left out with its links. Any other failure is thrown.
     private mutating func copyCarefully(_ range: Range<Int>) throws {
         try connection.execute("SAVEPOINT ingot_copy")
+        var merged: EntityCounts?
         do {
             func start(_ ends: [Int]) -> Int { range.lowerBound == 0 ? 0 : ends[range.lowerBound - 1] }
-            try connection.copy(rowsCopy, data: rows[start(rowEnds)..<rowEnds[range.upperBound - 1]])
-            for k in links.indices {
-                guard let sql = linksCopy[k] else { continue }
-                let (from, to) = (start(linkEnds[k]), linkEnds[k][range.upperBound - 1])
-                if from < to { try connection.copy(sql, data: links[k][from..<to]) }
+            let piece = rows[start(rowEnds)..<rowEnds[range.upperBound - 1]]
+            if let stretch {
+                // Merged as a joined batch is: the rows upserted, then the sets they win replaced.
+                merged = try stretch.store.upsertJoined(copied: Array(piece), rows: range.count, layout)
+                for k in links.indices where linksCopy[k] != nil {
+                    let (from, to) = (start(ownerEnds[k]), ownerEnds[k][range.upperBound - 1])
+                    guard from < to else { continue }
+                    try stretch.store.replaceLinksJoined(
+                        owners: Array(owners[k][from..<to]), links: Array(links[k][start(linkEnds[k])..<linkEnds[k][range.upperBound - 1]]),
+                        k, layout.toMany[k], owner: entity, layout: layout)
+                }
+            } else {
+                try connection.copy(rowsCopy, data: piece)
+                for k in links.indices {
+                    guard let sql = linksCopy[k] else { continue }
+                    let (from, to) = (start(linkEnds[k]), linkEnds[k][range.upperBound - 1])
+                    if from < to { try connection.copy(sql, data: links[k][from..<to]) }
+                }
             }
             try connection.execute("RELEASE SAVEPOINT ingot_copy")
         } catch {
@@ -302,8 +357,33 @@ struct PGStagedCopy: FoldedRowWriter {
             try copyCarefully(middle..<range.upperBound)
             return
         }
-        counts.inserted += range.count
-        counts.stubs += stubs[range].reduce(0) { $0 + ($1 ? 1 : 0) }
+        if let merged {
+            counts = counts + merged
+        } else {
+            counts.inserted += range.count
+            counts.stubs += stubs[range].reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+    }
+
+    /// The held row's positions in a stretch (`_ingot_pos`): the stretch's position for each
+    /// column the fold gives (not the identity's) and each set, NULL for the rest, then `@`.
+    private mutating func appendPositions(binary: Bool) {
+        guard let position = stretch?.position else { return }
+        var slots: [Int64?] = layout.columns.indices.map { slot in
+            given.contains(slot) && !layout.identitySlots.contains(slot) ? position : nil
+        }
+        slots += layout.toMany.indices.map { sets.holds($0) ? position : nil }
+        slots.append(position)
+        if binary {
+            PGBinaryCopy.appendBigintArray(slots, to: &rows)
+            return
+        }
+        rows.append(UInt8(ascii: "{"))
+        for (k, slot) in slots.enumerated() {
+            if k > 0 { rows.append(UInt8(ascii: ",")) }
+            if let slot { PGStore.appendDecimal(slot, to: &rows) } else { rows += Array("NULL".utf8) }
+        }
+        rows.append(UInt8(ascii: "}"))
     }
 }
 

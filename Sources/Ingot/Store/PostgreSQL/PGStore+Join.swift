@@ -36,6 +36,9 @@ struct JoinContext: Sendable {
 extension PGStore {
     /// The hidden column of positions, added to an entity's table when a joined run first writes it.
     static let positionColumn = "_ingot_pos"
+    /// Units' payloads stored as they come (`pglz` tried each zstd frame in vain: 2 % of a joined
+    /// job's time at people-200k).
+    static let externalPayloads = "ALTER TABLE _ingot_units ALTER COLUMN payload SET STORAGE EXTERNAL"
 
     /// The DDL of the work queue of joined runs and of the position columns.
     static func joinSchema(of model: EntityModel) -> [String] {
@@ -52,6 +55,8 @@ extension PGStore {
               length bigint NOT NULL, oversized bigint, finished_at timestamptz, PRIMARY KEY (name, seq))
             """,
             "ALTER TABLE _ingot_joins ADD COLUMN IF NOT EXISTS spec text",
+            // Payloads are zstd frames already: the server does not try to compress them again.
+            PGStore.externalPayloads,
             "CREATE INDEX IF NOT EXISTS _ingot_units_open ON _ingot_units (name, seq) WHERE status <> 'done'",
             """
             CREATE TABLE IF NOT EXISTS _ingot_join_jobs (name text NOT NULL, job text NOT NULL, status text NOT NULL,
@@ -108,23 +113,7 @@ extension PGStore {
 
     /// ``writeJoined(_:_:then:)``'s statements, in the open transaction.
     func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws {
-        let units = Set(batch.units).subtracting(unitsInTransaction)
-        if !units.isEmpty {
-            let list = Array(units)
-            let marked = try connection.execute(
-                """
-                UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
-                WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
-                """,
-                [join.name, join.job] + PGStore.unitArrays(list))
-            unitsInTransaction.formUnion(units)
-            if marked.count != units.count {
-                let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
-                throw StoreError.claimLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
-            }
-            // Jobs waiting for the last units to end hear of these when they commit.
-            PGSharedRun.notify(on: connection, join.name)
-        }
+        try markDone(Set(batch.units), join)
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
         if directJoinedInserts {
             // The rows no job had at the lookup are copied straight in, under a savepoint: when
@@ -143,6 +132,27 @@ extension PGStore {
             }
         }
         lastWriteCounts = try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
+    }
+
+    /// Marks `units` done in the open transaction (those not marked in it yet): this job must
+    /// still hold each claim, else ``StoreError/claimLost(_:)``.
+    func markDone(_ units: Set<UnitRef>, _ join: JoinContext) throws {
+        let units = units.subtracting(unitsInTransaction)
+        guard !units.isEmpty else { return }
+        let list = Array(units)
+        let marked = try connection.execute(
+            """
+            UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
+            WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
+            """,
+            [join.name, join.job] + PGStore.unitArrays(list))
+        unitsInTransaction.formUnion(units)
+        if marked.count != units.count {
+            let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
+            throw StoreError.claimLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
+        }
+        // Jobs waiting for the last units to end hear of these when they commit.
+        PGSharedRun.notify(on: connection, join.name)
     }
 
     /// Every entity's rows and links of a joined batch; `direct`: its new rows copied straight in.
@@ -254,7 +264,6 @@ extension PGStore {
     ) throws -> EntityCounts {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
-        let slots = PositionSlots(layout)
         let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
         let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
         if let direct, !layout.identitySlots.isEmpty, rows.contains(where: { $0.stored == nil }) {
@@ -276,12 +285,23 @@ extension PGStore {
         }
         var data: [UInt8] = []
         for row in rows { PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data) }
+        return try upsertJoined(copied: data, rows: rows.count, layout)
+    }
+
+    /// Upserts rows given as `COPY` text (each row's values, then its positions) through the
+    /// entity's staging table, and returns what it did (``upsert(_:_:_:fallback:direct:)``).
+    func upsertJoined(copied data: [UInt8], rows: Int, _ layout: EntityLayout) throws -> EntityCounts {
+        let table = PGStore.quote(layout.table)
+        let pos = PGStore.positionColumn
+        let slots = PositionSlots(layout)
+        let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
+        let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
         var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"
         guard !layout.identitySlots.isEmpty else {
             try connection.execute(sql + "; TRUNCATE \(stage)")
-            return EntityCounts(inserted: rows.count)
+            return EntityCounts(inserted: rows)
         }
         do {
             // A column takes the staged value when the staged position is set and not older; the
@@ -342,12 +362,25 @@ extension PGStore {
                 PGStore.appendLinkRow(identity, target, position: toMany.isOrdered ? index : nil, to: &links)
             }
         }
-        let join = PGStore.quote(toMany.joinTable)
         let types = PGStore.joinColumns(toMany, owner: owner, model: model)
         if !newLinks.isEmpty {
-            try connection.copy("COPY \(join) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", "))) FROM STDIN", data: newLinks)
+            try connection.copy(
+                "COPY \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", "))) FROM STDIN",
+                data: newLinks)
         }
         guard !owners.isEmpty else { return }
+        try replaceLinksJoined(owners: owners, links: links, k, toMany, owner: owner, layout: layout)
+    }
+
+    /// Replaces the link sets of relationship `k` given as `COPY` text — `owners`: each owner's
+    /// identity and the position of the set it was given; `links`: the set's links — where the
+    /// owner's row holds that position after its upsert (no newer set was written by another
+    /// job): the owner's stored links are deleted, the given ones inserted.
+    func replaceLinksJoined(
+        owners: [UInt8], links: [UInt8], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout
+    ) throws {
+        let join = PGStore.quote(toMany.joinTable)
+        let types = PGStore.joinColumns(toMany, owner: owner, model: model)
         let ownerTable = PGStore.quote(layout.table)
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
         func owns(_ alias: String) -> String {
@@ -462,6 +495,7 @@ extension PGStore {
                     }
                 }
                 if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
+                try forgetStretches(of: runID)
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
                 PGSharedRun.notify(on: connection, join.name)

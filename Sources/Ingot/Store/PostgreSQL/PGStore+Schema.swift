@@ -32,11 +32,17 @@ extension PGStore {
         }
         let indexes = Set(
             try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
+        let external =
+            try connection.execute(
+                "SELECT a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                    + "WHERE c.relname = '_ingot_units' AND c.relnamespace = current_schema()::regnamespace AND a.attname = 'payload'"
+            ).first?[0] == "e"
         func name(_ word: Substring?) -> String { String(word ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"(")) }
         return schema.filter { sql in
             let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" })
             if sql.hasPrefix("CREATE TABLE IF NOT EXISTS ") { return !tables.contains(name(words[safe: 5])) }
             if sql.hasPrefix("CREATE INDEX IF NOT EXISTS ") { return !indexes.contains(name(words[safe: 5])) }
+            if sql == externalPayloads { return !external }
             if sql.hasPrefix("ALTER TABLE "), words[safe: 3] == "ADD" {
                 return !columns.contains(name(words[safe: 2]) + "." + name(words[safe: 8]))
             }

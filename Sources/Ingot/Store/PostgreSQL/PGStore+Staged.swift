@@ -36,6 +36,8 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     let path: String
     /// The run the staged rows belong to.
     let runID: String
+    /// The `_ingot_state` key naming this file (``stateKey(_:)``; a joined job's has its job's id).
+    let key: String
     /// Rejections of the open transaction's batches and its last progress, written to
     /// PostgreSQL at its commit; kept values, written to the staging file then.
     private var pendingRejections: [RecordRejection] = []
@@ -49,9 +51,10 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
 
     /// Run `runID`'s staging file at `path` (PostgreSQL names it already): made, or opened again
     /// (`resuming`) to go on with the load it staged.
-    init(model: EntityModel, path: String, runID: String, resuming: Bool) throws {
+    init(model: EntityModel, path: String, runID: String, key: String? = nil, resuming: Bool) throws {
         self.path = path
         self.runID = runID
+        self.key = key ?? PGStaging.stateKey(runID)
         var options = SQLiteStore.Options()
         options.staged = true
         options.resuming = resuming
@@ -72,8 +75,8 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         value.hasPrefix(copiedMark) ? String(value.dropFirst(copiedMark.count)) : value
     }
 
-    /// The `_ingot_state` key naming the staging file of run `runID`.
-    static func stateKey(_ runID: String) -> String { "staged_load:" + runID }
+    /// The `_ingot_state` key naming the staging file of run `runID` (of its job `job`, in a joined run).
+    static func stateKey(_ runID: String, job: String? = nil) -> String { "staged_load:" + runID + (job.map { ":" + $0 } ?? "") }
 
     /// Holds a batch's progress until its transaction commits.
     func hold(_ progress: RunProgress) {
@@ -160,7 +163,7 @@ extension PGStore {
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
     /// staged by default, and says why (``stagingDeclined``: `bulk.declined`).
     func startStagingAtFirstBatch() throws -> Bool {
-        guard stagingRules.fromTheStart, staging == nil, joined == nil, !inTransaction,
+        guard stagingRules.fromTheStart, staging == nil, !inTransaction,
             SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return false }
         do {
@@ -178,12 +181,12 @@ extension PGStore {
     func makeStaging() throws {
         guard let runID, !inTransaction else { throw StoreError.schema("a staged load begins with its run, between transactions") }
         let path = PGStaging.newPath(in: stagingRules.directory)
-        let key = PGStaging.stateKey(runID)
+        let key = PGStaging.stateKey(runID, job: joined?.job)
         try connection.execute(
             "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
             [key, path])
         do {
-            let made = try PGStaging(model: model, path: path, runID: runID, resuming: false)
+            let made = try PGStaging(model: model, path: path, runID: runID, key: key, resuming: false)
             made.copyBytes = stagingRules.copyBytes
             staging = made
         } catch {
@@ -261,7 +264,7 @@ extension PGStore {
         try forgetStagingKey(PGStaging.stateKey(runID))
     }
 
-    private func forgetStagingKey(_ key: String) throws {
+    func forgetStagingKey(_ key: String) throws {
         try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [key])
     }
 
@@ -285,6 +288,7 @@ extension PGStore {
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         guard let staging, !staging.published else { return Array(repeating: EntityCounts(), count: layouts.count) }
+        if let joined { return try mergeStretch(staging, joined, fills: fills, refused: refused) }
         try begin()
         var counts: [EntityCounts]
         do {
@@ -309,22 +313,22 @@ extension PGStore {
         // run to remove (the resume point went in at the last commit).
         try recordRejectsAndKept(RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()))
         try connection.execute(
-            "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1",
-            [PGStaging.stateKey(staging.runID), PGStaging.copiedMark + staging.path])
+            "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1", [staging.key, PGStaging.copiedMark + staging.path])
         return counts
     }
 
     /// Folds the staged load and copies each entity's folded rows (``PGStagedCopy``), streaming
     /// or `careful`; the rows the server refused (careful only) go to `refused`.
-    private func copyStaged(
+    func copyStaged(
         _ staging: PGStaging, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], careful: Bool,
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        stretch: PGStagedCopy.Stretch? = nil, refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
         try staging.store.foldStaged { entity, rows, _ in
             var copy = PGStagedCopy(
                 connection: connection, entity: entity, model: model, layout: layouts[entity],
-                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes, careful: careful)
+                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes, careful: careful,
+                stretch: stretch)
             defer { copy.finalize() }
             // Into empty tables: every folded row is new, none stored.
             try copy.write(rows) { _, _ in }

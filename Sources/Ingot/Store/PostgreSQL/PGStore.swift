@@ -65,6 +65,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var lastWriteRetries = 0
     /// A staged load (`--bulk`, PGStore+Staged.swift); writer queue only.
     var staging: PGStaging?
+    /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
+    /// of its batches, written with it.
+    var stretch = JoinedStretch()
+    var stretchRejections: [RecordRejection] = []
     /// Why `--bulk` loads batch by batch here (tables that hold rows), set when the store opens.
     var stagingDeclined: String?
     /// What this store may do about staged loads, set when it opens.
@@ -160,7 +164,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// to redo (``undoesBatchesAlone``). A joined run's batches roll their unit's transaction
     /// back whole (``writeJoined(_:_:then:)``).
     func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
-        if let staging, isStaging { return try staging.store.write(batch, then: then) }
+        if let staging, isStaging {
+            try staging.store.write(batch, then: then)
+            if joined != nil { stretch.add(batch.units) }
+            return
+        }
         if let joined { return try writeJoined(batch, joined, then: then) }
         try writeIsolated(batch, then: then)
     }
@@ -172,7 +180,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// A joined run's batch marks its units done in the same savepoint; a unit lost to another
     /// job still rolls the whole transaction back (``writeJoined(_:_:then:)``).
     func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
-        if let staging, isStaging { return try staging.store.writeIsolated(batch, then: then) }
+        if let staging, isStaging {
+            try staging.store.writeIsolated(batch, then: then)
+            if joined != nil { stretch.add(batch.units) }
+            return
+        }
         try begin()
         try connection.execute("SAVEPOINT ingot_isolated")
         let stagedBefore = stagedInTransaction.count
@@ -379,8 +391,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     func commit() throws {
         if let staging, isStaging {
-            // The staging file first, then the run's progress here (PGStaging, "Resume").
+            // The staging file first, then the run's progress here (PGStaging, "Resume"); a
+            // joined job's, with its stretch (its units are not done until then).
             guard let progress = try staging.commit() else { return }
+            if joined != nil {
+                stretchRejections += progress.rejections
+                return
+            }
             try begin()
             try writeProgress(progress)
             try commitTransaction()
@@ -550,7 +567,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             // The copy committed: the file goes, then the key that named it (PGStaging).
             staging.close()
             self.staging = nil
-            try forgetStagingKey(of: staging.runID)
+            try forgetStagingKey(staging.key)
         }
         _ = try connection.execute("SELECT pg_advisory_unlock_all()")
     }

@@ -1,0 +1,140 @@
+import Foundation
+
+/// A joined job's staged load: a job of a shared run (`--join`) whose units come in one unbroken
+/// stretch — the run's only job, or the first before others join — stages them as a single
+/// job's first load is staged (PGStore+Staged.swift), and writes the stretch at once: its units
+/// marked done, its folded rows copied in with their positions, in one transaction.
+///
+/// Why: batch by batch, a joined job does what a single job batch by batch does, and more (each
+/// row's positions, a unit's claim): people-200k 4.2–4.7 s against 1.5–1.7 s for a single job's
+/// staged first load (docs/benchmarks.md, session 18).
+///
+/// **Why one position is right.** Batch by batch, each column a row is given carries the position
+/// of the unit that gave it, and a unit overwrites a column only when its position is not older
+/// (PGStore+Join.swift). A stretch is units `a…b` in a row, all this job's: no other job's unit
+/// lies between them. So against any other unit `u`, every unit of the stretch is older (`u > b`)
+/// or newer (`u < a`) alike, and the fold of the stretch (the last record in it wins, key by key)
+/// followed by one position `b` for every column and set it gives decides each column as the
+/// units one by one would.
+///
+/// **When the stretch ends.** It is written when the job's part ends, when the source has ended
+/// and the job would wait for units other jobs hold (they may wait for the stretch's), and before
+/// a batch that would not continue it (another job claimed a unit between, or this job took over
+/// an older one): that batch and every later one are written batch by batch. The copy goes
+/// straight into the tables, in binary; where another job made one of its rows meanwhile (a
+/// unique violation), or the server refuses a value, the stretch is merged the careful way
+/// instead: in pieces under savepoints, upserted with their positions as joined batches are, a
+/// refused row left out and rejected (PGStagedCopy).
+///
+/// A job killed before its stretch is written committed none of it: its units' leases run out and
+/// other jobs take them over. Its staging file (named in `_ingot_state`, key
+/// `staged_load:<run>:<job>`) is removed by the job that finishes the run, on its machine.
+struct JoinedStretch {
+    /// The units staged, in order.
+    private(set) var units: [UnitRef] = []
+
+    var isEmpty: Bool { units.isEmpty }
+
+    /// Whether a batch of `units` (in order) goes on the stretch: consecutive, from the
+    /// stretch's last unit (a page in parts) or the next.
+    func continues(with units: [UnitRef]) -> Bool {
+        guard var previous = self.units.last?.seq ?? units.first.map({ $0.seq - 1 }) else { return true }
+        for (k, unit) in units.enumerated() {
+            guard unit.seq == previous + 1 || (k == 0 && unit == self.units.last) else { return false }
+            previous = unit.seq
+        }
+        return true
+    }
+
+    mutating func add(_ batch: [UnitRef]) {
+        for unit in batch where unit != units.last { units.append(unit) }
+    }
+}
+
+extension PGStore {
+    func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool {
+        guard joined != nil, isStaging, !stretch.continues(with: units) else { return false }
+        guard stretch.isEmpty else { return true }
+        // Nothing staged yet: the load goes batch by batch from this batch on.
+        dropStaging()
+        return false
+    }
+
+    /// A staged load that staged nothing is given up: its file removed and forgotten.
+    private func dropStaging() {
+        guard let staging else { return }
+        try? staging.store.rollback()
+        staging.published = true
+        staging.close()
+        try? forgetStagingKey(staging.key)
+        self.staging = nil
+    }
+
+    /// Writes the stretch, in the open transaction (or one it begins): its units marked done
+    /// (still this job's, else ``StoreError/claimLost(_:)``), its folded rows copied with their
+    /// positions — straight into the tables, or merged the careful way when that fails — then
+    /// its batches' rejections and kept values. Counts as the copy or the merge counted.
+    func mergeStretch(
+        _ staging: PGStaging, _ join: JoinContext, fills: [[(slot: Int, value: ScalarValue, always: Bool)]],
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+    ) throws -> [EntityCounts] {
+        try begin()
+        let units = stretch.units
+        var counts: [EntityCounts]
+        do {
+            try markDone(Set(units), join)
+            // A stretch that is the whole run (the job was alone): no other unit of the run is
+            // left to merge with, so its rows go in as a single job's, without positions — which
+            // lose to every page of a later joined run, as a single run's rows do.
+            let row = try connection.execute("SELECT end_seq FROM _ingot_joins WHERE name = $1", [join.name])
+            let end: Int? = row.first?[0].flatMap { Int($0) }
+            let wholeRun = end != nil && units.first?.seq == 1 && units.count == (end ?? 0) - 1
+            let position =
+                wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(units.last?.seq ?? 0))
+            let stagedBefore = stagedInTransaction.count
+            try connection.execute("SAVEPOINT ingot_stretch")
+            do {
+                counts = try copyStaged(staging, fills: fills, careful: false, stretch: position, refused: refused)
+                try connection.execute("RELEASE SAVEPOINT ingot_stretch")
+            } catch {
+                // Another job made one of these rows (a unique violation), or a value is refused or
+                // not certain in binary: merged the careful way, as joined batches are.
+                guard StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit else { throw error }
+                forgetStaging(after: stagedBefore)
+                try staging.store.rollback()
+                try connection.execute("ROLLBACK TO SAVEPOINT ingot_stretch; RELEASE SAVEPOINT ingot_stretch")
+                counts = try copyStaged(staging, fills: fills, careful: true, stretch: position, refused: refused)
+            }
+            try staging.store.rollback()
+            try recordRejectsAndKept(
+                RunProgress(runID: staging.runID, counters: RunCounters(), rejections: stretchRejections, kept: try staging.keptValues()))
+            try connection.execute(
+                "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1", [staging.key, PGStaging.copiedMark + staging.path])
+        } catch {
+            // The units go back to the queue at once: other jobs take them over.
+            let held = Set(units).union(unitsInTransaction)
+            try? staging.store.rollback()
+            try? rollbackTransaction()
+            releaseUnits(held, join)
+            throw error
+        }
+        staging.published = true
+        stretchRejections = []
+        stretch = JoinedStretch()
+        return counts
+    }
+
+    /// The staging files of joined run `runID`'s jobs left behind (a job killed before its
+    /// stretch was written, or before it removed its file): those on this machine removed, every
+    /// key forgotten. Called by the job that finishes the run, in its transaction.
+    func forgetStretches(of runID: String) throws {
+        let keys = try connection.execute(
+            "DELETE FROM _ingot_state WHERE pipeline = '' AND starts_with(key, $1) RETURNING value", [PGStaging.stateKey(runID) + ":"])
+        for row in keys {
+            guard let value = row[0] ?? nil else { continue }
+            let path = PGStaging.path(named: value)
+            // This job's own file stays until it closes it.
+            if path != staging?.path { PGStaging.remove(at: path) }
+        }
+    }
+}

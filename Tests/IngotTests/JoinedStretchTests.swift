@@ -1,0 +1,147 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Ingot
+
+/// A joined job's staged stretch (PGStore+JoinedStaging.swift): units in an unbroken stretch are
+/// staged and written at once, with one position; the tables end as a single job leaves them.
+@Suite(.serialized)
+struct JoinedStretchTests {
+    /// Three pages of 1,000 persons each (a job's first batch may be its first page alone:
+    /// enough to stage), identities shuffled (in no identity order: staged), with dogs shared
+    /// between pages.
+    static let pages: [String] = {
+        var rng = SeededGenerator(seed: 23)
+        let ids = Array(1...3000).shuffled(using: &rng)
+        return stride(from: 0, to: ids.count, by: 1000).map { start in
+            bulkPage(
+                ids[start..<start + 1000].map { id in
+                    #"{"id": \#(id), "name": "n\#(id)", "email": "e\#(id)@x", "dogs": [\#(id % 50), {"id": \#(id % 7), "name": "d\#(id)"}]}"#
+                }.joined(separator: ", "))
+        }
+    }()
+
+    /// A job of join `name` over `pages` (it fetches them when no other job does), on a thread
+    /// of its own; its summary and log lines when it ends.
+    private func startJob(_ url: String, _ name: String, _ pages: [String]) throws -> () throws -> (RunSummary, [String]) {
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        var options = RunOptions()
+        options.databasePath = url
+        options.join = name
+        options.lease = 30
+        options.progressInterval = 0
+        let logs = LogCapture()
+        let runner = PipelineRunner(config: config, options: options, logger: logs.logger)
+        let result = Mutex<RunSummary?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let summary = runner.run(source: MemoryPageSource(pages))
+            result.withLock { $0 = summary }
+            done.signal()
+        }
+        return {
+            done.wait()
+            return (try #require(result.withLock { $0 }), logs.all)
+        }
+    }
+
+    /// A job alone in its run stages every unit and writes them at once: the tables, counts and
+    /// rejects of a single job, no positions (the stretch is the whole run: nothing is left to
+    /// merge with), and no staging file left — its own, or one a job that died before writing
+    /// its stretch left behind.
+    @Test(.timeLimit(.minutes(1))) func aJobAloneStagesTheWholeRun() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let pages = Self.pages + [bulkPage(#"{"id": "bad"}, {"id": 5, "name": "Five"}"#)]
+        // A job that died holding a stretch left its file and key (its units' leases ran out).
+        let dead = try PGStore(url: url, model: config.model)
+        let deadRun = try dead.joinRun(JoinTests.request("alone", config))
+        let leftover = temporaryDirectory().appendingPathComponent("ingot-stage-dead.db").path
+        try Data("staged".utf8).write(to: URL(fileURLWithPath: leftover))
+        let connection = try PGConnection(url: url)
+        _ = try connection.execute(
+            "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2)",
+            [PGStaging.stateKey(deadRun.runID, job: "dead-job"), leftover])
+        try dead.close()
+
+        let (summary, logs) = try startJob(url, "alone", pages)()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.contains { $0.contains("msg=bulk.started") } && logs.contains { $0.contains("msg=bulk.merged") })
+        let (single, db) = try ingest(bulkYAML, pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(summary.counters.inserted == single.counters.inserted && summary.counters.rejectedRecords == 1)
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["1"]])
+        #expect(try connection.execute("SELECT count(*) FROM person WHERE _ingot_pos IS NOT NULL") == [["0"]])
+        #expect(try connection.execute("SELECT status, records FROM _ingot_runs") == [["finished", "3002"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
+        #expect(!FileManager.default.fileExists(atPath: leftover), "the dead job's file is removed with the run's end")
+    }
+
+    /// Another job holds unit 4 while this job stages units 1–3; it writes unit 4 (a person of
+    /// unit 2, renamed, with other dogs) before this job claims unit 5. The stretch ends there
+    /// (unit 5 does not continue it): written with one position, it meets the row unit 4 made
+    /// (a unique violation), and is merged by position instead — unit 4's values win over the
+    /// stretch's, the stretch's over no one's; unit 5 then goes batch by batch and wins over
+    /// both. The tables are a single job's over the five pages in order.
+    @Test(.timeLimit(.minutes(1))) func aStretchThatMeetsAnotherJobsRowsIsMergedByPosition() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let renamed = 1001  // a person of the stretch
+        let unit4 = bulkPage(#"{"id": \#(renamed), "name": "four", "dogs": [900, {"id": 901, "name": "new"}]}"#)
+        let unit5 = bulkPage(#"{"id": \#(renamed), "email": "five@x"}, {"id": 5000, "name": "last"}"#)
+        let pages = Self.pages + [unit4, unit5]
+        // The other job fetches: units 1–4 enqueued, unit 4 held, the source not ended yet.
+        let other = try PGStore(url: url, model: config.model)
+        defer { try? other.close() }
+        let run = try other.joinRun(JoinTests.request("meet", config))
+        _ = try #require(try run.takeFetcherRole())
+        for seq in 1...4 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
+        var held: [Page] = []
+        for _ in 1...4 { held.append(try #require(try run.claim(maxPageBytes: 1 << 20)).page) }
+        let connection = try PGConnection(url: url)
+        _ = try connection.execute(
+            "UPDATE _ingot_units SET status = 'pending', job = NULL, lease_until = NULL WHERE name = 'meet' AND seq <= 3")
+
+        let job = try startJob(url, "meet", pages)
+        // This job stages units 1–3 (its staging file is named once its first batch stages).
+        try waitUntil { try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%:%'") == [["1"]] }
+        // The other job writes unit 4, then enqueues unit 5 and ends the source.
+        let plan = MappingPlan(model: config.model, root: config.root, framing: config.framing)
+        var mapper = RecordMapper(plan: plan)
+        var decoded: [DecodedPage] = []
+        mapper.map(bytes: Array(unit4.utf8), seq: 4, source: "p4", partRecords: 100) { part in
+            var page = part
+            page.unit = held[3].unit
+            decoded.append(page)
+        }
+        let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        try other.write(try resolver.resolve(resolver.prepare(decoded, uncommitted: UncommittedIdentities(), store: other), store: other)) {
+        }
+        try other.commit()
+        #expect(try run.enqueue(Page(seq: 5, source: "p5", bytes: Array(unit5.utf8)), as: 5))
+        #expect(try run.endSource(at: 6))
+
+        let (summary, logs) = try job()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.contains { $0.contains("msg=bulk.merged") })
+        // Merged by position: the renamed person was stored already (counted updated, not inserted).
+        #expect(summary.counters.entities["person"]?.updated == 2, "\(summary.counters.entities)")
+        let (_, db) = try ingest(bulkYAML, pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(try connection.execute("SELECT name, email FROM person WHERE id = \(renamed)") == [["four", "five@x"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["0"]])
+        #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
+    }
+
+    /// Polls `condition` every 10 ms, up to 20 s.
+    private func waitUntil(_ condition: () throws -> Bool) throws {
+        for _ in 0..<2000 {
+            if try condition() { return }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        Issue.record("the condition never held")
+    }
+}
