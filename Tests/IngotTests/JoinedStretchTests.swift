@@ -23,28 +23,10 @@ struct JoinedStretchTests {
         }
     }()
 
-    /// A job of join `name` over `pages` (it fetches them when no other job does), on a thread
-    /// of its own; its summary and log lines when it ends.
+    /// A job of join `name` over `pages` (it fetches them when no other job does), started;
+    /// waits for its summary and log lines.
     private func startJob(_ url: String, _ name: String, _ pages: [String]) throws -> () throws -> (RunSummary, [String]) {
-        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
-        var options = RunOptions()
-        options.databasePath = url
-        options.join = name
-        options.lease = 30
-        options.progressInterval = 0
-        let logs = LogCapture()
-        let runner = PipelineRunner(config: config, options: options, logger: logs.logger)
-        let result = Mutex<RunSummary?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            let summary = runner.run(source: MemoryPageSource(pages))
-            result.withLock { $0 = summary }
-            done.signal()
-        }
-        return {
-            done.wait()
-            return (try #require(result.withLock { $0 }), logs.all)
-        }
+        try start(try runner(url, name), pages)
     }
 
     /// A job alone in its run stages every unit and writes them at once: the tables, counts and
@@ -136,12 +118,74 @@ struct JoinedStretchTests {
         #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
     }
 
-    /// Polls `condition` every 10 ms, up to 20 s.
-    private func waitUntil(_ condition: () throws -> Bool) throws {
-        for _ in 0..<2000 {
-            if try condition() { return }
-            Thread.sleep(forTimeInterval: 0.01)
+    /// A job stopped while it holds a staged stretch wrote none of it: its units are taken over
+    /// once their leases run out, by a job that writes them, and the run ends as a single job's.
+    /// The stopped job's staging file stays (named in PostgreSQL) until the job that finishes
+    /// the run removes it.
+    @Test(.timeLimit(.minutes(1))) func aStretchLeftUnwrittenIsTakenOver() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let unit4 = bulkPage(#"{"id": 1001, "name": "four"}, {"id": 9000, "name": "new"}"#)
+        let pages = Self.pages + [unit4]
+        // Another job fetches: units 1-3 enqueued, the source not ended yet.
+        let fetcher = try PGStore(url: url, model: config.model)
+        defer { try? fetcher.close() }
+        let run = try fetcher.joinRun(JoinTests.request("stop", config))
+        _ = try #require(try run.takeFetcherRole())
+        for seq in 1...3 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
+        let connection = try PGConnection(url: url)
+        // The first job stages them, then waits for more (the source has not ended): stopped.
+        let first = try runner(url, "stop", lease: 1)
+        let firstEnds = try start(first, pages)
+        try waitUntil {
+            try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'claimed' AND seq <= 3") == [["3"]]
+                && connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%:%'") == [["1"]]
         }
-        Issue.record("the condition never held")
+        first.0.stop()
+        let (stopped, _) = try firstEnds()
+        #expect(stopped.status != .finished)
+        #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]], "nothing of the stretch is written")
+        let named = try #require(
+            try connection.execute("SELECT value FROM _ingot_state WHERE key LIKE 'staged_load:%:%'").first?[0] ?? nil)
+        #expect(FileManager.default.fileExists(atPath: named))
+        // The source ends after unit 4; a second job takes units 1-3 over once their leases ran out.
+        #expect(try run.enqueue(Page(seq: 4, source: "p4", bytes: Array(unit4.utf8)), as: 4))
+        #expect(try run.endSource(at: 5))
+        let (summary, logs) = try start(try runner(url, "stop", lease: 1), pages)()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.contains { $0.contains("msg=unit.taken_over") })
+        let (_, db) = try ingest(bulkYAML, pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
+        #expect(!FileManager.default.fileExists(atPath: named), "the stopped job's file is removed with the run's end")
+    }
+
+    /// A runner of join `name` into `url`, with `lease`, and its logs.
+    private func runner(_ url: String, _ name: String, lease: Double = 30) throws -> (PipelineRunner, LogCapture) {
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        var options = RunOptions()
+        options.databasePath = url
+        options.join = name
+        options.lease = lease
+        options.progressInterval = 0
+        let logs = LogCapture()
+        return (PipelineRunner(config: config, options: options, logger: logs.logger), logs)
+    }
+
+    /// Runs `runner` over `pages` on a thread of its own; waits for its summary and log lines.
+    private func start(_ runner: (PipelineRunner, LogCapture), _ pages: [String]) throws -> () throws -> (RunSummary, [String]) {
+        let result = Mutex<RunSummary?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let (job, logs) = runner
+        Thread.detachNewThread {
+            let summary = job.run(source: MemoryPageSource(pages))
+            result.withLock { $0 = summary }
+            done.signal()
+        }
+        return {
+            done.wait()
+            return (try #require(result.withLock { $0 }), logs.all)
+        }
     }
 }
