@@ -204,7 +204,8 @@ struct Run: ParsableCommand {
     /// would apply. Nothing is fetched, no file is created. Exit 2 when the database would refuse
     /// the run.
     private func printPlan(_ config: PipelineConfig) throws {
-        let options = stages.runOptions
+        var options = stages.runOptions
+        options.join = join
         let maxPageBytes = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
         print(
             "pipeline \(config.name) (\(pipeline ?? "")): root \(config.root), write \(config.write.rawValue), \(config.model.entities.count) entities"
@@ -244,6 +245,12 @@ struct Run: ParsableCommand {
                         : "load: staged (--bulk): batches go to staging tables, merged in identity order at the end")
         } else if !options.autoBulk {
             print("load: batch by batch (--no-bulk)")
+        } else if postgres, options.join != nil {
+            // A joined job stages its stretch of units (docs/scale-out.md).
+            print(
+                PipelineRunner.bulkObstacles(config, options, stretch: true).isEmpty && options.bulkAfterBytes == nil && !fetching
+                    ? "load: a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); else batch by batch (--no-bulk: never staged)"
+                    : "load: batch by batch")
         } else if postgres {
             print(
                 obstacles.isEmpty && options.bulkAfterBytes == nil && !fetching

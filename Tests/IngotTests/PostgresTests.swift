@@ -336,6 +336,9 @@ struct PostgresTests {
         let staged = try dryRun(stageable)
         #expect(staged.out.contains("load: staged from the first batch of a first load in no identity order"), "\(staged.out)")
         #expect(try dryRun(stageable, ["--no-bulk"]).out.contains("load: batch by batch (--no-bulk)"))
+        #expect(
+            try dryRun(stageable, ["--join", "j"]).out.contains(
+                "load: a joined job stages its units while they come in one unbroken stretch"))
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [["0"]])
         #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)

@@ -597,9 +597,9 @@ extension PipelineRunner {
 
     /// Everything that refuses a staged load of `config` before a database is opened (the
     /// pipeline's and the model's), for `--dry-run`; empty when it can run (on SQLite).
-    package static func bulkObstacles(_ config: PipelineConfig, _ options: RunOptions) -> [String] {
+    package static func bulkObstacles(_ config: PipelineConfig, _ options: RunOptions, stretch: Bool = false) -> [String] {
         let model = config.model
-        return [bulkObstacle(config, options)].compactMap { $0 }
+        return [bulkObstacle(config, options, stretch: stretch)].compactMap { $0 }
             + SQLiteStore.stagedLoadObstacles(model, EntityLayout.layouts(of: model))
     }
 }
