@@ -61,7 +61,8 @@ instructions: release
 ## chaos: kill -9 a people run over HTTP 20 times, resume after each, check the exact final state
 ## (batch by batch, then a staged load, --bulk, then a load that turns staged at 10 MiB);
 ## then the same into a throwaway PostgreSQL, batch by batch and staged (--bulk: a killed load resumes in its staging file),
-## then 3 jobs sharing one run there (one killed and replaced 20 times)
+## then 3 jobs sharing one run there (one killed and replaced 20 times), and 2 reading local pages
+## (a job whose units come in an unbroken stretch stages them: kills land in stretches too)
 chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --bulk
@@ -69,6 +70,7 @@ chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --bulk
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --join 2 --files
 
 ## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for
 ## FUZZ_SECONDS (default 600) each; crashes are kept in Tests/Fixtures/fuzz/, which make test replays

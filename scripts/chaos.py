@@ -9,7 +9,8 @@ With --postgres the run writes into a throwaway PostgreSQL server (Benchmarks/be
 127.0.0.1, stopped at the end) and the final tables are compared with those of one uninterrupted
 run into a second database. With --postgres --join N, N jobs share one run (`--join`, lease 1 s);
 at random moments one of them (the fetcher or not) is killed with kill -9 and a new job is
-started in its place, as a Kubernetes Job restarts a pod.
+started in its place, as a Kubernetes Job restarts a pod. With --files they read the pages
+from files instead of HTTP, so that a job whose units come in an unbroken stretch stages them.
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
 people data set with Benchmarks/people.py, and prints one JSON line with the result.
@@ -35,6 +36,8 @@ def main():
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
+    a.add_argument("--files", action="store_true",
+                   help="with --join: the jobs read the pages from files (--pages), so a job stages its stretch of units")
     a.add_argument("--bulk", action="store_true",
                    help="a staged load (--bulk): kills land while staging and while merging (with --postgres: while copying)")
     a.add_argument("--bulk-after-mib", type=int, default=None,
@@ -42,6 +45,8 @@ def main():
     args = a.parse_args()
     if args.join and not args.postgres:
         a.error("--join needs --postgres")
+    if args.files and not args.join:
+        a.error("--files needs --join")
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="ingot-chaos-")
     pg = None
@@ -81,7 +86,12 @@ def main():
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
                    "--batch-records", str(args.batch_records), "--archive-dir", os.path.join(work, "archives")]
-            procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(args.join)]
+            if args.files:
+                # Local pages: a job whose units come in an unbroken stretch stages them (a job killed
+                # meanwhile leaves its staging file in TMPDIR, removed by the job that finishes the run).
+                cmd[2:3] = [os.path.join(ROOT, "pipelines/people.yml"), "--pages", pages]
+            procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+                     for _ in range(args.join)]
             runs = args.join
             while procs:
                 if kills < args.kills:
@@ -93,7 +103,7 @@ def main():
                         victim.communicate()
                         procs.remove(victim)
                         kills += 1
-                        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env))
                         runs += 1
                 else:
                     time.sleep(0.05)
