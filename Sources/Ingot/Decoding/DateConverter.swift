@@ -299,14 +299,16 @@ struct DateConverter {
 
     private static func valid(_ c: Civil) -> Bool {
         guard c.month >= 1 && c.month <= 12, c.day >= 1, c.hour <= 23, c.minute <= 59, c.second <= 59 else { return false }
-        let leap = c.year % 4 == 0 && (c.year % 100 != 0 || c.year % 400 == 0)
-        let length =
-            switch c.month {
-            case 2: leap ? 29 : 28
-            case 4, 6, 9, 11: 30
-            default: 31
-            }
-        return c.day <= length
+        return c.day <= daysIn(month: c.month, of: c.year)
+    }
+
+    /// The days of `month` (1–12) of `year` in the proleptic Gregorian calendar.
+    static func daysIn(month: Int, of year: Int) -> Int {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).

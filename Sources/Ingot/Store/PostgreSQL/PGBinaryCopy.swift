@@ -178,9 +178,9 @@ enum PGBinaryCopy {
     static func day(_ text: UnsafeRawBufferPointer) -> Int? {
         guard text.count >= 10, text[4] == UInt8(ascii: "-"), text[7] == UInt8(ascii: "-"),
             let year = digits(text, 0, 4), let month = digits(text, 5, 2), let day = digits(text, 8, 2),
-            year >= 1, (1...12).contains(month), day >= 1, day <= daysIn(month, year)
+            year >= 1, (1...12).contains(month), day >= 1, day <= DateConverter.daysIn(month: month, of: year)
         else { return nil }
-        return daysFromCivil(year, month, day) - daysFromCivil(2000, 1, 1)
+        return DateConverter.days(year, month, day) - DateConverter.days(2000, 1, 1)
     }
 
     /// Microseconds from 2000-01-01T00:00:00Z to a date in Ingot's stored form:
@@ -215,24 +215,6 @@ enum PGBinaryCopy {
             n = n * 10 + d
         }
         return n
-    }
-
-    private static func daysIn(_ month: Int, _ year: Int) -> Int {
-        switch month {
-        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days from 1970-01-01 to a day of the proleptic Gregorian calendar (H. Hinnant's algorithm).
-    private static func daysFromCivil(_ year: Int, _ month: Int, _ day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
     }
 
     // MARK: Bytes

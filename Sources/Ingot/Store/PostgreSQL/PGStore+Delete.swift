@@ -1,0 +1,117 @@
+import Foundation
+
+/// `write: replace` at a run's end (the root rows the run did not touch, and what referred to
+/// them) and the stubs no record filled, in PostgreSQL.
+extension PGStore {
+    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
+        try begin()
+        let layout = layouts[entity]
+        let identity = layout.identitySlots.map { layout.columns[$0] }
+        let names = identity.map { PGStore.quote($0.name) }
+        let kept = try staging("_ingot_touched_\(layout.table)", identity.map { ($0.name, PGStore.columnType($0.type)) })
+        var data: [UInt8] = []
+        for key in keeping { PGStore.appendCopyRow(key.values, to: &data) }
+        try connection.execute("TRUNCATE \(kept)")
+        if !data.isEmpty { try connection.copy("COPY \(kept) FROM STDIN", data: data) }
+        let match = names.map { "k.\($0) = t.\($0)" }.joined(separator: " AND ")
+        var within = ""
+        if let scope, let column = layout.columns.first(where: { $0.name == scope.column }) {
+            // Within the scope the run saw.
+            let seen = try staging("_ingot_scope_\(layout.table)", [(column.name, PGStore.columnType(column.type))])
+            try connection.execute("TRUNCATE \(seen)")
+            var values: [UInt8] = []
+            for value in scope.values { PGStore.appendCopyRow([value], to: &values) }
+            if !values.isEmpty { try connection.copy("COPY \(seen) FROM STDIN", data: values) }
+            let c = PGStore.quote(column.name)
+            within = " AND EXISTS (SELECT 1 FROM \(seen) AS s WHERE s.\(c) = t.\(c))"
+        }
+        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within)
+    }
+
+    /// Deletes the rows of `entity` (alias `t`) that `condition` holds for, in the open
+    /// transaction — and, through `delete: cascade` relationships, the rows they link to, until
+    /// no set grows — nullifying the references to every deleted row and removing the join rows
+    /// naming it.
+    func delete(entity: Int, where condition: String) throws -> Int {
+        try begin()
+        func identity(_ e: Int) -> [EntityLayout.Column] { layouts[e].identitySlots.map { layouts[e].columns[$0] } }
+        func set(_ e: Int) throws -> String {
+            let set = try staging("_ingot_gone_\(layouts[e].table)", identity(e).map { ($0.name, PGStore.columnType($0.type)) })
+            return set
+        }
+        let first = try set(entity)
+        try connection.execute("TRUNCATE \(first)")
+        let names = identity(entity).map { PGStore.quote($0.name) }
+        try connection.execute(
+            "INSERT INTO \(first) SELECT \(names.map { "t.\($0)" }.joined(separator: ", ")) FROM \(PGStore.quote(layouts[entity].table)) AS t WHERE \(condition)"
+        )
+        var sets: [Int: String] = [entity: first]
+        let edges = CascadeEdge.edges(model, layouts)
+        var grew = !edges.isEmpty
+        while grew {
+            grew = false
+            for edge in edges {
+                guard let from = sets[edge.from], identity(edge.to).count == edge.targetColumns.count else { continue }
+                let into: String
+                if let existing = sets[edge.to] {
+                    into = existing
+                } else {
+                    into = try set(edge.to)
+                    try connection.execute("TRUNCATE \(into)")
+                    sets[edge.to] = into
+                }
+                let picked = edge.targetColumns.map { "s.\(PGStore.quote($0))" }
+                let owners = zip(edge.ownerColumns, identity(edge.from)).map { "s.\(PGStore.quote($0)) = f.\(PGStore.quote($1.name))" }
+                let known = zip(edge.targetColumns, identity(edge.to)).map { "s.\(PGStore.quote($0)) = g.\(PGStore.quote($1.name))" }
+                let added = try connection.changes(
+                    """
+                    INSERT INTO \(into) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(PGStore.quote(edge.table)) AS s
+                    WHERE EXISTS (SELECT 1 FROM \(from) AS f WHERE \(owners.joined(separator: " AND ")))
+                      AND \(picked.map { "\($0) IS NOT NULL" }.joined(separator: " AND "))
+                      AND NOT EXISTS (SELECT 1 FROM \(into) AS g WHERE \(known.joined(separator: " AND ")))
+                    """)
+                if added > 0 { grew = true }
+            }
+        }
+        var deleted = 0
+        for (deleting, gone) in sets.sorted(by: { $0.key < $1.key }) {
+            let names = identity(deleting).map { PGStore.quote($0.name) }
+            func matching(_ columns: [String], _ alias: String) -> String {
+                zip(columns, names).map { "\(alias).\(PGStore.quote($0)) = g.\($1)" }.joined(separator: " AND ")
+            }
+            deleted += try connection.changes(
+                "DELETE FROM \(PGStore.quote(layouts[deleting].table)) AS t USING \(gone) AS g WHERE \(matching(identity(deleting).map(\.name), "t"))"
+            )
+            let plan = NullifyPlan(deleting: deleting, layouts: layouts)
+            for reference in plan.nulled {
+                let set = reference.columns.map { "\(PGStore.quote($0)) = NULL" }.joined(separator: ", ")
+                try connection.execute(
+                    "UPDATE \(PGStore.quote(reference.table)) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(reference.columns, "o"))")
+            }
+            // What the deleted rows' owned rows own in turn, deepest first (the owned rows
+            // themselves are their relationship's join rows, below).
+            for toMany in layouts[deleting].toMany where toMany.isOwned {
+                let owners = toMany.sourceColumns.map(PGStore.quote).joined(separator: ", ")
+                let condition = "(\(owners)) IN (SELECT \(names.joined(separator: ", ")) FROM \(gone))"
+                for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote).dropLast() {
+                    try connection.execute(sql)
+                }
+            }
+            for reference in plan.unlinked {
+                try connection.execute(
+                    "DELETE FROM \(PGStore.quote(reference.table)) AS j USING \(gone) AS g WHERE \(matching(reference.columns, "j"))")
+            }
+        }
+        return deleted
+    }
+
+    func unfilledStubs() throws -> [Int: Int] {
+        var result: [Int: Int] = [:]
+        for (entity, columns) in model.stubbedEntities(layouts: layouts) {
+            let empty = columns.map { "\(PGStore.quote($0)) IS NULL" }.joined(separator: " AND ")
+            let rows = try connection.execute("SELECT count(*) FROM \(PGStore.quote(layouts[entity].table)) WHERE \(empty)")
+            result[entity] = rows.first?[0].flatMap { Int($0) } ?? 0
+        }
+        return result
+    }
+}
