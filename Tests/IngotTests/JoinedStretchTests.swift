@@ -161,6 +161,48 @@ struct JoinedStretchTests {
         #expect(!FileManager.default.fileExists(atPath: named), "the stopped job's file is removed with the run's end")
     }
 
+    /// Two writers waiting on each other while a stretch is written: the server aborts the
+    /// stretch's transaction (`deadlock_detected`), and it is written again, the careful way
+    /// (`batch.retried`). The test makes the cycle: it holds dog 49 (an uncommitted insert)
+    /// while the stretch copies dogs 0 to 49, then inserts dog 3 itself. The job's deadlock check
+    /// runs 2 s after it starts waiting (the test's, 60 s after), so the job is the one aborted.
+    @Test(.timeLimit(.minutes(1))) func aDeadlockedStretchIsWrittenAgain() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let name = String(url.split(separator: "/").last ?? "")
+        let connection = try PGConnection(url: url)
+        _ = try connection.execute("ALTER DATABASE \(name) SET deadlock_timeout = '2s'")
+        // Another job fetches: units 1-3 enqueued; the source ends when the test says.
+        let fetcher = try PGStore(url: url, model: config.model)
+        defer { try? fetcher.close() }
+        let run = try fetcher.joinRun(JoinTests.request("cycle", config))
+        _ = try #require(try run.takeFetcherRole())
+        for seq in 1...3 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(Self.pages[seq - 1].utf8)), as: seq)) }
+        let job = try startJob(url, "cycle", Self.pages)
+        try waitUntil {
+            try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'claimed'") == [["3"]]
+                && connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%:%'") == [["1"]]
+        }
+        let holder = try PGConnection(url: url)
+        _ = try holder.execute("SET deadlock_timeout = '60s'")
+        _ = try holder.execute("BEGIN")
+        _ = try holder.execute("INSERT INTO dog (id) VALUES (49)")
+        // The job's stretch is written once the source ends: it waits for dog 49.
+        #expect(try run.endSource(at: 4))
+        try waitUntil {
+            try connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") != [["0"]]
+        }
+        _ = try holder.execute("INSERT INTO dog (id) VALUES (3)")
+        _ = try holder.execute("ROLLBACK")
+        let (summary, logs) = try job()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.contains { $0.contains("msg=batch.retried") && $0.contains("reason=deadlock") }, "\(logs)")
+        let (_, db) = try ingest(bulkYAML, Self.pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["0"]])
+    }
+
     /// A runner of join `name` into `url`, with `lease`, and its logs.
     private func runner(_ url: String, _ name: String, lease: Double = 30) throws -> (PipelineRunner, LogCapture) {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")

@@ -35,6 +35,9 @@ extension WriterStage {
                             source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
                 })
             if !refusals.isEmpty { try recordMergeRefusals(refusals) }
+            if store.lastWriteRetries > 0 {
+                logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(store.lastWriteRetries + 1)])
+            }
             for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
                 written.stubs += merged[entity].stubs
                 // A joined job's stretch merged by position counts the stored rows it gave to (PGStagedCopy).

@@ -92,19 +92,33 @@ extension PGStore {
             let position =
                 wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(units.last?.seq ?? 0))
             let stagedBefore = stagedInTransaction.count
-            try connection.execute("SAVEPOINT ingot_stretch")
-            do {
-                counts = try copyStaged(staging, fills: fills, careful: false, stretch: position, refused: refused)
-                try connection.execute("RELEASE SAVEPOINT ingot_stretch")
-            } catch {
-                // Another job made one of these rows (a unique violation), or a value is refused or
-                // not certain in binary: merged the careful way, as joined batches are.
-                guard StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit else { throw error }
-                forgetStaging(after: stagedBefore)
-                try staging.store.rollback()
-                try connection.execute("ROLLBACK TO SAVEPOINT ingot_stretch; RELEASE SAVEPOINT ingot_stretch")
-                counts = try copyStaged(staging, fills: fills, careful: true, stretch: position, refused: refused)
+            var careful = false
+            var refusals: [(entity: Int, identity: IdentityKey, reason: String)] = []
+            lastWriteRetries = 0
+            while true {
+                try connection.execute("SAVEPOINT ingot_stretch")
+                do {
+                    refusals = []
+                    counts = try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2)) }
+                    try connection.execute("RELEASE SAVEPOINT ingot_stretch")
+                    break
+                } catch {
+                    // Another job made one of these rows (a unique violation), or a value is refused
+                    // or not certain in binary: merged the careful way, as joined batches are. Jobs
+                    // writing the same rows can wait on each other in a cycle, and the server then
+                    // aborts one (`deadlock_detected`): written again, the careful way, up to three
+                    // times, as a joined batch is (PGStore+Join.swift).
+                    let deadlock = (error as? StoreError)?.sqlState == PGStore.deadlockDetected
+                    let refused = !careful && (StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit)
+                    guard refused || (deadlock && lastWriteRetries < 3) else { throw error }
+                    if deadlock { lastWriteRetries += 1 }
+                    forgetStaging(after: stagedBefore)
+                    try staging.store.rollback()
+                    try connection.execute("ROLLBACK TO SAVEPOINT ingot_stretch; RELEASE SAVEPOINT ingot_stretch")
+                    careful = true
+                }
             }
+            for (entity, identity, reason) in refusals { refused(entity, identity, reason) }
             try staging.store.rollback()
             try recordRejectsAndKept(
                 RunProgress(runID: staging.runID, counters: RunCounters(), rejections: stretchRejections, kept: try staging.keptValues()))
