@@ -220,10 +220,11 @@ struct RecordMapper {
                 }
             }
         }
-        let layout = entity.layout
         let rowIndex = page.rows.count
         // Reserve the row's place and slots (parent before its nested rows); filled in below.
-        let row = page.storage.appendRow(entity: e, layout: layout)
+        // (`entity.layout` is read in place throughout: a copy of the layout retained each of
+        // its arrays, for every object mapped.)
+        let row = page.storage.appendRow(entity: e, layout: entity.layout)
         page.rows.append(row)
         let v = row.valueStart
         let l = row.linkStart
@@ -266,7 +267,7 @@ struct RecordMapper {
                             page.storage.values[v + slot] = .null
                             mask.insert(slot)
                         case .toOne(let k):
-                            for s in layout.toOne[k].slots {
+                            for s in entity.layout.toOne[k].slots {
                                 page.storage.values[v + s] = .null
                                 mask.insert(s)
                             }
@@ -291,14 +292,14 @@ struct RecordMapper {
                             } catch  where error.code != .unstorable {
                                 // `on_invalid: null`: the record is kept, the value is NULL, and it is counted.
                                 page.storage.set(v + slot, .null)
-                                page.invalidValues["\(entity.name).\(layout.columns[slot].name)", default: 0] += 1
+                                page.invalidValues["\(entity.name).\(entity.layout.columns[slot].name)", default: 0] += 1
                             }
                         } else {
                             page.storage.set(v + slot, try convert(leaf, rules, &c))
                         }
                         mask.insert(slot)
                     case .toOne(let k):
-                        let toOne = layout.toOne[k]
+                        let toOne = (target: entity.layout.toOne[k].target, slots: entity.layout.toOne[k].slots)
                         let depth = trail.count
                         enter(entity.rootKeys[rootKey].name, entity.targets[t])
                         guard
@@ -315,7 +316,7 @@ struct RecordMapper {
                             mask.insert(toOne.slots.lowerBound + offset)
                         }
                     case .toMany(let k):
-                        let relationship = layout.toMany[k]
+                        let relationshipTarget = entity.layout.toMany[k].target
                         let list = c.nodes[leaf]
                         guard list.kind == .array else {
                             throw MappingFailure(
@@ -334,7 +335,7 @@ struct RecordMapper {
                             trail.append(.index(position))
                             do throws(MappingFailure) {
                                 if let identity = try link(
-                                    element, target: relationship.target, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
+                                    element, target: relationshipTarget, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
                                     guarding: entity.toManyGuards[k], row: rowIndex, slot: .toMany(index: k, position: identities.count),
                                     into: &record, &page, &c)
                                 {
@@ -368,21 +369,22 @@ struct RecordMapper {
             // does not give is NULL (or no links), not what an earlier version stored.
             for (offset, value) in owner.values.enumerated() { page.storage.set(v + offset, value) }
             page.storage.set(v + owner.values.count, .integer(Int64(owner.position)))
-            for slot in 0..<layout.columns.count where !mask.contains(slot) {
+            for slot in 0..<entity.layout.columns.count where !mask.contains(slot) {
                 if slot >= entity.ownerSlots { page.storage.set(v + slot, .null) }
                 mask.insert(slot)
             }
-            for k in layout.toMany.indices where page.storage.linkSets[l + k] == nil && !(ownedLists ?? []).contains(where: { $0.k == k }) {
+            for k in entity.layout.toMany.indices
+            where page.storage.linkSets[l + k] == nil && !(ownedLists ?? []).contains(where: { $0.k == k }) {
                 page.storage.linkSets[l + k] = []
             }
         }
 
         var identity: IdentityKey?
-        if layout.identitySlots.count == 1, let value = page.storage.value(v + layout.identitySlots[0]), value != .null {
+        if entity.layout.identitySlots.count == 1, let value = page.storage.value(v + entity.layout.identitySlots[0]), value != .null {
             identity = .single(value)  // the common case, without an array
-        } else if !layout.identitySlots.isEmpty {
+        } else if !entity.layout.identitySlots.isEmpty {
             var values: [ScalarValue] = []
-            for slot in layout.identitySlots {
+            for slot in entity.layout.identitySlots {
                 let key = entity.attributes[slot].key
                 guard let value = page.storage.value(v + slot) else {
                     throw MappingFailure(
@@ -407,7 +409,7 @@ struct RecordMapper {
                 throw MappingFailure(
                     reason: "an owned relationship needs its owner's identity", entity: entity.name, code: .missingIdentity)
             }
-            let target = layout.toMany[owned.k].target
+            let target = entity.layout.toMany[owned.k].target
             let list = c.nodes[owned.list]
             var children: [IdentityKey] = []
             children.reserveCapacity(Int(list.count))
@@ -440,7 +442,7 @@ struct RecordMapper {
             page.storage.linkSets[l + owned.k] = children
         }
         // A parent's row filled by a child's record names the child (`kind`).
-        if let kind, let slot = layout.kindSlot {
+        if let kind, let slot = entity.layout.kindSlot {
             page.storage.set(v + slot, .text(kind))
             mask.insert(slot)
         }
