@@ -87,6 +87,11 @@ struct MappingPlan: Sendable {
         /// Each target's whole key path as coding path components, innermost first (what a
         /// failure below it prepends).
         let targetPaths: [[MappingFailure.Component]]
+        /// The layout's sizes and its single identity slot, read for every object mapped (read
+        /// through `layout`, each read copied the layout and retained its arrays).
+        let columnCount: Int
+        let linkCount: Int
+        let singleIdentitySlot: Int?
 
         init(
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
@@ -117,6 +122,9 @@ struct MappingPlan: Sendable {
             targetKinds = targets.map(\.kind)
             targetIsDirect = targets.map(\.rest.isEmpty)
             targetPaths = rootKeys.flatMap { key in key.targets.map { $0.restTrail.reversed() + [.key(key.name)] } }
+            columnCount = layout.columns.count
+            linkCount = layout.toMany.count
+            singleIdentitySlot = layout.identitySlots.count == 1 ? layout.identitySlots[0] : nil
         }
     }
 

@@ -224,7 +224,7 @@ struct RecordMapper {
         // Reserve the row's place and slots (parent before its nested rows); filled in below.
         // (`entity.layout` is read in place throughout: a copy of the layout retained each of
         // its arrays, for every object mapped.)
-        let row = page.storage.appendRow(entity: e, layout: entity.layout)
+        let row = page.storage.appendRow(entity: e, columns: entity.columnCount, links: entity.linkCount)
         page.rows.append(row)
         let v = row.valueStart
         let l = row.linkStart
@@ -380,7 +380,7 @@ struct RecordMapper {
         }
 
         var identity: IdentityKey?
-        if entity.layout.identitySlots.count == 1, let value = page.storage.value(v + entity.layout.identitySlots[0]), value != .null {
+        if let slot = entity.singleIdentitySlot, let value = page.storage.value(v + slot), value != .null {
             identity = .single(value)  // the common case, without an array
         } else if !entity.layout.identitySlots.isEmpty {
             var values: [ScalarValue] = []
@@ -479,7 +479,7 @@ struct RecordMapper {
                 }
                 continue
             }
-            var targetRow = page.storage.appendRow(entity: toOne.target, layout: target.layout)
+            var targetRow = page.storage.appendRow(entity: toOne.target, columns: target.columnCount, links: target.linkCount)
             var targetMask = ColumnMask()
             for field in mine {
                 do throws(MappingFailure) {
@@ -557,11 +557,10 @@ struct RecordMapper {
             return nil
         default:
             let entity = plan.entities[target]
-            guard entity.layout.identitySlots.count == 1 else {
+            guard let identitySlot = entity.singleIdentitySlot else {
                 throw MappingFailure(
                     reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
             }
-            let identitySlot = entity.layout.identitySlots[0]
             let value = try convert(index, rules ?? entity.rules[identitySlot], &c)
             // `values: {"none": null}` on the relationship: no link.
             if value == .null, rules != nil, !isToManySlot(slot) { return nil }
