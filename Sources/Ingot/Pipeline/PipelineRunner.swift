@@ -589,7 +589,7 @@ extension PipelineRunner {
     /// `stretch`: a load staged from its first batch, which a joined job may be (its stretch of
     /// units, PGStore+JoinedStaging.swift).
     static func bulkObstacle(_ config: PipelineConfig, _ options: RunOptions, stretch: Bool = false) -> String? {
-        if options.join != nil && !stretch { return "a joined run (--join) writes batch by batch" }
+        if options.join != nil && !stretch { return "a joined job (--join) stages only its unbroken stretch of units, by default" }
         if !config.rootWriteRules.isEmpty { return "write: insert_only and update_only decide per stored row" }
         if !config.replacedEntities.isEmpty { return "write: replace deletes stored rows the run did not see" }
         return nil

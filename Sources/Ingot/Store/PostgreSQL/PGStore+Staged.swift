@@ -139,7 +139,7 @@ extension PGStore {
     /// (its resume point, written with the rows, is past the last page).
     func startStagedLoad() throws {
         var reasons = SQLiteStore.stagedLoadObstacles(model, layouts)
-        if joined != nil { reasons.append("a joined run (--join) writes batch by batch") }
+        if joined != nil { reasons.append("a joined job (--join) stages only its unbroken stretch of units, by default") }
         guard reasons.isEmpty else {
             throw StoreError.conflict("--bulk cannot load this pipeline into PostgreSQL: " + reasons.joined(separator: "; "))
         }
