@@ -312,9 +312,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             if batch.number == 1, !batch.arrivedInIdentityOrder, next.records - saved.records >= WriterStage.firstBatchToStage {
                 // A store that could not stage says why (a staging file it could not make).
                 let declined = store.stagingDeclined
-                // A joined job's first batch that holds no stretch of units stages nothing.
-                if try store.startStagingAtFirstBatch(), try !store.stagedStretchBreaks(at: pages.units), store.isStaging {
-                    logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
+                if try store.startStagingAtFirstBatch() {
+                    // A joined job's first batch that holds no stretch of units: the store gives
+                    // the staged load up at once (PGStore+JoinedStaging.swift).
+                    _ = try store.stagedStretchBreaks(at: pages.units)
+                    if store.isStaging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
                 } else if let reason = store.stagingDeclined, reason != declined {
                     logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
                 }

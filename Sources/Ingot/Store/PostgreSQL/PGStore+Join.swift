@@ -262,10 +262,6 @@ extension PGStore {
         _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int,
         direct: (rows: [EntityRow], storage: RowStorage)?
     ) throws -> EntityCounts {
-        let table = PGStore.quote(layout.table)
-        let pos = PGStore.positionColumn
-        let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
-        let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
         if let direct, !layout.identitySlots.isEmpty, rows.contains(where: { $0.stored == nil }) {
             var data: [UInt8] = []
             var counts = EntityCounts()
@@ -277,7 +273,8 @@ extension PGStore {
                 counts.inserted += 1
                 if !PGStore.gives(row, layout) { counts.stubs += 1 }
             }
-            try connection.copy("COPY \(table) (\(all)) FROM STDIN", data: data)
+            let all = PGStore.joinedColumns(layout).map { PGStore.quote($0.name) }.joined(separator: ", ")
+            try connection.copy("COPY \(PGStore.quote(layout.table)) (\(all)) FROM STDIN", data: data)
             let stored = rows.filter { $0.stored != nil }
             guard !stored.isEmpty else { return counts }
             let rest = try upsert(stored, layout, join, fallback: fallback, direct: nil)
@@ -288,14 +285,19 @@ extension PGStore {
         return try upsertJoined(copied: data, rows: rows.count, layout)
     }
 
+    /// An entity's columns and their types, then its positions: a joined row as `COPY` sends it.
+    static func joinedColumns(_ layout: EntityLayout) -> [(name: String, type: String)] {
+        layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(positionColumn, "bigint[]")]
+    }
+
     /// Upserts rows given as `COPY` text (each row's values, then its positions) through the
     /// entity's staging table, and returns what it did (``upsert(_:_:_:fallback:direct:)``).
     func upsertJoined(copied data: [UInt8], rows: Int, _ layout: EntityLayout) throws -> EntityCounts {
         let table = PGStore.quote(layout.table)
         let pos = PGStore.positionColumn
         let slots = PositionSlots(layout)
-        let columns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [(pos, "bigint[]")]
-        let all = columns.map { PGStore.quote($0.0) }.joined(separator: ", ")
+        let columns = PGStore.joinedColumns(layout)
+        let all = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
         var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"

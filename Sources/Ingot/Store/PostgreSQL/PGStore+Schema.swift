@@ -32,8 +32,10 @@ extension PGStore {
         }
         let indexes = Set(
             try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
+        // Asked only of a schema with the work queue of joined runs.
         let external =
-            try connection.execute(
+            try schema.contains(externalPayloads)
+            && connection.execute(
                 "SELECT a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
                     + "WHERE c.relname = '_ingot_units' AND c.relnamespace = current_schema()::regnamespace AND a.attname = 'payload'"
             ).first?[0] == "e"
