@@ -443,6 +443,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             shared.value.withLock { $0 = counters }
         } catch {
             logger.error("commit.failed", metadata: [LogKey.error: "\(error)"])
+            // Whatever part of the transaction did not commit is rolled back now, so that nothing
+            // later (the run's end commits what is open) commits a resume point past rows that
+            // are not durable: a staging file that failed its commit keeps its rows out, and the
+            // database's progress must follow it.
+            try? store.rollback()
+            saved = counters
             fail(error)
             return
         }

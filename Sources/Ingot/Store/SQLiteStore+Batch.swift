@@ -158,11 +158,21 @@ extension SQLiteStore {
     /// Commits the batches saved since the last commit (nothing when none is open): a staged
     /// load's rows first, then the database with the resume point that counts them (StageFile).
     /// Once a staged load's merge has committed, its staging file goes.
+    ///
+    /// A commit that fails rolls back whatever of it is still open: a staging file that could not
+    /// commit takes the database's transaction (the resume point that counts its rows) with it,
+    /// and a merge the database could not commit keeps its staging file, which the resume merges
+    /// again (docs/reliability.md, "Every write may fail").
     package func commit() throws {
-        try stageFile?.commit()
-        try dbQueue.writeWithoutTransaction { db in
-            if db.isInsideTransaction { try db.commit() }
-            returnToWAL(db)
+        do {
+            try stageFile?.commit()
+            try dbQueue.writeWithoutTransaction { db in
+                if db.isInsideTransaction { try db.commit() }
+                returnToWAL(db)
+            }
+        } catch {
+            try? rollback()
+            throw error
         }
         if stageMerged, let stageFile {
             stageFile.close()

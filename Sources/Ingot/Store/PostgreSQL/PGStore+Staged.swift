@@ -88,8 +88,14 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// Commits the staged batches (their kept values with them) and hands back what PostgreSQL
     /// is to commit next: the last progress, with every rejection since the last commit.
     func commit() throws -> RunProgress? {
-        for item in pendingKept { try store.setState(pipeline: item.pipeline, key: item.key, value: item.value) }
-        try store.commit()
+        do {
+            for item in pendingKept { try store.setState(pipeline: item.pipeline, key: item.key, value: item.value) }
+            try store.commit()
+        } catch {
+            // The staged rows are not durable: the progress that counts them is never written.
+            try? rollback()
+            throw error
+        }
         defer {
             pendingRejections = []
             pendingKept = []

@@ -1,0 +1,105 @@
+import Foundation
+import Testing
+
+/// Every write may fail (docs/reliability.md): the `ingot` binary run with scripts/faultfs.c
+/// preloaded, which fails one chosen write or sync to the database's files, then `--resume`
+/// without the fault, then Benchmarks/people.py's check. The small version of `make chaos`'s
+/// sweep (scripts/faultsweep.py: 48 points per load plan, EIO and ENOSPC).
+@Suite(.serialized)
+struct FaultInjectionTests {
+    /// The shim, compiled once per test process with the toolchain's C compiler.
+    static let shim: String? = {
+        let out = temporaryDirectory().appendingPathComponent("faultfs.so").path
+        let source = packageRoot.appendingPathComponent("scripts/faultfs.c").path
+        for compiler in ["cc", "clang", "gcc"] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [compiler, "-shared", "-fPIC", "-O2", "-o", out, source, "-ldl"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            guard (try? process.run()) != nil else { continue }
+            process.waitUntilExit()
+            if process.terminationStatus == 0 { return out }
+        }
+        return nil
+    }()
+
+    /// A people run from local pages into `db`, with `options`; with `fault` (the shim's
+    /// settings) preloaded. The shim's report (`calls=`, `hit=`) comes back too.
+    private func run(
+        pages: String, db: String, dir: URL, options: [String], resume: Bool = false, fault: [String: String]? = nil
+    ) throws -> (status: Int32, stderr: String, calls: Int, hit: String) {
+        var environment: [String: String] = [:]
+        let report = dir.appendingPathComponent("faultfs.report").path
+        try? FileManager.default.removeItem(atPath: report)
+        if let fault {
+            let shim = try #require(Self.shim, "scripts/faultfs.c compiles with the toolchain's cc")
+            environment = fault.merging(["LD_PRELOAD": shim, "FAULTFS_REPORT": report]) { $1 }
+        }
+        let result = try runIngot(
+            [
+                "run", "pipelines/people.yml", "--pages", pages, "--db", db, "--no-archive", "--progress-interval", "0", "--lanes", "2",
+            ] + options + (resume ? ["--resume"] : []),
+            environment: environment)
+        let text = (try? String(contentsOfFile: report, encoding: .utf8)) ?? ""
+        var calls = 0
+        var hit = ""
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("calls=") { calls = Int(line.dropFirst(6)) ?? 0 }
+            if line.hasPrefix("hit=") { hit = String(line.dropFirst(4)) }
+        }
+        return (result.status, result.stderr, calls, hit)
+    }
+
+    /// A staged load in one transaction (no commit on time), its staging file's writes failing
+    /// one at a time with EIO, over all of them: the first run fails with exit 1 naming the disk
+    /// error, never a signal; `--resume` without the fault ends in the exact state. Before the
+    /// fix, a failed COMMIT of the staging file let the run's end commit the resume point past
+    /// it: the resume ended `finished` with 0 of the persons.
+    @Test func aFailedWriteOfTheStagingFileResumesExactly() throws {
+        try sweep(match: ".db.stage", mode: "eio", points: 8)
+    }
+
+    /// The same with the database file itself, which the merge writes (under a rollback journal)
+    /// and whose commit fails: the staging file stays for the resume (it was removed, and every
+    /// resume refused the load as "missing").
+    @Test func aFailedWriteOfTheDatabaseDuringAStagedLoadResumesExactly() throws {
+        try sweep(match: ".db$", mode: "eio", points: 8)
+    }
+
+    /// A disk that fills up under the staging file: every write from the Nth on fails with ENOSPC.
+    @Test func aFullDiskUnderTheStagingFileResumesExactly() throws {
+        try sweep(match: ".db.stage", mode: "enospc", points: 4)
+    }
+
+    private func sweep(match: String, mode: String, points: Int) throws {
+        let pages = try generatePeople(persons: 3000, pageSize: 100)
+        let options = ["--bulk", "--batch-records", "1000", "--commit-records", "100000", "--commit-interval", "3600"]
+        let dir = temporaryDirectory()
+        let counting = try run(pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": match])
+        #expect(counting.status == 0, "\(counting.stderr.suffix(600))")
+        #expect(counting.calls > points, "the run writes \(match) \(counting.calls) times")
+        var fired = 0
+        for i in 0..<points {
+            let n = 1 + i * (counting.calls - 1) / max(1, points - 1)
+            let db = dir.appendingPathComponent("people-\(mode)-\(n).db").path
+            let first = try run(
+                pages: pages, db: db, dir: dir, options: options, fault: ["FAULTFS_MATCH": match, "FAULTFS_AT": "\(n)", "FAULTFS_MODE": mode])
+            if !first.hit.isEmpty { fired += 1 }
+            if first.status == 0 {
+                // The write was one SQLite could do without (a sync it retried, a journal it
+                // did not need): then every row must be there.
+                #expect(try checkPeople(db, pages).contains(#""ok": true"#), "\(mode)@\(n): exit 0 with rows missing")
+                continue
+            }
+            #expect(first.status == 1, "\(mode)@\(n) hit \(first.hit): \(first.stderr.suffix(600))")
+            #expect(first.stderr.contains("disk I/O error") || first.stderr.contains("full"), "\(first.stderr.suffix(600))")
+            let resumed = try run(pages: pages, db: db, dir: dir, options: options, resume: true)
+            #expect(resumed.status == 0, "\(mode)@\(n) hit \(first.hit): the resume: \(resumed.stderr.suffix(600))")
+            let check = try checkPeople(db, pages)
+            #expect(check.contains(#""ok": true"#), "\(mode)@\(n) hit \(first.hit): \(check.prefix(400))")
+        }
+        // Every point fires but, with ENOSPC, one that falls on a sync (a full disk fails writes).
+        #expect(fired >= (mode == "enospc" ? points - 1 : points), "\(fired) of \(points) points fired")
+    }
+}
