@@ -240,7 +240,7 @@ private struct BufferedOutput {
 
     mutating func flush() {
         guard !buffer.isEmpty else { return }
-        FileHandle.standardOutput.write(Data(buffer))
+        StandardStream.write(buffer, to: 1)
         buffer.removeAll(keepingCapacity: true)
     }
 }

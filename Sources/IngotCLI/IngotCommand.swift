@@ -34,6 +34,14 @@ struct IngotCommand: ParsableCommand {
             // within the noise). Before the first thread; `MALLOC_ARENA_MAX` set wins.
             if getenv("MALLOC_ARENA_MAX") == nil { _ = glibcMallopt(glibcArenaMax, 2) }
         #endif
+        // A closed pipe on stdout or stderr is an EPIPE that StandardStream counts, not a signal
+        // that kills the run mid-transaction.
+        signal(SIGPIPE, SIG_IGN)
+        // Started with stdin, stdout or stderr closed (`2>&-`): /dev/null takes the number, so
+        // that no file Ingot opens (the archive, a staging file) gets it and receives log lines.
+        for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
+            _ = open("/dev/null", O_RDWR)
+        }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -41,7 +49,7 @@ struct IngotCommand: ParsableCommand {
             let code = exitCode(for: error)
             if code == .validationFailure {
                 // The message as ArgumentParser prints it, then Ingot's code for bad usage.
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                StandardStream.standardError(fullMessage(for: error) + "\n")
                 Foundation.exit(Exit.badConfig.rawValue)
             }
             exit(withError: error)
@@ -422,7 +430,7 @@ struct Archive: ParsableCommand {
                     printError("\(archive): no entry \(seq)")
                     throw Exit.failed
                 }
-                FileHandle.standardOutput.write(Data(try reader.payload(of: entry)))
+                StandardStream.write(try reader.payload(of: entry), to: 1)
             } catch let error as ArchiveError {
                 printError("\(error)")
                 throw Exit.failed

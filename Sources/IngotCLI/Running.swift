@@ -30,7 +30,7 @@ enum Exit {
 }
 
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    StandardStream.standardError(message + "\n")
 }
 
 /// Runs `runner` over `source`, stopping it cleanly on the first SIGINT or SIGTERM (in-flight
@@ -87,7 +87,7 @@ func loadPipeline(_ path: String) throws -> PipelineConfig {
     do {
         return try PipelineConfig.load(path: path)
     } catch {
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        StandardStream.standardError("\(error)\n")
         throw Exit.badConfig
     }
 }

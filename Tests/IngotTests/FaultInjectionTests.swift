@@ -103,3 +103,45 @@ struct FaultInjectionTests {
         #expect(fired >= (mode == "enospc" ? points - 1 : points), "\(fired) of \(points) points fired")
     }
 }
+
+/// Logging that never ends a run: stderr and stdout that refuse writes (closed, a full disk, a
+/// pipe whose reader is gone) cost the lines, counted, never the run.
+struct StandardStreamTests {
+    /// Runs the bundled sample with `stderr` as the process's standard error; its exit status
+    /// and the persons stored.
+    private func run(stderr: FileHandle?, stdout: FileHandle? = nil, arguments: [String] = []) throws -> (status: Int32, persons: String) {
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("people.db").path
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = ["run", "pipelines/people.yml", "--db", db, "--no-archive"] + arguments
+        process.currentDirectoryURL = packageRoot
+        process.standardError = stderr
+        process.standardOutput = stdout ?? FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit, "ended by a signal")
+        return (process.terminationStatus, try rows(db, "SELECT count(*) FROM person").first?.first ?? "")
+    }
+
+    @Test func aFullDiskUnderStderrCostsTheLinesNotTheRun() throws {
+        let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
+        let dir = temporaryDirectory()
+        let metrics = dir.appendingPathComponent("ingot.prom").path
+        let result = try run(stderr: full, arguments: ["--metrics-file", metrics])
+        #expect(result.status == 0)
+        #expect(result.persons == "60")
+        let exposition = try String(contentsOfFile: metrics, encoding: .utf8)
+        let dropped = exposition.split(separator: "\n").first { $0.hasPrefix("ingot_log_lines_dropped_total{") }
+        #expect(dropped.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0 > 0, "\(exposition)")
+    }
+
+    @Test func aPipeWhoseReaderIsGoneCostsTheLinesNotTheRun() throws {
+        let pipe = Pipe()
+        try pipe.fileHandleForReading.close()
+        let result = try run(stderr: pipe.fileHandleForWriting, stdout: pipe.fileHandleForWriting)
+        #expect(result.status == 0)
+        #expect(result.persons == "60")
+    }
+}

@@ -74,8 +74,9 @@ package struct LogfmtLogHandler: LogHandler {
             self.write = write
         }
 
+        /// Standard error; a line it refuses is dropped and counted, never a trap (StandardStream).
         package static let standardError = Output { line in
-            FileHandle.standardError.write(Data(line.utf8))
+            StandardStream.standardError(line)
         }
 
         func emit(_ line: String) {

@@ -112,6 +112,7 @@ package final class RunMetrics: FetchObserver, Sendable {
         if let archived = snapshot.bytesArchived { sync("ingot_bytes_total", [("stage", "archived")], archived) }
         sync("ingot_pages_read_total", [], snapshot.pagesRead)
         sync("ingot_records_read_total", [], c.records)
+        sync("ingot_log_lines_dropped_total", [], StandardStream.droppedLines)
         runDuration.record(snapshot.elapsed)
         return write()
     }

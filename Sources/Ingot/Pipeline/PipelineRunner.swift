@@ -545,6 +545,8 @@ public final class PipelineRunner: Sendable {
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
         if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }
         if let limit = s.limitExceeded { metadata["limit_exceeded"] = "\(limit)" }
+        // Log lines stderr refused (a full disk, a dead pipe), counted once the stream took lines again.
+        if StandardStream.droppedLines > 0 { metadata["log_dropped"] = .int(StandardStream.droppedLines) }
         logger.log(level: s.status == .failed ? .error : .info, "run.summary", metadata: metadata)
     }
 
