@@ -76,7 +76,8 @@ struct FaultInjectionTests {
         let pages = try generatePeople(persons: 3000, pageSize: 100)
         let options = ["--bulk", "--batch-records", "1000", "--commit-records", "100000", "--commit-interval", "3600"]
         let dir = temporaryDirectory()
-        let counting = try run(pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": match])
+        let counting = try run(
+            pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": match])
         #expect(counting.status == 0, "\(counting.stderr.suffix(600))")
         #expect(counting.calls > points, "the run writes \(match) \(counting.calls) times")
         var fired = 0
@@ -84,7 +85,8 @@ struct FaultInjectionTests {
             let n = 1 + i * (counting.calls - 1) / max(1, points - 1)
             let db = dir.appendingPathComponent("people-\(mode)-\(n).db").path
             let first = try run(
-                pages: pages, db: db, dir: dir, options: options, fault: ["FAULTFS_MATCH": match, "FAULTFS_AT": "\(n)", "FAULTFS_MODE": mode])
+                pages: pages, db: db, dir: dir, options: options,
+                fault: ["FAULTFS_MATCH": match, "FAULTFS_AT": "\(n)", "FAULTFS_MODE": mode])
             if !first.hit.isEmpty { fired += 1 }
             if first.status == 0 {
                 // The write was one SQLite could do without (a sync it retried, a journal it
