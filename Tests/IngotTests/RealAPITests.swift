@@ -654,6 +654,46 @@ struct RealAPITests {
         #expect(poke.resources.map(\.name) == ["list", "pokemon"] && poke.resources[0].root == nil)
     }
 
+    /// Each resource of pipelines/swapi.yml selected alone reads its own source and stores its
+    /// own entity (a selection of one that was not the first read the first resource's pages
+    /// and mapped films as planets, exit 0); `--dry-run` names its source.
+    @Test(arguments: [
+        ("films", "film", 6), ("people", "person", 82), ("planets", "planet", 60), ("species", "species", 37),
+        ("starships", "starship", 36), ("vehicles", "vehicle", 39),
+    ])
+    func eachResourceRunsAloneWithItsOwnSource(resource: String, table: String, count: Int) throws {
+        let server = try FixtureServer()
+        let swapi = try PipelineConfig.load(
+            path: packageRoot.appendingPathComponent("pipelines/swapi.yml").path, environment: ["SWAPI_API": server.base])
+        let one = try swapi.selectingResources([resource])
+        let source = try #require(one.resources.first?.source)
+        #expect(one.source == source && one.root == one.resources.first?.root, "the pipeline-wide settings mirror the selection")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("one.db").path
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: one, options: options, logger: LogCapture().logger).run()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.records == count && summary.counters.rejectedRecords == 0)
+        // Rows its own resource filled (a film's title, a transport's name; the others' names).
+        func filled(_ table: String) throws -> [[String]] {
+            switch table {
+            case "film": try rows(options.databasePath, "SELECT count(*) FROM film WHERE title IS NOT NULL")
+            case "starship", "vehicle":
+                try rows(options.databasePath, "SELECT count(*) FROM \(table) JOIN transport USING (id) WHERE transport.name IS NOT NULL")
+            default: try rows(options.databasePath, "SELECT count(*) FROM \(table) WHERE name IS NOT NULL")
+            }
+        }
+        #expect(try filled(table) == [["\(count)"]])
+        for other in ["film", "person", "planet", "species", "starship", "vehicle"] where other != table {
+            #expect(try filled(other) == [["0"]], "\(other) only linked to, never filled")
+        }
+        let dryRun = try runIngot(
+            ["run", "pipelines/swapi.yml", "--resource", resource, "--dry-run", "--db", temporaryDirectory().appendingPathComponent("d.db").path],
+            environment: ["SWAPI_API": server.base])
+        #expect(dryRun.stdout.contains("/api/\(resource)/"), "\(dryRun.stdout)")
+        #expect(!dryRun.stdout.contains("/api/films/") || resource == "films", "\(dryRun.stdout)")
+    }
+
     /// `kill -9` while the server holds request `holdAt` (the pages before it are committed by
     /// then: no timing involved), then `--resume`: the run ends exactly as one uninterrupted run,
     /// every page counted once across both. `check` runs on the database after.

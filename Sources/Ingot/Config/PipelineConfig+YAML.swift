@@ -261,13 +261,12 @@ struct PipelineYAMLReader {
                 ResourceConfig(
                     name: name, source: source, recordsPath: recordsPath, jsonLines: jsonLines, root: rootName, rootChoice: rootChoice)
             ]
-        } else if let first = resources.first(where: { $0.root != nil }) {
-            (config.source, config.recordsPath, config.jsonLines) = (first.source, first.recordsPath, first.jsonLines)
         }
         config.resources = resources
         config.write = write
         config.writeRejectsUnknown = writeRejectsUnknown
         config.writeScope = writeScope
+        config.mirrorFirstStoredResource()
         config.incremental = incremental
         config.maxPageBytes = maxPageBytes
         config.maxRejects = maxRejects

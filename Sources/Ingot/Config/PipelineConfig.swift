@@ -80,9 +80,28 @@ public struct PipelineConfig: Sendable {
         selected.resources = resources.filter { needed.contains($0.name) }.map { resource in
             var resource = resource
             if !names.contains(resource.name) { (resource.root, resource.rootChoice) = (nil, nil) }
+            // The pipeline's write settings, made the resource's own: the pipeline-wide ones
+            // mirror the selection's first resource below.
+            resource.write = resource.write ?? write
+            resource.writeRejectsUnknown = resource.writeRejectsUnknown ?? writeRejectsUnknown
+            resource.writeScope = resource.writeScope ?? writeScope
             return resource
         }
+        selected.mirrorFirstStoredResource()
+        if let first = selected.resources.first(where: { $0.root != nil }) {
+            selected.write = first.write ?? write
+            selected.writeRejectsUnknown = first.writeRejectsUnknown ?? writeRejectsUnknown
+            selected.writeScope = first.writeScope
+        }
         return selected
+    }
+
+    /// The pipeline-wide `source`, `records`, format and `root` mirror the first resource that
+    /// stores records: what a run of one resource reads, and what `--dry-run` shows. A selection
+    /// (`--resource`) mirrors its own first resource, never the file's.
+    mutating func mirrorFirstStoredResource() {
+        guard let first = resources.first(where: { $0.root != nil }), let root = first.root else { return }
+        (source, recordsPath, jsonLines, self.root) = (first.source, first.recordsPath, first.jsonLines, root)
     }
 
     /// Where records sit in this pipeline's pages, for the mapper and the paginators.
