@@ -688,7 +688,10 @@ struct RealAPITests {
             #expect(try filled(other) == [["0"]], "\(other) only linked to, never filled")
         }
         let dryRun = try runIngot(
-            ["run", "pipelines/swapi.yml", "--resource", resource, "--dry-run", "--db", temporaryDirectory().appendingPathComponent("d.db").path],
+            [
+                "run", "pipelines/swapi.yml", "--resource", resource, "--dry-run", "--db",
+                temporaryDirectory().appendingPathComponent("d.db").path,
+            ],
             environment: ["SWAPI_API": server.base])
         #expect(dryRun.stdout.contains("/api/\(resource)/"), "\(dryRun.stdout)")
         #expect(!dryRun.stdout.contains("/api/films/") || resource == "films", "\(dryRun.stdout)")
