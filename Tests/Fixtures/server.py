@@ -31,6 +31,7 @@ Serves
   /hostile/items?page=N      page 1: one item; later pages: a 200 HTML body (not JSON)
   /hostile/echo              400 whose body echoes the request's Authorization header and query
   /hostile/big?size=N        a page of one item padded to N bytes
+  /hostile/total?value=V&page=N   page N: one item (id N) with meta.total_pages and meta.total = V, as given (any JSON number)
 
 Faults (--faults), each at the Nth request to /people/* (1-based), once:
   500:N  429:N (Retry-After: 1)  429long:N (Retry-After: 3600)  drop:N (connection closed mid-body)  truncate:N (body cut short)
@@ -237,6 +238,10 @@ class Handler(BaseHTTPRequestHandler):
             head = b'{"results":[{"id":1,"name":"'
             tail = b'"}]}'
             return self.send_raw(head + b"x" * max(0, size - len(head) - len(tail)) + tail)
+        if kind == "total":
+            n = int(q.get("page", q.get("offset", "1")))
+            value = q.get("value", "1").encode()
+            return self.send_raw(b'{"meta":{"total_pages":' + value + b',"total":' + value + b'},"results":[{"id":' + str(n).encode() + b',"name":"one"}]}')
         self.send_json({"detail": "not found"}, 404)
 
     def api(self, path, q):

@@ -56,6 +56,22 @@ struct HostileFetchTests {
 
     func percent(_ url: String) -> String { url.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? url }
 
+    /// A server's `total_pages` that overflows `start + total_pages`, or is negative, fails the
+    /// run naming the page and the value (its page saved), never the process (it trapped: SIGILL,
+    /// and every resume trapped again).
+    @Test(arguments: ["9223372036854775807", "-3"])
+    func aTotalOutOfRangeFailsTheRunNotTheProcess(value: String) throws {
+        let a = try FixtureServer()
+        let logs = LogCapture()
+        let config = try pipeline(
+            a.base + "/hostile/total?value=" + percent(value), paginate: "{page: {param: page, start: 1, total_pages: meta.total_pages}}")
+        let (summary, db) = try run(config, logs: logs)
+        #expect(summary.status == .failed)
+        #expect(summary.error?.contains("total_pages at 'meta.total_pages' is out of range (\(value))") == true, "\(summary.error ?? "")")
+        #expect(summary.error?.contains("/hostile/total") == true, "the page is named")
+        #expect(try rows(db, "SELECT count(*) FROM item") == [["1"]], "the page that said it is saved")
+    }
+
     @Test(arguments: ["file:///etc/passwd", "gopher://127.0.0.1:1/x", "dict://127.0.0.1:1/x", "ftp://127.0.0.1/x"])
     func aNextURLWithAnotherSchemeIsRefused(target: String) throws {
         let a = try FixtureServer()

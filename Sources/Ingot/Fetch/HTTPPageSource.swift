@@ -222,10 +222,10 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         let window =
             endIsSaid && (knownEnd == nil || config.hasMore != nil)
             ? 1 : min(max(1, config.concurrency), config.maxPages - fetched)
-        var c = ahead.last.map { step($0.cursor) } ?? cursor
-        while ahead.count < window && knownEnd.map({ c.position < $0 }) ?? true {
-            ahead.append((c, startFetch(numberedURL(c))))
-            c = step(c)
+        var c: Cursor? = ahead.last.map { step($0.cursor) } ?? cursor
+        while ahead.count < window, let next = c, knownEnd.map({ next.position < $0 }) ?? true {
+            ahead.append((next, startFetch(numberedURL(next))))
+            c = step(next)
         }
         guard let (cursor, fetched) = nextAhead() else { return }
         var page = fetched
@@ -241,12 +241,30 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         }
         if let total = numberedTotal, let n = number(at: total.path, in: &page) {
             // The first position past the end: an offset of `total`, a page number of
-            // `start + total_pages`.
-            knownEnd = total.isPages ? total.first + n : n
+            // `start + total_pages`. A server's number is input: one that is negative or that
+            // overflows the sum fails the run (after its page is saved), never the process.
+            let end = total.isPages ? total.first.addingReportingOverflow(n) : (partialValue: n, overflow: false)
+            guard n >= 0, !end.overflow else {
+                abandonFetches()
+                upcoming = nil
+                page.resumeState = cursor.state(hiding: config.urlSecrets)
+                let name = total.isPages ? "total_pages" : "total"
+                buffered.append(.success(page))
+                buffered.append(
+                    .failure(
+                        FetchError(
+                            url: page.source,
+                            message: "the page's \(name) at '\(total.path)' is out of range (\(n)): pagination cannot go on from it")))
+                return
+            }
+            knownEnd = end.partialValue
         }
-        if let end = knownEnd, step(cursor).position >= end { stop = true }
+        // A position past Int's range (a resume state or a page number near it) ends the source.
+        let following = step(cursor)
+        if let end = knownEnd, following.map({ $0.position >= end }) ?? true { stop = true }
+        if following == nil { stop = true }
         if !stop && hasMoreSaysStop(&page) { stop = true }
-        upcoming = stop ? nil : step(cursor)
+        upcoming = stop ? nil : following
         page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
         // A last page (empty, past the total, or not a page of records at all) still goes
         // through: archived, then counted or rejected.
@@ -309,11 +327,16 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         return flag.bool == false
     }
 
-    private func step(_ cursor: Cursor) -> Cursor {
+    /// The cursor after `cursor`; `nil` past Int's range.
+    private func step(_ cursor: Cursor) -> Cursor? {
         switch (cursor, config.paginate) {
-        case (.page(let n), _): .page(n + 1)
-        case (.offset(let n), .offset(_, _, let limit, _)): .offset(n + limit)
-        default: cursor
+        case (.page(let n), _):
+            let (next, overflow) = n.addingReportingOverflow(1)
+            return overflow ? nil : .page(next)
+        case (.offset(let n), .offset(_, _, let limit, _)):
+            let (next, overflow) = n.addingReportingOverflow(limit)
+            return overflow ? nil : .offset(next)
+        default: return cursor
         }
     }
 
