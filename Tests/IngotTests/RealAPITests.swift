@@ -701,7 +701,7 @@ struct RealAPITests {
     /// then: no timing involved), then `--resume`: the run ends exactly as one uninterrupted run,
     /// every page counted once across both. `check` runs on the database after.
     private func killAndResume(
-        _ yaml: String, server: FixtureServer, holdAt: Int, pages: Int, environment: [String: String] = [:],
+        _ yaml: String, server: FixtureServer, holdAt: Int, pages: Int, environment: [String: String] = [:], batchRecords: Int = 1,
         check: (String) throws -> Void
     ) throws {
         let dir = temporaryDirectory()
@@ -710,7 +710,7 @@ struct RealAPITests {
         let db = dir.appendingPathComponent("api.db").path
         let arguments = [
             "run", pipeline.path, "--db", db, "--no-archive", "--progress-interval", "0", "--commit-interval", "0.2", "--batch-records",
-            "1",
+            "\(batchRecords)",
         ]
         // The pipe lives as long as its process: a file handle closed while another test spawns
         // a process can fail that spawn (Foundation's Process reads the open descriptors).
@@ -752,6 +752,21 @@ struct RealAPITests {
         #expect(resume.terminationStatus == 0, "\(log)")
         #expect(try rows(db, "SELECT status, pages FROM _ingot_runs") == [["finished", "\(pages)"]])
         try check(db)
+    }
+
+    /// A slow source commits on time, not at `--batch-records`: 5 pages of 100 records, then the
+    /// server holds the 6th for a minute; with the default 5,000 records a batch, the 500 records
+    /// are committed within about two commit intervals (the batch closes on time, then the
+    /// writer commits), so the kill -9 while the request hangs costs nothing. Before, nothing
+    /// was committed until 5,000 records had come (the wait below ran into its time limit).
+    @Test(.timeLimit(.minutes(2))) func aSlowSourceCommitsOnTimeAndAKillCostsOnlyThat() throws {
+        let pages = try generatePeople(persons: 1200, pageSize: 100)
+        let count = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        let server = try FixtureServer(people: pages, faults: "slow:6", slow: 60)
+        let yaml = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}"])
+        try killAndResume(yaml, server: server, holdAt: 6, pages: count, batchRecords: 5000) { db throws in
+            #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        }
     }
 
     /// kill -9 and --resume on each API's shape: a for_each (PokeAPI, its parent read again),

@@ -5,6 +5,12 @@ import Dispatch
 /// batches), handing each to the ``WriterStage``. Runs on its own serial queue, so pages keep being
 /// collected (and lanes keep decoding) while the writer saves the previous batch.
 ///
+/// A batch also closes on time: `interval` seconds (the commit interval) after its first page
+/// came, on the next whole page. A slow source (a page every 300 ms) would otherwise fill
+/// `batchRecords` only after minutes, and nothing it fetched meanwhile would be committed: a
+/// `kill -9` would cost all of it. So a transaction holds about two commit intervals of a slow
+/// source's work at most (the batch's, then the writer's own).
+///
 /// Backpressure: at most one batch is being saved while the next one is assembled. When the next
 /// one is full and the writer is still busy, `deliver` blocks this queue; pages then stop being
 /// consumed, the source's in-flight slots run out, and the source waits.
@@ -37,11 +43,18 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// A refresh's plan, told of each decoded page (its changed pages' rows decide which pages
     /// after them are left out).
     var refresh: RefreshPlan?
+    /// How long a batch stays open after its first page, at most (seconds), and the clock.
+    private let interval: Double
+    private let timers: any RunTimers
+    /// Bumped by each delivery, so a pending close-on-time timer knows its batch is gone.
+    private var generation = 0
 
     init(
         writer: WriterStage, batchLimits: [Int], byteLimit: Int = RunOptions.defaultBatchBytes, firstSeq: Int = 1,
-        pageConsumed: @escaping @Sendable (Int) -> Void
+        interval: Double = .infinity, timers: any RunTimers = DispatchTimers(), pageConsumed: @escaping @Sendable (Int) -> Void
     ) {
+        self.interval = interval
+        self.timers = timers
         self.writer = writer
         self.nextSeq = firstSeq
         self.batchLimits = batchLimits.isEmpty ? [RunOptions.defaultBatchRecords] : batchLimits.map { max(1, $0) }
@@ -65,7 +78,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
 
     /// Hands the open batch to the writer now, unless it ends inside a page (its other parts are
     /// on their way). A joined run's source calls it before it waits for work: the units in the
-    /// batch are claimed by this job, and other jobs wait for them to be committed.
+    /// batch are claimed by this job, and other jobs wait for them to be committed. The
+    /// close-on-time timer calls it too.
     func flush() {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !batch.isEmpty, batch.last?.isLastPart == true, sourceEnd == nil else { return }
@@ -97,6 +111,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 {
                     deliver(last: false)
                 }
+                if batch.isEmpty { closeOnTime() }
                 batch.append(page)
                 // A page a refresh left out counts its records: a batch holds as many such pages as
                 // it would hold decoded ones.
@@ -113,11 +128,24 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         }
     }
 
+    /// Closes the batch just opened after ``interval``, if it is still open then (and ends on a
+    /// whole page; else the page's last part closes it, when it comes).
+    private func closeOnTime() {
+        guard interval.isFinite else { return }
+        let opened = generation
+        // Weak: a run that ended does not keep its assembler (and the writer) until the timer fires.
+        timers.after(interval, on: queue) { [weak self] in
+            guard let self, generation == opened else { return }
+            flush()
+        }
+    }
+
     /// What a ``RecordRejection`` holds besides its raw text, about: its fields and short strings.
     static let rejectionBytes = 256
 
     private func deliver(last: Bool, end: SourceEnd = .exhausted) {
         delivered += 1
+        generation += 1
         // Read what is committed before the lookup starts: a commit in between only makes the
         // lookup see rows it also counts as uncommitted, which is harmless.
         uncommitted.dropCommitted(through: writer.committedBatch)

@@ -346,7 +346,8 @@ public final class PipelineRunner: Sendable {
         let assembler = BatchAssembler(
             writer: writer,
             batchLimits: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),
-            byteLimit: options.batchBytes, firstSeq: firstSeq, pageConsumed: { budget.release($0) })
+            byteLimit: options.batchBytes, firstSeq: firstSeq, interval: options.commitInterval, timers: options.timers,
+            pageConsumed: { budget.release($0) })
         assembler.refresh = plan
 
         joined?.source.whenIdle { sourceEnded in
