@@ -23,6 +23,7 @@ Serves
   /github/repos/octocat/hello-world/issues/N/comments?per_page=N&page=P   an issue's comments ([] when none), Link headers
   /export/events.jsonl?page=N   JSON Lines, 5 events a page, 3 pages, then an empty page
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
+  /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
   /hostile/next?to=URL       a page of one item whose "next" is URL (any scheme, any host)
@@ -56,6 +57,7 @@ class State:
     people_requests = 0
     seen = []
     faults = {}
+    pokeapi_dropped = set()
     people = []        # page bodies (parsed JSON), in order
     page_size = 0
     swapi = {}
@@ -156,6 +158,10 @@ class Handler(BaseHTTPRequestHandler):
         with State.lock:
             State.seen.append({"path": u.path, "query": u.query, "authorization": self.headers.get("Authorization"),
                                "x_api_key": self.headers.get("X-Api-Key"), "x_custom": self.headers.get("X-Custom")})
+        if u.path == "/control/pokeapi-drop":
+            with State.lock:
+                State.pokeapi_dropped.add(int(q.get("n", "0")))
+            return self.send_json({"dropped": sorted(State.pokeapi_dropped)})
         if u.path.startswith("/hostile/"):
             return self.hostile(u.path[len("/hostile/"):], q)
         if u.path == "/requests":
@@ -291,9 +297,10 @@ class Handler(BaseHTTPRequestHandler):
                                        "types": [{"slot": 1, "type": {"name": types[n % len(types)],
                                                                         "url": self.host() + "/pokeapi/api/v2/type/%d/" % (n % len(types) + 1)}}]})
             offset, limit = int(q.get("offset", "0")), int(q.get("limit", "20"))
-            chunk = [{"name": names[k], "url": base + "%d/" % (k + 1)} for k in range(offset, min(offset + limit, len(names)))]
-            nxt = base + "?offset=%d&limit=%d" % (offset + limit, limit) if offset + limit < len(names) else None
-            return self.send_json({"count": len(names), "next": nxt, "previous": None, "results": chunk})
+            listed = [k for k in range(len(names)) if k + 1 not in State.pokeapi_dropped]
+            chunk = [{"name": names[k], "url": base + "%d/" % (k + 1)} for k in listed[offset:offset + limit]]
+            nxt = base + "?offset=%d&limit=%d" % (offset + limit, limit) if offset + limit < len(listed) else None
+            return self.send_json({"count": len(listed), "next": nxt, "previous": None, "results": chunk})
         if path == "/reddit/r/swift/overview.json":
             # https://www.reddit.com/dev/api: {kind: Listing, data: {after, children: [{kind, data}]}},
             # things of several kinds (t1 comment, t3 link, t5 subreddit) in one listing.

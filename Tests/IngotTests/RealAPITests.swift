@@ -702,7 +702,7 @@ struct RealAPITests {
     /// every page counted once across both. `check` runs on the database after.
     private func killAndResume(
         _ yaml: String, server: FixtureServer, holdAt: Int, pages: Int, environment: [String: String] = [:], batchRecords: Int = 1,
-        check: (String) throws -> Void
+        beforeResume: () throws -> Void = {}, check: (String) throws -> Void
     ) throws {
         let dir = temporaryDirectory()
         let pipeline = dir.appendingPathComponent("api.yml")
@@ -745,6 +745,7 @@ struct RealAPITests {
         kill(first.processIdentifier, SIGKILL)
         first.waitUntilExit()
         #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["running"]])
+        try beforeResume()
         let out = Pipe()
         let resume = try start(["--resume"], errors: out)
         let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
@@ -752,6 +753,24 @@ struct RealAPITests {
         #expect(resume.terminationStatus == 0, "\(log)")
         #expect(try rows(db, "SELECT status, pages FROM _ingot_runs") == [["finished", "\(pages)"]])
         try check(db)
+    }
+
+    /// A for_each resumes by its requests' identities, not their position: the run is killed
+    /// while the 9th detail request hangs, then the list loses pokemon 2 (before the point the run
+    /// stopped at). Its requests up to there differ from those the resume state's digest names, so
+    /// the for_each starts over (`for_each.restarted`) and every pokemon of the list is fetched:
+    /// 11 pages committed before the kill, 24 details after. By position, the resume went on at
+    /// the 9th entry of the shorter list — pokemon 10 — and pokemon 9 was never requested,
+    /// while the run said `finished`.
+    @Test(.timeLimit(.minutes(3))) func aForEachWhoseListChangedResumesByIdentity() throws {
+        let server = try FixtureServer(faults: "slow:12", slow: 60)
+        try killAndResume(
+            Self.pokeapi(server.base), server: server, holdAt: 12, pages: 11 + 24,
+            beforeResume: { _ = try HTTPClient().get(server.base + "/control/pokeapi-drop?n=2", headers: [], timeout: 5) }
+        ) { db throws in
+            #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
+            #expect(try rows(db, "SELECT name FROM pokemon WHERE id = 9") == [["blastoise"]])
+        }
     }
 
     /// A slow source commits on time, not at `--batch-records`: 5 pages of 100 records, then the

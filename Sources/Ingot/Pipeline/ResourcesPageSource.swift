@@ -11,8 +11,16 @@ import Synchronization
 ///
 /// Resume states say where the run stands across resources: `res:NAME:ITEM:INNER` — the
 /// resource (by name: a run of some resources, `--resource`, resumes as well), the for_each item
-/// (`-` for a plain resource), and the resource's own state after the page. Resuming inside a for_each resource reads its parent's list again (its pages are
-/// not applied twice) to know the requests, then continues after the last committed one.
+/// (`-` for a plain resource), and the resource's own state after the page. Resuming inside a
+/// for_each resource reads its parent's list again (its pages are not applied twice) to know the
+/// requests, then continues after the last committed one.
+///
+/// A for_each's ITEM is `POSITION@DIGEST`: the digest chains the identities (URL and injected
+/// values) of every request up to the one the state is at. The list read again must give the
+/// same requests up to there — then the run continues at POSITION — or it changed before that
+/// point (a record deleted, one added): then no position in it stands for "done so far", and the
+/// for_each starts again from its first request (`for_each.restarted`), so that no request is
+/// skipped. Requesting again is harmless: later pages win, as in any rerun.
 ///
 /// Used from the pipeline's source queue only.
 final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used from the source queue only
@@ -40,6 +48,8 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
     private var skipped: [String: Int] = [:]
     private var pagesOfResource = 0
     private var seq = 0
+    /// The digest chained over the identities of `items[0..<prefix.count]` (ResumeDigest).
+    private var prefix = ResumeDigest()
 
     init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int, logger: Logger) {
         self.config = config
@@ -119,8 +129,10 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         let resource = resources[index]
         let exhausted = inner == "done"
         if resource.forEach != nil {
-            if exhausted { return "res:\(resource.name):\(item + 1):" }
-            return "res:\(resource.name):\(item):\(inner ?? "")"
+            // Either way the digest covers every request up to this one.
+            let digest = prefix.advance(over: items, through: item + 1)
+            if exhausted { return "res:\(resource.name):\(item + 1)@\(digest):" }
+            return "res:\(resource.name):\(item)@\(digest):\(inner ?? "")"
         }
         if exhausted { return index + 1 < resources.count ? "res:\(resources[index + 1].name):-:" : "done" }
         return "res:\(resource.name):-:\(inner ?? "")"
@@ -135,6 +147,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         index += 1
         item = 0
         items = []
+        prefix = ResumeDigest()
         pagesOfResource = 0
     }
 
@@ -276,15 +289,34 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 source: config.path,
                 message: "the run stopped in resource '\(fields[1])', which this run does not read (give it with --resource)")
         }
-        let inner = String(fields[3])
+        var inner = String(fields[3])
         index = resource
         if let forEach = resources[index].forEach {
-            guard let position = Int(fields[2]) else {
+            let itemField = fields[2].split(separator: "@", maxSplits: 1)
+            guard let position = itemField.first.flatMap({ Int($0) }), position >= 0 else {
                 throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
             }
             try recollect(forEach.resource)
             items = collected[forEach.resource] ?? []
+            prefix = ResumeDigest()
             item = position
+            // The requests up to where the run stopped: the same in the list read again, or it
+            // starts over (the type's doc). A state without a digest resumes by position.
+            let covered = position + (inner.isEmpty ? 0 : 1)
+            if itemField.count == 2,
+                covered > items.count || prefix.advance(over: items, through: covered) != String(itemField[1])
+            {
+                logger.warning(
+                    "for_each.restarted",
+                    metadata: [
+                        "resource": "\(resources[index].name)", "requests": .int(items.count),
+                        LogKey.reason:
+                            "the list of \(forEach.resource) read again differs before request \(covered) from the one the run stopped in: every request is made again, so that none is skipped",
+                    ])
+                item = 0
+                inner = ""
+                prefix = ResumeDigest()
+            }
             guard items.indices.contains(item) else {
                 finishResource()
                 return
@@ -309,5 +341,34 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         while var page = try source.next() {
             collect(from: &page, of: resources[k])
         }
+    }
+}
+
+/// A digest chained over the identities of a for_each's requests, in order (SHA-256 of the
+/// previous digest and the request's URL and injected values), advanced as the requests are
+/// made: what a resume state says of the requests before it (ResourcesPageSource).
+struct ResumeDigest {
+    /// The requests it covers: `items[0..<count]`.
+    private(set) var count = 0
+    private var digest = [UInt8](repeating: 0, count: 32)
+
+    /// The digest over `items[0..<n]` (hex, 24 digits), advancing from where it stands (or from
+    /// the start, for a shorter prefix).
+    mutating func advance(over items: [ResourcesPageSource.Item], through n: Int) -> String {
+        let n = min(n, items.count)
+        if n < count { self = ResumeDigest() }
+        while count < n {
+            var bytes = digest
+            bytes += items[count].url.utf8
+            for value in items[count].injected {
+                bytes.append(0)
+                bytes += value.key.utf8
+                bytes.append(0)
+                bytes += value.json.utf8
+            }
+            digest = SHA256.digest(bytes)
+            count += 1
+        }
+        return SHA256.hex(digest.prefix(12))
     }
 }
