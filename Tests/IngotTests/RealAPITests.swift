@@ -766,11 +766,11 @@ struct RealAPITests {
         let server = try FixtureServer(faults: "slow:12", slow: 60)
         try killAndResume(
             Self.pokeapi(server.base), server: server, holdAt: 12, pages: 11 + 24,
-            beforeResume: { _ = try HTTPClient().get(server.base + "/control/pokeapi-drop?n=2", headers: [], timeout: 5) }
-        ) { db throws in
-            #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
-            #expect(try rows(db, "SELECT name FROM pokemon WHERE id = 9") == [["blastoise"]])
-        }
+            beforeResume: { _ = try HTTPClient().get(server.base + "/control/pokeapi-drop?n=2", headers: [], timeout: 5) },
+            check: { db throws in
+                #expect(try rows(db, "SELECT count(*), sum(name = listed_as) FROM pokemon") == [["25", "25"]])
+                #expect(try rows(db, "SELECT name FROM pokemon WHERE id = 9") == [["blastoise"]])
+            })
     }
 
     /// A slow source commits on time, not at `--batch-records`: 5 pages of 100 records, then the
