@@ -72,6 +72,39 @@ struct FaultInjectionTests {
         try sweep(match: ".db.stage", mode: "enospc", points: 4)
     }
 
+    /// A staged load that failed half-way, whose staging file is then lost (removed, or cut to
+    /// half its size: torn), resumes exactly: the run goes back to where the load began (here,
+    /// its first page) and stages those pages again. It was refused ("the staging file … is
+    /// missing or another load's: run the pipeline again without --resume").
+    @Test(arguments: [("removed", [String]()), ("torn", []), ("removed", ["--bulk"]), ("torn", ["--bulk"])])
+    func aLostStagingFileIsStagedAgainOnResume(damage: String, mode: [String]) throws {
+        let pages = try generatePeople(persons: 3000, pageSize: 100)
+        let options = mode + ["--batch-records", "1000", "--commit-records", "2000", "--commit-interval", "3600"]
+        let dir = temporaryDirectory()
+        let counting = try run(
+            pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": ".db.stage"])
+        let db = dir.appendingPathComponent("people.db").path
+        let first = try run(
+            pages: pages, db: db, dir: dir, options: options,
+            fault: ["FAULTFS_MATCH": ".db.stage", "FAULTFS_AT": "\(counting.calls * 2 / 3)", "FAULTFS_MODE": "eio"])
+        #expect(first.status == 1, "\(first.stderr.suffix(600))")
+        #expect(try rows(db, "SELECT pages > 0 FROM _ingot_runs") == [["1"]], "some staged batches were committed")
+        let stage = db + ".stage"
+        if damage == "removed" {
+            try FileManager.default.removeItem(atPath: stage)
+        } else {
+            let handle = try #require(FileHandle(forUpdatingAtPath: stage))
+            try handle.truncate(atOffset: try handle.seekToEnd() / 2)
+            try handle.close()
+        }
+        let resumed = try run(pages: pages, db: db, dir: dir, options: options, resume: true)
+        #expect(resumed.status == 0, "\(resumed.stderr.suffix(600))")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        #expect(try rows(db, "SELECT status, pages FROM _ingot_runs") == [["finished", "\(files)"]], "every page counted once")
+        #expect(!FileManager.default.fileExists(atPath: stage))
+    }
+
     private func sweep(match: String, mode: String, points: Int) throws {
         let pages = try generatePeople(persons: 3000, pageSize: 100)
         let options = ["--bulk", "--batch-records", "1000", "--commit-records", "100000", "--commit-interval", "3600"]

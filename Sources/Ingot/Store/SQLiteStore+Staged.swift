@@ -62,8 +62,10 @@ extension SQLiteStore {
     static func stageTable(_ layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
 
     /// Prepares a staged load: the model must allow it, and its staging file is made — or, when
-    /// this run resumes a load that staged rows already (`resuming`), opened again.
-    func prepareStagedLoad(resuming: Bool) throws {
+    /// this run resumes a load that staged rows already (`resuming`), opened again. `atOpen`: the
+    /// load is the whole run's (`--bulk`), prepared before the run has begun; else it begins
+    /// within the running run, after what it committed.
+    func prepareStagedLoad(resuming: Bool, atOpen: Bool = false) throws {
         let obstacles = SQLiteStore.stagedLoadObstacles(model, layouts)
         if !obstacles.isEmpty {
             throw StoreError.conflict("--bulk cannot load this pipeline: " + obstacles.joined(separator: "; "))
@@ -78,21 +80,84 @@ extension SQLiteStore {
             sqlite3_db_release_memory(db.sqliteConnection)
         }
         let token = try state(pipeline: "", key: StageFile.stateKey)
-        if resuming, let token {
-            guard let file = try StageFile.open(at: stagePath, token: token, layouts: layouts) else {
-                throw StoreError.conflict(
-                    "the unfinished staged load's staging file \(stagePath) is missing or another load's: run the pipeline again without --resume"
-                )
-            }
+        if resuming, let token, let file = StageFile.open(at: stagePath, token: token, layouts: layouts) {
             stageFile = file
         } else {
+            if resuming, token != nil { try restageFromOrigin() }
             let token = UUID().uuidString
             stageFile = try StageFile.create(at: stagePath, token: token, layouts: layouts)
-            // The file holds the token before the database does: a file the database does not
-            // name is stale (StageFile).
+            // Where the load begins, then the token: the file holds the token before the database
+            // does, and a file the database does not name is stale (StageFile).
+            try keepStagedLoadOrigin(atRunStart: atOpen)
             try setState(pipeline: "", key: StageFile.stateKey, value: token)
         }
         staging.store(true, ordering: .releasing)
+    }
+
+    /// Keeps where a staged load begins (``StageFile/originKey``): the committed progress of the
+    /// running run — counters, last page, resume state, its last reject — or, `atRunStart`, the
+    /// start of the run about to begin (no run named: the run a resume continues, from nothing);
+    /// and the kept values (the incremental cursor). Between transactions, before the load's
+    /// first staged batch.
+    private func keepStagedLoadOrigin(atRunStart: Bool) throws {
+        try dbQueue.writeWithoutTransaction { db in
+            try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline = '' AND key = ?", arguments: [StageFile.originKey])
+            try db.execute(
+                sql: """
+                    INSERT INTO _ingot_state (pipeline, key, value)
+                    SELECT '', ?1, json_object('run_id', r.run_id, 'pages', coalesce(r.pages, 0), 'records', coalesce(r.records, 0),
+                      'inserted', coalesce(r.inserted, 0), 'updated', coalesce(r.updated, 0),
+                      'rejected_records', coalesce(r.rejected_records, 0), 'rejected_pages', coalesce(r.rejected_pages, 0),
+                      'last_seq', r.last_seq, 'resume_state', r.resume_state, 'entity_counts', r.entity_counts,
+                      'reject_counts', r.reject_counts, 'resource_counts', r.resource_counts,
+                      'rejects_rowid', (SELECT coalesce(max(rowid), 0) FROM _ingot_rejects),
+                      'kept', (SELECT json_group_array(json_array(pipeline, key, value)) FROM _ingot_state WHERE pipeline <> ''))
+                    FROM (SELECT 1) LEFT JOIN (
+                      SELECT * FROM _ingot_runs WHERE status = 'running' AND NOT ?2 ORDER BY started_at DESC, rowid DESC LIMIT 1
+                    ) r
+                    """, arguments: [StageFile.originKey, atRunStart])
+        }
+    }
+
+    /// The unfinished staged load's staging file is missing, torn or another load's: its staged
+    /// rows are gone, so the run goes back to where the load began (its progress, rejects and
+    /// kept values as they were then; ``keepStagedLoadOrigin()``), and the resume reads those
+    /// pages again — a load staged from its first batch from the first page. Refused (the run
+    /// must start over) only when the database does not say where the load began.
+    func restageFromOrigin() throws {
+        guard let origin = try state(pipeline: "", key: StageFile.originKey) else {
+            throw StoreError.conflict(
+                "the unfinished staged load's staging file \(stagePath) is missing or another load's, and the database does not say where the load began: run the pipeline again without --resume"
+            )
+        }
+        try dbQueue.write { db in
+            // A load that began with its run goes back to the start of the run a resume continues.
+            let runID =
+                try String.fetchOne(db, sql: "SELECT json_extract(?, '$.run_id')", arguments: [origin])
+                ?? String.fetchOne(db, sql: "SELECT run_id FROM _ingot_runs ORDER BY started_at DESC, rowid DESC LIMIT 1")
+            try db.execute(
+                sql: """
+                    UPDATE _ingot_runs SET pages = json_extract(?1, '$.pages'), records = json_extract(?1, '$.records'),
+                      inserted = json_extract(?1, '$.inserted'), updated = json_extract(?1, '$.updated'),
+                      rejected_records = json_extract(?1, '$.rejected_records'), rejected_pages = json_extract(?1, '$.rejected_pages'),
+                      last_seq = json_extract(?1, '$.last_seq'), resume_state = json_extract(?1, '$.resume_state'),
+                      entity_counts = json_extract(?1, '$.entity_counts'), reject_counts = json_extract(?1, '$.reject_counts'),
+                      resource_counts = json_extract(?1, '$.resource_counts')
+                    WHERE run_id = ?2
+                    """, arguments: [origin, runID])
+            try db.execute(
+                sql: "DELETE FROM _ingot_rejects WHERE run_id = ?2 AND rowid > json_extract(?1, '$.rejects_rowid')", arguments: [origin, runID])
+            try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline <> ''")
+            try db.execute(
+                sql: """
+                    INSERT INTO _ingot_state (pipeline, key, value)
+                    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+                    FROM json_each(json_extract(?1, '$.kept'))
+                    """, arguments: [origin])
+            try db.execute(
+                sql: "DELETE FROM _ingot_state WHERE pipeline = '' AND key IN (?, ?)", arguments: [StageFile.stateKey, StageFile.originKey])
+        }
+        StageFile.remove(at: stagePath)
     }
 
     /// Opening a database for a load that is not staged: a staged load left unfinished (rows
@@ -115,15 +180,17 @@ extension SQLiteStore {
             StageFile.remove(at: stagePath)
             return
         }
-        if let file = try StageFile.open(at: stagePath, token: token, layouts: layouts) {
+        if let file = StageFile.open(at: stagePath, token: token, layouts: layouts) {
             file.close()
         } else if resuming {
-            throw StoreError.conflict(
-                "the unfinished staged load's staging file \(stagePath) is missing or another load's: run the pipeline again without --resume"
-            )
+            // Its rows are lost: the resume reads their pages again (batch by batch, or staged
+            // again when the load may turn).
+            try restageFromOrigin()
+            return
         }
         StageFile.remove(at: stagePath)
         try setState(pipeline: "", key: StageFile.stateKey, value: nil)
+        try setState(pipeline: "", key: StageFile.originKey, value: nil)
     }
 
     /// Staging tables in the database itself hold rows: a staged load of an Ingot before session
@@ -199,7 +266,7 @@ extension SQLiteStore {
     /// The staging tables holding rows of the database's unfinished staged load, if any.
     func unfinishedStagedLoad() throws -> [String] {
         guard let token = try state(pipeline: "", key: StageFile.stateKey),
-            let file = try StageFile.open(at: stagePath, token: token, layouts: layouts)
+            let file = StageFile.open(at: stagePath, token: token, layouts: layouts)
         else { return [] }
         defer { file.close() }
         return try layouts.map(SQLiteStore.stageTable).filter { table in

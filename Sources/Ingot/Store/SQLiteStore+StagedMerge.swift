@@ -41,6 +41,7 @@ extension SQLiteStore {
         }
         // The load is merged when this transaction commits; its staging file goes then (StageFile).
         try setState(pipeline: "", key: StageFile.stateKey, value: nil)
+        try setState(pipeline: "", key: StageFile.originKey, value: nil)
         stageMerged = true
         return counts
     }

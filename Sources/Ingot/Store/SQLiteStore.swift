@@ -188,7 +188,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         }
         do {
             if options.staged {
-                try prepareStagedLoad(resuming: options.resuming)
+                try prepareStagedLoad(resuming: options.resuming, atOpen: true)
             } else {
                 try settleStagedLoad(resuming: options.resuming)
             }

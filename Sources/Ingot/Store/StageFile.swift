@@ -26,6 +26,9 @@ import GRDBSQLite
 final class StageFile {
     /// The key under which the database holds the token of its staged load.
     static let stateKey = "staged_load"
+    /// The key under which the database holds where its staged load began (the run's progress
+    /// then), to go back to when the staging file is lost (``SQLiteStore/restageFromOrigin()``).
+    static let originKey = "staged_load_origin"
 
     let path: String
     let token: String
@@ -58,11 +61,12 @@ final class StageFile {
         return file
     }
 
-    /// Opens the staging file at `path` when it holds `token`; `nil` when there is none, or
-    /// another load's.
-    static func open(at path: String, token: String, layouts: [EntityLayout]) throws -> StageFile? {
-        guard path != ":memory:", FileManager.default.fileExists(atPath: path) else { return nil }
-        let file = try StageFile(path: path, token: token, layouts: layouts)
+    /// Opens the staging file at `path` when it holds `token`; `nil` when there is none, another
+    /// load's, or one SQLite cannot read (torn by a failed write).
+    static func open(at path: String, token: String, layouts: [EntityLayout]) -> StageFile? {
+        guard path != ":memory:", FileManager.default.fileExists(atPath: path),
+            let file = try? StageFile(path: path, token: token, layouts: layouts)
+        else { return nil }
         var held: String?
         if let select = try? file.statement("SELECT token FROM _ingot_stage_meta") {
             try? select.query { row in held = sqlite3_column_text(row, 0).map { String(cString: $0) } }
