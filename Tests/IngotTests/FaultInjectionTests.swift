@@ -82,7 +82,8 @@ struct FaultInjectionTests {
         let options = mode + ["--batch-records", "1000", "--commit-records", "2000", "--commit-interval", "3600"]
         let dir = temporaryDirectory()
         let counting = try run(
-            pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": ".db.stage"])
+            pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": ".db.stage"]
+        )
         let db = dir.appendingPathComponent("people.db").path
         let first = try run(
             pages: pages, db: db, dir: dir, options: options,

@@ -146,7 +146,8 @@ extension SQLiteStore {
                     WHERE run_id = ?2
                     """, arguments: [origin, runID])
             try db.execute(
-                sql: "DELETE FROM _ingot_rejects WHERE run_id = ?2 AND rowid > json_extract(?1, '$.rejects_rowid')", arguments: [origin, runID])
+                sql: "DELETE FROM _ingot_rejects WHERE run_id = ?2 AND rowid > json_extract(?1, '$.rejects_rowid')",
+                arguments: [origin, runID])
             try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline <> ''")
             try db.execute(
                 sql: """
