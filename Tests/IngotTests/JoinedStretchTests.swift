@@ -40,7 +40,7 @@ struct JoinedStretchTests {
         // A job that died holding a stretch left its file and key (its units' leases ran out).
         let dead = try PGStore(url: url, model: config.model)
         let deadRun = try dead.joinRun(JoinTests.request("alone", config))
-        let leftover = temporaryDirectory().appendingPathComponent("ingot-stage-dead.db").path
+        let leftover = PGStaging.newPath()
         try Data("staged".utf8).write(to: URL(fileURLWithPath: leftover))
         let connection = try PGConnection(url: url)
         _ = try connection.execute(

@@ -23,6 +23,38 @@ struct PostgresBulkTests {
         return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
     }
 
+    /// A new run removes the staging files of the pipeline's earlier unfinished runs at the paths
+    /// `_ingot_state` names — only files Ingot makes (`ingot-stage-<UUID>.db` in the staging
+    /// directory), only regular ones: a path planted there (another file, a directory, a link
+    /// under Ingot's own name) is left alone. It removed any of them, recursively.
+    @Test func onlyStagingFilesIngotMadeAreEverRemoved() throws {
+        let url = try PostgresServer.freshDatabase()
+        let page = bulkPage(#"{"id": 1, "name": "a"}"#)
+        #expect(try run(bulkYAML, MemoryPageSource([page]), url: url, bulk: false).status == .finished)
+        let victims = temporaryDirectory()
+        let file = victims.appendingPathComponent("precious.txt").path
+        let folder = victims.appendingPathComponent("folder").path
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: file))
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: folder + "/inside.txt"))
+        // A link under Ingot's own name, in the temporary directory, pointing at the file.
+        let link = FileManager.default.temporaryDirectory.appendingPathComponent("ingot-stage-\(UUID().uuidString).db").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        let connection = try PGConnection(url: url)
+        for (k, path) in [file, folder, "copied:" + folder, link].enumerated() {
+            _ = try connection.execute(
+                "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status) VALUES ($1, 'shelter', '2020-01-01T00:00:00Z', 'failed')",
+                ["planted-\(k)"])
+            _ = try connection.execute("INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2)", ["staged_load:planted-\(k)", path])
+        }
+        #expect(try run(bulkYAML, MemoryPageSource([page]), url: url, bulk: false).status == .finished)
+        #expect(FileManager.default.fileExists(atPath: file))
+        #expect(FileManager.default.fileExists(atPath: folder + "/inside.txt"))
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: link)) == file, "the link itself is left too")
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:planted-%'") == [["0"]], "forgotten")
+    }
+
     /// Without `--bulk`, a first load from local pages whose first batch came in no identity
     /// order, into empty tables, is staged from that batch, as into SQLite — and ends in the
     /// tables, counts and rejects of a batch-by-batch load (`--no-bulk`). In identity order, into
@@ -195,7 +227,7 @@ struct PostgresBulkTests {
         let url = try PostgresServer.freshDatabase()
         let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
         let (pages, files, stagingFile) = try stoppedStagedLoad(url)
-        if !noBulk { PGStaging.remove(at: stagingFile) }
+        if !noBulk { PGStaging.remove(at: stagingFile, directory: nil) }
         let resumed = try run(
             bulkYAML, try DirectoryPageSource(directory: files, glob: "page-*.json"), url: url, bulk: false, batchRecords: 1,
             resume: true, autoBulk: !noBulk)
@@ -259,7 +291,7 @@ struct PostgresBulkTests {
         // Killed after the copy committed, before the staging file was removed (left marked copied).
         let connection = try PGConnection(url: url)
         let runID = try connection.execute("SELECT run_id FROM _ingot_runs").first?[0] ?? nil
-        let leftover = temporaryDirectory().appendingPathComponent("ingot-stage-left.db").path
+        let leftover = PGStaging.newPath()
         try Data("staged".utf8).write(to: URL(fileURLWithPath: leftover))
         _ = try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL")
         _ = try connection.execute(

@@ -127,13 +127,33 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// run keeps them for `--resume`.
     func close() {
         try? store.close()
-        if published { PGStaging.remove(at: path) }
+        if published { PGStaging.remove(at: path, directory: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
     }
 
-    /// Removes a staging file and its companions.
-    static func remove(at path: String) {
-        for suffix in ["", "-wal", "-shm", ".lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        StageFile.remove(at: StageFile.path(for: path))
+    /// Removes a staging file and its companions — only when `path` is one Ingot makes
+    /// (``isOwn(_:directory:)``), and only regular files: never a link, never a directory.
+    static func remove(at path: String, directory: String?) {
+        guard isOwn(path, directory: directory) else { return }
+        for suffix in ["", "-wal", "-shm", ".lock", "-journal", ".stage", ".stage-journal"] {
+            var info = stat()
+            guard lstat(path + suffix, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            unlink(path + suffix)
+        }
+    }
+
+    /// Whether `path` names a staging file as this job makes them: `ingot-stage-<UUID>.db`
+    /// directly in the staging directory (`directory`, else the temporary directory). A path
+    /// read from `_ingot_state` is input: whoever can write that table must not make a job open
+    /// or remove any other file (docs/reliability.md, hostile input).
+    static func isOwn(_ path: String, directory: String?) -> Bool {
+        let url = URL(fileURLWithPath: path)
+        let name = url.lastPathComponent
+        let base = directory.map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory
+        guard url.deletingLastPathComponent().standardized.path == base.standardized.path,
+            name.hasPrefix("ingot-stage-"), name.hasSuffix(".db")
+        else { return false }
+        let uuid = name.dropFirst("ingot-stage-".count).dropLast(".db".count)
+        return UUID(uuidString: String(uuid)) != nil
     }
 }
 
@@ -196,7 +216,7 @@ extension PGStore {
             made.copyBytes = stagingRules.copyBytes
             staging = made
         } catch {
-            PGStaging.remove(at: path)
+            PGStaging.remove(at: path, directory: stagingRules.directory)
             try forgetStagingKey(key)
             throw StagingFileFailure(path: path, error: error)
         }
@@ -210,12 +230,12 @@ extension PGStore {
         guard let value = rows.first?[0] ?? nil else { return true }
         if value.hasPrefix(PGStaging.copiedMark) {
             // Copied, and the job killed before it removed the file: nothing left to stage.
-            PGStaging.remove(at: PGStaging.path(named: value))
+            PGStaging.remove(at: PGStaging.path(named: value), directory: stagingRules.directory)
             try forgetStagingKey(of: runID)
             return true
         }
         let path = value
-        if stagingRules.allowed, FileManager.default.fileExists(atPath: path),
+        if stagingRules.allowed, PGStaging.isOwn(path, directory: stagingRules.directory), FileManager.default.fileExists(atPath: path),
             let staging = try? PGStaging(model: model, path: path, runID: runID, resuming: true)
         {
             staging.copyBytes = stagingRules.copyBytes
@@ -246,7 +266,7 @@ extension PGStore {
             try connection.execute("DELETE FROM _ingot_rejects WHERE run_id = $1", [id])
             try forgetStagingKey(of: id)
             try commitTransaction()
-            PGStaging.remove(at: path)
+            PGStaging.remove(at: path, directory: stagingRules.directory)
         default:
             break
         }
@@ -260,7 +280,7 @@ extension PGStore {
             "SELECT s.key, s.value FROM _ingot_state s JOIN _ingot_runs r ON s.key = 'staged_load:' || r.run_id WHERE s.pipeline = '' AND r.pipeline = $1",
             [pipeline])
         for row in stale {
-            if let value = row[1] ?? nil { PGStaging.remove(at: PGStaging.path(named: value)) }
+            if let value = row[1] ?? nil { PGStaging.remove(at: PGStaging.path(named: value), directory: stagingRules.directory) }
             if let key = row[0] { try forgetStagingKey(key) }
         }
     }
