@@ -46,7 +46,8 @@ struct PostgresBulkTests {
             _ = try connection.execute(
                 "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status) VALUES ($1, 'shelter', '2020-01-01T00:00:00Z', 'failed')",
                 ["planted-\(k)"])
-            _ = try connection.execute("INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2)", ["staged_load:planted-\(k)", path])
+            _ = try connection.execute(
+                "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2)", ["staged_load:planted-\(k)", path])
         }
         #expect(try run(bulkYAML, MemoryPageSource([page]), url: url, bulk: false).status == .finished)
         #expect(FileManager.default.fileExists(atPath: file))
