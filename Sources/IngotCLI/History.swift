@@ -82,11 +82,21 @@ struct Rejects: ParsableCommand {
     @Option(help: "At most this many.")
     var limit: Int?
 
-    @Flag(help: "Print each rejected record's JSON after its line.")
+    @Flag(help: "Print each rejected record's JSON after its line (control characters but newlines and tabs as \\u escapes).")
     var raw = false
+
+    @Flag(help: "With --raw: the record's bytes exactly as stored, control characters included (refused on a terminal).")
+    var rawUnescaped = false
 
     func run() throws {
         let location = try historyLocation(db)
+        if rawUnescaped && isatty(1) != 0 {
+            printError("--raw-unescaped writes a page's bytes as they are (ESC, BEL, …): not to a terminal; redirect it to a file or a pipe")
+            throw Exit.badConfig
+        }
+        // What a page held never reaches a terminal as a control, unless asked for, elsewhere.
+        let unescaped = rawUnescaped
+        func shown(_ text: String) -> String { unescaped ? text : JSONText.escapingTerminalControls(text) }
         do {
             var wanted = runID
             if runID == "last" {
@@ -101,13 +111,13 @@ struct Rejects: ParsableCommand {
                 if let index = r.recordIndex { fields.append(("record", String(index))) }
                 if let archive = r.archivePath, let entry = r.archiveEntry { fields += [("archive", archive), ("entry", String(entry))] }
                 print(fields.map { "\($0)=\(logfmtValue($1))" }.joined(separator: " "))
-                guard raw else { continue }
+                guard raw || rawUnescaped else { continue }
                 // The whole record from the archive when the run kept one; else the stored text
                 // (up to 16 KiB).
                 if let whole = Rejects.wholeRecord(r) {
-                    print(whole)
+                    print(shown(whole))
                 } else {
-                    print(r.raw)
+                    print(shown(r.raw))
                     if r.rawLength > r.raw.utf8.count {
                         let page = r.archivePath.map { " (the page: ingot archive cat \($0) \(r.archiveEntry ?? 0))" } ?? ""
                         print("… \(r.rawLength) bytes in all\(page)")
@@ -149,19 +159,16 @@ private func historyLocation(_ db: String?) throws -> StoreLocation {
 }
 
 /// A logfmt value: bare when it can be, else quoted with `"` and `\` escaped.
+/// A logfmt value: bare, or quoted with quotes, backslashes and every control character (C0,
+/// DEL, C1: a file name or reason a server chose) escaped, so nothing reaches the terminal as a
+/// control.
 private func logfmtValue(_ value: String) -> String {
     let bare =
         !value.isEmpty && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0 != "\"" && $0 != "=" && $0 != "\\" && $0.value < 0x7f }
     if bare { return value }
     var out = "\""
-    for ch in value.unicodeScalars {
-        switch ch {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\t": out += "\\t"
-        default: out.unicodeScalars.append(ch)
-        }
+    for ch in JSONText.escapingControlCharacters(value).unicodeScalars {
+        if ch == "\"" { out += "\\\"" } else { out.unicodeScalars.append(ch) }
     }
     return out + "\""
 }

@@ -568,6 +568,31 @@ struct CLITests {
         #expect(stderr.contains("msg=run.summary") && stderr.contains("status=interrupted"), "\(stderr)")
     }
 
+    /// What a page held never reaches a terminal as a control: `ingot rejects` escapes C0, DEL
+    /// and C1 in a file name, `--raw` in the stored page text (newlines and tabs stay);
+    /// `--raw-unescaped` gives the exact bytes, to a file or a pipe only.
+    @Test func rejectsNeverPrintControlCharacters() throws {
+        let dir = temporaryDirectory()
+        let pages = dir.appendingPathComponent("pages")
+        try FileManager.default.createDirectory(at: pages, withIntermediateDirectories: true)
+        let hostile = "{\"results\": [{\"id\": 1, \"first_name\": \"\u{1B}[2J\u{07}\u{9B}31m\"}]}\n\t"
+        try Data(hostile.utf8).write(to: pages.appendingPathComponent("page-1\u{1B}]0;pwned\u{07}.json"))
+        let db = dir.appendingPathComponent("r.db").path
+        let result = try run(["run", "pipelines/people.yml", "--pages", pages.path, "--db", db, "--no-archive"])
+        #expect(result.status == 3, "\(result.stderr)")
+        let controls = { (text: String) in text.unicodeScalars.filter { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B }.count }
+        #expect(controls(result.stderr) == 0, "the logs escape them: \(result.stderr)")
+        let listed = try run(["rejects", "--db", db])
+        #expect(listed.status == 0)
+        #expect(controls(listed.stdout) == 0 && listed.stdout.contains("page-1\\u001b]0;pwned\\u0007.json"), "\(listed.stdout)")
+        let raw = try run(["rejects", "--db", db, "--raw"])
+        #expect(controls(raw.stdout) == 0 && raw.stdout.contains("\\u001b[2J\\u0007\\u009b31m"), "\(raw.stdout)")
+        #expect(raw.stdout.contains("}\n\t"), "newlines and tabs stay")
+        let exact = try run(["rejects", "--db", db, "--raw-unescaped"])
+        #expect(exact.status == 0)
+        #expect(exact.stdout.contains("\u{1B}[2J\u{07}\u{9B}31m"), "the exact bytes, to a pipe")
+    }
+
     @Test func schemaPrintsTheDDL() throws {
         let result = try run(["schema", "pipelines/people.yml"])
         #expect(result.status == 0)

@@ -122,13 +122,30 @@ package struct LogfmtLogHandler: LogHandler {
         fields.map { key, value in "\(key)=\(quoteIfNeeded("\(value)"))" }.joined(separator: " ") + "\n"
     }
 
-    /// The value as is when it has no space, `=`, quote, backslash or control character; else
-    /// quoted and escaped as a JSON string (so a value never breaks its line).
+    /// The value as is when it has no space, `=`, quote, backslash or control character (C0,
+    /// DEL, C1); else quoted and escaped as a JSON string (so a value never breaks its line, nor
+    /// reaches a terminal as a control).
     static func quoteIfNeeded(_ value: String) -> String {
-        let needs = value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" || $0.value < 0x20 }
+        let needs =
+            value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "=" || $0 == "\"" || $0 == "\\" || JSONText.isControl($0) }
         guard needs else { return value }
         var out = ""
         JSONText.quote(value, into: &out)
+        return escapingDELAndC1(out)
+    }
+
+    /// A quoted JSON string with DEL and C1 controls escaped too (JSON allows them raw; a
+    /// terminal may act on them).
+    static func escapingDELAndC1(_ quoted: String) -> String {
+        guard quoted.unicodeScalars.contains(where: { (0x7F...0x9F).contains($0.value) }) else { return quoted }
+        var out = ""
+        for scalar in quoted.unicodeScalars {
+            if (0x7F...0x9F).contains(scalar.value) {
+                out += "\\u00" + String(scalar.value, radix: 16)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
         return out
     }
 
@@ -142,7 +159,10 @@ package struct LogfmtLogHandler: LogHandler {
             case .stringConvertible(let v as Bool): out += v ? "true" : "false"
             case .stringConvertible(let v as Int): out += String(v)
             case .stringConvertible(let v as Double) where v.isFinite: out += "\(v)"
-            default: JSONText.quote("\(value)", into: &out)
+            default:
+                var quoted = ""
+                JSONText.quote("\(value)", into: &quoted)
+                out += escapingDELAndC1(quoted)
             }
         }
         return out + "}\n"
