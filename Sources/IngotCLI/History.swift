@@ -91,7 +91,8 @@ struct Rejects: ParsableCommand {
     func run() throws {
         let location = try historyLocation(db)
         if rawUnescaped && isatty(1) != 0 {
-            printError("--raw-unescaped writes a page's bytes as they are (ESC, BEL, …): not to a terminal; redirect it to a file or a pipe")
+            printError(
+                "--raw-unescaped writes a page's bytes as they are (ESC, BEL, …): not to a terminal; redirect it to a file or a pipe")
             throw Exit.badConfig
         }
         // What a page held never reaches a terminal as a control, unless asked for, elsewhere.
