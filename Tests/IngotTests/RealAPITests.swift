@@ -628,6 +628,28 @@ struct RealAPITests {
         #expect(url(1, 2) == nil, "another origin: skipped")
         #expect(url(2, 2) == nil, "a downgrade to http: skipped")
         #expect(url(3, 2) == "https://api.example.org/v1/items/5", "relative to the base")
+
+        // A value that is a dot segment stays a segment (`..` asked for /v1/detail, with the
+        // credentials); `&`, `=` and `+` stay inside their query value.
+        let dotted = """
+            version: 1
+            name: t
+            defaults: {http: {url: "https://api.example.org/v1/"}}
+            resources:
+              - {name: list, source: {http: {url: items}}, records: "."}
+              - {name: by_path, for_each: {resource: list, path: "items/{key}/detail?q={key}&page=1"}, records: ".", root: a}
+            entities: {a: {identity: id, attributes: {id: integer}}}
+            """
+        let dottedConfig = try PipelineConfig.parse(text: dotted, path: "t.yml")
+        let dottedForEach = try #require(dottedConfig.resources[1].forEach)
+        let values = try JSONDocument(bytes: Array(#"[{"key": ".."}, {"key": "."}, {"key": "a&admin=1+b"}, {"key": "..."}]"#.utf8))
+        func dottedURL(_ k: Int) -> String? {
+            source.request(for: Array(values.root.elements)[k], dottedForEach, dottedConfig.resources[1])?.url
+        }
+        #expect(dottedURL(0) == "https://api.example.org/v1/items/%2E%2E/detail?q=%2E%2E&page=1")
+        #expect(dottedURL(1) == "https://api.example.org/v1/items/%2E/detail?q=%2E&page=1")
+        #expect(dottedURL(2) == "https://api.example.org/v1/items/a&admin=1+b/detail?q=a%26admin%3D1%2Bb&page=1")
+        #expect(dottedURL(3) == "https://api.example.org/v1/items/%2E%2E%2E/detail?q=%2E%2E%2E&page=1")
     }
 
     /// `--resource NAME` runs some resources: the others are not read, except those a selected

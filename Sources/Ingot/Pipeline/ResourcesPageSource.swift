@@ -241,20 +241,17 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             return nil
         }
         var rendered = ""
+        var inQuery = false
         for part in forEach.template.parts {
             switch part {
-            case .literal(let text): rendered += text
+            case .literal(let text):
+                rendered += text
+                if text.contains("?") { inQuery = true }
             case .value(let path):
                 guard let value = path.resolve(in: record), !value.isNull, let text = value.string ?? value.numberText else {
                     return skip("a record has no value at '\(path)' for \(forEach.template)")
                 }
-                if forEach.isURL {
-                    rendered += text
-                } else {
-                    var allowed = CharacterSet.urlPathAllowed
-                    allowed.remove(charactersIn: "/;?#")
-                    rendered += text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
-                }
+                rendered += forEach.isURL ? text : ResourcesPageSource.encoded(text, inQuery: inQuery)
             }
         }
         guard let base = URL(string: forEach.http.url), let url = URL(string: rendered, relativeTo: base)?.absoluteString else {
@@ -270,6 +267,20 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             injected.append(InjectedValue(key: key.key, json: value.rawText))
         }
         return Item(url: url, injected: injected)
+    }
+
+    /// A record's value as one part of a `path:` template: percent-encoded so that it stays the
+    /// one segment (or query value) the template puts it in — `/`, `?`, `#`, `;` and `%` always,
+    /// `&`, `=` and `+` in the query, and a value that is all dots (`.`, `..`) as `%2E`s, which URL
+    /// resolution does not remove (`items/{id}/detail` with `..` asked for `/api/detail`).
+    static func encoded(_ text: String, inQuery: Bool) -> String {
+        var allowed = inQuery ? CharacterSet.urlQueryAllowed : CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: inQuery ? "/;?#&=+" : "/;?#")
+        let encoded = text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+        if !encoded.isEmpty && encoded.allSatisfy({ $0 == "." }) {
+            return String(repeating: "%2E", count: encoded.count)
+        }
+        return encoded
     }
 
     // MARK: - Resume
