@@ -24,6 +24,7 @@ Serves
   /export/events.jsonl?page=N   JSON Lines, 5 events a page, 3 pages, then an empty page
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
   /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
+  /control/pokeapi-gone?n=N  from now on, pokemon N's detail page answers 404 (the list still names it)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
   /hostile/next?to=URL       a page of one item whose "next" is URL (any scheme, any host)
@@ -58,6 +59,7 @@ class State:
     seen = []
     faults = {}
     pokeapi_dropped = set()
+    pokeapi_gone = set()
     people = []        # page bodies (parsed JSON), in order
     page_size = 0
     swapi = {}
@@ -158,6 +160,10 @@ class Handler(BaseHTTPRequestHandler):
         with State.lock:
             State.seen.append({"path": u.path, "query": u.query, "authorization": self.headers.get("Authorization"),
                                "x_api_key": self.headers.get("X-Api-Key"), "x_custom": self.headers.get("X-Custom")})
+        if u.path == "/control/pokeapi-gone":
+            with State.lock:
+                State.pokeapi_gone.add(int(q.get("n", "0")))
+            return self.send_json({"gone": sorted(State.pokeapi_gone)})
         if u.path == "/control/pokeapi-drop":
             with State.lock:
                 State.pokeapi_dropped.add(int(q.get("n", "0")))
@@ -290,7 +296,7 @@ class Handler(BaseHTTPRequestHandler):
             base = self.host() + "/pokeapi/api/v2/pokemon/"
             rest = path[len("/pokeapi/api/v2/pokemon"):].strip("/")
             if rest:
-                if not rest.isdigit() or not 1 <= int(rest) <= len(names):
+                if not rest.isdigit() or not 1 <= int(rest) <= len(names) or int(rest) in State.pokeapi_gone:
                     return self.send_json({"detail": "Not found."}, 404)
                 n = int(rest)
                 return self.send_json({"id": n, "name": names[n - 1], "height": 3 + n, "weight": 40 + 7 * n, "base_experience": 60 + n,

@@ -352,6 +352,31 @@ struct RealAPITests {
         """
     }
 
+    /// A detail deleted after the list was read (404) is a rejected page naming its request, and
+    /// the run goes on to finish (it failed the run and every resume: it could never finish);
+    /// one at a time and four at a time. `not_found: fail` makes it fatal.
+    @Test(arguments: [1, 4])
+    func aDetailThatIsGoneIsSkippedNotFatal(concurrency: Int) throws {
+        let server = try FixtureServer()
+        _ = try HTTPClient().get(server.base + "/control/pokeapi-gone?n=5", headers: [], timeout: 5)
+        _ = try HTTPClient().get(server.base + "/control/pokeapi-gone?n=25", headers: [], timeout: 5)
+        let db = temporaryDirectory().appendingPathComponent("poke.db").path
+        let logs = LogCapture()
+        let summary = try run(Self.pokeapi(server.base, concurrency: concurrency), db: db, logs: logs)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedPages == 2 && summary.counters.rejectsByReason["unreadable"] == 2)
+        #expect(try rows(db, "SELECT count(*), min(id), max(id) FROM pokemon") == [["23", "1", "24"]])
+        #expect(try rows(db, "SELECT count(*) FROM pokemon WHERE id = 5") == [["0"]])
+        let rejects = try rows(db, "SELECT source, reason FROM _ingot_rejects ORDER BY source")
+        #expect(rejects.count == 2 && rejects[1][0].hasSuffix("/pokemon/5/") && rejects[1][1].contains("HTTP 404"), "\(rejects)")
+        #expect(logs.all.filter { $0.contains("msg=for_each.skipped") && $0.contains("status=404") }.count == 2)
+
+        let fatal = Self.pokeapi(server.base, concurrency: concurrency)
+            .replacingOccurrences(of: "with: {listed_as: name}}", with: "with: {listed_as: name}, not_found: fail}")
+        let failed = try run(fatal, db: temporaryDirectory().appendingPathComponent("fatal.db").path)
+        #expect(failed.status == .failed && failed.error?.contains("404") == true, "\(failed.error ?? "")")
+    }
+
     /// At `concurrency: 4` the details are fetched four at a time and applied in list order.
     @Test(arguments: [1, 4])
     func pokeapiFollowsEachListEntryToItsDetailPage(concurrency: Int) throws {

@@ -24,7 +24,15 @@ extension PipelineYAMLReader {
             guard !resources.contains(where: { $0.name == name }) else { throw error(nameNode, "resource '\(name)' is declared twice") }
             var resource = ResourceConfig(name: name, source: .none, recordsPath: [])
             if let forEachNode = fields["for_each"] {
-                let f = try mapping(forEachNode, allowed: ["resource", "path", "url", "with"])
+                let f = try mapping(forEachNode, allowed: ["resource", "path", "url", "with", "not_found"])
+                var notFoundFails = false
+                if let node = f["not_found"] {
+                    switch try string(node) {
+                    case "skip": notFoundFails = false
+                    case "fail": notFoundFails = true
+                    default: throw error(node, "not_found is skip (a 404 or 410 detail is a rejected page, the run goes on) or fail")
+                    }
+                }
                 let parentNode = try required(f, "resource", in: forEachNode)
                 let parent = try string(parentNode)
                 guard resources.contains(where: { $0.name == parent }) else {
@@ -65,7 +73,7 @@ extension PipelineYAMLReader {
                     resource.jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
                 }
                 resource.forEach = ResourceConfig.ForEach(
-                    resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config)
+                    resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config, notFoundFails: notFoundFails)
             } else {
                 let sourceNode = try required(fields, "source", in: item)
                 inSource = true

@@ -192,6 +192,9 @@ package struct ResourceConfig: Sendable, Equatable {
         package var with: [WithKey]
         /// The HTTP settings of its requests: `defaults.http` and its own `source.http` (pagination).
         package var http: HTTPSourceConfig
+        /// `not_found: fail`: a request answered 404 or 410 fails the run. By default (`skip`) it
+        /// is a rejected page — the record was deleted after the list was read — and the run goes on.
+        package var notFoundFails = false
     }
 
     /// `with: {NEW_KEY: key.path}`.

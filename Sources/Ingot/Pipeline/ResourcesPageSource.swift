@@ -92,7 +92,14 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 // A for_each with no request left finished its resource: on to the next.
                 if current == nil { continue }
             }
-            if let source = current, var page = try source.next() {
+            let fetched: Page?
+            do {
+                fetched = try current?.next()
+            } catch let error as FetchError where error.status == 404 || error.status == 410 {
+                guard let forEach = resources[index].forEach, !forEach.notFoundFails else { throw error }
+                return try skipMissing(error)
+            }
+            if var page = fetched {
                 seq += 1
                 pagesOfResource += 1
                 page.seq = seq
@@ -101,6 +108,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 if let start = listStart, let state = page.resumeState, state.hasPrefix("item:"), let k = Int(state.dropFirst(5)) {
                     // A list source's page: its item, and the next one is where the run continues.
                     item = start + k
+                    listDelivered = true
                     page.resumeState = "done"
                 }
                 if resource.forEach != nil, items.indices.contains(item) { page.injected = items[item].injected }
@@ -171,6 +179,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             return
         }
         let source: HTTPPageSource
+        listDelivered = false
         if forEach.http.paginate == .none && forEach.http.concurrency > 1 {
             // One page a request: `concurrency` of them in flight, pages in the list's order.
             listStart = item
@@ -190,6 +199,41 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
 
     /// List mode: the item the list source started at (its pages say `item:K`, counted from there).
     private var listStart: Int?
+    /// List mode: the list source delivered a page (``item`` is then its item).
+    private var listDelivered = false
+
+    /// A for_each request answered 404 or 410 (the record was deleted after the list was read):
+    /// a rejected page naming the request (`unreadable`, in `_ingot_rejects`), logged as
+    /// `for_each.skipped`; the run goes on with the next request, and a resume after it does too.
+    /// `not_found: fail` makes it fail the run instead. In list mode the failure is the request
+    /// after the last page delivered (they come in list order).
+    private func skipMissing(_ error: FetchError) throws -> Page {
+        let resource = resources[index]
+        if let start = listStart { item = listDelivered ? item + 1 : start }
+        current = nil
+        listStart = nil
+        listDelivered = false
+        let status = error.status ?? 404
+        logger.warning(
+            "for_each.skipped",
+            metadata: [
+                "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
+                LogKey.reason: "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
+            ])
+        seq += 1
+        var page = Page(seq: seq, source: error.url, bytes: [])
+        page.resource = index
+        page.unreadable =
+            "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
+        page.resumeState = state(after: "done")
+        // The next request, when the loop asks again.
+        if item + 1 < items.count {
+            item += 1
+        } else {
+            item = items.count
+        }
+        return page
+    }
 
     private func makeSource(_ resource: ResourceConfig) throws -> any PageSource {
         var single = config
