@@ -218,7 +218,8 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             "for_each.skipped",
             metadata: [
                 "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
-                LogKey.reason: "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
+                LogKey.reason:
+                    "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
             ])
         seq += 1
         var page = Page(seq: seq, source: error.url, bytes: [])
