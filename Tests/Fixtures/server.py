@@ -22,7 +22,8 @@ Serves
   /github/repos/octocat/hello-world/issues?per_page=N&page=P   GitHub's issues, Link headers (next, last)
   /github/repos/octocat/hello-world/issues/N/comments?per_page=N&page=P   an issue's comments ([] when none), Link headers
   /export/events.jsonl?page=N   JSON Lines, 5 events a page, 3 pages, then an empty page
-  /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes
+  /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes;
+  /people/cycle?cursor=C     cursors A, B, C, A, … (a cycle of three)
   /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
   /control/pokeapi-gone?n=N  from now on, pokemon N's detail page answers 404 (the list still names it)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
@@ -400,6 +401,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json({"next": host + "/people/loop", "results": [{"id": 1}]})
         elif style == "stuck":
             return self.send_json({"meta": {"next_cursor": "same"}, "results": [{"id": 1}]})
+        elif style == "cycle":
+            # A, B, C, A, B, C…: a cursor cycle of three.
+            following = {"": "A", "A": "B", "B": "C", "C": "A"}[q.get("cursor", "")]
+            return self.send_json({"meta": {"next_cursor": following}, "results": [{"id": len(following)}]})
         else:
             return self.send_json({"detail": "not found"}, 404)
         if 1 <= n <= len(pages) and isinstance(pages[n - 1], str):

@@ -170,7 +170,15 @@ struct FetchTests {
         let stuck = try run(
             try peopleOverHTTP("\(server.base)/people/stuck", paginate: "{cursor: {path: meta.next_cursor, param: cursor}}"), db: db)
         #expect(stuck.status == .failed)
-        #expect(stuck.error?.contains("cursor did not change") == true)
+        #expect(stuck.error?.contains("cursor 'same' was already followed") == true, "\(stuck.error ?? "")")
+        // A cycle of three cursors: 4 requests, not max_pages (it was fetched 10,000 times and
+        // ended `finished`).
+        let before = try server.counters()["people_requests"] ?? 0
+        let cycle = try run(
+            try peopleOverHTTP("\(server.base)/people/cycle", paginate: "{cursor: {path: meta.next_cursor, param: cursor}}"), db: db)
+        #expect(cycle.status == .failed)
+        #expect(cycle.error?.contains("cursor 'A' was already followed") == true, "\(cycle.error ?? "")")
+        #expect(try server.counters()["people_requests"] == before + 4)
     }
 
     @Test(arguments: ["next", "page"])

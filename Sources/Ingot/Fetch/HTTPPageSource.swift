@@ -28,7 +28,9 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     private var upcoming: Cursor?
     private var fetched = 0
     private var seenURLs: Set<String> = []
-    private var lastCursor: String?
+    /// Every cursor followed so far (as ``seenURLs`` for next URLs): a cycle of any length
+    /// (A, B, A…) ends in an error, not at `max_pages`. At most `max_pages` of them.
+    private var seenCursors: Set<String> = []
     /// Pages ready to deliver, in order (a page, then perhaps the failure it led to).
     private var buffered: [Result<Page, FetchError>] = []
     /// Page fetches under way (in flight or waiting to retry), by tag, and those done but not
@@ -396,10 +398,11 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             guard let v = found, !v.isNull, let cursor = v.string ?? v.numberText, !cursor.isEmpty, !stopValues.contains(cursor) else {
                 return nil
             }
-            if cursor == lastCursor {
-                throw FetchError(url: credentials.redact(url), message: "the cursor did not change ('\(cursor)'): pagination would loop")
+            guard seenCursors.insert(cursor).inserted else {
+                throw FetchError(
+                    url: credentials.redact(url),
+                    message: "the cursor '\(HTTPPageSource.shown(cursor))' was already followed: pagination would loop")
             }
-            lastCursor = cursor
             return .url(request(config.url, setting: [URLQueryItem(name: param, value: cursor)], includeQuery: false))
         }
         guard let nextURL, !nextURL.isEmpty else { return nil }
