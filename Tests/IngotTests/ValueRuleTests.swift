@@ -77,6 +77,12 @@ struct ValueRuleTests {
         #expect(error(#"{type: integer, grouping: "1"}"#)?.contains("separator") == true)
         #expect(error(#"{type: integer, on_invalid: skip}"#)?.hasPrefix("v.yml:9:") == true)
         #expect(error(#"{type: integer, values: [unknown]}"#)?.contains("values maps") == true)
+        // A const identity validated, then every later run was refused by the identity index.
+        let constIdentity = configProblems(
+            "version: 1\nname: c\nroot: a\nentities:\n  a:\n    identity: id\n    attributes:\n      id: {type: integer, const: 1}\n",
+            path: "c.yml")
+        #expect(
+            constIdentity?.hasPrefix("c.yml:8:") == true && constIdentity?.contains("cannot be const") == true, "\(constIdentity ?? "")")
     }
 
     /// A rule's text is never stored as-is: a string attribute with a rule leaves the fast path.

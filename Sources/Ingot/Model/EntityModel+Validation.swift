@@ -131,6 +131,13 @@ extension EntityModel {
                 if case .json = attribute.type {
                     add(.identity(entity: e), "identity attribute '\(attribute.name)' cannot be of type json")
                 }
+                if attribute.constValue != nil {
+                    // A const is filled after the records are folded by identity: every row would
+                    // end with the same identity, which the identity index refuses at the next run.
+                    add(
+                        .attribute(entity: e, name: attribute.name),
+                        "identity attribute '\(attribute.name)' cannot be const: each record's identity comes from the record")
+                }
             }
             if Set(entity.identity).count != entity.identity.count {
                 add(.identity(entity: e), "identity names an attribute twice")
