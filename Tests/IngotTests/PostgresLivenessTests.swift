@@ -28,6 +28,51 @@ struct PostgresLivenessTests {
         #expect(result.status == 75, "\(result.stderr)")
     }
 
+    /// SIGTERM while connecting to a server that never answers ends the run with 143 at once,
+    /// not after `connect_timeout` (600 s here: the test's time limit would end it first). The
+    /// signal is sent once the connection waits in the listener's queue.
+    @Test(.timeLimit(.minutes(1))) func sigtermWhileConnectingToASilentServerStopsAtOnce() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = listen(listener, 8)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let process = Process()
+        process.executableURL = CLITests.binary
+        process.arguments = [
+            "run", "pipelines/people.yml", "--db", "postgresql://ingot@127.0.0.1:\(port)/people?connect_timeout=600", "--no-archive",
+        ]
+        process.currentDirectoryURL = packageRoot
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The connection is made by the kernel and waits to be accepted: Ingot is connecting.
+        var pending = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&pending, 1, 30_000) == 1)
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 143)
+    }
+
+    /// A connection option libpq would refuse (`sslmode=bogus`) can never connect: exit 2 naming
+    /// the option and the words it takes, not 75 (temporary), and nothing is tried.
+    @Test func aConnectionOptionLibpqRefusesIsAConfigurationError() throws {
+        let result = try runIngot([
+            "run", "pipelines/people.yml", "--db", "postgresql://ingot@127.0.0.1:9/people?sslmode=bogus", "--no-archive",
+        ])
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(
+            result.stderr.contains("sslmode 'bogus' is none of allow, disable, prefer, require, verify-ca, verify-full"), "\(result.stderr)"
+        )
+    }
+
     /// A statement that never ends (another session holds the table locked): SIGTERM ends the run
     /// within two seconds with 143, and `--resume` then finishes it exactly.
     @Test(.timeLimit(.minutes(2))) func sigtermCancelsAStatementThatNeverEnds() throws {

@@ -158,10 +158,12 @@ public final class PipelineRunner: Sendable {
             var logger = self.logger
             logger[metadataKey: LogKey.pipeline] = "\(config.name)"
             logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
+            // Stopped before it could start (while connecting): interrupted, not failed.
+            let stopped = stopping.value.withLock { $0 }
             var failed = RunSummary(
-                runID: "-", pipeline: config.name, status: .failed, counters: RunCounters(),
+                runID: "-", pipeline: config.name, status: stopped ? .interrupted : .failed, counters: RunCounters(),
                 duration: Date().timeIntervalSince(started), error: "\(error)")
-            failed.failureKind = RunSummary.FailureKind(error)
+            failed.failureKind = stopped ? nil : RunSummary.FailureKind(error)
             // The metrics file says so too (a scheduler watching it sees the failed attempt; the
             // last success time is kept).
             var snapshot = RunMetrics.Snapshot(counters: RunCounters())
@@ -200,7 +202,7 @@ public final class PipelineRunner: Sendable {
                             ? options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: source is any FetchReporting) : nil,
                         stagesFromTheStart: options.autoBulk && options.bulkAfterBytes == nil && !(source is any FetchReporting)
                             && PipelineRunner.bulkObstacle(config, options, stretch: true) == nil,
-                        resuming: options.resume))
+                        resuming: options.resume, stopped: stopping))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(
                     RunLockError(

@@ -199,6 +199,6 @@ public struct SourceError: Error, Sendable, CustomStringConvertible {
 
 /// A flag set once from any queue (a run stopping) and read from others (the source loop, a
 /// retry's wait, a transfer's progress callback).
-final class StopFlag: Sendable {
-    let value = Mutex(false)
+package final class StopFlag: Sendable {
+    package let value = Mutex(false)
 }

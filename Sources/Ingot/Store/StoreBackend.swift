@@ -49,11 +49,15 @@ package struct StoreOpening: Sendable {
     package var stagesFromTheStart = false
     /// The run resumes an unfinished one.
     package var resuming = false
+    /// Set when the run stops: a connection being made gives up (SIGTERM while a database
+    /// server never answers ends the run at once, not after its connect timeout).
+    package var stopped: StopFlag?
 
     package init(
         lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, staged: Bool = false,
-        stageAfterBytes: Int? = nil, stagesFromTheStart: Bool = false, resuming: Bool = false
+        stageAfterBytes: Int? = nil, stagesFromTheStart: Bool = false, resuming: Bool = false, stopped: StopFlag? = nil
     ) {
+        self.stopped = stopped
         self.lockTimeout = lockTimeout
         self.statementObserver = statementObserver
         self.staged = staged

@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import Synchronization
 
 /// One libpq connection, used from one queue at a time: statements with text parameters and
 /// results, and `COPY … FROM STDIN` in text format. Synchronous, like the writer queue that uses
@@ -17,7 +18,9 @@ final class PGConnection {
     /// small staging table (which the planner has no statistics for) to a big table, where a
     /// hash join scans the big table once per batch; index lookups measured 12.2 s → 9.0 s on
     /// people-200k.
-    init(url: String) throws(StoreError) {
+    /// `stopped`: set when the run stops; connecting gives up then (``finishConnecting(_:timeout:stopped:)``).
+    init(url: String, stopped: StopFlag? = nil) throws(StoreError) {
+        var connectTimeout = 10.0
         let redactor = Redactor(Redactor.databaseSecrets(url))
         self.redactor = redactor
         shown = Redactor.redactingDatabase(url)
@@ -25,20 +28,29 @@ final class PGConnection {
         var parseError: UnsafeMutablePointer<CChar>?
         if let options = PQconninfoParse(url, &parseError) {
             // libpq checks numbers only when it connects, and then fails like an unreachable server.
+            // So do the options that take one of a few words: a value libpq would refuse there
+            // can never connect, so it is a configuration error too, named here.
             var option = options
-            var badPort: String?
+            var problem: String?
             while let keyword = option.pointee.keyword {
-                if String(cString: keyword) == "port", let value = option.pointee.val {
-                    let ports = String(cString: value).split(separator: ",", omittingEmptySubsequences: false)
-                    if let bad = ports.first(where: { !$0.isEmpty && !(Int($0).map { (1...65535).contains($0) } ?? false) }) {
-                        badPort = String(bad)
+                let name = String(cString: keyword)
+                if let value = option.pointee.val.map({ String(cString: $0) }), problem == nil {
+                    if name == "port" {
+                        let ports = value.split(separator: ",", omittingEmptySubsequences: false)
+                        if let bad = ports.first(where: { !$0.isEmpty && !(Int($0).map { (1...65535).contains($0) } ?? false) }) {
+                            problem = "'\(redactor.scrub(String(bad)))' is not a port"
+                        }
+                    } else if name == "connect_timeout" {
+                        if let seconds = Int(value), seconds > 0 { connectTimeout = Double(max(2, min(seconds, 86_400))) }
+                    } else if let allowed = PGConnection.wordOptions[name], !allowed.contains(value) {
+                        problem = "\(name) '\(redactor.scrub(value))' is none of \(allowed.sorted().joined(separator: ", "))"
                     }
                 }
                 option += 1
             }
             PQconninfoFree(options)
-            if let badPort {
-                throw StoreError.unsupported("--db \(Redactor.redactingDatabase(url)): '\(redactor.scrub(badPort))' is not a port")
+            if let problem {
+                throw StoreError.unsupported("--db \(Redactor.redactingDatabase(url)): \(problem)")
             }
         } else {
             let reason = parseError.map { String(cString: $0) }?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "unreadable"
@@ -53,17 +65,27 @@ final class PGConnection {
             "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname",
         ]
         let values = ["10", "1", "10", "5", "3", "30000", url]
-        let connected = PGConnection.withCStrings(keywords) { k in
+        let started = PGConnection.withCStrings(keywords) { k in
             PGConnection.withCStrings(values) { v in
-                PQconnectdbParams(k + [nil], v + [nil], 1)
+                PQconnectStartParams(k + [nil], v + [nil], 1)
             }
         }
-        guard let handle = connected else { throw StoreError.postgres(message: "out of memory", sql: "") }
-        guard PQstatus(handle) == CONNECTION_OK else {
-            // Before `self.handle` is set: once it is, a throw runs deinit, which finishes it.
+        guard let handle = started else { throw StoreError.postgres(message: "out of memory", sql: "") }
+        // Before `self.handle` is set: once it is, a throw runs deinit, which finishes it.
+        switch PGConnection.finishConnecting(handle, timeout: connectTimeout, stopped: stopped) {
+        case .connected:
+            break
+        case .failed:
             let message = redactor.scrub(PGConnection.message(handle))
             PQfinish(handle)
             throw StoreError.unreachable("cannot connect to \(Redactor.redactingDatabase(url)): \(message)")
+        case .timedOut:
+            PQfinish(handle)
+            throw StoreError.unreachable(
+                "cannot connect to \(Redactor.redactingDatabase(url)): no answer within \(Int(connectTimeout)) s (connect_timeout)")
+        case .abandoned:
+            PQfinish(handle)
+            throw StoreError.unreachable("stopped while connecting to \(Redactor.redactingDatabase(url))")
         }
         self.handle = handle
         // jit = off: the planner has no statistics for the staging tables, so its cost estimates
@@ -322,5 +344,39 @@ final class PGConnection {
         let owned: [UnsafeMutablePointer<CChar>?] = values.map { $0.flatMap { strdup($0) } }
         defer { for p in owned { free(p) } }
         return body(owned.map { $0.map { UnsafePointer($0) } })
+    }
+}
+
+extension PGConnection {
+    /// The connection options that take one of a few words, and those words (libpq's own lists).
+    static let wordOptions: [String: Set<String>] = [
+        "sslmode": ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"],
+        "gssencmode": ["disable", "prefer", "require"],
+        "channel_binding": ["disable", "prefer", "require"],
+        "target_session_attrs": ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"],
+        "load_balance_hosts": ["disable", "random"],
+        "sslnegotiation": ["postgres", "direct"],
+    ]
+
+    enum Connecting { case connected, failed, timedOut, abandoned }
+
+    /// Drives a connection `PQconnectStartParams` began until it is made, fails, takes longer
+    /// than `timeout` seconds (libpq leaves `connect_timeout` to the caller of `PQconnectPoll`),
+    /// or the run stops (`stopped`): polled a fifth of a second at a time, so SIGTERM while a
+    /// server never answers ends the run within the runner's 2 s, not after `connect_timeout`.
+    static func finishConnecting(_ handle: OpaquePointer, timeout: Double, stopped: StopFlag?) -> Connecting {
+        guard PQstatus(handle) != CONNECTION_BAD else { return .failed }
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        var state = PGRES_POLLING_WRITING
+        while true {
+            if state == PGRES_POLLING_OK { return .connected }
+            if state == PGRES_POLLING_FAILED { return .failed }
+            if stopped?.value.withLock({ $0 }) == true { return .abandoned }
+            if ContinuousClock.now >= deadline { return .timedOut }
+            var fd = pollfd(fd: PQsocket(handle), events: Int16(state == PGRES_POLLING_READING ? POLLIN : POLLOUT), revents: 0)
+            let ready = poll(&fd, 1, 200)
+            if ready < 0 && errno != EINTR { return .failed }
+            if ready > 0 { state = PQconnectPoll(handle) }
+        }
     }
 }

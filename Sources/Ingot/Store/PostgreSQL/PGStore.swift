@@ -81,13 +81,13 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var isStaging: Bool { staging.map { !$0.published } ?? false }
     var resolvesAtMerge: Bool { isStaging }
 
-    init(url: String, model: EntityModel) throws {
+    init(url: String, model: EntityModel, stopped: StopFlag? = nil) throws {
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         let joinTables = layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
         self.sharedJoinTables = Set(Dictionary(grouping: joinTables, by: { $0 }).filter { $0.value.count > 1 }.keys)
         self.url = url
-        let connection = try PGConnection(url: url)
+        let connection = try PGConnection(url: url, stopped: stopped)
         self.connection = connection
         let tables = "{" + layouts.map { "\"\($0.table)\"" }.joined(separator: ",") + "}"
         let existed =
@@ -104,7 +104,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             }
         }
         migration = existed ? applied : []
-        reader = try PGConnection(url: url)
+        reader = try PGConnection(url: url, stopped: stopped)
     }
 
     // MARK: - Schema

@@ -7,7 +7,7 @@ package struct PostgresBackend: StoreBackend {
     package init(url: String) { self.url = url }
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
-        let store = try PGStore(url: url, model: model)
+        let store = try PGStore(url: url, model: model, stopped: options.stopped)
         if options.staged { try store.startStagedLoad() }
         store.stagingRules.fromTheStart = options.stagesFromTheStart && !options.staged
         store.stagingRules.allowed = options.staged || options.stagesFromTheStart || options.stageAfterBytes != nil
