@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Pages as exports and APIs ship them (issue 17, page shapes): JSON Lines, gzip and zstd files
+/// Pages as exports and APIs ship them (docs/pipelines.md, page shapes): JSON Lines, gzip and zstd files
 /// in nested folders (`**`), a byte order mark; each bounded and rejected in part, never whole
 /// when only a part is bad; the archive replays them.
 @Suite(.serialized)
@@ -104,6 +104,30 @@ struct PageShapeTests {
         ).run(source: try ArchivePageSource(path: archive + "/" + file))
         #expect(replay.status == .finished)
         #expect(try rows(options.databasePath, "SELECT id, name FROM item ORDER BY id") == expected)
+    }
+
+    /// `ingot replay` of a `format: jsonl` run's archive reads its pages as JSON Lines, as the run
+    /// did, though it reads nothing else of the archived pipeline's source: a plain file of two
+    /// lines and a gzip one of one replay to the run's 3 rows (it parsed each page as one JSON
+    /// text: 1 row, exit 0).
+    @Test func aJSONLinesRunReplaysExactlyFromItsArchive() throws {
+        let dir = temporaryDirectory().appendingPathComponent("pages").path
+        try write("{\"id\": 1, \"name\": \"a\"}\n{\"id\": 2, \"name\": \"b\"}\n", to: dir + "/p1.jsonl")
+        try write("{\"id\": 3, \"name\": \"c\"}\n", to: dir + "/p2.jsonl")
+        try gzip(dir + "/p2.jsonl")
+        let pipeline = temporaryDirectory().appendingPathComponent("export.yml")
+        try Data(self.pipeline(dir, glob: "*.jsonl*").utf8).write(to: pipeline)
+        let archives = temporaryDirectory().path
+        let db = temporaryDirectory().appendingPathComponent("run.db").path
+        let first = try runIngot(["run", pipeline.path, "--db", db, "--archive-dir", archives])
+        #expect(first.status == 0, "\(first.stderr)")
+        let expected = [["1", "a"], ["2", "b"], ["3", "c"]]
+        #expect(try rows(db, "SELECT id, name FROM item ORDER BY id") == expected)
+        let archive = try #require(try FileManager.default.contentsOfDirectory(atPath: archives).first)
+        let replayed = temporaryDirectory().appendingPathComponent("replay.db").path
+        let replay = try runIngot(["replay", archives + "/" + archive, "--db", replayed])
+        #expect(replay.status == 0, "\(replay.stderr)")
+        #expect(try rows(replayed, "SELECT id, name FROM item ORDER BY id") == expected)
     }
 
     /// A file that inflates past `max_page_bytes` is a page too large (nothing of it is held);

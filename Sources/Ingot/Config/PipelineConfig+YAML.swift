@@ -124,6 +124,8 @@ struct PipelineYAMLReader {
             inSource = true
             (source, jsonLines) = section { () throws(ConfigError) in try readSource(node) } ?? (.none, false)
             inSource = false
+        } else if let node = top["source"] {
+            jsonLines = section { () throws(ConfigError) in try readSourceFormat(node) } ?? false
         }
 
         let recordsPath =

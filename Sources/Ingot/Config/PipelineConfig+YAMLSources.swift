@@ -209,17 +209,30 @@ extension PipelineYAMLReader {
         return URLTemplate(parts: parts)
     }
 
+    /// Whether `fields` (a source's `http:` or `files:`) say `format: jsonl`.
+    func format(_ fields: [String: Node]) throws(ConfigError) -> Bool {
+        guard let node = fields["format"] else { return false }
+        switch try string(node) {
+        case "json": return false
+        case "jsonl": return true
+        default: throw error(node, "format is json (one JSON text a page, the default) or jsonl (JSON Lines: one record a line)")
+        }
+    }
+
+    /// Only the page format of `source:` — what a replay needs of a source it does not read: its
+    /// pages are framed as the run's were (`format: jsonl` pages replayed as JSON Lines).
+    func readSourceFormat(_ node: Node) throws(ConfigError) -> Bool {
+        guard case .mapping = node else { return false }
+        let source = try mapping(node, allowed: ["files", "http"])
+        guard let kind = source["http"] ?? source["files"], case .mapping(let pairs) = kind else { return false }
+        var fields: [String: Node] = [:]
+        for (key, value) in pairs { if let name = key.string { fields[name] = value } }
+        return try format(fields)
+    }
+
     /// `source:`, and whether its pages are JSON Lines (`format: jsonl`).
     func readSource(_ node: Node, defaults: Node? = nil) throws(ConfigError) -> (SourceConfig, jsonLines: Bool) {
         let source = try mapping(node, allowed: ["files", "http"])
-        func format(_ fields: [String: Node]) throws(ConfigError) -> Bool {
-            guard let node = fields["format"] else { return false }
-            switch try string(node) {
-            case "json": return false
-            case "jsonl": return true
-            default: throw error(node, "format is json (one JSON text a page, the default) or jsonl (JSON Lines: one record a line)")
-            }
-        }
         if let http = source["http"] {
             guard source["files"] == nil else { throw error(node, "source takes either files or http, not both") }
             let merged = try defaults.map { (d: Node) throws(ConfigError) in try mergingDefaults(d, into: http) } ?? http
