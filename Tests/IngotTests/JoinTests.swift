@@ -191,6 +191,69 @@ struct JoinTests {
         #expect(try StoreSeamTests.sqliteDump(options.databasePath, config.model) == (try StoreSeamTests.sqliteDump(db, config.model)))
     }
 
+    /// Two joined jobs over compressed JSON Lines files (`*.jsonl.gz`, `*.jsonl.zst`) store every
+    /// row, as a single run does, and the finishing job's archive replays them: a unit carries
+    /// its page's compression (a joined job parsed the gzip bytes as JSON Lines: 0 rows, and one
+    /// of the jobs exited 0).
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func compressedJSONLinesJoinAsASingleRunReadsThem(backend: JoinBackend) throws {
+        let yaml = """
+            version: 1
+            name: lines
+            source: {files: {dir: /unused, glob: "*.jsonl*", format: jsonl}}
+            root: item
+            entities: {item: {identity: id, attributes: {id: integer, name: string}}}
+            """
+        let dir = temporaryDirectory().appendingPathComponent("lines").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for file in 0..<6 {
+            let lines = (0..<50).map { #"{"id": \#(file * 50 + $0), "name": "n\#(file)"}"# }.joined(separator: "\n") + "\n"
+            let plain = dir + "/part-\(file).jsonl"
+            if file % 2 == 0 {
+                try Data(lines.utf8).write(to: URL(fileURLWithPath: plain))
+                let gzip = Process()
+                gzip.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                gzip.arguments = ["gzip", "-n", plain]
+                try gzip.run()
+                gzip.waitUntilExit()
+            } else {
+                try Data(try Zstd().compress(Array(lines.utf8))).write(to: URL(fileURLWithPath: plain + ".zst"))
+            }
+        }
+        let config = try PipelineConfig.parse(text: yaml, path: "lines.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let archives = (0..<2).map { _ in temporaryDirectory().path }
+        let summaries = Mutex<[RunSummary]>([])
+        let group = DispatchGroup()
+        for k in 0..<2 {
+            let runner = PipelineRunner(
+                config: config, options: Self.options(database, join: "lines", batchRecords: 50, archive: archives[k]),
+                logger: LogCapture().logger)
+            let source = try DirectoryPageSource(directory: dir, glob: "*.jsonl*")
+            group.enter()
+            Thread.detachNewThread {
+                let summary = database.run(runner, source)
+                summaries.withLock { $0.append(summary) }
+                group.leave()
+            }
+        }
+        group.wait()
+        let all = summaries.withLock { $0 }
+        #expect(all.allSatisfy { $0.status == .finished }, "\(all.compactMap(\.error))")
+        #expect(all.map(\.counters.rejectedRecords).reduce(0, +) == 0)
+        #expect(try database.dump()["item"]?.count == 300)
+        let files = archives.flatMap { dir in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 } }
+        let reader = try ArchiveReader(path: try #require(files.first))
+        #expect(reader.entries.map(\.metadata.compression) == [.gzip, .zstd, .gzip, .zstd, .gzip, .zstd])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
+        options.progressInterval = 0
+        let replay = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
+            source: ArchivePageSource(reader: reader))
+        #expect(replay.status == .finished && replay.counters.records == 300, "\(replay.error ?? "")")
+        #expect(try rows(options.databasePath, "SELECT count(*) FROM item") == [["300"]])
+    }
+
     /// Later runs win over earlier ones, joined or not: positions carry the join's number, and a
     /// single run's writes (no position) lose to any joined unit. `write: replace` deletes, at the
     /// end of a joined run, the rows no unit of it touched.

@@ -548,7 +548,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     /// Ends a job's part (``MemorySharedRun/endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
     fileprivate func endJob(
         _ run: MemorySharedRun, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
-        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+        archive: ((_ unit: Page) throws -> Void)?
     ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
         try commit()
         begin()
@@ -583,7 +583,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         if let archive {
             for seq in join.units.keys.sorted() {
                 guard let unit = join.units[seq], unit.page.oversized == nil else { continue }
-                try archive(seq, unit.page.source, unit.page.bytes)
+                var page = unit.page
+                page.seq = seq
+                try archive(page)
             }
         }
         join.status = "finished"
@@ -767,7 +769,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
 
     func endJob(
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
-        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+        archive: ((_ unit: Page) throws -> Void)?
     ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
         try store.endJob(self, status: status, counters: counters, replaceEntity: replaceEntity, archive: archive)
     }

@@ -71,15 +71,15 @@ extension PipelineRunner {
         let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
         var archivePath: String?
         var archiveWriter: ArchiveWriter?
-        let archive: ((Int, String, [UInt8]) throws -> Void)? =
+        let archive: ((Page) throws -> Void)? =
             options.archiveDirectory == nil
             ? nil
-            : { [self] seq, source, bytes in
+            : { [self] unit in
                 if archiveWriter == nil {
                     archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
                     archivePath = archiveWriter?.path
                 }
-                try archiveWriter?.append(bytes, seq: seq, source: source)
+                try archiveWriter?.append(unit.bytes, seq: unit.seq, source: unit.source, compression: unit.compression)
             }
         let end = try part.run.endJob(
             status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes, archive: archive)

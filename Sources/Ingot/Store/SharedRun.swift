@@ -163,11 +163,12 @@ public protocol SharedRun: AnyObject, Sendable {
     /// committed and nobody finished the run yet — finishes it: `write: replace` deletes the
     /// rows of `replaceEntity` no unit touched (unless the run rejected something: then why
     /// not), the jobs' counters are summed into the run's, and `archive` is given every unit's
-    /// page in source order before the payloads are dropped. Returns the run's counters when
+    /// page (its seq, source, bytes and compression, as enqueued) in source order before the
+    /// payloads are dropped. Returns the run's counters when
     /// this job finished it.
     func endJob(
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
-        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+        archive: ((_ unit: Page) throws -> Void)?
     ) throws -> (finished: RunCounters?, replaceSkipped: String?)
     /// Waits for work, up to `seconds`: a unit enqueued or handed back, the source's end, a
     /// job's units committed, the fetcher's role free. A store that can be told (PostgreSQL's

@@ -181,7 +181,8 @@ final class PGSharedRun: SharedRun {
                         AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                 UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
                   claims = u.claims + 1
-                FROM c WHERE u.name = $1 AND u.seq = c.seq RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims
+                FROM c WHERE u.name = $1 AND u.seq = c.seq
+                RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims, u.compression
                 """, [name, job, String(lease)])
             guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
             // Never more than one; if a server ever returned more, they go back to the queue
@@ -200,6 +201,8 @@ final class PGSharedRun: SharedRun {
             var page = Page(seq: seq, source: row[1] ?? "?", bytes: [])
             page.unit = UnitRef(seq: seq, claim: row[6].flatMap { Int($0) } ?? 0)
             page.oversized = row[4].flatMap { Int($0) }
+            // Inflated on the lane that decodes it, bounded by max_page_bytes, as in a single run.
+            page.compression = row.count > 7 ? row[7].flatMap(Compression.init(rawValue:)) : nil
             page.unreadable = Self.read(row[2], length: row[3], into: &page, zstd: control.zstd, maxPageBytes: maxPageBytes).map {
                 "unit \(seq) of join '\(name)' cannot be read: \($0)"
             }
@@ -310,12 +313,12 @@ final class PGSharedRun: SharedRun {
                     WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
                                  fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
                                WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
-                    INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized)
-                      SELECT $1, $3, 'pending', $6, $7, $8, $9 FROM j
+                    INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized, compression)
+                      SELECT $1, $3, 'pending', $6, $7, $8, $9, $10 FROM j
                     """,
                     [
                         name, job, String(seq), page.resumeState, String(lease), page.source, PGConnection.byteaText(payload),
-                        String(page.bytes.count), page.oversized.map(String.init),
+                        String(page.bytes.count), page.oversized.map(String.init), page.compression?.rawValue,
                     ]) == 1
             if enqueued { PGSharedRun.notify(on: connection, name) }
             return enqueued
@@ -367,7 +370,7 @@ final class PGSharedRun: SharedRun {
 
     func endJob(
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
-        archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)?
+        archive: ((_ unit: Page) throws -> Void)?
     ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
         let end = try store.endJoinedJob(
             context, runID: runID, status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes,

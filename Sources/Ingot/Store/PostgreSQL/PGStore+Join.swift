@@ -55,6 +55,9 @@ extension PGStore {
               length bigint NOT NULL, oversized bigint, finished_at timestamptz, PRIMARY KEY (name, seq))
             """,
             "ALTER TABLE _ingot_joins ADD COLUMN IF NOT EXISTS spec text",
+            // A unit's page as the fetcher read it: a compressed file is inflated by the job that
+            // decodes it, as a single run's lane does (gzip, zstd; NULL: plain).
+            "ALTER TABLE _ingot_units ADD COLUMN IF NOT EXISTS compression text",
             // Payloads are zstd frames already: the server does not try to compress them again.
             PGStore.externalPayloads,
             "CREATE INDEX IF NOT EXISTS _ingot_units_open ON _ingot_units (name, seq) WHERE status <> 'done'",
@@ -454,7 +457,7 @@ extension PGStore {
     /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
     func endJoinedJob(
         _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
-        maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void)? = nil
+        maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> Void)? = nil
     ) throws -> JoinedEnd {
         try commit()
         try begin()
@@ -518,14 +521,14 @@ extension PGStore {
     /// were never kept, are left out, and so are units this job could not read or that claim
     /// more than `maxPageBytes`: the jobs rejected them): 64 units per query.
     func forEachPage(
-        of join: JoinContext, maxPageBytes: Int, _ body: (_ seq: Int, _ source: String, _ bytes: [UInt8]) throws -> Void
+        of join: JoinContext, maxPageBytes: Int, _ body: (_ unit: Page) throws -> Void
     ) throws {
         let zstd = Zstd()
         var after = 0
         while true {
             let rows = try connection.execute(
                 """
-                SELECT seq, source, payload, length FROM _ingot_units WHERE name = $1 AND seq > $2 AND oversized IS NULL
+                SELECT seq, source, payload, length, compression FROM _ingot_units WHERE name = $1 AND seq > $2 AND oversized IS NULL
                 ORDER BY seq LIMIT 64
                 """, [join.name, String(after)])
             guard !rows.isEmpty else { return }
@@ -538,7 +541,9 @@ extension PGStore {
                     let frame = row[2].flatMap(PGConnection.bytea(fromText:)),
                     let bytes = length == 0 ? [] : try? zstd.decompress(frame[...], expectedLength: length, limit: maxPageBytes)
                 else { continue }
-                try body(seq, row[1] ?? "", bytes)
+                var page = Page(seq: seq, source: row[1] ?? "", bytes: bytes)
+                page.compression = row[4].flatMap(Compression.init(rawValue:))
+                try body(page)
             }
         }
     }
