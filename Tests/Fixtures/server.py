@@ -183,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
                 fault = State.faults.pop(State.people_requests, None)
             if fault == "404":
                 return self.send_json({"detail": "Not found."}, 404)
+            if fault == "401":
+                return self.send_json({"detail": "unauthorized"}, 401)
             if fault == "slow":
                 time.sleep(State.slow)
             return self.api(u.path, q)

@@ -430,7 +430,7 @@ struct RealAPITests {
     /// Into PostgreSQL too: a for_each stopped by a failure resumes exactly, its counts per
     /// resource kept in `_ingot_runs.resource_counts`.
     @Test func aForEachResumesExactlyIntoPostgreSQL() throws {
-        let server = try FixtureServer(faults: "404:15")
+        let server = try FixtureServer(faults: "401:15")
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: Self.pokeapi(server.base), path: "api.yml")
         var options = RunOptions()
@@ -539,7 +539,7 @@ struct RealAPITests {
     /// twice and none is skipped.
     @Test(arguments: [1, 4])
     func aForEachResumesExactly(concurrency: Int) throws {
-        let server = try FixtureServer(faults: "404:15")
+        let server = try FixtureServer(faults: "401:15")
         let db = temporaryDirectory().appendingPathComponent("poke.db").path
         let first = try run(Self.pokeapi(server.base, concurrency: concurrency), db: db)
         #expect(first.status == .failed)
