@@ -254,6 +254,25 @@ struct JoinTests {
         #expect(try rows(options.databasePath, "SELECT count(*) FROM item") == [["300"]])
     }
 
+    /// Pages that are not JSON and hold NUL bytes or invalid UTF-8, in a run of two joined jobs:
+    /// rejected pages whose stored text PostgreSQL accepts (each NUL written `\u0000`), and both
+    /// jobs finish (a refused `COPY _ingot_rejects` failed a batch and left a job waiting).
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func rejectsHoldingNULAndInvalidUTF8AreStoredAndBothJobsEnd(backend: JoinBackend) throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let hostile = ["{\"results\": [\u{0}\u{0}]}", "\u{0}not json\u{0}", "{\"results\": [{\"id\": \"\u{0}\"}]}"]
+        let pages = StoreSeamTests.pages + hostile
+        let summaries = try Self.runJoined(Self.yaml, pages, database, name: "nul", jobs: 2)
+        #expect(summaries.count == 2 && summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
+        #expect(summaries.map(\.counters.rejectedPages).reduce(0, +) >= 2)
+        if backend == .postgresql {
+            let connection = try PGConnection(url: database.url)
+            let stored = try connection.execute("SELECT raw FROM _ingot_rejects WHERE raw LIKE '%u0000%'")
+            #expect(stored.count >= 2, "\(stored)")
+        }
+    }
+
     /// Later runs win over earlier ones, joined or not: positions carry the join's number, and a
     /// single run's writes (no position) lose to any joined unit. `write: replace` deletes, at the
     /// end of a joined run, the rows no unit of it touched.

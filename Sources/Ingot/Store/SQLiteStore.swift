@@ -115,7 +115,6 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
         foldSplitRows = options.foldSplitRows
         var config = Configuration()
-        config.journalMode = .wal
         // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.
         config.foreignKeysEnabled = false
         // Bounded: SQLite takes milliseconds as an Int32 (a longer wait trapped).
@@ -145,6 +144,14 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             }
         }
         dbQueue = try DatabaseQueue(path: path, configuration: config)
+        // WAL, set here rather than by GRDB's `journalMode = .wal`: that also checks the size of
+        // the `-wal` file through Foundation, and another program closing the database (a
+        // sqlite3 shell, a test reading the run's progress) removes the file in between: the
+        // open failed with "The file doesn't exist" (a DatabaseQueue needs no WAL file up front).
+        let mode = try dbQueue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+        guard mode == "wal" || path.isEmpty || path == ":memory:" else {
+            throw StoreError.schema("could not put \(path) in WAL mode (journal_mode is \(mode ?? "unknown"))")
+        }
         // A database whose tables disagree with the pipeline is refused before anything is written.
         let conflicts = try dbQueue.inDatabase { db in try SQLiteStore.schemaConflicts(model, existing: db) }
         if !conflicts.isEmpty {
