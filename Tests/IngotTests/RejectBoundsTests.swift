@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Rejects are bounded like everything else (hardening round 2, item 3): they count toward a
+/// Rejects are bounded like everything else (docs/reliability.md, hostile input): they count toward a
 /// batch's record and byte bounds, and `_ingot_rejects` keeps at most `--max-reject-rows` rows
 /// per run, the rest only counted.
 @Suite(.serialized)
@@ -64,29 +64,52 @@ struct RejectBoundsTests {
         page.append(UInt8(ascii: "]"))
         try Data(page).write(to: dir.appendingPathComponent("pages/p.json"))
         let db = dir.appendingPathComponent("rj.db").path
-        // The child's peak RSS, from the kernel (python3 is already a test dependency: the fixture server).
+        let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2"])
+        #expect(exit == 3, "everything was rejected: \(text)")
+        #expect(peakKB < 160_000, "peak RSS \(peakKB) KB")
+        #expect(text.contains("rejected_records=1000000"))
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_rejects") == [["10000"]])
+    }
+
+    /// A 2 MB JSON Lines file of a million lines that are not JSON: its rejections go on in parts
+    /// of `batch_records`, like records (it peaked at 670 MB, every line's rejection held at once).
+    @Test func aMillionLinesThatAreNotJSONStayWithinTheMemoryBound() throws {
+        let dir = temporaryDirectory()
+        let yml = dir.appendingPathComponent("rj.yml").path
+        try itemPipeline("rj", "source: {files: {dir: pages, glob: \"*.jsonl\", format: jsonl}}").write(
+            toFile: yml, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
+        try Data(String(repeating: "x\n", count: 1_000_000).utf8).write(to: dir.appendingPathComponent("pages/p.jsonl"))
+        let db = dir.appendingPathComponent("rj.db").path
+        let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2"])
+        #expect(exit == 3, "everything was rejected: \(text)")
+        #expect(peakKB < 160_000, "peak RSS \(peakKB) KB")
+        #expect(text.contains("rejected_records=1000000"))
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_rejects") == [["10000"]])
+    }
+
+    /// Runs `command` and returns its exit status, its peak RSS in KB (from the kernel: python3's
+    /// `RUSAGE_CHILDREN`; python3 is already a test dependency, the fixture server) and the end
+    /// of its stderr.
+    private func peakRSS(_ command: [String]) throws -> (exit: Int?, peakKB: Int, text: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [
-            "python3", "-c",
-            """
-            import resource, subprocess, sys
-            p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-            sys.stdout.write(p.stderr[-3000:])
-            """, CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2",
-        ]
+        process.arguments =
+            [
+                "python3", "-c",
+                """
+                import resource, subprocess, sys
+                p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+                sys.stdout.write(p.stderr[-3000:])
+                """,
+            ] + command
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
         let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let first = text.split(separator: "\n").first?.split(separator: " ") ?? []
-        let exit = first.first.flatMap { Int($0) }
-        let peakKB = first.dropFirst().first.flatMap { Int($0) } ?? .max
-        #expect(exit == 3, "everything was rejected: \(text)")
-        #expect(peakKB < 160_000, "peak RSS \(peakKB) KB")
-        #expect(text.contains("rejected_records=1000000"))
-        #expect(try rows(db, "SELECT count(*) FROM _ingot_rejects") == [["10000"]])
+        return (first.first.flatMap { Int($0) }, first.dropFirst().first.flatMap { Int($0) } ?? .max, text)
     }
 }

@@ -52,6 +52,9 @@ struct JSONParser {
         nodes.append(JSONNode(kind: .array, start: 0, length: UInt32(bytes.count), count: 0, end: 0))
         var lines: [Int] = []
         var failures: [LineFailure] = []
+        // The lines' reasons, each text once: a million lines that are not JSON share a few
+        // strings instead of holding a million (32 bytes a failure, not 100).
+        var reasons: [String: String] = [:]
         bytes.withUnsafeBufferPointer { p in
             var start = JSONParser.bomLength(p)
             var line = 1
@@ -72,6 +75,12 @@ struct JSONParser {
                     } catch {
                         nodes.removeSubrange(mark...)
                         stack.removeAll(keepingCapacity: true)
+                        var error = error
+                        if let shared = reasons[error.reason] {
+                            error.reason = shared
+                        } else if reasons.count < 4096 {
+                            reasons[error.reason] = error.reason
+                        }
                         failures.append(LineFailure(line: line, error: error))
                     }
                 }
