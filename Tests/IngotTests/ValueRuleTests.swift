@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Value rules on attributes (issue 18, part 1): `values`, `pattern`, `grouping`, `on_invalid`,
+/// Value rules on attributes (docs/pipelines.md, value rules): `values`, `pattern`, `grouping`, `on_invalid`,
 /// the text a rule makes converted as a `coerce: true` value would be; on both backends.
 @Suite(.serialized)
 struct ValueRuleTests {
@@ -67,6 +67,30 @@ struct ValueRuleTests {
         #expect(jabba.contains { $0.hasPrefix("1358") }, "\(jabba)")
         let planets = try #require(harness.dump()["planet"])
         #expect(planets == [["1"]], "the bare reference's identity goes through the planet's pattern")
+    }
+
+    /// A pattern cannot stall a run: a repetition of a repetition is refused at validation
+    /// (`^(\d+)+$` was exponential), and a value longer than a pattern reads is a rejected record
+    /// (`(\d+)$` was quadratic: a 60 KB value took 50 s, SIGTERM waited for it); the run goes on.
+    @Test func aPatternCannotStallARun() throws {
+        #expect(error(#"{type: integer, pattern: "^(\\d+)+$"}"#)?.contains("repeats (\\d+), which repeats itself") == true)
+        #expect(error(#"{type: integer, pattern: "^((a|b*)c)*(\\d)$"}"#)?.hasPrefix("v.yml:9:") == true)
+        #expect(error(#"{type: integer, pattern: "^(\\d+)$"}"#) == nil)
+        #expect(
+            error(#"{type: integer, pattern: "^(?:[+*]x)*-(\\d{2})$"}"#) == nil,
+            "a class and a bounded repetition are not nested repetitions")
+        #expect(AttributeRules.Pattern.nestedRepetition(in: #"(\d+)+"#) == #"(\d+)"#)
+        #expect(AttributeRules.Pattern.nestedRepetition(in: #"(a{2,})*"#) == "(a{2,})")
+        #expect(AttributeRules.Pattern.nestedRepetition(in: #"(a\+)+"#) == nil, "an escaped + is a character")
+        let long = String(repeating: "7", count: 60_000)
+        let page =
+            #"{"results": [{"url": "https://swapi.dev/api/people/\#(long)/", "name": "long"}, {"url": "https://swapi.dev/api/people/5/", "name": "short"}]}"#
+        let (summary, db) = try ingest(Self.yaml, [page])
+        #expect(summary.status == .finished)
+        #expect(summary.counters.rejectsByReason["too_large"] == 1)
+        #expect(try rows(db, "SELECT id, name FROM person") == [["5", "short"]])
+        let reason = try rows(db, "SELECT reason FROM _ingot_rejects").first?.first ?? ""
+        #expect(reason.contains("60030 bytes, longer than pattern '/(\\d+)/$' reads (4096)"), "\(reason)")
     }
 
     @Test func rulesAreCheckedAtValidation() {

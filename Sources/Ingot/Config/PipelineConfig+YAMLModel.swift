@@ -249,6 +249,12 @@ extension PipelineYAMLReader {
                 throw error(
                     node, "pattern '\(text)' must have exactly one capture group (the part kept), it has \(regex.numberOfCaptureGroups)")
             }
+            if let nested = AttributeRules.Pattern.nestedRepetition(in: text) {
+                throw error(
+                    node,
+                    "pattern '\(text)' repeats \(nested), which repeats itself: a value that almost matches takes exponential time; repeat one or the other"
+                )
+            }
             compiled = text
         }
         return (replacements, compiled)

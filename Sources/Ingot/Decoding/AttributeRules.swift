@@ -39,7 +39,56 @@ struct AttributeRules: Sendable {
     var grouping: String? { text?.grouping }
 
     /// A compiled `pattern:`.
+    ///
+    /// ICU's engine backtracks with no bound: `(\d+)$` is quadratic in the value's length (60 KB
+    /// took 50 s), and a repetition of a repetition (`^(\d+)+$`) exponential. So a pattern reads
+    /// values of at most ``maxInput`` bytes (a longer one is a rejected record, `too_large`), and
+    /// nested repetitions are refused at validation (``nestedRepetition(in:)``): each match then
+    /// takes at most milliseconds, and a stopped run never waits on a lane.
     final class Pattern: @unchecked Sendable {  // NSRegularExpression is immutable and thread-safe (Foundation's documentation)
+        /// The longest value a pattern reads, in bytes. SWAPI's URLs and Slack's timestamps are
+        /// under 100.
+        static let maxInput = 4096
+
+        /// Where `pattern` repeats a group that itself repeats without bound (`(a+)+`, `(a*)*`,
+        /// `(a|b+){2,}`): the group's text, or `nil`. Escapes and character classes are skipped.
+        static func nestedRepetition(in pattern: String) -> String? {
+            let chars = Array(pattern)
+            var groups: [(start: Int, repeats: Bool)] = []
+            var i = 0
+            func unbounded(at k: Int) -> Bool {
+                guard k < chars.count else { return false }
+                if chars[k] == "+" || chars[k] == "*" { return true }
+                guard chars[k] == "{", let close = chars[k...].firstIndex(of: "}") else { return false }
+                let body = String(chars[(k + 1)..<close])
+                return body.hasSuffix(",") || (body.split(separator: ",").last.flatMap { Int($0) } ?? 0) > 1
+            }
+            while i < chars.count {
+                switch chars[i] {
+                case "\\":
+                    i += 1
+                case "[":
+                    // A class: skip to its closing bracket (a leading ] or an escaped one is literal).
+                    var k = i + 1
+                    if k < chars.count && chars[k] == "^" { k += 1 }
+                    if k < chars.count && chars[k] == "]" { k += 1 }
+                    while k < chars.count && chars[k] != "]" { k += chars[k] == "\\" ? 2 : 1 }
+                    i = k
+                case "(":
+                    groups.append((i, false))
+                case ")":
+                    guard let group = groups.popLast() else { break }
+                    if group.repeats && unbounded(at: i + 1) { return String(chars[group.start...i]) }
+                    // A group that repeats makes its enclosing group repeat too.
+                    if (group.repeats || unbounded(at: i + 1)) && !groups.isEmpty { groups[groups.count - 1].repeats = true }
+                default:
+                    if unbounded(at: i) && !groups.isEmpty { groups[groups.count - 1].repeats = true }
+                }
+                i += 1
+            }
+            return nil
+        }
+
         let text: String
         let regex: NSRegularExpression
         init?(_ text: String) {

@@ -15,6 +15,12 @@ extension RecordMapper {
         if rules.rewritesText, node.kind != .array, node.kind != .object {
             // The value rules work on the value's text (a string's content, a number's digits).
             let text = node.kind == .string || node.kind == .escapedString ? c.string(node) : c.raw(index)
+            if let pattern = rules.pattern, text.utf8.count > AttributeRules.Pattern.maxInput {
+                throw MappingFailure(
+                    reason:
+                        "\(c.preview(index)) is \(text.utf8.count) bytes, longer than pattern '\(pattern.text)' reads (\(AttributeRules.Pattern.maxInput))",
+                    code: .tooLarge)
+            }
             guard let rewritten = rules.rewrite(text) else {
                 throw MappingFailure(
                     reason: "\(c.preview(index)) does not match pattern '\(rules.pattern?.text ?? "")'", code: .wrongType)
