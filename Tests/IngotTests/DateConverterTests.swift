@@ -32,6 +32,21 @@ struct DateConverterTests {
         #expect(converter.convert(number: -1, format: .unixSeconds) == "1969-12-31T23:59:59Z")
     }
 
+    /// Unix times keep microseconds, as ISO dates keep six fraction digits: Slack's `ts`
+    /// `1512085950.000216` (a message's identity) was stored as `…:30Z`, so two messages 1 µs
+    /// apart collided. A plain decimal is read digit by digit; a seventh digit rounds.
+    @Test func unixTimesKeepMicroseconds() {
+        let converter = DateConverter()
+        #expect(converter.convert(numberText: "1512085950.000216", format: .unixSeconds) == "2017-11-30T23:52:30.000216Z")
+        #expect(converter.convert(numberText: "1512085950.000217", format: .unixSeconds) == "2017-11-30T23:52:30.000217Z")
+        #expect(converter.convert(numberText: "1512085950.0000005", format: .unixSeconds) == "2017-11-30T23:52:30.000001Z")
+        #expect(converter.convert(numberText: "1768381742250.5", format: .unixMilliseconds) == "2026-01-14T09:09:02.2505Z")
+        #expect(converter.convert(numberText: "-0.5", format: .unixSeconds) == "1969-12-31T23:59:59.5Z")
+        #expect(converter.convert(numberText: "1.5e9", format: .unixSeconds) == "2017-07-14T02:40:00Z")
+        #expect(converter.convert(numberText: "253402300800", format: .unixSeconds) == nil, "year 10000")
+        #expect(converter.convert(number: 1_512_085_950.000216, format: .unixSeconds) == "2017-11-30T23:52:30.000216Z")
+    }
+
     /// Twitter's `created_at` (`EEE MMM dd HH:mm:ss Z yyyy`): English names whatever the
     /// machine's locale, a numeric offset that moves the instant to UTC.
     @Test func englishNamesAndNumericOffsets() {

@@ -63,25 +63,71 @@ struct DateConverter {
     /// The years Ingot stores (see ``storedSeconds``).
     static let storedYears: ClosedRange<Int> = 1...9999
 
-    /// Converts seconds (or milliseconds) since 1970 given as a JSON number; `nil` outside
-    /// ``storedSeconds`` (after rounding to the millisecond).
+    /// Converts seconds (or milliseconds) since 1970 given as a number; `nil` outside
+    /// ``storedSeconds`` (after rounding to the microsecond, as ISO dates keep six fraction
+    /// digits).
     func convert(number: Double, format: DateFormat) -> String? {
         let scale: Double = format == .unixMilliseconds ? 1000 : 1
         guard number.isFinite else { return nil }
-        let totalMillis = (number * 1000 / scale).rounded()
-        // Checked after rounding: 253402300799.9999 rounds into year 10000.
-        guard DateConverter.storedSeconds.contains(totalMillis / 1000) else { return nil }
-        var seconds = Int((totalMillis / 1000).rounded(.down))
-        let millis = Int(totalMillis - Double(seconds) * 1000)
-        let days = Int((Double(seconds) / 86400).rounded(.down))
+        let micros = (number * 1_000_000 / scale).rounded()
+        // Checked after rounding: 253402300799.9999999 rounds into year 10000.
+        guard DateConverter.storedSeconds.contains(micros / 1_000_000) else { return nil }
+        return DateConverter.format(micros: Int64(micros))
+    }
+
+    /// Converts a number's text (a JSON number, or a string of one): exactly, digit by digit, when
+    /// it is plain decimal — Slack's `ts` `1512085950.000216` keeps its microseconds, where a
+    /// Double holds them only approximately — else as ``convert(number:format:)``. A seventh
+    /// fraction digit rounds (half up); `nil` outside ``storedSeconds``.
+    func convert(numberText text: some StringProtocol, format: DateFormat) -> String? {
+        let bytes = Array(text.utf8)
+        var i = 0
+        let negative = bytes.first == UInt8(ascii: "-")
+        if negative { i = 1 }
+        var whole: Int64 = 0
+        var wholeDigits = 0
+        while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39, wholeDigits < 15 {
+            whole = whole * 10 + Int64(bytes[i] - 0x30)
+            wholeDigits += 1
+            i += 1
+        }
+        var fraction: [UInt8] = []
+        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+            i += 1
+            while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 {
+                fraction.append(bytes[i] - 0x30)
+                i += 1
+            }
+        }
+        // An exponent, more digits than an instant has, or anything else: as a Double.
+        guard i == bytes.count, wholeDigits > 0 else { return Double(String(text)).flatMap { convert(number: $0, format: format) } }
+        // Microseconds per unit of the number, and the fraction digits that make them.
+        let (perUnit, kept) = format == .unixMilliseconds ? (Int64(1000), 3) : (Int64(1_000_000), 6)
+        var micros = whole * perUnit
+        var part: Int64 = 0
+        for k in 0..<kept { part = part * 10 + Int64(k < fraction.count ? fraction[k] : 0) }
+        if fraction.count > kept && fraction[kept] >= 5 { part += 1 }
+        micros += part
+        if negative { micros = -micros }
+        guard DateConverter.storedSeconds.contains(Double(micros) / 1_000_000) else { return nil }
+        return DateConverter.format(micros: micros)
+    }
+
+    /// The stored form of `micros` microseconds since 1970 (UTC; the fraction without trailing
+    /// zeros); `nil` outside ``storedYears``.
+    static func format(micros: Int64) -> String? {
+        var seconds = micros >= 0 ? micros / 1_000_000 : -((-micros + 999_999) / 1_000_000)
+        let fraction = Int(micros - seconds * 1_000_000)
+        let days = seconds >= 0 ? seconds / 86400 : -((-seconds + 86399) / 86400)
         seconds -= days * 86400
-        let (y, m, d) = DateConverter.civil(fromDays: days)
+        let (y, m, d) = DateConverter.civil(fromDays: Int(days))
         guard DateConverter.storedYears.contains(y) else { return nil }
-        var civil = Civil(year: y, month: m, day: d, hour: seconds / 3600, minute: seconds / 60 % 60, second: seconds % 60)
-        var digits = millis != 0 ? Array(String(millis + 1000).utf8.dropFirst()) : []
+        let s = Int(seconds)
+        var civil = Civil(year: y, month: m, day: d, hour: s / 3600, minute: s / 60 % 60, second: s % 60)
+        var digits = fraction != 0 ? Array(String(fraction + 1_000_000).utf8.dropFirst()) : []
         while digits.last == UInt8(ascii: "0") { digits.removeLast() }
-        return digits.withUnsafeBufferPointer { fraction in
-            civil.fraction = fraction
+        return digits.withUnsafeBufferPointer { buffer in
+            civil.fraction = buffer
             return DateConverter.format(civil)
         }
     }

@@ -99,14 +99,13 @@ extension RecordMapper {
                 }
                 return .text(date)
             case (.integer, .unixSeconds), (.double, .unixSeconds), (.integer, .unixMilliseconds), (.double, .unixMilliseconds):
-                guard let date = dates.convert(number: c.double(node), format: format) else {
+                guard let date = dates.convert(numberText: c.raw(index), format: format) else {
                     throw MappingFailure(reason: "\(c.preview(index)) is out of the range of dates", code: .outOfRange)
                 }
                 return .text(date)
             case (.string, .unixSeconds), (.string, .unixMilliseconds):
-                guard coerce, let number = Double(c.string(node)),
-                    let date = dates.convert(number: number, format: format)
-                else { throw wrong() }
+                let text = c.string(node).trimmingCharacters(in: .whitespaces)
+                guard coerce, Double(text) != nil, let date = dates.convert(numberText: text, format: format) else { throw wrong() }
                 return .text(date)
             default:
                 throw wrong()
@@ -152,7 +151,7 @@ extension RecordMapper {
                 }
                 return .text(date)
             case .unixSeconds, .unixMilliseconds:
-                guard let number = Double(trimmed), let date = dates.convert(number: number, format: format) else { throw wrong() }
+                guard Double(trimmed) != nil, let date = dates.convert(numberText: trimmed, format: format) else { throw wrong() }
                 return .text(date)
             }
         case .json:
