@@ -85,8 +85,18 @@ struct Schema: ParsableCommand {
     )
     var db: String?
 
+    @Flag(
+        help:
+            "PostgreSQL: print the statements that declare the pipeline's relations as foreign keys (Ingot declares none there: each would be checked at every link written; docs/stores.md). SQLite declares them in its tables."
+    )
+    var foreignKeys = false
+
     func run() throws {
         let config = try loadPipeline(pipeline)
+        if foreignKeys {
+            for statement in ForeignKey.postgresStatements(of: config.model) { print(statement + ";") }
+            return
+        }
         do {
             guard let given = db ?? Environment.string("INGOT_DB") else {
                 for statement in try StoreLocation("ingot.db").schema(of: config.model) { print(statement + ";") }

@@ -404,4 +404,5 @@ final class HookedPageSource: PageSource, @unchecked Sendable {  // used from th
         if given == before { hook() }
         return try pages.next()
     }
+
 }
