@@ -121,15 +121,25 @@ struct JoinTests {
         _ yaml: String, _ pages: [String], _ database: JoinDatabase, name: String, jobs: Int, batchRecords: Int = 2,
         archives: [String] = []
     ) throws -> [RunSummary] {
-        let config = try PipelineConfig.parse(text: yaml, path: "join.yml")
+        try runJoined(
+            try PipelineConfig.parse(text: yaml, path: "join.yml"), database, name: name, jobs: jobs, batchRecords: batchRecords,
+            archives: archives, source: { MemoryPageSource(pages) })
+    }
+
+    /// `jobs` runners of `config`, each over a `source()` of its own, joined under `name`.
+    static func runJoined(
+        _ config: PipelineConfig, _ database: JoinDatabase, name: String, jobs: Int, batchRecords: Int = 2, archives: [String] = [],
+        source: () throws -> any PageSource
+    ) throws -> [RunSummary] {
         let summaries = Mutex<[RunSummary]>([])
         let group = DispatchGroup()
         for k in 0..<jobs {
             let options = Self.options(database, join: name, batchRecords: batchRecords, archive: archives.isEmpty ? nil : archives[k])
             let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            let jobSource = try source()
             group.enter()
             Thread.detachNewThread {
-                let summary = database.run(runner, MemoryPageSource(pages))
+                let summary = database.run(runner, jobSource)
                 summaries.withLock { $0.append(summary) }
                 group.leave()
             }
@@ -223,22 +233,9 @@ struct JoinTests {
         let config = try PipelineConfig.parse(text: yaml, path: "lines.yml")
         let database = try JoinDatabase(backend, model: config.model)
         let archives = (0..<2).map { _ in temporaryDirectory().path }
-        let summaries = Mutex<[RunSummary]>([])
-        let group = DispatchGroup()
-        for k in 0..<2 {
-            let runner = PipelineRunner(
-                config: config, options: Self.options(database, join: "lines", batchRecords: 50, archive: archives[k]),
-                logger: LogCapture().logger)
-            let source = try DirectoryPageSource(directory: dir, glob: "*.jsonl*")
-            group.enter()
-            Thread.detachNewThread {
-                let summary = database.run(runner, source)
-                summaries.withLock { $0.append(summary) }
-                group.leave()
-            }
+        let all = try Self.runJoined(config, database, name: "lines", jobs: 2, batchRecords: 50, archives: archives) {
+            try DirectoryPageSource(directory: dir, glob: "*.jsonl*")
         }
-        group.wait()
-        let all = summaries.withLock { $0 }
         #expect(all.allSatisfy { $0.status == .finished }, "\(all.compactMap(\.error))")
         #expect(all.map(\.counters.rejectedRecords).reduce(0, +) == 0)
         #expect(try database.dump()["item"]?.count == 300)

@@ -165,22 +165,7 @@ struct PageShapeMatrixTests {
         // Two joined jobs, in memory and in PostgreSQL.
         for backend in JoinBackend.allCases {
             let database = try JoinDatabase(backend, model: model)
-            let summaries = Mutex<[RunSummary]>([])
-            let group = DispatchGroup()
-            for _ in 0..<2 {
-                var options = JoinTests.options(database, join: "shapes", batchRecords: 4)
-                options.lease = 2
-                let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-                let jobSource = try source()
-                group.enter()
-                Thread.detachNewThread {
-                    let summary = database.run(runner, jobSource)
-                    summaries.withLock { $0.append(summary) }
-                    group.leave()
-                }
-            }
-            group.wait()
-            let all = summaries.withLock { $0 }
+            let all = try JoinTests.runJoined(config, database, name: "shapes", jobs: 2, batchRecords: 4, source: source)
             #expect(all.allSatisfy { $0.status == .finished }, "\(cell): join \(backend) \(all.compactMap(\.error))")
             #expect(try database.dump() == (try database.sqlite(referenceDB)), "\(cell): join \(backend)")
         }

@@ -8,20 +8,25 @@ import Testing
 struct PostgresLivenessTests {
     /// A server that accepts connections and never answers: the connection gives up
     /// (`connect_timeout`, 10 s by default, 1 here through the URL) and the run exits 75.
-    @Test(.timeLimit(.minutes(1))) func aServerThatNeverAnswersIsTemporaryNotAHang() throws {
+    /// A socket on 127.0.0.1 that listens (the kernel completes connections, with a backlog of 8)
+    /// and never accepts nor answers: a PostgreSQL server that never answers. Its descriptor and port.
+    static func silentServer() -> (fd: Int32, port: Int) {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
         _ = listen(listener, 8)
         _ = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
         }
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        return (listener, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aServerThatNeverAnswersIsTemporaryNotAHang() throws {
+        let (listener, port) = Self.silentServer()
+        defer { close(listener) }
         let result = try runIngot([
             "run", "pipelines/people.yml", "--db", "postgresql://ingot@127.0.0.1:\(port)/people?connect_timeout=1", "--no-archive",
         ])
@@ -32,18 +37,8 @@ struct PostgresLivenessTests {
     /// not after `connect_timeout` (600 s here: the test's time limit would end it first). The
     /// signal is sent once the connection waits in the listener's queue.
     @Test(.timeLimit(.minutes(1))) func sigtermWhileConnectingToASilentServerStopsAtOnce() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = Self.silentServer()
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-        _ = listen(listener, 8)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let process = Process()
         process.executableURL = CLITests.binary
         process.arguments = [
