@@ -250,6 +250,25 @@ struct MappingModelTests {
                 "delete must be nullify or cascade") == true)
     }
 
+    /// A cascade from an untouched row spares the rows this run wrote: dog 8 is person 1's (not
+    /// in this run: deleted) and person 2's, whose record this run gives again with it — so the
+    /// run stored dog 8, and it stays (the cascade deleted it, and the next run inserted it again).
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func aCascadeSparesTheRowsTheRunWrote(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.cascade)
+        let seed =
+            #"[{"id": 1, "dogs": [{"id": 7, "toy": 70}, 8], "best": 9, "friends": [2], "walkers": [{"id": 50, "dog": 7}]}, {"id": 2, "dogs": [8]}]"#
+        #expect(try harness.run([seed], 50).status == .finished)
+        let replaced = try harness.run([#"[{"id": 2, "dogs": [8]}]"#], 50)
+        #expect(replaced.status == .finished, "\(replaced.error ?? "")")
+        #expect(replaced.counters.deleted == 4, "person 1, dogs 7 and 9, toy 70")
+        let tables = try harness.dump()
+        #expect(tables["dog"] == [["8", "NULL"]], "\(tables["dog"] ?? [])")
+        #expect(tables["person_dogs"] == [["2", "8"]])
+        let again = try harness.run([#"[{"id": 2, "dogs": [8]}]"#], 50)
+        #expect(again.counters.inserted == 0 && again.counters.deleted == 0, "a rerun changes nothing")
+    }
+
     /// Sync's operation filters: `operations: [update]` updates stored dogs but makes none and
     /// drops no link; `[insert]` makes a best friend but does not rewrite one.
     static let operations = """

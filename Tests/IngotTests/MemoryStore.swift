@@ -448,7 +448,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     // MARK: - write: replace
 
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
+    func deleteUntouched(
+        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
+    ) throws -> Int {
         let slot = scope.flatMap { scope in layouts[entity].columns.firstIndex { $0.name == scope.column } }
         return database.state.withLock { state in
             var gone = Set(state.tables.rows[entity].keys).subtracting(keeping)
@@ -477,7 +479,10 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                     where !toMany.isOwned && relationships[toMany.relationship].cascadesDeletes {
                         for key in rows { for target in state.tables.links[e][k][key] ?? [] { found.append((toMany.target, target)) } }
                     }
-                    for (target, key) in found where state.tables.rows[target][key] != nil && !(sets[target]?.contains(key) ?? false) {
+                    for (target, key) in found
+                    where state.tables.rows[target][key] != nil && !(sets[target]?.contains(key) ?? false)
+                        && !(sparing[target]?.contains(key) ?? false)
+                    {
                         sets[target, default: []].insert(key)
                         grew = true
                     }

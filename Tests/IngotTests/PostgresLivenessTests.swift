@@ -146,7 +146,9 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
     var hasUncommittedBatches: Bool { base.hasUncommittedBatches }
     func commit() throws { try base.commit() }
     func rollback() throws { try base.rollback() }
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int { 0 }
+    func deleteUntouched(
+        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
+    ) throws -> Int { 0 }
     func unfilledStubs() throws -> [Int: Int] { [:] }
     func close() throws {}
 }

@@ -27,6 +27,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let replaceEntities: [Int]
     /// Per replaced entity, the identities the run's batches held.
     private var touched: [Int: Set<IdentityKey>] = [:]
+    /// The entities a replaced entity's `delete: cascade` reaches, and the identities of theirs
+    /// the run wrote: a cascade from an untouched row spares them (it deleted a row this run
+    /// stored, and the next run inserted it again).
+    private let cascadeTargets: [Int]
+    private var written: [Int: Set<IdentityKey>] = [:]
     /// Per replaced entity with a `scope:`: its scope column's slot, and the values the run saw there.
     private var scopes: [Int: (column: String, slot: Int, seen: Set<ScalarValue>)] = [:]
     /// The rows this run counted, so each counts once (inserted, updated or unchanged).
@@ -173,6 +178,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
         }
         self.replaceEntities = config.replacedEntities
+        self.cascadeTargets = WriterStage.reached(from: config.replacedEntities, model: config.model, layouts: layouts)
         self.runID = runID
         self.pipeline = config.name
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
@@ -353,6 +359,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             incrementalMax = newMax
             for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
+            for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
             for (entity, scope) in scopes {
                 let rows = resolved.rows.merged[entity]
                 for row in rows.rows where row.mask.contains(scope.slot) {
@@ -495,11 +502,23 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         do {
             for entity in replaceEntities {
                 let scope = scopes[entity].map { (column: $0.column, values: Array($0.seen)) }
-                saved.deleted += try store.deleteUntouched(entity: entity, keeping: touched[entity] ?? [], scope: scope)
+                saved.deleted += try store.deleteUntouched(entity: entity, keeping: touched[entity] ?? [], sparing: written, scope: scope)
             }
         } catch {
             fail(error)
         }
+    }
+
+    /// The entities `delete: cascade` relationships reach from `roots` (the roots too, when a
+    /// cascade comes back to them).
+    static func reached(from roots: [Int], model: EntityModel, layouts: [EntityLayout]) -> [Int] {
+        let edges = CascadeEdge.edges(model, layouts)
+        var seen = Set<Int>()
+        var frontier = roots
+        while let next = frontier.popLast() {
+            for edge in edges where edge.from == next && seen.insert(edge.to).inserted { frontier.append(edge.to) }
+        }
+        return seen.sorted()
     }
 
     /// The rejections of a batch that still fit under `--max-reject-rows`; the first time some do

@@ -58,9 +58,12 @@ public protocol IngestStore: IdentityLookups {
 
     /// Deletes the rows of `entity` whose identity is not in `keeping` — only those whose
     /// `scope.column` holds one of `scope.values`, when a scope is given (`write: {mode: replace,
-    /// scope: …}`) — in the open transaction, nullifying what pointed at them. Returns how many
-    /// were deleted.
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int
+    /// scope: …}`) — in the open transaction, nullifying what pointed at them, and, through
+    /// `delete: cascade`, the rows they link to but those in `sparing` (per entity, the rows the
+    /// run wrote: a cascade never deletes what this run stored). Returns how many were deleted.
+    func deleteUntouched(
+        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
+    ) throws -> Int
 
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]

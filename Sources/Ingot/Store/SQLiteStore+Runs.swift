@@ -218,7 +218,9 @@ extension SQLiteStore {
     /// applies Core Data's *nullify* rule to every relationship that can point at them: to-one
     /// references to a deleted row become `NULL`, join rows naming it (on either side) are
     /// removed. Returns how many rows were deleted.
-    package func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
+    package func deleteUntouched(
+        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
+    ) throws -> Int {
         let layout = layouts[entity]
         let table = SQLiteStore.quote(layout.table)
         let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
@@ -255,6 +257,24 @@ extension SQLiteStore {
             // join them, each entity's in a set of its own, until no set grows.
             var sets: [Int: String] = [entity: "temp._ingot_deleted"]
             let edges = CascadeEdge.edges(model, layouts)
+            // The rows the run wrote, which no cascade deletes, per entity a cascade reaches.
+            var spared: [Int: String] = [:]
+            for edge in edges where spared[edge.to] == nil && !(sparing[edge.to]?.isEmpty ?? true) {
+                let target = layouts[edge.to]
+                let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
+                let name = "temp._ingot_spared_\(edge.to)"
+                try db.execute(sql: "DROP TABLE IF EXISTS \(name)")
+                try db.execute(sql: "CREATE TEMP TABLE _ingot_spared_\(edge.to) (\(columns.joined(separator: ", ")))")
+                let fill =
+                    columns.count == 1
+                    ? "INSERT INTO \(name) SELECT value FROM json_each(?)"
+                    : "INSERT INTO \(name) SELECT \(columns.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")) FROM json_each(?)"
+                let keys = Array(sparing[edge.to] ?? [])
+                for start in stride(from: 0, to: keys.count, by: 50_000) {
+                    try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(keys[start..<min(start + 50_000, keys.count)])])
+                }
+                spared[edge.to] = name
+            }
             var grew = !edges.isEmpty
             while grew {
                 grew = false
@@ -271,12 +291,14 @@ extension SQLiteStore {
                     }
                     let source = SQLiteStore.quote(edge.table)
                     let picked = edge.targetColumns.map { "\(source).\(SQLiteStore.quote($0))" }
+                    let sparedRows =
+                        spared[edge.to].map { " AND \(row(edge.targetColumns, of: source)) NOT IN (SELECT * FROM \($0))" } ?? ""
                     try db.execute(
                         sql: """
                             INSERT INTO \(set) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(source)
                             WHERE \(row(edge.ownerColumns, of: source)) IN (SELECT * FROM \(from))
                               AND \(picked.map { "\($0) IS NOT NULL" }.joined(separator: " AND "))
-                              AND \(row(edge.targetColumns, of: source)) NOT IN (SELECT * FROM \(set))
+                              AND \(row(edge.targetColumns, of: source)) NOT IN (SELECT * FROM \(set))\(sparedRows)
                             """)
                     if db.changesCount > 0 { grew = true }
                 }
@@ -311,6 +333,7 @@ extension SQLiteStore {
                 }
             }
             for (deleting, set) in sets where deleting != entity { try db.execute(sql: "DROP TABLE \(set)") }
+            for name in spared.values { try db.execute(sql: "DROP TABLE \(name)") }
             try db.execute(sql: "DROP TABLE temp._ingot_deleted")
             try db.execute(sql: "DROP TABLE temp._ingot_touched")
         }

@@ -3,7 +3,9 @@ import Foundation
 /// `write: replace` at a run's end (the root rows the run did not touch, and what referred to
 /// them) and the stubs no record filled, in PostgreSQL.
 extension PGStore {
-    func deleteUntouched(entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?) throws -> Int {
+    func deleteUntouched(
+        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
+    ) throws -> Int {
         try begin()
         let layout = layouts[entity]
         let identity = layout.identitySlots.map { layout.columns[$0] }
@@ -25,16 +27,26 @@ extension PGStore {
             let c = PGStore.quote(column.name)
             within = " AND EXISTS (SELECT 1 FROM \(seen) AS s WHERE s.\(c) = t.\(c))"
         }
-        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within)
+        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within, sparing: sparing)
     }
 
     /// Deletes the rows of `entity` (alias `t`) that `condition` holds for, in the open
     /// transaction — and, through `delete: cascade` relationships, the rows they link to, until
     /// no set grows — nullifying the references to every deleted row and removing the join rows
     /// naming it.
-    func delete(entity: Int, where condition: String) throws -> Int {
+    func delete(entity: Int, where condition: String, sparing: [Int: Set<IdentityKey>] = [:]) throws -> Int {
         try begin()
         func identity(_ e: Int) -> [EntityLayout.Column] { layouts[e].identitySlots.map { layouts[e].columns[$0] } }
+        // The rows the run wrote, which no cascade deletes (``deleteUntouched``), per entity.
+        var spared: [Int: String] = [:]
+        for (e, keys) in sparing where !keys.isEmpty {
+            let table = try staging("_ingot_spared_\(layouts[e].table)", identity(e).map { ($0.name, PGStore.columnType($0.type)) })
+            try connection.execute("TRUNCATE \(table)")
+            var data: [UInt8] = []
+            for key in keys { PGStore.appendCopyRow(key.values, to: &data) }
+            try connection.copy("COPY \(table) FROM STDIN", data: data)
+            spared[e] = table
+        }
         func set(_ e: Int) throws -> String {
             let set = try staging("_ingot_gone_\(layouts[e].table)", identity(e).map { ($0.name, PGStore.columnType($0.type)) })
             return set
@@ -63,12 +75,16 @@ extension PGStore {
                 let picked = edge.targetColumns.map { "s.\(PGStore.quote($0))" }
                 let owners = zip(edge.ownerColumns, identity(edge.from)).map { "s.\(PGStore.quote($0)) = f.\(PGStore.quote($1.name))" }
                 let known = zip(edge.targetColumns, identity(edge.to)).map { "s.\(PGStore.quote($0)) = g.\(PGStore.quote($1.name))" }
+                let sparedRows =
+                    spared[edge.to].map { table in
+                        " AND NOT EXISTS (SELECT 1 FROM \(table) AS g WHERE \(known.joined(separator: " AND ")))"
+                    } ?? ""
                 let added = try connection.changes(
                     """
                     INSERT INTO \(into) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(PGStore.quote(edge.table)) AS s
                     WHERE EXISTS (SELECT 1 FROM \(from) AS f WHERE \(owners.joined(separator: " AND ")))
                       AND \(picked.map { "\($0) IS NOT NULL" }.joined(separator: " AND "))
-                      AND NOT EXISTS (SELECT 1 FROM \(into) AS g WHERE \(known.joined(separator: " AND ")))
+                      AND NOT EXISTS (SELECT 1 FROM \(into) AS g WHERE \(known.joined(separator: " AND ")))\(sparedRows)
                     """)
                 if added > 0 { grew = true }
             }
