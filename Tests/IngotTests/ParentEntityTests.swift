@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Parent entities (issue 18, part 3: Core Data's entity inheritance): `starship` and `vehicle`
+/// Parent entities (docs/pipelines.md, "Parent entities": Core Data's entity inheritance): `starship` and `vehicle`
 /// share `transport`'s identity and fields; a child's record is one row in the parent's table
 /// (with `kind`) and one in its own; a relationship to the parent reaches every child.
 @Suite(.serialized)
@@ -76,6 +76,28 @@ struct ParentEntityTests {
         let people = try harness.run([#"{"results": [{"kind": "starship", "url": "/starships/12/", "name": "X-wing (T-65)"}]}"#], 50)
         #expect(people.status == .finished)
         #expect(try harness.dump()["transport"]?.first { $0[0] == "12" } == ["12", "X-wing (T-65)", "1", "starship"])
+    }
+
+    /// One identity, one kind: a vehicle numbered as a stored starship — in a later run, or later
+    /// in the same batch — is a rejected record (`wrong_kind`, its coding path and source), the
+    /// first kind stays, and the identity is in one child table only (it was in both, and
+    /// `transport JOIN starship` returned the vehicle).
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func oneIdentityIsOneKind(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
+        #expect(try harness.run(Self.pages, 50).status == .finished)
+        let later = try harness.run(
+            [
+                #"{"results": [{"kind": "vehicle", "url": "/vehicles/12/", "name": "not a starship", "vehicle_class": "wheeled"}, "#
+                    + #"{"kind": "starship", "url": "/starships/30/", "name": "first"}, {"kind": "vehicle", "url": "/vehicles/30/", "name": "second"}]}"#
+            ], 50)
+        #expect(later.status == .finished, "\(later.error ?? "")")
+        #expect(later.counters.rejectsByReason["wrong_kind"] == 2, "\(later.counters.rejectsByReason)")
+        let tables = try harness.dump()
+        #expect(tables["vehicle"] == [["14", "airspeeder"]], "\(tables["vehicle"] ?? [])")
+        #expect(tables["starship"]?.map { $0[0] } == ["12", "30", "9"], "\(tables["starship"] ?? [])")
+        #expect(tables["transport"]?.first { $0[0] == "12" } == ["12", "X-wing", "1", "starship"])
+        #expect(tables["transport"]?.first { $0[0] == "30" }?.last == "starship")
     }
 
     @Test func relationshipsToParentAndChildLinkByTheSharedIdentity() throws {

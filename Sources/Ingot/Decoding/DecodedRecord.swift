@@ -297,6 +297,9 @@ package enum RejectReason: String, Sendable, CaseIterable {
     case unstorable
     /// The entity's Swift hook (``IngotEntity/prepare``) threw; its error is the reason.
     case prepareFailed = "prepare_failed"
+    /// A record of a child entity whose identity another child of the same parent holds (a
+    /// vehicle numbered as a stored starship): one identity, one kind (OneKindRule).
+    case wrongKind = "wrong_kind"
 }
 
 /// A record (or a whole page) that could not be saved, and why. A value, not a thrown error:

@@ -516,6 +516,8 @@ public final class PipelineRunner: Sendable {
             }
             if sql.hasPrefix("ALTER TABLE"), words[safe: 4] == "CONSTRAINT", let name = words[safe: 5] { return "constraint " + name }
             if sql.hasPrefix("CREATE TABLE") { return words.drop { $0 != "EXISTS" }.dropFirst().first ?? "" }
+            if sql.hasPrefix("CREATE TRIGGER") { return "trigger " + (words.drop { $0 != "EXISTS" }.dropFirst().first ?? "") }
+            if sql.hasPrefix("CREATE OR REPLACE FUNCTION") { return "trigger " + (words[safe: 4] ?? "") }
             return "index " + (words.drop { $0 != "EXISTS" }.dropFirst().first ?? "")
         }.joined(separator: ",")
     }

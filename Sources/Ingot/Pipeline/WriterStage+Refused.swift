@@ -99,7 +99,8 @@ extension WriterStage {
         var rejection = RecordRejection(
             entity: entity, codingPath: recordsPath + "[\(record.index)]",
             reason: "the database refused it (\(entity) \(identity)): \(message.prefix(500))", source: page.source,
-            recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength, code: .unstorable)
+            recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
+            code: message.contains(OneKindRule.reasonPrefix) ? .wrongKind : .unstorable)
         rejection.archive = page.archive
         return rejection
     }

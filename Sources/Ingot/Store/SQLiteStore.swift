@@ -384,6 +384,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     private enum SchemaObject {
         case table(String)
         case index(String)
+        case trigger(String)
     }
 
     /// `FOREIGN KEY (columns) REFERENCES` the identity of `entity`: declared for tools that read
@@ -456,6 +457,19 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                     "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID"
                 ))
         }
+        // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is refused.
+        for rule in OneKindRule.of(model) where rule.table == layout.table {
+            let held = rule.siblings.map { sibling in
+                "EXISTS (SELECT 1 FROM \(quote(sibling)) WHERE \(rule.identity.map { "\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")))"
+            }
+            let message = rule.message.replacingOccurrences(of: "'", with: "''")
+            definitions.append(
+                (
+                    .trigger(rule.name),
+                    "CREATE TRIGGER IF NOT EXISTS \(quote(rule.name)) BEFORE INSERT ON \(quote(rule.table)) WHEN \(held.joined(separator: " OR ")) "
+                        + "BEGIN SELECT RAISE(ABORT, '\(message)'); END"
+                ))
+        }
         return definitions
     }
 
@@ -477,10 +491,11 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                 let exists: Bool
                 switch object {
                 case .table(let name): exists = try db.tableExists(name)
-                case .index(let name):
+                case .index(let name), .trigger(let name):
+                    let type = if case .trigger = object { "trigger" } else { "index" }
                     exists =
                         try Bool.fetchOne(
-                            db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE", arguments: [name])
+                            db, sql: "SELECT 1 FROM sqlite_master WHERE type = ? AND name = ? COLLATE NOCASE", arguments: [type, name])
                         ?? false
                 }
                 if !exists { statements.append(sql) }

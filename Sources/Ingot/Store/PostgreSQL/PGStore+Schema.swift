@@ -32,6 +32,10 @@ extension PGStore {
         }
         let indexes = Set(
             try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
+        let triggers = Set(
+            try connection.execute(
+                "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = current_schema()::regnamespace"
+            ).compactMap { $0[0] })
         // Asked only of a schema with the work queue of joined runs.
         let external =
             try schema.contains(externalPayloads)
@@ -44,6 +48,9 @@ extension PGStore {
             let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" })
             if sql.hasPrefix("CREATE TABLE IF NOT EXISTS ") { return !tables.contains(name(words[safe: 5])) }
             if sql.hasPrefix("CREATE INDEX IF NOT EXISTS ") { return !indexes.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("CREATE OR REPLACE FUNCTION ") {
+                return !triggers.contains(name(words[safe: 4]).replacingOccurrences(of: "\"()", with: ""))
+            }
             if sql == externalPayloads { return !external }
             if sql.hasPrefix("ALTER TABLE "), words[safe: 3] == "ADD" {
                 return !columns.contains(name(words[safe: 2]) + "." + name(words[safe: 8]))
@@ -118,6 +125,19 @@ extension PGStore {
                 statements.append(
                     "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
             }
+        }
+        // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is
+        // refused (check_violation, which the safety net rejects record by record).
+        for rule in OneKindRule.of(model) {
+            let held = rule.siblings.map { sibling in
+                "EXISTS (SELECT 1 FROM \(quote(sibling)) WHERE \(rule.identity.map { "\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")))"
+            }
+            let message = rule.message.replacingOccurrences(of: "'", with: "''")
+            statements.append(
+                "CREATE OR REPLACE FUNCTION \(quote(rule.name))() RETURNS trigger LANGUAGE plpgsql AS $ingot$ BEGIN IF \(held.joined(separator: " OR ")) "
+                    + "THEN RAISE EXCEPTION '\(message)' USING ERRCODE = 'check_violation'; END IF; RETURN NEW; END $ingot$; "
+                    + "CREATE OR REPLACE TRIGGER \(quote(rule.name)) BEFORE INSERT ON \(quote(rule.table)) FOR EACH ROW EXECUTE FUNCTION \(quote(rule.name))()"
+            )
         }
         return statements
     }
