@@ -270,6 +270,49 @@ struct JoinTests {
         }
     }
 
+    /// A batch PostgreSQL fails for a reason that is not a value (a trigger raising an internal
+    /// error on one row, as a full disk or a crashed extension would): the job that meets it
+    /// fails, and so does every job that takes its unit over; no job waits on for ever, and none
+    /// exits 0 (two joined jobs hung after a failed batch, one of them for minutes).
+    @Test(.timeLimit(.minutes(2))) func aBatchThatFailsEndsEveryJobNonZero() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        // The tables first (an empty run), then the trigger that fails person 3's row.
+        _ = try Self.runJoined(Self.yaml, [], database, name: "schema", jobs: 1)
+        let connection = try PGConnection(url: database.url)
+        try connection.execute(
+            """
+            CREATE FUNCTION fail_three() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+              IF NEW.id = 3 THEN RAISE EXCEPTION 'the disk is on fire' USING ERRCODE = 'XX000'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER fail_three BEFORE INSERT OR UPDATE ON person FOR EACH ROW EXECUTE FUNCTION fail_three()
+            """)
+        // The jobs on threads of their own; a hang is stopped (so that the test process ends) and
+        // fails the test. It hung in about half the tries: the failed job waited for work inside
+        // its source, renewing the leases the other job waited on.
+        let summaries = Mutex<[RunSummary]>([])
+        let group = DispatchGroup()
+        let runners = (0..<2).map { _ in
+            PipelineRunner(config: config, options: Self.options(database, join: "fails"), logger: LogCapture().logger)
+        }
+        for runner in runners {
+            group.enter()
+            Thread.detachNewThread {
+                let summary = database.run(runner, MemoryPageSource(StoreSeamTests.pages))
+                summaries.withLock { $0.append(summary) }
+                group.leave()
+            }
+        }
+        let ended = group.wait(timeout: .now() + 50)
+        #expect(ended == .success, "a job still waits after the run failed")
+        if ended != .success {
+            for runner in runners { runner.stop() }
+            group.wait()
+        }
+        let all = summaries.withLock { $0 }
+        #expect(all.count == 2)
+        #expect(all.allSatisfy { $0.status == .failed }, "\(all.map { "\($0.status) \($0.error ?? "")" })")
+    }
+
     /// Later runs win over earlier ones, joined or not: positions carry the join's number, and a
     /// single run's writes (no position) lose to any joined unit. `write: replace` deletes, at the
     /// end of a joined run, the rows no unit of it touched.

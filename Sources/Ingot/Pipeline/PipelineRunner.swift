@@ -344,7 +344,8 @@ public final class PipelineRunner: Sendable {
         let writer = WriterStage(
             store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
             initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics, archivePath: archive?.path,
-            keepsPrints: refresh != nil, finished: { done.signal() })
+            keepsPrints: refresh != nil, stopSource: { [activeSource] in activeSource.value.withLock { $0 }?.cancel() },
+            finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer,
             batchLimits: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),

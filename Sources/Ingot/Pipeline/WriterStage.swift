@@ -45,6 +45,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let loggedRejectionLimit: Int
     private let shared: SharedCounters
     private let finished: @Sendable () -> Void
+    /// Stops the run's source when saving fails: a source that waits for work (a joined job's
+    /// queue) would otherwise wait on for ever, its leases renewed, and every other job with it.
+    private let stopSource: @Sendable () -> Void
     /// Mirrors ``Phase/failed`` for the other queues (the source and the assembler stop).
     private let failed = Mutex(false)
     private(set) var phase = Phase.writing
@@ -157,8 +160,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
-        archivePath: String? = nil, keepsPrints: Bool = false, finished: @escaping @Sendable () -> Void
+        archivePath: String? = nil, keepsPrints: Bool = false, stopSource: @escaping @Sendable () -> Void = {},
+        finished: @escaping @Sendable () -> Void
     ) {
+        self.stopSource = stopSource
         self.printsOff = StopFlag()
         self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
         self.maxRejectRows = max(0, options.maxRejectRows)
@@ -205,7 +210,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     func fail(_ error: any Error) {
         dispatchPrecondition(condition: .onQueue(queue))
         switch phase {
-        case .writing: phase = .failed(error)
+        case .writing:
+            phase = .failed(error)
+            stopSource()
         case .failed: break
         case .ended: assertionFailure("the writer stage failed after it ended: \(error)")
         }
