@@ -8,8 +8,9 @@ import Testing
 /// Every page shape in every mode (docs/pipelines.md, "Page shapes"): the same records as JSON
 /// pages, single objects or JSON Lines, each plain, gzip, zstd or behind a byte order mark; run,
 /// replayed from the run's archive (the archived pipeline, its source unread, as `ingot replay`
-/// reads it), resumed after a failure, rerun (a refresh), and shared by two joined jobs (in
-/// memory and in PostgreSQL). Every cell ends with the tables of one plain run of JSON pages.
+/// reads it), resumed after a failure, rerun (a refresh) — into SQLite and into PostgreSQL — and
+/// shared by two joined jobs (in memory and in PostgreSQL). Every cell ends with the tables of
+/// one plain run of JSON pages.
 /// A shape or a mode added later gets its cell here.
 @Suite(.serialized)
 struct PageShapeMatrixTests {
@@ -161,6 +162,22 @@ struct PageShapeMatrixTests {
         let resumed = Self.run(config, db: resumeDB, source: try source(), resume: true)
         #expect(resumed.status == .finished, "\(cell): resume \(resumed)")
         #expect(try StoreSeamTests.sqliteDump(resumeDB, model) == expected, "\(cell): resume")
+
+        // The same modes into PostgreSQL: run, rerun, replay, resume.
+        let postgresExpected = try PostgresTests.sqliteDump(referenceDB, model)
+        let url = try PostgresServer.freshDatabase()
+        #expect(Self.run(config, db: url, source: try source()).status == .finished, "\(cell): PostgreSQL run")
+        #expect(try PostgresTests.postgresDump(url, model) == postgresExpected, "\(cell): PostgreSQL run")
+        let pgRerun = Self.run(config, db: url, source: try source())
+        #expect(pgRerun.counters.inserted == 0 && pgRerun.counters.updated == 0, "\(cell): PostgreSQL rerun \(pgRerun)")
+        #expect(try PostgresTests.postgresDump(url, model) == postgresExpected, "\(cell): PostgreSQL rerun")
+        let replayURL = try PostgresServer.freshDatabase()
+        #expect(Self.run(archived, db: replayURL, source: ArchivePageSource(reader: reader)).status == .finished)
+        #expect(try PostgresTests.postgresDump(replayURL, model) == postgresExpected, "\(cell): PostgreSQL replay")
+        let resumeURL = try PostgresServer.freshDatabase()
+        #expect(Self.run(config, db: resumeURL, source: FailingAfter(try source(), pages: 1)).status == .failed)
+        #expect(Self.run(config, db: resumeURL, source: try source(), resume: true).status == .finished, "\(cell): PostgreSQL resume")
+        #expect(try PostgresTests.postgresDump(resumeURL, model) == postgresExpected, "\(cell): PostgreSQL resume")
 
         // Two joined jobs, in memory and in PostgreSQL.
         for backend in JoinBackend.allCases {
