@@ -218,6 +218,22 @@ extension SQLiteStore {
     /// applies Core Data's *nullify* rule to every relationship that can point at them: to-one
     /// references to a deleted row become `NULL`, join rows naming it (on either side) are
     /// removed. Returns how many rows were deleted.
+    /// A temporary table `name` of `columns` (quoted) holding `keys`, made anew, filled 50,000
+    /// keys a statement through `json_each`.
+    static func temporaryTable(_ name: String, columns: [String], holding keys: Set<IdentityKey>, _ db: Database) throws {
+        let list = columns.joined(separator: ", ")
+        try db.execute(sql: "DROP TABLE IF EXISTS temp.\(name)")
+        try db.execute(sql: "CREATE TEMP TABLE \(name) (\(list), PRIMARY KEY (\(list)))")
+        let fill =
+            columns.count == 1
+            ? "INSERT OR IGNORE INTO temp.\(name) SELECT value FROM json_each(?)"
+            : "INSERT OR IGNORE INTO temp.\(name) SELECT \(columns.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")) FROM json_each(?)"
+        let all = Array(keys)
+        for start in stride(from: 0, to: all.count, by: 50_000) {
+            try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(all[start..<min(start + 50_000, all.count)])])
+        }
+    }
+
     package func deleteUntouched(
         entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
     ) throws -> Int {
@@ -233,17 +249,7 @@ extension SQLiteStore {
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
-            // The identities kept, into a temporary table, 50,000 a statement through json_each.
-            try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_touched")
-            try db.execute(sql: "CREATE TEMP TABLE _ingot_touched (\(identityList), PRIMARY KEY (\(identityList)))")
-            let fill =
-                identity.count == 1
-                ? "INSERT OR IGNORE INTO temp._ingot_touched SELECT value FROM json_each(?)"
-                : "INSERT OR IGNORE INTO temp._ingot_touched SELECT \(identity.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")) FROM json_each(?)"
-            let keys = Array(keeping)
-            for start in stride(from: 0, to: keys.count, by: 50_000) {
-                try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(keys[start..<min(start + 50_000, keys.count)])])
-            }
+            try SQLiteStore.temporaryTable("_ingot_touched", columns: identity, holding: keeping, db)
             try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
             // Within the scope the run saw, when there is one.
             let within = scope.map { "AND \(table).\(SQLiteStore.quote($0.column)) IN (SELECT value FROM json_each(?))" } ?? ""
@@ -262,18 +268,8 @@ extension SQLiteStore {
             for edge in edges where spared[edge.to] == nil && !(sparing[edge.to]?.isEmpty ?? true) {
                 let target = layouts[edge.to]
                 let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
-                let name = "temp._ingot_spared_\(edge.to)"
-                try db.execute(sql: "DROP TABLE IF EXISTS \(name)")
-                try db.execute(sql: "CREATE TEMP TABLE _ingot_spared_\(edge.to) (\(columns.joined(separator: ", ")))")
-                let fill =
-                    columns.count == 1
-                    ? "INSERT INTO \(name) SELECT value FROM json_each(?)"
-                    : "INSERT INTO \(name) SELECT \(columns.indices.map { "json_extract(value, '$[\($0)]')" }.joined(separator: ", ")) FROM json_each(?)"
-                let keys = Array(sparing[edge.to] ?? [])
-                for start in stride(from: 0, to: keys.count, by: 50_000) {
-                    try db.execute(sql: fill, arguments: [IdentityLookup.jsonArray(keys[start..<min(start + 50_000, keys.count)])])
-                }
-                spared[edge.to] = name
+                try SQLiteStore.temporaryTable("_ingot_spared_\(edge.to)", columns: columns, holding: sparing[edge.to] ?? [], db)
+                spared[edge.to] = "temp._ingot_spared_\(edge.to)"
             }
             var grew = !edges.isEmpty
             while grew {
