@@ -72,6 +72,17 @@ struct HostileFetchTests {
         #expect(try rows(db, "SELECT count(*) FROM item") == [["1"]], "the page that said it is saved")
     }
 
+    /// Where a numbered source ends, from a server's total: `nil` for a total that is negative
+    /// or overflows the sum, at every edge (the pagination fuzz harness drives it with any number).
+    @Test func aServersTotalNeverOverflows() {
+        #expect(HTTPPageSource.end(total: 9, isPages: true, first: 1) == 10)
+        #expect(HTTPPageSource.end(total: 9, isPages: false, first: 1) == 9)
+        #expect(HTTPPageSource.end(total: Int.max, isPages: true, first: 1) == nil)
+        #expect(HTTPPageSource.end(total: Int.max, isPages: true, first: 0) == Int.max)
+        #expect(HTTPPageSource.end(total: -1, isPages: false, first: 0) == nil)
+        #expect(HTTPPageSource.end(total: Int.max - 1, isPages: true, first: 2) == nil)
+    }
+
     @Test(arguments: ["file:///etc/passwd", "gopher://127.0.0.1:1/x", "dict://127.0.0.1:1/x", "ftp://127.0.0.1/x"])
     func aNextURLWithAnotherSchemeIsRefused(target: String) throws {
         let a = try FixtureServer()

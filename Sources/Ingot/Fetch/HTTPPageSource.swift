@@ -242,11 +242,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                 ])
         }
         if let total = numberedTotal, let n = number(at: total.path, in: &page) {
-            // The first position past the end: an offset of `total`, a page number of
-            // `start + total_pages`. A server's number is input: one that is negative or that
-            // overflows the sum fails the run (after its page is saved), never the process.
-            let end = total.isPages ? total.first.addingReportingOverflow(n) : (partialValue: n, overflow: false)
-            guard n >= 0, !end.overflow else {
+            guard let end = HTTPPageSource.end(total: n, isPages: total.isPages, first: total.first) else {
                 abandonFetches()
                 upcoming = nil
                 page.resumeState = cursor.state(hiding: config.urlSecrets)
@@ -259,7 +255,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                             message: "the page's \(name) at '\(total.path)' is out of range (\(n)): pagination cannot go on from it")))
                 return
             }
-            knownEnd = end.partialValue
+            knownEnd = end
         }
         // A position past Int's range (a resume state or a page number near it) ends the source.
         let following = step(cursor)
@@ -327,6 +323,16 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
             return !hasMore.continueWhenAbsent
         }
         return flag.bool == false
+    }
+
+    /// The first position past a numbered source's end: an offset of `total`, a page number of
+    /// `first + total` pages. A server's number is input: `nil` (the run fails, naming it) when
+    /// it is negative or the sum overflows — never a trap.
+    static func end(total n: Int, isPages: Bool, first: Int) -> Int? {
+        guard n >= 0 else { return nil }
+        guard isPages else { return n }
+        let (end, overflow) = first.addingReportingOverflow(n)
+        return overflow ? nil : end
     }
 
     /// The cursor after `cursor`; `nil` past Int's range.

@@ -141,7 +141,17 @@ package enum FuzzTargets {
         _ = HTTPPageSource.retryAfter(retryAfter)
         var candidates: [String] = []
         if let next = HTTPPageSource.nextLink(link) { candidates.append(next) }
-        if let document = try? JSONDocument(bytes: body), let next = document.root["next"]?.string { candidates.append(next) }
+        if let document = try? JSONDocument(bytes: body) {
+            if let next = document.root["next"]?.string { candidates.append(next) }
+            // A server's totals (`total_pages`, `total`, `count`) end a numbered source: any number.
+            for key in ["total_pages", "total", "count"] {
+                guard let n = document.root["meta"]?[key]?.int64 ?? document.root[key]?.int64 else { continue }
+                for first in [0, 1, Int.max - 1] {
+                    _ = HTTPPageSource.end(total: Int(n), isPages: true, first: first)
+                    _ = HTTPPageSource.end(total: Int(n), isPages: false, first: first)
+                }
+            }
+        }
         for candidate in candidates {
             _ = HTTPPageSource.shown(candidate)
             if let absolute = URL(string: candidate, relativeTo: URL(string: "https://api.example.org/v1/items?page=1"))?.absoluteString {
