@@ -173,6 +173,22 @@ struct StandardStreamTests {
         #expect(dropped.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0 > 0, "\(exposition)")
     }
 
+    /// Started with stderr closed (`2>&-`): the log lines go nowhere, the database file never
+    /// takes stderr's number (/dev/null does), and the run ends with its own code.
+    @Test func aClosedStderrCostsTheLinesNotTheRun() throws {
+        let db = temporaryDirectory().appendingPathComponent("people.db").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "exec \"$0\" run pipelines/people.yml --db \"$1\" --no-archive 2>&-", CLITests.binary.path, db]
+        process.currentDirectoryURL = packageRoot
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["60"]])
+        #expect(try rows(db, "PRAGMA integrity_check") == [["ok"]])
+    }
+
     @Test func aPipeWhoseReaderIsGoneCostsTheLinesNotTheRun() throws {
         let pipe = Pipe()
         try pipe.fileHandleForReading.close()
