@@ -88,6 +88,34 @@ struct RejectBoundsTests {
         #expect(try rows(db, "SELECT count(*) FROM _ingot_rejects") == [["10000"]])
     }
 
+    /// A `for_each` over 300,000 parent records keeps its requests in a temporary file, their
+    /// offsets in memory: the run (whose first request is refused at once: nothing listens on
+    /// port 1) peaks at about 94 MB, where holding every request as strings took 151 MB.
+    @Test func aForEachsRequestsAreNotHeldInMemory() throws {
+        let dir = temporaryDirectory()
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("list"), withIntermediateDirectories: true)
+        var page = #"{"results": ["#
+        page.reserveCapacity(12_000_000)
+        for k in 0..<300_000 { page += (k == 0 ? "" : ", ") + #"{"id": \#(k), "name": "item-\#(k)"}"# }
+        page += "]}"
+        try Data(page.utf8).write(to: dir.appendingPathComponent("list/list.json"))
+        let yml = dir.appendingPathComponent("fe.yml").path
+        try """
+        version: 1
+        name: fe
+        defaults: {http: {url: "http://127.0.0.1:1/api/", retry: {attempts: 1, base_delay_ms: 1, max_delay_ms: 1}, timeout_s: 2}}
+        resources:
+          - {name: list, source: {files: {dir: list, glob: "*.json"}}, records: results}
+          - {name: detail, for_each: {resource: list, path: "items/{id}", with: {listed_as: name}}, records: ".", root: item}
+        entities:
+          item: {identity: id, attributes: {id: integer, listed_as: string}}
+        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        let db = dir.appendingPathComponent("fe.db").path
+        let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive"])
+        #expect(exit == 75, "the first request is refused: \(text.suffix(500))")
+        #expect(peakKB < 120_000, "peak RSS \(peakKB) KB")
+    }
+
     /// Runs `command` and returns its exit status, its peak RSS in KB (from the kernel: python3's
     /// `RUSAGE_CHILDREN`; python3 is already a test dependency, the fixture server) and the end
     /// of its stderr.

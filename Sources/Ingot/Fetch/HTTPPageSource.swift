@@ -126,13 +126,30 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
 
     /// List mode: the URLs to fetch, one page each (no pagination), `concurrency` at once, in
     /// order. A page's resume state is its URL's index (`item:N`).
-    private var listURLs: [String] = []
+    private var listURLs = URLs([])
+
+    /// The URLs of a list source, read one at a time: a for_each's requests are kept out of
+    /// memory (Pipeline/RequestList.swift), and millions of them are never held as strings.
+    package struct URLs: Sendable {
+        package let count: Int
+        private let url: @Sendable (Int) -> String
+        package var isEmpty: Bool { count == 0 }
+
+        package init(count: Int, _ url: @escaping @Sendable (Int) -> String) {
+            self.count = count
+            self.url = url
+        }
+
+        package init(_ urls: [String]) { self.init(count: urls.count) { urls[$0] } }
+
+        package subscript(k: Int) -> String { url(k) }
+    }
 
     /// A source of one page per URL of `urls` (a for_each's requests without pagination of
     /// their own): `config.concurrency` requests in flight, pages delivered in list order. The
     /// URLs must already be allowed by `config`'s origin policy.
     package convenience init(
-        config: HTTPSourceConfig, framing: RecordFraming, urls: [String],
+        config: HTTPSourceConfig, framing: RecordFraming, urls: URLs,
         environment: [String: String] = ProcessInfo.processInfo.environment, maxPageBytes: Int = Page.defaultMaxBytes, logger: Logger
     ) throws {
         try self.init(config: config, framing: framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)

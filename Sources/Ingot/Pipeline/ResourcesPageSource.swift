@@ -41,10 +41,10 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
     private var index = 0
     private var current: (any PageSource)?
     /// A for_each resource: its requests, and the one being read.
-    private var items: [Item] = []
+    private var items = RequestList()
     private var item = 0
     /// Requests collected from the pages of resources a for_each reads, by resource name.
-    private var collected: [String: [Item]] = [:]
+    private var collected: [String: RequestList] = [:]
     private var skipped: [String: Int] = [:]
     private var pagesOfResource = 0
     private var seq = 0
@@ -154,7 +154,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         logger.info("resource.done", metadata: metadata)
         index += 1
         item = 0
-        items = []
+        items = RequestList()
         prefix = ResumeDigest()
         pagesOfResource = 0
     }
@@ -167,7 +167,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             return
         }
         if items.isEmpty {
-            items = collected[forEach.resource] ?? []
+            items = collected[forEach.resource] ?? RequestList()
             if items.isEmpty {
                 current = nil
                 finishResource()
@@ -184,7 +184,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             // One page a request: `concurrency` of them in flight, pages in the list's order.
             listStart = item
             source = try HTTPPageSource(
-                config: forEach.http, framing: resource.framing, urls: items[item...].map(\.url), environment: environment,
+                config: forEach.http, framing: resource.framing, urls: items.urls(from: item), environment: environment,
                 maxPageBytes: maxPageBytes, logger: logger)
         } else {
             listStart = nil
@@ -270,7 +270,10 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             for _ in 0..<records.count {
                 let record = JSONValue(document: document, index: node)
                 node = Int(document.nodes[node].end)
-                if let request = request(for: record, forEach, child) { collected[resource.name, default: []].append(request) }
+                if let request = request(for: record, forEach, child) {
+                    if collected[resource.name] == nil { collected[resource.name] = RequestList() }
+                    collected[resource.name]?.append(request)
+                }
             }
         }
     }
@@ -353,7 +356,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
             }
             try recollect(forEach.resource)
-            items = collected[forEach.resource] ?? []
+            items = collected[forEach.resource] ?? RequestList()
             prefix = ResumeDigest()
             item = position
             // The requests up to where the run stopped: the same in the list read again, or it
@@ -393,7 +396,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         guard collected[name] == nil, let k = resources.firstIndex(where: { $0.name == name }) else { return }
         logger.info("resource.reread", metadata: ["resource": "\(name)", LogKey.reason: "to resume the for_each that reads it"])
         let source = try makeSource(resources[k])
-        collected[name] = []
+        collected[name] = RequestList()
         while var page = try source.next() {
             collect(from: &page, of: resources[k])
         }
@@ -410,7 +413,7 @@ struct ResumeDigest {
 
     /// The digest over `items[0..<n]` (hex, 24 digits), advancing from where it stands (or from
     /// the start, for a shorter prefix).
-    mutating func advance(over items: [ResourcesPageSource.Item], through n: Int) -> String {
+    mutating func advance(over items: RequestList, through n: Int) -> String {
         let n = min(n, items.count)
         if n < count { self = ResumeDigest() }
         while count < n {
