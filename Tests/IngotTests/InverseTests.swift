@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Inverse relationships (issue 18, part 4): `person.films` ↔ `film.characters` share one join
+/// Inverse relationships: `person.films` ↔ `film.characters` share one join
 /// table; a present to-many on either side replaces that owner's links on that side only; both
 /// sides read the same links; validation checks that both ends agree.
 @Suite(.serialized)
@@ -169,7 +169,7 @@ struct InverseTests {
 
 /// Both sides of an inverse pair in one batch: the links end as the records in order make them,
 /// whatever the batch size (a batch used to replace one side's links after the other's: found
-/// in session 15).
+/// by the refresh tests).
 @Suite(.serialized)
 struct InverseOrderTests {
     static let yaml = InverseTests.yaml(root: "person")
@@ -200,7 +200,7 @@ struct InverseOrderTests {
 
 /// A to-one and its to-many inverse (`person.homeworld` ↔ `planet.residents`) in one batch: the
 /// keys end as the records in order make them, whatever the batch size (the to-many side, written
-/// after the rows, used to win within a batch: found in session 15).
+/// after the rows, used to win within a batch).
 @Suite(.serialized)
 struct ForeignKeyInverseOrderTests {
     static let pages = [

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Key paths that index arrays (issue 18, part 2): `names[0].name`, `names[-1].name` on
+/// Key paths that index arrays: `names[0].name`, `names[-1].name` on
 /// attributes and relationships; past the end is absent, a non-array is a rejected record; one
 /// grammar, refused at validation otherwise.
 @Suite(.serialized)

@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// The mapping model's record shapes and write modes (issue 18, parts 5 and 6): root records
+/// The mapping model's record shapes and write modes: root records
 /// given as bare identities, to-ones assembled from sibling fields, insert-only and update-only
 /// writes.
 @Suite(.serialized)
@@ -229,12 +229,15 @@ struct MappingModelTests {
             relationships: {dog: {to: dog}}
         """
 
+    /// Person 1 with dogs 7 (owning toy 70) and 8, best friend dog 9, a walker of dog 7; person 2
+    /// with dog 8 too.
+    static let cascadeSeed =
+        #"[{"id": 1, "dogs": [{"id": 7, "toy": 70}, 8], "best": 9, "friends": [2], "walkers": [{"id": 50, "dog": 7}]}, {"id": 2, "dogs": [8]}]"#
+
     @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
     func cascadeDeletesWhatADeletedRowLinksTo(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.cascade)
-        let seed =
-            #"[{"id": 1, "dogs": [{"id": 7, "toy": 70}, 8], "best": 9, "friends": [2], "walkers": [{"id": 50, "dog": 7}]}, {"id": 2, "dogs": [8]}]"#
-        #expect(try harness.run([seed], 50).status == .finished)
+        #expect(try harness.run([Self.cascadeSeed], 50).status == .finished)
         let replaced = try harness.run([#"[{"id": 2}]"#], 50)
         #expect(replaced.status == .finished, "\(replaced.error ?? "")")
         // Person 1, its dogs 7 and 8 and best friend 9, dog 7's toy 70 (dog 8 was person 2's too:
@@ -256,9 +259,7 @@ struct MappingModelTests {
     @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
     func aCascadeSparesTheRowsTheRunWrote(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.cascade)
-        let seed =
-            #"[{"id": 1, "dogs": [{"id": 7, "toy": 70}, 8], "best": 9, "friends": [2], "walkers": [{"id": 50, "dog": 7}]}, {"id": 2, "dogs": [8]}]"#
-        #expect(try harness.run([seed], 50).status == .finished)
+        #expect(try harness.run([Self.cascadeSeed], 50).status == .finished)
         let replaced = try harness.run([#"[{"id": 2, "dogs": [8]}]"#], 50)
         #expect(replaced.status == .finished, "\(replaced.error ?? "")")
         #expect(replaced.counters.deleted == 4, "person 1, dogs 7 and 9, toy 70")

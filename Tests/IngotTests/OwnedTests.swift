@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Owned children (issue 18, part 5): PokeAPI's type slots and moves, objects with fields and a
+/// Owned children: PokeAPI's type slots and moves, objects with fields and a
 /// reference but no identity of their own, kept per owner and position, replaced as a set,
 /// with owned children of their own (a move's version group details).
 @Suite(.serialized)

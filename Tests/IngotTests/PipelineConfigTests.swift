@@ -307,7 +307,7 @@ struct StoreLocationTests {
     }
 }
 
-/// YAML merge keys (`<<: *anchor`) in pipeline files (issue 17).
+/// YAML merge keys (`<<: *anchor`) in pipeline files.
 struct MergeKeyTests {
     /// Shared attributes and source settings written once: the merged keys apply where the mapping
     /// does not set them itself; `x-` keys at the top hold anchors and are otherwise ignored.
@@ -366,7 +366,7 @@ struct MergeKeyTests {
     }
 }
 
-/// `ingot validate` reports every problem it finds, not only the first (issue 17).
+/// `ingot validate` reports every problem it finds, not only the first.
 struct EveryProblemTests {
     @Test func eachSectionsProblemAndTheModelsAreReportedInFileOrder() {
         let yaml = """

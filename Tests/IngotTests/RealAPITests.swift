@@ -4,7 +4,7 @@ import Testing
 
 @testable import Ingot
 
-/// Real APIs as they are served (issue 17), each against the fixture server shaped after its
+/// Real APIs as they are served, each against the fixture server shaped after its
 /// public documentation: the pipeline a user would write, loaded exactly, and a rerun that
 /// inserts nothing.
 @Suite(.serialized)

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Ingot
 
-/// Refreshes write only what changed, and counts mean rows (issue 18, part 8): each row counts
+/// Refreshes write only what changed, and counts mean rows: each row counts
 /// once per run — inserted, updated or unchanged, stubs among the inserted — the same at every
 /// batch size and in every backend; a rerun of the same pages writes nothing.
 @Suite(.serialized)

@@ -4,7 +4,7 @@ import Testing
 
 @testable import Ingot
 
-/// A runner's life (issue 16, typed lifecycles): one run at a time, a second run after the
+/// A runner's life (typed lifecycles): one run at a time, a second run after the
 /// first works, a stop that comes before the run starts interrupts that run only.
 struct RunnerLifecycleTests {
     static let yaml = itemPipeline("life")

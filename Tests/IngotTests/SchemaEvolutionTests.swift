@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Schema evolution and relations tools can read (issue 18, part 7): a pipeline that gained
+/// Schema evolution and relations tools can read: a pipeline that gained
 /// attributes, relationships or entities adds them to an existing database (`schema.migrated`);
 /// a change that cannot be applied safely is refused before anything is written; `ingot schema
 /// --db` prints the migration; SQLite declares foreign keys, kept true.

@@ -69,36 +69,9 @@ struct RecordMapper {
         }
         let path = plan.framing.codingPath
         let partSize = max(1, partRecords)
-        // JSON Lines: a line that is not JSON is a rejected record; the other lines go on. They
-        // go on in parts of `partRecords` rejections, like records: a page of a million lines
-        // that are not JSON is never held as a million rejections (it peaked at 670 MB).
-        var rejectedLines = 0
-        for failure in document.lineFailures {
-            if rejectedLines == partSize {
-                var next = DecodedPage(
-                    seq: seq, source: source, bytes: page.bytes, records: [], rejections: [], pageRejected: false, recordCount: 0)
-                next.part = page.part + 1
-                next.pageBytes = page.pageBytes
-                page.isLastPart = false
-                page.pageBytes = 0
-                page.bytes = 0
-                page.recordCount = rejectedLines
-                swap(&page, &next)
-                emit(next)
-                rejectedLines = 0
-            }
-            rejectedLines += 1
-            let start = min(max(0, failure.error.offset), bytes.count)
-            var end = start
-            while end < bytes.count && bytes[end] != 0x0A { end += 1 }
-            var lineStart = start
-            while lineStart > 0 && bytes[lineStart - 1] != 0x0A { lineStart -= 1 }
-            page.rejections.append(
-                RecordRejection(
-                    entity: rootName, codingPath: "line \(failure.line)", reason: failure.error.description, source: source,
-                    recordIndex: failure.line - 1, raw: RecordRejection.prefix(bytes[lineStart..<end]), rawLength: end - lineStart,
-                    code: .notJSON))
-        }
+        // JSON Lines: the lines that are not JSON, rejected (RecordMapper+Lines.swift).
+        let rejectedLines = RecordMapper.rejectLines(
+            document.lineFailures, of: bytes, entity: rootName, partSize: partSize, into: &page, emit)
         page.recordCount = min(array.count, partSize) + rejectedLines
         page.records.reserveCapacity(page.recordCount)
         page.rows.reserveCapacity(page.recordCount * 2)

@@ -128,23 +128,6 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// order. A page's resume state is its URL's index (`item:N`).
     private var listURLs = URLs([])
 
-    /// The URLs of a list source, read one at a time: a for_each's requests are kept out of
-    /// memory (Pipeline/RequestList.swift), and millions of them are never held as strings.
-    package struct URLs: Sendable {
-        package let count: Int
-        private let url: @Sendable (Int) -> String
-        package var isEmpty: Bool { count == 0 }
-
-        package init(count: Int, _ url: @escaping @Sendable (Int) -> String) {
-            self.count = count
-            self.url = url
-        }
-
-        package init(_ urls: [String]) { self.init(count: urls.count) { urls[$0] } }
-
-        package subscript(k: Int) -> String { url(k) }
-    }
-
     /// A source of one page per URL of `urls` (a for_each's requests without pagination of
     /// their own): `config.concurrency` requests in flight, pages delivered in list order. The
     /// URLs must already be allowed by `config`'s origin policy.

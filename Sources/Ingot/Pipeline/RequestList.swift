@@ -99,12 +99,7 @@ final class RequestList: @unchecked Sendable {  // confined to the source queue
             }
         }
         // What could not be written stays in memory (a full temporary disk costs memory, not requests).
-        if done == pending.count {
-            written += done
-            pending.removeAll(keepingCapacity: true)
-        } else {
-            pending.removeFirst(done)
-            written += done
-        }
+        pending.removeFirst(done)
+        written += done
     }
 }

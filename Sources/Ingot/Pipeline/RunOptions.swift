@@ -89,7 +89,7 @@ public struct RunOptions: Sendable {
     /// Where a load turns staged by default: at 4 MiB from a source that reads local pages (a
     /// directory, an archive), at 40 MiB (the page cache's size) from one that fetches. Staged, a
     /// load costs less per record than batch by batch from a few megabytes on (people-200k 1.08
-    /// against 1.33 s, 26 MiB less; docs/benchmarks.md, session 16), but its merge comes after the
+    /// against 1.33 s, 26 MiB less; docs/benchmarks.md), but its merge comes after the
     /// last page: a source slower than the writer (an API answering in 100 ms) hides the writes
     /// batch by batch behind its waits, and keeps each commit visible while it lasts.
     public static func defaultBulkAfterBytes(fetching: Bool) -> Int { fetching ? 40 << 20 : 4 << 20 }

@@ -4,7 +4,7 @@ import GRDBSQLite
 /// Where a staged load's staging tables live: a SQLite file of their own beside the database
 /// (`<database>.stage`), on a connection of their own, with a rollback journal.
 ///
-/// Why not in the database itself (as until session 16): there, the staged rows went through the
+/// Why not in the database itself (as it once did): there, the staged rows went through the
 /// WAL and were copied again by its checkpoints, and once merged they left their pages in the
 /// file as free pages (people-10M: a 3.7 GB file of which the tables used half). Here they are
 /// written once (a rollback journal keeps only the few pages an append changes), the merge's

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// Why: batch by batch, a joined job does what a single job batch by batch does, and more (each
 /// row's positions, a unit's claim): people-200k 4.2–4.7 s against 1.5–1.7 s for a single job's
-/// staged first load (docs/benchmarks.md, session 18).
+/// staged first load (docs/benchmarks.md).
 ///
 /// **Why one position is right.** Batch by batch, each column a row is given carries the position
 /// of the unit that gave it, and a unit overwrites a column only when its position is not older
