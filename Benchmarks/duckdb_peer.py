@@ -63,11 +63,15 @@ def last(column, value=None, cast="VARCHAR"):
     return "arg_max_null(%s, seq) FILTER (WHERE %s IS NOT NULL) AS %s" % (value, column, column)
 
 
+# A date-time as Ingot stores it: six fraction digits before the Z (text order is time order).
+STORED_DATE = ("rpad(split_part(updated_at ->> '$', 'Z', 1) || CASE WHEN contains(updated_at ->> '$', '.') THEN '' ELSE '.' END, 26, '0')"
+               " || 'Z'")
+
 PERSONS = """
 SELECT id, %s FROM rec GROUP BY id ORDER BY id
 """ % ", ".join([last("first_name"), last("last_name"), last("birthday"), last("email"),
                  last("origin", "CAST(origin ->> '$.country.name' AS VARCHAR)").replace("AS origin", "AS country"),
-                 last("score", cast="DOUBLE"), last("active", cast="BOOLEAN"), last("updated_at"),
+                 last("score", cast="DOUBLE"), last("active", cast="BOOLEAN"), last("updated_at", STORED_DATE),
                  last("tags", "CASE WHEN tags = 'null' THEN NULL ELSE CAST(tags AS VARCHAR) END")])
 
 # Each nested dog of each record whose dogs key holds an array, with its own keys extracted.

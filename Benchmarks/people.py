@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import sqlite3
 import sys
 import tempfile
@@ -51,6 +52,7 @@ COUNTRIES = ["Spain", "Japan", "Kenya", "Brazil", "Iceland", "India", "Chile", "
              "Côte d'Ivoire", "Україна", "中国", "O\"Brien\\Land"]
 DOGS = ["Rex", "Laika", "Fido", "Bella", "Nala", "Kuro", "Pipa", "Odie"]
 BREEDS = ["collie", "pug", "beagle", "akita", "husky", "corgi", None]
+DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 PERSON_COLUMNS = ("first_name", "last_name", "birthday", "email", "country", "score", "active", "updated_at")
 
 
@@ -69,7 +71,7 @@ class State:
         row = self.persons.setdefault(record["id"], dict.fromkeys(PERSON_COLUMNS))
         for key in ("first_name", "last_name", "birthday", "email", "score", "active", "updated_at"):
             if key in record:
-                row[key] = record[key]
+                row[key] = stored_date(record[key]) if key == "updated_at" else record[key]
         if "origin" in record:
             # origin.country.name: root present, so the leaf (or NULL) is set
             origin = record["origin"]
@@ -89,6 +91,15 @@ class State:
         links = {k: v for k, v in self.links.items() if v}   # an empty set has no join rows
         return {"persons": len(self.persons), "dogs": len(self.dogs),
                 "links": sum(len(v) for v in links.values()), "checksum": digest(self.persons, self.dogs, links)}
+
+
+def stored_date(v):
+    """A date-time as Ingot stores it: UTC with six fraction digits (`…:05.000000Z`), so that
+    text order is time order."""
+    if isinstance(v, str) and DATE_TIME.match(v):
+        whole, _, fraction = v[:-1].partition(".")
+        return "%s.%sZ" % (whole, (fraction + "000000")[:6])
+    return v
 
 
 def text(v, column=None):

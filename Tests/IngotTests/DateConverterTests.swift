@@ -10,26 +10,26 @@ struct DateConverterTests {
     }
 
     @Test func iso8601WithOffsetsAndFractions() {
-        #expect(convert("2026-01-14T09:09:02Z", .iso8601(timeZone: "UTC")) == "2026-01-14T09:09:02Z")
-        #expect(convert("2026-01-14T10:09:02.250+01:00", .iso8601(timeZone: "UTC")) == "2026-01-14T09:09:02.25Z")
-        #expect(convert("2026-01-01T00:30:00-0130", .iso8601(timeZone: "UTC")) == "2026-01-01T02:00:00Z")
-        #expect(convert("2026-03-01T00:00:00+01:00", .iso8601(timeZone: "UTC")) == "2026-02-28T23:00:00Z")
+        #expect(convert("2026-01-14T09:09:02Z", .iso8601(timeZone: "UTC")) == "2026-01-14T09:09:02.000000Z")
+        #expect(convert("2026-01-14T10:09:02.250+01:00", .iso8601(timeZone: "UTC")) == "2026-01-14T09:09:02.250000Z")
+        #expect(convert("2026-01-01T00:30:00-0130", .iso8601(timeZone: "UTC")) == "2026-01-01T02:00:00.000000Z")
+        #expect(convert("2026-03-01T00:00:00+01:00", .iso8601(timeZone: "UTC")) == "2026-02-28T23:00:00.000000Z")
         #expect(convert("2026-01-14", .iso8601(timeZone: "UTC")) == "2026-01-14")
     }
 
     @Test func noOffsetMeansTheAttributesTimeZone() {
         // Madrid is UTC+1 in January and UTC+2 in July.
-        #expect(convert("2026-01-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-01-14T09:00:00Z")
-        #expect(convert("2026-07-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-07-14T08:00:00Z")
+        #expect(convert("2026-01-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-01-14T09:00:00.000000Z")
+        #expect(convert("2026-07-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-07-14T08:00:00.000000Z")
     }
 
     @Test func patternsAndUnixTimes() {
-        #expect(convert("14/01/2026 09:09", .pattern("dd/MM/yyyy HH:mm", timeZone: "UTC")) == "2026-01-14T09:09:00Z")
+        #expect(convert("14/01/2026 09:09", .pattern("dd/MM/yyyy HH:mm", timeZone: "UTC")) == "2026-01-14T09:09:00.000000Z")
         #expect(convert("2026-01-14", .pattern("yyyy-MM-dd", timeZone: "UTC")) == "2026-01-14")
         let converter = DateConverter()
-        #expect(converter.convert(number: 1_768_381_742, format: .unixSeconds) == "2026-01-14T09:09:02Z")
-        #expect(converter.convert(number: 1_768_381_742_250, format: .unixMilliseconds) == "2026-01-14T09:09:02.25Z")
-        #expect(converter.convert(number: -1, format: .unixSeconds) == "1969-12-31T23:59:59Z")
+        #expect(converter.convert(number: 1_768_381_742, format: .unixSeconds) == "2026-01-14T09:09:02.000000Z")
+        #expect(converter.convert(number: 1_768_381_742_250, format: .unixMilliseconds) == "2026-01-14T09:09:02.250000Z")
+        #expect(converter.convert(number: -1, format: .unixSeconds) == "1969-12-31T23:59:59.000000Z")
     }
 
     /// Unix times keep microseconds, as ISO dates keep six fraction digits: Slack's `ts`
@@ -40,9 +40,9 @@ struct DateConverterTests {
         #expect(converter.convert(numberText: "1512085950.000216", format: .unixSeconds) == "2017-11-30T23:52:30.000216Z")
         #expect(converter.convert(numberText: "1512085950.000217", format: .unixSeconds) == "2017-11-30T23:52:30.000217Z")
         #expect(converter.convert(numberText: "1512085950.0000005", format: .unixSeconds) == "2017-11-30T23:52:30.000001Z")
-        #expect(converter.convert(numberText: "1768381742250.5", format: .unixMilliseconds) == "2026-01-14T09:09:02.2505Z")
-        #expect(converter.convert(numberText: "-0.5", format: .unixSeconds) == "1969-12-31T23:59:59.5Z")
-        #expect(converter.convert(numberText: "1.5e9", format: .unixSeconds) == "2017-07-14T02:40:00Z")
+        #expect(converter.convert(numberText: "1768381742250.5", format: .unixMilliseconds) == "2026-01-14T09:09:02.250500Z")
+        #expect(converter.convert(numberText: "-0.5", format: .unixSeconds) == "1969-12-31T23:59:59.500000Z")
+        #expect(converter.convert(numberText: "1.5e9", format: .unixSeconds) == "2017-07-14T02:40:00.000000Z")
         #expect(converter.convert(numberText: "253402300800", format: .unixSeconds) == nil, "year 10000")
         #expect(converter.convert(number: 1_512_085_950.000216, format: .unixSeconds) == "2017-11-30T23:52:30.000216Z")
     }
@@ -51,9 +51,9 @@ struct DateConverterTests {
     /// machine's locale, a numeric offset that moves the instant to UTC.
     @Test func englishNamesAndNumericOffsets() {
         let twitter = DateFormat.pattern("EEE MMM dd HH:mm:ss Z yyyy", timeZone: "UTC")
-        #expect(convert("Fri Aug 08 02:16:23 +0000 2008", twitter) == "2008-08-08T02:16:23Z")
-        #expect(convert("Tue Dec 31 22:30:00 -0800 2024", twitter) == "2025-01-01T06:30:00Z")
-        #expect(convert("fri aug 08 02:16:23 +0000 2008", twitter) == "2008-08-08T02:16:23Z", "any letter case")
+        #expect(convert("Fri Aug 08 02:16:23 +0000 2008", twitter) == "2008-08-08T02:16:23.000000Z")
+        #expect(convert("Tue Dec 31 22:30:00 -0800 2024", twitter) == "2025-01-01T06:30:00.000000Z")
+        #expect(convert("fri aug 08 02:16:23 +0000 2008", twitter) == "2008-08-08T02:16:23.000000Z", "any letter case")
         #expect(convert("Fry Aug 08 02:16:23 +0000 2008", twitter) == nil)
         #expect(convert("Fri Augu 08 02:16:23 +0000 2008", twitter) == nil)
         #expect(convert("Fri Aug 08 02:16:23 +2400 2008", twitter) == nil)

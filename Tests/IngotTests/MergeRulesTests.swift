@@ -75,7 +75,7 @@ struct MergeRulesTests {
             ])
         #expect(
             try rows(db, "SELECT active, born, seen, meta, legacy FROM person")
-                == [["1", "1990-02-03", "2026-01-14T09:09:02.5Z", #"{"a": [1, 2]}"#, "1699"]])
+                == [["1", "1990-02-03", "2026-01-14T09:09:02.500000Z", #"{"a": [1, 2]}"#, "1699"]])
     }
 
     /// Text is kept byte for byte whatever its form: plain, escaped, non-ASCII, empty; a text

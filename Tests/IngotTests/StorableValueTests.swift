@@ -69,7 +69,7 @@ struct StorableValueTests {
         ]
         let (summary, db, _) = try both(Self.yaml, pages)
         #expect(summary.counters.rejectedRecords == 2 && summary.counters.rejectsByReason == ["not_a_date": 2])
-        #expect(try rows(db, "SELECT id, at, day FROM event") == [["c", "0001-01-01T00:00:00Z", "0001-01-01"]])
+        #expect(try rows(db, "SELECT id, at, day FROM event") == [["c", "0001-01-01T00:00:00.000000Z", "0001-01-01"]])
         #expect(try rows(db, "SELECT coding_path FROM _ingot_rejects ORDER BY record_index") == [["results[0].at"], ["results[1].day"]])
     }
 
@@ -83,7 +83,7 @@ struct StorableValueTests {
             let (summary, db, _) = try both(Self.instantYAML, pages, batchRecords: batch)
             #expect(summary.counters.inserted == 2, "batch \(batch)")
             let stored = try rows(db, "SELECT at, n FROM tick ORDER BY n")
-            #expect(stored == [["2024-05-01T10:00:00Z", "3"], ["2024-05-01T10:00:00.12Z", "4"]], "\(stored)")
+            #expect(stored == [["2024-05-01T10:00:00.000000Z", "3"], ["2024-05-01T10:00:00.120000Z", "4"]], "\(stored)")
         }
     }
 

@@ -1,13 +1,15 @@
 import Foundation
 
-/// Converts source dates to the stored form: `2026-01-14T09:09:02Z` (UTC), or `2026-01-14` for a
-/// date without a time.
+/// Converts source dates to the stored form: `2026-01-14T09:09:02.000000Z` (UTC), or `2026-01-14`
+/// for a date without a time.
 ///
-/// The stored form is canonical, so that one instant is one text in every backend (a date
-/// identity is compared as its instant): the fraction keeps at most six digits (microseconds,
-/// PostgreSQL's precision; further digits are cut off) without trailing zeros, so `…:00Z`,
-/// `…:00.000Z` and `…:00.0000001Z` are all `…:00Z`. Years run from 0001 to 9999, the range both
-/// SQLite's date functions and PostgreSQL accept (PostgreSQL has no year 0).
+/// The stored form is canonical and of fixed width, so that one instant is one text in every
+/// backend (a date identity is compared as its instant) and text order is time order (`ORDER BY`,
+/// `MIN`, `BETWEEN` on the text are right): the fraction always has six digits (microseconds,
+/// PostgreSQL's precision; further digits are cut off), so `…:00Z`, `…:00.000Z` and
+/// `…:00.0000001Z` are all `…:00.000000Z`. Years run from 0001 to 9999, the range both SQLite's
+/// date functions and PostgreSQL accept (PostgreSQL has no year 0). Databases written with the
+/// earlier, shortest form are rewritten when they are opened (``SQLiteStore``'s date migration).
 ///
 /// Pure arithmetic on the proleptic Gregorian calendar; Foundation is used only to find the
 /// offset of a named time zone. Never depends on the machine's locale or time zone.
@@ -113,8 +115,8 @@ struct DateConverter {
         return DateConverter.format(micros: micros)
     }
 
-    /// The stored form of `micros` microseconds since 1970 (UTC; the fraction without trailing
-    /// zeros); `nil` outside ``storedYears``.
+    /// The stored form of `micros` microseconds since 1970 (UTC, six fraction digits); `nil`
+    /// outside ``storedYears``.
     static func format(micros: Int64) -> String? {
         var seconds = micros >= 0 ? micros / 1_000_000 : -((-micros + 999_999) / 1_000_000)
         let fraction = Int(micros - seconds * 1_000_000)
@@ -124,8 +126,7 @@ struct DateConverter {
         guard DateConverter.storedYears.contains(y) else { return nil }
         let s = Int(seconds)
         var civil = Civil(year: y, month: m, day: d, hour: s / 3600, minute: s / 60 % 60, second: s % 60)
-        var digits = fraction != 0 ? Array(String(fraction + 1_000_000).utf8.dropFirst()) : []
-        while digits.last == UInt8(ascii: "0") { digits.removeLast() }
+        let digits = Array(String(fraction + 1_000_000).utf8.dropFirst())
         return digits.withUnsafeBufferPointer { buffer in
             civil.fraction = buffer
             return DateConverter.format(civil)
@@ -175,12 +176,11 @@ struct DateConverter {
 
     /// The stored form of `c`, whose fields must be in range (year 1...9999, and so on): every
     /// caller checks them first. Out-of-range digits would be written modulo 10, never trap.
-    /// The fraction is canonical: at most six digits, no trailing zero.
+    /// The fraction is canonical: six digits, the source's first six padded with zeros.
     static func format(_ c: Civil) -> String {
-        var fraction = c.fraction.prefix(6)
-        while fraction.last == UInt8(ascii: "0") { fraction = fraction.dropLast() }
+        let fraction = c.fraction.prefix(6)
         // Written straight into the string's storage: no intermediate array.
-        return String(unsafeUninitializedCapacity: 25 + fraction.count) { out in
+        return String(unsafeUninitializedCapacity: 27) { out in
             var n = 0
             func put(_ value: Int, _ width: Int) {
                 var v = value.magnitude
@@ -198,10 +198,9 @@ struct DateConverter {
             if c.hasTime {
                 put(UInt8(ascii: "T")); put(c.hour, 2); put(UInt8(ascii: ":")); put(c.minute, 2)
                 put(UInt8(ascii: ":")); put(c.second, 2)
-                if !fraction.isEmpty {
-                    put(UInt8(ascii: "."))
-                    for byte in fraction { put(byte) }
-                }
+                put(UInt8(ascii: "."))
+                for byte in fraction { put(byte) }
+                for _ in fraction.count..<6 { put(UInt8(ascii: "0")) }
                 put(UInt8(ascii: "Z"))
             }
             return n

@@ -164,6 +164,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             let existed = try layouts.contains { try db.tableExists($0.table) }
             let statements = try SQLiteStore.schemaStatements(model, existing: db)
             for sql in statements { try db.execute(sql: sql) }
+            try DateTextMigration.migrate(db, model: model, layouts: layouts)
             if existed { migration = statements }
             connection = db.sqliteConnection
             if let connection { try RowFeed.register(on: connection, arities: StagedMerge.feedArities(layouts)) }
@@ -352,6 +353,11 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                       PRIMARY KEY (run_id, seq)
                     ) WITHOUT ROWID;
                     """)
+        }
+        migrator.registerMigration("v9: date columns in the fixed-width form") { db in
+            // The columns DateTextMigration has rewritten (or created in the fixed-width form).
+            try db.execute(
+                sql: "CREATE TABLE _ingot_date_columns (tbl TEXT NOT NULL, col TEXT NOT NULL, PRIMARY KEY (tbl, col)) WITHOUT ROWID")
         }
         return migrator
     }
