@@ -339,6 +339,28 @@ struct JoinTests {
         #expect(try database.dump() == (try database.sqlite(db)))
     }
 
+    /// A joined `write: replace` cascades as a single run does: a cascade from a row no unit
+    /// touched spares the rows a unit of the run wrote (dog 8, person 2's again), and ends with
+    /// the single run's tables.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aJoinedReplaceCascadeSparesTheRowsTheRunWrote(backend: JoinBackend) throws {
+        let yaml = MappingModelTests.cascade
+        let pages = [MappingModelTests.cascadeSeed, #"[{"id": 3}]"#]
+        let replace = [#"[{"id": 2, "dogs": [8]}]"#, #"[{"id": 3}]"#]
+        let config = try PipelineConfig.parse(text: yaml, path: "j.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let (_, db) = try ingest(yaml, pages)
+        let (single, _) = try ingest(yaml, replace, db: db)
+        #expect(single.counters.deleted == 4, "person 1, dogs 7 and 9, toy 70")
+        #expect(try rows(db, "SELECT id FROM dog") == [["8"]])
+
+        #expect(try Self.runJoined(yaml, pages, database, name: "seed", jobs: 2).allSatisfy { $0.status == .finished })
+        let joined = try Self.runJoined(yaml, replace, database, name: "replace", jobs: 2)
+        #expect(joined.allSatisfy { $0.status == .finished }, "\(joined.map { $0.error ?? "" })")
+        #expect(try database.runs().last?.counters?.deleted == single.counters.deleted)
+        #expect(try database.dump() == (try database.sqlite(db)))
+    }
+
     /// A job that lost a unit (its lease ran out and another job claimed it again) cannot commit
     /// it: its transaction is rolled back, and the batch's other units go back to the queue.
     @Test(arguments: JoinBackend.allCases)

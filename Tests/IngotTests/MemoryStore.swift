@@ -457,40 +457,48 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             if let scope, let slot {
                 gone = gone.filter { key in state.tables.rows[entity][key].map { scope.values.contains($0[slot] ?? .null) } ?? false }
             }
-            // `delete: cascade`: what the deleted rows link to through a cascading relationship goes too.
-            var sets: [Int: Set<IdentityKey>] = [entity: gone]
-            var grew = true
-            while grew {
-                grew = false
-                for (e, layout) in layouts.enumerated() {
-                    guard let rows = sets[e] else { continue }
-                    let relationships = model.entities[e].relationships
-                    var found: [(Int, IdentityKey)] = []
-                    for toOne in layout.toOne where relationships[toOne.relationship].cascadesDeletes {
-                        for key in rows {
-                            guard let values = state.tables.rows[e][key] else { continue }
-                            let target = toOne.slots.map { values[$0] ?? .null }
-                            if !target.contains(.null) {
-                                found.append((toOne.target, target.count == 1 ? .single(target[0]) : .composite(target)))
-                            }
-                        }
-                    }
-                    for (k, toMany) in layout.toMany.enumerated()
-                    where !toMany.isOwned && relationships[toMany.relationship].cascadesDeletes {
-                        for key in rows { for target in state.tables.links[e][k][key] ?? [] { found.append((toMany.target, target)) } }
-                    }
-                    for (target, key) in found
-                    where state.tables.rows[target][key] != nil && !(sets[target]?.contains(key) ?? false)
-                        && !(sparing[target]?.contains(key) ?? false)
-                    {
-                        sets[target, default: []].insert(key)
-                        grew = true
-                    }
-                }
-            }
+            let sets = cascade(from: entity, gone, in: state.tables) { target, key in sparing[target]?.contains(key) ?? false }
             for (e, rows) in sets.sorted(by: { $0.key < $1.key }) { delete(rows, of: e, tables: &state.tables) }
             return sets.values.reduce(0) { $0 + $1.count }
         }
+    }
+
+    /// `delete: cascade`: the rows `gone` of `entity`, and what they link to through a cascading
+    /// relationship, in turn — but the rows `spares` keeps (the ones the run wrote).
+    func cascade(
+        from entity: Int, _ gone: Set<IdentityKey>, in tables: MemoryDatabase.Tables, spares: (Int, IdentityKey) -> Bool
+    ) -> [Int: Set<IdentityKey>] {
+        var sets: [Int: Set<IdentityKey>] = [entity: gone]
+        var grew = true
+        while grew {
+            grew = false
+            for (e, layout) in layouts.enumerated() {
+                guard let rows = sets[e] else { continue }
+                let relationships = model.entities[e].relationships
+                var found: [(Int, IdentityKey)] = []
+                for toOne in layout.toOne where relationships[toOne.relationship].cascadesDeletes {
+                    for key in rows {
+                        guard let values = tables.rows[e][key] else { continue }
+                        let target = toOne.slots.map { values[$0] ?? .null }
+                        if !target.contains(.null) {
+                            found.append((toOne.target, target.count == 1 ? .single(target[0]) : .composite(target)))
+                        }
+                    }
+                }
+                for (k, toMany) in layout.toMany.enumerated()
+                where !toMany.isOwned && relationships[toMany.relationship].cascadesDeletes {
+                    for key in rows { for target in tables.links[e][k][key] ?? [] { found.append((toMany.target, target)) } }
+                }
+                for (target, key) in found
+                where tables.rows[target][key] != nil && !(sets[target]?.contains(key) ?? false)
+                    && !spares(target, key)
+                {
+                    sets[target, default: []].insert(key)
+                    grew = true
+                }
+            }
+        }
+        return sets
     }
 
     /// Deletes rows `gone` of `entity`, nullifying what pointed at them.
@@ -573,12 +581,14 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             if total.rejectedPages == 0 && total.rejectedRecords == 0 {
                 let first = join.ordinal << 32
                 total.deleted = database.state.withLock { state in
-                    let gone = Set(
-                        state.tables.rows[entity].keys.filter {
-                            (state.tables.positions[entity][$0]?[PositionSlots(layouts[entity]).touched] ?? 0) < first
-                        })
-                    delete(gone, of: entity, tables: &state.tables)
-                    return gone.count
+                    func touched(_ e: Int, _ key: IdentityKey) -> Int64 {
+                        state.tables.positions[e][key]?[PositionSlots(layouts[e]).touched] ?? 0
+                    }
+                    let gone = Set(state.tables.rows[entity].keys.filter { touched(entity, $0) < first })
+                    // A cascade spares the rows a unit of this run touched, as a single run's does.
+                    let sets = cascade(from: entity, gone, in: state.tables) { touched($0, $1) >= first }
+                    for (e, rows) in sets.sorted(by: { $0.key < $1.key }) { delete(rows, of: e, tables: &state.tables) }
+                    return sets.values.reduce(0) { $0 + $1.count }
                 }
             } else {
                 skipped =

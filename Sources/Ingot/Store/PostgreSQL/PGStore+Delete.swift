@@ -27,19 +27,29 @@ extension PGStore {
             let c = PGStore.quote(column.name)
             within = " AND EXISTS (SELECT 1 FROM \(seen) AS s WHERE s.\(c) = t.\(c))"
         }
-        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within, sparing: sparing)
+        return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within, sparing: .keys(sparing))
+    }
+
+    /// The rows a cascade spares: the ones the run wrote (a cascade never deletes what this run stored).
+    enum SparedRows {
+        /// By identity, per entity: a run's own batches kept them (``deleteUntouched``).
+        case keys([Int: Set<IdentityKey>])
+        /// The rows a unit of a joined run touched: `_ingot_pos`'s touched slot at or past the
+        /// run's first position.
+        case touchedSince(position: Int64)
     }
 
     /// Deletes the rows of `entity` (alias `t`) that `condition` holds for, in the open
     /// transaction — and, through `delete: cascade` relationships, the rows they link to, until
     /// no set grows — nullifying the references to every deleted row and removing the join rows
     /// naming it.
-    func delete(entity: Int, where condition: String, sparing: [Int: Set<IdentityKey>] = [:]) throws -> Int {
+    func delete(entity: Int, where condition: String, sparing: SparedRows) throws -> Int {
         try begin()
         func identity(_ e: Int) -> [EntityLayout.Column] { layouts[e].identitySlots.map { layouts[e].columns[$0] } }
-        // The rows the run wrote, which no cascade deletes (``deleteUntouched``), per entity.
+        // The rows the run wrote, which no cascade deletes, per entity: a table of their keys.
         var spared: [Int: String] = [:]
-        for (e, keys) in sparing where !keys.isEmpty {
+        let sparedKeys: [Int: Set<IdentityKey>] = if case .keys(let keys) = sparing { keys } else { [:] }
+        for (e, keys) in sparedKeys where !keys.isEmpty {
             let table = try staging("_ingot_spared_\(layouts[e].table)", identity(e).map { ($0.name, PGStore.columnType($0.type)) })
             try connection.execute("TRUNCATE \(table)")
             var data: [UInt8] = []
@@ -75,10 +85,18 @@ extension PGStore {
                 let picked = edge.targetColumns.map { "s.\(PGStore.quote($0))" }
                 let owners = zip(edge.ownerColumns, identity(edge.from)).map { "s.\(PGStore.quote($0)) = f.\(PGStore.quote($1.name))" }
                 let known = zip(edge.targetColumns, identity(edge.to)).map { "s.\(PGStore.quote($0)) = g.\(PGStore.quote($1.name))" }
-                let sparedRows =
-                    spared[edge.to].map { table in
-                        " AND NOT EXISTS (SELECT 1 FROM \(table) AS g WHERE \(known.joined(separator: " AND ")))"
-                    } ?? ""
+                let sparedRows: String
+                switch sparing {
+                case .keys:
+                    sparedRows =
+                        spared[edge.to].map { table in
+                            " AND NOT EXISTS (SELECT 1 FROM \(table) AS g WHERE \(known.joined(separator: " AND ")))"
+                        } ?? ""
+                case .touchedSince(let position):
+                    let touched = "g.\(PGStore.positionColumn)[\(PositionSlots(layouts[edge.to]).touched)]"
+                    sparedRows =
+                        " AND NOT EXISTS (SELECT 1 FROM \(PGStore.quote(layouts[edge.to].table)) AS g WHERE \(known.joined(separator: " AND ")) AND coalesce(\(touched), 0) >= \(position))"
+                }
                 let added = try connection.changes(
                     """
                     INSERT INTO \(into) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(PGStore.quote(edge.table)) AS s

@@ -492,8 +492,8 @@ extension PGStore {
                         total.deleted = try delete(
                             entity: entity,
                             where:
-                                "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)"
-                        )
+                                "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)",
+                            sparing: .touchedSince(position: join.firstPosition))
                     } else {
                         end.replaceSkipped =
                             "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
