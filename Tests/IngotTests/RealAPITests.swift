@@ -667,9 +667,10 @@ struct RealAPITests {
             """
         let dottedConfig = try PipelineConfig.parse(text: dotted, path: "t.yml")
         let dottedForEach = try #require(dottedConfig.resources[1].forEach)
+        let dottedSource = ResourcesPageSource(config: dottedConfig, environment: [:], maxPageBytes: 1 << 20, logger: LogCapture().logger)
         let values = try JSONDocument(bytes: Array(#"[{"key": ".."}, {"key": "."}, {"key": "a&admin=1+b"}, {"key": "..."}]"#.utf8))
         func dottedURL(_ k: Int) -> String? {
-            source.request(for: Array(values.root.elements)[k], dottedForEach, dottedConfig.resources[1])?.url
+            dottedSource.request(for: Array(values.root.elements)[k], dottedForEach, dottedConfig.resources[1])?.url
         }
         #expect(dottedURL(0) == "https://api.example.org/v1/items/%2E%2E/detail?q=%2E%2E&page=1")
         #expect(dottedURL(1) == "https://api.example.org/v1/items/%2E/detail?q=%2E&page=1")

@@ -50,6 +50,8 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
     private var seq = 0
     /// The digest chained over the identities of `items[0..<prefix.count]` (ResumeDigest).
     private var prefix = ResumeDigest()
+    /// Each for_each resource's template, made ready once (by resource name).
+    private let templates: [String: ForEachTemplate]
 
     init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int, logger: Logger) {
         self.config = config
@@ -57,6 +59,9 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         self.environment = environment
         self.maxPageBytes = maxPageBytes
         self.logger = logger
+        templates = Dictionary(
+            config.resources.compactMap { resource in resource.forEach.map { (resource.name, ForEachTemplate($0)) } },
+            uniquingKeysWith: { first, _ in first })
     }
 
     var origin: String {
@@ -288,26 +293,13 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             }
             return nil
         }
-        var rendered = ""
-        var inQuery = false
-        for part in forEach.template.parts {
-            switch part {
-            case .literal(let text):
-                rendered += text
-                if text.contains("?") { inQuery = true }
-            case .value(let path):
-                guard let value = path.resolve(in: record), !value.isNull, let text = value.string ?? value.numberText else {
-                    return skip("a record has no value at '\(path)' for \(forEach.template)")
-                }
-                rendered += forEach.isURL ? text : ResourcesPageSource.encoded(text, inQuery: inQuery)
-            }
-        }
-        guard let base = URL(string: forEach.http.url), let url = URL(string: rendered, relativeTo: base)?.absoluteString else {
-            return skip("'\(HTTPPageSource.shown(rendered))' is not a URL")
-        }
-        let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
-        if let refusal = policy.check(url) ?? (policy.mayReceiveCredentials(url) ? nil : .scheme) {
-            return skip("refused \(HTTPPageSource.shown(url)): \(refusal)")
+        let template = templates[child.name] ?? ForEachTemplate(forEach)
+        let url: String
+        switch template.request(for: record) {
+        case .url(let made): url = made
+        case .missing(let path): return skip("a record has no value at '\(path)' for \(forEach.template)")
+        case .notAURL(let rendered): return skip("'\(HTTPPageSource.shown(rendered))' is not a URL")
+        case .refused(let resolved, let refusal): return skip("refused \(HTTPPageSource.shown(resolved)): \(refusal)")
         }
         var injected: [InjectedValue] = []
         for key in forEach.with {
@@ -315,20 +307,6 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             injected.append(InjectedValue(key: key.key, json: value.rawText))
         }
         return Item(url: url, injected: injected)
-    }
-
-    /// A record's value as one part of a `path:` template: percent-encoded so that it stays the
-    /// one segment (or query value) the template puts it in — `/`, `?`, `#`, `;` and `%` always,
-    /// `&`, `=` and `+` in the query, and a value that is all dots (`.`, `..`) as `%2E`s, which URL
-    /// resolution does not remove (`items/{id}/detail` with `..` asked for `/api/detail`).
-    static func encoded(_ text: String, inQuery: Bool) -> String {
-        var allowed = inQuery ? CharacterSet.urlQueryAllowed : CharacterSet.urlPathAllowed
-        allowed.remove(charactersIn: inQuery ? "/;?#&=+" : "/;?#")
-        let encoded = text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
-        if !encoded.isEmpty && encoded.allSatisfy({ $0 == "." }) {
-            return String(repeating: "%2E", count: encoded.count)
-        }
-        return encoded
     }
 
     // MARK: - Resume
