@@ -248,37 +248,11 @@ struct Run: ParsableCommand {
         } else {
             printSource(config, files: files)
         }
-        let obstacles = PipelineRunner.bulkObstacles(config, options)
         let fetches: Bool
         if pages == nil, case .http = config.source { fetches = true } else { fetches = false }
         let fetching = fetches || (pages == nil && config.hasSeveralResources)
-        let postgres: Bool
-        if case .postgres? = try? StoreLocation(options.databasePath) { postgres = true } else { postgres = false }
-        if options.bulk {
-            print(
-                !obstacles.isEmpty
-                    ? "load: --bulk refused: \(obstacles.joined(separator: "; "))"
-                    : postgres
-                        ? "load: staged (--bulk): staged and folded in a temporary SQLite file, the folded rows copied in at the end (into empty tables; tables that hold rows load batch by batch)"
-                        : "load: staged (--bulk): batches go to staging tables, merged in identity order at the end")
-        } else if !options.autoBulk {
-            print("load: batch by batch (--no-bulk)")
-        } else if postgres, options.join != nil {
-            // A joined job stages its stretch of units (docs/scale-out.md).
-            print(
-                PipelineRunner.bulkObstacles(config, options, stretch: true).isEmpty && options.bulkAfterBytes == nil && !fetching
-                    ? "load: a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); else batch by batch (--no-bulk: never staged)"
-                    : "load: batch by batch")
-        } else if postgres {
-            print(
-                obstacles.isEmpty && options.bulkAfterBytes == nil && !fetching
-                    ? "load: staged from the first batch of a first load in no identity order into empty tables (folded in a temporary SQLite file, copied in at the end); else batch by batch (--no-bulk: never staged)"
-                    : "load: batch by batch (--bulk: staged, into empty tables)")
-        } else {
-            print(
-                obstacles.isEmpty
-                    ? "load: batch by batch, staged once the database holds \((options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: fetching)) >> 20) MiB\(options.bulkAfterBytes == nil && !fetching ? ", or from the first batch of a first load in no identity order" : "") (--no-bulk: never)"
-                    : "load: batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))")
+        if let location = try? StoreLocation(options.databasePath) {
+            print("load: \(PipelineRunner.loadPlan(config, options, fetching: fetching, backend: location.backend))")
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             print("refresh: every page is applied (\(obstacle))")

@@ -277,10 +277,12 @@ struct StageOptions: ParsableArguments {
         options.maxRejects = maxRejects
         options.maxRejectRatio = maxRejectRatio
         if let maxRejectRows { options.maxRejectRows = maxRejectRows }
-        options.bulk = bulk == true
+        switch bulk {
+        case true?: options.loading = .staged
+        case false?: options.loading = .batchByBatch
+        case nil: options.loading = .automatic(afterBytes: bulkAfterMib.map { $0 << 20 })
+        }
         options.fullRefresh = fullRefresh
-        options.autoBulk = bulk != false
-        if let mib = bulkAfterMib { options.bulkAfterBytes = mib << 20 }
         return options
     }
 }

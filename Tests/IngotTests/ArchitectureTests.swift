@@ -85,9 +85,10 @@ struct ArchitectureTests {
     /// may take it to 55 in all: `IngotDatabase`, `IngestReport`, `IngestError`,
     /// `IngotQueryError`, `IngotJSONEncoder`, `IngotDatabase.Write`, `IngotRule`, `Ref`, `Many` so far),
     /// and every public declaration — type, property, function, initializer, case — has a `///`
-    /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly.
+    /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly
+    /// (`Loading` replaced three options, `WriteResult` three properties of the store port).
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 55
+        let maximum = 57
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)

@@ -60,7 +60,7 @@ private func stoppedStagedLoad(persons: Int, failingAfter pages: Int) throws -> 
     var (directory, config, options) = try peopleLoad(persons: persons, pageSize: 100)
     options.batchRecords = 100
     options.commitRecords = 100
-    options.bulk = true
+    options.loading = .staged
     let failed = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
         .run(source: FailingAfter(try DirectoryPageSource(directory: directory, glob: "page-*.json"), pages: pages))
     #expect(failed.status == .failed)
@@ -226,8 +226,7 @@ struct BulkLoadTests {
         options.progressInterval = 0
         options.batchRecords = batchRecords
         options.commitRecords = batchRecords
-        options.bulkAfterBytes = 1
-        options.autoBulk = false
+        options.loading = .batchByBatch
         let never = PipelineRunner(config: config, options: options, logger: neverLogs.logger).run(source: MemoryPageSource(bulkPages))
         #expect(never.status == .finished)
         #expect(!neverLogs.all.contains { $0.contains("msg=bulk.") }, "\(neverLogs.all)")
@@ -278,7 +277,7 @@ struct BulkLoadTests {
         let plain = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
         // 300 KB: a few batches in.
-        options.bulkAfterBytes = 300_000
+        options.loading = .automatic(afterBytes: 300_000)
         options.databasePath = temporaryDirectory().appendingPathComponent("turned.db").path
         let logs = LogCapture()
         let turned = PipelineRunner(config: config, options: options, logger: logs.logger)
@@ -316,7 +315,7 @@ struct BulkLoadTests {
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
         #expect(plain.status == .finished)
         // Staged again, the source failing after its last page: the staged rows stay unmerged.
-        options.bulk = true
+        options.loading = .staged
         let pageCount = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
         let staged = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: pageCount))
@@ -386,7 +385,7 @@ struct BulkLoadTests {
     @Test func thePeopleDataSetLoadsExactly() throws {
         var (pages, config, options) = try peopleLoad(persons: 2000, pageSize: 100, faults: true)
         options.batchRecords = 300
-        options.bulk = true
+        options.loading = .staged
         let logs = LogCapture()
         let summary = PipelineRunner(config: config, options: options, logger: logs.logger)
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
@@ -408,19 +407,18 @@ struct BulkLoadTests {
         #expect(try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
 
         var never = options
-        never.bulk = false
-        never.autoBulk = false
+        never.loading = .batchByBatch
         never.resume = true
         let refused = PipelineRunner(config: config, options: never, logger: LogCapture().logger).run()
         #expect(refused.status == .failed)
         #expect(refused.error?.contains("resume it with --resume, without --no-bulk") == true, "\(refused.error ?? "")")
         var fresh = options
-        fresh.bulk = false
+        fresh.loading = .automatic()
         let refusedFresh = PipelineRunner(config: config, options: fresh, logger: LogCapture().logger).run()
         #expect(refusedFresh.status == .failed, "a run that is not a resume does not merge another run's staged rows")
 
         // Resumed without --bulk: the load goes on staged.
-        options.bulk = false
+        options.loading = .automatic()
         options.resume = true
         let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
@@ -494,7 +492,7 @@ struct BulkLoadTests {
         }
         try stray.close()
         var plain = options
-        plain.bulk = false
+        plain.loading = .automatic()
         let again = PipelineRunner(config: config, options: plain, logger: LogCapture().logger).run()
         #expect(again.status == .finished, "\(again.error ?? "")")
         #expect(!FileManager.default.fileExists(atPath: db + ".stage"))
@@ -554,7 +552,7 @@ struct BulkLoadTests {
         for held in [false, true] {
             var (pages, config, options) = try peopleLoad(persons: 800, pageSize: 100)
             let db = options.databasePath
-            options.bulk = true
+            options.loading = .staged
             var other: OpaquePointer?
             if held {
                 // Another program's connection, which has read the database (WAL mode).

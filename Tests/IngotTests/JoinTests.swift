@@ -403,7 +403,7 @@ struct JoinTests {
         }
         let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
         let batch = try resolver.resolve(resolver.prepare(pages, uncommitted: UncommittedIdentities(), store: store), store: store)
-        let error = #expect(throws: StoreError.self) { try store.write(batch) {} }
+        let error = #expect(throws: StoreError.self) { try store.write(batch) { _ in } }
         #expect(error?.kind == .claimLost && error?.units == [first.seq], "\(String(describing: error))")
         #expect(try database.dump()["person"] == [])
         // The second unit is back in the queue; the first is the other job's.
@@ -477,9 +477,10 @@ struct JoinTests {
         let writer = store
         Thread.detachNewThread {
             let result = Result { () throws -> Int in
-                try writer.write(batch) {}
+                var retries = 0
+                try writer.write(batch) { retries = $0.retries }
                 try writer.commit()
-                return writer.lastWriteRetries
+                return retries
             }
             outcome.withLock { $0 = result }
             writing.signal()

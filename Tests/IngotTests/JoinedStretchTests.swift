@@ -100,6 +100,7 @@ struct JoinedStretchTests {
         }
         let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
         try other.write(try resolver.resolve(resolver.prepare(decoded, uncommitted: UncommittedIdentities(), store: other), store: other)) {
+            _ in
         }
         try other.commit()
         #expect(try run.enqueue(Page(seq: 5, source: "p5", bytes: Array(unit5.utf8)), as: 5))

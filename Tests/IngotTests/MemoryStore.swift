@@ -160,10 +160,14 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     private var unitsInTransaction: [UnitRef] = []
     /// The job's counters as the open transaction records them.
     private var pendingCounters: RunCounters?
-    private(set) var lastWriteCounts: [EntityCounts]?
+    /// What the last joined write did, per entity.
+    private var sharedCounts: [EntityCounts]?
     /// Per entity, the stored rows the last single-run write found equal (a joined run: `nil`).
     private var unchanged: [[Int]] = []
-    var lastWriteUnchanged: [[Int]]? { shared == nil ? unchanged : nil }
+    /// What the last write did.
+    private var lastWrite: WriteResult {
+        shared == nil ? WriteResult(unchanged: unchanged) : WriteResult(counts: sharedCounts)
+    }
 
     init(model: EntityModel, database: MemoryDatabase? = nil) {
         self.model = model
@@ -227,24 +231,24 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         snapshot = database.state.withLock { $0.tables }
     }
 
-    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         begin()
         do {
             try apply(batch)
-            try then()
+            try then(lastWrite)
         } catch {
             try rollback(lost: (error as? StoreError)?.kind == .claimLost)
             throw error
         }
     }
 
-    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         begin()
         let savepoint = database.state.withLock { $0.tables }
         let units = unitsInTransaction
         do {
             try apply(batch)
-            try then()
+            try then(lastWrite)
         } catch let error as StoreError where error.kind == .claimLost {
             try rollback(lost: true)
             throw error
@@ -261,7 +265,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             let units = batch.units.filter { !unitsInTransaction.contains($0) }
             try shared.mark(units)
             unitsInTransaction += units
-            lastWriteCounts = database.state.withLock { applyShared(batch, ordinal: shared.ordinal, tables: &$0.tables) }
+            sharedCounts = database.state.withLock { applyShared(batch, ordinal: shared.ordinal, tables: &$0.tables) }
         } else {
             database.state.withLock { applySingle(batch, tables: &$0.tables) }
         }

@@ -127,7 +127,7 @@ struct PostgresBinaryCopyTests {
     private func ingot(_ config: PipelineConfig, _ source: any PageSource, _ url: String, resume: Bool = false) throws -> RunSummary {
         var options = RunOptions()
         options.databasePath = url
-        options.bulk = true
+        options.loading = .staged
         options.batchRecords = 1
         options.commitRecords = 1
         options.resume = resume

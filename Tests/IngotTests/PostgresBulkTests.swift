@@ -14,8 +14,7 @@ struct PostgresBulkTests {
         let config = try PipelineConfig.parse(text: yaml, path: "bulk.yml")
         var options = RunOptions()
         options.databasePath = url
-        options.bulk = bulk
-        options.autoBulk = autoBulk
+        options.loading = bulk ? .staged : autoBulk ? .automatic() : .batchByBatch
         options.batchRecords = batchRecords
         options.commitRecords = batchRecords ?? options.commitRecords
         options.resume = resume
@@ -354,7 +353,7 @@ struct PostgresBulkTests {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         var options = RunOptions()
         options.databasePath = url
-        options.bulk = true
+        options.loading = .staged
         options.progressInterval = 0
         let filled = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(bulkPages))
         #expect(filled.status == .finished, "\(filled.error ?? "")")

@@ -123,7 +123,7 @@ struct PostgresLivenessTests {
         let resolved = try BatchResolver(model: config.model, layouts: store.layouts).resolve(
             PreparedBatch(pages: [page]), store: EmptyLookups(store))
         #expect(resolved.refs[0] == [nil])  // the resolver found no row
-        try store.write(resolved) {}
+        try store.write(resolved) { _ in }
         try store.commit()
         #expect(try other.execute("SELECT id, a, b FROM item ORDER BY id") == [["1", "mine", "theirs"]])
     }
@@ -140,8 +140,10 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
     func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {}
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] { [:] }
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? { [:] }
-    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws { try base.write(batch, then: then) }
-    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws { try base.writeIsolated(batch, then: then) }
+    func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws { try base.write(batch, then: then) }
+    func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
+        try base.writeIsolated(batch, then: then)
+    }
     func recordProgress(_ progress: RunProgress) throws {}
     var hasUncommittedBatches: Bool { base.hasUncommittedBatches }
     func commit() throws { try base.commit() }

@@ -79,8 +79,7 @@ func ingest(
     if let batchBytes { options.batchBytes = batchBytes }
     options.progressInterval = 0
     options.statementObserver = observer
-    options.bulk = bulk
-    if let stageAfterBytes { options.bulkAfterBytes = stageAfterBytes }
+    options.loading = bulk ? .staged : .automatic(afterBytes: stageAfterBytes)
     let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: MemoryPageSource(pages))
     return (summary, path)
 }

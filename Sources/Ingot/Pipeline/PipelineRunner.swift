@@ -177,6 +177,7 @@ public final class PipelineRunner: Sendable {
         // One run at a time per database: wait for another run to finish, up to lockTimeout.
         var lock: RunLock?
         let store: any IngestStore
+        var loadPlan = LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities)
         if let given {
             // Entities and columns travel by position: a store opened for another model would
             // write one entity's values into another's columns.
@@ -188,20 +189,18 @@ public final class PipelineRunner: Sendable {
             }
             store = given
         } else {
-            if options.bulk, let obstacle = PipelineRunner.bulkObstacle(config, options) {
-                return failedToStart(StoreError.conflict("--bulk cannot run this pipeline: \(obstacle)"))
-            }
             do {
                 let location = try StoreLocation(options.databasePath)
+                let plan = PipelineRunner.loadPlan(config, options, fetching: source is any FetchReporting, backend: location.backend)
+                if case .refused(let reasons) = plan.mode {
+                    return failedToStart(StoreError.conflict("--bulk cannot run this pipeline: \(reasons.joined(separator: "; "))"))
+                }
+                loadPlan = plan
                 lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
                 store = try location.open(
                     model: config.model,
                     options: StoreOpening(
-                        lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, staged: options.bulk,
-                        stageAfterBytes: options.autoBulk && PipelineRunner.bulkObstacle(config, options) == nil
-                            ? options.bulkAfterBytes ?? RunOptions.defaultBulkAfterBytes(fetching: source is any FetchReporting) : nil,
-                        stagesFromTheStart: options.autoBulk && options.bulkAfterBytes == nil && !(source is any FetchReporting)
-                            && PipelineRunner.bulkObstacle(config, options, stretch: true) == nil,
+                        lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, plan: plan,
                         resuming: options.resume, stopped: stopping))
             } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
                 return failedToStart(
@@ -334,6 +333,7 @@ public final class PipelineRunner: Sendable {
         if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
         if let joined { startMetadata["lease"] = .seconds(joined.run.lease) }
         if let port = metrics?.servingPort { startMetadata["metrics_port"] = .int(port) }
+        startMetadata["load"] = "\(loadPlan)"
         logger.info("run.started", metadata: startMetadata)
         let plan = makePlan(refresh, logger: logger)
 

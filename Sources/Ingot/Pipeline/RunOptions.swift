@@ -65,11 +65,12 @@ public struct RunOptions: Sendable {
     /// Rejects as a share of what was read (0…1), at most; `nil`: the pipeline's, else no limit.
     public var maxRejectRatio: Double?
 
-    /// A staged load (SQLite): batches are staged, then merged into the tables in identity order
-    /// when the source is exhausted — stored rows read in one sweep, written only where they
-    /// differ — so the cost per record does not grow with the tables (SQLiteStore+Staged.swift).
-    /// Default `false`.
-    public var bulk = false
+    /// How the run is asked to write its batches: batch by batch, going on staged where that
+    /// costs less (the default), staged from the start (`--bulk`: batches are staged, then merged
+    /// into the tables in identity order when the source is exhausted, so the cost per record
+    /// does not grow with the tables), or batch by batch throughout (`--no-bulk`). What runs is
+    /// the run's ``LoadPlan`` (`--dry-run` prints it).
+    public var loading = Loading.automatic()
     /// Read and apply every page (`--full-refresh`), even those a refresh would leave out as
     /// unchanged since the last run (docs/pipelines.md, "Refreshes"). The run still keeps its
     /// pages' prints for the next one. Default `false`.
@@ -77,22 +78,6 @@ public struct RunOptions: Sendable {
     /// The most bytes of page prints a run spools until it ends (a run past it keeps none, and
     /// the next one reads every page): 1 GiB, about 130,000 pages of a thousand records.
     package var maxPrintBytes = 1 << 30
-    /// A SQLite load whose records come in no identity order goes on staged, as `--bulk` loads,
-    /// from the first commit after which the database file holds ``bulkAfterBytes`` (when the
-    /// pipeline allows a staged load). `false` (`--no-bulk`): batch by batch throughout, every
-    /// batch visible at its commit. Default `true`.
-    public var autoBulk = true
-    /// The database size in bytes at which a load turns staged (``autoBulk``); `nil`: by the
-    /// source (``defaultBulkAfterBytes(fetching:)``).
-    public var bulkAfterBytes: Int?
-
-    /// Where a load turns staged by default: at 4 MiB from a source that reads local pages (a
-    /// directory, an archive), at 40 MiB (the page cache's size) from one that fetches. Staged, a
-    /// load costs less per record than batch by batch from a few megabytes on (people-200k 1.08
-    /// against 1.33 s, 26 MiB less; docs/benchmarks.md), but its merge comes after the
-    /// last page: a source slower than the writer (an API answering in 100 ms) hides the writes
-    /// batch by batch behind its waits, and keeps each commit visible while it lasts.
-    public static func defaultBulkAfterBytes(fetching: Bool) -> Int { fetching ? 40 << 20 : 4 << 20 }
     /// Work on the run of this name together with the other jobs given the same name (a
     /// PostgreSQL database only; docs/scale-out.md). `nil`: the run is this job's alone.
     public var join: String?

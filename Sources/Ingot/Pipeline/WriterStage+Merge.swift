@@ -19,7 +19,7 @@ extension WriterStage {
             var merged = Array(repeating: EntityCounts(), count: model.entities.count)
             var rows = 0
             var refusals: [RecordRejection] = []
-            let inserted = try store.mergeStaged(
+            let result = try store.mergeStaged(
                 fills: resolver.fills,
                 stored: { entity, identity, changed in
                     if changed { rows += 1 }
@@ -35,10 +35,10 @@ extension WriterStage {
                             source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
                 })
             if !refusals.isEmpty { try recordMergeRefusals(refusals) }
-            if store.lastWriteRetries > 0 {
-                logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(store.lastWriteRetries + 1)])
+            if result.retries > 0 {
+                logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(result.retries + 1)])
             }
-            for (entity, var written) in inserted.enumerated() where model.entities.indices.contains(entity) {
+            for (entity, var written) in (result.counts ?? []).enumerated() where model.entities.indices.contains(entity) {
                 written.stubs += merged[entity].stubs
                 // A joined job's stretch merged by position counts the stored rows it gave to (PGStagedCopy).
                 written.updated += merged[entity].updated

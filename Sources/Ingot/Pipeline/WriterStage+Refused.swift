@@ -36,7 +36,7 @@ extension WriterStage {
         retainedBytes = 0
         for write in redo {
             let resolved = try resolver.resolve(write.batch, store: store, fillsDefaults: !store.isStaging)
-            try store.write(resolved) { if let p = write.progress { try store.recordProgress(p) } }
+            try store.write(resolved) { _ in if let p = write.progress { try store.recordProgress(p) } }
             openWrites.append(write)
         }
         let pages = batch.decoded ?? batch.pages
@@ -54,7 +54,7 @@ extension WriterStage {
             empty[k].rejections = []
         }
         let made = progress(outcome)
-        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: empty), store: store)) { try store.recordProgress(made) }
+        try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: empty), store: store)) { _ in try store.recordProgress(made) }
         remember(PreparedBatch(pages: empty), made)
         return outcome
     }
@@ -75,7 +75,7 @@ extension WriterStage {
         let resolved = try resolver.resolve(sub, store: store, fillsDefaults: !store.isStaging)
         do {
             var written = resolved.outcome
-            try store.writeIsolated(resolved) { count(resolved, into: &written) }
+            try store.writeIsolated(resolved) { result in count(resolved, result, into: &written) }
             outcome.add(written)
             remember(sub, nil)
         } catch {

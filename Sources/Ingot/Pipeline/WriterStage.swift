@@ -124,13 +124,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         if case .ended = phase { true } else { false }
     }
 
-    /// Counts what the store's last write did, inside its `then`: the store's own counts in a
-    /// run shared by several jobs, else the run's ledger (each row once per run).
-    func count(_ resolved: ResolvedBatch, into outcome: inout BatchOutcome) {
-        if let counts = store.lastWriteCounts {
+    /// Counts what a write did, inside its `then`: the store's own counts in a run shared by
+    /// several jobs, else the run's ledger (each row once per run).
+    func count(_ resolved: ResolvedBatch, _ result: WriteResult, into outcome: inout BatchOutcome) {
+        if let counts = result.counts {
             outcome.recount(counts)
         } else {
-            ledger.count(resolved, unchanged: store.lastWriteUnchanged, into: &outcome)
+            ledger.count(resolved, unchanged: result.unchanged, into: &outcome)
         }
     }
 
@@ -345,18 +345,20 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
             var outcome = resolved.outcome
             var recorded: RunProgress?
+            var retries = 0
             do {
-                try store.write(resolved) {
-                    count(resolved, into: &outcome)
+                try store.write(resolved) { result in
+                    count(resolved, result, into: &outcome)
+                    retries = result.retries
                     let made = progress(outcome)
                     try store.recordProgress(made)
                     recorded = made
                 }
-                if store.lastWriteRetries > 0 {
+                if retries > 0 {
                     logger.warning(
                         "batch.retried",
                         metadata: [
-                            LogKey.reason: "deadlock", "attempts": .int(store.lastWriteRetries + 1),
+                            LogKey.reason: "deadlock", "attempts": .int(retries + 1),
                             LogKey.seq: .int(pages.first?.seq ?? 0),
                         ])
                 }

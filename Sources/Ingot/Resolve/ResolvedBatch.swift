@@ -155,7 +155,7 @@ struct BatchOutcome: Sendable {
     }
 
     /// Takes the store's own counts of rows inserted, updated and stubs created, per entity
-    /// (``IngestStore/lastWriteCounts``).
+    /// (``WriteResult/counts``).
     mutating func recount(_ counts: [EntityCounts]) {
         for (entity, written) in counts.enumerated() where entities.indices.contains(entity) {
             entities[entity].inserted = written.inserted

@@ -9,7 +9,7 @@
 /// (`unchanged`); in separate batches, two writes (`updated`).
 ///
 /// Counted after each batch is written, from what the batch's resolver found (stored or not)
-/// and what the store reports it left as it was (``IngestStore/lastWriteUnchanged``). Lives
+/// and what the store reports it left as it was (``WriteResult/unchanged``). Lives
 /// as long as the run, on the writer's queue. Integer identities (the common case) are kept in
 /// compact sets (``IntegerSet``: about two bits per row for dense ids), others in a dictionary.
 struct RunLedger: Sendable {

@@ -29,7 +29,7 @@ struct BatchWriter {
     // MARK: - Write
 
     /// Writes the batch; returns, per entity, the positions of the stored rows found equal to
-    /// what the batch gives, and so not written (``IngestStore/lastWriteUnchanged``).
+    /// what the batch gives, and so not written (``WriteResult/unchanged``).
     func write() throws -> [[Int]] {
         var unchanged = [[Int]](repeating: [], count: batch.rows.merged.count)
         for (entity, rows) in batch.rows.merged.enumerated() {

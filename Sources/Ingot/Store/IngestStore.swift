@@ -30,10 +30,10 @@ public protocol IngestStore: IdentityLookups {
     // MARK: Batches
 
     /// Writes a resolved batch in the open transaction (beginning one when none is): inserts,
-    /// updates of the present columns, link replacements; then runs `then` in it. When either
-    /// throws, the open transaction is rolled back — or, for a store that
+    /// updates of the present columns, link replacements; then runs `then` in it with what the
+    /// write did. When either throws, the open transaction is rolled back — or, for a store that
     /// ``undoesBatchesAlone``, only this batch's work.
-    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws
+    func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws
     /// Whether a ``write(_:then:)`` that fails undoes only its own batch (a savepoint per batch,
     /// cheap in a server database) and leaves the open transaction with the batches before it.
     /// Otherwise the writer stage keeps the open transaction's batches to redo them when it
@@ -43,7 +43,7 @@ public protocol IngestStore: IdentityLookups {
     /// when it or `then` throws, only its own work is undone — the transaction and the batches
     /// written in it before stay — and the error is rethrown. The slow path that finds the
     /// records a database refuses (``StoreError/refusedValue(_:)``); never used by a joined run.
-    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws
+    func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws
     /// Inside `save`'s `extra`: the batch's rejections, the run's counters and where its source
     /// continues, so that a commit always describes its last batch.
     func recordProgress(_ progress: RunProgress) throws
@@ -82,7 +82,7 @@ public protocol IngestStore: IdentityLookups {
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
-    ) throws -> [EntityCounts]
+    ) throws -> WriteResult
     /// Turns the load staged from the next batch on when the database has outgrown what batch
     /// by batch writes cheaply; called between transactions with the records saved since the
     /// last call. Whether it did.
@@ -100,22 +100,6 @@ public protocol IngestStore: IdentityLookups {
 
     /// Releases the connections. The store is not used after this.
     func close() throws
-
-    /// Per entity (by index), what the last ``write(_:then:)`` did, when the store counted it
-    /// itself; read inside `then`. `nil`: as the batch's resolver counted (from its lookups).
-    /// Several jobs writing one run (PostgreSQL, `--join`) may create the same row at once: only
-    /// the database knows which job inserted it.
-    var lastWriteCounts: [EntityCounts]? { get }
-
-    /// Per entity (by index), the positions in the last ``write(_:then:)``'s rows
-    /// (``ResolvedBatch/rows(of:)``) of the stored rows it found equal to what the batch
-    /// gives — every present column and every given link set — and so did not write; read inside
-    /// `then`. `nil`: the store does not compare (each stored row a record mentions counts as
-    /// updated). The run counts rows from it (``RunLedger``): `updated` versus `unchanged`.
-    var lastWriteUnchanged: [[Int]]? { get }
-    /// How many times the last ``write(_:then:)`` wrote its batch again because the database broke
-    /// a deadlock between jobs sharing a run (each time in a new transaction); 0 for one writer.
-    var lastWriteRetries: Int { get }
 
     /// The statements opening the store applied to a database that held the pipeline's tables
     /// already (columns, tables, indexes a changed pipeline added): the run logs them as
@@ -138,13 +122,34 @@ public protocol IngestStore: IdentityLookups {
     func interrupt()
 }
 
+/// What one ``IngestStore/write(_:then:)`` did, handed to its `then` (inside the write's
+/// transaction) — or a staged load's merge (``IngestStore/mergeStaged(fills:stored:refused:)``:
+/// per entity the rows inserted and the stubs among them, and its retries).
+public struct WriteResult: Sendable {
+    /// Per entity (by index), what the write did when the store counted it itself; `nil`: as the
+    /// batch's resolver counted (from its lookups). Several jobs writing one run (PostgreSQL,
+    /// `--join`) may create the same row at once: only the database knows which job inserted it.
+    public var counts: [EntityCounts]?
+    /// Per entity (by index), the positions in the batch's rows (``ResolvedBatch/rows(of:)``) of
+    /// the stored rows the write found equal to what the batch gives — every present column and
+    /// every given link set — and so did not write. `nil`: the store does not compare (each
+    /// stored row a record mentions counts as updated). The run counts rows from it
+    /// (``RunLedger``): `updated` versus `unchanged`.
+    public var unchanged: [[Int]]?
+    /// How many times the batch was written again because the database broke a deadlock between
+    /// jobs sharing a run (each time in a new transaction); 0 for one writer.
+    public var retries: Int
+
+    /// A write that counted nothing itself and compared nothing: what a store that does not
+    /// compare returns.
+    public init(counts: [EntityCounts]? = nil, unchanged: [[Int]]? = nil, retries: Int = 0) {
+        self.counts = counts
+        self.unchanged = unchanged
+        self.retries = retries
+    }
+}
+
 extension IngestStore {
-    /// The resolver's counts are exact for one writer.
-    public var lastWriteCounts: [EntityCounts]? { nil }
-
-    /// One writer never deadlocks with another.
-    public var lastWriteRetries: Int { 0 }
-
     /// Not a staged load.
     package var isStaging: Bool { false }
 
@@ -152,7 +157,7 @@ extension IngestStore {
     package func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
-    ) throws -> [EntityCounts] { [] }
+    ) throws -> WriteResult { WriteResult(counts: []) }
 
     /// Batch by batch throughout.
     package func startStagingIfOutgrown(records: Int) throws -> Bool { false }
@@ -160,9 +165,6 @@ extension IngestStore {
     /// Batch by batch throughout.
     package func startStagingAtFirstBatch() throws -> Bool { false }
     package func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool { false }
-
-    /// A store that does not compare: every stored row a record mentions is written.
-    public var lastWriteUnchanged: [[Int]]? { nil }
 
     /// A store without a schema of its own to migrate.
     public var migration: [String] { [] }

@@ -78,7 +78,7 @@ extension SQLiteStore {
     /// before too): what was committed, with its resume state, stays consistent. (A savepoint per
     /// batch would keep them, but it copies every page a batch dirties; measured here, it ate the
     /// gain of sharing the transaction.)
-    package func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    package func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             do {
@@ -89,7 +89,7 @@ extension SQLiteStore {
                     noteScatter(batch)
                     lastUnchanged = try BatchWriter(store: self, batch: batch).write()
                 }
-                try then()
+                try then(lastWrite)
             } catch {
                 stageFile?.rollback()
                 try? db.rollback()
@@ -101,7 +101,7 @@ extension SQLiteStore {
     /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
     /// the transaction stays open. The slow path only (a savepoint copies every page the batch
     /// dirties into SQLite's sub-journal).
-    package func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    package func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "SAVEPOINT ingot_isolated")
@@ -119,7 +119,7 @@ extension SQLiteStore {
                     noteScatter(batch)
                     lastUnchanged = try BatchWriter(store: self, batch: batch).write()
                 }
-                try then()
+                try then(lastWrite)
                 try db.execute(sql: "RELEASE ingot_isolated")
                 try staged?.execute("RELEASE ingot_isolated")
             } catch {
@@ -132,12 +132,10 @@ extension SQLiteStore {
         }
     }
 
-    /// Per entity, the stored rows the last write found equal and left as they were.
-    package var lastWriteUnchanged: [[Int]]? { lastUnchanged }
-
-    /// A staged load counts nothing per batch: its rows are counted when they are merged.
-    package var lastWriteCounts: [EntityCounts]? {
-        isStaging ? Array(repeating: EntityCounts(), count: layouts.count) : nil
+    /// What the last write did: the stored rows it found equal and left as they were; a staged
+    /// load counts nothing per batch (its rows are counted when they are merged).
+    private var lastWrite: WriteResult {
+        WriteResult(counts: isStaging ? Array(repeating: EntityCounts(), count: layouts.count) : nil, unchanged: lastUnchanged)
     }
 
     /// Whether batches were saved since the last commit.

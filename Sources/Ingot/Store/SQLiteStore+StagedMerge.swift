@@ -27,7 +27,7 @@ extension SQLiteStore {
     package func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
-    ) throws -> [EntityCounts] {
+    ) throws -> WriteResult {
         var counts: [EntityCounts] = []
         leaveWALForMerge()
         try foldStaged { entity, rows, db in
@@ -43,7 +43,7 @@ extension SQLiteStore {
         try setState(pipeline: "", key: StageFile.stateKey, value: nil)
         try setState(pipeline: "", key: StageFile.originKey, value: nil)
         stageMerged = true
-        return counts
+        return WriteResult(counts: counts)
     }
 
     /// Folds the staged load, entity after entity, and hands each entity's folded rows to

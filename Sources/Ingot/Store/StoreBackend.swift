@@ -20,6 +20,10 @@ package protocol StoreBackend: Sendable {
     /// A reader that keeps its connection open across selects (the library's fetches, an
     /// export's pages): ``select(_:)`` opens one per query.
     func reader() throws -> any RowReader
+    /// What this backend can do with a load (``LoadPlan``).
+    var loadCapabilities: LoadCapabilities { get }
+    /// Why a staged load cannot run `model` here; empty when it can.
+    func stagedLoadObstacles(_ model: EntityModel) -> [String]
     /// The file the run lock sits beside, for a backend whose lock is a file (SQLite); `nil`
     /// when the store takes its own (``IngestStore/lockRuns(of:timeout:)``).
     var lockablePath: String? { get }
@@ -39,14 +43,8 @@ package struct StoreOpening: Sendable {
     package var lockTimeout: Double = 30
     /// Called with the text of every statement the store runs (tests count identity lookups).
     package var statementObserver: (@Sendable (String) -> Void)?
-    /// A staged load (`--bulk`).
-    package var staged = false
-    /// A load that turns staged once the database file holds this many bytes (SQLite only;
-    /// `nil`: never, as with `--no-bulk` or a pipeline a staged load cannot run).
-    package var stageAfterBytes: Int?
-    /// A load into empty tables may stage from its first batch
-    /// (``IngestStore/startStagingAtFirstBatch()``).
-    package var stagesFromTheStart = false
+    /// How the run writes its batches (``LoadPlan``), decided before the store opens.
+    package var plan = LoadPlan.batchByBatch
     /// The run resumes an unfinished one.
     package var resuming = false
     /// Set when the run stops: a connection being made gives up (SIGTERM while a database
@@ -54,15 +52,13 @@ package struct StoreOpening: Sendable {
     package var stopped: StopFlag?
 
     package init(
-        lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, staged: Bool = false,
-        stageAfterBytes: Int? = nil, stagesFromTheStart: Bool = false, resuming: Bool = false, stopped: StopFlag? = nil
+        lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, plan: LoadPlan = .batchByBatch,
+        resuming: Bool = false, stopped: StopFlag? = nil
     ) {
         self.stopped = stopped
         self.lockTimeout = lockTimeout
         self.statementObserver = statementObserver
-        self.staged = staged
-        self.stageAfterBytes = stageAfterBytes
-        self.stagesFromTheStart = stagesFromTheStart
+        self.plan = plan
         self.resuming = resuming
     }
 }
@@ -77,9 +73,9 @@ package struct SQLiteBackend: StoreBackend {
         var storeOptions = SQLiteStore.Options()
         storeOptions.lockTimeout = options.lockTimeout
         storeOptions.statementObserver = options.statementObserver
-        storeOptions.staged = options.staged
-        storeOptions.stageAfterBytes = options.stageAfterBytes
-        storeOptions.stagesFromTheStart = options.stagesFromTheStart
+        storeOptions.staged = options.plan.stagesAtOpen
+        storeOptions.stageAfterBytes = options.plan.stageAfterBytes
+        storeOptions.stagesFromTheStart = options.plan.stagesFromFirstBatch
         storeOptions.resuming = options.resuming
         return try SQLiteStore(path: path, model: model, options: storeOptions)
     }
@@ -103,4 +99,13 @@ package struct SQLiteBackend: StoreBackend {
     }
 
     package var lockablePath: String? { path == ":memory:" ? nil : path }
+
+    /// Staged loads turn on by the file's size, into tables that hold rows too; no shared runs.
+    package var loadCapabilities: LoadCapabilities {
+        LoadCapabilities(turnsStagedBySize: true, stagesOnlyIntoEmptyTables: false, sharesRuns: false)
+    }
+
+    package func stagedLoadObstacles(_ model: EntityModel) -> [String] {
+        SQLiteStore.stagedLoadObstacles(model, EntityLayout.layouts(of: model))
+    }
 }

@@ -88,23 +88,21 @@ extension PGStore {
     /// transaction (`deadlock_detected`). When that transaction held only this batch, it is
     /// written again, the careful way (one upsert per table, in identity order), up to three
     /// times; otherwise the error fails the job as any other.
-    func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: () throws -> Void) throws {
+    func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: (WriteResult) throws -> Void) throws {
         let alone = !inTransaction
         var attempts = 0
-        lastWriteRetries = 0
         while true {
             try begin()
             var progressed = false
             do {
-                try writeJoinedRows(batch, join)
+                let counts = try writeJoinedRows(batch, join)
                 progressed = true
-                try then()
+                try then(WriteResult(counts: counts, retries: attempts))
                 return
             } catch let error as StoreError where error.sqlState == PGStore.deadlockDetected && alone && !progressed && attempts < 3 {
                 try? rollback()
                 directJoinedInserts = false
                 attempts += 1
-                lastWriteRetries = attempts
             } catch {
                 let held = unitsInTransaction
                 try? rollback()
@@ -114,8 +112,9 @@ extension PGStore {
         }
     }
 
-    /// ``writeJoined(_:_:then:)``'s statements, in the open transaction.
-    func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws {
+    /// ``writeJoined(_:_:then:)``'s statements, in the open transaction; per entity, what they
+    /// did as the database counted it.
+    func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts] {
         try markDone(Set(batch.units), join)
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
         if directJoinedInserts {
@@ -125,16 +124,16 @@ extension PGStore {
             let stagedBefore = stagedInTransaction.count
             try connection.execute("SAVEPOINT ingot_direct")
             do {
-                lastWriteCounts = try writeJoinedEntities(batch, join, fallback: fallback, direct: true)
+                let counts = try writeJoinedEntities(batch, join, fallback: fallback, direct: true)
                 try connection.execute("RELEASE SAVEPOINT ingot_direct")
-                return
+                return counts
             } catch let error as StoreError where error.sqlState == PGStore.uniqueViolation {
                 directJoinedInserts = false
                 forgetStaging(after: stagedBefore)
                 try connection.execute("ROLLBACK TO SAVEPOINT ingot_direct; RELEASE SAVEPOINT ingot_direct")
             }
         }
-        lastWriteCounts = try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
+        return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
     }
 
     /// Marks `units` done in the open transaction (those not marked in it yet): this job must

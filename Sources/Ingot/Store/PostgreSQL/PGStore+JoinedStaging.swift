@@ -77,10 +77,11 @@ extension PGStore {
     func mergeStretch(
         _ staging: PGStaging, _ join: JoinContext, fills: [[(slot: Int, value: ScalarValue, always: Bool)]],
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
-    ) throws -> [EntityCounts] {
+    ) throws -> WriteResult {
         try begin()
         let units = stretch.units
         var counts: [EntityCounts]
+        var retries = 0
         do {
             try markDone(Set(units), join)
             // A stretch that is the whole run (the job was alone): no other unit of the run is
@@ -94,7 +95,6 @@ extension PGStore {
             let stagedBefore = stagedInTransaction.count
             var careful = false
             var refusals: [(entity: Int, identity: IdentityKey, reason: String)] = []
-            lastWriteRetries = 0
             while true {
                 try connection.execute("SAVEPOINT ingot_stretch")
                 do {
@@ -110,8 +110,8 @@ extension PGStore {
                     // times, as a joined batch is (PGStore+Join.swift).
                     let deadlock = (error as? StoreError)?.sqlState == PGStore.deadlockDetected
                     let refused = !careful && (StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit)
-                    guard refused || (deadlock && lastWriteRetries < 3) else { throw error }
-                    if deadlock { lastWriteRetries += 1 }
+                    guard refused || (deadlock && retries < 3) else { throw error }
+                    if deadlock { retries += 1 }
                     forgetStaging(after: stagedBefore)
                     try staging.store.rollback()
                     try connection.execute("ROLLBACK TO SAVEPOINT ingot_stretch; RELEASE SAVEPOINT ingot_stretch")
@@ -135,7 +135,7 @@ extension PGStore {
         staging.published = true
         stretchRejections = []
         stretch = JoinedStretch()
-        return counts
+        return WriteResult(counts: counts, retries: retries)
     }
 
     /// The staging files of joined run `runID`'s jobs left behind (a job killed before its

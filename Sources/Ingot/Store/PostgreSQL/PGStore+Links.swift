@@ -3,7 +3,7 @@ import Foundation
 /// A batch's links, set-based: join-table sets diffed against the stored ones, owned rows past a
 /// new set's end deleted, a to-one's inverse written into its target's key columns. Each returns
 /// the positions (in the entity's rows) of the stored owners whose links changed, for the run's
-/// counts (``IngestStore/lastWriteUnchanged``).
+/// counts (``WriteResult/unchanged``).
 extension PGStore {
     /// Replaces the links of every owner in `rows` that gave relationship `k` — only where they
     /// differ: the stored links the new set lacks (or holds at another position) are deleted, the

@@ -312,8 +312,8 @@ extension PGStore {
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
-    ) throws -> [EntityCounts] {
-        guard let staging, !staging.published else { return Array(repeating: EntityCounts(), count: layouts.count) }
+    ) throws -> WriteResult {
+        guard let staging, !staging.published else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
         if let joined { return try mergeStretch(staging, joined, fills: fills, refused: refused) }
         try begin()
         var counts: [EntityCounts]
@@ -340,7 +340,7 @@ extension PGStore {
         try recordRejectsAndKept(RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()))
         try connection.execute(
             "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1", [staging.key, PGStaging.copiedMark + staging.path])
-        return counts
+        return WriteResult(counts: counts)
     }
 
     /// Folds the staged load and copies each entity's folded rows (``PGStagedCopy``), streaming

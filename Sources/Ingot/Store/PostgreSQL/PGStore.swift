@@ -34,19 +34,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var joined: JoinContext?
     /// The units marked done in the open transaction (a joined run).
     var unitsInTransaction: Set<UnitRef> = []
-    /// What the last joined write did, per entity, as the database counted it (`nil` for a
-    /// single run: the resolver's counts are exact; none for a staged one's batches).
-    var lastJoinedWriteCounts: [EntityCounts]?
-    var lastWriteCounts: [EntityCounts]? {
-        get { isStaging ? staging?.store.lastWriteCounts : lastJoinedWriteCounts }
-        set { lastJoinedWriteCounts = newValue }
-    }
     /// Per entity, the stored rows the last single run's write left as they were.
     private var lastUnchanged: [[Int]] = []
-    var lastWriteUnchanged: [[Int]]? {
-        if isStaging { return staging?.store.lastWriteUnchanged }
-        return joined == nil ? lastUnchanged : nil
-    }
     /// What opening the store added to a database that held the pipeline's tables already.
     private(set) var migration: [String] = []
     /// The join tables two relationships share (an inverse pair): a batch may give the same
@@ -60,9 +49,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// A joined job copies its batches' new rows straight in until one meets a row another job
     /// made since its lookup (PGStore+Join.swift); then it writes the careful way.
     var directJoinedInserts = true
-    /// How many times the last joined batch was written again after the server broke a
-    /// deadlock (``writeJoined(_:_:then:)``).
-    var lastWriteRetries = 0
     /// A staged load (`--bulk`, PGStore+Staged.swift); writer queue only.
     var staging: PGStaging?
     /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
@@ -163,7 +149,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// cheap here): when it fails, only its work is undone, and the writer stage keeps no batch
     /// to redo (``undoesBatchesAlone``). A joined run's batches roll their unit's transaction
     /// back whole (``writeJoined(_:_:then:)``).
-    func write(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging, isStaging {
             try staging.store.write(batch, then: then)
             if joined != nil { stretch.add(batch.units) }
@@ -179,7 +165,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// the transaction stays open (a statement that failed aborts it up to the savepoint).
     /// A joined run's batch marks its units done in the same savepoint; a unit lost to another
     /// job still rolls the whole transaction back (``writeJoined(_:_:then:)``).
-    func writeIsolated(_ batch: ResolvedBatch, then: () throws -> Void) throws {
+    func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging, isStaging {
             try staging.store.writeIsolated(batch, then: then)
             if joined != nil { stretch.add(batch.units) }
@@ -190,8 +176,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         let stagedBefore = stagedInTransaction.count
         let unitsBefore = unitsInTransaction
         do {
+            var result = WriteResult()
             if let joined {
-                try writeJoinedRows(batch, joined)
+                result.counts = try writeJoinedRows(batch, joined)
             } else {
                 do {
                     try writeEntities(of: batch, direct: true)
@@ -202,8 +189,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
                     try connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
                     try writeEntities(of: batch, direct: false)
                 }
+                result.unchanged = lastUnchanged
             }
-            try then()
+            try then(result)
             try connection.execute("RELEASE SAVEPOINT ingot_isolated")
         } catch let error as StoreError where error.kind == .claimLost {
             let held = unitsInTransaction

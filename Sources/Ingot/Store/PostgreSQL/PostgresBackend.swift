@@ -8,13 +8,23 @@ package struct PostgresBackend: StoreBackend {
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         let store = try PGStore(url: url, model: model, stopped: options.stopped)
-        if options.staged { try store.startStagedLoad() }
-        store.stagingRules.fromTheStart = options.stagesFromTheStart && !options.staged
-        store.stagingRules.allowed = options.staged || options.stagesFromTheStart || options.stageAfterBytes != nil
+        if options.plan.stagesAtOpen { try store.startStagedLoad() }
+        store.stagingRules.fromTheStart = options.plan.stagesFromFirstBatch
+        store.stagingRules.allowed = options.plan.mayStage
         return store
     }
 
     package func schema(of model: EntityModel) throws(StoreError) -> [String] { PGStore.schema(of: model) }
+
+    /// Staged loads copy into empty tables only, from the first batch or `--bulk`; jobs share runs.
+    package var loadCapabilities: LoadCapabilities {
+        LoadCapabilities(turnsStagedBySize: false, stagesOnlyIntoEmptyTables: true, sharesRuns: true)
+    }
+
+    /// A staged load stages and folds in a SQLite file of the job's own: SQLite's rules.
+    package func stagedLoadObstacles(_ model: EntityModel) -> [String] {
+        SQLiteStore.stagedLoadObstacles(model, EntityLayout.layouts(of: model))
+    }
 
     /// Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
     package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {

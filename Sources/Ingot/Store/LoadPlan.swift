@@ -1,0 +1,183 @@
+import Foundation
+
+/// How a run is asked to write its batches (`--bulk`, `--no-bulk`, `--bulk-after-mib`);
+/// ``LoadPlan`` decides what runs.
+public enum Loading: Sendable, Equatable {
+    /// Batch by batch, going on staged where that costs less (the default): once the database
+    /// holds `afterBytes` (`nil`: by the source, ``LoadPlan/defaultAfterBytes(fetching:)``), or
+    /// from the first batch of a first load in no identity order into empty tables.
+    case automatic(afterBytes: Int? = nil)
+    /// Staged from the start (`--bulk`): batches are staged, then merged in identity order when
+    /// the source is exhausted (docs/stores.md, "Staged loads").
+    case staged
+    /// Batch by batch throughout (`--no-bulk`): every batch visible at its commit.
+    case batchByBatch
+}
+
+/// What a backend can do with a load (``StoreBackend/loadCapabilities``): the plan is decided
+/// from these, never from which backend it is.
+package struct LoadCapabilities: Sendable, Equatable {
+    /// A running load turns staged once the database holds a number of bytes (SQLite: its file).
+    package var turnsStagedBySize: Bool
+    /// A staged load copies into empty tables only; into tables that hold rows it goes batch by
+    /// batch (PostgreSQL's copy of the folded rows).
+    package var stagesOnlyIntoEmptyTables: Bool
+    /// Several jobs can share a run (`--join`), each staging its unbroken stretch of units.
+    package var sharesRuns: Bool
+
+    package init(turnsStagedBySize: Bool, stagesOnlyIntoEmptyTables: Bool, sharesRuns: Bool) {
+        self.turnsStagedBySize = turnsStagedBySize
+        self.stagesOnlyIntoEmptyTables = stagesOnlyIntoEmptyTables
+        self.sharesRuns = sharesRuns
+    }
+}
+
+/// How this run writes its batches, decided once before the store opens (``decide(_:)``): the
+/// runner hands it to the store, `--dry-run` prints its ``description``, and `run.started` logs
+/// it, so what a dry run says is what a run does (`LoadPlanTests`).
+package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
+    package enum Mode: Sendable, Equatable {
+        /// `--bulk` on a pipeline a staged load cannot run: refused before anything is written.
+        case refused([String])
+        /// Staged from the start (`--bulk`).
+        case staged
+        /// Batch by batch, going on staged once the database holds `afterBytes` (where the backend
+        /// turns by size), or from the first batch of a first load in no identity order into
+        /// empty tables (`fromFirstBatch`).
+        case automatic(afterBytes: Int, fromFirstBatch: Bool)
+        /// Batch by batch throughout: asked (`--no-bulk`), or what keeps the load from staging.
+        case batchByBatch(obstacles: [String])
+        /// A job of a shared run (`--join`): batch by batch with positions, its unbroken stretch of
+        /// units staged from the first batch of a first load into empty tables when `stretches`.
+        case joined(stretches: Bool)
+        /// The store given to the run, as its caller opened it.
+        case given
+    }
+
+    package var mode: Mode
+    package var capabilities: LoadCapabilities
+
+    /// What the plan is decided from.
+    package struct Inputs: Sendable {
+        package var loading: Loading
+        /// The run is a job of a shared run (`--join`).
+        package var joined: Bool
+        /// The source fetches (HTTP, several resources) rather than reading local pages.
+        package var fetching: Bool
+        /// What decides per stored row (write modes other than merge): no staged load.
+        package var writeObstacles: [String]
+        /// What the model does that a staged load cannot (``StoreBackend/stagedLoadObstacles(_:)``).
+        package var modelObstacles: [String]
+        package var capabilities: LoadCapabilities
+
+        package init(
+            loading: Loading, joined: Bool, fetching: Bool, writeObstacles: [String], modelObstacles: [String],
+            capabilities: LoadCapabilities
+        ) {
+            self.loading = loading
+            self.joined = joined
+            self.fetching = fetching
+            self.writeObstacles = writeObstacles
+            self.modelObstacles = modelObstacles
+            self.capabilities = capabilities
+        }
+    }
+
+    /// Batch by batch, as asked: what a store opened without a plan does (the library's).
+    package static let batchByBatch = LoadPlan(
+        mode: .batchByBatch(obstacles: []),
+        capabilities: LoadCapabilities(turnsStagedBySize: false, stagesOnlyIntoEmptyTables: false, sharesRuns: false))
+
+    package init(mode: Mode, capabilities: LoadCapabilities) {
+        self.mode = mode
+        self.capabilities = capabilities
+    }
+
+    /// Where a load turns staged by default: at 4 MiB from a source that reads local pages (a
+    /// directory, an archive), at 40 MiB (the page cache's size) from one that fetches. Staged, a
+    /// load costs less per record than batch by batch from a few megabytes on (people-200k 1.08
+    /// against 1.33 s, 26 MiB less; docs/benchmarks.md), but its merge comes after the last page:
+    /// a source slower than the writer (an API answering in 100 ms) hides the writes batch by
+    /// batch behind its waits, and keeps each commit visible while it lasts.
+    package static func defaultAfterBytes(fetching: Bool) -> Int { fetching ? 40 << 20 : 4 << 20 }
+
+    /// The one decision.
+    package static func decide(_ inputs: Inputs) -> LoadPlan {
+        let obstacles = inputs.writeObstacles + inputs.modelObstacles
+        let mode: Mode
+        switch inputs.loading {
+        case .staged:
+            let joined = inputs.joined ? ["a joined job (--join) stages only its unbroken stretch of units, by default"] : []
+            mode = joined.isEmpty && obstacles.isEmpty ? .staged : .refused(joined + obstacles)
+        case .batchByBatch:
+            mode = .batchByBatch(obstacles: [])
+        case .automatic(let afterBytes):
+            let fromFirstBatch = afterBytes == nil && !inputs.fetching && obstacles.isEmpty
+            if inputs.joined {
+                mode = .joined(stretches: fromFirstBatch && inputs.capabilities.sharesRuns)
+            } else if !obstacles.isEmpty {
+                mode = .batchByBatch(obstacles: obstacles)
+            } else {
+                mode = .automatic(
+                    afterBytes: afterBytes ?? defaultAfterBytes(fetching: inputs.fetching), fromFirstBatch: fromFirstBatch)
+            }
+        }
+        return LoadPlan(mode: mode, capabilities: inputs.capabilities)
+    }
+
+    /// A load staged from the start.
+    package var stagesAtOpen: Bool { mode == .staged }
+
+    /// The database size at which a running load turns staged; `nil`: never by size.
+    package var stageAfterBytes: Int? {
+        if case .automatic(let bytes, _) = mode, capabilities.turnsStagedBySize { return bytes }
+        return nil
+    }
+
+    /// A load into empty tables stages from its first batch (``IngestStore/startStagingAtFirstBatch()``).
+    package var stagesFromFirstBatch: Bool {
+        switch mode {
+        case .automatic(_, let first): first
+        case .joined(let stretches): stretches
+        default: false
+        }
+    }
+
+    /// A staged load of an earlier attempt may go on staged when the run resumes it.
+    package var mayStage: Bool {
+        switch mode {
+        case .staged, .automatic: true
+        case .joined(let stretches): stretches
+        case .refused, .batchByBatch, .given: false
+        }
+    }
+
+    /// As `--dry-run` prints it (after `load: `) and `run.started` logs it.
+    package var description: String {
+        let emptyOnly = capabilities.stagesOnlyIntoEmptyTables
+        switch mode {
+        case .refused(let reasons): return "--bulk refused: \(reasons.joined(separator: "; "))"
+        case .staged:
+            return emptyOnly
+                ? "staged (--bulk): staged and folded in a temporary SQLite file, the folded rows copied in at the end (into empty tables; tables that hold rows load batch by batch)"
+                : "staged (--bulk): batches go to staging tables, merged in identity order at the end"
+        case .batchByBatch(let obstacles) where obstacles.isEmpty: return "batch by batch (--no-bulk)"
+        case .batchByBatch(let obstacles):
+            return emptyOnly
+                ? "batch by batch (--bulk: staged, into empty tables)"
+                : "batch by batch (it cannot turn staged: \(obstacles.joined(separator: "; ")))"
+        case .automatic(let bytes, let first) where capabilities.turnsStagedBySize:
+            return "batch by batch, staged once the database holds \(bytes >> 20) MiB"
+                + (first ? ", or from the first batch of a first load in no identity order" : "") + " (--no-bulk: never)"
+        case .automatic(_, let first):
+            return first
+                ? "staged from the first batch of a first load in no identity order into empty tables (folded in a temporary SQLite file, copied in at the end); else batch by batch (--no-bulk: never staged)"
+                : "batch by batch (--bulk: staged, into empty tables)"
+        case .joined(let stretches):
+            return stretches
+                ? "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); else batch by batch (--no-bulk: never staged)"
+                : "batch by batch"
+        case .given: return "as the store given to the run was opened"
+        }
+    }
+}
