@@ -19,7 +19,7 @@ struct IngotCommand: ParsableCommand {
         commandName: "ingot",
         abstract: "Ingest paginated JSON into SQLite with identity (find-or-create) semantics.",
         discussion:
-            "Every option can also be set by an environment variable (INGOT_DB, INGOT_LOG_FORMAT, …; see the README); the option wins.",
+            "Every option can also be set by an environment variable (INGOT_DB, INGOT_LOG_FORMAT, …; see docs/operations.md); the option wins.",
         subcommands: [
             Run.self, Replay.self, Validate.self, Schema.self, Export.self, Runs.self, Rejects.self, Archive.self, BenchDecode.self,
             BenchFetch.self,

@@ -5,7 +5,7 @@ import Ingot
 import Logging
 import Synchronization
 
-/// Exit codes a scheduler can act on (the README has the table): 0 finished, 1 failed
+/// Exit codes a scheduler can act on (docs/operations.md has the table): 0 finished, 1 failed
 /// (unexpected), 2 bad configuration or usage (permanent), 3 finished but rejects passed a limit
 /// (or everything read was rejected), 75 temporary (the source stayed unreachable, or another
 /// run holds the database), 130/143 interrupted by SIGINT/SIGTERM.

@@ -702,6 +702,29 @@ struct RealAPITests {
         #expect(poke.resources.map(\.name) == ["list", "pokemon"] && poke.resources[0].root == nil)
     }
 
+    /// The README's pipeline (its one YAML block) runs against the Star Wars API as written: films
+    /// and people, linked from both sides, the heights numbers, the edited dates in time order.
+    @Test func theREADMEsPipelineRuns() throws {
+        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let start = try #require(readme.range(of: "```yaml\n"))
+        let end = try #require(readme.range(of: "\n```", range: start.upperBound..<readme.endIndex))
+        let server = try FixtureServer()
+        let config = try PipelineConfig.parse(
+            text: String(readme[start.upperBound..<end.lowerBound]), path: "README.md", environment: ["SWAPI_API": server.base])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("readme.db").path
+        options.progressInterval = 0
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(summary.status == .finished && summary.counters.rejectedRecords == 0, "\(summary.error ?? "") \(summary.counters)")
+        let db = options.databasePath
+        #expect(try rows(db, "SELECT count(*) FROM film") == [["6"]])
+        #expect(try rows(db, "SELECT count(*) FROM person WHERE name IS NOT NULL") == [["82"]])
+        #expect(try rows(db, "SELECT name, height FROM person WHERE id = 1") == [["Luke Skywalker", "172"]])
+        #expect(try rows(db, "SELECT count(*) FROM film_characters") == [["162"]])
+        let edited = try rows(db, "SELECT edited FROM person ORDER BY edited").map { $0[0] }
+        #expect(edited == edited.sorted() && edited.allSatisfy { $0.count == 27 })
+    }
+
     /// Each resource of pipelines/swapi.yml selected alone reads its own source and stores its
     /// own entity (a selection of one that was not the first read the first resource's pages
     /// and mapped films as planets, exit 0); `--dry-run` names its source.

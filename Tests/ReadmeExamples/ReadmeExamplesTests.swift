@@ -2,8 +2,8 @@ import Foundation
 import Ingot
 import Testing
 
-/// The README's library section: its examples are this target's files, word for word, and they
-/// run. The target imports `Ingot` without `@testable`: the public API is enough for them.
+/// The library examples of the README and docs/library.md: they are this target's files, word for
+/// word, and they run. The target imports `Ingot` without `@testable`: the public API is enough for them.
 struct ReadmeExamplesTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let examples = ["UserCacheExample", "PersonDogExample", "CoredatableExample", "FilmExample"]
@@ -44,11 +44,18 @@ struct ReadmeExamplesTests {
         return String(readme[open.upperBound..<close.lowerBound])
     }
 
+    /// Where each example is shown: the README's front door has one, docs/library.md the others.
+    static let shownIn = [
+        "UserCacheExample": "README.md", "PersonDogExample": "docs/library.md", "CoredatableExample": "docs/library.md",
+        "FilmExample": "docs/library.md",
+    ]
+
     @Test(arguments: examples)
-    func theREADMEShowsThisFileWordForWord(_ name: String) throws {
-        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+    func theDocsShowThisFileWordForWord(_ name: String) throws {
+        let document = try #require(Self.shownIn[name])
+        let text = try String(contentsOf: Self.root.appendingPathComponent(document), encoding: .utf8)
         let file = try String(contentsOf: Self.root.appendingPathComponent("Tests/ReadmeExamples/\(name).swift"), encoding: .utf8)
-        let block = try #require(Self.readmeBlock(name, in: readme), "README.md has no <!-- example: \(name) --> block")
+        let block = try #require(Self.readmeBlock(name, in: text), "\(document) has no <!-- example: \(name) --> block")
         #expect(block == Self.regions(of: file))
     }
 
