@@ -53,7 +53,7 @@ run: release
 bench: release
 	python3 Benchmarks/bench.py --ingot $(RELEASE) $(BENCH_ARGS)
 
-## instructions: instruction count of a people-20k run under callgrind (deterministic; see docs/benchmarks.md)
+## instructions: instruction count of a people-20k run under callgrind (deterministic; see docs/performance-notes.md)
 instructions: release
 	@command -v valgrind >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
 	scripts/instructions.sh $(RELEASE)

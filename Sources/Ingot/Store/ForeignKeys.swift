@@ -2,7 +2,7 @@
 /// owner, and both sides of each join table, each to its target's identity. SQLite declares
 /// them in its tables (not enforced on Ingot's connection); PostgreSQL declares none by default
 /// — there a constraint is checked at every link written (people-200k's first load 45 % slower,
-/// docs/benchmarks.md) — and `ingot schema --foreign-keys` prints them for users who want them
+/// docs/performance-notes.md) — and `ingot schema --foreign-keys` prints them for users who want them
 /// anyway (docs/stores.md, "Foreign keys").
 package struct ForeignKey: Sendable, Equatable {
     package var table: String

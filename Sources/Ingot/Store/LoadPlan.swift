@@ -96,7 +96,7 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     /// Where a load turns staged by default: at 4 MiB from a source that reads local pages (a
     /// directory, an archive), at 40 MiB (the page cache's size) from one that fetches. Staged, a
     /// load costs less per record than batch by batch from a few megabytes on (people-200k 1.08
-    /// against 1.33 s, 26 MiB less; docs/benchmarks.md), but its merge comes after the last page:
+    /// against 1.33 s, 26 MiB less; docs/performance-notes.md), but its merge comes after the last page:
     /// a source slower than the writer (an API answering in 100 ms) hides the writes batch by
     /// batch behind its waits, and keeps each commit visible while it lasts.
     package static func defaultAfterBytes(fetching: Bool) -> Int { fetching ? 40 << 20 : 4 << 20 }

@@ -10,7 +10,7 @@ import GRDBSQLite
 /// statement over many rows keeps its cursors open on the table and its indexes, where each
 /// statement opened them, sought from the root and closed them again: 1.28M person-shaped rows
 /// in identity order took 1.93 s as single inserts and 0.97 s through a virtual table, in C
-/// (docs/benchmarks.md).
+/// (docs/performance-notes.md).
 ///
 /// A feed is values in ``HeldValues``' format (a type byte, then 8 bytes or a length and the
 /// bytes), a row's after another's, in a buffer of its own; the table `ingot_feed_N` reads N a

@@ -9,7 +9,7 @@ import Synchronization
 /// Find-or-create costs each record a few random page touches (the identity index, the row, the
 /// rows it links to, the join table). While the tables fit in the page cache that is cheap; once
 /// they are several times bigger, every touch is a read and, at the next commit, a write of a
-/// whole page: people-10M ran at a tenth of people-200k's rate per record (docs/benchmarks.md).
+/// whole page: people-10M ran at a tenth of people-200k's rate per record (docs/performance-notes.md).
 /// A staged load does no lookup and touches no table page while the run lasts:
 ///
 /// 1. each batch's rows, folded as always (one row per identity per batch, later records win
@@ -240,7 +240,7 @@ extension SQLiteStore {
     /// (``IngestStore/startStagingAtFirstBatch()``): a staged load into empty tables only appends
     /// and merges into nothing, where turning after a first commit merges in between the rows
     /// written before (people-200k: 1.12 s staged from the start against 1.25 s turning at the
-    /// first commit; docs/benchmarks.md).
+    /// first commit; docs/performance-notes.md).
     package func startStagingAtFirstBatch() throws -> Bool {
         guard stagesFromTheStart, !isStaging else { return false }
         let empty = try dbQueue.inDatabase { db in

@@ -131,7 +131,7 @@ struct FoldPart: @unchecked Sendable {  // the pivot's values are read only, by 
     /// Staging tables with fewer rows are folded whole (by default). Split, the second part's
     /// sort runs beside the first's, but the next entity's fold starts later and both parts read
     /// the whole table: people-200k (240k staged persons) 5 % slower split, people-1M (1.2M) the
-    /// same, people-10M (12M) 10 % less merge (docs/benchmarks.md).
+    /// same, people-10M (12M) 10 % less merge (docs/performance-notes.md).
     static let splitRows: Int64 = 2_000_000
 
     /// The parts `layout`'s staging table is folded in, read on `connection`: two, split at the

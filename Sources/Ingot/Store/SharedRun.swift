@@ -13,7 +13,7 @@ public protocol SharedRunStore: IngestStore {
     /// Takes the pipeline's run lock shared with the run's other jobs (single runs are excluded),
     /// then joins the run `request.name`, creating it when no job did yet. From then on this
     /// store writes each batch as the units it holds: it marks them done in the batch's
-    /// transaction (a unit this job no longer holds throws ``StoreError/claimLost(_:)`` and rolls
+    /// transaction (a unit this job no longer holds throws ``StoreError/Kind/claimLost`` and rolls
     /// the transaction back), and a unit's values win over those of every earlier unit only.
     ///
     /// Refused with ``StoreError/Kind/conflict`` when the run belongs to another pipeline or its

@@ -7,7 +7,7 @@ import GRDBSQLite
 ///
 /// Why: the server parses text `COPY` field by field (`strtoll`, `float8in`, the date parser);
 /// binary fields it takes as they come. The final rows of people-200k load in 0.57–0.62 s
-/// binary against 0.64–0.71 s as text (docs/benchmarks.md).
+/// binary against 0.64–0.71 s as text (docs/performance-notes.md).
 ///
 /// Each field is encoded as its column's type reads it, from the value the fold holds: what
 /// text `COPY` would have sent the server as the same text is sent here as the same value. A

@@ -155,7 +155,7 @@ final class PGSharedRun: SharedRun {
         // unit then finds it lost), and any commit that depends on one — the unit's rows, marked
         // done — flushes the write-ahead log up to itself, the claim included (the log is
         // written in order). With the flush, each claim took 2 ms, on the source's thread:
-        // people-200k's 240 claims were half of a joined job's staging (docs/benchmarks.md).
+        // people-200k's 240 claims were half of a joined job's staging (docs/performance-notes.md).
         try connection.execute("SET synchronous_commit = off")
         control = Mutex((connection, Zstd()))
     }

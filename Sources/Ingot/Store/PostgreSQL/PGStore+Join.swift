@@ -137,7 +137,7 @@ extension PGStore {
     }
 
     /// Marks `units` done in the open transaction (those not marked in it yet): this job must
-    /// still hold each claim, else ``StoreError/claimLost(_:)``.
+    /// still hold each claim, else ``StoreError/Kind/claimLost``.
     func markDone(_ units: Set<UnitRef>, _ join: JoinContext) throws {
         let units = units.subtracting(unitsInTransaction)
         guard !units.isEmpty else { return }

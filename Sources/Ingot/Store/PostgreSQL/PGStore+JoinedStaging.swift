@@ -7,7 +7,7 @@ import Foundation
 ///
 /// Why: batch by batch, a joined job does what a single job batch by batch does, and more (each
 /// row's positions, a unit's claim): people-200k 4.2–4.7 s against 1.5–1.7 s for a single job's
-/// staged first load (docs/benchmarks.md).
+/// staged first load (docs/performance-notes.md).
 ///
 /// **Why one position is right.** Batch by batch, each column a row is given carries the position
 /// of the unit that gave it, and a unit overwrites a column only when its position is not older
@@ -71,7 +71,7 @@ extension PGStore {
     }
 
     /// Writes the stretch, in the open transaction (or one it begins): its units marked done
-    /// (still this job's, else ``StoreError/claimLost(_:)``), its folded rows copied with their
+    /// (still this job's, else ``StoreError/Kind/claimLost``), its folded rows copied with their
     /// positions — straight into the tables, or merged the careful way when that fails — then
     /// its batches' rejections and kept values. Counts as the copy or the merge counted.
     func mergeStretch(

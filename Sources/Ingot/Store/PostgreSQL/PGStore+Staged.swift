@@ -12,7 +12,7 @@ import GRDBSQLite
 ///
 /// Why: batch by batch, every record a load re-sends is an `UPDATE` on the server (people-200k:
 /// 232,888 of them for 96,801 dogs) and every batch a lookup query; a first load spent 2.3–3.0 s
-/// of server time where copying the final rows takes 0.6–0.9 s (docs/benchmarks.md).
+/// of server time where copying the final rows takes 0.6–0.9 s (docs/performance-notes.md).
 ///
 /// What it asks of the load, checked before anything is written: a single job (not `--join`)
 /// and a model a staged load can run (SQLiteStore.stagedLoadObstacles); and tables that are
@@ -183,7 +183,7 @@ extension PGStore {
     /// joined, and the entities' tables are all empty — as SQLite's store does
     /// (``IngestStore/startStagingAtFirstBatch()``). Batch by batch, people-200k spent 2.3–3.0 s
     /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
-    /// (docs/benchmarks.md). Whether it did.
+    /// (docs/performance-notes.md). Whether it did.
     ///
     /// A staging file that cannot be made (a read-only or full temporary directory, as in a
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
