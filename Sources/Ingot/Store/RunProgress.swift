@@ -1,0 +1,47 @@
+import Foundation
+
+/// A run that stopped before the end of its source.
+public struct UnfinishedRun: Sendable {
+    /// Its id: a resumed run keeps it.
+    public var runID: String
+    /// Its counters as last committed.
+    public var counters: RunCounters
+    /// The last page committed.
+    public var lastSeq: Int
+    /// Where its source continues; `nil` when no batch was committed.
+    public var resumeState: String?
+
+    /// An unfinished run as a store read it.
+    public init(runID: String, counters: RunCounters, lastSeq: Int, resumeState: String?) {
+        self.runID = runID
+        self.counters = counters
+        self.lastSeq = lastSeq
+        self.resumeState = resumeState
+    }
+}
+
+/// What a batch's transaction records about its run, with its rows: a commit always describes
+/// its last batch, so `--resume` continues exactly after it.
+public struct RunProgress: Sendable {
+    /// The run the batch belongs to.
+    public var runID: String
+    /// The run's counters including this batch.
+    public var counters: RunCounters
+    /// The last whole page the batch completes (`nil`: it ends inside a page).
+    public var lastSeq: Int?
+    /// Where the source continues after that page.
+    public var resumeState: String?
+    /// The batch's rejections, stored in `_ingot_rejects`.
+    public var rejections: [RecordRejection]
+    /// Values kept across runs (the incremental cursor), by pipeline and key.
+    public var kept: [(pipeline: String, key: String, value: String)] = []
+}
+
+extension Date {
+    /// The instant as the stores' run bookkeeping writes it: ISO-8601 in UTC, milliseconds.
+    var runTimestamp: String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: self)
+    }
+}

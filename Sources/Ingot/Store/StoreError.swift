@@ -1,0 +1,107 @@
+import Foundation
+import GRDB
+
+/// A database failure that stops a run, or a database Ingot cannot use: what went wrong
+/// (``Kind``), in which backend, the database's own message and code, the statement that failed,
+/// and what the run was working on (the entity, the batch, the page) where that is known.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a caller decides on it (retry, exit code).
+    public enum Kind: Sendable, Equatable {
+        /// A statement failed (``sql`` says which; ``code`` or ``sqlState`` why).
+        case statement
+        /// The database's schema or bookkeeping is not what Ingot made.
+        case schema
+        /// The database's tables disagree with the pipeline (refused before anything is written).
+        case conflict
+        /// `--db` names a database Ingot cannot use (a scheme it does not know, an empty path).
+        case unsupported
+        /// The database server could not be reached (a later run may succeed: exit 75).
+        case unreachable
+        /// Units of a shared run this job held were taken over by other jobs after their leases
+        /// ran out (this job stalled): the transaction was rolled back, the batch's other units
+        /// handed back to the queue (``units`` says which were lost).
+        case claimLost
+    }
+
+    /// What went wrong.
+    public var kind: Kind
+    /// `sqlite`, `postgresql`, or empty when no backend is concerned yet.
+    public var backend: String
+    /// The database's (or Ingot's) message.
+    public var message: String
+    /// The statement that failed, when one did.
+    public var sql: String
+    /// SQLite's (extended) result code.
+    public var code: Int32?
+    /// PostgreSQL's SQLSTATE.
+    public var sqlState: String?
+    /// The entity being written, when the store knew it.
+    public var entity: String?
+    /// The batch (its number in the run) and its first page's sequence number, when the writer
+    /// stage knew them.
+    public var batch: Int?
+    /// The first page of that batch.
+    public var page: Int?
+    /// The units of a shared run lost to other jobs (``Kind/claimLost``).
+    public var units: [Int] = []
+
+    /// An error of `kind` from `backend` with the database's `message` and, for a failed statement, its SQL and code.
+    public init(_ kind: Kind, backend: String = "", message: String, sql: String = "", code: Int32? = nil, sqlState: String? = nil) {
+        self.kind = kind
+        self.backend = backend
+        self.message = message
+        self.sql = sql
+        self.code = code
+        self.sqlState = sqlState
+    }
+
+    /// SQLite failed `sql` with result `code`.
+    public static func sqlite(code: Int32, message: String, sql: String) -> StoreError {
+        StoreError(.statement, backend: "sqlite", message: message, sql: sql, code: code)
+    }
+
+    /// PostgreSQL failed `sql`; `state` is its SQLSTATE.
+    public static func postgres(message: String, sql: String, state: String? = nil) -> StoreError {
+        StoreError(.statement, backend: "postgresql", message: message, sql: sql, sqlState: state)
+    }
+
+    /// The database's schema or bookkeeping is not what Ingot made.
+    public static func schema(_ message: String) -> StoreError { StoreError(.schema, message: message) }
+    /// The database's tables disagree with the pipeline.
+    public static func conflict(_ message: String) -> StoreError { StoreError(.conflict, message: message) }
+    /// `--db` names a database Ingot cannot use.
+    public static func unsupported(_ message: String) -> StoreError { StoreError(.unsupported, message: message) }
+    /// The database server could not be reached.
+    public static func unreachable(_ message: String) -> StoreError { StoreError(.unreachable, message: message) }
+
+    /// The database's message when it refused a value of a batch — not the connection, the disk
+    /// or a lock: SQLite's CONSTRAINT, TOOBIG, MISMATCH or RANGE; PostgreSQL's data exceptions
+    /// (SQLSTATE class 22), integrity constraint violations (23) and program limits (54: an
+    /// identity too long for its index). `nil` for every other failure, which no record causes.
+    public static func refusedValue(_ error: any Error) -> String? {
+        switch error {
+        case let error as StoreError where error.kind == .statement:
+            if let code = error.code, [18, 19, 20, 25].contains(code & 0xFF) { return error.message }
+            if let state = error.sqlState, ["22", "23", "54"].contains(String(state.prefix(2))) { return error.message }
+            return nil
+        case let error as DatabaseError where [18, 19, 20, 25].contains(error.resultCode.primaryResultCode.rawValue):
+            return error.message ?? "\(error.resultCode)"
+        default:
+            return nil
+        }
+    }
+
+    /// The message, with the statement that failed and what the run was working on.
+    public var description: String {
+        var text: String
+        switch (kind, backend) {
+        case (.statement, "sqlite"): text = "SQLite error \(code ?? 0): \(message)"
+        case (.statement, "postgresql"): text = "PostgreSQL: \(message)"
+        default: text = message
+        }
+        let context = [entity.map { "entity \($0)" }, batch.map { "batch \($0)" }, page.map { "page \($0)" }].compactMap { $0 }
+        if !context.isEmpty { text += " [\(context.joined(separator: ", "))]" }
+        if !sql.isEmpty { text += " (in: \(sql.prefix(300)))" }
+        return text
+    }
+}
