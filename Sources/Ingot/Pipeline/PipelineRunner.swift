@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import GRDB
 import Logging
 import Synchronization
 
@@ -23,13 +22,13 @@ public final class PipelineRunner: Sendable {
     /// How it runs it.
     public let options: RunOptions
     let logger: Logger
-    private let shared = SharedCounters()
+    let shared = SharedCounters()
     /// Set by ``stop()`` for the run in progress; the stages read it. Cleared when a run starts
     /// from ``Lifecycle/idle``.
     let stopping = StopFlag()
     private let lifecycle = Mutex(Lifecycle.idle)
     /// The source being read, so that ``stop()`` can cancel its waits.
-    private let activeSource = SourceBox()
+    let activeSource = SourceBox()
     /// The store being written, so that ``stop()`` can interrupt a statement that does not end.
     private let activeStore = StoreBox()
     /// The logger of the run in progress (with `pipeline` and `run_id`), for ``stop()``'s line.
@@ -137,7 +136,70 @@ public final class PipelineRunner: Sendable {
 
     private func run(source: any PageSource, store given: (any IngestStore)?) -> RunSummary {
         let started = Date()
-        let begins = lifecycle.withLock { state in
+        guard beginRun() else { return refused(started) }
+        defer { lifecycle.withLock { $0 = .idle } }
+        activeSource.value.withLock { $0 = source }
+        defer { activeSource.value.withLock { $0 = nil } }
+        let opened: OpenedStore
+        do {
+            opened = try openStore(given: given, source: source)
+        } catch {
+            return failedToStart(error, started: started)
+        }
+        let store = opened.store
+        defer { withExtendedLifetime(opened.lock) {} }
+        if !store.migration.isEmpty {
+            logger.notice(
+                "schema.migrated",
+                metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
+        }
+        if let reason = store.stagingDeclined { logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"]) }
+        activeStore.value.withLock { $0 = store }
+        defer { activeStore.value.withLock { $0 = nil } }
+        var part: RunPart
+        do {
+            part = try takePart(store: store, source: source, started: started)
+        } catch {
+            try? store.close()
+            return failedToStart(error, started: started)
+        }
+        let runID = part.joined?.runID ?? part.resumed?.runID ?? options.runID ?? PipelineRunner.makeRunID(started)
+        var logger = self.logger
+        logger[metadataKey: LogKey.pipeline] = "\(config.name)"
+        logger[metadataKey: LogKey.runID] = "\(runID)"
+        if let joined = part.joined { logger[metadataKey: "job"] = "\(joined.run.job)" }
+        // A refresh (PipelineRunner+Refresh.swift): the last run's prints, read before this run's
+        // start forgets them. A joined or resumed run sees only part of the pages: it keeps none.
+        let refresh = part.joined == nil && part.resumed == nil ? prepareRefresh(source: part.source, store: store, logger: logger) : nil
+        // A refresh over HTTP reads its source whole first, to list it (PrefetchedPageSource).
+        if let prefetched = refresh?.listing as? PrefetchedPageSource {
+            part.source = prefetched
+            activeSource.value.withLock { $0 = prefetched }
+        }
+        let context = RunContext(runID: runID, started: started, logger: logger, store: store, part: part, refresh: refresh)
+        if let joined = part.joined, let over = announce(joined, context) { return over }
+        opened.lock?.describe(runID: runID)
+        part.source.useLogger(logger)
+        if let metrics { (part.source as? any FetchReporting)?.useMetrics(metrics) }
+        runLogger.withLock { $0 = logger }
+        defer { runLogger.withLock { $0 = nil } }
+        let archive: ArchiveStage?
+        do {
+            archive = try beginRecording(context, plan: opened.plan)
+        } catch {
+            part.joined?.source.close()
+            try? store.close()
+            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
+            return summary(context, .failed, RunCounters(), error)
+        }
+        let writer = runStages(context, archive: archive)
+        return finish(context, writer: writer, archive: archive)
+    }
+
+    /// Moves the runner's life to running (or stopping, when a stop came first); `false` when a
+    /// run is already going.
+    private func beginRun() -> Bool {
+        lifecycle.withLock { state in
             switch state {
             case .idle:
                 state = .running
@@ -150,271 +212,11 @@ public final class PipelineRunner: Sendable {
                 return false
             }
         }
-        guard begins else { return refused(started) }
-        defer { lifecycle.withLock { $0 = .idle } }
-        activeSource.value.withLock { $0 = source }
-        defer { activeSource.value.withLock { $0 = nil } }
-        func failedToStart(_ error: any Error) -> RunSummary {
-            var logger = self.logger
-            logger[metadataKey: LogKey.pipeline] = "\(config.name)"
-            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
-            // Stopped before it could start (while connecting): interrupted, not failed.
-            let stopped = stopping.value.withLock { $0 }
-            var failed = RunSummary(
-                runID: "-", pipeline: config.name, status: stopped ? .interrupted : .failed, counters: RunCounters(),
-                duration: Date().timeIntervalSince(started), error: "\(error)")
-            failed.failureKind = stopped ? nil : RunSummary.FailureKind(error)
-            // The metrics file says so too (a scheduler watching it sees the failed attempt; the
-            // last success time is kept).
-            var snapshot = RunMetrics.Snapshot(counters: RunCounters())
-            snapshot.elapsed = failed.duration
-            if let problem = metrics?.update(snapshot) {
-                logger.warning("metrics.failed", metadata: [LogKey.reason: "\(problem)"])
-            }
-            PipelineRunner.logSummary(failed, logger)
-            return failed
-        }
-        // One run at a time per database: wait for another run to finish, up to lockTimeout.
-        var lock: RunLock?
-        let store: any IngestStore
-        var loadPlan = LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities)
-        if let given {
-            // Entities and columns travel by position: a store opened for another model would
-            // write one entity's values into another's columns.
-            guard given.layouts == EntityLayout.layouts(of: config.model) else {
-                return failedToStart(
-                    StoreError.conflict(
-                        "the store given to the run was opened for another model than pipeline \(config.name)'s: its entity layouts differ")
-                )
-            }
-            store = given
-        } else {
-            do {
-                let location = try StoreLocation(options.databasePath)
-                let plan = PipelineRunner.loadPlan(config, options, fetching: source is any FetchReporting, backend: location.backend)
-                if case .refused(let reasons) = plan.mode {
-                    return failedToStart(StoreError.conflict("--bulk cannot run this pipeline: \(reasons.joined(separator: "; "))"))
-                }
-                loadPlan = plan
-                lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
-                store = try location.open(
-                    model: config.model,
-                    options: StoreOpening(
-                        lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, plan: plan,
-                        resuming: options.resume, stopped: stopping))
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED {
-                return failedToStart(
-                    RunLockError(
-                        path: options.databasePath, holder: nil, isHeld: true,
-                        message:
-                            "another program holds a lock on the database (a sqlite3 shell inside a transaction, a backup?); gave up after \(options.lockTimeout) s (--lock-timeout): \(error.message ?? "database is locked")"
-                    ))
-            } catch {
-                return failedToStart(error)
-            }
-        }
-        defer { withExtendedLifetime(lock) {} }
-        if !store.migration.isEmpty {
-            logger.notice(
-                "schema.migrated",
-                metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
-        }
-        if let reason = store.stagingDeclined {
-            logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
-        }
-        activeStore.value.withLock { $0 = store }
-        defer { activeStore.value.withLock { $0 = nil } }
-        // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).
-        var joined: JoinedPart?
-        var source = source
-        do {
-            if let name = options.join {
-                let part = try join(name, store: store, source: source, started: started)
-                joined = part
-                source = part.source
-                activeSource.value.withLock { $0 = part.source }
-            } else {
-                try store.lockRuns(of: config.name, timeout: options.lockTimeout)
-            }
-        } catch {
-            try? store.close()
-            return failedToStart(error)
-        }
-        var resumed: UnfinishedRun?
-        if options.resume {
-            do {
-                resumed = try store.unfinishedRun(pipeline: config.name)
-                if let state = resumed?.resumeState { try source.resume(from: state) }
-            } catch {
-                try? store.close()
-                return failedToStart(error)
-            }
-        }
-        let runID = joined?.runID ?? resumed?.runID ?? options.runID ?? PipelineRunner.makeRunID(started)
-        var logger = self.logger
-        logger[metadataKey: LogKey.pipeline] = "\(config.name)"
-        logger[metadataKey: LogKey.runID] = "\(runID)"
-        // A refresh (PipelineRunner+Refresh.swift): the last run's prints, read before this run's
-        // start forgets them. A joined or resumed run sees only part of the pages: it keeps none.
-        let refresh = joined == nil && resumed == nil ? prepareRefresh(source: source, store: store, logger: logger) : nil
-        if let joined {
-            logger[metadataKey: "job"] = "\(joined.run.job)"
-            logger.info(joined.run.created ? "join.created" : "join.joined", metadata: ["join": "\(joined.run.name)"])
-            if let reason = joined.run.revived {
-                logger.warning(
-                    "join.revived",
-                    metadata: ["join": "\(joined.run.name)", LogKey.reason: "the run had failed (\(reason)); this job takes it up again"])
-            }
-            if joined.run.alreadyFinished {
-                // A job restarted after the run ended (or started late): nothing is left to do.
-                joined.source.close()
-                try? store.close()
-                logger.notice("join.finished", metadata: [LogKey.reason: "the run was finished before this job joined it"])
-                let s = RunSummary(
-                    runID: runID, pipeline: config.name, status: .finished, counters: RunCounters(),
-                    duration: Date().timeIntervalSince(started))
-                PipelineRunner.logSummary(s, logger)
-                return s
-            }
-        }
-        lock?.describe(runID: runID)
-        source.useLogger(logger)
-        if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
-        // A refresh over HTTP reads its source whole first, to list it (PrefetchedPageSource).
-        if let prefetched = refresh?.listing as? PrefetchedPageSource {
-            source = prefetched
-            activeSource.value.withLock { $0 = prefetched }
-        }
-        runLogger.withLock { $0 = logger }
-        defer { runLogger.withLock { $0 = nil } }
-
-        let flow = PageFlow()
-        func summary(
-            _ status: RunStatus, _ counters: RunCounters, _ error: (any Error)?, archive: ArchiveStage? = nil
-        ) -> RunSummary {
-            var s = RunSummary(
-                runID: runID, pipeline: config.name, status: status, counters: counters,
-                duration: Date().timeIntervalSince(started), error: error.map { "\($0)" }, archive: archive?.path)
-            s.failureKind = error.map(RunSummary.FailureKind.init)
-            if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: logger) }
-            if let metrics {
-                if status == .finished && s.limitExceeded == nil { metrics.succeeded() }
-                updateMetrics(metrics, counters, flow: flow, archive: archive, started: started, logger: logger)
-            }
-            PipelineRunner.logSummary(s, logger)
-            return s
-        }
-
-        let archive: ArchiveStage?
-        do {
-            // A joined run's pages are archived by the job that finishes it (PipelineRunner+Join.swift).
-            archive = joined == nil ? try makeArchive(runID: runID, started: started) : nil
-            if let resumed {
-                try store.reopenRun(id: resumed.runID, archive: archive?.path)
-                logger.info(
-                    "run.resumed",
-                    metadata: [
-                        LogKey.seq: .int(resumed.lastSeq), "resume_state": "\(resumed.resumeState ?? "start")",
-                    ])
-            } else if joined == nil {
-                try store.beginRun(id: runID, pipeline: config.name, startedAt: started, archive: archive?.path)
-            }
-        } catch {
-            joined?.source.close()
-            try? store.close()
-            logger.error("run.failed", metadata: [LogKey.error: "\(error)", LogKey.database: "\(shownDatabase)"])
-            return summary(.failed, RunCounters(), error)
-        }
-        var startMetadata: Logger.Metadata = [
-            LogKey.database: "\(shownDatabase)", LogKey.lanes: .int(max(1, options.lanes)),
-            LogKey.batchRecords: .int(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords),
-            LogKey.commitRecords: .int(options.commitRecords),
-        ]
-        if let archive { startMetadata[LogKey.archive] = "\(archive.path)" }
-        if let joined { startMetadata["lease"] = .seconds(joined.run.lease) }
-        if let port = metrics?.servingPort { startMetadata["metrics_port"] = .int(port) }
-        startMetadata["load"] = "\(loadPlan)"
-        logger.info("run.started", metadata: startMetadata)
-        let plan = makePlan(refresh, logger: logger)
-
-        let lanes = max(1, options.lanes)
-        let budget = PageBudget(maxPages: options.pagesInFlight ?? lanes * 2 + 2, maxBytes: options.bytesInFlight)
-        let done = DispatchSemaphore(value: 0)
-        let firstSeq = (resumed?.lastSeq ?? 0) + 1
-        let writer = WriterStage(
-            store: store, config: config, runID: runID, options: options, logger: logger, shared: shared,
-            initialCounters: resumed?.counters ?? RunCounters(), resumed: resumed != nil, metrics: metrics, archivePath: archive?.path,
-            keepsPrints: refresh != nil, stopSource: { [activeSource] in activeSource.value.withLock { $0 }?.cancel() },
-            finished: { done.signal() })
-        let assembler = BatchAssembler(
-            writer: writer,
-            batchLimits: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),
-            byteLimit: options.batchBytes, firstSeq: firstSeq, interval: options.commitInterval, timers: options.timers,
-            pageConsumed: { budget.release($0) })
-        assembler.refresh = plan
-
-        joined?.source.whenIdle { sourceEnded in
-            assembler.queue.async {
-                assembler.flush()
-                // After the batch it handed over (the writer's queue keeps their order).
-                if sourceEnded { writer.queue.async { writer.writeStretch() } }
-            }
-        }
-        let decode = makeDecodeLanes(
-            count: lanes, assembler: assembler, logger: logger, flow: flow, keepsPrints: refresh != nil,
-            // A plan needs every changed page's rows, prints kept or not.
-            printsOff: plan == nil ? writer.printsOff : StopFlag())
-        let progress = startProgress(logger: logger, started: started, flow: flow, archive: archive)
-        startSource(
-            source, firstSeq: firstSeq, budget: budget, flow: flow, archive: archive, writer: writer, assembler: assembler,
-            keepsPrints: refresh != nil, refresh: plan, decode: decode)
-        done.wait()
-        if let progress {
-            // A tick already running finishes before the summary (its line, its metrics file):
-            // cancelling stops further ticks, and the sync waits out the one on the queue.
-            progress.timer.cancel()
-            progress.queue.sync {}
-        }
-        archive?.queue.sync { archive?.close() }
-
-        var counters = writer.counters
-        var failure: (any Error)? = writer.failure
-        if failure == nil, let archiveFailure = archive?.queue.sync(execute: { archive?.failure }) {
-            failure = archiveFailure
-        }
-        let status: RunStatus = failure != nil ? .failed : writer.interrupted ? .interrupted : .finished
-        if failure == nil, let unfilled = try? store.unfilledStubs() {
-            for (entity, count) in unfilled {
-                counters.entities[config.model.entities[entity].name, default: EntityCounts()].unfilled = count
-            }
-        }
-        do {
-            if let joined {
-                try endJoinedPart(joined, status: failure != nil ? .failed : status, counters: counters, started: started, logger: logger)
-            } else {
-                try store.finishRun(id: runID, status: status, counters: counters, finishedAt: Date())
-                if status == .finished && failure == nil { keepPrints(refresh, writer: writer, runID: runID, logger: logger) }
-            }
-            try store.close()
-        } catch {
-            failure = failure ?? error
-            counters = writer.counters
-        }
-        if let failure {
-            if stopping.value.withLock({ $0 }) {
-                // Stopped while the database did not answer: interrupted, not failed.
-                logger.warning("run.interrupted_store", metadata: [LogKey.error: "\(failure)"])
-                return summary(.interrupted, counters, nil, archive: archive)
-            }
-            logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])
-            return summary(.failed, counters, failure, archive: archive)
-        }
-        return summary(status, counters, nil, archive: archive)
     }
 
     /// Whether a finished run's rejects passed a limit (the options', else the pipeline's), or,
     /// with no limit set, whether it rejected everything it read; logs why.
-    private func rejectLimitExceeded(_ c: RunCounters, logger: Logger) -> String? {
+    func rejectLimitExceeded(_ c: RunCounters, logger: Logger) -> String? {
         let rejects = c.rejectedRecords + c.rejectedPages
         let read = c.records + c.rejectedPages
         if c.pages == 0 {
@@ -436,7 +238,7 @@ public final class PipelineRunner: Sendable {
         return exceeded
     }
 
-    private func makeArchive(runID: String, started: Date) throws -> ArchiveStage? {
+    func makeArchive(runID: String, started: Date) throws -> ArchiveStage? {
         let stage = try makeArchiveWriter(runID: runID, started: started).map(ArchiveStage.init)
         if config.hasSeveralResources { stage?.resourceNames = config.resources.map(\.name) }
         return stage
@@ -467,7 +269,7 @@ public final class PipelineRunner: Sendable {
 
     /// Progress lines and metrics updates every `progressInterval` seconds (metrics every 5 s
     /// when progress lines are off).
-    private func startProgress(
+    func startProgress(
         logger: Logger, started: Date, flow: PageFlow, archive: ArchiveStage?
     ) -> (timer: any RunTimer, queue: DispatchQueue)? {
         guard options.progressInterval > 0 || metrics != nil else { return nil }
@@ -493,7 +295,7 @@ public final class PipelineRunner: Sendable {
         return (timer, queue)
     }
 
-    private func updateMetrics(
+    func updateMetrics(
         _ metrics: RunMetrics, _ counters: RunCounters, flow: PageFlow, archive: ArchiveStage?, started: Date, logger: Logger
     ) {
         var snapshot = RunMetrics.Snapshot(counters: counters)

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// Settings of one run. Every field has a default that suits a 2-core container.
 public struct RunOptions: Sendable {
@@ -114,10 +113,8 @@ public struct RunSummary: Sendable {
             case let lock as RunLockError: self = lock.isHeld ? .temporary : .unexpected
             case let store as StoreError where store.kind == .conflict || store.kind == .unsupported: self = .configuration
             case let store as StoreError where store.kind == .unreachable: self = .temporary
-            // SQLITE_BUSY, SQLITE_LOCKED: another program (a `sqlite3` shell in a transaction, a
-            // backup) held the database past --lock-timeout, as another run would.
-            case let store as StoreError where store.code.map({ $0 & 0xFF == 5 || $0 & 0xFF == 6 }) == true: self = .temporary
-            case let error as DatabaseError where error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED: self = .temporary
+            // Another program held the database past --lock-timeout, as another run would.
+            case let error where StoreError.isLocked(error): self = .temporary
             case is ConfigError: self = .configuration
             default: self = .unexpected
             }

@@ -91,6 +91,17 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether `error` is a database held by another program past the lock timeout (SQLite's BUSY
+    /// or LOCKED: a `sqlite3` shell inside a transaction, a backup), as another run would hold it:
+    /// a later run may succeed.
+    public static func isLocked(_ error: any Error) -> Bool {
+        switch error {
+        case let store as StoreError: store.code.map { $0 & 0xFF == 5 || $0 & 0xFF == 6 } == true
+        case let error as DatabaseError: error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED
+        default: false
+        }
+    }
+
     /// The message, with the statement that failed and what the run was working on.
     public var description: String {
         var text: String
