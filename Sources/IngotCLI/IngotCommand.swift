@@ -283,7 +283,7 @@ struct Run: ParsableCommand {
     private func printRest(_ config: PipelineConfig, options: RunOptions, maxPageBytes: Int) throws {
         print("archive: \(noArchive ? "off" : (archiveDir ?? "archives") + "/")")
         print(
-            "limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.batchRecords ?? config.batchRecords ?? 5000), lanes \(options.lanes)"
+            "limits: max_page_bytes \(maxPageBytes), bytes_in_flight \(options.bytesInFlight), batch_records \(options.shownBatchRecords(of: config)), lanes \(options.lanes)"
         )
         let location: StoreLocation
         do {

@@ -125,7 +125,7 @@ extension PipelineRunner {
         }
         var metadata: Logger.Metadata = [
             LogKey.database: "\(shownDatabase)", LogKey.lanes: .int(max(1, options.lanes)),
-            LogKey.batchRecords: .int(options.batchRecords ?? config.batchRecords ?? RunOptions.defaultBatchRecords),
+            LogKey.batchRecords: .int(options.shownBatchRecords(of: config)),
             LogKey.commitRecords: .int(options.commitRecords), "load": "\(plan)",
         ]
         if let archive { metadata[LogKey.archive] = "\(archive.path)" }
@@ -151,7 +151,7 @@ extension PipelineRunner {
             stopSource: { [activeSource] in activeSource.value.withLock { $0 }?.cancel() }, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer,
-            batchLimits: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),
+            batchLimits: options.batchRecords(of: config),
             byteLimit: options.batchBytes, firstSeq: firstSeq, interval: options.commitInterval, timers: options.timers,
             pageConsumed: { budget.release($0) })
         assembler.refresh = plan

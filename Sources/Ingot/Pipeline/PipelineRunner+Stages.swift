@@ -28,7 +28,7 @@ extension PipelineRunner {
         let step = DecodeStep(
             assembler: assembler, logger: logger, flow: flow, keepsPrints: keepsPrints, printsOff: printsOff,
             layouts: keepsPrints ? EntityLayout.layouts(of: config.model) : [],
-            partRecords: config.batchRecordsPerResource(override: options.batchRecords, fallback: RunOptions.defaultBatchRecords),
+            partRecords: options.batchRecords(of: config),
             maxPageBytes: maxPageBytes, rootName: config.root)
         return { page in
             let lane = laneQueues[page.seq % lanes]

@@ -88,6 +88,17 @@ public struct RunOptions: Sendable {
     public init() {}
 
     static let defaultBatchRecords = 5000
+
+    /// Records per batch for each resource of `config` — the option, else the resource's or the
+    /// pipeline's `batch_records`, else 5000: the one place a run's batch size is decided.
+    package func batchRecords(of config: PipelineConfig) -> [Int] {
+        config.batchRecordsPerResource(override: batchRecords, fallback: RunOptions.defaultBatchRecords)
+    }
+
+    /// The batch size `run.started` and `--dry-run` show: the first resource's (``batchRecords(of:)``).
+    package func shownBatchRecords(of config: PipelineConfig) -> Int {
+        batchRecords(of: config).first ?? RunOptions.defaultBatchRecords
+    }
     /// The default `max_page_bytes`: 64 MiB.
     public static let defaultMaxPageBytes = Page.defaultMaxBytes
     /// `max_page_bytes` accepted from a file or the command line (a page's offsets are 32-bit).
