@@ -394,4 +394,19 @@ struct EveryProblemTests {
             #expect(order == order.sorted(), "in file order")
         }
     }
+
+    /// A resource that cannot be read is one problem, not two: no extra "no resource has a root
+    /// entity" under it.
+    @Test func aBadResourceIsOneProblem() throws {
+        let bad = """
+            version: 1
+            name: r
+            resources:
+              - {name: list, source: {http: {url: "http://127.0.0.1/items", paginate: {bogus: 1}}}, records: ".", root: item}
+            entities: {item: {identity: id, attributes: {id: integer}}}
+            """
+        let problems = try #require(configProblems(bad))
+        #expect(!problems.contains("no resource has a root entity"), "\(problems)")
+        #expect(problems.contains("4:"), "\(problems)")
+    }
 }

@@ -201,6 +201,8 @@ struct PipelineYAMLReader {
         }
 
         var resources: [ResourceConfig] = []
+        // Resources that could not be read have their own problem: no second one about their roots.
+        var resourcesUnread = false
         if let resourcesNode = top["resources"] {
             for key in ["source", "records", "root", "incremental"] {
                 if let node = top[key] {
@@ -208,8 +210,9 @@ struct PipelineYAMLReader {
                         error(node, "with resources:, \(key) belongs to each resource (or, for HTTP settings, to defaults.http)"))
                 }
             }
-            resources =
-                section { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) } ?? []
+            let read = section { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) }
+            resources = read ?? []
+            resourcesUnread = read == nil
         } else if let defaults = top["defaults"] {
             problems.append(error(defaults, "defaults apply to resources: give resources:, or put these settings in source:"))
         }
@@ -217,8 +220,9 @@ struct PipelineYAMLReader {
         var rootChoice: RootChoice?
         let rootName = section { () throws(ConfigError) -> String in
             if top["resources"] != nil {
-                guard let first = resources.compactMap(\.root).first else { throw error(root, "no resource has a root entity") }
-                return first
+                if let first = resources.compactMap(\.root).first { return first }
+                guard resourcesUnread else { throw error(root, "no resource has a root entity") }
+                return ""
             }
             let rootNode = try required(top, "root", in: root)
             let (rootName, choice) = try readRoot(rootNode, model: model)
