@@ -64,6 +64,82 @@ struct PipelineYAMLReader {
     }
 
     mutating func read(_ text: String) throws(ConfigError) -> PipelineConfig {
+        let (root, top) = try readDocument(text)
+        // Every section is read even when one before it failed: `validate` reports every
+        // problem it finds (each section's first), then the model's, in file order.
+        var sections = Sections()
+        let head = readHead(top, root: root, &sections)
+        let entitiesNode = top["entities"]
+        let model = sections.read { () throws(ConfigError) -> EntityModel in
+            guard let entitiesNode else { throw error(root, "missing required key 'entities'") }
+            return try readModel(entitiesNode)
+        }
+        let (resources, rootName, rootChoice) = readResourcesAndRoot(top, root: root, model: model, &sections)
+        sections.problems += modelProblems
+        checkModel(model, top: top, root: root, entitiesNode: entitiesNode, resources: resources, rootName: rootName, head: head, &sections)
+        guard sections.problems.isEmpty, let model, let rootName else {
+            if sections.problems.isEmpty { throw error(root, "the pipeline cannot be read") }
+            var first = sections.problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
+            let problem = first.removeFirst()
+            throw ConfigError(file: problem.file, line: problem.line, column: problem.column, message: problem.message, others: first)
+        }
+        var config = PipelineConfig(
+            path: file, text: text, name: head.name, recordsPath: head.recordsPath, root: rootName, batchRecords: head.batchRecords,
+            model: model)
+        config.source = head.source
+        config.jsonLines = head.jsonLines
+        config.resources =
+            resources.isEmpty
+            ? [
+                ResourceConfig(
+                    name: head.name, source: head.source, recordsPath: head.recordsPath, jsonLines: head.jsonLines, root: rootName,
+                    rootChoice: rootChoice)
+            ] : resources
+        config.write = head.write
+        config.writeRejectsUnknown = head.writeRejectsUnknown
+        config.writeScope = head.writeScope
+        config.mirrorFirstStoredResource()
+        config.incremental = head.incremental
+        config.maxPageBytes = head.maxPageBytes
+        config.maxRejects = head.maxRejects
+        config.maxRejectRatio = head.maxRejectRatio
+        return config
+    }
+
+    /// The problems of the sections read so far: a section that fails adds its first problem,
+    /// and the next section is read all the same.
+    struct Sections {
+        var problems: [ConfigError] = []
+
+        mutating func read<T>(_ read: () throws(ConfigError) -> T) -> T? {
+            do {
+                return try read()
+            } catch {
+                problems.append(error)
+                return nil
+            }
+        }
+    }
+
+    /// The file's top-level settings, besides the entities and the resources.
+    struct Head {
+        var name = ""
+        var source = SourceConfig.none
+        var jsonLines = false
+        var recordsPath: [String] = []
+        var write = WriteMode.merge
+        var writeRejectsUnknown = false
+        var writeScope: String?
+        var batchRecords: Int?
+        var maxPageBytes: Int?
+        var maxRejects: Int?
+        var maxRejectRatio: Double?
+        var incremental: IncrementalConfig?
+    }
+
+    /// The YAML document (merge keys resolved) and its top-level mapping, without the file's own
+    /// `x-` keys.
+    private func readDocument(_ text: String) throws(ConfigError) -> (Node, [String: Node]) {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
@@ -92,24 +168,19 @@ struct PipelineYAMLReader {
                 "version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "limits", "incremental",
                 "entities", "defaults", "resources",
             ])
-        // Every section is read even when one before it failed: `validate` reports every
-        // problem it finds (each section's first), then the model's, in file order.
-        var problems: [ConfigError] = []
-        func section<T>(_ read: () throws(ConfigError) -> T) -> T? {
-            do {
-                return try read()
-            } catch {
-                problems.append(error)
-                return nil
-            }
-        }
-        _ = section { () throws(ConfigError) in
+        return (root, top)
+    }
+
+    /// The version, name, source, records, write mode, limits and incremental settings.
+    private mutating func readHead(_ top: [String: Node], root: Node, _ sections: inout Sections) -> Head {
+        var head = Head()
+        _ = sections.read { () throws(ConfigError) in
             let versionNode = try required(top, "version", in: root)
             let version = try int(versionNode)
             guard version == 1 else { throw error(versionNode, "unsupported pipeline version \(version); this Ingot reads version 1") }
         }
-        let name =
-            section { () throws(ConfigError) -> String in
+        head.name =
+            sections.read { () throws(ConfigError) -> String in
                 let nameNode = try required(top, "name", in: root)
                 let name = try string(nameNode)
                 guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
@@ -118,18 +189,17 @@ struct PipelineYAMLReader {
                 return name
             } ?? ""
 
-        var source = SourceConfig.none
-        var jsonLines = false
         if let node = top["source"], readsSource {
             inSource = true
-            (source, jsonLines) = section { () throws(ConfigError) in try readSource(node) } ?? (.none, false)
+            (head.source, head.jsonLines) = sections.read { () throws(ConfigError) in try readSource(node) } ?? (.none, false)
             inSource = false
         } else if let node = top["source"] {
-            jsonLines = section { () throws(ConfigError) in try readSourceFormat(node) } ?? false
+            head.jsonLines = sections.read { () throws(ConfigError) in try readSourceFormat(node) } ?? false
         }
+        let jsonLines = head.jsonLines
 
-        let recordsPath =
-            section { () throws(ConfigError) -> [String] in
+        head.recordsPath =
+            sections.read { () throws(ConfigError) -> [String] in
                 guard let node = top["records"] else { return [] }
                 let path = try string(node)
                 if jsonLines && path != "." {
@@ -141,22 +211,22 @@ struct PipelineYAMLReader {
                 return recordsPath
             } ?? []
 
-        let (write, writeRejectsUnknown, writeScope) =
-            section { () throws(ConfigError) -> (WriteMode, Bool, String?) in
+        (head.write, head.writeRejectsUnknown, head.writeScope) =
+            sections.read { () throws(ConfigError) -> (WriteMode, Bool, String?) in
                 guard let node = top["write"] else { return (.merge, false, nil) }
                 return try readWrite(node)
             } ?? (.merge, false, nil)
 
-        let batchRecords =
-            section { () throws(ConfigError) -> Int? in
+        head.batchRecords =
+            sections.read { () throws(ConfigError) -> Int? in
                 guard let node = top["batch_records"] else { return nil }
                 let value = try int(node)
                 guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
                 return value
             } ?? nil
 
-        let maxPageBytes =
-            section { () throws(ConfigError) -> Int? in
+        head.maxPageBytes =
+            sections.read { () throws(ConfigError) -> Int? in
                 guard let node = top["max_page_bytes"] else { return nil }
                 let value = try int(node)
                 guard Page.maxBytesRange.contains(value) else {
@@ -166,7 +236,7 @@ struct PipelineYAMLReader {
                 return value
             } ?? nil
 
-        let limits = section { () throws(ConfigError) -> (Int?, Double?) in
+        let limits = sections.read { () throws(ConfigError) -> (Int?, Double?) in
             guard let node = top["limits"] else { return (nil, nil) }
             var maxRejects: Int?
             var maxRejectRatio: Double?
@@ -183,42 +253,42 @@ struct PipelineYAMLReader {
             }
             return (maxRejects, maxRejectRatio)
         }
-        let (maxRejects, maxRejectRatio) = limits ?? (nil, nil)
+        (head.maxRejects, head.maxRejectRatio) = limits ?? (nil, nil)
 
-        let incremental =
-            section { () throws(ConfigError) -> IncrementalConfig? in
+        head.incremental =
+            sections.read { () throws(ConfigError) -> IncrementalConfig? in
                 guard let node = top["incremental"] else { return nil }
                 let fields = try mapping(node, allowed: ["cursor_path", "param"])
                 let path = try string(try required(fields, "cursor_path", in: node))
                 return IncrementalConfig(
                     cursorPath: path.components(separatedBy: "."), param: try string(try required(fields, "param", in: node)))
             } ?? nil
+        return head
+    }
 
-        let entitiesNode = top["entities"]
-        let model = section { () throws(ConfigError) -> EntityModel in
-            guard let entitiesNode else { throw error(root, "missing required key 'entities'") }
-            return try readModel(entitiesNode)
-        }
-
+    /// The resources (or the one the top-level source makes) and the root entity.
+    private mutating func readResourcesAndRoot(
+        _ top: [String: Node], root: Node, model: EntityModel?, _ sections: inout Sections
+    ) -> ([ResourceConfig], String?, RootChoice?) {
         var resources: [ResourceConfig] = []
         // Resources that could not be read have their own problem: no second one about their roots.
         var resourcesUnread = false
         if let resourcesNode = top["resources"] {
             for key in ["source", "records", "root", "incremental"] {
                 if let node = top[key] {
-                    problems.append(
+                    sections.problems.append(
                         error(node, "with resources:, \(key) belongs to each resource (or, for HTTP settings, to defaults.http)"))
                 }
             }
-            let read = section { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) }
+            let read = sections.read { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) }
             resources = read ?? []
             resourcesUnread = read == nil
         } else if let defaults = top["defaults"] {
-            problems.append(error(defaults, "defaults apply to resources: give resources:, or put these settings in source:"))
+            sections.problems.append(error(defaults, "defaults apply to resources: give resources:, or put these settings in source:"))
         }
 
         var rootChoice: RootChoice?
-        let rootName = section { () throws(ConfigError) -> String in
+        let rootName = sections.read { () throws(ConfigError) -> String in
             if top["resources"] != nil {
                 if let first = resources.compactMap(\.root).first { return first }
                 guard resourcesUnread else { throw error(root, "no resource has a root entity") }
@@ -229,19 +299,26 @@ struct PipelineYAMLReader {
             rootChoice = choice
             return rootName
         }
+        return (resources, rootName, rootChoice)
+    }
 
-        problems += modelProblems
-        if let scope = writeScope, let model, let node = top["write"],
+    /// What holds across the model and the rest of the file: a replace scope names a column of
+    /// each root, bare-identity rules need a single identity, and the model's own rules.
+    private func checkModel(
+        _ model: EntityModel?, top: [String: Node], root: Node, entitiesNode: Node?, resources: [ResourceConfig], rootName: String?,
+        head: Head, _ sections: inout Sections
+    ) {
+        if let scope = head.writeScope, let model, let node = top["write"],
             let roots = top["resources"] != nil ? resources.compactMap({ $0.writeScope == nil ? $0.root : nil }) : rootName.map({ [$0] }),
             let root = roots.first(where: { model.scopeColumn(scope, of: $0) == nil })
         {
-            problems.append(error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'"))
+            sections.problems.append(error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'"))
         }
         if let model {
             for entity in model.entities {
                 for relationship in entity.relationships where relationship.pattern != nil || !relationship.values.isEmpty {
                     if let target = model[relationship.target], target.identity.count != 1 {
-                        problems.append(
+                        sections.problems.append(
                             error(
                                 marks[.relationship(entity: entity.name, name: relationship.name)] ?? root.mark,
                                 "pattern and values read a bare identity: '\(target.name)' needs exactly one identity attribute"))
@@ -249,34 +326,8 @@ struct PipelineYAMLReader {
                 }
             }
             for problem in model.problems() {
-                problems.append(error(marks[problem.location] ?? entitiesNode?.mark ?? root.mark, problem.message))
+                sections.problems.append(error(marks[problem.location] ?? entitiesNode?.mark ?? root.mark, problem.message))
             }
         }
-        guard problems.isEmpty, let model, let rootName else {
-            if problems.isEmpty { throw error(root, "the pipeline cannot be read") }
-            var first = problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
-            let head = first.removeFirst()
-            throw ConfigError(file: head.file, line: head.line, column: head.column, message: head.message, others: first)
-        }
-        var config = PipelineConfig(
-            path: file, text: text, name: name, recordsPath: recordsPath, root: rootName, batchRecords: batchRecords, model: model)
-        config.source = source
-        config.jsonLines = jsonLines
-        if resources.isEmpty {
-            resources = [
-                ResourceConfig(
-                    name: name, source: source, recordsPath: recordsPath, jsonLines: jsonLines, root: rootName, rootChoice: rootChoice)
-            ]
-        }
-        config.resources = resources
-        config.write = write
-        config.writeRejectsUnknown = writeRejectsUnknown
-        config.writeScope = writeScope
-        config.mirrorFirstStoredResource()
-        config.incremental = incremental
-        config.maxPageBytes = maxPageBytes
-        config.maxRejects = maxRejects
-        config.maxRejectRatio = maxRejectRatio
-        return config
     }
 }
