@@ -50,8 +50,8 @@ struct LoadPlanTests {
         #expect(joined.stagesFromFirstBatch && joined.mayStage && joined.stageAfterBytes == nil)
     }
 
-    /// The `load:` line of `--dry-run` is the plan `run.started` logs, for each way of asking, on
-    /// SQLite and PostgreSQL.
+    /// The `load:` line of `--dry-run` is the plan `run.started` and `run.summary` log, for each
+    /// way of asking, on SQLite and PostgreSQL.
     @Test(arguments: [[], ["--bulk"], ["--no-bulk"], ["--bulk-after-mib", "5"]])
     func aDryRunSaysThePlanARunRuns(flags: [String]) throws {
         for db in [temporaryDirectory().appendingPathComponent("plan.db").path, try PostgresServer.freshDatabase()] {
@@ -63,6 +63,8 @@ struct LoadPlanTests {
             #expect(run.status == 0, "\(run.stderr.suffix(500))")
             let started = try #require(run.stderr.split(separator: "\n").first { $0.contains("msg=run.started") })
             #expect(started.contains("load=\"\(planned)\""), "\(flags) \(db.hasPrefix("postgres") ? "PostgreSQL" : "SQLite"): \(started)")
+            let summary = try #require(run.stderr.split(separator: "\n").last { $0.contains("msg=run.summary") })
+            #expect(summary.contains("load=\"\(planned)\""), "the summary names the plan too: \(summary)")
         }
     }
 }

@@ -31,6 +31,8 @@ extension PipelineRunner {
         let store: any IngestStore
         let part: RunPart
         let refresh: Refresh?
+        /// The load plan the store was opened with.
+        let plan: LoadPlan
         let flow = PageFlow()
     }
 
@@ -103,16 +105,17 @@ extension PipelineRunner {
         joined.source.close()
         try? context.store.close()
         logger.notice("join.finished", metadata: [LogKey.reason: "the run was finished before this job joined it"])
-        let s = RunSummary(
+        var s = RunSummary(
             runID: context.runID, pipeline: config.name, status: .finished, counters: RunCounters(),
             duration: Date().timeIntervalSince(context.started))
+        s.load = "\(context.plan)"
         PipelineRunner.logSummary(s, logger)
         return s
     }
 
     /// Opens the archive and records the run's start (or its resumption) in the store; logs
     /// `run.started` with the load plan.
-    func beginRecording(_ context: RunContext, plan: LoadPlan) throws -> ArchiveStage? {
+    func beginRecording(_ context: RunContext) throws -> ArchiveStage? {
         let part = context.part
         // A joined run's pages are archived by the job that finishes it (PipelineRunner+Join.swift).
         let archive = part.joined == nil ? try makeArchive(runID: context.runID, started: context.started) : nil
@@ -126,7 +129,7 @@ extension PipelineRunner {
         var metadata: Logger.Metadata = [
             LogKey.database: "\(shownDatabase)", LogKey.lanes: .int(max(1, options.lanes)),
             LogKey.batchRecords: .int(options.shownBatchRecords(of: config)),
-            LogKey.commitRecords: .int(options.commitRecords), "load": "\(plan)",
+            LogKey.commitRecords: .int(options.commitRecords), "load": "\(context.plan)",
         ]
         if let archive { metadata[LogKey.archive] = "\(archive.path)" }
         if let joined = part.joined { metadata["lease"] = .seconds(joined.run.lease) }
@@ -228,6 +231,7 @@ extension PipelineRunner {
             runID: context.runID, pipeline: config.name, status: status, counters: counters,
             duration: Date().timeIntervalSince(context.started), error: error.map { "\($0)" }, archive: archive?.path)
         s.failureKind = error.map(RunSummary.FailureKind.init)
+        s.load = "\(context.plan)"
         if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: context.logger) }
         if let metrics {
             if status == .finished && s.limitExceeded == nil { metrics.succeeded() }

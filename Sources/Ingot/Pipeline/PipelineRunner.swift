@@ -176,7 +176,8 @@ public final class PipelineRunner: Sendable {
             part.source = prefetched
             activeSource.value.withLock { $0 = prefetched }
         }
-        let context = RunContext(runID: runID, started: started, logger: logger, store: store, part: part, refresh: refresh)
+        let context = RunContext(
+            runID: runID, started: started, logger: logger, store: store, part: part, refresh: refresh, plan: opened.plan)
         if let joined = part.joined, let over = announce(joined, context) { return over }
         opened.lock?.describe(runID: runID)
         part.source.useLogger(logger)
@@ -185,7 +186,7 @@ public final class PipelineRunner: Sendable {
         defer { runLogger.withLock { $0 = nil } }
         let archive: ArchiveStage?
         do {
-            archive = try beginRecording(context, plan: opened.plan)
+            archive = try beginRecording(context)
         } catch {
             part.joined?.source.close()
             try? store.close()
@@ -350,6 +351,7 @@ public final class PipelineRunner: Sendable {
         }
         for (code, count) in c.rejectsByReason { metadata["rejects.\(code)"] = .int(count) }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
+        if let load = s.load { metadata["load"] = "\(load)" }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
         if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }
         if let limit = s.limitExceeded { metadata["limit_exceeded"] = "\(limit)" }

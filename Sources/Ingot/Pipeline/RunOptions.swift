@@ -151,4 +151,7 @@ public struct RunSummary: Sendable {
     public var error: String?
     /// The archive the run wrote.
     public var archive: String?
+    /// How the run was planned to write its batches (its load plan, as `run.started` and
+    /// `--dry-run` say it); `nil` when it never opened a store.
+    public var load: String?
 }
