@@ -28,13 +28,9 @@ struct ForEachTemplateTests {
         }
     }
 
-    static let templates = [
-        "items/{key}", "items/{key}/detail?q={key}&page=1", "/abs/{key}", "../up/{key}/x", "./a/{key}?n={n}", "items?id={key}&n={n}",
-        "{key}/detail", "x{key}/detail",
-    ]
-
-    @Test(arguments: templates)
-    func aSkeletonGivesWhatResolvingEachURLGives(template: String) throws {
+    /// The `for_each` of a pipeline whose detail requests are `path: template` below
+    /// `https://api.example.org/v1/`.
+    static func forEach(_ template: String) throws -> ResourceConfig.ForEach {
         let yaml = """
             version: 1
             name: t
@@ -44,7 +40,17 @@ struct ForEachTemplateTests {
               - {name: each, for_each: {resource: list, path: "\(template)"}, records: ".", root: a}
             entities: {a: {identity: id, attributes: {id: integer}}}
             """
-        let forEach = try #require(try PipelineConfig.parse(text: yaml, path: "t.yml").resources[1].forEach)
+        return try #require(try PipelineConfig.parse(text: yaml, path: "t.yml").resources[1].forEach)
+    }
+
+    static let templates = [
+        "items/{key}", "items/{key}/detail?q={key}&page=1", "/abs/{key}", "../up/{key}/x", "./a/{key}?n={n}", "items?id={key}&n={n}",
+        "{key}/detail", "x{key}/detail",
+    ]
+
+    @Test(arguments: templates)
+    func aSkeletonGivesWhatResolvingEachURLGives(template: String) throws {
+        let forEach = try Self.forEach(template)
         let fast = ForEachTemplate(forEach)
         let slow = ForEachTemplate(forEach, resolvingEach: true)
         #expect(slow.pieces == nil)
@@ -63,16 +69,7 @@ struct ForEachTemplateTests {
     /// A literal part that is not valid in a URL (a space) is encoded once, and the values are
     /// not encoded again: resolving each rendered URL alone turned `é` into `%25C3%25A9`.
     @Test func aLiteralWithASpaceDoesNotEncodeValuesTwice() throws {
-        let yaml = """
-            version: 1
-            name: t
-            defaults: {http: {url: "https://api.example.org/v1/"}}
-            resources:
-              - {name: list, source: {http: {url: items}}, records: "."}
-              - {name: each, for_each: {resource: list, path: "a b/{key}"}, records: ".", root: a}
-            entities: {a: {identity: id, attributes: {id: integer}}}
-            """
-        let forEach = try #require(try PipelineConfig.parse(text: yaml, path: "t.yml").resources[1].forEach)
+        let forEach = try Self.forEach("a b/{key}")
         let record = try JSONDocument(bytes: Array(#"{"key": "é/.."}"#.utf8)).root
         #expect(ForEachTemplate(forEach).request(for: record) == .url("https://api.example.org/v1/a%20b/%C3%A9%2F.."))
     }
