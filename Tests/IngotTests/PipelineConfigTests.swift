@@ -409,4 +409,26 @@ struct EveryProblemTests {
         #expect(!problems.contains("no resource has a root entity"), "\(problems)")
         #expect(problems.contains("4:"), "\(problems)")
     }
+
+    /// `${VAR}` reaches a for_each pipeline's base URL (`defaults.http` is source configuration):
+    /// PokeAPI's list → detail pipeline can be pointed at a mirror.
+    @Test func aVariableReachesAForEachsBaseURL() throws {
+        let yaml = """
+            version: 1
+            name: poke
+            defaults: {http: {url: "${POKE_API:-https://pokeapi.co}/api/v2/"}}
+            resources:
+              - {name: list, source: {http: {url: pokemon}}, records: results}
+              - {name: pokemon, for_each: {resource: list, path: "pokemon/{name}"}, records: ".", root: pokemon}
+            entities:
+              pokemon: {identity: id, attributes: {id: integer, name: string}}
+            """
+        let mirror = try PipelineConfig.parse(text: yaml, path: "poke.yml", environment: ["POKE_API": "http://127.0.0.1:9"])
+        #expect(mirror.resources[1].forEach?.http.url == "http://127.0.0.1:9/api/v2/")
+        let plain = try PipelineConfig.parse(text: yaml, path: "poke.yml", environment: [:])
+        #expect(plain.resources[1].forEach?.http.url == "https://pokeapi.co/api/v2/")
+        #expect(
+            configProblems(yaml.replacingOccurrences(of: "\nname: poke\n", with: "\nname: ${NAME}\n"))?.contains(
+                "is read inside source: only") == true)
+    }
 }

@@ -24,7 +24,8 @@ extension PipelineConfig {
     /// `environment` (`$${` is a literal `${`); a variable that is not set and has no default is
     /// an error at its line and column. The text kept (and archived) is the unexpanded one.
     ///
-    /// `${VAR}` is read inside `source:` only (anywhere else it is refused at its line): what a
+    /// `${VAR}` is read where sources are configured only — `source:`, a resource's `source:`,
+    /// `defaults.http` — and refused anywhere else at its line: what a
     /// run maps with is then in its archived text alone, and a replay, which never reads the
     /// source, maps exactly as the run did whatever its own environment (`readsSource: false`:
     /// the source is not read, so none of its variables need be set).

@@ -52,7 +52,11 @@ extension PipelineYAMLReader {
                     guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
                     for (key, value) in pairs { with.append(ResourceConfig.WithKey(key: try string(key), path: try keyPath(value))) }
                 }
-                // Its requests: defaults.http, and its own source.http (pagination) over it.
+                // Its requests: defaults.http, and its own source.http (pagination) over it. Both
+                // are source configuration: `${VAR}` expands there as in source: (a staging
+                // server, a mirror), and a replay never reads them.
+                inSource = true
+                defer { inSource = false }
                 guard let defaults, try baseURL(defaults) != nil else {
                     throw error(forEachNode, "for_each needs defaults.http.url: its requests' origin and base")
                 }
@@ -65,13 +69,8 @@ extension PipelineYAMLReader {
                     }
                     httpNode = try mergingDefaults(defaults, into: own)
                 }
-                let config: HTTPSourceConfig
-                do {
-                    inSource = true
-                    defer { inSource = false }
-                    config = try readHTTP(httpNode)
-                    resource.jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
-                }
+                let config = try readHTTP(httpNode)
+                resource.jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
                 resource.forEach = ResourceConfig.ForEach(
                     resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config, notFoundFails: notFoundFails)
             } else {
