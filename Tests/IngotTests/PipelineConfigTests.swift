@@ -431,4 +431,31 @@ struct EveryProblemTests {
             configProblems(yaml.replacingOccurrences(of: "\nname: poke\n", with: "\nname: ${NAME}\n"))?.contains(
                 "is read inside source: only") == true)
     }
+
+    /// A relationship's `values:` adds to its target identity's rules instead of replacing them:
+    /// SWAPI's `homeworld: {to: planet, values: {"none": null}}` with `planet.id` read from the URL
+    /// by `pattern:` rejected 36 of 37 species.
+    @Test func aRelationshipsValuesKeepTheTargetsPattern() throws {
+        let yaml = """
+            version: 1
+            name: species
+            records: results
+            root: species
+            entities:
+              species:
+                identity: id
+                attributes: {id: integer}
+                relationships:
+                  homeworld: {to: planet, values: {"none": null}}
+              planet:
+                identity: id
+                attributes:
+                  id: {type: integer, key: url, pattern: "/(\\\\d+)/$"}
+            """
+        let page = #"{"results": [{"id": 1, "homeworld": "https://swapi.dev/api/planets/14/"}, {"id": 2, "homeworld": "none"}]}"#
+        let (summary, db) = try ingest(yaml, [page])
+        #expect(summary.status == .finished && summary.counters.rejectedRecords == 0, "\(summary.counters.rejectsByReason)")
+        #expect(try rows(db, "SELECT id, homeworld_id FROM species ORDER BY id") == [["1", "14"], ["2", "NULL"]])
+        #expect(try rows(db, "SELECT id FROM planet") == [["14"]])
+    }
 }

@@ -205,8 +205,14 @@ struct MappingPlan: Sendable {
                 guard relationship.pattern != nil || !relationship.values.isEmpty,
                     let identity = model[relationship.target]?.identityAttributes, identity.count == 1
                 else { return nil }
-                var attribute = Attribute(name: relationship.name, type: identity[0].type, coerce: identity[0].coerce)
-                (attribute.values, attribute.pattern) = (relationship.values, relationship.pattern)
+                // The relationship's rules first, then the target identity's for what it does not
+                // set: `values: {"none": null}` on a link keeps the target's `pattern` (an id read
+                // from a URL).
+                let target = identity[0]
+                var attribute = Attribute(name: relationship.name, type: target.type, coerce: target.coerce)
+                attribute.values = target.values.merging(relationship.values) { _, mine in mine }
+                attribute.pattern = relationship.pattern ?? target.pattern
+                (attribute.grouping, attribute.nullOnInvalid) = (target.grouping, target.nullOnInvalid)
                 return AttributeRules(attribute)
             }
             return EntityPlan(
