@@ -120,7 +120,7 @@ def sqlite_tables(db):
 
 
 def quiet_refresh(ingot, loaded, runs, url, label):
-    """A refresh where nothing changed (issue 18's goal): people-200k's final state exported
+    """A refresh where nothing changed (docs/pipelines.md, "Refreshes"): people-200k's final state exported
     (`ingot export --format jsonl` of the database `loaded`), cut into pages of 1000, loaded into a
     fresh database, then loaded again (paired; medians). The rerun writes nothing."""
     pages = os.path.join(BENCH, "quiet-200k")
@@ -461,7 +461,7 @@ def huge(ingot, runs):
     """people-10M (12M records, about 3.9 GB of pages; generated once, 15 minutes to an hour): one
     run with the defaults (the load turns staged once its database outgrows the page cache), one
     with --bulk, each against people-200k's time measured the same way just before it (linear:
-    50x). Batch by batch throughout (--no-bulk) took 738 s in session 10: not rerun."""
+    50x). Batch by batch throughout (--no-bulk) took 738 s (docs/performance-notes.md): not rerun."""
     small, _ = dataset(200000, 1000)
     big, exp = dataset(10000000, 1000)
     db = os.path.join(BENCH, "huge.db")

@@ -24,16 +24,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// `write: replace`: the root entity, and the identities of it this run wrote (kept rows).
     /// `write: replace`: the root entities whose untouched rows the run deletes at its end (one
     /// for a pipeline; each replacing resource's, with `resources:`).
-    private let replaceEntities: [Int]
+    let replaceEntities: [Int]
     /// Per replaced entity, the identities the run's batches held.
-    private var touched: [Int: Set<IdentityKey>] = [:]
+    var touched: [Int: Set<IdentityKey>] = [:]
     /// The entities a replaced entity's `delete: cascade` reaches, and the identities of theirs
     /// the run wrote: a cascade from an untouched row spares them (it deleted a row this run
     /// stored, and the next run inserted it again).
-    private let cascadeTargets: [Int]
-    private var written: [Int: Set<IdentityKey>] = [:]
+    let cascadeTargets: [Int]
+    var written: [Int: Set<IdentityKey>] = [:]
     /// Per replaced entity with a `scope:`: its scope column's slot, and the values the run saw there.
-    private var scopes: [Int: (column: String, slot: Int, seen: Set<ScalarValue>)] = [:]
+    var scopes: [Int: (column: String, slot: Int, seen: Set<ScalarValue>)] = [:]
     /// The rows this run counted, so each counts once (inserted, updated or unchanged).
     var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
@@ -78,16 +78,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// A joined run: each batch that ends on a whole page is committed with the units it holds
     /// (a page in parts is never committed half).
     let unitTransactions: Bool
-    private let commitRecords: Int
-    private let commitInterval: Double
+    let commitRecords: Int
+    let commitInterval: Double
     /// When the open transaction's first batch was saved.
     /// When the open transaction's first batch was saved (``RunOptions/timers``' clock).
-    private var transactionStart: Double?
-    private let timers: any RunTimers
+    var transactionStart: Double?
+    let timers: any RunTimers
     /// The number of the last batch saved.
-    private var lastSaved = 0
+    var lastSaved = 0
     /// Bumped by each commit, so a pending commit timer knows its transaction is gone.
-    private var commitGeneration = 0
+    var commitGeneration = 0
     private let committed = Atomic<Int>(0)
 
     /// The number of the last batch committed. Safe from any queue.
@@ -95,18 +95,18 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private var loggedRejections = 0
     /// `--max-reject-rows`, and how many `_ingot_rejects` rows this run has stored (a resumed
     /// run stored all of its rejections up to the cap).
-    private let maxRejectRows: Int
-    private var storedRejectRows: Int
+    let maxRejectRows: Int
+    var storedRejectRows: Int
     /// The `rejects.truncated` warning was logged (once per process).
     private var rejectRowsTruncated = false
     /// The run's archive, named by the `rejects.truncated` warning.
     private let archivePath: String?
-    private let pipeline: String
+    let pipeline: String
     /// Commit latency goes here, if the run has metrics.
     private let metrics: RunMetrics?
     /// `incremental.param` and the highest cursor value committed so far.
-    private let incrementalKey: String?
-    private var incrementalMax: String?
+    let incrementalKey: String?
+    var incrementalMax: String?
     /// Why saving failed, if it did (read by the runner after `finished` fired).
     var failure: (any Error)? {
         switch phase {
@@ -120,7 +120,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         if case .ended(.interrupted) = phase { true } else { false }
     }
 
-    private var hasEnded: Bool {
+    var hasEnded: Bool {
         if case .ended = phase { true } else { false }
     }
 
@@ -261,211 +261,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
     }
 
-    /// Saves a batch: rows, links, rejections and counters, in the open transaction; commits when
-    /// the transaction is big or old enough. Does nothing once the run has failed.
-    func save(_ batch: PreparedBatch) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        let pages = batch.pages
-        guard case .writing = phase, !pages.isEmpty else { return }
-        // A joined job's staged stretch of units that this batch would not continue is written
-        // first (PGStore+JoinedStaging.swift); this batch goes batch by batch.
-        do {
-            if try store.stagedStretchBreaks(at: pages.units) { writeStretch() }
-        } catch {
-            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
-            fail(error)
-        }
-        guard case .writing = phase else { return }
-        var (next, rejections) = tally(pages)
-        let (newMax, state) = keptValues(after: pages)
-        // Only a whole page moves the resume point: a crash after part of a page was committed
-        // redoes the whole page (re-applying its first parts is harmless).
-        func progress(_ outcome: BatchOutcome) -> RunProgress {
-            var committed = next
-            committed.add(outcome, model: model)
-            return RunProgress(
-                runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
-                resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
-                rejections: storable(rejections + outcome.rejections), kept: state)
-        }
-        do {
-            try stageFromFirstBatchIfDue(batch, records: next.records - saved.records)
-            let (resolved, outcome) = try write(batch, progress: progress)
-            incrementalMax = newMax
-            noteWritten(resolved)
-            next.add(outcome, model: model)
-            rejections += outcome.rejections
-            prints.keep(pages, refused: !outcome.rejections.isEmpty)
-            saved = next
-            lastSaved = batch.number
-            storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
-            log(rejections)
-        } catch {
-            saveFailed(batch, error)
-            return
-        }
-        commitIfDue(pages)
-    }
-
-    /// The run's counters with `pages` read, before their rows are written, and the pages'
-    /// rejections.
-    private func tally(_ pages: [DecodedPage]) -> (RunCounters, [RecordRejection]) {
-        var next = saved
-        var rejections: [RecordRejection] = []
-        for page in pages {
-            // A page in parts counts once, when its last part is saved.
-            if page.isLastPart { next.pages += 1 }
-            next.records += page.recordCount
-            next.skippedRecords += page.skipped
-            for (attribute, n) in page.invalidValues { next.invalidValues[attribute, default: 0] += n }
-            if let names = resourceNames, names.indices.contains(page.resource) {
-                if page.isLastPart { next.resourcePages[names[page.resource], default: 0] += 1 }
-                next.resourceRecords[names[page.resource], default: 0] += page.recordCount
-            }
-            next.bytes += page.pageBytes
-            if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
-            for r in page.rejections {
-                if r.recordIndex != nil { next.entities[r.entity, default: EntityCounts()].rejected += 1 }
-                next.rejectsByReason[r.code.rawValue, default: 0] += 1
-            }
-            rejections += page.rejections
-            if page.leftOut {
-                next.unchangedPages += 1
-                if let encoded = page.encodedFootprint, let rows = try? PageFootprint(decoding: encoded) {
-                    countLeftOut(rows, into: &next)
-                }
-            }
-            if let rows = page.unchangedRows { countLeftOut(rows, into: &next) }
-        }
-        return (next, rejections)
-    }
-
-    /// The incremental cursor after `pages`, and the kept values to record with them.
-    private func keptValues(after pages: [DecodedPage]) -> (String?, [(pipeline: String, key: String, value: String)]) {
-        var newMax = incrementalMax
-        for page in pages {
-            if let value = page.incrementalMax, newMax.map({ $0.utf8.lexicographicallyPrecedes(value.utf8) }) ?? true { newMax = value }
-        }
-        var state: [(pipeline: String, key: String, value: String)] = []
-        if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
-        return (newMax, state)
-    }
-
-    /// A full first batch whose records came in no identity order, into empty tables: the load is
-    /// staged from it (``IngestStore/startStagingAtFirstBatch()``).
-    private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
-        guard batch.number == 1, !batch.arrivedInIdentityOrder, records >= WriterStage.firstBatchToStage else { return }
-        // A store that could not stage says why (a staging file it could not make).
-        let declined = store.stagingDeclined
-        if try store.startStagingAtFirstBatch() {
-            // A joined job's first batch that holds no stretch of units: the store gives the
-            // staged load up at once (PGStore+JoinedStaging.swift).
-            _ = try store.stagedStretchBreaks(at: batch.pages.units)
-            if store.isStaging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
-        } else if let reason = store.stagingDeclined, reason != declined {
-            logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
-        }
-    }
-
-    /// Resolves and writes `batch` with its progress, in the open transaction; a batch the
-    /// database refuses a value of is written record by record (WriterStage+Refused.swift).
-    private func write(
-        _ batch: PreparedBatch, progress: (BatchOutcome) -> RunProgress
-    ) throws -> (ResolvedBatch, BatchOutcome) {
-        var batch = batch
-        if refusedInTransaction { batch.refs = nil }
-        let resolved: ResolvedBatch
-        do {
-            resolved = try resolver.resolve(batch, store: store, fillsDefaults: !store.isStaging)
-        } catch {
-            try? store.rollback()
-            throw error
-        }
-        var outcome = resolved.outcome
-        var recorded: RunProgress?
-        var retries = 0
-        do {
-            try store.write(resolved) { result in
-                count(resolved, result, into: &outcome)
-                retries = result.retries
-                let made = progress(outcome)
-                try store.recordProgress(made)
-                recorded = made
-            }
-            if retries > 0 {
-                logger.warning(
-                    "batch.retried",
-                    metadata: [LogKey.reason: "deadlock", "attempts": .int(retries + 1), LogKey.seq: .int(batch.pages.first?.seq ?? 0)])
-            }
-            remember(batch, recorded)
-        } catch let error where StoreError.refusedValue(error) != nil {
-            outcome = try saveRefusing(batch, refusal: error, progress: progress)
-        }
-        return (resolved, outcome)
-    }
-
-    /// What `write: replace`, cascades and replace scopes need to know of the rows written.
-    private func noteWritten(_ resolved: ResolvedBatch) {
-        for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
-        for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
-        for (entity, scope) in scopes {
-            let rows = resolved.rows.merged[entity]
-            for row in rows.rows where row.mask.contains(scope.slot) {
-                if let value = rows.storage.value(row.valueStart + scope.slot), value != .null { scopes[entity]?.seen.insert(value) }
-            }
-        }
-    }
-
-    /// A batch that could not be saved: a unit lost to another job leaves the rest of the run
-    /// going; anything else rolls the open transaction back and fails the run.
-    private func saveFailed(_ batch: PreparedBatch, _ error: any Error) {
-        openWrites = []
-        retainedBytes = 0
-        saved = counters
-        if let lost = error as? StoreError, lost.kind == .claimLost {
-            // This job stalled past a lease and another job took a unit over: the transaction was
-            // rolled back and its other units handed back to the queue; their work counts elsewhere.
-            logger.warning("unit.lost", metadata: ["units": "\(lost.units.map(String.init).joined(separator: ","))"])
-            return
-        }
-        // The store's error says which batch and page it was writing.
-        var error = error
-        if var store = error as? StoreError {
-            store.batch = batch.number
-            store.page = batch.pages.first?.seq
-            error = store
-        }
-        logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(batch.pages.first?.seq ?? 0)])
-        // The open transaction is rolled back (a store that undoes batches alone kept it): what
-        // is committed, with its resume state, stays as it was.
-        try? store.rollback()
-        fail(error)
-    }
-
-    /// Commits when the open transaction is big or old enough (or, in a shared run, at the end
-    /// of each unit); its first batch starts the commit interval's timer.
-    private func commitIfDue(_ pages: [DecodedPage]) {
-        if unitTransactions {
-            if pages.last?.isLastPart == true { commit() }
-            return
-        }
-        if transactionStart == nil {
-            // The transaction's first batch: commit it after `commitInterval` even if no batch follows.
-            transactionStart = timers.now()
-            let generation = commitGeneration
-            // Weak: a run that ended does not keep its stage (and its store's connections)
-            // alive until the timer fires.
-            timers.after(commitInterval, on: queue) { [weak self] in
-                guard let self else { return }
-                if !hasEnded && commitGeneration == generation { commit() }
-            }
-        }
-        let age = timers.now() - (transactionStart ?? timers.now())
-        if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
-            commit()
-        }
-    }
-
     /// Commits the batches saved since the last commit and publishes their counters.
     func commit() {
         dispatchPrecondition(condition: .onQueue(queue))
@@ -568,7 +363,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// The rejections of a batch that still fit under `--max-reject-rows`; the first time some do
     /// not, a `rejects.truncated` warning (once per process: the counts keep every one).
-    private func storable(_ rejections: [RecordRejection]) -> [RecordRejection] {
+    func storable(_ rejections: [RecordRejection]) -> [RecordRejection] {
         let room = maxRejectRows - storedRejectRows
         guard rejections.count > room else { return rejections }
         if !rejectRowsTruncated {
@@ -584,7 +379,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         return Array(rejections.prefix(max(0, room)))
     }
 
-    private func log(_ rejections: [RecordRejection]) {
+    func log(_ rejections: [RecordRejection]) {
         for r in rejections {
             loggedRejections += 1
             if loggedRejections > loggedRejectionLimit { break }

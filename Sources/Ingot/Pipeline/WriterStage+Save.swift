@@ -1,0 +1,213 @@
+import Dispatch
+import Foundation
+import Logging
+
+/// Saving one batch, step by step: its pages' counters, the kept values, staging from a first
+/// batch, the write with its progress, what replace and cascades need, a failed save, the commit
+/// when it is due.
+extension WriterStage {
+    /// Saves a batch: rows, links, rejections and counters, in the open transaction; commits when
+    /// the transaction is big or old enough. Does nothing once the run has failed.
+    func save(_ batch: PreparedBatch) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        let pages = batch.pages
+        guard case .writing = phase, !pages.isEmpty else { return }
+        // A joined job's staged stretch of units that this batch would not continue is written
+        // first (PGStore+JoinedStaging.swift); this batch goes batch by batch.
+        do {
+            if try store.stagedStretchBreaks(at: pages.units) { writeStretch() }
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
+            fail(error)
+        }
+        guard case .writing = phase else { return }
+        var (next, rejections) = tally(pages)
+        let (newMax, state) = keptValues(after: pages)
+        // Only a whole page moves the resume point: a crash after part of a page was committed
+        // redoes the whole page (re-applying its first parts is harmless).
+        func progress(_ outcome: BatchOutcome) -> RunProgress {
+            var committed = next
+            committed.add(outcome, model: model)
+            return RunProgress(
+                runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
+                resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
+                rejections: storable(rejections + outcome.rejections), kept: state)
+        }
+        do {
+            try stageFromFirstBatchIfDue(batch, records: next.records - saved.records)
+            let (resolved, outcome) = try write(batch, progress: progress)
+            incrementalMax = newMax
+            noteWritten(resolved)
+            next.add(outcome, model: model)
+            rejections += outcome.rejections
+            prints.keep(pages, refused: !outcome.rejections.isEmpty)
+            saved = next
+            lastSaved = batch.number
+            storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
+            log(rejections)
+        } catch {
+            saveFailed(batch, error)
+            return
+        }
+        commitIfDue(pages)
+    }
+
+    /// The run's counters with `pages` read, before their rows are written, and the pages'
+    /// rejections.
+    private func tally(_ pages: [DecodedPage]) -> (RunCounters, [RecordRejection]) {
+        var next = saved
+        var rejections: [RecordRejection] = []
+        for page in pages {
+            // A page in parts counts once, when its last part is saved.
+            if page.isLastPart { next.pages += 1 }
+            next.records += page.recordCount
+            next.skippedRecords += page.skipped
+            for (attribute, n) in page.invalidValues { next.invalidValues[attribute, default: 0] += n }
+            if let names = resourceNames, names.indices.contains(page.resource) {
+                if page.isLastPart { next.resourcePages[names[page.resource], default: 0] += 1 }
+                next.resourceRecords[names[page.resource], default: 0] += page.recordCount
+            }
+            next.bytes += page.pageBytes
+            if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
+            for r in page.rejections {
+                if r.recordIndex != nil { next.entities[r.entity, default: EntityCounts()].rejected += 1 }
+                next.rejectsByReason[r.code.rawValue, default: 0] += 1
+            }
+            rejections += page.rejections
+            if page.leftOut {
+                next.unchangedPages += 1
+                if let encoded = page.encodedFootprint, let rows = try? PageFootprint(decoding: encoded) {
+                    countLeftOut(rows, into: &next)
+                }
+            }
+            if let rows = page.unchangedRows { countLeftOut(rows, into: &next) }
+        }
+        return (next, rejections)
+    }
+
+    /// The incremental cursor after `pages`, and the kept values to record with them.
+    private func keptValues(after pages: [DecodedPage]) -> (String?, [(pipeline: String, key: String, value: String)]) {
+        var newMax = incrementalMax
+        for page in pages {
+            if let value = page.incrementalMax, newMax.map({ $0.utf8.lexicographicallyPrecedes(value.utf8) }) ?? true { newMax = value }
+        }
+        var state: [(pipeline: String, key: String, value: String)] = []
+        if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
+        return (newMax, state)
+    }
+
+    /// A full first batch whose records came in no identity order, into empty tables: the load is
+    /// staged from it (``IngestStore/startStagingAtFirstBatch()``).
+    private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
+        guard batch.number == 1, !batch.arrivedInIdentityOrder, records >= WriterStage.firstBatchToStage else { return }
+        // A store that could not stage says why (a staging file it could not make).
+        let declined = store.stagingDeclined
+        if try store.startStagingAtFirstBatch() {
+            // A joined job's first batch that holds no stretch of units: the store gives the
+            // staged load up at once (PGStore+JoinedStaging.swift).
+            _ = try store.stagedStretchBreaks(at: batch.pages.units)
+            if store.isStaging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
+        } else if let reason = store.stagingDeclined, reason != declined {
+            logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
+        }
+    }
+
+    /// Resolves and writes `batch` with its progress, in the open transaction; a batch the
+    /// database refuses a value of is written record by record (WriterStage+Refused.swift).
+    private func write(
+        _ batch: PreparedBatch, progress: (BatchOutcome) -> RunProgress
+    ) throws -> (ResolvedBatch, BatchOutcome) {
+        var batch = batch
+        if refusedInTransaction { batch.refs = nil }
+        let resolved: ResolvedBatch
+        do {
+            resolved = try resolver.resolve(batch, store: store, fillsDefaults: !store.isStaging)
+        } catch {
+            try? store.rollback()
+            throw error
+        }
+        var outcome = resolved.outcome
+        var recorded: RunProgress?
+        var retries = 0
+        do {
+            try store.write(resolved) { result in
+                count(resolved, result, into: &outcome)
+                retries = result.retries
+                let made = progress(outcome)
+                try store.recordProgress(made)
+                recorded = made
+            }
+            if retries > 0 {
+                logger.warning(
+                    "batch.retried",
+                    metadata: [LogKey.reason: "deadlock", "attempts": .int(retries + 1), LogKey.seq: .int(batch.pages.first?.seq ?? 0)])
+            }
+            remember(batch, recorded)
+        } catch let error where StoreError.refusedValue(error) != nil {
+            outcome = try saveRefusing(batch, refusal: error, progress: progress)
+        }
+        return (resolved, outcome)
+    }
+
+    /// What `write: replace`, cascades and replace scopes need to know of the rows written.
+    private func noteWritten(_ resolved: ResolvedBatch) {
+        for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
+        for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
+        for (entity, scope) in scopes {
+            let rows = resolved.rows.merged[entity]
+            for row in rows.rows where row.mask.contains(scope.slot) {
+                if let value = rows.storage.value(row.valueStart + scope.slot), value != .null { scopes[entity]?.seen.insert(value) }
+            }
+        }
+    }
+
+    /// A batch that could not be saved: a unit lost to another job leaves the rest of the run
+    /// going; anything else rolls the open transaction back and fails the run.
+    private func saveFailed(_ batch: PreparedBatch, _ error: any Error) {
+        openWrites = []
+        retainedBytes = 0
+        saved = counters
+        if let lost = error as? StoreError, lost.kind == .claimLost {
+            // This job stalled past a lease and another job took a unit over: the transaction was
+            // rolled back and its other units handed back to the queue; their work counts elsewhere.
+            logger.warning("unit.lost", metadata: ["units": "\(lost.units.map(String.init).joined(separator: ","))"])
+            return
+        }
+        // The store's error says which batch and page it was writing.
+        var error = error
+        if var store = error as? StoreError {
+            store.batch = batch.number
+            store.page = batch.pages.first?.seq
+            error = store
+        }
+        logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(batch.pages.first?.seq ?? 0)])
+        // The open transaction is rolled back (a store that undoes batches alone kept it): what
+        // is committed, with its resume state, stays as it was.
+        try? store.rollback()
+        fail(error)
+    }
+
+    /// Commits when the open transaction is big or old enough (or, in a shared run, at the end
+    /// of each unit); its first batch starts the commit interval's timer.
+    private func commitIfDue(_ pages: [DecodedPage]) {
+        if unitTransactions {
+            if pages.last?.isLastPart == true { commit() }
+            return
+        }
+        if transactionStart == nil {
+            // The transaction's first batch: commit it after `commitInterval` even if no batch follows.
+            transactionStart = timers.now()
+            let generation = commitGeneration
+            // Weak: a run that ended does not keep its stage (and its store's connections)
+            // alive until the timer fires.
+            timers.after(commitInterval, on: queue) { [weak self] in
+                guard let self else { return }
+                if !hasEnded && commitGeneration == generation { commit() }
+            }
+        }
+        let age = timers.now() - (transactionStart ?? timers.now())
+        if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
+            commit()
+        }
+    }
+}
