@@ -248,11 +248,8 @@ struct Run: ParsableCommand {
         } else {
             printSource(config, files: files)
         }
-        let fetches: Bool
-        if pages == nil, case .http = config.source { fetches = true } else { fetches = false }
-        let fetching = fetches || (pages == nil && config.hasSeveralResources)
         if let location = try? StoreLocation(options.databasePath) {
-            print("load: \(PipelineRunner.loadPlan(config, options, fetching: fetching, backend: location.backend))")
+            print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             print("refresh: every page is applied (\(obstacle))")
@@ -261,7 +258,8 @@ struct Run: ParsableCommand {
         } else {
             print(
                 "refresh: pages unchanged since the last run into this database, sharing no row with a change, are left out"
-                    + (fetches ? " (a refresh fetches every page first, then applies)" : "") + " (--full-refresh: apply every page)")
+                    + (config.fetches(pages: pages) && !config.hasSeveralResources
+                        ? " (a refresh fetches every page first, then applies)" : "") + " (--full-refresh: apply every page)")
         }
         try printRest(config, options: options, maxPageBytes: maxPageBytes)
     }

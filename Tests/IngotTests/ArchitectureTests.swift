@@ -81,14 +81,14 @@ struct ArchitectureTests {
         #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
     }
 
-    /// The public surface stays small (at most 45 public types for the pipeline; the Swift library
-    /// may take it to 55 in all: `IngotDatabase`, `IngestReport`, `IngestError`,
-    /// `IngotQueryError`, `IngotJSONEncoder`, `IngotDatabase.Write`, `IngotRule`, `Ref`, `Many` so far),
-    /// and every public declaration — type, property, function, initializer, case — has a `///`
+    /// The public surface stays small (the pipeline's types, and the Swift library's:
+    /// `IngotDatabase`, `IngestReport`, `IngestError`, `IngotQueryError`, `IngotJSONEncoder`,
+    /// `IngotDatabase.Write`, `IngotRule`, `Ref`, `Many`), and every public declaration — type, property, function, initializer, case — has a `///`
     /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly
-    /// (`Loading` replaced three options, `WriteResult` three properties of the store port).
+    /// (`Loading` replaced three options, `WriteResult` three properties of the store port,
+    /// `LoadState`, `StagingMoment` and `RunBeginning` nine of its requirements).
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 57
+        let maximum = 60
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)
@@ -117,6 +117,40 @@ struct ArchitectureTests {
         }
         #expect(types.count <= maximum, "\(types.count) public types: \(types.sorted().joined(separator: ", "))")
         #expect(undocumented.isEmpty, "public declarations without ///:\n\(undocumented.sorted().joined(separator: "\n"))")
+    }
+
+    /// The store port stays small (docs/stores.md, "Adding a backend"): `IngestStore` and the
+    /// `IdentityLookups` it refines have at most 20 requirements together, and no default a
+    /// conformer outside the package could not see (a `package` member in an extension of a
+    /// public protocol is one such backend silently inherits).
+    @Test func theStorePortHasAtMostTwentyRequirements() throws {
+        let maximum = 20
+        var requirements: [String] = []
+        var hiddenDefaults: [String] = []
+        for (file, name) in [("Store/IngestStore.swift", "IngestStore"), ("Resolve/BatchResolver.swift", "IdentityLookups")] {
+            let text = try String(contentsOf: packageRoot.appendingPathComponent("Sources/Ingot/" + file), encoding: .utf8)
+            let lines = text.components(separatedBy: "\n")
+            var inside: String?
+            for line in lines {
+                if line.hasPrefix("public protocol \(name)") {
+                    inside = "protocol"
+                } else if line.hasPrefix("extension \(name) {") {
+                    inside = "extension"
+                } else if line == "}" {
+                    inside = nil
+                } else if inside == "protocol", line.hasPrefix("    "), !line.hasPrefix("     ") {
+                    let code = line.trimmingCharacters(in: .whitespaces)
+                    if code.hasPrefix("func ") || code.hasPrefix("var ") || code.hasPrefix("@discardableResult func ") {
+                        requirements.append("\(name): \(code.prefix(60))")
+                    }
+                } else if inside == "extension", line.hasPrefix("    package ") {
+                    hiddenDefaults.append("\(name): \(line.trimmingCharacters(in: .whitespaces).prefix(60))")
+                }
+            }
+        }
+        #expect(requirements.count >= 15, "the checker reads the protocols: \(requirements)")
+        #expect(requirements.count <= maximum, "\(requirements.count) requirements:\n\(requirements.joined(separator: "\n"))")
+        #expect(hiddenDefaults.isEmpty, "package-only defaults on a public protocol:\n\(hiddenDefaults.joined(separator: "\n"))")
     }
 
     /// The checker sees an edge where there is one: a lower layer naming an upper one's type is

@@ -664,3 +664,41 @@ final class FetchingSource: FetchReporting, @unchecked Sendable {  // used from 
     func next() throws -> Page? { try inner.next() }
     func useMetrics(_ metrics: any FetchObserver) {}
 }
+
+/// A SQLite store's load moves along its lifecycle only — batch by batch → staging → merged →
+/// batch by batch once committed, or staging again when the merge is rolled back — and refuses
+/// any other move (SQLiteStore.moveLoad(to:)).
+struct SQLiteLoadPhaseTests {
+    @Test func anIllegalMoveIsRefused() throws {
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let db = temporaryDirectory().appendingPathComponent("phase.db").path
+        let plain = try SQLiteStore(path: db, model: config.model)
+        #expect(plain.loadState == .batchByBatch)
+        #expect(throws: StoreError.self, "nothing staged to merge") {
+            _ = try plain.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        }
+        try plain.close()
+
+        var options = SQLiteStore.Options()
+        options.staged = true
+        let store = try SQLiteStore(path: db, model: config.model, options: options)
+        let file = try #require(store.stageFile)
+        #expect(store.loadState == .staging)
+        #expect(throws: StoreError.self, "staging twice") { try store.moveLoad(to: .staging(file)) }
+        #expect(throws: StoreError.self, "back to batch by batch without a merge") { try store.moveLoad(to: .batchByBatch) }
+        #expect(store.loadState == .staging, "a refused move leaves the load where it was")
+
+        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        #expect("\(store.phase)" == "merged, not committed")
+        #expect(throws: StoreError.self, "merging twice") {
+            _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        }
+        try store.rollback()
+        #expect(store.loadState == .staging, "a merge rolled back stages again")
+        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        #expect(try store.commit())
+        #expect(store.loadState == .batchByBatch && store.stageFile == nil)
+        #expect(!FileManager.default.fileExists(atPath: db + ".stage"), "the merged stage file goes at the commit")
+        try store.close()
+    }
+}

@@ -69,6 +69,115 @@ struct LoadPlanTests {
     }
 }
 
+/// Every way of asking on every backend, from local files and over HTTP, with a first batch in
+/// identity order and one scattered: the plan the dry run prints is the one `run.started` logs,
+/// and the run's `bulk.*` events are the ones the plan says (docs/architecture.md, "One page through the layers").
+@Suite(.serialized)
+struct LoadPlanMatrixTests {
+    enum Backend: String, CaseIterable, Sendable { case sqlite, postgres, memory }
+    enum Asking: String, CaseIterable, Sendable { case bulk, automatic, noBulk, join }
+    enum Source: String, CaseIterable { case files, http }
+    enum Order: String, CaseIterable { case ordered, scattered }
+
+    static func yaml(_ source: Source, pages: String, server: FixtureServer) -> String {
+        let from =
+            source == .files
+            ? "  files: {dir: \(pages), glob: \"page-*.json\"}"
+            : "  http: {url: \"\(server.base)/people/next\", paginate: {next_url: next}}"
+        return """
+            version: 1
+            name: planned
+            source:
+            \(from)
+            records: results
+            root: person
+            entities:
+              person:
+                identity: id
+                attributes: {id: integer, name: string}
+                relationships:
+                  dogs: {to: dog, many: true, key: dogs}
+              dog:
+                identity: id
+                attributes: {id: integer}
+            """
+    }
+
+    /// Three pages of 500 persons, each with a dog: ids in order, or shuffled (seeded).
+    static func pages(_ order: Order) throws -> String {
+        var ids = Array(1...1500)
+        var rng = SeededGenerator(seed: 7)
+        if order == .scattered { ids.shuffle(using: &rng) }
+        let dir = temporaryDirectory().appendingPathComponent("pages")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for page in 0..<3 {
+            let records = ids[page * 500..<(page + 1) * 500].map { #"{"id": \#($0), "name": "p\#($0)", "dogs": [\#($0 % 40)]}"# }
+            let text = #"{"next": null, "results": ["# + records.joined(separator: ",") + "]}"
+            try text.write(to: dir.appendingPathComponent(String(format: "page-%05d.json", page + 1)), atomically: true, encoding: .utf8)
+        }
+        return dir.path
+    }
+
+    /// The `bulk.*` events a run under `mode` logs, when its first batch came in `order`.
+    static func events(_ mode: LoadPlan.Mode, _ order: Order) -> [String] {
+        let merged = ["bulk.merging", "bulk.merged"]
+        switch mode {
+        case .staged: return merged
+        case .automatic(_, let first), .joined(let first): return first && order == .scattered ? ["bulk.started"] + merged : []
+        case .batchByBatch, .given, .refused: return []
+        }
+    }
+
+    @Test(arguments: Backend.allCases, Asking.allCases)
+    func theRunDoesWhatItsPlanSays(backend: Backend, asking: Asking) throws {
+        guard backend != .sqlite || asking != .join else { return }  // SQLite shares no runs: refused, LoadPlanTests
+        for order in Order.allCases {
+            let pages = try Self.pages(order)
+            let server = try FixtureServer(people: pages)
+            for source in Source.allCases {
+                let config = try PipelineConfig.parse(text: Self.yaml(source, pages: pages, server: server), path: "planned.yml")
+                var options = RunOptions()
+                options.progressInterval = 0
+                options.loading = asking == .bulk ? .staged : asking == .noBulk ? .batchByBatch : .automatic()
+                if asking == .join { options.join = "plan-\(UUID().uuidString.prefix(8))" }
+                options.databasePath =
+                    backend == .postgres
+                    ? try PostgresServer.freshDatabase() : temporaryDirectory().appendingPathComponent("plan.db").path
+                let logs = LogCapture()
+                let runner = PipelineRunner(config: config, options: options, logger: logs.logger)
+                let plan: LoadPlan
+                let run: RunSummary
+                let label = "\(backend) \(asking) \(source) \(order)"
+                if backend == .memory {
+                    plan = LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities)
+                    let made = try config.makeSource(database: options.databasePath, maxPageBytes: 1 << 26, logger: logs.logger)
+                    run = runner.run(source: made, store: MemoryStore(model: config.model))
+                } else {
+                    let backendValue = try StoreLocation(options.databasePath).backend
+                    plan = PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: nil), backend: backendValue)
+                    run = runner.run()
+                }
+                #expect(run.status == .finished, "\(label): \(run.error ?? "")")
+                let started = logs.all.first { $0.contains("msg=run.started") } ?? ""
+                #expect(started.contains("load=\"\(plan)\""), "\(label): \(started)")
+                let events = logs.all.compactMap { line in
+                    line.split(separator: " ").first { $0.hasPrefix("msg=bulk.") }.map { String($0.dropFirst(4)) }
+                }
+                #expect(events == Self.events(plan.mode, order), "\(label): \(plan)")
+                #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
+                if backend != .memory, asking != .join {
+                    // What the dry run of the same pipeline file prints.
+                    let file = temporaryDirectory().appendingPathComponent("planned.yml")
+                    try Self.yaml(source, pages: pages, server: server).write(to: file, atomically: true, encoding: .utf8)
+                    let flags = [.bulk: ["--bulk"], .noBulk: ["--no-bulk"]][asking] ?? []
+                    let dry = try runIngot(["run", file.path, "--db", options.databasePath, "--dry-run"] + flags)
+                    #expect(dry.stdout.contains("load: \(plan)\n"), "\(label): \(dry.stdout)")
+                }
+            }
+        }
+    }
+}
+
 extension LoadPlan.Mode {
     var isRefused: Bool { if case .refused = self { true } else { false } }
 }

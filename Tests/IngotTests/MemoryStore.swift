@@ -191,15 +191,16 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             resumeState: run.progress?.resumeState)
     }
 
-    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
-        database.state.withLock { state in
-            state.runs[id] = MemoryDatabase.Run(pipeline: pipeline, status: "running")
-            state.runOrder.append(id)
+    func beginRun(_ run: RunBeginning) throws {
+        switch run {
+        case .new(let id, let pipeline, _, _):
+            database.state.withLock { state in
+                state.runs[id] = MemoryDatabase.Run(pipeline: pipeline, status: "running")
+                state.runOrder.append(id)
+            }
+        case .resumed(let id, _):
+            database.state.withLock { $0.runs[id]?.status = "running" }
         }
-    }
-
-    func reopenRun(id: String, archive: String?) throws {
-        database.state.withLock { $0.runs[id]?.status = "running" }
     }
 
     func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
@@ -425,8 +426,8 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     var undoesBatchesAlone: Bool { false }
 
-    func commit() throws {
-        guard snapshot != nil else { return }
+    @discardableResult func commit() throws -> Bool {
+        guard snapshot != nil else { return false }
         if let shared {
             shared.commit(unitsInTransaction, counters: pendingCounters)
             unitsInTransaction = []
@@ -434,6 +435,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         }
         snapshot = nil
         database.writeLock.signal()
+        return true
     }
 
     func rollback() throws { try rollback(lost: false) }
@@ -556,6 +558,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     // MARK: - Shared runs
 
+    /// The memory store writes a joined job batch by batch: no stretch to break.
+    func stretchBreaks(at units: [UnitRef]) throws -> Bool { false }
+
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun {
         let run = try MemorySharedRun(store: self, request: request)
         shared = run
@@ -569,7 +574,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
         try commit()
         begin()
-        defer { try? commit() }
+        defer { _ = try? commit() }
         let name = run.name
         let (finishing, join) = database.state.withLock { state -> (Bool, MemoryDatabase.Join?) in
             state.joins[name]?.jobs[run.job]?.status = status.rawValue

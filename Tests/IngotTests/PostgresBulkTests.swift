@@ -240,6 +240,40 @@ struct PostgresBulkTests {
         #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
     }
 
+    /// A copy whose transaction the server refuses at its commit (a deferred constraint trigger
+    /// here; a full disk or a lost connection alike) leaves the load staged: its file and the key
+    /// naming it stay, the run fails, and `--resume` copies it again and ends exact. When the
+    /// file was removed and its key forgotten as if the copy had committed, the resume went on
+    /// from its resume point, past every page, and ended `finished` with no row
+    /// (docs/reliability.md, "Every write may fail").
+    @Test func aCopyWhoseCommitFailsIsCopiedAgainOnResume() throws {
+        let url = try PostgresServer.freshDatabase()
+        let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
+        try PGStore(url: url, model: model).close()
+        let connection = try PGConnection(url: url)
+        _ = try connection.execute(
+            """
+            CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+            CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON person
+              DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_at_commit()
+            """)
+        let failed = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true)
+        #expect(failed.status == .failed)
+        #expect("\(failed.error ?? "")".contains("refused at commit"), "\(failed.error ?? "")")
+        #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]])
+        let named = try #require(try namedStagingFile(url), "the key naming the staging file stays")
+        #expect(FileManager.default.fileExists(atPath: named), "the staging file stays for --resume")
+
+        _ = try connection.execute("DROP TRIGGER refuse_at_commit ON person")
+        let resumed = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true, resume: true)
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(try namedStagingFile(url) == nil)
+        #expect(!FileManager.default.fileExists(atPath: named), "the staging file goes with the copy")
+        let (_, db) = try ingest(bulkYAML, bulkPages)
+        #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
+    }
+
     /// A staged load's kept values (the incremental cursor) wait in its staging file and reach
     /// PostgreSQL with the rows, while its resume point goes in at each commit: a later run never
     /// reads a cursor past rows that were not copied.
@@ -248,7 +282,7 @@ struct PostgresBulkTests {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let store = try PGStore(url: url, model: config.model)
         try store.startStagedLoad()
-        try store.beginRun(id: "r1", pipeline: "shelter", startedAt: Date(), archive: nil)
+        try store.beginRun(.new(id: "r1", pipeline: "shelter", startedAt: Date(), archive: nil))
         try store.recordProgress(
             RunProgress(
                 runID: "r1", counters: RunCounters(), lastSeq: 1, resumeState: nil, rejections: [],

@@ -135,8 +135,7 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
     init(_ base: PGStore) { self.base = base }
     var layouts: [EntityLayout] { base.layouts }
     func unfinishedRun(pipeline: String) throws -> UnfinishedRun? { nil }
-    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {}
-    func reopenRun(id: String, archive: String?) throws {}
+    func beginRun(_ run: RunBeginning) throws {}
     func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {}
     func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef] { [:] }
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? { [:] }
@@ -145,8 +144,7 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
         try base.writeIsolated(batch, then: then)
     }
     func recordProgress(_ progress: RunProgress) throws {}
-    var hasUncommittedBatches: Bool { base.hasUncommittedBatches }
-    func commit() throws { try base.commit() }
+    func commit() throws -> Bool { try base.commit() }
     func rollback() throws { try base.rollback() }
     func deleteUntouched(
         entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?

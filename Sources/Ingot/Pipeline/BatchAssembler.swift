@@ -149,14 +149,16 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         // Read what is committed before the lookup starts: a commit in between only makes the
         // lookup see rows it also counts as uncommitted, which is harmless.
         uncommitted.dropCommitted(through: writer.committedBatch)
-        var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store)
+        // A batch the store will stage is looked up by nothing (the merge decides).
+        let staged = writer.stagesBatches
+        var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store, staged: staged)
         prepared.number = delivered
         // The writer may stage a load from its first batch when it came in no identity order
-        // (IngestStore.startStagingAtFirstBatch); read on the pages as they came, before folding.
+        // (IngestStore.turnStaged(at: .firstBatch)); read on the pages as they came, before folding.
         if delivered == 1 { prepared.arrivedInIdentityOrder = BatchResolver.arrivedInIdentityOrder(batch) }
         if prepared.folded != nil { prepared.decoded = batch }
-        // A staged batch is looked up by no later batch (the merge decides).
-        if let folded = prepared.folded, !writer.store.resolvesAtMerge {
+        // Nor is a later batch looked up against it.
+        if let folded = prepared.folded, !staged {
             uncommitted.append(delivered, folded.merged.map(\.index.keys))
         }
         batch = []

@@ -8,11 +8,10 @@ import Synchronization
 /// recording, run the stages, finish. Each phase that can fail before the run began returns the
 /// error; the runner turns it into a failed (or interrupted) summary.
 extension PipelineRunner {
-    /// The store a run writes into, with what opened it.
+    /// The store a run writes into (holding the pipeline's run lock until it is closed), with
+    /// the plan it was opened under.
     struct OpenedStore {
         let store: any IngestStore
-        /// SQLite's run lock, held until the run ends.
-        let lock: RunLock?
         let plan: LoadPlan
     }
 
@@ -46,33 +45,25 @@ extension PipelineRunner {
                 throw StoreError.conflict(
                     "the store given to the run was opened for another model than pipeline \(config.name)'s: its entity layouts differ")
             }
-            return OpenedStore(store: given, lock: nil, plan: LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities))
+            return OpenedStore(store: given, plan: LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities))
         }
-        do {
-            let location = try StoreLocation(options.databasePath)
-            let plan = PipelineRunner.loadPlan(config, options, fetching: source is any FetchReporting, backend: location.backend)
-            if case .refused(let reasons) = plan.mode {
-                throw StoreError.conflict("--bulk cannot run this pipeline: \(reasons.joined(separator: "; "))")
-            }
-            // One run at a time per database: wait for another run to finish, up to lockTimeout.
-            let lock = try location.lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
-            let store = try location.open(
-                model: config.model,
-                options: StoreOpening(
-                    lockTimeout: options.lockTimeout, statementObserver: options.statementObserver, plan: plan,
-                    resuming: options.resume, stopped: stopping))
-            return OpenedStore(store: store, lock: lock, plan: plan)
-        } catch let error where StoreError.isLocked(error) {
-            throw RunLockError(
-                path: options.databasePath, holder: nil, isHeld: true,
-                message:
-                    "another program holds a lock on the database (a sqlite3 shell inside a transaction, a backup?); gave up after \(options.lockTimeout) s (--lock-timeout): \(error)"
-            )
+        let location = try StoreLocation(options.databasePath)
+        let plan = PipelineRunner.loadPlan(config, options, fetching: source is any FetchReporting, backend: location.backend)
+        if case .refused(let reasons) = plan.mode {
+            throw StoreError.conflict("--bulk cannot run this pipeline: \(reasons.joined(separator: "; "))")
         }
+        // One run of the pipeline at a time (a joined job shares it with the run's other jobs):
+        // the store waits for another run to finish, up to lockTimeout.
+        let store = try location.open(
+            model: config.model,
+            options: StoreOpening(
+                lockingRunsOf: config.name, joining: options.join != nil, lockTimeout: options.lockTimeout,
+                statementObserver: options.statementObserver, plan: plan, resuming: options.resume, stopped: stopping))
+        return OpenedStore(store: store, plan: plan)
     }
 
-    /// Joins the shared run (its work queue becomes the source) or takes the pipeline's run lock,
-    /// then finds the run to resume and moves the source to where it continues.
+    /// Joins the shared run (its work queue becomes the source), then finds the run to resume and
+    /// moves the source to where it continues.
     func takePart(store: any IngestStore, source: any PageSource, started: Date) throws -> RunPart {
         var part = RunPart(source: source)
         if let name = options.join {
@@ -81,8 +72,6 @@ extension PipelineRunner {
             part.joined = joined
             part.source = joined.source
             activeSource.value.withLock { $0 = joined.source }
-        } else {
-            try store.lockRuns(of: config.name, timeout: options.lockTimeout)
         }
         if options.resume {
             part.resumed = try store.unfinishedRun(pipeline: config.name)
@@ -120,11 +109,12 @@ extension PipelineRunner {
         // A joined run's pages are archived by the job that finishes it (PipelineRunner+Join.swift).
         let archive = part.joined == nil ? try makeArchive(runID: context.runID, started: context.started) : nil
         if let resumed = part.resumed {
-            try context.store.reopenRun(id: resumed.runID, archive: archive?.path)
+            try context.store.beginRun(.resumed(id: resumed.runID, archive: archive?.path))
             context.logger.info(
                 "run.resumed", metadata: [LogKey.seq: .int(resumed.lastSeq), "resume_state": "\(resumed.resumeState ?? "start")"])
         } else if part.joined == nil {
-            try context.store.beginRun(id: context.runID, pipeline: config.name, startedAt: context.started, archive: archive?.path)
+            try context.store.beginRun(
+                .new(id: context.runID, pipeline: config.name, startedAt: context.started, archive: archive?.path))
         }
         var metadata: Logger.Metadata = [
             LogKey.database: "\(shownDatabase)", LogKey.lanes: .int(max(1, options.lanes)),

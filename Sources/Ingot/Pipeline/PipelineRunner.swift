@@ -147,13 +147,12 @@ public final class PipelineRunner: Sendable {
             return failedToStart(error, started: started)
         }
         let store = opened.store
-        defer { withExtendedLifetime(opened.lock) {} }
         if !store.migration.isEmpty {
             logger.notice(
                 "schema.migrated",
                 metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
         }
-        if let reason = store.stagingDeclined { logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"]) }
+        if case .declined(let reason) = store.loadState { logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"]) }
         activeStore.value.withLock { $0 = store }
         defer { activeStore.value.withLock { $0 = nil } }
         var part: RunPart
@@ -179,7 +178,6 @@ public final class PipelineRunner: Sendable {
         let context = RunContext(
             runID: runID, started: started, logger: logger, store: store, part: part, refresh: refresh, plan: opened.plan)
         if let joined = part.joined, let over = announce(joined, context) { return over }
-        opened.lock?.describe(runID: runID)
         part.source.useLogger(logger)
         if let metrics { (part.source as? any FetchReporting)?.useMetrics(metrics) }
         runLogger.withLock { $0 = logger }

@@ -34,6 +34,16 @@ extension PipelineConfig {
                 logger: logger)
         }
     }
+
+    /// Whether the source ``makeSource(pages:database:maxPageBytes:environment:logger:)`` makes
+    /// fetches (HTTP, several resources) rather than reading local pages: what the load plan is
+    /// decided from (``PipelineRunner/loadPlan(_:_:fetching:backend:)``), as `--dry-run` asks it.
+    package func fetches(pages: String?) -> Bool {
+        guard pages == nil else { return false }
+        if hasSeveralResources { return true }
+        if case .http = source { return true }
+        return false
+    }
 }
 
 extension PipelineRunner {

@@ -15,6 +15,7 @@ extension WriterStage {
         let started = clock.now
         // The merge sorts and writes the whole load: progress lines stop meanwhile, so say it.
         logger.info("bulk.merging", metadata: [LogKey.records: .int(saved.records)])
+        defer { publishLoad() }
         do {
             var merged = Array(repeating: EntityCounts(), count: model.entities.count)
             var rows = 0
@@ -79,7 +80,7 @@ extension WriterStage {
     /// From then on the job writes batch by batch.
     func writeStretch() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard store.isStaging, case .writing = phase else { return }
+        guard load == .staging, case .writing = phase else { return }
         commit()
         guard case .writing = phase else { return }
         mergeStaged()

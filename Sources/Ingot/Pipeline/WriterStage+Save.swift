@@ -15,7 +15,7 @@ extension WriterStage {
         // A joined job's staged stretch of units that this batch would not continue is written
         // first (PGStore+JoinedStaging.swift); this batch goes batch by batch.
         do {
-            if try store.stagedStretchBreaks(at: pages.units) { writeStretch() }
+            if try stretchBreaks(at: pages.units) { writeStretch() }
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
             fail(error)
@@ -97,19 +97,31 @@ extension WriterStage {
     }
 
     /// A full first batch whose records came in no identity order, into empty tables: the load is
-    /// staged from it (``IngestStore/startStagingAtFirstBatch()``).
+    /// staged from it (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
     private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
         guard batch.number == 1, !batch.arrivedInIdentityOrder, records >= WriterStage.firstBatchToStage else { return }
-        // A store that could not stage says why (a staging file it could not make).
-        let declined = store.stagingDeclined
-        if try store.startStagingAtFirstBatch() {
+        let before = load
+        guard before != .staging else { return }
+        switch try store.turnStaged(at: .firstBatch) {
+        case .staging:
             // A joined job's first batch that holds no stretch of units: the store gives the
             // staged load up at once (PGStore+JoinedStaging.swift).
-            _ = try store.stagedStretchBreaks(at: batch.pages.units)
-            if store.isStaging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
-        } else if let reason = store.stagingDeclined, reason != declined {
+            _ = try stretchBreaks(at: batch.pages.units)
+            publishLoad()
+            if load == .staging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
+        case .declined(let reason) where before != .declined(reason):
+            // A store that could not stage says why (a staging file it could not make).
             logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
+        case .declined, .batchByBatch: break
         }
+    }
+
+    /// Whether a joined job's staged stretch breaks at a batch of `units`
+    /// (``SharedRunStore/stretchBreaks(at:)``); never for a single job.
+    private func stretchBreaks(at units: [UnitRef]) throws -> Bool {
+        guard unitTransactions, load == .staging, let shared = store as? any SharedRunStore else { return false }
+        defer { publishLoad() }
+        return try shared.stretchBreaks(at: units)
     }
 
     /// Resolves and writes `batch` with its progress, in the open transaction; a batch the
@@ -121,7 +133,7 @@ extension WriterStage {
         if refusedInTransaction { batch.refs = nil }
         let resolved: ResolvedBatch
         do {
-            resolved = try resolver.resolve(batch, store: store, fillsDefaults: !store.isStaging)
+            resolved = try resolver.resolve(batch, store: store, fillsDefaults: load != .staging)
         } catch {
             try? store.rollback()
             throw error

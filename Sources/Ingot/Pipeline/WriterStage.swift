@@ -142,6 +142,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     var retainedBytes = 0
     /// The records saved when the writer last asked the store whether the load should turn staged.
     private var recordsAtLastTurnCheck = 0
+    /// Whether the store stages batches (``LoadState/staging``), as the writer last saw it
+    /// (``publishLoad()``): the assembler looks nothing up for a batch that will be staged.
+    private let staging = Atomic<Bool>(false)
     /// The most page bytes of batches an open transaction keeps for a redo. 32 MiB.
     static let maxRetainedBytes = 32 << 20
     /// A value was refused in the open transaction: the identities the assembler counted as
@@ -201,6 +204,19 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
         self.finished = finished
+        publishLoad()
+    }
+
+    /// Where the store's load stands (writer queue).
+    var load: LoadState { store.loadState }
+
+    /// Whether the store stages batches, as the writer last saw it. Safe from any queue.
+    var stagesBatches: Bool { staging.load(ordering: .acquiring) }
+
+    /// Publishes where the load stands for the assembler, after whatever may have moved it: the
+    /// store's opening, a turn, a stretch that broke, a merge.
+    func publishLoad() {
+        staging.store(store.loadState == .staging, ordering: .releasing)
     }
 
     /// Whether saving failed (the source stops reading). Safe from any queue.
@@ -235,7 +251,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
         switch end {
         case .exhausted:
-            if store.isStaging && failure == nil {
+            if load == .staging && failure == nil {
                 // The last staged batches first: the merge's fold reads them on another
                 // connection, which sees committed rows only (a crash in the merge resumes to it).
                 commit()
@@ -269,11 +285,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         openWrites = []
         retainedBytes = 0
         refusedInTransaction = false
-        guard store.hasUncommittedBatches else { return }
         do {
             let clock = ContinuousClock()
             let started = clock.now
-            try store.commit()
+            guard try store.commit() else { return }
             let elapsed = clock.now - started
             metrics?.recordCommit(elapsed)
             if logger.logLevel <= .debug {
@@ -300,11 +315,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             return
         }
         // Between transactions: a load whose database outgrew the page cache goes on staged.
-        guard !store.isStaging, case .writing = phase else { return }
+        guard load != .staging, case .writing = phase else { return }
         do {
             let records = saved.records - recordsAtLastTurnCheck
             recordsAtLastTurnCheck = saved.records
-            if try store.startStagingIfOutgrown(records: records) {
+            if try store.turnStaged(at: .betweenTransactions(records: records)) == .staging {
+                publishLoad()
                 logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
             }
         } catch {

@@ -57,13 +57,15 @@ struct BatchResolver: Sendable {
 
     /// Folds `pages` and looks their identities up where that needs no write. The identities of
     /// batches saved but not committed (`uncommitted`) count as stored (``StoredRef/pending``):
-    /// a reader of committed rows does not see them.
-    func prepare(_ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups) -> PreparedBatch {
+    /// a reader of committed rows does not see them. A batch the store will stage (`staged`,
+    /// ``LoadState/staging``) is looked up by nothing: its merge sorts and looks up.
+    func prepare(
+        _ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups, staged: Bool = false
+    ) -> PreparedBatch {
         guard !checksReferences else { return PreparedBatch(pages: pages) }
         var folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
-        if store.resolvesAtMerge {
-            // Staged: the merge sorts and looks up; every row goes to staging as it is.
-            store.lookupsEnded()
+        if staged {
+            // Every row goes to staging as it is.
             return PreparedBatch(
                 pages: BatchResolver.stripped(pages), folded: folder,
                 refs: folder.merged.map { [StoredRef?](repeating: nil, count: $0.rows.count) })
@@ -296,17 +298,4 @@ public protocol IdentityLookups: AnyObject, Sendable {
     /// The same as a reader of committed rows sees them, on the assembler's queue while the writer
     /// saves; `nil` when the store has no such reader (the writer then looks them up).
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]?
-    /// Batches are staged: whether an identity is stored is decided when the load merges, so
-    /// nothing is looked up before. Default `false`.
-    var resolvesAtMerge: Bool { get }
-    /// Called on the assembler's queue with each staged batch: what the committed-rows reader
-    /// held for lookups can go. Default: nothing.
-    func lookupsEnded()
-}
-
-extension IdentityLookups {
-    /// Identities are looked up batch by batch.
-    public var resolvesAtMerge: Bool { false }
-    /// Nothing held.
-    public func lookupsEnded() {}
 }

@@ -2,8 +2,8 @@ import Foundation
 
 /// What a pipeline needs from the database it ingests into, and nothing more: create or check
 /// the schema (when it is opened), look up stored identities, write a resolved batch, keep the
-/// run's bookkeeping, commit. ``Store`` (SQLite, one writer, WAL) is the backend today; another
-/// database is another conformer. The merge rules are not here: folding, reference policies,
+/// run's bookkeeping, commit. SQLite (one writer, WAL) and PostgreSQL are its backends; another
+/// database is another conformer (docs/stores.md, "Adding a backend"). The merge rules are not here: folding, reference policies,
 /// rejections and counts are the ``BatchResolver``'s, the same for every backend; a store
 /// writes what it is given.
 ///
@@ -19,24 +19,23 @@ public protocol IngestStore: IdentityLookups {
 
     /// The most recent run of `pipeline` when it did not finish: what `--resume` continues.
     func unfinishedRun(pipeline: String) throws -> UnfinishedRun?
-    /// Records the start of a run (status running).
-    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws
-    /// Marks a resumed run running again.
-    func reopenRun(id: String, archive: String?) throws
+    /// Records a new run (status running), or marks a resumed one running again.
+    func beginRun(_ run: RunBeginning) throws
     /// Commits what is open, then records how the run ended.
     func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws
 
     // MARK: Batches
 
     /// Writes a resolved batch in the open transaction (beginning one when none is): inserts,
-    /// updates of the present columns, link replacements; then runs `then` in it with what the
+    /// updates of the present columns, link replacements — or, while the load is staging
+    /// (``loadState``), appends its rows to the stage; then runs `then` in it with what the
     /// write did. When either throws, the open transaction is rolled back — or, for a store that
     /// ``undoesBatchesAlone``, only this batch's work.
     func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws
     /// Whether a ``write(_:then:)`` that fails undoes only its own batch (a savepoint per batch,
     /// cheap in a server database) and leaves the open transaction with the batches before it.
     /// Otherwise the writer stage keeps the open transaction's batches to redo them when it
-    /// looks for the record a database refused. Default `false`.
+    /// looks for the record a database refused.
     var undoesBatchesAlone: Bool { get }
     /// Writes `batch` in the open transaction (beginning one when none is) under a savepoint:
     /// when it or `then` throws, only its own work is undone — the transaction and the batches
@@ -46,12 +45,35 @@ public protocol IngestStore: IdentityLookups {
     /// Inside `save`'s `extra`: the batch's rejections, the run's counters and where its source
     /// continues, so that a commit always describes its last batch.
     func recordProgress(_ progress: RunProgress) throws
-    /// Whether batches were written since the last commit.
-    var hasUncommittedBatches: Bool { get }
-    /// Commits the batches written since the last commit (nothing when none were).
-    func commit() throws
+    /// Commits the batches written since the last commit; whether there were any. A commit that
+    /// fails leaves nothing of its transaction open: a resume point is never committed without
+    /// the rows it counts (a staged load's stage first, then the database).
+    @discardableResult func commit() throws -> Bool
     /// Rolls the open transaction back (a batch could not be resolved): what was committed stays.
     func rollback() throws
+
+    // MARK: The load (LoadPlan)
+
+    /// Where the load stands: batch by batch, declined (with why), or staging. The store opened
+    /// under its ``LoadPlan`` (``StoreOpening/plan``) and moves from one to the next itself, at
+    /// ``turnStaged(at:)``, ``mergeStaged(fills:stored:refused:)`` or when a joined job's stretch
+    /// breaks (``SharedRunStore/stretchBreaks(at:)``); the writer reads it where it hands the
+    /// store a batch, and nothing else asks the store about its mode.
+    var loadState: LoadState { get }
+    /// Turns the load staged at `moment`, when its plan says it may then (a first batch in no
+    /// identity order into empty tables; a database outgrown by size) and nothing is open;
+    /// returns ``loadState`` afterwards.
+    func turnStaged(at moment: StagingMoment) throws -> LoadState
+    /// Merges what the load staged into the tables, in the open transaction, filling `default:`
+    /// and `const:` columns (per entity: slot, value, whether always) as inserts do; returns per
+    /// entity (by index) the rows inserted and the stubs among them, and calls `stored` with each
+    /// stored row the records mentioned (entity, identity, whether changed) and `refused` with
+    /// each row the database refused (a trigger or constraint added to a table: the row and its
+    /// links are left out, the merge goes on). Afterwards the load goes on batch by batch.
+    func mergeStaged(
+        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+    ) throws -> WriteResult
 
     // MARK: write: replace
 
@@ -67,88 +89,39 @@ public protocol IngestStore: IdentityLookups {
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]
 
-    // MARK: Staged loads (--bulk)
-
-    /// Batches go to staging tables and reach the entities' tables at ``mergeStaged(fills:)``
-    /// (SQLiteStore+Staged.swift). Default `false`.
-    var isStaging: Bool { get }
-    /// Merges what a staged load staged into the tables, in the open transaction, filling
-    /// `default:` and `const:` columns (per entity: slot, value, whether always) as inserts do;
-    /// returns per entity (by index) the rows inserted and the stubs among them, and calls
-    /// `stored` with each stored row the records mentioned (entity, identity, whether changed)
-    /// and `refused` with each row the database refused (a trigger or constraint added to a
-    /// table: the row and its links are left out, the merge goes on).
-    func mergeStaged(
-        fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
-    ) throws -> WriteResult
-    /// Turns the load staged from the next batch on when the database has outgrown what batch
-    /// by batch writes cheaply; called between transactions with the records saved since the
-    /// last call. Whether it did.
-    func startStagingIfOutgrown(records: Int) throws -> Bool
-
-    /// Stages the load from its first batch, before anything is written, when the store may
-    /// (``StoreOpening/stagesFromTheStart``) and its tables are empty; called by the writer with a
-    /// first batch whose records came in no identity order. Whether it did.
-    func startStagingAtFirstBatch() throws -> Bool
-
-    /// A joined job's staged load holds a stretch of consecutive units, and a batch of `units`
-    /// would not continue it (another job holds a unit between): the writer merges the stretch
-    /// first, then writes the batch as joined batches are written. Called before each batch.
-    func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool
-
-    /// Releases the connections. The store is not used after this.
-    func close() throws
+    // MARK: The store itself
 
     /// The statements opening the store applied to a database that held the pipeline's tables
     /// already (columns, tables, indexes a changed pipeline added): the run logs them as
     /// `schema.migrated`. Empty when nothing changed, or the database was new.
     var migration: [String] { get }
 
-    /// Why a staged load (`--bulk`) was asked for and the store loads batch by batch instead
-    /// (PostgreSQL's tables hold rows: its staged load only copies into empty ones); the run logs
-    /// it as `bulk.declined`. `nil` when it stages as asked, or was not asked to.
-    var stagingDeclined: String? { get }
-
-    /// Takes the database's lock on runs of `pipeline` for as long as the store is open,
-    /// waiting up to `timeout` seconds for another run to let it go; throws a held
-    /// ``RunLockError`` (exit 75) when it does not. SQLite's is a file beside the database,
-    /// taken before the store opens (``RunLock``); a server database takes it here.
-    func lockRuns(of pipeline: String, timeout: Double) throws
-
     /// Makes a statement in flight return at once with an error, from any thread: a stopped run
     /// must not wait for a database that does not answer. The store is not written afterwards.
     func interrupt()
+
+    /// Releases the connections and the run lock. The store is not used after this.
+    func close() throws
 }
 
 extension IngestStore {
-    /// Not a staged load.
-    package var isStaging: Bool { false }
+    /// Batch by batch throughout.
+    public var loadState: LoadState { .batchByBatch }
+
+    /// A store that never stages stays as it is.
+    public func turnStaged(at moment: StagingMoment) throws -> LoadState { loadState }
 
     /// Nothing staged, nothing merged.
-    package func mergeStaged(
+    public func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> WriteResult { WriteResult(counts: []) }
 
-    /// Batch by batch throughout.
-    package func startStagingIfOutgrown(records: Int) throws -> Bool { false }
-
-    /// Batch by batch throughout.
-    package func startStagingAtFirstBatch() throws -> Bool { false }
-    package func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool { false }
-
     /// A store without a schema of its own to migrate.
     public var migration: [String] { [] }
 
-    /// A store that stages as asked, or refuses.
-    public var stagingDeclined: String? { nil }
-
     /// A failed write rolls the whole open transaction back.
     public var undoesBatchesAlone: Bool { false }
-
-    /// No lock of the store's own (SQLite's run lock is a file, taken before the store opens).
-    public func lockRuns(of pipeline: String, timeout: Double) throws {}
 
     /// An embedded database always answers.
     public func interrupt() {}

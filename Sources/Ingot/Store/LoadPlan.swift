@@ -134,7 +134,7 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// A load into empty tables stages from its first batch (``IngestStore/startStagingAtFirstBatch()``).
+    /// A load into empty tables stages from its first batch (``IngestStore/turnStaged(at:)``).
     package var stagesFromFirstBatch: Bool {
         switch mode {
         case .automatic(_, let first): first

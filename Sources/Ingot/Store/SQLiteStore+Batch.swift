@@ -1,11 +1,12 @@
 import GRDB
 import GRDBSQLite
+import Synchronization
 
 extension SQLiteStore {
     /// Which of `keys` are stored, with their rowids, on the write connection.
     /// Notes whether `batch` writes a row below the highest identity the run wrote before, per
     /// entity (its rows are in identity order): a load whose identities do not come in order
-    /// touches the tables at random (``startStagingIfOutgrown(records:)``).
+    /// touches the tables at random (``turnStaged(at:)``).
     func noteScatter(_ batch: ResolvedBatch) {
         guard stageAfterBytes != nil else { return }
         for (entity, rows) in batch.rows.merged.enumerated() {
@@ -14,9 +15,6 @@ extension SQLiteStore {
             if highestIdentity[entity].map({ IdentityKey.precedes($0, last) }) ?? true { highestIdentity[entity] = last }
         }
     }
-
-    /// A staged load resolves identities at its merge (``IdentityLookups/resolvesAtMerge``).
-    package var resolvesAtMerge: Bool { isStaging }
 
     /// A staged load looks nothing up: its merge reads each stored row once, in identity order
     /// (lookups into a filled database would read it at random, and fill the read connection's
@@ -30,20 +28,22 @@ extension SQLiteStore {
     /// database, which has none. Used from the assembler's queue only.
     package func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
         if isStaging { return [:] }
-        return try readerLookup?.stored(entity, keys)
+        return try readerAccess.withLock { _ in try readerLookup?.stored(entity, keys) }
     }
 
-    /// A load that turned staged reads no more on the read connection: its page cache goes
-    /// down to a staged load's (it held up to 40 MiB of the tables), and with the writer's
-    /// (freed when the load turned) the memory goes back to the system — so that the merge's
-    /// sorters start from a staged load's footprint, not from the batch-by-batch one. Assembler
-    /// queue only (the read connection's).
-    package func lookupsEnded() {
-        guard isStaging, !readerCacheShrunk, let readConnection else { return }
-        readerCacheShrunk = true
-        sqlite3_exec(readConnection, "PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
-        sqlite3_db_release_memory(readConnection)
-        _ = glibcMallocTrim(0)
+    /// A load that turned staged reads no more on the read connection: its page cache goes down
+    /// to a staged load's (it held up to 40 MiB of the tables), and with the writer's (freed when
+    /// the load turned) the memory goes back to the system — so that the staged load and its
+    /// merge's sorters start from a staged load's footprint (people-1M: 126 → 98 MB at the turn).
+    /// Writer queue, under ``readerAccess`` (the assembler may be looking a batch up).
+    func releaseReaderCache() {
+        readerAccess.withLock { _ in
+            guard !readerCacheShrunk, let readConnection else { return }
+            readerCacheShrunk = true
+            sqlite3_exec(readConnection, "PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
+            sqlite3_db_release_memory(readConnection)
+            _ = glibcMallocTrim(0)
+        }
     }
 
     /// Writes a resolved batch in the open transaction.
@@ -139,14 +139,14 @@ extension SQLiteStore {
     }
 
     /// Whether batches were saved since the last commit.
-    package var hasUncommittedBatches: Bool {
+    var hasUncommittedBatches: Bool {
         dbQueue.inDatabase { $0.isInsideTransaction } || stageFile?.isInTransaction == true
     }
 
     /// Rolls back the batches saved since the last commit (nothing when none is open).
     package func rollback() throws {
         stageFile?.rollback()
-        stageMerged = false
+        if case .merged(let file) = phase { try moveLoad(to: .staging(file)) }
         try dbQueue.writeWithoutTransaction { db in
             if db.isInsideTransaction { try db.rollback() }
             returnToWAL(db)
@@ -161,7 +161,8 @@ extension SQLiteStore {
     /// commit takes the database's transaction (the resume point that counts its rows) with it,
     /// and a merge the database could not commit keeps its staging file, which the resume merges
     /// again (docs/reliability.md, "Every write may fail").
-    package func commit() throws {
+    @discardableResult package func commit() throws -> Bool {
+        let written = hasUncommittedBatches
         do {
             try stageFile?.commit()
             try dbQueue.writeWithoutTransaction { db in
@@ -172,12 +173,12 @@ extension SQLiteStore {
             try? rollback()
             throw error
         }
-        if stageMerged, let stageFile {
-            stageFile.close()
-            StageFile.remove(at: stageFile.path)
-            self.stageFile = nil
-            stageMerged = false
+        if case .merged(let file) = phase {
+            file.close()
+            StageFile.remove(at: file.path)
+            try moveLoad(to: .batchByBatch)
         }
+        return written
     }
 }
 

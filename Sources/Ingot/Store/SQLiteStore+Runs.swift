@@ -4,14 +4,22 @@ import GRDB
 /// Run bookkeeping: `_ingot_runs` (one row per run, its counters committed with each batch) and
 /// `_ingot_rejects` (one row per rejected record or page).
 extension SQLiteStore {
-    /// Records the start of a run.
-    package func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+    /// Records a new run, or marks a resumed one running again.
+    package func beginRun(_ run: RunBeginning) throws {
         try dbQueue.write { db in
-            try db.execute(
-                sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
-                arguments: [id, pipeline, startedAt.runTimestamp, archive])
+            switch run {
+            case .new(let id, let pipeline, let startedAt, let archive):
+                try db.execute(
+                    sql: "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES (?, ?, ?, 'running', ?)",
+                    arguments: [id, pipeline, startedAt.runTimestamp, archive])
+            case .resumed(let id, let archive):
+                try db.execute(
+                    sql: "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce(?, archive) WHERE run_id = ?",
+                    arguments: [archive, id])
+            }
             try SQLiteStore.forgetPrints(in: db)
         }
+        runLock?.describe(runID: run.id)
     }
 
     /// Inside a batch's transaction: stores its rejections and the run's counters so far.
@@ -143,16 +151,6 @@ extension SQLiteStore {
                     }
                 }
             }
-        }
-    }
-
-    /// Marks a resumed run running again.
-    package func reopenRun(id: String, archive: String?) throws {
-        try dbQueue.write { db in
-            try db.execute(
-                sql: "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce(?, archive) WHERE run_id = ?",
-                arguments: [archive, id])
-            try SQLiteStore.forgetPrints(in: db)
         }
     }
 

@@ -81,17 +81,16 @@ extension SQLiteStore {
         }
         let token = try state(pipeline: "", key: StageFile.stateKey)
         if resuming, let token, let file = StageFile.open(at: stagePath, token: token, layouts: layouts) {
-            stageFile = file
+            try moveLoad(to: .staging(file))
         } else {
             if resuming, token != nil { try restageFromOrigin() }
             let token = UUID().uuidString
-            stageFile = try StageFile.create(at: stagePath, token: token, layouts: layouts)
+            try moveLoad(to: .staging(try StageFile.create(at: stagePath, token: token, layouts: layouts)))
             // Where the load begins, then the token: the file holds the token before the database
             // does, and a file the database does not name is stale (StageFile).
             try keepStagedLoadOrigin(atRunStart: atOpen)
             try setState(pipeline: "", key: StageFile.stateKey, value: token)
         }
-        staging.store(true, ordering: .releasing)
     }
 
     /// Keeps where a staged load begins (``StageFile/originKey``): the committed progress of the
@@ -224,7 +223,19 @@ extension SQLiteStore {
     /// tables, which batch by batch does cheaply at any size (four pages of 16.6M `{"id":n}`:
     /// 8.7 s so, 21.6 s staged). A property of the records, not of timing: the same load turns
     /// at the same commit every time.
-    package func startStagingIfOutgrown(records: Int) throws -> Bool {
+    /// Where the load stands (``IngestStore/loadState``).
+    package var loadState: LoadState { isStaging ? .staging : .batchByBatch }
+
+    /// Turns the load staged at `moment` when its plan says it may (``IngestStore/turnStaged(at:)``).
+    package func turnStaged(at moment: StagingMoment) throws -> LoadState {
+        switch moment {
+        case .firstBatch: _ = try startStagingAtFirstBatch()
+        case .betweenTransactions(let records): _ = try startStagingIfOutgrown(records: records)
+        }
+        return loadState
+    }
+
+    func startStagingIfOutgrown(records: Int) throws -> Bool {
         guard !isStaging, let limit = stageAfterBytes else { return false }
         defer { scattered = false }
         guard scattered else { return false }
@@ -233,15 +244,16 @@ extension SQLiteStore {
         }
         guard bytes >= limit else { return false }
         try prepareStagedLoad(resuming: false)
+        releaseReaderCache()
         return true
     }
 
     /// Stages the load from its first batch when it may and the entities' tables are all empty
-    /// (``IngestStore/startStagingAtFirstBatch()``): a staged load into empty tables only appends
+    /// (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``): a staged load into empty tables only appends
     /// and merges into nothing, where turning after a first commit merges in between the rows
     /// written before (people-200k: 1.12 s staged from the start against 1.25 s turning at the
     /// first commit; docs/performance-notes.md).
-    package func startStagingAtFirstBatch() throws -> Bool {
+    func startStagingAtFirstBatch() throws -> Bool {
         guard stagesFromTheStart, !isStaging else { return false }
         let empty = try dbQueue.inDatabase { db in
             try layouts.allSatisfy { layout in

@@ -28,6 +28,7 @@ extension SQLiteStore {
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> WriteResult {
+        guard case .staging(let file) = phase else { throw StoreError.schema("no staged load to merge: the load is \(phase)") }
         var counts: [EntityCounts] = []
         leaveWALForMerge()
         try foldStaged { entity, rows, db in
@@ -42,7 +43,7 @@ extension SQLiteStore {
         // The load is merged when this transaction commits; its staging file goes then (StageFile).
         try setState(pipeline: "", key: StageFile.stateKey, value: nil)
         try setState(pipeline: "", key: StageFile.originKey, value: nil)
-        stageMerged = true
+        try moveLoad(to: .merged(file))
         return WriteResult(counts: counts)
     }
 

@@ -34,9 +34,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         /// merged into the tables when the source is exhausted.
         package var staged = false
         /// A load that turns staged at the first commit after which the database file holds
-        /// this many bytes (``startStagingIfOutgrown()``); `nil`: never.
+        /// this many bytes (``turnStaged(at:)``); `nil`: never.
         package var stageAfterBytes: Int?
-        /// A load into empty tables may stage from its first batch (``startStagingAtFirstBatch()``).
+        /// A load into empty tables may stage from its first batch (``turnStaged(at:)``).
         package var stagesFromTheStart = false
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
@@ -57,19 +57,15 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var shapeStatements: [ShapeKey: RawStatement] = [:]
     /// Per entity, the positions of the stored rows the last batch write left as they were.
     var lastUnchanged: [[Int]] = []
-    /// A staged load: batches are staged, then merged at the end (SQLiteStore+Staged.swift). Set
-    /// on the writer's queue (when the store opens, or when a load turns staged), read on the
-    /// assembler's too (its lookups stop).
-    let staging = Atomic<Bool>(false)
-    package var isStaging: Bool { staging.load(ordering: .acquiring) }
+    /// Where the load stands (SQLiteStore+Staged.swift), writer queue: batch by batch → staging
+    /// (its stage file) → merged in the open transaction → batch by batch once that commits and
+    /// the file is gone; a merge rolled back is staging again. ``moveLoad(to:)`` refuses any other
+    /// move.
+    private(set) var phase = LoadPhase.batchByBatch
     /// When a load turns staged (``Options/stageAfterBytes``).
     let stageAfterBytes: Int?
-    /// Where a staged load stages (``StageFile/path(for:)``), and its file while one is open
-    /// (writer queue).
+    /// Where a staged load stages (``StageFile/path(for:)``).
     let stagePath: String
-    var stageFile: StageFile?
-    /// The staged load was merged in the open transaction: its file goes once that commits.
-    var stageMerged = false
     /// A load into tables that were all empty when the store opened may stage from its first
     /// batch (``Options/stagesFromTheStart``).
     let stagesFromTheStart: Bool
@@ -94,13 +90,21 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// in-memory database.
     private(set) var readConnection: OpaquePointer?
     private(set) var readerLookup: IdentityLookup?
-    /// The read connection's page cache was shrunk once the load turned staged (assembler queue).
+    /// The read connection's page cache was shrunk once the load turned staged.
     var readerCacheShrunk = false
+    /// Held while the read connection is used: by the assembler's lookups, and by the writer's
+    /// queue once, to shrink its cache when the load turns staged (``releaseReaderCache()``). A
+    /// connection opened `NOMUTEX` may move between threads, never be used by two at once.
+    let readerAccess = Mutex(())
     /// Per entity, the highest identity the run wrote batch by batch, and whether a batch since the
     /// writer last asked wrote below it (writer queue; ``noteScatter(_:)``).
     var highestIdentity: [Int: IdentityKey] = [:]
     var scattered = false
     private var traceContext: Unmanaged<TraceContext>?
+    /// The run lock the backend took before opening the store (``SQLiteBackend``), released once
+    /// the store is closed: closing a descriptor of the database drops SQLite's own locks
+    /// (``RunLock``).
+    var runLock: RunLock?
 
     // MARK: - Opening
 
@@ -246,8 +250,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         _ = try? String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
     }
 
-    /// Finalizes prepared statements and closes the database.
+    /// Finalizes prepared statements, closes the database, then lets the run lock go.
     package func close() throws {
+        defer { runLock = nil }
         dbQueue.inDatabase { _ in
             for statement in statements.values { statement.finalize() }
             for statement in shapeStatements.values { statement.finalize() }
@@ -259,7 +264,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         sqlite3_close_v2(readConnection)
         readConnection = nil
         stageFile?.close()
-        stageFile = nil
+        phase = .batchByBatch  // closed: the store is not used any more
         traceContext?.release()
         try dbQueue.close()
     }
@@ -556,4 +561,50 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
 final class TraceContext {
     let observer: @Sendable (String) -> Void
     init(_ observer: @escaping @Sendable (String) -> Void) { self.observer = observer }
+}
+
+/// The load's lifecycle (``SQLiteStore/phase``): its moves are checked here, where the phase is
+/// kept.
+extension SQLiteStore {
+    /// Where a SQLite load stands (``phase``).
+    enum LoadPhase: CustomStringConvertible {
+        /// Batches written into the tables.
+        case batchByBatch
+        /// Batches appended to the stage file's tables.
+        case staging(StageFile)
+        /// The stage merged into the tables in the open transaction: the file goes at its commit.
+        case merged(StageFile)
+
+        var description: String {
+            switch self {
+            case .batchByBatch: "batch by batch"
+            case .staging: "staging"
+            case .merged: "merged, not committed"
+            }
+        }
+    }
+
+    /// Batches are staged.
+    var isStaging: Bool { if case .staging = phase { true } else { false } }
+
+    /// The stage file, while the load stages or its merge is not committed.
+    var stageFile: StageFile? {
+        switch phase {
+        case .staging(let file), .merged(let file): file
+        case .batchByBatch: nil
+        }
+    }
+
+    /// Moves the load to `next`, refusing a move its lifecycle does not have: batch by batch →
+    /// staging → merged → batch by batch (committed) or staging (rolled back). A refused move
+    /// closes the stage file it was given, if that is not the load's own.
+    func moveLoad(to next: LoadPhase) throws(StoreError) {
+        switch (phase, next) {
+        case (.batchByBatch, .staging), (.staging, .merged), (.merged, .batchByBatch), (.merged, .staging):
+            phase = next
+        default:
+            if case .staging(let file) = next, file !== stageFile { file.close() }
+            throw StoreError.schema("a load cannot go from \(phase) to \(next)")
+        }
+    }
 }

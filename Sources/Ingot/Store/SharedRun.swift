@@ -20,6 +20,13 @@ public protocol SharedRunStore: IngestStore {
     /// ``SharedRunRequest/spec`` differs from this job's. A run that failed is taken up again
     /// (``SharedRun/revived``).
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun
+
+    /// Whether a joined job's staged stretch of consecutive units (``LoadPlan/Mode/joined(stretches:)``)
+    /// breaks at a batch of `units`: another job holds a unit between, so the writer merges the
+    /// stretch first (``IngestStore/mergeStaged(fills:stored:refused:)``), then writes the batch
+    /// as joined batches are written. A stretch that staged nothing is given up here and the load
+    /// goes on batch by batch (``IngestStore/loadState``). Asked before each batch while staging.
+    func stretchBreaks(at units: [UnitRef]) throws -> Bool
 }
 
 /// What a job asks for when it joins a shared run.

@@ -24,9 +24,6 @@ package protocol StoreBackend: Sendable {
     var loadCapabilities: LoadCapabilities { get }
     /// Why a staged load cannot run `model` here; empty when it can.
     func stagedLoadObstacles(_ model: EntityModel) -> [String]
-    /// The file the run lock sits beside, for a backend whose lock is a file (SQLite); `nil`
-    /// when the store takes its own (``IngestStore/lockRuns(of:timeout:)``).
-    var lockablePath: String? { get }
 }
 
 /// Reads rows of one database through one connection kept open; used by one caller at a time
@@ -39,6 +36,13 @@ package protocol RowReader: AnyObject {
 /// What every backend is opened with (a backend's own knobs stay its own: SQLite's cache and
 /// checkpoint sizes are `Store.Options`).
 package struct StoreOpening: Sendable {
+    /// The pipeline whose run lock the store takes at open and holds until it closes, waiting
+    /// up to ``lockTimeout`` for another run to let it go (a held ``RunLockError``, exit 75,
+    /// when it does not); `nil`: no lock (a store opened for reading, or the library's).
+    package var lockingRunsOf: String?
+    /// The run is a job of a shared run (`--join`): a store that shares runs takes its lock
+    /// shared, when the job joins (``SharedRunStore/joinRun(_:)``), not at open.
+    package var joining = false
     /// Seconds to wait for another run or program holding the database.
     package var lockTimeout: Double = 30
     /// Called with the text of every statement the store runs (tests count identity lookups).
@@ -52,9 +56,12 @@ package struct StoreOpening: Sendable {
     package var stopped: StopFlag?
 
     package init(
-        lockTimeout: Double = 30, statementObserver: (@Sendable (String) -> Void)? = nil, plan: LoadPlan = .batchByBatch,
-        resuming: Bool = false, stopped: StopFlag? = nil
+        lockingRunsOf pipeline: String? = nil, joining: Bool = false, lockTimeout: Double = 30,
+        statementObserver: (@Sendable (String) -> Void)? = nil, plan: LoadPlan = .batchByBatch, resuming: Bool = false,
+        stopped: StopFlag? = nil
     ) {
+        self.lockingRunsOf = pipeline
+        self.joining = joining
         self.stopped = stopped
         self.lockTimeout = lockTimeout
         self.statementObserver = statementObserver
@@ -69,7 +76,28 @@ package struct SQLiteBackend: StoreBackend {
 
     package init(path: String) { self.path = path }
 
+    /// Takes the run lock (``RunLock``, a file beside the database: one run at a time, joined
+    /// or not) before the store opens, and hands it to the store, which releases it once closed.
+    /// A database another program holds past the lock timeout (a `sqlite3` shell inside a
+    /// transaction, a backup) is refused as a held lock is: exit 75.
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
+        let lock = try options.lockingRunsOf.flatMap { _ in
+            try lockablePath.map { try RunLock(databasePath: $0, timeout: options.lockTimeout) }
+        }
+        do {
+            let store = try openStore(model: model, options: options)
+            store.runLock = lock
+            return store
+        } catch let error where StoreError.isLocked(error) {
+            throw RunLockError(
+                path: path, holder: nil, isHeld: true,
+                message:
+                    "another program holds a lock on the database (a sqlite3 shell inside a transaction, a backup?); gave up after \(options.lockTimeout) s (--lock-timeout): \(error)"
+            )
+        }
+    }
+
+    private func openStore(model: EntityModel, options: StoreOpening) throws -> SQLiteStore {
         var storeOptions = SQLiteStore.Options()
         storeOptions.lockTimeout = options.lockTimeout
         storeOptions.statementObserver = options.statementObserver
@@ -98,7 +126,8 @@ package struct SQLiteBackend: StoreBackend {
         try SQLiteStore.Reader(databasePath: path)
     }
 
-    package var lockablePath: String? { path == ":memory:" ? nil : path }
+    /// The file the run lock sits beside; `nil` for an in-memory database.
+    private var lockablePath: String? { path == ":memory:" || path.isEmpty ? nil : path }
 
     /// Staged loads turn on by the file's size, into tables that hold rows too; no shared runs.
     package var loadCapabilities: LoadCapabilities {

@@ -43,9 +43,6 @@ package enum StoreLocation: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The SQLite file, for the run lock beside it; `nil` for other backends and in-memory databases.
-    package var lockablePath: String? { backend.lockablePath }
-
     /// Opens the store (creating or checking the schema of `model`) for a run.
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         try backend.open(model: model, options: options)

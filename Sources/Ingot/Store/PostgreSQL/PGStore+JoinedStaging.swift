@@ -52,7 +52,7 @@ struct JoinedStretch {
 }
 
 extension PGStore {
-    func stagedStretchBreaks(at units: [UnitRef]) throws -> Bool {
+    func stretchBreaks(at units: [UnitRef]) throws -> Bool {
         guard joined != nil, isStaging, !stretch.continues(with: units) else { return false }
         guard stretch.isEmpty else { return true }
         // Nothing staged yet: the load goes batch by batch from this batch on.
@@ -62,12 +62,12 @@ extension PGStore {
 
     /// A staged load that staged nothing is given up: its file removed and forgotten.
     private func dropStaging() {
-        guard let staging else { return }
+        guard case .staging(let staging) = load else { return }
         try? staging.store.rollback()
-        staging.published = true
+        staging.published = true  // its close removes the file
         staging.close()
         try? forgetStagingKey(staging.key)
-        self.staging = nil
+        try? moveLoad(to: .batchByBatch)
     }
 
     /// Writes the stretch, in the open transaction (or one it begins): its units marked done
@@ -132,7 +132,7 @@ extension PGStore {
             releaseUnits(held, join)
             throw error
         }
-        staging.published = true
+        try moveLoad(to: .copied(staging))
         stretchRejections = []
         stretch = JoinedStretch()
         return WriteResult(counts: counts, retries: retries)

@@ -5,7 +5,16 @@ import Foundation
 /// progress (counters, resume point, rejects, kept values), its end, and the unfinished run
 /// `--resume` continues.
 extension PGStore {
-    func beginRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
+    func beginRun(_ run: RunBeginning) throws {
+        switch run {
+        case .new(let id, let pipeline, let startedAt, let archive):
+            try beginNewRun(id: id, pipeline: pipeline, startedAt: startedAt, archive: archive)
+        case .resumed(let id, let archive):
+            try reopenRun(id: id, archive: archive)
+        }
+    }
+
+    private func beginNewRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try forgetUnfinishedStagedLoads(of: pipeline)
         try connection.execute(
             "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
@@ -15,7 +24,7 @@ extension PGStore {
         if stagingRules.asked { try makeStaging() }
     }
 
-    func reopenRun(id: String, archive: String?) throws {
+    private func reopenRun(id: String, archive: String?) throws {
         runID = id
         try takeUpStagedLoad(of: id)
         try connection.execute(
@@ -26,7 +35,7 @@ extension PGStore {
 
     func recordProgress(_ p: RunProgress) throws {
         // A staged load's progress is written when its staging file commits (PGStaging).
-        if let staging, !staging.published { return staging.hold(p) }
+        if case .staging(let staging) = load { return staging.hold(p) }
         try writeProgress(p)
     }
 

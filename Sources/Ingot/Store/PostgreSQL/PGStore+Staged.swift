@@ -8,7 +8,7 @@ import GRDBSQLite
 /// SQLite's merge read them back in identity order (`SQLiteStore.foldStaged`), and each folded
 /// row — each final row once — is streamed into PostgreSQL's `COPY` (``PGStagedCopy``), in the
 /// run's last transaction. `--bulk` asks for it; a first load from local pages whose first batch
-/// came in no identity order gets it by default (``PGStore/startStagingAtFirstBatch()``).
+/// came in no identity order gets it by default (``PGStore/turnStaged(at:)``).
 ///
 /// Why: batch by batch, every record a load re-sends is an `UPDATE` on the server (people-200k:
 /// 232,888 of them for 96,801 dogs) and every batch a lookup query; a first load spent 2.3–3.0 s
@@ -43,7 +43,8 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     private var pendingRejections: [RecordRejection] = []
     private var pendingKept: [(pipeline: String, key: String, value: String)] = []
     private var pendingProgress: RunProgress?
-    /// The rows were copied into PostgreSQL (in its open transaction).
+    /// The rows' copy into PostgreSQL committed, or the load was given up: ``close()`` removes the
+    /// file (``PGLoad/published``).
     var published = false
     /// The bytes of `COPY` text held before they are sent (a test makes it small, so that a few
     /// rows take every path).
@@ -171,8 +172,9 @@ extension PGStore {
         }
         let filled = try filledTables()
         guard filled.isEmpty else {
-            stagingDeclined =
-                "a staged PostgreSQL load copies into empty tables; \(filled.joined(separator: ", ")) hold rows: batch by batch"
+            try moveLoad(
+                to: .declined(
+                    "a staged PostgreSQL load copies into empty tables; \(filled.joined(separator: ", ")) hold rows: batch by batch"))
             return
         }
         stagingRules.asked = true
@@ -181,13 +183,20 @@ extension PGStore {
     /// Stages the load from its first batch when it may (``PGStagingRules/fromTheStart``: a first load
     /// from local pages, not `--no-bulk`), the pipeline allows a staged load, this job is not
     /// joined, and the entities' tables are all empty — as SQLite's store does
-    /// (``IngestStore/startStagingAtFirstBatch()``). Batch by batch, people-200k spent 2.3–3.0 s
+    /// (``IngestStore/turnStaged(at:)``). Batch by batch, people-200k spent 2.3–3.0 s
     /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
     /// (docs/performance-notes.md). Whether it did.
     ///
     /// A staging file that cannot be made (a read-only or full temporary directory, as in a
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
     /// staged by default, and says why (``stagingDeclined``: `bulk.declined`).
+    /// Turns the load staged at `moment` when its plan says it may (``IngestStore/turnStaged(at:)``):
+    /// from the first batch only (PostgreSQL's staged load copies into empty tables).
+    func turnStaged(at moment: StagingMoment) throws -> LoadState {
+        if case .firstBatch = moment { _ = try startStagingAtFirstBatch() }
+        return loadState
+    }
+
     func startStagingAtFirstBatch() throws -> Bool {
         guard stagingRules.fromTheStart, staging == nil, !inTransaction,
             SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
@@ -195,7 +204,7 @@ extension PGStore {
         do {
             try makeStaging()
         } catch let failure as StagingFileFailure {
-            stagingDeclined = "the staging file \(failure.path) could not be made (\(failure.error)): batch by batch"
+            try moveLoad(to: .declined("the staging file \(failure.path) could not be made (\(failure.error)): batch by batch"))
             return false
         }
         return true
@@ -214,7 +223,7 @@ extension PGStore {
         do {
             let made = try PGStaging(model: model, path: path, runID: runID, key: key, resuming: false)
             made.copyBytes = stagingRules.copyBytes
-            staging = made
+            try moveLoad(to: .staging(made))
         } catch {
             PGStaging.remove(at: path, directory: stagingRules.directory)
             try forgetStagingKey(key)
@@ -253,8 +262,7 @@ extension PGStore {
         defer { resumedStaging = nil }
         switch resumedStaging {
         case .staging(let resumed):
-            staging = resumed
-            stagingDeclined = nil
+            try moveLoad(to: .staging(resumed))
             return
         case .restart(let id, let path) where id == runID:
             try begin()
@@ -313,7 +321,7 @@ extension PGStore {
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> WriteResult {
-        guard let staging, !staging.published else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
+        guard case .staging(let staging) = load else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
         if let joined { return try mergeStretch(staging, joined, fills: fills, refused: refused) }
         try begin()
         var counts: [EntityCounts]
@@ -333,7 +341,7 @@ extension PGStore {
         }
         // The folds read in a transaction of the staging file's; it wrote nothing.
         try staging.store.rollback()
-        staging.published = true
+        try moveLoad(to: .copied(staging))
         // With the rows: the kept values (the incremental cursor), and the staging file marked
         // copied — a job killed before it removes the file leaves it to `--resume` or the next
         // run to remove (the resume point went in at the last commit).
@@ -366,13 +374,37 @@ extension PGStore {
     }
 }
 
-/// What a PostgreSQL store may do about staged loads, decided when it opens (PostgresBackend).
+/// Where a PostgreSQL load stands (``PGStore/load``).
+enum PGLoad: CustomStringConvertible {
+    /// Batches written into the tables.
+    case batchByBatch
+    /// Batch by batch, because the staged load asked for or tried was declined, and why.
+    case declined(String)
+    /// Batches staged in the job's staging file.
+    case staging(PGStaging)
+    /// The folded rows copied into the tables in the open transaction.
+    case copied(PGStaging)
+    /// The copy committed: the file goes when the store closes.
+    case published(PGStaging)
+
+    var description: String {
+        switch self {
+        case .batchByBatch: "batch by batch"
+        case .declined: "declined"
+        case .staging: "staging"
+        case .copied: "copied, not committed"
+        case .published: "copied and committed"
+        }
+    }
+}
+
+/// What a PostgreSQL store may do about staged loads, decided when it opens (PostgreSQL backend).
 struct PGStagingRules {
     /// `--bulk` asked for a staged load and the tables are empty: its staging file is made when
     /// the run begins (``PGStore/makeStaging()``).
     var asked = false
     /// A first load from local pages may be staged from its first batch
-    /// (``PGStore/startStagingAtFirstBatch()``).
+    /// (``PGStore/turnStaged(at:)``).
     var fromTheStart = false
     /// The load may stage at all (not `--no-bulk`): a resumed run goes on with its unfinished
     /// staged load only then.

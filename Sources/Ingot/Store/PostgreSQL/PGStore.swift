@@ -49,23 +49,52 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// A joined job copies its batches' new rows straight in until one meets a row another job
     /// made since its lookup (PGStore+Join.swift); then it writes the careful way.
     var directJoinedInserts = true
-    /// A staged load (`--bulk`, PGStore+Staged.swift); writer queue only.
-    var staging: PGStaging?
+    /// Where the load stands (PGStore+Staged.swift), writer queue only; moved by
+    /// ``moveLoad(to:)``, which refuses a move the lifecycle does not have.
+    private(set) var load = PGLoad.batchByBatch
     /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
     /// of its batches, written with it.
     var stretch = JoinedStretch()
     var stretchRejections: [RecordRejection] = []
-    /// Why `--bulk` loads batch by batch here (tables that hold rows), set when the store opens.
-    var stagingDeclined: String?
     /// What this store may do about staged loads, set when it opens.
     var stagingRules = PGStagingRules()
     /// The run this store writes, once begun or reopened.
     var runID: String?
-    /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``reopenRun(id:archive:)``:
+    /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``beginRun(_:)``:
     /// its staging file opened again, or the run to start again from its first page.
     var resumedStaging: ResumedStaging?
-    var isStaging: Bool { staging.map { !$0.published } ?? false }
-    var resolvesAtMerge: Bool { isStaging }
+    var isStaging: Bool { if case .staging = load { true } else { false } }
+
+    /// The staged load's file and store, while it stages or its rows are copied.
+    var staging: PGStaging? {
+        switch load {
+        case .staging(let s), .copied(let s), .published(let s): s
+        case .batchByBatch, .declined: nil
+        }
+    }
+
+    /// Where the load stands (``IngestStore/loadState``).
+    var loadState: LoadState {
+        switch load {
+        case .staging: .staging
+        case .declined(let reason): .declined(reason)
+        case .batchByBatch, .copied, .published: .batchByBatch
+        }
+    }
+
+    /// Moves the load to `next`, refusing a move its lifecycle does not have: batch by batch (or
+    /// declined) → staging → copied in the open transaction → published once that commits, or
+    /// staging again when it is rolled back; a stretch that staged nothing is given up (staging →
+    /// batch by batch); batch by batch → declined, with why.
+    func moveLoad(to next: PGLoad) throws(StoreError) {
+        switch (load, next) {
+        case (.batchByBatch, .staging), (.declined, .staging), (.batchByBatch, .declined), (.declined, .declined),
+            (.staging, .copied), (.copied, .published), (.copied, .staging), (.staging, .batchByBatch):
+            load = next
+        default:
+            throw StoreError.schema("a PostgreSQL load cannot go from \(load) to \(next)")
+        }
+    }
 
     init(url: String, model: EntityModel, stopped: StopFlag? = nil) throws {
         self.model = model
@@ -377,21 +406,29 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     var hasUncommittedBatches: Bool { isStaging ? staging?.store.hasUncommittedBatches ?? false : inTransaction }
 
-    func commit() throws {
+    @discardableResult func commit() throws -> Bool {
+        let written = hasUncommittedBatches
         if let staging, isStaging {
             // The staging file first, then the run's progress here (PGStaging, "Resume"); a
             // joined job's, with its stretch (its units are not done until then).
-            guard let progress = try staging.commit() else { return }
+            guard let progress = try staging.commit() else { return written }
             if joined != nil {
                 stretchRejections += progress.rejections
-                return
+                return written
             }
             try begin()
             try writeProgress(progress)
             try commitTransaction()
-            return
+            return written
         }
         try commitTransaction()
+        // The copy is in the tables once its transaction committed; its file goes when the store
+        // closes (PGStaging, "Resume").
+        if case .copied(let copied) = load {
+            copied.published = true
+            load = .published(copied)
+        }
+        return written
     }
 
     /// Commits this connection's open transaction, if any.
@@ -404,6 +441,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     }
 
     func rollback() throws {
+        // A copy rolled back stages again: its file and its key stay, and a resume copies it.
+        if case .copied(let copied) = load { load = .staging(copied) }
         if let staging, isStaging {
             // A copy that failed half-way left this connection's transaction open (and aborted).
             defer { try? rollbackTransaction() }
@@ -432,15 +471,15 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     func close() throws {
         defer {
             staging?.close()
-            staging = nil
+            load = .batchByBatch  // closed: the store is not used any more
             if case .staging(let resumed) = resumedStaging { resumed.close() }
             resumedStaging = nil
         }
         try commit()
-        if let staging, staging.published {
+        if case .published(let staging) = load {
             // The copy committed: the file goes, then the key that named it (PGStaging).
             staging.close()
-            self.staging = nil
+            load = .batchByBatch
             try forgetStagingKey(staging.key)
         }
         _ = try connection.execute("SELECT pg_advisory_unlock_all()")
@@ -456,12 +495,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     /// A session advisory lock per pipeline on the writer connection: released when the run's
     /// connection ends, even after `kill -9` (the server drops the session). The holder's run id
     /// is named from `_ingot_runs`.
-    func lockRuns(of pipeline: String, timeout: Double) throws {
-        try lockRuns(of: pipeline, timeout: timeout, shared: false)
-    }
-
-    /// The same lock, shared by the jobs of a joined run (`--join`): they exclude single runs of
-    /// the pipeline, and single runs exclude them.
+    /// Shared by the jobs of a joined run (`--join`): they exclude single runs of the pipeline,
+    /// and single runs exclude them.
     func lockRuns(of pipeline: String, timeout: Double, shared: Bool) throws {
         let key = "ingot run: " + pipeline
         let deadline = Date().addingTimeInterval(max(0, timeout))

@@ -8,7 +8,16 @@ package struct PostgresBackend: StoreBackend {
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
         let store = try PGStore(url: url, model: model, stopped: options.stopped)
-        if options.plan.stagesAtOpen { try store.startStagedLoad() }
+        do {
+            // A joined job takes the lock shared, when it joins (PGSharedRun).
+            if let pipeline = options.lockingRunsOf, !options.joining {
+                try store.lockRuns(of: pipeline, timeout: options.lockTimeout, shared: false)
+            }
+            if options.plan.stagesAtOpen { try store.startStagedLoad() }
+        } catch {
+            try? store.close()
+            throw error
+        }
         store.stagingRules.fromTheStart = options.plan.stagesFromFirstBatch
         store.stagingRules.allowed = options.plan.mayStage
         return store
@@ -104,5 +113,4 @@ package struct PostgresBackend: StoreBackend {
     }
 
     /// The run lock is PostgreSQL's own (an advisory lock the store takes).
-    package var lockablePath: String? { nil }
 }
