@@ -36,8 +36,10 @@ test: deps lint
 	$(SWIFT) test
 
 ## lint: swift format lint with the repository's .swift-format (the toolchain ships it); `make format` rewrites
+## and scripts/doclinks.py: every ``symbol`` link of the sources' doc comments names a declaration
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+	python3 scripts/doclinks.py
 
 format:
 	$(SWIFT) format format --in-place --recursive Sources Tests Package.swift

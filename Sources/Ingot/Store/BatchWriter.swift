@@ -16,7 +16,7 @@ struct ShapeKey: Hashable {
 }
 
 /// Writes one resolved batch inside the store's open transaction: rows and links, with a
-/// statement per row shape (see ``Store/write(_:then:)``).
+/// statement per row shape (see ``SQLiteStore/write(_:then:)``).
 struct BatchWriter {
     let store: SQLiteStore
     let batch: ResolvedBatch

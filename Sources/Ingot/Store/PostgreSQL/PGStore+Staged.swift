@@ -160,7 +160,7 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
 
 extension PGStore {
     /// Starts a staged load (PGStaging): refused, with the reason, when the pipeline cannot be
-    /// one. Into tables that hold rows it loads batch by batch instead (``stagingDeclined``
+    /// one. Into tables that hold rows it loads batch by batch instead (``loadState``
     /// says why): the copy only inserts — a refresh of a cache that `INGOT_BULK=1` loaded first
     /// goes on running, and so does a resumed run whose copy committed before the job was killed
     /// (its resume point, written with the rows, is past the last page).
@@ -189,7 +189,7 @@ extension PGStore {
     ///
     /// A staging file that cannot be made (a read-only or full temporary directory, as in a
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
-    /// staged by default, and says why (``stagingDeclined``: `bulk.declined`).
+    /// staged by default, and says why (``loadState``: `bulk.declined`).
     /// Turns the load staged at `moment` when its plan says it may (``IngestStore/turnStaged(at:)``):
     /// from the first batch only (PostgreSQL's staged load copies into empty tables).
     func turnStaged(at moment: StagingMoment) throws -> LoadState {
