@@ -13,7 +13,6 @@ extension PipelineYAMLReader {
             throw error(node, "resources is a list of resources, each {name, source or for_each, records, root}")
         }
         var resources: [ResourceConfig] = []
-        var rootNodes: [String: Node] = [:]
         for item in list {
             let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each", "write", "batch_records"])
             let nameNode = try required(fields, "name", in: item)
@@ -24,55 +23,8 @@ extension PipelineYAMLReader {
             guard !resources.contains(where: { $0.name == name }) else { throw error(nameNode, "resource '\(name)' is declared twice") }
             var resource = ResourceConfig(name: name, source: .none, recordsPath: [])
             if let forEachNode = fields["for_each"] {
-                let f = try mapping(forEachNode, allowed: ["resource", "path", "url", "with", "not_found"])
-                var notFoundFails = false
-                if let node = f["not_found"] {
-                    switch try string(node) {
-                    case "skip": notFoundFails = false
-                    case "fail": notFoundFails = true
-                    default: throw error(node, "not_found is skip (a 404 or 410 detail is a rejected page, the run goes on) or fail")
-                    }
-                }
-                let parentNode = try required(f, "resource", in: forEachNode)
-                let parent = try string(parentNode)
-                guard resources.contains(where: { $0.name == parent }) else {
-                    throw error(parentNode, "for_each reads resource '\(parent)', which is not declared before '\(name)'")
-                }
-                if resources.contains(where: { $0.name == parent && $0.forEach != nil }) {
-                    throw error(
-                        parentNode,
-                        "for_each reads resource '\(parent)', itself a for_each: not supported yet (read a resource with a source)")
-                }
-                guard (f["path"] == nil) != (f["url"] == nil), let templateNode = f["path"] ?? f["url"] else {
-                    throw error(forEachNode, "for_each takes path (relative to defaults.http.url) or url (a whole URL), one of them")
-                }
-                let template = try urlTemplate(templateNode)
-                var with: [ResourceConfig.WithKey] = []
-                if let withNode = f["with"] {
-                    guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
-                    for (key, value) in pairs { with.append(ResourceConfig.WithKey(key: try string(key), path: try keyPath(value))) }
-                }
-                // Its requests: defaults.http, and its own source.http (pagination) over it. Both
-                // are source configuration: `${VAR}` expands there as in source: (a staging
-                // server, a mirror), and a replay never reads them.
-                inSource = true
-                defer { inSource = false }
-                guard let defaults, try baseURL(defaults) != nil else {
-                    throw error(forEachNode, "for_each needs defaults.http.url: its requests' origin and base")
-                }
-                var httpNode = try required(try mapping(defaults, allowed: ["http"]), "http", in: defaults)
-                if let sourceNode = fields["source"] {
-                    let source = try mapping(sourceNode, allowed: ["http"])
-                    guard let own = source["http"] else { throw error(sourceNode, "a for_each resource's source is http: {paginate: …}") }
-                    if let url = try mapping(own, allowed: HTTPSourceConfig.keys)["url"] {
-                        throw error(url, "a for_each resource's URL comes from its for_each template")
-                    }
-                    httpNode = try mergingDefaults(defaults, into: own)
-                }
-                let config = try readHTTP(httpNode)
-                resource.jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
-                resource.forEach = ResourceConfig.ForEach(
-                    resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config, notFoundFails: notFoundFails)
+                (resource.forEach, resource.jsonLines) = try readForEach(
+                    forEachNode, of: name, source: fields["source"], after: resources, defaults: defaults)
             } else {
                 let sourceNode = try required(fields, "source", in: item)
                 inSource = true
@@ -80,36 +32,10 @@ extension PipelineYAMLReader {
                 (resource.source, resource.jsonLines) = try readSource(sourceNode, defaults: defaults)
             }
             if let recordsNode = fields["records"] {
-                let path = try string(recordsNode)
-                if resource.jsonLines && path != "." {
-                    throw error(recordsNode, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
-                }
-                if path != "." {
-                    resource.recordsPath = path.components(separatedBy: ".")
-                    if resource.recordsPath.contains("") { throw error(recordsNode, "records: '\(path)' has an empty path component") }
-                }
+                resource.recordsPath = try readRecordsPath(recordsNode, jsonLines: resource.jsonLines)
             }
-            if let rootNode = fields["root"] {
-                (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model)
-                rootNodes[name] = rootNode
-            }
-            if let writeNode = fields["write"] {
-                let (mode, rejectsUnknown, scope) = try readWrite(writeNode)
-                guard resource.root != nil else { throw error(writeNode, "write needs a root: a resource without one stores nothing") }
-                if let scope, let root = resource.root, let model, model.scopeColumn(scope, of: root) == nil {
-                    throw error(writeNode, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'")
-                }
-                resource.writeScope = scope
-                let rowLevel: Set<WriteMode> = [.insertOnly, .updateOnly]
-                if rowLevel.contains(mode), let root = resource.root,
-                    let other = resources.first(where: { $0.root == root && $0.write.map(rowLevel.contains) == true && $0.write != mode })
-                {
-                    throw error(
-                        writeNode, "resource '\(other.name)' writes root '\(root)' \(other.write?.rawValue ?? ""): one root, one write mode"
-                    )
-                }
-                (resource.write, resource.writeRejectsUnknown) = (mode, rejectsUnknown)
-            }
+            if let rootNode = fields["root"] { (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model) }
+            if let writeNode = fields["write"] { try readResourceWrite(writeNode, into: &resource, after: resources, model: model) }
             if let node = fields["batch_records"] {
                 let value = try int(node)
                 guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
@@ -124,6 +50,95 @@ extension PipelineYAMLReader {
             }
         }
         return resources
+    }
+
+    /// A resource's `for_each` (resource `name`, declared after `earlier`): the resource it reads,
+    /// its URL template and injected keys, and its requests' HTTP settings — `defaults.http`, and
+    /// its own `source.http` (pagination) over it; and whether its pages are JSON Lines.
+    private mutating func readForEach(
+        _ node: Node, of name: String, source sourceNode: Node?, after earlier: [ResourceConfig], defaults: Node?
+    ) throws(ConfigError) -> (ResourceConfig.ForEach, jsonLines: Bool) {
+        let f = try mapping(node, allowed: ["resource", "path", "url", "with", "not_found"])
+        var notFoundFails = false
+        if let notFound = f["not_found"] {
+            switch try string(notFound) {
+            case "skip": notFoundFails = false
+            case "fail": notFoundFails = true
+            default: throw error(notFound, "not_found is skip (a 404 or 410 detail is a rejected page, the run goes on) or fail")
+            }
+        }
+        let parentNode = try required(f, "resource", in: node)
+        let parent = try string(parentNode)
+        guard earlier.contains(where: { $0.name == parent }) else {
+            throw error(parentNode, "for_each reads resource '\(parent)', which is not declared before '\(name)'")
+        }
+        if earlier.contains(where: { $0.name == parent && $0.forEach != nil }) {
+            throw error(
+                parentNode, "for_each reads resource '\(parent)', itself a for_each: not supported yet (read a resource with a source)")
+        }
+        guard (f["path"] == nil) != (f["url"] == nil), let templateNode = f["path"] ?? f["url"] else {
+            throw error(node, "for_each takes path (relative to defaults.http.url) or url (a whole URL), one of them")
+        }
+        let template = try urlTemplate(templateNode)
+        var with: [ResourceConfig.WithKey] = []
+        if let withNode = f["with"] {
+            guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
+            for (key, value) in pairs { with.append(ResourceConfig.WithKey(key: try string(key), path: try keyPath(value))) }
+        }
+        // Its requests: defaults.http, and its own source.http (pagination) over it. Both are
+        // source configuration: `${VAR}` expands there as in source: (a staging server, a
+        // mirror), and a replay never reads them.
+        inSource = true
+        defer { inSource = false }
+        guard let defaults, try baseURL(defaults) != nil else {
+            throw error(node, "for_each needs defaults.http.url: its requests' origin and base")
+        }
+        var httpNode = try required(try mapping(defaults, allowed: ["http"]), "http", in: defaults)
+        if let sourceNode {
+            let source = try mapping(sourceNode, allowed: ["http"])
+            guard let own = source["http"] else { throw error(sourceNode, "a for_each resource's source is http: {paginate: …}") }
+            if let url = try mapping(own, allowed: HTTPSourceConfig.keys)["url"] {
+                throw error(url, "a for_each resource's URL comes from its for_each template")
+            }
+            httpNode = try mergingDefaults(defaults, into: own)
+        }
+        let config = try readHTTP(httpNode)
+        let jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
+        let forEach = ResourceConfig.ForEach(
+            resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config, notFoundFails: notFoundFails)
+        return (forEach, jsonLines)
+    }
+
+    /// A resource's `records:` path (`.`: the page itself, as JSON Lines pages always are).
+    private func readRecordsPath(_ node: Node, jsonLines: Bool) throws(ConfigError) -> [String] {
+        let path = try string(node)
+        if jsonLines && path != "." {
+            throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+        }
+        guard path != "." else { return [] }
+        let components = path.components(separatedBy: ".")
+        if components.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
+        return components
+    }
+
+    /// A resource's `write:`: it needs a root, a scope names one of the root's keys, and one root
+    /// has one row-level write mode across the resources (`earlier`).
+    private func readResourceWrite(
+        _ node: Node, into resource: inout ResourceConfig, after earlier: [ResourceConfig], model: EntityModel?
+    ) throws(ConfigError) {
+        let (mode, rejectsUnknown, scope) = try readWrite(node)
+        guard let root = resource.root else { throw error(node, "write needs a root: a resource without one stores nothing") }
+        if let scope, let model, model.scopeColumn(scope, of: root) == nil {
+            throw error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'")
+        }
+        resource.writeScope = scope
+        let rowLevel: Set<WriteMode> = [.insertOnly, .updateOnly]
+        if rowLevel.contains(mode),
+            let other = earlier.first(where: { $0.root == root && $0.write.map(rowLevel.contains) == true && $0.write != mode })
+        {
+            throw error(node, "resource '\(other.name)' writes root '\(root)' \(other.write?.rawValue ?? ""): one root, one write mode")
+        }
+        (resource.write, resource.writeRejectsUnknown) = (mode, rejectsUnknown)
     }
 
     /// `write:`: a mode (`merge`, `replace`, `insert_only`, `update_only`), or

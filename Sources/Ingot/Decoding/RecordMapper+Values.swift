@@ -9,111 +9,132 @@ extension RecordMapper {
     mutating func convert(
         _ index: Int, _ rules: AttributeRules, _ c: inout Cursor
     ) throws(MappingFailure) -> ScalarValue {
-        let (type, coerce) = (rules.type, rules.coerce)
         let node = c.nodes[index]
         if node.kind == .null { return .null }
-        if rules.rewritesText, node.kind != .array, node.kind != .object {
-            // The value rules work on the value's text (a string's content, a number's digits).
-            let text = node.kind == .string || node.kind == .escapedString ? c.string(node) : c.raw(index)
-            if let pattern = rules.pattern, text.utf8.count > AttributeRules.Pattern.maxInput {
-                throw MappingFailure(
-                    reason:
-                        "\(c.preview(index)) is \(text.utf8.count) bytes, longer than pattern '\(pattern.text)' reads (\(AttributeRules.Pattern.maxInput))",
-                    code: .tooLarge)
-            }
-            guard let rewritten = rules.rewrite(text) else {
-                throw MappingFailure(
-                    reason: "\(c.preview(index)) does not match pattern '\(rules.pattern?.text ?? "")'", code: .wrongType)
-            }
-            guard let result = rewritten else { return .null }
-            return try convert(text: result, rules, preview: c.preview(index))
-        }
-        func wrong() -> MappingFailure {
-            MappingFailure(reason: "expected \(type.name), got \(node.kind.jsonName) \(c.preview(index))", code: .wrongType)
-        }
-        switch type {
-        case .integer:
-            switch node.kind {
-            case .integer:
-                guard let v = c.int64(node) else {
-                    throw MappingFailure(reason: "integer \(c.preview(index)) does not fit in 64 bits", code: .outOfRange)
-                }
-                return .integer(v)
-            case .double where coerce:
-                let d = c.double(node)
-                guard d.rounded() == d, abs(d) < 9.2e18 else { throw wrong() }
-                return .integer(Int64(d))
-            case .string where coerce:
-                guard let v = Int64(c.string(node).trimmingCharacters(in: .whitespaces)) else { throw wrong() }
-                return .integer(v)
-            case .true where coerce: return .integer(1)
-            case .false where coerce: return .integer(0)
-            default: throw wrong()
-            }
-        case .double:
-            switch node.kind {
-            case .integer, .double:
-                return .real(c.double(node))
-            case .string where coerce:
-                guard let v = Double(c.string(node).trimmingCharacters(in: .whitespaces)), v.isFinite else { throw wrong() }
-                return .real(v)
-            default: throw wrong()
-            }
-        case .string:
-            switch node.kind {
-            case .string: return .text(c.string(node))
-            case .escapedString:
-                if let failure = RecordMapper.unstorable(c.bytes(node)) { throw failure }
-                return .text(c.string(node))
-            case .integer, .double, .true, .false:
-                guard coerce else { throw wrong() }
-                return .text(c.raw(index))
-            default: throw wrong()
-            }
-        case .bool:
-            switch node.kind {
-            case .true: return .bool(true)
-            case .false: return .bool(false)
-            case .integer where coerce:
-                switch c.int64(node) {
-                case 0: return .bool(false)
-                case 1: return .bool(true)
-                default: throw wrong()
-                }
-            case .string where coerce:
-                switch c.string(node).lowercased() {
-                case "true", "1": return .bool(true)
-                case "false", "0": return .bool(false)
-                default: throw wrong()
-                }
-            default: throw wrong()
-            }
-        case .date(let format):
-            switch (node.kind, format) {
-            case (.string, .iso8601), (.string, .pattern), (.escapedString, .iso8601), (.escapedString, .pattern):
-                let converted =
-                    node.kind == .string
-                    ? dates.convert(c.bytes(node), format: format) : dates.convert(ArraySlice(c.string(node).utf8), format: format)
-                guard let date = converted else {
-                    throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)", code: .notADate)
-                }
-                return .text(date)
-            case (.integer, .unixSeconds), (.double, .unixSeconds), (.integer, .unixMilliseconds), (.double, .unixMilliseconds):
-                guard let date = dates.convert(numberText: c.raw(index), format: format) else {
-                    throw MappingFailure(reason: "\(c.preview(index)) is out of the range of dates", code: .outOfRange)
-                }
-                return .text(date)
-            case (.string, .unixSeconds), (.string, .unixMilliseconds):
-                let text = c.string(node).trimmingCharacters(in: .whitespaces)
-                guard coerce, Double(text) != nil, let date = dates.convert(numberText: text, format: format) else { throw wrong() }
-                return .text(date)
-            default:
-                throw wrong()
-            }
+        if rules.rewritesText, node.kind != .array, node.kind != .object { return try convertRewritten(index, rules, &c) }
+        let coerce = rules.coerce
+        let converted: ScalarValue?
+        switch rules.type {
+        case .integer: converted = try RecordMapper.integer(index, coerce: coerce, c)
+        case .double: converted = RecordMapper.double(node, coerce: coerce, c)
+        case .string: converted = try RecordMapper.string(index, coerce: coerce, c)
+        case .bool: converted = RecordMapper.bool(node, coerce: coerce, c)
+        case .date(let format): converted = try date(index, format: format, coerce: coerce, c)
         case .json:
             let raw = c.raw(index)
             if let failure = RecordMapper.unstorable(raw.utf8) { throw failure }
-            return .text(raw)
+            converted = .text(raw)
+        }
+        guard let converted else {
+            throw MappingFailure(reason: "expected \(rules.type.name), got \(node.kind.jsonName) \(c.preview(index))", code: .wrongType)
+        }
+        return converted
+    }
+
+    /// The value rules (`pattern:`, `values:`) work on the value's text (a string's content, a
+    /// number's digits); what they produce is converted as a `coerce: true` value would be.
+    private mutating func convertRewritten(
+        _ index: Int, _ rules: AttributeRules, _ c: inout Cursor
+    ) throws(MappingFailure) -> ScalarValue {
+        let node = c.nodes[index]
+        let text = node.kind == .string || node.kind == .escapedString ? c.string(node) : c.raw(index)
+        if let pattern = rules.pattern, text.utf8.count > AttributeRules.Pattern.maxInput {
+            throw MappingFailure(
+                reason:
+                    "\(c.preview(index)) is \(text.utf8.count) bytes, longer than pattern '\(pattern.text)' reads (\(AttributeRules.Pattern.maxInput))",
+                code: .tooLarge)
+        }
+        guard let rewritten = rules.rewrite(text) else {
+            throw MappingFailure(reason: "\(c.preview(index)) does not match pattern '\(rules.pattern?.text ?? "")'", code: .wrongType)
+        }
+        guard let result = rewritten else { return .null }
+        return try convert(text: result, rules, preview: c.preview(index))
+    }
+
+    // Each type's conversion: `nil` is the wrong type (the caller says what was expected).
+
+    private static func integer(_ index: Int, coerce: Bool, _ c: Cursor) throws(MappingFailure) -> ScalarValue? {
+        let node = c.nodes[index]
+        switch node.kind {
+        case .integer:
+            guard let v = c.int64(node) else {
+                throw MappingFailure(reason: "integer \(c.preview(index)) does not fit in 64 bits", code: .outOfRange)
+            }
+            return .integer(v)
+        case .double where coerce:
+            let d = c.double(node)
+            guard d.rounded() == d, abs(d) < 9.2e18 else { return nil }
+            return .integer(Int64(d))
+        case .string where coerce: return Int64(c.string(node).trimmingCharacters(in: .whitespaces)).map { .integer($0) }
+        case .true where coerce: return .integer(1)
+        case .false where coerce: return .integer(0)
+        default: return nil
+        }
+    }
+
+    private static func double(_ node: JSONNode, coerce: Bool, _ c: Cursor) -> ScalarValue? {
+        switch node.kind {
+        case .integer, .double: return .real(c.double(node))
+        case .string where coerce:
+            guard let v = Double(c.string(node).trimmingCharacters(in: .whitespaces)), v.isFinite else { return nil }
+            return .real(v)
+        default: return nil
+        }
+    }
+
+    private static func string(_ index: Int, coerce: Bool, _ c: Cursor) throws(MappingFailure) -> ScalarValue? {
+        let node = c.nodes[index]
+        switch node.kind {
+        case .string: return .text(c.string(node))
+        case .escapedString:
+            if let failure = RecordMapper.unstorable(c.bytes(node)) { throw failure }
+            return .text(c.string(node))
+        case .integer, .double, .true, .false: return coerce ? .text(c.raw(index)) : nil
+        default: return nil
+        }
+    }
+
+    private static func bool(_ node: JSONNode, coerce: Bool, _ c: Cursor) -> ScalarValue? {
+        switch node.kind {
+        case .true: return .bool(true)
+        case .false: return .bool(false)
+        case .integer where coerce:
+            switch c.int64(node) {
+            case 0: return .bool(false)
+            case 1: return .bool(true)
+            default: return nil
+            }
+        case .string where coerce:
+            switch c.string(node).lowercased() {
+            case "true", "1": return .bool(true)
+            case "false", "0": return .bool(false)
+            default: return nil
+            }
+        default: return nil
+        }
+    }
+
+    private mutating func date(_ index: Int, format: DateFormat, coerce: Bool, _ c: Cursor) throws(MappingFailure) -> ScalarValue? {
+        let node = c.nodes[index]
+        switch (node.kind, format) {
+        case (.string, .iso8601), (.string, .pattern), (.escapedString, .iso8601), (.escapedString, .pattern):
+            let converted =
+                node.kind == .string
+                ? dates.convert(c.bytes(node), format: format) : dates.convert(ArraySlice(c.string(node).utf8), format: format)
+            guard let date = converted else {
+                throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)", code: .notADate)
+            }
+            return .text(date)
+        case (.integer, .unixSeconds), (.double, .unixSeconds), (.integer, .unixMilliseconds), (.double, .unixMilliseconds):
+            guard let date = dates.convert(numberText: c.raw(index), format: format) else {
+                throw MappingFailure(reason: "\(c.preview(index)) is out of the range of dates", code: .outOfRange)
+            }
+            return .text(date)
+        case (.string, .unixSeconds), (.string, .unixMilliseconds):
+            let text = c.string(node).trimmingCharacters(in: .whitespaces)
+            guard coerce, Double(text) != nil, let date = dates.convert(numberText: text, format: format) else { return nil }
+            return .text(date)
+        default: return nil
         }
     }
 

@@ -232,104 +232,132 @@ extension SQLiteStore {
         }
     }
 
+    /// `write: replace` (``IngestStore/deleteUntouched(entity:keeping:sparing:scope:)``), in named
+    /// steps: the untouched rows in a temporary set, the sets a cascade reaches grown from it (but
+    /// the spared rows), then each set deleted with what pointed at its rows.
     package func deleteUntouched(
         entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
     ) throws -> Int {
-        let layout = layouts[entity]
-        let table = SQLiteStore.quote(layout.table)
-        let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
-        let identityList = identity.joined(separator: ", ")
-        let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
-        func row(_ columns: [String], of qualifier: String) -> String {
-            let list = columns.map { "\(qualifier).\(SQLiteStore.quote($0))" }.joined(separator: ", ")
-            return columns.count == 1 ? list : "(\(list))"
-        }
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
-            try SQLiteStore.temporaryTable("_ingot_touched", columns: identity, holding: keeping, db)
-            try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
-            // Within the scope the run saw, when there is one.
-            let within = scope.map { "AND \(table).\(SQLiteStore.quote($0.column)) IN (SELECT value FROM json_each(?))" } ?? ""
-            try db.execute(
-                sql: """
-                    CREATE TEMP TABLE _ingot_deleted AS SELECT \(identityList) FROM \(table)
-                    WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match)) \(within)
-                    """,
-                arguments: StatementArguments(scope.map { [IdentityLookup.jsonArray($0.values.map { IdentityKey.single($0) })] } ?? []))
-            // `delete: cascade`: the rows the deleted ones link to through a cascading relationship
-            // join them, each entity's in a set of its own, until no set grows.
+            try collectUntouched(of: entity, keeping: keeping, scope: scope, db)
             var sets: [Int: String] = [entity: "temp._ingot_deleted"]
             let edges = CascadeEdge.edges(model, layouts)
-            // The rows the run wrote, which no cascade deletes, per entity a cascade reaches.
-            var spared: [Int: String] = [:]
-            for edge in edges where spared[edge.to] == nil && !(sparing[edge.to]?.isEmpty ?? true) {
-                let target = layouts[edge.to]
-                let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
-                try SQLiteStore.temporaryTable("_ingot_spared_\(edge.to)", columns: columns, holding: sparing[edge.to] ?? [], db)
-                spared[edge.to] = "temp._ingot_spared_\(edge.to)"
-            }
-            var grew = !edges.isEmpty
-            while grew {
-                grew = false
-                for edge in edges {
-                    guard let from = sets[edge.from] else { continue }
-                    let target = layouts[edge.to]
-                    let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
-                    guard columns.count == edge.targetColumns.count else { continue }
-                    let set = sets[edge.to] ?? "temp._ingot_cascade_\(edge.to)"
-                    if sets[edge.to] == nil {
-                        try db.execute(sql: "DROP TABLE IF EXISTS \(set)")
-                        try db.execute(sql: "CREATE TEMP TABLE _ingot_cascade_\(edge.to) (\(columns.joined(separator: ", ")))")
-                        sets[edge.to] = set
-                    }
-                    let source = SQLiteStore.quote(edge.table)
-                    let picked = edge.targetColumns.map { "\(source).\(SQLiteStore.quote($0))" }
-                    let sparedRows =
-                        spared[edge.to].map { " AND \(row(edge.targetColumns, of: source)) NOT IN (SELECT * FROM \($0))" } ?? ""
-                    try db.execute(
-                        sql: """
-                            INSERT INTO \(set) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(source)
-                            WHERE \(row(edge.ownerColumns, of: source)) IN (SELECT * FROM \(from))
-                              AND \(picked.map { "\($0) IS NOT NULL" }.joined(separator: " AND "))
-                              AND \(row(edge.targetColumns, of: source)) NOT IN (SELECT * FROM \(set))\(sparedRows)
-                            """)
-                    if db.changesCount > 0 { grew = true }
-                }
-            }
+            let spared = try spareTables(edges, sparing, db)
+            try growCascade(&sets, along: edges, sparing: spared, db)
             for (deleting, set) in sets.sorted(by: { $0.key < $1.key }) {
-                let layout = layouts[deleting]
-                let table = SQLiteStore.quote(layout.table)
-                let gone = "(SELECT * FROM \(set))"
-                try db.execute(
-                    sql: "DELETE FROM \(table) WHERE \(row(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)")
-                deleted += db.changesCount
-                let plan = NullifyPlan(deleting: deleting, layouts: layouts)
-                // To-one references to a deleted row become NULL.
-                for reference in plan.nulled {
-                    let other = SQLiteStore.quote(reference.table)
-                    let set = reference.columns.map { "\(SQLiteStore.quote($0)) = NULL" }.joined(separator: ", ")
-                    try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(row(reference.columns, of: other)) IN \(gone)")
-                }
-                // What the deleted rows' owned rows own in turn, deepest first (the owned rows
-                // themselves are their relationship's join rows, below).
-                for toMany in layout.toMany where toMany.isOwned {
-                    let condition = "\(row(toMany.sourceColumns, of: SQLiteStore.quote(layouts[toMany.target].table))) IN \(gone)"
-                    for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: SQLiteStore.quote).dropLast()
-                    {
-                        try db.execute(sql: sql)
-                    }
-                }
-                // Join rows naming a deleted row, on the owner's side or the target's.
-                for reference in plan.unlinked {
-                    let join = SQLiteStore.quote(reference.table)
-                    try db.execute(sql: "DELETE FROM \(join) WHERE \(row(reference.columns, of: join)) IN \(gone)")
-                }
+                deleted += try delete(deleting, in: set, db)
             }
             for (deleting, set) in sets where deleting != entity { try db.execute(sql: "DROP TABLE \(set)") }
             for name in spared.values { try db.execute(sql: "DROP TABLE \(name)") }
             try db.execute(sql: "DROP TABLE temp._ingot_deleted")
             try db.execute(sql: "DROP TABLE temp._ingot_touched")
+        }
+        return deleted
+    }
+
+    /// `columns` of `qualifier` as one SQL row value (a single column bare).
+    private static func rowValue(_ columns: [String], of qualifier: String) -> String {
+        let list = columns.map { "\(qualifier).\(SQLiteStore.quote($0))" }.joined(separator: ", ")
+        return columns.count == 1 ? list : "(\(list))"
+    }
+
+    /// The identities of `entity`'s rows not in `keeping` (within the scope the run saw, when
+    /// there is one) into `temp._ingot_deleted`.
+    private func collectUntouched(
+        of entity: Int, keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?, _ db: Database
+    ) throws {
+        let layout = layouts[entity]
+        let table = SQLiteStore.quote(layout.table)
+        let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
+        let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
+        try SQLiteStore.temporaryTable("_ingot_touched", columns: identity, holding: keeping, db)
+        try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
+        let within = scope.map { "AND \(table).\(SQLiteStore.quote($0.column)) IN (SELECT value FROM json_each(?))" } ?? ""
+        try db.execute(
+            sql: """
+                CREATE TEMP TABLE _ingot_deleted AS SELECT \(identity.joined(separator: ", ")) FROM \(table)
+                WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match)) \(within)
+                """,
+            arguments: StatementArguments(scope.map { [IdentityLookup.jsonArray($0.values.map { IdentityKey.single($0) })] } ?? []))
+    }
+
+    /// The rows the run wrote, which no cascade deletes, per entity a cascade reaches: a temporary
+    /// table each, by entity.
+    private func spareTables(_ edges: [CascadeEdge], _ sparing: [Int: Set<IdentityKey>], _ db: Database) throws -> [Int: String] {
+        var spared: [Int: String] = [:]
+        for edge in edges where spared[edge.to] == nil && !(sparing[edge.to]?.isEmpty ?? true) {
+            let target = layouts[edge.to]
+            let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
+            try SQLiteStore.temporaryTable("_ingot_spared_\(edge.to)", columns: columns, holding: sparing[edge.to] ?? [], db)
+            spared[edge.to] = "temp._ingot_spared_\(edge.to)"
+        }
+        return spared
+    }
+
+    /// `delete: cascade`: the rows the deleted ones link to through a cascading relationship join
+    /// them, each entity's in a set of its own, until no set grows.
+    private func growCascade(_ sets: inout [Int: String], along edges: [CascadeEdge], sparing spared: [Int: String], _ db: Database) throws
+    {
+        var grew = !edges.isEmpty
+        while grew {
+            grew = false
+            for edge in edges {
+                guard let from = sets[edge.from] else { continue }
+                let target = layouts[edge.to]
+                let columns = target.identitySlots.map { SQLiteStore.quote(target.columns[$0].name) }
+                guard columns.count == edge.targetColumns.count else { continue }
+                let set = sets[edge.to] ?? "temp._ingot_cascade_\(edge.to)"
+                if sets[edge.to] == nil {
+                    try db.execute(sql: "DROP TABLE IF EXISTS \(set)")
+                    try db.execute(sql: "CREATE TEMP TABLE _ingot_cascade_\(edge.to) (\(columns.joined(separator: ", ")))")
+                    sets[edge.to] = set
+                }
+                let source = SQLiteStore.quote(edge.table)
+                let picked = edge.targetColumns.map { "\(source).\(SQLiteStore.quote($0))" }
+                let targets = SQLiteStore.rowValue(edge.targetColumns, of: source)
+                let sparedRows = spared[edge.to].map { " AND \(targets) NOT IN (SELECT * FROM \($0))" } ?? ""
+                try db.execute(
+                    sql: """
+                        INSERT INTO \(set) SELECT DISTINCT \(picked.joined(separator: ", ")) FROM \(source)
+                        WHERE \(SQLiteStore.rowValue(edge.ownerColumns, of: source)) IN (SELECT * FROM \(from))
+                          AND \(picked.map { "\($0) IS NOT NULL" }.joined(separator: " AND "))
+                          AND \(targets) NOT IN (SELECT * FROM \(set))\(sparedRows)
+                        """)
+                if db.changesCount > 0 { grew = true }
+            }
+        }
+    }
+
+    /// Deletes the rows of `deleting` whose identities are in `set`: to-one references to them
+    /// become NULL, what their owned rows own goes (deepest first), and join rows naming them go.
+    /// How many rows were deleted.
+    private func delete(_ deleting: Int, in set: String, _ db: Database) throws -> Int {
+        let layout = layouts[deleting]
+        let table = SQLiteStore.quote(layout.table)
+        let gone = "(SELECT * FROM \(set))"
+        try db.execute(
+            sql:
+                "DELETE FROM \(table) WHERE \(SQLiteStore.rowValue(layout.identitySlots.map { layout.columns[$0].name }, of: table)) IN \(gone)"
+        )
+        let deleted = db.changesCount
+        let plan = NullifyPlan(deleting: deleting, layouts: layouts)
+        for reference in plan.nulled {
+            let other = SQLiteStore.quote(reference.table)
+            let set = reference.columns.map { "\(SQLiteStore.quote($0)) = NULL" }.joined(separator: ", ")
+            try db.execute(sql: "UPDATE \(other) SET \(set) WHERE \(SQLiteStore.rowValue(reference.columns, of: other)) IN \(gone)")
+        }
+        // The owned rows themselves are their relationship's join rows, below.
+        for toMany in layout.toMany where toMany.isOwned {
+            let condition = "\(SQLiteStore.rowValue(toMany.sourceColumns, of: SQLiteStore.quote(layouts[toMany.target].table))) IN \(gone)"
+            for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: SQLiteStore.quote).dropLast() {
+                try db.execute(sql: sql)
+            }
+        }
+        for reference in plan.unlinked {
+            let join = SQLiteStore.quote(reference.table)
+            try db.execute(sql: "DELETE FROM \(join) WHERE \(SQLiteStore.rowValue(reference.columns, of: join)) IN \(gone)")
         }
         return deleted
     }
