@@ -211,7 +211,7 @@ extension SQLiteStore {
     /// Turns this load staged when the database file has grown to ``stageAfterBytes`` and its
     /// records come in no order (and the pipeline allows it): from the next batch on, batches
     /// are staged and merged at the end, the way `--bulk` loads. Called by the writer between
-    /// transactions with the records saved since its last call. Whether it did.
+    /// transactions with the records saved since its last call. (``loadState`` says whether it did.)
     ///
     /// Why: batch by batch, a record costs a few random page touches; cheap while the tables
     /// fit in the page cache, a read and a page written per touch once they are several times
@@ -229,23 +229,22 @@ extension SQLiteStore {
     /// Turns the load staged at `moment` when its plan says it may (``IngestStore/turnStaged(at:)``).
     package func turnStaged(at moment: StagingMoment) throws -> LoadState {
         switch moment {
-        case .firstBatch: _ = try startStagingAtFirstBatch()
-        case .betweenTransactions(let records): _ = try startStagingIfOutgrown(records: records)
+        case .firstBatch: try startStagingAtFirstBatch()
+        case .betweenTransactions(let records): try startStagingIfOutgrown(records: records)
         }
         return loadState
     }
 
-    func startStagingIfOutgrown(records: Int) throws -> Bool {
-        guard !isStaging, let limit = stageAfterBytes else { return false }
+    private func startStagingIfOutgrown(records: Int) throws {
+        guard !isStaging, let limit = stageAfterBytes else { return }
         defer { scattered = false }
-        guard scattered else { return false }
+        guard scattered else { return }
         let bytes = try dbQueue.inDatabase { db in
             try Int.fetchOne(db, sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()") ?? 0
         }
-        guard bytes >= limit else { return false }
+        guard bytes >= limit else { return }
         try prepareStagedLoad(resuming: false)
         releaseReaderCache()
-        return true
     }
 
     /// Stages the load from its first batch when it may and the entities' tables are all empty
@@ -253,16 +252,15 @@ extension SQLiteStore {
     /// and merges into nothing, where turning after a first commit merges in between the rows
     /// written before (people-200k: 1.12 s staged from the start against 1.25 s turning at the
     /// first commit; docs/performance-notes.md).
-    func startStagingAtFirstBatch() throws -> Bool {
-        guard stagesFromTheStart, !isStaging else { return false }
+    private func startStagingAtFirstBatch() throws {
+        guard stagesFromTheStart, !isStaging else { return }
         let empty = try dbQueue.inDatabase { db in
             try layouts.allSatisfy { layout in
                 try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(layout.table)))") == false
             }
         }
-        guard empty else { return false }
+        guard empty else { return }
         try prepareStagedLoad(resuming: false)
-        return true
     }
 
     /// A stopped run (a signal) interrupts a staged load's merge, which can take minutes: it

@@ -185,7 +185,7 @@ extension PGStore {
     /// joined, and the entities' tables are all empty — as SQLite's store does
     /// (``IngestStore/turnStaged(at:)``). Batch by batch, people-200k spent 2.3–3.0 s
     /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
-    /// (docs/performance-notes.md). Whether it did.
+    /// (docs/performance-notes.md). (``loadState`` says whether it did.)
     ///
     /// A staging file that cannot be made (a read-only or full temporary directory, as in a
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
@@ -193,21 +193,20 @@ extension PGStore {
     /// Turns the load staged at `moment` when its plan says it may (``IngestStore/turnStaged(at:)``):
     /// from the first batch only (PostgreSQL's staged load copies into empty tables).
     func turnStaged(at moment: StagingMoment) throws -> LoadState {
-        if case .firstBatch = moment { _ = try startStagingAtFirstBatch() }
+        if case .firstBatch = moment { try startStagingAtFirstBatch() }
         return loadState
     }
 
-    func startStagingAtFirstBatch() throws -> Bool {
+    private func startStagingAtFirstBatch() throws {
         guard stagingRules.fromTheStart, staging == nil, !inTransaction,
             SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
-        else { return false }
+        else { return }
         do {
             try makeStaging()
         } catch let failure as StagingFileFailure {
             try moveLoad(to: .declined("the staging file \(failure.path) could not be made (\(failure.error)): batch by batch"))
-            return false
+            return
         }
-        return true
     }
 
     /// Makes the run's staging file, named in PostgreSQL first (committed): a job killed at any
