@@ -88,6 +88,12 @@ struct StageOptions: ParsableArguments {
     @Option(help: "Page bytes per batch at most, for big records (env INGOT_BATCH_BYTES; default 67108864: 64 MiB).")
     var batchBytes: Int?
 
+    @Option(
+        help:
+            "Rows and links one record may make; a record past it is rejected as too large (env INGOT_MAX_RECORD_ROWS; default 100000)."
+    )
+    var maxRecordRows: Int?
+
     @Option(help: "Records per transaction: batches share one until it holds this many (env INGOT_COMMIT_RECORDS; default 25000).")
     var commitRecords: Int?
 
@@ -180,6 +186,7 @@ struct StageOptions: ParsableArguments {
         batchRecords = try batchRecords ?? Environment.int("INGOT_BATCH_RECORDS")
         batchBytes = try batchBytes ?? Environment.int("INGOT_BATCH_BYTES")
         commitRecords = try commitRecords ?? Environment.int("INGOT_COMMIT_RECORDS")
+        maxRecordRows = try maxRecordRows ?? Environment.int("INGOT_MAX_RECORD_ROWS")
         commitInterval = try commitInterval ?? Environment.double("INGOT_COMMIT_INTERVAL")
         progressInterval = try progressInterval ?? Environment.double("INGOT_PROGRESS_INTERVAL")
         maxPageBytes = try maxPageBytes ?? Environment.int("INGOT_MAX_PAGE_BYTES")
@@ -236,6 +243,7 @@ struct StageOptions: ParsableArguments {
         if let batchRecords, batchRecords < 1 { throw ValidationError("--batch-records must be at least 1") }
         if let batchBytes, batchBytes < 1 { throw ValidationError("--batch-bytes must be at least 1") }
         if let commitRecords, commitRecords < 1 { throw ValidationError("--commit-records must be at least 1") }
+        if let maxRecordRows, maxRecordRows < 1 { throw ValidationError("--max-record-rows (or INGOT_MAX_RECORD_ROWS) must be at least 1") }
         if let commitInterval, !(commitInterval > 0) { throw ValidationError("--commit-interval must be positive") }
         if let progressInterval, progressInterval < 0 { throw ValidationError("--progress-interval cannot be negative") }
         if let maxPageBytes, !RunOptions.maxPageBytesRange.contains(maxPageBytes) {
@@ -269,6 +277,7 @@ struct StageOptions: ParsableArguments {
         options.batchRecords = batchRecords
         if let batchBytes { options.batchBytes = batchBytes }
         if let commitRecords { options.commitRecords = commitRecords }
+        if let maxRecordRows { options.maxRecordRows = maxRecordRows }
         if let commitInterval { options.commitInterval = commitInterval }
         options.progressInterval = progressInterval ?? 5
         options.maxPageBytes = maxPageBytes

@@ -116,6 +116,102 @@ struct RejectBoundsTests {
         #expect(peakKB < 120_000, "peak RSS \(peakKB) KB")
     }
 
+    /// A pipeline of owners (`id`) with owned children (`n`) and tags given as bare identities,
+    /// read from `dir/pages`.
+    func ownerPipeline(_ dir: URL) throws -> String {
+        let yml = dir.appendingPathComponent("big.yml").path
+        try """
+        version: 1
+        name: big
+        source: {files: {dir: pages}}
+        root: owner
+        entities:
+          owner:
+            identity: id
+            attributes: {id: integer}
+            relationships:
+              children: {to: child, many: true, owned: true}
+              tags: {to: tag, many: true}
+          child: {attributes: {n: integer}}
+          tag: {identity: id, attributes: {id: integer}}
+        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
+        return yml
+    }
+
+    /// `[{"id": first, "KEY": [ELEMENT(0), ELEMENT(1), …]}, …]`: `records` owners of `count`
+    /// elements each.
+    func bigPage(records: Int, first: Int = 1, key: String, count: Int, element: (Int) -> String) -> Data {
+        var page = [UInt8]("[".utf8)
+        for r in 0..<records {
+            page += Array((r == 0 ? "" : ",").utf8) + Array("{\"id\":\(first + r),\"\(key)\":[".utf8)
+            for k in 0..<count { page += Array(((k == 0 ? "" : ",") + element(k)).utf8) }
+            page += Array("]}".utf8)
+        }
+        page += Array("]".utf8)
+        return Data(page)
+    }
+
+    /// One record holding a million owned children (11 MB) is rejected as too large once it
+    /// passes `--max-record-rows` rows and links (each child is a row and a link), before it
+    /// takes more memory: the run goes on with the next record. Held whole, such a record took
+    /// about 570 bytes per child (1.72 GB for three million).
+    @Test func aRecordWithAMillionOwnedChildrenIsRejectedWithinTheMemoryBound() throws {
+        let dir = temporaryDirectory()
+        let yml = try ownerPipeline(dir)
+        var page = bigPage(records: 1, key: "children", count: 1_000_000) { "{\"n\":\($0)}" }
+        page.removeLast()  // then one small owner after it
+        page += Data(#",{"id":2,"children":[{"n":1}],"tags":[7]}]"#.utf8)
+        try page.write(to: dir.appendingPathComponent("pages/p.json"))
+        let db = dir.appendingPathComponent("big.db").path
+        let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2"])
+        #expect(exit == 0, "\(text.suffix(800))")
+        #expect(peakKB < 160_000, "peak RSS \(peakKB) KB")
+        #expect(try rows(db, "SELECT count(*) FROM owner") == [["1"]])
+        #expect(try rows(db, "SELECT count(*) FROM child") == [["1"]])
+        #expect(
+            try rows(db, "SELECT reason, coding_path FROM _ingot_rejects")
+                == [
+                    [
+                        "the record makes more than 100000 rows and links (--max-record-rows); split it at the source or raise the limit",
+                        "[0].children[49999]",
+                    ]
+                ])
+    }
+
+    /// The same for a million bare identities in one to-many (6.9 MB): each is a link, rejected
+    /// at the limit; a lower `--max-record-rows` rejects sooner.
+    @Test func aRecordWithAMillionBareIdentitiesIsRejectedWithinTheMemoryBound() throws {
+        let dir = temporaryDirectory()
+        let yml = try ownerPipeline(dir)
+        try bigPage(records: 1, key: "tags", count: 1_000_000) { "\($0)" }.write(to: dir.appendingPathComponent("pages/p.json"))
+        let db = dir.appendingPathComponent("big.db").path
+        let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2"])
+        #expect(exit == 3, "everything was rejected: \(text.suffix(800))")
+        #expect(peakKB < 160_000, "peak RSS \(peakKB) KB")
+        #expect(try rows(db, "SELECT count(*), min(coding_path) FROM _ingot_rejects") == [["1", "[0].tags[99999]"]])
+        let small = dir.appendingPathComponent("small.db").path
+        let (status, _, err) = try runIngot(["run", yml, "--db", small, "--no-archive", "--max-record-rows", "10"])
+        #expect(status == 3, "\(err)")
+        #expect(try rows(small, "SELECT coding_path FROM _ingot_rejects") == [["[0].tags[9]"]])
+    }
+
+    /// 500 owners of a thousand children each, in one 5 MB page: every record is within the
+    /// limit, and the page goes on in parts of about `batch_records × 8` rows and links instead
+    /// of parts of `batch_records` records (here, the whole page: half a million rows at once,
+    /// which peaked at 424 MB in the debug build; in parts, 217 to 248 MB, most of it SQLite's
+    /// page cache and the parsed page).
+    @Test func recordsWithBigArraysMakeSmallerParts() throws {
+        let dir = temporaryDirectory()
+        let yml = try ownerPipeline(dir)
+        try bigPage(records: 500, key: "children", count: 1000) { "{\"n\":\($0)}" }.write(to: dir.appendingPathComponent("pages/p.json"))
+        let db = dir.appendingPathComponent("big.db").path
+        let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive", "--lanes", "2", "--no-bulk"])
+        #expect(exit == 0, "\(text.suffix(800))")
+        #expect(peakKB < 320_000, "peak RSS \(peakKB) KB")
+        #expect(try rows(db, "SELECT count(*), count(DISTINCT owner_id), sum(n) FROM child") == [["500000", "500", "\(500 * 999 * 500)"]])
+    }
+
     /// Runs `command` and returns its exit status, its peak RSS in KB (from the kernel: python3's
     /// `RUSAGE_CHILDREN`; python3 is already a test dependency, the fixture server) and the end
     /// of its stderr.

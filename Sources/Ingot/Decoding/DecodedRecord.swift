@@ -204,6 +204,9 @@ struct DecodedPage: Sendable {
     var pageRejected: Bool
     /// Records seen in the page, accepted or not.
     var recordCount: Int
+    /// The rows and links its accepted records make (``RecordMapper/charge()``): with the
+    /// records, what bounds a part and a batch.
+    var cost = 0
     /// Where the source continues after this page (committed with the batch, for `--resume`).
     var resumeState: String?
     /// The highest value at the pipeline's incremental cursor path among the page's accepted records.

@@ -140,6 +140,8 @@ struct MappingPlan: Sendable {
     /// A root rule may reject a whole record after mapping (`write: {mode: update_only, unknown:
     /// reject}`): each record keeps its coding path and text for that rejection.
     var keepsRecords = false
+    /// Rows and links one record may make (``RunOptions/maxRecordRows``).
+    var maxRecordRows = RunOptions.defaultMaxRecordRows
     /// Records of several kinds (`root: {by: KEY, entities: {VALUE: ENTITY}}`): the discriminator's
     /// key path, the entity (index) of each value, and whether other values are skipped (else
     /// rejected).

@@ -21,6 +21,7 @@ extension RecordMapper {
         if let rewrite = entity.prepare, !prepared {
             return try mapRewritten(at: at, entity: e, rewrite: rewrite, kind: kind, owner: owner, into: &record, &page, &c)
         }
+        try charge()
         let rowIndex = page.rows.count
         // Reserve the row's place and slots (parent before its nested rows); filled in below.
         // (`entity.layout` is read in place throughout: a copy of the layout retained each of
@@ -239,6 +240,7 @@ extension RecordMapper {
         for position in 0..<count {
             trail.append(.index(position))
             do throws(MappingFailure) {
+                try charge()
                 if let identity = try link(
                     element, target: relationshipTarget, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
                     guarding: entity.toManyGuards[k], row: row.index, slot: .toMany(index: k, position: identities.count),
@@ -320,6 +322,7 @@ extension RecordMapper {
         for position in 0..<count {
             trail.append(.index(position))
             do throws(MappingFailure) {
+                try charge()
                 guard c.nodes[element].kind == .object else {
                     throw MappingFailure(
                         reason: "expected an object of owned entity '\(plan.entities[target].name)', got \(c.nodes[element].kind.jsonName)",
@@ -409,6 +412,7 @@ extension RecordMapper {
         guard value != .null else {
             throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", entity: entity.name, code: .missingIdentity)
         }
+        try charge()
         var row = page.storage.appendRow(entity: e, layout: layout)
         page.storage.set(row.valueStart + slot, value)
         row.mask.insert(slot)

@@ -13,6 +13,8 @@ struct RecordMapper {
     /// Where in the current record the mapper is, outermost first; read only to name the place
     /// of a `missing: reject` reference (kept by RecordMapper+Objects.swift).
     var trail: [MappingFailure.Component] = []
+    /// Rows and links the current record made so far (``charge()``).
+    private(set) var recordCost = 0
 
     init(plan: MappingPlan) {
         self.plan = plan
@@ -27,8 +29,9 @@ struct RecordMapper {
             ?? DecodedPage(seq: seq, source: source, bytes: bytes.count, records: [], rejections: [], pageRejected: false, recordCount: 0)
     }
 
-    /// Decodes and maps one page, handing it to `emit` in parts of at most `partRecords` records,
-    /// in order; the last part has ``DecodedPage/isLastPart`` set and carries the page's size.
+    /// Decodes and maps one page, handing it to `emit` in parts of at most `partRecords` records
+    /// (or ``RunOptions/rowsPerRecord`` times as many rows and links: records with big arrays
+    /// make smaller parts), in order; the last part has ``DecodedPage/isLastPart`` set and carries the page's size.
     /// A page of millions of tiny records is then never held decoded whole: each part goes on
     /// (to be batched and saved) while the next is mapped. The page is parsed once.
     ///
@@ -68,6 +71,7 @@ struct RecordMapper {
             return
         }
         let partSize = max(1, partRecords)
+        let partCost = partSize.multipliedReportingOverflow(by: RunOptions.rowsPerRecord)
         // JSON Lines: the lines that are not JSON, rejected (RecordMapper+Lines.swift).
         let rejectedLines = RecordMapper.rejectLines(
             document.lineFailures, of: bytes, entity: rootName, partSize: partSize, into: &page, emit)
@@ -83,7 +87,7 @@ struct RecordMapper {
                 var partStart = 0
                 var partStartByte = 0
                 while index < array.count {
-                    if index - partStart == partSize {
+                    if index - partStart == partSize || (!partCost.overflow && page.cost >= partCost.partialValue) {
                         // This part is full: hand it on and start the next one.
                         let startByte = Int(nodes[element].start)
                         emit(
@@ -107,6 +111,18 @@ struct RecordMapper {
 
     /// Hands the part mapped so far on: `page` becomes the next part (its records from byte
     /// `startByte` of the page, `records` of them at most), and the full part is returned.
+    /// Counts one row or link of the current record; past ``MappingPlan/maxRecordRows`` the
+    /// record is rejected (its rows so far dropped with it), before it can take more memory.
+    mutating func charge() throws(MappingFailure) {
+        recordCost += 1
+        guard recordCost <= plan.maxRecordRows else {
+            throw MappingFailure(
+                reason:
+                    "the record makes more than \(plan.maxRecordRows) rows and links (--max-record-rows); split it at the source or raise the limit",
+                code: .tooLarge)
+        }
+    }
+
     private static func nextPart(
         of page: inout DecodedPage, at startByte: Int, from partStartByte: Int, records: Int, total: Int
     ) -> DecodedPage {
@@ -153,6 +169,7 @@ struct RecordMapper {
         let path = plan.framing.codingPath
         var record = DecodedRecord(index: index, rows: firstRow..<firstRow, references: [], raw: nil)
         trail.removeAll(keepingCapacity: true)
+        recordCost = 0
         do throws(MappingFailure) {
             if entity < 0, let choice = plan.rootChoice {
                 let kind = choice.path.resolve(in: JSONValue(document: document, index: element)).map { $0.rawText } ?? "nothing"
@@ -184,6 +201,7 @@ struct RecordMapper {
                 page.incrementalMax = value
             }
             page.records.append(record)
+            page.cost += recordCost
         } catch {
             // No partial row of a rejected record is kept.
             page.rows.removeSubrange(firstRow...)

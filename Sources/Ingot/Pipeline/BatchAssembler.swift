@@ -34,6 +34,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
+    /// The rows and links the batch's records make (``DecodedPage/cost``).
+    private var batchCost = 0
     private var batchBytes = 0
     /// Batches handed to the writer so far.
     private var delivered = 0
@@ -117,7 +119,10 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 // it would hold decoded ones.
                 batchRecords += max(page.leftOut ? page.recordCount : page.records.count + page.rejections.count, 1)
                 batchBytes += size
-                if batchRecords >= limit || batchBytes >= byteLimit { deliver(last: false) }
+                batchCost += page.cost
+                if batchRecords >= limit || batchBytes >= byteLimit || batchCost / RunOptions.rowsPerRecord >= limit {
+                    deliver(last: false)
+                }
             }
             page.laneGate?.signal()
             if page.isLastPart { pageConsumed(page.pageBytes) }
@@ -163,6 +168,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         }
         batch = []
         batchRecords = 0
+        batchCost = 0
         batchBytes = 0
         saving.wait()
         writer.queue.async { [saving, writer, prepared] in

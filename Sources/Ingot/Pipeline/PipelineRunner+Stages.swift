@@ -52,6 +52,7 @@ extension PipelineRunner {
                 incrementalPath: config.incremental?.cursorPath)
             plan.storesRecords = resource.root != nil
             plan.keepsRecords = config.rootWriteRules.values.contains { $0.rejectsUnknown }
+            plan.maxRecordRows = options.maxRecordRows
             if let choice = resource.rootChoice {
                 var entities: [String: Int] = [:]
                 for (value, entity) in choice.entities { entities[value] = config.model.index(of: entity) }

@@ -14,6 +14,12 @@ public struct RunOptions: Sendable {
     /// whichever comes first): records of a few megabytes each must not make a batch of
     /// gigabytes. Default 64 MiB.
     public var batchBytes = RunOptions.defaultBatchBytes
+    /// Rows and links one record may make, at most (its own row, its nested objects' and owned
+    /// children's rows, the elements of its to-many sets): a record past it is rejected
+    /// (`too_large`, naming the element where it passed), so that a page holding one record with
+    /// a huge array cannot take memory the settings do not bound (docs/concurrency.md,
+    /// "Memory"). Default 100,000.
+    public var maxRecordRows = RunOptions.defaultMaxRecordRows
     /// Records per transaction: batches share a transaction until it holds this many records.
     /// Default 25,000. Fewer, bigger commits write each hot database page to the WAL once per
     /// commit instead of once per batch; a killed run redoes at most this much on `--resume`.
@@ -88,6 +94,10 @@ public struct RunOptions: Sendable {
     public init() {}
 
     static let defaultBatchRecords = 5000
+    static let defaultMaxRecordRows = 100_000
+    /// Rows and links per record a batch (and a page's part) is sized for: either ends at its
+    /// records or at this many times as many rows and links, whichever comes first.
+    static let rowsPerRecord = 8
 
     /// Records per batch for each resource of `config` — the option, else the resource's or the
     /// pipeline's `batch_records`, else 5000: the one place a run's batch size is decided.
