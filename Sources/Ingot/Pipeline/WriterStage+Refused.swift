@@ -1,7 +1,8 @@
 import Logging
 
 /// The safety net for values a database refuses (docs/reliability.md): the writes of the open
-/// transaction kept for a redo, and the halving of a refused batch down to its records.
+/// transaction kept for a redo, and the halving of a refused batch down to its records
+/// (``RefusalSearch``).
 extension WriterStage {
     /// Keeps a write of the open transaction for a redo.
     func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
@@ -43,7 +44,7 @@ extension WriterStage {
         var outcome = BatchOutcome()
         outcome.entities = Array(repeating: EntityCounts(), count: model.entities.count)
         let records = pages.indices.flatMap { p in pages[p].records.indices.map { (page: p, record: $0) } }
-        try bisect(records[...], pages, &outcome)
+        try writeFindingRefused(records, pages, &outcome)
         // The batch's pages without their records carry its progress (and, in a joined run, mark
         // its units done even when every record was refused).
         var empty = pages
@@ -59,35 +60,37 @@ extension WriterStage {
         return outcome
     }
 
-    /// Writes `records` of `pages` under a savepoint; when the database refuses them, each half
-    /// again, down to single records, which are rejected.
-    private func bisect(
-        _ records: ArraySlice<(page: Int, record: Int)>, _ pages: [DecodedPage], _ outcome: inout BatchOutcome
+    /// Writes `records` of `pages`, each attempt under a savepoint; the records the database
+    /// refuses alone (``RefusalSearch``) are rejected.
+    private func writeFindingRefused(
+        _ records: [(page: Int, record: Int)], _ pages: [DecodedPage], _ outcome: inout BatchOutcome
     ) throws {
-        guard !records.isEmpty else { return }
-        var subset = pages
-        for k in subset.indices {
-            subset[k].records = []
-            subset[k].rejections = []
-        }
-        for (p, r) in records { subset[p].records.append(pages[p].records[r]) }
-        let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
-        let resolved = try resolver.resolve(sub, store: store, fillsDefaults: load != .staging)
-        do {
-            var written = resolved.outcome
-            try store.writeIsolated(resolved) { result in count(resolved, result, into: &written) }
-            outcome.add(written)
-            remember(sub, nil)
-        } catch {
-            guard let message = StoreError.refusedValue(error) else { throw error }
-            guard records.count > 1 else {
-                if let only = records.first { outcome.rejections.append(refused(pages[only.page], only.record, message)) }
-                return
-            }
-            let middle = records.startIndex + records.count / 2
-            try bisect(records[..<middle], pages, &outcome)
-            try bisect(records[middle...], pages, &outcome)
-        }
+        try RefusalSearch.run(
+            records.indices,
+            attempt: { range in
+                var subset = pages
+                for k in subset.indices {
+                    subset[k].records = []
+                    subset[k].rejections = []
+                }
+                for (p, r) in records[range] { subset[p].records.append(pages[p].records[r]) }
+                let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
+                let resolved = try resolver.resolve(sub, store: store, fillsDefaults: load != .staging)
+                do {
+                    var written = resolved.outcome
+                    try store.writeIsolated(resolved) { result in count(resolved, result, into: &written) }
+                    outcome.add(written)
+                    remember(sub, nil)
+                    return nil
+                } catch {
+                    guard let message = StoreError.refusedValue(error) else { throw error }
+                    return message
+                }
+            },
+            refused: { k, message in
+                let only = records[k]
+                outcome.rejections.append(refused(pages[only.page], only.record, message))
+            })
     }
 
     /// The rejection of a record the database refuses, with its message.

@@ -159,6 +159,34 @@ final class PGConnection {
         }
     }
 
+    /// Runs `body` under savepoint `name` in the open transaction: released when it returns,
+    /// rolled back to (and released) when it throws, the transaction staying usable either way
+    /// (a failed statement aborts it only up to the savepoint) — GRDB's `inSavepoint`.
+    func inSavepoint<T>(_ name: String, _ body: () throws -> T) throws -> T {
+        try execute("SAVEPOINT \(name)")
+        do {
+            let result = try body()
+            try execute("RELEASE SAVEPOINT \(name)")
+            return result
+        } catch {
+            _ = try? execute("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)")
+            throw error
+        }
+    }
+
+    /// "Optimistic, then careful": runs `fast` under savepoint `name`; when it throws an error
+    /// `fallsBack` accepts, `fast`'s work is undone and `careful` runs instead, in the same
+    /// transaction. Any other error is thrown, `fast`'s work undone.
+    func optimistically<T>(
+        _ name: String, _ fast: () throws -> T, fallingBackWhen fallsBack: (any Error) -> Bool, carefully careful: () throws -> T
+    ) throws -> T {
+        do {
+            return try inSavepoint(name, fast)
+        } catch  where fallsBack(error) {
+            return try careful()
+        }
+    }
+
     /// Rows affected by a statement without results.
     func changes(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Int {
         let result = try run(sql, parameters)

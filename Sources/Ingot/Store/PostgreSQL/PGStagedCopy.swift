@@ -300,9 +300,23 @@ struct PGStagedCopy: FoldedRowWriter {
 
     // MARK: Careful
 
-    /// Copies the held rows with their links (``copyCarefully(_:)``) and forgets them.
+    /// Copies the held rows with their links, the refused ones left out (``RefusalSearch``), and
+    /// forgets them.
     private mutating func sendHeld() throws {
-        if !rowEnds.isEmpty { try copyCarefully(0..<rowEnds.count) }
+        if !rowEnds.isEmpty {
+            try RefusalSearch.run(
+                0..<rowEnds.count,
+                attempt: { range in
+                    do {
+                        try connection.inSavepoint("ingot_copy") { try copyHeld(range) }
+                        return nil
+                    } catch {
+                        guard let reason = StoreError.refusedValue(error) else { throw error }
+                        return reason
+                    }
+                },
+                refused: { row, reason in refusals.append((keys[row], reason)) })
+        }
         rows.removeAll(keepingCapacity: true)
         rowEnds.removeAll(keepingCapacity: true)
         keys.removeAll(keepingCapacity: true)
@@ -316,53 +330,31 @@ struct PGStagedCopy: FoldedRowWriter {
         heldLinks = 0
     }
 
-    /// Copies held rows `range` and their links under a savepoint; when the server refuses a
-    /// value, rolls them back and copies each half the same way, down to the refused row, which
-    /// is left out with its links. Any other failure is thrown.
-    private mutating func copyCarefully(_ range: Range<Int>) throws {
-        try connection.execute("SAVEPOINT ingot_copy")
-        var merged: EntityCounts?
-        do {
-            func start(_ ends: [Int]) -> Int { range.lowerBound == 0 ? 0 : ends[range.lowerBound - 1] }
-            let piece = rows[start(rowEnds)..<rowEnds[range.upperBound - 1]]
-            if let stretch {
-                // Merged as a joined batch is: the rows upserted, then the sets they win replaced.
-                merged = try stretch.store.upsertJoined(copied: Array(piece), rows: range.count, layout)
-                for k in links.indices where linksCopy[k] != nil {
-                    let (from, to) = (start(ownerEnds[k]), ownerEnds[k][range.upperBound - 1])
-                    guard from < to else { continue }
-                    try stretch.store.replaceLinksJoined(
-                        owners: Array(owners[k][from..<to]), links: Array(links[k][start(linkEnds[k])..<linkEnds[k][range.upperBound - 1]]),
-                        k, layout.toMany[k], owner: entity, layout: layout)
-                }
-            } else {
-                try connection.copy(rowsCopy, data: piece)
-                for k in links.indices {
-                    guard let sql = linksCopy[k] else { continue }
-                    let (from, to) = (start(linkEnds[k]), linkEnds[k][range.upperBound - 1])
-                    if from < to { try connection.copy(sql, data: links[k][from..<to]) }
-                }
+    /// Copies held rows `range` and their links (in a stretch: upserted, and the sets they win
+    /// replaced, as a joined batch is merged), and counts them.
+    private mutating func copyHeld(_ range: Range<Int>) throws {
+        func start(_ ends: [Int]) -> Int { range.lowerBound == 0 ? 0 : ends[range.lowerBound - 1] }
+        let piece = rows[start(rowEnds)..<rowEnds[range.upperBound - 1]]
+        guard let stretch else {
+            try connection.copy(rowsCopy, data: piece)
+            for k in links.indices {
+                guard let sql = linksCopy[k] else { continue }
+                let (from, to) = (start(linkEnds[k]), linkEnds[k][range.upperBound - 1])
+                if from < to { try connection.copy(sql, data: links[k][from..<to]) }
             }
-            try connection.execute("RELEASE SAVEPOINT ingot_copy")
-        } catch {
-            guard let reason = StoreError.refusedValue(error) else { throw error }
-            try connection.execute("ROLLBACK TO SAVEPOINT ingot_copy")
-            try connection.execute("RELEASE SAVEPOINT ingot_copy")
-            guard range.count > 1 else {
-                refusals.append((keys[range.lowerBound], reason))
-                return
-            }
-            let middle = range.lowerBound + range.count / 2
-            try copyCarefully(range.lowerBound..<middle)
-            try copyCarefully(middle..<range.upperBound)
-            return
-        }
-        if let merged {
-            counts = counts + merged
-        } else {
             counts.inserted += range.count
             counts.stubs += stubs[range].reduce(0) { $0 + ($1 ? 1 : 0) }
+            return
         }
+        let merged = try stretch.store.upsertJoined(copied: Array(piece), rows: range.count, layout)
+        for k in links.indices where linksCopy[k] != nil {
+            let (from, to) = (start(ownerEnds[k]), ownerEnds[k][range.upperBound - 1])
+            guard from < to else { continue }
+            try stretch.store.replaceLinksJoined(
+                owners: Array(owners[k][from..<to]), links: Array(links[k][start(linkEnds[k])..<linkEnds[k][range.upperBound - 1]]),
+                k, layout.toMany[k], owner: entity, layout: layout)
+        }
+        counts = counts + merged
     }
 
     /// The held row's positions in a stretch (`_ingot_pos`): the stretch's position for each

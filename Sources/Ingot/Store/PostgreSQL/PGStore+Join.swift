@@ -117,23 +117,19 @@ extension PGStore {
     func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts] {
         try markDone(Set(batch.units), join)
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
-        if directJoinedInserts {
-            // The rows no job had at the lookup are copied straight in, under a savepoint: when
-            // another job made one of them since, the batch is written the careful way, and so
-            // is every later batch of this job (its run shares rows with other jobs).
-            let stagedBefore = stagedInTransaction.count
-            try connection.execute("SAVEPOINT ingot_direct")
-            do {
-                let counts = try writeJoinedEntities(batch, join, fallback: fallback, direct: true)
-                try connection.execute("RELEASE SAVEPOINT ingot_direct")
-                return counts
-            } catch let error as StoreError where error.sqlState == PGStore.uniqueViolation {
+        guard directJoinedInserts else { return try writeJoinedEntities(batch, join, fallback: fallback, direct: false) }
+        // The rows no job had at the lookup are copied straight in, under a savepoint: when
+        // another job made one of them since, the batch is written the careful way, and so is
+        // every later batch of this job (its run shares rows with other jobs).
+        let stagedBefore = stagedInTransaction.count
+        return try connection.optimistically(
+            "ingot_direct", { try writeJoinedEntities(batch, join, fallback: fallback, direct: true) },
+            fallingBackWhen: { PGStore.isUniqueViolation($0) },
+            carefully: {
                 directJoinedInserts = false
                 forgetStaging(after: stagedBefore)
-                try connection.execute("ROLLBACK TO SAVEPOINT ingot_direct; RELEASE SAVEPOINT ingot_direct")
-            }
-        }
-        return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
+                return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
+            })
     }
 
     /// Marks `units` done in the open transaction (those not marked in it yet): this job must

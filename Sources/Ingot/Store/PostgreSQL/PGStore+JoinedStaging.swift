@@ -96,11 +96,11 @@ extension PGStore {
             var careful = false
             var refusals: [(entity: Int, identity: IdentityKey, reason: String)] = []
             while true {
-                try connection.execute("SAVEPOINT ingot_stretch")
                 do {
                     refusals = []
-                    counts = try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2)) }
-                    try connection.execute("RELEASE SAVEPOINT ingot_stretch")
+                    counts = try connection.inSavepoint("ingot_stretch") {
+                        try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2)) }
+                    }
                     break
                 } catch {
                     // Another job made one of these rows (a unique violation), or a value is refused
@@ -114,7 +114,6 @@ extension PGStore {
                     if deadlock { retries += 1 }
                     forgetStaging(after: stagedBefore)
                     try staging.store.rollback()
-                    try connection.execute("ROLLBACK TO SAVEPOINT ingot_stretch; RELEASE SAVEPOINT ingot_stretch")
                     careful = true
                 }
             }

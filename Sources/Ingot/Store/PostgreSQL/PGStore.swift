@@ -201,27 +201,27 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
             return
         }
         try begin()
-        try connection.execute("SAVEPOINT ingot_isolated")
         let stagedBefore = stagedInTransaction.count
         let unitsBefore = unitsInTransaction
         do {
-            var result = WriteResult()
-            if let joined {
-                result.counts = try writeJoinedRows(batch, joined)
-            } else {
-                do {
-                    try writeEntities(of: batch, direct: true)
-                } catch let error as StoreError where error.sqlState == PGStore.uniqueViolation {
+            try connection.inSavepoint("ingot_isolated") {
+                var result = WriteResult()
+                if let joined {
+                    result.counts = try writeJoinedRows(batch, joined)
+                } else {
                     // A row or link this batch took for new is there after all (another writer
                     // made it since the lookup): the batch again, the careful way.
-                    forgetStaging(after: stagedBefore)
-                    try connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
-                    try writeEntities(of: batch, direct: false)
+                    try connection.optimistically(
+                        "ingot_direct", { try writeEntities(of: batch, direct: true) },
+                        fallingBackWhen: { PGStore.isUniqueViolation($0) },
+                        carefully: {
+                            forgetStaging(after: stagedBefore)
+                            try writeEntities(of: batch, direct: false)
+                        })
+                    result.unchanged = lastUnchanged
                 }
-                result.unchanged = lastUnchanged
+                try then(result)
             }
-            try then(result)
-            try connection.execute("RELEASE SAVEPOINT ingot_isolated")
         } catch let error as StoreError where error.kind == .claimLost {
             let held = unitsInTransaction
             try? rollback()
@@ -230,14 +230,14 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
         } catch {
             forgetStaging(after: stagedBefore)
             unitsInTransaction = unitsBefore
-            _ = try? connection.execute("ROLLBACK TO SAVEPOINT ingot_isolated")
-            _ = try? connection.execute("RELEASE SAVEPOINT ingot_isolated")
             throw error
         }
     }
 
     /// SQLSTATE `unique_violation`.
     static let uniqueViolation = "23505"
+    /// Whether `error` is a `unique_violation`: another writer made a row since the lookup.
+    static func isUniqueViolation(_ error: any Error) -> Bool { (error as? StoreError)?.sqlState == uniqueViolation }
     /// SQLSTATE `deadlock_detected`: the server aborted this transaction to break a cycle of waits.
     static let deadlockDetected = "40P01"
 
