@@ -248,7 +248,7 @@ struct Run: ParsableCommand {
         } else {
             printSource(config, files: files)
         }
-        if let location = try? StoreLocation(options.databasePath) {
+        if let location = try? options.location.get() {
             print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
@@ -285,7 +285,7 @@ struct Run: ParsableCommand {
         )
         let location: StoreLocation
         do {
-            location = try StoreLocation(options.databasePath)
+            location = try options.location.get()
         } catch {
             printError("\(error)")
             throw Exit.badConfig
@@ -307,7 +307,7 @@ struct Run: ParsableCommand {
     private func makeSource(_ config: PipelineConfig, logger: Logger) throws -> any PageSource {
         do {
             return try config.makeSource(
-                pages: pages, database: stages.database,
+                pages: pages, database: try stages.runOptions.location.get(),
                 maxPageBytes: stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes, logger: logger)
         } catch let error as SourceError where config.source == .none {
             throw ValidationError("\(pipeline ?? ""): \(error.message)")

@@ -284,6 +284,14 @@ struct BulkLoadTests {
             .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
         #expect(plain.status == .finished && turned.status == .finished, "\(turned.error ?? "")")
         #expect(logs.all.contains { $0.contains("msg=bulk.started") }, "\(logs.all.suffix(5))")
+        // The summaries say what each plan turned into.
+        #expect(plain.loaded == "batch by batch", "\(plain.loaded ?? "")")
+        let started = logs.all.first { $0.contains("msg=bulk.started") }?.split(separator: " ").first { $0.hasPrefix("records=") } ?? ""
+        let loaded = turned.loaded ?? ""
+        #expect(
+            loaded.hasPrefix("batch by batch, then staged after \(started.filter(\.isNumber)) records, ")
+                && loaded.hasSuffix(" rows merged"),
+            "\(loaded) / \(started)")
         #expect(try checkPeople(options.databasePath, pages).contains(#""ok": true"#))
         #expect(turned.counters.inserted == plain.counters.inserted)
         #expect(turned.counters.rejectedRecords == plain.counters.rejectedRecords)

@@ -150,10 +150,10 @@ struct LoadPlanMatrixTests {
                 let label = "\(backend) \(asking) \(source) \(order)"
                 if backend == .memory {
                     plan = LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities)
-                    let made = try config.makeSource(database: options.databasePath, maxPageBytes: 1 << 26, logger: logs.logger)
+                    let made = try config.makeSource(database: try options.location.get(), maxPageBytes: 1 << 26, logger: logs.logger)
                     run = runner.run(source: made, store: MemoryStore(model: config.model))
                 } else {
-                    let backendValue = try StoreLocation(options.databasePath).backend
+                    let backendValue = try options.location.get().backend
                     plan = PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: nil), backend: backendValue)
                     run = runner.run()
                 }
@@ -164,6 +164,15 @@ struct LoadPlanMatrixTests {
                     line.split(separator: " ").first { $0.hasPrefix("msg=bulk.") }.map { String($0.dropFirst(4)) }
                 }
                 #expect(events == Self.events(plan.mode, order), "\(label): \(plan)")
+                // The summary says what the plan turned into, as the events do.
+                let loaded = run.loaded ?? ""
+                let staged = events.contains("bulk.merged")
+                #expect(staged == loaded.hasSuffix("rows merged"), "\(label): \(loaded)")
+                let stagedFromTheStart: Bool = if case .staged = plan.mode { true } else { false }
+                #expect(
+                    loaded.hasPrefix("staged from the first batch") == (events.contains("bulk.started") || stagedFromTheStart),
+                    "\(label): \(loaded)")
+                #expect(staged || loaded.hasPrefix("batch by batch"), "\(label): \(loaded)")
                 #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
                 if backend != .memory, asking != .join {
                     // What the dry run of the same pipeline file prints.

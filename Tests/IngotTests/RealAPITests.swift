@@ -582,7 +582,7 @@ struct RealAPITests {
         options.progressInterval = 0
         // The token comes from the environment (here, the source's): the server checks nothing.
         let source = try config.makeSource(
-            database: db, maxPageBytes: 1 << 20, environment: ["GITHUB_TOKEN": "t0ken"], logger: LogCapture().logger)
+            database: .sqlite(path: db), maxPageBytes: 1 << 20, environment: ["GITHUB_TOKEN": "t0ken"], logger: LogCapture().logger)
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(summary.counters.rejectedRecords == 0 && summary.counters.rejectedPages == 0)

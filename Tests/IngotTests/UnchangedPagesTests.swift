@@ -449,7 +449,7 @@ struct UnchangedHTTPPagesTests {
             options.progressInterval = 0
             options.fullRefresh = full
             let source = try config.makeSource(
-                database: db, maxPageBytes: Page.defaultMaxBytes, environment: ["PEOPLE_URL": base], logger: logs.logger)
+                database: .sqlite(path: db), maxPageBytes: Page.defaultMaxBytes, environment: ["PEOPLE_URL": base], logger: logs.logger)
             return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
         }
         let (refreshed, full) = (

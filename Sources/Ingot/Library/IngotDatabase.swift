@@ -25,6 +25,8 @@ public final class IngotDatabase: Sendable {
     public let location: String
     /// The database as `--db` would name it (a URL may hold a password: never shown).
     private let database: String
+    /// ``database``, parsed once.
+    private let store: StoreLocation
     private let logger: Logger
     /// One ingest at a time: each is a run that holds the database until it ends.
     private let queue = DispatchQueue(label: "ingot.database")
@@ -53,6 +55,7 @@ public final class IngotDatabase: Sendable {
         let store = try StoreLocation(database)
         location = store.description
         self.database = database
+        self.store = store
         self.logger = logger ?? Logger(label: "ingot", factory: { _ in SwiftLogNoOpLogHandler() })
         try store.open(model: model, options: StoreOpening()).close()
     }
@@ -104,7 +107,7 @@ public final class IngotDatabase: Sendable {
                     return
                 }
                 do {
-                    let rejections = try StoreLocation(run.databasePath).rejections(runID: summary.runID).map(\.1)
+                    let rejections = try self.store.rejections(runID: summary.runID).map(\.1)
                     continuation.resume(returning: IngestReport(summary: summary, rejections: rejections))
                 } catch {
                     continuation.resume(throwing: error)
@@ -277,7 +280,7 @@ extension IngotDatabase {
     /// (a connection the server closed is opened again next time). On `queue` only.
     private func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {
         dispatchPrecondition(condition: .onQueue(queue))
-        let reader = try readerSlot.reader ?? StoreLocation(database).reader()
+        let reader = try readerSlot.reader ?? store.reader()
         readerSlot.reader = reader
         do {
             return try body(reader)

@@ -47,7 +47,7 @@ extension PipelineRunner {
             }
             return OpenedStore(store: given, plan: LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities))
         }
-        let location = try StoreLocation(options.databasePath)
+        let location = try options.location.get()
         let plan = PipelineRunner.loadPlan(config, options, fetching: source is any FetchReporting, backend: location.backend)
         if case .refused(let reasons) = plan.mode {
             throw StoreError.conflict("--bulk cannot run this pipeline: \(reasons.joined(separator: "; "))")
@@ -203,25 +203,27 @@ extension PipelineRunner {
             failure = failure ?? error
             counters = writer.counters
         }
-        guard let failure else { return summary(context, status, counters, nil, archive: archive) }
+        guard let failure else { return summary(context, status, counters, nil, archive: archive, loaded: writer.loaded) }
         if stopping.value.withLock({ $0 }) {
             // Stopped while the database did not answer: interrupted, not failed.
             context.logger.warning("run.interrupted_store", metadata: [LogKey.error: "\(failure)"])
-            return summary(context, .interrupted, counters, nil, archive: archive)
+            return summary(context, .interrupted, counters, nil, archive: archive, loaded: writer.loaded)
         }
         context.logger.error("run.failed", metadata: [LogKey.error: "\(failure)"])
-        return summary(context, .failed, counters, failure, archive: archive)
+        return summary(context, .failed, counters, failure, archive: archive, loaded: writer.loaded)
     }
 
     /// The run's summary, logged, with the metrics' last update.
     func summary(
-        _ context: RunContext, _ status: RunStatus, _ counters: RunCounters, _ error: (any Error)?, archive: ArchiveStage? = nil
+        _ context: RunContext, _ status: RunStatus, _ counters: RunCounters, _ error: (any Error)?, archive: ArchiveStage? = nil,
+        loaded: LoadOutcome? = nil
     ) -> RunSummary {
         var s = RunSummary(
             runID: context.runID, pipeline: config.name, status: status, counters: counters,
             duration: Date().timeIntervalSince(context.started), error: error.map { "\($0)" }, archive: archive?.path)
         s.failureKind = error.map(RunSummary.FailureKind.init)
         s.load = "\(context.plan)"
+        s.loaded = loaded.map { "\($0)" }
         if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: context.logger) }
         if let metrics {
             if status == .finished && s.limitExceeded == nil { metrics.succeeded() }

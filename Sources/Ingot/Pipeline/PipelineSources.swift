@@ -6,7 +6,8 @@ extension PipelineConfig {
     /// incremental cursor kept by the last run in `database`; `pages` (`--pages DIR`) replaces
     /// either with a directory's `*.json` files. Refused: no source and no `pages`.
     package func makeSource(
-        pages: String? = nil, database: String, maxPageBytes: Int, environment: [String: String] = ProcessInfo.processInfo.environment,
+        pages: String? = nil, database: StoreLocation?, maxPageBytes: Int,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
         logger: Logger
     ) throws -> any PageSource {
         if hasSeveralResources {
@@ -24,8 +25,8 @@ extension PipelineConfig {
                 return try DirectoryPageSource(directory: pages, glob: "*.json", maxPageBytes: maxPageBytes)
             }
             var query: [(String, String)] = []
-            if let incremental,
-                let value = try StoreLocation(database).keptValue(model: model, pipeline: name, key: "incremental:" + incremental.param)
+            if let incremental, let database,
+                let value = try database.keptValue(model: model, pipeline: name, key: "incremental:" + incremental.param)
             {
                 query.append((incremental.param, value))
             }
@@ -52,7 +53,7 @@ extension PipelineRunner {
     /// `source:`, a credential missing from the environment) is a failed run that did nothing.
     public func run() -> RunSummary {
         do {
-            return run(source: try config.makeSource(database: options.databasePath, maxPageBytes: maxPageBytes, logger: logger))
+            return run(source: try config.makeSource(database: try options.location.get(), maxPageBytes: maxPageBytes, logger: logger))
         } catch {
             var logger = self.logger
             logger[metadataKey: LogKey.pipeline] = "\(config.name)"

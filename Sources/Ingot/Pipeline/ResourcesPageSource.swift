@@ -247,7 +247,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         single.recordsPath = resource.recordsPath
         single.jsonLines = resource.jsonLines
         single.resources = [resource]
-        let source = try single.makeSource(database: "", maxPageBytes: maxPageBytes, environment: environment, logger: logger)
+        let source = try single.makeSource(database: nil, maxPageBytes: maxPageBytes, environment: environment, logger: logger)
         if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
         return source
     }

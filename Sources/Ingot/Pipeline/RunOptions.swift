@@ -4,7 +4,12 @@ import Foundation
 public struct RunOptions: Sendable {
     /// Where the data goes, as `--db` gives it: a SQLite file path (or `sqlite:PATH`), or a
     /// `postgresql://` URL (see ``StoreLocation``). Default `ingot.db`.
-    public var databasePath = "ingot.db"
+    public var databasePath = "ingot.db" {
+        didSet { location = Result { () throws(StoreError) in try StoreLocation(databasePath) } }
+    }
+    /// ``databasePath`` parsed, once: what the run opens, `--dry-run` shows and the incremental
+    /// cursor is read from (a text that names no database is the run's error).
+    package private(set) var location: Result<StoreLocation, StoreError> = .success(.sqlite(path: "ingot.db"))
     /// Decode lanes (serial queues decoding pages in parallel). Default: the number of cores.
     public var lanes = ProcessInfo.processInfo.activeProcessorCount
     /// Records per batch: the unit the pipeline folds, looks up (one query per entity) and saves
@@ -164,4 +169,8 @@ public struct RunSummary: Sendable {
     /// How the run was planned to write its batches (its load plan, as `run.started` and
     /// `--dry-run` say it); `nil` when it never opened a store.
     public var load: String?
+    /// What that plan turned into: batch by batch throughout, staged from the first batch or
+    /// after so many records, merged or not, or staging declined and why (`loaded=` in
+    /// `run.summary`); `nil` when no batch was written.
+    public var loaded: String?
 }

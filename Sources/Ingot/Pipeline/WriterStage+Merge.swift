@@ -60,6 +60,7 @@ extension WriterStage {
                     RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: [], kept: []))
             }
             let elapsed = clock.now - started
+            loaded.merged(rows: rows)
             logger.info(
                 "bulk.merged",
                 metadata: [

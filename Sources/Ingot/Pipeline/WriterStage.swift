@@ -139,6 +139,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// prepared it (its lookups are redone) with the progress it recorded. Cleared at each
     /// commit; a transaction holding more than ``maxRetainedBytes`` of them commits early.
     var openWrites: [(batch: PreparedBatch, progress: RunProgress?)] = []
+    /// What the load plan turned into so far (``publishLoad()``); read by the summary once the
+    /// stage has ended.
+    var loaded = LoadOutcome()
     var retainedBytes = 0
     /// The records saved when the writer last asked the store whether the load should turn staged.
     private var recordsAtLastTurnCheck = 0
@@ -216,7 +219,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Publishes where the load stands for the assembler, after whatever may have moved it: the
     /// store's opening, a turn, a stretch that broke, a merge.
     func publishLoad() {
-        staging.store(store.loadState == .staging, ordering: .releasing)
+        let state = store.loadState
+        staging.store(state == .staging, ordering: .releasing)
+        loaded.note(state, records: saved.records)
     }
 
     /// Whether saving failed (the source stops reading). Safe from any queue.

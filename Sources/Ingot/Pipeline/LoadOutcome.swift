@@ -1,0 +1,48 @@
+/// What a run's load plan turned into, as its summary says it (`loaded=` in `run.summary`,
+/// ``RunSummary/loaded``): the plan (``LoadPlan``) says how the run may write; this says how it
+/// did — batch by batch throughout, staged from the first batch or after so many records (in
+/// how many stretches, for a joined job), merged or not, or staging declined and why.
+///
+/// Kept by the writer stage from the store's ``LoadState`` each time it may have moved.
+struct LoadOutcome: Sendable, Equatable, CustomStringConvertible {
+    /// Records saved when the load first turned staged (0: from the first batch); `nil`: never.
+    private(set) var stagedAfter: Int?
+    /// Times the load turned staged (more than one only for a joined job's stretches).
+    private(set) var stretches = 0
+    /// Rows the merges wrote into the tables, when a merge ran.
+    private(set) var mergedRows: Int?
+    /// Why the store declined to stage, when it did.
+    private(set) var declined: String?
+    private var isStaging = false
+
+    /// Notes the store's load state after `records` records were saved.
+    mutating func note(_ state: LoadState, records: Int) {
+        switch state {
+        case .staging:
+            if !isStaging {
+                stretches += 1
+                if stagedAfter == nil { stagedAfter = records }
+            }
+            isStaging = true
+        case .declined(let reason):
+            declined = reason
+            isStaging = false
+        case .batchByBatch:
+            isStaging = false
+        }
+    }
+
+    /// Notes a merge of `rows` rows into the tables.
+    mutating func merged(rows: Int) {
+        mergedRows = (mergedRows ?? 0) + rows
+    }
+
+    var description: String {
+        guard let stagedAfter else {
+            return declined.map { "batch by batch (staging declined: \($0))" } ?? "batch by batch"
+        }
+        return (stagedAfter == 0 ? "staged from the first batch" : "batch by batch, then staged after \(stagedAfter) records")
+            + (stretches > 1 ? " in \(stretches) stretches" : "")
+            + (mergedRows.map { ", \($0) rows merged" } ?? ", not merged")
+    }
+}
