@@ -141,7 +141,11 @@ struct MappingPlan: Sendable {
     /// reject}`): each record keeps its coding path and text for that rejection.
     var keepsRecords = false
     /// Rows and links one record may make (``RunOptions/maxRecordRows``).
-    var maxRecordRows = RunOptions.defaultMaxRecordRows
+    var maxRecordRows = MappingPlan.defaultMaxRecordRows
+    static let defaultMaxRecordRows = 100_000
+    /// Rows and links per record a batch (and a page's part) is sized for: either ends at its
+    /// records or at this many times as many rows and links, whichever comes first.
+    static let rowsPerRecord = 8
     /// Records of several kinds (`root: {by: KEY, entities: {VALUE: ENTITY}}`): the discriminator's
     /// key path, the entity (index) of each value, and whether other values are skipped (else
     /// rejected).

@@ -30,7 +30,7 @@ struct RecordMapper {
     }
 
     /// Decodes and maps one page, handing it to `emit` in parts of at most `partRecords` records
-    /// (or ``RunOptions/rowsPerRecord`` times as many rows and links: records with big arrays
+    /// (or ``MappingPlan/rowsPerRecord`` times as many rows and links: records with big arrays
     /// make smaller parts), in order; the last part has ``DecodedPage/isLastPart`` set and carries the page's size.
     /// A page of millions of tiny records is then never held decoded whole: each part goes on
     /// (to be batched and saved) while the next is mapped. The page is parsed once.
@@ -71,7 +71,7 @@ struct RecordMapper {
             return
         }
         let partSize = max(1, partRecords)
-        let partCost = partSize.multipliedReportingOverflow(by: RunOptions.rowsPerRecord)
+        let partCost = partSize.multipliedReportingOverflow(by: MappingPlan.rowsPerRecord)
         // JSON Lines: the lines that are not JSON, rejected (RecordMapper+Lines.swift).
         let rejectedLines = RecordMapper.rejectLines(
             document.lineFailures, of: bytes, entity: rootName, partSize: partSize, into: &page, emit)

@@ -120,7 +120,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 batchRecords += max(page.leftOut ? page.recordCount : page.records.count + page.rejections.count, 1)
                 batchBytes += size
                 batchCost += page.cost
-                if batchRecords >= limit || batchBytes >= byteLimit || batchCost / RunOptions.rowsPerRecord >= limit {
+                if batchRecords >= limit || batchBytes >= byteLimit || batchCost / MappingPlan.rowsPerRecord >= limit {
                     deliver(last: false)
                 }
             }

@@ -99,10 +99,7 @@ public struct RunOptions: Sendable {
     public init() {}
 
     static let defaultBatchRecords = 5000
-    static let defaultMaxRecordRows = 100_000
-    /// Rows and links per record a batch (and a page's part) is sized for: either ends at its
-    /// records or at this many times as many rows and links, whichever comes first.
-    static let rowsPerRecord = 8
+    static let defaultMaxRecordRows = MappingPlan.defaultMaxRecordRows
 
     /// Records per batch for each resource of `config` — the option, else the resource's or the
     /// pipeline's `batch_records`, else 5000: the one place a run's batch size is decided.

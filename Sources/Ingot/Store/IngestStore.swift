@@ -126,5 +126,3 @@ extension IngestStore {
     /// An embedded database always answers.
     public func interrupt() {}
 }
-
-extension SQLiteStore: IngestStore {}

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// A database failure that stops a run, or a database Ingot cannot use: what went wrong
 /// (``Kind``), in which backend, the database's own message and code, the statement that failed,
@@ -84,8 +83,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
             if let code = error.code, [18, 19, 20, 25].contains(code & 0xFF) { return error.message }
             if let state = error.sqlState, ["22", "23", "54"].contains(String(state.prefix(2))) { return error.message }
             return nil
-        case let error as DatabaseError where [18, 19, 20, 25].contains(error.resultCode.primaryResultCode.rawValue):
-            return error.message ?? "\(error.resultCode)"
+        case let error as any BackendError:
+            return error.refusal
         default:
             return nil
         }
@@ -97,7 +96,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public static func isLocked(_ error: any Error) -> Bool {
         switch error {
         case let store as StoreError: store.code.map { $0 & 0xFF == 5 || $0 & 0xFF == 6 } == true
-        case let error as DatabaseError: error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED
+        case let error as any BackendError: error.isLock
         default: false
         }
     }
@@ -115,4 +114,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         if !sql.isEmpty { text += " (in: \(sql.prefix(300)))" }
         return text
     }
+}
+
+/// A backend library's own error, saying what it means for a run (a backend declares it for the
+/// errors its library throws, in its folder: GRDB's `DatabaseError` in `Store/SQLite`), so that
+/// ``StoreError/refusedValue(_:)`` and ``StoreError/isLocked(_:)`` name no backend.
+protocol BackendError: Error {
+    /// The database's message when it refused a value (a constraint, a type, a size), else `nil`.
+    var refusal: String? { get }
+    /// Whether the database is held by another connection past the lock timeout.
+    var isLock: Bool { get }
 }

@@ -332,3 +332,5 @@ extension SQLiteStore {
         }
     }
 }
+
+extension SQLiteStore: IngestStore {}
