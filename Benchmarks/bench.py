@@ -514,13 +514,95 @@ def dense(ingot, db, runs):
     print("dense pages (4 x 60 MiB of {\"id\":n}): median %.2f s, peak RSS %.0f MB, %.1f MB/s" % (wall, rss, total / 1e6 / wall))
 
 
+class CPUQuota:
+    """Confines each job to `share` of a core: a cgroup v1 CPU group per job (`cpu.cfs_quota_us`)
+    when this runs as root on a machine with /sys/fs/cgroup/cpu; otherwise every job is pinned to
+    one core with taskset (no quota: say so), so that a job stands for one small machine."""
+    ROOT = "/sys/fs/cgroup/cpu"
+
+    def __init__(self, share):
+        self.share = share
+        self.cgroups = os.getuid() == 0 and os.access(self.ROOT, os.W_OK)
+        self.made = []
+
+    def describe(self):
+        if self.cgroups:
+            return "each job in a cgroup v1 CPU group of %d%% of a core" % (self.share * 100)
+        return "no cgroup (not root): each job pinned to one core with taskset, no quota"
+
+    def start(self, k, cmd, **kw):
+        if not self.cgroups:
+            return subprocess.Popen(["taskset", "-c", str(k % os.cpu_count())] + cmd, **kw)
+        group = os.path.join(self.ROOT, "ingot-job-%d" % k)
+        if not os.path.isdir(group):
+            os.mkdir(group)
+            self.made.append(group)
+        period = 100000
+        open(os.path.join(group, "cpu.cfs_period_us"), "w").write(str(period))
+        open(os.path.join(group, "cpu.cfs_quota_us"), "w").write(str(int(period * self.share)))
+        procs = os.path.join(group, "cgroup.procs")
+        return subprocess.Popen(cmd, preexec_fn=lambda: open(procs, "w").write(str(os.getpid())), **kw)
+
+    def close(self):
+        for group in self.made:
+            try:
+                os.rmdir(group)
+            except OSError:
+                pass
+
+
+def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
+    """Scale-out: people-200k from local pages into PostgreSQL (fsync on), one single job and N joined
+    jobs (--join) each confined to a quarter of a core, so that a job stands for one small machine and
+    the PostgreSQL server for the database machine. Wall time from the first job's start to the last
+    job's exit, medians; every database checked against the single job's tables."""
+    import time
+    pg = Postgres()
+    quota = CPUQuota(share)
+    print("scale-out, people-200k into PostgreSQL: " + quota.describe())
+    try:
+        def run(n, k):
+            name = "j%d_%d" % (n, k)
+            url = pg.fresh(name)
+            base = [ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--db", url, "--progress-interval", "0"]
+            started = time.time()
+            procs = [quota.start(j, base + ([] if n == 0 else ["--join", name]), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True) for j in range(max(n, 1))]
+            errors = [p.communicate()[1] for p in procs]
+            wall = time.time() - started
+            failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
+            if failed:
+                sys.exit("scale-out: a job failed: %s" % failed[0])
+            return wall, name
+        walls = {n: [] for n in (0,) + tuple(jobs)}
+        names = {}
+        for k in range(runs):
+            for n in walls:  # interleaved: single, 1, 2, 4, single, 1, …
+                wall, names[n] = run(n, k)
+                walls[n].append(wall)
+        single = table_digest(pg, names[0])
+        medians = {n: statistics.median(w) for n, w in walls.items()}
+        for n, w in walls.items():
+            label = "1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")
+            exact = table_digest(pg, names[n]) == single
+            print("  %-16s median %.2f s (runs: %s)%s" % (label, medians[n], ", ".join("%.2f" % x for x in w),
+                                                         "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
+        one = medians[jobs[0]]
+        print("  one joined / one single: %.2f; speed-up over one joined job: %s" % (
+            one / medians[0], ", ".join("%d jobs %.2fx" % (n, one / medians[n]) for n in jobs[1:])))
+    finally:
+        quota.close()
+        pg.stop()
+
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -540,7 +622,7 @@ def main():
                 large[0] / small[0], large[1] / small[1]))
 
     if args.only:
-        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh}.get(args.only)
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined}.get(args.only)
         if args.only == "peers":
             all_peers()
         elif only:
@@ -573,6 +655,7 @@ def main():
     fetch(ingot, data, expected, db, args.runs)
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)
+    joined(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     shutil.rmtree(archives, ignore_errors=True)
 
