@@ -181,6 +181,13 @@ struct StageOptions: ParsableArguments {
     var database: String { db ?? "ingot.db" }
 
     mutating func validate() throws {
+        try readEnvironment()
+        try checkMetrics()
+        try checkBounds()
+    }
+
+    /// Each option not given on the command line, from its `INGOT_*` variable.
+    private mutating func readEnvironment() throws {
         db = db ?? Environment.string("INGOT_DB")
         lanes = try lanes ?? Environment.int("INGOT_LANES")
         batchRecords = try batchRecords ?? Environment.int("INGOT_BATCH_RECORDS")
@@ -204,6 +211,10 @@ struct StageOptions: ParsableArguments {
         if let mib = bulkAfterMib, mib < 0 || mib > 1 << 30 {
             throw ValidationError("--bulk-after-mib must be between 0 and \(1 << 30), not \(mib)")
         }
+    }
+
+    /// `--metrics-listen` (HOST:PORT) agrees with `--metrics-port`; both are in range.
+    private mutating func checkMetrics() throws {
         if let listen = metricsListen {
             guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]),
                 !listen[..<colon].isEmpty
@@ -221,6 +232,10 @@ struct StageOptions: ParsableArguments {
             throw ValidationError("--metrics-port must be between 0 (any free port) and 65535")
         }
         if let metricsFile, metricsFile.isEmpty { throw ValidationError("--metrics-file cannot be empty") }
+    }
+
+    /// Every number within its range.
+    private func checkBounds() throws {
         // Every number is bounded before use: a timeout past Int32 milliseconds trapped in SQLite's
         // busy handler (SIGILL), and nobody means a wait longer than a day.
         if let lockTimeout, !(0...Self.maxSeconds).contains(lockTimeout) {

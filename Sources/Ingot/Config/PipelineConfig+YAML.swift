@@ -218,6 +218,12 @@ struct PipelineYAMLReader {
                 return try readWrite(node)
             } ?? (.merge, false, nil)
 
+        readSettings(top, into: &head, &sections)
+        return head
+    }
+
+    /// `batch_records`, `max_page_bytes`, `limits` and `incremental`.
+    private mutating func readSettings(_ top: [String: Node], into head: inout Head, _ sections: inout Sections) {
         head.batchRecords =
             sections.read { () throws(ConfigError) -> Int? in
                 guard let node = top["batch_records"] else { return nil }
@@ -264,7 +270,6 @@ struct PipelineYAMLReader {
                 return IncrementalConfig(
                     cursorPath: path.components(separatedBy: "."), param: try string(try required(fields, "param", in: node)))
             } ?? nil
-        return head
     }
 
     /// The resources (or the one the top-level source makes) and the root entity.

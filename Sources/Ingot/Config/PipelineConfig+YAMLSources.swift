@@ -396,28 +396,31 @@ extension PipelineYAMLReader {
                 config.allowedHosts.append(host)
             }
         }
-        if let auth = fields["auth"] {
-            let a = try mapping(auth, allowed: ["bearer_env", "basic", "api_key"])
-            guard a.count == 1 else { throw error(auth, "auth takes one of bearer_env, basic, api_key") }
-            if let env = a["bearer_env"] {
-                config.auth = .bearer(env: try string(env))
-            } else if let basic = a["basic"] {
-                let b = try mapping(basic, allowed: ["user", "password_env"])
-                config.auth = .basic(
-                    user: try string(try required(b, "user", in: basic)),
-                    passwordEnv: try string(try required(b, "password_env", in: basic)))
-            } else if let key = a["api_key"] {
-                let k = try mapping(key, allowed: ["header", "query", "env"])
-                let env = try string(try required(k, "env", in: key))
-                if let header = k["header"], k["query"] == nil {
-                    config.auth = .apiKeyHeader(header: try string(header), env: env)
-                } else if let query = k["query"], k["header"] == nil {
-                    config.auth = .apiKeyQuery(param: try string(query), env: env)
-                } else {
-                    throw error(key, "api_key takes header or query, and env")
-                }
-            }
+        if let auth = fields["auth"] { config.auth = try readAuth(auth) }
+        try readTransfer(fields, into: &config)
+        return config
+    }
+
+    /// `auth:`: one of `bearer_env`, `basic`, `api_key`, each naming environment variables.
+    private func readAuth(_ auth: Node) throws(ConfigError) -> HTTPSourceConfig.Auth? {
+        let a = try mapping(auth, allowed: ["bearer_env", "basic", "api_key"])
+        guard a.count == 1 else { throw error(auth, "auth takes one of bearer_env, basic, api_key") }
+        if let env = a["bearer_env"] { return .bearer(env: try string(env)) }
+        if let basic = a["basic"] {
+            let b = try mapping(basic, allowed: ["user", "password_env"])
+            return .basic(
+                user: try string(try required(b, "user", in: basic)), passwordEnv: try string(try required(b, "password_env", in: basic)))
         }
+        guard let key = a["api_key"] else { return nil }
+        let k = try mapping(key, allowed: ["header", "query", "env"])
+        let env = try string(try required(k, "env", in: key))
+        if let header = k["header"], k["query"] == nil { return .apiKeyHeader(header: try string(header), env: env) }
+        if let query = k["query"], k["header"] == nil { return .apiKeyQuery(param: try string(query), env: env) }
+        throw error(key, "api_key takes header or query, and env")
+    }
+
+    /// `paginate`, `max_pages`, `concurrency`, `timeout_s` and `retry`.
+    private func readTransfer(_ fields: [String: Node], into config: inout HTTPSourceConfig) throws(ConfigError) {
         if let paginate = fields["paginate"] {
             try readPagination(paginate, into: &config)
         }
@@ -447,6 +450,5 @@ extension PipelineYAMLReader {
             if let v = try bounded("base_delay_ms", 0...3_600_000) { config.retry.baseDelayMs = v }
             if let v = try bounded("max_delay_ms", 0...3_600_000) { config.retry.maxDelayMs = v }
         }
-        return config
     }
 }

@@ -148,32 +148,10 @@ extension IngotDatabase {
         }
         let layouts = EntityLayout.layouts(of: model)
         let layout = layouts[index]
-        // A child entity's row is joined to its parents' rows (their columns follow its own).
-        var levels = [index]
-        while let name = self.model.entities[levels[levels.count - 1]].parent, let parent = self.model.index(of: name),
-            !levels.contains(parent)
-        {
-            levels.append(parent)
-        }
+        let levels = chain(from: index)
         var columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layout)
         columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
-        var query = RowQuery(layout)
-        query.filter = try predicate.map { try RowExpression.of($0.expression, columns) }
-        query.order = try sortBy.map { descriptor -> RowQuery.Order in
-            guard let keyPath = descriptor.keyPath else {
-                throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
-            }
-            let (level, column) = try columns.located(keyPath)
-            let isTime = if case .date = column.type { true } else { false }
-            return RowQuery.Order(
-                column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level,
-                isTime: isTime)
-        }
-        // A filter or a sort on an inherited property joins the parents' tables in the query.
-        if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {
-            let keys = layout.identitySlots.map { layout.columns[$0].name }
-            query.parents = levels.dropFirst().map { RowQuery.Parent(table: layouts[$0].table, keys: keys) }
-        }
+        var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: sortBy, columns: columns, levels: levels, layouts: layouts)
         query.limit = limit
         query.offset = max(0, offset)
         let relationships = try including.map { keyPath -> (level: Int, relationship: Int) in
@@ -222,6 +200,41 @@ extension IngotDatabase {
             }
         }
         return try decoders.map { try T(from: $0) }
+    }
+
+    /// The entity at `index`, then its parent, its parent's parent…: a child entity's row is
+    /// joined to its parents' rows (their columns follow its own).
+    private func chain(from index: Int) -> [Int] {
+        var levels = [index]
+        while let name = model.entities[levels[levels.count - 1]].parent, let parent = model.index(of: name), !levels.contains(parent) {
+            levels.append(parent)
+        }
+        return levels
+    }
+
+    /// The query of a fetch: its predicate and sort translated (PredicateTranslation.swift), the
+    /// parents' tables joined when either names an inherited property.
+    private static func rowQuery<T: IngotEntity>(
+        predicate: Predicate<T>?, sortBy: [SortDescriptor<T>], columns: QueryColumns, levels: [Int], layouts: [EntityLayout]
+    ) throws -> RowQuery {
+        let layout = layouts[levels[0]]
+        var query = RowQuery(layout)
+        query.filter = try predicate.map { try RowExpression.of($0.expression, columns) }
+        query.order = try sortBy.map { descriptor -> RowQuery.Order in
+            guard let keyPath = descriptor.keyPath else {
+                throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
+            }
+            let (level, column) = try columns.located(keyPath)
+            let isTime = if case .date = column.type { true } else { false }
+            return RowQuery.Order(
+                column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level,
+                isTime: isTime)
+        }
+        if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {
+            let keys = layout.identitySlots.map { layout.columns[$0].name }
+            query.parents = levels.dropFirst().map { RowQuery.Parent(table: layouts[$0].table, keys: keys) }
+        }
+        return query
     }
 
     /// Loads the `nested` relationships of the targets already loaded under `decoders`, level by

@@ -45,46 +45,65 @@ extension PGStore {
     /// naming it.
     func delete(entity: Int, where condition: String, sparing: SparedRows) throws -> Int {
         try begin()
-        func identity(_ e: Int) -> [EntityLayout.Column] { layouts[e].identitySlots.map { layouts[e].columns[$0] } }
-        // The rows the run wrote, which no cascade deletes, per entity: a table of their keys.
+        let spared = try sparedTables(sparing)
+        let first = try goneTable(entity)
+        let names = identityColumns(entity).map { PGStore.quote($0.name) }
+        try connection.execute(
+            "INSERT INTO \(first) SELECT \(names.map { "t.\($0)" }.joined(separator: ", ")) FROM \(PGStore.quote(layouts[entity].table)) AS t WHERE \(condition)"
+        )
+        let sets = try growCascade(from: [entity: first], sparing: sparing, spared: spared)
+        var deleted = 0
+        for (deleting, gone) in sets.sorted(by: { $0.key < $1.key }) { deleted += try deleteRows(of: deleting, listedIn: gone) }
+        return deleted
+    }
+
+    private func identityColumns(_ e: Int) -> [EntityLayout.Column] { layouts[e].identitySlots.map { layouts[e].columns[$0] } }
+
+    /// An empty staging table for the identities of `e`'s rows to delete.
+    private func goneTable(_ e: Int) throws -> String {
+        let table = try staging("_ingot_gone_\(layouts[e].table)", identityColumns(e).map { ($0.name, PGStore.columnType($0.type)) })
+        try connection.execute("TRUNCATE \(table)")
+        return table
+    }
+
+    /// The rows the run wrote, which no cascade deletes, per entity: a table of their keys.
+    private func sparedTables(_ sparing: SparedRows) throws -> [Int: String] {
         var spared: [Int: String] = [:]
         let sparedKeys: [Int: Set<IdentityKey>] = if case .keys(let keys) = sparing { keys } else { [:] }
         for (e, keys) in sparedKeys where !keys.isEmpty {
-            let table = try staging("_ingot_spared_\(layouts[e].table)", identity(e).map { ($0.name, PGStore.columnType($0.type)) })
+            let table = try staging(
+                "_ingot_spared_\(layouts[e].table)", identityColumns(e).map { ($0.name, PGStore.columnType($0.type)) })
             try connection.execute("TRUNCATE \(table)")
             var data: [UInt8] = []
             for key in keys { PGStore.appendCopyRow(key.values, to: &data) }
             try connection.copy("COPY \(table) FROM STDIN", data: data)
             spared[e] = table
         }
-        func set(_ e: Int) throws -> String {
-            let set = try staging("_ingot_gone_\(layouts[e].table)", identity(e).map { ($0.name, PGStore.columnType($0.type)) })
-            return set
-        }
-        let first = try set(entity)
-        try connection.execute("TRUNCATE \(first)")
-        let names = identity(entity).map { PGStore.quote($0.name) }
-        try connection.execute(
-            "INSERT INTO \(first) SELECT \(names.map { "t.\($0)" }.joined(separator: ", ")) FROM \(PGStore.quote(layouts[entity].table)) AS t WHERE \(condition)"
-        )
-        var sets: [Int: String] = [entity: first]
+        return spared
+    }
+
+    /// Grows the sets of rows to delete through `delete: cascade` relationships until none
+    /// grows, sparing what `sparing` spares; per entity, the table listing them.
+    private func growCascade(from start: [Int: String], sparing: SparedRows, spared: [Int: String]) throws -> [Int: String] {
+        var sets = start
         let edges = CascadeEdge.edges(model, layouts)
         var grew = !edges.isEmpty
         while grew {
             grew = false
             for edge in edges {
-                guard let from = sets[edge.from], identity(edge.to).count == edge.targetColumns.count else { continue }
+                guard let from = sets[edge.from], identityColumns(edge.to).count == edge.targetColumns.count else { continue }
                 let into: String
                 if let existing = sets[edge.to] {
                     into = existing
                 } else {
-                    into = try set(edge.to)
-                    try connection.execute("TRUNCATE \(into)")
+                    into = try goneTable(edge.to)
                     sets[edge.to] = into
                 }
                 let picked = edge.targetColumns.map { "s.\(PGStore.quote($0))" }
-                let owners = zip(edge.ownerColumns, identity(edge.from)).map { "s.\(PGStore.quote($0)) = f.\(PGStore.quote($1.name))" }
-                let known = zip(edge.targetColumns, identity(edge.to)).map { "s.\(PGStore.quote($0)) = g.\(PGStore.quote($1.name))" }
+                let owners = zip(edge.ownerColumns, identityColumns(edge.from)).map {
+                    "s.\(PGStore.quote($0)) = f.\(PGStore.quote($1.name))"
+                }
+                let known = zip(edge.targetColumns, identityColumns(edge.to)).map { "s.\(PGStore.quote($0)) = g.\(PGStore.quote($1.name))" }
                 let sparedRows: String
                 switch sparing {
                 case .keys:
@@ -107,34 +126,37 @@ extension PGStore {
                 if added > 0 { grew = true }
             }
         }
-        var deleted = 0
-        for (deleting, gone) in sets.sorted(by: { $0.key < $1.key }) {
-            let names = identity(deleting).map { PGStore.quote($0.name) }
-            func matching(_ columns: [String], _ alias: String) -> String {
-                zip(columns, names).map { "\(alias).\(PGStore.quote($0)) = g.\($1)" }.joined(separator: " AND ")
+        return sets
+    }
+
+    /// Deletes the rows of `deleting` listed in table `gone`, nullifies the references to them,
+    /// and removes what they own and the join rows naming them. Returns the rows deleted.
+    private func deleteRows(of deleting: Int, listedIn gone: String) throws -> Int {
+        let names = identityColumns(deleting).map { PGStore.quote($0.name) }
+        func matching(_ columns: [String], _ alias: String) -> String {
+            zip(columns, names).map { "\(alias).\(PGStore.quote($0)) = g.\($1)" }.joined(separator: " AND ")
+        }
+        let deleted = try connection.changes(
+            "DELETE FROM \(PGStore.quote(layouts[deleting].table)) AS t USING \(gone) AS g WHERE \(matching(identityColumns(deleting).map(\.name), "t"))"
+        )
+        let plan = NullifyPlan(deleting: deleting, layouts: layouts)
+        for reference in plan.nulled {
+            let set = reference.columns.map { "\(PGStore.quote($0)) = NULL" }.joined(separator: ", ")
+            try connection.execute(
+                "UPDATE \(PGStore.quote(reference.table)) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(reference.columns, "o"))")
+        }
+        // What the deleted rows' owned rows own in turn, deepest first (the owned rows
+        // themselves are their relationship's join rows, below).
+        for toMany in layouts[deleting].toMany where toMany.isOwned {
+            let owners = toMany.sourceColumns.map(PGStore.quote).joined(separator: ", ")
+            let condition = "(\(owners)) IN (SELECT \(names.joined(separator: ", ")) FROM \(gone))"
+            for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote).dropLast() {
+                try connection.execute(sql)
             }
-            deleted += try connection.changes(
-                "DELETE FROM \(PGStore.quote(layouts[deleting].table)) AS t USING \(gone) AS g WHERE \(matching(identity(deleting).map(\.name), "t"))"
-            )
-            let plan = NullifyPlan(deleting: deleting, layouts: layouts)
-            for reference in plan.nulled {
-                let set = reference.columns.map { "\(PGStore.quote($0)) = NULL" }.joined(separator: ", ")
-                try connection.execute(
-                    "UPDATE \(PGStore.quote(reference.table)) AS o SET \(set) FROM \(gone) AS g WHERE \(matching(reference.columns, "o"))")
-            }
-            // What the deleted rows' owned rows own in turn, deepest first (the owned rows
-            // themselves are their relationship's join rows, below).
-            for toMany in layouts[deleting].toMany where toMany.isOwned {
-                let owners = toMany.sourceColumns.map(PGStore.quote).joined(separator: ", ")
-                let condition = "(\(owners)) IN (SELECT \(names.joined(separator: ", ")) FROM \(gone))"
-                for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote).dropLast() {
-                    try connection.execute(sql)
-                }
-            }
-            for reference in plan.unlinked {
-                try connection.execute(
-                    "DELETE FROM \(PGStore.quote(reference.table)) AS j USING \(gone) AS g WHERE \(matching(reference.columns, "j"))")
-            }
+        }
+        for reference in plan.unlinked {
+            try connection.execute(
+                "DELETE FROM \(PGStore.quote(reference.table)) AS j USING \(gone) AS g WHERE \(matching(reference.columns, "j"))")
         }
         return deleted
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The PostgreSQL backend, through libpq: the same tables and column names as SQLite, with
 /// PostgreSQL's types (bigint, double precision, text, boolean, timestamptz or date, jsonb), the
@@ -19,7 +20,9 @@ import Foundation
 /// Rejects, run bookkeeping and the resume state go in the same transaction. Used from the
 /// writer queue, but for ``lookupCommitted(_:_:)``, which has a connection of its own and is
 /// called from the assembler's queue only.
-final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to the assembler queue, the rest to the writer queue
+// Unchecked: `reader` is confined to the assembler queue, `stagingToInterrupt` is under its
+// mutex, the rest is confined to the writer queue.
+final class PGStore: IngestStore, @unchecked Sendable {
     let model: EntityModel
     let layouts: [EntityLayout]
     let connection: PGConnection
@@ -51,7 +54,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
     var directJoinedInserts = true
     /// Where the load stands (PGStore+Staged.swift), writer queue only; moved by
     /// ``moveLoad(to:)``, which refuses a move the lifecycle does not have.
-    private(set) var load = PGLoad.batchByBatch
+    private(set) var load = PGLoad.batchByBatch {
+        didSet { stagingToInterrupt.withLock { $0 = staging?.store } }
+    }
+    /// The staging store of ``load``, for ``interrupt()``, which runs on another thread than the
+    /// writer's (a stop's): `load` itself is the writer queue's.
+    private let stagingToInterrupt = Mutex<SQLiteStore?>(nil)
     /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
     /// of its batches, written with it.
     var stretch = JoinedStretch()
@@ -487,7 +495,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // `reader` confined to
 
     /// Ends both connections' sockets (``PGConnection/interrupt()``).
     func interrupt() {
-        staging?.store.interrupt()
+        stagingToInterrupt.withLock { $0 }?.interrupt()
         connection.interrupt()
         reader.interrupt()
     }
