@@ -20,8 +20,9 @@ import Synchronization
 /// Rejects, run bookkeeping and the resume state go in the same transaction. Used from the
 /// writer queue, but for ``lookupCommitted(_:_:)``, which has a connection of its own and is
 /// called from the assembler's queue only.
-// Unchecked: `reader` is confined to the assembler queue, `stagingToInterrupt` is under its
-// mutex, the rest is confined to the writer queue.
+///
+/// `@unchecked Sendable`: `reader` is confined to the assembler queue, `stagingToInterrupt` is
+/// under its mutex, and everything else to the writer queue.
 final class PGStore: IngestStore, @unchecked Sendable {
     let model: EntityModel
     let layouts: [EntityLayout]
