@@ -158,79 +158,90 @@ struct MappingPlan: Sendable {
         self.framing = framing
         self.entities = model.entities.enumerated().map { index, entity in
             let layout = layouts[index]
-            var rootKeys: [RootKey] = []
-            func add(_ key: String, _ kind: Target.Kind) {
-                // Validation refuses a key outside the grammar or starting with an index; were one
-                // to reach here, it is read as plain keys.
-                var components =
-                    (try? JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components)
-                    ?? key.components(separatedBy: entity.keyDelimiter).map(JSONKeyPath.Component.key)
-                guard case .key(let first) = components.removeFirst() else { return }
-                var target = Target(kind: kind, rest: [], restTrail: [])
-                for component in components {
-                    switch component {
-                    case .key(let name):
-                        target.rest.append(.key(Array(name.utf8)))
-                        target.restTrail.append(.key(name))
-                    case .index(let n):
-                        target.rest.append(.index(n))
-                        target.restTrail.append(.index(n))
-                    }
-                }
-                if let k = rootKeys.firstIndex(where: { $0.name == first }) {
-                    rootKeys[k].targets.append(target)
-                } else {
-                    rootKeys.append(RootKey(bytes: Array(first.utf8), name: first, targets: [target]))
-                }
-            }
             // An owned entity's leading attributes (its owner's identity, its position) are filled
             // by the mapper, never read from a key.
             let ownerSlots = entity.owner.flatMap { model[$0] }.map { $0.identity.count + 1 } ?? 0
-            for (slot, attribute) in entity.attributes.enumerated() where slot >= ownerSlots { add(attribute.key, .attribute(slot: slot)) }
-            for (k, toOne) in layout.toOne.enumerated() {
-                let relationship = entity.relationships[toOne.relationship]
-                guard !relationship.fields.isEmpty else {
-                    add(relationship.key, .toOne(k))
-                    continue
-                }
-                let target = model.entities[toOne.target]
-                for (attribute, key) in relationship.fields.sorted(by: { $0.key < $1.key }) {
-                    if let slot = target.attributes.firstIndex(where: { $0.name == attribute }) { add(key, .field(toOne: k, slot: slot)) }
-                }
-            }
-            for (k, toMany) in layout.toMany.enumerated() { add(entity.relationships[toMany.relationship].key, .toMany(k)) }
-            // `operations:` without `insert`: a bare identity no row has makes no stub, no link.
-            func policy(_ relationship: Relationship) -> MissingTargetPolicy {
-                !relationship.insertsTargets && relationship.missing == .stub ? .ignore : relationship.missing
-            }
-            func guarding(_ relationship: Relationship) -> Guard? {
-                relationship.insertsTargets && relationship.updatesTargets
-                    ? nil : Guard(inserts: relationship.insertsTargets, updates: relationship.updatesTargets)
-            }
-            func rules(_ relationship: Relationship) -> AttributeRules? {
-                guard relationship.pattern != nil || !relationship.values.isEmpty,
-                    let identity = model[relationship.target]?.identityAttributes, identity.count == 1
-                else { return nil }
-                // The relationship's rules first, then the target identity's for what it does not
-                // set: `values: {"none": null}` on a link keeps the target's `pattern` (an id read
-                // from a URL).
-                let target = identity[0]
-                var attribute = Attribute(name: relationship.name, type: target.type, coerce: target.coerce)
-                attribute.values = target.values.merging(relationship.values) { _, mine in mine }
-                attribute.pattern = relationship.pattern ?? target.pattern
-                (attribute.grouping, attribute.nullOnInvalid) = (target.grouping, target.nullOnInvalid)
-                return AttributeRules(attribute)
-            }
+            let relationships = layout.toOne.map { entity.relationships[$0.relationship] }
+            let many = layout.toMany.map { entity.relationships[$0.relationship] }
             return EntityPlan(
-                name: entity.name, attributes: entity.attributes, layout: layout, rootKeys: rootKeys,
-                toOnePolicies: layout.toOne.map { policy(entity.relationships[$0.relationship]) },
-                toManyPolicies: layout.toMany.map { policy(entity.relationships[$0.relationship]) },
-                toOneRules: layout.toOne.map { rules(entity.relationships[$0.relationship]) },
-                toManyRules: layout.toMany.map { rules(entity.relationships[$0.relationship]) },
+                name: entity.name, attributes: entity.attributes, layout: layout,
+                rootKeys: MappingPlan.rootKeys(of: entity, layout: layout, ownerSlots: ownerSlots, model: model),
+                toOnePolicies: relationships.map(MappingPlan.policy), toManyPolicies: many.map(MappingPlan.policy),
+                toOneRules: relationships.map { MappingPlan.rules($0, model: model) },
+                toManyRules: many.map { MappingPlan.rules($0, model: model) },
                 parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots,
-                toOneGuards: layout.toOne.map { guarding(entity.relationships[$0.relationship]) },
-                toManyGuards: layout.toMany.map { guarding(entity.relationships[$0.relationship]) }, prepare: entity.prepare,
-                keyDelimiter: entity.keyDelimiter)
+                toOneGuards: relationships.map(MappingPlan.guarding), toManyGuards: many.map(MappingPlan.guarding),
+                prepare: entity.prepare, keyDelimiter: entity.keyDelimiter)
         }
+    }
+
+    /// The record keys `entity` reads, each with the targets (attributes, to-ones, `fields:`,
+    /// to-manys) that read below it.
+    private static func rootKeys(of entity: Entity, layout: EntityLayout, ownerSlots: Int, model: EntityModel) -> [RootKey] {
+        var rootKeys: [RootKey] = []
+        func add(_ key: String, _ kind: Target.Kind) {
+            // Validation refuses a key outside the grammar or starting with an index; were one
+            // to reach here, it is read as plain keys.
+            var components =
+                (try? JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components)
+                ?? key.components(separatedBy: entity.keyDelimiter).map(JSONKeyPath.Component.key)
+            guard case .key(let first) = components.removeFirst() else { return }
+            var target = Target(kind: kind, rest: [], restTrail: [])
+            for component in components {
+                switch component {
+                case .key(let name):
+                    target.rest.append(.key(Array(name.utf8)))
+                    target.restTrail.append(.key(name))
+                case .index(let n):
+                    target.rest.append(.index(n))
+                    target.restTrail.append(.index(n))
+                }
+            }
+            if let k = rootKeys.firstIndex(where: { $0.name == first }) {
+                rootKeys[k].targets.append(target)
+            } else {
+                rootKeys.append(RootKey(bytes: Array(first.utf8), name: first, targets: [target]))
+            }
+        }
+        for (slot, attribute) in entity.attributes.enumerated() where slot >= ownerSlots { add(attribute.key, .attribute(slot: slot)) }
+        for (k, toOne) in layout.toOne.enumerated() {
+            let relationship = entity.relationships[toOne.relationship]
+            guard !relationship.fields.isEmpty else {
+                add(relationship.key, .toOne(k))
+                continue
+            }
+            let target = model.entities[toOne.target]
+            for (attribute, key) in relationship.fields.sorted(by: { $0.key < $1.key }) {
+                if let slot = target.attributes.firstIndex(where: { $0.name == attribute }) { add(key, .field(toOne: k, slot: slot)) }
+            }
+        }
+        for (k, toMany) in layout.toMany.enumerated() { add(entity.relationships[toMany.relationship].key, .toMany(k)) }
+        return rootKeys
+    }
+
+    /// `operations:` without `insert`: a bare identity no row has makes no stub, no link.
+    private static func policy(_ relationship: Relationship) -> MissingTargetPolicy {
+        !relationship.insertsTargets && relationship.missing == .stub ? .ignore : relationship.missing
+    }
+
+    private static func guarding(_ relationship: Relationship) -> Guard? {
+        relationship.insertsTargets && relationship.updatesTargets
+            ? nil : Guard(inserts: relationship.insertsTargets, updates: relationship.updatesTargets)
+    }
+
+    /// A relationship's own rules for a bare identity, or `nil` for the target identity's.
+    private static func rules(_ relationship: Relationship, model: EntityModel) -> AttributeRules? {
+        guard relationship.pattern != nil || !relationship.values.isEmpty,
+            let identity = model[relationship.target]?.identityAttributes, identity.count == 1
+        else { return nil }
+        // The relationship's rules first, then the target identity's for what it does not
+        // set: `values: {"none": null}` on a link keeps the target's `pattern` (an id read
+        // from a URL).
+        let target = identity[0]
+        var attribute = Attribute(name: relationship.name, type: target.type, coerce: target.coerce)
+        attribute.values = target.values.merging(relationship.values) { _, mine in mine }
+        attribute.pattern = relationship.pattern ?? target.pattern
+        (attribute.grouping, attribute.nullOnInvalid) = (target.grouping, target.nullOnInvalid)
+        return AttributeRules(attribute)
     }
 }

@@ -158,36 +158,9 @@ struct PageFetch {
         switch result {
         case .success(let response):
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") {
-                redirects += 1
-                guard redirects <= FetchRules.maxRedirects else {
-                    return .done(.failure(FetchError(url: shown, message: "more than \(FetchRules.maxRedirects) redirects")))
-                }
-                let next: String
-                do {
-                    next = try rules.follow(location, from: current, what: "redirect")
-                } catch {
-                    return .done(.failure(error))
-                }
-                if OriginPolicy.Origin(next) != start || !rules.policy.mayReceiveCredentials(next) { trusted = false }
-                current = rules.strippingSecrets(next)
-                return .send(request(rules))
+                return redirected(to: location, rules: rules)
             }
-            if (200..<300).contains(response.status) {
-                if response.overflowed {
-                    var page = Page(
-                        seq: 0, source: shown, bytes: [],
-                        http: HTTPExchange(status: response.status, headers: [:], fetchedAt: attemptStarted))
-                    page.oversized = response.receivedBytes
-                    return .done(.success(page))
-                }
-                var headers: [String: String] = [:]
-                for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
-                return .done(
-                    .success(
-                        Page(
-                            seq: 0, source: shown, bytes: response.body,
-                            http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))))
-            }
+            if (200..<300).contains(response.status) { return .done(.success(page(of: response))) }
             guard response.status == 408 || response.status == 429 || response.status >= 500 else {
                 return .done(
                     .failure(
@@ -226,5 +199,39 @@ struct PageFetch {
                 LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt), "delay_s": .seconds(delay),
             ])
         return .wait(until: now.addingTimeInterval(delay))
+    }
+
+    /// A redirect to `location`: followed under the origin rules (credentials only where they
+    /// may go), at most ``FetchRules/maxRedirects`` times.
+    private mutating func redirected(to location: String, rules: FetchRules) -> Step {
+        redirects += 1
+        guard redirects <= FetchRules.maxRedirects else {
+            return .done(.failure(FetchError(url: shown, message: "more than \(FetchRules.maxRedirects) redirects")))
+        }
+        let next: String
+        do {
+            next = try rules.follow(location, from: current, what: "redirect")
+        } catch {
+            return .done(.failure(error))
+        }
+        if OriginPolicy.Origin(next) != start || !rules.policy.mayReceiveCredentials(next) { trusted = false }
+        current = rules.strippingSecrets(next)
+        return .send(request(rules))
+    }
+
+    /// The page a 2xx response gives: its body and the headers the archive keeps, or, past the
+    /// size limit, an oversized page (rejected later, with its size).
+    private func page(of response: HTTPResponse) -> Page {
+        if response.overflowed {
+            var page = Page(
+                seq: 0, source: shown, bytes: [], http: HTTPExchange(status: response.status, headers: [:], fetchedAt: attemptStarted))
+            page.oversized = response.receivedBytes
+            return page
+        }
+        var headers: [String: String] = [:]
+        for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
+        return Page(
+            seq: 0, source: shown, bytes: response.body,
+            http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))
     }
 }

@@ -161,15 +161,7 @@ extension IngotDatabase {
             }
             return (0, try columns.relationship(keyPath))
         }
-        // `nested`: (entity, relationship, coding key) of each, checked before a row is read.
-        let deeper = try nested.map { keyPath -> (entity: Int, relationship: Int, key: String) in
-            guard let root = Swift.type(of: keyPath).rootType as? any IngotEntity.Type, let e = self.model.index(of: root.entityName) else {
-                throw IngotQueryError(message: "\(keyPath): its root type is not an entity of this database")
-            }
-            let columns = QueryColumns(typeName: "\(root)", entity: self.model.entities[e], layout: layouts[e])
-            let r = try columns.relationship(keyPath)
-            return (e, r, self.model.entities[e].relationships[r].key)
-        }
+        let deeper = try nested.map { try nestedRelationship($0, layouts: layouts) }
         let (model, select, chain) = (self.model, query, levels)
         let levelShape = RowDecoder.Shape(levels: levels.map { (model.entities[$0], layouts[$0]) })
         let decoders = try await withCheckedThrowingContinuation { continuation in
@@ -200,6 +192,17 @@ extension IngotDatabase {
             }
         }
         return try decoders.map { try T(from: $0) }
+    }
+
+    /// A `nested:` key path as (entity, relationship, coding key), checked before a row is read.
+    private func nestedRelationship(_ keyPath: AnyKeyPath, layouts: [EntityLayout]) throws -> (entity: Int, relationship: Int, key: String)
+    {
+        guard let root = Swift.type(of: keyPath).rootType as? any IngotEntity.Type, let e = model.index(of: root.entityName) else {
+            throw IngotQueryError(message: "\(keyPath): its root type is not an entity of this database")
+        }
+        let columns = QueryColumns(typeName: "\(root)", entity: model.entities[e], layout: layouts[e])
+        let r = try columns.relationship(keyPath)
+        return (e, r, model.entities[e].relationships[r].key)
     }
 
     /// The entity at `index`, then its parent, its parent's parent…: a child entity's row is

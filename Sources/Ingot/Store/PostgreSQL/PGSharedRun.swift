@@ -99,50 +99,7 @@ final class PGSharedRun: SharedRun {
         try PGStore.applySchema(PGStore.joinSchema(of: store.model), on: connection)
         let job = PGSharedRun.makeJobID()
         let name = request.name
-        let joined = try connection.transaction {
-            () throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) in
-            let created =
-                !(try connection.execute(
-                    """
-                    INSERT INTO _ingot_joins (name, run_id, pipeline, status, spec) VALUES ($1, $2, $3, 'running', $4)
-                    ON CONFLICT (name) DO NOTHING RETURNING id
-                    """,
-                    [name, request.proposedRunID, request.pipeline, request.specJSON])).isEmpty
-            if created {
-                try connection.execute(
-                    "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
-                    [request.proposedRunID, request.pipeline, request.startedAt.runTimestamp, name])
-                try PGStore.forgetPrints(on: connection)
-            }
-            guard
-                let row = try connection.execute(
-                    "SELECT id, run_id, pipeline, status, spec, error FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]
-                ).first,
-                let id = row[0].flatMap({ Int64($0) }), let runID = row[1]
-            else { throw StoreError.schema("the join '\(name)' vanished while joining it") }
-            guard row[2] == request.pipeline else {
-                throw StoreError.conflict(
-                    "the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(request.pipeline)': use another --join name")
-            }
-            // A spec the store cannot read is one that differs.
-            if let refusal = request.refusal(joining: row[4].flatMap(SharedRunRequest.spec(fromJSON:)) ?? [:]) {
-                throw StoreError.conflict(refusal)
-            }
-            let status = JoinStatus(row[3])
-            let finished = status == .finished
-            var revived: String?
-            if status == .failed {
-                revived = row[5] ?? "unknown"
-                try connection.execute(
-                    "UPDATE _ingot_joins SET status = 'running', fetch_failures = 0, error = NULL WHERE name = $1", [name])
-                try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL WHERE run_id = $1", [runID])
-                try PGStore.forgetPrints(on: connection)
-            }
-            if !finished {
-                try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
-            }
-            return (created, finished, revived, id, runID)
-        }
+        let joined = try connection.transaction { try PGSharedRun.join(request, as: job, on: connection) }
         created = joined.created
         alreadyFinished = joined.finished
         revived = joined.revived
@@ -158,6 +115,56 @@ final class PGSharedRun: SharedRun {
         // people-200k's 240 claims were half of a joined job's staging (docs/performance-notes.md).
         try connection.execute("SET synchronous_commit = off")
         control = Mutex((connection, Zstd()))
+    }
+
+    /// In one transaction: the run `request.name` created when no job did (with its run row),
+    /// else found and checked (the same pipeline, the same spec), and taken up again when it had
+    /// failed; this job's row added unless the run is finished.
+    private static func join(
+        _ request: SharedRunRequest, as job: String, on connection: PGConnection
+    ) throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) {
+        let name = request.name
+        let created =
+            !(try connection.execute(
+                """
+                INSERT INTO _ingot_joins (name, run_id, pipeline, status, spec) VALUES ($1, $2, $3, 'running', $4)
+                ON CONFLICT (name) DO NOTHING RETURNING id
+                """,
+                [name, request.proposedRunID, request.pipeline, request.specJSON])).isEmpty
+        if created {
+            try connection.execute(
+                "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, join_name) VALUES ($1, $2, $3, 'running', $4)",
+                [request.proposedRunID, request.pipeline, request.startedAt.runTimestamp, name])
+            try PGStore.forgetPrints(on: connection)
+        }
+        guard
+            let row = try connection.execute(
+                "SELECT id, run_id, pipeline, status, spec, error FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]
+            ).first,
+            let id = row[0].flatMap({ Int64($0) }), let runID = row[1]
+        else { throw StoreError.schema("the join '\(name)' vanished while joining it") }
+        guard row[2] == request.pipeline else {
+            throw StoreError.conflict(
+                "the join '\(name)' is a run of pipeline '\(row[2] ?? "?")', not '\(request.pipeline)': use another --join name")
+        }
+        // A spec the store cannot read is one that differs.
+        if let refusal = request.refusal(joining: row[4].flatMap(SharedRunRequest.spec(fromJSON:)) ?? [:]) {
+            throw StoreError.conflict(refusal)
+        }
+        let status = JoinStatus(row[3])
+        let finished = status == .finished
+        var revived: String?
+        if status == .failed {
+            revived = row[5] ?? "unknown"
+            try connection.execute(
+                "UPDATE _ingot_joins SET status = 'running', fetch_failures = 0, error = NULL WHERE name = $1", [name])
+            try connection.execute("UPDATE _ingot_runs SET status = 'running', finished_at = NULL WHERE run_id = $1", [runID])
+            try PGStore.forgetPrints(on: connection)
+        }
+        if !finished {
+            try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
+        }
+        return (created, finished, revived, id, runID)
     }
 
     /// `host-pid-random`: unique among the jobs of a join, and telling where a job ran.

@@ -92,31 +92,9 @@ extension PGStore {
             let wholeRun = end != nil && units.first?.seq == 1 && units.count == (end ?? 0) - 1
             let position =
                 wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(units.last?.seq ?? 0))
-            let stagedBefore = stagedInTransaction.count
-            var careful = false
-            var refusals: [(entity: Int, identity: IdentityKey, reason: String)] = []
-            while true {
-                do {
-                    refusals = []
-                    counts = try connection.inSavepoint("ingot_stretch") {
-                        try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2)) }
-                    }
-                    break
-                } catch {
-                    // Another job made one of these rows (a unique violation), or a value is refused
-                    // or not certain in binary: merged the careful way, as joined batches are. Jobs
-                    // writing the same rows can wait on each other in a cycle, and the server then
-                    // aborts one (`deadlock_detected`): written again, the careful way, up to three
-                    // times, as a joined batch is (PGStore+Join.swift).
-                    let deadlock = (error as? StoreError)?.sqlState == PGStore.deadlockDetected
-                    let refused = !careful && (StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit)
-                    guard refused || (deadlock && retries < 3) else { throw error }
-                    if deadlock { retries += 1 }
-                    forgetStaging(after: stagedBefore)
-                    try staging.store.rollback()
-                    careful = true
-                }
-            }
+            let copied = try copyStretch(staging, fills: fills, position: position, retries: &retries)
+            counts = copied.counts
+            let refusals = copied.refusals
             for (entity, identity, reason) in refusals { refused(entity, identity, reason) }
             try staging.store.rollback()
             try recordRejectsAndKept(
@@ -135,6 +113,41 @@ extension PGStore {
         stretchRejections = []
         stretch = JoinedStretch()
         return WriteResult(counts: counts, retries: retries)
+    }
+
+    /// The stretch's folded rows copied in, under a savepoint: straight, then — when another job
+    /// made one of its rows (a unique violation), a value is refused or not certain in binary —
+    /// the careful way, as joined batches are; a deadlock is written again the careful way, up
+    /// to three times. Its counts, and the rows the server refused.
+    private func copyStretch(
+        _ staging: PGStaging, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], position: PGStagedCopy.Stretch?,
+        retries: inout Int
+    ) throws -> (counts: [EntityCounts], refusals: [(entity: Int, identity: IdentityKey, reason: String)]) {
+        let stagedBefore = stagedInTransaction.count
+        var careful = false
+        var refusals: [(entity: Int, identity: IdentityKey, reason: String)] = []
+        while true {
+            do {
+                refusals = []
+                let counts = try connection.inSavepoint("ingot_stretch") {
+                    try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2)) }
+                }
+                return (counts, refusals)
+            } catch {
+                // Another job made one of these rows (a unique violation), or a value is refused
+                // or not certain in binary: merged the careful way, as joined batches are. Jobs
+                // writing the same rows can wait on each other in a cycle, and the server then
+                // aborts one (`deadlock_detected`): written again, the careful way, up to three
+                // times, as a joined batch is (PGStore+Join.swift).
+                let deadlock = (error as? StoreError)?.sqlState == PGStore.deadlockDetected
+                let refused = !careful && (StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit)
+                guard refused || (deadlock && retries < 3) else { throw error }
+                if deadlock { retries += 1 }
+                forgetStaging(after: stagedBefore)
+                try staging.store.rollback()
+                careful = true
+            }
+        }
     }
 
     /// The staging files of joined run `runID`'s jobs left behind (a job killed before its

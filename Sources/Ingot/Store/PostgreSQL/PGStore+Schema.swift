@@ -88,46 +88,58 @@ extension PGStore {
             """,
         ]
         let layouts = EntityLayout.layouts(of: model)
-        for layout in layouts {
-            let identity = layout.identitySlots.map { layout.columns[$0].name }
-            var definitions = layout.columns.map { column in
-                "\(quote(column.name)) \(columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
-            }
-            if !identity.isEmpty {
-                definitions.append(
-                    "CONSTRAINT \(quote(layout.table + "_identity")) UNIQUE (\(identity.map(quote).joined(separator: ", ")))")
-            }
-            statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(definitions.joined(separator: ", ")))")
-            for column in layout.columns {
+        for layout in layouts { statements += tableStatements(layout, layouts: layouts, model: model) }
+        statements += oneKindTriggers(model)
+        return statements
+    }
+
+    /// An entity's table (its identity a unique constraint), its columns added when missing,
+    /// the indexes its inverses read by, and its join tables.
+    private static func tableStatements(_ layout: EntityLayout, layouts: [EntityLayout], model: EntityModel) -> [String] {
+        var statements: [String] = []
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        var definitions = layout.columns.map { column in
+            "\(quote(column.name)) \(columnType(column.type))\(identity.contains(column.name) ? " NOT NULL" : "")"
+        }
+        if !identity.isEmpty {
+            definitions.append(
+                "CONSTRAINT \(quote(layout.table + "_identity")) UNIQUE (\(identity.map(quote).joined(separator: ", ")))")
+        }
+        statements.append("CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(definitions.joined(separator: ", ")))")
+        for column in layout.columns {
+            statements.append(
+                "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
+        }
+        // The key columns of this table a to-one's inverse reads, indexed.
+        for other in layouts {
+            for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
+                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
                 statements.append(
-                    "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
-            }
-            // The key columns of this table a to-one's inverse reads, indexed.
-            for other in layouts {
-                for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
-                    let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
-                    statements.append(
-                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
-                    )
-                }
-            }
-            for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
-                if toMany.isInverse {
-                    // The inverse's table (made with its owner, declared first), indexed for this side's reads.
-                    let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
-                    statements.append(
-                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
-                    )
-                    continue
-                }
-                let defs = joinColumns(toMany, owner: layout.entity, model: model).map { "\(quote($0.name)) \($0.type) NOT NULL" }
-                let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
-                statements.append(
-                    "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
+                    "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+                )
             }
         }
-        // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is
-        // refused (check_violation, which the safety net rejects record by record).
+        for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
+            if toMany.isInverse {
+                // The inverse's table (made with its owner, declared first), indexed for this side's reads.
+                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
+                statements.append(
+                    "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+                )
+                continue
+            }
+            let defs = joinColumns(toMany, owner: layout.entity, model: model).map { "\(quote($0.name)) \($0.type) NOT NULL" }
+            let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
+            statements.append(
+                "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
+        }
+        return statements
+    }
+
+    /// One identity, one kind (OneKindRule): a child row whose identity a sibling holds is
+    /// refused (check_violation, which the safety net rejects record by record).
+    private static func oneKindTriggers(_ model: EntityModel) -> [String] {
+        var statements: [String] = []
         for rule in OneKindRule.of(model) {
             let held = rule.siblings.map { sibling in
                 "EXISTS (SELECT 1 FROM \(quote(sibling)) WHERE \(rule.identity.map { "\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")))"

@@ -118,6 +118,49 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         stagePath = StageFile.path(for: path)
         stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
         foldSplitRows = options.foldSplitRows
+        dbQueue = try DatabaseQueue(path: path, configuration: SQLiteStore.configuration(options))
+        // WAL, set here rather than by GRDB's `journalMode = .wal`: that also checks the size of
+        // the `-wal` file through Foundation, and another program closing the database (a
+        // sqlite3 shell, a test reading the run's progress) removes the file in between: the
+        // open failed with "The file doesn't exist" (a DatabaseQueue needs no WAL file up front).
+        let mode = try dbQueue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+        guard mode == "wal" || path.isEmpty || path == ":memory:" else {
+            throw StoreError.schema("could not put \(path) in WAL mode (journal_mode is \(mode ?? "unknown"))")
+        }
+        // A database whose tables disagree with the pipeline is refused before anything is written.
+        let conflicts = try dbQueue.inDatabase { db in try SQLiteStore.schemaConflicts(model, existing: db) }
+        if !conflicts.isEmpty {
+            try? dbQueue.close()
+            throw StoreError.conflict(
+                "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
+        }
+        try SQLiteStore.migrator.migrate(dbQueue)
+        try dbQueue.inDatabase { db in
+            let existed = try layouts.contains { try db.tableExists($0.table) }
+            let statements = try SQLiteStore.schemaStatements(model, existing: db)
+            for sql in statements { try db.execute(sql: sql) }
+            try DateTextMigration.migrate(db, model: model, layouts: layouts)
+            if existed { migration = statements }
+            connection = db.sqliteConnection
+            if let connection { try RowFeed.register(on: connection, arities: StagedMerge.feedArities(layouts)) }
+        }
+        (readConnection, traceContext) = SQLiteStore.openReader(path: path, observer: options.statementObserver)
+        readerLookup = readConnection.map { IdentityLookup(connection: $0, layouts: layouts) }
+        do {
+            if options.staged {
+                try prepareStagedLoad(resuming: options.resuming, atOpen: true)
+            } else {
+                try settleStagedLoad(resuming: options.resuming)
+            }
+        } catch {
+            try? close()
+            throw error
+        }
+    }
+
+    /// GRDB's configuration of the writer connection: no foreign-key checks, a bounded busy
+    /// timeout, transactions the writer spans over batches, and the pragmas each connection gets.
+    private static func configuration(_ options: Options) -> Configuration {
         var config = Configuration()
         // Declared foreign keys are for tools; Ingot's writes keep them true and do not pay for checks.
         config.foreignKeysEnabled = false
@@ -147,67 +190,32 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
                 }
             }
         }
-        dbQueue = try DatabaseQueue(path: path, configuration: config)
-        // WAL, set here rather than by GRDB's `journalMode = .wal`: that also checks the size of
-        // the `-wal` file through Foundation, and another program closing the database (a
-        // sqlite3 shell, a test reading the run's progress) removes the file in between: the
-        // open failed with "The file doesn't exist" (a DatabaseQueue needs no WAL file up front).
-        let mode = try dbQueue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
-        guard mode == "wal" || path.isEmpty || path == ":memory:" else {
-            throw StoreError.schema("could not put \(path) in WAL mode (journal_mode is \(mode ?? "unknown"))")
-        }
-        // A database whose tables disagree with the pipeline is refused before anything is written.
-        let conflicts = try dbQueue.inDatabase { db in try SQLiteStore.schemaConflicts(model, existing: db) }
-        if !conflicts.isEmpty {
-            try? dbQueue.close()
-            throw StoreError.conflict(
-                "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
-        }
-        try SQLiteStore.migrator.migrate(dbQueue)
-        try dbQueue.inDatabase { db in
-            let existed = try layouts.contains { try db.tableExists($0.table) }
-            let statements = try SQLiteStore.schemaStatements(model, existing: db)
-            for sql in statements { try db.execute(sql: sql) }
-            try DateTextMigration.migrate(db, model: model, layouts: layouts)
-            if existed { migration = statements }
-            connection = db.sqliteConnection
-            if let connection { try RowFeed.register(on: connection, arities: StagedMerge.feedArities(layouts)) }
-        }
+        return config
+    }
+
+    /// The read-only connection the assembler looks identities up on (none for an in-memory
+    /// database), traced to `observer` when there is one.
+    private static func openReader(
+        path: String, observer: (@Sendable (String) -> Void)?
+    ) -> (OpaquePointer?, Unmanaged<TraceContext>?) {
         var reader: OpaquePointer?
-        if path != ":memory:" && !path.isEmpty,
+        guard path != ":memory:" && !path.isEmpty,
             sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let reader
-        {
-            readConnection = reader
-            readerLookup = IdentityLookup(connection: reader, layouts: layouts)
-            if let observer {
-                let context = Unmanaged.passRetained(TraceContext(observer))
-                traceContext = context
-                sqlite3_trace_v2(
-                    reader, UInt32(SQLITE_TRACE_STMT),
-                    { _, context, statement, _ in
-                        guard let context, let statement else { return 0 }
-                        let sql = sqlite3_sql(OpaquePointer(statement)).map { String(cString: $0) } ?? ""
-                        Unmanaged<TraceContext>.fromOpaque(context).takeUnretainedValue().observer(sql)
-                        return 0
-                    }, context.toOpaque())
-            } else {
-                traceContext = nil
-            }
-        } else {
+        else {
             sqlite3_close_v2(reader)
-            readerLookup = nil
-            traceContext = nil
+            return (nil, nil)
         }
-        do {
-            if options.staged {
-                try prepareStagedLoad(resuming: options.resuming, atOpen: true)
-            } else {
-                try settleStagedLoad(resuming: options.resuming)
-            }
-        } catch {
-            try? close()
-            throw error
-        }
+        guard let observer else { return (reader, nil) }
+        let context = Unmanaged.passRetained(TraceContext(observer))
+        sqlite3_trace_v2(
+            reader, UInt32(SQLITE_TRACE_STMT),
+            { _, context, statement, _ in
+                guard let context, let statement else { return 0 }
+                let sql = sqlite3_sql(OpaquePointer(statement)).map { String(cString: $0) } ?? ""
+                Unmanaged<TraceContext>.fromOpaque(context).takeUnretainedValue().observer(sql)
+                return 0
+            }, context.toOpaque())
+        return (reader, context)
     }
 
     /// Before the first connection: SQLite's memory statistics off (they take a global mutex on
