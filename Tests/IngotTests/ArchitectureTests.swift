@@ -170,6 +170,73 @@ struct ArchitectureTests {
 
     /// The checker sees an edge where there is one: a lower layer naming an upper one's type is
     /// caught, a name in a comment or a string is not.
+    /// The functions of `text` (and initializers) longer than `limit` lines, from their
+    /// declaration to their closing brace, with their first line: braces in comments and string
+    /// literals (multi-line ones too) are not counted.
+    static func longFunctions(in text: String, over limit: Int) -> [(line: Int, lines: Int)] {
+        let declaration = try? NSRegularExpression(
+            pattern:
+                #"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|package|private|fileprivate|internal|static|class|mutating|nonmutating|override|final|nonisolated|convenience|required)\s+)*(?:func\s|init[(<?])"#
+        )
+        let literal = try? NSRegularExpression(pattern: #""(?:\\.|[^"\\])*""#)
+        var found: [(line: Int, lines: Int)] = []
+        var open: (line: Int, depth: Int)?
+        var depth = 0
+        var inMultiline = false
+        for (index, raw) in text.components(separatedBy: "\n").enumerated() {
+            if raw.components(separatedBy: "\"\"\"").count % 2 == 0 {
+                inMultiline.toggle()
+                continue
+            }
+            if inMultiline { continue }
+            var line = raw
+            if let literal {
+                line = literal.stringByReplacingMatches(in: line, range: NSRange(line.startIndex..., in: line), withTemplate: "")
+            }
+            if let comment = line.range(of: "//") { line = String(line[..<comment.lowerBound]) }
+            if open == nil, let declaration, declaration.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil,
+                line.contains("{") || !line.contains("}")
+            {
+                open = (index, depth)
+            }
+            for character in line {
+                if character == "{" { depth += 1 }
+                if character == "}" {
+                    depth -= 1
+                    if let started = open, depth == started.depth {
+                        if index - started.line + 1 > limit { found.append((started.line + 1, index - started.line + 1)) }
+                        open = nil
+                    }
+                }
+            }
+        }
+        return found
+    }
+
+    /// Short functions (docs/architecture.md, "The contracts between layers"): at most 15 in
+    /// Sources/ longer than 60 lines, none in Pipeline/ longer than 100. A ratchet: lower it when
+    /// a long function is split, never raise it.
+    @Test func longFunctionsAreFewAndNoneInThePipelineIsVeryLong() throws {
+        let root = packageRoot.appendingPathComponent("Sources")
+        var long: [String] = []
+        var veryLongInPipeline: [String] = []
+        let files = FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)
+        while let url = files?.nextObject() as? URL {
+            guard url.pathExtension == "swift" else { continue }
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for function in Self.longFunctions(in: text, over: 60) {
+                long.append("\(url.path.dropFirst(root.path.count + 1)):\(function.line) (\(function.lines) lines)")
+                if url.path.contains("/Pipeline/") && function.lines > 100 { veryLongInPipeline.append(long[long.count - 1]) }
+            }
+        }
+        #expect(long.count <= 15, "functions over 60 lines: \(long.count)\n\(long.sorted().joined(separator: "\n"))")
+        #expect(veryLongInPipeline.isEmpty, "\(veryLongInPipeline)")
+        // The counter counts: a function of 61 lines is long, one of 60 is not.
+        let body = Array(repeating: "        x += 1", count: 58).joined(separator: "\n")
+        #expect(Self.longFunctions(in: "    func f() {\n\(body)\n    }", over: 60).isEmpty)
+        #expect(Self.longFunctions(in: "    func f() {\n\(body)\n        x += 1\n    }", over: 60).map(\.lines) == [61])
+    }
+
     @Test func theCheckerSeesCodeNotCommentsOrStrings() {
         let code = Self.strip(
             """

@@ -46,7 +46,18 @@ extension PipelineYAMLReader {
             }
         }
 
-        let attributesNode = try required(fields, "attributes", in: node)
+        let attributes = try readAttributes(of: name, try required(fields, "attributes", in: node))
+        let relationships = try fields["relationships"].map { (n: Node) throws(ConfigError) in try readRelationships(of: name, n) } ?? []
+        var entity = Entity(
+            name: name, table: table, identity: identity, attributes: attributes, relationships: relationships,
+            keyDelimiter: delimiter)
+        entity.parent = parent
+        return entity
+    }
+
+    /// An entity's `attributes:`. One that cannot be read is reported and the rest of the model
+    /// still checked: the attribute stays, as text.
+    private mutating func readAttributes(of name: String, _ attributesNode: Node) throws(ConfigError) -> [Attribute] {
         guard case .mapping(let attributeMapping) = attributesNode else {
             throw error(attributesNode, "attributes must be a mapping of attribute names to types")
         }
@@ -57,32 +68,29 @@ extension PipelineYAMLReader {
             do {
                 attributes.append(try readAttribute(attributeName, value))
             } catch {
-                // Reported, and the rest of the model still checked: the attribute stays, as text.
                 modelProblems.append(error)
                 attributes.append(Attribute(name: attributeName, type: .string))
             }
         }
+        return attributes
+    }
 
+    /// An entity's `relationships:`; one that cannot be read is reported and left out.
+    private mutating func readRelationships(of name: String, _ relationshipsNode: Node) throws(ConfigError) -> [Relationship] {
+        guard case .mapping(let relationshipMapping) = relationshipsNode else {
+            throw error(relationshipsNode, "relationships must be a mapping of relationship names")
+        }
         var relationships: [Relationship] = []
-        if let relationshipsNode = fields["relationships"] {
-            guard case .mapping(let relationshipMapping) = relationshipsNode else {
-                throw error(relationshipsNode, "relationships must be a mapping of relationship names")
-            }
-            for (keyNode, value) in relationshipMapping {
-                let relationshipName = try string(keyNode)
-                marks[.relationship(entity: name, name: relationshipName)] = keyNode.mark
-                do {
-                    relationships.append(try readRelationship(relationshipName, value))
-                } catch {
-                    modelProblems.append(error)
-                }
+        for (keyNode, value) in relationshipMapping {
+            let relationshipName = try string(keyNode)
+            marks[.relationship(entity: name, name: relationshipName)] = keyNode.mark
+            do {
+                relationships.append(try readRelationship(relationshipName, value))
+            } catch {
+                modelProblems.append(error)
             }
         }
-        var entity = Entity(
-            name: name, table: table, identity: identity, attributes: attributes, relationships: relationships,
-            keyDelimiter: delimiter)
-        entity.parent = parent
-        return entity
+        return relationships
     }
 
     func readAttribute(_ name: String, _ node: Node) throws(ConfigError) -> Attribute {

@@ -320,23 +320,29 @@ extension PipelineYAMLReader {
                 limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
                 total: try f["total"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
         default:
-            let f = try mapping(value, allowed: ["path", "from_last_record", "param", "stop_values"])
-            let source: HTTPSourceConfig.CursorSource
-            switch (f["path"], f["from_last_record"]) {
-            case (let path?, nil): source = .path(try keyPath(path))
-            case (nil, let key?): source = .lastRecord(try keyPath(key))
-            default: throw error(value, "cursor takes path (a key path of the page) or from_last_record (one of its last record)")
-            }
-            var stopValues: [String] = []
-            if let list = f["stop_values"] {
-                guard case .sequence(let items) = list else { throw error(list, "stop_values is a list, like [0, \"0\", \"\"]") }
-                for item in items {
-                    guard case .scalar(let scalar) = item else { throw error(item, "a stop value is a number or a string") }
-                    stopValues.append(scalar.string)
-                }
-            }
-            config.paginate = .cursor(source, param: try string(try required(f, "param", in: value)), stopValues: stopValues)
+            config.paginate = try readCursor(value)
         }
+    }
+
+    /// `paginate: {cursor: …}`: where the cursor is read (a key path of the page, or of its last
+    /// record), the parameter that sends it, and the values that end the list.
+    private func readCursor(_ value: Node) throws(ConfigError) -> HTTPSourceConfig.Pagination {
+        let f = try mapping(value, allowed: ["path", "from_last_record", "param", "stop_values"])
+        let source: HTTPSourceConfig.CursorSource
+        switch (f["path"], f["from_last_record"]) {
+        case (let path?, nil): source = .path(try keyPath(path))
+        case (nil, let key?): source = .lastRecord(try keyPath(key))
+        default: throw error(value, "cursor takes path (a key path of the page) or from_last_record (one of its last record)")
+        }
+        var stopValues: [String] = []
+        if let list = f["stop_values"] {
+            guard case .sequence(let items) = list else { throw error(list, "stop_values is a list, like [0, \"0\", \"\"]") }
+            for item in items {
+                guard case .scalar(let scalar) = item else { throw error(item, "a stop value is a number or a string") }
+                stopValues.append(scalar.string)
+            }
+        }
+        return .cursor(source, param: try string(try required(f, "param", in: value)), stopValues: stopValues)
     }
 
     /// `defaults.http`'s URL, expanded: what resource URLs are relative to.

@@ -39,21 +39,7 @@ extension WriterStage {
             if result.retries > 0 {
                 logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(result.retries + 1)])
             }
-            for (entity, var written) in (result.counts ?? []).enumerated() where model.entities.indices.contains(entity) {
-                written.stubs += merged[entity].stubs
-                // A joined job's stretch merged by position counts the stored rows it gave to (PGStagedCopy).
-                written.updated += merged[entity].updated
-                written.unchanged = merged[entity].unchanged
-                let name = model.entities[entity].name
-                saved.entities[name, default: EntityCounts()].inserted += written.inserted
-                saved.entities[name, default: EntityCounts()].stubs += written.stubs
-                saved.entities[name, default: EntityCounts()].updated += written.updated
-                saved.entities[name, default: EntityCounts()].unchanged += written.unchanged
-                saved.inserted += written.inserted
-                saved.updated += written.updated
-                saved.unchanged += written.unchanged
-                rows += written.inserted
-            }
+            rows += countMerged(result.counts ?? [], stored: merged)
             if unitTransactions {
                 // A joined job's counters, with the stretch's units (PGStore+JoinedStaging.swift).
                 try store.recordProgress(
@@ -73,6 +59,29 @@ extension WriterStage {
             saved = counters
             fail(error)
         }
+    }
+
+    /// Adds what the merge wrote (`written`, per entity, as the database counted it) and what the
+    /// merge's callbacks counted of stored rows (`stored`) to the saved counters; returns the
+    /// rows inserted.
+    private func countMerged(_ counts: [EntityCounts], stored merged: [EntityCounts]) -> Int {
+        var inserted = 0
+        for (entity, var written) in counts.enumerated() where model.entities.indices.contains(entity) {
+            written.stubs += merged[entity].stubs
+            // A joined job's stretch merged by position counts the stored rows it gave to (PGStagedCopy).
+            written.updated += merged[entity].updated
+            written.unchanged = merged[entity].unchanged
+            let name = model.entities[entity].name
+            saved.entities[name, default: EntityCounts()].inserted += written.inserted
+            saved.entities[name, default: EntityCounts()].stubs += written.stubs
+            saved.entities[name, default: EntityCounts()].updated += written.updated
+            saved.entities[name, default: EntityCounts()].unchanged += written.unchanged
+            saved.inserted += written.inserted
+            saved.updated += written.updated
+            saved.unchanged += written.unchanged
+            inserted += written.inserted
+        }
+        return inserted
     }
 
     /// A joined job's staged stretch, written before the job waits on other jobs' units or

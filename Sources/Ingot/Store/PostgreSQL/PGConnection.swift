@@ -13,17 +13,12 @@ final class PGConnection {
     /// caller that retries some failures.
     private(set) var lastErrorState: String?
 
-    /// Connects to `url` (a `postgresql://` URL or a libpq connection string) and sets the
-    /// session up: UTC, quiet notices, and no hash or merge joins — a batch's statements join a
-    /// small staging table (which the planner has no statistics for) to a big table, where a
-    /// hash join scans the big table once per batch; index lookups measured 12.2 s → 9.0 s on
-    /// people-200k.
-    /// `stopped`: set when the run stops; connecting gives up then (``finishConnecting(_:timeout:stopped:)``).
-    init(url: String, stopped: StopFlag? = nil) throws(StoreError) {
+    /// The URL's options checked before connecting (libpq checks numbers only when it connects,
+    /// and then fails like an unreachable server): a URL libpq cannot parse, a port that is not
+    /// one, a word option it would refuse are configuration errors (exit 2), named here. Returns
+    /// the connect timeout (`connect_timeout`, 10 s unless the URL says).
+    private static func checkedConnectTimeout(_ url: String, redactor: Redactor) throws(StoreError) -> Double {
         var connectTimeout = 10.0
-        let redactor = Redactor(Redactor.databaseSecrets(url))
-        self.redactor = redactor
-        shown = Redactor.redactingDatabase(url)
         // A URL libpq cannot parse is a configuration error (exit 2), not an unreachable server.
         var parseError: UnsafeMutablePointer<CChar>?
         if let options = PQconninfoParse(url, &parseError) {
@@ -58,6 +53,20 @@ final class PGConnection {
             throw StoreError.unsupported(
                 "--db \(Redactor.redactingDatabase(url)) is not a PostgreSQL URL libpq can read: \(redactor.scrub(reason))")
         }
+        return connectTimeout
+    }
+
+    /// Connects to `url` (a `postgresql://` URL or a libpq connection string) and sets the
+    /// session up: UTC, quiet notices, and no hash or merge joins — a batch's statements join a
+    /// small staging table (which the planner has no statistics for) to a big table, where a
+    /// hash join scans the big table once per batch; index lookups measured 12.2 s → 9.0 s on
+    /// people-200k.
+    /// `stopped`: set when the run stops; connecting gives up then (``finishConnecting(_:timeout:stopped:)``).
+    init(url: String, stopped: StopFlag? = nil) throws(StoreError) {
+        let redactor = Redactor(Redactor.databaseSecrets(url))
+        self.redactor = redactor
+        shown = Redactor.redactingDatabase(url)
+        let connectTimeout = try PGConnection.checkedConnectTimeout(url, redactor: redactor)
         // Defaults first, the URL last: what the URL sets wins. Connecting gives up after 10 s;
         // TCP keepalives and a user timeout find a dead server or network in about 30 s
         // instead of never (docs/stores.md, "Liveness").

@@ -142,6 +142,32 @@ extension SQLiteStore {
     }
 
     /// What `layout` needs in the database: its table, its identity index, its join tables.
+    /// A to-many's join table (`WITHOUT ROWID`, keyed by both sides, foreign keys declared);
+    /// for an inverse, whose table its owner made, the index this side reads it by.
+    private static func joinTable(
+        _ toMany: EntityLayout.ToMany, of layout: EntityLayout, model: EntityModel
+    ) -> (object: SchemaObject, sql: String) {
+        if toMany.isInverse {
+            let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
+            return (
+                .index(index),
+                "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable))(\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
+            )
+        }
+        let source = model.entities[layout.entity].identityAttributes.map { SQLiteStore.columnType($0.type) }
+        let target = model.entities[toMany.target].identityAttributes.map { SQLiteStore.columnType($0.type) }
+        var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
+        defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
+        if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
+        defs.append(foreignKey(toMany.sourceColumns, to: layout.entity, model: model))
+        defs.append(foreignKey(toMany.targetColumns, to: toMany.target, model: model))
+        let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
+        return (
+            .table(toMany.joinTable),
+            "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID"
+        )
+    }
+
     private static func definitions(
         _ layout: EntityLayout, of layouts: [EntityLayout], model: EntityModel
     ) -> [(object: SchemaObject, sql: String)] {
@@ -178,29 +204,7 @@ extension SQLiteStore {
             }
         }
         for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
-            if toMany.isInverse {
-                // The inverse's table (made with its owner, declared first), indexed for this side's reads.
-                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
-                definitions.append(
-                    (
-                        .index(index),
-                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable))(\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
-                    ))
-                continue
-            }
-            let source = model.entities[layout.entity].identityAttributes.map { SQLiteStore.columnType($0.type) }
-            let target = model.entities[toMany.target].identityAttributes.map { SQLiteStore.columnType($0.type) }
-            var defs = zip(toMany.sourceColumns, source).map { "\(quote($0)) \($1) NOT NULL" }
-            defs += zip(toMany.targetColumns, target).map { "\(quote($0)) \($1) NOT NULL" }
-            if toMany.isOrdered { defs.append("\"position\" INTEGER NOT NULL") }
-            defs.append(foreignKey(toMany.sourceColumns, to: layout.entity, model: model))
-            defs.append(foreignKey(toMany.targetColumns, to: toMany.target, model: model))
-            let key = (toMany.sourceColumns + toMany.targetColumns).map(quote).joined(separator: ", ")
-            definitions.append(
-                (
-                    .table(toMany.joinTable),
-                    "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key))) WITHOUT ROWID"
-                ))
+            definitions.append(joinTable(toMany, of: layout, model: model))
         }
         // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is refused.
         for rule in OneKindRule.of(model) where rule.table == layout.table {
