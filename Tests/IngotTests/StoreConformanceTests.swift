@@ -25,13 +25,28 @@ struct StoreConformanceTests {
         let render: (String) throws -> [String: [[String]]]
     }
 
-    static func harness(_ backend: Backend, yaml: String) throws -> Harness {
+    /// How a run is asked to load (`--bulk`, the default, `--no-bulk`): a backend is run under
+    /// every load plan it accepts.
+    enum Asking: String, CaseIterable, CustomTestStringConvertible {
+        case bulk, automatic, noBulk
+        var testDescription: String { rawValue }
+        var loading: Loading {
+            switch self {
+            case .bulk: .staged
+            case .automatic: .automatic()
+            case .noBulk: .batchByBatch
+            }
+        }
+    }
+
+    static func harness(_ backend: Backend, yaml: String, asking: Asking = .automatic) throws -> Harness {
         let config = try PipelineConfig.parse(text: yaml, path: "conformance.yml")
         func options(_ database: String, _ batchRecords: Int) -> RunOptions {
             var options = RunOptions()
             options.databasePath = database
             options.batchRecords = batchRecords
             options.progressInterval = 0
+            options.loading = asking.loading
             return options
         }
         switch backend {
@@ -100,6 +115,39 @@ struct StoreConformanceTests {
         #expect(expected.values.allSatisfy { !$0.isEmpty }, "the pages fill every table")
         let got = try harness.dump()
         for table in expected.keys.sorted() { #expect(got[table] == expected[table], "\(backend): table \(table)") }
+    }
+
+    /// Under every load plan a backend decides for the pipeline (``LoadPlan``; a staged load where
+    /// the backend and the model allow one, batch by batch otherwise), the same pages end in the
+    /// same tables as SQLite's batch-by-batch run, with the same rows inserted and rejected; a
+    /// plan the backend refuses fails the run before anything is written, naming why. The merge
+    /// rules' pipeline, and the people pipeline of the staged loads (which stage).
+    @Test(arguments: [Backend.sqlite, Backend.postgresql], Asking.allCases)
+    func everyPlanABackendAcceptsEndsInTheReferenceState(backend: Backend, asking: Asking) throws {
+        for (yaml, pages) in [(StoreSeamTests.yaml, StoreSeamTests.pages), (bulkYAML, bulkPages)] {
+            let config = try PipelineConfig.parse(text: yaml, path: "conformance.yml")
+            var options = RunOptions()
+            options.loading = asking.loading
+            options.databasePath = backend == .sqlite ? "plan.db" : "postgresql://127.0.0.1/plan"
+            let plan = PipelineRunner.loadPlan(config, options, fetching: false, backend: try options.location.get().backend)
+            // The people pipeline stages when asked: the staged path is among those run.
+            if yaml == bulkYAML && asking == .bulk { #expect(plan.mode == .staged, "\(plan)") }
+            let harness = try Self.harness(backend, yaml: yaml, asking: asking)
+            let summary = try harness.run(pages, 3)
+            if case .refused(let reasons) = plan.mode {
+                #expect(summary.status == .failed && (summary.error ?? "").contains(reasons[0]), "\(plan): \(summary.error ?? "")")
+                // Refused before the store opened: no table made, or none holding a row.
+                #expect((try? harness.dump())?.values.allSatisfy(\.isEmpty) ?? true, "a refused plan writes nothing")
+                continue
+            }
+            #expect(summary.status == .finished, "\(backend) \(plan): \(summary.error ?? "")")
+            let (reference, db) = try ingest(yaml, pages, batchRecords: 3)
+            #expect(summary.counters.inserted == reference.counters.inserted, "\(backend) \(plan)")
+            #expect(summary.counters.rejectedRecords == reference.counters.rejectedRecords, "\(backend) \(plan)")
+            let expected = try harness.render(db)
+            let got = try harness.dump()
+            for table in expected.keys.sorted() { #expect(got[table] == expected[table], "\(backend) \(plan): table \(table)") }
+        }
     }
 
     /// Running the same pages again changes no row and inserts nothing.
