@@ -100,6 +100,38 @@ struct OwnedTests {
         }
     }
 
+    /// Shopify's product options are owned and have a `position` of their own (1-based, sent by
+    /// the API): the entity keeps it, and the owned order goes into `_position` (it was refused:
+    /// "attribute 'position' is declared twice"). A shorter set still drops the rows past its end.
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    func anOwnedEntityMayDeclareItsOwnPosition(backend: StoreConformanceTests.Backend) throws {
+        let yaml = """
+            version: 1
+            name: shop
+            records: products
+            root: product
+            entities:
+              product:
+                identity: id
+                attributes: {id: integer, title: string}
+                relationships:
+                  options: {to: option, many: true, owned: true}
+              option:
+                attributes: {name: string, position: integer}
+            """
+        let config = try PipelineConfig.parse(text: yaml, path: "shop.yml")
+        let option = try #require(config.model["option"])
+        #expect(option.identity == ["product_id", "_position"], "\(option.identity)")
+        let harness = try StoreConformanceTests.harness(backend, yaml: yaml)
+        let first =
+            #"{"products": [{"id": 7, "title": "shirt", "options": [{"name": "Size", "position": 1}, {"name": "Color", "position": 2}]}]}"#
+        #expect(try harness.run([first], 50).status == .finished)
+        #expect(try harness.dump()["option"]?.map { Array($0.prefix(4)) } == [["7", "0", "Size", "1"], ["7", "1", "Color", "2"]])
+        let second = #"{"products": [{"id": 7, "options": [{"name": "Colour", "position": 1}]}]}"#
+        #expect(try harness.run([second], 50).status == .finished)
+        #expect(try harness.dump()["option"]?.map { Array($0.prefix(4)) } == [["7", "0", "Colour", "1"]])
+    }
+
     @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
     func ownedRowsAreKeptPerOwnerAndReplacedAsASet(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)

@@ -43,7 +43,7 @@ struct RelationshipLoader {
             let slots = toMany.sourceColumns.compactMap { column in targetLayout.columns.firstIndex { $0.name == column } }
             guard slots.count == toMany.sourceColumns.count, slots.count == layout.identitySlots.count else { return [] }
             var query = RowQuery(targetLayout)
-            if toMany.isOwned { query.tiebreak = toMany.sourceColumns + ["position"] }
+            if toMany.isOwned { query.tiebreak = toMany.sourceColumns + [targetLayout.ownedPositionColumn] }
             var byOwner: [[ScalarValue]: [RowDecoder]] = [:]
             for row in try select(query, where: toMany.sourceColumns[0], among: firsts) {
                 byOwner[slots.map { row[$0] }, default: []].append(decoder(toMany.target, row))

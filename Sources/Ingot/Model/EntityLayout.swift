@@ -67,6 +67,10 @@ public struct EntityLayout: Sendable, Equatable {
     public var columns: [Column]
     /// The slots of the identity attributes, in identity order. Empty: no identity.
     public var identitySlots: [Int]
+    /// For an owned entity (its rows keyed by their owner and position): the column holding the
+    /// position, the last of its identity — `position`, or `_position` when the entity declares a
+    /// `position` attribute of its own (``EntityModel/completed()``).
+    package var ownedPositionColumn: String { identitySlots.last.map { columns[$0].name } ?? "position" }
     /// Its to-one relationships (foreign key columns).
     public var toOne: [ToOne]
     /// Its to-many relationships (join tables).

@@ -44,7 +44,8 @@ public struct EntityModel: Sendable, Equatable {
 
     /// The model with what owned and child entities take from others completed:
     /// - an entity a relationship owns (``Relationship/owned``) takes its owner's identity (as
-    ///   the owner's join columns name it) and `position` as its first attributes and identity —
+    ///   the owner's join columns name it) and `position` (`_position` when it declares a
+    ///   `position` of its own) as its first attributes and identity —
     ///   an owned entity's owned entities in turn, from the owner's completed identity;
     /// - a child entity (``Entity/parent``) takes its parent's identity attributes (its own
     ///   table's key, joined to the parent's row); what else the parent declares stays in the
@@ -61,8 +62,12 @@ public struct EntityModel: Sendable, Equatable {
                     else { continue }
                     let columns = entity.joinColumns()
                     let keys = zip(columns, entity.identityAttributes).map { Attribute(name: $0, type: $1.type) }
-                    expanded.entities[k].attributes = keys + [Attribute(name: "position", type: .integer)] + expanded.entities[k].attributes
-                    expanded.entities[k].identity = columns + ["position"]
+                    // The position's column, named so that it meets none the entity declares
+                    // (Shopify's product options have a `position` of their own).
+                    var position = "position"
+                    while expanded.entities[k].attribute(named: position) != nil { position = "_" + position }
+                    expanded.entities[k].attributes = keys + [Attribute(name: position, type: .integer)] + expanded.entities[k].attributes
+                    expanded.entities[k].identity = columns + [position]
                     expanded.entities[k].owner = entity.name
                     changed = true
                 }

@@ -147,11 +147,12 @@ extension PGStore {
         try connection.copy("COPY \(stage) FROM STDIN", data: owners)
         let table = PGStore.quote(toMany.joinTable)
         let match = toMany.sourceColumns.map { "\(table).\(PGStore.quote($0)) = o.\(PGStore.quote($0))" }.joined(separator: " AND ")
-        let condition = "EXISTS (SELECT 1 FROM \(stage) AS o WHERE \(match) AND \(table).\"position\" >= o._count)"
+        let position = "\(table).\(PGStore.quote(layouts[toMany.target].ownedPositionColumn))"
+        let condition = "EXISTS (SELECT 1 FROM \(stage) AS o WHERE \(match) AND \(position) >= o._count)"
         let deletes = OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote)
         for sql in deletes.dropLast() { try connection.execute(sql) }
         let changed = try connection.execute(
-            "DELETE FROM \(table) USING \(stage) AS o WHERE \(match) AND \(table).\"position\" >= o._count RETURNING o._row")
+            "DELETE FROM \(table) USING \(stage) AS o WHERE \(match) AND \(position) >= o._count RETURNING o._row")
         try connection.execute("TRUNCATE \(stage)")
         return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
     }

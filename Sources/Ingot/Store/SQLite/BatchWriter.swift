@@ -200,7 +200,7 @@ struct BatchWriter {
             let count = toMany.sourceColumns.count
             let condition =
                 toMany.sourceColumns.enumerated().map { "\(SQLiteStore.quote($1)) = ?\($0 + 1)" }.joined(separator: " AND ")
-                + " AND \"position\" >= ?\(count + 1)"
+                + " AND \(SQLiteStore.quote(store.layouts[toMany.target].ownedPositionColumn)) >= ?\(count + 1)"
             deletes[k] = OwnedRows.deletes(of: toMany.target, where: condition, layouts: store.layouts, quote: SQLiteStore.quote)
         }
         return deletes
