@@ -75,7 +75,25 @@ struct MergeRulesTests {
             ])
         #expect(
             try rows(db, "SELECT active, born, seen, meta, legacy FROM person")
-                == [["1", "1990-02-03", "2026-01-14T09:09:02.500000Z", #"{"a": [1, 2]}"#, "1699"]])
+                == [["1", "1990-02-03", "2026-01-14T09:09:02.500000Z", #"{"a":[1,2]}"#, "1699"]])
+    }
+
+    /// A `json` attribute is stored in compact form: keys, values and order as sent, without the
+    /// whitespace a server indents with (GitHub's and Shopify's pretty-printed pages), so that
+    /// the same JSON sent twice, indented or not, is the same text — and unchanged on a rerun.
+    /// Whitespace inside strings, escapes and number forms are kept as sent.
+    @Test func jsonIsStoredInCompactForm() throws {
+        let indented = """
+            {"id": 1, "meta": {
+                "b" : [ 1, 2.50 , {"c": "x y\\" z"} ],
+                "a":\ttrue
+            }}
+            """
+        let (_, db) = try ingest(peopleYAML, [page(indented), page(#"{"id": 2, "meta": {"b":[1,2.50,{"c":"x y\" z"}],"a":true}}"#)])
+        #expect(
+            try rows(db, "SELECT meta FROM person ORDER BY id") == [
+                [#"{"b":[1,2.50,{"c":"x y\" z"}],"a":true}"#], [#"{"b":[1,2.50,{"c":"x y\" z"}],"a":true}"#],
+            ])
     }
 
     /// Text is kept byte for byte whatever its form: plain, escaped, non-ASCII, empty; a text

@@ -121,6 +121,36 @@ struct Cursor {
         String(decoding: UnsafeBufferPointer(rebasing: bytes[rawRange(index)]), as: UTF8.self)
     }
 
+    /// The JSON text of the value at `index` in compact form: its keys, values and their order as
+    /// sent, without the whitespace between tokens (a `json` attribute's stored text, so that
+    /// equal JSON is equal text whatever the server's indentation).
+    func compactJSON(_ index: Int) -> String {
+        let range = rawRange(index)
+        let text = UnsafeBufferPointer(rebasing: bytes[range])
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+        guard text.contains(where: isSpace) else { return String(decoding: text, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count)
+        var inString = false
+        var escaped = false
+        for byte in text {
+            if inString {
+                out.append(byte)
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if !isSpace(byte) {
+                out.append(byte)
+                if byte == UInt8(ascii: "\"") { inString = true }
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// Where the JSON text of the value at `index` lies in the page (quotes included).
     private func rawRange(_ index: Int) -> Range<Int> {
         let node = nodes[index]

@@ -21,7 +21,7 @@ extension RecordMapper {
         case .bool: converted = RecordMapper.bool(node, coerce: coerce, c)
         case .date(let format): converted = try date(index, format: format, coerce: coerce, c)
         case .json:
-            let raw = c.raw(index)
+            let raw = c.compactJSON(index)
             if let failure = RecordMapper.unstorable(raw.utf8) { throw failure }
             converted = .text(raw)
         }
