@@ -65,10 +65,7 @@ struct Validate: ParsableCommand {
 
     func run() throws {
         let config = try loadPipeline(pipeline)
-        let shape =
-            config.hasSeveralResources
-            ? "resources \(config.resources.map(\.name).joined(separator: ", "))" : "root \(config.root)"
-        print("\(pipeline): ok (pipeline \(config.name), \(config.model.entities.count) entities, \(shape))")
+        print("\(pipeline): ok (pipeline \(config.name), \(config.model.entities.count) entities, \(config.shownRoot))")
     }
 }
 
@@ -226,7 +223,7 @@ struct Run: ParsableCommand {
         options.join = join
         let maxPageBytes = stages.maxPageBytes ?? config.maxPageBytes ?? RunOptions.defaultMaxPageBytes
         print(
-            "pipeline \(config.name) (\(pipeline ?? "")): root \(config.root), write \(config.write.rawValue), \(config.model.entities.count) entities"
+            "pipeline \(config.name) (\(pipeline ?? "")): \(config.shownRoot), write \(config.write.rawValue), \(config.model.entities.count) entities"
         )
         func files(_ dir: String, _ glob: String) {
             let count = (try? DirectoryPageSource(directory: dir, glob: glob).files.count).map(String.init) ?? "unreadable"
@@ -234,7 +231,7 @@ struct Run: ParsableCommand {
         }
         if config.hasSeveralResources {
             for resource in config.resources {
-                let role = resource.root.map { "root \($0)" } ?? "read only, drives a for_each"
+                let role = resource.rootChoice?.description ?? resource.root.map { "root \($0)" } ?? "read only, drives a for_each"
                 if let forEach = resource.forEach {
                     print(
                         "resource \(resource.name) (\(role)): for_each record of \(forEach.resource), \(forEach.isURL ? "url" : "path") \(forEach.template), \(forEach.http.paginate)"

@@ -51,6 +51,21 @@ struct ParentEntityTests {
         """#
     ]
 
+    /// `validate` and `--dry-run` say what the records are: the entities a `root: {by: …}`
+    /// chooses among, not the first of them (they said `root starship`); a resources pipeline,
+    /// its resources.
+    @Test func validateAndTheDryRunNameWhatTheRecordsAre() throws {
+        let file = temporaryDirectory().appendingPathComponent("transport.yml")
+        try Self.yaml.write(to: file, atomically: true, encoding: .utf8)
+        let shown = "root by kind (starship: starship, vehicle: vehicle; others rejected)"
+        let validated = try runIngot(["validate", file.path])
+        #expect(validated.stdout.contains("entities, \(shown))"), "\(validated.stdout)")
+        let dry = try runIngot(["run", file.path, "--pages", temporaryDirectory().path, "--dry-run"])
+        #expect(dry.stdout.contains("(\(file.path)): \(shown), write merge"), "\(dry.stdout)")
+        let swapi = try runIngot(["validate", packageRoot.appendingPathComponent("pipelines/swapi.yml").path])
+        #expect(swapi.stdout.contains("resources films, people, planets, species, starships, vehicles)"), "\(swapi.stdout)")
+    }
+
     @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
     func aChildRecordFillsItsParentsRowAndItsOwn(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)

@@ -17,6 +17,15 @@ struct RunnerLifecycleTests {
             config: try PipelineConfig.parse(text: Self.yaml, path: "life.yml"), options: options, logger: LogCapture().logger)
     }
 
+    /// Every run id has the same shape: the start time and eight hex digits, leading zeros kept
+    /// (a suffix below 0x10000000 made seven).
+    @Test func runIDsHaveOneLength() {
+        let date = Date(timeIntervalSince1970: 1_795_000_000)
+        #expect(PipelineRunner.makeRunID(date, suffix: 0x0abc) == "20261118T110640Z-00000abc")
+        #expect(PipelineRunner.makeRunID(date, suffix: 0xffff_ffff) == "20261118T110640Z-ffffffff")
+        #expect(PipelineRunner.makeRunID(date).count == 25)
+    }
+
     @Test func aSecondRunAfterTheFirstWorks() throws {
         let db = temporaryDirectory().appendingPathComponent("l.db").path
         let runner = try runner(db)

@@ -63,6 +63,14 @@ public struct PipelineConfig: Sendable {
     /// Whether the pipeline reads several resources (or drives one by another's records).
     package var hasSeveralResources: Bool { resources.count > 1 || resources.first?.forEach != nil }
 
+    /// What its records are, as `validate` and `--dry-run` say it: its resources when it has
+    /// several (each says its own root), the entities of a `root: {by: …}`, else its root.
+    package var shownRoot: String {
+        if hasSeveralResources { return "resources \(resources.map(\.name).joined(separator: ", "))" }
+        if let choice = resources.first?.rootChoice { return choice.description }
+        return "root \(root)"
+    }
+
     /// The pipeline with only the resources named (`--resource NAME`, repeated), in file order,
     /// and the ones their for_each read, which are then read only (their records drive the
     /// requests, nothing of them is stored). A name the pipeline does not have is refused.
@@ -213,6 +221,11 @@ package struct RootChoice: Sendable, Equatable {
     /// `other: skip`: a record of another kind is skipped (counted); `reject` (the default)
     /// rejects it.
     package var skipsOthers = false
+
+    /// `root by kind (t1: comment, t3: link; others rejected)`.
+    package var description: String {
+        "root by \(path) (\(entities.map { "\($0.value): \($0.entity)" }.joined(separator: ", ")); others \(skipsOthers ? "skipped" : "rejected"))"
+    }
 
     package static func == (a: RootChoice, b: RootChoice) -> Bool {
         a.path == b.path && a.skipsOthers == b.skipsOthers && a.entities.map(\.value) == b.entities.map(\.value)

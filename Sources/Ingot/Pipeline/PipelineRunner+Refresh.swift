@@ -63,12 +63,13 @@ extension PipelineRunner {
     /// HTTP, a store that keeps none, a pipeline ``refreshObstacle(_:)`` names).
     func prepareRefresh(source: any PageSource, store: any IngestStore, logger: Logger) -> Refresh? {
         guard let keeper = store as? any PrintKeeping else { return nil }
-        guard source is any ListingPageSource || source is HTTPPageSource else {
-            logger.debug("refresh.off", metadata: [LogKey.reason: "the source is neither a directory nor HTTP"])
-            return nil
-        }
+        // What the pipeline itself rules out first (the dry run names the same reason).
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             logger.debug("refresh.off", metadata: [LogKey.reason: "\(obstacle)"])
+            return nil
+        }
+        guard source is any ListingPageSource || source is HTTPPageSource else {
+            logger.debug("refresh.off", metadata: [LogKey.reason: "the source is neither a directory nor HTTP"])
             return nil
         }
         let fingerprint = PipelineRunner.printFingerprint(config)

@@ -359,12 +359,15 @@ public final class PipelineRunner: Sendable {
         logger.log(level: s.status == .failed ? .error : .info, "run.summary", metadata: metadata)
     }
 
-    static func makeRunID(_ date: Date) -> String {
+    /// `20261123T004001Z-5e6fccb9`: the start time and eight hex digits (leading zeros kept, so
+    /// that every run id has the same length).
+    static func makeRunID(_ date: Date, suffix: UInt32 = UInt32.random(in: 0...UInt32.max)) -> String {
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")
         f.timeZone = TimeZone(identifier: "UTC")
         f.dateFormat = "yyyyMMdd'T'HHmmss'Z'"
-        return f.string(from: date) + "-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let hex = String(suffix, radix: 16)
+        return f.string(from: date) + "-" + String(repeating: "0", count: 8 - hex.count) + hex
     }
 }
 
