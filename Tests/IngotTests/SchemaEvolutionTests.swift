@@ -95,6 +95,50 @@ struct SchemaEvolutionTests {
             "\(refusedToo.error ?? "")")
     }
 
+    /// Every foreign key is indexed (docs/pipelines.md, "Schema"): a to-one column and the target
+    /// side of a join table, so that a join from the target is a lookup — SQLite's plan searches
+    /// the index; PostgreSQL has the same indexes.
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func everyForeignKeyIsIndexed(backend: StoreConformanceTests.Backend) throws {
+        let database =
+            backend == .sqlite ? temporaryDirectory().appendingPathComponent("i.db").path : try PostgresServer.freshDatabase()
+        #expect(try run(Self.v1, [#"{"results": [{"id": 1, "name": "Ada", "best": 7, "dogs": [7]}]}"#], database).status == .finished)
+        if backend == .sqlite {
+            let indexes = try rows(
+                database,
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_ingot%' ORDER BY name"
+            )
+            #expect(indexes == [["dog_identity"], ["person_best_id"], ["person_dogs_dog_id"], ["person_identity"]], "\(indexes)")
+            let plan = try rows(database, "EXPLAIN QUERY PLAN SELECT person_id FROM person_dogs WHERE dog_id = 7").map { $0.last ?? "" }
+            #expect(
+                plan.contains { $0.contains("USING INDEX person_dogs_dog_id") || $0.contains("USING COVERING INDEX person_dogs_dog_id") },
+                "\(plan)")
+        } else {
+            let indexes = try PGConnection(url: database).execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '_ingot%' ORDER BY indexname"
+            )
+            #expect(
+                indexes.map { $0[0] ?? "" } == ["dog_identity", "person_best_id", "person_dogs_dog_id", "person_identity"], "\(indexes)")
+            // A staged load builds them after its copy, in its transaction: there at the end too.
+            let staged = try PostgresServer.freshDatabase()
+            var options = RunOptions()
+            options.databasePath = staged
+            options.progressInterval = 0
+            options.loading = .staged
+            let summary = PipelineRunner(
+                config: try PipelineConfig.parse(text: Self.v1, path: "e.yml"), options: options, logger: LogCapture().logger
+            )
+            .run(source: MemoryPageSource([#"{"results": [{"id": 1, "name": "Ada", "best": 7, "dogs": [7]}]}"#]))
+            #expect(
+                summary.status == .finished && summary.loaded?.hasPrefix("staged") == true, "\(summary.loaded ?? "") \(summary.error ?? "")"
+            )
+            let built = try PGConnection(url: staged).execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname IN ('person_best_id', 'person_dogs_dog_id') ORDER BY 1"
+            )
+            #expect(built.map { $0[0] ?? "" } == ["person_best_id", "person_dogs_dog_id"])
+        }
+    }
+
     @Test func schemaPrintsTheMigrationOfAnExistingDatabase() throws {
         let dir = temporaryDirectory()
         let db = dir.appendingPathComponent("s.db").path

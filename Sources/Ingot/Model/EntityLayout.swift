@@ -152,3 +152,28 @@ extension Array {
         indices.contains(index) ? self[index] : nil
     }
 }
+
+extension EntityLayout {
+    /// The indexes that make every foreign key of this entity a lookup, in every backend: its to-one columns (unless a
+    /// to-one's inverse indexes them already), and the target side of each join table it owns
+    /// (whose primary key leads with the owner's side; an inverse indexes it from the other side).
+    package func foreignKeyIndexes(of layouts: [EntityLayout]) -> [(name: String, table: String, columns: [String])] {
+        let layout = self
+        var indexes: [(name: String, table: String, columns: [String])] = []
+        for toOne in layout.toOne where !layouts[toOne.target].identitySlots.isEmpty {
+            let columns = toOne.slots.map { layout.columns[$0].name }
+            guard !columns.isEmpty, columns != Array(layout.identitySlots.prefix(columns.count).map { layout.columns[$0].name }) else {
+                continue
+            }
+            indexes.append((layout.table + "_" + columns.joined(separator: "_"), layout.table, columns))
+        }
+        for toMany in layout.toMany where toMany.hasJoinTable && !toMany.isInverse {
+            let inverse =
+                layouts.indices.contains(toMany.target)
+                && layouts[toMany.target].toMany.contains { $0.isInverse && $0.joinTable == toMany.joinTable }
+            guard !inverse, !toMany.targetColumns.isEmpty else { continue }
+            indexes.append((toMany.joinTable + "_" + toMany.targetColumns.joined(separator: "_"), toMany.joinTable, toMany.targetColumns))
+        }
+        return indexes
+    }
+}

@@ -133,6 +133,12 @@ extension PGStore {
             statements.append(
                 "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
         }
+        // Every foreign key indexed (its to-one columns, a join table's target side), as in SQLite.
+        for index in layout.foreignKeyIndexes(of: layouts) where !statements.contains(where: { $0.contains(quote(index.name)) }) {
+            statements.append(
+                "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table)) (\(index.columns.map(quote).joined(separator: ", ")))"
+            )
+        }
         return statements
     }
 

@@ -323,8 +323,16 @@ extension PGStore {
         guard case .staging(let staging) = load else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
         if let joined { return try mergeStretch(staging, joined, fills: fills, refused: refused) }
         try begin()
+        // The foreign keys' indexes are built after the copy, in its transaction (the tables
+        // were empty: a staged load copies only into empty tables): one sorted build instead of
+        // an index entry per row copied (people-200k: 5.12 s with them kept against 4.19 s).
+        let indexes = layouts.flatMap { $0.foreignKeyIndexes(of: layouts) }
+        func dropIndexes() throws {
+            for index in indexes { try connection.execute("DROP INDEX IF EXISTS \(PGStore.quote(index.name))") }
+        }
         var counts: [EntityCounts]
         do {
+            try dropIndexes()
             counts = try copyStaged(staging, fills: fills, careful: false, refused: refused)
         } catch {
             // A value PostgreSQL refuses (a trigger, a constraint, a text identity too long for
@@ -336,7 +344,13 @@ extension PGStore {
             try staging.store.rollback()
             try rollbackTransaction()
             try begin()
+            try dropIndexes()
             counts = try copyStaged(staging, fills: fills, careful: true, refused: refused)
+        }
+        for index in indexes {
+            try connection.execute(
+                "CREATE INDEX \(PGStore.quote(index.name)) ON \(PGStore.quote(index.table)) (\(index.columns.map(PGStore.quote).joined(separator: ", ")))"
+            )
         }
         // The folds read in a transaction of the staging file's; it wrote nothing.
         try staging.store.rollback()

@@ -126,7 +126,7 @@ extension SQLiteStore {
     }
 
     /// A table or an index the schema creates, by name.
-    private enum SchemaObject {
+    private enum SchemaObject: Equatable {
         case table(String)
         case index(String)
         case trigger(String)
@@ -205,6 +205,15 @@ extension SQLiteStore {
         }
         for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
             definitions.append(joinTable(toMany, of: layout, model: model))
+        }
+        // Every foreign key is indexed (its to-one columns, a join table's target side), so that a
+        // join from either side is a lookup, not a scan (docs/pipelines.md, "Tables").
+        for index in layout.foreignKeyIndexes(of: layouts) where !definitions.contains(where: { $0.0 == .index(index.name) }) {
+            definitions.append(
+                (
+                    .index(index.name),
+                    "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table))(\(index.columns.map(quote).joined(separator: ", ")))"
+                ))
         }
         // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is refused.
         for rule in OneKindRule.of(model) where rule.table == layout.table {
