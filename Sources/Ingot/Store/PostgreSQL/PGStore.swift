@@ -65,6 +65,8 @@ final class PGStore: IngestStore, @unchecked Sendable {
     /// of its batches, written with it.
     var stretch = JoinedStretch()
     var stretchRejections: [RecordRejection] = []
+    /// The foreign keys' indexes a staged copy dropped, built again once it committed.
+    var droppedIndexes: [(name: String, table: String, columns: [String])] = []
     /// What this store may do about staged loads, set when it opens.
     var stagingRules = PGStagingRules()
     /// The run this store writes, once begun or reopened.
@@ -436,6 +438,7 @@ final class PGStore: IngestStore, @unchecked Sendable {
         if case .copied(let copied) = load {
             copied.published = true
             load = .published(copied)
+            try buildForeignKeyIndexes()
         }
         return written
     }

@@ -168,6 +168,11 @@ extension SQLiteStore {
         )
     }
 
+    /// `CREATE INDEX IF NOT EXISTS name ON table(columns)`.
+    private static func index(_ name: String, on table: String, _ columns: [String]) -> (object: SchemaObject, sql: String) {
+        (.index(name), "CREATE INDEX IF NOT EXISTS \(quote(name)) ON \(quote(table))(\(columns.map(quote).joined(separator: ", ")))")
+    }
+
     private static func definitions(
         _ layout: EntityLayout, of layouts: [EntityLayout], model: EntityModel
     ) -> [(object: SchemaObject, sql: String)] {
@@ -195,12 +200,8 @@ extension SQLiteStore {
         // The key columns of this table a to-one's inverse reads (`planet.residents` ↔ `homeworld_id`), indexed.
         for other in layouts {
             for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
-                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
                 definitions.append(
-                    (
-                        .index(index),
-                        "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable))(\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
-                    ))
+                    index(toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_"), on: toMany.joinTable, toMany.sourceColumns))
             }
         }
         for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
@@ -208,12 +209,8 @@ extension SQLiteStore {
         }
         // Every foreign key is indexed (its to-one columns, a join table's target side), so that a
         // join from either side is a lookup, not a scan (docs/pipelines.md, "Tables").
-        for index in layout.foreignKeyIndexes(of: layouts) where !definitions.contains(where: { $0.0 == .index(index.name) }) {
-            definitions.append(
-                (
-                    .index(index.name),
-                    "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table))(\(index.columns.map(quote).joined(separator: ", ")))"
-                ))
+        for key in layout.foreignKeyIndexes(of: layouts) where !definitions.contains(where: { $0.0 == .index(key.name) }) {
+            definitions.append(index(key.name, on: key.table, key.columns))
         }
         // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is refused.
         for rule in OneKindRule.of(model) where rule.table == layout.table {
