@@ -66,6 +66,29 @@ struct ParentEntityTests {
         #expect(swapi.stdout.contains("resources films, people, planets, species, starships, vehicles)"), "\(swapi.stdout)")
     }
 
+    /// A child entity's table declares its foreign key to its parent's (`starship.id` →
+    /// `transport.id`), so that `.schema`, Datasette and ORMs see the inheritance; the rows a run
+    /// writes keep it true. `ingot schema --foreign-keys` prints it for PostgreSQL too.
+    @Test func aChildsTableDeclaresItsParent() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "transport.yml")
+        let keys = ForeignKey.of(config.model).filter { $0.target == "transport" && $0.columns == ["id"] }
+        #expect(Set(keys.map(\.table)) == ["starship", "vehicle"], "\(keys)")
+        #expect(
+            ForeignKey.postgresStatements(of: config.model).contains {
+                $0.hasPrefix("ALTER TABLE \"starship\"") && $0.contains("REFERENCES \"transport\" (\"id\")")
+            })
+        let db = temporaryDirectory().appendingPathComponent("fk.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        #expect(
+            PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: MemoryPageSource(Self.pages)).status
+                == .finished)
+        let sql = try rows(db, "SELECT sql FROM sqlite_master WHERE name = 'starship'").first?.first ?? ""
+        #expect(sql.contains(#"FOREIGN KEY ("id") REFERENCES "transport" ("id")"#), "\(sql)")
+        #expect(try rows(db, "PRAGMA foreign_key_check").isEmpty)
+    }
+
     @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
     func aChildRecordFillsItsParentsRowAndItsOwn(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)

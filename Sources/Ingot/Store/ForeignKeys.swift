@@ -1,5 +1,6 @@
 /// The relations a model's tables hold, as foreign keys: each to-one's columns, an owned row's
-/// owner, and both sides of each join table, each to its target's identity. SQLite declares
+/// owner, a child entity's row to its parent's, and both sides of each join table, each to its
+/// target's identity. SQLite declares
 /// them in its tables (not enforced on Ingot's connection); PostgreSQL declares none by default
 /// — there a constraint is checked at every link written (people-200k's first load 45 % slower,
 /// docs/performance-notes.md) — and `ingot schema --foreign-keys` prints them for users who want them
@@ -25,6 +26,10 @@ package struct ForeignKey: Sendable, Equatable {
             }
             if let name = model.entities[layout.entity].owner, let owner = model.index(of: name) {
                 keys.append(key(layout.table, Array(identity.dropLast()), to: owner))
+            }
+            // A child entity's row extends its parent's (the same identity, in the parent's table).
+            if let name = model.entities[layout.entity].parent, let parent = model.index(of: name), parent != layout.entity {
+                keys.append(key(layout.table, identity, to: parent))
             }
             for toMany in layout.toMany where toMany.hasJoinTable && !toMany.isInverse {
                 keys.append(key(toMany.joinTable, toMany.sourceColumns, to: layout.entity))

@@ -184,9 +184,12 @@ extension SQLiteStore {
         for toOne in layout.toOne where !model.entities[toOne.target].identity.isEmpty {
             columns.append(foreignKey(toOne.slots.map { layout.columns[$0].name }, to: toOne.target, model: model))
         }
-        // An owned row's owner (its leading identity columns).
+        // An owned row's owner (its leading identity columns); a child entity's parent.
         if let name = model.entities[layout.entity].owner, let owner = model.index(of: name) {
             columns.append(foreignKey(Array(identity.dropLast()), to: owner, model: model))
+        }
+        if let name = model.entities[layout.entity].parent, let parent = model.index(of: name), parent != layout.entity {
+            columns.append(foreignKey(identity, to: parent, model: model))
         }
         definitions.append((.table(layout.table), "CREATE TABLE IF NOT EXISTS \(quote(layout.table)) (\(columns.joined(separator: ", ")))"))
         if !identity.isEmpty {
