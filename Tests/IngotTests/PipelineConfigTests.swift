@@ -55,6 +55,33 @@ struct PipelineConfigTests {
         base.replacingOccurrences(of: "root: a\n", with: "root: a\nsource:\n  http:\n    url: https://api.example.org/x\n" + fields)
     }
 
+    /// A newcomer's slips get a "did you mean": a misspelt key, a type or date format another
+    /// tool would write (`int`, `iso`), `next:` for `next_url`; every attribute problem of the
+    /// model in one pass. A word near nothing expected gets no guess.
+    @Test func nearMissesSayWhatWasMeant() {
+        let model = modelProblems(
+            "  a:\n    identity: id\n    atributes: {id: integer}\n")
+        #expect(model.contains("unknown key 'atributes' (did you mean 'attributes'?)"), "\(model)")
+        let types = modelProblems(
+            "  a:\n    identity: id\n    attributes: {id: int, name: strng, seen: {type: date, format: iso}, x: {type: zzz}}\n")
+        #expect(types.contains("unknown attribute type 'int' (did you mean 'integer'?)"), "\(types)")
+        #expect(types.contains("unknown attribute type 'strng' (did you mean 'string'?)"), "\(types)")
+        #expect(types.contains("date format 'iso' (did you mean 'iso8601'?)"), "\(types)")
+        #expect(types.contains("unknown attribute type 'zzz'; expected"), "no guess for a word near nothing: \(types)")
+        let paging =
+            configProblems(
+                """
+                version: 1
+                name: n
+                source: {http: {url: "https://api.example.com/items", paginate: {next: next}}}
+                root: a
+                entities: {a: {identity: id, attributes: {id: integer}}}
+                """) ?? ""
+        #expect(paging.contains("unknown key 'next' (did you mean 'next_url'?)"), "\(paging)")
+        #expect(NearMiss.distance("identitiy", "identity") == 1 && NearMiss.distance("atributes", "attributes") == 1)
+        #expect(NearMiss.suggestion(for: "name", among: ["table", "identity"]) == nil)
+    }
+
     @Test func numbersThatWouldOverflowAreRefusedWithTheirPlace() {
         #expect(
             error(http("    paginate: {page: {param: p, start: 9223372036854775807}}\n"))
@@ -204,7 +231,8 @@ struct PipelineConfigTests {
     @Test func wrongType() {
         #expect(
             error(base.replacingOccurrences(of: "{id: integer}", with: "{id: int}"))
-                == "p.yml:7:22: unknown attribute type 'int'; expected integer, double, string, bool, date or json")
+                == "p.yml:7:22: unknown attribute type 'int' (did you mean 'integer'?); expected integer, double, string, bool, date or json"
+        )
         #expect(error(base.replacingOccurrences(of: "version: 1", with: "version: one")) == "p.yml:1:10: expected an integer")
     }
 

@@ -159,13 +159,18 @@ extension PipelineYAMLReader {
             case "unix_ms": type = .date(.unixMilliseconds)
             default:
                 if let problem = DatePattern.problem(in: formatName) {
-                    throw error(format, "date format '\(formatName)': \(problem)")
+                    let hint = NearMiss.hint(for: formatName, among: ["iso8601", "unix", "unix_ms"])
+                    throw error(format, "date format '\(formatName)'\(hint): \(problem)")
                 }
                 type = .date(.pattern(formatName, timeZone: zone))
             }
             return type
         default:
-            throw error(node, "unknown attribute type '\(name)'; expected integer, double, string, bool, date or json")
+            let types = ["integer", "double", "string", "bool", "date", "json"]
+            throw error(
+                node,
+                "unknown attribute type '\(name)'\(NearMiss.hint(for: name, among: types)); expected integer, double, string, bool, date or json"
+            )
         }
         if let format { throw error(format, "format applies only to date attributes") }
         if let timeZone { throw error(timeZone, "timezone applies only to date attributes") }

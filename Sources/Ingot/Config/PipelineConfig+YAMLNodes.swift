@@ -53,7 +53,9 @@ extension PipelineYAMLReader {
         for (keyNode, value) in mapping {
             let key = try string(keyNode)
             guard allowed.contains(key) else {
-                throw error(keyNode, "unknown key '\(key)'; expected one of \(allowed.joined(separator: ", "))")
+                throw error(
+                    keyNode,
+                    "unknown key '\(key)'\(NearMiss.hint(for: key, among: allowed)); expected one of \(allowed.joined(separator: ", "))")
             }
             guard result[key] == nil else { throw error(keyNode, "key '\(key)' appears twice") }
             result[key] = value
