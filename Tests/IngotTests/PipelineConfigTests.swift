@@ -82,6 +82,25 @@ struct PipelineConfigTests {
         #expect(NearMiss.suggestion(for: "name", among: ["table", "identity"]) == nil)
     }
 
+    /// A tab in a line's indentation is named as a tab (the parser said "found character that
+    /// cannot start any token"); an entity's key dedented to the entities' level is named as
+    /// that, not as the entity above it missing the key.
+    @Test func tabsAndDedentedKeysAreNamed() {
+        let tab =
+            configProblems(
+                "version: 1\nname: t\nrecords: results\nroot: a\nentities:\n  a:\n\tidentity: id\n    attributes: {id: integer}\n") ?? ""
+        #expect(tab.hasPrefix("test.yml:7:1: a tab indents this line: YAML indents with spaces only"), "\(tab)")
+        let dedented =
+            configProblems(
+                "version: 1\nname: t\nrecords: results\nroot: a\nentities:\n  a:\n    identity: id\n  attributes: {id: integer}\n") ?? ""
+        #expect(dedented == "test.yml:8:3: 'attributes' is indented as an entity of its own: indent it under entity 'a'", "\(dedented)")
+        // An entity that happens to be named like a key is an entity when it has attributes.
+        #expect(
+            configProblems(
+                "version: 1\nname: t\nrecords: results\nroot: a\nentities:\n  a: {identity: id, attributes: {id: integer}}\n  table: {attributes: {n: integer}}\n"
+            ) == nil)
+    }
+
     @Test func numbersThatWouldOverflowAreRefusedWithTheirPlace() {
         #expect(
             error(http("    paginate: {page: {param: p, start: 9223372036854775807}}\n"))

@@ -150,7 +150,7 @@ struct PipelineYAMLReader {
         } catch let e as ConfigError {
             throw e
         } catch let e as YamlError {
-            throw yamlError(e)
+            throw yamlError(e, text: text)
         } catch {
             throw ConfigError(file: file, line: 1, column: 1, message: "cannot parse YAML: \(error)")
         }

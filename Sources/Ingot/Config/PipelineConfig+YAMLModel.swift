@@ -6,6 +6,13 @@ extension PipelineYAMLReader {
     mutating func readModel(_ node: Node) throws(ConfigError) -> EntityModel {
         guard case .mapping(let mapping) = node else { throw error(node, "entities must be a mapping of entity names") }
         if mapping.count == 0 { throw error(node, "entities must declare at least one entity") }
+        // A key of an entity dedented to the entities' level reads as an entity of its own (and
+        // the entity above it then misses that key): named as what it is.
+        let names = mapping.map { $0.key.string ?? "" }
+        for (k, (keyNode, value)) in mapping.enumerated() where k > 0 && PipelineYAMLReader.entityKeys.contains(names[k]) {
+            guard !(value.mapping?.keys.contains { $0.string == "attributes" } ?? false) else { continue }
+            throw error(keyNode, "'\(names[k])' is indented as an entity of its own: indent it under entity '\(names[k - 1])'")
+        }
         var entities: [Entity] = []
         var seen: Set<String> = []
         for (keyNode, value) in mapping {
@@ -17,8 +24,11 @@ extension PipelineYAMLReader {
         return EntityModel(entities: entities).completed()
     }
 
+    /// The keys an entity takes.
+    static let entityKeys = ["table", "identity", "key_delimiter", "attributes", "relationships", "parent"]
+
     mutating func readEntity(_ name: String, _ node: Node) throws(ConfigError) -> Entity {
-        let fields = try mapping(node, allowed: ["table", "identity", "key_delimiter", "attributes", "relationships", "parent"])
+        let fields = try mapping(node, allowed: PipelineYAMLReader.entityKeys)
         let parent = try fields["parent"].map { (n: Node) throws(ConfigError) in try string(n) }
         if let p = fields["parent"] { marks[.parent(entity: name)] = p.mark }
         if parent != nil, let i = fields["identity"] {

@@ -184,9 +184,17 @@ extension PipelineYAMLReader {
         ConfigError(file: file, line: mark?.line ?? 1, column: mark?.column ?? 1, message: message)
     }
 
-    func yamlError(_ e: YamlError) -> ConfigError {
+    /// The parser's error, said as a newcomer needs it: a tab in a line's indentation (YAML
+    /// indents with spaces only) is named as a tab.
+    func yamlError(_ e: YamlError, text: String) -> ConfigError {
         switch e {
         case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            if lines.indices.contains(mark.line - 1), lines[mark.line - 1].prefix(while: { $0 == " " || $0 == "\t" }).contains("\t") {
+                return ConfigError(
+                    file: file, line: mark.line, column: mark.column,
+                    message: "a tab indents this line: YAML indents with spaces only (invalid YAML: \(problem))")
+            }
             return ConfigError(file: file, line: mark.line, column: mark.column, message: "invalid YAML: \(problem)")
         default:
             return ConfigError(file: file, line: 1, column: 1, message: "invalid YAML: \(e)")
