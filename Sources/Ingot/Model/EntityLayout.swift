@@ -158,16 +158,15 @@ extension EntityLayout {
     /// to-one's inverse indexes them already), and the target side of each join table it owns
     /// (whose primary key leads with the owner's side; an inverse indexes it from the other side).
     package func foreignKeyIndexes(of layouts: [EntityLayout]) -> [(name: String, table: String, columns: [String])] {
-        let layout = self
         var indexes: [(name: String, table: String, columns: [String])] = []
-        for toOne in layout.toOne where !layouts[toOne.target].identitySlots.isEmpty {
-            let columns = toOne.slots.map { layout.columns[$0].name }
-            guard !columns.isEmpty, columns != Array(layout.identitySlots.prefix(columns.count).map { layout.columns[$0].name }) else {
+        for toOne in self.toOne where !layouts[toOne.target].identitySlots.isEmpty {
+            let columns = toOne.slots.map { self.columns[$0].name }
+            guard !columns.isEmpty, columns != Array(identitySlots.prefix(columns.count).map { self.columns[$0].name }) else {
                 continue
             }
-            indexes.append((layout.table + "_" + columns.joined(separator: "_"), layout.table, columns))
+            indexes.append((table + "_" + columns.joined(separator: "_"), table, columns))
         }
-        for toMany in layout.toMany where toMany.hasJoinTable && !toMany.isInverse {
+        for toMany in self.toMany where toMany.hasJoinTable && !toMany.isInverse {
             let inverse =
                 layouts.indices.contains(toMany.target)
                 && layouts[toMany.target].toMany.contains { $0.isInverse && $0.joinTable == toMany.joinTable }

@@ -180,54 +180,58 @@ struct RowFolder: Sendable {
             target = copy
         }
         if unit > 0 { stamp(target, with: row, from: source, unit: unit) }
-        // An owned set replaces the earlier one whole: the rows an earlier record of the batch
-        // gave past the new set's end go (the store drops the stored ones).
-        if let identity = row.identity {
-            for owned in shape.ownedLinks {
-                guard let set = source.linkSets[row.linkStart + owned.k] else { continue }
-                dropOwned(of: identity, in: owned.target, from: set.count)
+        if let identity = row.identity { relate(row, identity, shape, from: source) }
+    }
+
+    /// What the sets `row` gives do to the batch's other rows: an owned set replaces the earlier
+    /// one whole (the rows an earlier record of the batch gave past the new set's end go; the
+    /// store drops the stored ones), and each side of an inverse pair or of a to-one and its
+    /// to-many inverse is made to agree with the other.
+    private mutating func relate(_ row: EntityRow, _ identity: IdentityKey, _ shape: Shape, from source: RowStorage) {
+        for owned in shape.ownedLinks {
+            guard let set = source.linkSets[row.linkStart + owned.k] else { continue }
+            dropOwned(of: identity, in: owned.target, from: set.count)
+        }
+        // A set given on one side of an inverse pair replaces this row's links on that side:
+        // the other side's sets folded before it say the same of each link it makes or drops,
+        // so that the store, writing both sides, ends as the records in order would.
+        for pair in shape.inverseLinks {
+            guard let set = source.linkSets[row.linkStart + pair.k] else { continue }
+            givenSides.insert([row.entity, pair.k])
+            if givenSides.contains([pair.entity, pair.inverse]) {
+                reconcile(identity, set, in: pair.entity, side: pair.inverse)
             }
-            // A set given on one side of an inverse pair replaces this row's links on that side:
-            // the other side's sets folded before it say the same of each link it makes or drops,
-            // so that the store, writing both sides, ends as the records in order would.
-            for pair in shape.inverseLinks {
-                guard let set = source.linkSets[row.linkStart + pair.k] else { continue }
-                givenSides.insert([row.entity, pair.k])
-                if givenSides.contains([pair.entity, pair.inverse]) {
-                    reconcile(identity, set, in: pair.entity, side: pair.inverse)
+        }
+        // A to-one and its to-many inverse, the same way: a `residents` set makes the folded
+        // `homeworld` keys agree, a `homeworld` key the folded `residents` sets.
+        for pair in shape.foreignKeyLinks {
+            guard let set = source.linkSets[row.linkStart + pair.k], case .single(let key) = identity else { continue }
+            givenSides.insert([row.entity, pair.k])
+            let members = Set(set)
+            for position in merged[pair.entity].rows.indices {
+                let other = merged[pair.entity].rows[position]
+                guard let otherKey = other.identity, other.mask.contains(pair.slot) else { continue }
+                let slot = other.valueStart + pair.slot
+                if members.contains(otherKey) {
+                    merged[pair.entity].storage.set(slot, key)
+                } else if merged[pair.entity].storage.value(slot) == key {
+                    merged[pair.entity].storage.set(slot, .null)
                 }
             }
-            // A to-one and its to-many inverse, the same way: a `residents` set makes the folded
-            // `homeworld` keys agree, a `homeworld` key the folded `residents` sets.
-            for pair in shape.foreignKeyLinks {
-                guard let set = source.linkSets[row.linkStart + pair.k], case .single(let key) = identity else { continue }
-                givenSides.insert([row.entity, pair.k])
-                let members = Set(set)
-                for position in merged[pair.entity].rows.indices {
-                    let other = merged[pair.entity].rows[position]
-                    guard let otherKey = other.identity, other.mask.contains(pair.slot) else { continue }
-                    let slot = other.valueStart + pair.slot
-                    if members.contains(otherKey) {
-                        merged[pair.entity].storage.set(slot, key)
-                    } else if merged[pair.entity].storage.value(slot) == key {
-                        merged[pair.entity].storage.set(slot, .null)
-                    }
-                }
-            }
-            for owner in shape.foreignKeyOwners where row.mask.contains(owner.slot) && givenSides.contains([owner.entity, owner.k]) {
-                let key = source.value(row.valueStart + owner.slot)
-                for position in merged[owner.entity].rows.indices {
-                    let other = merged[owner.entity].rows[position]
-                    guard case .single(let otherKey)? = other.identity,
-                        let theirs = merged[owner.entity].storage.linkSets[other.linkStart + owner.k]
-                    else { continue }
-                    let linked = key == otherKey
-                    let listed = theirs.contains(identity)
-                    if linked && !listed {
-                        merged[owner.entity].storage.linkSets[other.linkStart + owner.k] = theirs + [identity]
-                    } else if !linked && listed {
-                        merged[owner.entity].storage.linkSets[other.linkStart + owner.k] = theirs.filter { $0 != identity }
-                    }
+        }
+        for owner in shape.foreignKeyOwners where row.mask.contains(owner.slot) && givenSides.contains([owner.entity, owner.k]) {
+            let key = source.value(row.valueStart + owner.slot)
+            for position in merged[owner.entity].rows.indices {
+                let other = merged[owner.entity].rows[position]
+                guard case .single(let otherKey)? = other.identity,
+                    let theirs = merged[owner.entity].storage.linkSets[other.linkStart + owner.k]
+                else { continue }
+                let linked = key == otherKey
+                let listed = theirs.contains(identity)
+                if linked && !listed {
+                    merged[owner.entity].storage.linkSets[other.linkStart + owner.k] = theirs + [identity]
+                } else if !linked && listed {
+                    merged[owner.entity].storage.linkSets[other.linkStart + owner.k] = theirs.filter { $0 != identity }
                 }
             }
         }

@@ -110,15 +110,6 @@ extension PGStore {
             statements.append(
                 "ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(quote(column.name)) \(columnType(column.type))")
         }
-        // The key columns of this table a to-one's inverse reads, indexed.
-        for other in layouts {
-            for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
-                let index = toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_")
-                statements.append(
-                    "CREATE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(toMany.joinTable)) (\(toMany.sourceColumns.map(quote).joined(separator: ", ")))"
-                )
-            }
-        }
         for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
             if toMany.isInverse {
                 // The inverse's table (made with its owner, declared first), indexed for this side's reads.
@@ -133,8 +124,9 @@ extension PGStore {
             statements.append(
                 "CREATE TABLE IF NOT EXISTS \(quote(toMany.joinTable)) (\(defs.joined(separator: ", ")), PRIMARY KEY (\(key)))")
         }
-        // Every foreign key indexed (its to-one columns, a join table's target side), as in SQLite.
-        for index in layout.foreignKeyIndexes(of: layouts) where !statements.contains(where: { $0.contains(quote(index.name)) }) {
+        // Every foreign key indexed (its to-one columns, which a to-one's inverse reads, and a join
+        // table's target side), as in SQLite.
+        for index in layout.foreignKeyIndexes(of: layouts) {
             statements.append(
                 "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table)) (\(index.columns.map(quote).joined(separator: ", ")))"
             )

@@ -23,7 +23,7 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: `reader` is confined to the assembler queue, `stagingToInterrupt` is
 /// under its mutex, and everything else to the writer queue.
-final class PGStore: IngestStore, @unchecked Sendable {
+final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as said above
     let model: EntityModel
     let layouts: [EntityLayout]
     let connection: PGConnection
@@ -308,34 +308,7 @@ final class PGStore: IngestStore, @unchecked Sendable {
     ) throws -> Set<Int> {
         let table = PGStore.quote(layout.table)
         let all = layout.columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
-        var inserts: [UInt8] = []
-        var insertCount = 0
-        var updates: [UInt8] = []
-        for (position, row) in rows.enumerated() {
-            if row.stored == nil, let direct {
-                PGStore.appendCopyFields(direct.storage, direct.rows[position], columns: layout.columns.count, to: &inserts)
-                inserts.append(UInt8(ascii: "\n"))
-                insertCount += 1
-                continue
-            }
-            // `_present`: one digit per column, 1 where the records gave it.
-            func appendPresent(to out: inout [UInt8]) {
-                out.append(UInt8(ascii: "\t"))
-                for value in row.values { out.append(value == nil ? UInt8(ascii: "0") : UInt8(ascii: "1")) }
-            }
-            if row.stored == nil {
-                PGStore.appendCopyFields(row.values, to: &inserts)
-                appendPresent(to: &inserts)
-                inserts.append(UInt8(ascii: "\n"))
-                insertCount += 1
-            } else {
-                PGStore.appendCopyFields(row.values, to: &updates)
-                appendPresent(to: &updates)
-                updates.append(UInt8(ascii: "\t"))
-                PGStore.appendDecimal(Int64(position), to: &updates)
-                updates.append(UInt8(ascii: "\n"))
-            }
-        }
+        let (inserts, insertCount, updates) = PGStore.copyText(of: rows, layout, direct: direct)
         let stageColumns = layout.columns.map { ($0.name, PGStore.columnType($0.type)) } + [("_present", "text"), ("_row", "bigint")]
         // Present columns only: `s` is a staging table with `_present`, `t` the entity's table.
         let set = layout.columns.indices.filter { !layout.identitySlots.contains($0) }.map { slot in
@@ -385,6 +358,43 @@ final class PGStore: IngestStore, @unchecked Sendable {
             String(update.dropLast(2)) + " AND (\(differs.joined(separator: " OR "))) RETURNING s._row")
         try connection.execute("TRUNCATE \(stage)")
         return Set(changed.compactMap { ($0.first ?? nil).flatMap { Int($0) } })
+    }
+
+    /// The `COPY` text of ``writeRows(_:_:direct:)``'s rows: the rows to insert (straight from
+    /// the folded storage when `direct`, else with their `_present` digits) and how many, and the
+    /// stored rows to update, with their `_present` digits and position.
+    private static func copyText(
+        of rows: [ResolvedBatch.Row], _ layout: EntityLayout, direct: (rows: [EntityRow], storage: RowStorage)?
+    ) -> (inserts: [UInt8], count: Int, updates: [UInt8]) {
+        var inserts: [UInt8] = []
+        var insertCount = 0
+        var updates: [UInt8] = []
+        for (position, row) in rows.enumerated() {
+            if row.stored == nil, let direct {
+                PGStore.appendCopyFields(direct.storage, direct.rows[position], columns: layout.columns.count, to: &inserts)
+                inserts.append(UInt8(ascii: "\n"))
+                insertCount += 1
+                continue
+            }
+            // `_present`: one digit per column, 1 where the records gave it.
+            func appendPresent(to out: inout [UInt8]) {
+                out.append(UInt8(ascii: "\t"))
+                for value in row.values { out.append(value == nil ? UInt8(ascii: "0") : UInt8(ascii: "1")) }
+            }
+            if row.stored == nil {
+                PGStore.appendCopyFields(row.values, to: &inserts)
+                appendPresent(to: &inserts)
+                inserts.append(UInt8(ascii: "\n"))
+                insertCount += 1
+            } else {
+                PGStore.appendCopyFields(row.values, to: &updates)
+                appendPresent(to: &updates)
+                updates.append(UInt8(ascii: "\t"))
+                PGStore.appendDecimal(Int64(position), to: &updates)
+                updates.append(UInt8(ascii: "\n"))
+            }
+        }
+        return (inserts, insertCount, updates)
     }
 
     /// The columns of a join table and their types: the owner's identity, the target's, and the

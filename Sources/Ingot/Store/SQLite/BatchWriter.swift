@@ -124,25 +124,9 @@ struct BatchWriter {
                     for k in layout.toMany.indices {
                         guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
                         mentioned = true
-                        if layout.toMany[k].isForeignKey { continue }  // written last (writeForeignKeyLinks)
-                        if layout.toMany[k].isOwned {
-                            // The owned rows are rows of their own table; those past the new set's end go.
-                            if ref != nil, try statements.deleteOwned(of: identity, by: owned[k] ?? [], from: targets.count) {
-                                changed = true
-                            }
-                            continue
-                        }
-                        if layout.toMany[k].keepsLinks {
-                            // `operations:` without `delete`: only the links not stored yet are added.
-                            let missing = ref == nil ? targets : try statements.linksNotStored(identity, entity, k, targets)
-                            if missing.isEmpty { continue }
+                        if try statements.writeSet(targets, k, of: identity, entity, stored: ref != nil, owned: owned[k], into: &links) {
                             changed = true
-                            try replaceLinks(of: identity, entity, k, missing, stored: false, into: &links)
-                            continue
                         }
-                        if ref != nil, try statements.storedLinksEqual(identity, entity, k, targets) { continue }
-                        changed = true
-                        try replaceLinks(of: identity, entity, k, targets, stored: ref != nil, into: &links)
                     }
                     if ref != nil, mentioned, !changed { unchanged.append(position) }
                 }
@@ -304,6 +288,32 @@ struct BatchWriter {
                 try inserts.flush()
             }
         }
+    }
+
+    /// Writes the set `targets` a row gives to-many `k` of `entity` (a row `stored` already, or
+    /// new): an owned set's rows past its end deleted (by `owned`, ``ownedDeletes(of:)``), a set
+    /// without `delete` added to, any other replaced where it differs; a to-one's inverse is
+    /// written last (``writeForeignKeyLinks(of:_:)``). Whether anything changed.
+    private func writeSet(
+        _ targets: [IdentityKey], _ k: Int, of identity: IdentityKey, _ entity: Int, stored: Bool, owned: [String]?,
+        into links: inout FeedBuffer<Int>
+    ) throws -> Bool {
+        let toMany = store.layouts[entity].toMany[k]
+        if toMany.isForeignKey { return false }
+        if toMany.isOwned {
+            // The owned rows are rows of their own table; those past the new set's end go.
+            return try stored && deleteOwned(of: identity, by: owned ?? [], from: targets.count)
+        }
+        if toMany.keepsLinks {
+            // `operations:` without `delete`: only the links not stored yet are added.
+            let missing = stored ? try linksNotStored(identity, entity, k, targets) : targets
+            if missing.isEmpty { return false }
+            try replaceLinks(of: identity, entity, k, missing, stored: false, into: &links)
+            return true
+        }
+        if stored, try storedLinksEqual(identity, entity, k, targets) { return false }
+        try replaceLinks(of: identity, entity, k, targets, stored: stored, into: &links)
+        return true
     }
 
     /// Deletes a stored row's links (when it was stored) and queues its new ones. A row's old

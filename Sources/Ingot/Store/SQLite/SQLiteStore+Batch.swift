@@ -82,19 +82,25 @@ extension SQLiteStore {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             do {
-                if isStaging {
-                    try stage(batch)
-                    lastUnchanged = Array(repeating: [], count: layouts.count)
-                } else {
-                    noteScatter(batch)
-                    lastUnchanged = try BatchWriter(store: self, batch: batch).write()
-                }
+                try writeOrStage(batch)
                 try then(lastWrite)
             } catch {
                 stageFile?.rollback()
                 try? db.rollback()
                 throw error
             }
+        }
+    }
+
+    /// The batch staged (a staged load) or written into the tables (batch by batch), its
+    /// unchanged rows noted for ``lastWrite``.
+    private func writeOrStage(_ batch: ResolvedBatch) throws {
+        if isStaging {
+            try stage(batch)
+            lastUnchanged = Array(repeating: [], count: layouts.count)
+        } else {
+            noteScatter(batch)
+            lastUnchanged = try BatchWriter(store: self, batch: batch).write()
         }
     }
 
@@ -112,13 +118,7 @@ extension SQLiteStore {
                 try staged.execute("SAVEPOINT ingot_isolated")
             }
             do {
-                if isStaging {
-                    try stage(batch)
-                    lastUnchanged = Array(repeating: [], count: layouts.count)
-                } else {
-                    noteScatter(batch)
-                    lastUnchanged = try BatchWriter(store: self, batch: batch).write()
-                }
+                try writeOrStage(batch)
                 try then(lastWrite)
                 try db.execute(sql: "RELEASE ingot_isolated")
                 try staged?.execute("RELEASE ingot_isolated")

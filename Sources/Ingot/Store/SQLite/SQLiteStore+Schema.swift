@@ -200,19 +200,13 @@ extension SQLiteStore {
                     "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(index)) ON \(quote(layout.table))(\(identity.map(quote).joined(separator: ", ")))"
                 ))
         }
-        // The key columns of this table a to-one's inverse reads (`planet.residents` ↔ `homeworld_id`), indexed.
-        for other in layouts {
-            for toMany in other.toMany where toMany.isForeignKey && toMany.joinTable == layout.table {
-                definitions.append(
-                    index(toMany.joinTable + "_" + toMany.sourceColumns.joined(separator: "_"), on: toMany.joinTable, toMany.sourceColumns))
-            }
-        }
         for toMany in layout.toMany where toMany.hasJoinTable {  // an owned relationship's table is its target's
             definitions.append(joinTable(toMany, of: layout, model: model))
         }
-        // Every foreign key is indexed (its to-one columns, a join table's target side), so that a
-        // join from either side is a lookup, not a scan (docs/pipelines.md, "Tables").
-        for key in layout.foreignKeyIndexes(of: layouts) where !definitions.contains(where: { $0.0 == .index(key.name) }) {
+        // Every foreign key is indexed (its to-one columns — which a to-one's inverse,
+        // `planet.residents` ↔ `homeworld_id`, reads —, a join table's target side), so that a
+        // join from either side is a lookup, not a scan (docs/pipelines.md, "Schema").
+        for key in layout.foreignKeyIndexes(of: layouts) {
             definitions.append(index(key.name, on: key.table, key.columns))
         }
         // One identity, one kind (OneKindRule): a child row whose identity a sibling holds is refused.
