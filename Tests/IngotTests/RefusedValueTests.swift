@@ -157,4 +157,20 @@ struct RefusedValueTests {
         #expect(StoreError.refusedValue(StoreError.postgres(message: "gone", sql: "", state: "08006")) == nil)
         #expect(StoreError.refusedValue(StoreError.unreachable("down")) == nil)
     }
+
+    /// Each backend classifies its own codes: the kinds say what a caller decides on, and nothing
+    /// above the stores reads a result code or an SQLSTATE.
+    @Test func backendsClassifyTheirOwnCodes() {
+        #expect(StoreError.sqlite(code: 19, message: "", sql: "").kind == .refusedValue)
+        #expect(StoreError.sqlite(code: 5, message: "", sql: "").kind == .locked)
+        #expect(StoreError.sqlite(code: 262, message: "", sql: "").kind == .locked)  // SQLITE_LOCKED_SHAREDCACHE
+        #expect(StoreError.sqlite(code: 13, message: "", sql: "").kind == .statement)
+        #expect(StoreError.postgres(message: "", sql: "", state: "23505").kind == .refusedValue)
+        #expect(StoreError.postgres(message: "", sql: "", state: "55P03").kind == .locked)
+        #expect(StoreError.postgres(message: "", sql: "", state: "40P01").kind == .statement)
+        #expect(StoreError.isLocked(StoreError.sqlite(code: 5, message: "", sql: "")))
+        #expect(!StoreError.isLocked(StoreError.postgres(message: "", sql: "", state: "08006")))
+        #expect(
+            "\(StoreError.sqlite(code: 19, message: "UNIQUE constraint failed", sql: ""))" == "SQLite error 19: UNIQUE constraint failed")
+    }
 }

@@ -13,22 +13,23 @@ struct LoadOutcome: Sendable, Equatable, CustomStringConvertible {
     private(set) var mergedRows: Int?
     /// Why the store declined to stage, when it did.
     private(set) var declined: String?
-    private var isStaging = false
+    /// Whether the last state noted was staging (a new stretch begins when it turns staged again).
+    private var inStretch = false
 
     /// Notes the store's load state after `records` records were saved.
     mutating func note(_ state: LoadState, records: Int) {
         switch state {
         case .staging:
-            if !isStaging {
+            if !inStretch {
                 stretches += 1
                 if stagedAfter == nil { stagedAfter = records }
             }
-            isStaging = true
+            inStretch = true
         case .declined(let reason):
             declined = reason
-            isStaging = false
+            inStretch = false
         case .batchByBatch:
-            isStaging = false
+            inStretch = false
         }
     }
 

@@ -8,6 +8,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         /// A statement failed (``sql`` says which; ``code`` or ``sqlState`` why).
         case statement
+        /// The database refused a value of the batch — a constraint, a type, a size; not the
+        /// connection, the disk or a lock. The backend says which of its codes mean this (SQLite's
+        /// CONSTRAINT, TOOBIG, MISMATCH, RANGE; PostgreSQL's SQLSTATE classes 22, 23 and 54): the
+        /// writer rejects the records that carry such values, and the run goes on.
+        case refusedValue
+        /// The database is held by another program past the lock timeout (SQLite's BUSY or
+        /// LOCKED: a `sqlite3` shell inside a transaction, a backup): a later run may succeed.
+        case locked
         /// The database's schema or bookkeeping is not what Ingot made.
         case schema
         /// The database's tables disagree with the pipeline (refused before anything is written).
@@ -54,16 +62,6 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         self.sqlState = sqlState
     }
 
-    /// SQLite failed `sql` with result `code`.
-    public static func sqlite(code: Int32, message: String, sql: String) -> StoreError {
-        StoreError(.statement, backend: "sqlite", message: message, sql: sql, code: code)
-    }
-
-    /// PostgreSQL failed `sql`; `state` is its SQLSTATE.
-    public static func postgres(message: String, sql: String, state: String? = nil) -> StoreError {
-        StoreError(.statement, backend: "postgresql", message: message, sql: sql, sqlState: state)
-    }
-
     /// The database's schema or bookkeeping is not what Ingot made.
     public static func schema(_ message: String) -> StoreError { StoreError(.schema, message: message) }
     /// The database's tables disagree with the pipeline.
@@ -73,29 +71,21 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// The database server could not be reached.
     public static func unreachable(_ message: String) -> StoreError { StoreError(.unreachable, message: message) }
 
-    /// The database's message when it refused a value of a batch — not the connection, the disk
-    /// or a lock: SQLite's CONSTRAINT, TOOBIG, MISMATCH or RANGE; PostgreSQL's data exceptions
-    /// (SQLSTATE class 22), integrity constraint violations (23) and program limits (54: an
-    /// identity too long for its index). `nil` for every other failure, which no record causes.
+    /// The database's message when it refused a value of a batch (``Kind/refusedValue``), else
+    /// `nil`: no record causes any other failure.
     public static func refusedValue(_ error: any Error) -> String? {
         switch error {
-        case let error as StoreError where error.kind == .statement:
-            if let code = error.code, [18, 19, 20, 25].contains(code & 0xFF) { return error.message }
-            if let state = error.sqlState, ["22", "23", "54"].contains(String(state.prefix(2))) { return error.message }
-            return nil
-        case let error as any BackendError:
-            return error.refusal
-        default:
-            return nil
+        case let error as StoreError: error.kind == .refusedValue ? error.message : nil
+        case let error as any BackendError: error.refusal
+        default: nil
         }
     }
 
-    /// Whether `error` is a database held by another program past the lock timeout (SQLite's BUSY
-    /// or LOCKED: a `sqlite3` shell inside a transaction, a backup), as another run would hold it:
-    /// a later run may succeed.
+    /// Whether `error` is a database held by another program past the lock timeout
+    /// (``Kind/locked``), as another run would hold it: a later run may succeed.
     public static func isLocked(_ error: any Error) -> Bool {
         switch error {
-        case let store as StoreError: store.code.map { $0 & 0xFF == 5 || $0 & 0xFF == 6 } == true
+        case let error as StoreError: error.kind == .locked
         case let error as any BackendError: error.isLock
         default: false
         }
@@ -104,9 +94,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// The message, with the statement that failed and what the run was working on.
     public var description: String {
         var text: String
-        switch (kind, backend) {
-        case (.statement, "sqlite"): text = "SQLite error \(code ?? 0): \(message)"
-        case (.statement, "postgresql"): text = "PostgreSQL: \(message)"
+        switch (backend, kind) {
+        case ("sqlite", .statement), ("sqlite", .refusedValue), ("sqlite", .locked): text = "SQLite error \(code ?? 0): \(message)"
+        case ("postgresql", .statement), ("postgresql", .refusedValue), ("postgresql", .locked): text = "PostgreSQL: \(message)"
         default: text = message
         }
         let context = [entity.map { "entity \($0)" }, batch.map { "batch \($0)" }, page.map { "page \($0)" }].compactMap { $0 }
@@ -118,7 +108,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
 /// A backend library's own error, saying what it means for a run (a backend declares it for the
 /// errors its library throws, in its folder: GRDB's `DatabaseError` in `Store/SQLite`), so that
-/// ``StoreError/refusedValue(_:)`` and ``StoreError/isLocked(_:)`` name no backend.
+/// ``StoreError/refusedValue(_:)`` and ``StoreError/isLocked(_:)`` name no backend. Errors a
+/// backend makes itself carry their ``StoreError/Kind`` already (`StoreError.sqlite(code:message:sql:)`
+/// in `Store/SQLite`, `StoreError.postgres(message:sql:state:)` in `Store/PostgreSQL`).
 protocol BackendError: Error {
     /// The database's message when it refused a value (a constraint, a type, a size), else `nil`.
     var refusal: String? { get }
