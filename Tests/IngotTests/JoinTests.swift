@@ -111,7 +111,9 @@ struct JoinTests {
         options.batchRecords = batchRecords
         options.progressInterval = 0
         options.join = name
-        options.lease = 2
+        // Leases (30 s) renewed only when a test moves the clock: in-process jobs never lose a
+        // unit because the machine was slow; a test that needs a lease to lapse ends it in SQL.
+        options.timers = ManualTimers()
         return options
     }
 
@@ -585,6 +587,33 @@ struct JoinTests {
         #expect(try database.dump() == (try database.sqlite(db)))
         #expect(try database.runs().map(\.status) == ["finished"])
         #expect(try database.runs().first?.counters?.pages == sqlite.counters.pages)
+    }
+
+    /// A job that ends (failed, stopped) holding units it never committed lets them go as it
+    /// ends: another job claims them at once, under a lease of 30 s, and knows whose they were.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aJobThatEndsLetsItsUnitsGoAtOnce(backend: JoinBackend) throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let store = try database.sharedStore()
+        let other = try database.sharedStore()
+        defer {
+            try? store.close()
+            try? other.close()
+        }
+        let ending = try store.joinRun(Self.request("ends", config))
+        _ = try #require(try ending.takeFetcherRole())
+        for (k, page) in StoreSeamTests.pages.prefix(2).enumerated() {
+            #expect(try ending.enqueue(Page(seq: k + 1, source: "p\(k + 1)", bytes: Array(page.utf8)), as: k + 1))
+        }
+        #expect(try ending.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == 1)
+        let taker = try other.joinRun(Self.request("ends", config))
+        let second = try #require(try taker.claim(maxPageBytes: 1 << 20))
+        #expect(second.page.unit?.seq == 2 && second.takenFrom == nil)
+        #expect(try taker.claim(maxPageBytes: 1 << 20) == nil, "unit 1 is held under its lease")
+        _ = try ending.endJob(status: .failed, counters: RunCounters(), replaceEntity: nil, maxPageBytes: 1 << 20, archive: nil)
+        let first = try #require(try taker.claim(maxPageBytes: 1 << 20))
+        #expect(first.page.unit?.seq == 1 && first.takenFrom == ending.job)
     }
 
     // MARK: - Processes, one killed

@@ -136,7 +136,7 @@ struct JoinedStretchTests {
         for seq in 1...3 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
         let connection = try PGConnection(url: url)
         // The first job stages them, then waits for more (the source has not ended): stopped.
-        let first = try runner(url, "stop", lease: 1)
+        let first = try runner(url, "stop")
         let firstEnds = try start(first, pages)
         try waitUntil {
             try connection.execute("SELECT count(*) FROM _ingot_units WHERE status = 'claimed' AND seq <= 3") == [["3"]]
@@ -149,10 +149,13 @@ struct JoinedStretchTests {
         let named = try #require(
             try connection.execute("SELECT value FROM _ingot_state WHERE key LIKE 'staged_load:%:%'").first?[0] ?? nil)
         #expect(FileManager.default.fileExists(atPath: named))
-        // The source ends after unit 4; a second job takes units 1-3 over once their leases ran out.
+        // The source ends after unit 4; a second job takes units 1-3 over once their leases ran
+        // out (ended here, as time passing would).
         #expect(try run.enqueue(Page(seq: 4, source: "p4", bytes: Array(unit4.utf8)), as: 4))
         #expect(try run.endSource(at: 5))
-        let (summary, logs) = try start(try runner(url, "stop", lease: 1), pages)()
+        try connection.execute(
+            "UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = 'stop' AND status = 'claimed'")
+        let (summary, logs) = try start(try runner(url, "stop"), pages)()
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         #expect(logs.contains { $0.contains("msg=unit.taken_over") })
         let (_, db) = try ingest(bulkYAML, pages)
@@ -204,13 +207,15 @@ struct JoinedStretchTests {
         #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["0"]])
     }
 
-    /// A runner of join `name` into `url`, with `lease`, and its logs.
-    private func runner(_ url: String, _ name: String, lease: Double = 30) throws -> (PipelineRunner, LogCapture) {
+    /// A runner of join `name` into `url`, and its logs. Its leases (30 s) are renewed only when
+    /// a test moves its clock (``ManualTimers``): a lease lapses because a test ends it, never
+    /// because the machine was slow.
+    private func runner(_ url: String, _ name: String) throws -> (PipelineRunner, LogCapture) {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         var options = RunOptions()
         options.databasePath = url
         options.join = name
-        options.lease = lease
+        options.timers = ManualTimers()
         options.progressInterval = 0
         let logs = LogCapture()
         return (PipelineRunner(config: config, options: options, logger: logs.logger), logs)

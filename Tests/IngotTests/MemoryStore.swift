@@ -578,6 +578,10 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         let name = run.name
         let (finishing, join) = database.state.withLock { state -> (Bool, MemoryDatabase.Join?) in
             state.joins[name]?.jobs[run.job]?.status = status.rawValue
+            // The units the job still holds lapse now, as in PostgreSQL's `endJoinedJob`.
+            for (seq, unit) in state.joins[name]?.units ?? [:] where unit.status == .claimed && unit.job == run.job {
+                state.joins[name]?.units[seq]?.leaseUntil = .distantPast
+            }
             guard let join = state.joins[name] else { return (false, nil) }
             let open = join.units.values.contains { $0.status != .done }
             return (status == .finished && join.status == "running" && join.endSeq != nil && !open, join)

@@ -461,6 +461,12 @@ extension PGStore {
             try connection.execute(
                 "UPDATE _ingot_join_jobs SET status = $3, finished_at = now() WHERE name = $1 AND job = $2",
                 [join.name, join.job, status.rawValue])
+            // The units this job still holds (it failed or was stopped) lapse now rather than at
+            // the end of their leases: the other jobs take them over at once.
+            let left = try connection.execute(
+                "UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = $1 AND job = $2 AND status = 'claimed' RETURNING seq",
+                [join.name, join.job])
+            if !left.isEmpty { PGSharedRun.notify(on: connection, join.name) }
             let row = try connection.execute("SELECT status, end_seq FROM _ingot_joins WHERE name = $1 FOR UPDATE", [join.name])
             let open =
                 try connection.execute(
