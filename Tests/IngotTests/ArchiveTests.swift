@@ -103,16 +103,7 @@ struct ArchiveTests {
     }
 
     @Test func runArchivesEveryPageAndReplayReachesTheSameState() throws {
-        let yaml = """
-            version: 1
-            name: t
-            records: results
-            root: item
-            entities:
-              item:
-                identity: id
-                attributes: {id: integer, name: string}
-            """
+        let yaml = itemPipeline("t", "records: results")
         let dir = temporaryDirectory()
         let config = try PipelineConfig.parse(text: yaml, path: "t.yml")
         var options = RunOptions()

@@ -8,33 +8,11 @@ import Testing
 
 /// Within what a staged load accepts: a key path, a to-one stubbing its target, a to-many of
 /// nested objects and bare ids, an ordered to-many, a composite identity, `default:` and `const:`.
-let bulkYAML = """
-    version: 1
-    name: shelter
-    records: results
-    root: person
-    entities:
-      person:
-        identity: id
-        attributes:
-          id: integer
-          name: string
-          email: string
-          country: {type: string, key: origin.country.name}
-          score: double
-          status: {type: string, default: "new"}
-          source: {type: string, const: "api"}
-        relationships:
-          dogs: {to: dog, many: true}
-          best: {to: dog, key: best_friend}
-          visits: {to: visit, many: true, ordered: true}
-      dog:
-        identity: id
-        attributes: {id: integer, name: string, breed: string}
-      visit:
-        identity: [clinic, day]
-        attributes: {clinic: string, day: string, note: string}
-    """
+let bulkYAML = personPipeline(
+    "shelter", beforeCountry: ["email: string"],
+    attributes: [#"status: {type: string, default: "new"}"#, #"source: {type: string, const: "api"}"#],
+    relationships: ["visits: {to: visit, many: true, ordered: true}"], dogAttributes: ["breed: string"],
+    entities: ["visit:\n  identity: [clinic, day]\n  attributes: {clinic: string, day: string, note: string}"])
 
 func bulkPage(_ records: String) -> String { #"{"results": [\#(records)]}"# }
 
@@ -238,16 +216,7 @@ struct BulkLoadTests {
     /// records whose identities come in order append to the tables, which batch by batch does
     /// cheaply at any size (sixteen million `{"id":n}` took 8.7 s so, 21.6 s staged).
     @Test func onlyALoadInNoIdentityOrderTurnsStaged() throws {
-        let yaml = """
-            version: 1
-            name: items
-            records: results
-            root: item
-            entities:
-              item:
-                identity: id
-                attributes: {id: integer, name: string}
-            """
+        let yaml = itemPipeline("items", "records: results")
         let n = 30000
         func pages(_ id: (Int) -> Int) -> [String] {
             stride(from: 0, to: n, by: 1000).map { start in

@@ -488,26 +488,34 @@ struct CLITests {
         }
     }
 
-    /// `--metrics-port 0` serves /metrics and /healthz on a free port (logged in run.started) while
-    /// the run lasts: scraped during a run held by a hanging request, then gone after SIGTERM.
-    @Test(.timeLimit(.minutes(1))) func metricsAreServedWhileTheRunLasts() throws {
+    /// `ingot run` of 300 people paged over HTTP (next URLs, 100 a page) with `arguments`, into a
+    /// new database, no archive, no progress lines; the fixture server holds request `slow` for an
+    /// hour. The process, its standard error, and the server (alive as long as the test holds it).
+    private func startHangingRun(hangingAt slow: Int, _ arguments: [String]) throws -> (Process, Pipe, FixtureServer) {
         let pages = try generatePeople(persons: 300, pageSize: 100)
-        let server = try FixtureServer(people: pages, faults: "slow:2", slow: 3600)
+        let server = try FixtureServer(people: pages, faults: "slow:\(slow)", slow: 3600)
         let dir = temporaryDirectory()
-        let pipeline = dir.appendingPathComponent("served.yml")
+        let pipeline = dir.appendingPathComponent("hang.yml")
         let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
         try Data(text.utf8).write(to: pipeline)
         let process = Process()
         process.executableURL = Self.binary
-        process.arguments = [
-            "run", pipeline.path, "--db", dir.appendingPathComponent("m.db").path, "--no-archive", "--progress-interval", "0",
-            "--metrics-port", "0", "--log-format", "json", "--batch-records", "100", "--commit-interval", "0.05",
-        ]
+        process.arguments =
+            ["run", pipeline.path, "--db", dir.appendingPathComponent("h.db").path, "--no-archive", "--progress-interval", "0"] + arguments
         process.currentDirectoryURL = packageRoot
         let err = Pipe()
         process.standardError = err
         process.standardOutput = Pipe()
         try process.run()
+        return (process, err, server)
+    }
+
+    /// `--metrics-port 0` serves /metrics and /healthz on a free port (logged in run.started) while
+    /// the run lasts: scraped during a run held by a hanging request, then gone after SIGTERM.
+    @Test(.timeLimit(.minutes(1))) func metricsAreServedWhileTheRunLasts() throws {
+        let (process, err, server) = try startHangingRun(
+            hangingAt: 2, ["--metrics-port", "0", "--log-format", "json", "--batch-records", "100", "--commit-interval", "0.05"])
+        defer { withExtendedLifetime(server) {} }
         // The port, from run.started (read line by line while the run goes on).
         var port: Int?
         var buffered = Data()
@@ -539,22 +547,7 @@ struct CLITests {
     @Test(.timeLimit(.minutes(1))) func sigtermDuringAHangingRequestStopsPromptly() throws {
         // The first request hangs for an hour on the server: only aborting it ends the run
         // before the test's time limit does.
-        let pages = try generatePeople(persons: 300, pageSize: 100)
-        let server = try FixtureServer(people: pages, faults: "slow:1", slow: 3600)
-        let dir = temporaryDirectory()
-        let pipeline = dir.appendingPathComponent("hang.yml")
-        let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
-        try Data(text.utf8).write(to: pipeline)
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = [
-            "run", pipeline.path, "--db", dir.appendingPathComponent("h.db").path, "--no-archive", "--progress-interval", "0",
-        ]
-        process.currentDirectoryURL = packageRoot
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = Pipe()
-        try process.run()
+        let (process, err, server) = try startHangingRun(hangingAt: 1, [])
         // Signal once the server holds the request.
         waitUntil {
             let body = (try? HTTPClient().get(server.base + "/requests", headers: [], timeout: 5).body) ?? []

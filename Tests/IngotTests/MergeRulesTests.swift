@@ -6,32 +6,12 @@ import Testing
 
 @testable import Ingot
 
-private let peopleYAML = """
-    version: 1
-    name: people
-    records: results
-    root: person
-    entities:
-      person:
-        identity: id
-        attributes:
-          id: integer
-          name: string
-          email: string
-          country: {type: string, key: origin.country.name}
-          score: double
-          active: bool
-          born: {type: date, format: "yyyy-MM-dd"}
-          seen: {type: date, format: iso8601}
-          meta: json
-          legacy: {type: integer, key: legacy_id, coerce: true}
-        relationships:
-          dogs: {to: dog, many: true}
-          best: {to: dog, key: best_friend}
-      dog:
-        identity: id
-        attributes: {id: integer, name: string}
-    """
+private let peopleYAML = personPipeline(
+    "people", beforeCountry: ["email: string"],
+    attributes: [
+        "active: bool", #"born: {type: date, format: "yyyy-MM-dd"}"#, "seen: {type: date, format: iso8601}", "meta: json",
+        "legacy: {type: integer, key: legacy_id, coerce: true}",
+    ])
 
 private func page(_ records: String) -> String { #"{"results": [\#(records)]}"# }
 

@@ -22,20 +22,7 @@ struct RealAPITests {
     /// object's id, and `has_more: false` ends the list. Every customer once, in three requests.
     @Test func stripeListsFollowTheLastRecordUntilHasMoreIsFalse() throws {
         let server = try FixtureServer()
-        let yaml = """
-            version: 1
-            name: stripe
-            source:
-              http:
-                url: \(server.base)/stripe/v1/customers?limit=10
-                paginate: {cursor: {from_last_record: id, param: starting_after}, has_more: has_more}
-            records: data
-            root: customer
-            entities:
-              customer:
-                identity: id
-                attributes: {id: string, email: string, created: integer, tier: {type: string, key: metadata.tier}}
-            """
+        let yaml = Self.stripe(server.base)
         let db = temporaryDirectory().appendingPathComponent("s.db").path
         let summary = try run(yaml, db: db)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
@@ -51,17 +38,7 @@ struct RealAPITests {
     /// record: every customer once, no page applied twice.
     @Test func stripeResumesAfterItsLastCommittedRecord() throws {
         let server = try FixtureServer(faults: "404:2")
-        let yaml = """
-            version: 1
-            name: stripe
-            source:
-              http:
-                url: \(server.base)/stripe/v1/customers?limit=10
-                paginate: {cursor: {from_last_record: id, param: starting_after}, has_more: has_more}
-            records: data
-            root: customer
-            entities: {customer: {identity: id, attributes: {id: string, email: string}}}
-            """
+        let yaml = Self.stripe(server.base)
         let db = temporaryDirectory().appendingPathComponent("s.db").path
         let first = try run(yaml, db: db)
         #expect(first.status == .failed && first.counters.pages == 1)
@@ -81,20 +58,7 @@ struct RealAPITests {
     /// Twitter v1.1's cursored lists end with `next_cursor: 0`: a stop value, not a cursor to send.
     @Test func twitterCursorsStopAtZero() throws {
         let server = try FixtureServer()
-        let yaml = """
-            version: 1
-            name: twitter
-            source:
-              http:
-                url: \(server.base)/twitter/1.1/followers/list.json
-                paginate: {cursor: {path: next_cursor_str, param: cursor, stop_values: [0, "0"]}}
-            records: users
-            root: user
-            entities:
-              user:
-                identity: id
-                attributes: {id: integer, screen_name: string, followers_count: integer}
-            """
+        let yaml = Self.twitter(server.base)
         let db = temporaryDirectory().appendingPathComponent("t.db").path
         let summary = try run(yaml, db: db)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
@@ -212,29 +176,7 @@ struct RealAPITests {
     @Test(arguments: ["skip", "reject"])
     func aListingOfSeveralKindsMapsEachAsItsEntity(other: String) throws {
         let server = try FixtureServer()
-        let yaml = """
-            version: 1
-            name: reddit
-            source:
-              http:
-                url: \(server.base)/reddit/r/swift/overview.json
-                paginate: {cursor: {path: data.after, param: after}}
-            records: data.children
-            root: {by: kind, entities: {t1: comment, t3: link}, other: \(other)}
-            entities:
-              link:
-                identity: name
-                attributes:
-                  name: {type: string, key: data.name}
-                  title: {type: string, key: data.title}
-                  score: {type: integer, key: data.score}
-              comment:
-                identity: name
-                attributes:
-                  name: {type: string, key: data.name}
-                  body: {type: string, key: data.body}
-                relationships: {link: {to: link, key: data.link_id}}
-            """
+        let yaml = Self.reddit(server.base, other: other)
         let db = temporaryDirectory().appendingPathComponent("r.db").path
         let summary = try run(yaml, db: db)
         #expect(summary.status == .finished, "\(summary.error ?? "")")
@@ -323,6 +265,70 @@ struct RealAPITests {
         #expect(again.status == .finished && again.counters.inserted == 0)
         // Both sides of every relation agree: the rerun finds every row and link set as it is.
         #expect(again.counters.updated == 0 && again.counters.unchanged == 335, "\(again.counters.entities)")
+    }
+    /// Stripe's customers list (https://stripe.com/docs/api/pagination): `starting_after` is the
+    /// last object's id, and `has_more: false` ends the list.
+    static func stripe(_ base: String) -> String {
+        """
+        version: 1
+        name: stripe
+        source:
+          http:
+            url: \(base)/stripe/v1/customers?limit=10
+            paginate: {cursor: {from_last_record: id, param: starting_after}, has_more: has_more}
+        records: data
+        root: customer
+        entities:
+          customer:
+            identity: id
+            attributes: {id: string, email: string, created: integer, tier: {type: string, key: metadata.tier}}
+        """
+    }
+
+    /// Twitter v1.1's cursored followers list: `next_cursor: 0` ends it.
+    static func twitter(_ base: String) -> String {
+        """
+        version: 1
+        name: twitter
+        source:
+          http:
+            url: \(base)/twitter/1.1/followers/list.json
+            paginate: {cursor: {path: next_cursor_str, param: cursor, stop_values: [0, "0"]}}
+        records: users
+        root: user
+        entities:
+          user:
+            identity: id
+            attributes: {id: integer, screen_name: string, followers_count: integer}
+        """
+    }
+
+    /// Reddit's listing of links (`t3`) and comments (`t1`); `other` says what becomes of the kinds
+    /// it names no entity for.
+    static func reddit(_ base: String, other: String = "skip") -> String {
+        """
+        version: 1
+        name: reddit
+        source:
+          http:
+            url: \(base)/reddit/r/swift/overview.json
+            paginate: {cursor: {path: data.after, param: after}}
+        records: data.children
+        root: {by: kind, entities: {t1: comment, t3: link}, other: \(other)}
+        entities:
+          link:
+            identity: name
+            attributes:
+              name: {type: string, key: data.name}
+              title: {type: string, key: data.title}
+              score: {type: integer, key: data.score}
+          comment:
+            identity: name
+            attributes:
+              name: {type: string, key: data.name}
+              body: {type: string, key: data.body}
+            relationships: {link: {to: link, key: data.link_id}}
+        """
     }
 
     /// PokeAPI: the list endpoint, then each pokemon's detail page through `url: "{url}"`; the
@@ -872,50 +878,21 @@ struct RealAPITests {
         }
         do {
             let server = try FixtureServer(faults: "slow:3", slow: 60)
-            let yaml = """
-                version: 1
-                name: stripe
-                source:
-                  http:
-                    url: \(server.base)/stripe/v1/customers?limit=10
-                    paginate: {cursor: {from_last_record: id, param: starting_after}, has_more: has_more}
-                records: data
-                root: customer
-                entities: {customer: {identity: id, attributes: {id: string, email: string}}}
-                """
+            let yaml = Self.stripe(server.base)
             try killAndResume(yaml, server: server, holdAt: 3, pages: 3) { db throws in
                 #expect(try rows(db, "SELECT count(*), count(DISTINCT id) FROM customer") == [["25", "25"]])
             }
         }
         do {
             let server = try FixtureServer(faults: "slow:2", slow: 60)
-            let yaml = """
-                version: 1
-                name: twitter
-                source:
-                  http:
-                    url: \(server.base)/twitter/1.1/followers/list.json
-                    paginate: {cursor: {path: next_cursor_str, param: cursor, stop_values: ["0"]}}
-                records: users
-                root: user
-                entities: {user: {identity: id, attributes: {id: integer, screen_name: string}}}
-                """
+            let yaml = Self.twitter(server.base)
             try killAndResume(yaml, server: server, holdAt: 2, pages: 3) { db throws in
                 #expect(try rows(db, "SELECT count(*) FROM user") == [["30"]])
             }
         }
         do {
             let server = try FixtureServer(faults: "slow:2", slow: 60)
-            let yaml = """
-                version: 1
-                name: reddit
-                source: {http: {url: "\(server.base)/reddit/r/swift/overview.json", paginate: {cursor: {path: data.after, param: after}}}}
-                records: data.children
-                root: {by: kind, entities: {t1: comment, t3: link}, other: skip}
-                entities:
-                  link: {identity: name, attributes: {name: {type: string, key: data.name}, title: {type: string, key: data.title}}}
-                  comment: {identity: name, attributes: {name: {type: string, key: data.name}, body: {type: string, key: data.body}}}
-                """
+            let yaml = Self.reddit(server.base)
             try killAndResume(yaml, server: server, holdAt: 2, pages: 2) { db throws in
                 #expect(try rows(db, "SELECT (SELECT count(*) FROM link), (SELECT count(*) FROM comment)") == [["8", "4"]])
             }

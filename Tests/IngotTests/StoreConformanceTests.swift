@@ -49,23 +49,26 @@ struct StoreConformanceTests {
             options.loading = asking.loading
             return options
         }
-        switch backend {
-        case .sqlite:
-            let db = temporaryDirectory().appendingPathComponent("c.db").path
-            return Harness(
+        /// A harness over the database at `location` (a file or a server): each run opens it itself.
+        func harness(at location: String, dump: @escaping () throws -> [String: [[String]]]) -> Harness {
+            Harness(
                 run: { pages, batch in
-                    PipelineRunner(config: config, options: options(db, batch), logger: LogCapture().logger)
+                    PipelineRunner(config: config, options: options(location, batch), logger: LogCapture().logger)
                         .run(source: MemoryPageSource(pages))
                 },
                 runWith: { yaml, pages, batch in
                     PipelineRunner(
-                        config: try PipelineConfig.parse(text: yaml, path: "other.yml"), options: options(db, batch),
+                        config: try PipelineConfig.parse(text: yaml, path: "other.yml"), options: options(location, batch),
                         logger: LogCapture().logger
                     )
                     .run(source: MemoryPageSource(pages))
                 },
-                dump: { try PostgresTests.sqliteDump(db, config.model) },
-                render: { try PostgresTests.sqliteDump($0, config.model) })
+                dump: dump, render: { try PostgresTests.sqliteDump($0, config.model) })
+        }
+        switch backend {
+        case .sqlite:
+            let db = temporaryDirectory().appendingPathComponent("c.db").path
+            return harness(at: db) { try PostgresTests.sqliteDump(db, config.model) }
         case .memory:
             let store = MemoryStore(model: config.model)
             return Harness(
@@ -83,20 +86,7 @@ struct StoreConformanceTests {
                 render: { try StoreSeamTests.sqliteDump($0, config.model) })
         case .postgresql:
             let url = try PostgresServer.freshDatabase()
-            return Harness(
-                run: { pages, batch in
-                    PipelineRunner(config: config, options: options(url, batch), logger: LogCapture().logger)
-                        .run(source: MemoryPageSource(pages))
-                },
-                runWith: { yaml, pages, batch in
-                    PipelineRunner(
-                        config: try PipelineConfig.parse(text: yaml, path: "other.yml"), options: options(url, batch),
-                        logger: LogCapture().logger
-                    )
-                    .run(source: MemoryPageSource(pages))
-                },
-                dump: { try PostgresTests.postgresDump(url, config.model) },
-                render: { try PostgresTests.sqliteDump($0, config.model) })
+            return harness(at: url) { try PostgresTests.postgresDump(url, config.model) }
         }
     }
 

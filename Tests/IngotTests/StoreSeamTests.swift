@@ -10,35 +10,11 @@ struct StoreSeamTests {
     /// A model and pages that exercise every merge rule: nested objects, bare references under
     /// each policy, a composite identity, ordered links, booleans, dates, JSON, escapes, a
     /// rejected record and a rejected page. Shared with ``PostgresTests``.
-    static let yaml = """
-        version: 1
-        name: seam
-        records: results
-        root: person
-        entities:
-          person:
-            identity: id
-            attributes:
-              id: integer
-              name: string
-              country: {type: string, key: origin.country.name}
-              score: double
-              active: bool
-              born: {type: date, format: "yyyy-MM-dd"}
-              seen: {type: date, format: iso8601}
-              meta: json
-            relationships:
-              dogs: {to: dog, many: true}
-              best: {to: dog, key: best_friend}
-              vet: {to: vet, missing: ignore}
-              friends: {to: person, many: true, ordered: true}
-          dog:
-            identity: id
-            attributes: {id: integer, name: string}
-          vet:
-            identity: [city, license]
-            attributes: {city: string, license: integer, name: string}
-        """
+    static let yaml = personPipeline(
+        "seam",
+        attributes: ["active: bool", #"born: {type: date, format: "yyyy-MM-dd"}"#, "seen: {type: date, format: iso8601}", "meta: json"],
+        relationships: ["vet: {to: vet, missing: ignore}", "friends: {to: person, many: true, ordered: true}"],
+        entities: ["vet:\n  identity: [city, license]\n  attributes: {city: string, license: integer, name: string}"])
 
     static let pages = [
         #"{"results": [{"id": 1, "name": "Ada\ttab \"q\" \\ back", "origin": {"country": {"name": "UK"}}, "active": true, "dogs": [7, {"id": 8, "name": "Rex"}], "best_friend": 9, "meta": {"b": [1, 2.5], "a": null}, "seen": "2024-02-03T04:05:06.789+02:00"},"#

@@ -284,3 +284,29 @@ func libraryDatabase(
     let url = try PostgresServer.freshDatabase(createOptions)
     return (try IngotDatabase.postgres(url, entities: entities), url)
 }
+
+/// The person pipeline the store suites share (records under `results`, root `person`):
+/// person — `id`, `name`, the lines of `beforeCountry`, `country` read from
+/// `origin.country.name`, `score`, the lines of `attributes`; `dogs` (to-many) and `best` (a
+/// to-one read from `best_friend`), then the lines of `relationships` — and dog (`id`, `name`,
+/// the lines of `dogAttributes`), then `entities` (each entity's YAML, indented as an entity).
+/// Each suite names what it adds to it, not the whole pipeline again.
+func personPipeline(
+    _ name: String, beforeCountry: [String] = [], attributes: [String] = [], relationships: [String] = [],
+    dogAttributes: [String] = [], entities: [String] = []
+) -> String {
+    let personAttributes =
+        ["id: integer", "name: string"] + beforeCountry + ["country: {type: string, key: origin.country.name}", "score: double"]
+        + attributes
+    let dog = "{" + (["id: integer", "name: string"] + dogAttributes).joined(separator: ", ") + "}"
+    var lines = [
+        "version: 1", "name: \(name)", "records: results", "root: person", "entities:", "  person:", "    identity: id", "    attributes:",
+    ]
+    lines += personAttributes.map { "      " + $0 }
+    lines +=
+        ["    relationships:", "      dogs: {to: dog, many: true}", "      best: {to: dog, key: best_friend}"]
+        + relationships.map { "      " + $0 }
+    lines +=
+        ["  dog:", "    identity: id", "    attributes: \(dog)"] + entities.map { "  " + $0.replacingOccurrences(of: "\n", with: "\n  ") }
+    return lines.joined(separator: "\n")
+}
