@@ -520,16 +520,6 @@ struct JoinTests {
             let source = MemoryPageSource(StoreSeamTests.pages)
             return database?.run(runner, source) ?? runner.run(source: source)
         }
-        let several = """
-            version: 1
-            name: several
-            resources:
-              - {name: a, source: {files: {dir: /tmp, glob: "none-*.json"}}, root: item}
-              - {name: b, source: {files: {dir: /tmp, glob: "none-*.json"}}, root: item}
-            entities: {item: {identity: id, attributes: {id: integer}}}
-            """
-        let resources = try attempt(several, try JoinDatabase(.memory, model: try PipelineConfig.parse(text: several, path: "j.yml").model))
-        #expect(resources.failureKind == .configuration && resources.error?.contains("resources") == true, "\(resources.error ?? "")")
         let sqlite = try attempt(Self.yaml, nil)
         #expect(sqlite.status == .failed && sqlite.failureKind == .configuration)
         #expect(sqlite.error?.contains("PostgreSQL") == true)

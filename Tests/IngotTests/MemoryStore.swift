@@ -58,6 +58,8 @@ final class MemoryDatabase: Sendable {
         var units: [Int: Unit] = [:]
         /// Per job: its status and its counters as last committed.
         var jobs: [String: (status: String, counters: RunCounters)] = [:]
+        /// The values the run keeps (the incremental cursor), until it finishes.
+        var kept: [String: String] = [:]
     }
 
     struct State {
@@ -411,12 +413,17 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         } else {
             database.state.withLock { $0.runs[progress.runID]?.progress = progress }
         }
-        database.state.withLock { state in
+        database.state.withLock { [shared] state in
             for item in progress.kept {
                 let key = item.pipeline + "\u{1}" + item.key
-                // Jobs of a shared run commit in any order: the cursor only moves forward.
-                if shared == nil || state.kept[key].map({ Array($0.utf8).lexicographicallyPrecedes(Array(item.value.utf8)) }) ?? true {
+                guard let name = shared?.name else {
                     state.kept[key] = item.value
+                    continue
+                }
+                // Jobs of a shared run commit in any order: the run keeps the greatest cursor
+                // its jobs saw, and it moves once, when the run finishes.
+                if state.joins[name]?.kept[key].map({ Array($0.utf8).lexicographicallyPrecedes(Array(item.value.utf8)) }) ?? true {
+                    state.joins[name]?.kept[key] = item.value
                 }
             }
         }
@@ -610,7 +617,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         }
         if let archive {
             for seq in join.units.keys.sorted() {
-                guard let unit = join.units[seq], unit.page.oversized == nil else { continue }
+                guard let unit = join.units[seq], unit.page.oversized == nil, unit.page.unreadable == nil else { continue }
                 var page = unit.page
                 page.seq = seq
                 try archive(page)
@@ -619,7 +626,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         join.status = "finished"
         for seq in join.units.keys { join.units[seq]?.page.bytes = [] }
         database.state.withLock { [join, total] state in
+            state.kept.merge(state.joins[name]?.kept ?? [:]) { _, run in run }
             state.joins[name] = join
+            state.joins[name]?.kept = [:]
             state.runs[join.runID]?.status = "finished"
             state.runs[join.runID]?.counters = total
         }

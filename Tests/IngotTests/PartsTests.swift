@@ -44,6 +44,19 @@ struct PartsTests {
         "SELECT pages, records, inserted, rejected_records, rejected_pages, last_seq, status FROM _ingot_runs",
     ]
 
+    /// A part also ends at its records' rows and links (8 × the batch's records): each record
+    /// is still counted once, in the part that holds it, and so is each resource's share.
+    @Test func partsThatEndByTheirRowsCountEachRecordOnce() throws {
+        let records = (0..<10).map { k in
+            #"{"id": \#(k), "dogs": [\#((0..<20).map { String(100 * k + $0) }.joined(separator: ", "))]}"#
+        }
+        let page = #"{"results": [\#(records.joined(separator: ","))]}"#
+        let (whole, _) = try ingest(yaml, [page])
+        let (parts, _) = try ingest(yaml, [page], batchRecords: 5)
+        #expect(whole.counters.records == 10)
+        #expect(parts.counters.records == 10 && parts.counters.pages == 1, "\(parts.counters.records)")
+    }
+
     @Test(arguments: [1, 2, 3, 7])
     func aPageInPartsGivesTheSameDatabaseAsThePageWhole(partRecords: Int) throws {
         let (wholeSummary, whole) = try ingest(yaml, pages, lanes: 2, batchRecords: 1000)

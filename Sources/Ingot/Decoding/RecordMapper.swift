@@ -86,9 +86,14 @@ struct RecordMapper {
                 var element = array.first
                 var partStart = 0
                 var partStartByte = 0
+                // The rejected lines the current part holds besides its records.
+                var carried = rejectedLines
                 while index < array.count {
                     if index - partStart == partSize || (!partCost.overflow && page.cost >= partCost.partialValue) {
-                        // This part is full: hand it on and start the next one.
+                        // This part is full: hand it on and start the next one. It counts the
+                        // records it holds (fewer than `partSize` when it ended by their rows).
+                        page.recordCount = index - partStart + carried
+                        carried = 0
                         let startByte = Int(nodes[element].start)
                         emit(
                             RecordMapper.nextPart(
@@ -105,6 +110,7 @@ struct RecordMapper {
                     element = Int(nodes[element].end)
                     index += 1
                 }
+                page.recordCount = array.count - partStart + carried
             }
         }
     }

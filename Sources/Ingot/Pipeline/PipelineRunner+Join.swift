@@ -24,10 +24,8 @@ extension PipelineRunner {
         if options.resume {
             throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
         }
-        if config.hasSeveralResources {
-            // A unit keeps a page's bytes and source, not its resource or the values its records
-            // take from a parent: the jobs could not map it as a single job does.
-            throw StoreError.unsupported("--join does not run pipelines with resources: yet; run it as one job")
+        if let reason = joinObstacle {
+            throw StoreError.unsupported("--join cannot run this pipeline: \(reason); run it as one job")
         }
         if let owned = config.model.entities.flatMap({ e in e.relationships.filter(\.owned).map { "\(e.name).\($0.name)" } }).first {
             // Joined writes order values by unit; an owned set's rows past its end would need the same.
@@ -49,6 +47,26 @@ extension PipelineRunner {
                 name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
                 lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source)))
         return JoinedPart(run: run, source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers))
+    }
+
+    /// Why the pipeline's outcome would depend on which job wrote what first, or `nil`. A unit
+    /// carries its page's resource and for_each values (``UnitLabels``), so resources and
+    /// for_each run joined as they run alone; what reads the stored state to decide still cannot.
+    var joinObstacle: String? {
+        let modes = [config.write] + config.resources.compactMap(\.write)
+        if let mode = modes.first(where: { $0 == .insertOnly || $0 == .updateOnly }) {
+            return
+                "write: \(mode.rawValue) skips a record by whether its row is stored when its page is written, and with several jobs that depends on which job wrote first"
+        }
+        let inverse = config.model.entities.flatMap { e in e.relationships.filter { $0.inverse != nil }.map { "\(e.name).\($0.name)" } }
+        if !inverse.isEmpty {
+            return
+                "a relationship read from both sides (inverse: \(inverse.joined(separator: ", "))) takes its links from whichever side came last, and joined units are written in no page order"
+        }
+        if config.hasSeveralResources, modes.contains(.replace) {
+            return "write: replace in a pipeline with resources deletes per resource, and the jobs' units of several resources interleave"
+        }
+        return nil
     }
 
     /// What decides a joined run's result, as a job runs it: the pipeline file's text (its
@@ -79,7 +97,9 @@ extension PipelineRunner {
                     archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
                     archivePath = archiveWriter?.path
                 }
-                try archiveWriter?.append(unit.bytes, seq: unit.seq, source: unit.source, compression: unit.compression)
+                try archiveWriter?.append(
+                    unit.bytes, seq: unit.seq, source: unit.source, resource: unit.resourceName, injected: unit.injected,
+                    compression: unit.compression)
             }
         let end = try part.run.endJob(
             status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes, archive: archive)

@@ -110,6 +110,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 page.seq = seq
                 page.resource = index
                 let resource = resources[index]
+                page.resourceName = resource.name
                 if let start = listStart, let state = page.resumeState, state.hasPrefix("item:"), let k = Int(state.dropFirst(5)) {
                     // A list source's page: its item, and the next one is where the run continues.
                     item = start + k
@@ -229,6 +230,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         seq += 1
         var page = Page(seq: seq, source: error.url, bytes: [])
         page.resource = index
+        page.resourceName = resource.name
         page.unreadable =
             "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
         page.resumeState = state(after: "done")

@@ -180,9 +180,11 @@ extension WriterStage {
         retainedBytes = 0
         saved = counters
         if let lost = error as? StoreError, lost.kind == .claimLost {
-            // This job stalled past a lease and another job took a unit over: the transaction was
-            // rolled back and its other units handed back to the queue; their work counts elsewhere.
-            logger.warning("unit.lost", metadata: ["units": "\(lost.units.map(String.init).joined(separator: ","))"])
+            // This job stalled past a lease and another job took a unit over, or a deadlock with
+            // another job aborted the transaction: it was rolled back and its other units handed
+            // back to the queue; their work counts elsewhere.
+            logger.warning(
+                "unit.lost", metadata: ["units": "\(lost.units.map(String.init).joined(separator: ","))", LogKey.reason: "\(lost.message)"])
             return
         }
         // The store's error says which batch and page it was writing.

@@ -187,6 +187,43 @@ public protocol SharedRun: AnyObject, Sendable {
     var longestWait: Double { get }
 }
 
+/// What a unit of a shared run carries besides its payload, as a work queue keeps it (one JSON
+/// text, `nil` when there is nothing): the page's resource by name (``Page/resourceName``: the
+/// job that decodes it finds its index, and a name the pipeline lacks makes a rejected page), the
+/// values its records take from a `for_each` parent (``Page/injected``), and why the fetcher could
+/// not read it (``Page/unreadable``: a detail request answered 404, counted as a single run counts
+/// it). A stored text that cannot be read is input like any other: the unit is a rejected page.
+struct UnitLabels: Codable, Equatable {
+    var resource: String?
+    var injected: [InjectedValue]?
+    var unreadable: String?
+
+    init(of page: Page) {
+        resource = page.resourceName
+        injected = page.injected.isEmpty ? nil : page.injected
+        unreadable = page.unreadable
+    }
+
+    /// The labels as stored, or `nil` when the page has none.
+    var json: String? {
+        guard resource != nil || injected != nil || unreadable != nil, let data = try? JSONEncoder().encode(self) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Sets `page`'s labels from their stored text (`nil`: none); text that cannot be read makes
+    /// the page unreadable, saying so.
+    static func apply(_ json: String?, to page: inout Page) {
+        guard let json else { return }
+        guard let labels = try? JSONDecoder().decode(UnitLabels.self, from: Data(json.utf8)) else {
+            page.unreadable = "its labels (resource, for_each values) cannot be read"
+            return
+        }
+        page.resourceName = labels.resource
+        page.injected = labels.injected ?? []
+        if let reason = labels.unreadable { page.unreadable = reason }
+    }
+}
+
 extension StoreError {
     /// Units `seqs` of a shared run were taken over by other jobs after their leases ran out.
     public static func claimLost(_ seqs: [Int]) -> StoreError {

@@ -188,7 +188,7 @@ final class PGSharedRun: SharedRun {
                 UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
                   claims = u.claims + 1
                 FROM c WHERE u.name = $1 AND u.seq = c.seq
-                RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims, u.compression
+                RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims, u.compression, u.labels
                 """, [name, job, String(lease)])
             guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
             // Never more than one; if a server ever returned more, they go back to the queue
@@ -212,6 +212,7 @@ final class PGSharedRun: SharedRun {
             page.unreadable = Self.read(row[2], length: row[3], into: &page, zstd: control.zstd, maxPageBytes: maxPageBytes).map {
                 "unit \(seq) of join '\(name)' cannot be read: \($0)"
             }
+            if row.count > 8 { UnitLabels.apply(row[8], to: &page) }
             return (page, row[5])
         }
     }
@@ -319,12 +320,12 @@ final class PGSharedRun: SharedRun {
                     WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
                                  fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
                                WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
-                    INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized, compression)
-                      SELECT $1, $3, 'pending', $6, $7, $8, $9, $10 FROM j
+                    INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized, compression, labels)
+                      SELECT $1, $3, 'pending', $6, $7, $8, $9, $10, $11 FROM j
                     """,
                     [
                         name, job, String(seq), page.resumeState, String(lease), page.source, PGConnection.byteaText(payload),
-                        String(page.bytes.count), page.oversized.map(String.init), page.compression?.rawValue,
+                        String(page.bytes.count), page.oversized.map(String.init), page.compression?.rawValue, UnitLabels(of: page).json,
                     ]) == 1
             if enqueued { PGSharedRun.notify(on: connection, name) }
             return enqueued

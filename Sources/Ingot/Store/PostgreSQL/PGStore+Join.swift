@@ -58,6 +58,10 @@ extension PGStore {
             // A unit's page as the fetcher read it: a compressed file is inflated by the job that
             // decodes it, as a single run's lane does (gzip, zstd; NULL: plain).
             "ALTER TABLE _ingot_units ADD COLUMN IF NOT EXISTS compression text",
+            // What the unit carries besides its payload: its resource, for_each values (UnitLabels).
+            "ALTER TABLE _ingot_units ADD COLUMN IF NOT EXISTS labels text",
+            // The values a joined run keeps (the incremental cursor), until it finishes.
+            "CREATE TABLE IF NOT EXISTS _ingot_join_kept (name text NOT NULL, pipeline text NOT NULL, key text NOT NULL, value text NOT NULL, PRIMARY KEY (name, pipeline, key))",
             // Payloads are zstd frames already: the server does not try to compress them again.
             PGStore.externalPayloads,
             "CREATE INDEX IF NOT EXISTS _ingot_units_open ON _ingot_units (name, seq) WHERE status <> 'done'",
@@ -87,7 +91,8 @@ extension PGStore {
     /// then upserts its stored ones: two passes over a table), and PostgreSQL then aborts one
     /// transaction (`deadlock_detected`). When that transaction held only this batch, it is
     /// written again, the careful way (one upsert per table, in identity order), up to three
-    /// times; otherwise the error fails the job as any other.
+    /// times; otherwise its units go back to the queue (``StoreError/Kind/claimLost``), and the
+    /// job goes on.
     func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: (WriteResult) throws -> Void) throws {
         let alone = !inTransaction
         var attempts = 0
@@ -106,7 +111,18 @@ extension PGStore {
             } catch {
                 let held = unitsInTransaction
                 try? rollback()
-                if (error as? StoreError)?.kind == .claimLost { releaseUnits(held, join) }
+                if let store = error as? StoreError, store.kind == .claimLost || store.sqlState == PGStore.deadlockDetected {
+                    // A deadlock in a transaction of several batches (or one that came back three
+                    // times): nothing of it is written; its units go back to the queue, as a lost
+                    // claim's do, and a job writes them again.
+                    releaseUnits(held, join)
+                    if store.kind != .claimLost {
+                        var lost = StoreError.claimLost(held.map(\.seq).sorted())
+                        lost.message =
+                            "units \(lost.units.map(String.init).joined(separator: ", ")) go back to the queue: their transaction was aborted by a deadlock with another job"
+                        throw lost
+                    }
+                }
                 throw error
             }
         }
@@ -501,6 +517,12 @@ extension PGStore {
                     }
                 }
                 if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
+                try connection.execute(
+                    """
+                    INSERT INTO _ingot_state (pipeline, key, value) SELECT pipeline, key, value FROM _ingot_join_kept WHERE name = $1
+                      ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value
+                    """, [join.name])
+                try connection.execute("DELETE FROM _ingot_join_kept WHERE name = $1", [join.name])
                 try forgetStretches(of: runID)
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
@@ -529,7 +551,7 @@ extension PGStore {
         while true {
             let rows = try connection.execute(
                 """
-                SELECT seq, source, payload, length, compression FROM _ingot_units WHERE name = $1 AND seq > $2 AND oversized IS NULL
+                SELECT seq, source, payload, length, compression, labels FROM _ingot_units WHERE name = $1 AND seq > $2 AND oversized IS NULL
                 ORDER BY seq LIMIT 64
                 """, [join.name, String(after)])
             guard !rows.isEmpty else { return }
@@ -544,6 +566,8 @@ extension PGStore {
                 else { continue }
                 var page = Page(seq: seq, source: row[1] ?? "", bytes: bytes)
                 page.compression = row[4].flatMap(Compression.init(rawValue:))
+                UnitLabels.apply(row[5], to: &page)
+                guard page.unreadable == nil else { continue }
                 try body(page)
             }
         }

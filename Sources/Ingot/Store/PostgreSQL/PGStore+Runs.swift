@@ -60,13 +60,22 @@ extension PGStore {
 
     /// A batch's rejects and kept values (the incremental cursor), in the open transaction.
     func recordRejectsAndKept(_ p: RunProgress) throws {
-        // Jobs of a joined run commit their units in any order: the cursor only moves forward
-        // (compared byte by byte, as the writer compares it).
-        let value = joined == nil ? "excluded.value" : "greatest(_ingot_state.value COLLATE \"C\", excluded.value COLLATE \"C\")"
         for item in p.kept {
-            try connection.execute(
-                "INSERT INTO _ingot_state (pipeline, key, value) VALUES ($1, $2, $3) ON CONFLICT (pipeline, key) DO UPDATE SET value = \(value)",
-                [item.pipeline, item.key, item.value])
+            if let joined {
+                // Jobs of a joined run commit their units in any order: the run's cursor is the
+                // greatest its jobs saw (compared byte by byte, as the writer compares it), and it
+                // moves once, when the run finishes (endJoinedJob) — never past a unit another
+                // job has not committed yet.
+                try connection.execute(
+                    """
+                    INSERT INTO _ingot_join_kept (name, pipeline, key, value) VALUES ($1, $2, $3, $4) ON CONFLICT (name, pipeline, key)
+                      DO UPDATE SET value = greatest(_ingot_join_kept.value COLLATE "C", excluded.value COLLATE "C")
+                    """, [joined.name, item.pipeline, item.key, item.value])
+            } else {
+                try connection.execute(
+                    "INSERT INTO _ingot_state (pipeline, key, value) VALUES ($1, $2, $3) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
+                    [item.pipeline, item.key, item.value])
+            }
         }
         if !p.rejections.isEmpty {
             var data: [UInt8] = []

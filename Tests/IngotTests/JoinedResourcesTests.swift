@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import Ingot
+
+/// Pipelines with resources and `for_each` run joined as they run alone (docs/scale-out.md,
+/// "What a unit carries"): each unit keeps its page's resource and the values its records take
+/// from a parent, so whichever job decodes it maps it as the single run did; the run's
+/// incremental cursor moves once, when the run finishes.
+@Suite(.serialized)
+struct JoinedResourcesTests {
+    /// pipelines/swapi.yml's six resources and its parent entity, each relationship read from one
+    /// side (a joined run refuses `inverse:`), run by three jobs over the fixture server: a
+    /// single run's tables, with its counts.
+    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    func sixResourcesRunJoinedAsAlone(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let environment = ["SWAPI_API": server.base]
+        let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
+        let oneSided = swapi.replacingOccurrences(of: #", inverse: \w+"#, with: "", options: .regularExpression)
+        let config = try PipelineConfig.parse(text: oneSided, path: "swapi.yml", environment: environment)
+        let (single, db) = try runAlone(config, environment: environment)
+        let database = try JoinDatabase(backend, model: config.model)
+        let archives = (0..<3).map { _ in temporaryDirectory().path }
+        let summaries = try JoinTests.runJoined(config, database, name: "swapi", jobs: 3, batchRecords: 7, archives: archives) {
+            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        try expectSameTables(database, db, config)
+        let total = try #require(try database.runs().first?.counters)
+        let want: [Int] = [single.counters.pages, single.counters.records, 0]
+        #expect([total.pages, total.records, total.rejectedPages] == want)
+        // The finishing job archived every unit with its resource: a replay maps each page as
+        // the run did.
+        let files = archives.flatMap { dir in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 } }
+        #expect(files.count == 1)
+        let archive = try #require(files.first)
+        let replayed = temporaryDirectory().appendingPathComponent("replay.db").path
+        let replay = try ingotReplay(config, archive: archive, db: replayed)
+        #expect(replay.status == .finished && replay.counters.pages == single.counters.pages, "\(replay.error ?? "")")
+        #expect(replay.counters.resourceRecords == single.counters.resourceRecords)
+        #expect(try database.sqlite(replayed) == (try database.sqlite(db)))
+    }
+
+    /// The cookbook's GitHub pipeline — issues, then each issue's comments (`for_each` … `with:
+    /// {issue_number: number}`) — run by two jobs: every comment carries its issue's number, as
+    /// in a single run, and no request is made twice.
+    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    func forEachRunsJoinedAsAlone(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let environment = ["GITHUB_TOKEN": "t0ken"]
+        let config = try PipelineConfig.parse(text: try githubPipeline(server.base), path: "github.yml", environment: environment)
+        let (_, db) = try runAlone(config, environment: environment)
+        let alone = try server.counters()
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "github", jobs: 2, batchRecords: 3) {
+            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        try expectSameTables(database, db, config)
+        let sqlite = try database.sqlite(db)
+        #expect(sqlite["comment"]?.isEmpty == false)
+        let joined = try server.counters()
+        // Requests of the joined run: the counters went on from the single run's.
+        for (path, count) in alone { #expect(joined[path] == 2 * count, "\(path)") }
+    }
+
+    /// A joined incremental run's cursor moves once, when the run finishes: jobs that fail at a
+    /// unit leave it where it was (a later run fetches from there again, and loses nothing),
+    /// though they committed units past it; joined again and finished, it moves to the greatest
+    /// value any unit gave.
+    @Test(.timeLimit(.minutes(1))) func anIncrementalCursorMovesWhenTheRunFinishes() throws {
+        let yaml = itemPipeline(
+            "cursor", "records: results", "incremental: {cursor_path: updated, param: since}",
+            "source: {files: {dir: /nonexistent, glob: \"*.json\"}}"
+        ).replacingOccurrences(of: "{id: integer, name: string}", with: "{id: integer, name: string, updated: string}")
+        let config = try PipelineConfig.parse(text: yaml, path: "cursor.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let pages = (1...4).map { k in #"{"results": [{"id": \#(k), "name": "n\#(k)", "updated": "2024-01-0\#(k)"}]}"# }
+        _ = try JoinTests.runJoined(config, database, name: "schema", jobs: 1, source: { MemoryPageSource([]) })
+        let connection = try PGConnection(url: database.url)
+        try connection.execute(
+            """
+            CREATE FUNCTION fail_two() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+              IF NEW.id = 2 THEN RAISE EXCEPTION 'the disk is on fire' USING ERRCODE = 'XX000'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER fail_two BEFORE INSERT OR UPDATE ON item FOR EACH ROW EXECUTE FUNCTION fail_two()
+            """)
+        let cursor = { try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = 'cursor' AND key = 'incremental:since'") }
+        let failed = try JoinTests.runJoined(config, database, name: "c", jobs: 2, batchRecords: 1, source: { MemoryPageSource(pages) })
+        #expect(failed.allSatisfy { $0.status == .failed })
+        #expect(try cursor() == [["2024-01-01"]] || (try cursor()).isEmpty, "no unit past the failed one moves the cursor")
+        #expect(try cursor() != [["2024-01-04"]] && (try cursor()) != [["2024-01-03"]])
+        try connection.execute("DROP TRIGGER fail_two ON item")
+        let finished = try JoinTests.runJoined(config, database, name: "c", jobs: 2, batchRecords: 1, source: { MemoryPageSource(pages) })
+        #expect(finished.allSatisfy { $0.status == .finished }, "\(finished.compactMap(\.error))")
+        #expect(try cursor() == [["2024-01-04"]])
+    }
+
+    /// What a joined run still cannot do the way a single run does is refused before anything is
+    /// written, naming why.
+    @Test func whatDecidesByStoredRowsIsRefused() throws {
+        for (yaml, reason) in [
+            (itemPipeline("ins", "records: results", "write: insert_only"), "write: insert_only"),
+            (
+                try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8),
+                "inverse: film.characters"
+            ),
+            (
+                "version: 1\nname: rep\nwrite: replace\nresources:\n  - {name: a, source: {files: {dir: /tmp, glob: \"none-*.json\"}}, root: item}\n"
+                    + "  - {name: b, source: {files: {dir: /tmp, glob: \"none-*.json\"}}, root: item}\n"
+                    + "entities: {item: {identity: id, attributes: {id: integer}}}",
+                "write: replace in a pipeline with resources"
+            ),
+        ] {
+            let config = try PipelineConfig.parse(text: yaml, path: "j.yml")
+            let database = try JoinDatabase(.memory, model: config.model)
+            let summary = try JoinTests.runJoined(config, database, name: "refused", jobs: 1, source: { MemoryPageSource([]) })
+            #expect(summary.first?.failureKind == .configuration, "\(yaml)")
+            #expect(summary.first?.error?.contains(reason) == true, "\(summary.first?.error ?? "")")
+            #expect(try database.join("refused") == nil)
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// `config` run alone into a new SQLite database: its summary and the database.
+    private func runAlone(_ config: PipelineConfig, environment: [String: String]) throws -> (RunSummary, String) {
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("alone.db").path
+        options.progressInterval = 0
+        options.timers = ManualTimers()
+        let source = ResourcesPageSource(
+            config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        return (summary, options.databasePath)
+    }
+
+    private func expectSameTables(_ database: JoinDatabase, _ db: String, _ config: PipelineConfig) throws {
+        let expected = try database.sqlite(db)
+        let got = try database.dump()
+        #expect(expected.keys.sorted() == got.keys.sorted())
+        for table in expected.keys.sorted() { #expect(got[table] == expected[table], "table \(table)") }
+    }
+
+    /// The cookbook's GitHub pipeline against the fixture server, three issues a page.
+    private func githubPipeline(_ base: String) throws -> String {
+        let cookbook = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+        let github = try #require(
+            cookbook.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: github") }?.components(separatedBy: "```")
+                .first)
+        return github.replacingOccurrences(of: "https://api.github.com/", with: base + "/github/")
+            .replacingOccurrences(of: "per_page=100", with: "per_page=3")
+            .replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+    }
+
+    /// A replay of `archive` by `config` into `db`.
+    private func ingotReplay(_ config: PipelineConfig, archive: String, db: String) throws -> RunSummary {
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        options.timers = ManualTimers()
+        let source = try ArchivePageSource(path: archive)
+        return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+    }
+}
