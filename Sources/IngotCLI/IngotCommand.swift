@@ -248,6 +248,11 @@ struct Run: ParsableCommand {
         if let location = try? options.location.get() {
             print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
         }
+        if let join = options.join {
+            print(
+                PipelineRunner.joinObstacle(config).map { "join: \(join) refused (\($0))" }
+                    ?? "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time")
+        }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             print("refresh: every page is applied (\(obstacle))")
         } else if options.fullRefresh {

@@ -309,6 +309,14 @@ struct CLITests {
         #expect(swapiAuto.stdout.contains("load: batch by batch (it cannot turn staged: "), "\(swapiAuto.stdout)")
         let swapi = try run(["run", "pipelines/swapi.yml", "--db", db, "--dry-run", "--bulk"])
         #expect(swapi.stdout.contains("load: --bulk refused:") && swapi.stdout.contains("entity transport is a parent"), "\(swapi.stdout)")
+        // What a joined run would do, or why it cannot, before anything runs.
+        let pg = "postgresql://127.0.0.1:1/none"
+        let swapiJoined = try run(["run", "pipelines/swapi.yml", "--db", pg, "--join", "sw", "--dry-run"])
+        #expect(
+            swapiJoined.stdout.contains("join: sw refused (a relationship read from both sides (inverse: film.characters"),
+            "\(swapiJoined.stdout)")
+        let peopleJoined = try run(["run", "pipelines/people.yml", "--db", pg, "--join", "p", "--dry-run"])
+        #expect(peopleJoined.stdout.contains("join: p: units (pages"), "\(peopleJoined.stdout)")
         #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0", "--bulk"]).status == 0)
         let again = try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0", "--bulk"])
         #expect(again.status == 0, "\(again.stderr)")

@@ -14,8 +14,8 @@ struct JoinedPart {
 extension PipelineRunner {
     /// Checks that the pipeline can run joined into `store`, takes the pipeline's run lock shared
     /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
-    /// written: a store that cannot share runs (SQLite), relationships whose outcome depends on
-    /// page order (`missing: reject|ignore`).
+    /// written: a store that cannot share runs (SQLite), a pipeline whose outcome depends on
+    /// page order (``joinObstacle(_:)``).
     func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date) throws -> JoinedPart {
         guard let shared = store as? any SharedRunStore else {
             throw StoreError.unsupported(
@@ -24,23 +24,8 @@ extension PipelineRunner {
         if options.resume {
             throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
         }
-        if let reason = joinObstacle {
+        if let reason = PipelineRunner.joinObstacle(config) {
             throw StoreError.unsupported("--join cannot run this pipeline: \(reason); run it as one job")
-        }
-        if let owned = config.model.entities.flatMap({ e in e.relationships.filter(\.owned).map { "\(e.name).\($0.name)" } }).first {
-            // Joined writes order values by unit; an owned set's rows past its end would need the same.
-            throw StoreError.unsupported("--join does not run pipelines with owned relationships (\(owned)) yet; run it as one job")
-        }
-        if !config.replaceScopes.isEmpty {
-            throw StoreError.unsupported("--join does not run write: replace with a scope yet; run it as one job")
-        }
-        let ordered = config.model.entities.flatMap { entity in
-            entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
-        }
-        if !ordered.isEmpty {
-            throw StoreError.unsupported(
-                "--join needs every relationship to stub missing targets: with several jobs, whether a target exists when a page is written depends on which job wrote what first; "
-                    + ordered.joined(separator: ", "))
         }
         let run = try shared.joinRun(
             SharedRunRequest(
@@ -49,16 +34,31 @@ extension PipelineRunner {
         return JoinedPart(run: run, source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers))
     }
 
-    /// Why the pipeline's outcome would depend on which job wrote what first, or `nil`. A unit
-    /// carries its page's resource and for_each values (``UnitLabels``), so resources and
-    /// for_each run joined as they run alone; what reads the stored state to decide still cannot.
-    var joinObstacle: String? {
+    /// Why `config` cannot run joined — its outcome would depend on which job wrote what first,
+    /// or a joined write cannot do what it asks yet — or `nil`. Checked before anything is
+    /// written, and shown by `--dry-run --join`. A unit carries its page's resource and for_each
+    /// values (``UnitLabels``), so resources and for_each run joined as they run alone.
+    package static func joinObstacle(_ config: PipelineConfig) -> String? {
+        let entities = config.model.entities
+        if let owned = entities.flatMap({ e in e.relationships.filter(\.owned).map { "\(e.name).\($0.name)" } }).first {
+            // Joined writes order values by unit; an owned set's rows past its end would need the same.
+            return "owned relationships (\(owned)) are not written joined yet"
+        }
+        if !config.replaceScopes.isEmpty { return "write: replace with a scope is not written joined yet" }
+        let ordered = entities.flatMap { entity in
+            entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
+        }
+        if !ordered.isEmpty {
+            return
+                "every relationship must stub missing targets: with several jobs, whether a target exists when a page is written depends on which job wrote what first; "
+                + ordered.joined(separator: ", ")
+        }
         let modes = [config.write] + config.resources.compactMap(\.write)
         if let mode = modes.first(where: { $0 == .insertOnly || $0 == .updateOnly }) {
             return
                 "write: \(mode.rawValue) skips a record by whether its row is stored when its page is written, and with several jobs that depends on which job wrote first"
         }
-        let inverse = config.model.entities.flatMap { e in e.relationships.filter { $0.inverse != nil }.map { "\(e.name).\($0.name)" } }
+        let inverse = entities.flatMap { e in e.relationships.filter { $0.inverse != nil }.map { "\(e.name).\($0.name)" } }
         if !inverse.isEmpty {
             return
                 "a relationship read from both sides (inverse: \(inverse.joined(separator: ", "))) takes its links from whichever side came last, and joined units are written in no page order"
