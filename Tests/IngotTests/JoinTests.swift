@@ -608,12 +608,14 @@ struct JoinTests {
 
     // MARK: - Processes, one killed
 
-    /// `count` `ingot` processes with `arguments`, a 2 s lease, no archive, no progress lines.
-    private func startJobs(_ count: Int, _ arguments: [String]) throws -> [Process] {
+    /// `count` `ingot` processes with `arguments`, a 2 s lease, no archive, no progress lines,
+    /// and `environment` added to this process's.
+    static func startJobs(_ count: Int, _ arguments: [String], environment: [String: String] = [:]) throws -> [Process] {
         try (0..<count).map { _ in
             let process = Process()
             process.executableURL = CLITests.binary
             process.arguments = arguments + ["--lease", "2", "--progress-interval", "0", "--no-archive"]
+            if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
@@ -643,7 +645,7 @@ struct JoinTests {
         try holder.execute("BEGIN")
         try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
 
-        let processes = try startJobs(
+        let processes = try Self.startJobs(
             jobs,
             [
                 "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100",
@@ -706,7 +708,7 @@ struct JoinTests {
         let pipeline = temporaryDirectory().appendingPathComponent("people-http.yml")
         let text = try peopleOverHTTPText("\(server.base)/people/next", ["paginate: {next_url: next}", "timeout_s: 7200"])
         try Data(text.utf8).write(to: pipeline)
-        let processes = try startJobs(2, ["run", pipeline.path, "--db", url, "--join", "follow"])
+        let processes = try Self.startJobs(2, ["run", pipeline.path, "--db", url, "--join", "follow"])
         let watcher = try PGConnection(url: url)
         var fetcher = ""
         // Page 8 is enqueued and request 9 reached the server (held there): the fetcher is waiting on it.

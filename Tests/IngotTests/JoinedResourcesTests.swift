@@ -67,6 +67,44 @@ struct JoinedResourcesTests {
         for (path, count) in alone { #expect(joined[path] == 2 * count, "\(path)") }
     }
 
+    /// The GitHub pipeline's fetcher is killed with `kill -9` while the server holds its eighth
+    /// request (a comments page of the for_each: no timing involved) and a job is started in its
+    /// place: another job takes the fetcher's role over once its lease runs out, resumes the
+    /// for_each at that request, and the run ends exactly as a single run.
+    @Test(.timeLimit(.minutes(2))) func aForEachFetcherKilledAndReplacedEndsExact() throws {
+        let server = try FixtureServer(faults: "slow:8", slow: 20)
+        let environment = ["GITHUB_TOKEN": "t0ken"]
+        let text = try githubPipeline(server.base)
+        let pipeline = temporaryDirectory().appendingPathComponent("github.yml")
+        try Data(text.utf8).write(to: pipeline)
+        let url = try PostgresServer.freshDatabase()
+        let arguments = ["run", pipeline.path, "--db", url, "--join", "gh"]
+        var processes = try JoinTests.startJobs(2, arguments, environment: environment)
+        let watcher = try PGConnection(url: url)
+        var fetcher = ""
+        waitUntil {
+            let row = (try? watcher.execute("SELECT next_seq, fetcher FROM _ingot_joins WHERE name = 'gh'"))?.first
+            fetcher = (row?[1] ?? nil) ?? ""
+            let requests = ((try? server.counters()) ?? [:]).values.reduce(0, +)
+            return row?[0].flatMap { Int($0) } == 8 && !fetcher.isEmpty && requests >= 8
+        }
+        let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
+        let victim = try #require(processes.first { $0.processIdentifier == pid })
+        kill(victim.processIdentifier, SIGKILL)
+        victim.waitUntilExit()
+        processes += try JoinTests.startJobs(1, arguments, environment: environment)
+        for process in processes where process !== victim {
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+        }
+        let config = try PipelineConfig.parse(text: text, path: "github.yml", environment: environment)
+        let (single, db) = try runAlone(config, environment: environment)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(
+            try watcher.execute("SELECT status, pages, records FROM _ingot_runs")
+                == [["finished", String(single.counters.pages), String(single.counters.records)]])
+    }
+
     /// A joined incremental run's cursor moves once, when the run finishes: jobs that fail at a
     /// unit leave it where it was (a later run fetches from there again, and loses nothing),
     /// though they committed units past it; joined again and finished, it moves to the greatest
