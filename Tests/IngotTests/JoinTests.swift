@@ -68,6 +68,15 @@ struct JoinDatabase {
             .first.map { ($0[0] ?? "", $0[1].flatMap { Int($0) }, $0[2].flatMap { Int($0) } ?? 0) }
     }
 
+    /// The seqs of shared run `name`'s units that are done, in order.
+    func unitsDone(_ name: String) throws -> [Int] {
+        if let memory {
+            return memory.state.withLock { $0.joins[name]?.units.filter { $0.value.status == .done }.map(\.key).sorted() ?? [] }
+        }
+        return try PGConnection(url: url).execute("SELECT seq FROM _ingot_units WHERE name = $1 AND status = 'done' ORDER BY seq", [name])
+            .compactMap { $0[0].flatMap { Int($0) } }
+    }
+
     /// The run rows: status and counters of each.
     func runs() throws -> [(status: String, counters: RunCounters?)] {
         if let memory { return memory.state.withLock { s in s.runOrder.compactMap { s.runs[$0] }.map { ($0.status, $0.counters) } } }

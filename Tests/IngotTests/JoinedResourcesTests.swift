@@ -67,6 +67,22 @@ struct JoinedResourcesTests {
         for (path, count) in alone { #expect(joined[path] == 2 * count, "\(path)") }
     }
 
+    /// PokeAPI — the list, then each pokemon's detail page with its owned type slots and moves
+    /// (and each move's owned details) — run by three jobs ends in a single run's tables.
+    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    func ownedChildrenOfDetailPagesRunJoinedAsAlone(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
+        let (single, db) = try runAlone(config, environment: [:])
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "poke", jobs: 3, batchRecords: 2) {
+            ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        try expectSameTables(database, db, config)
+        #expect(try database.runs().first?.counters?.records == single.counters.records)
+    }
+
     /// The GitHub pipeline's fetcher is killed with `kill -9` while the server holds its eighth
     /// request (a comments page of the for_each: no timing involved) and a job is started in its
     /// place: another job takes the fetcher's role over once its lease runs out, resumes the

@@ -404,6 +404,29 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 tables.positions[entity][identity] = positions
             }
         }
+        // Owned rows no set at least as new as their owner's wrote go, as in PostgreSQL's
+        // `deleteStaleOwned`: rows past the newest set's end, whichever unit committed first.
+        for entity in 0..<batch.entityCount {
+            let slots = PositionSlots(layouts[entity])
+            for (k, toMany) in layouts[entity].toMany.enumerated() where toMany.isOwned {
+                for row in batch.rows(of: entity) {
+                    guard let identity = row.identity, row.links[k] != nil else { continue }
+                    let newest = tables.positions[entity][identity]?[slots.columns + k] ?? 0
+                    let target = PositionSlots(layouts[toMany.target])
+                    let stale = tables.rows[toMany.target].keys.filter { key in
+                        Array(key.values.prefix(identity.values.count)) == identity.values && key.values.count == identity.values.count + 1
+                            && (tables.positions[toMany.target][key]?[target.touched] ?? 0) < newest
+                    }
+                    for key in stale {
+                        tables.rows[toMany.target][key] = nil
+                        tables.positions[toMany.target][key] = nil
+                        for owned in layouts[toMany.target].toMany where owned.isOwned {
+                            _ = deleteOwned(owned.target, prefix: key.values, from: 0, &tables)
+                        }
+                    }
+                }
+            }
+        }
         return counts
     }
 

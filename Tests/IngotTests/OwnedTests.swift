@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -200,14 +201,37 @@ struct OwnedTests {
                 "is the target of 'pokemon_type.again' too") == true)
     }
 
-    @Test func aJoinedRunRefusesOwnedRelationships() throws {
+    /// Owned sets in a joined run end as a single run's whatever order the units commit in: the
+    /// first page's long sets are written *after* the second page's short ones (a job holds unit 1
+    /// until the other job has committed unit 2, then lets it go), and the rows past the short
+    /// sets' ends — moves, types, a move's details — still go.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func ownedSetsEndAsAloneWhateverOrderUnitsCommit(backend: JoinBackend) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "o.yml")
-        var options = RunOptions()
-        options.databasePath = try PostgresServer.freshDatabase()
-        options.join = "j"
-        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
-            source: MemoryPageSource([Self.first]))
-        #expect(summary.status == .failed)
-        #expect(summary.error?.contains("owned relationships") == true, "\(summary.error ?? "")")
+        let database = try JoinDatabase(backend, model: config.model)
+        let (_, db) = try ingest(Self.yaml, [Self.first, Self.second])
+        let holder = try database.sharedStore()
+        defer { try? holder.close() }
+        let held = try holder.joinRun(JoinTests.request("owned", config))
+        _ = try #require(try held.takeFetcherRole())
+        for (k, page) in [Self.first, Self.second].enumerated() {
+            #expect(try held.enqueue(Page(seq: k + 1, source: "MemoryPageSource#\(k + 1)", bytes: Array(page.utf8)), as: k + 1))
+        }
+        #expect(try held.endSource(at: 3))
+        #expect(try held.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == 1)
+        let summaries = Mutex<[RunSummary]>([])
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            summaries.withLock { $0 = (try? JoinTests.runJoined(Self.yaml, [], database, name: "owned", jobs: 1)) ?? [] }
+            done.signal()
+        }
+        // Unit 2 (the short sets) committed by the other job; then unit 1 goes to it.
+        try waitUntil { try database.unitsDone("owned") == [2] }
+        _ = try held.endJob(status: .interrupted, counters: RunCounters(), replaceEntity: nil, maxPageBytes: 1 << 20, archive: nil)
+        done.wait()
+        #expect(summaries.withLock { $0 }.map(\.status) == [.finished], "\(summaries.withLock { $0 }.compactMap(\.error))")
+        let expected = try database.sqlite(db)
+        let got = try database.dump()
+        for table in expected.keys.sorted() { #expect(got[table] == expected[table], "table \(table)") }
     }
 }

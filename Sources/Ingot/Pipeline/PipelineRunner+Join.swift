@@ -40,10 +40,6 @@ extension PipelineRunner {
     /// values (``UnitLabels``), so resources and for_each run joined as they run alone.
     package static func joinObstacle(_ config: PipelineConfig) -> String? {
         let entities = config.model.entities
-        if let owned = entities.flatMap({ e in e.relationships.filter(\.owned).map { "\(e.name).\($0.name)" } }).first {
-            // Joined writes order values by unit; an owned set's rows past its end would need the same.
-            return "owned relationships (\(owned)) are not written joined yet"
-        }
         if !config.replaceScopes.isEmpty { return "write: replace with a scope is not written joined yet" }
         let ordered = entities.flatMap { entity in
             entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }

@@ -178,13 +178,51 @@ extension PGStore {
             let rows = copies ? batch.rows(of: entity, valuesWhere: { $0 != nil }) : batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
             counts[entity] = try upsert(rows, layout, join, fallback: fallback, direct: copies ? batch.storage(of: entity) : nil)
-            for (k, toMany) in layout.toMany.enumerated() {
+            for (k, toMany) in layout.toMany.enumerated() where !toMany.isOwned {
                 try replaceLinksJoined(
                     rows, k, toMany, owner: entity, layout: layout, join,
                     direct: direct && !layout.identitySlots.isEmpty && !sharedJoinTables.contains(toMany.joinTable))
             }
         }
+        // Owned rows once every entity's rows are written: the batch's children carry their
+        // positions by then.
+        for (entity, layout) in layouts.enumerated() {
+            for (k, toMany) in layout.toMany.enumerated() where toMany.isOwned {
+                try deleteStaleOwned(batch.rows(of: entity), k, toMany, owner: entity, layout: layout)
+            }
+        }
         return counts
+    }
+
+    /// The owned rows of relationship `k` that the owner's newest set does not hold, for every
+    /// owner in `rows` that gave a set — with what they own in turn. An owned row is a row of
+    /// its own entity, upserted column by column with positions like any other; what a joined
+    /// write adds is its end: a row goes when no set at least as new as the owner's (its
+    /// `_ingot_pos` slot for `k`, after this batch's upsert) wrote it — a row past the newest
+    /// set's end, written by an older set, whichever job committed first.
+    private func deleteStaleOwned(
+        _ rows: [ResolvedBatch.Row], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout
+    ) throws {
+        var owners: [UInt8] = []
+        for row in rows {
+            guard let identity = row.identity, row.links[k] != nil else { continue }
+            PGStore.appendCopyRow(identity.values, to: &owners)
+        }
+        guard !owners.isEmpty else { return }
+        let types = PGStore.joinColumns(toMany, owner: owner, model: model)
+        let stage = try staging("_ingot_ownedj_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
+        try connection.copy("COPY \(stage) FROM STDIN", data: owners)
+        let table = PGStore.quote(toMany.joinTable)
+        let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let source = toMany.sourceColumns.map(PGStore.quote)
+        let owns = zip(source, identity).map { "t.\($1) = o.\($0) AND \(table).\($0) = o.\($0)" }.joined(separator: " AND ")
+        let touched = "coalesce(\(table).\(PGStore.positionColumn)[\(PositionSlots(layouts[toMany.target]).touched)], 0)"
+        let condition =
+            "EXISTS (SELECT 1 FROM \(stage) AS o JOIN \(PGStore.quote(layout.table)) AS t ON true WHERE \(owns) AND \(touched) < coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layout).link(k))], 0))"
+        for sql in OwnedRows.deletes(of: toMany.target, where: condition, layouts: layouts, quote: PGStore.quote) {
+            try connection.execute(sql)
+        }
+        try connection.execute("TRUNCATE \(stage)")
     }
 
     /// Hands the units of a rolled-back transaction back to the queue (those this job still
