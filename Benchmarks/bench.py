@@ -11,7 +11,7 @@ floor (Benchmarks/sqlite_floor.py). `--big` adds people-1M to that comparison an
 200k; `--huge` runs people-10M alone; `--only CASE` runs one case. Every database is
 checked with people.py --check. Copy the output into docs/benchmarks.md.
 """
-import argparse, glob, json, os, re, shutil, statistics, subprocess, sys
+import argparse, glob, json, os, re, shutil, statistics, subprocess, sys, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.path.join(ROOT, "Benchmarks", "people.py")
@@ -596,13 +596,78 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
 
 
 
+def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
+    """Scale-out of a fetch-bound fan-out: people pages of 100, then each person's detail page (a
+    for_each resource, concurrency 4), every answer after 100 ms, into PostgreSQL: one single job,
+    then N joined jobs at the same concurrency. Wall time from the first start to the last exit,
+    medians; every database checked against the single job's tables, and the requests counted."""
+    import time
+    small = os.path.join(BENCH, "people-%d-100" % persons)
+    if not os.path.exists(os.path.join(small, "expected.json")):
+        subprocess.run([sys.executable, GEN, "--out", small, "--persons", str(persons), "--page-size", "100"],
+                       check=True, stdout=subprocess.DEVNULL)
+    pg = Postgres()
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--people", small,
+                               "--delay", "0.1", "--exit-on-eof"],
+                              stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        yml = os.path.join(BENCH, "people-fanout.yml")
+        open(yml, "w").write(open(PIPELINE).read().replace(
+            'source:\n  files: {dir: samples/people, glob: "page-*.json"}\nrecords: results\nroot: person\n',
+            'defaults: {http: {url: "http://127.0.0.1:%d/", concurrency: 4}}\nresources:\n'
+            '  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n'
+            '  - {name: details, for_each: {resource: pages, path: "people/detail/{id}"}, records: ".", root: person}\n' % port,
+        ).replace("      tags: json\n", "      tags: json\n      note: string\n"))
+
+        def requests():
+            with urllib.request.urlopen("http://127.0.0.1:%d/requests" % port) as r:
+                return json.load(r).get("people_requests", 0)
+
+        def run(n, k):
+            name = "f%d_%d" % (n, k)
+            url = pg.fresh(name)
+            base = [ingot, "run", yml, "--no-archive", "--db", url, "--progress-interval", "0"]
+            before = requests()
+            started = time.time()
+            procs = [subprocess.Popen(base + ([] if n == 0 else ["--join", name]), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True) for _ in range(max(n, 1))]
+            errors = [p.communicate()[1] for p in procs]
+            wall = time.time() - started
+            failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
+            if failed:
+                sys.exit("fan-out: a job failed: %s" % failed[0])
+            return wall, name, requests() - before
+        walls = {n: [] for n in (0,) + tuple(jobs)}
+        names, made = {}, {}
+        for k in range(runs):
+            for n in walls:
+                wall, names[n], made[n] = run(n, k)
+                walls[n].append(wall)
+        single = table_digest(pg, names[0])
+        medians = {n: statistics.median(w) for n, w in walls.items()}
+        print("fan-out, %d persons: %d pages then %d detail requests, 100 ms each, concurrency 4, into PostgreSQL" % (
+            persons, persons // 100, persons))
+        for n, w in walls.items():
+            label = "1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")
+            exact = table_digest(pg, names[n]) == single
+            print("  %-16s median %.2f s (runs: %s), %d requests%s" % (label, medians[n], ", ".join("%.2f" % x for x in w), made[n],
+                                                                      "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
+        one = medians[jobs[0]]
+        print("  speed-up over one joined job: %s" % ", ".join("%d jobs %.2fx" % (n, one / medians[n]) for n in jobs[1:]))
+    finally:
+        server.stdin.close()
+        server.wait()
+        pg.stop()
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -622,7 +687,8 @@ def main():
                 large[0] / small[0], large[1] / small[1]))
 
     if args.only:
-        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined}.get(args.only)
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined,
+                "fanout": fanout}.get(args.only)
         if args.only == "peers":
             all_peers()
         elif only:
@@ -656,6 +722,7 @@ def main():
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)
     joined(ingot, data, expected, db, args.runs)
+    fanout(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     shutil.rmtree(archives, ignore_errors=True)
 

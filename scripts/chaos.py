@@ -11,6 +11,8 @@ run into a second database. With --postgres --join N, N jobs share one run (`--j
 at random moments one of them (the fetcher or not) is killed with kill -9 and a new job is
 started in its place, as a Kubernetes Job restarts a pod. With --files they read the pages
 from files instead of HTTP, so that a job whose units come in an unbroken stretch stages them.
+With --fanout the pipeline has two resources: the pages, then a request per person for its
+detail page (a for_each), so that kills land in a fan-out and in takeovers of its fetcher.
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
 people data set with Benchmarks/people.py, and prints one JSON line with the result.
@@ -36,6 +38,8 @@ def main():
     a.add_argument("--keep", action="store_true", help="keep the work directory (pages, database, archives)")
     a.add_argument("--postgres", action="store_true", help="write into a throwaway PostgreSQL server instead of SQLite")
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
+    a.add_argument("--fanout", action="store_true",
+                   help="with --join: the people pages, then each person's detail page (a for_each resource)")
     a.add_argument("--files", action="store_true",
                    help="with --join: the jobs read the pages from files (--pages), so a job stages its stretch of units")
     a.add_argument("--bulk", action="store_true",
@@ -60,6 +64,16 @@ def main():
         pipeline = open(os.path.join(ROOT, "pipelines/people.yml")).read().replace(
             '  files: {dir: samples/people, glob: "page-*.json"}',
             "  http:\n    url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n" % port)
+        if args.fanout:
+            # Resources: the pages, then a request per person (its detail page sets `note`).
+            pipeline = pipeline.replace(
+                "source:\n  http:\n    url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n\nrecords: results\nroot: person\n" % port,
+                "defaults: {http: {url: \"http://127.0.0.1:%d/\", concurrency: 4}}\nresources:\n"
+                "  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n"
+                "  - {name: details, for_each: {resource: pages, path: \"people/detail/{id}\"}, records: \".\", root: person}\n" % port,
+            ).replace("      tags: json\n", "      tags: json\n      note: string\n")
+            if "for_each" not in pipeline:
+                a.error("--fanout could not rewrite pipelines/people.yml")
         yml = os.path.join(work, "people-http.yml")
         open(yml, "w").write(pipeline)
         db = os.path.join(work, "chaos.db")

@@ -12,6 +12,7 @@ Serves
   /people/cursor[?cursor=C]  meta.next_cursor holds the next cursor
   /people/paged?page=N       page N with meta.total_pages (how many pages there are); past the last, 404
   /people/offset404?offset=O&limit=L   as offset, but past the total a 404 (as some APIs answer)
+  /people/detail/ID          one person's detail ({"id": ID, "note": …}), for a for_each fan-out
   /stripe/v1/customers?limit=L[&starting_after=ID]   a Stripe list: {object: list, data, has_more, url}, 25 customers
   /twitter/1.1/followers/list.json[?cursor=C]   a Twitter v1.1 cursored list: users, next_cursor (0 at the end)
   /github/repos/octocat/hello-world   one object (a repository), not a list
@@ -386,6 +387,12 @@ class Handler(BaseHTTPRequestHandler):
     def people(self, style, q, fault):
         pages = State.people
         host = self.host()
+        if style.startswith("detail/"):
+            # One person's detail page, for a for_each fan-out over the people pages.
+            ident = style[len("detail/"):]
+            if not ident.isdigit():
+                return self.send_json({"detail": "not found"}, 404)
+            return self.send_json({"id": int(ident), "note": "detail of %s" % ident})
         if style in ("next", "link", "page", "paged"):
             n = int(q.get("page", "1"))
             if style == "paged" and not 1 <= n <= len(pages):
