@@ -68,12 +68,15 @@ struct JoinedResourcesTests {
     }
 
     /// PokeAPI — the list, then each pokemon's detail page with its owned type slots and moves
-    /// (and each move's owned details) — run by three jobs ends in a single run's tables.
+    /// (and each move's owned details) — run by three jobs ends in a single run's tables. The
+    /// detail requests (one page each) are made by the jobs that claim them, three at once, and
+    /// none twice.
     @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
     func ownedChildrenOfDetailPagesRunJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
-        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
+        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base, concurrency: 3), path: "pokeapi.yml")
         let (single, db) = try runAlone(config, environment: [:])
+        let alone = try server.counters()
         let database = try JoinDatabase(backend, model: config.model)
         let summaries = try JoinTests.runJoined(config, database, name: "poke", jobs: 3, batchRecords: 2) {
             ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
@@ -81,6 +84,43 @@ struct JoinedResourcesTests {
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
         try expectSameTables(database, db, config)
         #expect(try database.runs().first?.counters?.records == single.counters.records)
+        let joined = try server.counters()
+        for (path, count) in alone where count > 0 { #expect(joined[path] == 2 * count, "\(path)") }
+    }
+
+    /// A request unit (``Page/request``: a for_each request answered by one page) is fetched by
+    /// the job that claims it: here the fetcher is a bare member of the run that enqueues the
+    /// request unfetched and never fetches anything, and the job that claims it asks the server,
+    /// keeps the answer in the unit, and stores the record.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func theJobThatClaimsARequestMakesIt(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let fetcher = try database.sharedStore()
+        defer { try? fetcher.close() }
+        var spec = JoinTests.request("req", config)
+        let source = ResourcesPageSource(
+            config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        spec.spec["source"] = source.origin
+        let run = try fetcher.joinRun(spec)
+        _ = try #require(try run.takeFetcherRole())
+        var request = Page(seq: 1, source: server.base + "/pokeapi/api/v2/pokemon/1/", bytes: [])
+        request.request = request.source
+        request.resource = 1
+        request.resourceName = "pokemon"
+        request.injected = [InjectedValue(key: "listed_as", json: #""bulbasaur""#)]
+        #expect(try run.enqueue(request, as: 1))
+        #expect(try run.endSource(at: 2))
+        let before = try server.counters()
+        let summaries = try JoinTests.runJoined(config, database, name: "req", jobs: 1) {
+            ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.map(\.status) == [.finished], "\(summaries.compactMap(\.error))")
+        // The job's request, and this count's own.
+        #expect(try server.counters()["requests"] == (before["requests"] ?? 0) + 2, "one request, by the job")
+        let pokemon = try #require(try database.dump()["pokemon"])
+        #expect(pokemon.count == 1 && pokemon.first?.contains("bulbasaur") == true, "\(pokemon)")
     }
 
     /// The GitHub pipeline's fetcher is killed with `kill -9` while the server holds its eighth

@@ -794,6 +794,19 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
         }
     }
 
+    func keepFetched(_ page: Page) throws -> Bool {
+        guard let ref = page.unit else { return false }
+        return try withJoin { join, _ in
+            guard var unit = join.units[ref.seq], unit.status == .claimed, unit.job == job, unit.claims == ref.claim else { return false }
+            var kept = page
+            kept.unit = nil
+            kept.seq = ref.seq
+            unit.page = kept
+            join.units[ref.seq] = unit
+            return true
+        }
+    }
+
     func pendingUnits() throws -> Int {
         try withJoin { join, _ in join.units.values.filter { $0.status == .pending }.count }
     }

@@ -31,7 +31,14 @@ extension PipelineRunner {
             SharedRunRequest(
                 name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
                 lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source)))
-        return JoinedPart(run: run, source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers))
+        // Requests known in advance (a for_each answered by one page each) are made by the jobs
+        // that claim them, not by the fetcher.
+        let resources = source as? ResourcesPageSource
+        resources?.defersRequests = true
+        return JoinedPart(
+            run: run,
+            source: SharedRunSource(
+                run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: resources?.requests))
     }
 
     /// Why `config` cannot run joined — its outcome would depend on which job wrote what first,

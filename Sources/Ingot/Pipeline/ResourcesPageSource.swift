@@ -89,9 +89,20 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
 
     // MARK: - Pages
 
+    /// Set for a shared run's fetcher: requests any job may make (``ForEachRequests/defers(_:)``)
+    /// come out unfetched, as pages naming their URL (``Page/request``).
+    var defersRequests = false
+
+    /// What the jobs of a shared run fetch the requests this source defers with.
+    var requests: ForEachRequests { ForEachRequests(config: config, environment: environment, maxPageBytes: maxPageBytes) }
+
     func next() throws -> Page? {
         while index < resources.count {
             if cancelled.value.withLock({ $0 }) { return nil }
+            if defersRequests, current == nil, ForEachRequests.defers(resources[index]) {
+                guard let page = deferredRequest() else { continue }
+                return page
+            }
             if current == nil {
                 try open()
                 // A for_each with no request left finished its resource: on to the next.
@@ -136,6 +147,27 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
             finishResource()
         }
         return nil
+    }
+
+    /// The next request of the for_each resource at the current position, unfetched; `nil` when
+    /// the resource has none left (it is finished).
+    private func deferredRequest() -> Page? {
+        guard let forEach = resources[index].forEach else { return nil }
+        if items.isEmpty { items = collected[forEach.resource] ?? RequestList() }
+        guard items.indices.contains(item) else {
+            finishResource()
+            return nil
+        }
+        seq += 1
+        pagesOfResource += 1
+        var page = Page(seq: seq, source: items[item].url, bytes: [])
+        page.request = items[item].url
+        page.resource = index
+        page.resourceName = resources[index].name
+        page.injected = items[item].injected
+        page.resumeState = state(after: "done")
+        item += 1
+        return page
     }
 
     /// Where the run continues after a page whose own source said `inner`.

@@ -41,9 +41,20 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         var description: String { "the joined run failed: \(message)" }
     }
 
-    init(run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64) {
+    /// The requests this job makes for the units it claims (``ForEachRequests``), when the
+    /// pipeline has any the fetcher leaves to the jobs.
+    private let requests: ForEachRequests?
+    /// Units claimed with a request unit and fetched with it, handed out next, in claim order
+    /// (the source queue only).
+    private var claimedAhead: [Page] = []
+
+    init(
+        run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64,
+        requests: ForEachRequests? = nil
+    ) {
         self.run = run
         self.upstream = upstream
+        self.requests = requests
         self.maxPageBytes = maxPageBytes
         self.ahead = max(1, ahead)
         renewal = timers.every(max(0.05, run.lease / 3), on: DispatchQueue(label: "ingot.join.lease")) { [weak self] in
@@ -85,18 +96,14 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private var isCancelled: Bool { cancelled.value.withLock { $0 } }
 
     func next() throws -> Page? {
+        if !claimedAhead.isEmpty { return claimedAhead.removeFirst() }
         var idle = 0.002
         while true {
             if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
             if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
-            if let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) {
-                let logger = self.logger.withLock { $0 }
-                if let takenFrom {
-                    logger.notice("unit.taken_over", metadata: [LogKey.seq: .int(page.seq), "from_job": "\(takenFrom)"])
-                } else if logger.logLevel <= .debug {
-                    logger.debug("unit.claimed", metadata: [LogKey.seq: .int(page.seq)])
-                }
-                return page
+            if let page = try claimNoting() {
+                guard let requests, ForEachRequests.isPending(page) else { return page }
+                return try fetchRequests(from: page, with: requests)
             }
             var sourceEnded = false
             switch try run.state() {
@@ -116,6 +123,37 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             run.waitForWork(upTo: idle)
             idle = min(idle * 2, run.longestWait)
         }
+    }
+
+    /// Claims a unit, noting a takeover; `nil` when none is open.
+    private func claimNoting() throws -> Page? {
+        guard let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) else { return nil }
+        let logger = self.logger.withLock { $0 }
+        if let takenFrom {
+            logger.notice("unit.taken_over", metadata: [LogKey.seq: .int(page.seq), "from_job": "\(takenFrom)"])
+        } else if logger.logLevel <= .debug {
+            logger.debug("unit.claimed", metadata: [LogKey.seq: .int(page.seq)])
+        }
+        return page
+    }
+
+    /// A request unit just claimed: claims up to its resource's `concurrency` units in all
+    /// (stopping at one that is not a request), makes their requests at once, keeps each answer in
+    /// its unit (for the archive, and for a job that takes it over), and returns the first; the
+    /// others come next, in claim order.
+    private func fetchRequests(from first: Page, with requests: ForEachRequests) throws -> Page {
+        var claimed = [first]
+        while claimed.count < requests.concurrency(of: first), let more = try claimNoting() {
+            claimed.append(more)
+            if !ForEachRequests.isPending(more) { break }
+        }
+        let logger = self.logger.withLock { $0 }
+        let fetched = try requests.fetchAll(claimed, logger: logger)
+        for (page, before) in zip(fetched, claimed) where ForEachRequests.isPending(before) {
+            _ = try run.keepFetched(page)
+        }
+        claimedAhead = Array(fetched.dropFirst())
+        return fetched[0]
     }
 
     // MARK: - The fetcher

@@ -47,6 +47,10 @@ public struct Page: Sendable {
     package var resource = 0
     /// The resource by name, as an archive entry records it: a replay finds its index by name.
     package var resourceName: String?
+    /// In a shared run: a request any job may make — a `for_each` request answered by one page,
+    /// enqueued by the fetcher unfetched (its URL), fetched by the job that claims it
+    /// (``ForEachRequests``). `nil` for a page the fetcher read.
+    package var request: String?
     /// Values its records take from the parent record that requested it (`for_each … with:`):
     /// key and JSON text, added to each record where it has no such key.
     package var injected: [InjectedValue] = []

@@ -153,6 +153,11 @@ public protocol SharedRun: AnyObject, Sendable {
     /// Enqueues `page` as unit `seq` (with where the source continues after it), and renews the
     /// fetcher's lease; `false` when this job no longer holds the role (nothing is enqueued).
     func enqueue(_ page: Page, as seq: Int) throws -> Bool
+    /// Keeps the payload this job fetched for a request unit it holds (``Page/request``, `page.unit`
+    /// says which claim): the run's archive is written from the work queue, and a job that takes
+    /// the unit over decodes what was fetched instead of asking again. `false` when the claim is
+    /// no longer this job's.
+    func keepFetched(_ page: Page) throws -> Bool
     /// Units enqueued and not yet claimed by anyone: the fetcher waits while jobs are behind.
     func pendingUnits() throws -> Int
     /// Records that the source ended before unit `seq` and gives the role back; `false` when
@@ -197,16 +202,20 @@ struct UnitLabels: Codable, Equatable {
     var resource: String?
     var injected: [InjectedValue]?
     var unreadable: String?
+    /// A request the claiming job makes (``Page/request``).
+    var request: String?
 
     init(of page: Page) {
         resource = page.resourceName
         injected = page.injected.isEmpty ? nil : page.injected
         unreadable = page.unreadable
+        request = page.request
     }
 
     /// The labels as stored, or `nil` when the page has none.
     var json: String? {
-        guard resource != nil || injected != nil || unreadable != nil, let data = try? JSONEncoder().encode(self) else { return nil }
+        guard resource != nil || injected != nil || unreadable != nil || request != nil, let data = try? JSONEncoder().encode(self)
+        else { return nil }
         return String(decoding: data, as: UTF8.self)
     }
 
@@ -220,6 +229,7 @@ struct UnitLabels: Codable, Equatable {
         }
         page.resourceName = labels.resource
         page.injected = labels.injected ?? []
+        page.request = labels.request
         if let reason = labels.unreadable { page.unreadable = reason }
     }
 }

@@ -332,6 +332,22 @@ final class PGSharedRun: SharedRun {
         }
     }
 
+    func keepFetched(_ page: Page) throws -> Bool {
+        guard let unit = page.unit else { return false }
+        return try control.withLock { control in
+            let payload = page.bytes.isEmpty ? [] : try control.zstd.compress(page.bytes)
+            return try control.connection.changes(
+                """
+                UPDATE _ingot_units SET payload = $5, length = $6, oversized = $7, compression = $8, source = $9, labels = $10
+                  WHERE name = $1 AND seq = $2 AND job = $3 AND claims = $4 AND status = 'claimed'
+                """,
+                [
+                    name, String(unit.seq), job, String(unit.claim), PGConnection.byteaText(payload), String(page.bytes.count),
+                    page.oversized.map(String.init), page.compression?.rawValue, page.source, UnitLabels(of: page).json,
+                ]) == 1
+        }
+    }
+
     func pendingUnits() throws -> Int {
         try withFetcher { connection, _ in
             try connection.execute(

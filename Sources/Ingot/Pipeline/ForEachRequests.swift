@@ -1,0 +1,113 @@
+import Foundation
+import Logging
+
+/// The requests of a shared run that any job makes (docs/scale-out.md, "Requests any job
+/// makes"): a `for_each` request answered by one page (no pagination of its own) is enqueued by
+/// the fetcher unfetched — a unit holding its URL (``Page/request``) — and the job that claims it
+/// fetches it, with the resource's own HTTP settings (headers, credentials, retries, timeouts, the
+/// origin rules) and up to the resource's `concurrency` of them at once. A fan-out of detail
+/// requests then gets faster with every job, where one fetcher made them all before.
+///
+/// Immutable: the jobs' fetches run on threads of their own.
+final class ForEachRequests: Sendable {
+    private let resources: [ResourceConfig]
+    private let environment: [String: String]
+    private let maxPageBytes: Int
+
+    init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int) {
+        resources = config.resources
+        self.environment = environment
+        self.maxPageBytes = maxPageBytes
+    }
+
+    /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each` whose requests
+    /// answer one page each.
+    static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach.map { $0.http.paginate == .none } ?? false }
+
+    /// How many requests of `page`'s resource a job makes at once (its `concurrency`).
+    func concurrency(of page: Page) -> Int {
+        resources.first { $0.name == page.resourceName }?.forEach.map { max(1, $0.http.concurrency) } ?? 1
+    }
+
+    /// Whether `page` is a request still to be made (a job that took the unit over may find it
+    /// fetched already).
+    static func isPending(_ page: Page) -> Bool {
+        page.request != nil && page.bytes.isEmpty && page.unreadable == nil && page.oversized == nil
+    }
+
+    /// `page` with its request's answer: the payload, its URL as the source and the HTTP
+    /// exchange. A request answered 404 or 410 is a rejected page naming it, as a single run's
+    /// (`not_found: fail` makes it fail the job); any other failure, once the retries ran out,
+    /// fails the job, and the unit goes back to the queue.
+    func fetch(_ page: Page, logger: Logger) throws -> Page {
+        guard let url = page.request, let resource = resources.first(where: { $0.name == page.resourceName }),
+            let forEach = resource.forEach
+        else { return page }
+        var http = forEach.http
+        http.url = url
+        var answered = page
+        do {
+            let source = try HTTPPageSource(
+                config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+            guard let fetched = try source.next() else {
+                answered.unreadable = "\(HTTPPageSource.shown(url)) gave no page"
+                return answered
+            }
+            answered.bytes = fetched.bytes
+            answered.source = fetched.source
+            answered.http = fetched.http
+            answered.parsed = fetched.parsed
+            answered.oversized = fetched.oversized
+            answered.compression = fetched.compression
+        } catch let error as FetchError where (error.status == 404 || error.status == 410) && !forEach.notFoundFails {
+            let status = error.status ?? 404
+            logger.warning(
+                "for_each.skipped",
+                metadata: [
+                    "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
+                    LogKey.reason:
+                        "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
+                ])
+            answered.unreadable =
+                "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(forEach.resource) was skipped"
+        }
+        return answered
+    }
+
+    /// Makes the requests among `pages` (at most the resource's `concurrency` are given), each on
+    /// a thread of its own; the pages in the same order. The first failure is thrown once all
+    /// have ended.
+    func fetchAll(_ pages: [Page], logger: Logger) throws -> [Page] {
+        let pending = pages.indices.filter { ForEachRequests.isPending(pages[$0]) }
+        guard !pending.isEmpty else { return pages }
+        let results = ResultSlots(count: pages.count)
+        let group = DispatchGroup()
+        for k in pending {
+            group.enter()
+            let page = pages[k]
+            Thread.detachNewThread { [self] in
+                results.set(k, Result { try fetch(page, logger: logger) })
+                group.leave()
+            }
+        }
+        group.wait()
+        var out = pages
+        for k in pending { out[k] = try results.get(k) }
+        return out
+    }
+}
+
+/// One result per request of ``ForEachRequests/fetchAll(_:logger:)``, filled by its thread.
+private final class ResultSlots: @unchecked Sendable {  // each slot written by one thread, read after the group's wait
+    private var slots: [Result<Page, any Error>?]
+    private let lock = NSLock()
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ k: Int, _ result: Result<Page, any Error>) { lock.withLock { slots[k] = result } }
+
+    func get(_ k: Int) throws -> Page {
+        guard let result = lock.withLock({ slots[k] }) else { throw SourceError(source: "for_each", message: "a request never ended") }
+        return try result.get()
+    }
+}
