@@ -646,8 +646,7 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
                 walls[n].append(wall)
         single = table_digest(pg, names[0])
         medians = {n: statistics.median(w) for n, w in walls.items()}
-        print("fan-out, %d persons: %d pages then %d detail requests, 100 ms each, concurrency 4, into PostgreSQL" % (
-            persons, persons // 100, persons))
+        print("fan-out, %d persons: their pages, then a detail request per record, 100 ms each, concurrency 4 a job, into PostgreSQL" % persons)
         for n, w in walls.items():
             label = "1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")
             exact = table_digest(pg, names[n]) == single
