@@ -73,41 +73,4 @@ final class ForEachRequests: Sendable {
         }
         return answered
     }
-
-    /// Makes the requests among `pages` (at most the resource's `concurrency` are given), each on
-    /// a thread of its own; the pages in the same order. The first failure is thrown once all
-    /// have ended.
-    func fetchAll(_ pages: [Page], logger: Logger) throws -> [Page] {
-        let pending = pages.indices.filter { ForEachRequests.isPending(pages[$0]) }
-        guard !pending.isEmpty else { return pages }
-        let results = ResultSlots(count: pages.count)
-        let group = DispatchGroup()
-        for k in pending {
-            group.enter()
-            let page = pages[k]
-            Thread.detachNewThread { [self] in
-                results.set(k, Result { try fetch(page, logger: logger) })
-                group.leave()
-            }
-        }
-        group.wait()
-        var out = pages
-        for k in pending { out[k] = try results.get(k) }
-        return out
-    }
-}
-
-/// One result per request of ``ForEachRequests/fetchAll(_:logger:)``, filled by its thread.
-private final class ResultSlots: @unchecked Sendable {  // each slot written by one thread, read after the group's wait
-    private var slots: [Result<Page, any Error>?]
-    private let lock = NSLock()
-
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-
-    func set(_ k: Int, _ result: Result<Page, any Error>) { lock.withLock { slots[k] = result } }
-
-    func get(_ k: Int) throws -> Page {
-        guard let result = lock.withLock({ slots[k] }) else { throw SourceError(source: "for_each", message: "a request never ended") }
-        return try result.get()
-    }
 }

@@ -44,8 +44,10 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// The requests this job makes for the units it claims (``ForEachRequests``), when the
     /// pipeline has any the fetcher leaves to the jobs.
     private let requests: ForEachRequests?
-    /// Units claimed with a request unit and fetched with it, handed out next, in claim order
-    /// (the source queue only).
+    /// Requests this job is making (the source queue only): up to the resource's `concurrency`
+    /// at once, a claimed unit each, answers handed out as they come.
+    private let window = RequestWindow()
+    /// A unit claimed while the window was being filled that is not a request: handed out next.
     private var claimedAhead: [Page] = []
 
     init(
@@ -97,13 +99,16 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
 
     func next() throws -> Page? {
         if !claimedAhead.isEmpty { return claimedAhead.removeFirst() }
+        if let requests, window.inFlight > 0 { return try nextAnswer(with: requests) }
         var idle = 0.002
         while true {
             if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
             if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
             if let page = try claimNoting() {
                 guard let requests, ForEachRequests.isPending(page) else { return page }
-                return try fetchRequests(from: page, with: requests)
+                window.size = requests.concurrency(of: page)
+                launch(page, with: requests)
+                return try nextAnswer(with: requests)
             }
             var sourceEnded = false
             switch try run.state() {
@@ -137,23 +142,27 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         return page
     }
 
-    /// A request unit just claimed: claims up to its resource's `concurrency` units in all
-    /// (stopping at one that is not a request), makes their requests at once, keeps each answer in
-    /// its unit (for the archive, and for a job that takes it over), and returns the first; the
-    /// others come next, in claim order.
-    private func fetchRequests(from first: Page, with requests: ForEachRequests) throws -> Page {
-        var claimed = [first]
-        while claimed.count < requests.concurrency(of: first), let more = try claimNoting() {
-            claimed.append(more)
-            if !ForEachRequests.isPending(more) { break }
+    /// Keeps the window full — claims units while fewer than its size are being fetched,
+    /// starting each request (a unit that is not one is kept for the next call) — then waits for
+    /// an answer, keeps it in its unit (for the archive, and for a job that takes it over) and
+    /// returns it. A failed request fails the job; the units it held go back to the queue.
+    private func nextAnswer(with requests: ForEachRequests) throws -> Page {
+        while claimedAhead.isEmpty, window.inFlight < window.size, let more = try claimNoting() {
+            if ForEachRequests.isPending(more) { launch(more, with: requests) } else { claimedAhead.append(more) }
         }
+        let page = try window.take()
+        _ = try run.keepFetched(page)
+        return page
+    }
+
+    /// Makes `page`'s request on a thread of its own; its answer goes to the window.
+    private func launch(_ page: Page, with requests: ForEachRequests) {
+        window.started()
         let logger = self.logger.withLock { $0 }
-        let fetched = try requests.fetchAll(claimed, logger: logger)
-        for (page, before) in zip(fetched, claimed) where ForEachRequests.isPending(before) {
-            _ = try run.keepFetched(page)
+        let window = self.window
+        Thread.detachNewThread {
+            window.answer(Result { try requests.fetch(page, logger: logger) })
         }
-        claimedAhead = Array(fetched.dropFirst())
-        return fetched[0]
     }
 
     // MARK: - The fetcher
@@ -205,5 +214,43 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             seq += 1
         }
         return nil
+    }
+}
+
+/// A joined job's requests in flight (``SharedRunSource``): how many are being made, and the
+/// answers in the order they came.
+private final class RequestWindow: Sendable {
+    private struct State {
+        var size = 1
+        var inFlight = 0
+        var answers: [Result<Page, any Error>] = []
+    }
+    private let state = Mutex(State())
+    private let arrived = DispatchSemaphore(value: 0)
+
+    /// How many requests at once (the resource's `concurrency`).
+    var size: Int {
+        get { state.withLock { $0.size } }
+        set { state.withLock { $0.size = max(1, newValue) } }
+    }
+
+    /// Requests started and not yet taken.
+    var inFlight: Int { state.withLock { $0.inFlight } }
+
+    func started() { state.withLock { $0.inFlight += 1 } }
+
+    func answer(_ result: Result<Page, any Error>) {
+        state.withLock { $0.answers.append(result) }
+        arrived.signal()
+    }
+
+    /// The first answer that came, waiting for one if none has; its page, or the request's error.
+    func take() throws -> Page {
+        arrived.wait()
+        let result = state.withLock { state in
+            state.inFlight -= 1
+            return state.answers.removeFirst()
+        }
+        return try result.get()
     }
 }
