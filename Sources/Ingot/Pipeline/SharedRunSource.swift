@@ -150,7 +150,11 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         while claimedAhead.isEmpty, window.inFlight < window.size, let more = try claimNoting() {
             if ForEachRequests.isPending(more) { launch(more, with: requests) } else { claimedAhead.append(more) }
         }
-        let page = try window.take()
+        let page = try window.take { [self] in
+            guard isCancelled else { return }
+            // A stopping job does not wait for a request in flight (its threads end on their own).
+            throw SourceError(source: "join \(run.name)", message: "stopped")
+        }
         _ = try run.keepFetched(page)
         return page
     }
@@ -244,9 +248,10 @@ private final class RequestWindow: Sendable {
         arrived.signal()
     }
 
-    /// The first answer that came, waiting for one if none has; its page, or the request's error.
-    func take() throws -> Page {
-        arrived.wait()
+    /// The first answer that came, waiting for one if none has (calling `check` every 50 ms
+    /// meanwhile: it throws to stop waiting); its page, or the request's error.
+    func take(checking check: () throws -> Void) throws -> Page {
+        while arrived.wait(timeout: .now() + 0.05) == .timedOut { try check() }
         let result = state.withLock { state in
             state.inFlight -= 1
             return state.answers.removeFirst()
