@@ -123,6 +123,28 @@ struct JoinedResourcesTests {
         #expect(pokemon.count == 1 && pokemon.first?.contains("bulbasaur") == true, "\(pokemon)")
     }
 
+    /// A joined job stopped while a request it claimed hangs on the server (for an hour) stops
+    /// at once: it does not wait for the answer.
+    @Test(.timeLimit(.minutes(1))) func aJobStoppedDuringAHangingRequestStopsPromptly() throws {
+        // The list's three pages, then the first detail request (the job's) hangs.
+        let server = try FixtureServer(faults: "slow:4", slow: 3600)
+        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
+        let database = try JoinDatabase(.memory, model: config.model)
+        let runner = PipelineRunner(config: config, options: JoinTests.options(database, join: "hang"), logger: LogCapture().logger)
+        let ended = Mutex<RunSummary?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let source = ResourcesPageSource(
+                config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "t"))
+            ended.withLock { $0 = database.run(runner, source) }
+            done.signal()
+        }
+        try waitUntil { (try server.counters()["people_requests"] ?? 0) >= 4 }
+        runner.stop()
+        done.wait()
+        #expect(ended.withLock { $0 }?.status == .interrupted, "\(ended.withLock { $0 }?.error ?? "")")
+    }
+
     /// The GitHub pipeline's fetcher is killed with `kill -9` while the server holds its eighth
     /// request (a comments page of the for_each: no timing involved) and a job is started in its
     /// place: another job takes the fetcher's role over once its lease runs out, resumes the
