@@ -123,6 +123,24 @@ struct JoinedResourcesTests {
         #expect(pokemon.count == 1 && pokemon.first?.contains("bulbasaur") == true, "\(pokemon)")
     }
 
+    /// A detail request the job makes answered 404 (the record was deleted after the list was
+    /// read) is a rejected page naming it, as in a single run: the run finishes, counted.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aRequestAnswered404IsARejectedPageAsAlone(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        _ = try HTTPClient().get(server.base + "/control/pokeapi-gone?n=5", headers: [], timeout: 5)
+        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base, concurrency: 2), path: "pokeapi.yml")
+        let (single, db) = try runAlone(config, environment: [:])
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "gone", jobs: 2) {
+            ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
+        #expect(single.counters.rejectedPages == 1)
+        #expect(summaries.map(\.counters.rejectedPages).reduce(0, +) == 1)
+        try expectSameTables(database, db, config)
+    }
+
     /// A joined job stopped while a request it claimed hangs on the server (for an hour) stops
     /// at once: it does not wait for the answer.
     @Test(.timeLimit(.minutes(1))) func aJobStoppedDuringAHangingRequestStopsPromptly() throws {

@@ -60,17 +60,23 @@ final class ForEachRequests: Sendable {
             answered.oversized = fetched.oversized
             answered.compression = fetched.compression
         } catch let error as FetchError where (error.status == 404 || error.status == 410) && !forEach.notFoundFails {
-            let status = error.status ?? 404
-            logger.warning(
-                "for_each.skipped",
-                metadata: [
-                    "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
-                    LogKey.reason:
-                        "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
-                ])
-            answered.unreadable =
-                "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(forEach.resource) was skipped"
+            answered.unreadable = ForEachRequests.skipped(error, of: resource, logger: logger)
         }
         return answered
+    }
+
+    /// A request of `resource` answered 404 or 410 (its record was deleted after the list was
+    /// read), logged as `for_each.skipped`: why its page is rejected.
+    static func skipped(_ error: FetchError, of resource: ResourceConfig, logger: Logger) -> String {
+        let status = error.status ?? 404
+        logger.warning(
+            "for_each.skipped",
+            metadata: [
+                "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
+                LogKey.reason:
+                    "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
+            ])
+        return
+            "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
     }
 }

@@ -251,20 +251,12 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         current = nil
         listStart = nil
         listDelivered = false
-        let status = error.status ?? 404
-        logger.warning(
-            "for_each.skipped",
-            metadata: [
-                "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
-                LogKey.reason:
-                    "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
-            ])
+        let reason = ForEachRequests.skipped(error, of: resource, logger: logger)
         seq += 1
         var page = Page(seq: seq, source: error.url, bytes: [])
         page.resource = index
         page.resourceName = resource.name
-        page.unreadable =
-            "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
+        page.unreadable = reason
         page.resumeState = state(after: "done")
         // The next request, when the loop asks again.
         if item + 1 < items.count {
