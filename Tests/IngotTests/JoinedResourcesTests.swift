@@ -51,7 +51,7 @@ struct JoinedResourcesTests {
     func forEachRunsJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let environment = ["GITHUB_TOKEN": "t0ken"]
-        let config = try PipelineConfig.parse(text: try githubPipeline(server.base), path: "github.yml", environment: environment)
+        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
         let (_, db) = try runAlone(config, environment: environment)
         let alone = try server.counters()
         let database = try JoinDatabase(backend, model: config.model)
@@ -170,7 +170,7 @@ struct JoinedResourcesTests {
     @Test(.timeLimit(.minutes(2))) func aForEachFetcherKilledAndReplacedEndsExact() throws {
         let server = try FixtureServer(faults: "slow:8", slow: 20)
         let environment = ["GITHUB_TOKEN": "t0ken"]
-        let text = try githubPipeline(server.base)
+        let text = try RealAPITests.github(server.base)
         let pipeline = temporaryDirectory().appendingPathComponent("github.yml")
         try Data(text.utf8).write(to: pipeline)
         let url = try PostgresServer.freshDatabase()
@@ -277,17 +277,6 @@ struct JoinedResourcesTests {
         let got = try database.dump()
         #expect(expected.keys.sorted() == got.keys.sorted())
         for table in expected.keys.sorted() { #expect(got[table] == expected[table], "table \(table)") }
-    }
-
-    /// The cookbook's GitHub pipeline against the fixture server, three issues a page.
-    private func githubPipeline(_ base: String) throws -> String {
-        let cookbook = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
-        let github = try #require(
-            cookbook.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: github") }?.components(separatedBy: "```")
-                .first)
-        return github.replacingOccurrences(of: "https://api.github.com/", with: base + "/github/")
-            .replacingOccurrences(of: "per_page=100", with: "per_page=3")
-            .replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
     }
 
     /// A replay of `archive` by `config` into `db`.

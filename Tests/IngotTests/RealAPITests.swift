@@ -266,6 +266,18 @@ struct RealAPITests {
         // Both sides of every relation agree: the rerun finds every row and link set as it is.
         #expect(again.counters.updated == 0 && again.counters.unchanged == 335, "\(again.counters.entities)")
     }
+    /// The cookbook's GitHub pipeline (issues, then each issue's comments) against the fixture
+    /// server at `base`: three issues a page, two comments a page.
+    static func github(_ base: String) throws -> String {
+        let cookbook = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+        let github = try #require(
+            cookbook.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: github") }?.components(separatedBy: "```")
+                .first)
+        return github.replacingOccurrences(of: "https://api.github.com/", with: base + "/github/")
+            .replacingOccurrences(of: "per_page=100", with: "per_page=3")
+            .replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+    }
+
     /// Stripe's customers list (https://stripe.com/docs/api/pagination): `starting_after` is the
     /// last object's id, and `has_more: false` ends the list.
     static func stripe(_ base: String) -> String {
@@ -899,14 +911,7 @@ struct RealAPITests {
         }
         do {
             let server = try FixtureServer(faults: "slow:8", slow: 60)
-            let cookbook = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
-            let github = try #require(
-                cookbook.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: github") }?.components(
-                    separatedBy: "```"
-                ).first)
-            let yaml = github.replacingOccurrences(of: "https://api.github.com/", with: server.base + "/github/")
-                .replacingOccurrences(of: "per_page=100", with: "per_page=3")
-                .replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+            let yaml = try Self.github(server.base)
             // 1 repo, 3 issue pages, then comments of issues 7, 6 and 5 (two pages): held at the 8th.
             try killAndResume(yaml, server: server, holdAt: 8, pages: 13, environment: ["GITHUB_TOKEN": "t0ken"]) { db throws in
                 #expect(try rows(db, "SELECT count(*) FROM comment") == [["12"]])
