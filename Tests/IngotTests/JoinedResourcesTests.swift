@@ -97,6 +97,32 @@ struct JoinedResourcesTests {
         let server = try FixtureServer()
         let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
         let database = try JoinDatabase(backend, model: config.model)
+        let before = try server.counters()
+        let summaries = try runRequestUnit(server.base + "/pokeapi/api/v2/pokemon/1/", config, database)
+        #expect(summaries.map(\.status) == [.finished], "\(summaries.compactMap(\.error))")
+        // The job's request, and this count's own.
+        #expect(try server.counters()["requests"] == (before["requests"] ?? 0) + 2, "one request, by the job")
+        let pokemon = try #require(try database.dump()["pokemon"])
+        #expect(pokemon.count == 1 && pokemon.first?.contains("bulbasaur") == true, "\(pokemon)")
+    }
+
+    /// A request unit is input like any other: one whose URL leaves the pipeline's origin (a row
+    /// of the work queue someone wrote) is a rejected page, and no job sends the resource's
+    /// credentials there.
+    @Test(.timeLimit(.minutes(1))) func aRequestUnitLeavingTheOriginIsRefused() throws {
+        let server = try FixtureServer()
+        let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
+        let database = try JoinDatabase(.memory, model: config.model)
+        let elsewhere = try FixtureServer()
+        let summaries = try runRequestUnit(elsewhere.base.replacingOccurrences(of: "127.0.0.1", with: "localhost") + "/x", config, database)
+        #expect(summaries.map(\.status) == [.finished], "\(summaries.compactMap(\.error))")
+        #expect(summaries.first?.counters.rejectedPages == 1)
+        #expect(try elsewhere.counters()["requests"] == 1, "only this count's own")
+    }
+
+    /// Enqueues a request unit for `url` (PokeAPI's detail resource) as a bare fetcher that never
+    /// fetches, ends the source, and runs one job of the join over it: its summaries.
+    private func runRequestUnit(_ url: String, _ config: PipelineConfig, _ database: JoinDatabase) throws -> [RunSummary] {
         let fetcher = try database.sharedStore()
         defer { try? fetcher.close() }
         var spec = JoinTests.request("req", config)
@@ -105,22 +131,16 @@ struct JoinedResourcesTests {
         spec.spec["source"] = source.origin
         let run = try fetcher.joinRun(spec)
         _ = try #require(try run.takeFetcherRole())
-        var request = Page(seq: 1, source: server.base + "/pokeapi/api/v2/pokemon/1/", bytes: [])
-        request.request = request.source
+        var request = Page(seq: 1, source: url, bytes: [])
+        request.request = url
         request.resource = 1
         request.resourceName = "pokemon"
         request.injected = [InjectedValue(key: "listed_as", json: #""bulbasaur""#)]
         #expect(try run.enqueue(request, as: 1))
         #expect(try run.endSource(at: 2))
-        let before = try server.counters()
-        let summaries = try JoinTests.runJoined(config, database, name: "req", jobs: 1) {
+        return try JoinTests.runJoined(config, database, name: "req", jobs: 1) {
             ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
-        #expect(summaries.map(\.status) == [.finished], "\(summaries.compactMap(\.error))")
-        // The job's request, and this count's own.
-        #expect(try server.counters()["requests"] == (before["requests"] ?? 0) + 2, "one request, by the job")
-        let pokemon = try #require(try database.dump()["pokemon"])
-        #expect(pokemon.count == 1 && pokemon.first?.contains("bulbasaur") == true, "\(pokemon)")
     }
 
     /// A detail request the job makes answered 404 (the record was deleted after the list was

@@ -43,9 +43,16 @@ final class ForEachRequests: Sendable {
         guard let url = page.request, let resource = resources.first(where: { $0.name == page.resourceName }),
             let forEach = resource.forEach
         else { return page }
+        var answered = page
+        // The URL comes from the work queue, which is input: it must pass the for_each's origin
+        // rules as the fetcher's requests do (no job sends the resource's credentials elsewhere).
+        let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
+        if let refusal = policy.check(url) ?? (policy.mayReceiveCredentials(url) ? nil : .scheme) {
+            answered.unreadable = "the request \(HTTPPageSource.shown(url)) of unit \(page.unit?.seq ?? page.seq) was refused: \(refusal)"
+            return answered
+        }
         var http = forEach.http
         http.url = url
-        var answered = page
         do {
             let source = try HTTPPageSource(
                 config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
