@@ -249,9 +249,14 @@ struct Run: ParsableCommand {
             print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
         }
         if let join = options.join {
+            let byJobs = config.resources.filter(ForEachRequests.defers).map(\.name)
+            let requests =
+                byJobs.isEmpty
+                ? "" : "; the requests of \(byJobs.joined(separator: ", ")) made by the jobs that claim them, `concurrency` each"
             print(
                 PipelineRunner.joinObstacle(config).map { "join: \(join) refused (\($0))" }
-                    ?? "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time")
+                    ?? "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(requests)"
+            )
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {
             print("refresh: every page is applied (\(obstacle))")

@@ -9,7 +9,7 @@ import Logging
 /// requests then gets faster with every job, where one fetcher made them all before.
 ///
 /// Immutable: the jobs' fetches run on threads of their own.
-final class ForEachRequests: Sendable {
+package final class ForEachRequests: Sendable {
     private let resources: [ResourceConfig]
     private let environment: [String: String]
     private let maxPageBytes: Int
@@ -22,7 +22,7 @@ final class ForEachRequests: Sendable {
 
     /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each` whose requests
     /// answer one page each.
-    static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach.map { $0.http.paginate == .none } ?? false }
+    package static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach.map { $0.http.paginate == .none } ?? false }
 
     /// How many requests of `page`'s resource a job makes at once (its `concurrency`).
     func concurrency(of page: Page) -> Int {
