@@ -551,12 +551,27 @@ class CPUQuota:
                 pass
 
 
+def run_jobs(n, base, name, label, start=lambda k, cmd, **kw: subprocess.Popen(cmd, **kw)):
+    """`base` as one single job (n = 0) or n jobs joined under `name`, started at once by
+    `start(k, cmd, …)`; the wall time from the first start to the last exit. A job that fails
+    ends the benchmark."""
+    import time
+    started = time.time()
+    procs = [start(k, base + ([] if n == 0 else ["--join", name]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for k in range(max(n, 1))]
+    errors = [p.communicate()[1] for p in procs]
+    wall = time.time() - started
+    failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
+    if failed:
+        sys.exit("%s: a job failed: %s" % (label, failed[0]))
+    return wall
+
+
 def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
     """Scale-out: people-200k from local pages into PostgreSQL (fsync on), one single job and N joined
     jobs (--join) each confined to a quarter of a core, so that a job stands for one small machine and
     the PostgreSQL server for the database machine. Wall time from the first job's start to the last
     job's exit, medians; every database checked against the single job's tables."""
-    import time
     pg = Postgres()
     quota = CPUQuota(share)
     print("scale-out, people-200k into PostgreSQL: " + quota.describe())
@@ -565,15 +580,7 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
             name = "j%d_%d" % (n, k)
             url = pg.fresh(name)
             base = [ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--db", url, "--progress-interval", "0"]
-            started = time.time()
-            procs = [quota.start(j, base + ([] if n == 0 else ["--join", name]), stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True) for j in range(max(n, 1))]
-            errors = [p.communicate()[1] for p in procs]
-            wall = time.time() - started
-            failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
-            if failed:
-                sys.exit("scale-out: a job failed: %s" % failed[0])
-            return wall, name
+            return run_jobs(n, base, name, "scale-out", start=quota.start), name
         walls = {n: [] for n in (0,) + tuple(jobs)}
         names = {}
         for k in range(runs):
@@ -601,7 +608,6 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
     for_each resource, concurrency 4), every answer after 100 ms, into PostgreSQL: one single job,
     then N joined jobs at the same concurrency. Wall time from the first start to the last exit,
     medians; every database checked against the single job's tables, and the requests counted."""
-    import time
     small = os.path.join(BENCH, "people-%d-100" % persons)
     if not os.path.exists(os.path.join(small, "expected.json")):
         subprocess.run([sys.executable, GEN, "--out", small, "--persons", str(persons), "--page-size", "100"],
@@ -629,14 +635,7 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
             url = pg.fresh(name)
             base = [ingot, "run", yml, "--no-archive", "--db", url, "--progress-interval", "0"]
             before = requests()
-            started = time.time()
-            procs = [subprocess.Popen(base + ([] if n == 0 else ["--join", name]), stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True) for _ in range(max(n, 1))]
-            errors = [p.communicate()[1] for p in procs]
-            wall = time.time() - started
-            failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
-            if failed:
-                sys.exit("fan-out: a job failed: %s" % failed[0])
+            wall = run_jobs(n, base, name, "fan-out")
             return wall, name, requests() - before
         walls = {n: [] for n in (0,) + tuple(jobs)}
         names, made = {}, {}

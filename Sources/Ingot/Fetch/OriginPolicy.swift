@@ -84,6 +84,12 @@ package struct OriginPolicy: Sendable, Equatable {
         return .origin(target)
     }
 
+    /// `nil` when a request the pipeline makes itself (a `for_each` request) may go to `url` with
+    /// the source's credentials: an allowed origin, reached without a downgrade (else `.scheme`).
+    package func refusal(ofRequest url: String) -> Refusal? {
+        check(url) ?? (mayReceiveCredentials(url) ? nil : .scheme)
+    }
+
     /// Whether a request to `url` may carry credentials: the configured origin, or an allowed host
     /// reached without a downgrade from https to http.
     package func mayReceiveCredentials(_ url: String) -> Bool {

@@ -47,7 +47,7 @@ package final class ForEachRequests: Sendable {
         // The URL comes from the work queue, which is input: it must pass the for_each's origin
         // rules as the fetcher's requests do (no job sends the resource's credentials elsewhere).
         let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
-        if let refusal = policy.check(url) ?? (policy.mayReceiveCredentials(url) ? nil : .scheme) {
+        if let refusal = policy.refusal(ofRequest: url) {
             answered.unreadable = "the request \(HTTPPageSource.shown(url)) of unit \(page.unit?.seq ?? page.seq) was refused: \(refusal)"
             return answered
         }

@@ -57,7 +57,7 @@ struct ForEachTemplate {
             return .url(url)
         }
         guard let base, let resolved = URL(string: rendered, relativeTo: base)?.absoluteString else { return .notAURL(rendered) }
-        if let refusal = policy.check(resolved) ?? (policy.mayReceiveCredentials(resolved) ? nil : .scheme) {
+        if let refusal = policy.refusal(ofRequest: resolved) {
             return .refused(resolved, refusal)
         }
         return .url(resolved)
@@ -109,7 +109,7 @@ struct ForEachTemplate {
             }
         }
         guard let resolved = URL(string: rendered, relativeTo: base)?.absoluteString,
-            policy.check(resolved) == nil, policy.mayReceiveCredentials(resolved)
+            policy.refusal(ofRequest: resolved) == nil
         else { return nil }
         var pieces: [String] = []
         var rest = Substring(resolved)

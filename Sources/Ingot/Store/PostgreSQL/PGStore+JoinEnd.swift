@@ -1,0 +1,126 @@
+import Foundation
+
+// The end of a job's part in a joined run (PGStore+Join.swift writes its units): recording how
+// the part ended, finishing the run when every unit is committed (write: replace, the counters
+// summed, the incremental cursor moved, the archive written from the work queue).
+extension PGStore {
+    /// What ending a job's part found.
+    struct JoinedEnd: Sendable {
+        /// This job finished the run: the run's counters, every job's summed (and what
+        /// `write: replace` deleted).
+        var finished: RunCounters?
+        /// Why `write: replace` deleted nothing, when it did not.
+        var replaceSkipped: String?
+    }
+
+    /// Records how this job's part ended; when every unit of the run is committed and nobody
+    /// finished it yet, finishes it: `write: replace` deletes the root rows no unit of this run
+    /// touched (when the run rejected nothing), the counters of every job are summed into
+    /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
+    func endJoinedJob(
+        _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
+        maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> Void)? = nil
+    ) throws -> JoinedEnd {
+        try commit()
+        try begin()
+        var end = JoinedEnd()
+        do {
+            try connection.execute(
+                "UPDATE _ingot_join_jobs SET status = $3, finished_at = now() WHERE name = $1 AND job = $2",
+                [join.name, join.job, status.rawValue])
+            // The units this job still holds (it failed or was stopped) lapse now rather than at
+            // the end of their leases: the other jobs take them over at once.
+            let left = try connection.execute(
+                "UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = $1 AND job = $2 AND status = 'claimed' RETURNING seq",
+                [join.name, join.job])
+            if !left.isEmpty { PGSharedRun.notify(on: connection, join.name) }
+            let row = try connection.execute("SELECT status, end_seq FROM _ingot_joins WHERE name = $1 FOR UPDATE", [join.name])
+            let open =
+                try connection.execute(
+                    "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status <> 'done'", [join.name]
+                ).first?[0] ?? "1"
+            if status == .finished, JoinStatus(row.first?[0]) == .running, row.first?[1] != nil, open == "0" {
+                var total = RunCounters()
+                for job in try connection.execute(
+                    """
+                    SELECT pages, records, inserted, updated, rejected_records, rejected_pages, bytes, entity_counts, reject_counts
+                      FROM _ingot_join_jobs WHERE name = $1
+                    """, [join.name])
+                {
+                    func int(_ k: Int) -> Int { job[k].flatMap { Int($0) } ?? 0 }
+                    var c = RunCounters()
+                    (c.pages, c.records, c.inserted, c.updated) = (int(0), int(1), int(2), int(3))
+                    (c.rejectedRecords, c.rejectedPages, c.bytes) = (int(4), int(5), int(6))
+                    c.readEntities(fromJSON: job[7])
+                    c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
+                    total.add(c)
+                }
+                if let entity = replaceEntity {
+                    if total.rejectedPages == 0 && total.rejectedRecords == 0 {
+                        total.deleted = try delete(
+                            entity: entity,
+                            where:
+                                "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)",
+                            sparing: .touchedSince(position: join.firstPosition))
+                    } else {
+                        end.replaceSkipped =
+                            "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+                    }
+                }
+                if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
+                try connection.execute(
+                    """
+                    INSERT INTO _ingot_state (pipeline, key, value) SELECT pipeline, key, value FROM _ingot_join_kept WHERE name = $1
+                      ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value
+                    """, [join.name])
+                try connection.execute("DELETE FROM _ingot_join_kept WHERE name = $1", [join.name])
+                try forgetStretches(of: runID)
+                try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
+                try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
+                PGSharedRun.notify(on: connection, join.name)
+                try finishRunRow(id: runID, status: .finished, counters: total, finishedAt: Date())
+                end.finished = total
+            }
+            try commit()
+        } catch {
+            try? rollback()
+            throw error
+        }
+        return end
+    }
+}
+
+extension PGStore {
+    /// Every page of the joined run, in source order, from the work queue (oversized pages, which
+    /// were never kept, are left out, and so are units this job could not read or that claim
+    /// more than `maxPageBytes`: the jobs rejected them): 64 units per query.
+    func forEachPage(
+        of join: JoinContext, maxPageBytes: Int, _ body: (_ unit: Page) throws -> Void
+    ) throws {
+        let zstd = Zstd()
+        var after = 0
+        while true {
+            let rows = try connection.execute(
+                """
+                SELECT seq, source, payload, length, compression, labels FROM _ingot_units WHERE name = $1 AND seq > $2 AND oversized IS NULL
+                ORDER BY seq LIMIT 64
+                """, [join.name, String(after)])
+            guard !rows.isEmpty else { return }
+            for row in rows {
+                guard let seq = row[0].flatMap({ Int($0) }) else {
+                    throw StoreError.schema("unit after \(after) of join '\(join.name)' has no seq")
+                }
+                after = seq
+                guard let length = row[3].flatMap({ Int($0) }), (0...maxPageBytes).contains(length),
+                    let frame = row[2].flatMap(PGConnection.bytea(fromText:)),
+                    let bytes = length == 0 ? [] : try? zstd.decompress(frame[...], expectedLength: length, limit: maxPageBytes)
+                else { continue }
+                var page = Page(seq: seq, source: row[1] ?? "", bytes: bytes)
+                page.compression = row[4].flatMap(Compression.init(rawValue:))
+                UnitLabels.apply(row[5], to: &page)
+                guard page.unreadable == nil else { continue }
+                try body(page)
+            }
+        }
+    }
+}
