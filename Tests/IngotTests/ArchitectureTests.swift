@@ -53,6 +53,23 @@ struct ArchitectureTests {
             Set(sources.keys).subtracting(layers).isEmpty,
             "folders missing from docs/architecture.md: \(Set(sources.keys).subtracting(layers).sorted())")
 
+        let owner = try Self.owners(sources)
+        var violations: [String] = []
+        for (folder, files) in sources {
+            guard let rank = layers.firstIndex(of: folder) else { continue }
+            for (name, home) in owner where home != folder {
+                guard let homeRank = layers.firstIndex(of: home), homeRank > rank else { continue }
+                let word = try NSRegularExpression(pattern: "\\b\(name)\\b")
+                for (file, code) in files where word.firstMatch(in: code, range: NSRange(code.startIndex..., in: code)) != nil {
+                    violations.append("\(folder)/\(file) uses \(name) from \(home), a layer above it")
+                }
+            }
+        }
+        #expect(violations.isEmpty, "\(violations.sorted().joined(separator: "\n"))")
+    }
+
+    /// The folder that declares each type.
+    static func owners(_ sources: [String: [(file: String, code: String)]]) throws -> [String: String] {
         let declaration = try NSRegularExpression(
             pattern:
                 #"^(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|open|package|internal|fileprivate|private|final|indirect|nonisolated)\s+)*(?:struct|class|enum|protocol|actor|typealias)\s+([A-Z]\w*)"#,
@@ -67,14 +84,24 @@ struct ArchitectureTests {
                 }
             }
         }
+        return owner
+    }
+
+    /// The two backends are siblings (docs/architecture.md, `Store/Staging`): what both use — the
+    /// stage file, its folds, the SQLite statements it is built on — sits below them, and
+    /// neither names a type of the other's folder (the layer order alone would let PostgreSQL's,
+    /// listed above SQLite's, use it: its staged load once held a `SQLiteStore`).
+    @Test func theBackendsUseNothingOfEachOther() throws {
+        let sources = try Self.sources()
+        let owner = try Self.owners(sources)
         var violations: [String] = []
-        for (folder, files) in sources {
-            guard let rank = layers.firstIndex(of: folder) else { continue }
-            for (name, home) in owner where home != folder {
-                guard let homeRank = layers.firstIndex(of: home), homeRank > rank else { continue }
+        for (folder, other) in [("Store/PostgreSQL", "Store/SQLite"), ("Store/SQLite", "Store/PostgreSQL")] {
+            #expect(sources[folder] != nil && sources[other] != nil, "\(folder) and \(other) are folders")
+            for (name, home) in owner where home == other {
                 let word = try NSRegularExpression(pattern: "\\b\(name)\\b")
-                for (file, code) in files where word.firstMatch(in: code, range: NSRange(code.startIndex..., in: code)) != nil {
-                    violations.append("\(folder)/\(file) uses \(name) from \(home), a layer above it")
+                for (file, code) in sources[folder] ?? []
+                where word.firstMatch(in: code, range: NSRange(code.startIndex..., in: code)) != nil {
+                    violations.append("\(folder)/\(file) uses \(name) from \(other)")
                 }
             }
         }

@@ -79,7 +79,9 @@ struct FaultInjectionTests {
     @Test(arguments: [("removed", [String]()), ("torn", []), ("removed", ["--bulk"]), ("torn", ["--bulk"])])
     func aLostStagingFileIsStagedAgainOnResume(damage: String, mode: [String]) throws {
         let pages = try generatePeople(persons: 3000, pageSize: 100)
-        let options = mode + ["--batch-records", "1000", "--commit-records", "2000", "--commit-interval", "3600"]
+        // A commit after each batch of a third of the records: the fault, two thirds into the
+        // staging file's writes, comes after the first commit whatever the file's own writes.
+        let options = mode + ["--batch-records", "1000", "--commit-records", "1000", "--commit-interval", "3600"]
         let dir = temporaryDirectory()
         let counting = try run(
             pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": ".db.stage"]

@@ -100,9 +100,9 @@ struct PostgresBinaryCopyTests {
         let connection = try PGConnection(url: url)
         let staging = try #require(
             try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = '' AND key LIKE 'staged_load:%'").first?[0] ?? nil)
-        // The staged rows are in the staging store's stage file (SQLiteStore+Staged.swift).
+        // The staged rows are in the job's stage file, the path PostgreSQL names (StageFile).
         var file: OpaquePointer?
-        #expect(sqlite3_open(staging + ".stage", &file) == SQLITE_OK)
+        #expect(sqlite3_open_v2(staging, &file, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
         #expect(sqlite3_exec(file, "UPDATE _ingot_stage_person SET score = '\(score)' WHERE id = 3", nil, nil, nil) == SQLITE_OK)
         #expect(sqlite3_changes(file) == 1)
         sqlite3_close(file)

@@ -63,7 +63,7 @@ extension PGStore {
     /// A staged load that staged nothing is given up: its file removed and forgotten.
     private func dropStaging() {
         guard case .staging(let staging) = load else { return }
-        try? staging.store.rollback()
+        staging.file.rollback()
         staging.published = true  // its close removes the file
         staging.close()
         try? forgetStagingKey(staging.key)
@@ -96,7 +96,7 @@ extension PGStore {
             counts = copied.counts
             let refusals = copied.refusals
             for (entity, identity, reason) in refusals { refused(entity, identity, reason) }
-            try staging.store.rollback()
+            staging.file.rollback()
             try recordRejectsAndKept(
                 RunProgress(runID: staging.runID, counters: RunCounters(), rejections: stretchRejections, kept: try staging.keptValues()))
             try connection.execute(
@@ -104,7 +104,7 @@ extension PGStore {
         } catch {
             // The units go back to the queue at once: other jobs take them over.
             let held = Set(units).union(unitsInTransaction)
-            try? staging.store.rollback()
+            staging.file.rollback()
             try? rollbackTransaction()
             releaseUnits(held, join)
             throw error
@@ -144,7 +144,7 @@ extension PGStore {
                 guard refused || (deadlock && retries < 3) else { throw error }
                 if deadlock { retries += 1 }
                 forgetStaging(after: stagedBefore)
-                try staging.store.rollback()
+                staging.file.rollback()
                 careful = true
             }
         }

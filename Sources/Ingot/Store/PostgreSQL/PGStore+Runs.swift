@@ -35,7 +35,7 @@ extension PGStore {
 
     func recordProgress(_ p: RunProgress) throws {
         // A staged load's progress is written when its staging file commits (PGStaging).
-        if case .staging(let staging) = load { return staging.hold(p) }
+        if case .staging(let staging) = load { return try staging.hold(p) }
         try writeProgress(p)
     }
 

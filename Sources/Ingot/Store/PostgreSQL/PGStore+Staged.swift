@@ -1,13 +1,12 @@
 import Foundation
-import GRDB
 import GRDBSQLite
 
 /// A staged load into PostgreSQL, loaded the way a database loads a dump: the batches are staged
-/// as a SQLite staged load stages them (SQLiteStore+Staged.swift), in a SQLite file of the job's
-/// own (`ingot-stage-<uuid>.db` in the temporary directory); at the end the same folds as
-/// SQLite's merge read them back in identity order (`SQLiteStore.foldStaged`), and each folded
-/// row — each final row once — is streamed into PostgreSQL's `COPY` (``PGStagedCopy``), in the
-/// run's last transaction. `--bulk` asks for it; a first load from local pages whose first batch
+/// as a SQLite staged load stages them, in a stage file of the job's own (``StageFile``,
+/// `ingot-stage-<uuid>.db` in the temporary directory); at the end the same folds as SQLite's
+/// merge read them back in identity order (``StageFile/fold(splitRows:interruption:_:)``), and
+/// each folded row — each final row once — is streamed into PostgreSQL's `COPY`
+/// (``PGStagedCopy``), in the run's last transaction. `--bulk` asks for it; a first load from local pages whose first batch
 /// came in no identity order gets it by default (``PGStore/turnStaged(at:)``).
 ///
 /// Why: batch by batch, every record a load re-sends is an `UPDATE` on the server (people-200k:
@@ -15,7 +14,7 @@ import GRDBSQLite
 /// of server time where copying the final rows takes 0.6–0.9 s (docs/performance-notes.md).
 ///
 /// What it asks of the load, checked before anything is written: a single job (not `--join`)
-/// and a model a staged load can run (SQLiteStore.stagedLoadObstacles); and tables that are
+/// and a model a staged load can run (``StageFile/obstacles(_:_:)``); and tables that are
 /// empty — the copy inserts every folded row, it does not merge into stored ones: into tables
 /// that hold rows the load goes batch by batch, and says so (`bulk.declined`).
 ///
@@ -31,17 +30,16 @@ import GRDBSQLite
 /// wait in the file and reach PostgreSQL with the rows: a later run never reads a cursor past
 /// rows not copied.
 final class PGStaging {  // writer queue only, as the PGStore that owns it
-    /// The SQLite store the load is staged and merged in.
-    let store: SQLiteStore
+    /// The stage file the load is staged in and folded from; it holds the kept values too.
+    let file: StageFile
     let path: String
     /// The run the staged rows belong to.
     let runID: String
     /// The `_ingot_state` key naming this file (``stateKey(_:)``; a joined job's has its job's id).
     let key: String
     /// Rejections of the open transaction's batches and its last progress, written to
-    /// PostgreSQL at its commit; kept values, written to the staging file then.
+    /// PostgreSQL at its commit (kept values go to the staging file with the batch).
     private var pendingRejections: [RecordRejection] = []
-    private var pendingKept: [(pipeline: String, key: String, value: String)] = []
     private var pendingProgress: RunProgress?
     /// The rows' copy into PostgreSQL committed, or the load was given up: ``close()`` removes the
     /// file (``PGLoad/published``).
@@ -55,12 +53,48 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     init(model: EntityModel, path: String, runID: String, key: String? = nil, resuming: Bool) throws {
         self.path = path
         self.runID = runID
-        self.key = key ?? PGStaging.stateKey(runID)
-        var options = SQLiteStore.Options()
-        options.staged = true
-        options.resuming = resuming
-        store = try SQLiteStore(path: path, model: model, options: options)
+        let key = key ?? PGStaging.stateKey(runID)
+        self.key = key
+        // The file's token is its key: a file another run made at this path is not read.
+        let layouts = EntityLayout.layouts(of: model)
+        if resuming {
+            guard let file = StageFile.open(at: path, token: key, layouts: layouts) else {
+                throw StoreError.conflict("the staging file \(path) is missing, torn or another run's")
+            }
+            self.file = file
+        } else {
+            file = try StageFile.create(at: path, token: key, layouts: layouts)
+        }
     }
+
+    /// Appends a batch to the stage, in the file's open transaction (rolled back whole when it
+    /// fails); `then` gets what a staged batch writes: nothing counted yet (its rows are counted
+    /// when they are copied).
+    func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
+        do {
+            try file.append(batch)
+            try then(nothingWritten)
+        } catch {
+            file.rollback()
+            throw error
+        }
+    }
+
+    /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's rows are undone.
+    func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
+        try file.isolated {
+            try file.append(batch)
+            try then(nothingWritten)
+        }
+    }
+
+    private var nothingWritten: WriteResult {
+        WriteResult(
+            counts: Array(repeating: EntityCounts(), count: file.layouts.count), unchanged: Array(repeating: [], count: file.layouts.count))
+    }
+
+    /// Batches were staged since the last commit.
+    var hasUncommittedBatches: Bool { file.isInTransaction }
 
     /// A new staging file's path, in `directory` (`nil`: the temporary directory).
     static func newPath(in directory: String? = nil) -> String {
@@ -79,10 +113,11 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// The `_ingot_state` key naming the staging file of run `runID` (of its job `job`, in a joined run).
     static func stateKey(_ runID: String, job: String? = nil) -> String { "staged_load:" + runID + (job.map { ":" + $0 } ?? "") }
 
-    /// Holds a batch's progress until its transaction commits.
-    func hold(_ progress: RunProgress) {
+    /// Holds a batch's progress until its transaction commits (its kept values in the file,
+    /// with its rows).
+    func hold(_ progress: RunProgress) throws {
+        for item in progress.kept { try file.keep(pipeline: item.pipeline, key: item.key, value: item.value) }
         pendingRejections += progress.rejections
-        pendingKept += progress.kept
         pendingProgress = progress
     }
 
@@ -90,16 +125,14 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     /// is to commit next: the last progress, with every rejection since the last commit.
     func commit() throws -> RunProgress? {
         do {
-            for item in pendingKept { try store.setState(pipeline: item.pipeline, key: item.key, value: item.value) }
-            try store.commit()
+            try file.commit()
         } catch {
             // The staged rows are not durable: the progress that counts them is never written.
-            try? rollback()
+            rollback()
             throw error
         }
         defer {
             pendingRejections = []
-            pendingKept = []
             pendingProgress = nil
         }
         guard var progress = pendingProgress else { return nil }
@@ -108,26 +141,21 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         return progress
     }
 
-    func rollback() throws {
+    func rollback() {
         pendingRejections = []
-        pendingKept = []
         pendingProgress = nil
-        try store.rollback()
+        file.rollback()
     }
 
     /// The kept values the load's batches gave (the incremental cursor), from the staging file.
     func keptValues() throws -> [(pipeline: String, key: String, value: String)] {
-        try store.dbQueue.read { db in
-            try Row.fetchAll(db, sql: "SELECT pipeline, key, value FROM _ingot_state WHERE pipeline <> '' AND value IS NOT NULL").map {
-                (pipeline: $0[0], key: $0[1], value: $0[2])
-            }
-        }
+        try file.keptValues()
     }
 
     /// Closes the staging store, and removes its files once the rows are copied; an unfinished
     /// run keeps them for `--resume`.
     func close() {
-        try? store.close()
+        file.close()
         if published { PGStaging.remove(at: path, directory: URL(fileURLWithPath: path).deletingLastPathComponent().path) }
     }
 
@@ -165,7 +193,7 @@ extension PGStore {
     /// goes on running, and so does a resumed run whose copy committed before the job was killed
     /// (its resume point, written with the rows, is past the last page).
     func startStagedLoad() throws {
-        var reasons = SQLiteStore.stagedLoadObstacles(model, layouts)
+        var reasons = StageFile.obstacles(model, layouts)
         if joined != nil { reasons.append("a joined job (--join) stages only its unbroken stretch of units, by default") }
         guard reasons.isEmpty else {
             throw StoreError.conflict("--bulk cannot load this pipeline into PostgreSQL: " + reasons.joined(separator: "; "))
@@ -199,7 +227,7 @@ extension PGStore {
 
     private func startStagingAtFirstBatch() throws {
         guard stagingRules.fromTheStart, staging == nil, !inTransaction,
-            SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty, try filledTables().isEmpty
+            StageFile.obstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return }
         do {
             try makeStaging()
@@ -358,14 +386,12 @@ extension PGStore {
             // (PGStagedCopy), so that only the refused rows are left out. Rare: a second fold of
             // the whole load is its price.
             guard StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit else { throw error }
-            try staging.store.rollback()
+            staging.file.rollback()
             try rollbackTransaction()
             try begin()
             try dropForeignKeyIndexes()
             counts = try copyStaged(staging, fills: fills, careful: true, refused: refused)
         }
-        // The folds read in a transaction of the staging file's; it wrote nothing.
-        try staging.store.rollback()
         try moveLoad(to: .copied(staging))
         // With the rows: the kept values (the incremental cursor), and the staging file marked
         // copied — a job killed before it removes the file leaves it to `--resume` or the next
@@ -383,7 +409,7 @@ extension PGStore {
         stretch: PGStagedCopy.Stretch? = nil, refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
-        try staging.store.foldStaged { entity, rows, _ in
+        try staging.file.fold(splitRows: FoldPart.splitRows, interruption: folds) { entity, rows in
             var copy = PGStagedCopy(
                 connection: connection, entity: entity, model: model, layout: layouts[entity],
                 fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes, careful: careful,

@@ -21,8 +21,8 @@ import Synchronization
 /// writer queue, but for ``lookupCommitted(_:_:)``, which has a connection of its own and is
 /// called from the assembler's queue only.
 ///
-/// `@unchecked Sendable`: `reader` is confined to the assembler queue, `stagingToInterrupt` is
-/// under its mutex, and everything else to the writer queue.
+/// `@unchecked Sendable`: `reader` is confined to the assembler queue, `folds` is a `Sendable`
+/// value of its own (a mutex), and everything else is confined to the writer queue.
 final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as said above
     let model: EntityModel
     let layouts: [EntityLayout]
@@ -55,12 +55,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     var directJoinedInserts = true
     /// Where the load stands (PGStore+Staged.swift), writer queue only; moved by
     /// ``moveLoad(to:)``, which refuses a move the lifecycle does not have.
-    private(set) var load = PGLoad.batchByBatch {
-        didSet { stagingToInterrupt.withLock { $0 = staging?.store } }
-    }
-    /// The staging store of ``load``, for ``interrupt()``, which runs on another thread than the
-    /// writer's (a stop's): `load` itself is the writer queue's.
-    private let stagingToInterrupt = Mutex<SQLiteStore?>(nil)
+    private(set) var load = PGLoad.batchByBatch
+    /// The connections a staged load's folds read on while they run, for ``interrupt()``, which
+    /// runs on another thread than the writer's (a stop's): `load` itself is the writer queue's.
+    let folds = FoldInterruption()
     /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
     /// of its batches, written with it.
     var stretch = JoinedStretch()
@@ -191,7 +189,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// back whole (``writeJoined(_:_:then:)``).
     func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging, isStaging {
-            try staging.store.write(batch, then: then)
+            try staging.write(batch, then: then)
             if joined != nil { stretch.add(batch.units) }
             return
         }
@@ -207,7 +205,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// job still rolls the whole transaction back (``writeJoined(_:_:then:)``).
     func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging, isStaging {
-            try staging.store.writeIsolated(batch, then: then)
+            try staging.writeIsolated(batch, then: then)
             if joined != nil { stretch.add(batch.units) }
             return
         }
@@ -425,7 +423,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         inTransaction = true
     }
 
-    var hasUncommittedBatches: Bool { isStaging ? staging?.store.hasUncommittedBatches ?? false : inTransaction }
+    var hasUncommittedBatches: Bool { isStaging ? staging?.hasUncommittedBatches ?? false : inTransaction }
 
     @discardableResult func commit() throws -> Bool {
         let written = hasUncommittedBatches
@@ -468,7 +466,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         if let staging, isStaging {
             // A copy that failed half-way left this connection's transaction open (and aborted).
             defer { try? rollbackTransaction() }
-            return try staging.rollback()
+            return staging.rollback()
         }
         try rollbackTransaction()
     }
@@ -509,7 +507,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
 
     /// Ends both connections' sockets (``PGConnection/interrupt()``).
     func interrupt() {
-        stagingToInterrupt.withLock { $0 }?.interrupt()
+        folds.interrupt()
         connection.interrupt()
         reader.interrupt()
     }

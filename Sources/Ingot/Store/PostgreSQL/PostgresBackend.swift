@@ -32,7 +32,7 @@ package struct PostgresBackend: StoreBackend {
 
     /// A staged load stages and folds in a SQLite file of the job's own: SQLite's rules.
     package func stagedLoadObstacles(_ model: EntityModel) -> [String] {
-        SQLiteStore.stagedLoadObstacles(model, EntityLayout.layouts(of: model))
+        StageFile.obstacles(model, EntityLayout.layouts(of: model))
     }
 
     /// Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).

@@ -86,16 +86,3 @@ final class RunLock {
         return text.isEmpty ? nil : JSONText.escapingControlCharacters(text)
     }
 }
-
-/// Another run holds the database (a temporary failure: retry later).
-package struct RunLockError: Error, Sendable, CustomStringConvertible {
-    /// The lock file.
-    package var path: String
-    /// `pid=… run_id=…` of the holder, as its lock file says.
-    package var holder: String?
-    /// Another run holds it (temporary), as opposed to a lock file that cannot be opened.
-    package var isHeld: Bool
-    package var message: String
-    /// `path: message (holder)`.
-    package var description: String { "\(path): \(message)\(holder.map { " (\($0))" } ?? "")" }
-}

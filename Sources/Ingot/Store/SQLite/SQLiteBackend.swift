@@ -65,6 +65,6 @@ package struct SQLiteBackend: StoreBackend {
     }
 
     package func stagedLoadObstacles(_ model: EntityModel) -> [String] {
-        SQLiteStore.stagedLoadObstacles(model, EntityLayout.layouts(of: model))
+        StageFile.obstacles(model, EntityLayout.layouts(of: model))
     }
 }

@@ -40,7 +40,7 @@ extension SQLiteStore {
         readerAccess.withLock { _ in
             guard !readerCacheShrunk, let readConnection else { return }
             readerCacheShrunk = true
-            sqlite3_exec(readConnection, "PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)", nil, nil, nil)
+            sqlite3_exec(readConnection, "PRAGMA cache_size = -\(StageFile.cacheKiB)", nil, nil, nil)
             sqlite3_db_release_memory(readConnection)
             _ = glibcMallocTrim(0)
         }
@@ -96,7 +96,8 @@ extension SQLiteStore {
     /// unchanged rows noted for ``lastWrite``.
     private func writeOrStage(_ batch: ResolvedBatch) throws {
         if isStaging {
-            try stage(batch)
+            guard let stageFile else { throw StoreError.schema("the staged load has no staging file") }
+            try stageFile.append(batch)
             lastUnchanged = Array(repeating: [], count: layouts.count)
         } else {
             noteScatter(batch)
@@ -111,20 +112,19 @@ extension SQLiteStore {
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
             try db.execute(sql: "SAVEPOINT ingot_isolated")
-            // A staged batch's rows are in the staging file: undone there too.
-            let staged = isStaging ? stageFile : nil
-            if let staged {
-                try staged.begin()
-                try staged.execute("SAVEPOINT ingot_isolated")
-            }
             do {
-                try writeOrStage(batch)
-                try then(lastWrite)
+                // A staged batch's rows are in the staging file: undone there too.
+                if isStaging, let stageFile {
+                    try stageFile.isolated {
+                        try writeOrStage(batch)
+                        try then(lastWrite)
+                    }
+                } else {
+                    try writeOrStage(batch)
+                    try then(lastWrite)
+                }
                 try db.execute(sql: "RELEASE ingot_isolated")
-                try staged?.execute("RELEASE ingot_isolated")
             } catch {
-                try? staged?.execute("ROLLBACK TO ingot_isolated")
-                try? staged?.execute("RELEASE ingot_isolated")
                 try? db.execute(sql: "ROLLBACK TO ingot_isolated")
                 try? db.execute(sql: "RELEASE ingot_isolated")
                 throw error

@@ -31,42 +31,12 @@ import Synchronization
 /// reject|ignore`, relationship `operations:`, owned rows, parent entities, inverse
 /// relationships, entities without identity) is refused before the run starts.
 extension SQLiteStore {
-    /// Why `model` cannot be loaded staged; empty when it can.
-    static func stagedLoadObstacles(_ model: EntityModel, _ layouts: [EntityLayout]) -> [String] {
-        var reasons: [String] = []
-        for (entity, layout) in zip(model.entities, layouts) {
-            if entity.identityAttributes.isEmpty { reasons.append("entity \(entity.name) has no identity") }
-            if entity.parent != nil { reasons.append("entity \(entity.name) has a parent") }
-            if model.entities.contains(where: { $0.parent == entity.name }) { reasons.append("entity \(entity.name) is a parent") }
-            for relationship in entity.relationships {
-                if relationship.missing != .stub { reasons.append("\(entity.name).\(relationship.name) does not stub missing targets") }
-                if !relationship.insertsTargets || !relationship.updatesTargets || !relationship.deletesLinks {
-                    reasons.append("\(entity.name).\(relationship.name) limits its operations")
-                }
-            }
-            for toMany in layout.toMany {
-                let name = "\(entity.name).\(entity.relationships[toMany.relationship].name)"
-                if toMany.isOwned { reasons.append("\(name) is owned") }
-                if toMany.isInverse || toMany.isForeignKey { reasons.append("\(name) has an inverse") }
-                if toMany.keepsLinks { reasons.append("\(name) only adds links") }
-            }
-            if layout.toMany.count > 255 { reasons.append("entity \(entity.name) has more than 255 to-many relationships") }
-        }
-        return reasons
-    }
-
-    /// The page cache of a staged load, in KiB.
-    static let stagedCacheKiB = 8192
-
-    /// The staging table of entity `layout`.
-    static func stageTable(_ layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
-
     /// Prepares a staged load: the model must allow it, and its staging file is made — or, when
     /// this run resumes a load that staged rows already (`resuming`), opened again. `atOpen`: the
     /// load is the whole run's (`--bulk`), prepared before the run has begun; else it begins
     /// within the running run, after what it committed.
     func prepareStagedLoad(resuming: Bool, atOpen: Bool = false) throws {
-        let obstacles = SQLiteStore.stagedLoadObstacles(model, layouts)
+        let obstacles = StageFile.obstacles(model, layouts)
         if !obstacles.isEmpty {
             throw StoreError.conflict("--bulk cannot load this pipeline: " + obstacles.joined(separator: "; "))
         }
@@ -75,7 +45,7 @@ extension SQLiteStore {
             // Sorts spill to temporary files; a small page cache: staging only appends, the merge
             // writes in key order, and SQLite's sorter takes as much memory again as the cache
             // for each sorted run it keeps in memory (40 MiB each: people-1M peaked at 184 MiB).
-            try db.execute(sql: "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)")
+            try db.execute(sql: "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(StageFile.cacheKiB)")
             // A load that turned staged frees the pages its smaller cache no longer holds.
             sqlite3_db_release_memory(db.sqliteConnection)
         }
@@ -197,7 +167,7 @@ extension SQLiteStore {
     /// 16 (which staged there) stopped unfinished. This one cannot finish it.
     private func refuseEarlierStagedLoad() throws {
         let held = try dbQueue.inDatabase { db in
-            try layouts.map(SQLiteStore.stageTable).filter { table in
+            try layouts.map(StageFile.table).filter { table in
                 try db.tableExists(table) && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true
             }
         }
@@ -271,7 +241,7 @@ extension SQLiteStore {
     package func interrupt() {
         guard isMerging.load(ordering: .sequentiallyConsistent), let connection else { return }
         sqlite3_interrupt(connection)
-        foldConnections.withLock { folds in for fold in folds { sqlite3_interrupt(OpaquePointer(bitPattern: fold)) } }
+        folds.interrupt()
     }
 
     /// The staging tables holding rows of the database's unfinished staged load, if any.
@@ -280,177 +250,6 @@ extension SQLiteStore {
             let file = StageFile.open(at: stagePath, token: token, layouts: layouts)
         else { return [] }
         defer { file.close() }
-        return try layouts.map(SQLiteStore.stageTable).filter { table in
-            var held = false
-            try file.statement("SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))").query { row in
-                held = sqlite3_column_int64(row, 0) != 0
-            }
-            return held
-        }
-    }
-
-    /// Appends a batch's rows to the staging tables (the store's ``write(_:then:)`` in a staged
-    /// load), in the staging file's open transaction.
-    func stage(_ batch: ResolvedBatch) throws {
-        guard let stageFile else { throw StoreError.schema("the staged load has no staging file") }
-        try stageFile.begin()
-        for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
-            let layout = layouts[entity]
-            let names = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
-            // The batch's rows in one statement (a RowFeed), not one each: appends only.
-            let insert = try stageFile.statement(
-                "INSERT INTO \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) \(RowFeed.select(arity: layout.columns.count + 3))"
-            )
-            let feed = RowFeed()
-            var sets: [UInt8] = []
-            rows.rows.withUnsafeBufferPointer { all in
-                rows.storage.withView { values in
-                    for row in all where row.identity != nil {
-                        // The identity is always given (a stub's row too): the merge groups by it.
-                        var mask = row.mask
-                        for slot in layout.identitySlots { mask.insert(slot) }
-                        feed.beginRow()
-                        feed.append(.integer(Int64(bitPattern: mask.low)))
-                        feed.append(.integer(Int64(bitPattern: mask.high)))
-                        sets.removeAll(keepingCapacity: true)
-                        for k in layout.toMany.indices {
-                            guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
-                            StagedSets.append(k, targets, to: &sets)
-                        }
-                        if sets.isEmpty {
-                            feed.append(.null)
-                        } else {
-                            sets.withUnsafeBytes { feed.appendBlob($0) }
-                        }
-                        for slot in layout.columns.indices {
-                            if mask.contains(slot) {
-                                feed.append(values, row.valueStart + slot)
-                            } else {
-                                feed.append(.null)
-                            }
-                        }
-                    }
-                }
-            }
-            guard feed.count > 0 else { continue }
-            feed.bind(to: insert.handle, at: 1)
-            try insert.execute()
-        }
-    }
-}
-
-/// The to-many sets of a staged row, as one blob: per set given, its relationship's index (one
-/// byte), the number of targets (4 bytes), then each target's identity values (a count byte,
-/// then per value a type byte and its bytes, little-endian). Written and read back by this
-/// store only, within one load.
-enum StagedSets {
-    static func append(_ k: Int, _ targets: [IdentityKey], to out: inout [UInt8]) {
-        out.append(UInt8(truncatingIfNeeded: k))
-        appendInteger(UInt64(targets.count), bytes: 4, to: &out)
-        for target in targets {
-            let values = target.values
-            out.append(UInt8(truncatingIfNeeded: values.count))
-            for value in values {
-                switch value {
-                case .null: out.append(0)
-                case .integer(let v):
-                    out.append(1)
-                    appendInteger(UInt64(bitPattern: v), bytes: 8, to: &out)
-                case .real(let v):
-                    out.append(2)
-                    appendInteger(v.bitPattern, bytes: 8, to: &out)
-                case .bool(let v): out.append(v ? 4 : 3)
-                case .text(let s):
-                    out.append(5)
-                    let utf8 = Array(s.utf8)
-                    appendInteger(UInt64(utf8.count), bytes: 4, to: &out)
-                    out += utf8
-                }
-            }
-        }
-    }
-
-    /// Calls `body` with each set in `bytes`: its relationship index and where its targets are.
-    /// A truncated blob (never written so) ends the walk.
-    static func sets(in bytes: UnsafeRawBufferPointer, _ body: (_ k: Int, _ targets: Range<Int>) throws -> Void) rethrows {
-        var at = 0
-        while at + 5 <= bytes.count {
-            let k = Int(bytes[at])
-            let count = Int(integer(bytes, at + 1, 4))
-            at += 5
-            let start = at
-            for _ in 0..<count {
-                guard let next = skipTarget(bytes, at) else { return }
-                at = next
-            }
-            try body(k, start..<at)
-        }
-    }
-
-    /// Walks the targets of the set at `range`: `value` with each of a target's values (and its
-    /// index among them), then `end` once the target is complete.
-    static func forEachTarget(
-        in bytes: UnsafeRawBufferPointer, _ range: Range<Int>, value: (_ value: ScalarValue, _ index: Int) -> Void,
-        end: () throws -> Void
-    ) rethrows {
-        var at = range.lowerBound
-        while at < range.upperBound {
-            let n = Int(bytes[at])
-            at += 1
-            for index in 0..<n {
-                let tag = bytes[at]
-                at += 1
-                switch tag {
-                case 1:
-                    value(.integer(Int64(bitPattern: integer(bytes, at, 8))), index)
-                    at += 8
-                case 2:
-                    value(.real(Double(bitPattern: integer(bytes, at, 8))), index)
-                    at += 8
-                case 3: value(.bool(false), index)
-                case 4: value(.bool(true), index)
-                case 5:
-                    let length = Int(integer(bytes, at, 4))
-                    at += 4
-                    value(.text(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)), index)
-                    at += length
-                default: value(.null, index)
-                }
-            }
-            try end()
-        }
-    }
-
-    /// Where the target at `at` ends; `nil` past the blob's end.
-    private static func skipTarget(_ bytes: UnsafeRawBufferPointer, _ start: Int) -> Int? {
-        var at = start
-        guard at < bytes.count else { return nil }
-        let n = Int(bytes[at])
-        at += 1
-        for _ in 0..<n {
-            guard at < bytes.count else { return nil }
-            let tag = bytes[at]
-            at += 1
-            switch tag {
-            case 1, 2: at += 8
-            case 5:
-                guard at + 4 <= bytes.count else { return nil }
-                at += 4 + Int(integer(bytes, at, 4))
-            default: break
-            }
-        }
-        return at <= bytes.count ? at : nil
-    }
-
-    /// The little-endian integer of `count` bytes at `at` (bytes past the end read as 0).
-    static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
-        var v: UInt64 = 0
-        for i in 0..<count where at + i < bytes.count { v |= UInt64(bytes[at + i]) << UInt64(8 * i) }
-        return v
-    }
-
-    /// Appends the low `bytes` bytes of `v`, little-endian.
-    static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
-        for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: v >> UInt64(8 * i))) }
+        return try file.filledTables()
     }
 }

@@ -1,89 +1,9 @@
 import Foundation
 import GRDBSQLite
 
-// The write side of a staged load's merge (SQLiteStore+StagedMerge.swift has the folds, their
-// threads and the channel between them): each folded row written once, inserted or merged into
-// its stored row (a folded row's values are held in HeldValues.swift's buffers).
-
-/// What writes a staged load's folded rows, one identity at a time: the merge into SQLite's
-/// tables (``StagedMerge``) or the copy into PostgreSQL's (PGStore+Staged.swift). The folded row
-/// is held in ``values``, ``given`` and ``sets`` when ``flush(stored:)`` is called.
-protocol FoldedRowWriter {
-    var layout: EntityLayout { get }
-    var values: HeldValues { get set }
-    var given: ColumnMask { get set }
-    var sets: HeldValues { get set }
-    /// Writes the held row, then forgets it (or holds it back with others, to be written at
-    /// the latest by ``flushHeldBack()``).
-    mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws
-    /// Writes the rows ``flush(stored:)`` held back; called once every row was flushed.
-    mutating func flushHeldBack() throws
-}
-
-extension FoldedRowWriter {
-    /// Whether the held row gives nothing but its identity: a stub.
-    var holdsStub: Bool {
-        var nonIdentity = given
-        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
-        return nonIdentity == ColumnMask() && !sets.holdsAny
-    }
-
-    /// Writes every folded row of `rows` (``SQLiteStore/foldStaged(_:)``).
-    mutating func write(_ rows: FoldedRows, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        switch rows {
-        case .channels(let channels): for channel in channels { try write(from: channel, stored: stored) }
-        case .folding(let connection): try run(foldingOn: connection, stored: stored)
-        }
-        try flushHeldBack()
-    }
-
-    mutating func flushHeldBack() throws {}
-
-    /// Folds and writes on the write connection, each folded row written as it completes.
-    mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        var fold = try StagedFold(connection: connection, layout: layout)
-        defer { fold.finalize() }
-        try fold.run { folded in
-            take(folded)
-            try flush(stored: stored)
-        }
-    }
-
-    /// Writes the folded rows `channel` brings, until the fold's end; throws the fold's failure.
-    mutating func write(from channel: MergeChannel, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        while true {
-            switch channel.receive() {
-            case .chunk(let chunk):
-                try chunk.bytes.withUnsafeBytes { bytes in
-                    var at = 0
-                    for _ in 0..<chunk.rows {
-                        load(from: bytes, at: &at)
-                        try flush(stored: stored)
-                    }
-                }
-            case .end:
-                return
-            case .failed(let error):
-                throw error
-            }
-        }
-    }
-
-    /// Holds the fold's current row as the row to write.
-    private mutating func take(_ fold: borrowing StagedFold) {
-        given = fold.given
-        for slot in layout.columns.indices { values.copy(slot, from: fold.values) }
-        for k in layout.toMany.indices { sets.copy(k, from: fold.sets) }
-    }
-
-    /// Holds the row at `at` in a chunk as the row to write; moves `at` past it.
-    private mutating func load(from chunk: UnsafeRawBufferPointer, at: inout Int) {
-        given = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
-        at += 16
-        for slot in layout.columns.indices { values.load(slot, from: chunk, at: &at) }
-        for k in layout.toMany.indices { sets.load(k, from: chunk, at: &at) }
-    }
-}
+// The write side of a SQLite staged load's merge (Store/Staging/StagedFold.swift has the folds,
+// their threads and the channel between them): each folded row written once, inserted or merged
+// into its stored row (a folded row's values are held in HeldValues.swift's buffers).
 
 /// The write side of one entity's merge: each identity's folded row (``StagedFold``'s) written
 /// once — inserted, or merged into its stored row — with its links, on the write connection.
@@ -205,20 +125,6 @@ struct StagedMerge: FoldedRowWriter {
         find.finalize()
         update?.finalize()
         for statement in insertLinks + insertFedLinks + selectLinks + deleteLinks { statement.finalize() }
-    }
-
-    /// The arities of the feeds a load of `layouts` reads (``RowFeed/register(on:arities:)``):
-    /// every count of columns up to the widest row — a batch inserts the columns its rows give —
-    /// or link, and a staging row's (its columns and 3 more).
-    static func feedArities(_ layouts: [EntityLayout]) -> Set<Int> {
-        var widest = 1
-        for layout in layouts {
-            widest = max(widest, layout.columns.count + 3)
-            for toMany in layout.toMany {
-                widest = max(widest, toMany.sourceColumns.count + toMany.targetColumns.count + (toMany.isOrdered ? 1 : 0))
-            }
-        }
-        return Set(1...widest)
     }
 
     /// Writes the current identity's row and links, then forgets them: a new row inserted, a

@@ -77,17 +77,15 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// A staged load's merge is running (set and cleared on the writer's queue, read by
     /// ``interrupt()`` from any thread).
     let isMerging = Atomic<Bool>(false)
-    /// The connections a merge's fold threads read on while it runs (SQLiteStore+StagedMerge.swift),
-    /// for ``interrupt()`` (as addresses: a pointer is not `Sendable`).
-    let foldConnections = Mutex<[UInt]>([])
+    /// The connections a merge's folds read on while it runs, for ``interrupt()``.
+    let folds = FoldInterruption()
     /// What opening the store added to a database that held the pipeline's tables already.
     package private(set) var migration: [String] = []
     /// Identity lookups on the write connection (writer queue).
     private var writerLookupStorage: IdentityLookup?
     /// A read-only connection and its lookups, used by the assembler queue to resolve the next
-    /// batch while the writer saves the current one, then, once the source is exhausted, by a
-    /// staged load's merge to fold on another thread (SQLiteStore+StagedMerge.swift). `nil` for an
-    /// in-memory database.
+    /// batch while the writer saves the current one (a staged load's merge closes it: it looks
+    /// nothing up; ``leaveWALForMerge()``). `nil` for an in-memory database.
     private(set) var readConnection: OpaquePointer?
     private(set) var readerLookup: IdentityLookup?
     /// The read connection's page cache was shrunk once the load turned staged.
@@ -114,7 +112,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         _ = SQLiteStore.tuneSQLite
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
-        stageAfterBytes = SQLiteStore.stagedLoadObstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
+        stageAfterBytes = StageFile.obstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
         stagePath = StageFile.path(for: path)
         stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
         foldSplitRows = options.foldSplitRows
@@ -142,7 +140,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
             try DateTextMigration.migrate(db, model: model, layouts: layouts)
             if existed { migration = statements }
             connection = db.sqliteConnection
-            if let connection { try RowFeed.register(on: connection, arities: StagedMerge.feedArities(layouts)) }
+            if let connection { try RowFeed.register(on: connection, arities: RowFeed.arities(for: layouts)) }
         }
         (readConnection, traceContext) = SQLiteStore.openReader(path: path, observer: options.statementObserver)
         readerLookup = readConnection.map { IdentityLookup(connection: $0, layouts: layouts) }

@@ -1,38 +1,47 @@
 import Foundation
 import GRDBSQLite
+import Synchronization
 
-/// Where a staged load's staging tables live: a SQLite file of their own beside the database
-/// (`<database>.stage`), on a connection of their own, with a rollback journal.
+/// The stage of a staged load, for either backend: a SQLite file of its own (beside the
+/// database, `<database>.stage`, for SQLite; `ingot-stage-<uuid>.db` in the job's temporary
+/// directory for PostgreSQL), on a connection of its own, with a rollback journal. Batches are
+/// appended to its staging tables (``append(_:)``, StageFile+Load.swift); once the source is
+/// exhausted, its folds read them back per identity (``fold(splitRows:interruption:_:)``) and
+/// hand each folded row to the backend's ``FoldedRowWriter`` — SQLite's merge, PostgreSQL's
+/// `COPY` — so that the merge rules of a staged load have one home whatever the backend.
 ///
-/// Why not in the database itself (as it once did): there, the staged rows went through the
-/// WAL and were copied again by its checkpoints, and once merged they left their pages in the
-/// file as free pages (people-10M: a 3.7 GB file of which the tables used half). Here they are
-/// written once (a rollback journal keeps only the few pages an append changes), the merge's
-/// fold threads read them without touching the database, and the file goes when the merge has
-/// committed.
+/// Why a file of its own for SQLite (the staging tables were once in the database): there, the
+/// staged rows went through the WAL and were copied again by its checkpoints, and once merged
+/// they left their pages in the file as free pages (people-10M: a 3.7 GB file of which the
+/// tables used half). Here they are written once (a rollback journal keeps only the few pages an
+/// append changes), the merge's fold threads read them without touching the database, and the
+/// file goes when the merge has committed.
 ///
-/// **Order of commits.** A staged batch's rows are committed here *before* the database commits
+/// **Order of commits.** A staged batch's rows are committed here *before* the store commits
 /// the batch's resume point. A stop between the two leaves rows staged past the resume point:
 /// the resumed run stages those pages again, which is harmless (the later copy of a record wins,
 /// with the same values, so a repeated suffix folds to what it folded to once). The other order
 /// could lose rows.
 ///
-/// **Which load it belongs to.** The file holds a token, and the database the same token (in
-/// `_ingot_state`, pipeline `''`, key `staged_load`) from the load's first commit until its merge
-/// commits. A file whose token the database does not hold is stale — made by a load stopped
-/// before its first commit, or left behind after its merge committed — and is removed.
+/// **Which load it belongs to.** The file holds a token, and the store that names it the same
+/// token — SQLite's database in `_ingot_state` (pipeline `''`, key `staged_load`) from the load's
+/// first commit until its merge commits; PostgreSQL the file's `_ingot_state` key. A file whose
+/// token the store does not hold is stale — made by a load stopped before its first commit, or
+/// left behind after its merge committed — and is not read.
 ///
 /// Used on the writer's queue only (the fold threads open read-only connections of their own).
 final class StageFile {
     /// The key under which the database holds the token of its staged load.
     static let stateKey = "staged_load"
     /// The key under which the database holds where its staged load began (the run's progress
-    /// then), to go back to when the staging file is lost (``SQLiteStore/restageFromOrigin()``).
+    /// then), to go back to when the staging file is lost (SQLite's staged load).
     static let originKey = "staged_load_origin"
 
     let path: String
     let token: String
     let handle: OpaquePointer
+    /// The layouts of the entities it stages, by entity.
+    let layouts: [EntityLayout]
     private var statements: [String: RawStatement] = [:]
 
     /// Whether the file is on disk (the database is; an in-memory database stages in memory).
@@ -53,11 +62,13 @@ final class StageFile {
         insert.bind(.text(token), at: 1)
         try insert.execute()
         for layout in layouts {
-            let columns = layout.columns.map { SQLiteStore.quote($0.name) }.joined(separator: ", ")
+            let columns = layout.columns.map { StageFile.quote($0.name) }.joined(separator: ", ")
             try file.execute(
-                "CREATE TABLE \(SQLiteStore.quote(SQLiteStore.stageTable(layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))"
+                "CREATE TABLE \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))"
             )
         }
+        try file.execute(
+            "CREATE TABLE _ingot_stage_kept (pipeline TEXT NOT NULL, key TEXT NOT NULL, value TEXT, PRIMARY KEY (pipeline, key))")
         return file
     }
 
@@ -96,14 +107,15 @@ final class StageFile {
         self.path = path
         self.token = token
         self.handle = handle
+        self.layouts = layouts
         do {
             // Appends only, in few transactions: a rollback journal holds the few pages an
             // append changes, and the rows are written once. The sorter spills to temporary
             // files; the page cache is a staged load's.
             try execute(
-                "PRAGMA page_size = 16384; PRAGMA journal_mode = DELETE; PRAGMA synchronous = NORMAL; PRAGMA temp_store = FILE; PRAGMA cache_size = -\(SQLiteStore.stagedCacheKiB)"
+                "PRAGMA page_size = 16384; PRAGMA journal_mode = DELETE; PRAGMA synchronous = NORMAL; PRAGMA temp_store = FILE; PRAGMA cache_size = -\(StageFile.cacheKiB)"
             )
-            try RowFeed.register(on: handle, arities: StagedMerge.feedArities(layouts))
+            try RowFeed.register(on: handle, arities: RowFeed.arities(for: layouts))
         } catch {
             sqlite3_close_v2(handle)
             throw error

@@ -3,7 +3,8 @@ import GRDBSQLite
 /// A prepared `sqlite3_stmt`, bound and stepped through the raw C API on the hot path (measured
 /// here 1.8× faster than going through GRDB's statement arguments).
 ///
-/// Owned by the ``SQLiteStore`` and used only on its database queue; finalized by `finalize()`.
+/// Owned by the connection's user (the SQLite store, a stage file) and used only on its queue;
+/// finalized by `finalize()`.
 final class RawStatement {
     let sql: String
     /// A `let`: read on every bind and step, where a `var` of a class costs a run-time exclusivity check.

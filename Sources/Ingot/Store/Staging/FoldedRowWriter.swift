@@ -1,0 +1,81 @@
+import GRDBSQLite
+
+/// What writes a staged load's folded rows, one identity at a time: the merge into SQLite's
+/// tables (``StagedMerge``) or the copy into PostgreSQL's (PGStore+Staged.swift). The folded row
+/// is held in ``values``, ``given`` and ``sets`` when ``flush(stored:)`` is called.
+protocol FoldedRowWriter {
+    var layout: EntityLayout { get }
+    var values: HeldValues { get set }
+    var given: ColumnMask { get set }
+    var sets: HeldValues { get set }
+    /// Writes the held row, then forgets it (or holds it back with others, to be written at
+    /// the latest by ``flushHeldBack()``).
+    mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws
+    /// Writes the rows ``flush(stored:)`` held back; called once every row was flushed.
+    mutating func flushHeldBack() throws
+}
+
+extension FoldedRowWriter {
+    /// Whether the held row gives nothing but its identity: a stub.
+    var holdsStub: Bool {
+        var nonIdentity = given
+        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
+        return nonIdentity == ColumnMask() && !sets.holdsAny
+    }
+
+    /// Writes every folded row of `rows` (``StageFile/fold(splitRows:interruption:_:)``).
+    mutating func write(_ rows: FoldedRows, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        switch rows {
+        case .channels(let channels): for channel in channels { try write(from: channel, stored: stored) }
+        case .folding(let connection): try run(foldingOn: connection, stored: stored)
+        }
+        try flushHeldBack()
+    }
+
+    mutating func flushHeldBack() throws {}
+
+    /// Folds and writes on the write connection, each folded row written as it completes.
+    mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        var fold = try StagedFold(connection: connection, layout: layout)
+        defer { fold.finalize() }
+        try fold.run { folded in
+            take(folded)
+            try flush(stored: stored)
+        }
+    }
+
+    /// Writes the folded rows `channel` brings, until the fold's end; throws the fold's failure.
+    mutating func write(from channel: MergeChannel, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        while true {
+            switch channel.receive() {
+            case .chunk(let chunk):
+                try chunk.bytes.withUnsafeBytes { bytes in
+                    var at = 0
+                    for _ in 0..<chunk.rows {
+                        load(from: bytes, at: &at)
+                        try flush(stored: stored)
+                    }
+                }
+            case .end:
+                return
+            case .failed(let error):
+                throw error
+            }
+        }
+    }
+
+    /// Holds the fold's current row as the row to write.
+    private mutating func take(_ fold: borrowing StagedFold) {
+        given = fold.given
+        for slot in layout.columns.indices { values.copy(slot, from: fold.values) }
+        for k in layout.toMany.indices { sets.copy(k, from: fold.sets) }
+    }
+
+    /// Holds the row at `at` in a chunk as the row to write; moves `at` past it.
+    private mutating func load(from chunk: UnsafeRawBufferPointer, at: inout Int) {
+        given = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
+        at += 16
+        for slot in layout.columns.indices { values.load(slot, from: chunk, at: &at) }
+        for k in layout.toMany.indices { sets.load(k, from: chunk, at: &at) }
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import GRDBSQLite
+import Synchronization
+
+/// What a staged load does with its stage file, whatever the backend: what it may stage, the
+/// batches appended, the kept values held until the rows reach the tables, and the folds that
+/// read the staged rows back per identity.
+///
+/// What needs a stored row to decide (`insert_only`/`update_only`/`replace`, `missing:
+/// reject|ignore`, relationship `operations:`, owned rows, parent entities, inverse
+/// relationships, entities without identity) cannot be staged: a backend refuses it before the
+/// run starts (``obstacles(_:_:)``).
+extension StageFile {
+    /// Why `model` cannot be loaded staged; empty when it can.
+    static func obstacles(_ model: EntityModel, _ layouts: [EntityLayout]) -> [String] {
+        var reasons: [String] = []
+        for (entity, layout) in zip(model.entities, layouts) {
+            if entity.identityAttributes.isEmpty { reasons.append("entity \(entity.name) has no identity") }
+            if entity.parent != nil { reasons.append("entity \(entity.name) has a parent") }
+            if model.entities.contains(where: { $0.parent == entity.name }) { reasons.append("entity \(entity.name) is a parent") }
+            for relationship in entity.relationships {
+                if relationship.missing != .stub { reasons.append("\(entity.name).\(relationship.name) does not stub missing targets") }
+                if !relationship.insertsTargets || !relationship.updatesTargets || !relationship.deletesLinks {
+                    reasons.append("\(entity.name).\(relationship.name) limits its operations")
+                }
+            }
+            for toMany in layout.toMany {
+                let name = "\(entity.name).\(entity.relationships[toMany.relationship].name)"
+                if toMany.isOwned { reasons.append("\(name) is owned") }
+                if toMany.isInverse || toMany.isForeignKey { reasons.append("\(name) has an inverse") }
+                if toMany.keepsLinks { reasons.append("\(name) only adds links") }
+            }
+            if layout.toMany.count > 255 { reasons.append("entity \(entity.name) has more than 255 to-many relationships") }
+        }
+        return reasons
+    }
+
+    /// The page cache of a staged load, in KiB.
+    static let cacheKiB = 8192
+
+    /// The staging table of entity `layout`.
+    static func table(of layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
+
+    /// `identifier` as a SQLite identifier (model names are validated: no quote in them).
+    static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+
+    /// Appends a batch's folded rows to the staging tables, in the file's open transaction (one
+    /// it begins): per row the mask of the columns its records gave, its to-many sets (a
+    /// ``StagedSets`` blob) and its values.
+    func append(_ batch: ResolvedBatch) throws {
+        try begin()
+        for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
+            let layout = layouts[entity]
+            let names = layout.columns.map { StageFile.quote($0.name) }.joined(separator: ", ")
+            // The batch's rows in one statement (a RowFeed), not one each: appends only.
+            let insert = try statement(
+                "INSERT INTO \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) \(RowFeed.select(arity: layout.columns.count + 3))"
+            )
+            let feed = RowFeed()
+            var sets: [UInt8] = []
+            rows.rows.withUnsafeBufferPointer { all in
+                rows.storage.withView { values in
+                    for row in all where row.identity != nil {
+                        // The identity is always given (a stub's row too): the fold groups by it.
+                        var mask = row.mask
+                        for slot in layout.identitySlots { mask.insert(slot) }
+                        feed.beginRow()
+                        feed.append(.integer(Int64(bitPattern: mask.low)))
+                        feed.append(.integer(Int64(bitPattern: mask.high)))
+                        sets.removeAll(keepingCapacity: true)
+                        for k in layout.toMany.indices {
+                            guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
+                            StagedSets.append(k, targets, to: &sets)
+                        }
+                        if sets.isEmpty {
+                            feed.append(.null)
+                        } else {
+                            sets.withUnsafeBytes { feed.appendBlob($0) }
+                        }
+                        for slot in layout.columns.indices {
+                            if mask.contains(slot) {
+                                feed.append(values, row.valueStart + slot)
+                            } else {
+                                feed.append(.null)
+                            }
+                        }
+                    }
+                }
+            }
+            guard feed.count > 0 else { continue }
+            feed.bind(to: insert.handle, at: 1)
+            try insert.execute()
+        }
+    }
+
+    /// Runs `body` under a savepoint of the file's open transaction (one it begins): when it
+    /// throws, only what it appended is undone, and the transaction stays open.
+    func isolated<R>(_ body: () throws -> R) throws -> R {
+        try begin()
+        try execute("SAVEPOINT ingot_isolated")
+        do {
+            let result = try body()
+            try execute("RELEASE ingot_isolated")
+            return result
+        } catch {
+            try? execute("ROLLBACK TO ingot_isolated")
+            try? execute("RELEASE ingot_isolated")
+            throw error
+        }
+    }
+
+    /// The staging tables that hold rows.
+    func filledTables() throws -> [String] {
+        try layouts.map(StageFile.table).filter { table in
+            var held = false
+            try statement("SELECT EXISTS (SELECT 1 FROM \(StageFile.quote(table)))").query { row in
+                held = sqlite3_column_int64(row, 0) != 0
+            }
+            return held
+        }
+    }
+
+    // MARK: - Kept values
+
+    /// Holds a kept value (the incremental cursor) with the staged rows, in the open transaction
+    /// (one it begins): it reaches the store's tables with the rows, so that a later run never
+    /// reads a cursor past rows not merged. A store that keeps its values beside the stage in a
+    /// database of its own (SQLite) need not.
+    func keep(pipeline: String, key: String, value: String?) throws {
+        try begin()
+        let upsert = try statement("INSERT OR REPLACE INTO _ingot_stage_kept (pipeline, key, value) VALUES (?, ?, ?)")
+        upsert.bind(.text(pipeline), at: 1)
+        upsert.bind(.text(key), at: 2)
+        upsert.bind(value.map { .text($0) } ?? .null, at: 3)
+        try upsert.execute()
+    }
+
+    /// The kept values held (``keep(pipeline:key:value:)``), committed or not.
+    func keptValues() throws -> [(pipeline: String, key: String, value: String)] {
+        var kept: [(pipeline: String, key: String, value: String)] = []
+        try statement("SELECT pipeline, key, value FROM _ingot_stage_kept WHERE value IS NOT NULL").query { row in
+            func text(_ column: Int32) -> String { sqlite3_column_text(row, column).map { String(cString: $0) } ?? "" }
+            kept.append((text(0), text(1), text(2)))
+        }
+        return kept
+    }
+}
+
+/// The connections a stage's folds read on while they run, for a stop on another thread to
+/// interrupt them (``StageFile/fold(splitRows:interruption:_:)``): a merge can take minutes.
+/// Owned by the store, which outlives its stage files.
+final class FoldInterruption: Sendable {
+    /// As addresses: a pointer is not `Sendable`.
+    private let connections = Mutex<[UInt]>([])
+
+    /// Interrupts the folds running, if any (`sqlite3_interrupt`, safe from any thread).
+    func interrupt() {
+        connections.withLock { folds in for fold in folds { sqlite3_interrupt(OpaquePointer(bitPattern: fold)) } }
+    }
+
+    fileprivate func set(_ handles: [OpaquePointer]) {
+        connections.withLock { $0 = handles.map { UInt(bitPattern: $0) } }
+    }
+}
+
+extension StageFile {
+    /// Folds the staged load, entity after entity, and hands each entity's folded rows to
+    /// `write` on the calling (writer's) queue: from fold threads on two read connections of the
+    /// committed file (the staged rows are committed first: ahead of the store's resume point,
+    /// which is harmless), else — an in-memory stage — folded on the file's connection as they are
+    /// written. A table of `splitRows` rows or more is folded in two parts at once (``FoldPart``).
+    /// `interruption` can stop the folds from another thread; a `write` that throws stops them.
+    func fold(splitRows: Int64, interruption: FoldInterruption, _ write: (_ entity: Int, _ rows: FoldedRows) throws -> Void) throws {
+        try commit()
+        var readers: [OpaquePointer] = []
+        if isFile {
+            for _ in 0..<2 {
+                var reader: OpaquePointer?
+                if sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let reader {
+                    readers.append(reader)
+                } else {
+                    sqlite3_close_v2(reader)
+                }
+            }
+        }
+        var lanes: FoldLanes?
+        if readers.count == 2 {
+            for fold in readers {
+                // The sorter spills to temporary files; a small cache (half a staged load's:
+                // two folds sort at once; people-10M peaked 5 MiB lower, the merge as fast).
+                sqlite3_exec(fold, "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(StageFile.cacheKiB / 2)", nil, nil, nil)
+            }
+            interruption.set(readers)
+            let parts = layouts.map { FoldPart.parts(of: $0, on: readers[0], splitRows: splitRows) }
+            lanes = FoldLanes(layouts: layouts, parts: parts, connections: readers.map(ReadConnection.init(handle:)))
+        } else {
+            // In memory: folded on the staging connection, as the rows are written.
+            interruption.set([handle])
+        }
+        var completed = false
+        defer {
+            if let lanes {
+                if !completed {
+                    // The writer failed: the folds still running stop (cancelled, their statements interrupted).
+                    lanes.cancel()
+                    interruption.interrupt()
+                }
+                lanes.wait()
+            }
+            interruption.set([])
+            for reader in readers { sqlite3_close_v2(reader) }
+        }
+        for entity in layouts.indices {
+            try write(entity, lanes.map { .channels($0.channels(of: entity)) } ?? .folding(handle))
+        }
+        completed = true
+    }
+}

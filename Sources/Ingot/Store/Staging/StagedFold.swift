@@ -1,0 +1,321 @@
+import Dispatch
+import Foundation
+import GRDBSQLite
+import Synchronization
+
+// The folds of a staged load (`StageFile.fold`), on several threads when they can: per entity,
+// a fold reads the staging table sorted by identity then arrival and folds each identity's rows
+// into one (`StagedFold`), while the backend's writer writes the folded rows, entity after
+// entity (its `FoldedRowWriter`). The folded rows go from a fold to the writer in chunks of
+// about a megabyte, two at most in flight (`MergeChannel`). Two folds run at a time, in entity
+// order, each on a read connection of its own (`FoldLanes`): the next entity's table is sorted
+// while the writer waits for the first's sort or writes it. Sorting and reading the staged rows
+// were a third of a one-thread merge's time, with the other core idle.
+//
+// The folds read the staging file on read connections of their own, once its last staged
+// batches are committed. An in-memory SQLite database stages in memory: each entity is folded
+// on the staging connection, each folded row written as soon as it is complete.
+
+/// An entity's folded rows, as ``StageFile/fold(splitRows:interruption:_:)`` hands them over:
+/// sent by fold threads, one channel per part of its identities (``FoldPart``) in identity
+/// order, or to be folded on the write connection.
+enum FoldedRows {
+    case channels([MergeChannel])
+    case folding(OpaquePointer)
+}
+
+/// The identities one fold of an entity reads: all of them, or those below or from a pivot.
+///
+/// Why: at people-10M the merge waited on one fold — the person table's, sorting 12M staged rows
+/// on one core (91 % of the time running) while the writer waited on it 60 % of the time. A big
+/// staging table is folded in two parts at once, on the two lanes, split at an identity near its
+/// median; an identity's rows all fall in one part, and the writer reads the lower part, then the
+/// upper.
+struct FoldPart: @unchecked Sendable {  // the pivot's values are read only, by one fold at a time
+    enum Side { case all, below, from }
+    let side: Side
+    /// The pivot identity's values (sqlite3_value copies, freed by ``free()``), as staged.
+    let pivot: [OpaquePointer]
+
+    static let all = FoldPart(side: .all, pivot: [])
+
+    /// Staging tables with fewer rows are folded whole (by default). Split, the second part's
+    /// sort runs beside the first's, but the next entity's fold starts later and both parts read
+    /// the whole table: people-200k (240k staged persons) 5 % slower split, people-1M (1.2M) the
+    /// same, people-10M (12M) 10 % less merge (docs/performance-notes.md).
+    static let splitRows: Int64 = 2_000_000
+
+    /// The parts `layout`'s staging table is folded in, read on `connection`: two, split at the
+    /// median of 63 identities sampled at evenly spaced rows, when it holds `splitRows` rows or
+    /// more; else one.
+    static func parts(of layout: EntityLayout, on connection: OpaquePointer, splitRows: Int64) -> [FoldPart] {
+        let table = StageFile.quote(StageFile.table(of: layout))
+        let identity = layout.identitySlots.map { StageFile.quote(layout.columns[$0].name) }.joined(separator: ", ")
+        guard !identity.isEmpty, let count = try? RawStatement(connection: connection, sql: "SELECT max(rowid) FROM \(table)") else {
+            return [.all]
+        }
+        defer { count.finalize() }
+        guard (try? count.step()) == true else { return [.all] }
+        let rows = sqlite3_column_int64(count.handle, 0)
+        guard rows >= splitRows else { return [.all] }
+        let samples = (1...63).map { String(rows * Int64($0) / 64) }.joined(separator: ", ")
+        guard
+            let median = try? RawStatement(
+                connection: connection,
+                sql: "SELECT \(identity) FROM \(table) WHERE rowid IN (\(samples)) ORDER BY \(identity) LIMIT 1 OFFSET 31")
+        else { return [.all] }
+        defer { median.finalize() }
+        guard (try? median.step()) == true else { return [.all] }
+        let values = layout.identitySlots.indices.compactMap { sqlite3_value_dup(sqlite3_column_value(median.handle, Int32($0))) }
+        guard values.count == layout.identitySlots.count else {
+            values.forEach(sqlite3_value_free)
+            return [.all]
+        }
+        // The lower part holds its own copies: each part frees its own.
+        let lower = values.compactMap { sqlite3_value_dup($0) }
+        return [FoldPart(side: .below, pivot: lower), FoldPart(side: .from, pivot: values)]
+    }
+
+    /// The `WHERE` clause of this part over `identity` (the identity columns, in order).
+    func condition(_ identity: String) -> String {
+        let parameters = pivot.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
+        switch side {
+        case .all: return ""
+        case .below: return " WHERE (\(identity)) < (\(parameters))"
+        case .from: return " WHERE (\(identity)) >= (\(parameters))"
+        }
+    }
+
+    func free() { pivot.forEach(sqlite3_value_free) }
+}
+
+/// A read connection on the staging file, lent to the merge's fold threads: used by one fold at a
+/// time (lane `k % 2` runs fold `k` after fold `k - 2` has ended), from when the merge starts
+/// them until it has waited for them all, then closed.
+struct ReadConnection: @unchecked Sendable {  // one thread at a time, as above
+    let handle: OpaquePointer
+}
+
+/// The folds of every entity — each in one part or two (``FoldPart``) — two at a time in entity
+/// order on two read connections, each sending its folded rows to its own channel.
+final class FoldLanes: Sendable {
+    /// Per fold, in order: its entity and channel.
+    private let folds: [(entity: Int, channel: MergeChannel)]
+    /// Signalled when fold `k` has ended (a signal taken is given back, so that ``wait()`` can
+    /// wait for every fold).
+    private let ended: [DispatchSemaphore]
+
+    init(layouts: [EntityLayout], parts: [[FoldPart]], connections: [ReadConnection]) {
+        let tasks = layouts.indices.flatMap { entity in parts[entity].map { (entity: entity, part: $0) } }
+        folds = tasks.map { (entity: $0.entity, channel: MergeChannel()) }
+        ended = tasks.map { _ in DispatchSemaphore(value: 0) }
+        for (k, task) in tasks.enumerated() {
+            let connection = connections[k % connections.count]
+            let channel = folds[k].channel
+            let previous = k >= connections.count ? ended[k - connections.count] : nil
+            let ended = self.ended[k]
+            let layout = layouts[task.entity]
+            let part = task.part
+            Thread.detachNewThread {
+                defer {
+                    part.free()
+                    ended.signal()
+                }
+                if let previous {
+                    previous.wait()
+                    previous.signal()
+                }
+                guard !channel.isCancelled else { return }
+                StagedFold.fold(layout, part, on: connection, into: channel)
+            }
+        }
+    }
+
+    /// The channels of `entity`'s folds, in identity order.
+    func channels(of entity: Int) -> [MergeChannel] {
+        folds.filter { $0.entity == entity }.map(\.channel)
+    }
+
+    func cancel() {
+        for fold in folds { fold.channel.cancel() }
+    }
+
+    /// Waits until every fold has ended.
+    func wait() {
+        for semaphore in ended {
+            semaphore.wait()
+            semaphore.signal()
+        }
+    }
+}
+
+/// The read side of one entity's merge: the staging table read sorted by identity then arrival,
+/// each identity's rows folded into one — for each column the last value given (a given `null`
+/// included), for each to-many the last set given — and handed on (`emit`).
+struct StagedFold {
+    let layout: EntityLayout
+    private let read: RawStatement
+    /// The current identity's folded row.
+    private(set) var values: HeldValues
+    private(set) var given = ColumnMask()
+    private(set) var sets: HeldValues
+    private var hasGroup = false
+
+    init(connection: OpaquePointer, layout: EntityLayout, part: FoldPart = .all) throws {
+        self.layout = layout
+        let columns = layout.columns.map { StageFile.quote($0.name) }
+        let identity = layout.identitySlots.map { columns[$0] }.joined(separator: ", ")
+        read = try RawStatement(
+            connection: connection,
+            sql:
+                "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")) FROM \(StageFile.quote(StageFile.table(of: layout)))\(part.condition(identity)) ORDER BY \(identity), rowid"
+        )
+        for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(read.handle, Int32(i + 1), value) }
+        values = HeldValues(count: layout.columns.count)
+        sets = HeldValues(count: layout.toMany.count)
+    }
+
+    func finalize() {
+        values.deallocate()
+        sets.deallocate()
+        read.finalize()
+    }
+
+    /// Folds every staged identity, calling `emit` with each folded row (read through
+    /// ``values``, ``given`` and ``sets``) before the next begins.
+    mutating func run(emit: (borrowing StagedFold) throws -> Void) throws {
+        let read = self.read.handle
+        while try self.read.step() {
+            if hasGroup && !sameIdentity() {
+                try emit(self)
+                clear()
+            }
+            hasGroup = true
+            let mask = ColumnMask(
+                low: UInt64(bitPattern: sqlite3_column_int64(read, 0)), high: UInt64(bitPattern: sqlite3_column_int64(read, 1)))
+            for slot in layout.columns.indices where mask.contains(slot) {
+                values.hold(slot, from: read, column: Int32(slot + 3))
+            }
+            given.formUnion(mask)
+            if sqlite3_column_type(read, 2) == SQLITE_BLOB, let blob = sqlite3_column_blob(read, 2) {
+                let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(read, 2)))
+                // The blob is kept whole for each set it gives (the last set given wins).
+                var setsGiven: [Int] = []
+                StagedSets.sets(in: bytes) { k, _ in if k < layout.toMany.count { setsGiven.append(k) } }
+                for k in setsGiven { sets.hold(k, from: read, column: 2) }
+            }
+        }
+        if hasGroup {
+            try emit(self)
+            clear()
+        }
+    }
+
+    /// Whether the current row has the current group's identity.
+    private func sameIdentity() -> Bool {
+        layout.identitySlots.allSatisfy { values.equals($0, read.handle, column: Int32($0 + 3)) }
+    }
+
+    /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the
+    /// end — or the failure; stops when the writer cancels.
+    static func fold(_ layout: EntityLayout, _ part: FoldPart, on connection: ReadConnection, into channel: MergeChannel) {
+        do {
+            var fold = try StagedFold(connection: connection.handle, layout: layout, part: part)
+            defer { fold.finalize() }
+            var chunk = MergedChunk()
+            try fold.run { folded in
+                chunk.append(folded)
+                if chunk.bytes.count >= MergedChunk.size {
+                    guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
+                    chunk = MergedChunk()
+                }
+            }
+            if chunk.rows > 0, !channel.send(.chunk(chunk)) { return }
+            _ = channel.send(.end)
+        } catch is MergeCancelled {
+            return
+        } catch let error as StoreError {
+            _ = channel.send(.failed(error))
+        } catch {
+            _ = channel.send(.failed(StoreError.schema("the staged merge's fold failed: \(error)")))
+        }
+    }
+
+    private mutating func clear() {
+        values.clear()
+        sets.clear()
+        given = ColumnMask()
+        hasGroup = false
+    }
+}
+
+/// Folded rows on their way from the fold thread to the writer: per row the columns given (two
+/// 8-byte words), each column's value (``HeldValues/append(_:to:)``), then each to-many's set
+/// (a byte: held or not, then the held blob as a value).
+struct MergedChunk: Sendable {
+    var bytes: [UInt8] = []
+    var rows = 0
+
+    /// A chunk is handed on once it holds this many bytes.
+    static let size = 1 << 20
+
+    mutating func append(_ fold: borrowing StagedFold) {
+        StagedSets.appendInteger(fold.given.low, bytes: 8, to: &bytes)
+        StagedSets.appendInteger(fold.given.high, bytes: 8, to: &bytes)
+        for slot in fold.layout.columns.indices { fold.values.append(slot, to: &bytes) }
+        for k in fold.layout.toMany.indices { fold.sets.append(k, to: &bytes) }
+        rows += 1
+    }
+}
+
+/// Chunks from the fold thread to the writer, two at most waiting (about 2 MB). Either side
+/// stops the other: the fold sends its failure or the end; the writer cancels when it fails.
+final class MergeChannel: Sendable {
+    enum Item: Sendable {
+        case chunk(MergedChunk)
+        case end
+        case failed(any Error & Sendable)
+    }
+
+    private let items = Mutex<(queue: [Item], cancelled: Bool)>(([], false))
+    private let ready = DispatchSemaphore(value: 0)
+    /// Made at 0 and signalled twice: libdispatch traps when a semaphore is freed below the value
+    /// it was made with, which a channel cancelled with chunks in flight would be.
+    private let room = DispatchSemaphore(value: 0)
+
+    init() {
+        room.signal()
+        room.signal()
+    }
+
+    /// Waits for room and sends `item`; `false` once the writer cancelled (nothing sent).
+    func send(_ item: Item) -> Bool {
+        room.wait()
+        let sent = items.withLock { state in
+            guard !state.cancelled else { return false }
+            state.queue.append(item)
+            return true
+        }
+        if sent { ready.signal() } else { room.signal() }
+        return sent
+    }
+
+    /// The next item, waiting for it.
+    func receive() -> Item {
+        ready.wait()
+        let item = items.withLock { $0.queue.removeFirst() }
+        room.signal()
+        return item
+    }
+
+    var isCancelled: Bool { items.withLock { $0.cancelled } }
+
+    /// The writer stops: the fold's next send fails (and one waiting for room wakes up).
+    func cancel() {
+        items.withLock { $0.cancelled = true }
+        room.signal()
+    }
+}
+
+/// The fold stopped because the writer cancelled.
+struct MergeCancelled: Error {}

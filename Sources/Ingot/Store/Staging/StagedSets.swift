@@ -1,0 +1,117 @@
+import Foundation
+
+/// The to-many sets of a staged row, as one blob: per set given, its relationship's index (one
+/// byte), the number of targets (4 bytes), then each target's identity values (a count byte,
+/// then per value a type byte and its bytes, little-endian). Written and read back by this
+/// store only, within one load.
+enum StagedSets {
+    static func append(_ k: Int, _ targets: [IdentityKey], to out: inout [UInt8]) {
+        out.append(UInt8(truncatingIfNeeded: k))
+        appendInteger(UInt64(targets.count), bytes: 4, to: &out)
+        for target in targets {
+            let values = target.values
+            out.append(UInt8(truncatingIfNeeded: values.count))
+            for value in values {
+                switch value {
+                case .null: out.append(0)
+                case .integer(let v):
+                    out.append(1)
+                    appendInteger(UInt64(bitPattern: v), bytes: 8, to: &out)
+                case .real(let v):
+                    out.append(2)
+                    appendInteger(v.bitPattern, bytes: 8, to: &out)
+                case .bool(let v): out.append(v ? 4 : 3)
+                case .text(let s):
+                    out.append(5)
+                    let utf8 = Array(s.utf8)
+                    appendInteger(UInt64(utf8.count), bytes: 4, to: &out)
+                    out += utf8
+                }
+            }
+        }
+    }
+
+    /// Calls `body` with each set in `bytes`: its relationship index and where its targets are.
+    /// A truncated blob (never written so) ends the walk.
+    static func sets(in bytes: UnsafeRawBufferPointer, _ body: (_ k: Int, _ targets: Range<Int>) throws -> Void) rethrows {
+        var at = 0
+        while at + 5 <= bytes.count {
+            let k = Int(bytes[at])
+            let count = Int(integer(bytes, at + 1, 4))
+            at += 5
+            let start = at
+            for _ in 0..<count {
+                guard let next = skipTarget(bytes, at) else { return }
+                at = next
+            }
+            try body(k, start..<at)
+        }
+    }
+
+    /// Walks the targets of the set at `range`: `value` with each of a target's values (and its
+    /// index among them), then `end` once the target is complete.
+    static func forEachTarget(
+        in bytes: UnsafeRawBufferPointer, _ range: Range<Int>, value: (_ value: ScalarValue, _ index: Int) -> Void,
+        end: () throws -> Void
+    ) rethrows {
+        var at = range.lowerBound
+        while at < range.upperBound {
+            let n = Int(bytes[at])
+            at += 1
+            for index in 0..<n {
+                let tag = bytes[at]
+                at += 1
+                switch tag {
+                case 1:
+                    value(.integer(Int64(bitPattern: integer(bytes, at, 8))), index)
+                    at += 8
+                case 2:
+                    value(.real(Double(bitPattern: integer(bytes, at, 8))), index)
+                    at += 8
+                case 3: value(.bool(false), index)
+                case 4: value(.bool(true), index)
+                case 5:
+                    let length = Int(integer(bytes, at, 4))
+                    at += 4
+                    value(.text(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)), index)
+                    at += length
+                default: value(.null, index)
+                }
+            }
+            try end()
+        }
+    }
+
+    /// Where the target at `at` ends; `nil` past the blob's end.
+    private static func skipTarget(_ bytes: UnsafeRawBufferPointer, _ start: Int) -> Int? {
+        var at = start
+        guard at < bytes.count else { return nil }
+        let n = Int(bytes[at])
+        at += 1
+        for _ in 0..<n {
+            guard at < bytes.count else { return nil }
+            let tag = bytes[at]
+            at += 1
+            switch tag {
+            case 1, 2: at += 8
+            case 5:
+                guard at + 4 <= bytes.count else { return nil }
+                at += 4 + Int(integer(bytes, at, 4))
+            default: break
+            }
+        }
+        return at <= bytes.count ? at : nil
+    }
+
+    /// The little-endian integer of `count` bytes at `at` (bytes past the end read as 0).
+    static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
+        var v: UInt64 = 0
+        for i in 0..<count where at + i < bytes.count { v |= UInt64(bytes[at + i]) << UInt64(8 * i) }
+        return v
+    }
+
+    /// Appends the low `bytes` bytes of `v`, little-endian.
+    static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
+        for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: v >> UInt64(8 * i))) }
+    }
+}
