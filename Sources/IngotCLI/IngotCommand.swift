@@ -249,10 +249,9 @@ struct Run: ParsableCommand {
             print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
         }
         if let join = options.join {
-            let byJobs = config.resources.filter(ForEachRequests.defers).map(\.name)
+            let byJobs = SharedRequests.madeByJobs(config)
             let requests =
-                byJobs.isEmpty
-                ? "" : "; the requests of \(byJobs.joined(separator: ", ")) made by the jobs that claim them, `concurrency` each"
+                byJobs.isEmpty ? "" : "; \(byJobs.joined(separator: ", ")) fetched by the jobs that claim them, `concurrency` each"
             print(
                 PipelineRunner.joinObstacle(config).map { "join: \(join) refused (\($0))" }
                     ?? "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(requests)"

@@ -320,7 +320,16 @@ struct CLITests {
         let poke = temporaryDirectory().appendingPathComponent("pokeapi.yml")
         try Data(RealAPITests.pokeapi("http://127.0.0.1:1").utf8).write(to: poke)
         let pokeJoined = try run(["run", poke.path, "--db", pg, "--join", "k", "--dry-run"])
-        #expect(pokeJoined.stdout.contains("the requests of pokemon made by the jobs that claim them"), "\(pokeJoined.stdout)")
+        #expect(pokeJoined.stdout.contains("; the requests of pokemon fetched by the jobs that claim them"), "\(pokeJoined.stdout)")
+        let paged = temporaryDirectory().appendingPathComponent("paged.yml")
+        try Data(
+            try peopleOverHTTPText(
+                "http://127.0.0.1:1/people", ["paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}}"]
+            )
+            .utf8
+        ).write(to: paged)
+        let pagedJoined = try run(["run", paged.path, "--db", pg, "--join", "n", "--dry-run"])
+        #expect(pagedJoined.stdout.contains("; the numbered pages after the first fetched by the jobs"), "\(pagedJoined.stdout)")
         #expect(try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0", "--bulk"]).status == 0)
         let again = try run(["run", "pipelines/people.yml", "--db", db, "--no-archive", "--progress-interval", "0", "--bulk"])
         #expect(again.status == 0, "\(again.stderr)")

@@ -50,6 +50,10 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     private let incrementalQuery: [URLQueryItem]
     /// Set by ``cancel()`` from another queue: transfers in flight are aborted, a backoff ends.
     private let cancelled = StopFlag()
+    /// Set for a shared run's fetcher (docs/scale-out.md, "Requests any job makes"): once a page
+    /// said where a numbered source ends (its total), the pages up to it come out unfetched, each
+    /// naming its position (``Page/cursor``), for the jobs that claim them to fetch.
+    package var defersNumberedPages = false
 
     enum Cursor: Equatable {
         case url(String)
@@ -220,6 +224,10 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         // of this source (or of this resume) says it, one request at a time; then never one past
         // the end. Without either, an empty page ends it, and up to `concurrency` requests may
         // go past it (their answers are dropped).
+        if defersNumberedPages, config.hasMore == nil, let end = knownEnd, ahead.isEmpty {
+            deferNumbered(cursor, end: end)
+            return
+        }
         let endIsSaid = numberedTotal != nil || config.hasMore != nil
         let window =
             endIsSaid && (knownEnd == nil || config.hasMore != nil)
@@ -268,6 +276,35 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
         // through: archived, then counted or rejected.
         buffered.append(.success(page))
         if stop { abandonFetches() }
+    }
+
+    /// A shared run's fetcher, once the source's end is known (``defersNumberedPages``): the page
+    /// at `cursor`, unfetched, naming its position; the source ends at `end`.
+    private func deferNumbered(_ cursor: Cursor, end: Int) {
+        guard cursor.position < end else {
+            upcoming = nil
+            return
+        }
+        var page = Page(seq: 0, source: credentials.redact(numberedURL(cursor)), bytes: [])
+        page.cursor = cursor.state(hiding: config.urlSecrets)
+        fetched += 1
+        upcoming = step(cursor).flatMap { $0.position < end ? $0 : nil }
+        page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
+        buffered.append(.success(page))
+    }
+
+    /// The one page at `cursor` (a numbered page's resume state, `page:N` or `offset:N`), as the
+    /// source fetches it — with its own retries, credentials and origin rules — for a job of a
+    /// shared run that claimed it (``Page/cursor``). `nil` for any other state: it is input (the
+    /// work queue's), and a `url:` state would send the credentials wherever it points.
+    package func fetchPage(at cursor: String) throws -> Page? {
+        guard cursor.hasPrefix("page:") || cursor.hasPrefix("offset:"), let position = Cursor(state: cursor, secrets: []) else {
+            return nil
+        }
+        switch (position, config.paginate) {
+        case (.page, .page), (.offset, .offset): return try outcome(of: startFetch(numberedURL(position))).get()
+        default: return nil
+        }
     }
 
     /// List mode: `concurrency` of the list's URLs in flight ahead of the one delivered next.

@@ -31,14 +31,17 @@ extension PipelineRunner {
             SharedRunRequest(
                 name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
                 lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source)))
-        // Requests known in advance (a for_each answered by one page each) are made by the jobs
-        // that claim them, not by the fetcher.
+        // Requests known in advance (a for_each answered by one page each, numbered pages once
+        // the source's total is known) are made by the jobs that claim them, not by the fetcher.
         let resources = source as? ResourcesPageSource
         resources?.defersRequests = true
+        if let http = source as? HTTPPageSource, SharedRequests.defersPages(of: http.config, in: config) { http.defersNumberedPages = true }
+        let requests =
+            resources?.requests
+            ?? SharedRequests(config: config, environment: ProcessInfo.processInfo.environment, maxPageBytes: maxPageBytes)
         return JoinedPart(
             run: run,
-            source: SharedRunSource(
-                run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: resources?.requests))
+            source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests))
     }
 
     /// Why `config` cannot run joined — its outcome would depend on which job wrote what first,

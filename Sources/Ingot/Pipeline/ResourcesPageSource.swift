@@ -89,17 +89,18 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
 
     // MARK: - Pages
 
-    /// Set for a shared run's fetcher: requests any job may make (``ForEachRequests/defers(_:)``)
-    /// come out unfetched, as pages naming their URL (``Page/request``).
+    /// Set for a shared run's fetcher: requests any job may make (``SharedRequests/defers(_:)``)
+    /// come out unfetched, as pages naming their URL (``Page/request``), and so do a numbered
+    /// resource's pages once its total is known (``SharedRequests/defersPages(of:in:resource:)``).
     var defersRequests = false
 
     /// What the jobs of a shared run fetch the requests this source defers with.
-    var requests: ForEachRequests { ForEachRequests(config: config, environment: environment, maxPageBytes: maxPageBytes) }
+    var requests: SharedRequests { SharedRequests(config: config, environment: environment, maxPageBytes: maxPageBytes) }
 
     func next() throws -> Page? {
         while index < resources.count {
             if cancelled.value.withLock({ $0 }) { return nil }
-            if defersRequests, current == nil, ForEachRequests.defers(resources[index]) {
+            if defersRequests, current == nil, SharedRequests.defers(resources[index]) {
                 guard let page = deferredRequest() else { continue }
                 return page
             }
@@ -251,7 +252,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         current = nil
         listStart = nil
         listDelivered = false
-        let reason = ForEachRequests.skipped(error, of: resource, logger: logger)
+        let reason = SharedRequests.skipped(error, of: resource, logger: logger)
         seq += 1
         var page = Page(seq: seq, source: error.url, bytes: [])
         page.resource = index
@@ -275,6 +276,11 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         single.resources = [resource]
         let source = try single.makeSource(database: nil, maxPageBytes: maxPageBytes, environment: environment, logger: logger)
         if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
+        if defersRequests, let http = source as? HTTPPageSource,
+            SharedRequests.defersPages(of: http.config, in: config, resource: resource.name)
+        {
+            http.defersNumberedPages = true
+        }
         return source
     }
 

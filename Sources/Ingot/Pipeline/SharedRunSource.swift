@@ -41,9 +41,9 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         var description: String { "the joined run failed: \(message)" }
     }
 
-    /// The requests this job makes for the units it claims (``ForEachRequests``), when the
+    /// The requests this job makes for the units it claims (``SharedRequests``), when the
     /// pipeline has any the fetcher leaves to the jobs.
-    private let requests: ForEachRequests?
+    private let requests: SharedRequests?
     /// Requests this job is making (the source queue only): up to the resource's `concurrency`
     /// at once, a claimed unit each, answers handed out as they come.
     private let window = RequestWindow()
@@ -52,7 +52,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
 
     init(
         run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64,
-        requests: ForEachRequests? = nil
+        requests: SharedRequests? = nil
     ) {
         self.run = run
         self.upstream = upstream
@@ -105,7 +105,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
             if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
             if let page = try claimNoting() {
-                guard let requests, ForEachRequests.isPending(page) else { return page }
+                guard let requests, SharedRequests.isPending(page) else { return page }
                 window.size = requests.concurrency(of: page)
                 launch(page, with: requests)
                 return try nextAnswer(with: requests)
@@ -146,9 +146,9 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// starting each request (a unit that is not one is kept for the next call) — then waits for
     /// an answer, keeps it in its unit (for the archive, and for a job that takes it over) and
     /// returns it. A failed request fails the job; the units it held go back to the queue.
-    private func nextAnswer(with requests: ForEachRequests) throws -> Page {
+    private func nextAnswer(with requests: SharedRequests) throws -> Page {
         while claimedAhead.isEmpty, window.inFlight < window.size, let more = try claimNoting() {
-            if ForEachRequests.isPending(more) { launch(more, with: requests) } else { claimedAhead.append(more) }
+            if SharedRequests.isPending(more) { launch(more, with: requests) } else { claimedAhead.append(more) }
         }
         let page = try window.take { [self] in
             guard isCancelled else { return }
@@ -160,7 +160,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     }
 
     /// Makes `page`'s request on a thread of its own; its answer goes to the window.
-    private func launch(_ page: Page, with requests: ForEachRequests) {
+    private func launch(_ page: Page, with requests: SharedRequests) {
         window.started()
         let logger = self.logger.withLock { $0 }
         let window = self.window

@@ -49,8 +49,13 @@ public struct Page: Sendable {
     package var resourceName: String?
     /// In a shared run: a request any job may make — a `for_each` request answered by one page,
     /// enqueued by the fetcher unfetched (its URL), fetched by the job that claims it
-    /// (``ForEachRequests``). `nil` for a page the fetcher read.
+    /// (``SharedRequests``). `nil` for a page the fetcher read.
     package var request: String?
+    /// In a shared run: a numbered page any job may fetch (docs/scale-out.md, "Requests any job
+    /// makes") — its position as a resume state says it (`page:N`, `offset:N`: no URL, so no
+    /// secret of the URL is stored), enqueued unfetched once a page said the source's total.
+    /// `nil` for a page the fetcher read.
+    package var cursor: String?
     /// Values its records take from the parent record that requested it (`for_each … with:`):
     /// key and JSON text, added to each record where it has no such key.
     package var injected: [InjectedValue] = []

@@ -204,17 +204,21 @@ struct UnitLabels: Codable, Equatable {
     var unreadable: String?
     /// A request the claiming job makes (``Page/request``).
     var request: String?
+    /// A numbered page the claiming job fetches (``Page/cursor``).
+    var cursor: String?
 
     init(of page: Page) {
         resource = page.resourceName
         injected = page.injected.isEmpty ? nil : page.injected
         unreadable = page.unreadable
         request = page.request
+        cursor = page.cursor
     }
 
     /// The labels as stored, or `nil` when the page has none.
     var json: String? {
-        guard resource != nil || injected != nil || unreadable != nil || request != nil, let data = try? JSONEncoder().encode(self)
+        guard resource != nil || injected != nil || unreadable != nil || request != nil || cursor != nil,
+            let data = try? JSONEncoder().encode(self)
         else { return nil }
         return String(decoding: data, as: UTF8.self)
     }
@@ -230,6 +234,7 @@ struct UnitLabels: Codable, Equatable {
         page.resourceName = labels.resource
         page.injected = labels.injected ?? []
         page.request = labels.request
+        page.cursor = labels.cursor
         if let reason = labels.unreadable { page.unreadable = reason }
     }
 }

@@ -163,8 +163,8 @@ extension SQLiteStore {
         try setState(pipeline: "", key: StageFile.originKey, value: nil)
     }
 
-    /// Staging tables in the database itself hold rows: a staged load of an Ingot before session
-    /// 16 (which staged there) stopped unfinished. This one cannot finish it.
+    /// Staging tables in the database itself hold rows: a staged load of an earlier Ingot, which
+    /// staged there (before ``StageFile``), stopped unfinished. This one cannot finish it.
     private func refuseEarlierStagedLoad() throws {
         let held = try dbQueue.inDatabase { db in
             try layouts.map(StageFile.table).filter { table in

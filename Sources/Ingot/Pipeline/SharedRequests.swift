@@ -1,0 +1,164 @@
+import Foundation
+import Logging
+
+/// The requests of a shared run that any job makes (docs/scale-out.md, "Requests any job
+/// makes"): a `for_each` request answered by one page (no pagination of its own), and a numbered
+/// page (`page`, `offset`) once a page said the source's total, are enqueued by the fetcher
+/// unfetched — a unit holding the request's URL (``Page/request``) or the page's position
+/// (``Page/cursor``) — and the job that claims it fetches it, with the source's own HTTP settings
+/// (headers, credentials, retries, timeouts, the origin rules) and up to its `concurrency` of
+/// them at once. A fan-out of detail requests, or a long numbered list, then gets faster with
+/// every job, where one fetcher made them all before.
+///
+/// Immutable: the jobs' fetches run on threads of their own.
+package final class SharedRequests: Sendable {
+    private let resources: [ResourceConfig]
+    /// The pipeline's own source, when it has no resources.
+    private let source: SourceConfig
+    private let framing: RecordFraming
+    private let environment: [String: String]
+    private let maxPageBytes: Int
+
+    init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int) {
+        resources = config.resources
+        source = config.source
+        framing = config.framing
+        self.environment = environment
+        self.maxPageBytes = maxPageBytes
+    }
+
+    /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each` whose requests
+    /// answer one page each.
+    package static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach.map { $0.http.paginate == .none } ?? false }
+
+    /// Whether the fetcher leaves a numbered source's pages past the first to the jobs
+    /// (``HTTPPageSource/defersNumberedPages``): when a page says its total (`total_pages`,
+    /// `total`), no `has_more` decides page by page, no incremental cursor is sent with each
+    /// request, and no `for_each` reads its records (the fetcher collects those requests from
+    /// the pages it reads itself).
+    package static func defersPages(of http: HTTPSourceConfig, in config: PipelineConfig, resource: String? = nil) -> Bool {
+        guard http.hasMore == nil, config.incremental == nil else { return false }
+        if let resource, config.resources.contains(where: { $0.forEach?.resource == resource }) { return false }
+        switch http.paginate {
+        case .page(_, _, _?), .offset(_, _, _, _?): return true
+        default: return false
+        }
+    }
+
+    /// What the jobs of a shared run of `config` fetch themselves, as `--dry-run --join` says it:
+    /// `the requests of NAME` (a for_each), `the numbered pages of NAME after the first`.
+    package static func madeByJobs(_ config: PipelineConfig) -> [String] {
+        guard config.hasSeveralResources else {
+            guard case .http(let http) = config.source, defersPages(of: http, in: config) else { return [] }
+            return ["the numbered pages after the first"]
+        }
+        return config.resources.compactMap { resource in
+            if defers(resource) { return "the requests of \(resource.name)" }
+            guard resource.forEach == nil, case .http(let http) = resource.source,
+                defersPages(of: http, in: config, resource: resource.name)
+            else { return nil }
+            return "the numbered pages of \(resource.name) after the first"
+        }
+    }
+
+    /// How many requests of `page`'s source a job makes at once (its `concurrency`).
+    func concurrency(of page: Page) -> Int {
+        max(1, http(of: page)?.http.concurrency ?? 1)
+    }
+
+    /// Whether `page` is a request still to be made (a job that took the unit over may find it
+    /// fetched already).
+    static func isPending(_ page: Page) -> Bool {
+        (page.request != nil || page.cursor != nil) && page.bytes.isEmpty && page.unreadable == nil && page.oversized == nil
+    }
+
+    /// The HTTP settings and framing `page`'s request is made with: its for_each's, or its
+    /// resource's (the pipeline's own source without resources) for a numbered page.
+    private func http(of page: Page) -> (http: HTTPSourceConfig, framing: RecordFraming, forEach: ResourceConfig.ForEach?)? {
+        guard let name = page.resourceName else {
+            guard page.cursor != nil, case .http(let http) = source else { return nil }
+            return (http, framing, nil)
+        }
+        guard let resource = resources.first(where: { $0.name == name }) else { return nil }
+        if let forEach = resource.forEach { return page.cursor == nil ? (forEach.http, resource.framing, forEach) : nil }
+        guard page.cursor != nil, case .http(let http) = resource.source else { return nil }
+        return (http, resource.framing, nil)
+    }
+
+    /// `page` with its request's answer: the payload, its URL as the source and the HTTP
+    /// exchange. A request answered 404 or 410 is a rejected page naming it, as a single run's
+    /// (`not_found: fail` makes it fail the job); any other failure, once the retries ran out,
+    /// fails the job, and the unit goes back to the queue.
+    func fetch(_ page: Page, logger: Logger) throws -> Page {
+        if let cursor = page.cursor { return try fetchNumbered(page, at: cursor, logger: logger) }
+        guard let url = page.request, let resource = resources.first(where: { $0.name == page.resourceName }),
+            let forEach = resource.forEach
+        else { return page }
+        var answered = page
+        // The URL comes from the work queue, which is input: it must pass the for_each's origin
+        // rules as the fetcher's requests do (no job sends the resource's credentials elsewhere).
+        let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
+        if let refusal = policy.refusal(ofRequest: url) {
+            answered.unreadable = "the request \(HTTPPageSource.shown(url)) of unit \(page.unit?.seq ?? page.seq) was refused: \(refusal)"
+            return answered
+        }
+        var http = forEach.http
+        http.url = url
+        do {
+            let source = try HTTPPageSource(
+                config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+            guard let fetched = try source.next() else {
+                answered.unreadable = "\(HTTPPageSource.shown(url)) gave no page"
+                return answered
+            }
+            answered.bytes = fetched.bytes
+            answered.source = fetched.source
+            answered.http = fetched.http
+            answered.parsed = fetched.parsed
+            answered.oversized = fetched.oversized
+            answered.compression = fetched.compression
+        } catch let error as FetchError where (error.status == 404 || error.status == 410) && !forEach.notFoundFails {
+            answered.unreadable = SharedRequests.skipped(error, of: resource, logger: logger)
+        }
+        return answered
+    }
+
+    /// `page`, a numbered page of its source, fetched at `cursor` (``HTTPPageSource/fetchPage(at:)``):
+    /// a position that is not one of its source's is an unreadable page naming it (the work
+    /// queue is input); a failure, once the retries ran out, fails the job as in a single run.
+    private func fetchNumbered(_ page: Page, at cursor: String, logger: Logger) throws -> Page {
+        var answered = page
+        guard let (http, framing, _) = http(of: page) else {
+            answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names page \(cursor) of a source without numbered pages"
+            return answered
+        }
+        let source = try HTTPPageSource(
+            config: http, framing: framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        guard let fetched = try source.fetchPage(at: cursor) else {
+            answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(cursor)', not a numbered page of its source"
+            return answered
+        }
+        answered.bytes = fetched.bytes
+        answered.source = fetched.source
+        answered.http = fetched.http
+        answered.parsed = fetched.parsed
+        answered.oversized = fetched.oversized
+        answered.compression = fetched.compression
+        return answered
+    }
+
+    /// A request of `resource` answered 404 or 410 (its record was deleted after the list was
+    /// read), logged as `for_each.skipped`: why its page is rejected.
+    static func skipped(_ error: FetchError, of resource: ResourceConfig, logger: Logger) -> String {
+        let status = error.status ?? 404
+        logger.warning(
+            "for_each.skipped",
+            metadata: [
+                "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
+                LogKey.reason:
+                    "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
+            ])
+        return
+            "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Logging
+import Testing
+
+@testable import Ingot
+
+/// Numbered pages in a shared run (docs/scale-out.md, "Requests any job makes"): once a page said
+/// the source's total, the fetcher enqueues the pages up to it unfetched, each naming its position
+/// (``Page/cursor``), and the job that claims one fetches it — so a long numbered list is fetched
+/// by every job at once, where one fetcher fetched it all.
+@Suite(.serialized)
+struct JoinedPagesTests {
+    static let paginators = [
+        ("paged", "{page: {param: page, start: 1, total_pages: meta.total_pages}}"),
+        ("offset404", "{offset: {param: offset, limit_param: limit, limit: 100, total: count}}"),
+    ]
+
+    /// The fetcher reads the first page itself (it says the total), then hands out the others
+    /// unfetched, numbered, up to the total and never past it; each is fetched by
+    /// ``HTTPPageSource/fetchPage(at:)`` exactly as the single run reads it.
+    @Test(arguments: paginators)
+    func theFetcherEnqueuesThePagesItLearnedOfUnfetched(style: String, paginate: String) throws {
+        let pages = try generatePeople(persons: 450, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/\(style)", ["paginate: \(paginate)", "concurrency: 3"]), path: "p.yml")
+        let http = try #require(config.source.http)
+        #expect(SharedRequests.defersPages(of: http, in: config))
+        let source = try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        source.defersNumberedPages = true
+        var seen: [Page] = []
+        while let page = try source.next() { seen.append(page) }
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        #expect(seen.count == files && files > 3)
+        #expect(seen.first?.bytes.isEmpty == false && seen.first?.cursor == nil, "the first page is read: it says the total")
+        let positions = (1..<files).map { style == "paged" ? "page:\($0 + 1)" : "offset:\($0 * 100)" }
+        #expect(seen.dropFirst().map(\.cursor) == positions)
+        #expect(seen.dropFirst().allSatisfy { $0.bytes.isEmpty && SharedRequests.isPending($0) })
+        #expect(seen.last?.resumeState == "done")
+        #expect(try server.counters()["people_requests"] == 1, "only the first page was asked for")
+        // A job that claims page 3 fetches what the single run reads there.
+        let requests = SharedRequests(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes)
+        let third = try requests.fetch(seen[2], logger: Logger(label: "test"))
+        let alone = try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        _ = try alone.next()
+        _ = try alone.next()
+        let read = try #require(try alone.next())
+        #expect(third.bytes == read.bytes && !third.bytes.isEmpty)
+        #expect(third.source == read.source)
+    }
+
+    /// Three jobs over numbered pages end in the single run's tables, each page asked for once.
+    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    func numberedPagesRunJoinedAsAlone(backend: JoinBackend) throws {
+        let pages = try generatePeople(persons: 1200, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)", "concurrency: 2"]),
+            path: "p.yml")
+        let http = try #require(config.source.http)
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "paged", jobs: 3, batchRecords: 150) {
+            try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        #expect(try server.counters()["people_requests"] == files, "each page asked for once, by one job")
+        #expect(try database.runs().first?.counters?.pages == files)
+        let db = temporaryDirectory().appendingPathComponent("alone.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let alone = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(alone.status == .finished, "\(alone.error ?? "")")
+        #expect(try database.sqlite(db) == (try database.dump()))
+    }
+
+    /// A numbered unit is input: one that names a position its source does not make (a `url:`
+    /// state would send the credentials wherever it points) is a rejected page, and nothing is
+    /// asked of the server.
+    @Test func aNumberedUnitOfAnotherKindIsRefused() throws {
+        let pages = try generatePeople(persons: 200, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)"]), path: "p.yml")
+        let requests = SharedRequests(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes)
+        for cursor in ["url:\(server.base)/people/paged?page=1", "offset:100", "page:x", "item:1"] {
+            var page = Page(seq: 2, source: "unit 2", bytes: [])
+            page.cursor = cursor
+            let answered = try requests.fetch(page, logger: Logger(label: "test"))
+            #expect(answered.bytes.isEmpty && answered.unreadable?.contains("not a numbered page of its source") == true, "\(cursor)")
+        }
+        #expect(try server.counters()["people_requests"] == nil || (try server.counters()["people_requests"]) == 0)
+    }
+
+    /// What decides page by page, or what reads the pages' records as they come, keeps one
+    /// fetcher: `has_more`, an incremental cursor sent with each request, a total not said, a
+    /// for_each that reads the resource.
+    @Test func pagesStayWithTheFetcherWhenTheyMust() throws {
+        func defers(_ settings: [String], incremental: Bool = false) throws -> Bool {
+            var text = try peopleOverHTTPText("https://api.example.org/people", settings)
+            if incremental { text += "\nincremental: {cursor_path: updated_at, param: updated_since}\n" }
+            let config = try PipelineConfig.parse(text: text, path: "p.yml")
+            return SharedRequests.defersPages(of: try #require(config.source.http), in: config)
+        }
+        #expect(try defers(["paginate: \(Self.paginators[0].1)"]))
+        #expect(try defers(["paginate: \(Self.paginators[1].1)"]))
+        #expect(try !defers(["paginate: {page: {param: page, start: 1}}"]))
+        #expect(try !defers(["paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}, has_more: meta.more}"]))
+        #expect(try !defers(["paginate: \(Self.paginators[0].1)"], incremental: true))
+        #expect(try !defers(["paginate: {next_url: next}"]))
+    }
+}
