@@ -68,6 +68,13 @@ struct JoinDatabase {
             .first.map { ($0[0] ?? "", $0[1].flatMap { Int($0) }, $0[2].flatMap { Int($0) } ?? 0) }
     }
 
+    /// Whether a job of shared run `name` asked the others to pause their requests (its
+    /// server's `Retry-After`), whether or not the pause ended since.
+    func pauseWasAsked(_ name: String) throws -> Bool {
+        if let memory { return memory.state.withLock { $0.joins[name]?.pauseUntil != nil } }
+        return try PGConnection(url: url).execute("SELECT pause_until IS NOT NULL FROM _ingot_joins WHERE name = $1", [name]) == [["t"]]
+    }
+
     /// The seqs of shared run `name`'s units that are done, in order.
     func unitsDone(_ name: String) throws -> [Int] {
         if let memory {

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -109,5 +110,80 @@ struct JoinedPagesTests {
         #expect(try !defers(["paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}, has_more: meta.more}"]))
         #expect(try !defers(["paginate: \(Self.paginators[0].1)"], incremental: true))
         #expect(try !defers(["paginate: {next_url: next}"]))
+    }
+
+    /// A pause asked of a run's jobs (a server's `Retry-After`) is kept by the store, by its own
+    /// clock: the longest asked stands, and a new run has none.
+    @Test(arguments: JoinBackend.allCases)
+    func aPauseAskedIsKeptByTheRun(backend: JoinBackend) throws {
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("https://api.example.org/people", ["paginate: \(Self.paginators[0].1)"]), path: "p.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let store = try database.sharedStore()
+        defer { try? store.close() }
+        let run = try store.joinRun(JoinTests.request("pause", config))
+        #expect(try run.requestPause() == 0)
+        try run.pauseRequests(for: 30)
+        try run.pauseRequests(for: 5)
+        let left = try run.requestPause()
+        #expect(left > 5 && left <= 30, "\(left)")
+    }
+
+    /// A job whose request the server answers 429 with `Retry-After` asks every job of the run to
+    /// wait (the run keeps the pause), and the run still ends in the single run's tables. The
+    /// third request is a job's: the fetcher asks only the first page.
+    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    func aRetryAfterMetByOneJobIsKeptForAll(backend: JoinBackend) throws {
+        let pages = try generatePeople(persons: 600, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: "429:3")
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)", "concurrency: 2"]),
+            path: "p.yml")
+        let http = try #require(config.source.http)
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "slow", jobs: 2, batchRecords: 150) {
+            try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        #expect(try database.pauseWasAsked("slow"), "the 429's Retry-After reached the run")
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        #expect(try database.runs().first?.counters?.pages == files)
+        #expect(try server.counters()["people_requests"] == files + 1, "each page once, and the one answered 429 again")
+    }
+
+    /// A job that finds the run's requests paused starts none until the pause ends (here an
+    /// hour: the job is stopped while it waits, having asked the server nothing).
+    @Test(.timeLimit(.minutes(1))) func aJobWaitsOutThePauseBeforeItsRequests() throws {
+        let pages = try generatePeople(persons: 200, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)"]), path: "p.yml")
+        let database = try JoinDatabase(.memory, model: config.model)
+        let member = try database.sharedStore()
+        defer { try? member.close() }
+        let http = try #require(config.source.http)
+        var request = JoinTests.request("paused", config)
+        request.spec["source"] = try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "t")).origin
+        let run = try member.joinRun(request)
+        _ = try #require(try run.takeFetcherRole())
+        var unit = Page(seq: 1, source: "page 2", bytes: [])
+        unit.cursor = "page:2"
+        #expect(try run.enqueue(unit, as: 1))
+        #expect(try run.endSource(at: 2))
+        try run.pauseRequests(for: 3600)
+        let logs = LogCapture()
+        let runner = PipelineRunner(config: config, options: JoinTests.options(database, join: "paused"), logger: logs.logger)
+        let ended = Mutex<RunSummary?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            let source = try? HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "t"))
+            ended.withLock { $0 = source.map { database.run(runner, $0) } }
+            done.signal()
+        }
+        waitUntil { logs.all.contains { $0.contains("msg=join.paused") } }
+        #expect(try server.counters()["people_requests"] ?? 0 == 0, "no request while paused")
+        runner.stop()
+        done.wait()
+        #expect(ended.withLock { $0 }?.status == .interrupted, "\(ended.withLock { $0 }?.error ?? "")")
     }
 }

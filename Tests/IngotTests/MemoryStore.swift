@@ -60,6 +60,8 @@ final class MemoryDatabase: Sendable {
         var jobs: [String: (status: String, counters: RunCounters)] = [:]
         /// The values the run keeps (the incremental cursor), until it finishes.
         var kept: [String: String] = [:]
+        /// Until when the jobs start no request (a server's Retry-After).
+        var pauseUntil: Date?
     }
 
     struct State {
@@ -809,6 +811,18 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
 
     func pendingUnits() throws -> Int {
         try withJoin { join, _ in join.units.values.filter { $0.status == .pending }.count }
+    }
+
+    func pauseRequests(for seconds: Double) throws {
+        guard seconds > 0, seconds.isFinite else { return }
+        try withJoin { join, now in
+            let until = now.addingTimeInterval(seconds)
+            join.pauseUntil = max(join.pauseUntil ?? until, until)
+        }
+    }
+
+    func requestPause() throws -> Double {
+        try withJoin { join, now in max(0, join.pauseUntil?.timeIntervalSince(now) ?? 0) }
     }
 
     func endSource(at seq: Int) throws -> Bool {

@@ -54,6 +54,10 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     /// said where a numbered source ends (its total), the pages up to it come out unfetched, each
     /// naming its position (``Page/cursor``), for the jobs that claim them to fetch.
     package var defersNumberedPages = false
+    /// Told the wait a server asked for (`Retry-After` on a 429 or 5xx, capped by the retry
+    /// settings, in seconds) before this source waits it: a shared run's job passes it on to the
+    /// other jobs (``SharedRun/pauseRequests(for:)``).
+    package var onServerDelay: (@Sendable (Double) -> Void)?
 
     enum Cursor: Equatable {
         case url(String)
@@ -536,6 +540,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                     fetches[k] = fetch
                 case .wait(let until):
                     metrics?.recordRetry()
+                    if let asked = fetch.serverDelay { onServerDelay?(asked) }
                     retryAt[k] = until
                     fetches[k] = fetch
                 case .done(let result):

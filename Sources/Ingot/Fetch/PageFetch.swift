@@ -110,6 +110,9 @@ struct PageFetch {
     /// The same, redacted: the page's source in logs, rejects and the archive.
     let shown: String
     private(set) var attempt = 1
+    /// The wait the server asked for with its last answer (`Retry-After`, capped by the retry
+    /// settings), in seconds; `nil` when it asked for none.
+    private(set) var serverDelay: Double?
     /// Requests sent for this page (attempts × hops).
     private(set) var requests = 0
     /// The hop the current request went to (without secrets), whether it carries credentials,
@@ -155,6 +158,7 @@ struct PageFetch {
         let retry = rules.config.retry
         let reason: String
         var delay: Double
+        serverDelay = nil
         switch result {
         case .success(let response):
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") {
@@ -177,6 +181,7 @@ struct PageFetch {
             delay = rules.backoff(attempt)
             if let after = response.header("retry-after").flatMap({ HTTPPageSource.retryAfter($0, now: now) }) {
                 delay = min(after, Double(retry.maxDelayMs) / 1000)
+                serverDelay = delay
             }
         case .failure(let error):
             if error.wasAborted {

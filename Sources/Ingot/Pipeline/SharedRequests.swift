@@ -88,9 +88,10 @@ package final class SharedRequests: Sendable {
     /// `page` with its request's answer: the payload, its URL as the source and the HTTP
     /// exchange. A request answered 404 or 410 is a rejected page naming it, as a single run's
     /// (`not_found: fail` makes it fail the job); any other failure, once the retries ran out,
-    /// fails the job, and the unit goes back to the queue.
-    func fetch(_ page: Page, logger: Logger) throws -> Page {
-        if let cursor = page.cursor { return try fetchNumbered(page, at: cursor, logger: logger) }
+    /// fails the job, and the unit goes back to the queue. A wait the server asks for
+    /// (`Retry-After`) is told to `serverDelay` before the request waits it.
+    func fetch(_ page: Page, logger: Logger, serverDelay: (@Sendable (Double) -> Void)? = nil) throws -> Page {
+        if let cursor = page.cursor { return try fetchNumbered(page, at: cursor, logger: logger, serverDelay: serverDelay) }
         guard let url = page.request, let resource = resources.first(where: { $0.name == page.resourceName }),
             let forEach = resource.forEach
         else { return page }
@@ -107,6 +108,7 @@ package final class SharedRequests: Sendable {
         do {
             let source = try HTTPPageSource(
                 config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+            source.onServerDelay = serverDelay
             guard let fetched = try source.next() else {
                 answered.unreadable = "\(HTTPPageSource.shown(url)) gave no page"
                 return answered
@@ -126,7 +128,9 @@ package final class SharedRequests: Sendable {
     /// `page`, a numbered page of its source, fetched at `cursor` (``HTTPPageSource/fetchPage(at:)``):
     /// a position that is not one of its source's is an unreadable page naming it (the work
     /// queue is input); a failure, once the retries ran out, fails the job as in a single run.
-    private func fetchNumbered(_ page: Page, at cursor: String, logger: Logger) throws -> Page {
+    private func fetchNumbered(
+        _ page: Page, at cursor: String, logger: Logger, serverDelay: (@Sendable (Double) -> Void)?
+    ) throws -> Page {
         var answered = page
         guard let (http, framing, _) = http(of: page) else {
             answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names page \(cursor) of a source without numbered pages"
@@ -134,6 +138,7 @@ package final class SharedRequests: Sendable {
         }
         let source = try HTTPPageSource(
             config: http, framing: framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        source.onServerDelay = serverDelay
         guard let fetched = try source.fetchPage(at: cursor) else {
             answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(cursor)', not a numbered page of its source"
             return answered

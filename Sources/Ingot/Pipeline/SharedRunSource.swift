@@ -49,6 +49,8 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private let window = RequestWindow()
     /// A unit claimed while the window was being filled that is not a request: handed out next.
     private var claimedAhead: [Page] = []
+    /// When this job last asked whether the run's requests are paused (the source queue only).
+    private var pauseAskedAt = Date.distantPast
 
     init(
         run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64,
@@ -107,6 +109,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             if let page = try claimNoting() {
                 guard let requests, SharedRequests.isPending(page) else { return page }
                 window.size = requests.concurrency(of: page)
+                try waitOutPause()
                 launch(page, with: requests)
                 return try nextAnswer(with: requests)
             }
@@ -148,7 +151,12 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// returns it. A failed request fails the job; the units it held go back to the queue.
     private func nextAnswer(with requests: SharedRequests) throws -> Page {
         while claimedAhead.isEmpty, window.inFlight < window.size, let more = try claimNoting() {
-            if SharedRequests.isPending(more) { launch(more, with: requests) } else { claimedAhead.append(more) }
+            if SharedRequests.isPending(more) {
+                try waitOutPause()
+                launch(more, with: requests)
+            } else {
+                claimedAhead.append(more)
+            }
         }
         let page = try window.take { [self] in
             guard isCancelled else { return }
@@ -159,13 +167,32 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         return page
     }
 
-    /// Makes `page`'s request on a thread of its own; its answer goes to the window.
+    /// Makes `page`'s request on a thread of its own; its answer goes to the window. A wait its
+    /// server asks for (`Retry-After`) is asked of every job of the run (``SharedRun/pauseRequests(for:)``).
     private func launch(_ page: Page, with requests: SharedRequests) {
         window.started()
         let logger = self.logger.withLock { $0 }
         let window = self.window
+        let run = self.run
         Thread.detachNewThread {
-            window.answer(Result { try requests.fetch(page, logger: logger) })
+            window.answer(Result { try requests.fetch(page, logger: logger) { seconds in try? run.pauseRequests(for: seconds) } })
+        }
+    }
+
+    /// Waits while the run's jobs are asked to start no request — a server answered one of them
+    /// `Retry-After` (docs/scale-out.md, "Requests any job makes") — asking the run at most once a
+    /// second; a stopping job stops waiting.
+    private func waitOutPause() throws {
+        guard Date().timeIntervalSince(pauseAskedAt) >= 1 else { return }
+        pauseAskedAt = Date()
+        let left = try run.requestPause()
+        guard left > 0 else { return }
+        logger.withLock { $0 }.notice(
+            "join.paused", metadata: [LogKey.reason: "a server asked for Retry-After", "delay_s": .seconds(left)])
+        let until = Date().addingTimeInterval(left)
+        while Date() < until {
+            if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
+            Thread.sleep(forTimeInterval: min(0.05, max(0, until.timeIntervalSinceNow)))
         }
     }
 

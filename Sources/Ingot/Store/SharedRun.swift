@@ -158,6 +158,13 @@ public protocol SharedRun: AnyObject, Sendable {
     /// the unit over decodes what was fetched instead of asking again. `false` when the claim is
     /// no longer this job's.
     func keepFetched(_ page: Page) throws -> Bool
+    /// Asks every job of the run to start no request for `seconds` from now: a server answered
+    /// one job's request with `Retry-After` (docs/scale-out.md, "Requests any job makes"). A
+    /// longer pause asked before stands.
+    func pauseRequests(for seconds: Double) throws
+    /// How long the run's jobs are still to start no request, in seconds (0: they may), by the
+    /// store's clock.
+    func requestPause() throws -> Double
     /// Units enqueued and not yet claimed by anyone: the fetcher waits while jobs are behind.
     func pendingUnits() throws -> Int
     /// Records that the source ended before unit `seq` and gives the role back; `false` when

@@ -348,6 +348,26 @@ final class PGSharedRun: SharedRun {
         }
     }
 
+    func pauseRequests(for seconds: Double) throws {
+        guard seconds > 0, seconds.isFinite else { return }
+        _ = try control.withLock { control in
+            try control.connection.execute(
+                """
+                UPDATE _ingot_joins SET pause_until = greatest(pause_until, now() + make_interval(secs => $2::float8))
+                  WHERE name = $1
+                """, [name, String(seconds)])
+        }
+    }
+
+    func requestPause() throws -> Double {
+        let rows = try control.withLock { control in
+            try control.connection.execute(
+                "SELECT greatest(0, extract(epoch FROM pause_until - now())) FROM _ingot_joins WHERE name = $1", [name])
+        }
+        guard let text = rows.first?[0] ?? nil else { return 0 }
+        return Double(text) ?? 0
+    }
+
     func pendingUnits() throws -> Int {
         try withFetcher { connection, _ in
             try connection.execute(

@@ -60,6 +60,8 @@ extension PGStore {
             "ALTER TABLE _ingot_units ADD COLUMN IF NOT EXISTS compression text",
             // What the unit carries besides its payload: its resource, for_each values (UnitLabels).
             "ALTER TABLE _ingot_units ADD COLUMN IF NOT EXISTS labels text",
+            // Until when the jobs start no request: a server's Retry-After one job met.
+            "ALTER TABLE _ingot_joins ADD COLUMN IF NOT EXISTS pause_until timestamptz",
             // The values a joined run keeps (the incremental cursor), until it finishes.
             "CREATE TABLE IF NOT EXISTS _ingot_join_kept (name text NOT NULL, pipeline text NOT NULL, key text NOT NULL, value text NOT NULL, PRIMARY KEY (name, pipeline, key))",
             // Payloads are zstd frames already: the server does not try to compress them again.
