@@ -608,6 +608,34 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
     for_each resource, concurrency 4), every answer after 100 ms, into PostgreSQL: one single job,
     then N joined jobs at the same concurrency. Wall time from the first start to the last exit,
     medians; every database checked against the single job's tables, and the requests counted."""
+    def pipeline(port):
+        return open(PIPELINE).read().replace(
+            'source:\n  files: {dir: samples/people, glob: "page-*.json"}\nrecords: results\nroot: person\n',
+            'defaults: {http: {url: "http://127.0.0.1:%d/", concurrency: 4}}\nresources:\n'
+            '  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n'
+            '  - {name: details, for_each: {resource: pages, path: "people/detail/{id}"}, records: ".", root: person}\n' % port,
+        ).replace("      tags: json\n", "      tags: json\n      note: string\n")
+    fetch_scaling(ingot, runs, persons, jobs, "fan-out", pipeline,
+                  "fan-out, %d persons: their pages, then a detail request per record, 100 ms each, concurrency 4 a job, into PostgreSQL" % persons)
+
+
+def numbered(ingot, data, expected, db, runs, persons=20000, jobs=(1, 4)):
+    """Scale-out of a fetch-bound numbered list: people pages of 100 by page number with
+    `total_pages`, every answer after 100 ms, concurrency 4 a job, into PostgreSQL: one single job,
+    then N joined jobs (each fetching the pages it claims). As the fan-out case."""
+    def pipeline(port):
+        return open(PIPELINE).read().replace(
+            '  files: {dir: samples/people, glob: "page-*.json"}\n',
+            '  http:\n    url: http://127.0.0.1:%d/people/paged\n'
+            '    paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}}\n    concurrency: 4\n' % port)
+    fetch_scaling(ingot, runs, persons, jobs, "numbered", pipeline,
+                  "numbered pages, %d persons: pages of 100 by number with total_pages, 100 ms each, concurrency 4 a job, into PostgreSQL" % persons)
+
+
+def fetch_scaling(ingot, runs, persons, jobs, name, pipeline, title):
+    """One single job, then N joined jobs, of `pipeline(port)` over the fixture server answering
+    every request after 100 ms: wall medians (interleaved), the requests made, the tables checked
+    against the single job's."""
     small = os.path.join(BENCH, "people-%d-100" % persons)
     if not os.path.exists(os.path.join(small, "expected.json")):
         subprocess.run([sys.executable, GEN, "--out", small, "--persons", str(persons), "--page-size", "100"],
@@ -618,25 +646,20 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
                               stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
     try:
         port = int(server.stdout.readline().split()[1])
-        yml = os.path.join(BENCH, "people-fanout.yml")
-        open(yml, "w").write(open(PIPELINE).read().replace(
-            'source:\n  files: {dir: samples/people, glob: "page-*.json"}\nrecords: results\nroot: person\n',
-            'defaults: {http: {url: "http://127.0.0.1:%d/", concurrency: 4}}\nresources:\n'
-            '  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n'
-            '  - {name: details, for_each: {resource: pages, path: "people/detail/{id}"}, records: ".", root: person}\n' % port,
-        ).replace("      tags: json\n", "      tags: json\n      note: string\n"))
+        yml = os.path.join(BENCH, "people-%s.yml" % name)
+        open(yml, "w").write(pipeline(port))
 
         def requests():
             with urllib.request.urlopen("http://127.0.0.1:%d/requests" % port) as r:
                 return json.load(r).get("people_requests", 0)
 
         def run(n, k):
-            name = "f%d_%d" % (n, k)
-            url = pg.fresh(name)
+            db_name = "%s%d_%d" % (name[0], n, k)
+            url = pg.fresh(db_name)
             base = [ingot, "run", yml, "--no-archive", "--db", url, "--progress-interval", "0"]
             before = requests()
-            wall = run_jobs(n, base, name, "fan-out")
-            return wall, name, requests() - before
+            wall = run_jobs(n, base, db_name, name)
+            return wall, db_name, requests() - before
         walls = {n: [] for n in (0,) + tuple(jobs)}
         names, made = {}, {}
         for k in range(runs):
@@ -645,7 +668,7 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
                 walls[n].append(wall)
         single = table_digest(pg, names[0])
         medians = {n: statistics.median(w) for n, w in walls.items()}
-        print("fan-out, %d persons: their pages, then a detail request per record, 100 ms each, concurrency 4 a job, into PostgreSQL" % persons)
+        print(title)
         for n, w in walls.items():
             label = "1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")
             exact = table_digest(pg, names[n]) == single
@@ -665,7 +688,7 @@ def main():
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout", "numbered"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -686,7 +709,7 @@ def main():
 
     if args.only:
         only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined,
-                "fanout": fanout}.get(args.only)
+                "fanout": fanout, "numbered": numbered}.get(args.only)
         if args.only == "peers":
             all_peers()
         elif only:
@@ -721,6 +744,7 @@ def main():
     postgres(ingot, data, expected, db, args.runs)
     joined(ingot, data, expected, db, args.runs)
     fanout(ingot, data, expected, db, args.runs)
+    numbered(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     shutil.rmtree(archives, ignore_errors=True)
 
