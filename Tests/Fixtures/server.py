@@ -23,6 +23,10 @@ Serves
   /github/repos/octocat/hello-world/issues?per_page=N&page=P   GitHub's issues, Link headers (next, last)
   /github/repos/octocat/hello-world/issues/N/comments?per_page=N&page=P   an issue's comments ([] when none), Link headers
   /export/events.jsonl?page=N   JSON Lines, 5 events a page, 3 pages, then an empty page
+  /slack/api/conversations.history?channel=C&limit=L[&cursor=X]   Slack's Web API: {ok, messages, has_more,
+                             response_metadata: {next_cursor}}, 5 messages; errors answered HTTP 200 as {ok: false, error}:
+                             channel C1's second page says "ratelimited" the first time it is asked, C2's always
+                             "channel_not_found"; any other channel: {ok: false, error: "channel_not_found"}
   /people/loop               a page whose next URL is itself; /people/stuck?cursor=C a cursor that never changes;
   /people/cycle?cursor=C     cursors A, B, C, A, … (a cycle of three)
   /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
@@ -59,6 +63,7 @@ class State:
     requests = 0
     people_requests = 0
     seen = []
+    seen_once = set()  # faults of the API shapes that happen the first time only
     faults = {}
     pokeapi_dropped = set()
     pokeapi_gone = set()
@@ -178,7 +183,8 @@ class Handler(BaseHTTPRequestHandler):
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
         if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
-                or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/") or u.path.startswith("/export/"):
+                or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/") or u.path.startswith("/export/") \
+                or u.path.startswith("/slack/"):
             with State.lock:
                 State.people_requests += 1
                 fault = State.faults.pop(State.people_requests, None)
@@ -262,6 +268,25 @@ class Handler(BaseHTTPRequestHandler):
 
     def api(self, path, q):
         """Shapes of real APIs, after their public documentation."""
+        if path == "/slack/api/conversations.history":
+            # https://api.slack.com/methods/conversations.history and /docs/pagination: cursors in
+            # response_metadata.next_cursor ("" at the end), errors as HTTP 200 {"ok": false, "error": …}.
+            messages = [{"type": "message", "user": "U%03d" % k, "text": "message %d" % k,
+                         "ts": "1512085950.%06d" % (216 + k)} for k in range(5)]
+            channel, limit, cursor = q.get("channel"), int(q.get("limit", "2")), q.get("cursor", "")
+            start = int(cursor[len("next_ts:"):]) if cursor.startswith("next_ts:") else 0
+            if channel not in ("C1", "C2") or (channel == "C2" and start > 0):
+                return self.send_json({"ok": False, "error": "channel_not_found"})
+            if channel == "C1" and start > 0:
+                with State.lock:
+                    first = "slack-ratelimited" not in State.seen_once
+                    State.seen_once.add("slack-ratelimited")
+                if first:
+                    return self.send_json({"ok": False, "error": "ratelimited"}, 200, [("Retry-After", "0")])
+            chunk = messages[start:start + limit]
+            more = start + limit < len(messages)
+            return self.send_json({"ok": True, "messages": chunk, "has_more": more,
+                                   "response_metadata": {"next_cursor": "next_ts:%d" % (start + limit) if more else ""}})
         if path == "/stripe/v1/customers":
             # https://stripe.com/docs/api/pagination: `starting_after` is the last object's id,
             # `has_more` says whether another page follows.

@@ -404,7 +404,32 @@ extension PipelineYAMLReader {
         }
         if let auth = fields["auth"] { config.auth = try readAuth(auth) }
         try readTransfer(fields, into: &config)
+        if let rule = fields["error_when"] { config.errorWhen = try readErrorWhen(rule) }
         return config
+    }
+
+    /// `error_when:`: `path` and one of `equals: VALUE` or `present: true`; `reason` and `retry`.
+    private func readErrorWhen(_ node: Node) throws(ConfigError) -> HTTPSourceConfig.ErrorWhen {
+        let f = try mapping(node, allowed: ["path", "equals", "present", "reason", "retry"])
+        var rule = HTTPSourceConfig.ErrorWhen(path: try keyPath(try required(f, "path", in: node)))
+        switch (f["equals"], f["present"]) {
+        case (let equals?, nil):
+            guard case .scalar = equals else { throw error(equals, "equals takes one value (true, false, a number or a text)") }
+            rule.equals = try string(equals)
+        case (nil, let present?):
+            guard try bool(present) else {
+                throw error(present, "present: false would make every body an error; say present: true, or equals: VALUE")
+            }
+        default:
+            throw error(node, "error_when takes equals: VALUE (the value at path that makes the body an error) or present: true")
+        }
+        if let reason = f["reason"] { rule.reason = try keyPath(reason) }
+        if let retry = f["retry"] {
+            guard case .sequence(let items) = retry else { throw error(retry, "retry must be a list of reasons, e.g. [ratelimited]") }
+            guard rule.reason != nil else { throw error(retry, "retry needs reason: the key path of the reason it lists") }
+            for item in items { rule.retry.append(try string(item)) }
+        }
+        return rule
     }
 
     /// `auth:`: one of `bearer_env`, `basic`, `api_key`, each naming environment variables.

@@ -298,9 +298,31 @@ package struct HTTPSourceConfig: Sendable, Equatable {
     /// Seconds for one whole request. Default 30.
     package var timeout: Double = 30
     package var retry = RetryPolicy()
+    /// `error_when:`: which bodies answered with a 2xx status are errors all the same.
+    package var errorWhen: ErrorWhen?
 
     /// The keys of `source: {http: …}`.
-    static let keys = ["url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry", "format"]
+    static let keys = [
+        "url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry", "format", "error_when",
+    ]
+
+    /// `error_when: {path: ok, equals: false, reason: error, retry: [ratelimited]}`: an API that
+    /// answers its errors with HTTP 200 (Slack's `{"ok": false, "error": "ratelimited"}`,
+    /// GraphQL's `{"errors": […]}`, `present: true`). Such a body is never a page: its request is
+    /// retried as a 429 is (backoff, `Retry-After`) when its reason is one of `retry`, and fails
+    /// the run otherwise, naming the request and the reason — a cursor list does not end at it.
+    package struct ErrorWhen: Sendable, Equatable {
+        /// Where the sign is in the body.
+        package var path: JSONKeyPath
+        /// The body is an error when the value at ``path``, as text (`false`, `0`, `error`), is
+        /// this; `nil` (`present: true`): when a value is there that is not null, `false` or an
+        /// empty array or object.
+        package var equals: String?
+        /// Where the error's reason is (`reason:`): named in the failure, matched against ``retry``.
+        package var reason: JSONKeyPath?
+        /// Reasons that are temporary (`retry: [ratelimited]`): the request is tried again.
+        package var retry: [String] = []
+    }
 
     package init(url: String, headers: [Header] = [], auth: Auth? = nil, paginate: Pagination = .none) {
         self.url = url

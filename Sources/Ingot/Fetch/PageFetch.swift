@@ -164,20 +164,42 @@ struct PageFetch {
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") {
                 return redirected(to: location, rules: rules)
             }
-            if (200..<300).contains(response.status) { return .done(.success(page(of: response))) }
-            guard response.status == 408 || response.status == 429 || response.status >= 500 else {
-                return .done(
-                    .failure(
-                        FetchError(
-                            url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body)))))
+            if (200..<300).contains(response.status) {
+                guard let rule = rules.config.errorWhen, !response.overflowed, let document = try? JSONDocument(bytes: response.body),
+                    let bodyError = rule.error(in: document)
+                else { return .done(.success(page(of: response))) }
+                // An error answered 200 (error_when): retried when its reason is temporary, else
+                // the request fails, naming it — it is never a page.
+                let said = rules.credentials.scrub(bodyError)
+                guard rule.retries(bodyError) else {
+                    return .done(
+                        .failure(FetchError(url: shown, status: response.status, message: "the answer is an error (error_when): \(said)")))
+                }
+                if attempt >= retry.attempts {
+                    return .done(
+                        .failure(
+                            FetchError(
+                                url: shown, status: response.status,
+                                message: "the answer is an error (error_when): \(said); gave up after \(attempt) attempts",
+                                isTemporary: true)))
+                }
+                reason = "the answer is an error (error_when): \(said)"
+            } else {
+                guard response.status == 408 || response.status == 429 || response.status >= 500 else {
+                    return .done(
+                        .failure(
+                            FetchError(
+                                url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body))
+                            )))
+                }
+                if attempt >= retry.attempts {
+                    return .done(
+                        .failure(
+                            FetchError(
+                                url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)))
+                }
+                reason = "HTTP \(response.status)"
             }
-            if attempt >= retry.attempts {
-                return .done(
-                    .failure(
-                        FetchError(
-                            url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)))
-            }
-            reason = "HTTP \(response.status)"
             delay = rules.backoff(attempt)
             if let after = response.header("retry-after").flatMap({ HTTPPageSource.retryAfter($0, now: now) }) {
                 delay = min(after, Double(retry.maxDelayMs) / 1000)
