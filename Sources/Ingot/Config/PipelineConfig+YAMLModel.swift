@@ -190,7 +190,10 @@ extension PipelineYAMLReader {
     func readRelationship(_ name: String, _ node: Node) throws(ConfigError) -> Relationship {
         let fields = try mapping(
             node,
-            allowed: ["to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete", "operations"])
+            allowed: [
+                "to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete", "operations",
+                "partial",
+            ])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         let ordered = try fields["ordered"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -207,6 +210,12 @@ extension PipelineYAMLReader {
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        if let node = fields["partial"] {
+            relationship.partial = try bool(node)
+            if relationship.partial && relationship.owned {
+                throw error(node, "partial does not apply to owned children: an owned set is replaced whole, each child with it")
+            }
+        }
         if let node = fields["operations"] {
             guard case .sequence(let items) = node else { throw error(node, "operations is a list: [insert, update, delete]") }
             var given: Set<String> = []

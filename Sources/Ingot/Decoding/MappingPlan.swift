@@ -68,6 +68,10 @@ struct MappingPlan: Sendable {
         /// object through it may do, decided by the resolver once it knows what is stored; `nil`: all.
         let toOneGuards: [Guard?]
         let toManyGuards: [Guard?]
+        /// Per to-one and to-many: `partial: true` — a nested object through it leaves a column
+        /// whose key path it lacks as stored (``Relationship/partial``).
+        let toOnePartial: [Bool]
+        let toManyPartial: [Bool]
         /// Declared in Swift (``IngotEntity/prepare``): the hook each object goes through before
         /// it is mapped, and the delimiter of the record's key paths.
         let prepare: RecordRewrite?
@@ -97,8 +101,11 @@ struct MappingPlan: Sendable {
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
             toManyRules: [AttributeRules?], parent: Int? = nil, ownerSlots: Int = 0, toOneGuards: [Guard?] = [],
-            toManyGuards: [Guard?] = [], prepare: RecordRewrite? = nil, keyDelimiter: String = "."
+            toManyGuards: [Guard?] = [], toOnePartial: [Bool] = [], toManyPartial: [Bool] = [], prepare: RecordRewrite? = nil,
+            keyDelimiter: String = "."
         ) {
+            self.toOnePartial = toOnePartial.isEmpty ? Array(repeating: false, count: layout.toOne.count) : toOnePartial
+            self.toManyPartial = toManyPartial.isEmpty ? Array(repeating: false, count: layout.toMany.count) : toManyPartial
             self.prepare = prepare
             self.keyDelimiter = keyDelimiter
             self.toOneGuards = toOneGuards.isEmpty ? Array(repeating: nil, count: layout.toOne.count) : toOneGuards
@@ -171,6 +178,7 @@ struct MappingPlan: Sendable {
                 toManyRules: many.map { MappingPlan.rules($0, model: model) },
                 parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots,
                 toOneGuards: relationships.map(MappingPlan.guarding), toManyGuards: many.map(MappingPlan.guarding),
+                toOnePartial: relationships.map(\.partial), toManyPartial: many.map(\.partial),
                 prepare: entity.prepare, keyDelimiter: entity.keyDelimiter)
         }
     }

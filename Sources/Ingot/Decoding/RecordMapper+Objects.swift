@@ -140,6 +140,8 @@ extension RecordMapper {
             case .absent: return  // an index past the end: the column is left as it is
             case .missing where { if case .field = kind { true } else { false } }():
                 return  // a `fields:` key absent: as if the record did not name it
+            case .missing where partial:
+                return  // a partial copy (`partial: true`) lacks the leaf: the column stays as stored
             case .null, .missing:
                 // Root present, leaf missing or null: the column becomes NULL; a relationship is cleared.
                 clear(kind, of: entity, path: entity.targetPaths[t], &row, &page)
@@ -156,7 +158,8 @@ extension RecordMapper {
                 guard
                     let identity = try link(
                         leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
-                        guarding: entity.toOneGuards[k], row: row.index, slot: .toOne(k), into: &record, &page, &c)
+                        guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], row: row.index, slot: .toOne(k),
+                        into: &record, &page, &c)
                 else { return }
                 for (offset, value) in identity.values.enumerated() {
                     page.storage.set(row.values + toOne.slots.lowerBound + offset, value)
@@ -243,7 +246,8 @@ extension RecordMapper {
                 try charge()
                 if let identity = try link(
                     element, target: relationshipTarget, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
-                    guarding: entity.toManyGuards[k], row: row.index, slot: .toMany(index: k, position: identities.count),
+                    guarding: entity.toManyGuards[k], partial: entity.toManyPartial[k], row: row.index,
+                    slot: .toMany(index: k, position: identities.count),
                     into: &record, &page, &c)
                 {
                     identities.append(identity)
@@ -423,12 +427,16 @@ extension RecordMapper {
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
         _ index: Int, target: Int, policy: MissingTargetPolicy, rules: AttributeRules? = nil, guarding: MappingPlan.Guard? = nil,
-        row: Int, slot: Reference.Slot, into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
+        partial: Bool = false, row: Int, slot: Reference.Slot, into record: inout DecodedRecord, _ page: inout DecodedPage,
+        _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
         let node = c.nodes[index]
         switch node.kind {
         case .object:
             let first = page.rows.count
+            let outer = self.partial
+            self.partial = outer || partial
+            defer { self.partial = outer }
             let identity = try mapObject(at: index, entity: target, into: &record, &page, &c)
             if let guarding {
                 record.guarded.append(

@@ -13,6 +13,9 @@ struct RecordMapper {
     /// Where in the current record the mapper is, outermost first; read only to name the place
     /// of a `missing: reject` reference (kept by RecordMapper+Objects.swift).
     var trail: [MappingFailure.Component] = []
+    /// Mapping a nested object through a `partial: true` relationship (or within one): a key path
+    /// whose leaf is missing leaves its column as stored (``Relationship/partial``).
+    var partial = false
     /// Rows and links the current record made so far (``charge()``).
     private(set) var recordCost = 0
 

@@ -246,6 +246,11 @@ public struct Relationship: Sendable, Equatable {
     /// owned by this entity's row — keyed by it and their position, replaced as a set when the
     /// key is present, deleted with it. No join table: the target's table holds the owner's key.
     public var owned = false
+    /// `partial: true`: a nested object through this relationship is a partial copy of its
+    /// target (Jira nests an issue's parent as `{id, key, fields: {summary, status}}`): a key
+    /// path whose root it gives but whose leaf it lacks leaves the column as stored, where
+    /// otherwise the leaf's absence makes it NULL. Objects nested within it are partial too.
+    public var partial = false
     /// `inverse:`: the target's relationship that reads the same links from the other side
     /// (`person.films` ↔ `film.characters`): one join table serves both.
     public var inverse: String?
