@@ -192,7 +192,7 @@ extension PipelineYAMLReader {
             node,
             allowed: [
                 "to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete", "operations",
-                "partial",
+                "partial", "on_invalid",
             ])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -210,6 +210,17 @@ extension PipelineYAMLReader {
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        if let node = fields["on_invalid"] {
+            switch try string(node) {
+            case "null": relationship.nullOnInvalid = true
+            case "reject": relationship.nullOnInvalid = false
+            default:
+                throw error(
+                    node,
+                    "on_invalid is reject (the default: the record is rejected) or null (an identity its rules cannot read makes no link, counted)"
+                )
+            }
+        }
         if let node = fields["partial"] {
             relationship.partial = try bool(node)
             if relationship.partial && relationship.owned {

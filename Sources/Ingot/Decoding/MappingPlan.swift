@@ -72,6 +72,10 @@ struct MappingPlan: Sendable {
         /// whose key path it lacks as stored (``Relationship/partial``).
         let toOnePartial: [Bool]
         let toManyPartial: [Bool]
+        /// Per to-one and to-many with `on_invalid: null`: the name its unreadable identities are
+        /// counted under (`entity.relationship`); `nil`: such an identity rejects the record.
+        let toOneInvalidCounts: [String?]
+        let toManyInvalidCounts: [String?]
         /// Declared in Swift (``IngotEntity/prepare``): the hook each object goes through before
         /// it is mapped, and the delimiter of the record's key paths.
         let prepare: RecordRewrite?
@@ -101,9 +105,13 @@ struct MappingPlan: Sendable {
             name: String, attributes: [Attribute], layout: EntityLayout, rootKeys: [RootKey],
             toOnePolicies: [MissingTargetPolicy], toManyPolicies: [MissingTargetPolicy], toOneRules: [AttributeRules?],
             toManyRules: [AttributeRules?], parent: Int? = nil, ownerSlots: Int = 0, toOneGuards: [Guard?] = [],
-            toManyGuards: [Guard?] = [], toOnePartial: [Bool] = [], toManyPartial: [Bool] = [], prepare: RecordRewrite? = nil,
+            toManyGuards: [Guard?] = [], toOnePartial: [Bool] = [], toManyPartial: [Bool] = [],
+            toOneInvalidCounts: [String?] = [], toManyInvalidCounts: [String?] = [], prepare: RecordRewrite? = nil,
             keyDelimiter: String = "."
         ) {
+            self.toOneInvalidCounts = toOneInvalidCounts.isEmpty ? Array(repeating: nil, count: layout.toOne.count) : toOneInvalidCounts
+            self.toManyInvalidCounts =
+                toManyInvalidCounts.isEmpty ? Array(repeating: nil, count: layout.toMany.count) : toManyInvalidCounts
             self.toOnePartial = toOnePartial.isEmpty ? Array(repeating: false, count: layout.toOne.count) : toOnePartial
             self.toManyPartial = toManyPartial.isEmpty ? Array(repeating: false, count: layout.toMany.count) : toManyPartial
             self.prepare = prepare
@@ -179,6 +187,8 @@ struct MappingPlan: Sendable {
                 parent: entity.parent.flatMap { model.index(of: $0) }, ownerSlots: ownerSlots,
                 toOneGuards: relationships.map(MappingPlan.guarding), toManyGuards: many.map(MappingPlan.guarding),
                 toOnePartial: relationships.map(\.partial), toManyPartial: many.map(\.partial),
+                toOneInvalidCounts: relationships.map { $0.nullOnInvalid ? "\(entity.name).\($0.name)" : nil },
+                toManyInvalidCounts: many.map { $0.nullOnInvalid ? "\(entity.name).\($0.name)" : nil },
                 prepare: entity.prepare, keyDelimiter: entity.keyDelimiter)
         }
     }

@@ -158,9 +158,13 @@ extension RecordMapper {
                 guard
                     let identity = try link(
                         leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
-                        guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], row: row.index, slot: .toOne(k),
-                        into: &record, &page, &c)
-                else { return }
+                        guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], invalidCount: entity.toOneInvalidCounts[k],
+                        row: row.index, slot: .toOne(k), into: &record, &page, &c)
+                else {
+                    // `on_invalid: null`: an identity its rules cannot read makes the link NULL.
+                    if lastLinkInvalid { clear(kind, of: entity, path: entity.targetPaths[t], &row, &page) }
+                    return
+                }
                 for (offset, value) in identity.values.enumerated() {
                     page.storage.set(row.values + toOne.slots.lowerBound + offset, value)
                     row.mask.insert(toOne.slots.lowerBound + offset)
@@ -246,7 +250,8 @@ extension RecordMapper {
                 try charge()
                 if let identity = try link(
                     element, target: relationshipTarget, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
-                    guarding: entity.toManyGuards[k], partial: entity.toManyPartial[k], row: row.index,
+                    guarding: entity.toManyGuards[k], partial: entity.toManyPartial[k], invalidCount: entity.toManyInvalidCounts[k],
+                    row: row.index,
                     slot: .toMany(index: k, position: identities.count),
                     into: &record, &page, &c)
                 {
@@ -427,9 +432,10 @@ extension RecordMapper {
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
         _ index: Int, target: Int, policy: MissingTargetPolicy, rules: AttributeRules? = nil, guarding: MappingPlan.Guard? = nil,
-        partial: Bool = false, row: Int, slot: Reference.Slot, into record: inout DecodedRecord, _ page: inout DecodedPage,
-        _ c: inout Cursor
+        partial: Bool = false, invalidCount: String? = nil, row: Int, slot: Reference.Slot, into record: inout DecodedRecord,
+        _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) -> IdentityKey? {
+        lastLinkInvalid = false
         let node = c.nodes[index]
         switch node.kind {
         case .object:
@@ -455,7 +461,15 @@ extension RecordMapper {
                 throw MappingFailure(
                     reason: "'\(entity.name)' has a composite identity; a reference must be an object with its keys", code: .wrongShape)
             }
-            let value = try convert(index, rules ?? entity.rules[identitySlot], &c)
+            let value: ScalarValue
+            do {
+                value = try convert(index, rules ?? entity.rules[identitySlot], &c)
+            } catch  where invalidCount != nil && error.code == .wrongType {
+                // `on_invalid: null`: no link, counted; the record is kept.
+                page.invalidValues[invalidCount ?? "", default: 0] += 1
+                lastLinkInvalid = true
+                return nil
+            }
             // `values: {"none": null}` on the relationship: no link.
             if value == .null, rules != nil, !isToManySlot(slot) { return nil }
             guard value != .null else {

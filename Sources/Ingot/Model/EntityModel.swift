@@ -251,6 +251,12 @@ public struct Relationship: Sendable, Equatable {
     /// path whose root it gives but whose leaf it lacks leaves the column as stored, where
     /// otherwise the leaf's absence makes it NULL. Objects nested within it are partial too.
     public var partial = false
+    /// `on_invalid: null`: a bare identity its rules cannot read (a `pattern` it does not match,
+    /// text where the target's identity is a number) makes no link — a to-one's column NULL, a
+    /// to-many's element left out — counted, where by default it rejects the record. Two
+    /// relationships on one key, each with its `pattern`, read a reference to one of several
+    /// kinds (Reddit's `parent_id`: `t1_…` a comment, `t3_…` a link).
+    public var nullOnInvalid = false
     /// `inverse:`: the target's relationship that reads the same links from the other side
     /// (`person.films` ↔ `film.characters`): one join table serves both.
     public var inverse: String?
