@@ -153,6 +153,7 @@ extension PipelineYAMLReader {
         switch name {
         case "integer": type = .integer
         case "double": type = .double
+        case "decimal": type = .decimal
         case "string": type = .string
         case "bool": type = .bool
         case "json": type = .json

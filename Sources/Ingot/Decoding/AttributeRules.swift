@@ -123,6 +123,7 @@ struct AttributeRules: Sendable {
         switch type {
         case .integer: Int64(text).map(ScalarValue.integer)
         case .double: Double(text).flatMap { $0.isFinite ? ScalarValue.real($0) : nil }
+        case .decimal: DecimalText.canonical(text).map(ScalarValue.text)
         case .string: .text(text)
         case .bool: ["true": ScalarValue.bool(true), "false": .bool(false)][text.lowercased()]
         case .date(let format):

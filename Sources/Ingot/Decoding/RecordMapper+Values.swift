@@ -17,6 +17,14 @@ extension RecordMapper {
         switch rules.type {
         case .integer: converted = try RecordMapper.integer(index, coerce: coerce, c)
         case .double: converted = RecordMapper.double(node, coerce: coerce, c)
+        case .decimal:
+            // A number's digits or a string's text (decimals are often sent as strings), exact.
+            converted =
+                switch node.kind {
+                case .integer, .double: DecimalText.canonical(c.raw(index)).map(ScalarValue.text)
+                case .string, .escapedString: DecimalText.canonical(c.string(node)).map(ScalarValue.text)
+                default: nil
+                }
         case .string: converted = try RecordMapper.string(index, coerce: coerce, c)
         case .bool: converted = RecordMapper.bool(node, coerce: coerce, c)
         case .date(let format): converted = try date(index, format: format, coerce: coerce, c)
@@ -153,6 +161,9 @@ extension RecordMapper {
         case .double:
             guard let v = Double(trimmed), v.isFinite else { throw wrong() }
             return .real(v)
+        case .decimal:
+            guard let v = DecimalText.canonical(trimmed) else { throw wrong() }
+            return .text(v)
         case .string:
             if text.utf8.contains(0) {
                 throw MappingFailure(reason: "text holding U+0000 cannot be stored alike everywhere", code: .unstorable)
@@ -304,6 +315,7 @@ extension AttributeType {
         switch self {
         case .integer: "integer"
         case .double: "double"
+        case .decimal: "decimal"
         case .string: "string"
         case .bool: "bool"
         case .date: "date"

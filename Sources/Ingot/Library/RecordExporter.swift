@@ -63,6 +63,7 @@ package struct RecordExporter {
                 switch column.type {
                 case .integer: Int64(raw).map(ScalarValue.integer)
                 case .double: Double(raw).map(ScalarValue.real)
+                case .decimal: DecimalText.canonical(raw).map(ScalarValue.text)
                 case .bool: raw == "true" ? .bool(true) : raw == "false" ? .bool(false) : nil
                 default: .text(raw)
                 }

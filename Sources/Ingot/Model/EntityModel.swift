@@ -183,6 +183,11 @@ public enum AttributeType: Sendable, Equatable {
     case integer
     /// A double.
     case double
+    /// An exact decimal number (`type: decimal`: Shopify's `"price": "199.00"`), from a JSON
+    /// number or string, kept in its canonical text — no `+`, no leading zeros, no trailing
+    /// fraction zeros, no exponent (`"199.00"` → `199`, `1.50e2` → `150`), at most 1,000 digits:
+    /// TEXT in SQLite (equal values are equal text), `numeric` in PostgreSQL.
+    case decimal
     /// Text.
     case string
     /// true or false.

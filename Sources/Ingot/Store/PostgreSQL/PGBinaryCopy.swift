@@ -17,7 +17,7 @@ import GRDBSQLite
 enum PGBinaryCopy {
     /// The column types Ingot makes (``PGStore/columnType(_:)``), as their binary forms go.
     enum Kind: Sendable, Equatable {
-        case bigint, double, text, boolean, timestamptz, date, jsonb
+        case bigint, double, text, boolean, timestamptz, date, jsonb, numeric
 
         /// The kind of a column of type `type` (as ``PGStore/columnType(_:)`` names it).
         init?(sqlType type: String) {
@@ -29,6 +29,7 @@ enum PGBinaryCopy {
             case "timestamptz": self = .timestamptz
             case "date": self = .date
             case "jsonb": self = .jsonb
+            case "numeric": self = .numeric
             default: return nil
             }
         }
@@ -111,7 +112,7 @@ enum PGBinaryCopy {
             var digits: [UInt8] = kind == .jsonb ? [1] : []
             PGStore.appendDecimal(v, to: &digits)
             appendField(digits, to: &out)
-        case .timestamptz, .date: throw Unfit(kind: kind)
+        case .timestamptz, .date, .numeric: throw Unfit(kind: kind)
         }
     }
 
@@ -124,7 +125,7 @@ enum PGBinaryCopy {
             appendBigEndian(v.bitPattern, to: &out)
         case .text: appendField(Array(String(v).utf8), to: &out)
         case .jsonb: appendField([1] + Array(String(v).utf8), to: &out)
-        case .bigint, .boolean, .timestamptz, .date: throw Unfit(kind: kind)
+        case .bigint, .boolean, .timestamptz, .date, .numeric: throw Unfit(kind: kind)
         }
     }
 
@@ -148,8 +149,51 @@ enum PGBinaryCopy {
             guard bytes.count == 10, let days = day(bytes) else { throw Unfit(kind: kind) }
             appendBigEndian(UInt32(4), to: &out)
             appendBigEndian(UInt32(bitPattern: Int32(days)), to: &out)
+        case .numeric:
+            guard let field = numeric(bytes) else { throw Unfit(kind: kind) }
+            appendBigEndian(UInt32(truncatingIfNeeded: field.count), to: &out)
+            out.append(contentsOf: field)
         case .bigint, .double, .boolean: throw Unfit(kind: kind)
         }
+    }
+
+    /// A decimal's canonical text (DecimalText: `-`, digits, `.`, digits) as `numeric_recv`
+    /// reads it: the count of base-10000 digits, the weight of the first, the sign, the display
+    /// scale (the fraction's digits), then the digits, none of them leading or trailing zeros.
+    /// `nil` for text not in that form.
+    static func numeric(_ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        var text = Array(bytes)[...]
+        let negative = text.first == UInt8(ascii: "-")
+        if negative { text = text.dropFirst() }
+        let point = text.firstIndex(of: UInt8(ascii: "."))
+        let integer = text[..<(point ?? text.endIndex)]
+        let fraction = point.map { text[($0 + 1)...] } ?? []
+        let isDigit = { (b: UInt8) in b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+        guard !integer.isEmpty, integer.allSatisfy(isDigit), fraction.allSatisfy(isDigit), point == nil || !fraction.isEmpty,
+            fraction.count <= 16383
+        else { return nil }
+        let zero = UInt8(ascii: "0")
+        let whole = integer.allSatisfy { $0 == zero } ? [] : Array(integer)
+        let left = Array(repeating: zero, count: (4 - whole.count % 4) % 4) + whole
+        let right = Array(fraction) + Array(repeating: zero, count: (4 - fraction.count % 4) % 4)
+        let all = left + right
+        var groups = stride(from: 0, to: all.count, by: 4).map { k in
+            all[k..<k + 4].reduce(Int16(0)) { $0 * 10 + Int16($1 - zero) }
+        }
+        var weight = left.count / 4 - 1
+        while groups.first == 0 {
+            groups.removeFirst()
+            weight -= 1
+        }
+        while groups.last == 0 { groups.removeLast() }
+        if groups.isEmpty { weight = 0 }
+        var out: [UInt8] = []
+        appendBigEndian(UInt16(truncatingIfNeeded: groups.count), to: &out)
+        appendBigEndian(UInt16(bitPattern: Int16(truncatingIfNeeded: weight)), to: &out)
+        appendBigEndian(UInt16(negative && !groups.isEmpty ? 0x4000 : 0), to: &out)
+        appendBigEndian(UInt16(truncatingIfNeeded: fraction.count), to: &out)
+        for group in groups { appendBigEndian(UInt16(bitPattern: group), to: &out) }
+        return out
     }
 
     /// A one-dimensional `bigint[]` of `values` (`nil`: NULL), as `array_recv` reads it.

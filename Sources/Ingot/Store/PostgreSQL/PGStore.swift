@@ -138,6 +138,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         switch type {
         case .integer: "bigint"
         case .double: "double precision"
+        case .decimal: "numeric"
         case .string: "text"
         case .bool: "boolean"
         case .date(.pattern(let pattern, _)) where DatePattern(pattern)?.hasTime == false: "date"

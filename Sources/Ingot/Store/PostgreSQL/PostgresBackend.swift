@@ -100,6 +100,7 @@ package struct PostgresBackend: StoreBackend {
         switch type {
         case .integer: return Int64(text).map(ScalarValue.integer) ?? .text(text)
         case .double: return Double(text).map(ScalarValue.real) ?? .text(text)
+        case .decimal: return .text(DecimalText.canonical(text) ?? text)
         case .bool: return .bool(text == "t" || text == "true")
         case .date(.pattern(let pattern, _)) where DatePattern(pattern)?.hasTime == false: return .text(text)
         case .date:

@@ -277,12 +277,13 @@ extension SQLiteStore {
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
 
     /// The SQLite column type that stores `type`: INTEGER (integers; booleans as 0 or 1), REAL,
-    /// TEXT (strings; dates as ISO-8601 text in UTC; JSON as its text).
+    /// TEXT (strings; dates as ISO-8601 text in UTC; JSON as its text; decimals in their canonical
+    /// text, ``DecimalText``: exact, equal values equal text).
     static func columnType(_ type: AttributeType) -> String {
         switch type {
         case .integer, .bool: "INTEGER"
         case .double: "REAL"
-        case .string, .date, .json: "TEXT"
+        case .string, .date, .json, .decimal: "TEXT"
         }
     }
 }
