@@ -211,6 +211,25 @@ extension PipelineYAMLReader {
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
+        try readWrites(fields, into: &relationship)
+        if let node = fields["fields"] {
+            guard case .mapping(let pairs) = node, !pairs.isEmpty else {
+                throw error(node, "fields maps the target's attributes to the record's keys: {id: subreddit_id, display_name: subreddit}")
+            }
+            if many { throw error(node, "fields applies to a to-one relationship only") }
+            if key != nil { throw error(node, "a relationship reads either key or fields, not both") }
+            for (attribute, path) in pairs {
+                let name = try string(attribute)
+                guard relationship.fields[name] == nil else { throw error(attribute, "fields gives '\(name)' twice") }
+                relationship.fields[name] = try string(path)
+            }
+        }
+        return relationship
+    }
+
+    /// A relationship's `on_invalid`, `partial`, `operations` and `delete`: what a record through
+    /// it may write, and what it does with what it cannot read.
+    private func readWrites(_ fields: [String: Node], into relationship: inout Relationship) throws(ConfigError) {
         if let node = fields["on_invalid"] {
             switch try string(node) {
             case "null": relationship.nullOnInvalid = true
@@ -249,19 +268,6 @@ extension PipelineYAMLReader {
             case let other: throw error(node, "delete must be nullify or cascade, not '\(other)'")
             }
         }
-        if let node = fields["fields"] {
-            guard case .mapping(let pairs) = node, !pairs.isEmpty else {
-                throw error(node, "fields maps the target's attributes to the record's keys: {id: subreddit_id, display_name: subreddit}")
-            }
-            if many { throw error(node, "fields applies to a to-one relationship only") }
-            if key != nil { throw error(node, "a relationship reads either key or fields, not both") }
-            for (attribute, path) in pairs {
-                let name = try string(attribute)
-                guard relationship.fields[name] == nil else { throw error(attribute, "fields gives '\(name)' twice") }
-                relationship.fields[name] = try string(path)
-            }
-        }
-        return relationship
     }
 
     /// `values:` and `pattern:` (of an attribute or a relationship's bare identities), checked.

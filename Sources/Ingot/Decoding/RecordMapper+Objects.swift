@@ -151,24 +151,7 @@ extension RecordMapper {
             case .attribute(let slot):
                 try setAttribute(slot, of: entity, leaf: leaf, &row, &page, &c)
             case .toOne(let k):
-                let toOne = (target: entity.layout.toOne[k].target, slots: entity.layout.toOne[k].slots)
-                let depth = trail.count
-                enter(entity.rootKeys[rootKey].name, entity.targets[t])
-                defer { trail.removeLast(trail.count - depth) }
-                guard
-                    let identity = try link(
-                        leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
-                        guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], invalidCount: entity.toOneInvalidCounts[k],
-                        row: row.index, slot: .toOne(k), into: &record, &page, &c)
-                else {
-                    // `on_invalid: null`: an identity its rules cannot read makes the link NULL.
-                    if lastLinkInvalid { clear(kind, of: entity, path: entity.targetPaths[t], &row, &page) }
-                    return
-                }
-                for (offset, value) in identity.values.enumerated() {
-                    page.storage.set(row.values + toOne.slots.lowerBound + offset, value)
-                    row.mask.insert(toOne.slots.lowerBound + offset)
-                }
+                try mapToOne(k, of: entity, leaf: leaf, rootKey: rootKey, target: t, row: &row, into: &record, &page, &c)
             case .toMany(let k):
                 let list = c.nodes[leaf]
                 guard list.kind == .array else {
@@ -184,6 +167,32 @@ extension RecordMapper {
             }
         } catch {
             throw error.prepending(entity.targetPaths[t])
+        }
+    }
+
+    /// To-one `k`'s value at `leaf` (a nested object or a bare identity): its target's identity
+    /// set in the row's key columns — or, when `on_invalid: null` found it unreadable, cleared.
+    private mutating func mapToOne(
+        _ k: Int, of entity: MappingPlan.EntityPlan, leaf: Int, rootKey: Int, target t: Int, row: inout FilledRow,
+        into record: inout DecodedRecord, _ page: inout DecodedPage, _ c: inout Cursor
+    ) throws(MappingFailure) {
+        let toOne = (target: entity.layout.toOne[k].target, slots: entity.layout.toOne[k].slots)
+        let depth = trail.count
+        enter(entity.rootKeys[rootKey].name, entity.targets[t])
+        defer { trail.removeLast(trail.count - depth) }
+        guard
+            let identity = try link(
+                leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
+                guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], invalidCount: entity.toOneInvalidCounts[k],
+                row: row.index, slot: .toOne(k), into: &record, &page, &c)
+        else {
+            // `on_invalid: null`: an identity its rules cannot read makes the link NULL.
+            if lastLinkInvalid { clear(entity.targetKinds[t], of: entity, path: entity.targetPaths[t], &row, &page) }
+            return
+        }
+        for (offset, value) in identity.values.enumerated() {
+            page.storage.set(row.values + toOne.slots.lowerBound + offset, value)
+            row.mask.insert(toOne.slots.lowerBound + offset)
         }
     }
 

@@ -164,41 +164,9 @@ struct PageFetch {
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") {
                 return redirected(to: location, rules: rules)
             }
-            if (200..<300).contains(response.status) {
-                guard let rule = rules.config.errorWhen, !response.overflowed, let document = try? JSONDocument(bytes: response.body),
-                    let bodyError = rule.error(in: document)
-                else { return .done(.success(page(of: response))) }
-                // An error answered 200 (error_when): retried when its reason is temporary, else
-                // the request fails, naming it — it is never a page.
-                let said = rules.credentials.scrub(bodyError)
-                guard rule.retries(bodyError) else {
-                    return .done(
-                        .failure(FetchError(url: shown, status: response.status, message: "the answer is an error (error_when): \(said)")))
-                }
-                if attempt >= retry.attempts {
-                    return .done(
-                        .failure(
-                            FetchError(
-                                url: shown, status: response.status,
-                                message: "the answer is an error (error_when): \(said); gave up after \(attempt) attempts",
-                                isTemporary: true)))
-                }
-                reason = "the answer is an error (error_when): \(said)"
-            } else {
-                guard response.status == 408 || response.status == 429 || response.status >= 500 else {
-                    return .done(
-                        .failure(
-                            FetchError(
-                                url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body))
-                            )))
-                }
-                if attempt >= retry.attempts {
-                    return .done(
-                        .failure(
-                            FetchError(
-                                url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true)))
-                }
-                reason = "HTTP \(response.status)"
+            switch verdict(on: response, rules: rules) {
+            case .finished(let step): return step
+            case .retried(let why): reason = why
             }
             delay = rules.backoff(attempt)
             if let after = response.header("retry-after").flatMap({ HTTPPageSource.retryAfter($0, now: now) }) {
@@ -226,6 +194,52 @@ struct PageFetch {
                 LogKey.url: "\(shown)", LogKey.reason: "\(reason)", "attempt": .int(attempt), "delay_s": .seconds(delay),
             ])
         return .wait(until: now.addingTimeInterval(delay))
+    }
+
+    /// What an answer that is not a redirect comes to: the request finished (a page, or a
+    /// failure), or it is tried again, and why.
+    private enum Verdict {
+        case finished(Step)
+        case retried(String)
+    }
+
+    /// 2xx: a page — unless `error_when` says the body is an error (never a page: tried again
+    /// when its reason is temporary, else a failure naming it); 408, 429 and 5xx: tried again
+    /// until the attempts run out; any other status: a failure with the body's start.
+    private func verdict(on response: HTTPResponse, rules: FetchRules) -> Verdict {
+        let attempts = rules.config.retry.attempts
+        if (200..<300).contains(response.status) {
+            guard let rule = rules.config.errorWhen, !response.overflowed, let document = try? JSONDocument(bytes: response.body),
+                let bodyError = rule.error(in: document)
+            else { return .finished(.done(.success(page(of: response)))) }
+            let said = "the answer is an error (error_when): " + rules.credentials.scrub(bodyError)
+            guard rule.retries(bodyError) else {
+                return .finished(.done(.failure(FetchError(url: shown, status: response.status, message: said))))
+            }
+            guard attempt < attempts else {
+                return .finished(
+                    .done(
+                        .failure(
+                            FetchError(
+                                url: shown, status: response.status, message: "\(said); gave up after \(attempt) attempts",
+                                isTemporary: true))))
+            }
+            return .retried(said)
+        }
+        guard response.status == 408 || response.status == 429 || response.status >= 500 else {
+            return .finished(
+                .done(
+                    .failure(
+                        FetchError(
+                            url: shown, status: response.status, message: rules.credentials.scrub(HTTPPageSource.preview(response.body))))))
+        }
+        guard attempt < attempts else {
+            return .finished(
+                .done(
+                    .failure(
+                        FetchError(url: shown, status: response.status, message: "gave up after \(attempt) attempts", isTemporary: true))))
+        }
+        return .retried("HTTP \(response.status)")
     }
 
     /// A redirect to `location`: followed under the origin rules (credentials only where they
