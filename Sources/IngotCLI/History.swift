@@ -181,7 +181,8 @@ struct Export: ParsableCommand {
         discussion: """
             By default one page in the pipeline's shape (records at its `records:` path), which `ingot run --pages` takes \
             back: the same tables. Relationships are nested objects (--depth 1) or their targets' identities (--depth 0). \
-            Attributes with a value rule (pattern, values, grouping) export their stored value.
+            What a pattern read is written back through its template (or the attribute keeping the same key's whole text); \
+            an export that cannot write something back so that it reads back the same is refused, naming it.
             """)
 
     @Argument(help: "The pipeline file.")

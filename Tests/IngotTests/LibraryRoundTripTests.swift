@@ -141,7 +141,7 @@ struct LibraryRoundTripTests {
             entities:
               person:
                 identity: id
-                attributes: {id: {type: integer, key: url, pattern: "(\\\\d+)/?$"}, name: string}
+                attributes: {id: {type: integer, key: url, pattern: "(\\\\d+)/?$", template: "https://swapi.dev/api/people/{}/"}, name: string}
             """
         let config = try PipelineConfig.parse(text: yaml, path: "people.yml")
         var exporter = try RecordExporter(config: config, location: try StoreLocation(location), entity: nil, filters: [], depth: 1)
@@ -149,7 +149,9 @@ struct LibraryRoundTripTests {
         var ids: [Int] = []
         try exporter.forEachRecord { text in
             let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
-            ids.append(object?["url"] as? Int ?? -1)
+            // The template writes the URL back: the pattern reads the number from it again.
+            let url = object?["url"] as? String ?? ""
+            ids.append(Int(url.split(separator: "/").last ?? "") ?? -1)
         }
         #expect(ids == Array(1...26))
     }

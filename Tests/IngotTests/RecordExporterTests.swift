@@ -91,4 +91,91 @@ struct RecordExporterTests {
             try RecordExporter(config: config, location: try StoreLocation(db), entity: "type_slot", filters: [], depth: 1)
         }
     }
+
+    /// What a `pattern:` read is written back so that it reads back the same (`ingot export
+    /// --help`: "the same tables"): by its `template:`, or from the attribute keeping the same
+    /// key's whole text (SWAPI's `url` beside the `id` read from it) — for an attribute and for
+    /// a bare identity of a relationship, at depth 0 and 1.
+    static let patterned = """
+        version: 1
+        name: things
+        records: results
+        root: thing
+        entities:
+          thing:
+            identity: id
+            attributes:
+              id: {type: integer, key: url, pattern: "/things/(\\\\d+)/$", template: "https://api.example.org/things/{}/"}
+              name: string
+              code: {type: string, pattern: "^SKU-(.+)$", template: "SKU-{}"}
+            relationships:
+              maker: {to: person}
+              helpers: {to: person, many: true, pattern: "^@(\\\\w+)$", template: "@{}"}
+          person:
+            identity: id
+            attributes:
+              id: {type: string, key: url, pattern: "/people/(\\\\w+)/$", template: "https://h/people/{}/"}
+              url: string
+              name: string
+        """
+
+    @Test(arguments: [0, 1])
+    func whatAPatternReadIsWrittenBackSoThatItReadsBack(depth: Int) throws {
+        let config = try PipelineConfig.parse(text: Self.patterned, path: "things.yml")
+        let page = #"""
+            {"results": [
+              {"url": "https://api.example.org/things/7/", "name": "Seven", "code": "SKU-A7",
+               "maker": {"url": "https://h/people/ann/", "name": "Ann"}, "helpers": ["@ann", "@bob"]},
+              {"url": "https://api.example.org/things/8/", "name": "Eight", "code": "SKU-B8", "maker": "https://h/people/bob/"}]}
+            """#
+        let dir = temporaryDirectory()
+        let db = dir.appendingPathComponent("things.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let first = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: MemoryPageSource([page]))
+        #expect(first.status == .finished && first.counters.rejectedRecords == 0, "\(first.error ?? "")")
+        var exported: [String] = []
+        try RecordExporter(config: config, location: try StoreLocation(db), entity: nil, filters: [], depth: depth).forEachRecord {
+            exported.append($0)
+        }
+        #expect(exported.first?.contains(#""url":"https://api.example.org/things/7/""#) == true, "\(exported)")
+        let copy = dir.appendingPathComponent("copy.db").path
+        options.databasePath = copy
+        let again = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: MemoryPageSource([#"{"results": [\#(exported.joined(separator: ","))]}"#]))
+        #expect(again.status == .finished && again.counters.rejectedRecords == 0, "\(exported)")
+        for sql in ["SELECT * FROM thing ORDER BY id", "SELECT * FROM thing_helpers ORDER BY 1, 2"] {
+            #expect(try rows(db, sql) == (try rows(copy, sql)), "\(sql)")
+        }
+        // Stubs stay stubs: only the people the things named, as identities.
+        #expect(try rows(copy, "SELECT id FROM person ORDER BY id") == [["ann"], ["bob"]])
+    }
+
+    /// What cannot be written back is refused before anything is written, naming it: a pattern
+    /// without a template or a twin attribute, and a kind of a parent entity.
+    @Test func whatCannotBeWrittenBackIsRefusedNamingIt() throws {
+        let yaml = Self.patterned.replacingOccurrences(of: #", template: "SKU-{}""#, with: "")
+        let config = try PipelineConfig.parse(text: yaml, path: "things.yml")
+        let db = temporaryDirectory().appendingPathComponent("t.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        _ = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(
+            source: MemoryPageSource(["{\"results\": []}"]))
+        do {
+            _ = try RecordExporter(config: config, location: try StoreLocation(db), entity: nil, filters: [], depth: 0)
+            Issue.record("refused")
+        } catch let problem as RecordExporter.Problem {
+            #expect(problem.description.contains("thing.code (pattern '^SKU-(.+)$', no template"), "\(problem)")
+        }
+        #expect(
+            configProblems(Self.patterned.replacingOccurrences(of: #"template: "SKU-{}""#, with: #"template: "SKU""#))?
+                .contains("one {}") == true)
+        #expect(
+            configProblems(
+                Self.patterned.replacingOccurrences(
+                    of: "name: string\n      code", with: "name: {type: string, template: \"x{}\"}\n      code"))?
+                .contains("beside a pattern") == true)
+    }
 }

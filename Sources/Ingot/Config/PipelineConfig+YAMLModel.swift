@@ -111,6 +111,7 @@ extension PipelineYAMLReader {
             node,
             allowed: [
                 "type", "key", "coerce", "format", "timezone", "values", "pattern", "grouping", "on_invalid", "default", "const",
+                "template",
             ])
         let typeNode = try required(fields, "type", in: node)
         let type = try attributeType(typeNode, format: fields["format"], timeZone: fields["timezone"])
@@ -118,6 +119,7 @@ extension PipelineYAMLReader {
         let coerce = try fields["coerce"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         var attribute = Attribute(name: name, type: type, key: key, coerce: coerce)
         (attribute.values, attribute.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
+        attribute.template = try template(fields["template"], pattern: attribute.pattern)
         if let node = fields["grouping"] {
             let grouping = try string(node)
             guard type == .integer || type == .double else { throw error(node, "grouping applies to integer and double attributes") }
@@ -193,7 +195,7 @@ extension PipelineYAMLReader {
             node,
             allowed: [
                 "to", "many", "key", "missing", "ordered", "pattern", "values", "inverse", "fields", "owned", "delete", "operations",
-                "partial", "on_invalid",
+                "partial", "on_invalid", "template",
             ])
         let target = try string(try required(fields, "to", in: node))
         let many = try fields["many"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
@@ -209,6 +211,7 @@ extension PipelineYAMLReader {
         }
         var relationship = Relationship(name: name, target: target, isToMany: many, isOrdered: ordered, key: key, missing: missing)
         (relationship.values, relationship.pattern) = try textRules(values: fields["values"], pattern: fields["pattern"])
+        relationship.template = try template(fields["template"], pattern: relationship.pattern)
         relationship.inverse = try fields["inverse"].map { (n: Node) throws(ConfigError) in try string(n) }
         relationship.owned = try fields["owned"].map { (n: Node) throws(ConfigError) in try bool(n) } ?? false
         try readWrites(fields, into: &relationship)
@@ -268,6 +271,17 @@ extension PipelineYAMLReader {
             case let other: throw error(node, "delete must be nullify or cascade, not '\(other)'")
             }
         }
+    }
+
+    /// `template:`: beside a `pattern`, with one `{}` where the stored value goes.
+    private func template(_ node: Node?, pattern: String?) throws(ConfigError) -> String? {
+        guard let node else { return nil }
+        let template = try string(node)
+        guard pattern != nil else { throw error(node, "template rebuilds what a pattern read: it goes beside a pattern") }
+        guard template.components(separatedBy: "{}").count == 2 else {
+            throw error(node, "a template holds one {} where the stored value goes, like \"https://swapi.dev/api/people/{}/\"")
+        }
+        return template
     }
 
     /// `values:` and `pattern:` (of an attribute or a relationship's bare identities), checked.

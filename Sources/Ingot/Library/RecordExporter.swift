@@ -3,8 +3,10 @@ import Foundation
 /// Writes stored rows back out as the records they came from (`ingot export`): each attribute at
 /// its key path (nested objects and arrays rebuilt), relationships as their targets' identities,
 /// or as nested objects at `depth` 1. Ingesting the output with the same pipeline gives the same
-/// tables — for attributes stored as given; a value rule (`pattern:`, `values:`, `grouping:`)
-/// only reads, so such an attribute exports its stored value.
+/// tables. A `pattern:` keeps part of the source's text, so what it read is rebuilt — by its
+/// `template:`, or from another attribute that keeps the same key's whole text (SWAPI's `url`
+/// beside the `id` read from it) — and an export that cannot rebuild it is refused, naming it
+/// (``Rebuild``); `values:` and `grouping:` read their own output back.
 package struct RecordExporter {
     let model: EntityModel
     let layouts: [EntityLayout]
@@ -17,12 +19,26 @@ package struct RecordExporter {
     /// Rows read, loaded and written at a time.
     var chunk = 2_000
     /// Per entity: where each attribute's value goes (its slot, its key path parsed once, its
-    /// type) and each relationship's key path.
+    /// type, how its source text is rebuilt) and each relationship's key path and how a bare
+    /// identity of it is written.
     private let paths:
         [(
-            attributes: [(slot: Int, path: [JSONKeyPath.Component], type: AttributeType)],
-            relationships: [(key: String, path: [JSONKeyPath.Component])]
+            attributes: [(slot: Int, path: [JSONKeyPath.Component], type: AttributeType, rebuild: Rebuild)],
+            relationships: [(key: String, path: [JSONKeyPath.Component], identity: Rebuild)]
         )]
+
+    /// How a value read through a `pattern:` is written back so that the pattern reads it again.
+    enum Rebuild: Equatable {
+        /// As stored: no pattern read it.
+        case stored
+        /// Through the `template:` beside the pattern.
+        case template(String)
+        /// Not written: another attribute keeps the same key's whole text (an identity's; for a
+        /// bare identity, the target row's column at this slot).
+        case elsewhere(slot: Int)
+        /// It cannot be: the export is refused, naming it.
+        case impossible(String)
+    }
 
     /// What cannot be exported as asked, said before anything is read.
     package struct Problem: Error, CustomStringConvertible {
@@ -44,6 +60,12 @@ package struct RecordExporter {
         entity = index
         if let owner = model.entities[index].owner {
             throw Problem(description: "entity '\(wanted)' is owned by '\(owner)': its rows are exported inside their owners' records")
+        }
+        if let parent = model.entities[index].parent {
+            throw Problem(
+                description:
+                    "entity '\(wanted)' is a kind of '\(parent)': its records hold the parent's attributes too, which export does not join yet; export '\(parent)' for those"
+            )
         }
         guard (0...1).contains(depth) else { throw Problem(description: "--depth is 0 (identities) or 1 (nested objects)") }
         self.depth = depth
@@ -73,7 +95,9 @@ package struct RecordExporter {
         guard !layout.identitySlots.isEmpty else {
             throw Problem(description: "entity '\(wanted)' has no identity: its rows cannot be exported one by one")
         }
-        paths = try zip(model.entities, layouts).map { entity, layout in
+        let model = config.model
+        let layouts = self.layouts
+        let built = try zip(model.entities, layouts).map { entity, layout in
             func path(_ key: String) throws -> [JSONKeyPath.Component] {
                 do {
                     return try JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components
@@ -81,15 +105,58 @@ package struct RecordExporter {
                     throw Problem(description: "\(entity.name): key '\(key)': \(error)")
                 }
             }
-            let attributes = try entity.attributes.compactMap { attribute -> (Int, [JSONKeyPath.Component], AttributeType)? in
+            let attributes = try entity.attributes.compactMap { attribute -> (Int, [JSONKeyPath.Component], AttributeType, Rebuild)? in
                 // An owned entity's identity (its owner's key and its position) comes from where
                 // it sits in its owner's record, not from a key of its own.
                 if entity.owner != nil, entity.identity.contains(attribute.name) { return nil }
                 guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
-                return (slot, try path(attribute.key), attribute.type)
+                return (slot, try path(attribute.key), attribute.type, RecordExporter.rebuild(attribute, of: entity, layout))
             }
-            return (attributes, try entity.relationships.map { ($0.key, try path($0.key)) })
+            let relationships = try entity.relationships.map { relationship in
+                (relationship.key, try path(relationship.key), RecordExporter.rebuild(relationship, model: model, layouts: layouts))
+            }
+            return (attributes, relationships)
         }
+        paths = built
+        // What the output would not read back as stored is refused before anything is written.
+        let exported = [index] + (depth > 0 ? model.entities[index].relationships.compactMap { model.index(of: $0.target) } : [])
+        let impossible = exported.flatMap { e in
+            built[e].0.compactMap { if case .impossible(let why) = $0.3 { why } else { nil } }
+                + built[e].1.compactMap { if case .impossible(let why) = $0.2 { why } else { nil } }
+        }
+        if !impossible.isEmpty {
+            throw Problem(description: "export cannot write back what a pattern read: " + Set(impossible).sorted().joined(separator: "; "))
+        }
+    }
+
+    /// How `attribute` of `entity` is written back (``Rebuild``).
+    static func rebuild(_ attribute: Attribute, of entity: Entity, _ layout: EntityLayout) -> Rebuild {
+        guard attribute.pattern != nil else { return .stored }
+        if let template = attribute.template { return .template(template) }
+        // An identity needs its template: a stub row (only its identity stored) has no text beside it.
+        if !entity.identityAttributes.contains(where: { $0.name == attribute.name }),
+            let whole = entity.attributes.first(where: { $0.key == attribute.key && !$0.rewritesText && $0.type == .string }),
+            let slot = layout.columns.firstIndex(where: { $0.name == whole.name })
+        {
+            return .elsewhere(slot: slot)
+        }
+        return .impossible(
+            "\(entity.name).\(attribute.name) (pattern '\(attribute.pattern ?? "")', no template: add template: beside it, \"…{}…\" rebuilding the text)"
+        )
+    }
+
+    /// How a bare identity of `relationship` is written back: through its own template, else
+    /// as its target's identity is (``Rebuild``).
+    static func rebuild(_ relationship: Relationship, model: EntityModel, layouts: [EntityLayout]) -> Rebuild {
+        if let template = relationship.template { return .template(template) }
+        guard let target = model[relationship.target], let index = model.index(of: relationship.target) else { return .stored }
+        let layout = layouts[index]
+        if relationship.pattern != nil {
+            return .impossible(
+                "\(relationship.name)'s identities (pattern '\(relationship.pattern ?? "")', no template: add template: beside it)")
+        }
+        guard target.identityAttributes.count == 1, let identity = target.identityAttributes.first else { return .stored }
+        return rebuild(identity, of: target, layout)
     }
 
     /// Calls `body` with each record's JSON text, in identity order; returns the relationships
@@ -176,22 +243,35 @@ package struct RecordExporter {
     private func record(_ row: RowDecoder, depth: Int) throws -> JSONTree {
         let object = ObjectNode()
         let paths = self.paths[row.layout.entity]
+        // Two attributes may read one key (a `url` kept whole beside the id its template
+        // rebuilds): a null never replaces what the other wrote (a stub's `url` is not stored).
+        var placed: Set<[JSONKeyPath.Component]> = []
         func place(_ value: JSONTree, at path: [JSONKeyPath.Component]) throws {
+            if case .scalar("null") = value, placed.contains(path) { return }
+            placed.insert(path)
             if path.count == 1, case .key(let key) = path[0] { return object.set(key, value) }
             try JSONKeyPath.place(value, along: path[...], in: .object(object))
         }
         for attribute in paths.attributes {
-            try place(RecordExporter.json(row.row[attribute.slot], attribute.type), at: attribute.path)
+            switch attribute.rebuild {
+            case .stored, .impossible: try place(RecordExporter.json(row.row[attribute.slot], attribute.type), at: attribute.path)
+            case .template(let template): try place(RecordExporter.filled(template, row.row[attribute.slot]), at: attribute.path)
+            case .elsewhere: continue  // the attribute keeping the whole text writes it
+            }
         }
         for relationship in paths.relationships {
             switch row.loaded[relationship.key] {
             case .one(let target)?:
-                try place(try target.map { try self.target($0, depth: depth) } ?? .scalar("null"), at: relationship.path)
+                try place(
+                    try target.map { try self.target($0, depth: depth, as: relationship.identity) } ?? .scalar("null"),
+                    at: relationship.path)
             case .many(let targets)?:
                 let array = ArrayNode()
                 let owned = model.entities[row.layout.entity].relationships.first { $0.key == relationship.key }?.owned ?? false
                 // Owned children are part of the record: whole, whatever the depth.
-                array.items = try targets.map { owned ? try record($0, depth: depth) : try self.target($0, depth: depth) }
+                array.items = try targets.map {
+                    owned ? try record($0, depth: depth) : try self.target($0, depth: depth, as: relationship.identity)
+                }
                 try place(.array(array), at: relationship.path)
             case nil:
                 continue
@@ -200,15 +280,33 @@ package struct RecordExporter {
         return .object(object)
     }
 
-    /// A related row: its identity (depth 0), or its attributes.
-    private func target(_ row: RowDecoder, depth: Int) throws -> JSONTree {
+    /// A related row: its identity (depth 0) as the relationship reads it back (`identity`), or
+    /// its attributes.
+    private func target(_ row: RowDecoder, depth: Int, as identity: Rebuild) throws -> JSONTree {
         if depth > 0 { return try record(row, depth: depth - 1) }
         let slots = row.layout.identitySlots
         let entity = model.entities[row.layout.entity]
         guard slots.count == 1, let attribute = entity.attributes.first(where: { $0.name == row.layout.columns[slots[0]].name }) else {
             return try record(row, depth: 0)
         }
-        return RecordExporter.json(row.row[slots[0]], attribute.type)
+        switch identity {
+        case .stored, .impossible: return RecordExporter.json(row.row[slots[0]], attribute.type)
+        case .template(let template): return RecordExporter.filled(template, row.row[slots[0]])
+        case .elsewhere(let slot): return RecordExporter.json(row.row[slot], .string)
+        }
+    }
+
+    /// `template` with the stored `value`'s text in its `{}`, as a JSON string (null stays null).
+    static func filled(_ template: String, _ value: ScalarValue) -> JSONTree {
+        let text: String
+        switch value {
+        case .null: return .scalar("null")
+        case .integer(let v): text = String(v)
+        case .real(let v): text = JSONTree.number(v)
+        case .bool(let v): text = v ? "true" : "false"
+        case .text(let s): text = s
+        }
+        return JSONTree.string(template.replacingOccurrences(of: "{}", with: text))
     }
 
     /// A stored value as JSON: JSON attributes as their text, dates as text, the rest as typed.

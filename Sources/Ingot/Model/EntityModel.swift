@@ -153,6 +153,10 @@ public struct Attribute: Sendable, Equatable {
     /// `grouping:` (integers and doubles): a digit group separator removed before conversion
     /// (`","`: `"1,000"` → 1000).
     public var grouping: String?
+    /// `template:` (with `pattern:`): the source's text rebuilt from the stored value, `{}` being
+    /// the value (`"https://swapi.dev/api/people/{}/"`): what `ingot export` writes, so that the
+    /// pattern reads the value back.
+    public var template: String?
     /// `on_invalid: null`: a value that cannot be converted is stored as NULL and the record
     /// kept (counted per attribute); `false` (the default) rejects the record.
     public var nullOnInvalid = false
@@ -229,6 +233,9 @@ public struct Relationship: Sendable, Equatable {
     public var values: [String: String?] = [:]
     /// `pattern:` for a bare identity's text: what its one capture group matches is the identity.
     public var pattern: String?
+    /// `template:` (with `pattern:`): a bare identity's source text rebuilt from the target's
+    /// stored identity, `{}` being the value — what `ingot export` writes for the link.
+    public var template: String?
     /// `fields:` (to-one only): the target's attributes read from the record's own keys
     /// (Reddit's `subreddit_id`, `subreddit`): attribute name → key path, instead of one nested
     /// object at ``key``. Empty: the relationship reads ``key``.
