@@ -108,6 +108,8 @@ struct RecordExporterTests {
               id: {type: integer, key: url, pattern: "/things/(\\\\d+)/$", template: "https://api.example.org/things/{}/"}
               name: string
               code: {type: string, pattern: "^SKU-(.+)$", template: "SKU-{}"}
+              first_color: {type: string, key: "colors[0].name"}
+              second_color: {type: string, key: "colors[1].name"}
             relationships:
               maker: {to: person}
               helpers: {to: person, many: true, pattern: "^@(\\\\w+)$", template: "@{}"}
@@ -124,7 +126,7 @@ struct RecordExporterTests {
         let config = try PipelineConfig.parse(text: Self.patterned, path: "things.yml")
         let page = #"""
             {"results": [
-              {"url": "https://api.example.org/things/7/", "name": "Seven", "code": "SKU-A7",
+              {"url": "https://api.example.org/things/7/", "name": "Seven", "code": "SKU-A7", "colors": [{"name": "red"}, {"name": "blue"}],
                "maker": {"url": "https://h/people/ann/", "name": "Ann"}, "helpers": ["@ann", "@bob"]},
               {"url": "https://api.example.org/things/8/", "name": "Eight", "code": "SKU-B8", "maker": "https://h/people/bob/"}]}
             """#
@@ -168,6 +170,11 @@ struct RecordExporterTests {
             Issue.record("refused")
         } catch let problem as RecordExporter.Problem {
             #expect(problem.description.contains("thing.code (pattern '^SKU-(.+)$', no template"), "\(problem)")
+        }
+        let fromTheEnd = try PipelineConfig.parse(
+            text: Self.patterned.replacingOccurrences(of: "colors[1].name", with: "colors[-1].name"), path: "things.yml")
+        #expect(throws: RecordExporter.Problem.self) {
+            _ = try RecordExporter(config: fromTheEnd, location: try StoreLocation(db), entity: nil, filters: [], depth: 0)
         }
         #expect(
             configProblems(Self.patterned.replacingOccurrences(of: #"template: "SKU-{}""#, with: #"template: "SKU""#))?

@@ -123,10 +123,19 @@ package struct RecordExporter {
         let impossible = exported.flatMap { e in
             built[e].0.compactMap { if case .impossible(let why) = $0.3 { why } else { nil } }
                 + built[e].1.compactMap { if case .impossible(let why) = $0.2 { why } else { nil } }
+                + model.entities[e].attributes.filter { RecordExporter.countsFromTheEnd($0.key, model.entities[e].keyDelimiter) }.map {
+                    "\(model.entities[e].name).\($0.name) (key '\($0.key)' counts from an array's end: where it sat is not stored)"
+                }
         }
         if !impossible.isEmpty {
             throw Problem(description: "export cannot write back what a pattern read: " + Set(impossible).sorted().joined(separator: "; "))
         }
+    }
+
+    /// Whether `key` has an index counting from an array's end (`data[-1].id`).
+    static func countsFromTheEnd(_ key: String, _ delimiter: String) -> Bool {
+        let components = (try? JSONKeyPath(parsing: key, delimiter: delimiter).components) ?? []
+        return components.contains { if case .index(let n) = $0 { n < 0 } else { false } }
     }
 
     /// How `attribute` of `entity` is written back (``Rebuild``).
