@@ -199,4 +199,34 @@ struct ParentEntityTests {
                 "t.yml:20:") == true,
             "\(problem("parent: transport\n    attributes: {vehicle_class", "parent: plane\n    attributes: {vehicle_class") ?? "")")
     }
+
+    /// A kind of a parent entity exports whole (`ingot export --entity starship`): its parent's
+    /// attributes and relationships, the `kind` that routes it, its identity through the
+    /// parent's template — and running the export gives the same tables.
+    @Test func aKindExportsWithItsParentsAttributes() throws {
+        let yaml = Self.yaml.replacingOccurrences(
+            of: #"pattern: "/(\\d+)/$"}"#, with: #"pattern: "/(\\d+)/$", template: "https://swapi.dev/api/starships/{}/"}"#)
+        let config = try PipelineConfig.parse(text: yaml, path: "transport.yml")
+        let (first, db) = try ingest(yaml, Self.pages)
+        #expect(first.counters.rejectedRecords == 0)
+        var exported: [String] = []
+        try RecordExporter(config: config, location: try StoreLocation(db), entity: "starship", filters: [], depth: 0).forEachRecord {
+            exported.append($0)
+        }
+        #expect(
+            exported.count == 2 && exported.allSatisfy { $0.contains(#""kind":"starship""#) && $0.contains(#""name":"#) }, "\(exported)")
+        let (again, copy) = try ingest(yaml, [#"{"results": [\#(exported.joined(separator: ","))]}"#])
+        #expect(again.counters.rejectedRecords == 0, "\(exported)")
+        for sql in [
+            "SELECT * FROM transport WHERE kind = 'starship' ORDER BY id", "SELECT * FROM starship ORDER BY id",
+            "SELECT * FROM transport_films WHERE transport_id IN (SELECT id FROM starship) ORDER BY 1, 2",
+            "SELECT * FROM starship_pilots ORDER BY 1, 2",
+        ] {
+            #expect(try rows(db, sql) == (try rows(copy, sql)), "\(sql)")
+        }
+        // Nested at depth 1 (a person's ship), a kind would lack its parent's attributes: refused.
+        #expect(throws: RecordExporter.Problem.self) {
+            _ = try RecordExporter(config: config, location: try StoreLocation(db), entity: "person", filters: [], depth: 1)
+        }
+    }
 }

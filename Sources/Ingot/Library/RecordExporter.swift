@@ -16,6 +16,9 @@ package struct RecordExporter {
     let filters: [(column: String, value: ScalarValue)]
     /// 0: relationships as identities; 1: as objects (their own relationships left out).
     let depth: Int
+    /// `root: {by: PATH, entities: …}`: the value at PATH that routes a record to the exported
+    /// entity, written into each record so that the output is read as that entity again.
+    let discriminator: (path: [JSONKeyPath.Component], value: String)?
     /// Rows read, loaded and written at a time.
     var chunk = 2_000
     /// Per entity: where each attribute's value goes (its slot, its key path parsed once, its
@@ -61,14 +64,12 @@ package struct RecordExporter {
         if let owner = model.entities[index].owner {
             throw Problem(description: "entity '\(wanted)' is owned by '\(owner)': its rows are exported inside their owners' records")
         }
-        if let parent = model.entities[index].parent {
-            throw Problem(
-                description:
-                    "entity '\(wanted)' is a kind of '\(parent)': its records hold the parent's attributes too, which export does not join yet; export '\(parent)' for those"
-            )
-        }
         guard (0...1).contains(depth) else { throw Problem(description: "--depth is 0 (identities) or 1 (nested objects)") }
         self.depth = depth
+        discriminator =
+            config.resources.lazy.compactMap(\.rootChoice).compactMap { choice in
+                choice.entities.first { $0.entity == wanted }.map { (choice.path.components, $0.value) }
+            }.first
         let layout = layouts[index]
         self.filters = try filters.map { text in
             guard let equals = text.firstIndex(of: "="), equals > text.startIndex else {
@@ -119,14 +120,24 @@ package struct RecordExporter {
         }
         paths = built
         // What the output would not read back as stored is refused before anything is written.
-        let exported = [index] + (depth > 0 ? model.entities[index].relationships.compactMap { model.index(of: $0.target) } : [])
-        let impossible = exported.flatMap { e in
-            built[e].0.compactMap { if case .impossible(let why) = $0.3 { why } else { nil } }
-                + built[e].1.compactMap { if case .impossible(let why) = $0.2 { why } else { nil } }
-                + model.entities[e].attributes.filter { RecordExporter.countsFromTheEnd($0.key, model.entities[e].keyDelimiter) }.map {
-                    "\(model.entities[e].name).\($0.name) (key '\($0.key)' counts from an array's end: where it sat is not stored)"
-                }
+        var lineage = [index]
+        while let name = model.entities[lineage[lineage.count - 1]].parent, let parent = model.index(of: name), !lineage.contains(parent) {
+            lineage.append(parent)
         }
+        let exported =
+            lineage + (depth > 0 ? lineage.flatMap { model.entities[$0].relationships.compactMap { model.index(of: $0.target) } } : [])
+        let kinds = exported.dropFirst(lineage.count).filter { model.entities[$0].parent != nil }.map {
+            "\(model.entities[$0].name), nested at --depth 1 (a kind of \(model.entities[$0].parent ?? ""): nested, its record would lack the parent's attributes; use --depth 0)"
+        }
+        let impossible =
+            kinds
+            + exported.flatMap { e in
+                built[e].0.compactMap { if case .impossible(let why) = $0.3 { why } else { nil } }
+                    + built[e].1.compactMap { if case .impossible(let why) = $0.2 { why } else { nil } }
+                    + model.entities[e].attributes.filter { RecordExporter.countsFromTheEnd($0.key, model.entities[e].keyDelimiter) }.map {
+                        "\(model.entities[e].name).\($0.name) (key '\($0.key)' counts from an array's end: where it sat is not stored)"
+                    }
+            }
         if !impossible.isEmpty {
             throw Problem(description: "export cannot write back what a pattern read: " + Set(impossible).sorted().joined(separator: "; "))
         }
@@ -189,13 +200,43 @@ package struct RecordExporter {
             guard !rows.isEmpty else { return skipped }
             var decoders = rows.map { RowDecoder(shape: loader.shapes[entity], row: $0) }
             try load(entity, &decoders, loader: loader, skipped: &skipped)
-            for decoder in decoders {
+            let ancestors = try self.ancestors(of: rows, loader: loader, skipped: &skipped)
+            for (k, decoder) in decoders.enumerated() {
+                let made = try record(decoder, depth: depth)
+                // A kind of a parent entity: the parents' attributes and relationships too.
+                if case .object(let object) = made {
+                    if let discriminator {
+                        try JSONKeyPath.place(JSONTree.string(discriminator.value), along: discriminator.path[...], in: made)
+                    }
+                    for level in ancestors {
+                        guard let parent = level[k], case .object(let inherited) = try record(parent, depth: depth) else { continue }
+                        for (key, value) in inherited.members where object[key] == nil { object.set(key, value) }
+                    }
+                }
                 var out = ""
-                JSONTree.write(try record(decoder, depth: depth), to: &out)
+                JSONTree.write(made, to: &out)
                 try body(out)
             }
             last = rows.last.map { row in layout.identitySlots.map { row[$0] } }
         }
+    }
+
+    /// For a kind of a parent entity (`parent:`): per ancestor, nearest first, each of `rows`'
+    /// parent row (by the shared identity), its relationships loaded; `nil` where none is stored.
+    private func ancestors(of rows: [[ScalarValue]], loader: RelationshipLoader, skipped: inout [String]) throws -> [[RowDecoder?]] {
+        let layout = layouts[entity]
+        let identities = rows.map { row in layout.identitySlots.map { row[$0] } }
+        var levels: [[RowDecoder?]] = []
+        var current = entity
+        while let name = model.entities[current].parent, let parent = model.index(of: name), levels.count < 16 {
+            let found = try loader.rows(of: parent, identities: identities)
+            var present = identities.compactMap { found[$0].map { RowDecoder(shape: loader.shapes[parent], row: $0) } }
+            try load(parent, &present, loader: loader, skipped: &skipped)
+            var next = present.makeIterator()
+            levels.append(identities.map { found[$0] == nil ? nil : next.next() })
+            current = parent
+        }
+        return levels
     }
 
     /// The rows whose identity (`columns`, in the order rows are read) comes after `values`: the
