@@ -50,6 +50,27 @@ struct JoinedPagesTests {
         #expect(third.source == read.source)
     }
 
+    /// A fetcher that takes the role over resumes where the last unit enqueued left the source
+    /// (`page:4`): it reads that page itself, to learn the total again, then hands the rest out
+    /// unfetched — none before it asked twice, none past the total asked at all.
+    @Test func aFetcherTakingOverReadsOnePageToLearnTheTotal() throws {
+        let pages = try generatePeople(persons: 700, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)", "concurrency: 3"]),
+            path: "p.yml")
+        let source = try HTTPPageSource(config: try #require(config.source.http), framing: config.framing, logger: Logger(label: "test"))
+        source.defersNumberedPages = true
+        try source.resume(from: "page:4")
+        var seen: [Page] = []
+        while let page = try source.next() { seen.append(page) }
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        #expect(seen.count == files - 3)
+        #expect(seen.first?.bytes.isEmpty == false && seen.first?.cursor == nil)
+        #expect(seen.dropFirst().map(\.cursor) == (5...files).map { "page:\($0)" })
+        #expect(try server.counters()["people_requests"] == 1)
+    }
+
     /// Three jobs over numbered pages end in the single run's tables, each page asked for once.
     @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
     func numberedPagesRunJoinedAsAlone(backend: JoinBackend) throws {
