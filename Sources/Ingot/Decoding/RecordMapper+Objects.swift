@@ -180,14 +180,17 @@ extension RecordMapper {
         let depth = trail.count
         enter(entity.rootKeys[rootKey].name, entity.targets[t])
         defer { trail.removeLast(trail.count - depth) }
-        guard
-            let identity = try link(
-                leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
-                guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], invalidCount: entity.toOneInvalidCounts[k],
-                row: row.index, slot: .toOne(k), into: &record, &page, &c)
-        else {
+        let linked = try link(
+            leaf, target: toOne.target, policy: entity.toOnePolicies[k], rules: entity.toOneRules[k],
+            guarding: entity.toOneGuards[k], partial: entity.toOnePartial[k], invalidCount: entity.toOneInvalidCounts[k],
+            row: row.index, slot: .toOne(k), into: &record, &page, &c)
+        let identity: IdentityKey
+        switch linked {
+        case .to(let target): identity = target
+        case .none: return
+        case .unreadable:
             // `on_invalid: null`: an identity its rules cannot read makes the link NULL.
-            if lastLinkInvalid { clear(entity.targetKinds[t], of: entity, path: entity.targetPaths[t], &row, &page) }
+            clear(entity.targetKinds[t], of: entity, path: entity.targetPaths[t], &row, &page)
             return
         }
         for (offset, value) in identity.values.enumerated() {
@@ -257,15 +260,11 @@ extension RecordMapper {
             trail.append(.index(position))
             do throws(MappingFailure) {
                 try charge()
-                if let identity = try link(
+                let linked = try link(
                     element, target: relationshipTarget, policy: entity.toManyPolicies[k], rules: entity.toManyRules[k],
                     guarding: entity.toManyGuards[k], partial: entity.toManyPartial[k], invalidCount: entity.toManyInvalidCounts[k],
-                    row: row.index,
-                    slot: .toMany(index: k, position: identities.count),
-                    into: &record, &page, &c)
-                {
-                    identities.append(identity)
-                }
+                    row: row.index, slot: .toMany(index: k, position: identities.count), into: &record, &page, &c)
+                if case .to(let identity) = linked { identities.append(identity) }
             } catch {
                 throw error.prepending(.index(position))
             }
@@ -438,13 +437,22 @@ extension RecordMapper {
         page.rows.append(row)
     }
 
+    /// What a relationship's value links to (``link``).
+    private enum Linked {
+        /// The target of this identity.
+        case to(IdentityKey)
+        /// Nothing: a null, a value `values:` maps to null, a nested object without identity.
+        case none
+        /// Nothing: a bare identity its rules cannot read, under `on_invalid: null` (counted).
+        case unreadable
+    }
+
     /// A relationship's value: a nested object (mapped as its own row) or a bare identity (a reference).
     private mutating func link(
         _ index: Int, target: Int, policy: MissingTargetPolicy, rules: AttributeRules? = nil, guarding: MappingPlan.Guard? = nil,
         partial: Bool = false, invalidCount: String? = nil, row: Int, slot: Reference.Slot, into record: inout DecodedRecord,
         _ page: inout DecodedPage, _ c: inout Cursor
-    ) throws(MappingFailure) -> IdentityKey? {
-        lastLinkInvalid = false
+    ) throws(MappingFailure) -> Linked {
         let node = c.nodes[index]
         switch node.kind {
         case .object:
@@ -458,12 +466,12 @@ extension RecordMapper {
                     DecodedRecord.Guarded(
                         rows: first..<page.rows.count, parent: row, slot: slot, inserts: guarding.inserts, updates: guarding.updates))
             }
-            return identity
+            return identity.map(Linked.to) ?? .none
         case .array:
             throw MappingFailure(
                 reason: "expected an object or an identity of '\(plan.entities[target].name)', got array", code: .wrongShape)
         case .null where !isToManySlot(slot):
-            return nil
+            return .none
         default:
             let entity = plan.entities[target]
             guard let identitySlot = entity.singleIdentitySlot else {
@@ -476,11 +484,10 @@ extension RecordMapper {
             } catch  where invalidCount != nil && error.code == .wrongType {
                 // `on_invalid: null`: no link, counted; the record is kept.
                 page.invalidValues[invalidCount ?? "", default: 0] += 1
-                lastLinkInvalid = true
-                return nil
+                return .unreadable
             }
             // `values: {"none": null}` on the relationship: no link.
-            if value == .null, rules != nil, !isToManySlot(slot) { return nil }
+            if value == .null, rules != nil, !isToManySlot(slot) { return .none }
             guard value != .null else {
                 throw MappingFailure(reason: "null is not an identity of '\(entity.name)'", code: .missingIdentity)
             }
@@ -489,7 +496,7 @@ extension RecordMapper {
                 Reference(
                     target: target, identity: identity, policy: policy, row: row, slot: slot,
                     codingPath: policy == .reject ? MappingFailure.render(trail) : nil))
-            return identity
+            return .to(identity)
         }
     }
 

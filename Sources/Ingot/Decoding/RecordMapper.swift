@@ -16,9 +16,6 @@ struct RecordMapper {
     /// Mapping a nested object through a `partial: true` relationship (or within one): a key path
     /// whose leaf is missing leaves its column as stored (``Relationship/partial``).
     var partial = false
-    /// The last `link` made no link because its identity could not be read and the
-    /// relationship says `on_invalid: null` (its caller then clears a to-one).
-    var lastLinkInvalid = false
     /// Rows and links the current record made so far (``charge()``).
     private(set) var recordCost = 0
 
