@@ -119,6 +119,21 @@ struct LibraryRoundTripTests {
         }
     }
 
+    /// `IngotDatabase.inMemory` (and `.sqlite(":memory:")`): a database of its own in memory,
+    /// kept between ingests for as long as the object lives, and no file made.
+    @Test func anInMemoryDatabaseKeepsWhatEachIngestWrote() async throws {
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: FileManager.default.currentDirectoryPath))
+        let db = try IngotDatabase.inMemory(entities: [APIPerson.self])
+        let people = (1...3).map { #"{"url": "https://swapi.dev/api/people/\#($0)/", "name": "p\#($0)"}"# }
+        _ = try await db.ingest([APIPerson].self, from: Array(("[" + people.joined(separator: ",") + "]").utf8))
+        _ = try await db.ingest([APIPerson].self, from: Array(#"[{"url": "4", "name": "p4"}, {"url": "2", "name": "two"}]"#.utf8))
+        #expect(try await db.fetch(APIPerson.self, sortBy: [SortDescriptor(\.id)]).map(\.name) == ["p1", "two", "p3", "p4"])
+        let other = try IngotDatabase.sqlite(":memory:", entities: [APIPerson.self])
+        #expect(try await other.fetch(APIPerson.self).isEmpty, "each in-memory database is its own")
+        let after = Set(try FileManager.default.contentsOfDirectory(atPath: FileManager.default.currentDirectoryPath))
+        #expect(after.subtracting(before).isEmpty, "\(after.subtracting(before))")
+    }
+
     /// Numbers sort as numbers on both backends, in `fetch` and in `ingot export`'s keyset walk
     /// (PostgreSQL once sorted by the select list's text of a column: 10 before 9).
     @Test(arguments: ["sqlite", "postgresql"])

@@ -27,6 +27,8 @@ public final class IngotDatabase: Sendable {
     private let database: String
     /// ``database``, parsed once.
     private let store: StoreLocation
+    /// What keeps an in-memory database alive while this object lives (``inMemory(entities:logger:)``).
+    private let keeper: (any AnyObject & Sendable)?
     private let logger: Logger
     /// One ingest at a time: each is a run that holds the database until it ends.
     private let queue = DispatchQueue(label: "ingot.database")
@@ -35,9 +37,17 @@ public final class IngotDatabase: Sendable {
 
     /// A SQLite database at `path` (created when missing) for `entities` and every entity they
     /// reach. Its tables are created, or checked against the model: a database that disagrees is
-    /// refused here, before anything is written.
+    /// refused here, before anything is written. `":memory:"` is ``inMemory(entities:logger:)``.
     public static func sqlite(_ path: String, entities: [any IngotEntity.Type], logger: Logger? = nil) throws -> IngotDatabase {
-        try IngotDatabase(database: "sqlite:" + path, entities: entities, logger: logger)
+        if path == ":memory:" { return try inMemory(entities: entities, logger: logger) }
+        return try IngotDatabase(database: "sqlite:" + path, entities: entities, logger: logger)
+    }
+
+    /// A SQLite database in memory for `entities`, as ``sqlite(_:entities:logger:)``: for tests and
+    /// caches that need not outlive the process. It lives as long as this object; each one is a
+    /// database of its own.
+    public static func inMemory(entities: [any IngotEntity.Type], logger: Logger? = nil) throws -> IngotDatabase {
+        try IngotDatabase(database: "sqlite:file:ingot-\(UUID().uuidString)?mode=memory&cache=shared", entities: entities, logger: logger)
     }
 
     /// A PostgreSQL database (`postgresql://user:password@host/name`) for `entities`, as
@@ -57,6 +67,7 @@ public final class IngotDatabase: Sendable {
         self.database = database
         self.store = store
         self.logger = logger ?? Logger(label: "ingot", factory: { _ in SwiftLogNoOpLogHandler() })
+        keeper = try store.backend.keepAlive()
         try store.open(model: model, options: StoreOpening()).close()
     }
 

@@ -24,6 +24,14 @@ package protocol StoreBackend: Sendable {
     var loadCapabilities: LoadCapabilities { get }
     /// Why a staged load cannot run `model` here; empty when it can.
     func stagedLoadObstacles(_ model: EntityModel) -> [String]
+    /// What keeps a database that lives only while a connection to it is open (SQLite in
+    /// memory) alive between runs, until it is released; `nil` for one that lives on its own.
+    func keepAlive() throws -> (any AnyObject & Sendable)?
+}
+
+extension StoreBackend {
+    /// A database that lives on its own (a file, a server) needs nothing to keep it.
+    package func keepAlive() throws -> (any AnyObject & Sendable)? { nil }
 }
 
 /// Reads rows of one database through one connection kept open; used by one caller at a time

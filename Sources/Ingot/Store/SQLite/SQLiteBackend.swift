@@ -1,4 +1,5 @@
 import Foundation
+import GRDBSQLite
 
 /// A SQLite file: the embedded default.
 package struct SQLiteBackend: StoreBackend {
@@ -56,8 +57,16 @@ package struct SQLiteBackend: StoreBackend {
         try SQLiteStore.Reader(databasePath: path)
     }
 
+    /// A database in memory shared by its connections (a `file:…?mode=memory&cache=shared` URI,
+    /// as `IngotDatabase.inMemory` names one): a connection held open until the keeper goes, so
+    /// that what one run wrote is there for the next.
+    package func keepAlive() throws -> (any AnyObject & Sendable)? {
+        guard path.hasPrefix("file:"), StageFile.isInMemory(path) else { return nil }
+        return try MemoryDatabaseKeeper(path: path)
+    }
+
     /// The file the run lock sits beside; `nil` for an in-memory database.
-    private var lockablePath: String? { path == ":memory:" || path.isEmpty ? nil : path }
+    private var lockablePath: String? { StageFile.isInMemory(path) ? nil : path }
 
     /// Staged loads turn on by the file's size, into tables that hold rows too; no shared runs.
     package var loadCapabilities: LoadCapabilities {
@@ -67,4 +76,23 @@ package struct SQLiteBackend: StoreBackend {
     package func stagedLoadObstacles(_ model: EntityModel) -> [String] {
         StageFile.obstacles(model, EntityLayout.layouts(of: model))
     }
+}
+
+/// A connection to a shared in-memory SQLite database, held open (and never used) so that the
+/// database outlives each run's own connections; closed when the keeper goes.
+/// `@unchecked Sendable`: the handle is only closed, once, in `deinit`.
+final class MemoryDatabaseKeeper: @unchecked Sendable {
+    private let handle: OpaquePointer
+
+    init(path: String) throws {
+        var handle: OpaquePointer?
+        let code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI, nil)
+        guard code == SQLITE_OK, let handle else {
+            sqlite3_close_v2(handle)
+            throw StoreError.sqlite(code: code, message: "could not open the in-memory database \(path)", sql: "open")
+        }
+        self.handle = handle
+    }
+
+    deinit { sqlite3_close_v2(handle) }
 }

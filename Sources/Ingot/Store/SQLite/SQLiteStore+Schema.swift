@@ -107,7 +107,7 @@ extension SQLiteStore {
     package static func plan(model: EntityModel, databasePath path: String) throws -> (
         exists: Bool, conflicts: [String], statements: [String]
     ) {
-        guard path != ":memory:", FileManager.default.fileExists(atPath: path) else {
+        guard !StageFile.isInMemory(path), FileManager.default.fileExists(atPath: path) else {
             return (false, [], schema(of: model))
         }
         var config = Configuration()

@@ -122,7 +122,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         // sqlite3 shell, a test reading the run's progress) removes the file in between: the
         // open failed with "The file doesn't exist" (a DatabaseQueue needs no WAL file up front).
         let mode = try dbQueue.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
-        guard mode == "wal" || path.isEmpty || path == ":memory:" else {
+        guard mode == "wal" || StageFile.isInMemory(path) else {
             throw StoreError.schema("could not put \(path) in WAL mode (journal_mode is \(mode ?? "unknown"))")
         }
         // A database whose tables disagree with the pipeline is refused before anything is written.
@@ -197,7 +197,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         path: String, observer: (@Sendable (String) -> Void)?
     ) -> (OpaquePointer?, Unmanaged<TraceContext>?) {
         var reader: OpaquePointer?
-        guard path != ":memory:" && !path.isEmpty,
+        guard !StageFile.isInMemory(path),
             sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let reader
         else {
             sqlite3_close_v2(reader)

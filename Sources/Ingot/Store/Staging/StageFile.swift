@@ -49,7 +49,14 @@ final class StageFile {
 
     /// The staging file of the database at `database` (`:memory:` for an in-memory one).
     static func path(for database: String) -> String {
-        database.isEmpty || database == ":memory:" || database.hasPrefix("file::memory:") ? ":memory:" : database + ".stage"
+        isInMemory(database) ? ":memory:" : database + ".stage"
+    }
+
+    /// Whether a SQLite path names a database in memory: `:memory:`, empty (a temporary one), or
+    /// a `file:` URI with `mode=memory` or `:memory:` (`IngotDatabase.inMemory`'s shared one).
+    static func isInMemory(_ path: String) -> Bool {
+        path.isEmpty || path == ":memory:" || path.hasPrefix("file::memory:")
+            || (path.hasPrefix("file:") && path.contains("mode=memory"))
     }
 
     /// Creates a new, empty staging file at `path` (removing any there), with a staging table
