@@ -134,6 +134,19 @@ struct LibraryRoundTripTests {
         #expect(after.subtracting(before).isEmpty, "\(after.subtracting(before))")
     }
 
+    /// `count(_:where:)` is the database's `count(*)` under the same predicate translation as
+    /// `fetch`, on both backends.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func countIsTheDatabasesCount(backend: String) async throws {
+        let (db, _) = try libraryDatabase(backend, "count", entities: [APIPerson.self])
+        #expect(try await db.count(APIPerson.self) == 0)
+        let people = (1...12).map { #"{"url": "https://swapi.dev/api/people/\#($0)/", "name": "p\#($0 % 3)"}"# }
+        _ = try await db.ingest([APIPerson].self, from: Array(("[" + people.joined(separator: ",") + "]").utf8))
+        #expect(try await db.count(APIPerson.self) == 12)
+        #expect(try await db.count(APIPerson.self, where: #Predicate { $0.name == "p1" }) == 4)
+        #expect(try await db.count(APIPerson.self, where: #Predicate { $0.id > 10 || $0.name == "p0" }) == 5)
+    }
+
     /// Numbers sort as numbers on both backends, in `fetch` and in `ingot export`'s keyset walk
     /// (PostgreSQL once sorted by the select list's text of a column: 10 before 9).
     @Test(arguments: ["sqlite", "postgresql"])

@@ -129,6 +129,28 @@ public final class IngotDatabase: Sendable {
 }
 
 extension IngotDatabase {
+    /// How many stored `T` match `predicate` (all of them without one), counted by the database
+    /// (`SELECT count(*)`): the predicate translates as ``fetch(_:where:sortBy:limit:offset:including:nested:)``'s does.
+    public func count<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>? = nil) async throws -> Int {
+        guard let index = model.index(of: T.entityName) else {
+            throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
+        }
+        let layouts = EntityLayout.layouts(of: model)
+        let levels = chain(from: index)
+        var columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layouts[index])
+        columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
+        var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: [], columns: columns, levels: levels, layouts: layouts)
+        query.countsRows = true
+        let counting = query
+        let rows = try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                continuation.resume(with: Result { try self.reading { reader in try reader.select(counting) } })
+            }
+        }
+        guard case .integer(let n)? = rows.first?.first else { return 0 }
+        return Int(n)
+    }
+
     /// The stored `T`s that `predicate` selects, sorted by `sortBy` then by identity, as plain
     /// Swift values decoded through `T`'s own `init(from:)`, with the relationships `including`
     /// names loaded (two queries each, whatever the number of rows):

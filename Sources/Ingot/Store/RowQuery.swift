@@ -27,6 +27,9 @@ package struct RowQuery: Sendable, Equatable {
     /// (``RowExpression/inherited(level:column:)``; level 1 is the first parent). The table's own
     /// columns are then qualified (`"t0"."name"`).
     package var parents: [Parent] = []
+    /// Selects how many rows match instead of the rows: one row of one integer (no order, no
+    /// limit, no offset).
+    package var countsRows = false
 
     /// A parent table and the identity columns it shares with the child.
     package struct Parent: Sendable, Equatable {
@@ -106,6 +109,7 @@ package struct RowQuery: Sendable, Equatable {
                 let text = dialect == .postgres && columns.contains { $0.name == name && $0.type == .string } ? " COLLATE \"C\"" : ""
                 return owner + "." + RowExpression.quote(name) + text + " ASC"
             } + (storageOrder ? [owner + "." + storage] : [])
+        if countsRows { return (sql, parameters) }
         if !sorted.isEmpty { sql += " ORDER BY " + sorted.joined(separator: ", ") }
         if let limit { sql += " LIMIT \(max(0, limit))" }
         if offset > 0 { sql += (limit == nil && dialect == .sqlite ? " LIMIT -1" : "") + " OFFSET \(offset)" }

@@ -77,7 +77,11 @@ package struct PostgresBackend: StoreBackend {
             default: return "\(c)::text"
             }
         }
-        let (sql, parameters) = query.sql(select: columns, dialect: .postgres)
+        let (sql, parameters) = query.sql(select: query.countsRows ? ["count(*)::text"] : columns, dialect: .postgres)
+        if query.countsRows {
+            let rows = try connection.execute(sql, parameters.map(PostgresBackend.parameter))
+            return [[.integer((rows.first?[0] ?? nil).flatMap { Int64($0) } ?? 0)]]
+        }
         return try connection.execute(sql, parameters.map(PostgresBackend.parameter)).map { row in
             zip(row, query.columns).map { text, column in PostgresBackend.value(text, column.type) }
         }

@@ -128,7 +128,8 @@ extension SQLiteStore {
 
     /// The rows `query` selects through `queue`.
     private static func select(_ query: RowQuery, on queue: DatabaseQueue) throws -> [[ScalarValue]] {
-        let (sql, parameters) = query.sql(select: query.columns.map { query.reference($0.name) }, dialect: .sqlite)
+        let (sql, parameters) = query.sql(
+            select: query.countsRows ? ["count(*)"] : query.columns.map { query.reference($0.name) }, dialect: .sqlite)
         let arguments = StatementArguments(
             parameters.map { value -> DatabaseValue in
                 switch value {
@@ -140,7 +141,8 @@ extension SQLiteStore {
                 }
             })
         return try queue.read { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            if query.countsRows { return [[.integer(try Int64.fetchOne(db, sql: sql, arguments: arguments) ?? 0)]] }
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 zip(row.databaseValues, query.columns).map { value, column in
                     switch value.storage {
                     case .null: .null
