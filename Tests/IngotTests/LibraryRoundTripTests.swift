@@ -33,6 +33,32 @@ private struct APIPerson: IngotEntity, Codable, Equatable {
     static func rule(for key: CodingKeys) -> IngotRule? { key == .id ? IngotRule(pattern: "(\\d+)/?$") : nil }
 }
 
+/// Properties as Swift developers declare them: a URL, a UUID, enums of strings and of
+/// integers, an exact Decimal.
+private struct Product: IngotEntity, Codable, Equatable {
+    enum Status: String, Codable { case active, archived }
+    enum Tier: Int, Codable, CaseIterable { case basic = 1, gold = 2 }
+    var id: UUID
+    var homepage: URL?
+    var status: Status?
+    var tier: Tier?
+    var price: Decimal?
+    enum CodingKeys: String, CodingKey { case id, homepage, status, tier, price }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "product"
+}
+
+/// A required enum of raw values that is not `CaseIterable`: no case can be named to read the
+/// model with.
+private struct Ticket: IngotEntity, Codable {
+    enum State: String, Codable { case open, closed }
+    var id: Int
+    var state: State
+    enum CodingKeys: String, CodingKey { case id, state }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "ticket"
+}
+
 /// An event with an instant and a day (`yyyy-MM-dd`), both `Date`s in Swift.
 private struct Event: IngotEntity, Codable, Equatable {
     var id: Int
@@ -145,6 +171,43 @@ struct LibraryRoundTripTests {
         #expect(try await db.count(APIPerson.self) == 12)
         #expect(try await db.count(APIPerson.self, where: #Predicate { $0.name == "p1" }) == 4)
         #expect(try await db.count(APIPerson.self, where: #Predicate { $0.id > 10 || $0.name == "p0" }) == 5)
+    }
+
+    /// A URL, a UUID, enums of raw values and a Decimal open as columns of their stored form
+    /// (text, text, their raw values, a decimal) and come back as they went in, on both backends.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func propertiesAsSwiftDevelopersDeclareThem(backend: String) async throws {
+        let (db, _) = try libraryDatabase(backend, "products", entities: [Product.self])
+        let columns = Dictionary(uniqueKeysWithValues: db.model.entities[0].attributes.map { ($0.name, $0.type) })
+        #expect(columns["homepage"] == .string && columns["id"] == .string && columns["status"] == .string)
+        #expect(columns["tier"] == .integer && columns["price"] == .decimal)
+        let json = #"""
+            [{"id": "6F9619FF-8B86-D011-B42D-00C04FC964FF", "homepage": "https://shop.example.org/p/1", "status": "archived",
+              "tier": 2, "price": "199.50"},
+             {"id": "00000000-0000-0000-0000-000000000002", "status": "active", "tier": 1, "price": 0.10}]
+            """#
+        let report = try await db.ingest([Product].self, from: Array(json.utf8))
+        #expect(report.rejections.isEmpty, "\(report.rejections)")
+        let products = try await db.fetch(Product.self, sortBy: [SortDescriptor(\.price)])
+        #expect(
+            products == [
+                Product(
+                    id: UUID(uuidString: "00000000-0000-0000-0000-000000000002")!, homepage: nil, status: .active, tier: .basic,
+                    price: Decimal(string: "0.1")),
+                Product(
+                    id: UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!, homepage: URL(string: "https://shop.example.org/p/1"),
+                    status: .archived, tier: .gold, price: Decimal(string: "199.5")),
+            ])
+    }
+
+    /// A type that cannot be read is refused at open, naming the property and what to do.
+    @Test func aRequiredEnumThatCannotBeNamedIsRefusedAtOpen() throws {
+        do {
+            _ = try IngotDatabase.inMemory(entities: [Ticket.self])
+            Issue.record("opened")
+        } catch {
+            #expect("\(error)".contains("State at state") && "\(error)".contains("CaseIterable"), "\(error)")
+        }
     }
 
     /// Numbers sort as numbers on both backends, in `fetch` and in `ingot export`'s keyset walk

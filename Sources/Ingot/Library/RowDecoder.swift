@@ -199,11 +199,23 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
             // The cast cannot fail: T is Date.
             if let date = date as? T { return date }
         }
-        // A JSON attribute (any other Decodable property): its stored text, decoded.
-        guard case .text(let text) = v else { throw mismatch(type, key, v) }
+        // A JSON attribute (any other Decodable property): its stored text, decoded. A value kept
+        // as one text or number (URL, UUID, Decimal, an enum of raw values) decodes from it as
+        // its JSON does: a number as it is, a text as a JSON string.
+        let text: String
+        switch v {
+        case .text(let stored): text = stored
+        case .integer(let n): text = String(n)
+        default: throw mismatch(type, key, v)
+        }
         do {
             return try JSONDecoder().decode(T.self, from: Data(text.utf8))
         } catch {
+            if case .text(let stored) = v, let quoted = try? JSONEncoder().encode(stored),
+                let value = try? JSONDecoder().decode(T.self, from: quoted)
+            {
+                return value
+            }
             throw DecodingError.dataCorrupted(
                 .init(
                     codingPath: codingPath + [key], debugDescription: "the stored JSON does not decode as \(T.self)", underlyingError: error

@@ -120,8 +120,19 @@ final class SchemaProbe {
             is UInt16.Type, is UInt8.Type, is UInt64.Type:
             .integer
         case is Date.Type: .date(.iso8601(timeZone: "UTC"))
+        case is Decimal.Type: .decimal
+        // Types Swift developers declare that are one text or one number when encoded.
+        case is URL.Type, is UUID.Type: .string
+        case let raw as any RawRepresentable.Type: rawValueType(raw) ?? .json
         default: .json
         }
+    }
+
+    /// An enum of raw values (`String`, an integer type) is stored as its raw value.
+    private static func rawValueType<R: RawRepresentable>(_ type: R.Type) -> AttributeType? {
+        guard let raw = R.RawValue.self as? any Decodable.Type else { return nil }
+        let stored = attributeType(raw)
+        return stored == .string || stored == .integer ? stored : nil
     }
 }
 
@@ -146,6 +157,9 @@ private struct ProbeDecoder: Decoder {
     }
 }
 
+/// An enum's first case: its placeholder (its raw value's placeholder may name no case).
+private func firstCase<C: CaseIterable>(_ type: C.Type) -> Any? { C.allCases.first }
+
 /// Placeholder values for the types a probe is asked for.
 private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codingPath: [any CodingKey]) throws -> T {
     let value: Any? =
@@ -165,6 +179,10 @@ private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codin
         case is UInt16.Type: UInt16(0)
         case is UInt8.Type: UInt8(0)
         case is Date.Type: Date(timeIntervalSince1970: 0)
+        case is URL.Type: URL(fileURLWithPath: "/")
+        case is Decimal.Type: Decimal(0)
+        case is UUID.Type: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        case let cases as any CaseIterable.Type: firstCase(cases)
         default: nil
         }
     if let value = value as? T { return value }
@@ -177,8 +195,14 @@ private func placeholder<T: Decodable>(_ type: T.Type, probe: SchemaProbe, codin
     do {
         return try T(from: ProbeDecoder(probe: probe, entity: nil, codingPath: codingPath))
     } catch {
-        throw SchemaProbe.Unsupported(
-            description: "cannot derive a model from \(T.self) at \(codingPath.map(\.stringValue).joined(separator: ".")): \(error)")
+        let at = codingPath.map(\.stringValue).joined(separator: ".")
+        if T.self is any RawRepresentable.Type {
+            throw SchemaProbe.Unsupported(
+                description:
+                    "cannot derive a model from \(T.self) at \(at): an enum of raw values is stored as its raw value, but the model is read without a value to decode, so declare it CaseIterable, or the property optional"
+            )
+        }
+        throw SchemaProbe.Unsupported(description: "cannot derive a model from \(T.self) at \(at): \(error)")
     }
 }
 
@@ -193,6 +217,14 @@ private struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         if let entity { try probe.record(entity, key: key, type: type) }
+        return try placeholder(type, probe: probe, codingPath: codingPath + [key])
+    }
+
+    /// An optional property: recorded as any other, then `nil` when no placeholder can be made
+    /// of its type (an enum of raw values that is not `CaseIterable`: no case can be named).
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        if let entity { try probe.record(entity, key: key, type: type) }
+        if type is any RawRepresentable.Type, !(type is any CaseIterable.Type) { return nil }
         return try placeholder(type, probe: probe, codingPath: codingPath + [key])
     }
 
