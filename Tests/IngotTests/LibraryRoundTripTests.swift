@@ -198,6 +198,26 @@ struct LibraryRoundTripTests {
                     id: UUID(uuidString: "6F9619FF-8B86-D011-B42D-00C04FC964FF")!, homepage: URL(string: "https://shop.example.org/p/1"),
                     status: .archived, tier: .gold, price: Decimal(string: "199.5")),
             ])
+        // In predicates as stored: an enum by its raw value, a URL and a UUID by their text, a
+        // decimal as a number (SQLite too: "10.5" is not below "9" as text is).
+        let more =
+            #"[{"id": "00000000-0000-0000-0000-000000000003", "status": "active", "price": "9"},"#
+            + #" {"id": "00000000-0000-0000-0000-000000000004", "status": "active", "price": "10.5"}]"#
+        _ = try await db.ingest([Product].self, from: Array(more.utf8))
+        let active = Product.Status.active
+        let gold = Product.Tier.gold
+        #expect(try await db.count(Product.self, where: #Predicate { $0.status == active }) == 3)
+        #expect(try await db.count(Product.self, where: #Predicate { $0.tier == gold }) == 1)
+        let home = URL(string: "https://shop.example.org/p/1")
+        #expect(try await db.count(Product.self, where: #Predicate { $0.homepage == home }) == 1)
+        let second = try #require(UUID(uuidString: "00000000-0000-0000-0000-000000000002"))
+        #expect(try await db.fetch(Product.self, where: #Predicate { $0.id == second }).map(\.price) == [Decimal(string: "0.1")])
+        let ten = Decimal(10)
+        #expect(try await db.count(Product.self, where: #Predicate { ($0.price ?? 0) > ten }) == 2)
+        #expect(
+            try await db.fetch(Product.self, sortBy: [SortDescriptor(\.price)]).compactMap(\.price).map { "\($0)" } == [
+                "0.1", "9", "10.5", "199.5",
+            ])
     }
 
     /// A type that cannot be read is refused at open, naming the property and what to do.

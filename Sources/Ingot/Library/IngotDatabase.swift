@@ -264,7 +264,7 @@ extension IngotDatabase {
             let isTime = if case .date = column.type { true } else { false }
             return RowQuery.Order(
                 column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level,
-                isTime: isTime)
+                isTime: isTime, isDecimal: column.type == .decimal)
         }
         if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {
             let keys = layout.identitySlots.map { layout.columns[$0].name }

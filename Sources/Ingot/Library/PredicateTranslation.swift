@@ -62,6 +62,7 @@ struct QueryColumns {
         let (level, column) = try located(keyPath)
         let reference: RowExpression = level == 0 ? .column(column.name) : .inherited(level: level, column: column.name)
         if case .date = column.type { return .time(reference) }
+        if column.type == .decimal { return .decimal(reference) }
         return reference
     }
 }
@@ -105,9 +106,20 @@ extension RowExpression {
                 throw IngotQueryError(message: "the date \(v) is outside the years Ingot stores (1 to 9999)")
             }
             return .time(.value(.text(text)))
+        // As the model stores them (SchemaProbe): text, an exact decimal's canonical text, a raw value.
+        case let v as URL: return .value(.text(v.absoluteString))
+        case let v as UUID: return .value(.text(v.uuidString))
+        case let v as Decimal:
+            guard let text = DecimalText.canonical(v.description) else {
+                throw IngotQueryError(message: "the decimal \(v) cannot be compared in SQL")
+            }
+            return .decimal(.value(.text(text)))
+        case let v as any RawRepresentable: return try constant(v.rawValue)
         default:
             throw IngotQueryError(
-                message: "a constant of type \(type(of: value)) cannot be compared in SQL (Bool, integers, Double, String, Date)")
+                message:
+                    "a constant of type \(type(of: value)) cannot be compared in SQL (Bool, integers, Double, String, Date, URL, UUID, Decimal, an enum of raw values)"
+            )
         }
     }
 }

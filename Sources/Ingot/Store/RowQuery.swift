@@ -51,13 +51,16 @@ package struct RowQuery: Sendable, Equatable {
         package var level: Int
         /// A date or an instant: SQLite sorts it through `julianday()`, as predicates compare it.
         package var isTime: Bool
+        /// An exact decimal: SQLite sorts its text as a number, as predicates compare it.
+        package var isDecimal: Bool
 
-        package init(column: String, descending: Bool, isText: Bool, level: Int = 0, isTime: Bool = false) {
+        package init(column: String, descending: Bool, isText: Bool, level: Int = 0, isTime: Bool = false, isDecimal: Bool = false) {
             self.column = column
             self.descending = descending
             self.isText = isText
             self.level = level
             self.isTime = isTime
+            self.isDecimal = isDecimal
         }
     }
 
@@ -103,6 +106,7 @@ package struct RowQuery: Sendable, Equatable {
                 let text = dialect == .postgres && item.isText ? " COLLATE \"C\"" : ""
                 var column = (joined ? "\"t\(item.level)\"" : owner) + "." + RowExpression.quote(item.column)
                 if item.isTime && dialect == .sqlite { column = "julianday(\(column))" }
+                if item.isDecimal && dialect == .sqlite { column = "CAST(\(column) AS NUMERIC)" }
                 return column + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
             }
             + tiebreak.map { name in
@@ -130,7 +134,7 @@ extension RowExpression {
         case .inherited: true
         case .column, .value: false
         case .compare(let a, _, let b), .and(let a, let b), .or(let a, let b), .coalesce(let a, let b): a.namesInherited || b.namesInherited
-        case .not(let a), .among(let a, _), .time(let a): a.namesInherited
+        case .not(let a), .among(let a, _), .time(let a), .decimal(let a): a.namesInherited
         }
     }
 }
@@ -163,6 +167,10 @@ package indirect enum RowExpression: Sendable, Equatable {
     /// fraction digits they keep, so text order is not time order); PostgreSQL's `date` and
     /// `timestamptz` compare as they are.
     case time(RowExpression)
+    /// An exact decimal (a decimal column, or a decimal constant as its canonical text):
+    /// SQLite compares its text as a number (`CAST(… AS NUMERIC)`: text order is not number
+    /// order), PostgreSQL's `numeric` as it is.
+    case decimal(RowExpression)
 
     /// The comparisons a predicate makes.
     package enum Comparison: String, Sendable {
@@ -218,6 +226,10 @@ package indirect enum RowExpression: Sendable, Equatable {
             // UTC, as SQLite's julianday() reads a day).
             if dialect == .sqlite { return "julianday(\(sql(a)))" }
             if case .value = a { return sql(a) + "::timestamptz" }
+            return sql(a)
+        case .decimal(let a):
+            if dialect == .sqlite { return "CAST(\(sql(a)) AS NUMERIC)" }
+            if case .value = a { return sql(a) + "::numeric" }
             return sql(a)
         case .among(let a, let values):
             guard !values.isEmpty else { return dialect == .sqlite ? "0" : "false" }
