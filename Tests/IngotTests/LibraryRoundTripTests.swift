@@ -161,9 +161,9 @@ struct LibraryRoundTripTests {
     }
 
     /// `count(_:where:)` is the database's `count(*)` under the same predicate translation as
-    /// `fetch`, on both backends.
+    /// `fetch`, on both backends; `fetch(_:id:)` finds one row by its identity.
     @Test(arguments: ["sqlite", "postgresql"])
-    func countIsTheDatabasesCount(backend: String) async throws {
+    func countAndFetchByIdentity(backend: String) async throws {
         let (db, _) = try libraryDatabase(backend, "count", entities: [APIPerson.self])
         #expect(try await db.count(APIPerson.self) == 0)
         let people = (1...12).map { #"{"url": "https://swapi.dev/api/people/\#($0)/", "name": "p\#($0 % 3)"}"# }
@@ -171,6 +171,9 @@ struct LibraryRoundTripTests {
         #expect(try await db.count(APIPerson.self) == 12)
         #expect(try await db.count(APIPerson.self, where: #Predicate { $0.name == "p1" }) == 4)
         #expect(try await db.count(APIPerson.self, where: #Predicate { $0.id > 10 || $0.name == "p0" }) == 5)
+        // One by its identity.
+        #expect(try await db.fetch(APIPerson.self, id: 7)?.name == "p1")
+        #expect(try await db.fetch(APIPerson.self, id: 99) == nil)
     }
 
     /// A URL, a UUID, enums of raw values and a Decimal open as columns of their stored form
@@ -212,6 +215,7 @@ struct LibraryRoundTripTests {
         #expect(try await db.count(Product.self, where: #Predicate { $0.homepage == home }) == 1)
         let second = try #require(UUID(uuidString: "00000000-0000-0000-0000-000000000002"))
         #expect(try await db.fetch(Product.self, where: #Predicate { $0.id == second }).map(\.price) == [Decimal(string: "0.1")])
+        #expect(try await db.fetch(Product.self, id: second)?.status == .active)
         let ten = Decimal(10)
         #expect(try await db.count(Product.self, where: #Predicate { ($0.price ?? 0) > ten }) == 2)
         #expect(

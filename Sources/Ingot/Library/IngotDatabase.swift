@@ -176,6 +176,23 @@ extension IngotDatabase {
         _ type: T.Type, where predicate: Predicate<T>? = nil, sortBy: [SortDescriptor<T>] = [], limit: Int? = nil, offset: Int = 0,
         including: [PartialKeyPath<T>] = [], nested: [AnyKeyPath] = []
     ) async throws -> [T] {
+        try await fetch(
+            type, where: predicate, identity: nil, sortBy: sortBy, limit: limit, offset: offset, including: including, nested: nested)
+    }
+
+    /// The stored `T` whose identity is `id` (its identity property's value: an `Int`, a
+    /// `String`, a `UUID`…), its relationships loaded as ``fetch(_:where:sortBy:limit:offset:including:nested:)``
+    /// loads them; `nil` when none is stored. For a type with a single identity property.
+    public func fetch<T: IngotEntity>(
+        _ type: T.Type, id: some Sendable, including: [PartialKeyPath<T>] = [], nested: [AnyKeyPath] = []
+    ) async throws -> T? {
+        try await fetch(type, where: nil, identity: id, sortBy: [], limit: 1, offset: 0, including: including, nested: nested).first
+    }
+
+    private func fetch<T: IngotEntity>(
+        _ type: T.Type, where predicate: Predicate<T>?, identity: (any Sendable)?, sortBy: [SortDescriptor<T>], limit: Int?, offset: Int,
+        including: [PartialKeyPath<T>], nested: [AnyKeyPath]
+    ) async throws -> [T] {
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
         }
@@ -185,6 +202,12 @@ extension IngotDatabase {
         var columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layout)
         columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
         var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: sortBy, columns: columns, levels: levels, layouts: layouts)
+        if let identity {
+            guard layout.identitySlots.count == 1 else {
+                throw IngotQueryError(message: "\(T.self) has a composite identity: fetch it with a predicate on its identity properties")
+            }
+            query.filter = .compare(.column(layout.columns[layout.identitySlots[0]].name), .equal, try RowExpression.constant(identity))
+        }
         query.limit = limit
         query.offset = max(0, offset)
         let relationships = try including.map { keyPath -> (level: Int, relationship: Int) in
