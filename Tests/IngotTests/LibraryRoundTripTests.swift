@@ -158,6 +158,11 @@ struct LibraryRoundTripTests {
         #expect(try await other.fetch(APIPerson.self).isEmpty, "each in-memory database is its own")
         let after = Set(try FileManager.default.contentsOfDirectory(atPath: FileManager.default.currentDirectoryPath))
         #expect(after.subtracting(before).isEmpty, "\(after.subtracting(before))")
+        // close(): what was asked before it is done; after it, every call throws.
+        await db.close()
+        await db.close()
+        await #expect(throws: StoreError.self) { _ = try await db.count(APIPerson.self) }
+        await #expect(throws: StoreError.self) { _ = try await db.ingest([APIPerson].self, from: Array("[]".utf8)) }
     }
 
     /// `count(_:where:)` is the database's `count(*)` under the same predicate translation as

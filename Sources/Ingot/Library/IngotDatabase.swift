@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import Synchronization
 
 /// A database of entities declared in Swift (``IngotEntity``): JSON is decoded straight into it
 /// with exactly the pipeline's merge rules — identities found or created in one lookup per entity,
@@ -27,8 +28,11 @@ public final class IngotDatabase: Sendable {
     private let database: String
     /// ``database``, parsed once.
     private let store: StoreLocation
-    /// What keeps an in-memory database alive while this object lives (``inMemory(entities:logger:)``).
-    private let keeper: (any AnyObject & Sendable)?
+    /// What keeps an in-memory database alive while this object lives (``inMemory(entities:logger:)``),
+    /// until ``close()``.
+    private let keeper: Mutex<(any AnyObject & Sendable)?>
+    /// Set by ``close()``: every later call throws.
+    private let closed = Atomic<Bool>(false)
     private let logger: Logger
     /// One ingest at a time: each is a run that holds the database until it ends.
     private let queue = DispatchQueue(label: "ingot.database")
@@ -67,7 +71,7 @@ public final class IngotDatabase: Sendable {
         self.database = database
         self.store = store
         self.logger = logger ?? Logger(label: "ingot", factory: { _ in SwiftLogNoOpLogHandler() })
-        keeper = try store.backend.keepAlive()
+        keeper = Mutex(try store.backend.keepAlive())
         try store.open(model: model, options: StoreOpening()).close()
     }
 
@@ -88,6 +92,7 @@ public final class IngotDatabase: Sendable {
     public func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String? = nil, write: Write = .merge)
         async throws -> IngestReport
     {
+        try checkOpen()
         let entity = T.entityName
         guard model.entities.contains(where: { $0.name == entity }) else {
             throw StoreError.conflict(
@@ -132,6 +137,7 @@ extension IngotDatabase {
     /// How many stored `T` match `predicate` (all of them without one), counted by the database
     /// (`SELECT count(*)`): the predicate translates as ``fetch(_:where:sortBy:limit:offset:including:nested:)``'s does.
     public func count<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>? = nil) async throws -> Int {
+        try checkOpen()
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
         }
@@ -193,6 +199,7 @@ extension IngotDatabase {
         _ type: T.Type, where predicate: Predicate<T>?, identity: (any Sendable)?, sortBy: [SortDescriptor<T>], limit: Int?, offset: Int,
         including: [PartialKeyPath<T>], nested: [AnyKeyPath]
     ) async throws -> [T] {
+        try checkOpen()
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
         }
@@ -350,6 +357,25 @@ extension IngotDatabase {
     /// Runs `body` with this database's reader, opened at the first read and kept open: a fetch
     /// is a few selects, each of which would otherwise connect anew. A read that fails drops it
     /// (a connection the server closed is opened again next time). On `queue` only.
+    /// Throws once ``close()`` was called.
+    private func checkOpen() throws {
+        guard !closed.load(ordering: .acquiring) else { throw StoreError.unsupported("the database \(location) is closed") }
+    }
+
+    /// Lets go of what the database holds open — the connection fetches share, and an in-memory
+    /// database, which is then gone — after the ingests and fetches already asked for. Every
+    /// later call throws; closing twice does nothing.
+    public func close() async {
+        closed.store(true, ordering: .releasing)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                self.readerSlot.reader = nil
+                self.keeper.withLock { $0 = nil }
+                continuation.resume()
+            }
+        }
+    }
+
     private func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {
         dispatchPrecondition(condition: .onQueue(queue))
         let reader = try readerSlot.reader ?? store.reader()
