@@ -239,6 +239,28 @@ struct LibraryRoundTripTests {
         }
     }
 
+    /// `query`: SQL of one's own for what `fetch` cannot say, each row decoded by its column
+    /// names, read-only (a write fails and changes nothing), with the backend's placeholders.
+    @Test(arguments: ["sqlite", "postgresql"])
+    func sqlOfOnesOwnIsReadOnly(backend: String) async throws {
+        struct Group: Decodable, Equatable {
+            var name: String?
+            var people: Int
+            var top: Double
+        }
+        let (db, _) = try libraryDatabase(backend, "query", entities: [APIPerson.self])
+        let people = (1...7).map { #"{"url": "https://swapi.dev/api/people/\#($0)/", "name": "p\#($0 % 2)"}"# }
+        _ = try await db.ingest([APIPerson].self, from: Array(("[" + people.joined(separator: ",") + "]").utf8))
+        let placeholder = backend == "sqlite" ? "?" : "$1"
+        let groups = try await db.query(
+            Group.self,
+            sql: "SELECT name, count(*) AS people, max(id) * 1.5 AS top FROM person WHERE id <= \(placeholder) GROUP BY name ORDER BY name",
+            arguments: [6])
+        #expect(groups == [Group(name: "p0", people: 3, top: 9), Group(name: "p1", people: 3, top: 7.5)])
+        await #expect(throws: (any Error).self) { _ = try await db.query(Group.self, sql: "DELETE FROM person") }
+        #expect(try await db.count(APIPerson.self) == 7)
+    }
+
     /// Numbers sort as numbers on both backends, in `fetch` and in `ingot export`'s keyset walk
     /// (PostgreSQL once sorted by the select list's text of a column: 10 before 9).
     @Test(arguments: ["sqlite", "postgresql"])

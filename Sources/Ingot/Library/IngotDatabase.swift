@@ -376,6 +376,14 @@ extension IngotDatabase {
         }
     }
 
+    /// `body` with the reader fetches share, on the database's queue.
+    func read<R: Sendable>(_ body: @escaping @Sendable (any RowReader) throws -> R) async throws -> R {
+        try checkOpen()
+        return try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try self.reading(body) }) }
+        }
+    }
+
     private func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {
         dispatchPrecondition(condition: .onQueue(queue))
         let reader = try readerSlot.reader ?? store.reader()

@@ -39,6 +39,10 @@ extension StoreBackend {
 package protocol RowReader: AnyObject {
     /// The rows `query` selects (``StoreBackend/select(_:)``).
     func select(_ query: RowQuery) throws -> [[ScalarValue]]
+    /// The rows of a statement the caller wrote (`IngotDatabase.query`), read-only — a write in
+    /// it fails — with its `arguments` bound to the backend's own placeholders (`?` in SQLite,
+    /// `$1…` in PostgreSQL): the columns' names and each row's values (PostgreSQL's as text).
+    func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]])
 }
 
 /// What every backend is opened with (a backend's own knobs stay its own: SQLite's cache and

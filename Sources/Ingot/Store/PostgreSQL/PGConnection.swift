@@ -155,6 +155,19 @@ final class PGConnection {
         return out
     }
 
+    /// ``execute(_:_:)`` with the result's column names.
+    func executeNamed(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> (columns: [String], rows: [[String?]]) {
+        let result = try run(sql, parameters)
+        defer { PQclear(result) }
+        let count = PQnfields(result)
+        let names = (0..<count).map { c in PQfname(result, c).map { String(cString: $0) } ?? "" }
+        var out: [[String?]] = []
+        for r in 0..<PQntuples(result) {
+            out.append((0..<count).map { c in PQgetisnull(result, r, c) == 1 ? nil : String(cString: PQgetvalue(result, r, c)) })
+        }
+        return (names, out)
+    }
+
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN")

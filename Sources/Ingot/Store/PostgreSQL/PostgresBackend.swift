@@ -64,6 +64,14 @@ package struct PostgresBackend: StoreBackend {
         func select(_ query: RowQuery) throws -> [[ScalarValue]] {
             try PostgresBackend.select(query, on: connection)
         }
+
+        /// Read-only: in a `READ ONLY` transaction, rolled back after.
+        func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]]) {
+            try connection.execute("BEGIN READ ONLY")
+            defer { _ = try? connection.execute("ROLLBACK") }
+            let (columns, rows) = try connection.executeNamed(sql, arguments.map(PostgresBackend.parameter))
+            return (columns, rows.map { row in row.map { $0.map(ScalarValue.text) ?? .null } })
+        }
     }
 
     /// The rows `query` selects on `connection`.

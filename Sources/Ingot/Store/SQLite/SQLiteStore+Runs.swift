@@ -124,6 +124,36 @@ extension SQLiteStore {
         package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
             try SQLiteStore.select(query, on: queue)
         }
+
+        /// Read-only: the handle is opened read-only, so a write fails.
+        package func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]]) {
+            let bound = StatementArguments(
+                arguments.map { value -> DatabaseValue in
+                    switch value {
+                    case .null: .null
+                    case .integer(let v): v.databaseValue
+                    case .real(let v): v.databaseValue
+                    case .bool(let v): (v ? 1 : 0).databaseValue
+                    case .text(let s): s.databaseValue
+                    }
+                })
+            return try queue.read { db -> (columns: [String], rows: [[ScalarValue]]) in
+                let statement = try db.makeStatement(sql: sql)
+                let fetched: [Row] = try Row.fetchAll(statement, arguments: bound)
+                let rows: [[ScalarValue]] = fetched.map { (row: Row) -> [ScalarValue] in
+                    row.databaseValues.map { (value: DatabaseValue) -> ScalarValue in
+                        switch value.storage {
+                        case .null: .null
+                        case .int64(let v): .integer(v)
+                        case .double(let v): .real(v)
+                        case .string(let s): .text(s)
+                        case .blob(let data): .text(String(decoding: data, as: UTF8.self))
+                        }
+                    }
+                }
+                return (statement.columnNames, rows)
+            }
+        }
     }
 
     /// The rows `query` selects through `queue`.
