@@ -258,6 +258,7 @@ struct LibraryRoundTripTests {
             arguments: [6])
         #expect(groups == [Group(name: "p0", people: 3, top: 9), Group(name: "p1", people: 3, top: 7.5)])
         await #expect(throws: (any Error).self) { _ = try await db.query(Group.self, sql: "DELETE FROM person") }
+        await #expect(throws: (any Error).self) { _ = try await db.query(Group.self, sql: "COMMIT; DELETE FROM person") }
         #expect(try await db.count(APIPerson.self) == 7)
     }
 

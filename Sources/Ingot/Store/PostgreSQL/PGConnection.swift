@@ -155,9 +155,10 @@ final class PGConnection {
         return out
     }
 
-    /// ``execute(_:_:)`` with the result's column names.
+    /// ``execute(_:_:)`` with the result's column names, for one statement only (the extended
+    /// protocol refuses several: `COMMIT; DELETE …` cannot leave a read-only transaction).
     func executeNamed(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> (columns: [String], rows: [[String?]]) {
-        let result = try run(sql, parameters)
+        let result = try run(sql, parameters, oneStatement: true)
         defer { PQclear(result) }
         let count = PQnfields(result)
         let names = (0..<count).map { c in PQfname(result, c).map { String(cString: $0) } ?? "" }
@@ -217,9 +218,9 @@ final class PGConnection {
     }
 
     /// The successful result of `sql` (the caller clears it), or the server's error.
-    private func run(_ sql: String, _ parameters: [String?]) throws(StoreError) -> OpaquePointer {
+    private func run(_ sql: String, _ parameters: [String?], oneStatement: Bool = false) throws(StoreError) -> OpaquePointer {
         let result: OpaquePointer?
-        if parameters.isEmpty {
+        if parameters.isEmpty && !oneStatement {
             result = PQexec(handle, sql)
         } else {
             result = PGConnection.withCStrings(parameters) { pointers in
