@@ -210,7 +210,12 @@ package struct RecordExporter {
                     }
                     for level in ancestors {
                         guard let parent = level[k], case .object(let inherited) = try record(parent, depth: depth) else { continue }
-                        for (key, value) in inherited.members where object[key] == nil { object.set(key, value) }
+                        // A key both give (the shared identity's): the parent's stored text, when it
+                        // keeps one, over what the child's template rebuilt.
+                        for (key, value) in inherited.members {
+                            if case .scalar("null") = value, object[key] != nil { continue }
+                            object.set(key, value)
+                        }
                     }
                 }
                 var out = ""
