@@ -172,6 +172,22 @@ struct JoinedPagesTests {
         #expect(try server.counters()["people_requests"] == files + 1, "each page once, and the one answered 429 again")
     }
 
+    /// The fetcher's own request answered 429 with `Retry-After` (here the first page, the one
+    /// that says the total) pauses the jobs as a job's does.
+    @Test(.timeLimit(.minutes(2))) func aRetryAfterMetByTheFetcherIsKeptForAll() throws {
+        let pages = try generatePeople(persons: 300, pageSize: 100)
+        let server = try FixtureServer(people: pages, faults: "429:1")
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)"]), path: "p.yml")
+        let http = try #require(config.source.http)
+        let database = try JoinDatabase(.memory, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "first", jobs: 2, batchRecords: 150) {
+            try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        #expect(try database.pauseWasAsked("first"))
+    }
+
     /// A job that finds the run's requests paused starts none until the pause ends (here an
     /// hour: the job is stopped while it waits, having asked the server nothing).
     @Test(.timeLimit(.minutes(1))) func aJobWaitsOutThePauseBeforeItsRequests() throws {

@@ -36,6 +36,11 @@ extension PipelineRunner {
         let resources = source as? ResourcesPageSource
         resources?.defersRequests = true
         if let http = source as? HTTPPageSource, SharedRequests.defersPages(of: http.config, in: config) { http.defersNumberedPages = true }
+        // A wait a server asks of the fetcher's own requests (a first page, next URLs) is asked
+        // of every job too, as a job's request's is.
+        let pause: @Sendable (Double) -> Void = { seconds in try? run.pauseRequests(for: seconds) }
+        (source as? HTTPPageSource)?.onServerDelay = pause
+        resources?.onServerDelay = pause
         let requests =
             resources?.requests
             ?? SharedRequests(config: config, environment: ProcessInfo.processInfo.environment, maxPageBytes: maxPageBytes)

@@ -89,6 +89,10 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
 
     // MARK: - Pages
 
+    /// Told the wait a server asked of one of this source's requests (``HTTPPageSource/onServerDelay``):
+    /// a shared run's fetcher passes it on to the jobs. Set before the first page.
+    var onServerDelay: (@Sendable (Double) -> Void)?
+
     /// Set for a shared run's fetcher: requests any job may make (``SharedRequests/defers(_:)``)
     /// come out unfetched, as pages naming their URL (``Page/request``), and so do a numbered
     /// resource's pages once its total is known (``SharedRequests/defersPages(of:in:resource:)``).
@@ -233,6 +237,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
         }
         if let metrics { source.useMetrics(metrics) }
+        source.onServerDelay = onServerDelay
         current = source
     }
 
@@ -276,6 +281,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         single.resources = [resource]
         let source = try single.makeSource(database: nil, maxPageBytes: maxPageBytes, environment: environment, logger: logger)
         if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
+        (source as? HTTPPageSource)?.onServerDelay = onServerDelay
         if defersRequests, let http = source as? HTTPPageSource,
             SharedRequests.defersPages(of: http.config, in: config, resource: resource.name)
         {
