@@ -14,13 +14,11 @@ extension IngotDatabase {
     /// ```
     public func query<R: Decodable>(_ type: R.Type, sql: String, arguments: [any Sendable] = []) async throws -> [R] {
         let bound = try arguments.map { argument -> ScalarValue in
-            guard case .value(let value) = try RowExpression.constant(argument) else {
-                // A decimal or a date constant: its stored text.
-                if case .decimal(.value(let value)) = try RowExpression.constant(argument) { return value }
-                if case .time(.value(let value)) = try RowExpression.constant(argument) { return value }
-                throw IngotQueryError(message: "the argument \(argument) cannot be bound")
+            // As a predicate's constant; a decimal or a date as its stored text.
+            switch try RowExpression.constant(argument) {
+            case .value(let value), .decimal(.value(let value)), .time(.value(let value)): return value
+            default: throw IngotQueryError(message: "the argument \(argument) cannot be bound")
             }
-            return value
         }
         let (columns, rows) = try await read { reader in try reader.rows(sql: sql, arguments: bound) }
         return try rows.map { try R(from: ColumnsDecoder(columns: columns, values: $0)) }

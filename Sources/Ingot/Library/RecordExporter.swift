@@ -24,11 +24,13 @@ package struct RecordExporter {
     /// Per entity: where each attribute's value goes (its slot, its key path parsed once, its
     /// type, how its source text is rebuilt) and each relationship's key path and how a bare
     /// identity of it is written.
-    private let paths:
-        [(
-            attributes: [(slot: Int, path: [JSONKeyPath.Component], type: AttributeType, rebuild: Rebuild)],
-            relationships: [(key: String, path: [JSONKeyPath.Component], identity: Rebuild)]
-        )]
+    private let paths: [EntityPaths]
+
+    /// Where one entity's attributes and relationships go in its record (``paths``).
+    typealias EntityPaths = (
+        attributes: [(slot: Int, path: [JSONKeyPath.Component], type: AttributeType, rebuild: Rebuild)],
+        relationships: [(key: String, path: [JSONKeyPath.Component], identity: Rebuild)]
+    )
 
     /// How a value read through a `pattern:` is written back so that the pattern reads it again.
     enum Rebuild: Equatable {
@@ -71,34 +73,45 @@ package struct RecordExporter {
                 choice.entities.first { $0.entity == wanted }.map { (choice.path.components, $0.value) }
             }.first
         let layout = layouts[index]
-        self.filters = try filters.map { text in
-            guard let equals = text.firstIndex(of: "="), equals > text.startIndex else {
-                throw Problem(description: "--where \(text): expected ATTRIBUTE=VALUE")
-            }
-            let name = String(text[..<equals])
-            let raw = String(text[text.index(after: equals)...])
-            guard let column = layout.columns.first(where: { $0.name == name }) else {
-                throw Problem(
-                    description:
-                        "--where \(text): '\(name)' is not a column of \(wanted) (\(layout.columns.map(\.name).joined(separator: ", ")))")
-            }
-            let value: ScalarValue? =
-                switch column.type {
-                case .integer: Int64(raw).map(ScalarValue.integer)
-                case .double: Double(raw).map(ScalarValue.real)
-                case .decimal: DecimalText.canonical(raw).map(ScalarValue.text)
-                case .bool: raw == "true" ? .bool(true) : raw == "false" ? .bool(false) : nil
-                default: .text(raw)
-                }
-            guard let value else { throw Problem(description: "--where \(text): '\(raw)' is not a \(column.type)") }
-            return (name, value)
-        }
+        self.filters = try filters.map { try RecordExporter.filter($0, of: wanted, layout) }
         guard !layout.identitySlots.isEmpty else {
             throw Problem(description: "entity '\(wanted)' has no identity: its rows cannot be exported one by one")
         }
-        let model = config.model
-        let layouts = self.layouts
-        let built = try zip(model.entities, layouts).map { entity, layout in
+        paths = try RecordExporter.paths(config.model, layouts)
+        // What the output would not read back as stored is refused before anything is written.
+        let impossible = RecordExporter.refusals(exporting: index, depth: depth, model: config.model, paths: paths)
+        if !impossible.isEmpty {
+            throw Problem(description: "export cannot write back what a pattern read: " + Set(impossible).sorted().joined(separator: "; "))
+        }
+    }
+
+    /// `--where ATTRIBUTE=VALUE` on `entity`'s column, its value as the column's type stores it.
+    private static func filter(_ text: String, of entity: String, _ layout: EntityLayout) throws -> (column: String, value: ScalarValue) {
+        guard let equals = text.firstIndex(of: "="), equals > text.startIndex else {
+            throw Problem(description: "--where \(text): expected ATTRIBUTE=VALUE")
+        }
+        let name = String(text[..<equals])
+        let raw = String(text[text.index(after: equals)...])
+        guard let column = layout.columns.first(where: { $0.name == name }) else {
+            throw Problem(
+                description:
+                    "--where \(text): '\(name)' is not a column of \(entity) (\(layout.columns.map(\.name).joined(separator: ", ")))")
+        }
+        let value: ScalarValue? =
+            switch column.type {
+            case .integer: Int64(raw).map(ScalarValue.integer)
+            case .double: Double(raw).map(ScalarValue.real)
+            case .decimal: DecimalText.canonical(raw).map(ScalarValue.text)
+            case .bool: raw == "true" ? .bool(true) : raw == "false" ? .bool(false) : nil
+            default: .text(raw)
+            }
+        guard let value else { throw Problem(description: "--where \(text): '\(raw)' is not a \(column.type)") }
+        return (name, value)
+    }
+
+    /// Per entity of `model`, where its attributes and relationships go, and how each is written back.
+    private static func paths(_ model: EntityModel, _ layouts: [EntityLayout]) throws -> [EntityPaths] {
+        try zip(model.entities, layouts).map { entity, layout in
             func path(_ key: String) throws -> [JSONKeyPath.Component] {
                 do {
                     return try JSONKeyPath(parsing: key, delimiter: entity.keyDelimiter).components
@@ -111,36 +124,42 @@ package struct RecordExporter {
                 // it sits in its owner's record, not from a key of its own.
                 if entity.owner != nil, entity.identity.contains(attribute.name) { return nil }
                 guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
-                return (slot, try path(attribute.key), attribute.type, RecordExporter.rebuild(attribute, of: entity, layout))
+                return (slot, try path(attribute.key), attribute.type, rebuild(attribute, of: entity, layout))
             }
             let relationships = try entity.relationships.map { relationship in
-                (relationship.key, try path(relationship.key), RecordExporter.rebuild(relationship, model: model, layouts: layouts))
+                (relationship.key, try path(relationship.key), rebuild(relationship, model: model, layouts: layouts))
             }
             return (attributes, relationships)
         }
-        paths = built
-        // What the output would not read back as stored is refused before anything is written.
-        var lineage = [index]
-        while let name = model.entities[lineage[lineage.count - 1]].parent, let parent = model.index(of: name), !lineage.contains(parent) {
-            lineage.append(parent)
-        }
+    }
+
+    /// Why exporting `entity` at `depth` would write what does not read back as stored: a
+    /// pattern without its way back, a key counting from an array's end, a kind of a parent
+    /// nested at depth 1. Empty when nothing does.
+    private static func refusals(exporting entity: Int, depth: Int, model: EntityModel, paths: [EntityPaths]) -> [String] {
+        let lineage = self.lineage(of: entity, in: model)
         let exported =
             lineage + (depth > 0 ? lineage.flatMap { model.entities[$0].relationships.compactMap { model.index(of: $0.target) } } : [])
         let kinds = exported.dropFirst(lineage.count).filter { model.entities[$0].parent != nil }.map {
             "\(model.entities[$0].name), nested at --depth 1 (a kind of \(model.entities[$0].parent ?? ""): nested, its record would lack the parent's attributes; use --depth 0)"
         }
-        let impossible =
-            kinds
+        return kinds
             + exported.flatMap { e in
-                built[e].0.compactMap { if case .impossible(let why) = $0.3 { why } else { nil } }
-                    + built[e].1.compactMap { if case .impossible(let why) = $0.2 { why } else { nil } }
-                    + model.entities[e].attributes.filter { RecordExporter.countsFromTheEnd($0.key, model.entities[e].keyDelimiter) }.map {
+                paths[e].attributes.compactMap { if case .impossible(let why) = $0.rebuild { why } else { nil } }
+                    + paths[e].relationships.compactMap { if case .impossible(let why) = $0.identity { why } else { nil } }
+                    + model.entities[e].attributes.filter { countsFromTheEnd($0.key, model.entities[e].keyDelimiter) }.map {
                         "\(model.entities[e].name).\($0.name) (key '\($0.key)' counts from an array's end: where it sat is not stored)"
                     }
             }
-        if !impossible.isEmpty {
-            throw Problem(description: "export cannot write back what a pattern read: " + Set(impossible).sorted().joined(separator: "; "))
+    }
+
+    /// `entity`, then its parent, its parent's parent… (`parent:`).
+    static func lineage(of entity: Int, in model: EntityModel) -> [Int] {
+        var lineage = [entity]
+        while let name = model.entities[lineage[lineage.count - 1]].parent, let parent = model.index(of: name), !lineage.contains(parent) {
+            lineage.append(parent)
         }
+        return lineage
     }
 
     /// Whether `key` has an index counting from an array's end (`data[-1].id`).
@@ -231,17 +250,13 @@ package struct RecordExporter {
     private func ancestors(of rows: [[ScalarValue]], loader: RelationshipLoader, skipped: inout [String]) throws -> [[RowDecoder?]] {
         let layout = layouts[entity]
         let identities = rows.map { row in layout.identitySlots.map { row[$0] } }
-        var levels: [[RowDecoder?]] = []
-        var current = entity
-        while let name = model.entities[current].parent, let parent = model.index(of: name), levels.count < 16 {
+        return try RecordExporter.lineage(of: entity, in: model).dropFirst().map { parent in
             let found = try loader.rows(of: parent, identities: identities)
             var present = identities.compactMap { found[$0].map { RowDecoder(shape: loader.shapes[parent], row: $0) } }
             try load(parent, &present, loader: loader, skipped: &skipped)
             var next = present.makeIterator()
-            levels.append(identities.map { found[$0] == nil ? nil : next.next() })
-            current = parent
+            return identities.map { found[$0] == nil ? nil : next.next() }
         }
-        return levels
     }
 
     /// The rows whose identity (`columns`, in the order rows are read) comes after `values`: the

@@ -113,12 +113,7 @@ package final class SharedRequests: Sendable {
                 answered.unreadable = "\(HTTPPageSource.shown(url)) gave no page"
                 return answered
             }
-            answered.bytes = fetched.bytes
-            answered.source = fetched.source
-            answered.http = fetched.http
-            answered.parsed = fetched.parsed
-            answered.oversized = fetched.oversized
-            answered.compression = fetched.compression
+            answered.take(fetched)
         } catch let error as FetchError where (error.status == 404 || error.status == 410) && !forEach.notFoundFails {
             answered.unreadable = SharedRequests.skipped(error, of: resource, logger: logger)
         }
@@ -143,12 +138,7 @@ package final class SharedRequests: Sendable {
             answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(cursor)', not a numbered page of its source"
             return answered
         }
-        answered.bytes = fetched.bytes
-        answered.source = fetched.source
-        answered.http = fetched.http
-        answered.parsed = fetched.parsed
-        answered.oversized = fetched.oversized
-        answered.compression = fetched.compression
+        answered.take(fetched)
         return answered
     }
 
@@ -165,5 +155,18 @@ package final class SharedRequests: Sendable {
             ])
         return
             "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
+    }
+}
+
+extension Page {
+    /// Takes `fetched`'s answer — its payload, source, HTTP exchange, parse, size and
+    /// compression — keeping this page's place in the run (seq, unit, resource, labels).
+    fileprivate mutating func take(_ fetched: Page) {
+        bytes = fetched.bytes
+        source = fetched.source
+        http = fetched.http
+        parsed = fetched.parsed
+        oversized = fetched.oversized
+        compression = fetched.compression
     }
 }

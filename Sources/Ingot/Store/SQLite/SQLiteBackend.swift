@@ -80,8 +80,7 @@ package struct SQLiteBackend: StoreBackend {
 
 /// A connection to a shared in-memory SQLite database, held open (and never used) so that the
 /// database outlives each run's own connections; closed when the keeper goes.
-/// `@unchecked Sendable`: the handle is only closed, once, in `deinit`.
-final class MemoryDatabaseKeeper: @unchecked Sendable {
+final class MemoryDatabaseKeeper: @unchecked Sendable {  // the handle is never used, only closed once, in deinit
     private let handle: OpaquePointer
 
     init(path: String) throws {

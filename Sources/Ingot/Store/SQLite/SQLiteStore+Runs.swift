@@ -127,16 +127,7 @@ extension SQLiteStore {
 
         /// Read-only: the handle is opened read-only, so a write fails.
         package func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]]) {
-            let bound = StatementArguments(
-                arguments.map { value -> DatabaseValue in
-                    switch value {
-                    case .null: .null
-                    case .integer(let v): v.databaseValue
-                    case .real(let v): v.databaseValue
-                    case .bool(let v): (v ? 1 : 0).databaseValue
-                    case .text(let s): s.databaseValue
-                    }
-                })
+            let bound = SQLiteStore.arguments(arguments)
             return try queue.read { db -> (columns: [String], rows: [[ScalarValue]]) in
                 let statement = try db.makeStatement(sql: sql)
                 let fetched: [Row] = try Row.fetchAll(statement, arguments: bound)
@@ -156,12 +147,10 @@ extension SQLiteStore {
         }
     }
 
-    /// The rows `query` selects through `queue`.
-    private static func select(_ query: RowQuery, on queue: DatabaseQueue) throws -> [[ScalarValue]] {
-        let (sql, parameters) = query.sql(
-            select: query.countsRows ? ["count(*)"] : query.columns.map { query.reference($0.name) }, dialect: .sqlite)
-        let arguments = StatementArguments(
-            parameters.map { value -> DatabaseValue in
+    /// `values` bound as a statement's arguments (booleans as 0 and 1).
+    static func arguments(_ values: [ScalarValue]) -> StatementArguments {
+        StatementArguments(
+            values.map { value -> DatabaseValue in
                 switch value {
                 case .null: .null
                 case .integer(let v): v.databaseValue
@@ -170,6 +159,13 @@ extension SQLiteStore {
                 case .text(let s): s.databaseValue
                 }
             })
+    }
+
+    /// The rows `query` selects through `queue`.
+    private static func select(_ query: RowQuery, on queue: DatabaseQueue) throws -> [[ScalarValue]] {
+        let (sql, parameters) = query.sql(
+            select: query.countsRows ? ["count(*)"] : query.columns.map { query.reference($0.name) }, dialect: .sqlite)
+        let arguments = SQLiteStore.arguments(parameters)
         return try queue.read { db in
             if query.countsRows { return [[.integer(try Int64.fetchOne(db, sql: sql, arguments: arguments) ?? 0)]] }
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
