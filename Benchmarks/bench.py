@@ -11,7 +11,8 @@ floor (Benchmarks/sqlite_floor.py). `--big` adds people-1M to that comparison an
 200k; `--huge` runs people-10M alone; `--only CASE` runs one case. Every database is
 checked with people.py --check. Copy the output into docs/benchmarks.md.
 """
-import argparse, glob, json, os, re, shutil, statistics, subprocess, sys, urllib.request
+import argparse
+import resource, glob, json, os, re, shutil, statistics, subprocess, sys, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.path.join(ROOT, "Benchmarks", "people.py")
@@ -251,6 +252,29 @@ class Postgres:
         self.psql("postgres", "DROP DATABASE IF EXISTS %s" % name)
         self.psql("postgres", "CREATE DATABASE %s" % name)
         return self.url(name)
+
+    def cpu(self):
+        """The server's CPU seconds so far: the postmaster's own and its reaped backends', and its
+        living children's (the background writers, the backends still connected)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        def fields(pid):
+            text = open("/proc/%d/stat" % pid).read()
+            return text[text.rindex(")") + 2:].split()
+        try:
+            main = int(open(os.path.join(self.dir, "data", "postmaster.pid")).readline())
+            f = fields(main)
+            total = sum(int(x) for x in f[11:15])
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        g = fields(int(entry))
+                    except OSError:
+                        continue
+                    if int(g[1]) == main:
+                        total += int(g[11]) + int(g[12])
+            return total / tick
+        except (OSError, ValueError):
+            return float("nan")
 
     def stop(self):
         # A fast shutdown, to the postmaster itself (under root, the child of runuser).
@@ -567,7 +591,7 @@ def run_jobs(n, base, name, label, start=lambda k, cmd, **kw: subprocess.Popen(c
     return wall
 
 
-def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
+def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
     """Scale-out: people-200k from local pages into PostgreSQL (fsync on), one single job and N joined
     jobs (--join) each confined to a quarter of a core, so that a job stands for one small machine and
     the PostgreSQL server for the database machine. Wall time from the first job's start to the last
@@ -580,20 +604,28 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
             name = "j%d_%d" % (n, k)
             url = pg.fresh(name)
             base = [ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--db", url, "--progress-interval", "0"]
-            return run_jobs(n, base, name, "scale-out", start=quota.start), name
+            server, jobs_cpu = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall = run_jobs(n, base, name, "scale-out", start=quota.start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return wall, name, pg.cpu() - server, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)
         walls = {n: [] for n in (0,) + tuple(jobs)}
+        cpus = {n: [] for n in walls}
         names = {}
         for k in range(runs):
             for n in walls:  # interleaved: single, 1, 2, 4, single, 1, …
-                wall, names[n] = run(n, k)
+                wall, names[n], server, client = run(n, k)
                 walls[n].append(wall)
+                cpus[n].append((server, client))
         single = table_digest(pg, names[0])
         medians = {n: statistics.median(w) for n, w in walls.items()}
         for n, w in walls.items():
             label = "1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")
             exact = table_digest(pg, names[n]) == single
-            print("  %-16s median %.2f s (runs: %s)%s" % (label, medians[n], ", ".join("%.2f" % x for x in w),
-                                                         "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
+            server = statistics.median(c[0] for c in cpus[n])
+            client = statistics.median(c[1] for c in cpus[n])
+            print("  %-16s median %.2f s (runs: %s); CPU: server %.1f s, jobs %.1f s together%s" % (
+                label, medians[n], ", ".join("%.2f" % x for x in w), server, client,
+                "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
         one = medians[jobs[0]]
         print("  one joined / one single: %.2f; speed-up over one joined job: %s" % (
             one / medians[0], ", ".join("%d jobs %.2fx" % (n, one / medians[n]) for n in jobs[1:])))
@@ -686,6 +718,7 @@ def main():
     a = argparse.ArgumentParser()
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
+    a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
     a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout", "numbered"], help="run this case alone")
@@ -712,6 +745,8 @@ def main():
                 "fanout": fanout, "numbered": numbered}.get(args.only)
         if args.only == "peers":
             all_peers()
+        elif args.only == "joined":
+            joined(ingot, data, expected, db, args.runs, jobs=tuple(int(n) for n in args.jobs.split(",")))
         elif only:
             only(ingot, data, expected, db, args.runs)
         else:
@@ -742,7 +777,7 @@ def main():
     fetch(ingot, data, expected, db, args.runs)
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)
-    joined(ingot, data, expected, db, args.runs)
+    joined(ingot, data, expected, db, args.runs, jobs=tuple(int(n) for n in args.jobs.split(",")))
     fanout(ingot, data, expected, db, args.runs)
     numbered(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)

@@ -113,9 +113,10 @@ struct ArchitectureTests {
     /// `IngotDatabase.Write`, `IngotRule`, `Ref`, `Many`), and every public declaration — type, property, function, initializer, case — has a `///`
     /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly
     /// (`Loading` replaced three options, `WriteResult` three properties of the store port,
-    /// `LoadState`, `StagingMoment` and `RunBeginning` nine of its requirements).
+    /// `LoadState`, `StagingMoment` and `RunBeginning` nine of its requirements, `SharedRunEnd`
+    /// the tuple a shared run's end returned).
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 60
+        let maximum = 61
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)

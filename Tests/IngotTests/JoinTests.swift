@@ -639,7 +639,9 @@ struct JoinTests {
         }
     }
 
-    /// `jobs` processes share a run of the people data set; the job that is writing a chosen
+    /// `jobs` processes share a run of the people data set, batch by batch with positions
+    /// (`--no-bulk`: deferred batches touch no entity's row before the run's end, see
+    /// ``theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext()``); the job that is writing a chosen
     /// person is killed with `kill -9` while its transaction waits (the test holds that person's
     /// row: no timing involved). Its units are taken over once its lease runs out, and the
     /// tables end exactly as a single SQLite run leaves them; every page is counted once.
@@ -664,7 +666,7 @@ struct JoinTests {
         let processes = try Self.startJobs(
             jobs,
             [
-                "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100",
+                "run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100", "--no-bulk",
             ])
         let watcher = try PGConnection(url: url)
         // The job holding unit 3 (the third page) cannot commit it while the row is held; wait
@@ -709,6 +711,60 @@ struct JoinTests {
         // The victim's unit was claimed again by another job.
         #expect(try connection.execute("SELECT claims > 1, job <> $1 FROM _ingot_units WHERE seq = 3", [victimJob]) == [["t", "t"]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'") == [["0"]])
+    }
+
+    /// Jobs that defer their batches (local pages, the default) write no entity's row before the
+    /// run's end; the job that ends it merges the run's tables, and waits there on a person's row
+    /// the test holds (no timing involved). Every job still running is killed with `kill -9` —
+    /// the merging one, and those waiting for the join's row behind it — and the merge rolls
+    /// back whole. A job started later under the same name finds every unit done, merges, and
+    /// finishes the run: the tables end exactly as a single SQLite run leaves them.
+    @Test(.timeLimit(.minutes(2))) func theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext() throws {
+        let pages = try generatePeople(persons: 1500, pageSize: 50, faults: true)
+        let pipeline = packageRoot.appendingPathComponent("pipelines/people.yml")
+        let config = try PipelineConfig.parse(text: try String(contentsOf: pipeline, encoding: .utf8), path: "people.yml")
+        let url = try PostgresServer.freshDatabase()
+        _ = try PGStore(url: url, model: config.model)
+        let setup = try PGConnection(url: url)
+        for sql in PGStore.joinSchema(of: config.model) { try setup.execute(sql) }
+        let third = try Data(contentsOf: URL(fileURLWithPath: pages).appendingPathComponent("page-00003.json"))
+        let object = try JSONSerialization.jsonObject(with: third) as? [String: Any]
+        let held = try #require((object?["results"] as? [[String: Any]])?.compactMap { $0["id"] as? Int }.first)
+        let holder = try PGConnection(url: url)
+        try holder.execute("BEGIN")
+        try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
+
+        let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
+        let processes = try Self.startJobs(2, arguments)
+        let watcher = try PGConnection(url: url)
+        // Every unit is done, and the merge of persons waits for the held row (its statement's
+        // start: the server shows the first kilobyte of a query).
+        waitUntil {
+            let open = (try? watcher.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'"))?.first?[0] ?? nil
+            let merging =
+                (try? watcher.execute(
+                    """
+                    SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
+                      AND query LIKE '%TRUNCATE "_ingot_known_person"%'
+                    """))?.first?[0] ?? nil
+            return open == "0" && merging == "1"
+        }
+        #expect(try watcher.execute("SELECT count(*) FROM person") == [["0"]], "nothing is merged before the end")
+        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        for process in processes { process.waitUntilExit() }
+        try holder.execute("ROLLBACK")
+        #expect(try watcher.execute("SELECT status FROM _ingot_joins") == [["running"]])
+
+        let next = try #require(try Self.startJobs(1, arguments).first)
+        next.waitUntilExit()
+        #expect(next.terminationStatus == 0)
+        let (sqlite, db) = try PostgresTests.singleSQLiteRun(config, pages: pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(
+            try watcher.execute("SELECT status, pages, records, inserted FROM _ingot_runs") == [
+                ["finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.inserted)]
+            ])
+        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]])
     }
 
     /// A source that can only be followed (next URLs): one job fetches and enqueues. The fetcher

@@ -119,6 +119,63 @@ struct JoinedStretchTests {
         #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
     }
 
+    /// Batches outside a stretch are deferred: another job writes unit 2 into the run's own
+    /// tables (the entities' tables stay as they were); this job's units 1, 3 and 4 do not come
+    /// in an unbroken stretch, so they are deferred too (staged, if unit 1 made a batch alone);
+    /// ending the run, it merges the run's tables once — unit 4's values win over unit 2's,
+    /// unit 2's over unit 1's — and drops them. The tables and counts are a single job's over
+    /// the four pages in order.
+    @Test(.timeLimit(.minutes(1))) func batchesOutsideAStretchAreMergedOnceWhenTheRunEnds() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        // A person of unit 1 (the stretch), renamed by unit 2, given an email by unit 4.
+        let first = try #require(Self.pages[0].firstMatch(of: /"id": (\d+)/).map { Int($0.1) ?? 0 })
+        let unit2 = bulkPage(
+            #"{"id": \#(first), "name": "two", "dogs": [900, {"id": 901, "name": "new"}]}, {"id": 8001, "name": "eight", "email": "8@x"}"#)
+        let unit4 = bulkPage(#"{"id": \#(first), "email": "four@x"}, {"id": 8001, "dogs": [1, 2]}, {"id": 8002, "name": "nine"}"#)
+        let pages = [Self.pages[0], unit2, Self.pages[1], unit4]
+        // The other job fetches: every unit enqueued, unit 2 held.
+        let other = try PGStore(url: url, model: config.model)
+        defer { try? other.close() }
+        other.stagingRules.defersJoined = true
+        let run = try other.joinRun(JoinTests.request("deferred", config))
+        _ = try #require(try run.takeFetcherRole())
+        for seq in 1...4 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
+        #expect(try run.endSource(at: 5))
+        let held = try (1...2).map { _ in try #require(try run.claim(maxPageBytes: 1 << 20)).page }
+        let connection = try PGConnection(url: url)
+        _ = try connection.execute(
+            "UPDATE _ingot_units SET status = 'pending', job = NULL, lease_until = NULL WHERE name = 'deferred' AND seq = 1")
+        let plan = MappingPlan(model: config.model, root: config.root, framing: config.framing)
+        var mapper = RecordMapper(plan: plan)
+        var decoded: [DecodedPage] = []
+        mapper.map(bytes: Array(unit2.utf8), seq: 2, source: "p2", partRecords: 100) { part in
+            var page = part
+            page.unit = held[1].unit
+            decoded.append(page)
+        }
+        let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        try other.write(try resolver.resolve(resolver.prepare(decoded, uncommitted: UncommittedIdentities(), store: other), store: other)) {
+            _ in
+        }
+        try other.commit()
+        let ordinal = try #require(try connection.execute("SELECT id FROM _ingot_joins WHERE name = 'deferred'").first?[0])
+        #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]], "a deferred batch leaves the tables as they were")
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_run\(ordinal)_e0") == [["2"]])
+
+        let (summary, logs) = try startJob(url, "deferred", pages)()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.contains { $0.contains("msg=join.merged") })
+        let (single, db) = try ingest(bulkYAML, pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(try connection.execute("SELECT name, email FROM person WHERE id = \(first)") == [["two", "four@x"]])
+        #expect(summary.counters.inserted == single.counters.inserted, "\(summary.counters.entities) \(single.counters.entities)")
+        #expect(
+            try connection.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]],
+            "the run's tables go with its end")
+        #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
+    }
+
     /// A job stopped while it holds a staged stretch wrote none of it: its units are taken over
     /// once their leases run out, by a job that writes them, and the run ends as a single job's.
     /// The stopped job's staging file stays (named in PostgreSQL) until the job that finishes

@@ -32,9 +32,9 @@ struct LoadPlanTests {
         #expect(Self.decide(.automatic(), fetching: true) == .automatic(afterBytes: 40 << 20, fromFirstBatch: false))
         #expect(Self.decide(.automatic(afterBytes: 5 << 20)) == .automatic(afterBytes: 5 << 20, fromFirstBatch: false))
         #expect(Self.decide(.automatic(), write: ["w"], model: ["m"]) == .batchByBatch(obstacles: ["w", "m"]))
-        #expect(Self.decide(.automatic(), joined: true, Self.postgres) == .joined(stretches: true))
-        #expect(Self.decide(.automatic(), joined: true, fetching: true, Self.postgres) == .joined(stretches: false))
-        #expect(Self.decide(.automatic(), joined: true, model: ["m"], Self.postgres) == .joined(stretches: false))
+        #expect(Self.decide(.automatic(), joined: true, Self.postgres) == .joined(staged: true))
+        #expect(Self.decide(.automatic(), joined: true, fetching: true, Self.postgres) == .joined(staged: false))
+        #expect(Self.decide(.automatic(), joined: true, model: ["m"], Self.postgres) == .joined(staged: false))
     }
 
     /// What each backend is asked to do follows from the plan and its capabilities alone.
@@ -46,7 +46,7 @@ struct LoadPlanTests {
         #expect(!pg.stagesFromFirstBatch && pg.mayStage)
         let never = LoadPlan(mode: .batchByBatch(obstacles: []), capabilities: Self.sqlite)
         #expect(never.stageAfterBytes == nil && !never.stagesFromFirstBatch && !never.mayStage)
-        let joined = LoadPlan(mode: .joined(stretches: true), capabilities: Self.postgres)
+        let joined = LoadPlan(mode: .joined(staged: true), capabilities: Self.postgres)
         #expect(joined.stagesFromFirstBatch && joined.mayStage && joined.stageAfterBytes == nil)
     }
 

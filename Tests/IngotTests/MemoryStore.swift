@@ -603,7 +603,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     fileprivate func endJob(
         _ run: MemorySharedRun, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
         archive: ((_ unit: Page) throws -> Void)?
-    ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
+    ) throws -> SharedRunEnd {
         try commit()
         begin()
         defer { _ = try? commit() }
@@ -618,7 +618,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             let open = join.units.values.contains { $0.status != .done }
             return (status == .finished && join.status == "running" && join.endSeq != nil && !open, join)
         }
-        guard finishing, var join else { return (nil, nil) }
+        guard finishing, var join else { return SharedRunEnd() }
         var total = RunCounters()
         for (_, job) in join.jobs { total.add(job.counters) }
         var skipped: String?
@@ -657,7 +657,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             state.runs[join.runID]?.status = "finished"
             state.runs[join.runID]?.counters = total
         }
-        return (total, skipped)
+        return SharedRunEnd(finished: total, replaceSkipped: skipped)
     }
 }
 
@@ -857,7 +857,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
     func endJob(
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> Void)?
-    ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
+    ) throws -> SharedRunEnd {
         try store.endJob(self, status: status, counters: counters, replaceEntity: replaceEntity, archive: archive)
     }
 

@@ -95,7 +95,12 @@ extension PipelineRunner {
     /// logs `join.finished` with the run's counters, every job's summed). The job that finishes
     /// the run writes its archive (every page, in source order, into this job's archive
     /// directory) from the work queue, before the payloads are dropped.
-    func endJoinedPart(_ part: JoinedPart, status: RunStatus, counters: RunCounters, started: Date, logger: Logger) throws {
+    ///
+    /// Returns what this job wrote ending the run (the merge of its deferred batches, logged
+    /// `join.merged`), to be counted as its own.
+    func endJoinedPart(
+        _ part: JoinedPart, status: RunStatus, counters: RunCounters, started: Date, logger: Logger
+    ) throws -> RunCounters {
         part.source.close()
         let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
         var archivePath: String?
@@ -116,7 +121,15 @@ extension PipelineRunner {
             status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes, archive: archive)
         try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
-        guard let total = end.finished else { return }
+        if let seconds = end.mergeSeconds {
+            logger.notice(
+                "join.merged",
+                metadata: [
+                    LogKey.inserted: .int(end.merged.inserted), LogKey.updated: .int(end.merged.updated),
+                    LogKey.duration: "\(String(format: "%.3f", seconds))",
+                ])
+        }
+        guard let total = end.finished else { return end.merged }
         var metadata: Logger.Metadata = [
             LogKey.pages: .int(total.pages), LogKey.records: .int(total.records), LogKey.inserted: .int(total.inserted),
             LogKey.updated: .int(total.updated), LogKey.rejectedRecords: .int(total.rejectedRecords),
@@ -125,5 +138,6 @@ extension PipelineRunner {
         if total.deleted > 0 { metadata[LogKey.deleted] = .int(total.deleted) }
         if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
         logger.notice("join.finished", metadata: metadata)
+        return end.merged
     }
 }

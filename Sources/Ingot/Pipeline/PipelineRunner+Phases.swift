@@ -190,8 +190,10 @@ extension PipelineRunner {
         }
         do {
             if let joined = context.part.joined {
-                try endJoinedPart(
-                    joined, status: failure != nil ? .failed : status, counters: counters, started: context.started, logger: context.logger)
+                counters.add(
+                    try endJoinedPart(
+                        joined, status: failure != nil ? .failed : status, counters: counters, started: context.started,
+                        logger: context.logger))
             } else {
                 try context.store.finishRun(id: context.runID, status: status, counters: counters, finishedAt: Date())
                 if status == .finished && failure == nil {

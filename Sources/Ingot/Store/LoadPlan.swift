@@ -47,9 +47,12 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         case automatic(afterBytes: Int, fromFirstBatch: Bool)
         /// Batch by batch throughout: asked (`--no-bulk`), or what keeps the load from staging.
         case batchByBatch(obstacles: [String])
-        /// A job of a shared run (`--join`): batch by batch with positions, its unbroken stretch of
-        /// units staged from the first batch of a first load into empty tables when `stretches`.
-        case joined(stretches: Bool)
+        /// A job of a shared run (`--join`). `staged` (from local pages, by the rule of a single
+        /// job's first load): its unbroken stretch of units staged in a file from the first batch,
+        /// every other batch copied into the run's own tables and merged once, by the job that
+        /// ends the run (docs/scale-out.md, "Writes deferred to the run's end"); else batch by
+        /// batch with positions.
+        case joined(staged: Bool)
         /// The store given to the run, as its caller opened it.
         case given
     }
@@ -114,7 +117,7 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         case .automatic(let afterBytes):
             let fromFirstBatch = afterBytes == nil && !inputs.fetching && obstacles.isEmpty
             if inputs.joined {
-                mode = .joined(stretches: fromFirstBatch && inputs.capabilities.sharesRuns)
+                mode = .joined(staged: fromFirstBatch && inputs.capabilities.sharesRuns)
             } else if !obstacles.isEmpty {
                 mode = .batchByBatch(obstacles: obstacles)
             } else {
@@ -138,16 +141,22 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     package var stagesFromFirstBatch: Bool {
         switch mode {
         case .automatic(_, let first): first
-        case .joined(let stretches): stretches
+        case .joined(let staged): staged
         default: false
         }
+    }
+
+    /// A joined job's batches outside its stretch go to the run's own tables, merged when the
+    /// run ends, instead of into the entities' tables with positions at each commit.
+    package var defersJoinedBatches: Bool {
+        if case .joined(let staged) = mode { staged } else { false }
     }
 
     /// A staged load of an earlier attempt may go on staged when the run resumes it.
     package var mayStage: Bool {
         switch mode {
         case .staged, .automatic: true
-        case .joined(let stretches): stretches
+        case .joined(let staged): staged
         case .refused, .batchByBatch, .given: false
         }
     }
@@ -173,9 +182,9 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
             return first
                 ? "staged from the first batch of a first load in no identity order into empty tables (folded in a temporary SQLite file, copied in at the end); else batch by batch (--no-bulk: never staged)"
                 : "batch by batch (--bulk: staged, into empty tables)"
-        case .joined(let stretches):
-            return stretches
-                ? "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); else batch by batch (--no-bulk: never staged)"
+        case .joined(let staged):
+            return staged
+                ? "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once, by the job that ends the run (--no-bulk: batch by batch with positions)"
                 : "batch by batch"
         case .given: return "as the store given to the run was opened"
         }

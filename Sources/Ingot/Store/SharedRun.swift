@@ -21,7 +21,7 @@ public protocol SharedRunStore: IngestStore {
     /// (``SharedRun/revived``).
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun
 
-    /// Whether a joined job's staged stretch of consecutive units (``LoadPlan/Mode/joined(stretches:)``)
+    /// Whether a joined job's staged stretch of consecutive units (``LoadPlan/Mode/joined(staged:)``)
     /// breaks at a batch of `units`: another job holds a unit between, so the writer merges the
     /// stretch first (``IngestStore/mergeStaged(fills:stored:refused:)``), then writes the batch
     /// as joined batches are written. A stretch that staged nothing is given up here and the load
@@ -183,12 +183,11 @@ public protocol SharedRun: AnyObject, Sendable {
     /// rows of `replaceEntity` no unit touched (unless the run rejected something: then why
     /// not), the jobs' counters are summed into the run's, and `archive` is given every unit's
     /// page (its seq, source, bytes and compression, as enqueued) in source order before the
-    /// payloads are dropped. Returns the run's counters when
-    /// this job finished it.
+    /// payloads are dropped. Says what ending found (``SharedRunEnd``).
     func endJob(
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> Void)?
-    ) throws -> (finished: RunCounters?, replaceSkipped: String?)
+    ) throws -> SharedRunEnd
     /// Waits for work, up to `seconds`: a unit enqueued or handed back, the source's end, a
     /// job's units committed, the fetcher's role free. A store that can be told (PostgreSQL's
     /// `LISTEN`) returns as soon as that happens; the default sleeps.
@@ -267,6 +266,26 @@ extension [DecodedPage] {
     var units: [UnitRef] {
         var seen = Set<UnitRef>()
         return compactMap(\.unit).filter { seen.insert($0).inserted }
+    }
+}
+
+/// What ending a job's part of a shared run found (``SharedRun/endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
+public struct SharedRunEnd: Sendable {
+    /// This job finished the run: the run's counters, every job's summed (with what the merge of
+    /// deferred batches wrote and what `write: replace` deleted).
+    public var finished: RunCounters?
+    /// Why `write: replace` deleted nothing, when it did not.
+    public var replaceSkipped: String?
+    /// What this job wrote ending the run: the merge of the run's deferred batches (rows
+    /// inserted and updated, per entity too; docs/scale-out.md), and how long it took.
+    public var merged = RunCounters()
+    /// How long that merge took; `nil` when nothing was deferred.
+    public var mergeSeconds: Double?
+
+    /// An end that found what it is given.
+    public init(finished: RunCounters? = nil, replaceSkipped: String? = nil) {
+        self.finished = finished
+        self.replaceSkipped = replaceSkipped
     }
 }
 

@@ -99,7 +99,12 @@ final class PGSharedRun: SharedRun {
         try PGStore.applySchema(PGStore.joinSchema(of: store.model), on: connection)
         let job = PGSharedRun.makeJobID()
         let name = request.name
-        let joined = try connection.transaction { try PGSharedRun.join(request, as: job, on: connection) }
+        let defers = store.defersJoinedBatches
+        let joined = try connection.transaction {
+            try PGSharedRun.join(request, as: job, on: connection) { ordinal in
+                defers ? DeferredTables(ordinal: ordinal).schema(store.layouts, model: store.model) : []
+            }
+        }
         created = joined.created
         alreadyFinished = joined.finished
         revived = joined.revived
@@ -119,9 +124,10 @@ final class PGSharedRun: SharedRun {
 
     /// In one transaction: the run `request.name` created when no job did (with its run row),
     /// else found and checked (the same pipeline, the same spec), and taken up again when it had
-    /// failed; this job's row added unless the run is finished.
+    /// failed; this job's row added unless the run is finished, and the run's tables for
+    /// deferred batches (`making`, given the join's number) made under the join's row lock.
     private static func join(
-        _ request: SharedRunRequest, as job: String, on connection: PGConnection
+        _ request: SharedRunRequest, as job: String, on connection: PGConnection, making: (Int64) -> [String]
     ) throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) {
         let name = request.name
         let created =
@@ -163,6 +169,7 @@ final class PGSharedRun: SharedRun {
         }
         if !finished {
             try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
+            for sql in making(id) { try connection.execute(sql) }
         }
         return (created, finished, revived, id, runID)
     }
@@ -414,10 +421,9 @@ final class PGSharedRun: SharedRun {
     func endJob(
         status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> Void)?
-    ) throws -> (finished: RunCounters?, replaceSkipped: String?) {
-        let end = try store.endJoinedJob(
+    ) throws -> SharedRunEnd {
+        try store.endJoinedJob(
             context, runID: runID, status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes,
             archive: archive)
-        return (end.finished, end.replaceSkipped)
     }
 }

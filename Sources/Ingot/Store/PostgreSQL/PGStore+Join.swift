@@ -135,6 +135,7 @@ extension PGStore {
     func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts] {
         try markDone(Set(batch.units), join)
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
+        if defersJoinedBatches { return try writeDeferred(batch, join, fallback: fallback) }
         guard directJoinedInserts else { return try writeJoinedEntities(batch, join, fallback: fallback, direct: false) }
         // The rows no job had at the lookup are copied straight in, under a savepoint: when
         // another job made one of them since, the batch is written the careful way, and so is
@@ -287,7 +288,7 @@ extension PGStore {
     }
 
     /// A staged row of a joined batch as a COPY row: its values, then its positions.
-    private static func appendJoinedRow(
+    static func appendJoinedRow(
         _ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int, to out: inout [UInt8]
     ) {
         appendCopyFields(row.values, to: &out)
@@ -347,13 +348,20 @@ extension PGStore {
     /// Upserts rows given as `COPY` text (each row's values, then its positions) through the
     /// entity's staging table, and returns what it did (``upsert(_:_:_:fallback:direct:)``).
     func upsertJoined(copied data: [UInt8], rows: Int, _ layout: EntityLayout) throws -> EntityCounts {
-        let table = PGStore.quote(layout.table)
-        let pos = PGStore.positionColumn
-        let slots = PositionSlots(layout)
         let columns = PGStore.joinedColumns(layout)
         let all = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         let stage = try staging("_ingot_up_\(layout.table)", columns)
         try connection.copy("COPY \(stage) (\(all)) FROM STDIN", data: data)
+        return try upsertStaged(stage, rows: rows, layout)
+    }
+
+    /// Upserts the rows staged in `stage` (an entity's ``joinedColumns(_:)``) by position, then
+    /// empties it; what it did (``upsert(_:_:_:fallback:direct:)``).
+    func upsertStaged(_ stage: String, rows: Int, _ layout: EntityLayout) throws -> EntityCounts {
+        let table = PGStore.quote(layout.table)
+        let pos = PGStore.positionColumn
+        let slots = PositionSlots(layout)
+        let all = PGStore.joinedColumns(layout).map { PGStore.quote($0.name) }.joined(separator: ", ")
         var sql = "INSERT INTO \(table) AS t (\(all)) SELECT \(all) FROM \(stage)"
         guard !layout.identitySlots.isEmpty else {
             try connection.execute(sql + "; TRUNCATE \(stage)")
@@ -435,6 +443,28 @@ extension PGStore {
     func replaceLinksJoined(
         owners: [UInt8], links: [UInt8], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout
     ) throws {
+        let stages = try linkStages(toMany, owner: owner)
+        try connection.copy("COPY \(stages.owners) FROM STDIN", data: owners)
+        if !links.isEmpty { try connection.copy("COPY \(stages.links) FROM STDIN", data: links) }
+        try replaceStagedLinks(stages, hasLinks: !links.isEmpty, k, toMany, owner: owner, layout: layout)
+    }
+
+    /// The staging tables of relationship `toMany`'s link sets: its owners with the position of
+    /// the set each was given (`_pos`), and the sets' links.
+    func linkStages(_ toMany: EntityLayout.ToMany, owner: Int) throws -> (owners: String, links: String) {
+        let types = PGStore.joinColumns(toMany, owner: owner, model: model)
+        return (
+            try staging("_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)) + [("_pos", "bigint")]),
+            try staging("_ingot_link_\(toMany.joinTable)", types)
+        )
+    }
+
+    /// ``replaceLinksJoined(owners:links:_:_:owner:layout:)`` from its staging tables, filled
+    /// (``linkStages(_:owner:)``; `hasLinks`: the links' table holds any), which it empties.
+    func replaceStagedLinks(
+        _ stages: (owners: String, links: String), hasLinks: Bool, _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int,
+        layout: EntityLayout
+    ) throws {
         let join = PGStore.quote(toMany.joinTable)
         let types = PGStore.joinColumns(toMany, owner: owner, model: model)
         let ownerTable = PGStore.quote(layout.table)
@@ -442,9 +472,7 @@ extension PGStore {
         func owns(_ alias: String) -> String {
             zip(toMany.sourceColumns, identity).map { "t.\($1) = \(alias).\(PGStore.quote($0))" }.joined(separator: " AND ")
         }
-        let ownerStage = try staging(
-            "_ingot_own_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)) + [("_pos", "bigint")])
-        try connection.copy("COPY \(ownerStage) FROM STDIN", data: owners)
+        let ownerStage = stages.owners
         // The owners whose set this batch wins: their rows are locked by the upsert until the commit.
         let winners = try staging("_ingot_win_\(toMany.joinTable)", Array(types.prefix(toMany.sourceColumns.count)))
         let ownerColumns = toMany.sourceColumns.map { "o.\(PGStore.quote($0))" }.joined(separator: ", ")
@@ -455,9 +483,8 @@ extension PGStore {
               WHERE t.\(PGStore.positionColumn)[\(PositionSlots(layout).link(k))] = o._pos;
             DELETE FROM \(join) AS j USING \(winners) AS w WHERE \(match); TRUNCATE \(ownerStage)
             """)
-        guard !links.isEmpty else { return }
-        let linkStage = try staging("_ingot_link_\(toMany.joinTable)", types)
-        try connection.copy("COPY \(linkStage) FROM STDIN", data: links)
+        guard hasLinks else { return }
+        let linkStage = stages.links
         let key = (toMany.sourceColumns + toMany.targetColumns).map { "l.\(PGStore.quote($0))" }.joined(separator: ", ")
         let columns = types.map { PGStore.quote($0.name) }.joined(separator: ", ")
         let order = toMany.isOrdered ? "\(key), l.\"position\"" : key

@@ -4,15 +4,6 @@ import Foundation
 // the part ended, finishing the run when every unit is committed (write: replace, the counters
 // summed, the incremental cursor moved, the archive written from the work queue).
 extension PGStore {
-    /// What ending a job's part found.
-    struct JoinedEnd: Sendable {
-        /// This job finished the run: the run's counters, every job's summed (and what
-        /// `write: replace` deleted).
-        var finished: RunCounters?
-        /// Why `write: replace` deleted nothing, when it did not.
-        var replaceSkipped: String?
-    }
-
     /// Records how this job's part ended; when every unit of the run is committed and nobody
     /// finished it yet, finishes it: `write: replace` deletes the root rows no unit of this run
     /// touched (when the run rejected nothing), the counters of every job are summed into
@@ -20,10 +11,10 @@ extension PGStore {
     func endJoinedJob(
         _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
         maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> Void)? = nil
-    ) throws -> JoinedEnd {
+    ) throws -> SharedRunEnd {
         try commit()
         try begin()
-        var end = JoinedEnd()
+        var end = SharedRunEnd()
         do {
             try connection.execute(
                 "UPDATE _ingot_join_jobs SET status = $3, finished_at = now() WHERE name = $1 AND job = $2",
@@ -54,6 +45,17 @@ extension PGStore {
                     c.readEntities(fromJSON: job[7])
                     c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
                     total.add(c)
+                }
+                // The deferred batches first: `write: replace` reads the positions they leave.
+                let merging = Date()
+                if let merged = try mergeDeferred(join) {
+                    for (k, counts) in merged.enumerated() where counts != EntityCounts() {
+                        end.merged.entities[model.entities[k].name] = counts
+                        end.merged.inserted += counts.inserted
+                        end.merged.updated += counts.updated
+                    }
+                    end.mergeSeconds = Date().timeIntervalSince(merging)
+                    total.add(end.merged)
                 }
                 if let entity = replaceEntity {
                     if total.rejectedPages == 0 && total.rejectedRecords == 0 {

@@ -464,6 +464,9 @@ struct PGStagingRules {
     var copyBytes = PGStaging.defaultCopyBytes
     /// Where staging files are made; `nil`: the temporary directory (`TMPDIR`).
     var directory: String?
+    /// A joined job's batches outside its stretch go to the run's own tables
+    /// (``LoadPlan/defersJoinedBatches``, PGStore+JoinDeferred.swift).
+    var defersJoined = false
 }
 
 /// A staging file that could not be made (PGStore.makeStaging).

@@ -20,6 +20,7 @@ package struct PostgresBackend: StoreBackend {
         }
         store.stagingRules.fromTheStart = options.plan.stagesFromFirstBatch
         store.stagingRules.allowed = options.plan.mayStage
+        store.stagingRules.defersJoined = options.plan.defersJoinedBatches
         return store
     }
 

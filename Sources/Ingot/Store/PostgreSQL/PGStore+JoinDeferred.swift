@@ -1,0 +1,248 @@
+import Foundation
+
+/// A joined job's batches written to the run's own tables, merged once when the run ends
+/// (docs/scale-out.md, "Writes deferred to the run's end").
+///
+/// Written batch by batch with positions (PGStore+Join.swift), every batch of every job is an
+/// upsert into the entities' tables: a person re-sent by forty pages is a new row version forty
+/// times, and the server's work per row grew with the number of jobs. Deferred, a batch's folded
+/// rows — their values and positions, exactly what the positional upsert would stage — and its
+/// link sets are copied into tables of the run without indexes (`_ingot_run<join>_e<entity>`,
+/// `…_o<k>` for the owners of relationship `k`'s sets, `…_l<k>` for their links), in the
+/// transaction that marks its units done. The job that ends the run folds each table once —
+/// per identity, each column the value at its largest position, the positions slot by slot the
+/// largest — and writes the result with the same positional upsert and link replacement, so the
+/// argument of "Later pages win, across jobs" holds unchanged: the merge offers, for each column
+/// and set, the value of the largest unit that mentioned it.
+///
+/// The run's tables are ordinary (logged) tables: a unit marked done has its rows there, through
+/// a crash of the job or of the server. They are made when a deferring job joins (under the
+/// join's row lock) and dropped by the transaction that finishes the run.
+struct DeferredTables {
+    let ordinal: Int64
+
+    /// Entity `entity`'s folded rows: its columns and `_ingot_pos`.
+    func rows(_ entity: Int) -> String { PGStore.quote("_ingot_run\(ordinal)_e\(entity)") }
+    /// The owners given a set of relationship `k` of `entity`, with the set's position (`_pos`).
+    func owners(_ entity: Int, _ k: Int) -> String { PGStore.quote("_ingot_run\(ordinal)_e\(entity)_o\(k)") }
+    /// The links of those sets: the join table's columns and the set's position (`_pos`).
+    func links(_ entity: Int, _ k: Int) -> String { PGStore.quote("_ingot_run\(ordinal)_e\(entity)_l\(k)") }
+
+    /// Whether a model's batches can be deferred: every entity with an identity, every to-many
+    /// set in a join table of its own (owned rows and a to-one's inverse are written batch by
+    /// batch; a staged load refuses them too).
+    static func fit(_ layouts: [EntityLayout]) -> Bool {
+        layouts.allSatisfy { !$0.identitySlots.isEmpty && $0.toMany.allSatisfy(\.hasJoinTable) }
+    }
+
+    /// Every table of the run, as `(name, columns)`.
+    func tables(_ layouts: [EntityLayout], model: EntityModel) -> [(name: String, columns: [(name: String, type: String)])] {
+        var tables: [(String, [(name: String, type: String)])] = []
+        for (entity, layout) in layouts.enumerated() {
+            tables.append((rows(entity), PGStore.joinedColumns(layout)))
+            for (k, toMany) in layout.toMany.enumerated() {
+                let types = PGStore.joinColumns(toMany, owner: entity, model: model)
+                tables.append((owners(entity, k), Array(types.prefix(toMany.sourceColumns.count)) + [("_pos", "bigint")]))
+                tables.append((links(entity, k), types + [("_pos", "bigint")]))
+            }
+        }
+        return tables
+    }
+
+    /// The statements that make the run's tables (when a deferring job joins), and their
+    /// indexes: the run's tables mirror each index of the entities' tables that a value can be
+    /// too long for (a key of `text` or `numeric`: "index row size … exceeds btree maximum"), so
+    /// that such a value is refused when its batch is copied — rejected with its record, as batch
+    /// by batch — never at the run's end. Keys of fixed width need none.
+    func schema(_ layouts: [EntityLayout], model: EntityModel) -> [String] {
+        var statements = tables(layouts, model: model).map { name, columns in
+            "CREATE TABLE IF NOT EXISTS \(name) (\(columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")))"
+        }
+        func index(_ table: String, _ suffix: String, _ columns: [String], types: [(name: String, type: String)]) {
+            let widths = columns.compactMap { column in types.first { $0.name == column }?.type }
+            guard widths.contains(where: { $0 == "text" || $0 == "numeric" }) else { return }
+            let name = PGStore.quote(String(table.dropFirst().dropLast()) + suffix)
+            statements.append("CREATE INDEX IF NOT EXISTS \(name) ON \(table) (\(columns.map(PGStore.quote).joined(separator: ", ")))")
+        }
+        for (entity, layout) in layouts.enumerated() {
+            let types = PGStore.joinedColumns(layout)
+            index(rows(entity), "_i", layout.identitySlots.map { layout.columns[$0].name }, types: types)
+            for (n, foreign) in layout.foreignKeyIndexes(of: layouts).filter({ $0.table == layout.table }).enumerated() {
+                index(rows(entity), "_f\(n)", foreign.columns, types: types)
+            }
+            for (k, toMany) in layout.toMany.enumerated() {
+                let types = PGStore.joinColumns(toMany, owner: entity, model: model)
+                index(links(entity, k), "_i", toMany.sourceColumns + toMany.targetColumns, types: types)
+            }
+        }
+        return statements
+    }
+}
+
+extension PGStore {
+    /// A joined job writes its batches deferred: its plan says so (a first load from local pages,
+    /// ``LoadPlan/defersJoinedBatches``) and the model fits (``DeferredTables/fit(_:)``).
+    var defersJoinedBatches: Bool { stagingRules.defersJoined && DeferredTables.fit(layouts) }
+
+    /// A joined batch's rows and link sets copied into the run's tables (``DeferredTables``), in
+    /// the open transaction that marked its units done. Nothing reaches the entities' tables, so
+    /// nothing is counted yet: the merge counts what it writes.
+    func writeDeferred(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int) throws -> [EntityCounts] {
+        let tables = DeferredTables(ordinal: join.ordinal)
+        var seen: Set<IdentityKey> = []
+        for (entity, layout) in layouts.enumerated() {
+            let rows = batch.rows(of: entity)
+            guard !rows.isEmpty else { continue }
+            var data: [UInt8] = []
+            for row in rows { PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data) }
+            try connection.copy("COPY \(tables.rows(entity)) FROM STDIN", data: data)
+            for (k, toMany) in layout.toMany.enumerated() {
+                var owners: [UInt8] = []
+                var links: [UInt8] = []
+                for row in rows {
+                    guard let identity = row.identity, let targets = row.links[k] else { continue }
+                    let position = join.position(row.linkUnits[row.linkUnits.startIndex + k])
+                    PGStore.appendCopyRow(identity.values + [.integer(position)], to: &owners)
+                    // A target once per set, at its first place (as the positional replace keeps it).
+                    seen.removeAll(keepingCapacity: true)
+                    for (index, target) in targets.enumerated() where seen.insert(target).inserted {
+                        PGStore.appendCopyFields(identity, first: true, to: &links)
+                        PGStore.appendCopyFields(target, first: false, to: &links)
+                        if toMany.isOrdered {
+                            links.append(UInt8(ascii: "\t"))
+                            PGStore.appendDecimal(Int64(index), to: &links)
+                        }
+                        links.append(UInt8(ascii: "\t"))
+                        PGStore.appendDecimal(position, to: &links)
+                        links.append(UInt8(ascii: "\n"))
+                    }
+                }
+                if !owners.isEmpty { try connection.copy("COPY \(tables.owners(entity, k)) FROM STDIN", data: owners) }
+                if !links.isEmpty { try connection.copy("COPY \(tables.links(entity, k)) FROM STDIN", data: links) }
+            }
+        }
+        return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
+    }
+
+    /// Merges the run's deferred rows into the entities' tables and drops the run's tables, in
+    /// the open transaction (the one that finishes the run); per entity, what it wrote. `nil`
+    /// when no job of the run deferred (the tables were never made).
+    ///
+    /// Every unit is done by then, so no other job writes an entity's row while it runs: the
+    /// rows and sets of identities not stored yet go in with plain `INSERT`s, and only those
+    /// stored before (an earlier run's, a stretch's, a job's that wrote with positions) take
+    /// the positional upsert and link replacement.
+    func mergeDeferred(_ join: JoinContext) throws -> [EntityCounts]? {
+        let tables = DeferredTables(ordinal: join.ordinal)
+        let exists = try connection.execute("SELECT to_regclass($1) IS NOT NULL", [tables.rows(0)]).first?[0] == "t"
+        guard exists else { return nil }
+        // One pass of the server over the run's rows: hash aggregates and joins want room.
+        try connection.execute("SET LOCAL work_mem = '256MB'")
+        var counts: [EntityCounts] = []
+        for (entity, layout) in layouts.enumerated() {
+            counts.append(try mergeDeferredRows(entity, layout, tables))
+        }
+        // The sets once every owner's row holds its merged positions.
+        for (entity, layout) in layouts.enumerated() {
+            for (k, toMany) in layout.toMany.enumerated() where toMany.hasJoinTable {
+                try mergeDeferredSets(entity, k, toMany, layout, tables)
+            }
+        }
+        for table in tables.tables(layouts, model: model) { try connection.execute("DROP TABLE IF EXISTS \(table.name)") }
+        return counts
+    }
+
+    /// An entity's deferred rows, folded (``foldDeferred(_:from:where:)``; an identity with one
+    /// row is taken as it is), written: those not stored inserted, the stored ones upserted by
+    /// position. Leaves the identities that were stored in `_ingot_known_<table>`, for the sets.
+    private func mergeDeferredRows(_ entity: Int, _ layout: EntityLayout, _ tables: DeferredTables) throws -> EntityCounts {
+        let columns = PGStore.joinedColumns(layout)
+        let all = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        let identityTypes = identity.compactMap { name in columns.first { $0.name == name } }
+        func match(_ a: String, _ b: String) -> String {
+            identity.map { "\(a).\(PGStore.quote($0)) = \(b).\(PGStore.quote($0))" }.joined(separator: " AND ")
+        }
+        let idList = identity.map(PGStore.quote).joined(separator: ", ")
+        let run = tables.rows(entity)
+        let fresh = try staging("_ingot_up_\(layout.table)", columns)
+        let stored = try staging("_ingot_ups_\(layout.table)", columns)
+        let known = try staging("_ingot_known_\(layout.table)", identityTypes)
+        let table = PGStore.quote(layout.table)
+        let several = "EXISTS (SELECT 1 FROM n WHERE \(match("n", "r")))"
+        let slots = PositionSlots(layout)
+        let counted = try connection.execute(
+            """
+            SET LOCAL enable_hashjoin = on;
+            TRUNCATE \(known);
+            WITH n AS MATERIALIZED (SELECT \(idList) FROM \(run) GROUP BY \(idList) HAVING count(*) > 1)
+            INSERT INTO \(fresh) (\(all)) SELECT \(columns.map { "r.\(PGStore.quote($0.name))" }.joined(separator: ", ")) FROM \(run) AS r
+              WHERE NOT \(several) UNION ALL \(PGStore.foldDeferred(layout, from: "\(run) AS r", where: several));
+            WITH e AS (DELETE FROM \(fresh) AS s USING \(table) AS t WHERE \(match("t", "s")) RETURNING s.*)
+            INSERT INTO \(stored) SELECT * FROM e;
+            INSERT INTO \(known) SELECT \(idList) FROM \(stored);
+            WITH i AS (INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(fresh) RETURNING \(PGStore.positionColumn) AS p)
+            SELECT count(*), count(*) FILTER (WHERE array_remove(p[1:\(slots.count - 1)], NULL) = '{}') FROM i
+            """)
+        try connection.execute("TRUNCATE \(fresh); SET LOCAL enable_hashjoin = off")
+        let numbers = counted.last.map { $0.map { $0.flatMap { Int($0) } ?? 0 } } ?? [0, 0]
+        var counts = try upsertStaged(stored, rows: 0, layout)
+        counts.inserted += numbers[0]
+        counts.stubs += numbers[1]
+        return counts
+    }
+
+    /// Relationship `k`'s deferred sets: per owner, the set at its largest position; an owner not
+    /// stored before the merge has no links yet, and its set's links go in as they are (each set
+    /// holds a target once, ``writeDeferred(_:_:fallback:)``); a stored owner's set replaces its
+    /// links where its position is the owner's newest (``replaceStagedLinks``).
+    private func mergeDeferredSets(
+        _ entity: Int, _ k: Int, _ toMany: EntityLayout.ToMany, _ layout: EntityLayout, _ tables: DeferredTables
+    ) throws {
+        let stages = try linkStages(toMany, owner: entity)
+        let owner = toMany.sourceColumns.map(PGStore.quote)
+        let ownerList = owner.joined(separator: ", ")
+        let types = PGStore.joinColumns(toMany, owner: entity, model: model)
+        let linkColumns = types.map { "l.\(PGStore.quote($0.name))" }.joined(separator: ", ")
+        let match = owner.map { "l.\($0) = o.\($0)" }.joined(separator: " AND ")
+        let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let stored =
+            "EXISTS (SELECT 1 FROM \(PGStore.quote("_ingot_known_\(layout.table)")) AS x WHERE \(zip(owner, identity).map { "x.\($1) = o.\($0)" }.joined(separator: " AND ")))"
+        // Hash joins (the session turns them off for staging-to-table joins, PGConnection): the
+        // run's links have no index, and a nested loop over them is quadratic.
+        try connection.execute(
+            """
+            SET LOCAL enable_hashjoin = on;
+            INSERT INTO \(stages.owners) SELECT DISTINCT ON (\(ownerList)) \(ownerList), _pos FROM \(tables.owners(entity, k))
+              ORDER BY \(ownerList), _pos DESC;
+            INSERT INTO \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", ")))
+              SELECT \(linkColumns) FROM \(tables.links(entity, k)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos
+              WHERE NOT \(stored);
+            DELETE FROM \(stages.owners) AS o WHERE NOT \(stored);
+            INSERT INTO \(stages.links) SELECT \(linkColumns)
+              FROM \(tables.links(entity, k)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos;
+            SET LOCAL enable_hashjoin = off
+            """)
+        try replaceStagedLinks(stages, hasLinks: true, k, toMany, owner: entity, layout: layout)
+    }
+
+    /// The `SELECT` that folds an entity's deferred rows (`from`, aliased `r`, those `where`
+    /// says): one row per identity, each column the value at its largest position, each position
+    /// slot the largest. A value without a position (`default:` and `const:` fill them, for rows
+    /// the resolver inserts) loses to any value with one, and is kept where no unit mentioned the
+    /// column — as the positional upsert inserts it and never lets it overwrite.
+    static func foldDeferred(_ layout: EntityLayout, from table: String, where condition: String = "true") -> String {
+        let pos = "r.\(positionColumn)"
+        let slots = PositionSlots(layout)
+        let identity = layout.identitySlots.map { "r.\(quote(layout.columns[$0].name))" }
+        let columns = layout.columns.indices.map { slot -> String in
+            let c = "r.\(quote(layout.columns[slot].name))"
+            if layout.identitySlots.contains(slot) { return c }
+            let k = slots.column(slot)
+            return "(array_agg(\(c) ORDER BY \(pos)[\(k)] DESC NULLS LAST, \(c) IS NULL))[1]"
+        }
+        let positions = (1...slots.count).map { "max(\(pos)[\($0)])" }.joined(separator: ", ")
+        return
+            "SELECT \(columns.joined(separator: ", ")), ARRAY[\(positions)]::bigint[] FROM \(table) WHERE \(condition) GROUP BY \(identity.joined(separator: ", "))"
+    }
+}
