@@ -49,9 +49,9 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         case batchByBatch(obstacles: [String])
         /// A job of a shared run (`--join`). `staged` (from local pages, by the rule of a single
         /// job's first load): its unbroken stretch of units staged in a file from the first batch,
-        /// every other batch copied into the run's own tables and merged once, by the job that
-        /// ends the run (docs/scale-out.md, "Writes deferred to the run's end"); else batch by
-        /// batch with positions.
+        /// every other batch copied into the run's own tables and merged once every unit is done,
+        /// part by part by the jobs (docs/scale-out.md, "Writes deferred to the run's end"); else
+        /// batch by batch with positions.
         case joined(staged: Bool)
         /// The store given to the run, as its caller opened it.
         case given
@@ -184,7 +184,7 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
                 : "batch by batch (--bulk: staged, into empty tables)"
         case .joined(let staged):
             return staged
-                ? "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once, by the job that ends the run (--no-bulk: batch by batch with positions)"
+                ? "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once every unit is done, part by part by the jobs side by side (--no-bulk: batch by batch with positions)"
                 : "batch by batch"
         case .given: return "as the store given to the run was opened"
         }

@@ -9,24 +9,34 @@ import Foundation
 /// rows — their values and positions, exactly what the positional upsert would stage — and its
 /// link sets are copied into tables of the run without indexes (`_ingot_run<join>_e<entity>`,
 /// `…_o<k>` for the owners of relationship `k`'s sets, `…_l<k>` for their links), in the
-/// transaction that marks its units done. The job that ends the run folds each table once —
-/// per identity, each column the value at its largest position, the positions slot by slot the
-/// largest — and writes the result with the same positional upsert and link replacement, so the
-/// argument of "Later pages win, across jobs" holds unchanged: the merge offers, for each column
-/// and set, the value of the largest unit that mentioned it.
+/// transaction that marks its units done. Once every unit is done, the jobs fold each table once,
+/// part by part — per identity, each column the value at its largest position, the positions
+/// slot by slot the largest — and write the result with the same positional rules (new rows
+/// inserted, stored ones upserted, sets replaced where they are the newest), so the argument of
+/// "Later pages win, across jobs" holds unchanged: the merge offers, for each column and set,
+/// the value of the largest unit that mentioned it.
 ///
 /// The run's tables are ordinary (logged) tables: a unit marked done has its rows there, through
 /// a crash of the job or of the server. They are made when a deferring job joins (under the
-/// join's row lock) and dropped by the transaction that finishes the run.
+/// join's row lock) and dropped by the transaction that finishes the run. Each is partitioned
+/// by hash of its identity (an owner's, for sets) into ``parts`` parts, which the jobs merge
+/// side by side once every unit is done (``PGStore/mergeDeferredParts(_:)``): a part holds every
+/// row of its identities, so two parts never write one row.
 struct DeferredTables {
     let ordinal: Int64
+    /// The parts the run's rows are merged in, by several jobs at once.
+    static let parts = 8
 
-    /// Entity `entity`'s folded rows: its columns and `_ingot_pos`.
-    func rows(_ entity: Int) -> String { PGStore.quote("_ingot_run\(ordinal)_e\(entity)") }
+    /// Entity `entity`'s folded rows: its columns and `_ingot_pos` (part `part` of them).
+    func rows(_ entity: Int, part: Int? = nil) -> String { name("e\(entity)", part) }
     /// The owners given a set of relationship `k` of `entity`, with the set's position (`_pos`).
-    func owners(_ entity: Int, _ k: Int) -> String { PGStore.quote("_ingot_run\(ordinal)_e\(entity)_o\(k)") }
+    func owners(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_o\(k)", part) }
     /// The links of those sets: the join table's columns and the set's position (`_pos`).
-    func links(_ entity: Int, _ k: Int) -> String { PGStore.quote("_ingot_run\(ordinal)_e\(entity)_l\(k)") }
+    func links(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_l\(k)", part) }
+
+    private func name(_ table: String, _ part: Int?) -> String {
+        PGStore.quote("_ingot_run\(ordinal)_\(table)" + (part.map { "_p\($0)" } ?? ""))
+    }
 
     /// Whether a model's batches can be deferred: every entity with an identity, every to-many
     /// set in a join table of its own (owned rows and a to-one's inverse are written batch by
@@ -35,15 +45,18 @@ struct DeferredTables {
         layouts.allSatisfy { !$0.identitySlots.isEmpty && $0.toMany.allSatisfy(\.hasJoinTable) }
     }
 
-    /// Every table of the run, as `(name, columns)`.
-    func tables(_ layouts: [EntityLayout], model: EntityModel) -> [(name: String, columns: [(name: String, type: String)])] {
-        var tables: [(String, [(name: String, type: String)])] = []
+    /// Every table of the run, as `(name, columns, key)`: `key` the columns it is partitioned by.
+    func tables(
+        _ layouts: [EntityLayout], model: EntityModel
+    ) -> [(name: String, columns: [(name: String, type: String)], key: [String])] {
+        var tables: [(String, [(name: String, type: String)], [String])] = []
         for (entity, layout) in layouts.enumerated() {
-            tables.append((rows(entity), PGStore.joinedColumns(layout)))
+            tables.append((rows(entity), PGStore.joinedColumns(layout), layout.identitySlots.map { layout.columns[$0].name }))
             for (k, toMany) in layout.toMany.enumerated() {
                 let types = PGStore.joinColumns(toMany, owner: entity, model: model)
-                tables.append((owners(entity, k), Array(types.prefix(toMany.sourceColumns.count)) + [("_pos", "bigint")]))
-                tables.append((links(entity, k), types + [("_pos", "bigint")]))
+                let owner = Array(types.prefix(toMany.sourceColumns.count))
+                tables.append((owners(entity, k), owner + [("_pos", "bigint")], toMany.sourceColumns))
+                tables.append((links(entity, k), types + [("_pos", "bigint")], toMany.sourceColumns))
             }
         }
         return tables
@@ -55,8 +68,17 @@ struct DeferredTables {
     /// that such a value is refused when its batch is copied — rejected with its record, as batch
     /// by batch — never at the run's end. Keys of fixed width need none.
     func schema(_ layouts: [EntityLayout], model: EntityModel) -> [String] {
-        var statements = tables(layouts, model: model).map { name, columns in
-            "CREATE TABLE IF NOT EXISTS \(name) (\(columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")))"
+        var statements: [String] = []
+        for (name, columns, key) in tables(layouts, model: model) {
+            let definitions = columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")
+            statements.append(
+                "CREATE TABLE IF NOT EXISTS \(name) (\(definitions)) PARTITION BY HASH (\(key.map(PGStore.quote).joined(separator: ", ")))")
+            for part in 0..<Self.parts {
+                let partition = PGStore.quote(String(name.dropFirst().dropLast()) + "_p\(part)")
+                statements.append(
+                    "CREATE TABLE IF NOT EXISTS \(partition) PARTITION OF \(name) FOR VALUES WITH (MODULUS \(Self.parts), REMAINDER \(part))"
+                )
+            }
         }
         func index(_ table: String, _ suffix: String, _ columns: [String], types: [(name: String, type: String)]) {
             let widths = columns.compactMap { column in types.first { $0.name == column }?.type }
@@ -124,38 +146,123 @@ extension PGStore {
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
     }
 
-    /// Merges the run's deferred rows into the entities' tables and drops the run's tables, in
-    /// the open transaction (the one that finishes the run); per entity, what it wrote. `nil`
-    /// when no job of the run deferred (the tables were never made).
+    /// Whether the run's deferred tables exist (a job of the run deferred).
+    func hasDeferredTables(_ join: JoinContext) throws -> Bool {
+        try connection.execute("SELECT to_regclass($1) IS NOT NULL", [DeferredTables(ordinal: join.ordinal).rows(0)]).first?[0] == "t"
+    }
+
+    /// Merges the parts of the run's deferred rows no job merged or is merging, each in a
+    /// transaction of its own under an advisory lock of the part, once every unit is done and
+    /// the source ended (before that, nothing). Returns what it wrote, counted as this job's.
     ///
-    /// Every unit is done by then, so no other job writes an entity's row while it runs: the
-    /// rows and sets of identities not stored yet go in with plain `INSERT`s, and only those
-    /// stored before (an earlier run's, a stretch's, a job's that wrote with positions) take
-    /// the positional upsert and link replacement.
-    func mergeDeferred(_ join: JoinContext) throws -> [EntityCounts]? {
+    /// Every job that ends its part this way merges parts side by side with the others; a part
+    /// merged is recorded in `_ingot_join_merged` with its counts (the run's end sums them), and a
+    /// part whose job died is merged by the next (its transaction, lock included, went with it).
+    func mergeDeferredParts(_ join: JoinContext) throws -> (counts: RunCounters, seconds: Double)? {
+        guard try hasDeferredTables(join) else { return nil }
+        let ready = try connection.execute(
+            """
+            SELECT j.end_seq IS NOT NULL AND j.status = 'running' AND NOT EXISTS (SELECT 1 FROM _ingot_units u WHERE u.name = j.name AND u.status <> 'done')
+              FROM _ingot_joins AS j WHERE j.name = $1
+            """, [join.name])
+        guard ready.first?[0] == "t" else { return nil }
+        let started = Date()
+        var merged = RunCounters()
+        for part in 0..<DeferredTables.parts {
+            try begin()
+            do {
+                if try lockDeferredPart(join, part, waiting: false), try !deferredPartMerged(join, part) {
+                    merged.add(try mergeDeferredPart(join, part: part))
+                }
+                try commit()
+            } catch {
+                try? rollback()
+                throw error
+            }
+        }
+        return (merged, Date().timeIntervalSince(started))
+    }
+
+    /// In the transaction that finishes the run: merges any part still unmerged (waiting for a
+    /// job merging one), sums every part's counts, and drops the run's tables. `nil` when no
+    /// job of the run deferred; else the run's merge counts, and what this call merged itself.
+    func finishDeferred(_ join: JoinContext) throws -> (total: RunCounters, merged: RunCounters)? {
+        guard try hasDeferredTables(join) else { return nil }
+        var counts = RunCounters()
+        var mine = RunCounters()
+        for part in 0..<DeferredTables.parts {
+            _ = try lockDeferredPart(join, part, waiting: true)
+            if try !deferredPartMerged(join, part) { mine.add(try mergeDeferredPart(join, part: part)) }
+        }
+        for row in try connection.execute(
+            "SELECT inserted, updated, entity_counts FROM _ingot_join_merged WHERE name = $1", [join.name])
+        {
+            var c = RunCounters()
+            c.inserted = row[0].flatMap { Int($0) } ?? 0
+            c.updated = row[1].flatMap { Int($0) } ?? 0
+            c.readEntities(fromJSON: row[2])
+            counts.add(c)
+        }
+        try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
+        for table in DeferredTables(ordinal: join.ordinal).tables(layouts, model: model) {
+            try connection.execute("DROP TABLE IF EXISTS \(table.name)")
+        }
+        return (counts, mine)
+    }
+
+    /// Takes part `part`'s advisory lock for the open transaction (`waiting`: until the job that
+    /// holds it ends its transaction); whether it has it.
+    private func lockDeferredPart(_ join: JoinContext, _ part: Int, waiting: Bool) throws -> Bool {
+        let keys = [String(Int32(truncatingIfNeeded: join.ordinal)), String(part)]
+        guard !waiting else {
+            try connection.execute("SELECT pg_advisory_xact_lock($1::int, $2::int)", keys)
+            return true
+        }
+        return try connection.execute("SELECT pg_try_advisory_xact_lock($1::int, $2::int)", keys).first?[0] == "t"
+    }
+
+    /// Whether part `part` is merged, as committed when this statement starts (a statement of its
+    /// own after the lock: one snapshot taken before the lock was granted would miss the merge
+    /// of the job that held it).
+    private func deferredPartMerged(_ join: JoinContext, _ part: Int) throws -> Bool {
+        try connection.execute(
+            "SELECT EXISTS (SELECT 1 FROM _ingot_join_merged WHERE name = $1 AND part = $2::int)", [join.name, String(part)]
+        ).first?[0] == "t"
+    }
+
+    /// Part `part` of the run's deferred rows merged into the entities' tables, in the open
+    /// transaction, and recorded merged with its counts.
+    ///
+    /// Every unit is done by then, and no other part holds these identities, so no other job
+    /// writes these rows while it runs: the rows and sets of identities not stored yet go in
+    /// with plain `INSERT`s, and only those stored before (an earlier run's, a stretch's, a
+    /// job's that wrote with positions) take the positional upsert and link replacement.
+    private func mergeDeferredPart(_ join: JoinContext, part: Int) throws -> RunCounters {
         let tables = DeferredTables(ordinal: join.ordinal)
-        let exists = try connection.execute("SELECT to_regclass($1) IS NOT NULL", [tables.rows(0)]).first?[0] == "t"
-        guard exists else { return nil }
-        // One pass of the server over the run's rows: hash aggregates and joins want room.
-        try connection.execute("SET LOCAL work_mem = '256MB'")
-        var counts: [EntityCounts] = []
+        try connection.execute("SET LOCAL work_mem = '64MB'")
+        var merged = RunCounters()
         for (entity, layout) in layouts.enumerated() {
-            counts.append(try mergeDeferredRows(entity, layout, tables))
+            let counts = try mergeDeferredRows(entity, layout, tables, part: part)
+            if counts != EntityCounts() { merged.entities[model.entities[entity].name] = counts }
+            merged.inserted += counts.inserted
+            merged.updated += counts.updated
         }
         // The sets once every owner's row holds its merged positions.
         for (entity, layout) in layouts.enumerated() {
             for (k, toMany) in layout.toMany.enumerated() where toMany.hasJoinTable {
-                try mergeDeferredSets(entity, k, toMany, layout, tables)
+                try mergeDeferredSets(entity, k, toMany, layout, tables, part: part)
             }
         }
-        for table in tables.tables(layouts, model: model) { try connection.execute("DROP TABLE IF EXISTS \(table.name)") }
-        return counts
+        try connection.execute(
+            "INSERT INTO _ingot_join_merged (name, part, inserted, updated, entity_counts) VALUES ($1, $2, $3, $4, $5)",
+            [join.name, String(part), String(merged.inserted), String(merged.updated), merged.entitiesJSON])
+        return merged
     }
 
     /// An entity's deferred rows, folded (``foldDeferred(_:from:where:)``; an identity with one
     /// row is taken as it is), written: those not stored inserted, the stored ones upserted by
     /// position. Leaves the identities that were stored in `_ingot_known_<table>`, for the sets.
-    private func mergeDeferredRows(_ entity: Int, _ layout: EntityLayout, _ tables: DeferredTables) throws -> EntityCounts {
+    private func mergeDeferredRows(_ entity: Int, _ layout: EntityLayout, _ tables: DeferredTables, part: Int) throws -> EntityCounts {
         let columns = PGStore.joinedColumns(layout)
         let all = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
         let identity = layout.identitySlots.map { layout.columns[$0].name }
@@ -164,7 +271,7 @@ extension PGStore {
             identity.map { "\(a).\(PGStore.quote($0)) = \(b).\(PGStore.quote($0))" }.joined(separator: " AND ")
         }
         let idList = identity.map(PGStore.quote).joined(separator: ", ")
-        let run = tables.rows(entity)
+        let run = tables.rows(entity, part: part)
         let fresh = try staging("_ingot_up_\(layout.table)", columns)
         let stored = try staging("_ingot_ups_\(layout.table)", columns)
         let known = try staging("_ingot_known_\(layout.table)", identityTypes)
@@ -197,7 +304,7 @@ extension PGStore {
     /// holds a target once, ``writeDeferred(_:_:fallback:)``); a stored owner's set replaces its
     /// links where its position is the owner's newest (``replaceStagedLinks``).
     private func mergeDeferredSets(
-        _ entity: Int, _ k: Int, _ toMany: EntityLayout.ToMany, _ layout: EntityLayout, _ tables: DeferredTables
+        _ entity: Int, _ k: Int, _ toMany: EntityLayout.ToMany, _ layout: EntityLayout, _ tables: DeferredTables, part: Int
     ) throws {
         let stages = try linkStages(toMany, owner: entity)
         let owner = toMany.sourceColumns.map(PGStore.quote)
@@ -213,14 +320,14 @@ extension PGStore {
         try connection.execute(
             """
             SET LOCAL enable_hashjoin = on;
-            INSERT INTO \(stages.owners) SELECT DISTINCT ON (\(ownerList)) \(ownerList), _pos FROM \(tables.owners(entity, k))
+            INSERT INTO \(stages.owners) SELECT DISTINCT ON (\(ownerList)) \(ownerList), _pos FROM \(tables.owners(entity, k, part: part))
               ORDER BY \(ownerList), _pos DESC;
             INSERT INTO \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", ")))
-              SELECT \(linkColumns) FROM \(tables.links(entity, k)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos
+              SELECT \(linkColumns) FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos
               WHERE NOT \(stored);
             DELETE FROM \(stages.owners) AS o WHERE NOT \(stored);
             INSERT INTO \(stages.links) SELECT \(linkColumns)
-              FROM \(tables.links(entity, k)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos;
+              FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos;
             SET LOCAL enable_hashjoin = off
             """)
         try replaceStagedLinks(stages, hasLinks: true, k, toMany, owner: entity, layout: layout)

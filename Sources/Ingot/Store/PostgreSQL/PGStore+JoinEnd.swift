@@ -13,8 +13,12 @@ extension PGStore {
         maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> Void)? = nil
     ) throws -> SharedRunEnd {
         try commit()
-        try begin()
         var end = SharedRunEnd()
+        // The run's deferred rows, merged part by part beside the other jobs ending theirs.
+        if status == .finished, let merged = try mergeDeferredParts(join) {
+            (end.merged, end.mergeSeconds) = merged
+        }
+        try begin()
         do {
             try connection.execute(
                 "UPDATE _ingot_join_jobs SET status = $3, finished_at = now() WHERE name = $1 AND job = $2",
@@ -47,15 +51,9 @@ extension PGStore {
                     total.add(c)
                 }
                 // The deferred batches first: `write: replace` reads the positions they leave.
-                let merging = Date()
-                if let merged = try mergeDeferred(join) {
-                    for (k, counts) in merged.enumerated() where counts != EntityCounts() {
-                        end.merged.entities[model.entities[k].name] = counts
-                        end.merged.inserted += counts.inserted
-                        end.merged.updated += counts.updated
-                    }
-                    end.mergeSeconds = Date().timeIntervalSince(merging)
-                    total.add(end.merged)
+                if let merged = try finishDeferred(join) {
+                    total.add(merged.total)
+                    end.merged.add(merged.merged)
                 }
                 if let entity = replaceEntity {
                     if total.rejectedPages == 0 && total.rejectedRecords == 0 {
