@@ -154,8 +154,9 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         // Read what is committed before the lookup starts: a commit in between only makes the
         // lookup see rows it also counts as uncommitted, which is harmless.
         uncommitted.dropCommitted(through: writer.committedBatch)
-        // A batch the store will stage is looked up by nothing (the merge decides).
-        let staged = writer.stagesBatches
+        // A batch the store will stage, or defer to the run's end, is looked up by nothing (the
+        // merge decides).
+        let staged = writer.stagesBatches || writer.defersBatches
         var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store, staged: staged)
         prepared.number = delivered
         // The writer may stage a load from its first batch when it came in no identity order

@@ -140,7 +140,7 @@ extension PipelineRunner {
         let writer = WriterStage(
             store: context.store, config: config, runID: context.runID, options: options, logger: logger, shared: shared,
             initialCounters: part.resumed?.counters ?? RunCounters(), resumed: part.resumed != nil, metrics: metrics,
-            archivePath: archive?.path, keepsPrints: refresh != nil,
+            archivePath: archive?.path, keepsPrints: refresh != nil, defersBatches: context.plan.defersJoinedBatches,
             stopSource: { [activeSource] in activeSource.value.withLock { $0 }?.cancel() }, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer,

@@ -78,6 +78,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// A joined run: each batch that ends on a whole page is committed with the units it holds
     /// (a page in parts is never committed half).
     let unitTransactions: Bool
+    /// A joined job whose batches outside its stretch go to the run's own tables
+    /// (``LoadPlan/defersJoinedBatches``): like a staged batch, it is looked up by nothing — the
+    /// merge at the run's end decides what is stored.
+    let defersBatches: Bool
     let commitRecords: Int
     let commitInterval: Double
     /// When the open transaction's first batch was saved.
@@ -166,9 +170,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
-        archivePath: String? = nil, keepsPrints: Bool = false, stopSource: @escaping @Sendable () -> Void = {},
-        finished: @escaping @Sendable () -> Void
+        archivePath: String? = nil, keepsPrints: Bool = false, defersBatches: Bool = false,
+        stopSource: @escaping @Sendable () -> Void = {}, finished: @escaping @Sendable () -> Void
     ) {
+        self.defersBatches = defersBatches
         self.stopSource = stopSource
         self.printsOff = StopFlag()
         self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
