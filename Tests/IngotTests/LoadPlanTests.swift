@@ -48,6 +48,11 @@ struct LoadPlanTests {
         #expect(never.stageAfterBytes == nil && !never.stagesFromFirstBatch && !never.mayStage)
         let joined = LoadPlan(mode: .joined(staged: true), capabilities: Self.postgres)
         #expect(joined.stagesFromFirstBatch && joined.mayStage && joined.stageAfterBytes == nil)
+        // Its batches outside the stretch are deferred to the run's end; a fetching joined job's
+        // (and every other plan's) are not.
+        #expect(joined.defersJoinedBatches)
+        #expect(!LoadPlan(mode: .joined(staged: false), capabilities: Self.postgres).defersJoinedBatches)
+        #expect(!auto.defersJoinedBatches && !pg.defersJoinedBatches && !never.defersJoinedBatches)
     }
 
     /// The `load:` line of `--dry-run` is the plan `run.started` and `run.summary` log, for each
