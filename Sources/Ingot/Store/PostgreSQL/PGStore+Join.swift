@@ -271,22 +271,34 @@ extension PGStore {
         _ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int, to out: inout [UInt8]
     ) {
         out.append(UInt8(ascii: "{"))
-        var latest = 0
-        func append(_ unit: Int) {
-            if unit > 0 {
-                appendDecimal(join.position(unit), to: &out)
+        for (k, position) in positions(row, layout, join, fallback: fallback).enumerated() {
+            if k > 0 { out.append(UInt8(ascii: ",")) }
+            if let position {
+                appendDecimal(position, to: &out)
             } else {
                 out.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
             }
-            out.append(UInt8(ascii: ","))
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// The positions a staged row carries (``PositionSlots``): each column its records set and
+    /// each link set given, at the position of the unit that set it (`nil` where none did), and
+    /// `@` at its latest unit (`fallback` when no unit set anything: a stub).
+    static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int) -> [Int64?] {
+        var out: [Int64?] = []
+        out.reserveCapacity(layout.columns.count + layout.toMany.count + 1)
+        var latest = 0
+        func append(_ unit: Int) {
+            out.append(unit > 0 ? join.position(unit) : nil)
             latest = max(latest, unit)
         }
         for slot in 0..<layout.columns.count {
             append(row.valueUnits.isEmpty || layout.identitySlots.contains(slot) ? 0 : row.valueUnits[row.valueUnits.startIndex + slot])
         }
         for k in 0..<layout.toMany.count { append(row.linkUnits.isEmpty ? 0 : row.linkUnits[row.linkUnits.startIndex + k]) }
-        appendDecimal(join.position(latest > 0 ? latest : fallback), to: &out)
-        out.append(UInt8(ascii: "}"))
+        out.append(join.position(latest > 0 ? latest : fallback))
+        return out
     }
 
     /// A staged row of a joined batch as a COPY row: its values, then its positions.

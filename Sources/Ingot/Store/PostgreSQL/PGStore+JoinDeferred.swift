@@ -115,9 +115,13 @@ extension PGStore {
         for (entity, layout) in layouts.enumerated() {
             let rows = batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
-            var data: [UInt8] = []
-            for row in rows { PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data) }
-            try connection.copy("COPY \(tables.rows(entity)) FROM STDIN", data: data)
+            if let data = PGStore.binaryJoinedRows(rows, layout, join, fallback: fallback) {
+                try connection.copy("COPY \(tables.rows(entity)) FROM STDIN (FORMAT binary)", data: data)
+            } else {
+                var data: [UInt8] = []
+                for row in rows { PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data) }
+                try connection.copy("COPY \(tables.rows(entity)) FROM STDIN", data: data)
+            }
             for (k, toMany) in layout.toMany.enumerated() {
                 var owners: [UInt8] = []
                 var links: [UInt8] = []
@@ -144,6 +148,34 @@ extension PGStore {
             }
         }
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
+    }
+
+    /// A batch's rows of one entity in binary `COPY` form — their values, then their positions —
+    /// or `nil` when a value does not fit its column's binary form (the text form then goes:
+    /// the server reads and refuses it as it would batch by batch). Binary, the server does not
+    /// parse each row's text and position array: the person rows' text was most of the copies'
+    /// time at two jobs (docs/scale-out.md, "Measured").
+    static func binaryJoinedRows(
+        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int
+    ) -> [UInt8]? {
+        let kinds = layout.columns.map { PGBinaryCopy.Kind(sqlType: columnType($0.type)) ?? .text }
+        var out = PGBinaryCopy.header
+        do throws(PGBinaryCopy.Unfit) {
+            for row in rows {
+                PGBinaryCopy.appendRowStart(fields: kinds.count + 1, to: &out)
+                for (slot, kind) in kinds.enumerated() {
+                    if let value = row.values[safe: slot] ?? nil {
+                        try PGBinaryCopy.append(value, kind, to: &out)
+                    } else {
+                        PGBinaryCopy.appendNull(to: &out)
+                    }
+                }
+                PGBinaryCopy.appendBigintArray(positions(row, layout, join, fallback: fallback), to: &out)
+            }
+        } catch {
+            return nil
+        }
+        return out + PGBinaryCopy.trailer
     }
 
     /// Whether the run's deferred tables exist (a job of the run deferred).
