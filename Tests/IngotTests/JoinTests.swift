@@ -639,6 +639,29 @@ struct JoinTests {
         }
     }
 
+    /// The people data set (1,500 persons, pages of 50, with faults), people.yml, and a fresh
+    /// database with its tables and the join's made (a job adding a column would wait for the
+    /// row held); the first person of the third page has its row held by an insert `holder` has
+    /// not committed.
+    static func peopleWithAPersonHeld() throws -> (
+        pages: String, pipeline: URL, config: PipelineConfig, url: String, holder: PGConnection
+    ) {
+        let pages = try generatePeople(persons: 1500, pageSize: 50, faults: true)
+        let pipeline = packageRoot.appendingPathComponent("pipelines/people.yml")
+        let config = try PipelineConfig.parse(text: try String(contentsOf: pipeline, encoding: .utf8), path: "people.yml")
+        let url = try PostgresServer.freshDatabase()
+        _ = try PGStore(url: url, model: config.model)
+        let setup = try PGConnection(url: url)
+        for sql in PGStore.joinSchema(of: config.model) { try setup.execute(sql) }
+        let third = try Data(contentsOf: URL(fileURLWithPath: pages).appendingPathComponent("page-00003.json"))
+        let object = try JSONSerialization.jsonObject(with: third) as? [String: Any]
+        let held = try #require((object?["results"] as? [[String: Any]])?.compactMap { $0["id"] as? Int }.first)
+        let holder = try PGConnection(url: url)
+        try holder.execute("BEGIN")
+        try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
+        return (pages, pipeline, config, url, holder)
+    }
+
     /// `jobs` processes share a run of the people data set, batch by batch with positions
     /// (`--no-bulk`: deferred batches touch no entity's row before the run's end, see
     /// ``theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext()``); the job that is writing a chosen
@@ -647,21 +670,7 @@ struct JoinTests {
     /// tables end exactly as a single SQLite run leaves them; every page is counted once.
     @Test(.timeLimit(.minutes(2)), arguments: [2, 3])
     func aJobKilledMidRunIsTakenOver(jobs: Int) throws {
-        let pages = try generatePeople(persons: 1500, pageSize: 50, faults: true)
-        let pipeline = packageRoot.appendingPathComponent("pipelines/people.yml")
-        let config = try PipelineConfig.parse(text: try String(contentsOf: pipeline, encoding: .utf8), path: "people.yml")
-        let url = try PostgresServer.freshDatabase()
-        // The tables first (a job adding a column would wait for the row held below).
-        _ = try PGStore(url: url, model: config.model)
-        let setup = try PGConnection(url: url)
-        for sql in PGStore.joinSchema(of: config.model) { try setup.execute(sql) }
-        // The first person of the third page: its row is held by an insert the test does not commit.
-        let third = try Data(contentsOf: URL(fileURLWithPath: pages).appendingPathComponent("page-00003.json"))
-        let object = try JSONSerialization.jsonObject(with: third) as? [String: Any]
-        let held = try #require((object?["results"] as? [[String: Any]])?.compactMap { $0["id"] as? Int }.first)
-        let holder = try PGConnection(url: url)
-        try holder.execute("BEGIN")
-        try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
+        let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
 
         let processes = try Self.startJobs(
             jobs,
@@ -721,19 +730,7 @@ struct JoinTests {
     /// name finds every unit done, merges what is left, and finishes the run: the tables end
     /// exactly as a single SQLite run leaves them.
     @Test(.timeLimit(.minutes(2))) func theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext() throws {
-        let pages = try generatePeople(persons: 1500, pageSize: 50, faults: true)
-        let pipeline = packageRoot.appendingPathComponent("pipelines/people.yml")
-        let config = try PipelineConfig.parse(text: try String(contentsOf: pipeline, encoding: .utf8), path: "people.yml")
-        let url = try PostgresServer.freshDatabase()
-        _ = try PGStore(url: url, model: config.model)
-        let setup = try PGConnection(url: url)
-        for sql in PGStore.joinSchema(of: config.model) { try setup.execute(sql) }
-        let third = try Data(contentsOf: URL(fileURLWithPath: pages).appendingPathComponent("page-00003.json"))
-        let object = try JSONSerialization.jsonObject(with: third) as? [String: Any]
-        let held = try #require((object?["results"] as? [[String: Any]])?.compactMap { $0["id"] as? Int }.first)
-        let holder = try PGConnection(url: url)
-        try holder.execute("BEGIN")
-        try holder.execute("INSERT INTO person (id) VALUES ($1)", [String(held)])
+        let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
 
         let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
         let processes = try Self.startJobs(2, arguments)

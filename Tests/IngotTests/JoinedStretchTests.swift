@@ -90,19 +90,7 @@ struct JoinedStretchTests {
         // This job stages units 1–3 (its staging file is named once its first batch stages).
         try waitUntil { try connection.execute("SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load:%:%'") == [["1"]] }
         // The other job writes unit 4, then enqueues unit 5 and ends the source.
-        let plan = MappingPlan(model: config.model, root: config.root, framing: config.framing)
-        var mapper = RecordMapper(plan: plan)
-        var decoded: [DecodedPage] = []
-        mapper.map(bytes: Array(unit4.utf8), seq: 4, source: "p4", partRecords: 100) { part in
-            var page = part
-            page.unit = held[3].unit
-            decoded.append(page)
-        }
-        let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
-        try other.write(try resolver.resolve(resolver.prepare(decoded, uncommitted: UncommittedIdentities(), store: other), store: other)) {
-            _ in
-        }
-        try other.commit()
+        try Self.write(unit4, as: held[3], config, into: other)
         #expect(try run.enqueue(Page(seq: 5, source: "p5", bytes: Array(unit5.utf8)), as: 5))
         #expect(try run.endSource(at: 6))
 
@@ -146,19 +134,7 @@ struct JoinedStretchTests {
         let connection = try PGConnection(url: url)
         _ = try connection.execute(
             "UPDATE _ingot_units SET status = 'pending', job = NULL, lease_until = NULL WHERE name = 'deferred' AND seq = 1")
-        let plan = MappingPlan(model: config.model, root: config.root, framing: config.framing)
-        var mapper = RecordMapper(plan: plan)
-        var decoded: [DecodedPage] = []
-        mapper.map(bytes: Array(unit2.utf8), seq: 2, source: "p2", partRecords: 100) { part in
-            var page = part
-            page.unit = held[1].unit
-            decoded.append(page)
-        }
-        let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
-        try other.write(try resolver.resolve(resolver.prepare(decoded, uncommitted: UncommittedIdentities(), store: other), store: other)) {
-            _ in
-        }
-        try other.commit()
+        try Self.write(unit2, as: held[1], config, into: other)
         let ordinal = try #require(try connection.execute("SELECT id FROM _ingot_joins WHERE name = 'deferred'").first?[0])
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]], "a deferred batch leaves the tables as they were")
         #expect(try connection.execute("SELECT count(*) FROM _ingot_run\(ordinal)_e0") == [["2"]])
@@ -262,6 +238,23 @@ struct JoinedStretchTests {
         let (_, db) = try ingest(bulkYAML, Self.pages)
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
         #expect(try connection.execute("SELECT count(*) FROM _ingot_rejects") == [["0"]])
+    }
+
+    /// Writes `text` as the claimed unit `unit` through `store` (another job's write of it, as
+    /// its writer stage would: mapped, folded, resolved), and commits.
+    private static func write(_ text: String, as unit: Page, _ config: PipelineConfig, into store: PGStore) throws {
+        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, framing: config.framing))
+        var decoded: [DecodedPage] = []
+        mapper.map(bytes: Array(text.utf8), seq: unit.seq, source: "p\(unit.seq)", partRecords: 100) { part in
+            var page = part
+            page.unit = unit.unit
+            decoded.append(page)
+        }
+        let resolver = BatchResolver(model: config.model, layouts: EntityLayout.layouts(of: config.model))
+        try store.write(try resolver.resolve(resolver.prepare(decoded, uncommitted: UncommittedIdentities(), store: store), store: store)) {
+            _ in
+        }
+        try store.commit()
     }
 
     /// A runner of join `name` into `url`, and its logs. Its leases (30 s) are renewed only when

@@ -291,6 +291,10 @@ extension PGStore {
         return merged
     }
 
+    /// The staging table of the identities of `layout` a part's merge found stored (their rows
+    /// upserted by position, their sets replaced by position).
+    static func knownStage(_ layout: EntityLayout) -> String { "_ingot_known_\(layout.table)" }
+
     /// An entity's deferred rows, folded (``foldDeferred(_:from:where:)``; an identity with one
     /// row is taken as it is), written: those not stored inserted, the stored ones upserted by
     /// position. Leaves the identities that were stored in `_ingot_known_<table>`, for the sets.
@@ -306,7 +310,7 @@ extension PGStore {
         let run = tables.rows(entity, part: part)
         let fresh = try staging("_ingot_up_\(layout.table)", columns)
         let stored = try staging("_ingot_ups_\(layout.table)", columns)
-        let known = try staging("_ingot_known_\(layout.table)", identityTypes)
+        let known = try staging(PGStore.knownStage(layout), identityTypes)
         let table = PGStore.quote(layout.table)
         let several = "EXISTS (SELECT 1 FROM n WHERE \(match("n", "r")))"
         let slots = PositionSlots(layout)
@@ -346,7 +350,7 @@ extension PGStore {
         let match = owner.map { "l.\($0) = o.\($0)" }.joined(separator: " AND ")
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
         let stored =
-            "EXISTS (SELECT 1 FROM \(PGStore.quote("_ingot_known_\(layout.table)")) AS x WHERE \(zip(owner, identity).map { "x.\($1) = o.\($0)" }.joined(separator: " AND ")))"
+            "EXISTS (SELECT 1 FROM \(PGStore.quote(PGStore.knownStage(layout))) AS x WHERE \(zip(owner, identity).map { "x.\($1) = o.\($0)" }.joined(separator: " AND ")))"
         // Hash joins (the session turns them off for staging-to-table joins, PGConnection): the
         // run's links have no index, and a nested loop over them is quadratic.
         try connection.execute(
