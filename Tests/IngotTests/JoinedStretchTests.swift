@@ -25,8 +25,10 @@ struct JoinedStretchTests {
 
     /// A job of join `name` over `pages` (it fetches them when no other job does), started;
     /// waits for its summary and log lines.
-    private func startJob(_ url: String, _ name: String, _ pages: [String]) throws -> () throws -> (RunSummary, [String]) {
-        try start(try runner(url, name), pages)
+    private func startJob(
+        _ url: String, _ name: String, _ pages: [String], yaml: String = bulkYAML
+    ) throws -> () throws -> (RunSummary, [String]) {
+        try start(try runner(url, name, yaml: yaml), pages)
     }
 
     /// A job alone in its run stages every unit and writes them at once: the tables, counts and
@@ -152,6 +154,54 @@ struct JoinedStretchTests {
         #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
     }
 
+    /// The merge takes an identity's latest deferred row as it is when that row gave every column
+    /// and set (a whole record: nothing older can win a column of it), and folds the others
+    /// column by column. Another job writes units 1 and 2 into the run's tables; person 1 is
+    /// whole in both (unit 2's row wins whole), person 2 whole in unit 1 and renamed alone in
+    /// unit 2 (its name from unit 2, the rest from unit 1), person 3 whole in unit 2 only.
+    @Test(.timeLimit(.minutes(1))) func wholeLatestRowsAreTakenAsTheyAreOthersFolded() throws {
+        let url = try PostgresServer.freshDatabase()
+        let yaml = personPipeline("whole")
+        let config = try PipelineConfig.parse(text: yaml, path: "whole.yml")
+        func person(_ id: Int, _ name: String, _ country: String, dogs: [Int]) -> String {
+            #"{"id": \#(id), "name": "\#(name)", "origin": {"country": {"name": "\#(country)"}}, "score": \#(id).5, "dogs": \#(dogs), "best_friend": \#(dogs[0])}"#
+        }
+        let pages = [
+            bulkPage(person(1, "one", "NO", dogs: [1, 2]) + ", " + person(2, "two", "SE", dogs: [3])),
+            bulkPage(person(1, "uno", "IT", dogs: [4]) + #", {"id": 2, "name": "dos"}, "# + person(3, "tres", "ES", dogs: [5])),
+            bulkPage(person(4, "four", "DK", dogs: [6])),
+        ]
+        let other = try PGStore(url: url, model: config.model)
+        defer { try? other.close() }
+        other.stagingRules.defersJoined = true
+        let run = try other.joinRun(JoinTests.request("whole", config))
+        _ = try #require(try run.takeFetcherRole())
+        for seq in 1...3 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
+        #expect(try run.endSource(at: 4))
+        for seq in 1...2 {
+            try Self.write(pages[seq - 1], as: try #require(try run.claim(maxPageBytes: 1 << 20)).page, config, into: other)
+        }
+        let connection = try PGConnection(url: url)
+        let ordinal = try #require(try connection.execute("SELECT id FROM _ingot_joins WHERE name = 'whole'").first?[0])
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_run\(ordinal)_e0") == [["5"]])
+
+        let (summary, _) = try startJob(url, "whole", pages, yaml: yaml)()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let (single, db) = try ingest(yaml, pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(
+            try connection.execute("SELECT id, name, country, score, best_id FROM person ORDER BY id")
+                == [
+                    ["1", "uno", "IT", "1.5", "4"], ["2", "dos", "SE", "2.5", "3"], ["3", "tres", "ES", "3.5", "5"],
+                    ["4", "four", "DK", "4.5", "6"],
+                ])
+        #expect(
+            try connection.execute("SELECT person_id, dog_id FROM person_dogs ORDER BY 1, 2") == [
+                ["1", "4"], ["2", "3"], ["3", "5"], ["4", "6"],
+            ])
+        #expect(summary.counters.inserted == single.counters.inserted, "\(summary.counters.entities) \(single.counters.entities)")
+    }
+
     /// A job stopped while it holds a staged stretch wrote none of it: its units are taken over
     /// once their leases run out, by a job that writes them, and the run ends as a single job's.
     /// The stopped job's staging file stays (named in PostgreSQL) until the job that finishes
@@ -260,8 +310,8 @@ struct JoinedStretchTests {
     /// A runner of join `name` into `url`, and its logs. Its leases (30 s) are renewed only when
     /// a test moves its clock (``ManualTimers``): a lease lapses because a test ends it, never
     /// because the machine was slow.
-    private func runner(_ url: String, _ name: String) throws -> (PipelineRunner, LogCapture) {
-        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+    private func runner(_ url: String, _ name: String, yaml: String = bulkYAML) throws -> (PipelineRunner, LogCapture) {
+        let config = try PipelineConfig.parse(text: yaml, path: "bulk.yml")
         var options = RunOptions()
         options.databasePath = url
         options.join = name

@@ -295,9 +295,16 @@ extension PGStore {
     /// upserted by position, their sets replaced by position).
     static func knownStage(_ layout: EntityLayout) -> String { "_ingot_known_\(layout.table)" }
 
-    /// An entity's deferred rows, folded (``foldDeferred(_:from:where:)``; an identity with one
-    /// row is taken as it is), written: those not stored inserted, the stored ones upserted by
-    /// position. Leaves the identities that were stored in `_ingot_known_<table>`, for the sets.
+    /// An entity's deferred rows, folded, written: those not stored inserted, the stored ones
+    /// upserted by position. Leaves the identities that were stored in `_ingot_known_<table>`,
+    /// for the sets.
+    ///
+    /// The fold takes each identity's latest row (largest `@` position) as it is when that row
+    /// gave every column and set at that one position (a whole record, the usual case): no other
+    /// row can then hold a larger position in any slot, so the full fold
+    /// (``foldDeferred(_:from:where:)``, an ordered aggregate per column) would return that very
+    /// row — only the other identities take it. The stored identities are found by probing the
+    /// table's unique index (a hash join would read the whole table for each part).
     private func mergeDeferredRows(_ entity: Int, _ layout: EntityLayout, _ tables: DeferredTables, part: Int) throws -> EntityCounts {
         let columns = PGStore.joinedColumns(layout)
         let all = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
@@ -312,22 +319,28 @@ extension PGStore {
         let stored = try staging("_ingot_ups_\(layout.table)", columns)
         let known = try staging(PGStore.knownStage(layout), identityTypes)
         let table = PGStore.quote(layout.table)
-        let several = "EXISTS (SELECT 1 FROM n WHERE \(match("n", "r")))"
         let slots = PositionSlots(layout)
+        let pos = PGStore.positionColumn
+        let latest = "r.\(pos)[\(slots.touched)]"
+        // Whole: every slot but the identity's (always NULL) at the row's `@` position.
+        let whole = "cardinality(array_remove(r.\(pos), \(latest))) = \(layout.identitySlots.count)"
+        let partial =
+            "(\(identity.map { "r.\(PGStore.quote($0))" }.joined(separator: ", "))) IN (SELECT \(idList) FROM l WHERE NOT l._whole)"
         let counted = try connection.execute(
             """
             SET LOCAL enable_hashjoin = on;
             TRUNCATE \(known);
-            WITH n AS MATERIALIZED (SELECT \(idList) FROM \(run) GROUP BY \(idList) HAVING count(*) > 1)
-            INSERT INTO \(fresh) (\(all)) SELECT \(columns.map { "r.\(PGStore.quote($0.name))" }.joined(separator: ", ")) FROM \(run) AS r
-              WHERE NOT \(several) UNION ALL \(PGStore.foldDeferred(layout, from: "\(run) AS r", where: several));
+            WITH l AS MATERIALIZED (SELECT DISTINCT ON (\(idList)) r.*, \(whole) AS _whole FROM \(run) AS r ORDER BY \(idList), \(latest) DESC)
+            INSERT INTO \(fresh) (\(all)) SELECT \(all) FROM l WHERE l._whole
+              UNION ALL \(PGStore.foldDeferred(layout, from: "\(run) AS r", where: partial));
+            SET LOCAL enable_hashjoin = off;
             WITH e AS (DELETE FROM \(fresh) AS s USING \(table) AS t WHERE \(match("t", "s")) RETURNING s.*)
             INSERT INTO \(stored) SELECT * FROM e;
             INSERT INTO \(known) SELECT \(idList) FROM \(stored);
             WITH i AS (INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(fresh) RETURNING \(PGStore.positionColumn) AS p)
             SELECT count(*), count(*) FILTER (WHERE array_remove(p[1:\(slots.count - 1)], NULL) = '{}') FROM i
             """)
-        try connection.execute("TRUNCATE \(fresh); SET LOCAL enable_hashjoin = off")
+        try connection.execute("TRUNCATE \(fresh)")
         let numbers = counted.last.map { $0.map { $0.flatMap { Int($0) } ?? 0 } } ?? [0, 0]
         var counts = try upsertStaged(stored, rows: 0, layout)
         counts.inserted += numbers[0]
