@@ -50,7 +50,7 @@ Faults (--faults), each at the Nth request to /people/* (1-based), once:
 --tls CERT KEY serves HTTPS (the tests use a self-signed certificate, which Ingot must refuse).
 Prints "PORT <n>" on its first line once listening.
 """
-import argparse, json, os, signal, socket, sys, threading, time
+import argparse, email.utils, hashlib, json, os, signal, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -79,6 +79,9 @@ class State:
     gate_open = False  # once N were in flight together, later requests pass at once
     in_flight = 0
     peak = 0
+    validators = ""    # --validators etag|last-modified|both: 200 answers carry them, and a match answers 304
+    not_modified = 0   # 304s answered
+    people_dir = None  # --people, read again by /control/reload-people
 
 
 def load_swapi(host):
@@ -146,6 +149,29 @@ class Handler(BaseHTTPRequestHandler):
         return self.send_raw(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), status, headers)
 
     def send_raw(self, raw, status=200, headers=()):
+        if status == 200 and State.validators:
+            # Validators derived from the body: an ETag of its digest, a Last-Modified date it
+            # decides too (the same body, the same date). A request naming them gets a 304.
+            digest = hashlib.sha256(raw).hexdigest()
+            etag = '"%s"' % digest[:20]
+            modified = email.utils.formatdate(1_600_000_000 + int(digest[:7], 16), usegmt=True)
+            own = []
+            if State.validators in ("etag", "both"):
+                own.append(("ETag", etag))
+            if State.validators in ("last-modified", "both"):
+                own.append(("Last-Modified", modified))
+            asked_etag = self.headers.get("If-None-Match")
+            asked_date = self.headers.get("If-Modified-Since")
+            if (asked_etag is not None and ("ETag", asked_etag) in own) or \
+                    (asked_etag is None and asked_date is not None and ("Last-Modified", asked_date) in own):
+                with State.lock:
+                    State.not_modified += 1
+                self.send_response(304)
+                for k, v in own:
+                    self.send_header(k, v)
+                self.end_headers()
+                return b""
+            headers = list(headers) + own
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
@@ -166,7 +192,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(seen)
         with State.lock:
             State.seen.append({"path": u.path, "query": u.query, "authorization": self.headers.get("Authorization"),
+                               "if_none_match": self.headers.get("If-None-Match"),
+                               "if_modified_since": self.headers.get("If-Modified-Since"),
                                "x_api_key": self.headers.get("X-Api-Key"), "x_custom": self.headers.get("X-Custom")})
+        if u.path == "/control/reload-people":
+            load_people(State.people_dir)
+            return self.send_json({"pages": len(State.people)})
         if u.path == "/control/pokeapi-gone":
             with State.lock:
                 State.pokeapi_gone.add(int(q.get("n", "0")))
@@ -179,6 +210,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.hostile(u.path[len("/hostile/"):], q)
         if u.path == "/requests":
             return self.send_json({"requests": State.requests, "people_requests": State.people_requests,
+                                   "not_modified": State.not_modified,
                                    "in_flight": State.in_flight, "peak_in_flight": State.peak})
         if u.path.startswith("/api/"):
             return self.swapi(u.path, q)
@@ -479,6 +511,25 @@ class Handler(BaseHTTPRequestHandler):
         self.send_raw(raw, 200, headers)
 
 
+def load_people(directory):
+    """The people pages of a Benchmarks/people.py directory, in order (read again on
+    /control/reload-people, after a test changed a page)."""
+    names = sorted(f for f in os.listdir(directory) if f.startswith("page-"))
+    people = []
+    for f in names:
+        text = open(os.path.join(directory, f), encoding="utf-8").read()
+        try:
+            people.append(json.loads(text))
+        except ValueError:
+            people.append(text)  # an invalid page is served as it is
+    with State.lock:
+        State.people_dir = directory
+        State.people = people
+        State.rendered = {}
+        State.page_size = max((len(p.get("results", [])) for p in people if isinstance(p, dict)), default=0)
+        State.total = sum(len(p.get("results", [])) for p in people if isinstance(p, dict))
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--port", type=int, default=0)
@@ -490,19 +541,13 @@ def main():
     a.add_argument("--token")
     a.add_argument("--slow", type=float, default=3.0)
     a.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate")
+    a.add_argument("--validators", default="", choices=["", "etag", "last-modified", "both"],
+                   help="answers carry an ETag and/or Last-Modified, and a conditional request that matches gets a 304")
     a.add_argument("--exit-on-eof", action="store_true", help="stop when standard input closes (tests hold a pipe)")
     args = a.parse_args()
     if args.people:
-        names = sorted(f for f in os.listdir(args.people) if f.startswith("page-"))
-        State.people = []
-        for f in names:
-            text = open(os.path.join(args.people, f), encoding="utf-8").read()
-            try:
-                State.people.append(json.loads(text))
-            except ValueError:
-                State.people.append(text)  # an invalid page is served as it is
-        State.page_size = max((len(p.get("results", [])) for p in State.people if isinstance(p, dict)), default=0)
-        State.total = sum(len(p.get("results", [])) for p in State.people if isinstance(p, dict))
+        load_people(args.people)
+    State.validators = args.validators
     for spec in filter(None, args.faults.split(",")):
         kind, n = spec.split(":")
         State.faults[int(n)] = kind

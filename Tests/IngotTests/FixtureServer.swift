@@ -10,10 +10,13 @@ final class FixtureServer {
 
     var base: String { "http://127.0.0.1:\(port)" }
 
-    /// - Parameter gate: hold /people/* answers until this many are in flight at once.
+    /// - Parameters:
+    ///   - gate: hold /people/* answers until this many are in flight at once.
+    ///   - validators: answers carry `etag`, `last-modified` or `both`, and a conditional request
+    ///     that matches gets a 304.
     init(
         people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
-        tls: (cert: String, key: String)? = nil
+        tls: (cert: String, key: String)? = nil, validators: String? = nil
     ) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = [
@@ -24,6 +27,7 @@ final class FixtureServer {
         if let token { arguments += ["--token", token] }
         if gate > 0 { arguments += ["--gate", "\(gate)"] }
         if let tls { arguments += ["--tls", tls.cert, tls.key] }
+        if let validators { arguments += ["--validators", validators] }
         process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out

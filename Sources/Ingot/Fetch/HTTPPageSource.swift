@@ -13,7 +13,7 @@ import Synchronization
 /// after the last committed page.
 ///
 /// Used from the pipeline's source queue only.
-package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // used from the source queue only
+package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Sendable {  // used from the source queue only
     package let config: HTTPSourceConfig
     /// Where a page's records sit, as the mapper finds them (``RecordFraming``).
     private let framing: RecordFraming
@@ -50,6 +50,9 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     private let incrementalQuery: [URLQueryItem]
     /// Set by ``cancel()`` from another queue: transfers in flight are aborted, a backoff ends.
     private let cancelled = StopFlag()
+    /// What the last finished run kept of its answers (``reuseAnswers(_:)``); `nil`: no
+    /// conditional requests.
+    private var kept: KeptAnswers?
     /// Set for a shared run's fetcher (docs/scale-out.md, "Requests any job makes"): once a page
     /// said where a numbered source ends (its total), the pages up to it come out unfetched, each
     /// naming its position (``Page/cursor``), for the jobs that claim them to fetch.
@@ -472,7 +475,7 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
     private func startFetch(_ url: String) -> Int {
         let tag = nextTag
         nextTag += 1
-        var fetch = PageFetch(url: url, rules: rules)
+        var fetch = PageFetch(url: url, rules: rules, validators: kept?.validators(for: url))
         client.start(fetch.request(rules), tag: tag)
         fetches[tag] = fetch
         return tag
@@ -514,11 +517,38 @@ package final class HTTPPageSource: FetchReporting, @unchecked Sendable {  // us
                     fetches[k] = fetch
                 case .done(let result):
                     fetches[k] = nil
-                    done[k] = result
+                    if let result = settled(result, of: fetch, tag: k) { done[k] = result }
                 }
             }
         }
     }
+
+    /// A fetch's page as the run takes it (docs/pipelines.md, "Conditional requests"): a 304
+    /// with the body the last run kept (or, when that body cannot be read back, `nil`: the
+    /// request is made again, unconditionally, under the same tag); a fresh answer with a
+    /// validator kept for the next run.
+    private func settled(_ result: Result<Page, FetchError>, of fetch: PageFetch, tag: Int) -> Result<Page, FetchError>? {
+        guard let kept, case .success(var page) = result, let status = page.http?.status else { return result }
+        if status == 304, let validators = fetch.validators {
+            guard let body = kept.keptBody(for: fetch.url) else {
+                var again = PageFetch(url: fetch.url, rules: rules)
+                client.start(again.request(rules), tag: tag)
+                fetches[tag] = again
+                return nil
+            }
+            page.bytes = body
+            kept.reused(fetch.url, validators)
+            return .success(page)
+        }
+        if page.oversized == nil, let validators = page.http.flatMap({ KeptAnswers.Validators(headers: $0.headers) }) {
+            kept.received(fetch.url, validators, body: page.bytes)
+        }
+        return result
+    }
+
+    /// Conditional requests from now on, with what the last finished run kept of its answers;
+    /// this source's answers are kept in `answers` for the next run.
+    package func reuseAnswers(_ answers: KeptAnswers) { kept = answers }
 
     /// Drops every fetch under way (aborting its transfer): pagination stopped or failed before
     /// them, or the run is stopping.

@@ -122,9 +122,13 @@ struct PageFetch {
     private var redirects = 0
     private let start: OriginPolicy.Origin?
     private var attemptStarted: Date
+    /// What the last run kept of this request's answer: every request asks whether it changed
+    /// since (docs/pipelines.md, "Conditional requests"), and a 304 is a page.
+    let validators: KeptAnswers.Validators?
 
-    init(url: String, rules: FetchRules, now: Date = Date()) {
+    init(url: String, rules: FetchRules, validators: KeptAnswers.Validators? = nil, now: Date = Date()) {
         self.url = url
+        self.validators = validators
         self.shown = rules.credentials.redact(url)
         self.current = url
         self.trusted = rules.policy.mayReceiveCredentials(url)
@@ -136,8 +140,8 @@ struct PageFetch {
     mutating func request(_ rules: FetchRules) -> HTTPRequest {
         requests += 1
         return HTTPRequest(
-            url: trusted ? rules.withSecrets(current) : current, headers: trusted ? rules.credentials.headers : [],
-            timeout: rules.config.timeout)
+            url: trusted ? rules.withSecrets(current) : current,
+            headers: (trusted ? rules.credentials.headers : []) + (validators?.conditions ?? []), timeout: rules.config.timeout)
     }
 
     /// After a wait: the next attempt starts over at the page's URL.
@@ -204,10 +208,12 @@ struct PageFetch {
     }
 
     /// 2xx: a page — unless `error_when` says the body is an error (never a page: tried again
-    /// when its reason is temporary, else a failure naming it); 408, 429 and 5xx: tried again
-    /// until the attempts run out; any other status: a failure with the body's start.
+    /// when its reason is temporary, else a failure naming it); 304 to a conditional request: a
+    /// page without a body (status 304: its source puts the kept body in); 408, 429 and 5xx:
+    /// tried again until the attempts run out; any other status: a failure with the body's start.
     private func verdict(on response: HTTPResponse, rules: FetchRules) -> Verdict {
         let attempts = rules.config.retry.attempts
+        if response.status == 304, validators != nil { return .finished(.done(.success(page(of: response)))) }
         if (200..<300).contains(response.status) {
             guard let rule = rules.config.errorWhen, !response.overflowed, let document = try? JSONDocument(bytes: response.body),
                 let bodyError = rule.error(in: document)

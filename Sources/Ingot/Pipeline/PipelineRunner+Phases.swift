@@ -30,6 +30,8 @@ extension PipelineRunner {
         let store: any IngestStore
         let part: RunPart
         let refresh: Refresh?
+        /// What the last finished run kept of its HTTP answers, and this run's (conditional requests).
+        let answers: KeptAnswers?
         /// The load plan the store was opened with.
         let plan: LoadPlan
         let flow = PageFlow()
@@ -178,6 +180,7 @@ extension PipelineRunner {
     /// run's page prints, closes the store; the summary.
     func finish(_ context: RunContext, writer: WriterStage, archive: ArchiveStage?) -> RunSummary {
         var counters = writer.counters
+        counters.notModifiedPages = context.answers?.notModified ?? 0
         var failure: (any Error)? = writer.failure
         if failure == nil, let archiveFailure = archive?.queue.sync(execute: { archive?.failure }) {
             failure = archiveFailure
@@ -198,6 +201,7 @@ extension PipelineRunner {
                 try context.store.finishRun(id: context.runID, status: status, counters: counters, finishedAt: Date())
                 if status == .finished && failure == nil {
                     keepPrints(context.refresh, writer: writer, runID: context.runID, logger: context.logger)
+                    keepAnswers(context.answers, store: context.store, logger: context.logger)
                 }
             }
             try context.store.close()

@@ -147,6 +147,36 @@ extension PipelineRunner {
     }
 }
 
+extension PipelineRunner {
+    /// Conditional requests (docs/pipelines.md, "Conditional requests"): what the last finished
+    /// run of the pipeline kept of its HTTP answers, given to `source` before its first request;
+    /// `nil` when the source does not fetch or the store keeps no answers. A kept answer that
+    /// cannot be read only means asking again, unconditionally; `--full-refresh` asks nothing
+    /// conditionally (and keeps this run's answers for the next).
+    func reuseAnswers(source: any PageSource, store: any IngestStore, logger: Logger) -> KeptAnswers? {
+        guard let reusing = source as? any AnswerReusing, let keeper = store as? any AnswerKeeping else { return nil }
+        do {
+            let answers = options.fullRefresh ? KeptAnswers(previous: [:]) { _ in nil } : try keeper.keptAnswers(pipeline: config.name)
+            reusing.reuseAnswers(answers)
+            return answers
+        } catch {
+            logger.warning("http.answers_unreadable", metadata: [LogKey.error: "\(error)"])
+            return nil
+        }
+    }
+
+    /// After a finished run: keeps its answers for the next run's conditional requests (a failure
+    /// only makes the next run ask unconditionally).
+    func keepAnswers(_ answers: KeptAnswers?, store: any IngestStore, logger: Logger) {
+        guard let answers, let keeper = store as? any AnswerKeeping else { return }
+        do {
+            try keeper.keepAnswers(answers, pipeline: config.name)
+        } catch {
+            logger.warning("http.answers_not_kept", metadata: [LogKey.error: "\(error)"])
+        }
+    }
+}
+
 extension DecodedPage {
     /// A page a refresh leaves out: no records, the last run's rows and record count.
     static func leftOut(_ page: Page, print: PagePrint) -> DecodedPage {

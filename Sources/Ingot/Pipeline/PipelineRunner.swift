@@ -169,6 +169,9 @@ public final class PipelineRunner: Sendable {
         if let joined = part.joined { logger[metadataKey: "job"] = "\(joined.run.job)" }
         // A refresh (PipelineRunner+Refresh.swift): the last run's prints, read before this run's
         // start forgets them. A joined or resumed run sees only part of the pages: it keeps none.
+        // Conditional requests: the last finished run's answers, before the refresh's listing
+        // fetches anything (a joined job keeps none: it makes part of the requests).
+        let answers = part.joined == nil ? reuseAnswers(source: part.source, store: store, logger: logger) : nil
         let refresh = part.joined == nil && part.resumed == nil ? prepareRefresh(source: part.source, store: store, logger: logger) : nil
         // A refresh over HTTP reads its source whole first, to list it (PrefetchedPageSource).
         if let prefetched = refresh?.listing as? PrefetchedPageSource {
@@ -176,7 +179,8 @@ public final class PipelineRunner: Sendable {
             activeSource.value.withLock { $0 = prefetched }
         }
         let context = RunContext(
-            runID: runID, started: started, logger: logger, store: store, part: part, refresh: refresh, plan: opened.plan)
+            runID: runID, started: started, logger: logger, store: store, part: part, refresh: refresh, answers: answers,
+            plan: opened.plan)
         if let joined = part.joined, let over = announce(joined, context) { return over }
         part.source.useLogger(logger)
         if let metrics { (part.source as? any FetchReporting)?.useMetrics(metrics) }
@@ -335,6 +339,7 @@ public final class PipelineRunner: Sendable {
         ]
         if c.deleted > 0 { metadata[LogKey.deleted] = .int(c.deleted) }
         if c.unchangedPages > 0 { metadata["pages_unchanged"] = .int(c.unchangedPages) }
+        if c.notModifiedPages > 0 { metadata["pages_not_modified"] = .int(c.notModifiedPages) }
         if c.skippedRecords > 0 { metadata["skipped_records"] = .int(c.skippedRecords) }
         for (name, pages) in c.resourcePages { metadata["resource.\(name).pages"] = .int(pages) }
         for (attribute, n) in c.invalidValues { metadata["invalid.\(attribute)"] = .int(n) }

@@ -23,7 +23,7 @@ import Synchronization
 /// skipped. Requesting again is harmless: later pages win, as in any rerun.
 ///
 /// Used from the pipeline's source queue only.
-final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used from the source queue only
+final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Sendable {  // used from the source queue only
     /// One request of a for_each resource.
     struct Item {
         var url: String
@@ -36,6 +36,8 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
     private let maxPageBytes: Int
     private var logger: Logger
     private var metrics: (any FetchObserver)?
+    /// What the last finished run kept of its answers, for each source this opens.
+    private var kept: KeptAnswers?
     private let cancelled = StopFlag()
     /// The resource being read and its source.
     private var index = 0
@@ -80,6 +82,11 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
     func useMetrics(_ metrics: any FetchObserver) {
         self.metrics = metrics
         (current as? any FetchReporting)?.useMetrics(metrics)
+    }
+
+    func reuseAnswers(_ answers: KeptAnswers) {
+        kept = answers
+        (current as? any AnswerReusing)?.reuseAnswers(answers)
     }
 
     func cancel() {
@@ -237,6 +244,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
                 config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
         }
         if let metrics { source.useMetrics(metrics) }
+        if let kept { source.reuseAnswers(kept) }
         source.onServerDelay = onServerDelay
         current = source
     }
@@ -281,6 +289,7 @@ final class ResourcesPageSource: FetchReporting, @unchecked Sendable {  // used 
         single.resources = [resource]
         let source = try single.makeSource(database: nil, maxPageBytes: maxPageBytes, environment: environment, logger: logger)
         if let metrics { (source as? any FetchReporting)?.useMetrics(metrics) }
+        if let kept { (source as? any AnswerReusing)?.reuseAnswers(kept) }
         (source as? HTTPPageSource)?.onServerDelay = onServerDelay
         if defersRequests, let http = source as? HTTPPageSource,
             SharedRequests.defersPages(of: http.config, in: config, resource: resource.name)

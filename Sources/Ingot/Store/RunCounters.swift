@@ -7,6 +7,9 @@ public struct RunCounters: Sendable, Equatable {
     /// Of ``pages``, those a refresh left out: byte for byte the last run's, and no row of theirs
     /// touched by a change (their records count as read, their rows as unchanged).
     public var unchangedPages = 0
+    /// HTTP requests answered `304 Not Modified`: the body the last run kept was read again
+    /// (docs/pipelines.md, "Conditional requests").
+    public var notModifiedPages = 0
     /// Records read, rejected ones included.
     public var records = 0
     /// Rows inserted, stubs included.
