@@ -11,9 +11,13 @@ import Testing
 struct ConditionalRequestTests {
     /// The people pipeline over the fixture server's numbered pages, run into `db`.
     private static func run(
-        _ server: FixtureServer, into db: String, full: Bool = false, archives: String? = nil, logs: LogCapture = LogCapture()
+        _ server: FixtureServer, into db: String, full: Bool = false, archives: String? = nil, links: Bool = false,
+        logs: LogCapture = LogCapture()
     ) throws -> RunSummary {
-        let yaml = try peopleOverHTTPText(server.base + "/people/page", ["paginate: {page: {param: page}}"])
+        let yaml =
+            links
+            ? try peopleOverHTTPText(server.base + "/people/link", ["paginate: {link_header: true}"])
+            : try peopleOverHTTPText(server.base + "/people/page", ["paginate: {page: {param: page}}"])
         let config = try PipelineConfig.parse(text: yaml, path: "people-http.yml")
         var options = RunOptions()
         options.databasePath = db
@@ -152,6 +156,19 @@ struct ConditionalRequestTests {
         #expect(second.status == .finished, "\(second.error ?? "")")
         #expect(second.counters.notModifiedPages == requests && second.counters.records == first.counters.records)
         #expect(try PostgresTests.sqliteDump(db, config.model) == dump)
+    }
+
+    /// Pages linked by `Link` headers: a 304 need not send them again (the fixture server does
+    /// not), so the kept answer's headers stand in for them, and the rerun reads every page.
+    @Test func linkHeadersOfAKeptAnswerStand() throws {
+        let pages = try generatePeople(persons: 300, pageSize: 100)
+        let server = try FixtureServer(people: pages, validators: "etag")
+        let db = temporaryDirectory().appendingPathComponent("links.db").path
+        let first = try Self.run(server, into: db, links: true)
+        #expect(first.status == .finished && first.counters.pages > 1, "\(first.error ?? "")")
+        let second = try Self.run(server, into: db, links: true)
+        #expect(second.status == .finished && second.counters.pages == first.counters.pages, "\(second.error ?? "")")
+        #expect(second.counters.notModifiedPages == first.counters.pages && second.counters.records == first.counters.records)
     }
 
     /// A server that sends no validator: nothing is kept, nothing asked conditionally.

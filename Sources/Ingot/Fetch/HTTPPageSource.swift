@@ -530,18 +530,20 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     private func settled(_ result: Result<Page, FetchError>, of fetch: PageFetch, tag: Int) -> Result<Page, FetchError>? {
         guard let kept, case .success(var page) = result, let status = page.http?.status else { return result }
         if status == 304, let validators = fetch.validators {
-            guard let body = kept.keptBody(for: fetch.url) else {
+            guard let body = kept.keptBody(for: fetch.url), var http = page.http else {
                 var again = PageFetch(url: fetch.url, rules: rules)
                 client.start(again.request(rules), tag: tag)
                 fetches[tag] = again
                 return nil
             }
-            page.bytes = body
+            page.bytes = body.bytes
+            http.headers = body.headers.merging(http.headers) { _, now in now }
+            page.http = http
             kept.reused(fetch.url, validators)
             return .success(page)
         }
         if page.oversized == nil, let validators = page.http.flatMap({ KeptAnswers.Validators(headers: $0.headers) }) {
-            kept.received(fetch.url, validators, body: page.bytes)
+            kept.received(fetch.url, validators, body: page.bytes, headers: page.http?.headers ?? [:])
         }
         return result
     }

@@ -41,17 +41,41 @@ package final class KeptAnswers: Sendable {
         }
     }
 
+    /// A kept answer's body, zstd-compressed, with its size and the headers the archive keeps
+    /// (a 304 need not send `Link` again: the kept ones stand in).
+    package struct Body: Sendable {
+        package var compressed: [UInt8]
+        package var size: Int
+        package var headers: [String: String]
+
+        package init(compressed: [UInt8], size: Int, headers: [String: String]) {
+            self.compressed = compressed
+            self.size = size
+            self.headers = headers
+        }
+
+        /// The headers as stored: a JSON object.
+        package var headersJSON: String {
+            (try? JSONEncoder().encode(headers)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        }
+
+        /// Headers read back from ``headersJSON``; none when the text is not such an object.
+        package static func headers(fromJSON text: String?) -> [String: String] {
+            text.flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
+        }
+    }
+
     /// An answer kept for the next run: its request (the URL without secrets), validators, and
-    /// body — zstd-compressed, with its size — or `nil` when a 304 said the stored one stands.
+    /// body, or `nil` when a 304 said the stored one stands.
     package struct Answer: Sendable {
         package var request: String
         package var validators: Validators
-        package var body: (compressed: [UInt8], size: Int)?
+        package var body: Body?
     }
 
     private struct State {
         var spool: UnsafeMutablePointer<FILE>?
-        var answers: [(request: String, validators: Validators, offset: Int, compressed: Int, size: Int)] = []
+        var answers: [(request: String, validators: Validators, offset: Int, compressed: Int, size: Int, headers: [String: String])] = []
         var offset = 0
         var notModified = 0
         var failure: String?
@@ -60,7 +84,7 @@ package final class KeptAnswers: Sendable {
     /// The last run's validators, by request.
     private let previous: [String: Validators]
     /// The stored body of a request (compressed, and its size), read when a 304 asks for it.
-    private let storedBody: @Sendable (String) throws -> (compressed: [UInt8], size: Int)?
+    private let storedBody: @Sendable (String) throws -> Body?
     private let state = Mutex(State())
     private let path = FileManager.default.temporaryDirectory.appendingPathComponent("ingot-answers-\(UUID().uuidString).bin").path
 
@@ -68,7 +92,7 @@ package final class KeptAnswers: Sendable {
     ///   - previous: the validators the last run kept, by request.
     ///   - body: reads the body kept for a request (on a connection of its own: asked from the
     ///     source queue while the writer writes).
-    package init(previous: [String: Validators], body: @escaping @Sendable (String) throws -> (compressed: [UInt8], size: Int)?) {
+    package init(previous: [String: Validators], body: @escaping @Sendable (String) throws -> Body?) {
         self.previous = previous
         self.storedBody = body
     }
@@ -83,23 +107,26 @@ package final class KeptAnswers: Sendable {
     /// The validators kept for `request` (its URL without secrets); `nil` when none were.
     func validators(for request: String) -> Validators? { previous[request] }
 
-    /// The body kept for `request`, as it was received; `nil` when it cannot be read back.
-    func keptBody(for request: String) -> [UInt8]? {
-        guard let kept = try? storedBody(request), kept.size >= 0, kept.size <= 1 << 30 else { return nil }
-        return try? Zstd().decompress(kept.compressed[...], expectedLength: kept.size, limit: kept.size)
+    /// The body kept for `request`, as it was received, and its headers; `nil` when it cannot be
+    /// read back.
+    func keptBody(for request: String) -> (bytes: [UInt8], headers: [String: String])? {
+        guard let kept = try? storedBody(request), kept.size >= 0, kept.size <= 1 << 30,
+            let bytes = try? Zstd().decompress(kept.compressed[...], expectedLength: kept.size, limit: kept.size)
+        else { return nil }
+        return (bytes, kept.headers)
     }
 
     /// A 304 answered `request`: the stored answer stands for the next run too.
     func reused(_ request: String, _ validators: Validators) {
         state.withLock { state in
             state.notModified += 1
-            state.answers.append((request, validators, 0, -1, 0))
+            state.answers.append((request, validators, 0, -1, 0, [:]))
         }
     }
 
     /// A fresh answer to `request` came with `validators`: its body, compressed, goes to the
     /// spool for the next run. A spool that cannot take it only means the next run asks again.
-    func received(_ request: String, _ validators: Validators, body: [UInt8]) {
+    func received(_ request: String, _ validators: Validators, body: [UInt8], headers: [String: String]) {
         guard let compressed = try? Zstd().compress(body) else { return }
         state.withLock { state in
             guard state.failure == nil else { return }
@@ -110,7 +137,7 @@ package final class KeptAnswers: Sendable {
                 state.failure = "cannot write the answers spool \(path): \(String(cString: strerror(errno)))"
                 return
             }
-            state.answers.append((request, validators, state.offset, compressed.count, body.count))
+            state.answers.append((request, validators, state.offset, compressed.count, body.count, headers))
             state.offset += compressed.count
         }
     }
@@ -130,13 +157,13 @@ package final class KeptAnswers: Sendable {
             if let file = state.spool { fflush(file) }
             for (k, answer) in state.answers.enumerated() {
                 guard last[answer.request] == k else { continue }
-                var body: (compressed: [UInt8], size: Int)?
+                var body: Body?
                 if answer.compressed >= 0, let file = state.spool {
                     var bytes = [UInt8](repeating: 0, count: answer.compressed)
                     fseek(file, answer.offset, SEEK_SET)
                     guard bytes.isEmpty || bytes.withUnsafeMutableBytes({ fread($0.baseAddress, 1, $0.count, file) }) == bytes.count
                     else { throw FetchError(url: path, message: "the answers spool is cut short") }
-                    body = (bytes, answer.size)
+                    body = Body(compressed: bytes, size: answer.size, headers: answer.headers)
                 }
                 try each(Answer(request: answer.request, validators: answer.validators, body: body))
             }

@@ -1,6 +1,7 @@
 /// A store that keeps each pipeline's HTTP answers for conditional requests (docs/pipelines.md,
 /// "Conditional requests"), in `_ingot_http_answers`: per request (its URL without secrets), the
-/// validators of its last answer and that answer's body, zstd-compressed.
+/// validators of its last answer, that answer's body (zstd-compressed) and the headers the archive
+/// keeps of it.
 protocol AnswerKeeping {
     /// What the last finished run of `pipeline` kept: its validators, read now; a body read when
     /// a 304 asks for it, on a connection of its own.
@@ -12,5 +13,5 @@ protocol AnswerKeeping {
 
 extension AnswerKeeping {
     /// The table's columns, after `pipeline` and `request` (its key).
-    static var answerColumns: String { "etag, last_modified, size, body" }
+    static var answerColumns: String { "etag, last_modified, size, body, headers" }
 }

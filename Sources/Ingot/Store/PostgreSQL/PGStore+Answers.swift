@@ -24,7 +24,7 @@ extension PGStore: AnswerKeeping {
             try connection.execute(
                 """
                 CREATE TABLE IF NOT EXISTS _ingot_http_answers (pipeline text NOT NULL, request text NOT NULL, etag text,
-                  last_modified text, size bigint NOT NULL, body bytea NOT NULL, PRIMARY KEY (pipeline, request))
+                  last_modified text, size bigint NOT NULL, body bytea NOT NULL, headers text, PRIMARY KEY (pipeline, request))
                 """)
             var answered: [String] = []
             try answers.answers { answer in
@@ -32,13 +32,13 @@ extension PGStore: AnswerKeeping {
                 if let body = answer.body {
                     try connection.execute(
                         """
-                        INSERT INTO _ingot_http_answers (pipeline, request, \(Self.answerColumns)) VALUES ($1, $2, $3, $4, $5, $6::bytea)
+                        INSERT INTO _ingot_http_answers (pipeline, request, \(Self.answerColumns)) VALUES ($1, $2, $3, $4, $5, $6::bytea, $7)
                           ON CONFLICT (pipeline, request) DO UPDATE SET etag = excluded.etag, last_modified = excluded.last_modified,
-                            size = excluded.size, body = excluded.body
+                            size = excluded.size, body = excluded.body, headers = excluded.headers
                         """,
                         [
                             pipeline, answer.request, validators.etag, validators.lastModified, String(body.size),
-                            PGConnection.byteaText(body.compressed),
+                            PGConnection.byteaText(body.compressed), body.headersJSON,
                         ])
                 } else {
                     try connection.execute(
@@ -75,16 +75,16 @@ private final class AnswerReader: @unchecked Sendable {  // its connection is us
         self.url = url
     }
 
-    func body(pipeline: String, request: String) throws -> (compressed: [UInt8], size: Int)? {
+    func body(pipeline: String, request: String) throws -> KeptAnswers.Body? {
         try lock.withLock {
             if connection == nil { connection = try PGConnection(url: url) }
             guard
                 let row = try connection?.execute(
-                    "SELECT body, size FROM _ingot_http_answers WHERE pipeline = $1 AND request = $2", [pipeline, request]
+                    "SELECT body, size, headers FROM _ingot_http_answers WHERE pipeline = $1 AND request = $2", [pipeline, request]
                 ).first,
                 let body = row[0].flatMap(PGConnection.bytea(fromText:)), let size = row[1].flatMap({ Int($0) })
             else { return nil }
-            return (body, size)
+            return KeptAnswers.Body(compressed: body, size: size, headers: KeptAnswers.Body.headers(fromJSON: row[2]))
         }
     }
 }

@@ -22,9 +22,14 @@ extension SQLiteStore: AnswerKeeping {
         return KeptAnswers(previous: previous) { request in
             try reader.read { db in
                 try Row.fetchOne(
-                    db, sql: "SELECT body, size FROM _ingot_http_answers WHERE pipeline = ? AND request = ?",
+                    db, sql: "SELECT body, size, headers FROM _ingot_http_answers WHERE pipeline = ? AND request = ?",
                     arguments: [pipeline, request])
-            }.flatMap { row in (row[0] as Data?).map { ([UInt8]($0), row[1] as Int? ?? -1) } }
+            }.flatMap { row in
+                (row[0] as Data?).map {
+                    KeptAnswers.Body(
+                        compressed: [UInt8]($0), size: row[1] as Int? ?? -1, headers: KeptAnswers.Body.headers(fromJSON: row[2]))
+                }
+            }
         }
     }
 
@@ -33,15 +38,15 @@ extension SQLiteStore: AnswerKeeping {
             try db.execute(
                 sql: """
                     CREATE TABLE IF NOT EXISTS _ingot_http_answers (pipeline TEXT NOT NULL, request TEXT NOT NULL, etag TEXT,
-                      last_modified TEXT, size INTEGER NOT NULL, body BLOB NOT NULL, PRIMARY KEY (pipeline, request));
+                      last_modified TEXT, size INTEGER NOT NULL, body BLOB NOT NULL, headers TEXT, PRIMARY KEY (pipeline, request));
                     CREATE TEMP TABLE IF NOT EXISTS _ingot_answered (request TEXT PRIMARY KEY);
                     DELETE FROM _ingot_answered;
                     """)
             let fresh = try db.makeStatement(
                 sql: """
-                    INSERT INTO _ingot_http_answers (pipeline, request, \(Self.answerColumns)) VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO _ingot_http_answers (pipeline, request, \(Self.answerColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)
                       ON CONFLICT (pipeline, request) DO UPDATE SET etag = excluded.etag, last_modified = excluded.last_modified,
-                        size = excluded.size, body = excluded.body
+                        size = excluded.size, body = excluded.body, headers = excluded.headers
                     """)
             let stands = try db.makeStatement(
                 sql: "UPDATE _ingot_http_answers SET etag = ?, last_modified = ? WHERE pipeline = ? AND request = ?")
@@ -51,6 +56,7 @@ extension SQLiteStore: AnswerKeeping {
                 if let body = answer.body {
                     try fresh.execute(arguments: [
                         pipeline, answer.request, validators.etag, validators.lastModified, body.size, Data(body.compressed),
+                        body.headersJSON,
                     ])
                 } else {
                     try stands.execute(arguments: [validators.etag, validators.lastModified, pipeline, answer.request])
