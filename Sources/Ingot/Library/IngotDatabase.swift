@@ -145,6 +145,7 @@ extension IngotDatabase {
         let levels = chain(from: index)
         var columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layouts[index])
         columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
+        columns.world = (model, layouts)
         var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: [], columns: columns, levels: levels, layouts: layouts)
         query.countsRows = true
         let counting = query
@@ -208,6 +209,7 @@ extension IngotDatabase {
         let levels = chain(from: index)
         var columns = QueryColumns(typeName: "\(T.self)", entity: model.entities[index], layout: layout)
         columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
+        columns.world = (model, layouts)
         var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: sortBy, columns: columns, levels: levels, layouts: layouts)
         if let identity {
             guard layout.identitySlots.count == 1 else {
@@ -296,6 +298,7 @@ extension IngotDatabase {
                 column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level,
                 isTime: isTime, isDecimal: column.type == .decimal)
         }
+        query.aliasesTable = query.filter?.namesRelated == true
         if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {
             let keys = layout.identitySlots.map { layout.columns[$0].name }
             query.parents = levels.dropFirst().map { RowQuery.Parent(table: layouts[$0].table, keys: keys) }

@@ -18,6 +18,38 @@ struct QueryColumns {
     /// A child entity's parents, nearest first (``IngotEntity/parent``): the properties it
     /// inherits are their columns.
     var parents: [(entity: Entity, layout: EntityLayout)] = []
+    /// The model and every entity's layout: where a relationship in a predicate leads.
+    var world: (model: EntityModel, layouts: [EntityLayout])?
+    /// The alias of the row this scope reads: a related row in a subquery (`r1`, `r2`…); `nil`
+    /// for the fetched table itself.
+    var alias: String?
+    /// How many relationships deep this scope is (its subquery's aliases are numbered by it).
+    var depth = 0
+    /// The scopes of the variables of the closures the translation is inside (`$0` of
+    /// `labels.contains { $0.name == "bug" }`), by variable.
+    var bound: [PredicateExpressions.VariableID: QueryColumns] = [:]
+    /// When this scope stands for a to-many relationship's targets as a whole (the variable of
+    /// `labels?.contains { … }` before `contains`): the way to them.
+    var targets: Hop?
+
+    /// The way from a row to the rows a relationship relates it to (``follow(_:)``). A class:
+    /// a scope holds the hop its targets came by, and the hop the scope.
+    final class Hop {
+        /// The target's scope: its rows, aliased.
+        let target: QueryColumns
+        /// A to-one (one row or none) rather than a to-many.
+        let toOne: Bool
+        /// The subquery's `FROM` and the condition that correlates it with the row.
+        let from: String
+        let condition: RowExpression
+
+        init(target: QueryColumns, toOne: Bool, from: String, condition: RowExpression) {
+            self.target = target
+            self.toOne = toOne
+            self.from = from
+            self.condition = condition
+        }
+    }
 
     /// The property `\Person.firstName` names, snake-cased as the model names it (`first_name`).
     private func property(_ keyPath: AnyKeyPath) throws -> (text: String, property: Substring, name: String) {
@@ -60,11 +92,98 @@ struct QueryColumns {
     /// The expression of `keyPath`'s column.
     func expression(_ keyPath: AnyKeyPath) throws -> RowExpression {
         let (level, column) = try located(keyPath)
-        let reference: RowExpression = level == 0 ? .column(column.name) : .inherited(level: level, column: column.name)
+        let reference: RowExpression
+        if let alias {
+            guard level == 0 else {
+                throw IngotQueryError(message: "\(keyPath): an inherited property of a related \(typeName) cannot be filtered on yet")
+            }
+            reference = .aliased(alias, column.name)
+        } else {
+            reference = level == 0 ? .column(column.name) : .inherited(level: level, column: column.name)
+        }
         if case .date = column.type { return .time(reference) }
         if column.type == .decimal { return .decimal(reference) }
         return reference
     }
+}
+
+extension QueryColumns {
+    /// The scope a key path expression reads: its root variable's (a closure's `$0`), else this.
+    func scope(of path: any PredicateKeyPath) -> QueryColumns {
+        path.rootVariable.flatMap { bound[$0] } ?? self
+    }
+
+    /// The way from this scope's row along relationship `keyPath` (`\Issue.user`,
+    /// `\Issue.labels`): a to-one's target by the foreign key columns, a to-many's through its
+    /// join table, an owned child's or a to-one's inverse's by the key columns their rows hold.
+    func follow(_ keyPath: AnyKeyPath) throws -> Hop {
+        guard let world else { throw IngotQueryError(message: "\(keyPath): relationships cannot be filtered on here") }
+        let r = try relationship(keyPath)
+        let depth = self.depth + 1
+        let alias = "r\(depth)"
+        func q(_ name: String) -> String { RowExpression.quote(name) }
+        func own(_ name: String) -> RowExpression { self.alias.map { .aliased($0, name) } ?? .column(name) }
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        let target: Int
+        let toOne: Bool
+        var from: String
+        var condition: [RowExpression]
+        if let one = layout.toOne.first(where: { $0.relationship == r }) {
+            target = one.target
+            toOne = true
+            let targetLayout = world.layouts[target]
+            from = "\(q(targetLayout.table)) AS \(q(alias))"
+            condition = zip(one.slots, targetLayout.identitySlots).map {
+                .matches(.aliased(alias, targetLayout.columns[$1].name), own(layout.columns[$0].name))
+            }
+        } else if let many = layout.toMany.first(where: { $0.relationship == r }), many.sourceColumns.count == identity.count {
+            target = many.target
+            toOne = false
+            let targetLayout = world.layouts[target]
+            from = "\(q(targetLayout.table)) AS \(q(alias))"
+            var key = alias
+            if many.hasJoinTable {
+                key = "j\(depth)"
+                let on = zip(targetLayout.identitySlots, many.targetColumns).map {
+                    "\(q(alias)).\(q(targetLayout.columns[$0].name)) = \(q(key)).\(q($1))"
+                }
+                from = "\(q(many.joinTable)) AS \(q(key)) JOIN \(from) ON \(on.joined(separator: " AND "))"
+            }
+            condition = zip(many.sourceColumns, identity).map { .matches(.aliased(key, $0), own($1)) }
+        } else {
+            throw IngotQueryError(message: "\(keyPath): \(typeName) has no identity its related rows could be found by")
+        }
+        guard let first = condition.first else {
+            throw IngotQueryError(message: "\(keyPath): the related \(world.model.entities[target].name) has no identity to match")
+        }
+        var scope = QueryColumns(
+            typeName: world.model.entities[target].name, entity: world.model.entities[target], layout: world.layouts[target])
+        scope.world = world
+        scope.alias = alias
+        scope.depth = depth
+        scope.bound = bound
+        return Hop(target: scope, toOne: toOne, from: from, condition: condition.dropFirst().reduce(first) { .and($0, $1) })
+    }
+}
+
+/// A predicate's variable (the `$0` of a closure inside it).
+protocol PredicateVariable {
+    var variableID: PredicateExpressions.VariableID { get }
+}
+
+extension PredicateExpressions.Variable: PredicateVariable {
+    var variableID: PredicateExpressions.VariableID { key }
+}
+
+/// A key path expression: the variable it starts from, and the key path.
+protocol PredicateKeyPath {
+    var rootVariable: PredicateExpressions.VariableID? { get }
+    var anyKeyPath: AnyKeyPath { get }
+}
+
+extension PredicateExpressions.KeyPath: PredicateKeyPath {
+    var rootVariable: PredicateExpressions.VariableID? { (root as? any PredicateVariable)?.variableID }
+    var anyKeyPath: AnyKeyPath { keyPath }
 }
 
 /// What a predicate's expression nodes become (``RowExpression``). The `PredicateExpressions`
@@ -77,9 +196,10 @@ extension RowExpression {
     /// `expression` (a predicate's root) as a row expression.
     static func of(_ expression: Any, _ columns: QueryColumns) throws -> RowExpression {
         guard let node = expression as? any RowExpressible else {
+            let what = (expression as? any SwiftTerms)?.swiftTerms ?? "\(type(of: expression))"
             throw IngotQueryError(
                 message:
-                    "\(type(of: expression)) has no SQL translation; filters take ==, !=, <, <=, >, >=, &&, ||, !, ?? and [values].contains(property) on stored attributes"
+                    "\(what) has no SQL translation; filters take ==, !=, <, <=, >, >=, &&, ||, !, ?? and [values].contains(property) on stored attributes, a related row's through ?. and a to-many's through contains { … } and allSatisfy { … }"
             )
         }
         return try node.rowExpression(columns)
@@ -125,7 +245,113 @@ extension RowExpression {
 }
 
 extension PredicateExpressions.KeyPath: RowExpressible {
-    func rowExpression(_ columns: QueryColumns) throws -> RowExpression { try columns.expression(keyPath) }
+    func rowExpression(_ columns: QueryColumns) throws -> RowExpression { try columns.scope(of: self).expression(keyPath) }
+}
+
+/// A key path chain in Swift's terms (`\Issue.user?.login`), for messages.
+protocol SwiftTerms {
+    var swiftTerms: String? { get }
+}
+
+extension PredicateExpressions.KeyPath: SwiftTerms {
+    var swiftTerms: String? { "\(keyPath)" }
+}
+
+extension PredicateExpressions.OptionalFlatMap: SwiftTerms {
+    var swiftTerms: String? {
+        guard let head = (wrapped as? any SwiftTerms)?.swiftTerms, let tail = (transform as? any SwiftTerms)?.swiftTerms,
+            let dot = tail.firstIndex(of: ".")
+        else { return nil }
+        // A computed property's key path prints its address, not its name.
+        let property = tail[tail.index(after: dot)...].hasPrefix("<computed") ? ".(a computed property)" : tail[dot...]
+        return head + "?" + property
+    }
+}
+
+/// An expression that stands for related rows: a relationship's key path (`$0.user`), or `?.`
+/// through to-ones to one (`$0.milestone?.creator`). ``hops(_:)`` is `nil` for any other.
+protocol RelatedRows {
+    func hops(_ columns: QueryColumns) throws -> [QueryColumns.Hop]?
+}
+
+extension PredicateExpressions.KeyPath: RelatedRows {
+    func hops(_ columns: QueryColumns) throws -> [QueryColumns.Hop]? {
+        let scope = columns.scope(of: self)
+        guard (try? scope.relationship(keyPath)) != nil else { return nil }
+        return [try scope.follow(keyPath)]
+    }
+}
+
+extension PredicateExpressions.OptionalFlatMap: RelatedRows {
+    func hops(_ columns: QueryColumns) throws -> [QueryColumns.Hop]? {
+        guard let first = try (wrapped as? any RelatedRows)?.hops(columns), let last = first.last, last.toOne else { return nil }
+        var inner = columns
+        inner.bound[variable.key] = last.target
+        guard let rest = try (transform as? any RelatedRows)?.hops(inner) else { return nil }
+        return first + rest
+    }
+}
+
+extension PredicateExpressions.OptionalFlatMap: RowExpressible {
+    /// `$0.user?.login`: the value the related row gives (NULL without one, as `?.` gives
+    /// `nil`), as a subquery; each to-one of a chain (`$0.milestone?.creator?.login`) one
+    /// subquery deeper. `$0.labels?.contains { … }`: the variable stands for the targets, and
+    /// `contains` tests them.
+    func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
+        guard let chain = try (wrapped as? any RelatedRows)?.hops(columns), let last = chain.last else {
+            throw IngotQueryError(
+                message: "\(swiftTerms ?? "?."): ?. translates only after a relationship, to its target's properties (\\Issue.user?.login)")
+        }
+        var inner = columns
+        var wrapping = chain
+        if last.toOne {
+            inner.bound[variable.key] = last.target
+        } else {
+            var set = last.target
+            set.targets = last
+            inner.bound[variable.key] = set
+            wrapping.removeLast()
+        }
+        var value = try RowExpression.of(transform, inner)
+        for hop in wrapping.reversed() { value = .related(.init(from: hop.from, condition: hop.condition, value: value)) }
+        return value
+    }
+}
+
+extension PredicateExpressions.SequenceContainsWhere: RowExpressible {
+    /// `$0.labels.contains { $0.name == "bug" }`: whether any related row passes the test.
+    func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
+        let hop: QueryColumns.Hop
+        if let set = (sequence as? any PredicateVariable).flatMap({ columns.bound[$0.variableID]?.targets }) {
+            hop = set
+        } else if let path = sequence as? any PredicateKeyPath {
+            hop = try columns.scope(of: path).follow(path.anyKeyPath)
+        } else {
+            throw IngotQueryError(message: "contains(where:) translates only over a to-many relationship (\\Issue.labels)")
+        }
+        guard !hop.toOne else { throw IngotQueryError(message: "contains(where:) needs a to-many relationship, not a to-one") }
+        var inner = columns
+        inner.bound[variable.key] = hop.target
+        return .related(.init(from: hop.from, condition: .and(hop.condition, try RowExpression.of(test, inner)), value: nil))
+    }
+}
+
+extension PredicateExpressions.SequenceAllSatisfy: RowExpressible {
+    /// `$0.labels.allSatisfy { … }`: no related row fails the test.
+    func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
+        let hop: QueryColumns.Hop
+        if let set = (sequence as? any PredicateVariable).flatMap({ columns.bound[$0.variableID]?.targets }) {
+            hop = set
+        } else if let path = sequence as? any PredicateKeyPath {
+            hop = try columns.scope(of: path).follow(path.anyKeyPath)
+        } else {
+            throw IngotQueryError(message: "allSatisfy translates only over a to-many relationship (\\Issue.labels)")
+        }
+        guard !hop.toOne else { throw IngotQueryError(message: "allSatisfy needs a to-many relationship, not a to-one") }
+        var inner = columns
+        inner.bound[variable.key] = hop.target
+        return .not(.related(.init(from: hop.from, condition: .and(hop.condition, .not(try RowExpression.of(test, inner))), value: nil)))
+    }
 }
 
 extension PredicateExpressions.Value: RowExpressible {

@@ -30,6 +30,10 @@ package struct RowQuery: Sendable, Equatable {
     /// Selects how many rows match instead of the rows: one row of one integer (no order, no
     /// limit, no offset).
     package var countsRows = false
+    /// The table is aliased `"t0"` and its columns qualified even without parents: the filter
+    /// reaches related rows in subqueries (``RowExpression/related``), whose own columns could
+    /// share a name with the table's.
+    package var aliasesTable = false
 
     /// A parent table and the identity columns it shares with the child.
     package struct Parent: Sendable, Equatable {
@@ -86,7 +90,7 @@ package struct RowQuery: Sendable, Equatable {
     /// parameters in order. `select` are the select list's expressions, one per column, quoted.
     package func sql(select: [String], dialect: RowExpression.Dialect) -> (String, [ScalarValue]) {
         var parameters: [ScalarValue] = []
-        let joined = !parents.isEmpty
+        let joined = !parents.isEmpty || aliasesTable
         var sql = "SELECT \(select.joined(separator: ", ")) FROM \(RowExpression.quote(table))"
         if joined {
             sql += " AS \"t0\""
@@ -132,9 +136,22 @@ extension RowExpression {
     package var namesInherited: Bool {
         switch self {
         case .inherited: true
-        case .column, .value: false
-        case .compare(let a, _, let b), .and(let a, let b), .or(let a, let b), .coalesce(let a, let b): a.namesInherited || b.namesInherited
+        case .column, .value, .aliased: false
+        case .compare(let a, _, let b), .and(let a, let b), .or(let a, let b), .coalesce(let a, let b), .matches(let a, let b):
+            a.namesInherited || b.namesInherited
         case .not(let a), .among(let a, _), .time(let a), .decimal(let a): a.namesInherited
+        case .related(let related): related.condition.namesInherited || (related.value?.namesInherited ?? false)
+        }
+    }
+
+    /// Whether the expression reaches related rows (``related(_:)``).
+    package var namesRelated: Bool {
+        switch self {
+        case .related: true
+        case .column, .value, .aliased, .inherited: false
+        case .compare(let a, _, let b), .and(let a, let b), .or(let a, let b), .coalesce(let a, let b), .matches(let a, let b):
+            a.namesRelated || b.namesRelated
+        case .not(let a), .among(let a, _), .time(let a), .decimal(let a): a.namesRelated
         }
     }
 }
@@ -142,7 +159,7 @@ extension RowExpression {
 extension RowQuery {
     /// How the select list names the table's own column `name`: qualified when parents are joined.
     package func reference(_ name: String) -> String {
-        parents.isEmpty ? RowExpression.quote(name) : "\"t0\"." + RowExpression.quote(name)
+        parents.isEmpty && !aliasesTable ? RowExpression.quote(name) : "\"t0\"." + RowExpression.quote(name)
     }
 }
 
@@ -171,6 +188,23 @@ package indirect enum RowExpression: Sendable, Equatable {
     /// SQLite compares its text as a number (`CAST(… AS NUMERIC)`: text order is not number
     /// order), PostgreSQL's `numeric` as it is.
     case decimal(RowExpression)
+    /// A column of a related row, in a subquery (``Related``): `"r1"."login"`.
+    case aliased(String, String)
+    /// `a = b`, as SQL says it: the condition that correlates a related row (an index can serve
+    /// it, where a NULL-safe comparison could not).
+    case matches(RowExpression, RowExpression)
+    /// Rows of other tables reached through relationships (docs/library.md, "Reading back").
+    case related(Related)
+
+    /// A subquery over related rows: `from` (quoted tables and their aliases, joined), the
+    /// `condition` that correlates them with the row it starts from, and either the `value` one
+    /// related row gives (a to-one: NULL when there is none, as Swift's `?.` gives `nil`) or, with
+    /// `value` `nil`, whether any related row meets `condition` (a to-many's `contains { … }`).
+    package struct Related: Sendable, Equatable {
+        package var from: String
+        package var condition: RowExpression
+        package var value: RowExpression?
+    }
 
     /// The comparisons a predicate makes.
     package enum Comparison: String, Sendable {
@@ -231,6 +265,14 @@ package indirect enum RowExpression: Sendable, Equatable {
             if dialect == .sqlite { return "CAST(\(sql(a)) AS NUMERIC)" }
             if case .value = a { return sql(a) + "::numeric" }
             return sql(a)
+        case .aliased(let alias, let name):
+            return RowExpression.quote(alias) + "." + RowExpression.quote(name)
+        case .matches(let a, let b):
+            return "(\(sql(a)) = \(sql(b)))"
+        case .related(let related):
+            guard let value = related.value else { return "EXISTS (SELECT 1 FROM \(related.from) WHERE \(sql(related.condition)))" }
+            let selected = sql(value)
+            return "(SELECT \(selected) FROM \(related.from) WHERE \(sql(related.condition)))"
         case .among(let a, let values):
             guard !values.isEmpty else { return dialect == .sqlite ? "0" : "false" }
             let left = sql(a)
