@@ -114,9 +114,10 @@ struct ArchitectureTests {
     /// comment. A ratchet: `maximum` is today's count; a new public type raises it knowingly
     /// (`Loading` replaced three options, `WriteResult` three properties of the store port,
     /// `LoadState`, `StagingMoment` and `RunBeginning` nine of its requirements, `SharedRunEnd`
-    /// the tuple a shared run's end returned).
+    /// the tuple a shared run's end returned, `RowsToDelete` a second delete requirement: the
+    /// library's delete by identity beside `write: replace`'s).
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 61
+        let maximum = 62
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)

@@ -486,14 +486,17 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     // MARK: - write: replace
 
-    func deleteUntouched(
-        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
-    ) throws -> Int {
-        let slot = scope.flatMap { scope in layouts[entity].columns.firstIndex { $0.name == scope.column } }
-        return database.state.withLock { state in
-            var gone = Set(state.tables.rows[entity].keys).subtracting(keeping)
-            if let scope, let slot {
-                gone = gone.filter { key in state.tables.rows[entity][key].map { scope.values.contains($0[slot] ?? .null) } ?? false }
+    func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int {
+        database.state.withLock { state in
+            var gone: Set<IdentityKey>
+            switch rows {
+            case .listed(let identities):
+                gone = Set(state.tables.rows[entity].keys).intersection(identities)
+            case .untouched(let keeping, let scope):
+                gone = Set(state.tables.rows[entity].keys).subtracting(keeping)
+                if let scope, let slot = layouts[entity].columns.firstIndex(where: { $0.name == scope.column }) {
+                    gone = gone.filter { key in state.tables.rows[entity][key].map { scope.values.contains($0[slot] ?? .null) } ?? false }
+                }
             }
             let sets = cascade(from: entity, gone, in: state.tables) { target, key in sparing[target]?.contains(key) ?? false }
             for (e, rows) in sets.sorted(by: { $0.key < $1.key }) { delete(rows, of: e, tables: &state.tables) }

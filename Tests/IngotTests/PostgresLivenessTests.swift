@@ -146,9 +146,7 @@ final class EmptyLookups: IngestStore, @unchecked Sendable {
     func recordProgress(_ progress: RunProgress) throws {}
     func commit() throws -> Bool { try base.commit() }
     func rollback() throws { try base.rollback() }
-    func deleteUntouched(
-        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
-    ) throws -> Int { 0 }
+    func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int { 0 }
     func unfilledStubs() throws -> [Int: Int] { [:] }
     func close() throws {}
 }

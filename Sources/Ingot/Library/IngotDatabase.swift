@@ -27,7 +27,7 @@ public final class IngotDatabase: Sendable {
     /// The database as `--db` would name it (a URL may hold a password: never shown).
     private let database: String
     /// ``database``, parsed once.
-    private let store: StoreLocation
+    let store: StoreLocation
     /// What keeps an in-memory database alive while this object lives (``inMemory(entities:logger:)``),
     /// until ``close()``.
     private let keeper: Mutex<(any AnyObject & Sendable)?>
@@ -35,7 +35,7 @@ public final class IngotDatabase: Sendable {
     private let closed = Atomic<Bool>(false)
     private let logger: Logger
     /// One ingest at a time: each is a run that holds the database until it ends.
-    private let queue = DispatchQueue(label: "ingot.database")
+    let queue = DispatchQueue(label: "ingot.database")
     /// The reader fetches share (``reading(_:)``), on `queue` only.
     private let readerSlot = ReaderSlot()
 
@@ -272,7 +272,7 @@ extension IngotDatabase {
 
     /// The entity at `index`, then its parent, its parent's parent…: a child entity's row is
     /// joined to its parents' rows (their columns follow its own).
-    private func chain(from index: Int) -> [Int] {
+    func chain(from index: Int) -> [Int] {
         var levels = [index]
         while let name = model.entities[levels[levels.count - 1]].parent, let parent = model.index(of: name), !levels.contains(parent) {
             levels.append(parent)
@@ -282,7 +282,7 @@ extension IngotDatabase {
 
     /// The query of a fetch: its predicate and sort translated (PredicateTranslation.swift), the
     /// parents' tables joined when either names an inherited property.
-    private static func rowQuery<T: IngotEntity>(
+    static func rowQuery<T: IngotEntity>(
         predicate: Predicate<T>?, sortBy: [SortDescriptor<T>], columns: QueryColumns, levels: [Int], layouts: [EntityLayout]
     ) throws -> RowQuery {
         let layout = layouts[levels[0]]
@@ -361,7 +361,7 @@ extension IngotDatabase {
     /// is a few selects, each of which would otherwise connect anew. A read that fails drops it
     /// (a connection the server closed is opened again next time). On `queue` only.
     /// Throws once ``close()`` was called.
-    private func checkOpen() throws {
+    func checkOpen() throws {
         guard !closed.load(ordering: .acquiring) else { throw StoreError.unsupported("the database \(location) is closed") }
     }
 
@@ -387,7 +387,7 @@ extension IngotDatabase {
         }
     }
 
-    private func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {
+    func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {
         dispatchPrecondition(condition: .onQueue(queue))
         let reader = try readerSlot.reader ?? store.reader()
         readerSlot.reader = reader

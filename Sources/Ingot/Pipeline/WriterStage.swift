@@ -368,7 +368,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         do {
             for entity in replaceEntities {
                 let scope = scopes[entity].map { (column: $0.column, values: Array($0.seen)) }
-                saved.deleted += try store.deleteUntouched(entity: entity, keeping: touched[entity] ?? [], sparing: written, scope: scope)
+                saved.deleted += try store.delete(.untouched(keeping: touched[entity] ?? [], scope: scope), of: entity, sparing: written)
             }
         } catch {
             fail(error)

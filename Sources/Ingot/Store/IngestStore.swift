@@ -77,14 +77,12 @@ public protocol IngestStore: IdentityLookups {
 
     // MARK: write: replace
 
-    /// Deletes the rows of `entity` whose identity is not in `keeping` — only those whose
-    /// `scope.column` holds one of `scope.values`, when a scope is given (`write: {mode: replace,
-    /// scope: …}`) — in the open transaction, nullifying what pointed at them, and, through
-    /// `delete: cascade`, the rows they link to but those in `sparing` (per entity, the rows the
-    /// run wrote: a cascade never deletes what this run stored). Returns how many were deleted.
-    func deleteUntouched(
-        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
-    ) throws -> Int
+    /// Deletes `rows` of `entity` in the open transaction (one is begun if none is), nullifying
+    /// what pointed at them and removing the join rows naming them, and, through `delete:
+    /// cascade`, the rows they link to but those in `sparing` (per entity, the rows a run wrote:
+    /// a cascade never deletes what the run stored). Returns how many rows were deleted, the
+    /// cascade's included.
+    func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int
 
     /// Per entity (by index) that relationships stub: rows still holding only their identity.
     func unfilledStubs() throws -> [Int: Int]
@@ -125,4 +123,14 @@ extension IngestStore {
 
     /// An embedded database always answers.
     public func interrupt() {}
+}
+
+/// Which rows of an entity ``IngestStore/delete(_:of:sparing:)`` deletes.
+public enum RowsToDelete: Sendable {
+    /// `write: replace`: the rows whose identity is not in `keeping` — only those whose
+    /// `scope.column` holds one of `scope.values`, when a scope is given (`write: {mode: replace,
+    /// scope: …}`).
+    case untouched(keeping: Set<IdentityKey>, scope: (column: String, values: [ScalarValue])?)
+    /// The library's `delete`: the rows with these identities.
+    case listed(Set<IdentityKey>)
 }

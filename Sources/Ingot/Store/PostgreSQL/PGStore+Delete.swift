@@ -3,19 +3,26 @@ import Foundation
 /// `write: replace` at a run's end (the root rows the run did not touch, and what referred to
 /// them) and the stubs no record filled, in PostgreSQL.
 extension PGStore {
-    func deleteUntouched(
-        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
-    ) throws -> Int {
+    func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int {
         try begin()
         let layout = layouts[entity]
         let identity = layout.identitySlots.map { layout.columns[$0] }
         let names = identity.map { PGStore.quote($0.name) }
+        let listed: Set<IdentityKey>
+        let scope: (column: String, values: [ScalarValue])?
+        switch rows {
+        case .untouched(let keeping, let within): (listed, scope) = (keeping, within)
+        case .listed(let identities): (listed, scope) = (identities, nil)
+        }
         let kept = try staging("_ingot_touched_\(layout.table)", identity.map { ($0.name, PGStore.columnType($0.type)) })
         var data: [UInt8] = []
-        for key in keeping { PGStore.appendCopyRow(key.values, to: &data) }
+        for key in listed { PGStore.appendCopyRow(key.values, to: &data) }
         try connection.execute("TRUNCATE \(kept)")
         if !data.isEmpty { try connection.copy("COPY \(kept) FROM STDIN", data: data) }
         let match = names.map { "k.\($0) = t.\($0)" }.joined(separator: " AND ")
+        if case .listed = rows {
+            return try delete(entity: entity, where: "EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))", sparing: .keys(sparing))
+        }
         var within = ""
         if let scope, let column = layout.columns.first(where: { $0.name == scope.column }) {
             // Within the scope the run saw.
@@ -32,7 +39,7 @@ extension PGStore {
 
     /// The rows a cascade spares: the ones the run wrote (a cascade never deletes what this run stored).
     enum SparedRows {
-        /// By identity, per entity: a run's own batches kept them (``deleteUntouched``).
+        /// By identity, per entity: a run's own batches kept them (``delete(_:of:sparing:)``).
         case keys([Int: Set<IdentityKey>])
         /// The rows a unit of a joined run touched: `_ingot_pos`'s touched slot at or past the
         /// run's first position.

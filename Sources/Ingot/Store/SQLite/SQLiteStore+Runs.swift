@@ -260,16 +260,17 @@ extension SQLiteStore {
         }
     }
 
-    /// `write: replace` (``IngestStore/deleteUntouched(entity:keeping:sparing:scope:)``), in named
-    /// steps: the untouched rows in a temporary set, the sets a cascade reaches grown from it (but
-    /// the spared rows), then each set deleted with what pointed at its rows.
-    package func deleteUntouched(
-        entity: Int, keeping: Set<IdentityKey>, sparing: [Int: Set<IdentityKey>], scope: (column: String, values: [ScalarValue])?
-    ) throws -> Int {
+    /// `write: replace` and the library's `delete` (``IngestStore/delete(_:of:sparing:)``), in
+    /// named steps: the rows to delete in a temporary set, the sets a cascade reaches grown from it
+    /// (but the spared rows), then each set deleted with what pointed at its rows.
+    package func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int {
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
             if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
-            try collectUntouched(of: entity, keeping: keeping, scope: scope, db)
+            switch rows {
+            case .untouched(let keeping, let scope): try collectUntouched(of: entity, keeping: keeping, scope: scope, db)
+            case .listed(let identities): try collectListed(of: entity, identities, db)
+            }
             var sets: [Int: String] = [entity: "temp._ingot_deleted"]
             let edges = CascadeEdge.edges(model, layouts)
             let spared = try spareTables(edges, sparing, db)
@@ -309,6 +310,24 @@ extension SQLiteStore {
                 WHERE NOT EXISTS (SELECT 1 FROM temp._ingot_touched AS t WHERE \(match)) \(within)
                 """,
             arguments: StatementArguments(scope.map { [IdentityLookup.jsonArray($0.values.map { IdentityKey.single($0) })] } ?? []))
+    }
+
+    /// The identities of `entity`'s stored rows among `identities` into `temp._ingot_deleted`
+    /// (and an empty `temp._ingot_touched`, as the untouched rows' collection leaves one).
+    private func collectListed(of entity: Int, _ identities: Set<IdentityKey>, _ db: Database) throws {
+        let layout = layouts[entity]
+        let table = SQLiteStore.quote(layout.table)
+        let identity = layout.identitySlots.map { SQLiteStore.quote(layout.columns[$0].name) }
+        let match = identity.map { "t.\($0) = \(table).\($0)" }.joined(separator: " AND ")
+        try SQLiteStore.temporaryTable("_ingot_listed", columns: identity, holding: identities, db)
+        try SQLiteStore.temporaryTable("_ingot_touched", columns: identity, holding: [], db)
+        try db.execute(sql: "DROP TABLE IF EXISTS temp._ingot_deleted")
+        try db.execute(
+            sql: """
+                CREATE TEMP TABLE _ingot_deleted AS SELECT \(identity.joined(separator: ", ")) FROM \(table)
+                WHERE EXISTS (SELECT 1 FROM temp._ingot_listed AS t WHERE \(match))
+                """)
+        try db.execute(sql: "DROP TABLE temp._ingot_listed")
     }
 
     /// The rows the run wrote, which no cascade deletes, per entity a cascade reaches: a temporary

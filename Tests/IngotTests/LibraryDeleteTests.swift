@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+private struct Owner: IngotEntity, Hashable, Codable {
+    var id: Int
+    var name: String?
+    enum CodingKeys: String, CodingKey { case id, name }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Tag: IngotEntity, Hashable, Codable {
+    var name: String
+    enum CodingKeys: String, CodingKey { case name }
+    static let identity: [CodingKeys] = [.name]
+}
+
+private struct Attachment: IngotEntity, Hashable, Codable {
+    var id: Int
+    var file: String?
+    enum CodingKeys: String, CodingKey { case id, file }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct Ticket: IngotEntity, Codable, Equatable {
+    var id: Int
+    var title: String?
+    var owner: Owner?
+    var tags: Set<Tag>?
+    var attachments: Set<Attachment>?
+    enum CodingKeys: String, CodingKey { case id, title, owner, tags, attachments }
+    static let identity: [CodingKeys] = [.id]
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .attachments ? IngotRule(deleteCascade: true) : nil }
+}
+
+/// The library's delete (docs/library.md, "Deleting"): by identity and by predicate, in one
+/// transaction, with the model's delete rules — references nullified, join rows removed, a
+/// `delete: cascade` relationship's targets deleted too — on both backends.
+@Suite(.serialized)
+struct LibraryDeleteTests {
+    static let tickets = """
+        [
+          {"id": 1, "title": "One", "owner": {"id": 7, "name": "Ada"}, "tags": [{"name": "bug"}], "attachments": [{"id": 70, "file": "a.png"}]},
+          {"id": 2, "title": "Two", "owner": {"id": 8, "name": "Bob"}, "tags": [{"name": "bug"}, {"name": "ui"}],
+           "attachments": [{"id": 80, "file": "b.png"}, {"id": 81, "file": "c.png"}]},
+          {"id": 3, "title": "Three", "owner": {"id": 7}, "tags": [{"name": "ui"}]}
+        ]
+        """
+
+    private func loaded(_ backend: String) async throws -> IngotDatabase {
+        let (db, _) = try libraryDatabase(backend, "delete", entities: [Ticket.self, Owner.self, Tag.self, Attachment.self])
+        #expect(try await db.ingest([Ticket].self, from: Array(Self.tickets.utf8)).rejections.isEmpty)
+        return db
+    }
+
+    @Test(arguments: ["sqlite", "postgres"])
+    func deletesByIdentityAndPredicateWithTheDeleteRules(backend: String) async throws {
+        let db = try await loaded(backend)
+        // A ticket by identity: its tag links go, its attachments with it (cascade), the tags stay.
+        #expect(try await db.delete(Ticket.self, id: 2) == 3)
+        #expect(try await db.fetch(Ticket.self).map(\.id) == [1, 3])
+        #expect(try await db.fetch(Attachment.self).map(\.id) == [70])
+        #expect(try await db.fetch(Tag.self).map(\.name) == ["bug", "ui"])
+        let ui = try await db.fetch(Ticket.self, where: #Predicate { $0.tags?.contains { $0.name == "ui" } == true })
+        #expect(ui.map(\.id) == [3])
+        #expect(try await db.delete(Ticket.self, id: 2) == 0, "nothing stored: nothing deleted")
+
+        // An owner by predicate: the tickets pointing at it keep their rows, their owner nullified.
+        #expect(try await db.delete(Owner.self, where: #Predicate { $0.name == "Ada" }) == 1)
+        let left = try await db.fetch(Ticket.self, including: [\.owner])
+        #expect(left.map(\.id) == [1, 3] && left.allSatisfy { $0.owner == nil })
+        #expect(try await db.count(Ticket.self, where: #Predicate { $0.owner?.id == 7 }) == 0)
+
+        // Through a relationship: the tickets tagged bug.
+        #expect(try await db.delete(Ticket.self, where: #Predicate { $0.tags?.contains { $0.name == "bug" } == true }) == 2)
+        let tickets = try await db.fetch(Ticket.self)
+        let attachments = try await db.fetch(Attachment.self)
+        #expect(tickets.map(\.id) == [3] && attachments.isEmpty)
+        #expect(try await db.delete(Tag.self, where: #Predicate { _ in true }) == 2)
+        #expect(try await db.fetch(Ticket.self, including: [\.tags]).first?.tags == [])
+    }
+}
