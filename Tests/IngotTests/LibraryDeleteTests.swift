@@ -81,3 +81,38 @@ struct LibraryDeleteTests {
         #expect(try await db.fetch(Ticket.self, including: [\.tags]).first?.tags == [])
     }
 }
+
+/// Observation (docs/library.md, "Observing"): the current rows at once, then fresh rows after
+/// each commit of this database object — ingests and deletes — and the end with `close()`.
+@Suite(.serialized)
+struct LibraryObservationTests {
+    @Test(arguments: ["sqlite", "postgres"])
+    func anObservationYieldsAfterEachCommit(backend: String) async throws {
+        let (db, _) = try libraryDatabase(backend, "observe", entities: [Ticket.self, Owner.self, Tag.self, Attachment.self])
+        _ = try await db.ingest([Ticket].self, from: Array(#"[{"id": 1, "title": "One", "tags": [{"name": "bug"}]}]"#.utf8))
+        var bugs = db.observe(Ticket.self, where: #Predicate { $0.tags?.contains { $0.name == "bug" } == true }).makeAsyncIterator()
+        #expect(try await bugs.next()?.map(\.id) == [1], "the rows as they are, at once")
+
+        _ = try await db.ingest([Ticket].self, from: Array(#"[{"id": 2, "tags": [{"name": "bug"}]}, {"id": 3}]"#.utf8))
+        #expect(try await bugs.next()?.map(\.id) == [1, 2], "after the ingest's commit")
+        try await db.delete(Ticket.self, id: 1)
+        #expect(try await bugs.next()?.map(\.id) == [2], "after the delete's commit")
+
+        // Two commits before the next value is taken: it holds both (the commits coalesce, and
+        // a value fetched between them is followed by one that holds the second).
+        _ = try await db.ingest([Ticket].self, from: Array(#"[{"id": 4, "tags": [{"name": "bug"}]}]"#.utf8))
+        _ = try await db.ingest([Ticket].self, from: Array(#"[{"id": 5, "tags": [{"name": "bug"}]}]"#.utf8))
+        var seen = try await bugs.next()?.map(\.id)
+        if seen != [2, 4, 5] { seen = try await bugs.next()?.map(\.id) }
+        #expect(seen == [2, 4, 5])
+
+        await db.close()
+        while let value = try await bugs.next() { #expect(value.map(\.id) == [2, 4, 5]) }
+    }
+
+    @Test func anObservationThatCannotBeTranslatedThrowsAtOnce() async throws {
+        let (db, _) = try libraryDatabase("sqlite", "observe-bad", entities: [Ticket.self, Owner.self, Tag.self, Attachment.self])
+        var values = db.observe(Ticket.self, where: #Predicate { ($0.title?.count ?? 0) > 3 }).makeAsyncIterator()
+        await #expect(throws: IngotQueryError.self) { _ = try await values.next() }
+    }
+}

@@ -60,6 +60,7 @@ extension IngotDatabase {
                             let deleted = try store.delete(.listed(keys), of: index, sparing: [:])
                             try store.commit()
                             try store.close()
+                            self.observers.committed()
                             return deleted
                         } catch {
                             try? store.rollback()

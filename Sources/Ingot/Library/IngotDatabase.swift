@@ -38,6 +38,8 @@ public final class IngotDatabase: Sendable {
     let queue = DispatchQueue(label: "ingot.database")
     /// The reader fetches share (``reading(_:)``), on `queue` only.
     private let readerSlot = ReaderSlot()
+    /// The observations under way (``observe(_:where:sortBy:limit:)``), each told of every commit.
+    let observers = Observers()
 
     /// A SQLite database at `path` (created when missing) for `entities` and every entity they
     /// reach. Its tables are created, or checked against the model: a database that disagrees is
@@ -122,6 +124,7 @@ public final class IngotDatabase: Sendable {
                     continuation.resume(throwing: IngestError(runID: summary.runID, message: summary.error ?? "the run \(summary.status)"))
                     return
                 }
+                self.observers.committed()
                 do {
                     let rejections = try self.store.rejections(runID: summary.runID).map(\.1)
                     continuation.resume(returning: IngestReport(summary: summary, rejections: rejections))
@@ -361,6 +364,9 @@ extension IngotDatabase {
     /// is a few selects, each of which would otherwise connect anew. A read that fails drops it
     /// (a connection the server closed is opened again next time). On `queue` only.
     /// Throws once ``close()`` was called.
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { closed.load(ordering: .acquiring) }
+
     func checkOpen() throws {
         guard !closed.load(ordering: .acquiring) else { throw StoreError.unsupported("the database \(location) is closed") }
     }
@@ -370,6 +376,7 @@ extension IngotDatabase {
     /// later call throws; closing twice does nothing.
     public func close() async {
         closed.store(true, ordering: .releasing)
+        observers.finishAll()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
                 self.readerSlot.reader = nil
