@@ -116,3 +116,64 @@ struct LibraryObservationTests {
         await #expect(throws: IngotQueryError.self) { _ = try await values.next() }
     }
 }
+
+private struct Book: IngotEntity, Codable, Equatable {
+    var id: Int
+    var title: String
+    var sequel: Book2?
+    var authors: [Writer]?
+    enum CodingKeys: String, CodingKey { case id, title, sequel, authors }
+    static let identity: [CodingKeys] = [.id]
+}
+
+/// The sequel's own type (a struct cannot hold itself).
+private struct Book2: IngotEntity, Codable, Equatable {
+    var id: Int
+    var title: String
+    enum CodingKeys: String, CodingKey { case id, title }
+    static let identity: [CodingKeys] = [.id]
+    static var entityName: String { "book2" }
+}
+
+private struct Writer: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String
+    enum CodingKeys: String, CodingKey { case id, name }
+    static let identity: [CodingKeys] = [.id]
+}
+
+/// Rows that do not fit their type (docs/library.md): a stub of a type that requires more than
+/// its identity, or a row a record gave without a required key, is left out of a fetch and said
+/// (`fetch.row_skipped`) — one such row never fails the whole fetch; as a loaded target, it is
+/// left out of its set, and a to-one to it is `nil`.
+@Suite(.serialized)
+struct LibraryRowsThatDoNotFitTests {
+    @Test(arguments: ["sqlite", "postgres"])
+    func aRowThatCannotBeDecodedIsLeftOutAndSaid(backend: String) async throws {
+        let logs = LogCapture()
+        let db: IngotDatabase
+        if backend == "sqlite" {
+            db = try IngotDatabase.sqlite(
+                temporaryDirectory().appendingPathComponent("fit.db").path, entities: [Book.self], logger: logs.logger)
+        } else {
+            db = try IngotDatabase.postgres(try PostgresServer.freshDatabase(), entities: [Book.self], logger: logs.logger)
+        }
+        // Book 2 has no title (a record without the key); writer 9 and book2 21 are stubs (bare ids).
+        let books = #"""
+            [{"id": 1, "title": "Dune", "sequel": 21, "authors": [{"id": 8, "name": "Frank"}, 9]},
+             {"id": 2, "authors": [8]},
+             {"id": 3, "title": "Emma", "sequel": {"id": 22, "title": "Persuasion"}}]
+            """#
+        #expect(try await db.ingest([Book].self, from: Array(books.utf8)).rejections.isEmpty)
+        let fetched = try await db.fetch(Book.self, including: [\.sequel, \.authors])
+        #expect(fetched.map(\.id) == [1, 3])
+        #expect(fetched[0].sequel == nil && fetched[0].authors?.map(\.id) == [8], "the stubs left out of the loaded targets")
+        #expect(fetched[1].sequel?.title == "Persuasion")
+        #expect(try await db.count(Book.self) == 3, "count counts the rows stored")
+        #expect(try await db.fetch(Writer.self).map(\.id) == [8])
+        let skipped = logs.all.filter { $0.contains("msg=fetch.row_skipped") }
+        #expect(skipped.contains { $0.contains("identity=2") && $0.contains("title") }, "\(skipped)")
+        #expect(skipped.contains { $0.contains("entity=writer") && $0.contains("identity=9") })
+        #expect(skipped.contains { $0.contains("entity=book2") && $0.contains("identity=21") })
+    }
+}

@@ -259,7 +259,25 @@ extension IngotDatabase {
                     })
             }
         }
-        return try decoders.map { try T(from: $0) }
+        // A row that cannot be decoded as T (a stub of a type that requires more than its
+        // identity, a row without a required key) is left out and said: never the whole fetch.
+        let skips = DecodeSkips()
+        let values = DecodeSkips.$current.withValue(skips) {
+            decoders.compactMap { decoder -> T? in
+                do {
+                    return try T(from: decoder)
+                } catch {
+                    skips.add(decoder, error)
+                    return nil
+                }
+            }
+        }
+        for (table, identity, reason) in skips.entries {
+            logger.warning(
+                "fetch.row_skipped",
+                metadata: ["entity": "\(table)", "identity": "\(identity)", LogKey.reason: "\(reason)", "type": "\(T.self)"])
+        }
+        return values
     }
 
     /// A `nested:` key path as (entity, relationship, coding key), checked before a row is read.

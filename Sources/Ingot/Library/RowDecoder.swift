@@ -174,6 +174,16 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
             return stored.contains(.null) ? nil : reference.init(storedKey: stored) as? T
         }
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        // A loaded target that cannot be decoded as its type (a stub, a row without a required
+        // key) is left out, and said: the row that names it still decodes.
+        if case .one(let target?)? = decoder.loaded[key.stringValue] {
+            do {
+                return try T(from: target)
+            } catch {
+                DecodeSkips.current?.add(target, error)
+                return nil
+            }
+        }
         return try decode(type, forKey: key)
     }
 
@@ -189,7 +199,14 @@ private struct RowContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         case .one(nil)?:
             throw DecodingError.valueNotFound(
                 type, .init(codingPath: codingPath + [key], debugDescription: "the relationship points nowhere"))
-        case .many(let targets)?: return try T(from: ManyDecoder(targets: targets, codingPath: codingPath + [key]))
+        case .many(let targets)?:
+            do {
+                return try T(from: ManyDecoder(targets: targets, codingPath: codingPath + [key]))
+            } catch {
+                // Some target cannot be decoded as the element type: the others are kept.
+                guard let collection = T.self as? any LoadedCollection.Type else { throw error }
+                return try T(from: ManyDecoder(targets: collection.decodable(targets), codingPath: codingPath + [key]))
+            }
         case nil: break
         }
         if decoder.relationships.contains(key.stringValue) { _ = try value(key) }
@@ -303,4 +320,59 @@ extension RowDecoder {
         if let date = try? Date(text, strategy: Date.ISO8601FormatStyle()) { return date }
         return try? Date(text, strategy: Date.ISO8601FormatStyle().year().month().day())
     }
+}
+
+/// The rows a fetch leaves out because they cannot be decoded as their type (docs/library.md,
+/// "Rows that do not fit their type"), gathered while one task decodes a fetch's rows (a task
+/// local: the decoders reach it without being handed it).
+final class DecodeSkips: @unchecked Sendable {  // appended to only by the task that decodes one fetch, then read by it
+    @TaskLocal static var current: DecodeSkips?
+    private(set) var entries: [(entity: String, identity: String, reason: String)] = []
+
+    /// `decoder`'s row left out, for `error`.
+    func add(_ decoder: RowDecoder, _ error: any Error) {
+        let identity = decoder.layout.identitySlots.map { decoder.row.indices.contains($0) ? decoder.row[$0].description : "?" }
+        entries.append((decoder.layout.table, identity.joined(separator: ", "), DecodeSkips.reason(error)))
+    }
+
+    /// A decoding error as one line: where, and what.
+    static func reason(_ error: any Error) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map(\.stringValue).joined(separator: ".") + ": " + context.debugDescription
+        }
+        switch error {
+        case DecodingError.valueNotFound(let type, let context): return "no \(type) at " + path(context)
+        case DecodingError.keyNotFound(let key, let context): return "no key \(key.stringValue) at " + path(context)
+        case DecodingError.typeMismatch(let type, let context): return "not a \(type) at " + path(context)
+        case DecodingError.dataCorrupted(let context): return path(context)
+        default: return "\(error)"
+        }
+    }
+}
+
+/// An array or a set of entities: its targets that decode as its element type.
+protocol LoadedCollection {
+    static func decodable(_ targets: [RowDecoder]) -> [RowDecoder]
+}
+
+extension LoadedCollection {
+    fileprivate static func keeping<Element: Decodable>(_ targets: [RowDecoder], as element: Element.Type) -> [RowDecoder] {
+        targets.filter { target in
+            do {
+                _ = try Element(from: target)
+                return true
+            } catch {
+                DecodeSkips.current?.add(target, error)
+                return false
+            }
+        }
+    }
+}
+
+extension Array: LoadedCollection where Element: Decodable {
+    static func decodable(_ targets: [RowDecoder]) -> [RowDecoder] { keeping(targets, as: Element.self) }
+}
+
+extension Set: LoadedCollection where Element: Decodable {
+    static func decodable(_ targets: [RowDecoder]) -> [RowDecoder] { keeping(targets, as: Element.self) }
 }
