@@ -141,7 +141,31 @@ private struct EntityContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        try put(try encoder.tree(value, at: codingPath + [key]), key)
+        var tree = try encoder.tree(value, at: codingPath + [key])
+        // An attribute read through a pattern goes back through its template: text the pattern
+        // accepts again (`1` → `"https://swapi.dev/api/people/1/"`).
+        if let attribute = encoder.entity?.attributes.first(where: { $0.key == key.stringValue }), let pattern = attribute.pattern,
+            case .scalar(let text) = tree
+        {
+            let bare = value is String ? String(describing: value) : text
+            if let template = attribute.template {
+                tree = JSONTree.string(template.replacingOccurrences(of: "{}", with: bare))
+            } else if AttributeRules.Pattern(pattern)?.capture(in: bare) != bare {
+                // Without a template, the value as it is must be what the pattern reads back.
+                throw EncodingError.invalidValue(
+                    value,
+                    .init(
+                        codingPath: codingPath + [key],
+                        debugDescription:
+                            "\(bare) does not read back through pattern '\(pattern)': give the rule a template (IngotRule(pattern:template:), \"…{}…\")"
+                    ))
+            }
+        }
+        // A set's members in one order, whatever its hashing (by their JSON text).
+        if value is any UnorderedMembers, case .array(let array) = tree {
+            array.items.sort { JSONTree.text(of: $0) < JSONTree.text(of: $1) }
+        }
+        try put(tree, key)
     }
 
     mutating func encodeIfPresent<T: Encodable>(_ value: T?, forKey key: Key) throws {
@@ -229,3 +253,7 @@ private struct SingleContainer: SingleValueEncodingContainer {
     mutating func encodeNil() throws { try put(.scalar("null")) }
     mutating func encode<T: Encodable>(_ value: T) throws { try put(try encoder.tree(value, at: codingPath)) }
 }
+
+/// A collection whose order means nothing (a `Set`): encoded in one order.
+private protocol UnorderedMembers {}
+extension Set: UnorderedMembers {}

@@ -79,6 +79,15 @@ final class ObjectNode {
     }
 }
 
+extension JSONTree {
+    /// The tree as JSON text.
+    static func text(of tree: JSONTree) -> String {
+        var out = ""
+        write(tree, to: &out)
+        return out
+    }
+}
+
 final class ArrayNode {
     var items: [JSONTree] = []
 }

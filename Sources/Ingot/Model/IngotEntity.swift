@@ -77,6 +77,10 @@ public struct IngotRule: Sendable, Equatable {
     public var coerce: Bool
     /// `pattern:`: a regular expression with one capture group; the text becomes what it captures.
     public var pattern: String?
+    /// `template:` beside a pattern: the text the value is written back as (`{}` standing for
+    /// it: `"https://swapi.dev/api/people/{}/"`), so that encoding and export give text the
+    /// pattern accepts again (``IngotJSONEncoder``).
+    public var template: String?
     /// `values:`: texts replaced before conversion (`nil`: NULL).
     public var values: [String: String?]
     /// `grouping:`: a digit group separator removed from integers and doubles (`","`).
@@ -110,7 +114,7 @@ public struct IngotRule: Sendable, Equatable {
 
     /// A rule of these parts (each as the pipeline file's key of the same name).
     public init(
-        coerce: Bool = false, pattern: String? = nil, values: [String: String?] = [:], grouping: String? = nil,
+        coerce: Bool = false, pattern: String? = nil, template: String? = nil, values: [String: String?] = [:], grouping: String? = nil,
         nullOnInvalid: Bool = false, defaultValue: String? = nil, constValue: String? = nil, dateFormat: DateFormat? = nil,
         inverse: String? = nil, owned: Bool = false, missing: MissingTargetPolicy? = nil, deleteCascade: Bool = false,
         fields: [String: String] = [:], insertsTargets: Bool = true, updatesTargets: Bool = true, deletesLinks: Bool = true
@@ -125,6 +129,7 @@ public struct IngotRule: Sendable, Equatable {
         self.deleteCascade = deleteCascade
         self.coerce = coerce
         self.pattern = pattern
+        self.template = template
         self.values = values
         self.grouping = grouping
         self.nullOnInvalid = nullOnInvalid

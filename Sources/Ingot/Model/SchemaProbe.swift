@@ -42,6 +42,7 @@ final class SchemaProbe {
             guard let rule = rules[entity.attributes[k].key] else { continue }
             entity.attributes[k].coerce = entity.attributes[k].coerce || rule.coerce
             entity.attributes[k].pattern = rule.pattern
+            entity.attributes[k].template = rule.template
             entity.attributes[k].values = rule.values
             entity.attributes[k].grouping = rule.grouping
             entity.attributes[k].nullOnInvalid = rule.nullOnInvalid
@@ -63,6 +64,7 @@ final class SchemaProbe {
         for k in entity.relationships.indices {
             guard let rule = rules[entity.relationships[k].key] else { continue }
             entity.relationships[k].pattern = rule.pattern
+            entity.relationships[k].template = rule.template
             entity.relationships[k].values = rule.values
             entity.relationships[k].inverse = rule.inverse
             entity.relationships[k].owned = rule.owned
