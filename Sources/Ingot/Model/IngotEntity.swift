@@ -189,13 +189,21 @@ protocol ToOneReference {
     static var targetType: any IngotEntity.Type { get }
 }
 
-/// An array of references (`[Ref<Dog>]`, ``Many``): a to-many relationship.
+/// An array or a set of references (`[Ref<Dog>]`, `Set<Ref<Dog>>`, ``Many``): a to-many
+/// relationship, ordered as an array is.
 protocol ToManyReferences {
     static var targetType: any IngotEntity.Type { get }
+    static var isOrdered: Bool { get }
 }
 
 extension Array: ToManyReferences where Element: ToOneReference {
     static var targetType: any IngotEntity.Type { Element.targetType }
+    static var isOrdered: Bool { true }
+}
+
+extension Set: ToManyReferences where Element: ToOneReference {
+    static var targetType: any IngotEntity.Type { Element.targetType }
+    static var isOrdered: Bool { false }
 }
 
 /// A collection of entities (`[Dog]`, `Set<Dog>`): a to-many relationship.

@@ -100,7 +100,9 @@ final class SchemaProbe {
             try probe(references.targetType)
             e = entities[entity] ?? e
             e.relationships.append(
-                Relationship(name: name, target: references.targetType.entityName, isToMany: true, isOrdered: true, key: key.stringValue))
+                Relationship(
+                    name: name, target: references.targetType.entityName, isToMany: true, isOrdered: references.isOrdered,
+                    key: key.stringValue))
         } else if let many = type as? any ToManyEntities.Type {
             try probe(many.elementType)
             e = entities[entity] ?? e

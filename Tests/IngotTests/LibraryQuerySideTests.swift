@@ -230,3 +230,26 @@ struct LibraryEncodingRoundTripTests {
         #expect(throws: EncodingError.self) { try IngotJSONEncoder().encode([Untemplated(id: 1)]) }
     }
 }
+
+private struct Post: IngotEntity, Codable, Equatable {
+    var id: Int
+    var tags: Set<Ref<Tag>>?
+    enum CodingKeys: String, CodingKey { case id, tags }
+    static let identity: [CodingKeys] = [.id]
+}
+
+/// Relationships as Swift models them: a `Set` of references is an unordered to-many (its join
+/// table), not a JSON column.
+struct LibrarySetOfReferencesTests {
+    @Test func aSetOfReferencesIsAToMany() async throws {
+        let model = try EntityModel(root: Post.self)
+        let tags = try #require(model.entities.first { $0.name == "post" }?.relationships.first { $0.name == "tags" })
+        #expect(tags.isToMany && !tags.isOrdered && tags.target == "tag")
+        let (db, _) = try libraryDatabase("sqlite", "posts", entities: [Post.self])
+        #expect(
+            try await db.ingest([Post].self, from: Array(#"[{"id": 1, "tags": ["swift", "linux"]}, {"id": 2, "tags": []}]"#.utf8))
+                .rejections.isEmpty)
+        let posts = try await db.fetch(Post.self, including: [\.tags])
+        #expect(posts.map { Set(($0.tags ?? []).map(\.id.description)) } == [["swift", "linux"], []])
+    }
+}
