@@ -253,3 +253,26 @@ struct LibrarySetOfReferencesTests {
         #expect(posts.map { Set(($0.tags ?? []).map(\.id.description)) } == [["swift", "linux"], []])
     }
 }
+
+private struct Employee: IngotEntity, Codable, Equatable {
+    var id: Int
+    var name: String?
+    var manager: Ref<Employee>?
+    enum CodingKeys: String, CodingKey { case id, name, manager }
+    static let identity: [CodingKeys] = [.id]
+}
+
+/// A to-one to the entity's own type (an employee's manager, a sub-issue's parent, a reply's
+/// comment): `Ref<Self>` compiles — the reference boxes its target — and loads like any other.
+struct LibrarySelfReferenceTests {
+    @Test(arguments: ["sqlite", "postgres"])
+    func aReferenceToTheEntitysOwnType(backend: String) async throws {
+        let (db, _) = try libraryDatabase(backend, "employees", entities: [Employee.self])
+        let staff = #"[{"id": 1, "name": "Grace"}, {"id": 2, "name": "Alan", "manager": 1}, {"id": 3, "manager": {"id": 2}}]"#
+        #expect(try await db.ingest([Employee].self, from: Array(staff.utf8)).rejections.isEmpty)
+        let people = try await db.fetch(Employee.self, including: [\.manager])
+        #expect(people.map { $0.manager?.id } == [nil, .single(.integer(1)), .single(.integer(2))])
+        #expect(people[1].manager?.value?.name == "Grace" && people[2].manager?.value?.name == "Alan")
+        #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.name == "Grace" }).map(\.id) == [2])
+    }
+}

@@ -18,12 +18,24 @@ public struct Ref<Target: IngotEntity>: Sendable {
     /// The target's identity.
     public var id: IdentityKey
     /// The target, when it is at hand.
-    public var value: Target?
+    public var value: Target? {
+        get { held?.value }
+        set { held = newValue.map(Held.init) }
+    }
+    /// The target, boxed: a type may refer to its own kind (`var manager: Ref<Employee>?`
+    /// inside `Employee`), which a value stored inline could not.
+    private var held: Held?
 
     /// A reference to the target with identity `id`.
     public init(id: IdentityKey, value: Target? = nil) {
         self.id = id
-        self.value = value
+        self.held = value.map(Held.init)
+    }
+
+    /// An immutable box: `Sendable` as its target is.
+    private final class Held: Sendable {
+        let value: Target
+        init(_ value: Target) { self.value = value }
     }
 }
 
@@ -38,6 +50,7 @@ public typealias Many<Target: IngotEntity> = [Ref<Target>]
 
 extension Ref: ToOneReference {
     static var targetType: any IngotEntity.Type { Target.self }
+    static var valueKeyPath: AnyKeyPath { \Ref<Target>.value }
 }
 
 extension Ref: Decodable {
@@ -108,8 +121,18 @@ extension Ref: Encodable {
     }
 }
 
-extension Ref: Equatable where Target: Equatable {}
-extension Ref: Hashable where Target: Hashable {}
+extension Ref: Equatable where Target: Equatable {
+    /// The same identity, and the same target or none at hand on both sides.
+    public static func == (lhs: Ref, rhs: Ref) -> Bool { lhs.id == rhs.id && lhs.value == rhs.value }
+}
+
+extension Ref: Hashable where Target: Hashable {
+    /// The identity and the target at hand.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        hasher.combine(value)
+    }
+}
 
 /// A reference made from a stored key column alone (a row read back without its target).
 protocol ReferenceFromStoredKey {

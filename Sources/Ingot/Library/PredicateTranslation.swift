@@ -276,6 +276,8 @@ protocol RelatedRows {
 
 extension PredicateExpressions.KeyPath: RelatedRows {
     func hops(_ columns: QueryColumns) throws -> [QueryColumns.Hop]? {
+        // A reference's target (`$0.manager?.value?.name`): the row the reference reached.
+        if let reference = Swift.type(of: keyPath).rootType as? any ToOneReference.Type, reference.valueKeyPath == keyPath { return [] }
         let scope = columns.scope(of: self)
         guard (try? scope.relationship(keyPath)) != nil else { return nil }
         return [try scope.follow(keyPath)]

@@ -187,6 +187,8 @@ func snakeCase(_ name: String) -> String {
 /// A reference to one entity that is not the entity itself (``Ref``): a to-one relationship.
 protocol ToOneReference {
     static var targetType: any IngotEntity.Type { get }
+    /// `\Ref<Target>.value`: the target itself, as a predicate names it.
+    static var valueKeyPath: AnyKeyPath { get }
 }
 
 /// An array or a set of references (`[Ref<Dog>]`, `Set<Ref<Dog>>`, ``Many``): a to-many
