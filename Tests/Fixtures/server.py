@@ -216,7 +216,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.swapi(u.path, q)
         if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
                 or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/") or u.path.startswith("/export/") \
-                or u.path.startswith("/slack/"):
+                or u.path.startswith("/slack/") or u.path.startswith("/jira/") or u.path.startswith("/shopify/") \
+                or u.path.startswith("/notion/"):
             with State.lock:
                 State.people_requests += 1
                 fault = State.faults.pop(State.people_requests, None)
@@ -319,6 +320,48 @@ class Handler(BaseHTTPRequestHandler):
             more = start + limit < len(messages)
             return self.send_json({"ok": True, "messages": chunk, "has_more": more,
                                    "response_metadata": {"next_cursor": "next_ts:%d" % (start + limit) if more else ""}})
+        if path == "/jira/rest/api/3/search":
+            # https://developer.atlassian.com/cloud/jira/platform/rest/v3/api-group-issue-search/:
+            # startAt/maxResults/total; a sub-task nests a partial copy of its parent.
+            issues = []
+            for k in range(1, 8):
+                fields = {"summary": "Issue %d" % k, "status": {"name": "Done" if k % 2 else "To Do"},
+                          "created": "2024-01-0%dT09:00:00.000+0000" % k, "labels": ["l%d" % (k % 3)],
+                          "assignee": {"accountId": "acc-%d" % (k % 2), "displayName": "User %d" % (k % 2)}}
+                if k > 4:
+                    fields["parent"] = {"id": "100%d" % (k - 4), "key": "PROJ-%d" % (k - 4),
+                                        "fields": {"summary": "Issue %d" % (k - 4), "status": {"name": "Done"}}}
+                issues.append({"id": "100%d" % k, "key": "PROJ-%d" % k, "fields": fields})
+            start, size = int(q.get("startAt", "0")), int(q.get("maxResults", "50"))
+            return self.send_json({"startAt": start, "maxResults": size, "total": len(issues), "issues": issues[start:start + size]})
+        if path == "/shopify/admin/api/2024-01/products.json":
+            # https://shopify.dev/docs/api/admin-rest/2024-01/resources/product: Link headers with
+            # page_info, prices as strings, variants and options with their position.
+            products = []
+            for k in range(1, 6):
+                variants = [{"id": k * 100 + v, "title": "Size %d" % v, "price": "%d.%02d" % (10 * k + v, 99 if v == 1 else 0),
+                             "compare_at_price": None if v == 2 else "%d.00" % (20 * k), "sku": "SKU-%d-%d" % (k, v), "position": v}
+                            for v in (1, 2)]
+                options = [{"id": k * 10 + 1, "name": "Size", "position": 1, "values": ["Size 1", "Size 2"]}]
+                products.append({"id": k, "title": "Product %d" % k, "vendor": "Acme",
+                                 "updated_at": "2024-02-0%dT10:00:00-05:00" % k, "variants": variants, "options": options})
+            limit = int(q.get("limit", "50"))
+            start = int(q.get("page_info", "0"))
+            headers = []
+            if start + limit < len(products):
+                headers.append(("Link", '<%s/shopify/admin/api/2024-01/products.json?limit=%d&page_info=%d>; rel="next"'
+                                % (self.host(), limit, start + limit)))
+            return self.send_json({"products": products[start:start + limit]}, 200, headers)
+        if path == "/notion/v1/users":
+            # https://developers.notion.com/reference/get-users: start_cursor, next_cursor, has_more.
+            users = [{"object": "user", "id": "u-%d" % k, "type": "person" if k % 3 else "bot", "name": "Name %d" % k,
+                      "avatar_url": None, **({"person": {"email": "n%d@example.com" % k}} if k % 3 else {"bot": {}})}
+                     for k in range(1, 8)]
+            size = int(q.get("page_size", "100"))
+            start = int(q.get("start_cursor", "0"))
+            more = start + size < len(users)
+            return self.send_json({"object": "list", "results": users[start:start + size],
+                                   "next_cursor": str(start + size) if more else None, "has_more": more})
         if path == "/stripe/v1/customers":
             # https://stripe.com/docs/api/pagination: `starting_after` is the last object's id,
             # `has_more` says whether another page follows.

@@ -16,7 +16,34 @@ struct ExportRoundTripTests {
             ("stripe", RealAPITests.stripe(base), ["customer"]),
             ("twitter", RealAPITests.twitter(base), ["user"]),
             ("reddit", RealAPITests.reddit(base), ["link", "comment"]),
+            ("slack", ErrorWhenTests.slack(base, channel: "C1"), ["message"]),
+            (
+                "jira-issues",
+                try cookbook(
+                    "jira-issues", base, ["https://your-domain.atlassian.net/": "/jira/", "maxResults, limit: 100": "maxResults, limit: 3"]),
+                ["issue"]
+            ),
+            (
+                "shopify-products",
+                try cookbook("shopify-products", base, ["https://your-shop.myshopify.com/": "/shopify/", "limit=250": "limit=2"]),
+                ["product"]
+            ),
+            (
+                "notion-users",
+                try cookbook("notion-users", base, ["https://api.notion.com/": "/notion/", "page_size=100": "page_size=3"]), ["user"]
+            ),
         ]
+    }
+
+    /// docs/cookbook.md's recipe `name`, pointed at the fixture server at `base` (`changes`:
+    /// each host's prefix to the server's path for that API, and smaller pages).
+    static func cookbook(_ name: String, _ base: String, _ changes: [String: String]) throws -> String {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+        var recipe = try #require(
+            text.components(separatedBy: "```yaml\n").first { $0.hasPrefix("version: 1\nname: \(name)\n") }?.components(separatedBy: "```")
+                .first)
+        for (from, to) in changes { recipe = recipe.replacingOccurrences(of: from, with: to.hasPrefix("/") ? base + to : to) }
+        return recipe
     }
 
     @Test func everyShippedShapeRoundTrips() throws {
@@ -28,7 +55,10 @@ struct ExportRoundTripTests {
             var options = RunOptions()
             options.databasePath = db
             options.progressInterval = 0
-            let first = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+            let source = try config.makeSource(
+                database: nil, maxPageBytes: Page.defaultMaxBytes,
+                environment: ["JIRA_API_TOKEN": "t", "SHOPIFY_TOKEN": "t", "NOTION_TOKEN": "t"], logger: Logger(label: "t"))
+            let first = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
             #expect(first.status == .finished && first.counters.records > 0, "\(name): \(first.error ?? "")")
             var records: [String] = []
             for root in roots {
