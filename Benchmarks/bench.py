@@ -449,7 +449,8 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
     duck_db, floor_db = os.path.join(BENCH, "duckdb.db"), os.path.join(BENCH, "floor.db")
     have_duck = duckdb_ready()
     bulk_db = os.path.join(BENCH, "bulk.db")
-    rows = {"ingot": [], "bulk": [], "duckdb": [], "floor": []}
+    rows = {"ingot": [], "bulk": [], "duckdb": [], "duckdb_t": [], "floor": []}
+    duck_t_db = os.path.join(BENCH, "duckdb-transform.db")
     for _ in range(runs):
         for target in (db, bulk_db):
             shutil.rmtree(archives, ignore_errors=True)
@@ -458,24 +459,31 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
                 [ingot, "run", PIPELINE, "--pages", data, "--archive-dir", archives, "--db", target, "--progress-interval", "0"]
                 + (["--bulk"] if target == bulk_db else [])))
         if have_duck:
+            # Two formulations of the same ingest (Benchmarks/duckdb_peer.py --read): Ingot is held
+            # to the faster of the pair, round by round.
             rows["duckdb"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "duckdb_peer.py"),
                                            "--pages", data, "--db", duck_db]))
+            rows["duckdb_t"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "duckdb_peer.py"),
+                                             "--pages", data, "--db", duck_t_db, "--read", "transform"]))
         rows["floor"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "sqlite_floor.py"),
                                       "--from", db, "--db", floor_db]))
     shutil.rmtree(archives, ignore_errors=True)
     ok = {"ingot": check(db, data), "bulk": check(bulk_db, data), "duckdb": check(duck_db, data) if have_duck else None,
-          "floor": check(floor_db, data)}
+          "duckdb_t": check(duck_t_db, data) if have_duck else None, "floor": check(floor_db, data)}
+    if have_duck:
+        rows["fastest_duckdb"] = [min(a, b) for a, b in zip(rows["duckdb"], rows["duckdb_t"])]
     med = {k: (statistics.median(w for w, _ in v), max(r for _, r in v) / 1024) for k, v in rows.items() if v}
-    print("%s, paired x%d (archive on): Ingot %.2f s (%.0f MiB) | Ingot --bulk %.2f s (%.0f MiB) | DuckDB peer %s | "
-          "SQLite floor %.2f s  check ok=%s" % (
+    print("%s, paired x%d (archive on): Ingot %.2f s (%.0f MiB) | Ingot --bulk %.2f s (%.0f MiB) | DuckDB peers: json %s, "
+          "transform %s | SQLite floor %.2f s  check ok=%s" % (
               label, runs, med["ingot"][0], med["ingot"][1], med["bulk"][0], med["bulk"][1],
-              "%.2f s (%.0f MiB)" % med["duckdb"] if "duckdb" in med else "-", med["floor"][0], ok))
+              "%.2f s (%.0f MiB)" % med["duckdb"] if "duckdb" in med else "-",
+              "%.2f s (%.0f MiB)" % med["duckdb_t"] if "duckdb_t" in med else "-", med["floor"][0], ok))
     ratios = lambda a, b: statistics.median(x[0] / y[0] for x, y in zip(rows[a], rows[b]))
     for run in ("ingot", "bulk"):
         name = "Ingot" if run == "ingot" else "Ingot --bulk"
         if "duckdb" in med:
-            print("  %s: DuckDB / it %.2f (goal >= 2 at 200k, >= 1.5 at 1M); it / floor %.2f (goal <= 1.5)" % (
-                name, ratios("duckdb", run), ratios(run, "floor")))
+            print("  %s: the faster DuckDB peer / it %.2f (goal >= 2); it / floor %.2f" % (
+                name, ratios("fastest_duckdb", run), ratios(run, "floor")))
         else:
             print("  %s / floor %.2f (goal <= 1.5)" % (name, ratios(run, "floor")))
     return med["ingot"][0], med["bulk"][0]
