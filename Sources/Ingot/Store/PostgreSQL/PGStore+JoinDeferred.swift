@@ -203,9 +203,18 @@ extension PGStore {
         for part in 0..<DeferredTables.parts {
             try begin()
             do {
-                if try lockDeferredPart(join, part, waiting: false), try !deferredPartMerged(join, part) {
-                    merged.add(try mergeDeferredPart(join, part: part))
+                // The part's lock first; then whether the run's tables are still there: the job
+                // that finished the run may have merged the rest and dropped them since this
+                // loop began (its transaction held each part's lock until it committed).
+                guard try lockDeferredPart(join, part, waiting: false) else {
+                    try commit()
+                    continue
                 }
+                guard try hasDeferredTables(join) else {
+                    try commit()
+                    break
+                }
+                if try !deferredPartMerged(join, part) { merged.add(try mergeDeferredPart(join, part: part)) }
                 try commit()
             } catch {
                 try? rollback()
