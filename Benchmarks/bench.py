@@ -440,6 +440,25 @@ def duckdb_ready():
         return p.returncode == 0
 
 
+def orjson_ready():
+    """The parse floor needs orjson from PyPI, pinned; installed when missing."""
+    try:
+        import orjson  # noqa: F401
+        return True
+    except ImportError:
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "orjson==3.8.3"], capture_output=True, text=True)
+        if p.returncode != 0:
+            print("pipeline floor skipped: pip install orjson==3.8.3 failed: " + p.stderr.strip()[-300:])
+        return p.returncode == 0
+
+
+def parse_floor(data):
+    """Seconds to read and parse every page with orjson on every core (Benchmarks/parse_floor.py)."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "Benchmarks", "parse_floor.py"), "--pages", data],
+                       capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)["seconds"]
+
+
 def peers(ingot, data, expected, db, runs, label="people-200k"):
     """Ingot, the DuckDB peer (Benchmarks/duckdb_peer.py) and the SQLite write floor
     (Benchmarks/sqlite_floor.py: Ingot's final rows copied into a new database), paired: each
@@ -450,6 +469,8 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
     have_duck = duckdb_ready()
     bulk_db = os.path.join(BENCH, "bulk.db")
     rows = {"ingot": [], "bulk": [], "duckdb": [], "duckdb_t": [], "floor": []}
+    have_orjson = orjson_ready()
+    parses = []
     duck_t_db = os.path.join(BENCH, "duckdb-transform.db")
     for _ in range(runs):
         for target in (db, bulk_db):
@@ -467,6 +488,8 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
                                              "--pages", data, "--db", duck_t_db, "--read", "transform"]))
         rows["floor"].append(rss_run([sys.executable, os.path.join(ROOT, "Benchmarks", "sqlite_floor.py"),
                                       "--from", db, "--db", floor_db]))
+        if have_orjson:
+            parses.append(parse_floor(data))
     shutil.rmtree(archives, ignore_errors=True)
     ok = {"ingot": check(db, data), "bulk": check(bulk_db, data), "duckdb": check(duck_db, data) if have_duck else None,
           "duckdb_t": check(duck_t_db, data) if have_duck else None, "floor": check(floor_db, data)}
@@ -484,6 +507,12 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
         if "duckdb" in med:
             print("  %s: the faster DuckDB peer / it %.2f (goal >= 2); it / floor %.2f" % (
                 name, ratios("fastest_duckdb", run), ratios(run, "floor")))
+        if parses:
+            # The pipeline floor: the pages parsed on every core, then the final rows written.
+            pipeline = [p + f[0] for p, f in zip(parses, rows["floor"])]
+            print("  %s / pipeline floor (parse %.2f s on every core + write floor %.2f s) %.2f (goal <= 2.5)" % (
+                name, statistics.median(parses), med["floor"][0],
+                statistics.median(x[0] / y for x, y in zip(rows[run], pipeline))))
         else:
             print("  %s / floor %.2f (goal <= 1.5)" % (name, ratios(run, "floor")))
     return med["ingot"][0], med["bulk"][0]
