@@ -276,3 +276,40 @@ struct LibrarySelfReferenceTests {
         #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.name == "Grace" }).map(\.id) == [2])
     }
 }
+
+private struct OneSidedFilm: IngotEntity, Codable, Hashable {
+    var id: Int
+    var characters: Set<OneSidedCharacter>?
+    enum CodingKeys: String, CodingKey { case id, characters }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "film"
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .characters ? IngotRule(inverse: "films") : nil }
+}
+
+/// No rule of its own: the film's `inverse: "films"` pairs them.
+private struct OneSidedCharacter: IngotEntity, Codable, Hashable {
+    var id: Int
+    var films: Set<OneSidedFilm>?
+    enum CodingKeys: String, CodingKey { case id, films }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "character"
+}
+
+/// An inverse declared once, on either side: the other side is paired with it, one join table
+/// serves both.
+struct LibraryOneSidedInverseTests {
+    @Test func anInverseDeclaredOnOneSideIsPaired() async throws {
+        let model = try EntityModel(root: OneSidedFilm.self)
+        let films = try #require(model.entities.first { $0.name == "character" }?.relationships.first { $0.name == "films" })
+        #expect(films.inverse == "characters")
+        let (db, at) = try libraryDatabase("sqlite", "one-sided", entities: [OneSidedFilm.self])
+        _ = try await db.ingest([OneSidedFilm].self, from: Array(#"[{"id": 1, "characters": [1, 4]}]"#.utf8))
+        _ = try await db.ingest([OneSidedCharacter].self, from: Array(#"[{"id": 4, "films": [1, 2]}]"#.utf8))
+        #expect(
+            try rows(at, "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%film%' ORDER BY name") == [
+                ["film"], ["film_characters"],
+            ])
+        let read = try await db.fetch(OneSidedCharacter.self, sortBy: [SortDescriptor(\.id)], including: [\.films])
+        #expect(read.map { Set(($0.films ?? []).map(\.id)) } == [[1], [1, 2]])
+    }
+}

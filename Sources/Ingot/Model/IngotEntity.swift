@@ -238,6 +238,24 @@ extension EntityModel {
         for root in roots { try probe.probe(root) }
         // Owned and child entities take their keys from their owners and parents, as a pipeline
         // file's do.
-        self = EntityModel(entities: probe.order.compactMap { probe.entities[$0] }).completed()
+        var entities = probe.order.compactMap { probe.entities[$0] }
+        EntityModel.pairInverses(&entities)
+        self = EntityModel(entities: entities).completed()
+    }
+
+    /// An inverse declared once, on either side (`IngotRule(inverse: "films")` on
+    /// `Film.characters` alone): the other side, a relationship of the target back to this entity
+    /// that names no inverse of its own, names this one back — as a pipeline file must spell out
+    /// on both sides.
+    static func pairInverses(_ entities: inout [Entity]) {
+        for (e, entity) in entities.enumerated() {
+            for relationship in entity.relationships {
+                guard let inverse = relationship.inverse, let t = entities.firstIndex(where: { $0.name == relationship.target }),
+                    let k = entities[t].relationships.firstIndex(where: { $0.name == inverse }),
+                    entities[t].relationships[k].inverse == nil, entities[t].relationships[k].target == entities[e].name
+                else { continue }
+                entities[t].relationships[k].inverse = relationship.name
+            }
+        }
     }
 }
