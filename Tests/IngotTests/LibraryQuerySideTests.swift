@@ -274,6 +274,9 @@ struct LibrarySelfReferenceTests {
         #expect(people.map { $0.manager?.id } == [nil, .single(.integer(1)), .single(.integer(2))])
         #expect(people[1].manager?.value?.name == "Grace" && people[2].manager?.value?.name == "Alan")
         #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.name == "Grace" }).map(\.id) == [2])
+        // A reference's identity compares with a literal; in a predicate, through its target.
+        #expect(people[2].manager?.id == 2 && people[1].manager?.id != "1")
+        #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.id == 1 }).map(\.id) == [2])
     }
 }
 

@@ -29,3 +29,11 @@ public enum IdentityKey: Hashable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// An identity written as a literal (`ref.id == 2`, `ref.id == "luke"`): one integer or text value.
+extension IdentityKey: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral {
+    /// `.single(.integer(value))`.
+    public init(integerLiteral value: Int64) { self = .single(.integer(value)) }
+    /// `.single(.text(value))`.
+    public init(stringLiteral value: String) { self = .single(.text(value)) }
+}
