@@ -274,9 +274,11 @@ struct LibrarySelfReferenceTests {
         #expect(people.map { $0.manager?.id } == [nil, .single(.integer(1)), .single(.integer(2))])
         #expect(people[1].manager?.value?.name == "Grace" && people[2].manager?.value?.name == "Alan")
         #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.name == "Grace" }).map(\.id) == [2])
-        // A reference's identity compares with a literal; in a predicate, through its target.
+        // A reference's identity compares with a literal, in Swift and in a predicate.
         #expect(people[2].manager?.id == 2 && people[1].manager?.id != "1")
         #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.id == 1 }).map(\.id) == [2])
+        #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.id == 2 }).map(\.id) == [3])
+        #expect(try await db.count(Employee.self, where: #Predicate { $0.manager?.id == nil }) == 1)
     }
 }
 

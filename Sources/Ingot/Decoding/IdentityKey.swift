@@ -37,3 +37,58 @@ extension IdentityKey: ExpressibleByIntegerLiteral, ExpressibleByStringLiteral {
     /// `.single(.text(value))`.
     public init(stringLiteral value: String) { self = .single(.text(value)) }
 }
+
+/// An identity as JSON: one value as it is, a composite one as an array of its values — what a
+/// `#Predicate` needs of a constant (`$0.manager?.id == 2`).
+extension IdentityKey: Codable {
+    /// One value, or an array of them for a composite identity.
+    public init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            var values: [ScalarValue] = []
+            while !array.isAtEnd { values.append(try array.decode(ScalarValue.self)) }
+            self = .composite(values)
+        } else {
+            self = .single(try ScalarValue(from: decoder))
+        }
+    }
+
+    /// One value, or an array of them for a composite identity.
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .single(let value): try value.encode(to: encoder)
+        case .composite(let values):
+            var array = encoder.unkeyedContainer()
+            for value in values { try array.encode(value) }
+        }
+    }
+}
+
+extension ScalarValue: Codable {
+    /// A JSON scalar: null, an integer, a number, a text or a boolean.
+    public init(from decoder: any Decoder) throws {
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() {
+            self = .null
+        } else if let value = try? single.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? single.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? single.decode(Double.self) {
+            self = .real(value)
+        } else {
+            self = .text(try single.decode(String.self))
+        }
+    }
+
+    /// As the JSON scalar it is.
+    public func encode(to encoder: any Encoder) throws {
+        var single = encoder.singleValueContainer()
+        switch self {
+        case .null: try single.encodeNil()
+        case .integer(let v): try single.encode(v)
+        case .real(let v): try single.encode(v)
+        case .text(let v): try single.encode(v)
+        case .bool(let v): try single.encode(v)
+        }
+    }
+}

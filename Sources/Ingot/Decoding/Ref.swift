@@ -51,6 +51,7 @@ public typealias Many<Target: IngotEntity> = [Ref<Target>]
 extension Ref: ToOneReference {
     static var targetType: any IngotEntity.Type { Target.self }
     static var valueKeyPath: AnyKeyPath { \Ref<Target>.value }
+    static var idKeyPath: AnyKeyPath { \Ref<Target>.id }
 }
 
 extension Ref: Decodable {

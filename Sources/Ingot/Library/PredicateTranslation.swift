@@ -235,6 +235,11 @@ extension RowExpression {
             }
             return .decimal(.value(.text(text)))
         case let v as any RawRepresentable: return try constant(v.rawValue)
+        case let v as IdentityKey:
+            guard case .single(let value) = v else {
+                throw IngotQueryError(message: "the composite identity \(v) cannot be compared in SQL: compare its properties one by one")
+            }
+            return .value(value)
         default:
             throw IngotQueryError(
                 message:
@@ -245,7 +250,17 @@ extension RowExpression {
 }
 
 extension PredicateExpressions.KeyPath: RowExpressible {
-    func rowExpression(_ columns: QueryColumns) throws -> RowExpression { try columns.scope(of: self).expression(keyPath) }
+    func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
+        let scope = columns.scope(of: self)
+        // A reference's identity (`$0.manager?.id == 2`): its target's identity column.
+        if let reference = Swift.type(of: keyPath).rootType as? any ToOneReference.Type, reference.idKeyPath == keyPath {
+            guard scope.layout.identitySlots.count == 1, let alias = scope.alias else {
+                throw IngotQueryError(message: "\(keyPath): a reference's identity compares only when its target has one identity property")
+            }
+            return .aliased(alias, scope.layout.columns[scope.layout.identitySlots[0]].name)
+        }
+        return try scope.expression(keyPath)
+    }
 }
 
 /// A key path chain in Swift's terms (`\Issue.user?.login`), for messages.

@@ -189,6 +189,8 @@ protocol ToOneReference {
     static var targetType: any IngotEntity.Type { get }
     /// `\Ref<Target>.value`: the target itself, as a predicate names it.
     static var valueKeyPath: AnyKeyPath { get }
+    /// `\Ref<Target>.id`: the target's identity, as a predicate names it.
+    static var idKeyPath: AnyKeyPath { get }
 }
 
 /// An array or a set of references (`[Ref<Dog>]`, `Set<Ref<Dog>>`, ``Many``): a to-many
