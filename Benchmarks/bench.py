@@ -428,27 +428,16 @@ def rss_run(cmd):
     return float(wall), int(rss)
 
 
-def duckdb_ready():
-    """The DuckDB peer needs duckdb from PyPI, pinned; installed when missing."""
+def pip_ready(module, pinned, what):
+    """`module` importable, installed from PyPI at `pinned` when missing; `what` is skipped, and
+    says so, when the install fails."""
     try:
-        import duckdb  # noqa: F401
+        __import__(module)
         return True
     except ImportError:
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "duckdb==1.4.4"], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", pinned], capture_output=True, text=True)
         if p.returncode != 0:
-            print("DuckDB peer skipped: pip install duckdb==1.4.4 failed: " + p.stderr.strip()[-300:])
-        return p.returncode == 0
-
-
-def orjson_ready():
-    """The parse floor needs orjson from PyPI, pinned; installed when missing."""
-    try:
-        import orjson  # noqa: F401
-        return True
-    except ImportError:
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "orjson==3.8.3"], capture_output=True, text=True)
-        if p.returncode != 0:
-            print("pipeline floor skipped: pip install orjson==3.8.3 failed: " + p.stderr.strip()[-300:])
+            print("%s skipped: pip install %s failed: %s" % (what, pinned, p.stderr.strip()[-300:]))
         return p.returncode == 0
 
 
@@ -466,10 +455,10 @@ def peers(ingot, data, expected, db, runs, label="people-200k"):
     Whole-process wall time and peak RSS; every database checked."""
     archives = os.path.join(BENCH, "archives")
     duck_db, floor_db = os.path.join(BENCH, "duckdb.db"), os.path.join(BENCH, "floor.db")
-    have_duck = duckdb_ready()
+    have_duck = pip_ready("duckdb", "duckdb==1.4.4", "DuckDB peers")
     bulk_db = os.path.join(BENCH, "bulk.db")
     rows = {"ingot": [], "bulk": [], "duckdb": [], "duckdb_t": [], "floor": []}
-    have_orjson = orjson_ready()
+    have_orjson = pip_ready("orjson", "orjson==3.8.3", "pipeline floor")
     parses = []
     duck_t_db = os.path.join(BENCH, "duckdb-transform.db")
     for _ in range(runs):

@@ -335,18 +335,27 @@ extension PredicateExpressions.OptionalFlatMap: RowExpressible {
     }
 }
 
+extension QueryColumns {
+    /// The way to the targets a `contains { … }` or `allSatisfy { … }` (`what`) runs over: a
+    /// to-many relationship (`$0.labels`), or the variable of `$0.labels?.…` that stands for them.
+    func toMany(_ sequence: Any, _ what: String) throws -> Hop {
+        let hop: Hop
+        if let set = (sequence as? any PredicateVariable).flatMap({ bound[$0.variableID]?.targets }) {
+            hop = set
+        } else if let path = sequence as? any PredicateKeyPath {
+            hop = try scope(of: path).follow(path.anyKeyPath)
+        } else {
+            throw IngotQueryError(message: "\(what) translates only over a to-many relationship (\\Issue.labels)")
+        }
+        guard !hop.toOne else { throw IngotQueryError(message: "\(what) needs a to-many relationship, not a to-one") }
+        return hop
+    }
+}
+
 extension PredicateExpressions.SequenceContainsWhere: RowExpressible {
     /// `$0.labels.contains { $0.name == "bug" }`: whether any related row passes the test.
     func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
-        let hop: QueryColumns.Hop
-        if let set = (sequence as? any PredicateVariable).flatMap({ columns.bound[$0.variableID]?.targets }) {
-            hop = set
-        } else if let path = sequence as? any PredicateKeyPath {
-            hop = try columns.scope(of: path).follow(path.anyKeyPath)
-        } else {
-            throw IngotQueryError(message: "contains(where:) translates only over a to-many relationship (\\Issue.labels)")
-        }
-        guard !hop.toOne else { throw IngotQueryError(message: "contains(where:) needs a to-many relationship, not a to-one") }
+        let hop = try columns.toMany(sequence, "contains(where:)")
         var inner = columns
         inner.bound[variable.key] = hop.target
         return .related(.init(from: hop.from, condition: .and(hop.condition, try RowExpression.of(test, inner)), value: nil))
@@ -356,15 +365,7 @@ extension PredicateExpressions.SequenceContainsWhere: RowExpressible {
 extension PredicateExpressions.SequenceAllSatisfy: RowExpressible {
     /// `$0.labels.allSatisfy { … }`: no related row fails the test.
     func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
-        let hop: QueryColumns.Hop
-        if let set = (sequence as? any PredicateVariable).flatMap({ columns.bound[$0.variableID]?.targets }) {
-            hop = set
-        } else if let path = sequence as? any PredicateKeyPath {
-            hop = try columns.scope(of: path).follow(path.anyKeyPath)
-        } else {
-            throw IngotQueryError(message: "allSatisfy translates only over a to-many relationship (\\Issue.labels)")
-        }
-        guard !hop.toOne else { throw IngotQueryError(message: "allSatisfy needs a to-many relationship, not a to-one") }
+        let hop = try columns.toMany(sequence, "allSatisfy")
         var inner = columns
         inner.bound[variable.key] = hop.target
         return .not(.related(.init(from: hop.from, condition: .and(hop.condition, .not(try RowExpression.of(test, inner))), value: nil)))
