@@ -216,6 +216,11 @@ extension PGStore {
                 }
                 if try !deferredPartMerged(join, part) { merged.add(try mergeDeferredPart(join, part: part)) }
                 try commit()
+            } catch let error as StoreError where error.sqlState == PGStore.undefinedTable {
+                // The tables went while this part was being merged: the run was finished by
+                // another job, which merged what was left. Nothing of this part was written.
+                try? rollback()
+                break
             } catch {
                 try? rollback()
                 throw error

@@ -250,6 +250,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     static func isUniqueViolation(_ error: any Error) -> Bool { (error as? StoreError)?.sqlState == uniqueViolation }
     /// SQLSTATE `deadlock_detected`: the server aborted this transaction to break a cycle of waits.
     static let deadlockDetected = "40P01"
+    /// `undefined_table`: a table dropped by another transaction since a statement named it.
+    static let undefinedTable = "42P01"
 
     /// Writes each entity's rows, then its links. `direct`: the rows the lookup did not find,
     /// and the links of those new owners, are copied straight into their tables (`COPY`, no
