@@ -167,6 +167,23 @@ struct PostgresTests {
         #expect(listener.waitForNotification(timeout: 60))
     }
 
+    /// A joined job between two parts of the deferred merge asks whether the run's tables are
+    /// still there, inside a transaction that began before the job finishing the run dropped
+    /// them: the answer is the committed catalog (a name lookup through the backend's cache
+    /// answered "still there" here, and the part's merge failed on a missing table).
+    @Test func tableExistsSeesADropCommittedInsideATransaction() throws {
+        let url = try PostgresServer.freshDatabase()
+        let (merging, finishing) = (try PGConnection(url: url), try PGConnection(url: url))
+        try finishing.execute("CREATE TABLE _ingot_run1_e0 (id bigint)")
+        #expect(try merging.tableExists("_ingot_run1_e0"))
+        _ = try merging.execute("SELECT count(*) FROM _ingot_run1_e0")
+        try merging.execute("BEGIN")
+        try finishing.execute("DROP TABLE _ingot_run1_e0")
+        #expect(try merging.tableExists("_ingot_run1_e0") == false)
+        try merging.execute("COMMIT")
+        #expect(try merging.tableExists("nothing_of_that_name") == false)
+    }
+
     @Test func replaceAndStubsMatchSQLite() throws {
         let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
         let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")

@@ -169,6 +169,19 @@ final class PGConnection {
         return (names, out)
     }
 
+    /// Whether table `name` (unquoted, in the current schema) exists, as committed when this
+    /// statement starts. A read of `pg_class` under the statement's snapshot, not `to_regclass`:
+    /// a name lookup that takes no lock answers from the backend's catalog cache, which learns
+    /// of another session's `DROP TABLE` only at its next lock or transaction start — inside an
+    /// open transaction it can still see a table dropped and committed since
+    /// (`PostgresTests.tableExistsSeesADropCommittedInsideATransaction`).
+    func tableExists(_ name: String) throws(StoreError) -> Bool {
+        try execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = $1 AND relnamespace = current_schema()::regnamespace)",
+            [name]
+        ).first?[0] == "t"
+    }
+
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN")

@@ -34,8 +34,13 @@ struct DeferredTables {
     /// The links of those sets: the join table's columns and the set's position (`_pos`).
     func links(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_l\(k)", part) }
 
-    private func name(_ table: String, _ part: Int?) -> String {
-        PGStore.quote("_ingot_run\(ordinal)_\(table)" + (part.map { "_p\($0)" } ?? ""))
+    /// The first entity's rows table, unquoted: whether the run's tables exist.
+    var marker: String { plainName("e0", nil) }
+
+    private func name(_ table: String, _ part: Int?) -> String { PGStore.quote(plainName(table, part)) }
+
+    private func plainName(_ table: String, _ part: Int?) -> String {
+        "_ingot_run\(ordinal)_\(table)" + (part.map { "_p\($0)" } ?? "")
     }
 
     /// Whether a model's batches can be deferred: every entity with an identity, every to-many
@@ -178,9 +183,11 @@ extension PGStore {
         return out + PGBinaryCopy.trailer
     }
 
-    /// Whether the run's deferred tables exist (a job of the run deferred).
+    /// Whether the run's deferred tables exist (a job of the run deferred), as committed when
+    /// the statement starts (``PGConnection/tableExists(_:)``: the job that finishes the run
+    /// drops them while others may be between two parts).
     func hasDeferredTables(_ join: JoinContext) throws -> Bool {
-        try connection.execute("SELECT to_regclass($1) IS NOT NULL", [DeferredTables(ordinal: join.ordinal).rows(0)]).first?[0] == "t"
+        try connection.tableExists(DeferredTables(ordinal: join.ordinal).marker)
     }
 
     /// Merges the parts of the run's deferred rows no job merged or is merging, each in a
@@ -205,7 +212,8 @@ extension PGStore {
             do {
                 // The part's lock first; then whether the run's tables are still there: the job
                 // that finished the run may have merged the rest and dropped them since this
-                // loop began (its transaction held each part's lock until it committed).
+                // loop began (its transaction held each part's lock until it committed). The
+                // check reads the catalog as committed now, not this backend's cache of it.
                 guard try lockDeferredPart(join, part, waiting: false) else {
                     try commit()
                     continue
@@ -217,8 +225,9 @@ extension PGStore {
                 if try !deferredPartMerged(join, part) { merged.add(try mergeDeferredPart(join, part: part)) }
                 try commit()
             } catch let error as StoreError where error.sqlState == PGStore.undefinedTable {
-                // The tables went while this part was being merged: the run was finished by
-                // another job, which merged what was left. Nothing of this part was written.
+                // Defence in depth: the tables cannot go while this part's lock is held, but if
+                // they are gone the run was finished by another job, which merged what was
+                // left. Nothing of this part was written.
                 try? rollback()
                 break
             } catch {
