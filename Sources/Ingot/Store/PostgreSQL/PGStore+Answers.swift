@@ -3,7 +3,7 @@ import Foundation
 /// HTTP answers kept for conditional requests (``AnswerKeeping``), in `_ingot_http_answers`.
 extension PGStore: AnswerKeeping {
     func keptAnswers(pipeline: String) throws -> KeptAnswers {
-        guard try connection.execute("SELECT to_regclass('_ingot_http_answers') IS NOT NULL").first?[0] == "t" else {
+        guard try connection.tableExists("_ingot_http_answers") else {
             return KeptAnswers(previous: [:]) { _ in nil }
         }
         var previous: [String: KeptAnswers.Validators] = [:]
