@@ -13,17 +13,26 @@ extension IngotDatabase {
     /// ```
     @discardableResult
     public func delete<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>) async throws -> Int {
-        try await delete(type, predicate: predicate, identity: nil)
+        try checkOutsideTransaction("delete")
+        await turn.take()
+        defer { turn.give() }
+        return try await delete(type, predicate: predicate, identity: nil, held: nil)
     }
 
     /// Deletes the stored `T` whose identity is `id` (as ``delete(_:where:)`` deletes); 0 when
     /// none is stored. For a type with a single identity property.
     @discardableResult
     public func delete<T: IngotEntity>(_ type: T.Type, id: some Sendable) async throws -> Int {
-        try await delete(type, predicate: nil, identity: id)
+        try checkOutsideTransaction("delete")
+        await turn.take()
+        defer { turn.give() }
+        return try await delete(type, predicate: nil, identity: id, held: nil)
     }
 
-    private func delete<T: IngotEntity>(_ type: T.Type, predicate: Predicate<T>?, identity: (any Sendable)?) async throws -> Int {
+    /// A delete: in a transaction of its own, or (`held`) inside a transaction's.
+    func delete<T: IngotEntity>(_ type: T.Type, predicate: Predicate<T>?, identity: (any Sendable)?, held: HeldStore?) async throws
+        -> Int
+    {
         try checkOpen()
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
@@ -47,28 +56,29 @@ extension IngotDatabase {
             }
             query.filter = .compare(.column(layout.columns[layout.identitySlots[0]].name), .equal, try RowExpression.constant(identity))
         }
-        let (model, selecting) = (self.model, query)
-        return try await withCheckedThrowingContinuation { continuation in
-            queue.async {
-                continuation.resume(
-                    with: Result {
-                        let rows = try self.reading { reader in try reader.select(selecting) }
-                        guard !rows.isEmpty else { return 0 }
-                        let keys = Set(rows.map { $0.count == 1 ? IdentityKey.single($0[0]) : .composite($0) })
-                        let store = try self.store.open(model: model, options: StoreOpening())
-                        do {
-                            let deleted = try store.delete(.listed(keys), of: index, sparing: [:])
-                            try store.commit()
-                            try store.close()
-                            self.observers.committed()
-                            return deleted
-                        } catch {
-                            try? store.rollback()
-                            try? store.close()
-                            throw error
-                        }
-                    })
+        let selecting = query
+        return try await onQueue { try self.deleteRows(selecting, of: index, held: held) }
+    }
+
+    /// The rows `query` selects deleted, on the database's queue: in a transaction of their own,
+    /// or in a savepoint of the held transaction (undone alone when it fails).
+    private func deleteRows(_ query: RowQuery, of index: Int, held: HeldStore?) throws -> Int {
+        let rows = try reading(in: held) { reader in try reader.select(query) }
+        guard !rows.isEmpty else { return 0 }
+        let keys = Set(rows.map { $0.count == 1 ? IdentityKey.single($0[0]) : .composite($0) })
+        let store = try held?.store ?? self.store.open(model: model, options: StoreOpening())
+        do {
+            let deleted = try store.delete(.listed(keys), of: index, sparing: [:])
+            try store.commit()
+            if held == nil {
+                try store.close()
+                observers.committed()
             }
+            return deleted
+        } catch {
+            try? store.rollback()
+            if held == nil { try? store.close() }
+            throw error
         }
     }
 }

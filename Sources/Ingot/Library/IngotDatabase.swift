@@ -40,6 +40,9 @@ public final class IngotDatabase: Sendable {
     private let readerSlot = ReaderSlot()
     /// The observations under way (``observe(_:where:sortBy:limit:)``), each told of every commit.
     let observers = Observers()
+    /// One writer at a time — an ingest, a delete, or a transaction from its start to its end
+    /// (``write(_:)``), which spans many turns of ``queue``.
+    let turn = WriterTurn()
 
     /// A SQLite database at `path` (created when missing) for `entities` and every entity they
     /// reach. Its tables are created, or checked against the model: a database that disagrees is
@@ -94,6 +97,16 @@ public final class IngotDatabase: Sendable {
     public func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String? = nil, write: Write = .merge)
         async throws -> IngestReport
     {
+        try checkOutsideTransaction("ingest")
+        await turn.take()
+        defer { turn.give() }
+        return try await ingest(type, from: json, at: at, write: write, held: nil)
+    }
+
+    /// An ingest: a run of its own into the database, or (`held`) one inside a transaction.
+    func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String?, write: Write, held: HeldStore?)
+        async throws -> IngestReport
+    {
         try checkOpen()
         let entity = T.entityName
         guard model.entities.contains(where: { $0.name == entity }) else {
@@ -118,15 +131,18 @@ public final class IngotDatabase: Sendable {
         let (logger, run, pipeline) = (self.logger, options, config)
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                let summary = PipelineRunner(config: pipeline, options: run, logger: logger)
-                    .run(source: BytesPageSource(bytes: bytes, source: "ingest(\(T.self))"))
+                let runner = PipelineRunner(config: pipeline, options: run, logger: logger)
+                let source = BytesPageSource(bytes: bytes, source: "ingest(\(T.self))")
+                let summary = held.map { runner.run(source: source, store: $0.store) } ?? runner.run(source: source)
                 guard summary.status == .finished else {
                     continuation.resume(throwing: IngestError(runID: summary.runID, message: summary.error ?? "the run \(summary.status)"))
                     return
                 }
-                self.observers.committed()
+                if held == nil { self.observers.committed() }
                 do {
-                    let rejections = try self.store.rejections(runID: summary.runID).map(\.1)
+                    let rejections =
+                        try held.map { try StoreLocation.rejections(runID: summary.runID, on: $0.reader) }
+                        ?? self.store.rejections(runID: summary.runID).map(\.1)
                     continuation.resume(returning: IngestReport(summary: summary, rejections: rejections))
                 } catch {
                     continuation.resume(throwing: error)
@@ -140,6 +156,10 @@ extension IngotDatabase {
     /// How many stored `T` match `predicate` (all of them without one), counted by the database
     /// (`SELECT count(*)`): the predicate translates as ``fetch(_:where:sortBy:limit:offset:including:nested:)``'s does.
     public func count<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>? = nil) async throws -> Int {
+        try await count(type, where: predicate, held: nil)
+    }
+
+    func count<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>?, held: HeldStore?) async throws -> Int {
         try checkOpen()
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
@@ -154,7 +174,7 @@ extension IngotDatabase {
         let counting = query
         let rows = try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try self.reading { reader in try reader.select(counting) } })
+                continuation.resume(with: Result { try self.reading(in: held) { reader in try reader.select(counting) } })
             }
         }
         guard case .integer(let n)? = rows.first?.first else { return 0 }
@@ -187,7 +207,8 @@ extension IngotDatabase {
         including: [PartialKeyPath<T>] = [], nested: [AnyKeyPath] = []
     ) async throws -> [T] {
         try await fetch(
-            type, where: predicate, identity: nil, sortBy: sortBy, limit: limit, offset: offset, including: including, nested: nested)
+            type, where: predicate, identity: nil, sortBy: sortBy, limit: limit, offset: offset, including: including, nested: nested,
+            held: nil)
     }
 
     /// The stored `T` whose identity is `id` (its identity property's value: an `Int`, a
@@ -196,12 +217,13 @@ extension IngotDatabase {
     public func fetch<T: IngotEntity>(
         _ type: T.Type, id: some Sendable, including: [PartialKeyPath<T>] = [], nested: [AnyKeyPath] = []
     ) async throws -> T? {
-        try await fetch(type, where: nil, identity: id, sortBy: [], limit: 1, offset: 0, including: including, nested: nested).first
+        try await fetch(type, where: nil, identity: id, sortBy: [], limit: 1, offset: 0, including: including, nested: nested, held: nil)
+            .first
     }
 
-    private func fetch<T: IngotEntity>(
+    func fetch<T: IngotEntity>(
         _ type: T.Type, where predicate: Predicate<T>?, identity: (any Sendable)?, sortBy: [SortDescriptor<T>], limit: Int?, offset: Int,
-        including: [PartialKeyPath<T>], nested: [AnyKeyPath]
+        including: [PartialKeyPath<T>], nested: [AnyKeyPath], held: HeldStore?
     ) async throws -> [T] {
         try checkOpen()
         guard let index = model.index(of: T.entityName) else {
@@ -236,7 +258,7 @@ extension IngotDatabase {
             queue.async {
                 continuation.resume(
                     with: Result {
-                        try self.reading { reader in
+                        try self.reading(in: held) { reader in
                             let rows = try reader.select(select)
                             let loader = RelationshipLoader(model: model, layouts: layouts, reader: reader)
                             var parts = [rows]
@@ -410,6 +432,13 @@ extension IngotDatabase {
         return try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result { try self.reading(body) }) }
         }
+    }
+
+    /// `body` with the held transaction's reader (which sees what it wrote), or the database's.
+    func reading<R>(in held: HeldStore?, _ body: (any RowReader) throws -> R) throws -> R {
+        guard let held else { return try reading(body) }
+        dispatchPrecondition(condition: .onQueue(queue))
+        return try body(held.reader)
     }
 
     func reading<R>(_ body: (any RowReader) throws -> R) throws -> R {

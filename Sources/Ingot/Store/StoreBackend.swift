@@ -66,6 +66,9 @@ package struct StoreOpening: Sendable {
     /// Set when the run stops: a connection being made gives up (SIGTERM while a database
     /// server never answers ends the run at once, not after its connect timeout).
     package var stopped: StopFlag?
+    /// Whose transaction the store's commits end (``TransactionOwner``): its own, or one it holds
+    /// for the caller until ``HeldTransaction/endTransaction(committing:)``.
+    package var transactions = TransactionOwner.store
 
     package init(
         lockingRunsOf pipeline: String? = nil, joining: Bool = false, lockTimeout: Double = 30,

@@ -55,6 +55,17 @@ extension StoreLocation {
     /// The rejections recorded here, in the order they were stored: of run `runID` (all runs
     /// when `nil`), of reason code `reason`, at most `limit`; each with its run's id.
     package func rejections(runID: String?, reason: String? = nil, limit: Int? = nil) throws -> [(runID: String, RecordRejection)] {
+        guard let rows = try selectIfIngot(StoreLocation.rejectionsQuery(runID: runID, reason: reason, limit: limit)) else { return [] }
+        return StoreLocation.rejections(rows)
+    }
+
+    /// Run `runID`'s rejections read through `reader` (a held transaction's, which sees its own
+    /// runs before they commit).
+    package static func rejections(runID: String, on reader: any RowReader) throws -> [RecordRejection] {
+        rejections(try reader.select(rejectionsQuery(runID: runID, reason: nil, limit: nil))).map(\.1)
+    }
+
+    private static func rejectionsQuery(runID: String?, reason: String?, limit: Int?) -> RowQuery {
         let columns: [EntityLayout.Column] = [
             .init(name: "run_id", type: .string), .init(name: "entity", type: .string), .init(name: "coding_path", type: .string),
             .init(name: "reason", type: .string), .init(name: "source", type: .string), .init(name: "record_index", type: .integer),
@@ -68,8 +79,11 @@ extension StoreLocation {
         query.filter = conditions.reduce(nil) { (all: RowExpression?, next) in all.map { .and($0, next) } ?? next }
         query.limit = limit
         query.storageOrder = true
-        guard let rows = try selectIfIngot(query) else { return [] }
-        return rows.map { row in
+        return query
+    }
+
+    private static func rejections(_ rows: [[ScalarValue]]) -> [(runID: String, RecordRejection)] {
+        rows.map { row in
             func text(_ k: Int) -> String? { if case .text(let s) = row[k] { s } else { nil } }
             func int(_ k: Int) -> Int? { if case .integer(let v) = row[k] { Int(v) } else { nil } }
             return (

@@ -182,8 +182,17 @@ final class PGConnection {
         ).first?[0] == "t"
     }
 
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    /// Whether a transaction is open on this connection (aborted included).
+    var isInTransaction: Bool {
+        let status = PQtransactionStatus(handle)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws. Inside
+    /// an open transaction (one a store holds for its caller, ``TransactionOwner/caller``), under
+    /// a savepoint of that transaction instead.
     func transaction<T>(_ body: () throws -> T) throws -> T {
+        if isInTransaction { return try inSavepoint("ingot_nested", body) }
         try execute("BEGIN")
         do {
             let result = try body()

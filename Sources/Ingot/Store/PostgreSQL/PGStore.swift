@@ -32,7 +32,11 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// A second connection for ``lookupCommitted(_:_:)`` on the assembler's queue: the next
     /// batch's identities are looked up while the writer writes this one.
     private let reader: PGConnection
+    /// Whether one of the store's own transactions is open: a transaction, or — while it holds
+    /// its caller's (``hold``) — a savepoint in that one.
     private(set) var inTransaction = false
+    /// Whether the store holds its caller's transaction (``TransactionOwner/caller``).
+    var hold = TransactionHold.none
     /// This job's part in a run shared by several jobs (`--join`), set before the first write:
     /// writes then carry source positions (PGStore+Join.swift).
     var joined: JoinContext?
@@ -158,7 +162,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
 
     /// On the reader connection, which sees committed rows only.
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
-        try lookup(entity, keys, on: reader)
+        // The reader would miss what the held transaction wrote: the writer looks them up.
+        if hold.isHeld { return nil }
+        return try lookup(entity, keys, on: reader)
     }
 
     private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef]
@@ -422,7 +428,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
 
     func begin() throws {
         guard !inTransaction else { return }
-        try connection.execute("BEGIN")
+        try connection.execute(hold.isHeld ? "SAVEPOINT ingot_held" : "BEGIN")
         inTransaction = true
     }
 
@@ -460,7 +466,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         inTransaction = false
         unitsInTransaction = []
         stagedInTransaction = []
-        try connection.execute("COMMIT")
+        try connection.execute(hold.isHeld ? "RELEASE SAVEPOINT ingot_held" : "COMMIT")
     }
 
     func rollback() throws {
@@ -480,7 +486,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         inTransaction = false
         unitsInTransaction = []
         forgetStaging(after: 0)
-        try connection.execute("ROLLBACK")
+        try connection.execute(hold.isHeld ? "ROLLBACK TO SAVEPOINT ingot_held; RELEASE SAVEPOINT ingot_held" : "ROLLBACK")
     }
 
     /// The staging tables made in the open transaction after the first `count` are gone (rolled back).
@@ -492,6 +498,16 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// Commits, and lets go of the pipeline's run lock at once (the connections end when the
     /// store is released): a library process opens one store per ingest.
     func close() throws {
+        // A held transaction outlives the runs it is handed to: only its end closes the store.
+        if hold.isHeld {
+            try commit()
+            return
+        }
+        try closeSession()
+    }
+
+    /// Commits, removes what a staged load left, and lets go of the session's advisory locks.
+    func closeSession() throws {
         defer {
             staging?.close()
             load = .batchByBatch  // closed: the store is not used any more

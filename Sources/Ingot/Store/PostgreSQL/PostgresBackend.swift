@@ -14,6 +14,7 @@ package struct PostgresBackend: StoreBackend {
                 try store.lockRuns(of: pipeline, timeout: options.lockTimeout, shared: false)
             }
             if options.plan.stagesAtOpen { try store.startStagedLoad() }
+            if options.transactions == .caller { try store.holdTransaction() }
         } catch {
             try? store.close()
             throw error

@@ -36,7 +36,16 @@ package struct SQLiteBackend: StoreBackend {
         storeOptions.stageAfterBytes = options.plan.stageAfterBytes
         storeOptions.stagesFromTheStart = options.plan.stagesFromFirstBatch
         storeOptions.resuming = options.resuming
-        return try SQLiteStore(path: path, model: model, options: storeOptions)
+        let store = try SQLiteStore(path: path, model: model, options: storeOptions)
+        if options.transactions == .caller {
+            do {
+                try store.holdTransaction()
+            } catch {
+                try? store.close()
+                throw error
+            }
+        }
+        return store
     }
 
     package func schema(of model: EntityModel) throws(StoreError) -> [String] { SQLiteStore.schema(of: model) }

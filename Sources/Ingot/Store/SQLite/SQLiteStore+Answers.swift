@@ -34,7 +34,7 @@ extension SQLiteStore: AnswerKeeping {
     }
 
     func keepAnswers(_ answers: KeptAnswers, pipeline: String) throws {
-        try dbQueue.write { db in
+        try writeTransaction { db in
             try db.execute(
                 sql: """
                     CREATE TABLE IF NOT EXISTS _ingot_http_answers (pipeline TEXT NOT NULL, request TEXT NOT NULL, etag TEXT,

@@ -28,6 +28,8 @@ extension SQLiteStore {
     /// database, which has none. Used from the assembler's queue only.
     package func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
         if isStaging { return [:] }
+        // The reader would miss what the held transaction wrote: the writer looks them up.
+        if hold.isHeld { return nil }
         return try readerAccess.withLock { _ in try readerLookup?.stored(entity, keys) }
     }
 
@@ -80,13 +82,13 @@ extension SQLiteStore {
     /// gain of sharing the transaction.)
     package func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
-            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            try beginWrite(db)
             do {
                 try writeOrStage(batch)
                 try then(lastWrite)
             } catch {
                 stageFile?.rollback()
-                try? db.rollback()
+                try? endWrite(committing: false, db)
                 throw error
             }
         }
@@ -110,7 +112,7 @@ extension SQLiteStore {
     /// dirties into SQLite's sub-journal).
     package func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
-            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            try beginWrite(db)
             try db.execute(sql: "SAVEPOINT ingot_isolated")
             do {
                 // A staged batch's rows are in the staging file: undone there too.
@@ -140,7 +142,10 @@ extension SQLiteStore {
 
     /// Whether batches were saved since the last commit.
     var hasUncommittedBatches: Bool {
-        dbQueue.inDatabase { $0.isInsideTransaction } || stageFile?.isInTransaction == true
+        switch hold {
+        case .none: dbQueue.inDatabase { $0.isInsideTransaction } || stageFile?.isInTransaction == true
+        case .held(let savepoint): savepoint
+        }
     }
 
     /// Rolls back the batches saved since the last commit (nothing when none is open).
@@ -148,7 +153,7 @@ extension SQLiteStore {
         stageFile?.rollback()
         if case .merged(let file) = phase { try moveLoad(to: .staging(file)) }
         try dbQueue.writeWithoutTransaction { db in
-            if db.isInsideTransaction { try db.rollback() }
+            try endWrite(committing: false, db)
             returnToWAL(db)
         }
     }
@@ -166,7 +171,7 @@ extension SQLiteStore {
         do {
             try stageFile?.commit()
             try dbQueue.writeWithoutTransaction { db in
-                if db.isInsideTransaction { try db.commit() }
+                try endWrite(committing: true, db)
                 returnToWAL(db)
             }
         } catch {

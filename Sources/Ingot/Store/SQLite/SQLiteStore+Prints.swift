@@ -45,7 +45,7 @@ extension SQLiteStore: PrintKeeping {
     }
 
     func savePrints(_ prints: PrintSpool, runID: String, pipeline: String, fingerprint: String) throws -> Bool {
-        try dbQueue.write { db in
+        try writeTransaction { db in
             try db.execute(sql: "DELETE FROM _ingot_page_prints")
             try SQLiteStore.forgetPrints(in: db)
             // Kept only when no other run began or ended while this one ran.

@@ -6,7 +6,7 @@ import GRDB
 extension SQLiteStore {
     /// Records a new run, or marks a resumed one running again.
     package func beginRun(_ run: RunBeginning) throws {
-        try dbQueue.write { db in
+        try writeTransaction { db in
             switch run {
             case .new(let id, let pipeline, let startedAt, let archive):
                 try db.execute(
@@ -122,29 +122,31 @@ extension SQLiteStore {
         }
 
         package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
-            try SQLiteStore.select(query, on: queue)
+            try queue.read { db in try SQLiteStore.select(query, in: db) }
         }
 
         /// Read-only: the handle is opened read-only, so a write fails.
         package func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]]) {
-            let bound = SQLiteStore.arguments(arguments)
-            return try queue.read { db -> (columns: [String], rows: [[ScalarValue]]) in
-                let statement = try db.makeStatement(sql: sql)
-                let fetched: [Row] = try Row.fetchAll(statement, arguments: bound)
-                let rows: [[ScalarValue]] = fetched.map { (row: Row) -> [ScalarValue] in
-                    row.databaseValues.map { (value: DatabaseValue) -> ScalarValue in
-                        switch value.storage {
-                        case .null: .null
-                        case .int64(let v): .integer(v)
-                        case .double(let v): .real(v)
-                        case .string(let s): .text(s)
-                        case .blob(let data): .text(String(decoding: data, as: UTF8.self))
-                        }
-                    }
+            try queue.read { db in try SQLiteStore.rows(sql: sql, arguments: arguments, in: db) }
+        }
+    }
+
+    /// The rows of a statement the caller wrote, in `db`: the columns' names and each row's values.
+    static func rows(sql: String, arguments: [ScalarValue], in db: Database) throws -> (columns: [String], rows: [[ScalarValue]]) {
+        let statement = try db.makeStatement(sql: sql)
+        let fetched: [Row] = try Row.fetchAll(statement, arguments: SQLiteStore.arguments(arguments))
+        let rows: [[ScalarValue]] = fetched.map { (row: Row) -> [ScalarValue] in
+            row.databaseValues.map { (value: DatabaseValue) -> ScalarValue in
+                switch value.storage {
+                case .null: .null
+                case .int64(let v): .integer(v)
+                case .double(let v): .real(v)
+                case .string(let s): .text(s)
+                case .blob(let data): .text(String(decoding: data, as: UTF8.self))
                 }
-                return (statement.columnNames, rows)
             }
         }
+        return (statement.columnNames, rows)
     }
 
     /// `values` bound as a statement's arguments (booleans as 0 and 1).
@@ -161,22 +163,20 @@ extension SQLiteStore {
             })
     }
 
-    /// The rows `query` selects through `queue`.
-    private static func select(_ query: RowQuery, on queue: DatabaseQueue) throws -> [[ScalarValue]] {
+    /// The rows `query` selects in `db`.
+    static func select(_ query: RowQuery, in db: Database) throws -> [[ScalarValue]] {
         let (sql, parameters) = query.sql(
             select: query.countsRows ? ["count(*)"] : query.columns.map { query.reference($0.name) }, dialect: .sqlite)
         let arguments = SQLiteStore.arguments(parameters)
-        return try queue.read { db in
-            if query.countsRows { return [[.integer(try Int64.fetchOne(db, sql: sql, arguments: arguments) ?? 0)]] }
-            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                zip(row.databaseValues, query.columns).map { value, column in
-                    switch value.storage {
-                    case .null: .null
-                    case .int64(let v): column.type == .bool ? .bool(v != 0) : .integer(v)
-                    case .double(let v): .real(v)
-                    case .string(let s): .text(s)
-                    case .blob(let data): .text(String(decoding: data, as: UTF8.self))
-                    }
+        if query.countsRows { return [[.integer(try Int64.fetchOne(db, sql: sql, arguments: arguments) ?? 0)]] }
+        return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            zip(row.databaseValues, query.columns).map { value, column in
+                switch value.storage {
+                case .null: .null
+                case .int64(let v): column.type == .bool ? .bool(v != 0) : .integer(v)
+                case .double(let v): .real(v)
+                case .string(let s): .text(s)
+                case .blob(let data): .text(String(decoding: data, as: UTF8.self))
                 }
             }
         }
@@ -207,7 +207,7 @@ extension SQLiteStore {
     /// Marks the run finished (or failed / interrupted) with its final counters.
     package func finishRun(id: String, status: RunStatus, counters: RunCounters, finishedAt: Date) throws {
         try commit()
-        try dbQueue.write { db in
+        try writeTransaction { db in
             try db.execute(
                 sql: """
                     UPDATE _ingot_runs SET status = ?, finished_at = ?, pages = ?, records = ?, inserted = ?, updated = ?,
@@ -266,7 +266,7 @@ extension SQLiteStore {
     package func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int {
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
-            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            try beginWrite(db)
             switch rows {
             case .untouched(let keeping, let scope): try collectUntouched(of: entity, keeping: keeping, scope: scope, db)
             case .listed(let identities): try collectListed(of: entity, identities, db)

@@ -99,7 +99,7 @@ extension SQLiteStore {
                 "the unfinished staged load's staging file \(stagePath) is missing or another load's, and the database does not say where the load began: run the pipeline again without --resume"
             )
         }
-        try dbQueue.write { db in
+        try writeTransaction { db in
             // A load that began with its run goes back to the start of the run a resume continues.
             let runID =
                 try String.fetchOne(db, sql: "SELECT json_extract(?, '$.run_id')", arguments: [origin])

@@ -46,7 +46,7 @@ extension SQLiteStore {
         isMerging.store(true, ordering: .sequentiallyConsistent)
         defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
         try dbQueue.writeWithoutTransaction { db in
-            if !db.isInsideTransaction { try db.beginTransaction(.immediate) }
+            try beginWrite(db)
             try stageFile.fold(splitRows: foldSplitRows, interruption: folds) { entity, rows in try write(entity, rows, db) }
         }
     }

@@ -103,6 +103,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// the store is closed: closing a descriptor of the database drops SQLite's own locks
     /// (``RunLock``).
     var runLock: RunLock?
+    /// Whether the store holds its caller's transaction (``TransactionOwner/caller``).
+    var hold = TransactionHold.none
 
     // MARK: - Opening
 
@@ -258,6 +260,15 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
 
     /// Finalizes prepared statements, closes the database, then lets the run lock go.
     package func close() throws {
+        // A held transaction outlives the runs it is handed to: only its end closes the store.
+        if hold.isHeld {
+            try commit()
+            return
+        }
+        try closeConnections()
+    }
+
+    func closeConnections() throws {
         defer { runLock = nil }
         dbQueue.inDatabase { _ in
             for statement in statements.values { statement.finalize() }
