@@ -251,6 +251,11 @@ struct LibrarySetOfReferencesTests {
                 .rejections.isEmpty)
         let posts = try await db.fetch(Post.self, including: [\.tags])
         #expect(posts.map { Set(($0.tags ?? []).map(\.id.description)) } == [["swift", "linux"], []])
+        // A reference's target inside `contains`: `$0.value?.name` is the linked tag's column.
+        let linux = try await db.fetch(Post.self, where: #Predicate { $0.tags?.contains { $0.value?.name == "linux" } == true })
+        #expect(linux.map(\.id) == [1])
+        #expect(try await db.count(Post.self, where: #Predicate { $0.tags?.contains { $0.value?.name == "rust" } == true }) == 0)
+        #expect(try await db.count(Post.self, where: #Predicate { $0.tags?.allSatisfy { $0.value?.name != "swift" } == true }) == 1)
     }
 }
 

@@ -315,7 +315,15 @@ extension PredicateExpressions.OptionalFlatMap: RowExpressible {
     /// subquery deeper. `$0.labels?.contains { … }`: the variable stands for the targets, and
     /// `contains` tests them.
     func rowExpression(_ columns: QueryColumns) throws -> RowExpression {
-        guard let chain = try (wrapped as? any RelatedRows)?.hops(columns), let last = chain.last else {
+        let chain = try (wrapped as? any RelatedRows)?.hops(columns)
+        if chain?.isEmpty == true, let path = wrapped as? any PredicateKeyPath {
+            // `$0.value?.name` where `$0` is a reference to-many's element (`pets.contains { … }`):
+            // its target is the row the variable already stands for.
+            var inner = columns
+            inner.bound[variable.key] = columns.scope(of: path)
+            return try RowExpression.of(transform, inner)
+        }
+        guard let chain, let last = chain.last else {
             throw IngotQueryError(
                 message: "\(swiftTerms ?? "?."): ?. translates only after a relationship, to its target's properties (\\Issue.user?.login)")
         }
