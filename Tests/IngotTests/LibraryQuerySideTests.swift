@@ -323,3 +323,61 @@ struct LibraryOneSidedInverseTests {
         #expect(read.map { Set(($0.films ?? []).map(\.id)) } == [[1], [1, 2]])
     }
 }
+
+private struct Movie: IngotEntity, Codable, Hashable {
+    var id: Int
+    var cast: Set<Actor>?
+    enum CodingKeys: String, CodingKey { case id, cast }
+    static let identity: [CodingKeys] = [.id]
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .cast ? IngotRule(inverse: "appearsIn") : nil }
+}
+
+private struct Actor: IngotEntity, Codable, Hashable {
+    var id: Int
+    var appearsIn: Set<Movie>?
+    enum CodingKeys: String, CodingKey { case id, appearsIn = "appears_in" }
+    static let identity: [CodingKeys] = [.id]
+}
+
+private struct MisnamedMovie: IngotEntity, Codable, Hashable {
+    var id: Int
+    var cast: Set<MisnamedActor>?
+    enum CodingKeys: String, CodingKey { case id, cast }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "movie"
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .cast ? IngotRule(inverse: "movies") : nil }
+}
+
+private struct MisnamedActor: IngotEntity, Codable, Hashable {
+    var id: Int
+    var appearsIn: Set<MisnamedMovie>?
+    var directed: Set<MisnamedMovie>?
+    enum CodingKeys: String, CodingKey { case id, appearsIn = "appears_in", directed }
+    static let identity: [CodingKeys] = [.id]
+    static let entityName = "actor"
+    static func rule(for key: CodingKeys) -> IngotRule? { key == .directed ? IngotRule(inverse: "cast") : nil }
+}
+
+/// An inverse in Swift's terms: a rule names the other side by its property, and a pair that
+/// does not match is said with key paths and the rule that mends it, not the pipeline file's
+/// spelling.
+struct LibraryInverseInSwiftTermsTests {
+    @Test func anInverseNamesThePropertyAndMismatchesSpeakSwift() throws {
+        let model = try EntityModel(root: Movie.self)
+        let appearsIn = try #require(model["actor"]?.relationships.first { $0.name == "appears_in" })
+        #expect(appearsIn.inverse == "cast", "paired through the property's name")
+        try model.validate()
+
+        let wrong = try EntityModel(root: MisnamedMovie.self)
+        let error = try #require(throws: ModelError.self) { try wrong.validate() }
+        #expect(
+            error.messages.contains(
+                #"\MisnamedMovie.cast: inverse 'movies' is no relationship of MisnamedActor (back to MisnamedMovie: appearsIn, directed)"#),
+            "\(error.messages)")
+        #expect(
+            error.messages.contains(
+                #"inverse '\MisnamedMovie.cast' must name '\MisnamedActor.directed' back: give it IngotRule(inverse: "directed"), or no inverse rule (one side is enough)"#
+            ), "\(error.messages)")
+        #expect(!error.description.contains("to: "), "no pipeline-file spelling")
+    }
+}

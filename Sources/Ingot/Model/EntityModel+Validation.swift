@@ -305,11 +305,23 @@ extension EntityModel {
         func add(_ location: Location, _ message: String) { problems.add(location, message) }
         let e = entity.name
         if let inverse = relationship.inverse {
-            let mine = "\(e).\(relationship.name)"
+            // Spelled as the model was declared: key paths and rules for Swift types, the
+            // pipeline file's names and keys for a file.
+            let mine = swiftNames?.keyPath(e, relationship.name) ?? "\(e).\(relationship.name)"
             if let other = target.relationships.first(where: { $0.name == inverse }) {
-                let theirs = "\(target.name).\(other.name)"
+                let theirs = swiftNames?.keyPath(target.name, other.name) ?? "\(target.name).\(other.name)"
                 if other.target != e || other.inverse != relationship.name {
-                    add(location, "inverse '\(theirs)' must name '\(mine)' back: give it 'to: \(e), inverse: \(relationship.name)'")
+                    guard let swiftNames else {
+                        add(location, "inverse '\(theirs)' must name '\(mine)' back: give it 'to: \(e), inverse: \(relationship.name)'")
+                        return
+                    }
+                    let (type, back) = (swiftNames.types[e] ?? e, swiftNames.properties[e]?[relationship.name] ?? relationship.name)
+                    add(
+                        location,
+                        other.target != e
+                            ? "inverse '\(theirs)' relates to \(swiftNames.types[other.target] ?? other.target), not back to \(type)"
+                            : "inverse '\(theirs)' must name '\(mine)' back: give it IngotRule(inverse: \"\(back)\"), or no inverse rule (one side is enough)"
+                    )
                 } else if target.name == e && other.name == relationship.name {
                     add(location, "relationship '\(mine)' cannot be its own inverse")
                 } else if !relationship.isToMany && !other.isToMany {
@@ -322,6 +334,16 @@ extension EntityModel {
                         "inverse '\(mine)' ↔ '\(theirs)': ordered relationships cannot be inverses (each side would need its own order)"
                     )
                 }
+            } else if let swiftNames {
+                let candidates = target.relationships.filter { $0.target == e }.map {
+                    swiftNames.properties[target.name]?[$0.name] ?? $0.name
+                }
+                add(
+                    location,
+                    "\(mine): inverse '\(inverse)' is no relationship of \(swiftNames.types[target.name] ?? target.name)"
+                        + (candidates.isEmpty
+                            ? " (it has none back to \(swiftNames.types[e] ?? e))"
+                            : " (back to \(swiftNames.types[e] ?? e): \(candidates.joined(separator: ", ")))"))
             } else {
                 add(location, "inverse '\(inverse)' names no relationship of entity '\(target.name)'")
             }

@@ -6,6 +6,12 @@
 public struct EntityModel: Sendable, Equatable {
     /// Entities in declaration order.
     public var entities: [Entity]
+    /// The Swift names of a model declared in Swift (``init(roots:)``), for messages in the terms
+    /// it was written in; `nil` for a pipeline file's.
+    var swiftNames: SwiftNames?
+
+    /// Two models are equal when their entities are, however they were declared.
+    public static func == (a: EntityModel, b: EntityModel) -> Bool { a.entities == b.entities }
 
     /// A model of `entities` (validate it with ``validate()``).
     public init(entities: [Entity]) {
@@ -313,5 +319,19 @@ extension Entity {
     public func joinColumns(prefix: String? = nil) -> [String] {
         let p = prefix ?? table
         return identity.count == 1 ? ["\(p)_id"] : identity.map { "\(p)_\($0)" }
+    }
+}
+
+/// The Swift names behind a model declared in Swift: each entity's type, each relationship's
+/// property (a relationship's name is its property's, snake-cased).
+struct SwiftNames: Sendable, Equatable {
+    /// Entity name → the type's name (`Film`).
+    var types: [String: String] = [:]
+    /// Entity name → relationship name → the property's name (`filmList`).
+    var properties: [String: [String: String]] = [:]
+
+    /// `\Film.characters`: how Swift names relationship `relationship` of entity `entity`.
+    func keyPath(_ entity: String, _ relationship: String) -> String {
+        "\\\(types[entity] ?? entity).\(properties[entity]?[relationship] ?? relationship)"
     }
 }

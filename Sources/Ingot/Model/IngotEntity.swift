@@ -241,8 +241,24 @@ extension EntityModel {
         // Owned and child entities take their keys from their owners and parents, as a pipeline
         // file's do.
         var entities = probe.order.compactMap { probe.entities[$0] }
+        EntityModel.nameInversesByRelationship(&entities, probe.swiftNames)
         EntityModel.pairInverses(&entities)
         self = EntityModel(entities: entities).completed()
+        swiftNames = probe.swiftNames
+    }
+
+    /// An inverse a rule names by its Swift property (`IngotRule(inverse: "filmList")`) names the
+    /// relationship that property is (`film_list`).
+    static func nameInversesByRelationship(_ entities: inout [Entity], _ names: SwiftNames) {
+        for e in entities.indices {
+            for k in entities[e].relationships.indices {
+                let relationship = entities[e].relationships[k]
+                guard let inverse = relationship.inverse, let properties = names.properties[relationship.target],
+                    let match = properties.first(where: { $0.value == inverse && $0.key != inverse })
+                else { continue }
+                entities[e].relationships[k].inverse = match.key
+            }
+        }
     }
 
     /// An inverse declared once, on either side (`IngotRule(inverse: "films")` on

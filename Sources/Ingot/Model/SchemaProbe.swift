@@ -6,6 +6,8 @@ import Foundation
 final class SchemaProbe {
     var entities: [String: Entity] = [:]
     var order: [String] = []
+    /// The types' and properties' own names, for messages.
+    var swiftNames = SwiftNames()
     /// Placeholders being built inside one another (a guard against types that recurse).
     var placeholderDepth = 0
 
@@ -33,7 +35,12 @@ final class SchemaProbe {
             for k in entity.relationships.indices {
                 entity.relationships[k].name = nameOfKey[entity.relationships[k].key] ?? entity.relationships[k].name
             }
+            for (key, label) in zip(keys, labels) {
+                guard let relationship = entity.relationships.first(where: { $0.key == key }) else { continue }
+                swiftNames.properties[name, default: [:]][relationship.name] = label.hasPrefix("_") ? String(label.dropFirst()) : label
+            }
         }
+        swiftNames.types[name] = String(describing: type)
         entity.identity = type.identity.map { nameOfKey[$0.stringValue] ?? snakeCase($0.stringValue) }
         entity.prepare = type.prepare.map { RecordRewrite(owner: String(reflecting: type), body: $0) }
         // Value rules, as the pipeline file's keys beside an attribute or a relationship.
