@@ -21,6 +21,12 @@ public struct IngotJSONDecoder: Sendable {
         let document = try JSONDocument(bytes: bytes)
         return try TapeDecoder(value: document.root, codingPath: [], userInfo: userInfo).decodeValue(type)
     }
+
+    /// Decodes `type` from the JSON in `data` (what `URLSession` and `JSONDecoder` hand around),
+    /// as the bytes' `decode` does.
+    public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        try decode(type, from: [UInt8](data))
+    }
 }
 
 extension CodingUserInfoKey {

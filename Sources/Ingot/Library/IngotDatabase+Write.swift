@@ -73,7 +73,7 @@ extension IngotDatabase {
 /// The ingests, deletes and reads of one ``IngotDatabase/write(_:)``, all in its transaction.
 /// Valid inside the body only: a call after it returned throws.
 public final class IngotTransaction: Sendable {
-    private let database: IngotDatabase
+    let database: IngotDatabase
     private let held: HeldStore
     /// `open` until the body returns; the first failure of a call in the database (which dooms
     /// the transaction) once one failed.
@@ -103,6 +103,14 @@ public final class IngotTransaction: Sendable {
     ) async throws -> IngestReport {
         try checkOpen()
         return try await dooming { try await database.ingest(type, from: json, at: at, write: write, held: held) }
+    }
+
+    /// A run over the pages of the source `makeSource` makes, in the transaction.
+    func ingest<T: IngotEntity>(
+        _ type: T.Type, at: String?, write: IngotDatabase.Write, source makeSource: @escaping (PipelineConfig) throws -> any PageSource
+    ) async throws -> IngestReport {
+        try checkOpen()
+        return try await dooming { try await database.ingest(type, at: at, write: write, held: held, source: makeSource) }
     }
 
     /// As ``IngotDatabase/delete(_:where:)``, in the transaction: the rows it ingested included.

@@ -33,7 +33,7 @@ public final class IngotDatabase: Sendable {
     private let keeper: Mutex<(any AnyObject & Sendable)?>
     /// Set by ``close()``: every later call throws.
     private let closed = Atomic<Bool>(false)
-    private let logger: Logger
+    let logger: Logger
     /// One ingest at a time: each is a run that holds the database until it ends.
     let queue = DispatchQueue(label: "ingot.database")
     /// The reader fetches share (``reading(_:)``), on `queue` only.
@@ -107,6 +107,15 @@ public final class IngotDatabase: Sendable {
     func ingest<T: IngotEntity>(_ type: T.Type, from json: some Sequence<UInt8>, at: String?, write: Write, held: HeldStore?)
         async throws -> IngestReport
     {
+        let bytes = Array(json)
+        return try await ingest(type, at: at, write: write, held: held) { _ in BytesPageSource(bytes: bytes, source: "ingest(\(T.self))") }
+    }
+
+    /// A run of the pipeline the types describe over the pages of `source` (made for the
+    /// pipeline: its framing), into the database or `held`.
+    func ingest<T: IngotEntity>(
+        _ type: T.Type, at: String?, write: Write, held: HeldStore?, source makeSource: (PipelineConfig) throws -> any PageSource
+    ) async throws -> IngestReport {
         try checkOpen()
         let entity = T.entityName
         guard model.entities.contains(where: { $0.name == entity }) else {
@@ -127,13 +136,13 @@ public final class IngotDatabase: Sendable {
         options.progressInterval = 0
         options.commitRecords = .max
         options.commitInterval = 30
-        let bytes = Array(json)
-        let (logger, run, pipeline) = (self.logger, options, config)
+        let (logger, run, pipeline, source) = (self.logger, options, config, try makeSource(config))
         return try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 let runner = PipelineRunner(config: pipeline, options: run, logger: logger)
-                let source = BytesPageSource(bytes: bytes, source: "ingest(\(T.self))")
                 let summary = held.map { runner.run(source: source, store: $0.store) } ?? runner.run(source: source)
+                // The run takes no more pages: a caller still offering one is told so.
+                source.cancel()
                 guard summary.status == .finished else {
                     continuation.resume(throwing: IngestError(runID: summary.runID, message: summary.error ?? "the run \(summary.status)"))
                     return
@@ -484,8 +493,10 @@ extension IngotDatabase {
     }
 }
 
-/// What one ``IngotDatabase/ingest(_:from:at:write:)`` did.
-public struct IngestReport: Sendable {
+/// What one ``IngotDatabase/ingest(_:from:at:write:)`` did. `report[Person.self]?.inserted`
+/// reads an entity's counts by its type; `print(report)` says it in one line:
+/// `run <id>: 3 records; person 2 inserted, 1 rejected; 1 rejected ([1].id: …)`.
+public struct IngestReport: Sendable, CustomStringConvertible {
     /// The run's id in `_ingot_runs`.
     public var runID: String
     /// Records read (rejected ones included).
@@ -499,6 +510,30 @@ public struct IngestReport: Sendable {
     /// The records (or the page) that could not be saved, each with its entity, coding path
     /// (`[3].dogs[1].id`) and reason.
     public var rejections: [RecordRejection]
+
+    /// The counts of entity `type` (``IngotEntity/entityName``): `nil` when the input had none.
+    public subscript<T: IngotEntity>(_ type: T.Type) -> EntityCounts? { entities[T.entityName] }
+
+    /// One line: the run, the records, each entity's counts that are not zero, the rejections
+    /// (the first three with their coding paths).
+    public var description: String {
+        var parts = ["run \(runID): \(records) record\(records == 1 ? "" : "s")"]
+        for (name, counts) in entities.sorted(by: { $0.key < $1.key }) {
+            let said = [
+                ("inserted", counts.inserted), ("updated", counts.updated), ("unchanged", counts.unchanged), ("stubs", counts.stubs),
+                ("rejected", counts.rejected),
+            ].filter { $0.1 > 0 }.map { "\($0.1) \($0.0)" }
+            if !said.isEmpty { parts.append("\(name) " + said.joined(separator: ", ")) }
+        }
+        if deleted > 0 { parts.append("\(deleted) deleted") }
+        if skipped > 0 { parts.append("\(skipped) skipped") }
+        if !rejections.isEmpty {
+            let first = rejections.prefix(3).map { "\($0.codingPath.isEmpty ? "the page" : $0.codingPath): \($0.reason.prefix(80))" }
+            parts.append(
+                "\(rejections.count) rejected (\(first.joined(separator: "; "))\(rejections.count > 3 ? "; …" : ""))")
+        }
+        return parts.joined(separator: "; ")
+    }
 
     init(summary: RunSummary, rejections: [RecordRejection]) {
         runID = summary.runID
@@ -521,7 +556,7 @@ public struct IngestError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The bytes given to ``IngotDatabase/ingest(_:from:at:write:)``, as the one page of a run.
-private final class BytesPageSource: PageSource, @unchecked Sendable {  // `bytes` is taken once, on the run's source queue
+final class BytesPageSource: PageSource, @unchecked Sendable {  // `bytes` is taken once, on the run's source queue
     private var bytes: [UInt8]?
     private let source: String
 
