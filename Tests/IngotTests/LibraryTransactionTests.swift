@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Ingot
@@ -96,6 +97,33 @@ struct LibraryTransactionTests {
             await #expect(throws: StoreError.self) { try await db.delete(Post.self, id: 1) }
         }
         #expect(try await db.count(Post.self) == 3, "committed")
+        await db.close()
+    }
+
+    /// A call that failed in the database dooms the transaction: the body catching the error and
+    /// returning does not commit what came before it.
+    @Test func aFailureCaughtInTheBodyStillRollsBack() async throws {
+        let server = try FixtureServer()
+        let (db, _) = try libraryDatabase("sqlite", "tx-doomed", entities: [Post.self, Author.self])
+        let missing = try #require(URL(string: server.base + "/no/such/list"))
+        let laterCall = Mutex<(any Error)?>(nil)
+        await #expect(throws: IngestError.self) {
+            try await db.write { tx in
+                _ = try await tx.ingest([Post].self, from: Array(Self.posts.utf8))
+                do {
+                    _ = try await tx.ingest([Post].self, from: missing)
+                } catch {
+                    // Caught, and the body goes on: the transaction is doomed all the same.
+                }
+                do {
+                    _ = try await tx.count(Post.self)
+                } catch {
+                    laterCall.withLock { $0 = error }
+                }
+            }
+        }
+        #expect(laterCall.withLock { $0 } is IngestError, "a later call throws the failure that doomed it")
+        #expect(try await db.count(Post.self) == 0)
         await db.close()
     }
 
