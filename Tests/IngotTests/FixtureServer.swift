@@ -14,9 +14,10 @@ final class FixtureServer {
     ///   - gate: hold /people/* answers until this many are in flight at once.
     ///   - validators: answers carry `etag`, `last-modified` or `both`, and a conditional request
     ///     that matches gets a 304.
+    ///   - apiSlow: the Nth request to the Star Wars API (/api/*) waits `slow` seconds.
     init(
         people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
-        tls: (cert: String, key: String)? = nil, validators: String? = nil
+        tls: (cert: String, key: String)? = nil, validators: String? = nil, apiSlow: Int = 0
     ) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = [
@@ -28,6 +29,7 @@ final class FixtureServer {
         if gate > 0 { arguments += ["--gate", "\(gate)"] }
         if let tls { arguments += ["--tls", tls.cert, tls.key] }
         if let validators { arguments += ["--validators", validators] }
+        if apiSlow > 0 { arguments += ["--api-slow", "\(apiSlow)"] }
         process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out

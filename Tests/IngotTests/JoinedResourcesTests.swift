@@ -12,8 +12,8 @@ import Testing
 @Suite(.serialized)
 struct JoinedResourcesTests {
     /// pipelines/swapi.yml's six resources and its parent entity, each relationship read from one
-    /// side (a joined run refuses `inverse:`), run by three jobs over the fixture server: a
-    /// single run's tables, with its counts.
+    /// side (so that its units are committed in any order), run by three jobs over the fixture
+    /// server: a single run's tables, with its counts.
     @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
     func sixResourcesRunJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
@@ -252,21 +252,75 @@ struct JoinedResourcesTests {
         #expect(try cursor() == [["2024-01-04"]])
     }
 
+    /// pipelines/swapi.yml as shipped — relationships read from both sides (`inverse:`) — run by
+    /// three jobs: its units are committed in the run's order (docs/scale-out.md, "Units committed
+    /// in order"), and the tables end as a single run's. PostgreSQL only: the memory store keeps
+    /// each side's links apart and has no join table two relationships share.
+    @Test(.timeLimit(.minutes(2)), arguments: [JoinBackend.postgresql])
+    func inversePairsRunJoinedInOrder(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let environment = ["SWAPI_API": server.base]
+        let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
+        let config = try PipelineConfig.parse(text: swapi, path: "swapi.yml", environment: environment)
+        #expect(PipelineRunner.joinOrder(config) != .anyOrder)
+        let (single, db) = try runAlone(config, environment: environment)
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "swapi", jobs: 3, batchRecords: 7) {
+            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        try expectSameTables(database, db, config)
+        let total = try #require(try database.runs().first?.counters)
+        let want: [Int] = [single.counters.pages, single.counters.records, 0]
+        #expect([total.pages, total.records, total.rejectedPages] == want)
+    }
+
+    /// The same with `kill -9`: the job holding the unit in progress is killed while the server
+    /// holds that unit's request (the fifth to the API: no timing involved), a job is started in
+    /// its place, and the run ends exactly as a single run.
+    @Test(.timeLimit(.minutes(2))) func inversePairsJobKilledAndReplacedEndsExact() throws {
+        let server = try FixtureServer(slow: 5, apiSlow: 5)
+        let environment = ["SWAPI_API": server.base]
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
+        let pipeline = temporaryDirectory().appendingPathComponent("swapi.yml")
+        try Data(text.utf8).write(to: pipeline)
+        let url = try PostgresServer.freshDatabase()
+        let arguments = ["run", pipeline.path, "--db", url, "--join", "sw", "--lease", "2"]
+        var processes = try JoinTests.startJobs(3, arguments, environment: environment)
+        let watcher = try PGConnection(url: url)
+        var fetcher = ""
+        waitUntil {
+            let row = (try? watcher.execute("SELECT fetcher FROM _ingot_joins WHERE name = 'sw'"))?.first
+            fetcher = (row?[0] ?? nil) ?? ""
+            return !fetcher.isEmpty && (try? server.counters()["requests"]) ?? 0 >= 5
+        }
+        let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
+        let victim = try #require(processes.first { $0.processIdentifier == pid })
+        kill(victim.processIdentifier, SIGKILL)
+        victim.waitUntilExit()
+        processes += try JoinTests.startJobs(1, arguments, environment: environment)
+        for process in processes where process !== victim {
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+        }
+        let config = try PipelineConfig.parse(text: text, path: "swapi.yml", environment: environment)
+        let (single, db) = try runAlone(config, environment: environment)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(
+            try watcher.execute("SELECT status, pages, records FROM _ingot_runs")
+                == [["finished", String(single.counters.pages), String(single.counters.records)]])
+    }
+
     /// What a joined run still cannot do the way a single run does is refused before anything is
     /// written, naming why.
     @Test func whatDecidesByStoredRowsIsRefused() throws {
         for (yaml, reason) in [
-            (itemPipeline("ins", "records: results", "write: insert_only"), "write: insert_only"),
-            (
-                try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8),
-                "inverse: film.characters"
-            ),
             (
                 "version: 1\nname: rep\nwrite: replace\nresources:\n  - {name: a, source: {files: {dir: /tmp, glob: \"none-*.json\"}}, root: item}\n"
                     + "  - {name: b, source: {files: {dir: /tmp, glob: \"none-*.json\"}}, root: item}\n"
                     + "entities: {item: {identity: id, attributes: {id: integer}}}",
                 "write: replace in a pipeline with resources"
-            ),
+            )
         ] {
             let config = try PipelineConfig.parse(text: yaml, path: "j.yml")
             let database = try JoinDatabase(.memory, model: config.model)

@@ -170,7 +170,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     private var unchanged: [[Int]] = []
     /// What the last write did.
     private var lastWrite: WriteResult {
-        shared == nil ? WriteResult(unchanged: unchanged) : WriteResult(counts: sharedCounts)
+        shared == nil || shared?.commitsInOrder == true ? WriteResult(unchanged: unchanged) : WriteResult(counts: sharedCounts)
     }
 
     init(model: EntityModel, database: MemoryDatabase? = nil) {
@@ -270,6 +270,12 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             let units = batch.units.filter { !unitsInTransaction.contains($0) }
             try shared.mark(units)
             unitsInTransaction += units
+            if shared.commitsInOrder {
+                // In order: a single run's writes (PGStore.writeJoinedRows).
+                sharedCounts = nil
+                database.state.withLock { applySingle(batch, tables: &$0.tables) }
+                return
+            }
             sharedCounts = database.state.withLock { applyShared(batch, ordinal: shared.ordinal, tables: &$0.tables) }
         } else {
             database.state.withLock { applySingle(batch, tables: &$0.tables) }
@@ -674,6 +680,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
     let alreadyFinished: Bool
     let revived: String?
     let lease: Double
+    let commitsInOrder: Bool
     let ordinal: Int64
     private let database: MemoryDatabase
     private unowned let store: MemoryStore
@@ -684,6 +691,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
         database = store.database
         name = request.name
         lease = request.lease
+        commitsInOrder = request.commitsInOrder
         job = "memory-job-\(Self.jobs.withLock { $0 += 1; return $0 })"
         let job = self.job
         let joined = try database.state.withLock { state throws -> (Bool, Bool, String?, Int64, String) in
@@ -729,8 +737,9 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
 
     func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
         try withJoin { join, now in
+            let open = join.units.keys.sorted().filter { join.units[$0]?.status != .done }
             guard
-                let seq = join.units.keys.sorted().first(where: { seq in
+                let seq = (commitsInOrder ? Array(open.prefix(1)) : open).first(where: { seq in
                     guard let unit = join.units[seq] else { return false }
                     return unit.status == .pending || (unit.status == .claimed && (unit.leaseUntil ?? .distantPast) < now)
                 }), var unit = join.units[seq]

@@ -12,6 +12,12 @@ extension PipelineRunner {
         return obstacles
     }
 
+    /// A joined run that commits its units in order writes each as it comes: a staged stretch or
+    /// a deferred batch would hold the next unit's claim until the job's part ends.
+    static func inOrderObstacles(_ config: PipelineConfig) -> [String] {
+        joinOrder(config) == .anyOrder ? [] : ["a joined run whose units are committed in order writes each unit as it comes"]
+    }
+
     /// How a run of `config` with `options` writes into `backend`, from a source that fetches or
     /// reads local pages: the run and `--dry-run` both ask here.
     package static func loadPlan(
@@ -19,7 +25,8 @@ extension PipelineRunner {
     ) -> LoadPlan {
         LoadPlan.decide(
             LoadPlan.Inputs(
-                loading: options.loading, joined: options.join != nil, fetching: fetching, writeObstacles: writeObstacles(config),
+                loading: options.loading, joined: options.join != nil, fetching: fetching,
+                writeObstacles: writeObstacles(config) + (options.join != nil ? inOrderObstacles(config) : []),
                 modelObstacles: backend.stagedLoadObstacles(config.model), capabilities: backend.loadCapabilities))
     }
 }

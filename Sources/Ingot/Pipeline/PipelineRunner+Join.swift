@@ -27,10 +27,11 @@ extension PipelineRunner {
         if let reason = PipelineRunner.joinObstacle(config) {
             throw StoreError.unsupported("--join cannot run this pipeline: \(reason); run it as one job")
         }
-        let run = try shared.joinRun(
-            SharedRunRequest(
-                name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
-                lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source)))
+        var request = SharedRunRequest(
+            name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
+            lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source))
+        request.commitsInOrder = PipelineRunner.joinOrder(config) != .anyOrder
+        let run = try shared.joinRun(request)
         // Requests known in advance (a for_each answered by one page each, numbered pages once
         // the source's total is known) are made by the jobs that claim them, not by the fetcher.
         let resources = source as? ResourcesPageSource
@@ -54,30 +55,41 @@ extension PipelineRunner {
     /// written, and shown by `--dry-run --join`. A unit carries its page's resource and for_each
     /// values (``UnitLabels``), so resources and for_each run joined as they run alone.
     package static func joinObstacle(_ config: PipelineConfig) -> String? {
-        let entities = config.model.entities
         if !config.replaceScopes.isEmpty { return "write: replace with a scope is not written joined yet" }
-        let ordered = entities.flatMap { entity in
-            entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
-        }
-        if !ordered.isEmpty {
-            return
-                "every relationship must stub missing targets: with several jobs, whether a target exists when a page is written depends on which job wrote what first; "
-                + ordered.joined(separator: ", ")
-        }
         let modes = [config.write] + config.resources.compactMap(\.write)
-        if let mode = modes.first(where: { $0 == .insertOnly || $0 == .updateOnly }) {
-            return
-                "write: \(mode.rawValue) skips a record by whether its row is stored when its page is written, and with several jobs that depends on which job wrote first"
-        }
-        let inverse = entities.flatMap { e in e.relationships.filter { $0.inverse != nil }.map { "\(e.name).\($0.name)" } }
-        if !inverse.isEmpty {
-            return
-                "a relationship read from both sides (inverse: \(inverse.joined(separator: ", "))) takes its links from whichever side came last, and joined units are written in no page order"
-        }
         if config.hasSeveralResources, modes.contains(.replace) {
             return "write: replace in a pipeline with resources deletes per resource, and the jobs' units of several resources interleave"
         }
+        if modes.contains(.replace), joinOrder(config) != .anyOrder {
+            return "write: replace deletes by the positions units write, and a run whose units are committed in order writes none"
+        }
         return nil
+    }
+
+    /// Whether the jobs of a joined run of `config` may commit units in any order, or must
+    /// commit them in the run's order — and why: a pipeline whose outcome depends on which page
+    /// was written first (docs/scale-out.md, "Units committed in order").
+    package static func joinOrder(_ config: PipelineConfig) -> JoinOrder {
+        let entities = config.model.entities
+        var reasons: [String] = []
+        let inverse = entities.flatMap { e in e.relationships.filter { $0.inverse != nil }.map { "\(e.name).\($0.name)" } }
+        if !inverse.isEmpty {
+            reasons.append(
+                "a relationship read from both sides takes its links from whichever side came last (inverse: \(inverse.joined(separator: ", ")))"
+            )
+        }
+        let missing = entities.flatMap { entity in
+            entity.relationships.filter { $0.missing != .stub }.map { "\(entity.name).\($0.name) (missing: \($0.missing.rawValue))" }
+        }
+        if !missing.isEmpty {
+            reasons.append(
+                "whether a target exists when a page is written depends on the pages before it (\(missing.joined(separator: ", ")))")
+        }
+        let modes = [config.write] + config.resources.compactMap(\.write)
+        if let mode = modes.first(where: { $0 == .insertOnly || $0 == .updateOnly }) {
+            reasons.append("write: \(mode.rawValue) skips a record by whether its row is stored when its page is written")
+        }
+        return reasons.isEmpty ? .anyOrder : .inOrder(reasons: reasons)
     }
 
     /// What decides a joined run's result, as a job runs it: the pipeline file's text (its
@@ -139,5 +151,20 @@ extension PipelineRunner {
         if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
         logger.notice("join.finished", metadata: metadata)
         return end.merged
+    }
+}
+
+/// In which order the jobs of a joined run commit its units (``PipelineRunner/joinOrder(_:)``).
+package enum JoinOrder: Sendable, Equatable, CustomStringConvertible {
+    /// Any: each unit's writes carry its position, and later pages win whatever job wrote first.
+    case anyOrder
+    /// The run's order, one unit after the other, for `reasons`: as exact as one job, as fast.
+    case inOrder(reasons: [String])
+
+    package var description: String {
+        switch self {
+        case .anyOrder: "units committed in any order, by the jobs side by side"
+        case .inOrder(let reasons): "units committed in the run's order, one after the other: " + reasons.joined(separator: "; ")
+        }
     }
 }

@@ -47,6 +47,10 @@ public struct SharedRunRequest: Sendable {
     /// options that change what is accepted): every job of a run must give the same. No secret
     /// belongs here: the store keeps it where other jobs and people read it.
     public var spec: [String: String]
+    /// Units are committed in the run's order (docs/scale-out.md, "Units committed in order"): a
+    /// job claims the first unit not done only, so the tables take every unit's writes in the
+    /// order a single run makes them. For a pipeline whose outcome depends on that order.
+    public var commitsInOrder = false
 
     /// A request to join `name`.
     public init(

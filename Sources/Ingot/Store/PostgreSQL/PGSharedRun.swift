@@ -42,6 +42,8 @@ final class PGSharedRun: SharedRun {
     let alreadyFinished: Bool
     let revived: String?
     let lease: Double
+    /// Only the first unit not done may be claimed (``SharedRunRequest/commitsInOrder``).
+    let commitsInOrder: Bool
     /// The store that joined: its writer connection holds the job's open transaction, and ends
     /// the job's part (``endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
     let store: PGStore
@@ -109,8 +111,9 @@ final class PGSharedRun: SharedRun {
         alreadyFinished = joined.finished
         revived = joined.revived
         runID = joined.runID
-        context = JoinContext(name: name, job: job, ordinal: joined.id)
+        context = JoinContext(name: name, job: job, ordinal: joined.id, inOrder: request.commitsInOrder)
         lease = request.lease
+        commitsInOrder = request.commitsInOrder
         self.store = store
         // Claims, lease renewals and the fetcher's role need not wait for their own flush to
         // disk: a claim a crash loses is a claim whose lease ran out (the holder's commit of the
@@ -188,10 +191,12 @@ final class PGSharedRun: SharedRun {
             // rescans it (a nested loop with it inside) runs `LIMIT 1 FOR UPDATE SKIP LOCKED`
             // again for each row, skips the unit it just claimed and claims the next: one
             // statement claimed every pending unit, and the job lost all but the first.
+            // In order: the first unit not done, or none (it is held, or its job is writing it).
+            let first = commitsInOrder ? "AND seq = (SELECT min(seq) FROM _ingot_units WHERE name = $1 AND status <> 'done')" : ""
             let rows = try control.connection.execute(
                 """
                 WITH c AS MATERIALIZED (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
-                        AND (status = 'pending' OR lease_until < now()) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+                        AND (status = 'pending' OR lease_until < now()) \(first) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                 UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
                   claims = u.claims + 1
                 FROM c WHERE u.name = $1 AND u.seq = c.seq

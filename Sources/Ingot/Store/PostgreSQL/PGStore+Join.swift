@@ -10,6 +10,9 @@ struct JoinContext: Sendable {
     /// `ordinal << 32 | seq`, so any page of a later joined run wins over every page of an
     /// earlier one, and rows written by single runs (no position) lose to every page.
     var ordinal: Int64
+    /// Units are committed in the run's order (``SharedRunRequest/commitsInOrder``): each batch
+    /// is written as a single run writes it, no positions needed.
+    var inOrder = false
 
     /// The position of unit `seq` of this run.
     func position(_ seq: Int) -> Int64 { ordinal << 32 | Int64(seq) }
@@ -106,7 +109,7 @@ extension PGStore {
             do {
                 let counts = try writeJoinedRows(batch, join)
                 progressed = true
-                try then(WriteResult(counts: counts, retries: attempts))
+                try then(WriteResult(counts: counts, unchanged: join.inOrder ? lastUnchanged : nil, retries: attempts))
                 return
             } catch let error as StoreError where error.sqlState == PGStore.deadlockDetected && alone && !progressed && attempts < 3 {
                 try? rollback()
@@ -134,8 +137,14 @@ extension PGStore {
 
     /// ``writeJoined(_:_:then:)``'s statements, in the open transaction; per entity, what they
     /// did as the database counted it.
-    func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts] {
+    func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts]? {
         try markDone(Set(batch.units), join)
+        // In order, every unit before these is committed and none after: a single run's writes,
+        // counted as the resolver counted them (its lookups saw every unit before).
+        if join.inOrder {
+            try writeEntities(of: batch, direct: false)
+            return nil
+        }
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
         if defersJoinedBatches { return try writeDeferred(batch, join, fallback: fallback) }
         guard directJoinedInserts else { return try writeJoinedEntities(batch, join, fallback: fallback, direct: false) }

@@ -43,7 +43,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// The units marked done in the open transaction (a joined run).
     var unitsInTransaction: Set<UnitRef> = []
     /// Per entity, the stored rows the last single run's write left as they were.
-    private var lastUnchanged: [[Int]] = []
+    private(set) var lastUnchanged: [[Int]] = []
     /// What opening the store added to a database that held the pipeline's tables already.
     private(set) var migration: [String] = []
     /// The join tables two relationships share (an inverse pair): a batch may give the same
@@ -224,6 +224,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
                 var result = WriteResult()
                 if let joined {
                     result.counts = try writeJoinedRows(batch, joined)
+                    if joined.inOrder { result.unchanged = lastUnchanged }
                 } else {
                     // A row or link this batch took for new is there after all (another writer
                     // made it since the lookup): the batch again, the careful way.
@@ -264,7 +265,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// staging table, no `ON CONFLICT`) — a batch that meets a row or link already there fails
     /// with a unique violation, and ``writeIsolated(_:then:)`` writes it again with `direct`
     /// off.
-    private func writeEntities(of batch: ResolvedBatch, direct: Bool) throws {
+    func writeEntities(of batch: ResolvedBatch, direct: Bool) throws {
         lastUnchanged = Array(repeating: [], count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
             // Rows copied straight in are written from the folded storage: no values of theirs made.
