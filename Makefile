@@ -65,7 +65,8 @@ instructions: release
 ## then the same into a throwaway PostgreSQL, batch by batch and staged (--bulk: a killed load resumes in its staging file),
 ## then 3 jobs sharing one run there (one killed and replaced 20 times), and 2 reading local pages
 ## (a job whose units come in an unbroken stretch stages them: kills land in stretches too), and
-## 3 running a fan-out (the pages, then each person's detail page: a for_each resource);
+## 3 running a fan-out (the pages, then each person's detail page: a for_each resource), and 3
+## whose units are committed in order (persons and dogs read from both sides: inverse:);
 ## then the I/O-fault sweep: every load plan with its Nth write or sync failing (EIO once, ENOSPC
 ## from N on), 48 points each, resumed without the fault and checked exact (docs/reliability.md)
 chaos: release
@@ -77,6 +78,7 @@ chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --join 2 --files
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 20000 --max-delay 0.8 --postgres --join 3 --fanout
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 10 --persons 20000 --max-delay 0.8 --postgres --join 3 --in-order
 	python3 scripts/faultsweep.py --ingot $(RELEASE) --points 48
 	python3 scripts/faultsweep.py --ingot $(RELEASE) --points 48 --postgres
 

@@ -13,6 +13,8 @@ started in its place, as a Kubernetes Job restarts a pod. With --files they read
 from files instead of HTTP, so that a job whose units come in an unbroken stretch stages them.
 With --fanout the pipeline has two resources: the pages, then a request per person for its
 detail page (a for_each), so that kills land in a fan-out and in takeovers of its fetcher.
+With --in-order, persons and dogs are read from both sides (`inverse:`), so the jobs commit
+their units in the run's order (docs/scale-out.md, "Units committed in order").
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
 people data set with Benchmarks/people.py, and prints one JSON line with the result.
@@ -40,6 +42,8 @@ def main():
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
     a.add_argument("--fanout", action="store_true",
                    help="with --join: the people pages, then each person's detail page (a for_each resource)")
+    a.add_argument("--in-order", action="store_true",
+                   help="with --join: person.dogs and dog.owners read from both sides, so units are committed in order")
     a.add_argument("--files", action="store_true",
                    help="with --join: the jobs read the pages from files (--pages), so a job stages its stretch of units")
     a.add_argument("--bulk", action="store_true",
@@ -49,8 +53,8 @@ def main():
     args = a.parse_args()
     if args.join and not args.postgres:
         a.error("--join needs --postgres")
-    if args.files and not args.join:
-        a.error("--files needs --join")
+    if (args.files or args.in_order) and not args.join:
+        a.error("--files and --in-order need --join")
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="ingot-chaos-")
     pg = None
@@ -74,6 +78,12 @@ def main():
             ).replace("      tags: json\n", "      tags: json\n      note: string\n")
             if "for_each" not in pipeline:
                 a.error("--fanout could not rewrite pipelines/people.yml")
+        if args.in_order:
+            pipeline = pipeline.replace("      dogs: {to: dog, many: true, key: dogs}\n",
+                                        "      dogs: {to: dog, many: true, key: dogs, inverse: owners}\n")
+            pipeline = pipeline.rstrip("\n") + "\n    relationships:\n      owners: {to: person, many: true, key: owners, inverse: dogs}\n"
+            if "inverse: owners" not in pipeline:
+                a.error("--in-order could not rewrite pipelines/people.yml")
         yml = os.path.join(work, "people-http.yml")
         open(yml, "w").write(pipeline)
         db = os.path.join(work, "chaos.db")
