@@ -117,9 +117,9 @@ struct ArchitectureTests {
     /// the tuple a shared run's end returned, `RowsToDelete` a second delete requirement: the
     /// library's delete by identity beside `write: replace`'s, `IngotTransaction` the handle of
     /// `IngotDatabase.write { tx in … }`, `IngotDatabase.Pagination` the `paginate:` of an ingest
-    /// from a URL).
+    /// from a URL, `IdentityNotDeclared` the compiler's message for an entity without `identity`).
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 64
+        let maximum = 65
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)

@@ -26,7 +26,9 @@ import Foundation
 /// queue, as a Core Data decoder needs its managed object context; it throws
 /// ``IngotDecodingError/missingContext(codingPath:)`` where there is none.
 public protocol IngotEntity: Decodable, Sendable {
-    associatedtype IdentityKeys: CodingKey
+    /// The coding keys ``identity`` names (the type's `CodingKeys`). Left to its default when a
+    /// type declares no `identity`, which the compiler then refuses, saying what to add.
+    associatedtype IdentityKeys: CodingKey = IdentityNotDeclared
     /// The entity's name (and default table). Default: the type's name in snake case.
     static var entityName: String { get }
     /// The coding keys that identify an object; empty: no identity (always inserted).
@@ -276,4 +278,16 @@ extension EntityModel {
             }
         }
     }
+}
+
+/// The ``IngotEntity/IdentityKeys`` of a type that declares no ``IngotEntity/identity``: it only
+/// makes the compiler say what to add (`static let identity: [CodingKeys] = [.id]`), where the
+/// protocol's requirement alone named an associated type instead ("requires nested type
+/// 'IdentityKeys'").
+public enum IdentityNotDeclared: CodingKey {}
+
+extension IngotEntity where IdentityKeys == IdentityNotDeclared {
+    /// Unavailable: an entity declares the coding keys that identify an object.
+    @available(*, unavailable, message: "declare the keys that identify an object: static let identity: [CodingKeys] = [.id]")
+    public static var identity: [IdentityNotDeclared] { [] }
 }
