@@ -191,34 +191,13 @@ struct JoinedResourcesTests {
         let server = try FixtureServer(faults: "slow:8", slow: 20)
         let environment = ["GITHUB_TOKEN": "t0ken"]
         let text = try RealAPITests.github(server.base)
-        let pipeline = temporaryDirectory().appendingPathComponent("github.yml")
-        try Data(text.utf8).write(to: pipeline)
-        let url = try PostgresServer.freshDatabase()
-        let arguments = ["run", pipeline.path, "--db", url, "--join", "gh"]
-        var processes = try JoinTests.startJobs(2, arguments, environment: environment)
-        let watcher = try PGConnection(url: url)
-        var fetcher = ""
-        waitUntil {
-            let row = (try? watcher.execute("SELECT next_seq, fetcher FROM _ingot_joins WHERE name = 'gh'"))?.first
-            fetcher = (row?[1] ?? nil) ?? ""
-            let requests = ((try? server.counters()) ?? [:]).values.reduce(0, +)
-            return row?[0].flatMap { Int($0) } == 8 && !fetcher.isEmpty && requests >= 8
-        }
-        let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
-        let victim = try #require(processes.first { $0.processIdentifier == pid })
-        kill(victim.processIdentifier, SIGKILL)
-        victim.waitUntilExit()
-        processes += try JoinTests.startJobs(1, arguments, environment: environment)
-        for process in processes where process !== victim {
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
-        }
-        let config = try PipelineConfig.parse(text: text, path: "github.yml", environment: environment)
-        let (single, db) = try runAlone(config, environment: environment)
-        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
-        #expect(
-            try watcher.execute("SELECT status, pages, records FROM _ingot_runs")
-                == [["finished", String(single.counters.pages), String(single.counters.records)]])
+        try killTheFetcherAndReplaceIt(
+            text, name: "gh", jobs: 2, extra: [], environment: environment,
+            when: { watcher in
+                let row = (try? watcher.execute("SELECT next_seq FROM _ingot_joins WHERE name = 'gh'"))?.first
+                let requests = ((try? server.counters()) ?? [:]).values.reduce(0, +)
+                return row?[0].flatMap { Int($0) } == 8 && requests >= 8
+            })
     }
 
     /// A joined incremental run's cursor moves once, when the run finishes: jobs that fail at a
@@ -282,33 +261,9 @@ struct JoinedResourcesTests {
         let server = try FixtureServer(slow: 5, apiSlow: 5)
         let environment = ["SWAPI_API": server.base]
         let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
-        let pipeline = temporaryDirectory().appendingPathComponent("swapi.yml")
-        try Data(text.utf8).write(to: pipeline)
-        let url = try PostgresServer.freshDatabase()
-        let arguments = ["run", pipeline.path, "--db", url, "--join", "sw", "--lease", "2"]
-        var processes = try JoinTests.startJobs(3, arguments, environment: environment)
-        let watcher = try PGConnection(url: url)
-        var fetcher = ""
-        waitUntil {
-            let row = (try? watcher.execute("SELECT fetcher FROM _ingot_joins WHERE name = 'sw'"))?.first
-            fetcher = (row?[0] ?? nil) ?? ""
-            return !fetcher.isEmpty && (try? server.counters()["requests"]) ?? 0 >= 5
-        }
-        let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
-        let victim = try #require(processes.first { $0.processIdentifier == pid })
-        kill(victim.processIdentifier, SIGKILL)
-        victim.waitUntilExit()
-        processes += try JoinTests.startJobs(1, arguments, environment: environment)
-        for process in processes where process !== victim {
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0)
-        }
-        let config = try PipelineConfig.parse(text: text, path: "swapi.yml", environment: environment)
-        let (single, db) = try runAlone(config, environment: environment)
-        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
-        #expect(
-            try watcher.execute("SELECT status, pages, records FROM _ingot_runs")
-                == [["finished", String(single.counters.pages), String(single.counters.records)]])
+        try killTheFetcherAndReplaceIt(
+            text, name: "sw", jobs: 3, extra: ["--lease", "2"], environment: environment,
+            when: { _ in (try? server.counters()["requests"]) ?? 0 >= 5 })
     }
 
     /// What a joined run still cannot do the way a single run does is refused before anything is
@@ -332,6 +287,43 @@ struct JoinedResourcesTests {
     }
 
     // MARK: - Helpers
+
+    /// The pipeline `text` run by `jobs` `ingot` processes joined as `name` into a new PostgreSQL
+    /// database; once `when` holds (asked with a connection to it) and a job holds the fetcher's
+    /// role, that job is killed with `kill -9` and a new one started: every other job exits 0, and
+    /// the tables and the run's counts are a single run's.
+    private func killTheFetcherAndReplaceIt(
+        _ text: String, name: String, jobs: Int, extra: [String], environment: [String: String],
+        when: (PGConnection) -> Bool
+    ) throws {
+        let pipeline = temporaryDirectory().appendingPathComponent("\(name).yml")
+        try Data(text.utf8).write(to: pipeline)
+        let url = try PostgresServer.freshDatabase()
+        let arguments = ["run", pipeline.path, "--db", url, "--join", name] + extra
+        var processes = try JoinTests.startJobs(jobs, arguments, environment: environment)
+        let watcher = try PGConnection(url: url)
+        var fetcher = ""
+        waitUntil {
+            let row = (try? watcher.execute("SELECT fetcher FROM _ingot_joins WHERE name = $1", [name]))?.first
+            fetcher = (row?[0] ?? nil) ?? ""
+            return !fetcher.isEmpty && when(watcher)
+        }
+        let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
+        let victim = try #require(processes.first { $0.processIdentifier == pid })
+        kill(victim.processIdentifier, SIGKILL)
+        victim.waitUntilExit()
+        processes += try JoinTests.startJobs(1, arguments, environment: environment)
+        for process in processes where process !== victim {
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+        }
+        let config = try PipelineConfig.parse(text: text, path: "\(name).yml", environment: environment)
+        let (single, db) = try runAlone(config, environment: environment)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+        #expect(
+            try watcher.execute("SELECT status, pages, records FROM _ingot_runs")
+                == [["finished", String(single.counters.pages), String(single.counters.records)]])
+    }
 
     /// `config` run alone into a new SQLite database: its summary and the database.
     private func runAlone(_ config: PipelineConfig, environment: [String: String]) throws -> (RunSummary, String) {

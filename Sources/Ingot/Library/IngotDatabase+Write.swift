@@ -159,10 +159,20 @@ public final class IngotTransaction: Sendable {
     private func dooming<R>(_ call: () async throws -> R) async throws -> R {
         do {
             return try await call()
-        } catch let error where !(error is IngotQueryError) && !(error is StoreError && (error as? StoreError)?.kind == .conflict) {
-            state.withLock { state in if case .open = state { state = .failed(error) } }
+        } catch {
+            if IngotTransaction.reachedTheDatabase(error) {
+                state.withLock { state in if case .open = state { state = .failed(error) } }
+            }
             throw error
         }
+    }
+
+    /// Whether `error` came from the database, not from checking the call before it (a predicate
+    /// with no translation, a type outside the model: nothing was written).
+    private static func reachedTheDatabase(_ error: any Error) -> Bool {
+        if error is IngotQueryError { return false }
+        if let store = error as? StoreError, store.kind == .conflict { return false }
+        return true
     }
 
     /// Ends the transaction's calls; the failure that doomed it, if one did.
