@@ -100,6 +100,31 @@ struct LibraryTransactionTests {
         await db.close()
     }
 
+    /// An in-memory database holds a transaction too; its own reads see what it wrote, and the
+    /// database's reads wait for it (its connections share one cache, where the tables it wrote
+    /// are locked until it commits): from inside the body they throw, naming `tx`.
+    @Test func anInMemoryDatabaseCommitsTogether() async throws {
+        let db = try IngotDatabase.inMemory(entities: [Post.self, Author.self])
+        let seen = try await db.write { tx in
+            _ = try await tx.ingest([Post].self, from: Array(Self.posts.utf8))
+            try await tx.delete(Post.self, id: 3)
+            await #expect(throws: StoreError.self) { _ = try await db.count(Post.self) }
+            let other = Task.detached { try await db.count(Post.self) }
+            return (try await tx.count(Post.self), other)
+        }
+        #expect(seen.0 == 2)
+        #expect(try await seen.1.value == 2, "another task's read waited for the commit")
+        #expect(try await db.fetch(Post.self).map(\.id) == [1, 2])
+        await #expect(throws: Boom.self) {
+            try await db.write { tx in
+                _ = try await tx.delete(Post.self, id: 1)
+                throw Boom()
+            }
+        }
+        #expect(try await db.count(Post.self) == 2)
+        await db.close()
+    }
+
     /// A call that failed in the database dooms the transaction: the body catching the error and
     /// returning does not commit what came before it.
     @Test func aFailureCaughtInTheBodyStillRollsBack() async throws {

@@ -170,6 +170,8 @@ extension IngotDatabase {
 
     func count<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>?, held: HeldStore?) async throws -> Int {
         try checkOpen()
+        let turn = try await readingTurn(held)
+        defer { turn?.give() }
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
         }
@@ -235,6 +237,8 @@ extension IngotDatabase {
         including: [PartialKeyPath<T>], nested: [AnyKeyPath], held: HeldStore?
     ) async throws -> [T] {
         try checkOpen()
+        let turn = try await readingTurn(held)
+        defer { turn?.give() }
         guard let index = model.index(of: T.entityName) else {
             throw StoreError.conflict("\(T.self) (entity '\(T.entityName)') is not among this database's entities")
         }
@@ -416,6 +420,9 @@ extension IngotDatabase {
     /// Whether ``close()`` was called.
     var isClosed: Bool { closed.load(ordering: .acquiring) }
 
+    /// Whether the database lives in memory (``inMemory(entities:logger:)``).
+    var isInMemory: Bool { keeper.withLock { $0 != nil } }
+
     func checkOpen() throws {
         guard !closed.load(ordering: .acquiring) else { throw StoreError.unsupported("the database \(location) is closed") }
     }
@@ -435,9 +442,23 @@ extension IngotDatabase {
         }
     }
 
+    /// An in-memory database's reads wait for a transaction under way, holding the writers' turn
+    /// while they read: its connections share one cache, where a table a transaction wrote is
+    /// locked to every other connection until it commits ("database table is locked"). Inside
+    /// the transaction's own body, such a read would wait for ever: it throws, naming `tx`.
+    /// The turn taken, if any (`nil`: a file or a server database, or a read inside `held`).
+    func readingTurn(_ held: HeldStore?) async throws -> WriterTurn? {
+        guard held == nil, isInMemory else { return nil }
+        try checkOutsideTransaction("reading an in-memory database")
+        await turn.take()
+        return turn
+    }
+
     /// `body` with the reader fetches share, on the database's queue.
     func read<R: Sendable>(_ body: @escaping @Sendable (any RowReader) throws -> R) async throws -> R {
         try checkOpen()
+        let turn = try await readingTurn(nil)
+        defer { turn?.give() }
         return try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result { try self.reading(body) }) }
         }
