@@ -122,6 +122,13 @@ struct LibraryTransactionTests {
             }
         }
         #expect(try await db.count(Post.self) == 2)
+        // A body whose value is nil commits like any other.
+        let none: Int? = try await db.write { tx in
+            _ = try await tx.ingest([Post].self, from: Array(#"[{"id": 9}]"#.utf8))
+            return nil
+        }
+        #expect(none == nil)
+        #expect(try await db.count(Post.self) == 3, "committed")
         await db.close()
     }
 

@@ -39,12 +39,17 @@ extension IngotDatabase {
             _ = transaction.end()
             outcome = .failure(error)
         }
-        let committing = (try? outcome.get()) != nil
-        do {
-            try await onQueue { try held.end(committing: committing) }
-        } catch  where committing {
+        let committing = if case .success = outcome { true } else { false }
+        if committing {
+            do {
+                try await onQueue { try held.end(committing: true) }
+            } catch {
+                try? await onQueue { try held.end(committing: false) }
+                throw error
+            }
+        } else {
+            // The body's error (or the call's that doomed it) is what the caller hears.
             try? await onQueue { try held.end(committing: false) }
-            throw error
         }
         if committing { observers.committed() }
         return try outcome.get()
