@@ -18,7 +18,7 @@ private struct GitHubIssue: IngotEntity, Codable {
     var user: GitHubUser?
     enum CodingKeys: String, CodingKey { case id, number, title, user }
     static let identity: [CodingKeys] = [.id]
-    static let entityName = "issue"
+    static let entityName = "ticket"
 }
 
 private struct Film: IngotEntity, Codable {
@@ -74,7 +74,7 @@ struct LibraryPagesTests {
         let runs = try StoreLocation(backend == "sqlite" ? "sqlite:" + at : at).runs()
         #expect(runs.count == 1 && runs.first?.counters.pages == 4)
         // The report in one line: the run, the records, each entity's counts, the rejections.
-        #expect(report.description.hasPrefix("run \(report.runID): 13 records; issue 12 inserted, 1 rejected; user 2 inserted, "))
+        #expect(report.description.hasPrefix("run \(report.runID): 13 records; ticket 12 inserted, 1 rejected; user 2 inserted, "))
         #expect(report.description.contains("1 rejected ([0].id: "))
 
         // A sequence that throws fails the run: nothing of it is saved.

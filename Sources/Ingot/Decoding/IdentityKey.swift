@@ -63,6 +63,7 @@ extension IdentityKey: Codable {
     }
 }
 
+/// A value as JSON: the scalar it is (a `#Predicate` constant, a reference's identity).
 extension ScalarValue: Codable {
     /// A JSON scalar: null, an integer, a number, a text or a boolean.
     public init(from decoder: any Decoder) throws {

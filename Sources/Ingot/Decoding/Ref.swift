@@ -94,30 +94,12 @@ extension Ref: Decodable {
 extension Ref: Encodable {
     /// The identity alone: a bare value, or an object of the identity keys.
     public func encode(to encoder: any Encoder) throws {
-        func put(_ value: ScalarValue, _ container: inout some SingleValueEncodingContainer) throws {
-            switch value {
-            case .null: try container.encodeNil()
-            case .integer(let v): try container.encode(v)
-            case .real(let v): try container.encode(v)
-            case .bool(let v): try container.encode(v)
-            case .text(let v): try container.encode(v)
-            }
-        }
         switch id {
         case .single(let value):
-            var container = encoder.singleValueContainer()
-            try put(value, &container)
+            try value.encode(to: encoder)
         case .composite(let values):
             var container = encoder.container(keyedBy: Target.IdentityKeys.self)
-            for (key, value) in zip(Target.identity, values) {
-                switch value {
-                case .null: try container.encodeNil(forKey: key)
-                case .integer(let v): try container.encode(v, forKey: key)
-                case .real(let v): try container.encode(v, forKey: key)
-                case .bool(let v): try container.encode(v, forKey: key)
-                case .text(let v): try container.encode(v, forKey: key)
-                }
-            }
+            for (key, value) in zip(Target.identity, values) { try container.encode(value, forKey: key) }
         }
     }
 }

@@ -13,8 +13,7 @@ extension IngotDatabase {
     /// ```
     @discardableResult
     public func delete<T: IngotEntity>(_ type: T.Type, where predicate: Predicate<T>) async throws -> Int {
-        try checkOutsideTransaction("delete")
-        await turn.take()
+        let turn = try await writersTurn("delete")
         defer { turn.give() }
         return try await delete(type, predicate: predicate, identity: nil, held: nil)
     }
@@ -23,8 +22,7 @@ extension IngotDatabase {
     /// none is stored. For a type with a single identity property.
     @discardableResult
     public func delete<T: IngotEntity>(_ type: T.Type, id: some Sendable) async throws -> Int {
-        try checkOutsideTransaction("delete")
-        await turn.take()
+        let turn = try await writersTurn("delete")
         defer { turn.give() }
         return try await delete(type, predicate: nil, identity: id, held: nil)
     }

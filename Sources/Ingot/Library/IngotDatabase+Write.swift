@@ -22,9 +22,8 @@ extension IngotDatabase {
     /// throws instead of waiting for ever. Observations (``observe(_:where:sortBy:limit:)``) are
     /// told once, after the commit. docs/library.md, "Transactions".
     public func write<R: Sendable>(_ body: (IngotTransaction) async throws -> R) async throws -> R {
-        try checkOutsideTransaction("write")
         try checkOpen()
-        await turn.take()
+        let turn = try await writersTurn("write")
         defer { turn.give() }
         var opening = StoreOpening()
         opening.transactions = .caller

@@ -18,13 +18,3 @@ package protocol HeldTransaction: AnyObject {
     /// Commits the held transaction (`committing`) or rolls it back, then closes the store.
     func endTransaction(committing: Bool) throws
 }
-
-/// Where a store that may hold its caller's transaction stands (``TransactionOwner``).
-enum TransactionHold: Equatable {
-    /// Its transactions are its own.
-    case none
-    /// It holds the caller's; `savepoint`: one of its own transactions is open inside it.
-    case held(savepoint: Bool)
-
-    var isHeld: Bool { self != .none }
-}

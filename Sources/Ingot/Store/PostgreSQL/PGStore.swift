@@ -33,10 +33,10 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// batch's identities are looked up while the writer writes this one.
     private let reader: PGConnection
     /// Whether one of the store's own transactions is open: a transaction, or — while it holds
-    /// its caller's (``hold``) — a savepoint in that one.
+    /// its caller's (``owner``) — a savepoint in that one.
     private(set) var inTransaction = false
-    /// Whether the store holds its caller's transaction (``TransactionOwner/caller``).
-    var hold = TransactionHold.none
+    /// Whose transaction the store's commits end: its own, or one it holds for its caller.
+    var owner = TransactionOwner.store
     /// This job's part in a run shared by several jobs (`--join`), set before the first write:
     /// writes then carry source positions (PGStore+Join.swift).
     var joined: JoinContext?
@@ -163,7 +163,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// On the reader connection, which sees committed rows only.
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
         // The reader would miss what the held transaction wrote: the writer looks them up.
-        if hold.isHeld { return nil }
+        if owner == .caller { return nil }
         return try lookup(entity, keys, on: reader)
     }
 
@@ -429,7 +429,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
 
     func begin() throws {
         guard !inTransaction else { return }
-        try connection.execute(hold.isHeld ? "SAVEPOINT ingot_held" : "BEGIN")
+        try connection.execute(owner == .caller ? "SAVEPOINT ingot_held" : "BEGIN")
         inTransaction = true
     }
 
@@ -467,7 +467,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         inTransaction = false
         unitsInTransaction = []
         stagedInTransaction = []
-        try connection.execute(hold.isHeld ? "RELEASE SAVEPOINT ingot_held" : "COMMIT")
+        try connection.execute(owner == .caller ? "RELEASE SAVEPOINT ingot_held" : "COMMIT")
     }
 
     func rollback() throws {
@@ -487,7 +487,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         inTransaction = false
         unitsInTransaction = []
         forgetStaging(after: 0)
-        try connection.execute(hold.isHeld ? "ROLLBACK TO SAVEPOINT ingot_held; RELEASE SAVEPOINT ingot_held" : "ROLLBACK")
+        try connection.execute(owner == .caller ? "ROLLBACK TO SAVEPOINT ingot_held; RELEASE SAVEPOINT ingot_held" : "ROLLBACK")
     }
 
     /// The staging tables made in the open transaction after the first `count` are gone (rolled back).
@@ -500,7 +500,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// store is released): a library process opens one store per ingest.
     func close() throws {
         // A held transaction outlives the runs it is handed to: only its end closes the store.
-        if hold.isHeld {
+        if owner == .caller {
             try commit()
             return
         }

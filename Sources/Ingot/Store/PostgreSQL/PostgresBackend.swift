@@ -57,18 +57,28 @@ package struct PostgresBackend: StoreBackend {
         Reader(connection: try PGConnection(url: url))
     }
 
-    /// Reads through one connection, kept open across selects.
+    /// Reads through one connection, kept open across selects — or (`insideTransaction`) the
+    /// connection of a store holding its caller's transaction (``HeldTransaction``).
     final class Reader: RowReader {
         private let connection: PGConnection
+        private let insideTransaction: Bool
 
-        init(connection: PGConnection) { self.connection = connection }
+        init(connection: PGConnection, insideTransaction: Bool = false) {
+            self.connection = connection
+            self.insideTransaction = insideTransaction
+        }
 
         func select(_ query: RowQuery) throws -> [[ScalarValue]] {
             try PostgresBackend.select(query, on: connection)
         }
 
-        /// Read-only: in a `READ ONLY` transaction, rolled back after.
+        /// Read-only: in a `READ ONLY` transaction, rolled back after. Not inside a held
+        /// transaction: a statement of the caller's could not be kept read-only there (`BEGIN
+        /// READ ONLY` would end it).
         func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]]) {
+            guard !insideTransaction else {
+                throw StoreError.unsupported("a statement of your own is read outside a transaction (IngotDatabase.query)")
+            }
             try connection.execute("BEGIN READ ONLY")
             defer { _ = try? connection.execute("ROLLBACK") }
             let (columns, rows) = try connection.executeNamed(sql, arguments.map(PostgresBackend.parameter))

@@ -84,3 +84,13 @@ extension SQLiteStore: HeldTransaction {
         }
     }
 }
+
+/// Where the SQLite store stands with its caller's transaction (``TransactionOwner``).
+enum TransactionHold: Equatable {
+    /// Its transactions are its own.
+    case none
+    /// It holds the caller's; `savepoint`: one of its own transactions is open inside it.
+    case held(savepoint: Bool)
+
+    var isHeld: Bool { self != .none }
+}
