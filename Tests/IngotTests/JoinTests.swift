@@ -357,6 +357,33 @@ struct JoinTests {
         #expect(try database.dump() == (try database.sqlite(db)))
     }
 
+    /// A joined `write: replace` with a `scope:` deletes within every value the units' records
+    /// gave the scope column, whichever job wrote them — user 7 too, though note 3 ends in user
+    /// 6's scope (the tables alone would not say that 7 was seen) — and the tables end as a
+    /// single run's sequence leaves them: user 9's note is out of scope.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aJoinedReplaceDeletesWithinTheScopesItsUnitsSaw(backend: JoinBackend) throws {
+        let yaml = MappingModelTests.notes
+        let seed = [
+            #"[{"id": 1, "text": "a", "user": {"id": 6}}, {"id": 2, "user": {"id": 6}}, {"id": 3, "user": {"id": 7}}]"#,
+            #"[{"id": 4, "user": {"id": 8}}, {"id": 5, "user": {"id": 7}}, {"id": 6, "user": {"id": 9}}]"#,
+        ]
+        let sync = [
+            #"[{"id": 1, "text": "a!", "user": {"id": 6}}, {"id": 3, "user": {"id": 7}}]"#, "[]",
+            #"[{"id": 3, "user": {"id": 6}}, {"id": 7, "user": {"id": 8}}]"#,
+        ]
+        let config = try PipelineConfig.parse(text: yaml, path: "notes.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let (_, db) = try ingest(yaml, seed)
+        let (single, _) = try ingest(yaml, sync, db: db)
+        #expect(single.counters.deleted == 3, "notes 2, 4 and 5")
+        #expect(try Self.runJoined(yaml, seed, database, name: "seed", jobs: 2).allSatisfy { $0.status == .finished })
+        let joined = try Self.runJoined(yaml, sync, database, name: "sync", jobs: 3, batchRecords: 1)
+        #expect(joined.allSatisfy { $0.status == .finished }, "\(joined.map { $0.error ?? "" })")
+        #expect(try database.runs().last?.counters?.deleted == single.counters.deleted)
+        #expect(try database.dump() == (try database.sqlite(db)))
+    }
+
     /// A joined `write: replace` cascades as a single run does: a cascade from a row no unit
     /// touched spares the rows a unit of the run wrote (dog 8, person 2's again), and ends with
     /// the single run's tables.
@@ -595,7 +622,8 @@ struct JoinTests {
         let summaries = try Self.runJoined(Self.yaml, [], database, name: "stall", jobs: 2)
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
         // The stalled job ends its part: the others finished the run.
-        let end = try stalled.endJob(status: .failed, counters: RunCounters(), replaceEntity: nil, maxPageBytes: 1 << 20, archive: nil)
+        let end = try stalled.endJob(
+            status: .failed, counters: RunCounters(), replacing: [], scopes: [:], maxPageBytes: 1 << 20, archive: nil)
         #expect(end.finished == nil)
         try store.close()
         let (sqlite, db) = try ingest(Self.yaml, StoreSeamTests.pages)
@@ -626,7 +654,7 @@ struct JoinTests {
         let second = try #require(try taker.claim(maxPageBytes: 1 << 20))
         #expect(second.page.unit?.seq == 2 && second.takenFrom == nil)
         #expect(try taker.claim(maxPageBytes: 1 << 20) == nil, "unit 1 is held under its lease")
-        _ = try ending.endJob(status: .failed, counters: RunCounters(), replaceEntity: nil, maxPageBytes: 1 << 20, archive: nil)
+        _ = try ending.endJob(status: .failed, counters: RunCounters(), replacing: [], scopes: [:], maxPageBytes: 1 << 20, archive: nil)
         let first = try #require(try taker.claim(maxPageBytes: 1 << 20))
         #expect(first.page.unit?.seq == 1 && first.takenFrom == ending.job)
     }

@@ -266,15 +266,63 @@ struct JoinedResourcesTests {
             when: { _ in (try? server.counters()["requests"]) ?? 0 >= 5 })
     }
 
+    /// `write: replace` over two resources, run by three jobs after a run that left more rows:
+    /// at the run's end each replaced root loses the rows no unit touched — an owner that only
+    /// an item names (a stub of an existing row) was touched, as in a single run — and the tables
+    /// end as the same two runs alone leave them.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func replaceOverSeveralResourcesRunsJoinedAsAlone(backend: JoinBackend) throws {
+        func pipeline(owners: [String], items: [String]) throws -> PipelineConfig {
+            var dirs: [String] = []
+            for pages in [owners, items] {
+                let dir = temporaryDirectory()
+                for (k, page) in pages.enumerated() { try Data(page.utf8).write(to: dir.appendingPathComponent("page-\(k + 10).json")) }
+                dirs.append(dir.path)
+            }
+            let text = """
+                version: 1
+                name: shop
+                write: replace
+                resources:
+                  - {name: owners, source: {files: {dir: \(dirs[0]), glob: "page-*.json"}}, records: ".", root: owner}
+                  - {name: items, source: {files: {dir: \(dirs[1]), glob: "page-*.json"}}, records: ".", root: item}
+                entities:
+                  owner: {identity: id, attributes: {id: integer, name: string}}
+                  item:
+                    identity: id
+                    attributes: {id: integer, name: string}
+                    relationships: {owner: {to: owner}}
+                """
+            return try PipelineConfig.parse(text: text, path: "shop.yml")
+        }
+        let seed = try pipeline(
+            owners: [#"[{"id": 1}, {"id": 2}, {"id": 3}]"#, #"[{"id": 4}, {"id": 5}]"#],
+            items: [#"[{"id": 1, "owner": 1}, {"id": 2, "owner": 4}]"#, #"[{"id": 3, "owner": 5}]"#])
+        let again = try pipeline(
+            owners: [#"[{"id": 1, "name": "one"}]"#, #"[{"id": 2}]"#],
+            items: [#"[{"id": 1, "owner": 3}]"#, #"[{"id": 4, "owner": 9}]"#])
+        let (_, db) = try runAlone(seed, environment: [:])
+        let (single, _) = try runAlone(again, environment: [:], db: db)
+        #expect(single.counters.deleted == 4, "owners 4 and 5, items 2 and 3")
+        let database = try JoinDatabase(backend, model: seed.model)
+        for (config, name) in [(seed, "seed"), (again, "again")] {
+            let summaries = try JoinTests.runJoined(config, database, name: name, jobs: 3, batchRecords: 1) {
+                ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+            }
+            #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        }
+        #expect(try database.runs().last?.counters?.deleted == single.counters.deleted)
+        try expectSameTables(database, db, seed)
+    }
+
     /// What a joined run still cannot do the way a single run does is refused before anything is
     /// written, naming why.
     @Test func whatDecidesByStoredRowsIsRefused() throws {
         for (yaml, reason) in [
             (
-                "version: 1\nname: rep\nwrite: replace\nresources:\n  - {name: a, source: {files: {dir: /tmp, glob: \"none-*.json\"}}, root: item}\n"
-                    + "  - {name: b, source: {files: {dir: /tmp, glob: \"none-*.json\"}}, root: item}\n"
-                    + "entities: {item: {identity: id, attributes: {id: integer}}}",
-                "write: replace in a pipeline with resources"
+                "version: 1\nname: rep\nwrite: replace\nroot: item\nsource: {files: {dir: /tmp, glob: \"none-*.json\"}}\n"
+                    + "entities: {item: {identity: id, attributes: {id: integer}, relationships: {next: {to: item, missing: ignore}}}}",
+                "write: replace deletes by the positions units write"
             )
         ] {
             let config = try PipelineConfig.parse(text: yaml, path: "j.yml")
@@ -326,9 +374,9 @@ struct JoinedResourcesTests {
     }
 
     /// `config` run alone into a new SQLite database: its summary and the database.
-    private func runAlone(_ config: PipelineConfig, environment: [String: String]) throws -> (RunSummary, String) {
+    private func runAlone(_ config: PipelineConfig, environment: [String: String], db: String? = nil) throws -> (RunSummary, String) {
         var options = RunOptions()
-        options.databasePath = temporaryDirectory().appendingPathComponent("alone.db").path
+        options.databasePath = db ?? temporaryDirectory().appendingPathComponent("alone.db").path
         options.progressInterval = 0
         options.timers = ManualTimers()
         let source = ResourcesPageSource(

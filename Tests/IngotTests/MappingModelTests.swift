@@ -186,6 +186,11 @@ struct MappingModelTests {
         #expect(sync.status == .finished, "\(sync.error ?? "")")
         #expect(sync.counters.deleted == 1)
         #expect(try harness.dump()["note"] == [["1", "a!", "6"], ["3", "c", "7"]])
+        // Note 1 moved to user 7 and back within one batch: the run saw users 7 and 6, as it
+        // would across batches, and user 7's untouched note goes.
+        let moved = try harness.run([#"[{"id": 1, "user": {"id": 7}}, {"id": 1, "user": {"id": 6}}]"#], 50)
+        #expect(moved.counters.deleted == 1)
+        #expect(try harness.dump()["note"] == [["1", "a!", "6"]])
         // A run that saw no scope value deletes nothing.
         #expect(try harness.run([#"[]"#], 50).counters.deleted == 0)
     }

@@ -60,6 +60,8 @@ final class MemoryDatabase: Sendable {
         var jobs: [String: (status: String, counters: RunCounters)] = [:]
         /// The values the run keeps (the incremental cursor), until it finishes.
         var kept: [String: String] = [:]
+        /// The values the units' records gave each replaced entity's scope column.
+        var scopeValues: [Int: Set<ScalarValue>] = [:]
         /// Until when the jobs start no request (a server's Retry-After).
         var pauseUntil: Date?
     }
@@ -445,6 +447,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             database.state.withLock { $0.runs[progress.runID]?.progress = progress }
         }
         database.state.withLock { [shared] state in
+            if let name = shared?.name {
+                for (entity, values) in progress.scopeValues { state.joins[name]?.scopeValues[entity, default: []].formUnion(values) }
+            }
             for item in progress.kept {
                 let key = item.pipeline + "\u{1}" + item.key
                 guard let name = shared?.name else {
@@ -608,9 +613,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         return run
     }
 
-    /// Ends a job's part (``MemorySharedRun/endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
+    /// Ends a job's part (``MemorySharedRun/endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
     fileprivate func endJob(
-        _ run: MemorySharedRun, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
+        _ run: MemorySharedRun, status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String],
         archive: ((_ unit: Page) throws -> Void)?
     ) throws -> SharedRunEnd {
         try commit()
@@ -631,18 +636,24 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         var total = RunCounters()
         for (_, job) in join.jobs { total.add(job.counters) }
         var skipped: String?
-        if let entity = replaceEntity {
+        if !replacing.isEmpty {
             if total.rejectedPages == 0 && total.rejectedRecords == 0 {
                 let first = join.ordinal << 32
-                total.deleted = database.state.withLock { state in
-                    func touched(_ e: Int, _ key: IdentityKey) -> Int64 {
-                        state.tables.positions[e][key]?[PositionSlots(layouts[e]).touched] ?? 0
+                for entity in replacing {
+                    total.deleted += database.state.withLock { state in
+                        func touched(_ e: Int, _ key: IdentityKey) -> Int64 {
+                            state.tables.positions[e][key]?[PositionSlots(layouts[e]).touched] ?? 0
+                        }
+                        var gone = Set(state.tables.rows[entity].keys.filter { touched(entity, $0) < first })
+                        if let scope = scopes[entity], let slot = layouts[entity].columns.firstIndex(where: { $0.name == scope }) {
+                            let seen = join.scopeValues[entity] ?? []
+                            gone = gone.filter { key in state.tables.rows[entity][key].map { seen.contains($0[slot] ?? .null) } ?? false }
+                        }
+                        // A cascade spares the rows a unit of this run touched, as a single run's does.
+                        let sets = cascade(from: entity, gone, in: state.tables) { touched($0, $1) >= first }
+                        for (e, rows) in sets.sorted(by: { $0.key < $1.key }) { delete(rows, of: e, tables: &state.tables) }
+                        return sets.values.reduce(0) { $0 + $1.count }
                     }
-                    let gone = Set(state.tables.rows[entity].keys.filter { touched(entity, $0) < first })
-                    // A cascade spares the rows a unit of this run touched, as a single run's does.
-                    let sets = cascade(from: entity, gone, in: state.tables) { touched($0, $1) >= first }
-                    for (e, rows) in sets.sorted(by: { $0.key < $1.key }) { delete(rows, of: e, tables: &state.tables) }
-                    return sets.values.reduce(0) { $0 + $1.count }
                 }
             } else {
                 skipped =
@@ -867,10 +878,10 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
     }
 
     func endJob(
-        status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
+        status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> Void)?
     ) throws -> SharedRunEnd {
-        try store.endJob(self, status: status, counters: counters, replaceEntity: replaceEntity, archive: archive)
+        try store.endJob(self, status: status, counters: counters, replacing: replacing, scopes: scopes, archive: archive)
     }
 
     // MARK: - The store's transaction

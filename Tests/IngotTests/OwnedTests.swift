@@ -227,7 +227,7 @@ struct OwnedTests {
         }
         // Unit 2 (the short sets) committed by the other job; then unit 1 goes to it.
         try waitUntil { try database.unitsDone("owned") == [2] }
-        _ = try held.endJob(status: .interrupted, counters: RunCounters(), replaceEntity: nil, maxPageBytes: 1 << 20, archive: nil)
+        _ = try held.endJob(status: .interrupted, counters: RunCounters(), replacing: [], scopes: [:], maxPageBytes: 1 << 20, archive: nil)
         done.wait()
         #expect(summaries.withLock { $0 }.map(\.status) == [.finished], "\(summaries.withLock { $0 }.compactMap(\.error))")
         let expected = try database.sqlite(db)

@@ -55,12 +55,7 @@ extension PipelineRunner {
     /// written, and shown by `--dry-run --join`. A unit carries its page's resource and for_each
     /// values (``UnitLabels``), so resources and for_each run joined as they run alone.
     package static func joinObstacle(_ config: PipelineConfig) -> String? {
-        if !config.replaceScopes.isEmpty { return "write: replace with a scope is not written joined yet" }
-        let modes = [config.write] + config.resources.compactMap(\.write)
-        if config.hasSeveralResources, modes.contains(.replace) {
-            return "write: replace in a pipeline with resources deletes per resource, and the jobs' units of several resources interleave"
-        }
-        if modes.contains(.replace), joinOrder(config) != .anyOrder {
+        if !config.replacedEntities.isEmpty, joinOrder(config) != .anyOrder {
             return "write: replace deletes by the positions units write, and a run whose units are committed in order writes none"
         }
         return nil
@@ -114,7 +109,6 @@ extension PipelineRunner {
         _ part: JoinedPart, status: RunStatus, counters: RunCounters, started: Date, logger: Logger
     ) throws -> RunCounters {
         part.source.close()
-        let replaceEntity = config.write == .replace ? config.model.index(of: config.root) : nil
         var archivePath: String?
         var archiveWriter: ArchiveWriter?
         let archive: ((Page) throws -> Void)? =
@@ -130,7 +124,8 @@ extension PipelineRunner {
                     compression: unit.compression)
             }
         let end = try part.run.endJob(
-            status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes, archive: archive)
+            status: status, counters: counters, replacing: config.replacedEntities, scopes: config.replaceScopes,
+            maxPageBytes: maxPageBytes, archive: archive)
         try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
         if let seconds = end.mergeSeconds {

@@ -23,21 +23,25 @@ extension WriterStage {
         guard case .writing = phase else { return }
         var (next, rejections) = tally(pages)
         let (newMax, state) = keptValues(after: pages)
+        let seen = scopeValues(of: batch)
         // Only a whole page moves the resume point: a crash after part of a page was committed
         // redoes the whole page (re-applying its first parts is harmless).
         func progress(_ outcome: BatchOutcome) -> RunProgress {
             var committed = next
             committed.add(outcome, model: model)
-            return RunProgress(
+            var made = RunProgress(
                 runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
                 resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
                 rejections: storable(rejections + outcome.rejections), kept: state)
+            // A joined job's units carry the scope values the run's end deletes within.
+            if unitTransactions { made.scopeValues = seen }
+            return made
         }
         do {
             try stageFromFirstBatchIfDue(batch, records: next.records - saved.records)
             let (resolved, outcome) = try write(batch, progress: progress)
             incrementalMax = newMax
-            noteWritten(resolved)
+            noteWritten(resolved, scopeValues: seen)
             next.add(outcome, model: model)
             rejections += outcome.rejections
             prints.keep(pages, refused: !outcome.rejections.isEmpty)
@@ -162,15 +166,27 @@ extension WriterStage {
     }
 
     /// What `write: replace`, cascades and replace scopes need to know of the rows written.
-    private func noteWritten(_ resolved: ResolvedBatch) {
+    private func noteWritten(_ resolved: ResolvedBatch, scopeValues: [Int: Set<ScalarValue>]) {
         for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
         for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
-        for (entity, scope) in scopes {
-            let rows = resolved.rows.merged[entity]
-            for row in rows.rows where row.mask.contains(scope.slot) {
-                if let value = rows.storage.value(row.valueStart + scope.slot), value != .null { scopes[entity]?.seen.insert(value) }
+        for (entity, values) in scopeValues { scopes[entity]?.seen.formUnion(values) }
+    }
+
+    /// Per replaced entity with a `scope:`, the values `batch`'s records gave its scope column,
+    /// every record's (read before folding: a record that moves a row from one scope to another
+    /// within a batch shows both, as it would across batches).
+    private func scopeValues(of batch: PreparedBatch) -> [Int: Set<ScalarValue>] {
+        guard !scopes.isEmpty else { return [:] }
+        var seen: [Int: Set<ScalarValue>] = [:]
+        for page in batch.decoded ?? batch.pages {
+            for row in page.rows {
+                guard let scope = scopes[row.entity], row.mask.contains(scope.slot),
+                    let value = page.storage.value(row.valueStart + scope.slot), value != .null
+                else { continue }
+                seen[row.entity, default: []].insert(value)
             }
         }
+        return seen
     }
 
     /// A batch that could not be saved: a unit lost to another job leaves the rest of the run

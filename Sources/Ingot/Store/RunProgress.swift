@@ -35,6 +35,10 @@ public struct RunProgress: Sendable {
     public var rejections: [RecordRejection]
     /// Values kept across runs (the incremental cursor), by pipeline and key.
     public var kept: [(pipeline: String, key: String, value: String)] = []
+    /// A joined run's batch: per replaced entity with a `scope:` (by index), the values its
+    /// records gave the scope column. A store keeps them with the units until the run's end,
+    /// where `write: replace` deletes within every value any job's units gave.
+    public var scopeValues: [Int: Set<ScalarValue>] = [:]
 }
 
 extension Date {

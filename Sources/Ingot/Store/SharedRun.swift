@@ -184,12 +184,14 @@ public protocol SharedRun: AnyObject, Sendable {
 
     /// Commits what is open, records how this job's part ended, and — when every unit is
     /// committed and nobody finished the run yet — finishes it: `write: replace` deletes the
-    /// rows of `replaceEntity` no unit touched (unless the run rejected something: then why
-    /// not), the jobs' counters are summed into the run's, and `archive` is given every unit's
-    /// page (its seq, source, bytes and compression, as enqueued) in source order before the
+    /// rows of each of `replacing` (the replaced entities, by index) no unit touched — within
+    /// the values the units' records gave its column in `scopes`, for an entity with a `scope:`
+    /// (``RunProgress/scopeValues``) — unless the run rejected something (then says why not),
+    /// the jobs' counters are summed into the run's, and `archive` is given every unit's page
+    /// (its seq, source, bytes and compression, as enqueued) in source order before the
     /// payloads are dropped. Says what ending found (``SharedRunEnd``).
     func endJob(
-        status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
+        status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> Void)?
     ) throws -> SharedRunEnd
     /// Waits for work, up to `seconds`: a unit enqueued or handed back, the source's end, a
@@ -273,7 +275,7 @@ extension [DecodedPage] {
     }
 }
 
-/// What ending a job's part of a shared run found (``SharedRun/endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
+/// What ending a job's part of a shared run found (``SharedRun/endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
 public struct SharedRunEnd: Sendable {
     /// This job finished the run: the run's counters, every job's summed (with what the merge of
     /// deferred batches wrote and what `write: replace` deleted).

@@ -45,7 +45,7 @@ final class PGSharedRun: SharedRun {
     /// Only the first unit not done may be claimed (``SharedRunRequest/commitsInOrder``).
     let commitsInOrder: Bool
     /// The store that joined: its writer connection holds the job's open transaction, and ends
-    /// the job's part (``endJob(status:counters:replaceEntity:maxPageBytes:archive:)``).
+    /// the job's part (``endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
     let store: PGStore
     private let control: Mutex<(connection: PGConnection, zstd: Zstd)>
     private let fetcher = Mutex<FetcherLink?>(nil)
@@ -424,11 +424,11 @@ final class PGSharedRun: SharedRun {
     // MARK: - The end
 
     func endJob(
-        status: RunStatus, counters: RunCounters, replaceEntity: Int?, maxPageBytes: Int,
+        status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> Void)?
     ) throws -> SharedRunEnd {
         try store.endJoinedJob(
-            context, runID: runID, status: status, counters: counters, replaceEntity: replaceEntity, maxPageBytes: maxPageBytes,
-            archive: archive)
+            context, runID: runID, status: status, counters: counters, replacing: replacing, scopes: scopes,
+            maxPageBytes: maxPageBytes, archive: archive)
     }
 }

@@ -24,17 +24,29 @@ extension PGStore {
             return try delete(entity: entity, where: "EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))", sparing: .keys(sparing))
         }
         var within = ""
-        if let scope, let column = layout.columns.first(where: { $0.name == scope.column }) {
+        if let scope {
             // Within the scope the run saw.
-            let seen = try staging("_ingot_scope_\(layout.table)", [(column.name, PGStore.columnType(column.type))])
-            try connection.execute("TRUNCATE \(seen)")
-            var values: [UInt8] = []
-            for value in scope.values { PGStore.appendCopyRow([value], to: &values) }
-            if !values.isEmpty { try connection.copy("COPY \(seen) FROM STDIN", data: values) }
-            let c = PGStore.quote(column.name)
-            within = " AND EXISTS (SELECT 1 FROM \(seen) AS s WHERE s.\(c) = t.\(c))"
+            within = try withinScope(of: entity, column: scope.column) { seen, _ in
+                var values: [UInt8] = []
+                for value in scope.values { PGStore.appendCopyRow([value], to: &values) }
+                if !values.isEmpty { try connection.copy("COPY \(seen) FROM STDIN", data: values) }
+            }
         }
         return try delete(entity: entity, where: "NOT EXISTS (SELECT 1 FROM \(kept) AS k WHERE \(match))" + within, sparing: .keys(sparing))
+    }
+
+    /// A condition on `entity`'s rows (alias `t`): its `column` holds one of the values `fill`
+    /// puts into the table it is given (named, and typed as the column's type, a one-column
+    /// staging table emptied first). No condition when the entity has no such column.
+    func withinScope(of entity: Int, column name: String, fill: (_ table: String, _ type: String) throws -> Void) throws -> String {
+        let layout = layouts[entity]
+        guard let column = layout.columns.first(where: { $0.name == name }) else { return "" }
+        let type = PGStore.columnType(column.type)
+        let seen = try staging("_ingot_scope_\(layout.table)", [(column.name, type)])
+        try connection.execute("TRUNCATE \(seen)")
+        try fill(seen, type)
+        let c = PGStore.quote(column.name)
+        return " AND EXISTS (SELECT 1 FROM \(seen) AS s WHERE s.\(c) = t.\(c))"
     }
 
     /// The rows a cascade spares: the ones the run wrote (a cascade never deletes what this run stored).

@@ -67,6 +67,9 @@ extension PGStore {
             "ALTER TABLE _ingot_joins ADD COLUMN IF NOT EXISTS pause_until timestamptz",
             // The values a joined run keeps (the incremental cursor), until it finishes.
             "CREATE TABLE IF NOT EXISTS _ingot_join_kept (name text NOT NULL, pipeline text NOT NULL, key text NOT NULL, value text NOT NULL, PRIMARY KEY (name, pipeline, key))",
+            // The values each job's units gave a replaced entity's scope column, until the run
+            // finishes (a job's own rows: jobs never wait on each other's).
+            "CREATE TABLE IF NOT EXISTS _ingot_join_scopes (name text NOT NULL, job text NOT NULL, entity int NOT NULL, value text NOT NULL, PRIMARY KEY (name, job, entity, value))",
             // The parts of a run's deferred rows merged, and what each wrote (PGStore+JoinDeferred.swift).
             "CREATE TABLE IF NOT EXISTS _ingot_join_merged (name text NOT NULL, part int NOT NULL, inserted bigint NOT NULL, updated bigint NOT NULL, entity_counts text, PRIMARY KEY (name, part))",
             // Payloads are zstd frames already: the server does not try to compress them again.

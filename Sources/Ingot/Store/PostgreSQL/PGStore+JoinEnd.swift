@@ -5,11 +5,12 @@ import Foundation
 // summed, the incremental cursor moved, the archive written from the work queue).
 extension PGStore {
     /// Records how this job's part ended; when every unit of the run is committed and nobody
-    /// finished it yet, finishes it: `write: replace` deletes the root rows no unit of this run
-    /// touched (when the run rejected nothing), the counters of every job are summed into
+    /// finished it yet, finishes it: `write: replace` deletes the rows of each replaced entity
+    /// no unit of this run touched — within the scope values its units gave, for an entity in
+    /// `scopes` — when the run rejected nothing; the counters of every job are summed into
     /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
     func endJoinedJob(
-        _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replaceEntity: Int?,
+        _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String],
         maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> Void)? = nil
     ) throws -> SharedRunEnd {
         try commit()
@@ -55,18 +56,17 @@ extension PGStore {
                     total.add(merged.total)
                     end.merged.add(merged.merged)
                 }
-                if let entity = replaceEntity {
+                if !replacing.isEmpty {
                     if total.rejectedPages == 0 && total.rejectedRecords == 0 {
-                        total.deleted = try delete(
-                            entity: entity,
-                            where:
-                                "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)",
-                            sparing: .touchedSince(position: join.firstPosition))
+                        for entity in replacing {
+                            total.deleted += try deleteUntouched(of: entity, join, scope: scopes[entity])
+                        }
                     } else {
                         end.replaceSkipped =
                             "the run rejected \(total.rejectedPages) pages and \(total.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
                     }
                 }
+                try connection.execute("DELETE FROM _ingot_join_scopes WHERE name = $1", [join.name])
                 if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
                 try connection.execute(
                     """
@@ -91,6 +91,24 @@ extension PGStore {
 }
 
 extension PGStore {
+    /// `write: replace` at a joined run's end, for `entity`: deletes its rows no unit touched
+    /// (their `_ingot_pos` touched slot is older than the run's first position) — with a
+    /// `scope` column, only those holding a value some unit's records gave it — cascading as a
+    /// single run's replace does, sparing every row a unit touched. Returns the rows deleted.
+    private func deleteUntouched(of entity: Int, _ join: JoinContext, scope: String?) throws -> Int {
+        var condition =
+            "coalesce(t.\(PGStore.positionColumn)[\(PositionSlots(layouts[entity]).touched)], 0) < \(join.firstPosition)"
+        if let scope {
+            // The values every job's units gave, cast from their text form to the column's type.
+            condition += try withinScope(of: entity, column: scope) { seen, type in
+                try connection.execute(
+                    "INSERT INTO \(seen) SELECT DISTINCT value::\(type) FROM _ingot_join_scopes WHERE name = $1 AND entity = $2",
+                    [join.name, String(entity)])
+            }
+        }
+        return try delete(entity: entity, where: condition, sparing: .touchedSince(position: join.firstPosition))
+    }
+
     /// Every page of the joined run, in source order, from the work queue (oversized pages, which
     /// were never kept, are left out, and so are units this job could not read or that claim
     /// more than `maxPageBytes`: the jobs rejected them): 64 units per query.

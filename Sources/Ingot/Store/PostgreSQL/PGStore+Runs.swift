@@ -77,6 +77,16 @@ extension PGStore {
                     [item.pipeline, item.key, item.value])
             }
         }
+        if let joined {
+            for (entity, values) in p.scopeValues.sorted(by: { $0.key < $1.key }) where !values.isEmpty {
+                try connection.execute(
+                    """
+                    INSERT INTO _ingot_join_scopes (name, job, entity, value) SELECT $1, $2, $3, v FROM unnest($4::text[]) AS v
+                      ON CONFLICT DO NOTHING
+                    """,
+                    [joined.name, joined.job, String(entity), PGStore.arrayLiteral(values.compactMap(PostgresBackend.parameter).sorted())])
+            }
+        }
         if !p.rejections.isEmpty {
             var data: [UInt8] = []
             for r in p.rejections {
