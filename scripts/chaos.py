@@ -15,6 +15,9 @@ With --fanout the pipeline has two resources: the pages, then a request per pers
 detail page (a for_each), so that kills land in a fan-out and in takeovers of its fetcher.
 With --in-order, persons and dogs are read from both sides (`inverse:`), so the jobs commit
 their units in the run's order (docs/scale-out.md, "Units committed in order").
+With --replace the pipeline writes `write: replace`: both databases are first loaded by one
+single run of another people data set (a tenth more persons, another seed), so that the joined
+run's end deletes the persons it did not see while jobs are killed around it.
 
 Starts Tests/Fixtures/server.py on 127.0.0.1 (loopback only, stopped at the end), generates the
 people data set with Benchmarks/people.py, and prints one JSON line with the result.
@@ -42,6 +45,8 @@ def main():
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
     a.add_argument("--fanout", action="store_true",
                    help="with --join: the people pages, then each person's detail page (a for_each resource)")
+    a.add_argument("--replace", action="store_true",
+                   help="with --join: write: replace over the tables a single run of another data set left")
     a.add_argument("--in-order", action="store_true",
                    help="with --join: person.dogs and dog.owners read from both sides, so units are committed in order")
     a.add_argument("--files", action="store_true",
@@ -53,8 +58,8 @@ def main():
     args = a.parse_args()
     if args.join and not args.postgres:
         a.error("--join needs --postgres")
-    if (args.files or args.in_order) and not args.join:
-        a.error("--files and --in-order need --join")
+    if (args.files or args.in_order or args.replace) and not args.join:
+        a.error("--files, --in-order and --replace need --join")
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="ingot-chaos-")
     pg = None
@@ -84,6 +89,12 @@ def main():
             pipeline = pipeline.rstrip("\n") + "\n    relationships:\n      owners: {to: person, many: true, key: owners, inverse: dogs}\n"
             if "inverse: owners" not in pipeline:
                 a.error("--in-order could not rewrite pipelines/people.yml")
+        if args.replace:
+            pipeline = pipeline.replace("\nroot: person\n", "\nroot: person\nwrite: replace\n", 1)
+            if args.fanout:
+                pipeline = pipeline.replace("\nresources:\n", "\nwrite: replace\nresources:\n", 1)
+            if "write: replace" not in pipeline:
+                a.error("--replace could not rewrite pipelines/people.yml")
         yml = os.path.join(work, "people-http.yml")
         open(yml, "w").write(pipeline)
         db = os.path.join(work, "chaos.db")
@@ -94,6 +105,16 @@ def main():
             os.chmod(work, 0o755)  # the server runs as nobody under root: it must reach its directory
             pg = bench.Postgres()
             db = pg.fresh("chaos")
+        seeded = []
+        if args.replace:
+            # Another data set, loaded alone into both databases first (the reference is made now too).
+            seed_pages = os.path.join(work, "seed")
+            subprocess.run([sys.executable, GEN, "--out", seed_pages, "--persons", str(args.persons + args.persons // 10),
+                            "--page-size", str(args.page_size), "--seed", str(args.seed + 1000)], check=True, stdout=subprocess.DEVNULL)
+            seeded = [db, pg.fresh("reference")]
+            for target in seeded:
+                subprocess.run([os.path.abspath(args.ingot), "run", os.path.join(ROOT, "pipelines/people.yml"), "--pages", seed_pages,
+                                "--db", target, "--no-archive", "--progress-interval", "0"], check=True, capture_output=True)
         cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--resume", "--archive-dir", os.path.join(work, "archives"),
                "--progress-interval", "0", "--batch-records", str(args.batch_records),
                "--commit-records", str(args.commit_records)]
@@ -113,7 +134,12 @@ def main():
             if args.files:
                 # Local pages: a job whose units come in an unbroken stretch stages them (a job killed
                 # meanwhile leaves its staging file in TMPDIR, removed by the job that finishes the run).
-                cmd[2:3] = [os.path.join(ROOT, "pipelines/people.yml"), "--pages", pages]
+                local = open(os.path.join(ROOT, "pipelines/people.yml")).read()
+                if args.replace:
+                    local = local.replace("\nroot: person\n", "\nroot: person\nwrite: replace\n", 1)
+                local_yml = os.path.join(work, "people-files.yml")
+                open(local_yml, "w").write(local)
+                cmd[2:3] = [local_yml, "--pages", pages]
             procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
                      for _ in range(args.join)]
             runs = args.join
@@ -156,15 +182,16 @@ def main():
                 print(json.dumps({"ok": False, "error": "no run finished"}))
                 return 1
         if pg:
-            reference = pg.fresh("reference")
+            reference = seeded[1] if seeded else pg.fresh("reference")
             subprocess.run([os.path.abspath(args.ingot), "run", yml, "--db", reference, "--no-archive", "--progress-interval", "0"],
                            check=True, capture_output=True)
             got, want = bench.table_digest(pg, "chaos"), bench.table_digest(pg, "reference")
             counts = pg.psql("chaos", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
             leftover = [f for f in os.listdir(work) if f.startswith("ingot-stage-")]
             ok = got == want and not leftover
+            deleted = pg.psql("chaos", "SELECT deleted FROM _ingot_runs ORDER BY started_at DESC LIMIT 1").stdout.strip()
             print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql", "jobs": args.join,
-                              "tables": counts, "same_as_uninterrupted": got == want, "staging_files_left": leftover}))
+                              "tables": counts, "replace_deleted": deleted if args.replace else None, "same_as_uninterrupted": got == want, "staging_files_left": leftover}))
             return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
                                           capture_output=True, text=True).stdout)

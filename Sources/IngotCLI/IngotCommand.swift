@@ -253,8 +253,7 @@ struct Run: ParsableCommand {
             let requests =
                 byJobs.isEmpty ? "" : "; \(byJobs.joined(separator: ", ")) fetched by the jobs that claim them, `concurrency` each"
             print(
-                PipelineRunner.joinObstacle(config).map { "join: \(join) refused (\($0))" }
-                    ?? "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(requests); \(PipelineRunner.joinOrder(config))"
+                "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(requests); \(PipelineRunner.joinOrder(config))"
             )
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {

@@ -386,10 +386,15 @@ struct JoinTests {
 
     /// A joined `write: replace` cascades as a single run does: a cascade from a row no unit
     /// touched spares the rows a unit of the run wrote (dog 8, person 2's again), and ends with
-    /// the single run's tables.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
-    func aJoinedReplaceCascadeSparesTheRowsTheRunWrote(backend: JoinBackend) throws {
-        let yaml = MappingModelTests.cascade
+    /// the single run's tables — also when its units are committed in order (a walker's dog
+    /// `missing: ignore`), whose writes carry no positions but mark the rows they touch.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases, [false, true])
+    func aJoinedReplaceCascadeSparesTheRowsTheRunWrote(backend: JoinBackend, inOrder: Bool) throws {
+        let yaml =
+            inOrder
+            ? MappingModelTests.cascade.replacingOccurrences(of: "{dog: {to: dog}}", with: "{dog: {to: dog, missing: ignore}}")
+            : MappingModelTests.cascade
+        #expect((PipelineRunner.joinOrder(try PipelineConfig.parse(text: yaml, path: "j.yml")) != .anyOrder) == inOrder)
         let pages = [MappingModelTests.cascadeSeed, #"[{"id": 3}]"#]
         let replace = [#"[{"id": 2, "dogs": [8]}]"#, #"[{"id": 3}]"#]
         let config = try PipelineConfig.parse(text: yaml, path: "j.yml")

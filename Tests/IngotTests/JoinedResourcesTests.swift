@@ -315,25 +315,6 @@ struct JoinedResourcesTests {
         try expectSameTables(database, db, seed)
     }
 
-    /// What a joined run still cannot do the way a single run does is refused before anything is
-    /// written, naming why.
-    @Test func whatDecidesByStoredRowsIsRefused() throws {
-        for (yaml, reason) in [
-            (
-                "version: 1\nname: rep\nwrite: replace\nroot: item\nsource: {files: {dir: /tmp, glob: \"none-*.json\"}}\n"
-                    + "entities: {item: {identity: id, attributes: {id: integer}, relationships: {next: {to: item, missing: ignore}}}}",
-                "write: replace deletes by the positions units write"
-            )
-        ] {
-            let config = try PipelineConfig.parse(text: yaml, path: "j.yml")
-            let database = try JoinDatabase(.memory, model: config.model)
-            let summary = try JoinTests.runJoined(config, database, name: "refused", jobs: 1, source: { MemoryPageSource([]) })
-            #expect(summary.first?.failureKind == .configuration, "\(yaml)")
-            #expect(summary.first?.error?.contains(reason) == true, "\(summary.first?.error ?? "")")
-            #expect(try database.join("refused") == nil)
-        }
-    }
-
     // MARK: - Helpers
 
     /// The pipeline `text` run by `jobs` `ingot` processes joined as `name` into a new PostgreSQL

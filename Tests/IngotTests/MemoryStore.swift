@@ -275,12 +275,30 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
             if shared.commitsInOrder {
                 // In order: a single run's writes (PGStore.writeJoinedRows).
                 sharedCounts = nil
-                database.state.withLock { applySingle(batch, tables: &$0.tables) }
+                database.state.withLock { state in
+                    applySingle(batch, tables: &state.tables)
+                    if shared.marksTouched {
+                        markTouched(batch, position: shared.ordinal << 32 | Int64(batch.units.map(\.seq).max() ?? 0), &state.tables)
+                    }
+                }
                 return
             }
             sharedCounts = database.state.withLock { applyShared(batch, ordinal: shared.ordinal, tables: &$0.tables) }
         } else {
             database.state.withLock { applySingle(batch, tables: &$0.tables) }
+        }
+    }
+
+    /// In order, the rows a batch touched get its position as their `@` (PGStore.markTouched).
+    private func markTouched(_ batch: ResolvedBatch, position: Int64, _ tables: inout MemoryDatabase.Tables) {
+        for entity in 0..<batch.entityCount {
+            let slots = PositionSlots(layouts[entity])
+            for row in batch.rows(of: entity) {
+                guard let identity = row.identity else { continue }
+                var positions = tables.positions[entity][identity] ?? Array(repeating: 0, count: slots.count)
+                positions[slots.touched] = position
+                tables.positions[entity][identity] = positions
+            }
         }
     }
 
@@ -692,6 +710,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
     let revived: String?
     let lease: Double
     let commitsInOrder: Bool
+    let marksTouched: Bool
     let ordinal: Int64
     private let database: MemoryDatabase
     private unowned let store: MemoryStore
@@ -703,6 +722,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
         name = request.name
         lease = request.lease
         commitsInOrder = request.commitsInOrder
+        marksTouched = request.marksTouchedRows
         job = "memory-job-\(Self.jobs.withLock { $0 += 1; return $0 })"
         let job = self.job
         let joined = try database.state.withLock { state throws -> (Bool, Bool, String?, Int64, String) in

@@ -14,8 +14,8 @@ struct JoinedPart {
 extension PipelineRunner {
     /// Checks that the pipeline can run joined into `store`, takes the pipeline's run lock shared
     /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
-    /// written: a store that cannot share runs (SQLite), a pipeline whose outcome depends on
-    /// page order (``joinObstacle(_:)``).
+    /// written: a store that cannot share runs (SQLite), `--resume`. A pipeline whose outcome
+    /// depends on page order commits its units in order (``joinOrder(_:)``).
     func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date) throws -> JoinedPart {
         guard let shared = store as? any SharedRunStore else {
             throw StoreError.unsupported(
@@ -24,13 +24,11 @@ extension PipelineRunner {
         if options.resume {
             throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
         }
-        if let reason = PipelineRunner.joinObstacle(config) {
-            throw StoreError.unsupported("--join cannot run this pipeline: \(reason); run it as one job")
-        }
         var request = SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
             lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source))
         request.commitsInOrder = PipelineRunner.joinOrder(config) != .anyOrder
+        request.marksTouchedRows = !config.replacedEntities.isEmpty
         let run = try shared.joinRun(request)
         // Requests known in advance (a for_each answered by one page each, numbered pages once
         // the source's total is known) are made by the jobs that claim them, not by the fetcher.
@@ -48,17 +46,6 @@ extension PipelineRunner {
         return JoinedPart(
             run: run,
             source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests))
-    }
-
-    /// Why `config` cannot run joined — its outcome would depend on which job wrote what first,
-    /// or a joined write cannot do what it asks yet — or `nil`. Checked before anything is
-    /// written, and shown by `--dry-run --join`. A unit carries its page's resource and for_each
-    /// values (``UnitLabels``), so resources and for_each run joined as they run alone.
-    package static func joinObstacle(_ config: PipelineConfig) -> String? {
-        if !config.replacedEntities.isEmpty, joinOrder(config) != .anyOrder {
-            return "write: replace deletes by the positions units write, and a run whose units are committed in order writes none"
-        }
-        return nil
     }
 
     /// Whether the jobs of a joined run of `config` may commit units in any order, or must

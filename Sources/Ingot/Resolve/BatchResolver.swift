@@ -212,14 +212,16 @@ struct BatchResolver: Sendable {
                                 code: .missingReference))
                         continue
                     }
-                    for reference in record.references where kept(reference.row) && !known[reference.target].contains(reference.identity) {
+                    for reference in record.references where kept(reference.row) {
                         switch reference.policy {
                         case .stub:
+                            // A stored target too, as ``RowFolder/foldingWithStubs(_:layouts:parents:)``
+                            // makes it: the batch touched it (`write: replace` keeps it, a cascade spares it).
                             folder.addStub(reference.target, reference.identity)
                             known[reference.target].insert(reference.identity)
-                        case .ignore:
+                        case .ignore where !known[reference.target].contains(reference.identity):
                             dropLink(of: reference.row, at: reference.slot, &page, &dropped)
-                        case .reject:
+                        case .ignore, .reject:
                             break
                         }
                     }

@@ -51,6 +51,10 @@ public struct SharedRunRequest: Sendable {
     /// job claims the first unit not done only, so the tables take every unit's writes in the
     /// order a single run makes them. For a pipeline whose outcome depends on that order.
     public var commitsInOrder = false
+    /// In a run committed in order, each unit still marks the rows it touches (their `@`
+    /// position), for `write: replace` at the run's end to tell the rows no unit touched. A run
+    /// in any order marks every row it writes anyway.
+    public var marksTouchedRows = false
 
     /// A request to join `name`.
     public init(

@@ -111,7 +111,8 @@ final class PGSharedRun: SharedRun {
         alreadyFinished = joined.finished
         revived = joined.revived
         runID = joined.runID
-        context = JoinContext(name: name, job: job, ordinal: joined.id, inOrder: request.commitsInOrder)
+        context = JoinContext(
+            name: name, job: job, ordinal: joined.id, inOrder: request.commitsInOrder, marksTouched: request.marksTouchedRows)
         lease = request.lease
         commitsInOrder = request.commitsInOrder
         self.store = store

@@ -13,6 +13,8 @@ struct JoinContext: Sendable {
     /// Units are committed in the run's order (``SharedRunRequest/commitsInOrder``): each batch
     /// is written as a single run writes it, no positions needed.
     var inOrder = false
+    /// Units committed in order also mark the rows they touch (``SharedRunRequest/marksTouchedRows``).
+    var marksTouched = false
 
     /// The position of unit `seq` of this run.
     func position(_ seq: Int) -> Int64 { ordinal << 32 | Int64(seq) }
@@ -146,6 +148,7 @@ extension PGStore {
         // counted as the resolver counted them (its lookups saw every unit before).
         if join.inOrder {
             try writeEntities(of: batch, direct: false)
+            if join.marksTouched { try markTouched(batch, join) }
             return nil
         }
         let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
@@ -163,6 +166,27 @@ extension PGStore {
                 forgetStaging(after: stagedBefore)
                 return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
             })
+    }
+
+    /// Sets the `@` position of every row `batch` touched (records, nested objects and stubs) to
+    /// its last unit's, in a run committed in order (whose writes carry no positions): the rows
+    /// `write: replace` at the run's end keeps, and a cascade from the others spares.
+    private func markTouched(_ batch: ResolvedBatch, _ join: JoinContext) throws {
+        let position = join.position(batch.units.map(\.seq).max() ?? 0)
+        for (entity, rows) in batch.rows.merged.enumerated() where !rows.index.isEmpty {
+            let layout = layouts[entity]
+            let columns = layout.identitySlots.map { layout.columns[$0] }
+            let keys = Array(rows.index.keys)
+            let arrays = columns.indices.map { k in PGStore.arrayLiteral(keys.map { $0.values[safe: k] ?? .null }) }
+            let names = columns.indices.map { "k\($0)" }
+            let unnest = columns.enumerated().map { "$\($0 + 2)::\(PGStore.columnType($1.type))[]" }.joined(separator: ", ")
+            let on = zip(columns, names).map { "t.\(PGStore.quote($0.name)) = k.\($1)" }.joined(separator: " AND ")
+            try connection.execute(
+                """
+                UPDATE \(PGStore.quote(layout.table)) AS t SET \(PGStore.positionColumn)[\(PositionSlots(layout).touched)] = $1::bigint
+                  FROM unnest(\(unnest)) AS k(\(names.joined(separator: ", "))) WHERE \(on)
+                """, [String(position)] + arrays)
+        }
     }
 
     /// Marks `units` done in the open transaction (those not marked in it yet): this job must
