@@ -90,9 +90,7 @@ def main():
             if "inverse: owners" not in pipeline:
                 a.error("--in-order could not rewrite pipelines/people.yml")
         if args.replace:
-            pipeline = pipeline.replace("\nroot: person\n", "\nroot: person\nwrite: replace\n", 1)
-            if args.fanout:
-                pipeline = pipeline.replace("\nresources:\n", "\nwrite: replace\nresources:\n", 1)
+            pipeline = pipeline.replace("\nwrite: merge\n", "\nwrite: replace\n", 1)
             if "write: replace" not in pipeline:
                 a.error("--replace could not rewrite pipelines/people.yml")
         yml = os.path.join(work, "people-http.yml")
@@ -136,7 +134,7 @@ def main():
                 # meanwhile leaves its staging file in TMPDIR, removed by the job that finishes the run).
                 local = open(os.path.join(ROOT, "pipelines/people.yml")).read()
                 if args.replace:
-                    local = local.replace("\nroot: person\n", "\nroot: person\nwrite: replace\n", 1)
+                    local = local.replace("\nwrite: merge\n", "\nwrite: replace\n", 1)
                 local_yml = os.path.join(work, "people-files.yml")
                 open(local_yml, "w").write(local)
                 cmd[2:3] = [local_yml, "--pages", pages]

@@ -254,6 +254,17 @@ struct JoinedResourcesTests {
         #expect([total.pages, total.records, total.rejectedPages] == want)
     }
 
+    /// PokeAPI — the list, then each pokemon's detail page, requested by the job that claims it —
+    /// run by three `ingot` processes: the fetcher is killed with `kill -9` while the server
+    /// holds the sixth request (no timing involved), a fourth job is started in its place, and
+    /// the run ends exactly as a single run, every detail page stored once.
+    @Test(.timeLimit(.minutes(2))) func detailRequestsJobKilledAndReplacedEndsExact() throws {
+        let server = try FixtureServer(faults: "slow:6", slow: 5)
+        try killTheFetcherAndReplaceIt(
+            RealAPITests.pokeapi(server.base, concurrency: 2), name: "poke", jobs: 3, extra: ["--lease", "2"], environment: [:],
+            when: { _ in ((try? server.counters()) ?? [:]).values.reduce(0, +) >= 6 })
+    }
+
     /// The same with `kill -9`: the job holding the unit in progress is killed while the server
     /// holds that unit's request (the fifth to the API: no timing involved), a job is started in
     /// its place, and the run ends exactly as a single run.
