@@ -312,7 +312,7 @@ struct BulkLoadTests {
                 stored: { _, _, _ in
                     stops += 1
                     if stops == 1 { store.interrupt() }
-                }, refused: { _, _, _ in })
+                }, refused: { _, _, _, _ in })
         }
         try store.rollback()
         try store.close()
@@ -652,7 +652,7 @@ struct SQLiteLoadPhaseTests {
         let plain = try SQLiteStore(path: db, model: config.model)
         #expect(plain.loadState == .batchByBatch)
         #expect(throws: StoreError.self, "nothing staged to merge") {
-            _ = try plain.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+            _ = try plain.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in })
         }
         try plain.close()
 
@@ -665,14 +665,14 @@ struct SQLiteLoadPhaseTests {
         #expect(throws: StoreError.self, "back to batch by batch without a merge") { try store.moveLoad(to: .batchByBatch) }
         #expect(store.loadState == .staging, "a refused move leaves the load where it was")
 
-        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in })
         #expect("\(store.phase)" == "merged, not committed")
         #expect(throws: StoreError.self, "merging twice") {
-            _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+            _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in })
         }
         try store.rollback()
         #expect(store.loadState == .staging, "a merge rolled back stages again")
-        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in })
         #expect(try store.commit())
         #expect(store.loadState == .batchByBatch && store.stageFile == nil)
         #expect(!FileManager.default.fileExists(atPath: db + ".stage"), "the merged stage file goes at the commit")

@@ -291,7 +291,7 @@ struct PostgresBulkTests {
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT last_seq FROM _ingot_runs") == [["1"]])
         #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = 'shelter'") == [["0"]])
-        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _ in })
+        _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in })
         try store.commit()
         #expect(try connection.execute("SELECT value FROM _ingot_state WHERE pipeline = 'shelter'") == [["2026-01-01"]])
         // The file is marked copied with the rows, removed when the store closes, then unnamed.

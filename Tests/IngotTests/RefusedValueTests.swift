@@ -4,9 +4,9 @@ import Testing
 
 @testable import Ingot
 
-/// The safety net for what no check foresaw (hardening round 2, item 1): when the database
-/// refuses a value, the records it refuses are found and rejected with its message, and the
-/// rest of the batch — and the batches before it in the same transaction — are saved.
+/// The safety net for what no check foresaw: when the database refuses a value, the records it
+/// refuses are found and rejected with its message, and the rest of the batch — and the batches
+/// before it in the same transaction — are saved.
 @Suite(.serialized)
 struct RefusedValueTests {
     static let yaml = itemPipeline("refused")
@@ -107,6 +107,45 @@ struct RefusedValueTests {
         #expect(rejects.first?[0] == "[1]" && rejects.first?[1] == "unstorable")
         #expect(rejects.first?[2]?.contains("exceeds btree") == true, "\(rejects)")
         #expect(summary.counters.rejectedRecords == 1 && summary.counters.inserted == 2)
+    }
+
+    /// A staged load (a first batch of 1,200 records in no identity order, into empty tables)
+    /// meets a row the database refuses in its merge — SQLite's trigger, PostgreSQL's index
+    /// limit — and rejects it naming the record that gave it last, as a refusal batch by batch
+    /// does: its page, coding path and index (the stage keeps each row's origin). The other
+    /// 1,199 rows are stored.
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func aStagedMergeNamesTheRecordItRefuses(backend: StoreConformanceTests.Backend) throws {
+        var rng = SeededGenerator(seed: 5)
+        let ids = Array(1...1200).shuffled(using: &rng)
+        let postgres = backend == .postgresql
+        func record(_ k: Int) -> String {
+            postgres ? "{\"name\":\"k\(ids[k])\",\"n\":\(ids[k])}" : "{\"id\":\(ids[k]),\"name\":\"n\(ids[k])\"}"
+        }
+        var second = (700..<1200).map(record)
+        second[7] = postgres ? "{\"name\":\"\(Self.long)\",\"n\":0}" : "{\"id\":\(ids[707]),\"name\":\"poison\"}"
+        let pages = ["[" + (0..<700).map(record).joined(separator: ",") + "]", "[" + second.joined(separator: ",") + "]"]
+        let yaml = postgres ? Self.longYAML : Self.yaml
+        let db = postgres ? try PostgresServer.freshDatabase() : temporaryDirectory().appendingPathComponent("staged.db").path
+        if !postgres {
+            // The tables, empty, with the trigger.
+            #expect(try ingest(yaml, ["[]"], db: db).summary.status == .finished)
+            try Self.refusePoison(in: db, table: "item")
+        }
+        let logs = LogCapture()
+        let (summary, _) = try ingest(yaml, pages, db: db, batchRecords: 2000, logs: logs)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.all.contains { $0.contains("msg=bulk.started") }, "the load was staged")
+        #expect(summary.counters.rejectedRecords == 1)
+        let sql = "SELECT coding_path, source, record_index, reason_code, reason FROM _ingot_rejects"
+        let rejects = postgres ? try PGConnection(url: db).execute(sql).map { $0.map { $0 ?? "NULL" } } : try rows(db, sql)
+        #expect(rejects.map { Array($0.prefix(4)) } == [["[7]", "page-2.json", "7", "unstorable"]], "\(rejects)")
+        #expect(rejects.first?[4].contains(postgres ? "exceeds btree" : "poison value refused") == true, "\(rejects)")
+        let stored =
+            postgres
+            ? try PGConnection(url: db).execute("SELECT count(*) FROM key") == [["1199"]]
+            : try rows(db, "SELECT count(*) FROM item") == [["1199"]]
+        #expect(stored)
     }
 
     /// A joined job meets the same value in a page saved in parts (batches of two records, one

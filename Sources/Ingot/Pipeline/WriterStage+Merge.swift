@@ -26,16 +26,11 @@ extension WriterStage {
                     if changed { rows += 1 }
                     if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
                 },
-                refused: { entity, identity, reason in
-                    let name = model.entities.indices.contains(entity) ? model.entities[entity].name : "?"
-                    refusals.append(
-                        RecordRejection(
-                            entity: name, codingPath: "",
-                            reason:
-                                "the database refused the merged row (\(name) \(String("\(identity)".prefix(100)))): \(reason.prefix(500))",
-                            source: "the staged load's merge", recordIndex: nil, raw: "", code: .unstorable))
+                refused: { entity, identity, reason, record in
+                    refusals.append(mergeRefusal(entity, identity, reason, record))
                 })
             if !refusals.isEmpty { try recordMergeRefusals(refusals) }
+            stagedPages = [:]
             if result.retries > 0 {
                 logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(result.retries + 1)])
             }
@@ -59,6 +54,25 @@ extension WriterStage {
             saved = counters
             fail(error)
         }
+    }
+
+    /// The rejection of a row the staged load's merge could not write: it names the record that
+    /// gave the row last (its page, coding path and archive entry; the row merges every record of
+    /// its identity), with the database's message. A record staged by an earlier process (a
+    /// resumed load) is named by its page's seq.
+    private func mergeRefusal(
+        _ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?
+    ) -> RecordRejection {
+        let name = model.entities.indices.contains(entity) ? model.entities[entity].name : "?"
+        let page = record.flatMap { stagedPages[$0.seq] }
+        var rejection = RecordRejection(
+            entity: name, codingPath: record.map { recordsPath + "[\($0.index)]" } ?? "",
+            reason:
+                "the database refused the row merged from this and the earlier records of \(name) \(String("\(identity)".prefix(100))): \(reason.prefix(500))",
+            source: page?.source ?? record.map { "page \($0.seq) of the run" } ?? "the staged load's merge", recordIndex: record?.index,
+            raw: "", code: .unstorable)
+        rejection.archive = page?.archive
+        return rejection
     }
 
     /// Adds what the merge wrote (`written`, per entity, as the database counted it) and what the

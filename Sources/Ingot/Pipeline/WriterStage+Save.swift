@@ -47,6 +47,9 @@ extension WriterStage {
             prints.keep(pages, refused: !outcome.rejections.isEmpty)
             saved = next
             lastSaved = batch.number
+            if load == .staging {
+                for page in pages where page.part == 0 { stagedPages[page.seq] = (page.source, page.archive) }
+            }
             storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
             log(rejections)
         } catch {

@@ -90,6 +90,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let timers: any RunTimers
     /// The number of the last batch saved.
     var lastSaved = 0
+    /// The pages of the batches staged since the last merge, by seq: where a record a staged
+    /// load's merge refuses came from (its source and archive entry).
+    var stagedPages: [Int: (source: String, archive: ArchiveLocation?)] = [:]
     /// Bumped by each commit, so a pending commit timer knows its transaction is gone.
     var commitGeneration = 0
     private let committed = Atomic<Int>(0)

@@ -12,11 +12,15 @@ struct RowFolder: Sendable {
         /// unit (page of the shared source) whose record gave it, 0 where none did. Empty otherwise.
         var valueUnits: [Int] = []
         var linkUnits: [Int] = []
+        /// Per row of `rows`: the record that gave it last (``RecordOrigin``), 0 where unknown —
+        /// what a rejection by a staged load's merge names.
+        var origins: [Int64] = []
 
         /// Removes the row of `identity`, keeping the others' order. Whether there was one.
         mutating func remove(_ identity: IdentityKey) -> Bool {
             guard let at = index.removeValue(forKey: identity) else { return false }
             rows.remove(at: at)
+            if origins.indices.contains(at) { origins.remove(at: at) }
             for k in at..<rows.count {
                 if let moved = rows[k].identity { index[moved] = k }
             }
@@ -115,9 +119,10 @@ struct RowFolder: Sendable {
         for page in pages {
             let unit = page.unit?.seq ?? 0
             for record in page.records {
-                for r in record.rows { folder.merge(page.rows[r], from: page.storage, unit: unit) }
+                let origin = RecordOrigin.code(seq: page.seq, record: record.index)
+                for r in record.rows { folder.merge(page.rows[r], from: page.storage, unit: unit, origin: origin) }
                 for reference in record.references where folder.merged[reference.target].index[reference.identity] == nil {
-                    folder.addStub(reference.target, reference.identity)
+                    folder.addStub(reference.target, reference.identity, origin: origin)
                 }
             }
         }
@@ -133,6 +138,7 @@ struct RowFolder: Sendable {
         for (entity, count) in counts.enumerated() where count > 0 {
             merged[entity].index.reserveCapacity(count)
             merged[entity].rows.reserveCapacity(count)
+            merged[entity].origins.reserveCapacity(count)
             merged[entity].storage.values.reserveCapacity(count * layouts[entity].columns.count)
             merged[entity].storage.linkSets.reserveCapacity(count * layouts[entity].toMany.count)
         }
@@ -141,8 +147,8 @@ struct RowFolder: Sendable {
     /// Merges `row`, whose values are in `source`: a new identity is copied in; a known one
     /// takes the row's present columns and to-many sets (later wins, key by key). In a joined
     /// run, `unit` is the row's page in the shared source (pages come in increasing units), and
-    /// each slot remembers the unit that set it last.
-    mutating func merge(_ row: EntityRow, from source: RowStorage, unit: Int = 0) {
+    /// each slot remembers the unit that set it last. `origin` is the record's (``RecordOrigin``).
+    mutating func merge(_ row: EntityRow, from source: RowStorage, unit: Int = 0, origin: Int64 = 0) {
         let shape = shapes[row.entity]
         let columnCount = shape.columns
         let linkCount = shape.links
@@ -164,6 +170,7 @@ struct RowFolder: Sendable {
                     merged[row.entity].storage.linkSets[existing.linkStart + k] = earlier + later.filter { !earlier.contains($0) }
                 }
                 merged[row.entity].rows[at].mask = existing.mask
+                if origin != 0 { merged[row.entity].origins[at] = origin }
                 target = existing
             } else {
                 var copy = merged[row.entity].storage.appendRow(
@@ -171,6 +178,7 @@ struct RowFolder: Sendable {
                 merged[row.entity].storage.overwrite(&copy, with: row, from: source, columns: columnCount, links: linkCount)
                 merged[row.entity].index[identity] = merged[row.entity].rows.count
                 merged[row.entity].rows.append(copy)
+                merged[row.entity].origins.append(origin)
                 target = copy
             }
         } else {
@@ -291,6 +299,7 @@ struct RowFolder: Sendable {
             let order = merged[entity].rows.withUnsafeBufferPointer(RowFolder.identityOrder)
             guard order.indices.contains(where: { order[$0] != $0 }) else { continue }
             merged[entity].rows = order.map { merged[entity].rows[$0] }
+            merged[entity].origins = order.map { merged[entity].origins[$0] }
             for (position, row) in merged[entity].rows.enumerated() {
                 if let identity = row.identity { merged[entity].index[identity] = position }
             }
@@ -334,8 +343,8 @@ struct RowFolder: Sendable {
         }
     }
 
-    mutating func addStub(_ entity: Int, _ identity: IdentityKey) {
-        if let parent = parents[safe: entity] ?? nil { addStub(parent, identity) }
+    mutating func addStub(_ entity: Int, _ identity: IdentityKey, origin: Int64 = 0) {
+        if let parent = parents[safe: entity] ?? nil { addStub(parent, identity, origin: origin) }
         guard merged[entity].index[identity] == nil else { return }
         let layout = layouts[entity]
         var row = merged[entity].storage.appendRow(entity: entity, layout: layout, identity: identity)
@@ -345,6 +354,7 @@ struct RowFolder: Sendable {
         }
         merged[entity].index[identity] = merged[entity].rows.count
         merged[entity].rows.append(row)
+        merged[entity].origins.append(origin)
     }
 }
 
@@ -395,5 +405,23 @@ extension ScalarValue {
         case .text: 3
         case .bool: 4
         }
+    }
+}
+
+/// Which record of the run a row came from — its page's seq and its index in the page — packed
+/// in one integer (seq in the high 32 bits; 0: unknown), as a staged load keeps it beside each
+/// staged row: a row the database refuses in the staged load's merge is rejected naming the
+/// record that gave it last, its page and coding path, as a refusal batch by batch does.
+enum RecordOrigin {
+    /// The origin of record `record` of page `seq`.
+    static func code(seq: Int, record: Int) -> Int64 {
+        guard (1...Int(Int32.max)).contains(seq), (0...Int(UInt32.max)).contains(record) else { return 0 }
+        return Int64(seq) << 32 | Int64(record)
+    }
+
+    /// The page and record of `code`; `nil` for 0 (unknown).
+    static func decode(_ code: Int64) -> (seq: Int, index: Int)? {
+        guard code > 0 else { return nil }
+        return (Int(code >> 32), Int(code & 0xFFFF_FFFF))
     }
 }

@@ -69,10 +69,12 @@ public protocol IngestStore: IdentityLookups {
     /// entity (by index) the rows inserted and the stubs among them, and calls `stored` with each
     /// stored row the records mentioned (entity, identity, whether changed) and `refused` with
     /// each row the database refused (a trigger or constraint added to a table: the row and its
-    /// links are left out, the merge goes on). Afterwards the load goes on batch by batch.
+    /// links are left out, the merge goes on), with the record that gave it last (its page's seq
+    /// and its index in the page; `nil` when the stage does not say). Afterwards the load goes on
+    /// batch by batch.
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult
 
     // MARK: write: replace
@@ -112,7 +114,7 @@ extension IngestStore {
     /// Nothing staged, nothing merged.
     public func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult { WriteResult(counts: []) }
 
     /// A store without a schema of its own to migrate.

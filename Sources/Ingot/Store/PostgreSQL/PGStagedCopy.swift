@@ -34,9 +34,11 @@ struct PGStagedCopy: FoldedRowWriter {
     var values: HeldValues
     var given = ColumnMask()
     var sets: HeldValues
+    var origin: Int64 = 0
     private(set) var counts = EntityCounts()
-    /// The rows the server refused (careful only): identity and the server's message.
-    private(set) var refusals: [(identity: IdentityKey, reason: String)] = []
+    /// The rows the server refused (careful only): identity, the server's message, and the
+    /// record that gave the row last (``RecordOrigin``).
+    private(set) var refusals: [(identity: IdentityKey, reason: String, origin: Int64)] = []
     private let connection: PGConnection
     private let fills: [(slot: Int, value: ScalarValue, always: Bool)]
     private let isBool: [Bool]
@@ -63,6 +65,7 @@ struct PGStagedCopy: FoldedRowWriter {
     private var rowEnds: [Int] = []
     private var linkEnds: [[Int]]
     private var keys: [IdentityKey] = []
+    private var origins: [Int64] = []
     private var stubs: [Bool] = []
     /// The bytes of `COPY` text held before they are sent (``PGStaging/copyBytes``).
     private let copyBytes: Int
@@ -150,6 +153,7 @@ struct PGStagedCopy: FoldedRowWriter {
             for k in links.indices { linkEnds[k].append(links[k].count) }
             for k in owners.indices { ownerEnds[k].append(owners[k].count) }
             keys.append(identity())
+            origins.append(origin)
             stubs.append(holdsStub)
         } else {
             counts.inserted += 1
@@ -315,11 +319,12 @@ struct PGStagedCopy: FoldedRowWriter {
                         return reason
                     }
                 },
-                refused: { row, reason in refusals.append((keys[row], reason)) })
+                refused: { row, reason in refusals.append((keys[row], reason, origins[row])) })
         }
         rows.removeAll(keepingCapacity: true)
         rowEnds.removeAll(keepingCapacity: true)
         keys.removeAll(keepingCapacity: true)
+        origins.removeAll(keepingCapacity: true)
         stubs.removeAll(keepingCapacity: true)
         for k in links.indices {
             links[k].removeAll(keepingCapacity: true)

@@ -76,7 +76,7 @@ extension PGStore {
     /// its batches' rejections and kept values. Counts as the copy or the merge counted.
     func mergeStretch(
         _ staging: PGStaging, _ join: JoinContext, fills: [[(slot: Int, value: ScalarValue, always: Bool)]],
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
         try begin()
         let units = stretch.units
@@ -95,7 +95,7 @@ extension PGStore {
             let copied = try copyStretch(staging, fills: fills, position: position, retries: &retries)
             counts = copied.counts
             let refusals = copied.refusals
-            for (entity, identity, reason) in refusals { refused(entity, identity, reason) }
+            for (entity, identity, reason, record) in refusals { refused(entity, identity, reason, record) }
             staging.file.rollback()
             try recordRejectsAndKept(
                 RunProgress(runID: staging.runID, counters: RunCounters(), rejections: stretchRejections, kept: try staging.keptValues()))
@@ -122,15 +122,16 @@ extension PGStore {
     private func copyStretch(
         _ staging: PGStaging, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], position: PGStagedCopy.Stretch?,
         retries: inout Int
-    ) throws -> (counts: [EntityCounts], refusals: [(entity: Int, identity: IdentityKey, reason: String)]) {
+    ) throws -> (counts: [EntityCounts], refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)])
+    {
         let stagedBefore = stagedInTransaction.count
         var careful = false
-        var refusals: [(entity: Int, identity: IdentityKey, reason: String)] = []
+        var refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)] = []
         while true {
             do {
                 refusals = []
                 let counts = try connection.inSavepoint("ingot_stretch") {
-                    try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2)) }
+                    try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2, $3)) }
                 }
                 return (counts, refusals)
             } catch {

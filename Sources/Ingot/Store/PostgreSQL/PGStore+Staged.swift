@@ -370,7 +370,7 @@ extension PGStore {
     /// next run applies.
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
         guard case .staging(let staging) = load else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
         if let joined { return try mergeStretch(staging, joined, fills: fills, refused: refused) }
@@ -406,7 +406,8 @@ extension PGStore {
     /// or `careful`; the rows the server refused (careful only) go to `refused`.
     func copyStaged(
         _ staging: PGStaging, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], careful: Bool,
-        stretch: PGStagedCopy.Stretch? = nil, refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        stretch: PGStagedCopy.Stretch? = nil,
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
         try staging.file.fold(splitRows: FoldPart.splitRows, interruption: folds) { entity, rows in
@@ -418,7 +419,7 @@ extension PGStore {
             // Into empty tables: every folded row is new, none stored.
             try copy.write(rows) { _, _ in }
             try copy.finish()
-            for (identity, reason) in copy.refusals { refused(entity, identity, reason) }
+            for (identity, reason, origin) in copy.refusals { refused(entity, identity, reason, RecordOrigin.decode(origin)) }
             counts.append(copy.counts)
         }
         return counts

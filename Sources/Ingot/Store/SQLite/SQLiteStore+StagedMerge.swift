@@ -17,7 +17,7 @@ extension SQLiteStore {
     /// open transaction, or in one it begins.
     package func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
-        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String) -> Void
+        refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
         guard case .staging(let file) = phase else { throw StoreError.schema("no staged load to merge: the load is \(phase)") }
         var counts: [EntityCounts] = []
@@ -28,7 +28,7 @@ extension SQLiteStore {
             var merge = try StagedMerge(connection: connection, layout: layout, fills: fills.indices.contains(entity) ? fills[entity] : [])
             defer { merge.finalize() }
             try merge.write(rows) { identity, changed in stored(entity, identity, changed) }
-            for (identity, reason) in merge.refusals { refused(entity, identity, reason) }
+            for (identity, reason, origin) in merge.refusals { refused(entity, identity, reason, RecordOrigin.decode(origin)) }
             counts.append(merge.counts)
         }
         // The load is merged when this transaction commits; its staging file goes then (StageFile).

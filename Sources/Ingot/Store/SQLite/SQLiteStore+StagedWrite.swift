@@ -22,6 +22,8 @@ struct StagedMerge: FoldedRowWriter {
     private var linkStarts: [[Int]]
     /// Per held-back row, whether it is a stub.
     private var heldBackStubs: [Bool] = []
+    /// Per row held back: the record that gave it last (``RecordOrigin``).
+    private var heldBackOrigins: [Int64] = []
     /// New rows are inserted once this many are held back (or ``MergedChunk/size`` bytes of them).
     static let feedRows = 4096
     /// The stored row of an identity (its rowid), if any.
@@ -51,11 +53,13 @@ struct StagedMerge: FoldedRowWriter {
     var values: HeldValues
     var given = ColumnMask()
     var sets: HeldValues
+    var origin: Int64 = 0
     /// The rows inserted, and the stubs among them.
     private(set) var counts = EntityCounts()
     /// The rows the database refused (a trigger or constraint added to the table), with its
-    /// message: left out, with their links; SQLite undid the refused statement alone.
-    private(set) var refusals: [(identity: IdentityKey, reason: String)] = []
+    /// message and the record that gave the row last (``RecordOrigin``): left out, with their
+    /// links; SQLite undid the refused statement alone.
+    private(set) var refusals: [(identity: IdentityKey, reason: String, origin: Int64)] = []
 
     init(connection: OpaquePointer, layout: EntityLayout, fills: [(slot: Int, value: ScalarValue, always: Bool)]) throws {
         self.layout = layout
@@ -138,13 +142,14 @@ struct StagedMerge: FoldedRowWriter {
                     report(identity(), try merge(into: rowid))
                 } catch {
                     guard let refused = error as? RowRefused else { throw error }
-                    refusals.append((identity(), refused.reason))
+                    refusals.append((identity(), refused.reason, origin))
                 }
             }
             clear()
             return
         }
         heldBackStubs.append(isStub)
+        heldBackOrigins.append(origin)
         for k in linkFeeds.indices { linkStarts[k].append(linkFeeds[k].count) }
         feed()
         clear()
@@ -163,6 +168,7 @@ struct StagedMerge: FoldedRowWriter {
             for feed in linkFeeds { feed.removeAll() }
             for k in linkStarts.indices { linkStarts[k].removeAll(keepingCapacity: true) }
             heldBackStubs.removeAll(keepingCapacity: true)
+            heldBackOrigins.removeAll(keepingCapacity: true)
         }
         rowFeed.bind(to: insertFedRows.handle, at: 1)
         guard try refusal(of: insertFedRows) == nil else { return try insertHeldBackOneByOne() }
@@ -184,7 +190,7 @@ struct StagedMerge: FoldedRowWriter {
                 let key = layout.identitySlots.map { slot in
                     rowFeed.value(row: row, column: slot, bool: layout.columns[slot].type == .bool)
                 }
-                refusals.append((key.count == 1 ? .single(key[0]) : .composite(key), reason))
+                refusals.append((key.count == 1 ? .single(key[0]) : .composite(key), reason, heldBackOrigins[row]))
                 continue
             }
             counts.inserted += 1

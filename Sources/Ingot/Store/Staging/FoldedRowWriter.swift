@@ -8,6 +8,8 @@ protocol FoldedRowWriter {
     var values: HeldValues { get set }
     var given: ColumnMask { get set }
     var sets: HeldValues { get set }
+    /// The record that gave the held row last (``RecordOrigin``; 0: unknown): what a refusal names.
+    var origin: Int64 { get set }
     /// Writes the held row, then forgets it (or holds it back with others, to be written at
     /// the latest by ``flushHeldBack()``).
     mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws
@@ -67,6 +69,7 @@ extension FoldedRowWriter {
     /// Holds the fold's current row as the row to write.
     private mutating func take(_ fold: borrowing StagedFold) {
         given = fold.given
+        origin = fold.origin
         for slot in layout.columns.indices { values.copy(slot, from: fold.values) }
         for k in layout.toMany.indices { sets.copy(k, from: fold.sets) }
     }
@@ -74,7 +77,8 @@ extension FoldedRowWriter {
     /// Holds the row at `at` in a chunk as the row to write; moves `at` past it.
     private mutating func load(from chunk: UnsafeRawBufferPointer, at: inout Int) {
         given = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
-        at += 16
+        origin = Int64(bitPattern: StagedSets.integer(chunk, at + 16, 8))
+        at += 24
         for slot in layout.columns.indices { values.load(slot, from: chunk, at: &at) }
         for k in layout.toMany.indices { sets.load(k, from: chunk, at: &at) }
     }

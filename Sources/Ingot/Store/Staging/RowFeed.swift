@@ -396,7 +396,7 @@ extension RowFeed {
     static func arities(for layouts: [EntityLayout]) -> Set<Int> {
         var widest = 1
         for layout in layouts {
-            widest = max(widest, layout.columns.count + 3)
+            widest = max(widest, layout.columns.count + StageFile.extraColumns)
             for toMany in layout.toMany {
                 widest = max(widest, toMany.sourceColumns.count + toMany.targetColumns.count + (toMany.isOrdered ? 1 : 0))
             }

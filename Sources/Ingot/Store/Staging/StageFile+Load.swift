@@ -38,6 +38,10 @@ extension StageFile {
     /// The page cache of a staged load, in KiB.
     static let cacheKiB = 8192
 
+    /// The columns of a staging table besides the entity's own: the mask's two words and the
+    /// sets before them, the row's origin (``RecordOrigin``) after.
+    static let extraColumns = 4
+
     /// The staging table of entity `layout`.
     static func table(of layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
 
@@ -46,7 +50,7 @@ extension StageFile {
 
     /// Appends a batch's folded rows to the staging tables, in the file's open transaction (one
     /// it begins): per row the mask of the columns its records gave, its to-many sets (a
-    /// ``StagedSets`` blob) and its values.
+    /// ``StagedSets`` blob), its values and the record that gave it last (``RecordOrigin``).
     func append(_ batch: ResolvedBatch) throws {
         try begin()
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
@@ -54,13 +58,13 @@ extension StageFile {
             let names = layout.columns.map { StageFile.quote($0.name) }.joined(separator: ", ")
             // The batch's rows in one statement (a RowFeed), not one each: appends only.
             let insert = try statement(
-                "INSERT INTO \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names)) \(RowFeed.select(arity: layout.columns.count + 3))"
+                "INSERT INTO \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names), \"_ingot_from\") \(RowFeed.select(arity: layout.columns.count + StageFile.extraColumns))"
             )
             let feed = RowFeed()
             var sets: [UInt8] = []
             rows.rows.withUnsafeBufferPointer { all in
                 rows.storage.withView { values in
-                    for row in all where row.identity != nil {
+                    for (position, row) in all.enumerated() where row.identity != nil {
                         // The identity is always given (a stub's row too): the fold groups by it.
                         var mask = row.mask
                         for slot in layout.identitySlots { mask.insert(slot) }
@@ -84,6 +88,7 @@ extension StageFile {
                                 feed.append(.null)
                             }
                         }
+                        feed.append(.integer(rows.origins.indices.contains(position) ? rows.origins[position] : 0))
                     }
                 }
             }

@@ -71,7 +71,7 @@ final class StageFile {
         for layout in layouts {
             let columns = layout.columns.map { StageFile.quote($0.name) }.joined(separator: ", ")
             try file.execute(
-                "CREATE TABLE \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns))"
+                "CREATE TABLE \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns), \"_ingot_from\")"
             )
         }
         try file.execute(
@@ -89,7 +89,12 @@ final class StageFile {
         if let select = try? file.statement("SELECT token FROM _ingot_stage_meta") {
             try? select.query { row in held = sqlite3_column_text(row, 0).map { String(cString: $0) } }
         }
-        guard held == token else {
+        // A file staged without each row's origin (by an earlier version) is not read: the load
+        // starts its stage again, as for a lost file.
+        let described = file.layouts.allSatisfy { layout in
+            (try? file.statement("SELECT \"_ingot_from\" FROM \(StageFile.quote(StageFile.table(of: layout))) LIMIT 0")) != nil
+        }
+        guard held == token, described else {
             file.close()
             return nil
         }

@@ -159,6 +159,8 @@ struct StagedFold {
     private(set) var values: HeldValues
     private(set) var given = ColumnMask()
     private(set) var sets: HeldValues
+    /// The record that gave the current identity's rows last (``RecordOrigin``; 0: unknown).
+    private(set) var origin: Int64 = 0
     private var hasGroup = false
 
     init(connection: OpaquePointer, layout: EntityLayout, part: FoldPart = .all) throws {
@@ -168,7 +170,7 @@ struct StagedFold {
         read = try RawStatement(
             connection: connection,
             sql:
-                "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")) FROM \(StageFile.quote(StageFile.table(of: layout)))\(part.condition(identity)) ORDER BY \(identity), rowid"
+                "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")), \"_ingot_from\" FROM \(StageFile.quote(StageFile.table(of: layout)))\(part.condition(identity)) ORDER BY \(identity), rowid"
         )
         for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(read.handle, Int32(i + 1), value) }
         values = HeldValues(count: layout.columns.count)
@@ -197,6 +199,8 @@ struct StagedFold {
                 values.hold(slot, from: read, column: Int32(slot + 3))
             }
             given.formUnion(mask)
+            let from = sqlite3_column_int64(read, Int32(layout.columns.count + 3))
+            if from != 0 { origin = from }
             if sqlite3_column_type(read, 2) == SQLITE_BLOB, let blob = sqlite3_column_blob(read, 2) {
                 let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(read, 2)))
                 // The blob is kept whole for each set it gives (the last set given wins).
@@ -245,13 +249,14 @@ struct StagedFold {
         values.clear()
         sets.clear()
         given = ColumnMask()
+        origin = 0
         hasGroup = false
     }
 }
 
 /// Folded rows on their way from the fold thread to the writer: per row the columns given (two
-/// 8-byte words), each column's value (``HeldValues/append(_:to:)``), then each to-many's set
-/// (a byte: held or not, then the held blob as a value).
+/// 8-byte words), its origin (an 8-byte word), each column's value (``HeldValues/append(_:to:)``),
+/// then each to-many's set (a byte: held or not, then the held blob as a value).
 struct MergedChunk: Sendable {
     var bytes: [UInt8] = []
     var rows = 0
@@ -262,6 +267,7 @@ struct MergedChunk: Sendable {
     mutating func append(_ fold: borrowing StagedFold) {
         StagedSets.appendInteger(fold.given.low, bytes: 8, to: &bytes)
         StagedSets.appendInteger(fold.given.high, bytes: 8, to: &bytes)
+        StagedSets.appendInteger(UInt64(bitPattern: fold.origin), bytes: 8, to: &bytes)
         for slot in fold.layout.columns.indices { fold.values.append(slot, to: &bytes) }
         for k in fold.layout.toMany.indices { fold.sets.append(k, to: &bytes) }
         rows += 1
