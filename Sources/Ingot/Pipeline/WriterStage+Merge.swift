@@ -29,7 +29,15 @@ extension WriterStage {
                 refused: { entity, identity, reason, record in
                     refusals.append(mergeRefusal(entity, identity, reason, record))
                 })
-            if !refusals.isEmpty { try recordMergeRefusals(refusals) }
+            if !refusals.isEmpty {
+                logger.warning(
+                    "bulk.refused",
+                    metadata: [
+                        "rows": .int(refusals.count),
+                        LogKey.reason: "the database refused rows of the staged merge: each is rejected naming its record, the rest merged",
+                    ])
+                try recordMergeRefusals(refusals)
+            }
             stagedPages = [:]
             if result.retries > 0 {
                 logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(result.retries + 1)])

@@ -346,7 +346,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// that made a row are not known any more: they were folded into it), in the merge's
     /// transaction.
     func recordMergeRefusals(_ refusals: [RecordRejection]) throws {
-        prints.drop("the staged merge refused rows, whose pages it cannot name")
+        prints.drop("the staged merge refused rows after their pages' prints were kept")
         for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
         saved.rejectedRecords += refusals.count
         saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
