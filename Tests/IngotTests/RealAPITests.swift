@@ -554,10 +554,14 @@ struct RealAPITests {
 
     /// Killed inside the for_each (a detail request fails and the run stops), `--resume`
     /// continues exactly: the list is read again to know the requests, no detail page is applied
-    /// twice and none is skipped.
-    @Test(arguments: [1, 4])
-    func aForEachResumesExactly(concurrency: Int) throws {
-        let server = try FixtureServer(faults: "401:15")
+    /// twice and none is skipped. Also when the failure is the for_each's first request (the
+    /// 4th): the list's last page committed the state of a resource not begun (`res:pokemon:-:`),
+    /// which a resume refused ("cannot resume from state"); and when it is the list's third page:
+    /// the list's first two pages are read again for their requests (the for_each made only the
+    /// third page's five, and the run said finished).
+    @Test(arguments: [1, 4], [15, 4, 3])
+    func aForEachResumesExactly(concurrency: Int, failing request: Int) throws {
+        let server = try FixtureServer(faults: "401:\(request)")
         let db = temporaryDirectory().appendingPathComponent("poke.db").path
         let first = try run(Self.pokeapi(server.base, concurrency: concurrency), db: db)
         #expect(first.status == .failed)

@@ -376,7 +376,8 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         var inner = String(fields[3])
         index = resource
         if let forEach = resources[index].forEach {
-            let itemField = fields[2].split(separator: "@", maxSplits: 1)
+            // `-`: the resource not begun (the one before it ended with the last page committed).
+            let itemField = fields[2] == "-" ? ["0"] : fields[2].split(separator: "@", maxSplits: 1)
             guard let position = itemField.first.flatMap({ Int($0) }), position >= 0 else {
                 throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
             }
@@ -411,9 +412,37 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             for parent in Set(resources[index...].compactMap { $0.forEach?.resource }) {
                 if let k = resources.firstIndex(where: { $0.name == parent }), k < index { try recollect(parent) }
             }
+            // Inside a resource a later for_each reads: its pages before the resume point made
+            // requests too. Read again up to that point, or — when no page ends there any more —
+            // the resource starts over (its pages applied again, in order: the tables end the same).
+            if !inner.isEmpty, isRead(by: resources[index]), try !recollect(resources[index], upTo: inner) {
+                logger.warning(
+                    "resource.restarted",
+                    metadata: [
+                        "resource": "\(resources[index].name)",
+                        LogKey.reason:
+                            "read again, no page of it ends where the run stopped: it starts over, so that no request of the for_each reading it is missed",
+                    ])
+                inner = ""
+            }
             try open()
         }
         if !inner.isEmpty { try current?.resume(from: inner) }
+    }
+
+    /// Reads `resource`'s pages again from its start up to the page after which the run stopped
+    /// (its source's resume state `state`), only to collect the requests their records make.
+    /// Whether such a page came (else nothing is collected).
+    private func recollect(_ resource: ResourceConfig, upTo state: String) throws -> Bool {
+        logger.info("resource.reread", metadata: ["resource": "\(resource.name)", LogKey.reason: "to resume the for_each that reads it"])
+        let source = try makeSource(resource)
+        collected[resource.name] = RequestList()
+        while var page = try source.next() {
+            collect(from: &page, of: resource)
+            if page.resumeState == state { return true }
+        }
+        collected[resource.name] = nil
+        return false
     }
 
     /// Reads resource `name`'s pages again, only to collect the requests its records make.

@@ -172,7 +172,9 @@ extension WriterStage {
     }
 
     /// What `write: replace`, cascades and replace scopes need to know of the rows written.
+    /// Only a run that deletes at its end keeps them (a joined run's last job reads positions).
     private func noteWritten(_ resolved: ResolvedBatch, scopeValues: [Int: Set<ScalarValue>]) {
+        guard replace == .deleteUntouched else { return }
         for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
         for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
         for (entity, values) in scopeValues { scopes[entity]?.seen.formUnion(values) }

@@ -40,7 +40,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let model: EntityModel
     let runID: String
     /// What `write: replace` does at the end of this run.
-    private let replace: ReplaceAtEnd
+    let replace: ReplaceAtEnd
     let logger: Logger
     private let loggedRejectionLimit: Int
     private let shared: SharedCounters
