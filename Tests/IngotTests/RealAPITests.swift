@@ -1007,6 +1007,10 @@ struct RealAPITests {
                 defaults: "")?
                 .contains("for_each needs defaults.http.url") == true)
         #expect(error("  - {name: a, source: {http: {url: x}}, root: a}\nroot: a")?.contains("belongs to each resource") == true)
+        // Not "belongs to each resource": a resource takes no incremental (its own key would be unknown).
+        #expect(
+            error("  - {name: a, source: {http: {url: x}}, root: a}\nincremental: {param: since, cursor_path: at}")?.contains(
+                "incremental is not supported with resources: yet") == true)
         #expect(
             error(
                 "  - {name: a, source: {http: {url: x}}}\n  - {name: b, for_each: {resource: a, path: \"x/{id}\"}}\n"

@@ -280,11 +280,18 @@ struct PipelineYAMLReader {
         // Resources that could not be read have their own problem: no second one about their roots.
         var resourcesUnread = false
         if let resourcesNode = top["resources"] {
-            for key in ["source", "records", "root", "incremental"] {
+            for key in ["source", "records", "root"] {
                 if let node = top[key] {
                     sections.problems.append(
                         error(node, "with resources:, \(key) belongs to each resource (or, for HTTP settings, to defaults.http)"))
                 }
+            }
+            if let node = top["incremental"] {
+                sections.problems.append(
+                    error(
+                        node,
+                        "incremental is not supported with resources: yet; give the resource that reads changes since a cursor a pipeline file of its own"
+                    ))
             }
             let read = sections.read { () throws(ConfigError) in try readResources(resourcesNode, defaults: top["defaults"], model: model) }
             resources = read ?? []
