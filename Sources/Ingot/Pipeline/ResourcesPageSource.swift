@@ -408,26 +408,30 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             }
             try open()
         } else {
-            // The resources before it that a later for_each reads: their lists again.
-            for parent in Set(resources[index...].compactMap { $0.forEach?.resource }) {
-                if let k = resources.firstIndex(where: { $0.name == parent }), k < index { try recollect(parent) }
-            }
-            // Inside a resource a later for_each reads: its pages before the resume point made
-            // requests too. Read again up to that point, or — when no page ends there any more —
-            // the resource starts over (its pages applied again, in order: the tables end the same).
-            if !inner.isEmpty, isRead(by: resources[index]), try !recollect(resources[index], upTo: inner) {
-                logger.warning(
-                    "resource.restarted",
-                    metadata: [
-                        "resource": "\(resources[index].name)",
-                        LogKey.reason:
-                            "read again, no page of it ends where the run stopped: it starts over, so that no request of the for_each reading it is missed",
-                    ])
-                inner = ""
-            }
+            inner = try resumeListing(inner: inner)
             try open()
         }
         if !inner.isEmpty { try current?.resume(from: inner) }
+    }
+
+    /// Resuming in the current resource, not a for_each, after its page that said `inner`: the
+    /// lists of the resources before it that a later for_each reads are read again; inside one a
+    /// later for_each reads, its pages before the resume point made requests too — read again up
+    /// to that point, or, when no page ends there any more, the resource starts over (its pages
+    /// applied again, in order: the tables end the same). Returns where its source continues.
+    private func resumeListing(inner: String) throws -> String {
+        for parent in Set(resources[index...].compactMap { $0.forEach?.resource }) {
+            if let k = resources.firstIndex(where: { $0.name == parent }), k < index { try recollect(parent) }
+        }
+        guard !inner.isEmpty, isRead(by: resources[index]), try !recollect(resources[index], upTo: inner) else { return inner }
+        logger.warning(
+            "resource.restarted",
+            metadata: [
+                "resource": "\(resources[index].name)",
+                LogKey.reason:
+                    "read again, no page of it ends where the run stopped: it starts over, so that no request of the for_each reading it is missed",
+            ])
+        return ""
     }
 
     /// Reads `resource`'s pages again from its start up to the page after which the run stopped
