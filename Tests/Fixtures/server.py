@@ -3,7 +3,8 @@
 
 Serves
   /api/{films,people,planets,species}/[?page=N]   the Star Wars API from ./swapi (vendored), rendered as
-                                                   (--api-slow N: the Nth request sleeps --slow seconds)
+                                                   (--api-slow N: the Nth request sleeps --slow seconds;
+                                                   --api-fail N: the Nth request is answered 401)
                                                    the public API does: pages of 10, {count,next,previous,results},
                                                    relations as URLs http://HOST/api/people/1/
   /people/next?page=N        people pages (--people DIR, from Benchmarks/people.py) with "next" rewritten to this server's URL
@@ -65,6 +66,7 @@ class State:
     people_requests = 0
     api_requests = 0
     api_slow = 0  # --api-slow N: the Nth request to /api/* sleeps --slow seconds
+    api_fail = 0  # --api-fail N: the Nth request to /api/* is answered 401
     seen = []
     seen_once = set()  # faults of the API shapes that happen the first time only
     faults = {}
@@ -213,14 +215,18 @@ class Handler(BaseHTTPRequestHandler):
             return self.hostile(u.path[len("/hostile/"):], q)
         if u.path == "/requests":
             return self.send_json({"requests": State.requests, "people_requests": State.people_requests,
+                                   "api_requests": State.api_requests,
                                    "not_modified": State.not_modified,
                                    "in_flight": State.in_flight, "peak_in_flight": State.peak})
         if u.path.startswith("/api/"):
             with State.lock:
                 State.api_requests += 1
                 slow = State.api_requests == State.api_slow
+                fail = State.api_requests == State.api_fail
             if slow:
                 time.sleep(State.slow)
+            if fail:
+                return self.send_json({"detail": "Authentication credentials were not provided."}, 401)
             return self.swapi(u.path, q)
         if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
                 or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/") or u.path.startswith("/export/") \
@@ -592,6 +598,7 @@ def main():
     a.add_argument("--token")
     a.add_argument("--slow", type=float, default=3.0)
     a.add_argument("--api-slow", type=int, default=0, help="the Nth request to /api/* sleeps --slow seconds")
+    a.add_argument("--api-fail", type=int, default=0, help="the Nth request to /api/* is answered 401")
     a.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this certificate")
     a.add_argument("--validators", default="", choices=["", "etag", "last-modified", "both"],
                    help="answers carry an ETag and/or Last-Modified, and a conditional request that matches gets a 304")
@@ -606,6 +613,7 @@ def main():
     State.token = args.token
     State.slow = args.slow
     State.api_slow = args.api_slow
+    State.api_fail = args.api_fail
     State.delay = args.delay
     State.gate_size = args.gate
     # socketserver listens with a backlog of 5: an eighth simultaneous connect overflows it and

@@ -15,9 +15,10 @@ final class FixtureServer {
     ///   - validators: answers carry `etag`, `last-modified` or `both`, and a conditional request
     ///     that matches gets a 304.
     ///   - apiSlow: the Nth request to the Star Wars API (/api/*) waits `slow` seconds.
+    ///   - apiFail: the Nth request to the Star Wars API is answered 401 (the run fails).
     init(
         people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
-        tls: (cert: String, key: String)? = nil, validators: String? = nil, apiSlow: Int = 0
+        tls: (cert: String, key: String)? = nil, validators: String? = nil, apiSlow: Int = 0, apiFail: Int = 0
     ) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         var arguments = [
@@ -30,6 +31,7 @@ final class FixtureServer {
         if let tls { arguments += ["--tls", tls.cert, tls.key] }
         if let validators { arguments += ["--validators", validators] }
         if apiSlow > 0 { arguments += ["--api-slow", "\(apiSlow)"] }
+        if apiFail > 0 { arguments += ["--api-fail", "\(apiFail)"] }
         process.arguments = arguments
         let out = Pipe()
         process.standardOutput = out

@@ -63,6 +63,23 @@ struct JoinedStretchTests {
         #expect(!FileManager.default.fileExists(atPath: leftover), "the dead job's file is removed with the run's end")
     }
 
+    /// A stretch whose last page is staged in part (a page in parts, its first batch staged)
+    /// breaks at a batch that goes on with that page's rest and another job's unit: written
+    /// then, it must leave that unit open — its rest is written batch by batch and marks it done.
+    /// Marked done with the stretch, the rest was refused as a lost claim and lost — its records,
+    /// their rejections and its page's counts — while the run said finished.
+    @Test func aStretchLeavesAUnitStagedInPartOpen() {
+        let (u1, u2, u4) = (UnitRef(seq: 1, claim: 1), UnitRef(seq: 2, claim: 1), UnitRef(seq: 4, claim: 1))
+        var stretch = JoinedStretch()
+        stretch.add([u1], endingItsPage: true)
+        stretch.add([u2], endingItsPage: false)
+        #expect(stretch.units == [u1, u2] && stretch.wholeUnits == [u1])
+        #expect(stretch.continues(with: [u2]), "the rest of its page")
+        #expect(!stretch.continues(with: [u2, u4]), "another job holds unit 3")
+        stretch.add([u2], endingItsPage: true)
+        #expect(stretch.wholeUnits == [u1, u2])
+    }
+
     /// Another job holds unit 4 while this job stages units 1–3; it writes unit 4 (a person of
     /// unit 2, renamed, with other dogs) before this job claims unit 5. The stretch ends there
     /// (unit 5 does not continue it): written with one position, it meets the row unit 4 made

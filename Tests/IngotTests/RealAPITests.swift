@@ -580,46 +580,55 @@ struct RealAPITests {
         #expect(logs.all.contains { $0.contains("msg=resource.reread") })
     }
 
-    /// A run that fails at any one request of a pipeline with resources and a `for_each`, then
-    /// `--resume`d, ends in the tables of an uninterrupted run: PokeAPI (a list of three pages,
-    /// then a detail page per record) and GitHub (the repository, issues by Link headers, then
-    /// each issue's comments, paginated themselves) — every request in turn refused (401, which
-    /// fails the run), the uninterrupted run made afterwards on the same server.
-    @Test(arguments: ["pokeapi", "github"])
+    /// A run that fails at any one request of a pipeline with resources, then `--resume`d, ends in
+    /// the tables of an uninterrupted run, every page once: PokeAPI (a list of three pages, then a
+    /// detail page per record), GitHub (the repository, issues by Link headers, then each issue's
+    /// comments, paginated themselves) and pipelines/swapi.yml (six resources by next URLs, a
+    /// parent entity, relationships read from both sides) — every request in turn refused (401,
+    /// which fails the run), the uninterrupted run made afterwards on the same server.
+    @Test(arguments: ["pokeapi", "github", "swapi"])
     func aResumeAfterAFailureAtAnyRequestEndsExact(api: String) throws {
+        let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
         func pipeline(_ base: String) throws -> String {
-            api == "pokeapi"
-                ? Self.pokeapi(base)
-                : try Self.github(base).replacingOccurrences(
-                    of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+            switch api {
+            case "pokeapi": Self.pokeapi(base)
+            case "github":
+                try Self.github(base).replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+            default: swapi
+            }
         }
-        func run(_ text: String, db: String, resume: Bool) throws -> RunSummary {
-            let config = try PipelineConfig.parse(text: text, path: "api.yml")
+        func server(failing request: Int) throws -> FixtureServer {
+            api == "swapi" ? try FixtureServer(apiFail: request) : try FixtureServer(faults: request > 0 ? "401:\(request)" : "")
+        }
+        func run(_ text: String, _ server: FixtureServer, db: String, resume: Bool) throws -> RunSummary {
+            let environment = ["GITHUB_TOKEN": "t0ken", "SWAPI_API": server.base]
+            let config = try PipelineConfig.parse(text: text, path: "api.yml", environment: environment)
             var options = RunOptions()
             options.databasePath = db
             options.progressInterval = 0
             options.resume = resume
             let source = try config.makeSource(
-                database: .sqlite(path: db), maxPageBytes: 1 << 20, environment: ["GITHUB_TOKEN": "t0ken"], logger: LogCapture().logger)
+                database: .sqlite(path: db), maxPageBytes: 1 << 20, environment: environment, logger: LogCapture().logger)
             return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
         }
-        let counting = try FixtureServer()
-        let alone = try run(try pipeline(counting.base), db: temporaryDirectory().appendingPathComponent("alone.db").path, resume: false)
+        let counting = try server(failing: 0)
+        let alone = try run(
+            try pipeline(counting.base), counting, db: temporaryDirectory().appendingPathComponent("alone.db").path, resume: false)
         #expect(alone.status == .finished, "\(alone.error ?? "")")
-        let requests = try #require(try counting.counters()["people_requests"])
+        let requests = try #require(try counting.counters()[api == "swapi" ? "api_requests" : "people_requests"])
         #expect(requests >= 13)
         for failing in 1...requests {
-            let server = try FixtureServer(faults: "401:\(failing)")
+            let server = try server(failing: failing)
             let text = try pipeline(server.base)
-            let config = try PipelineConfig.parse(text: text, path: "api.yml")
             let db = temporaryDirectory().appendingPathComponent("resumed.db").path
-            let first = try run(text, db: db, resume: false)
+            let first = try run(text, server, db: db, resume: false)
             #expect(first.status == .failed, "request \(failing)")
-            let resumed = try run(text, db: db, resume: true)
+            let resumed = try run(text, server, db: db, resume: true)
             #expect(resumed.status == .finished, "request \(failing): \(resumed.error ?? "")")
             let reference = temporaryDirectory().appendingPathComponent("reference.db").path
-            #expect(try run(text, db: reference, resume: false).status == .finished)
-            let (got, want) = (try PostgresTests.sqliteDump(db, config.model), try PostgresTests.sqliteDump(reference, config.model))
+            #expect(try run(text, server, db: reference, resume: false).status == .finished)
+            let model = try PipelineConfig.parse(text: text, path: "api.yml", environment: ["SWAPI_API": server.base]).model
+            let (got, want) = (try PostgresTests.sqliteDump(db, model), try PostgresTests.sqliteDump(reference, model))
             #expect(got == want, "request \(failing): \(want.keys.sorted().filter { got[$0] != want[$0] })")
             #expect(resumed.counters.pages == alone.counters.pages, "request \(failing): every page once across both runs")
         }

@@ -104,12 +104,9 @@ extension WriterStage {
     }
 
     /// A full first batch whose records came in no identity order, into empty tables: the load is
-    /// staged from it (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``). A joined
-    /// job's first batch, whatever it holds: what it holds depends on how far the fetcher was
-    /// ahead when the job took it, so the plan alone decides (``LoadPlan/Mode/joined(staged:)``).
+    /// staged from it (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
     private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
-        guard batch.number == 1, unitTransactions || (!batch.arrivedInIdentityOrder && records >= WriterStage.firstBatchToStage)
-        else { return }
+        guard batch.number == 1, !batch.arrivedInIdentityOrder, records >= WriterStage.firstBatchToStage else { return }
         let before = load
         guard before != .staging else { return }
         switch try store.turnStaged(at: .firstBatch) {

@@ -32,6 +32,13 @@ import Foundation
 struct JoinedStretch {
     /// The units staged, in order.
     private(set) var units: [UnitRef] = []
+    /// Whether the last unit's page is staged whole (not only its first parts: a page in parts).
+    private(set) var lastUnitWhole = true
+
+    /// The units whose pages are staged whole: all but a last one staged in part, whose other
+    /// parts come in a later batch (the stretch may break before it, at a batch that goes on
+    /// with another job's unit).
+    var wholeUnits: [UnitRef] { lastUnitWhole ? units : Array(units.dropLast()) }
 
     var isEmpty: Bool { units.isEmpty }
 
@@ -46,8 +53,9 @@ struct JoinedStretch {
         return true
     }
 
-    mutating func add(_ batch: [UnitRef]) {
+    mutating func add(_ batch: [UnitRef], endingItsPage: Bool) {
         for unit in batch where unit != units.last { units.append(unit) }
+        lastUnitWhole = endingItsPage
     }
 }
 
@@ -83,13 +91,16 @@ extension PGStore {
         var counts: [EntityCounts]
         var retries = 0
         do {
-            try markDone(Set(units), join)
+            // A last unit staged in part is not done: its other parts are written batch by batch,
+            // at the same position, and mark it done (a job dying before then leaves it to be
+            // taken over and written again whole, the same values at the same position).
+            try markDone(Set(stretch.wholeUnits), join)
             // A stretch that is the whole run (the job was alone): no other unit of the run is
             // left to merge with, so its rows go in as a single job's, without positions — which
             // lose to every page of a later joined run, as a single run's rows do.
             let row = try connection.execute("SELECT end_seq FROM _ingot_joins WHERE name = $1", [join.name])
             let end: Int? = row.first?[0].flatMap { Int($0) }
-            let wholeRun = end != nil && units.first?.seq == 1 && units.count == (end ?? 0) - 1
+            let wholeRun = end != nil && units.first?.seq == 1 && stretch.wholeUnits.count == (end ?? 0) - 1
             let position =
                 wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(units.last?.seq ?? 0))
             let copied = try copyStretch(staging, fills: fills, position: position, retries: &retries)
