@@ -183,16 +183,16 @@ struct JoinedResourcesTests {
         #expect(ended.withLock { $0 }?.status == .interrupted, "\(ended.withLock { $0 }?.error ?? "")")
     }
 
-    /// The GitHub pipeline's fetcher is killed with `kill -9` while the server holds its eighth
-    /// request (a comments page of the for_each: no timing involved) and a job is started in its
-    /// place: another job takes the fetcher's role over once its lease runs out, resumes the
+    /// The GitHub pipeline, run by three `ingot` processes: the fetcher is killed with `kill -9`
+    /// while the server holds its eighth request (a comments page of the for_each: no timing
+    /// involved) and a job is started in its place: another job takes the fetcher's role over once its lease runs out, resumes the
     /// for_each at that request, and the run ends exactly as a single run.
     @Test(.timeLimit(.minutes(2))) func aForEachFetcherKilledAndReplacedEndsExact() throws {
         let server = try FixtureServer(faults: "slow:8", slow: 20)
         let environment = ["GITHUB_TOKEN": "t0ken"]
         let text = try RealAPITests.github(server.base)
         try killTheFetcherAndReplaceIt(
-            text, name: "gh", jobs: 2, extra: [], environment: environment,
+            text, name: "gh", jobs: 3, extra: [], environment: environment,
             when: { watcher in
                 let row = (try? watcher.execute("SELECT next_seq FROM _ingot_joins WHERE name = 'gh'"))?.first
                 let requests = ((try? server.counters()) ?? [:]).values.reduce(0, +)
