@@ -4,7 +4,7 @@ import Testing
 
 @testable import Ingot
 
-/// Files beside the database and the numbers that guard them (hardening round 2, items 8 and 11).
+/// Files beside the database and the numbers that guard them.
 struct DatabaseFilesTests {
     @Test func aLockFileThatIsASymbolicLinkIsRefusedNotFollowed() throws {
         let dir = temporaryDirectory()

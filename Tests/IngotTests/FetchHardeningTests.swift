@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// URLs and secrets on the fetch side (hardening round 2, items 6 and 11).
+/// URLs and secrets on the fetch side.
 struct FetchHardeningTests {
     /// A redirect or next URL is used as the server sent it: escapes kept, only what a URL
     /// cannot hold encoded (once).
@@ -20,7 +20,7 @@ struct FetchHardeningTests {
     }
 }
 
-/// Secrets stay secret whatever their shape (hardening round 2, item 6).
+/// Secrets stay secret whatever their shape.
 struct SecretShapeTests {
     @Test(arguments: [
         ("postgresql://ingot:s3cretpw@db:5432/people", ["s3cretpw"]),
@@ -92,8 +92,7 @@ extension StoreLocation {
 }
 
 /// A `${VAR}` in a URL's path or query is a secret wherever the URL goes: logs, the run's error,
-/// the archive's sources, `_ingot_rejects.source`, the resume state in `_ingot_runs`
-/// (hardening round 2, item 6).
+/// the archive's sources, `_ingot_rejects.source`, the resume state in `_ingot_runs`.
 @Suite(.serialized)
 struct URLSecretTests {
     static let tenant = "tenant-7f3a9c01"

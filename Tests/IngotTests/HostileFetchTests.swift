@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// A response must not steer Ingot anywhere it was not pointed (issue: hardening, item 1).
+/// A response must not steer Ingot anywhere it was not pointed.
 /// Two fixture servers on loopback play the configured API (A) and another host (B).
 @Suite(.serialized)
 struct HostileFetchTests {

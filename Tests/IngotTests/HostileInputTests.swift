@@ -171,7 +171,7 @@ struct HostileArchiveTests {
     }
 }
 
-/// What a run writes, replay reads; memory and disk bounded by settings (items 3 and 4).
+/// What a run writes, replay reads; memory and disk bounded by settings.
 struct BoundsTests {
     private let yaml = """
         version: 1
@@ -266,7 +266,7 @@ struct BoundsTests {
     }
 }
 
-/// Relations stay whole: `write: replace` nullifies what pointed at a deleted row (item 5).
+/// Relations stay whole: `write: replace` nullifies what pointed at a deleted row.
 struct NullifyTests {
     private func yaml(root: String, write: String) -> String {
         """
@@ -314,7 +314,7 @@ struct NullifyTests {
     }
 }
 
-/// Names that cannot collide (item 6).
+/// Names that cannot collide.
 struct NameTests {
     private func problems(_ entities: String) -> String { modelProblems(entities) }
 

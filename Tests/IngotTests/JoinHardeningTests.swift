@@ -4,8 +4,7 @@ import Testing
 
 @testable import Ingot
 
-/// `--join` only joins the same work, survives an outage, and treats its queue's rows as input
-/// (hardening round 2, item 4).
+/// `--join` only joins the same work, survives an outage, and treats its queue's rows as input.
 @Suite(.serialized)
 struct JoinHardeningTests {
     /// One job of `yaml` joined under `name`, reading `source`.

@@ -161,7 +161,7 @@ struct MetricsTests {
     }
 }
 
-/// The metrics endpoint under hostile clients (hardening round 2, item 5).
+/// The metrics endpoint under hostile clients.
 struct MetricsEndpointTests {
     private func connectedSocket(_ port: Int) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

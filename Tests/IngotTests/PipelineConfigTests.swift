@@ -158,7 +158,7 @@ struct PipelineConfigTests {
     }
 
     /// A replay has no environment: `${VAR}` outside `source:` would map it differently from its
-    /// run, so it is refused there (hardening round 2, item 10). `$${` stays a literal anywhere.
+    /// run, so it is refused there. `$${` stays a literal anywhere.
     @Test(arguments: ["name: ${NAME:-x}", "records: ${RECORDS}", "    attributes: {id: integer, n: {type: string, key: \"${K}\"}}"])
     func aVariableOutsideTheSourceIsRefused(line: String) throws {
         var text = """
@@ -206,7 +206,7 @@ struct PipelineConfigTests {
     }
 
     /// What `${VAR}` puts in a URL's user info, path, query or fragment is a secret; a variable
-    /// giving the scheme, host or port is not (hardening round 2, item 6).
+    /// giving the scheme, host or port is not.
     @Test(arguments: [
         ("https://${HOST}/v1/items", [String]()),
         ("${API:-https://x.test}/v1/items", []),

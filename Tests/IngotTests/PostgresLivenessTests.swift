@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// PostgreSQL liveness, exit codes and writers sharing tables (hardening round 2, item 7).
+/// PostgreSQL liveness, exit codes and writers sharing tables.
 @Suite(.serialized)
 struct PostgresLivenessTests {
     /// A server that accepts connections and never answers: the connection gives up

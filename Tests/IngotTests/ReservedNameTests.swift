@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// Names and shapes the databases reserve (hardening round 2, item 9): refused at validation
+/// Names and shapes the databases reserve: refused at validation
 /// with file:line:column, for both backends alike, so a pipeline never validates for one and
 /// breaks on the other.
 @Suite(.serialized)

@@ -3,8 +3,8 @@ import Testing
 
 @testable import Ingot
 
-/// One range and one canonical form for every backend, checked where a value is decoded
-/// (hardening round 2, items 1 and 2): the same pages give the same tables and the same counts
+/// One range and one canonical form for every backend, checked where a value is decoded:
+/// the same pages give the same tables and the same counts
 /// in SQLite and PostgreSQL, at any batch size, and no value that one database refuses can fail
 /// a batch.
 @Suite(.serialized)
