@@ -17,21 +17,10 @@ struct JoinedResourcesTests {
     @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
     func sixResourcesRunJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
-        let environment = ["SWAPI_API": server.base]
         let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
         let oneSided = swapi.replacingOccurrences(of: #", inverse: \w+"#, with: "", options: .regularExpression)
-        let config = try PipelineConfig.parse(text: oneSided, path: "swapi.yml", environment: environment)
-        let (single, db) = try runAlone(config, environment: environment)
-        let database = try JoinDatabase(backend, model: config.model)
         let archives = (0..<3).map { _ in temporaryDirectory().path }
-        let summaries = try JoinTests.runJoined(config, database, name: "swapi", jobs: 3, batchRecords: 7, archives: archives) {
-            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
-        }
-        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
-        try expectSameTables(database, db, config)
-        let total = try #require(try database.runs().first?.counters)
-        let want: [Int] = [single.counters.pages, single.counters.records, 0]
-        #expect([total.pages, total.records, total.rejectedPages] == want)
+        let (config, single, database, db) = try runSwapiJoinedAndAlone(oneSided, server, backend, archives: archives)
         // The finishing job archived every unit with its resource: a replay maps each page as
         // the run did.
         let files = archives.flatMap { dir in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 } }
@@ -238,20 +227,9 @@ struct JoinedResourcesTests {
     @Test(.timeLimit(.minutes(2)), arguments: [JoinBackend.postgresql])
     func inversePairsRunJoinedInOrder(backend: JoinBackend) throws {
         let server = try FixtureServer()
-        let environment = ["SWAPI_API": server.base]
         let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
-        let config = try PipelineConfig.parse(text: swapi, path: "swapi.yml", environment: environment)
+        let (config, _, _, _) = try runSwapiJoinedAndAlone(swapi, server, backend)
         #expect(PipelineRunner.joinOrder(config) != .anyOrder)
-        let (single, db) = try runAlone(config, environment: environment)
-        let database = try JoinDatabase(backend, model: config.model)
-        let summaries = try JoinTests.runJoined(config, database, name: "swapi", jobs: 3, batchRecords: 7) {
-            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
-        }
-        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
-        try expectSameTables(database, db, config)
-        let total = try #require(try database.runs().first?.counters)
-        let want: [Int] = [single.counters.pages, single.counters.records, 0]
-        #expect([total.pages, total.records, total.rejectedPages] == want)
     }
 
     /// PokeAPI — the list, then each pokemon's detail page, requested by the job that claims it —
@@ -372,6 +350,28 @@ struct JoinedResourcesTests {
     }
 
     /// `config` run alone into a new SQLite database: its summary and the database.
+    /// `text` (pipelines/swapi.yml or a variant) against `server`: run alone into SQLite, then by
+    /// three jobs joined into `backend` (archiving into `archives`, one directory a job, when
+    /// given); every job finishes, the tables are the single run's, and so are the run's pages,
+    /// records and rejected pages.
+    private func runSwapiJoinedAndAlone(
+        _ text: String, _ server: FixtureServer, _ backend: JoinBackend, archives: [String] = []
+    ) throws -> (config: PipelineConfig, single: RunSummary, database: JoinDatabase, db: String) {
+        let environment = ["SWAPI_API": server.base]
+        let config = try PipelineConfig.parse(text: text, path: "swapi.yml", environment: environment)
+        let (single, db) = try runAlone(config, environment: environment)
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "swapi", jobs: 3, batchRecords: 7, archives: archives) {
+            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        try expectSameTables(database, db, config)
+        let total = try #require(try database.runs().first?.counters)
+        let want: [Int] = [single.counters.pages, single.counters.records, 0]
+        #expect([total.pages, total.records, total.rejectedPages] == want)
+        return (config, single, database, db)
+    }
+
     private func runAlone(_ config: PipelineConfig, environment: [String: String], db: String? = nil) throws -> (RunSummary, String) {
         var options = RunOptions()
         options.databasePath = db ?? temporaryDirectory().appendingPathComponent("alone.db").path

@@ -434,30 +434,28 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         return ""
     }
 
-    /// Reads `resource`'s pages again from its start up to the page after which the run stopped
-    /// (its source's resume state `state`), only to collect the requests their records make.
-    /// Whether such a page came (else nothing is collected).
-    private func recollect(_ resource: ResourceConfig, upTo state: String) throws -> Bool {
+    /// Reads `resource`'s pages again from its start — to its end, or up to the page after which
+    /// the run stopped (its source's resume state `state`) — only to collect the requests their
+    /// records make. Whether it got there (else nothing is collected).
+    @discardableResult private func recollect(_ resource: ResourceConfig, upTo state: String? = nil) throws -> Bool {
         logger.info("resource.reread", metadata: ["resource": "\(resource.name)", LogKey.reason: "to resume the for_each that reads it"])
         let source = try makeSource(resource)
         collected[resource.name] = RequestList()
         while var page = try source.next() {
             collect(from: &page, of: resource)
-            if page.resumeState == state { return true }
+            if let state, page.resumeState == state { return true }
         }
-        collected[resource.name] = nil
-        return false
+        guard state == nil else {
+            collected[resource.name] = nil
+            return false
+        }
+        return true
     }
 
-    /// Reads resource `name`'s pages again, only to collect the requests its records make.
+    /// Reads resource `name`'s pages again, once, only to collect the requests its records make.
     private func recollect(_ name: String) throws {
-        guard collected[name] == nil, let k = resources.firstIndex(where: { $0.name == name }) else { return }
-        logger.info("resource.reread", metadata: ["resource": "\(name)", LogKey.reason: "to resume the for_each that reads it"])
-        let source = try makeSource(resources[k])
-        collected[name] = RequestList()
-        while var page = try source.next() {
-            collect(from: &page, of: resources[k])
-        }
+        guard collected[name] == nil, let resource = resources.first(where: { $0.name == name }) else { return }
+        try recollect(resource)
     }
 }
 

@@ -175,17 +175,12 @@ extension PGStore {
         let position = join.position(batch.units.map(\.seq).max() ?? 0)
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.index.isEmpty {
             let layout = layouts[entity]
-            let columns = layout.identitySlots.map { layout.columns[$0] }
-            let keys = Array(rows.index.keys)
-            let arrays = columns.indices.map { k in PGStore.arrayLiteral(keys.map { $0.values[safe: k] ?? .null }) }
-            let names = columns.indices.map { "k\($0)" }
-            let unnest = columns.enumerated().map { "$\($0 + 2)::\(PGStore.columnType($1.type))[]" }.joined(separator: ", ")
-            let on = zip(columns, names).map { "t.\(PGStore.quote($0.name)) = k.\($1)" }.joined(separator: " AND ")
+            let k = PGStore.keyArrays(layout, Array(rows.index.keys), firstParameter: 2)
             try connection.execute(
                 """
                 UPDATE \(PGStore.quote(layout.table)) AS t SET \(PGStore.positionColumn)[\(PositionSlots(layout).touched)] = $1::bigint
-                  FROM unnest(\(unnest)) AS k(\(names.joined(separator: ", "))) WHERE \(on)
-                """, [String(position)] + arrays)
+                  FROM unnest(\(k.unnest)) AS k(\(k.names)) WHERE \(k.on)
+                """, [String(position)] + k.parameters)
         }
     }
 

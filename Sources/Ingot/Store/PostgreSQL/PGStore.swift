@@ -174,18 +174,28 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         guard !keys.isEmpty, !layout.identitySlots.isEmpty else { return [:] }
         // The keys go in as arrays, one per identity column; the rows found come back as their
         // positions in those arrays, so no value is parsed back.
-        let columns = layout.identitySlots.map { layout.columns[$0] }
-        let arrays = columns.indices.map { k in PGStore.arrayLiteral(keys.map { $0.values[safe: k] ?? .null }) }
-        let names = columns.indices.map { "k\($0)" }
-        let unnest = columns.enumerated().map { "$\($0 + 1)::\(PGStore.columnType($1.type))[]" }.joined(separator: ", ")
-        let on = zip(columns, names).map { "t.\(PGStore.quote($0.name)) = k.\($1)" }.joined(separator: " AND ")
+        let k = PGStore.keyArrays(layout, keys, firstParameter: 1)
         let sql =
-            "SELECT k.i FROM unnest(\(unnest)) WITH ORDINALITY AS k(\(names.joined(separator: ", ")), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(on)"
+            "SELECT k.i FROM unnest(\(k.unnest)) WITH ORDINALITY AS k(\(k.names), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(k.on)"
         var found: [IdentityKey: StoredRef] = [:]
-        for row in try connection.execute(sql, arrays) {
+        for row in try connection.execute(sql, k.parameters) {
             if let text = row[0], let i = Int(text), keys.indices.contains(i - 1) { found[keys[i - 1]] = .found }
         }
         return found
+    }
+
+    /// `keys` of `layout`'s entity as `unnest` arguments (one `$n::type[]` per identity column,
+    /// from `$firstParameter`), their aliases `k0, k1, …` (`names`), the condition matching them
+    /// to the table aliased `t` (`on`, against the unnest aliased `k`), and the array parameters.
+    static func keyArrays(
+        _ layout: EntityLayout, _ keys: [IdentityKey], firstParameter: Int
+    ) -> (unnest: String, names: String, on: String, parameters: [String?]) {
+        let columns = layout.identitySlots.map { layout.columns[$0] }
+        let names = columns.indices.map { "k\($0)" }
+        let unnest = columns.enumerated().map { "$\($0 + firstParameter)::\(columnType($1.type))[]" }.joined(separator: ", ")
+        let on = zip(columns, names).map { "t.\(quote($0.name)) = k.\($1)" }.joined(separator: " AND ")
+        let parameters = columns.indices.map { k in arrayLiteral(keys.map { $0.values[safe: k] ?? .null }) }
+        return (unnest, names.joined(separator: ", "), on, parameters)
     }
 
     // MARK: - Writes
