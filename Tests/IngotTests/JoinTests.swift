@@ -220,8 +220,8 @@ struct JoinTests {
     }
 
     /// Two joined jobs over compressed JSON Lines files (`*.jsonl.gz`, `*.jsonl.zst`) store every
-    /// row, as a single run does, and the finishing job's archive replays them: a unit carries
-    /// its page's compression (a joined job parsed the gzip bytes as JSON Lines: 0 rows, and one
+    /// row, as a single run does, and the finishing job's archive (each file read again) replays
+    /// them: a page keeps its compression (a joined job parsed the gzip bytes as JSON Lines: 0 rows, and one
     /// of the jobs exited 0).
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
     func compressedJSONLinesJoinAsASingleRunReadsThem(backend: JoinBackend) throws {
@@ -257,6 +257,15 @@ struct JoinTests {
         #expect(all.allSatisfy { $0.status == .finished }, "\(all.compactMap(\.error))")
         #expect(all.map(\.counters.rejectedRecords).reduce(0, +) == 0)
         #expect(try database.dump()["item"]?.count == 300)
+        if backend == .postgresql {
+            // Each unit named its file, and the job that claimed it read it: no page went through
+            // the work queue (docs/scale-out.md, "Pages any job reads").
+            let units = try PGConnection(url: database.url).execute(
+                "SELECT labels::json->>'cursor' FROM _ingot_units WHERE name = 'lines' ORDER BY seq")
+            #expect(
+                units.map { $0[0]?.split(separator: ":").last.map(String.init) }
+                    == (0..<6).map { "part-\($0).jsonl" + ($0 % 2 == 0 ? ".gz" : ".zst") })
+        }
         let files = archives.flatMap { dir in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 } }
         let reader = try ArchiveReader(path: try #require(files.first))
         #expect(reader.entries.map(\.metadata.compression) == [.gzip, .zstd, .gzip, .zstd, .gzip, .zstd])

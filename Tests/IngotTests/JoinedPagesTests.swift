@@ -224,3 +224,79 @@ struct JoinedPagesTests {
         #expect(ended.withLock { $0 }?.status == .interrupted, "\(ended.withLock { $0 }?.error ?? "")")
     }
 }
+
+/// Files in a shared run (docs/scale-out.md, "Pages any job reads"): the fetcher enqueues each file
+/// of a directory source unread, a unit naming it and its size (``FileUnit``), and the job that
+/// claims it reads it from its own directory — no payload goes through the work queue. A unit row
+/// is input: a name outside the source's glob reads nothing.
+struct JoinedFilesTests {
+    /// A directory of four pages, one of them compressed, and a file the glob leaves out.
+    static func directory() throws -> String {
+        let dir = temporaryDirectory().appendingPathComponent("files").path
+        try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: true)
+        for (k, name) in ["a.json", "b.json", "sub/c.json"].enumerated() {
+            try Data(#"{"results": [{"id": \#(k)}]}"#.utf8).write(to: URL(fileURLWithPath: dir + "/" + name))
+        }
+        try Data(try Zstd().compress(Array(#"{"results": []}"#.utf8))).write(to: URL(fileURLWithPath: dir + "/d.json.zst"))
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: dir + "/notes.txt"))
+        return dir
+    }
+
+    @Test func theFetcherEnqueuesFilesUnreadNamingThemAndTheirSizes() throws {
+        let dir = try Self.directory()
+        let source = try DirectoryPageSource(directory: dir, glob: "**/*.json*")
+        source.defersReading = true
+        var seen: [Page] = []
+        while let page = try source.next() { seen.append(page) }
+        let zst = try FileManager.default.attributesOfItem(atPath: dir + "/d.json.zst")[.size] as? Int ?? 0
+        #expect(seen.map(\.cursor) == ["file:24:a.json", "file:24:b.json", "file:\(zst):d.json.zst", "file:24:sub/c.json"])
+        #expect(seen.allSatisfy { $0.bytes.isEmpty && SharedRequests.isFile($0) && !SharedRequests.isPending($0) })
+        #expect(seen.map(\.resumeState) == ["after:a.json", "after:b.json", "after:d.json.zst", "after:sub/c.json"])
+    }
+
+    @Test func aJobReadsTheFileAUnitNames() throws {
+        let dir = try Self.directory()
+        let files = try DirectoryPageSource(directory: dir, glob: "**/*.json*").shared
+        let zst = try Array(Data(contentsOf: URL(fileURLWithPath: dir + "/d.json.zst")))
+        var unit = Page(seq: 3, source: "elsewhere/d.json.zst", bytes: [])
+        unit.cursor = "file:\(zst.count):d.json.zst"
+        let named = try #require(FileUnit(cursor: "file:\(zst.count):d.json.zst"))
+        let page = try files.read(unit, unit: named)
+        #expect(page.source == dir + "/d.json.zst" && page.compression == .zstd && page.unreadable == nil)
+        #expect(page.bytes == zst, "read as it is: the decode lane inflates it")
+        let nested = try files.read(unit, unit: FileUnit(name: "sub/c.json", size: 24))
+        #expect(nested.bytes == Array(#"{"results": [{"id": 2}]}"#.utf8))
+    }
+
+    /// Names that are not files of the source — climbing out, absolute, another pattern, empty
+    /// parts — are rejected pages, and nothing is read; a cursor that is not a file unit's is one too.
+    @Test(arguments: ["../files/a.json", "/etc/passwd", "sub/../a.json", "notes.txt", "sub//c.json", "./a.json", ""])
+    func aUnitNamingAFileOutsideTheSourceReadsNothing(name: String) throws {
+        let dir = try Self.directory()
+        let files = try DirectoryPageSource(directory: dir, glob: "**/*.json*").shared
+        let page = try files.read(Page(seq: 1, source: "x", bytes: []), unit: FileUnit(name: name, size: 24))
+        #expect(page.bytes.isEmpty && page.unreadable?.contains("not a file of \(dir)") == true, "\(page.unreadable ?? "read")")
+        let requests = SharedRequests(
+            config: try PipelineConfig.parse(text: itemPipeline("files"), path: "p.yml"), environment: [:], maxPageBytes: 1 << 20,
+            files: files)
+        var odd = Page(seq: 1, source: "x", bytes: [])
+        odd.cursor = "file:many:a.json"
+        #expect(try requests.read(odd).unreadable?.contains("not a file of its source") == true)
+    }
+
+    /// A file this job cannot find, or finds at another size than the fetcher listed, fails the
+    /// job, saying that every job must see the same files: its unit goes back to the queue for a
+    /// job that does, rather than the run finishing without the file's rows.
+    @Test func aFileMissingOrDifferentHereFailsTheJob() throws {
+        let dir = try Self.directory()
+        let files = try DirectoryPageSource(directory: dir, glob: "**/*.json*").shared
+        let unit = Page(seq: 2, source: "x", bytes: [])
+        for (name, size) in [("gone.json", 24), ("a.json", 25)] {
+            #expect {
+                _ = try files.read(unit, unit: FileUnit(name: name, size: size))
+            } throws: { error in
+                "\(error)".contains("every job of a joined run must see the same files") && "\(error)".contains(dir + "/" + name)
+            }
+        }
+    }
+}

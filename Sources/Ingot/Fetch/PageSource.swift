@@ -16,6 +16,10 @@ package final class DirectoryPageSource: ListingPageSource, @unchecked Sendable 
     /// Files bigger than this are not read: they become oversized pages (rejected by the run).
     package let maxPageBytes: Int
     private var position = 0
+    /// Set for a shared run's fetcher: each file is enqueued unread, a unit naming it and its
+    /// size (``FileUnit``), and the job that claims the unit reads it from its own directory
+    /// (docs/scale-out.md, "Pages any job reads").
+    package var defersReading = false
 
     /// Lists the matching files; throws when the directory cannot be read. Files over
     /// `maxPageBytes` are not read: they come as oversized pages.
@@ -65,6 +69,15 @@ package final class DirectoryPageSource: ListingPageSource, @unchecked Sendable 
         let path = (directory as NSString).appendingPathComponent(files[position])
         position += 1
         let resumeState = "after:" + files[position - 1]
+        if defersReading {
+            var st = stat()
+            guard stat(path, &st) == 0 else {
+                throw SourceError(source: path, message: "cannot read the file: \(String(cString: strerror(errno)))")
+            }
+            var page = Page(seq: position, source: path, bytes: [], resumeState: resumeState)
+            page.cursor = FileUnit(name: files[position - 1], size: Int(st.st_size)).cursor
+            return page
+        }
         let (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
         var page = Page(seq: position, source: path, bytes: bytes, resumeState: resumeState)
         page.oversized = oversized
@@ -108,10 +121,82 @@ package final class DirectoryPageSource: ListingPageSource, @unchecked Sendable 
         }
     }
 
+    /// Where a job of a shared run reads the files the units of this source name.
+    package var shared: SharedFiles { SharedFiles(directory: directory, glob: glob, maxPageBytes: maxPageBytes) }
+
     /// Continues with the first file named after `after:NAME`.
     package func resume(from state: String) throws {
         guard state.hasPrefix("after:") else { throw SourceError(source: directory, message: "cannot resume from '\(state)'") }
         let last = String(state.dropFirst(6))
         position = files.firstIndex { $0 > last } ?? files.count
+    }
+}
+
+/// A file of a directory source as a shared run's unit names it (``Page/cursor``): `file:SIZE:NAME`,
+/// its path below the directory and its size when the fetcher listed it.
+package struct FileUnit: Equatable, Sendable {
+    package var name: String
+    package var size: Int
+
+    package var cursor: String { "file:\(size):\(name)" }
+
+    /// The unit a cursor names; `nil` for any other cursor (a numbered page's, text that is not one).
+    package init?(cursor: String) {
+        guard cursor.hasPrefix("file:") else { return nil }
+        let rest = cursor.dropFirst(5)
+        guard let colon = rest.firstIndex(of: ":"), let size = Int(rest[..<colon]), size >= 0 else { return nil }
+        self.init(name: String(rest[rest.index(after: colon)...]), size: size)
+    }
+
+    package init(name: String, size: Int) {
+        self.name = name
+        self.size = size
+    }
+}
+
+/// The files a job of a shared run reads for the units it claims (``FileUnit``): a directory
+/// source's, from this job's own directory — every job of the run sees the same files (a volume
+/// they share, or pages in the image; docs/deploy.md). A unit row is input: a name outside the
+/// source's glob (`..`, an absolute path, another pattern) is a rejected page and nothing is read;
+/// a file this job does not find, or finds at another size than the fetcher listed, fails the
+/// job (its units go back to the queue, for a job that sees the run's files).
+package struct SharedFiles: Sendable {
+    package let directory: String
+    package let glob: String
+    package let maxPageBytes: Int
+
+    /// `page`, a unit naming a file, with the file's bytes (or its oversize), source and compression.
+    package func read(_ page: Page, unit: FileUnit) throws -> Page {
+        var page = page
+        let parts = unit.name.split(separator: "/", omittingEmptySubsequences: false)
+        let pattern = glob.split(separator: "/", omittingEmptySubsequences: true)
+        guard !unit.name.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
+            DirectoryPageSource.matches(pattern[...], parts[...])
+        else {
+            page.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(unit.name)', not a file of \(directory)/\(glob)"
+            return page
+        }
+        let path = (directory as NSString).appendingPathComponent(unit.name)
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw SourceError(
+                source: path,
+                message:
+                    "unit \(page.unit?.seq ?? page.seq) names this file, which this job cannot read (\(String(cString: strerror(errno)))): every job of a joined run must see the same files"
+            )
+        }
+        guard Int(st.st_size) == unit.size else {
+            throw SourceError(
+                source: path,
+                message:
+                    "the file is \(st.st_size) bytes here and was \(unit.size) bytes where the run listed it: every job of a joined run must see the same files"
+            )
+        }
+        let (bytes, oversized) = try DirectoryPageSource.read(path, limit: maxPageBytes)
+        page.bytes = bytes
+        page.oversized = oversized
+        page.source = path
+        page.compression = Compression.of(path: path)
+        return page
     }
 }

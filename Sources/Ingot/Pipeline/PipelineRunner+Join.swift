@@ -35,6 +35,10 @@ extension PipelineRunner {
         let resources = source as? ResourcesPageSource
         resources?.defersRequests = true
         if let http = source as? HTTPPageSource, SharedRequests.defersPages(of: http.config, in: config) { http.defersNumberedPages = true }
+        // Files are read by the jobs that claim them: the work queue carries their names, not
+        // their bytes (docs/scale-out.md, "Pages any job reads").
+        let files = source as? DirectoryPageSource
+        files?.defersReading = true
         // A wait a server asks of the fetcher's own requests (a first page, next URLs) is asked
         // of every job too, as a job's request's is.
         let pause: @Sendable (Double) -> Void = { seconds in try? run.pauseRequests(for: seconds) }
@@ -42,7 +46,8 @@ extension PipelineRunner {
         resources?.onServerDelay = pause
         let requests =
             resources?.requests
-            ?? SharedRequests(config: config, environment: ProcessInfo.processInfo.environment, maxPageBytes: maxPageBytes)
+            ?? SharedRequests(
+                config: config, environment: ProcessInfo.processInfo.environment, maxPageBytes: maxPageBytes, files: files?.shared)
         return JoinedPart(
             run: run,
             source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests))
@@ -101,7 +106,9 @@ extension PipelineRunner {
         let archive: ((Page) throws -> Void)? =
             options.archiveDirectory == nil
             ? nil
-            : { [self] unit in
+            : { [self] stored in
+                let unit = try part.source.archived(stored)
+                guard unit.oversized == nil, unit.unreadable == nil else { return }
                 if archiveWriter == nil {
                     archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
                     archivePath = archiveWriter?.path

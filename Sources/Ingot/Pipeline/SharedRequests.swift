@@ -18,13 +18,16 @@ package final class SharedRequests: Sendable {
     private let framing: RecordFraming
     private let environment: [String: String]
     private let maxPageBytes: Int
+    /// The directory the pipeline's files are read from, when its source is one (``FileUnit``).
+    private let files: SharedFiles?
 
-    init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int) {
+    init(config: PipelineConfig, environment: [String: String], maxPageBytes: Int, files: SharedFiles? = nil) {
         resources = config.resources
         source = config.source
         framing = config.framing
         self.environment = environment
         self.maxPageBytes = maxPageBytes
+        self.files = files
     }
 
     /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each` whose requests
@@ -70,6 +73,23 @@ package final class SharedRequests: Sendable {
     /// fetched already).
     static func isPending(_ page: Page) -> Bool {
         (page.request != nil || page.cursor != nil) && page.bytes.isEmpty && page.unreadable == nil && page.oversized == nil
+            && !isFile(page)
+    }
+
+    /// Whether `page` is a unit naming a file of the source, still to be read (``FileUnit``).
+    static func isFile(_ page: Page) -> Bool {
+        page.cursor.map { $0.hasPrefix("file:") } ?? false && page.bytes.isEmpty && page.unreadable == nil && page.oversized == nil
+    }
+
+    /// `page`, a unit naming a file of the pipeline's directory, read from this job's
+    /// (``SharedFiles/read(_:unit:)``); a cursor that does not name one is a rejected page.
+    func read(_ page: Page) throws -> Page {
+        var page = page
+        guard let cursor = page.cursor, let unit = FileUnit(cursor: cursor), let files else {
+            page.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(page.cursor ?? "")', not a file of its source"
+            return page
+        }
+        return try files.read(page, unit: unit)
     }
 
     /// The HTTP settings and framing `page`'s request is made with: its for_each's, or its

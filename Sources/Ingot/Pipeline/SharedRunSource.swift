@@ -100,14 +100,14 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private var isCancelled: Bool { cancelled.value.withLock { $0 } }
 
     func next() throws -> Page? {
-        if !claimedAhead.isEmpty { return claimedAhead.removeFirst() }
+        if !claimedAhead.isEmpty { return try read(claimedAhead.removeFirst()) }
         if let requests, window.inFlight > 0 { return try nextAnswer(with: requests) }
         var idle = 0.002
         while true {
             if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
             if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
             if let page = try claimNoting() {
-                guard let requests, SharedRequests.isPending(page) else { return page }
+                guard let requests, SharedRequests.isPending(page) else { return try read(page) }
                 window.size = requests.concurrency(of: page)
                 try waitOutPause()
                 launch(page, with: requests)
@@ -132,6 +132,16 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             idle = min(idle * 2, run.longestWait)
         }
     }
+
+    /// `page` with its file read, when it is a unit naming one (``FileUnit``): on the source's
+    /// thread, as a single run reads its files; the payload stays out of the work queue.
+    private func read(_ page: Page) throws -> Page {
+        guard let requests, SharedRequests.isFile(page) else { return page }
+        return try requests.read(page)
+    }
+
+    /// The unit's page as it is archived: a file it names read again (``FileUnit``).
+    func archived(_ unit: Page) throws -> Page { try read(unit) }
 
     /// Claims a unit, noting a takeover; `nil` when none is open.
     private func claimNoting() throws -> Page? {
