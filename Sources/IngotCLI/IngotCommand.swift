@@ -250,8 +250,11 @@ struct Run: ParsableCommand {
         }
         if let join = options.join {
             let byJobs = SharedRequests.madeByJobs(config)
-            let requests =
+            var requests =
                 byJobs.isEmpty ? "" : "; \(byJobs.joined(separator: ", ")) fetched by the jobs that claim them, `concurrency` each"
+            if !config.fetches(pages: pages) {
+                requests += "; each file read by the job that claims it (every job must see the same files at the same path)"
+            }
             print(
                 "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(requests); \(PipelineRunner.joinOrder(config))"
             )

@@ -318,6 +318,7 @@ struct CLITests {
             ), "\(swapiJoined.stdout)")
         let peopleJoined = try run(["run", "pipelines/people.yml", "--db", pg, "--join", "p", "--dry-run"])
         #expect(peopleJoined.stdout.contains("join: p: units (pages"), "\(peopleJoined.stdout)")
+        #expect(peopleJoined.stdout.contains("; each file read by the job that claims it"), "\(peopleJoined.stdout)")
         let poke = temporaryDirectory().appendingPathComponent("pokeapi.yml")
         try Data(RealAPITests.pokeapi("http://127.0.0.1:1").utf8).write(to: poke)
         let pokeJoined = try run(["run", poke.path, "--db", pg, "--join", "k", "--dry-run"])

@@ -396,7 +396,7 @@ extension PGStore {
               ORDER BY \(ownerList), _pos DESC;
             INSERT INTO \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", ")))
               SELECT \(linkColumns) FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos
-              WHERE NOT \(stored);
+              WHERE NOT \(stored) ORDER BY \(linkColumns);
             DELETE FROM \(stages.owners) AS o WHERE NOT \(stored);
             INSERT INTO \(stages.links) SELECT \(linkColumns)
               FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos;
