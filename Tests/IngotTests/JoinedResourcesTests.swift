@@ -33,6 +33,60 @@ struct JoinedResourcesTests {
         #expect(try database.sqlite(replayed) == (try database.sqlite(db)))
     }
 
+    /// Two resources read from directories, run by two jobs: each file is a unit naming it, read
+    /// by the job that claims it (docs/scale-out.md, "Pages any job reads"), and the tables end
+    /// as a single run's — later pages winning over earlier ones within each resource.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func resourcesOfFilesAreReadByTheJobsThatClaimThem(backend: JoinBackend) throws {
+        let root = temporaryDirectory().path
+        for (resource, key) in [("items", "name"), ("tags", "label")] {
+            try FileManager.default.createDirectory(atPath: root + "/" + resource, withIntermediateDirectories: true)
+            for page in 0..<6 {
+                // Each page re-sends half of the previous page's records with new values.
+                let records = (0..<20).map { k in #"{"id": \#(page * 10 + k), "\#(key)": "\#(resource)-\#(page)-\#(k)"}"# }
+                try Data(#"{"results": [\#(records.joined(separator: ", "))]}"#.utf8).write(
+                    to: URL(fileURLWithPath: root + "/\(resource)/page-\(page).json"))
+            }
+        }
+        let yaml = """
+            version: 1
+            name: two
+            resources:
+              - name: items
+                source: {files: {dir: \(root)/items, glob: "*.json"}}
+                records: results
+                root: item
+              - name: tags
+                source: {files: {dir: \(root)/tags, glob: "*.json"}}
+                records: results
+                root: tag
+            entities:
+              item: {identity: id, attributes: {id: integer, name: string}}
+              tag: {identity: id, attributes: {id: integer, label: string}}
+            """
+        let config = try PipelineConfig.parse(text: yaml, path: "two.yml")
+        let (single, db) = try runAlone(config, environment: [:])
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try JoinTests.runJoined(config, database, name: "two", jobs: 2, batchRecords: 15) {
+            ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        #expect(summaries.map(\.counters.records).reduce(0, +) == single.counters.records)
+        try expectSameTables(database, db, config)
+        #expect(try database.dump()["tag"]?.count == 70)
+        if backend == .postgresql {
+            let cursors = try PGConnection(url: database.url).execute(
+                "SELECT labels::json->>'resource', labels::json->>'cursor' FROM _ingot_units WHERE name = 'two' ORDER BY seq")
+            var want: [[String]] = []
+            for resource in ["items", "tags"] {
+                for page in 0..<6 {
+                    want.append([resource, "file:\(try fileSize(root + "/\(resource)/page-\(page).json")):page-\(page).json"])
+                }
+            }
+            #expect(cursors.map { $0.map { $0 ?? "" } } == want)
+        }
+    }
+
     /// The cookbook's GitHub pipeline — issues, then each issue's comments (`for_each` … `with:
     /// {issue_number: number}`) — run by two jobs: every comment carries its issue's number, as
     /// in a single run, and no request is made twice.
@@ -400,4 +454,9 @@ struct JoinedResourcesTests {
         let source = try ArchivePageSource(path: archive)
         return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
     }
+}
+
+/// The size of the file at `path`.
+private func fileSize(_ path: String) throws -> Int {
+    try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? -1
 }

@@ -296,6 +296,9 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         {
             http.defersNumberedPages = true
         }
+        // A resource's files are read by the jobs that claim them, unless a for_each reads its
+        // records (the fetcher collects those requests from the pages it reads).
+        if defersRequests, let files = source as? DirectoryPageSource, !isRead(by: resource) { files.defersReading = true }
         return source
     }
 

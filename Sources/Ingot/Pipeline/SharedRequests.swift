@@ -81,15 +81,24 @@ package final class SharedRequests: Sendable {
         page.cursor.map { $0.hasPrefix("file:") } ?? false && page.bytes.isEmpty && page.unreadable == nil && page.oversized == nil
     }
 
-    /// `page`, a unit naming a file of the pipeline's directory, read from this job's
-    /// (``SharedFiles/read(_:unit:)``); a cursor that does not name one is a rejected page.
+    /// `page`, a unit naming a file of its source's directory — its resource's, or the
+    /// pipeline's — read from this job's (``SharedFiles/read(_:unit:)``); a cursor that does not
+    /// name one is a rejected page.
     func read(_ page: Page) throws -> Page {
         var page = page
-        guard let cursor = page.cursor, let unit = FileUnit(cursor: cursor), let files else {
+        guard let cursor = page.cursor, let unit = FileUnit(cursor: cursor), let files = files(of: page) else {
             page.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(page.cursor ?? "")', not a file of its source"
             return page
         }
         return try files.read(page, unit: unit)
+    }
+
+    /// The directory `page`'s files come from: its resource's `files:` source, or the pipeline's
+    /// own (with `--pages DIR`, the job's).
+    private func files(of page: Page) -> SharedFiles? {
+        guard let name = page.resourceName else { return files }
+        guard case .files(let dir, let glob)? = resources.first(where: { $0.name == name })?.source else { return nil }
+        return SharedFiles(directory: dir, glob: glob, maxPageBytes: maxPageBytes)
     }
 
     /// The HTTP settings and framing `page`'s request is made with: its for_each's, or its
