@@ -815,6 +815,8 @@ struct JoinTests {
                 ["finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.inserted)]
             ])
         #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]])
+        // The foreign key's index a merging job may drop is there again once the run finished.
+        #expect(try watcher.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'person_dogs_dog_id'") == [["1"]])
     }
 
     /// A source that can only be followed (next URLs): one job fetches and enqueues. The fetcher

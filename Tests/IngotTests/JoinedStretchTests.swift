@@ -157,6 +157,8 @@ struct JoinedStretchTests {
         let ordinal = try #require(try connection.execute("SELECT id FROM _ingot_joins WHERE name = 'deferred'").first?[0])
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]], "a deferred batch leaves the tables as they were")
         #expect(try connection.execute("SELECT count(*) FROM _ingot_run\(ordinal)_e0") == [["2"]])
+        let index = "SELECT to_regclass('person_dogs_dog_id')::oid"
+        let before = try #require(try connection.execute(index).first?[0])
 
         let (summary, logs) = try startJob(url, "deferred", pages)()
         #expect(summary.status == .finished, "\(summary.error ?? "")")
@@ -169,6 +171,10 @@ struct JoinedStretchTests {
             try connection.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]],
             "the run's tables go with its end")
         #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
+        // The foreign key's index of the empty join table was dropped for the merge and built
+        // again when the run finished: a new index.
+        let after = try #require(try connection.execute(index).first?[0])
+        #expect(after != before)
     }
 
     /// The merge takes an identity's latest deferred row as it is when that row gave every column

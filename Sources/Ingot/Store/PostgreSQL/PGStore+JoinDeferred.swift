@@ -206,6 +206,7 @@ extension PGStore {
             """, [join.name])
         guard ready.first?[0] == "t" else { return nil }
         let started = Date()
+        try dropForeignKeyIndexesForMerge(join)
         var merged = RunCounters()
         for part in 0..<DeferredTables.parts {
             try begin()
@@ -259,10 +260,57 @@ extension PGStore {
             counts.add(c)
         }
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
+        // The foreign keys' indexes a merging job dropped, built once now that every row is in.
+        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
+            try connection.execute(
+                "CREATE INDEX IF NOT EXISTS \(PGStore.quote(index.name)) ON \(PGStore.quote(index.table)) (\(index.columns.map(PGStore.quote).joined(separator: ", ")))"
+            )
+        }
         for table in DeferredTables(ordinal: join.ordinal).tables(layouts, model: model) {
             try connection.execute("DROP TABLE IF EXISTS \(table.name)")
         }
         return (counts, mine)
+    }
+
+    /// Before this job merges parts: each foreign key's index (`person_dogs_dog_id`) on a table
+    /// that holds fewer rows than the run's tables will merge into it — a first load's — is
+    /// dropped, in a short transaction of its own, and the transaction that finishes the run
+    /// builds it again (``finishDeferred(_:)``): one sorted build, where the merge inserted an
+    /// entry per row, as a single job's staged copy does. No statement of the merge reads these
+    /// indexes. A drop that would wait for another job's merge (its part holds the table) is
+    /// left out: the index stays, and costs time only. Jobs killed before the run finishes leave
+    /// it missing until a job finishes the run, or the next run's schema makes it again.
+    private func dropForeignKeyIndexesForMerge(_ join: JoinContext) throws {
+        let tables = DeferredTables(ordinal: join.ordinal)
+        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
+            guard
+                let (entity, layout) = layouts.enumerated().first(where: {
+                    $0.element.table == index.table || $0.element.toMany.contains { $0.joinTable == index.table }
+                })
+            else { continue }
+            let merged =
+                layout.table == index.table
+                ? tables.rows(entity)
+                : tables.links(entity, layout.toMany.firstIndex { $0.joinTable == index.table } ?? 0)
+            let target = PGStore.quote(index.table)
+            let smaller = try connection.execute(
+                """
+                WITH n AS (SELECT count(*) AS n FROM \(merged))
+                SELECT (SELECT count(*) FROM (SELECT 1 FROM \(target) LIMIT (SELECT n FROM n)) AS t) < (SELECT n FROM n)
+                """)
+            guard smaller.first?[0] == "t" else { continue }
+            try begin()
+            do {
+                try connection.execute("SET LOCAL lock_timeout = '200ms'")
+                try connection.execute("DROP INDEX IF EXISTS \(PGStore.quote(index.name))")
+                try commit()
+            } catch let error as StoreError where error.sqlState == PGStore.lockNotAvailable {
+                try? rollback()
+            } catch {
+                try? rollback()
+                throw error
+            }
+        }
     }
 
     /// Takes part `part`'s advisory lock for the open transaction (`waiting`: until the job that

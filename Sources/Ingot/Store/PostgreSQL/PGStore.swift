@@ -269,6 +269,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     static let deadlockDetected = "40P01"
     /// `undefined_table`: a table dropped by another transaction since a statement named it.
     static let undefinedTable = "42P01"
+    /// `lock_not_available`: a lock not granted within the transaction's `lock_timeout`.
+    static let lockNotAvailable = "55P03"
 
     /// Writes each entity's rows, then its links. `direct`: the rows the lookup did not find,
     /// and the links of those new owners, are copied straight into their tables (`COPY`, no
