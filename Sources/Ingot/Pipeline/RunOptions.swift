@@ -59,8 +59,8 @@ public struct RunOptions: Sendable {
     /// Continue the last unfinished run of the pipeline in this database (or start a new one when
     /// there is none). Default `false`.
     public var resume = false
-    /// zstd level of archived payloads. Default 3.
-    public var compressionLevel: Int32 = 3
+    /// zstd level of archived payloads. Default 1.
+    public var compressionLevel: Int32 = 1
     /// The largest page accepted, in bytes: a bigger one is a rejected page (not archived, not
     /// decoded; an HTTP transfer is cut off there). Default: the pipeline's `max_page_bytes`,
     /// else 64 MiB. One limit for run and replay: an archive's entries never exceed it.
