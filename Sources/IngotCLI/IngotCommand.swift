@@ -250,13 +250,13 @@ struct Run: ParsableCommand {
         }
         if let join = options.join {
             let byJobs = SharedRequests.madeByJobs(config)
-            var requests =
+            var madeByJobs =
                 byJobs.isEmpty ? "" : "; \(byJobs.joined(separator: ", ")) fetched by the jobs that claim them, `concurrency` each"
             if !config.fetches(pages: pages) {
-                requests += "; each file read by the job that claims it (every job must see the same files at the same path)"
+                madeByJobs += "; each file read by the job that claims it (every job must see the same files at the same path)"
             }
             print(
-                "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(requests); \(PipelineRunner.joinOrder(config))"
+                "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(madeByJobs); \(PipelineRunner.joinOrder(config))"
             )
         }
         if let obstacle = PipelineRunner.refreshObstacle(config) {

@@ -261,11 +261,7 @@ extension PGStore {
         }
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
         // The foreign keys' indexes a merging job dropped, built once now that every row is in.
-        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
-            try connection.execute(
-                "CREATE INDEX IF NOT EXISTS \(PGStore.quote(index.name)) ON \(PGStore.quote(index.table)) (\(index.columns.map(PGStore.quote).joined(separator: ", ")))"
-            )
-        }
+        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) { try connection.execute(PGStore.createIndex(index)) }
         for table in DeferredTables(ordinal: join.ordinal).tables(layouts, model: model) {
             try connection.execute("DROP TABLE IF EXISTS \(table.name)")
         }
@@ -282,16 +278,15 @@ extension PGStore {
     /// it missing until a job finishes the run, or the next run's schema makes it again.
     private func dropForeignKeyIndexesForMerge(_ join: JoinContext) throws {
         let tables = DeferredTables(ordinal: join.ordinal)
-        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
-            guard
-                let (entity, layout) = layouts.enumerated().first(where: {
-                    $0.element.table == index.table || $0.element.toMany.contains { $0.joinTable == index.table }
-                })
-            else { continue }
-            let merged =
-                layout.table == index.table
-                ? tables.rows(entity)
-                : tables.links(entity, layout.toMany.firstIndex { $0.joinTable == index.table } ?? 0)
+        // An entity's indexes are on its own table (a to-one's columns) or its sets' join tables.
+        let indexes = layouts.enumerated().flatMap { entity, layout in
+            layout.foreignKeyIndexes(of: layouts).compactMap {
+                index -> (index: (name: String, table: String, columns: [String]), merged: String)? in
+                if index.table == layout.table { return (index, tables.rows(entity)) }
+                return layout.toMany.firstIndex { $0.joinTable == index.table }.map { (index, tables.links(entity, $0)) }
+            }
+        }
+        for (index, merged) in indexes {
             let target = PGStore.quote(index.table)
             let smaller = try connection.execute(
                 """

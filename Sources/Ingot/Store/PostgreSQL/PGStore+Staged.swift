@@ -331,11 +331,12 @@ extension PGStore {
     func buildForeignKeyIndexes() throws {
         let indexes = droppedIndexes
         droppedIndexes = []
-        for index in indexes {
-            try connection.execute(
-                "CREATE INDEX IF NOT EXISTS \(PGStore.quote(index.name)) ON \(PGStore.quote(index.table)) (\(index.columns.map(PGStore.quote).joined(separator: ", ")))"
-            )
-        }
+        for index in indexes { try connection.execute(PGStore.createIndex(index)) }
+    }
+
+    /// `CREATE INDEX IF NOT EXISTS` of a foreign key's index (``EntityLayout/foreignKeyIndexes(of:)``).
+    static func createIndex(_ index: (name: String, table: String, columns: [String])) -> String {
+        "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table)) (\(index.columns.map(quote).joined(separator: ", ")))"
     }
 
     func forgetStagingKey(of runID: String) throws {
