@@ -323,6 +323,12 @@ struct CLITests {
         try Data(RealAPITests.pokeapi("http://127.0.0.1:1").utf8).write(to: poke)
         let pokeJoined = try run(["run", poke.path, "--db", pg, "--join", "k", "--dry-run"])
         #expect(pokeJoined.stdout.contains("; the requests of pokemon fetched by the jobs that claim them"), "\(pokeJoined.stdout)")
+        let github = temporaryDirectory().appendingPathComponent("github.yml")
+        try Data(try RealAPITests.github("http://127.0.0.1:1").utf8).write(to: github)
+        let githubJoined = try run(["run", github.path, "--db", pg, "--join", "g", "--dry-run"], environment: ["GITHUB_TOKEN": "t"])
+        #expect(
+            githubJoined.stdout.contains("; the requests of comments (each with its pages) fetched by the jobs that claim them"),
+            "\(githubJoined.stdout)")
         let paged = temporaryDirectory().appendingPathComponent("paged.yml")
         try Data(
             try peopleOverHTTPText(

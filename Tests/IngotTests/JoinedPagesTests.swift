@@ -41,7 +41,7 @@ struct JoinedPagesTests {
         #expect(try server.counters()["people_requests"] == 1, "only the first page was asked for")
         // A job that claims page 3 fetches what the single run reads there.
         let requests = SharedRequests(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes)
-        let third = try requests.fetch(seen[2], logger: Logger(label: "test"))
+        let third = try #require(try requests.fetch(seen[2], logger: Logger(label: "test")).only)
         let alone = try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
         _ = try alone.next()
         _ = try alone.next()
@@ -109,7 +109,7 @@ struct JoinedPagesTests {
         for cursor in ["url:\(server.base)/people/paged?page=1", "offset:100", "page:x", "item:1"] {
             var page = Page(seq: 2, source: "unit 2", bytes: [])
             page.cursor = cursor
-            let answered = try requests.fetch(page, logger: Logger(label: "test"))
+            let answered = try #require(try requests.fetch(page, logger: Logger(label: "test")).only)
             #expect(answered.bytes.isEmpty && answered.unreadable?.contains("not a numbered page of its source") == true, "\(cursor)")
         }
         #expect(try server.counters()["people_requests"] == nil || (try server.counters()["people_requests"]) == 0)
@@ -299,4 +299,9 @@ struct JoinedFilesTests {
             }
         }
     }
+}
+
+extension Array {
+    /// The array's one element; `nil` when it holds none or several.
+    fileprivate var only: Element? { count == 1 ? first : nil }
 }

@@ -95,10 +95,11 @@ struct JoinedResourcesTests {
         let server = try FixtureServer()
         let environment = ["GITHUB_TOKEN": "t0ken"]
         let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
-        let (_, db) = try runAlone(config, environment: environment)
+        let (single, db) = try runAlone(config, environment: environment)
         let alone = try server.counters()
         let database = try JoinDatabase(backend, model: config.model)
-        let summaries = try JoinTests.runJoined(config, database, name: "github", jobs: 2, batchRecords: 3) {
+        let archives = (0..<2).map { _ in temporaryDirectory().path }
+        let summaries = try JoinTests.runJoined(config, database, name: "github", jobs: 2, batchRecords: 3, archives: archives) {
             ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
@@ -108,6 +109,14 @@ struct JoinedResourcesTests {
         let joined = try server.counters()
         // Requests of the joined run: the counters went on from the single run's.
         for (path, count) in alone { #expect(joined[path] == 2 * count, "\(path)") }
+        // The jobs made the comments requests, two of them followed to a second page: the
+        // archive holds each page as an entry of its own, and a replay is the single run.
+        let files = archives.flatMap { dir in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 } }
+        let archive = try #require(files.first)
+        let replayed = temporaryDirectory().appendingPathComponent("replay.db").path
+        let replay = try ingotReplay(config, archive: archive, db: replayed)
+        #expect(replay.status == .finished && replay.counters.pages == single.counters.pages, "\(replay.error ?? "")")
+        #expect(try database.sqlite(replayed) == sqlite)
     }
 
     /// PokeAPI — the list, then each pokemon's detail page with its owned type slots and moves
@@ -163,27 +172,108 @@ struct JoinedResourcesTests {
         #expect(try elsewhere.counters()["requests"] == 1, "only this count's own")
     }
 
-    /// Enqueues a request unit for `url` (PokeAPI's detail resource) as a bare fetcher that never
-    /// fetches, ends the source, and runs one job of the join over it: its summaries.
+    /// A request unit for `url` (PokeAPI's detail resource), run by one job (``runEnqueued``).
     private func runRequestUnit(_ url: String, _ config: PipelineConfig, _ database: JoinDatabase) throws -> [RunSummary] {
-        let fetcher = try database.sharedStore()
-        defer { try? fetcher.close() }
-        var spec = JoinTests.request("req", config)
-        let source = ResourcesPageSource(
-            config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
-        spec.spec["source"] = source.origin
-        let run = try fetcher.joinRun(spec)
-        _ = try #require(try run.takeFetcherRole())
         var request = Page(seq: 1, source: url, bytes: [])
         request.request = url
         request.resource = 1
         request.resourceName = "pokemon"
         request.injected = [InjectedValue(key: "listed_as", json: #""bulbasaur""#)]
-        #expect(try run.enqueue(request, as: 1))
+        return try runEnqueued(request, config, database, environment: [:])
+    }
+
+    /// Enqueues `unit` as the run's one unit, as a bare fetcher that never fetches, ends the
+    /// source, and runs one job of the join over it: its summaries.
+    private func runEnqueued(
+        _ unit: Page, _ config: PipelineConfig, _ database: JoinDatabase, environment: [String: String]
+    ) throws -> [RunSummary] {
+        let fetcher = try database.sharedStore()
+        defer { try? fetcher.close() }
+        var spec = JoinTests.request("req", config)
+        let source = ResourcesPageSource(
+            config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        spec.spec["source"] = source.origin
+        let run = try fetcher.joinRun(spec)
+        _ = try #require(try run.takeFetcherRole())
+        #expect(try run.enqueue(unit, as: 1))
         #expect(try run.endSource(at: 2))
         return try JoinTests.runJoined(config, database, name: "req", jobs: 1) {
-            ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+            ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
+    }
+
+    /// The fetcher of a shared run reads the GitHub pipeline's repository and issues and leaves
+    /// every comments request — paginated by `Link` headers — unfetched, a unit naming its URL
+    /// and its issue's number, for the job that claims it to make.
+    @Test(.timeLimit(.minutes(1))) func theFetcherLeavesPaginatedRequestsToTheJobs() throws {
+        let server = try FixtureServer()
+        let environment = ["GITHUB_TOKEN": "t0ken"]
+        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
+        let fetcher = ResourcesPageSource(
+            config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+        fetcher.defersRequests = true
+        var seen: [Page] = []
+        while let page = try fetcher.next() { seen.append(page) }
+        let comments = seen.filter { $0.resourceName == "comments" }
+        #expect(comments.count == 7 && comments.allSatisfy { SharedRequests.isPending($0) && $0.request != nil })
+        #expect(comments.first?.injected == [InjectedValue(key: "issue_number", json: "7")])
+        let response = try HTTPClient().get(server.base + "/seen", headers: [], timeout: 5)
+        let paths = ((try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]]) ?? []).compactMap {
+            $0["path"] as? String
+        }
+        #expect(paths.contains { $0.hasSuffix("/issues") } && !paths.contains { $0.hasSuffix("/comments") }, "\(paths)")
+    }
+
+    /// A paginated request is one unit: the job that claims it follows the request's pages to
+    /// its end and keeps them together in the unit (``Page/requestPages``); a job that takes the
+    /// unit over decodes what was kept, in order, and asks the server nothing. Here the unit is
+    /// enqueued kept already — issue 5's two pages of comments — and the job's tables hold all
+    /// three comments, the later page's value winning where both pages give one.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func aRequestsKeptPagesAreDecodedInOrderByTheJobThatTakesItOver(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let environment = ["GITHUB_TOKEN": "t0ken"]
+        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
+        let base = server.base + "/github/repos/octocat/hello-world/issues/5/comments?per_page=2"
+        let first =
+            #"[{"id": 5050, "body": "first", "user": {"id": 1, "login": "octocat"}}, {"id": 5051, "body": "b", "user": {"id": 2, "login": "hubot"}}]"#
+        let second =
+            #"[{"id": 5052, "body": "c", "user": {"id": 1, "login": "octocat"}}, {"id": 5050, "body": "last", "user": {"id": 1, "login": "octocat"}}]"#
+        var unit = try #require(
+            Page.kept([
+                Page(seq: 1, source: base, bytes: Array(first.utf8)), Page(seq: 1, source: base + "&page=2", bytes: Array(second.utf8)),
+            ]))
+        unit.request = base
+        unit.resourceName = "comments"
+        unit.injected = [InjectedValue(key: "issue_number", json: "5")]
+        let database = try JoinDatabase(backend, model: config.model)
+        let before = try server.counters()
+        let summaries = try runEnqueued(unit, config, database, environment: environment)
+        #expect(summaries.map(\.status) == [.finished], "\(summaries.compactMap(\.error))")
+        #expect(summaries.first?.counters.pages == 2 && summaries.first?.counters.records == 4)
+        #expect(try server.counters() == before.merging(["requests": (before["requests"] ?? 0) + 1]) { $1 }, "nothing asked but this count")
+        let comments = try #require(try database.dump()["comment"])
+        #expect(comments.count == 3, "\(comments)")
+        #expect(comments.contains { $0.contains("last") } && !comments.contains { $0.contains("first") }, "\(comments)")
+    }
+
+    /// A unit's kept pages are input: a list of pages that does not add up to the payload (a row
+    /// someone wrote) is one rejected page naming the unit, and the run finishes.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func keptPagesThatDoNotAddUpAreARejectedPage(backend: JoinBackend) throws {
+        let server = try FixtureServer()
+        let environment = ["GITHUB_TOKEN": "t0ken"]
+        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
+        let url = server.base + "/github/repos/octocat/hello-world/issues/5/comments?per_page=2"
+        var unit = Page(seq: 1, source: url, bytes: Array(#"[{"id": 1}][{"id": 2}]"#.utf8))
+        unit.requestPages = [RequestPage(source: url, length: 11), RequestPage(source: url, length: 99)]
+        unit.request = url
+        unit.resourceName = "comments"
+        let database = try JoinDatabase(backend, model: config.model)
+        let summaries = try runEnqueued(unit, config, database, environment: environment)
+        #expect(summaries.map(\.status) == [.finished], "\(summaries.compactMap(\.error))")
+        #expect(summaries.first?.counters.rejectedPages == 1 && summaries.first?.counters.records == 0)
+        #expect(try database.dump()["comment"]?.isEmpty ?? true)
     }
 
     /// A detail request the job makes answered 404 (the record was deleted after the list was
@@ -226,20 +316,24 @@ struct JoinedResourcesTests {
         #expect(ended.withLock { $0 }?.status == .interrupted, "\(ended.withLock { $0 }?.error ?? "")")
     }
 
-    /// The GitHub pipeline, run by three `ingot` processes: the fetcher is killed with `kill -9`
-    /// while the server holds its eighth request (a comments page of the for_each: no timing
-    /// involved) and a job is started in its place: another job takes the fetcher's role over once its lease runs out, resumes the
-    /// for_each at that request, and the run ends exactly as a single run.
-    @Test(.timeLimit(.minutes(2))) func aForEachFetcherKilledAndReplacedEndsExact() throws {
+    /// The GitHub pipeline, run by three `ingot` processes: the comments requests (paginated,
+    /// each a unit) are made by the jobs that claim them, and the job whose request the server
+    /// holds (the eighth to the API: no timing involved) is killed with `kill -9` and a job
+    /// started in its place. Another job takes the unit over once its lease runs out, makes the
+    /// request again with its pages, and the run ends exactly as a single run.
+    @Test(.timeLimit(.minutes(2))) func aForEachJobKilledDuringItsRequestIsReplacedExact() throws {
         let server = try FixtureServer(faults: "slow:8", slow: 20)
         let environment = ["GITHUB_TOKEN": "t0ken"]
         let text = try RealAPITests.github(server.base)
         try killTheFetcherAndReplaceIt(
-            text, name: "gh", jobs: 3, extra: [], environment: environment,
-            when: { watcher in
-                let row = (try? watcher.execute("SELECT next_seq FROM _ingot_joins WHERE name = 'gh'"))?.first
-                let requests = ((try? server.counters()) ?? [:]).values.reduce(0, +)
-                return row?[0].flatMap { Int($0) } == 8 && requests >= 8
+            text, name: "gh", jobs: 3, extra: ["--lease", "2"], environment: environment,
+            when: { _ in ((try? server.counters()) ?? [:]).values.reduce(0, +) >= 8 },
+            victim: { watcher in
+                // The job whose request hangs: the one unit claimed and not answered yet (its
+                // payload still empty), once the eighth request is in.
+                let rows = try? watcher.execute("SELECT job FROM _ingot_units WHERE name = 'gh' AND status = 'claimed' AND length = 0")
+                guard let rows, rows.count == 1 else { return nil }
+                return rows[0][0] ?? nil
             })
     }
 
@@ -362,11 +456,11 @@ struct JoinedResourcesTests {
 
     /// The pipeline `text` run by `jobs` `ingot` processes joined as `name` into a new PostgreSQL
     /// database; once `when` holds (asked with a connection to it) and a job holds the fetcher's
-    /// role, that job is killed with `kill -9` and a new one started: every other job exits 0, and
-    /// the tables and the run's counts are a single run's.
+    /// role — or `victim` names a job — that job is killed with `kill -9` and a new one started:
+    /// every other job exits 0, and the tables and the run's counts are a single run's.
     private func killTheFetcherAndReplaceIt(
         _ text: String, name: String, jobs: Int, extra: [String], environment: [String: String],
-        when: (PGConnection) -> Bool
+        when: (PGConnection) -> Bool, victim: ((PGConnection) -> String?)? = nil
     ) throws {
         let pipeline = temporaryDirectory().appendingPathComponent("\(name).yml")
         try Data(text.utf8).write(to: pipeline)
@@ -376,9 +470,14 @@ struct JoinedResourcesTests {
         let watcher = try PGConnection(url: url)
         var fetcher = ""
         waitUntil {
-            let row = (try? watcher.execute("SELECT fetcher FROM _ingot_joins WHERE name = $1", [name]))?.first
-            fetcher = (row?[0] ?? nil) ?? ""
-            return !fetcher.isEmpty && when(watcher)
+            guard when(watcher) else { return false }
+            if let victim {
+                fetcher = victim(watcher) ?? ""
+            } else {
+                let row = (try? watcher.execute("SELECT fetcher FROM _ingot_joins WHERE name = $1", [name]))?.first
+                fetcher = (row?[0] ?? nil) ?? ""
+            }
+            return !fetcher.isEmpty
         }
         let pid = try #require(Int32(fetcher.split(separator: "-").dropLast().last ?? ""))
         let victim = try #require(processes.first { $0.processIdentifier == pid })

@@ -213,6 +213,11 @@ struct DecodedPage: Sendable {
     var incrementalMax: String?
     /// The page's unit in a run shared by several jobs (``Page/unit``).
     var unit: UnitRef?
+    /// More pages of its unit follow (``Page/unitContinues``).
+    var unitContinues = false
+    /// This part ends its unit (the last part of the unit's last page): a shared run's
+    /// transaction commits here.
+    var endsUnit: Bool { isLastPart && !unitContinues }
     /// The archive entry holding the page, when it was archived (a rejection found later names it).
     var archive: ArchiveLocation?
     /// SHA-256 of the page's bytes as read (on every part), when the run keeps prints for a

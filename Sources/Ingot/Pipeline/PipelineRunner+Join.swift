@@ -103,19 +103,23 @@ extension PipelineRunner {
         part.source.close()
         var archivePath: String?
         var archiveWriter: ArchiveWriter?
+        var entry = 0
         let archive: ((Page) throws -> Void)? =
             options.archiveDirectory == nil
             ? nil
             : { [self] stored in
-                let unit = try part.source.archived(stored)
-                guard unit.oversized == nil, unit.unreadable == nil else { return }
-                if archiveWriter == nil {
-                    archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
-                    archivePath = archiveWriter?.path
+                // A unit's pages get increasing entry numbers: its own seq, or the next free one
+                // after a unit of several pages (a paginated request's).
+                for page in try part.source.archived(stored) where page.oversized == nil && page.unreadable == nil {
+                    if archiveWriter == nil {
+                        archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
+                        archivePath = archiveWriter?.path
+                    }
+                    entry = max(entry + 1, page.seq)
+                    try archiveWriter?.append(
+                        page.bytes, seq: entry, source: page.source, resource: page.resourceName, injected: page.injected,
+                        compression: page.compression)
                 }
-                try archiveWriter?.append(
-                    unit.bytes, seq: unit.seq, source: unit.source, resource: unit.resourceName, injected: unit.injected,
-                    compression: unit.compression)
             }
         let end = try part.run.endJob(
             status: status, counters: counters, replacing: config.replacedEntities, scopes: config.replaceScopes,

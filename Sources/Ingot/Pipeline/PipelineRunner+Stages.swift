@@ -100,6 +100,7 @@ extension PipelineRunner {
             rejections: [rejection], pageRejected: true, recordCount: 0)
         rejected.resumeState = page.resumeState
         rejected.unit = page.unit
+        rejected.unitContinues = page.unitContinues
         return rejected
     }
 }
@@ -204,6 +205,7 @@ struct DecodeStep: Sendable {
         }
         if decoded.isLastPart { decoded.pageBytes = chargedBytes }
         decoded.unit = page.unit
+        decoded.unitContinues = page.unitContinues
         decoded.resource = page.resource
         if decoded.isLastPart { decoded.resumeState = page.resumeState }
         if let location = page.archive {

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 
 /// The requests of a shared run that any job makes (docs/scale-out.md, "Requests any job
-/// makes"): a `for_each` request answered by one page (no pagination of its own), and a numbered
+/// makes"): a `for_each` request (a paginated one with all its pages), and a numbered
 /// page (`page`, `offset`) once a page said the source's total, are enqueued by the fetcher
 /// unfetched — a unit holding the request's URL (``Page/request``) or the page's position
 /// (``Page/cursor``) — and the job that claims it fetches it, with the source's own HTTP settings
@@ -30,9 +30,9 @@ package final class SharedRequests: Sendable {
         self.files = files
     }
 
-    /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each` whose requests
-    /// answer one page each.
-    package static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach.map { $0.http.paginate == .none } ?? false }
+    /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each`'s (a paginated
+    /// request is one unit, its pages followed by the job that makes it).
+    package static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach != nil }
 
     /// Whether the fetcher leaves a numbered source's pages past the first to the jobs
     /// (``HTTPPageSource/defersNumberedPages``): when a page says its total (`total_pages`,
@@ -49,14 +49,17 @@ package final class SharedRequests: Sendable {
     }
 
     /// What the jobs of a shared run of `config` fetch themselves, as `--dry-run --join` says it:
-    /// `the requests of NAME` (a for_each), `the numbered pages of NAME after the first`.
+    /// `the requests of NAME` (a for_each; `(each with its pages)` when they paginate), `the
+    /// numbered pages of NAME after the first`.
     package static func madeByJobs(_ config: PipelineConfig) -> [String] {
         guard config.hasSeveralResources else {
             guard case .http(let http) = config.source, defersPages(of: http, in: config) else { return [] }
             return ["the numbered pages after the first"]
         }
         return config.resources.compactMap { resource in
-            if defers(resource) { return "the requests of \(resource.name)" }
+            if let forEach = resource.forEach {
+                return "the requests of \(resource.name)" + (forEach.http.paginate == .none ? "" : " (each with its pages)")
+            }
             guard resource.forEach == nil, case .http(let http) = resource.source,
                 defersPages(of: http, in: config, resource: resource.name)
             else { return nil }
@@ -115,38 +118,59 @@ package final class SharedRequests: Sendable {
     }
 
     /// `page` with its request's answer: the payload, its URL as the source and the HTTP
-    /// exchange. A request answered 404 or 410 is a rejected page naming it, as a single run's
-    /// (`not_found: fail` makes it fail the job); any other failure, once the retries ran out,
-    /// fails the job, and the unit goes back to the queue. A wait the server asks for
-    /// (`Retry-After`) is told to `serverDelay` before the request waits it.
-    func fetch(_ page: Page, logger: Logger, serverDelay: (@Sendable (Double) -> Void)? = nil) throws -> Page {
-        if let cursor = page.cursor { return try fetchNumbered(page, at: cursor, logger: logger, serverDelay: serverDelay) }
+    /// exchange — a paginated request's pages in order, followed to its end by this job, one at a
+    /// time (the job's window of requests is its `concurrency`), as a single run reads them. A
+    /// request answered 404 or 410 is a rejected page naming it, as a single run's (`not_found:
+    /// fail` makes it fail the job); any other failure, once the retries ran out, fails the job,
+    /// and the unit goes back to the queue. Pages that pass `maxPageBytes` together are one
+    /// rejected page (the unit keeps them together). A wait the server asks for (`Retry-After`)
+    /// is told to `serverDelay` before the request waits it.
+    func fetch(_ page: Page, logger: Logger, serverDelay: (@Sendable (Double) -> Void)? = nil) throws -> [Page] {
+        if let cursor = page.cursor { return [try fetchNumbered(page, at: cursor, logger: logger, serverDelay: serverDelay)] }
         guard let url = page.request, let resource = resources.first(where: { $0.name == page.resourceName }),
             let forEach = resource.forEach
-        else { return page }
+        else { return [page] }
         var answered = page
         // The URL comes from the work queue, which is input: it must pass the for_each's origin
         // rules as the fetcher's requests do (no job sends the resource's credentials elsewhere).
         let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
         if let refusal = policy.refusal(ofRequest: url) {
             answered.unreadable = "the request \(HTTPPageSource.shown(url)) of unit \(page.unit?.seq ?? page.seq) was refused: \(refusal)"
-            return answered
+            return [answered]
         }
         var http = forEach.http
         http.url = url
+        http.concurrency = 1
+        var pages: [Page] = []
+        var bytes = 0
         do {
             let source = try HTTPPageSource(
                 config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
             source.onServerDelay = serverDelay
-            guard let fetched = try source.next() else {
-                answered.unreadable = "\(HTTPPageSource.shown(url)) gave no page"
-                return answered
+            while let fetched = try source.next() {
+                var next = page
+                next.take(fetched)
+                pages.append(next)
+                bytes += fetched.bytes.count
+                if bytes > maxPageBytes || pages.count > Page.maxRequestPages {
+                    answered.unreadable =
+                        "the \(pages.count) pages of \(HTTPPageSource.shown(url)) pass max_page_bytes (\(maxPageBytes)) together "
+                        + "(\(bytes) bytes): a joined job keeps a request's pages in its unit; raise --max-page-bytes"
+                    return [answered]
+                }
             }
-            answered.take(fetched)
         } catch let error as FetchError where (error.status == 404 || error.status == 410) && !forEach.notFoundFails {
-            answered.unreadable = SharedRequests.skipped(error, of: resource, logger: logger)
+            // Its pages before stay, as a single run's do.
+            var missing = page
+            missing.source = error.url
+            missing.unreadable = SharedRequests.skipped(error, of: resource, logger: logger)
+            pages.append(missing)
         }
-        return answered
+        guard !pages.isEmpty else {
+            answered.unreadable = "\(HTTPPageSource.shown(url)) gave no page"
+            return [answered]
+        }
+        return pages
     }
 
     /// `page`, a numbered page of its source, fetched at `cursor` (``HTTPPageSource/fetchPage(at:)``):

@@ -100,14 +100,14 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private var isCancelled: Bool { cancelled.value.withLock { $0 } }
 
     func next() throws -> Page? {
-        if !claimedAhead.isEmpty { return try read(claimedAhead.removeFirst()) }
+        if !claimedAhead.isEmpty { return try handOut(claimedAhead.removeFirst()) }
         if let requests, window.inFlight > 0 { return try nextAnswer(with: requests) }
         var idle = 0.002
         while true {
             if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
             if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
             if let page = try claimNoting() {
-                guard let requests, SharedRequests.isPending(page) else { return try read(page) }
+                guard let requests, SharedRequests.isPending(page) else { return try handOut(page) }
                 window.size = requests.concurrency(of: page)
                 try waitOutPause()
                 launch(page, with: requests)
@@ -133,15 +133,27 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         }
     }
 
-    /// `page` with its file read, when it is a unit naming one (``FileUnit``): on the source's
-    /// thread, as a single run reads its files; the payload stays out of the work queue.
-    private func read(_ page: Page) throws -> Page {
+    /// `page` as the pipeline reads it: a unit keeping a paginated request's pages hands out the
+    /// first (the others next, in order: ``Page/keptPages()``); a unit naming a file has it read,
+    /// on the source's thread, as a single run reads its files (``FileUnit``; the payload stays
+    /// out of the work queue).
+    private func handOut(_ page: Page) throws -> Page {
+        if page.requestPages != nil {
+            let pages = page.keptPages()
+            claimedAhead.insert(contentsOf: pages.dropFirst(), at: 0)
+            return pages[0]
+        }
         guard let requests, SharedRequests.isFile(page) else { return page }
         return try requests.read(page)
     }
 
-    /// The unit's page as it is archived: a file it names read again (``FileUnit``).
-    func archived(_ unit: Page) throws -> Page { try read(unit) }
+    /// The unit's pages as they are archived: a request's pages kept in it, or a file it names
+    /// read again (``FileUnit``).
+    func archived(_ unit: Page) throws -> [Page] {
+        if unit.requestPages != nil { return unit.keptPages() }
+        guard let requests, SharedRequests.isFile(unit) else { return [unit] }
+        return [try requests.read(unit)]
+    }
 
     /// Claims a unit, noting a takeover; `nil` when none is open.
     private func claimNoting() throws -> Page? {
@@ -158,7 +170,8 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Keeps the window full — claims units while fewer than its size are being fetched,
     /// starting each request (a unit that is not one is kept for the next call) — then waits for
     /// an answer, keeps it in its unit (for the archive, and for a job that takes it over) and
-    /// returns it. A failed request fails the job; the units it held go back to the queue.
+    /// returns it: a paginated request's first page, its others handed out next, in order. A
+    /// failed request fails the job; the units it held go back to the queue.
     private func nextAnswer(with requests: SharedRequests) throws -> Page {
         while claimedAhead.isEmpty, window.inFlight < window.size, let more = try claimNoting() {
             if SharedRequests.isPending(more) {
@@ -168,13 +181,17 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                 claimedAhead.append(more)
             }
         }
-        let page = try window.take { [self] in
+        let pages = try window.take { [self] in
             guard isCancelled else { return }
             // A stopping job does not wait for a request in flight (its threads end on their own).
             throw SourceError(source: "join \(run.name)", message: "stopped")
         }
-        _ = try run.keepFetched(page)
-        return page
+        guard let kept = Page.kept(pages) else { throw SourceError(source: "join \(run.name)", message: "a request gave no page") }
+        _ = try run.keepFetched(kept)
+        var handed = pages
+        for k in handed.indices { handed[k].unitContinues = k + 1 < handed.count }
+        claimedAhead.insert(contentsOf: handed.dropFirst(), at: 0)
+        return handed[0]
     }
 
     /// Makes `page`'s request on a thread of its own; its answer goes to the window. A wait its
@@ -264,7 +281,7 @@ private final class RequestWindow: Sendable {
     private struct State {
         var size = 1
         var inFlight = 0
-        var answers: [Result<Page, any Error>] = []
+        var answers: [Result<[Page], any Error>] = []
     }
     private let state = Mutex(State())
     private let arrived = DispatchSemaphore(value: 0)
@@ -280,14 +297,14 @@ private final class RequestWindow: Sendable {
 
     func started() { state.withLock { $0.inFlight += 1 } }
 
-    func answer(_ result: Result<Page, any Error>) {
+    func answer(_ result: Result<[Page], any Error>) {
         state.withLock { $0.answers.append(result) }
         arrived.signal()
     }
 
     /// The first answer that came, waiting for one if none has (calling `check` every 50 ms
-    /// meanwhile: it throws to stop waiting); its page, or the request's error.
-    func take(checking check: () throws -> Void) throws -> Page {
+    /// meanwhile: it throws to stop waiting); its pages, or the request's error.
+    func take(checking check: () throws -> Void) throws -> [Page] {
         while arrived.wait(timeout: .now() + 0.05) == .timedOut { try check() }
         let result = state.withLock { state in
             state.inFlight -= 1

@@ -226,7 +226,7 @@ extension WriterStage {
     /// of each unit); its first batch starts the commit interval's timer.
     private func commitIfDue(_ pages: [DecodedPage]) {
         if unitTransactions {
-            if pages.last?.isLastPart == true { commit() }
+            if pages.last?.endsUnit == true { commit() }
             return
         }
         if transactionStart == nil {

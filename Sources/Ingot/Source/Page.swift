@@ -56,6 +56,14 @@ public struct Page: Sendable {
     /// secret of the URL is stored), enqueued unfetched once a page said the source's total.
     /// `nil` for a page the fetcher read.
     package var cursor: String?
+    /// In a shared run: the pages of a paginated `for_each` request, kept together in its unit
+    /// (``bytes`` holds them one after the other), each with its URL and length — or why it was
+    /// rejected (a later page answered 404). The job that made the request keeps them so; a job
+    /// that takes the unit over, and the run's archive, read them back (``Page/keptPages()``).
+    package var requestPages: [RequestPage]?
+    /// In a shared run: more pages of this page's unit follow it (a paginated request's pages, in
+    /// order); the unit is committed with its last page.
+    package var unitContinues = false
     /// Values its records take from the parent record that requested it (`for_each … with:`):
     /// key and JSON text, added to each record where it has no such key.
     package var injected: [InjectedValue] = []
@@ -101,6 +109,71 @@ public struct UnitRef: Sendable, Hashable {
     public init(seq: Int, claim: Int) {
         self.seq = seq
         self.claim = claim
+    }
+}
+
+/// One page of a paginated `for_each` request kept in its unit (``Page/requestPages``).
+package struct RequestPage: Sendable, Equatable, Codable {
+    /// The URL that answered it.
+    package var source: String
+    /// Its bytes, in the unit's payload after the pages before it.
+    package var length: Int
+    /// Why the page is rejected (the request was answered 404 there), when it is.
+    package var unreadable: String?
+
+    package init(source: String, length: Int, unreadable: String? = nil) {
+        self.source = source
+        self.length = length
+        self.unreadable = unreadable
+    }
+}
+
+extension Page {
+    /// The most pages a request's unit may hold (``requestPages``): a unit row is input, and its
+    /// labels must not make a job hand out millions of empty pages.
+    package static let maxRequestPages = 100_000
+
+    /// The pages of a request kept in this unit (``requestPages``), in order, each but the last
+    /// saying that more of its unit follow; `[self]` when the unit keeps one page. A list that
+    /// does not add up to the payload (a row someone wrote) makes one rejected page naming the
+    /// unit.
+    package func keptPages() -> [Page] {
+        guard let parts = requestPages else { return [self] }
+        var whole = self
+        whole.requestPages = nil
+        guard !parts.isEmpty, parts.count <= Page.maxRequestPages, parts.allSatisfy({ $0.length >= 0 }),
+            parts.reduce(0, { $0 &+ $1.length }) == bytes.count
+        else {
+            whole.bytes = []
+            whole.unreadable = "unit \(unit?.seq ?? seq) keeps \(parts.count) pages that do not add up to its \(bytes.count) bytes"
+            return [whole]
+        }
+        var pages: [Page] = []
+        var start = 0
+        for (k, part) in parts.enumerated() {
+            var page = whole
+            page.source = part.source
+            page.bytes = Array(bytes[start..<start + part.length])
+            page.unreadable = part.unreadable
+            page.unitContinues = k + 1 < parts.count
+            start += part.length
+            pages.append(page)
+        }
+        return pages
+    }
+
+    /// `pages`, the answer of one request in order, as its unit keeps them: their bytes one after
+    /// the other, each page's URL and length in ``requestPages``; the first page as it is when
+    /// there is only one.
+    package static func kept(_ pages: [Page]) -> Page? {
+        guard var kept = pages.first else { return nil }
+        guard pages.count > 1 else { return kept }
+        kept.requestPages = pages.map { RequestPage(source: $0.source, length: $0.bytes.count, unreadable: $0.unreadable) }
+        kept.bytes = pages.flatMap(\.bytes)
+        kept.unreadable = nil
+        kept.parsed = nil
+        kept.unitContinues = false
+        return kept
     }
 }
 

@@ -222,6 +222,8 @@ struct UnitLabels: Codable, Equatable {
     var request: String?
     /// A numbered page the claiming job fetches (``Page/cursor``).
     var cursor: String?
+    /// The pages of a paginated request kept in the unit (``Page/requestPages``).
+    var pages: [RequestPage]?
 
     init(of page: Page) {
         resource = page.resourceName
@@ -229,11 +231,12 @@ struct UnitLabels: Codable, Equatable {
         unreadable = page.unreadable
         request = page.request
         cursor = page.cursor
+        pages = page.requestPages
     }
 
     /// The labels as stored, or `nil` when the page has none.
     var json: String? {
-        guard resource != nil || injected != nil || unreadable != nil || request != nil || cursor != nil,
+        guard resource != nil || injected != nil || unreadable != nil || request != nil || cursor != nil || pages != nil,
             let data = try? JSONEncoder().encode(self)
         else { return nil }
         return String(decoding: data, as: UTF8.self)
@@ -251,6 +254,7 @@ struct UnitLabels: Codable, Equatable {
         page.injected = labels.injected ?? []
         page.request = labels.request
         page.cursor = labels.cursor
+        page.requestPages = labels.pages
         if let reason = labels.unreadable { page.unreadable = reason }
     }
 }
