@@ -677,6 +677,23 @@ def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
                   "fan-out, %d persons: their pages, then a detail request per record, 100 ms each, concurrency 4 a job, into PostgreSQL" % persons)
 
 
+def fanout_pages(ingot, data, expected, db, runs, persons=500, jobs=(1, 4)):
+    """Scale-out of a fetch-bound paginated fan-out: people pages of 100, then each person's notes,
+    1 to 3 pages by next URL (a for_each whose requests paginate, concurrency 4), every answer after
+    100 ms, into PostgreSQL: one single job, then N joined jobs. As the fan-out case."""
+    def pipeline(port):
+        return open(PIPELINE).read().replace(
+            'source:\n  files: {dir: samples/people, glob: "page-*.json"}\nrecords: results\nroot: person\n',
+            'defaults: {http: {url: "http://127.0.0.1:%d/", concurrency: 4}}\nresources:\n'
+            '  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n'
+            '  - {name: notes, for_each: {resource: pages, path: "people/notes/{id}"}, source: {http: {paginate: {next_url: next}}},'
+            ' records: results, root: person}\n' % port,
+        ).replace("      tags: json\n", "      tags: json\n      note: string\n")
+    fetch_scaling(ingot, runs, persons, jobs, "fan-out-pages", pipeline,
+                  "paginated fan-out, %d persons: their pages, then each person's notes in 1 to 3 pages by next URL, 100 ms each, "
+                  "concurrency 4 a job, into PostgreSQL" % persons)
+
+
 def numbered(ingot, data, expected, db, runs, persons=20000, jobs=(1, 4)):
     """Scale-out of a fetch-bound numbered list: people pages of 100 by page number with
     `total_pages`, every answer after 100 ms, concurrency 4 a job, into PostgreSQL: one single job,
@@ -747,7 +764,7 @@ def main():
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout", "numbered"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout", "fanout-pages", "numbered"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -768,7 +785,7 @@ def main():
 
     if args.only:
         only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined,
-                "fanout": fanout, "numbered": numbered}.get(args.only)
+                "fanout": fanout, "fanout-pages": fanout_pages, "numbered": numbered}.get(args.only)
         if args.only == "peers":
             all_peers()
         elif args.only == "joined":
@@ -805,6 +822,7 @@ def main():
     postgres(ingot, data, expected, db, args.runs)
     joined(ingot, data, expected, db, args.runs, jobs=tuple(int(n) for n in args.jobs.split(",")))
     fanout(ingot, data, expected, db, args.runs)
+    fanout_pages(ingot, data, expected, db, args.runs)
     numbered(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     shutil.rmtree(archives, ignore_errors=True)

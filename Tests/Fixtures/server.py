@@ -15,6 +15,8 @@ Serves
   /people/paged?page=N       page N with meta.total_pages (how many pages there are); past the last, 404
   /people/offset404?offset=O&limit=L   as offset, but past the total a 404 (as some APIs answer)
   /people/detail/ID          one person's detail ({"id": ID, "note": …}), for a for_each fan-out
+  /people/notes/ID?page=N    one person's notes in 1 + ID % 3 pages ({"results": [{"id": ID, "note": …}], "next": URL|null}):
+                             a paginated fan-out, the last page's note winning
   /stripe/v1/customers?limit=L[&starting_after=ID]   a Stripe list: {object: list, data, has_more, url}, 25 customers
   /twitter/1.1/followers/list.json[?cursor=C]   a Twitter v1.1 cursored list: users, next_cursor (0 at the end)
   /github/repos/octocat/hello-world   one object (a repository), not a list
@@ -507,6 +509,15 @@ class Handler(BaseHTTPRequestHandler):
             if not ident.isdigit():
                 return self.send_json({"detail": "not found"}, 404)
             return self.send_json({"id": int(ident), "note": "detail of %s" % ident})
+        if style.startswith("notes/"):
+            ident = style[len("notes/"):]
+            if not ident.isdigit():
+                return self.send_json({"detail": "not found"}, 404)
+            n, last = int(q.get("page", "1")), 1 + int(ident) % 3
+            if not 1 <= n <= last:
+                return self.send_json({"detail": "no such page"}, 404)
+            nxt = "%s/people/notes/%s?page=%d" % (host, ident, n + 1) if n < last else None
+            return self.send_json({"results": [{"id": int(ident), "note": "note %d of %s" % (n, ident)}], "next": nxt})
         if style in ("next", "link", "page", "paged"):
             n = int(q.get("page", "1"))
             if style == "paged" and not 1 <= n <= len(pages):

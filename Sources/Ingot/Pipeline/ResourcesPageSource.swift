@@ -92,6 +92,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     func cancel() {
         cancelled.value.withLock { $0 = true }
         current?.cancel()
+        chains.withLock { $0?.cancel() }
     }
 
     // MARK: - Pages
@@ -197,6 +198,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     }
 
     private func finishResource() {
+        dropChains()
         let name = resources[index].name
         var metadata: Logger.Metadata = ["resource": "\(name)", LogKey.pages: .int(pagesOfResource)]
         if let count = skipped[name] { metadata["skipped_records"] = .int(count) }
@@ -209,11 +211,13 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         pagesOfResource = 0
     }
 
-    /// Opens the source of the resource (or for_each request) at the current position.
-    private func open() throws {
+    /// Opens the source of the resource (or for_each request) at the current position, resumed
+    /// after the page whose own source said `inner` (empty: from its start).
+    private func open(resuming inner: String = "") throws {
         let resource = resources[index]
         guard let forEach = resource.forEach else {
             current = try makeSource(resource)
+            if !inner.isEmpty { try current?.resume(from: inner) }
             return
         }
         if items.isEmpty {
@@ -228,25 +232,76 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             finishResource()
             return
         }
-        let source: HTTPPageSource
         listDelivered = false
         if forEach.http.paginate == .none && forEach.http.concurrency > 1 {
             // One page a request: `concurrency` of them in flight, pages in the list's order.
             listStart = item
-            source = try HTTPPageSource(
+            let source = try HTTPPageSource(
                 config: forEach.http, framing: resource.framing, urls: items.urls(from: item), environment: environment,
                 maxPageBytes: maxPageBytes, logger: logger)
-        } else {
-            listStart = nil
-            var http = forEach.http
-            http.url = items[item].url
-            source = try HTTPPageSource(
-                config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+            current = prepared(source)
+            return
         }
+        listStart = nil
+        if forEach.http.concurrency > 1 && Self.pagesByAnswer(forEach.http.paginate) {
+            // Each request's next page named by its answer: `concurrency` requests at once.
+            let items = items
+            let made = chains.withLock { chains in
+                if chains == nil {
+                    chains = RequestChains(count: items.count, window: forEach.http.concurrency) { [unowned self] k, resume in
+                        try requestSource(items[k].url, forEach, resource, resume: resume)
+                    }
+                }
+                return chains
+            }
+            current = try made?.source(for: item, resume: inner)
+            return
+        }
+        current = try requestSource(items[item].url, forEach, resource, resume: inner)
+    }
+
+    /// The source of one for_each request, resumed after the page that said `resume` (empty:
+    /// from its first page).
+    private func requestSource(
+        _ url: String, _ forEach: ResourceConfig.ForEach, _ resource: ResourceConfig, resume: String
+    ) throws -> HTTPPageSource {
+        var http = forEach.http
+        http.url = url
+        let source = try HTTPPageSource(
+            config: http, framing: resource.framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
+        if !resume.isEmpty { try source.resume(from: resume) }
+        return prepared(source)
+    }
+
+    /// `source` reporting to the run's metrics, reusing its kept answers, telling its server's
+    /// delays.
+    private func prepared(_ source: HTTPPageSource) -> HTTPPageSource {
         if let metrics { source.useMetrics(metrics) }
         if let kept { source.reuseAnswers(kept) }
         source.onServerDelay = onServerDelay
-        current = source
+        return source
+    }
+
+    /// Whether each page of a request is named by the page before (a next URL, a `Link` header,
+    /// a cursor): its pages come one after the other, so its for_each's `concurrency` is of
+    /// requests (``RequestChains``).
+    static func pagesByAnswer(_ paginate: HTTPSourceConfig.Pagination) -> Bool {
+        switch paginate {
+        case .nextURL, .linkHeader, .cursor: true
+        case .none, .page, .offset: false
+        }
+    }
+
+    /// A for_each's requests in flight, when they paginate by answer (``pagesByAnswer(_:)``):
+    /// stopped from another queue by ``cancel()``.
+    private let chains = Mutex<RequestChains?>(nil)
+
+    /// Stops the for_each's requests in flight and forgets them.
+    private func dropChains() {
+        chains.withLock { chains in
+            chains?.cancel()
+            chains = nil
+        }
     }
 
     /// List mode: the item the list source started at (its pages say `item:K`, counted from there).
@@ -409,12 +464,11 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
                 finishResource()
                 return
             }
-            try open()
         } else {
             inner = try resumeListing(inner: inner)
-            try open()
         }
-        if !inner.isEmpty { try current?.resume(from: inner) }
+        dropChains()
+        try open(resuming: inner)
     }
 
     /// Resuming in the current resource, not a for_each, after its page that said `inner`: the
