@@ -13,6 +13,9 @@ started in its place, as a Kubernetes Job restarts a pod. With --files they read
 from files instead of HTTP, so that a job whose units come in an unbroken stretch stages them.
 With --fanout the pipeline has two resources: the pages, then a request per person for its
 detail page (a for_each), so that kills land in a fan-out and in takeovers of its fetcher.
+With --notes the second resource is each person's notes instead, 1 to 3 pages by next URL (a
+for_each whose requests paginate: a single run makes four at once, a joined job follows each it
+claims to its end), so that kills land inside a request's pages.
 With --in-order, persons and dogs are read from both sides (`inverse:`), so the jobs commit
 their units in the run's order (docs/scale-out.md, "Units committed in order").
 With --replace the pipeline writes `write: replace`: both databases are first loaded by one
@@ -45,6 +48,8 @@ def main():
     a.add_argument("--join", type=int, default=0, help="with --postgres: this many jobs share one run (--join)")
     a.add_argument("--fanout", action="store_true",
                    help="with --join: the people pages, then each person's detail page (a for_each resource)")
+    a.add_argument("--notes", action="store_true",
+                   help="the people pages, then each person's notes in 1 to 3 pages by next URL (a for_each that paginates)")
     a.add_argument("--replace", action="store_true",
                    help="with --join: write: replace over the tables a single run of another data set left")
     a.add_argument("--in-order", action="store_true",
@@ -73,16 +78,20 @@ def main():
         pipeline = open(os.path.join(ROOT, "pipelines/people.yml")).read().replace(
             '  files: {dir: samples/people, glob: "page-*.json"}',
             "  http:\n    url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n" % port)
-        if args.fanout:
-            # Resources: the pages, then a request per person (its detail page sets `note`).
+        if args.fanout or args.notes:
+            # Resources: the pages, then a request per person (its detail page, or the last of its
+            # notes pages, sets `note`).
+            details = ('  - {name: notes, for_each: {resource: pages, path: "people/notes/{id}"},'
+                       ' source: {http: {paginate: {next_url: next}}}, records: results, root: person}\n') if args.notes else \
+                '  - {name: details, for_each: {resource: pages, path: \"people/detail/{id}\"}, records: \".\", root: person}\n'
             pipeline = pipeline.replace(
                 "source:\n  http:\n    url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n\nrecords: results\nroot: person\n" % port,
                 "defaults: {http: {url: \"http://127.0.0.1:%d/\", concurrency: 4}}\nresources:\n"
-                "  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n"
-                "  - {name: details, for_each: {resource: pages, path: \"people/detail/{id}\"}, records: \".\", root: person}\n" % port,
+                "  - {name: pages, source: {http: {url: people/next, paginate: {next_url: next}}}, records: results, root: person}\n" % port
+                + details,
             ).replace("      tags: json\n", "      tags: json\n      note: string\n")
             if "for_each" not in pipeline:
-                a.error("--fanout could not rewrite pipelines/people.yml")
+                a.error("--fanout/--notes could not rewrite pipelines/people.yml")
         if args.in_order:
             pipeline = pipeline.replace("      dogs: {to: dog, many: true, key: dogs}\n",
                                         "      dogs: {to: dog, many: true, key: dogs, inverse: owners}\n")

@@ -276,6 +276,19 @@ struct JoinedResourcesTests {
         #expect(try database.dump()["comment"]?.isEmpty ?? true)
     }
 
+    /// What a unit says of its kept pages is checked against its payload before any page is
+    /// cut from it: lengths that do not add up — past it, negative, or wrapping around `Int` —
+    /// make one rejected page, never a slice out of range.
+    @Test(arguments: [[11, 99], [Int.max, Int.max, 24], [-1, 23], [], [22, 0, -22, 22]])
+    func keptPagesAreCheckedAgainstThePayload(lengths: [Int]) {
+        var unit = Page(seq: 1, source: "u", bytes: Array(#"[{"id": 1}][{"id": 2}]"#.utf8))
+        unit.requestPages = lengths.map { RequestPage(source: "u", length: $0) }
+        let pages = unit.keptPages()
+        #expect(pages.count == 1 && pages[0].bytes.isEmpty && pages[0].unreadable?.contains("do not add up") == true)
+        unit.requestPages = [11, 0, 11].map { RequestPage(source: "u", length: $0) }
+        #expect(unit.keptPages().map(\.bytes.count) == [11, 0, 11] && unit.keptPages().map(\.unitContinues) == [true, true, false])
+    }
+
     /// A detail request the job makes answered 404 (the record was deleted after the list was
     /// read) is a rejected page naming it, as in a single run: the run finishes, counted.
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)

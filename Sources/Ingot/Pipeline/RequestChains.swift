@@ -9,21 +9,32 @@ import Synchronization
 /// order one request after the other gives, so later pages still win and resume states are the
 /// same. A request's pages cannot be asked for at once (each names the next), so requests are.
 ///
+/// Requests are started up to ``lookahead`` times `concurrency` ahead of the one read, and make
+/// `concurrency` transfers at once between them (a shared count of ``Slots``): a request of three
+/// pages being read does not hold the others back, while the ones after it, done or waiting for
+/// room, take no slot.
+///
 /// Used from the pipeline's source queue; each request's thread fills its ``Chain`` only.
 final class RequestChains: @unchecked Sendable {  // `source(for:)` on the source queue; `cancel()` from any
     /// Makes the source of request `item`, resumed where a run stopped in it (`resume`, or empty).
     typealias Make = (_ item: Int, _ resume: String) throws -> HTTPPageSource
 
+    /// Requests started ahead, in `concurrency`s.
+    static let lookahead = 4
+
     private let make: Make
     private let count: Int
     private let window: Int
+    /// Transfers the requests may make at once (`concurrency`).
+    private let slots: Slots
     /// The requests started and not yet read, in order, from the one read next.
     private let started = Mutex<[(item: Int, chain: Chain)]>([])
 
-    /// The requests `0..<count`, up to `window` at once, each made by `make`.
-    init(count: Int, window: Int, make: @escaping Make) {
+    /// The requests `0..<count`, `concurrency` transfers at once, each request made by `make`.
+    init(count: Int, concurrency: Int, make: @escaping Make) {
         self.count = count
-        self.window = max(1, window)
+        self.window = max(1, concurrency) * RequestChains.lookahead
+        self.slots = Slots(max(1, concurrency))
         self.make = make
     }
 
@@ -36,11 +47,11 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
         }
         if !resume.isEmpty || chains.first?.item != item {
             for (_, chain) in chains { chain.cancel() }
-            chains = [(item, Chain(try make(item, resume)))]
+            chains = [(item, Chain(try make(item, resume), slots: slots))]
         }
         var next = (chains.last?.item ?? item) + 1
         while chains.count < window, next < count {
-            chains.append((next, Chain(try make(next, ""))))
+            chains.append((next, Chain(try make(next, ""), slots: slots)))
             next += 1
         }
         let first = chains.removeFirst()
@@ -65,10 +76,10 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
         private let buffer = Buffer()
         private let source: HTTPPageSource
 
-        init(_ source: HTTPPageSource) {
+        init(_ source: HTTPPageSource, slots: Slots) {
             self.source = source
             let buffer = buffer
-            Thread.detachNewThread { buffer.fill(from: source) }
+            Thread.detachNewThread { buffer.fill(from: source, slots: slots) }
         }
 
         deinit { cancel() }
@@ -105,13 +116,17 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             for _ in 0..<Buffer.depth { room.signal() }
         }
 
-        /// The thread's loop: `source`'s pages, as room frees, until its end, a failure or a stop.
-        func fill(from source: HTTPPageSource) {
+        /// The thread's loop: `source`'s pages, as room frees and a slot is free, until its end,
+        /// a failure or a stop.
+        func fill(from source: HTTPPageSource, slots: Slots) {
+            let stopped = { self.state.withLock { $0.stopped } }
             do {
                 while true {
                     room.wait()
-                    if state.withLock({ $0.stopped }) { return }
-                    guard let page = try source.next() else { break }
+                    guard slots.take(unless: stopped) else { return }
+                    let next = Result { try source.next() }
+                    slots.give()
+                    guard let page = try next.get() else { break }
                     state.withLock { $0.pages.append(page) }
                     arrived.signal()
                 }
@@ -146,5 +161,31 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             room.signal()
             arrived.signal()
         }
+    }
+
+    /// Transfers that may be under way at once, shared by the requests' threads.
+    final class Slots: Sendable {
+        private let free = DispatchSemaphore(value: 0)
+
+        /// `count` slots. The semaphore is made empty and signalled: one disposed of below the
+        /// value it was made with traps in libdispatch.
+        init(_ count: Int) {
+            for _ in 0..<count { free.signal() }
+        }
+
+        /// Takes a slot, waiting for one; `false` (none taken) once `stopped` says so.
+        func take(unless stopped: () -> Bool) -> Bool {
+            while free.wait(timeout: .now() + 0.05) == .timedOut {
+                if stopped() { return false }
+            }
+            if stopped() {
+                free.signal()
+                return false
+            }
+            return true
+        }
+
+        /// Gives a slot back.
+        func give() { free.signal() }
     }
 }

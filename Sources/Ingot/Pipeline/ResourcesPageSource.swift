@@ -248,7 +248,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             let items = items
             let made = chains.withLock { chains in
                 if chains == nil {
-                    chains = RequestChains(count: items.count, window: forEach.http.concurrency) { [unowned self] k, resume in
+                    chains = RequestChains(count: items.count, concurrency: forEach.http.concurrency) { [unowned self] k, resume in
                         try requestSource(items[k].url, forEach, resource, resume: resume)
                     }
                 }

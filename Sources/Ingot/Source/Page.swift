@@ -141,8 +141,9 @@ extension Page {
         guard let parts = requestPages else { return [self] }
         var whole = self
         whole.requestPages = nil
-        guard !parts.isEmpty, parts.count <= Page.maxRequestPages, parts.allSatisfy({ $0.length >= 0 }),
-            parts.reduce(0, { $0 &+ $1.length }) == bytes.count
+        // Each length within the payload: their sum (at most 100,000 of them) cannot overflow.
+        guard !parts.isEmpty, parts.count <= Page.maxRequestPages, parts.allSatisfy({ (0...bytes.count).contains($0.length) }),
+            parts.reduce(0, { $0 + $1.length }) == bytes.count
         else {
             whole.bytes = []
             whole.unreadable = "unit \(unit?.seq ?? seq) keeps \(parts.count) pages that do not add up to its \(bytes.count) bytes"
