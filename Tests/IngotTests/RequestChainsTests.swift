@@ -87,4 +87,33 @@ import Testing
             #expect(note == "note \(1 + id % 3) of \(id)")
         }
     }
+
+    /// The requests after the one being read stop fetching while the pages they hold pass the
+    /// byte bound: with none allowed, no request is asked for before the one before it is read
+    /// to its end — the server sees the requests one after the other, each with all its pages.
+    @Test(.timeLimit(.minutes(1))) func requestsAheadWaitWhileTheirPagesPassTheByteBound() throws {
+        let pages = try generatePeople(persons: 30, pageSize: 10)
+        let server = try FixtureServer(people: pages)
+        let config = try pipeline(pages, server.base, concurrency: 3)
+        let forEach = try #require(config.resources.last?.forEach)
+        let ids = [3, 5, 1, 2, 4, 6]
+        let chains = RequestChains(count: ids.count, concurrency: 3, aheadBytes: 0) { k, _ in
+            var http = forEach.http
+            http.url = server.base + "/people/notes/\(ids[k])"
+            return try HTTPPageSource(config: http, framing: try #require(config.resources.last?.framing), logger: Logger(label: "t"))
+        }
+        var read: [String] = []
+        for k in ids.indices {
+            let source = try chains.source(for: k)
+            while let page = try source.next() { read.append(page.source) }
+        }
+        let response = try HTTPClient().get(server.base + "/seen", headers: [], timeout: 5)
+        let seen = ((try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]]) ?? []).compactMap { entry in
+            (entry["path"] as? String).flatMap { path in
+                path.hasPrefix("/people/notes/") ? path + ((entry["query"] as? String).map { $0.isEmpty ? "" : "?" + $0 } ?? "") : nil
+            }
+        }
+        #expect(read.count == ids.map { 1 + $0 % 3 }.reduce(0, +))
+        #expect(seen == read.map { $0.replacingOccurrences(of: server.base, with: "") }, "\(seen)")
+    }
 }

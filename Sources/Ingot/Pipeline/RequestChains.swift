@@ -12,7 +12,9 @@ import Synchronization
 /// Requests are started up to ``lookahead`` times `concurrency` ahead of the one read, and make
 /// `concurrency` transfers at once between them (a shared count of ``Slots``): a request of three
 /// pages being read does not hold the others back, while the ones after it, done or waiting for
-/// room, take no slot.
+/// room, take no slot. The pages the requests after the one being read hold are bounded in bytes
+/// too (``aheadBytes``, plus what transfers under way bring): a server's big pages cannot make
+/// the lookahead hold gigabytes.
 ///
 /// Used from the pipeline's source queue; each request's thread fills its ``Chain`` only.
 final class RequestChains: @unchecked Sendable {  // `source(for:)` on the source queue; `cancel()` from any
@@ -21,6 +23,8 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
 
     /// Requests started ahead, in `concurrency`s.
     static let lookahead = 4
+    /// Bytes of pages the requests after the one being read may hold before they wait.
+    static let aheadBytes = 32 << 20
 
     private let make: Make
     private let count: Int
@@ -30,11 +34,12 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
     /// The requests started and not yet read, in order, from the one read next.
     private let started = Mutex<[(item: Int, chain: Chain)]>([])
 
-    /// The requests `0..<count`, `concurrency` transfers at once, each request made by `make`.
-    init(count: Int, concurrency: Int, make: @escaping Make) {
+    /// The requests `0..<count`, `concurrency` transfers at once, each request made by `make`;
+    /// the requests after the one being read hold `aheadBytes` of pages at most before they wait.
+    init(count: Int, concurrency: Int, aheadBytes: Int = RequestChains.aheadBytes, make: @escaping Make) {
         self.count = count
         self.window = max(1, concurrency) * RequestChains.lookahead
-        self.slots = Slots(max(1, concurrency))
+        self.slots = Slots(max(1, concurrency), aheadBytes: aheadBytes)
         self.make = make
     }
 
@@ -55,6 +60,7 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             next += 1
         }
         let first = chains.removeFirst()
+        first.chain.startReading()
         started.withLock { $0 = chains }
         return first.chain
     }
@@ -82,6 +88,9 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             Thread.detachNewThread { buffer.fill(from: source, slots: slots) }
         }
 
+        /// This request is the one being read: its pages no longer wait for the bytes ahead.
+        func startReading() { buffer.startReading() }
+
         deinit { cancel() }
 
         func next() throws -> Page? { try buffer.take() }
@@ -104,6 +113,9 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             var ended = false
             var failure: (any Error)?
             var stopped = false
+            var reading = false
+            /// The slots its pages' bytes are counted in, once the thread started.
+            var slots: Slots?
         }
         private let state = Mutex(State())
         /// A page, the end or a failure came (or the chain was stopped).
@@ -120,13 +132,16 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
         /// a failure or a stop.
         func fill(from source: HTTPPageSource, slots: Slots) {
             let stopped = { self.state.withLock { $0.stopped } }
+            let ahead = { !self.state.withLock { $0.reading } }
+            state.withLock { $0.slots = slots }
             do {
                 while true {
                     room.wait()
-                    guard slots.take(unless: stopped) else { return }
+                    guard slots.take(ahead: ahead, unless: stopped) else { return }
                     let next = Result { try source.next() }
                     slots.give()
                     guard let page = try next.get() else { break }
+                    slots.hold(page.bytes.count)
                     state.withLock { $0.pages.append(page) }
                     arrived.signal()
                 }
@@ -142,7 +157,11 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
         func take() throws -> Page? {
             while true {
                 let taken: Result<Page?, any Error>? = state.withLock { state in
-                    if !state.pages.isEmpty { return .success(state.pages.removeFirst()) }
+                    if !state.pages.isEmpty {
+                        let page = state.pages.removeFirst()
+                        state.slots?.release(page.bytes.count)
+                        return .success(page)
+                    }
                     if let failure = state.failure { return .failure(failure) }
                     if state.ended || state.stopped { return .success(nil) }
                     return nil
@@ -156,34 +175,55 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             }
         }
 
+        func startReading() { state.withLock { $0.reading = true } }
+
         func stop() {
-            state.withLock { $0.stopped = true }
+            let left = state.withLock { state in
+                state.stopped = true
+                defer { state.pages = [] }
+                return (state.slots, state.pages.reduce(0) { $0 + $1.bytes.count })
+            }
+            left.0?.release(left.1)
             room.signal()
             arrived.signal()
         }
     }
 
-    /// Transfers that may be under way at once, shared by the requests' threads.
+    /// Transfers that may be under way at once, shared by the requests' threads, and the bytes
+    /// of the pages they hold.
     final class Slots: Sendable {
         private let free = DispatchSemaphore(value: 0)
+        private let held = Mutex(0)
+        private let aheadBytes: Int
 
         /// `count` slots. The semaphore is made empty and signalled: one disposed of below the
         /// value it was made with traps in libdispatch.
-        init(_ count: Int) {
+        init(_ count: Int, aheadBytes: Int) {
+            self.aheadBytes = aheadBytes
             for _ in 0..<count { free.signal() }
         }
 
-        /// Takes a slot, waiting for one; `false` (none taken) once `stopped` says so.
-        func take(unless stopped: () -> Bool) -> Bool {
-            while free.wait(timeout: .now() + 0.05) == .timedOut {
+        /// Takes a slot, waiting for one — and, for a request `ahead` of the one being read, while
+        /// the pages held pass ``aheadBytes`` — `false` (none taken) once `stopped` says so.
+        func take(ahead: () -> Bool, unless stopped: () -> Bool) -> Bool {
+            while true {
                 if stopped() { return false }
+                if ahead() && held.withLock({ $0 }) >= aheadBytes {
+                    Thread.sleep(forTimeInterval: 0.02)
+                    continue
+                }
+                guard free.wait(timeout: .now() + 0.05) == .success else { continue }
+                if stopped() {
+                    free.signal()
+                    return false
+                }
+                return true
             }
-            if stopped() {
-                free.signal()
-                return false
-            }
-            return true
         }
+
+        /// A page of `bytes` is held; then taken by the reader (``release(_:)``).
+        func hold(_ bytes: Int) { held.withLock { $0 += bytes } }
+        func release(_ bytes: Int) { held.withLock { $0 -= bytes } }
 
         /// Gives a slot back.
         func give() { free.signal() }
