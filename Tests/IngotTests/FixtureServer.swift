@@ -54,6 +54,13 @@ final class FixtureServer {
         return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Int]) ?? [:]
     }
 
+    /// Every request the server saw, in order: its path and query (`/seen`).
+    func seen() throws -> [(path: String, query: String)] {
+        let response = try HTTPClient().get(base + "/seen", headers: [], timeout: 5)
+        let entries = (try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]]) ?? []
+        return entries.compactMap { entry in (entry["path"] as? String).map { ($0, entry["query"] as? String ?? "") } }
+    }
+
     deinit {
         try? stdin.fileHandleForWriting.close()
         process.terminate()

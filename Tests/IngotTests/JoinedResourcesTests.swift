@@ -172,6 +172,14 @@ struct JoinedResourcesTests {
         #expect(try elsewhere.counters()["requests"] == 1, "only this count's own")
     }
 
+    /// The cookbook's GitHub pipeline against `server`, and the environment it reads.
+    private func github(_ server: FixtureServer) throws -> (PipelineConfig, [String: String]) {
+        let environment = ["GITHUB_TOKEN": "t0ken"]
+        return (
+            try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment), environment
+        )
+    }
+
     /// A request unit for `url` (PokeAPI's detail resource), run by one job (``runEnqueued``).
     private func runRequestUnit(_ url: String, _ config: PipelineConfig, _ database: JoinDatabase) throws -> [RunSummary] {
         var request = Page(seq: 1, source: url, bytes: [])
@@ -207,8 +215,7 @@ struct JoinedResourcesTests {
     /// and its issue's number, for the job that claims it to make.
     @Test(.timeLimit(.minutes(1))) func theFetcherLeavesPaginatedRequestsToTheJobs() throws {
         let server = try FixtureServer()
-        let environment = ["GITHUB_TOKEN": "t0ken"]
-        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
+        let (config, environment) = try github(server)
         let fetcher = ResourcesPageSource(
             config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         fetcher.defersRequests = true
@@ -217,10 +224,7 @@ struct JoinedResourcesTests {
         let comments = seen.filter { $0.resourceName == "comments" }
         #expect(comments.count == 7 && comments.allSatisfy { SharedRequests.isPending($0) && $0.request != nil })
         #expect(comments.first?.injected == [InjectedValue(key: "issue_number", json: "7")])
-        let response = try HTTPClient().get(server.base + "/seen", headers: [], timeout: 5)
-        let paths = ((try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]]) ?? []).compactMap {
-            $0["path"] as? String
-        }
+        let paths = try server.seen().map(\.path)
         #expect(paths.contains { $0.hasSuffix("/issues") } && !paths.contains { $0.hasSuffix("/comments") }, "\(paths)")
     }
 
@@ -232,8 +236,7 @@ struct JoinedResourcesTests {
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
     func aRequestsKeptPagesAreDecodedInOrderByTheJobThatTakesItOver(backend: JoinBackend) throws {
         let server = try FixtureServer()
-        let environment = ["GITHUB_TOKEN": "t0ken"]
-        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
+        let (config, environment) = try github(server)
         let base = server.base + "/github/repos/octocat/hello-world/issues/5/comments?per_page=2"
         let first =
             #"[{"id": 5050, "body": "first", "user": {"id": 1, "login": "octocat"}}, {"id": 5051, "body": "b", "user": {"id": 2, "login": "hubot"}}]"#
@@ -262,8 +265,7 @@ struct JoinedResourcesTests {
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
     func keptPagesThatDoNotAddUpAreARejectedPage(backend: JoinBackend) throws {
         let server = try FixtureServer()
-        let environment = ["GITHUB_TOKEN": "t0ken"]
-        let config = try PipelineConfig.parse(text: try RealAPITests.github(server.base), path: "github.yml", environment: environment)
+        let (config, environment) = try github(server)
         let url = server.base + "/github/repos/octocat/hello-world/issues/5/comments?per_page=2"
         var unit = Page(seq: 1, source: url, bytes: Array(#"[{"id": 1}][{"id": 2}]"#.utf8))
         unit.requestPages = [RequestPage(source: url, length: 11), RequestPage(source: url, length: 99)]

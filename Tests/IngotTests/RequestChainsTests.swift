@@ -107,11 +107,8 @@ import Testing
             let source = try chains.source(for: k)
             while let page = try source.next() { read.append(page.source) }
         }
-        let response = try HTTPClient().get(server.base + "/seen", headers: [], timeout: 5)
-        let seen = ((try JSONSerialization.jsonObject(with: Data(response.body)) as? [[String: Any]]) ?? []).compactMap { entry in
-            (entry["path"] as? String).flatMap { path in
-                path.hasPrefix("/people/notes/") ? path + ((entry["query"] as? String).map { $0.isEmpty ? "" : "?" + $0 } ?? "") : nil
-            }
+        let seen = try server.seen().filter { $0.path.hasPrefix("/people/notes/") }.map {
+            $0.path + ($0.query.isEmpty ? "" : "?" + $0.query)
         }
         #expect(read.count == ids.map { 1 + $0 % 3 }.reduce(0, +))
         #expect(seen == read.map { $0.replacingOccurrences(of: server.base, with: "") }, "\(seen)")
