@@ -210,6 +210,15 @@ struct JoinTests {
         #expect(files.count == 1)
         let reader = try ArchiveReader(path: try #require(files.first))
         #expect(reader.entries.map(\.metadata.seq) == Array(1...StoreSeamTests.pages.count))
+        if backend == .postgresql {
+            // Each rejection names the archive entry of its page, as a single run's does.
+            let rejects = try PGConnection(url: database.url).execute("SELECT archive, archive_entry, source FROM _ingot_rejects")
+            #expect(rejects.count == sqlite.counters.rejectedRecords + sqlite.counters.rejectedPages && !rejects.isEmpty)
+            for row in rejects {
+                let entry = reader.entries.first { String($0.metadata.seq) == row[1] }
+                #expect(row[0] == files.first && entry?.metadata.source == row[2], "\(row)")
+            }
+        }
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
         options.progressInterval = 0

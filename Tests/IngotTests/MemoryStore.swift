@@ -634,7 +634,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     /// Ends a job's part (``MemorySharedRun/endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
     fileprivate func endJob(
         _ run: MemorySharedRun, status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String],
-        archive: ((_ unit: Page) throws -> Void)?
+        archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd {
         try commit()
         begin()
@@ -683,7 +683,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 guard let unit = join.units[seq], unit.page.oversized == nil, unit.page.unreadable == nil else { continue }
                 var page = unit.page
                 page.seq = seq
-                try archive(page)
+                _ = try archive(page)
             }
         }
         join.status = "finished"
@@ -899,7 +899,7 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
 
     func endJob(
         status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
-        archive: ((_ unit: Page) throws -> Void)?
+        archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd {
         try store.endJob(self, status: status, counters: counters, replacing: replacing, scopes: scopes, archive: archive)
     }

@@ -58,6 +58,9 @@ public struct RecordRejection: Sendable, Equatable, CustomStringConvertible {
     package var code: RejectReason
     /// The archive entry the page is stored in, when it was archived.
     package var archive: ArchiveLocation?
+    /// In a shared run (`--join`): the unit of the page, until the run's archive — written by the
+    /// job that finishes the run — names the entry (``archive``).
+    package var unit: Int?
 
     /// Why, as a code to count by (`_ingot_runs.reject_counts`, the summary's `rejects.<code>`):
     /// `missing_identity`, `wrong_type`, `out_of_range`, `not_a_date`, `wrong_shape`,

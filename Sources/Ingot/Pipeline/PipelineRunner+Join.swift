@@ -104,13 +104,15 @@ extension PipelineRunner {
         var archivePath: String?
         var archiveWriter: ArchiveWriter?
         var entry = 0
-        let archive: ((Page) throws -> Void)? =
+        let archive: ((Page) throws -> [Page])? =
             options.archiveDirectory == nil
             ? nil
             : { [self] stored in
                 // A unit's pages get increasing entry numbers: its own seq, or the next free one
-                // after a unit of several pages (a paginated request's).
-                for page in try part.source.archived(stored) where page.oversized == nil && page.unreadable == nil {
+                // after a unit of several pages (a paginated request's). Each page archived is
+                // returned with its entry: the run's rejections name it.
+                var archived: [Page] = []
+                for var page in try part.source.archived(stored) where page.oversized == nil && page.unreadable == nil {
                     if archiveWriter == nil {
                         archiveWriter = try makeArchiveWriter(runID: part.runID, started: started)
                         archivePath = archiveWriter?.path
@@ -119,7 +121,11 @@ extension PipelineRunner {
                     try archiveWriter?.append(
                         page.bytes, seq: entry, source: page.source, resource: page.resourceName, injected: page.injected,
                         compression: page.compression)
+                    page.bytes = []
+                    page.archive = archivePath.map { ArchiveLocation(path: $0, entry: entry) }
+                    archived.append(page)
                 }
+                return archived
             }
         let end = try part.run.endJob(
             status: status, counters: counters, replacing: config.replacedEntities, scopes: config.replaceScopes,

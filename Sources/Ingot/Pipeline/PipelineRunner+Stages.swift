@@ -211,6 +211,8 @@ struct DecodeStep: Sendable {
         if let location = page.archive {
             decoded.archive = location
             for k in decoded.rejections.indices { decoded.rejections[k].archive = location }
+        } else if let unit = page.unit {
+            for k in decoded.rejections.indices { decoded.rejections[k].unit = unit.seq }
         }
         return decoded
     }

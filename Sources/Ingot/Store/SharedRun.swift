@@ -192,11 +192,11 @@ public protocol SharedRun: AnyObject, Sendable {
     /// the values the units' records gave its column in `scopes`, for an entity with a `scope:`
     /// (``RunProgress/scopeValues``) — unless the run rejected something (then says why not),
     /// the jobs' counters are summed into the run's, and `archive` is given every unit's page
-    /// (its seq, source, bytes and compression, as enqueued) in source order before the
-    /// payloads are dropped. Says what ending found (``SharedRunEnd``).
+    /// in source order before the payloads are dropped; the pages it archived, with their
+    /// ``Page/archive``, name the entries of the run's rejections. Says what ending found.
     func endJob(
         status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
-        archive: ((_ unit: Page) throws -> Void)?
+        archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd
     /// Waits for work, up to `seconds`: a unit enqueued or handed back, the source's end, a
     /// job's units committed, the fetcher's role free. A store that can be told (PostgreSQL's

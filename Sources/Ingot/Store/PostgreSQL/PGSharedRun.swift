@@ -426,7 +426,7 @@ final class PGSharedRun: SharedRun {
 
     func endJob(
         status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
-        archive: ((_ unit: Page) throws -> Void)?
+        archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd {
         try store.endJoinedJob(
             context, runID: runID, status: status, counters: counters, replacing: replacing, scopes: scopes,

@@ -11,7 +11,7 @@ extension PGStore {
     /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
     func endJoinedJob(
         _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String],
-        maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> Void)? = nil
+        maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> [Page])? = nil
     ) throws -> SharedRunEnd {
         try commit()
         var end = SharedRunEnd()
@@ -67,7 +67,11 @@ extension PGStore {
                     }
                 }
                 try connection.execute("DELETE FROM _ingot_join_scopes WHERE name = $1", [join.name])
-                if let archive { try forEachPage(of: join, maxPageBytes: maxPageBytes, archive) }
+                if let archive {
+                    var archived: [Page] = []
+                    try forEachPage(of: join, maxPageBytes: maxPageBytes) { archived += try archive($0) }
+                    try nameArchiveEntries(of: runID, archived)
+                }
                 try connection.execute(
                     """
                     INSERT INTO _ingot_state (pipeline, key, value) SELECT pipeline, key, value FROM _ingot_join_kept WHERE name = $1
@@ -112,6 +116,32 @@ extension PGStore {
     /// Every page of the joined run, in source order, from the work queue (oversized pages, which
     /// were never kept, are left out, and so are units this job could not read or that claim
     /// more than `maxPageBytes`: the jobs rejected them): 64 units per query.
+    /// Names the archive entry of each rejection of run `runID` that came from a unit
+    /// (``RecordRejection/unit``): the entry of the page it came from among `archived` (each with
+    /// its unit's seq and its ``Page/archive``) — the one with its source, else the unit's first.
+    /// A unit not archived (its page over the size limit, unreadable) leaves its rejections
+    /// without an entry, as a single run's are.
+    func nameArchiveEntries(of runID: String, _ archived: [Page]) throws {
+        let entries = archived.compactMap { page in page.archive.map { (seq: page.seq, source: page.source, entry: $0) } }
+        guard let path = entries.first?.entry.path else { return }
+        let seqs = PGStore.arrayLiteral(entries.map { .integer(Int64($0.seq)) })
+        let numbers = PGStore.arrayLiteral(entries.map { .integer(Int64($0.entry.entry)) })
+        let sources = PGStore.arrayLiteral(entries.map { RecordRejection.storable($0.source) })
+        try connection.execute(
+            """
+            UPDATE _ingot_rejects AS r SET archive = $2, archive_entry = m.entry
+              FROM (SELECT seq, source, min(entry) AS entry FROM unnest($3::bigint[], $4::text[], $5::bigint[]) AS e(seq, source, entry)
+                    GROUP BY seq, source) AS m
+              WHERE r.run_id = $1 AND r.archive IS NULL AND r.unit = m.seq AND r.source = m.source
+            """, [runID, path, seqs, sources, numbers])
+        try connection.execute(
+            """
+            UPDATE _ingot_rejects AS r SET archive = $2, archive_entry = m.entry
+              FROM (SELECT seq, min(entry) AS entry FROM unnest($3::bigint[], $4::bigint[]) AS e(seq, entry) GROUP BY seq) AS m
+              WHERE r.run_id = $1 AND r.archive IS NULL AND r.unit = m.seq
+            """, [runID, path, seqs, numbers])
+    }
+
     func forEachPage(
         of join: JoinContext, maxPageBytes: Int, _ body: (_ unit: Page) throws -> Void
     ) throws {

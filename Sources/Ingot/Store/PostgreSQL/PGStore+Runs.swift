@@ -94,11 +94,12 @@ extension PGStore {
                     .text(p.runID), .text(r.entity), .text(r.codingPath), .text(r.reason), .text(r.source),
                     r.recordIndex.map { .integer(Int64($0)) } ?? .null, .text(r.raw), r.archive.map { .text($0.path) } ?? .null,
                     r.archive.map { .integer(Int64($0.entry)) } ?? .null, .integer(Int64(r.rawLength)), .text(r.code.rawValue),
+                    r.unit.map { .integer(Int64($0)) } ?? .null,
                 ]
                 PGStore.appendCopyRow(values, to: &data)
             }
             try connection.copy(
-                "COPY _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code) FROM STDIN",
+                "COPY _ingot_rejects (run_id, entity, coding_path, reason, source, record_index, raw, archive, archive_entry, raw_length, reason_code, unit) FROM STDIN",
                 data: data)
         }
     }

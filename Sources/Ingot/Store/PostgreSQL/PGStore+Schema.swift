@@ -79,6 +79,8 @@ extension PGStore {
               raw_length bigint, reason_code text)
             """,
             "CREATE INDEX IF NOT EXISTS _ingot_rejects_run ON _ingot_rejects (run_id)",
+            // A joined run's rejection: its page's unit, until the run's archive names the entry.
+            "ALTER TABLE _ingot_rejects ADD COLUMN IF NOT EXISTS unit bigint",
             "CREATE TABLE IF NOT EXISTS _ingot_state (pipeline text NOT NULL, key text NOT NULL, value text, PRIMARY KEY (pipeline, key))",
             // Page prints for refreshes (PGStore+Prints.swift).
             "CREATE TABLE IF NOT EXISTS _ingot_print_runs (run_id text PRIMARY KEY, pipeline text NOT NULL, fingerprint text NOT NULL)",
