@@ -67,11 +67,7 @@ extension PGStore {
                     }
                 }
                 try connection.execute("DELETE FROM _ingot_join_scopes WHERE name = $1", [join.name])
-                if let archive {
-                    var archived: [Page] = []
-                    try forEachPage(of: join, maxPageBytes: maxPageBytes) { archived += try archive($0) }
-                    try nameArchiveEntries(of: runID, archived)
-                }
+                if let archive { try archiveUnits(of: join, runID: runID, maxPageBytes: maxPageBytes, archive) }
                 try connection.execute(
                     """
                     INSERT INTO _ingot_state (pipeline, key, value) SELECT pipeline, key, value FROM _ingot_join_kept WHERE name = $1
@@ -116,6 +112,16 @@ extension PGStore {
     /// Every page of the joined run, in source order, from the work queue (oversized pages, which
     /// were never kept, are left out, and so are units this job could not read or that claim
     /// more than `maxPageBytes`: the jobs rejected them): 64 units per query.
+    /// Gives `archive` every unit's page (``forEachPage(of:maxPageBytes:_:)``), then names the
+    /// archive entries of the run's rejections from the pages it archived.
+    private func archiveUnits(
+        of join: JoinContext, runID: String, maxPageBytes: Int, _ archive: (_ unit: Page) throws -> [Page]
+    ) throws {
+        var archived: [Page] = []
+        try forEachPage(of: join, maxPageBytes: maxPageBytes) { archived += try archive($0) }
+        try nameArchiveEntries(of: runID, archived)
+    }
+
     /// Names the archive entry of each rejection of run `runID` that came from a unit
     /// (``RecordRejection/unit``): the entry of the page it came from among `archived` (each with
     /// its unit's seq and its ``Page/archive``) — the one with its source, else the unit's first.
