@@ -231,8 +231,8 @@ struct JoinedResourcesTests {
     /// A paginated request is one unit: the job that claims it follows the request's pages to
     /// its end and keeps them together in the unit (``Page/requestPages``); a job that takes the
     /// unit over decodes what was kept, in order, and asks the server nothing. Here the unit is
-    /// enqueued kept already — issue 5's two pages of comments — and the job's tables hold all
-    /// three comments, the later page's value winning where both pages give one.
+    /// enqueued kept already — two pages of comments of the fixture's fifth issue — and the job's
+    /// tables hold all three comments, the later page's value winning where both pages give one.
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
     func aRequestsKeptPagesAreDecodedInOrderByTheJobThatTakesItOver(backend: JoinBackend) throws {
         let server = try FixtureServer()
