@@ -429,8 +429,14 @@ struct BulkLoadTests {
         try queue.writeWithoutTransaction { stage in
             try stage.execute(sql: "ATTACH DATABASE ? AS scratch", arguments: [scratch.databasePath + ".stage"])
             try stage.inTransaction {
+                // The rows with their sorted runs (StagedRuns.swift), as a staged batch commits them.
                 for table in ["_ingot_stage_person", "_ingot_stage_dog"] {
+                    let base = try Int64.fetchOne(stage, sql: "SELECT coalesce(max(rowid), 0) FROM \(table)") ?? 0
                     try stage.execute(sql: "INSERT INTO \(table) SELECT * FROM scratch.\(table) ORDER BY rowid")
+                    try stage.execute(
+                        sql:
+                            "INSERT INTO _ingot_stage_runs SELECT stage, first + ?1, last + ?1 FROM scratch._ingot_stage_runs WHERE stage = ?2",
+                        arguments: [base, table])
                 }
                 return .commit
             }

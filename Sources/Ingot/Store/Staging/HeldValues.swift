@@ -42,6 +42,12 @@ struct HeldValues {
         }
     }
 
+    /// Holds `bytes` as value `i`, a blob.
+    mutating func holdBlob(_ i: Int, _ bytes: UnsafeRawBufferPointer) {
+        types[i] = SQLITE_BLOB
+        store(i, bytes)
+    }
+
     /// Binds value `i` (NULL when none is held) as parameter `index` of `statement`.
     func bind(_ i: Int, to statement: OpaquePointer, at index: Int32) {
         switch types[i] {
@@ -116,7 +122,8 @@ struct HeldValues {
         case SQLITE_TEXT, SQLITE_BLOB:
             let held = self.bytes(i)
             StagedSets.appendInteger(UInt64(held.count), bytes: 4, to: &out)
-            out.append(contentsOf: held)
+            // Typed, so that the bytes are copied in one move (the buffer holds bytes only).
+            out.append(contentsOf: held.assumingMemoryBound(to: UInt8.self))
         default: break
         }
     }

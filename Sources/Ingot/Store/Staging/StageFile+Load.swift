@@ -38,9 +38,11 @@ extension StageFile {
     /// The page cache of a staged load, in KiB.
     static let cacheKiB = 8192
 
-    /// The columns of a staging table besides the entity's own: the mask's two words and the
-    /// sets before them, the row's origin (``RecordOrigin``) after.
-    static let extraColumns = 4
+    /// The columns of `layout`'s staging table: its identity's, then the staged row
+    /// (``StagedRow``).
+    static func stagedColumns(of layout: EntityLayout) -> [String] {
+        layout.identitySlots.map { quote(layout.columns[$0].name) } + [StagedRow.column]
+    }
 
     /// The staging table of entity `layout`.
     static func table(of layout: EntityLayout) -> String { "_ingot_stage_\(layout.table)" }
@@ -49,53 +51,66 @@ extension StageFile {
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
 
     /// Appends a batch's folded rows to the staging tables, in the file's open transaction (one
-    /// it begins): per row the mask of the columns its records gave, its to-many sets (a
-    /// ``StagedSets`` blob), its values and the record that gave it last (``RecordOrigin``).
+    /// it begins): per row its identity and the ``StagedRow`` — the mask of the columns its
+    /// records gave, the record that gave it last (``RecordOrigin``), its to-many sets and its
+    /// values. Each entity's rows are appended in identity order, a sorted run whose rowids are
+    /// noted in `_ingot_stage_runs` (StagedRuns.swift).
     func append(_ batch: ResolvedBatch) throws {
         try begin()
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
             let layout = layouts[entity]
-            let names = layout.columns.map { StageFile.quote($0.name) }.joined(separator: ", ")
+            let table = StageFile.table(of: layout)
+            let columns = StageFile.stagedColumns(of: layout)
             // The batch's rows in one statement (a RowFeed), not one each: appends only.
             let insert = try statement(
-                "INSERT INTO \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(names), \"_ingot_from\") \(RowFeed.select(arity: layout.columns.count + StageFile.extraColumns))"
-            )
+                "INSERT INTO \(StageFile.quote(table)) (\(columns.joined(separator: ", "))) \(RowFeed.select(arity: columns.count))")
             let feed = RowFeed()
+            var staged: [UInt8] = []
             var sets: [UInt8] = []
             rows.rows.withUnsafeBufferPointer { all in
                 rows.storage.withView { values in
-                    for (position, row) in all.enumerated() where row.identity != nil {
+                    for position in StageOrder.sorted(all, slots: layout.identitySlots, in: values) {
+                        let row = all[position]
                         // The identity is always given (a stub's row too): the fold groups by it.
                         var mask = row.mask
                         for slot in layout.identitySlots { mask.insert(slot) }
                         feed.beginRow()
-                        feed.append(.integer(Int64(bitPattern: mask.low)))
-                        feed.append(.integer(Int64(bitPattern: mask.high)))
+                        for slot in layout.identitySlots { feed.append(values, row.valueStart + slot) }
                         sets.removeAll(keepingCapacity: true)
                         for k in layout.toMany.indices {
                             guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
                             StagedSets.append(k, targets, to: &sets)
                         }
-                        if sets.isEmpty {
-                            feed.append(.null)
-                        } else {
-                            sets.withUnsafeBytes { feed.appendBlob($0) }
-                        }
-                        for slot in layout.columns.indices {
-                            if mask.contains(slot) {
-                                feed.append(values, row.valueStart + slot)
-                            } else {
-                                feed.append(.null)
-                            }
-                        }
-                        feed.append(.integer(rows.origins.indices.contains(position) ? rows.origins[position] : 0))
+                        let origin = rows.origins.indices.contains(position) ? rows.origins[position] : 0
+                        StagedRow.encode(
+                            mask: mask, origin: origin, sets: sets, columns: layout.columns.count, values: values, start: row.valueStart,
+                            into: &staged)
+                        staged.withUnsafeBytes { feed.appendBlob($0) }
                     }
                 }
             }
             guard feed.count > 0 else { continue }
+            let before = try lastRowid(of: table)
             feed.bind(to: insert.handle, at: 1)
             try insert.execute()
+            let last = sqlite3_last_insert_rowid(handle)
+            guard last - before == Int64(feed.count) else {
+                throw StoreError.schema(
+                    "the staged rows of \(layout.table) did not take consecutive rowids (\(before + 1)...\(last) for \(feed.count) rows)")
+            }
+            let run = try statement("INSERT INTO \(StagedRun.table) (stage, first, last) VALUES (?1, ?2, ?3)")
+            run.bind(.text(table), at: 1)
+            run.bind(.integer(before + 1), at: 2)
+            run.bind(.integer(last), at: 3)
+            try run.execute()
         }
+    }
+
+    /// The highest rowid of staging table `table`, 0 when it is empty.
+    private func lastRowid(of table: String) throws -> Int64 {
+        var last: Int64 = 0
+        try statement("SELECT max(rowid) FROM \(StageFile.quote(table))").query { row in last = sqlite3_column_int64(row, 0) }
+        return last
     }
 
     /// Runs `body` under a savepoint of the file's open transaction (one it begins): when it

@@ -69,11 +69,11 @@ final class StageFile {
         insert.bind(.text(token), at: 1)
         try insert.execute()
         for layout in layouts {
-            let columns = layout.columns.map { StageFile.quote($0.name) }.joined(separator: ", ")
             try file.execute(
-                "CREATE TABLE \(StageFile.quote(StageFile.table(of: layout))) (\"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns), \"_ingot_from\")"
+                "CREATE TABLE \(StageFile.quote(StageFile.table(of: layout))) (\(StageFile.stagedColumns(of: layout).joined(separator: ", ")))"
             )
         }
+        try file.execute("CREATE TABLE \(StagedRun.table) (stage TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL)")
         try file.execute(
             "CREATE TABLE _ingot_stage_kept (pipeline TEXT NOT NULL, key TEXT NOT NULL, value TEXT, PRIMARY KEY (pipeline, key))")
         return file
@@ -89,11 +89,12 @@ final class StageFile {
         if let select = try? file.statement("SELECT token FROM _ingot_stage_meta") {
             try? select.query { row in held = sqlite3_column_text(row, 0).map { String(cString: $0) } }
         }
-        // A file staged without each row's origin (by an earlier version) is not read: the load
-        // starts its stage again, as for a lost file.
-        let described = file.layouts.allSatisfy { layout in
-            (try? file.statement("SELECT \"_ingot_from\" FROM \(StageFile.quote(StageFile.table(of: layout))) LIMIT 0")) != nil
-        }
+        // A file staged in another row format or without sorted runs (by an earlier version) is
+        // not read: the load starts its stage again, as for a lost file.
+        let described =
+            file.layouts.allSatisfy { layout in
+                (try? file.statement("SELECT \(StagedRow.column) FROM \(StageFile.quote(StageFile.table(of: layout))) LIMIT 0")) != nil
+            } && (try? file.statement("SELECT first, last FROM \(StagedRun.table) LIMIT 0")) != nil
         guard held == token, described else {
             file.close()
             return nil

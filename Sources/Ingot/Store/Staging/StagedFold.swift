@@ -76,13 +76,14 @@ struct FoldPart: @unchecked Sendable {  // the pivot's values are read only, by 
         return [FoldPart(side: .below, pivot: lower), FoldPart(side: .from, pivot: values)]
     }
 
-    /// The `WHERE` clause of this part over `identity` (the identity columns, in order).
-    func condition(_ identity: String) -> String {
+    /// The condition of this part over `identity` (the identity columns, in order), its pivot
+    /// bound from `?1`; `nil` for the whole table.
+    func condition(_ identity: String) -> String? {
         let parameters = pivot.indices.map { "?\($0 + 1)" }.joined(separator: ", ")
         switch side {
-        case .all: return ""
-        case .below: return " WHERE (\(identity)) < (\(parameters))"
-        case .from: return " WHERE (\(identity)) >= (\(parameters))"
+        case .all: return nil
+        case .below: return "(\(identity)) < (\(parameters))"
+        case .from: return "(\(identity)) >= (\(parameters))"
         }
     }
 
@@ -149,12 +150,13 @@ final class FoldLanes: Sendable {
     }
 }
 
-/// The read side of one entity's merge: the staging table read sorted by identity then arrival,
-/// each identity's rows folded into one — for each column the last value given (a given `null`
+/// The read side of one entity's merge: the staging table read in identity order then arrival —
+/// its sorted runs merged (``RunMerge``), or, staged in more runs than it merges, sorted by SQLite
+/// — each identity's rows folded into one — for each column the last value given (a given `null`
 /// included), for each to-many the last set given — and handed on (`emit`).
 struct StagedFold {
     let layout: EntityLayout
-    private let read: RawStatement
+    private var read: RunMerge
     /// The current identity's folded row.
     private(set) var values: HeldValues
     private(set) var given = ColumnMask()
@@ -165,14 +167,35 @@ struct StagedFold {
 
     init(connection: OpaquePointer, layout: EntityLayout, part: FoldPart = .all) throws {
         self.layout = layout
-        let columns = layout.columns.map { StageFile.quote($0.name) }
-        let identity = layout.identitySlots.map { columns[$0] }.joined(separator: ", ")
-        read = try RawStatement(
-            connection: connection,
-            sql:
-                "SELECT \"_ingot_mask_low\", \"_ingot_mask_high\", \"_ingot_sets\", \(columns.joined(separator: ", ")), \"_ingot_from\" FROM \(StageFile.quote(StageFile.table(of: layout)))\(part.condition(identity)) ORDER BY \(identity), rowid"
-        )
-        for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(read.handle, Int32(i + 1), value) }
+        let identity = layout.identitySlots.map { StageFile.quote(layout.columns[$0].name) }.joined(separator: ", ")
+        let table = StageFile.table(of: layout)
+        let select = "SELECT \(StageFile.stagedColumns(of: layout).joined(separator: ", ")) FROM \(StageFile.quote(table))"
+        let condition = part.condition(identity)
+        var statements: [RawStatement] = []
+        do {
+            if let runs = StagedRun.runs(of: table, on: connection), !runs.isEmpty, runs.count <= RunMerge.maxRuns {
+                let first = part.pivot.count + 1
+                let range = "rowid BETWEEN ?\(first) AND ?\(first + 1)"
+                for run in runs {
+                    let statement = try RawStatement(
+                        connection: connection, sql: "\(select) WHERE \(range)\(condition.map { " AND \($0)" } ?? "") ORDER BY rowid")
+                    statements.append(statement)
+                    sqlite3_bind_int64(statement.handle, Int32(first), run.first)
+                    sqlite3_bind_int64(statement.handle, Int32(first + 1), run.last)
+                }
+            } else {
+                statements.append(
+                    try RawStatement(
+                        connection: connection, sql: "\(select)\(condition.map { " WHERE \($0)" } ?? "") ORDER BY \(identity), rowid"))
+            }
+        } catch {
+            for statement in statements { statement.finalize() }
+            throw error
+        }
+        for statement in statements {
+            for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(statement.handle, Int32(i + 1), value) }
+        }
+        read = RunMerge(statements: statements, identity: layout.identitySlots.indices.map { Int32($0) })
         values = HeldValues(count: layout.columns.count)
         sets = HeldValues(count: layout.toMany.count)
     }
@@ -186,28 +209,14 @@ struct StagedFold {
     /// Folds every staged identity, calling `emit` with each folded row (read through
     /// ``values``, ``given`` and ``sets``) before the next begins.
     mutating func run(emit: (borrowing StagedFold) throws -> Void) throws {
-        let read = self.read.handle
         while try self.read.step() {
-            if hasGroup && !sameIdentity() {
+            let read = self.read.current
+            if hasGroup && !sameIdentity(read) {
                 try emit(self)
                 clear()
             }
             hasGroup = true
-            let mask = ColumnMask(
-                low: UInt64(bitPattern: sqlite3_column_int64(read, 0)), high: UInt64(bitPattern: sqlite3_column_int64(read, 1)))
-            for slot in layout.columns.indices where mask.contains(slot) {
-                values.hold(slot, from: read, column: Int32(slot + 3))
-            }
-            given.formUnion(mask)
-            let from = sqlite3_column_int64(read, Int32(layout.columns.count + 3))
-            if from != 0 { origin = from }
-            if sqlite3_column_type(read, 2) == SQLITE_BLOB, let blob = sqlite3_column_blob(read, 2) {
-                let bytes = UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(read, 2)))
-                // The blob is kept whole for each set it gives (the last set given wins).
-                var setsGiven: [Int] = []
-                StagedSets.sets(in: bytes) { k, _ in if k < layout.toMany.count { setsGiven.append(k) } }
-                for k in setsGiven { sets.hold(k, from: read, column: 2) }
-            }
+            try take(read)
         }
         if hasGroup {
             try emit(self)
@@ -215,9 +224,35 @@ struct StagedFold {
         }
     }
 
-    /// Whether the current row has the current group's identity.
-    private func sameIdentity() -> Bool {
-        layout.identitySlots.allSatisfy { values.equals($0, read.handle, column: Int32($0 + 3)) }
+    /// Whether the current row has the current group's identity (its first columns).
+    private func sameIdentity(_ read: OpaquePointer) -> Bool {
+        for (column, slot) in layout.identitySlots.enumerated() where !values.equals(slot, read, column: Int32(column)) {
+            return false
+        }
+        return true
+    }
+
+    /// Folds the current row's ``StagedRow`` into the current identity's: the values it gives
+    /// over those held, its sets over those held, its origin when it knows one.
+    private mutating func take(_ read: OpaquePointer) throws {
+        let column = Int32(layout.identitySlots.count)
+        let count = Int(sqlite3_column_bytes(read, column))
+        let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(read, column), count: count)
+        guard let parts = StagedRow.parts(bytes) else { throw StagedRow.malformed(layout) }
+        var at = parts.values
+        for slot in layout.columns.indices where parts.mask.contains(slot) {
+            guard StagedRow.end(ofValueAt: at, in: bytes) != nil else { throw StagedRow.malformed(layout) }
+            values.load(slot, from: bytes, at: &at)
+        }
+        given.formUnion(parts.mask)
+        if parts.origin != 0 { origin = parts.origin }
+        if !parts.sets.isEmpty {
+            let given = UnsafeRawBufferPointer(rebasing: bytes[parts.sets])
+            // The sets are kept whole for each set they give (the last set given wins).
+            var setsGiven: [Int] = []
+            StagedSets.sets(in: given) { k, _ in if k < layout.toMany.count { setsGiven.append(k) } }
+            for k in setsGiven { sets.holdBlob(k, given) }
+        }
     }
 
     /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the

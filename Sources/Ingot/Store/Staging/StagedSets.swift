@@ -105,6 +105,12 @@ enum StagedSets {
 
     /// The little-endian integer of `count` bytes at `at` (bytes past the end read as 0).
     static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
+        if count == 8, at >= 0, at + 8 <= bytes.count {
+            return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self))
+        }
+        if count == 4, at >= 0, at + 4 <= bytes.count {
+            return UInt64(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
+        }
         var v: UInt64 = 0
         for i in 0..<count where at + i < bytes.count { v |= UInt64(bytes[at + i]) << UInt64(8 * i) }
         return v
@@ -112,6 +118,10 @@ enum StagedSets {
 
     /// Appends the low `bytes` bytes of `v`, little-endian.
     static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
-        for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: v >> UInt64(8 * i))) }
+        // From a typed buffer: `Array.append(contentsOf:)` copies it in one move.
+        withUnsafeBytes(of: v.littleEndian) { raw in
+            let all = raw.bindMemory(to: UInt8.self)
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: all[0..<min(bytes, all.count)]))
+        }
     }
 }

@@ -1,0 +1,92 @@
+import GRDBSQLite
+
+/// A staged row as its staging table holds it, beside its identity's columns: one blob rather
+/// than a column per attribute, written and read back by this store only, within one load.
+///
+/// The blob: the mask of the columns given (two 8-byte words), the record that gave the row last
+/// (``RecordOrigin``, 8 bytes), the to-many sets (a 4-byte length, then the ``StagedSets`` blob,
+/// empty when none is given), then the value of each column given, in column order, as
+/// ``HeldValues/append(_:to:)`` writes one (a type byte, then 8 bytes or a 4-byte length and
+/// the bytes). Numbers little-endian.
+///
+/// Why: a staging table of a column per attribute cost SQLite a record of every column to build
+/// when a batch was staged and to take apart when the fold read it back (people-200k: the folds'
+/// `sqlite3_column_*` calls and VDBE steps were a third of their time); one blob is built and
+/// read by Ingot in one pass (docs/performance-notes.md, "Staged runs").
+enum StagedRow {
+    /// The blob's column in a staging table.
+    static let column = "\"_ingot_row\""
+
+    /// Encodes a row of `columns` columns into `out` (emptied first): `mask`, `origin`, the
+    /// `sets` blob, then the value of each slot in `mask` from `values`, the row's slots starting
+    /// at `start`.
+    static func encode(
+        mask: ColumnMask, origin: Int64, sets: [UInt8], columns: Int, values: StorageView, start: Int, into out: inout [UInt8]
+    ) {
+        out.removeAll(keepingCapacity: true)
+        StagedSets.appendInteger(mask.low, bytes: 8, to: &out)
+        StagedSets.appendInteger(mask.high, bytes: 8, to: &out)
+        StagedSets.appendInteger(UInt64(bitPattern: origin), bytes: 8, to: &out)
+        StagedSets.appendInteger(UInt64(sets.count), bytes: 4, to: &out)
+        out.append(contentsOf: sets)
+        for slot in 0..<columns where mask.contains(slot) {
+            switch values.values[start + slot] {
+            case nil, .null?: out.append(UInt8(SQLITE_NULL))
+            case .integer(let v)?:
+                out.append(UInt8(SQLITE_INTEGER))
+                StagedSets.appendInteger(UInt64(bitPattern: v), bytes: 8, to: &out)
+            case .bool(let v)?:
+                out.append(UInt8(SQLITE_INTEGER))
+                StagedSets.appendInteger(v ? 1 : 0, bytes: 8, to: &out)
+            case .real(let v)?:
+                out.append(UInt8(SQLITE_FLOAT))
+                StagedSets.appendInteger(v.bitPattern, bytes: 8, to: &out)
+            case .text(let at, let count)?:
+                out.append(UInt8(SQLITE_TEXT))
+                StagedSets.appendInteger(UInt64(count), bytes: 4, to: &out)
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: values.text[Int(at)..<Int(at + count)]))
+            }
+        }
+    }
+
+    /// What a staged row gives, read from its blob: its mask and origin, where its sets are, and
+    /// where its values begin.
+    struct Parts {
+        var mask: ColumnMask
+        var origin: Int64
+        var sets: Range<Int>
+        var values: Int
+    }
+
+    /// The parts of `bytes`; `nil` when they do not add up (a blob this store did not write).
+    static func parts(_ bytes: UnsafeRawBufferPointer) -> Parts? {
+        guard bytes.count >= 28 else { return nil }
+        let length = Int(StagedSets.integer(bytes, 24, 4))
+        guard length <= bytes.count - 28 else { return nil }
+        return Parts(
+            mask: ColumnMask(low: StagedSets.integer(bytes, 0, 8), high: StagedSets.integer(bytes, 8, 8)),
+            origin: Int64(bitPattern: StagedSets.integer(bytes, 16, 8)), sets: 28..<(28 + length), values: 28 + length)
+    }
+
+    /// Where the value at `at` ends; `nil` when it runs past `bytes`.
+    static func end(ofValueAt at: Int, in bytes: UnsafeRawBufferPointer) -> Int? {
+        guard at < bytes.count else { return nil }
+        let end: Int
+        switch Int32(bytes[at]) {
+        case SQLITE_INTEGER, SQLITE_FLOAT: end = at + 9
+        case SQLITE_TEXT, SQLITE_BLOB:
+            guard at + 5 <= bytes.count else { return nil }
+            end = at + 5 + Int(StagedSets.integer(bytes, at + 1, 4))
+        default: end = at + 1
+        }
+        return end <= bytes.count ? end : nil
+    }
+
+    /// The failure of reading a blob that does not add up (a staging file changed by another
+    /// program): the load stops rather than merge what it cannot read.
+    static func malformed(_ layout: EntityLayout) -> StoreError {
+        StoreError.schema(
+            "a staged row of \(layout.table) does not add up (its staging file was changed by another program): remove the staging file and resume, and the load stages its pages again"
+        )
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import GRDBSQLite
+import Testing
+
+@testable import Ingot
+
+/// A staged load's sorted runs (Store/Staging/StagedRuns.swift): each batch staged in identity
+/// order, and the runs merged in the order SQLite would sort them.
+struct StagedRunsTests {
+    /// Identities of every kind a staging table can hold, in no order: integers (negative, the
+    /// largest), reals, a boolean (staged as 1), text (empty, multi-byte UTF-8, a prefix of
+    /// another), an integer and a real of one value.
+    static let mixed: [ScalarValue] = [
+        .text("b"), .integer(3), .real(2.5), .integer(-7), .text("ä"), .text("ab"), .text(""), .integer(2), .real(2.0),
+        .bool(true), .text("a"), .integer(.max), .real(-1e300), .text("Z"), .integer(0), .real(0.5),
+    ]
+
+    /// One value as SQLite reads it back: its type and text.
+    private static func shown(_ statement: OpaquePointer, _ column: Int32) -> String {
+        "\(sqlite3_column_type(statement, column)):" + (sqlite3_column_text(statement, column).map { String(cString: $0) } ?? "NULL")
+    }
+
+    /// A connection on a new in-memory database with a table `t (run, v)` of no type affinity.
+    private static func table() throws -> OpaquePointer {
+        var handle: OpaquePointer?
+        guard sqlite3_open(":memory:", &handle) == SQLITE_OK, let handle else { throw StoreError.schema("open") }
+        sqlite3_exec(handle, "CREATE TABLE t (run, v)", nil, nil, nil)
+        return handle
+    }
+
+    private static func insert(_ values: [ScalarValue], run: Int, on handle: OpaquePointer) throws {
+        let insert = try RawStatement(connection: handle, sql: "INSERT INTO t (run, v) VALUES (?1, ?2)")
+        defer { insert.finalize() }
+        for value in values {
+            insert.bind(.integer(Int64(run)), at: 1)
+            insert.bind(value, at: 2)
+            try insert.execute()
+        }
+    }
+
+    private static func read(_ sql: String, on handle: OpaquePointer) throws -> [String] {
+        let select = try RawStatement(connection: handle, sql: sql)
+        defer { select.finalize() }
+        var shown: [String] = []
+        try select.query { row in shown.append(Self.shown(row, 0)) }
+        return shown
+    }
+
+    /// A batch's rows sorted as a staged batch is appended come in the order SQLite's
+    /// `ORDER BY` gives the same values (an integer before a real of the same value).
+    @Test func aBatchIsSortedAsSQLiteSortsIt() throws {
+        var storage = RowStorage()
+        var rows: [EntityRow] = []
+        for value in Self.mixed {
+            let row = storage.appendRow(entity: 0, columns: 2, links: 0, identity: .single(value))
+            storage.set(row.valueStart, value)
+            storage.set(row.valueStart + 1, .text("other column"))
+            rows.append(row)
+        }
+        // A row without identity is never staged.
+        rows.append(storage.appendRow(entity: 0, columns: 2, links: 0))
+        let order = rows.withUnsafeBufferPointer { all in storage.withView { StageOrder.sorted(all, slots: [0], in: $0) } }
+        #expect(order.count == Self.mixed.count)
+
+        let handle = try Self.table()
+        defer { sqlite3_close(handle) }
+        try Self.insert(order.map { Self.mixed[$0] }, run: 0, on: handle)
+        let asStaged = try Self.read("SELECT v FROM t ORDER BY rowid", on: handle)
+        #expect(asStaged == (try Self.read("SELECT v FROM t ORDER BY v, rowid", on: handle)))
+        #expect(asStaged.firstIndex(of: "1:2") == asStaged.firstIndex(of: "2:2.0").map { $0 - 1 }, "\(asStaged)")
+
+        // One integer identity takes the integers' own sort; ties keep the order given.
+        var numbers = RowStorage()
+        var numbered: [EntityRow] = []
+        for (k, v) in [5, -1, 5, 3, Int.min, 5].enumerated() {
+            let row = numbers.appendRow(entity: 0, columns: 2, links: 0, identity: .single(.integer(Int64(v))))
+            numbers.set(row.valueStart, .integer(Int64(v)))
+            numbers.set(row.valueStart + 1, .integer(Int64(k)))
+            numbered.append(row)
+        }
+        let byNumber = numbered.withUnsafeBufferPointer { all in numbers.withView { StageOrder.sorted(all, slots: [0], in: $0) } }
+        #expect(byNumber == [4, 1, 3, 0, 2, 5])
+    }
+
+    /// Runs merged by ``RunMerge`` come out as the whole table sorted by SQLite, rows of one
+    /// value in the order of their runs: text, numbers and a composite of both.
+    @Test(arguments: [1, 2])
+    func runsMergeAsTheWholeTableSorts(columns: Int) throws {
+        let handle = try Self.table()
+        defer { sqlite3_close(handle) }
+        if columns == 2 { sqlite3_exec(handle, "DROP TABLE t; CREATE TABLE t (run, v, w)", nil, nil, nil) }
+        // Three runs, each sorted, sharing values across runs (not an integer and a real of one
+        // value: SQLite sorts those by rowid, the merge integer first).
+        let runs: [[ScalarValue]] = [
+            [.integer(-7), .integer(2), .real(2.5), .text(""), .text("a"), .text("b")],
+            [.integer(2), .integer(3), .text("a"), .text("ab"), .text("ä")],
+            [.real(-1e300), .integer(2), .text("a"), .text("b"), .text("Z")].sorted { StageOrderTestKey($0) < StageOrderTestKey($1) },
+        ]
+        var ranges: [(Int64, Int64)] = []
+        for (k, run) in runs.enumerated() {
+            let first = sqlite3_last_insert_rowid(handle) + 1
+            if columns == 2 {
+                // A composite identity (v, w): w breaks v's ties within and across runs.
+                let insert = try RawStatement(connection: handle, sql: "INSERT INTO t (run, v, w) VALUES (?1, ?2, ?3)")
+                defer { insert.finalize() }
+                for value in run {
+                    for w in [ScalarValue.text("x"), .integer(1)].sorted(by: { StageOrderTestKey($0) < StageOrderTestKey($1) }) {
+                        insert.bind(.integer(Int64(k)), at: 1)
+                        insert.bind(value, at: 2)
+                        insert.bind(w, at: 3)
+                        try insert.execute()
+                    }
+                }
+            } else {
+                try Self.insert(run, run: k, on: handle)
+            }
+            ranges.append((first, sqlite3_last_insert_rowid(handle)))
+        }
+        let identity = columns == 2 ? "v, w" : "v"
+        let statements = try ranges.map { first, last in
+            let statement = try RawStatement(
+                connection: handle,
+                sql: "SELECT run, v\(columns == 2 ? ", w" : "") FROM t WHERE rowid BETWEEN \(first) AND \(last) ORDER BY rowid")
+            return statement
+        }
+        var merge = RunMerge(statements: statements, identity: columns == 2 ? [1, 2] : [1])
+        defer { merge.finalize() }
+        var merged: [String] = []
+        while try merge.step() {
+            merged.append((0..<Int32(columns + 1)).map { Self.shown(merge.current, $0) }.joined(separator: " "))
+        }
+        let select = try RawStatement(
+            connection: handle, sql: "SELECT run, v\(columns == 2 ? ", w" : "") FROM t ORDER BY \(identity), rowid")
+        defer { select.finalize() }
+        var sorted: [String] = []
+        try select.query { row in sorted.append((0..<Int32(columns + 1)).map { Self.shown(row, $0) }.joined(separator: " ")) }
+        #expect(merged == sorted)
+        #expect(merged.count == runs.map(\.count).reduce(0, +) * columns)
+    }
+
+    /// A stopped staged load's staging file: every staged row is in exactly one run, the runs
+    /// follow one another, and each run is in identity order.
+    @Test func everyStagedRowIsInOneSortedRun() throws {
+        let pages = try generatePeople(persons: 600, pageSize: 50, faults: true)
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
+        options.progressInterval = 0
+        options.batchRecords = 40
+        options.commitRecords = 40
+        options.loading = .staged
+        let stopped = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 8))
+        #expect(stopped.status == .failed)
+        let stage = options.databasePath + ".stage"
+        for table in ["_ingot_stage_person", "_ingot_stage_dog"] {
+            let runs = try rows(stage, "SELECT first, last FROM _ingot_stage_runs WHERE stage = '\(table)' ORDER BY first")
+                .map { (Int($0[0]) ?? 0, Int($0[1]) ?? 0) }
+            #expect(runs.count >= 8, "\(table): \(runs.count) runs")
+            var next = 1
+            for (first, last) in runs {
+                #expect(first == next && last >= first, "\(table): run \(first)...\(last) after \(next - 1)")
+                next = last + 1
+                let inRun = "FROM \(table) WHERE rowid BETWEEN \(first) AND \(last)"
+                #expect(try rows(stage, "SELECT id \(inRun) ORDER BY rowid") == rows(stage, "SELECT id \(inRun) ORDER BY id, rowid"))
+                #expect(try rows(stage, "SELECT count(DISTINCT id) = count(*) \(inRun)") == [["1"]], "a batch stages one row per identity")
+            }
+            #expect(try rows(stage, "SELECT count(*), coalesce(max(rowid), 0) FROM \(table)") == [["\(next - 1)", "\(next - 1)"]])
+        }
+    }
+
+    /// A table staged in more runs than a merge reads (``RunMerge/maxRuns``) is sorted whole, and
+    /// ends the same: the people data set in batches of 2 records (over 300 runs), and of 40.
+    @Test(arguments: [2, 40])
+    func manyRunsOrFewTheLoadIsExact(batchRecords: Int) throws {
+        let pages = try generatePeople(persons: 600, pageSize: 50, faults: true)
+        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
+        config.source = .files(directory: pages, glob: "page-*.json")
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
+        options.progressInterval = 0
+        options.batchRecords = batchRecords
+        options.loading = .staged
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        let check = try checkPeople(options.databasePath, pages)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+        if batchRecords == 2 { #expect(600 / 2 > RunMerge.maxRuns) }
+    }
+}
+
+/// SQLite's order of the values these tests use, to sort their runs by: NULL, numbers, text.
+private struct StageOrderTestKey: Comparable {
+    let value: ScalarValue
+    init(_ value: ScalarValue) { self.value = value }
+
+    private var rank: Int {
+        switch value {
+        case .null: 0
+        case .integer, .real, .bool: 1
+        case .text: 2
+        }
+    }
+
+    private var number: Double {
+        switch value {
+        case .integer(let v): Double(v)
+        case .real(let v): v
+        case .bool(let v): v ? 1 : 0
+        default: 0
+        }
+    }
+
+    static func < (a: Self, b: Self) -> Bool {
+        if a.rank != b.rank { return a.rank < b.rank }
+        if case .text(let x) = a.value, case .text(let y) = b.value { return Array(x.utf8).lexicographicallyPrecedes(Array(y.utf8)) }
+        return a.number < b.number
+    }
+
+    static func == (a: Self, b: Self) -> Bool { !(a < b) && !(b < a) }
+}
