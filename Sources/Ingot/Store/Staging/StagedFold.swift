@@ -4,13 +4,12 @@ import GRDBSQLite
 import Synchronization
 
 // The folds of a staged load (`StageFile.fold`), on several threads when they can: per entity,
-// a fold reads the staging table sorted by identity then arrival and folds each identity's rows
-// into one (`StagedFold`), while the backend's writer writes the folded rows, entity after
-// entity (its `FoldedRowWriter`). The folded rows go from a fold to the writer in chunks of
-// about a megabyte, two at most in flight (`MergeChannel`). Two folds run at a time, in entity
-// order, each on a read connection of its own (`FoldLanes`): the next entity's table is sorted
-// while the writer waits for the first's sort or writes it. Sorting and reading the staged rows
-// were a third of a one-thread merge's time, with the other core idle.
+// a fold reads the staging table in identity order then arrival — its sorted runs merged
+// (StagedRuns.swift) — and folds each identity's rows into one (`StagedFold`), while the
+// backend's writer writes the folded rows, entity after entity (its `FoldedRowWriter`). The
+// folded rows go from a fold to the writer in chunks of about a megabyte, a few at most in flight
+// (`MergeChannel`). Two folds run at a time, in entity order, each on a read connection of its
+// own (`FoldLanes`): the next entity's fold runs ahead while the writer writes the one before.
 //
 // The folds read the staging file on read connections of their own, once its last staged
 // batches are committed. An in-memory SQLite database stages in memory: each entity is folded
@@ -309,8 +308,8 @@ struct MergedChunk: Sendable {
     }
 }
 
-/// Chunks from the fold thread to the writer, two at most waiting (about 2 MB). Either side
-/// stops the other: the fold sends its failure or the end; the writer cancels when it fails.
+/// Chunks from the fold thread to the writer, ``room`` at most waiting. Either side stops the
+/// other: the fold sends its failure or the end; the writer cancels when it fails.
 final class MergeChannel: Sendable {
     enum Item: Sendable {
         case chunk(MergedChunk)
@@ -320,24 +319,29 @@ final class MergeChannel: Sendable {
 
     private let items = Mutex<(queue: [Item], cancelled: Bool)>(([], false))
     private let ready = DispatchSemaphore(value: 0)
-    /// Made at 0 and signalled twice: libdispatch traps when a semaphore is freed below the value
-    /// it was made with, which a channel cancelled with chunks in flight would be.
-    private let room = DispatchSemaphore(value: 0)
+    /// Made at 0 and signalled ``room`` times: libdispatch traps when a semaphore is freed below
+    /// the value it was made with, which a channel cancelled with chunks in flight would be.
+    private let free = DispatchSemaphore(value: 0)
+
+    /// The chunks waiting at most (about a megabyte each). Eight, not two: the next entity's fold
+    /// runs ahead while the writer writes the one before, and with two chunks of room it stopped
+    /// at once and ended after the writer had — people-200k's dog rows (6 MB) were folded while the
+    /// writer waited (docs/performance-notes.md, "Staged runs"). Two folds at a time: 16 MB at most.
+    static let room = 8
 
     init() {
-        room.signal()
-        room.signal()
+        for _ in 0..<MergeChannel.room { free.signal() }
     }
 
     /// Waits for room and sends `item`; `false` once the writer cancelled (nothing sent).
     func send(_ item: Item) -> Bool {
-        room.wait()
+        free.wait()
         let sent = items.withLock { state in
             guard !state.cancelled else { return false }
             state.queue.append(item)
             return true
         }
-        if sent { ready.signal() } else { room.signal() }
+        if sent { ready.signal() } else { free.signal() }
         return sent
     }
 
@@ -345,7 +349,7 @@ final class MergeChannel: Sendable {
     func receive() -> Item {
         ready.wait()
         let item = items.withLock { $0.queue.removeFirst() }
-        room.signal()
+        free.signal()
         return item
     }
 
@@ -354,7 +358,7 @@ final class MergeChannel: Sendable {
     /// The writer stops: the fold's next send fails (and one waiting for room wakes up).
     func cancel() {
         items.withLock { $0.cancelled = true }
-        room.signal()
+        free.signal()
     }
 }
 
