@@ -32,7 +32,7 @@ struct CLITests {
         let dir = temporaryDirectory()
         let file = dir.appendingPathComponent("bad.yml")
         try "version: 1\nname: x\nroot: a\nentities:\n  a:\n    identity: nope\n    attributes: {id: integer}\n".write(
-            to: file, atomically: true, encoding: .utf8)
+            to: file, atomically: false, encoding: .utf8)
         for command in ["validate", "run", "schema"] {
             let result = try run([command, file.path])
             #expect(result.status == 2, "\(command)")

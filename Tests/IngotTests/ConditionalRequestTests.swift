@@ -83,7 +83,7 @@ struct ConditionalRequestTests {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         try text.replacingOccurrences(
             of: #""first_name":""#, with: #""first_name":"Renamed "#, options: [], range: text.range(of: #""first_name":""#)
-        ).write(toFile: path, atomically: true, encoding: .utf8)
+        ).write(toFile: path, atomically: false, encoding: .utf8)
         _ = try HTTPClient().get(server.base + "/control/reload-people", headers: [], timeout: 5)
         let third = try Self.run(server, into: db)
         #expect(third.status == .finished && third.counters.notModifiedPages == requests - 1, "\(third.error ?? "")")

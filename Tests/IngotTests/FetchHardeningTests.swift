@@ -152,7 +152,7 @@ struct URLSecretTests {
         source: {http: {url: "https://api.test/t/${TENANT}/items"}}
         root: a
         entities: {a: {identity: id, attributes: {id: integer}}}
-        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        """.write(toFile: yml, atomically: false, encoding: .utf8)
         let (status, out, err) = try runIngot(
             ["run", yml, "--dry-run", "--db", yml + ".db"], environment: ["TENANT": URLSecretTests.tenant])
         #expect(status == 0, "\(err)")

@@ -118,7 +118,7 @@ struct LoadPlanMatrixTests {
         for page in 0..<3 {
             let records = ids[page * 500..<(page + 1) * 500].map { #"{"id": \#($0), "name": "p\#($0)", "dogs": [\#($0 % 40)]}"# }
             let text = #"{"next": null, "results": ["# + records.joined(separator: ",") + "]}"
-            try text.write(to: dir.appendingPathComponent(String(format: "page-%05d.json", page + 1)), atomically: true, encoding: .utf8)
+            try text.write(to: dir.appendingPathComponent(String(format: "page-%05d.json", page + 1)), atomically: false, encoding: .utf8)
         }
         return dir.path
     }
@@ -190,7 +190,7 @@ struct LoadPlanMatrixTests {
                 if backend != .memory, asking != .join {
                     // What the dry run of the same pipeline file prints.
                     let file = temporaryDirectory().appendingPathComponent("planned.yml")
-                    try Self.yaml(source, pages: pages, server: server).write(to: file, atomically: true, encoding: .utf8)
+                    try Self.yaml(source, pages: pages, server: server).write(to: file, atomically: false, encoding: .utf8)
                     let flags = [.bulk: ["--bulk"], .noBulk: ["--no-bulk"]][asking] ?? []
                     let dry = try runIngot(["run", file.path, "--db", options.databasePath, "--dry-run"] + flags)
                     #expect(dry.stdout.contains("load: \(plan)\n"), "\(label): \(dry.stdout)")

@@ -546,7 +546,7 @@ struct TransactionTests {
         for p in 0..<12 {
             let records = (0..<10).map { #"{"id": \#(p * 10 + $0), "name": "n\#(p * 10 + $0)"}"# }.joined(separator: ",")
             try page(records).write(
-                to: pages.appendingPathComponent(String(format: "page-%02d.json", p)), atomically: true, encoding: .utf8)
+                to: pages.appendingPathComponent(String(format: "page-%02d.json", p)), atomically: false, encoding: .utf8)
         }
         var options = RunOptions()
         options.databasePath = dir.appendingPathComponent("r.db").path

@@ -56,7 +56,7 @@ struct ParentEntityTests {
     /// its resources.
     @Test func validateAndTheDryRunNameWhatTheRecordsAre() throws {
         let file = temporaryDirectory().appendingPathComponent("transport.yml")
-        try Self.yaml.write(to: file, atomically: true, encoding: .utf8)
+        try Self.yaml.write(to: file, atomically: false, encoding: .utf8)
         let shown = "root by kind (starship: starship, vehicle: vehicle; others rejected)"
         let validated = try runIngot(["validate", file.path])
         #expect(validated.stdout.contains("entities, \(shown))"), "\(validated.stdout)")

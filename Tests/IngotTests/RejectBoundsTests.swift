@@ -11,7 +11,7 @@ struct RejectBoundsTests {
     /// A pipeline of `item {id, name}` read from `dir`.
     func pipeline(_ dir: URL) throws -> String {
         let yml = dir.appendingPathComponent("rj.yml").path
-        try itemPipeline("rj", "source: {files: {dir: pages}}").write(toFile: yml, atomically: true, encoding: .utf8)
+        try itemPipeline("rj", "source: {files: {dir: pages}}").write(toFile: yml, atomically: false, encoding: .utf8)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
         return yml
     }
@@ -22,9 +22,9 @@ struct RejectBoundsTests {
         // 100 records without identity around 10 good ones, in two pages.
         let bad = Array(repeating: "{\"name\":\"x\"}", count: 50).joined(separator: ",")
         let good = (1...5).map { "{\"id\":\($0)}" }.joined(separator: ",")
-        try "[\(bad),\(good)]".write(to: dir.appendingPathComponent("pages/p1.json"), atomically: true, encoding: .utf8)
+        try "[\(bad),\(good)]".write(to: dir.appendingPathComponent("pages/p1.json"), atomically: false, encoding: .utf8)
         let good2 = (11...15).map { "{\"id\":\($0)}" }.joined(separator: ",")
-        try "[\(good2),\(bad)]".write(to: dir.appendingPathComponent("pages/p2.json"), atomically: true, encoding: .utf8)
+        try "[\(good2),\(bad)]".write(to: dir.appendingPathComponent("pages/p2.json"), atomically: false, encoding: .utf8)
         let db = dir.appendingPathComponent("rj.db").path
         let archives = dir.appendingPathComponent("archives").path
         let (status, out, err) = try runIngot([
@@ -43,7 +43,7 @@ struct RejectBoundsTests {
     @Test func zeroStoresNoRejectRow() throws {
         let dir = temporaryDirectory()
         let yml = try pipeline(dir)
-        try "[{\"name\":\"x\"},{\"id\":1}]".write(to: dir.appendingPathComponent("pages/p1.json"), atomically: true, encoding: .utf8)
+        try "[{\"name\":\"x\"},{\"id\":1}]".write(to: dir.appendingPathComponent("pages/p1.json"), atomically: false, encoding: .utf8)
         let db = dir.appendingPathComponent("rj.db").path
         let (status, _, err) = try runIngot(["run", yml, "--db", db, "--no-archive"], environment: ["INGOT_MAX_REJECT_ROWS": "0"])
         #expect(status == 0, "\(err)")
@@ -83,7 +83,7 @@ struct RejectBoundsTests {
         let dir = temporaryDirectory()
         let yml = dir.appendingPathComponent("rj.yml").path
         try itemPipeline("rj", "source: {files: {dir: pages, glob: \"*.jsonl\", format: jsonl}}").write(
-            toFile: yml, atomically: true, encoding: .utf8)
+            toFile: yml, atomically: false, encoding: .utf8)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
         try Data(String(repeating: "x\n", count: 1_000_000).utf8).write(to: dir.appendingPathComponent("pages/p.jsonl"))
         try expectAMillionRejectedWithinTheBound(yml, dir)
@@ -110,7 +110,7 @@ struct RejectBoundsTests {
           - {name: detail, for_each: {resource: list, path: "items/{id}", with: {listed_as: name}}, records: ".", root: item}
         entities:
           item: {identity: id, attributes: {id: integer, listed_as: string}}
-        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        """.write(toFile: yml, atomically: false, encoding: .utf8)
         let db = dir.appendingPathComponent("fe.db").path
         let (exit, peakKB, text) = try peakRSS([CLITests.binary.path, "run", yml, "--db", db, "--no-archive"])
         #expect(exit == 75, "the first request is refused: \(text.suffix(500))")
@@ -135,7 +135,7 @@ struct RejectBoundsTests {
               tags: {to: tag, many: true}
           child: {attributes: {n: integer}}
           tag: {identity: id, attributes: {id: integer}}
-        """.write(toFile: yml, atomically: true, encoding: .utf8)
+        """.write(toFile: yml, atomically: false, encoding: .utf8)
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("pages"), withIntermediateDirectories: true)
         return yml
     }

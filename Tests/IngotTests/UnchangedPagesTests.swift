@@ -438,7 +438,7 @@ struct UnchangedHTTPPagesTests {
         try text.replacingOccurrences(
             of: #""first_name":""#, with: #""first_name":"Renamed "#, options: [], range: text.range(of: #""first_name":""#)
         )
-        .write(toFile: third, atomically: true, encoding: .utf8)
+        .write(toFile: third, atomically: false, encoding: .utf8)
         let (server, changedServer) = (try FixtureServer(people: pages), try FixtureServer(people: changed))
         // One pipeline file for both servers: the URL comes from the environment.
         let yaml = try peopleOverHTTPText("${PEOPLE_URL}/people/page", ["paginate: {page: {param: page}}"])

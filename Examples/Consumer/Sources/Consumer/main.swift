@@ -22,14 +22,21 @@ struct Pet: IngotEntity, Codable {
     static func rule(for key: CodingKeys) -> IngotRule? { key == .id ? .coerce : nil }
 }
 
+let path = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString).db").path
+
+/// Removes the database and the files beside it (its WAL, shared memory and run lock).
+func removeDatabase() {
+    for suffix in ["", "-wal", "-shm", ".lock"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+}
+
 func check(_ condition: Bool, _ what: String) {
     guard condition else {
         print("FAILED: \(what)")
+        removeDatabase()
         exit(1)
     }
 }
 
-let path = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString).db").path
 let db = try IngotDatabase.sqlite(path, entities: [Owner.self])
 let page = #"{"results": [{"id": 7, "name": "Ada", "origin": {"country": "UK"}, "pets": [{"id": "3", "name": "Rex", "master": 7}, 4]}]}"#
 let report = try await db.ingest([Owner].self, from: Array(page.utf8), at: "results")
@@ -61,3 +68,4 @@ do {
 }
 print("query side: relationship predicates, count, a transaction, an observation — ok")
 await db.close()
+removeDatabase()
