@@ -138,18 +138,26 @@ struct StagedRunsTests {
         #expect(merged.count == runs.map(\.count).reduce(0, +) * columns)
     }
 
-    /// A stopped staged load's staging file: every staged row is in exactly one run, the runs
-    /// follow one another, and each run is in identity order.
-    @Test func everyStagedRowIsInOneSortedRun() throws {
+    /// The people pipeline over 600 persons (with their faults) in pages of 50, staged from the
+    /// first batch into a new database, in batches of `batchRecords`.
+    private static func stagedPeople(batchRecords: Int) throws -> (pages: String, config: PipelineConfig, options: RunOptions) {
         let pages = try generatePeople(persons: 600, pageSize: 50, faults: true)
         var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
         config.source = .files(directory: pages, glob: "page-*.json")
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
         options.progressInterval = 0
-        options.batchRecords = 40
-        options.commitRecords = 40
+        options.batchRecords = batchRecords
         options.loading = .staged
+        return (pages, config, options)
+    }
+
+    /// A stopped staged load's staging file: every staged row is in exactly one run, the runs
+    /// follow one another, and each run is in identity order.
+    @Test func everyStagedRowIsInOneSortedRun() throws {
+        let (pages, config, staged) = try Self.stagedPeople(batchRecords: 40)
+        var options = staged
+        options.commitRecords = 40
         let stopped = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
             .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 8))
         #expect(stopped.status == .failed)
@@ -174,14 +182,7 @@ struct StagedRunsTests {
     /// ends the same: the people data set in batches of 2 records (over 300 runs), and of 40.
     @Test(arguments: [2, 40])
     func manyRunsOrFewTheLoadIsExact(batchRecords: Int) throws {
-        let pages = try generatePeople(persons: 600, pageSize: 50, faults: true)
-        var config = try PipelineConfig.load(path: packageRoot.appendingPathComponent("pipelines/people.yml").path)
-        config.source = .files(directory: pages, glob: "page-*.json")
-        var options = RunOptions()
-        options.databasePath = temporaryDirectory().appendingPathComponent("people.db").path
-        options.progressInterval = 0
-        options.batchRecords = batchRecords
-        options.loading = .staged
+        let (pages, config, options) = try Self.stagedPeople(batchRecords: batchRecords)
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         let check = try checkPeople(options.databasePath, pages)
