@@ -178,6 +178,39 @@ struct StagedRunsTests {
         }
     }
 
+    /// A staging file written by another program is input like any: a staged row whose blob does
+    /// not add up stops the merge with a message naming its table (nothing merged, no trap); a
+    /// file staged in an earlier format is not read, and the resumed load stages its pages again
+    /// and ends exact.
+    @Test(arguments: [false, true])
+    func aStagingFileChangedByHandIsRefusedOrStagedAgain(earlierFormat: Bool) throws {
+        let (pages, config, staged) = try Self.stagedPeople(batchRecords: 40)
+        var options = staged
+        options.commitRecords = 40
+        let stopped = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 4))
+        #expect(stopped.status == .failed)
+        var file: OpaquePointer?
+        #expect(sqlite3_open_v2(options.databasePath + ".stage", &file, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
+        let change =
+            earlierFormat
+            ? "ALTER TABLE _ingot_stage_dog RENAME COLUMN _ingot_row TO _ingot_from"
+            : "UPDATE _ingot_stage_dog SET _ingot_row = x'0100' WHERE rowid = 2"
+        #expect(sqlite3_exec(file, change, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close(file)
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        if earlierFormat {
+            #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+            let check = try checkPeople(options.databasePath, pages)
+            #expect(check.contains(#""ok": true"#), "\(check)")
+        } else {
+            #expect(resumed.status == .failed)
+            #expect(resumed.error?.contains("a staged row of dog does not add up") == true, "\(resumed.error ?? "")")
+            #expect(try rows(options.databasePath, "SELECT count(*) FROM person") == [["0"]])
+        }
+    }
+
     /// A table staged in more runs than a merge reads (``RunMerge/maxRuns``) is sorted whole, and
     /// ends the same: the people data set in batches of 2 records (over 300 runs), and of 40.
     @Test(arguments: [2, 40])

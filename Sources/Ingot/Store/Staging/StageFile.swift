@@ -90,16 +90,26 @@ final class StageFile {
             try? select.query { row in held = sqlite3_column_text(row, 0).map { String(cString: $0) } }
         }
         // A file staged in another row format or without sorted runs (by an earlier version) is
-        // not read: the load starts its stage again, as for a lost file.
+        // not read: the load starts its stage again, as for a lost file. The columns are looked
+        // up by name: a `SELECT` of a quoted name no table has reads it as a string instead.
         let described =
             file.layouts.allSatisfy { layout in
-                (try? file.statement("SELECT \(StagedRow.column) FROM \(StageFile.quote(StageFile.table(of: layout))) LIMIT 0")) != nil
-            } && (try? file.statement("SELECT first, last FROM \(StagedRun.table) LIMIT 0")) != nil
+                file.columns(of: StageFile.table(of: layout)) == StageFile.stagedColumns(of: layout)
+            } && file.columns(of: StagedRun.table) == ["\"stage\"", "\"first\"", "\"last\""]
         guard held == token, described else {
             file.close()
             return nil
         }
         return file
+    }
+
+    /// The columns of `table` in this file, quoted, in order; empty when there is no such table.
+    func columns(of table: String) -> [String] {
+        var columns: [String] = []
+        guard let info = try? statement("SELECT name FROM pragma_table_info(?1) ORDER BY cid") else { return [] }
+        info.bind(.text(table), at: 1)
+        try? info.query { row in columns.append(StageFile.quote(sqlite3_column_text(row, 0).map { String(cString: $0) } ?? "")) }
+        return columns
     }
 
     /// Removes the staging file at `path` and its journal.
