@@ -152,15 +152,23 @@ struct StagedRunsTests {
         return (pages, config, options)
     }
 
+    /// ``stagedPeople(batchRecords:)`` in batches and commits of 40 records, stopped by its source
+    /// failing after `pages` pages: its staging file holds what it committed.
+    private static func stoppedStagedPeople(afterPages pages: Int) throws -> (
+        pages: String, config: PipelineConfig, options: RunOptions
+    ) {
+        var (directory, config, options) = try stagedPeople(batchRecords: 40)
+        options.commitRecords = 40
+        let stopped = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            .run(source: FailingAfter(try DirectoryPageSource(directory: directory, glob: "page-*.json"), pages: pages))
+        #expect(stopped.status == .failed)
+        return (directory, config, options)
+    }
+
     /// A stopped staged load's staging file: every staged row is in exactly one run, the runs
     /// follow one another, and each run is in identity order.
     @Test func everyStagedRowIsInOneSortedRun() throws {
-        let (pages, config, staged) = try Self.stagedPeople(batchRecords: 40)
-        var options = staged
-        options.commitRecords = 40
-        let stopped = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 8))
-        #expect(stopped.status == .failed)
+        let options = try Self.stoppedStagedPeople(afterPages: 8).options
         let stage = options.databasePath + ".stage"
         for table in ["_ingot_stage_person", "_ingot_stage_dog"] {
             let runs = try rows(stage, "SELECT first, last FROM _ingot_stage_runs WHERE stage = '\(table)' ORDER BY first")
@@ -184,12 +192,8 @@ struct StagedRunsTests {
     /// and ends exact.
     @Test(arguments: [false, true])
     func aStagingFileChangedByHandIsRefusedOrStagedAgain(earlierFormat: Bool) throws {
-        let (pages, config, staged) = try Self.stagedPeople(batchRecords: 40)
-        var options = staged
-        options.commitRecords = 40
-        let stopped = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
-            .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: 4))
-        #expect(stopped.status == .failed)
+        let (pages, config, stopped) = try Self.stoppedStagedPeople(afterPages: 4)
+        var options = stopped
         var file: OpaquePointer?
         #expect(sqlite3_open_v2(options.databasePath + ".stage", &file, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
         let change =
