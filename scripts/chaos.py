@@ -57,12 +57,17 @@ def main():
     a.add_argument("--files", action="store_true",
                    help="with --join: the jobs read the pages from files (--pages), so a job stages its stretch of units")
     a.add_argument("--bulk", action="store_true",
-                   help="a staged load (--bulk): kills land while staging and while merging (with --postgres: while copying)")
+                   help="a staged load (--bulk): kills land while staging and while merging (with --postgres: while copying;"
+                        " with --join: the jobs defer their batches to the run's end, and kills land in the merge too)")
+    a.add_argument("--paged", action="store_true",
+                   help="pages by number with total_pages instead of next URLs: with --join, every job fetches the pages it claims")
     a.add_argument("--bulk-after-mib", type=int, default=None,
                    help="a load that turns staged once its database holds this many MiB: kills land before, while and after it turns")
     args = a.parse_args()
     if args.join and not args.postgres:
         a.error("--join needs --postgres")
+    if args.paged and (args.fanout or args.notes or args.files):
+        a.error("--paged reads the people pages by number: not with --fanout, --notes or --files")
     if (args.files or args.in_order or args.replace) and not args.join:
         a.error("--files, --in-order and --replace need --join")
     rng = random.Random(args.seed)
@@ -78,6 +83,13 @@ def main():
         pipeline = open(os.path.join(ROOT, "pipelines/people.yml")).read().replace(
             '  files: {dir: samples/people, glob: "page-*.json"}',
             "  http:\n    url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n" % port)
+        if args.paged:
+            pipeline = pipeline.replace(
+                "url: http://127.0.0.1:%d/people/next\n    paginate: {next_url: next}\n" % port,
+                "url: http://127.0.0.1:%d/people/paged\n    paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}}\n"
+                "    concurrency: 4\n" % port)
+            if "people/paged" not in pipeline:
+                a.error("--paged could not rewrite pipelines/people.yml")
         if args.fanout or args.notes:
             # Resources: the pages, then a request per person (its detail page, or the last of its
             # notes pages, sets `note`).
@@ -138,6 +150,8 @@ def main():
         if args.join:
             cmd = [os.path.abspath(args.ingot), "run", yml, "--db", db, "--join", "chaos", "--lease", "1", "--progress-interval", "0",
                    "--batch-records", str(args.batch_records), "--archive-dir", os.path.join(work, "archives")]
+            if args.bulk:
+                cmd.append("--bulk")
             if args.files:
                 # Local pages: a job whose units come in an unbroken stretch stages them (a job killed
                 # meanwhile leaves its staging file in TMPDIR, removed by the job that finishes the run).
@@ -198,6 +212,7 @@ def main():
             ok = got == want and not leftover
             deleted = pg.psql("chaos", "SELECT deleted FROM _ingot_runs ORDER BY started_at DESC LIMIT 1").stdout.strip()
             print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql", "jobs": args.join,
+                              "bulk": args.bulk, "paged": args.paged,
                               "tables": counts, "replace_deleted": deleted if args.replace else None, "same_as_uninterrupted": got == want, "staging_files_left": leftover}))
             return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],

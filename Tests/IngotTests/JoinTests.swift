@@ -120,8 +120,11 @@ struct JoinTests {
     }
 
     /// Options of a job joined under `name`.
-    static func options(_ database: JoinDatabase, join name: String?, batchRecords: Int = 2, archive: String? = nil) -> RunOptions {
+    static func options(
+        _ database: JoinDatabase, join name: String?, batchRecords: Int = 2, archive: String? = nil, loading: Loading = .automatic()
+    ) -> RunOptions {
         var options = RunOptions()
+        options.loading = loading
         options.archiveDirectory = archive
         options.databasePath = database.url
         options.batchRecords = batchRecords
@@ -147,13 +150,14 @@ struct JoinTests {
     /// `jobs` runners of `config`, each over a `source()` of its own, joined under `name`.
     static func runJoined(
         _ config: PipelineConfig, _ database: JoinDatabase, name: String, jobs: Int, batchRecords: Int = 2, archives: [String] = [],
-        source: () throws -> any PageSource
+        loading: Loading = .automatic(), logs: LogCapture = LogCapture(), source: () throws -> any PageSource
     ) throws -> [RunSummary] {
         let summaries = Mutex<[RunSummary]>([])
         let group = DispatchGroup()
         for k in 0..<jobs {
-            let options = Self.options(database, join: name, batchRecords: batchRecords, archive: archives.isEmpty ? nil : archives[k])
-            let runner = PipelineRunner(config: config, options: options, logger: LogCapture().logger)
+            let options = Self.options(
+                database, join: name, batchRecords: batchRecords, archive: archives.isEmpty ? nil : archives[k], loading: loading)
+            let runner = PipelineRunner(config: config, options: options, logger: logs.logger)
             let jobSource = try source()
             group.enter()
             Thread.detachNewThread {

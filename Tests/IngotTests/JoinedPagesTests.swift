@@ -72,8 +72,11 @@ struct JoinedPagesTests {
     }
 
     /// Three jobs over numbered pages end in the single run's tables, each page asked for once.
-    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
-    func numberedPagesRunJoinedAsAlone(backend: JoinBackend) throws {
+    /// Asked with `--bulk`, the jobs defer their batches to the run's end
+    /// (``LoadPlan/JoinedLoad/deferredAsked``) instead of writing each with positions, and the
+    /// run ends the same.
+    @Test(.timeLimit(.minutes(2)), arguments: [(JoinBackend.memory, false), (.postgresql, false), (.postgresql, true)])
+    func numberedPagesRunJoinedAsAlone(backend: JoinBackend, bulk: Bool) throws {
         let pages = try generatePeople(persons: 1200, pageSize: 100)
         let server = try FixtureServer(people: pages)
         let config = try PipelineConfig.parse(
@@ -81,9 +84,15 @@ struct JoinedPagesTests {
             path: "p.yml")
         let http = try #require(config.source.http)
         let database = try JoinDatabase(backend, model: config.model)
-        let summaries = try JoinTests.runJoined(config, database, name: "paged", jobs: 3, batchRecords: 150) {
+        let logs = LogCapture()
+        let summaries = try JoinTests.runJoined(
+            config, database, name: "paged", jobs: 3, batchRecords: 150, loading: bulk ? .staged : .automatic(), logs: logs
+        ) {
             try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
         }
+        // Deferred batches are merged by the jobs once every unit is done (`join.merged`);
+        // written with positions, nothing is left to merge.
+        #expect(logs.all.contains { $0.contains("msg=join.merged") } == bulk, "\(logs.all.filter { $0.contains("msg=join.") })")
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
         let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
         #expect(try server.counters()["people_requests"] == files, "each page asked for once, by one job")

@@ -24,7 +24,11 @@ struct LoadPlanTests {
     @Test func theDecisionAsATable() {
         #expect(Self.decide(.staged) == .staged)
         #expect(Self.decide(.staged, model: ["entity a has no identity"]) == .refused(["entity a has no identity"]))
-        #expect(Self.decide(.staged, joined: true, Self.postgres).isRefused)
+        // `--bulk` on a joined job defers its batches, from any source; what a staged load
+        // cannot run is refused as for a single job.
+        #expect(Self.decide(.staged, joined: true, Self.postgres) == .joined(.deferredAsked))
+        #expect(Self.decide(.staged, joined: true, fetching: true, Self.postgres) == .joined(.deferredAsked))
+        #expect(Self.decide(.staged, joined: true, model: ["m"], Self.postgres) == .refused(["m"]))
         #expect(Self.decide(.batchByBatch) == .batchByBatch(obstacles: []))
         #expect(Self.decide(.batchByBatch, joined: true, Self.postgres) == .batchByBatch(obstacles: []))
         // Local pages: staged at 4 MiB, or from the first batch; a fetching source at 40 MiB only.
@@ -32,9 +36,9 @@ struct LoadPlanTests {
         #expect(Self.decide(.automatic(), fetching: true) == .automatic(afterBytes: 40 << 20, fromFirstBatch: false))
         #expect(Self.decide(.automatic(afterBytes: 5 << 20)) == .automatic(afterBytes: 5 << 20, fromFirstBatch: false))
         #expect(Self.decide(.automatic(), write: ["w"], model: ["m"]) == .batchByBatch(obstacles: ["w", "m"]))
-        #expect(Self.decide(.automatic(), joined: true, Self.postgres) == .joined(staged: true))
-        #expect(Self.decide(.automatic(), joined: true, fetching: true, Self.postgres) == .joined(staged: false))
-        #expect(Self.decide(.automatic(), joined: true, model: ["m"], Self.postgres) == .joined(staged: false))
+        #expect(Self.decide(.automatic(), joined: true, Self.postgres) == .joined(.deferred))
+        #expect(Self.decide(.automatic(), joined: true, fetching: true, Self.postgres) == .joined(.positions))
+        #expect(Self.decide(.automatic(), joined: true, model: ["m"], Self.postgres) == .joined(.positions))
     }
 
     /// What each backend is asked to do follows from the plan and its capabilities alone.
@@ -46,12 +50,23 @@ struct LoadPlanTests {
         #expect(!pg.stagesFromFirstBatch && pg.mayStage)
         let never = LoadPlan(mode: .batchByBatch(obstacles: []), capabilities: Self.sqlite)
         #expect(never.stageAfterBytes == nil && !never.stagesFromFirstBatch && !never.mayStage)
-        let joined = LoadPlan(mode: .joined(staged: true), capabilities: Self.postgres)
+        let joined = LoadPlan(mode: .joined(.deferred), capabilities: Self.postgres)
         #expect(joined.stagesFromFirstBatch && joined.mayStage && joined.stageAfterBytes == nil)
         // Its batches outside the stretch are deferred to the run's end; a fetching joined job's
-        // (and every other plan's) are not.
+        // (and every other plan's) are not, unless asked (`--bulk`).
         #expect(joined.defersJoinedBatches)
-        #expect(!LoadPlan(mode: .joined(staged: false), capabilities: Self.postgres).defersJoinedBatches)
+        let positions = LoadPlan(mode: .joined(.positions), capabilities: Self.postgres)
+        #expect(!positions.defersJoinedBatches && !positions.stagesFromFirstBatch && !positions.mayStage)
+        let asked = LoadPlan(mode: .joined(.deferredAsked), capabilities: Self.postgres)
+        #expect(asked.defersJoinedBatches && asked.mayStage && !asked.stagesAtOpen)
+        // Which first batch stages: by default a full one in no identity order; asked, any.
+        #expect(auto.firstBatch == .whenFullAndUnordered && joined.firstBatch == .whenFullAndUnordered)
+        #expect(asked.firstBatch == .always && never.firstBatch == .never && pg.firstBatch == .never)
+        let rule = LoadPlan.FirstBatchStaging.whenFullAndUnordered
+        #expect(rule.stages(records: 1000, inIdentityOrder: false))
+        #expect(!rule.stages(records: 999, inIdentityOrder: false) && !rule.stages(records: 5000, inIdentityOrder: true))
+        #expect(LoadPlan.FirstBatchStaging.always.stages(records: 1, inIdentityOrder: true))
+        #expect(!LoadPlan.FirstBatchStaging.never.stages(records: 5000, inIdentityOrder: false))
         #expect(!auto.defersJoinedBatches && !pg.defersJoinedBatches && !never.defersJoinedBatches)
     }
 
@@ -80,7 +95,7 @@ struct LoadPlanTests {
 @Suite(.serialized)
 struct LoadPlanMatrixTests {
     enum Backend: String, CaseIterable, Sendable { case sqlite, postgres, memory }
-    enum Asking: String, CaseIterable, Sendable { case bulk, automatic, noBulk, join }
+    enum Asking: String, CaseIterable, Sendable { case bulk, automatic, noBulk, join, joinBulk }
     enum Source: String, CaseIterable { case files, http }
     enum Order: String, CaseIterable { case ordered, scattered }
 
@@ -128,14 +143,18 @@ struct LoadPlanMatrixTests {
         let merged = ["bulk.merging", "bulk.merged"]
         switch mode {
         case .staged: return merged
-        case .automatic(_, let first), .joined(let first): return first && order == .scattered ? ["bulk.started"] + merged : []
-        case .batchByBatch, .given, .refused: return []
+        case .automatic(_, let first): return first && order == .scattered ? ["bulk.started"] + merged : []
+        case .joined(.deferred): return order == .scattered ? ["bulk.started"] + merged : []
+        // Asked (`--bulk`): the stretch is staged from the first batch whatever it holds.
+        case .joined(.deferredAsked): return ["bulk.started"] + merged
+        case .joined(.positions), .batchByBatch, .given, .refused: return []
         }
     }
 
     @Test(arguments: Backend.allCases, Asking.allCases)
     func theRunDoesWhatItsPlanSays(backend: Backend, asking: Asking) throws {
-        guard backend != .sqlite || asking != .join else { return }  // SQLite shares no runs: refused, LoadPlanTests
+        let joins = asking == .join || asking == .joinBulk
+        guard backend != .sqlite || !joins else { return }  // SQLite shares no runs: refused, LoadPlanTests
         for order in Order.allCases {
             let pages = try Self.pages(order)
             let server = try FixtureServer(people: pages)
@@ -143,8 +162,8 @@ struct LoadPlanMatrixTests {
                 let config = try PipelineConfig.parse(text: Self.yaml(source, pages: pages, server: server), path: "planned.yml")
                 var options = RunOptions()
                 options.progressInterval = 0
-                options.loading = asking == .bulk ? .staged : asking == .noBulk ? .batchByBatch : .automatic()
-                if asking == .join { options.join = "plan-\(UUID().uuidString.prefix(8))" }
+                options.loading = asking == .bulk || asking == .joinBulk ? .staged : asking == .noBulk ? .batchByBatch : .automatic()
+                if joins { options.join = "plan-\(UUID().uuidString.prefix(8))" }
                 options.databasePath =
                     backend == .postgres
                     ? try PostgresServer.freshDatabase() : temporaryDirectory().appendingPathComponent("plan.db").path
@@ -168,7 +187,7 @@ struct LoadPlanMatrixTests {
                 let events = logs.all.compactMap { line in
                     line.split(separator: " ").first { $0.hasPrefix("msg=bulk.") }.map { String($0.dropFirst(4)) }
                 }
-                if case .joined = plan.mode, order == .scattered {
+                if case .joined(.deferred) = plan.mode, order == .scattered {
                     // A joined job hands its open batch to the writer whenever it waits for the
                     // fetcher, so what its first batch holds — scattered or not — depends on how far
                     // the fetcher was ahead: staged or batch by batch, the summary says which
@@ -187,7 +206,7 @@ struct LoadPlanMatrixTests {
                     "\(label): \(loaded)")
                 #expect(staged || loaded.hasPrefix("batch by batch"), "\(label): \(loaded)")
                 #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
-                if backend != .memory, asking != .join {
+                if backend != .memory, !joins {
                     // What the dry run of the same pipeline file prints.
                     let file = temporaryDirectory().appendingPathComponent("planned.yml")
                     try Self.yaml(source, pages: pages, server: server).write(to: file, atomically: false, encoding: .utf8)

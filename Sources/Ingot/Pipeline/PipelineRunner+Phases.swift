@@ -143,6 +143,7 @@ extension PipelineRunner {
             store: context.store, config: config, runID: context.runID, options: options, logger: logger, shared: shared,
             initialCounters: part.resumed?.counters ?? RunCounters(), resumed: part.resumed != nil, metrics: metrics,
             archivePath: archive?.path, keepsPrints: refresh != nil, defersBatches: context.plan.defersJoinedBatches,
+            firstBatch: context.plan.firstBatch,
             stopSource: { [activeSource] in activeSource.value.withLock { $0 }?.cancel() }, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer,

@@ -4,10 +4,6 @@ import Logging
 /// The end of a staged load (`--bulk`, or a load staged from its first batch or turned staged):
 /// the staged rows merged into the tables, counted as the merge wrote them.
 extension WriterStage {
-    /// The fewest records of a first batch that stages a load from the start: a small load's
-    /// rows show up at each commit.
-    static let firstBatchToStage = 1000
-
     /// A staged load (`--bulk`): the staged rows merged into the tables in the run's last
     /// transaction, and counted (`inserted`, `stubs`, `updated`, `unchanged`) as the merge wrote them.
     func mergeStaged() {

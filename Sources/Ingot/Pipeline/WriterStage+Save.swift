@@ -103,10 +103,11 @@ extension WriterStage {
         return (newMax, state)
     }
 
-    /// A full first batch whose records came in no identity order, into empty tables: the load is
-    /// staged from it (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
+    /// A first batch the plan stages from (``LoadPlan/FirstBatchStaging``: by default a full one
+    /// whose records came in no identity order), into empty tables: the load is staged from it
+    /// (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
     private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
-        guard batch.number == 1, !batch.arrivedInIdentityOrder, records >= WriterStage.firstBatchToStage else { return }
+        guard batch.number == 1, firstBatch.stages(records: records, inIdentityOrder: batch.arrivedInIdentityOrder) else { return }
         let before = load
         guard before != .staging else { return }
         switch try store.turnStaged(at: .firstBatch) {

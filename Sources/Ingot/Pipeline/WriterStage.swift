@@ -82,6 +82,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// (``LoadPlan/defersJoinedBatches``): like a staged batch, it is looked up by nothing — the
     /// merge at the run's end decides what is stored.
     let defersBatches: Bool
+    /// Which first batch stages the load (``LoadPlan/firstBatch``).
+    let firstBatch: LoadPlan.FirstBatchStaging
     let commitRecords: Int
     let commitInterval: Double
     /// When the open transaction's first batch was saved.
@@ -174,9 +176,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
         archivePath: String? = nil, keepsPrints: Bool = false, defersBatches: Bool = false,
+        firstBatch: LoadPlan.FirstBatchStaging = .whenFullAndUnordered,
         stopSource: @escaping @Sendable () -> Void = {}, finished: @escaping @Sendable () -> Void
     ) {
         self.defersBatches = defersBatches
+        self.firstBatch = firstBatch
         self.stopSource = stopSource
         self.printsOff = StopFlag()
         self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)

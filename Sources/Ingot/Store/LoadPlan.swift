@@ -47,14 +47,48 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         case automatic(afterBytes: Int, fromFirstBatch: Bool)
         /// Batch by batch throughout: asked (`--no-bulk`), or what keeps the load from staging.
         case batchByBatch(obstacles: [String])
-        /// A job of a shared run (`--join`). `staged` (from local pages, by the rule of a single
-        /// job's first load): its unbroken stretch of units staged in a file from the first batch,
-        /// every other batch copied into the run's own tables and merged once every unit is done,
-        /// part by part by the jobs (docs/scale-out.md, "Writes deferred to the run's end"); else
-        /// batch by batch with positions.
-        case joined(staged: Bool)
+        /// A job of a shared run (`--join`), writing as ``JoinedLoad`` says.
+        case joined(JoinedLoad)
         /// The store given to the run, as its caller opened it.
         case given
+    }
+
+    /// How a job of a shared run writes its batches (docs/scale-out.md, "Writes deferred to the
+    /// run's end").
+    package enum JoinedLoad: Sendable, Equatable {
+        /// Every batch written into the entities' tables with positions at its commit.
+        case positions
+        /// Deferred, by the rule of a single job's first load (from local pages, into empty
+        /// tables): its unbroken stretch of units staged in a file from a first batch of 1,000
+        /// records or more in no identity order, every other batch copied into the run's own
+        /// tables and merged once every unit is done, part by part by the jobs.
+        case deferred
+        /// Deferred as asked (`--bulk`), from any source — pages that jobs fetch included — its
+        /// stretch staged from the first batch whatever its size or order.
+        case deferredAsked
+    }
+
+    /// When a load stages from its first batch (``StagingMoment/firstBatch``); the writer asks
+    /// ``stages(records:inIdentityOrder:)`` of the first batch.
+    package enum FirstBatchStaging: Sendable, Equatable {
+        case never
+        /// A first batch of ``fewestRecords`` or more that came in no identity order: a small
+        /// load's rows show up at each commit, and a load in identity order writes each batch
+        /// straight in.
+        case whenFullAndUnordered
+        /// Whatever the first batch (`--bulk` on a joined job).
+        case always
+
+        /// The fewest records of a first batch that stages a load by ``whenFullAndUnordered``.
+        package static let fewestRecords = 1000
+
+        package func stages(records: Int, inIdentityOrder: Bool) -> Bool {
+            switch self {
+            case .never: false
+            case .whenFullAndUnordered: records >= Self.fewestRecords && !inIdentityOrder
+            case .always: true
+            }
+        }
     }
 
     package var mode: Mode
@@ -109,15 +143,16 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         let obstacles = inputs.writeObstacles + inputs.modelObstacles
         let mode: Mode
         switch inputs.loading {
+        case .staged where inputs.joined:
+            mode = obstacles.isEmpty ? .joined(inputs.capabilities.sharesRuns ? .deferredAsked : .positions) : .refused(obstacles)
         case .staged:
-            let joined = inputs.joined ? ["a joined job (--join) stages only its unbroken stretch of units, by default"] : []
-            mode = joined.isEmpty && obstacles.isEmpty ? .staged : .refused(joined + obstacles)
+            mode = obstacles.isEmpty ? .staged : .refused(obstacles)
         case .batchByBatch:
             mode = .batchByBatch(obstacles: [])
         case .automatic(let afterBytes):
             let fromFirstBatch = afterBytes == nil && !inputs.fetching && obstacles.isEmpty
             if inputs.joined {
-                mode = .joined(staged: fromFirstBatch && inputs.capabilities.sharesRuns)
+                mode = .joined(fromFirstBatch && inputs.capabilities.sharesRuns ? .deferred : .positions)
             } else if !obstacles.isEmpty {
                 mode = .batchByBatch(obstacles: obstacles)
             } else {
@@ -137,26 +172,33 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// A load into empty tables stages from its first batch (``IngestStore/turnStaged(at:)``).
-    package var stagesFromFirstBatch: Bool {
+    /// Whether, and by what rule, a load into empty tables stages from its first batch
+    /// (``IngestStore/turnStaged(at:)``).
+    package var firstBatch: FirstBatchStaging {
         switch mode {
-        case .automatic(_, let first): first
-        case .joined(let staged): staged
-        default: false
+        case .automatic(_, true), .joined(.deferred): .whenFullAndUnordered
+        case .joined(.deferredAsked): .always
+        default: .never
         }
     }
+
+    /// A load into empty tables may stage from its first batch.
+    package var stagesFromFirstBatch: Bool { firstBatch != .never }
 
     /// A joined job's batches outside its stretch go to the run's own tables, merged when the
     /// run ends, instead of into the entities' tables with positions at each commit.
     package var defersJoinedBatches: Bool {
-        if case .joined(let staged) = mode { staged } else { false }
+        switch mode {
+        case .joined(.deferred), .joined(.deferredAsked): true
+        default: false
+        }
     }
 
     /// A staged load of an earlier attempt may go on staged when the run resumes it.
     package var mayStage: Bool {
         switch mode {
         case .staged, .automatic: true
-        case .joined(let staged): staged
+        case .joined(let load): load != .positions
         case .refused, .batchByBatch, .given: false
         }
     }
@@ -182,10 +224,14 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
             return first
                 ? "staged from the first batch of a first load in no identity order into empty tables (folded in a temporary SQLite file, copied in at the end); else batch by batch (--no-bulk: never staged)"
                 : "batch by batch (--bulk: staged, into empty tables)"
-        case .joined(let staged):
-            return staged
-                ? "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once every unit is done, part by part by the jobs side by side (--no-bulk: batch by batch with positions)"
-                : "batch by batch"
+        case .joined(.deferred):
+            return
+                "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once every unit is done, part by part by the jobs side by side (--no-bulk: batch by batch with positions)"
+        case .joined(.deferredAsked):
+            return
+                "deferred (--bulk): a joined job stages its units while they come in one unbroken stretch, from its first batch (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once every unit is done, part by part by the jobs side by side"
+        case .joined(.positions):
+            return "batch by batch"
         case .given: return "as the store given to the run was opened"
         }
     }

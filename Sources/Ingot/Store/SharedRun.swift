@@ -21,7 +21,7 @@ public protocol SharedRunStore: IngestStore {
     /// (``SharedRun/revived``).
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun
 
-    /// Whether a joined job's staged stretch of consecutive units (``LoadPlan/Mode/joined(staged:)``)
+    /// Whether a joined job's staged stretch of consecutive units (``LoadPlan/Mode/joined(_:)``)
     /// breaks at a batch of `units`: another job holds a unit between, so the writer merges the
     /// stretch first (``IngestStore/mergeStaged(fills:stored:refused:)``), then writes the batch
     /// as joined batches are written. A stretch that staged nothing is given up here and the load

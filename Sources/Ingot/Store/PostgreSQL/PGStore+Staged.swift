@@ -194,7 +194,7 @@ extension PGStore {
     /// (its resume point, written with the rows, is past the last page).
     func startStagedLoad() throws {
         var reasons = StageFile.obstacles(model, layouts)
-        if joined != nil { reasons.append("a joined job (--join) stages only its unbroken stretch of units, by default") }
+        if joined != nil { reasons.append("a joined job (--join) stages its stretch of units and defers its other batches (LoadPlan)") }
         guard reasons.isEmpty else {
             throw StoreError.conflict("--bulk cannot load this pipeline into PostgreSQL: " + reasons.joined(separator: "; "))
         }
