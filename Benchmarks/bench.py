@@ -661,6 +661,61 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
 
 
 
+def joined_http(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
+    """Scale-out over HTTP: people-200k served by the fixture server by page number with
+    total_pages (the fetcher reads page 1, every job fetches the pages it claims, concurrency 4 a
+    job), into PostgreSQL (fsync on), each job at a quarter of a core as in the joined case: one
+    single job and N joined jobs, by default (each batch written with positions at its commit)
+    and with --bulk (each job's batches deferred to the run's end). Medians, interleaved; every
+    database checked against the default single job's tables."""
+    pg = Postgres()
+    quota = CPUQuota(share)
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--people", data, "--exit-on-eof"],
+                              stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    print("scale-out over HTTP, people-200k by page number into PostgreSQL: " + quota.describe())
+    try:
+        port = int(server.stdout.readline().split()[1])
+        yml = os.path.join(BENCH, "people-joined-http.yml")
+        open(yml, "w").write(open(PIPELINE).read().replace(
+            '  files: {dir: samples/people, glob: "page-*.json"}\n',
+            '  http:\n    url: http://127.0.0.1:%d/people/paged\n'
+            '    paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}}\n    concurrency: 4\n' % port))
+        modes = ("default", "--bulk")
+        walls = {(n, m): [] for n in (0,) + tuple(jobs) for m in modes}
+        cpus = {key: [] for key in walls}
+        names = {}
+        for k in range(runs):
+            for key in walls:
+                n, mode = key
+                name = "h%d%s_%d" % (n, "b" if mode == "--bulk" else "d", k)
+                url = pg.fresh(name)
+                base = [ingot, "run", yml, "--no-archive", "--db", url, "--progress-interval", "0"] + ([mode] if mode == "--bulk" else [])
+                server_cpu, jobs_cpu = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+                walls[key].append(run_jobs(n, base, name, "scale-out over HTTP", start=quota.start))
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus[key].append((pg.cpu() - server_cpu, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)))
+                names[key] = name
+        reference = table_digest(pg, names[(0, "default")])
+        medians = {key: statistics.median(w) for key, w in walls.items()}
+        for key, w in walls.items():
+            n, mode = key
+            label = ("1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")) + ", " + mode
+            exact = table_digest(pg, names[key]) == reference
+            print("  %-26s median %.2f s (runs: %s); CPU: server %.1f s, jobs %.1f s together%s" % (
+                label, medians[key], ", ".join("%.2f" % x for x in w), statistics.median(c[0] for c in cpus[key]),
+                statistics.median(c[1] for c in cpus[key]), "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
+        for mode in modes:
+            one = medians[(jobs[0], mode)]
+            print("  %s: speed-up over one joined job: %s; over one single job: %s" % (
+                mode, ", ".join("%d jobs %.2fx" % (n, one / medians[(n, mode)]) for n in jobs[1:]),
+                ", ".join("%d jobs %.2fx" % (n, medians[(0, mode)] / medians[(n, mode)]) for n in jobs)))
+    finally:
+        server.stdin.close()
+        server.wait()
+        quota.close()
+        pg.stop()
+
+
 def fanout(ingot, data, expected, db, runs, persons=2000, jobs=(1, 4)):
     """Scale-out of a fetch-bound fan-out: people pages of 100, then each person's detail page (a
     for_each resource, concurrency 4), every answer after 100 ms, into PostgreSQL: one single job,
@@ -764,7 +819,7 @@ def main():
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "fanout", "fanout-pages", "numbered"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "fanout", "fanout-pages", "numbered"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -784,7 +839,7 @@ def main():
                 large[0] / small[0], large[1] / small[1]))
 
     if args.only:
-        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined,
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined, "joined-http": joined_http,
                 "fanout": fanout, "fanout-pages": fanout_pages, "numbered": numbered}.get(args.only)
         if args.only == "peers":
             all_peers()
@@ -821,6 +876,7 @@ def main():
     latency(ingot, data, expected, db, args.runs)
     postgres(ingot, data, expected, db, args.runs)
     joined(ingot, data, expected, db, args.runs, jobs=tuple(int(n) for n in args.jobs.split(",")))
+    joined_http(ingot, data, expected, db, args.runs)
     fanout(ingot, data, expected, db, args.runs)
     fanout_pages(ingot, data, expected, db, args.runs)
     numbered(ingot, data, expected, db, args.runs)
