@@ -59,14 +59,16 @@ struct LoadPlanTests {
         #expect(!positions.defersJoinedBatches && !positions.stagesFromFirstBatch && !positions.mayStage)
         let asked = LoadPlan(mode: .joined(.deferredAsked), capabilities: Self.postgres)
         #expect(asked.defersJoinedBatches && asked.mayStage && !asked.stagesAtOpen)
-        // Which first batch stages: by default a full one in no identity order; asked, any.
+        // Which first batch the writer offers: a full one in no identity order (the store decides
+        // whether it may stage: `stagesFromFirstBatch`, or a given store's own rules); asked, any.
         #expect(auto.firstBatch == .whenFullAndUnordered && joined.firstBatch == .whenFullAndUnordered)
-        #expect(asked.firstBatch == .always && never.firstBatch == .never && pg.firstBatch == .never)
+        #expect(never.firstBatch == .whenFullAndUnordered && pg.firstBatch == .whenFullAndUnordered)
+        #expect(LoadPlan(mode: .given, capabilities: Self.postgres).firstBatch == .whenFullAndUnordered)
+        #expect(asked.firstBatch == .always)
         let rule = LoadPlan.FirstBatchStaging.whenFullAndUnordered
         #expect(rule.stages(records: 1000, inIdentityOrder: false))
         #expect(!rule.stages(records: 999, inIdentityOrder: false) && !rule.stages(records: 5000, inIdentityOrder: true))
         #expect(LoadPlan.FirstBatchStaging.always.stages(records: 1, inIdentityOrder: true))
-        #expect(!LoadPlan.FirstBatchStaging.never.stages(records: 5000, inIdentityOrder: false))
         #expect(!auto.defersJoinedBatches && !pg.defersJoinedBatches && !never.defersJoinedBatches)
     }
 

@@ -68,10 +68,11 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         case deferredAsked
     }
 
-    /// When a load stages from its first batch (``StagingMoment/firstBatch``); the writer asks
-    /// ``stages(records:inIdentityOrder:)`` of the first batch.
+    /// Which first batch the writer offers the store to stage the load from
+    /// (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``): it asks
+    /// ``stages(records:inIdentityOrder:)`` of the first batch, and the store decides whether it
+    /// may (``stagesFromFirstBatch``: a first load into empty tables).
     package enum FirstBatchStaging: Sendable, Equatable {
-        case never
         /// A first batch of ``fewestRecords`` or more that came in no identity order: a small
         /// load's rows show up at each commit, and a load in identity order writes each batch
         /// straight in.
@@ -84,7 +85,6 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
 
         package func stages(records: Int, inIdentityOrder: Bool) -> Bool {
             switch self {
-            case .never: false
             case .whenFullAndUnordered: records >= Self.fewestRecords && !inIdentityOrder
             case .always: true
             }
@@ -172,18 +172,21 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// Whether, and by what rule, a load into empty tables stages from its first batch
-    /// (``IngestStore/turnStaged(at:)``).
+    /// Which first batch the writer offers the store to stage from: any, for a joined job asked
+    /// to defer (`--bulk`); else a full one in no identity order (a store given to the run, as
+    /// its caller opened it, decides by its own rules).
     package var firstBatch: FirstBatchStaging {
-        switch mode {
-        case .automatic(_, true), .joined(.deferred): .whenFullAndUnordered
-        case .joined(.deferredAsked): .always
-        default: .never
-        }
+        mode == .joined(.deferredAsked) ? .always : .whenFullAndUnordered
     }
 
-    /// A load into empty tables may stage from its first batch.
-    package var stagesFromFirstBatch: Bool { firstBatch != .never }
+    /// A load into empty tables may stage from its first batch (``IngestStore/turnStaged(at:)``).
+    package var stagesFromFirstBatch: Bool {
+        switch mode {
+        case .automatic(_, let first): first
+        case .joined(let load): load != .positions
+        default: false
+        }
+    }
 
     /// A joined job's batches outside its stretch go to the run's own tables, merged when the
     /// run ends, instead of into the entities' tables with positions at each commit.
