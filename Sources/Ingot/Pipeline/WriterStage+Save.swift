@@ -103,9 +103,9 @@ extension WriterStage {
         return (newMax, state)
     }
 
-    /// A first batch the plan stages from (``LoadPlan/FirstBatchStaging``: by default a full one
-    /// whose records came in no identity order), into empty tables: the load is staged from it
-    /// (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
+    /// A first batch the plan offers (``LoadPlan/FirstBatchStaging``: by default a full one whose
+    /// records came in no identity order): the store stages the load from it when it may, into
+    /// empty tables (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
     private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
         guard batch.number == 1, firstBatch.stages(records: records, inIdentityOrder: batch.arrivedInIdentityOrder) else { return }
         let before = load

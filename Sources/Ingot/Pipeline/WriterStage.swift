@@ -82,7 +82,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// (``LoadPlan/defersJoinedBatches``): like a staged batch, it is looked up by nothing — the
     /// merge at the run's end decides what is stored.
     let defersBatches: Bool
-    /// Which first batch stages the load (``LoadPlan/firstBatch``).
+    /// Which first batch the writer offers the store to stage from (``LoadPlan/firstBatch``).
     let firstBatch: LoadPlan.FirstBatchStaging
     let commitRecords: Int
     let commitInterval: Double

@@ -66,6 +66,9 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         /// Deferred as asked (`--bulk`), from any source — pages that jobs fetch included — its
         /// stretch staged from the first batch whatever its size or order.
         case deferredAsked
+
+        /// Its stretch staged and its other batches deferred (either way but ``positions``).
+        var defers: Bool { self != .positions }
     }
 
     /// Which first batch the writer offers the store to stage the load from
@@ -183,7 +186,7 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     package var stagesFromFirstBatch: Bool {
         switch mode {
         case .automatic(_, let first): first
-        case .joined(let load): load != .positions
+        case .joined(let load): load.defers
         default: false
         }
     }
@@ -191,17 +194,14 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     /// A joined job's batches outside its stretch go to the run's own tables, merged when the
     /// run ends, instead of into the entities' tables with positions at each commit.
     package var defersJoinedBatches: Bool {
-        switch mode {
-        case .joined(.deferred), .joined(.deferredAsked): true
-        default: false
-        }
+        if case .joined(let load) = mode { load.defers } else { false }
     }
 
     /// A staged load of an earlier attempt may go on staged when the run resumes it.
     package var mayStage: Bool {
         switch mode {
         case .staged, .automatic: true
-        case .joined(let load): load != .positions
+        case .joined(let load): load.defers
         case .refused, .batchByBatch, .given: false
         }
     }

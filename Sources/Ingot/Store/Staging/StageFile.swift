@@ -73,7 +73,8 @@ final class StageFile {
                 "CREATE TABLE \(StageFile.quote(StageFile.table(of: layout))) (\(StageFile.stagedColumns(of: layout).joined(separator: ", ")))"
             )
         }
-        try file.execute("CREATE TABLE \(StagedRun.table) (stage TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL)")
+        try file.execute(
+            "CREATE TABLE \(StagedRun.table) (\(StagedRun.columns.map { "\($0.0) \($0.1) NOT NULL" }.joined(separator: ", ")))")
         try file.execute(
             "CREATE TABLE _ingot_stage_kept (pipeline TEXT NOT NULL, key TEXT NOT NULL, value TEXT, PRIMARY KEY (pipeline, key))")
         return file
@@ -95,7 +96,7 @@ final class StageFile {
         let described =
             file.layouts.allSatisfy { layout in
                 file.columns(of: StageFile.table(of: layout)) == StageFile.stagedColumns(of: layout)
-            } && file.columns(of: StagedRun.table) == ["\"stage\"", "\"first\"", "\"last\""]
+            } && file.columns(of: StagedRun.table) == StagedRun.columns.map { StageFile.quote($0.0) }
         guard held == token, described else {
             file.close()
             return nil

@@ -144,6 +144,8 @@ struct StagedRun: Equatable {
 
     /// The table that lists them, in the staging file.
     static let table = "_ingot_stage_runs"
+    /// Its columns, as `StageFile` makes them and checks them when it opens a file.
+    static let columns = [("stage", "TEXT"), ("first", "INTEGER"), ("last", "INTEGER")]
 
     /// The runs of `stageTable` on `connection`, in the order they were staged; `nil` when they
     /// cannot be read.
