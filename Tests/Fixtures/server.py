@@ -155,7 +155,17 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, body, status=200, headers=()):
         return self.send_raw(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(), status, headers)
 
+    def land(self):
+        """Counts this request out of flight, before any byte of its answer goes out: a client
+        that starts its next request once an answer came cannot find this one still counted, so
+        "peak_in_flight" never exceeds the requests the client had open at once."""
+        if getattr(self, "flying", False):
+            self.flying = False
+            with State.gate:
+                State.in_flight -= 1
+
     def send_raw(self, raw, status=200, headers=()):
+        self.land()
         if status == 200 and State.validators:
             # Validators derived from the body: an ETag of its digest, a Last-Modified date it
             # decides too (the same body, the same date). A request naming them gets a 304.
@@ -263,6 +273,7 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(State.slow)
             with State.gate:
                 State.in_flight += 1
+                self.flying = True
                 State.peak = max(State.peak, State.in_flight)
                 State.gate.notify_all()
                 if State.gate_size:
@@ -275,8 +286,7 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(State.delay)
                 return self.people(u.path[len("/people/"):], q, fault)
             finally:
-                with State.gate:
-                    State.in_flight -= 1
+                self.land()
         self.send_json({"detail": "not found"}, 404)
 
     def hostile(self, kind, q):
@@ -566,6 +576,7 @@ class Handler(BaseHTTPRequestHandler):
             with State.lock:
                 State.rendered[key] = raw
         if fault in ("drop", "truncate"):
+            self.land()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
