@@ -787,8 +787,9 @@ struct JoinTests {
     }
 
     /// Jobs that defer their batches (local pages, the default) write no entity's row before
-    /// every unit is done; then they merge the run's tables part by part, and the part holding a
-    /// person whose row the test holds waits there (no timing involved). Every job still running
+    /// every unit is done (a part of 1,500 persons never holds the rows a merge step waits
+    /// for); then they merge the run's tables part by part, and the part holding a person whose
+    /// row the test holds waits there (no timing involved). Every job still running
     /// is killed with `kill -9` — the one merging that part, and any waiting to finish the run
     /// behind it — and that part's merge rolls back whole. A job started later under the same
     /// name finds every unit done, merges what is left, and finishes the run: the tables end
@@ -807,7 +808,7 @@ struct JoinTests {
                 (try? watcher.execute(
                     """
                     SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
-                      AND query LIKE '%TRUNCATE "_ingot_known_person"%'
+                      AND query LIKE '%WITH i AS (INSERT INTO "person"%'
                     """))?.first?[0] ?? nil
             return open == "0" && merging == "1"
         }
