@@ -787,9 +787,8 @@ struct JoinTests {
     }
 
     /// Jobs that defer their batches (local pages, the default) write no entity's row before
-    /// every unit is done (a part of 1,500 persons never holds the rows a merge step waits
-    /// for); then they merge the run's tables part by part, and the part holding a person whose
-    /// row the test holds waits there (no timing involved). Every job still running
+    /// every unit is done; then they merge the run's tables part by part, and the part holding a
+    /// person whose row the test holds waits there (no timing involved). Every job still running
     /// is killed with `kill -9` — the one merging that part, and any waiting to finish the run
     /// behind it — and that part's merge rolls back whole. A job started later under the same
     /// name finds every unit done, merges what is left, and finishes the run: the tables end

@@ -169,6 +169,9 @@ struct JoinedStretchTests {
         #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
         #expect(try connection.execute("SELECT name, email FROM person WHERE id = \(first)") == [["two", "four@x"]])
         #expect(summary.counters.inserted == single.counters.inserted, "\(summary.counters.entities) \(single.counters.entities)")
+        // The person of the stretch, given again by units 2 and 4: the merge meets the row this
+        // run's stretch made, which is the run's insert, not an update.
+        #expect(summary.counters.updated == single.counters.updated, "\(summary.counters.entities) \(single.counters.entities)")
         #expect(
             try connection.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]],
             "the run's tables go with its end")
@@ -177,57 +180,6 @@ struct JoinedStretchTests {
         // again when the run finished: a new index.
         let after = try #require(try connection.execute(index).first?[0])
         #expect(after != before)
-    }
-
-    /// A merge step while units are still being written (docs/scale-out.md, "Merged as the
-    /// units come"): another job's deferred unit 2 is merged into the tables part by part while
-    /// units 1, 3 and 4 are open, and its rows leave the run's tables; unit 4 later gives the
-    /// same persons again (an email, a set), and the end's merge meets the rows the step made —
-    /// by position, as any stored row. The tables and the run's counts are a single run's: the
-    /// rows the step made are the run's inserts, never its updates.
-    @Test(.timeLimit(.minutes(1))) func aMergeStepBeforeTheEndLeavesTheSingleRunsTables() throws {
-        let url = try PostgresServer.freshDatabase()
-        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
-        let first = try #require(Self.pages[0].firstMatch(of: /"id": (\d+)/).map { Int($0.1) ?? 0 })
-        let unit2 = bulkPage(
-            #"{"id": \#(first), "name": "two", "dogs": [900, {"id": 901, "name": "new"}]}, {"id": 8001, "name": "eight", "email": "8@x"}"#)
-        let unit4 = bulkPage(#"{"id": \#(first), "email": "four@x"}, {"id": 8001, "dogs": [1, 2]}, {"id": 8002, "name": "nine"}"#)
-        let pages = [Self.pages[0], unit2, Self.pages[1], unit4]
-        let other = try PGStore(url: url, model: config.model)
-        defer { try? other.close() }
-        other.stagingRules.defersJoined = true
-        let run = try other.joinRun(JoinTests.request("stepped", config))
-        _ = try #require(try run.takeFetcherRole())
-        for seq in 1...4 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
-        #expect(try run.endSource(at: 5))
-        let held = try (1...2).map { _ in try #require(try run.claim(maxPageBytes: 1 << 20)).page }
-        let connection = try PGConnection(url: url)
-        _ = try connection.execute(
-            "UPDATE _ingot_units SET status = 'pending', job = NULL, lease_until = NULL WHERE name = 'stepped' AND seq = 1")
-        try Self.write(unit2, as: held[1], config, into: other)
-        let join = try #require(other.joined)
-        var stepped = RunCounters()
-        for part in 0..<DeferredTables.parts {
-            if let merged = try other.mergeDeferredStep(join, part: part) { stepped.add(merged) }
-        }
-        #expect(stepped.inserted == 4, "two persons, two dogs: \(stepped.entities)")
-        #expect(try connection.execute("SELECT name FROM person WHERE id = 8001") == [["eight"]])
-        #expect(
-            try connection.execute("SELECT count(*) FROM _ingot_run\(join.ordinal)_e0") == [["0"]], "the step's rows leave the run's tables"
-        )
-
-        let (summary, _) = try startJob(url, "stepped", pages)()
-        #expect(summary.status == .finished, "\(summary.error ?? "")")
-        let (single, db) = try ingest(bulkYAML, pages)
-        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
-        #expect(try connection.execute("SELECT name, email FROM person WHERE id = 8001") == [["eight", "8@x"]])
-        // The run's counts (every job's, the steps' with them).
-        #expect(
-            try connection.execute("SELECT inserted, updated FROM _ingot_runs")
-                == [[String(single.counters.inserted), String(single.counters.updated)]])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_join_steps") == [["0"]], "the steps' counts go with the run's end")
-        // Once every unit is done, no step is taken: the end's merge has the parts.
-        #expect(try other.mergeDeferredStep(join, part: 0) == nil)
     }
 
     /// The merge takes an identity's latest deferred row as it is when that row gave every column

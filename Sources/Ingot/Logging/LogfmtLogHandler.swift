@@ -18,8 +18,6 @@ package enum LogKey {
     package static let bytes = "bytes"
     package static let recordsPerSecond = "records_per_s"
     package static let duration = "duration_s"
-    /// Merge steps a joined job took while units were being written.
-    package static let steps = "steps"
     package static let elapsed = "elapsed_s"
     package static let error = "error"
     package static let database = "db"

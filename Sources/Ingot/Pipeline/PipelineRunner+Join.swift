@@ -132,15 +132,12 @@ extension PipelineRunner {
             maxPageBytes: maxPageBytes, archive: archive)
         try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
-        if let failure = end.mergeStepsFailure {
-            logger.warning("join.steps_failed", metadata: [LogKey.reason: "\(failure)", LogKey.steps: .int(end.mergeSteps)])
-        }
         if let seconds = end.mergeSeconds {
             logger.notice(
                 "join.merged",
                 metadata: [
                     LogKey.inserted: .int(end.merged.inserted), LogKey.updated: .int(end.merged.updated),
-                    LogKey.steps: .int(end.mergeSteps), LogKey.duration: "\(String(format: "%.3f", seconds))",
+                    LogKey.duration: "\(String(format: "%.3f", seconds))",
                 ])
         }
         guard let total = end.finished else { return end.merged }

@@ -295,12 +295,6 @@ public struct SharedRunEnd: Sendable {
     public var merged = RunCounters()
     /// How long that merge took; `nil` when nothing was deferred.
     public var mergeSeconds: Double?
-    /// The merge steps this job took while units were being written (their rows are in
-    /// ``merged``), and why its steps stopped early, if they failed (the end's merge took
-    /// their rows).
-    public var mergeSteps = 0
-    /// Why this job's merge steps stopped early, when they failed; `nil` otherwise.
-    public var mergeStepsFailure: String?
 
     /// An end that found what it is given.
     public init(finished: RunCounters? = nil, replaceSkipped: String? = nil) {

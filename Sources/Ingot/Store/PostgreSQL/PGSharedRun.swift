@@ -52,8 +52,6 @@ final class PGSharedRun: SharedRun {
     /// A connection that `LISTEN`s on ``channel``, opened by the first wait: a job with nothing
     /// to claim sleeps on it until another job or the fetcher says there is work.
     private let listener = Mutex<PGConnection?>(nil)
-    /// The merge steps while units are written, when this job defers its batches.
-    private let steps: PGDeferredSteps?
 
     /// The channel every job of every join is told on (its payload: the join's name).
     static let channel = "ingot_units"
@@ -126,7 +124,6 @@ final class PGSharedRun: SharedRun {
         // people-200k's 240 claims were half of a joined job's staging (docs/performance-notes.md).
         try connection.execute("SET synchronous_commit = off")
         control = Mutex((connection, Zstd()))
-        steps = defers && !joined.finished ? PGDeferredSteps(url: store.url, model: store.model, join: context) : nil
     }
 
     /// In one transaction: the run `request.name` created when no job did (with its run row),
@@ -431,14 +428,8 @@ final class PGSharedRun: SharedRun {
         status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd {
-        let stepped = steps?.stop()
-        var end = try store.endJoinedJob(
+        try store.endJoinedJob(
             context, runID: runID, status: status, counters: counters, replacing: replacing, scopes: scopes,
             maxPageBytes: maxPageBytes, archive: archive)
-        if let stepped {
-            end.merged.add(stepped.merged)
-            (end.mergeSteps, end.mergeStepsFailure) = (stepped.steps, stepped.failure)
-        }
-        return end
     }
 }

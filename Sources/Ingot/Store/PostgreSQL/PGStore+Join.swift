@@ -74,8 +74,6 @@ extension PGStore {
             "CREATE TABLE IF NOT EXISTS _ingot_join_scopes (name text NOT NULL, job text NOT NULL, entity int NOT NULL, value text NOT NULL, PRIMARY KEY (name, job, entity, value))",
             // The parts of a run's deferred rows merged, and what each wrote (PGStore+JoinDeferred.swift).
             "CREATE TABLE IF NOT EXISTS _ingot_join_merged (name text NOT NULL, part int NOT NULL, inserted bigint NOT NULL, updated bigint NOT NULL, entity_counts text, PRIMARY KEY (name, part))",
-            // The steps merged while units are written, and what each wrote (summed with the parts' at the end).
-            "CREATE TABLE IF NOT EXISTS _ingot_join_steps (name text NOT NULL, part int NOT NULL, inserted bigint NOT NULL, updated bigint NOT NULL, entity_counts text)",
             // Payloads are zstd frames already: the server does not try to compress them again.
             PGStore.externalPayloads,
             "CREATE INDEX IF NOT EXISTS _ingot_units_open ON _ingot_units (name, seq) WHERE status <> 'done'",

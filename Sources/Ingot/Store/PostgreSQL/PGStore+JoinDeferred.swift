@@ -243,104 +243,6 @@ extension PGStore {
         return (merged, Date().timeIntervalSince(started))
     }
 
-    /// One step of merging while units are still being written (docs/scale-out.md, "Merged as
-    /// the units come"): the part holding the most rows, when it holds `minimumRows` or more, is
-    /// merged as far as its rows go, in a transaction of its own, and those rows deleted from
-    /// the run's tables — what the part's final merge would offer them, offered now. Returns
-    /// what it wrote, or `nil` when no part was worth a step (or another job is stepping, or
-    /// every unit is done: the end's merge takes the rest).
-    ///
-    /// The transaction reads one snapshot (`REPEATABLE READ`): the rows, the owners and the
-    /// links it merges, and deletes, are those of the same units, whatever jobs commit
-    /// meanwhile. The part's lock is taken for the session before the snapshot, so a part the
-    /// end's merge finished while this step waited is seen finished. A step that meets another
-    /// job's write (a row a stretch made meanwhile, a deadlock, a serialization failure) is
-    /// rolled back whole: its rows stay for a later step or the end's merge.
-    func mergeDeferredStep(_ join: JoinContext, minimumRows: Int) throws -> RunCounters? {
-        guard try hasDeferredTables(join) else { return nil }
-        let tables = DeferredTables(ordinal: join.ordinal)
-        let key = String(Int32(truncatingIfNeeded: join.ordinal))
-        // One step at a time for the run: the jobs' copies keep the server's other cores.
-        let stepping = String(DeferredTables.parts)
-        guard try connection.execute("SELECT pg_try_advisory_lock($1::int, $2::int)", [key, stepping]).first?[0] == "t" else { return nil }
-        defer { _ = try? connection.execute("SELECT pg_advisory_unlock($1::int, $2::int)", [key, stepping]) }
-        // The parts' rows as the server's statistics count them (live rows, a second behind at most).
-        let parts = (0..<DeferredTables.parts).map { "(\($0), pg_stat_get_live_tuples(to_regclass('\(tables.rows(0, part: $0))')))" }
-        let counts = try connection.execute(
-            "SELECT part, rows FROM (VALUES \(parts.joined(separator: ", "))) AS p (part, rows) ORDER BY rows DESC")
-        for row in counts {
-            guard let part = row[0].flatMap({ Int($0) }), let rows = row[1].flatMap({ Int($0) }), rows >= minimumRows else { break }
-            if let merged = try mergeDeferredStep(join, part: part) { return merged }
-        }
-        return nil
-    }
-
-    /// A merge step of part `part` (``mergeDeferredStep(_:minimumRows:)``): `nil` when another
-    /// job holds the part, or the part is merged already, or every unit is done.
-    func mergeDeferredStep(_ join: JoinContext, part: Int) throws -> RunCounters? {
-        let tables = DeferredTables(ordinal: join.ordinal)
-        let key = String(Int32(truncatingIfNeeded: join.ordinal))
-        guard try connection.execute("SELECT pg_try_advisory_lock($1::int, $2::int)", [key, String(part)]).first?[0] == "t"
-        else { return nil }
-        defer { _ = try? connection.execute("SELECT pg_advisory_unlock($1::int, $2::int)", [key, String(part)]) }
-        try begin()
-        do {
-            try connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            let open = try connection.execute(
-                """
-                SELECT j.status = 'running'
-                  AND (j.end_seq IS NULL OR EXISTS (SELECT 1 FROM _ingot_units u WHERE u.name = j.name AND u.status <> 'done'))
-                  AND NOT EXISTS (SELECT 1 FROM _ingot_join_merged m WHERE m.name = j.name AND m.part = $2::int)
-                  FROM _ingot_joins AS j WHERE j.name = $1
-                """, [join.name, String(part)])
-            guard open.first?[0] == "t", try hasDeferredTables(join) else {
-                try commit()
-                return nil
-            }
-            let merged = try mergeDeferredPart(join, part: part, recording: false)
-            for table in tables.tables(layouts, model: model) {
-                try connection.execute("DELETE FROM \(PGStore.quote(String(table.name.dropFirst().dropLast()) + "_p\(part)"))")
-            }
-            try connection.execute(
-                "INSERT INTO _ingot_join_steps (name, part, inserted, updated, entity_counts) VALUES ($1, $2, $3, $4, $5)",
-                [join.name, String(part), String(merged.inserted), String(merged.updated), merged.entitiesJSON])
-            try commit()
-            return merged
-        } catch let error as StoreError where PGStore.stepGivesWay.contains(error.sqlState ?? "") {
-            try? rollback()
-            return nil
-        } catch {
-            try? rollback()
-            throw error
-        }
-    }
-
-    /// Before the first merge step: the foreign keys' indexes dropped as for the end's merge
-    /// (``dropForeignKeyIndexesForMerge(_:)``) once the run's tables hold rows; whether they did.
-    func prepareDeferredMerge(_ join: JoinContext) throws -> Bool {
-        guard try hasDeferredTables(join),
-            try connection.execute("SELECT EXISTS (SELECT 1 FROM \(DeferredTables(ordinal: join.ordinal).rows(0)))").first?[0] == "t"
-        else { return false }
-        try dropForeignKeyIndexesForMerge(join)
-        return true
-    }
-
-    /// Whether every unit of the run is done (or the run is no longer running): no step is
-    /// left to take, the end's merge takes the rest.
-    func deferredUnitsAllDone(_ join: JoinContext) throws -> Bool {
-        try connection.execute(
-            """
-            SELECT j.status <> 'running'
-              OR (j.end_seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM _ingot_units u WHERE u.name = j.name AND u.status <> 'done'))
-              FROM _ingot_joins AS j WHERE j.name = $1
-            """, [join.name]
-        ).first?[0] != "f"
-    }
-
-    /// The errors a merge step gives way on, to try again later: another job's write met
-    /// (`unique_violation`, `deadlock_detected`, `serialization_failure`).
-    static let stepGivesWay: Set<String> = [uniqueViolation, deadlockDetected, "40001"]
-
     /// In the transaction that finishes the run: merges any part still unmerged (waiting for a
     /// job merging one), sums every part's counts, and drops the run's tables. `nil` when no
     /// job of the run deferred; else the run's merge counts, and what this call merged itself.
@@ -353,10 +255,7 @@ extension PGStore {
             if try !deferredPartMerged(join, part) { mine.add(try mergeDeferredPart(join, part: part)) }
         }
         for row in try connection.execute(
-            """
-            SELECT inserted, updated, entity_counts FROM _ingot_join_merged WHERE name = $1
-              UNION ALL SELECT inserted, updated, entity_counts FROM _ingot_join_steps WHERE name = $1
-            """, [join.name])
+            "SELECT inserted, updated, entity_counts FROM _ingot_join_merged WHERE name = $1", [join.name])
         {
             var c = RunCounters()
             c.inserted = row[0].flatMap { Int($0) } ?? 0
@@ -365,7 +264,6 @@ extension PGStore {
             counts.add(c)
         }
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
-        try connection.execute("DELETE FROM _ingot_join_steps WHERE name = $1", [join.name])
         // The foreign keys' indexes a merging job dropped, built once now that every row is in.
         for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) { try connection.execute(PGStore.createIndex(index)) }
         for table in DeferredTables(ordinal: join.ordinal).tables(layouts, model: model) {
@@ -382,7 +280,7 @@ extension PGStore {
     /// indexes. A drop that would wait for another job's merge (its part holds the table) is
     /// left out: the index stays, and costs time only. Jobs killed before the run finishes leave
     /// it missing until a job finishes the run, or the next run's schema makes it again.
-    func dropForeignKeyIndexesForMerge(_ join: JoinContext) throws {
+    private func dropForeignKeyIndexesForMerge(_ join: JoinContext) throws {
         let tables = DeferredTables(ordinal: join.ordinal)
         // An entity's indexes are on its own table (a to-one's columns) or its sets' join tables.
         let indexes = layouts.enumerated().flatMap { entity, layout in
@@ -441,7 +339,7 @@ extension PGStore {
     /// writes these rows while it runs: the rows and sets of identities not stored yet go in
     /// with plain `INSERT`s, and only those stored before (an earlier run's, a stretch's, a
     /// job's that wrote with positions) take the positional upsert and link replacement.
-    private func mergeDeferredPart(_ join: JoinContext, part: Int, recording: Bool = true) throws -> RunCounters {
+    private func mergeDeferredPart(_ join: JoinContext, part: Int) throws -> RunCounters {
         let tables = DeferredTables(ordinal: join.ordinal)
         try connection.execute("SET LOCAL work_mem = '64MB'")
         var merged = RunCounters()
@@ -457,7 +355,6 @@ extension PGStore {
                 try mergeDeferredSets(entity, k, toMany, layout, tables, part: part)
             }
         }
-        guard recording else { return merged }
         try connection.execute(
             "INSERT INTO _ingot_join_merged (name, part, inserted, updated, entity_counts) VALUES ($1, $2, $3, $4, $5)",
             [join.name, String(part), String(merged.inserted), String(merged.updated), merged.entitiesJSON])
@@ -532,8 +429,9 @@ extension PGStore {
         var counts = probed[0] > 0 ? try upsertStaged(stored, rows: 0, layout) : EntityCounts()
         counts.inserted += numbers[0]
         counts.stubs += numbers[1]
-        // A stored row this run made (a merge step's, a stretch's: its latest position is this
-        // run's) is not an update of the run: the run inserted it, as a single load counts it.
+        // A stored row this run made (a stretch's, a batch's with positions: its latest position
+        // is this run's) is not an update of the run: the run inserted it, as a single load
+        // counts it.
         counts.updated -= probed[1]
         return counts
     }
