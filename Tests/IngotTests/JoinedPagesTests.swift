@@ -106,6 +106,36 @@ struct JoinedPagesTests {
         #expect(try database.sqlite(db) == (try database.dump()))
     }
 
+    /// A lone joined job asked to defer (`--bulk`) hands its requests' answers out in the order
+    /// of its claims (``LoadPlan/AnswerOrder/claimed``), four requests at once: its units come
+    /// in one stretch, staged and copied once as a single `--bulk` load's, and nothing is left
+    /// for the run's end to merge (`join.merged` writes no row). The tables are a single run's.
+    @Test(.timeLimit(.minutes(2))) func aLoneBulkJobOverHTTPStagesItsUnitsInOneStretch() throws {
+        let pages = try generatePeople(persons: 1200, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/paged", ["paginate: \(Self.paginators[0].1)", "concurrency: 4"]),
+            path: "p.yml")
+        let http = try #require(config.source.http)
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let logs = LogCapture()
+        let summaries = try JoinTests.runJoined(config, database, name: "lone", jobs: 1, batchRecords: 150, loading: .staged, logs: logs) {
+            try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        #expect(logs.all.contains { $0.contains("msg=bulk.merged") })
+        // The run's tables held nothing to merge: the stretch was every unit.
+        let merged = logs.all.filter { $0.contains("msg=join.merged") }
+        #expect(merged.allSatisfy { $0.contains(" inserted=0 ") && $0.contains(" updated=0") }, "\(merged)")
+        let db = temporaryDirectory().appendingPathComponent("alone.db").path
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        let alone = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(alone.status == .finished, "\(alone.error ?? "")")
+        #expect(try database.sqlite(db) == (try database.dump()))
+    }
+
     /// A numbered unit is input: one that names a position its source does not make (a `url:`
     /// state would send the credentials wherever it points) is a rejected page, and nothing is
     /// asked of the server.
@@ -313,4 +343,32 @@ struct JoinedFilesTests {
 extension Array {
     /// The array's one element; `nil` when it holds none or several.
     fileprivate var only: Element? { count == 1 ? first : nil }
+}
+
+/// A joined job's requests in flight hand their answers out as they came, or in the order the
+/// requests were started (``LoadPlan/AnswerOrder``): three answers posted out of order (no
+/// timing: every answer is there before the first take).
+@Suite struct RequestWindowTests {
+    private func window(_ order: LoadPlan.AnswerOrder) -> RequestWindow {
+        let window = RequestWindow(order: order)
+        let tickets = (0..<3).map { _ in window.started() }
+        for ticket in [2, 0, 1] {
+            window.answer(.success([Page(seq: tickets[ticket] + 1, source: "r\(ticket)", bytes: [])]), ticket: ticket)
+        }
+        return window
+    }
+
+    @Test func answersInClaimOrderOrAsTheyCame() throws {
+        let claimed = window(.claimed)
+        #expect(try (0..<3).map { _ in try claimed.take {}.first?.source } == ["r0", "r1", "r2"])
+        #expect(claimed.inFlight == 0)
+        let asTheyCome = window(.asTheyCome)
+        #expect(try (0..<3).map { _ in try asTheyCome.take {}.first?.source } == ["r2", "r0", "r1"])
+        // A job whose claims stop being in a row (another job took a unit between) hands the
+        // rest out as they came.
+        let broken = window(.claimed)
+        #expect(try broken.take {}.first?.source == "r0")
+        broken.answerAsTheyCome()
+        #expect(try (0..<2).map { _ in try broken.take {}.first?.source } == ["r2", "r1"])
+    }
 }

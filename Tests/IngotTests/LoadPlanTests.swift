@@ -70,6 +70,10 @@ struct LoadPlanTests {
         #expect(!rule.stages(records: 999, inIdentityOrder: false) && !rule.stages(records: 5000, inIdentityOrder: true))
         #expect(LoadPlan.FirstBatchStaging.always.stages(records: 1, inIdentityOrder: true))
         #expect(!auto.defersJoinedBatches && !pg.defersJoinedBatches && !never.defersJoinedBatches)
+        // A joined job's requests' answers: in claim order when it is asked to defer (its units
+        // then come in a row, a stretch), as they come for every other plan.
+        #expect(asked.answerOrder == .claimed)
+        #expect([auto, pg, never, joined, positions].allSatisfy { $0.answerOrder == .asTheyCome })
     }
 
     /// The `load:` line of `--dry-run` is the plan `run.started` and `run.summary` log, for each

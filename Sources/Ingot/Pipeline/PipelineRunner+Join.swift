@@ -16,7 +16,9 @@ extension PipelineRunner {
     /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
     /// written: a store that cannot share runs (SQLite), `--resume`. A pipeline whose outcome
     /// depends on page order commits its units in order (``joinOrder(_:)``).
-    func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date) throws -> JoinedPart {
+    func join(
+        _ name: String, store: any IngestStore, source: any PageSource, started: Date, answers: LoadPlan.AnswerOrder = .asTheyCome
+    ) throws -> JoinedPart {
         guard let shared = store as? any SharedRunStore else {
             throw StoreError.unsupported(
                 "--join needs a database that several jobs can share (PostgreSQL: --db postgresql://…); \(shownDatabase) is not one")
@@ -50,7 +52,8 @@ extension PipelineRunner {
                 config: config, environment: ProcessInfo.processInfo.environment, maxPageBytes: maxPageBytes, files: files?.shared)
         return JoinedPart(
             run: run,
-            source: SharedRunSource(run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests))
+            source: SharedRunSource(
+                run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests, answers: answers))
     }
 
     /// Whether the jobs of a joined run of `config` may commit units in any order, or must

@@ -64,13 +64,13 @@ extension PipelineRunner {
         return OpenedStore(store: store, plan: plan)
     }
 
-    /// Joins the shared run (its work queue becomes the source), then finds the run to resume and
-    /// moves the source to where it continues.
-    func takePart(store: any IngestStore, source: any PageSource, started: Date) throws -> RunPart {
+    /// Joins the shared run (its work queue becomes the source; its requests' answers handed out
+    /// in `answers` order), then finds the run to resume and moves the source to where it continues.
+    func takePart(store: any IngestStore, source: any PageSource, started: Date, answers: LoadPlan.AnswerOrder) throws -> RunPart {
         var part = RunPart(source: source)
         if let name = options.join {
             // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).
-            let joined = try join(name, store: store, source: source, started: started)
+            let joined = try join(name, store: store, source: source, started: started, answers: answers)
             part.joined = joined
             part.source = joined.source
             activeSource.value.withLock { $0 = joined.source }

@@ -157,7 +157,7 @@ public final class PipelineRunner: Sendable {
         defer { activeStore.value.withLock { $0 = nil } }
         var part: RunPart
         do {
-            part = try takePart(store: store, source: source, started: started)
+            part = try takePart(store: store, source: source, started: started, answers: opened.plan.answerOrder)
         } catch {
             try? store.close()
             return failedToStart(error, started: started)

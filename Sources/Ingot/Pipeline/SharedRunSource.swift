@@ -46,7 +46,9 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private let requests: SharedRequests?
     /// Requests this job is making (the source queue only): up to the resource's `concurrency`
     /// at once, a claimed unit each, answers handed out as they come.
-    private let window = RequestWindow()
+    private let window: RequestWindow
+    /// The unit this job claimed last (the source queue only).
+    private var lastClaimed: Int?
     /// A unit claimed while the window was being filled that is not a request: handed out next.
     private var claimedAhead: [Page] = []
     /// When this job last asked whether the run's requests are paused (the source queue only).
@@ -54,9 +56,10 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
 
     init(
         run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64,
-        requests: SharedRequests? = nil
+        requests: SharedRequests? = nil, answers: LoadPlan.AnswerOrder = .asTheyCome
     ) {
         self.run = run
+        window = RequestWindow(order: answers)
         self.upstream = upstream
         self.requests = requests
         self.maxPageBytes = maxPageBytes
@@ -158,6 +161,10 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Claims a unit, noting a takeover; `nil` when none is open.
     private func claimNoting() throws -> Page? {
         guard let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) else { return nil }
+        // Claim order keeps this job's units in a row only while its claims are in a row: once
+        // another job took a unit between two of them, answers are handed out as they come.
+        if let last = lastClaimed, page.seq != last + 1 { window.answerAsTheyCome() }
+        lastClaimed = page.seq
         let logger = self.logger.withLock { $0 }
         if let takenFrom {
             logger.notice("unit.taken_over", metadata: [LogKey.seq: .int(page.seq), "from_job": "\(takenFrom)"])
@@ -197,12 +204,13 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Makes `page`'s request on a thread of its own; its answer goes to the window. A wait its
     /// server asks for (`Retry-After`) is asked of every job of the run (``SharedRun/pauseRequests(for:)``).
     private func launch(_ page: Page, with requests: SharedRequests) {
-        window.started()
+        let ticket = window.started()
         let logger = self.logger.withLock { $0 }
         let window = self.window
         let run = self.run
         Thread.detachNewThread {
-            window.answer(Result { try requests.fetch(page, logger: logger) { seconds in try? run.pauseRequests(for: seconds) } })
+            let answer = Result { try requests.fetch(page, logger: logger) { seconds in try? run.pauseRequests(for: seconds) } }
+            window.answer(answer, ticket: ticket)
         }
     }
 
@@ -275,16 +283,26 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     }
 }
 
-/// A joined job's requests in flight (``SharedRunSource``): how many are being made, and the
-/// answers in the order they came.
-private final class RequestWindow: Sendable {
+/// A joined job's requests in flight (``SharedRunSource``): how many are being made, and their
+/// answers, handed out as they came or in the order the requests were started
+/// (``LoadPlan/AnswerOrder``).
+final class RequestWindow: Sendable {
     private struct State {
         var size = 1
         var inFlight = 0
-        var answers: [Result<[Page], any Error>] = []
+        /// The next request's number, and the next to hand out in claim order.
+        var started = 0
+        var handed = 0
+        var answers: [(ticket: Int, result: Result<[Page], any Error>)] = []
+        var order: LoadPlan.AnswerOrder
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let arrived = DispatchSemaphore(value: 0)
+
+    init(order: LoadPlan.AnswerOrder = .asTheyCome) { state = Mutex(State(order: order)) }
+
+    /// From now on, each answer as soon as it came (the answers taken so far stay taken).
+    func answerAsTheyCome() { state.withLock { $0.order = .asTheyCome } }
 
     /// How many requests at once (the resource's `concurrency`).
     var size: Int {
@@ -295,21 +313,36 @@ private final class RequestWindow: Sendable {
     /// Requests started and not yet taken.
     var inFlight: Int { state.withLock { $0.inFlight } }
 
-    func started() { state.withLock { $0.inFlight += 1 } }
+    /// A request started: its number, for its answer.
+    func started() -> Int {
+        state.withLock { state in
+            state.inFlight += 1
+            defer { state.started += 1 }
+            return state.started
+        }
+    }
 
-    func answer(_ result: Result<[Page], any Error>) {
-        state.withLock { $0.answers.append(result) }
+    /// Request `ticket`'s answer came.
+    func answer(_ result: Result<[Page], any Error>, ticket: Int) {
+        state.withLock { $0.answers.append((ticket, result)) }
         arrived.signal()
     }
 
-    /// The first answer that came, waiting for one if none has (calling `check` every 50 ms
-    /// meanwhile: it throws to stop waiting); its pages, or the request's error.
+    /// The next answer — the first that came, or the next request's in claim order — waiting
+    /// for it (calling `check` every 50 ms meanwhile: it throws to stop waiting); its pages, or
+    /// the request's error.
     func take(checking check: () throws -> Void) throws -> [Page] {
-        while arrived.wait(timeout: .now() + 0.05) == .timedOut { try check() }
-        let result = state.withLock { state in
-            state.inFlight -= 1
-            return state.answers.removeFirst()
+        while true {
+            let taken = state.withLock { state -> Result<[Page], any Error>? in
+                let wanted = state.order == .claimed ? state.handed : nil
+                guard let index = state.answers.firstIndex(where: { wanted == nil || $0.ticket == wanted }) else { return nil }
+                state.inFlight -= 1
+                state.handed += 1
+                return state.answers.remove(at: index).result
+            }
+            if let taken { return try taken.get() }
+            // A signal may stand for an answer taken already: the loop looks again.
+            if arrived.wait(timeout: .now() + 0.05) == .timedOut { try check() }
         }
-        return try result.get()
     }
 }

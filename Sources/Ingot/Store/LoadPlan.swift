@@ -182,6 +182,25 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         mode == .joined(.deferredAsked) ? .always : .whenFullAndUnordered
     }
 
+    /// In which order a joined job hands out the answers of the requests it makes: in the order
+    /// of its claims for a joined job asked to defer (`--bulk`), as long as its claims are in a
+    /// row — it stages its units while they come in a row, and a lone job's requests then make
+    /// one stretch, staged and copied once as a single `--bulk` load is, where answers as they
+    /// come broke it at every reordering (docs/scale-out.md, "Over HTTP") — else as they come,
+    /// so that a slow request holds no other.
+    package var answerOrder: AnswerOrder {
+        mode == .joined(.deferredAsked) ? .claimed : .asTheyCome
+    }
+
+    /// In which order a joined job hands out its requests' answers (``answerOrder``).
+    package enum AnswerOrder: Sendable, Equatable {
+        /// Each answer as soon as it came.
+        case asTheyCome
+        /// In the order the job claimed the requests' units: a slow request holds the answers
+        /// after it, as a single run's requests are read in order.
+        case claimed
+    }
+
     /// A load into empty tables may stage from its first batch (``IngestStore/turnStaged(at:)``).
     package var stagesFromFirstBatch: Bool {
         switch mode {
