@@ -97,13 +97,7 @@ struct JoinedPagesTests {
         let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
         #expect(try server.counters()["people_requests"] == files, "each page asked for once, by one job")
         #expect(try database.runs().first?.counters?.pages == files)
-        let db = temporaryDirectory().appendingPathComponent("alone.db").path
-        var options = RunOptions()
-        options.databasePath = db
-        options.progressInterval = 0
-        let alone = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
-        #expect(alone.status == .finished, "\(alone.error ?? "")")
-        #expect(try database.sqlite(db) == (try database.dump()))
+        try Self.expectTheSingleRunsTables(config, in: database)
     }
 
     /// A lone joined job asked to defer (`--bulk`) hands its requests' answers out in the order
@@ -127,6 +121,11 @@ struct JoinedPagesTests {
         // The run's tables held nothing to merge: the stretch was every unit.
         let merged = logs.all.filter { $0.contains("msg=join.merged") }
         #expect(merged.allSatisfy { $0.contains(" inserted=0 ") && $0.contains(" updated=0") }, "\(merged)")
+        try Self.expectTheSingleRunsTables(config, in: database)
+    }
+
+    /// The joined run's tables in `database` are those a single run of `config` leaves.
+    private static func expectTheSingleRunsTables(_ config: PipelineConfig, in database: JoinDatabase) throws {
         let db = temporaryDirectory().appendingPathComponent("alone.db").path
         var options = RunOptions()
         options.databasePath = db
