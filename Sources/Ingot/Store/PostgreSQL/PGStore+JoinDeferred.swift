@@ -248,6 +248,11 @@ extension PGStore {
     /// job of the run deferred; else the run's merge counts, and what this call merged itself.
     func finishDeferred(_ join: JoinContext) throws -> (total: RunCounters, merged: RunCounters)? {
         guard try hasDeferredTables(join) else { return nil }
+        // The schema's lock before any row of the merge: this transaction makes the foreign
+        // keys' indexes again at its end (``createIndexes(_:)``), and a job starting meanwhile
+        // that finds one missing waits here rather than make it too. Taken later, it would wait
+        // for that job while the job's index waits for this transaction's rows: a deadlock.
+        try connection.execute(PGStore.schemaLock)
         var counts = RunCounters()
         var mine = RunCounters()
         for part in 0..<DeferredTables.parts {
@@ -265,7 +270,7 @@ extension PGStore {
         }
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
         // The foreign keys' indexes a merging job dropped, built once now that every row is in.
-        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) { try connection.execute(PGStore.createIndex(index)) }
+        try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
         for table in DeferredTables(ordinal: join.ordinal).tables(layouts, model: model) {
             try connection.execute("DROP TABLE IF EXISTS \(table.name)")
         }

@@ -3,13 +3,31 @@ import Foundation
 /// PostgreSQL's schema for a model: the DDL a run applies (only what is missing, under an
 /// advisory lock) and the conflicts that refuse a database whose tables disagree.
 extension PGStore {
+    /// The schema's lock, for the open transaction: whoever makes tables and indexes takes it
+    /// (``applySchema(_:on:checking:)``, ``createIndexes(_:)``).
+    static let schemaLock = "SELECT pg_advisory_xact_lock(hashtext('ingot schema'))"
+
+    /// Makes foreign keys' indexes a load dropped (``createIndex(_:)``), under the schema's lock:
+    /// a job starting meanwhile makes an index it finds missing, and of two `CREATE INDEX IF NOT
+    /// EXISTS` of one name at once the later fails on the catalog (`duplicate key value violates
+    /// unique constraint "pg_class_relname_nsp_index"`: `make chaos`, three joined jobs, one
+    /// starting while another finished the run). In the open transaction, or one of its own.
+    func createIndexes(_ indexes: [(name: String, table: String, columns: [String])]) throws {
+        guard !indexes.isEmpty else { return }
+        let make = { [connection] in
+            try connection.execute(PGStore.schemaLock)
+            for index in indexes { try connection.execute(PGStore.createIndex(index)) }
+        }
+        if inTransaction { try make() } else { try connection.transaction(make) }
+    }
+
     /// Applies the statements of `schema` that are ``missing(_:_:)``, after `check`, in one
     /// transaction under an advisory lock: jobs starting together must not create the same
     /// tables at once (two `CREATE TABLE IF NOT EXISTS` racing fail on the catalog's unique index).
     @discardableResult
     static func applySchema(_ schema: [String], on connection: PGConnection, checking check: () throws -> Void = {}) throws -> [String] {
         try connection.transaction {
-            try connection.execute("SELECT pg_advisory_xact_lock(hashtext('ingot schema'))")
+            try connection.execute(PGStore.schemaLock)
             try check()
             let statements = try missing(schema, connection)
             for sql in statements { try connection.execute(sql) }

@@ -331,7 +331,7 @@ extension PGStore {
     func buildForeignKeyIndexes() throws {
         let indexes = droppedIndexes
         droppedIndexes = []
-        for index in indexes { try connection.execute(PGStore.createIndex(index)) }
+        try createIndexes(indexes)
     }
 
     /// `CREATE INDEX IF NOT EXISTS` of a foreign key's index (``EntityLayout/foreignKeyIndexes(of:)``).
