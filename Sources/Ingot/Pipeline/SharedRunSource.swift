@@ -45,7 +45,8 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// pipeline has any the fetcher leaves to the jobs.
     private let requests: SharedRequests?
     /// Requests this job is making (the source queue only): up to the resource's `concurrency`
-    /// at once, a claimed unit each, answers handed out as they come.
+    /// at once, a claimed unit each, answers handed out in the plan's order
+    /// (``LoadPlan/AnswerOrder``).
     private let window: RequestWindow
     /// The unit this job claimed last (the source queue only).
     private var lastClaimed: Int?

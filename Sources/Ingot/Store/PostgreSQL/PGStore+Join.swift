@@ -400,6 +400,12 @@ extension PGStore {
         return try upsertStaged(stage, rows: rows, layout)
     }
 
+    /// Whether the staged row `alias` gives something: any of its column and link slots is set
+    /// (its `@` slot, the last, aside).
+    static func givesSomething(_ alias: String, _ slots: PositionSlots) -> String {
+        "array_remove(\(alias).\(positionColumn)[1:\(slots.count - 1)], NULL) <> '{}'"
+    }
+
     /// Upserts the rows staged in `stage` (an entity's ``joinedColumns(_:)``) by position, then
     /// empties it; what it did (``upsert(_:_:_:fallback:direct:)``).
     func upsertStaged(_ stage: String, rows: Int, _ layout: EntityLayout) throws -> EntityCounts {
@@ -428,7 +434,7 @@ extension PGStore {
         // The staged row gives something when any of its column and link slots is set.
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
         let match = identity.map { "u.\($0) = s.\($0)" }.joined(separator: " AND ")
-        let gives = "array_remove(s.\(pos)[1:\(slots.count - 1)], NULL) <> '{}'"
+        let gives = PGStore.givesSomething("s", slots)
         let counted = try connection.execute(
             """
             SET LOCAL enable_hashjoin = on;

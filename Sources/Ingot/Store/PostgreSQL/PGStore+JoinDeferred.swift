@@ -413,7 +413,7 @@ extension PGStore {
             SET LOCAL enable_hashjoin = off
             """)
         // The stored identities, and how many of them this run made and now gives something.
-        let gives = "array_remove(e.\(pos)[1:\(slots.count - 1)], NULL) <> '{}'"
+        let gives = PGStore.givesSomething("e", slots)
         let probed =
             try connection.execute(
                 """

@@ -7,20 +7,6 @@ extension PGStore {
     /// (``applySchema(_:on:checking:)``, ``createIndexes(_:)``).
     static let schemaLock = "SELECT pg_advisory_xact_lock(hashtext('ingot schema'))"
 
-    /// Makes foreign keys' indexes a load dropped (``createIndex(_:)``), under the schema's lock:
-    /// a job starting meanwhile makes an index it finds missing, and of two `CREATE INDEX IF NOT
-    /// EXISTS` of one name at once the later fails on the catalog (`duplicate key value violates
-    /// unique constraint "pg_class_relname_nsp_index"`: `make chaos`, three joined jobs, one
-    /// starting while another finished the run). In the open transaction, or one of its own.
-    func createIndexes(_ indexes: [(name: String, table: String, columns: [String])]) throws {
-        guard !indexes.isEmpty else { return }
-        let make = { [connection] in
-            try connection.execute(PGStore.schemaLock)
-            for index in indexes { try connection.execute(PGStore.createIndex(index)) }
-        }
-        if inTransaction { try make() } else { try connection.transaction(make) }
-    }
-
     /// Applies the statements of `schema` that are ``missing(_:_:)``, after `check`, in one
     /// transaction under an advisory lock: jobs starting together must not create the same
     /// tables at once (two `CREATE TABLE IF NOT EXISTS` racing fail on the catalog's unique index).
