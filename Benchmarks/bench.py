@@ -661,6 +661,69 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
 
 
 
+def partition_pages(data, n):
+    """people-200k's pages split by person id modulo n into n directories (each page keeps its
+    place, with the records of one part; a person's nested dogs go with it), made once."""
+    parts = [os.path.join(BENCH, "people-200k-part%dof%d" % (k, n)) for k in range(n)]
+    if all(os.path.exists(os.path.join(d, "done")) for d in parts):
+        return parts
+    for d in parts:
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+    for f in sorted(os.listdir(data)):
+        if not f.startswith("page-"):
+            continue
+        page = json.load(open(os.path.join(data, f)))
+        for k, d in enumerate(parts):
+            part = dict(page, results=[r for r in page["results"] if r["id"] % n == k])
+            json.dump(part, open(os.path.join(d, f), "w"), ensure_ascii=False, separators=(",", ":"))
+    for d in parts:
+        open(os.path.join(d, "done"), "w").close()
+    return parts
+
+
+def partitioned(ingot, data, expected, db, runs, share=0.25, jobs=(2, 4)):
+    """The bound of partitioning the work by identity instead of by page (docs/scale-out.md, "The
+    limit on this machine"): N single jobs at once, each given only its own part of the persons
+    (id modulo N: no job reads, parses or maps another's records, nothing is exchanged through
+    the server), each into a database of its own on the same PostgreSQL server, each confined to
+    a quarter of a core as in the joined case; against one single job given every page. A real
+    partitioned run would do more than this (every job parsing every page to find its records),
+    so its speed-up is at most what this prints."""
+    pg = Postgres()
+    quota = CPUQuota(share)
+    print("partitioned by identity (a bound), people-200k into PostgreSQL: " + quota.describe())
+    try:
+        dirs = {1: [data]}
+        dirs.update({n: partition_pages(data, n) for n in jobs})
+        walls = {n: [] for n in dirs}
+        cpus = {n: [] for n in dirs}
+        import time
+        for r in range(runs):
+            for n, parts in dirs.items():
+                cmds = [[ingot, "run", PIPELINE, "--pages", d, "--no-archive", "--db", pg.fresh("p%d_%d_%d" % (n, r, k)),
+                         "--progress-interval", "0"] for k, d in enumerate(parts)]
+                server, before = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.time()
+                procs = [quota.start(k, c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for k, c in enumerate(cmds)]
+                errors = [p.communicate()[1] for p in procs]
+                walls[n].append(time.time() - started)
+                failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
+                if failed:
+                    sys.exit("partitioned: a job failed: %s" % failed[0])
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus[n].append((pg.cpu() - server, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+        one = statistics.median(walls[1])
+        for n, w in walls.items():
+            label = "1 single job" if n == 1 else "%d jobs, a part each" % n
+            print("  %-20s median %.2f s (runs: %s); CPU: server %.1f s, jobs %.1f s together%s" % (
+                label, statistics.median(w), ", ".join("%.2f" % x for x in w), statistics.median(c[0] for c in cpus[n]),
+                statistics.median(c[1] for c in cpus[n]), "" if n == 1 else "; %.2fx one job" % (one / statistics.median(w))))
+    finally:
+        quota.close()
+        pg.stop()
+
+
 def joined_http(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
     """Scale-out over HTTP: people-200k served by the fixture server by page number with
     total_pages (the fetcher reads page 1, every job fetches the pages it claims, concurrency 4 a
@@ -819,7 +882,7 @@ def main():
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "fanout", "fanout-pages", "numbered"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -839,7 +902,7 @@ def main():
                 large[0] / small[0], large[1] / small[1]))
 
     if args.only:
-        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined, "joined-http": joined_http,
+        only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined, "joined-http": joined_http, "partitioned": partitioned,
                 "fanout": fanout, "fanout-pages": fanout_pages, "numbered": numbered}.get(args.only)
         if args.only == "peers":
             all_peers()
