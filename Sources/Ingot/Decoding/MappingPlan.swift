@@ -47,6 +47,9 @@ struct MappingPlan: Sendable {
         /// Per attribute slot, what its values go through (``AttributeRules``): what mapping reads
         /// per value, without copying the whole ``Attribute``.
         let rules: [AttributeRules]
+        /// Per attribute slot, its rules' ``AttributeRules/storesTextAsIs``: the plain-text path
+        /// asks it without copying the rules (a copy retains them, for every value).
+        let storesTextAsIs: [Bool]
         let layout: EntityLayout
         let rootKeys: [RootKey]
         /// For each to-one of the layout: the relationship's policy.
@@ -125,7 +128,9 @@ struct MappingPlan: Sendable {
             self.toManyRules = toManyRules
             self.name = name
             self.attributes = attributes
-            self.rules = attributes.map(AttributeRules.init)
+            let rules = attributes.map(AttributeRules.init)
+            self.rules = rules
+            storesTextAsIs = rules.map(\.storesTextAsIs)
             self.layout = layout
             self.rootKeys = rootKeys
             self.toOnePolicies = toOnePolicies

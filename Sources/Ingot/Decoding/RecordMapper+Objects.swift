@@ -224,12 +224,15 @@ extension RecordMapper {
     private mutating func setAttribute(
         _ slot: Int, of entity: MappingPlan.EntityPlan, leaf: Int, _ row: inout FilledRow, _ page: inout DecodedPage, _ c: inout Cursor
     ) throws(MappingFailure) {
-        let rules = entity.rules[slot]
         let at = row.values + slot
-        if rules.storesTextAsIs, c.nodes[leaf].kind == .string {
+        if entity.storesTextAsIs[slot], c.nodes[leaf].kind == .string {
             // Plain text: its bytes go from the page to the storage as they are.
             page.storage.setText(at, c.bytes(c.nodes[leaf]))
-        } else if rules.nullOnInvalid {
+            row.mask.insert(slot)
+            return
+        }
+        let rules = entity.rules[slot]
+        if rules.nullOnInvalid {
             do {
                 page.storage.set(at, try convert(leaf, rules, &c))
             } catch  where error.code != .unstorable {

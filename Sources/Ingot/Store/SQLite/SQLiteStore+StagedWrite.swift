@@ -215,6 +215,10 @@ struct StagedMerge: FoldedRowWriter {
                 rowFeed.append(slot, of: values)
             }
         }
+        // The closures below capture these locals, not `self`: a closure that reads a stored
+        // property copies the whole merge (a retain per reference it holds) for every row.
+        let values = values
+        let identitySlots = layout.identitySlots
         for k in layout.toMany.indices where sets.holds(k) {
             let feed = linkFeeds[k]
             let bytes = sets.bytes(k)
@@ -229,7 +233,7 @@ struct StagedMerge: FoldedRowWriter {
                     value: { value, _ in
                         if given == 0 {
                             feed.beginRow()
-                            for slot in layout.identitySlots { feed.append(slot, of: values) }
+                            for slot in identitySlots { feed.append(slot, of: values) }
                         }
                         if given < width { feed.append(value) }
                         given += 1
@@ -238,7 +242,7 @@ struct StagedMerge: FoldedRowWriter {
                         // A row has the feed's arity whatever the target gave.
                         if given == 0 {
                             feed.beginRow()
-                            for slot in layout.identitySlots { feed.append(slot, of: values) }
+                            for slot in identitySlots { feed.append(slot, of: values) }
                         }
                         for _ in min(given, width)..<width { feed.append(.null) }
                         if ordered { feed.append(.integer(position)) }

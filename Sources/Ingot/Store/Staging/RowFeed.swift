@@ -80,6 +80,16 @@ final class RowFeed {
     /// Appends `bytes` as a blob.
     func appendBlob(_ bytes: UnsafeRawBufferPointer) { appendBytes(SQLITE_BLOB, bytes) }
 
+    /// Appends a blob of `count` bytes that `write` stores in place, at a pointer with room for
+    /// exactly `count` bytes (valid only during the call).
+    func appendBlob(count: Int, _ write: (UnsafeMutableRawPointer) -> Void) {
+        reserve(5 + count)
+        storage.storeBytes(of: UInt8(truncatingIfNeeded: SQLITE_BLOB), toByteOffset: used, as: UInt8.self)
+        storage.storeBytes(of: UInt32(count).littleEndian, toByteOffset: used + 1, as: UInt32.self)
+        write(storage + used + 5)
+        used += 5 + count
+    }
+
     /// Appends `value` as SQLite stores it (a boolean as 0 or 1).
     func append(_ value: ScalarValue) {
         switch value {

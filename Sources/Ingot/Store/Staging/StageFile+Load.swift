@@ -65,7 +65,6 @@ extension StageFile {
             let insert = try statement(
                 "INSERT INTO \(StageFile.quote(table)) (\(columns.joined(separator: ", "))) \(RowFeed.select(arity: columns.count))")
             let feed = RowFeed()
-            var staged: [UInt8] = []
             var sets: [UInt8] = []
             rows.rows.withUnsafeBufferPointer { all in
                 rows.storage.withView { values in
@@ -82,10 +81,16 @@ extension StageFile {
                             StagedSets.append(k, targets, to: &sets)
                         }
                         let origin = rows.origins.indices.contains(position) ? rows.origins[position] : 0
-                        StagedRow.encode(
-                            mask: mask, origin: origin, sets: sets, columns: layout.columns.count, values: values, start: row.valueStart,
-                            into: &staged)
-                        staged.withUnsafeBytes { feed.appendBlob($0) }
+                        sets.withUnsafeBytes { sets in
+                            let columns = layout.columns.count
+                            let count = StagedRow.encodedCount(
+                                mask: mask, sets: sets.count, columns: columns, values: values, start: row.valueStart)
+                            feed.appendBlob(count: count) { out in
+                                StagedRow.encode(
+                                    mask: mask, origin: origin, sets: sets, columns: columns, values: values, start: row.valueStart,
+                                    into: out)
+                            }
+                        }
                     }
                 }
             }

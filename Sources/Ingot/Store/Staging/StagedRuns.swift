@@ -240,11 +240,33 @@ struct RunMerge {
     }
 
     private func less(_ a: Int, _ b: Int) -> Bool {
+        Self.less(a, b, integers: integers, isInteger: isInteger, handles: handles, identity: identity)
+    }
+
+    /// The heap's order on its entries' arrays, taken in place: the sifts below borrow each array
+    /// once instead of retaining and checking it at every comparison (the merge's fold compares
+    /// about log2(runs) times a row).
+    private static func less(
+        _ a: Int, _ b: Int, integers: UnsafeBufferPointer<Int64>, isInteger: UnsafeBufferPointer<Bool>,
+        handles: UnsafeBufferPointer<OpaquePointer>, identity: [Int32]
+    ) -> Bool {
         let c =
             isInteger[a] && isInteger[b]
             ? (integers[a] < integers[b] ? -1 : (integers[a] == integers[b] ? 0 : 1))
             : StageOrder.compare(handles[a], handles[b], columns: identity)
         return c != 0 ? c < 0 : a < b
+    }
+
+    private static func less(
+        _ a: Int, _ b: Int, integers: [Int64], isInteger: [Bool], handles: [OpaquePointer], identity: [Int32]
+    ) -> Bool {
+        integers.withUnsafeBufferPointer { integers in
+            isInteger.withUnsafeBufferPointer { isInteger in
+                handles.withUnsafeBufferPointer { handles in
+                    less(a, b, integers: integers, isInteger: isInteger, handles: handles, identity: identity)
+                }
+            }
+        }
     }
 
     private mutating func siftUp(_ start: Int) {
@@ -258,15 +280,27 @@ struct RunMerge {
     }
 
     private mutating func siftDown(_ start: Int) {
-        var parent = start
-        while true {
-            let left = 2 * parent + 1
-            guard left < heap.count else { return }
-            var least = left
-            if left + 1 < heap.count, less(heap[left + 1], heap[left]) { least = left + 1 }
-            guard less(heap[least], heap[parent]) else { return }
-            heap.swapAt(least, parent)
-            parent = least
+        let identity = identity
+        integers.withUnsafeBufferPointer { integers in
+            isInteger.withUnsafeBufferPointer { isInteger in
+                handles.withUnsafeBufferPointer { handles in
+                    heap.withUnsafeMutableBufferPointer { heap in
+                        func less(_ a: Int, _ b: Int) -> Bool {
+                            Self.less(a, b, integers: integers, isInteger: isInteger, handles: handles, identity: identity)
+                        }
+                        var parent = start
+                        while true {
+                            let left = 2 * parent + 1
+                            guard left < heap.count else { return }
+                            var least = left
+                            if left + 1 < heap.count, less(heap[left + 1], heap[left]) { least = left + 1 }
+                            guard less(heap[least], heap[parent]) else { return }
+                            heap.swapAt(least, parent)
+                            parent = least
+                        }
+                    }
+                }
+            }
         }
     }
 }
