@@ -112,21 +112,36 @@ struct HeldValues {
         }
     }
 
-    /// Appends value `i` to a chunk of folded rows: its type (a byte), then 8 bytes for a
-    /// number, or a 4-byte length and the bytes for text and blobs.
-    func append(_ i: Int, to out: inout [UInt8]) {
-        out.append(UInt8(truncatingIfNeeded: types[i]))
+    /// The bytes ``write(_:at:)`` writes for value `i`.
+    func encodedCount(_ i: Int) -> Int {
         switch types[i] {
-        case SQLITE_INTEGER: StagedSets.appendInteger(UInt64(bitPattern: integers[i]), bytes: 8, to: &out)
-        case SQLITE_FLOAT: StagedSets.appendInteger(reals[i].bitPattern, bytes: 8, to: &out)
-        case SQLITE_TEXT, SQLITE_BLOB:
-            let held = self.bytes(i)
-            StagedSets.appendInteger(UInt64(held.count), bytes: 4, to: &out)
-            // Typed, so that the bytes are copied in one move (the buffer holds bytes only).
-            out.append(contentsOf: held.assumingMemoryBound(to: UInt8.self))
-        default: break
+        case SQLITE_INTEGER, SQLITE_FLOAT: 9
+        case SQLITE_TEXT, SQLITE_BLOB: 5 + counts[i]
+        default: 1
         }
     }
+
+    /// Writes value `i` at `out` for a chunk of folded rows, which has room for its
+    /// ``encodedCount(_:)`` bytes: its type (a byte), then 8 bytes for a number, or a 4-byte
+    /// length and the bytes for text and blobs. Returns the bytes written.
+    func write(_ i: Int, at out: UnsafeMutableRawPointer) -> Int {
+        out.storeBytes(of: UInt8(truncatingIfNeeded: types[i]), as: UInt8.self)
+        switch types[i] {
+        case SQLITE_INTEGER:
+            out.storeBytes(of: UInt64(bitPattern: integers[i]).littleEndian, toByteOffset: 1, as: UInt64.self)
+            return 9
+        case SQLITE_FLOAT:
+            out.storeBytes(of: reals[i].bitPattern.littleEndian, toByteOffset: 1, as: UInt64.self)
+            return 9
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let held = self.bytes(i)
+            out.storeBytes(of: UInt32(truncatingIfNeeded: held.count).littleEndian, toByteOffset: 1, as: UInt32.self)
+            if let base = held.baseAddress, !held.isEmpty { (out + 5).copyMemory(from: base, byteCount: held.count) }
+            return 5 + held.count
+        default: return 1
+        }
+    }
+
 
     /// Holds the value `append(_:to:)` wrote at `at` in `chunk` as value `i`; moves `at` past it.
     mutating func load(_ i: Int, from chunk: UnsafeRawBufferPointer, at: inout Int) {

@@ -289,7 +289,7 @@ struct StagedFold {
 }
 
 /// Folded rows on their way from the fold thread to the writer: per row the columns given (two
-/// 8-byte words), its origin (an 8-byte word), each column's value (``HeldValues/append(_:to:)``),
+/// 8-byte words), its origin (an 8-byte word), each column's value (``HeldValues/write(_:at:)``),
 /// then each to-many's set (a byte: held or not, then the held blob as a value).
 struct MergedChunk: Sendable {
     var bytes: [UInt8] = []
@@ -299,11 +299,25 @@ struct MergedChunk: Sendable {
     static let size = 1 << 20
 
     mutating func append(_ fold: borrowing StagedFold) {
-        StagedSets.appendInteger(fold.given.low, bytes: 8, to: &bytes)
-        StagedSets.appendInteger(fold.given.high, bytes: 8, to: &bytes)
-        StagedSets.appendInteger(UInt64(bitPattern: fold.origin), bytes: 8, to: &bytes)
-        for slot in fold.layout.columns.indices { fold.values.append(slot, to: &bytes) }
-        for k in fold.layout.toMany.indices { fold.sets.append(k, to: &bytes) }
+        // The row's bytes counted first, the chunk grown once, and the row written in place: an
+        // array append per field cost more than the bytes it moved.
+        let columns = fold.layout.columns.count
+        let links = fold.layout.toMany.count
+        var count = 24
+        for slot in 0..<columns { count += fold.values.encodedCount(slot) }
+        for k in 0..<links { count += fold.sets.encodedCount(k) }
+        let start = bytes.count
+        bytes.append(contentsOf: repeatElement(0, count: count))
+        bytes.withUnsafeMutableBytes { chunk in
+            guard let base = chunk.baseAddress else { return }
+            let out = base + start
+            out.storeBytes(of: fold.given.low.littleEndian, as: UInt64.self)
+            out.storeBytes(of: fold.given.high.littleEndian, toByteOffset: 8, as: UInt64.self)
+            out.storeBytes(of: UInt64(bitPattern: fold.origin).littleEndian, toByteOffset: 16, as: UInt64.self)
+            var at = 24
+            for slot in 0..<columns { at += fold.values.write(slot, at: out + at) }
+            for k in 0..<links { at += fold.sets.write(k, at: out + at) }
+        }
         rows += 1
     }
 }

@@ -6,7 +6,7 @@ import GRDBSQLite
 /// The blob: the mask of the columns given (two 8-byte words), the record that gave the row last
 /// (``RecordOrigin``, 8 bytes), the to-many sets (a 4-byte length, then the ``StagedSets`` blob,
 /// empty when none is given), then the value of each column given, in column order, as
-/// ``HeldValues/append(_:to:)`` writes one (a type byte, then 8 bytes or a 4-byte length and
+/// ``HeldValues/write(_:at:)`` writes one (a type byte, then 8 bytes or a 4-byte length and
 /// the bytes). Numbers little-endian.
 ///
 /// Why: a staging table of a column per attribute cost SQLite a record of every column to build
