@@ -69,7 +69,7 @@ struct RowFolder: Sendable {
         /// The to-ones that a to-many of their target reads from the other side: their key slot,
         /// and that entity and to-many.
         let foreignKeyOwners: [(slot: Int, entity: Int, k: Int)]
-    
+
         init(
             columns: Int, links: Int, keptLinks: [Int], ownedLinks: [(k: Int, target: Int)],
             inverseLinks: [(k: Int, entity: Int, inverse: Int)], foreignKeyLinks: [(k: Int, entity: Int, slot: Int)],

@@ -142,8 +142,17 @@ struct HeldValues {
         }
     }
 
+    /// Appends value `i` to `out` as ``write(_:at:)`` writes it.
+    func append(_ i: Int, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: encodedCount(i)))
+        out.withUnsafeMutableBytes { bytes in
+            guard let base = bytes.baseAddress else { return }
+            _ = write(i, at: base + start)
+        }
+    }
 
-    /// Holds the value `append(_:to:)` wrote at `at` in `chunk` as value `i`; moves `at` past it.
+    /// Holds the value ``write(_:at:)`` wrote at `at` in `chunk` as value `i`; moves `at` past it.
     mutating func load(_ i: Int, from chunk: UnsafeRawBufferPointer, at: inout Int) {
         let type = Int32(chunk[at])
         at += 1
