@@ -239,67 +239,51 @@ struct RunMerge {
         return true
     }
 
-    private func less(_ a: Int, _ b: Int) -> Bool {
-        Self.less(a, b, integers: integers, isInteger: isInteger, handles: handles, identity: identity)
-    }
-
-    /// The heap's order on its entries' arrays, taken in place: the sifts below borrow each array
-    /// once instead of retaining and checking it at every comparison (the merge's fold compares
-    /// about log2(runs) times a row).
-    private static func less(
-        _ a: Int, _ b: Int, integers: UnsafeBufferPointer<Int64>, isInteger: UnsafeBufferPointer<Bool>,
-        handles: UnsafeBufferPointer<OpaquePointer>, identity: [Int32]
-    ) -> Bool {
-        let c =
-            isInteger[a] && isInteger[b]
-            ? (integers[a] < integers[b] ? -1 : (integers[a] == integers[b] ? 0 : 1))
-            : StageOrder.compare(handles[a], handles[b], columns: identity)
-        return c != 0 ? c < 0 : a < b
-    }
-
-    private static func less(
-        _ a: Int, _ b: Int, integers: [Int64], isInteger: [Bool], handles: [OpaquePointer], identity: [Int32]
-    ) -> Bool {
+    /// Runs `body` on the heap in place, with the order of its entries: each array borrowed once
+    /// for the whole sift, where a comparison through `self` retained and checked three arrays
+    /// every time (the merge's fold compares about log2(runs) times a row).
+    private mutating func sifting(_ body: (UnsafeMutableBufferPointer<Int>, (Int, Int) -> Bool) -> Void) {
+        let identity = identity
         integers.withUnsafeBufferPointer { integers in
             isInteger.withUnsafeBufferPointer { isInteger in
                 handles.withUnsafeBufferPointer { handles in
-                    less(a, b, integers: integers, isInteger: isInteger, handles: handles, identity: identity)
+                    heap.withUnsafeMutableBufferPointer { heap in
+                        body(heap) { a, b in
+                            let c =
+                                isInteger[a] && isInteger[b]
+                                ? (integers[a] < integers[b] ? -1 : (integers[a] == integers[b] ? 0 : 1))
+                                : StageOrder.compare(handles[a], handles[b], columns: identity)
+                            return c != 0 ? c < 0 : a < b
+                        }
+                    }
                 }
             }
         }
     }
 
     private mutating func siftUp(_ start: Int) {
-        var child = start
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard less(heap[child], heap[parent]) else { return }
-            heap.swapAt(child, parent)
-            child = parent
+        sifting { heap, less in
+            var child = start
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard less(heap[child], heap[parent]) else { return }
+                heap.swapAt(child, parent)
+                child = parent
+            }
         }
     }
 
     private mutating func siftDown(_ start: Int) {
-        let identity = identity
-        integers.withUnsafeBufferPointer { integers in
-            isInteger.withUnsafeBufferPointer { isInteger in
-                handles.withUnsafeBufferPointer { handles in
-                    heap.withUnsafeMutableBufferPointer { heap in
-                        func less(_ a: Int, _ b: Int) -> Bool {
-                            Self.less(a, b, integers: integers, isInteger: isInteger, handles: handles, identity: identity)
-                        }
-                        var parent = start
-                        while true {
-                            let left = 2 * parent + 1
-                            guard left < heap.count else { return }
-                            var least = left
-                            if left + 1 < heap.count, less(heap[left + 1], heap[left]) { least = left + 1 }
-                            guard less(heap[least], heap[parent]) else { return }
-                            heap.swapAt(least, parent)
-                            parent = least
-                        }
-                    }
-                }
+        sifting { heap, less in
+            var parent = start
+            while true {
+                let left = 2 * parent + 1
+                guard left < heap.count else { return }
+                var least = left
+                if left + 1 < heap.count, less(heap[left + 1], heap[left]) { least = left + 1 }
+                guard less(heap[least], heap[parent]) else { return }
+                heap.swapAt(least, parent)
+                parent = least
             }
         }
     }
