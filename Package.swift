@@ -47,6 +47,7 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        .target(name: "CCRC32C"),
         .target(
             name: "CSQLiteTuning",
             linkerSettings: [.linkedLibrary("sqlite3")]
@@ -59,6 +60,7 @@ let package = Package(
                 "CCurl",
                 "CLibPQ",
                 "CCrypto",
+                "CCRC32C",
                 "CSQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),

@@ -89,37 +89,16 @@ struct PageFootprint: Sendable, Equatable {
         return values
     }
 
-    /// Sorts `values` a byte at a time, least significant first (stable counting passes; a
-    /// byte every value shares is skipped): a page's identities are a few thousand numbers of a
-    /// few bytes, which a comparison sort takes many times longer over.
+    /// Sorts `values` (``RadixSort``): ordered as unsigned words with the sign bit flipped, in
+    /// place and back.
     static func radixSort(_ values: inout [Int64]) {
-        guard values.count > 64 else {
-            values.sort()
-            return
-        }
-        // Ordered as unsigned: the sign bit flipped (in place, and back at the end), with one
-        // scratch array of the same size (a page of 4M identities: 32 MB, not 64).
-        for k in values.indices { values[k] ^= .min }
-        var other = [Int64](repeating: 0, count: values.count)
-        var counts = [Int](repeating: 0, count: 256)
-        for shift in stride(from: UInt64(0), to: 64, by: 8) {
-            for k in counts.indices { counts[k] = 0 }
-            for value in values { counts[Int((UInt64(bitPattern: value) >> shift) & 0xFF)] += 1 }
-            if counts.contains(values.count) { continue }
-            var total = 0
-            for k in counts.indices {
-                let n = counts[k]
-                counts[k] = total
-                total += n
+        values.withUnsafeMutableBufferPointer { values in
+            values.withMemoryRebound(to: UInt64.self) { words in
+                for k in words.indices { words[k] ^= 1 << 63 }
+                RadixSort.sort(words)
+                for k in words.indices { words[k] ^= 1 << 63 }
             }
-            for value in values {
-                let digit = Int((UInt64(bitPattern: value) >> shift) & 0xFF)
-                other[counts[digit]] = value
-                counts[digit] += 1
-            }
-            swap(&values, &other)
         }
-        for k in values.indices { values[k] ^= .min }
     }
 
     /// The members of sorted `values` that sorted `other` does not hold.

@@ -324,17 +324,14 @@ struct RowFolder: Sendable {
 
     /// The positions of `rows` in identity order (rows without identity last).
     static func identityOrder(_ rows: UnsafeBufferPointer<EntityRow>) -> [Int] {
-        // The common case, one integer identity: sort plain (id, position) pairs.
-        var integers: [(id: Int64, position: Int)] = []
+        // The common case, one integer identity: sorted by it alone.
+        var integers: [Int64] = []
         integers.reserveCapacity(rows.count)
-        for (position, row) in rows.enumerated() {
+        for row in rows {
             guard case .single(.integer(let id))? = row.identity else { break }
-            integers.append((id, position))
+            integers.append(id)
         }
-        if integers.count == rows.count {
-            integers.sort { $0.id < $1.id }
-            return integers.map(\.position)
-        }
+        if integers.count == rows.count { return RadixSort.order(of: integers) }
         return rows.indices.sorted { IdentityKey.precedes(rows[$0].identity, rows[$1].identity) }
     }
 

@@ -122,12 +122,11 @@ enum StageOrder {
             positions.allSatisfy({ if case .integer? = view.values[rows[$0].valueStart + slot] { true } else { false } })
         {
             // The usual identity, one integer: sorted by it alone.
-            var keyed = positions.map { position -> (key: Int64, position: Int) in
-                guard case .integer(let v)? = view.values[rows[position].valueStart + slot] else { return (0, position) }
-                return (v, position)
+            let keys = positions.map { position -> Int64 in
+                guard case .integer(let v)? = view.values[rows[position].valueStart + slot] else { return 0 }
+                return v
             }
-            keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.position < $1.position }
-            return keyed.map(\.position)
+            return RadixSort.order(of: keys).map { positions[$0] }
         }
         positions.sort { x, y in
             let c = compare(rows[x].valueStart, rows[y].valueStart, slots: slots, in: view)
