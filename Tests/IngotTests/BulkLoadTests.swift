@@ -326,6 +326,59 @@ struct BulkLoadTests {
         #expect(try checkPeople(db, pages).contains(#""ok": true"#))
     }
 
+    /// A first load's merge drops the foreign keys' indexes of its empty tables and builds them
+    /// after its rows, in its own transaction: a merge stopped past the drop leaves the index as
+    /// it was; the merged load has it (and its queries use it); a merge into tables that hold
+    /// rows keeps it throughout.
+    @Test func aFirstLoadsMergeBuildsTheForeignKeysIndexesAfterItsRows() throws {
+        var (pages, config, options) = try stoppedStagedLoad(persons: 1500, failingAfter: 6)
+        let db = options.databasePath
+        let index = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'person_dogs_dog_id'"
+        let definition = try rows(db, index)
+        #expect(definition.count == 1)
+
+        let store = Mutex<SQLiteStore?>(nil)
+        let statements = Mutex<[String]>([])
+        var storeOptions = SQLiteStore.Options()
+        storeOptions.staged = true
+        storeOptions.resuming = true
+        storeOptions.statementObserver = { sql in
+            statements.withLock { $0.append(sql) }
+            if sql.hasPrefix("INSERT INTO \"person\"") { store.withLock { $0?.interrupt() } }
+        }
+        let stopped = try SQLiteStore(path: db, model: config.model, options: storeOptions)
+        store.withLock { $0 = stopped }
+        #expect(throws: StoreError.self) { _ = try stopped.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in }) }
+        try stopped.rollback()
+        store.withLock { $0 = nil }
+        try stopped.close()
+        #expect(statements.withLock { $0.contains { $0.hasPrefix("DROP INDEX \"person_dogs_dog_id\"") } })
+        #expect(try rows(db, index) == definition)
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
+
+        options.resume = true
+        let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        #expect(try checkPeople(db, pages).contains(#""ok": true"#))
+        #expect(try rows(db, index) == definition)
+        #expect(try rows(db, "PRAGMA integrity_check") == [["ok"]])
+        let plan = try rows(db, "EXPLAIN QUERY PLAN SELECT person_id FROM person_dogs WHERE dog_id = 5").flatMap { $0 }
+        #expect(plan.contains { $0.contains("person_dogs_dog_id") }, "\(plan)")
+
+        // Staged again into the filled tables: nothing dropped.
+        statements.withLock { $0.removeAll() }
+        options.resume = false
+        options.fullRefresh = true
+        options.statementObserver = { sql in statements.withLock { $0.append(sql) } }
+        let logs = LogCapture()
+        let again = PipelineRunner(config: config, options: options, logger: logs.logger)
+            .run(source: try DirectoryPageSource(directory: pages, glob: "page-*.json"))
+        #expect(again.status == .finished, "\(again.error ?? "")")
+        #expect(logs.all.contains { $0.contains("msg=bulk.merged") }, "the pages merged again")
+        #expect(statements.withLock { !$0.contains { $0.hasPrefix("DROP INDEX") } })
+        #expect(try rows(db, index) == definition)
+    }
+
     /// Staging tables folded in two parts at once, split at a median identity sampled from the
     /// staged rows (``FoldPart``; here every table, however small), end in the tables one fold
     /// per table makes: the merge rules' pages (re-sent rows, nulls, stubs, a composite

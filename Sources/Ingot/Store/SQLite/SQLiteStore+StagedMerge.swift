@@ -47,7 +47,28 @@ extension SQLiteStore {
         defer { isMerging.store(false, ordering: .sequentiallyConsistent) }
         try dbQueue.writeWithoutTransaction { db in
             try beginWrite(db)
+            let deferred = try dropIndexesOfEmptyTables(db)
             try stageFile.fold(splitRows: foldSplitRows, interruption: folds) { entity, rows in try write(entity, rows, db) }
+            for index in deferred { try db.execute(sql: SQLiteStore.createIndex(index)) }
         }
+    }
+
+    /// The foreign keys' indexes (``EntityLayout/foreignKeyIndexes(of:)``) of the tables that are
+    /// empty as the merge begins, dropped in its transaction: built after the merge's rows, one
+    /// sorted pass each (SQLite's sorter, spilling to files), in the same transaction — a merge
+    /// rolled back keeps them. Written row by row, an index whose keys come in no order (a join
+    /// table's target side) outgrows the merge's small page cache and thrashes it: people-1M read
+    /// and wrote `person_dogs_dog_id`'s 1,182 pages some 280 times each, 5.5 GB each way, for an
+    /// index of 18 MB (docs/performance-notes.md, "Indexes built after a staged merge").
+    private func dropIndexesOfEmptyTables(_ db: Database) throws -> [(name: String, table: String, columns: [String])] {
+        var dropped: [(name: String, table: String, columns: [String])] = []
+        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
+            guard try Bool.fetchOne(db, sql: "SELECT NOT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(index.table)))") == true,
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", arguments: [index.name]) == true
+            else { continue }
+            try db.execute(sql: "DROP INDEX \(SQLiteStore.quote(index.name))")
+            dropped.append(index)
+        }
+        return dropped
     }
 }
