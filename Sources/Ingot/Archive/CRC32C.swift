@@ -2,7 +2,7 @@ import CCRC32C
 
 /// CRC-32C (Castagnoli), the checksum of archive entries (docs/archive-format.md): the
 /// processor's CRC32 instruction where it has one, a table-driven loop otherwise
-/// (Sources/CCRC32C; docs/performance-notes.md, "Checksums").
+/// (Sources/CCRC32C; docs/performance-notes.md, "Checksums and batch sorts").
 enum CRC32C {
     /// The CRC-32C of `bytes`.
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
