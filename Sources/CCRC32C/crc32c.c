@@ -1,5 +1,6 @@
 // CRC-32C of the archive's entries (docs/archive-format.md). The instruction computes 8 bytes in
-// about 3 cycles, several times the table's speed (docs/performance-notes.md, "Checksums and batch sorts").
+// about 3 cycles, several times the table's speed (docs/performance-notes.md, "Checksums and
+// batch sorts").
 #include "crc32c.h"
 
 #include <pthread.h>
