@@ -153,25 +153,36 @@ extension Array {
     }
 }
 
+/// An index that makes a foreign key a lookup (``EntityLayout/foreignKeyIndexes(of:)``): its
+/// name, its table and its columns; each backend's DDL for it is `createStatement` (Store/ForeignKeys.swift).
+package struct ForeignKeyIndex: Sendable, Equatable {
+    package let name: String
+    package let table: String
+    package let columns: [String]
+}
+
 extension EntityLayout {
     /// The indexes that make every foreign key of this entity a lookup, in every backend: its to-one columns (unless a
     /// to-one's inverse indexes them already), and the target side of each join table it owns
     /// (whose primary key leads with the owner's side; an inverse indexes it from the other side).
-    package func foreignKeyIndexes(of layouts: [EntityLayout]) -> [(name: String, table: String, columns: [String])] {
-        var indexes: [(name: String, table: String, columns: [String])] = []
+    package func foreignKeyIndexes(of layouts: [EntityLayout]) -> [ForeignKeyIndex] {
+        var indexes: [ForeignKeyIndex] = []
         for toOne in self.toOne where !layouts[toOne.target].identitySlots.isEmpty {
             let columns = toOne.slots.map { self.columns[$0].name }
             guard !columns.isEmpty, columns != Array(identitySlots.prefix(columns.count).map { self.columns[$0].name }) else {
                 continue
             }
-            indexes.append((table + "_" + columns.joined(separator: "_"), table, columns))
+            indexes.append(ForeignKeyIndex(name: table + "_" + columns.joined(separator: "_"), table: table, columns: columns))
         }
         for toMany in self.toMany where toMany.hasJoinTable && !toMany.isInverse {
             let inverse =
                 layouts.indices.contains(toMany.target)
                 && layouts[toMany.target].toMany.contains { $0.isInverse && $0.joinTable == toMany.joinTable }
             guard !inverse, !toMany.targetColumns.isEmpty else { continue }
-            indexes.append((toMany.joinTable + "_" + toMany.targetColumns.joined(separator: "_"), toMany.joinTable, toMany.targetColumns))
+            indexes.append(
+                ForeignKeyIndex(
+                    name: toMany.joinTable + "_" + toMany.targetColumns.joined(separator: "_"), table: toMany.joinTable,
+                    columns: toMany.targetColumns))
         }
         return indexes
     }

@@ -57,3 +57,12 @@ extension ForeignKey {
         }
     }
 }
+
+extension ForeignKeyIndex {
+    /// `CREATE INDEX IF NOT EXISTS "name" ON "table"("columns")`, as SQLite and PostgreSQL both take it:
+    /// a schema makes it, and a staged load that dropped it for its merge or copy makes it again.
+    package var createStatement: String {
+        func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
+        return "CREATE INDEX IF NOT EXISTS \(quote(name)) ON \(quote(table))(\(columns.map(quote).joined(separator: ", ")))"
+    }
+}

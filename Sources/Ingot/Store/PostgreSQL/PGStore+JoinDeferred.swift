@@ -290,7 +290,7 @@ extension PGStore {
         // An entity's indexes are on its own table (a to-one's columns) or its sets' join tables.
         let indexes = layouts.enumerated().flatMap { entity, layout in
             layout.foreignKeyIndexes(of: layouts).compactMap {
-                index -> (index: (name: String, table: String, columns: [String]), merged: String)? in
+                index -> (index: ForeignKeyIndex, merged: String)? in
                 if index.table == layout.table { return (index, tables.rows(entity)) }
                 return layout.toMany.firstIndex { $0.joinTable == index.table }.map { (index, tables.links(entity, $0)) }
             }

@@ -132,11 +132,7 @@ extension PGStore {
         }
         // Every foreign key indexed (its to-one columns, which a to-one's inverse reads, and a join
         // table's target side), as in SQLite.
-        for index in layout.foreignKeyIndexes(of: layouts) {
-            statements.append(
-                "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table)) (\(index.columns.map(quote).joined(separator: ", ")))"
-            )
-        }
+        for index in layout.foreignKeyIndexes(of: layouts) { statements.append(index.createStatement) }
         return statements
     }
 

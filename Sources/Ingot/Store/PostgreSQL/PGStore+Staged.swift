@@ -334,23 +334,18 @@ extension PGStore {
         try createIndexes(indexes)
     }
 
-    /// Makes foreign keys' indexes a load dropped (``createIndex(_:)``), under the schema's lock:
+    /// Makes foreign keys' indexes a load dropped (``ForeignKeyIndex/createStatement``), under the schema's lock:
     /// a job starting meanwhile makes an index it finds missing, and of two `CREATE INDEX IF NOT
     /// EXISTS` of one name at once the later fails on the catalog (`duplicate key value violates
     /// unique constraint "pg_class_relname_nsp_index"`: `make chaos`, three joined jobs, one
     /// starting while another finished the run). In the open transaction (a savepoint of it), or one of its own.
-    func createIndexes(_ indexes: [(name: String, table: String, columns: [String])]) throws {
+    func createIndexes(_ indexes: [ForeignKeyIndex]) throws {
         guard !indexes.isEmpty else { return }
         let make = { [connection] in
             try connection.execute(PGStore.schemaLock)
-            for index in indexes { try connection.execute(PGStore.createIndex(index)) }
+            for index in indexes { try connection.execute(index.createStatement) }
         }
         try connection.transaction(make)
-    }
-
-    /// `CREATE INDEX IF NOT EXISTS` of a foreign key's index (``EntityLayout/foreignKeyIndexes(of:)``).
-    static func createIndex(_ index: (name: String, table: String, columns: [String])) -> String {
-        "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table)) (\(index.columns.map(quote).joined(separator: ", ")))"
     }
 
     func forgetStagingKey(of runID: String) throws {

@@ -68,7 +68,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     var stretch = JoinedStretch()
     var stretchRejections: [RecordRejection] = []
     /// The foreign keys' indexes a staged copy dropped, built again once it committed.
-    var droppedIndexes: [(name: String, table: String, columns: [String])] = []
+    var droppedIndexes: [ForeignKeyIndex] = []
     /// What this store may do about staged loads, set when it opens.
     var stagingRules = PGStagingRules()
     /// The run this store writes, once begun or reopened.

@@ -170,12 +170,7 @@ extension SQLiteStore {
 
     /// `CREATE INDEX IF NOT EXISTS name ON table(columns)`.
     private static func index(_ name: String, on table: String, _ columns: [String]) -> (object: SchemaObject, sql: String) {
-        (.index(name), createIndex((name, table, columns)))
-    }
-
-    /// `CREATE INDEX IF NOT EXISTS` of a foreign key's index (``EntityLayout/foreignKeyIndexes(of:)``).
-    static func createIndex(_ index: (name: String, table: String, columns: [String])) -> String {
-        "CREATE INDEX IF NOT EXISTS \(quote(index.name)) ON \(quote(index.table))(\(index.columns.map(quote).joined(separator: ", ")))"
+        (.index(name), ForeignKeyIndex(name: name, table: table, columns: columns).createStatement)
     }
 
     private static func definitions(

@@ -49,7 +49,7 @@ extension SQLiteStore {
             try beginWrite(db)
             let deferred = try dropIndexesOfEmptyTables(db)
             try stageFile.fold(splitRows: foldSplitRows, interruption: folds) { entity, rows in try write(entity, rows, db) }
-            for index in deferred { try db.execute(sql: SQLiteStore.createIndex(index)) }
+            for index in deferred { try db.execute(sql: index.createStatement) }
         }
     }
 
@@ -60,8 +60,8 @@ extension SQLiteStore {
     /// table's target side) outgrows the merge's small page cache and thrashes it: people-1M read
     /// and wrote `person_dogs_dog_id`'s 1,182 pages some 280 times each, 5.5 GB each way, for an
     /// index of 18 MB (docs/performance-notes.md, "Indexes built after a staged merge").
-    private func dropIndexesOfEmptyTables(_ db: Database) throws -> [(name: String, table: String, columns: [String])] {
-        var dropped: [(name: String, table: String, columns: [String])] = []
+    private func dropIndexesOfEmptyTables(_ db: Database) throws -> [ForeignKeyIndex] {
+        var dropped: [ForeignKeyIndex] = []
         for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
             guard try Bool.fetchOne(db, sql: "SELECT NOT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(index.table)))") == true,
                 try Bool.fetchOne(db, sql: "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", arguments: [index.name]) == true
