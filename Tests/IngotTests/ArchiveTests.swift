@@ -30,6 +30,24 @@ struct ArchiveTests {
         return path
     }
 
+    /// Entries' and runs' timestamps are composed by hand (`Date.runTimestamp`): each is what
+    /// `ISO8601DateFormatter` writes, milliseconds rounded half up, over a spread of instants
+    /// (a fixed-seed sequence, exact half milliseconds, leap days, before 1970).
+    @Test func timestampsAreWhatISO8601DateFormatterWrites() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var instants: [Double] = [0, -0.5, 1.0625, 1.9999, 951_782_400.123, 1_709_164_799.9995, 4_102_444_800.001, -86_400.25]
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<2000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            instants.append(Double(state >> 24) / Double(1 << 40) * 4_000_000_000 - 1_000_000_000)
+        }
+        for instant in instants {
+            let date = Date(timeIntervalSince1970: instant)
+            #expect(date.runTimestamp == formatter.string(from: date), "\(instant)")
+        }
+    }
+
     @Test func roundTrip() throws {
         let (path, _) = try writeArchive()
         let reader = try ArchiveReader(path: path)

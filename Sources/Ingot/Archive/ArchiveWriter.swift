@@ -108,11 +108,7 @@ package final class ArchiveWriter {
         position += UInt64(bytes.count)
     }
 
-    static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
+    static func timestamp(_ date: Date) -> String { date.runTimestamp }
 }
 
 extension JSONEncoder {
