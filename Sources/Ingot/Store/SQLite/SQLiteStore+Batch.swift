@@ -186,7 +186,3 @@ extension SQLiteStore {
         return written
     }
 }
-
-/// glibc's `malloc_trim` (malloc.h is not in Swift's Glibc module): returns the heap's free
-/// memory to the system.
-@_silgen_name("malloc_trim") private func glibcMallocTrim(_ pad: Int) -> Int32

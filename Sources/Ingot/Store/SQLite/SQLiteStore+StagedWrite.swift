@@ -44,6 +44,11 @@ struct StagedMerge: FoldedRowWriter {
     /// The most rows (by the table's highest rowid) whose identities are read into ``storedIdentities``:
     /// two bytes each at most, 8 MiB.
     static let storedLimit: Int64 = 4_000_000
+    /// Whether the chunks' rows go to the feeds as they are (``writeEncoded(_:at:)``): the table
+    /// was empty when the merge began (no row to look up or merge into) and no column is filled.
+    private let writesEncodedRows: Bool
+    /// Per identity slot, where its value is in the chunk row being written (reused row after row).
+    private var identityRanges: [Range<Int>]
     /// Per to-many, an owner's stored links (targets, then position when ordered), and their delete.
     private let selectLinks: [RawStatement]
     private let deleteLinks: [RawStatement]
@@ -96,6 +101,8 @@ struct StagedMerge: FoldedRowWriter {
         try any.query { row in held = sqlite3_column_int64(row, 0) != 0 }
         tableHeldRows = held
         storedIdentities = held ? try StagedMerge.identities(of: layout, connection: connection) : nil
+        writesEncodedRows = !held && fillBySlot.allSatisfy { $0 == nil }
+        identityRanges = layout.identitySlots.map { _ in 0..<0 }
         updatable = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
         if updatable.isEmpty {
             update = nil
@@ -205,6 +212,50 @@ struct StagedMerge: FoldedRowWriter {
         }
     }
 
+    /// Holds back the new row at `at` in a chunk without holding its values: its columns are
+    /// already in the row feed's format (``MergedChunk``), copied in one piece, and its links fed
+    /// from its sets' bytes. Why: holding each value (``FoldedRowWriter``'s `load`) then feeding it
+    /// copied every value twice on the merge's writer, the thread that bounds it; people-200k's
+    /// writer spent a third of its merge outside SQLite (docs/performance-notes.md, "Indexes built
+    /// after a staged merge").
+    mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool {
+        guard writesEncodedRows else { return false }
+        var nonIdentity = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
+        let origin = Int64(bitPattern: StagedSets.integer(chunk, at + 16, 8))
+        var end = at + 24
+        let columns = end
+        var identity = 0
+        for slot in layout.columns.indices {
+            guard let next = StagedRow.end(ofValueAt: end, in: chunk) else { throw StagedRow.malformed(layout) }
+            if identity < identityRanges.count, layout.identitySlots[identity] == slot {
+                identityRanges[identity] = end..<next
+                identity += 1
+            }
+            end = next
+        }
+        rowFeed.beginRow()
+        rowFeed.appendEncoded(UnsafeRawBufferPointer(rebasing: chunk[columns..<end]))
+        for k in linkFeeds.indices { linkStarts[k].append(linkFeeds[k].count) }
+        var holdsSet = false
+        for k in layout.toMany.indices {
+            guard let next = StagedRow.end(ofValueAt: end, in: chunk) else { throw StagedRow.malformed(layout) }
+            if Int32(chunk[end]) == SQLITE_BLOB {
+                holdsSet = true
+                let ranges = identityRanges
+                feedLinks(k, UnsafeRawBufferPointer(rebasing: chunk[(end + 5)..<next])) { feed in
+                    for range in ranges { feed.appendEncoded(UnsafeRawBufferPointer(rebasing: chunk[range])) }
+                }
+            }
+            end = next
+        }
+        at = end
+        for slot in layout.identitySlots { nonIdentity = nonIdentity.removing(slot) }
+        heldBackStubs.append(nonIdentity == ColumnMask() && !holdsSet)
+        heldBackOrigins.append(origin)
+        if rowFeed.count >= StagedMerge.feedRows || rowFeed.byteCount >= MergedChunk.size { try flushHeldBack() }
+        return true
+    }
+
     /// Appends the held row (its fills applied) to the row feed, and its links to the link feeds.
     private func feed() {
         rowFeed.beginRow()
@@ -215,41 +266,49 @@ struct StagedMerge: FoldedRowWriter {
                 rowFeed.append(slot, of: values)
             }
         }
-        // The closures below capture these locals, not `self`: a closure that reads a stored
-        // property copies the whole merge (a retain per reference it holds) for every row.
+        // The closure captures these locals, not `self`: a closure that reads a stored property
+        // copies the whole merge (a retain per reference it holds) for every row.
         let values = values
         let identitySlots = layout.identitySlots
         for k in layout.toMany.indices where sets.holds(k) {
-            let feed = linkFeeds[k]
-            let bytes = sets.bytes(k)
-            let width = targetWidths[k]
-            let ordered = layout.toMany[k].isOrdered
-            StagedSets.sets(in: bytes) { setK, range in
-                guard setK == k else { return }
-                var position: Int64 = 0
-                var given = 0
-                StagedSets.forEachTarget(
-                    in: bytes, range,
-                    value: { value, _ in
-                        if given == 0 {
-                            feed.beginRow()
-                            for slot in identitySlots { feed.append(slot, of: values) }
-                        }
-                        if given < width { feed.append(value) }
-                        given += 1
-                    },
-                    end: {
-                        // A row has the feed's arity whatever the target gave.
-                        if given == 0 {
-                            feed.beginRow()
-                            for slot in identitySlots { feed.append(slot, of: values) }
-                        }
-                        for _ in min(given, width)..<width { feed.append(.null) }
-                        if ordered { feed.append(.integer(position)) }
-                        position += 1
-                        given = 0
-                    })
+            feedLinks(k, sets.bytes(k)) { feed in
+                for slot in identitySlots { feed.append(slot, of: values) }
             }
+        }
+    }
+
+    /// Appends to-many `k`'s links given in `bytes` (a row's sets, ``StagedSets``) to its link
+    /// feed: per target a feed row of the owner's identity (`owner` appends it), the target's
+    /// values, and its position when the to-many is ordered.
+    private func feedLinks(_ k: Int, _ bytes: UnsafeRawBufferPointer, owner: (RowFeed) -> Void) {
+        let feed = linkFeeds[k]
+        let width = targetWidths[k]
+        let ordered = layout.toMany[k].isOrdered
+        StagedSets.sets(in: bytes) { setK, range in
+            guard setK == k else { return }
+            var position: Int64 = 0
+            var given = 0
+            StagedSets.forEachTarget(
+                in: bytes, range,
+                value: { value, _ in
+                    if given == 0 {
+                        feed.beginRow()
+                        owner(feed)
+                    }
+                    if given < width { feed.append(value) }
+                    given += 1
+                },
+                end: {
+                    // A row has the feed's arity whatever the target gave.
+                    if given == 0 {
+                        feed.beginRow()
+                        owner(feed)
+                    }
+                    for _ in min(given, width)..<width { feed.append(.null) }
+                    if ordered { feed.append(.integer(position)) }
+                    position += 1
+                    given = 0
+                })
         }
     }
 

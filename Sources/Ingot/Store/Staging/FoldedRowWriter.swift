@@ -15,6 +15,10 @@ protocol FoldedRowWriter {
     mutating func flush(stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws
     /// Writes the rows ``flush(stored:)`` held back; called once every row was flushed.
     mutating func flushHeldBack() throws
+    /// Writes the folded row at `at` in a chunk (``MergedChunk``) from its bytes as they are and
+    /// moves `at` past it — `true` — or reads nothing and returns `false`: the row is then held
+    /// (``values``, ``given``, ``sets``) and flushed.
+    mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool
 }
 
 extension FoldedRowWriter {
@@ -36,6 +40,8 @@ extension FoldedRowWriter {
 
     mutating func flushHeldBack() throws {}
 
+    mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool { false }
+
     /// Folds and writes on the write connection, each folded row written as it completes.
     mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
         var fold = try StagedFold(connection: connection, layout: layout)
@@ -53,7 +59,7 @@ extension FoldedRowWriter {
             case .chunk(let chunk):
                 try chunk.bytes.withUnsafeBytes { bytes in
                     var at = 0
-                    for _ in 0..<chunk.rows {
+                    for _ in 0..<chunk.rows where try !writeEncoded(bytes, at: &at) {
                         load(from: bytes, at: &at)
                         try flush(stored: stored)
                     }

@@ -77,6 +77,14 @@ final class RowFeed {
         }
     }
 
+    /// Appends values already in the feed's format (``HeldValues/write(_:at:)``'s), as they are.
+    func appendEncoded(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        reserve(bytes.count)
+        (storage + used).copyMemory(from: base, byteCount: bytes.count)
+        used += bytes.count
+    }
+
     /// Appends `bytes` as a blob.
     func appendBlob(_ bytes: UnsafeRawBufferPointer) { appendBytes(SQLITE_BLOB, bytes) }
 

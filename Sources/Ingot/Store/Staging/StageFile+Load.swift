@@ -199,6 +199,12 @@ extension StageFile {
         try commit()
         var readers: [OpaquePointer] = []
         if isFile {
+            // The merge's memory: the stage's own cache is not read again (the folds read on
+            // connections of their own), and the stage phase's pages and batches are freed —
+            // their heap given back before the folds and the writer take theirs. people-10M's
+            // peak came a few seconds into its merge (docs/performance-notes.md).
+            sqlite3_db_release_memory(handle)
+            _ = glibcMallocTrim(0)
             for _ in 0..<2 {
                 var reader: OpaquePointer?
                 if sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK, let reader {

@@ -188,3 +188,7 @@ final class StageFile {
         sqlite3_close_v2(handle)
     }
 }
+
+/// glibc's `malloc_trim` (malloc.h is not in Swift's Glibc module): returns the heap's free
+/// memory to the system.
+@_silgen_name("malloc_trim") func glibcMallocTrim(_ pad: Int) -> Int32

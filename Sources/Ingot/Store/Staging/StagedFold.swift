@@ -260,12 +260,12 @@ struct StagedFold {
         do {
             var fold = try StagedFold(connection: connection.handle, layout: layout, part: part)
             defer { fold.finalize() }
-            var chunk = MergedChunk()
+            var chunk = MergedChunk.reserved()
             try fold.run { folded in
                 chunk.append(folded)
                 if chunk.bytes.count >= MergedChunk.size {
                     guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
-                    chunk = MergedChunk()
+                    chunk = MergedChunk.reserved()
                 }
             }
             if chunk.rows > 0, !channel.send(.chunk(chunk)) { return }
@@ -297,6 +297,16 @@ struct MergedChunk: Sendable {
 
     /// A chunk is handed on once it holds this many bytes.
     static let size = 1 << 20
+    /// Room for the row that takes a chunk past ``size``: grown by doubling, a chunk held 2 MiB
+    /// for its 1 MiB, and the sixteen in flight of two folds 32 MiB.
+    static let slack = 64 << 10
+
+    /// An empty chunk with room for ``size`` bytes and a row more (most rows).
+    static func reserved() -> MergedChunk {
+        var chunk = MergedChunk()
+        chunk.bytes.reserveCapacity(size + slack)
+        return chunk
+    }
 
     mutating func append(_ fold: borrowing StagedFold) {
         // The row's bytes counted first, the chunk grown once, and the row written in place: an
