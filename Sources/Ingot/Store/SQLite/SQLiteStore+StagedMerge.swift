@@ -56,18 +56,21 @@ extension SQLiteStore {
     /// The page cache of the write connection while it builds the indexes a merge deferred.
     static let indexBuildCacheKiB = 1024
 
-    /// Builds `indexes` (those ``dropIndexesOfEmptyTables(_:)`` dropped) with a small page cache,
-    /// then gives the staged load's back. SQLite's sorter keeps each sorted run in memory up to
-    /// the cache's size (4 MiB at least) and merges its records as linked lists: a run of many
-    /// megabytes misses the processor's caches at every step, where runs of a few megabytes
-    /// stay in them and are merged from temporary files in order. people-1M's `person_dogs_dog_id`
-    /// (1.5M keys): 1.42–1.63 s with the staged load's 8 MiB or 40 MiB, 0.71–0.86 s with 1 MiB
-    /// (docs/performance-notes.md, "Indexes built after a staged merge").
+    /// Builds `indexes` (those ``dropIndexesOfEmptyTables(_:)`` dropped) with a small page cache
+    /// and one helper thread for SQLite's sorter, then gives the staged load's settings back.
+    /// The sorter keeps each sorted run in memory up to the cache's size (4 MiB at least) and
+    /// merges its records as linked lists: a run of many megabytes misses the processor's caches
+    /// at every step, where runs of a few megabytes stay in them and are merged from temporary
+    /// files in order. The helper sorts one run while the scan fills the next, on the core the
+    /// merge's folds have left idle by then. `person_dogs_dog_id` (docs/performance-notes.md,
+    /// "Indexes built after a staged merge"): people-1M's 1.5M keys 1.42–1.63 s with the staged
+    /// load's 8 MiB or 40 MiB, 0.71–0.86 s with 1 MiB; people-10M's 15M keys 11.0 s with 1 MiB,
+    /// 8.2 s with the helper.
     private func buildIndexes(_ indexes: [ForeignKeyIndex], _ db: Database) throws {
         guard !indexes.isEmpty else { return }
-        try db.execute(sql: "PRAGMA cache_size = -\(SQLiteStore.indexBuildCacheKiB)")
+        try db.execute(sql: "PRAGMA cache_size = -\(SQLiteStore.indexBuildCacheKiB); PRAGMA threads = 1")
         for index in indexes { try db.execute(sql: index.createStatement) }
-        try db.execute(sql: "PRAGMA cache_size = -\(StageFile.cacheKiB)")
+        try db.execute(sql: "PRAGMA cache_size = -\(StageFile.cacheKiB); PRAGMA threads = 0")
     }
 
     /// The foreign keys' indexes (``EntityLayout/foreignKeyIndexes(of:)``) of the tables that are
