@@ -48,7 +48,7 @@ struct StagedMerge: FoldedRowWriter {
     /// was empty when the merge began (no row to look up or merge into) and no column is filled.
     private let writesEncodedRows: Bool
     /// Per identity slot, where its value is in the chunk row being written (reused row after row).
-    private var identityRanges: [Range<Int>]
+    private var identityRanges: [Range<Int>] = []
     /// Per to-many, an owner's stored links (targets, then position when ordered), and their delete.
     private let selectLinks: [RawStatement]
     private let deleteLinks: [RawStatement]
@@ -102,7 +102,6 @@ struct StagedMerge: FoldedRowWriter {
         tableHeldRows = held
         storedIdentities = held ? try StagedMerge.identities(of: layout, connection: connection) : nil
         writesEncodedRows = !held && fillBySlot.allSatisfy { $0 == nil }
-        identityRanges = layout.identitySlots.map { _ in 0..<0 }
         updatable = layout.columns.indices.filter { !layout.identitySlots.contains($0) }
         if updatable.isEmpty {
             update = nil
@@ -220,6 +219,7 @@ struct StagedMerge: FoldedRowWriter {
     /// after a staged merge").
     mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool {
         guard writesEncodedRows else { return false }
+        if identityRanges.count != layout.identitySlots.count { identityRanges = layout.identitySlots.map { _ in 0..<0 } }
         var nonIdentity = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
         let origin = Int64(bitPattern: StagedSets.integer(chunk, at + 16, 8))
         var end = at + 24
