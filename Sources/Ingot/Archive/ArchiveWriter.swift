@@ -47,7 +47,7 @@ package final class ArchiveWriter {
         headers: [String: String]? = nil, resource: String? = nil, injected: [InjectedValue] = [], compression: Compression? = nil
     ) throws(ArchiveError) -> ArchiveEntryMetadata {
         let metadata = ArchiveEntryMetadata(
-            seq: seq, source: source, fetchedAt: ArchiveWriter.timestamp(fetchedAt), httpStatus: httpStatus,
+            seq: seq, source: source, fetchedAt: fetchedAt.runTimestamp, httpStatus: httpStatus,
             headers: headers, rawLength: bytes.count, crc32c: CRC32C.checksum(bytes), resource: resource,
             injected: injected.isEmpty ? nil : injected, compression: compression)
         let json: [UInt8]
@@ -108,7 +108,6 @@ package final class ArchiveWriter {
         position += UInt64(bytes.count)
     }
 
-    static func timestamp(_ date: Date) -> String { date.runTimestamp }
 }
 
 extension JSONEncoder {

@@ -264,7 +264,7 @@ public final class PipelineRunner: Sendable {
         }
         let header = ArchiveHeader(
             formatVersion: ArchiveFormat.version, runID: runID, pipelineName: config.name, pipelineText: config.text,
-            pipelinePath: config.path, createdAt: ArchiveWriter.timestamp(started), maxPageBytes: maxPageBytes)
+            pipelinePath: config.path, createdAt: started.runTimestamp, maxPageBytes: maxPageBytes)
         return try ArchiveWriter(path: path, header: header, compressionLevel: options.compressionLevel)
     }
 

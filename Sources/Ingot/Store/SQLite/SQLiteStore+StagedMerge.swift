@@ -63,8 +63,8 @@ extension SQLiteStore {
     /// at every step, where runs of a few megabytes stay in them and are merged from temporary
     /// files in order. The helper sorts one run while the scan fills the next, on the core the
     /// merge's folds have left idle by then. `person_dogs_dog_id` (docs/performance-notes.md,
-    /// "Indexes built after a staged merge"): people-1M's 1.5M keys 1.42–1.63 s with the staged
-    /// load's 8 MiB or 40 MiB, 0.71–0.86 s with 1 MiB; people-10M's 15M keys 11.0 s with 1 MiB,
+    /// "The deferred index's sort, the merge's writer and its memory"): people-1M's 1.5M keys
+    /// 1.12–1.63 s with the staged load's 8 MiB or 40 MiB, 0.64–0.90 s with 1 MiB; people-10M's 15M keys 11.0 s with 1 MiB,
     /// 8.2 s with the helper.
     private func buildIndexes(_ indexes: [ForeignKeyIndex], _ db: Database) throws {
         guard !indexes.isEmpty else { return }

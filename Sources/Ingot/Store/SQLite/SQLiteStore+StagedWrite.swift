@@ -215,8 +215,8 @@ struct StagedMerge: FoldedRowWriter {
     /// already in the row feed's format (``MergedChunk``), copied in one piece, and its links fed
     /// from its sets' bytes. Why: holding each value (``FoldedRowWriter``'s `load`) then feeding it
     /// copied every value twice on the merge's writer, the thread that bounds it; people-200k's
-    /// writer spent a third of its merge outside SQLite (docs/performance-notes.md, "Indexes built
-    /// after a staged merge").
+    /// writer spent a third of its merge outside SQLite (docs/performance-notes.md, "The deferred
+    /// index's sort, the merge's writer and its memory").
     mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool {
         guard writesEncodedRows else { return false }
         if identityRanges.count != layout.identitySlots.count { identityRanges = layout.identitySlots.map { _ in 0..<0 } }

@@ -202,7 +202,8 @@ extension StageFile {
             // The merge's memory: the stage's own cache is not read again (the folds read on
             // connections of their own), and the stage phase's pages and batches are freed —
             // their heap given back before the folds and the writer take theirs. people-10M's
-            // peak came a few seconds into its merge (docs/performance-notes.md).
+            // peak came a few seconds into its merge (docs/performance-notes.md, "The deferred index's
+            // sort, the merge's writer and its memory").
             sqlite3_db_release_memory(handle)
             _ = glibcMallocTrim(0)
             for _ in 0..<2 {
