@@ -157,7 +157,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         // A batch the store will stage, or defer to the run's end, is looked up by nothing (the
         // merge decides).
         let staged = writer.stagesBatches || writer.defersBatches
-        var prepared = writer.resolver.prepare(batch, uncommitted: uncommitted, store: writer.store, staged: staged)
+        var prepared = writer.resolver.prepare(
+            batch, uncommitted: uncommitted, store: writer.store, staged: staged, unfolded: writer.stagesBatches)
         prepared.number = delivered
         // The writer may stage a load from its first batch when it came in no identity order
         // (IngestStore.turnStaged(at: .firstBatch)); read on the pages as they came, before folding.

@@ -36,7 +36,7 @@ extension WriterStage {
         openWrites = []
         retainedBytes = 0
         for write in redo {
-            let resolved = try resolver.resolve(write.batch, store: store, fillsDefaults: load != .staging)
+            let resolved = try resolver.resolve(write.batch, store: store, staging: load == .staging)
             try store.write(resolved) { _ in if let p = write.progress { try store.recordProgress(p) } }
             openWrites.append(write)
         }
@@ -75,7 +75,7 @@ extension WriterStage {
                 }
                 for (p, r) in records[range] { subset[p].records.append(pages[p].records[r]) }
                 let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
-                let resolved = try resolver.resolve(sub, store: store, fillsDefaults: load != .staging)
+                let resolved = try resolver.resolve(sub, store: store, staging: load == .staging)
                 do {
                     var written = resolved.outcome
                     try store.writeIsolated(resolved) { result in count(resolved, result, into: &written) }

@@ -141,7 +141,7 @@ extension WriterStage {
         if refusedInTransaction { batch.refs = nil }
         let resolved: ResolvedBatch
         do {
-            resolved = try resolver.resolve(batch, store: store, fillsDefaults: load != .staging)
+            resolved = try resolver.resolve(batch, store: store, staging: load == .staging)
         } catch {
             try? store.rollback()
             throw error

@@ -59,10 +59,17 @@ struct BatchResolver: Sendable {
     /// batches saved but not committed (`uncommitted`) count as stored (``StoredRef/pending``):
     /// a reader of committed rows does not see them. A batch the store will stage (`staged`,
     /// ``LoadState/staging``) is looked up by nothing: its merge sorts and looks up.
+    /// A batch for a stage (`unfolded`: the store stages its batches) whose identities are one
+    /// integer each is not folded at all: the merge folds (``UnfoldedRows``).
     func prepare(
-        _ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups, staged: Bool = false
+        _ pages: [DecodedPage], uncommitted: UncommittedIdentities, store: any IdentityLookups, staged: Bool = false,
+        unfolded: Bool = false
     ) -> PreparedBatch {
         guard !checksReferences else { return PreparedBatch(pages: pages) }
+        if unfolded, let rows = UnfoldedRows.make(pages, layouts: layouts) {
+            // The pages keep their rows until they are staged.
+            return PreparedBatch(pages: pages, folded: nil, unfolded: rows)
+        }
         var folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
         if staged {
             // Every row goes to staging as it is.
@@ -108,15 +115,27 @@ struct BatchResolver: Sendable {
 
     /// Finishes `batch`: looks up what `prepare` did not (on the store's writer, which sees the
     /// batches saved before), folds it when it was not folded, and counts what writing it does.
-    /// `fillsDefaults: false` (a staged load) leaves `default:` and `const:` to the merge, which
-    /// knows which rows it inserts.
-    func resolve(_ batch: PreparedBatch, store: any IdentityLookups, fillsDefaults: Bool = true) throws -> ResolvedBatch {
+    /// `staging` (the store stages it: a staged load) leaves `default:` and `const:` to the
+    /// merge, which knows which rows it inserts, and a batch prepared unfolded as it is; one the
+    /// store writes batch by batch is folded here (a joined job's staged stretch that ended).
+    func resolve(_ batch: PreparedBatch, store: any IdentityLookups, staging: Bool = false) throws -> ResolvedBatch {
         var outcome = BatchOutcome()
         outcome.entities = Array(repeating: EntityCounts(), count: layouts.count)
         var folder: RowFolder
         var refs: [[StoredRef?]]
         var pages = batch.pages
-        if let folded = batch.folded {
+        if let unfolded = batch.unfolded, staging {
+            return ResolvedBatch(
+                number: batch.number, pages: pages, rows: RowFolder(layouts: layouts, parents: parents),
+                refs: Array(repeating: [], count: layouts.count), outcome: outcome, unfolded: unfolded)
+        } else if batch.unfolded != nil {
+            folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
+            folder.sortByIdentity()
+            pages = BatchResolver.stripped(pages)
+            refs = try folder.merged.enumerated().map { entity, rows in
+                rows.index.isEmpty ? [] : rows.refs(try store.lookup(entity, rows.index.keys))
+            }
+        } else if let folded = batch.folded {
             folder = folded
             if let known = batch.refs {
                 refs = known
@@ -132,7 +151,7 @@ struct BatchResolver: Sendable {
             pages = BatchResolver.stripped(pages)
             refs = folder.merged.enumerated().map { entity, rows in rows.refs(existing[entity]) }
         }
-        if fillsDefaults { fill(&folder, refs) }
+        if !staging { fill(&folder, refs) }
         return ResolvedBatch(number: batch.number, pages: pages, rows: folder, refs: refs, outcome: outcome)
     }
 

@@ -36,6 +36,8 @@ struct PreparedBatch: Sendable {
     var number = 0
     var pages: [DecodedPage]
     var folded: RowFolder?
+    /// Its rows not folded, for a stage (``UnfoldedRows``): then `pages` keep their rows.
+    var unfolded: UnfoldedRows? = nil
     /// Per entity, per folded row: its stored row (`nil`: not stored), when looked up already.
     var refs: [[StoredRef?]]? = nil
     /// The pages with their records, when `pages` lost them to folding: kept until the batch is
@@ -63,6 +65,9 @@ public struct ResolvedBatch: Sendable {
     var refs: [[StoredRef?]]
     /// What writing it does, per entity, and the records the resolver rejected.
     var outcome: BatchOutcome
+    /// A batch a stage takes as its records came (``UnfoldedRows``): `rows` is empty, and
+    /// `pages` keep their rows, which this indexes.
+    var unfolded: UnfoldedRows? = nil
 }
 
 extension ResolvedBatch {

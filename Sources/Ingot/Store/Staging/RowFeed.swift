@@ -109,6 +109,25 @@ final class RowFeed {
         }
     }
 
+    /// Puts the rows in `order`, positions of the rows as they were appended: a statement reads
+    /// row `order[0]` first. `false` (nothing changed) unless `order` is a permutation of them.
+    func reorder(_ order: [Int]) -> Bool {
+        guard order.count == count else { return false }
+        let old = UnsafeMutablePointer<Int>.allocate(capacity: max(count, 1))
+        defer { old.deallocate() }
+        old.initialize(from: starts, count: count)
+        var seen = [Bool](repeating: false, count: count)
+        for (k, position) in order.enumerated() {
+            guard seen.indices.contains(position), !seen[position] else {
+                starts.update(from: old, count: count)
+                return false
+            }
+            seen[position] = true
+            starts[k] = old[position]
+        }
+        return true
+    }
+
     /// Forgets every row (the buffers stay).
     func removeAll() {
         used = 0

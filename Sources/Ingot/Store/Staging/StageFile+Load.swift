@@ -50,65 +50,135 @@ extension StageFile {
     /// `identifier` as a SQLite identifier (model names are validated: no quote in them).
     static func quote(_ identifier: String) -> String { "\"\(identifier)\"" }
 
-    /// Appends a batch's folded rows to the staging tables, in the file's open transaction (one
-    /// it begins): per row its identity and the ``StagedRow`` — the mask of the columns its
-    /// records gave, the record that gave it last (``RecordOrigin``), its to-many sets and its
-    /// values. Each entity's rows are appended in identity order, a sorted run whose rowids are
-    /// noted in `_ingot_stage_runs` (StagedRuns.swift).
+    /// Appends a batch's rows to the staging tables, in the file's open transaction (one it
+    /// begins): per row its identity and the ``StagedRow`` — the mask of the columns its records
+    /// gave, the record that gave it last (``RecordOrigin``), its to-many sets and its values.
+    /// Each entity's rows are appended in identity order, a sorted run whose rowids are noted in
+    /// `_ingot_stage_runs` (StagedRuns.swift): the batch's folded rows, or its rows as their
+    /// records came (``ResolvedBatch/unfolded``; the merge folds them).
     func append(_ batch: ResolvedBatch) throws {
         try begin()
+        if let unfolded = batch.unfolded {
+            for (entity, rows) in unfolded.entities.enumerated() where rows.count > 0 {
+                try appendRun(of: layouts[entity], try feed(of: rows, layouts[entity], batch.pages))
+            }
+            return
+        }
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
             let layout = layouts[entity]
-            let table = StageFile.table(of: layout)
-            let columns = StageFile.stagedColumns(of: layout)
-            // The batch's rows in one statement (a RowFeed), not one each: appends only.
-            let insert = try statement(
-                "INSERT INTO \(StageFile.quote(table)) (\(columns.joined(separator: ", "))) \(RowFeed.select(arity: columns.count))")
             let feed = RowFeed()
             var sets: [UInt8] = []
             rows.rows.withUnsafeBufferPointer { all in
-                rows.storage.withView { values in
-                    for position in StageOrder.sorted(all, slots: layout.identitySlots, in: values) {
-                        let row = all[position]
-                        // The identity is always given (a stub's row too): the fold groups by it.
-                        var mask = row.mask
-                        for slot in layout.identitySlots { mask.insert(slot) }
-                        feed.beginRow()
-                        for slot in layout.identitySlots { feed.append(values, row.valueStart + slot) }
-                        sets.removeAll(keepingCapacity: true)
-                        for k in layout.toMany.indices {
-                            guard let targets = rows.storage.linkSets[row.linkStart + k] else { continue }
-                            StagedSets.append(k, targets, to: &sets)
-                        }
-                        let origin = rows.origins.indices.contains(position) ? rows.origins[position] : 0
-                        sets.withUnsafeBytes { sets in
-                            let columns = layout.columns.count
-                            let count = StagedRow.encodedCount(
-                                mask: mask, sets: sets.count, columns: columns, values: values, start: row.valueStart)
-                            feed.appendBlob(count: count) { out in
-                                StagedRow.encode(
-                                    mask: mask, origin: origin, sets: sets, columns: columns, values: values, start: row.valueStart,
-                                    into: out)
-                            }
+                rows.storage.linkSets.withUnsafeBufferPointer { linkSets in
+                    rows.storage.withView { values in
+                        for position in StageOrder.sorted(all, slots: layout.identitySlots, in: values) {
+                            let origin = rows.origins.indices.contains(position) ? rows.origins[position] : 0
+                            StageFile.stage(
+                                all[position], origin: origin, layout, values: values, linkSets: linkSets, sets: &sets, into: feed)
                         }
                     }
                 }
             }
-            guard feed.count > 0 else { continue }
-            let before = try lastRowid(of: table)
-            feed.bind(to: insert.handle, at: 1)
-            try insert.execute()
-            let last = sqlite3_last_insert_rowid(handle)
-            guard last - before == Int64(feed.count) else {
-                throw StoreError.schema(
-                    "the staged rows of \(layout.table) did not take consecutive rowids (\(before + 1)...\(last) for \(feed.count) rows)")
-            }
-            let run = try statement("INSERT INTO \(StagedRun.table) (stage, first, last) VALUES (?1, ?2, ?3)")
-            run.bind(.text(table), at: 1)
-            run.bind(.integer(before + 1), at: 2)
-            run.bind(.integer(last), at: 3)
-            try run.execute()
+            try appendRun(of: layout, feed)
         }
+    }
+
+    /// The feed of an entity's unfolded rows: encoded page after page as their records came,
+    /// then put in identity order (``UnfoldedRows/Entity/order``).
+    private func feed(of rows: UnfoldedRows.Entity, _ layout: EntityLayout, _ pages: [DecodedPage]) throws -> RowFeed {
+        let feed = RowFeed()
+        var sets: [UInt8] = []
+        try pages.withUnsafeBufferPointer { pages in
+            var at = 0
+            while at < rows.rows.count {
+                let p = Int(rows.pages[at])
+                guard pages.indices.contains(p) else { throw StageFile.notHeld(layout) }
+                var end = at + 1
+                while end < rows.rows.count && rows.pages[end] == rows.pages[at] { end += 1 }
+                try pages[p].rows.withUnsafeBufferPointer { all in
+                    try pages[p].storage.linkSets.withUnsafeBufferPointer { linkSets in
+                        try pages[p].storage.withView { values in
+                            for k in at..<end {
+                                let r = Int(rows.rows[k])
+                                guard all.indices.contains(r) else { throw StageFile.notHeld(layout) }
+                                StageFile.stage(all[r], origin: rows.origins[k], layout, values: values, linkSets: linkSets, sets: &sets, into: feed)
+                            }
+                        }
+                    }
+                }
+                at = end
+            }
+        }
+        // A stub: its identity alone.
+        if let slot = layout.identitySlots.first, !rows.stubs.isEmpty {
+            var values = [StoredValue?](repeating: nil, count: layout.columns.count)
+            let stub = EntityRow(entity: layout.entity, identity: nil, valueStart: 0, linkStart: 0)
+            for (key, origin) in zip(rows.stubs, rows.stubOrigins) {
+                values[slot] = .integer(key)
+                values.withUnsafeBufferPointer { values in
+                    StageFile.stage(
+                        stub, origin: origin, layout, values: StorageView(values: values, text: UnsafeBufferPointer(start: nil, count: 0)),
+                        linkSets: UnsafeBufferPointer(start: nil, count: 0), sets: &sets, into: feed)
+                }
+            }
+        }
+        guard feed.reorder(rows.order) else {
+            throw StoreError.schema("the staged rows of \(layout.table) are not in one identity order (\(rows.order.count) for \(feed.count) rows)")
+        }
+        return feed
+    }
+
+    private static func notHeld(_ layout: EntityLayout) -> StoreError {
+        StoreError.schema("a batch's unfolded rows of \(layout.table) name a page or row the batch does not hold")
+    }
+
+    /// Encodes `row` (its values in `values`, its sets in `linkSets`) into `feed` as a staged
+    /// row: its identity's columns, then its ``StagedRow`` (`sets` is scratch space).
+    private static func stage(
+        _ row: EntityRow, origin: Int64, _ layout: EntityLayout, values: StorageView, linkSets: UnsafeBufferPointer<[IdentityKey]?>,
+        sets: inout [UInt8], into feed: RowFeed
+    ) {
+        // The identity is always given (a stub's row too): the fold groups by it.
+        var mask = row.mask
+        for slot in layout.identitySlots { mask.insert(slot) }
+        feed.beginRow()
+        for slot in layout.identitySlots { feed.append(values, row.valueStart + slot) }
+        sets.removeAll(keepingCapacity: true)
+        for k in layout.toMany.indices where linkSets.indices.contains(row.linkStart + k) {
+            guard let targets = linkSets[row.linkStart + k] else { continue }
+            StagedSets.append(k, targets, to: &sets)
+        }
+        sets.withUnsafeBytes { sets in
+            let columns = layout.columns.count
+            let count = StagedRow.encodedCount(mask: mask, sets: sets.count, columns: columns, values: values, start: row.valueStart)
+            feed.appendBlob(count: count) { out in
+                StagedRow.encode(
+                    mask: mask, origin: origin, sets: sets, columns: columns, values: values, start: row.valueStart, into: out)
+            }
+        }
+    }
+
+    /// Appends `feed`'s rows to `layout`'s staging table as one sorted run, and notes its rowids.
+    private func appendRun(of layout: EntityLayout, _ feed: RowFeed) throws {
+        guard feed.count > 0 else { return }
+        let table = StageFile.table(of: layout)
+        let columns = StageFile.stagedColumns(of: layout)
+        // The batch's rows in one statement (a RowFeed), not one each: appends only.
+        let insert = try statement(
+            "INSERT INTO \(StageFile.quote(table)) (\(columns.joined(separator: ", "))) \(RowFeed.select(arity: columns.count))")
+        let before = try lastRowid(of: table)
+        feed.bind(to: insert.handle, at: 1)
+        try insert.execute()
+        let last = sqlite3_last_insert_rowid(handle)
+        guard last - before == Int64(feed.count) else {
+            throw StoreError.schema(
+                "the staged rows of \(layout.table) did not take consecutive rowids (\(before + 1)...\(last) for \(feed.count) rows)")
+        }
+        let run = try statement("INSERT INTO \(StagedRun.table) (stage, first, last) VALUES (?1, ?2, ?3)")
+        run.bind(.text(table), at: 1)
+        run.bind(.integer(before + 1), at: 2)
+        run.bind(.integer(last), at: 3)
+        try run.execute()
     }
 
     /// The highest rowid of staging table `table`, 0 when it is empty.
