@@ -108,9 +108,18 @@ struct UnfoldedRowsTests {
             #expect(staged.counters.entities[entity]?.inserted == plain.counters.entities[entity]?.inserted, "\(entity)")
             #expect(staged.counters.entities[entity]?.stubs == plain.counters.entities[entity]?.stubs, "\(entity)")
         }
-        #expect(try rows(stagedDB, "SELECT id, name, score FROM person WHERE id IN (5, 6) ORDER BY id") == [["5", "A2", "NULL"], ["6", "NULL", "NULL"]])
-        #expect(try rows(stagedDB, "SELECT person_id, dog_id FROM person_dogs WHERE person_id IN (5, 6, 11, 12) ORDER BY 1, 2") == [["5", "2"], ["11", "3"], ["12", "5"]])
-        #expect(try rows(stagedDB, "SELECT id, name, breed FROM dog WHERE id IN (1, 3) ORDER BY id") == [["1", "NULL", "NULL"], ["3", "Three", "pug"]])
+        #expect(
+            try rows(stagedDB, "SELECT id, name, score FROM person WHERE id IN (5, 6) ORDER BY id") == [
+                ["5", "A2", "NULL"], ["6", "NULL", "NULL"],
+            ])
+        #expect(
+            try rows(stagedDB, "SELECT person_id, dog_id FROM person_dogs WHERE person_id IN (5, 6, 11, 12) ORDER BY 1, 2") == [
+                ["5", "2"], ["11", "3"], ["12", "5"],
+            ])
+        #expect(
+            try rows(stagedDB, "SELECT id, name, breed FROM dog WHERE id IN (1, 3) ORDER BY id") == [
+                ["1", "NULL", "NULL"], ["3", "Three", "pug"],
+            ])
     }
 
     @Test func aFeedReadsItsRowsInTheOrderGiven() throws {

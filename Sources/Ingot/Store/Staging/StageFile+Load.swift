@@ -101,7 +101,8 @@ extension StageFile {
                             for k in at..<end {
                                 let r = Int(rows.rows[k])
                                 guard all.indices.contains(r) else { throw StageFile.notHeld(layout) }
-                                StageFile.stage(all[r], origin: rows.origins[k], layout, values: values, linkSets: linkSets, sets: &sets, into: feed)
+                                StageFile.stage(
+                                    all[r], origin: rows.origins[k], layout, values: values, linkSets: linkSets, sets: &sets, into: feed)
                             }
                         }
                     }
@@ -123,7 +124,8 @@ extension StageFile {
             }
         }
         guard feed.reorder(rows.order) else {
-            throw StoreError.schema("the staged rows of \(layout.table) are not in one identity order (\(rows.order.count) for \(feed.count) rows)")
+            throw StoreError.schema(
+                "the staged rows of \(layout.table) are not in one identity order (\(rows.order.count) for \(feed.count) rows)")
         }
         return feed
     }
