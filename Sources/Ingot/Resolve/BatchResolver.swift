@@ -128,14 +128,16 @@ struct BatchResolver: Sendable {
             return ResolvedBatch(
                 number: batch.number, pages: pages, rows: RowFolder(layouts: layouts, parents: parents),
                 refs: Array(repeating: [], count: layouts.count), outcome: outcome, unfolded: unfolded)
-        } else if batch.unfolded != nil {
-            folder = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
-            folder.sortByIdentity()
+        }
+        var folded = batch.folded
+        if folded == nil, batch.unfolded != nil {
+            // Prepared for a stage, written batch by batch after all: folded here, looked up below.
+            var late = RowFolder.foldingWithStubs(pages, layouts: layouts, parents: parents)
+            late.sortByIdentity()
+            folded = late
             pages = BatchResolver.stripped(pages)
-            refs = try folder.merged.enumerated().map { entity, rows in
-                rows.index.isEmpty ? [] : rows.refs(try store.lookup(entity, rows.index.keys))
-            }
-        } else if let folded = batch.folded {
+        }
+        if let folded {
             folder = folded
             if let known = batch.refs {
                 refs = known
