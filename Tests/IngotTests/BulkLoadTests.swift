@@ -379,37 +379,54 @@ struct BulkLoadTests {
         #expect(try rows(db, index) == definition)
     }
 
-    /// Staging tables folded in two parts at once, split at a median identity sampled from the
-    /// staged rows (``FoldPart``; here every table, however small), end in the tables one fold
-    /// per table makes: the merge rules' pages (re-sent rows, nulls, stubs, a composite
-    /// identity), and the people data set, exactly.
-    @Test func foldsInTwoPartsEndAsOne() throws {
-        func splitLoad(_ config: PipelineConfig, _ source: any PageSource, db: String) throws -> RunSummary {
-            var storeOptions = SQLiteStore.Options()
-            storeOptions.staged = true
-            storeOptions.foldSplitRows = 1
-            let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
-            var options = RunOptions()
-            options.databasePath = db
-            options.progressInterval = 0
-            options.batchRecords = 2
-            let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source, store: store)
-            try store.close()
-            return summary
+    /// A staged load of `config` from `source` into `db` in batches of 2 records, its folds
+    /// reading the staging tables as `folds` say.
+    private func stagedLoad(_ config: PipelineConfig, _ source: any PageSource, db: String, folds: FoldSettings) throws -> RunSummary {
+        var storeOptions = SQLiteStore.Options()
+        storeOptions.staged = true
+        storeOptions.folds = folds
+        let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        options.batchRecords = 2
+        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source, store: store)
+        try store.close()
+        return summary
+    }
+
+    /// Folds that read the staging tables otherwise than by a cursor a run end in the tables such
+    /// folds make: through buffers a slice at a time (``BufferedRunMerge``, here every table of
+    /// more than one run), or sorted whole by SQLite and folded in two parts at once, split at a
+    /// median identity sampled from the staged rows (``FoldPart``; here every table, however
+    /// small) — the merge rules' pages (re-sent rows, nulls, stubs, a composite identity), and the
+    /// people data set, exactly.
+    @Test(arguments: [FoldRead.buffered, .sortedInTwoParts])
+    func foldsReadingOtherwiseEndAsCursorsDo(read: FoldRead) throws {
+        var folds = FoldSettings()
+        switch read {
+        case .buffered: folds.cursorRuns = 1
+        case .sortedInTwoParts:
+            folds.readsRuns = false
+            folds.splitRows = 1
         }
         let pages = bulkPages + bulkPages.reversed()
         let (plain, plainDB) = try ingest(bulkYAML, pages, batchRecords: 2)
-        let splitDB = temporaryDirectory().appendingPathComponent("split.db").path
-        let split = try splitLoad(try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml"), MemoryPageSource(pages), db: splitDB)
-        #expect(split.status == .finished && plain.status == .finished, "\(split.error ?? "")")
-        for sql in tables { #expect(try rows(splitDB, sql) == rows(plainDB, sql), "\(sql)") }
-        #expect(split.counters.inserted == plain.counters.inserted)
+        let otherDB = temporaryDirectory().appendingPathComponent("other.db").path
+        let other = try stagedLoad(
+            try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml"), MemoryPageSource(pages), db: otherDB, folds: folds)
+        #expect(other.status == .finished && plain.status == .finished, "\(other.error ?? "")")
+        for sql in tables { #expect(try rows(otherDB, sql) == rows(plainDB, sql), "\(sql)") }
+        #expect(other.counters.inserted == plain.counters.inserted)
         let (directory, config, options) = try peopleLoad(persons: 2000, pageSize: 100, faults: true)
-        let people = try splitLoad(config, try DirectoryPageSource(directory: directory, glob: "page-*.json"), db: options.databasePath)
+        let people = try stagedLoad(
+            config, try DirectoryPageSource(directory: directory, glob: "page-*.json"), db: options.databasePath, folds: folds)
         #expect(people.status == .finished, "\(people.error ?? "")")
         let check = try checkPeople(options.databasePath, directory)
         #expect(check.contains(#""ok": true"#), "\(check)")
     }
+
+    enum FoldRead: CaseIterable, Sendable { case buffered, sortedInTwoParts }
 
     /// The people data set (bad records and pages included) loads exactly.
     @Test func thePeopleDataSetLoadsExactly() throws {

@@ -82,21 +82,18 @@ struct StagedRunsTests {
         #expect(byNumber == [4, 1, 3, 0, 2, 5])
     }
 
-    /// Runs merged by ``RunMerge`` come out as the whole table sorted by SQLite, rows of one
-    /// value in the order of their runs: text, numbers and a composite of both.
-    @Test(arguments: [1, 2])
-    func runsMergeAsTheWholeTableSorts(columns: Int) throws {
+    /// A table `t (run, v)` — `t (run, v, w)` for `columns` 2 — of three runs, each sorted, sharing
+    /// values across runs (not an integer and a real of one value: SQLite sorts those by rowid,
+    /// the merges integer first); its runs' rowids.
+    private static func runsTable(columns: Int) throws -> (handle: OpaquePointer, runs: [StagedRun]) {
         let handle = try Self.table()
-        defer { sqlite3_close(handle) }
         if columns == 2 { sqlite3_exec(handle, "DROP TABLE t; CREATE TABLE t (run, v, w)", nil, nil, nil) }
-        // Three runs, each sorted, sharing values across runs (not an integer and a real of one
-        // value: SQLite sorts those by rowid, the merge integer first).
         let runs: [[ScalarValue]] = [
             [.integer(-7), .integer(2), .real(2.5), .text(""), .text("a"), .text("b")],
             [.integer(2), .integer(3), .text("a"), .text("ab"), .text("ä")],
             [.real(-1e300), .integer(2), .text("a"), .text("b"), .text("Z")].sorted { StageOrderTestKey($0) < StageOrderTestKey($1) },
         ]
-        var ranges: [(Int64, Int64)] = []
+        var ranges: [StagedRun] = []
         for (k, run) in runs.enumerated() {
             let first = sqlite3_last_insert_rowid(handle) + 1
             if columns == 2 {
@@ -114,14 +111,31 @@ struct StagedRunsTests {
             } else {
                 try Self.insert(run, run: k, on: handle)
             }
-            ranges.append((first, sqlite3_last_insert_rowid(handle)))
+            ranges.append(StagedRun(first: first, last: sqlite3_last_insert_rowid(handle)))
         }
+        return (handle, ranges)
+    }
+
+    /// `t`'s rows as SQLite sorts the whole table: by the identity, then rowid.
+    private static func sortedWhole(_ handle: OpaquePointer, columns: Int) throws -> [String] {
         let identity = columns == 2 ? "v, w" : "v"
-        let statements = try ranges.map { first, last in
-            let statement = try RawStatement(
+        let select = try RawStatement(connection: handle, sql: "SELECT run, \(identity) FROM t ORDER BY \(identity), rowid")
+        defer { select.finalize() }
+        var sorted: [String] = []
+        try select.query { row in sorted.append((0..<Int32(columns + 1)).map { Self.shown(row, $0) }.joined(separator: " ")) }
+        return sorted
+    }
+
+    /// Runs merged by ``RunMerge`` come out as the whole table sorted by SQLite, rows of one
+    /// value in the order of their runs: text, numbers and a composite of both.
+    @Test(arguments: [1, 2])
+    func runsMergeAsTheWholeTableSorts(columns: Int) throws {
+        let (handle, runs) = try Self.runsTable(columns: columns)
+        defer { sqlite3_close(handle) }
+        let statements = try runs.map { run in
+            try RawStatement(
                 connection: handle,
-                sql: "SELECT run, v\(columns == 2 ? ", w" : "") FROM t WHERE rowid BETWEEN \(first) AND \(last) ORDER BY rowid")
-            return statement
+                sql: "SELECT run, v\(columns == 2 ? ", w" : "") FROM t WHERE rowid BETWEEN \(run.first) AND \(run.last) ORDER BY rowid")
         }
         var merge = RunMerge(statements: statements, identity: columns == 2 ? [1, 2] : [1])
         defer { merge.finalize() }
@@ -129,13 +143,65 @@ struct StagedRunsTests {
         while try merge.step() {
             merged.append((0..<Int32(columns + 1)).map { Self.shown(merge.current, $0) }.joined(separator: " "))
         }
+        #expect(merged == (try Self.sortedWhole(handle, columns: columns)))
+        #expect(merged.count == 16 * columns)
+    }
+
+    /// ``BufferedRunMerge`` reads each run a slice at a time — a row a slice, a few, or the whole
+    /// run — and merges them as the whole table sorts; ``StagedRead/hasIdentity(of:at:)`` tells
+    /// the rows of the identity held from those of the next.
+    @Test(arguments: [1, 2], [1, 100, 1 << 20])
+    func bufferedRunsMergeAsTheWholeTableSorts(columns: Int, budget: Int) throws {
+        let (handle, runs) = try Self.runsTable(columns: columns)
+        defer { sqlite3_close(handle) }
+        // The merge's rows: rowid, the identity, and `run` where a staging table has its blob.
         let select = try RawStatement(
-            connection: handle, sql: "SELECT run, v\(columns == 2 ? ", w" : "") FROM t ORDER BY \(identity), rowid")
-        defer { select.finalize() }
-        var sorted: [String] = []
-        try select.query { row in sorted.append((0..<Int32(columns + 1)).map { Self.shown(row, $0) }.joined(separator: " ")) }
-        #expect(merged == sorted)
-        #expect(merged.count == runs.map(\.count).reduce(0, +) * columns)
+            connection: handle,
+            sql: "SELECT rowid, v\(columns == 2 ? ", w" : ""), run FROM t WHERE rowid BETWEEN ?1 AND ?2 ORDER BY rowid")
+        var merge = BufferedRunMerge(select: select, on: handle, identityCount: columns, firstParameter: 1, runs: runs, budget: budget)
+        defer { merge.finalize() }
+        let show = try RawStatement(connection: handle, sql: "SELECT ?1, ?2, ?3")
+        defer { show.finalize() }
+        var held = HeldValues(count: columns)
+        defer { held.deallocate() }
+        let slots = Array(0..<columns)
+        func identityShown(_ identity: UnsafeRawBufferPointer) -> [String] {
+            var at = 0
+            for slot in slots { held.load(slot, from: identity, at: &at) }
+            for slot in slots { held.bind(slot, to: show.handle, at: Int32(slot + 1)) }
+            _ = try? show.step()
+            defer { sqlite3_reset(show.handle) }
+            return slots.map { Self.shown(show.handle, Int32($0)) }
+        }
+        var merged: [String] = []
+        var previous: [String] = []
+        while try merge.step() {
+            let run = String(decoding: merge.row, as: UTF8.self)
+            // The held identity (the previous row's) is the current row's exactly when the two show the same.
+            let same = merge.hasIdentity(of: held, at: slots)
+            let current = identityShown(merge.identity)
+            if !previous.isEmpty { #expect(same == (previous == current), "\(previous) then \(current)") }
+            previous = current
+            merged.append((["1:" + run] + current).joined(separator: " "))
+        }
+        #expect(merged == (try Self.sortedWhole(handle, columns: columns)))
+    }
+
+    /// How a fold reads a staging table: by a cursor a run up to the settings' limit, through
+    /// buffers beyond it, sorted whole when no runs are noted or the settings say so.
+    @Test func theReadPlanFollowsTheRunsAndTheSettings() {
+        let runs: [StagedRun] = (0..<300).map { (k: Int) -> StagedRun in
+            let first = Int64(k) * 10 + 1
+            return StagedRun(first: first, last: first + 9)
+        }
+        var settings = FoldSettings()
+        #expect(StagedReadPlan(runs: Array(runs.prefix(256)), settings: settings) == .cursors(runs: 256))
+        #expect(StagedReadPlan(runs: runs, settings: settings) == .buffered(runs: 300))
+        #expect(StagedReadPlan(runs: [], settings: settings) == .sorted)
+        #expect(StagedReadPlan(runs: nil, settings: settings) == .sorted)
+        settings.readsRuns = false
+        #expect(StagedReadPlan(runs: runs, settings: settings) == .sorted)
+        #expect("\(StagedReadPlan.buffered(runs: 300))" == "300 runs, buffered")
     }
 
     /// The people pipeline over 600 persons (with their faults) in pages of 50, staged from the
@@ -216,8 +282,9 @@ struct StagedRunsTests {
         }
     }
 
-    /// A table staged in more runs than a merge reads (``RunMerge/maxRuns``) is sorted whole, and
-    /// ends the same: the people data set in batches of 2 records (over 300 runs), and of 40.
+    /// A table staged in more runs than the merge reads by cursors (``FoldSettings/cursorRuns``)
+    /// is read through buffers, and ends the same: the people data set in batches of 2 records
+    /// (over 300 runs), and of 40.
     @Test(arguments: [2, 40])
     func manyRunsOrFewTheLoadIsExact(batchRecords: Int) throws {
         let (pages, config, options) = try Self.stagedPeople(batchRecords: batchRecords)
@@ -225,7 +292,7 @@ struct StagedRunsTests {
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         let check = try checkPeople(options.databasePath, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
-        if batchRecords == 2 { #expect(600 / 2 > RunMerge.maxRuns) }
+        if batchRecords == 2 { #expect(600 / 2 > FoldSettings().cursorRuns) }
     }
 }
 

@@ -4,7 +4,7 @@ import GRDBSQLite
 /// A staged load into PostgreSQL, loaded the way a database loads a dump: the batches are staged
 /// as a SQLite staged load stages them, in a stage file of the job's own (``StageFile``,
 /// `ingot-stage-<uuid>.db` in the temporary directory); at the end the same folds as SQLite's
-/// merge read them back in identity order (``StageFile/fold(splitRows:interruption:_:)``), and
+/// merge read them back in identity order (``StageFile/fold(settings:interruption:_:)``), and
 /// each folded row — each final row once — is streamed into PostgreSQL's `COPY`
 /// (``PGStagedCopy``), in the run's last transaction. `--bulk` asks for it; a first load from local pages whose first batch
 /// came in no identity order gets it by default (``PGStore/turnStaged(at:)``).
@@ -420,7 +420,7 @@ extension PGStore {
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
-        try staging.file.fold(splitRows: FoldPart.splitRows, interruption: folds) { entity, rows in
+        try staging.file.fold(settings: FoldSettings(), interruption: folds) { entity, rows in
             var copy = PGStagedCopy(
                 connection: connection, entity: entity, model: model, layout: layouts[entity],
                 fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes, careful: careful,

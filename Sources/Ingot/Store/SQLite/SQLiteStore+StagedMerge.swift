@@ -5,7 +5,7 @@ import GRDBSQLite
 import Synchronization
 
 /// The merge of a SQLite staged load (SQLiteStore+Staged.swift): the stage's folds
-/// (``StageFile/fold(splitRows:interruption:_:)``, on threads of their own) hand each entity's
+/// (``StageFile/fold(settings:interruption:_:)``, on threads of their own) hand each entity's
 /// folded rows to ``StagedMerge``, which writes them into the tables on the write connection, in
 /// the run's last transaction.
 extension SQLiteStore {
@@ -38,7 +38,7 @@ extension SQLiteStore {
         return WriteResult(counts: counts)
     }
 
-    /// Folds the staged load (``StageFile/fold(splitRows:interruption:_:)``) and hands each
+    /// Folds the staged load (``StageFile/fold(settings:interruption:_:)``) and hands each
     /// entity's folded rows to `write` on the write connection's queue, in the open transaction
     /// (or one it begins). A stop (``interrupt()``) interrupts the folds and the writes.
     func foldStaged(_ write: (_ entity: Int, _ rows: FoldedRows, _ db: Database) throws -> Void) throws {
@@ -48,7 +48,7 @@ extension SQLiteStore {
         try dbQueue.writeWithoutTransaction { db in
             try beginWrite(db)
             let deferred = try dropIndexesOfEmptyTables(db)
-            try stageFile.fold(splitRows: foldSplitRows, interruption: folds) { entity, rows in try write(entity, rows, db) }
+            try stageFile.fold(settings: foldSettings, interruption: folds) { entity, rows in try write(entity, rows, db) }
             try buildIndexes(deferred, db)
         }
     }

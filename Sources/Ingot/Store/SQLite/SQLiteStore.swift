@@ -40,9 +40,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         package var stagesFromTheStart = false
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
-        /// A staging table with this many rows or more is folded in two parts at once
-        /// (``FoldPart``; tests make it small).
-        package var foldSplitRows = FoldPart.splitRows
+        /// How the merge's folds read the staging tables (``StagedReadPlan``) and when one is
+        /// folded in two parts at once (``FoldPart``); tests change them.
+        package var folds = FoldSettings()
 
         package init() {}
     }
@@ -70,7 +70,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// batch (``Options/stagesFromTheStart``).
     let stagesFromTheStart: Bool
     /// A staging table with this many rows or more is folded in two parts (``FoldPart``).
-    let foldSplitRows: Int64
+    let foldSettings: FoldSettings
     /// The merge runs under a rollback journal, not the WAL (``leaveWALForMerge()``): back to
     /// the WAL once it commits or rolls back.
     var mergeLeftWAL = false
@@ -117,7 +117,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         stageAfterBytes = StageFile.obstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
         stagePath = StageFile.path(for: path)
         stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
-        foldSplitRows = options.foldSplitRows
+        foldSettings = options.folds
         dbQueue = try DatabaseQueue(path: path, configuration: SQLiteStore.configuration(options))
         // WAL, set here rather than by GRDB's `journalMode = .wal`: that also checks the size of
         // the `-wal` file through Foundation, and another program closing the database (a

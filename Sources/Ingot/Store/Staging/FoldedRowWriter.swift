@@ -29,11 +29,11 @@ extension FoldedRowWriter {
         return nonIdentity == ColumnMask() && !sets.holdsAny
     }
 
-    /// Writes every folded row of `rows` (``StageFile/fold(splitRows:interruption:_:)``).
+    /// Writes every folded row of `rows` (``StageFile/fold(settings:interruption:_:)``).
     mutating func write(_ rows: FoldedRows, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
         switch rows {
         case .channels(let channels): for channel in channels { try write(from: channel, stored: stored) }
-        case .folding(let connection): try run(foldingOn: connection, stored: stored)
+        case .folding(let connection, let settings): try run(foldingOn: connection, settings: settings, stored: stored)
         }
         try flushHeldBack()
     }
@@ -43,8 +43,17 @@ extension FoldedRowWriter {
     mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool { false }
 
     /// Folds and writes on the write connection, each folded row written as it completes.
-    mutating func run(foldingOn connection: OpaquePointer, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
-        var fold = try StagedFold(connection: connection, layout: layout)
+    mutating func run(
+        foldingOn connection: OpaquePointer, settings: FoldSettings, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void
+    ) throws {
+        switch try StagedReading.open(layout, part: .all, on: connection, settings: settings) {
+        case .cursors(let read): try run(read, stored: stored)
+        case .buffered(let read): try run(read, stored: stored)
+        }
+    }
+
+    private mutating func run(_ read: some StagedRead, stored: (_ identity: IdentityKey, _ changed: Bool) -> Void) throws {
+        var fold = StagedFold(layout: layout, read: read)
         defer { fold.finalize() }
         try fold.run { folded in
             take(folded)
@@ -73,7 +82,7 @@ extension FoldedRowWriter {
     }
 
     /// Holds the fold's current row as the row to write.
-    private mutating func take(_ fold: borrowing StagedFold) {
+    private mutating func take<Read: StagedRead>(_ fold: StagedFold<Read>) {
         given = fold.given
         origin = fold.origin
         for slot in layout.columns.indices { values.copy(slot, from: fold.values) }

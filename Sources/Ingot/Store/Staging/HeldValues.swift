@@ -82,6 +82,22 @@ struct HeldValues {
         }
     }
 
+    /// Whether value `i` is held and equals the value ``write(_:at:)`` wrote at `at` in `bytes`.
+    func equals(_ i: Int, encoded bytes: UnsafeRawBufferPointer, at: Int) -> Bool {
+        let type = Int32(bytes[at])
+        guard types[i] != 0, type == types[i] else { return false }
+        switch type {
+        case SQLITE_INTEGER: return Int64(bitPattern: StagedSets.integer(bytes, at + 1, 8)) == integers[i]
+        case SQLITE_FLOAT: return Double(bitPattern: StagedSets.integer(bytes, at + 1, 8)) == reals[i]
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let count = Int(StagedSets.integer(bytes, at + 1, 4))
+            guard count == counts[i] else { return false }
+            guard count > 0, let base = bytes.baseAddress, let buffer = buffers[i] else { return true }
+            return memcmp(base + at + 5, buffer, count) == 0
+        default: return true
+        }
+    }
+
     /// The bytes of value `i` (a blob or text); empty when none are held.
     /// Value `i`'s SQLite type (`SQLITE_INTEGER`, …), 0 when none is held; its number.
     func type(_ i: Int) -> Int32 { types[i] }

@@ -244,7 +244,7 @@ extension StageFile {
 }
 
 /// The connections a stage's folds read on while they run, for a stop on another thread to
-/// interrupt them (``StageFile/fold(splitRows:interruption:_:)``): a merge can take minutes.
+/// interrupt them (``StageFile/fold(settings:interruption:_:)``): a merge can take minutes.
 /// Owned by the store, which outlives its stage files.
 final class FoldInterruption: Sendable {
     /// As addresses: a pointer is not `Sendable`.
@@ -265,9 +265,10 @@ extension StageFile {
     /// `write` on the calling (writer's) queue: from fold threads on two read connections of the
     /// committed file (the staged rows are committed first: ahead of the store's resume point,
     /// which is harmless), else — an in-memory stage — folded on the file's connection as they are
-    /// written. A table of `splitRows` rows or more is folded in two parts at once (``FoldPart``).
+    /// written. `settings` say how each table is read (``StagedReadPlan``) and when one is folded in
+    /// two parts at once (``FoldPart``).
     /// `interruption` can stop the folds from another thread; a `write` that throws stops them.
-    func fold(splitRows: Int64, interruption: FoldInterruption, _ write: (_ entity: Int, _ rows: FoldedRows) throws -> Void) throws {
+    func fold(settings: FoldSettings, interruption: FoldInterruption, _ write: (_ entity: Int, _ rows: FoldedRows) throws -> Void) throws {
         try commit()
         var readers: [OpaquePointer] = []
         if isFile {
@@ -295,8 +296,8 @@ extension StageFile {
                 sqlite3_exec(fold, "PRAGMA temp_store = FILE; PRAGMA cache_size = -\(StageFile.cacheKiB / 2)", nil, nil, nil)
             }
             interruption.set(readers)
-            let parts = layouts.map { FoldPart.parts(of: $0, on: readers[0], splitRows: splitRows) }
-            lanes = FoldLanes(layouts: layouts, parts: parts, connections: readers.map(ReadConnection.init(handle:)))
+            let parts = layouts.map { FoldPart.parts(of: $0, on: readers[0], settings: settings) }
+            lanes = FoldLanes(layouts: layouts, parts: parts, connections: readers.map(ReadConnection.init(handle:)), settings: settings)
         } else {
             // In memory: folded on the staging connection, as the rows are written.
             interruption.set([handle])
@@ -315,7 +316,7 @@ extension StageFile {
             for reader in readers { sqlite3_close_v2(reader) }
         }
         for entity in layouts.indices {
-            try write(entity, lanes.map { .channels($0.channels(of: entity)) } ?? .folding(handle))
+            try write(entity, lanes.map { .channels($0.channels(of: entity)) } ?? .folding(handle, settings))
         }
         completed = true
     }

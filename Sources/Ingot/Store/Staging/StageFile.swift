@@ -6,7 +6,7 @@ import Synchronization
 /// database, `<database>.stage`, for SQLite; `ingot-stage-<uuid>.db` in the job's temporary
 /// directory for PostgreSQL), on a connection of its own, with a rollback journal. Batches are
 /// appended to its staging tables (``append(_:)``, StageFile+Load.swift); once the source is
-/// exhausted, its folds read them back per identity (``fold(splitRows:interruption:_:)``) and
+/// exhausted, its folds read them back per identity (``fold(settings:interruption:_:)``) and
 /// hand each folded row to the backend's ``FoldedRowWriter`` — SQLite's merge, PostgreSQL's
 /// `COPY` — so that the merge rules of a staged load have one home whatever the backend.
 ///

@@ -15,21 +15,22 @@ import Synchronization
 // batches are committed. An in-memory SQLite database stages in memory: each entity is folded
 // on the staging connection, each folded row written as soon as it is complete.
 
-/// An entity's folded rows, as ``StageFile/fold(splitRows:interruption:_:)`` hands them over:
+/// An entity's folded rows, as ``StageFile/fold(settings:interruption:_:)`` hands them over:
 /// sent by fold threads, one channel per part of its identities (``FoldPart``) in identity
 /// order, or to be folded on the write connection.
 enum FoldedRows {
     case channels([MergeChannel])
-    case folding(OpaquePointer)
+    case folding(OpaquePointer, FoldSettings)
 }
 
 /// The identities one fold of an entity reads: all of them, or those below or from a pivot.
 ///
-/// Why: at people-10M the merge waited on one fold — the person table's, sorting 12M staged rows
-/// on one core (91 % of the time running) while the writer waited on it 60 % of the time. A big
-/// staging table is folded in two parts at once, on the two lanes, split at an identity near its
-/// median; an identity's rows all fall in one part, and the writer reads the lower part, then the
-/// upper.
+/// Why: a table sorted whole by SQLite (``StagedReadPlan/sorted``) gives its fold's first row
+/// only once the sort is done: at people-10M, when such tables were sorted, the merge waited on
+/// the person table's sort on one core while the writer idled. A big table sorted whole is folded
+/// in two parts at once, on the two lanes, split at an identity near its median; an identity's
+/// rows all fall in one part, and the writer reads the lower part, then the upper. Tables read by
+/// their runs stream from their first row, and are folded whole.
 struct FoldPart: @unchecked Sendable {  // the pivot's values are read only, by one fold at a time
     enum Side { case all, below, from }
     let side: Side
@@ -38,25 +39,25 @@ struct FoldPart: @unchecked Sendable {  // the pivot's values are read only, by 
 
     static let all = FoldPart(side: .all, pivot: [])
 
-    /// Staging tables with fewer rows are folded whole (by default). Split, the second part's
-    /// sort runs beside the first's, but the next entity's fold starts later and both parts read
-    /// the whole table: people-200k (240k staged persons) 5 % slower split, people-1M (1.2M) the
-    /// same, people-10M (12M) 10 % less merge (docs/performance-notes.md).
-    static let splitRows: Int64 = 2_000_000
-
     /// The parts `layout`'s staging table is folded in, read on `connection`: two, split at the
-    /// median of 63 identities sampled at evenly spaced rows, when it holds `splitRows` rows or
-    /// more; else one.
-    static func parts(of layout: EntityLayout, on connection: OpaquePointer, splitRows: Int64) -> [FoldPart] {
+    /// median of 63 identities sampled at evenly spaced rows, when it is sorted whole and holds
+    /// ``FoldSettings/splitRows`` rows or more; else one. (Split, the second part's sort runs
+    /// beside the first's, but the next entity's fold starts later and both parts read the whole
+    /// table: people-200k 5 % slower split, people-10M 10 % less merge, when every table was
+    /// sorted whole.)
+    static func parts(of layout: EntityLayout, on connection: OpaquePointer, settings: FoldSettings) -> [FoldPart] {
         let table = StageFile.quote(StageFile.table(of: layout))
         let identity = layout.identitySlots.map { StageFile.quote(layout.columns[$0].name) }.joined(separator: ", ")
-        guard !identity.isEmpty, let count = try? RawStatement(connection: connection, sql: "SELECT max(rowid) FROM \(table)") else {
+        guard !identity.isEmpty,
+            StagedReadPlan(runs: StagedRun.runs(of: StageFile.table(of: layout), on: connection), settings: settings) == .sorted,
+            let count = try? RawStatement(connection: connection, sql: "SELECT max(rowid) FROM \(table)")
+        else {
             return [.all]
         }
         defer { count.finalize() }
         guard (try? count.step()) == true else { return [.all] }
         let rows = sqlite3_column_int64(count.handle, 0)
-        guard rows >= splitRows else { return [.all] }
+        guard rows >= settings.splitRows else { return [.all] }
         let samples = (1...63).map { String(rows * Int64($0) / 64) }.joined(separator: ", ")
         guard
             let median = try? RawStatement(
@@ -105,7 +106,7 @@ final class FoldLanes: Sendable {
     /// wait for every fold).
     private let ended: [DispatchSemaphore]
 
-    init(layouts: [EntityLayout], parts: [[FoldPart]], connections: [ReadConnection]) {
+    init(layouts: [EntityLayout], parts: [[FoldPart]], connections: [ReadConnection], settings: FoldSettings) {
         let tasks = layouts.indices.flatMap { entity in parts[entity].map { (entity: entity, part: $0) } }
         folds = tasks.map { (entity: $0.entity, channel: MergeChannel()) }
         ended = tasks.map { _ in DispatchSemaphore(value: 0) }
@@ -126,7 +127,7 @@ final class FoldLanes: Sendable {
                     previous.signal()
                 }
                 guard !channel.isCancelled else { return }
-                StagedFold.fold(layout, part, on: connection, into: channel)
+                StagedReading.fold(layout, part, on: connection, settings: settings, into: channel)
             }
         }
     }
@@ -149,13 +150,102 @@ final class FoldLanes: Sendable {
     }
 }
 
-/// The read side of one entity's merge: the staging table read in identity order then arrival —
-/// its sorted runs merged (``RunMerge``), or, staged in more runs than it merges, sorted by SQLite
-/// — each identity's rows folded into one — for each column the last value given (a given `null`
-/// included), for each to-many the last set given — and handed on (`emit`).
-struct StagedFold {
+/// Opens a staging table for its fold (``StagedRead``), as its ``StagedReadPlan`` says, and runs
+/// the folds of the merge's lanes.
+enum StagedReading {
+    /// A staging table open for its fold: each case a type of its own, so that the folds over
+    /// it are specialized (an existential's generic fold looked up metadata every row).
+    enum Opened {
+        case cursors(RunMerge)
+        case buffered(BufferedRunMerge)
+    }
+
+    /// `layout`'s staging table on `connection`, the identities of `part`, in identity order then
+    /// arrival.
+    static func open(_ layout: EntityLayout, part: FoldPart, on connection: OpaquePointer, settings: FoldSettings) throws
+        -> Opened
+    {
+        let identity = layout.identitySlots.map { StageFile.quote(layout.columns[$0].name) }.joined(separator: ", ")
+        let table = StageFile.table(of: layout)
+        let columns = StageFile.stagedColumns(of: layout).joined(separator: ", ")
+        let condition = part.condition(identity)
+        let runs = StagedRun.runs(of: table, on: connection)
+        let first = part.pivot.count + 1
+        let range = "rowid BETWEEN ?\(first) AND ?\(first + 1)\(condition.map { " AND \($0)" } ?? "")"
+        func prepare(_ sql: String) throws -> RawStatement {
+            let statement = try RawStatement(connection: connection, sql: sql)
+            for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(statement.handle, Int32(i + 1), value) }
+            return statement
+        }
+        switch StagedReadPlan(runs: runs, settings: settings) {
+        case .cursors:
+            var statements: [RawStatement] = []
+            do {
+                for run in runs ?? [] {
+                    let statement = try prepare("SELECT \(columns) FROM \(StageFile.quote(table)) WHERE \(range) ORDER BY rowid")
+                    statements.append(statement)
+                    sqlite3_bind_int64(statement.handle, Int32(first), run.first)
+                    sqlite3_bind_int64(statement.handle, Int32(first + 1), run.last)
+                }
+            } catch {
+                for statement in statements { statement.finalize() }
+                throw error
+            }
+            return .cursors(RunMerge(statements: statements, identity: layout.identitySlots.indices.map { Int32($0) }))
+        case .buffered:
+            let select = try prepare("SELECT rowid, \(columns) FROM \(StageFile.quote(table)) WHERE \(range) ORDER BY rowid")
+            return .buffered(
+                BufferedRunMerge(
+                    select: select, on: connection, identityCount: layout.identitySlots.count, firstParameter: Int32(first),
+                    runs: runs ?? []))
+        case .sorted:
+            let select = try prepare(
+                "SELECT \(columns) FROM \(StageFile.quote(table))\(condition.map { " WHERE \($0)" } ?? "") ORDER BY \(identity), rowid")
+            return .cursors(RunMerge(statements: [select], identity: layout.identitySlots.indices.map { Int32($0) }))
+        }
+    }
+
+    /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the
+    /// end — or the failure; stops when the writer cancels.
+    static func fold(
+        _ layout: EntityLayout, _ part: FoldPart, on connection: ReadConnection, settings: FoldSettings, into channel: MergeChannel
+    ) {
+        do {
+            switch try open(layout, part: part, on: connection.handle, settings: settings) {
+            case .cursors(let read): try fold(read, layout, into: channel)
+            case .buffered(let read): try fold(read, layout, into: channel)
+            }
+        } catch is MergeCancelled {
+            return
+        } catch let error as StoreError {
+            _ = channel.send(.failed(error))
+        } catch {
+            _ = channel.send(.failed(StoreError.schema("the staged merge's fold failed: \(error)")))
+        }
+    }
+
+    private static func fold(_ read: some StagedRead, _ layout: EntityLayout, into channel: MergeChannel) throws {
+        var fold = StagedFold(layout: layout, read: read)
+        defer { fold.finalize() }
+        var chunk = MergedChunk.reserved()
+        try fold.run { folded in
+            chunk.append(folded)
+            if chunk.bytes.count >= MergedChunk.size {
+                guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
+                chunk = MergedChunk.reserved()
+            }
+        }
+        if chunk.rows > 0, !channel.send(.chunk(chunk)) { return }
+        _ = channel.send(.end)
+    }
+}
+
+/// The read side of one entity's merge: the staging table read in identity order then arrival
+/// (``StagedRead``), each identity's rows folded into one — for each column the last value given
+/// (a given `null` included), for each to-many the last set given — and handed on (`emit`).
+struct StagedFold<Read: StagedRead> {
     let layout: EntityLayout
-    private var read: RunMerge
+    private var read: Read
     /// The current identity's folded row.
     private(set) var values: HeldValues
     private(set) var given = ColumnMask()
@@ -164,37 +254,9 @@ struct StagedFold {
     private(set) var origin: Int64 = 0
     private var hasGroup = false
 
-    init(connection: OpaquePointer, layout: EntityLayout, part: FoldPart = .all) throws {
+    init(layout: EntityLayout, read: Read) {
         self.layout = layout
-        let identity = layout.identitySlots.map { StageFile.quote(layout.columns[$0].name) }.joined(separator: ", ")
-        let table = StageFile.table(of: layout)
-        let select = "SELECT \(StageFile.stagedColumns(of: layout).joined(separator: ", ")) FROM \(StageFile.quote(table))"
-        let condition = part.condition(identity)
-        var statements: [RawStatement] = []
-        do {
-            if let runs = StagedRun.runs(of: table, on: connection), !runs.isEmpty, runs.count <= RunMerge.maxRuns {
-                let first = part.pivot.count + 1
-                let range = "rowid BETWEEN ?\(first) AND ?\(first + 1)"
-                for run in runs {
-                    let statement = try RawStatement(
-                        connection: connection, sql: "\(select) WHERE \(range)\(condition.map { " AND \($0)" } ?? "") ORDER BY rowid")
-                    statements.append(statement)
-                    sqlite3_bind_int64(statement.handle, Int32(first), run.first)
-                    sqlite3_bind_int64(statement.handle, Int32(first + 1), run.last)
-                }
-            } else {
-                statements.append(
-                    try RawStatement(
-                        connection: connection, sql: "\(select)\(condition.map { " WHERE \($0)" } ?? "") ORDER BY \(identity), rowid"))
-            }
-        } catch {
-            for statement in statements { statement.finalize() }
-            throw error
-        }
-        for statement in statements {
-            for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(statement.handle, Int32(i + 1), value) }
-        }
-        read = RunMerge(statements: statements, identity: layout.identitySlots.indices.map { Int32($0) })
+        self.read = read
         values = HeldValues(count: layout.columns.count)
         sets = HeldValues(count: layout.toMany.count)
     }
@@ -208,14 +270,13 @@ struct StagedFold {
     /// Folds every staged identity, calling `emit` with each folded row (read through
     /// ``values``, ``given`` and ``sets``) before the next begins.
     mutating func run(emit: (borrowing StagedFold) throws -> Void) throws {
-        while try self.read.step() {
-            let read = self.read.current
-            if hasGroup && !sameIdentity(read) {
+        while try read.step() {
+            if hasGroup && !read.hasIdentity(of: values, at: layout.identitySlots) {
                 try emit(self)
                 clear()
             }
             hasGroup = true
-            try take(read)
+            try take(read.row)
         }
         if hasGroup {
             try emit(self)
@@ -223,20 +284,9 @@ struct StagedFold {
         }
     }
 
-    /// Whether the current row has the current group's identity (its first columns).
-    private func sameIdentity(_ read: OpaquePointer) -> Bool {
-        for (column, slot) in layout.identitySlots.enumerated() where !values.equals(slot, read, column: Int32(column)) {
-            return false
-        }
-        return true
-    }
-
     /// Folds the current row's ``StagedRow`` into the current identity's: the values it gives
     /// over those held, its sets over those held, its origin when it knows one.
-    private mutating func take(_ read: OpaquePointer) throws {
-        let column = Int32(layout.identitySlots.count)
-        let count = Int(sqlite3_column_bytes(read, column))
-        let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(read, column), count: count)
+    private mutating func take(_ bytes: UnsafeRawBufferPointer) throws {
         guard let parts = StagedRow.parts(bytes) else { throw StagedRow.malformed(layout) }
         var at = parts.values
         for slot in layout.columns.indices where parts.mask.contains(slot) {
@@ -251,31 +301,6 @@ struct StagedFold {
             var setsGiven: [Int] = []
             StagedSets.sets(in: given) { k, _ in if k < layout.toMany.count { setsGiven.append(k) } }
             for k in setsGiven { sets.holdBlob(k, given) }
-        }
-    }
-
-    /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the
-    /// end — or the failure; stops when the writer cancels.
-    static func fold(_ layout: EntityLayout, _ part: FoldPart, on connection: ReadConnection, into channel: MergeChannel) {
-        do {
-            var fold = try StagedFold(connection: connection.handle, layout: layout, part: part)
-            defer { fold.finalize() }
-            var chunk = MergedChunk.reserved()
-            try fold.run { folded in
-                chunk.append(folded)
-                if chunk.bytes.count >= MergedChunk.size {
-                    guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
-                    chunk = MergedChunk.reserved()
-                }
-            }
-            if chunk.rows > 0, !channel.send(.chunk(chunk)) { return }
-            _ = channel.send(.end)
-        } catch is MergeCancelled {
-            return
-        } catch let error as StoreError {
-            _ = channel.send(.failed(error))
-        } catch {
-            _ = channel.send(.failed(StoreError.schema("the staged merge's fold failed: \(error)")))
         }
     }
 
@@ -308,7 +333,7 @@ struct MergedChunk: Sendable {
         return chunk
     }
 
-    mutating func append(_ fold: borrowing StagedFold) {
+    mutating func append<Read: StagedRead>(_ fold: StagedFold<Read>) {
         // The row's bytes counted first, the chunk grown once, and the row written in place: an
         // array append per field cost more than the bytes it moved.
         let columns = fold.layout.columns.count

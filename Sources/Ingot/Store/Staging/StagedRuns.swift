@@ -96,6 +96,39 @@ enum StageOrder {
         }
     }
 
+    /// The value ``HeldValues/write(_:at:)`` wrote at `at` in `bytes` (written by this store, in
+    /// memory); moves `at` past it.
+    private static func key(encoded bytes: UnsafeRawBufferPointer, at: inout Int) -> Key {
+        let type = Int32(bytes[at])
+        at += 1
+        switch type {
+        case SQLITE_INTEGER:
+            defer { at += 8 }
+            return .integer(Int64(bitPattern: StagedSets.integer(bytes, at, 8)))
+        case SQLITE_FLOAT:
+            defer { at += 8 }
+            return .real(Double(bitPattern: StagedSets.integer(bytes, at, 8)))
+        case SQLITE_TEXT, SQLITE_BLOB:
+            let count = Int(StagedSets.integer(bytes, at, 4))
+            let value = UnsafeRawBufferPointer(rebasing: bytes[(at + 4)..<(at + 4 + count)])
+            at += 4 + count
+            return type == SQLITE_TEXT ? .text(value) : .blob(value)
+        default: return .null
+        }
+    }
+
+    /// Compares two identities of `count` values each, as ``HeldValues/write(_:at:)`` writes
+    /// them one after the other.
+    static func compare(encoded a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, count: Int) -> Result {
+        var x = 0
+        var y = 0
+        for _ in 0..<count {
+            let c = compare(key(encoded: a, at: &x), key(encoded: b, at: &y))
+            if c != 0 { return c }
+        }
+        return 0
+    }
+
     /// Compares the identities of two rows of a batch's storage (their values at `slots`).
     static func compare(_ a: Int, _ b: Int, slots: [Int], in view: StorageView) -> Result {
         for slot in slots {
@@ -165,17 +198,113 @@ struct StagedRun: Equatable {
     }
 }
 
-/// The rows of several sorted runs, merged into one identity order (rows of one identity in the
-/// order they were staged): a binary heap of the runs' statements, each at its current row, the
-/// least on top. The fold reads the current row from ``current``.
-///
-/// Each statement holds a cursor on its run; a merge of many runs holds a page of each, which is
-/// why a table of more runs than ``maxRuns`` is sorted by SQLite instead.
-struct RunMerge {
-    /// At most this many runs are merged (their cursors' pages, 16 KiB each, stay within the
-    /// fold's page cache); a table staged in more is sorted whole.
-    static let maxRuns = 256
+/// What a fold reads a staging table through: its rows in identity order, an identity's rows in
+/// the order they were staged — its runs merged by a cursor each (``RunMerge``) or a slice at a
+/// time (``BufferedRunMerge``), or the table sorted whole by SQLite.
+protocol StagedRead {
+    /// Moves to the next row; `false` at the end.
+    mutating func step() throws -> Bool
+    /// Whether the current row's identity is the one `values` holds at `slots` (the identity's
+    /// slots, in order).
+    func hasIdentity(of values: HeldValues, at slots: [Int]) -> Bool
+    /// The current row's staged blob (``StagedRow``).
+    var row: UnsafeRawBufferPointer { get }
+    func finalize()
+}
 
+/// How a fold reads an entity's staging table: a small value, decided from the runs the stage
+/// noted, and printed in the merge's log.
+enum StagedReadPlan: Equatable, CustomStringConvertible {
+    /// A cursor a run, side by side (``RunMerge``).
+    case cursors(runs: Int)
+    /// Each run read a slice at a time into a buffer of its own (``BufferedRunMerge``).
+    case buffered(runs: Int)
+    /// The table sorted whole by SQLite: no runs noted, or the settings say so.
+    case sorted
+
+    init(runs: [StagedRun]?, settings: FoldSettings) {
+        guard settings.readsRuns, let runs, !runs.isEmpty else {
+            self = .sorted
+            return
+        }
+        self = runs.count <= settings.cursorRuns ? .cursors(runs: runs.count) : .buffered(runs: runs.count)
+    }
+
+    var description: String {
+        switch self {
+        case .cursors(let runs): "\(runs) runs, a cursor each"
+        case .buffered(let runs): "\(runs) runs, buffered"
+        case .sorted: "sorted whole"
+        }
+    }
+}
+
+/// How a staged load's folds read their staging tables (``StagedReadPlan``) and when one is
+/// folded in two parts (``FoldPart``).
+package struct FoldSettings: Sendable, Equatable {
+    /// Tables staged in this many runs or fewer are read by a cursor a run; more, through buffers.
+    /// Each cursor pins a page of the fold's connection (16 KiB): 256 fit its cache, people-10M's
+    /// 2,400 do not (docs/performance-notes.md, "Many runs read a slice at a time").
+    package var cursorRuns = 256
+    /// `false`: every table is sorted whole, as one staged without noted runs is (for tests).
+    package var readsRuns = true
+    /// A table sorted whole with this many rows or more is folded in two parts at once.
+    package var splitRows: Int64 = 2_000_000
+
+    package init() {}
+}
+
+/// A binary heap of runs, the run whose current row is least on top (ties: the run staged
+/// first). The order is lent for each change by the merge that owns the runs' rows.
+struct RunHeap {
+    private var entries: [Int] = []
+
+    var top: Int? { entries.first }
+
+    mutating func insert(_ run: Int, _ less: (Int, Int) -> Bool) {
+        entries.append(run)
+        entries.withUnsafeMutableBufferPointer { heap in
+            var child = heap.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard less(heap[child], heap[parent]) else { return }
+                heap.swapAt(child, parent)
+                child = parent
+            }
+        }
+    }
+
+    /// Restores the order once the top run moved to its next row (`advanced`) or ended; `false`
+    /// when no run is left.
+    mutating func update(topAdvanced advanced: Bool, _ less: (Int, Int) -> Bool) -> Bool {
+        guard !entries.isEmpty else { return false }
+        if !advanced {
+            entries.swapAt(0, entries.count - 1)
+            entries.removeLast()
+        }
+        entries.withUnsafeMutableBufferPointer { heap in
+            var parent = 0
+            while true {
+                let left = 2 * parent + 1
+                guard left < heap.count else { return }
+                var least = left
+                if left + 1 < heap.count, less(heap[left + 1], heap[left]) { least = left + 1 }
+                guard less(heap[least], heap[parent]) else { return }
+                heap.swapAt(least, parent)
+                parent = least
+            }
+        }
+        return !entries.isEmpty
+    }
+}
+
+/// The rows of several sorted runs, merged into one identity order (rows of one identity in the
+/// order they were staged): a heap of the runs' statements, each at its current row, the least
+/// on top. The fold reads the current row from ``current``.
+///
+/// Each statement holds a cursor on its run, and a cursor pins a page: beyond
+/// ``FoldSettings/cursorRuns`` runs a table is read by ``BufferedRunMerge`` instead.
+struct RunMerge: StagedRead {
     private let statements: [RawStatement]
     private let handles: [OpaquePointer]
     private let identity: [Int32]
@@ -183,12 +312,11 @@ struct RunMerge {
     /// read once per row rather than at each comparison.
     private var integers: [Int64]
     private var isInteger: [Bool]
-    /// Indices into `statements`, a heap: the least row first, ties by run.
-    private var heap: [Int] = []
+    private var heap = RunHeap()
     private var started = false
 
     /// `statements` read one run each, in the order they were staged, unstepped; `identity` are
-    /// the identity's columns in their rows.
+    /// the identity's columns in their rows, its staged blob the column after them.
     init(statements: [RawStatement], identity: [Int32]) {
         self.statements = statements
         self.handles = statements.map(\.handle)
@@ -199,27 +327,33 @@ struct RunMerge {
 
     /// The statement whose current row is the merge's current row (valid after ``step()`` returned
     /// `true`).
-    var current: OpaquePointer { handles[heap[0]] }
+    var current: OpaquePointer { handles[heap.top ?? 0] }
+
+    var row: UnsafeRawBufferPointer {
+        let column = Int32(identity.count)
+        return UnsafeRawBufferPointer(start: sqlite3_column_blob(current, column), count: Int(sqlite3_column_bytes(current, column)))
+    }
+
+    func hasIdentity(of values: HeldValues, at slots: [Int]) -> Bool {
+        let current = current
+        for (column, slot) in slots.enumerated() where !values.equals(slot, current, column: identity[column]) { return false }
+        return true
+    }
 
     /// Moves to the next row of the merge; `false` at the end.
     mutating func step() throws -> Bool {
         if !started {
             started = true
+            var any = false
             for index in statements.indices where try advance(index) {
-                heap.append(index)
-                siftUp(heap.count - 1)
+                ordered { heap, less in heap.insert(index, less) }
+                any = true
             }
-            return !heap.isEmpty
+            return any
         }
-        guard let top = heap.first else { return false }
-        if try advance(top) {
-            siftDown(0)
-        } else {
-            heap.swapAt(0, heap.count - 1)
-            heap.removeLast()
-            if !heap.isEmpty { siftDown(0) }
-        }
-        return !heap.isEmpty
+        guard let top = heap.top else { return false }
+        let advanced = try advance(top)
+        return ordered { heap, less in heap.update(topAdvanced: advanced, less) }
     }
 
     func finalize() {
@@ -238,51 +372,22 @@ struct RunMerge {
         return true
     }
 
-    /// Runs `body` on the heap in place, with the order of its entries: each array borrowed once
-    /// for the whole sift, where a comparison through `self` retained and checked three arrays
-    /// every time (the merge's fold compares about log2(runs) times a row).
-    private mutating func sifting(_ body: (UnsafeMutableBufferPointer<Int>, (Int, Int) -> Bool) -> Void) {
+    /// Runs `body` with the order of the runs' current rows: each array borrowed once for the
+    /// whole change, where a comparison through `self` retained and checked three arrays every
+    /// time (the merge's fold compares about log2(runs) times a row).
+    private mutating func ordered<R>(_ body: (inout RunHeap, (Int, Int) -> Bool) -> R) -> R {
         let identity = identity
-        integers.withUnsafeBufferPointer { integers in
+        return integers.withUnsafeBufferPointer { integers in
             isInteger.withUnsafeBufferPointer { isInteger in
                 handles.withUnsafeBufferPointer { handles in
-                    heap.withUnsafeMutableBufferPointer { heap in
-                        body(heap) { a, b in
-                            let c =
-                                isInteger[a] && isInteger[b]
-                                ? (integers[a] < integers[b] ? -1 : (integers[a] == integers[b] ? 0 : 1))
-                                : StageOrder.compare(handles[a], handles[b], columns: identity)
-                            return c != 0 ? c < 0 : a < b
-                        }
+                    body(&heap) { a, b in
+                        let c =
+                            isInteger[a] && isInteger[b]
+                            ? (integers[a] < integers[b] ? -1 : (integers[a] == integers[b] ? 0 : 1))
+                            : StageOrder.compare(handles[a], handles[b], columns: identity)
+                        return c != 0 ? c < 0 : a < b
                     }
                 }
-            }
-        }
-    }
-
-    private mutating func siftUp(_ start: Int) {
-        sifting { heap, less in
-            var child = start
-            while child > 0 {
-                let parent = (child - 1) / 2
-                guard less(heap[child], heap[parent]) else { return }
-                heap.swapAt(child, parent)
-                child = parent
-            }
-        }
-    }
-
-    private mutating func siftDown(_ start: Int) {
-        sifting { heap, less in
-            var parent = start
-            while true {
-                let left = 2 * parent + 1
-                guard left < heap.count else { return }
-                var least = left
-                if left + 1 < heap.count, less(heap[left + 1], heap[left]) { least = left + 1 }
-                guard less(heap[least], heap[parent]) else { return }
-                heap.swapAt(least, parent)
-                parent = least
             }
         }
     }
