@@ -213,7 +213,7 @@ protocol StagedRead {
 }
 
 /// How a fold reads an entity's staging table: a small value, decided from the runs the stage
-/// noted, and printed in the merge's log.
+/// noted, that tests check and that prints as it reads ("2400 runs, buffered").
 enum StagedReadPlan: Equatable, CustomStringConvertible {
     /// A cursor a run, side by side (``RunMerge``).
     case cursors(runs: Int)
