@@ -37,10 +37,15 @@ Serves
   /control/pokeapi-gone?n=N  from now on, pokemon N's detail page answers 404 (the list still names it)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
+  /verbatim/{next,link,cursor,page,parents,detail/…}   pages that check the request target byte for byte
+                             (VERBATIM below: GitHub, Shopify, Zendesk, Stripe and JSON:API URLs with escapes, brackets
+                             and "+"); a target not in the script is answered 400 naming it
   /hostile/next?to=URL       a page of one item whose "next" is URL (any scheme, any host)
   /hostile/link?to=URL       the same, URL in a Link header
   /hostile/redirect?to=URL   302 to URL
   /hostile/items?page=N      page 1: one item; later pages: a 200 HTML body (not JSON)
+  /t/TENANT/PATH             PATH, for any TENANT (a secret in a base URL's path)
+  /hostile/echo-encoded[-lower]   the same, the echo URL-encoded (upper- or lower-case hex)
   /hostile/echo              400 whose body echoes the request's Authorization header and query
   /hostile/big?size=N        a page of one item padded to N bytes
   /hostile/total?value=V&page=N   page N: one item (id N) with meta.total_pages and meta.total = V, as given (any JSON number)
@@ -89,6 +94,45 @@ class State:
     validators = ""    # --validators etag|last-modified|both: 200 answers carry them, and a match answers 304
     not_modified = 0   # 304s answered
     people_dir = None  # --people, read again by /control/reload-people
+
+
+# The /verbatim/ script: per route, (the target a request must have, byte for byte, its body,
+# the next URL of its Link header). "HOST" becomes this server's origin. The URLs are the real
+# APIs' shapes: Zendesk's and JSON:API's page[after] with an escaped base64 cursor beside raw
+# brackets, a relative next link, GitHub's and Shopify's Link headers with page_info, Stripe's
+# expand[] and starting_after taken from a record, a configured query holding %2B.
+VERBATIM = {
+    "next": [
+        ("/verbatim/next?page[size]=1&filter[tags]=c%2B%2B", {"data": [{"id": "1"}], "links": {"next": "HOST/verbatim/next?page[size]=1&page[after]=abc%2B%2Fd%3D%3D"}}, None),
+        ("/verbatim/next?page[size]=1&page[after]=abc%2B%2Fd%3D%3D", {"data": [{"id": "2"}], "links": {"next": "next?cursor=a%2Bb%2Fc&q=c%2B%2B&sort=-created_at"}}, None),
+        ("/verbatim/next?cursor=a%2Bb%2Fc&q=c%2B%2B&sort=-created_at", {"data": [{"id": "3"}], "links": {"next": None}}, None),
+    ],
+    "link": [
+        ("/verbatim/link?limit=1&fields=id,title", {"data": [{"id": "1"}]}, "HOST/verbatim/link?limit=1&page_info=eyJsYXN0X2lkIjo%2BfQ%3D%3D"),
+        ("/verbatim/link?limit=1&page_info=eyJsYXN0X2lkIjo%2BfQ%3D%3D", {"data": [{"id": "2"}]}, "HOST/verbatim/link?page_info=a%2Fb%2Bc&limit=1&fields=id,title"),
+        ("/verbatim/link?page_info=a%2Fb%2Bc&limit=1&fields=id,title", {"data": [{"id": "3"}]}, None),
+    ],
+    "cursor": [
+        ("/verbatim/cursor?limit=1&expand[]=data.customer", {"data": [{"id": "cus_a+b/c=="}], "has_more": True}, None),
+        ("/verbatim/cursor?limit=1&expand[]=data.customer&starting_after=cus_a%2Bb%2Fc%3D%3D", {"data": [{"id": "p%2B q"}], "has_more": True}, None),
+        ("/verbatim/cursor?limit=1&expand[]=data.customer&starting_after=p%252B%20q", {"data": [{"id": "last"}], "has_more": False}, None),
+    ],
+    "page": [
+        ("/verbatim/page?q=c%2B%2B&filter[state]=open&page=1", {"data": [{"id": "1"}]}, None),
+        ("/verbatim/page?q=c%2B%2B&filter[state]=open&page=2", {"data": [{"id": "2"}]}, None),
+        ("/verbatim/page?q=c%2B%2B&filter[state]=open&page=3", {"data": []}, None),
+        ("/verbatim/page?q=c%2B%2B&filter[state]=open&page=1&updated_since=2024-03-31T02%3A30%3A00%2B01%3A00", {"data": []}, None),
+    ],
+    "for_each": [
+        ("/verbatim/parents", {"data": [
+            {"id": "a+b/c", "tag": "x+y=z", "url": "HOST/verbatim/detail/x%2Fy?q=c%2B%2B&page[after]=abc%3D%3D"},
+            {"id": "\u00fc ~", "tag": "100%", "url": "HOST/verbatim/detail/%E2%9C%93?tag=%2B"}]}, None),
+        ("/verbatim/detail/a+b%2Fc?tag=x%2By%3Dz", {"id": "a+b/c"}, None),
+        ("/verbatim/detail/%C3%BC%20~?tag=100%25", {"id": "\u00fc ~"}, None),
+        ("/verbatim/detail/x%2Fy?q=c%2B%2B&page[after]=abc%3D%3D", {"id": "a+b/c"}, None),
+        ("/verbatim/detail/%E2%9C%93?tag=%2B", {"id": "\u00fc ~"}, None),
+    ],
+}
 
 
 def load_swapi(host):
@@ -202,13 +246,16 @@ class Handler(BaseHTTPRequestHandler):
         with State.lock:
             State.requests += 1
         u = urlparse(self.path)
+        if u.path.startswith("/t/") and u.path.count("/") >= 3:
+            # /t/TENANT/…: a tenant's prefix (a secret of the pipeline's base URL), served as /….
+            u = u._replace(path="/" + u.path.split("/", 3)[3])
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
         if u.path == "/seen":
             with State.lock:
                 seen = list(State.seen)
             return self.send_json(seen)
         with State.lock:
-            State.seen.append({"path": u.path, "query": u.query, "authorization": self.headers.get("Authorization"),
+            State.seen.append({"path": u.path, "query": u.query, "target": self.path, "authorization": self.headers.get("Authorization"),
                                "if_none_match": self.headers.get("If-None-Match"),
                                "if_modified_since": self.headers.get("If-Modified-Since"),
                                "x_api_key": self.headers.get("X-Api-Key"), "x_custom": self.headers.get("X-Custom")})
@@ -225,6 +272,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json({"dropped": sorted(State.pokeapi_dropped)})
         if u.path.startswith("/hostile/"):
             return self.hostile(u.path[len("/hostile/"):], q)
+        if u.path.startswith("/verbatim/"):
+            return self.verbatim()
         if u.path == "/requests":
             return self.send_json({"requests": State.requests, "people_requests": State.people_requests,
                                    "api_requests": State.api_requests,
@@ -289,6 +338,18 @@ class Handler(BaseHTTPRequestHandler):
                 self.land()
         self.send_json({"detail": "not found"}, 404)
 
+    def verbatim(self):
+        """Answers a request whose target (path and query, as sent) is in VERBATIM's script with
+        that page; anything else with a 400 naming the target it got."""
+        for route, pages in VERBATIM.items():
+            for target, body, link in pages:
+                if self.path == target:
+                    h = self.host()
+                    text = json.dumps(body).replace("HOST", h)
+                    headers = [("Link", "<%s>; rel=\"next\"" % link.replace("HOST", h))] if link else []
+                    return self.send_raw(text.encode(), 200, headers)
+        return self.send_json({"error": "unexpected target", "target": self.path}, 400)
+
     def hostile(self, kind, q):
         to = q.get("to", "")
         if kind == "next":
@@ -312,6 +373,14 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(raw)
             return
+        if kind in ("echo-encoded", "echo-encoded-lower"):
+            # The credentials echoed URL-encoded, as some servers put them in an error's link.
+            from urllib.parse import quote
+            raw = "%s %s" % (self.headers.get("Authorization"), urlparse(self.path).query)
+            shown = quote(raw, safe="")
+            if kind.endswith("lower"):
+                shown = "".join(c.lower() if i > 0 and shown[i - 1] == "%" or (i > 1 and shown[i - 2] == "%") else c for i, c in enumerate(shown))
+            return self.send_json({"detail": "bad credentials, see https://errors.test/?given=" + shown}, 400)
         if kind == "echo":
             return self.send_json({"detail": "bad credentials: %s %s" % (self.headers.get("Authorization"), urlparse(self.path).query)}, 400)
         if kind == "big":

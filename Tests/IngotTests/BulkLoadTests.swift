@@ -111,7 +111,7 @@ struct BulkLoadTests {
             ])
         #expect(staged.counters.entities["dog"]?.stubs == 2, "13 and 12 (a bare id never sent as an object): \(staged.counters.entities)")
         // The staging file goes once merged, and left no staged row in the database.
-        #expect(!FileManager.default.fileExists(atPath: stagedDB + ".stage"))
+        #expect(!FileManager.default.fileExists(atPath: stageFile(stagedDB)))
         #expect(try rows(stagedDB, "PRAGMA freelist_count") == [["0"]])
     }
 
@@ -195,7 +195,7 @@ struct BulkLoadTests {
         let started = logs.all.firstIndex { $0.contains("msg=bulk.started") }
         let merging = logs.all.firstIndex { $0.contains("msg=bulk.merging") }
         if let started, let merging { #expect(started < merging) } else { Issue.record("no bulk.started then bulk.merging: \(logs.all)") }
-        #expect(!FileManager.default.fileExists(atPath: turnedDB + ".stage"))
+        #expect(!FileManager.default.fileExists(atPath: stageFile(turnedDB)))
         // Not with --no-bulk, nor below the size.
         let neverLogs = LogCapture()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "b.yml")
@@ -298,10 +298,11 @@ struct BulkLoadTests {
             .run(source: FailingAfter(try DirectoryPageSource(directory: pages, glob: "page-*.json"), pages: pageCount))
         #expect(staged.status == .failed)
         let before = try rows(db, "SELECT count(*), sum(length(first_name)), (SELECT count(*) FROM person_dogs) FROM person")
-        let stagedRows = try rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")
+        let stagedRows = try rows(stageFile(db), "SELECT count(*) FROM _ingot_stage_person")
         #expect(Int(stagedRows[0][0]) ?? 0 >= 20000)
 
         var storeOptions = SQLiteStore.Options()
+        storeOptions.pipeline = config.name
         storeOptions.staged = true
         storeOptions.resuming = true
         let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
@@ -318,7 +319,7 @@ struct BulkLoadTests {
         try store.close()
         #expect(stops >= 1 && stops < 20000, "the merge stopped partway: \(stops) stored rows reached")
         #expect(try rows(db, "SELECT count(*), sum(length(first_name)), (SELECT count(*) FROM person_dogs) FROM person") == before)
-        #expect(try rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person") == stagedRows)
+        #expect(try rows(stageFile(db), "SELECT count(*) FROM _ingot_stage_person") == stagedRows)
 
         options.resume = true
         let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
@@ -340,6 +341,7 @@ struct BulkLoadTests {
         let store = Mutex<SQLiteStore?>(nil)
         let statements = Mutex<[String]>([])
         var storeOptions = SQLiteStore.Options()
+        storeOptions.pipeline = config.name
         storeOptions.staged = true
         storeOptions.resuming = true
         storeOptions.statementObserver = { sql in
@@ -451,7 +453,7 @@ struct BulkLoadTests {
         var (pages, config, options) = try stoppedStagedLoad(persons: 1500, failingAfter: 6)
         let db = options.databasePath
         #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
-        #expect(try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
+        #expect(try Int(rows(stageFile(db), "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= 500)
 
         var never = options
         never.loading = .batchByBatch
@@ -494,10 +496,10 @@ struct BulkLoadTests {
         let partial = PipelineRunner(config: config, options: scratch, logger: LogCapture().logger)
             .run(source: FailingAfter(try DirectoryPageSource(directory: next.path, glob: "page-*.json"), pages: 3))
         #expect(partial.status == .failed)
-        let before = try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0
-        let queue = try DatabaseQueue(path: db + ".stage")
+        let before = try Int(rows(stageFile(db), "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0
+        let queue = try DatabaseQueue(path: stageFile(db))
         try queue.writeWithoutTransaction { stage in
-            try stage.execute(sql: "ATTACH DATABASE ? AS scratch", arguments: [scratch.databasePath + ".stage"])
+            try stage.execute(sql: "ATTACH DATABASE ? AS scratch", arguments: [stageFile(scratch.databasePath)])
             try stage.inTransaction {
                 // The rows with their sorted runs (StagedRuns.swift), as a staged batch commits them.
                 for table in ["_ingot_stage_person", "_ingot_stage_dog"] {
@@ -513,14 +515,45 @@ struct BulkLoadTests {
             try stage.execute(sql: "DETACH DATABASE scratch")
         }
         try queue.close()
-        #expect(try Int(rows(db + ".stage", "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= before + 250)
+        #expect(try Int(rows(stageFile(db), "SELECT count(*) FROM _ingot_stage_person")[0][0]) ?? 0 >= before + 250)
 
         options.resume = true
         let resumed = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(resumed.status == .finished, "\(resumed.error ?? "")")
         let check = try checkPeople(db, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
-        #expect(!FileManager.default.fileExists(atPath: db + ".stage"))
+        #expect(!FileManager.default.fileExists(atPath: stageFile(db)))
+    }
+
+    /// A staged load's state is its pipeline's: after its staging file is lost, a run of another
+    /// pipeline into the same database (which stages too) leaves the load's token, origin and
+    /// kept values alone, and the load's `--resume` goes back to where it began and ends exact
+    /// (it ended `finished` with the rows of the staged pages missing).
+    @Test func aLostStagingFileIsNotForgottenByAnotherPipeline() throws {
+        let (pages, config, options) = try stoppedStagedLoad(persons: 400, failingAfter: 3)
+        let db = options.databasePath
+        try FileManager.default.removeItem(atPath: stageFile(db))
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["0"]])
+        try DatabaseQueue(path: db).write { db in
+            try db.execute(sql: "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('people', 'incremental:kept', 'mine')")
+        }
+
+        // Another pipeline, staged from its first batch (tables of its own, all empty), twice.
+        let other = itemPipeline("other", "records: results")
+        for _ in 0..<2 {
+            let (summary, _) = try ingest(other, [#"{"results": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}"#], db: db, bulk: true)
+            #expect(summary.status == .finished, "\(summary.error ?? "")")
+        }
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_state WHERE pipeline = '' AND key LIKE 'staged_load%:people'") == [["2"]])
+
+        var resume = options
+        resume.resume = true
+        let resumed = PipelineRunner(config: config, options: resume, logger: LogCapture().logger).run()
+        #expect(resumed.status == .finished, "\(resumed.error ?? "")")
+        let check = try checkPeople(db, pages)
+        #expect(check.contains(#""ok": true"#), "\(check)")
+        #expect(try rows(db, "SELECT count(*) FROM item") == [["2"]])
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load%'") == [["0"]])
     }
 
     /// A staging file no unfinished load of the database holds (another load's, or one whose
@@ -530,7 +563,7 @@ struct BulkLoadTests {
     @Test func aStrayStagingFileGoesAndAMissingOneIsStagedAgain() throws {
         let (pages, config, options) = try stoppedStagedLoad(persons: 600, failingAfter: 3)
         let db = options.databasePath
-        try FileManager.default.removeItem(atPath: db + ".stage")
+        try FileManager.default.removeItem(atPath: stageFile(db))
 
         var resume = options
         resume.resume = true
@@ -539,7 +572,7 @@ struct BulkLoadTests {
         #expect(try checkPeople(db, pages).contains(#""ok": true"#))
 
         // Another load's file where this database's would be.
-        let stray = try DatabaseQueue(path: db + ".stage")
+        let stray = try DatabaseQueue(path: stageFile(db))
         try stray.write { stage in
             try stage.execute(sql: "CREATE TABLE _ingot_stage_meta (token TEXT NOT NULL); INSERT INTO _ingot_stage_meta VALUES ('another')")
         }
@@ -548,8 +581,8 @@ struct BulkLoadTests {
         plain.loading = .automatic()
         let again = PipelineRunner(config: config, options: plain, logger: LogCapture().logger).run()
         #expect(again.status == .finished, "\(again.error ?? "")")
-        #expect(!FileManager.default.fileExists(atPath: db + ".stage"))
-        #expect(try rows(db, "SELECT count(*) FROM _ingot_state WHERE key = 'staged_load'") == [["0"]])
+        #expect(!FileManager.default.fileExists(atPath: stageFile(db)))
+        #expect(try rows(db, "SELECT count(*) FROM _ingot_state WHERE key LIKE 'staged_load%'") == [["0"]])
         let check = try checkPeople(db, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
     }
@@ -751,7 +784,7 @@ struct SQLiteLoadPhaseTests {
         _ = try store.mergeStaged(fills: [], stored: { _, _, _ in }, refused: { _, _, _, _ in })
         #expect(try store.commit())
         #expect(store.loadState == .batchByBatch && store.stageFile == nil)
-        #expect(!FileManager.default.fileExists(atPath: db + ".stage"), "the merged stage file goes at the commit")
+        #expect(!FileManager.default.fileExists(atPath: stageFile(db)), "the merged stage file goes at the commit")
         try store.close()
     }
 }

@@ -92,7 +92,7 @@ struct FaultInjectionTests {
             fault: ["FAULTFS_MATCH": ".db.stage", "FAULTFS_AT": "\(counting.calls * 2 / 3)", "FAULTFS_MODE": "eio"])
         #expect(first.status == 1, "\(first.stderr.suffix(600))")
         #expect(try rows(db, "SELECT pages > 0 FROM _ingot_runs") == [["1"]], "some staged batches were committed")
-        let stage = db + ".stage"
+        let stage = stageFile(db)
         if damage == "removed" {
             try FileManager.default.removeItem(atPath: stage)
         } else {

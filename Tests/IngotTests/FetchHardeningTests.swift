@@ -14,8 +14,8 @@ struct FetchHardeningTests {
         ("https://h.test/plain?a=1&b=%7E", "https://h.test/plain?a=1&b=%7E"),
     ])
     func aURLFromAResponseIsEscapedOnce(target: String, expected: String) throws {
-        let escaped = FetchRules.escapingInvalid(target)
-        let absolute = URL(string: escaped, relativeTo: URL(string: "http://h.test/start"))?.absoluteString
+        let escaped = URLText.escapingInvalid(target)
+        let absolute = URLText.resolve(escaped, against: "http://h.test/start")
         #expect(absolute == expected)
     }
 }
@@ -142,6 +142,85 @@ struct URLSecretTests {
             let bytes = FileManager.default.contents(atPath: options.databasePath + suffix) ?? Data()
             #expect(bytes.range(of: Data(tenant.utf8)) == nil, "no byte of the tenant in \(options.databasePath + suffix)")
         }
+    }
+
+    /// A `${VAR}` in the path of `defaults.http.url` stays secret in the URLs of resources with a
+    /// relative `url:` — ASCII, and a non-ASCII value that a URL holds percent-encoded — in
+    /// `--dry-run`, the logs, the error, the resume state, the rejects and the archive.
+    @Test(arguments: [URLSecretTests.tenant, URLSecretTests.tenant + "-m\u{FC}ller"])
+    func aBaseURLsVariableStaysSecretInRelativeResources(tenant: String) throws {
+        let server = try FixtureServer()
+        let inURL = URLText.percentEncoded(tenant, keeping: URLText.isUnreserved)
+        let next = URLText.formEncoded("\(server.base)/t/\(inURL)/hostile/items?page=2")
+        let dir = temporaryDirectory()
+        let yml = dir.appendingPathComponent("t.yml").path
+        try """
+        version: 1
+        name: tenant
+        defaults: {http: {url: "\(server.base)/t/${TENANT}/", retry: {attempts: 1}}}
+        resources:
+          - name: items
+            source: {http: {url: "hostile/next?to=\(next)", paginate: {next_url: next}}}
+            records: results
+            root: item
+        entities: {item: {identity: id, attributes: {id: integer, name: string}}}
+        """.write(toFile: yml, atomically: false, encoding: .utf8)
+        let db = dir.appendingPathComponent("t.db").path
+        let archives = dir.appendingPathComponent("archives").path
+        let environment = ["TENANT": tenant]
+        let dry = try runIngot(["run", yml, "--dry-run", "--db", db], environment: environment)
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("/t/REDACTED/hostile/next"), "\(dry.stdout)")
+        let run = try runIngot(["run", yml, "--db", db, "--archive-dir", archives], environment: environment)
+        #expect(run.status == 1, "\(run.stderr)")
+        let shown = dry.stdout + dry.stderr + run.stdout + run.stderr
+        #expect(shown.contains("/t/REDACTED/hostile/items"), "\(shown)")
+        for form in [tenant, inURL, inURL.lowercased()] { #expect(!shown.contains(form), "\(form) in \(shown)") }
+        #expect(try rows(db, "SELECT count(*) FROM item") == [["1"]])
+        let stored = try rows(db, "SELECT coalesce(group_concat(source), '') FROM _ingot_rejects").joined().joined()
+        #expect(stored.contains("/t/REDACTED/"), "\(stored)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: archives)
+        #expect(!files.isEmpty)
+        for file in files {
+            for entry in try ArchiveReader(path: archives + "/" + file).entries {
+                #expect(!entry.metadata.source.contains(inURL) && !entry.metadata.source.contains(tenant), "\(entry.metadata.source)")
+            }
+        }
+        for suffix in ["", "-wal"] {
+            let bytes = FileManager.default.contents(atPath: db + suffix) ?? Data()
+            for form in [tenant, inURL] { #expect(bytes.range(of: Data(form.utf8)) == nil, "\(form) in \(db + suffix)") }
+        }
+    }
+
+    /// A secret is hidden in the forms a URL holds it in: RFC 3986's percent-encoding with upper-
+    /// and lower-case hex, as a server that echoes a token URL-encoded writes it.
+    @Test(arguments: ["echo-encoded", "echo-encoded-lower"])
+    func aTokenEchoedURLEncodedIsRedacted(route: String) throws {
+        let token = "tok+en/val=ue~x"
+        let redactor = Redactor([token])
+        #expect(redactor.scrub("a tok%2Ben%2Fval%3Due~x b tok%2ben%2fval%3due~x") == "a REDACTED b REDACTED")
+        #expect(Redactor(["m\u{FC}ller-x"]).scrub("/t/m%C3%BCller-x/ /t/m%c3%bcller-x/") == "/t/REDACTED/ /t/REDACTED/")
+        let server = try FixtureServer()
+        let config = try PipelineConfig.parse(
+            text: """
+                version: 1
+                name: echo
+                source: {http: {url: "\(server.base)/hostile/\(route)", auth: {bearer_env: TOKEN}, retry: {attempts: 1}}}
+                records: results
+                root: item
+                entities: {item: {identity: id, attributes: {id: integer}}}
+                """, path: "echo.yml")
+        let http = try #require(config.source.http)
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("e.db").path
+        options.progressInterval = 0
+        let logs = LogCapture()
+        let source = try HTTPPageSource(config: http, framing: config.framing, environment: ["TOKEN": token], logger: logs.logger)
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
+        #expect(summary.status == .failed)
+        let everything = logs.all.joined(separator: "\n") + (summary.error ?? "")
+        #expect(everything.contains("given=REDACTED") || everything.contains("Bearer%20REDACTED"), "\(everything)")
+        for form in ["tok%2Ben", "tok%2ben", token] { #expect(!everything.contains(form), "\(form) in \(everything)") }
     }
 
     @Test func dryRunShowsTheURLWithoutIt() throws {

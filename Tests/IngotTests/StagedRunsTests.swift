@@ -235,7 +235,7 @@ struct StagedRunsTests {
     /// follow one another, and each run is in identity order.
     @Test func everyStagedRowIsInOneSortedRun() throws {
         let options = try Self.stoppedStagedPeople(afterPages: 8).options
-        let stage = options.databasePath + ".stage"
+        let stage = stageFile(options.databasePath)
         for table in ["_ingot_stage_person", "_ingot_stage_dog"] {
             let runs = try rows(stage, "SELECT first, last FROM _ingot_stage_runs WHERE stage = '\(table)' ORDER BY first")
                 .map { (Int($0[0]) ?? 0, Int($0[1]) ?? 0) }
@@ -262,7 +262,7 @@ struct StagedRunsTests {
         let (pages, config, stopped) = try Self.stoppedStagedPeople(afterPages: 4)
         var options = stopped
         var file: OpaquePointer?
-        #expect(sqlite3_open_v2(options.databasePath + ".stage", &file, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
+        #expect(sqlite3_open_v2(stageFile(options.databasePath), &file, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
         let change =
             earlierFormat
             ? "ALTER TABLE _ingot_stage_dog RENAME COLUMN _ingot_row TO _ingot_from"

@@ -310,3 +310,7 @@ func personPipeline(
         ["  dog:", "    identity: id", "    attributes: \(dog)"] + entities.map { "  " + $0.replacingOccurrences(of: "\n", with: "\n  ") }
     return lines.joined(separator: "\n")
 }
+
+/// The staging file of `pipeline`'s staged loads into the SQLite database `db`
+/// (``StageFile/path(for:pipeline:)``: one per pipeline).
+func stageFile(_ db: String, pipeline: String = "people") -> String { StageFile.path(for: db, pipeline: pipeline) }

@@ -77,7 +77,10 @@ struct PipelineYAMLReader {
         }
         let (resources, rootName, rootChoice) = readResourcesAndRoot(top, root: root, model: model, &sections)
         sections.problems += modelProblems
-        checkModel(model, top: top, root: root, entitiesNode: entitiesNode, resources: resources, rootName: rootName, head: head, &sections)
+        let roots =
+            top["resources"] != nil
+            ? resources.flatMap { $0.writeScope == nil ? $0.rootEntities : [] } : (rootChoice?.entityNames ?? rootName.map { [$0] } ?? [])
+        checkModel(model, top: top, root: root, entitiesNode: entitiesNode, roots: roots, head: head, &sections)
         guard sections.problems.isEmpty, let model, let rootName else {
             if sections.problems.isEmpty { throw error(root, "the pipeline cannot be read") }
             var first = sections.problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
@@ -318,11 +321,10 @@ struct PipelineYAMLReader {
     /// What holds across the model and the rest of the file: a replace scope names a column of
     /// each root, bare-identity rules need a single identity, and the model's own rules.
     private func checkModel(
-        _ model: EntityModel?, top: [String: Node], root: Node, entitiesNode: Node?, resources: [ResourceConfig], rootName: String?,
-        head: Head, _ sections: inout Sections
+        _ model: EntityModel?, top: [String: Node], root: Node, entitiesNode: Node?, roots: [String], head: Head,
+        _ sections: inout Sections
     ) {
         if let scope = head.writeScope, let model, let node = top["write"],
-            let roots = top["resources"] != nil ? resources.compactMap({ $0.writeScope == nil ? $0.root : nil }) : rootName.map({ [$0] }),
             let root = roots.first(where: { model.scopeColumn(scope, of: $0) == nil })
         {
             sections.problems.append(error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'"))

@@ -128,8 +128,8 @@ extension PipelineYAMLReader {
     ) throws(ConfigError) {
         let (mode, rejectsUnknown, scope) = try readWrite(node)
         guard let root = resource.root else { throw error(node, "write needs a root: a resource without one stores nothing") }
-        if let scope, let model, model.scopeColumn(scope, of: root) == nil {
-            throw error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(root)'")
+        if let scope, let model, let missing = resource.rootEntities.first(where: { model.scopeColumn(scope, of: $0) == nil }) {
+            throw error(node, "scope '\(scope)' is the key of no attribute or to-one of root '\(missing)'")
         }
         resource.writeScope = scope
         let rowLevel: Set<WriteMode> = [.insertOnly, .updateOnly]
@@ -345,12 +345,16 @@ extension PipelineYAMLReader {
         return .cursor(source, param: try string(try required(f, "param", in: value)), stopValues: stopValues)
     }
 
-    /// `defaults.http`'s URL, expanded: what resource URLs are relative to.
-    func baseURL(_ defaults: Node) throws(ConfigError) -> String? {
+    /// `defaults.http`'s URL, expanded: what resource URLs are relative to, with the parts of it
+    /// that came from the environment and are secret (its user info, path and query), which stay
+    /// secret in every URL resolved against it.
+    func baseURL(_ defaults: Node) throws(ConfigError) -> (url: String, secrets: [String])? {
         guard let http = try mapping(defaults, allowed: ["http"])["http"],
-            let url = try mapping(http, allowed: HTTPSourceConfig.keys)["url"]
+            let node = try mapping(http, allowed: HTTPSourceConfig.keys)["url"]
         else { return nil }
-        return try expand(try string(url), at: url)
+        guard case .scalar(let scalar) = node else { throw error(node, "expected a string") }
+        let (url, fromEnvironment) = try expanding(scalar.string, at: node)
+        return (url, PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment))
     }
 
     /// A resource's `http:` with `defaults.http`'s keys added where it does not set them.
@@ -363,23 +367,30 @@ extension PipelineYAMLReader {
         return .mapping(Node.Mapping(pairs, own.tag, own.style, own.mark))
     }
 
-    func readHTTP(_ node: Node, base: String? = nil) throws(ConfigError) -> HTTPSourceConfig {
+    func readHTTP(_ node: Node, base: (url: String, secrets: [String])? = nil) throws(ConfigError) -> HTTPSourceConfig {
         let fields = try mapping(
             node, allowed: HTTPSourceConfig.keys)
         let urlNode = try required(fields, "url", in: node)
         guard case .scalar(let urlScalar) = urlNode else { throw error(urlNode, "expected a string") }
         var (url, fromEnvironment) = try expanding(urlScalar.string, at: urlNode)
-        // A resource's URL is relative to defaults.http.url (RFC 3986).
-        if let base, !url.contains("://"), let resolved = URL(string: url, relativeTo: URL(string: base))?.absoluteString {
-            let prefix = resolved.utf8.count - url.utf8.count
-            fromEnvironment = url == urlScalar.string ? [] : fromEnvironment.map { ($0.lowerBound + prefix)..<($0.upperBound + prefix) }
+        var secrets: [String] = []
+        // A resource's URL is relative to defaults.http.url (RFC 3986), whose secrets it keeps
+        // (each part is secret as a value: where it lands in the resolved URL does not matter).
+        if let base, URLText.Parts(url[...]).scheme == nil, let resolved = URLText.resolve(URLText.escapingInvalid(url), against: base.url)
+        {
+            secrets = base.secrets + PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment)
+            fromEnvironment = []
             url = resolved
         }
-        guard let parsed = URLComponents(string: url), parsed.scheme == "http" || parsed.scheme == "https", parsed.host != nil else {
+        let parts = URLText.Parts(url[...])
+        guard let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https", parts.host?.isEmpty == false,
+            parts.port != .invalid
+        else {
             throw error(urlNode, "url must be an absolute http(s) URL")
         }
-        var config = HTTPSourceConfig(url: url)
-        config.urlSecrets = PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment)
+        // Sent as written: only bytes a URL cannot hold are escaped (a secret is hidden in both forms).
+        var config = HTTPSourceConfig(url: URLText.escapingInvalid(url))
+        config.urlSecrets = secrets + PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment)
         if let headers = fields["headers"] {
             guard case .mapping(let map) = headers else { throw error(headers, "headers must be a mapping of header names to values") }
             for (k, v) in map {

@@ -31,7 +31,7 @@ public struct PipelineConfig: Sendable {
     /// The entities `write: replace` deletes untouched rows of at the end of a complete run: the
     /// root of a pipeline that replaces, or the root entities of the resources that do.
     package var replacedEntities: [Int] {
-        let names = resources.compactMap { resource in (resource.write ?? write) == .replace ? resource.root : nil }
+        let names = resources.flatMap { resource in (resource.write ?? write) == .replace ? resource.rootEntities : [] }
         return Set(names.compactMap { model.index(of: $0) }).sorted()
     }
 
@@ -41,10 +41,26 @@ public struct PipelineConfig: Sendable {
         var rules: [Int: RootWriteRule] = [:]
         for resource in resources {
             let mode = resource.write ?? write
-            guard mode == .insertOnly || mode == .updateOnly, let root = resource.root, let entity = model.index(of: root) else { continue }
-            rules[entity] = RootWriteRule(mode: mode, rejectsUnknown: resource.writeRejectsUnknown ?? writeRejectsUnknown)
+            guard mode == .insertOnly || mode == .updateOnly else { continue }
+            for root in resource.rootEntities {
+                guard let entity = model.index(of: root) else { continue }
+                rules[entity] = RootWriteRule(mode: mode, rejectsUnknown: resource.writeRejectsUnknown ?? writeRejectsUnknown)
+            }
         }
         return rules
+    }
+
+    /// Per replaced root entity (by index) with a `scope:`, the entities whose records' scope
+    /// values bound its deletes: the entities of its resource's `root: {by: …}` (one scope key
+    /// for all its kinds: a listing of one subreddit is a complete view of that subreddit's links
+    /// and comments alike), else itself.
+    package var replaceScopePeers: [Int: [Int]] {
+        var peers: [Int: [Int]] = [:]
+        for resource in resources where (resource.write ?? write) == .replace && (resource.writeScope ?? writeScope) != nil {
+            let group = resource.rootEntities.compactMap { model.index(of: $0) }
+            for entity in group { peers[entity, default: []] += group }
+        }
+        return peers.mapValues { Array(Set($0)).sorted() }
     }
 
     /// Per replaced root entity (by index) with a `scope:`: the column whose values the run saw
@@ -52,10 +68,11 @@ public struct PipelineConfig: Sendable {
     package var replaceScopes: [Int: String] {
         var scopes: [Int: String] = [:]
         for resource in resources where (resource.write ?? write) == .replace {
-            guard let root = resource.root, let entity = model.index(of: root), let scope = resource.writeScope ?? writeScope,
-                let column = model.scopeColumn(scope, of: root)
-            else { continue }
-            scopes[entity] = column
+            guard let scope = resource.writeScope ?? writeScope else { continue }
+            for root in resource.rootEntities {
+                guard let entity = model.index(of: root), let column = model.scopeColumn(scope, of: root) else { continue }
+                scopes[entity] = column
+            }
         }
         return scopes
     }
@@ -173,6 +190,12 @@ package struct ResourceConfig: Sendable, Equatable {
     /// `root: {by: kind, entities: {t1: comment, t3: link}, other: reject|skip}`: records of
     /// several kinds, each mapped as the entity its discriminator names.
     package var rootChoice: RootChoice?
+    /// Every entity its records are stored as: ``root``, or each entity of ``rootChoice`` (once,
+    /// in file order). A write mode applies to all of them: a `write: replace` over records of
+    /// several kinds replaces every kind.
+    package var rootEntities: [String] {
+        rootChoice?.entityNames ?? root.map { [$0] } ?? []
+    }
     /// One request per record of another resource.
     package var forEach: ForEach?
     /// `write:` for this resource; `nil`: the pipeline's.
@@ -221,6 +244,12 @@ package struct RootChoice: Sendable, Equatable {
     /// `other: skip`: a record of another kind is skipped (counted); `reject` (the default)
     /// rejects it.
     package var skipsOthers = false
+
+    /// The entities it routes to, each once, in file order.
+    package var entityNames: [String] {
+        var seen = Set<String>()
+        return entities.map(\.entity).filter { seen.insert($0).inserted }
+    }
 
     /// `root by kind (t1: comment, t3: link; others rejected)`.
     package var description: String {

@@ -77,14 +77,11 @@ struct Credentials: Sendable {
     func scrub(_ text: String) -> String { redactor.scrub(text) }
 
     static func redact(_ url: String, _ secrets: Set<String>) -> String {
-        guard var components = URLComponents(string: url) else { return url }
-        if components.password != nil { components.password = "REDACTED" }
-        if let items = components.queryItems {
-            components.queryItems = items.map { item in
-                secrets.contains(item.name.lowercased()) ? URLQueryItem(name: item.name, value: "REDACTED") : item
-            }
+        var parts = URLText.Parts(url[...])
+        if let authority = parts.authority, let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+            parts.authority = Substring(authority[...colon] + "REDACTED" + authority[at...])
         }
-        return components.string ?? url
+        return URLText.replacingQueryValues(parts.text, with: "REDACTED") { secrets.contains($0.lowercased()) }
     }
 
     /// The response headers worth archiving: never credentials or cookies.

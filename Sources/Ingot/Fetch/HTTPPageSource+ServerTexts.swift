@@ -20,17 +20,31 @@ extension HTTPPageSource {
         return JSONText.escapingControlCharacters(cut)
     }
 
-    /// `<url>; rel="next"` from an RFC 8288 Link header.
+    /// `<url>; rel="next"` from an RFC 8288 Link header. Read link by link: the URL between `<`
+    /// and `>` is taken whole (Shopify's `fields=id,title` holds a comma, a matrix URL a `;`),
+    /// a parameter's quoted string may hold commas too; `rel` may list several types.
     static func nextLink(_ header: String) -> String? {
-        for part in header.split(separator: ",") {
-            let pieces = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
-            guard let target = pieces.first, target.hasPrefix("<"), target.hasSuffix(">") else { continue }
-            let isNext = pieces.dropFirst().contains { p in
-                let lower = p.lowercased().replacingOccurrences(of: " ", with: "")
-                return lower == "rel=\"next\"" || lower == "rel=next"
-                    || (lower.hasPrefix("rel=\"") && lower.dropFirst(5).dropLast().split(separator: " ").contains("next"))
+        var rest = Substring(header)
+        while let open = rest.firstIndex(of: "<") {
+            guard let close = rest[open...].firstIndex(of: ">") else { return nil }
+            let target = rest[rest.index(after: open)..<close]
+            rest = rest[rest.index(after: close)...]
+            // The link's parameters, up to the next comma outside a quoted string.
+            var parameters = ""
+            var quoted = false
+            while let c = rest.first {
+                if c == "\"" { quoted.toggle() }
+                if c == "," && !quoted { break }
+                parameters.append(c)
+                rest = rest.dropFirst()
             }
-            if isNext { return String(target.dropFirst().dropLast()) }
+            let isNext = parameters.split(separator: ";").contains { p in
+                let pair = p.split(separator: "=", maxSplits: 1)
+                guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "rel" else { return false }
+                let value = pair[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                return value.lowercased().split(separator: " ").contains("next")
+            }
+            if isNext { return String(target) }
         }
         return nil
     }

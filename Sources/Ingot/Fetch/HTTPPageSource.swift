@@ -47,7 +47,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     private var knownEnd: Int?
     /// An incremental run's query parameters: on the first request of URL paginators (the next
     /// URLs carry them on), on every request of page and offset paginators.
-    private let incrementalQuery: [URLQueryItem]
+    private let incrementalQuery: [(name: String, value: String)]
     /// Set by ``cancel()`` from another queue: transfers in flight are aborted, a backoff ends.
     private let cancelled = StopFlag()
     /// What the last finished run kept of its answers (``reuseAnswers(_:)``); `nil`: no
@@ -82,10 +82,27 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         /// parts from the environment) written as `⟨secret N⟩`: a stored state holds no secret,
         /// and a resume puts back the values of its own environment. The marker cannot occur in
         /// a URL Ingot sends: non-ASCII is percent-encoded there.
+        /// Every form a URL may hold each secret in — as written, with only what a URL cannot
+        /// hold escaped (a non-ASCII tenant), percent-encoded with upper- and lower-case hex —
+        /// longest first, so that a longer form is hidden before a shorter one inside it. A
+        /// marker's number is its place in this list, the same for the same secrets.
+        static func forms(of secrets: [String]) -> [String] {
+            var forms: [String] = []
+            for secret in secrets {
+                for form in [
+                    secret, URLText.escapingInvalid(secret), URLText.percentEncoded(secret, keeping: URLText.isUnreserved),
+                    URLText.percentEncoded(secret, lowercaseHex: true, keeping: URLText.isUnreserved),
+                ] where !forms.contains(form) {
+                    forms.append(form)
+                }
+            }
+            return forms.enumerated().sorted { ($0.element.utf8.count, -$0.offset) > ($1.element.utf8.count, -$1.offset) }.map(\.element)
+        }
+
         func state(hiding secrets: [String]) -> String {
             switch self {
             case .url(var u):
-                for (k, secret) in secrets.enumerated() where !secret.isEmpty {
+                for (k, secret) in Cursor.forms(of: secrets).enumerated() where !secret.isEmpty {
                     u = u.replacingOccurrences(of: secret, with: "⟨secret \(k)⟩")
                 }
                 return "url:" + u
@@ -98,7 +115,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         init?(state: String, secrets: [String]) {
             if state.hasPrefix("url:") {
                 var u = String(state.dropFirst(4))
-                for (k, secret) in secrets.enumerated() { u = u.replacingOccurrences(of: "⟨secret \(k)⟩", with: secret) }
+                for (k, secret) in Cursor.forms(of: secrets).enumerated() { u = u.replacingOccurrences(of: "⟨secret \(k)⟩", with: secret) }
                 self = .url(u)
             } else if state.hasPrefix("page:"), let n = Int(state.dropFirst(5)) {
                 self = .page(n)
@@ -125,7 +142,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
             config: config, credentials: try Credentials(config: config, environment: environment),
             policy: OriginPolicy(url: config.url, allowedHosts: config.allowedHosts))
         self.logger = logger
-        self.incrementalQuery = query.map { URLQueryItem(name: $0.0, value: $0.1) }
+        self.incrementalQuery = query.map { (name: $0.0, value: $0.1) }
         client = HTTPClient()
         client.maxBodyBytes = maxPageBytes
         switch config.paginate {
@@ -385,13 +402,11 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     private func numberedURL(_ cursor: Cursor) -> String {
         switch (cursor, config.paginate) {
         case (.page(let n), .page(let param, _, _)):
-            return request(config.url, setting: [URLQueryItem(name: param, value: "\(n)")], includeQuery: true)
+            return request(config.url, setting: [(param, "\(n)")], includeQuery: true)
         case (.offset(let n), .offset(let param, let limitParam, let limit, _)):
             return request(
                 config.url,
-                setting: [
-                    URLQueryItem(name: param, value: "\(n)"), URLQueryItem(name: limitParam, value: "\(limit)"),
-                ], includeQuery: true)
+                setting: [(param, "\(n)"), (limitParam, "\(limit)")], includeQuery: true)
         default:
             return request(config.url, includeQuery: true)
         }
@@ -443,7 +458,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                     url: credentials.redact(url),
                     message: "the cursor '\(HTTPPageSource.shown(cursor))' was already followed: pagination would loop")
             }
-            return .url(request(config.url, setting: [URLQueryItem(name: param, value: cursor)], includeQuery: false))
+            return .url(request(config.url, setting: [(param, cursor)], includeQuery: false))
         }
         guard let nextURL, !nextURL.isEmpty else { return nil }
         // Relative next links resolve against the page's URL.
@@ -458,17 +473,11 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
 
     // MARK: - Requests
 
-    /// `url` with `setting` query items set (replacing same-named ones), the incremental query
-    /// when `includeQuery`, and no secret: credentials are added only when sending.
-    private func request(_ url: String, setting: [URLQueryItem] = [], includeQuery: Bool) -> String {
-        guard var components = URLComponents(string: url) else { return url }
-        var items = components.queryItems ?? []
-        for item in setting + (includeQuery ? incrementalQuery : []) {
-            items.removeAll { $0.name == item.name }
-            items.append(item)
-        }
-        components.queryItems = items.isEmpty ? nil : items
-        return components.string ?? url
+    /// `url` with `setting` query values set (replacing same-named ones), the incremental query
+    /// when `includeQuery`, and no secret: credentials are added only when sending. The values are
+    /// form-encoded; every byte `url` has is kept (``URLText``).
+    private func request(_ url: String, setting: [(name: String, value: String)] = [], includeQuery: Bool) -> String {
+        URLText.settingQuery(url, setting + (includeQuery ? incrementalQuery : []))
     }
 
     /// Starts fetching `url` (its first request goes out on the next poll); returns its tag.

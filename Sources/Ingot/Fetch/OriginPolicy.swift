@@ -28,12 +28,18 @@ package struct OriginPolicy: Sendable, Equatable {
 
         /// The origin of `url`, or `nil` when it is not an absolute `http`/`https` URL with a host.
         package init?(_ url: String) {
-            guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                let host = c.host?.lowercased(), !host.isEmpty
+            let parts = URLText.Parts(url[...])
+            guard let scheme = parts.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = parts.host, !host.isEmpty
             else { return nil }
+            let port: Int
+            switch parts.port {
+            case .none: port = scheme == "https" ? 443 : 80
+            case .number(let n): port = n
+            case .invalid: return nil
+            }
             self.scheme = scheme
             self.host = host
-            self.port = c.port ?? (scheme == "https" ? 443 : 80)
+            self.port = port
         }
 
         /// An origin from its parts, as given.

@@ -21,7 +21,7 @@ struct FetchRules: Sendable {
         guard target.utf8.count <= FetchRules.maxURLLength else {
             throw FetchError(url: credentials.redact(base), message: "refused: the \(what) is longer than \(FetchRules.maxURLLength) bytes")
         }
-        guard let absolute = URL(string: FetchRules.escapingInvalid(target), relativeTo: URL(string: base))?.absoluteString else {
+        guard let absolute = URLText.resolve(URLText.escapingInvalid(target), against: base) else {
             throw FetchError(
                 url: credentials.redact(base),
                 message: "refused: the \(what) '\(HTTPPageSource.shown(credentials.redact(target)))' is not a URL")
@@ -34,49 +34,16 @@ struct FetchRules: Sendable {
         return absolute
     }
 
-    /// `url` as the server sent it, with only the bytes a URL cannot hold percent-encoded (a
-    /// space, a quote, non-ASCII, a `%` that starts no escape). Its escapes are kept as they are:
-    /// Foundation's `URL(string:)`, given a string it must encode, encodes every `%` too, so
-    /// `%2F` became `%252F` as soon as the URL also held a space.
-    static func escapingInvalid(_ url: String) -> String {
-        let bytes = Array(url.utf8)
-        func isHex(_ c: UInt8) -> Bool { JSONParser.hexValue(c) != nil }
-        func allowed(_ c: UInt8) -> Bool {
-            switch c {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-            default: "-._~:/?#[]@!$&'()*+,;=".utf8.contains(c)
-            }
-        }
-        guard bytes.contains(where: { !allowed($0) }) else { return url }
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count + 16)
-        let digits = Array("0123456789ABCDEF".utf8)
-        for (k, c) in bytes.enumerated() {
-            if allowed(c) || (c == UInt8(ascii: "%") && k + 2 < bytes.count && isHex(bytes[k + 1]) && isHex(bytes[k + 2])) {
-                out.append(c)
-            } else {
-                out += [UInt8(ascii: "%"), digits[Int(c >> 4)], digits[Int(c & 15)]]
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// `url` without the query key that carries a credential (URLs are kept and logged this way).
     func strippingSecrets(_ url: String) -> String {
-        guard let key = credentials.query, var components = URLComponents(string: url) else { return url }
-        components.queryItems = components.queryItems?.filter { $0.name != key.name }
-        if components.queryItems?.isEmpty == true { components.queryItems = nil }
-        return components.string ?? url
+        guard let key = credentials.query else { return url }
+        return URLText.removingQuery(url) { $0 == key.name }
     }
 
     /// `url` with the credential's query key, as sent to a host that may receive it.
     func withSecrets(_ url: String) -> String {
-        guard let key = credentials.query, var components = URLComponents(string: url) else { return url }
-        var items = components.queryItems ?? []
-        items.removeAll { $0.name == key.name }
-        items.append(URLQueryItem(name: key.name, value: key.value))
-        components.queryItems = items
-        return components.string ?? url
+        guard let key = credentials.query else { return url }
+        return URLText.settingQuery(url, [(key.name, key.value)])
     }
 
     /// Full jitter: a random delay up to `base × 2^(attempt-1)`, capped.

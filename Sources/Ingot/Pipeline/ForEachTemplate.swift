@@ -15,7 +15,8 @@ struct ForEachTemplate {
     /// The template's parts in order, each value with whether it sits in the query.
     let parts: [(literal: String?, value: JSONKeyPath?, inQuery: Bool)]
     let isURL: Bool
-    let base: URL?
+    /// The source's configured URL, that relative templates resolve against.
+    let base: String?
     let policy: OriginPolicy
     /// The resolved URL around the values (one more piece than values), when values cannot reach
     /// its scheme or host and the skeleton may be requested; `nil`: each URL is resolved and
@@ -56,7 +57,7 @@ struct ForEachTemplate {
             }
             return .url(url)
         }
-        guard let base, let resolved = URL(string: rendered, relativeTo: base)?.absoluteString else { return .notAURL(rendered) }
+        guard let base, let resolved = URLText.resolve(URLText.escapingInvalid(rendered), against: base) else { return .notAURL(rendered) }
         if let refusal = policy.refusal(ofRequest: resolved) {
             return .refused(resolved, refusal)
         }
@@ -83,7 +84,7 @@ struct ForEachTemplate {
         }
         self.parts = parts
         isURL = forEach.isURL
-        base = URL(string: forEach.http.url)
+        base = forEach.http.url
         policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
         pieces = Self.skeleton(
             parts, base: base, policy: policy, valueCount: valueCount,
@@ -92,7 +93,7 @@ struct ForEachTemplate {
 
     /// The resolved URL split at its values, or `nil` (see ``pieces``).
     private static func skeleton(
-        _ parts: [(literal: String?, value: JSONKeyPath?, inQuery: Bool)], base: URL?, policy: OriginPolicy, valueCount: Int,
+        _ parts: [(literal: String?, value: JSONKeyPath?, inQuery: Bool)], base: String?, policy: OriginPolicy, valueCount: Int,
         fixed: Bool
     ) -> [String]? {
         guard fixed, let base else { return nil }
@@ -108,7 +109,7 @@ struct ForEachTemplate {
                 k += 1
             }
         }
-        guard let resolved = URL(string: rendered, relativeTo: base)?.absoluteString,
+        guard let resolved = URLText.resolve(URLText.escapingInvalid(rendered), against: base),
             policy.refusal(ofRequest: resolved) == nil
         else { return nil }
         var pieces: [String] = []

@@ -175,7 +175,9 @@ extension WriterStage {
         guard replace == .deleteUntouched else { return }
         for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
         for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
-        for (entity, values) in scopeValues { scopes[entity]?.seen.formUnion(values) }
+        for (entity, values) in scopeValues {
+            for peer in scopePeers[entity] ?? [entity] { scopes[peer]?.seen.formUnion(values) }
+        }
     }
 
     /// Per replaced entity with a `scope:`, the values `batch`'s records gave its scope column,

@@ -34,6 +34,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     var written: [Int: Set<IdentityKey>] = [:]
     /// Per replaced entity with a `scope:`: its scope column's slot, and the values the run saw there.
     var scopes: [Int: (column: String, slot: Int, seen: Set<ScalarValue>)] = [:]
+    /// Per replaced entity with a scope, the entities a scope value it saw counts for too (the
+    /// kinds of one `root: {by: …}`; ``PipelineConfig/replaceScopePeers``).
+    let scopePeers: [Int: [Int]]
     /// The rows this run counted, so each counts once (inserted, updated or unchanged).
     var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
@@ -200,6 +203,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 scopes[entity] = (column, slot, [])
             }
         }
+        self.scopePeers = config.replaceScopePeers
         self.replaceEntities = config.replacedEntities
         self.cascadeTargets = WriterStage.reached(from: config.replacedEntities, model: config.model, layouts: layouts)
         self.runID = runID

@@ -36,6 +36,7 @@ package struct SQLiteBackend: StoreBackend {
         storeOptions.stageAfterBytes = options.plan.stageAfterBytes
         storeOptions.stagesFromTheStart = options.plan.stagesFromFirstBatch
         storeOptions.resuming = options.resuming
+        storeOptions.pipeline = options.lockingRunsOf
         let store = try SQLiteStore(path: path, model: model, options: storeOptions)
         if options.transactions == .caller {
             do {

@@ -49,7 +49,7 @@ extension SQLiteStore {
             // A load that turned staged frees the pages its smaller cache no longer holds.
             sqlite3_db_release_memory(db.sqliteConnection)
         }
-        let token = try state(pipeline: "", key: StageFile.stateKey)
+        let token = try state(pipeline: "", key: stagedLoadKey)
         if resuming, let token, let file = StageFile.open(at: stagePath, token: token, layouts: layouts) {
             try moveLoad(to: .staging(file))
         } else {
@@ -59,18 +59,18 @@ extension SQLiteStore {
             // Where the load begins, then the token: the file holds the token before the database
             // does, and a file the database does not name is stale (StageFile).
             try keepStagedLoadOrigin(atRunStart: atOpen)
-            try setState(pipeline: "", key: StageFile.stateKey, value: token)
+            try setState(pipeline: "", key: stagedLoadKey, value: token)
         }
     }
 
-    /// Keeps where a staged load begins (``StageFile/originKey``): the committed progress of the
+    /// Keeps where a staged load begins (``StageFile/originKey(of:)``): the committed progress of the
     /// running run — counters, last page, resume state, its last reject — or, `atRunStart`, the
     /// start of the run about to begin (no run named: the run a resume continues, from nothing);
     /// and the kept values (the incremental cursor). Between transactions, before the load's
     /// first staged batch.
     private func keepStagedLoadOrigin(atRunStart: Bool) throws {
         try dbQueue.writeWithoutTransaction { db in
-            try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline = '' AND key = ?", arguments: [StageFile.originKey])
+            try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline = '' AND key = ?", arguments: [stagedOriginKey])
             try db.execute(
                 sql: """
                     INSERT INTO _ingot_state (pipeline, key, value)
@@ -80,11 +80,11 @@ extension SQLiteStore {
                       'last_seq', r.last_seq, 'resume_state', r.resume_state, 'entity_counts', r.entity_counts,
                       'reject_counts', r.reject_counts, 'resource_counts', r.resource_counts,
                       'rejects_rowid', (SELECT coalesce(max(rowid), 0) FROM _ingot_rejects),
-                      'kept', (SELECT json_group_array(json_array(pipeline, key, value)) FROM _ingot_state WHERE pipeline <> ''))
+                      'kept', (SELECT json_group_array(json_array(pipeline, key, value)) FROM _ingot_state WHERE pipeline <> '' AND pipeline = ?3))
                     FROM (SELECT 1) LEFT JOIN (
-                      SELECT * FROM _ingot_runs WHERE status = 'running' AND NOT ?2 ORDER BY started_at DESC, rowid DESC LIMIT 1
+                      SELECT * FROM _ingot_runs WHERE status = 'running' AND pipeline = ?3 AND NOT ?2 ORDER BY started_at DESC, rowid DESC LIMIT 1
                     ) r
-                    """, arguments: [StageFile.originKey, atRunStart])
+                    """, arguments: [stagedOriginKey, atRunStart, stateOwner])
         }
     }
 
@@ -94,7 +94,7 @@ extension SQLiteStore {
     /// pages again — a load staged from its first batch from the first page. Refused (the run
     /// must start over) only when the database does not say where the load began.
     func restageFromOrigin() throws {
-        guard let origin = try state(pipeline: "", key: StageFile.originKey) else {
+        guard let origin = try state(pipeline: "", key: stagedOriginKey) else {
             throw StoreError.conflict(
                 "the unfinished staged load's staging file \(stagePath) is missing or another load's, and the database does not say where the load began: run the pipeline again without --resume"
             )
@@ -103,7 +103,9 @@ extension SQLiteStore {
             // A load that began with its run goes back to the start of the run a resume continues.
             let runID =
                 try String.fetchOne(db, sql: "SELECT json_extract(?, '$.run_id')", arguments: [origin])
-                ?? String.fetchOne(db, sql: "SELECT run_id FROM _ingot_runs ORDER BY started_at DESC, rowid DESC LIMIT 1")
+                ?? String.fetchOne(
+                    db, sql: "SELECT run_id FROM _ingot_runs WHERE pipeline = ? ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                    arguments: [stateOwner])
             try db.execute(
                 sql: """
                     UPDATE _ingot_runs SET pages = json_extract(?1, '$.pages'), records = json_extract(?1, '$.records'),
@@ -117,7 +119,8 @@ extension SQLiteStore {
             try db.execute(
                 sql: "DELETE FROM _ingot_rejects WHERE run_id = ?2 AND rowid > json_extract(?1, '$.rejects_rowid')",
                 arguments: [origin, runID])
-            try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline <> ''")
+            // Only this pipeline's kept values: another pipeline's are its own.
+            try db.execute(sql: "DELETE FROM _ingot_state WHERE pipeline <> '' AND pipeline = ?", arguments: [stateOwner])
             try db.execute(
                 sql: """
                     INSERT INTO _ingot_state (pipeline, key, value)
@@ -125,7 +128,7 @@ extension SQLiteStore {
                     FROM json_each(json_extract(?1, '$.kept'))
                     """, arguments: [origin])
             try db.execute(
-                sql: "DELETE FROM _ingot_state WHERE pipeline = '' AND key IN (?, ?)", arguments: [StageFile.stateKey, StageFile.originKey])
+                sql: "DELETE FROM _ingot_state WHERE pipeline = '' AND key IN (?, ?)", arguments: [stagedLoadKey, stagedOriginKey])
         }
         StageFile.remove(at: stagePath)
     }
@@ -146,7 +149,7 @@ extension SQLiteStore {
             try prepareStagedLoad(resuming: true)
             return
         }
-        guard let token = try state(pipeline: "", key: StageFile.stateKey) else {
+        guard let token = try state(pipeline: "", key: stagedLoadKey) else {
             StageFile.remove(at: stagePath)
             return
         }
@@ -159,13 +162,19 @@ extension SQLiteStore {
             return
         }
         StageFile.remove(at: stagePath)
-        try setState(pipeline: "", key: StageFile.stateKey, value: nil)
-        try setState(pipeline: "", key: StageFile.originKey, value: nil)
+        try setState(pipeline: "", key: stagedLoadKey, value: nil)
+        try setState(pipeline: "", key: stagedOriginKey, value: nil)
     }
 
     /// Staging tables in the database itself hold rows: a staged load of an earlier Ingot, which
     /// staged there (before ``StageFile``), stopped unfinished. This one cannot finish it.
     private func refuseEarlierStagedLoad() throws {
+        // An earlier Ingot kept its load's token under a key that names no pipeline.
+        if !stateOwner.isEmpty, try state(pipeline: "", key: StageFile.stateKey) != nil {
+            throw StoreError.conflict(
+                "an unfinished staged load of an earlier Ingot is recorded in this database (_ingot_state key '\(StageFile.stateKey)'): finish it with that version, or delete that key and run again without --resume"
+            )
+        }
         let held = try dbQueue.inDatabase { db in
             try layouts.map(StageFile.table).filter { table in
                 try db.tableExists(table) && Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(SQLiteStore.quote(table)))") == true
@@ -246,7 +255,7 @@ extension SQLiteStore {
 
     /// The staging tables holding rows of the database's unfinished staged load, if any.
     func unfinishedStagedLoad() throws -> [String] {
-        guard let token = try state(pipeline: "", key: StageFile.stateKey),
+        guard let token = try state(pipeline: "", key: stagedLoadKey),
             let file = StageFile.open(at: stagePath, token: token, layouts: layouts)
         else { return [] }
         defer { file.close() }

@@ -32,8 +32,8 @@ extension SQLiteStore {
             counts.append(merge.counts)
         }
         // The load is merged when this transaction commits; its staging file goes then (StageFile).
-        try setState(pipeline: "", key: StageFile.stateKey, value: nil)
-        try setState(pipeline: "", key: StageFile.originKey, value: nil)
+        try setState(pipeline: "", key: stagedLoadKey, value: nil)
+        try setState(pipeline: "", key: stagedOriginKey, value: nil)
         try moveLoad(to: .merged(file))
         return WriteResult(counts: counts)
     }

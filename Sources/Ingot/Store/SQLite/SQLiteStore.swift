@@ -40,6 +40,9 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         package var stagesFromTheStart = false
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
+        /// The pipeline whose runs the store writes (`nil`: the library's, which names none): a
+        /// staged load's state and staging file are its own (``stateOwner``).
+        package var pipeline: String?
         /// How the merge's folds read the staging tables (``StagedReadPlan``) and when one is
         /// folded in two parts at once (``FoldPart``); tests change them.
         package var folds = FoldSettings()
@@ -64,8 +67,14 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     private(set) var phase = LoadPhase.batchByBatch
     /// When a load turns staged (``Options/stageAfterBytes``).
     let stageAfterBytes: Int?
-    /// Where a staged load stages (``StageFile/path(for:)``).
+    /// Where a staged load stages (``StageFile/path(for:pipeline:)``).
     let stagePath: String
+    /// The pipeline whose staged load this store may make, resume or forget (`""`: none named).
+    /// Its token and origin are kept under its name (``StageFile/stateKey(of:)``); a run of
+    /// another pipeline into the same database leaves them alone.
+    let stateOwner: String
+    var stagedLoadKey: String { StageFile.stateKey(of: stateOwner) }
+    var stagedOriginKey: String { StageFile.originKey(of: stateOwner) }
     /// A load into tables that were all empty when the store opened may stage from its first
     /// batch (``Options/stagesFromTheStart``).
     let stagesFromTheStart: Bool
@@ -115,7 +124,8 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
         stageAfterBytes = StageFile.obstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
-        stagePath = StageFile.path(for: path)
+        stateOwner = options.pipeline ?? ""
+        stagePath = StageFile.path(for: path, pipeline: stateOwner)
         stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
         foldSettings = options.folds
         dbQueue = try DatabaseQueue(path: path, configuration: SQLiteStore.configuration(options))

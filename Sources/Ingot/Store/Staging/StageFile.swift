@@ -24,18 +24,22 @@ import Synchronization
 /// could lose rows.
 ///
 /// **Which load it belongs to.** The file holds a token, and the store that names it the same
-/// token — SQLite's database in `_ingot_state` (pipeline `''`, key `staged_load`) from the load's
+/// token — SQLite's database in `_ingot_state` (pipeline `''`, key `staged_load:PIPELINE`, ``stateKey(of:)``) from the load's
 /// first commit until its merge commits; PostgreSQL the file's `_ingot_state` key. A file whose
 /// token the store does not hold is stale — made by a load stopped before its first commit, or
 /// left behind after its merge committed — and is not read.
 ///
 /// Used on the writer's queue only (the fold threads open read-only connections of their own).
 final class StageFile {
-    /// The key under which the database holds the token of its staged load.
+    /// The key under which the database holds the token of its staged load (PostgreSQL's keys
+    /// name the run; an earlier Ingot's SQLite key named no pipeline).
     static let stateKey = "staged_load"
-    /// The key under which the database holds where its staged load began (the run's progress
-    /// then), to go back to when the staging file is lost (SQLite's staged load).
-    static let originKey = "staged_load_origin"
+    /// The key under which a SQLite database holds the token of `pipeline`'s staged load: a
+    /// load's state is its pipeline's, and a run of another pipeline never reads or clears it.
+    static func stateKey(of pipeline: String) -> String { pipeline.isEmpty ? stateKey : stateKey + ":" + pipeline }
+    /// The key under which a SQLite database holds where `pipeline`'s staged load began (the
+    /// run's progress then), to go back to when the staging file is lost.
+    static func originKey(of pipeline: String) -> String { "staged_load_origin" + (pipeline.isEmpty ? "" : ":" + pipeline) }
 
     let path: String
     let token: String
@@ -47,9 +51,12 @@ final class StageFile {
     /// Whether the file is on disk (the database is; an in-memory database stages in memory).
     var isFile: Bool { path != ":memory:" }
 
-    /// The staging file of the database at `database` (`:memory:` for an in-memory one).
-    static func path(for database: String) -> String {
-        isInMemory(database) ? ":memory:" : database + ".stage"
+    /// The staging file of `pipeline`'s loads into the database at `database` (`:memory:` for an
+    /// in-memory one): one per pipeline, so that a run of another pipeline never removes or
+    /// overwrites it. The name is percent-encoded down to letters, digits and `-._~`.
+    static func path(for database: String, pipeline: String = "") -> String {
+        if isInMemory(database) { return ":memory:" }
+        return pipeline.isEmpty ? database + ".stage" : database + ".stage." + URLText.formEncoded(pipeline)
     }
 
     /// Whether a SQLite path names a database in memory: `:memory:`, empty (a temporary one), or
