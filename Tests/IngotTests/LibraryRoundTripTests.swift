@@ -262,6 +262,45 @@ struct LibraryRoundTripTests {
         #expect(try await db.count(APIPerson.self) == 7)
     }
 
+    /// SQL of one's own is read-only in every SQLite database — a file, and a database in memory
+    /// (whose URI drops SQLite's read-only flag) — for every kind of statement that writes: DML,
+    /// DDL, TEMP objects (a TEMP view named as a table hid the table from every later read on the
+    /// shared reader), ATTACH, pragmas that set, transactions, several statements at once. Each is
+    /// refused naming what it is, and nothing changes.
+    @Test(
+        arguments: ["file", "memory"],
+        [
+            ("DELETE FROM person", "DELETE"), ("INSERT INTO person (id, name) VALUES (99, 'x')", "INSERT"),
+            ("UPDATE person SET name = 'x'", "UPDATE"), ("DROP TABLE person", "DROP"), ("CREATE TABLE t (a)", "CREATE"),
+            ("CREATE TEMP VIEW person AS SELECT 1 AS id, 'fake' AS name", "CREATE TEMP"),
+            ("CREATE TEMP TABLE t AS SELECT * FROM person", "CREATE TEMP"), ("ATTACH DATABASE ':memory:' AS other", "ATTACH"),
+            ("PRAGMA user_version = 7", "PRAGMA user_version"), ("PRAGMA query_only = OFF", "PRAGMA query_only"),
+            ("PRAGMA journal_mode = DELETE", "PRAGMA journal_mode"), ("BEGIN IMMEDIATE", "transaction"),
+            ("SELECT 1; DELETE FROM person", "one statement at a time"),
+            ("WITH x AS (SELECT 1) DELETE FROM person", "DELETE"),
+        ])
+    func sqlOfOnesOwnCannotWriteAnySQLiteDatabase(database: String, statement: (sql: String, named: String)) async throws {
+        let db: IngotDatabase
+        if database == "memory" {
+            db = try IngotDatabase.inMemory(entities: [APIPerson.self])
+        } else {
+            db = try libraryDatabase("sqlite", "own-sql", entities: [APIPerson.self]).db
+        }
+        _ = try await db.ingest([APIPerson].self, from: Array(#"[{"url": "1", "name": "a"}, {"url": "2", "name": "b"}]"#.utf8))
+        struct One: Decodable, Equatable { var n: Int }
+        do {
+            _ = try await db.query(One.self, sql: statement.sql)
+            Issue.record("\(statement.sql) ran")
+        } catch {
+            #expect("\(error)".contains(statement.named), "\(error)")
+        }
+        #expect(try await db.fetch(APIPerson.self, sortBy: [SortDescriptor(\.id)]).map(\.name) == ["a", "b"])
+        #expect(try await db.count(APIPerson.self) == 2)
+        #expect(try await db.query(One.self, sql: "SELECT count(*) AS n FROM person") == [One(n: 2)])
+        #expect(try await db.query(One.self, sql: "SELECT count(*) AS n FROM pragma_table_info('person')").first?.n ?? 0 >= 2)
+        await db.close()
+    }
+
     /// Numbers sort as numbers on both backends, in `fetch` and in `ingot export`'s keyset walk
     /// (PostgreSQL once sorted by the select list's text of a column: 10 before 9).
     @Test(arguments: ["sqlite", "postgresql"])

@@ -290,6 +290,30 @@ struct UnchangedPagesTests {
         #expect(try Self.run(pages, into: database, yaml: edited).counters.unchangedPages == 0)
     }
 
+    /// Every write path forgets the prints it invalidates: after the library deletes a row (in
+    /// a `write { }` too), the next run over the same pages reads them again and restores it.
+    @Test(arguments: Backend.allCases, [false, true])
+    func aDeleteThroughTheLibraryMakesTheNextRunReadItsPages(backend: Backend, inTransaction: Bool) async throws {
+        let database = try backend.database()
+        let pages = (1...4).map { k in #"{"results": [{"id": \#(k), "name": "p\#(k)"}]}"# }
+        #expect(try Self.run(pages, into: database).status == .finished)
+        #expect(try Self.run(pages, into: database).counters.unchangedPages == 4)
+        let library =
+            backend == .sqlite
+            ? try IngotDatabase.sqlite(database, entities: [PrintedPerson.self])
+            : try IngotDatabase.postgres(database, entities: [PrintedPerson.self])
+        if inTransaction {
+            _ = try await library.write { tx in try await tx.delete(PrintedPerson.self, id: 3) }
+        } else {
+            #expect(try await library.delete(PrintedPerson.self, id: 3) == 1)
+        }
+        await library.close()
+        let rerun = try Self.run(pages, into: database)
+        #expect(rerun.counters.unchangedPages == 0)
+        #expect(rerun.counters.entities["person"]?.inserted == 1)
+        #expect(try Self.dump(database)["person"]?.map { $0[0] }.sorted() == ["1", "2", "3", "4"])
+    }
+
     /// A page read back different from the listing the plan was made from is applied; when pages
     /// sharing its rows were left out before it, the run fails rather than end inexact, and the
     /// next run reads every page.
@@ -554,4 +578,13 @@ struct UnchangedPagesOfRichModelsTests {
         // applied: theirs are applied in part, never left out.)
         #expect(name == "merge rules" || leftOut > 0, "\(name): some pages were left out")
     }
+}
+
+/// The pipeline's `person`, as the library declares it.
+private struct PrintedPerson: IngotEntity, Codable {
+    static let entityName = "person"
+    var id: Int
+    var name: String?
+    enum CodingKeys: String, CodingKey { case id, name }
+    static let identity: [CodingKeys] = [.id]
 }

@@ -5,6 +5,8 @@ import Foundation
 extension PGStore {
     func delete(_ rows: RowsToDelete, of entity: Int, sparing: [Int: Set<IdentityKey>]) throws -> Int {
         try begin()
+        // The stored prints describe the rows as the last run left them (PrintKeeping).
+        try PGStore.forgetPrints(on: connection)
         let layout = layouts[entity]
         let identity = layout.identitySlots.map { layout.columns[$0] }
         let names = identity.map { PGStore.quote($0.name) }

@@ -114,20 +114,23 @@ extension SQLiteStore {
     /// Reads a database through one read-only handle, kept open across selects.
     package final class Reader: RowReader {
         private let queue: DatabaseQueue
+        private let path: String
 
         init(databasePath: String) throws {
             var configuration = Configuration()
             configuration.readonly = true
             queue = try DatabaseQueue(path: databasePath, configuration: configuration)
+            path = databasePath
         }
 
         package func select(_ query: RowQuery) throws -> [[ScalarValue]] {
             try queue.read { db in try SQLiteStore.select(query, in: db) }
         }
 
-        /// Read-only: the handle is opened read-only, so a write fails.
+        /// Read-only whatever the statement says, on a handle of its own (``OwnSQL``): the
+        /// shared reader never runs a statement of the caller's.
         package func rows(sql: String, arguments: [ScalarValue]) throws -> (columns: [String], rows: [[ScalarValue]]) {
-            try queue.read { db in try SQLiteStore.rows(sql: sql, arguments: arguments, in: db) }
+            try OwnSQL.rows(path: path, sql: sql, arguments: arguments)
         }
     }
 
@@ -267,6 +270,9 @@ extension SQLiteStore {
         var deleted = 0
         try dbQueue.writeWithoutTransaction { db in
             try beginWrite(db)
+            // The stored prints describe the rows as the last run left them: a refresh over them
+            // would leave the deleted rows' pages out (PrintKeeping).
+            try SQLiteStore.forgetPrints(in: db)
             switch rows {
             case .untouched(let keeping, let scope): try collectUntouched(of: entity, keeping: keeping, scope: scope, db)
             case .listed(let identities): try collectListed(of: entity, identities, db)
