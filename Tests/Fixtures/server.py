@@ -27,6 +27,7 @@ Serves
   /github/repos/octocat/hello-world/issues?per_page=N&page=P   GitHub's issues, Link headers (next, last)
   /github/repos/octocat/hello-world/issues/N/comments?per_page=N&page=P   an issue's comments ([] when none), Link headers
   /export/events.jsonl?page=N   JSON Lines, 5 events a page, 3 pages, then an empty page
+  /slack/api/conversations.list   channels C1 and C9 (whose history answers channel_not_found)
   /slack/api/conversations.history?channel=C&limit=L[&cursor=X]   Slack's Web API: {ok, messages, has_more,
                              response_metadata: {next_cursor}}, 5 messages; errors answered HTTP 200 as {ok: false, error}:
                              channel C1's second page says "ratelimited" the first time it is asked, C2's always
@@ -396,6 +397,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def api(self, path, q):
         """Shapes of real APIs, after their public documentation."""
+        if path == "/slack/api/conversations.list":
+            # Two channels: C1's history is there, C9's answers channel_not_found (HTTP 200).
+            return self.send_json({"ok": True, "channels": [{"id": "C1", "name": "general"}, {"id": "C9", "name": "gone"}],
+                                   "response_metadata": {"next_cursor": ""}})
         if path == "/slack/api/conversations.history":
             # https://api.slack.com/methods/conversations.history and /docs/pagination: cursors in
             # response_metadata.next_cursor ("" at the end), errors as HTTP 200 {"ok": false, "error": …}.

@@ -19,6 +19,23 @@ struct DecimalTests {
         for (text, canonical) in cases { #expect(DecimalText.canonical(text) == canonical, "\(text)") }
     }
 
+    /// Up to ``DecimalText/maxDigits`` (1,000) digits as the canonical text writes them, the
+    /// point's position not counted as digits: 1,000 integer digits are kept, 1,001 refused.
+    @Test func aThousandDigitsAreKept() {
+        let thousand = "9" + String(repeating: "0", count: 999)
+        #expect(DecimalText.canonical(thousand) == thousand)
+        #expect(DecimalText.canonical(thousand + ".00") == thousand)
+        #expect(DecimalText.canonical("9e999") == thousand)
+        #expect(DecimalText.canonical(thousand + "0") == nil)
+        let digits = "1" + String(repeating: "2", count: 600) + "." + String(repeating: "3", count: 399)
+        #expect(DecimalText.canonical(digits) == digits)
+        let small = "0." + String(repeating: "0", count: 997) + "7"
+        #expect(DecimalText.canonical(small) == small)
+        #expect(DecimalText.canonical("7e-998") == small)
+        #expect(DecimalText.canonical("7e-999")?.utf8.count == 1001, "1,000 digits and the point")
+        #expect(DecimalText.canonical("7e-1000") == nil)
+    }
+
     /// `numeric_recv`'s binary form, as the staged copy sends it: base-10000 digits, the first's
     /// weight, the sign, the display scale.
     @Test func theBinaryCopyEncodesNumeric() {

@@ -64,6 +64,54 @@ struct ErrorWhenTests {
         #expect(unruled.status == .finished, "the trap the rule closes: \(unruled.error ?? "")")
     }
 
+    /// A reason `not_found:` lists is answered as a 404 is: in a `for_each`, the channel whose
+    /// history says `channel_not_found` (HTTP 200) is a rejected page, counted, and the run
+    /// goes on and finishes — where it failed, and every `--resume` after it failed again.
+    @Test func aNotFoundReasonSkipsAForEachRequestAsA404Does() throws {
+        let server = try FixtureServer()
+        let yaml = """
+            version: 1
+            name: slack
+            defaults:
+              http:
+                url: \(server.base)/slack/api/
+                retry: {base_delay_ms: 10, max_delay_ms: 100}
+                error_when: {path: ok, equals: false, reason: error, retry: [ratelimited], not_found: [channel_not_found]}
+            resources:
+              - name: channels
+                source: {http: {url: conversations.list}}
+                records: channels
+              - name: history
+                for_each: {resource: channels, path: "conversations.history?channel={id}&limit=2", with: {channel: id}}
+                source: {http: {paginate: {cursor: {path: response_metadata.next_cursor, param: cursor, stop_values: [""]}, has_more: has_more}}}
+                records: messages
+                root: message
+            entities:
+              message:
+                identity: ts
+                attributes: {ts: string, user: string, text: string, channel: string}
+            """
+        let logs = LogCapture()
+        let (summary, db) = try run(yaml, logs: logs)
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(summary.counters.rejectedPages == 1)
+        #expect(try rows(db, "SELECT count(*), min(channel), max(channel) FROM message") == [["5", "C1", "C1"]])
+        let reasons = try rows(db, "SELECT reason FROM _ingot_rejects").joined().joined()
+        #expect(reasons.contains("channel_not_found"), "\(reasons)")
+        // With not_found: fail on the for_each, the same answer fails the run, naming it.
+        let failing = yaml.replacingOccurrences(of: "with: {channel: id}}", with: "with: {channel: id}, not_found: fail}")
+        let (failed, _) = try run(failing)
+        #expect(failed.status == .failed && failed.error?.contains("channel_not_found") == true, "\(failed.error ?? "")")
+    }
+
+    /// A reason is cut as a server's other texts are: a 30 MB reason makes no 30 MB log line.
+    @Test func aLongReasonIsCut() throws {
+        let rule = HTTPSourceConfig.ErrorWhen(path: JSONKeyPath(keys: ["ok"]), equals: "false", reason: JSONKeyPath(keys: ["error"]))
+        let long = String(repeating: "x", count: 100_000)
+        let said = try #require(rule.error(in: try JSONDocument(bytes: Array(#"{"ok": false, "error": "\#(long)"}"#.utf8))))
+        #expect(said.utf8.count < 300 && said.hasSuffix("… (100000 bytes)"), "\(said.prefix(300))")
+    }
+
     /// The rule's forms: `equals:` compares the value's text, `present: true` any value that is
     /// not null, false or empty (GraphQL's `errors`); the reason is the `reason:` value, else
     /// the sign.
@@ -100,6 +148,8 @@ struct ErrorWhenTests {
         #expect(problems("{path: ok, equals: false, present: true}").contains("equals: VALUE"))
         #expect(problems("{path: errors, present: false}").contains("present: false would make every body an error"))
         #expect(problems("{path: ok, equals: false, retry: [ratelimited]}").contains("retry needs reason"))
+        #expect(problems("{path: ok, equals: false, not_found: [gone]}").contains("not_found needs reason"))
+        #expect(problems("{path: ok, equals: false, reason: e, retry: [x], not_found: [x]}").contains("both retried and not found"))
         #expect(problems("{path: ok, equals: false, when: x}").hasPrefix("p.yml:6:"))
     }
 }

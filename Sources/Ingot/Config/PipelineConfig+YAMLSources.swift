@@ -421,7 +421,7 @@ extension PipelineYAMLReader {
 
     /// `error_when:`: `path` and one of `equals: VALUE` or `present: true`; `reason` and `retry`.
     private func readErrorWhen(_ node: Node) throws(ConfigError) -> HTTPSourceConfig.ErrorWhen {
-        let f = try mapping(node, allowed: ["path", "equals", "present", "reason", "retry"])
+        let f = try mapping(node, allowed: ["path", "equals", "present", "reason", "retry", "not_found"])
         var rule = HTTPSourceConfig.ErrorWhen(path: try keyPath(try required(f, "path", in: node)))
         switch (f["equals"], f["present"]) {
         case (let equals?, nil):
@@ -439,6 +439,17 @@ extension PipelineYAMLReader {
             guard case .sequence(let items) = retry else { throw error(retry, "retry must be a list of reasons, e.g. [ratelimited]") }
             guard rule.reason != nil else { throw error(retry, "retry needs reason: the key path of the reason it lists") }
             for item in items { rule.retry.append(try string(item)) }
+        }
+        if let notFound = f["not_found"] {
+            guard case .sequence(let items) = notFound else {
+                throw error(notFound, "not_found must be a list of reasons, e.g. [channel_not_found]")
+            }
+            guard rule.reason != nil else { throw error(notFound, "not_found needs reason: the key path of the reason it lists") }
+            for item in items {
+                let reason = try string(item)
+                if rule.retry.contains(reason) { throw error(item, "'\(reason)' is both retried and not found: say it in one list") }
+                rule.notFound.append(reason)
+            }
         }
         return rule
     }

@@ -351,6 +351,10 @@ package struct HTTPSourceConfig: Sendable, Equatable {
         package var reason: JSONKeyPath?
         /// Reasons that are temporary (`retry: [ratelimited]`): the request is tried again.
         package var retry: [String] = []
+        /// Reasons that say the thing asked for is not there (`not_found: [channel_not_found]`):
+        /// the answer is taken as a 404 is — in a `for_each`, a rejected page, and the run goes on
+        /// (unless the for_each says `not_found: fail`).
+        package var notFound: [String] = []
     }
 
     package init(url: String, headers: [Header] = [], auth: Auth? = nil, paginate: Pagination = .none) {

@@ -55,7 +55,10 @@ enum DecimalText {
         point -= first
         guard let last = digits.lastIndex(where: { $0 != UInt8(ascii: "0") }), first <= last else { return "0" }
         let significant = digits[first...last]
-        guard significant.count + Swift.abs(point) <= maxDigits else { return nil }
+        // The digits its canonical text writes: a leading `0` and the zeros after the point, or
+        // the integer digits (zeros to the point included), or all significant digits.
+        let written = point <= 0 ? 1 - point + significant.count : Swift.max(point, significant.count)
+        guard written <= maxDigits else { return nil }
         let zero = UInt8(ascii: "0")
         var out: [UInt8] = negative ? [UInt8(ascii: "-")] : []
         if point <= 0 {

@@ -111,6 +111,13 @@ package struct FetchError: Error, Sendable, CustomStringConvertible {
     package var isTemporary = false
     /// The source's settings are wrong (a secret that cannot be sent): no retry fixes it (exit 2).
     package var isConfiguration = false
+    /// The answer said, in its body, that what was asked for is not there (`error_when`'s
+    /// `not_found:` reasons), though its status was 2xx.
+    package var isNotFound = false
+
+    /// What was asked for is not there: answered 404 or 410, or a reason `error_when` lists as
+    /// not found. A `for_each` skips such a request (`not_found: skip`).
+    package var meansNotFound: Bool { isNotFound || status == 404 || status == 410 }
 
     /// A fetch failure at `url` (already redacted), with the HTTP status when there was one.
     package init(url: String, status: Int? = nil, message: String, isTemporary: Bool = false) {

@@ -21,14 +21,24 @@ extension HTTPSourceConfig.ErrorWhen {
     /// Whether the reason is one the rule retries.
     func retries(_ reason: String) -> Bool { retry.contains(reason) }
 
+    /// Whether the reason says the thing asked for is not there (answered as a 404 is).
+    func meansNotFound(_ reason: String) -> Bool { notFound.contains(reason) }
+
+    /// The longest reason kept whole; a longer one (a server's text is input) is cut, as an
+    /// error body's start is, and says how long it was.
+    static let maxReasonBytes = 200
+
     /// A value as text: a string's characters, a number's or a literal's JSON text, an array's or
     /// an object's JSON text (at most 200 bytes of it).
     private static func text(_ value: JSONValue) -> String {
+        let whole: String
         switch value.kind {
-        case .string: value.string ?? ""
-        case .array, .object: String(value.rawText.prefix(200))
-        default: value.rawText
+        case .string: whole = value.string ?? ""
+        case .array, .object: whole = value.rawText
+        default: whole = value.rawText
         }
+        guard whole.utf8.count > maxReasonBytes else { return whole }
+        return String(decoding: whole.utf8.prefix(maxReasonBytes), as: UTF8.self) + "… (\(whole.utf8.count) bytes)"
     }
 
     /// Null, `false`, an empty array or object: no sign of an error (`present: true`).

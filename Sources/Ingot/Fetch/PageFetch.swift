@@ -186,6 +186,11 @@ struct PageFetch {
                 let bodyError = rule.error(in: document)
             else { return .finished(.done(.success(page(of: response)))) }
             let said = "the answer is an error (error_when): " + rules.credentials.scrub(bodyError)
+            if rule.meansNotFound(bodyError) {
+                var error = FetchError(url: shown, status: response.status, message: said + " (not found)")
+                error.isNotFound = true
+                return .finished(.done(.failure(error)))
+            }
             guard rule.retries(bodyError) else {
                 return .finished(.done(.failure(FetchError(url: shown, status: response.status, message: said))))
             }

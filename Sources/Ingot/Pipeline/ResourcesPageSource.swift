@@ -124,7 +124,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             let fetched: Page?
             do {
                 fetched = try current?.next()
-            } catch let error as FetchError where error.status == 404 || error.status == 410 {
+            } catch let error as FetchError where error.meansNotFound {
                 guard let forEach = resources[index].forEach, !forEach.notFoundFails else { throw error }
                 return try skipMissing(error)
             }

@@ -159,7 +159,7 @@ package final class SharedRequests: Sendable {
                     return [answered]
                 }
             }
-        } catch let error as FetchError where (error.status == 404 || error.status == 410) && !forEach.notFoundFails {
+        } catch let error as FetchError where error.meansNotFound && !forEach.notFoundFails {
             // Its pages before stay, as a single run's do.
             var missing = page
             missing.source = error.url
@@ -199,15 +199,17 @@ package final class SharedRequests: Sendable {
     /// read), logged as `for_each.skipped`: why its page is rejected.
     static func skipped(_ error: FetchError, of resource: ResourceConfig, logger: Logger) -> String {
         let status = error.status ?? 404
+        // A 2xx answer whose body said not found names the reason it gave (error_when).
+        let answer = error.isNotFound ? "HTTP \(status), \(error.message)" : "HTTP \(status)"
         logger.warning(
             "for_each.skipped",
             metadata: [
                 "resource": "\(resource.name)", LogKey.url: "\(error.url)", "status": .int(status),
                 LogKey.reason:
-                    "the request was answered \(status): its record was deleted after the list was read? (not_found: fail makes it fatal)",
+                    "the request was answered \(answer): its record was deleted after the list was read? (not_found: fail makes it fatal)",
             ])
         return
-            "\(error.url) was answered HTTP \(status): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
+            "\(error.url) was answered \(answer): the \(resource.name) request of for_each \(resource.forEach?.resource ?? "") was skipped"
     }
 }
 
