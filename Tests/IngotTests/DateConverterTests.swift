@@ -23,6 +23,47 @@ struct DateConverterTests {
         #expect(convert("2026-07-14T10:00:00", .iso8601(timeZone: "Europe/Madrid")) == "2026-07-14T08:00:00.000000Z")
     }
 
+    /// A local time the zone's clocks skip (spring) names no instant, and one they pass twice
+    /// (autumn) names two: both are refused as not a date, saying why — no instant is guessed.
+    /// The times either side of each change convert.
+    @Test(arguments: [
+        ("Europe/Berlin", "2026-03-29T02:30:00", String?.none, String?.some("does not exist in Europe/Berlin")),
+        ("Europe/Berlin", "2026-03-29T01:59:59", "2026-03-29T00:59:59.000000Z", nil),
+        ("Europe/Berlin", "2026-03-29T03:00:00", "2026-03-29T01:00:00.000000Z", nil),
+        ("Europe/Berlin", "2026-10-25T02:30:00", nil, "happens twice in Europe/Berlin that day (at UTC+02:00, then at UTC+01:00)"),
+        ("Europe/Berlin", "2026-10-25T01:59:59", "2026-10-24T23:59:59.000000Z", nil),
+        ("Europe/Berlin", "2026-10-25T03:00:00", "2026-10-25T02:00:00.000000Z", nil),
+        ("America/New_York", "2026-11-01T01:30:00", nil, "happens twice in America/New_York that day (at UTC-04:00, then at UTC-05:00)"),
+        ("America/New_York", "2026-03-08T02:15:00", nil, "from UTC-05:00 to UTC-04:00"),
+        ("Australia/Lord_Howe", "2026-04-05T01:45:00", nil, "happens twice"),
+    ])
+    func aLocalTimeTheZoneSkipsOrRepeatsIsRefused(zone: String, text: String, stored: String?, problem: String?) {
+        var converter = DateConverter()
+        #expect(converter.convert(ArraySlice(text.utf8), format: .iso8601(timeZone: zone)) == stored)
+        #expect(converter.zoneProblem?.contains(problem ?? "") ?? (problem == nil), "\(converter.zoneProblem ?? "none")")
+        if problem == nil { #expect(converter.zoneProblem == nil) }
+        // With its offset, the same local time names one instant.
+        #expect(convert(text + "+01:00", .iso8601(timeZone: zone)) != nil)
+    }
+
+    /// A record with such a time is rejected with its coding path and the reason.
+    @Test func aRecordWithAnAmbiguousLocalTimeIsRejectedSayingWhy() throws {
+        let yaml = """
+            version: 1
+            name: local
+            records: results
+            root: event
+            entities: {event: {identity: id, attributes: {id: integer, at: {type: date, format: iso8601, timezone: Europe/Berlin}}}}
+            """
+        let (summary, db) = try ingest(
+            yaml, [#"{"results": [{"id": 1, "at": "2026-10-25T02:30:00"}, {"id": 2, "at": "2026-10-25T03:30:00"}]}"#])
+        #expect(summary.counters.rejectedRecords == 1)
+        let reasons = try rows(db, "SELECT coding_path, reason FROM _ingot_rejects")
+        #expect(reasons.first?.first == "results[0].at", "\(reasons)")
+        #expect(reasons.first?.last?.contains("happens twice in Europe/Berlin") == true, "\(reasons)")
+        #expect(try rows(db, "SELECT at FROM event") == [["2026-10-25T02:30:00.000000Z"]])
+    }
+
     @Test func patternsAndUnixTimes() {
         #expect(convert("14/01/2026 09:09", .pattern("dd/MM/yyyy HH:mm", timeZone: "UTC")) == "2026-01-14T09:09:00.000000Z")
         #expect(convert("2026-01-14", .pattern("yyyy-MM-dd", timeZone: "UTC")) == "2026-01-14")

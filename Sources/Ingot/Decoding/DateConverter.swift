@@ -15,6 +15,9 @@ import Foundation
 /// offset of a named time zone. Never depends on the machine's locale or time zone.
 struct DateConverter {
     private var zones: [String: TimeZone] = [:]
+    /// Why the last conversion in a named zone found no instant, when the local time was read
+    /// but names none or two (docs/pipelines.md, "Dates in a local zone"); `nil` otherwise.
+    private(set) var zoneProblem: String?
     private var patterns: [String: DatePattern] = [:]
     /// The pattern used last: a run converts the same few patterns over and over.
     private var lastPattern: (text: String, compiled: DatePattern)?
@@ -33,6 +36,7 @@ struct DateConverter {
     }
 
     mutating func convert(_ bytes: UnsafeBufferPointer<UInt8>, format: DateFormat) -> String? {
+        zoneProblem = nil
         switch format {
         case .iso8601(let zone):
             guard let civil = DateConverter.parseISO8601(bytes) else { return nil }
@@ -143,12 +147,21 @@ struct DateConverter {
                 offset = 0
             } else {
                 guard let tz = timeZone(zone) else { return nil }
-                // The offset in force at that local time: guess with the local time as if UTC, then refine.
-                let local = Double(
+                let local =
                     DateConverter.days(civil.year, civil.month, civil.day) * 86400
-                        + civil.hour * 3600 + civil.minute * 60 + civil.second)
-                let first = tz.secondsFromGMT(for: Date(timeIntervalSince1970: local))
-                offset = tz.secondsFromGMT(for: Date(timeIntervalSince1970: local - Double(first)))
+                    + civil.hour * 3600 + civil.minute * 60 + civil.second
+                switch DateConverter.instants(ofLocal: local, in: tz) {
+                case .one(let found):
+                    offset = found
+                case .none(let before, let after):
+                    zoneProblem =
+                        "\(DateConverter.clock(local)) does not exist in \(zone) that day (the clocks went from UTC\(DateConverter.offsetText(before)) to UTC\(DateConverter.offsetText(after))): give the time with its offset"
+                    return nil
+                case .two(let earlier, let later):
+                    zoneProblem =
+                        "\(DateConverter.clock(local)) happens twice in \(zone) that day (at UTC\(DateConverter.offsetText(earlier)), then at UTC\(DateConverter.offsetText(later))): give the time with its offset"
+                    return nil
+                }
             }
         }
         var utc = civil
@@ -165,6 +178,50 @@ struct DateConverter {
         }
         guard DateConverter.storedYears.contains(utc.year) else { return nil }
         return DateConverter.format(utc)
+    }
+
+    /// The instants a local time (seconds since 1970 as if it were UTC) names in `tz`: its offset
+    /// when it names one; none in a spring gap (the offsets before and after it), two in an
+    /// autumn overlap (the earlier instant's offset first). A local time is refused in both
+    /// cases — no instant is guessed (docs/pipelines.md, "Dates in a local zone").
+    enum LocalInstants: Equatable {
+        case one(offset: Int)
+        case none(before: Int, after: Int)
+        case two(earlier: Int, later: Int)
+    }
+
+    static func instants(ofLocal local: Int, in tz: TimeZone) -> LocalInstants {
+        // The offsets in force a day either side: a zone changes its offset at most once in two days.
+        let before = tz.secondsFromGMT(for: Date(timeIntervalSince1970: Double(local - 86400)))
+        let after = tz.secondsFromGMT(for: Date(timeIntervalSince1970: Double(local + 86400)))
+        let valid = Set([before, after]).filter { o in tz.secondsFromGMT(for: Date(timeIntervalSince1970: Double(local - o))) == o }
+        switch valid.count {
+        case 0:
+            // Not either side's offset: a change between them — or none at all (then the offset
+            // found by guessing and refining holds).
+            let first = tz.secondsFromGMT(for: Date(timeIntervalSince1970: Double(local)))
+            let refined = tz.secondsFromGMT(for: Date(timeIntervalSince1970: Double(local - first)))
+            if tz.secondsFromGMT(for: Date(timeIntervalSince1970: Double(local - refined))) == refined { return .one(offset: refined) }
+            return .none(before: before, after: after)
+        case 1: return .one(offset: valid.first ?? before)
+        default:
+            // The larger offset is the earlier instant.
+            return .two(earlier: Swift.max(before, after), later: Swift.min(before, after))
+        }
+    }
+
+    /// `HH:MM:SS` of a local time in seconds.
+    private static func clock(_ local: Int) -> String {
+        let s = ((local % 86400) + 86400) % 86400
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(two(s / 3600)):\(two(s / 60 % 60)):\(two(s % 60))"
+    }
+
+    /// `+02:00`, `-05:30`.
+    private static func offsetText(_ seconds: Int) -> String {
+        let m = Swift.abs(seconds) / 60
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return (seconds < 0 ? "-" : "+") + two(m / 60) + ":" + two(m % 60)
     }
 
     private mutating func timeZone(_ name: String) -> TimeZone? {

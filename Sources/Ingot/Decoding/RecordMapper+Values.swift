@@ -130,7 +130,8 @@ extension RecordMapper {
                 node.kind == .string
                 ? dates.convert(c.bytes(node), format: format) : dates.convert(ArraySlice(c.string(node).utf8), format: format)
             guard let date = converted else {
-                throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)", code: .notADate)
+                let why = dates.zoneProblem.map { ": " + $0 } ?? ""
+                throw MappingFailure(reason: "\(c.preview(index)) is not a date in format \(format.name)\(why)", code: .notADate)
             }
             return .text(date)
         case (.integer, .unixSeconds), (.double, .unixSeconds), (.integer, .unixMilliseconds), (.double, .unixMilliseconds):
@@ -179,7 +180,9 @@ extension RecordMapper {
             switch format {
             case .iso8601, .pattern:
                 guard let date = dates.convert(ArraySlice(text.utf8), format: format) else {
-                    throw MappingFailure(reason: "\(preview) (as '\(text)') is not a date in format \(format.name)", code: .notADate)
+                    let why = dates.zoneProblem.map { ": " + $0 } ?? ""
+                    throw MappingFailure(
+                        reason: "\(preview) (as '\(text)') is not a date in format \(format.name)\(why)", code: .notADate)
                 }
                 return .text(date)
             case .unixSeconds, .unixMilliseconds:
