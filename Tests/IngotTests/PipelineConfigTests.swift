@@ -331,7 +331,7 @@ struct PipelineConfigTests {
             error(http.replacingOccurrences(of: "    concurrency: 4", with: "    headers: {Authorization: Bearer abc}"))
                 == "p.yml:8:15: put credentials under auth (read from the environment), not in headers")
         #expect(
-            error(http.replacingOccurrences(of: "{offset: {param", with: "{pages: {param"))?.hasPrefix("p.yml:7:16: unknown key 'pages'")
+            error(http.replacingOccurrences(of: "{offset: {param", with: "{pages: {param"))?.contains("p.yml:7:16: unknown key 'pages'")
                 == true)
     }
 }
@@ -440,6 +440,46 @@ struct EveryProblemTests {
             let order = lines.compactMap { Int($0.split(separator: ":")[1]) }
             #expect(order == order.sorted(), "in file order")
         }
+    }
+
+    /// Unknown keys do not stop a section: a file with seven mistakes — unknown keys at the top,
+    /// in the source, in one entity and another, in a relationship of an entity whose
+    /// `attributes:` is misspelt, and a wrong type — has all seven said in one pass, in file order.
+    @Test func sevenMistakesAreSaidInOnePass() throws {
+        let yaml = """
+            version: 1
+            name: seven
+            colour: red
+            source:
+              http:
+                url: https://api.example.org/items
+                paginate: {next_url: next}
+                timeut_s: 5
+            records: results
+            root: item
+            batch_recods: 10
+            entities:
+              item:
+                identity: id
+                atributes: {id: integer}
+                relationships:
+                  owner: {to: user, kee: owner_id}
+              user:
+                identity: id
+                attributes: {id: integer, name: strin}
+                extra: 1
+            """
+        let problems = try #require(configProblems(yaml, path: "seven.yml"))
+        let lines = problems.components(separatedBy: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        for (at, says) in [
+            ("seven.yml:3:1:", "'colour'"), ("seven.yml:8:5:", "'timeut_s' (did you mean 'timeout_s'?)"),
+            ("seven.yml:11:1:", "'batch_recods'"), ("seven.yml:15:5:", "'atributes' (did you mean 'attributes'?)"),
+            ("seven.yml:17:25:", "'kee' (did you mean 'key'?)"), ("seven.yml:20:37:", "'strin'"), ("seven.yml:21:5:", "'extra'"),
+        ] {
+            #expect(lines.contains { $0.hasPrefix(at) && $0.contains(says) }, "\(at) \(says) in \(problems)")
+        }
+        let order = lines.compactMap { $0.split(separator: ":").dropFirst().first.flatMap { Int($0) } }
+        #expect(order == order.sorted(), "in file order: \(problems)")
     }
 
     /// A resource that cannot be read is one problem, not two: no extra "no resource has a root

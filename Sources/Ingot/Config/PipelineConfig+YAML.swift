@@ -58,6 +58,20 @@ struct PipelineYAMLReader {
     var marks: [EntityModel.Location: Mark] = [:]
     /// Problems in attributes and relationships, collected while the rest of the model is read.
     var modelProblems: [ConfigError] = []
+    /// Unknown keys, wherever a mapping is read: each is reported and the mapping read without it,
+    /// so that one pass finds every mistake of a file (a reference: the readers are values).
+    let unknownKeys = UnknownKeys()
+
+    /// The unknown keys found so far, each once (a mapping may be read more than once).
+    final class UnknownKeys {
+        private(set) var problems: [ConfigError] = []
+
+        func add(_ problem: ConfigError) {
+            guard !problems.contains(where: { ($0.line, $0.column, $0.message) == (problem.line, problem.column, problem.message) })
+            else { return }
+            problems.append(problem)
+        }
+    }
 
     init(file: String, environment: [String: String] = [:]) {
         self.file = file
@@ -76,7 +90,7 @@ struct PipelineYAMLReader {
             return try readModel(entitiesNode)
         }
         let (resources, rootName, rootChoice) = readResourcesAndRoot(top, root: root, model: model, &sections)
-        sections.problems += modelProblems
+        sections.problems += modelProblems + unknownKeys.problems
         let roots =
             top["resources"] != nil
             ? resources.flatMap { $0.writeScope == nil ? $0.rootEntities : [] } : (rootChoice?.entityNames ?? rootName.map { [$0] } ?? [])

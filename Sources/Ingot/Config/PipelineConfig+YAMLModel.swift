@@ -15,11 +15,22 @@ extension PipelineYAMLReader {
         }
         var entities: [Entity] = []
         var seen: Set<String> = []
+        // Every entity is read, whatever an earlier one got wrong: each one's first problem is
+        // reported (the model is not made then: what refers to a broken entity would only say so).
+        var broken: [ConfigError] = []
         for (keyNode, value) in mapping {
-            let name = try string(keyNode)
-            guard seen.insert(name).inserted else { throw error(keyNode, "entity '\(name)' is declared twice") }
-            marks[.entity(name)] = keyNode.mark
-            entities.append(try readEntity(name, value))
+            do throws(ConfigError) {
+                let name = try string(keyNode)
+                guard seen.insert(name).inserted else { throw error(keyNode, "entity '\(name)' is declared twice") }
+                marks[.entity(name)] = keyNode.mark
+                entities.append(try readEntity(name, value))
+            } catch {
+                broken.append(error)
+            }
+        }
+        if let first = broken.first {
+            modelProblems += broken.dropFirst()
+            throw first
         }
         return EntityModel(entities: entities).completed()
     }
@@ -56,8 +67,10 @@ extension PipelineYAMLReader {
             }
         }
 
-        let attributes = try readAttributes(of: name, try required(fields, "attributes", in: node))
+        // Relationships first: their problems are collected, and reported even when the
+        // attributes are missing (a misspelt `attributes:` key).
         let relationships = try fields["relationships"].map { (n: Node) throws(ConfigError) in try readRelationships(of: name, n) } ?? []
+        let attributes = try readAttributes(of: name, try required(fields, "attributes", in: node))
         var entity = Entity(
             name: name, table: table, identity: identity, attributes: attributes, relationships: relationships,
             keyDelimiter: delimiter)

@@ -53,9 +53,13 @@ extension PipelineYAMLReader {
         for (keyNode, value) in mapping {
             let key = try string(keyNode)
             guard allowed.contains(key) else {
-                throw error(
-                    keyNode,
-                    "unknown key '\(key)'\(NearMiss.hint(for: key, among: allowed)); expected one of \(allowed.joined(separator: ", "))")
+                // Reported, and the rest read without it: `validate` says every mistake at once.
+                unknownKeys.add(
+                    error(
+                        keyNode,
+                        "unknown key '\(key)'\(NearMiss.hint(for: key, among: allowed)); expected one of \(allowed.joined(separator: ", "))"
+                    ))
+                continue
             }
             guard result[key] == nil else { throw error(keyNode, "key '\(key)' appears twice") }
             result[key] = value

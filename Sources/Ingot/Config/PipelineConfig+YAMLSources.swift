@@ -388,8 +388,8 @@ extension PipelineYAMLReader {
         else {
             throw error(urlNode, "url must be an absolute http(s) URL")
         }
-        // Sent as written: only bytes a URL cannot hold are escaped (a secret is hidden in both forms).
-        var config = HTTPSourceConfig(url: URLText.escapingInvalid(url))
+        // Kept as written: a request escapes only the bytes a URL cannot carry (PageFetch).
+        var config = HTTPSourceConfig(url: url)
         config.urlSecrets = secrets + PipelineYAMLReader.secretParts(of: url, fromEnvironment: fromEnvironment)
         if let headers = fields["headers"] {
             guard case .mapping(let map) = headers else { throw error(headers, "headers must be a mapping of header names to values") }

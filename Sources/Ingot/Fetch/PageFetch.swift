@@ -106,8 +106,9 @@ struct PageFetch {
     /// The request for the current hop.
     mutating func request(_ rules: FetchRules) -> HTTPRequest {
         requests += 1
+        // As written, but for the bytes a URL cannot carry (a space, non-ASCII, a brace).
         return HTTPRequest(
-            url: trusted ? rules.withSecrets(current) : current,
+            url: URLText.escapingInvalid(trusted ? rules.withSecrets(current) : current),
             headers: (trusted ? rules.credentials.headers : []) + (validators?.conditions ?? []), timeout: rules.config.timeout)
     }
 
