@@ -29,7 +29,7 @@ package struct RecordExporter {
     /// Where one entity's attributes and relationships go in its record (``paths``).
     typealias EntityPaths = (
         attributes: [(slot: Int, path: [JSONKeyPath.Component], type: AttributeType, rebuild: Rebuild)],
-        relationships: [(key: String, path: [JSONKeyPath.Component], identity: Rebuild)]
+        relationships: [(name: String, key: String, path: [JSONKeyPath.Component], identity: Rebuild, sharesItsKey: Bool)]
     )
 
     /// How a value read through a `pattern:` is written back so that the pattern reads it again.
@@ -127,7 +127,10 @@ package struct RecordExporter {
                 return (slot, try path(attribute.key), attribute.type, rebuild(attribute, of: entity, layout))
             }
             let relationships = try entity.relationships.map { relationship in
-                (relationship.key, try path(relationship.key), rebuild(relationship, model: model, layouts: layouts))
+                (
+                    relationship.name, relationship.key, try path(relationship.key), rebuild(relationship, model: model, layouts: layouts),
+                    entity.relationships.contains { $0.key == relationship.key && $0.name != relationship.name }
+                )
             }
             return (attributes, relationships)
         }
@@ -285,8 +288,10 @@ package struct RecordExporter {
                 if !skipped.contains(error.message) { skipped.append(error.message) }
                 continue
             }
+            // Loaded by relationship, not by key: two relationships may read one key (a reference
+            // of several kinds, Reddit's `parent_id`), each with its own targets.
             guard relationship.owned else {
-                for (k, value) in loaded.enumerated() { decoders[k].loaded[relationship.key] = value }
+                for (k, value) in loaded.enumerated() { decoders[k].loaded[relationship.name] = value }
                 continue
             }
             // All the owners' children at once, then handed back to their owners in order.
@@ -303,7 +308,7 @@ package struct RecordExporter {
             if let target = model.index(of: relationship.target) { try load(target, &children, loader: loader, skipped: &skipped) }
             var start = 0
             for (k, count) in counts.enumerated() {
-                decoders[k].loaded[relationship.key] = .many(Array(children[start..<start + count]))
+                decoders[k].loaded[relationship.name] = .many(Array(children[start..<start + count]))
                 start += count
             }
         }
@@ -330,14 +335,17 @@ package struct RecordExporter {
             }
         }
         for relationship in paths.relationships {
-            switch row.loaded[relationship.key] {
+            // A key two relationships read holds a bare identity at every depth: each one's
+            // pattern routes an identity, and a nested object would be read back by both.
+            let depth = relationship.sharesItsKey ? 0 : depth
+            switch row.loaded[relationship.name] {
             case .one(let target)?:
                 try place(
                     try target.map { try self.target($0, depth: depth, as: relationship.identity) } ?? .scalar("null"),
                     at: relationship.path)
             case .many(let targets)?:
                 let array = ArrayNode()
-                let owned = model.entities[row.layout.entity].relationships.first { $0.key == relationship.key }?.owned ?? false
+                let owned = model.entities[row.layout.entity].relationships.first { $0.name == relationship.name }?.owned ?? false
                 // Owned children are part of the record: whole, whatever the depth.
                 array.items = try targets.map {
                     owned ? try record($0, depth: depth) : try self.target($0, depth: depth, as: relationship.identity)

@@ -50,7 +50,8 @@ struct RowDecoder: Decoder {
     var relationships: Set<String> { shape.relationships }
     var layout: EntityLayout { shape.layout }
     let row: [ScalarValue]
-    /// The relationships loaded (`including:`), by coding key.
+    /// The relationships loaded: by coding key (`including:`), or by relationship name (an
+    /// export, where two relationships may read one key).
     var loaded: [String: Loaded] = [:]
     var codingPath: [any CodingKey] = []
     var userInfo: [CodingUserInfoKey: Any] { [:] }
