@@ -531,10 +531,12 @@ def huge(ingot, runs):
 
 
 def remove_db(db):
-    # With a staged load's file beside it (<db>.stage, gone once merged; a stopped load leaves it).
-    for suffix in ("", "-wal", "-shm", "-journal", ".stage", ".stage-journal"):
+    # With a staged load's file beside it (<db>.stage.<pipeline>, gone once merged; a stopped load leaves it).
+    for suffix in ("", "-wal", "-shm", "-journal"):
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
+    for stage in glob.glob(glob.escape(db) + ".stage*"):
+        os.remove(stage)
 
 
 def dense(ingot, db, runs):
