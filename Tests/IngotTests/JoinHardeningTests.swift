@@ -69,6 +69,38 @@ struct JoinHardeningTests {
         #expect(jobs == 1, "no refused job joined")
     }
 
+    /// Every option that changes what is stored or accepted is in the spec: a job started with
+    /// another `--max-record-rows` (it joined, and rejected records the others kept), another
+    /// `--max-reject-rows`, `--max-rejects` or `--max-reject-ratio` is refused naming it; one with
+    /// other lanes, batch or commit sizes joins.
+    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    func everyOptionThatChangesWhatIsStoredIsInTheSpec(backend: JoinBackend) throws {
+        let url = try database(backend)
+        let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")
+        func job(_ change: (inout RunOptions) -> Void, config: PipelineConfig = config) -> RunSummary {
+            var options = JoinTests.options(url, join: "options")
+            change(&options)
+            return url.run(
+                PipelineRunner(config: config, options: options, logger: LogCapture().logger), MemoryPageSource(StoreSeamTests.pages))
+        }
+        let first = job { _ in }
+        #expect(first.status == .finished, "\(first.error ?? "")")
+        let changes: [(String, (inout RunOptions) -> Void)] = [
+            ("max_record_rows: the run has \(RunOptions.defaultMaxRecordRows), this job has 3", { $0.maxRecordRows = 3 }),
+            ("max_reject_rows: the run has 10000, this job has 5", { $0.maxRejectRows = 5 }),
+            ("max_rejects: the run has none, this job has 2", { $0.maxRejects = 2 }),
+            ("max_reject_ratio: the run has none, this job has 0.5", { $0.maxRejectRatio = 0.5 }),
+        ]
+        for (named, change) in changes {
+            let refused = job(change)
+            #expect(refused.failureKind == .configuration && refused.error?.contains(named) == true, "\(named): \(refused.error ?? "")")
+        }
+        let others = job({
+            $0.lanes = 1; $0.batchRecords = 2; $0.commitRecords = 3
+        })
+        #expect(others.status == .finished, "\(others.error ?? "")")
+    }
+
     /// One outage seen by three jobs fails the run (each fetcher role failed without progress);
     /// a job started once the source is back takes it up again and finishes it exactly.
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)

@@ -113,10 +113,8 @@ struct JoinTests {
     static func request(_ name: String, _ config: PipelineConfig, lease: Double = 30) -> SharedRunRequest {
         SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: "r-\(name)", startedAt: Date(), lease: lease, lockTimeout: 5,
-            spec: [
-                "pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": "MemoryPageSource",
-                "max_page_bytes": "\(RunOptions.defaultMaxPageBytes)",
-            ])
+            // The spec a job with the default options reading a MemoryPageSource has.
+            spec: PipelineRunner(config: config, options: RunOptions(), logger: LogCapture().logger).joinSpec(source: MemoryPageSource([])))
     }
 
     /// Options of a job joined under `name`.

@@ -84,13 +84,25 @@ extension PipelineRunner {
 
     /// What decides a joined run's result, as a job runs it: the pipeline file's text (its
     /// `${VAR}` unexpanded: only `source:` has any), the source it reads (secrets redacted), and
-    /// the options that change what is accepted. A job whose spec differs from the run's (a
-    /// rolling update of the pipeline's ConfigMap, another `--max-page-bytes`) is refused, exit 2,
-    /// naming what differs: it would write the tables half one way, half the other. Secret
-    /// values (a token, a tenant in a URL's path) are not part of it: no digest of a secret is
-    /// stored in a database other jobs and people read.
+    /// every option that changes what is stored or accepted: the pages and records taken
+    /// (`--max-page-bytes`, `--max-record-rows`), the resources read (`--resource`), the rejects
+    /// kept and the bounds that fail the run (`--max-reject-rows`, `--max-rejects`,
+    /// `--max-reject-ratio`, as given or as the file says). A job whose spec differs from the
+    /// run's (a rolling update of the pipeline's ConfigMap, another `--max-record-rows`) is
+    /// refused, exit 2, naming what differs: it would write the tables half one way, half the
+    /// other. Options that change only how the same rows are written (lanes, batch and commit
+    /// sizes, `--bulk`) are not part of it. Secret values (a token, a tenant in a URL's path) are
+    /// not either: no digest of a secret is stored in a database other jobs and people read.
     func joinSpec(source: any PageSource) -> [String: String] {
-        ["pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": source.origin, "max_page_bytes": "\(maxPageBytes)"]
+        [
+            "pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": source.origin, "max_page_bytes": "\(maxPageBytes)",
+            "max_record_rows": "\(options.maxRecordRows)",
+            "resources": config.resources.map { $0.root == nil && $0.rootChoice == nil ? $0.name + " (read)" : $0.name }
+                .joined(separator: ", "),
+            "max_reject_rows": "\(options.maxRejectRows)",
+            "max_rejects": (options.maxRejects ?? config.maxRejects).map(String.init) ?? "none",
+            "max_reject_ratio": (options.maxRejectRatio ?? config.maxRejectRatio).map { "\($0)" } ?? "none",
+        ]
     }
 
     /// Ends this job's part: records its status; when every unit is done, finishes the run (and
