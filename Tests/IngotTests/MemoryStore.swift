@@ -278,7 +278,11 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 database.state.withLock { state in
                     applySingle(batch, tables: &state.tables)
                     if shared.marksTouched {
-                        markTouched(batch, position: shared.ordinal << 32 | Int64(batch.units.map(\.seq).max() ?? 0), &state.tables)
+                        markTouched(
+                            batch,
+                            position: UnitOrder.position(
+                                ordinal: shared.ordinal, key: UnitOrder.lastKey(seq: batch.units.map(\.seq).max() ?? 0)),
+                            &state.tables)
                     }
                 }
                 return
@@ -392,8 +396,8 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     /// row carries the position of the unit that set it, and a value replaces a stored one only
     /// when its unit is not older. Rows written by single runs (no position) lose to every unit.
     private func applyShared(_ batch: ResolvedBatch, ordinal: Int64, tables: inout MemoryDatabase.Tables) -> [EntityCounts] {
-        func position(_ unit: Int) -> Int64 { ordinal << 32 | Int64(unit) }
-        let fallback = batch.units.map(\.seq).max() ?? 0
+        func position(_ key: Int) -> Int64 { UnitOrder.position(ordinal: ordinal, key: key) }
+        let fallback = batch.lastUnitKey
         var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
         for entity in 0..<batch.entityCount {
             let layout = layouts[entity]
@@ -656,7 +660,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         var skipped: String?
         if !replacing.isEmpty {
             if total.rejectedPages == 0 && total.rejectedRecords == 0 {
-                let first = join.ordinal << 32
+                let first = UnitOrder.position(ordinal: join.ordinal, key: 0)
                 for entity in replacing {
                     total.deleted += database.state.withLock { state in
                         func touched(_ e: Int, _ key: IdentityKey) -> Int64 {

@@ -213,6 +213,11 @@ struct DecodedPage: Sendable {
     var incrementalMax: String?
     /// The page's unit in a run shared by several jobs (``Page/unit``).
     var unit: UnitRef?
+    /// This part's number within its unit, counting the unit's pages' parts in order (set by
+    /// the batch assembler, which sees them in order): with the unit, what orders its writes.
+    var unitPart = 0
+    /// The order of this part's writes in a shared run (``UnitOrder``); 0 outside one.
+    var unitKey: Int { unit.map { UnitOrder.key(seq: $0.seq, part: unitPart) } ?? 0 }
     /// More pages of its unit follow (``Page/unitContinues``).
     var unitContinues = false
     /// This part ends its unit (the last part of the unit's last page): a shared run's

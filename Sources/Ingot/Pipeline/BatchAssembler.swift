@@ -31,6 +31,10 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     /// Decoded pages (or parts of pages, in order) that arrived before their turn.
     private var waiting: [Int: [DecodedPage]] = [:]
     private var nextSeq = 1
+    /// The unit (and claim) of the last part folded, and that part's number within it
+    /// (``DecodedPage/unitPart``).
+    private var lastUnit: UnitRef?
+    private var unitPart = 0
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
@@ -92,7 +96,13 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
 
     private func drain() {
         while var parts = waiting.removeValue(forKey: nextSeq), !parts.isEmpty {
-            let page = parts.removeFirst()
+            var page = parts.removeFirst()
+            // Its part of its unit, counted as the unit's parts come, in order (UnitOrder).
+            if let unit = page.unit {
+                unitPart = unit == lastUnit ? unitPart + 1 : 0
+                lastUnit = unit
+                page.unitPart = unitPart
+            }
             if !parts.isEmpty { waiting[nextSeq] = parts }
             if page.isLastPart { nextSeq += 1 }
             if !writer.hasFailed {

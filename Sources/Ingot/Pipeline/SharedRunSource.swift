@@ -274,6 +274,10 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             guard let page = try upstream.next() else {
                 return try run.endSource(at: seq) ? seq : nil
             }
+            guard seq <= UnitOrder.lastSeq else {
+                throw StoreError.unsupported(
+                    "a joined run holds at most \(UnitOrder.lastSeq) units (docs/scale-out.md): split the source, or run it alone")
+            }
             guard try run.enqueue(page, as: seq) else {
                 logger.withLock { $0 }.warning("join.fetch_lost", metadata: [LogKey.seq: .int(seq)])
                 return nil

@@ -251,7 +251,7 @@ struct BatchResolver: Sendable {
                 for drop in dropped.sorted(by: { $0.position > $1.position }) {
                     page.storage.linkSets[page.rows[drop.row].linkStart + drop.index]?.remove(at: drop.position)
                 }
-                for r in record.rows where kept(r) { folder.merge(page.rows[r], from: page.storage, unit: page.unit?.seq ?? 0) }
+                for r in record.rows where kept(r) { folder.merge(page.rows[r], from: page.storage, unit: page.unitKey) }
             }
         }
         return folder

@@ -133,7 +133,7 @@ struct RowFolder: Sendable {
         var folder = RowFolder(layouts: layouts, parents: parents)
         folder.reserve(for: pages)
         for page in pages {
-            let unit = page.unit?.seq ?? 0
+            let unit = page.unitKey
             for record in page.records {
                 let origin = RecordOrigin.code(seq: page.seq, record: record.index)
                 for r in record.rows { folder.merge(page.rows[r], from: page.storage, unit: unit, origin: origin) }
@@ -162,8 +162,8 @@ struct RowFolder: Sendable {
 
     /// Merges `row`, whose values are in `source`: a new identity is copied in; a known one
     /// takes the row's present columns and to-many sets (later wins, key by key). In a joined
-    /// run, `unit` is the row's page in the shared source (pages come in increasing units), and
-    /// each slot remembers the unit that set it last. `origin` is the record's (``RecordOrigin``).
+    /// run, `unit` is the key of the row's part of its unit (``UnitOrder``: parts come in
+    /// increasing keys), and each slot remembers the key that set it last. `origin` is the record's (``RecordOrigin``).
     mutating func merge(_ row: EntityRow, from source: RowStorage, unit: Int = 0, origin: Int64 = 0) {
         let shape = shapes[row.entity]
         let columnCount = shape.columns

@@ -112,6 +112,42 @@ public struct UnitRef: Sendable, Hashable {
     }
 }
 
+/// The order of a shared run's writes: by unit, then, within a unit, by the part of it that gave
+/// the write (its pages and their decoded parts, counted in order). Two batches cut from one
+/// page share its unit but not its parts, so the later batch's values win, as in a single run
+/// (a unit alone left them unordered: an earlier record's values kept, two sets merged, and a
+/// deferred run's end merge failing on a duplicate key). docs/scale-out.md, "Later pages win,
+/// across jobs".
+///
+/// A write's *key* packs the unit's seq and the part: `seq << 15 | part`; its *position* in the
+/// database adds the join's ordinal above them: `ordinal << 43 | key`, so every write of a later
+/// joined run wins over every write of an earlier one, and a position of the earlier format
+/// (`ordinal << 32 | seq`) loses to every new one. Bounds: 268,435,455 units a run (a larger seq
+/// is refused by the fetcher), 32,767 parts a unit (past it the parts share the last key), and
+/// 1,048,575 joins a database (refused when a join would pass it).
+public enum UnitOrder {
+    /// Bits of a part's number within its unit.
+    package static let partBits = 15
+    /// The largest part number a key holds.
+    package static let lastPart = 1 << partBits - 1
+    /// The largest unit seq a key holds.
+    package static let lastSeq = 1 << 28 - 1
+    /// The largest join ordinal a position holds.
+    package static let lastOrdinal: Int64 = 1 << 20 - 1
+
+    /// Part `part` of unit `seq`; 0 for no unit.
+    package static func key(seq: Int, part: Int) -> Int {
+        guard seq > 0 else { return 0 }
+        return Swift.min(seq, lastSeq) << partBits | Swift.min(Swift.max(part, 0), lastPart)
+    }
+
+    /// The key of unit `seq`'s last possible part: above every write the unit made.
+    package static func lastKey(seq: Int) -> Int { key(seq: seq, part: lastPart) }
+
+    /// The position in the database of a write with key `key` by the join numbered `ordinal`.
+    package static func position(ordinal: Int64, key: Int) -> Int64 { Swift.min(ordinal, lastOrdinal) << 43 | Int64(key) }
+}
+
 /// One page of a paginated `for_each` request kept in its unit (``Page/requestPages``).
 package struct RequestPage: Sendable, Equatable, Codable {
     /// The URL that answered it.

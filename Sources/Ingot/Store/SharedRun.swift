@@ -273,6 +273,9 @@ extension StoreError {
 extension ResolvedBatch {
     /// In a shared run: the units whose records the batch holds, in order.
     public var units: [UnitRef] { pages.units }
+    /// In a shared run: the order key of the batch's last part (``UnitOrder``), where a row no
+    /// record of the batch set (a stub) stands; 0 outside one.
+    package var lastUnitKey: Int { pages.map(\.unitKey).max() ?? 0 }
 }
 
 extension [DecodedPage] {

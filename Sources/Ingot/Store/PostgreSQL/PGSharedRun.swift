@@ -107,6 +107,11 @@ final class PGSharedRun: SharedRun {
                 defers ? DeferredTables(ordinal: ordinal).schema(store.layouts, model: store.model) : []
             }
         }
+        guard joined.id <= UnitOrder.lastOrdinal else {
+            throw StoreError.unsupported(
+                "this database has held \(UnitOrder.lastOrdinal) joins, the most its positions can order (UnitOrder): join in a new database"
+            )
+        }
         created = joined.created
         alreadyFinished = joined.finished
         revived = joined.revived

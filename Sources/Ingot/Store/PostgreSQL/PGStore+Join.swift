@@ -6,9 +6,10 @@ struct JoinContext: Sendable {
     var name: String
     /// This job's id (host, process, random suffix): who claimed a unit.
     var job: String
-    /// The join's number in the database (`_ingot_joins.id`, increasing): a unit's position is
-    /// `ordinal << 32 | seq`, so any page of a later joined run wins over every page of an
-    /// earlier one, and rows written by single runs (no position) lose to every page.
+    /// The join's number in the database (`_ingot_joins.id`, increasing): a write's position is
+    /// `ordinal << 43 | key` (``UnitOrder``: its unit and part), so any page of a later joined
+    /// run wins over every page of an earlier one, and rows written by single runs (no position)
+    /// lose to every page.
     var ordinal: Int64
     /// Units are committed in the run's order (``SharedRunRequest/commitsInOrder``): each batch
     /// is written as a single run writes it, no positions needed.
@@ -16,8 +17,8 @@ struct JoinContext: Sendable {
     /// Units committed in order also mark the rows they touch (``SharedRunRequest/marksTouchedRows``).
     var marksTouched = false
 
-    /// The position of unit `seq` of this run.
-    func position(_ seq: Int) -> Int64 { ordinal << 32 | Int64(seq) }
+    /// The position of a write of this run whose key (``UnitOrder``) is `key`.
+    func position(_ key: Int) -> Int64 { UnitOrder.position(ordinal: ordinal, key: key) }
     /// The smallest position of this run.
     var firstPosition: Int64 { position(0) }
 }
@@ -151,7 +152,7 @@ extension PGStore {
             if join.marksTouched { try markTouched(batch, join) }
             return nil
         }
-        let fallback = batch.pages.compactMap(\.unit?.seq).max() ?? 0
+        let fallback = batch.lastUnitKey
         if defersJoinedBatches { return try writeDeferred(batch, join, fallback: fallback) }
         guard directJoinedInserts else { return try writeJoinedEntities(batch, join, fallback: fallback, direct: false) }
         // The rows no job had at the lookup are copied straight in, under a savepoint: when
@@ -172,7 +173,7 @@ extension PGStore {
     /// its last unit's, in a run committed in order (whose writes carry no positions): the rows
     /// `write: replace` at the run's end keeps, and a cascade from the others spares.
     private func markTouched(_ batch: ResolvedBatch, _ join: JoinContext) throws {
-        let position = join.position(batch.units.map(\.seq).max() ?? 0)
+        let position = join.position(UnitOrder.lastKey(seq: batch.units.map(\.seq).max() ?? 0))
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.index.isEmpty {
             let layout = layouts[entity]
             let k = PGStore.keyArrays(layout, Array(rows.index.keys), firstParameter: 2)

@@ -102,7 +102,7 @@ extension PGStore {
             let end: Int? = row.first?[0].flatMap { Int($0) }
             let wholeRun = end != nil && units.first?.seq == 1 && stretch.wholeUnits.count == (end ?? 0) - 1
             let position =
-                wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(units.last?.seq ?? 0))
+                wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(UnitOrder.lastKey(seq: units.last?.seq ?? 0)))
             let copied = try copyStretch(staging, fills: fills, position: position, retries: &retries)
             counts = copied.counts
             let refusals = copied.refusals

@@ -1,0 +1,61 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// A unit cut into several batches ends as a single run ends (docs/scale-out.md, "Later pages
+/// win, across jobs"): every write of a joined run is ordered by its unit and, within the unit,
+/// by the part of it that gave it — not by the unit alone, which two batches of one page share.
+@Suite(.serialized)
+struct JoinedOrderTests {
+    static let yaml = """
+        version: 1
+        name: changes
+        records: results
+        root: item
+        entities:
+          item:
+            identity: id
+            attributes: {id: integer, status: string, note: string}
+            relationships:
+              tags: {to: tag, many: true}
+          tag:
+            identity: name
+            attributes: {name: string}
+        """
+
+    /// A change log: item 1 created, updated, deleted within one page, its tags replaced each
+    /// time (overlapping sets), item 2 changed on both pages.
+    static let pages = [
+        #"""
+        {"results": [
+          {"id": 1, "status": "created", "tags": ["a", "b"]}, {"id": 2, "status": "x"},
+          {"id": 1, "status": "updated", "tags": ["b", "c"]}, {"id": 3, "note": "three"},
+          {"id": 2, "status": "y", "tags": ["c", "d"]}, {"id": 1, "status": "deleted", "tags": ["d"]},
+          {"id": 4}, {"id": 1, "note": "last"}, {"id": 2, "tags": []}
+        ]}
+        """#,
+        #"{"results": [{"id": 2, "status": "z"}, {"id": 3, "tags": ["a"]}]}"#,
+    ]
+
+    @Test(
+        .timeLimit(.minutes(2)),
+        arguments: JoinBackend.allCases,
+        [
+            (1, Loading.batchByBatch), (2, .batchByBatch), (7, .batchByBatch), (1, .staged), (2, .staged), (7, .staged), (2, .automatic()),
+            (7, .automatic()),
+        ])
+    func aUnitCutIntoBatchesEndsAsASingleRunEnds(backend: JoinBackend, cut: (batchRecords: Int, loading: Loading)) throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "changes.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let options = JoinTests.options(database, join: "changes", batchRecords: cut.batchRecords, loading: cut.loading)
+        let joined = database.run(
+            PipelineRunner(config: config, options: options, logger: LogCapture().logger), MemoryPageSource(Self.pages))
+        #expect(joined.status == .finished, "\(joined.error ?? "")")
+        let (single, db) = try ingest(Self.yaml, Self.pages)
+        #expect(single.status == .finished)
+        let expected = try database.sqlite(db)
+        #expect(expected["item"]?.contains { $0.contains("deleted") && $0.contains("last") } == true, "\(expected)")
+        #expect(try database.dump() == expected)
+    }
+}
