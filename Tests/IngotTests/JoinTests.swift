@@ -830,6 +830,51 @@ struct JoinTests {
         #expect(try watcher.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'person_dogs_dog_id'") == [["1"]])
     }
 
+    /// A join stopped after every unit is done but before its end merge (its job killed while the
+    /// merge waits on a held row), then a single run of the same pipeline that stores a newer
+    /// value: the single run overtakes the join — its deferred rows dropped, its run failed — and
+    /// a job joining its name again is refused, exit 2, saying why. The newer value stays (the
+    /// join merged its older rows over it by position: hundreds of rows reverted).
+    @Test(.timeLimit(.minutes(2))) func aSingleRunOvertakesAStoppedJoinWhichIsNeverMergedOverIt() throws {
+        let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
+        let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
+        let processes = try Self.startJobs(1, arguments)
+        let watcher = try PGConnection(url: url)
+        waitUntil {
+            let open = (try? watcher.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'"))?.first?[0] ?? nil
+            let merging =
+                (try? watcher.execute(
+                    """
+                    SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
+                      AND query LIKE '%WITH i AS (INSERT INTO "person"%'
+                    """))?.first?[0] ?? nil
+            return open == "0" && merging == "1"
+        }
+        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        for process in processes { process.waitUntilExit() }
+        try holder.execute("ROLLBACK")
+        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'").first?[0] != "0")
+
+        // A single run of the pipeline, newer: persons 1 to 3 renamed.
+        let newer = temporaryDirectory()
+        try #"{"results": [{"id": 1, "first_name": "Newer"}, {"id": 2, "first_name": "Newer"}, {"id": 3, "first_name": "Newer"}]}"#
+            .write(to: newer.appendingPathComponent("page-1.json"), atomically: true, encoding: .utf8)
+        let single = try runIngot(["run", pipeline.path, "--pages", newer.path, "--db", url, "--no-archive"])
+        #expect(single.status == 0, "\(single.stderr)")
+        #expect(try watcher.execute("SELECT status FROM _ingot_joins WHERE name = 'people'") == [["overtaken"]])
+        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]])
+        #expect(try watcher.execute("SELECT count(*) FROM _ingot_units WHERE name = 'people'") == [["0"]])
+
+        let rejoined = try runIngot(arguments + ["--no-archive", "--progress-interval", "0"])
+        #expect(rejoined.status == 2, "\(rejoined.stderr)")
+        #expect(
+            rejoined.stderr.contains("can no longer be joined") && rejoined.stderr.contains("join under another name"), "\(rejoined.stderr)"
+        )
+        #expect(
+            try watcher.execute("SELECT first_name FROM person WHERE id IN (1, 2, 3) ORDER BY id") == [["Newer"], ["Newer"], ["Newer"]])
+        _ = config
+    }
+
     /// A source that can only be followed (next URLs): one job fetches and enqueues. The fetcher
     /// is killed with `kill -9` while the server holds its request for page 9 (no timing
     /// involved); once its lease runs out another job takes the role over, resumes the source at

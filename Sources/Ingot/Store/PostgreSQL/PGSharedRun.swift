@@ -7,6 +7,10 @@ import Synchronization
 /// reads as `running`.
 enum JoinStatus: String, Sendable {
     case running, finished, failed
+    /// A run of its pipeline began that was not one of its jobs, before it finished: what that
+    /// run stored is newer than anything of the join, so the join never writes again
+    /// (``PGStore/overtakeUnfinishedJoins(of:by:)``).
+    case overtaken
 
     init(_ text: String?) { self = text.flatMap(JoinStatus.init(rawValue:)) ?? .running }
 }
@@ -167,6 +171,11 @@ final class PGSharedRun: SharedRun {
             throw StoreError.conflict(refusal)
         }
         let status = JoinStatus(row[3])
+        if status == .overtaken {
+            throw StoreError.conflict(
+                "the join '\(name)' can no longer be joined: \(row[5] ?? "a later run of its pipeline overtook it"). Its deferred rows were dropped; join under another name to run the pipeline again"
+            )
+        }
         let finished = status == .finished
         var revived: String?
         if status == .failed {
@@ -267,7 +276,7 @@ final class PGSharedRun: SharedRun {
         guard let row = rows.first else { throw StoreError.schema("the join '\(name)' vanished") }
         switch JoinStatus(row[0]) {
         case .finished: return .finished
-        case .failed: return .failed(row[1] ?? "unknown")
+        case .failed, .overtaken: return .failed(row[1] ?? "unknown")
         case .running:
             return .running(
                 endSeq: row[2].flatMap { Int($0) }, fetching: row[3] == "t", openElsewhere: row[4].flatMap { Int($0) } ?? 0,

@@ -178,3 +178,41 @@ extension PGStore {
         }
     }
 }
+
+extension PGStore {
+    /// A single run of `pipeline` (run `runID`) begins: every unfinished join of the pipeline is
+    /// overtaken. No job of it is running (a single run takes the pipeline's run lock whole, a
+    /// job shares it), so its units and deferred rows are older than what this run will store:
+    /// applied later, by position, they would write older values over newer ones (a join stopped
+    /// before its end merge, joined again after a single run, reverted hundreds of rows). Its
+    /// deferred tables and queue are dropped, its run marked failed, and a job that joins its
+    /// name again is refused, saying so (docs/scale-out.md, "The end of a run"). Returns the
+    /// names of the joins overtaken.
+    @discardableResult
+    func overtakeUnfinishedJoins(of pipeline: String, by runID: String) throws -> [String] {
+        guard try connection.execute("SELECT to_regclass('_ingot_joins') IS NOT NULL").first?[0] == "t" else { return [] }
+        let reason = "run \(runID) of pipeline '\(pipeline)' began before it finished and stored newer values"
+        let overtaken = try connection.execute(
+            """
+            UPDATE _ingot_joins SET status = 'overtaken', error = $2, finished_at = now()
+              WHERE pipeline = $1 AND status IN ('running', 'failed') RETURNING name, id, run_id
+            """, [pipeline, reason])
+        guard !overtaken.isEmpty else { return [] }
+        for row in overtaken {
+            guard let name = row[0], let ordinal = row[1].flatMap({ Int64($0) }) else { continue }
+            for table in DeferredTables(ordinal: ordinal).tables(layouts, model: model) {
+                try connection.execute("DROP TABLE IF EXISTS \(table.name)")
+            }
+            for table in ["_ingot_units", "_ingot_join_kept", "_ingot_join_scopes", "_ingot_join_merged"] {
+                try connection.execute("DELETE FROM \(table) WHERE name = $1", [name])
+            }
+            if let joinRun = row[2] {
+                try connection.execute(
+                    "UPDATE _ingot_runs SET status = 'failed', finished_at = now() WHERE run_id = $1 AND status <> 'finished'", [joinRun])
+            }
+        }
+        // A merge stopped past dropping a foreign key's index leaves it to be made again.
+        try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
+        return overtaken.compactMap { $0[0] }
+    }
+}

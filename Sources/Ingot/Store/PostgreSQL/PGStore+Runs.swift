@@ -16,6 +16,7 @@ extension PGStore {
 
     private func beginNewRun(id: String, pipeline: String, startedAt: Date, archive: String?) throws {
         try forgetUnfinishedStagedLoads(of: pipeline)
+        try overtakeUnfinishedJoins(of: pipeline, by: id)
         try connection.execute(
             "INSERT INTO _ingot_runs (run_id, pipeline, started_at, status, archive) VALUES ($1, $2, $3, 'running', $4)",
             [id, pipeline, startedAt.runTimestamp, archive])
