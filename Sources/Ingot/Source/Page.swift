@@ -125,7 +125,7 @@ public struct UnitRef: Sendable, Hashable {
 /// (`ordinal << 32 | seq`) loses to every new one. Bounds: 268,435,455 units a run (a larger seq
 /// is refused by the fetcher), 32,767 parts a unit (past it the parts share the last key), and
 /// 1,048,575 joins a database (refused when a join would pass it).
-public enum UnitOrder {
+package enum UnitOrder {
     /// Bits of a part's number within its unit.
     package static let partBits = 15
     /// The largest part number a key holds.
