@@ -875,6 +875,27 @@ struct JoinTests {
         _ = config
     }
 
+    /// A single run resumed after a join of its pipeline was left unfinished overtakes it too:
+    /// what the resume stores is read from the source as it is now.
+    @Test func aResumedSingleRunOvertakesAJoinLeftUnfinished() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
+        let url = try PostgresServer.freshDatabase()
+        let store = try PGStore(url: url, model: config.model)
+        try store.beginRun(.new(id: "single", pipeline: config.name, startedAt: Date(), archive: nil))
+        try store.commit()
+        try store.close()
+        let jobStore = try PGStore(url: url, model: config.model)
+        _ = try jobStore.joinRun(Self.request("left", config))
+        try jobStore.close()
+        let resumed = try PGStore(url: url, model: config.model)
+        try resumed.beginRun(.resumed(id: "single", archive: nil))
+        try resumed.commit()
+        try resumed.close()
+        let watcher = try PGConnection(url: url)
+        #expect(try watcher.execute("SELECT status FROM _ingot_joins WHERE name = 'left'") == [["overtaken"]])
+        #expect(try watcher.execute("SELECT error FROM _ingot_joins WHERE name = 'left'").first?[0]?.contains("run single") == true)
+    }
+
     /// A source that can only be followed (next URLs): one job fetches and enqueues. The fetcher
     /// is killed with `kill -9` while the server holds its request for page 9 (no timing
     /// involved); once its lease runs out another job takes the role over, resumes the source at

@@ -180,7 +180,7 @@ extension PGStore {
 }
 
 extension PGStore {
-    /// A single run of `pipeline` (run `runID`) begins: every unfinished join of the pipeline is
+    /// A single run of `pipeline` (run `runID`) begins or resumes: every unfinished join of the pipeline is
     /// overtaken. No job of it is running (a single run takes the pipeline's run lock whole, a
     /// job shares it), so its units and deferred rows are older than what this run will store:
     /// applied later, by position, they would write older values over newer ones (a join stopped

@@ -28,6 +28,10 @@ extension PGStore {
     private func reopenRun(id: String, archive: String?) throws {
         runID = id
         try takeUpStagedLoad(of: id)
+        // Resumed, it writes the source as it is now: newer than any join left unfinished meanwhile.
+        if let pipeline = try connection.execute("SELECT pipeline FROM _ingot_runs WHERE run_id = $1", [id]).first?[0] ?? nil {
+            try overtakeUnfinishedJoins(of: pipeline, by: id)
+        }
         try connection.execute(
             "UPDATE _ingot_runs SET status = 'running', finished_at = NULL, archive = coalesce($1, archive) WHERE run_id = $2",
             [archive, id])
