@@ -724,6 +724,28 @@ struct JoinTests {
         return (pages, pipeline, config, url, holder)
     }
 
+    /// Waits until every unit of the jobs' run is done and the merge of persons waits for the row
+    /// `holder` holds (its statement's start: the server shows the first kilobyte of a query),
+    /// then kills every job with `kill -9` and lets the row go. Returns a connection to watch
+    /// the database with.
+    static func killJobsWhileTheEndMergeWaits(_ processes: [Process], url: String, holder: PGConnection) throws -> PGConnection {
+        let watcher = try PGConnection(url: url)
+        waitUntil {
+            let open = (try? watcher.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'"))?.first?[0] ?? nil
+            let merging =
+                (try? watcher.execute(
+                    """
+                    SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
+                      AND query LIKE '%WITH i AS (INSERT INTO "person"%'
+                    """))?.first?[0] ?? nil
+            return open == "0" && merging == "1"
+        }
+        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        for process in processes { process.waitUntilExit() }
+        try holder.execute("ROLLBACK")
+        return watcher
+    }
+
     /// `jobs` processes share a run of the people data set, batch by batch with positions
     /// (`--no-bulk`: deferred batches touch no entity's row before the run's end, see
     /// ``theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext()``); the job that is writing a chosen
@@ -795,23 +817,7 @@ struct JoinTests {
         let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
 
         let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
-        let processes = try Self.startJobs(2, arguments)
-        let watcher = try PGConnection(url: url)
-        // Every unit is done, and the merge of persons waits for the held row (its statement's
-        // start: the server shows the first kilobyte of a query).
-        waitUntil {
-            let open = (try? watcher.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'"))?.first?[0] ?? nil
-            let merging =
-                (try? watcher.execute(
-                    """
-                    SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
-                      AND query LIKE '%WITH i AS (INSERT INTO "person"%'
-                    """))?.first?[0] ?? nil
-            return open == "0" && merging == "1"
-        }
-        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        for process in processes { process.waitUntilExit() }
-        try holder.execute("ROLLBACK")
+        let watcher = try Self.killJobsWhileTheEndMergeWaits(try Self.startJobs(2, arguments), url: url, holder: holder)
         #expect(try watcher.execute("SELECT status FROM _ingot_joins") == [["running"]])
         let merged = try #require(try watcher.execute("SELECT count(*) FROM _ingot_join_merged").first?[0].flatMap { Int($0) })
         #expect(merged < DeferredTables.parts, "the held person's part is not merged")
@@ -836,23 +842,9 @@ struct JoinTests {
     /// a job joining its name again is refused, exit 2, saying why. The newer value stays (the
     /// join merged its older rows over it by position: hundreds of rows reverted).
     @Test(.timeLimit(.minutes(2))) func aSingleRunOvertakesAStoppedJoinWhichIsNeverMergedOverIt() throws {
-        let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
+        let (pages, pipeline, _, url, holder) = try Self.peopleWithAPersonHeld()
         let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
-        let processes = try Self.startJobs(1, arguments)
-        let watcher = try PGConnection(url: url)
-        waitUntil {
-            let open = (try? watcher.execute("SELECT count(*) FROM _ingot_units WHERE status <> 'done'"))?.first?[0] ?? nil
-            let merging =
-                (try? watcher.execute(
-                    """
-                    SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
-                      AND query LIKE '%WITH i AS (INSERT INTO "person"%'
-                    """))?.first?[0] ?? nil
-            return open == "0" && merging == "1"
-        }
-        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        for process in processes { process.waitUntilExit() }
-        try holder.execute("ROLLBACK")
+        let watcher = try Self.killJobsWhileTheEndMergeWaits(try Self.startJobs(1, arguments), url: url, holder: holder)
         #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'").first?[0] != "0")
 
         // A single run of the pipeline, newer: persons 1 to 3 renamed.
@@ -872,7 +864,6 @@ struct JoinTests {
         )
         #expect(
             try watcher.execute("SELECT first_name FROM person WHERE id IN (1, 2, 3) ORDER BY id") == [["Newer"], ["Newer"], ["Newer"]])
-        _ = config
     }
 
     /// A single run resumed after a join of its pipeline was left unfinished overtakes it too:

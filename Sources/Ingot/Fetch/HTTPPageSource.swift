@@ -78,27 +78,20 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
             }
         }
 
-        /// The cursor as a resume state (stored in the run's row), each of `secrets` (the URL's
-        /// parts from the environment) written as `⟨secret N⟩`: a stored state holds no secret,
-        /// and a resume puts back the values of its own environment. The marker cannot occur in
-        /// a URL Ingot sends: non-ASCII is percent-encoded there.
-        /// Every form a URL may hold each secret in — as written, with only what a URL cannot
-        /// hold escaped (a non-ASCII tenant), percent-encoded with upper- and lower-case hex —
-        /// longest first, so that a longer form is hidden before a shorter one inside it. A
-        /// marker's number is its place in this list, the same for the same secrets.
+        /// Every form a URL may hold each secret in (``URLText/forms(of:)``), longest first, so
+        /// that a longer form is hidden before a shorter one inside it. A marker's number is its
+        /// place in this list, the same for the same secrets.
         static func forms(of secrets: [String]) -> [String] {
             var forms: [String] = []
-            for secret in secrets {
-                for form in [
-                    secret, URLText.escapingInvalid(secret), URLText.percentEncoded(secret, keeping: URLText.isUnreserved),
-                    URLText.percentEncoded(secret, lowercaseHex: true, keeping: URLText.isUnreserved),
-                ] where !forms.contains(form) {
-                    forms.append(form)
-                }
-            }
+            for form in secrets.flatMap(URLText.forms(of:)) where !forms.contains(form) { forms.append(form) }
             return forms.enumerated().sorted { ($0.element.utf8.count, -$0.offset) > ($1.element.utf8.count, -$1.offset) }.map(\.element)
         }
 
+        /// The cursor as a resume state (stored in the run's row), each of `secrets` (the URL's
+        /// parts from the environment) written as `⟨secret N⟩` in every form (``forms(of:)``):
+        /// a stored state holds no secret, and a resume puts back the values of its own
+        /// environment. The marker cannot occur in a URL Ingot sends: non-ASCII is
+        /// percent-encoded there.
         func state(hiding secrets: [String]) -> String {
             switch self {
             case .url(var u):

@@ -16,16 +16,11 @@ struct Redactor: Sendable {
         for secret in secrets { add(secret) }
     }
 
-    /// Adds `secret` and the forms a URL holds it in (RFC 3986: unreserved characters kept, every
-    /// other UTF-8 byte percent-encoded, in upper- and in lower-case hex), so that a value written
-    /// into a URL, or echoed URL-encoded by a server, is hidden too.
+    /// Adds `secret` and the forms a URL holds it in (``URLText/forms(of:)``), so that a value
+    /// written into a URL, or echoed URL-encoded by a server, is hidden too.
     mutating func add(_ secret: String) {
         guard !secret.isEmpty else { return }
-        let forms = [
-            secret, URLText.percentEncoded(secret, keeping: URLText.isUnreserved),
-            URLText.percentEncoded(secret, lowercaseHex: true, keeping: URLText.isUnreserved),
-        ]
-        for form in forms where !secrets.contains(form) { secrets.append(form) }
+        for form in URLText.forms(of: secret) where !secrets.contains(form) { secrets.append(form) }
         secrets.sort { $0.utf8.count > $1.utf8.count }
     }
 

@@ -104,43 +104,26 @@ package enum URLText {
         let r = Parts(reference[...])
         let b = Parts(base[...])
         guard b.scheme != nil else { return r.scheme != nil ? reference : nil }
-        var t = Parts(""[...])
-        let path: String
-        if let scheme = r.scheme {
-            t.scheme = scheme
-            t.authority = r.authority
-            path = removingDotSegments(String(r.path))
-            t.query = r.query
-        } else {
-            t.scheme = b.scheme
-            if let authority = r.authority {
-                t.authority = authority
-                path = removingDotSegments(String(r.path))
-                t.query = r.query
-            } else {
-                t.authority = b.authority
-                if r.path.isEmpty {
-                    path = String(b.path)
-                    t.query = r.query ?? b.query
-                } else {
-                    if r.path.hasPrefix("/") {
-                        path = removingDotSegments(String(r.path))
-                    } else {
-                        // Merge (5.2.3): the base's path up to its last "/", then the reference's.
-                        let merged: String
-                        if b.authority != nil && b.path.isEmpty {
-                            merged = "/" + r.path
-                        } else {
-                            merged = (b.path.lastIndex(of: "/").map { String(b.path[...$0]) } ?? "") + r.path
-                        }
-                        path = removingDotSegments(merged)
-                    }
-                    t.query = r.query
-                }
-            }
+        // 5.2.2: the reference's own parts from the first it gives (scheme, authority, path),
+        // the base's before that; its path merged with the base's when relative (5.2.3).
+        if r.scheme != nil || r.authority != nil {
+            return Parts(
+                scheme: r.scheme ?? b.scheme, authority: r.authority, path: removingDotSegments(String(r.path)), query: r.query,
+                fragment: r.fragment
+            ).text
         }
-        t.fragment = r.fragment
-        return Parts(scheme: t.scheme, authority: t.authority, path: path, query: t.query, fragment: t.fragment).text
+        let path: String
+        if r.path.isEmpty {
+            path = String(b.path)
+        } else if r.path.hasPrefix("/") {
+            path = removingDotSegments(String(r.path))
+        } else if b.authority != nil && b.path.isEmpty {
+            path = removingDotSegments("/" + r.path)
+        } else {
+            path = removingDotSegments((b.path.lastIndex(of: "/").map { String(b.path[...$0]) } ?? "") + r.path)
+        }
+        let query = r.path.isEmpty ? r.query ?? b.query : r.query
+        return Parts(scheme: b.scheme, authority: b.authority, path: path, query: query, fragment: r.fragment).text
     }
 
     /// `path` without `.` and `..` segments (RFC 3986, 5.2.4).
@@ -265,6 +248,21 @@ package enum URLText {
             if keep(byte) { out.append(byte) } else { out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 15)]] }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Every form a URL may hold `text` in: as written, with only what a URL cannot carry
+    /// escaped (a non-ASCII tenant in a path), and percent-encoded as RFC 3986 says (unreserved
+    /// characters kept, UTF-8) with upper- and with lower-case hex (a value written into a query,
+    /// or echoed URL-encoded by a server). Each once, in that order.
+    package static func forms(of text: String) -> [String] {
+        var forms: [String] = []
+        for form in [
+            text, escapingInvalid(text), percentEncoded(text, keeping: isUnreserved),
+            percentEncoded(text, lowercaseHex: true, keeping: isUnreserved),
+        ] where !forms.contains(form) {
+            forms.append(form)
+        }
+        return forms
     }
 
     /// RFC 3986's unreserved characters: letters, digits, `-`, `.`, `_`, `~`.

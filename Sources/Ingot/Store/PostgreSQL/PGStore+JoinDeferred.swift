@@ -271,10 +271,16 @@ extension PGStore {
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
         // The foreign keys' indexes a merging job dropped, built once now that every row is in.
         try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
-        for table in DeferredTables(ordinal: join.ordinal).tables(layouts, model: model) {
+        try dropDeferredTables(ordinal: join.ordinal)
+        return (counts, mine)
+    }
+
+    /// Drops the run's own tables of join `ordinal` (its deferred rows): its end merged them, or
+    /// a single run overtook it.
+    func dropDeferredTables(ordinal: Int64) throws {
+        for table in DeferredTables(ordinal: ordinal).tables(layouts, model: model) {
             try connection.execute("DROP TABLE IF EXISTS \(table.name)")
         }
-        return (counts, mine)
     }
 
     /// Before this job merges parts: each foreign key's index (`person_dogs_dog_id`) on a table

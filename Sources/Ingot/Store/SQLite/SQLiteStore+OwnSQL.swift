@@ -68,7 +68,7 @@ enum OwnSQL {
             guard code == SQLITE_ROW else {
                 throw StoreError.unsupported("IngotDatabase.query: \(String(cString: sqlite3_errmsg(handle)))")
             }
-            rows.append((0..<Int32(columns.count)).map { value(statement, $0) })
+            rows.append((0..<Int32(columns.count)).map { RawStatement.column(statement, $0) })
         }
         return (columns, rows)
     }
@@ -132,7 +132,6 @@ enum OwnSQL {
     }
 
     private static func bind(_ arguments: [ScalarValue], to statement: OpaquePointer, _ handle: OpaquePointer) throws {
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for (k, argument) in arguments.enumerated() {
             let index = Int32(k + 1)
             let code: Int32
@@ -141,23 +140,11 @@ enum OwnSQL {
             case .integer(let v): code = sqlite3_bind_int64(statement, index, v)
             case .real(let v): code = sqlite3_bind_double(statement, index, v)
             case .bool(let v): code = sqlite3_bind_int64(statement, index, v ? 1 : 0)
-            case .text(let s): code = sqlite3_bind_text(statement, index, s, -1, transient)
+            case .text(let s): code = sqlite3_bind_text(statement, index, s, -1, RawStatement.transient)
             }
             guard code == SQLITE_OK else {
                 throw StoreError.unsupported("IngotDatabase.query: argument \(index): \(String(cString: sqlite3_errmsg(handle)))")
             }
-        }
-    }
-
-    private static func value(_ statement: OpaquePointer, _ column: Int32) -> ScalarValue {
-        switch sqlite3_column_type(statement, column) {
-        case SQLITE_NULL: return .null
-        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, column))
-        case SQLITE_FLOAT: return .real(sqlite3_column_double(statement, column))
-        default:
-            guard let bytes = sqlite3_column_blob(statement, column) else { return .text("") }
-            let count = Int(sqlite3_column_bytes(statement, column))
-            return .text(String(decoding: UnsafeRawBufferPointer(start: bytes, count: count), as: UTF8.self))
         }
     }
 }
