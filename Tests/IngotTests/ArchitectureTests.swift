@@ -244,7 +244,7 @@ struct ArchitectureTests {
         return found
     }
 
-    /// Short functions (docs/architecture.md, "The contracts between layers"): at most 15 in
+    /// Short functions (docs/architecture.md, "The contracts between layers"): at most 12 in
     /// Sources/ longer than 60 lines, none in Pipeline/ longer than 100. A ratchet: lower it when
     /// a long function is split, never raise it.
     @Test func longFunctionsAreFewAndNoneInThePipelineIsVeryLong() throws {
@@ -260,7 +260,7 @@ struct ArchitectureTests {
                 if url.path.contains("/Pipeline/") && function.lines > 100 { veryLongInPipeline.append(long[long.count - 1]) }
             }
         }
-        #expect(long.count <= 15, "functions over 60 lines: \(long.count)\n\(long.sorted().joined(separator: "\n"))")
+        #expect(long.count <= 12, "functions over 60 lines: \(long.count)\n\(long.sorted().joined(separator: "\n"))")
         #expect(veryLongInPipeline.isEmpty, "\(veryLongInPipeline)")
         // The counter counts: a function of 61 lines is long, one of 60 is not.
         let body = Array(repeating: "        x += 1", count: 58).joined(separator: "\n")

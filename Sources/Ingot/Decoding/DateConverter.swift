@@ -271,13 +271,7 @@ struct DateConverter {
         var i = b.startIndex
         let end = b.endIndex
         func number(_ width: Int) -> Int? {
-            guard end - i >= width else { return nil }
-            var v = 0
-            for k in i..<i + width {
-                let d = b[k] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int(d)
-            }
+            guard end - i >= width, let v = digits(b, i..<i + width) else { return nil }
             i += width
             return v
         }
@@ -334,6 +328,18 @@ struct DateConverter {
         return c
     }
 
+    /// The decimal number the bytes of `range` spell, or `nil` when one of them is not a digit.
+    @inline(__always)
+    private static func digits(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+        var v = 0
+        for k in range {
+            let d = b[k] &- UInt8(ascii: "0")
+            guard d < 10 else { return nil }
+            v = v * 10 + Int(d)
+        }
+        return v
+    }
+
     static func parse(_ b: UnsafeBufferPointer<UInt8>, pattern: DatePattern) -> Civil? {
         var c = Civil()
         c.hasTime = pattern.hasTime
@@ -364,25 +370,15 @@ struct DateConverter {
                 case UInt8(ascii: "-"): sign = -1
                 default: return nil
                 }
-                var digits = 0
-                for k in i + 1..<i + 5 {
-                    let d = b[k] &- UInt8(ascii: "0")
-                    guard d < 10 else { return nil }
-                    digits = digits * 10 + Int(d)
-                }
-                let (hours, minutes) = (digits / 100, digits % 100)
+                guard let hhmm = digits(b, i + 1..<i + 5) else { return nil }
+                let (hours, minutes) = (hhmm / 100, hhmm % 100)
                 guard hours <= 23, minutes <= 59 else { return nil }
                 c.offsetSeconds = sign * (hours * 3600 + minutes * 60)
                 i += 5
                 continue
             default: break
             }
-            var v = 0
-            for k in i..<i + token.width {
-                let d = b[k] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int(d)
-            }
+            guard let v = digits(b, i..<i + token.width) else { return nil }
             switch token {
             case .year: c.year = v
             case .month: c.month = v

@@ -147,12 +147,7 @@ public final class PipelineRunner: Sendable {
             return failedToStart(error, started: started)
         }
         let store = opened.store
-        if !store.migration.isEmpty {
-            logger.notice(
-                "schema.migrated",
-                metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
-        }
-        if case .declined(let reason) = store.loadState { logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"]) }
+        logOpened(store)
         activeStore.value.withLock { $0 = store }
         defer { activeStore.value.withLock { $0 = nil } }
         var part: RunPart
@@ -197,6 +192,17 @@ public final class PipelineRunner: Sendable {
         }
         let writer = runStages(context, archive: archive)
         return finish(context, writer: writer, archive: archive)
+    }
+
+    /// What opening `store` did that a reader of the log should know: a schema migrated, a
+    /// staged load declined.
+    private func logOpened(_ store: any IngestStore) {
+        if !store.migration.isEmpty {
+            logger.notice(
+                "schema.migrated",
+                metadata: ["statements": .int(store.migration.count), "added": "\(PipelineRunner.added(by: store.migration))"])
+        }
+        if case .declined(let reason) = store.loadState { logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"]) }
     }
 
     /// Moves the runner's life to running (or stopping, when a stop came first); `false` when a
