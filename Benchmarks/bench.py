@@ -212,6 +212,7 @@ class Postgres:
     """A throwaway PostgreSQL 15 server (Debian's binaries) in .build-bench/pg, on 127.0.0.1 and a free
     port, as `nobody` when run as root (PostgreSQL refuses root); stopped by stop()."""
     BIN = "/usr/lib/postgresql/15/bin"
+    CPUACCT = "/sys/fs/cgroup/cpuacct"
 
     def __init__(self):
         import socket, time
@@ -227,9 +228,17 @@ class Postgres:
             subprocess.run(["chown", "-R", "nobody", self.dir], check=True)
         self._run([self.BIN + "/initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "postgres", "--no-sync"])
         log = open(os.path.join(self.dir, "log"), "w")
+        # As root, the server goes in a cpuacct group of its own: its CPU is then every process
+        # it ever ran, backends that ended included, whether or not the postmaster reaped them yet.
+        self.group = None
+        if self.as_nobody and os.access(self.CPUACCT, os.W_OK):
+            self.group = os.path.join(self.CPUACCT, "ingot-bench-pg-%d" % self.port)
+            os.makedirs(self.group, exist_ok=True)
+        procs = self.group and os.path.join(self.group, "cgroup.procs")
         self.server = subprocess.Popen(self._cmd([self.BIN + "/postgres", "-D", self.dir + "/data", "-k", self.dir, "-h", "127.0.0.1",
                                                   "-p", str(self.port), "-c", "shared_buffers=256MB", "-c", "max_wal_size=4GB"]),
-                                       stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                                       stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                       preexec_fn=(lambda: open(procs, "w").write(str(os.getpid()))) if procs else None)
         for _ in range(600):
             if subprocess.run(["psql", self.url("postgres"), "-c", "select 1"], capture_output=True).returncode == 0:
                 return
@@ -253,9 +262,23 @@ class Postgres:
         self.psql("postgres", "CREATE DATABASE %s" % name)
         return self.url(name)
 
+    def settle(self):
+        """Waits (up to 10 s) until no client backend is left: a job's backend goes on for a moment
+        after the job exits, and its CPU is the run's."""
+        import time
+        for _ in range(200):
+            left = self.psql("postgres", "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()").stdout.strip()
+            if left == "0":
+                return
+            time.sleep(0.05)
+
     def cpu(self):
-        """The server's CPU seconds so far: the postmaster's own and its reaped backends', and its
-        living children's (the background writers, the backends still connected)."""
+        """The server's CPU seconds so far, once its backends ended: its cpuacct group's usage where
+        it has one (every process it ran); otherwise the postmaster's own and its reaped backends',
+        and its living children's (the background writers, the backends still connected)."""
+        self.settle()
+        if self.group:
+            return int(open(os.path.join(self.group, "cpuacct.usage")).read()) / 1e9
         tick = os.sysconf("SC_CLK_TCK")
         def fields(pid):
             text = open("/proc/%d/stat" % pid).read()
@@ -280,6 +303,14 @@ class Postgres:
         # A fast shutdown, to the postmaster itself (under root, the child of runuser).
         subprocess.run(["pkill", "-INT", "-f", "postgres -D " + self.dir + "/data"])
         self.server.wait()
+        if self.group:
+            import time
+            for _ in range(100):  # the server's last processes leave the group as they exit
+                try:
+                    os.rmdir(self.group)
+                    break
+                except OSError:
+                    time.sleep(0.05)
 
 
 PEER_SQL = """

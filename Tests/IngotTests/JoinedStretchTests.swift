@@ -156,9 +156,8 @@ struct JoinedStretchTests {
         _ = try connection.execute(
             "UPDATE _ingot_units SET status = 'pending', job = NULL, lease_until = NULL WHERE name = 'deferred' AND seq = 1")
         try Self.write(unit2, as: held[1], config, into: other)
-        let ordinal = try #require(try connection.execute("SELECT id FROM _ingot_joins WHERE name = 'deferred'").first?[0])
         #expect(try connection.execute("SELECT count(*) FROM person") == [["0"]], "a deferred batch leaves the tables as they were")
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_run\(ordinal)_e0") == [["2"]])
+        #expect(try DeferredRowsTests.deferredRows(of: "deferred", config.model, connection)[0] == 2, "unit 2's two persons")
         let index = "SELECT to_regclass('person_dogs_dog_id')::oid"
         let before = try #require(try connection.execute(index).first?[0])
 
@@ -172,9 +171,7 @@ struct JoinedStretchTests {
         // The person of the stretch, given again by units 2 and 4: the merge meets the row this
         // run's stretch made, which is the run's insert, not an update.
         #expect(summary.counters.updated == single.counters.updated, "\(summary.counters.entities) \(single.counters.entities)")
-        #expect(
-            try connection.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]],
-            "the run's tables go with its end")
+        #expect(try connection.execute("SELECT count(*) FROM _ingot_join_rows") == [["0"]], "the run's deferred rows go with its end")
         #expect(try connection.execute("SELECT status FROM _ingot_joins") == [["finished"]])
         // The foreign key's index of the empty join table was dropped for the merge and built
         // again when the run finished: a new index.
@@ -210,8 +207,7 @@ struct JoinedStretchTests {
             try Self.write(pages[seq - 1], as: try #require(try run.claim(maxPageBytes: 1 << 20)).page, config, into: other)
         }
         let connection = try PGConnection(url: url)
-        let ordinal = try #require(try connection.execute("SELECT id FROM _ingot_joins WHERE name = 'whole'").first?[0])
-        #expect(try connection.execute("SELECT count(*) FROM _ingot_run\(ordinal)_e0") == [["5"]])
+        #expect(try DeferredRowsTests.deferredRows(of: "whole", config.model, connection)[0] == 5)
 
         let (summary, _) = try startJob(url, "whole", pages, yaml: yaml)()
         #expect(summary.status == .finished, "\(summary.error ?? "")")
