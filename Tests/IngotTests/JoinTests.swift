@@ -807,7 +807,7 @@ struct JoinTests {
     }
 
     /// Jobs that defer their batches (local pages, the default) write no entity's row before
-    /// every unit is done; then they merge the run's tables part by part, and the part holding a
+    /// every unit is done; then they merge the run's blobs part by part, and the part holding a
     /// person whose row the test holds waits there (no timing involved). Every job still running
     /// is killed with `kill -9` — the one merging that part, and any waiting to finish the run
     /// behind it — and that part's merge rolls back whole. A job started later under the same

@@ -128,11 +128,11 @@ struct JoinedStretchTests {
         #expect(try connection.execute("SELECT count(*) FROM _ingot_state WHERE pipeline = ''") == [["0"]])
     }
 
-    /// Batches outside a stretch are deferred: another job writes unit 2 into the run's own
-    /// tables (the entities' tables stay as they were); this job's units 1, 3 and 4 do not come
+    /// Batches outside a stretch are deferred: another job sends unit 2 to the run as blobs (the
+    /// entities' tables stay as they were); this job's units 1, 3 and 4 do not come
     /// in an unbroken stretch, so they are deferred too (staged, if unit 1 made a batch alone);
-    /// ending the run, it merges the run's tables once — unit 4's values win over unit 2's,
-    /// unit 2's over unit 1's — and drops them. The tables and counts are a single job's over
+    /// ending the run, it merges the run's blobs once — unit 4's values win over unit 2's,
+    /// unit 2's over unit 1's — and deletes them. The tables and counts are a single job's over
     /// the four pages in order.
     @Test(.timeLimit(.minutes(1))) func batchesOutsideAStretchAreMergedOnceWhenTheRunEnds() throws {
         let url = try PostgresServer.freshDatabase()
@@ -179,11 +179,10 @@ struct JoinedStretchTests {
         #expect(after != before)
     }
 
-    /// The merge takes an identity's latest deferred row as it is when that row gave every column
-    /// and set (a whole record: nothing older can win a column of it), and folds the others
-    /// column by column. Another job writes units 1 and 2 into the run's tables; person 1 is
-    /// whole in both (unit 2's row wins whole), person 2 whole in unit 1 and renamed alone in
-    /// unit 2 (its name from unit 2, the rest from unit 1), person 3 whole in unit 2 only.
+    /// The merge folds each identity's deferred rows column by column. Another job sends units 1
+    /// and 2 to the run; person 1 is whole in both (unit 2's row wins whole), person 2 whole in
+    /// unit 1 and renamed alone in unit 2 (its name from unit 2, the rest from unit 1), person 3
+    /// whole in unit 2 only.
     @Test(.timeLimit(.minutes(1))) func wholeLatestRowsAreTakenAsTheyAreOthersFolded() throws {
         let url = try PostgresServer.freshDatabase()
         let yaml = personPipeline("whole")

@@ -8,7 +8,7 @@
 /// blobs here — per identity, each column the value of the largest unit that gave it, each set
 /// the one of the largest unit, as the positional upsert would decide them one batch at a time —
 /// and writes the result once. So the server's work is the final rows' writes, as a single run's
-/// is, whatever the number of jobs: folded in SQL, the run's tables cost it four times a single
+/// is, whatever the number of jobs: folded in SQL, tables of the run cost it four times a single
 /// run's CPU at four jobs (docs/scale-out.md, "Where the server's time goes").
 struct DeferredRow: Equatable {
     var identity: IdentityKey

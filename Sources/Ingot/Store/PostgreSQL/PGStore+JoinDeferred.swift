@@ -15,7 +15,7 @@ import Foundation
 /// stored copied straight in, in binary, as a single run's are; those stored before (an earlier
 /// run's, a stretch's, a job's that wrote with positions) upserted by position. So the argument
 /// of "Later pages win, across jobs" holds unchanged, and the server's work is the final rows'
-/// writes whatever the number of jobs: when the run's tables were folded in SQL, four jobs cost
+/// writes whatever the number of jobs: when tables of the run were folded in SQL, four jobs cost
 /// the server four times a single run's CPU.
 ///
 /// The blobs are rows of an ordinary (logged) table: a unit marked done has its rows there,
@@ -63,11 +63,20 @@ extension PGStore {
                 writers[DeferredRows.part(of: deferred.identity, parts: DeferredParts.parts)].append(deferred, entity: entity)
             }
         }
+        // One statement for the batch's parts: a blob per part that has rows.
+        var columns: [[ScalarValue]] = [[], [], [], []]
         for (part, writer) in writers.enumerated() where writer.rows > 0 {
-            let frame = try deferredZstd.compress(writer.bytes)
+            columns[0].append(.integer(Int64(part)))
+            columns[1].append(.integer(Int64(writer.rows)))
+            columns[2].append(.integer(Int64(writer.bytes.count)))
+            columns[3].append(.text(PGConnection.byteaText(try deferredZstd.compress(writer.bytes))))
+        }
+        if !columns[0].isEmpty {
             try connection.execute(
-                "INSERT INTO _ingot_join_rows (name, part, rows, length, data) VALUES ($1, $2, $3, $4, $5::bytea)",
-                [join.name, String(part), String(writer.rows), String(writer.bytes.count), PGConnection.byteaText(frame)])
+                """
+                INSERT INTO _ingot_join_rows (name, part, rows, length, data)
+                  SELECT $1, * FROM unnest($2::int[], $3::bigint[], $4::bigint[], $5::bytea[])
+                """, [join.name] + columns.map { PGStore.arrayLiteral($0) })
         }
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
     }
