@@ -64,21 +64,41 @@ extension PGStore {
             }
         }
         // One statement for the batch's parts: a blob per part that has rows.
-        var columns: [[ScalarValue]] = [[], [], [], []]
+        var columns: [[ScalarValue]] = [[], [], []]
+        var frames: [[UInt8]] = []
         for (part, writer) in writers.enumerated() where writer.rows > 0 {
             columns[0].append(.integer(Int64(part)))
             columns[1].append(.integer(Int64(writer.rows)))
             columns[2].append(.integer(Int64(writer.bytes.count)))
-            columns[3].append(.text(PGConnection.byteaText(try deferredZstd.compress(writer.bytes))))
+            frames.append(try deferredZstd.compress(writer.bytes))
         }
-        if !columns[0].isEmpty {
+        if !frames.isEmpty {
             try connection.execute(
                 """
                 INSERT INTO _ingot_join_rows (name, part, rows, length, data)
                   SELECT $1, * FROM unnest($2::int[], $3::bigint[], $4::bigint[], $5::bytea[])
-                """, [join.name] + columns.map { PGStore.arrayLiteral($0) })
+                """, [join.name] + columns.map { PGStore.arrayLiteral($0) } + [PGStore.byteaArrayLiteral(frames)])
         }
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
+    }
+
+    /// `frames` as a `bytea[]` literal (`{"\\\\x0a1b",…}`: hex needs no quoting, the
+    /// backslash), built byte by byte: a run's deferred rows are megabytes.
+    static func byteaArrayLiteral(_ frames: [[UInt8]]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(frames.reduce(2) { $0 + 2 * $1.count + 6 })
+        for (k, frame) in frames.enumerated() {
+            if k > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "\\"), UInt8(ascii: "x")])
+            for byte in frame {
+                out.append(digits[Int(byte >> 4)])
+                out.append(digits[Int(byte & 15)])
+            }
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// A batch's row as the merge folds it: its values, the unit of each column and set (none in
