@@ -118,7 +118,7 @@ struct JoinedPagesTests {
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
         #expect(logs.all.contains { $0.contains("msg=bulk.merged") })
-        // The run held nothing to merge: the stretch was every unit.
+        // The run's tables held nothing to merge: the stretch was every unit.
         let merged = logs.all.filter { $0.contains("msg=join.merged") }
         #expect(merged.allSatisfy { $0.contains(" inserted=0 ") && $0.contains(" updated=0") }, "\(merged)")
         try Self.expectTheSingleRunsTables(config, in: database)

@@ -105,7 +105,12 @@ final class PGSharedRun: SharedRun {
         try PGStore.applySchema(PGStore.joinSchema(of: store.model), on: connection)
         let job = PGSharedRun.makeJobID()
         let name = request.name
-        let joined = try connection.transaction { try PGSharedRun.join(request, as: job, on: connection) }
+        let defers = store.defersJoinedBatches
+        let joined = try connection.transaction {
+            try PGSharedRun.join(request, as: job, on: connection) { ordinal in
+                defers ? DeferredTables(ordinal: ordinal).schema(store.layouts, model: store.model) : []
+            }
+        }
         guard joined.id <= UnitOrder.lastOrdinal else {
             throw StoreError.unsupported(
                 "this database has held \(UnitOrder.lastOrdinal) joins, the most its positions can order (UnitOrder): join in a new database"
@@ -132,9 +137,10 @@ final class PGSharedRun: SharedRun {
 
     /// In one transaction: the run `request.name` created when no job did (with its run row),
     /// else found and checked (the same pipeline, the same spec), and taken up again when it had
-    /// failed; this job's row added unless the run is finished.
+    /// failed; this job's row added unless the run is finished, and the run's tables for
+    /// deferred batches (`making`, given the join's number) made under the join's row lock.
     private static func join(
-        _ request: SharedRunRequest, as job: String, on connection: PGConnection
+        _ request: SharedRunRequest, as job: String, on connection: PGConnection, making: (Int64) -> [String]
     ) throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) {
         let name = request.name
         let created =
@@ -180,14 +186,8 @@ final class PGSharedRun: SharedRun {
             try PGStore.forgetPrints(on: connection)
         }
         if !finished {
-            // A join begun by an earlier Ingot kept its deferred batches in tables of the run
-            // (`_ingot_run<N>_…`), which this one does not merge: finishing it here would lose them.
-            if try connection.execute("SELECT to_regclass($1) IS NOT NULL", ["_ingot_run\(id)_e0"]).first?[0] == "t" {
-                throw StoreError.conflict(
-                    "the join '\(name)' was begun by an earlier Ingot, which kept its deferred rows in tables this one does not merge: finish it with that version, or join under another name"
-                )
-            }
             try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
+            for sql in making(id) { try connection.execute(sql) }
         }
         return (created, finished, revived, id, runID)
     }

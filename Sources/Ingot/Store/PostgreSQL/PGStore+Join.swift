@@ -73,16 +73,7 @@ extension PGStore {
             // The values each job's units gave a replaced entity's scope column, until the run
             // finishes (a job's own rows: jobs never wait on each other's).
             "CREATE TABLE IF NOT EXISTS _ingot_join_scopes (name text NOT NULL, job text NOT NULL, entity int NOT NULL, value text NOT NULL, PRIMARY KEY (name, job, entity, value))",
-            // A run's deferred rows, a blob per batch and part, and the parts merged with what
-            // each wrote (PGStore+JoinDeferred.swift). The blobs are zstd frames: `pglz` gives up
-            // on them within their first kilobyte. (An `ALTER … SET STORAGE`, as for the units,
-            // takes the table's exclusive lock at every job's start, and a job finishing a run
-            // holds a lock on it while it waits for the schema's: a deadlock.)
-            """
-            CREATE TABLE IF NOT EXISTS _ingot_join_rows (id bigserial PRIMARY KEY, name text NOT NULL, part int NOT NULL,
-              rows bigint NOT NULL, length bigint NOT NULL, data bytea NOT NULL)
-            """,
-            "CREATE INDEX IF NOT EXISTS _ingot_join_rows_part ON _ingot_join_rows (name, part, id)",
+            // The parts of a run's deferred rows merged, and what each wrote (PGStore+JoinDeferred.swift).
             "CREATE TABLE IF NOT EXISTS _ingot_join_merged (name text NOT NULL, part int NOT NULL, inserted bigint NOT NULL, updated bigint NOT NULL, entity_counts text, PRIMARY KEY (name, part))",
             // Payloads are zstd frames already: the server does not try to compress them again.
             PGStore.externalPayloads,
@@ -162,7 +153,7 @@ extension PGStore {
             return nil
         }
         let fallback = batch.lastUnitKey
-        if defersJoinedBatches, let counts = try writeDeferred(batch, join, fallback: fallback) { return counts }
+        if defersJoinedBatches { return try writeDeferred(batch, join, fallback: fallback) }
         guard directJoinedInserts else { return try writeJoinedEntities(batch, join, fallback: fallback, direct: false) }
         // The rows no job had at the lookup are copied straight in, under a savepoint: when
         // another job made one of them since, the batch is written the careful way, and so is
@@ -311,13 +302,8 @@ extension PGStore {
     private static func appendPositions(
         _ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int, to out: inout [UInt8]
     ) {
-        appendPositionArray(positions(row, layout, join, fallback: fallback), to: &out)
-    }
-
-    /// Positions as an array literal (`{1,NULL,3}`).
-    static func appendPositionArray(_ positions: [Int64?], to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        for (k, position) in positions.enumerated() {
+        for (k, position) in positions(row, layout, join, fallback: fallback).enumerated() {
             if k > 0 { out.append(UInt8(ascii: ",")) }
             if let position {
                 appendDecimal(position, to: &out)

@@ -1,36 +1,47 @@
 import Foundation
 
-/// A joined job's batches sent to the run as blobs, merged once when the run ends, by the jobs
+/// A joined job's batches written to the run's own tables, merged once when the run ends
 /// (docs/scale-out.md, "Writes deferred to the run's end").
 ///
 /// Written batch by batch with positions (PGStore+Join.swift), every batch of every job is an
 /// upsert into the entities' tables: a person re-sent by forty pages is a new row version forty
-/// times. Deferred, a batch's folded rows — their values and the unit of each value and set,
-/// exactly what the positional upsert would offer — are encoded (``DeferredRows``), split by
-/// part (a hash of the identity), compressed, and stored as one `bytea` per part in
-/// `_ingot_join_rows`, in the transaction that marks the batch's units done. The server stores
-/// them and does nothing else with them. Once every unit is done, the jobs take the parts one
-/// by one; the job that takes a part folds its blobs (per identity, each column the value of the
-/// largest unit that gave it, each set the largest unit's) and writes the result: rows no one
-/// stored copied straight in, in binary, as a single run's are; those stored before (an earlier
-/// run's, a stretch's, a job's that wrote with positions) upserted by position. So the argument
-/// of "Later pages win, across jobs" holds unchanged, and the server's work is the final rows'
-/// writes whatever the number of jobs: when tables of the run were folded in SQL, four jobs cost
-/// the server four times a single run's CPU.
+/// times, and the server's work per row grew with the number of jobs. Deferred, a batch's folded
+/// rows — their values and positions, exactly what the positional upsert would stage — and its
+/// link sets are copied into tables of the run without indexes (`_ingot_run<join>_e<entity>`,
+/// `…_o<k>` for the owners of relationship `k`'s sets, `…_l<k>` for their links), in the
+/// transaction that marks its units done. Once every unit is done, the jobs fold each table once,
+/// part by part — per identity, each column the value at its largest position, the positions
+/// slot by slot the largest — and write the result with the same positional rules (new rows
+/// inserted, stored ones upserted, sets replaced where they are the newest), so the argument of
+/// "Later pages win, across jobs" holds unchanged: the merge offers, for each column and set,
+/// the value of the largest unit that mentioned it.
 ///
-/// The blobs are rows of an ordinary (logged) table: a unit marked done has its rows there,
-/// through a crash of the job or of the server. The transaction that finishes the run deletes
-/// them.
-enum DeferredParts {
-    /// The parts the run's rows are merged in, by several jobs at once: a job folds one part in
-    /// memory (a sixteenth of the run's deferred rows).
-    static let parts = 16
+/// The run's tables are ordinary (logged) tables: a unit marked done has its rows there, through
+/// a crash of the job or of the server. They are made when a deferring job joins (under the
+/// join's row lock) and dropped by the transaction that finishes the run. Each is partitioned
+/// by hash of its identity (an owner's, for sets) into ``parts`` parts, which the jobs merge
+/// side by side once every unit is done (``PGStore/mergeDeferredParts(_:)``): a part holds every
+/// row of its identities, so two parts never write one row.
+struct DeferredTables {
+    let ordinal: Int64
+    /// The parts the run's rows are merged in, by several jobs at once.
+    static let parts = 8
 
-    /// The longest text (in UTF-8 bytes) a deferred row may hold in an indexed column: far below
-    /// the 2,704 bytes a b-tree entry may take, so that no index refuses a merged row. A batch
-    /// with a longer one is written batch by batch, where the server's refusal rejects its
-    /// record (docs/reliability.md).
-    static let longestIndexedText = 2_000
+    /// Entity `entity`'s folded rows: its columns and `_ingot_pos` (part `part` of them).
+    func rows(_ entity: Int, part: Int? = nil) -> String { name("e\(entity)", part) }
+    /// The owners given a set of relationship `k` of `entity`, with the set's position (`_pos`).
+    func owners(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_o\(k)", part) }
+    /// The links of those sets: the join table's columns and the set's position (`_pos`).
+    func links(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_l\(k)", part) }
+
+    /// The first entity's rows table, unquoted: whether the run's tables exist.
+    var marker: String { plainName("e0", nil) }
+
+    private func name(_ table: String, _ part: Int?) -> String { PGStore.quote(plainName(table, part)) }
+
+    private func plainName(_ table: String, _ part: Int?) -> String {
+        "_ingot_run\(ordinal)_\(table)" + (part.map { "_p\($0)" } ?? "")
+    }
 
     /// Whether a model's batches can be deferred: every entity with an identity, every to-many
     /// set in a join table of its own (owned rows and a to-one's inverse are written batch by
@@ -38,109 +49,149 @@ enum DeferredParts {
     static func fit(_ layouts: [EntityLayout]) -> Bool {
         layouts.allSatisfy { !$0.identitySlots.isEmpty && $0.toMany.allSatisfy(\.hasJoinTable) }
     }
+
+    /// Every table of the run, as `(name, columns, key)`: `key` the columns it is partitioned by.
+    func tables(
+        _ layouts: [EntityLayout], model: EntityModel
+    ) -> [(name: String, columns: [(name: String, type: String)], key: [String])] {
+        var tables: [(String, [(name: String, type: String)], [String])] = []
+        for (entity, layout) in layouts.enumerated() {
+            tables.append((rows(entity), PGStore.joinedColumns(layout), layout.identitySlots.map { layout.columns[$0].name }))
+            for (k, toMany) in layout.toMany.enumerated() {
+                let types = PGStore.joinColumns(toMany, owner: entity, model: model)
+                let owner = Array(types.prefix(toMany.sourceColumns.count))
+                tables.append((owners(entity, k), owner + [("_pos", "bigint")], toMany.sourceColumns))
+                tables.append((links(entity, k), types + [("_pos", "bigint")], toMany.sourceColumns))
+            }
+        }
+        return tables
+    }
+
+    /// The statements that make the run's tables (when a deferring job joins), and their
+    /// indexes. The run's tables are left out of autovacuum: they are written once, read once by
+    /// the merge and dropped with the run, and autovacuum's passes over them cost the server
+    /// while the jobs copy in (four jobs 10.11 s against 9.52 s, docs/scale-out.md). Their
+    /// indexes: the run's tables mirror each index of the entities' tables that a value can be
+    /// too long for (a key of `text` or `numeric`: "index row size … exceeds btree maximum"), so
+    /// that such a value is refused when its batch is copied — rejected with its record, as batch
+    /// by batch — never at the run's end. Keys of fixed width need none.
+    func schema(_ layouts: [EntityLayout], model: EntityModel) -> [String] {
+        var statements: [String] = []
+        for (name, columns, key) in tables(layouts, model: model) {
+            let definitions = columns.map { "\(PGStore.quote($0.name)) \($0.type)" }.joined(separator: ", ")
+            statements.append(
+                "CREATE TABLE IF NOT EXISTS \(name) (\(definitions)) PARTITION BY HASH (\(key.map(PGStore.quote).joined(separator: ", ")))")
+            for part in 0..<Self.parts {
+                let partition = PGStore.quote(String(name.dropFirst().dropLast()) + "_p\(part)")
+                statements.append(
+                    "CREATE TABLE IF NOT EXISTS \(partition) PARTITION OF \(name) FOR VALUES WITH (MODULUS \(Self.parts), REMAINDER \(part))"
+                        + " WITH (autovacuum_enabled = false)"
+                )
+            }
+        }
+        func index(_ table: String, _ suffix: String, _ columns: [String], types: [(name: String, type: String)]) {
+            let widths = columns.compactMap { column in types.first { $0.name == column }?.type }
+            guard widths.contains(where: { $0 == "text" || $0 == "numeric" }) else { return }
+            let name = PGStore.quote(String(table.dropFirst().dropLast()) + suffix)
+            statements.append("CREATE INDEX IF NOT EXISTS \(name) ON \(table) (\(columns.map(PGStore.quote).joined(separator: ", ")))")
+        }
+        for (entity, layout) in layouts.enumerated() {
+            let types = PGStore.joinedColumns(layout)
+            index(rows(entity), "_i", layout.identitySlots.map { layout.columns[$0].name }, types: types)
+            for (n, foreign) in layout.foreignKeyIndexes(of: layouts).filter({ $0.table == layout.table }).enumerated() {
+                index(rows(entity), "_f\(n)", foreign.columns, types: types)
+            }
+            for (k, toMany) in layout.toMany.enumerated() {
+                let types = PGStore.joinColumns(toMany, owner: entity, model: model)
+                index(links(entity, k), "_i", toMany.sourceColumns + toMany.targetColumns, types: types)
+            }
+        }
+        return statements
+    }
 }
 
 extension PGStore {
     /// A joined job writes its batches deferred: its plan says so (a first load from local pages,
-    /// ``LoadPlan/defersJoinedBatches``) and the model fits (``DeferredParts/fit(_:)``).
-    var defersJoinedBatches: Bool { stagingRules.defersJoined && DeferredParts.fit(layouts) }
+    /// ``LoadPlan/defersJoinedBatches``) and the model fits (``DeferredTables/fit(_:)``).
+    var defersJoinedBatches: Bool { stagingRules.defersJoined && DeferredTables.fit(layouts) }
 
-    /// A joined batch's rows sent to the run (``DeferredParts``), in the open transaction that
-    /// marked its units done; nothing reaches the entities' tables, so nothing is counted yet
-    /// (the merge counts what it writes). `nil` when a value could be refused by the server (not
-    /// certain in binary, or a long indexed text): the caller writes that batch with positions,
-    /// batch by batch, where a refusal rejects its record.
-    func writeDeferred(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int) throws -> [EntityCounts]? {
-        var writers = [DeferredRows.Writer](repeating: DeferredRows.Writer(), count: DeferredParts.parts)
+    /// A joined batch's rows and link sets copied into the run's tables (``DeferredTables``), in
+    /// the open transaction that marked its units done. Nothing reaches the entities' tables, so
+    /// nothing is counted yet: the merge counts what it writes.
+    func writeDeferred(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int) throws -> [EntityCounts] {
+        let tables = DeferredTables(ordinal: join.ordinal)
+        var seen: Set<IdentityKey> = []
         for (entity, layout) in layouts.enumerated() {
             let rows = batch.rows(of: entity)
             guard !rows.isEmpty else { continue }
-            guard PGStore.binaryJoinedRows(rows, layout, join, fallback: fallback) != nil, !hasLongIndexedText(rows, layout) else {
-                return nil
+            if let data = PGStore.binaryJoinedRows(rows, layout, join, fallback: fallback) {
+                try connection.copy("COPY \(tables.rows(entity)) FROM STDIN (FORMAT binary)", data: data)
+            } else {
+                var data: [UInt8] = []
+                for row in rows { PGStore.appendJoinedRow(row, layout, join, fallback: fallback, to: &data) }
+                try connection.copy("COPY \(tables.rows(entity)) FROM STDIN", data: data)
             }
-            for row in rows {
-                guard let deferred = PGStore.deferredRow(row, layout, fallback: fallback) else { continue }
-                writers[DeferredRows.part(of: deferred.identity, parts: DeferredParts.parts)].append(deferred, entity: entity)
+            for (k, toMany) in layout.toMany.enumerated() {
+                var owners: [UInt8] = []
+                var links: [UInt8] = []
+                for row in rows {
+                    guard let identity = row.identity, let targets = row.links[k] else { continue }
+                    let position = join.position(row.linkUnits[row.linkUnits.startIndex + k])
+                    PGStore.appendCopyRow(identity.values + [.integer(position)], to: &owners)
+                    // A target once per set, at its first place (as the positional replace keeps it).
+                    seen.removeAll(keepingCapacity: true)
+                    for (index, target) in targets.enumerated() where seen.insert(target).inserted {
+                        PGStore.appendCopyFields(identity, first: true, to: &links)
+                        PGStore.appendCopyFields(target, first: false, to: &links)
+                        if toMany.isOrdered {
+                            links.append(UInt8(ascii: "\t"))
+                            PGStore.appendDecimal(Int64(index), to: &links)
+                        }
+                        links.append(UInt8(ascii: "\t"))
+                        PGStore.appendDecimal(position, to: &links)
+                        links.append(UInt8(ascii: "\n"))
+                    }
+                }
+                if !owners.isEmpty { try connection.copy("COPY \(tables.owners(entity, k)) FROM STDIN", data: owners) }
+                if !links.isEmpty { try connection.copy("COPY \(tables.links(entity, k)) FROM STDIN", data: links) }
             }
-        }
-        // One statement for the batch's parts: a blob per part that has rows.
-        var columns: [[ScalarValue]] = [[], [], []]
-        var frames: [[UInt8]] = []
-        for (part, writer) in writers.enumerated() where writer.rows > 0 {
-            columns[0].append(.integer(Int64(part)))
-            columns[1].append(.integer(Int64(writer.rows)))
-            columns[2].append(.integer(Int64(writer.bytes.count)))
-            frames.append(try deferredZstd.compress(writer.bytes))
-        }
-        if !frames.isEmpty {
-            try connection.execute(
-                """
-                INSERT INTO _ingot_join_rows (name, part, rows, length, data)
-                  SELECT $1, * FROM unnest($2::int[], $3::bigint[], $4::bigint[], $5::bytea[])
-                """, [join.name] + columns.map { PGStore.arrayLiteral($0) } + [PGStore.byteaArrayLiteral(frames)])
         }
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
     }
 
-    /// `frames` as a `bytea[]` literal (`{"\\\\x0a1b",…}`: hex needs no quoting, the
-    /// backslash), built byte by byte: a run's deferred rows are megabytes.
-    static func byteaArrayLiteral(_ frames: [[UInt8]]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = [UInt8(ascii: "{")]
-        out.reserveCapacity(frames.reduce(2) { $0 + 2 * $1.count + 6 })
-        for (k, frame) in frames.enumerated() {
-            if k > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "\\"), UInt8(ascii: "x")])
-            for byte in frame {
-                out.append(digits[Int(byte >> 4)])
-                out.append(digits[Int(byte & 15)])
+    /// A batch's rows of one entity in binary `COPY` form — their values, then their positions —
+    /// or `nil` when a value does not fit its column's binary form (the text form then goes:
+    /// the server reads and refuses it as it would batch by batch). Binary, the server does not
+    /// parse each row's text and position array: the person rows' text was most of the copies'
+    /// time at two jobs (docs/scale-out.md, "Measured").
+    static func binaryJoinedRows(
+        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int
+    ) -> [UInt8]? {
+        let kinds = layout.columns.map { PGBinaryCopy.Kind(sqlType: columnType($0.type)) ?? .text }
+        var out = PGBinaryCopy.header
+        do throws(PGBinaryCopy.Unfit) {
+            for row in rows {
+                PGBinaryCopy.appendRowStart(fields: kinds.count + 1, to: &out)
+                for (slot, kind) in kinds.enumerated() {
+                    if let value = row.values[safe: slot] ?? nil {
+                        try PGBinaryCopy.append(value, kind, to: &out)
+                    } else {
+                        PGBinaryCopy.appendNull(to: &out)
+                    }
+                }
+                PGBinaryCopy.appendBigintArray(positions(row, layout, join, fallback: fallback), to: &out)
             }
-            out.append(UInt8(ascii: "\""))
+        } catch {
+            return nil
         }
-        out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
+        return out + PGBinaryCopy.trailer
     }
 
-    /// A batch's row as the merge folds it: its values, the unit of each column and set (none in
-    /// the identity's columns), and its latest unit (`fallback`, the batch's last, for a stub).
-    static func deferredRow(_ row: ResolvedBatch.Row, _ layout: EntityLayout, fallback: Int) -> DeferredRow? {
-        guard let identity = row.identity else { return nil }
-        var units = row.valueUnits.isEmpty ? Array(repeating: 0, count: layout.columns.count) : Array(row.valueUnits)
-        for slot in layout.identitySlots where units.indices.contains(slot) { units[slot] = 0 }
-        let linkUnits = row.linkUnits.isEmpty ? Array(repeating: 0, count: layout.toMany.count) : Array(row.linkUnits)
-        let latest = max(units.max() ?? 0, linkUnits.max() ?? 0)
-        var values = row.values
-        if values.count < layout.columns.count { values += Array(repeating: nil, count: layout.columns.count - values.count) }
-        return DeferredRow(
-            identity: identity, values: values, units: units, links: row.links, linkUnits: linkUnits,
-            touched: latest > 0 ? latest : fallback)
-    }
-
-    /// Whether a row holds a text longer than ``DeferredParts/longestIndexedText`` in a column an
-    /// index holds: its identity, a foreign key's columns, a set's targets.
-    private func hasLongIndexedText(_ rows: [ResolvedBatch.Row], _ layout: EntityLayout) -> Bool {
-        let indexed = Set(
-            layout.foreignKeyIndexes(of: layouts).filter { $0.table == layout.table }.flatMap(\.columns).compactMap { name in
-                layout.columns.firstIndex { $0.name == name }
-            }
-        ).union(layout.identitySlots)
-        func long(_ values: [ScalarValue?]) -> Bool {
-            values.reduce(0) { total, value in
-                if case .text(let s)? = value { return total + s.utf8.count }
-                return total
-            } > DeferredParts.longestIndexedText
-        }
-        return rows.contains { row in
-            long(indexed.map { row.values[safe: $0] ?? nil })
-                || row.links.contains { set in set?.contains { long($0.values) } ?? false }
-        }
-    }
-
-    /// Whether the run has deferred rows (a job of the run deferred a batch), as committed when
-    /// the statement starts: the job that finishes the run deletes them while others may be
-    /// between two parts.
-    func hasDeferredRows(_ join: JoinContext) throws -> Bool {
-        try connection.execute("SELECT EXISTS (SELECT 1 FROM _ingot_join_rows WHERE name = $1)", [join.name]).first?[0] == "t"
+    /// Whether the run's deferred tables exist (a job of the run deferred), as committed when
+    /// the statement starts (``PGConnection/tableExists(_:)``: the job that finishes the run
+    /// drops them while others may be between two parts).
+    func hasDeferredTables(_ join: JoinContext) throws -> Bool {
+        try connection.tableExists(DeferredTables(ordinal: join.ordinal).marker)
     }
 
     /// Merges the parts of the run's deferred rows no job merged or is merging, each in a
@@ -151,7 +202,7 @@ extension PGStore {
     /// merged is recorded in `_ingot_join_merged` with its counts (the run's end sums them), and a
     /// part whose job died is merged by the next (its transaction, lock included, went with it).
     func mergeDeferredParts(_ join: JoinContext) throws -> (counts: RunCounters, seconds: Double)? {
-        guard try hasDeferredRows(join) else { return nil }
+        guard try hasDeferredTables(join) else { return nil }
         let ready = try connection.execute(
             """
             SELECT j.end_seq IS NOT NULL AND j.status = 'running' AND NOT EXISTS (SELECT 1 FROM _ingot_units u WHERE u.name = j.name AND u.status <> 'done')
@@ -161,22 +212,29 @@ extension PGStore {
         let started = Date()
         try dropForeignKeyIndexesForMerge(join)
         var merged = RunCounters()
-        for part in 0..<DeferredParts.parts {
+        for part in 0..<DeferredTables.parts {
             try begin()
             do {
-                // The part's lock first; then whether the run's rows are still there: the job
-                // that finished the run may have merged the rest and deleted them since this
-                // loop began (its transaction held each part's lock until it committed).
+                // The part's lock first; then whether the run's tables are still there: the job
+                // that finished the run may have merged the rest and dropped them since this
+                // loop began (its transaction held each part's lock until it committed). The
+                // check reads the catalog as committed now, not this backend's cache of it.
                 guard try lockDeferredPart(join, part, waiting: false) else {
                     try commit()
                     continue
                 }
-                guard try hasDeferredRows(join) else {
+                guard try hasDeferredTables(join) else {
                     try commit()
                     break
                 }
                 if try !deferredPartMerged(join, part) { merged.add(try mergeDeferredPart(join, part: part)) }
                 try commit()
+            } catch let error as StoreError where error.sqlState == PGStore.undefinedTable {
+                // Defence in depth: the tables cannot go while this part's lock is held, but if
+                // they are gone the run was finished by another job, which merged what was
+                // left. Nothing of this part was written.
+                try? rollback()
+                break
             } catch {
                 try? rollback()
                 throw error
@@ -186,10 +244,10 @@ extension PGStore {
     }
 
     /// In the transaction that finishes the run: merges any part still unmerged (waiting for a
-    /// job merging one), sums every part's counts, and deletes the run's rows. `nil` when no
+    /// job merging one), sums every part's counts, and drops the run's tables. `nil` when no
     /// job of the run deferred; else the run's merge counts, and what this call merged itself.
     func finishDeferred(_ join: JoinContext) throws -> (total: RunCounters, merged: RunCounters)? {
-        guard try hasDeferredRows(join) else { return nil }
+        guard try hasDeferredTables(join) else { return nil }
         // The schema's lock before any row of the merge: this transaction makes the foreign
         // keys' indexes again at its end (``createIndexes(_:)``), and a job starting meanwhile
         // that finds one missing waits here rather than make it too. Taken later, it would wait
@@ -197,7 +255,7 @@ extension PGStore {
         try connection.execute(PGStore.schemaLock)
         var counts = RunCounters()
         var mine = RunCounters()
-        for part in 0..<DeferredParts.parts {
+        for part in 0..<DeferredTables.parts {
             _ = try lockDeferredPart(join, part, waiting: true)
             if try !deferredPartMerged(join, part) { mine.add(try mergeDeferredPart(join, part: part)) }
         }
@@ -213,29 +271,43 @@ extension PGStore {
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
         // The foreign keys' indexes a merging job dropped, built once now that every row is in.
         try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
-        try dropDeferredRows(of: join.name)
+        try dropDeferredTables(ordinal: join.ordinal)
         return (counts, mine)
     }
 
-    /// Deletes join `name`'s deferred rows: its end merged them, or a single run overtook it.
-    func dropDeferredRows(of name: String) throws {
-        try connection.execute("DELETE FROM _ingot_join_rows WHERE name = $1", [name])
+    /// Drops the run's own tables of join `ordinal` (its deferred rows): its end merged them, or
+    /// a single run overtook it.
+    func dropDeferredTables(ordinal: Int64) throws {
+        for table in DeferredTables(ordinal: ordinal).tables(layouts, model: model) {
+            try connection.execute("DROP TABLE IF EXISTS \(table.name)")
+        }
     }
 
     /// Before this job merges parts: each foreign key's index (`person_dogs_dog_id`) on a table
-    /// that holds fewer rows than the run has deferred — a first load's — is dropped, in a short
-    /// transaction of its own, and the transaction that finishes the run builds it again
-    /// (``finishDeferred(_:)``): one sorted build, where the merge inserted an entry per row, as
-    /// a single job's staged copy does. No statement of the merge reads these indexes. A drop
-    /// that would wait for another job's merge (its part holds the table) is left out: the index
-    /// stays, and costs time only. Jobs killed before the run finishes leave it missing until a
-    /// job finishes the run, or the next run's schema makes it again.
+    /// that holds fewer rows than the run's tables will merge into it — a first load's — is
+    /// dropped, in a short transaction of its own, and the transaction that finishes the run
+    /// builds it again (``finishDeferred(_:)``): one sorted build, where the merge inserted an
+    /// entry per row, as a single job's staged copy does. No statement of the merge reads these
+    /// indexes. A drop that would wait for another job's merge (its part holds the table) is
+    /// left out: the index stays, and costs time only. Jobs killed before the run finishes leave
+    /// it missing until a job finishes the run, or the next run's schema makes it again.
     private func dropForeignKeyIndexesForMerge(_ join: JoinContext) throws {
-        let deferred = try connection.execute("SELECT coalesce(sum(rows), 0) FROM _ingot_join_rows WHERE name = $1", [join.name])
-        guard let rows = deferred.first?[0].flatMap({ Int($0) }), rows > 0 else { return }
-        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
+        let tables = DeferredTables(ordinal: join.ordinal)
+        // An entity's indexes are on its own table (a to-one's columns) or its sets' join tables.
+        let indexes = layouts.enumerated().flatMap { entity, layout in
+            layout.foreignKeyIndexes(of: layouts).compactMap {
+                index -> (index: ForeignKeyIndex, merged: String)? in
+                if index.table == layout.table { return (index, tables.rows(entity)) }
+                return layout.toMany.firstIndex { $0.joinTable == index.table }.map { (index, tables.links(entity, $0)) }
+            }
+        }
+        for (index, merged) in indexes {
+            let target = PGStore.quote(index.table)
             let smaller = try connection.execute(
-                "SELECT (SELECT count(*) FROM (SELECT 1 FROM \(PGStore.quote(index.table)) LIMIT $1::bigint) AS t) < $1::bigint", [String(rows)])
+                """
+                WITH n AS (SELECT count(*) AS n FROM \(merged))
+                SELECT (SELECT count(*) FROM (SELECT 1 FROM \(target) LIMIT (SELECT n FROM n)) AS t) < (SELECT n FROM n)
+                """)
             guard smaller.first?[0] == "t" else { continue }
             try begin()
             do {
@@ -271,42 +343,19 @@ extension PGStore {
         ).first?[0] == "t"
     }
 
-    /// Part `part` of the run's deferred rows folded and written into the entities' tables, in
-    /// the open transaction, and recorded merged with its counts.
+    /// Part `part` of the run's deferred rows merged into the entities' tables, in the open
+    /// transaction, and recorded merged with its counts.
     ///
     /// Every unit is done by then, and no other part holds these identities, so no other job
-    /// writes these rows while it runs: the rows and sets of identities not stored yet are copied
-    /// straight in, and only those stored before take the positional upsert and link replacement.
+    /// writes these rows while it runs: the rows and sets of identities not stored yet go in
+    /// with plain `INSERT`s, and only those stored before (an earlier run's, a stretch's, a
+    /// job's that wrote with positions) take the positional upsert and link replacement.
     private func mergeDeferredPart(_ join: JoinContext, part: Int) throws -> RunCounters {
-        var fold = DeferredRows.Fold(entities: layouts.count)
-        let shapes = layouts.map { (columns: $0.columns.count, links: $0.toMany.count) }
-        var last: Int64 = 0
-        while true {
-            // One blob at a time: the fold holds the part's rows, not every blob's bytes too.
-            let blob = try connection.execute(
-                "SELECT id, length, data FROM _ingot_join_rows WHERE name = $1 AND part = $2::int AND id > $3::bigint ORDER BY id LIMIT 1",
-                [join.name, String(part), String(last)])
-            guard let row = blob.first, let id = row[0].flatMap({ Int64($0) }) else { break }
-            last = id
-            guard let length = row[1].flatMap({ Int($0) }), let frame = row[2].flatMap(PGConnection.bytea(fromText:)) else {
-                throw StoreError.schema("join \(join.name): deferred rows \(id) of part \(part) are not readable")
-            }
-            do {
-                let bytes = try deferredZstd.decompress(frame[...], expectedLength: length, limit: length)
-                var reader = DeferredRows.Reader(bytes, shapes: shapes)
-                while !reader.atEnd {
-                    let (entity, row) = try reader.next()
-                    fold.add(row, entity: entity)
-                }
-            } catch {
-                throw StoreError.schema("join \(join.name): deferred rows \(id) of part \(part) are damaged: \(error)")
-            }
-        }
+        let tables = DeferredTables(ordinal: join.ordinal)
+        try connection.execute("SET LOCAL work_mem = '64MB'")
         var merged = RunCounters()
-        var stored: [Set<IdentityKey>] = []
         for (entity, layout) in layouts.enumerated() {
-            let (counts, found) = try writeMerged(fold.rows[entity], layout, join)
-            stored.append(found)
+            let counts = try mergeDeferredRows(entity, layout, tables, part: part, runsFirst: join.firstPosition)
             if counts != EntityCounts() { merged.entities[model.entities[entity].name] = counts }
             merged.inserted += counts.inserted
             merged.updated += counts.updated
@@ -314,7 +363,7 @@ extension PGStore {
         // The sets once every owner's row holds its merged positions.
         for (entity, layout) in layouts.enumerated() {
             for (k, toMany) in layout.toMany.enumerated() where toMany.hasJoinTable {
-                try writeMergedSets(fold.rows[entity], k, toMany, owner: entity, layout: layout, stored: stored[entity], join)
+                try mergeDeferredSets(entity, k, toMany, layout, tables, part: part)
             }
         }
         try connection.execute(
@@ -323,150 +372,132 @@ extension PGStore {
         return merged
     }
 
-    /// An entity's folded rows written: those not stored copied straight in (binary where every
-    /// value fits), the stored ones upserted by position. Returns what it did, and the identities
-    /// that were stored (their sets are replaced by position, the others' inserted).
-    private func writeMerged(_ rows: [DeferredRow], _ layout: EntityLayout, _ join: JoinContext) throws -> (EntityCounts, Set<IdentityKey>) {
-        guard !rows.isEmpty else { return (EntityCounts(), []) }
+    /// The staging table of the identities of `layout` a part's merge found stored (their rows
+    /// upserted by position, their sets replaced by position).
+    static func knownStage(_ layout: EntityLayout) -> String { "_ingot_known_\(layout.table)" }
+
+    /// An entity's deferred rows, folded, written: those not stored inserted, the stored ones
+    /// upserted by position. Leaves the identities that were stored in `_ingot_known_<table>`,
+    /// for the sets.
+    ///
+    /// The fold takes each identity's latest row (largest `@` position) as it is when that row
+    /// gave every column and set at that one position (a whole record, the usual case): no other
+    /// row can then hold a larger position in any slot, so the full fold
+    /// (``foldDeferred(_:from:where:)``, an ordered aggregate per column) would return that very
+    /// row — only the other identities take it. The stored identities are found by probing the
+    /// table's unique index (a hash join would read the whole table for each part).
+    private func mergeDeferredRows(
+        _ entity: Int, _ layout: EntityLayout, _ tables: DeferredTables, part: Int, runsFirst: Int64
+    ) throws -> EntityCounts {
+        let columns = PGStore.joinedColumns(layout)
+        let all = columns.map { PGStore.quote($0.name) }.joined(separator: ", ")
+        let identity = layout.identitySlots.map { layout.columns[$0].name }
+        let identityTypes = identity.compactMap { name in columns.first { $0.name == name } }
+        func match(_ a: String, _ b: String) -> String {
+            identity.map { "\(a).\(PGStore.quote($0)) = \(b).\(PGStore.quote($0))" }.joined(separator: " AND ")
+        }
+        let idList = identity.map(PGStore.quote).joined(separator: ", ")
+        let run = tables.rows(entity, part: part)
+        let fresh = try staging("_ingot_up_\(layout.table)", columns)
+        let stored = try staging("_ingot_ups_\(layout.table)", columns)
+        let known = try staging(PGStore.knownStage(layout), identityTypes)
+        let table = PGStore.quote(layout.table)
         let slots = PositionSlots(layout)
-        // The stored identities, and whether this run made each (its latest position is this run's).
-        let keys = rows.map(\.identity)
-        let k = PGStore.keyArrays(layout, keys, firstParameter: 2)
-        var ours: [IdentityKey: Bool] = [:]
-        for found in try connection.execute(
+        let pos = PGStore.positionColumn
+        let latest = "r.\(pos)[\(slots.touched)]"
+        // Whole: every slot but the identity's (always NULL) at the row's `@` position.
+        let whole = "cardinality(array_remove(r.\(pos), \(latest))) = \(layout.identitySlots.count)"
+        let partial =
+            "(\(identity.map { "r.\(PGStore.quote($0))" }.joined(separator: ", "))) IN (SELECT \(idList) FROM l WHERE NOT l._whole)"
+        try connection.execute(
             """
-            SELECT k.i, coalesce(t.\(PGStore.positionColumn)[\(slots.touched)] >= $1::bigint, false)
-              FROM unnest(\(k.unnest)) WITH ORDINALITY AS k(\(k.names), i) JOIN \(PGStore.quote(layout.table)) AS t ON \(k.on)
-            """, [String(join.firstPosition)] + k.parameters)
-        {
-            if let i = found[0].flatMap({ Int($0) }), keys.indices.contains(i - 1) { ours[keys[i - 1]] = found[1] == "t" }
-        }
-        let fresh = rows.filter { ours[$0.identity] == nil }
-        var counts = EntityCounts()
-        if !fresh.isEmpty {
-            let all = PGStore.joinedColumns(layout).map { PGStore.quote($0.name) }.joined(separator: ", ")
-            if let data = PGStore.binaryMergedRows(fresh, layout, join) {
-                try connection.copy("COPY \(PGStore.quote(layout.table)) (\(all)) FROM STDIN (FORMAT binary)", data: data)
-            } else {
-                var data: [UInt8] = []
-                for row in fresh { PGStore.appendMergedRow(row, layout, join, to: &data) }
-                try connection.copy("COPY \(PGStore.quote(layout.table)) (\(all)) FROM STDIN", data: data)
-            }
-            counts.inserted = fresh.count
-            counts.stubs = fresh.count { !$0.gives(identitySlots: layout.identitySlots) }
-        }
-        if !ours.isEmpty {
-            var data: [UInt8] = []
-            var oursGiving = 0
-            for row in rows where ours[row.identity] != nil {
-                PGStore.appendMergedRow(row, layout, join, to: &data)
-                if ours[row.identity] == true && row.gives(identitySlots: layout.identitySlots) { oursGiving += 1 }
-            }
-            let upserted = try upsertJoined(copied: data, rows: ours.count, layout)
-            counts.inserted += upserted.inserted
-            counts.stubs += upserted.stubs
-            // A stored row this run made (a stretch's, a batch's with positions) is not an update
-            // of the run: the run inserted it, as a single load counts it.
-            counts.updated += upserted.updated - oursGiving
-        }
-        return (counts, Set(ours.keys))
+            SET LOCAL enable_hashjoin = on;
+            TRUNCATE \(known);
+            WITH l AS MATERIALIZED (SELECT DISTINCT ON (\(idList)) r.*, \(whole) AS _whole FROM \(run) AS r ORDER BY \(idList), \(latest) DESC)
+            INSERT INTO \(fresh) (\(all)) SELECT \(all) FROM l WHERE l._whole
+              UNION ALL \(PGStore.foldDeferred(layout, from: "\(run) AS r", where: partial));
+            SET LOCAL enable_hashjoin = off
+            """)
+        // The stored identities, and how many of them this run made and now gives something.
+        let gives = PGStore.givesSomething("e", slots)
+        let probed =
+            try connection.execute(
+                """
+                WITH e AS (DELETE FROM \(fresh) AS s USING \(table) AS t WHERE \(match("t", "s"))
+                    RETURNING s.*, t.\(pos)[\(slots.touched)] >= \(runsFirst) AS _ours),
+                  k AS (INSERT INTO \(stored) (\(all)) SELECT \(all) FROM e)
+                SELECT count(*), count(*) FILTER (WHERE e._ours AND \(gives)) FROM e
+                """
+            ).first.map { $0.map { $0.flatMap { Int($0) } ?? 0 } } ?? [0, 0]
+        let counted = try connection.execute(
+            """
+            INSERT INTO \(known) SELECT \(idList) FROM \(stored);
+            WITH i AS (INSERT INTO \(table) (\(all)) SELECT \(all) FROM \(fresh) RETURNING \(PGStore.positionColumn) AS p)
+            SELECT count(*), count(*) FILTER (WHERE array_remove(p[1:\(slots.count - 1)], NULL) = '{}') FROM i
+            """)
+        try connection.execute("TRUNCATE \(fresh)")
+        let numbers = counted.last.map { $0.map { $0.flatMap { Int($0) } ?? 0 } } ?? [0, 0]
+        var counts = probed[0] > 0 ? try upsertStaged(stored, rows: 0, layout) : EntityCounts()
+        counts.inserted += numbers[0]
+        counts.stubs += numbers[1]
+        // A stored row this run made (a stretch's, a batch's with positions: its latest position
+        // is this run's) is not an update of the run: the run inserted it, as a single load
+        // counts it.
+        counts.updated -= probed[1]
+        return counts
     }
 
-    /// Relationship `k`'s folded sets written: an owner not stored before the merge has no links
-    /// yet, and its set's links are copied straight in (a target once, at its first place); a
-    /// stored owner's set replaces its links where its position is the owner's newest.
-    private func writeMergedSets(
-        _ rows: [DeferredRow], _ k: Int, _ toMany: EntityLayout.ToMany, owner: Int, layout: EntityLayout, stored: Set<IdentityKey>,
-        _ join: JoinContext
+    /// Relationship `k`'s deferred sets: per owner, the set at its largest position; an owner not
+    /// stored before the merge has no links yet, and its set's links go in as they are (each set
+    /// holds a target once, ``writeDeferred(_:_:fallback:)``); a stored owner's set replaces its
+    /// links where its position is the owner's newest (``replaceStagedLinks``).
+    private func mergeDeferredSets(
+        _ entity: Int, _ k: Int, _ toMany: EntityLayout.ToMany, _ layout: EntityLayout, _ tables: DeferredTables, part: Int
     ) throws {
-        var owners: [UInt8] = []
-        var links: [UInt8] = []
-        var newLinks: [UInt8] = []
-        var seen: Set<IdentityKey> = []
-        for row in rows {
-            guard let targets = row.links[safe: k] ?? nil else { continue }
-            if !stored.contains(row.identity) {
-                seen.removeAll(keepingCapacity: true)
-                for (index, target) in targets.enumerated() where seen.insert(target).inserted {
-                    PGStore.appendLinkRow(row.identity, target, position: toMany.isOrdered ? index : nil, to: &newLinks)
-                }
-                continue
-            }
-            PGStore.appendCopyRow(row.identity.values + [.integer(join.position(row.linkUnits[k]))], to: &owners)
-            for (index, target) in targets.enumerated() {
-                PGStore.appendLinkRow(row.identity, target, position: toMany.isOrdered ? index : nil, to: &links)
-            }
-        }
-        if !newLinks.isEmpty {
-            let types = PGStore.joinColumns(toMany, owner: owner, model: model)
-            try connection.copy(
-                "COPY \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", "))) FROM STDIN",
-                data: newLinks)
-        }
-        guard !owners.isEmpty else { return }
-        try replaceLinksJoined(owners: owners, links: links, k, toMany, owner: owner, layout: layout)
+        let stages = try linkStages(toMany, owner: entity)
+        let owner = toMany.sourceColumns.map(PGStore.quote)
+        let ownerList = owner.joined(separator: ", ")
+        let types = PGStore.joinColumns(toMany, owner: entity, model: model)
+        let linkColumns = types.map { "l.\(PGStore.quote($0.name))" }.joined(separator: ", ")
+        let match = owner.map { "l.\($0) = o.\($0)" }.joined(separator: " AND ")
+        let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let stored =
+            "EXISTS (SELECT 1 FROM \(PGStore.quote(PGStore.knownStage(layout))) AS x WHERE \(zip(owner, identity).map { "x.\($1) = o.\($0)" }.joined(separator: " AND ")))"
+        // Hash joins (the session turns them off for staging-to-table joins, PGConnection): the
+        // run's links have no index, and a nested loop over them is quadratic.
+        try connection.execute(
+            """
+            SET LOCAL enable_hashjoin = on;
+            INSERT INTO \(stages.owners) SELECT DISTINCT ON (\(ownerList)) \(ownerList), _pos FROM \(tables.owners(entity, k, part: part))
+              ORDER BY \(ownerList), _pos DESC;
+            INSERT INTO \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", ")))
+              SELECT \(linkColumns) FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos
+              WHERE NOT \(stored) ORDER BY \(linkColumns);
+            DELETE FROM \(stages.owners) AS o WHERE NOT \(stored);
+            INSERT INTO \(stages.links) SELECT \(linkColumns)
+              FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos;
+            SET LOCAL enable_hashjoin = off
+            """)
+        try replaceStagedLinks(stages, hasLinks: true, k, toMany, owner: entity, layout: layout)
     }
 
-    /// A folded row's positions (``PositionSlots``): each column and set at its unit's position
-    /// (NULL where no unit gave it), then `@` at its latest unit.
-    static func positions(_ row: DeferredRow, _ join: JoinContext) -> [Int64?] {
-        row.units.map { $0 > 0 ? join.position($0) : nil } + row.linkUnits.map { $0 > 0 ? join.position($0) : nil }
-            + [join.position(row.touched)]
-    }
-
-    /// A folded row as a `COPY` text row: its values, then its positions.
-    static func appendMergedRow(_ row: DeferredRow, _ layout: EntityLayout, _ join: JoinContext, to out: inout [UInt8]) {
-        appendCopyFields(row.values, to: &out)
-        out.append(UInt8(ascii: "\t"))
-        appendPositionArray(positions(row, join), to: &out)
-        out.append(UInt8(ascii: "\n"))
-    }
-
-    /// Folded rows in binary `COPY` form, or `nil` when a value does not fit its column's binary
-    /// form (the text form goes then).
-    static func binaryMergedRows(_ rows: [DeferredRow], _ layout: EntityLayout, _ join: JoinContext) -> [UInt8]? {
-        let kinds = layout.columns.map { PGBinaryCopy.Kind(sqlType: columnType($0.type)) ?? .text }
-        var out = PGBinaryCopy.header
-        do throws(PGBinaryCopy.Unfit) {
-            for row in rows {
-                PGBinaryCopy.appendRowStart(fields: kinds.count + 1, to: &out)
-                for (slot, kind) in kinds.enumerated() {
-                    if let value = row.values[safe: slot] ?? nil {
-                        try PGBinaryCopy.append(value, kind, to: &out)
-                    } else {
-                        PGBinaryCopy.appendNull(to: &out)
-                    }
-                }
-                PGBinaryCopy.appendBigintArray(positions(row, join), to: &out)
-            }
-        } catch {
-            return nil
+    /// The `SELECT` that folds an entity's deferred rows (`from`, aliased `r`, those `where`
+    /// says): one row per identity, each column the value at its largest position, each position
+    /// slot the largest. A value without a position (`default:` and `const:` fill them, for rows
+    /// the resolver inserts) loses to any value with one, and is kept where no unit mentioned the
+    /// column — as the positional upsert inserts it and never lets it overwrite.
+    static func foldDeferred(_ layout: EntityLayout, from table: String, where condition: String = "true") -> String {
+        let pos = "r.\(positionColumn)"
+        let slots = PositionSlots(layout)
+        let identity = layout.identitySlots.map { "r.\(quote(layout.columns[$0].name))" }
+        let columns = layout.columns.indices.map { slot -> String in
+            let c = "r.\(quote(layout.columns[slot].name))"
+            if layout.identitySlots.contains(slot) { return c }
+            let k = slots.column(slot)
+            return "(array_agg(\(c) ORDER BY \(pos)[\(k)] DESC NULLS LAST, \(c) IS NULL))[1]"
         }
-        return out + PGBinaryCopy.trailer
-    }
-
-    /// A batch's rows of one entity in binary `COPY` form — their values, then their positions —
-    /// or `nil` when a value does not fit its column's binary form.
-    static func binaryJoinedRows(
-        _ rows: [ResolvedBatch.Row], _ layout: EntityLayout, _ join: JoinContext, fallback: Int
-    ) -> [UInt8]? {
-        let kinds = layout.columns.map { PGBinaryCopy.Kind(sqlType: columnType($0.type)) ?? .text }
-        var out = PGBinaryCopy.header
-        do throws(PGBinaryCopy.Unfit) {
-            for row in rows {
-                PGBinaryCopy.appendRowStart(fields: kinds.count + 1, to: &out)
-                for (slot, kind) in kinds.enumerated() {
-                    if let value = row.values[safe: slot] ?? nil {
-                        try PGBinaryCopy.append(value, kind, to: &out)
-                    } else {
-                        PGBinaryCopy.appendNull(to: &out)
-                    }
-                }
-                PGBinaryCopy.appendBigintArray(positions(row, layout, join, fallback: fallback), to: &out)
-            }
-        } catch {
-            return nil
-        }
-        return out + PGBinaryCopy.trailer
+        let positions = (1...slots.count).map { "max(\(pos)[\($0)])" }.joined(separator: ", ")
+        return
+            "SELECT \(columns.joined(separator: ", ")), ARRAY[\(positions)]::bigint[] FROM \(table) WHERE \(condition) GROUP BY \(identity.joined(separator: ", "))"
     }
 }

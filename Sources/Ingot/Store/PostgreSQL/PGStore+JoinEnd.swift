@@ -199,8 +199,8 @@ extension PGStore {
             """, [pipeline, reason])
         guard !overtaken.isEmpty else { return [] }
         for row in overtaken {
-            guard let name = row[0] else { continue }
-            try dropDeferredRows(of: name)
+            guard let name = row[0], let ordinal = row[1].flatMap({ Int64($0) }) else { continue }
+            try dropDeferredTables(ordinal: ordinal)
             for table in ["_ingot_units", "_ingot_join_kept", "_ingot_join_scopes", "_ingot_join_merged"] {
                 try connection.execute("DELETE FROM \(table) WHERE name = $1", [name])
             }

@@ -67,8 +67,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// of its batches, written with it.
     var stretch = JoinedStretch()
     var stretchRejections: [RecordRejection] = []
-    /// Compresses and inflates a joined job's deferred rows (PGStore+JoinDeferred.swift).
-    let deferredZstd = Zstd(level: 1)
     /// The foreign keys' indexes a staged copy dropped, built again once it committed.
     var droppedIndexes: [ForeignKeyIndex] = []
     /// What this store may do about staged loads, set when it opens.
