@@ -677,14 +677,15 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
                 cpus[n].append((server, client))
         single = table_digest(pg, names[0])
         medians = {n: statistics.median(w) for n, w in walls.items()}
+        single_server = statistics.median(c[0] for c in cpus[0])
         for n, w in walls.items():
             label = "1 single job" if n == 0 else "%d joined job%s" % (n, "" if n == 1 else "s")
             exact = table_digest(pg, names[n]) == single
             server = statistics.median(c[0] for c in cpus[n])
             client = statistics.median(c[1] for c in cpus[n])
-            print("  %-16s median %.2f s (runs: %s); CPU: server %.1f s, jobs %.1f s together%s" % (
-                label, medians[n], ", ".join("%.2f" % x for x in w), server, client,
-                "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
+            print("  %-16s median %.2f s (runs: %s); CPU: server %.2f s (%.1fx a single job's), jobs %.2f s together%s" % (
+                label, medians[n], ", ".join("%.2f" % x for x in w), server, server / single_server if single_server else float("nan"),
+                client, "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
         one = medians[jobs[0]]
         print("  one joined / one single: %.2f; speed-up over one joined job: %s" % (
             one / medians[0], ", ".join("%d jobs %.2fx" % (n, one / medians[n]) for n in jobs[1:])))
