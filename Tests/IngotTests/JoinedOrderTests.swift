@@ -56,6 +56,8 @@ struct JoinedOrderTests {
         #expect(single.status == .finished)
         let expected = try database.sqlite(db)
         #expect(expected["item"]?.contains { $0.contains("deleted") && $0.contains("last") } == true, "\(expected)")
-        #expect(try database.dump() == expected)
+        let dump = try database.dump()
+        let differing = Set(dump.keys).union(expected.keys).filter { dump[$0] != expected[$0] }.sorted()
+        #expect(dump == expected, "\(differing.map { "\($0): joined \(dump[$0] ?? []) single \(expected[$0] ?? [])" })")
     }
 }
