@@ -330,7 +330,7 @@ struct DateConverter {
 
     /// The decimal number the bytes of `range` spell, or `nil` when one of them is not a digit.
     @inline(__always)
-    private static func digits(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
+    static func digits(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int? {
         var v = 0
         for k in range {
             let d = b[k] &- UInt8(ascii: "0")

@@ -64,15 +64,7 @@ extension HTTPPageSource {
         guard b.count == 29, b[3] == UInt8(ascii: ","), b[4] == 32, b[7] == 32, b[11] == 32, b[16] == 32, b[19] == UInt8(ascii: ":"),
             b[22] == UInt8(ascii: ":"), b[25] == 32, Array(b[26...]) == Array("GMT".utf8)
         else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var v = 0
-            for k in range {
-                let d = b[k] &- UInt8(ascii: "0")
-                guard d < 10 else { return nil }
-                v = v * 10 + Int(d)
-            }
-            return v
-        }
+        func number(_ range: Range<Int>) -> Int? { b.withUnsafeBufferPointer { DateConverter.digits($0, range) } }
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"].map { Array($0.utf8) }
         guard let day = number(5..<7), let monthIndex = months.firstIndex(of: Array(b[8..<11])), let year = number(12..<16),
             let hour = number(17..<19), let minute = number(20..<22), let second = number(23..<25),
