@@ -68,16 +68,25 @@ struct JoinedStretchTests {
     /// then, it must leave that unit open — its rest is written batch by batch and marks it done.
     /// Marked done with the stretch, the rest was refused as a lost claim and lost — its records,
     /// their rejections and its page's counts — while the run said finished.
+    ///
+    /// Its rows are written at the key of the last part staged, not past the whole unit: the
+    /// unit's later parts, written batch by batch at their own keys, must win over its earlier
+    /// records. Written past the unit, a record deleted later in the page kept its earlier
+    /// columns (JoinedOrderTests, when the source ended while the page was still decoding).
     @Test func aStretchLeavesAUnitStagedInPartOpen() {
         let (u1, u2, u4) = (UnitRef(seq: 1, claim: 1), UnitRef(seq: 2, claim: 1), UnitRef(seq: 4, claim: 1))
         var stretch = JoinedStretch()
-        stretch.add([u1], endingItsPage: true)
-        stretch.add([u2], endingItsPage: false)
+        stretch.add([u1], lastKey: UnitOrder.key(seq: 1, part: 4), endingItsPage: true)
+        #expect(stretch.key == UnitOrder.lastKey(seq: 1))
+        stretch.add([u2], lastKey: UnitOrder.key(seq: 2, part: 2), endingItsPage: false)
         #expect(stretch.units == [u1, u2] && stretch.wholeUnits == [u1])
+        #expect(stretch.key == UnitOrder.key(seq: 2, part: 2), "below the unit's later parts")
+        #expect(stretch.key < UnitOrder.key(seq: 2, part: 3) && stretch.key > UnitOrder.lastKey(seq: 1))
         #expect(stretch.continues(with: [u2]), "the rest of its page")
         #expect(!stretch.continues(with: [u2, u4]), "another job holds unit 3")
-        stretch.add([u2], endingItsPage: true)
+        stretch.add([u2], lastKey: UnitOrder.key(seq: 2, part: 5), endingItsPage: true)
         #expect(stretch.wholeUnits == [u1, u2])
+        #expect(stretch.key == UnitOrder.lastKey(seq: 2))
     }
 
     /// Another job holds unit 4 while this job stages units 1–3; it writes unit 4 (a person of

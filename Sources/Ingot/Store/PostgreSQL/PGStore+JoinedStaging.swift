@@ -15,7 +15,9 @@ import Foundation
 /// lies between them. So against any other unit `u`, every unit of the stretch is older (`u > b`)
 /// or newer (`u < a`) alike, and the fold of the stretch (the last record in it wins, key by key)
 /// followed by one position `b` for every column and set it gives decides each column as the
-/// units one by one would.
+/// units one by one would. When `b` is staged only in part (the stretch written while its page
+/// was still coming), the position is that of `b`'s last part staged: `b`'s later parts, written
+/// batch by batch, are newer ("Later pages win, across jobs" in docs/scale-out.md).
 ///
 /// **When the stretch ends.** It is written when the job's part ends, when the source has ended
 /// and the job would wait for units other jobs hold (they may wait for the stretch's), and before
@@ -34,6 +36,17 @@ struct JoinedStretch {
     private(set) var units: [UnitRef] = []
     /// Whether the last unit's page is staged whole (not only its first parts: a page in parts).
     private(set) var lastUnitWhole = true
+    /// The order key (``UnitOrder``) of the last part staged.
+    private(set) var lastKey = 0
+
+    /// The order key every row of the stretch is written at: past every part of its whole units,
+    /// and — when its last unit is staged only in part — at that unit's last part staged, so the
+    /// unit's later parts, written batch by batch, win over it as they would over their page's
+    /// earlier records (JoinedOrderTests).
+    var key: Int {
+        guard let last = units.last else { return 0 }
+        return lastUnitWhole ? UnitOrder.lastKey(seq: last.seq) : lastKey
+    }
 
     /// The units whose pages are staged whole: all but a last one staged in part, whose other
     /// parts come in a later batch (the stretch may break before it, at a batch that goes on
@@ -53,8 +66,10 @@ struct JoinedStretch {
         return true
     }
 
-    mutating func add(_ batch: [UnitRef], endingItsPage: Bool) {
+    /// Adds a batch of `units` (in order) whose last part's key is `lastKey`.
+    mutating func add(_ batch: [UnitRef], lastKey: Int, endingItsPage: Bool) {
         for unit in batch where unit != units.last { units.append(unit) }
+        self.lastKey = Swift.max(self.lastKey, lastKey)
         lastUnitWhole = endingItsPage
     }
 }
@@ -102,7 +117,7 @@ extension PGStore {
             let end: Int? = row.first?[0].flatMap { Int($0) }
             let wholeRun = end != nil && units.first?.seq == 1 && stretch.wholeUnits.count == (end ?? 0) - 1
             let position =
-                wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(UnitOrder.lastKey(seq: units.last?.seq ?? 0)))
+                wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(stretch.key))
             let copied = try copyStretch(staging, fills: fills, position: position, retries: &retries)
             counts = copied.counts
             let refusals = copied.refusals

@@ -207,7 +207,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging, isStaging {
             try staging.write(batch, then: then)
-            if joined != nil { stretch.add(batch.units, endingItsPage: batch.pages.last?.endsUnit ?? true) }
+            if joined != nil { stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true) }
             return
         }
         if let joined { return try writeJoined(batch, joined, then: then) }
@@ -223,7 +223,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging, isStaging {
             try staging.writeIsolated(batch, then: then)
-            if joined != nil { stretch.add(batch.units, endingItsPage: batch.pages.last?.endsUnit ?? true) }
+            if joined != nil { stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true) }
             return
         }
         try begin()
