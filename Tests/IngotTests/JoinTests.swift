@@ -152,9 +152,12 @@ struct JoinTests {
     ) throws -> [RunSummary] {
         let summaries = Mutex<[RunSummary]>([])
         let group = DispatchGroup()
+        // The jobs claim in turn: each takes units while there are as many as jobs.
+        let turns = TakingTurns(jobs: jobs)
         for k in 0..<jobs {
-            let options = Self.options(
+            var options = Self.options(
                 database, join: name, batchRecords: batchRecords, archive: archives.isEmpty ? nil : archives[k], loading: loading)
+            options.claimTurns = turns
             let runner = PipelineRunner(config: config, options: options, logger: logs.logger)
             let jobSource = try source()
             group.enter()
@@ -168,6 +171,15 @@ struct JoinTests {
         return summaries.withLock { $0 }
     }
 
+    /// Every job of a joined run took part: each committed pages (the jobs claim in turn,
+    /// ``TakingTurns``), so the tables a test compares were written by more than one job.
+    static func expectShared(_ summaries: [RunSummary], sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(summaries.count > 1, sourceLocation: sourceLocation)
+        #expect(
+            summaries.allSatisfy { $0.counters.pages > 0 }, "pages per job: \(summaries.map(\.counters.pages))",
+            sourceLocation: sourceLocation)
+    }
+
     @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases, [2, 3])
     func jobsSharingARunEndInASingleJobsState(backend: JoinBackend, jobs: Int) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
@@ -176,6 +188,7 @@ struct JoinTests {
         let archives = (0..<jobs).map { _ in temporaryDirectory().path }
         let summaries = try Self.runJoined(Self.yaml, StoreSeamTests.pages, database, name: "merge", jobs: jobs, archives: archives)
         #expect(summaries.count == jobs)
+        Self.expectShared(summaries)
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.compactMap(\.error))")
         #expect(Set(summaries.map(\.runID)).count == 1)
         let expected = try database.sqlite(db)
@@ -266,6 +279,7 @@ struct JoinTests {
             try DirectoryPageSource(directory: dir, glob: "*.jsonl*")
         }
         #expect(all.allSatisfy { $0.status == .finished }, "\(all.compactMap(\.error))")
+        Self.expectShared(all)
         #expect(all.map(\.counters.rejectedRecords).reduce(0, +) == 0)
         #expect(try database.dump()["item"]?.count == 300)
         if backend == .postgresql {
@@ -372,6 +386,7 @@ struct JoinTests {
         #expect(single.status == .finished)
         let last = try Self.runJoined(replace, bo, database, name: "last", jobs: 2)
         #expect(last.allSatisfy { $0.status == .finished })
+        Self.expectShared(last)
         #expect(try database.runs().last?.counters?.deleted == sqlite.counters.deleted)
         #expect(sqlite.counters.deleted > 0)
         #expect(try database.dump() == (try database.sqlite(db)))
@@ -400,6 +415,7 @@ struct JoinTests {
         #expect(try Self.runJoined(yaml, seed, database, name: "seed", jobs: 2).allSatisfy { $0.status == .finished })
         let joined = try Self.runJoined(yaml, sync, database, name: "sync", jobs: 3, batchRecords: 1)
         #expect(joined.allSatisfy { $0.status == .finished }, "\(joined.map { $0.error ?? "" })")
+        Self.expectShared(joined)
         #expect(try database.runs().last?.counters?.deleted == single.counters.deleted)
         #expect(try database.dump() == (try database.sqlite(db)))
     }
@@ -427,6 +443,7 @@ struct JoinTests {
         #expect(try Self.runJoined(yaml, pages, database, name: "seed", jobs: 2).allSatisfy { $0.status == .finished })
         let joined = try Self.runJoined(yaml, replace, database, name: "replace", jobs: 2)
         #expect(joined.allSatisfy { $0.status == .finished }, "\(joined.map { $0.error ?? "" })")
+        Self.expectShared(joined)
         #expect(try database.runs().last?.counters?.deleted == single.counters.deleted)
         #expect(try database.dump() == (try database.sqlite(db)))
     }

@@ -94,6 +94,7 @@ struct JoinedPagesTests {
         // written with positions, nothing is left to merge.
         #expect(logs.all.contains { $0.contains("msg=join.merged") } == bulk, "\(logs.all.filter { $0.contains("msg=join.") })")
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
         #expect(try server.counters()["people_requests"] == files, "each page asked for once, by one job")
         #expect(try database.runs().first?.counters?.pages == files)
@@ -204,6 +205,7 @@ struct JoinedPagesTests {
             try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         #expect(try database.pauseWasAsked("slow"), "the 429's Retry-After reached the run")
         let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
         #expect(try database.runs().first?.counters?.pages == files)
@@ -223,6 +225,7 @@ struct JoinedPagesTests {
             try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         #expect(try database.pauseWasAsked("first"))
     }
 

@@ -71,7 +71,9 @@ struct JoinedResourcesTests {
             ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         #expect(summaries.map(\.counters.records).reduce(0, +) == single.counters.records)
+        JoinTests.expectShared(summaries)
         try expectSameTables(database, db, config)
         #expect(try database.dump()["tag"]?.count == 70)
         if backend == .postgresql {
@@ -103,6 +105,7 @@ struct JoinedResourcesTests {
             ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         try expectSameTables(database, db, config)
         let sqlite = try database.sqlite(db)
         #expect(sqlite["comment"]?.isEmpty == false)
@@ -134,6 +137,7 @@ struct JoinedResourcesTests {
             ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         try expectSameTables(database, db, config)
         #expect(try database.runs().first?.counters?.records == single.counters.records)
         let joined = try server.counters()
@@ -462,6 +466,7 @@ struct JoinedResourcesTests {
                 ResourcesPageSource(config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
             }
             #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+            JoinTests.expectShared(summaries)
         }
         #expect(try database.runs().last?.counters?.deleted == single.counters.deleted)
         try expectSameTables(database, db, seed)
@@ -533,6 +538,7 @@ struct JoinedResourcesTests {
             ResourcesPageSource(config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         }
         #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
         try expectSameTables(database, db, config)
         let total = try #require(try database.runs().first?.counters)
         let want: [Int] = [single.counters.pages, single.counters.records, 0]

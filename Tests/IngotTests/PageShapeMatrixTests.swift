@@ -184,6 +184,7 @@ struct PageShapeMatrixTests {
             let database = try JoinDatabase(backend, model: model)
             let all = try JoinTests.runJoined(config, database, name: "shapes", jobs: 2, batchRecords: 4, source: source)
             #expect(all.allSatisfy { $0.status == .finished }, "\(cell): join \(backend) \(all.compactMap(\.error))")
+            JoinTests.expectShared(all)
             #expect(try database.dump() == (try database.sqlite(referenceDB)), "\(cell): join \(backend)")
         }
     }

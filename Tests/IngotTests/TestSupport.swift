@@ -314,3 +314,40 @@ func personPipeline(
 /// The staging file of `pipeline`'s staged loads into the SQLite database `db`
 /// (``StageFile/path(for:pipeline:)``: one per pipeline).
 func stageFile(_ db: String, pipeline: String = "people") -> String { StageFile.path(for: db, pipeline: pipeline) }
+
+/// Claims taken in turn by a test's `jobs` in-process jobs of a shared run (``ClaimTurns``): no
+/// job claims a unit while another job that has not ended claimed fewer — a job not seen yet
+/// counts as one with none — so every job takes units while there are as many as jobs, and the
+/// test can check that each did (``JoinTests/expectShared(_:)``).
+final class TakingTurns: ClaimTurns {
+    private struct State {
+        var claims: [String: Int] = [:]
+        var left: Set<String> = []
+    }
+    private let jobs: Int
+    private let state = Mutex(State())
+
+    init(jobs: Int) { self.jobs = jobs }
+
+    func mayClaim(_ job: String) -> Bool {
+        state.withLock { state in
+            if state.claims[job] == nil { state.claims[job] = 0 }
+            let mine = state.claims[job, default: 0]
+            let unseen = jobs - state.claims.keys.count
+            if unseen > 0 && mine > 0 { return false }
+            return state.claims.allSatisfy { other, claims in other == job || state.left.contains(other) || claims >= mine }
+        }
+    }
+
+    func claimed(_ job: String) { state.withLock { $0.claims[job, default: 0] += 1 } }
+
+    func left(_ job: String) {
+        state.withLock { state in
+            if state.claims[job] == nil { state.claims[job] = 0 }
+            state.left.insert(job)
+        }
+    }
+
+    /// Units claimed, per job.
+    var claims: [String: Int] { state.withLock { $0.claims } }
+}

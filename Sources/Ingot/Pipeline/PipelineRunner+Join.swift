@@ -53,7 +53,8 @@ extension PipelineRunner {
         return JoinedPart(
             run: run,
             source: SharedRunSource(
-                run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests, answers: answers))
+                run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests, answers: answers,
+                turns: options.claimTurns))
     }
 
     /// Whether the jobs of a joined run of `config` may commit units in any order, or must

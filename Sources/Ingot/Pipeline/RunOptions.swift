@@ -34,6 +34,9 @@ public struct RunOptions: Sendable {
     /// The clock of the commit interval, the progress ticks and a shared run's lease renewals:
     /// real time unless a test drives its own.
     package var timers: any RunTimers = DispatchTimers()
+    /// In a shared run: which of the process's jobs may claim a unit next (``ClaimTurns``);
+    /// `nil` (every run): whichever asks first. A test's, so that each job provably takes units.
+    package var claimTurns: (any ClaimTurns)?
     /// Pages read but not yet folded into a batch, at most. Default: `2 × lanes + 2`. With
     /// `batchRecords`, this bounds memory whatever the size of the source.
     public var pagesInFlight: Int?

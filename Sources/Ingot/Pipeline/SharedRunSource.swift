@@ -54,12 +54,15 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private var claimedAhead: [Page] = []
     /// When this job last asked whether the run's requests are paused (the source queue only).
     private var pauseAskedAt = Date.distantPast
+    /// Which of the process's jobs claims next (a test's, ``ClaimTurns``); `nil`: any.
+    private let turns: (any ClaimTurns)?
 
     init(
         run: any SharedRun, upstream: any PageSource, maxPageBytes: Int, timers: any RunTimers = DispatchTimers(), ahead: Int = 64,
-        requests: SharedRequests? = nil, answers: LoadPlan.AnswerOrder = .asTheyCome
+        requests: SharedRequests? = nil, answers: LoadPlan.AnswerOrder = .asTheyCome, turns: (any ClaimTurns)? = nil
     ) {
         self.run = run
+        self.turns = turns
         window = RequestWindow(order: answers)
         self.upstream = upstream
         self.requests = requests
@@ -99,6 +102,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         fetchQueue.sync {}
         renewal?.cancel()
         run.releaseFetcherRole()
+        turns?.left(run.job)
     }
 
     private var isCancelled: Bool { cancelled.value.withLock { $0 } }
@@ -159,9 +163,11 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         return [try requests.read(unit)]
     }
 
-    /// Claims a unit, noting a takeover; `nil` when none is open.
+    /// Claims a unit, noting a takeover; `nil` when none is open (or it is another job's turn,
+    /// ``ClaimTurns``).
     private func claimNoting() throws -> Page? {
-        guard let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) else { return nil }
+        guard turns?.mayClaim(run.job) ?? true, let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) else { return nil }
+        turns?.claimed(run.job)
         // Claim order keeps this job's units in a row only while its claims are in a row: once
         // another job took a unit between two of them, answers are handed out as they come.
         if let last = lastClaimed, page.seq != last + 1 { window.answerAsTheyCome() }
