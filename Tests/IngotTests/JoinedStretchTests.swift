@@ -153,9 +153,8 @@ struct JoinedStretchTests {
         let unit4 = bulkPage(#"{"id": \#(first), "email": "four@x"}, {"id": 8001, "dogs": [1, 2]}, {"id": 8002, "name": "nine"}"#)
         let pages = [Self.pages[0], unit2, Self.pages[1], unit4]
         // The other job fetches: every unit enqueued, unit 2 held.
-        let other = try PGStore(url: url, model: config.model)
+        let other = try PGStore(url: url, model: config.model, plan: .joinedDeferred)
         defer { try? other.close() }
-        other.stagingRules.defersJoined = true
         let run = try other.joinRun(JoinTests.request("deferred", config))
         _ = try #require(try run.takeFetcherRole())
         for seq in 1...4 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
@@ -208,9 +207,8 @@ struct JoinedStretchTests {
             bulkPage(person(1, "uno", "IT", dogs: [4]) + #", {"id": 2, "name": "dos"}, "# + person(3, "tres", "ES", dogs: [5])),
             bulkPage(person(4, "four", "DK", dogs: [6])),
         ]
-        let other = try PGStore(url: url, model: config.model)
+        let other = try PGStore(url: url, model: config.model, plan: .joinedDeferred)
         defer { try? other.close() }
-        other.stagingRules.defersJoined = true
         let run = try other.joinRun(JoinTests.request("whole", config))
         _ = try #require(try run.takeFetcherRole())
         for seq in 1...3 { #expect(try run.enqueue(Page(seq: seq, source: "p\(seq)", bytes: Array(pages[seq - 1].utf8)), as: seq)) }
@@ -373,4 +371,9 @@ struct JoinedStretchTests {
             return (try #require(result.withLock { $0 }), logs.all)
         }
     }
+}
+
+extension LoadPlan {
+    /// A joined job's plan that defers its batches, as a job reading local pages has by default.
+    static let joinedDeferred = LoadPlan(mode: .joined(.deferred), capabilities: PostgresBackend(url: "").loadCapabilities)
 }

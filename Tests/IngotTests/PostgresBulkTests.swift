@@ -139,7 +139,7 @@ struct PostgresBulkTests {
     private func stagedRun(_ config: PipelineConfig, _ source: any PageSource, url: String, copyBytes: Int) throws -> RunSummary {
         let store = try PGStore(url: url, model: config.model)
         try store.startStagedLoad()
-        store.stagingRules.copyBytes = copyBytes
+        store.stagingFiles.copyBytes = copyBytes
         var options = RunOptions()
         options.progressInterval = 0
         let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source, store: store)
@@ -156,9 +156,10 @@ struct PostgresBulkTests {
         var rng = SeededGenerator(seed: 5)
         let records = Array(1...1200).shuffled(using: &rng).map { #"{"id": \#($0), "name": "n\#($0)", "dogs": [\#($0 % 9)]}"# }
         let pages = stride(from: 0, to: records.count, by: 600).map { bulkPage(records[$0..<($0 + 600)].joined(separator: ", ")) }
-        let store = try PGStore(url: url, model: config.model)
-        store.stagingRules.fromTheStart = true
-        store.stagingRules.directory = temporaryDirectory().appendingPathComponent("missing/deeper").path
+        let plan = LoadPlan(
+            mode: .automatic(afterBytes: 4 << 20, fromFirstBatch: true), capabilities: PostgresBackend(url: url).loadCapabilities)
+        let store = try PGStore(url: url, model: config.model, plan: plan)
+        store.stagingFiles.directory = temporaryDirectory().appendingPathComponent("missing/deeper").path
         var options = RunOptions()
         options.progressInterval = 0
         let logs = LogCapture()

@@ -120,8 +120,9 @@ final class PGSharedRun: SharedRun {
         alreadyFinished = joined.finished
         revived = joined.revived
         runID = joined.runID
-        context = JoinContext(
-            name: name, job: job, ordinal: joined.id, inOrder: request.commitsInOrder, marksTouched: request.marksTouchedRows)
+        let writes: JoinedWrites =
+            request.commitsInOrder ? .inOrder(marksTouched: request.marksTouchedRows) : defers ? .deferred : .positions(.direct)
+        context = JoinContext(name: name, job: job, ordinal: joined.id, writes: writes)
         lease = request.lease
         commitsInOrder = request.commitsInOrder
         self.store = store

@@ -11,16 +11,49 @@ struct JoinContext: Sendable {
     /// run wins over every page of an earlier one, and rows written by single runs (no position)
     /// lose to every page.
     var ordinal: Int64
-    /// Units are committed in the run's order (``SharedRunRequest/commitsInOrder``): each batch
-    /// is written as a single run writes it, no positions needed.
-    var inOrder = false
-    /// Units committed in order also mark the rows they touch (``SharedRunRequest/marksTouchedRows``).
-    var marksTouched = false
+    /// How this job writes its batches.
+    var writes: JoinedWrites
+
+    /// Units are committed in the run's order: each batch is written as a single run writes it.
+    var inOrder: Bool { if case .inOrder = writes { true } else { false } }
 
     /// The position of a write of this run whose key (``UnitOrder``) is `key`.
     func position(_ key: Int) -> Int64 { UnitOrder.position(ordinal: ordinal, key: key) }
     /// The smallest position of this run.
     var firstPosition: Int64 { position(0) }
+}
+
+/// How a joined job writes its batches, decided when it joins (``PGSharedRun``) from the run and
+/// the job's plan. It moves once: from ``positions(_:)`` direct to careful, when a row copied
+/// straight in meets one another job made since the lookup.
+enum JoinedWrites: Sendable, Equatable, CustomStringConvertible {
+    /// Units committed in the run's order (``SharedRunRequest/commitsInOrder``): each batch
+    /// written as a single run writes it, no positions needed; `marksTouched`: each also marks the
+    /// rows it touched (``SharedRunRequest/marksTouchedRows``, for `write: replace`).
+    case inOrder(marksTouched: Bool)
+    /// Into the run's own tables, merged once every unit is done (``LoadPlan/defersJoinedBatches``
+    /// and a model that fits, PGStore+JoinDeferred.swift).
+    case deferred
+    /// Into the entities' tables, with positions (below).
+    case positions(Inserts)
+
+    /// How a positional batch writes rows no job had at its lookup.
+    enum Inserts: Sendable, Equatable {
+        /// Copied straight in, under a savepoint.
+        case direct
+        /// Upserted with the rest, one statement per table in identity order: once one direct copy
+        /// met a row another job made (the run shares rows), or a deadlock was written again.
+        case careful
+    }
+
+    var description: String {
+        switch self {
+        case .inOrder(let marks): marks ? "in order, marking touched rows" : "in order"
+        case .deferred: "deferred to the run's end"
+        case .positions(.direct): "with positions, new rows copied straight in"
+        case .positions(.careful): "with positions, new rows upserted"
+        }
+    }
 }
 
 /// Writes of a joined job: every row carries, per column, the position of the unit whose value it
@@ -113,13 +146,13 @@ extension PGStore {
             try begin()
             var progressed = false
             do {
-                let counts = try writeJoinedRows(batch, join)
+                let counts = try writeJoinedRows(batch, joined ?? join)
                 progressed = true
                 try then(WriteResult(counts: counts, unchanged: join.inOrder ? lastUnchanged : nil, retries: attempts))
                 return
             } catch let error as StoreError where error.sqlState == PGStore.deadlockDetected && alone && !progressed && attempts < 3 {
                 try? rollback()
-                directJoinedInserts = false
+                writeCarefully()
                 attempts += 1
             } catch {
                 let held = unitsInTransaction
@@ -145,16 +178,18 @@ extension PGStore {
     /// did as the database counted it.
     func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts]? {
         try markDone(Set(batch.units), join)
-        // In order, every unit before these is committed and none after: a single run's writes,
-        // counted as the resolver counted them (its lookups saw every unit before).
-        if join.inOrder {
-            try writeEntities(of: batch, direct: false)
-            if join.marksTouched { try markTouched(batch, join) }
-            return nil
-        }
         let fallback = batch.lastUnitKey
-        if defersJoinedBatches { return try writeDeferred(batch, join, fallback: fallback) }
-        guard directJoinedInserts else { return try writeJoinedEntities(batch, join, fallback: fallback, direct: false) }
+        switch join.writes {
+        case .inOrder(let marksTouched):
+            // Every unit before these is committed and none after: a single run's writes, counted
+            // as the resolver counted them (its lookups saw every unit before).
+            try writeEntities(of: batch, direct: false)
+            if marksTouched { try markTouched(batch, join) }
+            return nil
+        case .deferred: return try writeDeferred(batch, join, fallback: fallback)
+        case .positions(.careful): return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
+        case .positions(.direct): break
+        }
         // The rows no job had at the lookup are copied straight in, under a savepoint: when
         // another job made one of them since, the batch is written the careful way, and so is
         // every later batch of this job (its run shares rows with other jobs).
@@ -163,10 +198,16 @@ extension PGStore {
             "ingot_direct", { try writeJoinedEntities(batch, join, fallback: fallback, direct: true) },
             fallingBackWhen: { PGStore.isUniqueViolation($0) },
             carefully: {
-                directJoinedInserts = false
+                writeCarefully()
                 forgetStaging(after: stagedBefore)
                 return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
             })
+    }
+
+    /// From now on, a positional job upserts the rows no job had at its lookup
+    /// (``JoinedWrites/Inserts/careful``); other ways of writing stay as they are.
+    private func writeCarefully() {
+        if case .positions = joined?.writes { joined?.writes = .positions(.careful) }
     }
 
     /// Sets the `@` position of every row `batch` touched (records, nested objects and stubs) to

@@ -113,7 +113,7 @@ struct DeferredTables {
 extension PGStore {
     /// A joined job writes its batches deferred: its plan says so (a first load from local pages,
     /// ``LoadPlan/defersJoinedBatches``) and the model fits (``DeferredTables/fit(_:)``).
-    var defersJoinedBatches: Bool { stagingRules.defersJoined && DeferredTables.fit(layouts) }
+    var defersJoinedBatches: Bool { plan.defersJoinedBatches && DeferredTables.fit(layouts) }
 
     /// A joined batch's rows and link sets copied into the run's tables (``DeferredTables``), in
     /// the open transaction that marked its units done. Nothing reaches the entities' tables, so

@@ -187,7 +187,7 @@ extension PGStore {
             guard let value = row[0] ?? nil else { continue }
             let path = PGStaging.path(named: value)
             // This job's own file stays until it closes it.
-            if path != staging?.path { PGStaging.remove(at: path, directory: stagingRules.directory) }
+            if path != staging?.path { PGStaging.remove(at: path, directory: stagingFiles.directory) }
         }
     }
 }

@@ -22,7 +22,7 @@ extension PGStore {
             [id, pipeline, startedAt.runTimestamp, archive])
         try PGStore.forgetPrints(on: connection)
         runID = id
-        if stagingRules.asked { try makeStaging() }
+        if case .stagedWithTheRun = load { try makeStaging() }
     }
 
     private func reopenRun(id: String, archive: String?) throws {

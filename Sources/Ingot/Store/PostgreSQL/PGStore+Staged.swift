@@ -205,11 +205,11 @@ extension PGStore {
                     "a staged PostgreSQL load copies into empty tables; \(filled.joined(separator: ", ")) hold rows: batch by batch"))
             return
         }
-        stagingRules.asked = true
+        try moveLoad(to: .stagedWithTheRun)
     }
 
-    /// Stages the load from its first batch when it may (``PGStagingRules/fromTheStart``: a first load
-    /// from local pages, not `--no-bulk`), the pipeline allows a staged load, this job is not
+    /// Stages the load from its first batch when its plan says it may
+    /// (``LoadPlan/stagesFromFirstBatch``: a first load from local pages, not `--no-bulk`), the pipeline allows a staged load, this job is not
     /// joined, and the entities' tables are all empty — as SQLite's store does
     /// (``IngestStore/turnStaged(at:)``). Batch by batch, people-200k spent 2.3–3.0 s
     /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
@@ -226,7 +226,7 @@ extension PGStore {
     }
 
     private func startStagingAtFirstBatch() throws {
-        guard stagingRules.fromTheStart, staging == nil, !inTransaction,
+        guard plan.stagesFromFirstBatch, staging == nil, !inTransaction,
             StageFile.obstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return }
         do {
@@ -242,17 +242,17 @@ extension PGStore {
     /// A file that cannot be made is not named any more, and throws a ``StagingFileFailure``.
     func makeStaging() throws {
         guard let runID, !inTransaction else { throw StoreError.schema("a staged load begins with its run, between transactions") }
-        let path = PGStaging.newPath(in: stagingRules.directory)
+        let path = PGStaging.newPath(in: stagingFiles.directory)
         let key = PGStaging.stateKey(runID, job: joined?.job)
         try connection.execute(
             "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
             [key, path])
         do {
             let made = try PGStaging(model: model, path: path, runID: runID, key: key, resuming: false)
-            made.copyBytes = stagingRules.copyBytes
+            made.copyBytes = stagingFiles.copyBytes
             try moveLoad(to: .staging(made))
         } catch {
-            PGStaging.remove(at: path, directory: stagingRules.directory)
+            PGStaging.remove(at: path, directory: stagingFiles.directory)
             try forgetStagingKey(key)
             throw StagingFileFailure(path: path, error: error)
         }
@@ -266,15 +266,15 @@ extension PGStore {
         guard let value = rows.first?[0] ?? nil else { return true }
         if value.hasPrefix(PGStaging.copiedMark) {
             // Copied, and the job killed before it removed the file: nothing left to stage.
-            PGStaging.remove(at: PGStaging.path(named: value), directory: stagingRules.directory)
+            PGStaging.remove(at: PGStaging.path(named: value), directory: stagingFiles.directory)
             try forgetStagingKey(of: runID)
             return true
         }
         let path = value
-        if stagingRules.allowed, PGStaging.isOwn(path, directory: stagingRules.directory), FileManager.default.fileExists(atPath: path),
+        if plan.mayStage, PGStaging.isOwn(path, directory: stagingFiles.directory), FileManager.default.fileExists(atPath: path),
             let staging = try? PGStaging(model: model, path: path, runID: runID, resuming: true)
         {
-            staging.copyBytes = stagingRules.copyBytes
+            staging.copyBytes = stagingFiles.copyBytes
             resumedStaging = .staging(staging)
             return true
         }
@@ -301,11 +301,11 @@ extension PGStore {
             try connection.execute("DELETE FROM _ingot_rejects WHERE run_id = $1", [id])
             try forgetStagingKey(of: id)
             try commitTransaction()
-            PGStaging.remove(at: path, directory: stagingRules.directory)
+            PGStaging.remove(at: path, directory: stagingFiles.directory)
         default:
             break
         }
-        if stagingRules.asked, staging == nil { try makeStaging() }
+        if case .stagedWithTheRun = load { try makeStaging() }
     }
 
     /// A new run of `pipeline`: the staging files of its earlier runs left unfinished are not
@@ -315,7 +315,7 @@ extension PGStore {
             "SELECT s.key, s.value FROM _ingot_state s JOIN _ingot_runs r ON s.key = 'staged_load:' || r.run_id WHERE s.pipeline = '' AND r.pipeline = $1",
             [pipeline])
         for row in stale {
-            if let value = row[1] ?? nil { PGStaging.remove(at: PGStaging.path(named: value), directory: stagingRules.directory) }
+            if let value = row[1] ?? nil { PGStaging.remove(at: PGStaging.path(named: value), directory: stagingFiles.directory) }
             if let key = row[0] { try forgetStagingKey(key) }
         }
     }
@@ -440,6 +440,9 @@ extension PGStore {
 enum PGLoad: CustomStringConvertible {
     /// Batches written into the tables.
     case batchByBatch
+    /// Staged from the start (`--bulk`) into empty tables: the staging file is made when the
+    /// run begins (``PGStore/makeStaging()``); nothing is written before.
+    case stagedWithTheRun
     /// Batch by batch, because the staged load asked for or tried was declined, and why.
     case declined(String)
     /// Batches staged in the job's staging file.
@@ -452,6 +455,7 @@ enum PGLoad: CustomStringConvertible {
     var description: String {
         switch self {
         case .batchByBatch: "batch by batch"
+        case .stagedWithTheRun: "staged once the run begins"
         case .declined: "declined"
         case .staging: "staging"
         case .copied: "copied, not committed"
@@ -460,24 +464,13 @@ enum PGLoad: CustomStringConvertible {
     }
 }
 
-/// What a PostgreSQL store may do about staged loads, decided when it opens (PostgreSQL backend).
-struct PGStagingRules {
-    /// `--bulk` asked for a staged load and the tables are empty: its staging file is made when
-    /// the run begins (``PGStore/makeStaging()``).
-    var asked = false
-    /// A first load from local pages may be staged from its first batch
-    /// (``PGStore/turnStaged(at:)``).
-    var fromTheStart = false
-    /// The load may stage at all (not `--no-bulk`): a resumed run goes on with its unfinished
-    /// staged load only then.
-    var allowed = true
+/// Where a PostgreSQL store's staging files go and how their rows are sent: settings, not
+/// decisions — what the store stages and when is its ``LoadPlan`` (``PGStore/plan``).
+struct PGStagingFiles {
     /// The bytes of `COPY` text a staged load sends at a time (``PGStaging/copyBytes``).
     var copyBytes = PGStaging.defaultCopyBytes
     /// Where staging files are made; `nil`: the temporary directory (`TMPDIR`).
     var directory: String?
-    /// A joined job's batches outside its stretch go to the run's own tables
-    /// (``LoadPlan/defersJoinedBatches``, PGStore+JoinDeferred.swift).
-    var defersJoined = false
 }
 
 /// A staging file that could not be made (PGStore.makeStaging).

@@ -54,9 +54,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// The staging tables made in the open transaction, in order: a rollback (to its start or
     /// to a savepoint) drops them, so they are made again.
     private(set) var stagedInTransaction: [String] = []
-    /// A joined job copies its batches' new rows straight in until one meets a row another job
-    /// made since its lookup (PGStore+Join.swift); then it writes the careful way.
-    var directJoinedInserts = true
     /// Where the load stands (PGStore+Staged.swift), writer queue only; moved by
     /// ``moveLoad(to:)``, which refuses a move the lifecycle does not have.
     private(set) var load = PGLoad.batchByBatch
@@ -69,8 +66,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     var stretchRejections: [RecordRejection] = []
     /// The foreign keys' indexes a staged copy dropped, built again once it committed.
     var droppedIndexes: [ForeignKeyIndex] = []
-    /// What this store may do about staged loads, set when it opens.
-    var stagingRules = PGStagingRules()
+    /// How the run writes its batches, decided before the store opened (``LoadPlan/decide(_:)``):
+    /// whether its load may stage from the first batch, go on staged when resumed, and — a
+    /// joined job's — defer its batches. The store reads it; it keeps no Boolean of its own.
+    let plan: LoadPlan
+    /// Where staging files go and how their rows are sent.
+    var stagingFiles = PGStagingFiles()
     /// The run this store writes, once begun or reopened.
     var runID: String?
     /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``beginRun(_:)``:
@@ -82,7 +83,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     var staging: PGStaging? {
         switch load {
         case .staging(let s), .copied(let s), .published(let s): s
-        case .batchByBatch, .declined: nil
+        case .batchByBatch, .stagedWithTheRun, .declined: nil
         }
     }
 
@@ -91,17 +92,18 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         switch load {
         case .staging: .staging
         case .declined(let reason): .declined(reason)
-        case .batchByBatch, .copied, .published: .batchByBatch
+        case .batchByBatch, .stagedWithTheRun, .copied, .published: .batchByBatch
         }
     }
 
     /// Moves the load to `next`, refusing a move its lifecycle does not have: batch by batch (or
-    /// declined) → staging → copied in the open transaction → published once that commits, or
+    /// declined, or staged with the run once it begins) → staging → copied in the open transaction → published once that commits, or
     /// staging again when it is rolled back; a stretch that staged nothing is given up (staging →
     /// batch by batch); batch by batch → declined, with why.
     func moveLoad(to next: PGLoad) throws(StoreError) {
         switch (load, next) {
         case (.batchByBatch, .staging), (.declined, .staging), (.batchByBatch, .declined), (.declined, .declined),
+            (.batchByBatch, .stagedWithTheRun), (.stagedWithTheRun, .staging),
             (.staging, .copied), (.copied, .published), (.copied, .staging), (.staging, .batchByBatch):
             load = next
         default:
@@ -109,8 +111,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         }
     }
 
-    init(url: String, model: EntityModel, stopped: StopFlag? = nil) throws {
+    init(url: String, model: EntityModel, plan: LoadPlan = .batchByBatch, stopped: StopFlag? = nil) throws {
         self.model = model
+        self.plan = plan
         self.layouts = EntityLayout.layouts(of: model)
         let joinTables = layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
         self.sharedJoinTables = Set(Dictionary(grouping: joinTables, by: { $0 }).filter { $0.value.count > 1 }.keys)

@@ -7,7 +7,7 @@ package struct PostgresBackend: StoreBackend {
     package init(url: String) { self.url = url }
 
     package func open(model: EntityModel, options: StoreOpening) throws -> any IngestStore {
-        let store = try PGStore(url: url, model: model, stopped: options.stopped)
+        let store = try PGStore(url: url, model: model, plan: options.plan, stopped: options.stopped)
         do {
             // A joined job takes the lock shared, when it joins (PGSharedRun).
             if let pipeline = options.lockingRunsOf, !options.joining {
@@ -19,9 +19,6 @@ package struct PostgresBackend: StoreBackend {
             try? store.close()
             throw error
         }
-        store.stagingRules.fromTheStart = options.plan.stagesFromFirstBatch
-        store.stagingRules.allowed = options.plan.mayStage
-        store.stagingRules.defersJoined = options.plan.defersJoinedBatches
         return store
     }
 
