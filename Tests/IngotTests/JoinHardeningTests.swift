@@ -134,7 +134,7 @@ struct JoinHardeningTests {
         let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")
         // Create the tables and the join as a job would, then fill its queue by hand: the source is over.
         do {
-            let store = try PGStore(url: url, model: config.model)
+            let store = try PGJoinedStore(url: url, model: config.model, plan: .joinedPositions)
             _ = try store.joinRun(JoinTests.request("units", config, lease: 2))
             try store.close()
         }

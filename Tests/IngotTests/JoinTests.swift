@@ -43,7 +43,7 @@ struct JoinDatabase {
     /// A store of a job of its own.
     func sharedStore() throws -> any SharedRunStore {
         if let memory { return MemoryStore(model: model, database: memory) }
-        return try PGStore(url: url, model: model)
+        return try PGJoinedStore(url: url, model: model, plan: .joinedPositions)
     }
 
     /// Every table as text, comparable with `sqlite(_:)`'s.
@@ -892,7 +892,7 @@ struct JoinTests {
         try store.beginRun(.new(id: "single", pipeline: config.name, startedAt: Date(), archive: nil))
         try store.commit()
         try store.close()
-        let jobStore = try PGStore(url: url, model: config.model)
+        let jobStore = try PGJoinedStore(url: url, model: config.model, plan: .joinedPositions)
         _ = try jobStore.joinRun(Self.request("left", config))
         try jobStore.close()
         let resumed = try PGStore(url: url, model: config.model)

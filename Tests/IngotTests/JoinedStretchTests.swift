@@ -40,7 +40,7 @@ struct JoinedStretchTests {
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let pages = Self.pages + [bulkPage(#"{"id": "bad"}, {"id": 5, "name": "Five"}"#)]
         // A job that died holding a stretch left its file and key (its units' leases ran out).
-        let dead = try PGStore(url: url, model: config.model)
+        let dead = try PGJoinedStore(url: url, model: config.model, plan: .joinedPositions)
         let deadRun = try dead.joinRun(JoinTests.request("alone", config))
         let leftover = PGStaging.newPath()
         try Data("staged".utf8).write(to: URL(fileURLWithPath: leftover))
@@ -103,7 +103,7 @@ struct JoinedStretchTests {
         let unit5 = bulkPage(#"{"id": \#(renamed), "email": "five@x"}, {"id": 5000, "name": "last"}"#)
         let pages = Self.pages + [unit4, unit5]
         // The other job fetches: units 1–4 enqueued, unit 4 held, the source not ended yet.
-        let other = try PGStore(url: url, model: config.model)
+        let other = try PGJoinedStore(url: url, model: config.model, plan: .joinedPositions)
         defer { try? other.close() }
         let run = try other.joinRun(JoinTests.request("meet", config))
         _ = try #require(try run.takeFetcherRole())
@@ -153,7 +153,7 @@ struct JoinedStretchTests {
         let unit4 = bulkPage(#"{"id": \#(first), "email": "four@x"}, {"id": 8001, "dogs": [1, 2]}, {"id": 8002, "name": "nine"}"#)
         let pages = [Self.pages[0], unit2, Self.pages[1], unit4]
         // The other job fetches: every unit enqueued, unit 2 held.
-        let other = try PGStore(url: url, model: config.model, plan: .joinedDeferred)
+        let other = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
         defer { try? other.close() }
         let run = try other.joinRun(JoinTests.request("deferred", config))
         _ = try #require(try run.takeFetcherRole())
@@ -207,7 +207,7 @@ struct JoinedStretchTests {
             bulkPage(person(1, "uno", "IT", dogs: [4]) + #", {"id": 2, "name": "dos"}, "# + person(3, "tres", "ES", dogs: [5])),
             bulkPage(person(4, "four", "DK", dogs: [6])),
         ]
-        let other = try PGStore(url: url, model: config.model, plan: .joinedDeferred)
+        let other = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
         defer { try? other.close() }
         let run = try other.joinRun(JoinTests.request("whole", config))
         _ = try #require(try run.takeFetcherRole())
@@ -247,7 +247,7 @@ struct JoinedStretchTests {
         let unit4 = bulkPage(#"{"id": 1001, "name": "four"}, {"id": 9000, "name": "new"}"#)
         let pages = Self.pages + [unit4]
         // Another job fetches: units 1-3 enqueued, the source not ended yet.
-        let fetcher = try PGStore(url: url, model: config.model)
+        let fetcher = try PGJoinedStore(url: url, model: config.model, plan: .joinedPositions)
         defer { try? fetcher.close() }
         let run = try fetcher.joinRun(JoinTests.request("stop", config))
         _ = try #require(try run.takeFetcherRole())
@@ -295,7 +295,7 @@ struct JoinedStretchTests {
         let connection = try PGConnection(url: url)
         _ = try connection.execute("ALTER DATABASE \(name) SET deadlock_timeout = '2s'")
         // Another job fetches: units 1-3 enqueued; the source ends when the test says.
-        let fetcher = try PGStore(url: url, model: config.model)
+        let fetcher = try PGJoinedStore(url: url, model: config.model, plan: .joinedPositions)
         defer { try? fetcher.close() }
         let run = try fetcher.joinRun(JoinTests.request("cycle", config))
         _ = try #require(try run.takeFetcherRole())
@@ -327,7 +327,7 @@ struct JoinedStretchTests {
 
     /// Writes `text` as the claimed unit `unit` through `store` (another job's write of it, as
     /// its writer stage would: mapped, folded, resolved), and commits.
-    private static func write(_ text: String, as unit: Page, _ config: PipelineConfig, into store: PGStore) throws {
+    private static func write(_ text: String, as unit: Page, _ config: PipelineConfig, into store: PGJoinedStore) throws {
         var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, framing: config.framing))
         var decoded: [DecodedPage] = []
         mapper.map(bytes: Array(text.utf8), seq: unit.seq, source: "p\(unit.seq)", partRecords: 100) { part in
@@ -371,9 +371,4 @@ struct JoinedStretchTests {
             return (try #require(result.withLock { $0 }), logs.all)
         }
     }
-}
-
-extension LoadPlan {
-    /// A joined job's plan that defers its batches, as a job reading local pages has by default.
-    static let joinedDeferred = LoadPlan(mode: .joined(.deferred), capabilities: PostgresBackend(url: "").loadCapabilities)
 }

@@ -30,7 +30,7 @@ struct LoadPlanTests {
         #expect(Self.decide(.staged, joined: true, fetching: true, Self.postgres) == .joined(.deferredAsked))
         #expect(Self.decide(.staged, joined: true, model: ["m"], Self.postgres) == .refused(["m"]))
         #expect(Self.decide(.batchByBatch) == .batchByBatch(obstacles: []))
-        #expect(Self.decide(.batchByBatch, joined: true, Self.postgres) == .batchByBatch(obstacles: []))
+        #expect(Self.decide(.batchByBatch, joined: true, Self.postgres) == .joined(.positions))
         // Local pages: staged at 4 MiB, or from the first batch; a fetching source at 40 MiB only.
         #expect(Self.decide(.automatic()) == .automatic(afterBytes: 4 << 20, fromFirstBatch: true))
         #expect(Self.decide(.automatic(), fetching: true) == .automatic(afterBytes: 40 << 20, fromFirstBatch: false))

@@ -351,3 +351,10 @@ final class TakingTurns: ClaimTurns {
     /// Units claimed, per job.
     var claims: [String: Int] { state.withLock { $0.claims } }
 }
+
+extension LoadPlan {
+    /// A joined job's plan that defers its batches, as a job reading local pages has by default.
+    static let joinedDeferred = LoadPlan(mode: .joined(.deferred), capabilities: PostgresBackend(url: "").loadCapabilities)
+    /// A joined job's plan that writes its batches with positions (`--no-bulk`, or a fetching source).
+    static let joinedPositions = LoadPlan(mode: .joined(.positions), capabilities: PostgresBackend(url: "").loadCapabilities)
+}

@@ -151,7 +151,8 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         case .staged:
             mode = obstacles.isEmpty ? .staged : .refused(obstacles)
         case .batchByBatch:
-            mode = .batchByBatch(obstacles: [])
+            // A joined job's batches go with positions: its store is a joined job's all the same.
+            mode = inputs.joined ? .joined(.positions) : .batchByBatch(obstacles: [])
         case .automatic(let afterBytes):
             let fromFirstBatch = afterBytes == nil && !inputs.fetching && obstacles.isEmpty
             if inputs.joined {

@@ -15,14 +15,14 @@ enum JoinStatus: String, Sendable {
     init(_ text: String?) { self = text.flatMap(JoinStatus.init(rawValue:)) ?? .running }
 }
 
-extension PGStore: SharedRunStore {
+extension PGJoinedStore: SharedRunStore {
     /// Takes the run lock shared, joins (or creates) the run, and writes this store's batches as
-    /// the run's units from then on (PGStore+Join.swift).
+    /// the run's units from then on (PGJoinedStore, PGStore+Join.swift).
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun {
-        try lockRuns(of: request.pipeline, timeout: request.lockTimeout, shared: true)
+        try tables.lockRuns(of: request.pipeline, timeout: request.lockTimeout, shared: true)
         let run = try PGSharedRun(store: self, request: request)
         joined = run.context
-        runID = run.runID
+        tables.runID = run.runID
         return run
     }
 }
@@ -50,7 +50,7 @@ final class PGSharedRun: SharedRun {
     let commitsInOrder: Bool
     /// The store that joined: its writer connection holds the job's open transaction, and ends
     /// the job's part (``endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
-    let store: PGStore
+    let store: PGJoinedStore
     private let control: Mutex<(connection: PGConnection, zstd: Zstd)>
     private let fetcher = Mutex<FetcherLink?>(nil)
     /// A connection that `LISTEN`s on ``channel``, opened by the first wait: a job with nothing
@@ -76,7 +76,7 @@ final class PGSharedRun: SharedRun {
         let woke = listener.withLock { listener -> Bool? in
             do {
                 if listener == nil {
-                    let connection = try PGConnection(url: store.url)
+                    let connection = try PGConnection(url: store.tables.url)
                     try connection.execute("LISTEN \(PGSharedRun.channel)")
                     listener = connection
                 }
@@ -100,15 +100,16 @@ final class PGSharedRun: SharedRun {
 
     /// Joins the run `request.name` in the database at `url`, creating it (and its run row) when
     /// no job did yet (``SharedRunStore/joinRun(_:)``).
-    init(store: PGStore, request: SharedRunRequest) throws {
-        let connection = try PGConnection(url: store.url)
-        try PGStore.applySchema(PGStore.joinSchema(of: store.model), on: connection)
+    init(store: PGJoinedStore, request: SharedRunRequest) throws {
+        let tables = store.tables
+        let connection = try PGConnection(url: tables.url)
+        try PGStore.applySchema(PGStore.joinSchema(of: tables.model), on: connection)
         let job = PGSharedRun.makeJobID()
         let name = request.name
-        let defers = store.defersJoinedBatches
+        let defers = tables.defersJoinedBatches
         let joined = try connection.transaction {
             try PGSharedRun.join(request, as: job, on: connection) { ordinal in
-                defers ? DeferredTables(ordinal: ordinal).schema(store.layouts, model: store.model) : []
+                defers ? DeferredTables(ordinal: ordinal).schema(tables.layouts, model: tables.model) : []
             }
         }
         guard joined.id <= UnitOrder.lastOrdinal else {
@@ -322,7 +323,7 @@ final class PGSharedRun: SharedRun {
             if let fetcher {
                 link = fetcher
             } else {
-                let connection = try PGConnection(url: store.url)
+                let connection = try PGConnection(url: store.tables.url)
                 // An enqueue need not wait for its own flush to disk: a job that commits a unit
                 // flushes the write-ahead log up to its commit, the enqueue included (the log is
                 // written in order), and an enqueue a crash loses is one that did not happen —
@@ -443,7 +444,10 @@ final class PGSharedRun: SharedRun {
         status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd {
-        try store.endJoinedJob(
+        // What the job still holds uncommitted (a stretch's batches, staged: its rejections go
+        // with the stretch) is committed first, as the job's own.
+        try store.commit()
+        return try store.tables.endJoinedJob(
             context, runID: runID, status: status, counters: counters, replacing: replacing, scopes: scopes,
             maxPageBytes: maxPageBytes, archive: archive)
     }

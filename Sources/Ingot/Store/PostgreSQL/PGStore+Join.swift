@@ -127,93 +127,10 @@ extension PGStore {
 
     // MARK: - Writes
 
-    /// Writes a batch of units (pages of the shared source, in increasing order): marks them done
-    /// (this job must still hold each claim: the rows lock until the commit, so a job whose lease
-    /// ran out finds them taken), then upserts every row with its positions and replaces the link
-    /// sets it wins. The transaction commits whole units only (the writer commits after a batch
-    /// that ends on a whole page).
-    ///
-    /// Jobs that share rows can wait on each other in a cycle (a batch copies its new rows in,
-    /// then upserts its stored ones: two passes over a table), and PostgreSQL then aborts one
-    /// transaction (`deadlock_detected`). When that transaction held only this batch, it is
-    /// written again, the careful way (one upsert per table, in identity order), up to three
-    /// times; otherwise its units go back to the queue (``StoreError/Kind/claimLost``), and the
-    /// job goes on.
-    func writeJoined(_ batch: ResolvedBatch, _ join: JoinContext, then: (WriteResult) throws -> Void) throws {
-        let alone = !inTransaction
-        var attempts = 0
-        while true {
-            try begin()
-            var progressed = false
-            do {
-                let counts = try writeJoinedRows(batch, joined ?? join)
-                progressed = true
-                try then(WriteResult(counts: counts, unchanged: join.inOrder ? lastUnchanged : nil, retries: attempts))
-                return
-            } catch let error as StoreError where error.sqlState == PGStore.deadlockDetected && alone && !progressed && attempts < 3 {
-                try? rollback()
-                writeCarefully()
-                attempts += 1
-            } catch {
-                let held = unitsInTransaction
-                try? rollback()
-                if let store = error as? StoreError, store.kind == .claimLost || store.sqlState == PGStore.deadlockDetected {
-                    // A deadlock in a transaction of several batches (or one that came back three
-                    // times): nothing of it is written; its units go back to the queue, as a lost
-                    // claim's do, and a job writes them again.
-                    releaseUnits(held, join)
-                    if store.kind != .claimLost {
-                        var lost = StoreError.claimLost(held.map(\.seq).sorted())
-                        lost.message =
-                            "units \(lost.units.map(String.init).joined(separator: ", ")) go back to the queue: their transaction was aborted by a deadlock with another job"
-                        throw lost
-                    }
-                }
-                throw error
-            }
-        }
-    }
-
-    /// ``writeJoined(_:_:then:)``'s statements, in the open transaction; per entity, what they
-    /// did as the database counted it.
-    func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts]? {
-        try markDone(Set(batch.units), join)
-        let fallback = batch.lastUnitKey
-        switch join.writes {
-        case .inOrder(let marksTouched):
-            // Every unit before these is committed and none after: a single run's writes, counted
-            // as the resolver counted them (its lookups saw every unit before).
-            try writeEntities(of: batch, direct: false)
-            if marksTouched { try markTouched(batch, join) }
-            return nil
-        case .deferred: return try writeDeferred(batch, join, fallback: fallback)
-        case .positions(.careful): return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
-        case .positions(.direct): break
-        }
-        // The rows no job had at the lookup are copied straight in, under a savepoint: when
-        // another job made one of them since, the batch is written the careful way, and so is
-        // every later batch of this job (its run shares rows with other jobs).
-        let stagedBefore = stagedInTransaction.count
-        return try connection.optimistically(
-            "ingot_direct", { try writeJoinedEntities(batch, join, fallback: fallback, direct: true) },
-            fallingBackWhen: { PGStore.isUniqueViolation($0) },
-            carefully: {
-                writeCarefully()
-                forgetStaging(after: stagedBefore)
-                return try writeJoinedEntities(batch, join, fallback: fallback, direct: false)
-            })
-    }
-
-    /// From now on, a positional job upserts the rows no job had at its lookup
-    /// (``JoinedWrites/Inserts/careful``); other ways of writing stay as they are.
-    private func writeCarefully() {
-        if case .positions = joined?.writes { joined?.writes = .positions(.careful) }
-    }
-
     /// Sets the `@` position of every row `batch` touched (records, nested objects and stubs) to
     /// its last unit's, in a run committed in order (whose writes carry no positions): the rows
     /// `write: replace` at the run's end keeps, and a cascade from the others spares.
-    private func markTouched(_ batch: ResolvedBatch, _ join: JoinContext) throws {
+    func markTouched(_ batch: ResolvedBatch, _ join: JoinContext) throws {
         let position = join.position(UnitOrder.lastKey(seq: batch.units.map(\.seq).max() ?? 0))
         for (entity, rows) in batch.rows.merged.enumerated() where !rows.index.isEmpty {
             let layout = layouts[entity]
@@ -226,29 +143,8 @@ extension PGStore {
         }
     }
 
-    /// Marks `units` done in the open transaction (those not marked in it yet): this job must
-    /// still hold each claim, else ``StoreError/Kind/claimLost``.
-    func markDone(_ units: Set<UnitRef>, _ join: JoinContext) throws {
-        let units = units.subtracting(unitsInTransaction)
-        guard !units.isEmpty else { return }
-        let list = Array(units)
-        let marked = try connection.execute(
-            """
-            UPDATE _ingot_units AS u SET status = 'done', finished_at = now() FROM unnest($3::bigint[], $4::int[]) AS c(seq, claims)
-            WHERE u.name = $1 AND u.job = $2 AND u.seq = c.seq AND u.claims = c.claims AND u.status = 'claimed' RETURNING u.seq
-            """,
-            [join.name, join.job] + PGStore.unitArrays(list))
-        unitsInTransaction.formUnion(units)
-        if marked.count != units.count {
-            let kept = Set(marked.compactMap { $0[0].flatMap { Int($0) } })
-            throw StoreError.claimLost(list.map(\.seq).filter { !kept.contains($0) }.sorted())
-        }
-        // Jobs waiting for the last units to end hear of these when they commit.
-        PGSharedRun.notify(on: connection, join.name)
-    }
-
     /// Every entity's rows and links of a joined batch; `direct`: its new rows copied straight in.
-    private func writeJoinedEntities(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int, direct: Bool) throws -> [EntityCounts] {
+    func writeJoinedEntities(_ batch: ResolvedBatch, _ join: JoinContext, fallback: Int, direct: Bool) throws -> [EntityCounts] {
         var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
         for (entity, layout) in layouts.enumerated() {
             // Rows copied straight in are written from the folded storage: no values of theirs made.

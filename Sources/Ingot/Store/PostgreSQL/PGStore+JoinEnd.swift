@@ -13,7 +13,7 @@ extension PGStore {
         _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String],
         maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> [Page])? = nil
     ) throws -> SharedRunEnd {
-        try commit()
+        try commitTransaction()
         var end = SharedRunEnd()
         // The run's deferred rows, merged part by part beside the other jobs ending theirs.
         if status == .finished, let merged = try mergeDeferredParts(join) {

@@ -74,9 +74,11 @@ struct JoinedStretch {
     }
 }
 
-extension PGStore {
+extension PGJoinedStore {
+    /// Whether a batch of `units` breaks the stretch (``SharedRunStore/stretchBreaks(at:)``): a
+    /// stretch that staged nothing yet is given up instead, and the load goes batch by batch.
     func stretchBreaks(at units: [UnitRef]) throws -> Bool {
-        guard joined != nil, isStaging, !stretch.continues(with: units) else { return false }
+        guard joined != nil, tables.isStaging, !stretch.continues(with: units) else { return false }
         guard stretch.isEmpty else { return true }
         // Nothing staged yet: the load goes batch by batch from this batch on.
         dropStaging()
@@ -85,12 +87,12 @@ extension PGStore {
 
     /// A staged load that staged nothing is given up: its file removed and forgotten.
     private func dropStaging() {
-        guard case .staging(let staging) = load else { return }
+        guard case .staging(let staging) = tables.load else { return }
         staging.file.rollback()
         staging.published = true  // its close removes the file
         staging.close()
-        try? forgetStagingKey(staging.key)
-        try? moveLoad(to: .batchByBatch)
+        try? tables.forgetStagingKey(staging.key)
+        try? tables.moveLoad(to: .batchByBatch)
     }
 
     /// Writes the stretch, in the open transaction (or one it begins): its units marked done
@@ -101,7 +103,7 @@ extension PGStore {
         _ staging: PGStaging, _ join: JoinContext, fills: [[(slot: Int, value: ScalarValue, always: Bool)]],
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
-        try begin()
+        try tables.begin()
         let units = stretch.units
         var counts: [EntityCounts]
         var retries = 0
@@ -113,29 +115,30 @@ extension PGStore {
             // A stretch that is the whole run (the job was alone): no other unit of the run is
             // left to merge with, so its rows go in as a single job's, without positions — which
             // lose to every page of a later joined run, as a single run's rows do.
-            let row = try connection.execute("SELECT end_seq FROM _ingot_joins WHERE name = $1", [join.name])
+            let row = try tables.connection.execute("SELECT end_seq FROM _ingot_joins WHERE name = $1", [join.name])
             let end: Int? = row.first?[0].flatMap { Int($0) }
             let wholeRun = end != nil && units.first?.seq == 1 && stretch.wholeUnits.count == (end ?? 0) - 1
             let position =
-                wholeRun ? nil : PGStagedCopy.Stretch(store: self, position: join.position(stretch.key))
+                wholeRun ? nil : PGStagedCopy.Stretch(store: tables, position: join.position(stretch.key))
             let copied = try copyStretch(staging, fills: fills, position: position, retries: &retries)
             counts = copied.counts
             let refusals = copied.refusals
             for (entity, identity, reason, record) in refusals { refused(entity, identity, reason, record) }
             staging.file.rollback()
-            try recordRejectsAndKept(
-                RunProgress(runID: staging.runID, counters: RunCounters(), rejections: stretchRejections, kept: try staging.keptValues()))
-            try connection.execute(
+            try tables.recordRejectsAndKept(
+                RunProgress(runID: staging.runID, counters: RunCounters(), rejections: stretchRejections, kept: try staging.keptValues()),
+                join: join)
+            try tables.connection.execute(
                 "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1", [staging.key, PGStaging.copiedMark + staging.path])
         } catch {
             // The units go back to the queue at once: other jobs take them over.
             let held = Set(units).union(unitsInTransaction)
             staging.file.rollback()
-            try? rollbackTransaction()
-            releaseUnits(held, join)
+            try? tables.rollbackTransaction()
+            tables.releaseUnits(held, join)
             throw error
         }
-        try moveLoad(to: .copied(staging))
+        try tables.moveLoad(to: .copied(staging))
         stretchRejections = []
         stretch = JoinedStretch()
         return WriteResult(counts: counts, retries: retries)
@@ -150,14 +153,14 @@ extension PGStore {
         retries: inout Int
     ) throws -> (counts: [EntityCounts], refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)])
     {
-        let stagedBefore = stagedInTransaction.count
+        let stagedBefore = tables.stagedInTransaction.count
         var careful = false
         var refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)] = []
         while true {
             do {
                 refusals = []
-                let counts = try connection.inSavepoint("ingot_stretch") {
-                    try copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2, $3)) }
+                let counts = try tables.connection.inSavepoint("ingot_stretch") {
+                    try tables.copyStaged(staging, fills: fills, careful: careful, stretch: position) { refusals.append(($0, $1, $2, $3)) }
                 }
                 return (counts, refusals)
             } catch {
@@ -170,13 +173,15 @@ extension PGStore {
                 let refused = !careful && (StoreError.refusedValue(error) != nil || error is PGBinaryCopy.Unfit)
                 guard refused || (deadlock && retries < 3) else { throw error }
                 if deadlock { retries += 1 }
-                forgetStaging(after: stagedBefore)
+                tables.forgetStaging(after: stagedBefore)
                 staging.file.rollback()
                 careful = true
             }
         }
     }
+}
 
+extension PGStore {
     /// The staging files of joined run `runID`'s jobs left behind (a job killed before its
     /// stretch was written, or before it removed its file): those on this machine removed, every
     /// key forgotten. Called by the job that finishes the run, in its transaction.

@@ -46,8 +46,7 @@ extension PGStore {
 
     /// Writes a batch's progress, rejects and kept values, in the open transaction.
     func writeProgress(_ p: RunProgress) throws {
-        try recordRejectsAndKept(p)
-        if let joined { return try recordJobProgress(p, joined) }
+        try recordRejectsAndKept(p, join: nil)
         let c = p.counters
         try connection.execute(
             """
@@ -63,8 +62,9 @@ extension PGStore {
             ])
     }
 
-    /// A batch's rejects and kept values (the incremental cursor), in the open transaction.
-    func recordRejectsAndKept(_ p: RunProgress) throws {
+    /// A batch's rejects and kept values (the incremental cursor), in the open transaction: a
+    /// single run's, or (`join`) those of a job of a joined run.
+    func recordRejectsAndKept(_ p: RunProgress, join joined: JoinContext?) throws {
         for item in p.kept {
             if let joined {
                 // Jobs of a joined run commit their units in any order: the run's cursor is the

@@ -193,8 +193,7 @@ extension PGStore {
     /// goes on running, and so does a resumed run whose copy committed before the job was killed
     /// (its resume point, written with the rows, is past the last page).
     func startStagedLoad() throws {
-        var reasons = StageFile.obstacles(model, layouts)
-        if joined != nil { reasons.append("a joined job (--join) stages its stretch of units and defers its other batches (LoadPlan)") }
+        let reasons = StageFile.obstacles(model, layouts)
         guard reasons.isEmpty else {
             throw StoreError.conflict("--bulk cannot load this pipeline into PostgreSQL: " + reasons.joined(separator: "; "))
         }
@@ -208,29 +207,30 @@ extension PGStore {
         try moveLoad(to: .stagedWithTheRun)
     }
 
-    /// Stages the load from its first batch when its plan says it may
-    /// (``LoadPlan/stagesFromFirstBatch``: a first load from local pages, not `--no-bulk`), the pipeline allows a staged load, this job is not
-    /// joined, and the entities' tables are all empty — as SQLite's store does
-    /// (``IngestStore/turnStaged(at:)``). Batch by batch, people-200k spent 2.3–3.0 s
-    /// of server time updating the rows it re-sends, where copying the final rows takes 0.6–0.9 s
-    /// (docs/performance-notes.md). (``loadState`` says whether it did.)
+    /// Turns the load staged at `moment` (``IngestStore/turnStaged(at:)``): at the first batch
+    /// only (PostgreSQL's staged load copies into empty tables), when its plan says it may
+    /// (``LoadPlan/stagesFromFirstBatch``: a first load from local pages, not `--no-bulk`), the
+    /// pipeline allows a staged load and the entities' tables are all empty — as SQLite's store
+    /// does. Batch by batch, people-200k spent 2.3–3.0 s of server time updating the rows it
+    /// re-sends, where copying the final rows takes 0.6–0.9 s (docs/performance-notes.md).
+    /// (``loadState`` says whether it did.)
     ///
     /// A staging file that cannot be made (a read-only or full temporary directory, as in a
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
     /// staged by default, and says why (``loadState``: `bulk.declined`).
-    /// Turns the load staged at `moment` when its plan says it may (``IngestStore/turnStaged(at:)``):
-    /// from the first batch only (PostgreSQL's staged load copies into empty tables).
     func turnStaged(at moment: StagingMoment) throws -> LoadState {
-        if case .firstBatch = moment { try startStagingAtFirstBatch() }
+        if case .firstBatch = moment { try startStagingAtFirstBatch(job: nil) }
         return loadState
     }
 
-    private func startStagingAtFirstBatch() throws {
+    /// Stages from the first batch, as ``turnStaged(at:)`` says; `job`: a joined job's, whose
+    /// staging file is named per job (``PGStaging/stateKey(_:job:)``).
+    func startStagingAtFirstBatch(job: String?) throws {
         guard plan.stagesFromFirstBatch, staging == nil, !inTransaction,
             StageFile.obstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return }
         do {
-            try makeStaging()
+            try makeStaging(job: job)
         } catch let failure as StagingFileFailure {
             try moveLoad(to: .declined("the staging file \(failure.path) could not be made (\(failure.error)): batch by batch"))
             return
@@ -240,10 +240,10 @@ extension PGStore {
     /// Makes the run's staging file, named in PostgreSQL first (committed): a job killed at any
     /// moment leaves no file PostgreSQL does not name, which `--resume` or the next run removes.
     /// A file that cannot be made is not named any more, and throws a ``StagingFileFailure``.
-    func makeStaging() throws {
+    func makeStaging(job: String? = nil) throws {
         guard let runID, !inTransaction else { throw StoreError.schema("a staged load begins with its run, between transactions") }
         let path = PGStaging.newPath(in: stagingFiles.directory)
-        let key = PGStaging.stateKey(runID, job: joined?.job)
+        let key = PGStaging.stateKey(runID, job: job)
         try connection.execute(
             "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
             [key, path])
@@ -383,7 +383,6 @@ extension PGStore {
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
         guard case .staging(let staging) = load else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
-        if let joined { return try mergeStretch(staging, joined, fills: fills, refused: refused) }
         try begin()
         var counts: [EntityCounts]
         do {
@@ -406,7 +405,8 @@ extension PGStore {
         // With the rows: the kept values (the incremental cursor), and the staging file marked
         // copied — a job killed before it removes the file leaves it to `--resume` or the next
         // run to remove (the resume point went in at the last commit).
-        try recordRejectsAndKept(RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()))
+        try recordRejectsAndKept(
+            RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()), join: nil)
         try connection.execute(
             "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1", [staging.key, PGStaging.copiedMark + staging.path])
         return WriteResult(counts: counts)

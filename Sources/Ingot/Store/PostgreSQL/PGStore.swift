@@ -37,11 +37,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     private(set) var inTransaction = false
     /// Whose transaction the store's commits end: its own, or one it holds for its caller.
     var owner = TransactionOwner.store
-    /// This job's part in a run shared by several jobs (`--join`), set before the first write:
-    /// writes then carry source positions (PGStore+Join.swift).
-    var joined: JoinContext?
-    /// The units marked done in the open transaction (a joined run).
-    var unitsInTransaction: Set<UnitRef> = []
+    /// The open transaction's number (each ``begin()`` counts one): what a caller keeps about a
+    /// transaction (a joined job's units marked done, ``PGJoinedStore``) holds for this number only.
+    private(set) var transactionNumber = 0
     /// Per entity, the stored rows the last single run's write left as they were.
     private(set) var lastUnchanged: [[Int]] = []
     /// What opening the store added to a database that held the pipeline's tables already.
@@ -60,10 +58,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// The connections a staged load's folds read on while they run, for ``interrupt()``, which
     /// runs on another thread than the writer's (a stop's): `load` itself is the writer queue's.
     let folds = FoldInterruption()
-    /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
-    /// of its batches, written with it.
-    var stretch = JoinedStretch()
-    var stretchRejections: [RecordRejection] = []
     /// The foreign keys' indexes a staged copy dropped, built again once it committed.
     var droppedIndexes: [ForeignKeyIndex] = []
     /// How the run writes its batches, decided before the store opened (``LoadPlan/decide(_:)``):
@@ -205,61 +199,38 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
 
     /// A single run's batch is written under a savepoint (two round trips; a subtransaction is
     /// cheap here): when it fails, only its work is undone, and the writer stage keeps no batch
-    /// to redo (``undoesBatchesAlone``). A joined run's batches roll their unit's transaction
-    /// back whole (``writeJoined(_:_:then:)``).
+    /// to redo (``undoesBatchesAlone``). A joined job's store writes its own way
+    /// (``PGJoinedStore``).
     func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
-        if let staging, isStaging {
-            try staging.write(batch, then: then)
-            if joined != nil { stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true) }
-            return
-        }
-        if let joined { return try writeJoined(batch, joined, then: then) }
+        if let staging, isStaging { return try staging.write(batch, then: then) }
         try writeIsolated(batch, then: then)
     }
 
-    var undoesBatchesAlone: Bool { joined == nil && !isStaging }
+    var undoesBatchesAlone: Bool { !isStaging }
 
     /// ``write(_:then:)`` under a savepoint: when it fails, only this batch's work is undone and
     /// the transaction stays open (a statement that failed aborts it up to the savepoint).
-    /// A joined run's batch marks its units done in the same savepoint; a unit lost to another
-    /// job still rolls the whole transaction back (``writeJoined(_:_:then:)``).
     func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
-        if let staging, isStaging {
-            try staging.writeIsolated(batch, then: then)
-            if joined != nil { stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true) }
-            return
-        }
+        if let staging, isStaging { return try staging.writeIsolated(batch, then: then) }
         try begin()
         let stagedBefore = stagedInTransaction.count
-        let unitsBefore = unitsInTransaction
         do {
             try connection.inSavepoint("ingot_isolated") {
                 var result = WriteResult()
-                if let joined {
-                    result.counts = try writeJoinedRows(batch, joined)
-                    if joined.inOrder { result.unchanged = lastUnchanged }
-                } else {
-                    // A row or link this batch took for new is there after all (another writer
-                    // made it since the lookup): the batch again, the careful way.
-                    try connection.optimistically(
-                        "ingot_direct", { try writeEntities(of: batch, direct: true) },
-                        fallingBackWhen: { PGStore.isUniqueViolation($0) },
-                        carefully: {
-                            forgetStaging(after: stagedBefore)
-                            try writeEntities(of: batch, direct: false)
-                        })
-                    result.unchanged = lastUnchanged
-                }
+                // A row or link this batch took for new is there after all (another writer made
+                // it since the lookup): the batch again, the careful way.
+                try connection.optimistically(
+                    "ingot_direct", { try writeEntities(of: batch, direct: true) },
+                    fallingBackWhen: { PGStore.isUniqueViolation($0) },
+                    carefully: {
+                        forgetStaging(after: stagedBefore)
+                        try writeEntities(of: batch, direct: false)
+                    })
+                result.unchanged = lastUnchanged
                 try then(result)
             }
-        } catch let error as StoreError where error.kind == .claimLost {
-            let held = unitsInTransaction
-            try? rollback()
-            if let joined { releaseUnits(held, joined) }
-            throw error
         } catch {
             forgetStaging(after: stagedBefore)
-            unitsInTransaction = unitsBefore
             throw error
         }
     }
@@ -446,6 +417,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         guard !inTransaction else { return }
         try connection.execute(owner == .caller ? "SAVEPOINT ingot_held" : "BEGIN")
         inTransaction = true
+        transactionNumber += 1
     }
 
     var hasUncommittedBatches: Bool { isStaging ? staging?.hasUncommittedBatches ?? false : inTransaction }
@@ -453,13 +425,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     @discardableResult func commit() throws -> Bool {
         let written = hasUncommittedBatches
         if let staging, isStaging {
-            // The staging file first, then the run's progress here (PGStaging, "Resume"); a
-            // joined job's, with its stretch (its units are not done until then).
+            // The staging file first, then the run's progress here (PGStaging, "Resume").
             guard let progress = try staging.commit() else { return written }
-            if joined != nil {
-                stretchRejections += progress.rejections
-                return written
-            }
             try begin()
             try writeProgress(progress)
             try commitTransaction()
@@ -480,7 +447,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     func commitTransaction() throws {
         guard inTransaction else { return }
         inTransaction = false
-        unitsInTransaction = []
         stagedInTransaction = []
         try connection.execute(owner == .caller ? "RELEASE SAVEPOINT ingot_held" : "COMMIT")
     }
@@ -500,7 +466,6 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     func rollbackTransaction() throws {
         guard inTransaction else { return }
         inTransaction = false
-        unitsInTransaction = []
         forgetStaging(after: 0)
         try connection.execute(owner == .caller ? "ROLLBACK TO SAVEPOINT ingot_held; RELEASE SAVEPOINT ingot_held" : "ROLLBACK")
     }

@@ -19,6 +19,8 @@ package struct PostgresBackend: StoreBackend {
             try? store.close()
             throw error
         }
+        // A joined job's store shares this one's table writer (PGJoinedStore).
+        if case .joined = options.plan.mode { return PGJoinedStore(tables: store) }
         return store
     }
 
