@@ -60,4 +60,20 @@ struct JoinedOrderTests {
         let differing = Set(dump.keys).union(expected.keys).filter { dump[$0] != expected[$0] }.sorted()
         #expect(dump == expected, "\(differing.map { "\($0): joined \(dump[$0] ?? []) single \(expected[$0] ?? [])" })")
     }
+
+    /// The rule every store that shares runs applies (``WritePositions``): a write replaces a
+    /// stored slot when it is not older; a write that gives nothing replaces nothing; a slot a
+    /// single run wrote (no position) loses to every unit; a later join wins over any unit of an
+    /// earlier one.
+    @Test func aWriteWinsWhereItIsNotOlder() {
+        let (early, late) = (
+            UnitOrder.position(ordinal: 3, key: UnitOrder.key(seq: 2, part: 1)),
+            UnitOrder.position(ordinal: 3, key: UnitOrder.key(seq: 2, part: 2))
+        )
+        #expect(WritePositions.wins(late, over: early) && !WritePositions.wins(early, over: late))
+        #expect(WritePositions.wins(late, over: late), "the same part again: its later batch")
+        #expect(WritePositions.wins(early, over: nil) && !WritePositions.wins(nil, over: nil))
+        let nextJoin = UnitOrder.position(ordinal: 4, key: UnitOrder.key(seq: 1, part: 0))
+        #expect(WritePositions.wins(nextJoin, over: UnitOrder.position(ordinal: 3, key: UnitOrder.lastKey(seq: UnitOrder.lastSeq))))
+    }
 }

@@ -394,44 +394,39 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
 
     /// A shared run's batch: units commit in any order, so each column, each link set and each
     /// row carries the position of the unit that set it, and a value replaces a stored one only
-    /// when its unit is not older. Rows written by single runs (no position) lose to every unit.
+    /// when its unit is not older — the rule of ``WritePositions``, which PostgreSQL applies in
+    /// SQL. Rows written by single runs (no position) lose to every unit.
     private func applyShared(_ batch: ResolvedBatch, ordinal: Int64, tables: inout MemoryDatabase.Tables) -> [EntityCounts] {
-        func position(_ key: Int) -> Int64 { UnitOrder.position(ordinal: ordinal, key: key) }
         let fallback = batch.lastUnitKey
         var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
         for entity in 0..<batch.entityCount {
             let layout = layouts[entity]
             let slots = PositionSlots(layout)
-            let identitySlots = Set(layout.identitySlots)
             for row in batch.rows(of: entity) {
                 guard let identity = row.identity else {
                     tables.anonymous[entity].append(row.values.map { $0 ?? .null })
                     counts[entity].inserted += 1
                     continue
                 }
-                func unit(_ units: ArraySlice<Int>, _ k: Int) -> Int { units.isEmpty ? 0 : units[units.startIndex + k] }
-                let valueUnits = (0..<slots.columns).map { identitySlots.contains($0) ? 0 : unit(row.valueUnits, $0) }
-                let linkUnits = (0..<slots.links).map { row.links[$0] == nil ? 0 : unit(row.linkUnits, $0) }
-                let gives = (valueUnits + linkUnits).contains { $0 > 0 }
-                let latest = (valueUnits + linkUnits).max() ?? 0
+                let write = WritePositions(row, layout, ordinal: ordinal, fallback: fallback)
                 var stored = tables.rows[entity][identity]
                 var positions = tables.positions[entity][identity] ?? Array(repeating: 0, count: slots.count)
                 if stored == nil {
                     stored = row.values.map { $0 ?? .null }
                     counts[entity].inserted += 1
-                    if !gives { counts[entity].stubs += 1 }
-                } else if gives {
+                    if !write.gives { counts[entity].stubs += 1 }
+                } else if write.gives {
                     counts[entity].updated += 1
                 }
-                for slot in 0..<slots.columns where valueUnits[slot] > 0 && position(valueUnits[slot]) >= positions[slot] {
+                for (slot, position) in write.columns.enumerated() where WritePositions.wins(position, over: positions[slot]) {
                     stored?[slot] = row.values[slot] ?? .null
-                    positions[slot] = position(valueUnits[slot])
+                    positions[slot] = position ?? 0
                 }
-                for k in 0..<slots.links where linkUnits[k] > 0 && position(linkUnits[k]) >= positions[slots.columns + k] {
+                for (k, position) in write.sets.enumerated() where WritePositions.wins(position, over: positions[slots.columns + k]) {
                     tables.links[entity][k][identity] = Self.unique(row.links[k] ?? [])
-                    positions[slots.columns + k] = position(linkUnits[k])
+                    positions[slots.columns + k] = position ?? 0
                 }
-                positions[slots.touched] = max(positions[slots.touched], position(latest > 0 ? latest : fallback))
+                positions[slots.touched] = max(positions[slots.touched], write.touched)
                 tables.rows[entity][identity] = stored
                 tables.positions[entity][identity] = positions
             }

@@ -236,11 +236,9 @@ extension PGStore {
     /// The positions a staged row carries, as an array literal: each column its records set and
     /// each link set given, at the position of the unit that set it (NULL where none did), and
     /// `@` at its latest unit.
-    private static func appendPositions(
-        _ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int, to out: inout [UInt8]
-    ) {
+    private static func appendPositions(_ positions: WritePositions, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        for (k, position) in positions(row, layout, join, fallback: fallback).enumerated() {
+        for (k, position) in positions.slots.enumerated() {
             if k > 0 { out.append(UInt8(ascii: ",")) }
             if let position {
                 appendDecimal(position, to: &out)
@@ -255,19 +253,7 @@ extension PGStore {
     /// each link set given, at the position of the unit that set it (`nil` where none did), and
     /// `@` at its latest unit (`fallback` when no unit set anything: a stub).
     static func positions(_ row: ResolvedBatch.Row, _ layout: EntityLayout, _ join: JoinContext, fallback: Int) -> [Int64?] {
-        var out: [Int64?] = []
-        out.reserveCapacity(layout.columns.count + layout.toMany.count + 1)
-        var latest = 0
-        func append(_ unit: Int) {
-            out.append(unit > 0 ? join.position(unit) : nil)
-            latest = max(latest, unit)
-        }
-        for slot in 0..<layout.columns.count {
-            append(row.valueUnits.isEmpty || layout.identitySlots.contains(slot) ? 0 : row.valueUnits[row.valueUnits.startIndex + slot])
-        }
-        for k in 0..<layout.toMany.count { append(row.linkUnits.isEmpty ? 0 : row.linkUnits[row.linkUnits.startIndex + k]) }
-        out.append(join.position(latest > 0 ? latest : fallback))
-        return out
+        WritePositions(row, layout, ordinal: join.ordinal, fallback: fallback).slots
     }
 
     /// A staged row of a joined batch as a COPY row: its values, then its positions.
@@ -276,20 +262,8 @@ extension PGStore {
     ) {
         appendCopyFields(row.values, to: &out)
         out.append(UInt8(ascii: "\t"))
-        appendPositions(row, layout, join, fallback: fallback, to: &out)
+        appendPositions(WritePositions(row, layout, ordinal: join.ordinal, fallback: fallback), to: &out)
         out.append(UInt8(ascii: "\n"))
-    }
-
-    /// Whether a staged row gives anything but its identity (a column or a link set): a row
-    /// that gives nothing is a stub.
-    private static func gives(_ row: ResolvedBatch.Row, _ layout: EntityLayout) -> Bool {
-        let values =
-            row.valueUnits.isEmpty
-            ? false
-            : (0..<layout.columns.count).contains {
-                !layout.identitySlots.contains($0) && row.valueUnits[row.valueUnits.startIndex + $0] > 0
-            }
-        return values || (!row.linkUnits.isEmpty && row.linkUnits.contains { $0 > 0 })
     }
 
     /// Upserts `rows` and returns what it did: rows inserted (the database says which: `xmax`
@@ -306,10 +280,11 @@ extension PGStore {
             for (position, row) in rows.enumerated() where row.stored == nil {
                 PGStore.appendCopyFields(direct.storage, direct.rows[position], columns: layout.columns.count, to: &data)
                 data.append(UInt8(ascii: "\t"))
-                PGStore.appendPositions(row, layout, join, fallback: fallback, to: &data)
+                let positions = WritePositions(row, layout, ordinal: join.ordinal, fallback: fallback)
+                PGStore.appendPositions(positions, to: &data)
                 data.append(UInt8(ascii: "\n"))
                 counts.inserted += 1
-                if !PGStore.gives(row, layout) { counts.stubs += 1 }
+                if !positions.gives { counts.stubs += 1 }
             }
             let all = PGStore.joinedColumns(layout).map { PGStore.quote($0.name) }.joined(separator: ", ")
             try connection.copy("COPY \(PGStore.quote(layout.table)) (\(all)) FROM STDIN", data: data)
