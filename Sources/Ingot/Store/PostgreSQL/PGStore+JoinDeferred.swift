@@ -8,7 +8,8 @@ import Foundation
 /// times, and the server's work per row grew with the number of jobs. Deferred, a batch's folded
 /// rows — their values and positions, exactly what the positional upsert would stage — and its
 /// link sets are copied into tables of the run without indexes (`_ingot_run<join>_e<entity>`,
-/// `…_o<k>` for the owners of relationship `k`'s sets, `…_l<k>` for their links), in the
+/// `…_l<k>` for the links of relationship `k`'s sets; which owners gave a set, and at what
+/// position, is the rows' own slot for it), in the
 /// transaction that marks its units done. Once every unit is done, the jobs fold each table once,
 /// part by part — per identity, each column the value at its largest position, the positions
 /// slot by slot the largest — and write the result with the same positional rules (new rows
@@ -29,8 +30,10 @@ struct DeferredTables {
 
     /// Entity `entity`'s folded rows: its columns and `_ingot_pos` (part `part` of them).
     func rows(_ entity: Int, part: Int? = nil) -> String { name("e\(entity)", part) }
-    /// The owners given a set of relationship `k` of `entity`, with the set's position (`_pos`).
-    func owners(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_o\(k)", part) }
+    /// The owners given a set of relationship `k` of `entity`, with the set's position: a table
+    /// of runs deferred by earlier versions, dropped with their run (the owners are read from
+    /// the rows' positions now).
+    func legacyOwners(_ entity: Int, _ k: Int) -> String { name("e\(entity)_o\(k)", nil) }
     /// The links of those sets: the join table's columns and the set's position (`_pos`).
     func links(_ entity: Int, _ k: Int, part: Int? = nil) -> String { name("e\(entity)_l\(k)", part) }
 
@@ -59,8 +62,6 @@ struct DeferredTables {
             tables.append((rows(entity), PGStore.joinedColumns(layout), layout.identitySlots.map { layout.columns[$0].name }))
             for (k, toMany) in layout.toMany.enumerated() {
                 let types = PGStore.joinColumns(toMany, owner: entity, model: model)
-                let owner = Array(types.prefix(toMany.sourceColumns.count))
-                tables.append((owners(entity, k), owner + [("_pos", "bigint")], toMany.sourceColumns))
                 tables.append((links(entity, k), types + [("_pos", "bigint")], toMany.sourceColumns))
             }
         }
@@ -132,12 +133,11 @@ extension PGStore {
                 try connection.copy("COPY \(tables.rows(entity)) FROM STDIN", data: data)
             }
             for (k, toMany) in layout.toMany.enumerated() {
-                var owners: [UInt8] = []
                 var links: [UInt8] = []
                 for row in rows {
-                    guard let identity = row.identity, let targets = row.links[k] else { continue }
-                    let position = join.position(row.linkUnits[row.linkUnits.startIndex + k])
-                    PGStore.appendCopyRow(identity.values + [.integer(position)], to: &owners)
+                    guard let identity = row.identity, let targets = row.links[k],
+                        let position = WritePositions(row, layout, ordinal: join.ordinal, fallback: fallback).sets[k]
+                    else { continue }
                     // A target once per set, at its first place (as the positional replace keeps it).
                     seen.removeAll(keepingCapacity: true)
                     for (index, target) in targets.enumerated() where seen.insert(target).inserted {
@@ -152,7 +152,6 @@ extension PGStore {
                         links.append(UInt8(ascii: "\n"))
                     }
                 }
-                if !owners.isEmpty { try connection.copy("COPY \(tables.owners(entity, k)) FROM STDIN", data: owners) }
                 if !links.isEmpty { try connection.copy("COPY \(tables.links(entity, k)) FROM STDIN", data: links) }
             }
         }
@@ -278,8 +277,12 @@ extension PGStore {
     /// Drops the run's own tables of join `ordinal` (its deferred rows): its end merged them, or
     /// a single run overtook it.
     func dropDeferredTables(ordinal: Int64) throws {
-        for table in DeferredTables(ordinal: ordinal).tables(layouts, model: model) {
+        let tables = DeferredTables(ordinal: ordinal)
+        for table in tables.tables(layouts, model: model) {
             try connection.execute("DROP TABLE IF EXISTS \(table.name)")
+        }
+        for (entity, layout) in layouts.enumerated() {
+            for k in layout.toMany.indices { try connection.execute("DROP TABLE IF EXISTS \(tables.legacyOwners(entity, k))") }
         }
     }
 
@@ -456,20 +459,22 @@ extension PGStore {
     ) throws {
         let stages = try linkStages(toMany, owner: entity)
         let owner = toMany.sourceColumns.map(PGStore.quote)
-        let ownerList = owner.joined(separator: ", ")
         let types = PGStore.joinColumns(toMany, owner: entity, model: model)
         let linkColumns = types.map { "l.\(PGStore.quote($0.name))" }.joined(separator: ", ")
         let match = owner.map { "l.\($0) = o.\($0)" }.joined(separator: " AND ")
         let identity = layout.identitySlots.map { PGStore.quote(layout.columns[$0].name) }
+        let identityList = identity.map { "r.\($0)" }.joined(separator: ", ")
         let stored =
             "EXISTS (SELECT 1 FROM \(PGStore.quote(PGStore.knownStage(layout))) AS x WHERE \(zip(owner, identity).map { "x.\($1) = o.\($0)" }.joined(separator: " AND ")))"
+        // The owners given a set, each at its newest: the rows' slot for the set.
+        let set = "r.\(PGStore.positionColumn)[\(PositionSlots(layout).link(k))]"
         // Hash joins (the session turns them off for staging-to-table joins, PGConnection): the
         // run's links have no index, and a nested loop over them is quadratic.
         try connection.execute(
             """
             SET LOCAL enable_hashjoin = on;
-            INSERT INTO \(stages.owners) SELECT DISTINCT ON (\(ownerList)) \(ownerList), _pos FROM \(tables.owners(entity, k, part: part))
-              ORDER BY \(ownerList), _pos DESC;
+            INSERT INTO \(stages.owners) SELECT DISTINCT ON (\(identityList)) \(identityList), \(set) FROM \(tables.rows(entity, part: part)) AS r
+              WHERE \(set) IS NOT NULL ORDER BY \(identityList), \(set) DESC;
             INSERT INTO \(PGStore.quote(toMany.joinTable)) (\(types.map { PGStore.quote($0.name) }.joined(separator: ", ")))
               SELECT \(linkColumns) FROM \(tables.links(entity, k, part: part)) AS l JOIN \(stages.owners) AS o ON \(match) AND l._pos = o._pos
               WHERE NOT \(stored) ORDER BY \(linkColumns);
