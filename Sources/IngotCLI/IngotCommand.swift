@@ -247,6 +247,10 @@ struct Run: ParsableCommand {
         }
         if let location = try? options.location.get() {
             print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
+            if let refusal = PipelineRunner.joinRefusal(options, sharesRuns: location.backend.loadCapabilities.sharesRuns) {
+                print("join: refused: \(refusal)")
+                throw Exit.badConfig
+            }
         }
         if let join = options.join {
             let byJobs = SharedRequests.madeByJobs(config)

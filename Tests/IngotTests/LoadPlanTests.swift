@@ -177,6 +177,14 @@ struct LoadPlanMatrixTests {
                 FileManager.default.fileExists(atPath: options.databasePath)
                 ? try rows(options.databasePath, "SELECT (SELECT count(*) FROM person) + (SELECT count(*) FROM _ingot_runs)") : [["0"]]
             #expect(written == [["0"]], "no row and no run written")
+            // The dry run meets the same refusal, says it, and exits 2 as the run does.
+            let file = temporaryDirectory().appendingPathComponent("planned.yml")
+            try Self.yaml(.files, pages: pages, server: server).write(to: file, atomically: false, encoding: .utf8)
+            let dry = try runIngot(
+                ["run", file.path, "--db", options.databasePath, "--join", "plan", "--dry-run"] + (asking == .joinBulk ? ["--bulk"] : []))
+            #expect(dry.status == 2, "\(dry.stdout) \(dry.stderr)")
+            #expect(dry.stdout.contains("join: refused: --join needs a database that several jobs can share"), "\(dry.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: options.databasePath), "the dry run made no file")
             return
         }
         for order in Order.allCases {

@@ -19,13 +19,8 @@ extension PipelineRunner {
     func join(
         _ name: String, store: any IngestStore, source: any PageSource, started: Date, answers: LoadPlan.AnswerOrder = .asTheyCome
     ) throws -> JoinedPart {
-        guard let shared = store as? any SharedRunStore else {
-            throw StoreError.unsupported(
-                "--join needs a database that several jobs can share (PostgreSQL: --db postgresql://…); \(shownDatabase) is not one")
-        }
-        if options.resume {
-            throw StoreError.unsupported("--join and --resume cannot be combined: join the run again with the same name to continue it")
-        }
+        if let refusal = Self.joinRefusal(options, sharesRuns: store is any SharedRunStore) { throw StoreError.unsupported(refusal) }
+        guard let shared = store as? any SharedRunStore else { throw StoreError.unsupported("--join: \(shownDatabase)") }
         var request = SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
             lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source))
@@ -55,6 +50,20 @@ extension PipelineRunner {
             source: SharedRunSource(
                 run: run, upstream: source, maxPageBytes: maxPageBytes, timers: options.timers, requests: requests, answers: answers,
                 turns: options.claimTurns))
+    }
+
+    /// Why this job cannot join a run (`--join`), or `nil`: a database several jobs cannot share
+    /// (`sharesRuns`: its backend's ``LoadCapabilities/sharesRuns``, or the store given to the
+    /// run's kind), or `--resume`. Asked before the store opens, and by `--dry-run`, which prints
+    /// the refusal the run would meet.
+    package static func joinRefusal(_ options: RunOptions, sharesRuns: Bool) -> String? {
+        guard options.join != nil else { return nil }
+        if !sharesRuns {
+            let shown = StoreLocation.redacted(options.databasePath)
+            return "--join needs a database that several jobs can share (PostgreSQL: --db postgresql://…); \(shown) is not one"
+        }
+        if options.resume { return "--join and --resume cannot be combined: join the run again with the same name to continue it" }
+        return nil
     }
 
     /// Whether the jobs of a joined run of `config` may commit units in any order, or must
