@@ -8,6 +8,7 @@ import Testing
 
 /// The repository's root (the package directory).
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
 /// A fresh temporary directory inside this test process's own root, which is removed when the
 /// process exits (roots left by crashed or killed test processes are swept by the next run).
