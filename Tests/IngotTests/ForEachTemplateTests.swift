@@ -3,7 +3,7 @@ import Testing
 
 @testable import Ingot
 
-/// A `for_each`'s template is made ready once (Pipeline/ForEachTemplate.swift): its URLs are
+/// A `for_each`'s template is made ready once (Fetch/Resources/ForEachTemplate.swift): its URLs are
 /// what resolving and checking each one alone gives, for every template shape and hostile value.
 struct ForEachTemplateTests {
     /// Foundation's percent-encoding, as the source used it before it encoded byte by byte.

@@ -1,6 +1,6 @@
 extension HTTPPageSource {
     /// The URLs of a list source, read one at a time: a for_each's requests are kept out of
-    /// memory (Pipeline/RequestList.swift), and millions of them are never held as strings.
+    /// memory (Fetch/Resources/RequestList.swift), and millions of them are never held as strings.
     package struct URLs: Sendable {
         package let count: Int
         private let url: @Sendable (Int) -> String
