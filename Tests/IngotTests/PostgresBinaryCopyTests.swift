@@ -109,7 +109,7 @@ struct PostgresBinaryCopyTests {
                     values.load(k, from: bytes, at: &at)
                     if k == slot {
                         out.append(UInt8(SQLITE_TEXT))
-                        StagedSets.appendInteger(UInt64(text.utf8.count), bytes: 4, to: &out)
+                        LittleEndian.appendInteger(UInt64(text.utf8.count), bytes: 4, to: &out)
                         out += Array(text.utf8)
                     } else {
                         values.append(k, to: &out)

@@ -220,8 +220,8 @@ struct StagedMerge: FoldedRowWriter {
     mutating func writeEncoded(_ chunk: UnsafeRawBufferPointer, at: inout Int) throws -> Bool {
         guard writesEncodedRows else { return false }
         if identityRanges.count != layout.identitySlots.count { identityRanges = layout.identitySlots.map { _ in 0..<0 } }
-        var nonIdentity = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
-        let origin = Int64(bitPattern: StagedSets.integer(chunk, at + 16, 8))
+        var nonIdentity = ColumnMask(low: LittleEndian.integer(chunk, at, 8), high: LittleEndian.integer(chunk, at + 8, 8))
+        let origin = Int64(bitPattern: LittleEndian.integer(chunk, at + 16, 8))
         var end = at + 24
         let columns = end
         var identity = 0

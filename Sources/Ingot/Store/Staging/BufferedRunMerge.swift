@@ -76,7 +76,7 @@ struct BufferedRunMerge: StagedRead {
     var row: UnsafeRawBufferPointer {
         let slice = slices[heap.top ?? 0]
         let bytes = UnsafeRawBufferPointer(start: slice.bytes, count: slice.count)
-        let length = Int(StagedSets.integer(bytes, slice.identityEnd, 4))
+        let length = Int(LittleEndian.integer(bytes, slice.identityEnd, 4))
         return UnsafeRawBufferPointer(rebasing: bytes[(slice.identityEnd + 4)..<(slice.identityEnd + 4 + length)])
     }
 
@@ -128,7 +128,7 @@ struct BufferedRunMerge: StagedRead {
         let bytes = UnsafeRawBufferPointer(start: slices[index].bytes, count: slices[index].count)
         var at = slices[index].rowStart
         if identityCount == 1, Int32(bytes[at]) == SQLITE_INTEGER {
-            integers[index] = Int64(bitPattern: StagedSets.integer(bytes, at + 1, 8))
+            integers[index] = Int64(bitPattern: LittleEndian.integer(bytes, at + 1, 8))
             isInteger[index] = true
             at += 9
         } else {
@@ -136,7 +136,7 @@ struct BufferedRunMerge: StagedRead {
             for _ in 0..<identityCount { at = StagedRow.end(ofValueAt: at, in: bytes) ?? bytes.count }
         }
         slices[index].identityEnd = at
-        slices[index].rowEnd = at + 4 + Int(StagedSets.integer(bytes, at, 4))
+        slices[index].rowEnd = at + 4 + Int(LittleEndian.integer(bytes, at, 4))
         return true
     }
 

@@ -91,8 +91,8 @@ extension FoldedRowWriter {
 
     /// Holds the row at `at` in a chunk as the row to write; moves `at` past it.
     private mutating func load(from chunk: UnsafeRawBufferPointer, at: inout Int) {
-        given = ColumnMask(low: StagedSets.integer(chunk, at, 8), high: StagedSets.integer(chunk, at + 8, 8))
-        origin = Int64(bitPattern: StagedSets.integer(chunk, at + 16, 8))
+        given = ColumnMask(low: LittleEndian.integer(chunk, at, 8), high: LittleEndian.integer(chunk, at + 8, 8))
+        origin = Int64(bitPattern: LittleEndian.integer(chunk, at + 16, 8))
         at += 24
         for slot in layout.columns.indices { values.load(slot, from: chunk, at: &at) }
         for k in layout.toMany.indices { sets.load(k, from: chunk, at: &at) }

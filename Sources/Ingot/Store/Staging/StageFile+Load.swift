@@ -321,3 +321,19 @@ extension StageFile {
         completed = true
     }
 }
+
+extension RowFeed {
+    /// The arities of the feeds a load of `layouts` reads (``RowFeed/register(on:arities:)``):
+    /// every count of columns up to the widest row — a batch inserts the columns its rows give —
+    /// or link, and a staging row's (its identity and the staged row).
+    static func arities(for layouts: [EntityLayout]) -> Set<Int> {
+        var widest = 1
+        for layout in layouts {
+            widest = max(widest, layout.columns.count, StageFile.stagedColumns(of: layout).count)
+            for toMany in layout.toMany {
+                widest = max(widest, toMany.sourceColumns.count + toMany.targetColumns.count + (toMany.isOrdered ? 1 : 0))
+            }
+        }
+        return Set(1...widest)
+    }
+}

@@ -88,11 +88,11 @@ enum StagedRow {
     /// The parts of `bytes`; `nil` when they do not add up (a blob this store did not write).
     static func parts(_ bytes: UnsafeRawBufferPointer) -> Parts? {
         guard bytes.count >= 28 else { return nil }
-        let length = Int(StagedSets.integer(bytes, 24, 4))
+        let length = Int(LittleEndian.integer(bytes, 24, 4))
         guard length <= bytes.count - 28 else { return nil }
         return Parts(
-            mask: ColumnMask(low: StagedSets.integer(bytes, 0, 8), high: StagedSets.integer(bytes, 8, 8)),
-            origin: Int64(bitPattern: StagedSets.integer(bytes, 16, 8)), sets: 28..<(28 + length), values: 28 + length)
+            mask: ColumnMask(low: LittleEndian.integer(bytes, 0, 8), high: LittleEndian.integer(bytes, 8, 8)),
+            origin: Int64(bitPattern: LittleEndian.integer(bytes, 16, 8)), sets: 28..<(28 + length), values: 28 + length)
     }
 
     /// Where the value at `at` ends; `nil` when it runs past `bytes`.
@@ -103,7 +103,7 @@ enum StagedRow {
         case SQLITE_INTEGER, SQLITE_FLOAT: end = at + 9
         case SQLITE_TEXT, SQLITE_BLOB:
             guard at + 5 <= bytes.count else { return nil }
-            end = at + 5 + Int(StagedSets.integer(bytes, at + 1, 4))
+            end = at + 5 + Int(LittleEndian.integer(bytes, at + 1, 4))
         default: end = at + 1
         }
         return end <= bytes.count ? end : nil

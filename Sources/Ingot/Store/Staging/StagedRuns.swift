@@ -104,12 +104,12 @@ enum StageOrder {
         switch type {
         case SQLITE_INTEGER:
             defer { at += 8 }
-            return .integer(Int64(bitPattern: StagedSets.integer(bytes, at, 8)))
+            return .integer(Int64(bitPattern: LittleEndian.integer(bytes, at, 8)))
         case SQLITE_FLOAT:
             defer { at += 8 }
-            return .real(Double(bitPattern: StagedSets.integer(bytes, at, 8)))
+            return .real(Double(bitPattern: LittleEndian.integer(bytes, at, 8)))
         case SQLITE_TEXT, SQLITE_BLOB:
-            let count = Int(StagedSets.integer(bytes, at, 4))
+            let count = Int(LittleEndian.integer(bytes, at, 4))
             let value = UnsafeRawBufferPointer(rebasing: bytes[(at + 4)..<(at + 4 + count)])
             at += 4 + count
             return type == SQLITE_TEXT ? .text(value) : .blob(value)

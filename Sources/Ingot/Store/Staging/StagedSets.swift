@@ -7,7 +7,7 @@ import Foundation
 enum StagedSets {
     static func append(_ k: Int, _ targets: [IdentityKey], to out: inout [UInt8]) {
         out.append(UInt8(truncatingIfNeeded: k))
-        appendInteger(UInt64(targets.count), bytes: 4, to: &out)
+        LittleEndian.appendInteger(UInt64(targets.count), bytes: 4, to: &out)
         for target in targets {
             let values = target.values
             out.append(UInt8(truncatingIfNeeded: values.count))
@@ -16,15 +16,15 @@ enum StagedSets {
                 case .null: out.append(0)
                 case .integer(let v):
                     out.append(1)
-                    appendInteger(UInt64(bitPattern: v), bytes: 8, to: &out)
+                    LittleEndian.appendInteger(UInt64(bitPattern: v), bytes: 8, to: &out)
                 case .real(let v):
                     out.append(2)
-                    appendInteger(v.bitPattern, bytes: 8, to: &out)
+                    LittleEndian.appendInteger(v.bitPattern, bytes: 8, to: &out)
                 case .bool(let v): out.append(v ? 4 : 3)
                 case .text(let s):
                     out.append(5)
                     let utf8 = Array(s.utf8)
-                    appendInteger(UInt64(utf8.count), bytes: 4, to: &out)
+                    LittleEndian.appendInteger(UInt64(utf8.count), bytes: 4, to: &out)
                     out += utf8
                 }
             }
@@ -37,7 +37,7 @@ enum StagedSets {
         var at = 0
         while at + 5 <= bytes.count {
             let k = Int(bytes[at])
-            let count = Int(integer(bytes, at + 1, 4))
+            let count = Int(LittleEndian.integer(bytes, at + 1, 4))
             at += 5
             let start = at
             for _ in 0..<count {
@@ -63,15 +63,15 @@ enum StagedSets {
                 at += 1
                 switch tag {
                 case 1:
-                    value(.integer(Int64(bitPattern: integer(bytes, at, 8))), index)
+                    value(.integer(Int64(bitPattern: LittleEndian.integer(bytes, at, 8))), index)
                     at += 8
                 case 2:
-                    value(.real(Double(bitPattern: integer(bytes, at, 8))), index)
+                    value(.real(Double(bitPattern: LittleEndian.integer(bytes, at, 8))), index)
                     at += 8
                 case 3: value(.bool(false), index)
                 case 4: value(.bool(true), index)
                 case 5:
-                    let length = Int(integer(bytes, at, 4))
+                    let length = Int(LittleEndian.integer(bytes, at, 4))
                     at += 4
                     value(.text(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + length)]), as: UTF8.self)), index)
                     at += length
@@ -96,41 +96,11 @@ enum StagedSets {
             case 1, 2: at += 8
             case 5:
                 guard at + 4 <= bytes.count else { return nil }
-                at += 4 + Int(integer(bytes, at, 4))
+                at += 4 + Int(LittleEndian.integer(bytes, at, 4))
             default: break
             }
         }
         return at <= bytes.count ? at : nil
     }
 
-    /// The little-endian integer of `count` bytes at `at` (bytes past the end read as 0).
-    ///
-    /// Inlined: the merge's folds read several a staged row, and the call was 16 % of a fold's
-    /// samples at people-10M; the bytes past the end are read out of line.
-    @inline(__always)
-    static func integer(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
-        if count == 8, at >= 0, at + 8 <= bytes.count {
-            return UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self))
-        }
-        if count == 4, at >= 0, at + 4 <= bytes.count {
-            return UInt64(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: at, as: UInt32.self)))
-        }
-        return truncatedInteger(bytes, at, count)
-    }
-
-    @inline(never)
-    private static func truncatedInteger(_ bytes: UnsafeRawBufferPointer, _ at: Int, _ count: Int) -> UInt64 {
-        var v: UInt64 = 0
-        for i in 0..<count where at + i < bytes.count { v |= UInt64(bytes[at + i]) << UInt64(8 * i) }
-        return v
-    }
-
-    /// Appends the low `bytes` bytes of `v`, little-endian.
-    static func appendInteger(_ v: UInt64, bytes: Int, to out: inout [UInt8]) {
-        // From a typed buffer: `Array.append(contentsOf:)` copies it in one move.
-        withUnsafeBytes(of: v.littleEndian) { raw in
-            let all = raw.bindMemory(to: UInt8.self)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: all[0..<min(bytes, all.count)]))
-        }
-    }
 }

@@ -87,10 +87,10 @@ struct HeldValues {
         let type = Int32(bytes[at])
         guard types[i] != 0, type == types[i] else { return false }
         switch type {
-        case SQLITE_INTEGER: return Int64(bitPattern: StagedSets.integer(bytes, at + 1, 8)) == integers[i]
-        case SQLITE_FLOAT: return Double(bitPattern: StagedSets.integer(bytes, at + 1, 8)) == reals[i]
+        case SQLITE_INTEGER: return Int64(bitPattern: LittleEndian.integer(bytes, at + 1, 8)) == integers[i]
+        case SQLITE_FLOAT: return Double(bitPattern: LittleEndian.integer(bytes, at + 1, 8)) == reals[i]
         case SQLITE_TEXT, SQLITE_BLOB:
-            let count = Int(StagedSets.integer(bytes, at + 1, 4))
+            let count = Int(LittleEndian.integer(bytes, at + 1, 4))
             guard count == counts[i] else { return false }
             guard count > 0, let base = bytes.baseAddress, let buffer = buffers[i] else { return true }
             return memcmp(base + at + 5, buffer, count) == 0
@@ -175,13 +175,13 @@ struct HeldValues {
         types[i] = type
         switch type {
         case SQLITE_INTEGER:
-            integers[i] = Int64(bitPattern: StagedSets.integer(chunk, at, 8))
+            integers[i] = Int64(bitPattern: LittleEndian.integer(chunk, at, 8))
             at += 8
         case SQLITE_FLOAT:
-            reals[i] = Double(bitPattern: StagedSets.integer(chunk, at, 8))
+            reals[i] = Double(bitPattern: LittleEndian.integer(chunk, at, 8))
             at += 8
         case SQLITE_TEXT, SQLITE_BLOB:
-            let count = Int(StagedSets.integer(chunk, at, 4))
+            let count = Int(LittleEndian.integer(chunk, at, 4))
             at += 4
             store(i, UnsafeRawBufferPointer(rebasing: chunk[at..<(at + count)]))
             at += count
