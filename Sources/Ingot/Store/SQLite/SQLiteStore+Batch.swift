@@ -113,8 +113,8 @@ extension SQLiteStore {
     package func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         try dbQueue.writeWithoutTransaction { db in
             try beginWrite(db)
-            try db.execute(sql: "SAVEPOINT ingot_isolated")
-            do {
+            // GRDB's savepoint: released when the body returns, rolled back to when it throws.
+            try db.inSavepoint {
                 // A staged batch's rows are in the staging file: undone there too.
                 if isStaging, let stageFile {
                     try stageFile.isolated {
@@ -125,11 +125,7 @@ extension SQLiteStore {
                     try writeOrStage(batch)
                     try then(lastWrite)
                 }
-                try db.execute(sql: "RELEASE ingot_isolated")
-            } catch {
-                try? db.execute(sql: "ROLLBACK TO ingot_isolated")
-                try? db.execute(sql: "RELEASE ingot_isolated")
-                throw error
+                return .commit
             }
         }
     }

@@ -194,16 +194,7 @@ extension StageFile {
     /// throws, only what it appended is undone, and the transaction stays open.
     func isolated<R>(_ body: () throws -> R) throws -> R {
         try begin()
-        try execute("SAVEPOINT ingot_isolated")
-        do {
-            let result = try body()
-            try execute("RELEASE ingot_isolated")
-            return result
-        } catch {
-            try? execute("ROLLBACK TO ingot_isolated")
-            try? execute("RELEASE ingot_isolated")
-            throw error
-        }
+        return try RawSavepoint.run("ingot_isolated", execute: execute, body)
     }
 
     /// The staging tables that hold rows.
