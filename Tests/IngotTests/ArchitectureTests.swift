@@ -184,6 +184,42 @@ struct ArchitectureTests {
         #expect(hiddenDefaults.isEmpty, "package-only defaults on a public protocol:\n\(hiddenDefaults.joined(separator: "\n"))")
     }
 
+    /// The whole contract a complete backend implements (docs/stores.md, "Adding a backend"): the
+    /// store port and every protocol beside it that a backend conforms to — the backend itself,
+    /// its reader, shared runs, held transactions, kept prints and answers. A ratchet: lower it
+    /// when a requirement becomes a fact of a type, never raise it.
+    @Test func theWholeBackendContractIsHeld() throws {
+        let maximum = 61
+        let protocols = [
+            ("Store/IngestStore.swift", "IngestStore"), ("Resolve/BatchResolver.swift", "IdentityLookups"),
+            ("Store/StoreBackend.swift", "StoreBackend"), ("Store/StoreBackend.swift", "RowReader"),
+            ("Store/SharedRun.swift", "SharedRunStore"), ("Store/SharedRun.swift", "SharedRun"),
+            ("Store/HeldTransaction.swift", "HeldTransaction"), ("Store/PrintKeeping.swift", "PrintKeeping"),
+            ("Store/AnswerKeeping.swift", "AnswerKeeping"),
+        ]
+        var requirements: [String] = []
+        for (file, name) in protocols {
+            let text = try String(contentsOf: packageRoot.appendingPathComponent("Sources/Ingot/" + file), encoding: .utf8)
+            var inside = false
+            var found = false
+            for line in text.components(separatedBy: "\n") {
+                if let declared = line.firstMatch(of: /^(?:public |package )?protocol (\w+)/), declared.1 == name {
+                    inside = true
+                    found = true
+                } else if line == "}" {
+                    inside = false
+                } else if inside, line.hasPrefix("    "), !line.hasPrefix("     ") {
+                    let code = line.trimmingCharacters(in: .whitespaces)
+                    let kinds = ["func ", "var ", "static func ", "static var ", "associatedtype ", "@discardableResult func "]
+                    if kinds.contains(where: { code.hasPrefix($0) }) { requirements.append("\(name): \(code.prefix(60))") }
+                }
+            }
+            #expect(found, "protocol \(name) is declared in \(file)")
+        }
+        #expect(requirements.count <= maximum, "\(requirements.count) requirements:\n\(requirements.joined(separator: "\n"))")
+        #expect(requirements.count >= maximum - 10, "the checker reads the protocols: \(requirements.count)")
+    }
+
     /// Every ``symbol`` link of the sources' doc comments names a declaration (scripts/doclinks.py,
     /// also run by `make lint`): a renamed or removed member leaves no stale link behind.
     @Test func theDocCommentsLinksNameDeclarations() throws {
