@@ -284,15 +284,20 @@ struct StagedRunsTests {
 
     /// A table staged in more runs than the merge reads by cursors (``FoldSettings/cursorRuns``)
     /// is read through buffers, and ends the same: the people data set in batches of 2 records
-    /// (over 300 runs), and of 40.
+    /// (over 300 runs), and of 40. The merge's log line says which read it used, per entity.
     @Test(arguments: [2, 40])
     func manyRunsOrFewTheLoadIsExact(batchRecords: Int) throws {
         let (pages, config, options) = try Self.stagedPeople(batchRecords: batchRecords)
-        let summary = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        let logs = LogCapture()
+        let summary = PipelineRunner(config: config, options: options, logger: logs.logger).run()
         #expect(summary.status == .finished, "\(summary.error ?? "")")
         let check = try checkPeople(options.databasePath, pages)
         #expect(check.contains(#""ok": true"#), "\(check)")
-        if batchRecords == 2 { #expect(600 / 2 > FoldSettings().cursorRuns) }
+        let merged = try #require(logs.all.first { $0.contains("msg=bulk.merged") })
+        let read = try #require(merged.firstMatch(of: /person: (\d+) runs, (buffered|a cursor each)/), "\(merged)")
+        let runs = Int(read.1) ?? 0
+        #expect(read.2 == (runs > FoldSettings().cursorRuns ? "buffered" : "a cursor each"), "\(merged)")
+        #expect(batchRecords == 2 ? read.2 == "buffered" : read.2 == "a cursor each", "\(merged)")
     }
 }
 

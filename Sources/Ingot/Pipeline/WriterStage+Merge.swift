@@ -51,6 +51,8 @@ extension WriterStage {
                 metadata: [
                     "rows": .int(rows),
                     "merge_s": .seconds(elapsed.inSeconds),
+                    // How the merge read each entity's staged rows (StagedReadPlan).
+                    "reads": "\(result.reads.joined(separator: "; "))",
                 ])
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])

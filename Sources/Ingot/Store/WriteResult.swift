@@ -17,6 +17,9 @@ public struct WriteResult: Sendable {
     /// How many times the batch was written again because the database broke a deadlock between
     /// jobs sharing a run (each time in a new transaction); 0 for one writer.
     public var retries: Int
+    /// A staged load's merge: how it read each entity's staged rows (`person: 300 runs,
+    /// buffered`), for its log line; empty otherwise.
+    package var reads: [String] = []
 
     /// A write that counted nothing itself and compared nothing: what a store that does not
     /// compare returns.

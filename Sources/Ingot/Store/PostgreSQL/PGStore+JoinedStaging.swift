@@ -141,7 +141,9 @@ extension PGJoinedStore {
         try tables.moveLoad(to: .copied(staging))
         stretchRejections = []
         stretch = JoinedStretch()
-        return WriteResult(counts: counts, retries: retries)
+        var result = WriteResult(counts: counts, retries: retries)
+        result.reads = staging.file.shownReads
+        return result
     }
 
     /// The stretch's folded rows copied in, under a savepoint: straight, then — when another job

@@ -409,7 +409,9 @@ extension PGStore {
             RunProgress(runID: staging.runID, counters: RunCounters(), rejections: [], kept: try staging.keptValues()), join: nil)
         try connection.execute(
             "UPDATE _ingot_state SET value = $2 WHERE pipeline = '' AND key = $1", [staging.key, PGStaging.copiedMark + staging.path])
-        return WriteResult(counts: counts)
+        var result = WriteResult(counts: counts)
+        result.reads = staging.file.shownReads
+        return result
     }
 
     /// Folds the staged load and copies each entity's folded rows (``PGStagedCopy``), streaming

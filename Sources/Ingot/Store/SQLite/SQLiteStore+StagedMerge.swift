@@ -35,7 +35,9 @@ extension SQLiteStore {
         try setState(pipeline: "", key: stagedLoadKey, value: nil)
         try setState(pipeline: "", key: stagedOriginKey, value: nil)
         try moveLoad(to: .merged(file))
-        return WriteResult(counts: counts)
+        var result = WriteResult(counts: counts)
+        result.reads = file.shownReads
+        return result
     }
 
     /// Folds the staged load (``StageFile/fold(settings:interruption:_:)``) and hands each

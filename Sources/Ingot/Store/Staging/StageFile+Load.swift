@@ -261,6 +261,8 @@ extension StageFile {
     /// `interruption` can stop the folds from another thread; a `write` that throws stops them.
     func fold(settings: FoldSettings, interruption: FoldInterruption, _ write: (_ entity: Int, _ rows: FoldedRows) throws -> Void) throws {
         try commit()
+        // How each table is read, as the folds decide it: said in the merge's log line.
+        reads = layouts.map { StagedReading.plan(of: $0, on: handle, settings: settings) }
         var readers: [OpaquePointer] = []
         if isFile {
             // The merge's memory: the stage's own cache is not read again (the folds read on

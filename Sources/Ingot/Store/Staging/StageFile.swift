@@ -43,6 +43,10 @@ final class StageFile {
 
     let path: String
     let token: String
+    /// How the last ``fold(settings:interruption:_:)`` read each entity's staging table.
+    var reads: [StagedReadPlan] = []
+    /// ``reads`` as the merge's log line says them (``WriteResult/reads``): `person: 300 runs, buffered`.
+    var shownReads: [String] { zip(layouts, reads).map { "\($0.table): \($1)" } }
     let handle: OpaquePointer
     /// The layouts of the entities it stages, by entity.
     let layouts: [EntityLayout]

@@ -170,6 +170,7 @@ enum StagedReading {
         let columns = StageFile.stagedColumns(of: layout).joined(separator: ", ")
         let condition = part.condition(identity)
         let runs = StagedRun.runs(of: table, on: connection)
+        let plan = StagedReadPlan(runs: runs, settings: settings)
         let first = part.pivot.count + 1
         let range = "rowid BETWEEN ?\(first) AND ?\(first + 1)\(condition.map { " AND \($0)" } ?? "")"
         func prepare(_ sql: String) throws -> RawStatement {
@@ -177,7 +178,7 @@ enum StagedReading {
             for (i, value) in part.pivot.enumerated() { sqlite3_bind_value(statement.handle, Int32(i + 1), value) }
             return statement
         }
-        switch StagedReadPlan(runs: runs, settings: settings) {
+        switch plan {
         case .cursors:
             var statements: [RawStatement] = []
             do {
@@ -203,6 +204,12 @@ enum StagedReading {
                 "SELECT \(columns) FROM \(StageFile.quote(table))\(condition.map { " WHERE \($0)" } ?? "") ORDER BY \(identity), rowid")
             return .cursors(RunMerge(statements: [select], identity: layout.identitySlots.indices.map { Int32($0) }))
         }
+    }
+
+    /// How `layout`'s staging table on `connection` is read by its folds (``open(_:part:on:settings:)``
+    /// decides the same).
+    static func plan(of layout: EntityLayout, on connection: OpaquePointer, settings: FoldSettings) -> StagedReadPlan {
+        StagedReadPlan(runs: StagedRun.runs(of: StageFile.table(of: layout), on: connection), settings: settings)
     }
 
     /// Folds `layout`'s staging table on `connection` into `channel`, in chunks, then sends the
