@@ -7,7 +7,7 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 RELEASE    := .build/release/ingot
 OUT        := out
 
-.PHONY: all deps build release test lint format run bench instructions chaos fuzz container-test consumer clean
+.PHONY: all deps build release test check lint format run bench instructions chaos fuzz container-test consumer clean
 
 all: build
 
@@ -34,6 +34,12 @@ release: deps
 ## test: every test, no network needed
 test: deps lint
 	$(SWIFT) test
+
+## check: the unit level alone (INGOT_TEST_LEVEL=unit): the tests that run in the test process and
+## start nothing — no PostgreSQL, no fixture server, no ingot process; suites tagged postgres,
+## process or sweep are skipped. `make test` runs every level.
+check: deps lint
+	INGOT_TEST_LEVEL=unit $(SWIFT) test
 
 ## lint: swift format lint with the repository's .swift-format (the toolchain ships it); `make format` rewrites
 ## and scripts/doclinks.py: every ``symbol`` link of the sources' doc comments names a declaration

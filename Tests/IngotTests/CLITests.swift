@@ -5,6 +5,7 @@ import Testing
 @testable import Ingot
 
 /// The built `ingot` binary: output and exit codes, as a user sees them.
+@Suite(.tags(.process), .beyondUnit)
 struct CLITests {
     static var binary: URL {
         let dir =

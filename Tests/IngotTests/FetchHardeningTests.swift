@@ -4,6 +4,7 @@ import Testing
 @testable import Ingot
 
 /// URLs and secrets on the fetch side.
+@Suite(.tags(.postgres), .beyondUnit)
 struct FetchHardeningTests {
     /// A redirect or next URL is used as the server sent it: escapes kept, only what a URL
     /// cannot hold encoded (once).
@@ -21,6 +22,7 @@ struct FetchHardeningTests {
 }
 
 /// Secrets stay secret whatever their shape.
+@Suite(.tags(.postgres), .beyondUnit)
 struct SecretShapeTests {
     @Test(arguments: [
         ("postgresql://ingot:s3cretpw@db:5432/people", ["s3cretpw"]),
@@ -93,7 +95,7 @@ extension StoreLocation {
 
 /// A `${VAR}` in a URL's path or query is a secret wherever the URL goes: logs, the run's error,
 /// the archive's sources, `_ingot_rejects.source`, the resume state in `_ingot_runs`.
-@Suite(.serialized)
+@Suite(.tags(.postgres), .beyondUnit, .serialized)
 struct URLSecretTests {
     static let tenant = "tenant-7f3a9c01"
 

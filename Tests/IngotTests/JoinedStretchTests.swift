@@ -7,7 +7,7 @@ import Testing
 
 /// A joined job's staged stretch (PGStore+JoinedStaging.swift): units in an unbroken stretch are
 /// staged and written at once, with one position; the tables end as a single job leaves them.
-@Suite(.serialized)
+@Suite(.tags(.postgres), .beyondUnit, .serialized)
 struct JoinedStretchTests {
     /// Three pages of 1,000 persons each (a job's first batch may be its first page alone:
     /// enough to stage), identities shuffled (in no identity order: staged), with dogs shared

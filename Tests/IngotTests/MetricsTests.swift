@@ -5,6 +5,7 @@ import Testing
 
 /// Metrics: the exposition parses strictly, the server answers what it should (and survives what
 /// it should not get), the file is replaced whole and keeps the last success across runs.
+@Suite(.tags(.process), .beyondUnit)
 struct MetricsTests {
     @Test func theStrictParserRefusesWhatPrometheusWould() throws {
         let good = """
@@ -162,6 +163,7 @@ struct MetricsTests {
 }
 
 /// The metrics endpoint under hostile clients.
+@Suite(.tags(.process), .beyondUnit)
 struct MetricsEndpointTests {
     private func connectedSocket(_ port: Int) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -7,7 +7,7 @@ import Testing
 /// Real APIs as they are served, each against the fixture server shaped after its
 /// public documentation: the pipeline a user would write, loaded exactly, and a rerun that
 /// inserts nothing.
-@Suite(.serialized)
+@Suite(.tags(.postgres), .beyondUnit, .serialized)
 struct RealAPITests {
     /// Runs `yaml` (its `source:` as written) into `db`.
     private func run(_ yaml: String, db: String, logs: LogCapture = LogCapture()) throws -> RunSummary {
@@ -1028,6 +1028,7 @@ struct RealAPITests {
 }
 
 /// docs/cookbook.md's pipelines stay valid: every `yaml` block there that is a pipeline file.
+@Suite(.tags(.postgres), .beyondUnit)
 struct CookbookTests {
     @Test func everyCookbookPipelineValidates() throws {
         let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)

@@ -359,3 +359,25 @@ extension LoadPlan {
     /// A joined job's plan that writes its batches with positions (`--no-bulk`, or a fetching source).
     static let joinedPositions = LoadPlan(mode: .joined(.positions), capabilities: PostgresBackend(url: "").loadCapabilities)
 }
+
+extension Tag {
+    /// Needs a PostgreSQL server (started by the tests themselves: Support/PostgresServer.swift).
+    @Tag static var postgres: Self
+    /// Starts processes: the `ingot` binary, a fixture server, jobs killed with `kill -9`.
+    @Tag static var process: Self
+    /// Sweeps many cases: every fault point of every load plan.
+    @Tag static var sweep: Self
+}
+
+/// The levels `make` runs the tests at: `make test` (the README's command, CI) every level;
+/// `make check` (`INGOT_TEST_LEVEL=unit`) only the tests that run in the test process and start
+/// nothing — no server, no other process — in under a minute.
+enum TestLevel {
+    /// Whether only the unit level was asked.
+    static let unitOnly = ProcessInfo.processInfo.environment["INGOT_TEST_LEVEL"] == "unit"
+}
+
+extension Trait where Self == ConditionTrait {
+    /// Left out at the unit level (``TestLevel``): a suite tagged `postgres`, `process` or `sweep`.
+    static var beyondUnit: Self { .disabled(if: TestLevel.unitOnly, "INGOT_TEST_LEVEL=unit runs the in-process tests only") }
+}
