@@ -11,7 +11,7 @@ extension WriterStage {
         kept.refs = nil
         kept.decoded = nil
         openWrites.append((kept, progress))
-        retainedBytes += batch.pages.reduce(0) { $0 + $1.bytes }
+        commits.retain(batch.pages.reduce(0) { $0 + $1.bytes })
     }
 
     /// A batch the database refused a value of. The store rolled the open transaction back: its
@@ -34,7 +34,7 @@ extension WriterStage {
         if !store.undoesBatchesAlone { try store.rollback() }
         let redo = openWrites
         openWrites = []
-        retainedBytes = 0
+        commits.releaseRetained()
         for write in redo {
             let resolved = try resolver.resolve(write.batch, store: store, staging: load == .staging)
             try store.write(resolved) { _ in if let p = write.progress { try store.recordProgress(p) } }

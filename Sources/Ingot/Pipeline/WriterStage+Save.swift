@@ -201,7 +201,7 @@ extension WriterStage {
     /// going; anything else rolls the open transaction back and fails the run.
     private func saveFailed(_ batch: PreparedBatch, _ error: any Error) {
         openWrites = []
-        retainedBytes = 0
+        commits.releaseRetained()
         saved = counters
         if let lost = error as? StoreError, lost.kind == .claimLost {
             // This job stalled past a lease and another job took a unit over, or a deadlock with
@@ -232,20 +232,17 @@ extension WriterStage {
             if pages.last?.endsUnit == true { commit() }
             return
         }
-        if transactionStart == nil {
-            // The transaction's first batch: commit it after `commitInterval` even if no batch follows.
-            transactionStart = timers.now()
-            let generation = commitGeneration
-            // Weak: a run that ended does not keep its stage (and its store's connections)
-            // alive until the timer fires.
-            timers.after(commitInterval, on: queue) { [weak self] in
+        switch commits.saved(records: saved.records - counters.records, now: timers.now()) {
+        case .commit: commit()
+        case .wait(let timer?):
+            // The transaction's first batch: committed after the interval even if no batch follows.
+            // Weak: a run that ended does not keep its stage (and its store's connections) alive
+            // until the timer fires.
+            timers.after(commits.interval, on: queue) { [weak self] in
                 guard let self else { return }
-                if !hasEnded && commitGeneration == generation { commit() }
+                if !hasEnded && commits.isOpen(timer) { commit() }
             }
-        }
-        let age = timers.now() - (transactionStart ?? timers.now())
-        if saved.records - counters.records >= commitRecords || age >= commitInterval || retainedBytes >= WriterStage.maxRetainedBytes {
-            commit()
+        case .wait(nil): break
         }
     }
 }

@@ -87,19 +87,14 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let defersBatches: Bool
     /// Which first batch the writer offers the store to stage from (``LoadPlan/firstBatch``).
     let firstBatch: LoadPlan.FirstBatchStaging
-    let commitRecords: Int
-    let commitInterval: Double
-    /// When the open transaction's first batch was saved.
-    /// When the open transaction's first batch was saved (``RunOptions/timers``' clock).
-    var transactionStart: Double?
+    /// When the open transaction commits.
+    var commits: CommitPolicy
     let timers: any RunTimers
     /// The number of the last batch saved.
     var lastSaved = 0
     /// The pages of the batches staged since the last merge, by seq: where a record a staged
     /// load's merge refuses came from (its source and archive entry).
     var stagedPages: [Int: (source: String, archive: ArchiveLocation?)] = [:]
-    /// Bumped by each commit, so a pending commit timer knows its transaction is gone.
-    var commitGeneration = 0
     private let committed = Atomic<Int>(0)
 
     /// The number of the last batch committed. Safe from any queue.
@@ -149,19 +144,16 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// The writes of the open transaction, in order, to redo when the database refuses a value
     /// of a later batch (it rolls the whole transaction back): each batch as the assembler
     /// prepared it (its lookups are redone) with the progress it recorded. Cleared at each
-    /// commit; a transaction holding more than ``maxRetainedBytes`` of them commits early.
+    /// commit; a transaction holding more than ``CommitPolicy/maxRetainedBytes`` of them commits early.
     var openWrites: [(batch: PreparedBatch, progress: RunProgress?)] = []
     /// What the load plan turned into so far (``publishLoad()``); read by the summary once the
     /// stage has ended.
     var loaded = LoadOutcome()
-    var retainedBytes = 0
     /// The records saved when the writer last asked the store whether the load should turn staged.
     private var recordsAtLastTurnCheck = 0
     /// Whether the store stages batches (``LoadState/staging``), as the writer last saw it
     /// (``publishLoad()``): the assembler looks nothing up for a batch that will be staged.
     private let staging = Atomic<Bool>(false)
-    /// The most page bytes of batches an open transaction keeps for a redo. 32 MiB.
-    static let maxRetainedBytes = 32 << 20
     /// A value was refused in the open transaction: the identities the assembler counted as
     /// written but not committed may not be, so later batches are looked up again.
     var refusedInTransaction = false
@@ -211,8 +203,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
         self.counters = initialCounters
         self.saved = initialCounters
-        self.commitRecords = max(1, options.commitRecords)
-        self.commitInterval = options.commitInterval
+        self.commits = CommitPolicy(records: options.commitRecords, interval: options.commitInterval)
         self.timers = options.timers
         self.unitTransactions = options.join != nil
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
@@ -301,10 +292,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Commits the batches saved since the last commit and publishes their counters.
     func commit() {
         dispatchPrecondition(condition: .onQueue(queue))
-        commitGeneration += 1
-        transactionStart = nil
+        commits.ended()
         openWrites = []
-        retainedBytes = 0
         refusedInTransaction = false
         do {
             let clock = ContinuousClock()
