@@ -246,7 +246,8 @@ struct Run: ParsableCommand {
             printSource(config, files: files)
         }
         if let location = try? options.location.get() {
-            print("load: \(PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend))")
+            let plan = PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend)
+            print("load: \(plan) (load=\(plan.code))")
             if let refusal = PipelineRunner.joinRefusal(options, sharesRuns: location.backend.loadCapabilities.sharesRuns) {
                 print("join: refused: \(refusal)")
                 throw Exit.badConfig

@@ -103,7 +103,7 @@ extension PipelineRunner {
         var s = RunSummary(
             runID: context.runID, pipeline: config.name, status: .finished, counters: RunCounters(),
             duration: Date().timeIntervalSince(context.started))
-        s.load = "\(context.plan)"
+        s.load = context.plan.code
         PipelineRunner.logSummary(s, logger)
         return s
     }
@@ -125,7 +125,7 @@ extension PipelineRunner {
         var metadata: Logger.Metadata = [
             LogKey.database: "\(shownDatabase)", LogKey.lanes: .int(max(1, options.lanes)),
             LogKey.batchRecords: .int(options.shownBatchRecords(of: config)),
-            LogKey.commitRecords: .int(options.commitRecords), "load": "\(context.plan)",
+            LogKey.commitRecords: .int(options.commitRecords), "load": "\(context.plan.code)",
         ]
         if let archive { metadata[LogKey.archive] = "\(archive.path)" }
         if let joined = part.joined { metadata["lease"] = .seconds(joined.run.lease) }
@@ -233,7 +233,7 @@ extension PipelineRunner {
             runID: context.runID, pipeline: config.name, status: status, counters: counters,
             duration: Date().timeIntervalSince(context.started), error: error.map { "\($0)" }, archive: archive?.path)
         s.failureKind = error.map(RunSummary.FailureKind.init)
-        s.load = "\(context.plan)"
+        s.load = context.plan.code
         s.loaded = loaded.map { "\($0)" }
         if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: context.logger) }
         if let metrics {

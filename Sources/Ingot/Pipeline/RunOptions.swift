@@ -166,8 +166,9 @@ public struct RunSummary: Sendable {
     public var error: String?
     /// The archive the run wrote.
     public var archive: String?
-    /// How the run was planned to write its batches (its load plan, as `run.started` and
-    /// `--dry-run` say it); `nil` when it never opened a store.
+    /// How the run was planned to write its batches: its load plan's code (`load=` in
+    /// `run.started` and `run.summary`, printed by `--dry-run` beside the plan; docs/logging.md);
+    /// `nil` when it never opened a store.
     public var load: String?
     /// What that plan turned into: batch by batch throughout, staged from the first batch or
     /// after so many records, merged or not, or staging declined and why (`loaded=` in

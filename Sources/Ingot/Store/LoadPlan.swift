@@ -226,7 +226,23 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// As `--dry-run` prints it (after `load: `) and `run.started` logs it.
+    /// As the logs say it (`run.started`'s and `run.summary`'s `load=`, docs/logging.md): a
+    /// constant per kind of plan, which `--dry-run` prints beside its ``description``.
+    package var code: String {
+        switch mode {
+        case .refused: "refused"
+        case .staged: "staged"
+        case .batchByBatch(let obstacles): obstacles.isEmpty ? "batch_by_batch" : "batch_by_batch.obstacles"
+        case .automatic(_, let first) where capabilities.turnsStagedBySize: first ? "automatic.by_size_or_first_batch" : "automatic.by_size"
+        case .automatic(_, let first): first ? "automatic.first_batch" : "automatic.never_staged"
+        case .joined(.deferred): "joined.deferred"
+        case .joined(.deferredAsked): "joined.deferred_asked"
+        case .joined(.positions): "joined.positions"
+        case .given: "given"
+        }
+    }
+
+    /// As `--dry-run` prints it (after `load: `, with its ``code``).
     package var description: String {
         let emptyOnly = capabilities.stagesOnlyIntoEmptyTables
         switch mode {
