@@ -23,7 +23,7 @@ extension WriterStage {
         guard case .writing = phase else { return }
         var (next, rejections) = tally(pages)
         let (newMax, state) = keptValues(after: pages)
-        let seen = scopeValues(of: batch)
+        let seen = replace.scopeValues(of: batch)
         // Only a whole page moves the resume point: a crash after part of a page was committed
         // redoes the whole page (re-applying its first parts is harmless).
         func progress(_ outcome: BatchOutcome) -> RunProgress {
@@ -41,7 +41,7 @@ extension WriterStage {
             try stageFromFirstBatchIfDue(batch, records: next.records - saved.records)
             let (resolved, outcome) = try write(batch, progress: progress)
             incrementalMax = newMax
-            noteWritten(resolved, scopeValues: seen)
+            replace.note(resolved, scopeValues: seen)
             next.add(outcome, model: model)
             rejections += outcome.rejections
             prints.keep(pages, refused: !outcome.rejections.isEmpty)
@@ -167,34 +167,6 @@ extension WriterStage {
             outcome = try saveRefusing(batch, refusal: error, progress: progress)
         }
         return (resolved, outcome)
-    }
-
-    /// What `write: replace`, cascades and replace scopes need to know of the rows written.
-    /// Only a run that deletes at its end keeps them (a joined run's last job reads positions).
-    private func noteWritten(_ resolved: ResolvedBatch, scopeValues: [Int: Set<ScalarValue>]) {
-        guard replace == .deleteUntouched else { return }
-        for entity in replaceEntities { touched[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
-        for entity in cascadeTargets { written[entity, default: []].formUnion(resolved.rows.merged[entity].index.keys) }
-        for (entity, values) in scopeValues {
-            for peer in scopePeers[entity] ?? [entity] { scopes[peer]?.seen.formUnion(values) }
-        }
-    }
-
-    /// Per replaced entity with a `scope:`, the values `batch`'s records gave its scope column,
-    /// every record's (read before folding: a record that moves a row from one scope to another
-    /// within a batch shows both, as it would across batches).
-    private func scopeValues(of batch: PreparedBatch) -> [Int: Set<ScalarValue>] {
-        guard !scopes.isEmpty else { return [:] }
-        var seen: [Int: Set<ScalarValue>] = [:]
-        for page in batch.decoded ?? batch.pages {
-            for row in page.rows {
-                guard let scope = scopes[row.entity], row.mask.contains(scope.slot),
-                    let value = page.storage.value(row.valueStart + scope.slot), value != .null
-                else { continue }
-                seen[row.entity, default: []].insert(value)
-            }
-        }
-        return seen
     }
 
     /// A batch that could not be saved: a unit lost to another job leaves the rest of the run

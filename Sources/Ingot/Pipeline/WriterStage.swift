@@ -21,29 +21,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let store: any IngestStore
     /// The merge rules, for both queues (a value: each uses its own copy).
     let resolver: BatchResolver
-    /// `write: replace`: the root entity, and the identities of it this run wrote (kept rows).
-    /// `write: replace`: the root entities whose untouched rows the run deletes at its end (one
-    /// for a pipeline; each replacing resource's, with `resources:`).
-    let replaceEntities: [Int]
-    /// Per replaced entity, the identities the run's batches held.
-    var touched: [Int: Set<IdentityKey>] = [:]
-    /// The entities a replaced entity's `delete: cascade` reaches, and the identities of theirs
-    /// the run wrote: a cascade from an untouched row spares them (it deleted a row this run
-    /// stored, and the next run inserted it again).
-    let cascadeTargets: [Int]
-    var written: [Int: Set<IdentityKey>] = [:]
-    /// Per replaced entity with a `scope:`: its scope column's slot, and the values the run saw there.
-    var scopes: [Int: (column: String, slot: Int, seen: Set<ScalarValue>)] = [:]
-    /// Per replaced entity with a scope, the entities a scope value it saw counts for too (the
-    /// kinds of one `root: {by: …}`; ``PipelineConfig/replaceScopePeers``).
-    let scopePeers: [Int: [Int]]
+    /// What `write: replace` needs of the rows written, and does at the run's end.
+    var replace: ReplaceTracker
     /// The rows this run counted, so each counts once (inserted, updated or unchanged).
     var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
     let model: EntityModel
     let runID: String
-    /// What `write: replace` does at the end of this run.
-    let replace: ReplaceAtEnd
     let logger: Logger
     private let loggedRejectionLimit: Int
     private let shared: SharedCounters
@@ -190,14 +174,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         let layouts = EntityLayout.layouts(of: config.model)
         self.resolver = BatchResolver(model: config.model, layouts: layouts, rootRules: config.rootWriteRules)
         self.ledger = RunLedger(layouts: layouts)
-        for (entity, column) in config.replaceScopes {
-            if let slot = layouts[entity].columns.firstIndex(where: { $0.name == column }) {
-                scopes[entity] = (column, slot, [])
-            }
-        }
-        self.scopePeers = config.replaceScopePeers
-        self.replaceEntities = config.replacedEntities
-        self.cascadeTargets = WriterStage.reached(from: config.replacedEntities, model: config.model, layouts: layouts)
         self.runID = runID
         self.pipeline = config.name
         self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
@@ -208,8 +184,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.unitTransactions = options.join != nil
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
         // not see. A joined run's last job deletes (PipelineRunner+Join.swift).
-        self.replace =
-            config.replacedEntities.isEmpty || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched
+        self.replace = ReplaceTracker(
+            config: config, layouts: layouts,
+            atEnd: config.replacedEntities.isEmpty || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched)
         self.logger = logger
         self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
@@ -269,7 +246,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 commit()
                 if failure == nil { mergeStaged() }
             }
-            switch replace {
+            switch replace.atEnd {
             case .deleteUntouched where failure == nil: deleteUntouched()
             case .skipAfterResume:
                 logger.warning(
@@ -281,7 +258,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             }
         case .interrupted:
             wasInterrupted = true
-            if replace != .nothing {
+            if replace.atEnd != .nothing {
                 logger.warning("replace.skipped", metadata: [LogKey.reason: "the run was interrupted; no row is deleted"])
             }
         case .failed(let error):
@@ -366,25 +343,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             return
         }
         do {
-            for entity in replaceEntities {
-                let scope = scopes[entity].map { (column: $0.column, values: Array($0.seen)) }
-                saved.deleted += try store.delete(.untouched(keeping: touched[entity] ?? [], scope: scope), of: entity, sparing: written)
+            for (entity, rows) in replace.deletes {
+                saved.deleted += try store.delete(rows, of: entity, sparing: replace.written)
             }
         } catch {
             fail(error)
         }
-    }
-
-    /// The entities `delete: cascade` relationships reach from `roots` (the roots too, when a
-    /// cascade comes back to them).
-    static func reached(from roots: [Int], model: EntityModel, layouts: [EntityLayout]) -> [Int] {
-        let edges = CascadeEdge.edges(model, layouts)
-        var seen = Set<Int>()
-        var frontier = roots
-        while let next = frontier.popLast() {
-            for edge in edges where edge.from == next && seen.insert(edge.to).inserted { frontier.append(edge.to) }
-        }
-        return seen.sorted()
     }
 
     /// The rejections of a batch that still fit under `--max-reject-rows`; the first time some do
@@ -435,14 +399,4 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 /// The run's committed counters, readable from any queue (the progress timer, `stop()` callers).
 final class SharedCounters: Sendable {
     let value = Mutex(RunCounters())
-}
-
-/// What `write: replace` does when a run's source is exhausted.
-enum ReplaceAtEnd: Sendable {
-    /// `write: merge`.
-    case nothing
-    /// Delete the root rows the run did not touch (when it rejected nothing).
-    case deleteUntouched
-    /// A resumed run: it cannot know what the earlier process touched, so it deletes nothing and says so.
-    case skipAfterResume
 }
