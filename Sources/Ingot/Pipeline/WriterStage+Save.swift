@@ -50,7 +50,7 @@ extension WriterStage {
             if load == .staging {
                 for page in pages where page.part == 0 { stagedPages[page.seq] = (page.source, page.archive) }
             }
-            storedRejectRows = min(maxRejectRows, storedRejectRows + rejections.count)
+            rejectionCaps.stored(rejections.count)
             log(rejections)
         } catch {
             saveFailed(batch, error)

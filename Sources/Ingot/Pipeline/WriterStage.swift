@@ -29,7 +29,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let model: EntityModel
     let runID: String
     let logger: Logger
-    private let loggedRejectionLimit: Int
     private let shared: SharedCounters
     private let finished: @Sendable () -> Void
     /// Stops the run's source when saving fails: a source that waits for work (a joined job's
@@ -83,13 +82,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// The number of the last batch committed. Safe from any queue.
     var committedBatch: Int { committed.load(ordering: .acquiring) }
-    private var loggedRejections = 0
-    /// `--max-reject-rows`, and how many `_ingot_rejects` rows this run has stored (a resumed
-    /// run stored all of its rejections up to the cap).
-    let maxRejectRows: Int
-    var storedRejectRows: Int
-    /// The `rejects.truncated` warning was logged (once per process).
-    private var rejectRowsTruncated = false
+    /// How many rejections are stored and logged.
+    var rejectionCaps: RejectionCaps
     /// The run's archive, named by the `rejects.truncated` warning.
     private let archivePath: String?
     let pipeline: String
@@ -163,8 +157,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.stopSource = stopSource
         self.printsOff = StopFlag()
         self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
-        self.maxRejectRows = max(0, options.maxRejectRows)
-        self.storedRejectRows = min(initialCounters.rejectedRecords + initialCounters.rejectedPages, max(0, options.maxRejectRows))
+        // A resumed run stored all of its rejections up to the cap.
+        self.rejectionCaps = RejectionCaps(
+            maxRows: options.maxRejectRows, logLimit: options.loggedRejectionLimit,
+            alreadyStored: initialCounters.rejectedRecords + initialCounters.rejectedPages)
         self.archivePath = archivePath
         self.recordsPath = config.recordsPath.joined(separator: ".")
         self.resourceNames = config.hasSeveralResources ? config.resources.map(\.name) : nil
@@ -188,7 +184,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             config: config, layouts: layouts,
             atEnd: config.replacedEntities.isEmpty || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched)
         self.logger = logger
-        self.loggedRejectionLimit = options.loggedRejectionLimit
         self.shared = shared
         self.finished = finished
         publishLoad()
@@ -325,7 +320,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         saved.rejectedRecords += refusals.count
         saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
         let stored = storable(refusals)
-        storedRejectRows = min(maxRejectRows, storedRejectRows + refusals.count)
+        rejectionCaps.stored(refusals.count)
         try store.recordProgress(RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
         log(refusals)
     }
@@ -354,25 +349,22 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// The rejections of a batch that still fit under `--max-reject-rows`; the first time some do
     /// not, a `rejects.truncated` warning (once per process: the counts keep every one).
     func storable(_ rejections: [RecordRejection]) -> [RecordRejection] {
-        let room = maxRejectRows - storedRejectRows
-        guard rejections.count > room else { return rejections }
-        if !rejectRowsTruncated {
-            rejectRowsTruncated = true
+        let (rows, firstTruncation) = rejectionCaps.storable(rejections)
+        if firstTruncation {
             var metadata: Logger.Metadata = [
-                "max_reject_rows": .int(maxRejectRows),
+                "max_reject_rows": .int(rejectionCaps.maxRows),
                 LogKey.reason:
                     "further rejections are counted per reason and entity, not stored in _ingot_rejects; the archive holds every page",
             ]
             if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
             logger.warning("rejects.truncated", metadata: metadata)
         }
-        return Array(rejections.prefix(max(0, room)))
+        return rows
     }
 
     func log(_ rejections: [RecordRejection]) {
-        for r in rejections {
-            loggedRejections += 1
-            if loggedRejections > loggedRejectionLimit { break }
+        let (lines, limitReached) = rejectionCaps.loggable(rejections)
+        for r in lines {
             var metadata: Logger.Metadata = [
                 LogKey.entity: "\(r.entity)", LogKey.codingPath: "\(r.codingPath)", LogKey.reason: "\(r.reason)",
                 LogKey.source: "\(r.source)",
@@ -385,13 +377,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 metadata[LogKey.bytes] = .int(r.rawLength)
                 logger.warning("page.rejected", metadata: metadata)
             }
-            if loggedRejections == loggedRejectionLimit {
-                logger.warning(
-                    "record.rejected.more",
-                    metadata: [
-                        LogKey.reason: "further rejections are counted and stored in _ingot_rejects (up to --max-reject-rows), not logged"
-                    ])
-            }
+        }
+        if limitReached {
+            logger.warning(
+                "record.rejected.more",
+                metadata: [
+                    LogKey.reason: "further rejections are counted and stored in _ingot_rejects (up to --max-reject-rows), not logged"
+                ])
         }
     }
 }
