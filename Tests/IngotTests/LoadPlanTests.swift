@@ -239,6 +239,13 @@ struct LoadPlanMatrixTests {
                     loaded.hasPrefix("staged from the first batch") == (events.contains("bulk.started") || stagedFromTheStart),
                     "\(label): \(loaded)")
                 #expect(staged || loaded.hasPrefix("batch by batch"), "\(label): \(loaded)")
+                // The summary line says it as a value (docs/logging.md).
+                let summaryLine = logs.all.last { $0.contains("msg=run.summary") } ?? ""
+                let outcome =
+                    !staged
+                    ? (loaded.contains("declined") ? "batch_by_batch.declined" : "batch_by_batch")
+                    : loaded.hasPrefix("staged from the first batch") ? "staged.first_batch" : "staged.after_records"
+                #expect(fields(summaryLine).contains("loaded=\(outcome)"), "\(label): \(summaryLine)")
                 #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
                 if backend != .memory, !joins {
                     // What the dry run of the same pipeline file prints.

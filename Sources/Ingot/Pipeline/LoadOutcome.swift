@@ -1,10 +1,12 @@
+import Logging
+
 /// What a run's load plan turned into, as its summary says it (`loaded=` in `run.summary`,
 /// ``RunSummary/loaded``): the plan (``LoadPlan``) says how the run may write; this says how it
 /// did — batch by batch throughout, staged from the first batch or after so many records (in
 /// how many stretches, for a joined job), merged or not, or staging declined and why.
 ///
 /// Kept by the writer stage from the store's ``LoadState`` each time it may have moved.
-struct LoadOutcome: Sendable, Equatable, CustomStringConvertible {
+package struct LoadOutcome: Sendable, Equatable, CustomStringConvertible {
     /// Records saved when the load first turned staged (0: from the first batch); `nil`: never.
     private(set) var stagedAfter: Int?
     /// Times the load turned staged (more than one only for a joined job's stretches).
@@ -38,7 +40,21 @@ struct LoadOutcome: Sendable, Equatable, CustomStringConvertible {
         mergedRows = (mergedRows ?? 0) + rows
     }
 
-    var description: String {
+    /// As the log says it (`run.summary`'s `loaded=` and the fields beside it, docs/logging.md):
+    /// values, where ``description`` says it in words (``RunSummary/loaded``).
+    package var logFields: Logger.Metadata {
+        guard let stagedAfter else {
+            guard let declined else { return ["loaded": "batch_by_batch"] }
+            return ["loaded": "batch_by_batch.declined", "staging_declined": "\(declined)"]
+        }
+        var fields: Logger.Metadata = ["loaded": stagedAfter == 0 ? "staged.first_batch" : "staged.after_records"]
+        if stagedAfter > 0 { fields["staged_after_records"] = .int(stagedAfter) }
+        if stretches > 1 { fields["stretches"] = .int(stretches) }
+        if let mergedRows { fields["merged_rows"] = .int(mergedRows) }
+        return fields
+    }
+
+    package var description: String {
         guard let stagedAfter else {
             return declined.map { "batch by batch (staging declined: \($0))" } ?? "batch by batch"
         }

@@ -235,6 +235,7 @@ extension PipelineRunner {
         s.failureKind = error.map(RunSummary.FailureKind.init)
         s.load = context.plan.code
         s.loaded = loaded.map { "\($0)" }
+        s.loadOutcome = loaded
         if status == .finished { s.limitExceeded = rejectLimitExceeded(counters, logger: context.logger) }
         if let metrics {
             if status == .finished && s.limitExceeded == nil { metrics.succeeded() }

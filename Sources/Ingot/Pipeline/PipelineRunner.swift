@@ -361,7 +361,7 @@ public final class PipelineRunner: Sendable {
         for (code, count) in c.rejectsByReason { metadata["rejects.\(code)"] = .int(count) }
         if let archive = s.archive { metadata[LogKey.archive] = "\(archive)" }
         if let load = s.load { metadata["load"] = "\(load)" }
-        if let loaded = s.loaded { metadata["loaded"] = "\(loaded)" }
+        metadata.merge(s.loadOutcome?.logFields ?? [:]) { _, outcome in outcome }
         if let error = s.error { metadata[LogKey.error] = "\(error)" }
         if let kind = s.failureKind { metadata["failure"] = "\(kind.rawValue)" }
         if let limit = s.limitExceeded { metadata["limit_exceeded"] = "\(limit)" }

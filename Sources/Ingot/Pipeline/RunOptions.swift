@@ -174,4 +174,6 @@ public struct RunSummary: Sendable {
     /// after so many records, merged or not, or staging declined and why (`loaded=` in
     /// `run.summary`); `nil` when no batch was written.
     public var loaded: String?
+    /// The same, as values (``LoadOutcome/logFields``: `loaded=staged.first_batch merged_rows=…`).
+    package var loadOutcome: LoadOutcome?
 }
