@@ -303,7 +303,7 @@ struct BulkLoadTests {
 
         var storeOptions = SQLiteStore.Options()
         storeOptions.pipeline = config.name
-        storeOptions.staged = true
+        storeOptions.plan = .sqliteStaged
         storeOptions.resuming = true
         let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
         var stops = 0
@@ -342,7 +342,7 @@ struct BulkLoadTests {
         let statements = Mutex<[String]>([])
         var storeOptions = SQLiteStore.Options()
         storeOptions.pipeline = config.name
-        storeOptions.staged = true
+        storeOptions.plan = .sqliteStaged
         storeOptions.resuming = true
         storeOptions.statementObserver = { sql in
             statements.withLock { $0.append(sql) }
@@ -385,7 +385,7 @@ struct BulkLoadTests {
     /// reading the staging tables as `folds` say.
     private func stagedLoad(_ config: PipelineConfig, _ source: any PageSource, db: String, folds: FoldSettings) throws -> RunSummary {
         var storeOptions = SQLiteStore.Options()
-        storeOptions.staged = true
+        storeOptions.plan = .sqliteStaged
         storeOptions.folds = folds
         let store = try SQLiteStore(path: db, model: config.model, options: storeOptions)
         var options = RunOptions()
@@ -766,7 +766,7 @@ struct SQLiteLoadPhaseTests {
         try plain.close()
 
         var options = SQLiteStore.Options()
-        options.staged = true
+        options.plan = .sqliteStaged
         let store = try SQLiteStore(path: db, model: config.model, options: options)
         let file = try #require(store.stageFile)
         #expect(store.loadState == .staging)

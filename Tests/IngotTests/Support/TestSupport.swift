@@ -356,6 +356,8 @@ final class TakingTurns: ClaimTurns {
 extension LoadPlan {
     /// A joined job's plan that defers its batches, as a job reading local pages has by default.
     static let joinedDeferred = LoadPlan(mode: .joined(.deferred), capabilities: PostgresBackend(url: "").loadCapabilities)
+    /// A SQLite load staged from the start (`--bulk`).
+    static let sqliteStaged = LoadPlan(mode: .staged, capabilities: SQLiteBackend(path: "").loadCapabilities)
     /// A joined job's plan that writes its batches with positions (`--no-bulk`, or a fetching source).
     static let joinedPositions = LoadPlan(mode: .joined(.positions), capabilities: PostgresBackend(url: "").loadCapabilities)
 }

@@ -32,9 +32,7 @@ package struct SQLiteBackend: StoreBackend {
         var storeOptions = SQLiteStore.Options()
         storeOptions.lockTimeout = options.lockTimeout
         storeOptions.statementObserver = options.statementObserver
-        storeOptions.staged = options.plan.stagesAtOpen
-        storeOptions.stageAfterBytes = options.plan.stageAfterBytes
-        storeOptions.stagesFromTheStart = options.plan.stagesFromFirstBatch
+        storeOptions.plan = options.plan
         storeOptions.resuming = options.resuming
         storeOptions.pipeline = options.lockingRunsOf
         let store = try SQLiteStore(path: path, model: model, options: storeOptions)

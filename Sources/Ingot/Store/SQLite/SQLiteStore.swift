@@ -30,14 +30,12 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         package var lockTimeout: Double = 30
         /// Called with the SQL of every statement executed (tests count identity lookups with it).
         package var statementObserver: (@Sendable (String) -> Void)?
-        /// A staged load (`--bulk`, SQLiteStore+Staged.swift): batches go to staging tables,
-        /// merged into the tables when the source is exhausted.
-        package var staged = false
-        /// A load that turns staged at the first commit after which the database file holds
-        /// this many bytes (``turnStaged(at:)``); `nil`: never.
-        package var stageAfterBytes: Int?
-        /// A load into empty tables may stage from its first batch (``turnStaged(at:)``).
-        package var stagesFromTheStart = false
+        /// How the run writes its batches (``LoadPlan/decide(_:)``): staged from the start
+        /// (`--bulk`, SQLiteStore+Staged.swift: batches go to staging tables, merged when the
+        /// source is exhausted), turning staged once the database holds so many bytes or from a
+        /// first batch into empty tables (``turnStaged(at:)``), or batch by batch. The store reads
+        /// it; it is handed no Boolean of its own.
+        package var plan = LoadPlan.batchByBatch
         /// The run resumes an unfinished one: a staged load keeps what it staged.
         package var resuming = false
         /// The pipeline whose runs the store writes (`nil`: the library's, which names none): a
@@ -65,7 +63,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     /// the file is gone; a merge rolled back is staging again. ``moveLoad(to:)`` refuses any other
     /// move.
     private(set) var phase = LoadPhase.batchByBatch
-    /// When a load turns staged (``Options/stageAfterBytes``).
+    /// When a load turns staged (``LoadPlan/stageAfterBytes``, unless the model cannot stage).
     let stageAfterBytes: Int?
     /// Where a staged load stages (``StageFile/path(for:pipeline:)``).
     let stagePath: String
@@ -76,7 +74,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
     var stagedLoadKey: String { StageFile.stateKey(of: stateOwner) }
     var stagedOriginKey: String { StageFile.originKey(of: stateOwner) }
     /// A load into tables that were all empty when the store opened may stage from its first
-    /// batch (``Options/stagesFromTheStart``).
+    /// batch (``LoadPlan/stagesFromFirstBatch``).
     let stagesFromTheStart: Bool
     /// A staging table with this many rows or more is folded in two parts (``FoldPart``).
     let foldSettings: FoldSettings
@@ -123,10 +121,10 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         _ = SQLiteStore.tuneSQLite
         self.model = model
         self.layouts = EntityLayout.layouts(of: model)
-        stageAfterBytes = StageFile.obstacles(model, layouts).isEmpty ? options.stageAfterBytes : nil
+        stageAfterBytes = StageFile.obstacles(model, layouts).isEmpty ? options.plan.stageAfterBytes : nil
         stateOwner = options.pipeline ?? ""
         stagePath = StageFile.path(for: path, pipeline: stateOwner)
-        stagesFromTheStart = options.stagesFromTheStart && stageAfterBytes != nil && !options.staged && !options.resuming
+        stagesFromTheStart = options.plan.stagesFromFirstBatch && stageAfterBytes != nil && !options.plan.stagesAtOpen && !options.resuming
         foldSettings = options.folds
         dbQueue = try DatabaseQueue(path: path, configuration: SQLiteStore.configuration(options))
         // WAL, set here rather than by GRDB's `journalMode = .wal`: that also checks the size of
@@ -157,7 +155,7 @@ package final class SQLiteStore: @unchecked Sendable {  // one queue at a time (
         (readConnection, traceContext) = SQLiteStore.openReader(path: path, observer: options.statementObserver)
         readerLookup = readConnection.map { IdentityLookup(connection: $0, layouts: layouts) }
         do {
-            if options.staged {
+            if options.plan.stagesAtOpen {
                 try prepareStagedLoad(resuming: options.resuming, atOpen: true)
             } else {
                 try settleStagedLoad(resuming: options.resuming)
