@@ -7,11 +7,7 @@ extension WriterStage {
     /// Keeps a write of the open transaction for a redo.
     func remember(_ batch: PreparedBatch, _ progress: RunProgress?) {
         guard !store.undoesBatchesAlone else { return }
-        var kept = batch
-        kept.refs = nil
-        kept.decoded = nil
-        openWrites.append((kept, progress))
-        commits.retain(batch.pages.reduce(0) { $0 + $1.bytes })
+        commits.retain(redo.keep(batch, progress))
     }
 
     /// A batch the database refused a value of. The store rolled the open transaction back: its
@@ -29,16 +25,14 @@ extension WriterStage {
                 LogKey.seq: .int(batch.pages.first?.seq ?? 0), LogKey.error: "\(StoreError.refusedValue(refusal) ?? "\(refusal)")",
                 LogKey.reason: "the database refused a value: finding the records it refuses, saving the others",
             ])
-        refusedInTransaction = true
+        let writes = redo.takeForRedo()
         // A store that undoes a batch alone kept the transaction; any other rolled it back.
         if !store.undoesBatchesAlone { try store.rollback() }
-        let redo = openWrites
-        openWrites = []
         commits.releaseRetained()
-        for write in redo {
+        for write in writes {
             let resolved = try resolver.resolve(write.batch, store: store, staging: load == .staging)
             try store.write(resolved) { _ in if let p = write.progress { try store.recordProgress(p) } }
-            openWrites.append(write)
+            redo.keepRedone(write)
         }
         let pages = batch.decoded ?? batch.pages
         var outcome = BatchOutcome()

@@ -138,7 +138,7 @@ extension WriterStage {
         _ batch: PreparedBatch, progress: (BatchOutcome) -> RunProgress
     ) throws -> (ResolvedBatch, BatchOutcome) {
         var batch = batch
-        if refusedInTransaction { batch.refs = nil }
+        if redo.refusedInTransaction { batch.refs = nil }
         let resolved: ResolvedBatch
         do {
             resolved = try resolver.resolve(batch, store: store, staging: load == .staging)
@@ -172,7 +172,7 @@ extension WriterStage {
     /// A batch that could not be saved: a unit lost to another job leaves the rest of the run
     /// going; anything else rolls the open transaction back and fails the run.
     private func saveFailed(_ batch: PreparedBatch, _ error: any Error) {
-        openWrites = []
+        redo.dropWrites()
         commits.releaseRetained()
         saved = counters
         if let lost = error as? StoreError, lost.kind == .claimLost {

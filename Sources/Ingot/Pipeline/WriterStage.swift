@@ -119,11 +119,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         }
     }
 
-    /// The writes of the open transaction, in order, to redo when the database refuses a value
-    /// of a later batch (it rolls the whole transaction back): each batch as the assembler
-    /// prepared it (its lookups are redone) with the progress it recorded. Cleared at each
-    /// commit; a transaction holding more than ``CommitPolicy/maxRetainedBytes`` of them commits early.
-    var openWrites: [(batch: PreparedBatch, progress: RunProgress?)] = []
+    /// The writes of the open transaction, to redo when the database refuses a value.
+    var redo = RedoLog()
     /// What the load plan turned into so far (``publishLoad()``); read by the summary once the
     /// stage has ended.
     var loaded = LoadOutcome()
@@ -132,9 +129,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Whether the store stages batches (``LoadState/staging``), as the writer last saw it
     /// (``publishLoad()``): the assembler looks nothing up for a batch that will be staged.
     private let staging = Atomic<Bool>(false)
-    /// A value was refused in the open transaction: the identities the assembler counted as
-    /// written but not committed may not be, so later batches are looked up again.
-    var refusedInTransaction = false
     /// The run's page prints, for the next run's refresh (WriterStage+Prints.swift).
     var prints: PrintRecorder
     /// Set once the run's prints are dropped: the lanes stop making footprints, and the source
@@ -265,8 +259,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     func commit() {
         dispatchPrecondition(condition: .onQueue(queue))
         commits.ended()
-        openWrites = []
-        refusedInTransaction = false
+        redo.transactionEnded()
         do {
             let clock = ContinuousClock()
             let started = clock.now
