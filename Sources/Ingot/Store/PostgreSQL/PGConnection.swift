@@ -208,15 +208,7 @@ final class PGConnection {
     /// rolled back to (and released) when it throws, the transaction staying usable either way
     /// (a failed statement aborts it only up to the savepoint) — GRDB's `inSavepoint`.
     func inSavepoint<T>(_ name: String, _ body: () throws -> T) throws -> T {
-        try execute("SAVEPOINT \(name)")
-        do {
-            let result = try body()
-            try execute("RELEASE SAVEPOINT \(name)")
-            return result
-        } catch {
-            _ = try? execute("ROLLBACK TO SAVEPOINT \(name); RELEASE SAVEPOINT \(name)")
-            throw error
-        }
+        try Savepoint.run(name, execute: { _ = try execute($0) }, body)
     }
 
     /// "Optimistic, then careful": runs `fast` under savepoint `name`; when it throws an error

@@ -102,9 +102,14 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
     func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging = tables.staging, tables.isStaging {
             try staging.write(batch, then: then)
-            return stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true)
+            return addToStretch(batch)
         }
         try writeJoined(batch, try part(), then: then)
+    }
+
+    /// A batch staged: the stretch holds its units, up to its last part.
+    private func addToStretch(_ batch: ResolvedBatch) {
+        stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true)
     }
 
     var undoesBatchesAlone: Bool { false }
@@ -114,7 +119,7 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
     func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
         if let staging = tables.staging, tables.isStaging {
             try staging.writeIsolated(batch, then: then)
-            return stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true)
+            return addToStretch(batch)
         }
         let join = try part()
         try tables.begin()
@@ -123,7 +128,7 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
         do {
             try tables.connection.inSavepoint("ingot_isolated") {
                 var result = WriteResult()
-                result.counts = try writeJoinedRows(batch, joined ?? join)
+                result.counts = try writeJoinedRows(batch)
                 if join.inOrder { result.unchanged = tables.lastUnchanged }
                 try then(result)
             }
@@ -157,7 +162,7 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
             try tables.begin()
             var progressed = false
             do {
-                let counts = try writeJoinedRows(batch, joined ?? join)
+                let counts = try writeJoinedRows(batch)
                 progressed = true
                 try then(WriteResult(counts: counts, unchanged: join.inOrder ? tables.lastUnchanged : nil, retries: attempts))
                 return
@@ -185,9 +190,11 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
         }
     }
 
-    /// ``writeJoined(_:_:then:)``'s statements, in the open transaction; per entity, what they
-    /// did as the database counted it.
-    private func writeJoinedRows(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts]? {
+    /// ``writeJoined(_:_:then:)``'s statements, in the open transaction, the way this job writes
+    /// now (``writeCarefully()`` may have moved it); per entity, what they did as the database
+    /// counted it.
+    private func writeJoinedRows(_ batch: ResolvedBatch) throws -> [EntityCounts]? {
+        let join = try part()
         try markDone(Set(batch.units), join)
         let fallback = batch.lastUnitKey
         switch join.writes {

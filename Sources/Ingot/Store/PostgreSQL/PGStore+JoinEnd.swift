@@ -8,12 +8,12 @@ extension PGStore {
     /// finished it yet, finishes it: `write: replace` deletes the rows of each replaced entity
     /// no unit of this run touched — within the scope values its units gave, for an entity in
     /// `scopes` — when the run rejected nothing; the counters of every job are summed into
-    /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock.
+    /// `_ingot_runs`, and the units' payloads are dropped. One transaction, under the join's row lock;
+    /// the job's own work is committed before (``PGSharedRun``'s `endJob`, through its store).
     func endJoinedJob(
         _ join: JoinContext, runID: String, status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String],
         maxPageBytes: Int = Page.defaultMaxBytes, archive: ((_ unit: Page) throws -> [Page])? = nil
     ) throws -> SharedRunEnd {
-        try commitTransaction()
         var end = SharedRunEnd()
         // The run's deferred rows, merged part by part beside the other jobs ending theirs.
         if status == .finished, let merged = try mergeDeferredParts(join) {

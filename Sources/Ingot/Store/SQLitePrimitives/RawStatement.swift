@@ -173,21 +173,3 @@ final class RawStatement {
         .sqlite(code: code, message: String(cString: sqlite3_errmsg(connection)), sql: sql)
     }
 }
-
-/// A savepoint on a connection without GRDB (a stage file's), as GRDB's `inSavepoint` is on its
-/// own: released when `body` returns, rolled back to (and released) when it throws, so that only
-/// `body`'s work is undone and the transaction around it stays open.
-enum RawSavepoint {
-    static func run<R>(_ name: String, execute: (String) throws -> Void, _ body: () throws -> R) throws -> R {
-        try execute("SAVEPOINT \(name)")
-        do {
-            let result = try body()
-            try execute("RELEASE \(name)")
-            return result
-        } catch {
-            try? execute("ROLLBACK TO \(name)")
-            try? execute("RELEASE \(name)")
-            throw error
-        }
-    }
-}

@@ -194,7 +194,7 @@ extension StageFile {
     /// throws, only what it appended is undone, and the transaction stays open.
     func isolated<R>(_ body: () throws -> R) throws -> R {
         try begin()
-        return try RawSavepoint.run("ingot_isolated", execute: execute, body)
+        return try Savepoint.run("ingot_isolated", execute: execute, body)
     }
 
     /// The staging tables that hold rows.
