@@ -10,7 +10,7 @@ With --postgres the run writes into a throwaway PostgreSQL server (Benchmarks/be
 run into a second database. With --postgres --join N, N jobs share one run (`--join`, lease 1 s);
 at random moments one of them (the fetcher or not) is killed with kill -9 and a new job is
 started in its place, as a Kubernetes Job restarts a pod. With --files they read the pages
-from files instead of HTTP, so that a job whose units come in an unbroken stretch stages them.
+from files instead of HTTP, so that the jobs exchange their rows and write the parts at the run's end.
 With --fanout the pipeline has two resources: the pages, then a request per person for its
 detail page (a for_each), so that kills land in a fan-out and in takeovers of its fetcher.
 With --notes the second resource is each person's notes instead, 1 to 3 pages by next URL (a
@@ -55,7 +55,7 @@ def main():
     a.add_argument("--in-order", action="store_true",
                    help="with --join: person.dogs and dog.owners read from both sides, so units are committed in order")
     a.add_argument("--files", action="store_true",
-                   help="with --join: the jobs read the pages from files (--pages), so a job stages its stretch of units")
+                   help="with --join: the jobs read the pages from files (--pages), so they exchange their rows")
     a.add_argument("--bulk", action="store_true",
                    help="a staged load (--bulk): kills land while staging and while merging (with --postgres: while copying;"
                         " with --join: the jobs defer their batches to the run's end, and kills land in the merge too)")
@@ -153,8 +153,9 @@ def main():
             if args.bulk:
                 cmd.append("--bulk")
             if args.files:
-                # Local pages: a job whose units come in an unbroken stretch stages them (a job killed
-                # meanwhile leaves its staging file in TMPDIR, removed by the job that finishes the run).
+                # Local pages: the jobs exchange their rows and write the parts at the run's end (a
+                # job killed while it writes a part leaves its part file in TMPDIR, removed by the
+                # job that finishes the run).
                 local = open(os.path.join(ROOT, "pipelines/people.yml")).read()
                 if args.replace:
                     local = local.replace("\nwrite: merge\n", "\nwrite: replace\n", 1)
@@ -208,7 +209,7 @@ def main():
                            check=True, capture_output=True)
             got, want = bench.table_digest(pg, "chaos"), bench.table_digest(pg, "reference")
             counts = pg.psql("chaos", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
-            leftover = [f for f in os.listdir(work) if f.startswith("ingot-stage-")]
+            leftover = [f for f in os.listdir(work) if f.startswith("ingot-stage-") or f.startswith("ingot-part-")]
             ok = got == want and not leftover
             deleted = pg.psql("chaos", "SELECT deleted FROM _ingot_runs ORDER BY started_at DESC LIMIT 1").stdout.strip()
             print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql", "jobs": args.join,

@@ -149,7 +149,7 @@ struct StageOptions: ParsableArguments {
     @Flag(
         inversion: .prefixedNo, exclusivity: .chooseLast,
         help: ArgumentHelp(
-            "Stage the whole load (--bulk), or never (--no-bulk); by default a first load from local pages in no identity order into empty tables is staged from its first batch (SQLite or PostgreSQL), and a SQLite load turns staged once its database outgrows the page cache; a PostgreSQL load stages only into empty tables; a joined job (--join) stages its unbroken stretch of units and defers its other batches to the run's end, from local pages by default and from any source with --bulk (env INGOT_BULK=1|0).",
+            "Stage the whole load (--bulk), or never (--no-bulk); by default a first load from local pages in no identity order into empty tables is staged from its first batch (SQLite or PostgreSQL), and a SQLite load turns staged once its database outgrows the page cache; a PostgreSQL load stages only into empty tables; joined jobs (--join) exchange their rows through the run's parts and write them once every unit is done, from local pages by default and from any source with --bulk (env INGOT_BULK=1|0).",
             discussion:
                 "Staged: batches go to staging tables, merged into the tables in identity order at the end, stored rows read in one sweep: the cost per record does not grow with the tables, and the tables change when the load commits."
         )

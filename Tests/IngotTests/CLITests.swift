@@ -430,7 +430,6 @@ struct CLITests {
         "pages", "records", "inserted", "updated", "deleted", "rejected_records", "rejected_pages", "bytes", "records_per_s",
         "duration_s", "elapsed_s", "lanes", "batch_records", "commit_records", "seq", "record_index", "attempt", "delay_s",
         "offset", "entries", "pages_read", "pages_decoded", "decode_ms", "commit_ms", "metrics_port", "merged_rows", "staged_after_records",
-        "stretches",
     ]
 
     @Test func aJSONLogOfAFullRunFollowsTheVocabulary() throws {

@@ -40,6 +40,12 @@ struct JoinDatabase {
         return runner.run(source: source, store: MemoryStore(model: model, database: memory))
     }
 
+    /// A request to join `name` as a job running `config` into this database would make it
+    /// (``JoinTests/request(_:_:lease:fetching:given:)``).
+    func request(_ name: String, _ config: PipelineConfig, lease: Double = 30, fetching: Bool = false) -> SharedRunRequest {
+        JoinTests.request(name, config, lease: lease, fetching: fetching, given: memory != nil)
+    }
+
     /// A store of a job of its own.
     func sharedStore() throws -> any SharedRunStore {
         if let memory { return MemoryStore(model: model, database: memory) }
@@ -109,12 +115,22 @@ struct JoinTests {
     /// StoreSeamTests' pipeline, every relationship stubbing (a joined run refuses the others).
     static let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "vet: {to: vet, missing: ignore}", with: "vet: {to: vet}")
 
-    /// A request to join `name` as a job running `config` over a memory source would make it.
-    static func request(_ name: String, _ config: PipelineConfig, lease: Double = 30) -> SharedRunRequest {
-        SharedRunRequest(
+    /// A request to join `name` as a job running `config` with the default options over a memory
+    /// source (`fetching`: over a source that fetches) would make it, its rows written as that
+    /// job's plan says.
+    /// `given`: the job runs on a store given to it (the memory backend's), which writes as it
+    /// was opened.
+    static func request(
+        _ name: String, _ config: PipelineConfig, lease: Double = 30, fetching: Bool = false, given: Bool = false
+    ) -> SharedRunRequest {
+        var options = RunOptions()
+        options.join = name
+        let plan = given ? .batchByBatch : PipelineRunner.loadPlan(config, options, fetching: fetching, backend: PostgresBackend(url: ""))
+        return SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: "r-\(name)", startedAt: Date(), lease: lease, lockTimeout: 5,
             // The spec a job with the default options reading a MemoryPageSource has.
-            spec: PipelineRunner(config: config, options: RunOptions(), logger: LogCapture().logger).joinSpec(source: MemoryPageSource([])))
+            spec: PipelineRunner(config: config, options: RunOptions(), logger: LogCapture().logger).joinSpec(
+                source: MemoryPageSource([]), plan: plan))
     }
 
     /// Options of a job joined under `name`.
@@ -455,9 +471,9 @@ struct JoinTests {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(backend, model: config.model)
         let store = try database.sharedStore()
-        let run = try store.joinRun(Self.request("lost", config))
+        let run = try store.joinRun(database.request("lost", config))
         let otherStore = try database.sharedStore()
-        let other = try otherStore.joinRun(Self.request("lost", config))
+        let other = try otherStore.joinRun(database.request("lost", config))
         defer { try? otherStore.close() }
         // The source: two pages, enqueued by the fetcher.
         let role = try #require(try run.takeFetcherRole())
@@ -509,7 +525,7 @@ struct JoinTests {
         let database = try JoinDatabase(.postgresql, model: config.model)
         let store = try database.sharedStore()
         defer { try? store.close() }
-        let run = try store.joinRun(Self.request("plan", config))
+        let run = try store.joinRun(database.request("plan", config))
         _ = try #require(try run.takeFetcherRole())
         #expect(try run.enqueue(Page(seq: 1, source: "p1", bytes: []), as: 1))
         // The statistics of a queue of one unit (what autovacuum saw early in a real run).
@@ -538,7 +554,7 @@ struct JoinTests {
         try PGConnection(url: database.url).execute("ALTER DATABASE \(name) SET deadlock_timeout = '2s'")
         let store = try database.sharedStore()
         defer { try? store.close() }
-        let run = try store.joinRun(Self.request("cycle", config))
+        let run = try store.joinRun(database.request("cycle", config))
         _ = try #require(try run.takeFetcherRole())
         #expect(try run.enqueue(Page(seq: 1, source: "p1", bytes: []), as: 1))
         #expect(try run.endSource(at: 2))
@@ -647,7 +663,7 @@ struct JoinTests {
         let database = try JoinDatabase(backend, model: config.model)
         let store = try database.sharedStore()
         // The stalled job fetches the whole source and claims the first two units.
-        let stalled = try store.joinRun(Self.request("stall", config, lease: 2))
+        let stalled = try store.joinRun(database.request("stall", config, lease: 2))
         _ = try #require(try stalled.takeFetcherRole())
         for (k, page) in StoreSeamTests.pages.enumerated() {
             #expect(try stalled.enqueue(Page(seq: k + 1, source: "MemoryPageSource#\(k + 1)", bytes: Array(page.utf8)), as: k + 1))
@@ -686,13 +702,13 @@ struct JoinTests {
             try? store.close()
             try? other.close()
         }
-        let ending = try store.joinRun(Self.request("ends", config))
+        let ending = try store.joinRun(database.request("ends", config))
         _ = try #require(try ending.takeFetcherRole())
         for (k, page) in StoreSeamTests.pages.prefix(2).enumerated() {
             #expect(try ending.enqueue(Page(seq: k + 1, source: "p\(k + 1)", bytes: Array(page.utf8)), as: k + 1))
         }
         #expect(try ending.claim(maxPageBytes: 1 << 20)?.page.unit?.seq == 1)
-        let taker = try other.joinRun(Self.request("ends", config))
+        let taker = try other.joinRun(database.request("ends", config))
         let second = try #require(try taker.claim(maxPageBytes: 1 << 20))
         #expect(second.page.unit?.seq == 2 && second.takenFrom == nil)
         #expect(try taker.claim(maxPageBytes: 1 << 20) == nil, "unit 1 is held under its lease")
@@ -753,7 +769,7 @@ struct JoinTests {
                 (try? watcher.execute(
                     """
                     SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()
-                      AND query LIKE '%WITH i AS (INSERT INTO "person"%'
+                      AND query LIKE '%COPY "person"%'
                     """))?.first?[0] ?? nil
             return open == "0" && merging == "1"
         }
@@ -837,7 +853,7 @@ struct JoinTests {
         let watcher = try Self.killJobsWhileTheEndMergeWaits(try Self.startJobs(2, arguments), url: url, holder: holder)
         #expect(try watcher.execute("SELECT status FROM _ingot_joins") == [["running"]])
         let merged = try #require(try watcher.execute("SELECT count(*) FROM _ingot_join_merged").first?[0].flatMap { Int($0) })
-        #expect(merged < DeferredTables.parts, "the held person's part is not merged")
+        #expect(merged < StagedExchange.parts, "the held person's part is not written")
 
         let next = try #require(try Self.startJobs(1, arguments).first)
         next.waitUntilExit()
@@ -848,7 +864,7 @@ struct JoinTests {
             try watcher.execute("SELECT status, pages, records, inserted FROM _ingot_runs") == [
                 ["finished", String(sqlite.counters.pages), String(sqlite.counters.records), String(sqlite.counters.inserted)]
             ])
-        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]])
+        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_'") == [["0"]])
         // The foreign key's index a merging job may drop is there again once the run finished.
         #expect(try watcher.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'person_dogs_dog_id'") == [["1"]])
     }
@@ -862,7 +878,7 @@ struct JoinTests {
         let (pages, pipeline, _, url, holder) = try Self.peopleWithAPersonHeld()
         let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
         let watcher = try Self.killJobsWhileTheEndMergeWaits(try Self.startJobs(1, arguments), url: url, holder: holder)
-        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'").first?[0] != "0")
+        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_x'").first?[0] != "0")
 
         // A single run of the pipeline, newer: persons 1 to 3 renamed.
         let newer = temporaryDirectory()
@@ -871,7 +887,7 @@ struct JoinTests {
         let single = try runIngot(["run", pipeline.path, "--pages", newer.path, "--db", url, "--no-archive"])
         #expect(single.status == 0, "\(single.stderr)")
         #expect(try watcher.execute("SELECT status FROM _ingot_joins WHERE name = 'people'") == [["overtaken"]])
-        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_e'") == [["0"]])
+        #expect(try watcher.execute("SELECT count(*) FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_x'") == [["0"]])
         #expect(try watcher.execute("SELECT count(*) FROM _ingot_units WHERE name = 'people'") == [["0"]])
 
         let rejoined = try runIngot(arguments + ["--no-archive", "--progress-interval", "0"])

@@ -201,7 +201,7 @@ struct JoinedResourcesTests {
     ) throws -> [RunSummary] {
         let fetcher = try database.sharedStore()
         defer { try? fetcher.close() }
-        var spec = JoinTests.request("req", config)
+        var spec = database.request("req", config, fetching: true)
         let source = ResourcesPageSource(
             config: config, environment: environment, maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
         spec.spec["source"] = source.origin

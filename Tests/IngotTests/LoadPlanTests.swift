@@ -51,27 +51,22 @@ struct LoadPlanTests {
         let never = LoadPlan(mode: .batchByBatch(obstacles: []), capabilities: Self.sqlite)
         #expect(never.stageAfterBytes == nil && !never.stagesFromFirstBatch && !never.mayStage)
         let joined = LoadPlan(mode: .joined(.deferred), capabilities: Self.postgres)
-        #expect(joined.stagesFromFirstBatch && joined.mayStage && joined.stageAfterBytes == nil)
-        // Its batches outside the stretch are deferred to the run's end; a fetching joined job's
-        // (and every other plan's) are not, unless asked (`--bulk`).
+        #expect(!joined.stagesFromFirstBatch && !joined.mayStage && joined.stageAfterBytes == nil)
+        // Its rows are exchanged between the jobs and written at the run's end; a fetching joined
+        // job's (and every other plan's) are not, unless asked (`--bulk`).
         #expect(joined.defersJoinedBatches)
         let positions = LoadPlan(mode: .joined(.positions), capabilities: Self.postgres)
         #expect(!positions.defersJoinedBatches && !positions.stagesFromFirstBatch && !positions.mayStage)
         let asked = LoadPlan(mode: .joined(.deferredAsked), capabilities: Self.postgres)
-        #expect(asked.defersJoinedBatches && asked.mayStage && !asked.stagesAtOpen)
+        #expect(asked.defersJoinedBatches && !asked.mayStage && !asked.stagesAtOpen)
         // Which first batch the writer offers: a full one in no identity order (the store decides
-        // whether it may stage: `stagesFromFirstBatch`, or a given store's own rules); asked, any.
-        #expect(auto.firstBatch == .whenFullAndUnordered && joined.firstBatch == .whenFullAndUnordered)
-        #expect(never.firstBatch == .whenFullAndUnordered && pg.firstBatch == .whenFullAndUnordered)
-        #expect(LoadPlan(mode: .given, capabilities: Self.postgres).firstBatch == .whenFullAndUnordered)
-        #expect(asked.firstBatch == .always)
-        let rule = LoadPlan.FirstBatchStaging.whenFullAndUnordered
-        #expect(rule.stages(records: 1000, inIdentityOrder: false))
-        #expect(!rule.stages(records: 999, inIdentityOrder: false) && !rule.stages(records: 5000, inIdentityOrder: true))
-        #expect(LoadPlan.FirstBatchStaging.always.stages(records: 1, inIdentityOrder: true))
+        // whether it may stage: `stagesFromFirstBatch`, or a given store's own rules).
+        #expect(LoadPlan.stagesFirstBatch(records: 1000, inIdentityOrder: false))
+        #expect(!LoadPlan.stagesFirstBatch(records: 999, inIdentityOrder: false))
+        #expect(!LoadPlan.stagesFirstBatch(records: 5000, inIdentityOrder: true))
         #expect(!auto.defersJoinedBatches && !pg.defersJoinedBatches && !never.defersJoinedBatches)
         // A joined job's requests' answers: in claim order when it is asked to defer (its units
-        // then come in a row, a stretch), as they come for every other plan.
+        // then come in a row: its batches hold consecutive units), as they come for every other plan.
         #expect(asked.answerOrder == .claimed)
         #expect([auto, pg, never, joined, positions].allSatisfy { $0.answerOrder == .asTheyCome })
     }
@@ -152,10 +147,9 @@ struct LoadPlanMatrixTests {
         switch mode {
         case .staged: return merged
         case .automatic(_, let first): return first && order == .scattered ? ["bulk.started"] + merged : []
-        case .joined(.deferred): return order == .scattered ? ["bulk.started"] + merged : []
-        // Asked (`--bulk`): the stretch is staged from the first batch whatever it holds.
-        case .joined(.deferredAsked): return ["bulk.started"] + merged
-        case .joined(.positions), .batchByBatch, .given, .refused: return []
+        // A joined job stages nothing of its own: its rows are exchanged between the jobs, or
+        // written with positions.
+        case .joined, .batchByBatch, .given, .refused: return []
         }
     }
 
@@ -221,17 +215,16 @@ struct LoadPlanMatrixTests {
                 let events = logs.all.compactMap { line in
                     line.split(separator: " ").first { $0.hasPrefix("msg=bulk.") }.map { String($0.dropFirst(4)) }
                 }
-                if case .joined(.deferred) = plan.mode, order == .scattered {
-                    // A joined job hands its open batch to the writer whenever it waits for the
-                    // fetcher, so what its first batch holds — scattered or not — depends on how far
-                    // the fetcher was ahead: staged or batch by batch, the summary says which
-                    // (below). Deciding it from the plan alone is docs/scale-out.md's to do.
-                    #expect(events == Self.events(plan.mode, order) || events.isEmpty, "\(label): \(plan)")
-                } else {
-                    #expect(events == Self.events(plan.mode, order), "\(label): \(plan)")
-                }
+                #expect(events == Self.events(plan.mode, order), "\(label): \(plan)")
                 // The summary says what the plan turned into, as the events do.
                 let loaded = run.loaded ?? ""
+                if plan.defersJoinedBatches {
+                    #expect(loaded.hasPrefix("exchanged between the jobs"), "\(label): \(loaded)")
+                    let summaryLine = logs.all.last { $0.contains("msg=run.summary") } ?? ""
+                    #expect(fields(summaryLine).contains("loaded=exchanged"), "\(label): \(summaryLine)")
+                    #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
+                    continue
+                }
                 let staged = events.contains("bulk.merged")
                 #expect(staged == loaded.hasSuffix("rows merged"), "\(label): \(loaded)")
                 let stagedFromTheStart: Bool = if case .staged = plan.mode { true } else { false }

@@ -212,7 +212,7 @@ struct OwnedTests {
         let (_, db) = try ingest(Self.yaml, [Self.first, Self.second])
         let holder = try database.sharedStore()
         defer { try? holder.close() }
-        let held = try holder.joinRun(JoinTests.request("owned", config))
+        let held = try holder.joinRun(database.request("owned", config))
         _ = try #require(try held.takeFetcherRole())
         for (k, page) in [Self.first, Self.second].enumerated() {
             #expect(try held.enqueue(Page(seq: k + 1, source: "MemoryPageSource#\(k + 1)", bytes: Array(page.utf8)), as: k + 1))

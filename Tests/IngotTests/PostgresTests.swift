@@ -355,7 +355,7 @@ struct PostgresTests {
         #expect(try dryRun(stageable, ["--no-bulk"]).out.contains("load: batch by batch (--no-bulk)"))
         #expect(
             try dryRun(stageable, ["--join", "j"]).out.contains(
-                "load: a joined job stages its units while they come in one unbroken stretch"))
+                "load: exchanged: each job's batches go to the run's parts"))
         let connection = try PGConnection(url: url)
         #expect(try connection.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema()") == [["0"]])
         #expect(try run(StoreSeamTests.yaml, [StoreSeamTests.pages[0]], url: url).status == .finished)

@@ -114,8 +114,15 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                     + (page.encodedFootprint?.count ?? 0)
                 if !batch.isEmpty && batchBytes + size > byteLimit { deliver(last: false) }
                 // A joined run's batch holds units in increasing order (a unit taken over from
-                // another job may come late): its rows fold later-wins, unit by unit.
-                if let unit = page.unit, let last = batch.last?.unit, unit.seq < last.seq { deliver(last: false) }
+                // another job may come late): its rows fold later-wins, unit by unit. One whose
+                // rows are exchanged between the jobs holds consecutive units: no other job's
+                // unit lies between two of its own, so its folded rows stand for one stretch of
+                // the run (StagedExchange).
+                if let unit = page.unit, let last = batch.last?.unit,
+                    unit.seq < last.seq || (writer.defersBatches && unit.seq > last.seq + 1)
+                {
+                    deliver(last: false)
+                }
                 let limit = batchLimits.indices.contains(page.resource) ? batchLimits[page.resource] : batchLimits[0]
                 // Resources of different batch sizes do not share a batch.
                 if let last = batch.last, last.resource != page.resource, last.isLastPart, batchLimits.indices.contains(last.resource),
@@ -168,7 +175,7 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
         // merge decides).
         let staged = writer.stagesBatches || writer.defersBatches
         var prepared = writer.resolver.prepare(
-            batch, uncommitted: uncommitted, store: writer.store, staged: staged, unfolded: writer.stagesBatches)
+            batch, uncommitted: uncommitted, store: writer.store, staged: staged, unfolded: staged)
         prepared.number = delivered
         // The writer may stage a load from its first batch when it came in no identity order
         // (IngestStore.turnStaged(at: .firstBatch)); read on the pages as they came, before folding.

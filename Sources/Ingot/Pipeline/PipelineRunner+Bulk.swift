@@ -12,8 +12,8 @@ extension PipelineRunner {
         return obstacles
     }
 
-    /// A joined run that commits its units in order writes each as it comes: a staged stretch or
-    /// a deferred batch would hold the next unit's claim until the job's part ends.
+    /// A joined run that commits its units in order writes each as it comes: rows exchanged for
+    /// the run's end would leave the next unit's writes nothing to follow.
     static func inOrderObstacles(_ config: PipelineConfig) -> [String] {
         joinOrder(config) == .anyOrder ? [] : ["a joined run whose units are committed in order writes each unit as it comes"]
     }

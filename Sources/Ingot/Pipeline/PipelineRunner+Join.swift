@@ -16,16 +16,16 @@ extension PipelineRunner {
     /// with the other jobs, and joins (or creates) the run `name`. Refused before anything is
     /// written: a store that cannot share runs (SQLite), `--resume`. A pipeline whose outcome
     /// depends on page order commits its units in order (``joinOrder(_:)``).
-    func join(
-        _ name: String, store: any IngestStore, source: any PageSource, started: Date, answers: LoadPlan.AnswerOrder = .asTheyCome
-    ) throws -> JoinedPart {
+    func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date, plan: LoadPlan) throws -> JoinedPart {
+        let answers = plan.answerOrder
         if let refusal = Self.joinRefusal(options, sharesRuns: store is any SharedRunStore) { throw StoreError.unsupported(refusal) }
         guard let shared = store as? any SharedRunStore else { throw StoreError.unsupported("--join: \(shownDatabase)") }
         var request = SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
-            lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source))
+            lease: options.lease, lockTimeout: options.lockTimeout, spec: joinSpec(source: source, plan: plan))
         request.commitsInOrder = PipelineRunner.joinOrder(config) != .anyOrder
         request.marksTouchedRows = !config.replacedEntities.isEmpty
+        request.recordsPath = config.recordsPath.joined(separator: ".")
         let run = try shared.joinRun(request)
         // Requests known in advance (a for_each answered by one page each, numbered pages once
         // the source's total is known) are made by the jobs that claim them, not by the fetcher.
@@ -97,14 +97,18 @@ extension PipelineRunner {
     /// every option that changes what is stored or accepted: the pages and records taken
     /// (`--max-page-bytes`, `--max-record-rows`), the resources read (`--resource`), the rejects
     /// kept and the bounds that fail the run (`--max-reject-rows`, `--max-rejects`,
-    /// `--max-reject-ratio`, as given or as the file says). A job whose spec differs from the
-    /// run's (a rolling update of the pipeline's ConfigMap, another `--max-record-rows`) is
-    /// refused, exit 2, naming what differs: it would write the tables half one way, half the
-    /// other. Options that change only how the same rows are written (lanes, batch and commit
-    /// sizes, `--bulk`) are not part of it. Secret values (a token, a tenant in a URL's path) are
-    /// not either: no digest of a secret is stored in a database other jobs and people read.
-    func joinSpec(source: any PageSource) -> [String: String] {
+    /// `--max-reject-ratio`, as given or as the file says), and whether the jobs exchange their
+    /// rows to write them at the run's end or write them with positions at each commit (the
+    /// plan: `--no-bulk` beside jobs that exchange would write rows the run's end then writes
+    /// again, older). A job whose spec differs from the run's (a rolling update of the pipeline's
+    /// ConfigMap, another `--max-record-rows`) is refused, exit 2, naming what differs: it would
+    /// write the tables half one way, half the other. Options that change only how fast the same
+    /// rows are written (lanes, batch and commit sizes) are not part of it. Secret values (a
+    /// token, a tenant in a URL's path) are not either: no digest of a secret is stored in a
+    /// database other jobs and people read.
+    func joinSpec(source: any PageSource, plan: LoadPlan) -> [String: String] {
         [
+            "rows": plan.defersJoinedBatches ? "exchanged, written when every unit is done" : "written at each commit",
             "pipeline": "sha256:" + SHA256.hex(config.text.utf8), "source": source.origin, "max_page_bytes": "\(maxPageBytes)",
             "max_record_rows": "\(options.maxRecordRows)",
             "resources": config.resources.map { $0.root == nil && $0.rootChoice == nil ? $0.name + " (read)" : $0.name }
@@ -120,8 +124,8 @@ extension PipelineRunner {
     /// the run writes its archive (every page, in source order, into this job's archive
     /// directory) from the work queue, before the payloads are dropped.
     ///
-    /// Returns what this job wrote ending the run (the merge of its deferred batches, logged
-    /// `join.merged`), to be counted as its own.
+    /// Returns what this job wrote ending the run (the parts of the run's exchanged rows it
+    /// wrote, logged `join.merged`), to be counted as its own.
     func endJoinedPart(
         _ part: JoinedPart, status: RunStatus, counters: RunCounters, started: Date, logger: Logger
     ) throws -> RunCounters {
@@ -158,12 +162,13 @@ extension PipelineRunner {
         try archiveWriter?.close()
         if let reason = end.replaceSkipped { logger.warning("replace.skipped", metadata: [LogKey.reason: "\(reason)"]) }
         if let seconds = end.mergeSeconds {
-            logger.notice(
-                "join.merged",
-                metadata: [
-                    LogKey.inserted: .int(end.merged.inserted), LogKey.updated: .int(end.merged.updated),
-                    LogKey.duration: "\(String(format: "%.3f", seconds))",
-                ])
+            var metadata: Logger.Metadata = [
+                LogKey.inserted: .int(end.merged.inserted), LogKey.updated: .int(end.merged.updated),
+                LogKey.duration: "\(String(format: "%.3f", seconds))",
+            ]
+            // Rows the server refused when the parts were written: each rejected as its record.
+            if end.merged.rejectedRecords > 0 { metadata[LogKey.rejectedRecords] = .int(end.merged.rejectedRecords) }
+            logger.notice("join.merged", metadata: metadata)
         }
         guard let total = end.finished else { return end.merged }
         var metadata: Logger.Metadata = [

@@ -68,13 +68,14 @@ extension PipelineRunner {
         return OpenedStore(store: store, plan: plan)
     }
 
-    /// Joins the shared run (its work queue becomes the source; its requests' answers handed out
-    /// in `answers` order), then finds the run to resume and moves the source to where it continues.
-    func takePart(store: any IngestStore, source: any PageSource, started: Date, answers: LoadPlan.AnswerOrder) throws -> RunPart {
+    /// Joins the shared run as `plan` says (its work queue becomes the source; its requests'
+    /// answers handed out in the plan's order), then finds the run to resume and moves the
+    /// source to where it continues.
+    func takePart(store: any IngestStore, source: any PageSource, started: Date, plan: LoadPlan) throws -> RunPart {
         var part = RunPart(source: source)
         if let name = options.join {
             // A joined job reads the run's work queue instead (PipelineRunner+Join.swift).
-            let joined = try join(name, store: store, source: source, started: started, answers: answers)
+            let joined = try join(name, store: store, source: source, started: started, plan: plan)
             part.joined = joined
             part.source = joined.source
             activeSource.value.withLock { $0 = joined.source }
@@ -147,7 +148,6 @@ extension PipelineRunner {
             store: context.store, config: config, runID: context.runID, options: options, logger: logger, shared: shared,
             initialCounters: part.resumed?.counters ?? RunCounters(), resumed: part.resumed != nil, metrics: metrics,
             archivePath: archive?.path, keepsPrints: refresh != nil, defersBatches: context.plan.defersJoinedBatches,
-            firstBatch: context.plan.firstBatch,
             stopSource: { [activeSource] in activeSource.value.withLock { $0 }?.cancel() }, finished: { done.signal() })
         let assembler = BatchAssembler(
             writer: writer,
@@ -155,13 +155,7 @@ extension PipelineRunner {
             byteLimit: options.batchBytes, firstSeq: firstSeq, interval: options.commitInterval, timers: options.timers,
             pageConsumed: { budget.release($0) })
         assembler.refresh = plan
-        part.joined?.source.whenIdle { sourceEnded in
-            assembler.queue.async {
-                assembler.flush()
-                // After the batch it handed over (the writer's queue keeps their order).
-                if sourceEnded { writer.queue.async { writer.writeStretch() } }
-            }
-        }
+        part.joined?.source.whenIdle { _ in assembler.queue.async { assembler.flush() } }
         let decode = makeDecodeLanes(
             count: lanes, assembler: assembler, logger: logger, flow: context.flow, keepsPrints: refresh != nil,
             // A plan needs every changed page's rows, prints kept or not.

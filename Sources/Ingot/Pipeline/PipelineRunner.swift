@@ -152,7 +152,7 @@ public final class PipelineRunner: Sendable {
         defer { activeStore.value.withLock { $0 = nil } }
         var part: RunPart
         do {
-            part = try takePart(store: store, source: source, started: started, answers: opened.plan.answerOrder)
+            part = try takePart(store: store, source: source, started: started, plan: opened.plan)
         } catch {
             try? store.close()
             return failedToStart(error, started: started)

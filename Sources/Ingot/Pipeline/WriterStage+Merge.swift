@@ -40,7 +40,7 @@ extension WriterStage {
             }
             rows += countMerged(result.counts ?? [], stored: merged)
             if unitTransactions {
-                // A joined job's counters, with the stretch's units (PGStore+JoinedStaging.swift).
+                // A joined job's counters.
                 try store.recordProgress(
                     RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: [], kept: []))
             }
@@ -88,7 +88,6 @@ extension WriterStage {
         var inserted = 0
         for (entity, var written) in counts.enumerated() where model.entities.indices.contains(entity) {
             written.stubs += merged[entity].stubs
-            // A joined job's stretch merged by position counts the stored rows it gave to (PGStagedCopy).
             written.updated += merged[entity].updated
             written.unchanged = merged[entity].unchanged
             let name = model.entities[entity].name
@@ -102,18 +101,5 @@ extension WriterStage {
             inserted += written.inserted
         }
         return inserted
-    }
-
-    /// A joined job's staged stretch, written before the job waits on other jobs' units or
-    /// writes a batch that does not continue it: its last batches committed to the staging file,
-    /// then merged into the tables and committed with its units (PGStore+JoinedStaging.swift).
-    /// From then on the job writes batch by batch.
-    func writeStretch() {
-        dispatchPrecondition(condition: .onQueue(queue))
-        guard load == .staging, case .writing = phase else { return }
-        commit()
-        guard case .writing = phase else { return }
-        mergeStaged()
-        commit()
     }
 }

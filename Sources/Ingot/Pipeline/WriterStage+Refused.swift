@@ -30,7 +30,7 @@ extension WriterStage {
         if !store.undoesBatchesAlone { try store.rollback() }
         commits.releaseRetained()
         for write in writes {
-            let resolved = try resolver.resolve(write.batch, store: store, staging: load == .staging)
+            let resolved = try resolver.resolve(write.batch, store: store, staging: resolvesForStage)
             try store.write(resolved) { _ in if let p = write.progress { try store.recordProgress(p) } }
             redo.keepRedone(write)
         }
@@ -69,7 +69,7 @@ extension WriterStage {
                 }
                 for (p, r) in records[range] { subset[p].records.append(pages[p].records[r]) }
                 let sub = PreparedBatch(pages: subset.filter { !$0.records.isEmpty })
-                let resolved = try resolver.resolve(sub, store: store, staging: load == .staging)
+                let resolved = try resolver.resolve(sub, store: store, staging: resolvesForStage)
                 do {
                     var written = resolved.outcome
                     try store.writeIsolated(resolved) { result in count(resolved, result, into: &written) }

@@ -12,15 +12,6 @@ extension WriterStage {
         dispatchPrecondition(condition: .onQueue(queue))
         let pages = batch.pages
         guard case .writing = phase, !pages.isEmpty else { return }
-        // A joined job's staged stretch of units that this batch would not continue is written
-        // first (PGStore+JoinedStaging.swift); this batch goes batch by batch.
-        do {
-            if try stretchBreaks(at: pages.units) { writeStretch() }
-        } catch {
-            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(pages.first?.seq ?? 0)])
-            fail(error)
-        }
-        guard case .writing = phase else { return }
         var (next, rejections) = tally(pages)
         let (newMax, state) = keptValues(after: pages)
         let seen = replace.scopeValues(of: batch)
@@ -103,18 +94,15 @@ extension WriterStage {
         return (newMax, state)
     }
 
-    /// A first batch the plan offers (``LoadPlan/FirstBatchStaging``: by default a full one whose
-    /// records came in no identity order): the store stages the load from it when it may, into
+    /// A first batch the writer offers (``LoadPlan/stagesFirstBatch(records:inIdentityOrder:)``: a
+    /// full one whose records came in no identity order): the store stages the load from it when it may, into
     /// empty tables (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
     private func stageFromFirstBatchIfDue(_ batch: PreparedBatch, records: Int) throws {
-        guard batch.number == 1, firstBatch.stages(records: records, inIdentityOrder: batch.arrivedInIdentityOrder) else { return }
+        guard batch.number == 1, LoadPlan.stagesFirstBatch(records: records, inIdentityOrder: batch.arrivedInIdentityOrder) else { return }
         let before = load
         guard before != .staging else { return }
         switch try store.turnStaged(at: .firstBatch) {
         case .staging:
-            // A joined job's first batch that holds no stretch of units: the store gives the
-            // staged load up at once (PGStore+JoinedStaging.swift).
-            _ = try stretchBreaks(at: batch.pages.units)
             publishLoad()
             if load == .staging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
         case .declined(let reason) where before != .declined(reason):
@@ -122,14 +110,6 @@ extension WriterStage {
             logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
         case .declined, .batchByBatch: break
         }
-    }
-
-    /// Whether a joined job's staged stretch breaks at a batch of `units`
-    /// (``SharedRunStore/stretchBreaks(at:)``); never for a single job.
-    private func stretchBreaks(at units: [UnitRef]) throws -> Bool {
-        guard unitTransactions, load == .staging, let shared = store as? any SharedRunStore else { return false }
-        defer { publishLoad() }
-        return try shared.stretchBreaks(at: units)
     }
 
     /// Resolves and writes `batch` with its progress, in the open transaction; a batch the
@@ -141,7 +121,7 @@ extension WriterStage {
         if redo.refusedInTransaction { batch.refs = nil }
         let resolved: ResolvedBatch
         do {
-            resolved = try resolver.resolve(batch, store: store, staging: load == .staging)
+            resolved = try resolver.resolve(batch, store: store, staging: resolvesForStage)
         } catch {
             try? store.rollback()
             throw error

@@ -64,12 +64,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// A joined run: each batch that ends on a whole page is committed with the units it holds
     /// (a page in parts is never committed half).
     let unitTransactions: Bool
-    /// A joined job whose batches outside its stretch go to the run's own tables
+    /// A joined job whose rows are exchanged between the jobs, written when every unit is done
     /// (``LoadPlan/defersJoinedBatches``): like a staged batch, it is looked up by nothing — the
-    /// merge at the run's end decides what is stored.
+    /// parts' writes at the run's end decide what is stored.
     let defersBatches: Bool
-    /// Which first batch the writer offers the store to stage from (``LoadPlan/firstBatch``).
-    let firstBatch: LoadPlan.FirstBatchStaging
     /// When the open transaction commits.
     var commits: CommitPolicy
     let timers: any RunTimers
@@ -143,11 +141,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
         shared: SharedCounters, initialCounters: RunCounters = RunCounters(), resumed: Bool = false, metrics: RunMetrics? = nil,
         archivePath: String? = nil, keepsPrints: Bool = false, defersBatches: Bool = false,
-        firstBatch: LoadPlan.FirstBatchStaging = .whenFullAndUnordered,
         stopSource: @escaping @Sendable () -> Void = {}, finished: @escaping @Sendable () -> Void
     ) {
         self.defersBatches = defersBatches
-        self.firstBatch = firstBatch
+        loaded.exchanged = defersBatches
         self.stopSource = stopSource
         self.printsOff = StopFlag()
         self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
@@ -188,9 +185,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// Whether the store stages batches, as the writer last saw it. Safe from any queue.
     var stagesBatches: Bool { staging.load(ordering: .acquiring) }
+    /// Its batches are resolved as a stage takes them (unfolded, no lookups, `default:` and
+    /// `const:` left to the merge): the store stages them, or defers them to the run's end.
+    var resolvesForStage: Bool { load == .staging || defersBatches }
 
     /// Publishes where the load stands for the assembler, after whatever may have moved it: the
-    /// store's opening, a turn, a stretch that broke, a merge.
+    /// store's opening, a turn, a merge.
     func publishLoad() {
         let state = store.loadState
         staging.store(state == .staging, ordering: .releasing)

@@ -31,7 +31,12 @@ struct BatchResolver: Sendable {
         checksReferences =
             !rootRules.isEmpty
             || model.entities.contains { $0.relationships.contains { $0.missing != .stub || !$0.insertsTargets || !$0.updatesTargets } }
-        fills = zip(model.entities, layouts).map { entity, layout in
+        fills = BatchResolver.fills(of: model, layouts)
+    }
+
+    /// Per entity, the columns `default:` and `const:` fill (``fills``).
+    static func fills(of model: EntityModel, _ layouts: [EntityLayout]) -> [[(slot: Int, value: ScalarValue, always: Bool)]] {
+        zip(model.entities, layouts).map { entity, layout in
             entity.attributes.compactMap { attribute in
                 guard let slot = layout.columns.firstIndex(where: { $0.name == attribute.name }) else { return nil }
                 if let text = attribute.constValue, let value = AttributeRules.storedValue(text, type: attribute.type) {
@@ -117,7 +122,7 @@ struct BatchResolver: Sendable {
     /// batches saved before), folds it when it was not folded, and counts what writing it does.
     /// `staging` (the store stages it: a staged load) leaves `default:` and `const:` to the
     /// merge, which knows which rows it inserts, and a batch prepared unfolded as it is; one the
-    /// store writes batch by batch is folded here (a joined job's staged stretch that ended).
+    /// store writes batch by batch is folded here (a load whose staging the store gave up).
     func resolve(_ batch: PreparedBatch, store: any IdentityLookups, staging: Bool = false) throws -> ResolvedBatch {
         var outcome = BatchOutcome()
         outcome.entities = Array(repeating: EntityCounts(), count: layouts.count)

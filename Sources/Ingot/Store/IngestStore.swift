@@ -56,9 +56,8 @@ public protocol IngestStore: IdentityLookups {
 
     /// Where the load stands: batch by batch, declined (with why), or staging. The store opened
     /// under its ``LoadPlan`` (``StoreOpening/plan``) and moves from one to the next itself, at
-    /// ``turnStaged(at:)``, ``mergeStaged(fills:stored:refused:)`` or when a joined job's stretch
-    /// breaks (``SharedRunStore/stretchBreaks(at:)``); the writer reads it where it hands the
-    /// store a batch, and nothing else asks the store about its mode.
+    /// ``turnStaged(at:)`` or ``mergeStaged(fills:stored:refused:)``; the writer reads it where it
+    /// hands the store a batch, and nothing else asks the store about its mode.
     var loadState: LoadState { get }
     /// Turns the load staged at `moment`, when its plan says it may then (a first batch in no
     /// identity order into empty tables; a database outgrown by size) and nothing is open;

@@ -22,7 +22,7 @@ package struct LoadCapabilities: Sendable, Equatable {
     /// A staged load copies into empty tables only; into tables that hold rows it goes batch by
     /// batch (PostgreSQL's copy of the folded rows).
     package var stagesOnlyIntoEmptyTables: Bool
-    /// Several jobs can share a run (`--join`), each staging its unbroken stretch of units.
+    /// Several jobs can share a run (`--join`), exchanging their rows through the run's parts.
     package var sharesRuns: Bool
 
     package init(turnsStagedBySize: Bool, stagesOnlyIntoEmptyTables: Bool, sharesRuns: Bool) {
@@ -58,40 +58,28 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     package enum JoinedLoad: Sendable, Equatable {
         /// Every batch written into the entities' tables with positions at its commit.
         case positions
-        /// Deferred, by the rule of a single job's first load (from local pages, into empty
-        /// tables): its unbroken stretch of units staged in a file from a first batch of 1,000
-        /// records or more in no identity order, every other batch copied into the run's own
-        /// tables and merged once every unit is done, part by part by the jobs.
+        /// Exchanged, by default from local pages (a directory, an archive): every batch's rows
+        /// go to the run's parts, written once every unit is done, part by part by the jobs
+        /// (docs/scale-out.md, "Rows exchanged between jobs").
         case deferred
-        /// Deferred as asked (`--bulk`), from any source — pages that jobs fetch included — its
-        /// stretch staged from the first batch whatever its size or order.
+        /// Exchanged as asked (`--bulk`), from any source — pages that jobs fetch included.
         case deferredAsked
 
-        /// Its stretch staged and its other batches deferred (either way but ``positions``).
+        /// Its rows exchanged (either way but ``positions``).
         var defers: Bool { self != .positions }
     }
 
-    /// Which first batch the writer offers the store to stage the load from
-    /// (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``): it asks
-    /// ``stages(records:inIdentityOrder:)`` of the first batch, and the store decides whether it
-    /// may (``stagesFromFirstBatch``: a first load into empty tables).
-    package enum FirstBatchStaging: Sendable, Equatable {
-        /// A first batch of ``fewestRecords`` or more that came in no identity order: a small
-        /// load's rows show up at each commit, and a load in identity order writes each batch
-        /// straight in.
-        case whenFullAndUnordered
-        /// Whatever the first batch (`--bulk` on a joined job).
-        case always
+    /// The fewest records of a first batch the writer offers the store to stage the load from
+    /// (``stagesFirstBatch(records:inIdentityOrder:)``).
+    package static let fewestFirstBatchRecords = 1000
 
-        /// The fewest records of a first batch that stages a load by ``whenFullAndUnordered``.
-        package static let fewestRecords = 1000
-
-        package func stages(records: Int, inIdentityOrder: Bool) -> Bool {
-            switch self {
-            case .whenFullAndUnordered: records >= Self.fewestRecords && !inIdentityOrder
-            case .always: true
-            }
-        }
+    /// Whether the writer offers the store to stage the load from a first batch of `records`
+    /// (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``; the store decides whether it
+    /// may, ``stagesFromFirstBatch``: a first load into empty tables): one of
+    /// ``fewestFirstBatchRecords`` or more that came in no identity order — a small load's rows
+    /// show up at each commit, and a load in identity order writes each batch straight in.
+    package static func stagesFirstBatch(records: Int, inIdentityOrder: Bool) -> Bool {
+        records >= fewestFirstBatchRecords && !inIdentityOrder
     }
 
     package var mode: Mode
@@ -176,19 +164,11 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// Which first batch the writer offers the store to stage from: any, for a joined job asked
-    /// to defer (`--bulk`); else a full one in no identity order (a store given to the run, as
-    /// its caller opened it, decides by its own rules).
-    package var firstBatch: FirstBatchStaging {
-        mode == .joined(.deferredAsked) ? .always : .whenFullAndUnordered
-    }
-
     /// In which order a joined job hands out the answers of the requests it makes: in the order
     /// of its claims for a joined job asked to defer (`--bulk`), as long as its claims are in a
-    /// row — it stages its units while they come in a row, and a lone job's requests then make
-    /// one stretch, staged and copied once as a single `--bulk` load is, where answers as they
-    /// come broke it at every reordering (docs/scale-out.md, "Over HTTP") — else as they come,
-    /// so that a slow request holds no other.
+    /// row — its batches then hold consecutive units, which an exchanging job's batches must (a
+    /// batch is cut where another job's unit lies between two of its own, BatchAssembler), so a
+    /// lone job's batches stay whole — else as they come, so that a slow request holds no other.
     package var answerOrder: AnswerOrder {
         mode == .joined(.deferredAsked) ? .claimed : .asTheyCome
     }
@@ -206,13 +186,12 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     package var stagesFromFirstBatch: Bool {
         switch mode {
         case .automatic(_, let first): first
-        case .joined(let load): load.defers
         default: false
         }
     }
 
-    /// A joined job's batches outside its stretch go to the run's own tables, merged when the
-    /// run ends, instead of into the entities' tables with positions at each commit.
+    /// A joined job's rows are exchanged between the jobs, written when every unit is done,
+    /// instead of into the entities' tables with positions at each commit.
     package var defersJoinedBatches: Bool {
         if case .joined(let load) = mode { load.defers } else { false }
     }
@@ -221,8 +200,7 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     package var mayStage: Bool {
         switch mode {
         case .staged, .automatic: true
-        case .joined(let load): load.defers
-        case .refused, .batchByBatch, .given: false
+        case .joined, .refused, .batchByBatch, .given: false
         }
     }
 
@@ -265,10 +243,10 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
                 : "batch by batch (--bulk: staged, into empty tables)"
         case .joined(.deferred):
             return
-                "a joined job stages its units while they come in one unbroken stretch, from the first batch of a first load in no identity order into empty tables (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once every unit is done, part by part by the jobs side by side (--no-bulk: batch by batch with positions)"
+                "exchanged: each job's batches go to the run's parts (split by identity), and once every unit is done the jobs write the parts side by side, each folded and copied in as a single staged load (--no-bulk: batch by batch with positions)"
         case .joined(.deferredAsked):
             return
-                "deferred (--bulk): a joined job stages its units while they come in one unbroken stretch, from its first batch (written at once, with one position); its other batches go to the run's own tables, merged into the entities' tables once every unit is done, part by part by the jobs side by side"
+                "exchanged (--bulk): each job's batches go to the run's parts (split by identity), and once every unit is done the jobs write the parts side by side, each folded and copied in as a single staged load"
         case .joined(.positions):
             return "batch by batch"
         case .given: return "as the store given to the run was opened"

@@ -20,13 +20,6 @@ public protocol SharedRunStore: IngestStore {
     /// ``SharedRunRequest/spec`` differs from this job's. A run that failed is taken up again
     /// (``SharedRun/revived``).
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun
-
-    /// Whether a joined job's staged stretch of consecutive units (``LoadPlan/Mode/joined(_:)``)
-    /// breaks at a batch of `units`: another job holds a unit between, so the writer merges the
-    /// stretch first (``IngestStore/mergeStaged(fills:stored:refused:)``), then writes the batch
-    /// as joined batches are written. A stretch that staged nothing is given up here and the load
-    /// goes on batch by batch (``IngestStore/loadState``). Asked before each batch while staging.
-    func stretchBreaks(at units: [UnitRef]) throws -> Bool
 }
 
 /// What a job asks for when it joins a shared run.
@@ -55,6 +48,9 @@ public struct SharedRunRequest: Sendable {
     /// position), for `write: replace` at the run's end to tell the rows no unit touched. A run
     /// in any order marks every row it writes anyway.
     public var marksTouchedRows = false
+    /// Where a page's records are (`$.results`): a row the database refuses when the run's
+    /// exchanged rows are written, once every unit is done, is rejected naming its record there.
+    public var recordsPath = ""
 
     /// A request to join `name`.
     public init(

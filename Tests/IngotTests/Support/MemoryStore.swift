@@ -622,7 +622,6 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     // MARK: - Shared runs
 
     /// The memory store writes a joined job batch by batch: no stretch to break.
-    func stretchBreaks(at units: [UnitRef]) throws -> Bool { false }
 
     func joinRun(_ request: SharedRunRequest) throws -> any SharedRun {
         let run = try MemorySharedRun(store: self, request: request)

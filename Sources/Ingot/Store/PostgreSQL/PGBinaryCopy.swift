@@ -263,7 +263,8 @@ enum PGBinaryCopy {
 
     // MARK: Bytes
 
-    private static func appendField(_ bytes: [UInt8], to out: inout [UInt8]) {
+    /// Appends a field of `bytes` as they are (a `bytea`, or any type's binary form).
+    static func appendField(_ bytes: [UInt8], to out: inout [UInt8]) {
         appendBigEndian(UInt32(truncatingIfNeeded: bytes.count), to: &out)
         out += bytes
     }

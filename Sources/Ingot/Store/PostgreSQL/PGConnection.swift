@@ -169,6 +169,19 @@ final class PGConnection {
         return (names, out)
     }
 
+    /// The first column of each row of `sql` (one statement), in the server's binary form: for
+    /// a `bytea`, its bytes as they are (no hex text to write on the server and read here).
+    func binaryColumn(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> [[UInt8]] {
+        let result = try run(sql, parameters, oneStatement: true, binary: true)
+        defer { PQclear(result) }
+        guard PQnfields(result) > 0 else { return [] }
+        return (0..<PQntuples(result)).map { r in
+            let count = Int(PQgetlength(result, r, 0))
+            guard count > 0, let value = PQgetvalue(result, r, 0) else { return [] }
+            return value.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+        }
+    }
+
     /// Whether table `name` (unquoted, in the current schema) exists, as committed when this
     /// statement starts. A read of `pg_class` under the statement's snapshot, not `to_regclass`:
     /// a name lookup that takes no lock answers from the backend's catalog cache, which learns
@@ -232,13 +245,15 @@ final class PGConnection {
     }
 
     /// The successful result of `sql` (the caller clears it), or the server's error.
-    private func run(_ sql: String, _ parameters: [String?], oneStatement: Bool = false) throws(StoreError) -> OpaquePointer {
+    private func run(_ sql: String, _ parameters: [String?], oneStatement: Bool = false, binary: Bool = false) throws(StoreError)
+        -> OpaquePointer
+    {
         let result: OpaquePointer?
-        if parameters.isEmpty && !oneStatement {
+        if parameters.isEmpty && !oneStatement && !binary {
             result = PQexec(handle, sql)
         } else {
             result = PGConnection.withCStrings(parameters) { pointers in
-                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
+                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, binary ? 1 : 0)
             }
         }
         guard let result else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }

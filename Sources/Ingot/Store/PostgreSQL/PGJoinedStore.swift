@@ -5,8 +5,10 @@ import Foundation
 /// chosen beside `DatabaseQueue`: a single run's store (``PGStore``: batch by batch, staged, held)
 /// and this one share one table writer — the entities' tables, rows, links, `COPY`, the staging
 /// file — which is ``tables``, a ``PGStore`` it owns; what only a joined job does lives here: the
-/// units it marks done with each transaction, the way it writes its batches (``JoinedWrites``),
-/// its staged stretch of units (PGStore+JoinedStaging.swift), and its part's progress.
+/// units it marks done with each transaction, the way it writes its batches (``JoinedWrites``:
+/// exchanged between the jobs and written when every unit is done, PGStore+Exchange.swift, or
+/// with positions at each commit), and its part's progress. A joined job never stages a load of
+/// its own: the run's parts are its stage.
 ///
 /// `@unchecked Sendable`: used from the writer queue only, as ``tables`` is (its reader
 /// connection, from the assembler's queue, is reached through ``lookupCommitted(_:_:)``, which
@@ -19,10 +21,6 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
     /// The units marked done in ``tables``' open transaction, and that transaction's number: a
     /// transaction that ended (committed or rolled back, whoever ended it) leaves none.
     private var marked: (transaction: Int, units: Set<UnitRef>) = (0, [])
-    /// A joined job's staged stretch of units (PGStore+JoinedStaging.swift), and the rejections
-    /// of its batches, written with it.
-    var stretch = JoinedStretch()
-    var stretchRejections: [RecordRejection] = []
 
     init(tables: PGStore) { self.tables = tables }
 
@@ -68,8 +66,7 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
 
     func unfilledStubs() throws -> [Int: Int] { try tables.unfilledStubs() }
     func interrupt() { tables.interrupt() }
-    /// Commits as this job (a stretch's batches stay staged: their progress goes with it), then
-    /// closes the table writer.
+    /// Commits as this job, then closes the table writer.
     func close() throws {
         try commit()
         try tables.close()
@@ -77,39 +74,23 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
 
     var loadState: LoadState { tables.loadState }
 
-    /// Stages from the first batch as a single run's store does, the staging file named for this
-    /// job (a stretch, PGStore+JoinedStaging.swift).
-    func turnStaged(at moment: StagingMoment) throws -> LoadState {
-        if case .firstBatch = moment { try tables.startStagingAtFirstBatch(job: joined?.job) }
-        return tables.loadState
-    }
+    /// A joined job stages nothing of its own (its rows go to the run's parts or the tables).
+    func turnStaged(at moment: StagingMoment) throws -> LoadState { tables.loadState }
 
-    /// The stretch staged, written with its units (``mergeStretch(_:_:fills:refused:)``).
+    /// Nothing staged: nothing to merge.
     func mergeStaged(
         fills: [[(slot: Int, value: ScalarValue, always: Bool)]], stored: (_ entity: Int, _ identity: IdentityKey, _ changed: Bool) -> Void,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
-        guard case .staging(let staging) = tables.load else {
-            return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count))
-        }
-        return try mergeStretch(staging, try part(), fills: fills, refused: refused)
+        WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count))
     }
 
     // MARK: - Writes
 
-    /// A batch staged on the stretch, or written as ``JoinedWrites`` says: a unit's transaction
-    /// is rolled back whole when a batch of it fails (``writeJoined(_:_:then:)``).
+    /// A batch written as ``JoinedWrites`` says: a unit's transaction is rolled back whole when
+    /// a batch of it fails (``writeJoined(_:_:then:)``).
     func write(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
-        if let staging = tables.staging, tables.isStaging {
-            try staging.write(batch, then: then)
-            return addToStretch(batch)
-        }
         try writeJoined(batch, try part(), then: then)
-    }
-
-    /// A batch staged: the stretch holds its units, up to its last part.
-    private func addToStretch(_ batch: ResolvedBatch) {
-        stretch.add(batch.units, lastKey: batch.lastUnitKey, endingItsPage: batch.pages.last?.endsUnit ?? true)
     }
 
     var undoesBatchesAlone: Bool { false }
@@ -117,10 +98,6 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
     /// ``write(_:then:)`` under a savepoint: the batch marks its units done in the same savepoint;
     /// a unit lost to another job still rolls the whole transaction back.
     func writeIsolated(_ batch: ResolvedBatch, then: (WriteResult) throws -> Void) throws {
-        if let staging = tables.staging, tables.isStaging {
-            try staging.writeIsolated(batch, then: then)
-            return addToStretch(batch)
-        }
         let join = try part()
         try tables.begin()
         let stagedBefore = tables.stagedInTransaction.count
@@ -204,7 +181,7 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
             try tables.writeEntities(of: batch, direct: false)
             if marksTouched { try tables.markTouched(batch, join) }
             return nil
-        case .deferred: return try tables.writeDeferred(batch, join, fallback: fallback)
+        case .deferred: return try tables.writeExchanged(batch, join)
         case .positions(.careful): return try tables.writeJoinedEntities(batch, join, fallback: fallback, direct: false)
         case .positions(.direct): break
         }
@@ -249,10 +226,8 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
         PGSharedRun.notify(on: tables.connection, join.name)
     }
 
-    /// The job's progress: held by the staging file while it stages (written with the stretch),
-    /// else its rejects, kept values and counters, in the open transaction.
+    /// The job's progress: its rejects, kept values and counters, in the open transaction.
     func recordProgress(_ progress: RunProgress) throws {
-        if case .staging(let staging) = tables.load { return try staging.hold(progress) }
         let join = try part()
         try tables.recordRejectsAndKept(progress, join: join)
         try tables.recordJobProgress(progress, join)
@@ -260,17 +235,8 @@ final class PGJoinedStore: IngestStore, @unchecked Sendable {  // writer-queue c
 
     // MARK: - Transactions
 
-    /// Commits the open transaction with its units; while staging, the staging file (its progress
-    /// goes with the stretch: its units are not done until then).
-    @discardableResult func commit() throws -> Bool {
-        if let staging = tables.staging, tables.isStaging {
-            let written = staging.hasUncommittedBatches
-            guard let progress = try staging.commit() else { return written }
-            stretchRejections += progress.rejections
-            return written
-        }
-        return try tables.commit()
-    }
+    /// Commits the open transaction with its units.
+    @discardableResult func commit() throws -> Bool { try tables.commit() }
 
     func rollback() throws { try tables.rollback() }
 }

@@ -109,7 +109,7 @@ final class PGSharedRun: SharedRun {
         let defers = tables.defersJoinedBatches
         let joined = try connection.transaction {
             try PGSharedRun.join(request, as: job, on: connection) { ordinal in
-                defers ? DeferredTables(ordinal: ordinal).schema(tables.layouts, model: tables.model) : []
+                defers ? ExchangeTable(ordinal: ordinal).schema : []
             }
         }
         guard joined.id <= UnitOrder.lastOrdinal else {
@@ -123,7 +123,7 @@ final class PGSharedRun: SharedRun {
         runID = joined.runID
         let writes: JoinedWrites =
             request.commitsInOrder ? .inOrder(marksTouched: request.marksTouchedRows) : defers ? .deferred : .positions(.direct)
-        context = JoinContext(name: name, job: job, ordinal: joined.id, writes: writes)
+        context = JoinContext(name: name, job: job, ordinal: joined.id, writes: writes, recordsPath: request.recordsPath)
         lease = request.lease
         commitsInOrder = request.commitsInOrder
         self.store = store
@@ -444,8 +444,7 @@ final class PGSharedRun: SharedRun {
         status: RunStatus, counters: RunCounters, replacing: [Int], scopes: [Int: String], maxPageBytes: Int,
         archive: ((_ unit: Page) throws -> [Page])?
     ) throws -> SharedRunEnd {
-        // What the job still holds uncommitted (a stretch's batches, staged: its rejections go
-        // with the stretch) is committed first, as the job's own.
+        // What the job still holds uncommitted is committed first, as the job's own.
         try store.commit()
         return try store.tables.endJoinedJob(
             context, runID: runID, status: status, counters: counters, replacing: replacing, scopes: scopes,

@@ -15,17 +15,16 @@ import GRDBSQLite
 /// is rolled back and halved until the refused row is alone, and that row is left out with its
 /// links (``refusals``) — as SQLite's merge leaves out a row it refuses.
 ///
-/// **A joined job's stretch** (``Stretch``, PGStore+JoinedStaging.swift): every row also carries
-/// its positions (`_ingot_pos`: the stretch's position for each column and set the fold gives,
-/// and `@`), as a joined batch's rows do. Streaming, the rows go straight into the tables (their
-/// identities are new: a row another job made fails the copy with a unique violation);
-/// carefully, each piece is upserted through the staging tables a joined batch uses, and its
-/// sets replaced where they win (``PGStore/upsertJoined(copied:rows:_:)``,
+/// **At a position** (``Positioned``: a joined run's part written over rows stored before the run,
+/// PGStore+Exchange.swift): every row also carries its positions (`_ingot_pos`: the one position
+/// for each column and set the fold gives, and `@`), as a joined batch's rows do; carefully,
+/// each piece is upserted through the staging tables a joined batch uses, and its sets replaced
+/// where they win (``PGStore/upsertJoined(copied:rows:_:)``,
 /// ``PGStore/replaceLinksJoined(owners:links:_:_:owner:layout:)``).
 struct PGStagedCopy: FoldedRowWriter {
-    /// Where a joined job's stretch goes: the store whose joined writes merge it, and the
-    /// position its every value takes.
-    struct Stretch {
+    /// Rows written at a position: the store whose joined writes upsert them, and the position
+    /// their every value takes.
+    struct Positioned {
         let store: PGStore
         let position: Int64
     }
@@ -50,9 +49,9 @@ struct PGStagedCopy: FoldedRowWriter {
     private let linksCopy: [String?]
     private let careful: Bool
     private let entity: Int
-    /// A joined job's stretch, or `nil` for a single job's load.
-    private let stretch: Stretch?
-    /// Careful stretch only, per to-many: the held owners whose set is given (identity and
+    /// Where rows are written at a position, or `nil`: straight in (a single job's load, a part into empty tables).
+    private let positioned: Positioned?
+    /// Careful at a position only, per to-many: the held owners whose set is given (identity and
     /// position), and where each held row's end.
     private var owners: [[UInt8]]
     private var ownerEnds: [[Int]]
@@ -72,13 +71,13 @@ struct PGStagedCopy: FoldedRowWriter {
 
     init(
         connection: PGConnection, entity: Int, model: EntityModel, layout: EntityLayout,
-        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int, careful: Bool = false, stretch: Stretch? = nil
+        fills: [(slot: Int, value: ScalarValue, always: Bool)], copyBytes: Int, careful: Bool = false, positioned: Positioned? = nil
     ) {
         self.connection = connection
         self.copyBytes = copyBytes
         self.careful = careful
         self.entity = entity
-        self.stretch = stretch
+        self.positioned = positioned
         self.layout = layout
         self.fills = fills
         isBool = layout.columns.map { $0.type == .bool }
@@ -89,7 +88,7 @@ struct PGStagedCopy: FoldedRowWriter {
             PGStore.joinColumns(toMany, owner: entity, model: model).map { PGBinaryCopy.Kind(sqlType: $0.type) ?? .text }
         }
         let format = careful ? "" : " (FORMAT binary)"
-        let names = (layout.columns.map(\.name) + (stretch == nil ? [] : [PGStore.positionColumn])).map(PGStore.quote)
+        let names = (layout.columns.map(\.name) + (positioned == nil ? [] : [PGStore.positionColumn])).map(PGStore.quote)
         rowsCopy = "COPY \(PGStore.quote(layout.table)) (\(names.joined(separator: ", "))) FROM STDIN" + format
         linksCopy = layout.toMany.map { toMany in
             guard toMany.hasJoinTable else { return nil }
@@ -118,14 +117,14 @@ struct PGStagedCopy: FoldedRowWriter {
                     appendValue(slot, bool: isBool[slot], from: values, to: &rows)
                 }
             }
-            if stretch != nil {
+            if positioned != nil {
                 rows.append(UInt8(ascii: "\t"))
                 appendPositions(binary: false)
             }
             rows.append(UInt8(ascii: "\n"))
         } else {
             do {
-                PGBinaryCopy.appendRowStart(fields: layout.columns.count + (stretch == nil ? 0 : 1), to: &rows)
+                PGBinaryCopy.appendRowStart(fields: layout.columns.count + (positioned == nil ? 0 : 1), to: &rows)
                 for slot in layout.columns.indices {
                     if let fill = fills.first(where: { $0.slot == slot }), fill.always || !values.holds(slot) {
                         try PGBinaryCopy.append(fill.value, kinds[slot], to: &rows)
@@ -133,7 +132,7 @@ struct PGStagedCopy: FoldedRowWriter {
                         try PGBinaryCopy.append(slot, kinds[slot], from: values, to: &rows)
                     }
                 }
-                if stretch != nil { appendPositions(binary: true) }
+                if positioned != nil { appendPositions(binary: true) }
             } catch {
                 // The copy goes again in text: this one is abandoned (the transaction with it).
                 abandonRows()
@@ -200,11 +199,11 @@ struct PGStagedCopy: FoldedRowWriter {
             }
         }
         let sourceColumns = layout.identitySlots.count
-        if careful, let stretch {
+        if careful, let positioned {
             // The owner, whose stored set this one replaces where it wins.
             owners[k] += owner
             owners[k].append(UInt8(ascii: "\t"))
-            PGStore.appendDecimal(stretch.position, to: &owners[k])
+            PGStore.appendDecimal(positioned.position, to: &owners[k])
             owners[k].append(UInt8(ascii: "\n"))
         }
         // Taken out and put back (a copy of `links[k]` would copy the held links at every row).
@@ -335,12 +334,12 @@ struct PGStagedCopy: FoldedRowWriter {
         heldLinks = 0
     }
 
-    /// Copies held rows `range` and their links (in a stretch: upserted, and the sets they win
+    /// Copies held rows `range` and their links (at a position: upserted, and the sets they win
     /// replaced, as a joined batch is merged), and counts them.
     private mutating func copyHeld(_ range: Range<Int>) throws {
         func start(_ ends: [Int]) -> Int { range.lowerBound == 0 ? 0 : ends[range.lowerBound - 1] }
         let piece = rows[start(rowEnds)..<rowEnds[range.upperBound - 1]]
-        guard let stretch else {
+        guard let positioned else {
             try connection.copy(rowsCopy, data: piece)
             for k in links.indices {
                 guard let sql = linksCopy[k] else { continue }
@@ -351,21 +350,21 @@ struct PGStagedCopy: FoldedRowWriter {
             counts.stubs += stubs[range].reduce(0) { $0 + ($1 ? 1 : 0) }
             return
         }
-        let merged = try stretch.store.upsertJoined(copied: Array(piece), rows: range.count, layout)
+        let merged = try positioned.store.upsertJoined(copied: Array(piece), rows: range.count, layout)
         for k in links.indices where linksCopy[k] != nil {
             let (from, to) = (start(ownerEnds[k]), ownerEnds[k][range.upperBound - 1])
             guard from < to else { continue }
-            try stretch.store.replaceLinksJoined(
+            try positioned.store.replaceLinksJoined(
                 owners: Array(owners[k][from..<to]), links: Array(links[k][start(linkEnds[k])..<linkEnds[k][range.upperBound - 1]]),
                 k, layout.toMany[k], owner: entity, layout: layout)
         }
         counts = counts + merged
     }
 
-    /// The held row's positions in a stretch (`_ingot_pos`): the stretch's position for each
+    /// The held row's positions (`_ingot_pos`), written at a position: that position for each
     /// column the fold gives (not the identity's) and each set, NULL for the rest, then `@`.
     private mutating func appendPositions(binary: Bool) {
-        guard let position = stretch?.position else { return }
+        guard let position = positioned?.position else { return }
         var slots: [Int64?] = layout.columns.indices.map { slot in
             given.contains(slot) && !layout.identitySlots.contains(slot) ? position : nil
         }

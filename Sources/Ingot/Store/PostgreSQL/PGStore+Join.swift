@@ -13,6 +13,8 @@ struct JoinContext: Sendable {
     var ordinal: Int64
     /// How this job writes its batches.
     var writes: JoinedWrites
+    /// Where a page's records are (``SharedRunRequest/recordsPath``).
+    var recordsPath = ""
 
     /// Units are committed in the run's order: each batch is written as a single run writes it.
     var inOrder: Bool { if case .inOrder = writes { true } else { false } }
@@ -31,8 +33,8 @@ enum JoinedWrites: Sendable, Equatable, CustomStringConvertible {
     /// written as a single run writes it, no positions needed; `marksTouched`: each also marks the
     /// rows it touched (``SharedRunRequest/marksTouchedRows``, for `write: replace`).
     case inOrder(marksTouched: Bool)
-    /// Into the run's own tables, merged once every unit is done (``LoadPlan/defersJoinedBatches``
-    /// and a model that fits, PGStore+JoinDeferred.swift).
+    /// Exchanged between the jobs through the run's parts, written once every unit is done
+    /// (``LoadPlan/defersJoinedBatches``, PGStore+Exchange.swift).
     case deferred
     /// Into the entities' tables, with positions (below).
     case positions(Inserts)

@@ -16,7 +16,7 @@ extension PGStore {
     ) throws -> SharedRunEnd {
         var end = SharedRunEnd()
         // The run's deferred rows, merged part by part beside the other jobs ending theirs.
-        if status == .finished, let merged = try mergeDeferredParts(join) {
+        if status == .finished, let merged = try mergeExchangedParts(join) {
             (end.merged, end.mergeSeconds) = merged
         }
         try begin()
@@ -52,7 +52,7 @@ extension PGStore {
                     total.add(c)
                 }
                 // The deferred batches first: `write: replace` reads the positions they leave.
-                if let merged = try finishDeferred(join) {
+                if let merged = try finishExchanged(join) {
                     total.add(merged.total)
                     end.merged.add(merged.merged)
                 }
@@ -74,7 +74,6 @@ extension PGStore {
                       ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value
                     """, [join.name])
                 try connection.execute("DELETE FROM _ingot_join_kept WHERE name = $1", [join.name])
-                try forgetStretches(of: runID)
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
                 PGSharedRun.notify(on: connection, join.name)
@@ -200,7 +199,7 @@ extension PGStore {
         guard !overtaken.isEmpty else { return [] }
         for row in overtaken {
             guard let name = row[0], let ordinal = row[1].flatMap({ Int64($0) }) else { continue }
-            try dropDeferredTables(ordinal: ordinal)
+            try dropExchange(ordinal: ordinal)
             for table in ["_ingot_units", "_ingot_join_kept", "_ingot_join_scopes", "_ingot_join_merged"] {
                 try connection.execute("DELETE FROM \(table) WHERE name = $1", [name])
             }

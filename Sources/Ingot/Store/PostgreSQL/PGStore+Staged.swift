@@ -387,7 +387,7 @@ extension PGStore {
         var counts: [EntityCounts]
         do {
             try dropForeignKeyIndexes()
-            counts = try copyStaged(staging, fills: fills, careful: false, refused: refused)
+            counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: false, refused: refused)
         } catch {
             // A value PostgreSQL refuses (a trigger, a constraint, a text identity too long for
             // its index) failed the streaming copy and its transaction, or one its binary format
@@ -399,7 +399,7 @@ extension PGStore {
             try rollbackTransaction()
             try begin()
             try dropForeignKeyIndexes()
-            counts = try copyStaged(staging, fills: fills, careful: true, refused: refused)
+            counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: true, refused: refused)
         }
         try moveLoad(to: .copied(staging))
         // With the rows: the kept values (the incremental cursor), and the staging file marked
@@ -414,19 +414,19 @@ extension PGStore {
         return result
     }
 
-    /// Folds the staged load and copies each entity's folded rows (``PGStagedCopy``), streaming
+    /// Folds the staged rows of `file` and copies each entity's folded rows (``PGStagedCopy``), streaming
     /// or `careful`; the rows the server refused (careful only) go to `refused`.
     func copyStaged(
-        _ staging: PGStaging, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], careful: Bool,
-        stretch: PGStagedCopy.Stretch? = nil,
+        _ file: StageFile, copyBytes: Int, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], careful: Bool,
+        positioned: PGStagedCopy.Positioned? = nil,
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> [EntityCounts] {
         var counts: [EntityCounts] = []
-        try staging.file.fold(settings: FoldSettings(), interruption: folds) { entity, rows in
+        try file.fold(settings: FoldSettings(), interruption: folds) { entity, rows in
             var copy = PGStagedCopy(
                 connection: connection, entity: entity, model: model, layout: layouts[entity],
-                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: staging.copyBytes, careful: careful,
-                stretch: stretch)
+                fills: fills.indices.contains(entity) ? fills[entity] : [], copyBytes: copyBytes, careful: careful,
+                positioned: positioned)
             defer { copy.finalize() }
             // Into empty tables: every folded row is new, none stored.
             try copy.write(rows) { _, _ in }

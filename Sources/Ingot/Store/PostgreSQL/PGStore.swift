@@ -92,13 +92,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
 
     /// Moves the load to `next`, refusing a move its lifecycle does not have: batch by batch (or
     /// declined, or staged with the run once it begins) → staging → copied in the open transaction → published once that commits, or
-    /// staging again when it is rolled back; a stretch that staged nothing is given up (staging →
-    /// batch by batch); batch by batch → declined, with why.
+    /// staging again when it is rolled back; batch by batch → declined, with why.
     func moveLoad(to next: PGLoad) throws(StoreError) {
         switch (load, next) {
         case (.batchByBatch, .staging), (.declined, .staging), (.batchByBatch, .declined), (.declined, .declined),
             (.batchByBatch, .stagedWithTheRun), (.stagedWithTheRun, .staging),
-            (.staging, .copied), (.copied, .published), (.copied, .staging), (.staging, .batchByBatch):
+            (.staging, .copied), (.copied, .published), (.copied, .staging):
             load = next
         default:
             throw StoreError.schema("a PostgreSQL load cannot go from \(load) to \(next)")

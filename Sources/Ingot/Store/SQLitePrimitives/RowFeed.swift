@@ -88,6 +88,31 @@ final class RowFeed {
     /// Appends `bytes` as a blob.
     func appendBlob(_ bytes: UnsafeRawBufferPointer) { appendBytes(SQLITE_BLOB, bytes) }
 
+    /// The bytes of row `row` (its first `arity` values, in the feed's format), valid until the
+    /// feed is appended to or freed.
+    func row(_ row: Int, arity: Int) -> UnsafeRawBufferPointer {
+        guard row < count else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        let start = starts[row]
+        return UnsafeRawBufferPointer(
+            start: storage + start, count: Self.end(of: arity, in: UnsafeRawPointer(storage), from: start, used: used) - start)
+    }
+
+    /// Where `values` values written from `start` in `base` end (never past `used`).
+    static func end(of values: Int, in base: UnsafeRawPointer, from start: Int, used: Int) -> Int {
+        var at = start
+        for _ in 0..<values where at < used { at = valueEnd(base, at) }
+        return min(at, used)
+    }
+
+    /// Where the value written at `at` in `base` ends.
+    static func valueEnd(_ base: UnsafeRawPointer, _ at: Int) -> Int {
+        switch Int32(base.load(fromByteOffset: at, as: UInt8.self)) {
+        case SQLITE_INTEGER, SQLITE_FLOAT: at + 9
+        case SQLITE_TEXT, SQLITE_BLOB: at + 5 + Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: at + 1, as: UInt32.self)))
+        default: at + 1
+        }
+    }
+
     /// Appends a blob of `count` bytes that `write` stores in place, at a pointer with room for
     /// exactly `count` bytes (valid only during the call).
     func appendBlob(count: Int, _ write: (UnsafeMutableRawPointer) -> Void) {
@@ -392,13 +417,7 @@ private struct FeedRows {
     let count: Int
 
     /// Where the value at `at` ends.
-    func end(of at: Int) -> Int {
-        switch Int32(base.load(fromByteOffset: at, as: UInt8.self)) {
-        case SQLITE_INTEGER, SQLITE_FLOAT: at + 9
-        case SQLITE_TEXT, SQLITE_BLOB: at + 5 + Int(UInt32(littleEndian: base.loadUnaligned(fromByteOffset: at + 1, as: UInt32.self)))
-        default: at + 1
-        }
-    }
+    func end(of at: Int) -> Int { RowFeed.valueEnd(base, at) }
 
     /// Gives the value at `at` as the result of `context` (its bytes stay put while the statement runs).
     func result(at: Int, _ context: OpaquePointer?) {

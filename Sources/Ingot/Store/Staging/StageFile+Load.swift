@@ -58,13 +58,21 @@ extension StageFile {
     /// records came (``ResolvedBatch/unfolded``; the merge folds them).
     func append(_ batch: ResolvedBatch) throws {
         try begin()
+        for (entity, feed) in try StageFile.feeds(of: batch, layouts) { try appendRun(of: layouts[entity], feed) }
+    }
+
+    /// A batch's staged rows per entity (those with any), each entity's in identity order: its
+    /// identity's columns, then the ``StagedRow`` — what ``append(_:)`` appends as a sorted run,
+    /// and what a joined job exchanges through the run's parts (``StagedExchange``).
+    static func feeds(of batch: ResolvedBatch, _ layouts: [EntityLayout]) throws -> [(entity: Int, feed: RowFeed)] {
+        var feeds: [(entity: Int, feed: RowFeed)] = []
         if let unfolded = batch.unfolded {
-            for (entity, rows) in unfolded.entities.enumerated() where rows.count > 0 {
-                try appendRun(of: layouts[entity], try feed(of: rows, layouts[entity], batch.pages))
+            for (entity, rows) in unfolded.entities.enumerated() where rows.count > 0 && layouts.indices.contains(entity) {
+                feeds.append((entity, try feed(of: rows, layouts[entity], batch.pages)))
             }
-            return
+            return feeds
         }
-        for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty {
+        for (entity, rows) in batch.rows.merged.enumerated() where !rows.rows.isEmpty && layouts.indices.contains(entity) {
             let layout = layouts[entity]
             let feed = RowFeed()
             var sets: [UInt8] = []
@@ -79,13 +87,14 @@ extension StageFile {
                     }
                 }
             }
-            try appendRun(of: layout, feed)
+            feeds.append((entity, feed))
         }
+        return feeds
     }
 
     /// The feed of an entity's unfolded rows: encoded page after page as their records came,
     /// then put in identity order (``UnfoldedRows/Entity/order``).
-    private func feed(of rows: UnfoldedRows.Entity, _ layout: EntityLayout, _ pages: [DecodedPage]) throws -> RowFeed {
+    private static func feed(of rows: UnfoldedRows.Entity, _ layout: EntityLayout, _ pages: [DecodedPage]) throws -> RowFeed {
         let feed = RowFeed()
         var sets: [UInt8] = []
         try pages.withUnsafeBufferPointer { pages in
@@ -160,8 +169,9 @@ extension StageFile {
         }
     }
 
-    /// Appends `feed`'s rows to `layout`'s staging table as one sorted run, and notes its rowids.
-    private func appendRun(of layout: EntityLayout, _ feed: RowFeed) throws {
+    /// Appends `feed`'s rows (in identity order) to `layout`'s staging table as one sorted run,
+    /// in the open transaction (one it begins), and notes its rowids.
+    func appendRun(of layout: EntityLayout, _ feed: RowFeed) throws {
         guard feed.count > 0 else { return }
         let table = StageFile.table(of: layout)
         let columns = StageFile.stagedColumns(of: layout)
