@@ -8,7 +8,7 @@ import Foundation
 /// exchange table, one `bytea` per part, in the transaction that marks the batch's units done.
 /// Once every unit is done and the source ended, the jobs take the parts side by side (one
 /// transaction per part, under an advisory lock of the part, recorded in `_ingot_join_merged`):
-/// the job that takes a part gathers its blobs from every job into one sorted run per entity in
+/// the job that takes a part appends its blobs from every job, as sorted runs, to
 /// a stage file of its own, and folds and copies it as a single job's staged load does
 /// (``PGStore/copyStaged(_:copyBytes:fills:careful:positioned:refused:)``).
 ///
@@ -71,9 +71,8 @@ extension PGStore {
             any = true
         }
         if any {
-            try connection.copy(
-                "COPY \(ExchangeTable(ordinal: join.ordinal).name) (part, key, data) FROM STDIN (FORMAT binary)",
-                data: data + PGBinaryCopy.trailer)
+            data += PGBinaryCopy.trailer
+            try connection.copy("COPY \(ExchangeTable(ordinal: join.ordinal).name) (part, key, data) FROM STDIN (FORMAT binary)", data: data)
         }
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
     }
@@ -103,22 +102,26 @@ extension PGStore {
         let started = Date()
         try dropForeignKeyIndexesForMerge()
         var merged = RunCounters()
-        for part in 0..<StagedExchange.parts {
+        let size = try groupSize(join)
+        var next = 0
+        while next < StagedExchange.parts {
             try begin()
             do {
-                // The part's lock first; then whether the run's table is still there: the job
-                // that finished the run may have written the rest and dropped it since this loop
-                // began (its transaction held each part's lock until it committed). The check
-                // reads the catalog as committed now, not this backend's cache of it.
-                guard try lockPart(join, part, waiting: false) else {
-                    try commit()
-                    continue
+                // The parts' locks first (those another job holds are its own); then whether
+                // the run's table is still there: the job that finished the run may have written
+                // the rest and dropped it since this loop began (its transaction held each
+                // part's lock until it committed). The check reads the catalog as committed now,
+                // not this backend's cache of it.
+                var group: [Int] = []
+                while next < StagedExchange.parts && group.count < size {
+                    if try lockPart(join, next, waiting: false), try !partMerged(join, next) { group.append(next) }
+                    next += 1
                 }
-                guard try exchanges(join) else {
+                guard !group.isEmpty, try exchanges(join) else {
                     try commit()
-                    break
+                    if group.isEmpty { continue } else { break }
                 }
-                if try !partMerged(join, part) { merged.add(try mergeExchangedPart(join, part: part)) }
+                merged.add(try writeParts(group, join))
                 try commit()
             } catch let error as StoreError where error.sqlState == PGStore.undefinedTable {
                 // Defence in depth: the table cannot go while this part's lock is held, but if it
@@ -145,10 +148,12 @@ extension PGStore {
         try connection.execute(PGStore.schemaLock)
         var counts = RunCounters()
         var mine = RunCounters()
+        var left: [Int] = []
         for part in 0..<StagedExchange.parts {
             _ = try lockPart(join, part, waiting: true)
-            if try !partMerged(join, part) { mine.add(try mergeExchangedPart(join, part: part)) }
+            if try !partMerged(join, part) { left.append(part) }
         }
+        if !left.isEmpty { mine.add(try writeParts(left, join)) }
         for row in try connection.execute(
             "SELECT inserted, updated, entity_counts FROM _ingot_join_merged WHERE name = $1", [join.name])
         {
@@ -170,6 +175,20 @@ extension PGStore {
         try dropExchange(ordinal: join.ordinal)
         removePartFiles(join)
         return (counts, mine)
+    }
+
+    /// How many parts a job writes at once: the parts shared out among the run's jobs still
+    /// running, so that a lone job writes them all as one staged load (one gather, one fold, one
+    /// `COPY` per table, as a single run's) and N jobs write about 1/N each side by side. Each
+    /// part written costs a stage file, a fold and its copies: eight parts one by one took a lone
+    /// job 1.9 s where one staged load's copy takes 0.85 s (docs/scale-out.md, "Measured").
+    private func groupSize(_ join: JoinContext) throws -> Int {
+        let running =
+            try connection.execute(
+                "SELECT count(*) FROM _ingot_join_jobs WHERE name = $1 AND status = 'running'", [join.name]
+            ).first?[0].flatMap { Int($0) } ?? 1
+        let jobs = max(running, 1)
+        return (StagedExchange.parts + jobs - 1) / jobs
     }
 
     /// Where this job stages a part it writes: in its staging directory, named for the run
@@ -247,35 +266,35 @@ extension PGStore {
         ).first?[0] == "t"
     }
 
-    /// Part `part` of the run's exchanged rows written into the entities' tables, in the open
-    /// transaction, and recorded with its counts: its blobs gathered into a stage file of this
-    /// job's, folded and copied at the run's last position — straight in, or the careful way
-    /// when a row was stored before the run or a value is refused.
-    private func mergeExchangedPart(_ join: JoinContext, part: Int) throws -> RunCounters {
+    /// Parts `parts` of the run's exchanged rows written into the entities' tables, in the open
+    /// transaction, and recorded with their counts (on the first part's row): their blobs
+    /// gathered into a stage file of this job's, folded and copied at the run's last position —
+    /// straight in, or the careful way when a row was stored before the run or a value is
+    /// refused. Parts hold disjoint identities, so several gather into one load as one part does.
+    private func writeParts(_ parts: [Int], _ join: JoinContext) throws -> RunCounters {
         let table = ExchangeTable(ordinal: join.ordinal)
         let zstd = Zstd()
         var blobs: [[UInt8]] = []
-        for framed in try connection.binaryColumn("SELECT data FROM \(table.name) WHERE part = $1::int ORDER BY key", [String(part)]) {
+        let list = PGStore.arrayLiteral(parts.map { .integer(Int64($0)) })
+        for framed in try connection.binaryColumn("SELECT data FROM \(table.name) WHERE part = ANY($1::int[]) ORDER BY key", [list]) {
             let length = Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) })
             guard framed.count >= 4, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
-                throw StoreError.schema("part \(part) of join '\(join.name)' holds a blob that does not read back (\(framed.count) bytes)")
+                throw StoreError.schema("parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
             }
             blobs.append(blob)
         }
         var merged = RunCounters()
         if !blobs.isEmpty {
-            let feeds = try StagedExchange.gather(blobs, layouts)
+            let runs = try StagedExchange.runs(of: blobs, layouts)
             blobs = []
             let path = partFilePath(join)
-            let file = try StageFile.create(at: path, token: "\(join.name):\(part)", layouts: layouts)
+            let file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts)
             defer {
                 file.close()
                 StageFile.remove(at: path)
             }
             try file.begin()
-            for (entity, feed) in feeds.enumerated() {
-                if let feed { try file.appendRun(of: layouts[entity], feed) }
-            }
+            for (entity, feed) in runs { try file.appendRun(of: layouts[entity], feed) }
             try file.commit()
             let position = PGStagedCopy.Positioned(store: self, position: join.position(UnitOrder.lastKey(seq: UnitOrder.lastSeq)))
             let (counts, refusals) = try copyPart(file, position: position)
@@ -292,9 +311,12 @@ extension PGStore {
                 merged.rejectsByReason[RejectReason.unstorable.rawValue] = refusals.count
             }
         }
-        try connection.execute(
-            "INSERT INTO _ingot_join_merged (name, part, inserted, updated, entity_counts) VALUES ($1, $2, $3, $4, $5)",
-            [join.name, String(part), String(merged.inserted), String(merged.updated), merged.entitiesJSON])
+        for (k, part) in parts.enumerated() {
+            let counts = k == 0 ? merged : RunCounters()
+            try connection.execute(
+                "INSERT INTO _ingot_join_merged (name, part, inserted, updated, entity_counts) VALUES ($1, $2, $3, $4, $5)",
+                [join.name, String(part), String(counts.inserted), String(counts.updated), counts.entitiesJSON])
+        }
         return merged
     }
 

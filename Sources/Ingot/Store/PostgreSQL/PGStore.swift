@@ -21,8 +21,9 @@ import Synchronization
 /// writer queue, but for ``lookupCommitted(_:_:)``, which has a connection of its own and is
 /// called from the assembler's queue only.
 ///
-/// `@unchecked Sendable`: `reader` is confined to the assembler queue, `folds` is a `Sendable`
-/// value of its own (a mutex), and everything else is confined to the writer queue.
+/// `@unchecked Sendable`: `reader` is opened and used on the assembler's queue and interrupted
+/// from any, under `readerLock`; `folds` is a `Sendable` value of its own (a mutex), and
+/// everything else is confined to the writer queue.
 final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as said above
     let model: EntityModel
     let layouts: [EntityLayout]
@@ -30,8 +31,12 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     /// The database's URL (secrets included: never shown; ``PGConnection/shown`` is).
     let url: String
     /// A second connection for ``lookupCommitted(_:_:)`` on the assembler's queue: the next
-    /// batch's identities are looked up while the writer writes this one.
-    private let reader: PGConnection
+    /// batch's identities are looked up while the writer writes this one. Opened by the first
+    /// lookup: a load that looks nothing up — staged, or a joined job whose rows are exchanged —
+    /// costs the server no backend for it.
+    private var reader: PGConnection?
+    private let readerLock = NSLock()
+    private let stopped: StopFlag?
     /// Whether one of the store's own transactions is open: a transaction, or — while it holds
     /// its caller's (``owner``) — a savepoint in that one.
     private(set) var inTransaction = false
@@ -128,7 +133,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
             }
         }
         migration = existed ? applied : []
-        reader = try PGConnection(url: url, stopped: stopped)
+        self.stopped = stopped
     }
 
     // MARK: - Schema
@@ -156,11 +161,21 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         return try lookup(entity, keys, on: connection)
     }
 
+    /// The reader connection, opened by the first lookup.
+    private func readerConnection() throws -> PGConnection {
+        try readerLock.withLock {
+            if let reader { return reader }
+            let made = try PGConnection(url: url, stopped: stopped)
+            reader = made
+            return made
+        }
+    }
+
     /// On the reader connection, which sees committed rows only.
     func lookupCommitted(_ entity: Int, _ keys: some Collection<IdentityKey>) throws -> [IdentityKey: StoredRef]? {
         // The reader would miss what the held transaction wrote: the writer looks them up.
         if owner == .caller { return nil }
-        return try lookup(entity, keys, on: reader)
+        return try lookup(entity, keys, on: try readerConnection())
     }
 
     private func lookup(_ entity: Int, _ keys: some Collection<IdentityKey>, on connection: PGConnection) throws -> [IdentityKey: StoredRef]
@@ -508,7 +523,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     func interrupt() {
         folds.interrupt()
         connection.interrupt()
-        reader.interrupt()
+        readerLock.withLock { reader?.interrupt() }
     }
 
     /// A session advisory lock per pipeline on the writer connection: released when the run's

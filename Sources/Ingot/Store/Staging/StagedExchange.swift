@@ -4,7 +4,7 @@ import GRDBSQLite
 /// A joined run's rows on their way between jobs: each batch's staged rows (``StageFile/feeds(of:_:)``:
 /// an identity's columns, then its ``StagedRow``), split into the run's parts by a hash of the
 /// identity every job computes alike, one blob per part; once every unit is done, the job that
-/// takes a part gathers the part's blobs from every job into one sorted run per entity, and
+/// takes a part appends the part's blobs from every job to a stage file as sorted runs, and
 /// folds and copies it as a single job's staged load does (docs/scale-out.md, "Rows exchanged
 /// between jobs").
 ///
@@ -69,13 +69,14 @@ enum StagedExchange {
         var description: String
     }
 
-    /// The rows of a part's `blobs` (in their batches' order), per entity, in one identity order:
-    /// an identity's rows in the order of their blobs, then as each blob holds them. `nil` for an
-    /// entity without rows.
-    static func gather(_ blobs: [[UInt8]], _ layouts: [EntityLayout]) throws -> [RowFeed?] {
-        // Per entity: each row's blob, where it starts and how long it is.
-        var rows = [[(blob: Int32, start: Int32, count: Int32)]](repeating: [], count: layouts.count)
-        for (b, blob) in blobs.enumerated() {
+    /// The sorted runs of a part's `blobs` (in their batches' order): per blob, each entity's rows
+    /// as the blob holds them — in identity order, an identity's rows in the order their records
+    /// came — to be appended to a stage file as a staged load appends a batch's
+    /// (``StageFile/appendRun(of:_:)``). The fold merges the runs, an identity's rows in the
+    /// order their runs were staged (``RunHeap``): the blobs' order.
+    static func runs(of blobs: [[UInt8]], _ layouts: [EntityLayout]) throws -> [(entity: Int, feed: RowFeed)] {
+        var runs: [(entity: Int, feed: RowFeed)] = []
+        for blob in blobs {
             try blob.withUnsafeBytes { bytes in
                 var at = 0
                 while at < bytes.count {
@@ -88,71 +89,21 @@ enum StagedExchange {
                         throw Malformed(description: "a section of entity \(entity) of \(length) bytes at \(at) of \(bytes.count)")
                     }
                     let arity = layouts[entity].identitySlots.count + 1
+                    let feed = RowFeed()
                     var row = at
                     for _ in 0..<count {
                         let end = RowFeed.end(of: arity, in: base, from: row, used: at + length)
                         guard end > row else { throw Malformed(description: "an empty row of entity \(entity)") }
-                        rows[entity].append((Int32(b), Int32(row), Int32(end - row)))
+                        feed.beginRow()
+                        feed.appendEncoded(UnsafeRawBufferPointer(rebasing: bytes[row..<end]))
                         row = end
                     }
-                    guard row == at + length else {
-                        throw Malformed(description: "entity \(entity)'s rows end at \(row), not \(at + length)")
-                    }
+                    guard row == at + length else { throw Malformed(description: "entity \(entity)'s rows end at \(row), not \(at + length)") }
+                    runs.append((entity, feed))
                     at += length
                 }
             }
         }
-        var feeds = [RowFeed?](repeating: nil, count: layouts.count)
-        for (entity, list) in rows.enumerated() where !list.isEmpty {
-            let identity = layouts[entity].identitySlots.count
-            let order = identityOrder(list, identity: identity, blobs)
-            let feed = RowFeed()
-            for k in order {
-                let row = list[k]
-                blobs[Int(row.blob)].withUnsafeBytes { bytes in
-                    feed.beginRow()
-                    feed.appendEncoded(UnsafeRawBufferPointer(rebasing: bytes[Int(row.start)..<Int(row.start + row.count)]))
-                }
-            }
-            feeds[entity] = feed
-        }
-        return feeds
-    }
-
-    /// The positions of `rows` in identity order, ties in their order in `rows`: by the integer
-    /// when the identity is one (the usual kind), else value by value (``StageOrder``).
-    private static func identityOrder(
-        _ rows: [(blob: Int32, start: Int32, count: Int32)], identity: Int, _ blobs: [[UInt8]]
-    ) -> [Int] {
-        var keys: [Int64] = []
-        keys.reserveCapacity(rows.count)
-        var integers = identity == 1
-        if integers {
-            for row in rows {
-                let key: Int64? = blobs[Int(row.blob)].withUnsafeBytes { bytes in
-                    guard bytes[Int(row.start)] == UInt8(SQLITE_INTEGER) else { return nil }
-                    return Int64(bitPattern: LittleEndian.integer(bytes, Int(row.start) + 1, 8))
-                }
-                guard let key else {
-                    integers = false
-                    break
-                }
-                keys.append(key)
-            }
-        }
-        if integers {
-            return rows.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : $0 < $1 }
-        }
-        return rows.indices.sorted { a, b in
-            let (x, y) = (rows[a], rows[b])
-            let c = blobs[Int(x.blob)].withUnsafeBytes { xb in
-                blobs[Int(y.blob)].withUnsafeBytes { yb in
-                    StageOrder.compare(
-                        encoded: UnsafeRawBufferPointer(rebasing: xb[Int(x.start)..<Int(x.start + x.count)]),
-                        UnsafeRawBufferPointer(rebasing: yb[Int(y.start)..<Int(y.start + y.count)]), count: identity)
-                }
-            }
-            return c != 0 ? c < 0 : a < b
-        }
+        return runs
     }
 }
