@@ -72,7 +72,8 @@ extension PGStore {
         }
         if any {
             data += PGBinaryCopy.trailer
-            try connection.copy("COPY \(ExchangeTable(ordinal: join.ordinal).name) (part, key, data) FROM STDIN (FORMAT binary)", data: data)
+            try connection.copy(
+                "COPY \(ExchangeTable(ordinal: join.ordinal).name) (part, key, data) FROM STDIN (FORMAT binary)", data: data)
         }
         return [EntityCounts](repeating: EntityCounts(), count: layouts.count)
     }

@@ -98,7 +98,9 @@ enum StagedExchange {
                         feed.appendEncoded(UnsafeRawBufferPointer(rebasing: bytes[row..<end]))
                         row = end
                     }
-                    guard row == at + length else { throw Malformed(description: "entity \(entity)'s rows end at \(row), not \(at + length)") }
+                    guard row == at + length else {
+                        throw Malformed(description: "entity \(entity)'s rows end at \(row), not \(at + length)")
+                    }
                     runs.append((entity, feed))
                     at += length
                 }
