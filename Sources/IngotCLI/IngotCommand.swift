@@ -246,33 +246,10 @@ struct Run: ParsableCommand {
             printSource(config, files: files)
         }
         if let location = try? options.location.get() {
-            let plan = PipelineRunner.loadPlan(config, options, fetching: config.fetches(pages: pages), backend: location.backend)
-            print("load: \(plan) (load=\(plan.code))")
-            if let refusal = PipelineRunner.joinRefusal(options, sharesRuns: location.backend.loadCapabilities.sharesRuns) {
-                print("join: refused: \(refusal)")
-                throw Exit.badConfig
-            }
-        }
-        if let join = options.join {
-            let byJobs = SharedRequests.madeByJobs(config)
-            var madeByJobs =
-                byJobs.isEmpty ? "" : "; \(byJobs.joined(separator: ", ")) fetched by the jobs that claim them, `concurrency` each"
-            if !config.fetches(pages: pages) {
-                madeByJobs += "; each file read by the job that claims it (every job must see the same files at the same path)"
-            }
-            print(
-                "join: \(join): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(madeByJobs); \(PipelineRunner.joinOrder(config))"
-            )
-        }
-        if let obstacle = PipelineRunner.refreshObstacle(config) {
-            print("refresh: every page is applied (\(obstacle))")
-        } else if options.fullRefresh {
-            print("refresh: every page is applied (--full-refresh); the pages' prints are kept for the next run")
-        } else {
-            print(
-                "refresh: pages unchanged since the last run into this database, sharing no row with a change, are left out"
-                    + (config.fetches(pages: pages) && !config.hasSeveralResources
-                        ? " (a refresh fetches every page first, then applies)" : "") + " (--full-refresh: apply every page)")
+            // The run's plan, as the run decides it (RunPlan): a refused join exits 2 here too.
+            let plan = RunPlan.make(config, options, fetching: config.fetches(pages: pages), backend: location.backend)
+            for line in plan.lines { print(line) }
+            if plan.joinRefusal != nil { throw Exit.badConfig }
         }
         try printRest(config, options: options, maxPageBytes: maxPageBytes)
     }

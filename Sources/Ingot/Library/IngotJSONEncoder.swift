@@ -59,6 +59,9 @@ private struct TreeEncoder: Encoder {
     let model: EntityModel
     let entity: Entity?
     var codingPath: [any CodingKey] = []
+    /// The type whose `encode(to:)` this encoder serves, when it serves one value's: handed back
+    /// to a single-value container, it would encode itself again, endlessly.
+    var serving: Any.Type? = nil
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
@@ -90,8 +93,13 @@ private struct TreeEncoder: Encoder {
 
     func singleValueContainer() -> any SingleValueEncodingContainer { SingleContainer(encoder: self) }
 
-    /// `value` as a tree: scalars as JSON text, dates as ISO 8601, entities with their own key
-    /// paths, anything else through its own `encode(to:)`.
+    /// `value` as a tree: scalars as JSON text (every integer width, `Float`, `Double`, `Decimal`
+    /// as numbers; `URL` as its text, `UUID` in the lower case APIs send), dates as ISO 8601,
+    /// entities with their own key paths, anything else through its own `encode(to:)`.
+    ///
+    /// Every value a single-value container is handed must be one of the scalars here: handed to
+    /// its own `encode(to:)`, a scalar encodes itself through that same container again, endlessly
+    /// (an `Int32` or a `Decimal` crashed the process so, `IngotJSONEncoderTests`).
     func tree(_ value: some Encodable, at path: [any CodingKey]) throws -> JSONTree {
         switch value {
         case let v as String: return JSONTree.string(v)
@@ -102,13 +110,20 @@ private struct TreeEncoder: Encoder {
             }
             return .scalar(JSONTree.number(v))
         case let v as Float: return try tree(Double(v), at: path)
-        case let v as Int: return .scalar(String(v))
-        case let v as Int64: return .scalar(String(v))
+        case let v as any BinaryInteger: return .scalar(String(describing: v))
+        case let v as Decimal:
+            guard v.isFinite else {
+                throw EncodingError.invalidValue(v, .init(codingPath: path, debugDescription: "JSON has no \(v)"))
+            }
+            return .scalar(v.description)
+        case let v as URL: return JSONTree.string(v.absoluteString)
+        case let v as UUID: return JSONTree.string(v.uuidString.lowercased())
         case let v as Date: return JSONTree.string(JSONTree.instant(v))
         default:
             var result: JSONTree = .scalar("null")
             let entity = (value as? any IngotEntity).flatMap { model.entity(named: type(of: $0).entityName) }
-            let encoder = TreeEncoder(node: .slot { result = $0 }, model: model, entity: entity, codingPath: path)
+            let encoder = TreeEncoder(
+                node: .slot { result = $0 }, model: model, entity: entity, codingPath: path, serving: type(of: value))
             try value.encode(to: encoder)
             return result
         }
@@ -251,7 +266,13 @@ private struct SingleContainer: SingleValueEncodingContainer {
     }
 
     mutating func encodeNil() throws { try put(.scalar("null")) }
-    mutating func encode<T: Encodable>(_ value: T) throws { try put(try encoder.tree(value, at: codingPath)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        if let serving = encoder.serving, serving == T.self {
+            throw EncodingError.invalidValue(
+                value, .init(codingPath: codingPath, debugDescription: "\(T.self) encodes itself as itself: not a value JSON can hold"))
+        }
+        try put(try encoder.tree(value, at: codingPath))
+    }
 }
 
 /// A collection whose order means nothing (a `Set`): encoded in one order.

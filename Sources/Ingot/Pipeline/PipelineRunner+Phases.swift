@@ -50,11 +50,10 @@ extension PipelineRunner {
             return OpenedStore(store: given, plan: LoadPlan(mode: .given, capabilities: LoadPlan.batchByBatch.capabilities))
         }
         let location = try options.location.get()
+        let run = RunPlan.make(config, options, fetching: source is any FetchReporting, backend: location.backend)
         // Refused before the database is opened (a SQLite file is not even made).
-        if let refusal = Self.joinRefusal(options, sharesRuns: location.backend.loadCapabilities.sharesRuns) {
-            throw StoreError.unsupported(refusal)
-        }
-        let plan = PipelineRunner.loadPlan(config, options, fetching: source is any FetchReporting, backend: location.backend)
+        if let refusal = run.joinRefusal { throw StoreError.unsupported(refusal) }
+        let plan = run.load
         if case .refused(let reasons) = plan.mode {
             throw StoreError.conflict("--bulk cannot run this pipeline: \(reasons.joined(separator: "; "))")
         }
