@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Testing
 
@@ -51,6 +52,38 @@ struct EncodedProduct: IngotEntity, Codable, Equatable {
         var without = product
         without.stock = nil
         #expect(!String(decoding: try IngotJSONEncoder().encode(without), as: UTF8.self).contains("\"stock\":-32"))
+    }
+
+    /// What the encoder writes, `IngotJSONDecoder` reads back equal: every scalar, a URL from its
+    /// text (not Foundation's `{"relative": …}`), a UUID in either case, a Decimal from its number.
+    @Test func everyScalarRoundTrips() throws {
+        let product = EncodedProduct(
+            id: 2, small: 1, medium: -2, stock: 3, big: -4, flags: 5, port: 6, views: 7, huge: 8, count: 9, weight: 0.25,
+            rating: -1.5, price: try #require(Decimal(string: "19.99")), link: try #require(URL(string: "https://shop.example/p/2")),
+            key: UUID(), added: Date(timeIntervalSince1970: 1_700_000_000), name: "Chair", active: false)
+        let json = try IngotJSONEncoder().encode([product])
+        let queue = DispatchQueue(label: "products")
+        try DecodingContext.bind(DecodingContext(name: "products"), to: queue)
+        let decoded = try queue.sync { try IngotJSONDecoder().decode([EncodedProduct].self, from: json) }
+        #expect(decoded == [product], "\(String(decoding: json, as: UTF8.self))")
+        let upper = Data(
+            String(decoding: json, as: UTF8.self).replacingOccurrences(
+                of: product.key.uuidString.lowercased(), with: product.key.uuidString
+            ).utf8)
+        #expect(try queue.sync { try IngotJSONDecoder().decode([EncodedProduct].self, from: upper) } == [product])
+    }
+
+    /// What the encoder writes ingests as it came and fetches back equal (a URL was written as
+    /// `{"relative": …}`, and every record of such an export was rejected).
+    @Test func anExportIngestsAndFetchesBackEqual() async throws {
+        let product = EncodedProduct(
+            id: 3, small: 1, medium: 2, stock: nil, big: 4, flags: 5, port: 6, views: 7, huge: 8, count: 9, weight: 0.5, rating: 2,
+            price: try #require(Decimal(string: "0.10")), link: try #require(URL(string: "https://shop.example/p/3#top")), key: UUID(),
+            added: Date(timeIntervalSince1970: 1_600_000_000), name: "Desk", active: true)
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("shop.db").path, entities: [EncodedProduct.self])
+        let report = try await db.ingest([EncodedProduct].self, from: Array(try IngotJSONEncoder().encode([product])))
+        #expect(report.rejections.isEmpty && report.entities["encoded_product"]?.inserted == 1, "\(report.entities) \(report.rejections)")
+        #expect(try await db.fetch(EncodedProduct.self) == [product])
     }
 
     /// A value that encodes itself through a single-value container as itself is refused with

@@ -103,6 +103,22 @@ private struct TapeDecoder: Decoder {
             guard let interval, let date = Date(timeIntervalSince1970: interval) as? T else { throw mismatch(Date.self) }
             return date
         }
+        // Scalars Foundation decodes in a shape of its own (a URL as `{"relative": …}`): from the
+        // text APIs send, as `JSONDecoder` and an ingest read them.
+        if type == URL.self {
+            guard let text = value.string, let url = URL(string: text) as? T else { throw mismatch(URL.self) }
+            return url
+        }
+        if type == UUID.self {
+            guard let text = value.string, let uuid = UUID(uuidString: text) as? T else { throw mismatch(UUID.self) }
+            return uuid
+        }
+        if type == Decimal.self {
+            guard let text = value.numberText ?? value.string, let decimal = Decimal(string: text) as? T else {
+                throw mismatch(Decimal.self)
+            }
+            return decimal
+        }
         return try T(from: self)
     }
 
