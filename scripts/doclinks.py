@@ -48,11 +48,11 @@ for path, n, link in links:
 # a profiler's symbol) or that a doc names as history. A renamed type leaves no stale prose.
 OTHERS = {
     "AsyncSequence", "AsyncThrowingStream", "Bool", "CaseIterable", "Character", "Codable", "Data", "Date", "DateFormatter",
-    "Decimal", "Decodable", "DispatchQueue", "DispatchSpecificKey", "Double", "Encodable", "Float", "ISO8601DateFormatter",
+    "Decimal", "Decodable", "DecodingError", "EncodingError", "DispatchQueue", "DispatchSpecificKey", "Double", "Encodable", "Float", "ISO8601DateFormatter",
     "Int", "Int8", "JSONDecoder", "Mutex", "NSCondition", "Set", "SortDescriptor", "String", "UInt32", "URL", "UUID",
     "DatabaseError", "DatabasePool", "DatabaseQueue", "ValueObservation", "ModelContext", "NIOThreadPool",
     "ExecInsertIndexTuples", "NextCopyFrom", "ParseDateTime", "EntityLayoutVwcp", "Authorization", "ETag", "Link",
-    "ReadOnlyMany", "Wed", "Ingot", "ReadmeExamples", "PersonAttribute", "DeferredRow",
+    "ReadOnlyMany", "Wed", "Ingot", "ReadmeExamples", "PersonAttribute",
 }
 tests = pathlib.Path(__file__).resolve().parent.parent / "Tests"
 for path in sorted(tests.rglob("*.swift")):
