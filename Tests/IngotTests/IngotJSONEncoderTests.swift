@@ -83,7 +83,9 @@ struct EncodedProduct: IngotEntity, Codable, Equatable {
         let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("shop.db").path, entities: [EncodedProduct.self])
         let report = try await db.ingest([EncodedProduct].self, from: Array(try IngotJSONEncoder().encode([product])))
         #expect(report.rejections.isEmpty && report.entities["encoded_product"]?.inserted == 1, "\(report.entities) \(report.rejections)")
-        #expect(try await db.fetch(EncodedProduct.self) == [product])
+        let fetched = try await db.fetch(EncodedProduct.self)
+        let counted = try await db.count(EncodedProduct.self)
+        #expect(fetched == [product] && counted == 1, "\(counted) \(fetched)")
     }
 
     /// A value that encodes itself through a single-value container as itself is refused with

@@ -169,10 +169,10 @@ struct LibraryRowsThatDoNotFitTests {
         #expect(fetched.map(\.id) == [1, 3])
         #expect(fetched[0].sequel == nil && fetched[0].authors?.map(\.id) == [8], "the stubs left out of the loaded targets")
         #expect(fetched[1].sequel?.title == "Persuasion")
-        #expect(try await db.count(Book.self) == 3, "count counts the rows stored")
+        // Book 2 holds no title: not a Book, for fetch and count alike (one rule, in SQL).
+        #expect(try await db.count(Book.self) == 2, "count leaves out what fetch leaves out")
         #expect(try await db.fetch(Writer.self).map(\.id) == [8])
         let skipped = logs.all.filter { $0.contains("msg=fetch.row_skipped") }
-        #expect(skipped.contains { $0.contains("identity=2") && $0.contains("title") }, "\(skipped)")
         #expect(skipped.contains { $0.contains("entity=writer") && $0.contains("identity=9") })
         #expect(skipped.contains { $0.contains("entity=book2") && $0.contains("identity=21") })
     }

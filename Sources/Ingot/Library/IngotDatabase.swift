@@ -180,6 +180,7 @@ extension IngotDatabase {
         columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
         columns.world = (model, layouts)
         var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: [], columns: columns, levels: levels, layouts: layouts)
+        query.filter = IngotDatabase.holdingRequired(query.filter, model.entities[index])
         query.countsRows = true
         let counting = query
         let rows = try await withCheckedThrowingContinuation { continuation in
@@ -254,6 +255,7 @@ extension IngotDatabase {
             }
             query.filter = .compare(.column(layout.columns[layout.identitySlots[0]].name), .equal, try RowExpression.constant(identity))
         }
+        query.filter = IngotDatabase.holdingRequired(query.filter, model.entities[index])
         query.limit = limit
         query.offset = max(0, offset)
         let relationships = try including.map { keyPath -> (level: Int, relationship: Int) in
@@ -294,6 +296,20 @@ extension IngotDatabase {
             }
         }
         return decodeFitting(T.self, decoders)
+    }
+
+    /// `filter`, narrowed to the rows that hold a value for each of `entity`'s required
+    /// attributes (a Swift type's non-optional properties, ``Attribute/required``): a stub holds
+    /// only its identity and is not a value of the type. One rule for `fetch` and `count`, in
+    /// SQL, so that a count, a page of `limit` rows and its offset agree with what `fetch` returns.
+    static func holdingRequired(_ filter: RowExpression?, _ entity: Entity) -> RowExpression? {
+        var result = filter
+        for attribute in entity.attributes
+        where attribute.required && !entity.identityAttributes.contains(where: { $0.name == attribute.name }) {
+            let held = RowExpression.compare(.column(attribute.name), .notEqual, .value(.null))
+            result = result.map { .and($0, held) } ?? held
+        }
+        return result
     }
 
     /// The rows `decoders` read, decoded through `T`'s own `init(from:)`. A row that cannot be

@@ -173,6 +173,10 @@ public struct Attribute: Sendable, Equatable {
     /// `const:` (as text): the value every row of the entity gets, inserted or updated, stubs
     /// included (a discriminator, a source tag).
     public var constValue: String?
+    /// A Swift type's non-optional property: a row without its value (a stub) is not a value of
+    /// the type, so the library's `fetch` and `count` both leave such rows out. Pipeline files
+    /// declare none.
+    public var required = false
 
     /// Whether a rule rewrites the value's text before it is converted.
     public var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }

@@ -90,7 +90,7 @@ final class SchemaProbe {
     /// Per entity: the keys its `init(from:)` asked for, in order.
     private var recordedKeys: [String: [String]] = [:]
 
-    func record(_ entity: String, key: any CodingKey, type: any Decodable.Type) throws {
+    func record(_ entity: String, key: any CodingKey, type: any Decodable.Type, required: Bool) throws {
         guard var e = entities[entity] else { return }
         guard !(recordedKeys[entity] ?? []).contains(key.stringValue) else { return }
         recordedKeys[entity, default: []].append(key.stringValue)
@@ -117,7 +117,9 @@ final class SchemaProbe {
                 Relationship(
                     name: name, target: many.elementType.entityName, isToMany: true, isOrdered: many.isOrdered, key: key.stringValue))
         } else {
-            e.attributes.append(Attribute(name: name, type: SchemaProbe.attributeType(type), key: key.stringValue))
+            var attribute = Attribute(name: name, type: SchemaProbe.attributeType(type), key: key.stringValue)
+            attribute.required = required
+            e.attributes.append(attribute)
         }
         entities[entity] = e
     }
@@ -227,14 +229,14 @@ private struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
     func decodeNil(forKey key: Key) throws -> Bool { false }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        if let entity { try probe.record(entity, key: key, type: type) }
+        if let entity { try probe.record(entity, key: key, type: type, required: true) }
         return try placeholder(type, probe: probe, codingPath: codingPath + [key])
     }
 
     /// An optional property: recorded as any other, then `nil` when no placeholder can be made
     /// of its type (an enum of raw values that is not `CaseIterable`: no case can be named).
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
-        if let entity { try probe.record(entity, key: key, type: type) }
+        if let entity { try probe.record(entity, key: key, type: type, required: false) }
         if type is any RawRepresentable.Type, !(type is any CaseIterable.Type) { return nil }
         return try placeholder(type, probe: probe, codingPath: codingPath + [key])
     }
@@ -256,6 +258,27 @@ private struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
 
     private func decode<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T {
         try decode(type, forKey: key) as T
+    }
+
+    // An optional property of a standard type comes through its own `decodeIfPresent`, whose
+    // default calls `decode`: recorded here as optional, not required.
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Float.Type, forKey key: Key) throws -> Float? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: Key) throws -> Int8? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: Key) throws -> Int16? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: Key) throws -> Int32? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: Key) throws -> UInt? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: Key) throws -> UInt8? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: Key) throws -> UInt16? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: Key) throws -> UInt32? { try decodeIfPresent(type, key) }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: Key) throws -> UInt64? { try decodeIfPresent(type, key) }
+
+    private func decodeIfPresent<T: Decodable>(_ type: T.Type, _ key: Key) throws -> T? {
+        try decodeIfPresent(type, forKey: key) as T?
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
