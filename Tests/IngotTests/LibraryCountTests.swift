@@ -17,6 +17,14 @@ private struct CountedItem: IngotEntity, Codable, Equatable {
     static let identity: [CodingKeys] = [.id]
 }
 
+private struct CountedShow: IngotEntity, Codable, Equatable {
+    enum Status: String, Codable, CaseIterable { case running, ended }
+    var id: Int
+    var status: Status
+    enum CodingKeys: String, CodingKey { case id, status }
+    static let identity: [CodingKeys] = [.id]
+}
+
 /// `count` and `fetch` apply one rule: a row that holds no value for a non-optional property (a
 /// stub an item's bare vendor id made) is not a `Vendor` — neither fetched nor counted, and a
 /// page of `limit` rows is full of vendors.
@@ -36,5 +44,20 @@ private struct CountedItem: IngotEntity, Codable, Equatable {
         #expect(try await db.fetch(CountedVendor.self, limit: 1, offset: 1) == [CountedVendor(id: 4, name: "Globex")])
         #expect(try await db.fetch(CountedVendor.self, id: 1) == nil)
         #expect(try await db.count(CountedItem.self) == 4)
+    }
+
+    /// A value that is none of an enum's cases is rejected at ingest, naming the record and the
+    /// cases — never a row `count` sees and `fetch` cannot decode.
+    @Test func aValueNoCaseNamesIsRejected() async throws {
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("shows.db").path, entities: [CountedShow.self])
+        let page = #"[{"id": 1, "status": "running"}, {"id": 2, "status": "scheduled"}, {"id": 3, "status": "ended"}]"#
+        let report = try await db.ingest([CountedShow].self, from: Array(page.utf8))
+        #expect(report.rejections.count == 1, "\(report.rejections)")
+        let rejection = try #require(report.rejections.first)
+        #expect(
+            rejection.codingPath.contains("[1]") && rejection.reason.contains("\"scheduled\"")
+                && rejection.reason.contains("ended, running"))
+        #expect(try await db.fetch(CountedShow.self).map(\.id) == [1, 3])
+        #expect(try await db.count(CountedShow.self) == 2)
     }
 }

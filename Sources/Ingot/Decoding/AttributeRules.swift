@@ -17,6 +17,9 @@ struct AttributeRules: Sendable {
     let text: TextRules?
     /// `on_invalid: null`: a value that cannot be converted is stored as NULL.
     var nullOnInvalid: Bool
+    /// The only values the attribute holds (a Swift enum's raw values, ``Attribute/cases``), as
+    /// text; `nil`: any.
+    var cases: Set<String>?
 
     /// `values:`, `pattern:` and `grouping:`, as the mapper applies them.
     final class TextRules: Sendable {
@@ -111,6 +114,7 @@ struct AttributeRules: Sendable {
         type = attribute.type
         coerce = attribute.coerce
         nullOnInvalid = attribute.nullOnInvalid
+        cases = attribute.cases.map(Set.init)
         text =
             attribute.rewritesText
             ? TextRules(values: attribute.values, pattern: attribute.pattern.flatMap(Pattern.init), grouping: attribute.grouping) : nil
@@ -145,7 +149,7 @@ struct AttributeRules: Sendable {
     /// Whether a JSON string is stored exactly as the page spells it: a string attribute that no
     /// rule rewrites. A rule added here must make this `false` when it applies.
     var storesTextAsIs: Bool {
-        if case .string = type { !rewritesText } else { false }
+        if case .string = type { !rewritesText && cases == nil } else { false }
     }
 
     /// The text the rules make of a value's `text`: `.some(nil)` for NULL, `.some(text)` to

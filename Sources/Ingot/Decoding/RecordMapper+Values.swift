@@ -5,8 +5,27 @@ import Foundation
 extension RecordMapper {
     // MARK: - Values
 
-    /// Converts the value at `index` to its stored form by `rules`, or throws why it cannot.
+    /// Converts the value at `index` to its stored form by `rules`, or throws why it cannot —
+    /// among them a value that is not one of the attribute's cases (a Swift enum's raw values):
+    /// stored, it would be a row `count` sees and `fetch` cannot decode.
     mutating func convert(
+        _ index: Int, _ rules: AttributeRules, _ c: inout Cursor
+    ) throws(MappingFailure) -> ScalarValue {
+        let value = try convertValue(index, rules, &c)
+        guard let cases = rules.cases else { return value }
+        let text: String? =
+            switch value {
+            case .text(let s): s
+            case .integer(let i): String(i)
+            default: nil
+            }
+        guard let text, !cases.contains(text) else { return value }
+        throw MappingFailure(
+            reason: "\(c.preview(index)) is none of the attribute's cases (\(cases.sorted().prefix(12).joined(separator: ", ")))",
+            code: .wrongType)
+    }
+
+    private mutating func convertValue(
         _ index: Int, _ rules: AttributeRules, _ c: inout Cursor
     ) throws(MappingFailure) -> ScalarValue {
         let node = c.nodes[index]

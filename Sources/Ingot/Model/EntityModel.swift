@@ -177,6 +177,9 @@ public struct Attribute: Sendable, Equatable {
     /// the type, so the library's `fetch` and `count` both leave such rows out. Pipeline files
     /// declare none.
     public var required = false
+    /// A Swift `CaseIterable` enum's raw values, as text: a record giving any other value is
+    /// rejected with its coding path (stored, it would be a row no value of the type can hold).
+    public var cases: [String]?
 
     /// Whether a rule rewrites the value's text before it is converted.
     public var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }

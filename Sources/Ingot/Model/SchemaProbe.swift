@@ -119,6 +119,11 @@ final class SchemaProbe {
         } else {
             var attribute = Attribute(name: name, type: SchemaProbe.attributeType(type), key: key.stringValue)
             attribute.required = required
+            if let enumeration = type as? any (CaseIterable & RawRepresentable).Type,
+                attribute.type == .string || attribute.type == .integer
+            {
+                attribute.cases = SchemaProbe.rawValues(enumeration)
+            }
             e.attributes.append(attribute)
         }
         entities[entity] = e
@@ -139,6 +144,11 @@ final class SchemaProbe {
         case let raw as any RawRepresentable.Type: rawValueType(raw) ?? .json
         default: .json
         }
+    }
+
+    /// The raw values of every case of `type`, as text.
+    static func rawValues<E: CaseIterable & RawRepresentable>(_ type: E.Type) -> [String] {
+        E.allCases.map { "\($0.rawValue)" }
     }
 
     /// An enum of raw values (`String`, an integer type) is stored as its raw value.
