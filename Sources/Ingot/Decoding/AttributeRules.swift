@@ -20,6 +20,8 @@ struct AttributeRules: Sendable {
     /// The only values the attribute holds (a Swift enum's raw values, ``Attribute/cases``), as
     /// text; `nil`: any.
     var cases: Set<String>?
+    /// Text stored in lower case (``Attribute/foldsCase``).
+    var foldsCase: Bool
 
     /// `values:`, `pattern:` and `grouping:`, as the mapper applies them.
     final class TextRules: Sendable {
@@ -115,6 +117,7 @@ struct AttributeRules: Sendable {
         coerce = attribute.coerce
         nullOnInvalid = attribute.nullOnInvalid
         cases = attribute.cases.map(Set.init)
+        foldsCase = attribute.foldsCase
         text =
             attribute.rewritesText
             ? TextRules(values: attribute.values, pattern: attribute.pattern.flatMap(Pattern.init), grouping: attribute.grouping) : nil
@@ -149,7 +152,7 @@ struct AttributeRules: Sendable {
     /// Whether a JSON string is stored exactly as the page spells it: a string attribute that no
     /// rule rewrites. A rule added here must make this `false` when it applies.
     var storesTextAsIs: Bool {
-        if case .string = type { !rewritesText && cases == nil } else { false }
+        if case .string = type { !rewritesText && cases == nil && !foldsCase } else { false }
     }
 
     /// The text the rules make of a value's `text`: `.some(nil)` for NULL, `.some(text)` to

@@ -264,7 +264,7 @@ struct MappingPlan: Sendable {
         var attribute = Attribute(name: relationship.name, type: target.type, coerce: target.coerce)
         attribute.values = target.values.merging(relationship.values) { _, mine in mine }
         attribute.pattern = relationship.pattern ?? target.pattern
-        (attribute.grouping, attribute.nullOnInvalid) = (target.grouping, target.nullOnInvalid)
+        (attribute.grouping, attribute.nullOnInvalid, attribute.foldsCase) = (target.grouping, target.nullOnInvalid, target.foldsCase)
         return AttributeRules(attribute)
     }
 }

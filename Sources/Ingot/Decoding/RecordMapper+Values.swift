@@ -11,7 +11,8 @@ extension RecordMapper {
     mutating func convert(
         _ index: Int, _ rules: AttributeRules, _ c: inout Cursor
     ) throws(MappingFailure) -> ScalarValue {
-        let value = try convertValue(index, rules, &c)
+        var value = try convertValue(index, rules, &c)
+        if rules.foldsCase, case .text(let s) = value { value = .text(s.lowercased()) }
         guard let cases = rules.cases else { return value }
         let text: String? =
             switch value {

@@ -217,6 +217,9 @@ extension RowExpression {
         case let v as Int: return .value(.integer(Int64(v)))
         case let v as Int64: return .value(.integer(v))
         case let v as Int32: return .value(.integer(Int64(v)))
+        case let v as any BinaryInteger:
+            guard let i = Int64(exactly: v) else { throw IngotQueryError(message: "the integer \(v) is larger than Ingot stores (64 bits)") }
+            return .value(.integer(i))
         case let v as Double: return .value(.real(v))
         case let v as Float: return .value(.real(Double(v)))
         case let v as String: return .value(.text(v))
@@ -228,7 +231,8 @@ extension RowExpression {
             return .time(.value(.text(text)))
         // As the model stores them (SchemaProbe): text, an exact decimal's canonical text, a raw value.
         case let v as URL: return .value(.text(v.absoluteString))
-        case let v as UUID: return .value(.text(v.uuidString))
+        // Lower case, as a UUID attribute stores it (``Attribute/foldsCase``).
+        case let v as UUID: return .value(.text(v.uuidString.lowercased()))
         case let v as Decimal:
             guard let text = DecimalText.canonical(v.description) else {
                 throw IngotQueryError(message: "the decimal \(v) cannot be compared in SQL")

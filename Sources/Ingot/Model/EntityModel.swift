@@ -180,6 +180,9 @@ public struct Attribute: Sendable, Equatable {
     /// A Swift `CaseIterable` enum's raw values, as text: a record giving any other value is
     /// rejected with its coding path (stored, it would be a row no value of the type can hold).
     public var cases: [String]?
+    /// Text stored in lower case (a Swift `UUID`): one identity whatever the case an API sends it
+    /// in; predicates and `fetch(id:)` compare the lower case too.
+    public var foldsCase = false
 
     /// Whether a rule rewrites the value's text before it is converted.
     public var rewritesText: Bool { !values.isEmpty || pattern != nil || grouping != nil }

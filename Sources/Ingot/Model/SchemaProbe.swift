@@ -119,6 +119,7 @@ final class SchemaProbe {
         } else {
             var attribute = Attribute(name: name, type: SchemaProbe.attributeType(type), key: key.stringValue)
             attribute.required = required
+            attribute.foldsCase = type == UUID.self
             if let enumeration = type as? any (CaseIterable & RawRepresentable).Type,
                 attribute.type == .string || attribute.type == .integer
             {
