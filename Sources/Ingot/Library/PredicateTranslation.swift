@@ -218,7 +218,9 @@ extension RowExpression {
         case let v as Int64: return .value(.integer(v))
         case let v as Int32: return .value(.integer(Int64(v)))
         case let v as any BinaryInteger:
-            guard let i = Int64(exactly: v) else { throw IngotQueryError(message: "the integer \(v) is larger than Ingot stores (64 bits)") }
+            guard let i = Int64(exactly: v) else {
+                throw IngotQueryError(message: "the integer \(v) is larger than Ingot stores (64 bits)")
+            }
             return .value(.integer(i))
         case let v as Double: return .value(.real(v))
         case let v as Float: return .value(.real(Double(v)))
