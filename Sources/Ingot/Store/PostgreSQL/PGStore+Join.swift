@@ -108,7 +108,7 @@ extension PGStore {
             // The values each job's units gave a replaced entity's scope column, until the run
             // finishes (a job's own rows: jobs never wait on each other's).
             "CREATE TABLE IF NOT EXISTS _ingot_join_scopes (name text NOT NULL, job text NOT NULL, entity int NOT NULL, value text NOT NULL, PRIMARY KEY (name, job, entity, value))",
-            // The parts of a run's deferred rows merged, and what each wrote (PGStore+JoinDeferred.swift).
+            // The parts of a run's exchanged rows written, and what each wrote (PGStore+Exchange.swift).
             "CREATE TABLE IF NOT EXISTS _ingot_join_merged (name text NOT NULL, part int NOT NULL, inserted bigint NOT NULL, updated bigint NOT NULL, entity_counts text, PRIMARY KEY (name, part))",
             // Payloads are zstd frames already: the server does not try to compress them again.
             PGStore.externalPayloads,
