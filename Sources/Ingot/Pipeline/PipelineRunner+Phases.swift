@@ -154,7 +154,7 @@ extension PipelineRunner {
             byteLimit: options.batchBytes, firstSeq: firstSeq, interval: options.commitInterval, timers: options.timers,
             pageConsumed: { budget.release($0) })
         assembler.refresh = plan
-        part.joined?.source.whenIdle { _ in assembler.queue.async { assembler.flush() } }
+        part.joined?.source.whenIdle { assembler.queue.async { assembler.flush() } }
         let decode = makeDecodeLanes(
             count: lanes, assembler: assembler, logger: logger, flow: context.flow, keepsPrints: refresh != nil,
             // A plan needs every changed page's rows, prints kept or not.

@@ -24,9 +24,8 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Set once, at the end of `init`.
     private var renewal: (any RunTimer)?
     /// Called before ``next()`` waits for work: the pipeline hands its open batch to the writer
-    /// (other jobs may be waiting for the units in it) — and, once the source has ended (the job
-    /// waits on units other jobs hold, which may wait on this job's), writes what it staged.
-    private let idleHandler = Mutex<(@Sendable (_ sourceEnded: Bool) -> Void)?>(nil)
+    /// (other jobs may be waiting for the units in it).
+    private let idleHandler = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Where this job's fetcher thread is: at most one runs, and a failed one fails the job.
     enum FetchState {
@@ -79,7 +78,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     }
 
     /// Sets what ``next()`` calls before it waits.
-    func whenIdle(_ handler: @escaping @Sendable (_ sourceEnded: Bool) -> Void) {
+    func whenIdle(_ handler: @escaping @Sendable () -> Void) {
         idleHandler.withLock { $0 = handler }
     }
 
@@ -121,7 +120,6 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                 launch(page, with: requests)
                 return try nextAnswer(with: requests)
             }
-            var sourceEnded = false
             switch try run.state() {
             case .finished: return nil
             case .failed(let message): throw RunFailed(message: message)
@@ -132,10 +130,9 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                     idle = 0.002
                     continue
                 }
-                sourceEnded = endSeq != nil
             }
             // Pages still being decoded reach the batch later: ask at every wait.
-            idleHandler.withLock { $0 }?(sourceEnded)
+            idleHandler.withLock { $0 }?()
             run.waitForWork(upTo: idle)
             idle = min(idle * 2, run.longestWait)
         }

@@ -106,7 +106,9 @@ final class PGSharedRun: SharedRun {
         try PGStore.applySchema(PGStore.joinSchema(of: tables.model), on: connection)
         let job = PGSharedRun.makeJobID()
         let name = request.name
-        let defers = tables.defersJoinedBatches
+        // Its plan exchanges the rows (a first load from local pages, or `--bulk`; only a model
+        // a staged load can write gets such a plan).
+        let defers = tables.plan.defersJoinedBatches
         let joined = try connection.transaction {
             try PGSharedRun.join(request, as: job, on: connection) { ordinal in
                 defers ? ExchangeTable(ordinal: ordinal).schema : []

@@ -47,11 +47,11 @@ struct ExchangeTable {
     }
 }
 
-extension PGStore {
-    /// A joined job exchanges its rows: its plan defers (``LoadPlan/defersJoinedBatches``: a first
-    /// load from local pages, or `--bulk`), which only a model a staged load can write gets.
-    var defersJoinedBatches: Bool { plan.defersJoinedBatches }
+/// A row the server refused when a part was written: its entity, identity, the server's
+/// message, and the record that gave it last (``RecordOrigin``), when known.
+typealias PartRefusal = (entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)
 
+extension PGStore {
     /// A joined batch's staged rows split by part and kept in the run's exchange table, in the
     /// open transaction that marked its units done. Nothing reaches the entities' tables, so
     /// nothing is counted yet: the part's writer counts what it writes.
@@ -328,11 +328,10 @@ extension PGStore {
     /// over what is stored. Its counts per entity, and the rows the server refused.
     private func copyPart(
         _ file: StageFile, position: PGStagedCopy.Positioned
-    ) throws -> (counts: [EntityCounts], refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)])
-    {
+    ) throws -> (counts: [EntityCounts], refusals: [PartRefusal]) {
         let fills = BatchResolver.fills(of: model, layouts)
         let stagedBefore = stagedInTransaction.count
-        var refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)] = []
+        var refusals: [PartRefusal] = []
         var careful = false
         var positioned: PGStagedCopy.Positioned?
         while true {
@@ -360,7 +359,7 @@ extension PGStore {
     /// The rows the server refused when a part was written, rejected as the run's records: each
     /// names the record that gave the row last (its unit's source and its place in the page).
     private func recordRefusals(
-        _ refusals: [(entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)], _ join: JoinContext
+        _ refusals: [PartRefusal], _ join: JoinContext
     ) throws {
         var sources: [Int: String] = [:]
         let seqs = Set(refusals.compactMap { $0.record?.seq })

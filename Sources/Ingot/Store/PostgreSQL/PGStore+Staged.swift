@@ -35,7 +35,7 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
     let path: String
     /// The run the staged rows belong to.
     let runID: String
-    /// The `_ingot_state` key naming this file (``stateKey(_:)``; a joined job's has its job's id).
+    /// The `_ingot_state` key naming this file (``stateKey(_:)``).
     let key: String
     /// Rejections of the open transaction's batches and its last progress, written to
     /// PostgreSQL at its commit (kept values go to the staging file with the batch).
@@ -110,8 +110,8 @@ final class PGStaging {  // writer queue only, as the PGStore that owns it
         value.hasPrefix(copiedMark) ? String(value.dropFirst(copiedMark.count)) : value
     }
 
-    /// The `_ingot_state` key naming the staging file of run `runID` (of its job `job`, in a joined run).
-    static func stateKey(_ runID: String, job: String? = nil) -> String { "staged_load:" + runID + (job.map { ":" + $0 } ?? "") }
+    /// The `_ingot_state` key naming the staging file of run `runID`.
+    static func stateKey(_ runID: String) -> String { "staged_load:" + runID }
 
     /// Holds a batch's progress until its transaction commits (its kept values in the file,
     /// with its rows).
@@ -219,18 +219,17 @@ extension PGStore {
     /// container with a read-only root) leaves the load batch by batch, as it ran before it was
     /// staged by default, and says why (``loadState``: `bulk.declined`).
     func turnStaged(at moment: StagingMoment) throws -> LoadState {
-        if case .firstBatch = moment { try startStagingAtFirstBatch(job: nil) }
+        if case .firstBatch = moment { try startStagingAtFirstBatch() }
         return loadState
     }
 
-    /// Stages from the first batch, as ``turnStaged(at:)`` says; `job`: a joined job's, whose
-    /// staging file is named per job (``PGStaging/stateKey(_:job:)``).
-    func startStagingAtFirstBatch(job: String?) throws {
+    /// Stages from the first batch, as ``turnStaged(at:)`` says.
+    func startStagingAtFirstBatch() throws {
         guard plan.stagesFromFirstBatch, staging == nil, !inTransaction,
             StageFile.obstacles(model, layouts).isEmpty, try filledTables().isEmpty
         else { return }
         do {
-            try makeStaging(job: job)
+            try makeStaging()
         } catch let failure as StagingFileFailure {
             try moveLoad(to: .declined("the staging file \(failure.path) could not be made (\(failure.error)): batch by batch"))
             return
@@ -240,10 +239,10 @@ extension PGStore {
     /// Makes the run's staging file, named in PostgreSQL first (committed): a job killed at any
     /// moment leaves no file PostgreSQL does not name, which `--resume` or the next run removes.
     /// A file that cannot be made is not named any more, and throws a ``StagingFileFailure``.
-    func makeStaging(job: String? = nil) throws {
+    func makeStaging() throws {
         guard let runID, !inTransaction else { throw StoreError.schema("a staged load begins with its run, between transactions") }
         let path = PGStaging.newPath(in: stagingFiles.directory)
-        let key = PGStaging.stateKey(runID, job: job)
+        let key = PGStaging.stateKey(runID)
         try connection.execute(
             "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
             [key, path])
