@@ -214,7 +214,7 @@ class Postgres:
     BIN = "/usr/lib/postgresql/15/bin"
     CPUACCT = "/sys/fs/cgroup/cpuacct"
 
-    def __init__(self):
+    def __init__(self, settings=()):
         import socket, time
         self.dir = os.path.join(BENCH, "pg")
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -236,7 +236,8 @@ class Postgres:
             os.makedirs(self.group, exist_ok=True)
         procs = self.group and os.path.join(self.group, "cgroup.procs")
         self.server = subprocess.Popen(self._cmd([self.BIN + "/postgres", "-D", self.dir + "/data", "-k", self.dir, "-h", "127.0.0.1",
-                                                  "-p", str(self.port), "-c", "shared_buffers=256MB", "-c", "max_wal_size=4GB"]),
+                                                  "-p", str(self.port), "-c", "shared_buffers=256MB", "-c", "max_wal_size=4GB"]
+                                                 + [a for kv in settings for a in ("-c", kv)]),
                                        stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                        preexec_fn=(lambda: open(procs, "w").write(str(os.getpid()))) if procs else None)
         for _ in range(600):

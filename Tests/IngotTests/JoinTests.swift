@@ -520,6 +520,34 @@ struct JoinTests {
     /// queue held one unit, PostgreSQL once ran the claim's `LIMIT 1 FOR UPDATE SKIP LOCKED`
     /// subquery inside a nested loop, once per unit: one statement claimed every pending unit and
     /// the job decoded only the first — the others stayed held by a job that then ended.
+    /// The fetcher enqueues a group of pages in one step: units in order, the source's state
+    /// the last page's, nothing enqueued by a job that lost the role.
+    @Test(arguments: JoinBackend.allCases)
+    func aGroupOfPagesIsEnqueuedInOrderInOneStep(backend: JoinBackend) throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let store = try database.sharedStore()
+        defer { try? store.close() }
+        let run = try store.joinRun(database.request("group", config))
+        _ = try #require(try run.takeFetcherRole())
+        var pages = (1...3).map { Page(seq: 0, source: "p\($0)", bytes: Array("{\"results\": [{\"id\": \($0)}]}".utf8)) }
+        pages[0].resumeState = "after-1"
+        pages[2].resumeState = "after-3"
+        #expect(try run.enqueue(pages, from: 1))
+        // Not from the unit the run expects next: refused, nothing enqueued.
+        #expect(try !run.enqueue([Page(seq: 0, source: "stale", bytes: [])], from: 2))
+        #expect(try run.pendingUnits() == 3)
+        for seq in 1...3 {
+            let unit = try #require(try run.claim(maxPageBytes: 1 << 20)).page
+            #expect(unit.seq == seq && unit.source == "p\(seq)" && unit.bytes == pages[seq - 1].bytes)
+        }
+        run.releaseFetcherRole()
+        let other = try database.sharedStore()
+        defer { try? other.close() }
+        let taken = try #require(try other.joinRun(database.request("group", config)).takeFetcherRole())
+        #expect(taken.nextSeq == 4 && taken.resumeState == "after-3")
+    }
+
     @Test func aClaimTakesOneUnitWhateverThePlan() throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(.postgresql, model: config.model)

@@ -171,6 +171,35 @@ struct PostgresTests {
     /// still there, inside a transaction that began before the job finishing the run dropped
     /// them: the answer is the committed catalog (a name lookup through the backend's cache
     /// answered "still there" here, and the part's merge failed on a missing table).
+    /// A statement with parameters runs prepared from its second run (docs/stores.md, "Prepared
+    /// statements"), and answers as it would unprepared: after a rollback, with its table made
+    /// again, with a column's type changed under it, and failing when its table is gone.
+    @Test func repeatedStatementsRunPreparedAndAnswerAsUnprepared() throws {
+        let url = try PostgresServer.freshDatabase()
+        let connection = try PGConnection(url: url)
+        func prepared() throws -> [String?] {
+            try connection.execute("SELECT statement FROM pg_prepared_statements ORDER BY name").map { $0[0] }
+        }
+        try connection.execute("CREATE TABLE t (id bigint, name text); INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        let select = "SELECT name FROM t WHERE id = $1"
+        #expect(try connection.execute(select, ["1"]) == [["a"]])
+        #expect(try prepared().isEmpty)
+        #expect(try connection.execute(select, ["2"]) == [["b"]])
+        #expect(try prepared() == [select])
+        try connection.execute("BEGIN")
+        #expect(try connection.execute(select, ["1"]) == [["a"]])
+        try connection.execute("ROLLBACK")
+        try connection.execute("DROP TABLE t; CREATE TABLE t (id bigint, name text); INSERT INTO t VALUES (1, 'c')")
+        #expect(try connection.execute(select, ["1"]) == [["c"]])
+        // A result type the plan did not have: answered unprepared, then prepared afresh.
+        try connection.execute("ALTER TABLE t ALTER COLUMN name TYPE bigint USING 7")
+        #expect(try connection.execute(select, ["1"]) == [["7"]])
+        #expect(try connection.execute(select, ["1"]) == [["7"]])
+        #expect(try connection.execute(select, ["1"]) == [["7"]])
+        try connection.execute("DROP TABLE t")
+        #expect(throws: StoreError.self) { try connection.execute(select, ["1"]) }
+    }
+
     @Test func tableExistsSeesADropCommittedInsideATransaction() throws {
         let url = try PostgresServer.freshDatabase()
         let (merging, finishing) = (try PGConnection(url: url), try PGConnection(url: url))

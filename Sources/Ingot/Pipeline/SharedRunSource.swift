@@ -259,9 +259,27 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     }
 
     /// Reads the source from `state`, enqueuing pages from `first`; returns the end seq when the
-    /// source ended, `nil` when the role was lost or the job stops.
+    /// source ended, `nil` when the role was lost or the job stops. A thread of its own reads
+    /// the source while this one enqueues what it read, a group at a time (``PageHandoff``);
+    /// the reader has stopped when this returns.
     private func fetchAll(from first: Int, state: String?) throws -> Int? {
         if let state { try upstream.resume(from: state) }
+        let handoff = PageHandoff(capacity: Self.enqueueGroup)
+        let reading = DispatchGroup()
+        DispatchQueue(label: "ingot.join.read", qos: .userInitiated).async(group: reading) { [self] in
+            do {
+                while !isCancelled, let page = try upstream.next() {
+                    guard handoff.put(page) else { return }
+                }
+                handoff.finish(.sourceEnded)
+            } catch {
+                handoff.finish(.failed(error))
+            }
+        }
+        defer {
+            handoff.close()
+            reading.wait()
+        }
         var seq = first
         var checked = first - ahead
         while !isCancelled {
@@ -274,21 +292,27 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                 }
                 checked = seq
             }
-            guard let page = try upstream.next() else {
-                return try run.endSource(at: seq) ? seq : nil
+            let (pages, end) = handoff.take()
+            switch end {
+            case .failed(let error): throw error
+            case .sourceEnded: return try run.endSource(at: seq) ? seq : nil
+            case nil: break
             }
-            guard seq <= UnitOrder.lastSeq else {
+            guard seq + pages.count - 1 <= UnitOrder.lastSeq else {
                 throw StoreError.unsupported(
                     "a joined run holds at most \(UnitOrder.lastSeq) units (docs/scale-out.md): split the source, or run it alone")
             }
-            guard try run.enqueue(page, as: seq) else {
+            guard try run.enqueue(pages, from: seq) else {
                 logger.withLock { $0 }.warning("join.fetch_lost", metadata: [LogKey.seq: .int(seq)])
                 return nil
             }
-            seq += 1
+            seq += pages.count
         }
         return nil
     }
+
+    /// Pages enqueued in one step at most: what the reader may get ahead of the enqueuer.
+    static let enqueueGroup = 16
 }
 
 /// A joined job's requests in flight (``SharedRunSource``): how many are being made, and their

@@ -154,9 +154,10 @@ public protocol SharedRun: AnyObject, Sendable {
     /// Takes the fetcher's role when nobody holds it under a live lease and the source is not
     /// finished: the unit to enqueue next, and where the source continues (`nil`: its start).
     func takeFetcherRole() throws -> (nextSeq: Int, resumeState: String?)?
-    /// Enqueues `page` as unit `seq` (with where the source continues after it), and renews the
-    /// fetcher's lease; `false` when this job no longer holds the role (nothing is enqueued).
-    func enqueue(_ page: Page, as seq: Int) throws -> Bool
+    /// Enqueues `pages` as units `seq`, `seq + 1`, … in one step (with where the source
+    /// continues after the last), and renews the fetcher's lease; `false` when this job no
+    /// longer holds the role (nothing is enqueued).
+    func enqueue(_ pages: [Page], from seq: Int) throws -> Bool
     /// Keeps the payload this job fetched for a request unit it holds (``Page/request``, `page.unit`
     /// says which claim): the run's archive is written from the work queue, and a job that takes
     /// the unit over decodes what was fetched instead of asking again. `false` when the claim is
@@ -324,6 +325,11 @@ extension RunCounters {
 }
 
 extension SharedRun {
+    /// Enqueues `page` alone as unit `seq` (``enqueue(_:from:)``).
+    func enqueue(_ page: Page, as seq: Int) throws -> Bool {
+        try enqueue([page], from: seq)
+    }
+
     /// Sleeps `seconds`: a store that cannot wake a waiting job polls.
     public func waitForWork(upTo seconds: Double) { Thread.sleep(forTimeInterval: seconds) }
     /// 20 ms: a polling store's longest sleep.

@@ -822,17 +822,19 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
         }
     }
 
-    func enqueue(_ page: Page, as seq: Int) throws -> Bool {
+    func enqueue(_ pages: [Page], from seq: Int) throws -> Bool {
         try withJoin { join, now in
             guard join.fetcher == job, join.nextSeq == seq else { return false }
-            join.nextSeq = seq + 1
-            join.fetchState = page.resumeState ?? join.fetchState
+            join.nextSeq = seq + pages.count
+            join.fetchState = pages.last?.resumeState ?? join.fetchState
             join.fetchLeaseUntil = now.addingTimeInterval(lease)
             join.fetchFailures = 0
-            var stored = page
-            stored.seq = seq
-            stored.archive = nil
-            join.units[seq] = MemoryDatabase.Join.Unit(page: stored)
+            for (k, page) in pages.enumerated() {
+                var stored = page
+                stored.seq = seq + k
+                stored.archive = nil
+                join.units[seq + k] = MemoryDatabase.Join.Unit(page: stored)
+            }
             return true
         }
     }

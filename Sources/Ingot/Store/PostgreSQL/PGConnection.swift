@@ -244,18 +244,43 @@ final class PGConnection {
         return Int(String(cString: PQcmdTuples(result))) ?? 0
     }
 
-    /// The successful result of `sql` (the caller clears it), or the server's error.
+    /// The successful result of `sql` (the caller clears it), or the server's error. A statement
+    /// with parameters that this connection ran before runs prepared (``StatementCache``).
     private func run(_ sql: String, _ parameters: [String?], oneStatement: Bool = false, binary: Bool = false) throws(StoreError)
         -> OpaquePointer
     {
-        let result: OpaquePointer?
-        if parameters.isEmpty && !oneStatement && !binary {
-            result = PQexec(handle, sql)
-        } else {
-            result = PGConnection.withCStrings(parameters) { pointers in
+        func unprepared() -> OpaquePointer? {
+            PGConnection.withCStrings(parameters) { pointers in
                 PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, binary ? 1 : 0)
             }
         }
+        let result: OpaquePointer?
+        if parameters.isEmpty && !oneStatement && !binary {
+            result = PQexec(handle, sql)
+        } else if let name = try preparedName(sql, parameters: parameters.count) {
+            let prepared = PGConnection.withCStrings(parameters) { pointers in
+                PQexecPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, binary ? 1 : 0)
+            }
+            do {
+                return try checked(prepared, sql: sql)
+            } catch {
+                // "cached plan must not change result type" (a table it reads changed a column's
+                // type): prepared afresh at its next second run; run unprepared now, unless the
+                // failure aborted a transaction.
+                guard lastErrorState == "0A000" else { throw error }
+                statements.forget(sql)
+                if isInTransaction { throw error }
+                result = unprepared()
+            }
+        } else {
+            result = unprepared()
+        }
+        return try checked(result, sql: sql)
+    }
+
+    /// `result` when it succeeded (the caller clears it); otherwise it is cleared and the
+    /// server's error thrown, its SQLSTATE kept in ``lastErrorState``.
+    private func checked(_ result: OpaquePointer?, sql: String) throws(StoreError) -> OpaquePointer {
         guard let result else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
@@ -265,6 +290,24 @@ final class PGConnection {
             throw StoreError.postgres(message: message, sql: sql, state: lastErrorState)
         }
         return result
+    }
+
+    /// The statements this connection prepared (docs/stores.md, "Prepared statements").
+    private var statements = StatementCache()
+
+    /// The name `sql` is prepared under on this connection, preparing it at its second run;
+    /// `nil` to run it unprepared (its first run, or the cache is full). A statement that
+    /// cannot be prepared fails as it would have run.
+    private func preparedName(_ sql: String, parameters: Int) throws(StoreError) -> String? {
+        switch statements.lookUp(sql) {
+        case .runUnprepared: return nil
+        case .prepared(let name): return name
+        case .prepare(let name):
+            let result = PQprepare(handle, name, sql, Int32(parameters), nil)
+            PQclear(try checked(result, sql: sql))
+            statements.prepared(sql, as: name)
+            return name
+        }
     }
 
     /// `COPY … FROM STDIN` (text format): `sql` is the COPY statement, `data` its rows, tab

@@ -340,24 +340,32 @@ final class PGSharedRun: SharedRun {
         }
     }
 
-    /// One statement: the join moves on only if this job still fetches, and the unit is
-    /// enqueued with it.
-    func enqueue(_ page: Page, as seq: Int) throws -> Bool {
-        try withFetcher { connection, zstd in
-            let payload = page.bytes.isEmpty ? [] : try zstd.compress(page.bytes)
+    /// One statement: the join moves on only if this job still fetches, and the units are
+    /// enqueued with it; one notification for them all.
+    func enqueue(_ pages: [Page], from seq: Int) throws -> Bool {
+        guard !pages.isEmpty else { return true }
+        return try withFetcher { connection, zstd in
+            var payloads: [ScalarValue] = []
+            for page in pages {
+                payloads.append(.text(PGConnection.byteaText(page.bytes.isEmpty ? [] : try zstd.compress(page.bytes))))
+            }
+            func texts(_ value: (Page) -> String?) -> String { PGStore.arrayLiteral(pages.map { value($0).map(ScalarValue.text) ?? .null }) }
             let enqueued =
                 try connection.changes(
                     """
-                    WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + 1, fetch_state = coalesce($4, fetch_state),
+                    WITH j AS (UPDATE _ingot_joins SET next_seq = $3 + $12, fetch_state = coalesce($4, fetch_state),
                                  fetch_lease_until = now() + make_interval(secs => $5), fetch_failures = 0
                                WHERE name = $1 AND fetcher = $2 AND next_seq = $3 RETURNING name)
                     INSERT INTO _ingot_units (name, seq, status, source, payload, length, oversized, compression, labels)
-                      SELECT $1, $3, 'pending', $6, $7, $8, $9, $10, $11 FROM j
+                      SELECT $1, $3 + u.k - 1, 'pending', u.source, u.payload, u.length, u.oversized, u.compression, u.labels
+                      FROM j, unnest($6::text[], $7::bytea[], $8::bigint[], $9::bigint[], $10::text[], $11::text[])
+                        WITH ORDINALITY AS u(source, payload, length, oversized, compression, labels, k)
                     """,
                     [
-                        name, job, String(seq), page.resumeState, String(lease), page.source, PGConnection.byteaText(payload),
-                        String(page.bytes.count), page.oversized.map(String.init), page.compression?.rawValue, UnitLabels(of: page).json,
-                    ]) == 1
+                        name, job, String(seq), pages.last?.resumeState, String(lease), texts(\.source), PGStore.arrayLiteral(payloads),
+                        texts { String($0.bytes.count) }, texts { $0.oversized.map(String.init) }, texts { $0.compression?.rawValue },
+                        texts { UnitLabels(of: $0).json }, String(pages.count),
+                    ]) == pages.count
             if enqueued { PGSharedRun.notify(on: connection, name) }
             return enqueued
         }

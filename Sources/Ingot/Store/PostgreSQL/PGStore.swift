@@ -121,7 +121,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         let tables = "{" + layouts.map { "\"\($0.table)\"" }.joined(separator: ",") + "}"
         let existed =
             try connection.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ANY($1::text[])",
+                "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = current_schema()::regnamespace AND relname = ANY($1::text[]) "
+                    + "AND relkind IN ('r', 'p', 'v', 'm', 'f')",
                 [tables]
             ).first?[0] != "0"
         let applied = try PGStore.applySchema(PGStore.schema(of: model), on: connection) {
