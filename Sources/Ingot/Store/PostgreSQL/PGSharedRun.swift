@@ -349,7 +349,9 @@ final class PGSharedRun: SharedRun {
             for page in pages {
                 payloads.append(.text(PGConnection.byteaText(page.bytes.isEmpty ? [] : try zstd.compress(page.bytes))))
             }
-            func texts(_ value: (Page) -> String?) -> String { PGStore.arrayLiteral(pages.map { value($0).map(ScalarValue.text) ?? .null }) }
+            func texts(_ value: (Page) -> String?) -> String {
+                PGStore.arrayLiteral(pages.map { value($0).map(ScalarValue.text) ?? .null })
+            }
             let enqueued =
                 try connection.changes(
                     """
