@@ -101,7 +101,7 @@ extension PGStore {
             """, [join.name])
         guard ready.first?[0] == "t" else { return nil }
         let started = Date()
-        try dropForeignKeyIndexesForMerge()
+        try dropKeysForMerge()
         var merged = RunCounters()
         let size = try groupSize(join)
         var next = 0
@@ -171,8 +171,8 @@ extension PGStore {
             counts.add(c)
         }
         try connection.execute("DELETE FROM _ingot_join_merged WHERE name = $1", [join.name])
-        // The foreign keys' indexes a writing job dropped, built once now that every row is in.
-        try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
+        // The keys and foreign keys' indexes a writing job dropped, built once now that every row is in.
+        try buildKeysDropped()
         try dropExchange(ordinal: join.ordinal)
         removePartFiles(join)
         return (counts, mine)
@@ -220,31 +220,6 @@ extension PGStore {
     /// Drops join `ordinal`'s exchange table: its end wrote it, or a single run overtook it.
     func dropExchange(ordinal: Int64) throws {
         try connection.execute("DROP TABLE IF EXISTS \(ExchangeTable(ordinal: ordinal).name)")
-    }
-
-    /// Before this job writes parts: each foreign key's index (`person_dogs_dog_id`) on a table
-    /// that holds no row yet — a first load's — is dropped, in a short transaction of its own,
-    /// and the transaction that finishes the run builds it again (``finishExchanged(_:)``): one
-    /// sorted build, where each part's copy inserted an entry per row, as a single job's staged
-    /// copy does. A drop that would wait for another job's part (its copy holds the table) is
-    /// left out: the index stays, and costs time only. Jobs killed before the run finishes leave
-    /// it missing until a job finishes the run, or the next run's schema makes it again.
-    private func dropForeignKeyIndexesForMerge() throws {
-        for index in layouts.flatMap({ $0.foreignKeyIndexes(of: layouts) }) {
-            let empty = try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(index.table)))")
-            guard empty.first?[0] == "t" else { continue }
-            try begin()
-            do {
-                try connection.execute("SET LOCAL lock_timeout = '200ms'")
-                try connection.execute("DROP INDEX IF EXISTS \(PGStore.quote(index.name))")
-                try commit()
-            } catch let error as StoreError where error.sqlState == PGStore.lockNotAvailable {
-                try? rollback()
-            } catch {
-                try? rollback()
-                throw error
-            }
-        }
     }
 
     /// Takes part `part`'s advisory lock for the open transaction (`waiting`: until the job that

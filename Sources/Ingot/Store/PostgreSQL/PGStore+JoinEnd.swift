@@ -189,14 +189,22 @@ extension PGStore {
     /// names of the joins overtaken.
     @discardableResult
     func overtakeUnfinishedJoins(of pipeline: String, by runID: String) throws -> [String] {
-        guard try connection.execute("SELECT to_regclass('_ingot_joins') IS NOT NULL").first?[0] == "t" else { return [] }
         let reason = "run \(runID) of pipeline '\(pipeline)' began before it finished and stored newer values"
-        let overtaken = try connection.execute(
-            """
-            UPDATE _ingot_joins SET status = 'overtaken', error = $2, finished_at = now()
-              WHERE pipeline = $1 AND status IN ('running', 'failed') RETURNING name, id, run_id
-            """, [pipeline, reason])
-        guard !overtaken.isEmpty else { return [] }
+        let overtaken =
+            try connection.execute("SELECT to_regclass('_ingot_joins') IS NOT NULL").first?[0] == "t"
+            ? try connection.execute(
+                """
+                UPDATE _ingot_joins SET status = 'overtaken', error = $2, finished_at = now()
+                  WHERE pipeline = $1 AND status IN ('running', 'failed') RETURNING name, id, run_id
+                """, [pipeline, reason]) : []
+        guard !overtaken.isEmpty else {
+            // Keys the merge of a join of another pipeline, or of one overtaken before, dropped:
+            // built before this run writes. Under the schema's lock, which a merge takes to drop
+            // them: either it sees this run running and drops nothing, or this run sees them.
+            try connection.execute(PGStore.schemaLock)
+            if try !PGStore.keysToBuild(connection).isEmpty { try buildKeysDropped() }
+            return []
+        }
         for row in overtaken {
             guard let name = row[0], let ordinal = row[1].flatMap({ Int64($0) }) else { continue }
             try dropExchange(ordinal: ordinal)
@@ -208,8 +216,8 @@ extension PGStore {
                     "UPDATE _ingot_runs SET status = 'failed', finished_at = now() WHERE run_id = $1 AND status <> 'finished'", [joinRun])
             }
         }
-        // A merge stopped past dropping a foreign key's index leaves it to be made again.
-        try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
+        // A merge stopped past dropping a key or a foreign key's index leaves it to be made again.
+        try buildKeysDropped()
         return overtaken.compactMap { $0[0] }
     }
 }

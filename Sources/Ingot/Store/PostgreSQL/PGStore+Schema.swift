@@ -173,6 +173,10 @@ extension PGStore {
             let identity = tables[table]?.identity ?? []
             tables[table]?.identity = identity + [column]
         }
+        // An identity a joined run's merge dropped is the table's still: built again by the run's end.
+        for key in try keysToBuild(connection) where !key.primary && tables[key.table]?.identity == nil {
+            tables[key.table]?.identity = key.columns
+        }
         return StoredTables(tables: tables, caseInsensitive: false).conflicts(with: model, columnType: columnType)
     }
 
