@@ -693,6 +693,12 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
     finally:
         quota.close()
         pg.stop()
+    # The yardstick, in the same call: N single jobs each given only its part of the persons.
+    bounded = tuple(n for n in jobs if n in (2, 4))
+    if bounded:
+        bound = partitioned(ingot, data, expected, db, runs, share=share, jobs=bounded)
+        print("  joined against the partitioned bound: " + ", ".join(
+            "%d jobs %.0f %% of its speed (%.2f s against %.2f s)" % (n, 100 * bound[n] / medians[n], medians[n], bound[n]) for n in bounded))
 
 
 
@@ -754,6 +760,7 @@ def partitioned(ingot, data, expected, db, runs, share=0.25, jobs=(2, 4)):
             print("  %-20s median %.2f s (runs: %s); CPU: server %.1f s, jobs %.1f s together%s" % (
                 label, statistics.median(w), ", ".join("%.2f" % x for x in w), statistics.median(c[0] for c in cpus[n]),
                 statistics.median(c[1] for c in cpus[n]), "" if n == 1 else "; %.2fx one job" % (one / statistics.median(w))))
+        return {n: statistics.median(w) for n, w in walls.items()}
     finally:
         quota.close()
         pg.stop()

@@ -210,11 +210,14 @@ def main():
             got, want = bench.table_digest(pg, "chaos"), bench.table_digest(pg, "reference")
             counts = pg.psql("chaos", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
             leftover = [f for f in os.listdir(work) if f.startswith("ingot-stage-") or f.startswith("ingot-part-")]
-            ok = got == want and not leftover
+            # The keys and indexes, as the reference has them (a merge drops some and builds them again).
+            keys = "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes WHERE tablename IN ('person', 'dog', 'person_dogs')"
+            same_keys = pg.psql("chaos", keys).stdout.strip() == pg.psql(reference.rsplit("/", 1)[-1], keys).stdout.strip()
+            ok = got == want and not leftover and same_keys
             deleted = pg.psql("chaos", "SELECT deleted FROM _ingot_runs ORDER BY started_at DESC LIMIT 1").stdout.strip()
             print(json.dumps({"ok": ok, "kills": kills, "runs": runs, "persons": args.persons, "backend": "postgresql", "jobs": args.join,
                               "bulk": args.bulk, "paged": args.paged,
-                              "tables": counts, "replace_deleted": deleted if args.replace else None, "same_as_uninterrupted": got == want, "staging_files_left": leftover}))
+                              "tables": counts, "replace_deleted": deleted if args.replace else None, "same_as_uninterrupted": got == want, "same_keys": same_keys, "staging_files_left": leftover}))
             return 0 if ok else 1
         check = json.loads(subprocess.run([sys.executable, GEN, "--check", db, "--expected", os.path.join(pages, "expected.json")],
                                           capture_output=True, text=True).stdout)
