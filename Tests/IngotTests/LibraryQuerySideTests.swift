@@ -287,6 +287,12 @@ struct LibrarySelfReferenceTests {
         #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.value?.id == 1 }).map(\.id) == [2])
         #expect(try await db.fetch(Employee.self, where: #Predicate { $0.manager?.id == 2 }).map(\.id) == [3])
         #expect(try await db.count(Employee.self, where: #Predicate { $0.manager?.id == nil }) == 1)
+        // Sorted through the reference: by the manager's name (Grace's own has none: first), and
+        // through two of them, the manager's manager's.
+        #expect(try await db.fetch(Employee.self, sortBy: [SortDescriptor(\.manager?.value?.name)]).map(\.id) == [1, 3, 2])
+        #expect(
+            try await db.fetch(Employee.self, sortBy: [SortDescriptor(\.manager?.value?.manager?.value?.name, order: .reverse)]).map(\.id)
+                == [3, 1, 2])
     }
 }
 

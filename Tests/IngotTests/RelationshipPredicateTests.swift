@@ -63,6 +63,27 @@ struct RelationshipPredicateTests {
 
     private func ids(_ issues: [Issue]) -> [Int] { issues.map(\.id) }
 
+    /// Sorting through to-ones (docs/library.md, "Reading back"): by the related row's property,
+    /// a row without one sorting as `nil` does — first ascending, last descending — on both
+    /// backends; ties broken by the next descriptor, then the identity. A to-many is refused.
+    @Test(arguments: ["sqlite", "postgres"])
+    func sortsThroughToOnes(backend: String) async throws {
+        let db = try await loaded(backend)
+        #expect(ids(try await db.fetch(Issue.self, sortBy: [SortDescriptor(\.user?.login)])) == [4, 2, 1, 3, 5])
+        #expect(ids(try await db.fetch(Issue.self, sortBy: [SortDescriptor(\.user?.login, order: .reverse)])) == [1, 3, 5, 2, 4])
+        // A chain: the milestone's creator (issues 2 and 4 have no milestone; 5's milestone 100 is 1's).
+        #expect(ids(try await db.fetch(Issue.self, sortBy: [SortDescriptor(\.milestone?.creator?.login)])) == [2, 4, 1, 5, 3])
+        // With the issue's own property next, a filter through another to-one, and a window.
+        let octocatsFirst = try await db.fetch(
+            Issue.self, where: #Predicate { $0.milestone?.title != nil },
+            sortBy: [SortDescriptor(\.user?.login, order: .reverse), SortDescriptor(\.comments, order: .reverse)], limit: 2)
+        #expect(ids(octocatsFirst) == [3, 1])
+        #expect(
+            ids(try await db.fetch(Issue.self, sortBy: [SortDescriptor(\.user?.login), SortDescriptor(\.comments, order: .reverse)]))
+                == [4, 2, 3, 1, 5])
+        await #expect(throws: IngotQueryError.self) { try await db.fetch(Issue.self, sortBy: [SortDescriptor(\.labels?.count)]) }
+    }
+
     @Test(arguments: ["sqlite", "postgres"])
     func aToOnesPropertiesAndChainsOfThem(backend: String) async throws {
         let db = try await loaded(backend)

@@ -368,13 +368,15 @@ extension IngotDatabase {
             guard let keyPath = descriptor.keyPath else {
                 throw IngotQueryError(message: "a SortDescriptor without a key path (\(descriptor)) has no SQL translation")
             }
-            let (level, column) = try columns.located(keyPath)
+            let (level, column, through) = try columns.sortKey(keyPath)
             let isTime = if case .date = column.type { true } else { false }
-            return RowQuery.Order(
+            var order = RowQuery.Order(
                 column: column.name, descending: descriptor.order == .reverse, isText: column.type == .string, level: level,
                 isTime: isTime, isDecimal: column.type == .decimal)
+            order.through = through
+            return order
         }
-        query.aliasesTable = query.filter?.namesRelated == true
+        query.aliasesTable = query.filter?.namesRelated == true || query.order.contains { $0.through != nil }
         if query.order.contains(where: { $0.level > 0 }) || query.filter?.namesInherited == true {
             let keys = layout.identitySlots.map { layout.columns[$0].name }
             query.parents = levels.dropFirst().map { RowQuery.Parent(table: layouts[$0].table, keys: keys) }

@@ -64,8 +64,13 @@ struct QueryColumns {
 
     /// The relationship `\Person.dogs` stands for (its index in the entity's relationships).
     func relationship(_ keyPath: AnyKeyPath) throws -> Int {
-        let (text, property, name) = try self.property(keyPath)
-        guard let r = entity.relationships.firstIndex(where: { $0.name == name }) else {
+        let (text, property, _) = try self.property(keyPath)
+        return try relationship(named: property, in: text)
+    }
+
+    /// The relationship Swift property `property` stands for; `text`: the key path it is part of.
+    func relationship(named property: Substring, in text: String) throws -> Int {
+        guard let r = entity.relationships.firstIndex(where: { $0.name == snakeCase(String(property)) }) else {
             throw IngotQueryError(message: "\(text): \(typeName).\(property) is not a relationship")
         }
         return r
@@ -79,14 +84,20 @@ struct QueryColumns {
     /// The column `\Starship.name` stands for, and where: level 0 is the entity's own table,
     /// level n its n-th parent's (an inherited property).
     func located(_ keyPath: AnyKeyPath) throws -> (level: Int, column: EntityLayout.Column) {
-        let (text, property, name) = try self.property(keyPath)
+        let (text, property, _) = try self.property(keyPath)
+        return try located(property, in: text)
+    }
+
+    /// The column Swift property `property` stands for, and where; `text`: the key path it is part of.
+    func located(_ property: Substring, in text: String) throws -> (level: Int, column: EntityLayout.Column) {
+        let name = snakeCase(String(property))
         for (level, (entity, layout)) in ([(entity, layout)] + parents).enumerated() {
             if entity.attributes.contains(where: { $0.name == name }), let column = layout.columns.first(where: { $0.name == name }) {
                 return (level, column)
             }
         }
         throw IngotQueryError(
-            message: "\(text): \(typeName).\(property) is not a stored attribute (relationships cannot be filtered or sorted on yet)")
+            message: "\(text): \(typeName).\(property) is not a stored attribute (a to-many cannot be sorted on: it has no single value)")
     }
 
     /// The expression of `keyPath`'s column.
@@ -117,8 +128,12 @@ extension QueryColumns {
     /// `\Issue.labels`): a to-one's target by the foreign key columns, a to-many's through its
     /// join table, an owned child's or a to-one's inverse's by the key columns their rows hold.
     func follow(_ keyPath: AnyKeyPath) throws -> Hop {
+        try follow(relationship: try relationship(keyPath), in: "\(keyPath)")
+    }
+
+    /// The way from this scope's row along relationship `r`; `keyPath`: the key path it is part of.
+    func follow(relationship r: Int, in keyPath: String) throws -> Hop {
         guard let world else { throw IngotQueryError(message: "\(keyPath): relationships cannot be filtered on here") }
-        let r = try relationship(keyPath)
         let depth = self.depth + 1
         let alias = "r\(depth)"
         func q(_ name: String) -> String { RowExpression.quote(name) }
@@ -163,6 +178,70 @@ extension QueryColumns {
         scope.depth = depth
         scope.bound = bound
         return Hop(target: scope, toOne: toOne, from: from, condition: condition.dropFirst().reduce(first) { .and($0, $1) })
+    }
+}
+
+extension QueryColumns {
+    /// The properties a key path's text names in turn (`\Product.vendor?.name?` → `vendor`,
+    /// `name`), a computed one as Swift prints it (`<computed 0x… (Optional<Vendor>)>`, whose
+    /// type may hold dots).
+    static func components(of text: String) -> [String] {
+        var names: [String] = []
+        var current = ""
+        var angle = 0
+        for ch in text.dropFirst() {  // the backslash
+            if ch == "<" { angle += 1 }
+            if ch == ">" { angle -= 1 }
+            if ch == ".", angle == 0 {
+                names.append(current)
+                current = ""
+            } else {
+                current.append(ch)
+            }
+        }
+        names.append(current)
+        return names.dropFirst().map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "?!")) }
+    }
+
+    /// What a `SortDescriptor`'s key path sorts by: a property of the entity itself (`\.name`,
+    /// an inherited one at its parent's level), or a property of the row a chain of to-ones
+    /// leads to (`\Product.vendor?.name`, `\Product.vendor?.country?.code`; through a `Ref`,
+    /// `\Post.author?.value?.login`) as a subquery per hop — NULL where a hop finds no row, so
+    /// it sorts as a `nil` property does. A to-many has no single value to sort by: refused.
+    func sortKey(_ keyPath: AnyKeyPath) throws -> (level: Int, column: EntityLayout.Column, through: RowExpression?) {
+        let text = "\(keyPath)"
+        let names = Self.components(of: text)
+        guard names.count > 1 else {
+            let (level, column) = try located(keyPath)
+            return (level, column, nil)
+        }
+        var scope = self
+        var hops: [Hop] = []
+        var rest = names[...]
+        while rest.count > 1, let name = rest.popFirst() {
+            // A reference's target (`author?.value`, a computed property Swift prints as
+            // `<computed 0x… (Optional<Target>)>`): the row the hop reached. Only a property of
+            // that row may follow it.
+            if name.hasPrefix("<computed"), !hops.isEmpty, !rest.isEmpty { continue }
+            let hop = try scope.follow(relationship: try scope.relationship(named: Substring(name), in: text), in: text)
+            guard hop.toOne else {
+                throw IngotQueryError(message: "\(text): \(scope.typeName).\(name) is a to-many: it has no single value to sort by")
+            }
+            hops.append(hop)
+            scope = hop.target
+        }
+        guard let last = rest.first, let alias = scope.alias else {
+            throw IngotQueryError(message: "\(text): only a property, or a property through to-ones, can be sorted on")
+        }
+        let (level, column) = try scope.located(Substring(last), in: text)
+        guard level == 0 else {
+            throw IngotQueryError(message: "\(text): an inherited property of a related \(scope.typeName) cannot be sorted on yet")
+        }
+        var value: RowExpression = .aliased(alias, column.name)
+        if case .date = column.type { value = .time(value) }
+        if column.type == .decimal { value = .decimal(value) }
+        for hop in hops.reversed() { value = .related(.init(from: hop.from, condition: hop.condition, value: value)) }
+        return (0, column, value)
     }
 }
 

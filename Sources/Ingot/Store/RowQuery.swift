@@ -57,6 +57,9 @@ package struct RowQuery: Sendable, Equatable {
         package var isTime: Bool
         /// An exact decimal: SQLite sorts its text as a number, as predicates compare it.
         package var isDecimal: Bool
+        /// A related row's column instead of the table's (a subquery through to-ones,
+        /// ``RowExpression/related``, its time or decimal reading included); `column` names it.
+        package var through: RowExpression?
 
         package init(column: String, descending: Bool, isText: Bool, level: Int = 0, isTime: Bool = false, isDecimal: Bool = false) {
             self.column = column
@@ -111,6 +114,7 @@ package struct RowQuery: Sendable, Equatable {
                 var column = (joined ? "\"t\(item.level)\"" : owner) + "." + RowExpression.quote(item.column)
                 if item.isTime && dialect == .sqlite { column = "julianday(\(column))" }
                 if item.isDecimal && dialect == .sqlite { column = "CAST(\(column) AS NUMERIC)" }
+                if let through = item.through { column = through.sql(dialect, &parameters, qualified: joined) }
                 return column + text + (item.descending ? " DESC NULLS LAST" : " ASC NULLS FIRST")
             }
             + tiebreak.map { name in
