@@ -7,7 +7,7 @@ import Testing
 /// Dates a SQL user can trust (docs/stores.md, "Dates"): the stored text has one fixed width, so
 /// text order is time order, and a database written with the earlier shortest form is rewritten
 /// when a run opens it.
-@Suite(.serialized)
+@Suite
 struct DateTextTests {
     static let yaml = """
         version: 1

@@ -5,7 +5,7 @@ import Testing
 /// preloaded, which fails one chosen write or sync to the database's files, then `--resume`
 /// without the fault, then Benchmarks/people.py's check. The small version of `make chaos`'s
 /// sweep (scripts/faultsweep.py: 48 points per load plan, EIO and ENOSPC).
-@Suite(.tags(.sweep), .beyondUnit, .serialized)
+@Suite(.tags(.sweep), .beyondUnit)
 struct FaultInjectionTests {
     /// The shim, compiled once per test process with the toolchain's C compiler.
     static let shim: String? = {

@@ -95,7 +95,7 @@ extension StoreLocation {
 
 /// A `${VAR}` in a URL's path or query is a secret wherever the URL goes: logs, the run's error,
 /// the archive's sources, `_ingot_rejects.source`, the resume state in `_ingot_runs`.
-@Suite(.tags(.postgres), .beyondUnit, .serialized)
+@Suite(.tags(.postgres), .beyondUnit)
 struct URLSecretTests {
     static let tenant = "tenant-7f3a9c01"
 

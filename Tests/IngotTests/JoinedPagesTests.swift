@@ -9,7 +9,7 @@ import Testing
 /// the source's total, the fetcher enqueues the pages up to it unfetched, each naming its position
 /// (``Page/cursor``), and the job that claims one fetches it — so a long numbered list is fetched
 /// by every job at once, where one fetcher fetched it all.
-@Suite(.tags(.postgres), .beyondUnit, .serialized)
+@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
 struct JoinedPagesTests {
     static let paginators = [
         ("paged", "{page: {param: page, start: 1, total_pages: meta.total_pages}}"),

@@ -6,7 +6,7 @@ import Testing
 /// Key paths that index arrays: `names[0].name`, `names[-1].name` on
 /// attributes and relationships; past the end is absent, a non-array is a rejected record; one
 /// grammar, refused at validation otherwise.
-@Suite(.serialized)
+@Suite
 struct KeyPathIndexTests {
     /// PokeAPI's species: names per language, the genus in a list, the first type slot's type.
     static let yaml = """

@@ -103,7 +103,7 @@ private struct Post: IngotEntity, Codable {
     }
 }
 
-@Suite(.serialized)
+@Suite
 struct LibraryHookTests {
     private static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 

@@ -37,7 +37,7 @@ private struct Ticket: IngotEntity, Codable, Equatable {
 /// The library's delete (docs/library.md, "Deleting"): by identity and by predicate, in one
 /// transaction, with the model's delete rules — references nullified, join rows removed, a
 /// `delete: cascade` relationship's targets deleted too — on both backends.
-@Suite(.tags(.postgres), .beyondUnit, .serialized)
+@Suite(.tags(.postgres), .beyondUnit)
 struct LibraryDeleteTests {
     static let tickets = """
         [
@@ -84,7 +84,7 @@ struct LibraryDeleteTests {
 
 /// Observation (docs/library.md, "Observing"): the current rows at once, then fresh rows after
 /// each commit of this database object — ingests and deletes — and the end with `close()`.
-@Suite(.tags(.postgres), .beyondUnit, .serialized)
+@Suite(.tags(.postgres), .beyondUnit)
 struct LibraryObservationTests {
     @Test(arguments: ["sqlite", "postgres"])
     func anObservationYieldsAfterEachCommit(backend: String) async throws {
@@ -146,7 +146,7 @@ private struct Writer: IngotEntity, Codable, Equatable {
 /// its identity, or a row a record gave without a required key, is left out of a fetch and said
 /// (`fetch.row_skipped`) — one such row never fails the whole fetch; as a loaded target, it is
 /// left out of its set, and a to-one to it is `nil`.
-@Suite(.tags(.postgres), .beyondUnit, .serialized)
+@Suite(.tags(.postgres), .beyondUnit)
 struct LibraryRowsThatDoNotFitTests {
     @Test(arguments: ["sqlite", "postgres"])
     func aRowThatCannotBeDecodedIsLeftOutAndSaid(backend: String) async throws {

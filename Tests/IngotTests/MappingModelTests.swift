@@ -6,7 +6,7 @@ import Testing
 /// The mapping model's record shapes and write modes: root records
 /// given as bare identities, to-ones assembled from sibling fields, insert-only and update-only
 /// writes.
-@Suite(.serialized)
+@Suite
 struct MappingModelTests {
     static let people = """
         version: 1

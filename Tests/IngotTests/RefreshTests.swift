@@ -7,7 +7,7 @@ import Testing
 /// Refreshes write only what changed, and counts mean rows: each row counts
 /// once per run — inserted, updated or unchanged, stubs among the inserted — the same at every
 /// batch size and in every backend; a rerun of the same pages writes nothing.
-@Suite(.tags(.postgres), .beyondUnit, .serialized)
+@Suite(.tags(.postgres), .beyondUnit)
 struct RefreshTests {
     static let yaml = """
         version: 1

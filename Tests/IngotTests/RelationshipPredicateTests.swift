@@ -39,7 +39,7 @@ private struct Issue: IngotEntity, Codable, Equatable {
 /// Predicates through relationships (docs/library.md, "Reading back"): a to-one's properties,
 /// chains of to-ones, and a to-many's `contains { … }` / `allSatisfy { … }`, translated into
 /// subqueries on both backends; sort and limit apply to the fetched entity.
-@Suite(.serialized)
+@Suite
 struct RelationshipPredicateTests {
     static let issues = """
         [

@@ -5,7 +5,7 @@ import Testing
 
 /// Value rules on attributes (docs/pipelines.md, value rules): `values`, `pattern`, `grouping`, `on_invalid`,
 /// the text a rule makes converted as a `coerce: true` value would be; on both backends.
-@Suite(.serialized)
+@Suite
 struct ValueRuleTests {
     /// The problems of a pipeline whose entity `a` has attribute `x: ATTRIBUTE` (line 9).
     private func error(_ attribute: String) -> String? {

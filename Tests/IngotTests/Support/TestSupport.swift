@@ -362,6 +362,22 @@ extension LoadPlan {
     static let joinedPositions = LoadPlan(mode: .joined(.positions), capabilities: PostgresBackend(url: "").loadCapabilities)
 }
 
+/// Why a suite runs its tests one at a time (`.serialized(…)`; a bare `.serialized` is refused by
+/// `ArchitectureTests.everySerializedSuiteSaysWhy`). Suites run side by side whatever their
+/// traits, and tests that share nothing need no reason: each makes its own database, files and
+/// servers.
+enum SerialReason {
+    /// Each test runs several jobs, processes or servers at once — jobs killed with `kill -9`,
+    /// leases taken over, fixture servers held — under a time limit set for a machine whose two
+    /// cores it does not also share with the suite's other tests of that kind.
+    case jobsUnderATimeLimit
+}
+
+extension Trait where Self == ParallelizationTrait {
+    /// `.serialized`, saying why.
+    static func serialized(_ reason: SerialReason) -> Self { .serialized }
+}
+
 extension Tag {
     /// Needs a PostgreSQL server (started by the tests themselves: Support/PostgresServer.swift).
     @Tag static var postgres: Self
