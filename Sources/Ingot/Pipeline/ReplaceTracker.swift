@@ -1,3 +1,5 @@
+import Logging
+
 /// What `write: replace` needs of the rows a run wrote (docs/pipelines.md, "write: replace"): per
 /// replaced entity the identities its batches held (kept at the run's end), the identities of the
 /// entities its `delete: cascade` reaches (a cascade from an untouched row spares them), and per
@@ -77,6 +79,24 @@ struct ReplaceTracker {
             for edge in edges where edge.from == next && seen.insert(edge.to).inserted { frontier.append(edge.to) }
         }
         return seen.sorted()
+    }
+
+    /// `write: replace` at the run's end: deletes the root rows this run did not touch, only
+    /// after a complete view of the source — `counters` rejected no page or record (else it says
+    /// why not and deletes nothing). Returns how many rows it deleted.
+    func deleteUntouched(from store: any IngestStore, after counters: RunCounters, logger: Logger) throws -> Int {
+        guard counters.rejectedPages == 0 && counters.rejectedRecords == 0 else {
+            logger.warning(
+                "replace.skipped",
+                metadata: [
+                    LogKey.reason:
+                        "the run rejected \(counters.rejectedPages) pages and \(counters.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
+                ])
+            return 0
+        }
+        var deleted = 0
+        for (entity, rows) in deletes { deleted += try store.delete(rows, of: entity, sparing: written) }
+        return deleted
     }
 }
 

@@ -102,4 +102,18 @@ extension WriterStage {
         }
         return inserted
     }
+
+    /// Counts, stores and logs rows a staged merge refused, as rejected records (the records
+    /// that made a row are not known any more: they were folded into it), in the merge's
+    /// transaction.
+    func recordMergeRefusals(_ refusals: [RecordRejection]) throws {
+        prints.drop("the staged merge refused rows after their pages' prints were kept")
+        for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
+        saved.rejectedRecords += refusals.count
+        saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
+        let stored = rejections.storable(refusals)
+        rejections.stored(refusals.count)
+        try store.recordProgress(RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
+        rejections.log(refusals)
+    }
 }

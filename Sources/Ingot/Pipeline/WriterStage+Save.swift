@@ -23,7 +23,7 @@ extension WriterStage {
             var made = RunProgress(
                 runID: runID, counters: committed, lastSeq: pages.last { $0.isLastPart }?.seq,
                 resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
-                rejections: storable(rejections + outcome.rejections), kept: state)
+                rejections: self.rejections.storable(rejections + outcome.rejections), kept: state)
             // A joined job's units carry the scope values the run's end deletes within.
             if unitTransactions { made.scopeValues = seen }
             return made
@@ -41,8 +41,8 @@ extension WriterStage {
             if load == .staging {
                 for page in pages where page.part == 0 { stagedPages[page.seq] = (page.source, page.archive) }
             }
-            rejectionCaps.stored(rejections.count)
-            log(rejections)
+            self.rejections.stored(rejections.count)
+            self.rejections.log(rejections)
         } catch {
             saveFailed(batch, error)
             return
@@ -195,6 +195,16 @@ extension WriterStage {
                 if !hasEnded && commits.isOpen(timer) { commit() }
             }
         case .wait(nil): break
+        }
+    }
+
+    /// Counts what a write did, inside its `then`: the store's own counts in a run shared by
+    /// several jobs, else the run's ledger (each row once per run).
+    func count(_ resolved: ResolvedBatch, _ result: WriteResult, into outcome: inout BatchOutcome) {
+        if let counts = result.counts {
+            outcome.recount(counts)
+        } else {
+            ledger.count(resolved, unchanged: result.unchanged, into: &outcome)
         }
     }
 }

@@ -80,10 +80,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
 
     /// The number of the last batch committed. Safe from any queue.
     var committedBatch: Int { committed.load(ordering: .acquiring) }
-    /// How many rejections are stored and logged.
-    var rejectionCaps: RejectionCaps
-    /// The run's archive, named by the `rejects.truncated` warning.
-    private let archivePath: String?
+    /// How many rejections are stored and logged, and the lines that say so.
+    var rejections: RunRejections
     let pipeline: String
     /// Commit latency goes here, if the run has metrics.
     private let metrics: RunMetrics?
@@ -99,23 +97,9 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     }
 
     /// The run was stopped before its source was exhausted (read by the runner after `finished`).
-    var interrupted: Bool {
-        if case .ended(.interrupted) = phase { true } else { false }
-    }
+    var interrupted: Bool { if case .ended(.interrupted) = phase { true } else { false } }
 
-    var hasEnded: Bool {
-        if case .ended = phase { true } else { false }
-    }
-
-    /// Counts what a write did, inside its `then`: the store's own counts in a run shared by
-    /// several jobs, else the run's ledger (each row once per run).
-    func count(_ resolved: ResolvedBatch, _ result: WriteResult, into outcome: inout BatchOutcome) {
-        if let counts = result.counts {
-            outcome.recount(counts)
-        } else {
-            ledger.count(resolved, unchanged: result.unchanged, into: &outcome)
-        }
-    }
+    var hasEnded: Bool { if case .ended = phase { true } else { false } }
 
     /// The writes of the open transaction, to redo when the database refuses a value.
     var redo = RedoLog()
@@ -149,10 +133,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         self.printsOff = StopFlag()
         self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
         // A resumed run stored all of its rejections up to the cap.
-        self.rejectionCaps = RejectionCaps(
-            maxRows: options.maxRejectRows, logLimit: options.loggedRejectionLimit,
-            alreadyStored: initialCounters.rejectedRecords + initialCounters.rejectedPages)
-        self.archivePath = archivePath
+        self.rejections = RunRejections(
+            caps: RejectionCaps(
+                maxRows: options.maxRejectRows, logLimit: options.loggedRejectionLimit,
+                alreadyStored: initialCounters.rejectedRecords + initialCounters.rejectedPages),
+            archivePath: archivePath, logger: logger)
         self.recordsPath = config.recordsPath.joined(separator: ".")
         self.resourceNames = config.hasSeveralResources ? config.resources.map(\.name) : nil
         self.metrics = metrics
@@ -236,7 +221,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 if failure == nil { mergeStaged() }
             }
             switch replace.atEnd {
-            case .deleteUntouched where failure == nil: deleteUntouched()
+            case .deleteUntouched where failure == nil:
+                do {
+                    saved.deleted += try replace.deleteUntouched(from: store, after: saved, logger: logger)
+                } catch {
+                    fail(error)
+                }
             case .skipAfterResume:
                 logger.warning(
                     "replace.skipped",
@@ -303,85 +293,4 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             fail(error)
         }
     }
-
-    /// Counts, stores and logs rows a staged merge refused, as rejected records (the records
-    /// that made a row are not known any more: they were folded into it), in the merge's
-    /// transaction.
-    func recordMergeRefusals(_ refusals: [RecordRejection]) throws {
-        prints.drop("the staged merge refused rows after their pages' prints were kept")
-        for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
-        saved.rejectedRecords += refusals.count
-        saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
-        let stored = storable(refusals)
-        rejectionCaps.stored(refusals.count)
-        try store.recordProgress(RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
-        log(refusals)
-    }
-
-    /// `write: replace`: deletes the root rows this run did not touch, only after a complete view
-    /// of the source (no rejected page or record).
-    private func deleteUntouched() {
-        guard saved.rejectedPages == 0 && saved.rejectedRecords == 0 else {
-            logger.warning(
-                "replace.skipped",
-                metadata: [
-                    LogKey.reason:
-                        "the run rejected \(saved.rejectedPages) pages and \(saved.rejectedRecords) records; its view of the source is incomplete, so no row is deleted"
-                ])
-            return
-        }
-        do {
-            for (entity, rows) in replace.deletes {
-                saved.deleted += try store.delete(rows, of: entity, sparing: replace.written)
-            }
-        } catch {
-            fail(error)
-        }
-    }
-
-    /// The rejections of a batch that still fit under `--max-reject-rows`; the first time some do
-    /// not, a `rejects.truncated` warning (once per process: the counts keep every one).
-    func storable(_ rejections: [RecordRejection]) -> [RecordRejection] {
-        let (rows, firstTruncation) = rejectionCaps.storable(rejections)
-        if firstTruncation {
-            var metadata: Logger.Metadata = [
-                "max_reject_rows": .int(rejectionCaps.maxRows),
-                LogKey.reason:
-                    "further rejections are counted per reason and entity, not stored in _ingot_rejects; the archive holds every page",
-            ]
-            if let archivePath { metadata[LogKey.archive] = "\(archivePath)" }
-            logger.warning("rejects.truncated", metadata: metadata)
-        }
-        return rows
-    }
-
-    func log(_ rejections: [RecordRejection]) {
-        let (lines, limitReached) = rejectionCaps.loggable(rejections)
-        for r in lines {
-            var metadata: Logger.Metadata = [
-                LogKey.entity: "\(r.entity)", LogKey.codingPath: "\(r.codingPath)", LogKey.reason: "\(r.reason)",
-                LogKey.source: "\(r.source)",
-            ]
-            if let archive = r.archive { metadata[LogKey.archive] = "\(archive)" }
-            if let index = r.recordIndex {
-                metadata[LogKey.recordIndex] = .int(index)
-                logger.warning("record.rejected", metadata: metadata)
-            } else {
-                metadata[LogKey.bytes] = .int(r.rawLength)
-                logger.warning("page.rejected", metadata: metadata)
-            }
-        }
-        if limitReached {
-            logger.warning(
-                "record.rejected.more",
-                metadata: [
-                    LogKey.reason: "further rejections are counted and stored in _ingot_rejects (up to --max-reject-rows), not logged"
-                ])
-        }
-    }
-}
-
-/// The run's committed counters, readable from any queue (the progress timer, `stop()` callers).
-final class SharedCounters: Sendable {
-    let value = Mutex(RunCounters())
 }
