@@ -264,7 +264,7 @@ extension PGStore {
             let runs = try StagedExchange.runs(of: blobs, layouts)
             blobs = []
             let path = partFilePath(join)
-            let file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts)
+            let file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
             defer {
                 file.close()
                 StageFile.remove(at: path)

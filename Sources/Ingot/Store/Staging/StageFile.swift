@@ -72,9 +72,10 @@ final class StageFile {
 
     /// Creates a new, empty staging file at `path` (removing any there), with a staging table
     /// per entity of `layouts` and `token`.
-    static func create(at path: String, token: String, layouts: [EntityLayout]) throws -> StageFile {
+    static func create(at path: String, token: String, layouts: [EntityLayout], durability: Durability = .resumable) throws -> StageFile {
         remove(at: path)
         let file = try StageFile(path: path, token: token, layouts: layouts)
+        if durability == .throwaway { try file.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF") }
         try file.execute("CREATE TABLE _ingot_stage_meta (token TEXT NOT NULL)")
         let insert = try file.statement("INSERT INTO _ingot_stage_meta (token) VALUES (?)")
         insert.bind(.text(token), at: 1)
@@ -122,6 +123,17 @@ final class StageFile {
         info.bind(.text(table), at: 1)
         try? info.query { row in columns.append(StageFile.quote(sqlite3_column_text(row, 0).map { String(cString: $0) } ?? "")) }
         return columns
+    }
+
+    /// What a staging file must survive.
+    enum Durability {
+        /// A crash: a resumed run on this machine takes the file up again (a staged load's),
+        /// so its commits are synced and journaled.
+        case resumable
+        /// Nothing: written and read back within one step that a failure redoes from its
+        /// source (a joined run's part, from the exchanged blobs: PGStore+Exchange.swift). No
+        /// journal, no sync — with them, each part file's commit waited for the disk.
+        case throwaway
     }
 
     /// Removes the staging file at `path` and its journal.
