@@ -140,9 +140,8 @@ extension PGStore {
 
     /// Builds again, in the open transaction, every key of this model's tables a joined run's
     /// merge dropped and its foreign keys' indexes (one sorted build each), and forgets the
-    /// keys. A key
-    /// that cannot be built — a row another writer put in meanwhile repeats an identity — fails
-    /// the transaction, saying which.
+    /// keys. A key that cannot be built — a row another writer put in meanwhile repeats an
+    /// identity — fails the transaction, saying which.
     func buildKeysDropped() throws {
         let tables = Set(MergeKey.keys(of: layouts, model: model).map(\.table))
         for key in try PGStore.keysToBuild(connection) where tables.contains(key.table) {
