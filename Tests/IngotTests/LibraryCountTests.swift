@@ -25,6 +25,18 @@ private struct CountedShow: IngotEntity, Codable, Equatable {
     static let identity: [CodingKeys] = [.id]
 }
 
+/// An enum that cannot list its cases (not `CaseIterable`), optional as such an enum must be,
+/// with text raw values and with integer ones.
+private struct CountedTicket: IngotEntity, Codable, Equatable {
+    enum State: String, Codable { case open, closed }
+    enum Priority: Int, Codable { case low = 1, high = 3 }
+    var id: Int
+    var state: State?
+    var priority: Priority?
+    enum CodingKeys: String, CodingKey { case id, state, priority }
+    static let identity: [CodingKeys] = [.id]
+}
+
 /// `count` and `fetch` apply one rule: a row that holds no value for a non-optional property (a
 /// stub an item's bare vendor id made) is not a `Vendor` — neither fetched nor counted, and a
 /// page of `limit` rows is full of vendors.
@@ -59,5 +71,31 @@ private struct CountedShow: IngotEntity, Codable, Equatable {
                 && rejection.reason.contains("ended, running"))
         #expect(try await db.fetch(CountedShow.self).map(\.id) == [1, 3])
         #expect(try await db.count(CountedShow.self) == 2)
+    }
+
+    /// The same for an enum that is not `CaseIterable`: the enum itself is asked whether a
+    /// value is one of its raw values, text or integer; `nil` stays `nil`. An in-memory database
+    /// reports the rejections as a file does (it used to report none).
+    @Test func aValueNoCaseOfAnEnumThatCannotListThemIsRejected() async throws {
+        let db = try IngotDatabase.sqlite(temporaryDirectory().appendingPathComponent("tickets.db").path, entities: [CountedTicket.self])
+        let page =
+            #"[{"id": 1, "state": "open", "priority": 3}, {"id": 2, "state": "reopened"}, {"id": 3, "priority": 2}, "#
+            + #"{"id": 4, "state": null, "priority": 1}]"#
+        let report = try await db.ingest([CountedTicket].self, from: Array(page.utf8))
+        #expect(report.rejections.count == 2, "\(report.rejections)")
+        #expect(report.rejections.map(\.codingPath).sorted() == ["[1].state", "[2].priority"], "\(report.rejections)")
+        #expect(
+            report.rejections.map(\.reason).sorted() == [
+                "\"reopened\" is the raw value of no case of State", "2 is the raw value of no case of Priority",
+            ], "\(report.rejections)")
+        #expect(
+            try await db.fetch(CountedTicket.self) == [
+                CountedTicket(id: 1, state: .open, priority: .high), CountedTicket(id: 4, state: nil, priority: .low),
+            ])
+        #expect(try await db.count(CountedTicket.self) == 2)
+        // An in-memory database reports them as a file does.
+        let memory = try IngotDatabase.inMemory(entities: [CountedTicket.self])
+        let inMemory = try await memory.ingest([CountedTicket].self, from: Array(page.utf8))
+        #expect(inMemory.rejections.map(\.codingPath).sorted() == ["[1].state", "[2].priority"], "\(inMemory.rejections)")
     }
 }

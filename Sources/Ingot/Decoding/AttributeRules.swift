@@ -20,6 +20,9 @@ struct AttributeRules: Sendable {
     /// The only values the attribute holds (a Swift enum's raw values, ``Attribute/cases``), as
     /// text; `nil`: any.
     var cases: Set<String>?
+    /// The values a Swift enum that is not `CaseIterable` holds, asked of the enum
+    /// (``Attribute/rawValues``).
+    var rawValues: RawValueCheck?
     /// Text stored in lower case (``Attribute/foldsCase``).
     var foldsCase: Bool
 
@@ -117,6 +120,7 @@ struct AttributeRules: Sendable {
         coerce = attribute.coerce
         nullOnInvalid = attribute.nullOnInvalid
         cases = attribute.cases.map(Set.init)
+        rawValues = attribute.rawValues
         foldsCase = attribute.foldsCase
         text =
             attribute.rewritesText
@@ -152,7 +156,7 @@ struct AttributeRules: Sendable {
     /// Whether a JSON string is stored exactly as the page spells it: a string attribute that no
     /// rule rewrites. A rule added here must make this `false` when it applies.
     var storesTextAsIs: Bool {
-        if case .string = type { !rewritesText && cases == nil && !foldsCase } else { false }
+        if case .string = type { !rewritesText && cases == nil && rawValues == nil && !foldsCase } else { false }
     }
 
     /// The text the rules make of a value's `text`: `.some(nil)` for NULL, `.some(text)` to

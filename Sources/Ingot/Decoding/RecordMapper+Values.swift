@@ -13,17 +13,23 @@ extension RecordMapper {
     ) throws(MappingFailure) -> ScalarValue {
         var value = try convertValue(index, rules, &c)
         if rules.foldsCase, case .text(let s) = value { value = .text(s.lowercased()) }
-        guard let cases = rules.cases else { return value }
+        guard rules.cases != nil || rules.rawValues != nil else { return value }
         let text: String? =
             switch value {
             case .text(let s): s
             case .integer(let i): String(i)
             default: nil
             }
-        guard let text, !cases.contains(text) else { return value }
-        throw MappingFailure(
-            reason: "\(c.preview(index)) is none of the attribute's cases (\(cases.sorted().prefix(12).joined(separator: ", ")))",
-            code: .wrongType)
+        guard let text else { return value }
+        if let cases = rules.cases, !cases.contains(text) {
+            throw MappingFailure(
+                reason: "\(c.preview(index)) is none of the attribute's cases (\(cases.sorted().prefix(12).joined(separator: ", ")))",
+                code: .wrongType)
+        }
+        if let check = rules.rawValues, !check.accepts(text) {
+            throw MappingFailure(reason: "\(c.preview(index)) is the raw value of no case of \(check.name)", code: .wrongType)
+        }
+        return value
     }
 
     private mutating func convertValue(

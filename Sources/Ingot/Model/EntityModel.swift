@@ -180,6 +180,10 @@ public struct Attribute: Sendable, Equatable {
     /// A Swift `CaseIterable` enum's raw values, as text: a record giving any other value is
     /// rejected with its coding path (stored, it would be a row no value of the type can hold).
     public var cases: [String]?
+    /// A Swift enum of raw values that is not `CaseIterable` (its cases cannot be listed): the
+    /// enum's own `init(rawValue:)` says which values it holds; a record giving any other is
+    /// rejected as for ``cases``.
+    var rawValues: RawValueCheck?
     /// Text stored in lower case (a Swift `UUID`): one identity whatever the case an API sends it
     /// in; predicates and `fetch(id:)` compare the lower case too.
     public var foldsCase = false
@@ -344,4 +348,34 @@ struct SwiftNames: Sendable, Equatable {
     func keyPath(_ entity: String, _ relationship: String) -> String {
         "\\\(types[entity] ?? entity).\(properties[entity]?[relationship] ?? relationship)"
     }
+}
+
+/// Which raw values a Swift enum holds, asked of the enum itself (``Attribute/rawValues``). Equal
+/// when it is the same enum's: the model of a type equals itself.
+struct RawValueCheck: Sendable, Equatable {
+    /// The enum's type, as Swift names it in full (what makes two checks one).
+    let owner: String
+    /// The enum's name, as a rejection says it.
+    let name: String
+    /// Whether the enum has a case of this raw value (its text: an integer's digits).
+    let accepts: @Sendable (String) -> Bool
+
+    static func == (a: RawValueCheck, b: RawValueCheck) -> Bool { a.owner == b.owner }
+
+    /// The check of enum `type`, when its raw values are text or an integer type.
+    static func of<R: RawRepresentable>(_ type: R.Type) -> RawValueCheck? {
+        if R.RawValue.self == String.self {
+            return RawValueCheck(owner: String(reflecting: type), name: "\(type)") { text in
+                (text as? R.RawValue).flatMap(R.init(rawValue:)) != nil
+            }
+        }
+        guard let integer = R.RawValue.self as? any FixedWidthInteger.Type else { return nil }
+        return RawValueCheck(owner: String(reflecting: type), name: "\(type)") { text in
+            guard let value = Int64(text), let raw = RawValueCheck.integer(value, as: integer) as? R.RawValue else { return false }
+            return R(rawValue: raw) != nil
+        }
+    }
+
+    /// `value` as an integer of `type`, when it fits.
+    private static func integer<I: FixedWidthInteger>(_ value: Int64, as type: I.Type) -> I? { I(exactly: value) }
 }

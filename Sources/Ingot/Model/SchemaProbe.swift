@@ -124,6 +124,8 @@ final class SchemaProbe {
                 attribute.type == .string || attribute.type == .integer
             {
                 attribute.cases = SchemaProbe.rawValues(enumeration)
+            } else if let enumeration = type as? any RawRepresentable.Type, attribute.type == .string || attribute.type == .integer {
+                attribute.rawValues = RawValueCheck.of(enumeration)
             }
             e.attributes.append(attribute)
         }

@@ -97,7 +97,7 @@ extension StoreLocation {
 
     /// `query`'s rows; `nil` when the database has no such table (Ingot never ran there).
     private func selectIfIngot(_ query: RowQuery) throws -> [[ScalarValue]]? {
-        if case .sqlite(let path) = self, !FileManager.default.fileExists(atPath: path) { return nil }
+        if case .sqlite(let path) = self, !StageFile.isInMemory(path), !FileManager.default.fileExists(atPath: path) { return nil }
         do {
             return try select(query)
         } catch {
