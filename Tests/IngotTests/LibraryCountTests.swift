@@ -55,6 +55,10 @@ private struct CountedTicket: IngotEntity, Codable, Equatable {
         #expect(try await db.fetch(CountedVendor.self, limit: 1) == [CountedVendor(id: 2, name: "Acme")])
         #expect(try await db.fetch(CountedVendor.self, limit: 1, offset: 1) == [CountedVendor(id: 4, name: "Globex")])
         #expect(try await db.fetch(CountedVendor.self, id: 1) == nil)
+        #expect(try await db.fetch(CountedVendor.self, id: Int64(2)) == CountedVendor(id: 2, name: "Acme"))
+        // A literal of another type than the identity's is refused, not answered nil.
+        await #expect(throws: IngotQueryError.self) { try await db.fetch(CountedVendor.self, id: "2") }
+        await #expect(throws: IngotQueryError.self) { try await db.fetch(CountedVendor.self, id: 2.0) }
         #expect(try await db.count(CountedItem.self) == 4)
     }
 

@@ -253,7 +253,13 @@ extension IngotDatabase {
             guard layout.identitySlots.count == 1 else {
                 throw IngotQueryError(message: "\(T.self) has a composite identity: fetch it with a predicate on its identity properties")
             }
-            query.filter = .compare(.column(layout.columns[layout.identitySlots[0]].name), .equal, try RowExpression.constant(identity))
+            let column = layout.columns[layout.identitySlots[0]]
+            let value = try RowExpression.constant(identity)
+            guard IngotDatabase.names(column.type, value) else {
+                throw IngotQueryError(
+                    message: "\(T.self)'s identity '\(column.name)' is stored as \(column.type.name): \(identity) (\(Swift.type(of: identity))) cannot name one")
+            }
+            query.filter = .compare(.column(column.name), .equal, value)
         }
         query.filter = IngotDatabase.holdingRequired(query.filter, model.entities[index])
         query.limit = limit
@@ -354,6 +360,18 @@ extension IngotDatabase {
             levels.append(parent)
         }
         return levels
+    }
+
+    /// Whether `value` (a constant) can name a row whose identity is stored as `type`: an integer
+    /// an integer identity, text a text one, and so on — `fetch(_:id:)` with a literal of another
+    /// type is refused rather than answered `nil` (a JSON identity takes any value).
+    static func names(_ type: AttributeType, _ value: RowExpression) -> Bool {
+        switch (type, value) {
+        case (.integer, .value(.integer)), (.string, .value(.text)), (.bool, .value(.bool)), (.json, _): true
+        case (.double, .value(.real)), (.double, .value(.integer)), (.decimal, .decimal), (.decimal, .value(.integer)): true
+        case (.date, .time): true
+        default: false
+        }
     }
 
     /// The query of a fetch: its predicate and sort translated (PredicateTranslation.swift), the
