@@ -256,8 +256,9 @@ extension IngotDatabase {
             let column = layout.columns[layout.identitySlots[0]]
             let value = try RowExpression.constant(identity)
             guard IngotDatabase.names(column.type, value) else {
+                let given = "\(identity) (\(Swift.type(of: identity)))"
                 throw IngotQueryError(
-                    message: "\(T.self)'s identity '\(column.name)' is stored as \(column.type.name): \(identity) (\(Swift.type(of: identity))) cannot name one")
+                    message: "\(T.self)'s identity '\(column.name)' is stored as \(column.type.name): \(given) cannot name one")
             }
             query.filter = .compare(.column(column.name), .equal, value)
         }
