@@ -120,10 +120,7 @@ extension PGStore {
         do {
             try connection.inSavepoint("ingot_key") {
                 if let key {
-                    let present = try connection.execute(
-                        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = to_regclass($1) AND conname = $2)",
-                        [PGStore.quote(table), key.constraint])
-                    guard present.first?[0] == "t" else { return }
+                    guard try exists(key) else { return }
                     let recorded = String(decoding: try JSONEncoder().encode(key), as: UTF8.self)
                     try connection.execute(
                         "INSERT INTO _ingot_state (pipeline, key, value) VALUES ('', $1, $2) ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value",
@@ -145,13 +142,18 @@ extension PGStore {
     func buildKeysDropped() throws {
         let tables = Set(MergeKey.keys(of: layouts, model: model).map(\.table))
         for key in try PGStore.keysToBuild(connection) where tables.contains(key.table) {
-            let present = try connection.execute(
-                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = to_regclass($1) AND conname = $2)",
-                [PGStore.quote(key.table), key.constraint])
-            if present.first?[0] != "t", try connection.tableExists(key.table) { try connection.execute(key.addStatement) }
+            if try !exists(key), try connection.tableExists(key.table) { try connection.execute(key.addStatement) }
             try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [key.stateKey])
         }
         try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
+    }
+
+    /// Whether `key`'s constraint is on its table now.
+    private func exists(_ key: MergeKey) throws -> Bool {
+        try connection.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = to_regclass($1) AND conname = $2)",
+            [PGStore.quote(key.table), key.constraint]
+        ).first?[0] == "t"
     }
 
     /// The keys a joined run's merge dropped and no run built again yet, as recorded.
