@@ -110,8 +110,8 @@ struct PipelineYAMLReader {
             resources.isEmpty
             ? [
                 ResourceConfig(
-                    name: head.name, source: head.source, recordsPath: head.recordsPath, jsonLines: head.jsonLines, root: rootName,
-                    rootChoice: rootChoice)
+                    name: head.name, source: head.source, recordsPath: head.recordsPath, recordsLayout: head.recordsLayout,
+                    jsonLines: head.jsonLines, root: rootName, rootChoice: rootChoice)
             ] : resources
         config.write = head.write
         config.writeRejectsUnknown = head.writeRejectsUnknown
@@ -145,6 +145,7 @@ struct PipelineYAMLReader {
         var source = SourceConfig.none
         var jsonLines = false
         var recordsPath: [String] = []
+        var recordsLayout = RecordsLayout.array
         var write = WriteMode.merge
         var writeRejectsUnknown = false
         var writeScope: String?
@@ -216,18 +217,11 @@ struct PipelineYAMLReader {
         }
         let jsonLines = head.jsonLines
 
-        head.recordsPath =
-            sections.read { () throws(ConfigError) -> [String] in
-                guard let node = top["records"] else { return [] }
-                let path = try string(node)
-                if jsonLines && path != "." {
-                    throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
-                }
-                guard path != "." else { return [] }
-                let recordsPath = path.components(separatedBy: ".")
-                if recordsPath.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
-                return recordsPath
-            } ?? []
+        (head.recordsPath, head.recordsLayout) =
+            sections.read { () throws(ConfigError) in
+                guard let node = top["records"] else { return ([], .array) }
+                return try readRecords(node, jsonLines: jsonLines)
+            } ?? ([], .array)
 
         (head.write, head.writeRejectsUnknown, head.writeScope) =
             sections.read { () throws(ConfigError) -> (WriteMode, Bool, String?) in

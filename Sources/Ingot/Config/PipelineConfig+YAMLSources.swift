@@ -32,7 +32,7 @@ extension PipelineYAMLReader {
                 (resource.source, resource.jsonLines) = try readSource(sourceNode, defaults: defaults)
             }
             if let recordsNode = fields["records"] {
-                resource.recordsPath = try readRecordsPath(recordsNode, jsonLines: resource.jsonLines)
+                (resource.recordsPath, resource.recordsLayout) = try readRecords(recordsNode, jsonLines: resource.jsonLines)
             }
             if let rootNode = fields["root"] { (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model) }
             if let writeNode = fields["write"] { try readResourceWrite(writeNode, into: &resource, after: resources, model: model) }
@@ -109,16 +109,46 @@ extension PipelineYAMLReader {
         return (forEach, jsonLines)
     }
 
-    /// A resource's `records:` path (`.`: the page itself, as JSON Lines pages always are).
-    private func readRecordsPath(_ node: Node, jsonLines: Bool) throws(ConfigError) -> [String] {
-        let path = try string(node)
-        if jsonLines && path != "." {
-            throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+    /// `records:` (the pipeline's or a resource's): a key path (`.`: the page itself, as JSON
+    /// Lines pages always are), or an object's layout — `{values: PATH, key: NAME, value: NAME}`,
+    /// `{columns: PATH}` (``RecordsLayout``).
+    func readRecords(_ node: Node, jsonLines: Bool) throws(ConfigError) -> (path: [String], layout: RecordsLayout) {
+        func path(_ node: Node) throws(ConfigError) -> [String] {
+            let path = try string(node)
+            guard path != "." else { return [] }
+            let components = path.components(separatedBy: ".")
+            if components.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
+            return components
         }
-        guard path != "." else { return [] }
-        let components = path.components(separatedBy: ".")
-        if components.contains("") { throw error(node, "records: '\(path)' has an empty path component") }
-        return components
+        guard case .mapping = node else {
+            if jsonLines, try string(node) != "." {
+                throw error(node, "with format: jsonl each line is a record: leave records out, or write records: \".\"")
+            }
+            return (try path(node), .array)
+        }
+        if jsonLines { throw error(node, "with format: jsonl each line is a record: leave records out") }
+        let fields = try mapping(node, allowed: ["values", "key", "value", "columns"])
+        switch (fields["values"], fields["columns"]) {
+        case (let values?, nil):
+            guard let key = fields["key"] else {
+                throw error(node, "records: {values: …} needs key: NAME, the attribute each record's member key is given as")
+            }
+            let keyName = try string(key)
+            let valueName = try fields["value"].map { (node) throws(ConfigError) in try string(node) }
+            guard !keyName.isEmpty, valueName?.isEmpty != true, valueName != keyName else {
+                throw error(key, "records: key and value are two different, non-empty names")
+            }
+            return (try path(values), .values(key: keyName, value: valueName))
+        case (nil, let columns?):
+            if let extra = fields["key"] ?? fields["value"] {
+                throw error(extra, "records: {columns: …} takes no key or value: each column's name is its attribute")
+            }
+            return (try path(columns), .columns)
+        default:
+            throw error(
+                node,
+                "records is a key path, {values: PATH, key: NAME} (a dictionary's values) or {columns: PATH} (parallel arrays)")
+        }
     }
 
     /// A resource's `write:`: it needs a root, a scope names one of the root's keys, and one root

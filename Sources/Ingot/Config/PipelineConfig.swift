@@ -16,6 +16,8 @@ public struct PipelineConfig: Sendable {
     /// The key path from a page to its array of records; empty when the page is the array (or
     /// one object, its one record).
     public var recordsPath: [String]
+    /// How the value at ``recordsPath`` holds its records: an array, a dictionary's values, columns.
+    package var recordsLayout = RecordsLayout.array
     /// `format: jsonl` (in `source:`): pages are JSON Lines, one record per line.
     package var jsonLines = false
     /// Its resources, in file order (one for a file without `resources:`, mirroring `source`,
@@ -126,11 +128,12 @@ public struct PipelineConfig: Sendable {
     /// (`--resource`) mirrors its own first resource, never the file's.
     mutating func mirrorFirstStoredResource() {
         guard let first = resources.first(where: { $0.root != nil }), let root = first.root else { return }
-        (source, recordsPath, jsonLines, self.root) = (first.source, first.recordsPath, first.jsonLines, root)
+        (source, recordsPath, recordsLayout, jsonLines, self.root) =
+            (first.source, first.recordsPath, first.recordsLayout, first.jsonLines, root)
     }
 
     /// Where records sit in this pipeline's pages, for the mapper and the paginators.
-    package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }
+    package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines, layout: recordsLayout) }
     /// The entity each record is.
     public var root: String
     /// `write:` — merge into what is stored, or replace the root entity's rows.
@@ -182,6 +185,8 @@ package struct ResourceConfig: Sendable, Equatable {
     package var source: SourceConfig
     /// The key path to a page's records (empty: the page itself).
     package var recordsPath: [String]
+    /// How the value at ``recordsPath`` holds its records.
+    package var recordsLayout = RecordsLayout.array
     /// `format: jsonl`.
     package var jsonLines = false
     /// The entity its records are; `nil`: its records only drive a `for_each` (read, not stored).
@@ -208,7 +213,7 @@ package struct ResourceConfig: Sendable, Equatable {
     package var batchRecords: Int?
 
     /// Where records sit in its pages.
-    package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines) }
+    package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines, layout: recordsLayout) }
 
     /// `for_each: {resource: R, path|url: TEMPLATE, with: {KEY: key.path}}`.
     package struct ForEach: Sendable, Equatable {

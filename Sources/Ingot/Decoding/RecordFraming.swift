@@ -1,12 +1,14 @@
-/// Where a page's records sit: the one place both the record mapper and pagination ask (page
-/// and offset pagination stop on a page without records). Today an array at a key path
-/// (`records: results`, or `.` for a page that is the array); a page format of its own (a single
-/// object, JSON Lines) is another case here, and both users get it.
+/// Where a page's records sit: the one place the record mapper, pagination (page and offset
+/// pagination stop on a page without records, cursors read the last record) and `for_each` ask.
+/// An array at a key path (`records: results`, or `.` for a page that is the array), JSON Lines,
+/// or a layout that is not an array — a dictionary's values, parallel columns — which
+/// ``parse(_:)`` rewrites into an array at the same path, so every user reads an array
+/// (docs/pipelines.md, "Records that are not an array").
 package struct RecordFraming: Sendable, Equatable {
     enum Shape: Sendable, Equatable {
         /// An array of records at this key path of the page's object (empty: the page itself,
-        /// an array of records or one object).
-        case array(at: [String])
+        /// an array of records or one object); `layout` says how an object found there is read.
+        case array(at: [String], layout: RecordsLayout)
         /// JSON Lines (`format: jsonl`): one record per line.
         case lines
     }
@@ -14,22 +16,39 @@ package struct RecordFraming: Sendable, Equatable {
     var shape: Shape
 
     /// Records in an array at `path` (`[]`: the page is the array).
-    static func array(at path: [String]) -> RecordFraming { RecordFraming(shape: .array(at: path)) }
+    static func array(at path: [String], layout: RecordsLayout = .array) -> RecordFraming {
+        RecordFraming(shape: .array(at: path, layout: layout))
+    }
 
     /// JSON Lines: one record per line.
     static let lines = RecordFraming(shape: .lines)
 
-    /// The framing of a pipeline's pages: JSON Lines for `format: jsonl`, else `records:`'s path.
-    package static func of(recordsPath: [String], jsonLines: Bool) -> RecordFraming {
-        jsonLines ? .lines : .array(at: recordsPath)
+    /// The framing of a pipeline's pages: JSON Lines for `format: jsonl`, else `records:`'s path
+    /// and layout.
+    package static func of(recordsPath: [String], jsonLines: Bool, layout: RecordsLayout = .array) -> RecordFraming {
+        jsonLines ? .lines : .array(at: recordsPath, layout: layout)
     }
 
     /// Parses a page as this framing reads it: one JSON text, or JSON Lines (a line that is not
-    /// JSON is then left out and listed in the document's ``JSONDocument/lineFailures``).
+    /// JSON is then left out and listed in the document's ``JSONDocument/lineFailures``). With a
+    /// layout other than an array, an object at the records' path is rewritten into the array of
+    /// its records, the rest of the page as it came (``RecordsLayout/arrayText(of:)``); a page the
+    /// layout cannot read is returned as it came, and ``records(in:)`` says why.
     package func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONDocument {
         switch shape {
-        case .array: try JSONDocument(bytes: bytes)
-        case .lines: try JSONDocument(lines: bytes)
+        case .array(let path, let layout):
+            let document = try JSONDocument(bytes: bytes)
+            guard layout != .array, let value = JSONKeyPath(keys: path).resolve(in: document.root), value.kind == .object,
+                case .success(let array) = layout.arrayText(of: value)
+            else { return document }
+            let node = document.nodes[value.index]
+            var rewritten: [UInt8] = []
+            rewritten.reserveCapacity(bytes.count + array.count - Int(node.length))
+            rewritten += bytes[..<Int(node.start)]
+            rewritten += array
+            rewritten += bytes[Int(node.start + node.length)...]
+            return try JSONDocument(bytes: rewritten)
+        case .lines: return try JSONDocument(lines: bytes)
         }
     }
 
@@ -43,7 +62,7 @@ package struct RecordFraming: Sendable, Equatable {
     /// Where the records sit as a coding path prefix: empty for the top level.
     var codingPath: String {
         switch shape {
-        case .array(let path): path.joined(separator: ".")
+        case .array(let path, _): path.joined(separator: ".")
         case .lines: ""
         }
     }
@@ -92,13 +111,16 @@ package struct RecordFraming: Sendable, Equatable {
                 return .failure(Failure(path: "", reason: "the page was not read as JSON Lines"))
             }
             return .success(Records(first: 1, count: document.root.count, isSingleObject: false, lines: lines))
-        case .array(let components):
+        case .array(let components, let layout):
             var value = document.root
             var path = ""
             for component in components {
                 path += path.isEmpty ? component : "." + component
                 guard let next = value[component] else { return .failure(Failure(path: path, reason: "the page has no '\(path)'")) }
                 value = next
+            }
+            if value.kind == .object, layout != .array, case .failure(let reason) = layout.arrayText(of: value) {
+                return .failure(Failure(path: path, reason: reason.description))
             }
             if components.isEmpty && value.kind == .object {
                 return .success(Records(first: value.index, count: 1, isSingleObject: true))
@@ -126,6 +148,7 @@ package struct RecordFraming: Sendable, Equatable {
         let quoted = value.kind == .string || value.kind == .escapedString
         let start = Int(value.start) - (quoted ? 1 : 0)
         let end = Int(value.start + value.length) + (quoted ? 1 : 0)
+        let bytes = document.bytes  // the page as the layout rewrote it
         guard start >= 0, end <= bytes.count, start <= end else { return nil }
         return String(decoding: bytes[start..<end], as: UTF8.self)
     }
@@ -135,6 +158,7 @@ package struct RecordFraming: Sendable, Equatable {
     /// is not a page of records (it is then mapped as it came, and rejected as it deserves).
     func injecting(_ values: [InjectedValue], into bytes: [UInt8]) -> [UInt8]? {
         guard let document = try? parse(bytes), case .success(let records) = records(in: document) else { return nil }
+        let bytes = document.bytes  // the page as the layout rewrote it: an array at the records' path
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count + records.count * 32)
         var copied = 0

@@ -340,6 +340,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         var single = config
         single.source = resource.source
         single.recordsPath = resource.recordsPath
+        single.recordsLayout = resource.recordsLayout
         single.jsonLines = resource.jsonLines
         single.resources = [resource]
         let source = try single.makeSource(database: nil, maxPageBytes: maxPageBytes, environment: environment, logger: logger)
