@@ -97,4 +97,78 @@ struct KeyPathIndexTests {
             problem("names[0].name]")?.contains("k.yml:11:") == true,
             "the relationship's key is checked too: \(problem("names[0].name]") ?? "")")
     }
+
+    /// Zendesk's tickets: each custom field is an element `{id, value}` of `custom_fields`,
+    /// picked by its id (`[id=360001]`), a string id or a number alike; a field the ticket does
+    /// not carry leaves its column as stored; a non-array is a rejected record naming the step.
+    static let zendesk = """
+        version: 1
+        name: tickets
+        records: tickets
+        root: ticket
+        entities:
+          ticket:
+            identity: id
+            attributes:
+              id: integer
+              priority_code: {type: string, key: "custom_fields[id=360001].value"}
+              region: {type: string, key: "custom_fields[id=360002].value"}
+              approved: {type: bool, key: "custom_fields[id=k-3].value"}
+        """
+
+    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    func elementsArePickedByAKeysValue(backend: StoreConformanceTests.Backend) throws {
+        let harness = try StoreConformanceTests.harness(backend, yaml: Self.zendesk)
+        let pages = [
+            #"""
+            {"tickets": [
+              {"id": 1, "custom_fields": [{"id": 360002, "value": "emea"}, {"id": 360001, "value": "P1"}, {"id": "k-3", "value": true}]},
+              {"id": 2, "custom_fields": [{"id": "360001", "value": "P\u0032"}, "not an object", {"id": 360001, "value": "second"}]},
+              {"id": 3, "custom_fields": {"id": 360001}}
+            ]}
+            """#,
+            // A later page: fields missing leave the columns as they are; null clears.
+            #"{"tickets": [{"id": 1, "custom_fields": [{"id": 360001, "value": null}]}]}"#,
+        ]
+        let summary = try harness.run(pages, 50)
+        #expect(summary.status == .finished && summary.counters.records == 4 && summary.counters.rejectedRecords == 1)
+        let tickets = try #require(harness.dump()["ticket"]).sorted { $0[0] < $1[0] }
+        // Columns: id, priority_code, region, approved.
+        #expect(tickets.count == 2)
+        #expect(tickets.first.map { Array($0[1...]) } == ["NULL", "emea", "1"], "\(tickets)")
+        #expect(tickets.last.map { Array($0[1...]) } == ["P2", "NULL", "NULL"], "the first match wins: \(tickets)")
+        var mapper = RecordMapper(
+            plan: MappingPlan(
+                model: try PipelineConfig.parse(text: Self.zendesk, path: "z.yml").model, root: "ticket", framing: .array(at: ["tickets"])))
+        let page = mapper.map(bytes: Array(#"{"tickets": [{"id": 3, "custom_fields": {"id": 360001}}]}"#.utf8), seq: 1, source: "p")
+        let rejection = try #require(page.rejections.first)
+        #expect(rejection.codingPath == "tickets[0].custom_fields" && rejection.reason.contains("expected an array"), "\(rejection)")
+    }
+
+    /// An element picked by a key's value is written back where it was read: the export's
+    /// record reads as the same row.
+    @Test func pickedElementsAreExportedBack() throws {
+        let config = try PipelineConfig.parse(text: Self.zendesk, path: "z.yml")
+        let page = #"{"tickets": [{"id": 1, "custom_fields": [{"id": 360001, "value": "P1"}, {"id": "k-3", "value": false}]}]}"#
+        let (summary, db) = try ingest(Self.zendesk, [page])
+        #expect(summary.status == .finished)
+        var exported: [String] = []
+        _ = try RecordExporter(config: config, location: try StoreLocation(db), entity: "ticket", filters: [], depth: 0).forEachRecord {
+            exported.append($0)
+        }
+        #expect(
+            exported == [#"{"id":1,"custom_fields":[{"id":360001,"value":"P1"},{"id":360002,"value":null},{"id":"k-3","value":false}]}"#])
+        let again = try ingest(Self.zendesk, ["{\"tickets\": [\(exported[0])]}"])
+        #expect(try rows(again.db, "SELECT * FROM ticket") == rows(db, "SELECT * FROM ticket"))
+    }
+
+    @Test func pickedElementsAreCheckedAtValidation() {
+        let text = Self.zendesk.replacingOccurrences(of: "custom_fields[id=360002].value", with: "custom_fields[=3].value")
+        #expect(configProblems(text)?.contains("picked as [key=value]") == true, "\(configProblems(text) ?? "")")
+        let first = Self.zendesk.replacingOccurrences(of: "custom_fields[id=360002].value", with: "[id=3].value")
+        #expect(configProblems(first)?.contains("starts with an index") == true)
+        let document = try? JSONDocument(bytes: Array(#"{"custom_fields": [{"id": 1}, {"id": 360001, "value": 7}]}"#.utf8))
+        let path = try? JSONKeyPath(parsing: "custom_fields[id=360001].value")
+        #expect(document.flatMap { path?.resolve(in: $0.root) }?.numberText == "7")
+    }
 }

@@ -166,7 +166,7 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
             case .key(let name):
                 guard current.kind == .object, let next = current[name] else { return .some(nil) }
                 current = next
-            case .index:
+            case .index, .match:
                 guard current.kind == .array else { return .some(nil) }
                 guard let next = JSONKeyPath([component]).resolve(in: current) else { return nil }
                 current = next

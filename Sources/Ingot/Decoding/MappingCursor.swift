@@ -69,10 +69,40 @@ struct Cursor {
                 var element = current + 1
                 for _ in 0..<position { element = Int(nodes[element].end) }
                 current = element
+            case .match(let key, let value):
+                guard node.kind == .array else {
+                    throw MappingFailure(reason: "expected an array, got \(node.kind.jsonName)", code: .wrongShape)
+                        .prepending(target.restTrail[..<step].reversed())
+                }
+                guard let element = firstElement(of: current, whose: key, is: value) else { return .absent }
+                current = element
             }
             if nodes[current].kind == .null { return .null }
         }
         return .leaf(current)
+    }
+
+    /// The first element of the array at `array` that is an object whose member `key` is `value`:
+    /// a string of that text (escapes decoded) or a number of those digits.
+    func firstElement(of array: Int, whose key: [UInt8], is value: [UInt8]) -> Int? {
+        var element = array + 1
+        for _ in 0..<nodes[array].count {
+            defer { element = Int(nodes[element].end) }
+            guard nodes[element].kind == .object else { continue }
+            var member = element + 1
+            var found: Int?
+            for _ in 0..<nodes[element].count {
+                if keyEquals(member, key) { found = member + 1 }
+                member = Int(nodes[member + 1].end)
+            }
+            guard let found else { continue }
+            switch nodes[found].kind {
+            case .string, .integer, .double: if keyEquals(found, value) { return element }
+            case .escapedString: if JSONValue.unescape(bytes, Int(nodes[found].start), Int(nodes[found].length)) == value { return element }
+            default: continue
+            }
+        }
+        return nil
     }
 
     func keyEquals(_ keyIndex: Int, _ key: [UInt8]) -> Bool {

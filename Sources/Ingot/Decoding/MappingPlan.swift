@@ -19,6 +19,8 @@ struct MappingPlan: Sendable {
             case key([UInt8])
             /// The element of an array; negative counts from the end.
             case index(Int)
+            /// The first element of an array that is an object whose `key` is `value`.
+            case match(key: [UInt8], value: [UInt8])
         }
         var kind: Kind
         /// The key path's steps after its first key.
@@ -218,6 +220,9 @@ struct MappingPlan: Sendable {
                 case .index(let n):
                     target.rest.append(.index(n))
                     target.restTrail.append(.index(n))
+                case .match(let key, let value):
+                    target.rest.append(.match(key: Array(key.utf8), value: Array(value.utf8)))
+                    target.restTrail.append(.match(key, value))
                 }
             }
             if let k = rootKeys.firstIndex(where: { $0.name == first }) {

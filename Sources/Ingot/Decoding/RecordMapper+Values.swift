@@ -273,6 +273,8 @@ struct MappingFailure: Error {
     enum Component {
         case key(String)
         case index(Int)
+        /// `[key=value]`: the element picked by a member's value.
+        case match(String, String)
     }
     var reason: String
     var entity: String?
@@ -309,6 +311,7 @@ struct MappingFailure: Error {
             switch $0 {
             case .key(let k): "." + k
             case .index(let i): "[\(i)]"
+            case .match(let k, let v): "[\(k)=\(v)]"
             }
         }.joined()
     }
@@ -320,6 +323,7 @@ struct MappingFailure: Error {
             switch component {
             case .key(let k): text += text.isEmpty ? k : "." + k
             case .index(let i): text += "[\(i)]"
+            case .match(let k, let v): text += "[\(k)=\(v)]"
             }
         }
         return text

@@ -3,7 +3,9 @@ import Foundation
 /// A path into a JSON value, as pipeline files write it: keys joined by a delimiter (`.` unless
 /// an entity says otherwise), each key optionally followed by array indexes — `data[-1].id`,
 /// `meta.next_cursor`, `names[0].name`, `[0]` (the first element of a page that is an array).
-/// A negative index counts from the end (`-1`: the last element). One grammar for every key path
+/// A negative index counts from the end (`-1`: the last element). `[key=value]` picks the first
+/// element of an array that is an object whose `key` is `value` — a string equal to it or a
+/// number written as it (Zendesk's `custom_fields[id=360001].value`). One grammar for every key path
 /// of a pipeline file; text it does not define is refused (``init(parsing:delimiter:)``), never
 /// read as a key that resolves to nothing.
 package struct JSONKeyPath: Sendable, Hashable, CustomStringConvertible {
@@ -13,6 +15,15 @@ package struct JSONKeyPath: Sendable, Hashable, CustomStringConvertible {
         case key(String)
         /// The element of an array: from the start (0, 1, …) or from the end (-1, -2, …).
         case index(Int)
+        /// The first element of an array that is an object whose member `key` is `value` (a
+        /// string of that text, or a number of those digits).
+        case match(key: String, value: String)
+
+        /// Whether `element` is the one a `.match` picks.
+        package static func matches(_ element: JSONValue, key: String, value: String) -> Bool {
+            guard element.kind == .object, let found = element[key] else { return false }
+            return found.string == value || found.numberText == value
+        }
     }
 
     /// The steps, in order; empty: the value itself.
@@ -61,6 +72,15 @@ package struct JSONKeyPath: Sendable, Hashable, CustomStringConvertible {
                     throw refuse("'\(part)': an index is written [N], N an integer")
                 }
                 let number = rest[rest.index(after: rest.startIndex)..<close]
+                if let equals = number.firstIndex(of: "=") {
+                    let (key, value) = (number[..<equals], number[number.index(after: equals)...])
+                    guard !key.isEmpty, !value.isEmpty, !key.contains("["), !value.contains("[") else {
+                        throw refuse("'\(part)': an element is picked as [key=value], both non-empty")
+                    }
+                    components.append(.match(key: String(key), value: String(value)))
+                    rest = rest[rest.index(after: close)...]
+                    continue
+                }
                 guard let index = Int(number), number.first != "+" else {
                     throw refuse("'\(part)': '[\(number)]' is not an integer index")
                 }
@@ -80,6 +100,7 @@ package struct JSONKeyPath: Sendable, Hashable, CustomStringConvertible {
                 if !out.isEmpty { out += delimiter }
                 out += key
             case .index(let n): out += "[\(n)]"
+            case .match(let key, let value): out += "[\(key)=\(value)]"
             }
         }
         return out
@@ -105,6 +126,11 @@ package struct JSONKeyPath: Sendable, Hashable, CustomStringConvertible {
                 let position = n < 0 ? count + n : n
                 guard position >= 0, position < count else { return nil }
                 guard let element = current.elements.dropFirst(position).first(where: { _ in true }) else { return nil }
+                current = element
+            case .match(let key, let value):
+                guard current.kind == .array,
+                    let element = current.elements.first(where: { Component.matches($0, key: key, value: value) })
+                else { return nil }
                 current = element
             }
         }

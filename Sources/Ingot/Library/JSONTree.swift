@@ -123,11 +123,31 @@ extension JSONKeyPath {
         switch (first, node) {
         case (.key(let key), .object(let object)):
             guard let next = rest.first else { return object.set(key, value) }
-            if case .index = next {
-                try place(value, along: rest, in: .array(try object.array(key)))
-            } else {
+            if case .key = next {
                 try place(value, along: rest, in: .object(try object.object(key)))
+            } else {
+                try place(value, along: rest, in: .array(try object.array(key)))
             }
+        case (.match(let key, let wanted), .array(let array)):
+            // The element whose `key` is `wanted`, made when missing: `[{"id": 360, "value": …}]`.
+            let written: JSONTree =
+                (try? JSONDocument(bytes: Array(wanted.utf8)))?.root.kind == .number ? .scalar(wanted) : JSONTree.string(wanted)
+            let element =
+                array.items.lazy.compactMap { item -> ObjectNode? in
+                    guard case .object(let object) = item, case .scalar(let text)? = object[key] else { return nil }
+                    return text == JSONTree.text(of: written) ? object : nil
+                }.first
+                ?? {
+                    let made = ObjectNode()
+                    made.set(key, written)
+                    array.items.append(.object(made))
+                    return made
+                }()
+            guard !rest.isEmpty else {
+                throw EncodingError.invalidValue(
+                    "\(components)", .init(codingPath: [], debugDescription: "a key path ending in [key=value] cannot be encoded back"))
+            }
+            try place(value, along: rest, in: .object(element))
         case (.index(let index), .array(let array)):
             guard index >= 0 else {
                 throw EncodingError.invalidValue(
@@ -144,7 +164,7 @@ extension JSONKeyPath {
                 try place(value, along: rest, in: .array(inner))
             } else {
                 let made: JSONTree
-                if case .index = next { made = .array(ArrayNode()) } else { made = .object(ObjectNode()) }
+                if case .key = next { made = .object(ObjectNode()) } else { made = .array(ArrayNode()) }
                 array.items[index] = made
                 try place(value, along: rest, in: made)
             }

@@ -385,7 +385,10 @@ extension EntityModel {
         guard !delimiter.isEmpty else { return nil }  // reported as the delimiter's problem
         do {
             let path = try JSONKeyPath(parsing: key, delimiter: delimiter)
-            if case .index = path.components.first { return "key path '\(key)' starts with an index: a record's key comes first" }
+            if let first = path.components.first, case .key = first {
+            } else {
+                return "key path '\(key)' starts with an index: a record's key comes first"
+            }
             return nil
         } catch {
             return error.description
