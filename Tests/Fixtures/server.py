@@ -36,6 +36,7 @@ Serves
   /people/cycle?cursor=C     cursors A, B, C, A, … (a cycle of three)
   /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
   /control/pokeapi-gone?n=N  from now on, pokemon N's detail page answers 404 (the list still names it)
+  /hn/, /npm/, /meteo/, /zendesk/, /wp/   pages that are not one array of records (cookbook_apis.py)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
   /verbatim/{next,link,cursor,page,parents,detail/…}   pages that check the request target byte for byte
@@ -61,6 +62,7 @@ Faults (--faults), each at the Nth request to /people/* (1-based), once:
 Prints "PORT <n>" on its first line once listening.
 """
 import argparse, email.utils, hashlib, json, os, signal, socket, sys, threading, time
+import cookbook_apis  # beside this file
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -280,6 +282,8 @@ class Handler(BaseHTTPRequestHandler):
                                    "api_requests": State.api_requests,
                                    "not_modified": State.not_modified,
                                    "in_flight": State.in_flight, "peak_in_flight": State.peak})
+        if u.path == "/control/cookbook-edit":
+            return self.send_json(cookbook_apis.edit())
         if u.path.startswith("/api/"):
             with State.lock:
                 State.api_requests += 1
@@ -293,7 +297,7 @@ class Handler(BaseHTTPRequestHandler):
         if u.path.startswith("/stripe/") or u.path.startswith("/twitter/") or u.path.startswith("/github/") \
                 or u.path.startswith("/pokeapi/") or u.path.startswith("/reddit/") or u.path.startswith("/export/") \
                 or u.path.startswith("/slack/") or u.path.startswith("/jira/") or u.path.startswith("/shopify/") \
-                or u.path.startswith("/notion/"):
+                or u.path.startswith("/notion/") or cookbook_apis.serves(u.path):
             with State.lock:
                 State.people_requests += 1
                 fault = State.faults.pop(State.people_requests, None)
@@ -397,6 +401,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def api(self, path, q):
         """Shapes of real APIs, after their public documentation."""
+        answered = cookbook_apis.answer(path, q, self.host())
+        if answered is not None:
+            status, body, headers = answered
+            return self.send_json(body, status, headers)
         if path == "/slack/api/conversations.list":
             # Two channels: C1's history is there, C9's answers channel_not_found (HTTP 200).
             return self.send_json({"ok": True, "channels": [{"id": "C1", "name": "general"}, {"id": "C9", "name": "gone"}],

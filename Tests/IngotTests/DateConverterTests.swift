@@ -104,6 +104,16 @@ struct DateConverterTests {
         #expect(DatePattern.problem(in: "dd MMM MM yyyy") != nil)
     }
 
+    /// Text in single quotes is literal (Open-Meteo's `2026-12-06T01:00`), `''` a quote.
+    @Test func quotedTextIsLiteral() {
+        let hours = DateFormat.pattern("yyyy-MM-dd'T'HH:mm", timeZone: "UTC")
+        #expect(convert("2026-12-06T01:00", hours) == "2026-12-06T01:00:00.000000Z")
+        #expect(convert("2026-12-06 01:00", hours) == nil)
+        #expect(convert("06 Dec '2026 at 01h", .pattern("dd MMM ''yyyy 'at' HH'h'", timeZone: "UTC")) == "2026-12-06T01:00:00.000000Z")
+        #expect(DatePattern.problem(in: "yyyy-MM-dd'T") != nil, "a quote without its end")
+        #expect(DatePattern.problem(in: "yyyy-MM-dd'é'") != nil, "quoted text is ASCII")
+    }
+
     @Test func invalidDatesAreRefused() {
         #expect(convert("2026-02-30", .iso8601(timeZone: "UTC")) == nil)
         #expect(convert("2026-01-14T25:00:00Z", .iso8601(timeZone: "UTC")) == nil)

@@ -320,7 +320,8 @@ struct PipelineConfigTests {
                 """)
         let config = try PipelineConfig.parse(text: http, path: "p.yml")
         let source = try #require(config.source.http)
-        #expect(source.paginate == .offset(param: "offset", limitParam: "limit", limit: 50, total: JSONKeyPath(keys: ["meta", "count"])))
+        #expect(
+            source.paginate == .offset(param: "offset", limitParam: "limit", limit: 50, total: .body(JSONKeyPath(keys: ["meta", "count"]))))
         #expect(source.auth == .apiKeyQuery(param: "key", env: "ITEMS_KEY"))
         #expect(source.concurrency == 4)
 

@@ -720,7 +720,8 @@ struct RealAPITests {
                     .utf8))
         let records = Array(document.root.elements)
         func url(_ k: Int, _ resource: Int) -> String? {
-            source.request(for: records[k], try! #require(config.resources[resource].forEach), config.resources[resource])?.url
+            source.request(for: records[k], of: records[k], try! #require(config.resources[resource].forEach), config.resources[resource])?
+                .url
         }
         #expect(url(0, 1) == "https://api.example.org/v1/items/a%2Fb%20c%3Fd/detail")
         #expect(url(3, 1) == "https://api.example.org/v1/items/5/detail")
@@ -746,7 +747,8 @@ struct RealAPITests {
         let dottedSource = ResourcesPageSource(config: dottedConfig, environment: [:], maxPageBytes: 1 << 20, logger: LogCapture().logger)
         let values = try JSONDocument(bytes: Array(#"[{"key": ".."}, {"key": "."}, {"key": "a&admin=1+b"}, {"key": "..."}]"#.utf8))
         func dottedURL(_ k: Int) -> String? {
-            dottedSource.request(for: Array(values.root.elements)[k], dottedForEach, dottedConfig.resources[1])?.url
+            let record = Array(values.root.elements)[k]
+            return dottedSource.request(for: record, of: record, dottedForEach, dottedConfig.resources[1])?.url
         }
         #expect(dottedURL(0) == "https://api.example.org/v1/items/%2E%2E/detail?q=%2E%2E&page=1")
         #expect(dottedURL(1) == "https://api.example.org/v1/items/%2E/detail?q=%2E&page=1")
@@ -842,64 +844,6 @@ struct RealAPITests {
             environment: ["SWAPI_API": server.base])
         #expect(dryRun.stdout.contains("/api/\(resource)/"), "\(dryRun.stdout)")
         #expect(!dryRun.stdout.contains("/api/films/") || resource == "films", "\(dryRun.stdout)")
-    }
-
-    /// `kill -9` while the server holds request `holdAt` (the pages before it are committed by
-    /// then: no timing involved), then `--resume`: the run ends exactly as one uninterrupted run,
-    /// every page counted once across both. `check` runs on the database after.
-    private func killAndResume(
-        _ yaml: String, server: FixtureServer, holdAt: Int, pages: Int, environment: [String: String] = [:], batchRecords: Int = 1,
-        beforeResume: () throws -> Void = {}, check: (String) throws -> Void
-    ) throws {
-        let dir = temporaryDirectory()
-        let pipeline = dir.appendingPathComponent("api.yml")
-        try Data(yaml.utf8).write(to: pipeline)
-        let db = dir.appendingPathComponent("api.db").path
-        let arguments = [
-            "run", pipeline.path, "--db", db, "--no-archive", "--progress-interval", "0", "--commit-interval", "0.2", "--batch-records",
-            "\(batchRecords)",
-        ]
-        // The pipe lives as long as its process: a file handle closed while another test spawns
-        // a process can fail that spawn (Foundation's Process reads the open descriptors).
-        func start(_ extra: [String], errors: Any?) throws -> Process {
-            let process = Process()
-            process.executableURL = CLITests.binary
-            process.arguments = arguments + extra
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors ?? FileHandle.nullDevice
-            try process.run()
-            return process
-        }
-        // The first run's log goes to a file (no pipe to drain): read if it ends on its own.
-        let firstLog = dir.appendingPathComponent("first.log")
-        _ = FileManager.default.createFile(atPath: firstLog.path, contents: nil)
-        let firstErrors = try FileHandle(forWritingTo: firstLog)
-        defer { try? firstErrors.close() }
-        let first = try start([], errors: firstErrors)
-        // Normally the kill comes at exactly `holdAt - 1` pages. Should a loaded machine let the
-        // held request time out (30 s) and the run go on, it comes later: the resume must be
-        // exact all the same. A run that ended on its own fails the test instead of a wait.
-        waitUntil {
-            guard first.isRunning else { return true }
-            guard FileManager.default.fileExists(atPath: db) else { return false }
-            return ((try? rows(db, "SELECT pages FROM _ingot_runs"))?.first?.first).flatMap { Int($0) } ?? 0 >= holdAt - 1
-        }
-        #expect(
-            first.isRunning,
-            "the first run ended before it was killed (status \(first.isRunning ? 0 : first.terminationStatus)): \((try? String(contentsOf: firstLog, encoding: .utf8)) ?? "")"
-        )
-        kill(first.processIdentifier, SIGKILL)
-        first.waitUntilExit()
-        #expect(try rows(db, "SELECT status FROM _ingot_runs") == [["running"]])
-        try beforeResume()
-        let out = Pipe()
-        let resume = try start(["--resume"], errors: out)
-        let log = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        resume.waitUntilExit()
-        #expect(resume.terminationStatus == 0, "\(log)")
-        #expect(try rows(db, "SELECT status, pages FROM _ingot_runs") == [["finished", "\(pages)"]])
-        try check(db)
     }
 
     /// A for_each resumes by its requests' identities, not their position: the run is killed
@@ -1024,26 +968,5 @@ struct RealAPITests {
             error(
                 "  - {name: a, source: {http: {url: x}}}\n  - {name: b, for_each: {resource: a, path: \"x/{id}\"}}\n"
                     + "  - {name: c, for_each: {resource: b, path: \"y/{id}\"}, root: a}")?.contains("itself a for_each") == true)
-    }
-}
-
-/// docs/cookbook.md's pipelines stay valid: every `yaml` block there that is a pipeline file.
-@Suite(.tags(.postgres), .beyondUnit)
-struct CookbookTests {
-    @Test func everyCookbookPipelineValidates() throws {
-        let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
-        let blocks = text.components(separatedBy: "```yaml\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
-        let pipelines = blocks.filter { $0.hasPrefix("version: 1") }
-        var names: [String] = []
-        for (k, pipeline) in pipelines.enumerated() {
-            #expect(throws: Never.self, "cookbook pipeline \(k + 1)") {
-                names.append(try PipelineConfig.parse(text: pipeline, path: "cookbook-\(k + 1).yml", environment: [:]).name)
-            }
-        }
-        let recipes = [
-            "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
-            "notion-users",
-        ]
-        #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }
 }

@@ -58,7 +58,7 @@ extension PipelineYAMLReader {
     private mutating func readForEach(
         _ node: Node, of name: String, source sourceNode: Node?, after earlier: [ResourceConfig], defaults: Node?
     ) throws(ConfigError) -> (ResourceConfig.ForEach, jsonLines: Bool) {
-        let f = try mapping(node, allowed: ["resource", "path", "url", "with", "not_found"])
+        let f = try mapping(node, allowed: ["resource", "each", "path", "url", "with", "not_found"])
         var notFoundFails = false
         if let notFound = f["not_found"] {
             switch try string(notFound) {
@@ -80,6 +80,7 @@ extension PipelineYAMLReader {
             throw error(node, "for_each takes path (relative to defaults.http.url) or url (a whole URL), one of them")
         }
         let template = try urlTemplate(templateNode)
+        let each = try f["each"].map { (node: Node) throws(ConfigError) in try keyPath(node) }
         var with: [ResourceConfig.WithKey] = []
         if let withNode = f["with"] {
             guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
@@ -105,7 +106,8 @@ extension PipelineYAMLReader {
         let config = try readHTTP(httpNode)
         let jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
         let forEach = ResourceConfig.ForEach(
-            resource: parent, template: template, isURL: f["url"] != nil, with: with, http: config, notFoundFails: notFoundFails)
+            resource: parent, each: each, template: template, isURL: f["url"] != nil, with: with, http: config,
+            notFoundFails: notFoundFails)
         return (forEach, jsonLines)
     }
 
@@ -229,7 +231,8 @@ extension PipelineYAMLReader {
         return (choice.entities[0].entity, choice)
     }
 
-    /// A `for_each` template: text with `{key.path}` placeholders.
+    /// A `for_each` template: text with `{key.path}` placeholders; `{.}` is the value itself (a
+    /// list of bare ids: Hacker News's `topstories.json`, an `each:` array's elements).
     func urlTemplate(_ node: Node) throws(ConfigError) -> URLTemplate {
         let text = try string(node)
         var parts: [URLTemplate.Part] = []
@@ -239,7 +242,7 @@ extension PipelineYAMLReader {
             guard let close = rest[open...].firstIndex(of: "}") else { throw error(node, "'\(text)': a '{' without its '}'") }
             let inner = String(rest[rest.index(after: open)..<close])
             do throws(JSONKeyPath.ParseError) {
-                parts.append(.value(try JSONKeyPath(parsing: inner)))
+                parts.append(.value(inner == "." ? JSONKeyPath([]) : try JSONKeyPath(parsing: inner)))
             } catch {
                 throw self.error(node, "'\(text)': \(error.description)")
             }
@@ -339,7 +342,7 @@ extension PipelineYAMLReader {
                 } ?? 1
             config.paginate = .page(
                 param: try string(try required(f, "param", in: value)), start: start,
-                totalPages: try f["total_pages"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
+                totalPages: try f["total_pages"].map { (n: Node) throws(ConfigError) in try count(n) })
         case "offset":
             let f = try mapping(value, allowed: ["param", "limit_param", "limit", "total"])
             let limitNode = try required(f, "limit", in: value)
@@ -348,10 +351,20 @@ extension PipelineYAMLReader {
             config.paginate = .offset(
                 param: try string(try required(f, "param", in: value)),
                 limitParam: try string(try required(f, "limit_param", in: value)), limit: limit,
-                total: try f["total"].map { (n: Node) throws(ConfigError) in try keyPath(n) })
+                total: try f["total"].map { (n: Node) throws(ConfigError) in try count(n) })
         default:
             config.paginate = try readCursor(value)
         }
+    }
+
+    /// A numbered paginator's total: a key path of the page, or `{header: NAME}`.
+    private func count(_ node: Node) throws(ConfigError) -> HTTPSourceConfig.CountSource {
+        guard case .mapping = node else { return .body(try keyPath(node)) }
+        let header = try string(try required(try mapping(node, allowed: ["header"]), "header", in: node))
+        guard !header.isEmpty, header.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+            throw error(node, "'\(header)' is not a header name (letters, digits, - and _)")
+        }
+        return .header(header.lowercased())
     }
 
     /// `paginate: {cursor: …}`: where the cursor is read (a key path of the page, or of its last

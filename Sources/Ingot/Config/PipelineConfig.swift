@@ -219,6 +219,10 @@ package struct ResourceConfig: Sendable, Equatable {
     package struct ForEach: Sendable, Equatable {
         /// The resource whose records drive it (an earlier one).
         package var resource: String
+        /// `each: KEY.PATH`: one request per element of the array there in each record (Hacker
+        /// News's `kids`), the template reading the element (`{.}`: the element itself) and
+        /// ``with`` the record; `nil`: one request per record.
+        package var each: JSONKeyPath? = nil
         /// The request's path (relative to `defaults.http.url`, values percent-encoded) or
         /// whole URL (values as given), with `{key.path}` placeholders.
         package var template: URLTemplate
@@ -280,7 +284,7 @@ package struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
         parts.map {
             switch $0 {
             case .literal(let text): text
-            case .value(let path): "{\(path)}"
+            case .value(let path): path.components.isEmpty ? "{.}" : "{\(path)}"
             }
         }.joined()
     }
@@ -401,10 +405,10 @@ package struct HTTPSourceConfig: Sendable, Equatable {
         /// RFC 8288 `Link: <…>; rel="next"`.
         case linkHeader
         /// `?param=start`, `start+1`, …; stop on an empty page, or after the page numbered
-        /// `start + total_pages - 1` when `totalPages` (a key path) says how many there are.
-        case page(param: String, start: Int, totalPages: JSONKeyPath?)
-        /// `?offset=0&limit=L`, `L`, `2L`, …; stop on an empty page or past `total` (a key path).
-        case offset(param: String, limitParam: String, limit: Int, total: JSONKeyPath?)
+        /// `start + total_pages - 1` when `totalPages` (the body's or a header's) says how many.
+        case page(param: String, start: Int, totalPages: CountSource?)
+        /// `?offset=0&limit=L`, `L`, `2L`, …; stop on an empty page or past `total`.
+        case offset(param: String, limitParam: String, limit: Int, total: CountSource?)
         /// The next cursor, sent as `param`: found at a key path of the page, or in the page's
         /// last record (Stripe's `starting_after`); stop on null, absent, empty or one of
         /// `stopValues` (Twitter's `next_cursor: 0`).
@@ -423,6 +427,33 @@ package struct HTTPSourceConfig: Sendable, Equatable {
             case .cursor(let source, let param, let stop):
                 "cursor(\(source) as \(param)\(stop.isEmpty ? "" : ", stops on \(stop.joined(separator: "|"))"))"
             }
+        }
+    }
+
+    /// Where a numbered paginator reads its total: a key path of the page, or a response header
+    /// (WordPress's `X-WP-TotalPages`, GitLab's `X-Total-Pages`, `X-Total-Count`).
+    package enum CountSource: Sendable, Equatable, CustomStringConvertible {
+        case body(JSONKeyPath)
+        /// The header's name, lowercased.
+        case header(String)
+
+        /// The header's name, when the count is one.
+        package var header: String? { if case .header(let name) = self { name } else { nil } }
+
+        package var description: String {
+            switch self {
+            case .body(let path): "\(path)"
+            case .header(let name): "header \(name)"
+            }
+        }
+    }
+
+    /// The header a numbered paginator reads its total from, if any: kept with the page (and
+    /// archived) whatever its name.
+    package var paginationHeader: String? {
+        switch paginate {
+        case .page(_, _, let total), .offset(_, _, _, let total): total?.header
+        default: nil
         }
     }
 

@@ -361,7 +361,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     }
 
     /// The key path of a numbered paginator's total, and what it counts.
-    private var numberedTotal: (path: JSONKeyPath, isPages: Bool, first: Int)? {
+    private var numberedTotal: (path: HTTPSourceConfig.CountSource, isPages: Bool, first: Int)? {
         switch config.paginate {
         case .page(_, let start, let total?): (total, true, start)
         case .offset(_, _, _, let total?): (total, false, 0)
@@ -576,9 +576,14 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         return document
     }
 
-    private func number(at path: JSONKeyPath, in page: inout Page) -> Int? {
-        guard let document = parsed(&page), let v = path.resolve(in: document.root) else { return nil }
-        return v.int64.map(Int.init)
+    private func number(at source: HTTPSourceConfig.CountSource, in page: inout Page) -> Int? {
+        switch source {
+        case .body(let path):
+            guard let document = parsed(&page), let v = path.resolve(in: document.root) else { return nil }
+            return v.int64.map(Int.init)
+        case .header(let name):
+            return page.http?.headers[name].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        }
     }
 
     /// Records in the page (page and offset pagination stop on 0), or `nil` when it is not a page

@@ -181,11 +181,13 @@ struct PageFetch {
     /// tried again until the attempts run out; any other status: a failure with the body's start.
     private func verdict(on response: HTTPResponse, rules: FetchRules) -> Verdict {
         let attempts = rules.config.retry.attempts
-        if response.status == 304, validators != nil { return .finished(.done(.success(page(of: response)))) }
+        if response.status == 304, validators != nil {
+            return .finished(.done(.success(page(of: response, keeping: rules.config.paginationHeader))))
+        }
         if (200..<300).contains(response.status) {
             guard let rule = rules.config.errorWhen, !response.overflowed, let document = try? JSONDocument(bytes: response.body),
                 let bodyError = rule.error(in: document)
-            else { return .finished(.done(.success(page(of: response)))) }
+            else { return .finished(.done(.success(page(of: response, keeping: rules.config.paginationHeader)))) }
             let said = "the answer is an error (error_when): " + rules.credentials.scrub(bodyError)
             if rule.meansNotFound(bodyError) {
                 var error = FetchError(url: shown, status: response.status, message: said + " (not found)")
@@ -239,9 +241,10 @@ struct PageFetch {
         return .send(request(rules))
     }
 
-    /// The page a 2xx response gives: its body and the headers the archive keeps, or, past the
+    /// The page a 2xx response gives: its body and the headers the archive keeps (and the header
+    /// a numbered paginator reads its total from, whatever its name), or, past the
     /// size limit, an oversized page (rejected later, with its size).
-    private func page(of response: HTTPResponse) -> Page {
+    private func page(of response: HTTPResponse, keeping paginationHeader: String?) -> Page {
         if response.overflowed {
             var page = Page(
                 seq: 0, source: shown, bytes: [], http: HTTPExchange(status: response.status, headers: [:], fetchedAt: attemptStarted))
@@ -249,7 +252,9 @@ struct PageFetch {
             return page
         }
         var headers: [String: String] = [:]
-        for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) { headers[name] = value }
+        for (name, value) in response.headers where Credentials.archivedHeaders.contains(name) || name == paginationHeader {
+            headers[name] = value
+        }
         return Page(
             seq: 0, source: shown, bytes: response.body,
             http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))

@@ -1,7 +1,8 @@
 /// A fixed date pattern such as `yyyy-MM-dd`, `dd/MM/yyyy HH:mm:ss` or Twitter's
 /// `EEE MMM dd HH:mm:ss Z yyyy`: fields of fixed width and literal characters. `EEE` and `MMM` are
-/// English day and month abbreviations (`Fri`, `Aug`), `Z` a numeric offset (`+0000`). Locale-free:
-/// the same text means the same date on every machine.
+/// English day and month abbreviations (`Fri`, `Aug`), `Z` a numeric offset (`+0000`); text in
+/// single quotes is literal (`yyyy-MM-dd'T'HH:mm`, Open-Meteo's hours; `''` is a quote), as in
+/// Unicode's date patterns. Locale-free: the same text means the same date on every machine.
 package struct DatePattern: Sendable, Equatable {
     package enum Token: Sendable, Equatable {
         case year, month, day, hour, minute, second, millisecond
@@ -37,7 +38,7 @@ package struct DatePattern: Sendable, Equatable {
     /// Why `pattern` is not a usable pattern, or `nil` when it is.
     package static func problem(in pattern: String) -> String? {
         guard let tokens = tokenize(pattern) else {
-            return "use yyyy, MM (or MMM), dd, HH, mm, ss, SSS, EEE, Z and punctuation only"
+            return "use yyyy, MM (or MMM), dd, HH, mm, ss, SSS, EEE, Z, punctuation and 'quoted' ASCII text only"
         }
         if !tokens.contains(.year) || !(tokens.contains(.month) || tokens.contains(.monthName)) || !tokens.contains(.day) {
             return "needs yyyy, MM (or MMM) and dd"
@@ -60,6 +61,19 @@ package struct DatePattern: Sendable, Equatable {
         var tokens: [Token] = []
         var rest = Substring(pattern)
         outer: while let c = rest.first {
+            if c == "'" {
+                // 'T' is a T; '' is a quote.
+                rest = rest.dropFirst()
+                guard let close = rest.firstIndex(of: "'") else { return nil }
+                let quoted = rest[..<close]
+                if quoted.isEmpty { tokens.append(.literal(UInt8(ascii: "'"))) }
+                for q in quoted {
+                    guard let byte = q.asciiValue else { return nil }
+                    tokens.append(.literal(byte))
+                }
+                rest = rest[rest.index(after: close)...]
+                continue
+            }
             for (text, token) in fields where rest.hasPrefix(text) {
                 tokens.append(token)
                 rest = rest.dropFirst(text.count)

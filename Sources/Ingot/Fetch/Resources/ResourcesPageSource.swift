@@ -47,6 +47,9 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     private var item = 0
     /// Requests collected from the pages of resources a for_each reads, by resource name.
     private var collected: [String: RequestList] = [:]
+    /// The requests an `each:` fan-out collected already, by resource name: an id listed by many
+    /// records (a character in every film) is requested once, where it first appears.
+    private var fannedOut: [String: Set<String>] = [:]
     private var skipped: [String: Int] = [:]
     private var pagesOfResource = 0
     private var seq = 0
@@ -381,7 +384,14 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             for _ in 0..<records.count {
                 let record = JSONValue(document: document, index: node)
                 node = Int(document.nodes[node].end)
-                if let request = request(for: record, forEach, child) {
+                // `each:`: a request per element of the record's array (none when it has none).
+                let values = forEach.each.map { path in path.resolve(in: record).map { Array($0.elements) } ?? [] } ?? [record]
+                for value in values {
+                    guard let request = request(for: value, of: record, forEach, child) else { continue }
+                    if forEach.each != nil {
+                        let key = ([request.url] + request.injected.flatMap { [$0.key, $0.json] }).joined(separator: "\u{0}")
+                        guard fannedOut[resource.name, default: []].insert(key).inserted else { continue }
+                    }
                     if collected[resource.name] == nil { collected[resource.name] = RequestList() }
                     collected[resource.name]?.append(request)
                 }
@@ -389,9 +399,10 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         }
     }
 
-    /// The request `record` makes, or `nil` (skipped, warned, counted) when it lacks a key the
+    /// The request `value` makes — the record, or an element of its `each:` array — with the
+    /// record's `with:` values, or `nil` (skipped, warned, counted) when it lacks a key the
     /// template reads or its URL may not be requested.
-    func request(for record: JSONValue, _ forEach: ResourceConfig.ForEach, _ child: ResourceConfig) -> Item? {
+    func request(for value: JSONValue, of record: JSONValue, _ forEach: ResourceConfig.ForEach, _ child: ResourceConfig) -> Item? {
         func skip(_ reason: String) -> Item? {
             skipped[child.name, default: 0] += 1
             if skipped[child.name, default: 0] <= 20 {
@@ -401,9 +412,10 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         }
         let template = templates[child.name] ?? ForEachTemplate(forEach)
         let url: String
-        switch template.request(for: record) {
+        switch template.request(for: value) {
         case .url(let made): url = made
-        case .missing(let path): return skip("a record has no value at '\(path)' for \(forEach.template)")
+        case .missing(let path):
+            return skip("a record has no value at '\(path.components.isEmpty ? "." : "\(path)")' for \(forEach.template)")
         case .notAURL(let rendered): return skip("'\(HTTPPageSource.shown(rendered))' is not a URL")
         case .refused(let resolved, let refusal): return skip("refused \(HTTPPageSource.shown(resolved)): \(refusal)")
         }
@@ -499,6 +511,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         logger.info("resource.reread", metadata: ["resource": "\(resource.name)", LogKey.reason: "to resume the for_each that reads it"])
         let source = try makeSource(resource)
         collected[resource.name] = RequestList()
+        fannedOut[resource.name] = nil
         while var page = try source.next() {
             collect(from: &page, of: resource)
             if let state, page.resumeState == state { return true }

@@ -1,0 +1,146 @@
+"""APIs whose pages are not one array of records, shaped after their public documentation, for
+server.py (docs/cookbook.md's recipes for them; CookbookTests).
+
+  /hn/v0/topstories.json                 Hacker News: a list of bare ids
+  /hn/v0/item/ID.json                    one item (story or comment), `null` for an id it does not know
+  /npm/PACKAGE                           the npm registry's packument: versions as a dictionary by version
+  /meteo/v1/forecast?…                   Open-Meteo: hourly values as parallel arrays (columns)
+  /zendesk/api/v2/tickets.json?per_page=N[&page=P]   Zendesk tickets, custom fields as [{id, value}], next_page URLs
+  /wp/wp-json/wp/v2/posts?per_page=N&page=P          WordPress posts, the totals in X-WP-Total(Pages) headers,
+                                                     a page past the last answered 400
+  /control/cookbook-edit                 from now on every API above answers its edited data set
+                                         (values changed, records added and removed), for a refresh
+Their requests are counted and take server.py's --faults as the other APIs' do.
+"""
+
+EDITED = {"on": False}
+
+
+def edit():
+    EDITED["on"] = True
+    return {"edited": True}
+
+
+def hn(path, host):
+    """https://github.com/HackerNews/API: ids, then each item alone."""
+    top = [8863, 8870, 8881] + ([8890] if EDITED["on"] else [])
+    items = {
+        8863: {"by": "dhouston", "descendants": 2, "id": 8863, "kids": [8952, 9224], "score": 150 if EDITED["on"] else 111,
+               "time": 1175714200, "title": "My YC app: Dropbox - Throw away your USB drive", "type": "story",
+               "url": "http://www.getdropbox.com/u/2/screencast.html"},
+        8870: {"by": "pg", "descendants": 0, "id": 8870, "kids": [], "score": 12, "time": 1175720000,
+               "title": "Ask HN: \u00e9t\u00e9", "type": "story", "text": "<p>Plain text</p>"},
+        8890: {"by": "sama", "id": 8890, "score": 3, "time": 1175730000, "title": "New", "type": "story"},
+    }
+    if path == "/hn/v0/topstories.json":
+        return 200, top, []
+    if path.startswith("/hn/v0/item/") and path.endswith(".json"):
+        ident = path[len("/hn/v0/item/"):-len(".json")]
+        # An id the API does not know is answered `null`, HTTP 200.
+        return 200, items.get(int(ident)) if ident.isdigit() else None, []
+    return None
+
+
+def npm(path, host):
+    """https://github.com/npm/registry/blob/main/docs/REGISTRY-API.md: a packument."""
+    if path != "/npm/left-pad":
+        return 404, {"error": "Not found"}, []
+    numbers = ["0.0.3", "1.0.0", "1.1.0", "1.3.0"] + (["1.3.1"] if EDITED["on"] else [])
+    if EDITED["on"]:
+        numbers.remove("1.1.0")  # unpublished
+    versions = {}
+    for n in numbers:
+        versions[n] = {"name": "left-pad", "version": n, "_id": "left-pad@" + n,
+                       "description": "String left pad", "license": "WTFPL" if n < "1.3.0" else "MIT",
+                       "dist": {"shasum": (n.replace(".", "") * 14)[:40],
+                                "tarball": "https://registry.npmjs.org/left-pad/-/left-pad-%s.tgz" % n}}
+    if "1.3.0" in versions:
+        versions["1.3.0"]["deprecated"] = "use String.prototype.padStart()"
+    time_ = {"created": "2014-03-14T07:35:00.000Z", "modified": "2018-04-09T23:19:58.000Z"}
+    for k, n in enumerate(numbers):
+        time_[n] = "201%d-0%d-14T07:35:00.000Z" % (4 + k, 3 + k)
+    return 200, {"_id": "left-pad", "name": "left-pad", "dist-tags": {"latest": numbers[-1]},
+                 "versions": versions, "time": time_, "license": "WTFPL"}, []
+
+
+def meteo(path, host):
+    """https://open-meteo.com/en/docs: `hourly` holds one array per variable, `time` among them."""
+    if path != "/meteo/v1/forecast":
+        return None
+    hours = ["2026-12-06T%02d:00" % h for h in range(6)]
+    temperature = [1.5, 1.25, 0.8, -0.5, -1.0, -1.25]
+    precipitation = [0.0, 0.0, 0.3, None, 0.1, 0.0]
+    if EDITED["on"]:
+        temperature[2], precipitation[3] = 0.9, 0.2
+    return 200, {"latitude": 52.52, "longitude": 13.419998, "generationtime_ms": 0.03, "utc_offset_seconds": 0,
+                 "timezone": "GMT", "timezone_abbreviation": "GMT", "elevation": 38.0,
+                 "hourly_units": {"time": "iso8601", "temperature_2m": "\u00b0C", "precipitation": "mm"},
+                 "hourly": {"time": hours, "temperature_2m": temperature, "precipitation": precipitation}}, []
+
+
+def zendesk(path, q, host):
+    """https://developer.zendesk.com/api-reference/ticketing/tickets/tickets/: offset pages with
+    next_page URLs; custom fields as an array of {id, value}."""
+    if path != "/zendesk/api/v2/tickets.json":
+        return None
+    tickets = []
+    for k in range(1, 6):
+        tickets.append({
+            "id": 100 + k, "subject": "Ticket %d" % k, "status": "open" if k % 2 else "solved",
+            "requester_id": 900 + k % 2, "created_at": "2024-03-0%dT10:00:00Z" % k,
+            "custom_fields": [{"id": 360001234, "value": "gold" if k % 2 else "basic"},
+                              {"id": 360005678, "value": k % 3 == 0},
+                              {"id": 360009999, "value": None}],
+            "tags": ["t%d" % k]})
+    if EDITED["on"]:
+        tickets[1]["custom_fields"][0]["value"] = "platinum"
+        tickets[1]["status"] = "closed"
+    size = int(q.get("per_page", "100"))
+    page = int(q.get("page", "1"))
+    start = (page - 1) * size
+    following = "%s/zendesk/api/v2/tickets.json?page=%d&per_page=%d" % (host, page + 1, size) if start + size < len(tickets) else None
+    return 200, {"tickets": tickets[start:start + size], "next_page": following,
+                 "previous_page": None, "count": len(tickets)}, []
+
+
+def wordpress(path, q, host):
+    """https://developer.wordpress.org/rest-api/using-the-rest-api/pagination/: the totals in
+    headers; a page past the last is an error, HTTP 400."""
+    if path != "/wp/wp-json/wp/v2/posts":
+        return None
+    ids = [1, 2, 3, 5, 8] if not EDITED["on"] else [1, 2, 5, 8, 13]  # post 3 trashed, 13 published
+    posts = [{"id": i, "date": "2024-01-%02dT09:30:00" % i, "date_gmt": "2024-01-%02dT08:30:00" % i,
+              "modified_gmt": "2024-02-%02dT08:30:00" % i, "slug": "post-%d" % i, "status": "publish",
+              "title": {"rendered": "Post %d" % i + (" (edited)" if EDITED["on"] and i == 2 else "")},
+              "author": 1 + i % 2, "categories": [1] if i % 2 else [1, 4]} for i in ids]
+    size = int(q.get("per_page", "10"))
+    page = int(q.get("page", "1"))
+    pages = (len(posts) + size - 1) // size
+    if page > pages or page < 1:
+        return 400, {"code": "rest_post_invalid_page_number",
+                     "message": "The page number requested is larger than the number of pages available.",
+                     "data": {"status": 400}}, []
+    return 200, posts[(page - 1) * size:page * size], [("X-WP-Total", str(len(posts))), ("X-WP-TotalPages", str(pages))]
+
+
+PREFIXES = ("/hn/", "/npm/", "/meteo/", "/zendesk/", "/wp/")
+
+
+def serves(path):
+    """Whether a path is one of these APIs' (its requests count, and take faults, as /people/*'s)."""
+    return path.startswith(PREFIXES)
+
+
+def answer(path, q, host):
+    """(status, body, headers) for a path of these APIs, or None."""
+    if path.startswith("/hn/"):
+        return hn(path, host)
+    if path.startswith("/npm/"):
+        return npm(path, host)
+    if path.startswith("/meteo/"):
+        return meteo(path, host)
+    if path.startswith("/zendesk/"):
+        return zendesk(path, q, host)
+    if path.startswith("/wp/"):
+        return wordpress(path, q, host)
+    return None

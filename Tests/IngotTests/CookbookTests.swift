@@ -1,0 +1,220 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// docs/cookbook.md's recipes for pages that are not one array of objects — bare ids (Hacker
+/// News), an array inside each record (SWAPI's characters), a dictionary's values (npm), columns
+/// (Open-Meteo), elements picked by a key's value (Zendesk), a total in a header (WordPress) —
+/// each against its fixture API (Tests/Fixtures/cookbook_apis.py), taken as written with only the
+/// host changed: the first run holds what the pages say, a rerun inserts nothing, the archive
+/// replays to the same tables, PostgreSQL ends equal, `kill -9` and `--resume` end exact, and a
+/// rerun after the API changed (records edited, added, removed) ends as a first run of the
+/// changed API does.
+@Suite(.tags(.postgres, .process), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+struct CookbookTests {
+    struct Recipe: CustomTestStringConvertible, Sendable {
+        var name: String
+        /// Each URL prefix of the recipe to the fixture server's path for it (or a text to another).
+        var changes: [String: String]
+        var environment: [String: String] = [:]
+        /// Pages and pages rejected by a first run.
+        var pages: Int
+        var rejectedPages = 0
+        /// The request the `kill -9` test holds (the pages before it are committed).
+        var holdAt: Int
+        /// Whether the fixture's `/control/cookbook-edit` changes what the API answers.
+        var edits = true
+        /// What the first run's database holds, as the pages say it.
+        var check: @Sendable (String) throws -> Void
+        var testDescription: String { name }
+    }
+
+    static let recipes: [Recipe] = [
+        Recipe(
+            name: "hacker-news", changes: ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"], pages: 4, rejectedPages: 1, holdAt: 3
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, type, by, title, score FROM item WHERE type IS NOT NULL ORDER BY id") == [
+                    ["8863", "story", "dhouston", "My YC app: Dropbox - Throw away your USB drive", "111"],
+                    ["8870", "story", "pg", "Ask HN: été", "12"],
+                ])
+            #expect(try rows(db, "SELECT count(*) FROM item WHERE type IS NULL") == [["2"]], "the kids are stubs")
+            #expect(try rows(db, "SELECT count(*) FROM item_kids") == [["2"]])
+            let rejected = try rows(db, "SELECT entity, coding_path, reason, source FROM _ingot_rejects")
+            #expect(rejected.count == 1 && rejected.first?[2].contains("got null") == true, "\(rejected)")
+            #expect(rejected.first?[3].hasSuffix("/hn/v0/item/8881.json") == true, "the page names its URL: \(rejected)")
+        },
+        Recipe(name: "swapi-characters", changes: ["https://swapi.dev/api/": "/api/"], pages: 0, holdAt: 4, edits: false) { db throws in
+            #expect(try rows(db, "SELECT count(*) FROM film") == [["6"]])
+            #expect(
+                try rows(db, "SELECT count(*), count(name) FROM person")
+                    == rows(db, "SELECT count(DISTINCT person_id), count(DISTINCT person_id) FROM film_characters"),
+                "every character fetched")
+            #expect(try rows(db, "SELECT name, height FROM person WHERE name = 'Luke Skywalker'") == [["Luke Skywalker", "172"]])
+        },
+        Recipe(name: "npm-left-pad", changes: ["https://registry.npmjs.org/": "/npm/"], pages: 2, holdAt: 2) { db throws in
+            #expect(try rows(db, "SELECT name, latest, license FROM package") == [["left-pad", "1.3.0", "WTFPL"]])
+            #expect(
+                try rows(db, "SELECT id, version, license, deprecated, package_id FROM release ORDER BY version") == [
+                    ["left-pad@0.0.3", "0.0.3", "WTFPL", "NULL", "left-pad"], ["left-pad@1.0.0", "1.0.0", "WTFPL", "NULL", "left-pad"],
+                    ["left-pad@1.1.0", "1.1.0", "WTFPL", "NULL", "left-pad"],
+                    ["left-pad@1.3.0", "1.3.0", "MIT", "use String.prototype.padStart()", "left-pad"],
+                ])
+        },
+        Recipe(name: "open-meteo-berlin", changes: ["https://api.open-meteo.com/": "/meteo/"], pages: 1, holdAt: 1) { db throws in
+            #expect(
+                try rows(db, "SELECT time, temperature_2m, precipitation FROM hour ORDER BY time") == [
+                    ["2026-12-06T00:00:00.000000Z", "1.5", "0.0"], ["2026-12-06T01:00:00.000000Z", "1.25", "0.0"],
+                    ["2026-12-06T02:00:00.000000Z", "0.8", "0.3"], ["2026-12-06T03:00:00.000000Z", "-0.5", "NULL"],
+                    ["2026-12-06T04:00:00.000000Z", "-1.0", "0.1"], ["2026-12-06T05:00:00.000000Z", "-1.25", "0.0"],
+                ])
+        },
+        Recipe(
+            name: "zendesk-tickets", changes: ["https://example.zendesk.com/": "/zendesk/", "per_page=100": "per_page=2"],
+            environment: ["ZENDESK_TOKEN": "t0ken"], pages: 3, holdAt: 3
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, status, plan, vip, requester_id FROM ticket ORDER BY id") == [
+                    ["101", "open", "gold", "0", "901"], ["102", "solved", "basic", "0", "900"], ["103", "open", "gold", "1", "901"],
+                    ["104", "solved", "basic", "0", "900"], ["105", "open", "gold", "0", "901"],
+                ])
+            #expect(try rows(db, "SELECT id FROM user ORDER BY id") == [["900"], ["901"]])
+        },
+        Recipe(name: "wordpress-posts", changes: ["https://example.com/": "/wp/", "per_page=100": "per_page=2"], pages: 3, holdAt: 3) {
+            db throws in
+            #expect(try rows(db, "SELECT id, slug, title, author_id FROM post ORDER BY id").map { $0[0] } == ["1", "2", "3", "5", "8"])
+            #expect(try rows(db, "SELECT title, date_gmt FROM post WHERE id = 2") == [["Post 2", "2024-01-02T08:30:00.000000Z"]])
+        },
+    ]
+
+    private func run(_ yaml: String, db: String, environment: [String: String], archive: String? = nil) throws -> RunSummary {
+        let config = try PipelineConfig.parse(text: yaml, path: "cookbook.yml", environment: environment)
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        options.archiveDirectory = archive
+        // The recipe's credentials from `environment`, not the test process's.
+        let source = try config.makeSource(
+            database: nil, maxPageBytes: Page.defaultMaxBytes, environment: environment, logger: LogCapture().logger)
+        return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
+    }
+
+    @Test(arguments: recipes)
+    func aRecipeLoadsItsAPIExactly(recipe: Recipe) throws {
+        let server = try FixtureServer()
+        let yaml = try ExportRoundTripTests.cookbook(recipe.name, server.base, recipe.changes)
+        let model = try PipelineConfig.parse(text: yaml, path: "cookbook.yml", environment: recipe.environment).model
+        let db = temporaryDirectory().appendingPathComponent("\(recipe.name).db").path
+        let archive = temporaryDirectory().path
+        let first = try run(yaml, db: db, environment: recipe.environment, archive: archive)
+        #expect(first.status == .finished, "\(first.error ?? "")")
+        #expect(first.counters.rejectedRecords == 0 && first.counters.rejectedPages == recipe.rejectedPages)
+        if recipe.pages > 0 { #expect(first.counters.pages == recipe.pages) }
+        try recipe.check(db)
+        let reference = try PostgresTests.sqliteDump(db, model)
+
+        let rerun = try run(yaml, db: db, environment: recipe.environment)
+        #expect(rerun.status == .finished && rerun.counters.inserted == 0 && rerun.counters.updated == 0, "\(rerun.counters)")
+        #expect(try PostgresTests.sqliteDump(db, model) == reference, "a rerun changes nothing")
+
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: archive).first)
+        let replayed = temporaryDirectory().appendingPathComponent("replay.db").path
+        var replay = RunOptions()
+        replay.databasePath = replayed
+        replay.progressInterval = 0
+        let config = try PipelineConfig.parse(text: yaml, path: "cookbook.yml", environment: recipe.environment)
+        let replaySummary = PipelineRunner(config: config, options: replay, logger: LogCapture().logger)
+            .run(source: try ArchivePageSource(path: archive + "/" + file))
+        #expect(replaySummary.status == .finished)
+        #expect(try PostgresTests.sqliteDump(replayed, model) == reference, "the archive replays to the same tables")
+
+        let url = try PostgresServer.freshDatabase()
+        #expect(try run(yaml, db: url, environment: recipe.environment).status == .finished)
+        #expect(try PostgresTests.postgresDump(url, model) == reference, "PostgreSQL ends equal")
+
+        // The API changes: a rerun into the first database ends as a first run of what it says now.
+        _ = try HTTPClient().get(server.base + "/control/cookbook-edit", headers: [], timeout: 5)
+        let refreshed = try run(yaml, db: db, environment: recipe.environment)
+        #expect(refreshed.status == .finished, "\(refreshed.error ?? "")")
+        let fresh = temporaryDirectory().appendingPathComponent("fresh.db").path
+        #expect(try run(yaml, db: fresh, environment: recipe.environment).status == .finished)
+        let now = try PostgresTests.sqliteDump(fresh, model)
+        #expect((now != reference) == recipe.edits, "the edited API changes the tables")
+        #expect(try PostgresTests.sqliteDump(db, model) == now, "a rerun after the API changed ends as a first run of it")
+    }
+
+    /// An `each:` fan-out requests every id once, however many records list it, and a record
+    /// whose array is absent makes no request; `{.}` over a list of bare ids requests each id.
+    @Test func aFanOutRequestsEachIdOnce() throws {
+        let server = try FixtureServer()
+        let yaml = try ExportRoundTripTests.cookbook("swapi-characters", server.base, ["https://swapi.dev/api/": "/api/"])
+        let db = temporaryDirectory().appendingPathComponent("characters.db").path
+        #expect(try run(yaml, db: db, environment: [:]).status == .finished)
+        let people = try server.seen().filter { $0.path.hasPrefix("/api/people/") }.map(\.path)
+        #expect(!people.isEmpty && people.count == Set(people).count, "\(people.count) requests for \(Set(people).count) characters")
+        #expect(try rows(db, "SELECT count(*) FROM person") == [["\(people.count)"]])
+        #expect(try rows(db, "SELECT count(*) FROM film_characters") == [["162"]], "every film keeps all its characters")
+
+        let hn = try FixtureServer()
+        let stories = try ExportRoundTripTests.cookbook("hacker-news", hn.base, ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"])
+        #expect(try run(stories, db: temporaryDirectory().appendingPathComponent("hn.db").path, environment: [:]).status == .finished)
+        #expect(
+            try hn.seen().map(\.path).sorted() == [
+                "/hn/v0/item/8863.json", "/hn/v0/item/8870.json", "/hn/v0/item/8881.json", "/hn/v0/topstories.json",
+            ])
+    }
+
+    /// A total read from a header (WordPress's `X-WP-TotalPages`) ends paging at it: no request
+    /// goes past the last page, which WordPress answers 400. A header name that cannot be one is
+    /// refused at validation.
+    @Test func aHeaderTotalEndsPagingAtTheLastPage() throws {
+        let server = try FixtureServer()
+        let yaml = try ExportRoundTripTests.cookbook(
+            "wordpress-posts", server.base, ["https://example.com/": "/wp/", "per_page=100": "per_page=2"])
+        let summary = try run(yaml, db: temporaryDirectory().appendingPathComponent("wp.db").path, environment: [:])
+        #expect(summary.status == .finished && summary.counters.pages == 3 && summary.counters.records == 5)
+        let asked = try server.seen().map(\.query)
+        #expect(asked == ["per_page=2&page=1", "per_page=2&page=2", "per_page=2&page=3"], "\(asked)")
+        let bad = yaml.replacingOccurrences(of: "{header: X-WP-TotalPages}", with: "{header: \"X WP\"}")
+        #expect(configProblems(bad)?.contains("is not a header name") == true, "\(configProblems(bad) ?? "")")
+    }
+
+    /// `kill -9` while the server holds one request, then `--resume`: exact.
+    @Test(.timeLimit(.minutes(3)), arguments: recipes.filter { $0.pages > 1 })
+    func aRecipeResumesExactlyAfterKill9(recipe: Recipe) throws {
+        let reference: [String: [[String]]]
+        let model: EntityModel
+        do {
+            let server = try FixtureServer()
+            let yaml = try ExportRoundTripTests.cookbook(recipe.name, server.base, recipe.changes)
+            model = try PipelineConfig.parse(text: yaml, path: "cookbook.yml", environment: recipe.environment).model
+            let db = temporaryDirectory().appendingPathComponent("reference.db").path
+            #expect(try run(yaml, db: db, environment: recipe.environment).status == .finished)
+            reference = try PostgresTests.sqliteDump(db, model)
+        }
+        let server = try FixtureServer(faults: "slow:\(recipe.holdAt)", slow: 60)
+        let yaml = try ExportRoundTripTests.cookbook(recipe.name, server.base, recipe.changes)
+        try killAndResume(yaml, server: server, holdAt: recipe.holdAt, pages: recipe.pages, environment: recipe.environment) { db throws in
+            #expect(try PostgresTests.sqliteDump(db, model) == reference)
+        }
+    }
+
+    /// Every `yaml` block of docs/cookbook.md that is a pipeline file validates.
+    @Test func everyCookbookPipelineValidates() throws {
+        let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
+        let blocks = text.components(separatedBy: "```yaml\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
+        let pipelines = blocks.filter { $0.hasPrefix("version: 1") }
+        var names: [String] = []
+        for (k, pipeline) in pipelines.enumerated() {
+            #expect(throws: Never.self, "cookbook pipeline \(k + 1)") {
+                names.append(try PipelineConfig.parse(text: pipeline, path: "cookbook-\(k + 1).yml", environment: [:]).name)
+            }
+        }
+        let recipes = [
+            "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
+            "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
+        ]
+        #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
+    }
+}
