@@ -8,10 +8,15 @@ server.py (docs/cookbook.md's recipes for them; CookbookTests).
   /zendesk/api/v2/tickets.json?per_page=N[&page=P]   Zendesk tickets, custom fields as [{id, value}], next_page URLs
   /wp/wp-json/wp/v2/posts?per_page=N&page=P          WordPress posts, the totals in X-WP-Total(Pages) headers,
                                                      a page past the last answered 400
+  POST /github/graphql                   GitHub's GraphQL API: issues, 2 a page, `after: $cursor` from variables.cursor,
+                                         pageInfo {hasNextPage endCursor}; a query without `issues` answers {"errors": […]}, HTTP 200
+  POST /es/products/_search              Elasticsearch: hits sorted by [updated, id], `search_after` the last hit's `sort`
   /control/cookbook-edit                 from now on every API above answers its edited data set
                                          (values changed, records added and removed), for a refresh
 Their requests are counted and take server.py's --faults as the other APIs' do.
 """
+
+import base64
 
 EDITED = {"on": False}
 
@@ -121,6 +126,52 @@ def wordpress(path, q, host):
                      "message": "The page number requested is larger than the number of pages available.",
                      "data": {"status": 400}}, []
     return 200, posts[(page - 1) * size:page * size], [("X-WP-Total", str(len(posts))), ("X-WP-TotalPages", str(pages))]
+
+
+def github_graphql(body, host):
+    """https://docs.github.com/en/graphql/guides/using-pagination-in-the-graphql-api"""
+    query = body.get("query") if isinstance(body, dict) else None
+    if not isinstance(query, str) or "issues" not in query:
+        return 200, {"errors": [{"type": "INVALID", "message": "Field 'isues' doesn't exist on type 'Repository'"}]}, []
+    variables = body.get("variables") or {}
+    numbers = [1, 2, 3, 4, 5] + ([6] if EDITED["on"] else [])
+    issues = [{"number": n, "title": "Issue %d" % n, "state": "CLOSED" if (n == 2 and EDITED["on"]) or n == 4 else "OPEN",
+               "createdAt": "2024-05-0%dT12:00:00Z" % n, "author": {"login": "user%d" % (n % 2)}} for n in numbers]
+    cursor = variables.get("cursor")
+    start = int(base64.b64decode(cursor).decode().split(":")[1]) if isinstance(cursor, str) else 0
+    page = issues[start:start + 2]
+    end = start + len(page)
+    return 200, {"data": {"repository": {"issues": {
+        "totalCount": len(issues),
+        "pageInfo": {"hasNextPage": end < len(issues),
+                     "endCursor": base64.b64encode(("cursor:%d" % end).encode()).decode() if page else None},
+        "nodes": page}}}}, []
+
+
+def elasticsearch(body, host):
+    """https://www.elastic.co/guide/en/elasticsearch/reference/current/paginate-search-results.html#search-after"""
+    products = [{"id": "p%d" % k, "name": "Product %d" % k, "price": 10 * k + (0.5 if k % 2 else 0),
+                 "updated": 1700000000 + (k % 3) * 100} for k in range(1, 8)]
+    if EDITED["on"]:
+        products = [p for p in products if p["id"] != "p3"]
+        products[0]["price"] = 99.0
+    products.sort(key=lambda p: (p["updated"], p["id"]))
+    after = body.get("search_after") if isinstance(body, dict) else None
+    if after is not None:
+        products = [p for p in products if (p["updated"], p["id"]) > tuple(after)]
+    size = body.get("size", 10) if isinstance(body, dict) else 10
+    hits = [{"_index": "products", "_id": p["id"], "_score": None, "_source": p, "sort": [p["updated"], p["id"]]}
+            for p in products[:size]]
+    return 200, {"took": 1, "timed_out": False, "hits": {"total": {"value": 7, "relation": "eq"}, "hits": hits}}, []
+
+
+def answer_post(path, body, host):
+    """(status, body, headers) for a POST to these APIs, or None."""
+    if path == "/github/graphql":
+        return github_graphql(body, host)
+    if path == "/es/products/_search":
+        return elasticsearch(body, host)
+    return None
 
 
 PREFIXES = ("/hn/", "/npm/", "/meteo/", "/zendesk/", "/wp/")

@@ -37,6 +37,7 @@ Serves
   /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
   /control/pokeapi-gone?n=N  from now on, pokemon N's detail page answers 404 (the list still names it)
   /hn/, /npm/, /meteo/, /zendesk/, /wp/   pages that are not one array of records (cookbook_apis.py)
+  POST /github/graphql, POST /es/products/_search   a JSON body asks, a cursor goes back in it (cookbook_apis.py)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
   /seen                      every request so far: path, query, and the credentials it carried
   /verbatim/{next,link,cursor,page,parents,detail/…}   pages that check the request target byte for byte
@@ -244,6 +245,31 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
         return raw
+
+    def do_POST(self):
+        """POST with a JSON body: the APIs of cookbook_apis.py that take one (GraphQL, search)."""
+        with State.lock:
+            State.requests += 1
+        u = urlparse(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if 0 < length <= 1 << 20 else b""
+        with State.lock:
+            State.seen.append({"path": u.path, "query": u.query, "target": self.path, "method": "POST",
+                               "body": raw.decode("utf-8", "replace"), "content_type": self.headers.get("Content-Type"),
+                               "authorization": self.headers.get("Authorization")})
+            State.people_requests += 1
+            fault = State.faults.pop(State.people_requests, None)
+        if fault == "slow":
+            time.sleep(State.slow)
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            return self.send_json({"message": "Problems parsing JSON"}, 400)
+        answered = cookbook_apis.answer_post(u.path, body, self.host())
+        if answered is None:
+            return self.send_json({"message": "Not Found"}, 404)
+        status, out, headers = answered
+        return self.send_json(out, status, headers)
 
     def do_GET(self):
         with State.lock:

@@ -86,6 +86,25 @@ struct CookbookTests {
             #expect(try rows(db, "SELECT id, slug, title, author_id FROM post ORDER BY id").map { $0[0] } == ["1", "2", "3", "5", "8"])
             #expect(try rows(db, "SELECT title, date_gmt FROM post WHERE id = 2") == [["Post 2", "2024-01-02T08:30:00.000000Z"]])
         },
+        Recipe(
+            name: "github-graphql-issues", changes: ["https://api.github.com/": "/github/"], environment: ["GITHUB_TOKEN": "t0ken"],
+            pages: 3, holdAt: 2
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT number, title, state, author_id FROM issue ORDER BY number") == [
+                    ["1", "Issue 1", "OPEN", "user1"], ["2", "Issue 2", "OPEN", "user0"], ["3", "Issue 3", "OPEN", "user1"],
+                    ["4", "Issue 4", "CLOSED", "user0"], ["5", "Issue 5", "OPEN", "user1"],
+                ])
+        },
+        Recipe(
+            name: "elasticsearch-products", changes: ["http://localhost:9200/": "/es/", "size: 100": "size: 3"], pages: 4, holdAt: 3
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, name, price FROM product ORDER BY id")
+                    == (1...7).map {
+                        ["p\($0)", "Product \($0)", "\(Double(10 * $0) + ($0 % 2 == 1 ? 0.5 : 0))"]
+                    })
+        },
     ]
 
     private func run(_ yaml: String, db: String, environment: [String: String], archive: String? = nil) throws -> RunSummary {
@@ -214,6 +233,7 @@ struct CookbookTests {
         let recipes = [
             "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
             "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
+            "github-graphql-issues", "elasticsearch-products",
         ]
         #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }

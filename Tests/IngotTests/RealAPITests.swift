@@ -146,7 +146,8 @@ struct RealAPITests {
             path: "p.yml")
         let http = try #require(config.source.http)
         #expect(
-            http.paginate == .cursor(.path(JSONKeyPath([.key("data"), .index(-1), .key("id")])), param: "starting_after", stopValues: []))
+            http.paginate
+                == .cursor(.path(JSONKeyPath([.key("data"), .index(-1), .key("id")])), into: .query("starting_after"), stopValues: []))
         #expect(http.hasMore == HTTPSourceConfig.HasMore(path: JSONKeyPath(keys: ["meta", "has_more"]), continueWhenAbsent: true))
     }
 

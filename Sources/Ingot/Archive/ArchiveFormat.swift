@@ -80,10 +80,12 @@ package struct ArchiveEntryMetadata: Codable, Sendable, Equatable {
     package var injected: [InjectedValue]?
     /// How the payload is compressed, as it came (a `.gz` or `.zst` file): a replay inflates it as the run did.
     package var compression: Compression?
+    /// What was asked besides the URL: a POST's method and body (its secrets redacted).
+    package var request: RequestRecord?
 
     enum CodingKeys: String, CodingKey {
         case seq, source, fetchedAt = "fetched_at", httpStatus = "http_status", headers
-        case rawLength = "raw_length", crc32c, resource, injected, compression
+        case rawLength = "raw_length", crc32c, resource, injected, compression, request
     }
 }
 

@@ -44,12 +44,13 @@ package final class ArchiveWriter {
     @discardableResult
     package func append(
         _ bytes: [UInt8], seq: Int, source: String, fetchedAt: Date = Date(), httpStatus: Int? = nil,
-        headers: [String: String]? = nil, resource: String? = nil, injected: [InjectedValue] = [], compression: Compression? = nil
+        headers: [String: String]? = nil, resource: String? = nil, injected: [InjectedValue] = [], compression: Compression? = nil,
+        request: RequestRecord? = nil
     ) throws(ArchiveError) -> ArchiveEntryMetadata {
         let metadata = ArchiveEntryMetadata(
             seq: seq, source: source, fetchedAt: fetchedAt.runTimestamp, httpStatus: httpStatus,
             headers: headers, rawLength: bytes.count, crc32c: CRC32C.checksum(bytes), resource: resource,
-            injected: injected.isEmpty ? nil : injected, compression: compression)
+            injected: injected.isEmpty ? nil : injected, compression: compression, request: request)
         let json: [UInt8]
         let frame: [UInt8]
         do {

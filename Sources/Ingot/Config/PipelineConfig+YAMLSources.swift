@@ -370,7 +370,7 @@ extension PipelineYAMLReader {
     /// `paginate: {cursor: …}`: where the cursor is read (a key path of the page, or of its last
     /// record), the parameter that sends it, and the values that end the list.
     private func readCursor(_ value: Node) throws(ConfigError) -> HTTPSourceConfig.Pagination {
-        let f = try mapping(value, allowed: ["path", "from_last_record", "param", "stop_values"])
+        let f = try mapping(value, allowed: ["path", "from_last_record", "param", "body", "stop_values"])
         let source: HTTPSourceConfig.CursorSource
         switch (f["path"], f["from_last_record"]) {
         case (let path?, nil): source = .path(try keyPath(path))
@@ -385,7 +385,16 @@ extension PipelineYAMLReader {
                 stopValues.append(scalar.string)
             }
         }
-        return .cursor(source, param: try string(try required(f, "param", in: value)), stopValues: stopValues)
+        switch (f["param"], f["body"]) {
+        case (let param?, nil): return .cursor(source, into: .query(try string(param)), stopValues: stopValues)
+        case (nil, let body?):
+            let path = try keyPath(body)
+            guard path.isKeysOnly, !path.components.isEmpty else {
+                throw error(body, "a body cursor goes at a path of keys, like variables.cursor")
+            }
+            return .cursor(source, into: .body(path), stopValues: stopValues)
+        default: throw error(value, "cursor takes param (a query parameter) or body (a key path of the request's JSON body), one of them")
+        }
     }
 
     /// `defaults.http`'s URL, expanded: what resource URLs are relative to, with the parts of it
@@ -459,7 +468,78 @@ extension PipelineYAMLReader {
         if let auth = fields["auth"] { config.auth = try readAuth(auth) }
         try readTransfer(fields, into: &config)
         if let rule = fields["error_when"] { config.errorWhen = try readErrorWhen(rule) }
+        try readMethodAndBody(fields, node: node, into: &config)
         return config
+    }
+
+    /// `method:` and `body:`: a POST's JSON body, given as a mapping (written out as JSON) or as
+    /// JSON text; a body cursor needs a body and a POST.
+    private func readMethodAndBody(_ fields: [String: Node], node: Node, into config: inout HTTPSourceConfig) throws(ConfigError) {
+        if let method = fields["method"] {
+            switch try string(method).uppercased() {
+            case "GET": config.method = .get
+            case "POST": config.method = .post
+            default: throw error(method, "method is GET (the default) or POST")
+            }
+        }
+        if let body = fields["body"] {
+            guard config.method == .post else { throw error(body, "a body is sent with method: POST") }
+            var secrets: [String] = []
+            let text: String
+            if case .scalar(let scalar) = body {
+                let (expanded, fromEnvironment) = try expanding(scalar.string, at: body)
+                secrets = fromEnvironment.map { String(decoding: Array(expanded.utf8)[$0], as: UTF8.self) }
+                text = expanded
+                guard let document = try? JSONDocument(bytes: Array(text.utf8)), document.root.kind == .object else {
+                    throw error(body, "body is a mapping, or the text of a JSON object")
+                }
+            } else {
+                text = try json(of: body, secrets: &secrets)
+            }
+            config.body = text
+            config.bodySecrets = secrets.filter { !$0.isEmpty }
+        }
+        if case .cursor(_, .body, _) = config.paginate, config.body == nil {
+            throw error(fields["paginate"] ?? node, "a body cursor is written into the request's body: give method: POST and a body")
+        }
+    }
+
+    /// A YAML value as JSON text: mappings and sequences as objects and arrays; a plain scalar
+    /// `null`, `~`, `true`, `false` or a JSON number as itself; every other scalar (and every
+    /// quoted one) as a string, its `${VAR}`s expanded (`secrets` gets their values).
+    private func json(of node: Node, secrets: inout [String]) throws(ConfigError) -> String {
+        switch node {
+        case .mapping(let mapping):
+            var parts: [String] = []
+            for (key, value) in mapping {
+                var name = ""
+                JSONText.quote(try string(key), into: &name)
+                parts.append(name + ":" + (try json(of: value, secrets: &secrets)))
+            }
+            return "{" + parts.joined(separator: ",") + "}"
+        case .sequence(let sequence):
+            var parts: [String] = []
+            for item in sequence { parts.append(try json(of: item, secrets: &secrets)) }
+            return "[" + parts.joined(separator: ",") + "]"
+        case .scalar(let scalar):
+            if scalar.style == .plain {
+                switch scalar.string {
+                case "null", "~", "": return "null"
+                case "true", "false": return scalar.string
+                default:
+                    if let number = try? JSONDocument(bytes: Array(scalar.string.utf8)), number.root.kind == .number {
+                        return scalar.string
+                    }
+                }
+            }
+            let (expanded, fromEnvironment) = try expanding(scalar.string, at: node)
+            secrets += fromEnvironment.map { String(decoding: Array(expanded.utf8)[$0], as: UTF8.self) }
+            var text = ""
+            JSONText.quote(expanded, into: &text)
+            return text
+        default:
+            throw error(node, "a body holds mappings, lists and values")
+        }
     }
 
     /// `error_when:`: `path` and one of `equals: VALUE` or `present: true`; `reason` and `retry`.

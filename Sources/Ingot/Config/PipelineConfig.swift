@@ -338,10 +338,19 @@ package struct HTTPSourceConfig: Sendable, Equatable {
     package var retry = RetryPolicy()
     /// `error_when:`: which bodies answered with a 2xx status are errors all the same.
     package var errorWhen: ErrorWhen?
+    /// `method: POST` (GraphQL, search endpoints); GET unless said.
+    package var method = HTTPMethod.get
+    /// `body:` (POST only): the JSON text every request of the source sends, a body cursor
+    /// (`paginate: {cursor: {…, body: KEY.PATH}}`) written into it from the second page on.
+    package var body: String?
+    /// The parts of ``body`` that came from the environment: scrubbed wherever the body is shown
+    /// or archived, like a URL's.
+    package var bodySecrets: [String] = []
 
     /// The keys of `source: {http: …}`.
     static let keys = [
         "url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry", "format", "error_when",
+        "method", "body",
     ]
 
     /// `error_when: {path: ok, equals: false, reason: error, retry: [ratelimited]}`: an API that
@@ -412,7 +421,7 @@ package struct HTTPSourceConfig: Sendable, Equatable {
         /// The next cursor, sent as `param`: found at a key path of the page, or in the page's
         /// last record (Stripe's `starting_after`); stop on null, absent, empty or one of
         /// `stopValues` (Twitter's `next_cursor: 0`).
-        case cursor(CursorSource, param: String, stopValues: [String])
+        case cursor(CursorSource, into: CursorTarget, stopValues: [String])
 
         /// `paginate: {…}` as `ingot validate` shows it.
         package var description: String {
@@ -424,8 +433,23 @@ package struct HTTPSourceConfig: Sendable, Equatable {
                 "page(\(param) from \(start)\(total.map { ", total_pages \($0)" } ?? ""))"
             case .offset(let param, let limitParam, let limit, let total):
                 "offset(\(param), \(limitParam) \(limit)\(total.map { ", total \($0)" } ?? ""))"
-            case .cursor(let source, let param, let stop):
-                "cursor(\(source) as \(param)\(stop.isEmpty ? "" : ", stops on \(stop.joined(separator: "|"))"))"
+            case .cursor(let source, let target, let stop):
+                "cursor(\(source) as \(target)\(stop.isEmpty ? "" : ", stops on \(stop.joined(separator: "|"))"))"
+            }
+        }
+    }
+
+    /// Where a cursor paginator sends the cursor: a query parameter, or a place in the request's
+    /// JSON body (GraphQL's `variables.cursor`, Notion's `start_cursor`, Elasticsearch's
+    /// `search_after`), where the cursor's JSON value is written as it came.
+    package enum CursorTarget: Sendable, Equatable, CustomStringConvertible {
+        case query(String)
+        case body(JSONKeyPath)
+
+        package var description: String {
+            switch self {
+            case .query(let param): param
+            case .body(let path): "body \(path)"
             }
         }
     }

@@ -22,7 +22,7 @@ struct Credentials: Sendable {
     /// character is refused (exit 2, naming the variable or header, never the value): a CR or LF
     /// would end the header and inject others.
     init(config: HTTPSourceConfig, environment: [String: String]) throws(FetchError) {
-        for secret in config.urlSecrets { redactor.add(secret) }
+        for secret in config.urlSecrets + config.bodySecrets { redactor.add(secret) }
         let shownURL = redactor.scrub(Credentials.redact(config.url, secretParams))
         func clean(_ value: String, _ what: String) throws(FetchError) -> String {
             var scalars = Substring(value).unicodeScalars

@@ -45,10 +45,21 @@ package struct TransportError: Error, Sendable, CustomStringConvertible {
     package var description: String { "\(url): \(message) (curl \(code))" }
 }
 
-/// One GET: the URL (secrets included, as sent), headers, and the whole transfer's time limit.
+/// A request's method: GET, or POST with a JSON body (GraphQL, search endpoints).
+package enum HTTPMethod: String, Sendable, Equatable {
+    case get = "GET"
+    case post = "POST"
+}
+
+/// One request: the URL (secrets included, as sent), headers, the body a POST sends, and the
+/// whole transfer's time limit.
 package struct HTTPRequest: Sendable {
     /// The URL as sent, secrets included.
     package var url: String
+    /// GET, or POST with ``body``.
+    package var method = HTTPMethod.get
+    /// A POST's body, sent as `application/json`.
+    package var body: [UInt8]?
     /// Header names and values, as sent.
     package var headers: [(String, String)]
     /// Seconds for the whole transfer, connection included.
@@ -196,6 +207,9 @@ private final class Transfer {
         curl_slist_free_all(headerList)
         headerList = nil
         for (name, value) in request.headers { headerList = curl_slist_append(headerList, "\(name): \(value)") }
+        if request.method == .post, !request.headers.contains(where: { $0.0.lowercased() == "content-type" }) {
+            headerList = curl_slist_append(headerList, "Content-Type: application/json")
+        }
 
         curl_easy_reset(handle)
         _ = ingot_curl_setopt_string(handle, CURLOPT_URL, request.url)
@@ -210,6 +224,16 @@ private final class Transfer {
         _ = ingot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMs)
         _ = ingot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(timeoutMs, 10_000))
         _ = ingot_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        if request.method == .post {
+            // The body is copied by libcurl (COPYPOSTFIELDS), its size given first: JSON text
+            // holds no NUL, but the size is never taken from one.
+            let body = request.body ?? []
+            _ = ingot_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count)
+            _ = body.withUnsafeBufferPointer { buffer in
+                ingot_curl_setopt_pointer(
+                    handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafePointer(bitPattern: 1)))
+            }
+        }
         // Over https, wait for a connection being set up (ALPN tells whether it speaks HTTP/2)
         // rather than open a second one: with HTTP/2 the transfers then share it. Not over plain
         // http, where only the first response would tell, so every transfer would wait for it.

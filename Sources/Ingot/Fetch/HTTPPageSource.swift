@@ -64,6 +64,9 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
 
     enum Cursor: Equatable {
         case url(String)
+        /// A body cursor (`paginate: {cursor: {…, body: PATH}}`): the cursor's JSON text, written
+        /// into the source's body at the path; the URL stays the source's.
+        case body(String)
         case page(Int)
         case offset(Int)
         /// List mode (``init(config:framing:urls:environment:maxPageBytes:logger:)``): the URL at
@@ -74,7 +77,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         var position: Int {
             switch self {
             case .page(let n), .offset(let n), .item(let n): n
-            case .url: 0
+            case .url, .body: 0
             }
         }
 
@@ -99,6 +102,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                     u = u.replacingOccurrences(of: secret, with: "⟨secret \(k)⟩")
                 }
                 return "url:" + u
+            case .body(let json): return "body:" + json
             case .page(let n): return "page:\(n)"
             case .offset(let n): return "offset:\(n)"
             case .item(let n): return "item:\(n)"
@@ -110,6 +114,9 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                 var u = String(state.dropFirst(4))
                 for (k, secret) in Cursor.forms(of: secrets).enumerated() { u = u.replacingOccurrences(of: "⟨secret \(k)⟩", with: secret) }
                 self = .url(u)
+            } else if state.hasPrefix("body:"), (try? JSONDocument(bytes: Array(state.utf8.dropFirst(5)))) != nil {
+                // Parsed to be sure: a resume state is input, and this one goes into a request.
+                self = .body(String(state.dropFirst(5)))
             } else if state.hasPrefix("page:"), let n = Int(state.dropFirst(5)) {
                 self = .page(n)
             } else if state.hasPrefix("offset:"), let n = Int(state.dropFirst(7)) {
@@ -215,8 +222,9 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
             fillNumbered(from: cursor)
         case .item(let first):
             fillList(from: first)
-        case .url(let url):
-            var page = try outcome(of: startFetch(request(url, includeQuery: fetched == 0))).get()
+        case .url, .body:
+            let (url, body) = target(of: cursor)
+            var page = try outcome(of: startFetch(request(url, includeQuery: fetched == 0), body: body)).get()
             fetched += 1
             do {
                 upcoming = try following(url: url, page: &page)
@@ -226,7 +234,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                 // The page itself is fine: it is saved, then the run fails on where it points
                 // (a resume fetches it again and fails the same way, until the pipeline changes).
                 upcoming = nil
-                page.resumeState = Cursor.url(url).state(hiding: config.urlSecrets)
+                page.resumeState = cursor.state(hiding: config.urlSecrets)
                 buffered.append(.success(page))
                 buffered.append(.failure(error))
             }
@@ -429,7 +437,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next URL is unknown")
             }
             nextURL = path.resolve(in: document.root).flatMap { $0.isNull ? nil : $0.string }
-        case .cursor(let source, let param, let stopValues):
+        case .cursor(let source, let target, let stopValues):
             guard let document = parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next cursor is unknown")
             }
@@ -443,7 +451,9 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                 }
                 found = key.resolve(in: last)
             }
-            guard let v = found, !v.isNull, let cursor = v.string ?? v.numberText, !cursor.isEmpty, !stopValues.contains(cursor) else {
+            // A body cursor may be any JSON value (Elasticsearch's `search_after` is an array).
+            let text = found.flatMap { v in v.string ?? v.numberText ?? ([.array, .object].contains(v.kind) ? v.rawText : nil) }
+            guard let v = found, !v.isNull, let cursor = text, !cursor.isEmpty, !stopValues.contains(cursor) else {
                 return nil
             }
             guard seenCursors.insert(cursor).inserted else {
@@ -451,7 +461,10 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
                     url: credentials.redact(url),
                     message: "the cursor '\(HTTPPageSource.shown(cursor))' was already followed: pagination would loop")
             }
-            return .url(request(config.url, setting: [(param, cursor)], includeQuery: false))
+            switch target {
+            case .query(let param): return .url(request(config.url, setting: [(param, cursor)], includeQuery: false))
+            case .body: return .body(v.rawText)
+            }
         }
         guard let nextURL, !nextURL.isEmpty else { return nil }
         // Relative next links resolve against the page's URL.
@@ -474,10 +487,70 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     }
 
     /// Starts fetching `url` (its first request goes out on the next poll); returns its tag.
-    private func startFetch(_ url: String) -> Int {
+    /// The URL and body a cursor asks with: a URL cursor's URL (the source's body, when it
+    /// POSTs), or the source's URL and its body with a body cursor written in.
+    private func target(of cursor: Cursor) -> (url: String, body: String?) {
+        switch (cursor, config.paginate) {
+        case (.body(let json), .cursor(_, .body(let path), _)):
+            return (config.url, config.body.map { HTTPPageSource.setting(json, at: path, in: $0) })
+        case (.url(let url), _): return (url, config.body)
+        default: return (config.url, config.body)
+        }
+    }
+
+    /// `body` (a JSON object's text) with `value` (JSON text) at `path`, replacing what is there
+    /// or adding the missing keys.
+    static func setting(_ value: String, at path: JSONKeyPath, in body: String) -> String {
+        guard let document = try? JSONDocument(bytes: Array(body.utf8)) else { return body }
+        var current = document.root
+        let keys = path.components.compactMap { if case .key(let key) = $0 { key } else { nil } }
+        for (k, key) in keys.enumerated() {
+            let node = document.nodes[current.index]
+            guard current.kind == .object else { return body }
+            if let next = current[key], k < keys.count - 1, next.kind == .object {
+                current = next
+                continue
+            }
+            var bytes = Array(body.utf8)
+            if let existing = current[key], k == keys.count - 1 {
+                // Replace the value where it stands.
+                let old = document.nodes[existing.index]
+                let quoted = existing.kind == .string
+                let start = Int(old.start) - (quoted ? 1 : 0)
+                let end = Int(old.start + old.length) + (quoted ? 1 : 0)
+                bytes.replaceSubrange(start..<end, with: Array(value.utf8))
+                return String(decoding: bytes, as: UTF8.self)
+            }
+            // Add the rest of the path inside this object, before its closing brace.
+            var inserted = ""
+            JSONText.quote(key, into: &inserted)
+            var rest = value
+            for inner in keys[(k + 1)...].reversed() {
+                var name = ""
+                JSONText.quote(inner, into: &name)
+                rest = "{" + name + ":" + rest + "}"
+            }
+            inserted = (current.count > 0 ? "," : "") + inserted + ":" + rest
+            let close = Int(node.start + node.length) - 1
+            if let existing = current[key] {
+                // A key on the way that is not an object: replaced by the path's objects.
+                let old = document.nodes[existing.index]
+                let quoted = existing.kind == .string
+                let start = Int(old.start) - (quoted ? 1 : 0)
+                let end = Int(old.start + old.length) + (quoted ? 1 : 0)
+                bytes.replaceSubrange(start..<end, with: Array(rest.utf8))
+            } else {
+                bytes.insert(contentsOf: Array(inserted.utf8), at: close)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        return body
+    }
+
+    private func startFetch(_ url: String, body: String? = nil) -> Int {
         let tag = nextTag
         nextTag += 1
-        var fetch = PageFetch(url: url, rules: rules, validators: kept?.validators(for: url))
+        var fetch = PageFetch(url: url, rules: rules, body: body ?? config.body, validators: kept?.validators(for: url))
         client.start(fetch.request(rules), tag: tag)
         fetches[tag] = fetch
         return tag
@@ -544,7 +617,10 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
             kept.reused(fetch.url, validators)
             return .success(page)
         }
-        if page.oversized == nil, let validators = page.http.flatMap({ KeptAnswers.Validators(headers: $0.headers) }) {
+        // A POST's answer is not kept: one URL asks different things with different bodies.
+        if page.oversized == nil, page.http?.request == nil,
+            let validators = page.http.flatMap({ KeptAnswers.Validators(headers: $0.headers) })
+        {
             kept.received(fetch.url, validators, body: page.bytes, headers: page.http?.headers ?? [:])
         }
         return result

@@ -92,10 +92,22 @@ struct PageFetch {
     /// What the last run kept of this request's answer: every request asks whether it changed
     /// since (docs/pipelines.md, "Conditional requests"), and a 304 is a page.
     let validators: KeptAnswers.Validators?
+    /// The method and body of the current hop: a POST's, until a 301, 302 or 303 turns it into
+    /// a GET (as browsers and libcurl do); a 307 or 308 keeps both.
+    private var method: HTTPMethod
+    private var body: [UInt8]?
+    /// The body the page asks with (each attempt starts with it).
+    private let asked: [UInt8]?
+    /// A POST's method and body as archived (its secrets redacted).
+    private let record: RequestRecord?
 
-    init(url: String, rules: FetchRules, validators: KeptAnswers.Validators? = nil, now: Date = Date()) {
+    init(url: String, rules: FetchRules, body: String? = nil, validators: KeptAnswers.Validators? = nil, now: Date = Date()) {
         self.url = url
-        self.validators = validators
+        self.method = body == nil ? .get : .post
+        self.body = body.map { Array($0.utf8) }
+        self.asked = self.body
+        self.record = body.map { RequestRecord(method: HTTPMethod.post.rawValue, body: rules.credentials.scrub($0)) }
+        self.validators = body == nil ? validators : nil
         self.shown = rules.credentials.redact(url)
         self.current = url
         self.trusted = rules.policy.mayReceiveCredentials(url)
@@ -107,15 +119,19 @@ struct PageFetch {
     mutating func request(_ rules: FetchRules) -> HTTPRequest {
         requests += 1
         // As written, but for the bytes a URL cannot carry (a space, non-ASCII, a brace).
-        return HTTPRequest(
+        var request = HTTPRequest(
             url: URLText.escapingInvalid(trusted ? rules.withSecrets(current) : current),
             headers: (trusted ? rules.credentials.headers : []) + (validators?.conditions ?? []), timeout: rules.config.timeout)
+        request.method = method
+        request.body = body
+        return request
     }
 
     /// After a wait: the next attempt starts over at the page's URL.
     mutating func retry(_ rules: FetchRules, now: Date = Date()) -> HTTPRequest {
         attempt += 1
         current = url
+        (method, body) = (asked == nil ? .get : .post, asked)
         trusted = rules.policy.mayReceiveCredentials(url)
         redirects = 0
         attemptStarted = now
@@ -134,7 +150,7 @@ struct PageFetch {
         switch result {
         case .success(let response):
             if [301, 302, 303, 307, 308].contains(response.status), let location = response.header("location") {
-                return redirected(to: location, rules: rules)
+                return redirected(to: location, status: response.status, rules: rules)
             }
             switch verdict(on: response, rules: rules) {
             case .finished(let step): return step
@@ -225,7 +241,7 @@ struct PageFetch {
 
     /// A redirect to `location`: followed under the origin rules (credentials only where they
     /// may go), at most ``FetchRules/maxRedirects`` times.
-    private mutating func redirected(to location: String, rules: FetchRules) -> Step {
+    private mutating func redirected(to location: String, status: Int, rules: FetchRules) -> Step {
         redirects += 1
         guard redirects <= FetchRules.maxRedirects else {
             return .done(.failure(FetchError(url: shown, message: "more than \(FetchRules.maxRedirects) redirects")))
@@ -237,6 +253,7 @@ struct PageFetch {
             return .done(.failure(error))
         }
         if OriginPolicy.Origin(next) != start || !rules.policy.mayReceiveCredentials(next) { trusted = false }
+        if ![307, 308].contains(status) { (method, body) = (.get, nil) }
         current = rules.strippingSecrets(next)
         return .send(request(rules))
     }
@@ -257,6 +274,6 @@ struct PageFetch {
         }
         return Page(
             seq: 0, source: shown, bytes: response.body,
-            http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted))
+            http: HTTPExchange(status: response.status, headers: headers, fetchedAt: attemptStarted, request: record))
     }
 }

@@ -95,7 +95,7 @@ extension HTTPSourceConfig {
             case .linkHeader: .linkHeader
             case .nextURL(let at): .nextURL(path: try path(at))
             case .page(let param, let start): .page(param: param, start: start, totalPages: nil)
-            case .cursor(let at, let param): .cursor(.path(try path(at)), param: param, stopValues: [])
+            case .cursor(let at, let param): .cursor(.path(try path(at)), into: .query(param), stopValues: [])
             }
         self.init(
             url: url.absoluteString,

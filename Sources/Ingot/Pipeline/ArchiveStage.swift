@@ -37,7 +37,7 @@ final class ArchiveStage: @unchecked Sendable {  // confined to `queue`
             try writer.append(
                 page.bytes, seq: page.seq, source: page.source, fetchedAt: page.http?.fetchedAt ?? Date(),
                 httpStatus: page.http?.status, headers: page.http?.headers, resource: resourceNames?[page.resource],
-                injected: page.injected, compression: page.compression)
+                injected: page.injected, compression: page.compression, request: page.http?.request)
             written.withLock { $0 = Int(writer.size) }
             var archived = page
             archived.archive = ArchiveLocation(path: writer.path, entry: page.seq)

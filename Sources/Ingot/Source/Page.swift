@@ -290,6 +290,16 @@ package struct HTTPExchange: Sendable {
     /// A safe subset of the response headers (the fetch side's list of archived headers).
     package var headers: [String: String]
     package var fetchedAt: Date
+    /// What was asked besides the URL: a POST's method and body, its secrets redacted (archived:
+    /// two pages of one URL differ by it); `nil` for a GET.
+    package var request: RequestRecord? = nil
+}
+
+/// A request's method and body as archived: `{"method": "POST", "body": "{…}"}`, the body's
+/// secrets (its parts from the environment) replaced by `REDACTED`.
+package struct RequestRecord: Codable, Sendable, Equatable {
+    package var method: String
+    package var body: String?
 }
 
 /// What a source reports while it fetches (the run's metrics implement it).

@@ -36,6 +36,7 @@ final class PrefetchedPageSource: ListingPageSource, @unchecked Sendable {  // t
         var fetchedAt: Date?
         var archivePath: String?
         var archiveEntry: Int?
+        var request: RequestRecord?
     }
 
     /// Wraps `inner`; `stopping` ends the prefetch early (the run was asked to stop).
@@ -80,7 +81,7 @@ final class PrefetchedPageSource: ListingPageSource, @unchecked Sendable {  // t
                 source: page.source, length: page.bytes.count, resumeState: page.resumeState, oversized: page.oversized,
                 unreadable: page.unreadable, compression: page.compression, resource: page.resource, resourceName: page.resourceName,
                 status: page.http?.status, headers: page.http?.headers, fetchedAt: page.http?.fetchedAt, archivePath: page.archive?.path,
-                archiveEntry: page.archive?.entry)
+                archiveEntry: page.archive?.entry, request: page.http?.request)
             let line = try JSONEncoder().encode(header) + Data("\n".utf8)
             let written =
                 line.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, file) } == line.count
@@ -125,7 +126,8 @@ final class PrefetchedPageSource: ListingPageSource, @unchecked Sendable {  // t
         page.resource = header.resource
         page.resourceName = header.resourceName
         if let status = header.status {
-            page.http = HTTPExchange(status: status, headers: header.headers ?? [:], fetchedAt: header.fetchedAt ?? Date())
+            page.http = HTTPExchange(
+                status: status, headers: header.headers ?? [:], fetchedAt: header.fetchedAt ?? Date(), request: header.request)
         }
         if let archivePath = header.archivePath, let entry = header.archiveEntry {
             page.archive = ArchiveLocation(path: archivePath, entry: entry)
