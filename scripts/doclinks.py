@@ -52,7 +52,7 @@ OTHERS = {
     "Int", "Int8", "JSONDecoder", "Mutex", "NSCondition", "Set", "SortDescriptor", "String", "UInt32", "URL", "UUID",
     "DatabaseError", "DatabasePool", "DatabaseQueue", "ValueObservation", "ModelContext", "NIOThreadPool",
     "ExecInsertIndexTuples", "NextCopyFrom", "ParseDateTime", "EntityLayoutVwcp", "Authorization", "ETag", "Link",
-    "ReadOnlyMany", "Wed", "Ingot", "ReadmeExamples", "PersonAttribute", "PQprepare", "PQexecPrepared",
+    "ReadOnlyMany", "Wed", "Ingot", "ReadmeExamples", "PersonAttribute", "PQprepare", "PQexecPrepared", "DeletedEntry",
 }
 tests = pathlib.Path(__file__).resolve().parent.parent / "Tests"
 for path in sorted(tests.rglob("*.swift")):

@@ -11,6 +11,10 @@ server.py (docs/cookbook.md's recipes for them; CookbookTests).
   POST /github/graphql                   GitHub's GraphQL API: issues, 2 a page, `after: $cursor` from variables.cursor,
                                          pageInfo {hasNextPage endCursor}; a query without `issues` answers {"errors": […]}, HTTP 200
   POST /es/products/_search              Elasticsearch: hits sorted by [updated, id], `search_after` the last hit's `sort`
+  /contentful/spaces/cfexample/environments/master/sync?initial=true | ?sync_token=T
+                                         Contentful's sync: entries in pages (nextPageUrl), the last page's nextSyncUrl
+                                         starts the next sync, which answers what changed since: entries and
+                                         DeletedEntry tombstones
   /control/cookbook-edit                 from now on every API above answers its edited data set
                                          (values changed, records added and removed), for a refresh
 Their requests are counted and take server.py's --faults as the other APIs' do.
@@ -165,6 +169,42 @@ def elasticsearch(body, host):
     return 200, {"took": 1, "timed_out": False, "hits": {"total": {"value": 7, "relation": "eq"}, "hits": hits}}, []
 
 
+def contentful(path, q, host):
+    """https://www.contentful.com/developers/docs/concepts/sync/: an initial sync in pages, then
+    deltas from the token the last page gave."""
+    if path != "/contentful/spaces/cfexample/environments/master/sync":
+        return None
+
+    def entry(n, revision=1, title=None):
+        return {"sys": {"type": "Entry", "id": "e%d" % n, "revision": revision,
+                        "contentType": {"sys": {"type": "Link", "linkType": "ContentType", "id": "product"}},
+                        "createdAt": "2024-06-0%dT10:00:00.000Z" % n, "updatedAt": "2024-06-0%dT1%d:00:00.000Z" % (n, revision)},
+                "fields": {"title": {"en-US": title or "Product %d" % n}}}
+
+    edited = EDITED["on"]
+    current = [entry(1), entry(3, 2, "Product 3 (renamed)") if edited else entry(3), entry(4)] + ([entry(5)] if edited else [])
+    if not edited:
+        current.insert(1, entry(2))
+    base = "%s/contentful/spaces/cfexample/environments/master/sync" % host
+    token = q.get("sync_token")
+    if q.get("initial") == "true" or token in ("p1",):
+        # The initial sync: every entry as it is now, two a page.
+        page = 0 if token is None else 1
+        items = current[2 * page:2 * page + 2]
+        done = 2 * page + 2 >= len(current)
+        tail = {"nextSyncUrl": base + "?sync_token=" + ("t2" if edited else "t1")} if done else {"nextPageUrl": base + "?sync_token=p1"}
+        return 200, {"sys": {"type": "Array"}, "items": items, **tail}, []
+    if token == "t1":
+        # What changed since t1: nothing, or (edited) e2 deleted, e3 renamed, e5 created.
+        items = [] if not edited else [
+            {"sys": {"type": "DeletedEntry", "id": "e2", "deletedAt": "2024-07-01T00:00:00.000Z"}},
+            entry(3, 2, "Product 3 (renamed)"), entry(5)]
+        return 200, {"sys": {"type": "Array"}, "items": items, "nextSyncUrl": base + "?sync_token=" + ("t2" if edited else "t1")}, []
+    if token == "t2":
+        return 200, {"sys": {"type": "Array"}, "items": [], "nextSyncUrl": base + "?sync_token=t2"}, []
+    return 400, {"sys": {"type": "Error", "id": "BadRequest"}, "message": "unknown sync token"}, []
+
+
 def answer_post(path, body, host):
     """(status, body, headers) for a POST to these APIs, or None."""
     if path == "/github/graphql":
@@ -174,7 +214,7 @@ def answer_post(path, body, host):
     return None
 
 
-PREFIXES = ("/hn/", "/npm/", "/meteo/", "/zendesk/", "/wp/")
+PREFIXES = ("/hn/", "/npm/", "/meteo/", "/zendesk/", "/wp/", "/contentful/")
 
 
 def serves(path):
@@ -194,4 +234,6 @@ def answer(path, q, host):
         return zendesk(path, q, host)
     if path.startswith("/wp/"):
         return wordpress(path, q, host)
+    if path.startswith("/contentful/"):
+        return contentful(path, q, host)
     return None

@@ -105,6 +105,18 @@ struct CookbookTests {
                         ["p\($0)", "Product \($0)", "\(Double(10 * $0) + ($0 % 2 == 1 ? 0.5 : 0))"]
                     })
         },
+        Recipe(
+            name: "contentful-sync", changes: ["https://cdn.contentful.com/": "/contentful/"], environment: ["CONTENTFUL_TOKEN": "t0ken"],
+            pages: 2, holdAt: 2
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, content_type, revision, title FROM entry ORDER BY id") == [
+                    ["e1", "product", "1", "Product 1"], ["e2", "product", "1", "Product 2"], ["e3", "product", "1", "Product 3"],
+                    ["e4", "product", "1", "Product 4"],
+                ])
+            #expect(
+                try rows(db, "SELECT value FROM _ingot_state WHERE key = 'sync:next_url'").first?.first?.hasSuffix("sync_token=t1") == true)
+        },
     ]
 
     private func run(_ yaml: String, db: String, environment: [String: String], archive: String? = nil) throws -> RunSummary {
@@ -115,7 +127,7 @@ struct CookbookTests {
         options.archiveDirectory = archive
         // The recipe's credentials from `environment`, not the test process's.
         let source = try config.makeSource(
-            database: nil, maxPageBytes: Page.defaultMaxBytes, environment: environment, logger: LogCapture().logger)
+            database: try StoreLocation(db), maxPageBytes: Page.defaultMaxBytes, environment: environment, logger: LogCapture().logger)
         return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
     }
 
@@ -233,7 +245,7 @@ struct CookbookTests {
         let recipes = [
             "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
             "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
-            "github-graphql-issues", "elasticsearch-products",
+            "github-graphql-issues", "elasticsearch-products", "contentful-sync",
         ]
         #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }

@@ -95,6 +95,11 @@ struct PipelineYAMLReader {
             top["resources"] != nil
             ? resources.flatMap { $0.writeScope == nil ? $0.rootEntities : [] } : (rootChoice?.entityNames ?? rootName.map { [$0] } ?? [])
         checkModel(model, top: top, root: root, entitiesNode: entitiesNode, roots: roots, head: head, &sections)
+        let deleteWhen =
+            top["resources"] == nil
+            ? sections.read { () throws(ConfigError) -> DeleteWhen? in
+                try top["delete_when"].map { (node: Node) throws(ConfigError) in try readDeleteWhen(node, root: rootName, model: model) }
+            } ?? nil : nil
         guard sections.problems.isEmpty, let model, let rootName else {
             if sections.problems.isEmpty { throw error(root, "the pipeline cannot be read") }
             var first = sections.problems.sorted { ($0.line, $0.column) < ($1.line, $1.column) }
@@ -111,7 +116,7 @@ struct PipelineYAMLReader {
             ? [
                 ResourceConfig(
                     name: head.name, source: head.source, recordsPath: head.recordsPath, recordsLayout: head.recordsLayout,
-                    jsonLines: head.jsonLines, root: rootName, rootChoice: rootChoice)
+                    jsonLines: head.jsonLines, root: rootName, rootChoice: rootChoice, deleteWhen: deleteWhen)
             ] : resources
         config.write = head.write
         config.writeRejectsUnknown = head.writeRejectsUnknown
@@ -185,7 +190,7 @@ struct PipelineYAMLReader {
             topNode,
             allowed: [
                 "version", "name", "source", "records", "root", "write", "batch_records", "max_page_bytes", "limits", "incremental",
-                "entities", "defaults", "resources",
+                "entities", "defaults", "resources", "delete_when",
             ])
         return (root, top)
     }
@@ -235,6 +240,14 @@ struct PipelineYAMLReader {
 
     /// `batch_records`, `max_page_bytes`, `limits` and `incremental`.
     private mutating func readSettings(_ top: [String: Node], into head: inout Head, _ sections: inout Sections) {
+        // A sync run reads what changed since the last: it cannot say which rows are gone.
+        if case .http(let http) = head.source, http.syncURL != nil, head.write == .replace, let node = top["write"] {
+            sections.problems.append(
+                error(
+                    node,
+                    "write: replace deletes what a run did not see, and a sync run sees only what changed: use merge (and delete_when for deletions)"
+                ))
+        }
         head.batchRecords =
             sections.read { () throws(ConfigError) -> Int? in
                 guard let node = top["batch_records"] else { return nil }
@@ -291,7 +304,7 @@ struct PipelineYAMLReader {
         // Resources that could not be read have their own problem: no second one about their roots.
         var resourcesUnread = false
         if let resourcesNode = top["resources"] {
-            for key in ["source", "records", "root"] {
+            for key in ["source", "records", "root", "delete_when"] {
                 if let node = top[key] {
                     sections.problems.append(
                         error(node, "with resources:, \(key) belongs to each resource (or, for HTTP settings, to defaults.http)"))

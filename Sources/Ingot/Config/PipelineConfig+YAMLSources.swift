@@ -14,7 +14,8 @@ extension PipelineYAMLReader {
         }
         var resources: [ResourceConfig] = []
         for item in list {
-            let fields = try mapping(item, allowed: ["name", "source", "records", "root", "for_each", "write", "batch_records"])
+            let fields = try mapping(
+                item, allowed: ["name", "source", "records", "root", "for_each", "write", "batch_records", "delete_when"])
             let nameNode = try required(fields, "name", in: item)
             let name = try string(nameNode)
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
@@ -30,11 +31,16 @@ extension PipelineYAMLReader {
                 inSource = true
                 defer { inSource = false }
                 (resource.source, resource.jsonLines) = try readSource(sourceNode, defaults: defaults)
+                if case .http(let http) = resource.source, http.syncURL != nil {
+                    throw error(
+                        sourceNode, "sync_url is kept for a pipeline of one resource (not yet with resources:): give the sync its own file")
+                }
             }
             if let recordsNode = fields["records"] {
                 (resource.recordsPath, resource.recordsLayout) = try readRecords(recordsNode, jsonLines: resource.jsonLines)
             }
             if let rootNode = fields["root"] { (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model) }
+            if let node = fields["delete_when"] { resource.deleteWhen = try readDeleteWhen(node, root: resource.root, model: model) }
             if let writeNode = fields["write"] { try readResourceWrite(writeNode, into: &resource, after: resources, model: model) }
             if let node = fields["batch_records"] {
                 let value = try int(node)
@@ -469,6 +475,7 @@ extension PipelineYAMLReader {
         try readTransfer(fields, into: &config)
         if let rule = fields["error_when"] { config.errorWhen = try readErrorWhen(rule) }
         try readMethodAndBody(fields, node: node, into: &config)
+        if let sync = fields["sync_url"] { config.syncURL = try keyPath(sync) }
         return config
     }
 
@@ -540,6 +547,29 @@ extension PipelineYAMLReader {
         default:
             throw error(node, "a body holds mappings, lists and values")
         }
+    }
+
+    /// `delete_when: {path: KEY.PATH, equals: VALUE}` or `{path: KEY.PATH, present: true}`, for
+    /// a root whose entity has an identity (a tombstone names its row by it).
+    func readDeleteWhen(_ node: Node, root: String?, model: EntityModel?) throws(ConfigError) -> DeleteWhen {
+        let f = try mapping(node, allowed: ["path", "equals", "present"])
+        var rule = DeleteWhen(path: try keyPath(try required(f, "path", in: node)))
+        switch (f["equals"], f["present"]) {
+        case (let equals?, nil):
+            guard case .scalar = equals else { throw error(equals, "equals takes one value (true, a number or a text)") }
+            rule.equals = try string(equals)
+        case (nil, let present?):
+            guard try bool(present) else { throw error(present, "present: false would make every record a tombstone; say present: true") }
+        default:
+            throw error(node, "delete_when takes equals: VALUE (the value at path that makes a record a tombstone) or present: true")
+        }
+        guard let root, let entity = model?[root] else {
+            throw error(node, "delete_when needs a root: the entity whose rows the records delete")
+        }
+        if entity.identity.isEmpty {
+            throw error(node, "delete_when: entity \(root) has no identity, so a record cannot name the row it deletes")
+        }
+        return rule
     }
 
     /// `error_when:`: `path` and one of `equals: VALUE` or `present: true`; `reason` and `retry`.

@@ -211,6 +211,8 @@ package struct ResourceConfig: Sendable, Equatable {
     package var writeScope: String?
     /// `batch_records:` for this resource's records; `nil`: the pipeline's.
     package var batchRecords: Int?
+    /// `delete_when:`: the records that say their row is gone (tombstones).
+    package var deleteWhen: DeleteWhen?
 
     /// Where records sit in its pages.
     package var framing: RecordFraming { RecordFraming.of(recordsPath: recordsPath, jsonLines: jsonLines, layout: recordsLayout) }
@@ -314,6 +316,12 @@ package enum SourceConfig: Sendable, Equatable {
     case http(HTTPSourceConfig)
 }
 
+/// A request's method: GET, or POST with a JSON body (GraphQL, search endpoints).
+package enum HTTPMethod: String, Sendable, Equatable {
+    case get = "GET"
+    case post = "POST"
+}
+
 /// `source: {http: …}`: where and how to fetch pages.
 package struct HTTPSourceConfig: Sendable, Equatable {
     package var url: String
@@ -346,11 +354,15 @@ package struct HTTPSourceConfig: Sendable, Equatable {
     /// The parts of ``body`` that came from the environment: scrubbed wherever the body is shown
     /// or archived, like a URL's.
     package var bodySecrets: [String] = []
+    /// `sync_url: KEY.PATH`: where a page says the URL the next run starts from (Contentful's
+    /// `nextSyncUrl`): kept with the page's batch, used by the next run instead of ``url``, and
+    /// forgotten by `--full-refresh` (docs/pipelines.md, "Sync tokens").
+    package var syncURL: JSONKeyPath?
 
     /// The keys of `source: {http: …}`.
     static let keys = [
         "url", "headers", "auth", "paginate", "allowed_hosts", "max_pages", "concurrency", "timeout_s", "retry", "format", "error_when",
-        "method", "body",
+        "method", "body", "sync_url",
     ]
 
     /// `error_when: {path: ok, equals: false, reason: error, retry: [ratelimited]}`: an API that

@@ -209,8 +209,13 @@ struct DecodedPage: Sendable {
     var cost = 0
     /// Where the source continues after this page (committed with the batch, for `--resume`).
     var resumeState: String?
+    /// Where the next run starts (``Page/syncState``), kept with the batch.
+    var syncState: String?
     /// The highest value at the pipeline's incremental cursor path among the page's accepted records.
     var incrementalMax: String?
+    /// The rows its tombstones delete (`delete_when:`), in record order: a part that holds one
+    /// ends with it, and so does its batch (its deletions then follow every write before them).
+    var deletions: [Tombstone] = []
     /// The page's unit in a run shared by several jobs (``Page/unit``).
     var unit: UnitRef?
     /// This part's number within its unit, counting the unit's pages' parts in order (set by
@@ -264,4 +269,12 @@ struct DecodedPage: Sendable {
         }
         return footprint.mentioned(subtracting: only)
     }
+}
+
+/// A record that says its row is gone (`delete_when:`): the entity and identity of the row it
+/// deletes, and where it stood in its page.
+struct Tombstone: Sendable, Equatable {
+    var entity: Int
+    var identity: IdentityKey
+    var recordIndex: Int
 }

@@ -172,6 +172,8 @@ struct MappingPlan: Sendable {
     /// key path, the entity (index) of each value, and whether other values are skipped (else
     /// rejected).
     var rootChoice: (path: JSONKeyPath, entities: [String: Int], skipsOthers: Bool)?
+    /// `delete_when:`: the records that are tombstones (``DeleteWhen``).
+    var deleteWhen: DeleteWhen?
 
     init(model: EntityModel, root: String, framing: RecordFraming, incrementalPath: [String]? = nil) {
         self.incrementalPath = incrementalPath

@@ -92,7 +92,9 @@ struct RecordMapper {
                 // The rejected lines the current part holds besides its records.
                 var carried = rejectedLines
                 while index < array.count {
-                    if index - partStart == partSize || (!partCost.overflow && page.cost >= partCost.partialValue) {
+                    // A part ends after a tombstone: its deletions follow every write before them.
+                    let afterTombstone = page.deletions.last.map { $0.recordIndex == index - 1 } ?? false
+                    if index - partStart == partSize || (!partCost.overflow && page.cost >= partCost.partialValue) || afterTombstone {
                         // This part is full: hand it on and start the next one. It counts the
                         // records it holds (fewer than `partSize` when it ended by their rows).
                         page.recordCount = index - partStart + carried
@@ -157,6 +159,32 @@ struct RecordMapper {
         case skipped
     }
 
+    /// Keeps `record`'s raw text and place (`place`: its coding path prefix) where the run keeps
+    /// records, and where a `missing: reject` reference may reject it later.
+    private func keepText(of record: inout DecodedRecord, at element: Int, place: String, _ cursor: Cursor) {
+        if plan.keepsRecords {
+            (record.raw, record.rawLength) = cursor.rawPrefix(element)
+            record.path = place
+        }
+        guard record.references.contains(where: { $0.policy == .reject }) else { return }
+        if record.raw == nil { (record.raw, record.rawLength) = cursor.rawPrefix(element) }
+        let prefix = place.isEmpty ? "" : place + "."
+        for r in record.references.indices where record.references[r].policy == .reject {
+            record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
+        }
+    }
+
+    /// Record `index`, just mapped from row `firstRow` on, is a tombstone (`delete_when:`): its
+    /// rows are dropped and the identity of its root row kept as the row it deletes.
+    private func keepTombstone(of entity: Int, index: Int, from firstRow: Int, _ page: inout DecodedPage) throws(MappingFailure) {
+        guard firstRow < page.rows.count, page.rows[firstRow].entity == entity, let identity = page.rows[firstRow].identity else {
+            throw MappingFailure(
+                reason: "the record is a tombstone (delete_when) without the identity of the row it deletes", code: .wrongShape)
+        }
+        page.rows.removeSubrange(firstRow...)
+        page.deletions.append(Tombstone(entity: entity, identity: identity, recordIndex: index))
+    }
+
     private func chooseEntity(at element: Int, in document: JSONDocument) -> Chosen {
         guard let choice = plan.rootChoice else { return .entity(plan.root) }
         let kind = choice.path.resolve(in: JSONValue(document: document, index: element)).flatMap { $0.string ?? $0.numberText }
@@ -193,17 +221,13 @@ struct RecordMapper {
                 throw MappingFailure(reason: "the page's text values pass 4 GiB; split it into smaller pages", code: .tooLarge)
             }
             record.rows = firstRow..<page.rows.count
-            if plan.keepsRecords {
-                (record.raw, record.rawLength) = cursor.rawPrefix(element)
-                record.path = array.prefix(index, path: path)
+            if let rule = plan.deleteWhen, rule.matches(JSONValue(document: document, index: element)) {
+                // A tombstone: the row it names is deleted where it stands; nothing of it is written.
+                try keepTombstone(of: entity, index: index, from: firstRow, &page)
+                page.storage.truncate(values: valueCount, text: textCount, linkSets: linkCount)
+                return
             }
-            if record.references.contains(where: { $0.policy == .reject }) {
-                if record.raw == nil { (record.raw, record.rawLength) = cursor.rawPrefix(element) }
-                let prefix = array.prefix(index, path: path).isEmpty ? "" : array.prefix(index, path: path) + "."
-                for r in record.references.indices where record.references[r].policy == .reject {
-                    record.references[r].codingPath = prefix + (record.references[r].codingPath ?? "")
-                }
-            }
+            keepText(of: &record, at: element, place: array.prefix(index, path: path), cursor)
             if let path = plan.incrementalPath, let value = cursor.text(at: path, from: element),
                 page.incrementalMax.map({ $0.utf8.lexicographicallyPrecedes(value.utf8) }) ?? true
             {

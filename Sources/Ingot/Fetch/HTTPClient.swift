@@ -45,12 +45,6 @@ package struct TransportError: Error, Sendable, CustomStringConvertible {
     package var description: String { "\(url): \(message) (curl \(code))" }
 }
 
-/// A request's method: GET, or POST with a JSON body (GraphQL, search endpoints).
-package enum HTTPMethod: String, Sendable, Equatable {
-    case get = "GET"
-    case post = "POST"
-}
-
 /// One request: the URL (secrets included, as sent), headers, the body a POST sends, and the
 /// whole transfer's time limit.
 package struct HTTPRequest: Sendable {
@@ -199,6 +193,16 @@ private final class Transfer {
         curl_easy_cleanup(handle)
     }
 
+    /// A POST's body, copied by libcurl (COPYPOSTFIELDS), its size given first: JSON text holds
+    /// no NUL, but the size is never taken from one.
+    private func setBody(_ body: [UInt8]) {
+        _ = ingot_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count)
+        _ = body.withUnsafeBufferPointer { buffer in
+            ingot_curl_setopt_pointer(
+                handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafePointer(bitPattern: 1)))
+        }
+    }
+
     func prepare(_ request: HTTPRequest, maxBodyBytes: Int) {
         url = request.url
         limit = maxBodyBytes
@@ -224,16 +228,7 @@ private final class Transfer {
         _ = ingot_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMs)
         _ = ingot_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, min(timeoutMs, 10_000))
         _ = ingot_curl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        if request.method == .post {
-            // The body is copied by libcurl (COPYPOSTFIELDS), its size given first: JSON text
-            // holds no NUL, but the size is never taken from one.
-            let body = request.body ?? []
-            _ = ingot_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count)
-            _ = body.withUnsafeBufferPointer { buffer in
-                ingot_curl_setopt_pointer(
-                    handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: buffer.baseAddress ?? UnsafePointer(bitPattern: 1)))
-            }
-        }
+        if request.method == .post { setBody(request.body ?? []) }
         // Over https, wait for a connection being set up (ALPN tells whether it speaks HTTP/2)
         // rather than open a second one: with HTTP/2 the transfers then share it. Not over plain
         // http, where only the first response would tell, so every transfer would wait for it.

@@ -168,6 +168,20 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         upcoming = urls.isEmpty ? nil : .item(0)
     }
 
+    /// Starts where the last finished sync said (its kept ``Page/syncState``), not at the
+    /// configured URL. The state is input from the database: a URL the origin rules refuse is
+    /// refused here, before any request.
+    package func startSync(from state: String) throws {
+        guard case .url(let url)? = Cursor(state: state, secrets: config.urlSecrets) else {
+            throw FetchError(
+                url: credentials.redact(config.url),
+                message: "the kept sync state '\(HTTPPageSource.shown(state))' is not a URL; run once with --full-refresh")
+        }
+        _ = try rules.follow(url, from: config.url, what: "kept sync URL")
+        upcoming = .url(url)
+        logger.info("sync.resumed", metadata: [LogKey.url: "\(credentials.redact(url))"])
+    }
+
     /// Continues after a committed page: `state` is the resume state that page carried.
     package func resume(from state: String) throws {
         if state == "done" {
@@ -229,6 +243,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
             do {
                 upcoming = try following(url: url, page: &page)
                 page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
+                page.syncState = try syncState(of: &page, from: url)
                 buffered.append(.success(page))
             } catch {
                 // The page itself is fine: it is saved, then the run fails on where it points
@@ -441,30 +456,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
             guard let document = parsed(&page) else {
                 throw FetchError(url: credentials.redact(url), message: "the page is not valid JSON, so its next cursor is unknown")
             }
-            let found: JSONValue?
-            switch source {
-            case .path(let path): found = path.resolve(in: document.root)
-            case .lastRecord(let key):
-                // The last record of the page (none: an empty page ends the list).
-                guard case .success(let records) = framing.records(in: document), let last = records.last(in: document) else {
-                    return nil
-                }
-                found = key.resolve(in: last)
-            }
-            // A body cursor may be any JSON value (Elasticsearch's `search_after` is an array).
-            let text = found.flatMap { v in v.string ?? v.numberText ?? ([.array, .object].contains(v.kind) ? v.rawText : nil) }
-            guard let v = found, !v.isNull, let cursor = text, !cursor.isEmpty, !stopValues.contains(cursor) else {
-                return nil
-            }
-            guard seenCursors.insert(cursor).inserted else {
-                throw FetchError(
-                    url: credentials.redact(url),
-                    message: "the cursor '\(HTTPPageSource.shown(cursor))' was already followed: pagination would loop")
-            }
-            switch target {
-            case .query(let param): return .url(request(config.url, setting: [(param, cursor)], includeQuery: false))
-            case .body: return .body(v.rawText)
-            }
+            return try nextCursor(in: document, source: source, target: target, stopValues: stopValues, url: url)
         }
         guard let nextURL, !nextURL.isEmpty else { return nil }
         // Relative next links resolve against the page's URL.
@@ -477,6 +469,38 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         return .url(stripped)
     }
 
+    /// A cursor paginator's next request, read from `document` (the page fetched from `url`), or
+    /// `nil` where the list ends (no cursor, an empty one, a stop value, an empty page).
+    private func nextCursor(
+        in document: JSONDocument, source: HTTPSourceConfig.CursorSource, target: HTTPSourceConfig.CursorTarget, stopValues: [String],
+        url: String
+    ) throws(FetchError) -> Cursor? {
+        let found: JSONValue?
+        switch source {
+        case .path(let path): found = path.resolve(in: document.root)
+        case .lastRecord(let key):
+            // The last record of the page (none: an empty page ends the list).
+            guard case .success(let records) = framing.records(in: document), let last = records.last(in: document) else {
+                return nil
+            }
+            found = key.resolve(in: last)
+        }
+        // A body cursor may be any JSON value (Elasticsearch's `search_after` is an array).
+        let text = found.flatMap { v in v.string ?? v.numberText ?? ([.array, .object].contains(v.kind) ? v.rawText : nil) }
+        guard let v = found, !v.isNull, let cursor = text, !cursor.isEmpty, !stopValues.contains(cursor) else {
+            return nil
+        }
+        guard seenCursors.insert(cursor).inserted else {
+            throw FetchError(
+                url: credentials.redact(url),
+                message: "the cursor '\(HTTPPageSource.shown(cursor))' was already followed: pagination would loop")
+        }
+        switch target {
+        case .query(let param): return .url(request(config.url, setting: [(param, cursor)], includeQuery: false))
+        case .body: return .body(v.rawText)
+        }
+    }
+
     // MARK: - Requests
 
     /// `url` with `setting` query values set (replacing same-named ones), the incremental query
@@ -487,6 +511,16 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     }
 
     /// Starts fetching `url` (its first request goes out on the next poll); returns its tag.
+    /// The URL the next run starts from, when the page says one (`sync_url:`), as a resume state
+    /// holds it (secrets hidden); checked by the origin rules as a next URL is.
+    private func syncState(of page: inout Page, from url: String) throws(FetchError) -> String? {
+        guard let path = config.syncURL, let document = parsed(&page),
+            let next = path.resolve(in: document.root)?.string, !next.isEmpty
+        else { return nil }
+        let absolute = try rules.follow(next, from: url, what: "sync URL")
+        return Cursor.url(rules.strippingSecrets(absolute)).state(hiding: config.urlSecrets)
+    }
+
     /// The URL and body a cursor asks with: a URL cursor's URL (the source's body, when it
     /// POSTs), or the source's URL and its body with a body cursor written in.
     private func target(of cursor: Cursor) -> (url: String, body: String?) {

@@ -38,6 +38,8 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private var sourceEnd: (total: Int, end: SourceEnd)?
     private var batch: [DecodedPage] = []
     private var batchRecords = 0
+    /// The batch delivered last held tombstones (`delete_when:`).
+    private var afterTombstones = false
     /// The rows and links the batch's records make (``DecodedPage/cost``).
     private var batchCost = 0
     private var batchBytes = 0
@@ -137,7 +139,11 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
                 batchRecords += max(page.leftOut ? page.recordCount : page.records.count + page.rejections.count, 1)
                 batchBytes += size
                 batchCost += page.cost
-                if batchRecords >= limit || batchBytes >= byteLimit || batchCost / MappingPlan.rowsPerRecord >= limit {
+                // A part that ends with a tombstone ends its batch: the batch's deletions come after
+                // all of its writes, and the records after the tombstone go to the next batch.
+                if batchRecords >= limit || batchBytes >= byteLimit || batchCost / MappingPlan.rowsPerRecord >= limit
+                    || !page.deletions.isEmpty
+                {
                     deliver(last: false)
                 }
             }
@@ -168,6 +174,13 @@ final class BatchAssembler: @unchecked Sendable {  // confined to `queue`
     private func deliver(last: Bool, end: SourceEnd = .exhausted) {
         delivered += 1
         generation += 1
+        // After a batch with tombstones, this one is looked up once that batch is written and
+        // committed (WriterStage commits it at once): its deleted rows are then gone for the lookup.
+        if afterTombstones {
+            saving.wait()
+            saving.signal()
+        }
+        afterTombstones = batch.contains { !$0.deletions.isEmpty }
         // Read what is committed before the lookup starts: a commit in between only makes the
         // lookup see rows it also counts as uncommitted, which is harmless.
         uncommitted.dropCommitted(through: writer.committedBatch)

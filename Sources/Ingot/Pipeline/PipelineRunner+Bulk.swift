@@ -9,6 +9,9 @@ extension PipelineRunner {
         var obstacles: [String] = []
         if !config.rootWriteRules.isEmpty { obstacles.append("write: insert_only and update_only decide per stored row") }
         if !config.replacedEntities.isEmpty { obstacles.append("write: replace deletes stored rows the run did not see") }
+        if config.resources.contains(where: { $0.deleteWhen != nil }) {
+            obstacles.append("delete_when deletes stored rows where its tombstones stand")
+        }
         return obstacles
     }
 

@@ -18,7 +18,9 @@ extension PipelineRunner {
     /// depends on page order commits its units in order (``joinOrder(_:)``).
     func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date, plan: LoadPlan) throws -> JoinedPart {
         let answers = plan.answerOrder
-        if let refusal = Self.joinRefusal(options, sharesRuns: store is any SharedRunStore) { throw StoreError.unsupported(refusal) }
+        if let refusal = Self.joinRefusal(config, options, sharesRuns: store is any SharedRunStore) {
+            throw StoreError.unsupported(refusal)
+        }
         guard let shared = store as? any SharedRunStore else { throw StoreError.unsupported("--join: \(shownDatabase)") }
         var request = SharedRunRequest(
             name: name, pipeline: config.name, proposedRunID: options.runID ?? PipelineRunner.makeRunID(started), startedAt: started,
@@ -56,8 +58,16 @@ extension PipelineRunner {
     /// (`sharesRuns`: its backend's ``LoadCapabilities/sharesRuns``, or the store given to the
     /// run's kind), or `--resume`. Asked before the store opens, and by `--dry-run`, which prints
     /// the refusal the run would meet.
-    package static func joinRefusal(_ options: RunOptions, sharesRuns: Bool) -> String? {
+    package static func joinRefusal(_ config: PipelineConfig, _ options: RunOptions, sharesRuns: Bool) -> String? {
         guard options.join != nil else { return nil }
+        if config.resources.contains(where: { $0.deleteWhen != nil }) {
+            return
+                "delete_when deletes rows where its tombstones stand in the run's order, which jobs writing side by side do not keep: run it as one job"
+        }
+        if case .http(let http) = config.source, http.syncURL != nil {
+            return
+                "a sync (sync_url:) reads one delta in order, and its next URL is kept by the run that read its last page: run it as one job"
+        }
         if !sharesRuns {
             let shown = StoreLocation.redacted(options.databasePath)
             return "--join needs a database that several jobs can share (PostgreSQL: --db postgresql://…); \(shown) is not one"

@@ -22,6 +22,10 @@ extension PipelineRunner {
     package static func refreshObstacle(_ config: PipelineConfig) -> String? {
         if config.text.isEmpty { return "the pipeline has no file to fingerprint" }
         if config.incremental != nil { return "an incremental pipeline reads only what is new" }
+        if case .http(let http) = config.source, http.syncURL != nil { return "a sync pipeline reads only what changed" }
+        if config.resources.contains(where: { $0.deleteWhen != nil }) {
+            return "tombstones (delete_when) delete rows a later page may make again"
+        }
         if config.hasSeveralResources { return "a pipeline with several resources" }
         for resource in config.resources where (resource.write ?? config.write) != .merge {
             return "write: \((resource.write ?? config.write).rawValue)"

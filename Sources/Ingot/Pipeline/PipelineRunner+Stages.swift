@@ -53,6 +53,7 @@ extension PipelineRunner {
             plan.storesRecords = resource.root != nil
             plan.keepsRecords = config.rootWriteRules.values.contains { $0.rejectsUnknown }
             plan.maxRecordRows = options.maxRecordRows
+            plan.deleteWhen = resource.deleteWhen
             if let choice = resource.rootChoice {
                 var entities: [String: Int] = [:]
                 for (value, entity) in choice.entities { entities[value] = config.model.index(of: entity) }
@@ -207,7 +208,7 @@ struct DecodeStep: Sendable {
         decoded.unit = page.unit
         decoded.unitContinues = page.unitContinues
         decoded.resource = page.resource
-        if decoded.isLastPart { decoded.resumeState = page.resumeState }
+        if decoded.isLastPart { (decoded.resumeState, decoded.syncState) = (page.resumeState, page.syncState) }
         if let location = page.archive {
             decoded.archive = location
             for k in decoded.rejections.indices { decoded.rejections[k].archive = location }

@@ -7,7 +7,7 @@ extension PipelineConfig {
     /// either with a directory's `*.json` files. Refused: no source and no `pages`.
     package func makeSource(
         pages: String? = nil, database: StoreLocation?, maxPageBytes: Int,
-        environment: [String: String] = ProcessInfo.processInfo.environment,
+        environment: [String: String] = ProcessInfo.processInfo.environment, syncFromStart: Bool = false,
         logger: Logger
     ) throws -> any PageSource {
         if hasSeveralResources {
@@ -30,11 +30,20 @@ extension PipelineConfig {
             {
                 query.append((incremental.param, value))
             }
-            return try HTTPPageSource(
+            let source = try HTTPPageSource(
                 config: http, framing: framing, environment: environment, query: query, maxPageBytes: maxPageBytes,
                 logger: logger)
+            if http.syncURL != nil, !syncFromStart, let database,
+                let state = try database.keptValue(model: model, pipeline: name, key: PipelineConfig.syncKey)
+            {
+                try source.startSync(from: state)
+            }
+            return source
         }
     }
+
+    /// The key a sync pipeline's next URL is kept under (``HTTPSourceConfig/syncURL``).
+    package static let syncKey = "sync:next_url"
 
     /// Whether the source ``makeSource(pages:database:maxPageBytes:environment:logger:)`` makes
     /// fetches (HTTP, several resources) rather than reading local pages: what the load plan is
@@ -53,7 +62,9 @@ extension PipelineRunner {
     /// `source:`, a credential missing from the environment) is a failed run that did nothing.
     public func run() -> RunSummary {
         do {
-            return run(source: try config.makeSource(database: try options.location.get(), maxPageBytes: maxPageBytes, logger: logger))
+            return run(
+                source: try config.makeSource(
+                    database: try options.location.get(), maxPageBytes: maxPageBytes, syncFromStart: options.fullRefresh, logger: logger))
         } catch {
             var logger = self.logger
             logger[metadataKey: LogKey.pipeline] = "\(config.name)"

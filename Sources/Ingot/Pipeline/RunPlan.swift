@@ -2,7 +2,7 @@
 /// pages come from and the backend — before anything is read or written: the load plan, whether
 /// and how it joins a shared run, whether a refresh leaves pages out. `--dry-run` prints it
 /// (``lines``) and the run asks the same functions (``LoadPlan/decide(_:)`` through
-/// ``PipelineRunner/loadPlan(_:_:fetching:backend:)``, ``PipelineRunner/joinRefusal(_:sharesRuns:)``,
+/// ``PipelineRunner/loadPlan(_:_:fetching:backend:)``, ``PipelineRunner/joinRefusal(_:_:sharesRuns:)``,
 /// ``PipelineRunner/refreshObstacle(_:)``), so what a dry run says is what the run does
 /// (`LoadPlanMatrixTests`, `RunPlanTests`).
 package struct RunPlan: Sendable, Equatable {
@@ -37,7 +37,7 @@ package struct RunPlan: Sendable, Equatable {
         let load = PipelineRunner.loadPlan(config, options, fetching: fetching, backend: backend)
         var join: Join?
         if let name = options.join {
-            if let refusal = PipelineRunner.joinRefusal(options, sharesRuns: backend.loadCapabilities.sharesRuns) {
+            if let refusal = PipelineRunner.joinRefusal(config, options, sharesRuns: backend.loadCapabilities.sharesRuns) {
                 join = .refused(refusal)
             } else {
                 join = .joins(

@@ -32,6 +32,8 @@ extension WriterStage {
         for write in writes {
             let resolved = try resolver.resolve(write.batch, store: store, staging: resolvesForStage)
             try store.write(resolved) { _ in if let p = write.progress { try store.recordProgress(p) } }
+            var redone = BatchOutcome()
+            if try deleteTombstones(of: write.batch, into: &redone), let p = write.progress { try store.recordProgress(p) }
             redo.keepRedone(write)
         }
         let pages = batch.decoded ?? batch.pages
@@ -48,6 +50,7 @@ extension WriterStage {
             empty[k].storage = RowStorage()
             empty[k].rejections = []
         }
+        _ = try deleteTombstones(of: batch, into: &outcome)
         let made = progress(outcome)
         try store.writeIsolated(try resolver.resolve(PreparedBatch(pages: empty), store: store)) { _ in try store.recordProgress(made) }
         remember(PreparedBatch(pages: empty), made)

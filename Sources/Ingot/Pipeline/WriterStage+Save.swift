@@ -47,7 +47,9 @@ extension WriterStage {
             saveFailed(batch, error)
             return
         }
-        commitIfDue(pages)
+        // A batch whose tombstones deleted rows is committed at once: the next batch's lookups
+        // read what is committed, and must not find the deleted rows (BatchAssembler waits).
+        if pages.contains(where: { !$0.deletions.isEmpty }) { commit() } else { commitIfDue(pages) }
     }
 
     /// The run's counters with `pages` read, before their rows are written, and the pages'
@@ -91,6 +93,7 @@ extension WriterStage {
         }
         var state: [(pipeline: String, key: String, value: String)] = []
         if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
+        if let sync = pages.last(where: { $0.syncState != nil })?.syncState { state.append((pipeline, PipelineConfig.syncKey, sync)) }
         return (newMax, state)
     }
 
@@ -137,6 +140,13 @@ extension WriterStage {
                 try store.recordProgress(made)
                 recorded = made
             }
+            // Tombstones delete their rows after the batch's writes, in its transaction; the
+            // progress is recorded again with them counted.
+            if try deleteTombstones(of: batch, into: &outcome) {
+                let made = progress(outcome)
+                try store.recordProgress(made)
+                recorded = made
+            }
             if retries > 0 {
                 logger.warning(
                     "batch.retried",
@@ -147,6 +157,20 @@ extension WriterStage {
             outcome = try saveRefusing(batch, refusal: error, progress: progress)
         }
         return (resolved, outcome)
+    }
+
+    /// Deletes the rows `batch`'s tombstones name (`delete_when:`), with the model's delete rules,
+    /// in the open transaction, counting them in `outcome`. Whether there were any.
+    func deleteTombstones(of batch: PreparedBatch, into outcome: inout BatchOutcome) throws -> Bool {
+        var byEntity: [Int: Set<IdentityKey>] = [:]
+        for page in batch.decoded ?? batch.pages {
+            for tombstone in page.deletions { byEntity[tombstone.entity, default: []].insert(tombstone.identity) }
+        }
+        guard !byEntity.isEmpty else { return false }
+        for (entity, identities) in byEntity.sorted(by: { $0.key < $1.key }) {
+            outcome.deleted += try store.delete(.listed(identities), of: entity, sparing: [:])
+        }
+        return true
     }
 
     /// A batch that could not be saved: a unit lost to another job leaves the rest of the run

@@ -141,6 +141,8 @@ struct BatchOutcome: Sendable {
     var unchanged = 0
     /// Records `write: insert_only` or `update_only` skipped.
     var skipped = 0
+    /// Rows the batch's tombstones deleted (`delete_when:`), cascades included.
+    var deleted = 0
     /// Per entity (by index in the model): inserted, updated, unchanged, stubs (rejections are counted by the writer stage).
     var entities: [EntityCounts] = []
     /// Records rejected by the resolver (a bare reference to a missing row with `missing: reject`).
@@ -152,6 +154,7 @@ struct BatchOutcome: Sendable {
         updated += other.updated
         unchanged += other.unchanged
         skipped += other.skipped
+        deleted += other.deleted
         if entities.count < other.entities.count {
             entities += Array(repeating: EntityCounts(), count: other.entities.count - entities.count)
         }

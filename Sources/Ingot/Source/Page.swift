@@ -28,6 +28,9 @@ public struct Page: Sendable {
     package var http: HTTPExchange?
     /// Where the source continues after this page (committed with it, for `--resume`).
     public var resumeState: String?
+    /// Where the next run starts (`sync_url:`, a resume state's form), when this page says it:
+    /// kept with the page's batch.
+    package var syncState: String?
     /// Set when the payload passed the run's `max_page_bytes` and was not kept (``bytes`` is then
     /// empty or a prefix): how many bytes were seen. The pipeline rejects such a page.
     public var oversized: Int?

@@ -19,7 +19,7 @@ public struct RunCounters: Sendable, Equatable {
     /// Stored rows the run's records mentioned and found equal: not written (each counted once
     /// per run, and not at all once the run changes them).
     public var unchanged = 0
-    /// Rows `write: replace` deleted.
+    /// Rows `write: replace` and tombstones (`delete_when:`) deleted.
     public var deleted = 0
     /// Records rejected.
     public var rejectedRecords = 0
@@ -123,6 +123,7 @@ extension RunCounters {
         updated += outcome.updated
         unchanged += outcome.unchanged
         skippedRecords += outcome.skipped
+        deleted += outcome.deleted
         rejectedRecords += outcome.rejections.count
         for (k, counts) in outcome.entities.enumerated() where counts != EntityCounts() {
             let name = model.entities[k].name
