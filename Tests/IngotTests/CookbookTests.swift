@@ -117,6 +117,18 @@ struct CookbookTests {
             #expect(
                 try rows(db, "SELECT value FROM _ingot_state WHERE key = 'sync:next_url'").first?.first?.hasSuffix("sync_token=t1") == true)
         },
+        Recipe(
+            name: "zendesk-sideloads", changes: ["https://example.zendesk.com/": "/zendesk/", "per_page=100": "per_page=2"],
+            environment: ["ZENDESK_TOKEN": "t0ken"], pages: 3, holdAt: 3
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, requester_id, group_id FROM ticket ORDER BY id") == [
+                    ["101", "901", "71"], ["102", "900", "70"], ["103", "901", "71"], ["104", "900", "70"], ["105", "901", "71"],
+                ])
+            #expect(
+                try rows(db, "SELECT id, name, role FROM user ORDER BY id") == [["900", "Ada", "end-user"], ["901", "Grace", "end-user"]])
+            #expect(try rows(db, "SELECT id, name FROM \"group\" ORDER BY id") == [["70", "Tier 1"], ["71", "Tier 2"]])
+        },
     ]
 
     private func run(_ yaml: String, db: String, environment: [String: String], archive: String? = nil) throws -> RunSummary {
@@ -245,7 +257,7 @@ struct CookbookTests {
         let recipes = [
             "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
             "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
-            "github-graphql-issues", "elasticsearch-products", "contentful-sync",
+            "github-graphql-issues", "elasticsearch-products", "contentful-sync", "zendesk-sideloads",
         ]
         #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }

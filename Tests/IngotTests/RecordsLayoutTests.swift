@@ -146,4 +146,53 @@ import Testing
         let injected = framing.injecting([InjectedValue(key: "parent", json: "7")], into: bytes).map { String(decoding: $0, as: UTF8.self) }
         #expect(injected == #"{"next": "x", "data": {"versions": [{"parent":7,"v":"1","a": 1},{"parent":7,"v": "own"}]}}"#)
     }
+
+    static let sideloads = """
+        version: 1
+        name: zd
+        records: {paths: {users: user, tickets: ticket}}
+        entities:
+          ticket:
+            identity: id
+            attributes: {id: integer, subject: string}
+            relationships: {requester: {to: user, key: requester_id}}
+          user:
+            identity: id
+            attributes: {id: integer, name: string}
+        """
+
+    /// Several arrays of one page, each of its entity, in the order listed; an absent array holds
+    /// none; one that is not an array rejects the page naming it; the page's other members stay.
+    @Test func severalArraysOfAPageAreEachTheirEntity() throws {
+        let pages = [
+            #"{"tickets": [{"id": 1, "subject": "a", "requester_id": 7}], "users": [{"id": 7, "name": "Ada"}], "next_page": null}"#,
+            #"{"tickets": [{"id": 2, "subject": "b", "requester_id": 8}]}"#,
+            #"{"tickets": [{"id": 3}], "users": {"id": 9}}"#,
+            #"{"users": [], "tickets": []}"#,
+        ]
+        let (summary, db) = try ingest(Self.sideloads, pages)
+        #expect(summary.status == .finished && summary.counters.records == 3 && summary.counters.rejectedPages == 1, "\(summary.counters)")
+        #expect(try rows(db, "SELECT id, subject, requester_id FROM ticket ORDER BY id") == [["1", "a", "7"], ["2", "b", "8"]])
+        #expect(try rows(db, "SELECT id, name FROM user ORDER BY id") == [["7", "Ada"], ["8", "NULL"]], "8 is a stub")
+        #expect(
+            try rows(db, "SELECT reason FROM _ingot_rejects").first?.first?.contains("expected an array of records at 'users', got object")
+                == true)
+    }
+
+    @Test(arguments: [
+        (
+            "records: {paths: {users: user, tickets: ticket}}", "records: {paths: {users: user, tickets: ticket}}\nroot: ticket",
+            "leave root out"
+        ),
+        ("records: {paths: {users: user, tickets: ticket}}", "records: {paths: {users: person, tickets: ticket}}", "entity 'person'"),
+        (
+            "records: {paths: {users: user, tickets: ticket}}", "records: {paths: {users: user, tickets: ticket}}\nwrite: replace",
+            "sideloads are partial"
+        ),
+        ("records: {paths: {users: user, tickets: ticket}}", "records: {paths: {users: user}, columns: x}", "takes nothing else"),
+    ])
+    func pathsThatCannotBeReadAreRefused(from: String, to: String, message: String) {
+        let problems = configProblems(Self.sideloads.replacingOccurrences(of: from, with: to)) ?? ""
+        #expect(problems.contains(message), "\(problems)")
+    }
 }

@@ -89,7 +89,7 @@ struct PipelineYAMLReader {
             guard let entitiesNode else { throw error(root, "missing required key 'entities'") }
             return try readModel(entitiesNode)
         }
-        let (resources, rootName, rootChoice) = readResourcesAndRoot(top, root: root, model: model, &sections)
+        let (resources, rootName, rootChoice) = readResourcesAndRoot(top, root: root, records: head.recordsLayout, model: model, &sections)
         sections.problems += modelProblems + unknownKeys.problems
         let roots =
             top["resources"] != nil
@@ -240,6 +240,13 @@ struct PipelineYAMLReader {
 
     /// `batch_records`, `max_page_bytes`, `limits` and `incremental`.
     private mutating func readSettings(_ top: [String: Node], into head: inout Head, _ sections: inout Sections) {
+        // Sideloaded records are the ones a page's records name, not every row of their entity.
+        if case .paths = head.recordsLayout, head.write == .replace, let node = top["write"] {
+            sections.problems.append(
+                error(
+                    node,
+                    "write: replace would delete every row of the arrays' entities a page did not name (sideloads are partial): use merge"))
+        }
         // A sync run reads what changed since the last: it cannot say which rows are gone.
         if case .http(let http) = head.source, http.syncURL != nil, head.write == .replace, let node = top["write"] {
             sections.problems.append(
@@ -298,7 +305,7 @@ struct PipelineYAMLReader {
 
     /// The resources (or the one the top-level source makes) and the root entity.
     private mutating func readResourcesAndRoot(
-        _ top: [String: Node], root: Node, model: EntityModel?, _ sections: inout Sections
+        _ top: [String: Node], root: Node, records: RecordsLayout, model: EntityModel?, _ sections: inout Sections
     ) -> ([ResourceConfig], String?, RootChoice?) {
         var resources: [ResourceConfig] = []
         // Resources that could not be read have their own problem: no second one about their roots.
@@ -330,6 +337,12 @@ struct PipelineYAMLReader {
                 if let first = resources.compactMap(\.root).first { return first }
                 guard resourcesUnread else { throw error(root, "no resource has a root entity") }
                 return ""
+            }
+            if case .paths(let paths) = records, let recordsNode = top["records"] {
+                if let rootNode = top["root"] { throw error(rootNode, "records: {paths: …} names each array's entity: leave root out") }
+                let (rootName, choice) = try rootOfPaths(paths, at: recordsNode, model: model)
+                rootChoice = choice
+                return rootName
             }
             let rootNode = try required(top, "root", in: root)
             let (rootName, choice) = try readRoot(rootNode, model: model)

@@ -40,8 +40,20 @@ extension PipelineYAMLReader {
                 (resource.recordsPath, resource.recordsLayout) = try readRecords(recordsNode, jsonLines: resource.jsonLines)
             }
             if let rootNode = fields["root"] { (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model) }
+            if case .paths(let paths) = resource.recordsLayout, let recordsNode = fields["records"] {
+                if let rootNode = fields["root"] { throw error(rootNode, "records: {paths: …} names each array's entity: leave root out") }
+                (resource.root, resource.rootChoice) = try rootOfPaths(paths, at: recordsNode, model: model)
+            }
             if let node = fields["delete_when"] { resource.deleteWhen = try readDeleteWhen(node, root: resource.root, model: model) }
-            if let writeNode = fields["write"] { try readResourceWrite(writeNode, into: &resource, after: resources, model: model) }
+            if let writeNode = fields["write"] {
+                try readResourceWrite(writeNode, into: &resource, after: resources, model: model)
+                if case .paths = resource.recordsLayout, resource.write == .replace {
+                    throw error(
+                        writeNode,
+                        "write: replace would delete every row of the arrays' entities a page did not name (sideloads are partial): use merge"
+                    )
+                }
+            }
             if let node = fields["batch_records"] {
                 let value = try int(node)
                 guard value >= 1 && value <= 1_000_000 else { throw error(node, "batch_records must be between 1 and 1000000") }
@@ -135,7 +147,21 @@ extension PipelineYAMLReader {
             return (try path(node), .array)
         }
         if jsonLines { throw error(node, "with format: jsonl each line is a record: leave records out") }
-        let fields = try mapping(node, allowed: ["values", "key", "value", "columns"])
+        let fields = try mapping(node, allowed: ["values", "key", "value", "columns", "paths"])
+        if let pathsNode = fields["paths"] {
+            guard fields.count == 1, case .mapping(let pairs) = pathsNode, !pairs.isEmpty else {
+                throw error(node, "records: {paths: {PATH: ENTITY, …}} maps each array of the page to its entity, and takes nothing else")
+            }
+            var paths: [RecordsLayout.RecordsPath] = []
+            for (pathNode, entityNode) in pairs {
+                let text = try string(pathNode)
+                let components = text.components(separatedBy: ".")
+                if text == "." || components.contains("") { throw error(pathNode, "records: '\(text)' is not a key path of the page") }
+                if paths.contains(where: { $0.path == components }) { throw error(pathNode, "records: '\(text)' is listed twice") }
+                paths.append(RecordsLayout.RecordsPath(path: components, entity: try string(entityNode)))
+            }
+            return ([RecordsLayout.combinedKey], .paths(paths))
+        }
         switch (fields["values"], fields["columns"]) {
         case (let values?, nil):
             guard let key = fields["key"] else {
@@ -204,6 +230,15 @@ extension PipelineYAMLReader {
         case "reject": return (written, true, scope)
         case let other: throw error(unknown, "unknown must be skip or reject, not '\(other)'")
         }
+    }
+
+    /// The root of `records: {paths: …}`: each record's entity chosen by the array it came from.
+    func rootOfPaths(_ paths: [RecordsLayout.RecordsPath], at node: Node, model: EntityModel?) throws(ConfigError) -> (String, RootChoice) {
+        for entry in paths where model != nil && model?[entry.entity] == nil {
+            throw error(node, "records: entity '\(entry.entity)' (for '\(entry.text)') is not declared under entities")
+        }
+        let choice = RootChoice(path: JSONKeyPath(keys: [RecordsLayout.fromKey]), entities: paths.map { ($0.text, $0.entity) })
+        return (paths[0].entity, choice)
     }
 
     /// `root:`: an entity's name, or `{by: KEY.PATH, entities: {VALUE: ENTITY}, other: reject|skip}`.

@@ -38,6 +38,20 @@ package struct RecordFraming: Sendable, Equatable {
         switch shape {
         case .array(let path, let layout):
             let document = try JSONDocument(bytes: bytes)
+            if case .paths = layout {
+                // The records of every array, one array beside the page's members.
+                guard document.root.kind == .object, case .success(let array) = layout.arrayText(of: document.root) else { return document }
+                let node = document.nodes[0]
+                let close = Int(node.start + node.length) - 1
+                var member = document.root.count > 0 ? "," : ""
+                JSONText.quote(RecordsLayout.combinedKey, into: &member)
+                member += ":"
+                var rewritten = Array(bytes[..<close])
+                rewritten += member.utf8
+                rewritten += array
+                rewritten += bytes[close...]
+                return try JSONDocument(bytes: rewritten)
+            }
             guard layout != .array, let value = JSONKeyPath(keys: path).resolve(in: document.root), value.kind == .object,
                 case .success(let array) = layout.arrayText(of: value)
             else { return document }
@@ -112,6 +126,13 @@ package struct RecordFraming: Sendable, Equatable {
             }
             return .success(Records(first: 1, count: document.root.count, isSingleObject: false, lines: lines))
         case .array(let components, let layout):
+            if case .paths = layout, document.root.kind == .object, case .failure(let reason) = layout.arrayText(of: document.root) {
+                return .failure(Failure(path: "", reason: reason.description))
+            }
+            if case .paths = layout, document.root.kind != .object {
+                return .failure(
+                    Failure(path: "", reason: "expected an object holding the records' arrays, got \(document.root.kind.rawValue)"))
+            }
             var value = document.root
             var path = ""
             for component in components {

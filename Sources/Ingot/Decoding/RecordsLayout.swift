@@ -10,6 +10,13 @@
 ///   parallel arrays of one length, zipped; record *i* has each column's *i*th value under the
 ///   column's name.
 ///
+/// - `records: {paths: {users: user, tickets: ticket}}` — Zendesk's sideloads (`?include=users`),
+///   Discourse's `users` beside `topics`: several arrays of one page, each of an entity, read in
+///   the order listed. Each object is given its array's path as `@from`, and the records of all
+///   of them are one array at `@records` beside the page's own members (the resource's root
+///   chooses each record's entity by `@from`). An array that is absent holds no records (JSON:API
+///   leaves `included` out when nothing is).
+///
 /// An array found at the path is read as records whatever the layout (an export's pages, or an
 /// API that answers an empty dictionary as `[]`).
 package enum RecordsLayout: Sendable, Equatable, CustomStringConvertible {
@@ -19,6 +26,21 @@ package enum RecordsLayout: Sendable, Equatable, CustomStringConvertible {
     case values(key: String, value: String?)
     /// An object of parallel arrays, zipped into records.
     case columns
+    /// Several arrays of the page, each of an entity, in order.
+    case paths([RecordsPath])
+
+    /// One array of a `paths` layout: where it is in the page and the entity its records are.
+    package struct RecordsPath: Sendable, Equatable {
+        package var path: [String]
+        package var entity: String
+        /// The path as written: what `@from` says.
+        package var text: String { path.joined(separator: ".") }
+    }
+
+    /// Where a `paths` layout puts its records, beside the page's members.
+    package static let combinedKey = "@records"
+    /// The member each record of a `paths` layout is given: its array's path.
+    package static let fromKey = "@from"
 
     /// Why an object cannot be read in this layout, as the page's rejection says it.
     package struct Refusal: Error, Sendable, Equatable, CustomStringConvertible {
@@ -32,7 +54,37 @@ package enum RecordsLayout: Sendable, Equatable, CustomStringConvertible {
         case .array: .success(Array(object.rawBytes))
         case .values(let key, let value): .success(Self.values(of: object, key: key, value: value))
         case .columns: Self.zipped(object)
+        case .paths(let paths): Self.combined(object, paths)
         }
+    }
+
+    private static func combined(_ page: JSONValue, _ paths: [RecordsPath]) -> Result<[UInt8], Refusal> {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        var first = true
+        for entry in paths {
+            guard let array = JSONKeyPath(keys: entry.path).resolve(in: page), !array.isNull else { continue }
+            guard array.kind == .array else {
+                return .failure(Refusal(description: "expected an array of records at '\(entry.text)', got \(array.kind.rawValue)"))
+            }
+            var from = ""
+            JSONText.quote(fromKey, into: &from)
+            from += ":"
+            JSONText.quote(entry.text, into: &from)
+            for element in array.elements {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                guard element.kind == .object else {
+                    out += element.rawBytes
+                    continue
+                }
+                out.append(UInt8(ascii: "{"))
+                out += from.utf8
+                if element.count > 0 { out.append(UInt8(ascii: ",")) }
+                out += element.rawBytes.dropFirst()
+            }
+        }
+        out.append(UInt8(ascii: "]"))
+        return .success(out)
     }
 
     private static func values(of object: JSONValue, key: String, value valueName: String?) -> [UInt8] {
@@ -112,6 +164,7 @@ package enum RecordsLayout: Sendable, Equatable, CustomStringConvertible {
         case .array: "array"
         case .values(let key, let value): "values (key: \(key)\(value.map { ", value: \($0)" } ?? ""))"
         case .columns: "columns"
+        case .paths(let paths): "paths (\(paths.map { "\($0.text): \($0.entity)" }.joined(separator: ", ")))"
         }
     }
 }
