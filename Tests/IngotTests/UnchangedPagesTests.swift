@@ -218,6 +218,35 @@ struct UnchangedPagesTests {
         #expect(try Self.dump(database)["person"]?.contains { $0.contains("changed") } == true)
     }
 
+    /// Pages are matched with the last run's by their bytes, in order, not by position: a page
+    /// added early, or one taken out, leaves the pages after it out; unchanged pages that swapped
+    /// places are applied (their rows could end otherwise in the other order). Each run ends
+    /// where the same runs made in full end.
+    @Test(arguments: Backend.allCases)
+    func pagesAreMatchedByTheirBytesInOrder(backend: Backend) throws {
+        let database = try backend.database()
+        let reference = try backend.database()
+        let pages = (1...6).map { k in #"{"results": [{"id": \#(k), "name": "p\#(k)", "dogs": [{"id": \#(100 + k), "name": "d"}]}]}"# }
+        let added = [#"{"results": [{"id": 40, "name": "new"}]}"#] + pages
+        let removed = Array(added.prefix(3) + added.suffix(3))
+        // Pages 2 and 5 name dog 7 as they like: the later one wins.
+        var swapped = removed
+        swapped[1] = #"{"results": [{"id": 1, "name": "p1", "dogs": [{"id": 7, "name": "first"}]}]}"#
+        swapped[4] = #"{"results": [{"id": 5, "name": "p5", "dogs": [{"id": 7, "name": "second"}]}]}"#
+        var back = swapped
+        back.swapAt(1, 4)
+        var left: [Int] = []
+        for run in [pages, added, removed, swapped, back] {
+            left.append(try Self.run(run, into: database).counters.unchangedPages)
+            #expect(try Self.run(run, into: reference, full: true).counters.unchangedPages == 0)
+            #expect(try Self.dump(database) == Self.dump(reference), "run \(left.count) ends as the same run made in full")
+        }
+        #expect(left == [0, 6, 6, 4, 2], "\(left)")
+        #expect(try Self.dump(database)["dog"]?.contains { $0.contains("first") } == true, "the page now last wins")
+        let prints = [[1], [2], [1]].enumerated().map { PagePrint(seq: $0 + 1, digest: $1, records: 1, clean: $0 < 2, footprint: []) }
+        #expect(RefreshPlan.matching(prints, [[9], [2], [1], [1]]) == [nil, 1, nil, nil], "in order, clean pages only")
+    }
+
     /// A changed page that now sends a row a later, unchanged page holds: the later page is
     /// applied after it (its values win), though it shares no row with the changed page's old
     /// version; a page before it that shares nothing stays out.

@@ -38,9 +38,10 @@ struct PreviousPrints: Sendable {
 ///
 /// The merge rules make a run idempotent: each column and each link set ends with the value of
 /// the last record that gives it, so applying a run's records twice in order leaves what applying
-/// them once left. A page can therefore be left out when it is byte for byte the page at the same
-/// position in the last run (same pipeline, nothing written since — ``PreviousPrints``) and none
-/// of its rows is *dirty*. Dirty rows are those of the last run's pages that differ now (their
+/// them once left. A page can therefore be left out when it is byte for byte a page of the last
+/// run (same pipeline, nothing written since — ``PreviousPrints``), the unchanged pages coming in
+/// the same order as then (``matching(_:_:)``: a file added early in a directory, or one taken
+/// out, moves the pages after it without changing them), and none of its rows is *dirty*. Dirty rows are those of the last run's pages that differ now (their
 /// old footprints, known before the run from the source's listing) and of this run's changed pages
 /// (their new footprints, known once decoded). A dirty row takes every record the run has for it,
 /// in order; a row that is not saw only unchanged pages' records, the same as last time: it is
@@ -70,7 +71,8 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
 
     private let previous: [PagePrint]
     private let footprint: @Sendable (Int) throws -> [UInt8]
-    private let listed: [[UInt8]]
+    /// For each listed page (by position), the last run's page it is, if it is one.
+    private let matches: [Int?]
     private let roots: [Int]
     /// Whether an unchanged page that shares rows with a change may be applied in part (its dirty
     /// rows only): not when rows own others (owned children are replaced with their owner).
@@ -90,26 +92,39 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     init(previous: PreviousPrints, listed: [[UInt8]], roots: [Int], appliesInPart: Bool = true) throws {
         self.previous = previous.prints
         self.footprint = previous.footprint
-        self.listed = listed
         self.roots = roots
         self.appliesInPart = appliesInPart
+        let matches = RefreshPlan.matching(previous.prints, listed)
+        self.matches = matches
         var dirty = RowSet()
-        var same = 0
-        for seq in 1...max(previous.prints.count, listed.count, 1) {
-            if RefreshPlan.same(previous.prints[safe: seq - 1], listed[safe: seq - 1]) {
-                same += 1
-            } else if previous.prints.indices.contains(seq - 1) {
-                dirty.formUnion(try PageFootprint(decoding: previous.footprint(seq)), roots: roots)
-            }
+        let matched = Set(matches.compactMap { $0 })
+        for k in previous.prints.indices where !matched.contains(k) {
+            dirty.formUnion(try PageFootprint(decoding: previous.footprint(k + 1)), roots: roots)
         }
         self.dirty = dirty
-        samePages = same
-        changedPages = listed.count - same
+        samePages = matched.count
+        changedPages = listed.count - matched.count
     }
 
-    private static func same(_ old: PagePrint?, _ digest: [UInt8]?) -> Bool {
-        guard let old, let digest else { return false }
-        return old.clean && old.digest == digest
+    /// Which page of the last run each listed page is: the first clean page with its digest after
+    /// the one matched before it, so that the pages matched keep the last run's order (the rows
+    /// they alone touch then end as last time). A page matched to none is changed; a last-run
+    /// page matched by none is gone or changed: its rows are dirty.
+    static func matching(_ previous: [PagePrint], _ listed: [[UInt8]]) -> [Int?] {
+        var positions: [[UInt8]: [Int]] = [:]
+        for (k, print) in previous.enumerated() where print.clean && !print.digest.isEmpty { positions[print.digest, default: []].append(k) }
+        var next: [[UInt8]: Int] = [:]  // per digest, the first candidate not yet passed
+        var last = -1
+        return listed.map { digest in
+            guard let candidates = positions[digest] else { return nil }
+            var c = next[digest, default: 0]
+            while c < candidates.count && candidates[c] <= last { c += 1 }
+            next[digest] = c
+            guard c < candidates.count else { return nil }
+            last = candidates[c]
+            next[digest] = c + 1
+            return last
+        }
     }
 
     /// Whether page `seq`, read with `digest`, is applied or left out. May wait for changed pages
@@ -118,12 +133,11 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     func decide(seq: Int, digest: [UInt8], abandon: () -> Bool) throws -> Decision {
         condition.lock()
         defer { condition.unlock() }
-        let listedSame = RefreshPlan.same(previous[safe: seq - 1], listed[safe: seq - 1])
-        guard listedSame, var old = previous[safe: seq - 1] else {
+        guard let k = matches[safe: seq - 1] ?? nil, var old = previous[safe: k] else {
             pending[seq] = PageFootprint.Gatherer()
             return .apply(only: nil)
         }
-        old.footprint = try footprint(seq)
+        old.footprint = try footprint(k + 1)
         guard old.digest == digest else {
             // Read back different from its listing: its old rows are dirty from now on, which is
             // too late if pages sharing them were left out already.
