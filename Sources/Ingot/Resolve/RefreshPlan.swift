@@ -112,7 +112,9 @@ final class RefreshPlan: @unchecked Sendable {  // every field below `condition`
     /// page matched by none is gone or changed: its rows are dirty.
     static func matching(_ previous: [PagePrint], _ listed: [[UInt8]]) -> [Int?] {
         var positions: [[UInt8]: [Int]] = [:]
-        for (k, print) in previous.enumerated() where print.clean && !print.digest.isEmpty { positions[print.digest, default: []].append(k) }
+        for (k, print) in previous.enumerated() where print.clean && !print.digest.isEmpty {
+            positions[print.digest, default: []].append(k)
+        }
         var next: [[UInt8]: Int] = [:]  // per digest, the first candidate not yet passed
         var last = -1
         return listed.map { digest in
