@@ -21,8 +21,8 @@ struct IngotCommand: ParsableCommand {
         discussion:
             "Every option can also be set by an environment variable (INGOT_DB, INGOT_LOG_FORMAT, …; see docs/operations.md); the option wins.",
         subcommands: [
-            Run.self, Replay.self, Validate.self, Schema.self, Export.self, Runs.self, Rejects.self, Archive.self, BenchDecode.self,
-            BenchFetch.self,
+            Run.self, Init.self, Replay.self, Validate.self, Schema.self, Export.self, Runs.self, Rejects.self, Archive.self,
+            BenchDecode.self, BenchFetch.self,
         ])
 
     /// Parses and runs, with one exit code for every usage problem: 2 (ArgumentParser's own is 64).

@@ -129,6 +129,20 @@ struct PipelineYAMLReader {
         return config
     }
 
+    /// `write: replace` where a run does not see every row of its entities: sideloads (the rows
+    /// a page's records name), a sync (what changed since the last).
+    private func checkReplace(_ top: [String: Node], _ head: Head, _ sections: inout Sections) {
+        guard head.write == .replace, let node = top["write"] else { return }
+        if case .paths = head.recordsLayout { sections.problems.append(error(node, Self.sideloadsReplaced)) }
+        if case .http(let http) = head.source, http.syncURL != nil {
+            sections.problems.append(
+                error(
+                    node,
+                    "write: replace deletes what a run did not see, and a sync run sees only what changed: use merge (and delete_when for deletions)"
+                ))
+        }
+    }
+
     /// The problems of the sections read so far: a section that fails adds its first problem,
     /// and the next section is read all the same.
     struct Sections {
@@ -240,21 +254,8 @@ struct PipelineYAMLReader {
 
     /// `batch_records`, `max_page_bytes`, `limits` and `incremental`.
     private mutating func readSettings(_ top: [String: Node], into head: inout Head, _ sections: inout Sections) {
-        // Sideloaded records are the ones a page's records name, not every row of their entity.
-        if case .paths = head.recordsLayout, head.write == .replace, let node = top["write"] {
-            sections.problems.append(
-                error(
-                    node,
-                    "write: replace would delete every row of the arrays' entities a page did not name (sideloads are partial): use merge"))
-        }
-        // A sync run reads what changed since the last: it cannot say which rows are gone.
-        if case .http(let http) = head.source, http.syncURL != nil, head.write == .replace, let node = top["write"] {
-            sections.problems.append(
-                error(
-                    node,
-                    "write: replace deletes what a run did not see, and a sync run sees only what changed: use merge (and delete_when for deletions)"
-                ))
-        }
+        checkReplace(top, head, &sections)
+
         head.batchRecords =
             sections.read { () throws(ConfigError) -> Int? in
                 guard let node = top["batch_records"] else { return nil }

@@ -36,23 +36,10 @@ extension PipelineYAMLReader {
                         sourceNode, "sync_url is kept for a pipeline of one resource (not yet with resources:): give the sync its own file")
                 }
             }
-            if let recordsNode = fields["records"] {
-                (resource.recordsPath, resource.recordsLayout) = try readRecords(recordsNode, jsonLines: resource.jsonLines)
-            }
-            if let rootNode = fields["root"] { (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model) }
-            if case .paths(let paths) = resource.recordsLayout, let recordsNode = fields["records"] {
-                if let rootNode = fields["root"] { throw error(rootNode, "records: {paths: …} names each array's entity: leave root out") }
-                (resource.root, resource.rootChoice) = try rootOfPaths(paths, at: recordsNode, model: model)
-            }
-            if let node = fields["delete_when"] { resource.deleteWhen = try readDeleteWhen(node, root: resource.root, model: model) }
+            try readRecordsAndRoot(fields, into: &resource, model: model)
             if let writeNode = fields["write"] {
                 try readResourceWrite(writeNode, into: &resource, after: resources, model: model)
-                if case .paths = resource.recordsLayout, resource.write == .replace {
-                    throw error(
-                        writeNode,
-                        "write: replace would delete every row of the arrays' entities a page did not name (sideloads are partial): use merge"
-                    )
-                }
+                if case .paths = resource.recordsLayout, resource.write == .replace { throw error(writeNode, Self.sideloadsReplaced) }
             }
             if let node = fields["batch_records"] {
                 let value = try int(node)
@@ -68,6 +55,24 @@ extension PipelineYAMLReader {
             }
         }
         return resources
+    }
+
+    /// Why `write: replace` is refused over `records: {paths: …}`.
+    static let sideloadsReplaced =
+        "write: replace would delete every row of the arrays' entities a page did not name (sideloads are partial): use merge"
+
+    /// A resource's `records:`, `root:` (or the root its records' paths name) and `delete_when:`.
+    private func readRecordsAndRoot(_ fields: [String: Node], into resource: inout ResourceConfig, model: EntityModel?) throws(ConfigError)
+    {
+        if let recordsNode = fields["records"] {
+            (resource.recordsPath, resource.recordsLayout) = try readRecords(recordsNode, jsonLines: resource.jsonLines)
+        }
+        if let rootNode = fields["root"] { (resource.root, resource.rootChoice) = try readRoot(rootNode, model: model) }
+        if case .paths(let paths) = resource.recordsLayout, let recordsNode = fields["records"] {
+            if let rootNode = fields["root"] { throw error(rootNode, "records: {paths: …} names each array's entity: leave root out") }
+            (resource.root, resource.rootChoice) = try rootOfPaths(paths, at: recordsNode, model: model)
+        }
+        if let node = fields["delete_when"] { resource.deleteWhen = try readDeleteWhen(node, root: resource.root, model: model) }
     }
 
     /// A resource's `for_each` (resource `name`, declared after `earlier`): the resource it reads,

@@ -1,0 +1,145 @@
+import Foundation
+
+/// Drafts entities from sample records: per key, what every record says there decides its type;
+/// nested objects and arrays of objects that carry an identity become entities of their own,
+/// linked; anything else is kept as JSON.
+struct EntityBuilder {
+    private(set) var entities: [DraftEntity] = []
+
+    /// The keys an identity is looked for under, in order of preference.
+    static let identityKeys = [
+        "id", "uuid", "_id", "key", "number", "login", "slug", "url", "name", "version", "time", "date", "timestamp",
+    ]
+
+    /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and
+    /// its identity's attribute, if it has one.
+    @discardableResult
+    mutating func add(_ name: String, _ objects: [JSONValue], depth: Int = 0) -> (name: String, identity: String?) {
+        var unique = name
+        var n = 2
+        while entities.contains(where: { $0.name == unique }) {
+            unique = name + "_\(n)"
+            n += 1
+        }
+        let index = entities.count
+        entities.append(DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: []))
+        var entity = DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: [])
+        let (identityKey, why) = Self.identity(of: objects)
+        entity.identityWhy = why
+        var used: Set<String> = []
+        addMembers(of: objects, path: [], identityKey: identityKey, into: &entity, used: &used, depth: depth)
+        entities[index] = entity
+        return (unique, entity.identity)
+    }
+
+    /// Adds what `objects` hold below `path` (their own members at the top) to `entity`: values as
+    /// attributes, objects and arrays of objects with an identity as relationships to entities of
+    /// their own, objects without one flattened into attributes (`fields.summary` as
+    /// `fields_summary`, two levels at most), anything else as JSON.
+    private mutating func addMembers(
+        of objects: [JSONValue], path: [String], identityKey: String?, into entity: inout DraftEntity, used: inout Set<String>, depth: Int
+    ) {
+        let holders = path.isEmpty ? objects : objects.compactMap { JSONKeyPath(keys: path).resolve(in: $0) }.filter { $0.kind == .object }
+        for key in Self.keys(of: holders) {
+            guard !key.contains("."), !key.contains("["), !key.isEmpty else { continue }  // not a key path part
+            let keyPath = path + [key]
+            let values = holders.compactMap { $0[key] }
+            var attribute = PipelineDraft.identifier(keyPath.joined(separator: "_"))
+            if EntityModel.reservedColumn(attribute) != nil || used.contains(attribute) { attribute += "_value" }
+            used.insert(attribute)
+            let written = keyPath.joined(separator: ".")
+            let keyPart = attribute == written ? "" : ", key: \(PipelineDraft.quoted(written))"
+            if written == identityKey { entity.identity = attribute }
+            // The object that holds the record's own identity is the record's: flattened.
+            let holdsIdentity = identityKey?.hasPrefix(written + ".") == true
+            switch holdsIdentity ? .other : Self.nested(values) {
+            case .entity(let many, let members) where depth < 3:
+                let target = add(PipelineDraft.singular(PipelineDraft.identifier(key)), members, depth: depth + 1)
+                if target.identity != nil {
+                    let yaml = "{to: \(target.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written))}"
+                    let why =
+                        many ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one"
+                    entity.relationships.append((attribute, yaml, why))
+                    continue
+                }
+                entities.removeAll { $0.name == target.name }
+                entity.attributes.append((attribute, "{type: json\(keyPart)}", "objects without an identity: kept as JSON"))
+            default:
+                let present = values.filter { !$0.isNull }
+                if !present.isEmpty, present.allSatisfy({ $0.kind == .object }), path.count < 2 {
+                    addMembers(of: holders, path: keyPath, identityKey: identityKey, into: &entity, used: &used, depth: depth)
+                    continue
+                }
+                let (type, why) = Self.type(of: values, named: key)
+                entity.attributes.append((attribute, keyPart.isEmpty && !Self.isMapping(type) ? type : Self.merge(type, keyPart), why))
+            }
+        }
+    }
+
+    /// Whether a type's YAML is a flow mapping (`{type: date, …}`) rather than a word.
+    static func isMapping(_ type: String) -> Bool { type.first == "\u{7B}" }
+
+    /// `{type: T}` with `, key: "k"` added (or `T` written as a mapping first).
+    static func merge(_ type: String, _ keyPart: String) -> String {
+        if isMapping(type) { return String(type.dropLast()) + keyPart + "}" }
+        return "{type: \(type)\(keyPart)}"
+    }
+
+    /// Every key of `objects`, in the order first seen.
+    static func keys(of objects: [JSONValue]) -> [String] {
+        var seen: Set<String> = []
+        var keys: [String] = []
+        for object in objects {
+            for (key, _) in object.members {
+                if let name = key.string, seen.insert(name).inserted { keys.append(name) }
+            }
+        }
+        return keys
+    }
+
+    /// The identity of records `objects`: the first key of ``identityKeys`` every record holds
+    /// as a string or an integer, different in each.
+    static func identity(of objects: [JSONValue]) -> (String?, String) {
+        // Its own keys first, then those of an object every record wraps (Reddit's `data`).
+        let wrappers = keys(of: objects).filter { key in objects.allSatisfy { $0[key]?.kind == .object } }
+        for key in identityKeys + wrappers.flatMap({ w in identityKeys.map { w + "." + $0 } }) {
+            let values = objects.compactMap { JSONKeyPath(keys: key.components(separatedBy: ".")).resolve(in: $0) }
+            guard values.count == objects.count else { continue }
+            let texts = values.compactMap { v -> String? in v.kind == .string ? v.string : (v.int64.map(String.init)) }
+            guard texts.count == values.count, Set(texts).count == texts.count else { continue }
+            let kind = values.allSatisfy { $0.kind == .number } ? "integer" : "text"
+            let weak = ["name", "slug", "url"].contains(key) ? "; check it names one record for good" : ""
+            return (key, "\(objects.count) of \(objects.count) records have a unique \(kind) \(key)\(weak)")
+        }
+        return (
+            nil,
+            "no key names each of the \(objects.count) records alone (tried \(identityKeys.joined(separator: ", "))): every run inserts them again; give one"
+        )
+    }
+
+    enum Nested {
+        case entity(many: Bool, members: [JSONValue])
+        case other
+    }
+
+    /// Whether `values` are objects (or arrays of objects) that could be an entity's records.
+    static func nested(_ values: [JSONValue]) -> Nested {
+        let present = values.filter { !$0.isNull }
+        guard !present.isEmpty else { return .other }
+        if present.allSatisfy({ $0.kind == .object }) {
+            return identity(of: present).0 == nil ? .other : .entity(many: false, members: present)
+        }
+        if present.allSatisfy({ $0.kind == .array }) {
+            let members = present.flatMap { Array($0.elements) }
+            guard !members.isEmpty, members.allSatisfy({ $0.kind == .object }), identity(of: dedup(members)).0 != nil else { return .other }
+            return .entity(many: true, members: dedup(members))
+        }
+        return .other
+    }
+
+    /// Objects with the same text once (a tag every record lists).
+    static func dedup(_ objects: [JSONValue]) -> [JSONValue] {
+        var seen: Set<String> = []
+        return objects.filter { seen.insert($0.rawText).inserted }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+
+/// A pipeline drafted from sample pages (`ingot init`, docs/pipelines.md, "A first draft"):
+/// where the records sit, how the pages follow each other, the entities with their identities,
+/// types and relationships — each guess with the reason for it, as a YAML comment beside it.
+/// A value: made from pages, printed as text; ``PipelineConfig/parse(text:path:environment:)``
+/// checks it like any file.
+package struct PipelineDraft: Sendable {
+    /// One page read: its JSON, and for a fetched page its URL and response headers (names
+    /// lowercased).
+    package struct Sample: Sendable {
+        package var document: JSONDocument
+        package var url: String?
+        package var headers: [String: String]
+        /// The query parameter a cursor was confirmed as (the next page read by it differed).
+        package var cursorParam: String?
+
+        package init(document: JSONDocument, url: String? = nil, headers: [String: String] = [:]) {
+            self.document = document
+            self.url = url
+            self.headers = headers
+        }
+    }
+
+    /// Why no pipeline can be drafted from the pages, naming the page and what was found.
+    package struct Failure: Error, Sendable, CustomStringConvertible {
+        package var description: String
+    }
+
+    /// Where the source comes from: a URL (with the paginator drafted for it) or a directory.
+    package enum Origin: Sendable {
+        case url(String, bearerEnv: String?)
+        case directory(String)
+    }
+
+    package var name: String
+    package var origin: Origin
+    /// `records:` (`"."`: the page itself).
+    package var recordsPath: String
+    /// How the value there holds the records (a dictionary's values, columns).
+    package var layout = RecordsLayout.array
+    package var recordsWhy: String
+    /// `paginate:` as YAML flow text, with why; `nil`: one request.
+    package var paginate: (yaml: String, why: String)?
+    package var root: String
+    package var entities: [DraftEntity]
+
+    /// The YAML text of the pipeline.
+    package var yaml: String {
+        var out = "# Drafted by `ingot init` from sample pages: check each guess (the comments say why it was made).\n"
+        out += "version: 1\nname: \(name)\nsource:\n"
+        switch origin {
+        case .url(let url, let bearer):
+            out += "  http:\n    url: \(Self.quoted(url))\n"
+            if let bearer { out += "    auth: {bearer_env: \(bearer)}\n" }
+            if let paginate { out += "    paginate: \(paginate.yaml)   # \(paginate.why)\n" }
+        case .directory(let dir):
+            out += "  files: {dir: \(Self.quoted(dir)), glob: \"*.json\"}\n"
+        }
+        switch layout {
+        case .values(let key, _): out += "records: {values: \(Self.quoted(recordsPath)), key: \(key)}   # \(recordsWhy)\n"
+        case .columns: out += "records: {columns: \(Self.quoted(recordsPath))}   # \(recordsWhy)\n"
+        default: out += "records: \(Self.quoted(recordsPath))   # \(recordsWhy)\n"
+        }
+        out += "root: \(root)\nentities:\n"
+        for entity in entities { out += entity.yaml }
+        return out
+    }
+
+    /// `text` as a YAML scalar: double-quoted (JSON's escapes are YAML's).
+    static func quoted(_ text: String) -> String {
+        var out = ""
+        JSONText.quote(text, into: &out)
+        return out
+    }
+}
+
+/// One entity of a draft: its attributes, identity and relationships, with the reasons.
+package struct DraftEntity: Sendable {
+    package var name: String
+    package var identity: String?
+    package var identityWhy: String
+    /// Attributes in first-seen order: name, the YAML of its declaration, and why.
+    package var attributes: [(name: String, yaml: String, why: String?)]
+    package var relationships: [(name: String, yaml: String, why: String)]
+
+    var yaml: String {
+        var out = "  \(name):\n"
+        if let identity { out += "    identity: \(identity)   # \(identityWhy)\n" } else { out += "    # no identity: \(identityWhy)\n" }
+        out += "    attributes:\n"
+        for a in attributes { out += "      \(a.name): \(a.yaml)" + (a.why.map { "   # \($0)" } ?? "") + "\n" }
+        if !relationships.isEmpty {
+            out += "    relationships:\n"
+            for r in relationships { out += "      \(r.name): \(r.yaml)   # \(r.why)\n" }
+        }
+        return out
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+
+@testable import Ingot
+
+/// `ingot init` (docs/pipelines.md, "A first draft"): a pipeline drafted from an API's first
+/// pages, for the cookbook's APIs served by the fixture server, validates, loads the API with
+/// nothing rejected, reruns inserting nothing, replays to the same tables, and chooses the
+/// identity and paginator the hand-written recipe chose.
+@Suite(.tags(.process), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+struct InitTests {
+    struct API: CustomTestStringConvertible, Sendable {
+        var path: String
+        /// The root entity's identity attribute and the paginator's kind, as the recipe has them.
+        var identity: String
+        var paginator: String?
+        var testDescription: String { path }
+    }
+
+    static let apis: [API] = [
+        API(path: "/api/people/", identity: "url", paginator: "next_url"),
+        API(path: "/stripe/v1/customers?limit=10", identity: "id", paginator: "cursor"),
+        API(path: "/jira/rest/api/3/search?startAt=0&maxResults=3", identity: "id", paginator: "offset"),
+        API(path: "/github/repos/octocat/hello-world/issues?per_page=3", identity: "id", paginator: "link_header"),
+        API(path: "/shopify/admin/api/2024-01/products.json?limit=2", identity: "id", paginator: "link_header"),
+        API(path: "/notion/v1/users?page_size=3", identity: "id", paginator: "cursor"),
+        // The recipe reads each kind as an entity of its own (root: {by: kind}); the draft, one
+        // entity of every kind's keys, by the same identity (Reddit's fullname, data.name).
+        API(path: "/reddit/r/swift/overview.json", identity: "data_name", paginator: "cursor"),
+        API(path: "/pokeapi/api/v2/pokemon?offset=0&limit=10", identity: "url", paginator: "next_url"),
+        API(path: "/zendesk/api/v2/tickets.json?per_page=2", identity: "id", paginator: "next_url"),
+        API(path: "/wp/wp-json/wp/v2/posts?per_page=2", identity: "id", paginator: "page"),
+        API(path: "/npm/left-pad", identity: "id", paginator: nil),
+        API(path: "/meteo/v1/forecast?latitude=52.52", identity: "time", paginator: nil),
+        API(path: "/twitter/1.1/followers/list.json", identity: "id", paginator: "cursor"),
+    ]
+
+    @Test(arguments: apis)
+    func aDraftLoadsItsAPIExactly(api: API) throws {
+        let server = try FixtureServer()
+        let url = server.base + api.path
+        let samples = try PipelineDraft.samples(url: url, headers: [], pages: 3)
+        #expect(samples.count <= 3)
+        let draft = try PipelineDraft.infer(name: PipelineDraft.name(from: url), origin: .url(url, bearerEnv: nil), samples: samples)
+        let config = try PipelineConfig.parse(text: draft.yaml, path: "draft.yml", environment: [:])
+        let root = try #require(draft.entities.first { $0.name == draft.root })
+        #expect(root.identity == api.identity, "\(draft.yaml)")
+        #expect(draft.paginate.map { String($0.yaml.dropFirst().prefix { $0 != ":" }) } == api.paginator, "\(draft.yaml)")
+        #expect(draft.yaml.contains("# "), "every guess says why")
+
+        let db = temporaryDirectory().appendingPathComponent("draft.db").path
+        let archive = temporaryDirectory().path
+        func run(_ archiveDirectory: String?) throws -> RunSummary {
+            var options = RunOptions()
+            options.databasePath = db
+            options.progressInterval = 0
+            options.archiveDirectory = archiveDirectory
+            return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        }
+        let first = try run(archive)
+        #expect(first.status == .finished && first.counters.records > 0, "\(first.error ?? "")\n\(draft.yaml)")
+        let rejected = try rows(db, "SELECT coding_path, reason FROM _ingot_rejects")
+        #expect(first.counters.rejectedRecords == 0 && first.counters.rejectedPages == 0, "\(rejected)\n\(draft.yaml)")
+        let rerun = try run(nil)
+        #expect(rerun.counters.inserted == 0 && rerun.counters.updated == 0 || root.identity == nil, "\(rerun.counters)")
+        let file = try #require(try FileManager.default.contentsOfDirectory(atPath: archive).first)
+        var replay = RunOptions()
+        replay.databasePath = temporaryDirectory().appendingPathComponent("replay.db").path
+        replay.progressInterval = 0
+        #expect(
+            PipelineRunner(config: config, options: replay, logger: LogCapture().logger).run(
+                source: try ArchivePageSource(path: archive + "/" + file)
+            )
+            .status == .finished)
+        #expect(try PostgresTests.sqliteDump(replay.databasePath, config.model) == PostgresTests.sqliteDump(db, config.model))
+    }
+
+    /// A first page with nothing to draft from says what it found, naming the URL; so does a
+    /// page that is not JSON, and an answer that is not a success.
+    @Test func aPageWithoutRecordsIsRefusedNamingIt() throws {
+        let server = try FixtureServer()
+        func failure(_ path: String) -> String {
+            do {
+                let samples = try PipelineDraft.samples(url: server.base + path, headers: [], pages: 3)
+                _ = try PipelineDraft.infer(name: "x", origin: .url(server.base + path, bearerEnv: nil), samples: samples)
+                return "drafted"
+            } catch {
+                return error.description
+            }
+        }
+        #expect(failure("/hn/v0/topstories.json").contains("bare values (ids?)"))
+        #expect(failure("/hostile/items?page=2").contains("not JSON"))
+        #expect(failure("/stripe/nothing").contains("HTTP 404") && failure("/stripe/nothing").contains(server.base + "/stripe/nothing"))
+    }
+
+    /// A directory of sample pages drafts a files source; the command never overwrites a file
+    /// and prints the draft with --dry-run.
+    @Test func aDirectoryDraftsAFilesPipelineAndNothingIsOverwritten() throws {
+        let dir = temporaryDirectory().appendingPathComponent("pages").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for k in 1...2 {
+            let page = #"{"results": [{"id": \#(k), "name": "n\#(k)", "born": "2020-01-0\#(k)"}]}"#
+            try Data(page.utf8).write(to: URL(fileURLWithPath: dir + "/page-\(k).json"))
+        }
+        let out = temporaryDirectory().appendingPathComponent("drafted.yml").path
+        let made = try runIngot(["init", "--pages", dir, "--output", out])
+        #expect(made.status == 0, "\(made.stderr)")
+        let text = try String(contentsOfFile: out, encoding: .utf8)
+        #expect(text.contains("files: {dir:") && text.contains("format: \"yyyy-MM-dd\""), "\(text)")
+        #expect(try runIngot(["validate", out]).status == 0)
+        let again = try runIngot(["init", "--pages", dir, "--output", out])
+        #expect(again.status == 2 && again.stderr.contains("never overwritten"))
+        let printed = try runIngot(["init", "--pages", dir, "--dry-run"])
+        #expect(printed.status == 0 && printed.stdout == text)
+    }
+}
