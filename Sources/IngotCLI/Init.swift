@@ -32,6 +32,9 @@ struct Init: ParsableCommand {
     @Flag(help: "Print the draft; write nothing.")
     var dryRun = false
 
+    @Flag(help: "Draft Swift types for the library (IngotEntity structs) instead of a pipeline file.")
+    var swift = false
+
     func validate() throws {
         if url == nil && pages.map({ Int($0) != nil }) ?? true {
             throw ValidationError("give the API's URL, or --pages DIR (a directory of sample pages)")
@@ -53,19 +56,21 @@ struct Init: ParsableCommand {
             printError("ingot init: the draft does not validate (please report it):\n\(error)\n\n\(draft.yaml)")
             throw Exit.failed
         }
+        let text = swift ? draft.swift : draft.yaml
         if dryRun {
-            print(draft.yaml, terminator: "")
+            print(text, terminator: "")
             return
         }
-        let path = output ?? "pipelines/\(draft.name).yml"
+        let path = output ?? (swift ? "\(draft.name).swift" : "pipelines/\(draft.name).yml")
         guard !FileManager.default.fileExists(atPath: path) else {
             printError("ingot init: \(path) exists: it is never overwritten (give --output, or --dry-run to print the draft)")
             throw Exit.badConfig
         }
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true) }
-        try Data(draft.yaml.utf8).write(to: URL(fileURLWithPath: path))
-        print("\(path): drafted (\(draft.entities.count) entities, root \(draft.root)); check the comments, then: ingot run \(path)")
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        let next = swift ? "add it to your target" : "ingot run \(path)"
+        print("\(path): drafted (\(draft.entities.count) entities, root \(draft.root)); check the comments, then: \(next)")
     }
 
     private func makeDraft() throws -> PipelineDraft {

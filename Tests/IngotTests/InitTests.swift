@@ -113,4 +113,25 @@ struct InitTests {
         let printed = try runIngot(["init", "--pages", dir, "--dry-run"])
         #expect(printed.status == 0 && printed.stdout == text)
     }
+
+    /// `--swift`: the same draft as `IngotEntity` structs — coding keys the records' keys, the
+    /// identity non-optional, value rules where the pipeline file has them, relationships as the
+    /// target's type, JSON of unknown shape left out saying so.
+    @Test func theDraftAsSwiftTypes() throws {
+        let pages = [
+            #"{"results": [{"id": 1, "created_at": 1700000000, "height": "172", "owner": {"id": 7, "type": "User"}, "tags": ["a"]}, {"id": 2, "created_at": 1700000100, "height": "unknown", "owner": {"id": 8, "type": "Org"}, "tags": []}]}"#
+        ]
+        let samples = try pages.map { PipelineDraft.Sample(document: try JSONDocument(bytes: Array($0.utf8))) }
+        let draft = try PipelineDraft.infer(name: "things", origin: .directory("."), samples: samples)
+        let swift = draft.swift
+        for line in [
+            "struct Thing: IngotEntity, Codable {", "    var id: Int\n", "    var createdAt: Date?", "    var height: Int?",
+            "    var owner: Owner?",
+            "case id, createdAt = \"created_at\", height", "static let identity: [CodingKeys] = [.id]",
+            "case .createdAt: IngotRule(dateFormat: .unixSeconds)", "case .height: IngotRule(coerce: true, values: [\"unknown\": nil])",
+            "// \"tags\": JSON", "struct Owner: IngotEntity, Codable {", "var typeValue: String?", "typeValue = \"type\"",
+        ] {
+            #expect(swift.contains(line), "\(line)\n\(swift)")
+        }
+    }
 }

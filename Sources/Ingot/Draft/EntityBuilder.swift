@@ -8,7 +8,7 @@ struct EntityBuilder {
 
     /// The keys an identity is looked for under, in order of preference.
     static let identityKeys = [
-        "id", "uuid", "_id", "key", "number", "login", "slug", "url", "name", "version", "time", "date", "timestamp",
+        "id", "uuid", "_id", "key", "number", "login", "accountId", "slug", "url", "name", "version", "time", "date", "timestamp",
     ]
 
     /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and
@@ -127,7 +127,10 @@ struct EntityBuilder {
         let present = values.filter { !$0.isNull }
         guard !present.isEmpty else { return .other }
         if present.allSatisfy({ $0.kind == .object }) {
-            return identity(of: present).0 == nil ? .other : .entity(many: false, members: present)
+            // The same object in several records is one row (an issue's author): told apart by
+            // its text, not its place.
+            let distinct = dedup(present)
+            return identity(of: distinct).0 == nil ? .other : .entity(many: false, members: distinct)
         }
         if present.allSatisfy({ $0.kind == .array }) {
             let members = present.flatMap { Array($0.elements) }
