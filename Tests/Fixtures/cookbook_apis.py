@@ -40,6 +40,10 @@ def hn(path, host):
         8870: {"by": "pg", "descendants": 0, "id": 8870, "kids": [], "score": 12, "time": 1175720000,
                "title": "Ask HN: \u00e9t\u00e9", "type": "story", "text": "<p>Plain text</p>"},
         8890: {"by": "sama", "id": 8890, "score": 3, "time": 1175730000, "title": "New", "type": "story"},
+        8952: {"by": "nickb", "id": 8952, "kids": [9153], "parent": 8863, "time": 1175816820, "type": "comment",
+               "text": "The only problem is that it will be hard to explain" + (" (edited)" if EDITED["on"] else "")},
+        9224: {"by": "BrandonM", "id": 9224, "kids": [], "parent": 8863, "time": 1175906570, "type": "comment",
+               "text": "For a Linux user, you can already build such a system yourself"},
     }
     if path == "/hn/v0/topstories.json":
         return 200, top, []

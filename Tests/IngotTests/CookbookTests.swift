@@ -32,15 +32,16 @@ struct CookbookTests {
 
     static let recipes: [Recipe] = [
         Recipe(
-            name: "hacker-news", changes: ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"], pages: 4, rejectedPages: 1, holdAt: 3
+            name: "hacker-news", changes: ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"], pages: 6, rejectedPages: 1, holdAt: 5
         ) { db throws in
             #expect(
-                try rows(db, "SELECT id, type, by, title, score FROM item WHERE type IS NOT NULL ORDER BY id") == [
-                    ["8863", "story", "dhouston", "My YC app: Dropbox - Throw away your USB drive", "111"],
-                    ["8870", "story", "pg", "Ask HN: été", "12"],
+                try rows(db, "SELECT id, type, by, title, score, parent_id FROM item WHERE type IS NOT NULL ORDER BY id") == [
+                    ["8863", "story", "dhouston", "My YC app: Dropbox - Throw away your USB drive", "111", "NULL"],
+                    ["8870", "story", "pg", "Ask HN: été", "12", "NULL"], ["8952", "comment", "nickb", "NULL", "NULL", "8863"],
+                    ["9224", "comment", "BrandonM", "NULL", "NULL", "8863"],
                 ])
-            #expect(try rows(db, "SELECT count(*) FROM item WHERE type IS NULL") == [["2"]], "the kids are stubs")
-            #expect(try rows(db, "SELECT count(*) FROM item_kids") == [["2"]])
+            #expect(try rows(db, "SELECT id FROM item WHERE type IS NULL") == [["9153"]], "a comment's own kids are stubs")
+            #expect(try rows(db, "SELECT count(*) FROM item_kids") == [["3"]])
             let rejected = try rows(db, "SELECT entity, coding_path, reason, source FROM _ingot_rejects")
             #expect(rejected.count == 1 && rejected.first?[2].contains("got null") == true, "\(rejected)")
             #expect(rejected.first?[3].hasSuffix("/hn/v0/item/8881.json") == true, "the page names its URL: \(rejected)")
@@ -188,7 +189,8 @@ struct CookbookTests {
     }
 
     /// An `each:` fan-out requests every id once, however many records list it, and a record
-    /// whose array is absent makes no request; `{.}` over a list of bare ids requests each id.
+    /// whose array is absent makes no request; `{.}` over a list of bare ids requests each id,
+    /// and a for_each over those requests' records (the stories' `kids`) each of theirs.
     @Test func aFanOutRequestsEachIdOnce() throws {
         let server = try FixtureServer()
         let yaml = try ExportRoundTripTests.cookbook("swapi-characters", server.base, ["https://swapi.dev/api/": "/api/"])
@@ -204,8 +206,15 @@ struct CookbookTests {
         #expect(try run(stories, db: temporaryDirectory().appendingPathComponent("hn.db").path, environment: [:]).status == .finished)
         #expect(
             try hn.seen().map(\.path).sorted() == [
-                "/hn/v0/item/8863.json", "/hn/v0/item/8870.json", "/hn/v0/item/8881.json", "/hn/v0/topstories.json",
+                "/hn/v0/item/8863.json", "/hn/v0/item/8870.json", "/hn/v0/item/8881.json", "/hn/v0/item/8952.json",
+                "/hn/v0/item/9224.json", "/hn/v0/topstories.json",
             ])
+        // Jobs of a joined run would fetch the stories, which the fetcher then never reads for
+        // their comments' requests: refused, saying so.
+        var joined = RunOptions()
+        joined.join = "hn"
+        let config = try PipelineConfig.parse(text: stories, path: "hn.yml")
+        #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true)?.contains("another for_each") == true)
     }
 
     /// A total read from a header (WordPress's `X-WP-TotalPages`) ends paging at it: no request

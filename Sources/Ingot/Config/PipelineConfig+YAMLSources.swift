@@ -95,10 +95,6 @@ extension PipelineYAMLReader {
         guard earlier.contains(where: { $0.name == parent }) else {
             throw error(parentNode, "for_each reads resource '\(parent)', which is not declared before '\(name)'")
         }
-        if earlier.contains(where: { $0.name == parent && $0.forEach != nil }) {
-            throw error(
-                parentNode, "for_each reads resource '\(parent)', itself a for_each: not supported yet (read a resource with a source)")
-        }
         guard (f["path"] == nil) != (f["url"] == nil), let templateNode = f["path"] ?? f["url"] else {
             throw error(node, "for_each takes path (relative to defaults.http.url) or url (a whole URL), one of them")
         }

@@ -60,6 +60,13 @@ extension PipelineRunner {
     /// the refusal the run would meet.
     package static func joinRefusal(_ config: PipelineConfig, _ options: RunOptions, sharesRuns: Bool) -> String? {
         guard options.join != nil else { return nil }
+        let chained = config.resources.contains { child in
+            config.resources.contains { $0.name == child.forEach?.resource && $0.forEach != nil }
+        }
+        if chained {
+            return
+                "a for_each over another for_each's records takes its requests from pages the jobs fetch, which the fetcher does not read: run it as one job"
+        }
         if config.resources.contains(where: { $0.deleteWhen != nil }) {
             return
                 "delete_when deletes rows where its tombstones stand in the run's order, which jobs writing side by side do not keep: run it as one job"

@@ -473,6 +473,13 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
                 inner = ""
                 prefix = ResumeDigest()
             }
+            if isRead(by: resources[index]) {
+                // Its requests before the one it stopped in made requests of the for_each that
+                // reads it: made again; the one it stopped in starts over (its pages applied
+                // again, in order: the tables end the same), its pages collected as they come.
+                try collectRequests(of: resources[index], forEach, through: item)
+                inner = ""
+            }
             guard items.indices.contains(item) else {
                 finishResource()
                 return
@@ -509,6 +516,12 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     /// records make. Whether it got there (else nothing is collected).
     @discardableResult private func recollect(_ resource: ResourceConfig, upTo state: String? = nil) throws -> Bool {
         logger.info("resource.reread", metadata: ["resource": "\(resource.name)", LogKey.reason: "to resume the for_each that reads it"])
+        if let forEach = resource.forEach {
+            // A for_each read by another: its own requests made again, from its parent's list.
+            try recollect(forEach.resource)
+            try collectRequests(of: resource, forEach, through: (collected[forEach.resource] ?? RequestList()).count)
+            return true
+        }
         let source = try makeSource(resource)
         collected[resource.name] = RequestList()
         fannedOut[resource.name] = nil
@@ -521,6 +534,22 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             return false
         }
         return true
+    }
+
+    /// Makes requests `0..<end` of the for_each `resource` again (a request answered 404 or 410
+    /// skipped, as the run skipped it), only to collect the requests their records make.
+    private func collectRequests(of resource: ResourceConfig, _ forEach: ResourceConfig.ForEach, through end: Int) throws {
+        let list = collected[forEach.resource] ?? RequestList()
+        collected[resource.name] = RequestList()
+        fannedOut[resource.name] = nil
+        for k in 0..<min(end, list.count) {
+            let source = try requestSource(list[k].url, forEach, resource, resume: "")
+            do {
+                while var page = try source.next() { collect(from: &page, of: resource) }
+            } catch let error as FetchError where error.meansNotFound {
+                continue
+            }
+        }
     }
 
     /// Reads resource `name`'s pages again, once, only to collect the requests its records make.
