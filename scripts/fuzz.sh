@@ -31,6 +31,7 @@ mapfile -t OBJECTS < <(
 # The C modules Ingot's interface imports (system libraries, GRDB's SQLite, the SQLite shim).
 MAPS=()
 for map in Sources/CZstd/module.modulemap Sources/CZlib/module.modulemap Sources/CCurl/module.modulemap Sources/CLibPQ/module.modulemap \
+  Sources/CCrypto/module.modulemap "$BIN/CCRC32C.build/module.modulemap" \
   "$BIN/CSQLiteTuning.build/module.modulemap" "$SCRATCH/checkouts/GRDB.swift/Sources/GRDBSQLite/module.modulemap" \
   "$SCRATCH/checkouts/Yams/Sources/CYaml/include/module.modulemap" \
   "$SCRATCH/checkouts/swift-atomics/Sources/_AtomicsShims/include/module.modulemap"; do
@@ -41,8 +42,8 @@ done
 PACKAGE_NAME=$(grep -o '"-module-name","Ingot",.*' "$SCRATCH/debug.yaml" | grep -o '"-package-name","[^"]*"' | head -1 | cut -d'"' -f4)
 swiftc -sanitize=fuzzer,address -parse-as-library -g scripts/fuzz/entry.swift -I "$BIN/Modules" -module-name IngotFuzzEntry \
   -package-name "$PACKAGE_NAME" "${MAPS[@]}" \
-  -I Sources/CSQLiteTuning/include -Xcc -I/usr/include/postgresql \
-  "${OBJECTS[@]}" -L/usr/lib/x86_64-linux-gnu -lcurl -lzstd -lz -lsqlite3 -lpq -o "$BIN/ingot-fuzz"
+  -I Sources/CSQLiteTuning/include -I Sources/CCRC32C/include -Xcc -I/usr/include/postgresql \
+  "${OBJECTS[@]}" -L/usr/lib/x86_64-linux-gnu -lcurl -lzstd -lz -lsqlite3 -lpq -lcrypto -o "$BIN/ingot-fuzz"
 
 mkdir -p .fuzz
 for target in $TARGETS; do

@@ -85,6 +85,9 @@ struct DateConverterTests {
         #expect(converter.convert(numberText: "-0.5", format: .unixSeconds) == "1969-12-31T23:59:59.500000Z")
         #expect(converter.convert(numberText: "1.5e9", format: .unixSeconds) == "2017-07-14T02:40:00.000000Z")
         #expect(converter.convert(numberText: "253402300800", format: .unixSeconds) == nil, "year 10000")
+        // Found by the page fuzzer: fifteen digits of seconds overflowed 64-bit microseconds (a trap).
+        #expect(converter.convert(numberText: "25340202300799.9999996", format: .unixSeconds) == nil)
+        #expect(converter.convert(numberText: "999999999999999", format: .unixMilliseconds) == nil)
         #expect(converter.convert(number: 1_512_085_950.000216, format: .unixSeconds) == "2017-11-30T23:52:30.000216Z")
     }
 

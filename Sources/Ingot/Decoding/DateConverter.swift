@@ -109,11 +109,16 @@ struct DateConverter {
         guard i == bytes.count, wholeDigits > 0 else { return Double(String(text)).flatMap { convert(number: $0, format: format) } }
         // Microseconds per unit of the number, and the fraction digits that make them.
         let (perUnit, kept) = format == .unixMilliseconds ? (Int64(1000), 3) : (Int64(1_000_000), 6)
-        var micros = whole * perUnit
+        // Fifteen digits of seconds are more microseconds than 64 bits hold: out of range, not a trap.
+        let scaled = whole.multipliedReportingOverflow(by: perUnit)
+        guard !scaled.overflow else { return nil }
+        var micros = scaled.partialValue
         var part: Int64 = 0
         for k in 0..<kept { part = part * 10 + Int64(k < fraction.count ? fraction[k] : 0) }
         if fraction.count > kept && fraction[kept] >= 5 { part += 1 }
-        micros += part
+        let summed = micros.addingReportingOverflow(part)
+        guard !summed.overflow else { return nil }
+        micros = summed.partialValue
         if negative { micros = -micros }
         guard DateConverter.storedSeconds.contains(Double(micros) / 1_000_000) else { return nil }
         return DateConverter.format(micros: micros)

@@ -76,12 +76,34 @@ package enum FuzzTargets {
             let decoded = lines.map(bytes: bytes, seq: 1, source: "fuzz")
             for rejection in decoded.rejections { _ = rejection.description }
         }
-        for framing in [RecordFraming.array(at: ["results"]), .array(at: []), .lines] {
+        for framing in layoutFramings {
             if let injected = framing.injecting([InjectedValue(key: "with\"key", json: "[1,\"two\"]")], into: bytes) {
                 precondition((try? framing.parse(injected)) != nil, "an injection broke the page")
             }
+            // A layout's rewrite parses, and reads as records or says why not.
+            if let document = try? framing.parse(bytes) {
+                switch framing.records(in: document) {
+                case .success(let records): _ = records.last(in: document)
+                case .failure(let failure): _ = failure.reason
+                }
+                _ = framing.rawRecord(0, in: bytes)
+            }
+        }
+        // Key paths picked by a member's value, on the page (`[id=…]`).
+        if let document = try? JSONDocument(bytes: bytes), let path = try? JSONKeyPath(parsing: "results[id=1].name") {
+            _ = path.resolve(in: document.root)
         }
     }
+
+    /// Every way a page's records may sit: arrays, JSON Lines, a dictionary's values, columns,
+    /// several paths.
+    private static let layoutFramings: [RecordFraming] = [
+        .array(at: ["results"]), .array(at: []), .lines, .array(at: ["results"], layout: .values(key: "k", value: "v")),
+        .array(at: [], layout: .values(key: "k", value: nil)), .array(at: ["results"], layout: .columns),
+        .array(
+            at: [RecordsLayout.combinedKey],
+            layout: .paths([.init(path: ["results"], entity: "a"), .init(path: ["included"], entity: "b")])),
+    ]
 
     private static let linesPlan: MappingPlan? = pageModel.map {
         MappingPlan(model: $0.model, root: $0.root, framing: .lines)
