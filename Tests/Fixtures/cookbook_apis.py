@@ -10,6 +10,7 @@ server.py (docs/cookbook.md's recipes for them; CookbookTests).
                                                      a page past the last answered 400
   POST /github/graphql                   GitHub's GraphQL API: issues, 2 a page, `after: $cursor` from variables.cursor,
                                          pageInfo {hasNextPage endCursor}; a query without `issues` answers {"errors": […]}, HTTP 200
+  POST /notion/v1/search                 Notion's search: {query, filter, page_size, start_cursor} → {results, next_cursor, has_more}
   POST /es/products/_search              Elasticsearch: hits sorted by [updated, id], `search_after` the last hit's `sort`
   /contentful/spaces/cfexample/environments/master/sync?initial=true | ?sync_token=T
                                          Contentful's sync: entries in pages (nextPageUrl), the last page's nextSyncUrl
@@ -222,12 +223,32 @@ def contentful(path, q, host):
     return 400, {"sys": {"type": "Error", "id": "BadRequest"}, "message": "unknown sync token"}, []
 
 
+def notion_search(body, host):
+    """https://developers.notion.com/reference/post-search: the cursor goes back as start_cursor."""
+    pages = [{"object": "page", "id": "pg-%d" % k, "created_time": "2024-0%d-01T10:00:00.000Z" % k,
+              "last_edited_time": "2024-0%d-02T10:00:00.000Z" % k, "archived": False, "url": "https://www.notion.so/pg-%d" % k,
+              "properties": {"title": {"id": "title", "type": "title", "title": [{"plain_text": "Page %d" % k}]}}}
+             for k in range(1, 6)]
+    if EDITED["on"]:
+        pages[0]["properties"]["title"]["title"][0]["plain_text"] = "Page 1 (renamed)"
+        pages[0]["last_edited_time"] = "2024-07-01T10:00:00.000Z"
+    if not isinstance(body, dict) or body.get("filter", {}).get("value") != "page":
+        return 400, {"object": "error", "status": 400, "code": "validation_error", "message": "filter.value should be page"}, []
+    size = int(body.get("page_size", 100))
+    start = int(body.get("start_cursor") or 0)
+    more = start + size < len(pages)
+    return 200, {"object": "list", "results": pages[start:start + size], "next_cursor": str(start + size) if more else None,
+                 "has_more": more, "type": "page_or_database"}, []
+
+
 def answer_post(path, body, host):
     """(status, body, headers) for a POST to these APIs, or None."""
     if path == "/github/graphql":
         return github_graphql(body, host)
     if path == "/es/products/_search":
         return elasticsearch(body, host)
+    if path == "/notion/v1/search":
+        return notion_search(body, host)
     return None
 
 

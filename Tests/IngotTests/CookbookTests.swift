@@ -130,6 +130,12 @@ struct CookbookTests {
                 try rows(db, "SELECT id, name, role FROM user ORDER BY id") == [["900", "Ada", "end-user"], ["901", "Grace", "end-user"]])
             #expect(try rows(db, "SELECT id, name FROM \"group\" ORDER BY id") == [["70", "Tier 1"], ["71", "Tier 2"]])
         },
+        Recipe(
+            name: "notion-search", changes: ["https://api.notion.com/": "/notion/", "page_size: 100": "page_size: 2"],
+            environment: ["NOTION_TOKEN": "t0ken"], pages: 3, holdAt: 2
+        ) { db throws in
+            #expect(try rows(db, "SELECT id, title, archived FROM page ORDER BY id") == (1...5).map { ["pg-\($0)", "Page \($0)", "0"] })
+        },
     ]
 
     private func run(_ yaml: String, db: String, environment: [String: String], archive: String? = nil) throws -> RunSummary {
@@ -267,6 +273,7 @@ struct CookbookTests {
             "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
             "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
             "github-graphql-issues", "elasticsearch-products", "contentful-sync", "zendesk-sideloads",
+            "notion-search",
         ]
         #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }
