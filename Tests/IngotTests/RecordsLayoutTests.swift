@@ -177,6 +177,10 @@ import Testing
         #expect(
             try rows(db, "SELECT reason FROM _ingot_rejects").first?.first?.contains("expected an array of records at 'users', got object")
                 == true)
+        // A bad record is named by its own array's path.
+        let bad = try ingest(Self.sideloads, [#"{"users": [{"id": 1}, {"id": "x"}], "tickets": [{"id": 5}, {"id": []}]}"#])
+        #expect(bad.summary.counters.rejectedRecords == 2)
+        #expect(try rows(bad.db, "SELECT coding_path FROM _ingot_rejects ORDER BY coding_path") == [["tickets[1].id"], ["users[1].id"]])
     }
 
     @Test(arguments: [

@@ -96,11 +96,15 @@ package struct RecordFraming: Sendable, Equatable {
         var isSingleObject: Bool
         /// JSON Lines: each record's line number (its coding path is `line N`).
         var lines: [Int]? = nil
+        /// `records: {paths: …}`: where each array's records start among all of them, so that a
+        /// record's coding path is its own array's (`users[1]`), not the combined one's.
+        var segments: [(path: String, start: Int)] = []
 
-        /// Record `index`'s coding path, before the path inside it: `results[3]`, `line 7`, or
-        /// nothing for a page that is one object.
+        /// Record `index`'s coding path, before the path inside it: `results[3]`, `line 7`,
+        /// `users[1]`, or nothing for a page that is one object.
         func prefix(_ index: Int, path: String) -> String {
             if let lines, index < lines.count { return "line \(lines[index])" }
+            if let segment = segments.last(where: { $0.start <= index }) { return segment.path + "[\(index - segment.start)]" }
             return isSingleObject ? path : path + "[\(index)]"
         }
 
@@ -154,7 +158,16 @@ package struct RecordFraming: Sendable, Equatable {
                             ? "expected an array of records or one object at '.', got \(value.kind.rawValue)"
                             : "expected an array of records at '\(path)', got \(value.kind.rawValue)"))
             }
-            return .success(Records(first: value.index + 1, count: value.count, isSingleObject: false))
+            var records = Records(first: value.index + 1, count: value.count, isSingleObject: false)
+            if case .paths(let paths) = layout {
+                var start = 0
+                for entry in paths {
+                    guard let array = JSONKeyPath(keys: entry.path).resolve(in: document.root), array.kind == .array else { continue }
+                    records.segments.append((entry.text, start))
+                    start += array.count
+                }
+            }
+            return .success(records)
         }
     }
 
