@@ -358,22 +358,32 @@ struct RawValueCheck: Sendable, Equatable {
     /// The enum's name, as a rejection says it.
     let name: String
     /// Whether the enum has a case of this raw value (its text: an integer's digits).
-    let accepts: @Sendable (String) -> Bool
+    func accepts(_ text: String) -> Bool { check.accepts(text) }
+    private let check: any RawValueChecking
 
     static func == (a: RawValueCheck, b: RawValueCheck) -> Bool { a.owner == b.owner }
 
     /// The check of enum `type`, when its raw values are text or an integer type.
     static func of<R: RawRepresentable>(_ type: R.Type) -> RawValueCheck? {
-        if R.RawValue.self == String.self {
-            return RawValueCheck(owner: String(reflecting: type), name: "\(type)") { text in
-                (text as? R.RawValue).flatMap(R.init(rawValue:)) != nil
-            }
-        }
-        guard let integer = R.RawValue.self as? any FixedWidthInteger.Type else { return nil }
-        return RawValueCheck(owner: String(reflecting: type), name: "\(type)") { text in
-            guard let value = Int64(text), let raw = RawValueCheck.integer(value, as: integer) as? R.RawValue else { return false }
-            return R(rawValue: raw) != nil
-        }
+        guard R.RawValue.self == String.self || R.RawValue.self is any FixedWidthInteger.Type else { return nil }
+        return RawValueCheck(owner: String(reflecting: type), name: "\(type)", check: EnumCases<R>())
+    }
+}
+
+/// Whether a text names a case of an enum (``RawValueCheck``).
+private protocol RawValueChecking: Sendable {
+    func accepts(_ text: String) -> Bool
+}
+
+/// The cases of enum `R`: a value with nothing stored (so it is `Sendable` whatever `R` is) that
+/// asks `R` for a case by its raw value — text, or an integer's digits.
+private struct EnumCases<R: RawRepresentable>: RawValueChecking {
+    func accepts(_ text: String) -> Bool {
+        if R.RawValue.self == String.self { return (text as? R.RawValue).flatMap(R.init(rawValue:)) != nil }
+        guard let integer = R.RawValue.self as? any FixedWidthInteger.Type, let value = Int64(text),
+            let raw = Self.integer(value, as: integer) as? R.RawValue
+        else { return false }
+        return R(rawValue: raw) != nil
     }
 
     /// `value` as an integer of `type`, when it fits.
