@@ -50,7 +50,7 @@ struct KeyPathIndexTests {
         """#,
     ]
 
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    @Test(arguments: StoreConformanceTests.storedBackends)
     func indexesReadArrayElements(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
         let summary = try harness.run(Self.pages, 50)
@@ -116,7 +116,7 @@ struct KeyPathIndexTests {
               approved: {type: bool, key: "custom_fields[id=k-3].value"}
         """
 
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    @Test(arguments: StoreConformanceTests.storedBackends)
     func elementsArePickedByAKeysValue(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.zendesk)
         let pages = [

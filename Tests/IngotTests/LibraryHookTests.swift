@@ -115,7 +115,7 @@ struct LibraryHookTests {
     /// as text, a key decoded by hand; the rest maps with the merge rules (a later record of the
     /// same identity wins key by key, `null` clears, an absent key is left alone). A hook that
     /// throws rejects its record with the entity, coding path and reason; its neighbours are saved.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func theHookRewritesRecordsBeforeTheirIdentityIsLookedUp(backend: String) async throws {
         let db = try Self.database(backend)
         let report = try await db.ingest(
@@ -145,7 +145,7 @@ struct LibraryHookTests {
 
     /// Nested objects go through their own entity's hook (each episode inside a show), and the
     /// owner's hook sees the key paths of its own delimiter.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func nestedObjectsGoThroughTheirOwnHook(backend: String) async throws {
         let db = try Self.database(backend)
         let report = try await db.ingest(
@@ -225,7 +225,7 @@ struct LibraryHookTests {
     /// the scopes this input gave (user 6's notes, not user 7's); `updateOnly(rejectingUnknown:)`
     /// rejects an unknown identity instead of skipping it; a scope that names no attribute is
     /// refused before anything is read.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func writeScopesAndUnknownIdentities(backend: String) async throws {
         let db =
             try libraryDatabase(backend, "notes", entities: [Note.self]).db

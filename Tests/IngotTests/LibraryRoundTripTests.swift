@@ -155,7 +155,7 @@ struct LibraryRoundTripTests {
 
     /// Every property type the docs list, out and back on both backends: ingested, fetched,
     /// encoded, ingested into a second database, fetched — equal, and the tables equal.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func everyPropertyTypeRoundTrips(backend: String) async throws {
         let page =
             #"[{"id": 1, "sku": "6F9619FF-8B86-D011-B42D-00C04FC964FF", "title": "Lamp", "price": "19.99", "weight": 1.25, "#
@@ -177,7 +177,7 @@ struct LibraryRoundTripTests {
     /// The Star Wars films from the vendored fixtures, ingested as an API page, fetched sorted by
     /// `episode_id` with their characters, encoded, and ingested into a second database: the
     /// same values and the same tables, links included.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func theFilmsRoundTripThroughASecondDatabase(backend: String) async throws {
         let (first, firstAt) = try libraryDatabase(backend, "films", entities: [APIFilm.self])
         let report = try await first.ingest([APIFilm].self, from: try Self.filmsPage(), at: "results")
@@ -221,7 +221,7 @@ struct LibraryRoundTripTests {
 
     /// `count(_:where:)` is the database's `count(*)` under the same predicate translation as
     /// `fetch`, on both backends; `fetch(_:id:)` finds one row by its identity.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func countAndFetchByIdentity(backend: String) async throws {
         let (db, _) = try libraryDatabase(backend, "count", entities: [APIPerson.self])
         #expect(try await db.count(APIPerson.self) == 0)
@@ -237,7 +237,7 @@ struct LibraryRoundTripTests {
 
     /// A URL, a UUID, enums of raw values and a Decimal open as columns of their stored form
     /// (text, text, their raw values, a decimal) and come back as they went in, on both backends.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func propertiesAsSwiftDevelopersDeclareThem(backend: String) async throws {
         let (db, _) = try libraryDatabase(backend, "products", entities: [Product.self])
         let columns = Dictionary(uniqueKeysWithValues: db.model.entities[0].attributes.map { ($0.name, $0.type) })
@@ -295,7 +295,7 @@ struct LibraryRoundTripTests {
 
     /// `query`: SQL of one's own for what `fetch` cannot say, each row decoded by its column
     /// names, read-only (a write fails and changes nothing), with the backend's placeholders.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func sqlOfOnesOwnIsReadOnly(backend: String) async throws {
         struct Group: Decodable, Equatable {
             var name: String?
@@ -357,7 +357,7 @@ struct LibraryRoundTripTests {
 
     /// Numbers sort as numbers on both backends, in `fetch` and in `ingot export`'s keyset walk
     /// (PostgreSQL once sorted by the select list's text of a column: 10 before 9).
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func numbersSortAsNumbers(backend: String) async throws {
         let (db, location) = try libraryDatabase(backend, "numbers", entities: [APIPerson.self])
         let people = (1...25).reversed().map { #"{"url": "https://swapi.dev/api/people/\#($0)/", "name": "p\#($0)"}"# }
@@ -394,7 +394,7 @@ struct LibraryRoundTripTests {
 
     /// Text compares and sorts by its bytes on both backends, whatever PostgreSQL's collation
     /// (here ICU's en-US, where "B" sorts after "b"): the same rows for the same predicate.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func textComparesByItsBytes(backend: String) async throws {
         let db =
             try libraryDatabase(
@@ -413,7 +413,7 @@ struct LibraryRoundTripTests {
     /// Dates compare as times on both backends: an instant half a second later is later (SQLite
     /// stores "…:31Z" and "…:31.5Z", whose text order is the other way), a day meets an instant at
     /// its midnight, UTC; `nil` is NULL; `contains` of dates is refused, not answered wrongly.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func datesCompareAsTimes(backend: String) async throws {
         let db =
             try libraryDatabase(backend, "events", entities: [Event.self]).db
@@ -439,7 +439,7 @@ struct LibraryRoundTripTests {
 
     /// `nested:` loads the relationships of loaded targets, named on their own types, level by
     /// level: keepers with their pets, the pets' toys, the toys' makers, and each pet's keeper.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func nestedRelationshipsLoadLevelByLevel(backend: String) async throws {
         let db = try libraryDatabase(backend, "keepers", entities: [Keeper.self]).db
         _ = try await db.ingest(

@@ -260,7 +260,7 @@ struct LibraryTests {
     }
 
     /// Ingests from several tasks at once take their turn: every row is there, counted once.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func ingestsFromSeveralTasksAtOnce(backend: String) async throws {
         let (db, at) = try libraryDatabase(backend, "library", entities: [Person.self])
         func count(_ sql: String) throws -> [[String]] {
@@ -306,7 +306,7 @@ struct LibraryTests {
 
     /// Typed reads: a `#Predicate` and `SortDescriptor`s become SQL; the rows come back as the
     /// values that were ingested (key paths, dates, doubles, booleans, NULLs).
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func fetchFiltersSortsAndPagesInSQL(backend: String) async throws {
         let db =
             try libraryDatabase(backend, "films", entities: [Film.self]).db
@@ -342,7 +342,7 @@ struct LibraryTests {
 
     /// Relationships asked for are loaded (a to-many from its join table, a to-one from its key
     /// column), the others are `nil`; a person without dogs has an empty set, not `nil`.
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func fetchLoadsTheRelationshipsAskedFor(backend: String) async throws {
         let db =
             try libraryDatabase(backend, "people", entities: [Person.self]).db
@@ -545,7 +545,7 @@ struct LibraryTests {
 
     /// A child's inherited properties filter and sort like its own: the query joins the parent's
     /// table (its identity column, `id`, is in both and stays the child's own).
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func predicatesAndSortsOnInheritedProperties(backend: String) async throws {
         let db =
             try libraryDatabase(backend, "ships", entities: [Starship.self, Vehicle.self]).db

@@ -20,7 +20,7 @@ struct MappingModelTests {
         """
 
     /// The same on every backend.
-    @Test(arguments: StoreConformanceTests.Backend.allCases)
+    @Test(arguments: StoreConformanceTests.everyBackend)
     func bareIdentitiesOnEveryBackend(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.people)
         #expect(try harness.run([#"[{"id": 2, "name": "Bo"}]"#], 50).status == .finished)
@@ -64,7 +64,7 @@ struct MappingModelTests {
             attributes: {id: string, display_name: string, subscribers: integer}
         """
 
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    @Test(arguments: StoreConformanceTests.storedBackends)
     func aToOneIsAssembledFromSiblingFields(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.reddit)
         let first = try harness.run(
@@ -108,7 +108,7 @@ struct MappingModelTests {
     }
 
     /// `insert_only` keeps what is stored; `update_only` touches only what is stored.
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    @Test(arguments: StoreConformanceTests.everyBackend)
     func insertOnlyAndUpdateOnly(backend: StoreConformanceTests.Backend) throws {
         let base = Self.people + "\n    relationships: {best: {to: person}}"
         let seed = #"[{"id": 1, "name": "Ada"}, {"id": 2, "name": "Bo"}]"#
@@ -175,7 +175,7 @@ struct MappingModelTests {
             attributes: {id: integer, text: string, user_id: {type: integer, key: user.id}}
         """
 
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    @Test(arguments: StoreConformanceTests.everyBackend)
     func replaceWithAScopeDeletesOnlyWithinIt(backend: StoreConformanceTests.Backend) throws {
         let seed =
             #"[{"id": 1, "text": "a", "user": {"id": 6}}, {"id": 2, "text": "b", "user": {"id": 6}}, {"id": 3, "text": "c", "user": {"id": 7}}]"#
@@ -239,7 +239,7 @@ struct MappingModelTests {
     static let cascadeSeed =
         #"[{"id": 1, "dogs": [{"id": 7, "toy": 70}, 8], "best": 9, "friends": [2], "walkers": [{"id": 50, "dog": 7}]}, {"id": 2, "dogs": [8]}]"#
 
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    @Test(arguments: StoreConformanceTests.everyBackend)
     func cascadeDeletesWhatADeletedRowLinksTo(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.cascade)
         #expect(try harness.run([Self.cascadeSeed], 50).status == .finished)
@@ -261,7 +261,7 @@ struct MappingModelTests {
     /// A cascade from an untouched row spares the rows this run wrote: dog 8 is person 1's (not
     /// in this run: deleted) and person 2's, whose record this run gives again with it — so the
     /// run stored dog 8, and it stays (the cascade deleted it, and the next run inserted it again).
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .memory, .postgresql])
+    @Test(arguments: StoreConformanceTests.everyBackend)
     func aCascadeSparesTheRowsTheRunWrote(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.cascade)
         #expect(try harness.run([Self.cascadeSeed], 50).status == .finished)
@@ -296,7 +296,7 @@ struct MappingModelTests {
 
     /// (Not on the memory store: its database is bound to one model's layouts, and the two
     /// pipelines' layouts differ by `operations:`.)
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    @Test(arguments: StoreConformanceTests.storedBackends)
     func operationsFilterWhatARelationshipDoesToItsTargets(backend: StoreConformanceTests.Backend) throws {
         let plain = Self.operations.replacingOccurrences(of: ", operations: [update]", with: "").replacingOccurrences(
             of: ", operations: [insert]", with: "")

@@ -72,7 +72,7 @@ struct OwnedTests {
         #expect(got["pokemon_move"]?.count == 1 && got["pokemon_type"]?.count == 1 && got["move_detail"]?.count == 1)
     }
 
-    @Test(arguments: ["sqlite", "postgresql"])
+    @Test(arguments: libraryBackends)
     func exportedOwnersIngestBackWithTheirChildren(backend: String) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "pokemon.yml")
         func database() throws -> String {

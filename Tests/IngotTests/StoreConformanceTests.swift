@@ -14,6 +14,12 @@ struct StoreConformanceTests {
         var testDescription: String { rawValue }
     }
 
+    /// SQLite and PostgreSQL, for a suite that otherwise starts nothing: PostgreSQL is left out
+    /// at the unit level (`make check` starts no server; docs/reliability.md, "Test levels").
+    static var storedBackends: [Backend] { TestLevel.unitOnly ? [.sqlite] : [.sqlite, .postgresql] }
+    /// Every backend, PostgreSQL left out at the unit level.
+    static var everyBackend: [Backend] { Backend.allCases.filter { !TestLevel.unitOnly || $0 != .postgresql } }
+
     /// A backend ready for runs of one pipeline: runs write into the same database, `dump` reads
     /// every table as text (sorted, booleans as 0/1).
     struct Harness {

@@ -29,7 +29,7 @@ import Testing
     /// undone with the row, one after it makes the row again with only its own values; what
     /// pointed at the deleted row is nullified and its links go; a tombstone of a row never
     /// stored deletes nothing. The same on SQLite and PostgreSQL, at every batch size.
-    @Test(.tags(.postgres), .beyondUnit, arguments: [StoreConformanceTests.Backend.sqlite, .postgresql], [1, 2, 50])
+    @Test(arguments: StoreConformanceTests.storedBackends, [1, 2, 50])
     func aTombstoneDeletesItsRowWhereItStands(backend: StoreConformanceTests.Backend, batchRecords: Int) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
         let pages = [

@@ -50,7 +50,7 @@ struct ValueRuleTests {
         """#
     ]
 
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    @Test(arguments: StoreConformanceTests.storedBackends)
     func rulesTurnAPITextIntoValues(backend: StoreConformanceTests.Backend) throws {
         let harness = try StoreConformanceTests.harness(backend, yaml: Self.yaml)
         let summary = try harness.run(Self.pages, 50)
@@ -124,7 +124,7 @@ struct ValueRuleTests {
 
     /// `const:` goes into every row of its entity (stubs too); `default:` into rows inserted
     /// without the key (stubs too), never over a stored value nor over a present null.
-    @Test(arguments: [StoreConformanceTests.Backend.sqlite, .postgresql])
+    @Test(arguments: StoreConformanceTests.storedBackends)
     func constAndDefault(backend: StoreConformanceTests.Backend) throws {
         let yaml = """
             version: 1

@@ -262,6 +262,10 @@ final class ManualTimers: RunTimers {
     var repeating: Int { state.withLock { $0.entries.values.filter { $0.interval != nil }.count } }
 }
 
+/// The library's backends by name for a suite that otherwise starts nothing: PostgreSQL is left
+/// out at the unit level (`make check` starts no server; docs/reliability.md, "Test levels").
+var libraryBackends: [String] { TestLevel.unitOnly ? ["sqlite"] : ["sqlite", "postgresql"] }
+
 /// The problems of pipeline file `text`, as `ingot validate` prints them; `nil` when it is valid.
 func configProblems(_ text: String, path: String = "test.yml") -> String? {
     do {
