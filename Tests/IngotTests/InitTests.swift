@@ -33,6 +33,7 @@ struct InitTests {
         API(path: "/npm/left-pad", identity: "id", paginator: nil),
         API(path: "/meteo/v1/forecast?latitude=52.52", identity: "time", paginator: nil),
         API(path: "/twitter/1.1/followers/list.json", identity: "id", paginator: "cursor"),
+        API(path: "/contentful/spaces/cfexample/environments/master/sync?initial=true", identity: "sys_id", paginator: "next_url"),
     ]
 
     @Test(arguments: apis)
@@ -47,6 +48,7 @@ struct InitTests {
         #expect(root.identity == api.identity, "\(draft.yaml)")
         #expect(draft.paginate.map { String($0.yaml.dropFirst().prefix { $0 != ":" }) } == api.paginator, "\(draft.yaml)")
         #expect(draft.yaml.contains("# "), "every guess says why")
+        #expect(draft.yaml.contains("sync_url: nextSyncUrl") == api.path.contains("/sync"), "\(draft.yaml)")
 
         let db = temporaryDirectory().appendingPathComponent("draft.db").path
         let archive = temporaryDirectory().path

@@ -34,6 +34,16 @@ extension PipelineDraft {
         var draft = PipelineDraft(
             name: name, origin: origin, recordsPath: path, recordsWhy: why, paginate: paginate, root: root, entities: builder.entities)
         draft.layout = layout
+        if origin.isURL, let last = samples.last?.document.root, last.kind == .object {
+            // A sync API's last page names where the next sync starts (Contentful, Microsoft Graph).
+            for path in ["nextSyncUrl", "next_sync_url", "@odata.deltaLink", "deltaLink"] where last[path]?.string != nil {
+                draft.syncURL = (
+                    path,
+                    "the last page read names where the next sync starts: kept, the next run reads what changed (tombstones: see delete_when)"
+                )
+                break
+            }
+        }
         return draft
     }
 

@@ -42,6 +42,8 @@ package struct PipelineDraft: Sendable {
     package var recordsWhy: String
     /// `paginate:` as YAML flow text, with why; `nil`: one request.
     package var paginate: (yaml: String, why: String)?
+    /// `sync_url:` and why, when the last page read names where a next sync starts.
+    package var syncURL: (path: String, why: String)?
     package var root: String
     package var entities: [DraftEntity]
 
@@ -54,6 +56,7 @@ package struct PipelineDraft: Sendable {
             out += "  http:\n    url: \(Self.quoted(url))\n"
             if let bearer { out += "    auth: {bearer_env: \(bearer)}\n" }
             if let paginate { out += "    paginate: \(paginate.yaml)   # \(paginate.why)\n" }
+            if let syncURL { out += "    sync_url: \(syncURL.path)   # \(syncURL.why)\n" }
         case .directory(let dir):
             out += "  files: {dir: \(Self.quoted(dir)), glob: \"*.json\"}\n"
         }
