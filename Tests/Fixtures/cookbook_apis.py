@@ -157,7 +157,7 @@ def github_graphql(body, host):
         return 200, {"errors": [{"type": "INVALID", "message": "Field 'isues' doesn't exist on type 'Repository'"}]}, []
     variables = body.get("variables") or {}
     numbers = [1, 2, 3, 4, 5] + ([6] if EDITED["on"] else [])
-    issues = [{"number": n, "title": "Issue %d" % n, "state": "CLOSED" if (n == 2 and EDITED["on"]) or n == 4 else "OPEN",
+    issues = [{"number": n, "title": "Report %d" % n, "state": "CLOSED" if (n == 2 and EDITED["on"]) or n == 4 else "OPEN",
                "createdAt": "2024-05-0%dT12:00:00Z" % n, "author": {"login": "user%d" % (n % 2)}} for n in numbers]
     cursor = variables.get("cursor")
     start = int(base64.b64decode(cursor).decode().split(":")[1]) if isinstance(cursor, str) else 0

@@ -93,8 +93,8 @@ struct CookbookTests {
         ) { db throws in
             #expect(
                 try rows(db, "SELECT number, title, state, author_id FROM issue ORDER BY number") == [
-                    ["1", "Issue 1", "OPEN", "user1"], ["2", "Issue 2", "OPEN", "user0"], ["3", "Issue 3", "OPEN", "user1"],
-                    ["4", "Issue 4", "CLOSED", "user0"], ["5", "Issue 5", "OPEN", "user1"],
+                    ["1", "Report 1", "OPEN", "user1"], ["2", "Report 2", "OPEN", "user0"], ["3", "Report 3", "OPEN", "user1"],
+                    ["4", "Report 4", "CLOSED", "user0"], ["5", "Report 5", "OPEN", "user1"],
                 ])
         },
         Recipe(
