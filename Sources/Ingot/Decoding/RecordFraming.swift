@@ -130,7 +130,10 @@ package struct RecordFraming: Sendable, Equatable {
             }
             return .success(Records(first: 1, count: document.root.count, isSingleObject: false, lines: lines))
         case .array(let components, let layout):
-            if case .paths = layout, document.root.kind == .object, case .failure(let reason) = layout.arrayText(of: document.root) {
+            // The combined array is there when the page was rewritten; else the layout says why not.
+            if case .paths = layout, document.root.kind == .object, document.root[RecordsLayout.combinedKey] == nil,
+                case .failure(let reason) = layout.arrayText(of: document.root)
+            {
                 return .failure(Failure(path: "", reason: reason.description))
             }
             if case .paths = layout, document.root.kind != .object {

@@ -13,16 +13,9 @@ extension EntityBuilder {
         if strings.count == present.count {
             // Numbers written as text beside a few words (SWAPI's "172" and "unknown").
             let numeric = strings.filter { Double($0) != nil }
-            let words = Set(strings.filter { Double($0) == nil })
-            if numeric.count * 2 >= strings.count, !words.contains(where: { $0.contains(where: \.isNumber) }), !words.isEmpty,
-                words.count <= 3, words.allSatisfy({ $0.count <= 12 })
-            {
+            if numeric.count * 2 >= strings.count, let none = noneWords(strings) {
                 let base = numeric.allSatisfy { Int64($0) != nil } ? "integer" : "double"
-                let rules = words.sorted().map { "\(PipelineDraft.quoted($0)): null" }.joined(separator: ", ")
-                return (
-                    "{type: \(base), coerce: true, values: {\(rules)}}",
-                    "numbers as text, and \(words.sorted().joined(separator: ", ")) for none"
-                )
+                return ("{type: \(base), coerce: true, values: {\(none.rules)}}", "numbers as text, and \(none.list) for none")
             }
             if !numeric.isEmpty, numeric.count == strings.count, strings.allSatisfy({ Int64($0) != nil }) {
                 return ("string", "integers written as text: kept as text (say integer with coerce: true to store numbers)")
@@ -31,21 +24,26 @@ extension EntityBuilder {
         }
         // Numbers beside a few words ("unknown", "n/a"): the words are null.
         if numbers.count + strings.count == present.count, !numbers.isEmpty {
-            let words = Set(strings.filter { Double($0) == nil })
-            if !words.isEmpty, words.count <= 3, !words.contains(where: { $0.contains(where: \.isNumber) }),
-                words.allSatisfy({ $0.count <= 12 })
-            {
+            if let none = noneWords(strings) {
                 let (base, _) = numberType(numbers, named: name)
-                let rules = words.sorted().map { "\(PipelineDraft.quoted($0)): null" }.joined(separator: ", ")
                 let numeric = strings.contains { Double($0) != nil } ? ", coerce: true" : ""
                 return (
-                    "{type: \(base == "integer" ? base : "double"), values: {\(rules)}\(numeric)}",
-                    "numbers, and \(words.sorted().joined(separator: ", ")) for none"
+                    "{type: \(base == "integer" ? base : "double"), values: {\(none.rules)}\(numeric)}",
+                    "numbers, and \(none.list) for none"
                 )
             }
         }
         if present.allSatisfy({ $0.kind == .array || $0.kind == .object }) { return ("json", nil) }
         return ("json", "of several kinds (\(Set(present.map(\.kind.rawValue)).sorted().joined(separator: ", "))): kept as JSON")
+    }
+
+    /// The words among `strings` that are no number, when they are a few short ones without
+    /// digits ("unknown", "n/a": what stands for none beside numbers), as a `values:` rule's
+    /// text and a list; `nil` otherwise (`"1,358"` is a number written otherwise, not a word).
+    static func noneWords(_ strings: [String]) -> (rules: String, list: String)? {
+        let words = Set(strings.filter { Double($0) == nil }).sorted()
+        guard !words.isEmpty, words.count <= 3, words.allSatisfy({ $0.count <= 12 && !$0.contains(where: \.isNumber) }) else { return nil }
+        return (words.map { "\(PipelineDraft.quoted($0)): null" }.joined(separator: ", "), words.joined(separator: ", "))
     }
 
     /// Integers (a date when the name says one and the values are Unix seconds or milliseconds of

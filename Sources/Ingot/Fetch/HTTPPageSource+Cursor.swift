@@ -79,42 +79,28 @@ extension HTTPPageSource {
         var current = document.root
         let keys = path.components.compactMap { if case .key(let key) = $0 { key } else { nil } }
         for (k, key) in keys.enumerated() {
-            let node = document.nodes[current.index]
             guard current.kind == .object else { return body }
             if let next = current[key], k < keys.count - 1, next.kind == .object {
                 current = next
                 continue
             }
-            var bytes = Array(body.utf8)
-            if let existing = current[key], k == keys.count - 1 {
-                // Replace the value where it stands.
-                let old = document.nodes[existing.index]
-                let quoted = existing.kind == .string
-                let start = Int(old.start) - (quoted ? 1 : 0)
-                let end = Int(old.start + old.length) + (quoted ? 1 : 0)
-                bytes.replaceSubrange(start..<end, with: Array(value.utf8))
-                return String(decoding: bytes, as: UTF8.self)
-            }
-            // Add the rest of the path inside this object, before its closing brace.
-            var inserted = ""
-            JSONText.quote(key, into: &inserted)
+            // The value at the rest of the path: objects around `value` for the keys missing.
             var rest = value
             for inner in keys[(k + 1)...].reversed() {
                 var name = ""
                 JSONText.quote(inner, into: &name)
                 rest = "{" + name + ":" + rest + "}"
             }
-            inserted = (current.count > 0 ? "," : "") + inserted + ":" + rest
-            let close = Int(node.start + node.length) - 1
+            var bytes = document.bytes
             if let existing = current[key] {
-                // A key on the way that is not an object: replaced by the path's objects.
-                let old = document.nodes[existing.index]
-                let quoted = existing.kind == .string
-                let start = Int(old.start) - (quoted ? 1 : 0)
-                let end = Int(old.start + old.length) + (quoted ? 1 : 0)
-                bytes.replaceSubrange(start..<end, with: Array(rest.utf8))
+                // Replaced where it stands (a key on the way that is no object, by the path's objects).
+                bytes.replaceSubrange(existing.rawBytes.indices, with: Array(rest.utf8))
             } else {
-                bytes.insert(contentsOf: Array(inserted.utf8), at: close)
+                // Added inside this object, before its closing brace.
+                var member = current.count > 0 ? "," : ""
+                JSONText.quote(key, into: &member)
+                member += ":" + rest
+                bytes.insert(contentsOf: Array(member.utf8), at: current.rawBytes.endIndex - 1)
             }
             return String(decoding: bytes, as: UTF8.self)
         }
