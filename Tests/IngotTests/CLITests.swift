@@ -542,7 +542,7 @@ struct CLITests {
 
     /// `--metrics-port 0` serves /metrics and /healthz on a free port (logged in run.started) while
     /// the run lasts: scraped during a run held by a hanging request, then gone after SIGTERM.
-    @Test(.timeLimit(.minutes(1))) func metricsAreServedWhileTheRunLasts() throws {
+    @Test(.hangGuard) func metricsAreServedWhileTheRunLasts() throws {
         let (process, err, server) = try startHangingRun(
             hangingAt: 2, ["--metrics-port", "0", "--log-format", "json", "--batch-records", "100", "--commit-interval", "0.05"])
         defer { withExtendedLifetime(server) {} }
@@ -574,7 +574,7 @@ struct CLITests {
         #expect(throws: TransportError.self) { try client.get(base + "/healthz", headers: [], timeout: 5) }
     }
 
-    @Test(.timeLimit(.minutes(1))) func sigtermDuringAHangingRequestStopsPromptly() throws {
+    @Test(.hangGuard) func sigtermDuringAHangingRequestStopsPromptly() throws {
         // The first request hangs for an hour on the server: only aborting it ends the run
         // before the test's time limit does.
         let (process, err, server) = try startHangingRun(hangingAt: 1, [])
@@ -622,13 +622,13 @@ struct CLITests {
         #expect(result.stdout.contains(#"CREATE TABLE IF NOT EXISTS "person" ("id" INTEGER NOT NULL, "first_name" TEXT"#))
     }
 
-    @Test(.timeLimit(.minutes(2))) func sigtermStopsCleanlyAndTheArchiveReplays() throws {
+    @Test(.hangGuard) func sigtermStopsCleanlyAndTheArchiveReplays() throws {
         let dir = temporaryDirectory()
         let pages = dir.appendingPathComponent("pages").path
         let gen = Process()
-        gen.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        gen.executableURL = python3
         gen.arguments = [
-            "python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", pages,
+            packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", pages,
             "--persons", "40000", "--page-size", "200",
         ]
         gen.standardOutput = Pipe()
@@ -712,10 +712,10 @@ struct CLITests {
         // The small version of `make chaos`: kill -9 three times, resume after each (a staged
         // load too: kills land while it stages or merges).
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.executableURL = python3
         process.arguments =
             [
-                "python3", packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
+                packageRoot.appendingPathComponent("scripts/chaos.py").path, "--ingot", Self.binary.path,
                 "--kills", "3", "--persons", "8000", "--max-delay", "0.4", "--seed", "7",
                 // Pages of 1000 records in parts of 300, a commit every part: kills land mid-page.
                 "--page-size", "1000", "--batch-records", "300", "--commit-records", "300",

@@ -11,7 +11,7 @@ import Testing
 /// replays to the same tables, PostgreSQL ends equal, `kill -9` and `--resume` end exact, and a
 /// rerun after the API changed (records edited, added, removed) ends as a first run of the
 /// changed API does.
-@Suite(.tags(.postgres, .process), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres, .process), .beyondUnit)
 struct CookbookTests {
     struct Recipe: CustomTestStringConvertible, Sendable {
         var name: String
@@ -239,7 +239,7 @@ struct CookbookTests {
     }
 
     /// `kill -9` while the server holds one request, then `--resume`: exact.
-    @Test(.timeLimit(.minutes(3)), arguments: recipes.filter { $0.pages > 1 })
+    @Test(.hangGuard, arguments: recipes.filter { $0.pages > 1 })
     func aRecipeResumesExactlyAfterKill9(recipe: Recipe) throws {
         let reference: [String: [[String]]]
         let model: EntityModel

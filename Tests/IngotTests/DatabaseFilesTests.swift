@@ -68,7 +68,7 @@ struct DatabaseFilesTests {
 
     /// Another program holding SQLite's write lock past --lock-timeout (a shell inside a
     /// transaction, a backup): the same temporary condition as another run, exit 75.
-    @Test(.timeLimit(.minutes(1))) func anotherProgramHoldingTheDatabaseIsTemporary() throws {
+    @Test(.hangGuard) func anotherProgramHoldingTheDatabaseIsTemporary() throws {
         let dir = temporaryDirectory()
         let db = dir.appendingPathComponent("people.db").path
         #expect(try runIngot(["run", "pipelines/people.yml", "--db", db, "--no-archive"]).status == 0)

@@ -25,7 +25,7 @@ private func run(
     return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
 }
 
-@Suite(.tags(.process), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.process), .beyondUnit)
 struct FetchTests {
     @Test func swapiFilmsAndPeopleIngestEverythingAndRerunsChangeNothing() throws {
         let server = try FixtureServer()
@@ -97,7 +97,7 @@ struct FetchTests {
     /// flight together: a client with fewer at once shows it in the peak (after the server's
     /// 10 s gate gives up; the 30 s timeout keeps retries from adding requests). No timing is
     /// measured.
-    @Test(.timeLimit(.minutes(1)), arguments: ["page", "offset"])
+    @Test(.hangGuard, arguments: ["page", "offset"])
     func concurrencyIsTransfersInFlightNotCores(style: String) throws {
         let pages = try generatePeople(persons: 1600, pageSize: 100)
         let server = try FixtureServer(people: pages, gate: 8)
@@ -261,7 +261,7 @@ struct FetchTests {
         #expect(!logs.all.contains { $0.contains("fetch.retry") }, "a certificate that does not verify is not retried")
     }
 
-    @Test(.timeLimit(.minutes(1))) func stoppingCutsARetryWaitShort() throws {
+    @Test(.hangGuard) func stoppingCutsARetryWaitShort() throws {
         // The first request gets 429 with Retry-After: 3600: only stop() can end the wait before
         // the test's time limit does.
         let server = try FixtureServer(people: try generatePeople(persons: 100, pageSize: 100), faults: "429long:1")

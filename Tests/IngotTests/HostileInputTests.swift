@@ -235,7 +235,7 @@ struct BoundsTests {
         #expect(stored == [["1", "\(record.utf8.count)"]])
     }
 
-    @Test(.timeLimit(.minutes(1))) func theByteBudgetHoldsTheSourceBackUntilPagesAreFolded() throws {
+    @Test(.hangGuard) func theByteBudgetHoldsTheSourceBackUntilPagesAreFolded() throws {
         let budget = PageBudget(maxPages: 10, maxBytes: 100)
         let charged = Mutex(0)
         let third = DispatchSemaphore(value: 0)

@@ -5,7 +5,7 @@ import Testing
 @testable import Ingot
 
 /// `--join` only joins the same work, survives an outage, and treats its queue's rows as input.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct JoinHardeningTests {
     /// One job of `yaml` joined under `name`, reading `source`.
     func job(
@@ -35,7 +35,7 @@ struct JoinHardeningTests {
 
     /// A rolling update of the pipeline (another text), another source or another
     /// `--max-page-bytes`: refused, naming both digests and what differs, before anything is written.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aJobWithAnotherSpecIsRefused(backend: JoinBackend) throws {
         let url = try database(backend)
         let first = try job(JoinTests.yaml, url, name: "spec", source: MemoryPageSource(StoreSeamTests.pages))
@@ -73,7 +73,7 @@ struct JoinHardeningTests {
     /// another `--max-record-rows` (it joined, and rejected records the others kept), another
     /// `--max-reject-rows`, `--max-rejects` or `--max-reject-ratio` is refused naming it; one with
     /// other lanes, batch or commit sizes joins.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func everyOptionThatChangesWhatIsStoredIsInTheSpec(backend: JoinBackend) throws {
         let url = try database(backend)
         let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")
@@ -103,7 +103,7 @@ struct JoinHardeningTests {
 
     /// One outage seen by three jobs fails the run (each fetcher role failed without progress);
     /// a job started once the source is back takes it up again and finishes it exactly.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aRunFailedByAnOutageIsTakenUpByTheNextJob(backend: JoinBackend) throws {
         let url = try database(backend)
         let down = Outage()
@@ -128,7 +128,7 @@ struct JoinHardeningTests {
     /// A unit row claiming 2^40 bytes is inflated no further than the job's `max_page_bytes`
     /// (a rejected page), a payload that is not zstd is a rejected page with its seq, and the
     /// run goes on with the other units.
-    @Test(.timeLimit(.minutes(1))) func aUnitIsInputItsLengthBelievedOnlyUpToMaxPageBytes() throws {
+    @Test(.hangGuard) func aUnitIsInputItsLengthBelievedOnlyUpToMaxPageBytes() throws {
         let database = try database(.postgresql)
         let url = database.url
         let config = try PipelineConfig.parse(text: JoinTests.yaml, path: "join.yml")

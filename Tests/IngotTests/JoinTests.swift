@@ -110,7 +110,7 @@ struct JoinDatabase {
 /// unit in whatever order, and whichever job is killed, the tables end exactly as one job
 /// alone leaves them (SQLite's single run is the reference). The logic runs on the memory
 /// store and on PostgreSQL; killed processes need PostgreSQL.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct JoinTests {
     /// StoreSeamTests' pipeline, every relationship stubbing (a joined run refuses the others).
     static let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "vet: {to: vet, missing: ignore}", with: "vet: {to: vet}")
@@ -196,7 +196,7 @@ struct JoinTests {
             sourceLocation: sourceLocation)
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases, [2, 3])
+    @Test(.hangGuard, arguments: JoinBackend.allCases, [2, 3])
     func jobsSharingARunEndInASingleJobsState(backend: JoinBackend, jobs: Int) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
         let database = try JoinDatabase(backend, model: config.model)
@@ -263,7 +263,7 @@ struct JoinTests {
     /// row, as a single run does, and the finishing job's archive (each file read again) replays
     /// them: a page keeps its compression (a joined job parsed the gzip bytes as JSON Lines: 0 rows, and one
     /// of the jobs exited 0).
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func compressedJSONLinesJoinAsASingleRunReadsThem(backend: JoinBackend) throws {
         let yaml = """
             version: 1
@@ -322,7 +322,7 @@ struct JoinTests {
     /// Pages that are not JSON and hold NUL bytes or invalid UTF-8, in a run of two joined jobs:
     /// rejected pages whose stored text PostgreSQL accepts (each NUL written `\u0000`), and both
     /// jobs finish (a refused `COPY _ingot_rejects` failed a batch and left a job waiting).
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func rejectsHoldingNULAndInvalidUTF8AreStoredAndBothJobsEnd(backend: JoinBackend) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
         let database = try JoinDatabase(backend, model: config.model)
@@ -342,7 +342,7 @@ struct JoinTests {
     /// error on one row, as a full disk or a crashed extension would): the job that meets it
     /// fails, and so does every job that takes its unit over; no job waits on for ever, and none
     /// exits 0 (two joined jobs hung after a failed batch, one of them for minutes).
-    @Test(.timeLimit(.minutes(2))) func aBatchThatFailsEndsEveryJobNonZero() throws {
+    @Test(.hangGuard) func aBatchThatFailsEndsEveryJobNonZero() throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "join.yml")
         let database = try JoinDatabase(.postgresql, model: config.model)
         // The tables first (an empty run), then the trigger that fails person 3's row.
@@ -384,7 +384,7 @@ struct JoinTests {
     /// Later runs win over earlier ones, joined or not: positions carry the join's number, and a
     /// single run's writes (no position) lose to any joined unit. `write: replace` deletes, at the
     /// end of a joined run, the rows no unit of it touched.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func runsAfterRunsAndReplaceMatchSQLite(backend: JoinBackend) throws {
         let pages = StoreSeamTests.pages
         let replace = Self.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
@@ -412,7 +412,7 @@ struct JoinTests {
     /// gave the scope column, whichever job wrote them — user 7 too, though note 3 ends in user
     /// 6's scope (the tables alone would not say that 7 was seen) — and the tables end as a
     /// single run's sequence leaves them: user 9's note is out of scope.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aJoinedReplaceDeletesWithinTheScopesItsUnitsSaw(backend: JoinBackend) throws {
         let yaml = MappingModelTests.notes
         let seed = [
@@ -440,7 +440,7 @@ struct JoinTests {
     /// touched spares the rows a unit of the run wrote (dog 8, person 2's again), and ends with
     /// the single run's tables — also when its units are committed in order (a walker's dog
     /// `missing: ignore`), whose writes carry no positions but mark the rows they touch.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases, [false, true])
+    @Test(.hangGuard, arguments: JoinBackend.allCases, [false, true])
     func aJoinedReplaceCascadeSparesTheRowsTheRunWrote(backend: JoinBackend, inOrder: Bool) throws {
         let yaml =
             inOrder
@@ -575,7 +575,7 @@ struct JoinTests {
     /// uncommitted insert) while the job copies dogs 10 and 20, then inserts dog 10 itself. The
     /// job's deadlock check runs 2 s after it starts waiting (the test's, 60 s after), so the job
     /// is the one aborted.
-    @Test(.timeLimit(.minutes(1))) func aDeadlockedBatchIsWrittenAgain() throws {
+    @Test(.hangGuard) func aDeadlockedBatchIsWrittenAgain() throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(.postgresql, model: config.model)
         let name = String(database.url.split(separator: "/").last ?? "")
@@ -672,7 +672,7 @@ struct JoinTests {
     }
 
     /// A job that joins a run already finished (a pod restarted late) does nothing and succeeds.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func joiningAFinishedRunDoesNothing(backend: JoinBackend) throws {
         let database = try JoinDatabase(backend, model: try PipelineConfig.parse(text: Self.yaml, path: "j.yml").model)
         #expect(try Self.runJoined(Self.yaml, StoreSeamTests.pages, database, name: "done", jobs: 1).allSatisfy { $0.status == .finished })
@@ -685,7 +685,7 @@ struct JoinTests {
     /// A job stalls holding units and never commits them; once their leases run out, the other
     /// jobs take them over and the run ends exactly as one job alone (no sleeping: the test
     /// ends the stalled job's leases).
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aStalledJobsUnitsAreTakenOver(backend: JoinBackend) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(backend, model: config.model)
@@ -720,7 +720,7 @@ struct JoinTests {
 
     /// A job that ends (failed, stopped) holding units it never committed lets them go as it
     /// ends: another job claims them at once, under a lease of 30 s, and knows whose they were.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aJobThatEndsLetsItsUnitsGoAtOnce(backend: JoinBackend) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(backend, model: config.model)
@@ -813,7 +813,7 @@ struct JoinTests {
     /// person is killed with `kill -9` while its transaction waits (the test holds that person's
     /// row: no timing involved). Its units are taken over once its lease runs out, and the
     /// tables end exactly as a single SQLite run leaves them; every page is counted once.
-    @Test(.timeLimit(.minutes(2)), arguments: [2, 3])
+    @Test(.hangGuard, arguments: [2, 3])
     func aJobKilledMidRunIsTakenOver(jobs: Int) throws {
         let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
 
@@ -874,7 +874,7 @@ struct JoinTests {
     /// behind it — and that part's merge rolls back whole. A job started later under the same
     /// name finds every unit done, merges what is left, and finishes the run: the tables end
     /// exactly as a single SQLite run leaves them.
-    @Test(.timeLimit(.minutes(2))) func theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext() throws {
+    @Test(.hangGuard) func theJobsKilledWhileTheRunsEndMergesLeaveItToTheNext() throws {
         let (pages, pipeline, config, url, holder) = try Self.peopleWithAPersonHeld()
 
         let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
@@ -902,7 +902,7 @@ struct JoinTests {
     /// value: the single run overtakes the join — its deferred rows dropped, its run failed — and
     /// a job joining its name again is refused, exit 2, saying why. The newer value stays (the
     /// join merged its older rows over it by position: hundreds of rows reverted).
-    @Test(.timeLimit(.minutes(2))) func aSingleRunOvertakesAStoppedJoinWhichIsNeverMergedOverIt() throws {
+    @Test(.hangGuard) func aSingleRunOvertakesAStoppedJoinWhichIsNeverMergedOverIt() throws {
         let (pages, pipeline, _, url, holder) = try Self.peopleWithAPersonHeld()
         let arguments = ["run", pipeline.path, "--pages", pages, "--db", url, "--join", "people", "--batch-records", "100"]
         let watcher = try Self.killJobsWhileTheEndMergeWaits(try Self.startJobs(1, arguments), url: url, holder: holder)
@@ -952,7 +952,7 @@ struct JoinTests {
     /// is killed with `kill -9` while the server holds its request for page 9 (no timing
     /// involved); once its lease runs out another job takes the role over, resumes the source at
     /// page 9's URL, and the run ends exactly as a single run.
-    @Test(.timeLimit(.minutes(2))) func theFetcherKilledIsReplaced() throws {
+    @Test(.hangGuard) func theFetcherKilledIsReplaced() throws {
         let pages = try generatePeople(persons: 1500, pageSize: 100)
         // Held long enough for the kill, and not forever: under load a lease may lapse and the
         // role move before the kill, leaving request 9 to a job that is not killed.

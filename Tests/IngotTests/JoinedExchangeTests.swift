@@ -8,7 +8,7 @@ import Testing
 /// A joined run's rows exchanged between its jobs (PGStore+Exchange.swift, StagedExchange): every
 /// job's batches go to the run's parts, and once every unit is done the parts are folded and
 /// copied as a single job's staged load is; the tables end as a single job leaves them.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct JoinedExchangeTests {
     /// Three pages of 1,000 persons each (a job's first batch may be its first page alone:
     /// enough to stage), identities shuffled (in no identity order: staged), with dogs shared
@@ -35,7 +35,7 @@ struct JoinedExchangeTests {
     /// A job alone in its run exchanges every unit and writes the parts when its source ends:
     /// the tables, counts and rejects of a single job, no positions (into empty tables: nothing
     /// is left to merge with), the exchange table dropped, nothing left in `_ingot_state`.
-    @Test(.timeLimit(.minutes(1))) func aJobAloneWritesTheWholeRunAtItsEnd() throws {
+    @Test(.hangGuard) func aJobAloneWritesTheWholeRunAtItsEnd() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let pages = Self.pages + [bulkPage(#"{"id": "bad"}, {"id": 5, "name": "Five"}"#)]
@@ -86,7 +86,7 @@ struct JoinedExchangeTests {
     /// fixed width: ``MergeKey/keys(of:model:)``): a job that
     /// joins again is not refused for the identities they lack, nor is a single run; the single
     /// run builds every key again and ends exact.
-    @Test(.timeLimit(.minutes(1))) func keysAStoppedMergeDroppedAreBuiltByTheNextSingleRun() throws {
+    @Test(.hangGuard) func keysAStoppedMergeDroppedAreBuiltByTheNextSingleRun() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let store = try PGStore(url: url, model: config.model)
@@ -117,7 +117,7 @@ struct JoinedExchangeTests {
     /// violation) and the part is written the careful way, upserted at the run's last position —
     /// the tables end as two single runs leave them, one after the other, and the stored rows the
     /// run gave again are counted updated.
-    @Test(.timeLimit(.minutes(1))) func rowsStoredBeforeTheRunAreUpserted() throws {
+    @Test(.hangGuard) func rowsStoredBeforeTheRunAreUpserted() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let earlier = [Self.pages[0], bulkPage(#"{"id": 9001, "name": "kept", "email": "k@x"}"#)]
@@ -144,7 +144,7 @@ struct JoinedExchangeTests {
     /// Every job of a run writes its rows the same way: a job given `--no-bulk` (positions at
     /// each commit) cannot join a run whose jobs exchange theirs — the run's end would write
     /// their older rows over its newer ones — and is refused before it writes, naming why.
-    @Test(.timeLimit(.minutes(1))) func aJobThatWritesAnotherWayIsRefused() throws {
+    @Test(.hangGuard) func aJobThatWritesAnotherWayIsRefused() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         let other = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
@@ -166,7 +166,7 @@ struct JoinedExchangeTests {
     /// as they were; this job's units 1, 3 and 4 follow; ending the run, it writes the parts
     /// once — unit 4's values win over unit 2's, unit 2's over unit 1's — and drops the table.
     /// The tables and counts are a single job's over the four pages in order.
-    @Test(.timeLimit(.minutes(1))) func everyJobsRowsAreWrittenOnceWhenTheRunEnds() throws {
+    @Test(.hangGuard) func everyJobsRowsAreWrittenOnceWhenTheRunEnds() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
         // A person of unit 1 (the stretch), renamed by unit 2, given an email by unit 4.
@@ -216,7 +216,7 @@ struct JoinedExchangeTests {
     /// units 1 and 2; person 1 is whole in both (unit 2's row wins whole), person 2 whole in
     /// unit 1 and renamed alone in unit 2 (its name from unit 2, the rest from unit 1), person 3
     /// whole in unit 2 only.
-    @Test(.timeLimit(.minutes(1))) func eachColumnComesFromTheLastRecordThatGaveIt() throws {
+    @Test(.hangGuard) func eachColumnComesFromTheLastRecordThatGaveIt() throws {
         let url = try PostgresServer.freshDatabase()
         let yaml = personPipeline("whole")
         let config = try PipelineConfig.parse(text: yaml, path: "whole.yml")

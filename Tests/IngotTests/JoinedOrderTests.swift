@@ -6,7 +6,7 @@ import Testing
 /// A unit cut into several batches ends as a single run ends (docs/scale-out.md, "Later pages
 /// win, across jobs"): every write of a joined run is ordered by its unit and, within the unit,
 /// by the part of it that gave it — not by the unit alone, which two batches of one page share.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct JoinedOrderTests {
     static let yaml = """
         version: 1
@@ -39,7 +39,7 @@ struct JoinedOrderTests {
     ]
 
     @Test(
-        .timeLimit(.minutes(2)),
+        .hangGuard,
         arguments: JoinBackend.allCases,
         [
             (1, Loading.batchByBatch), (2, .batchByBatch), (7, .batchByBatch), (1, .staged), (2, .staged), (7, .staged), (2, .automatic()),

@@ -9,7 +9,7 @@ import Testing
 /// the source's total, the fetcher enqueues the pages up to it unfetched, each naming its position
 /// (``Page/cursor``), and the job that claims one fetches it — so a long numbered list is fetched
 /// by every job at once, where one fetcher fetched it all.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct JoinedPagesTests {
     static let paginators = [
         ("paged", "{page: {param: page, start: 1, total_pages: meta.total_pages}}"),
@@ -75,7 +75,7 @@ struct JoinedPagesTests {
     /// Asked with `--bulk`, the jobs defer their batches to the run's end
     /// (``LoadPlan/JoinedLoad/deferredAsked``) instead of writing each with positions, and the
     /// run ends the same.
-    @Test(.timeLimit(.minutes(2)), arguments: [(JoinBackend.memory, false), (.postgresql, false), (.postgresql, true)])
+    @Test(.hangGuard, arguments: [(JoinBackend.memory, false), (.postgresql, false), (.postgresql, true)])
     func numberedPagesRunJoinedAsAlone(backend: JoinBackend, bulk: Bool) throws {
         let pages = try generatePeople(persons: 1200, pageSize: 100)
         let server = try FixtureServer(people: pages)
@@ -105,7 +105,7 @@ struct JoinedPagesTests {
     /// of its claims (``LoadPlan/AnswerOrder/claimed``), four requests at once, and exchanges its
     /// rows: every row of the run is written once, by its parts, when the last unit is done
     /// (`join.merged` inserts them all). The tables and counts are a single run's.
-    @Test(.timeLimit(.minutes(2))) func aLoneBulkJobOverHTTPWritesEveryRowAtTheEnd() throws {
+    @Test(.hangGuard) func aLoneBulkJobOverHTTPWritesEveryRowAtTheEnd() throws {
         let pages = try generatePeople(persons: 1200, pageSize: 100)
         let server = try FixtureServer(people: pages)
         let config = try PipelineConfig.parse(
@@ -193,7 +193,7 @@ struct JoinedPagesTests {
     /// A job whose request the server answers 429 with `Retry-After` asks every job of the run to
     /// wait (the run keeps the pause), and the run still ends in the single run's tables. The
     /// third request is a job's: the fetcher asks only the first page.
-    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aRetryAfterMetByOneJobIsKeptForAll(backend: JoinBackend) throws {
         let pages = try generatePeople(persons: 600, pageSize: 100)
         let server = try FixtureServer(people: pages, faults: "429:3")
@@ -215,7 +215,7 @@ struct JoinedPagesTests {
 
     /// The fetcher's own request answered 429 with `Retry-After` (here the first page, the one
     /// that says the total) pauses the jobs as a job's does.
-    @Test(.timeLimit(.minutes(2))) func aRetryAfterMetByTheFetcherIsKeptForAll() throws {
+    @Test(.hangGuard) func aRetryAfterMetByTheFetcherIsKeptForAll() throws {
         let pages = try generatePeople(persons: 300, pageSize: 100)
         let server = try FixtureServer(people: pages, faults: "429:1")
         let config = try PipelineConfig.parse(
@@ -232,7 +232,7 @@ struct JoinedPagesTests {
 
     /// A job that finds the run's requests paused starts none until the pause ends (here an
     /// hour: the job is stopped while it waits, having asked the server nothing).
-    @Test(.timeLimit(.minutes(1))) func aJobWaitsOutThePauseBeforeItsRequests() throws {
+    @Test(.hangGuard) func aJobWaitsOutThePauseBeforeItsRequests() throws {
         let pages = try generatePeople(persons: 200, pageSize: 100)
         let server = try FixtureServer(people: pages)
         let config = try PipelineConfig.parse(

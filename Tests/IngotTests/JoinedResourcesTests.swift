@@ -9,12 +9,12 @@ import Testing
 /// "What a unit carries"): each unit keeps its page's resource and the values its records take
 /// from a parent, so whichever job decodes it maps it as the single run did; the run's
 /// incremental cursor moves once, when the run finishes.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct JoinedResourcesTests {
     /// pipelines/swapi.yml's six resources and its parent entity, each relationship read from one
     /// side (so that its units are committed in any order), run by three jobs over the fixture
     /// server: a single run's tables, with its counts.
-    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func sixResourcesRunJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
@@ -36,7 +36,7 @@ struct JoinedResourcesTests {
     /// Two resources read from directories, run by two jobs: each file is a unit naming it, read
     /// by the job that claims it (docs/scale-out.md, "Pages any job reads"), and the tables end
     /// as a single run's — later pages winning over earlier ones within each resource.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func resourcesOfFilesAreReadByTheJobsThatClaimThem(backend: JoinBackend) throws {
         let root = temporaryDirectory().path
         for (resource, key) in [("items", "name"), ("tags", "label")] {
@@ -92,7 +92,7 @@ struct JoinedResourcesTests {
     /// The cookbook's GitHub pipeline — issues, then each issue's comments (`for_each` … `with:
     /// {issue_number: number}`) — run by two jobs: every comment carries its issue's number, as
     /// in a single run, and no request is made twice.
-    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func forEachRunsJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let environment = ["GITHUB_TOKEN": "t0ken"]
@@ -126,7 +126,7 @@ struct JoinedResourcesTests {
     /// (and each move's owned details) — run by three jobs ends in a single run's tables. The
     /// detail requests (one page each) are made by the jobs that claim them, three at once, and
     /// none twice.
-    @Test(.timeLimit(.minutes(2)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func ownedChildrenOfDetailPagesRunJoinedAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base, concurrency: 3), path: "pokeapi.yml")
@@ -148,7 +148,7 @@ struct JoinedResourcesTests {
     /// the job that claims it: here the fetcher is a bare member of the run that enqueues the
     /// request unfetched and never fetches anything, and the job that claims it asks the server,
     /// keeps the answer in the unit, and stores the record.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func theJobThatClaimsARequestMakesIt(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
@@ -165,7 +165,7 @@ struct JoinedResourcesTests {
     /// A request unit is input like any other: one whose URL leaves the pipeline's origin (a row
     /// of the work queue someone wrote) is a rejected page, and no job sends the resource's
     /// credentials there.
-    @Test(.timeLimit(.minutes(1))) func aRequestUnitLeavingTheOriginIsRefused() throws {
+    @Test(.hangGuard) func aRequestUnitLeavingTheOriginIsRefused() throws {
         let server = try FixtureServer()
         let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
         let database = try JoinDatabase(.memory, model: config.model)
@@ -217,7 +217,7 @@ struct JoinedResourcesTests {
     /// The fetcher of a shared run reads the GitHub pipeline's repository and issues and leaves
     /// every comments request — paginated by `Link` headers — unfetched, a unit naming its URL
     /// and its issue's number, for the job that claims it to make.
-    @Test(.timeLimit(.minutes(1))) func theFetcherLeavesPaginatedRequestsToTheJobs() throws {
+    @Test(.hangGuard) func theFetcherLeavesPaginatedRequestsToTheJobs() throws {
         let server = try FixtureServer()
         let (config, environment) = try github(server)
         let fetcher = ResourcesPageSource(
@@ -237,7 +237,7 @@ struct JoinedResourcesTests {
     /// unit over decodes what was kept, in order, and asks the server nothing. Here the unit is
     /// enqueued kept already — two pages of comments of the fixture's fifth issue — and the job's
     /// tables hold all three comments, the later page's value winning where both pages give one.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aRequestsKeptPagesAreDecodedInOrderByTheJobThatTakesItOver(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let (config, environment) = try github(server)
@@ -266,7 +266,7 @@ struct JoinedResourcesTests {
 
     /// A unit's kept pages are input: a list of pages that does not add up to the payload (a row
     /// someone wrote) is one rejected page naming the unit, and the run finishes.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func keptPagesThatDoNotAddUpAreARejectedPage(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let (config, environment) = try github(server)
@@ -297,7 +297,7 @@ struct JoinedResourcesTests {
 
     /// A detail request the job makes answered 404 (the record was deleted after the list was
     /// read) is a rejected page naming it, as in a single run: the run finishes, counted.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func aRequestAnswered404IsARejectedPageAsAlone(backend: JoinBackend) throws {
         let server = try FixtureServer()
         _ = try HTTPClient().get(server.base + "/control/pokeapi-gone?n=5", headers: [], timeout: 5)
@@ -315,7 +315,7 @@ struct JoinedResourcesTests {
 
     /// A joined job stopped while a request it claimed hangs on the server (for an hour) stops
     /// at once: it does not wait for the answer.
-    @Test(.timeLimit(.minutes(1))) func aJobStoppedDuringAHangingRequestStopsPromptly() throws {
+    @Test(.hangGuard) func aJobStoppedDuringAHangingRequestStopsPromptly() throws {
         // The list's three pages, then the first detail request (the job's) hangs.
         let server = try FixtureServer(faults: "slow:4", slow: 3600)
         let config = try PipelineConfig.parse(text: RealAPITests.pokeapi(server.base), path: "pokeapi.yml")
@@ -340,7 +340,7 @@ struct JoinedResourcesTests {
     /// holds (the eighth to the API: no timing involved) is killed with `kill -9` and a job
     /// started in its place. Another job takes the unit over once its lease runs out, makes the
     /// request again with its pages, and the run ends exactly as a single run.
-    @Test(.timeLimit(.minutes(2))) func aForEachJobKilledDuringItsRequestIsReplacedExact() throws {
+    @Test(.hangGuard) func aForEachJobKilledDuringItsRequestIsReplacedExact() throws {
         let server = try FixtureServer(faults: "slow:8", slow: 20)
         let environment = ["GITHUB_TOKEN": "t0ken"]
         let text = try RealAPITests.github(server.base)
@@ -360,7 +360,7 @@ struct JoinedResourcesTests {
     /// unit leave it where it was (a later run fetches from there again, and loses nothing),
     /// though they committed units past it; joined again and finished, it moves to the greatest
     /// value any unit gave.
-    @Test(.timeLimit(.minutes(1))) func anIncrementalCursorMovesWhenTheRunFinishes() throws {
+    @Test(.hangGuard) func anIncrementalCursorMovesWhenTheRunFinishes() throws {
         let yaml = itemPipeline(
             "cursor", "records: results", "incremental: {cursor_path: updated, param: since}",
             "source: {files: {dir: /nonexistent, glob: \"*.json\"}}"
@@ -391,7 +391,7 @@ struct JoinedResourcesTests {
     /// three jobs: its units are committed in the run's order (docs/scale-out.md, "Units committed
     /// in order"), and the tables end as a single run's. PostgreSQL only: the memory store keeps
     /// each side's links apart and has no join table two relationships share.
-    @Test(.timeLimit(.minutes(2)), arguments: [JoinBackend.postgresql])
+    @Test(.hangGuard, arguments: [JoinBackend.postgresql])
     func inversePairsRunJoinedInOrder(backend: JoinBackend) throws {
         let server = try FixtureServer()
         let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
@@ -403,7 +403,7 @@ struct JoinedResourcesTests {
     /// run by three `ingot` processes: the fetcher is killed with `kill -9` while the server
     /// holds the sixth request (no timing involved), a fourth job is started in its place, and
     /// the run ends exactly as a single run, every detail page stored once.
-    @Test(.timeLimit(.minutes(2))) func detailRequestsJobKilledAndReplacedEndsExact() throws {
+    @Test(.hangGuard) func detailRequestsJobKilledAndReplacedEndsExact() throws {
         let server = try FixtureServer(faults: "slow:6", slow: 5)
         try killTheFetcherAndReplaceIt(
             RealAPITests.pokeapi(server.base, concurrency: 2), name: "poke", jobs: 3, extra: ["--lease", "2"], environment: [:],
@@ -413,7 +413,7 @@ struct JoinedResourcesTests {
     /// The same with `kill -9`: the job holding the unit in progress is killed while the server
     /// holds that unit's request (the fifth to the API: no timing involved), a job is started in
     /// its place, and the run ends exactly as a single run.
-    @Test(.timeLimit(.minutes(2))) func inversePairsJobKilledAndReplacedEndsExact() throws {
+    @Test(.hangGuard) func inversePairsJobKilledAndReplacedEndsExact() throws {
         let server = try FixtureServer(slow: 5, apiSlow: 5)
         let environment = ["SWAPI_API": server.base]
         let text = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
@@ -426,7 +426,7 @@ struct JoinedResourcesTests {
     /// at the run's end each replaced root loses the rows no unit touched — an owner that only
     /// an item names (a stub of an existing row) was touched, as in a single run — and the tables
     /// end as the same two runs alone leave them.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func replaceOverSeveralResourcesRunsJoinedAsAlone(backend: JoinBackend) throws {
         func pipeline(owners: [String], items: [String]) throws -> PipelineConfig {
             var dirs: [String] = []

@@ -431,7 +431,7 @@ private final class ProgressGatedSource: PageSource, @unchecked Sendable {  // u
 }
 
 struct ProgressTests {
-    @Test(.timeLimit(.minutes(1))) func longRunsLogProgressAtAnInterval() throws {
+    @Test(.hangGuard) func longRunsLogProgressAtAnInterval() throws {
         let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("p.db").path
@@ -499,7 +499,7 @@ struct TransactionTests {
         #expect(try rows(db, "SELECT pages, records, inserted, status FROM _ingot_runs") == [["10", "500", "500", "finished"]])
     }
 
-    @Test(.timeLimit(.minutes(1))) func anOpenTransactionIsCommittedAfterTheIntervalWhenTheSourceWaits() throws {
+    @Test(.hangGuard) func anOpenTransactionIsCommittedAfterTheIntervalWhenTheSourceWaits() throws {
         let config = try PipelineConfig.parse(text: peopleYAML, path: "p.yml")
         var options = RunOptions()
         options.databasePath = temporaryDirectory().appendingPathComponent("t.db").path

@@ -7,7 +7,7 @@ import Testing
 /// Owned children: PokeAPI's type slots and moves, objects with fields and a
 /// reference but no identity of their own, kept per owner and position, replaced as a set,
 /// with owned children of their own (a move's version group details).
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct OwnedTests {
     static let yaml = """
         version: 1
@@ -205,7 +205,7 @@ struct OwnedTests {
     /// first page's long sets are written *after* the second page's short ones (a job holds unit 1
     /// until the other job has committed unit 2, then lets it go), and the rows past the short
     /// sets' ends — moves, types, a move's details — still go.
-    @Test(.timeLimit(.minutes(1)), arguments: JoinBackend.allCases)
+    @Test(.hangGuard, arguments: JoinBackend.allCases)
     func ownedSetsEndAsAloneWhateverOrderUnitsCommit(backend: JoinBackend) throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "o.yml")
         let database = try JoinDatabase(backend, model: config.model)

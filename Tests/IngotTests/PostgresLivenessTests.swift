@@ -4,7 +4,7 @@ import Testing
 @testable import Ingot
 
 /// PostgreSQL liveness, exit codes and writers sharing tables.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct PostgresLivenessTests {
     /// A server that accepts connections and never answers: the connection gives up
     /// (`connect_timeout`, 10 s by default, 1 here through the URL) and the run exits 75.
@@ -24,7 +24,7 @@ struct PostgresLivenessTests {
         return (listener, Int(UInt16(bigEndian: address.sin_port)))
     }
 
-    @Test(.timeLimit(.minutes(1))) func aServerThatNeverAnswersIsTemporaryNotAHang() throws {
+    @Test(.hangGuard) func aServerThatNeverAnswersIsTemporaryNotAHang() throws {
         let (listener, port) = Self.silentServer()
         defer { close(listener) }
         let result = try runIngot([
@@ -36,7 +36,7 @@ struct PostgresLivenessTests {
     /// SIGTERM while connecting to a server that never answers ends the run with 143 at once,
     /// not after `connect_timeout` (600 s here: the test's time limit would end it first). The
     /// signal is sent once the connection waits in the listener's queue.
-    @Test(.timeLimit(.minutes(1))) func sigtermWhileConnectingToASilentServerStopsAtOnce() throws {
+    @Test(.hangGuard) func sigtermWhileConnectingToASilentServerStopsAtOnce() throws {
         let (listener, port) = Self.silentServer()
         defer { close(listener) }
         let process = Process()
@@ -70,7 +70,7 @@ struct PostgresLivenessTests {
 
     /// A statement that never ends (another session holds the table locked): SIGTERM ends the run
     /// within two seconds with 143, and `--resume` then finishes it exactly.
-    @Test(.timeLimit(.minutes(2))) func sigtermCancelsAStatementThatNeverEnds() throws {
+    @Test(.hangGuard) func sigtermCancelsAStatementThatNeverEnds() throws {
         let url = try PostgresServer.freshDatabase()
         let dir = temporaryDirectory()
         #expect(try runIngot(["run", "pipelines/people.yml", "--db", url, "--no-archive", "--pages", dir.path]).status == 0)

@@ -7,7 +7,7 @@ import Testing
 /// The PostgreSQL backend against a throwaway server (``PostgresServer``): the same pages end in
 /// the same state as in SQLite — values compared by meaning (a double, an instant, a JSON value),
 /// since each database prints its types its own way.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct PostgresTests {
     /// Every table of `model` in the PostgreSQL database at `url`, as canonical text, sorted.
     static func postgresDump(_ url: String, _ model: EntityModel) throws -> [String: [[String]]] {
@@ -253,7 +253,7 @@ struct PostgresTests {
     /// `kill -9` in the middle of a run into PostgreSQL, then `--resume`: the final state is the
     /// one a single uninterrupted run gives (SQLite's), with no page applied twice. The kill lands
     /// while the server holds request 9, after pages were committed (no timing involved).
-    @Test(.timeLimit(.minutes(2))) func killedAndResumedIsExact() throws {
+    @Test(.hangGuard) func killedAndResumedIsExact() throws {
         let pages = try generatePeople(persons: 1500, pageSize: 100)
         let server = try FixtureServer(people: pages, faults: "slow:9", slow: 3600)
         let url = try PostgresServer.freshDatabase()

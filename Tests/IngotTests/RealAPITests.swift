@@ -7,7 +7,7 @@ import Testing
 /// Real APIs as they are served, each against the fixture server shaped after its
 /// public documentation: the pipeline a user would write, loaded exactly, and a rerun that
 /// inserts nothing.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct RealAPITests {
     /// Runs `yaml` (its `source:` as written) into `db`.
     private func run(_ yaml: String, db: String, logs: LogCapture = LogCapture()) throws -> RunSummary {
@@ -854,7 +854,7 @@ struct RealAPITests {
     /// 11 pages committed before the kill, 24 details after. By position, the resume went on at
     /// the 9th entry of the shorter list — pokemon 10 — and pokemon 9 was never requested,
     /// while the run said `finished`.
-    @Test(.timeLimit(.minutes(3))) func aForEachWhoseListChangedResumesByIdentity() throws {
+    @Test(.hangGuard) func aForEachWhoseListChangedResumesByIdentity() throws {
         let server = try FixtureServer(faults: "slow:12", slow: 60)
         try killAndResume(
             Self.pokeapi(server.base), server: server, holdAt: 12, pages: 11 + 24,
@@ -870,7 +870,7 @@ struct RealAPITests {
     /// are committed within about two commit intervals (the batch closes on time, then the
     /// writer commits), so the kill -9 while the request hangs costs nothing. Before, nothing
     /// was committed until 5,000 records had come (the wait below ran into its time limit).
-    @Test(.timeLimit(.minutes(2))) func aSlowSourceCommitsOnTimeAndAKillCostsOnlyThat() throws {
+    @Test(.hangGuard) func aSlowSourceCommitsOnTimeAndAKillCostsOnlyThat() throws {
         let pages = try generatePeople(persons: 1200, pageSize: 100)
         let count = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
         let server = try FixtureServer(people: pages, faults: "slow:6", slow: 60)
@@ -883,7 +883,7 @@ struct RealAPITests {
     /// kill -9 and --resume on each API's shape: a for_each (PokeAPI, its parent read again),
     /// Stripe's last-record cursor, Twitter's cursor, Reddit's listing of kinds, GitHub's issues
     /// and comments.
-    @Test(.timeLimit(.minutes(3))) func everyAPIShapeResumesExactlyAfterKill9() throws {
+    @Test(.hangGuard) func everyAPIShapeResumesExactlyAfterKill9() throws {
         do {
             let server = try FixtureServer(faults: "slow:12", slow: 60)
             try killAndResume(Self.pokeapi(server.base), server: server, holdAt: 12, pages: 28) { db throws in

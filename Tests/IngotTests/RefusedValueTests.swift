@@ -7,7 +7,7 @@ import Testing
 /// The safety net for what no check foresaw: when the database refuses a value, the records it
 /// refuses are found and rejected with its message, and the rest of the batch — and the batches
 /// before it in the same transaction — are saved.
-@Suite(.tags(.postgres), .beyondUnit, .serialized(.jobsUnderATimeLimit))
+@Suite(.tags(.postgres), .beyondUnit)
 struct RefusedValueTests {
     static let yaml = itemPipeline("refused")
 
@@ -154,7 +154,7 @@ struct RefusedValueTests {
     /// batch with positions, in a page saved in parts (batches of two records, one transaction
     /// per page), the part before it is redone and the unit done. `a`, given by units 1 and 2,
     /// holds unit 2's value.
-    @Test(.timeLimit(.minutes(1)), arguments: [Loading.automatic(), .batchByBatch])
+    @Test(.hangGuard, arguments: [Loading.automatic(), .batchByBatch])
     func aJoinedRunRejectsTheRecordAndFinishes(loading: Loading) throws {
         func key(_ name: String, _ n: Int) -> String { "{\"name\":\"\(name)\",\"n\":\(n)}" }
         let pages = [

@@ -218,10 +218,10 @@ struct RejectBoundsTests {
     /// of its stderr.
     private func peakRSS(_ command: [String]) throws -> (exit: Int?, peakKB: Int, text: String) {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.executableURL = python3
         process.arguments =
             [
-                "python3", "-c",
+                "-c",
                 """
                 import resource, subprocess, sys
                 p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -42,7 +42,7 @@ import Testing
     /// (`--gate 3`: a source making fewer shows it in the peak), and the run reads the same pages,
     /// with the same resume states, in the same order as one request at a time — and resumes
     /// from any of them, mid-request too, to the same rest.
-    @Test(.timeLimit(.minutes(1))) func requestsPaginatedByAnswerAreMadeConcurrencyAtOnceInOrder() throws {
+    @Test(.hangGuard) func requestsPaginatedByAnswerAreMadeConcurrencyAtOnceInOrder() throws {
         let pages = try generatePeople(persons: 30, pageSize: 10)
         let server = try FixtureServer(people: pages, gate: 3)
         let chained = try self.pages(of: try pipeline(pages, server.base, concurrency: 3))
@@ -63,7 +63,7 @@ import Testing
 
     /// The tables of a run making three requests at once are those of one at a time: each
     /// person's note is the one of its request's last page.
-    @Test(.timeLimit(.minutes(1))) func aRunMakingSeveralRequestsAtOnceEndsAsOneAtATime() throws {
+    @Test(.hangGuard) func aRunMakingSeveralRequestsAtOnceEndsAsOneAtATime() throws {
         let pages = try generatePeople(persons: 30, pageSize: 10)
         let server = try FixtureServer(people: pages)
         var dumps: [[String: [[String]]]] = []
@@ -91,7 +91,7 @@ import Testing
     /// The requests after the one being read stop fetching while the pages they hold pass the
     /// byte bound: with none allowed, no request is asked for before the one before it is read
     /// to its end — the server sees the requests one after the other, each with all its pages.
-    @Test(.timeLimit(.minutes(1))) func requestsAheadWaitWhileTheirPagesPassTheByteBound() throws {
+    @Test(.hangGuard) func requestsAheadWaitWhileTheirPagesPassTheByteBound() throws {
         let pages = try generatePeople(persons: 30, pageSize: 10)
         let server = try FixtureServer(people: pages)
         let config = try pipeline(pages, server.base, concurrency: 3)

@@ -50,7 +50,7 @@ struct RunnerLifecycleTests {
     /// A run started while another runs on the same runner is refused at once, and the first
     /// one is not disturbed. No timing: the first run's source holds its second page until the
     /// test lets it go.
-    @Test(.timeLimit(.minutes(1))) func aRunWhileAnotherRunsIsRefused() throws {
+    @Test(.hangGuard) func aRunWhileAnotherRunsIsRefused() throws {
         let db = temporaryDirectory().appendingPathComponent("l.db").path
         let runner = try runner(db)
         let source = HeldSource(["[{\"id\":1}]", "[{\"id\":2}]"])

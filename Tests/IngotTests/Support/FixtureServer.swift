@@ -2,6 +2,17 @@ import Foundation
 
 @testable import Ingot
 
+/// The Python the fixtures run on (they use its standard library only): Debian's, run directly,
+/// else the first `python3` on PATH. Not through `env python3` where a version manager's shim
+/// (pyenv) comes first on PATH: that started a few shells and a `readlink` per process, about
+/// half as much CPU over the whole suite as Python itself (a profile of `make test`).
+let python3 = URL(
+    fileURLWithPath: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+        ? "/usr/bin/python3"
+        : (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { $0 + "/python3" }.first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        } ?? "/usr/bin/python3")
+
 /// Tests/Fixtures/server.py on 127.0.0.1 and a free port, for as long as the value lives.
 final class FixtureServer {
     let process = Process()
@@ -20,9 +31,9 @@ final class FixtureServer {
         people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
         tls: (cert: String, key: String)? = nil, validators: String? = nil, apiSlow: Int = 0, apiFail: Int = 0
     ) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.executableURL = python3
         var arguments = [
-            "python3", packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
+            packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
             "--faults", faults, "--slow", "\(slow)",
         ]
         if let people { arguments += ["--people", people] }
@@ -72,10 +83,10 @@ final class FixtureServer {
 func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws -> String {
     let dir = temporaryDirectory().appendingPathComponent("pages").path
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.executableURL = python3
     process.arguments =
         [
-            "python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", dir,
+            packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", dir,
             "--persons", "\(persons)", "--page-size", "\(pageSize)",
         ] + (faults ? ["--faults"] : [])
     process.standardOutput = Pipe()
@@ -87,9 +98,9 @@ func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws ->
 /// Benchmarks/people.py --check: the JSON it prints.
 func checkPeople(_ db: String, _ pages: String) throws -> String {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.executableURL = python3
     process.arguments = [
-        "python3", packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--check", db,
+        packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--check", db,
         "--expected", pages + "/expected.json",
     ]
     let out = Pipe()

@@ -34,7 +34,8 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
     static func freshDatabase(_ options: String = "") throws -> String {
         let server = try shared.get()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        try server.psql("CREATE DATABASE \(name) \(options)")
+        // Through libpq, not psql: Debian's psql is a Perl wrapper, a process start per database.
+        try PGConnection(url: "postgresql://postgres@127.0.0.1:\(server.port)/postgres").execute("CREATE DATABASE \(name) \(options)")
         return "postgresql://postgres@127.0.0.1:\(server.port)/\(name)"
     }
 
@@ -70,14 +71,6 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
             let text = (try? String(contentsOf: directory.appendingPathComponent("log"), encoding: .utf8)) ?? ""
             throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "PostgreSQL did not start: \(text)"])
         }
-    }
-
-    /// Runs `sql` with psql as the superuser; returns its unaligned output.
-    @discardableResult
-    func psql(_ sql: String, database: String = "postgres") throws -> String {
-        try run(
-            "/usr/bin/psql",
-            ["-h", "127.0.0.1", "-p", "\(port)", "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql])
     }
 
     @discardableResult

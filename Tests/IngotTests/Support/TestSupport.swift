@@ -124,7 +124,7 @@ struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// Waits until `condition` holds, checking every 10 ms. No deadline of its own: the calling
-/// test's `.timeLimit` ends a wait that never comes, so no test passes or fails on a timer.
+/// test's `.hangGuard` ends a wait that never comes, so no test passes or fails on a timer.
 func waitUntil(
     _ condition: () throws -> Bool, sourceLocation: SourceLocation = #_sourceLocation
 ) rethrows {
@@ -367,15 +367,11 @@ extension LoadPlan {
 }
 
 /// Why a suite runs its tests one at a time (`.serialized(…)`; a bare `.serialized` is refused by
-/// `ArchitectureTests.everySerializedSuiteSaysWhy`). Suites run side by side whatever their
-/// traits, and tests that share nothing need no reason: each makes its own database, files and
-/// servers.
-enum SerialReason {
-    /// Each test runs several jobs, processes or servers at once — jobs killed with `kill -9`,
-    /// leases taken over, fixture servers held — under a time limit set for a machine whose two
-    /// cores it does not also share with the suite's other tests of that kind.
-    case jobsUnderATimeLimit
-}
+/// `ArchitectureTests.everySerializedSuiteSaysWhy`). None does today: suites and their tests run
+/// side by side, each test with its own database, files and servers, and a test that waits on
+/// jobs or processes is bounded by `.hangGuard`, not by a limit that the suite's other tests
+/// could make it miss. A suite that must share something adds a case here saying what.
+enum SerialReason {}
 
 extension Trait where Self == ParallelizationTrait {
     /// `.serialized`, saying why.
@@ -397,6 +393,15 @@ extension Tag {
 enum TestLevel {
     /// Whether only the unit level was asked.
     static let unitOnly = ProcessInfo.processInfo.environment["INGOT_TEST_LEVEL"] == "unit"
+}
+
+extension Trait where Self == TimeLimitTrait {
+    /// A guard against a hang, never a speed target: a test that waits on processes, servers or
+    /// other jobs fails after five minutes instead of holding the suite. It is set far above what
+    /// any such test takes alone (seconds), since under the whole suite a test's processes share
+    /// two cores with every other test's: a one-minute limit failed a test that ran two small
+    /// `ingot run`s once in a loaded stretch.
+    static var hangGuard: Self { .timeLimit(.minutes(5)) }
 }
 
 extension Trait where Self == ConditionTrait {
