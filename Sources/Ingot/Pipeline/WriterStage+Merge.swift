@@ -10,7 +10,7 @@ extension WriterStage {
         let clock = ContinuousClock()
         let started = clock.now
         // The merge sorts and writes the whole load: progress lines stop meanwhile, so say it.
-        logger.info("bulk.merging", metadata: [LogKey.records: .int(saved.records)])
+        logger.info("bulk.merging", metadata: [LogKey.records: .int(tally.saved.records)])
         defer { publishLoad() }
         do {
             var merged = Array(repeating: EntityCounts(), count: model.entities.count)
@@ -20,7 +20,7 @@ extension WriterStage {
                 fills: resolver.fills,
                 stored: { entity, identity, changed in
                     if changed { rows += 1 }
-                    if merged.indices.contains(entity) { ledger.countStored(entity, identity, changed: changed, into: &merged[entity]) }
+                    if merged.indices.contains(entity) { tally.countStored(entity, identity, changed: changed, into: &merged[entity]) }
                 },
                 refused: { entity, identity, reason, record in
                     refusals.append(mergeRefusal(entity, identity, reason, record))
@@ -38,11 +38,11 @@ extension WriterStage {
             if result.retries > 0 {
                 logger.warning("batch.retried", metadata: [LogKey.reason: "deadlock", "attempts": .int(result.retries + 1)])
             }
-            rows += countMerged(result.counts ?? [], stored: merged)
+            rows += tally.addMerged(result.counts ?? [], stored: merged)
             if unitTransactions {
                 // A joined job's counters.
                 try store.recordProgress(
-                    RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: [], kept: []))
+                    RunProgress(runID: runID, counters: tally.saved, lastSeq: nil, resumeState: nil, rejections: [], kept: []))
             }
             let elapsed = clock.now - started
             loaded.merged(rows: rows)
@@ -57,7 +57,7 @@ extension WriterStage {
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
             try? store.rollback()
-            saved = counters
+            tally.rollBack()
             fail(error)
         }
     }
@@ -81,39 +81,15 @@ extension WriterStage {
         return rejection
     }
 
-    /// Adds what the merge wrote (`written`, per entity, as the database counted it) and what the
-    /// merge's callbacks counted of stored rows (`stored`) to the saved counters; returns the
-    /// rows inserted.
-    private func countMerged(_ counts: [EntityCounts], stored merged: [EntityCounts]) -> Int {
-        var inserted = 0
-        for (entity, var written) in counts.enumerated() where model.entities.indices.contains(entity) {
-            written.stubs += merged[entity].stubs
-            written.updated += merged[entity].updated
-            written.unchanged = merged[entity].unchanged
-            let name = model.entities[entity].name
-            saved.entities[name, default: EntityCounts()].inserted += written.inserted
-            saved.entities[name, default: EntityCounts()].stubs += written.stubs
-            saved.entities[name, default: EntityCounts()].updated += written.updated
-            saved.entities[name, default: EntityCounts()].unchanged += written.unchanged
-            saved.inserted += written.inserted
-            saved.updated += written.updated
-            saved.unchanged += written.unchanged
-            inserted += written.inserted
-        }
-        return inserted
-    }
-
     /// Counts, stores and logs rows a staged merge refused, as rejected records (the records
     /// that made a row are not known any more: they were folded into it), in the merge's
     /// transaction.
     func recordMergeRefusals(_ refusals: [RecordRejection]) throws {
         prints.drop("the staged merge refused rows after their pages' prints were kept")
-        for r in refusals { saved.entities[r.entity, default: EntityCounts()].rejected += 1 }
-        saved.rejectedRecords += refusals.count
-        saved.rejectsByReason[RejectReason.unstorable.rawValue, default: 0] += refusals.count
+        tally.addRefused(refusals)
         let stored = rejections.storable(refusals)
         rejections.stored(refusals.count)
-        try store.recordProgress(RunProgress(runID: runID, counters: saved, lastSeq: nil, resumeState: nil, rejections: stored))
+        try store.recordProgress(RunProgress(runID: runID, counters: tally.saved, lastSeq: nil, resumeState: nil, rejections: stored))
         rejections.log(refusals)
     }
 }

@@ -65,18 +65,3 @@ struct PrintRecorder {
         off.value.withLock { $0 = true }
     }
 }
-
-extension WriterStage {
-    /// Counts the rows a refresh left as stored (a page left out, or the clean rows of a page it
-    /// applied in part): each row a record mentions is unchanged (unless this run changes it
-    /// later: the ledger then counts it updated).
-    func countLeftOut(_ footprint: PageFootprint, into counters: inout RunCounters) {
-        for (entity, rows) in footprint.entities where model.entities.indices.contains(entity) {
-            var counts = EntityCounts()
-            for identity in rows.mentioned { ledger.countStored(entity, identity, changed: false, into: &counts) }
-            guard counts != EntityCounts() else { continue }
-            counters.entities[model.entities[entity].name, default: EntityCounts()].unchanged += counts.unchanged
-            counters.unchanged += counts.unchanged
-        }
-    }
-}

@@ -75,7 +75,7 @@ extension WriterStage {
                 let resolved = try resolver.resolve(sub, store: store, staging: resolvesForStage)
                 do {
                     var written = resolved.outcome
-                    try store.writeIsolated(resolved) { result in count(resolved, result, into: &written) }
+                    try store.writeIsolated(resolved) { result in tally.count(resolved, result, into: &written) }
                     outcome.add(written)
                     remember(sub, nil)
                     return nil

@@ -12,8 +12,8 @@ extension WriterStage {
         dispatchPrecondition(condition: .onQueue(queue))
         let pages = batch.pages
         guard case .writing = phase, !pages.isEmpty else { return }
-        var (next, rejections) = tally(pages)
-        let (newMax, state) = keptValues(after: pages)
+        var (next, rejections) = tally.reading(pages)
+        let (newMax, state) = tally.keptValues(after: pages)
         let seen = replace.scopeValues(of: batch)
         // Only a whole page moves the resume point: a crash after part of a page was committed
         // redoes the whole page (re-applying its first parts is harmless).
@@ -29,15 +29,13 @@ extension WriterStage {
             return made
         }
         do {
-            try stageFromFirstBatchIfDue(batch, records: next.records - saved.records)
+            try stageFromFirstBatchIfDue(batch, records: next.records - tally.saved.records)
             let (resolved, outcome) = try write(batch, progress: progress)
-            incrementalMax = newMax
             replace.note(resolved, scopeValues: seen)
             next.add(outcome, model: model)
             rejections += outcome.rejections
             prints.keep(pages, refused: !outcome.rejections.isEmpty)
-            saved = next
-            lastSaved = batch.number
+            tally.saved(next, batch: batch.number, incrementalMax: newMax)
             if load == .staging {
                 for page in pages where page.part == 0 { stagedPages[page.seq] = (page.source, page.archive) }
             }
@@ -52,51 +50,6 @@ extension WriterStage {
         if pages.contains(where: { !$0.deletions.isEmpty }) { commit() } else { commitIfDue(pages) }
     }
 
-    /// The run's counters with `pages` read, before their rows are written, and the pages'
-    /// rejections.
-    private func tally(_ pages: [DecodedPage]) -> (RunCounters, [RecordRejection]) {
-        var next = saved
-        var rejections: [RecordRejection] = []
-        for page in pages {
-            // A page in parts counts once, when its last part is saved.
-            if page.isLastPart { next.pages += 1 }
-            next.records += page.recordCount
-            next.skippedRecords += page.skipped
-            for (attribute, n) in page.invalidValues { next.invalidValues[attribute, default: 0] += n }
-            if let names = resourceNames, names.indices.contains(page.resource) {
-                if page.isLastPart { next.resourcePages[names[page.resource], default: 0] += 1 }
-                next.resourceRecords[names[page.resource], default: 0] += page.recordCount
-            }
-            next.bytes += page.pageBytes
-            if page.pageRejected { next.rejectedPages += 1 } else { next.rejectedRecords += page.rejections.count }
-            for r in page.rejections {
-                if r.recordIndex != nil { next.entities[r.entity, default: EntityCounts()].rejected += 1 }
-                next.rejectsByReason[r.code.rawValue, default: 0] += 1
-            }
-            rejections += page.rejections
-            if page.leftOut {
-                next.unchangedPages += 1
-                if let encoded = page.encodedFootprint, let rows = try? PageFootprint(decoding: encoded) {
-                    countLeftOut(rows, into: &next)
-                }
-            }
-            if let rows = page.unchangedRows { countLeftOut(rows, into: &next) }
-        }
-        return (next, rejections)
-    }
-
-    /// The incremental cursor after `pages`, and the kept values to record with them.
-    private func keptValues(after pages: [DecodedPage]) -> (String?, [(pipeline: String, key: String, value: String)]) {
-        var newMax = incrementalMax
-        for page in pages {
-            if let value = page.incrementalMax, newMax.map({ $0.utf8.lexicographicallyPrecedes(value.utf8) }) ?? true { newMax = value }
-        }
-        var state: [(pipeline: String, key: String, value: String)] = []
-        if let key = incrementalKey, let value = newMax, value != incrementalMax { state.append((pipeline, key, value)) }
-        if let sync = pages.last(where: { $0.syncState != nil })?.syncState { state.append((pipeline, PipelineConfig.syncKey, sync)) }
-        return (newMax, state)
-    }
-
     /// A first batch the writer offers (``LoadPlan/stagesFirstBatch(records:inIdentityOrder:)``: a
     /// full one whose records came in no identity order): the store stages the load from it when it may, into
     /// empty tables (``IngestStore/turnStaged(at:)``, ``StagingMoment/firstBatch``).
@@ -107,7 +60,7 @@ extension WriterStage {
         switch try store.turnStaged(at: .firstBatch) {
         case .staging:
             publishLoad()
-            if load == .staging { logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)]) }
+            if load == .staging { logger.info("bulk.started", metadata: [LogKey.records: .int(tally.saved.records)]) }
         case .declined(let reason) where before != .declined(reason):
             // A store that could not stage says why (a staging file it could not make).
             logger.notice("bulk.declined", metadata: [LogKey.reason: "\(reason)"])
@@ -134,7 +87,7 @@ extension WriterStage {
         var retries = 0
         do {
             try store.write(resolved) { result in
-                count(resolved, result, into: &outcome)
+                tally.count(resolved, result, into: &outcome)
                 retries = result.retries
                 let made = progress(outcome)
                 try store.recordProgress(made)
@@ -178,7 +131,7 @@ extension WriterStage {
     private func saveFailed(_ batch: PreparedBatch, _ error: any Error) {
         redo.dropWrites()
         commits.releaseRetained()
-        saved = counters
+        tally.rollBack()
         if let lost = error as? StoreError, lost.kind == .claimLost {
             // This job stalled past a lease and another job took a unit over, or a deadlock with
             // another job aborted the transaction: it was rolled back and its other units handed
@@ -208,7 +161,7 @@ extension WriterStage {
             if pages.last?.endsUnit == true { commit() }
             return
         }
-        switch commits.saved(records: saved.records - counters.records, now: timers.now()) {
+        switch commits.saved(records: tally.uncommittedRecords, now: timers.now()) {
         case .commit: commit()
         case .wait(let timer?):
             // The transaction's first batch: committed after the interval even if no batch follows.
@@ -219,16 +172,6 @@ extension WriterStage {
                 if !hasEnded && commits.isOpen(timer) { commit() }
             }
         case .wait(nil): break
-        }
-    }
-
-    /// Counts what a write did, inside its `then`: the store's own counts in a run shared by
-    /// several jobs, else the run's ledger (each row once per run).
-    func count(_ resolved: ResolvedBatch, _ result: WriteResult, into outcome: inout BatchOutcome) {
-        if let counts = result.counts {
-            outcome.recount(counts)
-        } else {
-            ledger.count(resolved, unchanged: result.unchanged, into: &outcome)
         }
     }
 }

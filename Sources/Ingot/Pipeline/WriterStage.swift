@@ -23,8 +23,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let resolver: BatchResolver
     /// What `write: replace` needs of the rows written, and does at the run's end.
     var replace: ReplaceTracker
-    /// The rows this run counted, so each counts once (inserted, updated or unchanged).
-    var ledger: RunLedger
     /// The pipeline's model: entity names for the per-entity counts.
     let model: EntityModel
     let runID: String
@@ -55,11 +53,10 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         case failed(any Error)
     }
 
+    /// The run's counts, committed and saved: the save and the merge count into it.
+    var tally: RunTally
     /// The run's committed counters (read by the runner after `finished` fired).
-    private(set) var counters: RunCounters
-    /// The counters including the batches saved since the last commit (the writer queue's, as
-    /// everything here; WriterStage+Merge.swift counts a staged merge into them).
-    var saved: RunCounters
+    var counters: RunCounters { tally.committed }
 
     /// A joined run: each batch that ends on a whole page is committed with the units it holds
     /// (a page in parts is never committed half).
@@ -71,8 +68,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// When the open transaction commits.
     var commits: CommitPolicy
     let timers: any RunTimers
-    /// The number of the last batch saved.
-    var lastSaved = 0
     /// The pages of the batches staged since the last merge, by seq: where a record a staged
     /// load's merge refuses came from (its source and archive entry).
     var stagedPages: [Int: (source: String, archive: ArchiveLocation?)] = [:]
@@ -82,12 +77,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     var committedBatch: Int { committed.load(ordering: .acquiring) }
     /// How many rejections are stored and logged, and the lines that say so.
     var rejections: RunRejections
-    let pipeline: String
     /// Commit latency goes here, if the run has metrics.
     private let metrics: RunMetrics?
-    /// `incremental.param` and the highest cursor value committed so far.
-    let incrementalKey: String?
-    var incrementalMax: String?
     /// Why saving failed, if it did (read by the runner after `finished` fired).
     var failure: (any Error)? {
         switch phase {
@@ -118,8 +109,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let printsOff: StopFlag
     /// Where the records are in a page, for the coding path of a record the database refuses.
     let recordsPath: String
-    /// A pipeline with several resources: their names, by index (counts per resource).
-    let resourceNames: [String]?
 
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
@@ -139,18 +128,13 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 alreadyStored: initialCounters.rejectedRecords + initialCounters.rejectedPages),
             archivePath: archivePath, logger: logger)
         self.recordsPath = config.recordsPath.joined(separator: ".")
-        self.resourceNames = config.hasSeveralResources ? config.resources.map(\.name) : nil
         self.metrics = metrics
         self.store = store
         self.model = config.model
         let layouts = EntityLayout.layouts(of: config.model)
         self.resolver = BatchResolver(model: config.model, layouts: layouts, rootRules: config.rootWriteRules)
-        self.ledger = RunLedger(layouts: layouts)
+        self.tally = RunTally(config: config, layouts: layouts, initial: initialCounters)
         self.runID = runID
-        self.pipeline = config.name
-        self.incrementalKey = config.incremental.map { "incremental:" + $0.param }
-        self.counters = initialCounters
-        self.saved = initialCounters
         self.commits = CommitPolicy(records: options.commitRecords, interval: options.commitInterval)
         self.timers = options.timers
         self.unitTransactions = options.join != nil
@@ -179,7 +163,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     func publishLoad() {
         let state = store.loadState
         staging.store(state == .staging, ordering: .releasing)
-        loaded.note(state, records: saved.records)
+        loaded.note(state, records: tally.saved.records)
     }
 
     /// Whether saving failed (the source stops reading). Safe from any queue.
@@ -223,7 +207,7 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             switch replace.atEnd {
             case .deleteUntouched where failure == nil:
                 do {
-                    saved.deleted += try replace.deleteUntouched(from: store, after: saved, logger: logger)
+                    try tally.deleted(replace.deleteUntouched(from: store, after: tally.saved, logger: logger))
                 } catch {
                     fail(error)
                 }
@@ -261,12 +245,12 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
                 logger.debug(
                     "batch.committed",
                     metadata: [
-                        LogKey.records: .int(saved.records - counters.records), LogKey.pages: .int(saved.pages - counters.pages),
+                        LogKey.records: .int(tally.uncommittedRecords), LogKey.pages: .int(tally.saved.pages - counters.pages),
                         "commit_ms": .seconds(ms),
                     ])
             }
-            counters = saved
-            committed.store(lastSaved, ordering: .releasing)
+            tally.commit()
+            committed.store(tally.lastSaved, ordering: .releasing)
             shared.value.withLock { $0 = counters }
         } catch {
             logger.error("commit.failed", metadata: [LogKey.error: "\(error)"])
@@ -275,18 +259,18 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             // are not durable: a staging file that failed its commit keeps its rows out, and the
             // database's progress must follow it.
             try? store.rollback()
-            saved = counters
+            tally.rollBack()
             fail(error)
             return
         }
         // Between transactions: a load whose database outgrew the page cache goes on staged.
         guard load != .staging, case .writing = phase else { return }
         do {
-            let records = saved.records - recordsAtLastTurnCheck
-            recordsAtLastTurnCheck = saved.records
+            let records = tally.saved.records - recordsAtLastTurnCheck
+            recordsAtLastTurnCheck = tally.saved.records
             if try store.turnStaged(at: .betweenTransactions(records: records)) == .staging {
                 publishLoad()
-                logger.info("bulk.started", metadata: [LogKey.records: .int(saved.records)])
+                logger.info("bulk.started", metadata: [LogKey.records: .int(tally.saved.records)])
             }
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])

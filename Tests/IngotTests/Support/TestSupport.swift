@@ -366,18 +366,6 @@ extension LoadPlan {
     static let joinedPositions = LoadPlan(mode: .joined(.positions), capabilities: PostgresBackend(url: "").loadCapabilities)
 }
 
-/// Why a suite runs its tests one at a time (`.serialized(…)`; a bare `.serialized` is refused by
-/// `ArchitectureTests.everySerializedSuiteSaysWhy`). None does today: suites and their tests run
-/// side by side, each test with its own database, files and servers, and a test that waits on
-/// jobs or processes is bounded by `.hangGuard`, not by a limit that the suite's other tests
-/// could make it miss. A suite that must share something adds a case here saying what.
-enum SerialReason {}
-
-extension Trait where Self == ParallelizationTrait {
-    /// `.serialized`, saying why.
-    static func serialized(_ reason: SerialReason) -> Self { .serialized }
-}
-
 extension Tag {
     /// Needs a PostgreSQL server (started by the tests themselves: Support/PostgresServer.swift).
     @Tag static var postgres: Self
