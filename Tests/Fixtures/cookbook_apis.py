@@ -45,6 +45,14 @@ def hn(path, host):
                "text": "The only problem is that it will be hard to explain" + (" (edited)" if EDITED["on"] else "")},
         9224: {"by": "BrandonM", "id": 9224, "kids": [], "parent": 8863, "time": 1175906570, "type": "comment",
                "text": "For a Linux user, you can already build such a system yourself"},
+        # A thread three replies deep; 9153 also lists 9224, which a story listed already (a
+        # fan-out across levels requests it once).
+        9153: {"by": "dhouston", "id": 9153, "kids": [9180, 9224], "parent": 8952, "time": 1175826820, "type": "comment",
+               "text": "Explaining it is the hard part"},
+        9180: {"by": "pg", "id": 9180, "kids": [9190], "parent": 9153, "time": 1175836820, "type": "comment",
+               "text": "Show, do not tell"},
+        9190: {"by": "nickb", "id": 9190, "kids": [], "parent": 9180, "time": 1175846820, "type": "comment",
+               "text": "Four levels down"},
     }
     if path == "/hn/v0/topstories.json":
         return 200, top, []

@@ -32,16 +32,17 @@ struct CookbookTests {
 
     static let recipes: [Recipe] = [
         Recipe(
-            name: "hacker-news", changes: ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"], pages: 6, rejectedPages: 1, holdAt: 5
+            name: "hacker-news", changes: ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"], pages: 8, rejectedPages: 1, holdAt: 8
         ) { db throws in
             #expect(
                 try rows(db, "SELECT id, type, by, title, score, parent_id FROM item WHERE type IS NOT NULL ORDER BY id") == [
                     ["8863", "story", "dhouston", "My YC app: Dropbox - Throw away your USB drive", "111", "NULL"],
                     ["8870", "story", "pg", "Ask HN: été", "12", "NULL"], ["8952", "comment", "nickb", "NULL", "NULL", "8863"],
+                    ["9153", "comment", "dhouston", "NULL", "NULL", "8952"], ["9180", "comment", "pg", "NULL", "NULL", "9153"],
                     ["9224", "comment", "BrandonM", "NULL", "NULL", "8863"],
                 ])
-            #expect(try rows(db, "SELECT id FROM item WHERE type IS NULL") == [["9153"]], "a comment's own kids are stubs")
-            #expect(try rows(db, "SELECT count(*) FROM item_kids") == [["3"]])
+            #expect(try rows(db, "SELECT id FROM item WHERE type IS NULL") == [["9190"]], "replies below depth 3 are stubs")
+            #expect(try rows(db, "SELECT count(*) FROM item_kids") == [["6"]])
             let rejected = try rows(db, "SELECT entity, coding_path, reason, source FROM _ingot_rejects")
             #expect(rejected.count == 1 && rejected.first?[2].contains("got null") == true, "\(rejected)")
             #expect(rejected.first?[3].hasSuffix("/hn/v0/item/8881.json") == true, "the page names its URL: \(rejected)")
@@ -213,14 +214,35 @@ struct CookbookTests {
         #expect(
             try hn.seen().map(\.path).sorted() == [
                 "/hn/v0/item/8863.json", "/hn/v0/item/8870.json", "/hn/v0/item/8881.json", "/hn/v0/item/8952.json",
-                "/hn/v0/item/9224.json", "/hn/v0/topstories.json",
-            ])
+                "/hn/v0/item/9153.json", "/hn/v0/item/9180.json", "/hn/v0/item/9224.json", "/hn/v0/topstories.json",
+            ], "each item once, 9224 though two items list it; 9190 below depth 3 not at all")
         // Jobs of a joined run would fetch the stories, which the fetcher then never reads for
         // their comments' requests: refused, saying so.
         var joined = RunOptions()
         joined.join = "hn"
         let config = try PipelineConfig.parse(text: stories, path: "hn.yml")
         #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true)?.contains("another for_each") == true)
+    }
+
+    /// `depth:` bounds a fan-out that reads its own records: 1 to 1,000 levels, refused otherwise
+    /// with its line; a joined run of one is refused (its jobs would fetch the pages whose records
+    /// make the next requests), as for a chain of for_each.
+    @Test func aRecursiveFanOutIsBoundedAndRunsAsOneJob() throws {
+        let yaml = try ExportRoundTripTests.cookbook("swapi-characters", "http://127.0.0.1:1", ["https://swapi.dev/api/": "/api/"])
+        let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
+        let number = try #require(lines.firstIndex { $0.contains("each: characters") })
+        let line = lines[number]
+        for depth in ["0", "1001", "two"] {
+            let bad = yaml.replacingOccurrences(of: line, with: line.dropLast() + ", depth: \(depth)}")
+            let problem = configProblems(bad) ?? ""
+            #expect(problem.contains("depth") && problem.contains("test.yml:\(number + 1):"), "\(problem)")
+        }
+        let recursive = yaml.replacingOccurrences(of: line, with: line.dropLast() + ", depth: 2}")
+        let config = try PipelineConfig.parse(text: recursive, path: "characters.yml")
+        #expect(config.resources.last?.forEach?.depth == 2)
+        var joined = RunOptions()
+        joined.join = "characters"
+        #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true)?.contains("reads its own records") == true)
     }
 
     /// A total read from a header (WordPress's `X-WP-TotalPages`) ends paging at it: no request

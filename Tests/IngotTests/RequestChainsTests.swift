@@ -97,11 +97,13 @@ import Testing
         let config = try pipeline(pages, server.base, concurrency: 3)
         let forEach = try #require(config.resources.last?.forEach)
         let ids = [3, 5, 1, 2, 4, 6]
-        let chains = RequestChains(count: ids.count, concurrency: 3, aheadBytes: 0) { k, _ in
+        let framing = try #require(config.resources.last?.framing)
+        let make: RequestChains.Make = { k, _ in
             var http = forEach.http
             http.url = server.base + "/people/notes/\(ids[k])"
-            return try HTTPPageSource(config: http, framing: try #require(config.resources.last?.framing), logger: Logger(label: "t"))
+            return try HTTPPageSource(config: http, framing: framing, logger: Logger(label: "t"))
         }
+        let chains = RequestChains(count: { ids.count }, concurrency: 3, aheadBytes: 0, make: make)
         var read: [String] = []
         for k in ids.indices {
             let source = try chains.source(for: k)

@@ -63,7 +63,7 @@ extension PipelineYAMLReader {
     private mutating func readForEach(
         _ node: Node, of name: String, source sourceNode: Node?, after earlier: [ResourceConfig], defaults: Node?
     ) throws(ConfigError) -> (ResourceConfig.ForEach, jsonLines: Bool) {
-        let f = try mapping(node, allowed: ["resource", "each", "path", "url", "with", "not_found"])
+        let f = try mapping(node, allowed: ["resource", "each", "path", "url", "with", "not_found", "depth"])
         var notFoundFails = false
         if let notFound = f["not_found"] {
             switch try string(notFound) {
@@ -106,9 +106,18 @@ extension PipelineYAMLReader {
         }
         let config = try readHTTP(httpNode)
         let jsonLines = try readSource(.mapping(Node.Mapping([(Node("http"), httpNode)]))).jsonLines
-        let forEach = ResourceConfig.ForEach(
+        var forEach = ResourceConfig.ForEach(
             resource: parent, each: each, template: template, isURL: f["url"] != nil, with: with, http: config,
             notFoundFails: notFoundFails)
+        if let depthNode = f["depth"] {
+            guard let depth = Int(try string(depthNode)), (1...ResourceConfig.ForEach.maxDepth).contains(depth) else {
+                throw error(
+                    depthNode,
+                    "depth is the levels of requests, 1 to \(ResourceConfig.ForEach.maxDepth): 1 reads the parent's records only, "
+                        + "more reads this resource's own records too, that many levels down")
+            }
+            forEach.depth = depth
+        }
         return (forEach, jsonLines)
     }
 

@@ -237,6 +237,18 @@ package struct ResourceConfig: Sendable, Equatable {
         /// `not_found: fail`: a request answered 404 or 410 fails the run. By default (`skip`) it
         /// is a rejected page — the record was deleted after the list was read — and the run goes on.
         package var notFoundFails = false
+        /// `depth: N`: the levels of requests. 1 (the default): requests from the parent's records
+        /// only. More: the resource also reads its own records the same way (`each:`, the
+        /// template) — a comment's `kids` fetched as comments, and theirs, N levels down from the
+        /// parent's — each request made once across every level.
+        package var depth = 1
+
+        /// The deepest ``depth`` a pipeline may ask: a bound on a fan-out that could otherwise follow
+        /// a cycle of ids, or a thread of replies, as far as the API goes.
+        package static let maxDepth = 1000
+
+        /// Whether it reads its own records too (``depth`` above 1).
+        package var recurses: Bool { depth > 1 }
     }
 
     /// `with: {NEW_KEY: key.path}`.
@@ -550,34 +562,6 @@ package struct RootWriteRule: Sendable, Equatable {
     package var mode: WriteMode
     /// `update_only`: reject a record of an unknown identity instead of skipping it.
     package var rejectsUnknown = false
-}
-
-/// A pipeline file that cannot run, pointing at the line and column that is wrong.
-public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The pipeline file.
-    public var file: String
-    /// The line of the problem (1-based).
-    public var line: Int
-    /// The column of the problem (1-based).
-    public var column: Int
-    /// What is wrong, and what is expected.
-    public var message: String
-    /// The other problems found in the same file, in file order (`ingot validate` reports all).
-    public var others: [ConfigError] = []
-
-    /// A problem at `file:line:column`, and the others found with it.
-    public init(file: String, line: Int, column: Int, message: String, others: [ConfigError] = []) {
-        self.file = file
-        self.line = line
-        self.column = column
-        self.message = message
-        self.others = others
-    }
-
-    /// `file:line:column: message`, the form editors and compilers use; one line per problem.
-    public var description: String {
-        ([self] + others).map { "\($0.file):\($0.line):\($0.column): \($0.message)" }.joined(separator: "\n")
-    }
 }
 
 extension HTTPSourceConfig {

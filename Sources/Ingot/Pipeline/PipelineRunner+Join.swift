@@ -67,6 +67,10 @@ extension PipelineRunner {
             return
                 "a for_each over another for_each's records takes its requests from pages the jobs fetch, which the fetcher does not read: run it as one job"
         }
+        if let recursive = config.resources.first(where: { $0.forEach?.recurses == true }) {
+            return
+                "for_each '\(recursive.name)' reads its own records (depth:), whose pages the jobs fetch and the fetcher does not read for the next requests: run it as one job"
+        }
         if config.resources.contains(where: { $0.deleteWhen != nil }) {
             return
                 "delete_when deletes rows where its tombstones stand in the run's order, which jobs writing side by side do not keep: run it as one job"

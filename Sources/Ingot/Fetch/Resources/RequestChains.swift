@@ -27,16 +27,18 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
     static let aheadBytes = 32 << 20
 
     private let make: Make
-    private let count: Int
+    /// How many requests there are now (a for_each that reads its own records adds to them as
+    /// its pages are read).
+    private let count: () -> Int
     private let window: Int
     /// Transfers the requests may make at once (`concurrency`).
     private let slots: Slots
     /// The requests started and not yet read, in order, from the one read next.
     private let started = Mutex<[(item: Int, chain: Chain)]>([])
 
-    /// The requests `0..<count`, `concurrency` transfers at once, each request made by `make`;
+    /// The requests `0..<count()`, `concurrency` transfers at once, each request made by `make`;
     /// the requests after the one being read hold `aheadBytes` of pages at most before they wait.
-    init(count: Int, concurrency: Int, aheadBytes: Int = RequestChains.aheadBytes, make: @escaping Make) {
+    init(count: @escaping () -> Int, concurrency: Int, aheadBytes: Int = RequestChains.aheadBytes, make: @escaping Make) {
         self.count = count
         self.window = max(1, concurrency) * RequestChains.lookahead
         self.slots = Slots(max(1, concurrency), aheadBytes: aheadBytes)
@@ -55,7 +57,7 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
             chains = [(item, Chain(try make(item, resume), slots: slots))]
         }
         var next = (chains.last?.item ?? item) + 1
-        while chains.count < window, next < count {
+        while chains.count < window, next < count() {
             chains.append((next, Chain(try make(next, ""), slots: slots)))
             next += 1
         }
@@ -227,5 +229,17 @@ final class RequestChains: @unchecked Sendable {  // `source(for:)` on the sourc
 
         /// Gives a slot back.
         func give() { free.signal() }
+    }
+}
+
+extension ResourcesPageSource {
+    /// Whether each page of a request is named by the page before (a next URL, a `Link` header,
+    /// a cursor): its pages come one after the other, so its for_each's `concurrency` is of
+    /// requests (``RequestChains``).
+    static func pagesByAnswer(_ paginate: HTTPSourceConfig.Pagination) -> Bool {
+        switch paginate {
+        case .nextURL, .linkHeader, .cursor: true
+        case .none, .page, .offset: false
+        }
     }
 }

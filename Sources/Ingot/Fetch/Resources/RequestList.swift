@@ -30,6 +30,7 @@ final class RequestList: @unchecked Sendable {  // confined to the source queue
             pending += bytes
         }
         put(item.url)
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: item.depth).littleEndian) { pending += $0 }
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: item.injected.count).littleEndian) { pending += $0 }
         for value in item.injected {
             put(value.key)
@@ -67,12 +68,13 @@ final class RequestList: @unchecked Sendable {  // confined to the source queue
             return String(decoding: bytes[at..<(at + n)], as: UTF8.self)
         }
         let url = text()
+        let depth = integer()
         var injected: [InjectedValue] = []
         for _ in 0..<integer() {
             let key = text()
             injected.append(InjectedValue(key: key, json: text()))
         }
-        return ResourcesPageSource.Item(url: url, injected: injected)
+        return ResourcesPageSource.Item(url: url, injected: injected, depth: depth)
     }
 
     /// The URLs from request `start` on, for a list source (read one at a time).

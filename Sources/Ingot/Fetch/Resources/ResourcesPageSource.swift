@@ -28,6 +28,9 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     struct Item {
         var url: String
         var injected: [InjectedValue]
+        /// Its level: 1 from the parent's records, one more from each request of a for_each that
+        /// reads its own records (``ResourceConfig/ForEach/depth``).
+        var depth = 1
     }
 
     private let config: PipelineConfig
@@ -145,7 +148,9 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
                     page.resumeState = "done"
                 }
                 if resource.forEach != nil, items.indices.contains(item) { page.injected = items[item].injected }
-                if isRead(by: resource) { collect(from: &page, of: resource) }
+                if isRead(by: resource) || resource.forEach?.recurses == true {
+                    collect(from: &page, of: resource, depth: items.indices.contains(item) ? items[item].depth : 0)
+                }
                 page.resumeState = state(after: page.resumeState)
                 return page
             }
@@ -153,6 +158,11 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             current = nil
             if listStart != nil {
                 listStart = nil
+                // A for_each that reads its own records made requests after the list's end.
+                if resources[index].forEach?.recurses == true && listEnd < items.count {
+                    item = listEnd
+                    continue
+                }
                 finishResource()
                 continue
             }
@@ -239,6 +249,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         if forEach.http.paginate == .none && forEach.http.concurrency > 1 {
             // One page a request: `concurrency` of them in flight, pages in the list's order.
             listStart = item
+            listEnd = items.count
             let source = try HTTPPageSource(
                 config: forEach.http, framing: resource.framing, urls: items.urls(from: item), environment: environment,
                 maxPageBytes: maxPageBytes, logger: logger)
@@ -251,7 +262,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             let items = items
             let made = chains.withLock { chains in
                 if chains == nil {
-                    chains = RequestChains(count: items.count, concurrency: forEach.http.concurrency) { [unowned self] k, resume in
+                    chains = RequestChains(count: { items.count }, concurrency: forEach.http.concurrency) { [unowned self] k, resume in
                         try requestSource(items[k].url, forEach, resource, resume: resume)
                     }
                 }
@@ -285,16 +296,6 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         return source
     }
 
-    /// Whether each page of a request is named by the page before (a next URL, a `Link` header,
-    /// a cursor): its pages come one after the other, so its for_each's `concurrency` is of
-    /// requests (``RequestChains``).
-    static func pagesByAnswer(_ paginate: HTTPSourceConfig.Pagination) -> Bool {
-        switch paginate {
-        case .nextURL, .linkHeader, .cursor: true
-        case .none, .page, .offset: false
-        }
-    }
-
     /// A for_each's requests in flight, when they paginate by answer (``pagesByAnswer(_:)``):
     /// stopped from another queue by ``cancel()``.
     private let chains = Mutex<RequestChains?>(nil)
@@ -309,6 +310,9 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
 
     /// List mode: the item the list source started at (its pages say `item:K`, counted from there).
     private var listStart: Int?
+    /// List mode: the end of the requests the list source was given (a for_each that reads its
+    /// own records may have made more since).
+    private var listEnd = 0
     /// List mode: the list source delivered a page (``item`` is then its item).
     private var listDelivered = false
 
@@ -366,9 +370,16 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         resources.contains { $0.forEach?.resource == resource.name }
     }
 
-    /// Adds the requests `page`'s records make for the for_each resources that read them.
-    private func collect(from page: inout Page, of resource: ResourceConfig) {
+    /// Adds the requests `page`'s records make for the for_each resources that read them: a later
+    /// resource (into the list named for `resource`), and `resource` itself when it reads its own
+    /// records and the request that brought `page` (at level `depth`) is above its lowest level
+    /// (into its own list, named for its parent). A fan-out (`each:`, or one that reads its own
+    /// records) makes each request once per list, where it first appears.
+    private func collect(from page: inout Page, of resource: ResourceConfig, depth: Int = 0) {
         guard page.oversized == nil, page.unreadable == nil else { return }
+        var readers = resources.filter { $0.forEach?.resource == resource.name }.map { (child: $0, list: resource.name, depth: 1) }
+        if let own = resource.forEach, own.recurses, depth < own.depth { readers.append((resource, own.resource, depth + 1)) }
+        guard !readers.isEmpty else { return }
         let document: JSONDocument
         if let parsed = page.parsed {
             document = parsed
@@ -378,8 +389,8 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             page.parsed = parsed
         }
         guard case .success(let records) = resource.framing.records(in: document) else { return }
-        for child in resources {
-            guard let forEach = child.forEach, forEach.resource == resource.name else { continue }
+        for (child, list, level) in readers {
+            guard let forEach = child.forEach else { continue }
             var node = records.first
             for _ in 0..<records.count {
                 let record = JSONValue(document: document, index: node)
@@ -387,13 +398,17 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
                 // `each:`: a request per element of the record's array (none when it has none).
                 let values = forEach.each.map { path in path.resolve(in: record).map { Array($0.elements) } ?? [] } ?? [record]
                 for value in values {
-                    guard let request = request(for: value, of: record, forEach, child) else { continue }
-                    if forEach.each != nil {
-                        let key = ([request.url] + request.injected.flatMap { [$0.key, $0.json] }).joined(separator: "\u{0}")
-                        guard fannedOut[resource.name, default: []].insert(key).inserted else { continue }
+                    guard var request = request(for: value, of: record, forEach, child) else { continue }
+                    request.depth = level
+                    if forEach.each != nil || forEach.recurses {
+                        // Across levels, a request is its URL (the item it names), whichever record listed it first.
+                        let key =
+                            forEach.recurses
+                            ? request.url : ([request.url] + request.injected.flatMap { [$0.key, $0.json] }).joined(separator: "\u{0}")
+                        guard fannedOut[list, default: []].insert(key).inserted else { continue }
                     }
-                    if collected[resource.name] == nil { collected[resource.name] = RequestList() }
-                    collected[resource.name]?.append(request)
+                    if collected[list] == nil { collected[list] = RequestList() }
+                    collected[list]?.append(request)
                 }
             }
         }
@@ -452,43 +467,59 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             guard let position = itemField.first.flatMap({ Int($0) }), position >= 0 else {
                 throw SourceError(source: config.path, message: "cannot resume from state '\(state)'")
             }
-            try recollect(forEach.resource)
-            items = collected[forEach.resource] ?? RequestList()
-            prefix = ResumeDigest()
-            item = position
-            // The requests up to where the run stopped: the same in the list read again, or it
-            // starts over (the type's doc). A state without a digest resumes by position.
-            let covered = position + (inner.isEmpty ? 0 : 1)
-            if itemField.count == 2,
-                covered > items.count || prefix.advance(over: items, through: covered) != String(itemField[1])
-            {
-                logger.warning(
-                    "for_each.restarted",
-                    metadata: [
-                        "resource": "\(resources[index].name)", "requests": .int(items.count),
-                        LogKey.reason:
-                            "the list of \(forEach.resource) read again differs before request \(covered) from the one the run stopped in: every request is made again, so that none is skipped",
-                    ])
-                item = 0
-                inner = ""
-                prefix = ResumeDigest()
-            }
-            if isRead(by: resources[index]) {
-                // Its requests before the one it stopped in made requests of the for_each that
-                // reads it: made again; the one it stopped in starts over (its pages applied
-                // again, in order: the tables end the same), its pages collected as they come.
-                try collectRequests(of: resources[index], forEach, through: item)
-                inner = ""
-            }
-            guard items.indices.contains(item) else {
+            let resumed = try resumeRequests(forEach, at: position, digest: itemField.count == 2 ? String(itemField[1]) : nil, inner: inner)
+            guard let resumed else {
                 finishResource()
                 return
             }
+            inner = resumed
         } else {
             inner = try resumeListing(inner: inner)
         }
         dropChains()
         try open(resuming: inner)
+    }
+
+    /// Resuming in the current for_each resource at request `position`, after its page that said
+    /// `inner`: its list made again (its parent's pages read again; its own requests before
+    /// `position` made again when it reads its own records), checked against the run's by
+    /// `digest`. Returns where the request's source continues, or `nil` when no request is left.
+    private func resumeRequests(_ forEach: ResourceConfig.ForEach, at position: Int, digest: String?, inner: String) throws -> String? {
+        var inner = inner
+        try recollect(forEach.resource)
+        items = collected[forEach.resource] ?? RequestList()
+        prefix = ResumeDigest()
+        item = position
+        if forEach.recurses {
+            // Its requests before the one it stopped in made requests of its own, after them in
+            // its list: made again (the list then reads as the run's did, which the digest below
+            // checks); the one it stopped in starts over, its pages collected as they come.
+            try collectRequests(of: resources[index], forEach, through: position)
+            inner = ""
+        }
+        // The requests up to where the run stopped: the same in the list read again, or it
+        // starts over (the type's doc). A state without a digest resumes by position.
+        let covered = position + (inner.isEmpty ? 0 : 1)
+        if let digest, covered > items.count || prefix.advance(over: items, through: covered) != digest {
+            logger.warning(
+                "for_each.restarted",
+                metadata: [
+                    "resource": "\(resources[index].name)", "requests": .int(items.count),
+                    LogKey.reason:
+                        "the list of \(forEach.resource) read again differs before request \(covered) from the one the run stopped in: every request is made again, so that none is skipped",
+                ])
+            item = 0
+            inner = ""
+            prefix = ResumeDigest()
+        }
+        if isRead(by: resources[index]) && !forEach.recurses {
+            // Its requests before the one it stopped in made requests of the for_each that
+            // reads it: made again; the one it stopped in starts over (its pages applied
+            // again, in order: the tables end the same), its pages collected as they come.
+            try collectRequests(of: resources[index], forEach, through: item)
+            inner = ""
+        }
+        return items.indices.contains(item) ? inner : nil
     }
 
     /// Resuming in the current resource, not a for_each, after its page that said `inner`: the
@@ -519,7 +550,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         if let forEach = resource.forEach {
             // A for_each read by another: its own requests made again, from its parent's list.
             try recollect(forEach.resource)
-            try collectRequests(of: resource, forEach, through: (collected[forEach.resource] ?? RequestList()).count)
+            try collectRequests(of: resource, forEach, through: nil)
             return true
         }
         let source = try makeSource(resource)
@@ -536,19 +567,25 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         return true
     }
 
-    /// Makes requests `0..<end` of the for_each `resource` again (a request answered 404 or 410
-    /// skipped, as the run skipped it), only to collect the requests their records make.
-    private func collectRequests(of resource: ResourceConfig, _ forEach: ResourceConfig.ForEach, through end: Int) throws {
+    /// Makes requests `0..<end` of the for_each `resource` again (`nil`: every one, those it makes
+    /// of its own included; a request answered 404 or 410 skipped, as the run skipped it), only to
+    /// collect the requests their records make: for the for_each resources that read it, and,
+    /// when it reads its own records, its own later requests, appended to its list as the run
+    /// appended them.
+    private func collectRequests(of resource: ResourceConfig, _ forEach: ResourceConfig.ForEach, through end: Int?) throws {
         let list = collected[forEach.resource] ?? RequestList()
-        collected[resource.name] = RequestList()
-        fannedOut[resource.name] = nil
-        for k in 0..<min(end, list.count) {
+        if isRead(by: resource) {
+            collected[resource.name] = RequestList()
+            fannedOut[resource.name] = nil
+        }
+        var k = 0
+        // The list grows as the pages of a resource that reads its own records are collected.
+        while k < min(end ?? .max, list.count) {
             let source = try requestSource(list[k].url, forEach, resource, resume: "")
             do {
-                while var page = try source.next() { collect(from: &page, of: resource) }
-            } catch let error as FetchError where error.meansNotFound {
-                continue
-            }
+                while var page = try source.next() { collect(from: &page, of: resource, depth: list[k].depth) }
+            } catch let error as FetchError where error.meansNotFound {}
+            k += 1
         }
     }
 
@@ -556,34 +593,5 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     private func recollect(_ name: String) throws {
         guard collected[name] == nil, let resource = resources.first(where: { $0.name == name }) else { return }
         try recollect(resource)
-    }
-}
-
-/// A digest chained over the identities of a for_each's requests, in order (SHA-256 of the
-/// previous digest and the request's URL and injected values), advanced as the requests are
-/// made: what a resume state says of the requests before it (ResourcesPageSource).
-struct ResumeDigest {
-    /// The requests it covers: `items[0..<count]`.
-    private(set) var count = 0
-    private var digest = [UInt8](repeating: 0, count: 32)
-
-    /// The digest over `items[0..<n]` (hex, 24 digits), advancing from where it stands (or from
-    /// the start, for a shorter prefix).
-    mutating func advance(over items: RequestList, through n: Int) -> String {
-        let n = min(n, items.count)
-        if n < count { self = ResumeDigest() }
-        while count < n {
-            var bytes = digest
-            bytes += items[count].url.utf8
-            for value in items[count].injected {
-                bytes.append(0)
-                bytes += value.key.utf8
-                bytes.append(0)
-                bytes += value.json.utf8
-            }
-            digest = SHA256.digest(bytes)
-            count += 1
-        }
-        return SHA256.hex(digest.prefix(12))
     }
 }
