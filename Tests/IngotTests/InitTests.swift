@@ -116,6 +116,24 @@ struct InitTests {
         #expect(printed.status == 0 && printed.stdout == text)
     }
 
+    /// `ingot init --swift` compiles as is: Tests/ReadmeExamples/DraftedOrders.swift is what it
+    /// prints for Tests/Fixtures/draft/shopify-orders, byte for byte — the build compiles it, it
+    /// passes the strict lint, and `ReadmeExamplesTests.theDraftedTypesIngestThePagesTheyWereDraftedFrom`
+    /// loads those pages with it. After a change to the drafter, make the file again with the
+    /// command below.
+    @Test func theSwiftDraftCompilesAndIsTheFileTheExamplesBuild() throws {
+        let command = [
+            "init", "--pages", "Tests/Fixtures/draft/shopify-orders", "--swift", "--dry-run", "--name", "shopify-orders",
+        ]
+        let drafted = try runIngot(command)
+        #expect(drafted.status == 0, "\(drafted.stderr)")
+        let file = try String(contentsOf: packageRoot.appendingPathComponent("Tests/ReadmeExamples/DraftedOrders.swift"), encoding: .utf8)
+        #expect(
+            drafted.stdout == file,
+            "Tests/ReadmeExamples/DraftedOrders.swift is not what the drafter prints: ingot \(command.joined(separator: " ")) > Tests/ReadmeExamples/DraftedOrders.swift"
+        )
+    }
+
     /// `--swift`: the same draft as `IngotEntity` structs — coding keys the records' keys, the
     /// identity non-optional, value rules where the pipeline file has them, relationships as the
     /// target's type, JSON of unknown shape left out saying so.

@@ -82,6 +82,28 @@ struct ReadmeExamplesTests {
         #expect(members.first?.attributes == [MemberAttribute(id: 1, name: "funny")])
     }
 
+    /// DraftedOrders.swift is `ingot init --swift` of Tests/Fixtures/draft/shopify-orders as it
+    /// prints it (InitTests holds the two equal): it compiles as is, in this target, and ingests
+    /// the pages it was drafted from — orders, their customers and line items, dates with their
+    /// offsets, prices as exact decimals.
+    @Test func theDraftedTypesIngestThePagesTheyWereDraftedFrom() async throws {
+        let dir = Self.root.appendingPathComponent("Tests/Fixtures/draft/shopify-orders")
+        let pages = try ["page-1.json", "page-2.json"].map { try [UInt8](Data(contentsOf: dir.appendingPathComponent($0))) }
+        let db = try IngotDatabase.sqlite(Self.temporaryPath("orders.db"), entities: [Order.self, Customer.self, LineItem.self])
+        let report = try await db.ingest(
+            [Order].self,
+            pages: AsyncStream {
+                for page in pages { $0.yield(page) }; $0.finish()
+            }, at: "orders")
+        #expect(report.entities["order"]?.inserted == 3 && report.entities["line_item"]?.inserted == 4, "\(report)")
+        let orders = try await db.fetch(Order.self, sortBy: [SortDescriptor(\.id)])
+        #expect(orders.map(\.name) == ["#1001", "#1002", "#1003"])
+        #expect(orders.first?.totalPrice == Decimal(string: "598.94"))
+        #expect(orders.first?.createdAt == Date(timeIntervalSince1970: 1_199_980_800), "2008-01-10T11:00:00-05:00")
+        let customers = try await db.fetch(Customer.self, sortBy: [SortDescriptor(\.id)])
+        #expect(customers.map(\.firstName) == ["Bob", "Jane"])
+    }
+
     @Test func theFilmsDecodeOnABackgroundQueueAndLoad() async throws {
         let films = try [UInt8](Data(contentsOf: Self.root.appendingPathComponent("Tests/Fixtures/swapi/films.json")))
         let (decoded, stored) = try await filmExample(path: Self.temporaryPath("films.db"), filmsJSON: films)
