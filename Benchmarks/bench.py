@@ -158,6 +158,40 @@ def report(label, results, records, mb, ok):
     return wall
 
 
+# The cookbook's APIs as the fixture server serves them (InitTests drafts the same ones).
+DRAFTED = ["/api/people/", "/stripe/v1/customers?limit=10", "/jira/rest/api/3/search?startAt=0&maxResults=3",
+           "/github/repos/octocat/hello-world/issues?per_page=3", "/shopify/admin/api/2024-01/products.json?limit=2",
+           "/notion/v1/users?page_size=3", "/reddit/r/swift/overview.json", "/pokeapi/api/v2/pokemon?offset=0&limit=10",
+           "/zendesk/api/v2/tickets.json?per_page=2", "/wp/wp-json/wp/v2/posts?per_page=2", "/npm/left-pad",
+           "/meteo/v1/forecast?latitude=52.52", "/twitter/1.1/followers/list.json",
+           "/contentful/spaces/cfexample/environments/master/sync?initial=true"]
+
+
+def draft(ingot, data, expected, db, runs):
+    """`ingot init URL --dry-run` against each cookbook API on the fixture server (127.0.0.1): the
+    whole command, from its start to the draft printed (at most 3 pages read, the next page's
+    request included). Goal: every draft under a second."""
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--exit-on-eof"],
+                              stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        import time
+        medians = {}
+        for path in DRAFTED:
+            walls = []
+            for _ in range(runs):
+                started = time.time()
+                subprocess.run([ingot, "init", "http://127.0.0.1:%d%s" % (port, path), "--dry-run"], capture_output=True, check=True)
+                walls.append(time.time() - started)
+            medians[path] = statistics.median(walls)
+        slowest = max(medians, key=medians.get)
+        print("ingot init, %d cookbook APIs: median of the drafts %.3f s, slowest %.3f s (%s); goal < 1 s each" % (
+            len(medians), statistics.median(medians.values()), medians[slowest], slowest.split("?")[0]))
+    finally:
+        server.stdin.close()
+        server.wait()
+
+
 def fetch(ingot, data, expected, db, runs):
     """Fetching people-200k from the fixture server on 127.0.0.1, page pagination, concurrency 1 vs 4."""
     server = subprocess.Popen([sys.executable, os.path.join(ROOT, "Tests/Fixtures/server.py"), "--people", data, "--exit-on-eof"],
@@ -924,7 +958,7 @@ def main():
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -945,7 +979,7 @@ def main():
 
     if args.only:
         only = {"latency": latency, "fetch": fetch, "postgres": postgres, "refresh": refresh, "joined": joined, "joined-http": joined_http, "partitioned": partitioned,
-                "fanout": fanout, "fanout-pages": fanout_pages, "numbered": numbered}.get(args.only)
+                "fanout": fanout, "fanout-pages": fanout_pages, "numbered": numbered, "draft": draft}.get(args.only)
         if args.only == "peers":
             all_peers()
         elif args.only == "joined":
@@ -985,6 +1019,7 @@ def main():
     fanout(ingot, data, expected, db, args.runs)
     fanout_pages(ingot, data, expected, db, args.runs)
     numbered(ingot, data, expected, db, args.runs)
+    draft(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
     shutil.rmtree(archives, ignore_errors=True)
 
