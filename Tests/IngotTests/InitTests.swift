@@ -34,6 +34,8 @@ struct InitTests {
         API(path: "/meteo/v1/forecast?latitude=52.52", identity: "time", paginator: nil),
         API(path: "/twitter/1.1/followers/list.json", identity: "id", paginator: "cursor"),
         API(path: "/contentful/spaces/cfexample/environments/master/sync?initial=true", identity: "sys_id", paginator: "next_url"),
+        // One Hacker News item: its `parent` and `kids` name items by bare id (stubs until loaded).
+        API(path: "/hn/v0/item/8952.json", identity: "id", paginator: nil),
     ]
 
     @Test(arguments: apis)
@@ -114,6 +116,31 @@ struct InitTests {
         #expect(again.status == 2 && again.stderr.contains("never overwritten"))
         let printed = try runIngot(["init", "--pages", dir, "--dry-run"])
         #expect(printed.status == 0 && printed.stdout == text)
+    }
+
+    /// Bare ids that name records become relationships when the key says which entity: the
+    /// record's own for `parent` and `kids`, another drafted entity for `owner_id`, `label_ids`
+    /// (integers for an integer identity, strings for a text one); a plain `owner` with one value,
+    /// or ids of another kind than the target's identity, stay attributes.
+    @Test func bareIdsNamedForAnEntityAreRelationships() throws {
+        let page = #"""
+            [{"id": 1, "parent": null, "kids": [2, 3], "owner_id": 7, "label_ids": [10], "tag_ids": ["a"], "owner": 7, "owners": [{"id": 7}]},
+             {"id": 2, "parent": 1, "kids": [], "owner_id": 8, "label_ids": [], "tag_ids": [], "owner": 8, "owners": [{"id": 8}],
+              "labels": [{"id": 10, "name": "bug"}]}]
+            """#
+        let draft = try PipelineDraft.infer(
+            name: "things", origin: .directory("."), samples: [PipelineDraft.Sample(document: try JSONDocument(bytes: Array(page.utf8)))])
+        let thing = try #require(draft.entities.first { $0.name == draft.root })
+        let relationships = Dictionary(uniqueKeysWithValues: thing.relationships.map { ($0.name, $0.yaml) })
+        #expect(relationships["parent"] == #"{to: thing, key: "parent"}"#, "\(draft.yaml)")
+        #expect(relationships["kids"] == #"{to: thing, many: true, key: "kids", ordered: true}"#)
+        #expect(relationships["owner_id"] == #"{to: owner, key: "owner_id"}"#)
+        #expect(relationships["label_ids"] == #"{to: label, many: true, key: "label_ids", ordered: true}"#)
+        #expect(relationships["tag_ids"] == nil && relationships["owner"] == nil, "no tag entity; a plain name is no reference")
+        #expect(thing.attributes.contains { $0.name == "owner" }, "\(draft.yaml)")
+        #expect(draft.swift.contains("var kids: [Ref<Thing>]?") && draft.swift.contains("var ownerId: Ref<Owner>?"), "\(draft.swift)")
+        let config = try PipelineConfig.parse(text: draft.yaml, path: "draft.yml")
+        #expect(config.model.entities.count == 3)
     }
 
     /// `ingot init --swift` compiles as is: Tests/ReadmeExamples/DraftedOrders.swift is what it

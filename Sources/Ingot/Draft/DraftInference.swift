@@ -30,6 +30,7 @@ extension PipelineDraft {
         let root = entityName(forRecordsAt: path, url: first.url, fallback: name)
         var builder = EntityBuilder()
         builder.add(root, objects)
+        builder.linkReferences()
         let paginate = origin.isURL ? Paginator.detect(samples, recordsPath: path) : nil
         var draft = PipelineDraft(
             name: name, origin: origin, recordsPath: path, recordsWhy: why, paginate: paginate, root: root, entities: builder.entities)
@@ -55,7 +56,8 @@ extension PipelineDraft {
         let labels: [String] = hostText.split(separator: ".").map { String($0) }
         let site: String = labels.count >= 2 ? labels[labels.count - 2] : (labels.first ?? "api")
         let segments: [String] = parts.path.split(separator: "/").map { String($0) }
-        let last: String = segments.last { Int($0) == nil } ?? ""
+        // Not an id (`8952`, `8952.json`): the resource's word before it (`item`).
+        let last: String = segments.last { Int($0.components(separatedBy: ".").first ?? $0) == nil } ?? ""
         let word = identifier(last.components(separatedBy: ".").first ?? "")
         // An address or a local name says nothing of the API: its path's word alone.
         let local = hostText == "localhost" || hostText.allSatisfy { $0.isNumber || $0 == "." || $0 == ":" || $0 == "[" || $0 == "]" }
@@ -128,7 +130,7 @@ extension PipelineDraft {
     static func entityName(forRecordsAt path: String, url: String?, fallback: String) -> String {
         let generic: Set<String> = ["results", "data", "items", "records", "entries", "values", "list", "nodes", "hits", "rows"]
         var candidate = path.components(separatedBy: ".").last ?? ""
-        if candidate == "." || generic.contains(candidate), let url {
+        if candidate == "." || candidate.isEmpty || generic.contains(candidate), let url {
             let segments: [String] = URLText.Parts(url[...]).path.split(separator: "/").map { String($0) }
             candidate = segments.last { Int($0) == nil && !$0.contains(".") } ?? candidate
         }

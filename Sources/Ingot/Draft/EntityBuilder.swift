@@ -5,6 +5,10 @@ import Foundation
 /// linked; anything else is kept as JSON.
 struct EntityBuilder {
     private(set) var entities: [DraftEntity] = []
+    /// Each drafted entity with an identity, and its kind (`integer` or `text`).
+    private(set) var identityKinds: [String: String] = [:]
+    /// The attributes whose values could name records (DraftReferences.swift).
+    private(set) var hints: [ReferenceHint] = []
 
     /// The keys an identity is looked for under, in order of preference.
     static let identityKeys = [
@@ -26,6 +30,10 @@ struct EntityBuilder {
         var entity = DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: [])
         let (identityKey, why) = Self.identity(of: objects)
         entity.identityWhy = why
+        if let identityKey {
+            let values = objects.compactMap { JSONKeyPath(keys: identityKey.components(separatedBy: ".")).resolve(in: $0) }
+            identityKinds[unique] = values.allSatisfy { $0.kind == .number } ? "integer" : "text"
+        }
         var used: Set<String> = []
         addMembers(of: objects, path: [], identityKey: identityKey, into: &entity, used: &used, depth: depth)
         entities[index] = entity
@@ -59,7 +67,7 @@ struct EntityBuilder {
                     let yaml = "{to: \(target.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written))}"
                     let why =
                         many ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one"
-                    entity.relationships.append((attribute, yaml, why))
+                    entity.relationships.append((attribute, yaml, why, false))
                     continue
                 }
                 entities.removeAll { $0.name == target.name }
@@ -71,8 +79,32 @@ struct EntityBuilder {
                     continue
                 }
                 let (type, why) = Self.type(of: values, named: key)
+                if written != identityKey, let hint = ReferenceHint.of(values, key: written, attribute: attribute, entity: entity.name) {
+                    hints.append(hint)
+                }
                 entity.attributes.append((attribute, keyPart.isEmpty && !Self.isMapping(type) ? type : Self.merge(type, keyPart), why))
             }
+        }
+    }
+
+    /// Turns the attributes that name other records (``ReferenceHint``) into relationships,
+    /// once every entity is drafted.
+    mutating func linkReferences() {
+        for hint in hints {
+            guard let target = hint.target(among: identityKinds),
+                let e = entities.firstIndex(where: { $0.name == hint.entity }),
+                entities[e].identity != hint.attribute,
+                let a = entities[e].attributes.firstIndex(where: { $0.name == hint.attribute })
+            else { continue }
+            entities[e].attributes.remove(at: a)
+            let yaml =
+                "{to: \(target)\(hint.many ? ", many: true" : ""), key: \(PipelineDraft.quoted(hint.key))\(hint.many ? ", ordered: true" : "")}"
+            let values = hint.kind == "integer" ? "integer ids" : "ids"
+            let why =
+                hint.many
+                ? "\(values) of \(target), by the key's name: an ordered to-many, stubs until they load"
+                : "\(values.dropLast()) of one \(target), by the key's name: a to-one, a stub until it loads"
+            entities[e].relationships.append((hint.attribute, yaml, why, true))
         }
     }
 

@@ -85,7 +85,9 @@ package struct DraftEntity: Sendable {
     package var identityWhy: String
     /// Attributes in first-seen order: name, the YAML of its declaration, and why.
     package var attributes: [(name: String, yaml: String, why: String?)]
-    package var relationships: [(name: String, yaml: String, why: String)]
+    /// Relationships: name, the YAML of its declaration, why, and whether its key holds bare
+    /// identities (``ReferenceHint``) rather than the target's records.
+    package var relationships: [(name: String, yaml: String, why: String, byReference: Bool)]
 
     var yaml: String {
         var out = "  \(name):\n"

@@ -46,7 +46,8 @@ extension PipelineDraft {
             let name = property(relationship.name)
             let type = typeName(target)
             let many = relationship.yaml.contains("many: true")
-            properties.append("    var \(name): \(many ? "[\(type)]" : type)?  // \(relationship.why)")
+            let element = relationship.byReference ? "Ref<\(type)>" : type
+            properties.append("    var \(name): \(many ? "[\(element)]" : element)?  // \(relationship.why)")
             keys.append(name == key ? name : "\(name) = \(PipelineDraft.quoted(key))")
         }
         var out = "struct \(typeName(entity.name)): IngotEntity, Codable {\n"

@@ -1,0 +1,61 @@
+/// References between drafted entities given as bare values: a key whose values are all
+/// integers or all strings (one a record, or an array of them), named for what it refers to —
+/// `parent`, `kids` (the record's own entity), `owner_id`, `label_ids`, `owners` (an entity
+/// drafted as `owner`) — whose kind is the target's identity's, is a relationship: a to-one for
+/// one value, an ordered to-many for an array, the rows it names stubs until their records load.
+struct ReferenceHint {
+    /// The entity that holds it, its attribute and the key it is read from.
+    var entity: String
+    var attribute: String
+    var key: String
+    /// Its values' kind: `integer` or `text`.
+    var kind: String
+    /// An array of values in each record.
+    var many: Bool
+
+    /// The names that refer to the record's own entity: a parent, and its children.
+    static let ownKind: Set<String> = ["parent", "parent_id", "parentid", "kids", "children", "child_ids", "replies", "subtasks"]
+
+    /// The hint for `values` held at `key` (attribute `attribute` of `entity`), if they can name
+    /// records: integers, or strings, alone or in arrays, one kind throughout.
+    static func of(_ values: [JSONValue], key: String, attribute: String, entity: String) -> ReferenceHint? {
+        let present = values.filter { !$0.isNull }
+        guard !present.isEmpty else { return nil }
+        let many = present.allSatisfy { $0.kind == .array }
+        let scalars = many ? present.flatMap { Array($0.elements) } : present
+        guard !scalars.isEmpty || many else { return nil }
+        let kind: String
+        if scalars.allSatisfy({ $0.kind == .number && $0.int64 != nil }) {
+            kind = "integer"
+        } else if scalars.allSatisfy({ $0.kind == .string }) {
+            kind = "text"
+        } else {
+            return nil
+        }
+        return ReferenceHint(entity: entity, attribute: attribute, key: key, kind: kind, many: many)
+    }
+
+    /// The entity it names, among `identities` (each entity with an identity, and its kind): its
+    /// own for ``ownKind`` names, else the one the name says (`owner_id`, `owners`, `label_ids`);
+    /// `nil` when none does or the kinds differ.
+    func target(among identities: [String: String]) -> String? {
+        let name = attribute.lowercased()
+        let entityNamed: String?
+        if Self.ownKind.contains(name) {
+            entityNamed = entity
+        } else {
+            var base = name
+            for suffix in ["_ids", "_id", "ids", "id"] where base.hasSuffix(suffix) && base.count > suffix.count {
+                base = String(base.dropLast(suffix.count))
+                break
+            }
+            base = base.hasSuffix("_") ? String(base.dropLast()) : base
+            let candidates = [base, PipelineDraft.singular(base)]
+            entityNamed = candidates.first { identities[$0] != nil && $0 != entity } ?? nil
+            // A plain name (`owner`) with one value is a reference only by its `_id`: `name` is not.
+            if entityNamed != nil, !many, base == name { return nil }
+        }
+        guard let target = entityNamed, let identityKind = identities[target], identityKind == kind else { return nil }
+        return target
+    }
+}
