@@ -47,6 +47,14 @@ struct ExchangeTable {
     }
 }
 
+extension ExchangeTable {
+    /// The blobs' zstd level. Level -3 (faster, less compact) against 1, people-200k, one and
+    /// four joined jobs at a quarter of a core, two pairs A B A B on the AMD EPYC: the same
+    /// within the noise (one joined / one single 1.17, 1.21 against 1.17, 1.26; the jobs' CPU
+    /// over a single job's +0.41, +0.44 s against +0.39, +0.47 s), so the smaller blobs stay.
+    static let level: Int32 = 1
+}
+
 /// A row the server refused when a part was written: its entity, identity, the server's
 /// message, and the record that gave it last (``RecordOrigin``), when known.
 typealias PartRefusal = (entity: Int, identity: IdentityKey, reason: String, record: (seq: Int, index: Int)?)
@@ -58,7 +66,7 @@ extension PGStore {
     func writeExchanged(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts] {
         let blobs = StagedExchange.split(try StageFile.feeds(of: batch, layouts), layouts)
         var data = PGBinaryCopy.header
-        let zstd = Zstd(level: 1)
+        let zstd = Zstd(level: ExchangeTable.level)
         var any = false
         for (part, blob) in blobs.enumerated() where !blob.isEmpty {
             var framed: [UInt8] = []
