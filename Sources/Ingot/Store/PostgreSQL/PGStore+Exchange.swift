@@ -258,19 +258,11 @@ extension PGStore {
     private func writeParts(_ parts: [Int], _ join: JoinContext) throws -> RunCounters {
         let table = ExchangeTable(ordinal: join.ordinal)
         let zstd = Zstd()
-        var blobs: [[UInt8]] = []
         let list = PGStore.arrayLiteral(parts.map { .integer(Int64($0)) })
-        for framed in try connection.binaryColumn("SELECT data FROM \(table.name) WHERE part = ANY($1::int[]) ORDER BY key", [list]) {
-            let length = Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) })
-            guard framed.count >= 4, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
-                throw StoreError.schema("parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
-            }
-            blobs.append(blob)
-        }
+        let framedBlobs = try connection.binaryColumn(
+            "SELECT data FROM \(table.name) WHERE part = ANY($1::int[]) ORDER BY key", [list])
         var merged = RunCounters()
-        if !blobs.isEmpty {
-            let runs = try StagedExchange.runs(of: blobs, layouts)
-            blobs = []
+        if !framedBlobs.isEmpty {
             let path = partFilePath(join)
             let file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
             defer {
@@ -278,7 +270,14 @@ extension PGStore {
                 StageFile.remove(at: path)
             }
             try file.begin()
-            for (entity, feed) in runs { try file.appendRun(of: layouts[entity], feed) }
+            // A blob at a time, in the batches' order: decompressed, its runs appended, let go.
+            for framed in framedBlobs {
+                let length = Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) })
+                guard framed.count >= 4, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
+                    throw StoreError.schema("parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
+                }
+                for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
+            }
             try file.commit()
             let position = PGStagedCopy.Positioned(store: self, position: join.position(UnitOrder.lastKey(seq: UnitOrder.lastSeq)))
             let (counts, refusals) = try copyPart(file, position: position)
