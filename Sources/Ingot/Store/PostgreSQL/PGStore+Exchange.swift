@@ -274,7 +274,8 @@ extension PGStore {
             for framed in framedBlobs {
                 let length = Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) })
                 guard framed.count >= 4, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
-                    throw StoreError.schema("parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
+                    throw StoreError.schema(
+                        "parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
                 }
                 for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
             }
