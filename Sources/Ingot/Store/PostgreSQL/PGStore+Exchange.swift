@@ -272,8 +272,8 @@ extension PGStore {
             try file.begin()
             // A blob at a time, in the batches' order: decompressed, its runs appended, let go.
             for framed in framedBlobs {
-                let length = Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) })
-                guard framed.count >= 4, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
+                let length = framed.count >= 4 ? Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) }) : -1
+                guard length >= 0, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
                     throw StoreError.schema(
                         "parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
                 }
