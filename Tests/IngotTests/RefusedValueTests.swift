@@ -70,6 +70,22 @@ struct RefusedValueTests {
         #expect(try rows(db, "SELECT status, rejected_records FROM _ingot_runs ORDER BY started_at DESC LIMIT 1") == [["finished", "2"]])
     }
 
+    /// A record of a page with several arrays (`records: {paths: …}`) the database refuses is named
+    /// in its own array (`users[1]`), as a record the mapping rejects is, not by its place among
+    /// all of the page's records.
+    @Test func aRefusedSideloadIsNamedInItsOwnArray() throws {
+        let (seed, db) = try ingest(RecordsLayoutTests.sideloads, [#"{"users": [{"id": 1, "name": "seed"}]}"#])
+        #expect(seed.status == .finished)
+        try Self.refusePoison(in: db, table: "user")
+        let page =
+            #"{"tickets": [{"id": 5, "subject": "a", "requester_id": 2}], "users": [{"id": 2, "name": "Bo"}, {"id": 3, "name": "poison"}]}"#
+        let (summary, _) = try ingest(RecordsLayoutTests.sideloads, [page], db: db)
+        #expect(summary.status == .finished && summary.counters.rejectedRecords == 1, "\(summary.counters)")
+        let rejects = try rows(db, "SELECT entity, coding_path, record_index FROM _ingot_rejects")
+        #expect(rejects == [["user", "users[1]", "1"]], "\(rejects)")
+        #expect(try rows(db, "SELECT id, name FROM user ORDER BY id") == [["1", "seed"], ["2", "Bo"]])
+    }
+
     /// PostgreSQL refuses a text identity too long for its unique index (SQLSTATE 54000, "index
     /// row size … exceeds btree … maximum 2704"); SQLite has no such limit. The record is
     /// rejected with PostgreSQL's message, its neighbours are saved.

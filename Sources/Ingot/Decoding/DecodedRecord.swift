@@ -216,6 +216,9 @@ struct DecodedPage: Sendable {
     /// The rows its tombstones delete (`delete_when:`), in record order: a part that holds one
     /// ends with it, and so does its batch (its deletions then follow every write before them).
     var deletions: [Tombstone] = []
+    /// `records: {paths: …}`: where each array's records start (``RecordFraming/Records/segments``),
+    /// so that a record the database refuses is named in its own array (`users[1]`).
+    var recordSegments: [(path: String, start: Int)] = []
     /// The page's unit in a run shared by several jobs (``Page/unit``).
     var unit: UnitRef?
     /// This part's number within its unit, counting the unit's pages' parts in order (set by

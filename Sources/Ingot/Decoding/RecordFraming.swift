@@ -104,8 +104,13 @@ package struct RecordFraming: Sendable, Equatable {
         /// `users[1]`, or nothing for a page that is one object.
         func prefix(_ index: Int, path: String) -> String {
             if let lines, index < lines.count { return "line \(lines[index])" }
-            if let segment = segments.last(where: { $0.start <= index }) { return segment.path + "[\(index - segment.start)]" }
+            if let inArray = Self.path(of: index, in: segments) { return inArray }
             return isSingleObject ? path : path + "[\(index)]"
+        }
+
+        /// Record `index`'s place in its own array among `segments` (`users[1]`), if it has one.
+        static func path(of index: Int, in segments: [(path: String, start: Int)]) -> String? {
+            segments.last { $0.start <= index }.map { $0.path + "[\(index - $0.start)]" }
         }
 
         /// The last record, or `nil` when there is none.

@@ -73,6 +73,7 @@ struct RecordMapper {
             rejectPage(failure.path, failure.reason, .noRecords)
             return
         }
+        page.recordSegments = array.segments
         let partSize = max(1, partRecords)
         let partCost = partSize.multipliedReportingOverflow(by: MappingPlan.rowsPerRecord)
         // JSON Lines: the lines that are not JSON, rejected (RecordMapper+Lines.swift).
@@ -142,6 +143,7 @@ struct RecordMapper {
             recordCount: records)
         part.part = page.part + 1
         part.pageBytes = page.pageBytes
+        part.recordSegments = page.recordSegments
         part.records.reserveCapacity(part.recordCount)
         page.isLastPart = false
         page.pageBytes = 0

@@ -97,7 +97,8 @@ extension WriterStage {
         let entity = root.map { model.entities[$0.entity].name } ?? model.entities.first?.name ?? "?"
         let identity = root?.identity.map { String("\($0)".prefix(100)) } ?? "without identity"
         var rejection = RecordRejection(
-            entity: entity, codingPath: recordsPath + "[\(record.index)]",
+            entity: entity,
+            codingPath: RecordFraming.Records.path(of: record.index, in: page.recordSegments) ?? recordsPath + "[\(record.index)]",
             reason: "the database refused it (\(entity) \(identity)): \(message.prefix(500))", source: page.source,
             recordIndex: record.index, raw: record.raw ?? "", rawLength: record.rawLength,
             code: message.contains(OneKindRule.reasonPrefix) ? .wrongKind : .unstorable)
