@@ -87,7 +87,12 @@ func ingest(
 
 /// Rows of `sql` as text ("NULL" for null), for compact assertions.
 func rows(_ db: String, _ sql: String) throws -> [[String]] {
-    let queue = try DatabaseQueue(path: db)
+    // Tests read a database side by side (the reference a matrix's cells compare with): the last
+    // connection of a WAL database to close checkpoints it under an exclusive lock, which another
+    // opening then waits out instead of failing on.
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(30)
+    let queue = try DatabaseQueue(path: db, configuration: configuration)
     return try queue.read { db in
         try Row.fetchAll(db, sql: sql).map { row in
             row.databaseValues.map { value in
