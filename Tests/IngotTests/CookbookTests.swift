@@ -224,6 +224,23 @@ struct CookbookTests {
         #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true)?.contains("another for_each") == true)
     }
 
+    /// A fan-out that reads its own records goes as deep as its threads when `depth:` allows it,
+    /// one request after another (`concurrency: 1`) as in flight together: every comment of the
+    /// fixture's thread, four levels down, each requested once.
+    @Test(arguments: [1, 4]) func aRecursiveFanOutFollowsEveryLevelItIsAllowed(concurrency: Int) throws {
+        let server = try FixtureServer()
+        let yaml = try ExportRoundTripTests.cookbook("hacker-news", server.base, ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"])
+            .replacingOccurrences(of: "depth: 3}", with: "depth: 10}")
+            .replacingOccurrences(of: "concurrency: 4", with: "concurrency: \(concurrency)")
+        let db = temporaryDirectory().appendingPathComponent("hn.db").path
+        let summary = try run(yaml, db: db, environment: [:])
+        #expect(summary.status == .finished && summary.counters.pages == 9, "\(summary.counters)")
+        let items = try server.seen().map(\.path).filter { $0.hasPrefix("/hn/v0/item/") }
+        #expect(items.count == Set(items).count && items.contains("/hn/v0/item/9190.json"), "\(items)")
+        #expect(try rows(db, "SELECT count(*) FROM item WHERE type IS NULL") == [["0"]], "no stub left: every level was read")
+        #expect(try rows(db, "SELECT parent_id FROM item WHERE id = 9190") == [["9180"]])
+    }
+
     /// `depth:` bounds a fan-out that reads its own records: 1 to 1,000 levels, refused otherwise
     /// with its line; a joined run of one is refused (its jobs would fetch the pages whose records
     /// make the next requests), as for a chain of for_each.
