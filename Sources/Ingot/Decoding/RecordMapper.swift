@@ -55,24 +55,7 @@ struct RecordMapper {
                     entity: rootName, codingPath: path, reason: reason, source: source, recordIndex: nil,
                     raw: RecordRejection.prefix(bytes[...]), rawLength: bytes.count, code: code))
         }
-        let document: JSONDocument
-        if let parsed {
-            document = parsed
-        } else {
-            do {
-                document = try plan.framing.parse(bytes)
-            } catch {
-                rejectPage("", error.description, .notJSON)
-                return
-            }
-        }
-        let array: RecordFraming.Records
-        switch plan.framing.records(in: document) {
-        case .success(let records): array = records
-        case .failure(let failure):
-            rejectPage(failure.path, failure.reason, .noRecords)
-            return
-        }
+        guard let (document, array) = records(of: bytes, parsed: parsed, rejectPage: rejectPage) else { return }
         page.recordSegments = array.segments
         let partSize = max(1, partRecords)
         let partCost = partSize.multipliedReportingOverflow(by: MappingPlan.rowsPerRecord)
@@ -118,6 +101,30 @@ struct RecordMapper {
                 }
                 page.recordCount = array.count - partStart + carried
             }
+        }
+    }
+
+    /// The page's document (`parsed`, or `bytes` parsed) and its records, or `nil` once the page
+    /// is rejected: not JSON, or no records where the pipeline says they are.
+    private func records(
+        of bytes: [UInt8], parsed: JSONDocument?, rejectPage: (String, String, RejectReason) -> Void
+    ) -> (JSONDocument, RecordFraming.Records)? {
+        let document: JSONDocument
+        if let parsed {
+            document = parsed
+        } else {
+            do {
+                document = try plan.framing.parse(bytes)
+            } catch {
+                rejectPage("", error.description, .notJSON)
+                return nil
+            }
+        }
+        switch plan.framing.records(in: document) {
+        case .success(let records): return (document, records)
+        case .failure(let failure):
+            rejectPage(failure.path, failure.reason, .noRecords)
+            return nil
         }
     }
 

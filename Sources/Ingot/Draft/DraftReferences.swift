@@ -23,7 +23,6 @@ struct ReferenceHint {
         guard !present.isEmpty else { return nil }
         let many = present.allSatisfy { $0.kind == .array }
         let scalars = many ? present.flatMap { Array($0.elements) } : present
-        guard !scalars.isEmpty || many else { return nil }
         let kind: String
         if scalars.allSatisfy({ $0.kind == .number && $0.int64 != nil }) {
             kind = "integer"
@@ -51,7 +50,7 @@ struct ReferenceHint {
             }
             base = base.hasSuffix("_") ? String(base.dropLast()) : base
             let candidates = [base, PipelineDraft.singular(base)]
-            entityNamed = candidates.first { identities[$0] != nil && $0 != entity } ?? nil
+            entityNamed = candidates.first { identities[$0] != nil && $0 != entity }
             // A plain name (`owner`) with one value is a reference only by its `_id`: `name` is not.
             if entityNamed != nil, !many, base == name { return nil }
         }

@@ -28,12 +28,9 @@ struct EntityBuilder {
         let index = entities.count
         entities.append(DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: []))
         var entity = DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: [])
-        let (identityKey, why) = Self.identity(of: objects)
+        let (identityKey, why, identityKind) = Self.identity(of: objects)
         entity.identityWhy = why
-        if let identityKey {
-            let values = objects.compactMap { JSONKeyPath(keys: identityKey.components(separatedBy: ".")).resolve(in: $0) }
-            identityKinds[unique] = values.allSatisfy { $0.kind == .number } ? "integer" : "text"
-        }
+        if let identityKind { identityKinds[unique] = identityKind }
         var used: Set<String> = []
         addMembers(of: objects, path: [], identityKey: identityKey, into: &entity, used: &used, depth: depth)
         entities[index] = entity
@@ -130,8 +127,8 @@ struct EntityBuilder {
     }
 
     /// The identity of records `objects`: the first key of ``identityKeys`` every record holds
-    /// as a string or an integer, different in each.
-    static func identity(of objects: [JSONValue]) -> (String?, String) {
+    /// as a string or an integer, different in each; why; and its kind (`integer` or `text`).
+    static func identity(of objects: [JSONValue]) -> (String?, String, kind: String?) {
         // Its own keys first, then those of an object every record wraps (Reddit's `data`).
         let wrappers = keys(of: objects).filter { key in objects.allSatisfy { $0[key]?.kind == .object } }
         for key in identityKeys + wrappers.flatMap({ w in identityKeys.map { w + "." + $0 } }) {
@@ -141,11 +138,12 @@ struct EntityBuilder {
             guard texts.count == values.count, Set(texts).count == texts.count else { continue }
             let kind = values.allSatisfy { $0.kind == .number } ? "integer" : "text"
             let weak = ["name", "slug", "url"].contains(key) ? "; check it names one record for good" : ""
-            return (key, "\(objects.count) of \(objects.count) records have a unique \(kind) \(key)\(weak)")
+            return (key, "\(objects.count) of \(objects.count) records have a unique \(kind) \(key)\(weak)", kind)
         }
         return (
             nil,
-            "no key names each of the \(objects.count) records alone (tried \(identityKeys.joined(separator: ", "))): every run inserts them again; give one"
+            "no key names each of the \(objects.count) records alone (tried \(identityKeys.joined(separator: ", "))): every run inserts them again; give one",
+            nil
         )
     }
 

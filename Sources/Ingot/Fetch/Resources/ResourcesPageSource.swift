@@ -148,9 +148,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
                     page.resumeState = "done"
                 }
                 if resource.forEach != nil, items.indices.contains(item) { page.injected = items[item].injected }
-                if isRead(by: resource) || resource.forEach?.recurses == true {
-                    collect(from: &page, of: resource, depth: items.indices.contains(item) ? items[item].depth : 0)
-                }
+                collect(from: &page, of: resource, depth: items.indices.contains(item) ? items[item].depth : 0)
                 page.resumeState = state(after: page.resumeState)
                 return page
             }
@@ -377,8 +375,10 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     /// records) makes each request once per list, where it first appears.
     private func collect(from page: inout Page, of resource: ResourceConfig, depth: Int = 0) {
         guard page.oversized == nil, page.unreadable == nil else { return }
-        var readers = resources.filter { $0.forEach?.resource == resource.name }.map { (child: $0, list: resource.name, depth: 1) }
-        if let own = resource.forEach, own.recurses, depth < own.depth { readers.append((resource, own.resource, depth + 1)) }
+        var readers = resources.compactMap { child in
+            child.forEach.flatMap { $0.resource == resource.name ? (child, $0, list: resource.name, level: 1) : nil }
+        }
+        if let own = resource.forEach, own.recurses, depth < own.depth { readers.append((resource, own, own.resource, depth + 1)) }
         guard !readers.isEmpty else { return }
         let document: JSONDocument
         if let parsed = page.parsed {
@@ -389,8 +389,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             page.parsed = parsed
         }
         guard case .success(let records) = resource.framing.records(in: document) else { return }
-        for (child, list, level) in readers {
-            guard let forEach = child.forEach else { continue }
+        for (child, forEach, list, level) in readers {
             var node = records.first
             for _ in 0..<records.count {
                 let record = JSONValue(document: document, index: node)
