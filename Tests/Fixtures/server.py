@@ -595,6 +595,17 @@ class Handler(BaseHTTPRequestHandler):
                              "created_at": "2024-02-01T00:00:0%dZ" % k} for k in range(comments_of[n])]
                 return paged(comments, base)
             return self.send_json({"message": "Not Found"}, 404)
+        if path == "/github/users":
+            # https://docs.github.com/rest/users/users#list-users: by id, `since` the last id seen,
+            # the next page in a Link header only.
+            users = [{"login": "user%d" % k, "id": 100 + k, "avatar_url": "https://avatars.example/%d" % k,
+                      "type": "Organization" if k % 4 == 0 else "User", "site_admin": k == 1} for k in range(1, 9)]
+            per_page, since = int(q.get("per_page", "30")), int(q.get("since", "0"))
+            chunk = [u for u in users if u["id"] > since][:per_page]
+            headers = []
+            if chunk and chunk[-1]["id"] < users[-1]["id"]:
+                headers.append(("Link", '<%s/github/users?per_page=%d&since=%d>; rel="next"' % (self.host(), per_page, chunk[-1]["id"])))
+            return self.send_json(chunk, 200, headers)
         if path == "/github/repos/octocat/hello-world":
             return self.send_json({"id": 1296269, "name": "Hello-World", "full_name": "octocat/Hello-World",
                                    "owner": {"login": "octocat", "id": 1, "type": "User"}, "private": False,

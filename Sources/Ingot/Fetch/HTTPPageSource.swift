@@ -61,6 +61,9 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     /// settings, in seconds) before this source waits it: a shared run's job passes it on to the
     /// other jobs (``SharedRun/pauseRequests(for:)``).
     package var onServerDelay: (@Sendable (Double) -> Void)?
+    /// Where its credentials and `${VAR}`s were read: the requests a joined job makes for it
+    /// (numbered pages, ``SharedRequests``) read the same, not the process's.
+    package let environment: [String: String]
 
     /// - Parameters:
     ///   - framing: where a page's records are (page and offset pagination stop on an empty page).
@@ -71,6 +74,7 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     ) throws {
         self.config = config
         self.framing = framing
+        self.environment = environment
         self.rules = FetchRules(
             config: config, credentials: try Credentials(config: config, environment: environment),
             policy: OriginPolicy(url: config.url, allowedHosts: config.allowedHosts))

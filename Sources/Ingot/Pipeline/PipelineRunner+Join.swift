@@ -46,7 +46,8 @@ extension PipelineRunner {
         let requests =
             resources?.requests
             ?? SharedRequests(
-                config: config, environment: ProcessInfo.processInfo.environment, maxPageBytes: maxPageBytes, files: files?.shared)
+                config: config, environment: (source as? HTTPPageSource)?.environment ?? [:], maxPageBytes: maxPageBytes,
+                files: files?.shared)
         return JoinedPart(
             run: run,
             source: SharedRunSource(
