@@ -99,7 +99,8 @@ struct JoinedRecipesTests {
     @Test(.hangGuard, arguments: shipped)
     func aShippedPipelineRunsJoinedAsAlone(_ pipeline: Shipped) throws {
         let server = try FixtureServer()
-        let config = try PipelineConfig.parse(text: try pipeline.text(server.base), path: "\(pipeline.name).yml", environment: pipeline.environment)
+        let config = try PipelineConfig.parse(
+            text: try pipeline.text(server.base), path: "\(pipeline.name).yml", environment: pipeline.environment)
         var options = RunOptions()
         options.join = pipeline.name
         if let refused = pipeline.refused {
@@ -127,7 +128,9 @@ struct JoinedRecipesTests {
         #expect(got.keys.sorted() == want.keys.sorted())
         for table in want.keys.sorted() { #expect(got[table] == want[table], "table \(table)") }
         let total = try #require(try database.runs().first?.counters)
-        let counts: [Int] = [single.counters.pages, single.counters.records, single.counters.rejectedRecords, single.counters.rejectedPages]
+        let counts: [Int] = [
+            single.counters.pages, single.counters.records, single.counters.rejectedRecords, single.counters.rejectedPages,
+        ]
         #expect([total.pages, total.records, total.rejectedRecords, total.rejectedPages] == counts)
     }
 
