@@ -4,7 +4,7 @@ import Testing
 /// The library's folders flow one way (docs/architecture.md): a folder uses only the folders
 /// listed below it there. Read from the sources, as a reviewer would: folder A uses folder B when
 /// a type declared in B appears as a whole word in A's code, comments and string literals left out.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct ArchitectureTests {
     /// The layers as docs/architecture.md numbers them, bottom first: the document is the order.
     static func declaredLayers() throws -> [String] {

@@ -4,7 +4,7 @@ import Testing
 @testable import Ingot
 
 /// Numbers in an archive's header are validated like every other number read from a file.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct ArchiveHeaderTests {
     @Test(arguments: [1 << 40, 0, -5, (1 << 30) + 1])
     func aHeaderClaimingAnImpossibleMaxPageBytesIsDamage(claim: Int) throws {

@@ -5,7 +5,7 @@ import Testing
 @testable import Ingot
 
 /// The built `ingot` binary: output and exit codes, as a user sees them.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct CLITests {
     static var binary: URL {
         let dir =

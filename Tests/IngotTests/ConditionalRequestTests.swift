@@ -7,7 +7,7 @@ import Testing
 /// Conditional requests (docs/pipelines.md, "Conditional requests"): a run keeps each answer
 /// that came with a validator; the next run asks whether it changed since, and takes a 304 as
 /// the kept body, byte for byte — the database ends as a full rerun leaves it.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct ConditionalRequestTests {
     /// The people pipeline over the fixture server's numbered pages, run into `db`.
     private static func run(

@@ -11,7 +11,7 @@ import Testing
 /// replays to the same tables, PostgreSQL ends equal, `kill -9` and `--resume` end exact, and a
 /// rerun after the API changed (records edited, added, removed) ends as a first run of the
 /// changed API does.
-@Suite(.tags(.postgres, .process), .beyondUnit)
+@Suite(.tags(.postgres, .process), .beyondUnit, .waitsOffThePool)
 struct CookbookTests {
     struct Recipe: CustomTestStringConvertible, Sendable {
         var name: String

@@ -5,7 +5,7 @@ import Testing
 @testable import Ingot
 
 /// Files beside the database and the numbers that guard them.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct DatabaseFilesTests {
     @Test func aLockFileThatIsASymbolicLinkIsRefusedNotFollowed() throws {
         let dir = temporaryDirectory()

@@ -7,7 +7,7 @@ import Testing
 /// strings (`"price": "199.00"`, https://shopify.dev/docs/api/admin-rest/latest/resources/product-variant)
 /// — kept in one canonical text, TEXT in SQLite and `numeric` in PostgreSQL, whichever way the
 /// load writes.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct DecimalTests {
     @Test func theCanonicalTextIsExactAndOnePerValue() {
         let cases: [(String, String?)] = [

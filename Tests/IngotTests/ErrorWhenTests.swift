@@ -7,7 +7,7 @@ import Testing
 /// `{"ok": false, "error": "ratelimited"}`, GraphQL's `{"errors": […]}`. Such a body is never a
 /// page: a temporary reason is retried, any other fails the run naming it — a cursor list does
 /// not end at it as a rejected page.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct ErrorWhenTests {
     /// Slack's conversations.history (https://api.slack.com/methods/conversations.history):
     /// cursors in `response_metadata.next_cursor`, `has_more`, and errors answered 200.

@@ -8,7 +8,7 @@ import Testing
 /// pipelines the project ships and the cookbook's, loaded from the fixture server as their APIs
 /// serve them: each root entity exported (related rows nested, --depth 1), wrapped at the pipeline's
 /// `records:` path, run into a new database, every table compared.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct ExportRoundTripTests {
     static func cases(_ base: String) throws -> [(name: String, yaml: String, roots: [String])] {
         [

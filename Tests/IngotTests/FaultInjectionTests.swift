@@ -5,7 +5,7 @@ import Testing
 /// preloaded, which fails one chosen write or sync to the database's files, then `--resume`
 /// without the fault, then Benchmarks/people.py's check. The small version of `make chaos`'s
 /// sweep (scripts/faultsweep.py: 48 points per load plan, EIO and ENOSPC).
-@Suite(.tags(.sweep), .beyondUnit)
+@Suite(.tags(.sweep), .beyondUnit, .waitsOffThePool)
 struct FaultInjectionTests {
     /// The shim, compiled once per test process with the toolchain's C compiler.
     static let shim: String? = {
@@ -144,7 +144,7 @@ struct FaultInjectionTests {
 
 /// Logging that never ends a run: stderr and stdout that refuse writes (closed, a full disk, a
 /// pipe whose reader is gone) cost the lines, counted, never the run.
-@Suite(.tags(.sweep), .beyondUnit)
+@Suite(.tags(.sweep), .beyondUnit, .waitsOffThePool)
 struct StandardStreamTests {
     /// Runs the bundled sample with `stderr` as the process's standard error; its exit status
     /// and the persons stored.

@@ -4,7 +4,7 @@ import Testing
 @testable import Ingot
 
 /// URLs and secrets on the fetch side.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct FetchHardeningTests {
     /// A redirect or next URL is used as the server sent it: escapes kept, only what a URL
     /// cannot hold encoded (once).
@@ -22,7 +22,7 @@ struct FetchHardeningTests {
 }
 
 /// Secrets stay secret whatever their shape.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct SecretShapeTests {
     @Test(arguments: [
         ("postgresql://ingot:s3cretpw@db:5432/people", ["s3cretpw"]),
@@ -95,7 +95,7 @@ extension StoreLocation {
 
 /// A `${VAR}` in a URL's path or query is a secret wherever the URL goes: logs, the run's error,
 /// the archive's sources, `_ingot_rejects.source`, the resume state in `_ingot_runs`.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct URLSecretTests {
     static let tenant = "tenant-7f3a9c01"
 

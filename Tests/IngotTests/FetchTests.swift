@@ -25,7 +25,7 @@ private func run(
     return PipelineRunner(config: config, options: options, logger: logs.logger).run(source: source)
 }
 
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct FetchTests {
     @Test func swapiFilmsAndPeopleIngestEverythingAndRerunsChangeNothing() throws {
         let server = try FixtureServer()

@@ -4,7 +4,7 @@ import Testing
 @testable import Ingot
 
 /// The relations as foreign keys (docs/stores.md, "Foreign keys").
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct ForeignKeyTests {
     /// PostgreSQL declares no foreign keys (each would be checked at every link written), but
     /// `ingot schema --foreign-keys` prints the statements that declare the relations SQLite

@@ -6,7 +6,7 @@ import Testing
 /// `make fuzz`'s small version: every seed and every input a fuzzer ever crashed on
 /// (Tests/Fixtures/fuzz-seeds/, Tests/Fixtures/fuzz/) goes through its harness again. Each must
 /// return normally; a trap fails the whole test process.
-@Suite(.tags(.sweep), .beyondUnit)
+@Suite(.tags(.sweep), .beyondUnit, .waitsOffThePool)
 struct FuzzRegressionTests {
     @Test(arguments: FuzzTargets.names)
     func everyKeptInputRunsThroughItsHarness(target: String) throws {

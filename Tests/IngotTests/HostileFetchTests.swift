@@ -5,7 +5,7 @@ import Testing
 
 /// A response must not steer Ingot anywhere it was not pointed.
 /// Two fixture servers on loopback play the configured API (A) and another host (B).
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct HostileFetchTests {
     static let token = "s3cr3t-T0KEN-value"
     static let apiKey = "k3y-V4LUE-secret"

@@ -7,7 +7,7 @@ import Testing
 /// pages, for the cookbook's APIs served by the fixture server, validates, loads the API with
 /// nothing rejected, reruns inserting nothing, replays to the same tables, and chooses the
 /// identity and paginator the hand-written recipe chose.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct InitTests {
     struct API: CustomTestStringConvertible, Sendable {
         var path: String

@@ -6,7 +6,7 @@ import Testing
 /// Inverse relationships: `person.films` ↔ `film.characters` share one join
 /// table; a present to-many on either side replaces that owner's links on that side only; both
 /// sides read the same links; validation checks that both ends agree.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct InverseTests {
     static func yaml(root: String) -> String {
         """
@@ -170,7 +170,7 @@ struct InverseTests {
 /// Both sides of an inverse pair in one batch: the links end as the records in order make them,
 /// whatever the batch size (a batch used to replace one side's links after the other's: found
 /// by the refresh tests).
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct InverseOrderTests {
     static let yaml = InverseTests.yaml(root: "person")
 
@@ -201,7 +201,7 @@ struct InverseOrderTests {
 /// A to-one and its to-many inverse (`person.homeworld` ↔ `planet.residents`) in one batch: the
 /// keys end as the records in order make them, whatever the batch size (the to-many side, written
 /// after the rows, used to win within a batch).
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct ForeignKeyInverseOrderTests {
     static let pages = [
         #"{"results": [{"type": "person", "id": 5, "name": "Leia", "homeworld": 2}, {"type": "planet", "id": 1, "residents": [5]}]}"#,

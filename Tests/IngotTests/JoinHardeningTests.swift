@@ -5,7 +5,7 @@ import Testing
 @testable import Ingot
 
 /// `--join` only joins the same work, survives an outage, and treats its queue's rows as input.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinHardeningTests {
     /// One job of `yaml` joined under `name`, reading `source`.
     func job(

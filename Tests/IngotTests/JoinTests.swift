@@ -110,7 +110,7 @@ struct JoinDatabase {
 /// unit in whatever order, and whichever job is killed, the tables end exactly as one job
 /// alone leaves them (SQLite's single run is the reference). The logic runs on the memory
 /// store and on PostgreSQL; killed processes need PostgreSQL.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinTests {
     /// StoreSeamTests' pipeline, every relationship stubbing (a joined run refuses the others).
     static let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "vet: {to: vet, missing: ignore}", with: "vet: {to: vet}")

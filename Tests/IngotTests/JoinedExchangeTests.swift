@@ -8,7 +8,7 @@ import Testing
 /// A joined run's rows exchanged between its jobs (PGStore+Exchange.swift, StagedExchange): every
 /// job's batches go to the run's parts, and once every unit is done the parts are folded and
 /// copied as a single job's staged load is; the tables end as a single job leaves them.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinedExchangeTests {
     /// Three pages of 1,000 persons each (a job's first batch may be its first page alone:
     /// enough to stage), identities shuffled (in no identity order: staged), with dogs shared

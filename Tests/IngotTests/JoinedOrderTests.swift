@@ -6,7 +6,7 @@ import Testing
 /// A unit cut into several batches ends as a single run ends (docs/scale-out.md, "Later pages
 /// win, across jobs"): every write of a joined run is ordered by its unit and, within the unit,
 /// by the part of it that gave it — not by the unit alone, which two batches of one page share.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinedOrderTests {
     static let yaml = """
         version: 1

@@ -9,7 +9,7 @@ import Testing
 /// the source's total, the fetcher enqueues the pages up to it unfetched, each naming its position
 /// (``Page/cursor``), and the job that claims one fetches it — so a long numbered list is fetched
 /// by every job at once, where one fetcher fetched it all.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinedPagesTests {
     static let paginators = [
         ("paged", "{page: {param: page, start: 1, total_pages: meta.total_pages}}"),
@@ -271,7 +271,7 @@ struct JoinedPagesTests {
 /// of a directory source unread, a unit naming it and its size (``FileUnit``), and the job that
 /// claims it reads it from its own directory — no payload goes through the work queue. A unit row
 /// is input: a name outside the source's glob reads nothing.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinedFilesTests {
     /// A directory of four pages, one of them compressed, and a file the glob leaves out.
     static func directory() throws -> String {

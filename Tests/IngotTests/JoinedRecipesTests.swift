@@ -9,7 +9,7 @@ import Testing
 /// PostgreSQL ends in the tables a single run leaves, or is refused before anything runs, saying
 /// why (docs/scale-out.md, "What holds"). The jobs claim in turn, so each commits pages of its own
 /// wherever the run has more than one unit.
-@Suite(.tags(.postgres, .process), .beyondUnit)
+@Suite(.tags(.postgres, .process), .beyondUnit, .waitsOffThePool)
 struct JoinedRecipesTests {
     struct Shipped: CustomTestStringConvertible, Sendable {
         enum Origin: Sendable {

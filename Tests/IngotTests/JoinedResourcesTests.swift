@@ -9,7 +9,7 @@ import Testing
 /// "What a unit carries"): each unit keeps its page's resource and the values its records take
 /// from a parent, so whichever job decodes it maps it as the single run did; the run's
 /// incremental cursor moves once, when the run finishes.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct JoinedResourcesTests {
     /// pipelines/swapi.yml's six resources and its parent entity, each relationship read from one
     /// side (so that its units are committed in any order), run by three jobs over the fixture

@@ -19,7 +19,7 @@ private struct DeviceOwner: IngotEntity, Codable, Equatable {
 
 /// One UUID is one identity whatever its case: stored in lower case, found by `fetch(id:)` and by
 /// a predicate given a Swift `UUID`, and a bare reference in upper case links to the same row.
-@Suite(.tags(.postgres), .beyondUnit) struct LibraryIdentityCaseTests {
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool) struct LibraryIdentityCaseTests {
     @Test(arguments: ["sqlite", "postgres"])
     func aUUIDIsOneIdentityInEitherCase(backend: String) async throws {
         let id = try #require(UUID(uuidString: "E621E1F8-C36C-495A-93FC-0C247A3E6E5F"))

@@ -33,7 +33,7 @@ private struct Broken: Error {}
 /// Ingests from more than one buffer of bytes (docs/library.md, "Saving: `ingest`"): a URL with the
 /// service's HTTP source and its pagination, and an `AsyncSequence` of pages — each one run; and
 /// the report read by type and printed in one line, `IngotJSONDecoder` taking `Data`.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct LibraryPagesTests {
     @Test func aURLIsFetchedPageByPageAsOneRun() async throws {
         let server = try FixtureServer()

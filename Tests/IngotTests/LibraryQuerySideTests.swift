@@ -37,7 +37,7 @@ private struct Ticket: IngotEntity, Codable, Equatable {
 /// The library's delete (docs/library.md, "Deleting"): by identity and by predicate, in one
 /// transaction, with the model's delete rules — references nullified, join rows removed, a
 /// `delete: cascade` relationship's targets deleted too — on both backends.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryDeleteTests {
     static let tickets = """
         [
@@ -84,7 +84,7 @@ struct LibraryDeleteTests {
 
 /// Observation (docs/library.md, "Observing"): the current rows at once, then fresh rows after
 /// each commit of this database object — ingests and deletes — and the end with `close()`.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryObservationTests {
     @Test(arguments: ["sqlite", "postgres"])
     func anObservationYieldsAfterEachCommit(backend: String) async throws {
@@ -146,7 +146,7 @@ private struct Writer: IngotEntity, Codable, Equatable {
 /// its identity, or a row a record gave without a required key, is left out of a fetch and said
 /// (`fetch.row_skipped`) — one such row never fails the whole fetch; as a loaded target, it is
 /// left out of its set, and a to-one to it is `nil`.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryRowsThatDoNotFitTests {
     @Test(arguments: ["sqlite", "postgres"])
     func aRowThatCannotBeDecodedIsLeftOutAndSaid(backend: String) async throws {
@@ -209,7 +209,7 @@ private struct Untemplated: IngotEntity, Codable, Equatable {
 /// Round trips that hold (docs/library.md, "Encoding back"): an identity read through a pattern
 /// encodes through its template as text the pattern accepts again, and a set's members encode
 /// in one order, so encode → ingest → fetch gives equal values.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryEncodingRoundTripTests {
     @Test func patternsEncodeThroughTheirTemplatesAndSetsInOneOrder() async throws {
         let (db, _) = try libraryDatabase("sqlite", "planets", entities: [Planet.self])
@@ -241,7 +241,7 @@ private struct Post: IngotEntity, Codable, Equatable {
 
 /// Relationships as Swift models them: a `Set` of references is an unordered to-many (its join
 /// table), not a JSON column.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibrarySetOfReferencesTests {
     @Test func aSetOfReferencesIsAToMany() async throws {
         let model = try EntityModel(root: Post.self)
@@ -271,7 +271,7 @@ private struct Employee: IngotEntity, Codable, Equatable {
 
 /// A to-one to the entity's own type (an employee's manager, a sub-issue's parent, a reply's
 /// comment): `Ref<Self>` compiles — the reference boxes its target — and loads like any other.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibrarySelfReferenceTests {
     @Test(arguments: ["sqlite", "postgres"])
     func aReferenceToTheEntitysOwnType(backend: String) async throws {
@@ -316,7 +316,7 @@ private struct OneSidedCharacter: IngotEntity, Codable, Hashable {
 
 /// An inverse declared once, on either side: the other side is paired with it, one join table
 /// serves both.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryOneSidedInverseTests {
     @Test func anInverseDeclaredOnOneSideIsPaired() async throws {
         let model = try EntityModel(root: OneSidedFilm.self)
@@ -371,7 +371,7 @@ private struct MisnamedActor: IngotEntity, Codable, Hashable {
 /// An inverse in Swift's terms: a rule names the other side by its property, and a pair that
 /// does not match is said with key paths and the rule that mends it, not the pipeline file's
 /// spelling.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryInverseInSwiftTermsTests {
     @Test func anInverseNamesThePropertyAndMismatchesSpeakSwift() throws {
         let model = try EntityModel(root: Movie.self)

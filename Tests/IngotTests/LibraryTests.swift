@@ -197,7 +197,7 @@ private struct Pup: IngotEntity, Codable, Equatable {
 
 /// `IngotDatabase`: Swift types' JSON saved with the pipeline's merge rules, on SQLite and
 /// PostgreSQL alike.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LibraryTests {
     private static func sqlite() throws -> (IngotDatabase, String) {
         let path = temporaryDirectory().appendingPathComponent("library.db").path

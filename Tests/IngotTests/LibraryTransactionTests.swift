@@ -25,7 +25,7 @@ private struct Boom: Error {}
 /// made through the transaction commit together or not at all; inside, its own reads see what
 /// it wrote while the database's do not; the database's own writes wait for it, and calling them
 /// from inside its body throws instead of waiting for ever. On both backends.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct LibraryTransactionTests {
     static let posts = """
         [{"id": 1, "title": "One", "author": {"id": 7, "login": "ada"}},

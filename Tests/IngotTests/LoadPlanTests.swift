@@ -5,7 +5,7 @@ import Testing
 
 /// How a run writes its batches is one value decided once (Store/LoadPlan.swift): the decision
 /// as a table, and a run's `run.started` says the plan its dry run printed.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LoadPlanTests {
     static let sqlite = SQLiteBackend(path: "/tmp/x.db").loadCapabilities
     static let postgres = PostgresBackend(url: "postgresql://127.0.0.1/x").loadCapabilities
@@ -95,7 +95,7 @@ struct LoadPlanTests {
 /// Every way of asking on every backend, from local files and over HTTP, with a first batch in
 /// identity order and one scattered: the plan the dry run prints is the one `run.started` logs,
 /// and the run's `bulk.*` events are the ones the plan says (docs/architecture.md, "One page through the layers").
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct LoadPlanMatrixTests {
     enum Backend: String, CaseIterable, Sendable { case sqlite, postgres, memory }
     enum Asking: String, CaseIterable, Sendable { case bulk, automatic, noBulk, join, joinBulk }

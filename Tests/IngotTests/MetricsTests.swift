@@ -5,7 +5,7 @@ import Testing
 
 /// Metrics: the exposition parses strictly, the server answers what it should (and survives what
 /// it should not get), the file is replaced whole and keeps the last success across runs.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct MetricsTests {
     @Test func theStrictParserRefusesWhatPrometheusWould() throws {
         let good = """
@@ -163,7 +163,7 @@ struct MetricsTests {
 }
 
 /// The metrics endpoint under hostile clients.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct MetricsEndpointTests {
     private func connectedSocket(_ port: Int) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

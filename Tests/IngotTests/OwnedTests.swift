@@ -7,7 +7,7 @@ import Testing
 /// Owned children: PokeAPI's type slots and moves, objects with fields and a
 /// reference but no identity of their own, kept per owner and position, replaced as a set,
 /// with owned children of their own (a move's version group details).
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct OwnedTests {
     static let yaml = """
         version: 1

@@ -3,7 +3,7 @@ import Testing
 @testable import Ingot
 
 /// COPY's text format and `bytea`'s hex form, written and read without `String` round trips.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct PGCopyFormatTests {
     @Test(arguments: [Int64.min, Int64.min + 1, -1_000_000_007, -10, -9, -1, 0, 1, 9, 10, 99, 100, 4_294_967_296, Int64.max])
     func decimalsAreWhatStringWrites(value: Int64) {

@@ -12,7 +12,7 @@ import Testing
 /// shared by two joined jobs (in memory and in PostgreSQL). Every cell ends with the tables of
 /// one plain run of JSON pages.
 /// A shape or a mode added later gets its cell here.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct PageShapeMatrixTests {
     enum Shape: String, CaseIterable { case page, object, jsonl }
     enum Encoding: String, CaseIterable { case plain, gzip, zstd, bom }

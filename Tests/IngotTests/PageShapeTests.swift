@@ -6,7 +6,7 @@ import Testing
 /// Pages as exports and APIs ship them (docs/pipelines.md, page shapes): JSON Lines, gzip and zstd files
 /// in nested folders (`**`), a byte order mark; each bounded and rejected in part, never whole
 /// when only a part is bad; the archive replays them.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct PageShapeTests {
     static let yaml = """
         version: 1

@@ -6,7 +6,7 @@ import Testing
 /// Parent entities (docs/pipelines.md, "Parent entities": Core Data's entity inheritance): `starship` and `vehicle`
 /// share `transport`'s identity and fields; a child's record is one row in the parent's table
 /// (with `kind`) and one in its own; a relationship to the parent reaches every child.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct ParentEntityTests {
     static let yaml = """
         version: 1

@@ -57,7 +57,7 @@ import Testing
     /// Each page is a POST of the body, as JSON, the cursor of the page before in its variables;
     /// the archive keeps each entry's body, its environment values redacted, and a replay maps
     /// the same records.
-    @Test(.tags(.process), .beyondUnit) func everyPageIsAPostOfTheBodyAndItsCursor() throws {
+    @Test(.tags(.process), .beyondUnit, .waitsOffThePool) func everyPageIsAPostOfTheBodyAndItsCursor() throws {
         let server = try FixtureServer()
         let archive = temporaryDirectory().path
         let summary = try run(Self.graphQL, server: server, archive: archive)
@@ -82,7 +82,7 @@ import Testing
 
     /// An error answered with HTTP 200 (`{"errors": […]}`) fails the run naming its message,
     /// never taken as a page.
-    @Test(.tags(.process), .beyondUnit) func aGraphQLErrorFailsTheRunNamingIt() throws {
+    @Test(.tags(.process), .beyondUnit, .waitsOffThePool) func aGraphQLErrorFailsTheRunNamingIt() throws {
         let server = try FixtureServer()
         let summary = try run(Self.graphQL.replacingOccurrences(of: "issues(first", with: "isues(first"), server: server)
         #expect(summary.status == .failed && summary.counters.pages == 0)

@@ -7,7 +7,7 @@ import Testing
 /// The binary `COPY` of a staged PostgreSQL load (PGBinaryCopy.swift): every value reaches the
 /// server as the text `COPY` would have given it, and a value whose binary form is not certain
 /// goes in text.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct PostgresBinaryCopyTests {
     /// One column of each type Ingot makes, and the values sent to each: the same rows copied in
     /// binary and in text read back the same, value for value.

@@ -5,7 +5,7 @@ import Testing
 
 /// A staged load into PostgreSQL (`--bulk`, PGStore+Staged.swift): staged and merged in a SQLite
 /// file of the job's own, the merged rows copied into empty tables at the end.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct PostgresBulkTests {
     private func run(
         _ yaml: String, _ source: any PageSource, url: String, bulk: Bool, batchRecords: Int? = nil, resume: Bool = false,

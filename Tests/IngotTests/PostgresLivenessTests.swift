@@ -4,7 +4,7 @@ import Testing
 @testable import Ingot
 
 /// PostgreSQL liveness, exit codes and writers sharing tables.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct PostgresLivenessTests {
     /// A server that accepts connections and never answers: the connection gives up
     /// (`connect_timeout`, 10 s by default, 1 here through the URL) and the run exits 75.

@@ -7,7 +7,7 @@ import Testing
 /// The PostgreSQL backend against a throwaway server (``PostgresServer``): the same pages end in
 /// the same state as in SQLite — values compared by meaning (a double, an instant, a JSON value),
 /// since each database prints its types its own way.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct PostgresTests {
     /// Every table of `model` in the PostgreSQL database at `url`, as canonical text, sorted.
     static func postgresDump(_ url: String, _ model: EntityModel) throws -> [String: [[String]]] {

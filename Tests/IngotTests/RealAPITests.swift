@@ -7,7 +7,7 @@ import Testing
 /// Real APIs as they are served, each against the fixture server shaped after its
 /// public documentation: the pipeline a user would write, loaded exactly, and a rerun that
 /// inserts nothing.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct RealAPITests {
     /// Runs `yaml` (its `source:` as written) into `db`.
     private func run(_ yaml: String, db: String, logs: LogCapture = LogCapture()) throws -> RunSummary {

@@ -7,7 +7,7 @@ import Testing
 /// Refreshes write only what changed, and counts mean rows: each row counts
 /// once per run — inserted, updated or unchanged, stubs among the inserted — the same at every
 /// batch size and in every backend; a rerun of the same pages writes nothing.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct RefreshTests {
     static let yaml = """
         version: 1
@@ -128,7 +128,7 @@ struct RefreshTests {
 }
 
 /// The ledger's integer set: sparse groups become bitmaps past 4,096 members; any Int64.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct IntegerSetTests {
     @Test func membersSurviveEveryRepresentation() {
         var set = IntegerSet()

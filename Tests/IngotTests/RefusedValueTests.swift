@@ -7,7 +7,7 @@ import Testing
 /// The safety net for what no check foresaw: when the database refuses a value, the records it
 /// refuses are found and rejected with its message, and the rest of the batch — and the batches
 /// before it in the same transaction — are saved.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct RefusedValueTests {
     static let yaml = itemPipeline("refused")
 

@@ -6,7 +6,7 @@ import Testing
 /// Rejects are bounded like everything else (docs/reliability.md, hostile input): they count toward a
 /// batch's record and byte bounds, and `_ingot_rejects` keeps at most `--max-reject-rows` rows
 /// per run, the rest only counted.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct RejectBoundsTests {
     /// A pipeline of `item {id, name}` read from `dir`.
     func pipeline(_ dir: URL) throws -> String {

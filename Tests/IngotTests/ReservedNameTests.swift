@@ -6,7 +6,7 @@ import Testing
 /// Names and shapes the databases reserve: refused at validation
 /// with file:line:column, for both backends alike, so a pipeline never validates for one and
 /// breaks on the other.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct ReservedNameTests {
     private func problems(_ entities: String) -> String { modelProblems(entities) }
 

@@ -7,7 +7,7 @@ import Testing
 /// attributes, relationships or entities adds them to an existing database (`schema.migrated`);
 /// a change that cannot be applied safely is refused before anything is written; `ingot schema
 /// --db` prints the migration; SQLite declares foreign keys, kept true.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct SchemaEvolutionTests {
     static let v1 = """
         version: 1

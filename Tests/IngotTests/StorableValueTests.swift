@@ -7,7 +7,7 @@ import Testing
 /// the same pages give the same tables and the same counts
 /// in SQLite and PostgreSQL, at any batch size, and no value that one database refuses can fail
 /// a batch.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct StorableValueTests {
     static let yaml = """
         version: 1

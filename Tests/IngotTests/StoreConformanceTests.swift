@@ -7,7 +7,7 @@ import Testing
 /// (written against the public seam alone) and PostgreSQL — the way a new backend is accepted
 /// (docs/stores.md): the same pages end in the same tables, with the same counts, whatever the
 /// backend and the batch size.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct StoreConformanceTests {
     enum Backend: String, CaseIterable, CustomTestStringConvertible {
         case sqlite, memory, postgresql

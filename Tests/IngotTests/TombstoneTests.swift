@@ -110,7 +110,7 @@ import Testing
 
     /// The last page's `nextSyncUrl` is kept with its batch; the next run starts there and reads
     /// only what changed (a tombstone included); `--full-refresh` starts over at the configured URL.
-    @Test(.tags(.process), .beyondUnit) func theNextRunStartsWhereTheSyncEnded() throws {
+    @Test(.tags(.process), .beyondUnit, .waitsOffThePool) func theNextRunStartsWhereTheSyncEnded() throws {
         let server = try FixtureServer()
         let db = temporaryDirectory().appendingPathComponent("cf.db").path
         #expect(try run(server, db: db).counters.records == 4)
@@ -131,7 +131,7 @@ import Testing
 
     /// A kept sync URL is input from the database: one that leads off the source's origin is
     /// refused before any request.
-    @Test(.tags(.process), .beyondUnit) func aKeptSyncURLIsCheckedAgain() throws {
+    @Test(.tags(.process), .beyondUnit, .waitsOffThePool) func aKeptSyncURLIsCheckedAgain() throws {
         let server = try FixtureServer()
         let db = temporaryDirectory().appendingPathComponent("cf.db").path
         #expect(try run(server, db: db).status == .finished)

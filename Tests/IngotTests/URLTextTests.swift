@@ -6,7 +6,7 @@ import Testing
 /// URLs are sent as written (docs/reliability.md, "URLs sent as written"): a URL from a
 /// response, a header or the pipeline keeps every byte; a value Ingot puts into a query is
 /// form-encoded, into a path one segment.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct URLTextTests {
     /// RFC 3986, 5.4.1 and 5.4.2: every normal and abnormal example, against its base.
     @Test(arguments: [
@@ -82,7 +82,7 @@ struct URLTextTests {
 /// Every paginator and `for_each` against the fixture server's `/verbatim/` script: each request's
 /// target must be the one the API wrote (or Ingot composed), byte for byte, else the server
 /// answers 400 and the run fails.
-@Suite(.tags(.process), .beyondUnit)
+@Suite(.tags(.process), .beyondUnit, .waitsOffThePool)
 struct URLsSentAsWrittenTests {
     private func pipeline(_ url: String, paginate: String, extra: String = "") -> String {
         """

@@ -29,7 +29,7 @@ final class ListedPageSource: ListingPageSource, @unchecked Sendable {  // used 
 /// Refreshes leave out the pages that cannot change anything (docs/pipelines.md, "Refreshes"):
 /// a rerun ends exactly where a full rerun (`--full-refresh`) ends, on both backends, whatever
 /// changed between the runs; the prints stand only while nothing else ran.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct UnchangedPagesTests {
     static let yaml = """
         version: 1
@@ -479,7 +479,7 @@ struct UnchangedPagesTests {
 
 /// A refresh over HTTP: the source is read whole first (spooled), then its unchanged pages are
 /// left out, and the database ends where a full rerun ends.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct UnchangedHTTPPagesTests {
     @Test func aRefreshOverHTTPListsTheSourceFirstAndLeavesUnchangedPagesOut() throws {
         let pages = try generatePeople(persons: 500, pageSize: 100)
@@ -551,7 +551,7 @@ struct UnchangedHTTPPagesTests {
 
 /// The richer models' fixtures (the merge rules' pages with a rejected page and record, parent
 /// entities, owned children, inverse relationships) refreshed again and again: each refresh ends where a full rerun ends.
-@Suite(.tags(.postgres), .beyondUnit)
+@Suite(.tags(.postgres), .beyondUnit, .waitsOffThePool)
 struct UnchangedPagesOfRichModelsTests {
     static let fixtures: [(name: String, yaml: String, pages: [String])] = [
         // (`missing: ignore` keeps no prints: its links depend on what was stored when.)
