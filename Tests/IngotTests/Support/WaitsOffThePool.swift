@@ -10,7 +10,8 @@ import Testing
 /// whole run while the CPU idled (eight synchronous one-second sleeps take four seconds). A test
 /// case here is started on a serial queue's thread instead (a task executor preference), and the
 /// pool's threads stay free for the tests that compute. The tests that run in the test process
-/// alone keep the pool: they use the CPU they are given.
+/// alone keep the pool: they use the CPU they are given. The PostgreSQL databases a case made
+/// are dropped when it ends (``PostgresServer/MadeDatabases``).
 struct WaitsOffThePool: SuiteTrait, TestTrait, TestScoping {
     /// How many waiting test cases run at once: enough to keep two cores busy while most of
     /// them wait, few enough that their servers and databases stay small.
@@ -26,7 +27,11 @@ struct WaitsOffThePool: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         await Self.gate.enter()
         defer { Self.gate.leave() }
-        try await withTaskExecutorPreference(QueueExecutor()) { try await function() }
+        let made = PostgresServer.MadeDatabases()
+        defer { made.drop() }
+        try await PostgresServer.$made.withValue(made) {
+            try await withTaskExecutorPreference(QueueExecutor()) { try await function() }
+        }
     }
 
     /// A counting semaphore whose waiters suspend (they hold no thread while they wait).
