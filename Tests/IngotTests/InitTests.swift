@@ -143,6 +143,46 @@ struct InitTests {
         #expect(config.model.entities.count == 3)
     }
 
+    /// URLs that name records of another collection become relationships to an entity of it,
+    /// its identity the URL, stubs until its records load: the Star Wars API's people drafted
+    /// alone link `homeworld` to a `planet` and `films` to `film`s, as pipelines/swapi-people.yml
+    /// does by hand; a record's own `url` stays its identity, and an id-less URL an attribute.
+    @Test func urlsOfAnotherCollectionAreRelationships() throws {
+        let server = try FixtureServer()
+        let url = server.base + "/api/people/"
+        let draft = try PipelineDraft.infer(
+            name: "people", origin: .url(url, bearerEnv: nil), samples: try PipelineDraft.samples(url: url, headers: [], pages: 1))
+        let person = try #require(draft.entities.first { $0.name == draft.root })
+        let relationships = Dictionary(uniqueKeysWithValues: person.relationships.map { ($0.name, $0.yaml) })
+        #expect(relationships["homeworld"] == #"{to: planet, key: "homeworld"}"#, "\(draft.yaml)")
+        #expect(relationships["films"] == #"{to: film, many: true, key: "films", ordered: true}"#)
+        #expect(relationships["species"] == #"{to: species, many: true, key: "species", ordered: true}"#)
+        #expect(person.identity == "url")
+        let planet = try #require(draft.entities.first { $0.name == "planet" })
+        #expect(planet.identity == "url" && planet.attributes.map(\.name) == ["url"])
+        #expect(
+            draft.yaml.contains("/api/planets/ID) of one planet, by the collection it names: a to-one, a stub until it loads"),
+            "\(draft.yaml)")
+
+        let page = #"[{"id": 1, "html_url": "https://example.com/things/1", "next": "https://example.com/about"}]"#
+        let plain = try PipelineDraft.infer(
+            name: "things", origin: .directory("."), samples: [PipelineDraft.Sample(document: try JSONDocument(bytes: Array(page.utf8)))])
+        #expect(plain.entities.count == 1 && plain.entities[0].relationships.isEmpty, "\(plain.yaml)")
+
+        let config = try PipelineConfig.parse(text: draft.yaml, path: "draft.yml", environment: [:])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("draft.db").path
+        options.progressInterval = 0
+        let run = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
+        let db = options.databasePath
+        #expect(
+            try rows(db, "SELECT p.name FROM person p JOIN planet w ON w.url = p.homeworld_id WHERE w.url LIKE '%/planets/1/'").contains([
+                "Luke Skywalker"
+            ]))
+        #expect(try rows(db, "SELECT count(*) > 0, count(*) = count(url) FROM film") == [["1", "1"]])
+    }
+
     /// `ingot init --swift` compiles as is: Tests/ReadmeExamples/DraftedOrders.swift is what it
     /// prints for Tests/Fixtures/draft/shopify-orders, byte for byte — the build compiles it, it
     /// passes the strict lint, and `ReadmeExamplesTests.theDraftedTypesIngestThePagesTheyWereDraftedFrom`

@@ -1,3 +1,5 @@
+import Foundation
+
 /// References between drafted entities given as bare values: a key whose values are all
 /// integers or all strings (one a record, or an array of them), named for what it refers to —
 /// `parent`, `kids` (the record's own entity), `owner_id`, `label_ids`, `owners` (an entity
@@ -12,6 +14,8 @@ struct ReferenceHint {
     var kind: String
     /// An array of values in each record.
     var many: Bool
+    /// Where its values point, when they are URLs of one collection (``URLCollection``).
+    var urls: URLCollection?
 
     /// The names that refer to the record's own entity: a parent, and its children.
     static let ownKind: Set<String> = ["parent", "parent_id", "parentid", "kids", "children", "child_ids", "replies", "subtasks"]
@@ -31,8 +35,13 @@ struct ReferenceHint {
         } else {
             return nil
         }
-        return ReferenceHint(entity: entity, attribute: attribute, key: key, kind: kind, many: many)
+        // A record's own address is not a reference to another.
+        let urls = kind == "text" && !Self.ownAddress.contains(attribute) ? URLCollection.of(scalars.compactMap(\.string)) : nil
+        return ReferenceHint(entity: entity, attribute: attribute, key: key, kind: kind, many: many, urls: urls)
     }
+
+    /// Names under which a record gives its own URL.
+    static let ownAddress: Set<String> = ["url", "self", "href", "uri", "link", "html_url", "web_url", "permalink"]
 
     /// The entity it names, among `identities` (each entity with an identity, and its kind): its
     /// own for ``ownKind`` names, else the one the name says (`owner_id`, `owners`, `label_ids`);
@@ -56,5 +65,42 @@ struct ReferenceHint {
         }
         guard let target = entityNamed, let identityKind = identities[target], identityKind == kind else { return nil }
         return target
+    }
+}
+
+/// What URLs name: the collection their path ends in before an id (`…/api/planets/1/`:
+/// `planets`, under `http://host/api/planets`). References given as URLs (the Star Wars API's
+/// `homeworld`, `films`) are relationships to the entity of that collection, whose identity is
+/// its URL.
+struct URLCollection: Hashable {
+    /// Scheme, host and port, and the path up to the collection: what the URLs share.
+    var base: String
+    /// The collection's own segment (`planets`).
+    var collection: String
+
+    /// The one collection every text names, if each is an http(s) URL whose last segment is an
+    /// id (digits, or a UUID) after the collection's.
+    static func of(_ texts: [String]) -> URLCollection? {
+        var found: URLCollection?
+        for text in texts {
+            guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = url.host, !host.isEmpty
+            else { return nil }
+            let segments = url.path.split(separator: "/")
+            guard segments.count >= 2, let last = segments.last, isID(last) else { return nil }
+            let port = url.port.map { ":\($0)" } ?? ""
+            let here = URLCollection(
+                base: "\(scheme)://\(host)\(port)/" + segments.dropLast().joined(separator: "/"),
+                collection: String(segments[segments.count - 2]))
+            if let found, found != here { return nil }
+            found = here
+        }
+        return found
+    }
+
+    /// Digits, or a UUID's hex digits and dashes.
+    private static func isID(_ segment: Substring) -> Bool {
+        if segment.allSatisfy({ $0.isASCII && $0.isNumber }) { return true }
+        return segment.count >= 32 && segment.allSatisfy { $0.isHexDigit || $0 == "-" }
     }
 }

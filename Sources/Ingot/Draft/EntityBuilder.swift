@@ -9,6 +9,8 @@ struct EntityBuilder {
     private(set) var identityKinds: [String: String] = [:]
     /// The attributes whose values could name records (DraftReferences.swift).
     private(set) var hints: [ReferenceHint] = []
+    /// The entities whose identity is a URL of one collection, and that collection.
+    private var urlIdentities: [String: URLCollection] = [:]
 
     /// The keys an identity is looked for under, in order of preference.
     static let identityKeys = [
@@ -31,6 +33,10 @@ struct EntityBuilder {
         let (identityKey, why, identityKind) = Self.identity(of: objects)
         entity.identityWhy = why
         if let identityKind { identityKinds[unique] = identityKind }
+        if let identityKey, identityKind == "text" {
+            let texts = objects.compactMap { JSONKeyPath(keys: identityKey.components(separatedBy: ".")).resolve(in: $0)?.string }
+            urlIdentities[unique] = URLCollection.of(texts)
+        }
         var used: Set<String> = []
         addMembers(of: objects, path: [], identityKey: identityKey, into: &entity, used: &used, depth: depth)
         entities[index] = entity
@@ -88,7 +94,7 @@ struct EntityBuilder {
     /// once every entity is drafted.
     mutating func linkReferences() {
         for hint in hints {
-            guard let target = hint.target(among: identityKinds),
+            guard let target = hint.urls.map({ urlTarget($0, namedBy: hint) }) ?? hint.target(among: identityKinds),
                 let e = entities.firstIndex(where: { $0.name == hint.entity }),
                 entities[e].identity != hint.attribute,
                 let a = entities[e].attributes.firstIndex(where: { $0.name == hint.attribute })
@@ -96,13 +102,30 @@ struct EntityBuilder {
             entities[e].attributes.remove(at: a)
             let yaml =
                 "{to: \(target)\(hint.many ? ", many: true" : ""), key: \(PipelineDraft.quoted(hint.key))\(hint.many ? ", ordered: true" : "")}"
-            let values = hint.kind == "integer" ? "integer ids" : "ids"
+            let (one, values) =
+                hint.urls.map { ("a URL (\($0.base)/ID)", "URLs (\($0.base)/ID)") }
+                ?? (hint.kind == "integer" ? ("an integer id", "integer ids") : ("an id", "ids"))
+            let by = hint.urls == nil ? "by the key's name" : hint.many ? "by the collection they name" : "by the collection it names"
             let why =
                 hint.many
-                ? "\(values) of \(target), by the key's name: an ordered to-many, stubs until they load"
-                : "\(values.dropLast()) of one \(target), by the key's name: a to-one, a stub until it loads"
+                ? "\(values) of \(target), \(by): an ordered to-many, stubs until they load"
+                : "\(one) of one \(target), \(by): a to-one, a stub until it loads"
             entities[e].relationships.append((hint.attribute, yaml, why, true))
         }
+    }
+
+    /// The entity URLs of `urls`' collection name: the drafted one whose identity is such a URL,
+    /// else one drafted for them (`planets` → `planet`, its identity the URL), stubs until its
+    /// records load. `nil` when an entity of that name is drafted with another identity.
+    private mutating func urlTarget(_ urls: URLCollection, namedBy hint: ReferenceHint) -> String? {
+        if let drafted = urlIdentities.keys.sorted().first(where: { urlIdentities[$0] == urls }) { return drafted }
+        let name = PipelineDraft.singular(PipelineDraft.identifier(urls.collection))
+        guard !name.isEmpty, !entities.contains(where: { $0.name == name }) else { return nil }
+        let why = "the URLs \(hint.entity).\(hint.attribute) holds: stubs until their records load (draft from \(urls.base)/ to fill them)"
+        entities.append(DraftEntity(name: name, identity: "url", identityWhy: why, attributes: [("url", "string", nil)], relationships: []))
+        identityKinds[name] = "text"
+        urlIdentities[name] = urls
+        return name
     }
 
     /// Whether a type's YAML is a flow mapping (`{type: date, …}`) rather than a word.
