@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 @testable import Ingot
 
@@ -79,8 +80,37 @@ final class FixtureServer {
     }
 }
 
-/// Benchmarks/people.py output in a temporary directory.
+/// Benchmarks/people.py output in a temporary directory of the caller's own (a test may change
+/// its pages). The generator is seeded: each data set is made once per test process and copied
+/// (the suite asked for about 160 data sets, some 25 of them different).
 func generatePeople(persons: Int, pageSize: Int, faults: Bool = false) throws -> String {
+    let made = PeopleDataSets.shared.withLock { sets in
+        let key = "\(persons)-\(pageSize)-\(faults)"
+        if let made = sets[key] { return made }
+        let made = PeopleDataSets.Made()
+        sets[key] = made
+        return made
+    }
+    let original = try made.directory.withLock { directory in
+        if let directory { return directory }
+        let generated = try runPeopleGenerator(persons: persons, pageSize: pageSize, faults: faults)
+        directory = generated
+        return generated
+    }
+    let copy = temporaryDirectory().appendingPathComponent("pages").path
+    try FileManager.default.copyItem(atPath: original, toPath: copy)
+    return copy
+}
+
+/// The people data sets made so far, by their parameters; each made under its own lock.
+private enum PeopleDataSets {
+    final class Made: Sendable {
+        let directory = Mutex<String?>(nil)
+    }
+    static let shared = Mutex<[String: Made]>([:])
+}
+
+private func runPeopleGenerator(persons: Int, pageSize: Int, faults: Bool) throws -> String {
     let dir = temporaryDirectory().appendingPathComponent("pages").path
     let process = Process()
     process.executableURL = python3

@@ -94,7 +94,7 @@ final class PostgresServer: @unchecked Sendable {  // immutable after init
         let postgres = Process()
         let arguments = [
             "\(binaries)/postgres", "-D", directory.path + "/data", "-k", directory.path, "-h", "127.0.0.1", "-p", "\(port)",
-            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+            "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off", "-c", "autovacuum=off",
         ]
         postgres.executableURL = URL(fileURLWithPath: asNobody ? "/sbin/runuser" : arguments[0])
         postgres.arguments = asNobody ? ["-u", "nobody", "--"] + arguments : Array(arguments.dropFirst())
