@@ -66,7 +66,7 @@ extension PGStore {
     func writeExchanged(_ batch: ResolvedBatch, _ join: JoinContext) throws -> [EntityCounts] {
         let blobs = StagedExchange.split(try StageFile.feeds(of: batch, layouts), layouts)
         var data = PGBinaryCopy.header
-        let zstd = Zstd(level: ExchangeTable.level)
+        let zstd = exchangeCompressor
         var any = false
         for (part, blob) in blobs.enumerated() where !blob.isEmpty {
             var framed: [UInt8] = []

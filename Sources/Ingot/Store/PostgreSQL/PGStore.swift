@@ -71,6 +71,9 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     let plan: LoadPlan
     /// Where staging files go and how their rows are sent.
     var stagingFiles = PGStagingFiles()
+    /// The exchange's compressor, kept from batch to batch: a context made per batch allocated
+    /// and zeroed its tables again each time (page faults in a joined job's profile).
+    private(set) lazy var exchangeCompressor = Zstd(level: ExchangeTable.level)
     /// The run this store writes, once begun or reopened.
     var runID: String?
     /// What ``unfinishedRun(pipeline:)`` found of a staged load for ``beginRun(_:)``:
