@@ -20,7 +20,7 @@ struct EntityBuilder {
     /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and
     /// its identity's attribute, if it has one.
     @discardableResult
-    mutating func add(_ name: String, _ objects: [JSONValue], depth: Int = 0) -> (name: String, identity: String?) {
+    mutating func add(_ name: String, _ objects: [JSONValue], depth: Int = 0) -> (name: String, identity: [String]) {
         var unique = name
         var n = 2
         while entities.contains(where: { $0.name == unique }) {
@@ -28,9 +28,11 @@ struct EntityBuilder {
             n += 1
         }
         let index = entities.count
-        entities.append(DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: []))
-        var entity = DraftEntity(name: unique, identity: nil, identityWhy: "", attributes: [], relationships: [])
-        let (identityKey, why, identityKind) = Self.identity(of: objects)
+        entities.append(DraftEntity(name: unique, identity: [], identityWhy: "", attributes: [], relationships: []))
+        var entity = DraftEntity(name: unique, identity: [], identityWhy: "", attributes: [], relationships: [])
+        let (identityKeys, why, identityKind) = Self.identity(of: objects)
+        // A single key's kind: what references to the entity must be (a composite has none).
+        let identityKey = identityKeys.count == 1 ? identityKeys[0] : nil
         entity.identityWhy = why
         if let identityKind { identityKinds[unique] = identityKind }
         if let identityKey, identityKind == "text" {
@@ -38,7 +40,9 @@ struct EntityBuilder {
             urlIdentities[unique] = URLCollection.of(texts)
         }
         var used: Set<String> = []
-        addMembers(of: objects, path: [], identityKey: identityKey, into: &entity, used: &used, depth: depth)
+        var named: [String: String] = [:]
+        addMembers(of: objects, path: [], identityKeys: identityKeys, into: &entity, named: &named, used: &used, depth: depth)
+        entity.identity = identityKeys.compactMap { named[$0] }
         entities[index] = entity
         return (unique, entity.identity)
     }
@@ -48,7 +52,8 @@ struct EntityBuilder {
     /// their own, objects without one flattened into attributes (`fields.summary` as
     /// `fields_summary`, two levels at most), anything else as JSON.
     private mutating func addMembers(
-        of objects: [JSONValue], path: [String], identityKey: String?, into entity: inout DraftEntity, used: inout Set<String>, depth: Int
+        of objects: [JSONValue], path: [String], identityKeys: [String], into entity: inout DraftEntity,
+        named identityAttributes: inout [String: String], used: inout Set<String>, depth: Int
     ) {
         let holders = path.isEmpty ? objects : objects.compactMap { JSONKeyPath(keys: path).resolve(in: $0) }.filter { $0.kind == .object }
         for key in Self.keys(of: holders) {
@@ -60,13 +65,13 @@ struct EntityBuilder {
             used.insert(attribute)
             let written = keyPath.joined(separator: ".")
             let keyPart = attribute == written ? "" : ", key: \(PipelineDraft.quoted(written))"
-            if written == identityKey { entity.identity = attribute }
+            if identityKeys.contains(written) { identityAttributes[written] = attribute }
             // The object that holds the record's own identity is the record's: flattened.
-            let holdsIdentity = identityKey?.hasPrefix(written + ".") == true
+            let holdsIdentity = identityKeys.contains { $0.hasPrefix(written + ".") }
             switch holdsIdentity ? .other : Self.nested(values) {
             case .entity(let many, let members) where depth < 3:
                 let target = add(PipelineDraft.singular(PipelineDraft.identifier(key)), members, depth: depth + 1)
-                if target.identity != nil {
+                if !target.identity.isEmpty {
                     let yaml = "{to: \(target.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written))}"
                     let why =
                         many ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one"
@@ -78,11 +83,15 @@ struct EntityBuilder {
             default:
                 let present = values.filter { !$0.isNull }
                 if !present.isEmpty, present.allSatisfy({ $0.kind == .object }), path.count < 2 {
-                    addMembers(of: holders, path: keyPath, identityKey: identityKey, into: &entity, used: &used, depth: depth)
+                    addMembers(
+                        of: holders, path: keyPath, identityKeys: identityKeys, into: &entity, named: &identityAttributes, used: &used,
+                        depth: depth)
                     continue
                 }
                 let (type, why) = Self.type(of: values, named: key)
-                if written != identityKey, let hint = ReferenceHint.of(values, key: written, attribute: attribute, entity: entity.name) {
+                if !identityKeys.contains(written),
+                    let hint = ReferenceHint.of(values, key: written, attribute: attribute, entity: entity.name)
+                {
                     hints.append(hint)
                 }
                 entity.attributes.append((attribute, keyPart.isEmpty && !Self.isMapping(type) ? type : Self.merge(type, keyPart), why))
@@ -96,7 +105,7 @@ struct EntityBuilder {
         for hint in hints {
             guard let target = hint.urls.map({ urlTarget($0, namedBy: hint) }) ?? hint.target(among: identityKinds),
                 let e = entities.firstIndex(where: { $0.name == hint.entity }),
-                entities[e].identity != hint.attribute,
+                !entities[e].identity.contains(hint.attribute),
                 let a = entities[e].attributes.firstIndex(where: { $0.name == hint.attribute })
             else { continue }
             entities[e].attributes.remove(at: a)
@@ -122,7 +131,8 @@ struct EntityBuilder {
         let name = PipelineDraft.singular(PipelineDraft.identifier(urls.collection))
         guard !name.isEmpty, !entities.contains(where: { $0.name == name }) else { return nil }
         let why = "the URLs \(hint.entity).\(hint.attribute) holds: stubs until their records load (draft from \(urls.base)/ to fill them)"
-        entities.append(DraftEntity(name: name, identity: "url", identityWhy: why, attributes: [("url", "string", nil)], relationships: []))
+        entities.append(
+            DraftEntity(name: name, identity: ["url"], identityWhy: why, attributes: [("url", "string", nil)], relationships: []))
         identityKinds[name] = "text"
         urlIdentities[name] = urls
         return name
@@ -150,8 +160,10 @@ struct EntityBuilder {
     }
 
     /// The identity of records `objects`: the first key of ``identityKeys`` every record holds
-    /// as a string or an integer, different in each; why; and its kind (`integer` or `text`).
-    static func identity(of objects: [JSONValue]) -> (String?, String, kind: String?) {
+    /// as a string or an integer, different in each; else the first two keys that look like
+    /// identifying ones (``compositeIdentity(of:)``), different together; why; and a single key's
+    /// kind (`integer` or `text`).
+    static func identity(of objects: [JSONValue]) -> ([String], String, kind: String?) {
         // Its own keys first, then those of an object every record wraps (Reddit's `data`).
         let wrappers = keys(of: objects).filter { key in objects.allSatisfy { $0[key]?.kind == .object } }
         for key in identityKeys + wrappers.flatMap({ w in identityKeys.map { w + "." + $0 } }) {
@@ -161,13 +173,40 @@ struct EntityBuilder {
             guard texts.count == values.count, Set(texts).count == texts.count else { continue }
             let kind = values.allSatisfy { $0.kind == .number } ? "integer" : "text"
             let weak = ["name", "slug", "url"].contains(key) ? "; check it names one record for good" : ""
-            return (key, "\(objects.count) of \(objects.count) records have a unique \(kind) \(key)\(weak)", kind)
+            return ([key], "\(objects.count) of \(objects.count) records have a unique \(kind) \(key)\(weak)", kind)
+        }
+        if let pair = compositeIdentity(of: objects) {
+            let why =
+                "no one key is unique in the \(objects.count) records; \(pair[0]) and \(pair[1]) together are: check that they name one record for good"
+            return (pair, why, nil)
         }
         return (
-            nil,
+            [],
             "no key names each of the \(objects.count) records alone (tried \(identityKeys.joined(separator: ", "))): every run inserts them again; give one",
             nil
         )
+    }
+
+    /// Two keys every record holds as a string or an integer, named as identifying keys are
+    /// (``identityKeys``, or ending in `id`, `key`, `code`, `date`, `day`, `time`), that no two
+    /// of at least two records share together: the first such pair in the records' key order
+    /// (a star's `repo_id` and `user_id`, a daily figure's `station` code and `date`).
+    static func compositeIdentity(of objects: [JSONValue]) -> [String]? {
+        guard objects.count >= 2 else { return nil }
+        let suffixes = ["id", "key", "code", "date", "day", "time"]
+        let candidates = keys(of: objects).filter { key in
+            let lower = key.lowercased()
+            guard identityKeys.contains(key) || suffixes.contains(where: { lower.hasSuffix($0) }) else { return false }
+            return objects.allSatisfy { $0[key].map { $0.kind == .string || $0.int64 != nil } ?? false }
+        }
+        func text(_ value: JSONValue?) -> String { value.map { $0.string ?? $0.int64.map(String.init) ?? "" } ?? "" }
+        for (i, first) in candidates.enumerated() {
+            for second in candidates[(i + 1)...] {
+                let pairs = objects.map { text($0[first]) + "\u{1}" + text($0[second]) }
+                if Set(pairs).count == pairs.count { return [first, second] }
+            }
+        }
+        return nil
     }
 
     enum Nested {
@@ -183,11 +222,14 @@ struct EntityBuilder {
             // The same object in several records is one row (an issue's author): told apart by
             // its text, not its place.
             let distinct = dedup(present)
-            return identity(of: distinct).0 == nil ? .other : .entity(many: false, members: distinct)
+            // One key, not a composite: a nested object's pair of keys is too weak a guess.
+            return identity(of: distinct).0.count == 1 ? .entity(many: false, members: distinct) : .other
         }
         if present.allSatisfy({ $0.kind == .array }) {
             let members = present.flatMap { Array($0.elements) }
-            guard !members.isEmpty, members.allSatisfy({ $0.kind == .object }), identity(of: dedup(members)).0 != nil else { return .other }
+            guard !members.isEmpty, members.allSatisfy({ $0.kind == .object }), identity(of: dedup(members)).0.count == 1 else {
+                return .other
+            }
             return .entity(many: true, members: dedup(members))
         }
         return .other

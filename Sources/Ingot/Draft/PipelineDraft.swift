@@ -81,7 +81,8 @@ package struct PipelineDraft: Sendable {
 /// One entity of a draft: its attributes, identity and relationships, with the reasons.
 package struct DraftEntity: Sendable {
     package var name: String
-    package var identity: String?
+    /// Its identity's attributes: one, several (a composite identity), or none.
+    package var identity: [String]
     package var identityWhy: String
     /// Attributes in first-seen order: name, the YAML of its declaration, and why.
     package var attributes: [(name: String, yaml: String, why: String?)]
@@ -91,7 +92,11 @@ package struct DraftEntity: Sendable {
 
     var yaml: String {
         var out = "  \(name):\n"
-        if let identity { out += "    identity: \(identity)   # \(identityWhy)\n" } else { out += "    # no identity: \(identityWhy)\n" }
+        switch identity.count {
+        case 0: out += "    # no identity: \(identityWhy)\n"
+        case 1: out += "    identity: \(identity[0])   # \(identityWhy)\n"
+        default: out += "    identity: [\(identity.joined(separator: ", "))]   # \(identityWhy)\n"
+        }
         out += "    attributes:\n"
         for a in attributes { out += "      \(a.name): \(a.yaml)" + (a.why.map { "   # \($0)" } ?? "") + "\n" }
         if !relationships.isEmpty {

@@ -16,7 +16,7 @@ extension PipelineDraft {
         var properties: [String] = []
         var keys: [String] = []
         var rules: [String] = []
-        var identityCase: String?
+        var identityCases: [(index: Int, name: String)] = []
         var used: Set<String> = []
         func property(_ name: String) -> String {
             var p = camel(name)
@@ -33,8 +33,9 @@ extension PipelineDraft {
                 continue
             }
             let name = property(attribute.name)
-            let isIdentity = attribute.name == entity.identity
-            if isIdentity { identityCase = name }
+            let identityIndex = entity.identity.firstIndex(of: attribute.name)
+            let isIdentity = identityIndex != nil
+            if let identityIndex { identityCases.append((identityIndex, name)) }
             let why = attribute.why.map { "  // \($0)" } ?? ""
             properties.append("    var \(name): \(type)\(isIdentity ? "" : "?")\(why)")
             keys.append(name == key ? name : "\(name) = \(PipelineDraft.quoted(key))")
@@ -56,8 +57,9 @@ extension PipelineDraft {
         if snakeCase(typeName(entity.name)) != entity.name {
             out += "    static let entityName = \(PipelineDraft.quoted(entity.name))\n"
         }
-        out += "    static let identity: [CodingKeys] = [\(identityCase.map { "." + $0 } ?? "")]"
-        out += identityCase == nil ? "  // \(entity.identityWhy)\n" : "\n"
+        let identity = identityCases.sorted { $0.index < $1.index }.map { "." + $0.name }
+        out += "    static let identity: [CodingKeys] = [\(identity.joined(separator: ", "))]"
+        out += identity.isEmpty ? "  // \(entity.identityWhy)\n" : "\n"
         if !rules.isEmpty {
             out += "    static func rule(for key: CodingKeys) -> IngotRule? {\n        switch key {\n"
             out += rules.joined(separator: "\n") + "\n        default: nil\n        }\n    }\n"
