@@ -6,8 +6,9 @@ import Testing
 
 /// Every pipeline the project ships — each file of pipelines/ and each recipe of
 /// docs/cookbook.md, taken as written with only its host changed — run by two joined jobs into
-/// PostgreSQL ends in the tables a single run leaves, or is refused before anything runs, saying
-/// why (docs/scale-out.md, "What holds"). The jobs claim in turn, so each commits pages of its own
+/// PostgreSQL — batch by batch, and exchanging their rows (`--bulk`) where the model allows it —
+/// ends in the tables a single run leaves, or is refused before anything runs, saying why
+/// (docs/scale-out.md, "What holds"). The jobs claim in turn, so each commits pages of its own
 /// wherever the run has more than one unit.
 @Suite(.tags(.postgres, .process), .beyondUnit, .waitsOffThePool)
 struct JoinedRecipesTests {
@@ -118,20 +119,29 @@ struct JoinedRecipesTests {
             source: try source(config, pipeline.environment))
         #expect(single.status == .finished && single.counters.records > 0, "\(single.error ?? "")")
 
-        let database = try JoinDatabase(.postgresql, model: config.model)
-        let summaries = try JoinTests.runJoined(config, database, name: pipeline.name, jobs: 2, batchRecords: 2) {
-            try source(config, pipeline.environment)
+        // Batch by batch with positions (a fetching source's default), and with `--bulk` — the
+        // jobs' rows exchanged and written by part at the run's end — where the model allows it.
+        var bulk = RunOptions()
+        bulk.join = pipeline.name
+        bulk.loading = .staged
+        let exchanged = PipelineRunner.loadPlan(config, bulk, fetching: true, backend: PostgresBackend(url: "")).defersJoinedBatches
+        for loading in exchanged ? [Loading.automatic(), .staged] : [.automatic()] {
+            let database = try JoinDatabase(.postgresql, model: config.model)
+            let summaries = try JoinTests.runJoined(config, database, name: pipeline.name, jobs: 2, batchRecords: 2, loading: loading) {
+                try source(config, pipeline.environment)
+            }
+            #expect(
+                summaries.allSatisfy { $0.status == .finished }, "\(loading): \(summaries.map { "\($0.status) \($0.error ?? "")" })")
+            if single.counters.pages > 1 { JoinTests.expectShared(summaries) }
+            let (got, want) = (try database.dump(), try database.sqlite(db))
+            #expect(got.keys.sorted() == want.keys.sorted())
+            for table in want.keys.sorted() { #expect(got[table] == want[table], "\(loading): table \(table)") }
+            let total = try #require(try database.runs().first?.counters)
+            let counts: [Int] = [
+                single.counters.pages, single.counters.records, single.counters.rejectedRecords, single.counters.rejectedPages,
+            ]
+            #expect([total.pages, total.records, total.rejectedRecords, total.rejectedPages] == counts, "\(loading)")
         }
-        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
-        if single.counters.pages > 1 { JoinTests.expectShared(summaries) }
-        let (got, want) = (try database.dump(), try database.sqlite(db))
-        #expect(got.keys.sorted() == want.keys.sorted())
-        for table in want.keys.sorted() { #expect(got[table] == want[table], "table \(table)") }
-        let total = try #require(try database.runs().first?.counters)
-        let counts: [Int] = [
-            single.counters.pages, single.counters.records, single.counters.rejectedRecords, single.counters.rejectedPages,
-        ]
-        #expect([total.pages, total.records, total.rejectedRecords, total.rejectedPages] == counts)
     }
 
     /// Every file of pipelines/ and every recipe of docs/cookbook.md is joined above or by the
