@@ -214,6 +214,32 @@ struct InitTests {
         }
     }
 
+    /// A nested object with the records' own identity and only keys the records have is a
+    /// partial copy of one of them (Jira's sub-task names its parent issue with its key, summary
+    /// and status): a relationship to the records' own entity, not an entity of its own, and
+    /// `partial:` so that the copy erases nothing it lacks, as docs/cookbook.md's Jira recipe has
+    /// it: the parent's row keeps its own record's values.
+    @Test func aPartialCopyOfARecordIsTheSameEntity() throws {
+        let server = try FixtureServer()
+        let url = server.base + "/jira/rest/api/3/search?startAt=0&maxResults=3"
+        let draft = try PipelineDraft.infer(
+            name: "jira", origin: .url(url, bearerEnv: nil), samples: try PipelineDraft.samples(url: url, headers: [], pages: 3))
+        let issue = try #require(draft.entities.first { $0.name == draft.root })
+        let relationships = Dictionary(uniqueKeysWithValues: issue.relationships.map { ($0.name, $0.yaml) })
+        #expect(relationships["fields_parent"] == #"{to: issue, key: "fields.parent", partial: true}"#, "\(draft.yaml)")
+        #expect(draft.entities.map(\.name).sorted() == ["assignee", "issue", "status"], "\(draft.yaml)")
+        #expect(draft.swift.contains("var fieldsParent: Ref<Issue>?"), "a struct cannot hold itself: \(draft.swift)")
+        let config = try PipelineConfig.parse(text: draft.yaml, path: "draft.yml", environment: [:])
+        var options = RunOptions()
+        options.databasePath = temporaryDirectory().appendingPathComponent("jira.db").path
+        options.progressInterval = 0
+        let run = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
+        let got = try rows(
+            options.databasePath, "SELECT id, fields_parent_id, fields_created FROM issue WHERE id IN ('1001', '1005') ORDER BY id")
+        #expect(got == [["1001", "NULL", "2024-01-01T09:00:00.000000Z"], ["1005", "1001", "2024-01-05T09:00:00.000000Z"]], "\(got)")
+    }
+
     /// `ingot init --swift` compiles as is: Tests/ReadmeExamples/DraftedOrders.swift is what it
     /// prints for Tests/Fixtures/draft/shopify-orders, byte for byte — the build compiles it, it
     /// passes the strict lint, and `ReadmeExamplesTests.theDraftedTypesIngestThePagesTheyWereDraftedFrom`

@@ -41,7 +41,8 @@ struct EntityBuilder {
         }
         var used: Set<String> = []
         var named: [String: String] = [:]
-        addMembers(of: objects, path: [], identityKeys: identityKeys, into: &entity, named: &named, used: &used, depth: depth)
+        let own = OwnKind(name: unique, keys: Set(Self.keys(of: objects)), identity: identityKeys)
+        addMembers(of: objects, path: [], own: own, into: &entity, named: &named, used: &used, depth: depth)
         entity.identity = identityKeys.compactMap { named[$0] }
         entities[index] = entity
         return (unique, entity.identity)
@@ -52,9 +53,10 @@ struct EntityBuilder {
     /// their own, objects without one flattened into attributes (`fields.summary` as
     /// `fields_summary`, two levels at most), anything else as JSON.
     private mutating func addMembers(
-        of objects: [JSONValue], path: [String], identityKeys: [String], into entity: inout DraftEntity,
+        of objects: [JSONValue], path: [String], own: OwnKind, into entity: inout DraftEntity,
         named identityAttributes: inout [String: String], used: inout Set<String>, depth: Int
     ) {
+        let identityKeys = own.identity
         let holders = path.isEmpty ? objects : objects.compactMap { JSONKeyPath(keys: path).resolve(in: $0) }.filter { $0.kind == .object }
         for key in Self.keys(of: holders) {
             guard !key.contains("."), !key.contains("["), !key.isEmpty else { continue }  // not a key path part
@@ -69,6 +71,13 @@ struct EntityBuilder {
             // The object that holds the record's own identity is the record's: flattened.
             let holdsIdentity = identityKeys.contains { $0.hasPrefix(written + ".") }
             switch holdsIdentity ? .other : Self.nested(values) {
+            case .entity(let many, let members) where own.isCopied(by: members):
+                // A partial copy of a record of the entity's own kind (Jira's `fields.parent`).
+                let yaml = "{to: \(own.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written)), partial: true}"
+                let why =
+                    "objects with the records' own identity and only keys they have: \(many ? "partial copies" : "a partial copy") of \(own.name), erasing nothing it lacks"
+                entity.relationships.append((attribute, yaml, why, false))
+                continue
             case .entity(let many, let members) where depth < 3:
                 let target = add(PipelineDraft.singular(PipelineDraft.identifier(key)), members, depth: depth + 1)
                 if !target.identity.isEmpty {
@@ -84,8 +93,7 @@ struct EntityBuilder {
                 let present = values.filter { !$0.isNull }
                 if !present.isEmpty, present.allSatisfy({ $0.kind == .object }), path.count < 2 {
                     addMembers(
-                        of: holders, path: keyPath, identityKeys: identityKeys, into: &entity, named: &identityAttributes, used: &used,
-                        depth: depth)
+                        of: holders, path: keyPath, own: own, into: &entity, named: &identityAttributes, used: &used, depth: depth)
                     continue
                 }
                 let (type, why) = Self.type(of: values, named: key)
@@ -136,6 +144,22 @@ struct EntityBuilder {
         identityKinds[name] = "text"
         urlIdentities[name] = urls
         return name
+    }
+
+    /// The entity whose records are being read: its name, the keys its records have, its identity.
+    struct OwnKind {
+        var name: String
+        var keys: Set<String>
+        var identity: [String]
+
+        /// Whether nested `members` are copies of such records: the same identity, something
+        /// besides it (an object of an id alone names a record of any kind), and no key the
+        /// records lack.
+        func isCopied(by members: [JSONValue]) -> Bool {
+            let memberKeys = Set(EntityBuilder.keys(of: members))
+            return !identity.isEmpty && memberKeys.count > identity.count && memberKeys.isSubset(of: keys)
+                && EntityBuilder.identity(of: members).0 == identity
+        }
     }
 
     /// Whether a type's YAML is a flow mapping (`{type: date, …}`) rather than a word.

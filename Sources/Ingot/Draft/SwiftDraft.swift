@@ -47,7 +47,8 @@ extension PipelineDraft {
             let name = property(relationship.name)
             let type = typeName(target)
             let many = relationship.yaml.contains("many: true")
-            let element = relationship.byReference ? "Ref<\(type)>" : type
+            // A record's own kind is referred to through a box (`Ref<Self>`): a struct cannot hold itself.
+            let element = relationship.byReference || target == entity.name ? "Ref<\(type)>" : type
             properties.append("    var \(name): \(many ? "[\(element)]" : element)?  // \(relationship.why)")
             keys.append(name == key ? name : "\(name) = \(PipelineDraft.quoted(key))")
         }
