@@ -142,7 +142,9 @@ extension PipelineDraft {
     static func singular(_ word: String) -> String {
         let lower = word.lowercased()
         if lower == "people" { return "person" }
-        if lower.hasSuffix("species") || lower.hasSuffix("series") || lower.hasSuffix("us") || lower.hasSuffix("is") { return word }
+        // Singular already: status, analysis, axis, species (menus and emus are not).
+        let singularInS = ["status", "sis", "xis", "species", "series", "bonus", "campus", "census", "corpus", "focus", "virus"]
+        if singularInS.contains(where: { lower.hasSuffix($0) }) { return word }
         if lower.hasSuffix("ies") && lower.count > 3 { return String(word.dropLast(3)) + "y" }
         for suffix in ["sses", "xes", "ches", "shes"] where lower.hasSuffix(suffix) { return String(word.dropLast(2)) }
         if lower.hasSuffix("s") && !lower.hasSuffix("ss") && lower.count > 1 { return String(word.dropLast()) }
