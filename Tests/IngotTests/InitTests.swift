@@ -170,12 +170,9 @@ struct InitTests {
         #expect(plain.entities.count == 1 && plain.entities[0].relationships.isEmpty, "\(plain.yaml)")
 
         let config = try PipelineConfig.parse(text: draft.yaml, path: "draft.yml", environment: [:])
-        var options = RunOptions()
-        options.databasePath = temporaryDirectory().appendingPathComponent("draft.db").path
-        options.progressInterval = 0
-        let run = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        let db = temporaryDirectory().appendingPathComponent("draft.db").path
+        let run = load(config, into: db)
         #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
-        let db = options.databasePath
         #expect(
             try rows(db, "SELECT p.name FROM person p JOIN planet w ON w.url = p.homeworld_id WHERE w.url LIKE '%/planets/1/'").contains([
                 "Luke Skywalker"
@@ -204,11 +201,9 @@ struct InitTests {
         #expect(draft.swift.contains("static let identity: [CodingKeys] = [.repoId, .userId]"), "\(draft.swift)")
         #expect(draft.entities.count == 1, "the user objects have no identity of one key: \(draft.yaml)")
         let config = try PipelineConfig.parse(text: draft.yaml, path: dir.appendingPathComponent("stars.yml").path)
-        var options = RunOptions()
-        options.databasePath = temporaryDirectory().appendingPathComponent("stars.db").path
-        options.progressInterval = 0
+        let db = temporaryDirectory().appendingPathComponent("stars.db").path
         for pass in 0..<2 {
-            let run = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+            let run = load(config, into: db)
             #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
             #expect(run.counters.inserted == (pass == 0 ? 3 : 0), "\(run.counters)")
         }
@@ -230,13 +225,11 @@ struct InitTests {
         #expect(draft.entities.map(\.name).sorted() == ["assignee", "issue", "status"], "\(draft.yaml)")
         #expect(draft.swift.contains("var fieldsParent: Ref<Issue>?"), "a struct cannot hold itself: \(draft.swift)")
         let config = try PipelineConfig.parse(text: draft.yaml, path: "draft.yml", environment: [:])
-        var options = RunOptions()
-        options.databasePath = temporaryDirectory().appendingPathComponent("jira.db").path
-        options.progressInterval = 0
-        let run = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
+        let db = temporaryDirectory().appendingPathComponent("jira.db").path
+        let run = load(config, into: db)
         #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
         let got = try rows(
-            options.databasePath, "SELECT id, fields_parent_id, fields_created FROM issue WHERE id IN ('1001', '1005') ORDER BY id")
+            db, "SELECT id, fields_parent_id, fields_created FROM issue WHERE id IN ('1001', '1005') ORDER BY id")
         #expect(got == [["1001", "NULL", "2024-01-01T09:00:00.000000Z"], ["1005", "1001", "2024-01-05T09:00:00.000000Z"]], "\(got)")
     }
 
@@ -277,5 +270,13 @@ struct InitTests {
         ] {
             #expect(swift.contains(line), "\(line)\n\(swift)")
         }
+    }
+
+    /// A run of `config` from its own source into the SQLite database `db`.
+    private func load(_ config: PipelineConfig, into db: String) -> RunSummary {
+        var options = RunOptions()
+        options.databasePath = db
+        options.progressInterval = 0
+        return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
     }
 }

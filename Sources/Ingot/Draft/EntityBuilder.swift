@@ -71,14 +71,14 @@ struct EntityBuilder {
             // The object that holds the record's own identity is the record's: flattened.
             let holdsIdentity = identityKeys.contains { $0.hasPrefix(written + ".") }
             switch holdsIdentity ? .other : Self.nested(values) {
-            case .entity(let many, let members) where own.isCopied(by: members):
+            case .entity(let many, let members, let identity) where own.isCopied(by: members, identifiedBy: identity):
                 // A partial copy of a record of the entity's own kind (Jira's `fields.parent`).
                 let yaml = "{to: \(own.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written)), partial: true}"
                 let why =
                     "objects with the records' own identity and only keys they have: \(many ? "partial copies" : "a partial copy") of \(own.name), erasing nothing it lacks"
                 entity.relationships.append((attribute, yaml, why, false))
                 continue
-            case .entity(let many, let members) where depth < 3:
+            case .entity(let many, let members, _) where depth < 3:
                 let target = add(PipelineDraft.singular(PipelineDraft.identifier(key)), members, depth: depth + 1)
                 if !target.identity.isEmpty {
                     let yaml = "{to: \(target.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written))}"
@@ -152,13 +152,12 @@ struct EntityBuilder {
         var keys: Set<String>
         var identity: [String]
 
-        /// Whether nested `members` are copies of such records: the same identity, something
-        /// besides it (an object of an id alone names a record of any kind), and no key the
-        /// records lack.
-        func isCopied(by members: [JSONValue]) -> Bool {
+        /// Whether nested `members`, identified by the keys `theirs`, are copies of such records:
+        /// the same identity, something besides it (an object of an id alone names a record of any
+        /// kind), and no key the records lack.
+        func isCopied(by members: [JSONValue], identifiedBy theirs: [String]) -> Bool {
             let memberKeys = Set(EntityBuilder.keys(of: members))
-            return !identity.isEmpty && memberKeys.count > identity.count && memberKeys.isSubset(of: keys)
-                && EntityBuilder.identity(of: members).0 == identity
+            return !identity.isEmpty && theirs == identity && memberKeys.count > identity.count && memberKeys.isSubset(of: keys)
         }
     }
 
@@ -234,7 +233,8 @@ struct EntityBuilder {
     }
 
     enum Nested {
-        case entity(many: Bool, members: [JSONValue])
+        /// Objects with an identity of one key (`identity`), distinct.
+        case entity(many: Bool, members: [JSONValue], identity: [String])
         case other
     }
 
@@ -247,14 +247,14 @@ struct EntityBuilder {
             // its text, not its place.
             let distinct = dedup(present)
             // One key, not a composite: a nested object's pair of keys is too weak a guess.
-            return identity(of: distinct).0.count == 1 ? .entity(many: false, members: distinct) : .other
+            let keys = identity(of: distinct).0
+            return keys.count == 1 ? .entity(many: false, members: distinct, identity: keys) : .other
         }
         if present.allSatisfy({ $0.kind == .array }) {
-            let members = present.flatMap { Array($0.elements) }
-            guard !members.isEmpty, members.allSatisfy({ $0.kind == .object }), identity(of: dedup(members)).0.count == 1 else {
-                return .other
-            }
-            return .entity(many: true, members: dedup(members))
+            let members = dedup(present.flatMap { Array($0.elements) })
+            guard !members.isEmpty, members.allSatisfy({ $0.kind == .object }) else { return .other }
+            let keys = identity(of: members).0
+            return keys.count == 1 ? .entity(many: true, members: members, identity: keys) : .other
         }
         return .other
     }
