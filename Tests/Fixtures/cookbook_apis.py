@@ -10,6 +10,9 @@ server.py (docs/cookbook.md's recipes for them; CookbookTests).
                                                      a page past the last answered 400
   POST /github/graphql                   GitHub's GraphQL API: issues, 2 a page, `after: $cursor` from variables.cursor,
                                          pageInfo {hasNextPage endCursor}; a query without `issues` answers {"errors": […]}, HTTP 200
+  /notion/v1/blocks/ID/children?page_size=N[&start_cursor=C]
+                                         Notion's block children: {results, next_cursor, has_more}, blocks
+                                         nested four levels (`has_children`), 404 for an unknown block
   POST /notion/v1/search                 Notion's search: {query, filter, page_size, start_cursor} → {results, next_cursor, has_more}
   POST /es/products/_search              Elasticsearch: hits sorted by [updated, id], `search_after` the last hit's `sort`
   /contentful/spaces/cfexample/environments/master/sync?initial=true | ?sync_token=T
@@ -249,6 +252,50 @@ def notion_search(body, host):
                  "has_more": more, "type": "page_or_database"}, []
 
 
+def notion_blocks(path, q, host):
+    """https://developers.notion.com/reference/get-block-children: a block's children, `page_size`
+    a page, `start_cursor` → {results, next_cursor, has_more}; a block with children says
+    `has_children: true`, and its children are its own request. A page of five blocks, nested four
+    levels down under the toggle; an id that is no block is answered 404 (object_not_found)."""
+    tree = {
+        "pg-root": [("b1", "heading_1", "Plan"), ("b2", "toggle", "Details"), ("b3", "paragraph", "Intro"),
+                    ("b4", "bulleted_list_item", "Steps"), ("b5", "paragraph", "End")],
+        "b2": [("b21", "paragraph", "First detail"), ("b22", "toggle", "Deeper"), ("b23", "paragraph", "Last detail")],
+        "b22": [("b221", "paragraph", "Deep text"), ("b222", "to_do", "Check it")],
+        "b222": [("b2221", "paragraph", "Four levels down")],
+        "b4": [("b41", "bulleted_list_item", "Step one"), ("b42", "bulleted_list_item", "Step two")],
+        "b42": [("b421", "paragraph", "A note on step two")],
+    }
+    if EDITED["on"]:
+        tree["b2"][0] = ("b21", "paragraph", "First detail (edited)")
+        tree["b2"].append(("b24", "paragraph", "Added"))
+    parts = path.split("/")  # /notion/v1/blocks/ID/children
+    if len(parts) != 6 or parts[5] != "children" or parts[4] not in tree and not any(
+            parts[4] == b for kids in tree.values() for b, _, _ in kids):
+        return 404, {"object": "error", "status": 404, "code": "object_not_found",
+                     "message": "Could not find block with ID: %s." % (parts[4] if len(parts) > 4 else "")}, []
+    parent = parts[4]
+    kids = tree.get(parent, [])
+
+    def block(bid, kind, text):
+        edited = EDITED["on"] and bid in ("b21", "b24")
+        content = {"rich_text": [{"type": "text", "text": {"content": text, "link": None}, "plain_text": text, "href": None}],
+                   "color": "default"}
+        if kind == "to_do":
+            content["checked"] = False
+        return {"object": "block", "id": bid,
+                "parent": {"type": "page_id", "page_id": parent} if parent == "pg-root" else {"type": "block_id", "block_id": parent},
+                "created_time": "2024-03-01T10:00:00.000Z",
+                "last_edited_time": "2024-05-01T10:00:00.000Z" if edited else "2024-03-02T10:00:00.000Z",
+                "created_by": {"object": "user", "id": "u-1"}, "has_children": bid in tree, "archived": False,
+                "in_trash": False, "type": kind, kind: content}
+    size = int(q.get("page_size", "100"))
+    start = int(q.get("start_cursor") or 0)
+    more = start + size < len(kids)
+    return 200, {"object": "list", "results": [block(*k) for k in kids[start:start + size]],
+                 "next_cursor": str(start + size) if more else None, "has_more": more, "type": "block", "block": {}}, []
+
+
 def answer_post(path, body, host):
     """(status, body, headers) for a POST to these APIs, or None."""
     if path == "/github/graphql":
@@ -282,4 +329,6 @@ def answer(path, q, host):
         return wordpress(path, q, host)
     if path.startswith("/contentful/"):
         return contentful(path, q, host)
+    if path.startswith("/notion/v1/blocks/"):
+        return notion_blocks(path, q, host)
     return None

@@ -5,7 +5,8 @@ import Testing
 
 /// docs/cookbook.md's recipes for pages that are not one array of objects — bare ids (Hacker
 /// News), an array inside each record (SWAPI's characters), a dictionary's values (npm), columns
-/// (Open-Meteo), elements picked by a key's value (Zendesk), a total in a header (WordPress) —
+/// (Open-Meteo), elements picked by a key's value (Zendesk), a total in a header (WordPress), a
+/// tree of blocks each level paginated by cursor (Notion) —
 /// each against its fixture API (Tests/Fixtures/cookbook_apis.py), taken as written with only the
 /// host changed: the first run holds what the pages say, a rerun inserts nothing, the archive
 /// replays to the same tables, PostgreSQL ends equal, `kill -9` and `--resume` end exact, and a
@@ -137,6 +138,28 @@ struct CookbookTests {
         ) { db throws in
             #expect(try rows(db, "SELECT id, title, archived FROM page ORDER BY id") == (1...5).map { ["pg-\($0)", "Page \($0)", "0"] })
         },
+        Recipe(
+            name: "notion-blocks", changes: ["https://api.notion.com/": "/notion/", "page_size=100": "page_size=2"],
+            environment: ["NOTION_TOKEN": "t0ken", "NOTION_PAGE_ID": "pg-root"], pages: 9, holdAt: 9
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, type, has_children, page_id, parent_id FROM block ORDER BY id") == [
+                    ["b1", "heading_1", "0", "pg-root", "NULL"], ["b2", "toggle", "1", "pg-root", "NULL"],
+                    ["b21", "paragraph", "0", "NULL", "b2"], ["b22", "toggle", "1", "NULL", "b2"],
+                    ["b221", "paragraph", "0", "NULL", "b22"],
+                    ["b222", "to_do", "1", "NULL", "b22"], ["b2221", "paragraph", "0", "NULL", "b222"],
+                    ["b23", "paragraph", "0", "NULL", "b2"],
+                    ["b3", "paragraph", "0", "pg-root", "NULL"], ["b4", "bulleted_list_item", "1", "pg-root", "NULL"],
+                    ["b41", "bulleted_list_item", "0", "NULL", "b4"], ["b42", "bulleted_list_item", "1", "NULL", "b4"],
+                    ["b421", "paragraph", "0", "NULL", "b42"], ["b5", "paragraph", "0", "pg-root", "NULL"],
+                ])
+            #expect(
+                try rows(
+                    db,
+                    "SELECT json_extract(to_do, '$.rich_text[0].plain_text'), json_extract(to_do, '$.checked') FROM block WHERE id = 'b222'"
+                )
+                    == [["Check it", "0"]])
+        },
     ]
 
     private func run(_ yaml: String, db: String, environment: [String: String], archive: String? = nil) throws -> RunSummary {
@@ -241,6 +264,35 @@ struct CookbookTests {
         #expect(try rows(db, "SELECT parent_id FROM item WHERE id = 9190") == [["9180"]])
     }
 
+    /// A fan-out that reads its own records, each request paginated by what its answers say
+    /// (Notion's block children: `start_cursor`), one request after another or four in flight:
+    /// every block with children is asked for them once, each of its pages once, and a block
+    /// without (`when: has_children`) never; `depth:` stops the levels below it.
+    @Test(arguments: [1, 4]) func aRecursiveFanOutPagedByItsAnswersAsksOnlyForChildren(concurrency: Int) throws {
+        for depth in [10, 2] {
+            let server = try FixtureServer()
+            let yaml = try ExportRoundTripTests.cookbook(
+                "notion-blocks", server.base,
+                [
+                    "https://api.notion.com/": "/notion/", "page_size=100": "page_size=2", "concurrency: 4": "concurrency: \(concurrency)",
+                    "depth: 10": "depth: \(depth)",
+                ])
+            let db = temporaryDirectory().appendingPathComponent("blocks.db").path
+            let summary = try run(yaml, db: db, environment: ["NOTION_TOKEN": "t", "NOTION_PAGE_ID": "pg-root"])
+            #expect(summary.status == .finished && summary.counters.rejectedRecords == 0, "\(summary.error ?? "")")
+            let asked = try server.seen().map { "\($0.path.replacingOccurrences(of: "/notion/v1/blocks/", with: ""))?\($0.query)" }
+            var expected = [
+                "pg-root/children?page_size=2", "pg-root/children?page_size=2&start_cursor=2",
+                "pg-root/children?page_size=2&start_cursor=4",
+                "b2/children?page_size=2", "b2/children?page_size=2&start_cursor=2", "b4/children?page_size=2",
+                "b22/children?page_size=2", "b42/children?page_size=2",
+            ]
+            if depth > 2 { expected.append("b222/children?page_size=2") }
+            #expect(asked.sorted() == expected.sorted(), "depth \(depth)")
+            #expect(try rows(db, "SELECT count(*) FROM block") == [[depth > 2 ? "14" : "13"]], "depth \(depth)")
+        }
+    }
+
     /// `depth:` bounds a fan-out that reads its own records: 1 to 1,000 levels, refused otherwise
     /// with its line; a joined run of one is refused (its jobs would fetch the pages whose records
     /// make the next requests), as for a chain of for_each.
@@ -297,7 +349,8 @@ struct CookbookTests {
         }
     }
 
-    /// Every `yaml` block of docs/cookbook.md that is a pipeline file validates.
+    /// Every `yaml` block of docs/cookbook.md that is a pipeline file validates (with the
+    /// variables its source expands set, as a user's run has them).
     @Test func everyCookbookPipelineValidates() throws {
         let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
         let blocks = text.components(separatedBy: "```yaml\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
@@ -305,14 +358,16 @@ struct CookbookTests {
         var names: [String] = []
         for (k, pipeline) in pipelines.enumerated() {
             #expect(throws: Never.self, "cookbook pipeline \(k + 1)") {
-                names.append(try PipelineConfig.parse(text: pipeline, path: "cookbook-\(k + 1).yml", environment: [:]).name)
+                names.append(
+                    try PipelineConfig.parse(text: pipeline, path: "cookbook-\(k + 1).yml", environment: ["NOTION_PAGE_ID": "pg-root"]).name
+                )
             }
         }
         let recipes = [
             "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
             "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
             "github-graphql-issues", "elasticsearch-products", "contentful-sync", "zendesk-sideloads",
-            "notion-search",
+            "notion-search", "notion-blocks",
         ]
         #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }

@@ -86,6 +86,8 @@ struct JoinedRecipesTests {
         // Deleted entries stand where they are in the delta (and the sync URL is kept by the run
         // that read its last page).
         "contentful-sync": "delete_when",
+        // The nested blocks' requests come from their own records, level after level.
+        "notion-blocks": "reads its own records",
     ]
 
     /// Shipped pipelines joined by another test, with it.

@@ -63,7 +63,7 @@ extension PipelineYAMLReader {
     private mutating func readForEach(
         _ node: Node, of name: String, source sourceNode: Node?, after earlier: [ResourceConfig], defaults: Node?
     ) throws(ConfigError) -> (ResourceConfig.ForEach, jsonLines: Bool) {
-        let f = try mapping(node, allowed: ["resource", "each", "path", "url", "with", "not_found", "depth"])
+        let f = try mapping(node, allowed: ["resource", "each", "path", "url", "with", "not_found", "depth", "when"])
         var notFoundFails = false
         if let notFound = f["not_found"] {
             switch try string(notFound) {
@@ -82,6 +82,7 @@ extension PipelineYAMLReader {
         }
         let template = try urlTemplate(templateNode)
         let each = try f["each"].map { (node: Node) throws(ConfigError) in try keyPath(node) }
+        let when = try f["when"].map { (node: Node) throws(ConfigError) in try keyPath(node) }
         var with: [ResourceConfig.WithKey] = []
         if let withNode = f["with"] {
             guard case .mapping(let pairs) = withNode else { throw error(withNode, "with is a mapping of new keys to key paths") }
@@ -109,6 +110,7 @@ extension PipelineYAMLReader {
         var forEach = ResourceConfig.ForEach(
             resource: parent, each: each, template: template, isURL: f["url"] != nil, with: with, http: config,
             notFoundFails: notFoundFails)
+        forEach.when = when
         if let depthNode = f["depth"] {
             guard let depth = Int(try string(depthNode)), (1...ResourceConfig.ForEach.maxDepth).contains(depth) else {
                 throw error(

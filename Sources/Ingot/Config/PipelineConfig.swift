@@ -242,6 +242,10 @@ package struct ResourceConfig: Sendable, Equatable {
         /// template) — a comment's `kids` fetched as comments, and theirs, N levels down from the
         /// parent's — each request made once across every level.
         package var depth = 1
+        /// `when: KEY.PATH`: only a record whose value there is `true` makes requests (Notion's
+        /// `has_children`: a block without children is not asked for them); `nil`: every record.
+        /// A record it leaves out is not an error: nothing is skipped, warned or counted.
+        package var when: JSONKeyPath? = nil
 
         /// The deepest ``depth`` a pipeline may ask: a bound on a fan-out that could otherwise follow
         /// a cycle of ids, or a thread of replies, as far as the API goes.

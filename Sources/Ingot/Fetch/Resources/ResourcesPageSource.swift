@@ -394,6 +394,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             for _ in 0..<records.count {
                 let record = JSONValue(document: document, index: node)
                 node = Int(document.nodes[node].end)
+                if let when = forEach.when, when.resolve(in: record)?.bool != true { continue }
                 // `each:`: a request per element of the record's array (none when it has none).
                 let values = forEach.each.map { path in path.resolve(in: record).map { Array($0.elements) } ?? [] } ?? [record]
                 for value in values {
