@@ -15,6 +15,12 @@ struct InitTests {
         var identity: String
         var paginator: String?
         var testDescription: String { path }
+        /// The enum its Swift draft is compiled in: its path's first segment, as the API is named.
+        var namespace: String {
+            let segment = path.split(separator: "/").first.map(String.init) ?? "api"
+            let name = ["api": "swapi", "wp": "wordpress", "hn": "hackerNews", "meteo": "openMeteo"][segment] ?? segment
+            return name.prefix(1).uppercased() + name.dropFirst() + "Draft"
+        }
     }
 
     static let apis: [API] = [
@@ -249,6 +255,43 @@ struct InitTests {
             drafted.stdout == file,
             "Tests/ReadmeExamples/DraftedOrders.swift is not what the drafter prints: ingot \(command.joined(separator: " ")) > Tests/ReadmeExamples/DraftedOrders.swift"
         )
+    }
+
+    /// `ingot init --swift` of every API above compiles as is: Tests/ReadmeExamples/DraftedAPIs.swift
+    /// holds each API's draft as the drafter writes it, in an enum of its own (GitHub's `User` and
+    /// Jira's are two types), and the build compiles it. After a change to the drafter, the test
+    /// writes the file it expects beside the build and says so: copy it over.
+    @Test func everyAPIsSwiftDraftCompiles() throws {
+        let server = try FixtureServer()
+        var expected = """
+            // swift-format-ignore-file
+            // `ingot init --swift` of each API of InitTests.apis, from its fixture pages, each in an enum of its own:
+            // made by InitTests.everyAPIsSwiftDraftCompiles (the build compiles what the drafter writes).
+            import Foundation
+            import Ingot
+
+            """
+        for api in Self.apis {
+            let url = server.base + api.path
+            let draft = try PipelineDraft.infer(
+                name: PipelineDraft.name(from: url), origin: .url(url, bearerEnv: nil),
+                samples: try PipelineDraft.samples(url: url, headers: [], pages: 3))
+            // The fixture server's port, in the comments that quote a URL, is another each run.
+            let swift = draft.swift.replacingOccurrences(of: server.base, with: "http://127.0.0.1:PORT")
+            let lines = swift.split(separator: "\n", omittingEmptySubsequences: false)
+            let body = lines.drop { $0.hasPrefix("//") || $0.hasPrefix("import ") || $0.isEmpty }
+            #expect(lines.contains("import Ingot") && !body.isEmpty, "\(swift)")
+            expected += "\nenum \(api.namespace) {\n"
+            expected += body.map { $0.isEmpty ? "" : "    " + $0 }.joined(separator: "\n").trimmingCharacters(in: .newlines)
+            expected += "\n}\n"
+        }
+        let path = "Tests/ReadmeExamples/DraftedAPIs.swift"
+        let file = try? String(contentsOf: packageRoot.appendingPathComponent(path), encoding: .utf8)
+        guard file != expected else { return }
+        // Beside the build (the test's temporary files go with its process).
+        let made = packageRoot.appendingPathComponent(".build/DraftedAPIs.swift")
+        try Data(expected.utf8).write(to: made)
+        Issue.record("\(path) is not what the drafter writes now: cp \(made.path) \(path)")
     }
 
     /// `--swift`: the same draft as `IngotEntity` structs — coding keys the records' keys, the
