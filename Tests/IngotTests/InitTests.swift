@@ -215,6 +215,35 @@ struct InitTests {
         }
     }
 
+    /// Ids under a key that does not name what they refer to (Zendesk's `assignee_id`: a user)
+    /// are a relationship when every one of them is the identity of a drafted entity's record in
+    /// the sample — at least two of them, of one entity alone — and the draft says to check it;
+    /// ids some of which match no record, or a lone id, stay integers.
+    @Test func idsTheKeyDoesNotNameAreFoundByTheirValues() throws {
+        let page = #"""
+            [{"id": 1, "requester": {"id": 7, "name": "Ada"}, "assignee_id": 7, "group_id": 70, "watcher_ids": [7, 8]},
+             {"id": 2, "requester": {"id": 8, "name": "Bob"}, "assignee_id": 8, "group_id": 71, "watcher_ids": [8]},
+             {"id": 3, "requester": {"id": 7, "name": "Ada"}, "assignee_id": null, "group_id": 70, "brand_id": 7}]
+            """#
+        let dir = temporaryDirectory()
+        try Data(page.utf8).write(to: dir.appendingPathComponent("tickets.json"))
+        let draft = try PipelineDraft.infer(
+            name: "tickets", origin: .directory(dir.path),
+            samples: [PipelineDraft.Sample(document: try JSONDocument(bytes: Array(page.utf8)))])
+        #expect(draft.yaml.contains(#"assignee_id: {to: requester, key: "assignee_id"}"#), "\(draft.yaml)")
+        #expect(draft.yaml.contains(#"watcher_ids: {to: requester, many: true, key: "watcher_ids", ordered: true}"#), "\(draft.yaml)")
+        #expect(draft.yaml.contains("are all ids of requester records, though the key's name does not say so: check it"), "\(draft.yaml)")
+        #expect(
+            draft.yaml.contains("group_id: integer") && draft.yaml.contains("brand_id: integer"),
+            "no user is 70 or 71; one 7 alone: \(draft.yaml)")
+        #expect(draft.swift.contains("var assigneeId: Ref<Requester>?"), "\(draft.swift)")
+        let config = try PipelineConfig.parse(text: draft.yaml, path: dir.appendingPathComponent("tickets.yml").path)
+        let db = temporaryDirectory().appendingPathComponent("tickets.db").path
+        let run = load(config, into: db)
+        #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
+        #expect(try rows(db, "SELECT id, assignee_id_id FROM ticket ORDER BY id") == [["1", "7"], ["2", "8"], ["3", "NULL"]])
+    }
+
     /// A nested object with the records' own identity and only keys the records have is a
     /// partial copy of one of them (Jira's sub-task names its parent issue with its key, summary
     /// and status): a relationship to the records' own entity, not an entity of its own, and

@@ -222,12 +222,12 @@ enum RedditDraft {
         var dataSubredditId: String?
         var dataSubreddit: String?
         var dataBody: String?
-        var dataLinkId: String?
         var dataDisplayName: String?
+        var dataLinkId: Ref<Children>?  // the 4 ids the sample holds here are all ids of children records, though the key's name does not say so: check it; a to-one, a stub until it loads
         enum CodingKeys: String, CodingKey {
             case kind, dataName = "data.name", dataId = "data.id", dataTitle = "data.title", dataScore = "data.score",
-                dataSubredditId = "data.subreddit_id", dataSubreddit = "data.subreddit", dataBody = "data.body", dataLinkId = "data.link_id",
-                dataDisplayName = "data.display_name"
+                dataSubredditId = "data.subreddit_id", dataSubreddit = "data.subreddit", dataBody = "data.body",
+                dataDisplayName = "data.display_name", dataLinkId = "data.link_id"
         }
         static let identity: [CodingKeys] = [.dataName]
     }

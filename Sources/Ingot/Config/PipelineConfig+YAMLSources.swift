@@ -111,16 +111,19 @@ extension PipelineYAMLReader {
             resource: parent, each: each, template: template, isURL: f["url"] != nil, with: with, http: config,
             notFoundFails: notFoundFails)
         forEach.when = when
-        if let depthNode = f["depth"] {
-            guard let depth = Int(try string(depthNode)), (1...ResourceConfig.ForEach.maxDepth).contains(depth) else {
-                throw error(
-                    depthNode,
-                    "depth is the levels of requests, 1 to \(ResourceConfig.ForEach.maxDepth): 1 reads the parent's records only, "
-                        + "more reads this resource's own records too, that many levels down")
-            }
-            forEach.depth = depth
-        }
+        if let depthNode = f["depth"] { forEach.depth = try depth(depthNode) }
         return (forEach, jsonLines)
+    }
+
+    /// A for_each's `depth:`, 1 to ``ResourceConfig/ForEach/maxDepth``.
+    private func depth(_ node: Node) throws(ConfigError) -> Int {
+        guard let depth = Int(try string(node)), (1...ResourceConfig.ForEach.maxDepth).contains(depth) else {
+            throw error(
+                node,
+                "depth is the levels of requests, 1 to \(ResourceConfig.ForEach.maxDepth): 1 reads the parent's records only, "
+                    + "more reads this resource's own records too, that many levels down")
+        }
+        return depth
     }
 
     /// A resource's `write:`: it needs a root, a scope names one of the root's keys, and one root

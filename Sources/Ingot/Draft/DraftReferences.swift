@@ -16,6 +16,8 @@ struct ReferenceHint {
     var many: Bool
     /// Where its values point, when they are URLs of one collection (``URLCollection``).
     var urls: URLCollection?
+    /// The distinct values the sample holds there (an integer's digits, a string's text).
+    var seen: Set<String> = []
 
     /// The names that refer to the record's own entity: a parent, and its children.
     static let ownKind: Set<String> = ["parent", "parent_id", "parentid", "kids", "children", "child_ids", "replies", "subtasks"]
@@ -37,7 +39,26 @@ struct ReferenceHint {
         }
         // A record's own address is not a reference to another.
         let urls = kind == "text" && !Self.ownAddress.contains(attribute) ? URLCollection.of(scalars.compactMap(\.string)) : nil
-        return ReferenceHint(entity: entity, attribute: attribute, key: key, kind: kind, many: many, urls: urls)
+        return ReferenceHint(
+            entity: entity, attribute: attribute, key: key, kind: kind, many: many, urls: urls,
+            seen: Set(scalars.compactMap(\.identityText)))
+    }
+
+    /// Whether its name says it holds ids (`requester_id`, `label_ids`, `assigneeId`), whatever
+    /// it names: the names a reference found by its values may have.
+    var isNamedAsIDs: Bool {
+        let name = attribute.lowercased()
+        return ["_id", "_ids"].contains { name.hasSuffix($0) && name.count > $0.count }
+    }
+
+    /// The one entity among `identities` whose sampled identities (``EntityBuilder/identityValues``,
+    /// of the hint's kind) hold every value the hint's do, when its name says it holds ids but not
+    /// whose (Zendesk's `requester_id`, `assignee_id`: users): at least two distinct values, so that
+    /// a lone `1` does not make a link. `nil` when none, or more than one, does.
+    func targetByValues(among identities: [String: (kind: String, values: Set<String>)]) -> String? {
+        guard isNamedAsIDs, urls == nil, seen.count >= 2 else { return nil }
+        let holding = identities.filter { $0.value.kind == kind && seen.isSubset(of: $0.value.values) }.map(\.key)
+        return holding.count == 1 ? holding[0] : nil
     }
 
     /// Names under which a record gives its own URL.
@@ -102,5 +123,17 @@ struct URLCollection: Hashable {
     private static func isID(_ segment: Substring) -> Bool {
         if segment.allSatisfy({ $0.isASCII && $0.isNumber }) { return true }
         return segment.count >= 32 && segment.allSatisfy { $0.isHexDigit || $0 == "-" }
+    }
+}
+
+extension JSONValue {
+    /// The text an identity is compared by across the sample: an integer's digits, a string's
+    /// text; `nil` for anything else.
+    var identityText: String? {
+        switch kind {
+        case .number: int64.map { String($0) }
+        case .string: string
+        default: nil
+        }
     }
 }

@@ -7,6 +7,9 @@ struct EntityBuilder {
     private(set) var entities: [DraftEntity] = []
     /// Each drafted entity with an identity, and its kind (`integer` or `text`).
     private(set) var identityKinds: [String: String] = [:]
+    /// The identities each drafted entity with a one-key identity has in the sample
+    /// (``JSONValue/identityText``): what a reference found by its values must be among.
+    private(set) var identityValues: [String: Set<String>] = [:]
     /// The attributes whose values could name records (DraftReferences.swift).
     private(set) var hints: [ReferenceHint] = []
     /// The entities whose identity is a URL of one collection, and that collection.
@@ -35,6 +38,10 @@ struct EntityBuilder {
         let identityKey = identityKeys.count == 1 ? identityKeys[0] : nil
         entity.identityWhy = why
         if let identityKind { identityKinds[unique] = identityKind }
+        if let identityKey {
+            let path = JSONKeyPath(keys: identityKey.components(separatedBy: "."))
+            identityValues[unique] = Set(objects.compactMap { path.resolve(in: $0)?.identityText })
+        }
         if let identityKey, identityKind == "text" {
             let texts = objects.compactMap { JSONKeyPath(keys: identityKey.components(separatedBy: ".")).resolve(in: $0)?.string }
             urlIdentities[unique] = URLCollection.of(texts)
@@ -110,8 +117,12 @@ struct EntityBuilder {
     /// Turns the attributes that name other records (``ReferenceHint``) into relationships,
     /// once every entity is drafted.
     mutating func linkReferences() {
+        let sampled = Dictionary(
+            uniqueKeysWithValues: identityKinds.compactMap { name, kind in identityValues[name].map { (name, (kind: kind, values: $0)) } })
         for hint in hints {
-            guard let target = hint.urls.map({ urlTarget($0, namedBy: hint) }) ?? hint.target(among: identityKinds),
+            let named = hint.urls.map { urlTarget($0, namedBy: hint) } ?? hint.target(among: identityKinds)
+            let byValues = named == nil ? hint.targetByValues(among: sampled) : nil
+            guard let target = named ?? byValues,
                 let e = entities.firstIndex(where: { $0.name == hint.entity }),
                 !entities[e].identity.contains(hint.attribute),
                 let a = entities[e].attributes.firstIndex(where: { $0.name == hint.attribute })
@@ -124,9 +135,11 @@ struct EntityBuilder {
                 ?? (hint.kind == "integer" ? ("an integer id", "integer ids") : ("an id", "ids"))
             let by = hint.urls == nil ? "by the key's name" : hint.many ? "by the collection they name" : "by the collection it names"
             let why =
-                hint.many
-                ? "\(values) of \(target), \(by): an ordered to-many, stubs until they load"
-                : "\(one) of one \(target), \(by): a to-one, a stub until it loads"
+                byValues != nil
+                ? "the \(hint.seen.count) \(values) the sample holds here are all ids of \(target) records, though the key's name does not say so: check it; \(hint.many ? "an ordered to-many, stubs until they load" : "a to-one, a stub until it loads")"
+                : hint.many
+                    ? "\(values) of \(target), \(by): an ordered to-many, stubs until they load"
+                    : "\(one) of one \(target), \(by): a to-one, a stub until it loads"
             entities[e].relationships.append((hint.attribute, yaml, why, true))
         }
     }
