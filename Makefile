@@ -56,7 +56,7 @@ run: release
 	$(RELEASE) replay pipelines/samples/people.ingot --db $(OUT)/people.db
 	python3 Benchmarks/people.py --check $(OUT)/people.db --expected pipelines/samples/people/expected.json
 
-## bench: people-200k, paired with two DuckDB peers (pip, pinned), the SQLite write floor and the pipeline floor (orjson, pip, pinned)
+## bench: people-200k, paired with two DuckDB peers (pip, pinned), the SQLite write floor and the pipeline floor (simdjson through pysimdjson, pip, pinned)
 ## (BENCH_ARGS=--big adds people-1M, --huge runs people-10M alone); results go to docs/benchmarks.md by hand
 bench: release
 	python3 Benchmarks/bench.py --ingot $(RELEASE) $(BENCH_ARGS)
