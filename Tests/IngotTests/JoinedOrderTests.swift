@@ -76,4 +76,24 @@ struct JoinedOrderTests {
         let nextJoin = UnitOrder.position(ordinal: 4, key: UnitOrder.key(seq: 1, part: 0))
         #expect(WritePositions.wins(nextJoin, over: UnitOrder.position(ordinal: 3, key: UnitOrder.lastKey(seq: UnitOrder.lastSeq))))
     }
+
+    /// A store that keeps rows in memory applies the rule by ``WritePositions/apply(over:)``: the
+    /// columns and sets the write does not lose take its values and positions, a slot it gives
+    /// nothing for keeps its own, and `@` only grows.
+    @Test func aWriteTakesTheSlotsItDoesNotLose() {
+        let (early, late) = (
+            UnitOrder.position(ordinal: 3, key: UnitOrder.key(seq: 2, part: 1)),
+            UnitOrder.position(ordinal: 3, key: UnitOrder.key(seq: 5, part: 0))
+        )
+        // Three columns, one set, `@`: two columns and the set stored by the later unit, one
+        // column by a single run (0).
+        var stored: [Int64] = [late, 0, late, late, late]
+        let write = WritePositions(columns: [early, early, nil], sets: [late], touched: early)
+        let taken = write.apply(over: &stored)
+        #expect(taken.columns == [1] && taken.sets == [0], "the older unit loses where the later one wrote")
+        #expect(stored == [late, early, late, late, late], "`@` stays the later unit's")
+        var unwritten: [Int64] = [0, 0, 0, 0, 0]
+        let all = WritePositions(columns: [early, nil, early], sets: [nil], touched: early).apply(over: &unwritten)
+        #expect(all.columns == [0, 2] && all.sets.isEmpty && unwritten == [early, 0, early, 0, early])
+    }
 }

@@ -5,7 +5,8 @@
 /// where the write is not older (``wins(_:over:)``); the row's `@` becomes the larger.
 ///
 /// One rule for every store that shares runs: PostgreSQL applies it in SQL over these positions
-/// (`_ingot_pos`, PGStore+Join.swift), the tests' memory store in Swift over the same values.
+/// (`_ingot_pos`, PGStore+Join.swift), a store that keeps rows in memory by ``apply(over:)``
+/// (the tests' memory store), over the same values in the same order (``Slots``).
 package struct WritePositions: Sendable, Equatable {
     /// Per column (identity columns: `nil`, never written over).
     package var columns: [Int64?]
@@ -29,6 +30,10 @@ package struct WritePositions: Sendable, Equatable {
         touched = UnitOrder.position(ordinal: ordinal, key: latest > 0 ? latest : fallback)
     }
 
+    package init(columns: [Int64?], sets: [Int64?], touched: Int64) {
+        (self.columns, self.sets, self.touched) = (columns, sets, touched)
+    }
+
     /// Every slot in `_ingot_pos` order: the columns, the sets, then `@`.
     package var slots: [Int64?] { columns + sets + [touched] }
 
@@ -41,5 +46,45 @@ package struct WritePositions: Sendable, Equatable {
     package static func wins(_ position: Int64?, over stored: Int64?) -> Bool {
         guard let position else { return false }
         return position >= (stored ?? 0)
+    }
+}
+
+extension WritePositions {
+    /// Where a row's positions are in the array a store keeps beside it (`_ingot_pos`, counted
+    /// from 0 here): one per column, one per to-many set, then `@`.
+    package struct Slots: Sendable {
+        package let columns: Int
+        package let sets: Int
+
+        package init(_ layout: EntityLayout) {
+            columns = layout.columns.count
+            sets = layout.toMany.count
+        }
+
+        /// To-many set `k`'s.
+        package func set(_ k: Int) -> Int { columns + k }
+        /// The row's `@`.
+        package var touched: Int { columns + sets }
+        package var count: Int { columns + sets + 1 }
+        /// A row no shared run wrote: every slot 0, which every unit's write overtakes.
+        package var unwritten: [Int64] { Array(repeating: 0, count: count) }
+    }
+
+    /// What the write takes over a stored row whose positions are `stored` (``Slots``' order):
+    /// the columns and the to-many sets whose stored position it does not lose to
+    /// (``wins(_:over:)``), now at the write's positions; the row's `@` becomes the larger.
+    package func apply(over stored: inout [Int64]) -> (columns: [Int], sets: [Int]) {
+        var taken: (columns: [Int], sets: [Int]) = ([], [])
+        for (slot, position) in columns.enumerated() where Self.wins(position, over: stored[slot]) {
+            taken.columns.append(slot)
+            stored[slot] = position ?? 0
+        }
+        for (k, position) in sets.enumerated() where Self.wins(position, over: stored[columns.count + k]) {
+            taken.sets.append(k)
+            stored[columns.count + k] = position ?? 0
+        }
+        let touchedSlot = columns.count + sets.count
+        stored[touchedSlot] = max(stored[touchedSlot], touched)
+        return taken
     }
 }

@@ -16,7 +16,7 @@ final class MemoryDatabase: Sendable {
         /// Per entity, per to-many relationship: each owner's targets.
         var links: [[[IdentityKey: [IdentityKey]]]]
         /// Shared runs: per entity, per row, the position of the unit that last set each column,
-        /// each to-many set, and the row (``PositionSlots``).
+        /// each to-many set, and the row (``WritePositions/Slots``).
         var positions: [[IdentityKey: [Int64]]]
     }
 
@@ -138,17 +138,6 @@ final class MemoryDatabase: Sendable {
 
 /// Where a row's positions are: one per column, one per to-many set, then the row's (its
 /// latest unit).
-struct PositionSlots {
-    let columns: Int
-    let links: Int
-    var count: Int { columns + links + 1 }
-    var touched: Int { columns + links }
-    init(_ layout: EntityLayout) {
-        columns = layout.columns.count
-        links = layout.toMany.count
-    }
-}
-
 /// A second backend, in memory, written against the public `IngestStore` and `SharedRunStore`
 /// seams alone: it stores what it is given and applies no merge rule of its own (those are the
 /// resolver's). The tests run the same pages through it and through SQLite and compare the
@@ -296,10 +285,10 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
     /// In order, the rows a batch touched get its position as their `@` (PGStore.markTouched).
     private func markTouched(_ batch: ResolvedBatch, position: Int64, _ tables: inout MemoryDatabase.Tables) {
         for entity in 0..<batch.entityCount {
-            let slots = PositionSlots(layouts[entity])
+            let slots = WritePositions.Slots(layouts[entity])
             for row in batch.rows(of: entity) {
                 guard let identity = row.identity else { continue }
-                var positions = tables.positions[entity][identity] ?? Array(repeating: 0, count: slots.count)
+                var positions = tables.positions[entity][identity] ?? slots.unwritten
                 positions[slots.touched] = position
                 tables.positions[entity][identity] = positions
             }
@@ -401,7 +390,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         var counts = [EntityCounts](repeating: EntityCounts(), count: layouts.count)
         for entity in 0..<batch.entityCount {
             let layout = layouts[entity]
-            let slots = PositionSlots(layout)
+            let slots = WritePositions.Slots(layout)
             for row in batch.rows(of: entity) {
                 guard let identity = row.identity else {
                     tables.anonymous[entity].append(row.values.map { $0 ?? .null })
@@ -410,7 +399,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 }
                 let write = WritePositions(row, layout, ordinal: ordinal, fallback: fallback)
                 var stored = tables.rows[entity][identity]
-                var positions = tables.positions[entity][identity] ?? Array(repeating: 0, count: slots.count)
+                var positions = tables.positions[entity][identity] ?? slots.unwritten
                 if stored == nil {
                     stored = row.values.map { $0 ?? .null }
                     counts[entity].inserted += 1
@@ -418,15 +407,9 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 } else if write.gives {
                     counts[entity].updated += 1
                 }
-                for (slot, position) in write.columns.enumerated() where WritePositions.wins(position, over: positions[slot]) {
-                    stored?[slot] = row.values[slot] ?? .null
-                    positions[slot] = position ?? 0
-                }
-                for (k, position) in write.sets.enumerated() where WritePositions.wins(position, over: positions[slots.columns + k]) {
-                    tables.links[entity][k][identity] = Self.unique(row.links[k] ?? [])
-                    positions[slots.columns + k] = position ?? 0
-                }
-                positions[slots.touched] = max(positions[slots.touched], write.touched)
+                let taken = write.apply(over: &positions)
+                for slot in taken.columns { stored?[slot] = row.values[slot] ?? .null }
+                for k in taken.sets { tables.links[entity][k][identity] = Self.unique(row.links[k] ?? []) }
                 tables.rows[entity][identity] = stored
                 tables.positions[entity][identity] = positions
             }
@@ -434,12 +417,12 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
         // Owned rows no set at least as new as their owner's wrote go, as in PostgreSQL's
         // `deleteStaleOwned`: rows past the newest set's end, whichever unit committed first.
         for entity in 0..<batch.entityCount {
-            let slots = PositionSlots(layouts[entity])
+            let slots = WritePositions.Slots(layouts[entity])
             for (k, toMany) in layouts[entity].toMany.enumerated() where toMany.isOwned {
                 for row in batch.rows(of: entity) {
                     guard let identity = row.identity, row.links[k] != nil else { continue }
-                    let newest = tables.positions[entity][identity]?[slots.columns + k] ?? 0
-                    let target = PositionSlots(layouts[toMany.target])
+                    let newest = tables.positions[entity][identity]?[slots.set(k)] ?? 0
+                    let target = WritePositions.Slots(layouts[toMany.target])
                     let stale = tables.rows[toMany.target].keys.filter { key in
                         Array(key.values.prefix(identity.values.count)) == identity.values && key.values.count == identity.values.count + 1
                             && (tables.positions[toMany.target][key]?[target.touched] ?? 0) < newest
@@ -658,7 +641,7 @@ final class MemoryStore: SharedRunStore, @unchecked Sendable {  // used from the
                 for entity in replacing {
                     total.deleted += database.state.withLock { state in
                         func touched(_ e: Int, _ key: IdentityKey) -> Int64 {
-                            state.tables.positions[e][key]?[PositionSlots(layouts[e]).touched] ?? 0
+                            state.tables.positions[e][key]?[WritePositions.Slots(layouts[e]).touched] ?? 0
                         }
                         var gone = Set(state.tables.rows[entity].keys.filter { touched(entity, $0) < first })
                         if let scope = scopes[entity], let slot = layouts[entity].columns.firstIndex(where: { $0.name == scope }) {

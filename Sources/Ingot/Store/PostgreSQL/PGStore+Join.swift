@@ -219,20 +219,19 @@ extension PGStore {
         [arrayLiteral(units.map { .integer(Int64($0.seq)) }), arrayLiteral(units.map { .integer(Int64($0.claim)) })]
     }
 
-    /// Where an entity's positions are in its `_ingot_pos` array (1-based): one per column, one
-    /// per to-many set, then `@` (the row was touched, at its latest unit).
+    /// Where an entity's positions are in its `_ingot_pos` array: ``WritePositions/Slots``,
+    /// counted from 1 as SQL arrays are — one per column, one per to-many set, then `@` (the row
+    /// was touched, at its latest unit).
     struct PositionSlots {
-        let columns: Int
-        let links: Int
+        private let slots: WritePositions.Slots
+        var columns: Int { slots.columns }
+        var links: Int { slots.sets }
         func column(_ slot: Int) -> Int { slot + 1 }
-        func link(_ k: Int) -> Int { columns + k + 1 }
-        var touched: Int { columns + links + 1 }
-        var count: Int { columns + links + 1 }
+        func link(_ k: Int) -> Int { slots.set(k) + 1 }
+        var touched: Int { slots.touched + 1 }
+        var count: Int { slots.count }
 
-        init(_ layout: EntityLayout) {
-            columns = layout.columns.count
-            links = layout.toMany.count
-        }
+        init(_ layout: EntityLayout) { slots = WritePositions.Slots(layout) }
     }
 
     /// The positions a staged row carries, as an array literal: each column its records set and
