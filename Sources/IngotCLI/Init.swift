@@ -92,8 +92,9 @@ struct Init: ParsableCommand {
             }
             let count = pages.flatMap { Int($0) } ?? 3
             let samples = try PipelineDraft.samples(url: url, headers: sent, pages: count)
+            let details = try PipelineDraft.details(of: samples, headers: sent)
             let drafted = name ?? PipelineDraft.name(from: url)
-            return try PipelineDraft.infer(name: drafted, origin: .url(url, bearerEnv: bearerEnv), samples: samples)
+            return try PipelineDraft.infer(name: drafted, origin: .url(url, bearerEnv: bearerEnv), samples: samples, details: details)
         }
         let directory = pages ?? "."
         let samples = try PipelineDraft.samples(directory: directory, pages: 3)

@@ -235,12 +235,27 @@ enum RedditDraft {
 
 enum PokeapiDraft {
     struct Pokemon: IngotEntity, Codable {
+        var id: Int
         var name: String?
-        var url: String
+        var height: Int?
+        var weight: Int?
+        var baseExperience: Int?
+        var types: [TypeRecord]?  // arrays of objects with an identity: a to-many, linked by identity
         enum CodingKeys: String, CodingKey {
-            case name, url
+            case id, name, height, weight, baseExperience = "base_experience", types
         }
-        static let identity: [CodingKeys] = [.url]
+        static let identity: [CodingKeys] = [.id]
+    }
+
+    struct TypeRecord: IngotEntity, Codable {
+        var slot: Int?
+        var typeName: String?
+        var typeUrl: String
+        enum CodingKeys: String, CodingKey {
+            case slot, typeName = "type.name", typeUrl = "type.url"
+        }
+        static let entityName = "type"
+        static let identity: [CodingKeys] = [.typeUrl]
     }
 }
 

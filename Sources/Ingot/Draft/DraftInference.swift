@@ -1,23 +1,16 @@
 import Foundation
 
 extension PipelineDraft {
-    /// Drafts a pipeline named `name` from `samples` (in the order they were read) for `origin`.
-    /// Throws when the pages hold no records it can map, saying what it found.
-    package static func infer(name: String, origin: Origin, samples: [Sample]) throws(Failure) -> PipelineDraft {
+    /// Drafts a pipeline named `name` from `samples` (in the order they were read) for `origin`;
+    /// with `details`, the list's entries are links and the entity is drafted from the detail
+    /// pages they name (``DraftDetails``). Throws when the pages hold no records it can map,
+    /// saying what it found.
+    package static func infer(name: String, origin: Origin, samples: [Sample], details: DraftDetails? = nil) throws(Failure)
+        -> PipelineDraft
+    {
         guard let first = samples.first else { throw Failure(description: "no page was read") }
         let (path, layout, why) = try recordsPath(of: first)
-        let framing = RecordFraming.of(recordsPath: path == "." ? [] : path.components(separatedBy: "."), jsonLines: false, layout: layout)
-        var records: [JSONValue] = []
-        for sample in samples {
-            guard let document = try? framing.parse(sample.document.bytes), case .success(let found) = framing.records(in: document) else {
-                continue
-            }
-            var node = found.first
-            for _ in 0..<found.count {
-                records.append(JSONValue(document: document, index: node))
-                node = Int(document.nodes[node].end)
-            }
-        }
+        let records = details.map { $0.samples.map(\.document.root) } ?? Self.records(of: samples, path: path, layout: layout)
         let objects = records.filter { $0.kind == .object }
         guard !objects.isEmpty else {
             let bare = !records.isEmpty && records.allSatisfy { $0.kind == .number || $0.kind == .string }
@@ -27,7 +20,8 @@ extension PipelineDraft {
                     : "\(first.url ?? "the first page"): no record objects at '\(path)' (found \(records.count) values, none an object): give a page of records"
             )
         }
-        let root = entityName(forRecordsAt: path, url: first.url, fallback: name)
+        let root =
+            details.map { identifier(singular($0.collection.collection)) } ?? entityName(forRecordsAt: path, url: first.url, fallback: name)
         var builder = EntityBuilder()
         builder.add(root, objects)
         builder.linkReferences()
@@ -35,6 +29,7 @@ extension PipelineDraft {
         var draft = PipelineDraft(
             name: name, origin: origin, recordsPath: path, recordsWhy: why, paginate: paginate, root: root, entities: builder.entities)
         draft.layout = layout
+        draft.details = details
         if origin.isURL, let last = samples.last?.document.root, last.kind == .object {
             // A sync API's last page names where the next sync starts (Contentful, Microsoft Graph).
             for path in ["nextSyncUrl", "next_sync_url", "@odata.deltaLink", "deltaLink"] where last[path]?.string != nil {

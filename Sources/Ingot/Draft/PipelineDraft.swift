@@ -46,11 +46,15 @@ package struct PipelineDraft: Sendable {
     package var syncURL: (path: String, why: String)?
     package var root: String
     package var entities: [DraftEntity]
+    /// The detail pages the list's entries link to, when the root entity is drafted from them.
+    package var details: DraftDetails?
 
     /// The YAML text of the pipeline.
     package var yaml: String {
         var out = "# Drafted by `ingot init` from sample pages: check each guess (the comments say why it was made).\n"
-        out += "version: 1\nname: \(name)\nsource:\n"
+        out += "version: 1\nname: \(name)\n"
+        if let details, case .url(let url, let bearer) = origin { return out + resourcesYAML(url, bearer, details) }
+        out += "source:\n"
         switch origin {
         case .url(let url, let bearer):
             out += "  http:\n    url: \(Self.quoted(url))\n"
@@ -66,6 +70,25 @@ package struct PipelineDraft: Sendable {
         default: out += "records: \(Self.quoted(recordsPath))   # \(recordsWhy)\n"
         }
         out += "root: \(root)\nentities:\n"
+        for entity in entities { out += entity.yaml }
+        return out
+    }
+
+    /// A list of links and its detail pages as two resources: the list read for its links (no
+    /// root), and a `for_each` over its entries fetching each detail page, one record each.
+    private func resourcesYAML(_ url: String, _ bearer: String?, _ details: DraftDetails) -> String {
+        let parts = URLText.Parts(url[...])
+        let origin = (parts.scheme.map { "\($0)://" } ?? "") + (parts.authority.map(String.init) ?? "") + "/"
+        let list = root + "_list"
+        var out = "defaults:\n  http:\n    url: \(Self.quoted(origin))   # the API's origin: the detail pages' requests go nowhere else\n"
+        if let bearer { out += "    auth: {bearer_env: \(bearer)}\n" }
+        out += "resources:\n  - name: \(list)   # the list's entries are links to detail pages: read for them, not stored\n"
+        out += "    source:\n      http:\n        url: \(Self.quoted(url))\n"
+        if let paginate { out += "        paginate: \(paginate.yaml)   # \(paginate.why)\n" }
+        out += "    records: \(Self.quoted(recordsPath))   # \(recordsWhy)\n"
+        out += "  - name: \(root)   # each entry's detail page (\(details.samples.count) read for this draft), one \(root) each\n"
+        out += "    for_each: {resource: \(list), url: \(Self.quoted("{\(details.linkKey)}"))}\n"
+        out += "    records: \".\"\n    root: \(root)\nentities:\n"
         for entity in entities { out += entity.yaml }
         return out
     }

@@ -125,7 +125,20 @@ extension PipelineDraft {
     }
 
     /// `line_item` → `LineItem`.
-    static func typeName(_ entity: String) -> String { camel(entity).capitalizedFirst }
+    static func typeName(_ entity: String) -> String {
+        let name = camel(entity).capitalizedFirst
+        return takenTypeNames.contains(name) ? name + "Record" : name
+    }
+
+    /// Names a drafted type must not have: `Type` and `Protocol` cannot name a member type, and
+    /// the others are the types the draft's own code names (a `Date` of its own would hide
+    /// Foundation's). An entity so named gets `Record` after it (`type` → `TypeRecord`, with its
+    /// `entityName`).
+    static let takenTypeNames: Set<String> = [
+        "Type", "Protocol", "Self", "Any", "String", "Int", "Double", "Bool", "Date", "Data", "Decimal", "URL", "UUID", "Error",
+        "Array", "Set", "Dictionary", "Optional", "Ref", "Codable", "CodingKey", "CodingKeys", "IngotEntity", "IngotRule", "Never",
+        "Result", "Task", "Sendable",
+    ]
 
     /// `LineItem` → `line_item`, as the library names an entity by default.
     static func snakeCase(_ name: String) -> String {
