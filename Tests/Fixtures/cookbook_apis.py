@@ -13,6 +13,8 @@ server.py (docs/cookbook.md's recipes for them; CookbookTests).
   /notion/v1/blocks/ID/children?page_size=N[&start_cursor=C]
                                          Notion's block children: {results, next_cursor, has_more}, blocks
                                          nested four levels (`has_children`), 404 for an unknown block
+  /gitlab/api/v4/projects/278964/issues?per_page=N&page=P
+                                         GitLab's issues: Link, X-Next-Page, X-Total-Pages headers on every page
   POST /notion/v1/search                 Notion's search: {query, filter, page_size, start_cursor} → {results, next_cursor, has_more}
   POST /es/products/_search              Elasticsearch: hits sorted by [updated, id], `search_after` the last hit's `sort`
   /contentful/spaces/cfexample/environments/master/sync?initial=true | ?sync_token=T
@@ -296,6 +298,43 @@ def notion_blocks(path, q, host):
                  "next_cursor": str(start + size) if more else None, "has_more": more, "type": "block", "block": {}}, []
 
 
+def gitlab(path, q, host):
+    """https://docs.gitlab.com/ee/api/issues.html and rest/#pagination: a project's issues by
+    `page` and `per_page`, each page's headers saying where it is — Link (next, prev, first,
+    last), X-Page, X-Next-Page (empty on the last page), X-Total, X-Total-Pages."""
+    if path != "/gitlab/api/v4/projects/278964/issues":
+        return 404, {"message": "404 Project Not Found"}, []
+    users = {1: {"id": 1, "username": "ada", "name": "Ada Lovelace", "state": "active", "web_url": "https://gitlab.com/ada"},
+             2: {"id": 2, "username": "grace", "name": "Grace Hopper", "state": "active", "web_url": "https://gitlab.com/grace"}}
+    milestone = {"id": 31, "iid": 3, "project_id": 278964, "title": "v1.0", "state": "active", "due_date": "2024-03-01"}
+    issues = []
+    for k in range(1, 8 + (1 if EDITED["on"] else 0)):
+        closed = EDITED["on"] and k == 2
+        issues.append({
+            "id": 5000 + k, "iid": k, "project_id": 278964, "title": "Issue %d" % k, "description": None if k % 3 else "Steps",
+            "state": "closed" if closed else "opened", "created_at": "2024-01-%02dT09:00:00.000Z" % k,
+            "updated_at": "2024-02-10T12:00:00.000Z" if closed else "2024-01-%02dT10:00:00.000Z" % k,
+            "closed_at": "2024-02-10T12:00:00.000Z" if closed else None,
+            "labels": ["bug"] if k % 2 else ["feature", "P2"], "author": users[1 + k % 2],
+            "assignees": [users[1]] if k % 3 == 0 else [], "milestone": milestone if k <= 4 else None,
+            "web_url": "https://gitlab.com/gitlab-org/gitlab-test/-/issues/%d" % k})
+    per = int(q.get("per_page", "20"))
+    page = int(q.get("page", "1"))
+    pages = max(1, (len(issues) + per - 1) // per)
+    # The request's own parameters kept, the page's replaced (as GitLab's links do).
+    kept = "".join("%s=%s&" % (k, v) for k, v in q.items() if k != "page")
+    base = host + "/gitlab/api/v4/projects/278964/issues?" + kept + "page="
+    links = ['<%s%d>; rel="first"' % (base, 1), '<%s%d>; rel="last"' % (base, pages)]
+    if page < pages:
+        links.insert(0, '<%s%d>; rel="next"' % (base, page + 1))
+    if page > 1:
+        links.insert(0, '<%s%d>; rel="prev"' % (base, page - 1))
+    headers = [("Link", ", ".join(links)), ("X-Page", str(page)), ("X-Per-Page", str(per)),
+               ("X-Next-Page", str(page + 1) if page < pages else ""), ("X-Prev-Page", str(page - 1) if page > 1 else ""),
+               ("X-Total", str(len(issues))), ("X-Total-Pages", str(pages))]
+    return 200, issues[(page - 1) * per:page * per], headers
+
+
 def answer_post(path, body, host):
     """(status, body, headers) for a POST to these APIs, or None."""
     if path == "/github/graphql":
@@ -307,7 +346,7 @@ def answer_post(path, body, host):
     return None
 
 
-PREFIXES = ("/hn/", "/npm/", "/meteo/", "/zendesk/", "/wp/", "/contentful/")
+PREFIXES = ("/hn/", "/npm/", "/meteo/", "/zendesk/", "/wp/", "/contentful/", "/gitlab/")
 
 
 def serves(path):
@@ -331,4 +370,6 @@ def answer(path, q, host):
         return contentful(path, q, host)
     if path.startswith("/notion/v1/blocks/"):
         return notion_blocks(path, q, host)
+    if path.startswith("/gitlab/"):
+        return gitlab(path, q, host)
     return None

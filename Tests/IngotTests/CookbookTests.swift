@@ -5,7 +5,7 @@ import Testing
 
 /// docs/cookbook.md's recipes for pages that are not one array of objects — bare ids (Hacker
 /// News), an array inside each record (SWAPI's characters), a dictionary's values (npm), columns
-/// (Open-Meteo), elements picked by a key's value (Zendesk), a total in a header (WordPress), a
+/// (Open-Meteo), elements picked by a key's value (Zendesk), a total in a header (WordPress, GitLab), a
 /// tree of blocks each level paginated by cursor (Notion) —
 /// each against its fixture API (Tests/Fixtures/cookbook_apis.py), taken as written with only the
 /// host changed: the first run holds what the pages say, a rerun inserts nothing, the archive
@@ -137,6 +137,20 @@ struct CookbookTests {
             environment: ["NOTION_TOKEN": "t0ken"], pages: 3, holdAt: 2
         ) { db throws in
             #expect(try rows(db, "SELECT id, title, archived FROM page ORDER BY id") == (1...5).map { ["pg-\($0)", "Page \($0)", "0"] })
+        },
+        Recipe(
+            name: "gitlab-issues", changes: ["https://gitlab.com/": "/gitlab/", "per_page=100": "per_page=3"],
+            environment: ["GITLAB_TOKEN": "t0ken"], pages: 3, holdAt: 3
+        ) { db throws in
+            #expect(
+                try rows(db, "SELECT id, iid, state, author_id, milestone_id, labels FROM issue ORDER BY id") == [
+                    ["5001", "1", "opened", "2", "31", #"["bug"]"#], ["5002", "2", "opened", "1", "31", #"["feature","P2"]"#],
+                    ["5003", "3", "opened", "2", "31", #"["bug"]"#], ["5004", "4", "opened", "1", "31", #"["feature","P2"]"#],
+                    ["5005", "5", "opened", "2", "NULL", #"["bug"]"#], ["5006", "6", "opened", "1", "NULL", #"["feature","P2"]"#],
+                    ["5007", "7", "opened", "2", "NULL", #"["bug"]"#],
+                ])
+            #expect(try rows(db, "SELECT issue_id, user_id FROM issue_assignees ORDER BY issue_id") == [["5003", "1"], ["5006", "1"]])
+            #expect(try rows(db, "SELECT id, title, due_date FROM milestone") == [["31", "v1.0", "2024-03-01"]])
         },
         Recipe(
             name: "notion-blocks", changes: ["https://api.notion.com/": "/notion/", "page_size=100": "page_size=2"],
@@ -367,7 +381,7 @@ struct CookbookTests {
             "github", "stripe-customers", "twitter-followers", "reddit-overview", "slack-history", "jira-issues", "shopify-products",
             "notion-users", "hacker-news", "swapi-characters", "npm-left-pad", "open-meteo-berlin", "zendesk-tickets", "wordpress-posts",
             "github-graphql-issues", "elasticsearch-products", "contentful-sync", "zendesk-sideloads",
-            "notion-search", "notion-blocks",
+            "notion-search", "notion-blocks", "gitlab-issues",
         ]
         #expect(Set(recipes).isSubset(of: Set(names)), "\(names)")
     }

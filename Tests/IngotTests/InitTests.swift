@@ -55,6 +55,8 @@ struct InitTests {
         API(
             path: "/contentful/spaces/cfexample/environments/master/sync?initial=true", identity: "sys_id", paginator: "next_url",
             recipe: "contentful-sync"),
+        API(
+            path: "/gitlab/api/v4/projects/278964/issues?per_page=3", identity: "id", paginator: "link_header", recipe: "gitlab-issues"),
         // One Hacker News item: its `parent` and `kids` name items by bare id (stubs until loaded).
         API(path: "/hn/v0/item/8952.json", identity: "id", paginator: nil, recipe: "hacker-news"),
     ]

@@ -389,6 +389,80 @@ enum ContentfulDraft {
     }
 }
 
+enum GitlabDraft {
+    struct Issue: IngotEntity, Codable {
+        var id: Int
+        var iid: Int?
+        var projectId: Int?
+        var title: String?
+        var description: String?
+        var state: String?
+        var createdAt: Date?  // ISO 8601 times with their offset
+        var updatedAt: Date?  // ISO 8601 times with their offset
+        var closedAt: String?  // null in every record of the sample: check its type
+        // "labels": JSON (kept as JSON): declare a Codable type for it
+        var webUrl: String?
+        var author: Author?  // an object with an identity: a to-one
+        var assignees: [Assignee]?  // arrays of objects with an identity: a to-many, linked by identity
+        var milestone: Milestone?  // an object with an identity: a to-one
+        enum CodingKeys: String, CodingKey {
+            case id, iid, projectId = "project_id", title, description, state, createdAt = "created_at", updatedAt = "updated_at",
+                closedAt = "closed_at", webUrl = "web_url", author, assignees, milestone
+        }
+        static let identity: [CodingKeys] = [.id]
+        static func rule(for key: CodingKeys) -> IngotRule? {
+            switch key {
+            case .createdAt: IngotRule(dateFormat: .iso8601(timeZone: "UTC"))
+            case .updatedAt: IngotRule(dateFormat: .iso8601(timeZone: "UTC"))
+            default: nil
+            }
+        }
+    }
+
+    struct Author: IngotEntity, Codable {
+        var id: Int
+        var username: String?
+        var name: String?
+        var state: String?
+        var webUrl: String?
+        enum CodingKeys: String, CodingKey {
+            case id, username, name, state, webUrl = "web_url"
+        }
+        static let identity: [CodingKeys] = [.id]
+    }
+
+    struct Assignee: IngotEntity, Codable {
+        var id: Int
+        var username: String?
+        var name: String?
+        var state: String?
+        var webUrl: String?
+        enum CodingKeys: String, CodingKey {
+            case id, username, name, state, webUrl = "web_url"
+        }
+        static let identity: [CodingKeys] = [.id]
+    }
+
+    struct Milestone: IngotEntity, Codable {
+        var id: Int
+        var iid: Int?
+        var projectId: Int?
+        var title: String?
+        var state: String?
+        var dueDate: Date?  // dates without a time
+        enum CodingKeys: String, CodingKey {
+            case id, iid, projectId = "project_id", title, state, dueDate = "due_date"
+        }
+        static let identity: [CodingKeys] = [.id]
+        static func rule(for key: CodingKeys) -> IngotRule? {
+            switch key {
+            case .dueDate: IngotRule(dateFormat: .pattern("yyyy-MM-dd", timeZone: "UTC"))
+            default: nil
+            }
+        }
+    }
+}
+
 enum HackerNewsDraft {
     struct Item: IngotEntity, Codable {
         var by: String?
