@@ -243,6 +243,32 @@ struct InitTests {
         }
     }
 
+    /// Nested objects of one shape — the same keys, the same identity — under several keys (an
+    /// issue's `author`, `assignees`, `closed_by`: users) are records of one entity, drafted once
+    /// and linked from each key, saying so; an object of another shape is an entity of its own.
+    @Test func objectsOfOneShapeUnderSeveralKeysAreOneEntity() throws {
+        let page = #"""
+            [{"id": 1, "author": {"id": 7, "username": "ada"}, "assignees": [{"id": 8, "username": "bob"}],
+              "closed_by": {"id": 8, "username": "bob"}, "milestone": {"id": 31, "title": "v1"}},
+             {"id": 2, "author": {"id": 8, "username": "bob"}, "assignees": [], "closed_by": null, "milestone": {"id": 32, "title": "v2"}}]
+            """#
+        let dir = temporaryDirectory()
+        try Data(page.utf8).write(to: dir.appendingPathComponent("issues.json"))
+        let draft = try PipelineDraft.infer(
+            name: "issues", origin: .directory(dir.path),
+            samples: [PipelineDraft.Sample(document: try JSONDocument(bytes: Array(page.utf8)))])
+        #expect(draft.entities.map(\.name) == ["issue", "author", "milestone"], "\(draft.yaml)")
+        #expect(draft.yaml.contains(#"assignees: {to: author, many: true, key: "assignees"}"#), "\(draft.yaml)")
+        #expect(draft.yaml.contains(#"closed_by: {to: author, key: "closed_by"}"#), "\(draft.yaml)")
+        #expect(draft.yaml.contains("(the keys and identity of author's: records of the one entity)"), "\(draft.yaml)")
+        let config = try PipelineConfig.parse(text: draft.yaml, path: dir.appendingPathComponent("issues.yml").path)
+        let db = temporaryDirectory().appendingPathComponent("issues.db").path
+        let run = load(config, into: db)
+        #expect(run.status == .finished && run.counters.rejectedRecords == 0, "\(run.error ?? "")")
+        #expect(try rows(db, "SELECT id, username FROM author ORDER BY id") == [["7", "ada"], ["8", "bob"]])
+        #expect(try rows(db, "SELECT id, author_id, closed_by_id FROM issue ORDER BY id") == [["1", "7", "8"], ["2", "8", "NULL"]])
+    }
+
     /// Ids under a key that does not name what they refer to (Zendesk's `assignee_id`: a user)
     /// are a relationship when every one of them is the identity of a drafted entity's record in
     /// the sample — at least two of them, of one entity alone — and the draft says to check it;

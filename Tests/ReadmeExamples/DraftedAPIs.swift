@@ -403,7 +403,7 @@ enum GitlabDraft {
         // "labels": JSON (kept as JSON): declare a Codable type for it
         var webUrl: String?
         var author: Author?  // an object with an identity: a to-one
-        var assignees: [Assignee]?  // arrays of objects with an identity: a to-many, linked by identity
+        var assignees: [Author]?  // arrays of objects with an identity: a to-many, linked by identity (the keys and identity of author's: records of the one entity)
         var milestone: Milestone?  // an object with an identity: a to-one
         enum CodingKeys: String, CodingKey {
             case id, iid, projectId = "project_id", title, description, state, createdAt = "created_at", updatedAt = "updated_at",
@@ -420,18 +420,6 @@ enum GitlabDraft {
     }
 
     struct Author: IngotEntity, Codable {
-        var id: Int
-        var username: String?
-        var name: String?
-        var state: String?
-        var webUrl: String?
-        enum CodingKeys: String, CodingKey {
-            case id, username, name, state, webUrl = "web_url"
-        }
-        static let identity: [CodingKeys] = [.id]
-    }
-
-    struct Assignee: IngotEntity, Codable {
         var id: Int
         var username: String?
         var name: String?

@@ -22,8 +22,20 @@ struct EntityBuilder {
 
     /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and
     /// its identity's attribute, if it has one.
+    /// Each nested entity's keys and identity: objects of the same shape under another key (an
+    /// issue's `author` and `assignees`) are records of the same entity.
+    private var shapes: [(name: String, keys: Set<String>, identity: [String])] = []
+
     @discardableResult
     mutating func add(_ name: String, _ objects: [JSONValue], depth: Int = 0) -> (name: String, identity: [String]) {
+        let (identityKeys, why, identityKind) = Self.identity(of: objects)
+        let keySet = Set(Self.keys(of: objects))
+        if depth > 0, !identityKeys.isEmpty,
+            let same = shapes.first(where: { $0.keys == keySet && $0.identity == identityKeys }),
+            let drafted = entities.first(where: { $0.name == same.name })
+        {
+            return (same.name, drafted.identity)
+        }
         var unique = name
         var n = 2
         while entities.contains(where: { $0.name == unique }) {
@@ -33,7 +45,6 @@ struct EntityBuilder {
         let index = entities.count
         entities.append(DraftEntity(name: unique, identity: [], identityWhy: "", attributes: [], relationships: []))
         var entity = DraftEntity(name: unique, identity: [], identityWhy: "", attributes: [], relationships: [])
-        let (identityKeys, why, identityKind) = Self.identity(of: objects)
         // A single key's kind: what references to the entity must be (a composite has none).
         let identityKey = identityKeys.count == 1 ? identityKeys[0] : nil
         entity.identityWhy = why
@@ -48,10 +59,11 @@ struct EntityBuilder {
         }
         var used: Set<String> = []
         var named: [String: String] = [:]
-        let own = OwnKind(name: unique, keys: Set(Self.keys(of: objects)), identity: identityKeys)
+        let own = OwnKind(name: unique, keys: keySet, identity: identityKeys)
         addMembers(of: objects, path: [], own: own, into: &entity, named: &named, used: &used, depth: depth)
         entity.identity = identityKeys.compactMap { named[$0] }
         entities[index] = entity
+        if depth > 0 { shapes.append((unique, keySet, identityKeys)) }
         return (unique, entity.identity)
     }
 
@@ -86,11 +98,14 @@ struct EntityBuilder {
                 entity.relationships.append((attribute, yaml, why, false))
                 continue
             case .entity(let many, let members, _) where depth < 3:
-                let target = add(PipelineDraft.singular(PipelineDraft.identifier(key)), members, depth: depth + 1)
+                let wanted = PipelineDraft.singular(PipelineDraft.identifier(key))
+                let target = add(wanted, members, depth: depth + 1)
                 if !target.identity.isEmpty {
                     let yaml = "{to: \(target.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written))}"
+                    let shared = target.name.hasPrefix(wanted) ? "" : " (the keys and identity of \(target.name)'s: records of the one entity)"
                     let why =
-                        many ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one"
+                        (many ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one")
+                        + shared
                     entity.relationships.append((attribute, yaml, why, false))
                     continue
                 }
