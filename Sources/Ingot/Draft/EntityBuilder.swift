@@ -102,9 +102,11 @@ struct EntityBuilder {
                 let target = add(wanted, members, depth: depth + 1)
                 if !target.identity.isEmpty {
                     let yaml = "{to: \(target.name)\(many ? ", many: true" : ""), key: \(PipelineDraft.quoted(written))}"
-                    let shared = target.name.hasPrefix(wanted) ? "" : " (the keys and identity of \(target.name)'s: records of the one entity)"
+                    let shared =
+                        target.name.hasPrefix(wanted) ? "" : " (the keys and identity of \(target.name)'s: records of the one entity)"
                     let why =
-                        (many ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one")
+                        (many
+                            ? "arrays of objects with an identity: a to-many, linked by identity" : "an object with an identity: a to-one")
                         + shared
                     entity.relationships.append((attribute, yaml, why, false))
                     continue
