@@ -115,11 +115,13 @@ struct RelationshipPredicateTests {
         #expect(ids(onlyBugs) == [4, 5])
         let notBugs = try await db.fetch(Issue.self, where: #Predicate { !($0.labels?.contains { $0.name == "bug" } == true) })
         #expect(ids(notBugs) == [2, 4])
-        // A to-many inside a to-one's chain and beside it.
-        let hubotsBugs = try await db.fetch(
+        // A to-many beside a to-one (issue 5's milestone is v1 too, without p1). Beside a chain
+        // of two to-ones (`milestone?.creator?.login`, translated alone above) the type checker
+        // took 15 s over this one expression: a tenth of the test target's build.
+        let p1InV1 = try await db.fetch(
             Issue.self,
-            where: #Predicate { $0.milestone?.creator?.login == "hubot" && $0.labels?.contains { $0.name == "p1" } == true })
-        #expect(ids(hubotsBugs) == [1])
+            where: #Predicate { $0.labels?.contains { $0.name == "p1" } == true && $0.milestone?.title == "v1" })
+        #expect(ids(p1InV1) == [1])
         #expect(try await db.count(Issue.self, where: #Predicate { $0.labels?.contains { $0.name == "perf" } == true }) == 1)
     }
 
