@@ -38,6 +38,8 @@ struct InitTests {
             resource: "issues"),
         API(path: "/shopify/admin/api/2024-01/products.json?limit=2", identity: "id", paginator: "link_header", recipe: "shopify-products"),
         API(path: "/notion/v1/users?page_size=3", identity: "id", paginator: "cursor", recipe: "notion-users"),
+        // Errors answered HTTP 200 as {"ok": false}: the draft says so in error_when.
+        API(path: "/slack/api/conversations.history?channel=C1&limit=2", identity: "ts", paginator: "cursor", recipe: "slack-history"),
         // The recipe reads each kind as an entity of its own (root: {by: kind}); the draft, one
         // entity of every kind's keys, by the same identity (Reddit's fullname, data.name).
         API(path: "/reddit/r/swift/overview.json", identity: "data_name", paginator: "cursor", recipe: "reddit-overview"),
@@ -64,7 +66,6 @@ struct InitTests {
     /// The docs/cookbook.md recipes no API above drafts, and why.
     static let undrafted = [
         "export": "gzipped JSON Lines files in dated folders: `init --pages` reads .json pages",
-        "slack-history": "a conversation's history under a channel the list names: a for_each the draft does not make",
         "swapi-characters":
             "each film's characters fetched by URL: a for_each the draft does not make (its people are drafted from /api/people/)",
         "github-graphql-issues": "a POST with a GraphQL body: `init` drafts what a GET answers",
@@ -85,6 +86,7 @@ struct InitTests {
         #expect(draft.paginate.map { String($0.yaml.dropFirst().prefix { $0 != ":" }) } == api.paginator, "\(draft.yaml)")
         #expect(draft.yaml.contains("# "), "every guess says why")
         #expect(draft.yaml.contains("sync_url: nextSyncUrl") == api.path.contains("/sync"), "\(draft.yaml)")
+        #expect(draft.yaml.contains("error_when: {path: ok, equals: false") == api.path.hasPrefix("/slack/"), "\(draft.yaml)")
 
         let db = temporaryDirectory().appendingPathComponent("draft.db").path
         let archive = temporaryDirectory().path

@@ -212,6 +212,19 @@ enum NotionDraft {
     }
 }
 
+enum SlackDraft {
+    struct Message: IngotEntity, Codable {
+        var typeValue: String?
+        var user: String?
+        var text: String?
+        var ts: String
+        enum CodingKeys: String, CodingKey {
+            case typeValue = "type", user, text, ts
+        }
+        static let identity: [CodingKeys] = [.ts]
+    }
+}
+
 enum RedditDraft {
     struct Children: IngotEntity, Codable {
         var kind: String?

@@ -30,6 +30,13 @@ extension PipelineDraft {
             name: name, origin: origin, recordsPath: path, recordsWhy: why, paginate: paginate, root: root, entities: builder.entities)
         draft.layout = layout
         draft.details = details
+        if origin.isURL, first.document.root["ok"]?.bool == true {
+            // Slack's Web API answers its errors with HTTP 200: `{"ok": false, "error": "ratelimited"}`.
+            draft.errorWhen = (
+                "{path: ok, equals: false, reason: error, retry: [ratelimited]}",
+                "the pages say ok: true: an answer with ok: false is an error whatever its HTTP status (its `error` says why; ratelimited is retried)"
+            )
+        }
         if origin.isURL, let last = samples.last?.document.root, last.kind == .object {
             // A sync API's last page names where the next sync starts (Contentful, Microsoft Graph).
             for path in ["nextSyncUrl", "next_sync_url", "@odata.deltaLink", "deltaLink"] where last[path]?.string != nil {

@@ -18,6 +18,7 @@ struct EntityBuilder {
     /// The keys an identity is looked for under, in order of preference.
     static let identityKeys = [
         "id", "uuid", "_id", "key", "number", "login", "accountId", "slug", "url", "name", "version", "time", "date", "timestamp",
+        "ts",
     ]
 
     /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and

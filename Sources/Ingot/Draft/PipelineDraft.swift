@@ -44,6 +44,8 @@ package struct PipelineDraft: Sendable {
     package var paginate: (yaml: String, why: String)?
     /// `sync_url:` and why, when the last page read names where a next sync starts.
     package var syncURL: (path: String, why: String)?
+    /// `error_when:` as YAML flow text, with why, when the pages say whether they succeeded.
+    package var errorWhen: (yaml: String, why: String)?
     package var root: String
     package var entities: [DraftEntity]
     /// The detail pages the list's entries link to, when the root entity is drafted from them.
@@ -61,6 +63,7 @@ package struct PipelineDraft: Sendable {
             if let bearer { out += "    auth: {bearer_env: \(bearer)}\n" }
             if let paginate { out += "    paginate: \(paginate.yaml)   # \(paginate.why)\n" }
             if let syncURL { out += "    sync_url: \(syncURL.path)   # \(syncURL.why)\n" }
+            if let errorWhen { out += "    error_when: \(errorWhen.yaml)   # \(errorWhen.why)\n" }
         case .directory(let dir):
             out += "  files: {dir: \(Self.quoted(dir)), glob: \"*.json\"}\n"
         }
