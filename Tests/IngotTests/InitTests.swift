@@ -65,7 +65,6 @@ struct InitTests {
 
     /// The docs/cookbook.md recipes no API above drafts, and why.
     static let undrafted = [
-        "export": "gzipped JSON Lines files in dated folders: `init --pages` reads .json pages",
         "swapi-characters":
             "each film's characters fetched by URL: a for_each the draft does not make (its people are drafted from /api/people/)",
         "github-graphql-issues": "a POST with a GraphQL body: `init` drafts what a GET answers",
@@ -245,6 +244,45 @@ struct InitTests {
         }
     }
 
+    /// A directory of gzipped JSON Lines files in dated folders (docs/cookbook.md's export):
+    /// `init --pages DIR` drafts a `files:` source of the kind it holds most of, in its folders
+    /// too (`**/*.jsonl.gz`, `format: jsonl`), each line a record, a line that is not JSON left
+    /// to the run to reject; the draft loads the files, a rerun inserts nothing, and it chooses
+    /// the recipe's identity.
+    @Test func aDirectoryOfCompressedJSONLinesIsDraftedAsItsFiles() throws {
+        let dir = temporaryDirectory().appendingPathComponent("exports").path
+        for (month, first) in [("01", 1), ("02", 4)] {
+            let folder = dir + "/2024/" + month
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let lines = (first..<first + 3).map {
+                #"{"id": "ev_\#($0)", "type": "order.paid", "at": "2024-\#(month)-0\#($0 % 9 + 1)T10:00:00Z", "payload": {"amount": \#($0 * 100)}}"#
+            }
+            let plain = folder + "/part-000\(first).jsonl"
+            try Data((lines + (month == "02" ? ["not json", ""] : [])).joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: plain))
+            let gzip = Process()
+            gzip.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            gzip.arguments = ["gzip", "-n", plain]
+            try gzip.run()
+            gzip.waitUntilExit()
+        }
+        try Data("notes".utf8).write(to: URL(fileURLWithPath: dir + "/README.txt"))
+        let draft = try PipelineDraft.infer(
+            name: "export", origin: .directory(dir), samples: try PipelineDraft.samples(directory: dir, pages: 3))
+        #expect(draft.yaml.contains(#"glob: "**/*.jsonl.gz", format: jsonl}"#), "\(draft.yaml)")
+        #expect(draft.yaml.contains("JSON Lines: each line is a record"), "\(draft.yaml)")
+        let config = try PipelineConfig.parse(text: draft.yaml, path: temporaryDirectory().appendingPathComponent("export.yml").path)
+        let recipe = try PipelineConfig.parse(text: ExportRoundTripTests.cookbook("export", "", [:]), path: "recipe.yml")
+        #expect(Self.choices(config) == Self.choices(recipe), "the recipe's identity, and no paginator")
+        let db = temporaryDirectory().appendingPathComponent("export.db").path
+        let first = load(config, into: db)
+        // Seven lines, one of them not JSON: rejected by the run. The entity is named for the
+        // pipeline (nothing in a line names its kind; the recipe calls it event).
+        #expect(first.status == .finished && first.counters.records == 7 && first.counters.rejectedRecords == 1, "\(first.counters)")
+        #expect(try rows(db, "SELECT id, type FROM export ORDER BY id").map(\.[0]) == (1...6).map { "ev_\($0)" })
+        #expect(load(config, into: db).counters.inserted == 0)
+        #expect(throws: PipelineDraft.Failure.self) { try PipelineDraft.samples(directory: dir + "/2024/01/none", pages: 3) }
+    }
+
     /// Nested objects of one shape — the same keys, the same identity — under several keys (an
     /// issue's `author`, `assignees`, `closed_by`: users) are records of one entity, drafted once
     /// and linked from each key, saying so; an object of another shape is an entity of its own.
@@ -347,7 +385,8 @@ struct InitTests {
     @Test func everyCookbookRecipeIsDraftedOrSaysWhyNot() throws {
         let text = try String(contentsOf: packageRoot.appendingPathComponent("docs/cookbook.md"), encoding: .utf8)
         let names = Set(text.split(separator: "\n").filter { $0.hasPrefix("name: ") }.map { String($0.dropFirst(6)) })
-        let drafted = Set(Self.apis.map(\.recipe))
+        // The export's files are drafted by `aDirectoryOfCompressedJSONLinesIsDraftedAsItsFiles`.
+        let drafted = Set(Self.apis.map(\.recipe) + ["export"])
         #expect(names.subtracting(drafted).subtracting(Self.undrafted.keys).isEmpty, "neither drafted nor said why not")
         #expect(drafted.intersection(Self.undrafted.keys).isEmpty)
     }

@@ -9,7 +9,8 @@ extension PipelineDraft {
         -> PipelineDraft
     {
         guard let first = samples.first else { throw Failure(description: "no page was read") }
-        let (path, layout, why) = try recordsPath(of: first)
+        var (path, layout, why) = try recordsPath(of: first)
+        if first.files?.jsonLines == true { why = "JSON Lines: each line is a record" }
         let records = details.map { $0.samples.map(\.document.root) } ?? Self.records(of: samples, path: path, layout: layout)
         let objects = records.filter { $0.kind == .object }
         guard !objects.isEmpty else {
@@ -30,6 +31,7 @@ extension PipelineDraft {
             name: name, origin: origin, recordsPath: path, recordsWhy: why, paginate: paginate, root: root, entities: builder.entities)
         draft.layout = layout
         draft.details = details
+        draft.files = first.files
         if origin.isURL, first.document.root["ok"]?.bool == true {
             // Slack's Web API answers its errors with HTTP 200: `{"ok": false, "error": "ratelimited"}`.
             draft.errorWhen = (

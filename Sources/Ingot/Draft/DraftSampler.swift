@@ -62,25 +62,92 @@ extension PipelineDraft {
         return records.kind == .array ? records.elements.first(where: { _ in true })?.rawText : records.rawText
     }
 
-    /// The first `pages` `*.json` files of `directory`, in path order.
+    /// The first `pages` files of `directory` (``FilesShape``: its JSON pages, or its JSON Lines
+    /// files, gzipped or zstd-compressed or not, in its folders too), in path order, read and
+    /// decompressed as a run reads them; a JSON Lines file's lines become one array (a line that
+    /// is not JSON left out: the run rejects it).
     package static func samples(directory: String, pages: Int) throws(Failure) -> [Sample] {
-        let names: [String]
+        let shape = try FilesShape.of(directory)
+        let files: [String]
         do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".json") }.sorted()
+            files = try DirectoryPageSource(directory: directory, glob: shape.glob).files
         } catch {
-            throw Failure(description: "\(directory): cannot be read (\(error.localizedDescription))")
+            throw Failure(description: "\(directory): cannot be read (\(error))")
         }
-        guard !names.isEmpty else { throw Failure(description: "\(directory): no *.json file to draft from") }
         var samples: [Sample] = []
-        for name in names.prefix(max(1, pages)) {
+        for name in files.prefix(max(1, pages)) {
             let path = (directory as NSString).appendingPathComponent(name)
-            guard let data = FileManager.default.contents(atPath: path) else { throw Failure(description: "\(path): cannot be read") }
             do {
-                samples.append(Sample(document: try JSONDocument(bytes: Array(data))))
-            } catch {
+                var (bytes, oversized) = try DirectoryPageSource.read(path, limit: Page.defaultMaxBytes)
+                if oversized == nil, let compression = Compression.of(path: path) {
+                    (bytes, oversized) = try compression.decompress(bytes, limit: Page.defaultMaxBytes)
+                }
+                if let oversized {
+                    throw Failure(description: "\(path): \(oversized) bytes, over the \(Page.defaultMaxBytes) a page may hold")
+                }
+                var sample = Sample(document: try JSONDocument(bytes: shape.jsonLines ? Self.arrayOfLines(bytes) : bytes))
+                sample.files = shape
+                samples.append(sample)
+            } catch let failure as Failure {
+                throw failure
+            } catch let error as JSONSyntaxError {
                 throw Failure(description: "\(path): not JSON (\(error.description))")
+            } catch {
+                throw Failure(description: "\(path): cannot be read (\(error))")
             }
         }
         return samples
+    }
+
+    /// JSON Lines as one JSON array of its lines (blank lines, and lines that are not JSON, left out).
+    static func arrayOfLines(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            let text = line.last == UInt8(ascii: "\r") ? line.dropLast() : line
+            guard text.contains(where: { $0 != 0x20 && $0 != 0x09 }), (try? JSONDocument(bytes: Array(text))) != nil else { continue }
+            if out.count > 1 { out.append(UInt8(ascii: ",")) }
+            out += text
+        }
+        out.append(UInt8(ascii: "]"))
+        return out
+    }
+}
+
+/// What files `ingot init --pages DIR` drafts from: the kind of file the directory (and its
+/// folders) holds most of — JSON pages (`.json`), or JSON Lines (`.jsonl`, `.ndjson`), each
+/// plain, gzipped (`.gz`) or zstd-compressed (`.zst`) — as the glob and format of a `files:`
+/// source.
+package struct FilesShape: Sendable, Equatable {
+    /// `*.json`, or `**/*.jsonl.gz` when some are in folders.
+    package var glob: String
+    /// `format: jsonl`.
+    package var jsonLines: Bool
+
+    /// The endings a draft reads, JSON pages first (the kind chosen on a tie).
+    static let endings: [(ending: String, jsonLines: Bool)] = ["json", "jsonl", "ndjson"].flatMap { base in
+        ["", ".gz", ".zst"].map { ("." + base + $0, base != "json") }
+    }
+
+    static func of(_ directory: String) throws(PipelineDraft.Failure) -> FilesShape {
+        guard let walk = FileManager.default.enumerator(atPath: directory) else {
+            throw PipelineDraft.Failure(description: "\(directory): cannot be read")
+        }
+        var counts = [Int](repeating: 0, count: endings.count)
+        var nested = [Bool](repeating: false, count: endings.count)
+        var seen = 0
+        // A look at the first 100,000 entries is enough to tell what the directory holds.
+        while seen < 100_000, let path = walk.nextObject() as? String {
+            seen += 1
+            guard walk.fileAttributes?[.type] as? FileAttributeType == .typeRegular,
+                let k = endings.indices.last(where: { path.hasSuffix(endings[$0].ending) })
+            else { continue }
+            counts[k] += 1
+            if path.contains("/") { nested[k] = true }
+        }
+        guard let most = counts.max(), most > 0, let k = counts.firstIndex(of: most) else {
+            throw PipelineDraft.Failure(
+                description: "\(directory): no page to draft from (*.json, or JSON Lines: *.jsonl, *.ndjson; plain, .gz or .zst)")
+        }
+        return FilesShape(glob: (nested[k] ? "**/*" : "*") + endings[k].ending, jsonLines: endings[k].jsonLines)
     }
 }

@@ -14,6 +14,8 @@ package struct PipelineDraft: Sendable {
         package var headers: [String: String]
         /// The query parameter a cursor was confirmed as (the next page read by it differed).
         package var cursorParam: String?
+        /// The files it was read from, for a directory's draft.
+        package var files: FilesShape?
 
         package init(document: JSONDocument, url: String? = nil, headers: [String: String] = [:]) {
             self.document = document
@@ -44,6 +46,8 @@ package struct PipelineDraft: Sendable {
     package var paginate: (yaml: String, why: String)?
     /// `sync_url:` and why, when the last page read names where a next sync starts.
     package var syncURL: (path: String, why: String)?
+    /// The files a directory's draft read (their glob, and whether they are JSON Lines).
+    package var files: FilesShape?
     /// `error_when:` as YAML flow text, with why, when the pages say whether they succeeded.
     package var errorWhen: (yaml: String, why: String)?
     package var root: String
@@ -65,7 +69,8 @@ package struct PipelineDraft: Sendable {
             if let syncURL { out += "    sync_url: \(syncURL.path)   # \(syncURL.why)\n" }
             if let errorWhen { out += "    error_when: \(errorWhen.yaml)   # \(errorWhen.why)\n" }
         case .directory(let dir):
-            out += "  files: {dir: \(Self.quoted(dir)), glob: \"*.json\"}\n"
+            let shape = files ?? FilesShape(glob: "*.json", jsonLines: false)
+            out += "  files: {dir: \(Self.quoted(dir)), glob: \(Self.quoted(shape.glob))\(shape.jsonLines ? ", format: jsonl" : "")}\n"
         }
         switch layout {
         case .values(let key, _): out += "records: {values: \(Self.quoted(recordsPath)), key: \(key)}   # \(recordsWhy)\n"
