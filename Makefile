@@ -93,7 +93,7 @@ chaos: release
 	python3 scripts/faultsweep.py --ingot $(RELEASE) --points 48
 	python3 scripts/faultsweep.py --ingot $(RELEASE) --points 48 --postgres
 
-## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination) for
+## fuzz: libFuzzer + AddressSanitizer on each harness (page, archive, pipeline, pagination, draft) for
 ## FUZZ_SECONDS (default 600) each; crashes are kept in Tests/Fixtures/fuzz/, which make test replays
 FUZZ_SECONDS ?= 600
 fuzz: deps

@@ -4,13 +4,14 @@
 #   archive     the archive reader (one archive file in)
 #   pipeline    the pipeline loader and model validation (one YAML file in)
 #   pagination  next-URL extraction and the origin policy (Link, Retry-After and a body in)
+#   draft       `ingot init`'s drafter: a page (or JSON Lines) in, a pipeline and Swift types out, read back
 # Corpora grow in .fuzz/corpus/TARGET (seeded from the repository's test data); a crash is copied
 # to Tests/Fixtures/fuzz/TARGET/, which `make test` replays. Prints a line per harness:
 # executions, crashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${FUZZ_SECONDS:-600}"
-TARGETS="${FUZZ_TARGETS:-page archive pipeline pagination}"
+TARGETS="${FUZZ_TARGETS:-page archive pipeline pagination draft}"
 SCRATCH=.build-fuzz
 FLAGS=(-Xswiftc -sanitize=fuzzer,address)
 
@@ -54,6 +55,7 @@ for target in $TARGETS; do
     archive) cp -n pipelines/samples/*.ingot Tests/Fixtures/fuzz-seeds/archive/* "$corpus"/ 2>/dev/null || true ;;
     pipeline) cp -n pipelines/*.yml Tests/Fixtures/fuzz-seeds/pipeline/* "$corpus"/ 2>/dev/null || true ;;
     pagination) cp -n Tests/Fixtures/fuzz-seeds/pagination/* "$corpus"/ 2>/dev/null || true ;;
+    draft) cp -n Tests/Fixtures/fuzz-seeds/draft/* "$corpus"/ 2>/dev/null || true ;;
   esac
   log=".fuzz/$target.log"
   before=$(find "$crashes" -type f | wc -l)

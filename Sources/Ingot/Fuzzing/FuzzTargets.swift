@@ -5,7 +5,7 @@ import Foundation
 /// expected, traps are bugs. The tests replay every input kept in `Tests/Fixtures/fuzz/`.
 package enum FuzzTargets {
     /// The harness names, as `ingot-fuzz NAME` takes them.
-    package static let names = ["page", "archive", "pipeline", "pagination"]
+    package static let names = ["page", "archive", "pipeline", "pagination", "draft"]
 
     /// Runs the harness `name` on `bytes`; `false` for an unknown name.
     @discardableResult
@@ -15,6 +15,7 @@ package enum FuzzTargets {
         case "archive": archive(bytes)
         case "pipeline": pipeline(bytes)
         case "pagination": pagination(bytes)
+        case "draft": draft(bytes)
         default: return false
         }
         return true
@@ -179,6 +180,32 @@ package enum FuzzTargets {
             if let absolute = URL(string: candidate, relativeTo: URL(string: "https://api.example.org/v1/items?page=1"))?.absoluteString {
                 _ = policy.check(absolute)
                 _ = policy.mayReceiveCredentials(absolute)
+            }
+        }
+    }
+
+    // MARK: - Draft: `ingot init` over the pages an API answers
+
+    /// The input is a page as an API answered it: drafted as a JSON page and as JSON Lines, as
+    /// from a URL (paginators, lists of links, `error_when:`) and from a directory; each draft
+    /// written as YAML and as Swift, and the YAML read back as a pipeline file.
+    static func draft(_ bytes: [UInt8]) {
+        let url = "https://api.example.org/v1/items?page=1"
+        for page in [bytes, PipelineDraft.arrayOfLines(bytes)] {
+            guard let document = try? JSONDocument(bytes: page) else { continue }
+            let sample = PipelineDraft.Sample(document: document, url: url, headers: ["link": "<\(url)&x=2>; rel=\"next\""])
+            for origin in [PipelineDraft.Origin.url(url, bearerEnv: "TOKEN"), .directory("/fuzz")] {
+                // A list of links: the page itself stands for the detail pages it names.
+                var details: DraftDetails?
+                if origin.isURL, let (path, layout, _) = try? PipelineDraft.recordsPath(of: sample),
+                    let (key, collection) = DraftDetails.linkKey(of: PipelineDraft.records(of: [sample], path: path, layout: layout))
+                {
+                    details = DraftDetails(linkKey: key, collection: collection, samples: [sample])
+                }
+                guard let draft = try? PipelineDraft.infer(name: "fuzz", origin: origin, samples: [sample, sample], details: details)
+                else { continue }
+                _ = draft.swift
+                _ = try? PipelineConfig.parse(text: draft.yaml, path: "draft.yml", environment: ["TOKEN": "t"])
             }
         }
     }
