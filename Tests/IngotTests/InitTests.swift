@@ -21,11 +21,11 @@ struct InitTests {
         var resource: String? = nil
         var differs: String? = nil
         var testDescription: String { path }
-        /// The enum its Swift draft is compiled in: its path's first segment, as the API is named.
+        /// The enum its Swift draft is compiled in, named for its recipe (`zendesk-sideloads`:
+        /// `ZendeskSideloadsDraft`).
         var namespace: String {
-            let segment = path.split(separator: "/").first.map(String.init) ?? "api"
-            let name = ["api": "swapi", "wp": "wordpress", "hn": "hackerNews", "meteo": "openMeteo"][segment] ?? segment
-            return name.prefix(1).uppercased() + name.dropFirst() + "Draft"
+            let name = recipe.replacingOccurrences(of: "pipelines/", with: "").replacingOccurrences(of: ".yml", with: "")
+            return name.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined() + "Draft"
         }
     }
 
@@ -46,6 +46,10 @@ struct InitTests {
         // The list's entries are links: the draft reads a few detail pages and drafts a for_each.
         API(path: "/pokeapi/api/v2/pokemon?offset=0&limit=10", identity: "id", paginator: "next_url", recipe: "pokeapi"),
         API(path: "/zendesk/api/v2/tickets.json?per_page=2", identity: "id", paginator: "next_url", recipe: "zendesk-tickets"),
+        // Users and groups sideloaded beside the tickets: records: {paths: …}, the tickets' ids of them linked.
+        API(
+            path: "/zendesk/api/v2/tickets.json?include=users,groups&per_page=2", identity: "id", paginator: "next_url",
+            recipe: "zendesk-sideloads"),
         API(path: "/wp/wp-json/wp/v2/posts?per_page=2", identity: "id", paginator: "page", recipe: "wordpress-posts"),
         API(
             path: "/npm/left-pad", identity: "id", paginator: nil, recipe: "npm-left-pad",
@@ -70,7 +74,6 @@ struct InitTests {
         "github-graphql-issues": "a POST with a GraphQL body: `init` drafts what a GET answers",
         "elasticsearch-products": "a POST search: `init` drafts what a GET answers",
         "notion-search": "a POST search: `init` drafts what a GET answers",
-        "zendesk-sideloads": "users and groups beside the tickets: the draft reads one array of records (the tickets are drafted)",
         "notion-blocks": "a tree of requests, each block's children: a for_each the draft does not make",
     ]
 
@@ -86,6 +89,9 @@ struct InitTests {
         #expect(draft.yaml.contains("# "), "every guess says why")
         #expect(draft.yaml.contains("sync_url: nextSyncUrl") == api.path.contains("/sync"), "\(draft.yaml)")
         #expect(draft.yaml.contains("error_when: {path: ok, equals: false") == api.path.hasPrefix("/slack/"), "\(draft.yaml)")
+        #expect(
+            draft.yaml.contains(#"records: {paths: {"users": user, "groups": group, "tickets": ticket}}"#) == api.path.contains("include="),
+            "\(draft.yaml)")
 
         let db = temporaryDirectory().appendingPathComponent("draft.db").path
         let archive = temporaryDirectory().path

@@ -4,7 +4,7 @@
 import Foundation
 import Ingot
 
-enum SwapiDraft {
+enum SwapiPeopleDraft {
     struct Person: IngotEntity, Codable {
         var edited: Date?  // ISO 8601 times with their offset
         var name: String?
@@ -60,7 +60,7 @@ enum SwapiDraft {
     }
 }
 
-enum StripeDraft {
+enum StripeCustomersDraft {
     struct Customer: IngotEntity, Codable {
         var id: String
         var object: String?
@@ -80,7 +80,7 @@ enum StripeDraft {
     }
 }
 
-enum JiraDraft {
+enum JiraIssuesDraft {
     struct Issue: IngotEntity, Codable {
         var id: String  // integers written as text: kept as text (say integer with coerce: true to store numbers)
         var key: String?
@@ -152,7 +152,7 @@ enum GithubDraft {
     }
 }
 
-enum ShopifyDraft {
+enum ShopifyProductsDraft {
     struct Product: IngotEntity, Codable {
         var id: Int
         var title: String?
@@ -197,7 +197,7 @@ enum ShopifyDraft {
     }
 }
 
-enum NotionDraft {
+enum NotionUsersDraft {
     struct User: IngotEntity, Codable {
         var object: String?
         var id: String
@@ -212,7 +212,7 @@ enum NotionDraft {
     }
 }
 
-enum SlackDraft {
+enum SlackHistoryDraft {
     struct Message: IngotEntity, Codable {
         var typeValue: String?
         var user: String?
@@ -225,7 +225,7 @@ enum SlackDraft {
     }
 }
 
-enum RedditDraft {
+enum RedditOverviewDraft {
     struct Children: IngotEntity, Codable {
         var kind: String?
         var dataName: String
@@ -272,7 +272,7 @@ enum PokeapiDraft {
     }
 }
 
-enum ZendeskDraft {
+enum ZendeskTicketsDraft {
     struct Ticket: IngotEntity, Codable {
         var id: Int
         var subject: String?
@@ -295,7 +295,50 @@ enum ZendeskDraft {
     }
 }
 
-enum WordpressDraft {
+enum ZendeskSideloadsDraft {
+    struct User: IngotEntity, Codable {
+        var id: Int
+        var name: String?
+        var email: String?
+        var role: String?
+        enum CodingKeys: String, CodingKey {
+            case id, name, email, role
+        }
+        static let identity: [CodingKeys] = [.id]
+    }
+
+    struct Group: IngotEntity, Codable {
+        var id: Int
+        var name: String?
+        enum CodingKeys: String, CodingKey {
+            case id, name
+        }
+        static let identity: [CodingKeys] = [.id]
+    }
+
+    struct Ticket: IngotEntity, Codable {
+        var id: Int
+        var subject: String?
+        var status: String?
+        var createdAt: Date?  // ISO 8601 times with their offset
+        // "custom_fields": JSON (kept as JSON): declare a Codable type for it
+        // "tags": JSON (kept as JSON): declare a Codable type for it
+        var requesterId: Ref<User>?  // the 2 integer ids the sample holds here are all ids of user records, though the key's name does not say so: check it; a to-one, a stub until it loads
+        var groupId: Ref<Group>?  // an integer id of one group, by the key's name: a to-one, a stub until it loads
+        enum CodingKeys: String, CodingKey {
+            case id, subject, status, createdAt = "created_at", requesterId = "requester_id", groupId = "group_id"
+        }
+        static let identity: [CodingKeys] = [.id]
+        static func rule(for key: CodingKeys) -> IngotRule? {
+            switch key {
+            case .createdAt: IngotRule(dateFormat: .iso8601(timeZone: "UTC"))
+            default: nil
+            }
+        }
+    }
+}
+
+enum WordpressPostsDraft {
     struct Post: IngotEntity, Codable {
         var id: Int
         var date: Date?  // ISO 8601 times without offset: read as UTC (say timezone: for another)
@@ -321,7 +364,7 @@ enum WordpressDraft {
     }
 }
 
-enum NpmDraft {
+enum NpmLeftPadDraft {
     struct Version: IngotEntity, Codable {
         var name: String?
         var version: String?
@@ -338,7 +381,7 @@ enum NpmDraft {
     }
 }
 
-enum OpenMeteoDraft {
+enum OpenMeteoBerlinDraft {
     struct Hourly: IngotEntity, Codable {
         var time: Date  // ISO 8601 times without offset: read as UTC (say timezone: for another)
         var temperature2m: Double?
@@ -356,7 +399,7 @@ enum OpenMeteoDraft {
     }
 }
 
-enum TwitterDraft {
+enum TwitterFollowersDraft {
     struct User: IngotEntity, Codable {
         var id: Int
         var idStr: String?  // integers written as text: kept as text (say integer with coerce: true to store numbers)
@@ -369,7 +412,7 @@ enum TwitterDraft {
     }
 }
 
-enum ContentfulDraft {
+enum ContentfulSyncDraft {
     struct Sync: IngotEntity, Codable {
         var sysType: String?
         var sysId: String
@@ -402,7 +445,7 @@ enum ContentfulDraft {
     }
 }
 
-enum GitlabDraft {
+enum GitlabIssuesDraft {
     struct Issue: IngotEntity, Codable {
         var id: Int
         var iid: Int?

@@ -23,15 +23,22 @@ extension PipelineDraft {
         }
         let root =
             details.map { identifier(singular($0.collection.collection)) } ?? entityName(forRecordsAt: path, url: first.url, fallback: name)
+        let sideloads = details == nil ? DraftSideload.of(samples, main: path, records: objects) : []
         var builder = EntityBuilder()
+        for sideload in sideloads { builder.add(sideload.entity, sideload.objects) }
         builder.add(root, objects)
         builder.linkReferences()
+        if !sideloads.isEmpty {
+            why =
+                "the records, and beside them the \(sideloads.map(\.path).joined(separator: " and ")) they name by id (sideloaded): each array its entity"
+        }
         let paginate = origin.isURL ? Paginator.detect(samples, recordsPath: path) : nil
         var draft = PipelineDraft(
             name: name, origin: origin, recordsPath: path, recordsWhy: why, paginate: paginate, root: root, entities: builder.entities)
         draft.layout = layout
         draft.details = details
         draft.files = first.files
+        draft.sideloads = sideloads.map { ($0.path, $0.entity) }
         if origin.isURL, first.document.root["ok"]?.bool == true {
             // Slack's Web API answers its errors with HTTP 200: `{"ok": false, "error": "ratelimited"}`.
             draft.errorWhen = (

@@ -46,6 +46,9 @@ package struct PipelineDraft: Sendable {
     package var paginate: (yaml: String, why: String)?
     /// `sync_url:` and why, when the last page read names where a next sync starts.
     package var syncURL: (path: String, why: String)?
+    /// Arrays beside the records that hold what they name (``DraftSideload``): each page key and
+    /// its entity, read as `records: {paths: …}` before the records.
+    package var sideloads: [(path: String, entity: String)] = []
     /// The files a directory's draft read (their glob, and whether they are JSON Lines).
     package var files: FilesShape?
     /// `error_when:` as YAML flow text, with why, when the pages say whether they succeeded.
@@ -71,6 +74,12 @@ package struct PipelineDraft: Sendable {
         case .directory(let dir):
             let shape = files ?? FilesShape(glob: "*.json", jsonLines: false)
             out += "  files: {dir: \(Self.quoted(dir)), glob: \(Self.quoted(shape.glob))\(shape.jsonLines ? ", format: jsonl" : "")}\n"
+        }
+        if !sideloads.isEmpty {
+            let paths = (sideloads + [(recordsPath, root)]).map { "\(Self.quoted($0.path)): \($0.entity)" }
+            out += "records: {paths: {\(paths.joined(separator: ", "))}}   # \(recordsWhy)\nentities:\n"
+            for entity in entities { out += entity.yaml }
+            return out
         }
         switch layout {
         case .values(let key, _): out += "records: {values: \(Self.quoted(recordsPath)), key: \(key)}   # \(recordsWhy)\n"
