@@ -20,6 +20,11 @@ struct Init: ParsableCommand {
     @Option(name: .customLong("header"), help: "A header to send, 'Name: value' (repeatable).")
     var headers: [String] = []
 
+    @Option(
+        name: .customLong("for-each"),
+        help: "For a list of bare ids: the path of each id's page, relative to the list's URL, with {.} for the id (item/{.}.json).")
+    var forEach: String?
+
     @Option(name: .customLong("bearer-env"), help: "An environment variable holding a bearer token: sent, and named in the draft's auth.")
     var bearerEnv: String?
 
@@ -92,7 +97,7 @@ struct Init: ParsableCommand {
             }
             let count = pages.flatMap { Int($0) } ?? 3
             let samples = try PipelineDraft.samples(url: url, headers: sent, pages: count)
-            let details = try PipelineDraft.details(of: samples, headers: sent)
+            let details = try PipelineDraft.details(of: samples, headers: sent, forEach: forEach)
             let drafted = name ?? PipelineDraft.name(from: url)
             return try PipelineDraft.infer(name: drafted, origin: .url(url, bearerEnv: bearerEnv), samples: samples, details: details)
         }

@@ -250,6 +250,32 @@ struct InitTests {
         }
     }
 
+    /// A list of bare ids (Hacker News's `topstories.json`) is refused saying to give the path of
+    /// each id's page; given it (`--for-each "item/{.}.json"`), the draft reads three of those
+    /// pages and drafts the list and a `for_each` over it, as docs/cookbook.md's recipe has them:
+    /// the run loads the stories, rejects the one page the API answers `null`, and a rerun
+    /// inserts nothing.
+    @Test func aListOfBareIdsIsDraftedThroughThePathGiven() throws {
+        let server = try FixtureServer()
+        let url = server.base + "/hn/v0/topstories.json"
+        let samples = try PipelineDraft.samples(url: url, headers: [], pages: 3)
+        let refused = #expect(throws: PipelineDraft.Failure.self) {
+            try PipelineDraft.infer(name: "hn", origin: .url(url, bearerEnv: nil), samples: samples)
+        }
+        #expect(refused?.description.contains(#"--for-each "item/{.}.json""#) == true, "\(refused?.description ?? "")")
+        let details = try PipelineDraft.details(of: samples, headers: [], forEach: "item/{.}.json")
+        let draft = try PipelineDraft.infer(name: "hn", origin: .url(url, bearerEnv: nil), samples: samples, details: details)
+        #expect(draft.yaml.contains(#"for_each: {resource: item_list, path: "item/{.}.json"}"#), "\(draft.yaml)")
+        #expect(draft.yaml.contains("url: \"\(server.base)/hn/v0/\""), "the list's folder: \(draft.yaml)")
+        let config = try PipelineConfig.parse(text: draft.yaml, path: "hn.yml")
+        let db = temporaryDirectory().appendingPathComponent("hn.db").path
+        let first = load(config, into: db)
+        #expect(first.status == .finished && first.counters.rejectedPages == 1 && first.counters.rejectedRecords == 0, "\(first.counters)")
+        #expect(try rows(db, "SELECT id, type FROM item WHERE type IS NOT NULL ORDER BY id") == [["8863", "story"], ["8870", "story"]])
+        #expect(load(config, into: db).counters.inserted == 0)
+        #expect(throws: PipelineDraft.Failure.self) { try PipelineDraft.details(of: samples, headers: [], forEach: "item/8863.json") }
+    }
+
     /// A directory of gzipped JSON Lines files in dated folders (docs/cookbook.md's export):
     /// `init --pages DIR` drafts a `files:` source of the kind it holds most of, in its folders
     /// too (`**/*.jsonl.gz`, `format: jsonl`), each line a record, a line that is not JSON left

@@ -17,12 +17,12 @@ extension PipelineDraft {
             let bare = !records.isEmpty && records.allSatisfy { $0.kind == .number || $0.kind == .string }
             throw Failure(
                 description: bare
-                    ? "\(first.url ?? "the first page"): the page is a list of \(records.count) bare values (ids?), not records: draft from a page of the records they name, then read them with a for_each over {.} (docs/cookbook.md, \"Hacker News\")"
+                    ? "\(first.url ?? "the first page"): the page is a list of \(records.count) bare values (ids?), not records: draft from a page of the records they name, then read them with a for_each over {.} (docs/cookbook.md, \"Hacker News\"), or give their path: --for-each \"item/{.}.json\""
                     : "\(first.url ?? "the first page"): no record objects at '\(path)' (found \(records.count) values, none an object): give a page of records"
             )
         }
         let root =
-            details.map { identifier(singular($0.collection.collection)) } ?? entityName(forRecordsAt: path, url: first.url, fallback: name)
+            details.map(\.entity) ?? entityName(forRecordsAt: path, url: first.url, fallback: name)
         let sideloads = details == nil ? DraftSideload.of(samples, main: path, records: objects) : []
         var builder = EntityBuilder()
         for sideload in sideloads { builder.add(sideload.entity, sideload.objects) }

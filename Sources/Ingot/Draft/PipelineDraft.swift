@@ -94,17 +94,24 @@ package struct PipelineDraft: Sendable {
     /// A list of links and its detail pages as two resources: the list read for its links (no
     /// root), and a `for_each` over its entries fetching each detail page, one record each.
     private func resourcesYAML(_ url: String, _ bearer: String?, _ details: DraftDetails) -> String {
+        // The list's folder: a template's path is relative to it (`item/{.}.json` beside
+        // `topstories.json`), and the detail requests go to its origin only.
         let parts = URLText.Parts(url[...])
         let origin = (parts.scheme.map { "\($0)://" } ?? "") + (parts.authority.map(String.init) ?? "") + "/"
+        let folder = URL(string: "./", relativeTo: URL(string: url))?.absoluteString ?? origin
         let list = root + "_list"
-        var out = "defaults:\n  http:\n    url: \(Self.quoted(origin))   # the API's origin: the detail pages' requests go nowhere else\n"
+        var out =
+            "defaults:\n  http:\n    url: \(Self.quoted(folder))   # the list's folder: the detail pages' requests go to its origin only\n"
         if let bearer { out += "    auth: {bearer_env: \(bearer)}\n" }
-        out += "resources:\n  - name: \(list)   # the list's entries are links to detail pages: read for them, not stored\n"
+        out += "resources:\n  - name: \(list)   # the list's entries name detail pages: read for them, not stored\n"
         out += "    source:\n      http:\n        url: \(Self.quoted(url))\n"
         if let paginate { out += "        paginate: \(paginate.yaml)   # \(paginate.why)\n" }
         out += "    records: \(Self.quoted(recordsPath))   # \(recordsWhy)\n"
         out += "  - name: \(root)   # each entry's detail page (\(details.samples.count) read for this draft), one \(root) each\n"
-        out += "    for_each: {resource: \(list), url: \(Self.quoted("{\(details.linkKey)}"))}\n"
+        switch details.link {
+        case .key(let key): out += "    for_each: {resource: \(list), url: \(Self.quoted("{\(key)}"))}\n"
+        case .template(let path): out += "    for_each: {resource: \(list), path: \(Self.quoted(path))}\n"
+        }
         out += "    records: \".\"\n    root: \(root)\nentities:\n"
         for entity in entities { out += entity.yaml }
         return out

@@ -200,7 +200,8 @@ package enum FuzzTargets {
                 if origin.isURL, let (path, layout, _) = try? PipelineDraft.recordsPath(of: sample),
                     let (key, collection) = DraftDetails.linkKey(of: PipelineDraft.records(of: [sample], path: path, layout: layout))
                 {
-                    details = DraftDetails(linkKey: key, collection: collection, samples: [sample])
+                    details = DraftDetails(
+                        link: .key(key), entity: PipelineDraft.identifier(PipelineDraft.singular(collection.collection)), samples: [sample])
                 }
                 guard let draft = try? PipelineDraft.infer(name: "fuzz", origin: origin, samples: [sample, sample], details: details)
                 else { continue }
