@@ -303,9 +303,9 @@ struct JoinTests {
             // the work queue (docs/scale-out.md, "Pages any job reads").
             let units = try PGConnection(url: database.url).execute(
                 "SELECT labels::json->>'cursor' FROM _ingot_units WHERE name = 'lines' ORDER BY seq")
-            #expect(
-                units.map { $0[0]?.split(separator: ":").last.map(String.init) }
-                    == (0..<6).map { "part-\($0).jsonl" + ($0 % 2 == 0 ? ".gz" : ".zst") })
+            let named: [String?] = units.map { row -> String? in row[0]?.split(separator: ":").last.map(String.init) }
+            let parts: [String?] = (0..<6).map { k -> String? in "part-\(k).jsonl" + (k % 2 == 0 ? ".gz" : ".zst") }
+            #expect(named == parts)
         }
         let files = archives.flatMap { dir in ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).map { dir + "/" + $0 } }
         let reader = try ArchiveReader(path: try #require(files.first))

@@ -276,8 +276,10 @@ struct LibraryTests {
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
-        #expect(reports.map { $0.entities["person"]?.inserted ?? 0 }.reduce(0, +) == 200)
-        #expect(reports.map { ($0.entities["dog"]?.inserted ?? 0) + ($0.entities["dog"]?.stubs ?? 0) }.max() ?? 0 >= 50)
+        let persons: [Int] = reports.map { report -> Int in report.entities["person"]?.inserted ?? 0 }
+        let dogs: [Int] = reports.map { report -> Int in (report.entities["dog"]?.inserted ?? 0) + (report.entities["dog"]?.stubs ?? 0) }
+        #expect(persons.reduce(0, +) == 200)
+        #expect((dogs.max() ?? 0) >= 50)
         #expect(try count("SELECT count(*), count(DISTINCT id) FROM person") == [["200", "200"]])
         #expect(try count("SELECT count(*) FROM dog") == [["50"]])
         #expect(try count("SELECT count(*) FROM person_dogs") == [["200"]])
