@@ -250,6 +250,34 @@ struct InitTests {
         }
     }
 
+    /// Entries are a list of links only when they hold nothing a record would: three keys at
+    /// most, one a URL of one collection, different in each, the others short values.
+    @Test func aListIsOfLinksOnlyWhenItsEntriesAreJustLinks() throws {
+        func entries(_ json: String) throws -> [JSONValue] {
+            let document = try JSONDocument(bytes: Array(json.utf8))
+            return Array(document.root.elements)
+        }
+        let links = try entries(
+            #"[{"name": "a", "url": "https://x.org/api/items/1/"}, {"name": "b", "url": "https://x.org/api/items/2/"}]"#)
+        #expect(DraftDetails.linkKey(of: links)?.key == "url")
+        #expect(DraftDetails.linkKey(of: links)?.collection.collection == "items")
+        // A record of its own: more keys, or an object among them.
+        let records = try entries(
+            #"[{"name": "a", "height": "1", "mass": "2", "url": "https://x.org/api/items/1/"}, {"name": "b", "height": "1", "mass": "2", "url": "https://x.org/api/items/2/"}]"#
+        )
+        #expect(DraftDetails.linkKey(of: records) == nil)
+        let nested = try entries(
+            #"[{"owner": {"id": 1}, "url": "https://x.org/api/items/1/"}, {"owner": {"id": 2}, "url": "https://x.org/api/items/2/"}]"#)
+        #expect(DraftDetails.linkKey(of: nested) == nil)
+        // The same link twice, or links of two collections.
+        #expect(
+            try DraftDetails.linkKey(of: entries(#"[{"url": "https://x.org/api/items/1/"}, {"url": "https://x.org/api/items/1/"}]"#)) == nil
+        )
+        #expect(
+            try DraftDetails.linkKey(of: entries(#"[{"url": "https://x.org/api/items/1/"}, {"url": "https://x.org/api/users/2/"}]"#)) == nil
+        )
+    }
+
     /// A list of bare ids (Hacker News's `topstories.json`) is refused saying to give the path of
     /// each id's page; given it (`--for-each "item/{.}.json"`), the draft reads three of those
     /// pages and drafts the list and a `for_each` over it, as docs/cookbook.md's recipe has them:
