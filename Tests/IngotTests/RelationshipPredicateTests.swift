@@ -115,7 +115,7 @@ struct RelationshipPredicateTests {
         #expect(ids(onlyBugs) == [4, 5])
         let notBugs = try await db.fetch(Issue.self, where: #Predicate { !($0.labels?.contains { $0.name == "bug" } == true) })
         #expect(ids(notBugs) == [2, 4])
-        // A to-many beside a to-one (issue 5's milestone is v1 too, without p1). Beside a chain
+        // A to-many beside a to-one (the fifth record's milestone is v1 too, without p1). Beside a chain
         // of two to-ones (`milestone?.creator?.login`, translated alone above) the type checker
         // took 15 s over this one expression: a tenth of the test target's build.
         let p1InV1 = try await db.fetch(

@@ -46,9 +46,12 @@ struct ReferenceHint {
 
     /// Whether its name says it holds ids (`requester_id`, `label_ids`, `assigneeId`), whatever
     /// it names: the names a reference found by its values may have.
-    var isNamedAsIDs: Bool {
-        let name = attribute.lowercased()
-        return ["_id", "_ids"].contains { name.hasSuffix($0) && name.count > $0.count }
+    var isNamedAsIDs: Bool { Self.namesIDs(attribute) }
+
+    /// Whether a key's name says it holds ids (ends in `_id` or `_ids`).
+    static func namesIDs(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return ["_id", "_ids"].contains { lower.hasSuffix($0) && lower.count > $0.count }
     }
 
     /// The one entity among `identities` whose sampled identities (``EntityBuilder/identityValues``,

@@ -19,7 +19,7 @@ struct DraftSideload {
         guard let first = samples.first, first.document.root.kind == .object, !main.contains("."), main != "." else { return [] }
         // The values under each key of the records named as ids.
         var idValues: [String: Set<String>] = [:]
-        for key in EntityBuilder.keys(of: records) where ["_id", "_ids"].contains(where: { key.hasSuffix($0) && key.count > $0.count }) {
+        for key in EntityBuilder.keys(of: records) where ReferenceHint.namesIDs(key) {
             let values = records.compactMap { $0[key] }.flatMap { $0.kind == .array ? Array($0.elements) : [$0] }
             let texts = values.filter { !$0.isNull }.compactMap(\.identityText)
             if !texts.isEmpty { idValues[key] = Set(texts) }
@@ -38,8 +38,7 @@ struct DraftSideload {
             }.filter { seen.insert($0.rawText).inserted }
             let (identity, _, _) = EntityBuilder.identity(of: objects)
             guard identity.count == 1 else { continue }
-            let path = JSONKeyPath(keys: identity[0].components(separatedBy: "."))
-            let identities = Set(objects.compactMap { path.resolve(in: $0)?.identityText })
+            let identities = Set(EntityBuilder.values(of: objects, at: identity[0]).compactMap(\.identityText))
             guard idValues.values.contains(where: { $0.isSubset(of: identities) }) else { continue }
             found.append(DraftSideload(path: name, entity: PipelineDraft.identifier(PipelineDraft.singular(name)), objects: objects))
         }

@@ -21,12 +21,12 @@ struct EntityBuilder {
         "ts",
     ]
 
-    /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and
-    /// its identity's attribute, if it has one.
     /// Each nested entity's keys and identity: objects of the same shape under another key (an
     /// issue's `author` and `assignees`) are records of the same entity.
     private var shapes: [(name: String, keys: Set<String>, identity: [String])] = []
 
+    /// Adds the entity `name` drafted from `objects`; returns the name it got (made unique) and
+    /// its identity's attributes (none when it has no identity).
     @discardableResult
     mutating func add(_ name: String, _ objects: [JSONValue], depth: Int = 0) -> (name: String, identity: [String]) {
         let (identityKeys, why, identityKind) = Self.identity(of: objects)
@@ -51,12 +51,9 @@ struct EntityBuilder {
         entity.identityWhy = why
         if let identityKind { identityKinds[unique] = identityKind }
         if let identityKey {
-            let path = JSONKeyPath(keys: identityKey.components(separatedBy: "."))
-            identityValues[unique] = Set(objects.compactMap { path.resolve(in: $0)?.identityText })
-        }
-        if let identityKey, identityKind == "text" {
-            let texts = objects.compactMap { JSONKeyPath(keys: identityKey.components(separatedBy: ".")).resolve(in: $0)?.string }
-            urlIdentities[unique] = URLCollection.of(texts)
+            let values = Self.values(of: objects, at: identityKey)
+            identityValues[unique] = Set(values.compactMap(\.identityText))
+            if identityKind == "text" { urlIdentities[unique] = URLCollection.of(values.compactMap(\.string)) }
         }
         var used: Set<String> = []
         var named: [String: String] = [:]
@@ -190,6 +187,12 @@ struct EntityBuilder {
             let memberKeys = Set(EntityBuilder.keys(of: members))
             return !identity.isEmpty && theirs == identity && memberKeys.count > identity.count && memberKeys.isSubset(of: keys)
         }
+    }
+
+    /// What `objects` hold at the key path `key` (`data.name`), where they hold anything.
+    static func values(of objects: [JSONValue], at key: String) -> [JSONValue] {
+        let path = JSONKeyPath(keys: key.components(separatedBy: "."))
+        return objects.compactMap { path.resolve(in: $0) }
     }
 
     /// Whether a type's YAML is a flow mapping (`{type: date, …}`) rather than a word.

@@ -77,19 +77,18 @@ package struct PipelineDraft: Sendable {
         }
         if !sideloads.isEmpty {
             let paths = (sideloads + [(recordsPath, root)]).map { "\(Self.quoted($0.path)): \($0.entity)" }
-            out += "records: {paths: {\(paths.joined(separator: ", "))}}   # \(recordsWhy)\nentities:\n"
-            for entity in entities { out += entity.yaml }
-            return out
+            return out + "records: {paths: {\(paths.joined(separator: ", "))}}   # \(recordsWhy)\n" + entitiesYAML
         }
         switch layout {
         case .values(let key, _): out += "records: {values: \(Self.quoted(recordsPath)), key: \(key)}   # \(recordsWhy)\n"
         case .columns: out += "records: {columns: \(Self.quoted(recordsPath))}   # \(recordsWhy)\n"
         default: out += "records: \(Self.quoted(recordsPath))   # \(recordsWhy)\n"
         }
-        out += "root: \(root)\nentities:\n"
-        for entity in entities { out += entity.yaml }
-        return out
+        return out + "root: \(root)\n" + entitiesYAML
     }
+
+    /// `entities:` and each drafted entity.
+    private var entitiesYAML: String { "entities:\n" + entities.map(\.yaml).joined() }
 
     /// A list of links and its detail pages as two resources: the list read for its links (no
     /// root), and a `for_each` over its entries fetching each detail page, one record each.
@@ -112,9 +111,7 @@ package struct PipelineDraft: Sendable {
         case .key(let key): out += "    for_each: {resource: \(list), url: \(Self.quoted("{\(key)}"))}\n"
         case .template(let path): out += "    for_each: {resource: \(list), path: \(Self.quoted(path))}\n"
         }
-        out += "    records: \".\"\n    root: \(root)\nentities:\n"
-        for entity in entities { out += entity.yaml }
-        return out
+        return out + "    records: \".\"\n    root: \(root)\n" + entitiesYAML
     }
 
     /// `text` as a YAML scalar: double-quoted (JSON's escapes are YAML's).
