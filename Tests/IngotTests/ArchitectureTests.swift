@@ -321,6 +321,31 @@ struct ArchitectureTests {
         #expect(read > 100, "the check reads the sources")
     }
 
+    /// The writer stage is a coordinator of small values (docs/architecture.md, "The writer
+    /// stage"): one file under 300 lines, no extension elsewhere reading its state, and every
+    /// stored variable of it private (set).
+    @Test func theWriterStageKeepsItsStateToItself() throws {
+        let sources = packageRoot.appendingPathComponent("Sources/Ingot")
+        let file = sources.appendingPathComponent("Pipeline/WriterStage.swift")
+        let text = try String(contentsOf: file, encoding: .utf8)
+        #expect(text.filter { $0 == "\n" }.count < 300)
+        let variables = text.split(separator: "\n").filter { $0.hasPrefix("    var ") || $0.hasPrefix("    let ") }
+        // Computed properties (`var x: T { … }`) read state; stored ones are private, but the
+        // three the other queues read (the queue, the exchange flag, the prints' stop flag).
+        let stored = variables.filter { !$0.hasSuffix("}") && !$0.hasSuffix("{") }
+        #expect(
+            stored.map { $0.split(separator: " ")[1].trimmingCharacters(in: [":"]) }.sorted()
+                == ["defersBatches", "printsOff", "queue"], "\(stored)")
+        var extensions: [String] = []
+        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)
+        while let url = files?.nextObject() as? URL {
+            if url.pathExtension == "swift", try String(contentsOf: url, encoding: .utf8).contains("extension WriterStage") {
+                extensions.append(url.lastPathComponent)
+            }
+        }
+        #expect(extensions.isEmpty, "\(extensions)")
+    }
+
     /// Short functions (docs/architecture.md, "The contracts between layers"): at most 12 in
     /// Sources/ longer than 60 lines, none in Pipeline/ longer than 100. A ratchet: lower it when
     /// a long function is split, never raise it.

@@ -2,42 +2,47 @@
 /// database refuses a value of a later batch it rolls the whole transaction back, and each batch
 /// kept here — as the assembler prepared it, its lookups to be redone — is written again with
 /// the progress it recorded. Emptied when the transaction ends; a transaction that keeps more than
-/// ``CommitPolicy/maxRetainedBytes`` of pages here commits early (the writer tells its
-/// ``CommitPolicy`` what each kept batch holds).
+/// ``CommitPolicy/maxRetainedBytes`` of pages here commits early (``bytes``).
 struct RedoLog {
     /// The writes kept, in order.
     private(set) var writes: [(batch: PreparedBatch, progress: RunProgress?)] = []
+    /// The page bytes the kept writes hold.
+    private(set) var bytes = 0
     /// A value was refused in the open transaction: the identities the assembler counted as
     /// written but not committed may not be, so later batches are looked up again.
     private(set) var refusedInTransaction = false
 
-    /// Keeps `batch` (without what only its first write needs) and its progress; the page bytes
-    /// it holds.
-    mutating func keep(_ batch: PreparedBatch, _ progress: RunProgress?) -> Int {
+    /// Keeps `batch` (without what only its first write needs) and its progress.
+    mutating func keep(_ batch: PreparedBatch, _ progress: RunProgress?) {
         var kept = batch
         kept.refs = nil
         kept.decoded = nil
-        writes.append((kept, progress))
-        return batch.pages.reduce(0) { $0 + $1.bytes }
+        keepRedone((kept, progress))
     }
 
     /// A value was refused: the writes to redo, in order (the log starts again empty, and keeps
     /// them again as they are redone).
     mutating func takeForRedo() -> [(batch: PreparedBatch, progress: RunProgress?)] {
         refusedInTransaction = true
-        defer { writes = [] }
+        defer { dropWrites() }
         return writes
     }
 
-    /// Keeps a write redone as it was (its bytes counted already).
-    mutating func keepRedone(_ write: (batch: PreparedBatch, progress: RunProgress?)) { writes.append(write) }
+    /// Keeps a write redone as it was.
+    mutating func keepRedone(_ write: (batch: PreparedBatch, progress: RunProgress?)) {
+        writes.append(write)
+        bytes += write.batch.pages.reduce(0) { $0 + $1.bytes }
+    }
 
     /// The transaction ended: committed, or rolled back with the run's failure.
     mutating func transactionEnded() {
-        writes = []
+        dropWrites()
         refusedInTransaction = false
     }
 
     /// A batch failed and its transaction was rolled back: nothing is left to redo.
-    mutating func dropWrites() { writes = [] }
+    mutating func dropWrites() {
+        writes = []
+        bytes = 0
+    }
 }

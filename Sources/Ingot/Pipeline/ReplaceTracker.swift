@@ -81,6 +81,22 @@ struct ReplaceTracker {
         return seen.sorted()
     }
 
+    /// `write: replace` when the source ended — `exhausted`, or stopped before — with the run
+    /// not failed: deletes what ``deleteUntouched(from:after:logger:)`` does, or says why it
+    /// deletes nothing. Returns how many rows it deleted.
+    func sourceEnded(exhausted: Bool, store: any IngestStore, after counters: RunCounters, logger: Logger) throws -> Int {
+        switch (atEnd, exhausted) {
+        case (.nothing, _): return 0
+        case (.deleteUntouched, true): return try deleteUntouched(from: store, after: counters, logger: logger)
+        case (.skipAfterResume, true):
+            logger.warning(
+                "replace.skipped", metadata: [LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"])
+        case (_, false):
+            logger.warning("replace.skipped", metadata: [LogKey.reason: "the run was interrupted; no row is deleted"])
+        }
+        return 0
+    }
+
     /// `write: replace` at the run's end: deletes the root rows this run did not touch, only
     /// after a complete view of the source — `counters` rejected no page or record (else it says
     /// why not and deletes nothing). Returns how many rows it deleted.

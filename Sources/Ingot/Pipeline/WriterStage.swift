@@ -4,111 +4,54 @@ import Synchronization
 
 /// The writer queue's state: resolves each batch the ``BatchAssembler`` hands it (the
 /// ``BatchResolver``'s second step), writes it through the store with the run's counters and
-/// rejections, and commits.
+/// rejections, and commits — a coordinator of small values: where it is (``WriterPhase``), when to
+/// commit (``CommitPolicy``), the counts (``RunTally``), the rejections (``RunRejections``),
+/// `write: replace` (``ReplaceTracker``), the prints (``PrintRecorder``), the writes and their redo
+/// (``TransactionWriter``), the load's turns (``LoadTurns``) and its merge (``StagedLoadMerge``).
+/// Each commit carries the progress and resume state of its last batch, so a killed run loses at
+/// most that much work and `--resume` redoes it.
 ///
-/// Batches share a transaction until `commitRecords` records are saved in it or it has been
-/// open `commitInterval` seconds (then it is committed even when no further batch comes), and
-/// at the end of the run. Each commit carries the progress and resume state of its last batch,
-/// so a killed run loses at most that much work and `--resume` redoes it.
-///
-/// Every field is confined to `queue`, but `committedBatch` and `hasFailed`; the runner reads
-/// `counters` and `failure` only after `finished` fired. The safety net for values a database
-/// refuses is in WriterStage+Refused.swift.
+/// Every field is confined to `queue`, but `committed`, `staging` and `failed`; the runner reads
+/// `counters`, `failure`, `loaded` and `prints` only after `finished` fired.
 final class WriterStage: @unchecked Sendable {  // confined to `queue`
     let queue = DispatchQueue(label: "ingot.writer", qos: .userInitiated)
-    /// Also used by the assembler to prepare batches: ``BatchResolver/prepare(_:uncommitted:store:)``
-    /// uses only the store's reader of committed rows, which belongs to the assembler's queue.
-    let store: any IngestStore
-    /// The merge rules, for both queues (a value: each uses its own copy).
-    let resolver: BatchResolver
-    /// What `write: replace` needs of the rows written, and does at the run's end.
-    var replace: ReplaceTracker
-    /// The pipeline's model: entity names for the per-entity counts.
-    let model: EntityModel
-    let runID: String
-    let logger: Logger
+    /// A joined job whose rows are exchanged between the jobs, written when every unit is done
+    /// (``LoadPlan/defersJoinedBatches``): like a staged batch, it is looked up by nothing.
+    let defersBatches: Bool
+    /// Set once the run's prints are dropped: the lanes stop making footprints, and the source
+    /// stops digesting pages (unless a refresh plan needs the digests). Read from any queue.
+    let printsOff: StopFlag
+    /// The run's page prints, for the next run's refresh.
+    private(set) var prints: PrintRecorder
+    /// What the load plan turned into so far.
+    var loaded: LoadOutcome { turns.outcome }
+    private var phase = WriterPhase.writing
+
+    private var writer: TransactionWriter
+    private var tally: RunTally
+    private var commits: CommitPolicy
+    private var rejections: RunRejections
+    private var replace: ReplaceTracker
+    private var merge: StagedLoadMerge
+    private let model: EntityModel
+    private let runID: String
+    private let logger: Logger
+    private let timers: any RunTimers
+    private let metrics: RunMetrics?
+    /// A joined run: each batch that ends on a whole page is committed with the units it holds.
+    private let unitTransactions: Bool
     private let shared: SharedCounters
     private let finished: @Sendable () -> Void
     /// Stops the run's source when saving fails: a source that waits for work (a joined job's
     /// queue) would otherwise wait on for ever, its leases renewed, and every other job with it.
     private let stopSource: @Sendable () -> Void
-    /// Mirrors ``Phase/failed`` for the other queues (the source and the assembler stop).
+    /// Mirrors ``WriterPhase/failed(_:)`` for the other queues (the source and the assembler stop).
     private let failed = Mutex(false)
-    private(set) var phase = Phase.writing
-
-    /// Where the writer stage is. `writing` → `failed` (nothing more is saved; the source stops)
-    /// → `ended`, or `writing` → `ended`: ``finish(_:)`` ends it once, and after that the runner
-    /// owns the store (a pending commit timer does nothing).
-    enum Phase {
-        case writing
-        case failed(any Error)
-        case ended(Outcome)
-    }
-
-    /// How the stage ended.
-    enum Outcome {
-        case finished
-        /// The run was stopped before its source was exhausted.
-        case interrupted
-        case failed(any Error)
-    }
-
-    /// The run's counts, committed and saved: the save and the merge count into it.
-    var tally: RunTally
-    /// The run's committed counters (read by the runner after `finished` fired).
-    var counters: RunCounters { tally.committed }
-
-    /// A joined run: each batch that ends on a whole page is committed with the units it holds
-    /// (a page in parts is never committed half).
-    let unitTransactions: Bool
-    /// A joined job whose rows are exchanged between the jobs, written when every unit is done
-    /// (``LoadPlan/defersJoinedBatches``): like a staged batch, it is looked up by nothing — the
-    /// parts' writes at the run's end decide what is stored.
-    let defersBatches: Bool
-    /// When the open transaction commits.
-    var commits: CommitPolicy
-    let timers: any RunTimers
-    /// The pages of the batches staged since the last merge, by seq: where a record a staged
-    /// load's merge refuses came from (its source and archive entry).
-    var stagedPages: [Int: (source: String, archive: ArchiveLocation?)] = [:]
     private let committed = Atomic<Int>(0)
-
-    /// The number of the last batch committed. Safe from any queue.
-    var committedBatch: Int { committed.load(ordering: .acquiring) }
-    /// How many rejections are stored and logged, and the lines that say so.
-    var rejections: RunRejections
-    /// Commit latency goes here, if the run has metrics.
-    private let metrics: RunMetrics?
-    /// Why saving failed, if it did (read by the runner after `finished` fired).
-    var failure: (any Error)? {
-        switch phase {
-        case .failed(let error), .ended(.failed(let error)): error
-        case .writing, .ended: nil
-        }
-    }
-
-    /// The run was stopped before its source was exhausted (read by the runner after `finished`).
-    var interrupted: Bool { if case .ended(.interrupted) = phase { true } else { false } }
-
-    var hasEnded: Bool { if case .ended = phase { true } else { false } }
-
-    /// The writes of the open transaction, to redo when the database refuses a value.
-    var redo = RedoLog()
-    /// What the load plan turned into so far (``publishLoad()``); read by the summary once the
-    /// stage has ended.
-    var loaded = LoadOutcome()
-    /// The records saved when the writer last asked the store whether the load should turn staged.
-    private var recordsAtLastTurnCheck = 0
-    /// Whether the store stages batches (``LoadState/staging``), as the writer last saw it
-    /// (``publishLoad()``): the assembler looks nothing up for a batch that will be staged.
+    /// Whether the store stages batches, as the writer last saw it: the assembler looks nothing
+    /// up for a batch that will be staged.
     private let staging = Atomic<Bool>(false)
-    /// The run's page prints, for the next run's refresh (WriterStage+Prints.swift).
-    var prints: PrintRecorder
-    /// Set once the run's prints are dropped: the lanes stop making footprints, and the source
-    /// stops digesting pages (unless a refresh plan needs the digests). Read from any queue.
-    let printsOff: StopFlag
-    /// Where the records are in a page, for the coding path of a record the database refuses.
-    let recordsPath: String
+    private var turns: LoadTurns
 
     init(
         store: any IngestStore, config: PipelineConfig, runID: String, options: RunOptions, logger: Logger,
@@ -116,139 +59,134 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         archivePath: String? = nil, keepsPrints: Bool = false, defersBatches: Bool = false,
         stopSource: @escaping @Sendable () -> Void = {}, finished: @escaping @Sendable () -> Void
     ) {
+        let layouts = EntityLayout.layouts(of: config.model)
+        let recordsPath = config.recordsPath.joined(separator: ".")
+        writer = TransactionWriter(
+            store: store, resolver: BatchResolver(model: config.model, layouts: layouts, rootRules: config.rootWriteRules),
+            model: config.model, recordsPath: recordsPath, logger: logger)
+        merge = StagedLoadMerge(model: config.model, recordsPath: recordsPath)
         self.defersBatches = defersBatches
-        loaded.exchanged = defersBatches
-        self.stopSource = stopSource
-        self.printsOff = StopFlag()
-        self.prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
+        turns = LoadTurns(exchanged: defersBatches, logger: logger)
+        printsOff = StopFlag()
+        prints = PrintRecorder(keeps: keepsPrints, maxBytes: options.maxPrintBytes, off: printsOff)
         // A resumed run stored all of its rejections up to the cap.
-        self.rejections = RunRejections(
+        rejections = RunRejections(
             caps: RejectionCaps(
                 maxRows: options.maxRejectRows, logLimit: options.loggedRejectionLimit,
                 alreadyStored: initialCounters.rejectedRecords + initialCounters.rejectedPages),
             archivePath: archivePath, logger: logger)
-        self.recordsPath = config.recordsPath.joined(separator: ".")
-        self.metrics = metrics
-        self.store = store
-        self.model = config.model
-        let layouts = EntityLayout.layouts(of: config.model)
-        self.resolver = BatchResolver(model: config.model, layouts: layouts, rootRules: config.rootWriteRules)
-        self.tally = RunTally(config: config, layouts: layouts, initial: initialCounters)
-        self.runID = runID
-        self.commits = CommitPolicy(records: options.commitRecords, interval: options.commitInterval)
-        self.timers = options.timers
-        self.unitTransactions = options.join != nil
+        tally = RunTally(config: config, layouts: layouts, initial: initialCounters)
+        commits = CommitPolicy(
+            records: options.commitRecords, interval: options.commitInterval, scope: options.join != nil ? .eachUnit : .batches)
+        unitTransactions = options.join != nil
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
         // not see. A joined run's last job deletes (PipelineRunner+Join.swift).
-        self.replace = ReplaceTracker(
+        replace = ReplaceTracker(
             config: config, layouts: layouts,
             atEnd: config.replacedEntities.isEmpty || options.join != nil ? .nothing : resumed ? .skipAfterResume : .deleteUntouched)
-        self.logger = logger
-        self.shared = shared
-        self.finished = finished
+        (model, self.runID, self.logger, timers, self.metrics) = (config.model, runID, logger, options.timers, metrics)
+        (self.shared, self.stopSource, self.finished) = (shared, stopSource, finished)
         publishLoad()
     }
 
-    /// Where the store's load stands (writer queue).
-    var load: LoadState { store.loadState }
-
+    /// The store; the assembler prepares batches with its reader of committed rows, which belongs
+    /// to the assembler's queue (``BatchResolver/prepare(_:uncommitted:store:)``).
+    var store: any IngestStore { writer.store }
+    /// The merge rules, for both queues (a value: each uses its own copy).
+    var resolver: BatchResolver { writer.resolver }
+    /// The run's committed counters.
+    var counters: RunCounters { tally.committed }
+    /// The number of the last batch committed. Safe from any queue.
+    var committedBatch: Int { committed.load(ordering: .acquiring) }
     /// Whether the store stages batches, as the writer last saw it. Safe from any queue.
     var stagesBatches: Bool { staging.load(ordering: .acquiring) }
-    /// Its batches are resolved as a stage takes them (unfolded, no lookups, `default:` and
-    /// `const:` left to the merge): the store stages them, or defers them to the run's end.
-    var resolvesForStage: Bool { load == .staging || defersBatches }
-
-    /// Publishes where the load stands for the assembler, after whatever may have moved it: the
-    /// store's opening, a turn, a merge.
-    func publishLoad() {
-        let state = store.loadState
-        staging.store(state == .staging, ordering: .releasing)
-        loaded.note(state, records: tally.saved.records)
-    }
-
     /// Whether saving failed (the source stops reading). Safe from any queue.
     var hasFailed: Bool { failed.withLock { $0 } }
+    /// Why saving failed, if it did.
+    var failure: (any Error)? { phase.failure }
+    /// The run was stopped before its source was exhausted.
+    var interrupted: Bool { phase.isInterrupted }
+    private var load: LoadState { store.loadState }
+    /// Its batches are resolved as a stage takes them (unfolded, no lookups, `default:` and
+    /// `const:` left to the merge): the store stages them, or defers them to the run's end.
+    private var resolvesForStage: Bool { load == .staging || defersBatches }
 
-    /// The first failure is the one reported; later ones (a commit after it) are only logged.
-    func fail(_ error: any Error) {
+    /// Saves a batch: rows, links, rejections and counters, in the open transaction; commits when
+    /// the transaction is big or old enough. Does nothing once the run has failed.
+    func save(_ batch: PreparedBatch) {
         dispatchPrecondition(condition: .onQueue(queue))
-        switch phase {
-        case .writing:
-            phase = .failed(error)
-            stopSource()
-        case .failed: break
-        case .ended: assertionFailure("the writer stage failed after it ended: \(error)")
+        let pages = batch.pages
+        guard phase.isWriting, !pages.isEmpty else { return }
+        var (next, rejected) = tally.reading(pages)
+        let (newMax, kept) = tally.keptValues(after: pages)
+        let seen = replace.scopeValues(of: batch)
+        // Only a whole page moves the resume point: a crash after part of a page was committed
+        // redoes the whole page (re-applying its first parts is harmless).
+        func progress(_ outcome: BatchOutcome) -> RunProgress {
+            var counters = next
+            counters.add(outcome, model: model)
+            var made = RunProgress(
+                runID: runID, counters: counters, lastSeq: pages.last { $0.isLastPart }?.seq,
+                resumeState: pages.last { $0.isLastPart && $0.resumeState != nil }?.resumeState,
+                rejections: rejections.storable(rejected + outcome.rejections), kept: kept)
+            // A joined job's units carry the scope values the run's end deletes within.
+            if unitTransactions { made.scopeValues = seen }
+            return made
         }
-        failed.withLock { $0 = true }
-    }
-
-    /// After the last batch: `write: replace` deletes untouched rows (only after the whole
-    /// source was seen), then the run is over.
-    func finish(_ end: SourceEnd) {
-        dispatchPrecondition(condition: .onQueue(queue))
-        guard !hasEnded else {
-            assertionFailure("the writer stage ends once")
+        do {
+            if try turns.firstBatch(batch, records: next.records - tally.saved.records, saved: tally.saved.records, store: store) {
+                publishLoad()
+            }
+            let (resolved, outcome) = try writer.write(batch, staging: resolvesForStage, tally: &tally, progress: progress)
+            replace.note(resolved, scopeValues: seen)
+            next.add(outcome, model: model)
+            rejected += outcome.rejections
+            prints.keep(pages, refused: !outcome.rejections.isEmpty)
+            tally.saved(next, batch: batch.number, incrementalMax: newMax)
+            if load == .staging { merge.staged(pages) }
+            rejections.stored(rejected.count)
+            rejections.log(rejected)
+        } catch {
+            saveFailed(batch, error)
             return
         }
-        var wasInterrupted = false
-        defer {
-            commit()
-            phase = .ended(failure.map { .failed($0) } ?? (wasInterrupted ? .interrupted : .finished))
-            finished()
-        }
-        switch end {
-        case .exhausted:
-            if load == .staging && failure == nil {
-                // The last staged batches first: the merge's fold reads them on another
-                // connection, which sees committed rows only (a crash in the merge resumes to it).
-                commit()
-                if failure == nil { mergeStaged() }
-            }
-            switch replace.atEnd {
-            case .deleteUntouched where failure == nil:
-                do {
-                    try tally.deleted(replace.deleteUntouched(from: store, after: tally.saved, logger: logger))
-                } catch {
-                    fail(error)
-                }
-            case .skipAfterResume:
-                logger.warning(
-                    "replace.skipped",
-                    metadata: [
-                        LogKey.reason: "a resumed run cannot know every row its source holds; no row is deleted"
-                    ])
-            default: break
-            }
-        case .interrupted:
-            wasInterrupted = true
-            if replace.atEnd != .nothing {
-                logger.warning("replace.skipped", metadata: [LogKey.reason: "the run was interrupted; no row is deleted"])
-            }
-        case .failed(let error):
-            fail(error)
-        }
+        // A batch whose tombstones deleted rows is committed at once: the next batch's lookups
+        // read what is committed, and must not find the deleted rows (BatchAssembler waits).
+        if pages.contains(where: { !$0.deletions.isEmpty }) { commit() } else { commitIfDue(pages) }
     }
 
-    /// Commits the batches saved since the last commit and publishes their counters.
-    func commit() {
+    /// After the last batch: a staged load is merged, `write: replace` deletes untouched rows
+    /// (only after the whole source was seen), then the run is over.
+    func finish(_ end: SourceEnd) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !phase.hasEnded else { return assertionFailure("the writer stage ends once") }
+        if case .failed(let error) = end { fail(error) }
+        let exhausted = if case .exhausted = end { true } else { false }
+        if exhausted && load == .staging && failure == nil {
+            // The last staged batches first: the merge's fold reads them on another connection,
+            // which sees committed rows only (a crash in the merge resumes to it).
+            commit()
+            if failure == nil { mergeStaged() }
+        }
+        do {
+            if failure == nil {
+                try tally.deleted(replace.sourceEnded(exhausted: exhausted, store: store, after: tally.saved, logger: logger))
+            }
+        } catch {
+            fail(error)
+        }
+        commit()
+        phase.end(exhausted: exhausted)
+        finished()
+    }
+
+    /// Commits the batches saved since the last commit and publishes their counters; between
+    /// transactions, a load whose database outgrew the page cache goes on staged.
+    private func commit() {
         dispatchPrecondition(condition: .onQueue(queue))
         commits.ended()
-        redo.transactionEnded()
         do {
-            let clock = ContinuousClock()
-            let started = clock.now
-            guard try store.commit() else { return }
-            let elapsed = clock.now - started
-            metrics?.recordCommit(elapsed)
-            if logger.logLevel <= .debug {
-                let ms = elapsed.inSeconds * 1000
-                logger.debug(
-                    "batch.committed",
-                    metadata: [
-                        LogKey.records: .int(tally.uncommittedRecords), LogKey.pages: .int(tally.saved.pages - counters.pages),
-                        "commit_ms": .seconds(ms),
-                    ])
-            }
+            guard try writer.commit(tally, metrics: metrics) else { return }
             tally.commit()
             committed.store(tally.lastSaved, ordering: .releasing)
             shared.value.withLock { $0 = counters }
@@ -260,21 +198,100 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             // database's progress must follow it.
             try? store.rollback()
             tally.rollBack()
-            fail(error)
-            return
+            return fail(error)
         }
-        // Between transactions: a load whose database outgrew the page cache goes on staged.
-        guard load != .staging, case .writing = phase else { return }
+        guard phase.isWriting else { return }
         do {
-            let records = tally.saved.records - recordsAtLastTurnCheck
-            recordsAtLastTurnCheck = tally.saved.records
-            if try store.turnStaged(at: .betweenTransactions(records: records)) == .staging {
-                publishLoad()
-                logger.info("bulk.started", metadata: [LogKey.records: .int(tally.saved.records)])
-            }
+            if try turns.betweenTransactions(saved: tally.saved.records, store: store) { publishLoad() }
         } catch {
             logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
             fail(error)
         }
+    }
+
+    /// Commits when the commit policy says; a transaction's first batch starts its timer.
+    private func commitIfDue(_ pages: [DecodedPage]) {
+        let endsUnit = pages.last?.endsUnit == true
+        switch commits.saved(records: tally.uncommittedRecords, retainedBytes: writer.retainedBytes, now: timers.now(), endsUnit: endsUnit)
+        {
+        case .commit: commit()
+        case .wait(let timer?):
+            // The transaction's first batch: committed after the interval even if no batch follows.
+            // Weak: a run that ended does not keep its stage (and its store's connections) alive
+            // until the timer fires.
+            timers.after(commits.interval, on: queue) { [weak self] in
+                guard let self, !phase.hasEnded, commits.isOpen(timer) else { return }
+                commit()
+            }
+        case .wait(nil): break
+        }
+    }
+
+    /// A batch that could not be saved: a unit lost to another job leaves the rest of the run
+    /// going; anything else rolls the open transaction back and fails the run.
+    private func saveFailed(_ batch: PreparedBatch, _ error: any Error) {
+        writer.dropWrites()
+        tally.rollBack()
+        if let lost = error as? StoreError, lost.kind == .claimLost {
+            // This job stalled past a lease and another job took a unit over, or a deadlock with
+            // another job aborted the transaction: it was rolled back and its other units handed
+            // back to the queue; their work counts elsewhere.
+            logger.warning(
+                "unit.lost", metadata: ["units": "\(lost.units.map(String.init).joined(separator: ","))", LogKey.reason: "\(lost.message)"])
+            return
+        }
+        // The store's error says which batch and page it was writing.
+        let error = StoreError.naming(error, batch: batch.number, page: batch.pages.first?.seq)
+        logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(batch.pages.first?.seq ?? 0)])
+        // The open transaction is rolled back (a store that undoes batches alone kept it): what
+        // is committed, with its resume state, stays as it was.
+        try? store.rollback()
+        fail(error)
+    }
+
+    /// A staged load's end: the staged rows merged into the tables in the run's last transaction
+    /// (``StagedLoadMerge``), the rows the database refused rejected, the rest counted.
+    private func mergeStaged() {
+        defer { publishLoad() }
+        do {
+            let report = try merge.run(on: store, fills: resolver.fills, tally: &tally, logger: logger)
+            if !report.refusals.isEmpty {
+                // The records that made a row are not known any more (folded into it): the row is
+                // rejected naming the last, in the merge's transaction.
+                prints.drop("the staged merge refused rows after their pages' prints were kept")
+                tally.addRefused(report.refusals)
+                let stored = rejections.storable(report.refusals)
+                rejections.stored(report.refusals.count)
+                try store.recordProgress(
+                    RunProgress(runID: runID, counters: tally.saved, lastSeq: nil, resumeState: nil, rejections: stored))
+                rejections.log(report.refusals)
+            }
+            let rows = report.changedRows + tally.addMerged(report.written.counts ?? [], stored: report.stored)
+            if unitTransactions {
+                // A joined job's counters.
+                try store.recordProgress(
+                    RunProgress(runID: runID, counters: tally.saved, lastSeq: nil, resumeState: nil, rejections: [], kept: []))
+            }
+            turns.merged(rows: rows)
+            merge.log(report, rows: rows, logger: logger)
+        } catch {
+            logger.error("batch.failed", metadata: [LogKey.error: "\(error)", LogKey.seq: .int(0)])
+            try? store.rollback()
+            tally.rollBack()
+            fail(error)
+        }
+    }
+
+    /// Publishes where the load stands for the assembler, after whatever may have moved it: the
+    /// store's opening, a turn, a merge.
+    private func publishLoad() {
+        staging.store(turns.note(store, records: tally.saved.records), ordering: .releasing)
+    }
+
+    /// Saving failed: the first failure stops the source.
+    private func fail(_ error: any Error) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        if phase.fail(error) { stopSource() }
+        failed.withLock { $0 = true }
     }
 }

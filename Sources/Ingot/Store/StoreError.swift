@@ -62,6 +62,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         self.sqlState = sqlState
     }
 
+    /// `error`, naming batch `batch` and its first page `page` when it is a store's.
+    static func naming(_ error: any Error, batch: Int, page: Int?) -> any Error {
+        guard var store = error as? StoreError else { return error }
+        store.batch = batch
+        store.page = page
+        return store
+    }
+
     /// The database's schema or bookkeeping is not what Ingot made.
     public static func schema(_ message: String) -> StoreError { StoreError(.schema, message: message) }
     /// The database's tables disagree with the pipeline.
