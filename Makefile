@@ -32,12 +32,10 @@ release: deps
 	$(SWIFT) build -c release
 
 ## test: every test, no network needed; the lint runs beside the build (it takes one core for a few
-## seconds while the build resolves and fetches its packages), and either failing fails the target.
-## The test build writes no index store (an editor's, not a test's: ~8 % of the build's CPU)
-TESTBUILD  := --disable-index-store
+## seconds while the build resolves and fetches its packages), and either failing fails the target
 test: deps
 	@$(MAKE) --no-print-directory lint & lint=$$!; \
-	$(SWIFT) build --build-tests $(TESTBUILD); built=$$?; \
+	$(SWIFT) build --build-tests; built=$$?; \
 	wait $$lint || exit 1; [ $$built -eq 0 ] || exit $$built; \
 	$(SWIFT) test --skip-build
 
@@ -45,7 +43,7 @@ test: deps
 ## start nothing — no PostgreSQL, no fixture server, no ingot process; suites tagged postgres,
 ## process or sweep are skipped. `make test` runs every level.
 check: deps lint
-	INGOT_TEST_LEVEL=unit $(SWIFT) test $(TESTBUILD)
+	INGOT_TEST_LEVEL=unit $(SWIFT) test
 
 ## lint: swift format lint with the repository's .swift-format (the toolchain ships it); `make format` rewrites
 ## and scripts/doclinks.py: every ``symbol`` link of the sources' doc comments names a declaration
