@@ -346,7 +346,7 @@ struct ArchitectureTests {
         #expect(extensions.isEmpty, "\(extensions)")
     }
 
-    /// Short functions (docs/architecture.md, "The contracts between layers"): at most 12 in
+    /// Short functions (docs/architecture.md, "The contracts between layers"): at most 9 in
     /// Sources/ longer than 60 lines, none in Pipeline/ longer than 100. A ratchet: lower it when
     /// a long function is split, never raise it.
     @Test func longFunctionsAreFewAndNoneInThePipelineIsVeryLong() throws {
@@ -362,7 +362,7 @@ struct ArchitectureTests {
                 if url.path.contains("/Pipeline/") && function.lines > 100 { veryLongInPipeline.append(long[long.count - 1]) }
             }
         }
-        #expect(long.count <= 12, "functions over 60 lines: \(long.count)\n\(long.sorted().joined(separator: "\n"))")
+        #expect(long.count <= 9, "functions over 60 lines: \(long.count)\n\(long.sorted().joined(separator: "\n"))")
         #expect(veryLongInPipeline.isEmpty, "\(veryLongInPipeline)")
         // The counter counts: a function of 61 lines is long, one of 60 is not.
         let body = Array(repeating: "        x += 1", count: 58).joined(separator: "\n")

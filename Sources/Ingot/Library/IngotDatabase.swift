@@ -249,19 +249,7 @@ extension IngotDatabase {
         columns.parents = levels.dropFirst().map { (self.model.entities[$0], layouts[$0]) }
         columns.world = (model, layouts)
         var query = try IngotDatabase.rowQuery(predicate: predicate, sortBy: sortBy, columns: columns, levels: levels, layouts: layouts)
-        if let identity {
-            guard layout.identitySlots.count == 1 else {
-                throw IngotQueryError(message: "\(T.self) has a composite identity: fetch it with a predicate on its identity properties")
-            }
-            let column = layout.columns[layout.identitySlots[0]]
-            let value = try RowExpression.constant(identity)
-            guard IngotDatabase.names(column.type, value) else {
-                let given = "\(identity) (\(Swift.type(of: identity)))"
-                throw IngotQueryError(
-                    message: "\(T.self)'s identity '\(column.name)' is stored as \(column.type.name): \(given) cannot name one")
-            }
-            query.filter = .compare(.column(column.name), .equal, value)
-        }
+        if let identity { query.filter = try IngotDatabase.identityFilter(T.self, identity, layout) }
         query.filter = IngotDatabase.holdingRequired(query.filter, model.entities[index])
         query.limit = limit
         query.offset = max(0, offset)
@@ -303,6 +291,22 @@ extension IngotDatabase {
             }
         }
         return decodeFitting(T.self, decoders)
+    }
+
+    /// The filter of ``fetch(_:id:including:nested:)``: `T`'s one identity column equal to
+    /// `identity`, refused for a composite identity or a value that cannot name one.
+    static func identityFilter<T>(_ type: T.Type, _ identity: any Sendable, _ layout: EntityLayout) throws -> RowExpression {
+        guard layout.identitySlots.count == 1 else {
+            throw IngotQueryError(message: "\(T.self) has a composite identity: fetch it with a predicate on its identity properties")
+        }
+        let column = layout.columns[layout.identitySlots[0]]
+        let value = try RowExpression.constant(identity)
+        guard names(column.type, value) else {
+            let given = "\(identity) (\(Swift.type(of: identity)))"
+            throw IngotQueryError(
+                message: "\(T.self)'s identity '\(column.name)' is stored as \(column.type.name): \(given) cannot name one")
+        }
+        return .compare(.column(column.name), .equal, value)
     }
 
     /// `filter`, narrowed to the rows that hold a value for each of `entity`'s required

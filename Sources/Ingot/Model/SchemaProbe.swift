@@ -46,16 +46,7 @@ final class SchemaProbe {
         // Value rules, as the pipeline file's keys beside an attribute or a relationship.
         let rules = type.rules(forKeys: keys)
         for k in entity.attributes.indices {
-            guard let rule = rules[entity.attributes[k].key] else { continue }
-            entity.attributes[k].coerce = entity.attributes[k].coerce || rule.coerce
-            entity.attributes[k].pattern = rule.pattern
-            entity.attributes[k].template = rule.template
-            entity.attributes[k].values = rule.values
-            entity.attributes[k].grouping = rule.grouping
-            entity.attributes[k].nullOnInvalid = rule.nullOnInvalid
-            entity.attributes[k].defaultValue = rule.defaultValue
-            entity.attributes[k].constValue = rule.constValue
-            if let format = rule.dateFormat, case .date = entity.attributes[k].type { entity.attributes[k].type = .date(format) }
+            if let rule = rules[entity.attributes[k].key] { entity.attributes[k].apply(rule) }
         }
         // A child keeps only what its parent does not declare (the parent's table stores that).
         if let parent = type.parent, parent.entityName != name {
@@ -69,20 +60,7 @@ final class SchemaProbe {
             entity.parent = parent.entityName
         }
         for k in entity.relationships.indices {
-            guard let rule = rules[entity.relationships[k].key] else { continue }
-            entity.relationships[k].pattern = rule.pattern
-            entity.relationships[k].template = rule.template
-            entity.relationships[k].values = rule.values
-            entity.relationships[k].inverse = rule.inverse
-            entity.relationships[k].owned = rule.owned
-            // Owned children keep their order anyway (their position is part of their key).
-            if rule.owned { entity.relationships[k].isOrdered = false }
-            entity.relationships[k].cascadesDeletes = rule.deleteCascade
-            if let missing = rule.missing { entity.relationships[k].missing = missing }
-            entity.relationships[k].fields = rule.fields
-            entity.relationships[k].insertsTargets = rule.insertsTargets
-            entity.relationships[k].updatesTargets = rule.updatesTargets
-            entity.relationships[k].deletesLinks = rule.deletesLinks
+            if let rule = rules[entity.relationships[k].key] { entity.relationships[k].apply(rule) }
         }
         entities[name] = entity
     }
@@ -331,4 +309,40 @@ private struct ProbeSingleValueContainer: SingleValueDecodingContainer {
     var codingPath: [any CodingKey]
     func decodeNil() -> Bool { false }
     func decode<T: Decodable>(_ type: T.Type) throws -> T { try placeholder(type, probe: probe, codingPath: codingPath) }
+}
+
+extension Attribute {
+    /// The value rules a Swift type declares for this attribute (``IngotRule``), as the pipeline
+    /// file's keys beside it would set them.
+    fileprivate mutating func apply(_ rule: IngotRule) {
+        coerce = coerce || rule.coerce
+        pattern = rule.pattern
+        template = rule.template
+        values = rule.values
+        grouping = rule.grouping
+        nullOnInvalid = rule.nullOnInvalid
+        defaultValue = rule.defaultValue
+        constValue = rule.constValue
+        if let format = rule.dateFormat, case .date = type { type = .date(format) }
+    }
+}
+
+extension Relationship {
+    /// The options a Swift type declares for this relationship (``IngotRule``), as the pipeline
+    /// file's keys beside it would set them.
+    fileprivate mutating func apply(_ rule: IngotRule) {
+        pattern = rule.pattern
+        template = rule.template
+        values = rule.values
+        inverse = rule.inverse
+        owned = rule.owned
+        // Owned children keep their order anyway (their position is part of their key).
+        if rule.owned { isOrdered = false }
+        cascadesDeletes = rule.deleteCascade
+        if let missing = rule.missing { self.missing = missing }
+        fields = rule.fields
+        insertsTargets = rule.insertsTargets
+        updatesTargets = rule.updatesTargets
+        deletesLinks = rule.deletesLinks
+    }
 }

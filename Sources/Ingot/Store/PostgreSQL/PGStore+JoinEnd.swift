@@ -36,21 +36,7 @@ extension PGStore {
                     "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status <> 'done'", [join.name]
                 ).first?[0] ?? "1"
             if status == .finished, JoinStatus(row.first?[0]) == .running, row.first?[1] != nil, open == "0" {
-                var total = RunCounters()
-                for job in try connection.execute(
-                    """
-                    SELECT pages, records, inserted, updated, rejected_records, rejected_pages, bytes, entity_counts, reject_counts
-                      FROM _ingot_join_jobs WHERE name = $1
-                    """, [join.name])
-                {
-                    func int(_ k: Int) -> Int { job[k].flatMap { Int($0) } ?? 0 }
-                    var c = RunCounters()
-                    (c.pages, c.records, c.inserted, c.updated) = (int(0), int(1), int(2), int(3))
-                    (c.rejectedRecords, c.rejectedPages, c.bytes) = (int(4), int(5), int(6))
-                    c.readEntities(fromJSON: job[7])
-                    c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
-                    total.add(c)
-                }
+                var total = try jobsCounters(join)
                 // The deferred batches first: `write: replace` reads the positions they leave.
                 if let merged = try finishExchanged(join) {
                     total.add(merged.total)
@@ -68,12 +54,7 @@ extension PGStore {
                 }
                 try connection.execute("DELETE FROM _ingot_join_scopes WHERE name = $1", [join.name])
                 if let archive { try archiveUnits(of: join, runID: runID, maxPageBytes: maxPageBytes, archive) }
-                try connection.execute(
-                    """
-                    INSERT INTO _ingot_state (pipeline, key, value) SELECT pipeline, key, value FROM _ingot_join_kept WHERE name = $1
-                      ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value
-                    """, [join.name])
-                try connection.execute("DELETE FROM _ingot_join_kept WHERE name = $1", [join.name])
+                try keepJoinedValues(join)
                 try connection.execute("UPDATE _ingot_joins SET status = 'finished', finished_at = now() WHERE name = $1", [join.name])
                 try connection.execute("UPDATE _ingot_units SET payload = ''::bytea WHERE name = $1", [join.name])
                 PGSharedRun.notify(on: connection, join.name)
@@ -90,6 +71,37 @@ extension PGStore {
 }
 
 extension PGStore {
+    /// The counters of every job of the run, summed.
+    private func jobsCounters(_ join: JoinContext) throws -> RunCounters {
+        var total = RunCounters()
+        for job in try connection.execute(
+            """
+            SELECT pages, records, inserted, updated, rejected_records, rejected_pages, bytes, entity_counts, reject_counts
+              FROM _ingot_join_jobs WHERE name = $1
+            """, [join.name])
+        {
+            func int(_ k: Int) -> Int { job[k].flatMap { Int($0) } ?? 0 }
+            var c = RunCounters()
+            (c.pages, c.records, c.inserted, c.updated) = (int(0), int(1), int(2), int(3))
+            (c.rejectedRecords, c.rejectedPages, c.bytes) = (int(4), int(5), int(6))
+            c.readEntities(fromJSON: job[7])
+            c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
+            total.add(c)
+        }
+        return total
+    }
+
+    /// The values the run's units kept (the greatest of each: an incremental cursor's maximum)
+    /// moved into the pipeline's kept state.
+    private func keepJoinedValues(_ join: JoinContext) throws {
+        try connection.execute(
+            """
+            INSERT INTO _ingot_state (pipeline, key, value) SELECT pipeline, key, value FROM _ingot_join_kept WHERE name = $1
+              ON CONFLICT (pipeline, key) DO UPDATE SET value = excluded.value
+            """, [join.name])
+        try connection.execute("DELETE FROM _ingot_join_kept WHERE name = $1", [join.name])
+    }
+
     /// `write: replace` at a joined run's end, for `entity`: deletes its rows no unit touched
     /// (their `_ingot_pos` touched slot is older than the run's first position) — with a
     /// `scope` column, only those holding a value some unit's records gave it — cascading as a
