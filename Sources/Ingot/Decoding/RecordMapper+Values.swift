@@ -13,7 +13,7 @@ extension RecordMapper {
     ) throws(MappingFailure) -> ScalarValue {
         var value = try convertValue(index, rules, &c)
         if rules.foldsCase, case .text(let s) = value { value = .text(s.lowercased()) }
-        guard rules.cases != nil || rules.rawValues != nil else { return value }
+        guard rules.checksValues else { return value }
         let text: String? =
             switch value {
             case .text(let s): s
@@ -228,8 +228,15 @@ extension RecordMapper {
     /// (which jsonb refuses, and which text could only keep as U+FFFD, merging distinct values).
     /// One rule for every backend: the same pages give the same tables in SQLite and PostgreSQL.
     static func unstorable(_ json: some Collection<UInt8>) -> MappingFailure? {
-        // Only escapes matter, and most text has none.
-        guard json.contains(UInt8(ascii: "\\")) else { return nil }
+        // Only escapes matter, and most text has none (memchr where the bytes are contiguous: a
+        // `json` attribute's whole text is searched for every record).
+        let backslash = UInt8(ascii: "\\")
+        let escapes =
+            json.withContiguousStorageIfAvailable { bytes in
+                bytes.baseAddress.map { memchr($0, Int32(backslash), bytes.count) != nil } ?? false
+            }
+            ?? json.contains(backslash)
+        guard escapes else { return nil }
         let bytes = Array(json)
         func hex4(_ k: Int) -> UInt32? {
             guard k + 4 <= bytes.count else { return nil }
