@@ -16,6 +16,8 @@ struct StagedLoadMerge {
         let changedRows: Int
         /// The rows the database refused, as rejected records.
         let refusals: [RecordRejection]
+        /// How long the merge took.
+        let seconds: Double
     }
 
     private let model: EntityModel
@@ -24,8 +26,6 @@ struct StagedLoadMerge {
     /// The pages of the batches staged since the last merge, by seq: where a record a merge
     /// refuses came from (its source and archive entry).
     private var pages: [Int: (source: String, archive: ArchiveLocation?)] = [:]
-    /// When the last merge started.
-    private var started = ContinuousClock.now
 
     init(model: EntityModel, recordsPath: String) {
         self.model = model
@@ -44,7 +44,7 @@ struct StagedLoadMerge {
         on store: any IngestStore, fills: [[(slot: Int, value: ScalarValue, always: Bool)]], tally: inout RunTally, logger: Logger
     ) throws -> Report {
         logger.info("bulk.merging", metadata: [LogKey.records: .int(tally.saved.records)])
-        started = ContinuousClock.now
+        let started = ContinuousClock.now
         var stored = Array(repeating: EntityCounts(), count: model.entities.count)
         var changed = 0
         var refusals: [RecordRejection] = []
@@ -67,17 +67,17 @@ struct StagedLoadMerge {
                     LogKey.reason: "the database refused rows of the staged merge: each is rejected naming its record, the rest merged",
                 ])
         }
-        return Report(written: written, stored: stored, changedRows: changed, refusals: refusals)
+        return Report(
+            written: written, stored: stored, changedRows: changed, refusals: refusals, seconds: (ContinuousClock.now - started).inSeconds)
     }
 
     /// Says what the last merge wrote, `rows` rows in all (`bulk.merged`, with how it read each
     /// entity's staged rows: ``StagedReadPlan``).
     func log(_ report: Report, rows: Int, logger: Logger) {
-        let elapsed = ContinuousClock.now - started
         logger.info(
             "bulk.merged",
             metadata: [
-                "rows": .int(rows), "merge_s": .seconds(elapsed.inSeconds), "reads": "\(report.written.reads.joined(separator: "; "))",
+                "rows": .int(rows), "merge_s": .seconds(report.seconds), "reads": "\(report.written.reads.joined(separator: "; "))",
             ])
     }
 

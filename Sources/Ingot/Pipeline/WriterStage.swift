@@ -38,8 +38,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     private let logger: Logger
     private let timers: any RunTimers
     private let metrics: RunMetrics?
-    /// A joined run: each batch that ends on a whole page is committed with the units it holds.
-    private let unitTransactions: Bool
     private let shared: SharedCounters
     private let finished: @Sendable () -> Void
     /// Stops the run's source when saving fails: a source that waits for work (a joined job's
@@ -78,7 +76,6 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
         tally = RunTally(config: config, layouts: layouts, initial: initialCounters)
         commits = CommitPolicy(
             records: options.commitRecords, interval: options.commitInterval, scope: options.join != nil ? .eachUnit : .batches)
-        unitTransactions = options.join != nil
         // The touched rows of an earlier process are gone: a resumed run cannot tell what it did
         // not see. A joined run's last job deletes (PipelineRunner+Join.swift).
         replace = ReplaceTracker(
@@ -110,6 +107,8 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
     /// Its batches are resolved as a stage takes them (unfolded, no lookups, `default:` and
     /// `const:` left to the merge): the store stages them, or defers them to the run's end.
     private var resolvesForStage: Bool { load == .staging || defersBatches }
+    /// A joined run: each batch that ends on a whole page is committed with the units it holds.
+    private var unitTransactions: Bool { commits.scope == .eachUnit }
 
     /// Saves a batch: rows, links, rejections and counters, in the open transaction; commits when
     /// the transaction is big or old enough. Does nothing once the run has failed.
