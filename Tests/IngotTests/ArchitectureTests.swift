@@ -118,9 +118,10 @@ struct ArchitectureTests {
     /// the tuple a shared run's end returned, `RowsToDelete` a second delete requirement: the
     /// library's delete by identity beside `write: replace`'s, `IngotTransaction` the handle of
     /// `IngotDatabase.write { tx in … }`, `IngotDatabase.Pagination` the `paginate:` of an ingest
-    /// from a URL, `IdentityNotDeclared` the compiler's message for an entity without `identity`).
+    /// from a URL, `IdentityNotDeclared` the compiler's message for an entity without `identity`,
+    /// `SourceEndSettlement` what an empty numbered page a joined job found settles).
     @Test func thePublicSurfaceIsSmallAndDocumented() throws {
-        let maximum = 65
+        let maximum = 66
         let root = packageRoot.appendingPathComponent("Sources/Ingot")
         let declaration = try NSRegularExpression(
             pattern: #"^\s*public (?:final )?(?:struct|class|enum|protocol|actor|typealias) ([A-Z]\w*)"#, options: .anchorsMatchLines)
@@ -284,15 +285,17 @@ struct ArchitectureTests {
                 line = literal.stringByReplacingMatches(in: line, range: NSRange(line.startIndex..., in: line), withTemplate: "")
             }
             if let comment = line.range(of: "//") { line = String(line[..<comment.lowerBound]) }
-            if open == nil, let declaration, declaration.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil,
-                line.contains("{") || !line.contains("}")
-            {
+            let declares = declaration.map { $0.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)) != nil } ?? false
+            // A declaration whose body never opened was a protocol's requirement.
+            if let started = open, depth == started.depth, declares { open = nil }
+            if open == nil, declares, line.contains("{") || !line.contains("}") {
                 open = (index, depth)
             }
             for character in line {
                 if character == "{" { depth += 1 }
                 if character == "}" {
                     depth -= 1
+                    if let started = open, depth < started.depth { open = nil }
                     if let started = open, depth == started.depth {
                         if index - started.line + 1 > limit { found.append((started.line + 1, index - started.line + 1)) }
                         open = nil
@@ -368,6 +371,9 @@ struct ArchitectureTests {
         let body = Array(repeating: "        x += 1", count: 58).joined(separator: "\n")
         #expect(Self.longFunctions(in: "    func f() {\n\(body)\n    }", over: 60).isEmpty)
         #expect(Self.longFunctions(in: "    func f() {\n\(body)\n        x += 1\n    }", over: 60).map(\.lines) == [61])
+        // A protocol's requirements have no body: the next type's function is not counted from them.
+        let requirements = "protocol P {\n    func a()\n    func b() throws -> Int\n}\n"
+        #expect(Self.longFunctions(in: requirements + "struct S {\n\(body)\n    func g() {\n        x += 1\n    }\n}", over: 60).isEmpty)
     }
 
     @Test func theCheckerSeesCodeNotCommentsOrStrings() {

@@ -536,7 +536,8 @@ struct JoinTests {
         #expect(try run.enqueue(pages, from: 1))
         // Not from the unit the run expects next: refused, nothing enqueued.
         #expect(try !run.enqueue([Page(seq: 0, source: "stale", bytes: [])], from: 2))
-        #expect(try run.pendingUnits() == 3)
+        guard case .running(_, _, _, let pending) = try run.state() else { throw StoreError.schema("not running") }
+        #expect(pending == 3)
         for seq in 1...3 {
             let unit = try #require(try run.claim(maxPageBytes: 1 << 20)).page
             #expect(unit.seq == seq && unit.source == "p\(seq)" && unit.bytes == pages[seq - 1].bytes)
@@ -546,6 +547,52 @@ struct JoinTests {
         defer { try? other.close() }
         let taken = try #require(try other.joinRun(database.request("group", config)).takeFetcherRole())
         #expect(taken.nextSeq == 4 && taken.resumeState == "after-3")
+    }
+
+    /// An empty numbered page ends the source only once every unit before it is done or held by
+    /// the job that found it (docs/scale-out.md, "Numbered pages any job fetches"): the end moves
+    /// down to just past it, the fetcher's role is given back for good, pending units after it
+    /// leave the queue, and an empty page found after it is let go.
+    @Test(arguments: JoinBackend.allCases)
+    func anEmptyPageEndsTheSourceOnceTheUnitsBeforeItAreSettled(backend: JoinBackend) throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(backend, model: config.model)
+        let (a, b) = (try database.sharedStore(), try database.sharedStore())
+        defer {
+            try? a.close()
+            try? b.close()
+        }
+        let first = try a.joinRun(database.request("ends", config))
+        let second = try b.joinRun(database.request("ends", config))
+        _ = try #require(try first.takeFetcherRole())
+        #expect(try first.enqueue((1...6).map { Page(seq: $0, source: "p\($0)", bytes: []) }, from: 1))
+        func claim(_ run: any SharedRun) throws -> UnitRef { try #require(try run.claim(maxPageBytes: 1 << 20)?.page.unit) }
+        let (one, two, three, four) = (try claim(first), try claim(first), try claim(first), try claim(second))
+        #expect([one, two, three, four].map(\.seq) == [1, 2, 3, 4])
+        // Units 1–3 are another job's and not done: unit 4's page cannot end the source yet,
+        // and the job waiting on them claims none after it (nor any held before it).
+        #expect(try second.settleEnd(of: four) == .earlierUnitsOpen)
+        #expect(try second.claim(maxPageBytes: 1 << 20, before: 4) == nil && first.claim(maxPageBytes: 1 << 20, before: 2) == nil)
+        // Unit 3's page can: the units before it are its own job's.
+        #expect(try first.settleEnd(of: three) == .ends)
+        guard case .running(let end, let fetching, _, let pending) = try first.state() else { throw StoreError.schema("not running") }
+        #expect(end == 4 && !fetching && pending == 0, "units 5 and 6, pending, left the queue")
+        #expect(try !first.enqueue([Page(seq: 7, source: "p7", bytes: [])], from: 7), "the fetcher's role is over")
+        #expect(try first.takeFetcherRole() == nil && second.takeFetcherRole() == nil)
+        // Unit 4's page is past the end: let go, out of the queue.
+        #expect(try second.settleEnd(of: four) == .pastTheEnd)
+        guard case .running(_, _, let elsewhere, _) = try first.state() else { throw StoreError.schema("not running") }
+        #expect(elsewhere == 0, "only the first job's units 1–3 are open")
+        // A job that died holding units before an empty page: the one waiting takes them over.
+        if let memory = database.memory {
+            memory.expireLeases(of: first.job, in: "ends")
+        } else {
+            try PGConnection(url: database.url).execute(
+                "UPDATE _ingot_units SET lease_until = now() - interval '1 second' WHERE name = 'ends'")
+        }
+        let taken = try #require(try second.claim(maxPageBytes: 1 << 20, before: 3))
+        #expect(taken.page.unit?.seq == 1 && taken.takenFrom == first.job)
+        #expect(try second.claim(maxPageBytes: 1 << 20, before: 2) == nil)
     }
 
     @Test func aClaimTakesOneUnitWhateverThePlan() throws {

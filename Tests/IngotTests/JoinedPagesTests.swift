@@ -101,6 +101,41 @@ struct JoinedPagesTests {
         try Self.expectTheSingleRunsTables(config, in: database)
     }
 
+    /// Numbered pages without a total (docs/scale-out.md, "Numbered pages any job fetches"): the
+    /// fetcher enqueues every page unfetched from the first, the jobs fetch them, and the first
+    /// empty page ends the run as it ends a single run — counted once, every page before it asked
+    /// for exactly once, those after it only as far as the jobs' requests in flight reached.
+    @Test(.hangGuard, arguments: [(JoinBackend.memory, "page"), (.postgresql, "page"), (.postgresql, "offset")])
+    func numberedPagesWithoutATotalRunJoinedAsAlone(backend: JoinBackend, style: String) throws {
+        let pages = try generatePeople(persons: 1200, pageSize: 100)
+        let server = try FixtureServer(people: pages)
+        let paginate = style == "page" ? "{page: {param: page, start: 1}}" : "{offset: {param: offset, limit_param: limit, limit: 100}}"
+        let config = try PipelineConfig.parse(
+            text: try peopleOverHTTPText("\(server.base)/people/\(style)", ["paginate: \(paginate)", "concurrency: 3"]), path: "p.yml")
+        let http = try #require(config.source.http)
+        #expect(SharedRequests.mayEndTheSource(config) && SharedRequests.madeByJobs(config) == ["the numbered pages"])
+        let database = try JoinDatabase(backend, model: config.model)
+        let logs = LogCapture()
+        let summaries = try JoinTests.runJoined(config, database, name: "untold", jobs: 3, batchRecords: 150, logs: logs) {
+            try HTTPPageSource(config: http, framing: config.framing, logger: Logger(label: "test"))
+        }
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { "\($0.status) \($0.error ?? "")" })")
+        JoinTests.expectShared(summaries)
+        let files = try FileManager.default.contentsOfDirectory(atPath: pages).filter { $0.hasPrefix("page-") }.count
+        #expect(logs.all.filter { $0.contains("msg=join.source_end") }.count == 1, "\(logs.all.filter { $0.contains("msg=join.") })")
+        var asked: [Int: Int] = [:]
+        for (path, query) in try server.seen() where path == "/people/\(style)" {
+            let field = query.split(separator: "&").first { $0.hasPrefix(style == "page" ? "page=" : "offset=") }
+            let number = field.flatMap { Int($0.split(separator: "=").last ?? "") } ?? -1
+            asked[style == "page" ? number : number / 100 + 1, default: 0] += 1
+        }
+        #expect((1...files + 1).allSatisfy { asked[$0] == 1 }, "\(asked.sorted { $0.key < $1.key })")
+        #expect(asked.keys.allSatisfy { (1...files + 1 + 3 * 3).contains($0) } && asked.values.allSatisfy { $0 == 1 })
+        let alone = try Self.expectTheSingleRunsTables(config, in: database)
+        #expect(alone.counters.pages == files + 1, "a single run counts the empty page that ends it")
+        #expect(try database.runs().first?.counters?.pages == alone.counters.pages)
+    }
+
     /// A lone joined job asked to defer (`--bulk`) hands its requests' answers out in the order
     /// of its claims (``LoadPlan/AnswerOrder/claimed``), four requests at once, and exchanges its
     /// rows: every row of the run is written once, by its parts, when the last unit is done
@@ -126,8 +161,10 @@ struct JoinedPagesTests {
         try Self.expectTheSingleRunsTables(config, in: database)
     }
 
-    /// The joined run's tables in `database` are those a single run of `config` leaves.
-    private static func expectTheSingleRunsTables(_ config: PipelineConfig, in database: JoinDatabase) throws {
+    /// The joined run's tables in `database` are those a single run of `config` leaves; that
+    /// run's summary.
+    @discardableResult
+    private static func expectTheSingleRunsTables(_ config: PipelineConfig, in database: JoinDatabase) throws -> RunSummary {
         let db = temporaryDirectory().appendingPathComponent("alone.db").path
         var options = RunOptions()
         options.databasePath = db
@@ -135,6 +172,7 @@ struct JoinedPagesTests {
         let alone = PipelineRunner(config: config, options: options, logger: LogCapture().logger).run()
         #expect(alone.status == .finished, "\(alone.error ?? "")")
         #expect(try database.sqlite(db) == (try database.dump()))
+        return alone
     }
 
     /// A numbered unit is input: one that names a position its source does not make (a `url:`
@@ -156,8 +194,8 @@ struct JoinedPagesTests {
     }
 
     /// What decides page by page, or what reads the pages' records as they come, keeps one
-    /// fetcher: `has_more`, an incremental cursor sent with each request, a total not said, a
-    /// for_each that reads the resource.
+    /// fetcher: `has_more`, an incremental cursor sent with each request, a for_each that reads
+    /// the resource.
     @Test func pagesStayWithTheFetcherWhenTheyMust() throws {
         func defers(_ settings: [String], incremental: Bool = false) throws -> Bool {
             var text = try peopleOverHTTPText("https://api.example.org/people", settings)
@@ -167,7 +205,7 @@ struct JoinedPagesTests {
         }
         #expect(try defers(["paginate: \(Self.paginators[0].1)"]))
         #expect(try defers(["paginate: \(Self.paginators[1].1)"]))
-        #expect(try !defers(["paginate: {page: {param: page, start: 1}}"]))
+        #expect(try defers(["paginate: {page: {param: page, start: 1}}"]), "the first empty page found by a job ends it")
         #expect(try !defers(["paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}, has_more: meta.more}"]))
         #expect(try !defers(["paginate: \(Self.paginators[0].1)"], incremental: true))
         #expect(try !defers(["paginate: {next_url: next}"]))
@@ -349,30 +387,40 @@ extension Array {
     fileprivate var only: Element? { count == 1 ? first : nil }
 }
 
-/// A joined job's requests in flight hand their answers out as they came, or in the order the
-/// requests were started (``LoadPlan/AnswerOrder``): three answers posted out of order (no
-/// timing: every answer is there before the first take).
+/// A joined job's requests in flight hand their answers out as they came, or in the order of
+/// their units (``LoadPlan/AnswerOrder``): three answers posted out of order (no timing: every
+/// answer is there before the first take).
 @Suite struct RequestWindowTests {
-    private func window(_ order: LoadPlan.AnswerOrder) -> RequestWindow {
+    private func window(_ order: LoadPlan.AnswerOrder, units: [Int] = [1, 2, 3]) -> RequestWindow {
         let window = RequestWindow(order: order)
-        let tickets = (0..<3).map { _ in window.started() }
-        for ticket in [2, 0, 1] {
-            window.answer(.success([Page(seq: tickets[ticket] + 1, source: "r\(ticket)", bytes: [])]), ticket: ticket)
+        let tickets = units.map { window.started(unit: $0) }
+        for k in [2, 0, 1] {
+            window.answer(.success([Page(seq: tickets[k], source: "r\(units[k])", bytes: [])]), ticket: tickets[k])
         }
         return window
     }
 
     @Test func answersInClaimOrderOrAsTheyCame() throws {
         let claimed = window(.claimed)
-        #expect(try (0..<3).map { _ in try claimed.take {}.first?.source } == ["r0", "r1", "r2"])
+        #expect(try (0..<3).map { _ in try claimed.take {}.first?.source } == ["r1", "r2", "r3"])
         #expect(claimed.inFlight == 0)
         let asTheyCome = window(.asTheyCome)
-        #expect(try (0..<3).map { _ in try asTheyCome.take {}.first?.source } == ["r2", "r0", "r1"])
+        #expect(try (0..<3).map { _ in try asTheyCome.take {}.first?.source } == ["r3", "r1", "r2"])
         // A job whose claims stop being in a row (another job took a unit between) hands the
         // rest out as they came.
         let broken = window(.claimed)
-        #expect(try broken.take {}.first?.source == "r0")
+        #expect(try broken.take {}.first?.source == "r1")
         broken.answerAsTheyCome()
-        #expect(try (0..<2).map { _ in try broken.take {}.first?.source } == ["r2", "r1"])
+        #expect(try (0..<2).map { _ in try broken.take {}.first?.source } == ["r3", "r2"])
+    }
+
+    /// Numbered pages that may end the source keep their units' order whatever the claims: a
+    /// unit taken over from another job (claimed after a later one) is handed out first, and
+    /// claims out of a row change nothing.
+    @Test func numberedPagesKeepTheirUnitsOrder() throws {
+        let units = window(.units, units: [7, 5, 6])
+        units.answerAsTheyCome()
+        #expect(try (0..<3).map { _ in try units.take {}.first?.source } == ["r5", "r6", "r7"])
+        #expect(units.inFlight == 0)
     }
 }

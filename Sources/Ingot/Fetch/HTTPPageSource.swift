@@ -55,7 +55,8 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     private var kept: KeptAnswers?
     /// Set for a shared run's fetcher (docs/scale-out.md, "Requests any job makes"): once a page
     /// said where a numbered source ends (its total), the pages up to it come out unfetched, each
-    /// naming its position (``Page/cursor``), for the jobs that claim them to fetch.
+    /// naming its position (``Page/cursor``), for the jobs that claim them to fetch; without a
+    /// total, every page from the first, until a job finds the end (``SharedRequests/defersPages(of:in:resource:)``).
     package var defersNumberedPages = false
     /// Told the wait a server asked for (`Retry-After` on a 429 or 5xx, capped by the retry
     /// settings, in seconds) before this source waits it: a shared run's job passes it on to the
@@ -201,8 +202,8 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         // of this source (or of this resume) says it, one request at a time; then never one past
         // the end. Without either, an empty page ends it, and up to `concurrency` requests may
         // go past it (their answers are dropped).
-        if defersNumberedPages, config.hasMore == nil, let end = knownEnd, ahead.isEmpty {
-            deferNumbered(cursor, end: end)
+        if defersNumberedPages, config.hasMore == nil, ahead.isEmpty, knownEnd != nil || numberedTotal == nil {
+            deferNumbered(cursor, end: knownEnd)
             return
         }
         let endIsSaid = numberedTotal != nil || config.hasMore != nil
@@ -255,17 +256,18 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
         if stop { abandonFetches() }
     }
 
-    /// A shared run's fetcher, once the source's end is known (``defersNumberedPages``): the page
-    /// at `cursor`, unfetched, naming its position; the source ends at `end`.
-    private func deferNumbered(_ cursor: Cursor, end: Int) {
-        guard cursor.position < end else {
+    /// A shared run's fetcher (``defersNumberedPages``): the page at `cursor`, unfetched, naming
+    /// its position; the source ends at `end` once a page said its total, else where a job finds
+    /// an empty page (``SharedRun/settleEnd(of:)``) or at `max_pages`.
+    private func deferNumbered(_ cursor: Cursor, end: Int?) {
+        guard end.map({ cursor.position < $0 }) ?? true else {
             upcoming = nil
             return
         }
         var page = Page(seq: 0, source: credentials.redact(numberedURL(cursor)), bytes: [])
         page.cursor = cursor.state(hiding: config.urlSecrets)
         fetched += 1
-        upcoming = step(cursor).flatMap { $0.position < end ? $0 : nil }
+        upcoming = step(cursor).flatMap { next in end.map { next.position < $0 } ?? true ? next : nil }
         page.resumeState = upcoming?.state(hiding: config.urlSecrets) ?? "done"
         buffered.append(.success(page))
     }
@@ -355,13 +357,11 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     private func numberedURL(_ cursor: Cursor) -> String {
         switch (cursor, config.paginate) {
         case (.page(let n), .page(let param, _, _)):
-            return request(config.url, setting: [(param, "\(n)")], includeQuery: true)
+            request(config.url, setting: [(param, "\(n)")], includeQuery: true)
         case (.offset(let n), .offset(let param, let limitParam, let limit, _)):
-            return request(
-                config.url,
-                setting: [(param, "\(n)"), (limitParam, "\(limit)")], includeQuery: true)
+            request(config.url, setting: [(param, "\(n)"), (limitParam, "\(limit)")], includeQuery: true)
         default:
-            return request(config.url, includeQuery: true)
+            request(config.url, includeQuery: true)
         }
     }
 
@@ -587,7 +587,9 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
     /// Records in the page (page and offset pagination stop on 0), or `nil` when it is not a page
     /// of records at all (not JSON, over the size limit, or no array at the records path): then
     /// pagination stops too, instead of walking on to `max_pages`.
-    private func recordCount(_ page: inout Page) -> Int? {
+    /// How many records `page` holds, `nil` without a records array: a numbered source stops at
+    /// a page of none (parsed once: the decode lane reuses the parse).
+    package func recordCount(_ page: inout Page) -> Int? {
         guard let document = parsed(&page),
             case .success(let records) = framing.records(in: document)
         else { return nil }

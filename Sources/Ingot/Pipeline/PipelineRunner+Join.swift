@@ -17,7 +17,7 @@ extension PipelineRunner {
     /// written: a store that cannot share runs (SQLite), `--resume`. A pipeline whose outcome
     /// depends on page order commits its units in order (``joinOrder(_:)``).
     func join(_ name: String, store: any IngestStore, source: any PageSource, started: Date, plan: LoadPlan) throws -> JoinedPart {
-        let answers = plan.answerOrder
+        let answers = SharedRequests.mayEndTheSource(config) ? .units : plan.answerOrder
         if let refusal = Self.joinRefusal(config, options, sharesRuns: store is any SharedRunStore) {
             throw StoreError.unsupported(refusal)
         }
@@ -29,8 +29,8 @@ extension PipelineRunner {
         request.marksTouchedRows = !config.replacedEntities.isEmpty
         request.recordsPath = config.recordsPath.joined(separator: ".")
         let run = try shared.joinRun(request)
-        // Requests known in advance (a for_each answered by one page each, numbered pages once
-        // the source's total is known) are made by the jobs that claim them, not by the fetcher.
+        // Requests known in advance (a for_each answered by one page each, numbered pages) are
+        // made by the jobs that claim them, not by the fetcher.
         let resources = source as? ResourcesPageSource
         resources?.defersRequests = true
         if let http = source as? HTTPPageSource, SharedRequests.defersPages(of: http.config, in: config) { http.defersNumberedPages = true }

@@ -51,6 +51,9 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private var lastClaimed: Int?
     /// A unit claimed while the window was being filled that is not a request: handed out next.
     private var claimedAhead: [Page] = []
+    /// Empty numbered pages this job fetched whose place is not settled yet — the source's end,
+    /// or past it (``SharedRun/settleEnd(of:)``) — lowest unit first (the source queue only).
+    private var unsettled: [Page] = []
     /// When this job last asked whether the run's requests are paused (the source queue only).
     private var pauseAskedAt = Date.distantPast
     /// Which of the process's jobs claims next (a test's, ``ClaimTurns``); `nil`: any.
@@ -113,6 +116,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         while true {
             if isCancelled { throw SourceError(source: "join \(run.name)", message: "stopped") }
             if case .failed(let error) = fetch.withLock({ $0 }) { throw error }
+            if let page = try settledEnd() { return page }
             if let page = try claimNoting() {
                 guard let requests, SharedRequests.isPending(page) else { return try handOut(page) }
                 window.size = requests.concurrency(of: page)
@@ -124,7 +128,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             case .finished: return nil
             case .failed(let message): throw RunFailed(message: message)
             case .running(let endSeq, let fetching, let openElsewhere, _):
-                if endSeq != nil && openElsewhere == 0 { return nil }
+                if endSeq != nil && openElsewhere == 0 && unsettled.isEmpty { return nil }
                 if endSeq == nil && !fetching, case .idle = fetch.withLock({ $0 }), let role = try run.takeFetcherRole() {
                     startFetching(from: role.nextSeq, state: role.resumeState)
                     idle = 0.002
@@ -163,7 +167,11 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Claims a unit, noting a takeover; `nil` when none is open (or it is another job's turn,
     /// ``ClaimTurns``).
     private func claimNoting() throws -> Page? {
-        guard turns?.mayClaim(run.job) ?? true, let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes) else { return nil }
+        // While an empty page waits for the units before it, only those: the units after it are
+        // likely past the end.
+        let before = unsettled.first.map { $0.unit?.seq ?? $0.seq }
+        guard turns?.mayClaim(run.job) ?? true, let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes, before: before)
+        else { return nil }
         turns?.claimed(run.job)
         // Claim order keeps this job's units in a row only while its claims are in a row: once
         // another job took a unit between two of them, answers are handed out as they come.
@@ -181,9 +189,11 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Keeps the window full — claims units while fewer than its size are being fetched,
     /// starting each request (a unit that is not one is kept for the next call) — then waits for
     /// an answer, keeps it in its unit (for the archive, and for a job that takes it over) and
-    /// returns it: a paginated request's first page, its others handed out next, in order. A
-    /// failed request fails the job; the units it held go back to the queue.
-    private func nextAnswer(with requests: SharedRequests) throws -> Page {
+    /// returns it: a paginated request's first page, its others handed out next, in order. An
+    /// empty numbered page waits for its place to be settled (``settledEnd()``), the next page
+    /// handed out meanwhile; `nil` when the source is done. A failed request fails the job;
+    /// the units it held go back to the queue.
+    private func nextAnswer(with requests: SharedRequests) throws -> Page? {
         while claimedAhead.isEmpty, window.inFlight < window.size, let more = try claimNoting() {
             if SharedRequests.isPending(more) {
                 try waitOutPause()
@@ -197,6 +207,19 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             // A stopping job does not wait for a request in flight (its threads end on their own).
             throw SourceError(source: "join \(run.name)", message: "stopped")
         }
+        // Settled before the answer is kept: a job that takes the unit over after a failure
+        // fetches it again and settles it itself.
+        if pages.count == 1, pages[0].endsSource {
+            unsettled.append(pages[0])
+            unsettled.sort { ($0.unit?.seq ?? $0.seq) < ($1.unit?.seq ?? $1.seq) }
+            return try settledEnd() ?? next()
+        }
+        return try kept(pages)
+    }
+
+    /// `pages`, a request's answer, kept in its unit (for the archive, and for a job that takes
+    /// it over): the first is returned, the others handed out next, in order.
+    private func kept(_ pages: [Page]) throws -> Page {
         guard let kept = Page.kept(pages) else { throw SourceError(source: "join \(run.name)", message: "a request gave no page") }
         _ = try run.keepFetched(kept)
         var handed = pages
@@ -205,10 +228,32 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         return handed[0]
     }
 
+    /// The lowest empty page this job holds, once it is settled as the source's end: handed out,
+    /// counted and archived as a single run's last page. A page past an earlier end is let go
+    /// (neither counted nor archived). `nil` while the units before the lowest are still open
+    /// and other jobs' (settled once they are done or this job takes them over: the caller
+    /// claims and waits meanwhile, handing its open batch over as for any wait).
+    private func settledEnd() throws -> Page? {
+        while let page = unsettled.first, let unit = page.unit {
+            switch try run.settleEnd(of: unit) {
+            case .ends:
+                unsettled.removeFirst()
+                logger.withLock { $0 }.info("join.source_end", metadata: [LogKey.seq: .int(unit.seq), LogKey.url: "\(page.source)"])
+                return try kept([page])
+            case .pastTheEnd:
+                unsettled.removeFirst()
+                logger.withLock { $0 }.debug("unit.past_the_end", metadata: [LogKey.seq: .int(unit.seq)])
+            case .earlierUnitsOpen:
+                return nil
+            }
+        }
+        return nil
+    }
+
     /// Makes `page`'s request on a thread of its own; its answer goes to the window. A wait its
     /// server asks for (`Retry-After`) is asked of every job of the run (``SharedRun/pauseRequests(for:)``).
     private func launch(_ page: Page, with requests: SharedRequests) {
-        let ticket = window.started()
+        let ticket = window.started(unit: page.unit?.seq ?? page.seq)
         let logger = self.logger.withLock { $0 }
         let window = self.window
         let run = self.run
@@ -286,7 +331,10 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             // Every quarter of `ahead` pages, wait while the jobs are that far behind.
             if seq - checked >= ahead / 4 {
                 var idle = 0.002
-                while !isCancelled, try run.pendingUnits() >= ahead {
+                while !isCancelled {
+                    guard case .running(let end, _, _, let pending) = try run.state() else { return nil }
+                    if let end { return end }
+                    if pending < ahead { break }
                     Thread.sleep(forTimeInterval: idle)
                     idle = min(idle * 2, 0.05)
                 }
@@ -295,7 +343,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
             let (pages, end) = handoff.take()
             switch end {
             case .failed(let error): throw error
-            case .sourceEnded: return try run.endSource(at: seq) ? seq : nil
+            case .sourceEnded: return try run.endSource(at: seq) ? seq : endFoundByAJob()
             case nil: break
             }
             guard seq + pages.count - 1 <= UnitOrder.lastSeq else {
@@ -303,6 +351,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
                     "a joined run holds at most \(UnitOrder.lastSeq) units (docs/scale-out.md): split the source, or run it alone")
             }
             guard try run.enqueue(pages, from: seq) else {
+                if let end = try endFoundByAJob() { return end }
                 logger.withLock { $0 }.warning("join.fetch_lost", metadata: [LogKey.seq: .int(seq)])
                 return nil
             }
@@ -311,21 +360,25 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         return nil
     }
 
+    /// Where a job that found a numbered page empty ended the source (``SharedRun/settleEnd(of:)``),
+    /// which also took the fetcher's role back: `nil` when no job did.
+    private func endFoundByAJob() throws -> Int? {
+        guard case .running(let end?, _, _, _) = try run.state() else { return nil }
+        return end
+    }
+
     /// Pages enqueued in one step at most: what the reader may get ahead of the enqueuer.
     static let enqueueGroup = 16
 }
 
 /// A joined job's requests in flight (``SharedRunSource``): how many are being made, and their
-/// answers, handed out as they came or in the order the requests were started
-/// (``LoadPlan/AnswerOrder``).
+/// answers, handed out as they came or in the order of their units (``LoadPlan/AnswerOrder``).
 final class RequestWindow: Sendable {
     private struct State {
         var size = 1
-        var inFlight = 0
-        /// The next request's number, and the next to hand out in claim order.
-        var started = 0
-        var handed = 0
-        var answers: [(ticket: Int, result: Result<[Page], any Error>)] = []
+        /// The units whose requests are in flight, answered or not, until taken.
+        var flying: [Int] = []
+        var answers: [(unit: Int, result: Result<[Page], any Error>)] = []
         var order: LoadPlan.AnswerOrder
     }
     private let state: Mutex<State>
@@ -333,8 +386,9 @@ final class RequestWindow: Sendable {
 
     init(order: LoadPlan.AnswerOrder = .asTheyCome) { state = Mutex(State(order: order)) }
 
-    /// From now on, each answer as soon as it came (the answers taken so far stay taken).
-    func answerAsTheyCome() { state.withLock { $0.order = .asTheyCome } }
+    /// From now on, each answer as soon as it came (the answers taken so far stay taken), unless
+    /// the answers keep their units' order whatever the claims (``LoadPlan/AnswerOrder/units``).
+    func answerAsTheyCome() { state.withLock { if $0.order == .claimed { $0.order = .asTheyCome } } }
 
     /// How many requests at once (the resource's `concurrency`).
     var size: Int {
@@ -343,34 +397,31 @@ final class RequestWindow: Sendable {
     }
 
     /// Requests started and not yet taken.
-    var inFlight: Int { state.withLock { $0.inFlight } }
+    var inFlight: Int { state.withLock { $0.flying.count } }
 
-    /// A request started: its number, for its answer.
-    func started() -> Int {
-        state.withLock { state in
-            state.inFlight += 1
-            defer { state.started += 1 }
-            return state.started
-        }
+    /// A request started for `unit`: its answer is told with the same number.
+    func started(unit: Int) -> Int {
+        state.withLock { $0.flying.append(unit) }
+        return unit
     }
 
-    /// Request `ticket`'s answer came.
+    /// Unit `ticket`'s answer came.
     func answer(_ result: Result<[Page], any Error>, ticket: Int) {
         state.withLock { $0.answers.append((ticket, result)) }
         arrived.signal()
     }
 
-    /// The next answer — the first that came, or the next request's in claim order — waiting
-    /// for it (calling `check` every 50 ms meanwhile: it throws to stop waiting); its pages, or
-    /// the request's error.
+    /// The next answer — the first that came, or the earliest unit's in flight — waiting for it
+    /// (calling `check` every 50 ms meanwhile: it throws to stop waiting); its pages, or the
+    /// request's error.
     func take(checking check: () throws -> Void) throws -> [Page] {
         while true {
             let taken = state.withLock { state -> Result<[Page], any Error>? in
-                let wanted = state.order == .claimed ? state.handed : nil
-                guard let index = state.answers.firstIndex(where: { wanted == nil || $0.ticket == wanted }) else { return nil }
-                state.inFlight -= 1
-                state.handed += 1
-                return state.answers.remove(at: index).result
+                let wanted = state.order == .asTheyCome ? nil : state.flying.min()
+                guard let index = state.answers.firstIndex(where: { wanted == nil || $0.unit == wanted }) else { return nil }
+                let answer = state.answers.remove(at: index)
+                if let k = state.flying.firstIndex(of: answer.unit) { state.flying.remove(at: k) }
+                return answer.result
             }
             if let taken { return try taken.get() }
             // A signal may stand for an answer taken already: the loop looks again.

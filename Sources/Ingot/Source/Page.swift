@@ -56,7 +56,7 @@ public struct Page: Sendable {
     package var request: String?
     /// In a shared run: a numbered page any job may fetch (docs/scale-out.md, "Requests any job
     /// makes") — its position as a resume state says it (`page:N`, `offset:N`: no URL, so no
-    /// secret of the URL is stored), enqueued unfetched once a page said the source's total.
+    /// secret of the URL is stored), enqueued unfetched (``SharedRequests/defersPages(of:in:resource:)``).
     /// `nil` for a page the fetcher read.
     package var cursor: String?
     /// In a shared run: the pages of a paginated `for_each` request, kept together in its unit
@@ -67,6 +67,10 @@ public struct Page: Sendable {
     /// In a shared run: more pages of this page's unit follow it (a paginated request's pages, in
     /// order); the unit is committed with its last page.
     package var unitContinues = false
+    /// In a shared run: a numbered page of the pipeline's source that a job fetched and found
+    /// with no record (or no records array), where a single run stops. Whether the source ends
+    /// at it is settled against the other jobs' pages (``SharedRun/settleEnd(of:)``).
+    package var endsSource = false
     /// Values its records take from the parent record that requested it (`for_each … with:`):
     /// key and JSON text, added to each record where it has no such key.
     package var injected: [InjectedValue] = []

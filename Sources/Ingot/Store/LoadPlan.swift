@@ -177,9 +177,12 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
     package enum AnswerOrder: Sendable, Equatable {
         /// Each answer as soon as it came.
         case asTheyCome
-        /// In the order the job claimed the requests' units: a slow request holds the answers
-        /// after it, as a single run's requests are read in order.
+        /// In the order of the requests' units while the job claims them in a row: a slow
+        /// request holds the answers after it, as a single run's requests are read in order.
         case claimed
+        /// In the order of the units, whatever the claims: a numbered page may end the source,
+        /// and the job's own earlier pages must be settled before it (``SharedRun/settleEnd(of:)``).
+        case units
     }
 
     /// A load into empty tables may stage from its first batch (``IngestStore/turnStaged(at:)``).

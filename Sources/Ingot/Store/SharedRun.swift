@@ -117,6 +117,17 @@ public enum SharedRunState: Sendable, Equatable {
     case failed(String)
 }
 
+/// Whether an empty numbered page a job fetched ends a shared run's source
+/// (``SharedRun/settleEnd(of:)``).
+public enum SourceEndSettlement: Sendable, Equatable {
+    /// It does: the source ends just past it, and the page is committed as a single run's last.
+    case ends
+    /// An earlier page ended the source: this one is let go, neither counted nor archived.
+    case pastTheEnd
+    /// Units before it are still open and held by other jobs: ask again once they are done.
+    case earlierUnitsOpen
+}
+
 /// A job's membership of a shared run (``SharedRunStore/joinRun(_:)``): the run's work queue and
 /// this job's leases on it. Every method may be called from any thread; the store serialises
 /// what needs it.
@@ -140,10 +151,11 @@ public protocol SharedRun: AnyObject, Sendable {
 
     /// Claims the first unit nobody holds (pending, or its holder's lease ran out) and returns
     /// it as a page with its ``Page/unit`` set, and the job that held it before when its lease
-    /// ran out; `nil` when none is open. A unit's stored length is believed only up to
-    /// `maxPageBytes` (beyond: ``Page/oversized``), and a payload that cannot be read is a page
-    /// with ``Page/unreadable`` set: the unit is input like any other.
-    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)?
+    /// ran out; `nil` when none is open. `before`: only a unit before that one (a job whose empty
+    /// page waits for the units before it takes them over, and none after it). A unit's stored
+    /// length is believed only up to `maxPageBytes` (beyond: ``Page/oversized``), and a payload
+    /// that cannot be read is a page with ``Page/unreadable`` set: the unit is input like any other.
+    func claim(maxPageBytes: Int, before: Int?) throws -> (page: Page, takenFrom: String?)?
     /// Where the run stands.
     func state() throws -> SharedRunState
     /// Renews this job's leases: the units it holds and the fetcher's role.
@@ -170,8 +182,14 @@ public protocol SharedRun: AnyObject, Sendable {
     /// How long the run's jobs are still to start no request, in seconds (0: they may), by the
     /// store's clock.
     func requestPause() throws -> Double
-    /// Units enqueued and not yet claimed by anyone: the fetcher waits while jobs are behind.
-    func pendingUnits() throws -> Int
+    /// Settles whether `unit`, a numbered page this job fetched and found with no record, is
+    /// where the run's source ends (docs/scale-out.md, "Numbered pages any job fetches"): only
+    /// once every unit before it is done or held by this job, for an earlier empty page ends it
+    /// first. When it is the end, the source ends just past it (the fetcher's role is given
+    /// back and no job takes it again) and the units after it nobody claimed leave the queue;
+    /// when an earlier page ended the source, `unit` leaves the queue (it is neither counted
+    /// nor archived, as a single run never asks for it).
+    func settleEnd(of unit: UnitRef) throws -> SourceEndSettlement
     /// Records that the source ended before unit `seq` and gives the role back; `false` when
     /// this job no longer held it.
     func endSource(at seq: Int) throws -> Bool
@@ -325,6 +343,11 @@ extension RunCounters {
 }
 
 extension SharedRun {
+    /// Claims the first unit nobody holds (``claim(maxPageBytes:before:)``).
+    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
+        try claim(maxPageBytes: maxPageBytes, before: nil)
+    }
+
     /// Enqueues `page` alone as unit `seq` (``enqueue(_:from:)``).
     func enqueue(_ page: Page, as seq: Int) throws -> Bool {
         try enqueue([page], from: seq)

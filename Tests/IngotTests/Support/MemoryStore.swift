@@ -747,9 +747,9 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
         }
     }
 
-    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
+    func claim(maxPageBytes: Int, before: Int?) throws -> (page: Page, takenFrom: String?)? {
         try withJoin { join, now in
-            let open = join.units.keys.sorted().filter { join.units[$0]?.status != .done }
+            let open = join.units.keys.sorted().filter { join.units[$0]?.status != .done && $0 < (before ?? .max) }
             guard
                 let seq = (commitsInOrder ? Array(open.prefix(1)) : open).first(where: { seq in
                     guard let unit = join.units[seq] else { return false }
@@ -835,8 +835,22 @@ final class MemorySharedRun: SharedRun, @unchecked Sendable {  // mutable state 
         }
     }
 
-    func pendingUnits() throws -> Int {
-        try withJoin { join, _ in join.units.values.filter { $0.status == .pending }.count }
+    func settleEnd(of unit: UnitRef) throws -> SourceEndSettlement {
+        try withJoin { join, _ in
+            if let end = join.endSeq, end <= unit.seq {
+                if let held = join.units[unit.seq], held.status == .claimed, held.job == job, held.claims == unit.claim {
+                    join.units[unit.seq] = nil
+                }
+                return .pastTheEnd
+            }
+            let open = join.units.contains { seq, held in seq < unit.seq && held.status != .done && held.job != job }
+            if open { return .earlierUnitsOpen }
+            join.endSeq = unit.seq + 1
+            join.fetcher = nil
+            join.fetchLeaseUntil = nil
+            for (seq, held) in join.units where seq > unit.seq && held.status == .pending { join.units[seq] = nil }
+            return .ends
+        }
     }
 
     func pauseRequests(for seconds: Double) throws {

@@ -2,10 +2,10 @@ import Foundation
 import Logging
 
 /// The requests of a shared run that any job makes (docs/scale-out.md, "Requests any job
-/// makes"): a `for_each` request (a paginated one with all its pages), and a numbered
-/// page (`page`, `offset`) once a page said the source's total, are enqueued by the fetcher
-/// unfetched — a unit holding the request's URL (``Page/request``) or the page's position
-/// (``Page/cursor``) — and the job that claims it fetches it, with the source's own HTTP settings
+/// makes"): a `for_each` request (a paginated one with all its pages), and a numbered page
+/// (`page`, `offset`: the pipeline's own from the first, a resource's once it said its total),
+/// are enqueued by the fetcher unfetched — a unit holding the request's URL (``Page/request``)
+/// or the page's position (``Page/cursor``) — and the job that claims it fetches it, with the source's own HTTP settings
 /// (headers, credentials, retries, timeouts, the origin rules) and up to its `concurrency` of
 /// them at once. A fan-out of detail requests, or a long numbered list, then gets faster with
 /// every job, where one fetcher made them all before.
@@ -34,18 +34,29 @@ package final class SharedRequests: Sendable {
     /// request is one unit, its pages followed by the job that makes it).
     package static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach != nil }
 
-    /// Whether the fetcher leaves a numbered source's pages past the first to the jobs
-    /// (``HTTPPageSource/defersNumberedPages``): when a page says its total (`total_pages`,
-    /// `total`), no `has_more` decides page by page, no incremental cursor is sent with each
-    /// request, and no `for_each` reads its records (the fetcher collects those requests from
-    /// the pages it reads itself).
+    /// Whether the fetcher leaves a numbered source's pages to the jobs
+    /// (``HTTPPageSource/defersNumberedPages``): when no `has_more` decides page by page, no
+    /// incremental cursor is sent with each request, and no `for_each` reads its records (the
+    /// fetcher collects those requests from the pages it reads itself). The pipeline's own
+    /// source defers them all, the first included, with or without a total (a job that finds a
+    /// page empty settles the end: ``SharedRun/settleEnd(of:)``); a resource's, those past its
+    /// first page once it said its total (an empty page ends only its resource, and the
+    /// fetcher must know where to go on to the next).
     package static func defersPages(of http: HTTPSourceConfig, in config: PipelineConfig, resource: String? = nil) -> Bool {
         guard http.hasMore == nil, config.incremental == nil else { return false }
         if let resource, config.resources.contains(where: { $0.forEach?.resource == resource }) { return false }
         switch http.paginate {
-        case .page(_, _, _?), .offset(_, _, _, _?): return true
+        case .page(_, _, let total), .offset(_, _, _, let total): return resource == nil || total != nil
         default: return false
         }
+    }
+
+    /// Whether a page the jobs fetch may end the source (``Page/endsSource``): the pipeline's
+    /// own numbered pages are deferred. A job then hands out its answers in unit order
+    /// (``LoadPlan/AnswerOrder/units``), so that its own earlier pages are settled first.
+    package static func mayEndTheSource(_ config: PipelineConfig) -> Bool {
+        guard !config.hasSeveralResources, case .http(let http) = config.source else { return false }
+        return defersPages(of: http, in: config)
     }
 
     /// What the jobs of a shared run of `config` fetch themselves, as `--dry-run --join` says it:
@@ -54,7 +65,11 @@ package final class SharedRequests: Sendable {
     package static func madeByJobs(_ config: PipelineConfig) -> [String] {
         guard config.hasSeveralResources else {
             guard case .http(let http) = config.source, defersPages(of: http, in: config) else { return [] }
-            return ["the numbered pages after the first"]
+            guard case .page(_, _, nil) = http.paginate else {
+                if case .offset(_, _, _, nil) = http.paginate { return ["the numbered pages"] }
+                return ["the numbered pages after the first"]
+            }
+            return ["the numbered pages"]
         }
         return config.resources.compactMap { resource in
             if let forEach = resource.forEach {
@@ -192,6 +207,8 @@ package final class SharedRequests: Sendable {
             return answered
         }
         answered.take(fetched)
+        // A resource's last page ends only that resource: the fetcher goes on to the next.
+        if page.resourceName == nil { answered.endsSource = (source.recordCount(&answered) ?? 0) == 0 }
         return answered
     }
 

@@ -204,7 +204,7 @@ final class PGSharedRun: SharedRun {
 
     // MARK: - Units
 
-    func claim(maxPageBytes: Int) throws -> (page: Page, takenFrom: String?)? {
+    func claim(maxPageBytes: Int, before: Int?) throws -> (page: Page, takenFrom: String?)? {
         try control.withLock { control in
             // The unit is chosen once, in a materialized CTE. As a subquery in `FROM`, a plan that
             // rescans it (a nested loop with it inside) runs `LIMIT 1 FOR UPDATE SKIP LOCKED`
@@ -215,12 +215,13 @@ final class PGSharedRun: SharedRun {
             let rows = try control.connection.execute(
                 """
                 WITH c AS MATERIALIZED (SELECT seq, job FROM _ingot_units WHERE name = $1 AND status <> 'done'
-                        AND (status = 'pending' OR lease_until < now()) \(first) ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+                        AND (status = 'pending' OR lease_until < now()) AND ($4::bigint IS NULL OR seq < $4) \(first)
+                        ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                 UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
                   claims = u.claims + 1
                 FROM c WHERE u.name = $1 AND u.seq = c.seq
                 RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims, u.compression, u.labels
-                """, [name, job, String(lease)])
+                """, [name, job, String(lease), before.map(String.init)])
             guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
             // Never more than one; if a server ever returned more, they go back to the queue
             // rather than stay held by a job that will not decode them.
@@ -409,11 +410,36 @@ final class PGSharedRun: SharedRun {
         return Double(text) ?? 0
     }
 
-    func pendingUnits() throws -> Int {
-        try withFetcher { connection, _ in
-            try connection.execute(
-                "SELECT count(*) FROM _ingot_units WHERE name = $1 AND status = 'pending'", [name]
-            ).first?[0].flatMap { Int($0) } ?? 0
+    /// Under the join's row lock, so that two jobs settling empty pages take turns: the end
+    /// only ever moves down, and a page past it leaves the queue.
+    func settleEnd(of unit: UnitRef) throws -> SourceEndSettlement {
+        try control.withLock { control in
+            let connection = control.connection
+            return try connection.transaction {
+                let end = try connection.execute("SELECT end_seq FROM _ingot_joins WHERE name = $1 FOR UPDATE", [name]).first?[0]
+                    .flatMap { Int($0) }
+                let keys = [name, String(unit.seq), job]
+                if let end, end <= unit.seq {
+                    try connection.execute(
+                        "DELETE FROM _ingot_units WHERE name = $1 AND seq = $2 AND job = $3 AND claims = $4 AND status = 'claimed'",
+                        keys + [String(unit.claim)])
+                    return .pastTheEnd
+                }
+                let open = try connection.execute(
+                    """
+                    SELECT EXISTS (SELECT 1 FROM _ingot_units WHERE name = $1 AND seq < $2 AND status <> 'done'
+                                     AND job IS DISTINCT FROM $3)
+                    """, keys)
+                if open.first?[0] == "t" { return .earlierUnitsOpen }
+                try connection.execute(
+                    """
+                    UPDATE _ingot_joins SET end_seq = $2::bigint + 1, fetcher = NULL, fetch_lease_until = NULL WHERE name = $1
+                    """, [name, String(unit.seq)])
+                try connection.execute(
+                    "DELETE FROM _ingot_units WHERE name = $1 AND seq > $2 AND status = 'pending'", [name, String(unit.seq)])
+                PGSharedRun.notify(on: connection, name)
+                return .ends
+            }
         }
     }
 
