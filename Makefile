@@ -88,6 +88,7 @@ chaos: release
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.4 --postgres --join 3
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --join 2 --files
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --join 3 --bulk --paged
+	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 200000 --max-delay 0.8 --postgres --join 3 --paged --untold
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 20 --persons 20000 --max-delay 0.8 --postgres --join 3 --fanout
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 10 --persons 5000 --max-delay 0.8 --postgres --notes
 	python3 scripts/chaos.py --ingot $(RELEASE) --kills 10 --persons 5000 --max-delay 0.8 --postgres --join 3 --notes
