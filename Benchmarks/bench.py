@@ -892,16 +892,22 @@ def fanout_pages(ingot, data, expected, db, runs, persons=500, jobs=(1, 4)):
 
 
 def numbered(ingot, data, expected, db, runs, persons=20000, jobs=(1, 4)):
-    """Scale-out of a fetch-bound numbered list: people pages of 100 by page number with
-    `total_pages`, every answer after 100 ms, concurrency 4 a job, into PostgreSQL: one single job,
-    then N joined jobs (each fetching the pages it claims). As the fan-out case."""
-    def pipeline(port):
-        return open(PIPELINE).read().replace(
-            '  files: {dir: samples/people, glob: "page-*.json"}\n',
-            '  http:\n    url: http://127.0.0.1:%d/people/paged\n'
-            '    paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}}\n    concurrency: 4\n' % port)
-    fetch_scaling(ingot, runs, persons, jobs, "numbered", pipeline,
-                  "numbered pages, %d persons: pages of 100 by number with total_pages, 100 ms each, concurrency 4 a job, into PostgreSQL" % persons)
+    """Scale-out of a fetch-bound numbered list: people pages of 100 by page number, every answer
+    after 100 ms, concurrency 4 a job, into PostgreSQL: one single job, then N joined jobs (each
+    fetching the pages it claims). As the fan-out case. With `total_pages`, then without (the
+    first empty page ends the list: a single run asks for it, and past it as far as its
+    concurrency; joined, a job finds it and the others' requests past it are the waste)."""
+    for told in (True, False):
+        def pipeline(port, told=told):
+            return open(PIPELINE).read().replace(
+                '  files: {dir: samples/people, glob: "page-*.json"}\n',
+                ('  http:\n    url: http://127.0.0.1:%d/people/paged\n'
+                 '    paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}}\n    concurrency: 4\n' if told else
+                 '  http:\n    url: http://127.0.0.1:%d/people/page\n'
+                 '    paginate: {page: {param: page, start: 1}}\n    concurrency: 4\n') % port)
+        fetch_scaling(ingot, runs, persons, jobs, "numbered" if told else "untold", pipeline,
+                      "numbered pages, %d persons: pages of 100 by number %s, 100 ms each, concurrency 4 a job, into PostgreSQL" % (
+                          persons, "with total_pages" if told else "without a total (an empty page ends them)"))
 
 
 def fetch_scaling(ingot, runs, persons, jobs, name, pipeline, title):
