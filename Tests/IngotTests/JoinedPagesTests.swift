@@ -206,6 +206,14 @@ struct JoinedPagesTests {
         #expect(try defers(["paginate: \(Self.paginators[0].1)"]))
         #expect(try defers(["paginate: \(Self.paginators[1].1)"]))
         #expect(try defers(["paginate: {page: {param: page, start: 1}}"]), "the first empty page found by a job ends it")
+        // A resource's pages without a total stay with the fetcher: their end is where it goes on
+        // to the next resource.
+        func resourceDefers(_ paginate: String) throws -> Bool {
+            let config = try PipelineConfig.parse(text: try peopleOverHTTPText("https://api.example.org/people", [paginate]), path: "p.yml")
+            return SharedRequests.defersPages(of: try #require(config.source.http), in: config, resource: "people")
+        }
+        #expect(try resourceDefers("paginate: \(Self.paginators[0].1)"))
+        #expect(try !resourceDefers("paginate: {page: {param: page, start: 1}}"))
         #expect(try !defers(["paginate: {page: {param: page, start: 1, total_pages: meta.total_pages}, has_more: meta.more}"]))
         #expect(try !defers(["paginate: \(Self.paginators[0].1)"], incremental: true))
         #expect(try !defers(["paginate: {next_url: next}"]))
