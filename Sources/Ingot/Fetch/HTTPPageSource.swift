@@ -586,9 +586,8 @@ package final class HTTPPageSource: FetchReporting, AnswerReusing, @unchecked Se
 
     /// Records in the page (page and offset pagination stop on 0), or `nil` when it is not a page
     /// of records at all (not JSON, over the size limit, or no array at the records path): then
-    /// pagination stops too, instead of walking on to `max_pages`.
-    /// How many records `page` holds, `nil` without a records array: a numbered source stops at
-    /// a page of none (parsed once: the decode lane reuses the parse).
+    /// pagination stops too, instead of walking on to `max_pages`. Parsed once: the decode lane
+    /// reuses the parse (a joined job's numbered page asks it too, ``Page/endsSource``).
     package func recordCount(_ page: inout Page) -> Int? {
         guard let document = parsed(&page),
             case .success(let records) = framing.records(in: document)

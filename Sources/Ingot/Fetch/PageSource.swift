@@ -173,7 +173,7 @@ package struct SharedFiles: Sendable {
         guard !unit.name.isEmpty, !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
             DirectoryPageSource.matches(pattern[...], parts[...])
         else {
-            page.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(unit.name)', not a file of \(directory)/\(glob)"
+            page.unreadable = "unit \(page.unitSeq) names '\(unit.name)', not a file of \(directory)/\(glob)"
             return page
         }
         let path = (directory as NSString).appendingPathComponent(unit.name)
@@ -182,7 +182,7 @@ package struct SharedFiles: Sendable {
             throw SourceError(
                 source: path,
                 message:
-                    "unit \(page.unit?.seq ?? page.seq) names this file, which this job cannot read (\(String(cString: strerror(errno)))): every job of a joined run must see the same files"
+                    "unit \(page.unitSeq) names this file, which this job cannot read (\(String(cString: strerror(errno)))): every job of a joined run must see the same files"
             )
         }
         guard Int(st.st_size) == unit.size else {

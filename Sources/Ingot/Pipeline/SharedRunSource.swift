@@ -169,7 +169,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     private func claimNoting() throws -> Page? {
         // While an empty page waits for the units before it, only those: the units after it are
         // likely past the end.
-        let before = unsettled.first.map { $0.unit?.seq ?? $0.seq }
+        let before = unsettled.first?.unitSeq
         guard turns?.mayClaim(run.job) ?? true, let (page, takenFrom) = try run.claim(maxPageBytes: maxPageBytes, before: before)
         else { return nil }
         turns?.claimed(run.job)
@@ -211,7 +211,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
         // fetches it again and settles it itself.
         if pages.count == 1, pages[0].endsSource {
             unsettled.append(pages[0])
-            unsettled.sort { ($0.unit?.seq ?? $0.seq) < ($1.unit?.seq ?? $1.seq) }
+            unsettled.sort { $0.unitSeq < $1.unitSeq }
             return try settledEnd() ?? next()
         }
         return try kept(pages)
@@ -253,7 +253,7 @@ final class SharedRunSource: FetchReporting, @unchecked Sendable {  // `next()` 
     /// Makes `page`'s request on a thread of its own; its answer goes to the window. A wait its
     /// server asks for (`Retry-After`) is asked of every job of the run (``SharedRun/pauseRequests(for:)``).
     private func launch(_ page: Page, with requests: SharedRequests) {
-        let ticket = window.started(unit: page.unit?.seq ?? page.seq)
+        let ticket = window.started(unit: page.unitSeq)
         let logger = self.logger.withLock { $0 }
         let window = self.window
         let run = self.run

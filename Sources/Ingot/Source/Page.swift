@@ -71,6 +71,9 @@ public struct Page: Sendable {
     /// with no record (or no records array), where a single run stops. Whether the source ends
     /// at it is settled against the other jobs' pages (``SharedRun/settleEnd(of:)``).
     package var endsSource = false
+    /// In a shared run: the page's unit's seq (a claimed unit's page is numbered by it); else its
+    /// own ``seq``.
+    package var unitSeq: Int { unit?.seq ?? seq }
     /// Values its records take from the parent record that requested it (`for_each … with:`):
     /// key and JSON text, added to each record where it has no such key.
     package var injected: [InjectedValue] = []
@@ -189,7 +192,7 @@ extension Page {
             parts.reduce(0, { $0 + $1.length }) == bytes.count
         else {
             whole.bytes = []
-            whole.unreadable = "unit \(unit?.seq ?? seq) keeps \(parts.count) pages that do not add up to its \(bytes.count) bytes"
+            whole.unreadable = "unit \(unitSeq) keeps \(parts.count) pages that do not add up to its \(bytes.count) bytes"
             return [whole]
         }
         var pages: [Page] = []

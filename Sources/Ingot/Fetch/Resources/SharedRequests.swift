@@ -5,10 +5,10 @@ import Logging
 /// makes"): a `for_each` request (a paginated one with all its pages), and a numbered page
 /// (`page`, `offset`: the pipeline's own from the first, a resource's once it said its total),
 /// are enqueued by the fetcher unfetched — a unit holding the request's URL (``Page/request``)
-/// or the page's position (``Page/cursor``) — and the job that claims it fetches it, with the source's own HTTP settings
-/// (headers, credentials, retries, timeouts, the origin rules) and up to its `concurrency` of
-/// them at once. A fan-out of detail requests, or a long numbered list, then gets faster with
-/// every job, where one fetcher made them all before.
+/// or the page's position (``Page/cursor``) — and the job that claims it fetches it, with the
+/// source's own HTTP settings (headers, credentials, retries, timeouts, the origin rules) and
+/// up to its `concurrency` of them at once. A fan-out of detail requests, or a long numbered
+/// list, then gets faster with every job, where one fetcher made them all before.
 ///
 /// Immutable: the jobs' fetches run on threads of their own.
 package final class SharedRequests: Sendable {
@@ -65,11 +65,11 @@ package final class SharedRequests: Sendable {
     package static func madeByJobs(_ config: PipelineConfig) -> [String] {
         guard config.hasSeveralResources else {
             guard case .http(let http) = config.source, defersPages(of: http, in: config) else { return [] }
-            guard case .page(_, _, nil) = http.paginate else {
-                if case .offset(_, _, _, nil) = http.paginate { return ["the numbered pages"] }
-                return ["the numbered pages after the first"]
+            // With a total, the fetcher reads the first page itself: it says the total.
+            switch http.paginate {
+            case .page(_, _, _?), .offset(_, _, _, _?): return ["the numbered pages after the first"]
+            default: return ["the numbered pages"]
             }
-            return ["the numbered pages"]
         }
         return config.resources.compactMap { resource in
             if let forEach = resource.forEach {
@@ -105,7 +105,7 @@ package final class SharedRequests: Sendable {
     func read(_ page: Page) throws -> Page {
         var page = page
         guard let cursor = page.cursor, let unit = FileUnit(cursor: cursor), let files = files(of: page) else {
-            page.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(page.cursor ?? "")', not a file of its source"
+            page.unreadable = "unit \(page.unitSeq) names '\(page.cursor ?? "")', not a file of its source"
             return page
         }
         return try files.read(page, unit: unit)
@@ -150,7 +150,7 @@ package final class SharedRequests: Sendable {
         // rules as the fetcher's requests do (no job sends the resource's credentials elsewhere).
         let policy = OriginPolicy(url: forEach.http.url, allowedHosts: forEach.http.allowedHosts)
         if let refusal = policy.refusal(ofRequest: url) {
-            answered.unreadable = "the request \(HTTPPageSource.shown(url)) of unit \(page.unit?.seq ?? page.seq) was refused: \(refusal)"
+            answered.unreadable = "the request \(HTTPPageSource.shown(url)) of unit \(page.unitSeq) was refused: \(refusal)"
             return [answered]
         }
         var http = forEach.http
@@ -196,14 +196,14 @@ package final class SharedRequests: Sendable {
     ) throws -> Page {
         var answered = page
         guard let (http, framing, _) = http(of: page) else {
-            answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names page \(cursor) of a source without numbered pages"
+            answered.unreadable = "unit \(page.unitSeq) names page \(cursor) of a source without numbered pages"
             return answered
         }
         let source = try HTTPPageSource(
             config: http, framing: framing, environment: environment, maxPageBytes: maxPageBytes, logger: logger)
         source.onServerDelay = serverDelay
         guard let fetched = try source.fetchPage(at: cursor) else {
-            answered.unreadable = "unit \(page.unit?.seq ?? page.seq) names '\(cursor)', not a numbered page of its source"
+            answered.unreadable = "unit \(page.unitSeq) names '\(cursor)', not a numbered page of its source"
             return answered
         }
         answered.take(fetched)
