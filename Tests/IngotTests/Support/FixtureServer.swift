@@ -14,10 +14,13 @@ let python3 = URL(
             FileManager.default.isExecutableFile(atPath: $0)
         } ?? "/usr/bin/python3")
 
-/// Tests/Fixtures/server.py on 127.0.0.1 and a free port, for as long as the value lives.
+/// Tests/Fixtures/server.py on 127.0.0.1 and a free port, for as long as the value lives: forked
+/// by the test process's one fixture zygote (``FixtureZygote``), and stopped when the connection
+/// it was asked for on closes.
 final class FixtureServer {
-    let process = Process()
-    private let stdin = Pipe()
+    /// The connection to the server's own process: it stops when this closes, with the test
+    /// process if need be.
+    private let control: Int32
     let port: Int
 
     var base: String { "http://127.0.0.1:\(port)" }
@@ -32,11 +35,7 @@ final class FixtureServer {
         people: String? = nil, faults: String = "", token: String? = nil, slow: Double = 3, gate: Int = 0,
         tls: (cert: String, key: String)? = nil, validators: String? = nil, apiSlow: Int = 0, apiFail: Int = 0
     ) throws {
-        process.executableURL = python3
-        var arguments = [
-            packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--exit-on-eof",
-            "--faults", faults, "--slow", "\(slow)",
-        ]
+        var arguments = ["--faults", faults, "--slow", "\(slow)"]
         if let people { arguments += ["--people", people] }
         if let token { arguments += ["--token", token] }
         if gate > 0 { arguments += ["--gate", "\(gate)"] }
@@ -44,20 +43,7 @@ final class FixtureServer {
         if let validators { arguments += ["--validators", validators] }
         if apiSlow > 0 { arguments += ["--api-slow", "\(apiSlow)"] }
         if apiFail > 0 { arguments += ["--api-fail", "\(apiFail)"] }
-        process.arguments = arguments
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = stdin
-        try process.run()
-        var line = Data()
-        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
-            line.append(byte)
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).replacingOccurrences(of: "PORT ", with: "")) else {
-            process.terminate()
-            throw CocoaError(.fileReadCorruptFile)
-        }
-        self.port = port
+        (control, port) = try FixtureZygote.shared.get().fork(arguments)
     }
 
     /// The server's request counters (/requests): `people_requests`, `peak_in_flight`, ….
@@ -73,10 +59,100 @@ final class FixtureServer {
         return entries.compactMap { entry in (entry["path"] as? String).map { ($0, entry["query"] as? String ?? "") } }
     }
 
+    /// Stops the server and waits until it is gone: its end of the connection closes when its
+    /// process exits.
     deinit {
-        try? stdin.fileHandleForWriting.close()
-        process.terminate()
-        process.waitUntilExit()
+        shutdown(control, Int32(SHUT_WR))
+        var byte: UInt8 = 0
+        while read(control, &byte, 1) > 0 {}
+        close(control)
+    }
+}
+
+/// One `server.py --zygote` per test process, started on first use: it imports the fixtures'
+/// modules once and forks each ``FixtureServer`` (a fork takes milliseconds; starting Python and
+/// its imports took about 0.09 CPU-seconds a server, and the suite starts some hundreds). It
+/// listens on an abstract Unix socket named after the test process, and stops when the test
+/// process does (its stdin is a pipe this process holds); each server stops when its connection
+/// closes.
+final class FixtureZygote: @unchecked Sendable {  // immutable after init: `fork` reads the address only
+    private let address: String
+    private let process: Process
+    /// The zygote's stdin: held open for the life of the test process.
+    private let stdin: Pipe
+
+    static let shared: Result<FixtureZygote, any Error> = Result { try FixtureZygote() }
+
+    private init() throws {
+        address = "ingot-fixtures-\(getpid())"
+        process = Process()
+        stdin = Pipe()
+        process.executableURL = python3
+        process.arguments = [packageRoot.appendingPathComponent("Tests/Fixtures/server.py").path, "--zygote", "@" + address]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = stdin
+        try process.run()
+        guard readLine(out.fileHandleForReading.fileDescriptor) == "READY" else {
+            throw FixtureError(description: "the fixture zygote did not start")
+        }
+    }
+
+    /// A server of its own for `arguments` (server.py's options): the connection it stops with
+    /// and the port it listens on.
+    func fork(_ arguments: [String]) throws -> (control: Int32, port: Int) {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw FixtureError(description: "socket: errno \(errno)") }
+        var name = sockaddr_un()
+        name.sun_family = sa_family_t(AF_UNIX)
+        // An abstract address: a NUL, then the name (not NUL-terminated; its length says where it ends).
+        let bytes = Array(address.utf8)
+        withUnsafeMutableBytes(of: &name.sun_path) { path in
+            path[0] = 0
+            for (i, byte) in bytes.enumerated() where i + 1 < path.count { path[i + 1] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sockaddr_un>.size - MemoryLayout.size(ofValue: name.sun_path) + 1 + bytes.count)
+        let connected = withUnsafePointer(to: &name) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, length) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw FixtureError(description: "connect to the fixture zygote: errno \(errno)")
+        }
+        let request = Array((String(decoding: try JSONSerialization.data(withJSONObject: arguments), as: UTF8.self) + "\n").utf8)
+        var sent = 0
+        while sent < request.count {
+            let n = request[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else {
+                close(fd)
+                throw FixtureError(description: "write to the fixture zygote: errno \(errno)")
+            }
+            sent += n
+        }
+        guard let line = readLine(fd), line.hasPrefix("PORT "), let port = Int(line.dropFirst(5)) else {
+            close(fd)
+            throw FixtureError(description: "the fixture server did not start (its error is on stderr): \(arguments)")
+        }
+        return (fd, port)
+    }
+}
+
+/// A fixture that could not start.
+struct FixtureError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// The bytes read from `fd` up to a newline (not included), one at a time so that nothing after
+/// it is consumed; `nil` at the end of input before one.
+private func readLine(_ fd: Int32) -> String? {
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while true {
+        let n = read(fd, &byte, 1)
+        if n < 0 && errno == EINTR { continue }
+        guard n == 1 else { return nil }
+        if byte == UInt8(ascii: "\n") { return String(decoding: line, as: UTF8.self) }
+        line.append(byte)
     }
 }
 
