@@ -127,6 +127,7 @@ extension PipelineRunner {
             LogKey.batchRecords: .int(options.shownBatchRecords(of: config)),
             LogKey.commitRecords: .int(options.commitRecords), "load": "\(context.plan.code)",
         ]
+        if let bytes = context.plan.stageAfterBytes { metadata["stage_after_bytes"] = .int(bytes) }
         if let archive { metadata[LogKey.archive] = "\(archive.path)" }
         if let joined = part.joined { metadata["lease"] = .seconds(joined.run.lease) }
         if let port = metrics?.servingPort { metadata["metrics_port"] = .int(port) }
