@@ -36,6 +36,8 @@ Serves
   /people/cycle?cursor=C     cursors A, B, C, A, … (a cycle of three)
   /control/pokeapi-drop?n=N  from now on, PokeAPI's list leaves pokemon N out (as if it were deleted)
   /control/pokeapi-gone?n=N  from now on, pokemon N's detail page answers 404 (the list still names it)
+  /control/fail?n=N          the request counters start again from 0, and the Nth request to the APIs (the
+                             one --faults 401:N and --api-fail N would fail) is answered 401; 0: none is
   /hn/, /npm/, /meteo/, /zendesk/, /wp/   pages that are not one array of records (cookbook_apis.py)
   POST /github/graphql, POST /es/products/_search   a JSON body asks, a cursor goes back in it (cookbook_apis.py)
   /requests                  how many requests were served, and the most /people/* requests in flight at once
@@ -301,6 +303,14 @@ class Handler(BaseHTTPRequestHandler):
             with State.lock:
                 State.pokeapi_gone.add(int(q.get("n", "0")))
             return self.send_json({"gone": sorted(State.pokeapi_gone)})
+        if u.path == "/control/fail":
+            n = int(q.get("n", "0"))
+            with State.lock:
+                State.people_requests = 0
+                State.api_requests = 0
+                State.faults = {n: "401"} if n > 0 else {}
+                State.api_fail = n
+            return self.send_json({"fail": n})
         if u.path == "/control/pokeapi-drop":
             with State.lock:
                 State.pokeapi_dropped.add(int(q.get("n", "0")))

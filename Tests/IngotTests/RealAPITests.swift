@@ -586,22 +586,21 @@ struct RealAPITests {
     /// detail page per record), GitHub (the repository, issues by Link headers, then each issue's
     /// comments, paginated themselves) and pipelines/swapi.yml (six resources by next URLs, a
     /// parent entity, relationships read from both sides) — every request in turn refused (401,
-    /// which fails the run), the uninterrupted run made afterwards on the same server.
+    /// which fails the run), on the server the uninterrupted run was made on (its URLs are in the
+    /// tables), its counters started again for each.
     @Test(arguments: ["pokeapi", "github", "swapi"])
     func aResumeAfterAFailureAtAnyRequestEndsExact(api: String) throws {
         let swapi = try String(contentsOf: packageRoot.appendingPathComponent("pipelines/swapi.yml"), encoding: .utf8)
-        func pipeline(_ base: String) throws -> String {
-            switch api {
-            case "pokeapi": Self.pokeapi(base)
-            case "github":
-                try Self.github(base).replacingOccurrences(of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
-            default: swapi
-            }
+        let server = try FixtureServer()
+        let text: String
+        switch api {
+        case "pokeapi": text = Self.pokeapi(server.base)
+        case "github":
+            text = try Self.github(server.base).replacingOccurrences(
+                of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
+        default: text = swapi
         }
-        func server(failing request: Int) throws -> FixtureServer {
-            api == "swapi" ? try FixtureServer(apiFail: request) : try FixtureServer(faults: request > 0 ? "401:\(request)" : "")
-        }
-        func run(_ text: String, _ server: FixtureServer, db: String, resume: Bool) throws -> RunSummary {
+        func run(db: String, resume: Bool) throws -> RunSummary {
             let environment = ["GITHUB_TOKEN": "t0ken", "SWAPI_API": server.base]
             let config = try PipelineConfig.parse(text: text, path: "api.yml", environment: environment)
             var options = RunOptions()
@@ -612,24 +611,21 @@ struct RealAPITests {
                 database: .sqlite(path: db), maxPageBytes: 1 << 20, environment: environment, logger: LogCapture().logger)
             return PipelineRunner(config: config, options: options, logger: LogCapture().logger).run(source: source)
         }
-        let counting = try server(failing: 0)
-        let alone = try run(
-            try pipeline(counting.base), counting, db: temporaryDirectory().appendingPathComponent("alone.db").path, resume: false)
+        let reference = temporaryDirectory().appendingPathComponent("alone.db").path
+        let alone = try run(db: reference, resume: false)
         #expect(alone.status == .finished, "\(alone.error ?? "")")
-        let requests = try #require(try counting.counters()[api == "swapi" ? "api_requests" : "people_requests"])
+        let requests = try #require(try server.counters()[api == "swapi" ? "api_requests" : "people_requests"])
         #expect(requests >= 13)
+        let model = try PipelineConfig.parse(text: text, path: "api.yml", environment: ["SWAPI_API": server.base]).model
+        let want = try PostgresTests.sqliteDump(reference, model)
         for failing in 1...requests {
-            let server = try server(failing: failing)
-            let text = try pipeline(server.base)
-            let db = temporaryDirectory().appendingPathComponent("resumed.db").path
-            let first = try run(text, server, db: db, resume: false)
+            try server.fail(request: failing)
+            let db = temporaryDirectory().appendingPathComponent("resumed-\(failing).db").path
+            let first = try run(db: db, resume: false)
             #expect(first.status == .failed, "request \(failing)")
-            let resumed = try run(text, server, db: db, resume: true)
+            let resumed = try run(db: db, resume: true)
             #expect(resumed.status == .finished, "request \(failing): \(resumed.error ?? "")")
-            let reference = temporaryDirectory().appendingPathComponent("reference.db").path
-            #expect(try run(text, server, db: reference, resume: false).status == .finished)
-            let model = try PipelineConfig.parse(text: text, path: "api.yml", environment: ["SWAPI_API": server.base]).model
-            let (got, want) = (try PostgresTests.sqliteDump(db, model), try PostgresTests.sqliteDump(reference, model))
+            let got = try PostgresTests.sqliteDump(db, model)
             #expect(got == want, "request \(failing): \(want.keys.sorted().filter { got[$0] != want[$0] })")
             #expect(resumed.counters.pages == alone.counters.pages, "request \(failing): every page once across both runs")
         }

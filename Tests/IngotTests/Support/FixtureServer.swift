@@ -52,6 +52,12 @@ final class FixtureServer {
         return (try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Int]) ?? [:]
     }
 
+    /// From now on the request counters start again from 0 and the `n`th request to the APIs
+    /// (the one `faults: "401:n"` or `apiFail: n` would fail) is answered 401; 0: none is.
+    func fail(request n: Int) throws {
+        _ = try HTTPClient().get(base + "/control/fail?n=\(n)", headers: [], timeout: 5)
+    }
+
     /// Every request the server saw, in order: its path and query (`/seen`).
     func seen() throws -> [(path: String, query: String)] {
         let response = try HTTPClient().get(base + "/seen", headers: [], timeout: 5)
