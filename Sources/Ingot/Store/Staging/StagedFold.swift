@@ -219,8 +219,8 @@ enum StagedReading {
     ) {
         do {
             switch try open(layout, part: part, on: connection.handle, settings: settings) {
-            case .cursors(let read): try fold(read, layout, into: channel)
-            case .buffered(let read): try fold(read, layout, into: channel)
+            case .cursors(let read): try fold(read, layout, chunkBytes: settings.chunkBytes, into: channel)
+            case .buffered(let read): try fold(read, layout, chunkBytes: settings.chunkBytes, into: channel)
             }
         } catch is MergeCancelled {
             return
@@ -231,13 +231,15 @@ enum StagedReading {
         }
     }
 
-    private static func fold(_ read: some StagedRead, _ layout: EntityLayout, into channel: MergeChannel) throws {
+    private static func fold(
+        _ read: some StagedRead, _ layout: EntityLayout, chunkBytes: Int, into channel: MergeChannel
+    ) throws {
         var fold = StagedFold(layout: layout, read: read)
         defer { fold.finalize() }
         var chunk = MergedChunk.reserved()
         try fold.run { folded in
             chunk.append(folded)
-            if chunk.bytes.count >= MergedChunk.size {
+            if chunk.bytes.count >= chunkBytes {
                 guard channel.send(.chunk(chunk)) else { throw MergeCancelled() }
                 chunk = MergedChunk.reserved()
             }

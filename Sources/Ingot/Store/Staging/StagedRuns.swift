@@ -250,6 +250,9 @@ package struct FoldSettings: Sendable, Equatable {
     package var readsRuns = true
     /// A table sorted whole with this many rows or more is folded in two parts at once.
     package var splitRows: Int64 = 2_000_000
+    /// A fold hands its rows to the writer in chunks of about this many bytes (``MergedChunk/size``;
+    /// smaller in tests, so that a small load fills the chunks in flight).
+    package var chunkBytes = MergedChunk.size
 
     package init() {}
 }
