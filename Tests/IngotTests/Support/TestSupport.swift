@@ -388,13 +388,48 @@ enum TestLevel {
     static let unitOnly = ProcessInfo.processInfo.environment["INGOT_TEST_LEVEL"] == "unit"
 }
 
-extension Trait where Self == TimeLimitTrait {
-    /// A guard against a hang, never a speed target: a test that waits on processes, servers or
-    /// other jobs fails after five minutes instead of holding the suite. It is set far above what
-    /// any such test takes alone (seconds), since under the whole suite a test's processes share
-    /// two cores with every other test's: a one-minute limit failed a test that ran two small
-    /// `ingot run`s once in a loaded stretch.
-    static var hangGuard: Self { .timeLimit(.minutes(5)) }
+/// A guard against a hang, never a speed target: a test that waits on processes, servers or
+/// other jobs records an issue once it has run for five minutes, far above what any such test
+/// takes alone (seconds), since under the whole suite a test's processes share two cores with
+/// every other test's: a one-minute limit failed a test that ran two small `ingot run`s once in a
+/// loaded stretch.
+///
+/// Counted from when the case starts running: in a suite that waits off the pool, once the gate
+/// admits it (``WaitsOffThePool`` applies the guard inside its scope). Swift Testing's
+/// `.timeLimit` wraps every scope of a case, the gate's included, so a case queued behind the
+/// others counted its wait: the run slowed down twice under `strace` failed eleven cases that
+/// were only waiting their turn. Like `.timeLimit`, it cannot stop a synchronous test; it makes a
+/// slow one fail, naming it.
+struct HangGuard: TestTrait, TestScoping {
+    static let limit = Duration.seconds(300)
+
+    func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+        testCase == nil || test.traits.contains { $0 is WaitsOffThePool } ? nil : self
+    }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        try await Self.guarding(function)
+    }
+
+    /// Runs `function`, and records an issue if it is still running after ``limit``.
+    static func guarding(_ function: @Sendable () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // On the global executor: a waiting suite's case blocks its own queue's thread.
+            group.addTask(executorPreference: globalConcurrentExecutor) {
+                try? await Task.sleep(for: limit)
+                if !Task.isCancelled { Issue.record("still running after \(limit): a hang guard (docs/reliability.md)") }
+            }
+            defer { group.cancelAll() }
+            try await function()
+        }
+    }
+}
+
+extension Trait where Self == HangGuard {
+    /// See ``HangGuard``.
+    static var hangGuard: Self { HangGuard() }
 }
 
 extension Trait where Self == ConditionTrait {

@@ -29,8 +29,12 @@ struct WaitsOffThePool: SuiteTrait, TestTrait, TestScoping {
         defer { Self.gate.leave() }
         let made = PostgresServer.MadeDatabases()
         defer { made.drop() }
+        // The hang guard counts from here, not from the case's wait at the gate.
+        let guarded = test.traits.contains { $0 is HangGuard }
         try await PostgresServer.$made.withValue(made) {
-            try await withTaskExecutorPreference(QueueExecutor()) { try await function() }
+            try await withTaskExecutorPreference(QueueExecutor()) {
+                if guarded { try await HangGuard.guarding(function) } else { try await function() }
+            }
         }
     }
 
