@@ -11,7 +11,8 @@ import Testing
 /// case here is started on a serial queue's thread instead (a task executor preference), and the
 /// pool's threads stay free for the tests that compute. The tests that run in the test process
 /// alone keep the pool: they use the CPU they are given. The PostgreSQL databases a case made
-/// are dropped when it ends (``PostgresServer/MadeDatabases``).
+/// are dropped when it ends (``PostgresServer/MadeDatabases``), and a case with ``HangGuard`` is
+/// guarded from when the gate admits it.
 struct WaitsOffThePool: SuiteTrait, TestTrait, TestScoping {
     /// How many waiting test cases run at once: enough to keep two cores busy while most of
     /// them wait, few enough that their servers and databases stay small.
