@@ -109,8 +109,10 @@ struct FaultInjectionTests {
     }
 
     private func sweep(match: String, mode: String, points: Int) throws {
-        let pages = try generatePeople(persons: 3000, pageSize: 100)
-        let options = ["--bulk", "--batch-records", "1000", "--commit-records", "100000", "--commit-interval", "3600"]
+        // A thousand persons (ten pages) in three batches: every write the sweep picks falls in
+        // a load of several batches, and each point costs a run and a resume of the debug binary.
+        let pages = try generatePeople(persons: 1000, pageSize: 100)
+        let options = ["--bulk", "--batch-records", "334", "--commit-records", "100000", "--commit-interval", "3600"]
         let dir = temporaryDirectory()
         let counting = try run(
             pages: pages, db: dir.appendingPathComponent("count.db").path, dir: dir, options: options, fault: ["FAULTFS_MATCH": match])
