@@ -624,16 +624,8 @@ struct CLITests {
 
     @Test(.hangGuard) func sigtermStopsCleanlyAndTheArchiveReplays() throws {
         let dir = temporaryDirectory()
-        let pages = dir.appendingPathComponent("pages").path
-        let gen = Process()
-        gen.executableURL = python3
-        gen.arguments = [
-            packageRoot.appendingPathComponent("Benchmarks/people.py").path, "--out", pages,
-            "--persons", "40000", "--page-size", "200",
-        ]
-        gen.standardOutput = Pipe()
-        try gen.run()
-        gen.waitUntilExit()
+        // 8,000 persons in pages of 50: about 190 pages, the hundredth of them mid-run.
+        let pages = try generatePeople(persons: 8000, pageSize: 50)
         // Page 100 becomes a named pipe: the run cannot get past it until the test writes it,
         // which it does only after the signal was received. So the signal always lands mid-run.
         let held = pages + "/page-00100.json"
