@@ -109,8 +109,9 @@ struct FaultInjectionTests {
     }
 
     private func sweep(match: String, mode: String, points: Int) throws {
-        // A thousand persons (ten pages) in three batches: every write the sweep picks falls in
-        // a load of several batches, and each point costs a run and a resume of the debug binary.
+        // A thousand persons (twelve pages, 1,200 records) in four batches: every write the sweep
+        // picks falls in a load of several batches, and each point costs a run and a resume of
+        // the debug binary.
         let pages = try generatePeople(persons: 1000, pageSize: 100)
         let options = ["--bulk", "--batch-records", "334", "--commit-records", "100000", "--commit-interval", "3600"]
         let dir = temporaryDirectory()
