@@ -607,7 +607,7 @@ struct BulkLoadTests {
             #expect(run.status == .finished, "\(run.error ?? "")")
             #expect(logs.all.contains { $0.contains("msg=bulk.started") } == !fetching, "fetching \(fetching): \(logs.all)")
             let line = logs.all.first { $0.contains("msg=run.started") } ?? ""
-            let started = Set(line.split(whereSeparator: \.isWhitespace).map(String.init))
+            let started = Set(logfmtFields(line))
             let (load, bytes) = fetching ? ("automatic.by_size", 40 << 20) : ("automatic.by_size_or_first_batch", 4 << 20)
             #expect(started.isSuperset(of: ["load=\(load)", "stage_after_bytes=\(bytes)"]), "\(started.sorted())")
             let check = try checkPeople(options.databasePath, pages)

@@ -85,9 +85,10 @@ struct LoadPlanTests {
             #expect(run.status == 0, "\(run.stderr.suffix(500))")
             let started = try #require(run.stderr.split(separator: "\n").first { $0.contains("msg=run.started") })
             #expect(
-                fields(started).contains("load=\(planned)"), "\(flags) \(db.hasPrefix("postgres") ? "PostgreSQL" : "SQLite"): \(started)")
+                logfmtFields(started).contains("load=\(planned)"),
+                "\(flags) \(db.hasPrefix("postgres") ? "PostgreSQL" : "SQLite"): \(started)")
             let summary = try #require(run.stderr.split(separator: "\n").last { $0.contains("msg=run.summary") })
-            #expect(fields(summary).contains("load=\(planned)"), "the summary names the plan too: \(summary)")
+            #expect(logfmtFields(summary).contains("load=\(planned)"), "the summary names the plan too: \(summary)")
         }
     }
 }
@@ -211,7 +212,7 @@ struct LoadPlanMatrixTests {
                 }
                 #expect(run.status == .finished, "\(label): \(run.error ?? "")")
                 let started = logs.all.first { $0.contains("msg=run.started") } ?? ""
-                #expect(fields(started).contains("load=\(plan.code)"), "\(label): \(started)")
+                #expect(logfmtFields(started).contains("load=\(plan.code)"), "\(label): \(started)")
                 let events = logs.all.compactMap { line in
                     line.split(separator: " ").first { $0.hasPrefix("msg=bulk.") }.map { String($0.dropFirst(4)) }
                 }
@@ -221,7 +222,7 @@ struct LoadPlanMatrixTests {
                 if plan.defersJoinedBatches {
                     #expect(loaded.hasPrefix("exchanged between the jobs"), "\(label): \(loaded)")
                     let summaryLine = logs.all.last { $0.contains("msg=run.summary") } ?? ""
-                    #expect(fields(summaryLine).contains("loaded=exchanged"), "\(label): \(summaryLine)")
+                    #expect(logfmtFields(summaryLine).contains("loaded=exchanged"), "\(label): \(summaryLine)")
                     #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
                     continue
                 }
@@ -238,7 +239,7 @@ struct LoadPlanMatrixTests {
                     !staged
                     ? (loaded.contains("declined") ? "batch_by_batch.declined" : "batch_by_batch")
                     : loaded.hasPrefix("staged from the first batch") ? "staged.first_batch" : "staged.after_records"
-                #expect(fields(summaryLine).contains("loaded=\(outcome)"), "\(label): \(summaryLine)")
+                #expect(logfmtFields(summaryLine).contains("loaded=\(outcome)"), "\(label): \(summaryLine)")
                 #expect(run.counters.entities["person"]?.inserted == 1500, "\(label)")
                 if backend != .memory, !joins {
                     // What the dry run of the same pipeline file prints.
@@ -255,9 +256,4 @@ struct LoadPlanMatrixTests {
 
 extension LoadPlan.Mode {
     var isRefused: Bool { if case .refused = self { true } else { false } }
-}
-
-/// A logfmt line's `key=value` fields (values without spaces, as the load plan's code).
-private func fields(_ line: some StringProtocol) -> [String] {
-    String(line).split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
 }

@@ -600,9 +600,9 @@ struct RealAPITests {
                 of: "issues/{number}/comments\"", with: "issues/{number}/comments?per_page=2\"")
         default: text = swapi
         }
+        let environment = ["GITHUB_TOKEN": "t0ken", "SWAPI_API": server.base]
+        let config = try PipelineConfig.parse(text: text, path: "api.yml", environment: environment)
         func run(db: String, resume: Bool) throws -> RunSummary {
-            let environment = ["GITHUB_TOKEN": "t0ken", "SWAPI_API": server.base]
-            let config = try PipelineConfig.parse(text: text, path: "api.yml", environment: environment)
             var options = RunOptions()
             options.databasePath = db
             options.progressInterval = 0
@@ -616,8 +616,7 @@ struct RealAPITests {
         #expect(alone.status == .finished, "\(alone.error ?? "")")
         let requests = try #require(try server.counters()[api == "swapi" ? "api_requests" : "people_requests"])
         #expect(requests >= 13)
-        let model = try PipelineConfig.parse(text: text, path: "api.yml", environment: ["SWAPI_API": server.base]).model
-        let want = try PostgresTests.sqliteDump(reference, model)
+        let want = try PostgresTests.sqliteDump(reference, config.model)
         for failing in 1...requests {
             try server.fail(request: failing)
             let db = temporaryDirectory().appendingPathComponent("resumed-\(failing).db").path
@@ -625,7 +624,7 @@ struct RealAPITests {
             #expect(first.status == .failed, "request \(failing)")
             let resumed = try run(db: db, resume: true)
             #expect(resumed.status == .finished, "request \(failing): \(resumed.error ?? "")")
-            let got = try PostgresTests.sqliteDump(db, model)
+            let got = try PostgresTests.sqliteDump(db, config.model)
             #expect(got == want, "request \(failing): \(want.keys.sorted().filter { got[$0] != want[$0] })")
             #expect(resumed.counters.pages == alone.counters.pages, "request \(failing): every page once across both runs")
         }

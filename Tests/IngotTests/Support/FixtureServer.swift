@@ -129,6 +129,7 @@ final class FixtureZygote: @unchecked Sendable {  // immutable after init: `fork
         var sent = 0
         while sent < request.count {
             let n = request[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
             guard n > 0 else {
                 close(fd)
                 throw FixtureError(description: "write to the fixture zygote: errno \(errno)")

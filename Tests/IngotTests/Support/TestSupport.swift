@@ -51,6 +51,11 @@ final class LogCapture: Sendable {
     }
 }
 
+/// A logfmt line's `key=value` fields (values without spaces, as the load plan's code).
+func logfmtFields(_ line: some StringProtocol) -> [String] {
+    String(line).split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+}
+
 /// Pages given in memory.
 final class MemoryPageSource: PageSource, @unchecked Sendable {  // used from the source queue only
     private var pages: [String]
