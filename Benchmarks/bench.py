@@ -674,17 +674,19 @@ class CPUQuota:
 
 def run_jobs(n, base, name, label, start=lambda k, cmd, **kw: subprocess.Popen(cmd, **kw)):
     """`base` as one single job (n = 0) or n jobs joined under `name`, started at once by
-    `start(k, cmd, …)`; the wall time from the first start to the last exit. A job that fails
-    ends the benchmark."""
+    `start(k, cmd, …)`; the wall time from the first start to the last exit (`run_jobs.peak_kb`:
+    the largest peak RSS of one job, read by /usr/bin/time). A job that fails ends the benchmark."""
     import time
     started = time.time()
-    procs = [start(k, base + ([] if n == 0 else ["--join", name]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    procs = [start(k, ["/usr/bin/time", "-f", "rss_kb=%M"] + base + ([] if n == 0 else ["--join", name]),
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for k in range(max(n, 1))]
     errors = [p.communicate()[1] for p in procs]
     wall = time.time() - started
     failed = [e[-600:] for p, e in zip(procs, errors) if p.returncode != 0]
     if failed:
         sys.exit("%s: a job failed: %s" % (label, failed[0]))
+    run_jobs.peak_kb = max(int(m.group(1)) for m in (re.search(r"rss_kb=(\d+)", e) for e in errors) if m)
     return wall
 
 
@@ -695,7 +697,8 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
     job's exit, medians; every database checked against the single job's tables."""
     pg = Postgres()
     quota = CPUQuota(share)
-    print("scale-out, people-200k into PostgreSQL: " + quota.describe())
+    peaks = {}
+    print("scale-out, %s into PostgreSQL: " % os.path.basename(data) + quota.describe())
     try:
         def run(n, k):
             name = "j%d_%d" % (n, k)
@@ -704,6 +707,7 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
             server, jobs_cpu = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
             wall = run_jobs(n, base, name, "scale-out", start=quota.start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            peaks.setdefault(n, []).append(run_jobs.peak_kb)
             return wall, name, pg.cpu() - server, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)
         walls = {n: [] for n in (0,) + tuple(jobs)}
         cpus = {n: [] for n in walls}
@@ -721,9 +725,9 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
             exact = table_digest(pg, names[n]) == single
             server = statistics.median(c[0] for c in cpus[n])
             client = statistics.median(c[1] for c in cpus[n])
-            print("  %-16s median %.2f s (runs: %s); CPU: server %.2f s (%.1fx a single job's), jobs %.2f s together%s" % (
+            print("  %-16s median %.2f s (runs: %s); CPU: server %.2f s (%.1fx a single job's), jobs %.2f s together; a job's peak %.0f MiB%s" % (
                 label, medians[n], ", ".join("%.2f" % x for x in w), server, server / single_server if single_server else float("nan"),
-                client, "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
+                client, max(peaks[n]) / 1024, "" if exact else "  NOT THE SINGLE JOB'S TABLES"))
         one = medians[jobs[0]]
         print("  one joined / one single: %.2f; speed-up over one joined job: %s" % (
             one / medians[0], ", ".join("%d jobs %.2fx" % (n, one / medians[n]) for n in jobs[1:])))
@@ -965,7 +969,7 @@ def main():
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
-    a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k")
+    a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k; with --only joined, one single and one joined job at 1M (their peaks)")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
     a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft"], help="run this case alone")
     args = a.parse_args()
@@ -993,6 +997,9 @@ def main():
             all_peers()
         elif args.only == "joined":
             joined(ingot, data, expected, db, args.runs, jobs=tuple(int(n) for n in args.jobs.split(",")))
+            if args.big:  # a lone joined job's memory against a single job's, where the run is bigger
+                big, exp = dataset(1000000, 1000)
+                joined(ingot, big, exp, db, 1, jobs=(1,))
         elif only:
             only(ingot, data, expected, db, args.runs)
         else:

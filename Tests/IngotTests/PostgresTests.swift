@@ -213,6 +213,36 @@ struct PostgresTests {
         #expect(try merging.tableExists("nothing_of_that_name") == false)
     }
 
+    /// A result read a row at a time, as the end of a joined run reads the exchanged blobs
+    /// (libpq's single-row mode): every row in order, a NULL as no bytes; a server error after
+    /// some rows, and a reader that throws, end the read with their error and leave the
+    /// connection usable.
+    @Test func binaryValuesAreReadRowByRow() throws {
+        struct Enough: Error {}
+        let connection = try PGConnection(url: try PostgresServer.freshDatabase())
+        var seen: [[UInt8]] = []
+        try connection.forEachBinaryValue(
+            "SELECT CASE WHEN i = 3 THEN NULL ELSE int4send(i) END FROM generate_series(1, $1::int) AS i", ["4"]
+        ) { seen.append(Array($0)) }
+        #expect(seen == [[0, 0, 0, 1], [0, 0, 0, 2], [], [0, 0, 0, 4]])
+
+        seen = []
+        #expect(throws: StoreError.self) {
+            try connection.forEachBinaryValue("SELECT int4send(6 / (3 - i)) FROM generate_series(1, 5) AS i") { seen.append(Array($0)) }
+        }
+        #expect(seen == [[0, 0, 0, 3], [0, 0, 0, 6]] && connection.lastErrorState == "22012")
+
+        seen = []
+        #expect(throws: Enough.self) {
+            try connection.forEachBinaryValue("SELECT int4send(i) FROM generate_series(1, 1000) AS i") { value in
+                seen.append(Array(value))
+                if seen.count == 2 { throw Enough() }
+            }
+        }
+        #expect(seen.count == 2)
+        #expect(try connection.execute("SELECT 41 + 1") == [["42"]])
+    }
+
     @Test func replaceAndStubsMatchSQLite() throws {
         let yaml = StoreSeamTests.yaml.replacingOccurrences(of: "root: person", with: "root: person\nwrite: replace")
         let config = try PipelineConfig.parse(text: yaml, path: "pg.yml")

@@ -40,7 +40,15 @@ final class Zstd {
     /// The frame's content, refusing frames that do not declare their size, declare more than
     /// `limit` bytes, or differ from `expectedLength`. Nothing is allocated before the checks.
     func decompress(_ frame: ArraySlice<UInt8>, expectedLength: Int, limit: Int) throws(ZstdError) -> [UInt8] {
-        let declared = frame.withUnsafeBytes { ZSTD_getFrameContentSize($0.baseAddress, $0.count) }
+        try frame.withUnsafeBytes { bytes in
+            Result { () throws(ZstdError) in try decompress(bytes, expectedLength: expectedLength, limit: limit) }
+        }.get()
+    }
+
+    /// ``decompress(_:expectedLength:limit:)`` of a frame held anywhere (a row libpq holds, a
+    /// mapped file).
+    func decompress(_ frame: UnsafeRawBufferPointer, expectedLength: Int, limit: Int) throws(ZstdError) -> [UInt8] {
+        let declared = ZSTD_getFrameContentSize(frame.baseAddress, frame.count)
         if declared == ZSTD_CONTENTSIZE_ERROR { throw ZstdError(message: "not a zstd frame") }
         if declared == ZSTD_CONTENTSIZE_UNKNOWN { throw ZstdError(message: "the frame does not declare its size") }
         guard expectedLength >= 0, limit >= 0 else { throw ZstdError(message: "a negative length (\(expectedLength)) was expected") }
@@ -53,9 +61,7 @@ final class Zstd {
         let size = Int(declared)
         var failure: ZstdError?
         let out = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            let written = frame.withUnsafeBytes { src in
-                ZSTD_decompressDCtx(dctx, buffer.baseAddress, size, src.baseAddress, src.count)
-            }
+            let written = ZSTD_decompressDCtx(dctx, buffer.baseAddress, size, frame.baseAddress, frame.count)
             if ZSTD_isError(written) != 0 {
                 failure = ZstdError(message: String(cString: ZSTD_getErrorName(written)))
                 count = 0

@@ -169,17 +169,42 @@ final class PGConnection {
         return (names, out)
     }
 
-    /// The first column of each row of `sql` (one statement), in the server's binary form: for
-    /// a `bytea`, its bytes as they are (no hex text to write on the server and read here).
-    func binaryColumn(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> [[UInt8]] {
-        let result = try run(sql, parameters, oneStatement: true, binary: true)
-        defer { PQclear(result) }
-        guard PQnfields(result) > 0 else { return [] }
-        return (0..<PQntuples(result)).map { r in
-            let count = Int(PQgetlength(result, r, 0))
-            guard count > 0, let value = PQgetvalue(result, r, 0) else { return [] }
-            return value.withMemoryRebound(to: UInt8.self, capacity: count) { Array(UnsafeBufferPointer(start: $0, count: count)) }
+    /// The first column of each row of `sql` (one statement), in the server's binary form (for a
+    /// `bytea`, its bytes as they are: no hex text to write on the server and read here), handed
+    /// to `body` a row at a time as the server sends it (libpq's single-row mode): a result of any
+    /// size holds one row in memory here, where ``execute(_:_:)`` holds all of them. A NULL is
+    /// handed as no bytes. When `body` throws, the rest of the result is read and let go, so the
+    /// connection stays usable (to roll back), and its error is rethrown.
+    func forEachBinaryValue(_ sql: String, _ parameters: [String?] = [], _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let sent = PGConnection.withCStrings(parameters) { pointers in
+            PQsendQueryParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 1)
         }
+        guard sent == 1 else { throw StoreError.postgres(message: redactor.scrub(PGConnection.message(handle)), sql: sql) }
+        // Refused only when called at the wrong moment; the rows then come as one result, which
+        // the loop below reads all the same.
+        _ = PQsetSingleRowMode(handle)
+        var failure: (any Error)?
+        while let result = PQgetResult(handle) {
+            defer { PQclear(result) }
+            guard failure == nil else { continue }
+            let status = PQresultStatus(result)
+            guard status == PGRES_SINGLE_TUPLE || status == PGRES_TUPLES_OK else {
+                lastErrorState = PQresultErrorField(result, PGConnection.sqlStateField).map { String(cString: $0) }
+                failure = StoreError.postgres(
+                    message: redactor.scrub(PGConnection.resultMessage(result)), sql: sql, state: lastErrorState)
+                continue
+            }
+            guard PQnfields(result) > 0 else { continue }
+            do {
+                for r in 0..<PQntuples(result) {
+                    let count = Int(PQgetlength(result, r, 0))
+                    try body(UnsafeRawBufferPointer(start: count > 0 ? PQgetvalue(result, r, 0) : nil, count: max(count, 0)))
+                }
+            } catch {
+                failure = error
+            }
+        }
+        if let failure { throw failure }
     }
 
     /// Whether table `name` (unquoted, in the current schema) exists, as committed when this

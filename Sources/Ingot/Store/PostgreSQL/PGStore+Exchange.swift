@@ -263,26 +263,39 @@ extension PGStore {
         let table = ExchangeTable(ordinal: join.ordinal)
         let zstd = Zstd()
         let list = PGStore.arrayLiteral(parts.map { .integer(Int64($0)) })
-        let framedBlobs = try connection.binaryColumn(
-            "SELECT data FROM \(table.name) WHERE part = ANY($1::int[]) ORDER BY key", [list])
-        var merged = RunCounters()
-        if !framedBlobs.isEmpty {
-            let path = partFilePath(join)
-            let file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
-            defer {
-                file.close()
+        let path = partFilePath(join)
+        var staged: StageFile?
+        defer {
+            if let staged {
+                staged.close()
                 StageFile.remove(at: path)
             }
-            try file.begin()
-            // A blob at a time, in the batches' order: decompressed, its runs appended, let go.
-            for framed in framedBlobs {
-                let length = framed.count >= 4 ? Int(framed.withUnsafeBytes { LittleEndian.integer($0, 0, 4) }) : -1
-                guard length >= 0, let blob = try? zstd.decompress(framed[4...], expectedLength: length, limit: length) else {
-                    throw StoreError.schema(
-                        "parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
-                }
-                for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
+        }
+        // A blob at a time, in the batches' order, as the server sends them: decompressed, its
+        // runs appended, let go. Fetched together, the blobs of a lone job's parts were every
+        // staged row of the run, compressed: people-1M peaked at 250 MiB against a single job's
+        // 113 MiB; read a row at a time, 118 MiB (docs/scale-out.md, "A job's memory").
+        try connection.forEachBinaryValue(
+            "SELECT data FROM \(table.name) WHERE part = ANY($1::int[]) ORDER BY key", [list]
+        ) { framed in
+            let length = framed.count >= 4 ? Int(LittleEndian.integer(framed, 0, 4)) : -1
+            guard length >= 0,
+                let blob = try? zstd.decompress(UnsafeRawBufferPointer(rebasing: framed[4...]), expectedLength: length, limit: length)
+            else {
+                throw StoreError.schema("parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
             }
+            let file: StageFile
+            if let staged {
+                file = staged
+            } else {
+                file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
+                staged = file
+                try file.begin()
+            }
+            for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
+        }
+        var merged = RunCounters()
+        if let file = staged {
             try file.commit()
             let position = PGStagedCopy.Positioned(store: self, position: join.position(UnitOrder.lastKey(seq: UnitOrder.lastSeq)))
             let (counts, refusals) = try copyPart(file, position: position)
