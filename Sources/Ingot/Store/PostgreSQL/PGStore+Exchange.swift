@@ -260,43 +260,13 @@ extension PGStore {
     /// straight in, or the careful way when a row was stored before the run or a value is
     /// refused. Parts hold disjoint identities, so several gather into one load as one part does.
     private func writeParts(_ parts: [Int], _ join: JoinContext) throws -> RunCounters {
-        let table = ExchangeTable(ordinal: join.ordinal)
-        let zstd = Zstd()
-        let list = PGStore.arrayLiteral(parts.map { .integer(Int64($0)) })
+        var merged = RunCounters()
         let path = partFilePath(join)
-        var staged: StageFile?
-        defer {
-            if let staged {
-                staged.close()
+        if let file = try gather(parts, join, at: path) {
+            defer {
+                file.close()
                 StageFile.remove(at: path)
             }
-        }
-        // A blob at a time, in the batches' order, as the server sends them: decompressed, its
-        // runs appended, let go. Fetched together, the blobs of a lone job's parts were every
-        // staged row of the run, compressed: people-1M peaked at 250 MiB against a single job's
-        // 113 MiB; read a row at a time, 118 MiB (docs/scale-out.md, "A job's memory").
-        try connection.forEachBinaryValue(
-            "SELECT data FROM \(table.name) WHERE part = ANY($1::int[]) ORDER BY key", [list]
-        ) { framed in
-            let length = framed.count >= 4 ? Int(LittleEndian.integer(framed, 0, 4)) : -1
-            guard length >= 0,
-                let blob = try? zstd.decompress(UnsafeRawBufferPointer(rebasing: framed[4...]), expectedLength: length, limit: length)
-            else {
-                throw StoreError.schema("parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
-            }
-            let file: StageFile
-            if let staged {
-                file = staged
-            } else {
-                file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
-                staged = file
-                try file.begin()
-            }
-            for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
-        }
-        var merged = RunCounters()
-        if let file = staged {
-            try file.commit()
             let position = PGStagedCopy.Positioned(store: self, position: join.position(UnitOrder.lastKey(seq: UnitOrder.lastSeq)))
             let (counts, refusals) = try copyPart(file, position: position)
             for (entity, written) in counts.enumerated() where model.entities.indices.contains(entity) {
@@ -319,6 +289,50 @@ extension PGStore {
                 [join.name, String(part), String(counts.inserted), String(counts.updated), counts.entitiesJSON])
         }
         return merged
+    }
+
+    /// The blobs of parts `parts`, from every job, in their batches' order, appended as sorted
+    /// runs to a new stage file at `path` (a throwaway: a failed part is gathered again), and
+    /// committed; `nil` when the parts hold no blob.
+    ///
+    /// A blob at a time, as the server sends them: decompressed, its runs appended, let go.
+    /// Fetched together, the blobs of a lone job's parts were every staged row of the run,
+    /// compressed: people-1M peaked at 250 MiB against a single job's 113 MiB; read a row at a
+    /// time, 118 MiB (docs/scale-out.md, "A job's memory").
+    private func gather(_ parts: [Int], _ join: JoinContext, at path: String) throws -> StageFile? {
+        let zstd = Zstd()
+        let list = PGStore.arrayLiteral(parts.map { .integer(Int64($0)) })
+        var staged: StageFile?
+        do {
+            try connection.forEachBinaryValue(
+                "SELECT data FROM \(ExchangeTable(ordinal: join.ordinal).name) WHERE part = ANY($1::int[]) ORDER BY key", [list]
+            ) { framed in
+                let length = framed.count >= 4 ? Int(LittleEndian.integer(framed, 0, 4)) : -1
+                guard length >= 0,
+                    let blob = try? zstd.decompress(UnsafeRawBufferPointer(rebasing: framed[4...]), expectedLength: length, limit: length)
+                else {
+                    throw StoreError.schema(
+                        "parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
+                }
+                let file: StageFile
+                if let staged {
+                    file = staged
+                } else {
+                    file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
+                    staged = file
+                    try file.begin()
+                }
+                for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
+            }
+            try staged?.commit()
+            return staged
+        } catch {
+            if let staged {
+                staged.close()
+                StageFile.remove(at: path)
+            }
+            throw error
+        }
     }
 
     /// A part's folded rows copied in, under a savepoint: straight and without positions, as a
