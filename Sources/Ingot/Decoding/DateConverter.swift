@@ -241,8 +241,9 @@ struct DateConverter {
     /// The fraction is canonical: six digits, the source's first six padded with zeros.
     static func format(_ c: Civil) -> String {
         let fraction = c.fraction.prefix(6)
-        // Written straight into the string's storage: no intermediate array.
-        return String(unsafeUninitializedCapacity: 27) { out in
+        // Written straight into the string's storage: no intermediate array. A date alone (10
+        // bytes) asks for no more than it needs, so it is a small string, not an allocation.
+        return String(unsafeUninitializedCapacity: c.hasTime ? 27 : 10) { out in
             var n = 0
             func put(_ value: Int, _ width: Int) {
                 var v = value.magnitude
