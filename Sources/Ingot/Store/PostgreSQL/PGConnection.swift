@@ -271,20 +271,20 @@ final class PGConnection {
 
     /// The successful result of `sql` (the caller clears it), or the server's error. A statement
     /// with parameters that this connection ran before runs prepared (``StatementCache``).
-    private func run(_ sql: String, _ parameters: [String?], oneStatement: Bool = false, binary: Bool = false) throws(StoreError)
+    private func run(_ sql: String, _ parameters: [String?], oneStatement: Bool = false) throws(StoreError)
         -> OpaquePointer
     {
         func unprepared() -> OpaquePointer? {
             PGConnection.withCStrings(parameters) { pointers in
-                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, binary ? 1 : 0)
+                PQexecParams(handle, sql, Int32(parameters.count), nil, pointers, nil, nil, 0)
             }
         }
         let result: OpaquePointer?
-        if parameters.isEmpty && !oneStatement && !binary {
+        if parameters.isEmpty && !oneStatement {
             result = PQexec(handle, sql)
         } else if let name = try preparedName(sql, parameters: parameters.count) {
             let prepared = PGConnection.withCStrings(parameters) { pointers in
-                PQexecPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, binary ? 1 : 0)
+                PQexecPrepared(handle, name, Int32(parameters.count), pointers, nil, nil, 0)
             }
             do {
                 return try checked(prepared, sql: sql)
