@@ -5,6 +5,7 @@ import Ingot
 /// `ingot runs`: the runs a database records, one line each (logfmt, or JSON Lines).
 struct Runs: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "runs",
         abstract: "List the runs a database records: status, counts per entity, rejects by reason, archive.",
         discussion: "Oldest first. A run killed outright stays `running` until `ingot run --resume` takes it up.")
 
@@ -67,6 +68,7 @@ struct Runs: ParsableCommand {
 /// source.
 struct Rejects: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "rejects",
         abstract: "Show rejected records: entity, coding path, reason, source and archive entry.",
         discussion: "At most --max-reject-rows (10,000) are kept per run; each keeps up to 16 KiB of its JSON (--raw prints it).")
 
@@ -177,6 +179,7 @@ private func logfmtValue(_ value: String) -> String {
 /// `ingot export`: stored rows back out as the pipeline's records.
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "export",
         abstract: "Write stored rows back out as the records they came from, with the pipeline's keys and key paths.",
         discussion: """
             By default one page in the pipeline's shape (records at its `records:` path), which `ingot run --pages` takes \

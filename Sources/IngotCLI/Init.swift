@@ -6,6 +6,7 @@ import Ingot
 /// directory (docs/pipelines.md, "A first draft").
 struct Init: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "init",
         abstract: "Draft a pipeline from an API's first pages (or sample pages in a directory).",
         discussion:
             "Each guess is said in a comment beside it. The draft is validated before it is written; an existing file is never overwritten."
