@@ -261,12 +261,8 @@ extension PGStore {
     /// refused. Parts hold disjoint identities, so several gather into one load as one part does.
     private func writeParts(_ parts: [Int], _ join: JoinContext) throws -> RunCounters {
         var merged = RunCounters()
-        let path = partFilePath(join)
-        if let file = try gather(parts, join, at: path) {
-            defer {
-                file.close()
-                StageFile.remove(at: path)
-            }
+        if let file = try gather(parts, join) {
+            defer { file.discard() }
             let position = PGStagedCopy.Positioned(store: self, position: join.position(UnitOrder.lastKey(seq: UnitOrder.lastSeq)))
             let (counts, refusals) = try copyPart(file, position: position)
             for (entity, written) in counts.enumerated() where model.entities.indices.contains(entity) {
@@ -292,18 +288,20 @@ extension PGStore {
     }
 
     /// The blobs of parts `parts`, from every job, in their batches' order, appended as sorted
-    /// runs to a new stage file at `path` (a throwaway: a failed part is gathered again), and
+    /// runs to a new stage file of this job's (a throwaway: a failed part is gathered again), and
     /// committed; `nil` when the parts hold no blob.
     ///
     /// A blob at a time, as the server sends them: decompressed, its runs appended, let go.
     /// Fetched together, the blobs of a lone job's parts were every staged row of the run,
     /// compressed: people-1M peaked at 250 MiB against a single job's 113 MiB; read a row at a
     /// time, 118 MiB (docs/scale-out.md, "A job's memory").
-    private func gather(_ parts: [Int], _ join: JoinContext, at path: String) throws -> StageFile? {
+    private func gather(_ parts: [Int], _ join: JoinContext) throws -> StageFile? {
         let zstd = Zstd()
         let list = PGStore.arrayLiteral(parts.map { .integer(Int64($0)) })
-        var staged: StageFile?
+        let file = try StageFile.create(at: partFilePath(join), token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
         do {
+            try file.begin()
+            var blobs = 0
             try connection.forEachBinaryValue(
                 "SELECT data FROM \(ExchangeTable(ordinal: join.ordinal).name) WHERE part = ANY($1::int[]) ORDER BY key", [list]
             ) { framed in
@@ -314,23 +312,17 @@ extension PGStore {
                     throw StoreError.schema(
                         "parts \(parts) of join '\(join.name)' hold a blob that does not read back (\(framed.count) bytes)")
                 }
-                let file: StageFile
-                if let staged {
-                    file = staged
-                } else {
-                    file = try StageFile.create(at: path, token: "\(join.name):\(parts)", layouts: layouts, durability: .throwaway)
-                    staged = file
-                    try file.begin()
-                }
                 for (entity, feed) in try StagedExchange.runs(of: [blob], layouts) { try file.appendRun(of: layouts[entity], feed) }
+                blobs += 1
             }
-            try staged?.commit()
-            return staged
+            guard blobs > 0 else {
+                file.discard()
+                return nil
+            }
+            try file.commit()
+            return file
         } catch {
-            if let staged {
-                staged.close()
-                StageFile.remove(at: path)
-            }
+            file.discard()
             throw error
         }
     }

@@ -175,8 +175,7 @@ extension SQLiteStore {
             throw error
         }
         if case .merged(let file) = phase {
-            file.close()
-            StageFile.remove(at: file.path)
+            file.discard()
             try moveLoad(to: .batchByBatch)
         }
         return written

@@ -210,6 +210,13 @@ final class StageFile {
         statements = [:]
         sqlite3_close_v2(handle)
     }
+
+    /// Closes the connection and removes the file and its journal: a load merged, or a part
+    /// written or given up.
+    func discard() {
+        close()
+        StageFile.remove(at: path)
+    }
 }
 
 /// glibc's `malloc_trim` (malloc.h is not in Swift's Glibc module): returns the heap's free
