@@ -4,7 +4,8 @@
 Generates people-200k once (Benchmarks/people.py) into .build-bench/, then measures:
 decode alone on one thread; `ingot run` over loose pages with all lanes, with 1 lane and without
 the archive; the archive's size as a share of the raw bytes; `ingot replay` of that archive;
-peak RSS (/usr/bin/time); pages of dense tiny records (peak RSS must follow the settings).
+peak RSS (/usr/bin/time); pages of dense tiny records (peak RSS must follow the settings); hostile
+shapes (a million rejections, a record of a million children, …) against their memory bounds.
 a slow API (100 ms a page) with concurrent and serial pagination.
 Ingot against its peers, paired: the DuckDB peer (Benchmarks/duckdb_peer.py) and the SQLite write
 floor (Benchmarks/sqlite_floor.py). `--big` adds people-1M to that comparison and its ratio to
@@ -635,6 +636,106 @@ def dense(ingot, db, runs):
     print("dense pages (4 x 60 MiB of {\"id\":n}): median %.2f s, peak RSS %.0f MB, %.1f MB/s" % (wall, rss, total / 1e6 / wall))
 
 
+BOUNDS_ITEMS = """version: 1
+name: bounds
+source: {files: {dir: pages%s}}
+root: item
+entities:
+  item: {identity: id, attributes: {id: integer, name: string}}
+"""
+
+BOUNDS_OWNERS = """version: 1
+name: owners
+source: {files: {dir: pages}}
+root: owner
+entities:
+  owner:
+    identity: id
+    attributes: {id: integer}
+    relationships:
+      children: {to: child, many: true, owned: true}
+      tags: {to: tag, many: true}
+  child: {attributes: {n: integer}}
+  tag: {identity: id, attributes: {id: integer}}
+"""
+
+BOUNDS_FOR_EACH = """version: 1
+name: fe
+defaults: {http: {url: "http://127.0.0.1:1/api/", retry: {attempts: 1, base_delay_ms: 1, max_delay_ms: 1}, timeout_s: 2}}
+resources:
+  - {name: list, source: {files: {dir: pages, glob: "*.json"}}, records: results}
+  - {name: detail, for_each: {resource: list, path: "items/{id}", with: {listed_as: name}}, records: ".", root: item}
+entities:
+  item: {identity: id, attributes: {id: integer, listed_as: string}}
+"""
+
+
+def owners_page(records, key, count, element, first=1):
+    """`[{"id": first, "KEY": [element(0), …]}, …]`: `records` owners of `count` elements each."""
+    return "[" + ",".join('{"id":%d,"%s":[%s]}' % (first + r, key, ",".join(element(k) for k in range(count)))
+                          for r in range(records)) + "]"
+
+
+def bounds(ingot, db, runs):
+    """Hostile shapes against the memory bounds docs/reliability.md promises (hostile input):
+    each case is one run of the release binary over one page made here; its exit status, what
+    it stored and its peak RSS are checked, and a case over its bound ends the benchmark."""
+    cases = [
+        # (name, pipeline, page file, page text, extra arguments, exit status, bound MiB, check SQL, expected)
+        ("a page of a million {} (3 MB)", BOUNDS_ITEMS % "", "p.json",
+         lambda: "[" + ",".join(["{}"] * 1000000) + "]", ["--lanes", "2"], 3, 160,
+         "SELECT count(*) FROM _ingot_rejects", "10000"),
+        ("a million lines that are not JSON", BOUNDS_ITEMS % ', glob: "*.jsonl", format: jsonl', "p.jsonl",
+         lambda: "x\n" * 1000000, ["--lanes", "2"], 3, 160, "SELECT count(*) FROM _ingot_rejects", "10000"),
+        ("one record of a million owned children (11 MB)", BOUNDS_OWNERS, "p.json",
+         lambda: owners_page(1, "children", 1000000, lambda k: '{"n":%d}' % k)[:-1] + ',{"id":2,"children":[{"n":1}],"tags":[7]}]',
+         ["--lanes", "2"], 0, 160, "SELECT coding_path FROM _ingot_rejects", "[0].children[49999]"),
+        ("one record of a million bare identities (7 MB)", BOUNDS_OWNERS, "p.json",
+         lambda: owners_page(1, "tags", 1000000, str), ["--lanes", "2"], 3, 160,
+         "SELECT coding_path FROM _ingot_rejects", "[0].tags[99999]"),
+        ("500 records of a thousand children (5 MB page)", BOUNDS_OWNERS, "p.json",
+         lambda: owners_page(500, "children", 1000, lambda k: '{"n":%d}' % k), ["--lanes", "2", "--no-bulk"], 0, 320,
+         "SELECT count(*) || ' ' || sum(n) FROM child", "500000 %d" % (500 * 999 * 500)),
+        ("a for_each over 300,000 parents", BOUNDS_FOR_EACH, "list.json",
+         lambda: '{"results": [' + ", ".join('{"id": %d, "name": "item-%d"}' % (k, k) for k in range(300000)) + "]}",
+         [], 75, 120, None, None),
+    ]
+    import sqlite3
+    over = []
+    print("hostile shapes against their memory bounds (release build, peak RSS of %d run%s):" % (runs, "" if runs == 1 else "s"))
+    for name, pipeline, page, text, extra, status, bound, sql, expected in cases:
+        work = os.path.join(BENCH, "bounds")
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(os.path.join(work, "pages"))
+        open(os.path.join(work, "pages", page), "w").write(text())
+        yml = os.path.join(work, "p.yml")
+        open(yml, "w").write(pipeline)
+        peaks, walls = [], []
+        for _ in range(runs):
+            remove_db(db)
+            p = subprocess.run(["/usr/bin/time", "-f", "wall=%e rss_kb=%M", ingot, "run", yml, "--db", db, "--no-archive"] + extra,
+                               capture_output=True, text=True, cwd=work)
+            wall, rss = re.findall(r"wall=([0-9.]+) rss_kb=(\d+)", p.stderr)[-1]
+            code = re.search(r"exited with non-zero status (\d+)", p.stderr)
+            code = int(code.group(1)) if code else 0
+            if code != status:
+                sys.exit("%s: exit %d, expected %d:\n%s" % (name, code, status, p.stderr[-2000:]))
+            if sql:
+                got = str(sqlite3.connect(db).execute(sql).fetchone()[0])
+                if got != expected:
+                    sys.exit("%s: %s gave %s, expected %s" % (name, sql, got, expected))
+            peaks.append(int(rss) / 1024)
+            walls.append(float(wall))
+        peak = max(peaks)
+        print("  %-50s %6.1f s  peak %4.0f MiB  bound %3d MiB  %s" % (name, statistics.median(walls), peak, bound, "ok" if peak < bound else "OVER"))
+        if peak >= bound:
+            over.append(name)
+    shutil.rmtree(os.path.join(BENCH, "bounds"), ignore_errors=True)
+    remove_db(db)
+    if over:
+        sys.exit("over their memory bound: " + ", ".join(over))
+
+
 class CPUQuota:
     """Confines each job to `share` of a core: a cgroup v1 CPU group per job (`cpu.cfs_quota_us`)
     when this runs as root on a machine with /sys/fs/cgroup/cpu; otherwise every job is pinned to
@@ -990,7 +1091,7 @@ def main():
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k; with --only joined, one single and one joined job at 1M (their peaks)")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "bounds", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
     if args.huge:
@@ -1021,6 +1122,8 @@ def main():
                 joined(ingot, big, exp, db, 1, jobs=(1,))
         elif only:
             only(ingot, data, expected, db, args.runs)
+        elif args.only == "bounds":
+            bounds(ingot, db, args.runs)
         else:
             dense(ingot, db, args.runs)
         return
@@ -1056,6 +1159,7 @@ def main():
     numbered(ingot, data, expected, db, args.runs)
     draft(ingot, data, expected, db, args.runs)
     dense(ingot, db, args.runs)
+    bounds(ingot, db, args.runs)
     shutil.rmtree(archives, ignore_errors=True)
 
 

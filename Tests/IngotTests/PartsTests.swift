@@ -88,4 +88,64 @@ struct PartsTests {
         #expect(parts.flatMap { $0.records.map(\.index) } == [0, 1, 2, 3, 5, 6, 7, 8, 9])
         #expect(parts[1].rejections.map(\.recordIndex) == [4])
     }
+
+    /// The parts `page` is mapped into by the pipeline `text`, at `partRecords`.
+    private func mapped(_ text: String, _ page: [UInt8], partRecords: Int) throws -> [DecodedPage] {
+        let config = try PipelineConfig.parse(text: text, path: "p.yml")
+        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, framing: config.framing))
+        var parts: [DecodedPage] = []
+        mapper.map(bytes: page, seq: 1, source: "p", partRecords: partRecords) { parts.append($0) }
+        return parts
+    }
+
+    private let items = """
+        version: 1
+        name: items
+        root: item
+        entities:
+          item: {identity: id, attributes: {id: integer}}
+        """
+
+    /// Rejections count toward a part's records like records do, so a page of nothing but
+    /// rejections (`{}`: no identity) goes on in parts of `partRecords`, never held whole: the
+    /// memory bound of a page of a million of them is `make bench`'s `bounds` case.
+    @Test func rejectionsGoOnInPartsLikeRecords() throws {
+        let page = Array(("[" + Array(repeating: "{}", count: 1000).joined(separator: ",") + "]").utf8)
+        let parts = try mapped(items, page, partRecords: 100)
+        #expect(parts.count == 10)
+        #expect(parts.allSatisfy { $0.rejections.count == 100 && $0.records.isEmpty })
+        #expect(parts.flatMap { $0.rejections.map(\.recordIndex) } == (0..<1000).map { $0 })
+        #expect(parts.map(\.isLastPart) == Array(repeating: false, count: 9) + [true])
+    }
+
+    /// The same for JSON Lines whose lines are not JSON: each line's rejection is a record's.
+    @Test func linesThatAreNotJSONGoOnInParts() throws {
+        let jsonl = items + "\nsource: {files: {dir: pages, format: jsonl}}\n"
+        let parts = try mapped(jsonl, Array(String(repeating: "x\n", count: 1000).utf8), partRecords: 100)
+        #expect(parts.count == 10)
+        #expect(parts.allSatisfy { $0.rejections.count == 100 })
+        #expect(parts.flatMap(\.rejections).allSatisfy { $0.code == .notJSON })
+    }
+
+    /// A part also ends at `partRecords × rowsPerRecord` rows and links: records of a hundred
+    /// owned children (201 rows and links each) go one to a part where ten would fit by count.
+    @Test func recordsWithBigArraysMakeSmallerParts() throws {
+        let owners = """
+            version: 1
+            name: owners
+            root: owner
+            entities:
+              owner:
+                identity: id
+                attributes: {id: integer}
+                relationships: {children: {to: child, many: true, owned: true}}
+              child: {attributes: {n: integer}}
+            """
+        let records = (0..<30).map { r in #"{"id":\#(r),"children":[\#((0..<100).map { #"{"n":\#($0)}"# }.joined(separator: ","))]}"# }
+        let parts = try mapped(owners, Array(("[" + records.joined(separator: ",") + "]").utf8), partRecords: 10)
+        #expect(parts.count == 30)
+        #expect(parts.allSatisfy { $0.records.count == 1 && $0.cost == 201 }, "\(parts.map(\.cost))")
+        let whole = try mapped(owners, Array(("[" + records.joined(separator: ",") + "]").utf8), partRecords: 1000)
+        #expect(whole.count == 1 && whole[0].records.count == 30)
+    }
 }
