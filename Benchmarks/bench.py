@@ -394,6 +394,43 @@ def table_digest(pg, db):
                        "(SELECT md5(string_agg(t::text, ',' ORDER BY person_id, dog_id)) FROM person_dogs t)").stdout.strip()
 
 
+def copy_floor(ingot, pg, data, expected, runs, label, bulk=None, batch=None):
+    """One job's defaults against the COPY floor (the same final rows, dumped from a first run,
+    copied with psql's \\copy into an empty schema), paired run by run into fresh databases on
+    one server, so that the machine's drift hits both: their medians and the median of the pairs'
+    ratios (goal <= 1.1). `bulk`, `batch`: the other modes' medians, also given as ratios."""
+    import time
+    tables = ["person", "dog", "person_dogs"]
+    dump = os.path.join(BENCH, "pg-floor")
+    os.makedirs(dump, exist_ok=True)
+    reference = pg.fresh("floorref")
+    timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], reference)
+    counts = pg.psql("floorref", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
+    if counts != "%d|%d|%d" % (expected["persons"], expected["dogs"], expected["links"]):
+        sys.exit("%s: persons|dogs|links %s, not as expected" % (label, counts))
+    for t in tables:
+        pg.psql("floorref", "\\copy %s TO '%s/%s.tsv'" % (t, dump, t))
+    schema = subprocess.run([ingot, "schema", PIPELINE, "--db", pg.url("x")], capture_output=True, text=True, check=True).stdout
+    walls, floors = [], []
+    for k in range(runs):
+        walls.append(timed([ingot, "run", PIPELINE, "--pages", data, "--no-archive"], pg.fresh("ingot%d" % k))[0])
+        url = pg.fresh("floor%d" % k)
+        subprocess.run(["psql", url, "-qAt", "-v", "ON_ERROR_STOP=1"], input=schema, text=True, check=True, capture_output=True)
+        started = time.time()
+        for t in tables:
+            pg.psql("floor%d" % k, "\\copy %s FROM '%s/%s.tsv'" % (t, dump, t))
+        floors.append(time.time() - started)
+    same = table_digest(pg, "ingot0") == table_digest(pg, "floorref")
+    wall, floor = statistics.median(walls), statistics.median(floors)
+    ratios = [w / f for w, f in zip(walls, floors)]
+    others = "".join(", %s / floor %.2f" % (name, m / floor) for name, m in (("--bulk", bulk), ("--no-bulk", batch)) if m)
+    print("%s, PostgreSQL, 1 job against the COPY floor (psql \\copy per table), paired: Ingot %.2f s, floor %.2f s; "
+          "Ingot / floor %.2f (pairs: %s; goal <= 1.1)%s; same tables: %s" % (
+              label, wall, floor, statistics.median(ratios), ", ".join("%.2f" % r for r in ratios), others, same))
+    for name in ["floorref"] + ["ingot%d" % k for k in range(runs)] + ["floor%d" % k for k in range(runs)]:
+        pg.psql("postgres", "DROP DATABASE IF EXISTS %s" % name)
+
+
 def postgres(ingot, data, expected, db, runs):
     """people-200k into PostgreSQL (a throwaway server sharing the 2 cores), one job, against two peers:
     the fastest hand-written way (psql: COPY the records into a staging table, then one set-based INSERT per
@@ -418,23 +455,8 @@ def postgres(ingot, data, expected, db, runs):
         counts = pg.psql("bench0", "SELECT (SELECT count(*) FROM person), (SELECT count(*) FROM dog), (SELECT count(*) FROM person_dogs)").stdout.strip()
         ok = counts == "%d|%d|%d" % (expected["persons"], expected["dogs"], expected["links"])
         print("  persons|dogs|links %s, as expected: %s" % (counts, ok))
-        dump = os.path.join(BENCH, "pg-floor")
-        os.makedirs(dump, exist_ok=True)
-        tables = ["person", "dog", "person_dogs"]
-        for t in tables:
-            pg.psql("bench0", "\\copy %s TO '%s/%s.tsv'" % (t, dump, t))
         schema = subprocess.run([ingot, "schema", PIPELINE, "--db", pg.url("x")], capture_output=True, text=True, check=True).stdout
-        floors = []
-        for k in range(runs):
-            url = pg.fresh("floor%d" % k)
-            subprocess.run(["psql", url, "-qAt", "-v", "ON_ERROR_STOP=1"], input=schema, text=True, check=True, capture_output=True)
-            started = time.time()
-            for t in tables:
-                pg.psql("floor%d" % k, "\\copy %s FROM '%s/%s.tsv'" % (t, dump, t))
-            floors.append(time.time() - started)
-        floor = statistics.median(floors)
-        print("COPY floor (the final rows, psql \\copy per table) median %.2f s (runs: %s); Ingot / floor: %.2f, --bulk %.2f, --no-bulk %.2f" % (
-            floor, ", ".join("%.2f" % f for f in floors), wall / floor, bulk / floor, batch / floor))
+        copy_floor(ingot, pg, data, expected, runs, "people-200k", bulk=bulk, batch=batch)
         # The SQL peer: records as JSON lines (page order), COPY, set-based INSERTs.
         jsonl = os.path.join(BENCH, "people-200k.jsonl")
         if not os.path.exists(jsonl):
@@ -1089,7 +1111,7 @@ def main():
     a.add_argument("--ingot", required=True)
     a.add_argument("--runs", type=int, default=3)
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
-    a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k; with --only joined, one single and one joined job at 1M (their peaks)")
+    a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k; with --only joined, one single and one joined job at 1M (their peaks); with --only postgres, one job against its COPY floor at 1M")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
     a.add_argument("--only", choices=["latency", "fetch", "dense", "bounds", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft"], help="run this case alone")
     args = a.parse_args()
@@ -1115,6 +1137,15 @@ def main():
                 "fanout": fanout, "fanout-pages": fanout_pages, "numbered": numbered, "draft": draft}.get(args.only)
         if args.only == "peers":
             all_peers()
+        elif args.only == "postgres":
+            postgres(ingot, data, expected, db, args.runs)
+            if args.big:  # one job against its COPY floor where the run is bigger
+                big, exp = dataset(1000000, 1000)
+                pg = Postgres()
+                try:
+                    copy_floor(ingot, pg, big, exp, args.runs, "people-1M")
+                finally:
+                    pg.stop()
         elif args.only == "joined":
             joined(ingot, data, expected, db, args.runs, jobs=tuple(int(n) for n in args.jobs.split(",")))
             if args.big:  # a lone joined job's memory against a single job's, where the run is bigger
