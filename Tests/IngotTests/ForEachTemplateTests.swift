@@ -74,3 +74,31 @@ struct ForEachTemplateTests {
         #expect(ForEachTemplate(forEach).request(for: record) == .url("https://api.example.org/v1/a%20b/%C3%A9%2F.."))
     }
 }
+
+/// A `for_each`'s requests are kept in a temporary file as they are collected, their offsets in
+/// memory (Fetch/Resources/RequestList.swift); the peak memory of 300,000 of them is `make bench`'s
+/// `bounds` case.
+struct RequestListTests {
+    /// 30,000 requests (about 2.6 MB: the file takes them past two 1 MiB flushes, the last ones
+    /// still in the buffer) read back whole, in a seeded random order and in order from a resume's
+    /// start.
+    @Test func requestsReadBackFromTheFileAndTheBufferAlike() {
+        let list = RequestList()
+        func item(_ k: Int) -> ResourcesPageSource.Item {
+            ResourcesPageSource.Item(
+                url: "https://api.example.com/items/\(k)?expand=owner",
+                injected: [InjectedValue(key: "listed_as", json: "\"item-\(k)\""), InjectedValue(key: "n", json: "\(k)")],
+                depth: 1 + k % 3)
+        }
+        for k in 0..<30_000 { list.append(item(k)) }
+        #expect(list.count == 30_000)
+        var rng = SeededGenerator(seed: 7)
+        for k in (0..<500).map({ _ in Int.random(in: 0..<30_000, using: &rng) }) + [0, 29_999] {
+            let got = list[k]
+            let want = item(k)
+            #expect(got.url == want.url && got.injected == want.injected && got.depth == want.depth, "request \(k)")
+        }
+        let urls = list.urls(from: 29_990)
+        #expect(urls.count == 10 && (0..<10).map { urls[$0] } == (29_990..<30_000).map { item($0).url })
+    }
+}
