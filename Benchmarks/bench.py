@@ -511,11 +511,12 @@ entities:
 """
 
 
-def rss_run(cmd):
-    """Runs `cmd` under /usr/bin/time: (wall seconds, peak RSS in KiB)."""
-    p = subprocess.run(["/usr/bin/time", "-f", "wall=%e rss_kb=%M"] + cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("%s failed:\n%s" % (cmd[0], p.stderr[-2000:]))
+def rss_run(cmd, status=0, cwd=None):
+    """Runs `cmd` under /usr/bin/time: (wall seconds, peak RSS in KiB). An exit status other than
+    `status` ends the benchmark."""
+    p = subprocess.run(["/usr/bin/time", "-f", "wall=%e rss_kb=%M"] + cmd, capture_output=True, text=True, cwd=cwd)
+    if p.returncode != status:
+        sys.exit("%s exited with %d, not %d:\n%s" % (cmd[0], p.returncode, status, p.stderr[-2000:]))
     wall, rss = re.findall(r"wall=([0-9.]+) rss_kb=(\d+)", p.stderr)[-1]
     return float(wall), int(rss)
 
@@ -692,9 +693,9 @@ entities:
 """
 
 
-def owners_page(records, key, count, element, first=1):
-    """`[{"id": first, "KEY": [element(0), …]}, …]`: `records` owners of `count` elements each."""
-    return "[" + ",".join('{"id":%d,"%s":[%s]}' % (first + r, key, ",".join(element(k) for k in range(count)))
+def owners_page(records, key, count, element):
+    """`[{"id": 1, "KEY": [element(0), …]}, …]`: `records` owners of `count` elements each."""
+    return "[" + ",".join('{"id":%d,"%s":[%s]}' % (1 + r, key, ",".join(element(k) for k in range(count)))
                           for r in range(records)) + "]"
 
 
@@ -735,19 +736,13 @@ def bounds(ingot, db, runs):
         peaks, walls = [], []
         for _ in range(runs):
             remove_db(db)
-            p = subprocess.run(["/usr/bin/time", "-f", "wall=%e rss_kb=%M", ingot, "run", yml, "--db", db, "--no-archive"] + extra,
-                               capture_output=True, text=True, cwd=work)
-            wall, rss = re.findall(r"wall=([0-9.]+) rss_kb=(\d+)", p.stderr)[-1]
-            code = re.search(r"exited with non-zero status (\d+)", p.stderr)
-            code = int(code.group(1)) if code else 0
-            if code != status:
-                sys.exit("%s: exit %d, expected %d:\n%s" % (name, code, status, p.stderr[-2000:]))
+            wall, rss = rss_run([ingot, "run", yml, "--db", db, "--no-archive"] + extra, status=status, cwd=work)
             if sql:
                 got = str(sqlite3.connect(db).execute(sql).fetchone()[0])
                 if got != expected:
                     sys.exit("%s: %s gave %s, expected %s" % (name, sql, got, expected))
-            peaks.append(int(rss) / 1024)
-            walls.append(float(wall))
+            peaks.append(rss / 1024)
+            walls.append(wall)
         peak = max(peaks)
         print("  %-50s %6.1f s  peak %4.0f MiB  bound %3d MiB  %s" % (name, statistics.median(walls), peak, bound, "ok" if peak < bound else "OVER"))
         if peak >= bound:

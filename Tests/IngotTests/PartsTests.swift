@@ -75,11 +75,8 @@ struct PartsTests {
     }
 
     @Test func theMapperHandsOnPartsInOrderWithTheLastOneCompletingThePage() throws {
-        let config = try PipelineConfig.parse(text: yaml, path: "p.yml")
-        var mapper = RecordMapper(plan: MappingPlan(model: config.model, root: config.root, framing: config.framing))
         let bytes = Array(pages[0].utf8)
-        var parts: [DecodedPage] = []
-        mapper.map(bytes: bytes, seq: 3, source: "p", partRecords: 3) { parts.append($0) }
+        let parts = try mapped(yaml, bytes, partRecords: 3)
         #expect(parts.map(\.part) == [0, 1, 2, 3])
         #expect(parts.map(\.recordCount) == [3, 3, 3, 1])
         #expect(parts.map(\.isLastPart) == [false, false, false, true])
@@ -142,10 +139,11 @@ struct PartsTests {
               child: {attributes: {n: integer}}
             """
         let records = (0..<30).map { r in #"{"id":\#(r),"children":[\#((0..<100).map { #"{"n":\#($0)}"# }.joined(separator: ","))]}"# }
-        let parts = try mapped(owners, Array(("[" + records.joined(separator: ",") + "]").utf8), partRecords: 10)
+        let page = Array(("[" + records.joined(separator: ",") + "]").utf8)
+        let parts = try mapped(owners, page, partRecords: 10)
         #expect(parts.count == 30)
         #expect(parts.allSatisfy { $0.records.count == 1 && $0.cost == 201 }, "\(parts.map(\.cost))")
-        let whole = try mapped(owners, Array(("[" + records.joined(separator: ",") + "]").utf8), partRecords: 1000)
+        let whole = try mapped(owners, page, partRecords: 1000)
         #expect(whole.count == 1 && whole[0].records.count == 30)
     }
 }
