@@ -82,6 +82,24 @@ struct JoinedExchangeTests {
         try other.close()
     }
 
+    /// With foreign keys declared (`ingot schema --foreign-keys`) a merge drops no key of a
+    /// table they touch: a foreign key depends on the key it references (its drop is refused),
+    /// and its deferred checks refuse an `ALTER TABLE` in their transaction. A job alone ends as
+    /// a single run does, every key in place.
+    @Test(.hangGuard) func aMergeKeepsTheKeysOfTablesWithForeignKeys() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        try PGStore(url: url, model: config.model).close()
+        let connection = try PGConnection(url: url)
+        for statement in ForeignKey.postgresStatements(of: config.model) { _ = try connection.execute(statement) }
+        let (summary, logs) = try startJob(url, "declared", Self.pages)()
+        #expect(summary.status == .finished, "\(summary.error ?? "")")
+        #expect(logs.contains { $0.contains("msg=join.merged") })
+        #expect(try connection.execute(Self.keys) == Self.allKeys)
+        let (_, db) = try ingest(bulkYAML, Self.pages)
+        #expect(try PostgresTests.postgresDump(url, config.model) == (try PostgresTests.sqliteDump(db, config.model)))
+    }
+
     /// A merge whose jobs were killed after it dropped the keys of the empty tables (those of a
     /// fixed width: ``MergeKey/keys(of:model:)``): a job that
     /// joins again is not refused for the identities they lack, nor is a single run; the single

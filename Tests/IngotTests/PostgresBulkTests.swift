@@ -340,6 +340,39 @@ struct PostgresBulkTests {
         #expect(try PGConnection(url: url).execute("SELECT count(*), min(status) FROM _ingot_runs") == [["1", "finished"]])
     }
 
+    /// A staged copy goes into empty tables without their keys — each identity's unique key and
+    /// each join table's primary key, whose index was searched at every row copied — and builds
+    /// them, sorted, in its own transaction (each key's index is a new one), so the committed
+    /// tables have them all, which the next run's upserts stand on. With foreign keys declared
+    /// (`ingot schema --foreign-keys`: a foreign key depends on the key it references, and its
+    /// deferred checks refuse an `ALTER TABLE` in their transaction) every key stays in place,
+    /// and the load ends in the same tables.
+    @Test(arguments: [false, true])
+    func aStagedCopyBuildsItsTablesKeysInItsTransaction(foreignKeys: Bool) throws {
+        let url = try PostgresServer.freshDatabase()
+        let model = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml").model
+        #expect(try run(bulkYAML, MemoryPageSource([]), url: url, bulk: false).status == .finished)
+        let connection = try PGConnection(url: url)
+        if foreignKeys {
+            for statement in ForeignKey.postgresStatements(of: model) { _ = try connection.execute(statement) }
+        }
+        let keys = "SELECT conname, conindid::int FROM pg_constraint WHERE conrelid::regclass::text IN ('person', 'dog', 'person_dogs') AND contype IN ('u', 'p') ORDER BY 1"
+        let before = try connection.execute(keys)
+        #expect(before.map { $0[0] } == ["dog_identity", "person_dogs_pkey", "person_identity"])
+        let first = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true)
+        #expect(first.status == .finished, "\(first.error ?? "")")
+        let after = try connection.execute(keys)
+        #expect(after.map { $0[0] } == before.map { $0[0] }, "every key is there")
+        for (was, now) in zip(before, after) {
+            #expect((was[1] != now[1]) == !foreignKeys, "\(now[0] ?? ""): built again: \(was[1] != now[1])")
+        }
+        let (_, db) = try ingest(bulkYAML, bulkPages)
+        #expect(try PostgresTests.postgresDump(url, model) == (try PostgresTests.sqliteDump(db, model)))
+        let again = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: false)
+        #expect(again.status == .finished, "\(again.error ?? "")")
+        #expect(again.counters.inserted == 0 && again.counters.entities["person"]?.unchanged == first.counters.entities["person"]?.inserted)
+    }
+
     /// A value PostgreSQL refuses in the copy (here a constraint added to the table) costs its
     /// row only: the streaming copy fails, and the load is folded and copied again carefully —
     /// pieces under savepoints, a refused piece halved down to the refused row — which is left

@@ -113,10 +113,12 @@ extension PGStore {
     }
 
     /// Drops `key` (recording it), or `indexes`, of `table` if it holds no row, under a
-    /// savepoint: a lock it would wait for leaves them.
+    /// savepoint: a lock it would wait for leaves them. A key is kept on a table with triggers
+    /// (``hasTriggers(_:)``).
     private func dropForMerge(_ key: MergeKey?, _ indexes: [ForeignKeyIndex], of table: String) throws {
         let empty = try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(table)))")
         guard empty.first?[0] == "t" else { return }
+        if key != nil, try hasTriggers(table) { return }
         do {
             try connection.inSavepoint("ingot_key") {
                 if let key {
@@ -146,6 +148,51 @@ extension PGStore {
             try connection.execute("DELETE FROM _ingot_state WHERE pipeline = '' AND key = $1", [key.stateKey])
         }
         try createIndexes(layouts.flatMap { $0.foreignKeyIndexes(of: layouts) })
+    }
+
+    /// Before a single job's staged copy, in its transaction: each key (``MergeKey``) of a table
+    /// that holds no row is dropped, for ``buildKeys(_:)`` to make again, sorted and once, before
+    /// the transaction commits — the committed tables always have their keys. The drop locks the
+    /// table until then (as the foreign keys' indexes' drop does), and the folded rows repeat no
+    /// identity, so nothing meets a row without its key; a table some other writer filled since
+    /// the load was planned keeps it (the drop undone), and its copy meets the key as before, as
+    /// does a table with triggers (``hasTriggers(_:)``).
+    /// Kept during the copy, each row's entry was searched for in the key's index: people-200k,
+    /// about two fifths of the server's CPU (docs/performance-notes.md, "One PostgreSQL job
+    /// against its COPY floor, paired").
+    func dropKeysForStagedCopy() throws -> [MergeKey] {
+        struct Filled: Error {}
+        var dropped: [MergeKey] = []
+        for key in MergeKey.keys(of: layouts, model: model) {
+            do {
+                try connection.inSavepoint("ingot_key") {
+                    guard try exists(key), try !hasTriggers(key.table) else { throw Filled() }
+                    try connection.execute(key.dropStatement)
+                    let empty = try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(key.table)))")
+                    guard empty.first?[0] == "t" else { throw Filled() }
+                }
+                dropped.append(key)
+            } catch is Filled {
+                continue
+            }
+        }
+        return dropped
+    }
+
+    /// Builds `keys` again in the open transaction (``dropKeysForStagedCopy()``).
+    func buildKeys(_ keys: [MergeKey]) throws {
+        for key in keys { try connection.execute(key.addStatement) }
+    }
+
+    /// Whether `table` has a trigger — its own, or a foreign key's (`ingot schema --foreign-keys`
+    /// declares them deferred, docs/stores.md, "Foreign keys"). Such a table keeps its keys
+    /// through a copy: a foreign key that references one depends on it (the drop is refused),
+    /// and a deferred trigger's events still pending in the transaction refuse the `ALTER TABLE`
+    /// that builds it again.
+    private func hasTriggers(_ table: String) throws -> Bool {
+        try connection.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger WHERE tgrelid = to_regclass($1))", [PGStore.quote(table)]
+        ).first?[0] == "t"
     }
 
     /// Whether `key`'s constraint is on its table now.

@@ -386,7 +386,9 @@ extension PGStore {
         var counts: [EntityCounts]
         do {
             try dropForeignKeyIndexes()
+            let keys = try dropKeysForStagedCopy()
             counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: false, refused: refused)
+            try buildKeys(keys)
         } catch {
             // A value PostgreSQL refuses (a trigger, a constraint, a text identity too long for
             // its index) failed the streaming copy and its transaction, or one its binary format
@@ -398,7 +400,9 @@ extension PGStore {
             try rollbackTransaction()
             try begin()
             try dropForeignKeyIndexes()
+            let keys = try dropKeysForStagedCopy()
             counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: true, refused: refused)
+            try buildKeys(keys)
         }
         try moveLoad(to: .copied(staging))
         // With the rows: the kept values (the incremental cursor), and the staging file marked
