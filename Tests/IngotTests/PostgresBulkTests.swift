@@ -356,7 +356,10 @@ struct PostgresBulkTests {
         if foreignKeys {
             for statement in ForeignKey.postgresStatements(of: model) { _ = try connection.execute(statement) }
         }
-        let keys = "SELECT conname, conindid::int FROM pg_constraint WHERE conrelid::regclass::text IN ('person', 'dog', 'person_dogs') AND contype IN ('u', 'p') ORDER BY 1"
+        let keys = """
+            SELECT conname, conindid::int FROM pg_constraint
+             WHERE conrelid::regclass::text IN ('person', 'dog', 'person_dogs') AND contype IN ('u', 'p') ORDER BY 1
+            """
         let before = try connection.execute(keys)
         #expect(before.map { $0[0] } == ["dog_identity", "person_dogs_pkey", "person_identity"])
         let first = try run(bulkYAML, MemoryPageSource(bulkPages), url: url, bulk: true)
