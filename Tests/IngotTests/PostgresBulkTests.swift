@@ -376,6 +376,41 @@ struct PostgresBulkTests {
         #expect(again.counters.inserted == 0 && again.counters.entities["person"]?.unchanged == first.counters.entities["person"]?.inserted)
     }
 
+    /// A set's repeated targets are copied once each, at their first position in an ordered
+    /// set — bare integer identities (the copy's plain loop, past its short list too) as
+    /// composite ones (its general walk) — and the tables are what a batch-by-batch load makes.
+    @Test func aSetsRepeatedTargetsAreCopiedOnceAtTheirFirstPosition() throws {
+        let yaml = bulkYAML.replacingOccurrences(
+            of: "      visits: {to: visit, many: true, ordered: true}",
+            with: "      visits: {to: visit, many: true, ordered: true}\n      ranked: {to: dog, many: true, ordered: true}")
+        let many = (0..<40).map { "\(100 + $0 % 25)" }.joined(separator: ", ")
+        let visit = #"{"clinic": "a", "day": "1"}"#
+        let pages = [
+            bulkPage(
+                #"{"id": 2, "dogs": [\#(many)], "ranked": [\#(many)]}, "#
+                    + #"{"id": 1, "dogs": [5, 6, 5, 7, 6], "ranked": [9, 8, 9, 8, 10], "visits": [\#(visit), {"clinic": "b", "day": "2"}, \#(visit)]}"#
+            )
+        ]
+        let model = try PipelineConfig.parse(text: yaml, path: "bulk.yml").model
+        let staged = try PostgresServer.freshDatabase()
+        let plain = try PostgresServer.freshDatabase()
+        #expect(try run(yaml, MemoryPageSource(pages), url: staged, bulk: true).status == .finished)
+        #expect(try run(yaml, MemoryPageSource(pages), url: plain, bulk: false).status == .finished)
+        #expect(try PostgresTests.postgresDump(staged, model) == (try PostgresTests.postgresDump(plain, model)))
+        let connection = try PGConnection(url: staged)
+        #expect(
+            try connection.execute("SELECT dog_id, position FROM person_ranked WHERE person_id = 1 ORDER BY position") == [
+                ["9", "0"], ["8", "1"], ["10", "4"],
+            ])
+        #expect(
+            try connection.execute("SELECT count(*), min(position), max(position) FROM person_ranked WHERE person_id = 2") == [
+                ["25", "0", "24"]
+            ])
+        #expect(try connection.execute("SELECT count(*) FROM person_dogs WHERE person_id = 2") == [["25"]])
+        #expect(try connection.execute("SELECT dog_id FROM person_dogs WHERE person_id = 1 ORDER BY dog_id") == [["5"], ["6"], ["7"]])
+        #expect(try connection.execute("SELECT position FROM person_visits WHERE person_id = 1 ORDER BY position") == [["0"], ["1"]])
+    }
+
     /// A value PostgreSQL refuses in the copy (here a constraint added to the table) costs its
     /// row only: the streaming copy fails, and the load is folded and copied again carefully —
     /// pieces under savepoints, a refused piece halved down to the refused row — which is left

@@ -66,6 +66,9 @@ struct PGStagedCopy: FoldedRowWriter {
     private var keys: [IdentityKey] = []
     private var origins: [Int64] = []
     private var stubs: [Bool] = []
+    /// Scratch for ``appendSet(_:)``: the owner's join columns, and the integer targets met in a set.
+    private var ownerScratch: [UInt8] = []
+    private var seenTargets = SeenIntegers()
     /// The bytes of `COPY` text held before they are sent (``PGStaging/copyBytes``).
     private let copyBytes: Int
 
@@ -183,12 +186,27 @@ struct PGStagedCopy: FoldedRowWriter {
     /// The held set of to-many `k` as join rows: the owner's identity, each target once (at its
     /// first position, for an ordered one), as the SQLite merge's `INSERT OR IGNORE` keeps them.
     /// Binary when streaming, text when careful.
+    ///
+    /// A set of bare integer identities — a person's dogs, the common case — is walked in a
+    /// plain loop, its targets kept once by ``SeenIntegers``: through the general walk's closures,
+    /// an array and a hash of values per target, people-200k's 300,339 links cost 1,087 M
+    /// instructions under callgrind, 319 M this way (docs/performance-notes.md, "One PostgreSQL
+    /// job against its COPY floor, paired").
     private mutating func appendSet(_ k: Int) throws(PGBinaryCopy.Unfit) {
         let bytes = sets.bytes(k)
-        let ordered = layout.toMany[k].isOrdered
         let binary = !careful
         let kinds = linkKinds[k]
+        // The scratch buffers are taken out and put back (a copy of `links[k]` would copy the
+        // held links at every row).
         var owner: [UInt8] = []
+        var out: [UInt8] = []
+        swap(&owner, &ownerScratch)
+        swap(&out, &links[k])
+        defer {
+            swap(&out, &links[k])
+            swap(&owner, &ownerScratch)
+        }
+        owner.removeAll(keepingCapacity: true)
         if binary { PGBinaryCopy.appendRowStart(fields: kinds.count, to: &owner) }
         for (index, slot) in layout.identitySlots.enumerated() {
             if binary {
@@ -198,7 +216,6 @@ struct PGStagedCopy: FoldedRowWriter {
                 appendValue(slot, bool: isBool[slot], from: values, to: &owner)
             }
         }
-        let sourceColumns = layout.identitySlots.count
         if careful, let positioned {
             // The owner, whose stored set this one replaces where it wins.
             owners[k] += owner
@@ -206,52 +223,75 @@ struct PGStagedCopy: FoldedRowWriter {
             PGStore.appendDecimal(positioned.position, to: &owners[k])
             owners[k].append(UInt8(ascii: "\n"))
         }
-        // Taken out and put back (a copy of `links[k]` would copy the held links at every row).
-        var out: [UInt8] = []
-        swap(&out, &links[k])
-        defer { swap(&out, &links[k]) }
         let before = out.count
-        var unfit: PGBinaryCopy.Unfit?
-        StagedSets.sets(in: bytes) { setK, range in
-            guard setK == k, unfit == nil else { return }
-            var seen: Set<[ScalarValue]> = []
-            var target: [ScalarValue] = []
-            var position: Int64 = 0
-            StagedSets.forEachTarget(
-                in: bytes, range,
-                value: { value, _ in
-                    if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
-                },
-                end: {
-                    if unfit == nil, seen.insert(target).inserted {
-                        out += owner
-                        if binary {
-                            do throws(PGBinaryCopy.Unfit) {
-                                for (index, value) in target.enumerated() {
-                                    try PGBinaryCopy.append(value, kinds[sourceColumns + index], to: &out)
-                                }
-                                if ordered { try PGBinaryCopy.append(.integer(position), .bigint, to: &out) }
-                            } catch {
-                                unfit = error
-                            }
-                        } else {
-                            for value in target {
-                                out.append(UInt8(ascii: "\t"))
-                                PGStore.appendCopyValue(value, to: &out)
-                            }
-                            if ordered {
-                                out.append(UInt8(ascii: "\t"))
-                                PGStore.appendDecimal(position, to: &out)
-                            }
-                            out.append(UInt8(ascii: "\n"))
-                        }
+        var next = 0
+        while let set = StagedSets.set(in: bytes, at: next) {
+            next = set.targets.upperBound
+            guard set.k == k else { continue }
+            if StagedSets.holdsSingleIntegers(bytes, set.targets) {
+                seenTargets.removeAll()
+                var position: Int64 = 0
+                for at in stride(from: set.targets.lowerBound, to: set.targets.upperBound, by: StagedSets.singleIntegerBytes) {
+                    let value = StagedSets.singleInteger(in: bytes, at: at)
+                    if seenTargets.insert(value) {
+                        try appendLink(owner, CollectionOfOne(.integer(value)), at: position, kinds: kinds, k, to: &out)
                     }
-                    target.removeAll(keepingCapacity: true)
                     position += 1
-                })
+                }
+            } else {
+                try appendLinks(of: set.targets, in: bytes, owner, kinds: kinds, k, to: &out)
+            }
         }
         heldLinks += out.count - before
-        if let unfit { throw unfit }
+    }
+
+    /// The join rows of a set whose targets are not all one integer each (``appendSet(_:)``):
+    /// each target's values gathered, a target kept once by its values (a boolean as 0 or 1).
+    private func appendLinks(
+        of targets: Range<Int>, in bytes: UnsafeRawBufferPointer, _ owner: [UInt8], kinds: [PGBinaryCopy.Kind], _ k: Int,
+        to out: inout [UInt8]
+    ) throws(PGBinaryCopy.Unfit) {
+        var seen: Set<[ScalarValue]> = []
+        var gathered: [[ScalarValue]] = []
+        var target: [ScalarValue] = []
+        StagedSets.forEachTarget(
+            in: bytes, targets,
+            value: { value, _ in
+                if case .bool(let b) = value { target.append(.integer(b ? 1 : 0)) } else { target.append(value) }
+            },
+            end: {
+                gathered.append(target)
+                target.removeAll(keepingCapacity: true)
+            })
+        for (position, target) in gathered.enumerated() where seen.insert(target).inserted {
+            try appendLink(owner, target, at: Int64(position), kinds: kinds, k, to: &out)
+        }
+    }
+
+    /// One join row: the owner, the target's values, and its position in an ordered set.
+    private func appendLink(
+        _ owner: [UInt8], _ target: some Collection<ScalarValue>, at position: Int64, kinds: [PGBinaryCopy.Kind], _ k: Int,
+        to out: inout [UInt8]
+    ) throws(PGBinaryCopy.Unfit) {
+        let ordered = layout.toMany[k].isOrdered
+        out += owner
+        if !careful {
+            let sourceColumns = layout.identitySlots.count
+            for (index, value) in target.enumerated() {
+                try PGBinaryCopy.append(value, kinds[sourceColumns + index], to: &out)
+            }
+            if ordered { try PGBinaryCopy.append(.integer(position), .bigint, to: &out) }
+        } else {
+            for value in target {
+                out.append(UInt8(ascii: "\t"))
+                PGStore.appendCopyValue(value, to: &out)
+            }
+            if ordered {
+                out.append(UInt8(ascii: "\t"))
+                PGStore.appendDecimal(position, to: &out)
+            }
+            out.append(UInt8(ascii: "\n"))
+        }
     }
 
     /// The held row's identity, as the mapper makes it.

@@ -35,16 +35,9 @@ enum StagedSets {
     /// A truncated blob (never written so) ends the walk.
     static func sets(in bytes: UnsafeRawBufferPointer, _ body: (_ k: Int, _ targets: Range<Int>) throws -> Void) rethrows {
         var at = 0
-        while at + 5 <= bytes.count {
-            let k = Int(bytes[at])
-            let count = Int(LittleEndian.integer(bytes, at + 1, 4))
-            at += 5
-            let start = at
-            for _ in 0..<count {
-                guard let next = skipTarget(bytes, at) else { return }
-                at = next
-            }
-            try body(k, start..<at)
+        while let set = set(in: bytes, at: at) {
+            try body(set.k, set.targets)
+            at = set.targets.upperBound
         }
     }
 
@@ -82,6 +75,41 @@ enum StagedSets {
         }
     }
 
+    /// The set that begins at `at` in `bytes`: its relationship index and where its targets are
+    /// (the next set begins at their end); `nil` at the blob's end, or past a truncated set
+    /// (never written so). ``sets(in:_:)`` walks them with a closure.
+    static func set(in bytes: UnsafeRawBufferPointer, at start: Int) -> (k: Int, targets: Range<Int>)? {
+        guard start + 5 <= bytes.count else { return nil }
+        let k = Int(bytes[start])
+        let count = Int(LittleEndian.integer(bytes, start + 1, 4))
+        var at = start + 5
+        for _ in 0..<count {
+            guard let next = skipTarget(bytes, at) else { return nil }
+            at = next
+        }
+        return (k, (start + 5)..<at)
+    }
+
+    /// The bytes of a target that is one integer: its count (1), the integer's tag, 8 bytes.
+    static let singleIntegerBytes = 10
+
+    /// Whether every target of the set at `range` is one integer (``singleIntegerBytes``): a
+    /// bare integer identity, the common case.
+    static func holdsSingleIntegers(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> Bool {
+        guard range.count % singleIntegerBytes == 0, range.upperBound <= bytes.count else { return false }
+        var at = range.lowerBound
+        while at < range.upperBound {
+            guard bytes[at] == 1, bytes[at + 1] == 1 else { return false }
+            at += singleIntegerBytes
+        }
+        return true
+    }
+
+    /// The integer of the one-integer target at `at` (``holdsSingleIntegers(_:_:)``).
+    static func singleInteger(in bytes: UnsafeRawBufferPointer, at: Int) -> Int64 {
+        Int64(bitPattern: LittleEndian.integer(bytes, at + 2, 8))
+    }
+
     /// Where the target at `at` ends; `nil` past the blob's end.
     private static func skipTarget(_ bytes: UnsafeRawBufferPointer, _ start: Int) -> Int? {
         var at = start
@@ -103,4 +131,28 @@ enum StagedSets {
         return at <= bytes.count ? at : nil
     }
 
+}
+
+/// Integers met once each, as a set's targets are kept once: a short list searched in order
+/// while it is short (a person's few dogs), a hash set past that (a record of a million bare
+/// identities stays linear).
+struct SeenIntegers {
+    private var few: [Int64] = []
+    private var many: Set<Int64> = []
+    private static let shortList = 16
+
+    /// Forgets every integer (keeping the storage).
+    mutating func removeAll() {
+        few.removeAll(keepingCapacity: true)
+        if !many.isEmpty { many.removeAll() }
+    }
+
+    /// Whether `value` was not met before; notes it.
+    mutating func insert(_ value: Int64) -> Bool {
+        guard many.isEmpty else { return many.insert(value).inserted }
+        if few.contains(value) { return false }
+        few.append(value)
+        if few.count > Self.shortList { many = Set(few) }
+        return true
+    }
 }
