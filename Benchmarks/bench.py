@@ -311,11 +311,16 @@ class Postgres:
                 return
             time.sleep(0.05)
 
-    def cpu(self):
+    def cpu(self, checkpoint=False):
         """The server's CPU seconds so far, once its backends ended: its cpuacct group's usage where
         it has one (every process it ran); otherwise the postmaster's own and its reaped backends',
-        and its living children's (the background writers, the backends still connected)."""
+        and its living children's (the background writers, the backends still connected).
+        `checkpoint`: after a CHECKPOINT, so that a run measured between two such reads pays for
+        writing out its own dirty pages and for no earlier run's (a timed checkpoint landing in
+        one run of a case, every five minutes, wrote up to the 256 MB of shared buffers there)."""
         self.settle()
+        if checkpoint:
+            self.psql("postgres", "CHECKPOINT")
         if self.group:
             return int(open(os.path.join(self.group, "cpuacct.usage")).read()) / 1e9
         tick = os.sysconf("SC_CLK_TCK")
@@ -826,11 +831,11 @@ def joined(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4, 8)):
             name = "j%d_%d" % (n, k)
             url = pg.fresh(name)
             base = [ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--db", url, "--progress-interval", "0"]
-            server, jobs_cpu = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+            server, jobs_cpu = pg.cpu(checkpoint=True), resource.getrusage(resource.RUSAGE_CHILDREN)
             wall = run_jobs(n, base, name, "scale-out", start=quota.start)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             peaks.setdefault(n, []).append(run_jobs.peak_kb)
-            return wall, name, pg.cpu() - server, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)
+            return wall, name, pg.cpu(checkpoint=True) - server, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)
         walls = {n: [] for n in (0,) + tuple(jobs)}
         cpus = {n: [] for n in walls}
         bound = {n: [] for n in bounded}
@@ -899,7 +904,7 @@ def run_partitioned(pg, quota, ingot, parts, name):
     import time
     cmds = [[ingot, "run", PIPELINE, "--pages", d, "--no-archive", "--db", pg.fresh("%s_%d" % (name, k)),
              "--progress-interval", "0"] for k, d in enumerate(parts)]
-    server, before = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    server, before = pg.cpu(checkpoint=True), resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.time()
     procs = [quota.start(k, c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for k, c in enumerate(cmds)]
     errors = [p.communicate()[1] for p in procs]
@@ -908,7 +913,7 @@ def run_partitioned(pg, quota, ingot, parts, name):
     if failed:
         sys.exit("partitioned: a job failed: %s" % failed[0])
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, pg.cpu() - server, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, pg.cpu(checkpoint=True) - server, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def partitioned(ingot, data, expected, db, runs, share=0.25, jobs=(2, 4)):
@@ -973,10 +978,10 @@ def joined_http(ingot, data, expected, db, runs, share=0.25, jobs=(1, 2, 4)):
                 name = "h%d%s_%d" % (n, "b" if mode == "--bulk" else "d", k)
                 url = pg.fresh(name)
                 base = [ingot, "run", yml, "--no-archive", "--db", url, "--progress-interval", "0"] + ([mode] if mode == "--bulk" else [])
-                server_cpu, jobs_cpu = pg.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+                server_cpu, jobs_cpu = pg.cpu(checkpoint=True), resource.getrusage(resource.RUSAGE_CHILDREN)
                 walls[key].append(run_jobs(n, base, name, "scale-out over HTTP", start=quota.start))
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpus[key].append((pg.cpu() - server_cpu, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)))
+                cpus[key].append((pg.cpu(checkpoint=True) - server_cpu, (after.ru_utime + after.ru_stime) - (jobs_cpu.ru_utime + jobs_cpu.ru_stime)))
                 names[key] = name
         reference = table_digest(pg, names[(0, "default")])
         medians = {key: statistics.median(w) for key, w in walls.items()}
