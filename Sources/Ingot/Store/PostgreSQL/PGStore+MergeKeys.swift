@@ -156,27 +156,46 @@ extension PGStore {
     /// table until then (as the foreign keys' indexes' drop does), and the folded rows repeat no
     /// identity, so nothing meets a row without its key; a table some other writer filled since
     /// the load was planned keeps it (the drop undone), and its copy meets the key as before, as
-    /// does a table with triggers (``hasTriggers(_:)``).
+    /// does a table with triggers (``hasTriggers(_:)``), and one whose lock would wait more than
+    /// a moment for another session (a long reader): the drop takes the table whole, and
+    /// readers arriving meanwhile would queue behind it.
     /// Kept during the copy, each row's entry was searched for in the key's index: people-200k,
     /// about two fifths of the server's CPU (docs/performance-notes.md, "One PostgreSQL job
     /// against its COPY floor, paired").
     func dropKeysForStagedCopy() throws -> [MergeKey] {
-        struct Filled: Error {}
+        struct Kept: Error {}
         var dropped: [MergeKey] = []
         for key in MergeKey.keys(of: layouts, model: model) {
             do {
                 try connection.inSavepoint("ingot_key") {
-                    guard try exists(key), try !hasTriggers(key.table) else { throw Filled() }
-                    try connection.execute(key.dropStatement)
+                    guard try exists(key), try !hasTriggers(key.table), try dropWithoutWaiting(key.dropStatement) else { throw Kept() }
                     let empty = try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(key.table)))")
-                    guard empty.first?[0] == "t" else { throw Filled() }
+                    guard empty.first?[0] == "t" else { throw Kept() }
                 }
                 dropped.append(key)
-            } catch is Filled {
+            } catch is Kept {
                 continue
             }
         }
         return dropped
+    }
+
+    /// Runs `drop` (a `DROP` of an index or a key) in the open transaction if its table's lock
+    /// comes within a moment, under a savepoint; `false`, and nothing dropped, when another
+    /// session holds the table — a long reader: waiting for it would hold the load, and every
+    /// reader arriving meanwhile would queue behind the drop.
+    func dropWithoutWaiting(_ drop: String) throws -> Bool {
+        do {
+            try connection.inSavepoint("ingot_drop") {
+                let wait = try connection.execute("SELECT current_setting('lock_timeout')").first?[0] ?? "0"
+                try connection.execute("SET LOCAL lock_timeout = '200ms'")
+                try connection.execute(drop)
+                try connection.execute("SELECT set_config('lock_timeout', $1, true)", [wait])
+            }
+            return true
+        } catch let error as StoreError where error.sqlState == PGStore.lockNotAvailable {
+            return false
+        }
     }
 
     /// Builds `keys` again in the open transaction (``dropKeysForStagedCopy()``).

@@ -321,9 +321,12 @@ extension PGStore {
 
     /// Forgets the key that names run `runID`'s staging file (PGStaging, "Resume").
     /// Drops the foreign keys' indexes for a staged copy, in its transaction, and remembers them.
+    /// An index whose table another session holds (a long reader) is kept
+    /// (``dropWithoutWaiting(_:)``).
     private func dropForeignKeyIndexes() throws {
-        droppedIndexes = layouts.flatMap { $0.foreignKeyIndexes(of: layouts) }
-        for index in droppedIndexes { try connection.execute("DROP INDEX IF EXISTS \(PGStore.quote(index.name))") }
+        droppedIndexes = try layouts.flatMap { $0.foreignKeyIndexes(of: layouts) }.filter { index in
+            try dropWithoutWaiting("DROP INDEX IF EXISTS \(PGStore.quote(index.name))")
+        }
     }
 
     /// Builds the indexes a committed staged copy dropped.
