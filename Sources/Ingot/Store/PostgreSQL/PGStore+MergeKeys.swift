@@ -116,8 +116,7 @@ extension PGStore {
     /// savepoint: a lock it would wait for leaves them. A key is kept on a table with triggers
     /// (``hasTriggers(_:)``).
     private func dropForMerge(_ key: MergeKey?, _ indexes: [ForeignKeyIndex], of table: String) throws {
-        let empty = try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(table)))")
-        guard empty.first?[0] == "t" else { return }
+        guard try holdsNoRow(table) else { return }
         if key != nil, try hasTriggers(table) { return }
         do {
             try connection.inSavepoint("ingot_key") {
@@ -168,9 +167,8 @@ extension PGStore {
         for key in MergeKey.keys(of: layouts, model: model) {
             do {
                 try connection.inSavepoint("ingot_key") {
-                    guard try exists(key), try !hasTriggers(key.table), try dropWithoutWaiting(key.dropStatement) else { throw Kept() }
-                    let empty = try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(key.table)))")
-                    guard empty.first?[0] == "t" else { throw Kept() }
+                    guard try exists(key), try !hasTriggers(key.table) else { throw Kept() }
+                    guard try dropWithoutWaiting(key.dropStatement), try holdsNoRow(key.table) else { throw Kept() }
                 }
                 dropped.append(key)
             } catch is Kept {
@@ -201,6 +199,11 @@ extension PGStore {
     /// Builds `keys` again in the open transaction (``dropKeysForStagedCopy()``).
     func buildKeys(_ keys: [MergeKey]) throws {
         for key in keys { try connection.execute(key.addStatement) }
+    }
+
+    /// Whether `table` holds no row.
+    private func holdsNoRow(_ table: String) throws -> Bool {
+        try connection.execute("SELECT NOT EXISTS (SELECT 1 FROM \(PGStore.quote(table)))").first?[0] == "t"
     }
 
     /// Whether `table` has a trigger — its own, or a foreign key's (`ingot schema --foreign-keys`

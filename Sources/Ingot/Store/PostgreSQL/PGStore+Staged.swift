@@ -319,7 +319,6 @@ extension PGStore {
         }
     }
 
-    /// Forgets the key that names run `runID`'s staging file (PGStaging, "Resume").
     /// Drops the foreign keys' indexes for a staged copy, in its transaction, and remembers them.
     /// An index whose table another session holds (a long reader) is kept
     /// (``dropWithoutWaiting(_:)``).
@@ -350,6 +349,7 @@ extension PGStore {
         try connection.transaction(make)
     }
 
+    /// Forgets the key that names run `runID`'s staging file (PGStaging, "Resume").
     func forgetStagingKey(of runID: String) throws {
         try forgetStagingKey(PGStaging.stateKey(runID))
     }
@@ -385,13 +385,19 @@ extension PGStore {
         refused: (_ entity: Int, _ identity: IdentityKey, _ reason: String, _ record: (seq: Int, index: Int)?) -> Void
     ) throws -> WriteResult {
         guard case .staging(let staging) = load else { return WriteResult(counts: Array(repeating: EntityCounts(), count: layouts.count)) }
+        // The copy in the open transaction, its tables' keys and indexes dropped first and its
+        // keys built again before it commits.
+        func copy(careful: Bool) throws -> [EntityCounts] {
+            try dropForeignKeyIndexes()
+            let keys = try dropKeysForStagedCopy()
+            let counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: careful, refused: refused)
+            try buildKeys(keys)
+            return counts
+        }
         try begin()
         var counts: [EntityCounts]
         do {
-            try dropForeignKeyIndexes()
-            let keys = try dropKeysForStagedCopy()
-            counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: false, refused: refused)
-            try buildKeys(keys)
+            counts = try copy(careful: false)
         } catch {
             // A value PostgreSQL refuses (a trigger, a constraint, a text identity too long for
             // its index) failed the streaming copy and its transaction, or one its binary format
@@ -402,10 +408,7 @@ extension PGStore {
             staging.file.rollback()
             try rollbackTransaction()
             try begin()
-            try dropForeignKeyIndexes()
-            let keys = try dropKeysForStagedCopy()
-            counts = try copyStaged(staging.file, copyBytes: staging.copyBytes, fills: fills, careful: true, refused: refused)
-            try buildKeys(keys)
+            counts = try copy(careful: true)
         }
         try moveLoad(to: .copied(staging))
         // With the rows: the kept values (the incremental cursor), and the staging file marked
