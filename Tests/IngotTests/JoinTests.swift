@@ -595,6 +595,33 @@ struct JoinTests {
         #expect(try second.claim(maxPageBytes: 1 << 20, before: 2) == nil)
     }
 
+    /// A job waits for work on its queue connection, which listens from its first wait: the
+    /// server holds two sessions a job, its writer and its queue (a listener of its own was a
+    /// third), and a unit another job enqueues wakes the wait — an hour's wait here, which the
+    /// hang guard ends if the notification is missed.
+    @Test(.hangGuard) func aWaitingJobListensOnItsQueueConnection() throws {
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let (a, b) = (try database.sharedStore(), try database.sharedStore())
+        defer {
+            try? a.close()
+            try? b.close()
+        }
+        let waiting = try a.joinRun(database.request("wake", config))
+        let other = try b.joinRun(database.request("wake", config))
+        waiting.waitForWork(upTo: 0.05)
+        let sessions = try PGConnection(url: database.url).execute(
+            """
+            SELECT application_name, count(*) FROM pg_stat_activity
+            WHERE datname = current_database() AND application_name LIKE 'ingot %' GROUP BY 1 ORDER BY 1
+            """)
+        #expect(sessions == [["ingot queue", "2"], ["ingot tool", "1"], ["ingot writer", "2"]])
+        _ = try #require(try other.takeFetcherRole())
+        #expect(try other.enqueue([Page(seq: 0, source: "p1", bytes: [])], from: 1))
+        waiting.waitForWork(upTo: 3600)
+        #expect(try waiting.claim(maxPageBytes: 1 << 20)?.page.seq == 1)
+    }
+
     @Test func aClaimTakesOneUnitWhateverThePlan() throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(.postgresql, model: config.model)

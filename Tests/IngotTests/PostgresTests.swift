@@ -168,6 +168,18 @@ struct PostgresTests {
     }
 
     /// A joined job between two parts of the deferred merge asks whether the run's tables are
+
+    /// Each connection tells the server what it is for (`application_name`), unless the URL
+    /// names one: a DBA's `pg_stat_activity` then tells a job's writer from its queue.
+    @Test func aConnectionNamesItsRoleUnlessTheURLDoes() throws {
+        let url = try PostgresServer.freshDatabase()
+        let roles = try PGConnection.Role.allCases.map { role in
+            try PGConnection(url: url, role: role).execute("SHOW application_name").first?[0]
+        }
+        #expect(roles == ["ingot writer", "ingot reader", "ingot queue", "ingot fetcher", "ingot tool"])
+        let named = url + (url.contains("?") ? "&" : "?") + "application_name=nightly"
+        #expect(try PGConnection(url: named, role: .writer).execute("SHOW application_name") == [["nightly"]])
+    }
     /// still there, inside a transaction that began before the job finishing the run dropped
     /// them: the answer is the committed catalog (a name lookup through the backend's cache
     /// answered "still there" here, and the part's merge failed on a missing table).

@@ -6,6 +6,26 @@ import Synchronization
 /// results, and `COPY … FROM STDIN` in text format. Synchronous, like the writer queue that uses
 /// it (docs/stores.md, "PostgreSQL").
 final class PGConnection {
+    /// What a connection is for, shown to the server as its `application_name` (`ingot writer`,
+    /// `ingot queue`, …) unless the URL names one: `pg_stat_activity` then tells a job's
+    /// connections apart, and a profile of the server can be summed by role
+    /// (docs/scale-out.md, "Where the server's time goes now").
+    enum Role: String, Sendable, CaseIterable {
+        /// The store's connection: the schema, the run's rows, its transactions.
+        case writer
+        /// Lookups of committed rows beside the writer (batch by batch).
+        case reader
+        /// A joined run's queue: claims, units done, the run's state; a job waiting for work
+        /// `LISTEN`s on it.
+        case queue
+        /// The job that reads the source for a joined run: its enqueues.
+        case fetcher
+        /// Reads of page prints and kept answers; the CLI's one-off connections.
+        case tool
+
+        var applicationName: String { "ingot \(rawValue)" }
+    }
+
     private let handle: OpaquePointer
     /// The URL as logs may show it (no password).
     let shown: String
@@ -62,7 +82,7 @@ final class PGConnection {
     /// hash join scans the big table once per batch; index lookups measured 12.2 s → 9.0 s on
     /// people-200k.
     /// `stopped`: set when the run stops; connecting gives up then (``finishConnecting(_:timeout:stopped:)``).
-    init(url: String, stopped: StopFlag? = nil) throws(StoreError) {
+    init(url: String, role: Role = .tool, stopped: StopFlag? = nil) throws(StoreError) {
         let redactor = Redactor(Redactor.databaseSecrets(url))
         self.redactor = redactor
         shown = Redactor.redactingDatabase(url)
@@ -71,9 +91,10 @@ final class PGConnection {
         // TCP keepalives and a user timeout find a dead server or network in about 30 s
         // instead of never (docs/stores.md, "Liveness").
         let keywords = [
-            "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname",
+            "connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+            "fallback_application_name", "dbname",
         ]
-        let values = ["10", "1", "10", "5", "3", "30000", url]
+        let values = ["10", "1", "10", "5", "3", "30000", role.applicationName, url]
         let started = PGConnection.withCStrings(keywords) { k in
             PGConnection.withCStrings(values) { v in
                 PQconnectStartParams(k + [nil], v + [nil], 1)

@@ -36,9 +36,9 @@ extension PGJoinedStore: SharedRunStore {
 ///   holds it until when. A unit is claimed with `FOR UPDATE SKIP LOCKED` under a lease the
 ///   holder renews; a lease that runs out (a job killed, or stalled) hands the unit to another.
 ///
-/// The control connection (claims, lease renewals, the queue's state) is used under a mutex, by
-/// the source queue and the lease timer; the fetcher's thread enqueues on a connection of its
-/// own (opened when this job takes the role), under another.
+/// The control connection (claims, lease renewals, the queue's state, waits for work) is used
+/// under a mutex, by the source queue and the lease timer; the fetcher's thread enqueues on a
+/// connection of its own (opened when this job takes the role), under another.
 final class PGSharedRun: SharedRun {
     let context: JoinContext
     let runID: String
@@ -51,11 +51,9 @@ final class PGSharedRun: SharedRun {
     /// The store that joined: its writer connection holds the job's open transaction, and ends
     /// the job's part (``endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
     let store: PGJoinedStore
-    private let control: Mutex<(connection: PGConnection, zstd: Zstd)>
+    /// `listening`: the connection `LISTEN`s on ``channel`` (from the first wait for work).
+    private let control: Mutex<(connection: PGConnection, zstd: Zstd, listening: Bool)>
     private let fetcher = Mutex<FetcherLink?>(nil)
-    /// A connection that `LISTEN`s on ``channel``, opened by the first wait: a job with nothing
-    /// to claim sleeps on it until another job or the fetcher says there is work.
-    private let listener = Mutex<PGConnection?>(nil)
 
     /// The channel every job of every join is told on (its payload: the join's name).
     static let channel = "ingot_units"
@@ -70,23 +68,40 @@ final class PGSharedRun: SharedRun {
     var name: String { context.name }
     var job: String { context.job }
 
-    /// Waits on the listening connection: woken by ``notify(on:)`` of any job (a spurious wake
-    /// only costs a look at the queue); a connection that cannot listen sleeps instead.
+    /// Waits on the control connection, which `LISTEN`s from the first wait: woken by
+    /// ``notify(on:)`` of any job (a spurious wake only costs a look at the queue); a connection
+    /// that cannot listen sleeps instead. The wait holds the connection a slice at a time
+    /// (``waitSlice``), so that the lease timer and the job's fetches wait that long at most.
+    /// A listener of its own cost the server a backend per job for nothing else (docs/scale-out.md,
+    /// "Where the server's time goes now").
     func waitForWork(upTo seconds: Double) {
-        let woke = listener.withLock { listener -> Bool? in
-            do {
-                if listener == nil {
-                    let connection = try PGConnection(url: store.tables.url)
-                    try connection.execute("LISTEN \(PGSharedRun.channel)")
-                    listener = connection
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { return }
+            let woke = control.withLock { control -> Bool? in
+                do {
+                    if !control.listening {
+                        try control.connection.execute("LISTEN \(PGSharedRun.channel)")
+                        control.listening = true
+                    }
+                    return control.connection.waitForNotification(timeout: min(left, PGSharedRun.waitSlice))
+                } catch {
+                    return nil
                 }
-                return listener?.waitForNotification(timeout: seconds)
-            } catch {
-                return nil
+            }
+            switch woke {
+            case true?: return
+            case false?: continue
+            case nil:
+                Thread.sleep(forTimeInterval: left)
+                return
             }
         }
-        if woke == nil { Thread.sleep(forTimeInterval: seconds) }
     }
+
+    /// How long a wait for work holds the control connection at a time.
+    static let waitSlice = 0.02
 
     /// Long: waiting jobs are told of new work; they look again this often for leases that
     /// ran out.
@@ -102,7 +117,7 @@ final class PGSharedRun: SharedRun {
     /// no job did yet (``SharedRunStore/joinRun(_:)``).
     init(store: PGJoinedStore, request: SharedRunRequest) throws {
         let tables = store.tables
-        let connection = try PGConnection(url: tables.url)
+        let connection = try PGConnection(url: tables.url, role: .queue)
         try PGStore.applySchema(PGStore.joinSchema(of: tables.model), on: connection)
         let job = PGSharedRun.makeJobID()
         let name = request.name
@@ -136,7 +151,7 @@ final class PGSharedRun: SharedRun {
         // written in order). With the flush, each claim took 2 ms, on the source's thread:
         // people-200k's 240 claims were half of a joined job's staging (docs/performance-notes.md).
         try connection.execute("SET synchronous_commit = off")
-        control = Mutex((connection, Zstd()))
+        control = Mutex((connection, Zstd(), false))
     }
 
     /// In one transaction: the run `request.name` created when no job did (with its run row),
@@ -210,6 +225,11 @@ final class PGSharedRun: SharedRun {
             // rescans it (a nested loop with it inside) runs `LIMIT 1 FOR UPDATE SKIP LOCKED`
             // again for each row, skips the unit it just claimed and claims the next: one
             // statement claimed every pending unit, and the job lost all but the first.
+            // The row is then found by its key, `seq = (SELECT seq FROM c)` (evaluated once):
+            // joined to the CTE instead, the plan the statement kept from the run's first claims,
+            // made while the queue held a few units, scanned all of the join's units at every
+            // claim — each claim's cost grew with the run (people-1M, four jobs: 1,275 claims,
+            // about 1.5 s of the server's CPU; docs/scale-out.md, "Where the server's time goes now").
             // In order: the first unit not done, or none (it is held, or its job is writing it).
             let first = commitsInOrder ? "AND seq = (SELECT min(seq) FROM _ingot_units WHERE name = $1 AND status <> 'done')" : ""
             let rows = try control.connection.execute(
@@ -219,8 +239,8 @@ final class PGSharedRun: SharedRun {
                         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED)
                 UPDATE _ingot_units AS u SET status = 'claimed', job = $2, lease_until = now() + make_interval(secs => $3),
                   claims = u.claims + 1
-                FROM c WHERE u.name = $1 AND u.seq = c.seq
-                RETURNING u.seq, u.source, u.payload, u.length, u.oversized, c.job, u.claims, u.compression, u.labels
+                WHERE u.name = $1 AND u.seq = (SELECT seq FROM c)
+                RETURNING u.seq, u.source, u.payload, u.length, u.oversized, (SELECT job FROM c), u.claims, u.compression, u.labels
                 """, [name, job, String(lease), before.map(String.init)])
             guard let row = rows.first, let seq = row[0].flatMap({ Int($0) }) else { return nil }
             // Never more than one; if a server ever returned more, they go back to the queue
@@ -326,7 +346,7 @@ final class PGSharedRun: SharedRun {
             if let fetcher {
                 link = fetcher
             } else {
-                let connection = try PGConnection(url: store.tables.url)
+                let connection = try PGConnection(url: store.tables.url, role: .fetcher)
                 // An enqueue need not wait for its own flush to disk: a job that commits a unit
                 // flushes the write-ahead log up to its commit, the enqueue included (the log is
                 // written in order), and an enqueue a crash loses is one that did not happen —

@@ -77,7 +77,7 @@ private final class AnswerReader: @unchecked Sendable {  // its connection is us
 
     func body(pipeline: String, request: String) throws -> KeptAnswers.Body? {
         try lock.withLock {
-            if connection == nil { connection = try PGConnection(url: url) }
+            if connection == nil { connection = try PGConnection(url: url, role: .tool) }
             guard
                 let row = try connection?.execute(
                     "SELECT body, size, headers FROM _ingot_http_answers WHERE pipeline = $1 AND request = $2", [pipeline, request]

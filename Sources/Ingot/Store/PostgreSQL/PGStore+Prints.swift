@@ -23,7 +23,7 @@ extension PGStore: PrintKeeping {
                 footprint: row[4].flatMap(PGConnection.bytea(fromText:))
             )
         }
-        let reader = PrintReader(connection: try PGConnection(url: url))
+        let reader = PrintReader(connection: try PGConnection(url: url, role: .tool))
         return PreviousPrints(runID: runID, rows: prints) { seq in
             try reader.footprint(runID: runID, seq: seq)
         }

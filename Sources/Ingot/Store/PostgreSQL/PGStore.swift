@@ -119,7 +119,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         let joinTables = layouts.flatMap { $0.toMany.filter(\.hasJoinTable).map(\.joinTable) }
         self.sharedJoinTables = Set(Dictionary(grouping: joinTables, by: { $0 }).filter { $0.value.count > 1 }.keys)
         self.url = url
-        let connection = try PGConnection(url: url, stopped: stopped)
+        let connection = try PGConnection(url: url, role: .writer, stopped: stopped)
         self.connection = connection
         let tables = "{" + layouts.map { "\"\($0.table)\"" }.joined(separator: ",") + "}"
         let existed =
@@ -169,7 +169,7 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
     private func readerConnection() throws -> PGConnection {
         try readerLock.withLock {
             if let reader { return reader }
-            let made = try PGConnection(url: url, stopped: stopped)
+            let made = try PGConnection(url: url, role: .reader, stopped: stopped)
             reader = made
             return made
         }

@@ -38,12 +38,12 @@ package struct PostgresBackend: StoreBackend {
 
     /// Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
     package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
-        let connection = try PGConnection(url: url)
+        let connection = try PGConnection(url: url, role: .tool)
         return (true, try PGStore.schemaConflicts(model, connection), try PGStore.missing(PGStore.schema(of: model), connection))
     }
 
     package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
-        let connection = try PGConnection(url: url)
+        let connection = try PGConnection(url: url, role: .tool)
         let rows = try? connection.execute("SELECT value FROM _ingot_state WHERE pipeline = $1 AND key = $2", [pipeline, key])
         return rows?.first?[0] ?? nil
     }
@@ -53,7 +53,7 @@ package struct PostgresBackend: StoreBackend {
     }
 
     package func reader() throws -> any RowReader {
-        Reader(connection: try PGConnection(url: url))
+        Reader(connection: try PGConnection(url: url, role: .tool))
     }
 
     /// Reads through one connection, kept open across selects — or (`insideTransaction`) the
