@@ -159,6 +159,30 @@ struct JoinedExchangeTests {
         #expect(summary.counters.entities["person"]?.updated == second.counters.entities["person"]?.updated, "\(summary.counters.entities)")
     }
 
+    /// A job joins a run whose exchange table another job's open batch is writing without
+    /// waiting for it: only the job that makes the run makes the table (each `ALTER TABLE` of
+    /// it waited for every open batch before — here, for ever, so the database gives up on any
+    /// lock after 20 s and the join fails instead).
+    @Test(.hangGuard) func aJobJoinsWithoutWaitingForAnOpenBatch() throws {
+        let url = try PostgresServer.freshDatabase()
+        let name = String(url.split(separator: "/").last ?? "")
+        try PGConnection(url: url).execute("ALTER DATABASE \(name) SET lock_timeout = '20s'")
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let first = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
+        defer { try? first.close() }
+        _ = try first.joinRun(JoinTests.request("open", config))
+        let table = try #require(
+            try PGConnection(url: url).execute("SELECT tablename FROM pg_tables WHERE tablename ~ '^_ingot_run[0-9]+_x$'").first?[0] ?? nil)
+        let batch = try PGConnection(url: url)
+        try batch.execute("BEGIN")
+        try batch.execute("INSERT INTO \(table) (part, key, data) VALUES (0, 1, '\\x00'::bytea)")
+        let second = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
+        defer { try? second.close() }
+        let joined = try second.joinRun(JoinTests.request("open", config))
+        #expect(joined.name == "open")
+        try batch.execute("ROLLBACK")
+    }
+
     /// Every job of a run writes its rows the same way: a job given `--no-bulk` (positions at
     /// each commit) cannot join a run whose jobs exchange theirs — the run's end would write
     /// their older rows over its newer ones — and is refused before it writes, naming why.

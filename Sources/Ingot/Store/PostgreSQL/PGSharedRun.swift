@@ -126,7 +126,12 @@ final class PGSharedRun: SharedRun {
         let defers = tables.plan.defersJoinedBatches
         let joined = try connection.transaction {
             try PGSharedRun.join(request, as: job, on: connection) { ordinal in
-                defers ? ExchangeTable(ordinal: ordinal).schema : []
+                // Made by the first job: `ALTER TABLE` locks the table whole even when it
+                // changes nothing, so a job joining later waited for every job's open batch (and
+                // held the next ones) and told every session to read the table's catalog again.
+                let exchange = ExchangeTable(ordinal: ordinal)
+                guard defers, try !connection.tableExists(exchange.plainName) else { return [] }
+                return exchange.schema
             }
         }
         guard joined.id <= UnitOrder.lastOrdinal else {
@@ -159,7 +164,7 @@ final class PGSharedRun: SharedRun {
     /// failed; this job's row added unless the run is finished, and the run's tables for
     /// deferred batches (`making`, given the join's number) made under the join's row lock.
     private static func join(
-        _ request: SharedRunRequest, as job: String, on connection: PGConnection, making: (Int64) -> [String]
+        _ request: SharedRunRequest, as job: String, on connection: PGConnection, making: (Int64) throws -> [String]
     ) throws -> (created: Bool, finished: Bool, revived: String?, id: Int64, runID: String) {
         let name = request.name
         let created =
@@ -206,7 +211,7 @@ final class PGSharedRun: SharedRun {
         }
         if !finished {
             try connection.execute("INSERT INTO _ingot_join_jobs (name, job, status) VALUES ($1, $2, 'running')", [name, job])
-            for sql in making(id) { try connection.execute(sql) }
+            for sql in try making(id) { try connection.execute(sql) }
         }
         return (created, finished, revived, id, runID)
     }
