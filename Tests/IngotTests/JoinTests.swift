@@ -597,8 +597,9 @@ struct JoinTests {
 
     /// A job waits for work on its queue connection, which listens from its first wait: the
     /// server holds two sessions a job, its writer and its queue (a listener of its own was a
-    /// third), and a unit another job enqueues wakes the wait — an hour's wait here, which the
-    /// hang guard ends if the notification is missed.
+    /// third), and a unit another job enqueues wakes the wait — a wait longer than the hang
+    /// guard's limit here, so a missed notification is recorded by the guard, and the run then
+    /// ends with the wait.
     @Test(.hangGuard) func aWaitingJobListensOnItsQueueConnection() throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "j.yml")
         let database = try JoinDatabase(.postgresql, model: config.model)
@@ -618,7 +619,7 @@ struct JoinTests {
         #expect(sessions == [["ingot queue", "2"], ["ingot tool", "1"], ["ingot writer", "2"]])
         _ = try #require(try other.takeFetcherRole())
         #expect(try other.enqueue([Page(seq: 0, source: "p1", bytes: [])], from: 1))
-        waiting.waitForWork(upTo: 3600)
+        waiting.waitForWork(upTo: HangGuard.limit.inSeconds + 60)
         #expect(try waiting.claim(maxPageBytes: 1 << 20)?.page.seq == 1)
     }
 
