@@ -167,7 +167,33 @@ struct PostgresTests {
         #expect(listener.waitForNotification(timeout: 60))
     }
 
-    /// A joined job between two parts of the deferred merge asks whether the run's tables are
+    /// A joined job's store makes the work queue's tables with the model's, in one schema step
+    /// that reads the catalog once (``PGCatalog``): what it reads is every table, column, index,
+    /// trigger and identity of the schema, and a second job's step finds nothing missing.
+    @Test func aJoinedStoreMakesTheQueueWithTheModelFromOneReadOfTheCatalog() throws {
+        let url = try PostgresServer.freshDatabase()
+        let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        let store = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
+        defer { try? store.close() }
+        let connection = try PGConnection(url: url)
+        let catalog = try PGCatalog.read(connection)
+        let layouts = EntityLayout.layouts(of: config.model)
+        #expect(catalog.tables.isSuperset(of: layouts.map(\.table) + ["_ingot_runs", "_ingot_joins", "_ingot_units", "_ingot_join_jobs"]))
+        for layout in layouts {
+            #expect(catalog.columnNames.contains(layout.table + "." + PGStore.positionColumn), "\(layout.table)")
+            let identity = layout.identitySlots.map { layout.columns[$0].name }
+            #expect(catalog.identities[layout.table] == (identity.isEmpty ? nil : identity), "\(layout.table)")
+        }
+        #expect(catalog.identities["visit"] == ["clinic", "day"], "a composite identity, in its order")
+        #expect(catalog.indexes.isSuperset(of: ["_ingot_units_open", "_ingot_units_pkey"]))
+        #expect(catalog.payloadsStoredExternally)
+        #expect(PGStore.missing(PGStore.schema(of: config.model) + PGStore.joinSchema(of: config.model), in: catalog).isEmpty)
+        // A single run's store opened on the same database applies nothing and meets no conflict.
+        let single = try PGStore(url: url, model: config.model)
+        #expect(single.migration.isEmpty)
+        try single.close()
+        #expect(try PGStore.schemaConflicts(config.model, catalog, connection).isEmpty)
+    }
 
     /// Each connection tells the server what it is for (`application_name`), unless the URL
     /// names one: a DBA's `pg_stat_activity` then tells a job's writer from its queue.
@@ -180,9 +206,6 @@ struct PostgresTests {
         let named = url + (url.contains("?") ? "&" : "?") + "application_name=nightly"
         #expect(try PGConnection(url: named, role: .writer).execute("SHOW application_name") == [["nightly"]])
     }
-    /// still there, inside a transaction that began before the job finishing the run dropped
-    /// them: the answer is the committed catalog (a name lookup through the backend's cache
-    /// answered "still there" here, and the part's merge failed on a missing table).
     /// A statement with parameters runs prepared from its second run (docs/stores.md, "Prepared
     /// statements"), and answers as it would unprepared: after a rollback, with its table made
     /// again, with a column's type changed under it, and failing when its table is gone.
@@ -212,6 +235,10 @@ struct PostgresTests {
         #expect(throws: StoreError.self) { try connection.execute(select, ["1"]) }
     }
 
+    /// A joined job between two parts of the deferred merge asks whether the run's tables are
+    /// still there, inside a transaction that began before the job finishing the run dropped
+    /// them: the answer is the committed catalog (a name lookup through the backend's cache
+    /// answered "still there" here, and the part's merge failed on a missing table).
     @Test func tableExistsSeesADropCommittedInsideATransaction() throws {
         let url = try PostgresServer.freshDatabase()
         let (merging, finishing) = (try PGConnection(url: url), try PGConnection(url: url))

@@ -193,6 +193,11 @@ package struct LoadPlan: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// A job of a run several jobs share (`--join`): its store opens the work queue's tables too.
+    package var isJoined: Bool {
+        if case .joined = mode { true } else { false }
+    }
+
     /// A joined job's rows are exchanged between the jobs, written when every unit is done,
     /// instead of into the entities' tables with positions at each commit.
     package var defersJoinedBatches: Bool {

@@ -118,7 +118,8 @@ final class PGSharedRun: SharedRun {
     init(store: PGJoinedStore, request: SharedRunRequest) throws {
         let tables = store.tables
         let connection = try PGConnection(url: tables.url, role: .queue)
-        try PGStore.applySchema(PGStore.joinSchema(of: tables.model), on: connection)
+        // A store opened for a joined plan made the work queue's tables with its own.
+        if !tables.plan.isJoined { try PGStore.applySchema(PGStore.joinSchema(of: tables.model), on: connection) }
         let job = PGSharedRun.makeJobID()
         let name = request.name
         // Its plan exchanges the rows (a first load from local pages, or `--bulk`; only a model

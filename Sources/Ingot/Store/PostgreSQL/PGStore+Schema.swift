@@ -7,54 +7,40 @@ extension PGStore {
     /// (``applySchema(_:on:checking:)``, ``createIndexes(_:)``).
     static let schemaLock = "SELECT pg_advisory_xact_lock(hashtext('ingot schema'))"
 
-    /// Applies the statements of `schema` that are ``missing(_:_:)``, after `check`, in one
+    /// Applies the statements of `schema` that are ``missing(_:in:)``, after `check`, in one
     /// transaction under an advisory lock: jobs starting together must not create the same
     /// tables at once (two `CREATE TABLE IF NOT EXISTS` racing fail on the catalog's unique index).
+    /// `check` and the choice of statements read one ``PGCatalog``, taken under the lock; it is
+    /// returned with the statements applied (what the schema was before them).
     @discardableResult
-    static func applySchema(_ schema: [String], on connection: PGConnection, checking check: () throws -> Void = {}) throws -> [String] {
+    static func applySchema(
+        _ schema: [String], on connection: PGConnection, checking check: (PGCatalog) throws -> Void = { _ in }
+    ) throws -> (applied: [String], before: PGCatalog) {
         try connection.transaction {
             try connection.execute(PGStore.schemaLock)
-            try check()
-            let statements = try missing(schema, connection)
+            let catalog = try PGCatalog.read(connection)
+            try check(catalog)
+            let statements = missing(schema, in: catalog)
             for sql in statements { try connection.execute(sql) }
-            return statements
+            return (statements, catalog)
         }
     }
 
-    /// The statements of `schema` whose table, column or index does not exist yet. Each one is
-    /// idempotent, but `ALTER TABLE` and `CREATE INDEX` lock their table even when there is
+    /// The statements of `schema` whose table, column or index does not exist in `catalog`. Each
+    /// one is idempotent, but `ALTER TABLE` and `CREATE INDEX` lock their table even when there is
     /// nothing to do, and would wait behind the transactions of jobs already writing it.
-    static func missing(_ schema: [String], _ connection: PGConnection) throws -> [String] {
-        var columns: Set<String> = []
-        var tables: Set<String> = []
-        for column in try catalogColumns(connection) {
-            tables.insert(column.table)
-            columns.insert(column.table + "." + column.name)
-        }
-        let indexes = Set(
-            try connection.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()").compactMap { $0[0] })
-        let triggers = Set(
-            try connection.execute(
-                "SELECT t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE c.relnamespace = current_schema()::regnamespace"
-            ).compactMap { $0[0] })
-        // Asked only of a schema with the work queue of joined runs.
-        let external =
-            try schema.contains(externalPayloads)
-            && connection.execute(
-                "SELECT a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                    + "WHERE c.relname = '_ingot_units' AND c.relnamespace = current_schema()::regnamespace AND a.attname = 'payload'"
-            ).first?[0] == "e"
+    static func missing(_ schema: [String], in catalog: PGCatalog) -> [String] {
         func name(_ word: Substring?) -> String { String(word ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\"(")) }
         return schema.filter { sql in
             let words = sql.split(whereSeparator: { $0 == " " || $0 == "\n" })
-            if sql.hasPrefix("CREATE TABLE IF NOT EXISTS ") { return !tables.contains(name(words[safe: 5])) }
-            if sql.hasPrefix("CREATE INDEX IF NOT EXISTS ") { return !indexes.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("CREATE TABLE IF NOT EXISTS ") { return !catalog.tables.contains(name(words[safe: 5])) }
+            if sql.hasPrefix("CREATE INDEX IF NOT EXISTS ") { return !catalog.indexes.contains(name(words[safe: 5])) }
             if sql.hasPrefix("CREATE OR REPLACE FUNCTION ") {
-                return !triggers.contains(name(words[safe: 4]).replacingOccurrences(of: "\"()", with: ""))
+                return !catalog.triggers.contains(name(words[safe: 4]).replacingOccurrences(of: "\"()", with: ""))
             }
-            if sql == externalPayloads { return !external }
+            if sql == externalPayloads { return !catalog.payloadsStoredExternally }
             if sql.hasPrefix("ALTER TABLE "), words[safe: 3] == "ADD" {
-                return !columns.contains(name(words[safe: 2]) + "." + name(words[safe: 8]))
+                return !catalog.columnNames.contains(name(words[safe: 2]) + "." + name(words[safe: 8]))
             }
             return true
         }
@@ -151,50 +137,84 @@ extension PGStore {
         return statements
     }
 
-    /// How the existing tables disagree with `model` (``StoredTables/conflicts(with:columnType:)``):
-    /// read from the catalog. An identity is a constraint, never added to a table that exists.
-    static func schemaConflicts(_ model: EntityModel, _ connection: PGConnection) throws -> [String] {
+    /// How the existing tables disagree with `model` (``StoredTables/conflicts(with:columnType:)``),
+    /// as `catalog` has them. An identity is a constraint, never added to a table that exists.
+    static func schemaConflicts(_ model: EntityModel, _ catalog: PGCatalog, _ connection: PGConnection) throws -> [String] {
         var tables: [String: StoredTables.Table] = [:]
-        for column in try catalogColumns(connection) {
+        for column in catalog.columns {
             // The catalog spells timestamptz out.
             tables[column.table, default: StoredTables.Table(columns: [:], identity: nil, acceptsIdentity: false)].columns[column.name] =
                 column.type == "timestamp with time zone" ? "timestamptz" : column.type
         }
-        for row in try connection.execute(
-            """
-            SELECT c.relname, a.attname FROM pg_catalog.pg_constraint k JOIN pg_catalog.pg_class c ON c.oid = k.conrelid
-            CROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
-            JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum
-            WHERE c.relnamespace = current_schema()::regnamespace AND k.contype = 'u' AND k.conname = c.relname || '_identity'
-            ORDER BY c.relname, u.ord
-            """)
-        {
-            guard let table = row[0], let column = row[1] else { continue }
-            let identity = tables[table]?.identity ?? []
-            tables[table]?.identity = identity + [column]
-        }
+        for (table, identity) in catalog.identities where tables[table] != nil { tables[table]?.identity = identity }
         // An identity a joined run's merge dropped is the table's still: built again by the run's end.
-        for key in try keysToBuild(connection) where !key.primary && tables[key.table]?.identity == nil {
+        let recorded = catalog.tables.contains("_ingot_state") ? try keysToBuild(connection) : []
+        for key in recorded where !key.primary && tables[key.table]?.identity == nil {
             tables[key.table]?.identity = key.columns
         }
         return StoredTables(tables: tables, caseInsensitive: false).conflicts(with: model, columnType: columnType)
     }
+}
 
-    /// Every column of the current schema's tables and views, with its type as
-    /// `format_type` spells it: read from `pg_catalog` directly — `information_schema.columns`
-    /// checks privileges row by row and took about 5 ms of the server's CPU a call, which each
-    /// job of a joined run paid several times (docs/scale-out.md, "Measured").
-    static func catalogColumns(_ connection: PGConnection) throws -> [(table: String, name: String, type: String)] {
-        try connection.execute(
+/// What the schema step reads of the current schema, in one statement: its tables' columns,
+/// indexes, triggers and identity constraints. A job's first statements meet the server's catalog
+/// caches cold: read as six statements over two sessions, the schema step cost the server about
+/// 17 ms a job, against 7 ms as one (`psql` sessions in turn, docs/scale-out.md "Where the
+/// server's time goes now").
+struct PGCatalog: Sendable {
+    /// Every column of the schema's tables and views, its type as `format_type` spells it.
+    var columns: [(table: String, name: String, type: String)] = []
+    /// `table.column` of each of `columns`.
+    var columnNames: Set<String> = []
+    var tables: Set<String> = []
+    var indexes: Set<String> = []
+    var triggers: Set<String> = []
+    /// Each table's identity (its `<table>_identity` unique constraint), its columns in order.
+    var identities: [String: [String]] = [:]
+    /// Whether the work queue's payloads are stored out of line, uncompressed (``PGStore/externalPayloads``).
+    var payloadsStoredExternally = false
+
+    /// Read from `pg_catalog` directly — `information_schema.columns` checks privileges row by
+    /// row and took about 5 ms of the server's CPU a call (docs/scale-out.md, "Measured").
+    static func read(_ connection: PGConnection) throws -> PGCatalog {
+        var catalog = PGCatalog()
+        var identities: [(table: String, column: String, order: Int)] = []
+        for row in try connection.execute(
             """
-            SELECT c.relname, a.attname, format_type(a.atttypid, NULL) FROM pg_catalog.pg_attribute a
+            SELECT 'c', c.relname, a.attname, format_type(a.atttypid, NULL), a.attstorage::text FROM pg_catalog.pg_attribute a
             JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
             WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f')
               AND a.attnum > 0 AND NOT a.attisdropped
-            """
-        ).compactMap { row in
-            guard let table = row[0], let name = row[1], let type = row[2] else { return nil }
-            return (table, name, type)
+            UNION ALL SELECT 'i', c.relname, NULL, NULL, NULL FROM pg_catalog.pg_class c
+            WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('i', 'I')
+            UNION ALL SELECT 't', t.tgname, NULL, NULL, NULL FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+            WHERE c.relnamespace = current_schema()::regnamespace
+            UNION ALL SELECT 'u', c.relname, a.attname, u.ord::text, NULL FROM pg_catalog.pg_constraint k
+            JOIN pg_catalog.pg_class c ON c.oid = k.conrelid
+            CROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, ord)
+            JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = u.attnum
+            WHERE c.relnamespace = current_schema()::regnamespace AND k.contype = 'u' AND k.conname = c.relname || '_identity'
+            """)
+        {
+            guard let kind = row[0], let name = row[1] else { continue }
+            switch kind {
+            case "c":
+                guard let column = row[2], let type = row[3] else { continue }
+                catalog.columns.append((name, column, type))
+                catalog.columnNames.insert(name + "." + column)
+                catalog.tables.insert(name)
+                if name == "_ingot_units", column == "payload" { catalog.payloadsStoredExternally = row[4] == "e" }
+            case "i": catalog.indexes.insert(name)
+            case "t": catalog.triggers.insert(name)
+            case "u":
+                guard let column = row[2], let order = row[3].flatMap({ Int($0) }) else { continue }
+                identities.append((name, column, order))
+            default: continue
+            }
         }
+        for identity in identities.sorted(by: { ($0.table, $0.order) < ($1.table, $1.order) }) {
+            catalog.identities[identity.table, default: []].append(identity.column)
+        }
+        return catalog
     }
 }

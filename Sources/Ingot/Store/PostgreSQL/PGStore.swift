@@ -121,21 +121,19 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         self.url = url
         let connection = try PGConnection(url: url, role: .writer, stopped: stopped)
         self.connection = connection
-        let tables = "{" + layouts.map { "\"\($0.table)\"" }.joined(separator: ",") + "}"
-        let existed =
-            try connection.execute(
-                "SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = current_schema()::regnamespace AND relname = ANY($1::text[]) "
-                    + "AND relkind IN ('r', 'p', 'v', 'm', 'f')",
-                [tables]
-            ).first?[0] != "0"
-        let applied = try PGStore.applySchema(PGStore.schema(of: model), on: connection) {
+        // A joined job's store makes the work queue's tables with the model's, in one step.
+        let schema = PGStore.schema(of: model) + (plan.isJoined ? PGStore.joinSchema(of: model) : [])
+        let tables = Set(layouts.map(\.table))
+        let step = try PGStore.applySchema(schema, on: connection) { catalog in
             // A database whose tables disagree with the pipeline is refused before anything is written.
-            let conflicts = try PGStore.schemaConflicts(model, connection)
+            let conflicts = try PGStore.schemaConflicts(model, catalog, connection)
             if !conflicts.isEmpty {
                 throw StoreError.conflict(
                     "the database's tables disagree with the pipeline; nothing was written:\n  " + conflicts.joined(separator: "\n  "))
             }
         }
+        let existed = !step.before.tables.isDisjoint(with: tables)
+        let applied = step.applied
         migration = existed ? applied : []
         self.stopped = stopped
     }

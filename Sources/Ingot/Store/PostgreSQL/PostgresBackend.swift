@@ -20,7 +20,7 @@ package struct PostgresBackend: StoreBackend {
             throw error
         }
         // A joined job's store shares this one's table writer (PGJoinedStore).
-        if case .joined = options.plan.mode { return PGJoinedStore(tables: store) }
+        if options.plan.isJoined { return PGJoinedStore(tables: store) }
         return store
     }
 
@@ -39,7 +39,8 @@ package struct PostgresBackend: StoreBackend {
     /// Connecting writes nothing; the schema statements are idempotent (IF NOT EXISTS).
     package func plan(model: EntityModel) throws -> (exists: Bool, conflicts: [String], statements: [String]) {
         let connection = try PGConnection(url: url, role: .tool)
-        return (true, try PGStore.schemaConflicts(model, connection), try PGStore.missing(PGStore.schema(of: model), connection))
+        let catalog = try PGCatalog.read(connection)
+        return (true, try PGStore.schemaConflicts(model, catalog, connection), PGStore.missing(PGStore.schema(of: model), in: catalog))
     }
 
     package func keptValue(model: EntityModel, pipeline: String, key: String) throws -> String? {
