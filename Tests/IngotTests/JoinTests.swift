@@ -641,6 +641,13 @@ struct JoinTests {
             let held = try sql.execute("SELECT count(*) FROM _ingot_units WHERE name = 'plan' AND status = 'claimed'")
             #expect(held.first?[0] == "\(seq)", "after claiming unit \(seq)")
         }
+        // Planned once, generic, in the job's queue session: never with its values first.
+        let queue = try #require(run as? PGSharedRun)
+        let plans = try queue.control.withLock { control in
+            try control.connection.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH c AS MATERIALIZED%'")
+        }
+        #expect(plans == [["39", "0"]], "the claim prepared at its second run, then planned generic")
         #expect(try run.claim(maxPageBytes: 1 << 20) == nil)
     }
 

@@ -52,7 +52,8 @@ final class PGSharedRun: SharedRun {
     /// the job's part (``endJob(status:counters:replacing:scopes:maxPageBytes:archive:)``).
     let store: PGJoinedStore
     /// `listening`: the connection `LISTEN`s on ``channel`` (from the first wait for work).
-    private let control: Mutex<(connection: PGConnection, zstd: Zstd, listening: Bool)>
+    /// Not private: the tests read the session's prepared statements through it.
+    let control: Mutex<(connection: PGConnection, zstd: Zstd, listening: Bool)>
     private let fetcher = Mutex<FetcherLink?>(nil)
 
     /// The channel every job of every join is told on (its payload: the join's name).
@@ -157,6 +158,13 @@ final class PGSharedRun: SharedRun {
         // written in order). With the flush, each claim took 2 ms, on the source's thread:
         // people-200k's 240 claims were half of a joined job's staging (docs/performance-notes.md).
         try connection.execute("SET synchronous_commit = off")
+        // The queue's statements are few and the same all run long: each is planned once, as
+        // generic, rather than five times with its values first (the server's rule, then kept
+        // generic only if no worse), in every job's session. Their plans never depend on the
+        // values: the statuses they compare with are in their text, which the open units'
+        // partial index needs. Planning them took about 0.12 of the eight queue sessions' 0.39
+        // CPU-seconds at people-200k (docs/scale-out.md, "Where the server's time goes now").
+        try connection.execute("SET plan_cache_mode = force_generic_plan")
         control = Mutex((connection, Zstd(), false))
     }
 
