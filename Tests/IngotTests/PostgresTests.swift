@@ -169,12 +169,15 @@ struct PostgresTests {
 
     /// A joined job's store makes the work queue's tables with the model's, in one schema step
     /// that reads the catalog once (``PGCatalog``): what it reads is every table, column, index,
-    /// trigger and identity of the schema, and a second job's step finds nothing missing.
+    /// trigger and identity of the schema, and a second job's step finds nothing missing. On a
+    /// database a single run made, the queue's tables are not the pipeline's schema migrated.
     @Test func aJoinedStoreMakesTheQueueWithTheModelFromOneReadOfTheCatalog() throws {
         let url = try PostgresServer.freshDatabase()
         let config = try PipelineConfig.parse(text: bulkYAML, path: "bulk.yml")
+        try PGStore(url: url, model: config.model).close()
         let store = try PGJoinedStore(url: url, model: config.model, plan: .joinedDeferred)
         defer { try? store.close() }
+        #expect(store.migration.isEmpty, "\(store.migration)")
         let connection = try PGConnection(url: url)
         let catalog = try PGCatalog.read(connection)
         let layouts = EntityLayout.layouts(of: config.model)

@@ -122,7 +122,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
         let connection = try PGConnection(url: url, role: .writer, stopped: stopped)
         self.connection = connection
         // A joined job's store makes the work queue's tables with the model's, in one step.
-        let schema = PGStore.schema(of: model) + (plan.isJoined ? PGStore.joinSchema(of: model) : [])
+        let modelSchema = PGStore.schema(of: model)
+        let schema = modelSchema + (plan.isJoined ? PGStore.joinSchema(of: model) : [])
         let tables = Set(layouts.map(\.table))
         let step = try PGStore.applySchema(schema, on: connection) { catalog in
             // A database whose tables disagree with the pipeline is refused before anything is written.
@@ -133,7 +134,8 @@ final class PGStore: IngestStore, @unchecked Sendable {  // queue-confined, as s
             }
         }
         let existed = !step.before.tables.isDisjoint(with: tables)
-        let applied = step.applied
+        // What a reader of the log is told was migrated: the pipeline's tables, not the queue's.
+        let applied = step.applied.filter(Set(modelSchema).contains)
         migration = existed ? applied : []
         self.stopped = stopped
     }
