@@ -228,7 +228,12 @@ extension PGStore {
     /// The keys a joined run's merge dropped and no run built again yet, as recorded.
     static func keysToBuild(_ connection: PGConnection) throws -> [MergeKey] {
         guard try connection.tableExists("_ingot_state") else { return [] }
-        return try connection.execute(
+        return try recordedKeys(connection)
+    }
+
+    /// ``keysToBuild(_:)`` of a schema known to hold `_ingot_state` (a ``PGCatalog`` read says so).
+    static func recordedKeys(_ connection: PGConnection) throws -> [MergeKey] {
+        try connection.execute(
             "SELECT value FROM _ingot_state WHERE pipeline = '' AND starts_with(key, $1) ORDER BY key", [MergeKey.statePrefix]
         ).compactMap { row in row[0].flatMap { try? JSONDecoder().decode(MergeKey.self, from: Data($0.utf8)) } }
     }

@@ -146,9 +146,9 @@ extension PGStore {
             tables[column.table, default: StoredTables.Table(columns: [:], identity: nil, acceptsIdentity: false)].columns[column.name] =
                 column.type == "timestamp with time zone" ? "timestamptz" : column.type
         }
-        for (table, identity) in catalog.identities where tables[table] != nil { tables[table]?.identity = identity }
+        for (table, identity) in catalog.identities { tables[table]?.identity = identity }
         // An identity a joined run's merge dropped is the table's still: built again by the run's end.
-        let recorded = catalog.tables.contains("_ingot_state") ? try keysToBuild(connection) : []
+        let recorded = catalog.tables.contains("_ingot_state") ? try recordedKeys(connection) : []
         for key in recorded where !key.primary && tables[key.table]?.identity == nil {
             tables[key.table]?.identity = key.columns
         }
@@ -163,16 +163,16 @@ extension PGStore {
 /// server's time goes now").
 struct PGCatalog: Sendable {
     /// Every column of the schema's tables and views, its type as `format_type` spells it.
-    var columns: [(table: String, name: String, type: String)] = []
+    private(set) var columns: [(table: String, name: String, type: String)] = []
     /// `table.column` of each of `columns`.
-    var columnNames: Set<String> = []
-    var tables: Set<String> = []
-    var indexes: Set<String> = []
-    var triggers: Set<String> = []
+    private(set) var columnNames: Set<String> = []
+    private(set) var tables: Set<String> = []
+    private(set) var indexes: Set<String> = []
+    private(set) var triggers: Set<String> = []
     /// Each table's identity (its `<table>_identity` unique constraint), its columns in order.
-    var identities: [String: [String]] = [:]
+    private(set) var identities: [String: [String]] = [:]
     /// Whether the work queue's payloads are stored out of line, uncompressed (``PGStore/externalPayloads``).
-    var payloadsStoredExternally = false
+    private(set) var payloadsStoredExternally = false
 
     /// Read from `pg_catalog` directly — `information_schema.columns` checks privileges row by
     /// row and took about 5 ms of the server's CPU a call (docs/scale-out.md, "Measured").
