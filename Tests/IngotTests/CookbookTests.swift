@@ -259,12 +259,15 @@ struct CookbookTests {
                 "/hn/v0/item/8863.json", "/hn/v0/item/8870.json", "/hn/v0/item/8881.json", "/hn/v0/item/8952.json",
                 "/hn/v0/item/9153.json", "/hn/v0/item/9180.json", "/hn/v0/item/9224.json", "/hn/v0/topstories.json",
             ], "each item once, 9224 though two items list it; 9190 below depth 3 not at all")
-        // Jobs of a joined run would fetch the stories, which the fetcher then never reads for
-        // their comments' requests: refused, saying so.
+        // Joined, the fetcher reads the stories and the comments itself (their records make the
+        // next requests); a chain whose last level makes none leaves that level to the jobs.
         var joined = RunOptions()
         joined.join = "hn"
         let config = try PipelineConfig.parse(text: stories, path: "hn.yml")
-        #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true)?.contains("another for_each") == true)
+        #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true) == nil)
+        #expect(SharedRequests.madeByJobs(config).isEmpty)
+        let flat = try PipelineConfig.parse(text: stories.replacingOccurrences(of: ", depth: 3}", with: "}"), path: "hn.yml")
+        #expect(SharedRequests.madeByJobs(flat) == ["the requests of comments"])
     }
 
     /// A fan-out that reads its own records goes as deep as its threads when `depth:` allows it,
@@ -314,9 +317,9 @@ struct CookbookTests {
     }
 
     /// `depth:` bounds a fan-out that reads its own records: 1 to 1,000 levels, refused otherwise
-    /// with its line; a joined run of one is refused (its jobs would fetch the pages whose records
-    /// make the next requests), as for a chain of for_each.
-    @Test func aRecursiveFanOutIsBoundedAndRunsAsOneJob() throws {
+    /// with its line; joined, its requests are the fetcher's (their pages make the next
+    /// requests), where a fan-out of one level leaves them to the jobs.
+    @Test func aRecursiveFanOutIsBoundedAndItsRequestsAreTheFetchers() throws {
         let yaml = try ExportRoundTripTests.cookbook("swapi-characters", "http://127.0.0.1:1", ["https://swapi.dev/api/": "/api/"])
         let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
         let number = try #require(lines.firstIndex { $0.contains("each: characters") })
@@ -331,7 +334,10 @@ struct CookbookTests {
         #expect(config.resources.last?.forEach?.depth == 2)
         var joined = RunOptions()
         joined.join = "characters"
-        #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true)?.contains("reads its own records") == true)
+        #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true) == nil)
+        #expect(SharedRequests.madeByJobs(config).isEmpty)
+        let flat = try PipelineConfig.parse(text: yaml, path: "characters.yml")
+        #expect(SharedRequests.madeByJobs(flat) == ["the requests of \(try #require(flat.resources.last?.name))"])
     }
 
     /// A total read from a header (WordPress's `X-WP-TotalPages`) ends paging at it: no request

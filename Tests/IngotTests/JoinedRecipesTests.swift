@@ -7,8 +7,7 @@ import Testing
 /// Every pipeline the project ships — each file of pipelines/ and each recipe of
 /// docs/cookbook.md, taken as written with only its host changed — run by two joined jobs into
 /// PostgreSQL — batch by batch, and exchanging their rows (`--bulk`) where the model allows it —
-/// ends in the tables a single run leaves, or is refused before anything runs, saying why
-/// (docs/scale-out.md, "What holds"). The jobs claim in turn, so each commits pages of its own
+/// ends in the tables a single run leaves (docs/scale-out.md, "What holds"). The jobs claim in turn, so each commits pages of its own
 /// wherever the run has more than one unit.
 @Suite(.tags(.postgres, .process), .beyondUnit, .waitsOffThePool)
 struct JoinedRecipesTests {
@@ -24,8 +23,6 @@ struct JoinedRecipesTests {
         var name: String
         var origin: Origin
         var environment: [String: String] = [:]
-        /// The words of a joined run's refusal, for a pipeline that cannot be joined exactly.
-        var refused: String?
         var testDescription: String { name }
 
         func text(_ base: String) throws -> String {
@@ -73,22 +70,7 @@ struct JoinedRecipesTests {
                 name: "notion-users", origin: .cookbook(["https://api.notion.com/": "/notion/", "page_size=100": "page_size=3"]),
                 environment: ["NOTION_TOKEN": "t0ken"]),
         ]
-        + CookbookTests.recipes.map { recipe in
-            var shipped = Shipped(name: recipe.name, origin: .cookbook(recipe.changes), environment: recipe.environment)
-            shipped.refused = refusals[recipe.name]
-            return shipped
-        }
-
-    /// The recipes a joined run refuses, and the words of its reason.
-    static let refusals = [
-        // The comments are a for_each over the stories, a for_each over the top ids.
-        "hacker-news": "another for_each",
-        // Deleted entries stand where they are in the delta (and the sync URL is kept by the run
-        // that read its last page).
-        "contentful-sync": "delete_when",
-        // The nested blocks' requests come from their own records, level after level.
-        "notion-blocks": "reads its own records",
-    ]
+        + CookbookTests.recipes.map { Shipped(name: $0.name, origin: .cookbook($0.changes), environment: $0.environment) }
 
     /// Shipped pipelines joined by another test, with it.
     static let joinedElsewhere = [
@@ -106,11 +88,6 @@ struct JoinedRecipesTests {
             text: try pipeline.text(server.base), path: "\(pipeline.name).yml", environment: pipeline.environment)
         var options = RunOptions()
         options.join = pipeline.name
-        if let refused = pipeline.refused {
-            let refusal = PipelineRunner.joinRefusal(config, options, sharesRuns: true) ?? ""
-            #expect(refusal.contains(refused), "\(refusal)")
-            return
-        }
         #expect(PipelineRunner.joinRefusal(config, options, sharesRuns: true) == nil)
 
         let db = temporaryDirectory().appendingPathComponent("alone.db").path
@@ -157,7 +134,6 @@ struct JoinedRecipesTests {
         let covered = Set(Self.shipped.map(\.name)).union(Self.joinedElsewhere.keys)
         let uncovered: [String] = Set(files + recipes).subtracting(covered).sorted()
         #expect(uncovered.isEmpty, "\(uncovered)")
-        #expect(Set(Self.refusals.keys).isSubset(of: Set(Self.shipped.map(\.name))))
     }
 
     private func source(_ config: PipelineConfig, _ environment: [String: String]) throws -> any PageSource {

@@ -49,6 +49,31 @@ import Testing
         #expect(try harness.dump()["item_tags"]?.count == 1, "the deleted row's links are gone")
     }
 
+    /// Two joined jobs into PostgreSQL, the units committed in the run's order, end as a single
+    /// run ends, whatever batches cut the pages: a unit cut at a tombstone is committed whole
+    /// (its later batches looked up again in its transaction), and the run counts the deletions.
+    @Test(.tags(.postgres, .process), .beyondUnit, .waitsOffThePool, .hangGuard, arguments: [1, 2, 50])
+    func joinedJobsDeleteWhereTheTombstonesStand(batchRecords: Int) throws {
+        let pages = [
+            #"{"events": [{"id": 1, "name": "one", "tags": ["a"]}, {"id": 2, "name": "two", "note": "old", "parent_id": 1, "tags": ["a", "b"]}]}"#,
+            #"{"events": [{"id": 3, "name": "three", "parent_id": 2}, {"id": 2, "note": "changed"}, {"id": 2, "deleted": true}, {"id": 4, "name": "four"}]}"#,
+            #"{"events": [{"id": 5, "name": "five", "note": "x"}, {"id": 5, "deleted": true}, {"id": 5, "name": "again"}, {"id": 9, "deleted": true}]}"#,
+            #"{"events": [{"id": 2, "name": "back"}, {"id": 4, "deleted": true}]}"#,
+        ]
+        let (single, db) = try ingest(Self.yaml, pages, batchRecords: batchRecords)
+        #expect(single.status == .finished && single.counters.deleted == 3, "\(single.counters)")
+        let config = try PipelineConfig.parse(text: Self.yaml, path: "feed.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let summaries = try JoinTests.runJoined(Self.yaml, pages, database, name: "feed", jobs: 2, batchRecords: batchRecords)
+        #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { $0.error ?? "" })")
+        JoinTests.expectShared(summaries)
+        let (got, want) = (try database.dump(), try database.sqlite(db))
+        for table in want.keys.sorted() { #expect(got[table] == want[table], "table \(table)") }
+        let counters = try #require(try database.runs().last?.counters)
+        let counted: [Int] = [counters.records, counters.inserted, counters.deleted]
+        #expect(counted == [single.counters.records, single.counters.inserted, single.counters.deleted])
+    }
+
     /// What a tombstone cannot do is refused: a record without the identity it names is a
     /// rejected record; a root without identity, a rule without its value, and delete_when at the
     /// top of a file with resources are refused at validation.
@@ -74,13 +99,19 @@ import Testing
         #expect(try rows(db, "SELECT id FROM item ORDER BY id") == [["2"], ["3"], ["4"]])
     }
 
-    /// A joined run and a staged load are refused or declined for a feed with tombstones: both
-    /// write out of the feed's order.
+    /// A feed with tombstones is written in its order: a staged load is declined (it writes
+    /// out of the feed's order), and a joined run commits its units in the run's order, saying
+    /// why.
     @Test func aFeedWithTombstonesIsWrittenInOrder() throws {
         let config = try PipelineConfig.parse(text: Self.yaml, path: "feed.yml")
         var options = RunOptions()
         options.join = "j"
-        #expect(PipelineRunner.joinRefusal(config, options, sharesRuns: true)?.contains("delete_when") == true)
+        #expect(PipelineRunner.joinRefusal(config, options, sharesRuns: true) == nil)
+        guard case .inOrder(let reasons) = PipelineRunner.joinOrder(config) else {
+            Issue.record("a joined feed with tombstones commits in any order")
+            return
+        }
+        #expect(reasons.contains { $0.contains("delete_when") }, "\(reasons)")
         #expect(PipelineRunner.writeObstacles(config).contains { $0.contains("delete_when") })
         #expect(PipelineRunner.refreshObstacle(config)?.contains("delete_when") == true)
     }
@@ -129,6 +160,44 @@ import Testing
         #expect(try rows(db, "SELECT value FROM _ingot_state WHERE key = 'sync:next_url'").first?.first?.hasSuffix("sync_token=t2") == true)
     }
 
+    /// A sync read by two joined jobs into PostgreSQL: its tombstones delete where they stand
+    /// (the units committed in the run's order), the delta's last page's next URL is kept by
+    /// the job that commits it, and the next joined run starts there and reads only what
+    /// changed — each run's tables those of a single SQLite run, the kept URL the same.
+    @Test(.tags(.postgres, .process), .beyondUnit, .waitsOffThePool, .hangGuard) func aJoinedSyncKeepsItsNextURL() throws {
+        let yaml = Self.sync
+        let alone = try FixtureServer()
+        let db = temporaryDirectory().appendingPathComponent("cf.db").path
+        let joined = try FixtureServer()
+        let config = try PipelineConfig.parse(text: yaml.replacingOccurrences(of: "BASE", with: joined.base), path: "cf.yml")
+        let database = try JoinDatabase(.postgresql, model: config.model)
+        let location = try JoinTests.options(database, join: nil).location.get()
+        for (k, name) in ["first", "delta"].enumerated() {
+            let single = try run(alone, db: db, yaml: yaml)
+            #expect(single.status == .finished, "\(single.error ?? "")")
+            let summaries = try JoinTests.runJoined(config, database, name: name, jobs: 2, batchRecords: 1) {
+                try config.makeSource(database: location, maxPageBytes: Page.defaultMaxBytes, logger: LogCapture().logger)
+            }
+            #expect(summaries.allSatisfy { $0.status == .finished }, "\(summaries.map { $0.error ?? "" })")
+            let (got, want) = (try database.dump(), try database.sqlite(db))
+            for table in want.keys.sorted() { #expect(got[table] == want[table], "\(name): table \(table)") }
+            let counters = try #require(try database.runs().last?.counters)
+            let counted: [Int] = [counters.pages, counters.records, counters.deleted]
+            #expect(counted == [single.counters.pages, single.counters.records, single.counters.deleted], "\(name)")
+            let kept = try PGConnection(url: database.url).execute("SELECT value FROM _ingot_state WHERE key = 'sync:next_url'")
+                .map { $0.map { ($0 ?? "NULL").replacingOccurrences(of: joined.base, with: "BASE") } }
+            let keptAlone: [[String]] = try rows(db, "SELECT value FROM _ingot_state WHERE key = 'sync:next_url'")
+                .map { $0.map { $0.replacingOccurrences(of: alone.base, with: "BASE") } }
+            #expect(kept == keptAlone && !kept.isEmpty, "\(name)")
+            if k == 0 {
+                JoinTests.expectShared(summaries)
+                for server in [alone, joined] { _ = try HTTPClient().get(server.base + "/control/cookbook-edit", headers: [], timeout: 5) }
+            }
+        }
+        let queries = try joined.seen().filter { $0.path.hasPrefix("/contentful/") }.map(\.query)
+        #expect(queries == ["initial=true", "sync_token=p1", "sync_token=t1"], "\(queries)")
+    }
+
     /// A kept sync URL is input from the database: one that leads off the source's origin is
     /// refused before any request.
     @Test(.tags(.process), .beyondUnit, .waitsOffThePool) func aKeptSyncURLIsCheckedAgain() throws {
@@ -145,15 +214,11 @@ import Testing
     }
 
     /// What a sync cannot be is refused: `write: replace` (a delta is not the whole), a sync in
-    /// a resource, a joined run.
+    /// a resource.
     @Test func whatASyncCannotBeIsRefused() throws {
         let replace = Self.sync.replacingOccurrences(of: "records: items\n", with: "records: items\nwrite: replace\n")
             .replacingOccurrences(of: "BASE", with: "https://cdn.example.org")
         #expect(configProblems(replace)?.contains("a sync run sees only what changed") == true)
-        let config = try PipelineConfig.parse(text: Self.sync.replacingOccurrences(of: "BASE", with: "http://127.0.0.1:1"), path: "cf.yml")
-        var options = RunOptions()
-        options.join = "j"
-        #expect(PipelineRunner.joinRefusal(config, options, sharesRuns: true) != nil)
         let resources = """
             version: 1
             name: cf

@@ -61,25 +61,6 @@ extension PipelineRunner {
     /// the refusal the run would meet.
     package static func joinRefusal(_ config: PipelineConfig, _ options: RunOptions, sharesRuns: Bool) -> String? {
         guard options.join != nil else { return nil }
-        let chained = config.resources.contains { child in
-            config.resources.contains { $0.name == child.forEach?.resource && $0.forEach != nil }
-        }
-        if chained {
-            return
-                "a for_each over another for_each's records takes its requests from pages the jobs fetch, which the fetcher does not read: run it as one job"
-        }
-        if let recursive = config.resources.first(where: { $0.forEach?.recurses == true }) {
-            return
-                "for_each '\(recursive.name)' reads its own records (depth:), whose pages the jobs fetch and the fetcher does not read for the next requests: run it as one job"
-        }
-        if config.resources.contains(where: { $0.deleteWhen != nil }) {
-            return
-                "delete_when deletes rows where its tombstones stand in the run's order, which jobs writing side by side do not keep: run it as one job"
-        }
-        if case .http(let http) = config.source, http.syncURL != nil {
-            return
-                "a sync (sync_url:) reads one delta in order, and its next URL is kept by the run that read its last page: run it as one job"
-        }
         if !sharesRuns {
             let shown = StoreLocation.redacted(options.databasePath)
             return "--join needs a database that several jobs can share (PostgreSQL: --db postgresql://…); \(shown) is not one"
@@ -106,6 +87,9 @@ extension PipelineRunner {
         if !missing.isEmpty {
             reasons.append(
                 "whether a target exists when a page is written depends on the pages before it (\(missing.joined(separator: ", ")))")
+        }
+        if config.resources.contains(where: { $0.deleteWhen != nil }) {
+            reasons.append("a tombstone deletes its row where it stands in the feed (delete_when), and a later page may make it again")
         }
         let modes = [config.write] + config.resources.compactMap(\.write)
         if let mode = modes.first(where: { $0 == .insertOnly || $0 == .updateOnly }) {

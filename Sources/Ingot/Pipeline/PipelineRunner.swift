@@ -15,7 +15,8 @@ import Synchronization
 /// - The source reads a page only when fewer than `pagesInFlight` pages are waiting: a slow
 ///   writer slows the source, and memory is bounded by `pagesInFlight` pages plus one batch.
 /// - Lanes decode in parallel; the writer reorders by `seq` and applies pages strictly in order.
-/// - The writer alone owns the database; each batch is one transaction.
+/// - The writer alone owns the database; a transaction holds one batch or several, committed
+///   when big or old enough (``CommitPolicy``), or — in a joined run — with whole units only.
 public final class PipelineRunner: Sendable {
     /// The pipeline it runs.
     public let config: PipelineConfig

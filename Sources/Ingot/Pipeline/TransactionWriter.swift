@@ -17,6 +17,10 @@ struct TransactionWriter {
     private let logger: Logger
     /// The writes of the open transaction, to redo when the database refuses a value.
     private var redo = RedoLog()
+    /// Tombstones deleted rows in the open transaction, which the assembler's lookups (of
+    /// committed rows) still find: later batches are looked up again in the transaction. A
+    /// single run commits such a batch at once instead; a joined one cannot commit part of a unit.
+    private var deletedInTransaction = false
 
     init(store: any IngestStore, resolver: BatchResolver, model: EntityModel, recordsPath: String, logger: Logger) {
         self.store = store
@@ -33,6 +37,7 @@ struct TransactionWriter {
     /// into `metrics`; whether anything was open. The writes kept for a redo are let go either way.
     mutating func commit(_ tally: RunTally, metrics: RunMetrics?) throws -> Bool {
         redo.transactionEnded()
+        deletedInTransaction = false
         let clock = ContinuousClock()
         let started = clock.now
         guard try store.commit() else { return false }
@@ -59,7 +64,7 @@ struct TransactionWriter {
         _ batch: PreparedBatch, staging: Bool, tally: inout RunTally, progress: (BatchOutcome) -> RunProgress
     ) throws -> (ResolvedBatch, BatchOutcome) {
         var batch = batch
-        if redo.refusedInTransaction { batch.refs = nil }
+        if redo.refusedInTransaction || deletedInTransaction { batch.refs = nil }
         let resolved: ResolvedBatch
         do {
             resolved = try resolver.resolve(batch, store: store, staging: staging)
@@ -99,7 +104,7 @@ struct TransactionWriter {
 
     /// Deletes the rows `batch`'s tombstones name (`delete_when:`), with the model's delete rules,
     /// in the open transaction, counting them in `outcome`. Whether there were any.
-    private func deleteTombstones(of batch: PreparedBatch, into outcome: inout BatchOutcome) throws -> Bool {
+    private mutating func deleteTombstones(of batch: PreparedBatch, into outcome: inout BatchOutcome) throws -> Bool {
         var byEntity: [Int: Set<IdentityKey>] = [:]
         for page in batch.decoded ?? batch.pages {
             for tombstone in page.deletions { byEntity[tombstone.entity, default: []].insert(tombstone.identity) }
@@ -108,6 +113,7 @@ struct TransactionWriter {
         for (entity, identities) in byEntity.sorted(by: { $0.key < $1.key }) {
             outcome.deleted += try store.delete(.listed(identities), of: entity, sparing: [:])
         }
+        deletedInTransaction = true
         return true
     }
 

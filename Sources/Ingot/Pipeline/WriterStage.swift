@@ -150,8 +150,11 @@ final class WriterStage: @unchecked Sendable {  // confined to `queue`
             return
         }
         // A batch whose tombstones deleted rows is committed at once: the next batch's lookups
-        // read what is committed, and must not find the deleted rows (BatchAssembler waits).
-        if pages.contains(where: { !$0.deletions.isEmpty }) { commit() } else { commitIfDue(pages) }
+        // read what is committed, and must not find the deleted rows (BatchAssembler waits). A
+        // joined run commits whole units only: within one, the next batches are looked up again
+        // in the open transaction (TransactionWriter).
+        let deletes = pages.contains { !$0.deletions.isEmpty }
+        if deletes && (!unitTransactions || pages.last?.endsUnit == true) { commit() } else { commitIfDue(pages) }
     }
 
     /// After the last batch: a staged load is merged, `write: replace` deletes untouched rows

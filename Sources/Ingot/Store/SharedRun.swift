@@ -239,6 +239,9 @@ struct UnitLabels: Codable, Equatable {
     var cursor: String?
     /// The pages of a paginated request kept in the unit (``Page/requestPages``).
     var pages: [RequestPage]?
+    /// Where the next sync starts, said by the delta's last page (``Page/syncState``): the job
+    /// that commits the unit keeps it with the run.
+    var sync: String?
 
     init(of page: Page) {
         resource = page.resourceName
@@ -247,11 +250,12 @@ struct UnitLabels: Codable, Equatable {
         request = page.request
         cursor = page.cursor
         pages = page.requestPages
+        sync = page.syncState
     }
 
     /// The labels as stored, or `nil` when the page has none.
     var json: String? {
-        guard resource != nil || injected != nil || unreadable != nil || request != nil || cursor != nil || pages != nil,
+        guard resource != nil || injected != nil || unreadable != nil || request != nil || cursor != nil || pages != nil || sync != nil,
             let data = try? JSONEncoder().encode(self)
         else { return nil }
         return String(decoding: data, as: UTF8.self)
@@ -270,6 +274,7 @@ struct UnitLabels: Codable, Equatable {
         page.request = labels.request
         page.cursor = labels.cursor
         page.requestPages = labels.pages
+        page.syncState = labels.sync
         if let reason = labels.unreadable { page.unreadable = reason }
     }
 }

@@ -46,7 +46,7 @@ package protocol RowReader: AnyObject {
 }
 
 /// What every backend is opened with (a backend's own knobs stay its own: SQLite's cache and
-/// checkpoint sizes are `Store.Options`).
+/// checkpoint sizes are ``SQLiteStore/Options``).
 package struct StoreOpening: Sendable {
     /// The pipeline whose run lock the store takes at open and holds until it closes, waiting
     /// up to ``lockTimeout`` for another run to let it go (a held ``RunLockError``, exit 75,

@@ -107,7 +107,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     /// a shared run's fetcher passes it on to the jobs. Set before the first page.
     var onServerDelay: (@Sendable (Double) -> Void)?
 
-    /// Set for a shared run's fetcher: requests any job may make (``SharedRequests/defers(_:)``)
+    /// Set for a shared run's fetcher: requests any job may make (``SharedRequests/defers(_:of:)``)
     /// come out unfetched, as pages naming their URL (``Page/request``), and so do a numbered
     /// resource's pages once its total is known (``SharedRequests/defersPages(of:in:resource:)``).
     var defersRequests = false
@@ -118,7 +118,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     func next() throws -> Page? {
         while index < resources.count {
             if cancelled.value.withLock({ $0 }) { return nil }
-            if defersRequests, current == nil, SharedRequests.defers(resources[index]) {
+            if defersRequests, current == nil, SharedRequests.defers(resources[index], of: resources) {
                 guard let page = deferredRequest() else { continue }
                 return page
             }

@@ -31,8 +31,15 @@ package final class SharedRequests: Sendable {
     }
 
     /// Whether the fetcher leaves `resource`'s requests to the jobs: a `for_each`'s (a paginated
-    /// request is one unit, its pages followed by the job that makes it).
-    package static func defers(_ resource: ResourceConfig) -> Bool { resource.forEach != nil }
+    /// request is one unit, its pages followed by the job that makes it) whose records make no
+    /// requests. A for_each that another for_each reads (Hacker News's stories, whose comments
+    /// are requested by their ids), or that reads its own records (`depth:`), is fetched by the
+    /// fetcher, which collects the next requests from its pages as a single run does; the
+    /// requests of the last level are the jobs'.
+    package static func defers(_ resource: ResourceConfig, of resources: [ResourceConfig]) -> Bool {
+        guard let forEach = resource.forEach, !forEach.recurses else { return false }
+        return !resources.contains { $0.forEach?.resource == resource.name }
+    }
 
     /// Whether the fetcher leaves a numbered source's pages to the jobs
     /// (``HTTPPageSource/defersNumberedPages``): when no `has_more` decides page by page, no
@@ -73,6 +80,7 @@ package final class SharedRequests: Sendable {
         }
         return config.resources.compactMap { resource in
             if let forEach = resource.forEach {
+                guard defers(resource, of: config.resources) else { return nil }
                 return "the requests of \(resource.name)" + (forEach.http.paginate == .none ? "" : " (each with its pages)")
             }
             guard resource.forEach == nil, case .http(let http) = resource.source,

@@ -120,6 +120,8 @@ extension PGStore {
               rejected_records bigint NOT NULL DEFAULT 0, rejected_pages bigint NOT NULL DEFAULT 0, bytes bigint NOT NULL DEFAULT 0,
               entity_counts text, reject_counts text, PRIMARY KEY (name, job))
             """,
+            // The rows a job's tombstones deleted (delete_when).
+            "ALTER TABLE _ingot_join_jobs ADD COLUMN IF NOT EXISTS deleted bigint NOT NULL DEFAULT 0",
         ]
         for layout in EntityLayout.layouts(of: model) {
             statements.append("ALTER TABLE \(quote(layout.table)) ADD COLUMN IF NOT EXISTS \(positionColumn) bigint[]")
@@ -472,14 +474,15 @@ extension PGStore {
         try connection.execute(
             """
             INSERT INTO _ingot_join_jobs (name, job, status, pages, records, inserted, updated, rejected_records, rejected_pages, bytes,
-              entity_counts, reject_counts) VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11)
+              entity_counts, reject_counts, deleted) VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
             ON CONFLICT (name, job) DO UPDATE SET pages = excluded.pages, records = excluded.records, inserted = excluded.inserted,
               updated = excluded.updated, rejected_records = excluded.rejected_records, rejected_pages = excluded.rejected_pages,
-              bytes = excluded.bytes, entity_counts = excluded.entity_counts, reject_counts = excluded.reject_counts
+              bytes = excluded.bytes, entity_counts = excluded.entity_counts, reject_counts = excluded.reject_counts,
+              deleted = excluded.deleted
             """,
             [
                 join.name, join.job, String(c.pages), String(c.records), String(c.inserted), String(c.updated), String(c.rejectedRecords),
-                String(c.rejectedPages), String(c.bytes), c.entitiesJSON, c.rejectsJSON,
+                String(c.rejectedPages), String(c.bytes), c.entitiesJSON, c.rejectsJSON, String(c.deleted),
             ])
     }
 }

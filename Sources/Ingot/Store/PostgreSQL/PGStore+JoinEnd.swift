@@ -76,14 +76,14 @@ extension PGStore {
         var total = RunCounters()
         for job in try connection.execute(
             """
-            SELECT pages, records, inserted, updated, rejected_records, rejected_pages, bytes, entity_counts, reject_counts
+            SELECT pages, records, inserted, updated, rejected_records, rejected_pages, bytes, entity_counts, reject_counts, deleted
               FROM _ingot_join_jobs WHERE name = $1
             """, [join.name])
         {
             func int(_ k: Int) -> Int { job[k].flatMap { Int($0) } ?? 0 }
             var c = RunCounters()
             (c.pages, c.records, c.inserted, c.updated) = (int(0), int(1), int(2), int(3))
-            (c.rejectedRecords, c.rejectedPages, c.bytes) = (int(4), int(5), int(6))
+            (c.rejectedRecords, c.rejectedPages, c.bytes, c.deleted) = (int(4), int(5), int(6), int(9))
             c.readEntities(fromJSON: job[7])
             c.rejectsByReason = RunCounters.rejects(fromJSON: job[8])
             total.add(c)

@@ -70,7 +70,8 @@ extension PGStore {
                 // Jobs of a joined run commit their units in any order: the run's cursor is the
                 // greatest its jobs saw (compared byte by byte, as the writer compares it), and it
                 // moves once, when the run finishes (endJoinedJob) — never past a unit another
-                // job has not committed yet.
+                // job has not committed yet. A sync's next URL is said by the delta's last page
+                // alone: the greatest of one value.
                 try connection.execute(
                     """
                     INSERT INTO _ingot_join_kept (name, pipeline, key, value) VALUES ($1, $2, $3, $4) ON CONFLICT (name, pipeline, key)
