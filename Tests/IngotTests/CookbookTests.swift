@@ -266,8 +266,10 @@ struct CookbookTests {
         let config = try PipelineConfig.parse(text: stories, path: "hn.yml")
         #expect(PipelineRunner.joinRefusal(config, joined, sharesRuns: true) == nil)
         #expect(SharedRequests.madeByJobs(config).isEmpty)
+        #expect(SharedRequests.madeByFetcher(config) == ["the requests of stories", "the requests of comments"])
         let flat = try PipelineConfig.parse(text: stories.replacingOccurrences(of: ", depth: 3}", with: "}"), path: "hn.yml")
         #expect(SharedRequests.madeByJobs(flat) == ["the requests of comments"])
+        #expect(SharedRequests.madeByFetcher(flat) == ["the requests of stories"])
     }
 
     /// A fan-out that reads its own records goes as deep as its threads when `depth:` allows it,

@@ -11,8 +11,9 @@ package struct RunPlan: Sendable, Equatable {
         /// Refused before anything is written (SQLite shares no runs, `--resume`), and why.
         case refused(String)
         /// Units claimed by any job of the run `name`; what the jobs fetch themselves (resources,
-        /// files), and the order its units are committed in.
-        case joins(name: String, madeByJobs: [String], readsFiles: Bool, order: JoinOrder)
+        /// files), what the fetcher fetches because its records make the next requests, and the
+        /// order its units are committed in.
+        case joins(name: String, madeByJobs: [String], madeByFetcher: [String] = [], readsFiles: Bool, order: JoinOrder)
     }
 
     /// Whether the run leaves out pages unchanged since the last run.
@@ -41,7 +42,8 @@ package struct RunPlan: Sendable, Equatable {
                 join = .refused(refusal)
             } else {
                 join = .joins(
-                    name: name, madeByJobs: SharedRequests.madeByJobs(config), readsFiles: !fetching,
+                    name: name, madeByJobs: SharedRequests.madeByJobs(config), madeByFetcher: SharedRequests.madeByFetcher(config),
+                    readsFiles: !fetching,
                     order: PipelineRunner.joinOrder(config))
             }
         }
@@ -68,8 +70,11 @@ package struct RunPlan: Sendable, Equatable {
         switch join {
         case .refused(let reason)?:
             lines.append("join: refused: \(reason)")
-        case .joins(let name, let byJobs, let readsFiles, let order)?:
+        case .joins(let name, let byJobs, let byFetcher, let readsFiles, let order)?:
             var made = byJobs.isEmpty ? "" : "; \(byJobs.joined(separator: ", ")) fetched by the jobs that claim them, `concurrency` each"
+            if !byFetcher.isEmpty {
+                made += "; \(byFetcher.joined(separator: ", ")) fetched by the fetcher (their records make the next requests)"
+            }
             if readsFiles { made += "; each file read by the job that claims it (every job must see the same files at the same path)" }
             lines.append(
                 "join: \(name): units (pages, with their resource and for_each values) claimed by any job; one fetcher at a time\(made); \(order)"

@@ -90,6 +90,12 @@ package final class SharedRequests: Sendable {
         }
     }
 
+    /// The for_each resources of `config` whose requests the fetcher of a shared run makes
+    /// itself, as `--dry-run --join` says it (``defers(_:of:)``): `the requests of NAME`.
+    package static func madeByFetcher(_ config: PipelineConfig) -> [String] {
+        config.resources.filter { $0.forEach != nil && !defers($0, of: config.resources) }.map { "the requests of \($0.name)" }
+    }
+
     /// How many requests of `page`'s source a job makes at once (its `concurrency`).
     func concurrency(of page: Page) -> Int {
         max(1, http(of: page)?.http.concurrency ?? 1)
