@@ -232,6 +232,41 @@ struct JoinedResourcesTests {
         #expect(paths.contains { $0.hasSuffix("/issues") } && !paths.contains { $0.hasSuffix("/comments") }, "\(paths)")
     }
 
+    /// A shared run's fetcher reads the levels of a chain of for_each whose records make the
+    /// next requests (Hacker News: the stories and their comments, three levels deep) and
+    /// leaves only a last level's requests unfetched; a fetcher that takes the role over after
+    /// any page, resumed from that page's state, enqueues exactly the pages the first would have
+    /// enqueued after it.
+    @Test(.hangGuard, arguments: [true, false]) func aFetcherTakenOverInAChainOfForEachGoesOnWhereItStopped(recursive: Bool) throws {
+        let server = try FixtureServer()
+        var yaml = try ExportRoundTripTests.cookbook("hacker-news", server.base, ["https://hacker-news.firebaseio.com/v0/": "/hn/v0/"])
+        if !recursive { yaml = yaml.replacingOccurrences(of: ", depth: 3}", with: "}") }
+        let config = try PipelineConfig.parse(text: yaml, path: "hn.yml")
+        func fetcher() -> ResourcesPageSource {
+            let source = ResourcesPageSource(
+                config: config, environment: [:], maxPageBytes: Page.defaultMaxBytes, logger: Logger(label: "test"))
+            source.defersRequests = true
+            return source
+        }
+        func shown(_ page: Page) -> String {
+            "\(page.resourceName ?? "-") \(page.request ?? page.source)\(SharedRequests.isPending(page) ? " (the jobs')" : "")"
+        }
+        var whole: [Page] = []
+        let first = fetcher()
+        while let page = try first.next() { whole.append(page) }
+        let comments = whole.filter { $0.resourceName == "comments" }
+        #expect(!comments.isEmpty && comments.allSatisfy { SharedRequests.isPending($0) != recursive }, "\(whole.map(shown))")
+        #expect(whole.filter { $0.resourceName == "stories" }.allSatisfy { !SharedRequests.isPending($0) })
+        for k in whole.indices.dropLast() {
+            let state = try #require(whole[k].resumeState, "page \(k)")
+            let taken = fetcher()
+            try taken.resume(from: state)
+            var rest: [String] = []
+            while let page = try taken.next() { rest.append(shown(page)) }
+            #expect(rest == whole[(k + 1)...].map(shown), "after page \(k) (\(state))")
+        }
+    }
+
     /// A paginated request is one unit: the job that claims it follows the request's pages to
     /// its end and keeps them together in the unit (``Page/requestPages``); a job that takes the
     /// unit over decodes what was kept, in order, and asks the server nothing. Here the unit is

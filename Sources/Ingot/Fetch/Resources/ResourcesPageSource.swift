@@ -473,6 +473,11 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
                 return
             }
             inner = resumed
+            // A shared run's fetcher taken over: the requests left come out unfetched, as before.
+            if defersRequests, SharedRequests.defers(resources[index], of: resources) {
+                dropChains()
+                return
+            }
         } else {
             inner = try resumeListing(inner: inner)
         }
