@@ -13,7 +13,7 @@ floor (Benchmarks/sqlite_floor.py). `--big` adds people-1M to that comparison an
 checked with people.py --check. Copy the output into docs/benchmarks.md.
 """
 import argparse
-import resource, glob, json, os, re, shutil, statistics, subprocess, sys, urllib.request
+import resource, glob, json, os, re, shutil, statistics, subprocess, sys, time, urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.path.join(ROOT, "Benchmarks", "people.py")
@@ -637,6 +637,56 @@ def huge(ingot, runs):
     remove_db(db)
 
 
+def phases(ingot, db, runs, sizes=(200000, 1000000)):
+    """Where a run's time goes, phase by phase (people-200k and people-1M; with --huge, people-10M
+    too): the process's user and system CPU, page faults and block I/O (/proc/PID/stat and io)
+    read as each phase's log line arrives — opening (schema, run row), the stage phase (parse,
+    map, fold, sort, the stage file written), the merge (runs read and folded, the rows and links
+    copied, the index built), the end (commit, checkpoint, summary). No archive, as --huge runs."""
+    marks = [("bulk.started", "open"), ("bulk.merging", "stage"), ("bulk.merged", "merge"), ("run.summary", "end")]
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def sample(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/%d/io" % pid) as f:
+            io = dict(line.split(": ") for line in f.read().splitlines())
+        return (time.monotonic(), int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]), int(fields[9]),
+                int(io["read_bytes"]), int(io["write_bytes"]))
+
+    for persons in sizes:
+        data, _ = dataset(persons, 1000)
+        label = "people-%s" % ({200000: "200k", 1000000: "1M", 10000000: "10M"}.get(persons) or persons)
+        rows = []
+        for _ in range(runs if persons < 10000000 else 1):
+            remove_db(db)
+            p = subprocess.Popen([ingot, "run", PIPELINE, "--pages", data, "--no-archive", "--db", db, "--progress-interval", "0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            taken = [("start", sample(p.pid))]
+            for line in p.stderr:
+                for msg, name in marks:
+                    if "msg=%s " % msg in line:
+                        try:
+                            taken.append((name, sample(p.pid)))
+                        except OSError:
+                            pass
+            _, status, usage = os.wait4(p.pid, 0)
+            end = time.monotonic()
+            if status != 0:
+                sys.exit("%s: ingot exited with %d" % (label, status))
+            rows.append((taken, end, usage.ru_maxrss))
+        # The run whose wall is the median.
+        rows.sort(key=lambda r: r[1] - r[0][0][1][0])
+        taken, end, rss = rows[len(rows) // 2]
+        print("%s, no archive, phase by phase (%d run%s, the median's): wall %.2f s, peak %.0f MiB" % (
+            label, len(rows), "" if len(rows) == 1 else "s", end - taken[0][1][0], rss / 1024))
+        print("  %-6s %8s %8s %8s %10s %8s %9s %9s" % ("phase", "wall s", "user s", "sys s", "minflt", "majflt", "read MB", "write MB"))
+        for (_, a), (name, b) in zip(taken, taken[1:]):
+            d = [y - x for x, y in zip(a, b)]
+            print("  %-6s %8.2f %8.2f %8.2f %10d %8d %9.1f %9.1f" % (name, d[0], d[1], d[2], d[3], d[4], d[5] / 1e6, d[6] / 1e6))
+    remove_db(db)
+
+
 def remove_db(db):
     # With a staged load's file beside it (<db>.stage.<pipeline>, gone once merged; a stopped load leaves it).
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -1127,9 +1177,13 @@ def main():
     a.add_argument("--jobs", default="1,2,4,8", help="the joined case's numbers of jobs, comma-separated")
     a.add_argument("--big", action="store_true", help="also people-1M: peers paired, and the ratio to 200k; with --only joined, one single and one joined job at 1M (their peaks); with --only postgres, one job against its COPY floor at 1M")
     a.add_argument("--huge", action="store_true", help="people-10M alone (one run, about 15 minutes to generate)")
-    a.add_argument("--only", choices=["latency", "fetch", "dense", "bounds", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft"], help="run this case alone")
+    a.add_argument("--only", choices=["latency", "fetch", "dense", "bounds", "postgres", "refresh", "peers", "joined", "joined-http", "partitioned", "fanout", "fanout-pages", "numbered", "draft", "phases"], help="run this case alone")
     args = a.parse_args()
     ingot = os.path.abspath(args.ingot)
+    if args.only == "phases":
+        phases(ingot, os.path.join(BENCH, "bench.db"), args.runs,
+               (200000, 1000000, 10000000) if args.huge else (200000, 1000000))
+        return
     if args.huge:
         huge(ingot, args.runs)
         return
