@@ -461,6 +461,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         }
         var inner = String(fields[3])
         index = resource
+        dropChains()
         if let forEach = resources[index].forEach {
             // `-`: the resource not begun (the one before it ended with the last page committed).
             let itemField = fields[2] == "-" ? ["0"] : fields[2].split(separator: "@", maxSplits: 1)
@@ -474,14 +475,10 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             }
             inner = resumed
             // A shared run's fetcher taken over: the requests left come out unfetched, as before.
-            if defersRequests, SharedRequests.defers(resources[index], of: resources) {
-                dropChains()
-                return
-            }
+            if defersRequests, SharedRequests.defers(resources[index], of: resources) { return }
         } else {
             inner = try resumeListing(inner: inner)
         }
-        dropChains()
         try open(resuming: inner)
     }
 
