@@ -675,11 +675,12 @@ def phases(ingot, db, runs, sizes=(200000, 1000000)):
             if status != 0:
                 sys.exit("%s: ingot exited with %d" % (label, status))
             rows.append((taken, end, usage.ru_maxrss))
-        # The run whose wall is the median.
+        # The run whose wall is the median; the last run's database checked.
+        ok = check(db, data)
         rows.sort(key=lambda r: r[1] - r[0][0][1][0])
         taken, end, rss = rows[len(rows) // 2]
-        print("%s, no archive, phase by phase (%d run%s, the median's): wall %.2f s, peak %.0f MiB" % (
-            label, len(rows), "" if len(rows) == 1 else "s", end - taken[0][1][0], rss / 1024))
+        print("%s, no archive, phase by phase (%d run%s, the median's): wall %.2f s, peak %.0f MiB  check ok=%s" % (
+            label, len(rows), "" if len(rows) == 1 else "s", end - taken[0][1][0], rss / 1024, ok))
         print("  %-6s %8s %8s %8s %10s %8s %9s %9s" % ("phase", "wall s", "user s", "sys s", "minflt", "majflt", "read MB", "write MB"))
         for (_, a), (name, b) in zip(taken, taken[1:]):
             d = [y - x for x, y in zip(a, b)]
