@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import Ingot
@@ -29,6 +30,25 @@ import Testing
         #expect(postgres.lines.contains { $0.hasPrefix("join: j: ") && $0.contains("each file read by the job that claims it") })
         // `--resume` cannot join: refused on every backend.
         #expect(try plan(joining("j", resume: true), backend: PostgresBackend(url: "postgresql://localhost/x")).joinRefusal != nil)
+    }
+
+    /// A joined chain of for_each says which requests the fetcher makes (their records make the
+    /// next ones) and which the jobs make: Hacker News's stories are the fetcher's, their
+    /// comments the jobs' when they read no records of their own.
+    @Test func aJoinedChainOfForEachSaysWhoMakesWhichRequests() throws {
+        let yaml = try ExportRoundTripTests.cookbook("hacker-news", "http://127.0.0.1:1", [:])
+            .replacingOccurrences(of: ", depth: 3}", with: "}")
+        let config = try PipelineConfig.parse(text: yaml, path: "hn.yml")
+        let made = RunPlan.make(config, joining("hn"), fetching: true, backend: PostgresBackend(url: "postgresql://localhost/x"))
+        #expect(
+            made.join
+                == .joins(
+                    name: "hn", madeByJobs: ["the requests of comments"], madeByFetcher: ["the requests of stories"], readsFiles: false,
+                    order: .anyOrder))
+        let line = try #require(made.lines.first { $0.hasPrefix("join: hn: ") })
+        #expect(
+            line.contains("the requests of comments fetched by the jobs that claim them")
+                && line.contains("the requests of stories fetched by the fetcher (their records make the next requests)"), "\(line)")
     }
 
     /// A refresh leaves unchanged pages out unless asked not to; from one HTTP source it fetches
