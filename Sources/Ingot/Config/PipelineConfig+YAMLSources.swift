@@ -50,7 +50,7 @@ extension PipelineYAMLReader {
         }
         // A resource without a root is read only to drive another.
         for (resource, item) in zip(resources, list) where resource.root == nil {
-            if !resources.contains(where: { $0.forEach?.resource == resource.name }) {
+            if !resources.haveReader(of: resource.name) {
                 throw error(item, "resource '\(resource.name)' has no root: and no for_each reads it: its records would go nowhere")
             }
         }

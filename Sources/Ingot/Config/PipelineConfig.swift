@@ -262,6 +262,11 @@ package struct ResourceConfig: Sendable, Equatable {
     }
 }
 
+extension [ResourceConfig] {
+    /// Whether a for_each of these resources reads the records of the resource `name`.
+    package func haveReader(of name: String) -> Bool { contains { $0.forEach?.resource == name } }
+}
+
 /// `root: {by: KEY.PATH, entities: {VALUE: ENTITY, …}, other: reject|skip}`.
 package struct RootChoice: Sendable, Equatable {
     /// Where a record says its kind.

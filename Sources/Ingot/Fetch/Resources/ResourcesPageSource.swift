@@ -359,13 +359,10 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         }
         // A resource's files are read by the jobs that claim them, unless a for_each reads its
         // records (the fetcher collects those requests from the pages it reads).
-        if defersRequests, let files = source as? DirectoryPageSource, !isRead(by: resource) { files.defersReading = true }
+        if defersRequests, let files = source as? DirectoryPageSource, !resources.haveReader(of: resource.name) {
+            files.defersReading = true
+        }
         return source
-    }
-
-    /// Whether a later for_each reads `resource`'s records.
-    private func isRead(by resource: ResourceConfig) -> Bool {
-        resources.contains { $0.forEach?.resource == resource.name }
     }
 
     /// Adds the requests `page`'s records make for the for_each resources that read them: a later
@@ -514,7 +511,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
             inner = ""
             prefix = ResumeDigest()
         }
-        if isRead(by: resources[index]) && !forEach.recurses {
+        if resources.haveReader(of: resources[index].name) && !forEach.recurses {
             // Its requests before the one it stopped in made requests of the for_each that
             // reads it: made again; the one it stopped in starts over (its pages applied
             // again, in order: the tables end the same), its pages collected as they come.
@@ -533,7 +530,9 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
         for parent in Set(resources[index...].compactMap { $0.forEach?.resource }) {
             if let k = resources.firstIndex(where: { $0.name == parent }), k < index { try recollect(parent) }
         }
-        guard !inner.isEmpty, isRead(by: resources[index]), try !recollect(resources[index], upTo: inner) else { return inner }
+        guard !inner.isEmpty, resources.haveReader(of: resources[index].name), try !recollect(resources[index], upTo: inner) else {
+            return inner
+        }
         logger.warning(
             "resource.restarted",
             metadata: [
@@ -576,7 +575,7 @@ final class ResourcesPageSource: FetchReporting, AnswerReusing, @unchecked Senda
     /// appended them.
     private func collectRequests(of resource: ResourceConfig, _ forEach: ResourceConfig.ForEach, through end: Int?) throws {
         let list = collected[forEach.resource] ?? RequestList()
-        if isRead(by: resource) {
+        if resources.haveReader(of: resource.name) {
             collected[resource.name] = RequestList()
             fannedOut[resource.name] = nil
         }

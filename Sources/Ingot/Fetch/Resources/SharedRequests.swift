@@ -38,7 +38,7 @@ package final class SharedRequests: Sendable {
     /// requests of the last level are the jobs'.
     package static func defers(_ resource: ResourceConfig, of resources: [ResourceConfig]) -> Bool {
         guard let forEach = resource.forEach, !forEach.recurses else { return false }
-        return !resources.contains { $0.forEach?.resource == resource.name }
+        return !resources.haveReader(of: resource.name)
     }
 
     /// Whether the fetcher leaves a numbered source's pages to the jobs
@@ -51,7 +51,7 @@ package final class SharedRequests: Sendable {
     /// fetcher must know where to go on to the next).
     package static func defersPages(of http: HTTPSourceConfig, in config: PipelineConfig, resource: String? = nil) -> Bool {
         guard http.hasMore == nil, config.incremental == nil else { return false }
-        if let resource, config.resources.contains(where: { $0.forEach?.resource == resource }) { return false }
+        if let resource, config.resources.haveReader(of: resource) { return false }
         switch http.paginate {
         case .page(_, _, let total), .offset(_, _, _, let total): return resource == nil || total != nil
         default: return false
